@@ -1,0 +1,39 @@
+"""pallas-prof: a Pallas GPU backend you can see into.
+
+    import pallas_prof
+    pallas_prof.install()            # every Triton-style pl.pallas_call now goes through pallas-prof
+    with pallas_prof.tracing():      # OpenTelemetry spans for every lowering rule and compile stage
+        ...
+
+or per call: pl.pallas_call(kernel, ..., compiler_params=pallas_prof.CompilerParams(num_warps=4)).
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .backend import CompilerParams, LoweringError, install, installed, uninstall  # noqa: E402
+from .backend import registration as _registration  # noqa: E402
+
+_registration._ensure_registered()
+
+
+def tracing(*args, **kwargs):
+  """Context manager / decorator that records OpenTelemetry spans (see pallas_prof.instrument)."""
+  from .instrument import tracing as _tracing
+  return _tracing(*args, **kwargs)
+
+
+def profile(*args, **kwargs):
+  """Replays and times the kernels this process compiled (see pallas_prof.profiler)."""
+  from .profiler import profile as _profile
+  return _profile(*args, **kwargs)
+
+
+def kernels():
+  """The kernels this process lowered (pallas_prof.backend.registry records)."""
+  from .backend import registry
+  return registry.kernels()
+
+
+__all__ = ["CompilerParams", "LoweringError", "install", "installed", "uninstall", "tracing",
+           "profile", "kernels", "__version__"]

@@ -1,0 +1,406 @@
+"""KernelBuilder: emits one Triton-language module per Pallas kernel.
+
+The builder hands out fresh readable names, keeps typed values (dtype and
+logical shape), collects module-level helper functions (reduction combiners
+and the like), and remembers for every generated line which jaxpr equation
+produced it. Every line of the kernel body ends with a comment naming its
+equation and the user's file:line, so the source reads on its own.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+import re
+from collections import Counter
+from typing import Iterator
+
+import numpy as np
+import jax.numpy as jnp
+
+# --- dtypes ------------------------------------------------------------------
+
+_TL_DTYPES = {
+    "bool": "tl.int1",
+    "int8": "tl.int8", "int16": "tl.int16", "int32": "tl.int32", "int64": "tl.int64",
+    "uint8": "tl.uint8", "uint16": "tl.uint16", "uint32": "tl.uint32", "uint64": "tl.uint64",
+    "float16": "tl.float16", "bfloat16": "tl.bfloat16", "float32": "tl.float32",
+    "float64": "tl.float64",
+    "float8_e4m3fn": "tl.float8e4nv", "float8_e5m2": "tl.float8e5",
+}
+
+_SIGNATURE_TYPES = {
+    "bool": "i1",
+    "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+    "float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64",
+    "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5",
+}
+
+SUPPORTED_DTYPES = tuple(_TL_DTYPES)
+
+
+class UnsupportedDtype(TypeError):
+  pass
+
+
+def dtype_name(dtype) -> str:
+  return np.dtype(dtype).name
+
+
+def tl_dtype(dtype) -> str:
+  try:
+    return _TL_DTYPES[dtype_name(dtype)]
+  except KeyError:
+    raise UnsupportedDtype(
+        f"dtype {dtype_name(dtype)} has no Triton equivalent; supported: "
+        + ", ".join(SUPPORTED_DTYPES)) from None
+
+
+def signature_type(dtype) -> str:
+  try:
+    return _SIGNATURE_TYPES[dtype_name(dtype)]
+  except KeyError:
+    raise UnsupportedDtype(
+        f"dtype {dtype_name(dtype)} has no Triton equivalent; supported: "
+        + ", ".join(SUPPORTED_DTYPES)) from None
+
+
+def is_float(dtype) -> bool:
+  return jnp.issubdtype(dtype, jnp.floating)
+
+
+def is_int(dtype) -> bool:
+  return jnp.issubdtype(dtype, jnp.integer)
+
+
+def is_signed(dtype) -> bool:
+  return jnp.issubdtype(dtype, jnp.signedinteger)
+
+
+def is_bool(dtype) -> bool:
+  return np.dtype(dtype) == np.bool_
+
+
+def is_low_float(dtype) -> bool:
+  """16-bit and 8-bit floats: Triton (and its interpreter) computes these in f32."""
+  return is_float(dtype) and np.dtype(dtype).itemsize < 4
+
+
+def next_pow2(n: int) -> int:
+  return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+
+def padded_shape(shape) -> tuple[int, ...]:
+  return tuple(next_pow2(d) for d in shape)
+
+
+# --- values ------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Value:
+  """A typed value of the generated kernel.
+
+  `expr` is a Python expression in the generated module (usually a name).
+  `shape` is the logical (JAX) shape; the Triton tensor has `padded` shape,
+  each dimension rounded up to a power of two. Lanes beyond the logical size
+  hold unspecified values: rules that mix lanes (reductions, dot, reshape)
+  mask them explicitly.
+  `const` is set for literals known at lowering time.
+  """
+  expr: str
+  dtype: np.dtype
+  shape: tuple[int, ...] = ()
+  const: object = None
+
+  @property
+  def padded(self) -> tuple[int, ...]:
+    return padded_shape(self.shape)
+
+  @property
+  def is_padded(self) -> bool:
+    return self.padded != tuple(self.shape)
+
+  @property
+  def ndim(self) -> int:
+    return len(self.shape)
+
+  @property
+  def is_scalar(self) -> bool:
+    return not self.shape
+
+  def __str__(self) -> str:
+    return self.expr
+
+
+def literal(value, dtype) -> str:
+  """A Triton expression for a scalar constant of exactly `dtype`."""
+  dtype = np.dtype(dtype)
+  name = dtype.name
+  if is_bool(dtype):
+    return "True" if bool(value) else "False"
+  if is_float(dtype):
+    v = float(value)
+    if math.isnan(v):
+      text = 'float("nan")'
+    elif math.isinf(v):
+      text = 'float("inf")' if v > 0 else 'float("-inf")'
+    else:
+      text = repr(v)
+    if name == "float32" and math.isfinite(v):
+      return text
+    return f"tl.full((), {text}, {tl_dtype(dtype)})"
+  v = int(value)
+  if name == "int32":
+    return str(v) if v >= 0 else f"({v})"
+  return f"tl.full((), {v}, {tl_dtype(dtype)})"
+
+
+# --- equations and lines -----------------------------------------------------
+
+class EqnInfo:
+  """What the line map and the instrumentation know about one equation.
+
+  The equation's text and avals are rendered lazily: lowering with tracing
+  off never pays for pretty-printing.
+  """
+  __slots__ = ("index", "path", "primitive", "file", "line", "function", "parent",
+               "region", "_describe", "_text", "_in_avals", "_out_avals")
+
+  def __init__(self, *, index: int, path: str, primitive: str, file: str | None,
+               line: int | None, function: str | None, parent: int | None,
+               region: str = "kernel", describe=None, text: str | None = None,
+               in_avals: tuple[str, ...] | None = None,
+               out_avals: tuple[str, ...] | None = None):
+    self.index = index              # preorder index over the kernel and nested jaxprs
+    self.path = path                # "4" or "4.body.2": position in the nesting
+    self.primitive = primitive
+    self.file = file
+    self.line = line
+    self.function = function
+    self.parent = parent            # index of the control-flow equation containing it
+    self.region = region            # kernel | index_map x_ref | body | cond | branch 1 ...
+    self._describe = describe       # () -> (text, in_avals, out_avals)
+    self._text = text
+    self._in_avals = in_avals
+    self._out_avals = out_avals
+
+  def _materialize(self) -> None:
+    if self._text is None:
+      if self._describe is None:
+        self._text, self._in_avals, self._out_avals = self.primitive, (), ()
+      else:
+        self._text, self._in_avals, self._out_avals = self._describe()
+      self._describe = None
+
+  @property
+  def text(self) -> str:
+    self._materialize()
+    return self._text
+
+  @property
+  def in_avals(self) -> tuple[str, ...]:
+    self._materialize()
+    return self._in_avals
+
+  @property
+  def out_avals(self) -> tuple[str, ...]:
+    self._materialize()
+    return self._out_avals
+
+  @property
+  def location(self) -> str:
+    if self.file is None:
+      return "unknown"
+    return f"{os.path.basename(self.file)}:{self.line}"
+
+  def to_dict(self) -> dict:
+    return {"index": self.index, "path": self.path, "primitive": self.primitive,
+            "text": self.text, "in_avals": list(self.in_avals),
+            "out_avals": list(self.out_avals), "file": self.file, "line": self.line,
+            "function": self.function, "parent": self.parent, "region": self.region}
+
+  @classmethod
+  def from_dict(cls, d: dict) -> "EqnInfo":
+    return cls(index=d["index"], path=d["path"], primitive=d["primitive"], file=d["file"],
+               line=d["line"], function=d["function"], parent=d["parent"],
+               region=d.get("region", "kernel"), text=d["text"],
+               in_avals=tuple(d["in_avals"]), out_avals=tuple(d["out_avals"]))
+
+  def __repr__(self) -> str:
+    return f"EqnInfo({self.index}, {self.primitive}, {self.location})"
+
+
+@dataclasses.dataclass
+class _Line:
+  indent: int
+  text: str
+  eqn: int | None
+  note: str | None = None
+
+
+_NAME_RE = re.compile(r"[^0-9a-zA-Z_]")
+_RESERVED = {"tl", "triton", "libdevice", "range", "float", "int", "min", "max",
+             "True", "False", "None", "and", "or", "not", "if", "else", "for",
+             "while", "in", "is", "def", "return", "lambda", "pass", "del",
+             "import", "from", "as", "with", "class", "global", "try", "except"}
+
+
+def sanitize(name: str) -> str:
+  name = _NAME_RE.sub("_", name) or "v"
+  if name[0].isdigit():
+    name = "_" + name
+  return name
+
+
+IMPORTS = ["import triton", "import triton.language as tl",
+           "from triton.language.extra import libdevice"]
+
+
+class KernelBuilder:
+  """Accumulates the body of one @triton.jit kernel and its helpers.
+
+  The module is laid out as: header comments, imports, the kernel, then
+  module-level helpers and constants (Triton resolves globals when it
+  compiles, so helpers may follow the kernel). Because the kernel comes
+  first, a body line's final line number is known the moment it is emitted.
+  """
+
+  def __init__(self, kernel_name: str, header: list[str] | None = None):
+    self.kernel_name = sanitize(kernel_name)
+    self.header = list(header or [])
+    self.params: list[str] = []
+    self._lines: list[_Line] = []
+    self._helpers: dict[str, list[str]] = {}
+    self._names: Counter[str] = Counter()
+    self._taken: set[str] = set(_RESERVED) | {self.kernel_name}
+    self._indent = 1
+    self.current_eqn: int | None = None
+    self.current_note: str | None = None
+    self.eqns: list[EqnInfo] = []
+    self.module_constants: dict[str, str] = {}
+
+  # names ---------------------------------------------------------------
+  def fresh(self, hint: str) -> str:
+    base = sanitize(hint)
+    while True:
+      self._names[base] += 1
+      count = self._names[base]
+      name = base if count == 1 else f"{base}_{count}"
+      if name not in self._taken:
+        self._taken.add(name)
+        return name
+
+  def add_param(self, name: str) -> str:
+    name = self.fresh(name)
+    self.params.append(name)
+    return name
+
+  # emission ------------------------------------------------------------
+  @property
+  def _prefix_len(self) -> int:
+    # header, imports, blank line, blank line, decorator, def line
+    return len(self.header) + len(IMPORTS) + 4
+
+  def line_number(self, body_index: int) -> int:
+    """The 1-based line, in the rendered module, of body line `body_index`."""
+    return self._prefix_len + body_index + 1
+
+  @property
+  def num_lines(self) -> int:
+    return len(self._lines)
+
+  def emit(self, statement: str) -> None:
+    for part in statement.splitlines():
+      self._lines.append(_Line(self._indent, part, self.current_eqn, self.current_note))
+
+  @contextlib.contextmanager
+  def note(self, text: str) -> Iterator[None]:
+    """Comments lines that belong to no equation (e.g. a BlockSpec's block start)."""
+    previous = self.current_note
+    self.current_note = text
+    try:
+      yield
+    finally:
+      self.current_note = previous
+
+  def assign(self, hint: str, expr: str) -> str:
+    name = self.fresh(hint)
+    self.emit(f"{name} = {expr}")
+    return name
+
+  def value(self, hint: str, expr: str, dtype, shape=()) -> Value:
+    return Value(self.assign(hint, expr), np.dtype(dtype), tuple(shape))
+
+  @contextlib.contextmanager
+  def block(self, header: str) -> Iterator[None]:
+    """An indented block: `for ...:`, `if ...:`, `while ...:`."""
+    self.emit(header)
+    self._indent += 1
+    start = len(self._lines)
+    try:
+      yield
+    finally:
+      if len(self._lines) == start:
+        self.emit("pass")
+      self._indent -= 1
+
+  @contextlib.contextmanager
+  def equation(self, eqn_index: int | None) -> Iterator[None]:
+    previous = self.current_eqn
+    self.current_eqn = eqn_index
+    try:
+      yield
+    finally:
+      self.current_eqn = previous
+
+  def add_eqn(self, info: EqnInfo) -> None:
+    self.eqns.append(info)
+
+  # module-level helpers -------------------------------------------------
+  def helper(self, name: str, source: str) -> str:
+    """Adds a module-level @triton.jit helper once; returns its name."""
+    name = sanitize(name)
+    if name not in self._helpers:
+      self._taken.add(name)
+      self._helpers[name] = source.strip("\n").splitlines()
+    return name
+
+  def constant(self, name: str, expr: str) -> str:
+    """A module-level `NAME: tl.constexpr = expr` (e.g. infinities)."""
+    name = sanitize(name)
+    if name not in self.module_constants:
+      self._taken.add(name)
+      self.module_constants[name] = expr
+    return name
+
+  # rendering -----------------------------------------------------------
+  def render(self) -> tuple[str, dict[int, int]]:
+    """The module's source and its line map {1-based line: eqn index}."""
+    out: list[str] = [f"# {c}" if c else "#" for c in self.header]
+    out += IMPORTS + ["", "", "@triton.jit", f"def {self.kernel_name}({', '.join(self.params)}):"]
+    assert len(out) == self._prefix_len
+    line_map: dict[int, int] = {}
+    eqns = {e.index: e for e in self.eqns}
+    width = max((4 * ln.indent + len(ln.text) for ln in self._lines), default=0)
+    width = min(max(width, 40), 100)
+    for ln in self._lines:
+      code = "    " * ln.indent + ln.text
+      if ln.eqn is not None and ln.eqn in eqns:
+        e = eqns[ln.eqn]
+        code = f"{code.ljust(width)}  # [{e.index}] {e.primitive} @ {e.location}"
+        line_map[len(out) + 1] = ln.eqn
+      elif ln.note:
+        code = f"{code.ljust(width)}  # {ln.note}"
+      out.append(code)
+    if not self._lines:
+      out.append("    pass")
+    for name, body in self._helpers.items():
+      out += ["", "", "@triton.jit"] + body
+    if self.module_constants:
+      out.append("")
+    for name, expr in self.module_constants.items():
+      out.append(f"{name}: tl.constexpr = {expr}")
+    out.append("")
+    return "\n".join(out), line_map

@@ -1,0 +1,215 @@
+"""The only module that knows how JAX and Triton differ between versions.
+
+pallas-prof runs on jax 0.10.x (CPU machines, CI) and jax 0.11.x (the GPU
+machine), with triton 3.6. Everything that reaches into JAX's or Triton's
+private modules goes through here, so a version bump touches one file.
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+import jax
+from jax._src import core as jax_core
+from jax._src import source_info_util
+from jax._src.interpreters import mlir
+from jax._src.pallas import core as pallas_core
+from jax._src.pallas import pallas_call as _pallas_call_mod
+from jax._src.pallas import primitives as pallas_primitives
+from jax._src.state import indexing as state_indexing
+from jax._src.state import primitives as state_primitives
+from jax._src.state import types as state_types
+
+JAX_VERSION = tuple(int(p) for p in jax.__version__.split(".")[:3] if p.isdigit())
+
+pallas_call_p = _pallas_call_mod.pallas_call_p
+
+# Block dimension kinds of a BlockMapping.
+Blocked = pallas_core.Blocked
+Squeezed = pallas_core.Squeezed
+Element = pallas_core.Element
+BoundedSlice = getattr(pallas_core, "BoundedSlice", None)
+
+NDIndexer = state_indexing.NDIndexer
+Slice = state_indexing.Slice
+AbstractRef = state_types.AbstractRef
+Literal = jax_core.Literal
+DropVar = jax_core.DropVar
+ClosedJaxpr = jax_core.ClosedJaxpr
+Jaxpr = jax_core.Jaxpr
+
+get_p = state_primitives.get_p
+swap_p = state_primitives.swap_p
+addupdate_p = state_primitives.addupdate_p
+program_id_p = pallas_primitives.program_id_p
+num_programs_p = pallas_primitives.num_programs_p
+load_p = pallas_primitives.load_p
+masked_swap_p = pallas_primitives.swap_p
+multiple_of_p = pallas_primitives.multiple_of_p
+
+
+def triton_primitives():
+  """JAX's Triton-flavoured Pallas primitives (atomics, inline asm, ...)."""
+  from jax._src.pallas.triton import primitives as tp
+  return tp
+
+
+def builtin_triton_compiler_params():
+  """The CompilerParams class of JAX's own Pallas Triton backend."""
+  from jax._src.pallas.triton import core as triton_core
+  return triton_core.CompilerParams
+
+
+def block_dim_size(dim) -> int:
+  return pallas_core._get_block_dim_size(dim)
+
+
+# --- where did an equation come from ---------------------------------------
+
+_JAX_DIR = os.path.dirname(os.path.dirname(jax.__file__)) + os.sep + "jax" + os.sep
+# JAX's own example kernels (softmax, attention, ...) are "user code" for our
+# purposes: their lines are where the equations come from.
+_JAX_KERNEL_DIRS = (os.path.join(_JAX_DIR, "experimental", "pallas", "ops") + os.sep,)
+_OUR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_user_file(path: str) -> bool:
+  if path.startswith(_JAX_KERNEL_DIRS):
+    return True
+  if path.startswith(_JAX_DIR) or path.startswith(_OUR_DIR):
+    return False
+  return source_info_util.is_user_filename(path)
+
+
+def user_frame(source_info):
+  """The innermost frame of the user's code that produced an equation."""
+  traceback = getattr(source_info, "traceback", None)
+  if traceback is None:
+    return None
+  code, lasti = traceback.raw_frames()
+  for c, i in zip(code, lasti):
+    if _is_user_file(c.co_filename):
+      return source_info_util.raw_frame_to_frame(c, i)
+  return None
+
+
+def user_frames(source_info, limit: int = 8):
+  traceback = getattr(source_info, "traceback", None)
+  if traceback is None:
+    return []
+  code, lasti = traceback.raw_frames()
+  frames = []
+  for c, i in zip(code, lasti):
+    if _is_user_file(c.co_filename):
+      frames.append(source_info_util.raw_frame_to_frame(c, i))
+      if len(frames) >= limit:
+        break
+  return frames
+
+
+# --- lowering registration ---------------------------------------------------
+
+def register_platform_lowering(prim, rule, platform: str) -> None:
+  mlir.register_lowering(prim, rule, platform=platform)
+
+
+def unregister_platform_lowering(prim, platform: str) -> None:
+  mlir._platform_specific_lowerings[platform].pop(prim, None)
+
+
+def platform_lowering(prim, platform: str):
+  entry = mlir._platform_specific_lowerings[platform].get(prim)
+  return None if entry is None else entry.rule
+
+
+def default_pallas_call_lowering():
+  """JAX's own (platform-independent) pallas_call lowering rule."""
+  return _pallas_call_mod._pallas_call_lowering
+
+
+def register_backend_lowering_rule(params_cls, rule, platform: str = "gpu") -> None:
+  pallas_core.register_lowering_rule(params_cls, rule, platform)
+
+
+def backend_lowering_rule(params_cls):
+  entry = pallas_core._backend_lowering_rules.get(params_cls)
+  return entry
+
+
+def restore_backend_lowering_rule(params_cls, entry) -> None:
+  if entry is None:
+    pallas_core._backend_lowering_rules.pop(params_cls, None)
+  else:
+    pallas_core._backend_lowering_rules[params_cls] = entry
+
+
+def lower_fun(fun, multiple_results: bool = True):
+  return mlir.lower_fun(fun, multiple_results=multiple_results)
+
+
+def gpu_triton():
+  """jaxlib's Triton custom-call bindings (GPU builds only)."""
+  from jax._src.lib import gpu_triton as lib
+  return lib
+
+
+def custom_call(*args, **kwargs):
+  return mlir.custom_call(*args, **kwargs)
+
+
+def aval_to_ir_type(module_context, aval):
+  return mlir.aval_to_ir_type(module_context, aval)
+
+
+def ir():
+  from jax._src.lib.mlir import ir as _ir
+  return _ir
+
+
+# --- Triton ------------------------------------------------------------------
+
+def triton_version() -> str:
+  import triton
+  return triton.__version__
+
+
+def triton_interpreter_builder():
+  from triton.runtime import interpreter
+  return interpreter
+
+
+def set_triton_interpret(enabled: bool) -> bool:
+  """Sets Triton's interpret knob; returns the previous value."""
+  import triton
+  previous = bool(triton.knobs.runtime.interpret)
+  triton.knobs.runtime.interpret = enabled
+  return previous
+
+
+def make_triton_kernel(lib, *, name, num_warps, shared_bytes, ptx, ttir, compute_capability,
+                       global_scratch_size=0, global_scratch_align=1):
+  """jaxlib's TritonKernel; its constructor grew scratch arguments in jax 0.11."""
+  try:
+    return lib.TritonKernel(name, num_warps, 1, shared_bytes, ptx, ttir, compute_capability,
+                            global_scratch_size, global_scratch_align)
+  except TypeError:
+    if global_scratch_size:
+      raise RuntimeError(
+          f"kernel {name} needs {global_scratch_size} bytes of global scratch, which this "
+          f"jaxlib cannot allocate; upgrade to jax >= 0.11") from None
+    return lib.TritonKernel(name, num_warps, 1, shared_bytes, ptx, ttir, compute_capability)
+
+
+def gpu_compute_capability(device=None) -> int | None:
+  """The compute capability (e.g. 90) of a CUDA device, None without one."""
+  try:
+    devices = [device] if device is not None else jax.local_devices(backend="gpu")
+  except RuntimeError:
+    return None
+  if not devices:
+    return None
+  cc = getattr(devices[0], "compute_capability", None)
+  if cc is None:
+    return None
+  return int(str(cc).replace(".", ""))

@@ -1,0 +1,454 @@
+"""GeneratedKernel -> CompiledKernel: triton.compile for an explicit GPU target.
+
+Works on machines without a GPU (the triton wheel ships ptxas). Every stage
+(ttir, ttgir, llir, ptx, cubin) is timed through Triton's stage-inspection
+hook and its text kept; ptxas's own report gives registers, spills and stack.
+Results are cached by content (generated source, options, target, tool
+versions) in memory and on disk, so a second process reuses them.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import re
+import sys
+import threading
+import time
+from typing import Any
+
+from . import hooks
+from .codegen import signature_type
+from .errors import LoweringError
+from .lowering import GeneratedKernel, cache_dir
+
+STAGES = ("ttir", "ttgir", "llir", "ptx", "cubin")
+DEFAULT_TARGET = ("cuda", 90)
+# Per-block shared memory a kernel may use (opt-in maximum), by compute capability.
+SHARED_MEMORY_LIMIT = {70: 98304, 75: 65536, 80: 166912, 86: 101376, 87: 166912,
+                       89: 101376, 90: 232448, 100: 232448, 120: 101376}
+
+_lock = threading.RLock()
+_memory_cache: dict[str, "CompiledKernel"] = {}
+_module_cache: dict[tuple[str, bool], Any] = {}
+CACHE_FORMAT = 2
+
+
+@dataclasses.dataclass
+class StageRecord:
+  stage: str
+  start_ns: int
+  end_ns: int
+  size: int = 0
+
+  @property
+  def seconds(self) -> float:
+    return (self.end_ns - self.start_ns) / 1e9
+
+
+@dataclasses.dataclass
+class CompileRecord:
+  """What one compile did, for observers: times, stages, resources, error."""
+  kernel: str
+  key: str
+  target: str
+  start_ns: int
+  end_ns: int
+  stages: list[StageRecord]
+  cache: str                    # "miss", "memory" or "disk"
+  attributes: dict[str, Any]
+  error: BaseException | None = None
+
+
+@dataclasses.dataclass
+class CompiledKernel:
+  name: str
+  key: str
+  target: tuple[str, int]
+  asm: dict[str, Any]            # stage -> text (cubin: bytes)
+  metadata: dict[str, Any]       # Triton's metadata (shared, num_warps, scratch sizes, ...)
+  stage_seconds: dict[str, float]
+  compile_seconds: float
+  registers: int | None
+  spill_stores: int | None
+  spill_loads: int | None
+  stack_bytes: int | None
+  ptxas_log: str
+  generated: GeneratedKernel | None = None
+  cache: str = "miss"
+
+  @property
+  def shared_bytes(self) -> int:
+    return int(self.metadata.get("shared", 0))
+
+  @property
+  def num_warps(self) -> int:
+    return int(self.metadata["num_warps"])
+
+  @property
+  def num_stages(self) -> int:
+    return int(self.metadata["num_stages"])
+
+  @property
+  def ptx(self) -> str:
+    return self.asm["ptx"]
+
+  @property
+  def cubin(self) -> bytes:
+    return self.asm["cubin"]
+
+  @property
+  def spills(self) -> int | None:
+    if self.spill_stores is None:
+      return None
+    return (self.spill_stores or 0) + (self.spill_loads or 0)
+
+  def resources(self) -> dict[str, Any]:
+    return {"shared_bytes": self.shared_bytes, "registers": self.registers,
+            "spill_stores": self.spill_stores, "spill_loads": self.spill_loads,
+            "stack_bytes": self.stack_bytes, "num_warps": self.num_warps,
+            "num_stages": self.num_stages, "target": f"{self.target[0]}:{self.target[1]}"}
+
+
+# --- loading generated modules ---------------------------------------------------------
+
+@contextlib.contextmanager
+def _interpret_knob(enabled: bool):
+  from . import compat
+  previous = compat.set_triton_interpret(enabled)
+  try:
+    yield
+  finally:
+    compat.set_triton_interpret(previous)
+
+
+def load_module(gk: GeneratedKernel, *, interpret: bool):
+  """Imports the generated file; with interpret=True its @triton.jit functions
+  become Triton interpreter functions (and libdevice a numpy stand-in)."""
+  cache_key = (gk.path, interpret)
+  with _lock:
+    module = _module_cache.get(cache_key)
+    if module is not None:
+      return module
+    name = f"pallas_prof_generated.{'interp' if interpret else 'jit'}.{os.path.basename(gk.path)[:-3]}"
+    spec = importlib.util.spec_from_file_location(name, gk.path)
+    module = importlib.util.module_from_spec(spec)
+    with _interpret_knob(interpret):
+      spec.loader.exec_module(module)
+    if interpret:
+      from . import interpreter_libdevice
+      module.libdevice = interpreter_libdevice
+    _module_cache[cache_key] = module
+    return module
+
+
+# --- the compile ------------------------------------------------------------------------------
+
+def compile_key(gk: GeneratedKernel, target: tuple[str, int]) -> str:
+  from .. import __version__
+  import triton
+  parts = [gk.source, f"warps={gk.num_warps}", f"stages={gk.num_stages}",
+           f"target={target[0]}:{target[1]}", f"triton={triton.__version__}",
+           f"pallas_prof={__version__}", f"format={CACHE_FORMAT}",
+           f"ptxas={_ptxas_version(target[1])}"]
+  return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+@dataclasses.dataclass
+class _Ptxas:
+  version: str = "unknown"
+
+
+_ptxas_versions: dict[int, str] = {}
+
+
+def _ptxas_version(arch: int) -> str:
+  if arch not in _ptxas_versions:
+    try:
+      from triton.backends.nvidia.compiler import get_ptxas_version
+      _ptxas_versions[arch] = str(get_ptxas_version(arch))
+    except Exception:  # noqa: BLE001 - only a cache-key ingredient
+      _ptxas_versions[arch] = "unknown"
+  return _ptxas_versions[arch]
+
+
+def compile_kernel(gk: GeneratedKernel, target: tuple[str, int] = DEFAULT_TARGET,
+                   *, use_disk_cache: bool = True) -> CompiledKernel:
+  """Compiles a generated kernel for `target` (backend, compute capability)."""
+  key = compile_key(gk, target)
+  start = time.time_ns()
+  with _lock:
+    hit = _memory_cache.get(key)
+  if hit is not None:
+    ck = dataclasses.replace(hit, generated=gk, cache="memory")
+    _notify_cache_hit(ck, start)
+    return ck
+  if use_disk_cache:
+    ck = _load_from_disk(key, gk)
+    if ck is not None:
+      with _lock:
+        _memory_cache[key] = ck
+      _notify_cache_hit(ck, start)
+      return ck
+  ck = _compile_now(gk, target, key)
+  with _lock:
+    _memory_cache[key] = ck
+  if use_disk_cache:
+    _store_on_disk(ck)
+  return ck
+
+
+def _notify_cache_hit(ck: CompiledKernel, start: int) -> None:
+  obs = hooks.observer()
+  if getattr(obs, "enabled", False):
+    obs.compiled(CompileRecord(kernel=ck.name, key=ck.key, target=f"{ck.target[0]}:{ck.target[1]}",
+                               start_ns=start, end_ns=time.time_ns(), stages=[], cache=ck.cache,
+                               attributes=ck.resources()))
+
+
+def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str) -> CompiledKernel:
+  import triton
+  from triton.backends.compiler import GPUTarget
+  from triton.compiler import ASTSource
+
+  module = load_module(gk, interpret=False)
+  fn = getattr(module, gk.name)
+  signature = {p.name: "*" + signature_type(p.dtype) for p in gk.params}
+  attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(gk.params))}
+  src = ASTSource(fn=fn, signature=signature, attrs=attrs)
+  records: list[StageRecord] = []
+  captured = {}
+  start = time.time_ns()
+
+  def inspect_stages(backend, stages, options, language, capability):
+    for name in list(stages):
+      original = stages[name]
+
+      def timed(src_module, metadata, _name=name, _original=original):
+        # the first stage also carries the front end (AST -> TTIR), so the
+        # stages add up to the whole compile
+        t0 = records[-1].end_ns if records else start
+        if _name == "cubin":
+          out = io.StringIO()
+          with contextlib.redirect_stdout(out):
+            result = _original(src_module, metadata)
+          captured["ptxas"] = out.getvalue()
+        else:
+          result = _original(src_module, metadata)
+        end = time.time_ns()
+        size = len(result) if isinstance(result, (bytes, str)) else len(str(result))
+        records.append(StageRecord(_name, t0, end, size))
+        return result
+      stages[name] = timed
+
+  error: BaseException | None = None
+  with _lock:
+    knobs = triton.knobs
+    saved = (knobs.runtime.add_stages_inspection_hook, knobs.compilation.always_compile,
+             knobs.nvidia.dump_ptxas_log)
+    knobs.runtime.add_stages_inspection_hook = inspect_stages
+    knobs.compilation.always_compile = True
+    knobs.nvidia.dump_ptxas_log = True
+    try:
+      compiled = triton.compile(src, target=GPUTarget(target[0], target[1], 32),
+                                options={"num_warps": gk.num_warps, "num_stages": gk.num_stages})
+    except Exception as e:  # noqa: BLE001 - rewrapped with the equation
+      error = e
+    finally:
+      (knobs.runtime.add_stages_inspection_hook, knobs.compilation.always_compile,
+       knobs.nvidia.dump_ptxas_log) = saved
+  end = time.time_ns()
+  target_text = f"{target[0]}:{target[1]}"
+  if error is not None:
+    failed_stage = _next_stage(records)
+    lowering_error = compile_error(gk, error, failed_stage)
+    _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
+                          {"pallas.kernel": gk.name}, lowering_error))
+    raise lowering_error from error
+  metadata = _metadata_dict(compiled.metadata)
+  asm = {stage: compiled.asm[stage] for stage in STAGES if stage in compiled.asm}
+  ptxas = _parse_ptxas(captured.get("ptxas", ""))
+  ck = CompiledKernel(name=gk.name, key=key, target=target, asm=asm, metadata=metadata,
+                      stage_seconds={r.stage: r.seconds for r in records},
+                      compile_seconds=(end - start) / 1e9, ptxas_log=captured.get("ptxas", ""),
+                      generated=gk, cache="miss", **ptxas)
+  _check_shared_memory(ck, gk)
+  _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss", ck.resources()))
+  return ck
+
+
+def _notify(record: CompileRecord) -> None:
+  obs = hooks.observer()
+  if getattr(obs, "enabled", False):
+    obs.compiled(record)
+
+
+def _next_stage(records: list[StageRecord]) -> str:
+  done = {r.stage for r in records}
+  for s in STAGES:
+    if s not in done:
+      return s
+  return "cubin"
+
+
+def _metadata_dict(md) -> dict[str, Any]:
+  d = md._asdict() if hasattr(md, "_asdict") else dict(md)
+  out = {}
+  for k, v in d.items():
+    if k == "target":
+      out[k] = {"backend": v.backend, "arch": v.arch, "warp_size": v.warp_size}
+    elif isinstance(v, (str, int, float, bool, type(None))):
+      out[k] = v
+    elif isinstance(v, (list, tuple)):
+      out[k] = json.loads(json.dumps(v, default=str))
+    else:
+      out[k] = str(v)
+  return out
+
+
+_PTXAS_PATTERNS = {
+    "registers": re.compile(r"Used (\d+) registers"),
+    "stack_bytes": re.compile(r"(\d+) bytes stack frame"),
+    "spill_stores": re.compile(r"(\d+) bytes spill stores"),
+    "spill_loads": re.compile(r"(\d+) bytes spill loads"),
+}
+
+
+def _parse_ptxas(log: str) -> dict[str, int | None]:
+  out = {}
+  for key, pattern in _PTXAS_PATTERNS.items():
+    m = pattern.search(log)
+    out[key] = int(m.group(1)) if m else None
+  return out
+
+
+def _check_shared_memory(ck: CompiledKernel, gk: GeneratedKernel) -> None:
+  limit = SHARED_MEMORY_LIMIT.get(ck.target[1])
+  if limit is None or ck.shared_bytes <= limit:
+    return
+  eqns = equations_in_ir(gk, ck.asm.get("ttgir", ""), ("local_alloc",))
+  raise LoweringError(
+      f"the kernel needs {ck.shared_bytes} bytes of shared memory; sm_{ck.target[1]} "
+      f"allows {limit} per block",
+      hint="use smaller blocks (BlockSpec / pl.ds sizes), fewer num_stages, or a "
+           "narrower dtype for the operands staged through shared memory",
+      kernel=gk.name, eqn=eqns[0] if eqns else None, stage="ttgir",
+      details={"shared memory users": ", ".join(f"[{e.index}] {e.primitive} @ {e.location}"
+                                               for e in eqns) or "unknown",
+               "num_stages": gk.num_stages},
+      jaxpr_text=gk.jaxpr_text)
+
+
+_LOC_RE = re.compile(r'loc\("([^"]+)":(\d+):(\d+)\)')
+
+
+def equations_in_ir(gk: GeneratedKernel, ir_text: str, ops: tuple[str, ...] = ()):
+  """The equations whose generated lines produced the IR ops named in `ops`."""
+  locs = {}
+  for m in re.finditer(r"^(#loc\d+) = loc\(\"([^\"]+)\":(\d+):(\d+)\)", ir_text, re.M):
+    locs[m.group(1)] = (m.group(2), int(m.group(3)))
+  found, seen = [], set()
+  for line in ir_text.splitlines():
+    if ops and not any(op in line for op in ops):
+      continue
+    m = re.search(r"loc\((#loc\d+)\)\s*$", line)
+    target = locs.get(m.group(1)) if m else None
+    if target is None:
+      m2 = _LOC_RE.search(line)
+      target = (m2.group(1), int(m2.group(2))) if m2 else None
+    if target and os.path.basename(target[0]) == os.path.basename(gk.path):
+      e = gk.eqn_at_line(target[1])
+      if e is not None and e.index not in seen:
+        seen.add(e.index)
+        found.append(e)
+  return found
+
+
+def compile_error(gk: GeneratedKernel, error: BaseException, stage: str) -> LoweringError:
+  """A Triton failure as a LoweringError pointing at the equation if we can."""
+  text = str(error)
+  eqn = None
+  line = getattr(getattr(error, "node", None), "lineno", None)
+  if line is not None:
+    # Triton numbers lines from the kernel's `def`
+    eqn = gk.eqn_at_line(line + _def_line(gk) - 1)
+  if eqn is None:
+    for m in _LOC_RE.finditer(text):
+      if os.path.basename(m.group(1)) == os.path.basename(gk.path):
+        eqn = gk.eqn_at_line(int(m.group(2)))
+        if eqn is not None:
+          break
+  first = text.strip().splitlines()[-1] if text.strip() else type(error).__name__
+  hint = "this is Triton rejecting the generated code; run `pallas-prof show` on the kernel " \
+         "to read it, and try smaller blocks or another num_warps/num_stages"
+  if "out of resource" in text or "shared memory" in text.lower():
+    hint = "use smaller blocks or fewer num_stages"
+  return LoweringError(f"Triton failed in the {stage} stage: {first[:400]}", hint=hint,
+                       kernel=gk.name, eqn=eqn, stage=stage, cause=error,
+                       jaxpr_text=gk.jaxpr_text)
+
+
+def _def_line(gk: GeneratedKernel) -> int:
+  for i, line in enumerate(gk.source.splitlines(), start=1):
+    if line.startswith(f"def {gk.name}("):
+      return i
+  return 1
+
+
+# --- the disk cache --------------------------------------------------------------------------
+
+def _disk_dir(key: str) -> str:
+  return os.path.join(cache_dir(), "compiled", key[:2], key)
+
+
+def _store_on_disk(ck: CompiledKernel) -> None:
+  directory = _disk_dir(ck.key)
+  tmp = f"{directory}.tmp{os.getpid()}_{threading.get_ident()}"
+  try:
+    os.makedirs(tmp, exist_ok=True)
+    for stage, text in ck.asm.items():
+      mode = "wb" if isinstance(text, bytes) else "w"
+      with open(os.path.join(tmp, stage), mode) as f:
+        f.write(text)
+    meta = {k: getattr(ck, k) for k in ("name", "key", "metadata", "stage_seconds",
+                                         "compile_seconds", "registers", "spill_stores",
+                                         "spill_loads", "stack_bytes", "ptxas_log")}
+    meta["target"] = list(ck.target)
+    meta["stages"] = sorted(ck.asm)
+    with open(os.path.join(tmp, "meta.json"), "w") as f:
+      json.dump(meta, f)
+    os.makedirs(os.path.dirname(directory), exist_ok=True)
+    os.replace(tmp, directory)
+  except OSError:
+    # another process stored it first, or the disk is read-only: not fatal
+    import shutil
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _load_from_disk(key: str, gk: GeneratedKernel) -> CompiledKernel | None:
+  directory = _disk_dir(key)
+  try:
+    with open(os.path.join(directory, "meta.json")) as f:
+      meta = json.load(f)
+    asm = {}
+    for stage in meta["stages"]:
+      mode = "rb" if stage == "cubin" else "r"
+      with open(os.path.join(directory, stage), mode) as f:
+        asm[stage] = f.read()
+  except (OSError, ValueError, KeyError):
+    return None
+  return CompiledKernel(name=meta["name"], key=key, target=tuple(meta["target"]), asm=asm,
+                        metadata=meta["metadata"], stage_seconds=meta["stage_seconds"],
+                        compile_seconds=meta["compile_seconds"], registers=meta["registers"],
+                        spill_stores=meta["spill_stores"], spill_loads=meta["spill_loads"],
+                        stack_bytes=meta["stack_bytes"], ptxas_log=meta["ptxas_log"],
+                        generated=gk, cache="disk")
+
+
+def clear_memory_cache() -> None:
+  with _lock:
+    _memory_cache.clear()

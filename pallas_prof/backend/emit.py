@@ -1,0 +1,203 @@
+"""Small typed building blocks the rules share: casts, broadcasts, masks.
+
+Each function takes the KernelBuilder and Values and returns a Value whose
+dtype and shape are exactly what Triton will compute, with every dtype
+change spelled out (no reliance on Triton's implicit promotion).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .codegen import (KernelBuilder, Value, is_bool, is_float, is_int, is_low_float,
+                      is_signed, literal, next_pow2, tl_dtype)
+from .errors import Unsupported
+
+F32 = np.dtype(np.float32)
+I32 = np.dtype(np.int32)
+I64 = np.dtype(np.int64)
+BOOL = np.dtype(np.bool_)
+
+
+def const(value, dtype) -> Value:
+  dtype = np.dtype(dtype)
+  return Value(literal(value, dtype), dtype, (), const=_python_scalar(value, dtype))
+
+
+def _python_scalar(value, dtype):
+  value = np.asarray(value).reshape(())
+  if is_bool(dtype):
+    return bool(value)
+  if is_float(dtype):
+    return float(value)
+  return int(value)
+
+
+def shape_expr(shape) -> str:
+  dims = ", ".join(str(d) for d in shape)
+  return f"({dims},)" if len(shape) == 1 else f"({dims})"
+
+
+def full(b: KernelBuilder, shape, value, dtype, hint="full") -> Value:
+  """A tensor of `shape` (logical) filled with a constant."""
+  dtype = np.dtype(dtype)
+  if not shape:
+    return const(value, dtype)
+  v = const(value, dtype)
+  expr = f"tl.full({shape_expr(_padded(shape))}, {_scalar_text(v)}, {tl_dtype(dtype)})"
+  return b.value(hint, expr, dtype, shape)
+
+
+def _scalar_text(v: Value) -> str:
+  """The raw Python literal of a constant (tl.full takes the dtype itself)."""
+  if is_bool(v.dtype):
+    return "True" if v.const else "False"
+  if is_float(v.dtype):
+    x = float(v.const)
+    if x != x:
+      return 'float("nan")'
+    if x in (float("inf"), float("-inf")):
+      return 'float("inf")' if x > 0 else 'float("-inf")'
+    return repr(x)
+  return str(int(v.const))
+
+
+def _padded(shape):
+  return tuple(next_pow2(d) for d in shape)
+
+
+def cast(b: KernelBuilder, v: Value, dtype, hint: str | None = None) -> Value:
+  """Converts with XLA's semantics (saturating float->int, NaN->0, x!=0 for bool)."""
+  dtype = np.dtype(dtype)
+  src = np.dtype(v.dtype)
+  if src == dtype:
+    return v
+  if v.const is not None and not v.shape:
+    return const(_convert_scalar(v.const, src, dtype), dtype)
+  hint = hint or f"{_short(dtype)}"
+  if is_bool(dtype):
+    zero = literal(0, src) if not is_bool(src) else "False"
+    return b.value(hint, f"{v} != {zero}", dtype, v.shape)
+  if is_float(src) and is_int(dtype):
+    return _float_to_int(b, v, dtype, hint)
+  if is_low_float(src) and is_low_float(dtype):
+    # f16 <-> bf16 (and fp8) go through f32, as XLA does.
+    v = b.value(hint + "_f32", f"{v}.to(tl.float32)", F32, v.shape)
+  return b.value(hint, f"{v}.to({tl_dtype(dtype)})", dtype, v.shape)
+
+
+def _convert_scalar(x, src, dst):
+  if is_bool(dst):
+    return bool(x != 0)
+  if is_int(dst) and is_float(src):
+    if x != x:
+      return 0
+    info = np.iinfo(dst)
+    return int(min(max(int(np.trunc(x)) if abs(x) != float("inf") else
+                       (info.max if x > 0 else info.min), info.min), info.max))
+  if is_int(dst):
+    return int(np.asarray(int(x)).astype(dst)) if not is_bool(src) else int(bool(x))
+  return float(np.asarray(x).astype(dst).astype(np.float64))
+
+
+def _float_to_int(b: KernelBuilder, v: Value, dtype, hint: str) -> Value:
+  info = np.iinfo(dtype)
+  x = v
+  if is_low_float(v.dtype) or v.dtype == np.float64:
+    x = b.value(hint + "_f", f"{v}.to({'tl.float64' if v.dtype == np.float64 else 'tl.float32'})",
+                np.float64 if v.dtype == np.float64 else F32, v.shape)
+  ft = tl_dtype(x.dtype)
+  lo = f"tl.full((), {float(info.min)!r}, {ft})"
+  # The largest float not above info.max: for 32/64-bit ints info.max is not
+  # representable and would round up past the range.
+  hi_value = float(np.nextafter(np.asarray(info.max, x.dtype), np.asarray(0, x.dtype))) \
+      if float(np.asarray(info.max, x.dtype)) > info.max else float(info.max)
+  hi = f"tl.full((), {hi_value!r}, {ft})"
+  clamped = b.assign(hint + "_sat", f"tl.minimum(tl.maximum({x}, {lo}), {hi})")
+  return b.value(hint, f"tl.where({x} != {x}, {literal(0, dtype)}, {clamped}.to({tl_dtype(dtype)}))",
+                 dtype, v.shape)
+
+
+def _short(dtype) -> str:
+  return {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64",
+          "int32": "i32", "int64": "i64", "int8": "i8", "int16": "i16", "uint8": "u8",
+          "uint16": "u16", "uint32": "u32", "uint64": "u64", "bool": "pred"}.get(
+              np.dtype(dtype).name, np.dtype(dtype).name)
+
+
+def compute_dtype(dtype) -> np.dtype:
+  """Where arithmetic happens: 16/8-bit floats in f32, the rest in place."""
+  return F32 if is_low_float(dtype) else np.dtype(dtype)
+
+
+def broadcast_to(b: KernelBuilder, v: Value, shape, hint="bcast") -> Value:
+  """Broadcasts a value whose rank already matches (or a scalar) to `shape`."""
+  shape = tuple(shape)
+  if tuple(v.shape) == shape:
+    return v
+  if not v.shape:
+    if v.const is not None:
+      return full(b, shape, v.const, v.dtype, hint)
+    return b.value(hint, f"tl.broadcast_to({v}, {shape_expr(_padded(shape))})", v.dtype, shape)
+  if len(v.shape) != len(shape) or any(s not in (1, d) for s, d in zip(v.shape, shape)):
+    raise Unsupported(f"cannot broadcast shape {v.shape} to {shape}")
+  return b.value(hint, f"tl.broadcast_to({v}, {shape_expr(_padded(shape))})", v.dtype, shape)
+
+
+def expand_to_rank(v: Value, positions: tuple[int, ...], rank: int) -> str:
+  """`v[:, None, ...]`: places v's dims at `positions` of a rank-`rank` tensor."""
+  if len(positions) == rank:
+    return str(v)
+  index = ["None"] * rank
+  for p in positions:
+    index[p] = ":"
+  return f"{v}[{', '.join(index)}]"
+
+
+def lane_range(b: KernelBuilder, size: int, hint="lanes") -> str:
+  return f"tl.arange(0, {next_pow2(size)})"
+
+
+def valid_lanes(b: KernelBuilder, shape, axes, hint="valid") -> str | None:
+  """A boolean expression (padded shape) that is True on logical lanes of `axes`."""
+  rank = len(shape)
+  parts = []
+  for a in axes:
+    if next_pow2(shape[a]) != shape[a]:
+      cond = Value(f"(tl.arange(0, {next_pow2(shape[a])}) < {shape[a]})", BOOL, (shape[a],))
+      parts.append(expand_to_rank(cond, (a,), rank))
+  if not parts:
+    return None
+  return b.assign(hint, " & ".join(parts))
+
+
+def mask_padding(b: KernelBuilder, v: Value, axes, fill, hint="masked") -> Value:
+  """Replaces padded lanes along `axes` with `fill` (e.g. the reduction identity)."""
+  mask = valid_lanes(b, v.shape, axes)
+  if mask is None:
+    return v
+  return b.value(hint, f"tl.where({mask}, {v}, {literal(fill, v.dtype)})", v.dtype, v.shape)
+
+
+def identity_of(kind: str, dtype):
+  dtype = np.dtype(dtype)
+  if kind == "sum":
+    return False if is_bool(dtype) else 0
+  if kind == "prod":
+    return True if is_bool(dtype) else 1
+  if kind in ("max", "argmax"):
+    if is_float(dtype):
+      return float("-inf")
+    if is_bool(dtype):
+      return False
+    return int(np.iinfo(dtype).min)
+  if kind in ("min", "argmin"):
+    if is_float(dtype):
+      return float("inf")
+    if is_bool(dtype):
+      return True
+    return int(np.iinfo(dtype).max)
+  if kind == "and":
+    return True if is_bool(dtype) else -1 if is_signed(dtype) else int(np.iinfo(dtype).max)
+  if kind in ("or", "xor"):
+    return False if is_bool(dtype) else 0
+  raise ValueError(kind)

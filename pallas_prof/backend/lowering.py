@@ -1,0 +1,586 @@
+"""Walks a Pallas kernel's jaxpr and emits Triton source, one rule per equation.
+
+`lower_kernel` sets up the kernel (parameters, program ids, block starts from
+the index maps) and lowers the body. `lower_jaxpr` is the walker and
+`_lower_equation` the single dispatcher: it looks up RULES[primitive],
+records the equation for the line map, opens the observer's span, and turns
+anything a rule raises into a LoweringError that names the equation and the
+user's line.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import os
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import compat, emit, hooks
+from .codegen import EqnInfo, KernelBuilder, UnsupportedDtype, Value, sanitize, signature_type
+from .errors import LoweringError, Unsupported
+
+MAX_GRID_YZ = 2**16 - 1
+MAX_GRID_X = 2**31 - 1
+
+
+# --- what the kernel sees ------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class ViewDim:
+  """One dimension of the array behind a ref, as the current view indexes it.
+
+  kind "int": the view fixes this dimension at `start` (squeezed / int index).
+  kind "slice": `size` elements `start, start+stride, ...`.
+  `static_offset` is the view's start relative to its block when known at
+  lowering time; `extent` is the block's size along this dimension.
+  """
+  kind: str
+  start: Value
+  size: int = 1
+  stride: int = 1
+  static_offset: int | None = 0
+  extent: int = 1
+  index: Value | None = None     # kind "gather": the integer index array
+
+
+@dataclasses.dataclass(frozen=True)
+class RefValue:
+  """A kernel operand in global memory: a pointer plus the block it sees."""
+  name: str
+  dtype: np.dtype
+  array_shape: tuple[int, ...]
+  dims: tuple[ViewDim, ...]
+  ragged: tuple[bool, ...]       # the block grid overhangs the array on this dim
+  index_dtype: np.dtype
+  label: str                     # the user's name for it (x_ref)
+
+  @property
+  def shape(self) -> tuple[int, ...]:
+    return tuple(d.size for d in self.dims if d.kind == "slice")
+
+  @property
+  def strides(self) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for d in reversed(self.array_shape):
+      strides.append(acc)
+      acc *= d
+    return tuple(reversed(strides))
+
+  def with_dims(self, dims) -> "RefValue":
+    return dataclasses.replace(self, dims=tuple(dims))
+
+
+@dataclasses.dataclass
+class KernelParam:
+  name: str
+  label: str
+  dtype: str
+  shape: tuple[int, ...]
+  role: str                     # "input" | "output"
+  index: int                    # position among inputs or outputs
+
+
+@dataclasses.dataclass
+class GeneratedKernel:
+  """A lowered kernel: Triton source in a real file plus everything about it."""
+  name: str
+  source: str
+  path: str
+  line_map: dict[int, int]
+  eqns: list[EqnInfo]
+  params: list[KernelParam]
+  grid: tuple[int, ...]
+  launch_grid: tuple[int, int, int]
+  num_warps: int
+  num_stages: int
+  jaxpr_text: str
+  source_info: str
+  lowering_seconds: float
+  key: str
+  atomic_params: tuple[str, ...] = ()
+
+  @property
+  def inputs(self) -> list[KernelParam]:
+    return [p for p in self.params if p.role == "input"]
+
+  @property
+  def outputs(self) -> list[KernelParam]:
+    return [p for p in self.params if p.role == "output"]
+
+  def eqn(self, index: int) -> EqnInfo:
+    return self.eqns[index]
+
+  def eqn_at_line(self, line: int) -> EqnInfo | None:
+    i = self.line_map.get(line)
+    return None if i is None else self.eqns[i]
+
+
+# --- the rule context -----------------------------------------------------------
+
+class KernelContext:
+  """State shared by all rules while one kernel is lowered."""
+
+  def __init__(self, builder: KernelBuilder, name: str, grid: tuple[int, ...],
+               program_ids: list[Value], compute_capability: int,
+               grid_names=None, jaxpr_text: str = ""):
+    self.builder = builder
+    self.name = name
+    self.grid = grid
+    self.program_ids = program_ids
+    self.compute_capability = compute_capability
+    self.grid_names = grid_names
+    self.jaxpr_text = jaxpr_text
+    self.launch_grid = (1, 1, 1)
+    self.num_programs: list[int] = []
+    self._eqn_counter = 0
+    self.replaying = False
+    self.atomic_refs: set[str] = set()     # params updated with atomics (zeroed on GPU)
+    self._pp_contexts: dict[int, Any] = {}
+
+  def next_eqn_index(self) -> int:
+    i = self._eqn_counter
+    self._eqn_counter += 1
+    return i
+
+  def peek_eqn_index(self) -> int:
+    return self._eqn_counter
+
+
+class RuleContext:
+  """What a rule gets besides its operands: the builder, avals and helpers."""
+
+  def __init__(self, kernel: KernelContext, eqn, info: EqnInfo, live: set | None = None):
+    self.kernel = kernel
+    self._live = live
+    self.b = kernel.builder
+    self.eqn = eqn
+    self.info = info
+    self.avals_in = [v.aval for v in eqn.invars]
+    self.avals_out = [v.aval for v in eqn.outvars]
+
+  # typed helpers shared by the rules
+  def value(self, hint: str, expr: str, dtype, shape=()) -> Value:
+    return self.b.value(hint, expr, dtype, shape)
+
+  def cast(self, v: Value, dtype, hint: str | None = None) -> Value:
+    return emit.cast(self.b, v, dtype, hint)
+
+  def broadcast_to(self, v: Value, shape) -> Value:
+    return emit.broadcast_to(self.b, v, shape)
+
+  def full(self, shape, value, dtype, hint="full") -> Value:
+    return emit.full(self.b, shape, value, dtype, hint)
+
+  def out_used(self, i: int = 0) -> bool:
+    """Whether anything reads output i (a swap whose old value nobody reads skips the load)."""
+    var = self.eqn.outvars[i]
+    if isinstance(var, compat.DropVar):
+      return False
+    return self._live is None or var in self._live
+
+  def lower_jaxpr(self, jaxpr, args: Sequence[Any], region: str, consts=()) -> list[Any]:
+    """Lowers a nested jaxpr (loop body, branch, call) inline, here."""
+    return lower_jaxpr(self.kernel, jaxpr, list(args), parent=self.info, region=region,
+                       consts=consts)
+
+  def replay_jaxpr(self, jaxpr, args: Sequence[Any], region: str, first_index: int,
+                   consts=()) -> list[Any]:
+    """Emits a jaxpr lowered before once more (e.g. a while condition at the end
+    of the body) under the same equation indices: no new equations, no spans."""
+    kernel = self.kernel
+    saved_counter, saved_replaying = kernel._eqn_counter, kernel.replaying
+    kernel._eqn_counter, kernel.replaying = first_index, True
+    try:
+      return self.lower_jaxpr(jaxpr, args, region, consts)
+    finally:
+      kernel._eqn_counter, kernel.replaying = saved_counter, saved_replaying
+
+
+# --- the walker and the dispatcher -------------------------------------------
+
+def _literal_value(lit) -> Value:
+  aval = lit.aval
+  if getattr(aval, "shape", ()) != ():
+    arr = np.asarray(lit.val)
+    if arr.size and np.all(arr == arr.reshape(-1)[0]):
+      raise Unsupported("array literal", "broadcast a scalar instead")
+    raise Unsupported(f"array literal of shape {aval.shape} in a kernel",
+                      "pass the array as an input of the pallas_call")
+  return emit.const(lit.val, aval.dtype)
+
+
+def _const_value(value, aval) -> Value:
+  arr = np.asarray(value)
+  if arr.shape != ():
+    raise Unsupported(f"a captured constant array of shape {arr.shape}",
+                      "pass arrays into the kernel as pallas_call inputs; only scalar "
+                      "constants can be closed over")
+  return emit.const(arr, aval.dtype)
+
+
+def lower_jaxpr(kernel: KernelContext, jaxpr, args: list[Any], *, parent: EqnInfo | None,
+                region: str, consts=()) -> list[Any]:
+  env: dict[Any, Any] = {}
+
+  def read(atom):
+    if isinstance(atom, compat.Literal):
+      return _literal_value(atom)
+    return env[atom]
+
+  for var, value in zip(jaxpr.constvars, consts):
+    env[var] = _const_value(value, var.aval)
+  if len(args) != len(jaxpr.invars):
+    raise AssertionError(f"{len(args)} args for {len(jaxpr.invars)} invars")
+  for var, value in zip(jaxpr.invars, args):
+    env[var] = value
+  live = _live_vars(jaxpr)
+  for position, eqn in enumerate(jaxpr.eqns):
+    info = _describe(kernel, jaxpr, eqn, position, parent, region)
+    try:
+      invals = [read(v) for v in eqn.invars]
+    except Unsupported as e:
+      raise _lowering_error(kernel, info, e.reason, e.hint, e) from None
+    outvals = _lower_equation(kernel, eqn, info, invals, live)
+    if eqn.primitive.multiple_results:
+      outvals = list(outvals) if outvals is not None else []
+      if len(outvals) != len(eqn.outvars):
+        raise _lowering_error(kernel, info, f"rule returned {len(outvals)} values for "
+                              f"{len(eqn.outvars)} outputs", None, None)
+      for var, value in zip(eqn.outvars, outvals):
+        env[var] = value
+    elif eqn.outvars:
+      env[eqn.outvars[0]] = outvals
+  return [read(v) for v in jaxpr.outvars]
+
+
+def _live_vars(jaxpr) -> set:
+  """Variables some equation or the jaxpr's result reads."""
+  live = {v for v in jaxpr.outvars if not isinstance(v, compat.Literal)}
+  for eqn in jaxpr.eqns:
+    live.update(v for v in eqn.invars if not isinstance(v, compat.Literal))
+  return live
+
+
+def _lower_equation(kernel: KernelContext, eqn, info: EqnInfo, invals: list[Any], live=None):
+  """THE dispatcher: every equation of every kernel goes through here."""
+  from .rules import RULES
+  b = kernel.builder
+  if not kernel.replaying:
+    b.add_eqn(info)
+  first_line = b.num_lines
+  watcher = hooks.NULL_SPAN if kernel.replaying else hooks.observer().equation(info)
+  with b.equation(info.index), watcher as span:
+    rule = RULES.get(eqn.primitive)
+    if rule is None:
+      raise _lowering_error(kernel, info, f"primitive `{eqn.primitive.name}` has no "
+                            "lowering rule in pallas-prof", _unsupported_hint(eqn), None)
+    try:
+      out = rule(RuleContext(kernel, eqn, info, live), *invals, **eqn.params)
+    except LoweringError:
+      raise
+    except Unsupported as e:
+      raise _lowering_error(kernel, info, e.reason, e.hint, e) from None
+    except UnsupportedDtype as e:
+      raise _lowering_error(kernel, info, str(e),
+                            "cast to a supported dtype before this operation", e) from None
+    except Exception as e:  # a bug in a rule: still say where it happened
+      raise _lowering_error(kernel, info, f"internal error in the `{eqn.primitive.name}` "
+                            f"rule: {type(e).__name__}: {e}",
+                            "please report this with the kernel; meanwhile try writing "
+                            "the operation differently", e) from e
+    if b.num_lines > first_line:
+      span.set("pallas.generated_lines",
+               f"{b.line_number(first_line)}-{b.line_number(b.num_lines - 1)}")
+  return out
+
+
+def _unsupported_hint(eqn) -> str:
+  from .rules import RULES, ALIASES
+  name = eqn.primitive.name
+  if name in ALIASES:
+    return ALIASES[name]
+  similar = sorted(p.name for p in RULES if p.name.split("_")[0] == name.split("_")[0])
+  supported = f"supported primitives include {', '.join(similar[:8])}" if similar else \
+      "run `pallas-prof rules` to list the supported primitives"
+  return f"rewrite this operation with other jax.numpy/lax operations; {supported}"
+
+
+def _lowering_error(kernel: KernelContext, info: EqnInfo, reason: str, hint, cause):
+  return LoweringError(reason, hint=hint, kernel=kernel.name, eqn=info,
+                       jaxpr_text=kernel.jaxpr_text, rule=info.primitive, cause=cause)
+
+
+def _describe(kernel: KernelContext, jaxpr, eqn, position: int, parent: EqnInfo | None,
+              region: str) -> EqnInfo:
+  frame = compat.user_frame(eqn.source_info)
+  path = str(position) if parent is None else f"{parent.path}.{_region_tag(region)}{position}"
+
+  def describe():
+    return (_eqn_text(kernel, jaxpr, eqn), tuple(str(v.aval) for v in eqn.invars),
+            tuple(str(v.aval) for v in eqn.outvars))
+
+  return EqnInfo(index=kernel.next_eqn_index(), path=path, primitive=eqn.primitive.name,
+                 file=frame.file_name if frame else None,
+                 line=frame.start_line if frame else None,
+                 function=frame.function_name if frame else None,
+                 parent=None if parent is None else parent.index,
+                 region=region, describe=describe)
+
+
+def _region_tag(region: str) -> str:
+  return sanitize(region.split()[0]) + "."
+
+
+def _eqn_text(kernel: KernelContext, jaxpr, eqn) -> str:
+  """The equation as JAX prints it, with the names of its enclosing jaxpr."""
+  from jax._src import core as jax_core
+  context = kernel._pp_contexts.get(id(jaxpr))
+  if context is None:
+    context = jax_core.JaxprPpContext()
+    settings = jax_core.JaxprPpSettings(source_info=False, print_effects=False)
+    jax_core.pp_jaxpr(jaxpr, context, settings)   # names vars in order
+    kernel._pp_contexts[id(jaxpr)] = context
+  settings = jax_core.JaxprPpSettings(source_info=False, print_effects=False)
+  text = jax_core.pp_eqn(eqn, context, settings).format()
+  lines = text.splitlines()
+  if len(lines) > 1 or len(text) > 240:
+    outs = " ".join(jax_core.pp_var(v, context) for v in eqn.outvars)
+    ins = " ".join(jax_core.pp_var(v, context) if not isinstance(v, compat.Literal) else str(v)
+                   for v in eqn.invars)
+    text = f"{outs} = {eqn.primitive.name}[...] {ins}".strip()
+  return text
+
+
+# --- grid ------------------------------------------------------------------------
+
+def launch_grid_for(grid: tuple[int, ...], vmapped_dims: tuple[int, ...]):
+  """Folds a Pallas grid of any rank into CUDA's three launch axes.
+
+  Same order as JAX's own Triton backend, so tile order (and L2 reuse) is
+  unchanged: the grid's dimensions in order, vmapped dimensions last
+  (innermost first), leading dimensions collapsed into axis 0 when there are
+  more than three or when axes 1/2 would exceed CUDA's 65535 limit.
+  Returns (launch grid, plan) where plan lists, per launch axis, the Pallas
+  grid dims it carries (fastest-varying first).
+  """
+  order = [i for i in range(len(grid)) if i not in vmapped_dims]
+  order += list(reversed(vmapped_dims))
+  sizes = [grid[i] for i in order]
+  num_collapse = max(len(sizes) - 2, 0)
+  if num_collapse + 1 < len(sizes) and sizes[num_collapse + 1] > MAX_GRID_YZ:
+    num_collapse += 2
+  elif num_collapse < len(sizes) and sizes[num_collapse] > MAX_GRID_YZ:
+    num_collapse += 1
+  if num_collapse == 0:
+    axes = [[d] for d in order]
+  else:
+    axes = [order[:num_collapse]] + [[d] for d in order[num_collapse:]]
+  launch = [math.prod(grid[d] for d in ax) for ax in axes]
+  if len(launch) > 3 or (launch and launch[0] > MAX_GRID_X) or any(
+      s > MAX_GRID_YZ for s in launch[1:]):
+    raise Unsupported(f"grid {grid} cannot be mapped onto CUDA's launch limits",
+                      "use fewer or smaller grid dimensions (axis 0 <= 2**31-1)")
+  launch += [1] * (3 - len(launch))
+  return tuple(launch), axes
+
+
+def _emit_program_ids(b: KernelBuilder, grid, axes) -> list[Value]:
+  pids: list[Value | None] = [None] * len(grid)
+  for launch_axis, dims in enumerate(axes):
+    if len(dims) == 1:
+      pids[dims[0]] = b.value(f"pid{dims[0]}", f"tl.program_id({launch_axis})", np.int32)
+      continue
+    rest = b.assign("pid_flat", f"tl.program_id({launch_axis})")
+    for j, d in enumerate(dims):
+      if j == len(dims) - 1:
+        pids[d] = b.value(f"pid{d}", rest, np.int32)
+      else:
+        pids[d] = b.value(f"pid{d}", f"{rest} % {grid[d]}", np.int32)
+        rest = b.assign("pid_rest", f"{rest} // {grid[d]}")
+  return pids  # type: ignore[return-value]
+
+
+# --- refs from block mappings -----------------------------------------------------
+
+def _index_dtype(shape) -> np.dtype:
+  # Triton's pointer offsets are element counts; 32 bits hold < 2**31 of them.
+  return np.dtype(np.int64) if math.prod(shape) >= 2**31 else np.dtype(np.int32)
+
+
+def _block_ref(kernel: KernelContext, bm, name: str, label: str, pids: list[Value],
+               eqn_info_parent=None) -> RefValue:
+  b = kernel.builder
+  array_shape = tuple(bm.array_aval.shape)
+  dtype = np.dtype(bm.array_aval.dtype)
+  signature_type(dtype)  # fails early with a clear message for unsupported dtypes
+  index_dtype = _index_dtype(array_shape)
+  if getattr(bm, "pipeline_mode", None) is not None:
+    raise Unsupported("pipeline_mode on a BlockSpec",
+                      "Triton pipelines loops itself: drop pipeline_mode and set "
+                      "num_stages in CompilerParams")
+  if getattr(bm, "transforms", ()):
+    raise Unsupported("BlockSpec transforms", "index the ref inside the kernel instead")
+  closed = bm.index_map_jaxpr
+  where = getattr(closed.jaxpr.debug_info, "func_src_info", None) or "index_map"
+  where = where.replace(os.path.dirname(where.split(" at ")[-1]) + os.sep, "") if " at " in where else where
+  with b.note(f"block of {label}: BlockSpec {where}"):
+    return _block_ref_body(kernel, bm, name, label, pids, closed, array_shape, dtype, index_dtype)
+
+
+def _block_ref_body(kernel, bm, name, label, pids, closed, array_shape, dtype, index_dtype):
+  b = kernel.builder
+  indices = lower_jaxpr(kernel, closed.jaxpr, list(pids), parent=None,
+                        region=f"index_map {label}", consts=closed.consts)
+  dims, ragged = [], []
+  for axis, (bdim, idx, size) in enumerate(zip(bm.block_shape, indices, array_shape)):
+    if not isinstance(idx, Value):
+      raise Unsupported(f"index map of {label} returned {type(idx).__name__}",
+                        "index maps must return integer block indices")
+    idx = emit.cast(b, idx, index_dtype, f"{name}_idx{axis}")
+    if isinstance(bdim, compat.Squeezed):
+      dims.append(ViewDim("int", idx, 1, 1, 0, 1))
+      ragged.append(False)
+    elif isinstance(bdim, compat.Blocked):
+      bs = int(bdim.block_size)
+      if idx.const is not None:
+        start = emit.const(idx.const * bs, index_dtype)
+      elif bs == 1:
+        start = idx
+      else:
+        start = b.value(f"{name}_start{axis}", f"{idx} * {bs}", index_dtype)
+      dims.append(ViewDim("slice", start, bs, 1, 0, bs))
+      ragged.append(size % bs != 0 or bs > size)
+    elif isinstance(bdim, compat.Element):
+      if tuple(getattr(bdim, "padding", (0, 0))) != (0, 0):
+        raise Unsupported("pl.Element with padding", "pad the array before the pallas_call")
+      bs = int(bdim.block_size)
+      dims.append(ViewDim("slice", idx, bs, 1, 0, bs))
+      ragged.append(True)
+    else:
+      raise Unsupported(f"block dimension {bdim!r} of {label}",
+                        "use pl.BlockSpec with block sizes (ints) or None (squeezed)")
+  return RefValue(name=name, dtype=dtype, array_shape=array_shape, dims=tuple(dims),
+                  ragged=tuple(ragged), index_dtype=index_dtype, label=label)
+
+
+# --- the kernel --------------------------------------------------------------------
+
+def _arg_labels(jaxpr, n_in: int, n_out: int) -> list[str]:
+  names = list(getattr(jaxpr.debug_info, "arg_names", None) or [])
+  labels = []
+  for i in range(n_in + n_out):
+    default = f"in{i}_ref" if i < n_in else f"out{i - n_in}_ref"
+    name = names[i] if i < len(names) and names[i] else default
+    name = sanitize(name.replace("[", "_").replace("]", "").replace("'", ""))
+    labels.append(name.strip("_") or default)
+  return labels
+
+
+def kernel_name_of(jaxpr, name: str | None = None) -> str:
+  from jax._src.interpreters import mlir
+  fn = name or getattr(jaxpr.debug_info, "func_name", None) or "kernel"
+  return mlir.sanitize_name(fn)
+
+
+def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
+                 compute_capability: int = 90, name: str | None = None,
+                 debug: bool = False) -> GeneratedKernel:
+  """Lowers the jaxpr of a pallas_call to a GeneratedKernel (Triton source)."""
+  start_time = time.perf_counter()
+  kname = kernel_name_of(jaxpr, name)
+  src_info = getattr(jaxpr.debug_info, "func_src_info", None) or kname
+  grid = tuple(int(g) for g in grid_mapping.grid)
+  jaxpr_text = str(jaxpr)
+  header = [f"Triton kernel generated by pallas-prof from the Pallas kernel {src_info}",
+            f"grid {grid}, num_warps={num_warps}, num_stages={num_stages}",
+            "each line's comment: [equation index] primitive @ your file:line"]
+  b = KernelBuilder(kname, header)
+  with hooks.observer().kernel(kname, {"pallas.kernel": kname, "pallas.grid": str(grid),
+                                       "pallas.num_warps": num_warps,
+                                       "pallas.num_stages": num_stages,
+                                       "pallas.source": src_info}):
+    kernel = KernelContext(b, kname, grid, [], compute_capability,
+                           getattr(grid_mapping, "grid_names", None), jaxpr_text)
+    try:
+      params = _lower_kernel_body(kernel, jaxpr, grid_mapping)
+      launch = kernel.launch_grid
+    except Unsupported as e:
+      raise LoweringError(e.reason, hint=e.hint, kernel=kname, jaxpr_text=jaxpr_text,
+                          details={"grid": grid}) from None
+    except UnsupportedDtype as e:
+      raise LoweringError(str(e), hint="cast to a supported dtype outside the kernel",
+                          kernel=kname, jaxpr_text=jaxpr_text) from None
+  source, line_map = b.render()
+  key = hashlib.sha256(source.encode()).hexdigest()
+  path = _write_source(kname, key, source)
+  gk = GeneratedKernel(name=b.kernel_name, source=source, path=path, line_map=line_map,
+                       eqns=sorted(b.eqns, key=lambda e: e.index), params=params, grid=grid,
+                       launch_grid=launch, num_warps=num_warps, num_stages=num_stages,
+                       jaxpr_text=jaxpr_text, source_info=src_info,
+                       lowering_seconds=time.perf_counter() - start_time, key=key,
+                       atomic_params=tuple(sorted(kernel.atomic_refs)))
+  if debug:
+    print(f"\npallas-prof: kernel jaxpr for {src_info}:\n{jaxpr}\n")
+    print(f"pallas-prof: generated Triton ({path}):\n{source}")
+  return gk
+
+
+def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping) -> list[KernelParam]:
+  b = kernel.builder
+  if getattr(grid_mapping, "num_dynamic_grid_bounds", 0):
+    raise Unsupported("dynamic grid bounds", "use a static grid (Python ints)")
+  if getattr(grid_mapping, "num_index_operands", 0):
+    raise Unsupported("scalar prefetch (num_scalar_prefetch)",
+                      "pass the scalars as ordinary inputs and read them in the kernel")
+  if getattr(grid_mapping, "num_scratch_operands", 0) or getattr(grid_mapping, "scratch_avals", ()):
+    raise Unsupported("scratch_shapes", "Triton keeps intermediates in registers: compute "
+                      "them as values (carry them through loops) instead of scratch refs")
+  n_in = grid_mapping.num_inputs
+  n_out = grid_mapping.num_outputs
+  block_mappings = grid_mapping.block_mappings
+  labels = _arg_labels(jaxpr, n_in, n_out)
+  names = [b.add_param(label) for label in labels]
+  launch, axes = launch_grid_for(kernel.grid, tuple(grid_mapping.vmapped_dims))
+  kernel.launch_grid = launch
+  with b.note("program ids of the grid"):
+    pids = _emit_program_ids(b, kernel.grid, axes)
+  vmapped = set(grid_mapping.vmapped_dims)
+  kernel.program_ids = [p for i, p in enumerate(pids) if i not in vmapped]
+  kernel.num_programs = [g for i, g in enumerate(kernel.grid) if i not in vmapped]
+  refs, params = [], []
+  for i, (bm, name, label) in enumerate(zip(block_mappings, names, labels)):
+    refs.append(_block_ref(kernel, bm, name, label, pids))
+    role = "input" if i < n_in else "output"
+    params.append(KernelParam(name=name, label=label, dtype=np.dtype(bm.array_aval.dtype).name,
+                              shape=tuple(bm.array_aval.shape), role=role,
+                              index=i if i < n_in else i - n_in))
+  if len(jaxpr.invars) != len(refs):
+    raise Unsupported(f"kernel takes {len(jaxpr.invars)} refs but the call has "
+                      f"{len(refs)} operands", None)
+  lower_jaxpr(kernel, jaxpr, refs, parent=None, region="kernel")
+  return params
+
+
+# --- where generated kernels live ------------------------------------------------
+
+def cache_dir() -> str:
+  root = os.environ.get("PALLAS_PROF_CACHE_DIR") or os.path.join(
+      os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pallas-prof")
+  return root
+
+
+def _write_source(name: str, key: str, source: str) -> str:
+  # Triton reads kernel source back with inspect (and stamps the path into the
+  # PTX line info), so each kernel is a real file, named by its content.
+  directory = os.path.join(cache_dir(), "kernels")
+  os.makedirs(directory, exist_ok=True)
+  path = os.path.join(directory, f"{name}_{key[:16]}.py")
+  if not os.path.exists(path):
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+      f.write(source)
+    os.replace(tmp, path)
+  return path

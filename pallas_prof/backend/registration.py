@@ -1,0 +1,167 @@
+"""Plugging pallas-prof into pl.pallas_call.
+
+Importing pallas_prof registers one lowering rule for pallas_call on CPU and
+on CUDA. The rule lowers with pallas-prof when the call asks for it
+(`compiler_params=pallas_prof.CompilerParams(...)`) or when `install()` is in
+effect (then also for JAX's own Triton CompilerParams and for calls without
+params); everything else (interpret=True, Mosaic GPU params) goes to JAX's own
+rule unchanged. `uninstall()` ends the takeover.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+
+from . import compat, registry
+from .compile import compile_kernel
+from .errors import LoweringError
+from .launch import cpu_call, gpu_custom_call
+from .lowering import lower_kernel
+
+DEFAULT_NUM_WARPS = 4
+DEFAULT_NUM_STAGES = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class CompilerParams:
+  """Selects pallas-prof for a pl.pallas_call and tunes its Triton kernel.
+
+  Attributes:
+    num_warps: warps per program (default 4).
+    num_stages: software-pipelining stages for loops (default 3).
+    compute_capability: compile for this capability instead of the device's
+      (e.g. 90 for sm_90); useful to inspect code for another GPU.
+    zero_outputs: indices of outputs to zero before the launch (accumulating
+      kernels); outputs written with atomics are zeroed automatically.
+  """
+  num_warps: int | None = None
+  num_stages: int | None = None
+  compute_capability: int | None = None
+  zero_outputs: tuple[int, ...] = ()
+
+  # JAX's CompilerParams protocol wants a backend tag
+  BACKEND = "triton"
+
+
+_state = threading.local()
+_takeover = {"active": False}
+
+
+def install() -> None:
+  """Routes every Triton-style pallas_call (GPU and CPU) through pallas-prof."""
+  _ensure_registered()
+  _takeover["active"] = True
+
+
+def uninstall() -> None:
+  """Restores JAX's own Pallas backends for calls that did not ask for pallas-prof."""
+  _takeover["active"] = False
+
+
+def installed() -> bool:
+  return _takeover["active"]
+
+
+_registered = {"done": False}
+
+
+def _ensure_registered() -> None:
+  if _registered["done"]:
+    return
+  compat.register_platform_lowering(compat.pallas_call_p, _lower_cpu, "cpu")
+  compat.register_platform_lowering(compat.pallas_call_p, _lower_cuda, "cuda")
+  compat.register_backend_lowering_rule(CompilerParams, _lower_cuda_explicit, "gpu")
+  _registered["done"] = True
+
+
+def _wants_us(params: dict) -> bool:
+  if params.get("interpret"):
+    return False
+  cp = params.get("compiler_params")
+  if isinstance(cp, CompilerParams):
+    return True
+  if not _takeover["active"]:
+    return False
+  if cp is None:
+    return params.get("mesh") is None
+  try:
+    return isinstance(cp, compat.builtin_triton_compiler_params())
+  except ImportError:
+    return False
+
+
+def _num_warps_stages(cp) -> tuple[int, int]:
+  warps = getattr(cp, "num_warps", None) if cp is not None else None
+  stages = getattr(cp, "num_stages", None) if cp is not None else None
+  return (DEFAULT_NUM_WARPS if warps is None else int(warps),
+          DEFAULT_NUM_STAGES if stages is None else int(stages))
+
+
+def _lower(ctx, in_nodes, params, platform: str):
+  jaxpr = params["jaxpr"]
+  grid_mapping = params["grid_mapping"]
+  cp = params.get("compiler_params")
+  num_warps, num_stages = _num_warps_stages(cp)
+  if params.get("mesh") is not None:
+    raise LoweringError("pallas_call with a mesh", hint="use a grid instead of a mesh",
+                        kernel=getattr(jaxpr.debug_info, "func_name", None))
+  if jaxpr.constvars:
+    raise LoweringError("the kernel closes over array constants",
+                        hint="pass arrays as pallas_call inputs",
+                        kernel=getattr(jaxpr.debug_info, "func_name", None))
+  cc = getattr(cp, "compute_capability", None) if isinstance(cp, CompilerParams) else None
+  if platform == "cuda":
+    cc = cc or compat.gpu_compute_capability() or 90
+  else:
+    cc = cc or 90
+  gk = lower_kernel(jaxpr, grid_mapping, num_warps=num_warps, num_stages=num_stages,
+                    compute_capability=cc, name=params.get("name"),
+                    debug=bool(params.get("debug")))
+  aliases = tuple(tuple(a) for a in params.get("input_output_aliases", ()))
+  rec = registry.record(registry.KernelRecord(
+      name=gk.name, generated=gk, platform=platform,
+      in_avals=tuple(str(a) for a in ctx.avals_in), out_avals=tuple(str(a) for a in ctx.avals_out),
+      input_output_aliases=aliases, cost_estimate=params.get("cost_estimate")))
+  if platform == "cpu":
+    def on_launch(rec=rec):
+      rec.launches += 1
+    fn = cpu_call(gk, ctx.avals_out, aliases, on_launch)
+    return compat.lower_fun(fn, multiple_results=True)(ctx, *in_nodes)
+  ck = compile_kernel(gk, ("cuda", cc))
+  rec.compiled = ck
+  zeroed = set(getattr(cp, "zero_outputs", ()) or ()) | set(gk_zeroed_outputs(gk, aliases))
+  metadata = params.get("metadata")
+  meta_text = ""
+  if metadata:
+    import json
+    meta_text = json.dumps(dict(metadata))
+  return gpu_custom_call(ctx, in_nodes, ck, input_output_aliases=aliases,
+                         zeroed_outputs=tuple(sorted(zeroed)), metadata=meta_text)
+
+
+def gk_zeroed_outputs(gk, aliases) -> list[int]:
+  """Outputs updated with atomics start from zero (unless aliased to an input)."""
+  aliased_outputs = {o for _, o in aliases}
+  names = getattr(gk, "atomic_params", ())
+  return [p.index for p in gk.outputs if p.name in names and p.index not in aliased_outputs]
+
+
+def _delegate(ctx, in_nodes, params):
+  return compat.default_pallas_call_lowering()(ctx, *in_nodes, **params)
+
+
+def _lower_cpu(ctx, *in_nodes, **params):
+  if not _wants_us(params):
+    return _delegate(ctx, in_nodes, params)
+  return _lower(ctx, in_nodes, params, "cpu")
+
+
+def _lower_cuda(ctx, *in_nodes, **params):
+  if not _wants_us(params):
+    return _delegate(ctx, in_nodes, params)
+  return _lower(ctx, in_nodes, params, "cuda")
+
+
+def _lower_cuda_explicit(ctx, *in_nodes, **params):
+  return _lower(ctx, in_nodes, params, "cuda")

@@ -1,0 +1,77 @@
+"""Every kernel this process lowered, with the shapes it ran on.
+
+The profiler and the CLI find kernels here: the generated source, the
+compiled artifacts (compiled lazily on CPU), the avals of each call site and
+how many times the CPU path ran it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from typing import Any
+
+from .lowering import GeneratedKernel
+
+
+@dataclasses.dataclass
+class KernelRecord:
+  name: str
+  generated: GeneratedKernel
+  platform: str                       # "cpu" (interpreter) or "cuda"
+  in_avals: tuple[str, ...]
+  out_avals: tuple[str, ...]
+  input_output_aliases: tuple[tuple[int, int], ...]
+  compiled: Any = None                # CompiledKernel once compiled
+  cost_estimate: Any = None
+  lowered_at: float = dataclasses.field(default_factory=time.time)
+  lowerings: int = 1
+  launches: int = 0                   # counted on the CPU path; GPU counts come from CUPTI
+  device_ids: tuple[int, ...] = ()
+
+  @property
+  def key(self) -> tuple:
+    return (self.generated.key, self.platform, self.in_avals, self.out_avals)
+
+  @property
+  def label(self) -> str:
+    """A short unique name: kernel name plus a hash prefix."""
+    return f"{self.name}#{self.generated.key[:6]}"
+
+
+_lock = threading.Lock()
+_records: dict[tuple, KernelRecord] = {}
+
+
+def record(rec: KernelRecord) -> KernelRecord:
+  with _lock:
+    existing = _records.get(rec.key)
+    if existing is not None:
+      existing.lowerings += 1
+      if rec.compiled is not None and existing.compiled is None:
+        existing.compiled = rec.compiled
+      return existing
+    _records[rec.key] = rec
+    return rec
+
+
+def kernels() -> list[KernelRecord]:
+  with _lock:
+    return list(_records.values())
+
+
+def find(name: str) -> list[KernelRecord]:
+  """Records whose name or label matches `name` (exact label, name, or prefix)."""
+  recs = kernels()
+  exact = [r for r in recs if r.label == name]
+  if exact:
+    return exact
+  by_name = [r for r in recs if r.name == name]
+  if by_name:
+    return by_name
+  return [r for r in recs if r.name.startswith(name) or r.generated.key.startswith(name)]
+
+
+def clear() -> None:
+  with _lock:
+    _records.clear()

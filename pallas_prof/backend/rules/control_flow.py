@@ -1,0 +1,243 @@
+"""Control flow: fori_loop/scan and while_loop as Triton loops, cond/switch as
+if/elif/else, and calls (jit, closed_call, custom_jvp/vjp, remat) inlined.
+
+Loop-carried values live in named variables assigned before the loop and
+re-assigned (all at once, as a tuple) at the end of each iteration, so their
+Triton types never change. A fori_loop (also one written with dynamic
+bounds, which JAX turns into a while_loop) becomes `for i in range(lo, hi)`,
+which Triton's software pipeliner understands.
+"""
+from __future__ import annotations
+
+import numpy as np
+from jax import lax
+
+from .. import compat, emit
+from ..codegen import Value, literal, padded_shape, tl_dtype
+from ..errors import Unsupported
+from ..lowering import RefValue
+from . import register
+
+from jax._src import core as jax_core
+from jax._src.pallas import utils as pallas_utils
+
+
+def _materialize(ctx, v, hint: str) -> str:
+  """A fresh variable holding `v` with its exact Triton type (for carries/outs)."""
+  name = ctx.b.fresh(hint)
+  ctx.b.emit(f"{name} = {_typed_expr(v)}")
+  return name
+
+
+def _typed_expr(v: Value) -> str:
+  if v.const is not None:
+    if not v.shape:
+      return f"tl.full((), {_raw(v)}, {tl_dtype(v.dtype)})"
+    return f"tl.full({emit.shape_expr(padded_shape(v.shape))}, {_raw(v)}, {tl_dtype(v.dtype)})"
+  return str(v)
+
+
+def _raw(v: Value) -> str:
+  c = v.const
+  if isinstance(c, bool):
+    return "True" if c else "False"
+  if isinstance(c, float):
+    if c != c:
+      return 'float("nan")'
+    if c in (float("inf"), float("-inf")):
+      return 'float("inf")' if c > 0 else 'float("-inf")'
+    return repr(c)
+  return str(int(c))
+
+
+def _bound(v: Value) -> str:
+  """A loop bound; int32 constants stay plain so Triton sees a static range."""
+  if v.const is not None and np.dtype(v.dtype) == np.int32:
+    return str(int(v.const))
+  return _typed_expr(v)
+
+
+def _assign_all(ctx, names: list[str], values: list) -> None:
+  """names = values, simultaneously (a carry may feed another)."""
+  pairs = [(n, _typed_expr(v)) for n, v in zip(names, values) if n != str(v)]
+  if not pairs:
+    return
+  if len(pairs) == 1:
+    ctx.b.emit(f"{pairs[0][0]} = {pairs[0][1]}")
+  else:
+    ctx.b.emit(f"{', '.join(n for n, _ in pairs)} = {', '.join(e for _, e in pairs)}")
+
+
+def _check_carry(v, what: str):
+  if isinstance(v, RefValue):
+    raise Unsupported(f"a ref as a loop {what}", "pass refs to the loop body by closure")
+  return v
+
+
+def _as_values(names, templates) -> list[Value]:
+  return [Value(n, t.dtype, t.shape) for n, t in zip(names, templates)]
+
+
+# --- scan / fori_loop -----------------------------------------------------------------
+
+@register(lax.scan_p)
+def _scan(ctx, *args, jaxpr, length, reverse, num_consts, num_carry, linear=None, unroll=1,
+          _split_transpose=False, **params):
+  n_xs = len(args) - num_consts - num_carry
+  n_ys = len(jaxpr.jaxpr.outvars) - num_carry
+  if n_xs or n_ys:
+    raise Unsupported("lax.scan over arrays (xs/ys) inside a kernel",
+                      "use lax.fori_loop with loads/stores at pl.ds(i * block, block)")
+  if jaxpr.consts:
+    consts_closed = jaxpr.consts
+  else:
+    consts_closed = ()
+  body, has_index = pallas_utils.pattern_match_scan_to_fori_loop(jaxpr.jaxpr, num_consts,
+                                                                 num_carry)
+  consts, carry = list(args[:num_consts]), list(args[num_consts:])
+  for c in carry:
+    _check_carry(c, "carry")
+  if has_index:
+    lower, carry = carry[0], carry[1:]
+    lo = emit.cast(ctx.b, lower, lower.dtype)
+    upper = (emit.const(lo.const + length, lo.dtype) if lo.const is not None
+             else ctx.value("loop_end", f"{lo} + {literal(length, lo.dtype)}", lo.dtype))
+  names = [_materialize(ctx, c, "carry") for c in carry]
+  carried = _as_values(names, carry)
+  if has_index:
+    i = ctx.b.fresh("i")
+    header = f"for {i} in range({_bound(lo)}, {_bound(upper)}):"
+    body_args = consts + [Value(i, lo.dtype, ())] + carried
+  else:
+    i = ctx.b.fresh("_iter")
+    header = f"for {i} in range(0, {length}):"
+    body_args = consts + carried
+  with ctx.b.block(header):
+    outs = ctx.lower_jaxpr(body, body_args, "body", consts=consts_closed)
+    _assign_all(ctx, names, outs)
+  if has_index:
+    return [upper] + carried
+  return carried
+
+
+# --- while_loop -------------------------------------------------------------------------
+
+def _fori_pattern(cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+  """The body jaxpr without its `i + 1`, if this while_loop is a fori_loop."""
+  if cond_nconsts:
+    return None
+  cj = cond_jaxpr.jaxpr
+  invars = cj.invars
+  if len(invars) < 2 or len(cj.eqns) != 1:
+    return None
+  a1, a2 = invars[0].aval, invars[1].aval
+  if a1.shape or a2.shape or np.dtype(a1.dtype) not in (np.int32, np.int64) or a1.dtype != a2.dtype:
+    return None
+  eqn = cj.eqns[0]
+  if eqn.primitive is not lax.lt_p or list(eqn.invars) != [invars[0], invars[1]] \
+      or eqn.outvars[0] is not cj.outvars[0]:
+    return None
+  bj = body_jaxpr.jaxpr
+  binv = bj.invars[body_nconsts:]
+  if bj.outvars[1] is not binv[1]:
+    return None
+  for k, e in enumerate(bj.eqns):
+    if (e.primitive is lax.add_p and e.invars[0] is binv[0]
+        and isinstance(e.invars[1], compat.Literal) and e.invars[1].val == 1
+        and e.outvars[0] is bj.outvars[0]):
+      new_invars = [*bj.invars[:body_nconsts], binv[0], *binv[2:]]
+      return bj.replace(eqns=bj.eqns[:k] + bj.eqns[k + 1:], invars=new_invars,
+                        outvars=list(bj.outvars[2:]))
+  return None
+
+
+@register(lax.while_p)
+def _while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+  cond_consts = list(args[:cond_nconsts])
+  body_consts = list(args[cond_nconsts:cond_nconsts + body_nconsts])
+  carry = list(args[cond_nconsts + body_nconsts:])
+  for c in carry:
+    _check_carry(c, "carry")
+  fori_body = _fori_pattern(cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts)
+  if fori_body is not None:
+    lo, hi, rest = carry[0], carry[1], carry[2:]
+    names = [_materialize(ctx, c, "carry") for c in rest]
+    carried = _as_values(names, rest)
+    i = ctx.b.fresh("i")
+    with ctx.b.block(f"for {i} in range({_bound(lo)}, {_bound(hi)}):"):
+      outs = ctx.lower_jaxpr(fori_body, body_consts + [Value(i, lo.dtype, ())] + carried,
+                             "body", consts=body_jaxpr.consts)
+      _assign_all(ctx, names, outs)
+    # the counter ends at max(lo, hi): the loop may not run at all
+    final = (emit.const(max(lo.const, hi.const), lo.dtype)
+             if lo.const is not None and hi.const is not None
+             else ctx.value("loop_end", f"tl.maximum({_typed_expr(lo)}, {_typed_expr(hi)})",
+                            lo.dtype))
+    return [final, hi] + carried
+  names = [_materialize(ctx, c, "carry") for c in carry]
+  carried = _as_values(names, carry)
+  first_cond_eqn = ctx.kernel.peek_eqn_index()
+  (cond,) = ctx.lower_jaxpr(cond_jaxpr.jaxpr, cond_consts + carried, "cond",
+                            consts=cond_jaxpr.consts)
+  go = _materialize(ctx, cond, "keep_going")
+  with ctx.b.block(f"while {go}:"):
+    outs = ctx.lower_jaxpr(body_jaxpr.jaxpr, body_consts + carried, "body",
+                           consts=body_jaxpr.consts)
+    _assign_all(ctx, names, outs)
+    # the condition again, for the next iteration (same equations: no new spans)
+    (cond,) = ctx.replay_jaxpr(cond_jaxpr.jaxpr, cond_consts + carried, "cond",
+                               first_cond_eqn, consts=cond_jaxpr.consts)
+    ctx.b.emit(f"{go} = {_typed_expr(cond)}")
+  return carried
+
+
+# --- cond / switch ------------------------------------------------------------------------
+
+@register(lax.cond_p)
+def _cond(ctx, index, *args, branches, **params):
+  outs_avals = ctx.avals_out
+  if not outs_avals and len(branches) == 1:
+    ctx.lower_jaxpr(branches[0].jaxpr, args, "branch 0", consts=branches[0].consts)
+    return []
+  names = [ctx.b.fresh("cond_out") for _ in outs_avals]
+  if index.const is not None:
+    k = min(max(int(index.const), 0), len(branches) - 1)
+    outs = ctx.lower_jaxpr(branches[k].jaxpr, args, f"branch {k}", consts=branches[k].consts)
+    return outs
+  sel = index if not np.dtype(index.dtype) == np.bool_ else emit.cast(ctx.b, index, np.int32)
+  for k, branch in enumerate(branches):
+    if k == 0:
+      header = f"if {sel} == {literal(0, sel.dtype)}:"
+    elif k < len(branches) - 1:
+      header = f"elif {sel} == {literal(k, sel.dtype)}:"
+    else:
+      header = "else:"
+    with ctx.b.block(header):
+      outs = ctx.lower_jaxpr(branch.jaxpr, args, f"branch {k}", consts=branch.consts)
+      for name, value in zip(names, outs):
+        ctx.b.emit(f"{name} = {_typed_expr(value)}")
+  return [Value(n, np.dtype(a.dtype), tuple(a.shape)) for n, a in zip(names, outs_avals)]
+
+
+# --- calls ------------------------------------------------------------------------------------
+
+def _inline(param: str, region: str):
+  def rule(ctx, *args, **params):
+    closed = params[param]
+    if isinstance(closed, jax_core.ClosedJaxpr):
+      return ctx.lower_jaxpr(closed.jaxpr, args, region, consts=closed.consts)
+    return ctx.lower_jaxpr(closed, args, region)
+  return rule
+
+
+from jax._src import pjit as _pjit  # noqa: E402
+from jax._src import custom_derivatives as _cd  # noqa: E402
+from jax._src import ad_checkpoint as _ac  # noqa: E402
+
+register(getattr(_pjit, "jit_p", None) or getattr(_pjit, "pjit_p", None))(_inline("jaxpr", "call"))
+register(jax_core.closed_call_p)(_inline("call_jaxpr", "call"))
+register(_cd.custom_jvp_call_p)(_inline("call_jaxpr", "custom_jvp"))
+register(getattr(_cd, "custom_vjp_call_p", None))(_inline("call_jaxpr", "custom_vjp"))
+register(getattr(_cd, "custom_vjp_call_jaxpr_p", None))(_inline("fun_jaxpr", "custom_vjp"))
+register(_ac.remat_p)(_inline("jaxpr", "remat"))
+register(getattr(_pjit, "reshard_p", None))(lambda ctx, x, **p: x)

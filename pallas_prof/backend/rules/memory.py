@@ -1,0 +1,399 @@
+"""Ref reads and writes: x_ref[...], slices, pl.ds, integer and array indices,
+pl.load/pl.store with mask/other, swap, addupdate, and atomics.
+
+A ref is a pointer plus a view (ViewDim per array dimension). Indexers
+compose onto the view; a read or write turns the view into an offset tensor
+(and a mask when lanes are padded, the block overhangs the array, or a static
+slice runs past the block).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import compat, emit
+from ..codegen import Value, is_bool, is_float, literal, next_pow2, tl_dtype
+from ..errors import Unsupported
+from ..lowering import RefValue, ViewDim
+from . import register
+
+from jax import tree_util
+
+
+# --- views -----------------------------------------------------------------------
+
+def _as_int(ctx, v, dtype) -> Value:
+  if isinstance(v, Value):
+    return emit.cast(ctx.b, v, dtype, "idx")
+  if isinstance(v, (int, np.integer)):
+    return emit.const(int(v), dtype)
+  raise Unsupported(f"index of type {type(v).__name__}", "use ints, pl.ds or int arrays")
+
+
+def _add_scaled(ctx, base: Value, offset: Value, stride: int, dtype, hint) -> Value:
+  """base + offset * stride, folding constants."""
+  if offset.const is not None and base.const is not None:
+    return emit.const(base.const + offset.const * stride, dtype)
+  scaled = offset.expr if stride == 1 else f"{offset} * {stride}"
+  if offset.const is not None:
+    if offset.const == 0:
+      return base
+    scaled = str(offset.const * stride)
+  if base.const == 0:
+    if stride == 1 and offset.const is None:
+      return offset
+    return ctx.value(hint, scaled, dtype)
+  return ctx.value(hint, f"{base} + {scaled}", dtype)
+
+
+def apply_indexer(ctx, ref: RefValue, indexer) -> RefValue:
+  """Composes one NDIndexer (from x_ref.at[...] or x_ref[...]) onto a view."""
+  if not isinstance(indexer, compat.NDIndexer):
+    raise Unsupported(f"ref transform {type(indexer).__name__}",
+                      "only indexing (slices, pl.ds, ints, int arrays) is supported on refs")
+  visible = [i for i, d in enumerate(ref.dims) if d.kind == "slice"]
+  if len(visible) != len(indexer.indices):
+    raise Unsupported(f"indexer of rank {len(indexer.indices)} on a ref of rank {len(visible)}")
+  dims = list(ref.dims)
+  dt = ref.index_dtype
+  for axis, idx in zip(visible, indexer.indices):
+    d = ref.dims[axis]
+    if isinstance(idx, compat.Slice):
+      if not isinstance(idx.size, (int, np.integer)):
+        raise Unsupported("a pl.ds with a dynamic size", "slice sizes must be static ints")
+      start = _as_int(ctx, idx.start, dt)
+      stride = int(idx.stride)
+      new_start = _add_scaled(ctx, d.start, start, d.stride, dt, f"{ref.name}_s{axis}")
+      static = None
+      if d.static_offset is not None and start.const is not None:
+        static = d.static_offset + start.const * d.stride
+      dims[axis] = ViewDim("slice", new_start, int(idx.size), d.stride * stride, static, d.extent)
+    else:
+      index = idx
+      if isinstance(index, (int, np.integer)):
+        index = emit.const(int(index), dt)
+      if not isinstance(index, Value):
+        raise Unsupported(f"index of type {type(index).__name__}")
+      if index.shape:
+        if not (np.issubdtype(index.dtype, np.integer)):
+          raise Unsupported(f"array index of dtype {index.dtype}", "index with integers")
+        dims[axis] = ViewDim("gather", d.start, 1, d.stride, None, d.extent,
+                             emit.cast(ctx.b, index, dt, "gidx"))
+        continue
+      index = emit.cast(ctx.b, index, dt, "idx")
+      start = _add_scaled(ctx, d.start, index, d.stride, dt, f"{ref.name}_i{axis}")
+      static = None
+      if d.static_offset is not None and index.const is not None:
+        static = d.static_offset + index.const * d.stride
+      dims[axis] = ViewDim("int", start, 1, 1, static, d.extent)
+  return ref.with_dims(dims)
+
+
+def apply_transforms(ctx, ref, transforms) -> RefValue:
+  if not isinstance(ref, RefValue):
+    raise Unsupported("indexing a value that is not a kernel ref")
+  for t in transforms:
+    if any(d.kind == "gather" for d in ref.dims):
+      raise Unsupported("indexing a ref view that was itself indexed by an array",
+                        "index with the array last")
+    ref = apply_indexer(ctx, ref, t)
+  return ref
+
+
+def result_shape(ref: RefValue) -> tuple[int, ...]:
+  """The shape of a read through this view (NumPy's advanced-indexing order)."""
+  slice_sizes = [d.size for d in ref.dims if d.kind == "slice"]
+  int_positions = [i for i, d in enumerate(_indexed_dims(ref)) if d.kind != "slice"]
+  gathers = [d for d in ref.dims if d.kind == "gather"]
+  if not gathers:
+    return tuple(slice_sizes)
+  int_shape = np.broadcast_shapes(*[g.index.shape for g in gathers])
+  pos = _int_position(ref)
+  return tuple(slice_sizes[:pos]) + tuple(int_shape) + tuple(slice_sizes[pos:])
+
+
+def _indexed_dims(ref: RefValue):
+  return ref.dims
+
+
+def _int_position(ref: RefValue) -> int:
+  """Where the int-indexer dims go: in place when contiguous, else first."""
+  kinds = [d.kind for d in ref.dims]
+  int_axes = [i for i, k in enumerate(kinds) if k in ("gather",)]
+  if not int_axes:
+    return 0
+  # NumPy rule over the dims that were indexed together; scalar ints count as
+  # int indexers too but contribute no dims.
+  non_slice = [i for i, k in enumerate(kinds) if k != "slice"]
+  contiguous = all(b - a == 1 for a, b in zip(non_slice, non_slice[1:]))
+  if not contiguous:
+    return 0
+  return sum(1 for k in kinds[:non_slice[0]] if k == "slice")
+
+
+# --- addresses -------------------------------------------------------------------
+
+def address(ctx, ref: RefValue, user_mask: Value | None = None):
+  """(offsets expression, mask expression or None, result shape) for a view."""
+  b = ctx.b
+  shape = result_shape(ref)
+  rank = len(shape)
+  padded = tuple(next_pow2(s) for s in shape)
+  dt = ref.index_dtype
+  idx_t = tl_dtype(dt)
+  strides = ref.strides
+  terms, masks = [], []
+  slice_pos = 0
+  pos = _int_position(ref)
+  gathers = [d for d in ref.dims if d.kind == "gather"]
+  int_rank = len(np.broadcast_shapes(*[g.index.shape for g in gathers])) if gathers else 0
+  for axis, d in enumerate(ref.dims):
+    array_size = ref.array_shape[axis]
+    if d.kind == "int":
+      index = d.start.expr
+      if _needs_bound_mask(ref, axis, d):
+        masks.append(f"({index} < {array_size})")
+      terms.append(_scaled(index, strides[axis]))
+      continue
+    if d.kind == "gather":
+      g = d.index
+      positions = tuple(range(pos + int_rank - len(g.shape), pos + int_rank))
+      index = emit.expand_to_rank(g, positions, rank)
+      if d.start.const != 0:
+        index = f"({d.start} + {index}{_times(d.stride)})"
+      elif d.stride != 1:
+        index = f"({index} * {d.stride})"
+      if ref.ragged[axis]:
+        masks.append(f"({index} < {array_size})")
+      terms.append(_scaled(index, strides[axis]))
+      continue
+    # a slice: one output dimension
+    out_axis = slice_pos if slice_pos < pos or not gathers else slice_pos + int_rank
+    slice_pos += 1
+    lanes = f"tl.arange(0, {padded[out_axis]})"
+    if dt == np.int64:
+      lanes = f"{lanes}.to(tl.int64)"
+    step = f" * {d.stride}" if d.stride != 1 else ""
+    if d.start.const == 0:
+      index_1d = f"{lanes}{step}"
+    else:
+      index_1d = f"{d.start} + {lanes}{step}"
+    name = b.assign(f"{ref.name}_ax{axis}", index_1d)
+    index = emit.expand_to_rank(Value(name, dt, (d.size,)), (out_axis,), rank)
+    if d.size != padded[out_axis]:
+      lane_ok = emit.expand_to_rank(
+          Value(f"(tl.arange(0, {padded[out_axis]}) < {d.size})", np.dtype(bool), (d.size,)),
+          (out_axis,), rank)
+      masks.append(lane_ok)
+    if _needs_bound_mask(ref, axis, d):
+      masks.append(f"({index} < {array_size})")
+    terms.append(_scaled(index, strides[axis]))
+  # padded lanes of gathered dims hold garbage indices: mask them
+  for k in range(int_rank):
+    size = shape[pos + k]
+    if size != padded[pos + k]:
+      cond = Value(f"(tl.arange(0, {padded[pos + k]}) < {size})", np.dtype(bool), (size,))
+      masks.append(emit.expand_to_rank(cond, (pos + k,), rank))
+  terms = [t for t in terms if t != "0"]
+  offset = " + ".join(terms) if terms else "0"
+  if user_mask is not None:
+    if tuple(user_mask.shape) != tuple(shape) and user_mask.shape:
+      user_mask = emit.broadcast_to(b, user_mask, shape)
+    masks.append(str(user_mask))
+  mask = None
+  if masks:
+    mask = masks[0] if len(masks) == 1 else b.assign(f"{ref.name}_mask", " & ".join(masks))
+  return offset, mask, shape
+
+
+def _times(stride: int) -> str:
+  return "" if stride == 1 else f" * {stride}"
+
+
+def _scaled(index: str, stride: int) -> str:
+  if index == "0":
+    return "0"
+  return index if stride == 1 else f"{index} * {stride}"
+
+
+def _needs_bound_mask(ref: RefValue, axis: int, d: ViewDim) -> bool:
+  if ref.ragged[axis]:
+    return True
+  if d.static_offset is None:
+    return False  # dynamic start: assumed in bounds, like JAX's Triton backend
+  last = d.static_offset + (d.size - 1) * d.stride
+  return last >= d.extent or d.static_offset < 0
+
+
+def _pointer(ref: RefValue, offset: str) -> str:
+  return ref.name if offset == "0" else f"{ref.name} + {offset}"
+
+
+def _load_expr(ref, offset, mask, other, shape, cache_modifier=None, eviction_policy=None,
+               volatile=False):
+  args = [_pointer(ref, offset)]
+  if mask is not None:
+    args.append(f"mask={mask}")
+    if other is not None:
+      args.append(f"other={other}")
+  if cache_modifier:
+    args.append(f"cache_modifier={cache_modifier!r}")
+  if eviction_policy:
+    args.append(f"eviction_policy={eviction_policy!r}")
+  if volatile:
+    args.append("volatile=True")
+  return f"tl.load({', '.join(args)})"
+
+
+def _store_stmt(ref, offset, value, mask, eviction_policy=None):
+  args = [_pointer(ref, offset), str(value)]
+  if mask is not None:
+    args.append(f"mask={mask}")
+  if eviction_policy:
+    args.append(f"eviction_policy={eviction_policy!r}")
+  return f"tl.store({', '.join(args)})"
+
+
+def _check_value(ctx, ref: RefValue, value: Value, shape) -> Value:
+  if value.dtype != ref.dtype:
+    value = emit.cast(ctx.b, value, ref.dtype)
+  if tuple(value.shape) != tuple(shape):
+    if not value.shape:
+      value = emit.broadcast_to(ctx.b, value, shape)
+    else:
+      raise Unsupported(f"storing a value of shape {value.shape} into a view of shape {shape}")
+  return value
+
+
+def _other_value(ctx, ref: RefValue, other) -> str | None:
+  if other is None:
+    return None
+  if not isinstance(other, Value):
+    other = emit.const(other, ref.dtype)
+  if other.dtype != ref.dtype:
+    other = emit.cast(ctx.b, other, ref.dtype)
+  return str(other)
+
+
+# --- rules -------------------------------------------------------------------------
+
+def _read(ctx, ref: RefValue, mask=None, other=None, **load_options) -> Value:
+  offset, full_mask, shape = address(ctx, ref, mask)
+  expr = _load_expr(ref, offset, full_mask, _other_value(ctx, ref, other) if full_mask else None,
+                    shape, **load_options)
+  return ctx.value(f"{ref.label}_val" if not ref.label.endswith("_ref") else
+                   ref.label[:-4], expr, ref.dtype, shape)
+
+
+def _write(ctx, ref: RefValue, value: Value, mask=None, eviction_policy=None) -> None:
+  offset, full_mask, shape = address(ctx, ref, mask)
+  value = _check_value(ctx, ref, value, shape)
+  ctx.b.emit(_store_stmt(ref, offset, value, full_mask, eviction_policy))
+
+
+@register(compat.get_p)
+def _get(ctx, ref, *leaves, tree):
+  transforms = tree_util.tree_unflatten(tree, leaves)
+  if not isinstance(ref, RefValue):
+    if transforms:
+      raise Unsupported("indexing a non-ref value")
+    return ref
+  return _read(ctx, apply_transforms(ctx, ref, transforms))
+
+
+@register(compat.swap_p)
+def _swap(ctx, ref, value, *leaves, tree):
+  transforms = tree_util.tree_unflatten(tree, leaves)
+  view = apply_transforms(ctx, ref, transforms)
+  old = _read(ctx, view) if ctx.out_used(0) else None
+  _write(ctx, view, value)
+  if old is None:
+    shape = result_shape(view)
+    return Value("None", ref.dtype, shape)
+  return old
+
+
+@register(compat.load_p)
+def _masked_load(ctx, *flat, args_tree, eviction_policy, cache_modifier, is_volatile):
+  ref, transforms, mask, other = args_tree.unflatten(flat)
+  view = apply_transforms(ctx, ref, transforms or ())
+  return _read(ctx, view, mask, other, cache_modifier=cache_modifier,
+               eviction_policy=eviction_policy, volatile=is_volatile)
+
+
+@register(compat.masked_swap_p)
+def _masked_swap(ctx, *flat, args_tree, eviction_policy):
+  ref, transforms, value, mask = args_tree.unflatten(flat)
+  view = apply_transforms(ctx, ref, transforms or ())
+  old = _read(ctx, view, mask) if ctx.out_used(0) else None
+  _write(ctx, view, value, mask, eviction_policy)
+  if old is None:
+    return Value("None", ref.dtype, result_shape(view))
+  return old
+
+
+@register(compat.addupdate_p)
+def _addupdate(ctx, ref, value, *leaves, tree):
+  transforms = tree_util.tree_unflatten(tree, leaves)
+  view = apply_transforms(ctx, ref, transforms)
+  _atomic(ctx, view, value, None, "add")
+  return []
+
+
+_ATOMIC_FUNCS = {"xchg": "tl.atomic_xchg", "add": "tl.atomic_add", "max": "tl.atomic_max",
+                 "min": "tl.atomic_min", "and": "tl.atomic_and", "or": "tl.atomic_or",
+                 "xor": "tl.atomic_xor"}
+
+
+def _atomic(ctx, view: RefValue, value: Value, mask, kind: str) -> Value:
+  ctx.kernel.atomic_refs.add(view.name)
+  offset, full_mask, shape = address(ctx, view, mask)
+  value = _check_value(ctx, view, value, shape)
+  if kind in ("add",) and is_bool(view.dtype):
+    raise Unsupported("atomic add on bool", "use atomic_or")
+  args = [_pointer(view, offset), str(value)]
+  if full_mask is not None:
+    args.append(f"mask={full_mask}")
+  args.append('sem="acq_rel"')
+  return ctx.value(f"{view.label}_old", f"{_ATOMIC_FUNCS[kind]}({', '.join(args)})",
+                   view.dtype, shape)
+
+
+def _atomic_rmw(ctx, *flat, args_tree, atomic_type):
+  ref, transforms, value, mask = args_tree.unflatten(flat)
+  view = apply_transforms(ctx, ref, transforms or ())
+  kind = atomic_type.value
+  if kind in ("max", "min") and is_float(view.dtype) and view.dtype != np.float32:
+    raise Unsupported(f"atomic_{kind} on {view.dtype}", "use float32 for float atomics")
+  return _atomic(ctx, view, value, mask, kind)
+
+
+def _atomic_cas(ctx, ref, cmp, value):
+  view = ref
+  ctx.kernel.atomic_refs.add(view.name)
+  offset, mask, shape = address(ctx, view)
+  cmp = _check_value(ctx, view, cmp, shape)
+  value = _check_value(ctx, view, value, shape)
+  if mask is not None:
+    raise Unsupported("atomic_cas on a view that needs masking")
+  return ctx.value(f"{view.label}_old",
+                   f'tl.atomic_cas({_pointer(view, offset)}, {cmp}, {value}, sem="acq_rel")',
+                   view.dtype, shape)
+
+
+def _max_contiguous(ctx, x, *, values):
+  return ctx.value("contig", f"tl.max_contiguous({x}, {list(values)})", x.dtype, x.shape)
+
+
+def _multiple_of(ctx, x, *, values):
+  vals = list(values)
+  if not x.shape:
+    return ctx.value("aligned", f"tl.multiple_of({x}, {vals[0]})", x.dtype, x.shape)
+  return ctx.value("aligned", f"tl.multiple_of({x}, {vals})", x.dtype, x.shape)
+
+
+register(compat.multiple_of_p)(_multiple_of)
+
+_tp = compat.triton_primitives()
+register(_tp.atomic_rmw_p)(_atomic_rmw)
+register(_tp.atomic_cas_p)(_atomic_cas)
+register(_tp.max_contiguous_p)(_max_contiguous)

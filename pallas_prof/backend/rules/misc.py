@@ -1,0 +1,89 @@
+"""Program ids, grid sizes, debug printing, barriers and inline assembly."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from jax import lax
+
+from .. import compat, emit
+from ..codegen import Value, tl_dtype
+from ..errors import Unsupported
+from . import register
+
+
+@register(compat.program_id_p)
+def _program_id(ctx, *, axis):
+  ids = ctx.kernel.program_ids
+  if not 0 <= axis < len(ids):
+    raise Unsupported(f"program_id({axis}) in a grid of rank {len(ids)}",
+                      f"axis must be in [0, {len(ids)})")
+  return ids[axis]
+
+
+@register(compat.num_programs_p)
+def _num_programs(ctx, *, axis):
+  sizes = ctx.kernel.num_programs
+  if not 0 <= axis < len(sizes):
+    raise Unsupported(f"num_programs({axis}) in a grid of rank {len(sizes)}",
+                      f"axis must be in [0, {len(sizes)})")
+  return emit.const(sizes[axis], np.int32)
+
+
+@register(getattr(lax, "axis_index_p", None))
+def _axis_index(ctx, *, axis_name, **params):
+  names = ctx.kernel.grid_names
+  if names is not None and axis_name in names:
+    return _program_id(ctx, axis=list(names).index(axis_name))
+  raise Unsupported(f"axis_index({axis_name!r}): not a named grid axis",
+                    "name the grid axes with pl.GridSpec(grid_names=...)")
+
+
+from jax._src import debugging as _debugging  # noqa: E402
+
+
+@register(_debugging.debug_print_p)
+def _debug_print(ctx, *args, fmt, ordered=False, **params):
+  if ordered:
+    raise Unsupported("ordered debug_print", "use ordered=False inside kernels")
+  in_tree = params.get("in_tree")
+  static_args = params.get("static_args")
+  if in_tree is not None and static_args is not None:
+    args, kwargs = _debugging.merge_callback_args(in_tree, args, static_args)
+    if kwargs:
+      raise Unsupported("debug_print with keyword arguments", "pass values positionally")
+  prefix = re.sub(r"\{[^{}]*\}", "", fmt).strip()
+  values = [a for a in args if isinstance(a, Value)]
+  text = prefix.replace('"', '\\"')
+  if values:
+    ctx.b.emit(f'tl.device_print(" {text} ", {", ".join(str(v) for v in values)})')
+  else:
+    ctx.b.emit(f'tl.device_print(" {text} ")')
+  return []
+
+
+_tp = compat.triton_primitives()
+
+
+@register(_tp.debug_barrier_p)
+def _debug_barrier(ctx):
+  ctx.b.emit("tl.debug_barrier()")
+  return []
+
+
+@register(_tp.elementwise_inline_asm_p)
+def _inline_asm(ctx, *args, asm, constraints, pack, result_shape_dtypes):
+  outs = list(result_shape_dtypes)
+  dtypes = [np.dtype(o.dtype) for o in outs]
+  shape = tuple(outs[0].shape)
+  if len(outs) == 1:
+    dt = f"{tl_dtype(dtypes[0])}"
+  else:
+    dt = "(" + ", ".join(tl_dtype(d) for d in dtypes) + ",)"
+  arg_list = "[" + ", ".join(str(a) for a in args) + "]"
+  call = (f"tl.inline_asm_elementwise({asm!r}, {constraints!r}, {arg_list}, dtype={dt}, "
+          f"is_pure=True, pack={pack})")
+  if len(outs) == 1:
+    return [ctx.value("asm", call, dtypes[0], shape)]
+  name = ctx.b.assign("asm", call)
+  return [ctx.value("asm", f"{name}[{i}]", d, shape) for i, d in enumerate(dtypes)]
