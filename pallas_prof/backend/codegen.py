@@ -191,7 +191,10 @@ class EqnInfo:
       if self._describe is None:
         self._text, self._in_avals, self._out_avals = self.primitive, (), ()
       else:
-        self._text, self._in_avals, self._out_avals = self._describe()
+        try:
+          self._text, self._in_avals, self._out_avals = self._describe()
+        except Exception:  # noqa: BLE001 - a description must never break lowering
+          self._text, self._in_avals, self._out_avals = self.primitive, (), ()
       self._describe = None
 
   @property

@@ -32,7 +32,11 @@ DEFAULT_TARGET = ("cuda", 90)
 SHARED_MEMORY_LIMIT = {70: 98304, 75: 65536, 80: 166912, 86: 101376, 87: 166912,
                        89: 101376, 90: 232448, 100: 232448, 120: 101376}
 
-_lock = threading.RLock()
+_lock = threading.RLock()   # Triton's knobs and interpreter are process-global
+
+
+def triton_lock() -> threading.RLock:
+  return _lock
 _memory_cache: dict[str, "CompiledKernel"] = {}
 _module_cache: dict[tuple[str, bool], Any] = {}
 CACHE_FORMAT = 2

@@ -72,6 +72,89 @@ class NumpyArg:
 _interpreter_lock = threading.Lock()   # the interpreter keeps global state
 
 
+class _InterpretStandardLibrary:
+  """Makes triton.language's own @triton.jit helpers (tl.sum, tl.max, ...)
+  callable from interpreted kernels.
+
+  With TRITON_INTERPRET=1 set before `import triton`, those helpers are built
+  as interpreter functions; pallas-prof switches to the interpreter per
+  kernel instead, so for the duration of a run it wraps them the same way.
+  """
+
+  def __enter__(self):
+    import triton.experimental.gluon  # noqa: F401 - imports (and checks) tl's helpers once
+    import triton.language as tl
+    from triton.language import standard
+    self._snapshot = _snapshot_triton_language()
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+    self._saved = []
+    for module in (tl, standard):
+      for name, value in list(vars(module).items()):
+        if isinstance(value, JITFunction):
+          self._saved.append((module, name, value))
+          setattr(module, name, InterpretedFunction(value.fn))
+    self._knob = compat.set_triton_interpret(True)
+    self._patch_scalar_index()
+    return self
+
+  def _patch_scalar_index(self):
+    # Triton's interpreter turns scalar tensors into ints with int(array), which
+    # NumPy >= 2.4 refuses for 1-element 1-D arrays (loop bounds like
+    # `range(0, n)` with a computed n). Convert through .reshape(-1)[0].
+    from triton.runtime import interpreter
+    original = interpreter._patch_lang_tensor
+    self._original_patch = original
+
+    def patch_lang_tensor(tensor, scope):
+      original(tensor, scope)
+      scope.set_attr(tensor, "__index__",
+                     lambda t: int(np.asarray(t.handle.data).reshape(-1)[0]))
+
+    interpreter._patch_lang_tensor = patch_lang_tensor
+
+  def __exit__(self, *exc):
+    from triton.runtime import interpreter
+    interpreter._patch_lang_tensor = self._original_patch
+    compat.set_triton_interpret(self._knob)
+    for module, name, value in self._saved:
+      setattr(module, name, value)
+    # Interpreted device-function calls patch triton.language and never undo
+    # it; the next triton.compile in this process needs it pristine.
+    _restore_triton_language(self._snapshot)
+    return None
+
+
+def _language_objects():
+  import triton.language as tl
+  from triton.language import core, math, standard
+  objects = [tl, core, math, standard, core.tensor, core.dtype]
+  base = getattr(core, "tensor_descriptor_base", None)
+  if base is not None:
+    objects.append(base)
+  return objects
+
+
+def _snapshot_triton_language():
+  return [(obj, dict(vars(obj))) for obj in _language_objects()]
+
+
+def _restore_triton_language(snapshot) -> None:
+  for obj, saved in snapshot:
+    current = dict(vars(obj))
+    for name, value in saved.items():
+      if current.get(name, _MISSING) is not value:
+        setattr(obj, name, value)
+    for name in current.keys() - saved.keys():
+      try:
+        delattr(obj, name)
+      except (AttributeError, TypeError):
+        pass
+
+
+_MISSING = object()
+
+
 def run_interpreted(gk: GeneratedKernel, inputs, out_shapes, input_output_aliases=()):
   """Runs `gk` under Triton's interpreter on numpy inputs; returns the outputs."""
   module = load_module(gk, interpret=True)
@@ -86,9 +169,35 @@ def run_interpreted(gk: GeneratedKernel, inputs, out_shapes, input_output_aliase
     else:
       outputs.append(np.zeros(shape, dtype=dtype))
   args = [NumpyArg(a) for a in arrays] + [NumpyArg(o) for o in outputs]
-  with _interpreter_lock:
-    fn[gk.launch_grid](*args)
+  from .compile import triton_lock
+  with triton_lock(), _InterpretStandardLibrary():
+    try:
+      fn[gk.launch_grid](*args)
+    except Exception as e:  # noqa: BLE001 - re-raised with the equation that failed
+      raise interpreter_error(gk, e) from e
   return outputs
+
+
+def interpreter_error(gk: GeneratedKernel, error: BaseException) -> Exception:
+  """Points an interpreter failure at the generated line and its equation."""
+  from .errors import LoweringError
+  line = None
+  tb = error.__traceback__
+  cause = error.__cause__ or error.__context__
+  for exc in (error, cause):
+    tb = getattr(exc, "__traceback__", None)
+    while tb is not None:
+      if tb.tb_frame.f_code.co_filename == gk.path:
+        line = tb.tb_lineno
+      tb = tb.tb_next
+  eqn = gk.eqn_at_line(line) if line is not None else None
+  text = gk.source.splitlines()[line - 1].strip() if line else None
+  details = {"generated line": f"{gk.path}:{line}: {text}"} if line else {}
+  return LoweringError(f"the kernel failed under Triton's interpreter: {cause or error}",
+                       hint="this is a pallas-prof bug if the kernel is valid Pallas; "
+                            "`pallas-prof show` prints the generated code",
+                       kernel=gk.name, eqn=eqn, details=details, cause=cause or error,
+                       jaxpr_text=gk.jaxpr_text)
 
 
 def cpu_call(gk: GeneratedKernel, out_avals, input_output_aliases, on_launch=None):

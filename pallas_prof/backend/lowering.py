@@ -347,9 +347,13 @@ def _eqn_text(kernel: KernelContext, jaxpr, eqn) -> str:
   text = jax_core.pp_eqn(eqn, context, settings).format()
   lines = text.splitlines()
   if len(lines) > 1 or len(text) > 240:
-    outs = " ".join(jax_core.pp_var(v, context) for v in eqn.outvars)
-    ins = " ".join(jax_core.pp_var(v, context) if not isinstance(v, compat.Literal) else str(v)
-                   for v in eqn.invars)
+    def var(v):
+      if isinstance(v, compat.Literal):
+        return str(v)
+      doc = jax_core.pp_var(v, context)
+      return doc if isinstance(doc, str) else doc.format()
+    outs = " ".join(var(v) for v in eqn.outvars)
+    ins = " ".join(var(v) for v in eqn.invars)
     text = f"{outs} = {eqn.primitive.name}[...] {ins}".strip()
   return text
 
