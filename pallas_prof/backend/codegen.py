@@ -150,6 +150,9 @@ def literal(value, dtype) -> str:
       text = repr(v)
     if name == "float32" and math.isfinite(v):
       return text
+    if is_low_float(dtype):
+      # built in f32 and rounded: Triton's interpreter has no 16/8-bit constants
+      return f"tl.full((), {text}, tl.float32).to({tl_dtype(dtype)})"
     return f"tl.full((), {text}, {tl_dtype(dtype)})"
   v = int(value)
   if name == "int32":

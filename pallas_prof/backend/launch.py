@@ -96,7 +96,27 @@ class _InterpretStandardLibrary:
           setattr(module, name, InterpretedFunction(value.fn))
     self._knob = compat.set_triton_interpret(True)
     self._patch_scalar_index()
+    self._patch_bf16_dot()
     return self
+
+  def _patch_bf16_dot(self):
+    # The interpreter keeps bfloat16 as raw uint16 bits and multiplies those
+    # bits in tl.dot; widen bf16 operands to float32 first (exact).
+    from triton.runtime.interpreter import InterpreterBuilder, TensorHandle
+    import triton.language as tl
+    original = InterpreterBuilder.create_dot
+    self._original_dot = original
+
+    def widen(h):
+      if getattr(h.dtype, "scalar", h.dtype) == tl.bfloat16:
+        bits = h.data.astype(np.uint32) << np.uint32(16)
+        return TensorHandle(bits.view(np.float32), tl.float32)
+      return h
+
+    def create_dot(builder, a, b, d, input_precision, max_num_imprecise_acc):
+      return original(builder, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
+
+    InterpreterBuilder.create_dot = create_dot
 
   def _patch_scalar_index(self):
     # Triton's interpreter turns scalar tensors into ints with int(array), which
@@ -116,6 +136,7 @@ class _InterpretStandardLibrary:
   def __exit__(self, *exc):
     from triton.runtime import interpreter
     interpreter._patch_lang_tensor = self._original_patch
+    interpreter.InterpreterBuilder.create_dot = self._original_dot
     compat.set_triton_interpret(self._knob)
     for module, name, value in self._saved:
       setattr(module, name, value)

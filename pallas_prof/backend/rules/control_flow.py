@@ -13,7 +13,7 @@ import numpy as np
 from jax import lax
 
 from .. import compat, emit
-from ..codegen import Value, literal, padded_shape, tl_dtype
+from ..codegen import Value, is_low_float, literal, padded_shape, tl_dtype
 from ..errors import Unsupported
 from ..lowering import RefValue
 from . import register
@@ -31,9 +31,10 @@ def _materialize(ctx, v, hint: str) -> str:
 
 def _typed_expr(v: Value) -> str:
   if v.const is not None:
-    if not v.shape:
-      return f"tl.full((), {_raw(v)}, {tl_dtype(v.dtype)})"
-    return f"tl.full({emit.shape_expr(padded_shape(v.shape))}, {_raw(v)}, {tl_dtype(v.dtype)})"
+    shape = "()" if not v.shape else emit.shape_expr(padded_shape(v.shape))
+    if is_low_float(v.dtype):
+      return f"tl.full({shape}, {_raw(v)}, tl.float32).to({tl_dtype(v.dtype)})"
+    return f"tl.full({shape}, {_raw(v)}, {tl_dtype(v.dtype)})"
   return str(v)
 
 

@@ -1,0 +1,46 @@
+"""Shared test setup: a private cache, fresh random inputs, dtype tolerances.
+
+Every test draws new random inputs (never zeros). The seed of the run is
+printed in the header; set PALLAS_PROF_TEST_SEED to replay a failure.
+"""
+from __future__ import annotations
+
+import os
+import zlib
+import tempfile
+
+_CACHE = tempfile.mkdtemp(prefix="pallas-prof-test-cache-")
+os.environ.setdefault("PALLAS_PROF_CACHE_DIR", _CACHE)
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+SEED = int(os.environ.get("PALLAS_PROF_TEST_SEED") or np.random.SeedSequence().entropy % 2**32)
+
+
+def pytest_report_header(config):
+  return f"pallas-prof test seed: {SEED} (replay with PALLAS_PROF_TEST_SEED={SEED})"
+
+
+@pytest.fixture
+def rng(request):
+  """A numpy Generator seeded from the run seed and the test's name."""
+  name_hash = zlib.crc32(request.node.nodeid.encode())
+  return np.random.default_rng([SEED, name_hash])
+
+
+def pytest_collection_modifyitems(config, items):
+  has_gpu = _has_gpu()
+  skip_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU (run on the device machine)")
+  for item in items:
+    if "gpu" in item.keywords and not has_gpu:
+      item.add_marker(skip_gpu)
+
+
+def _has_gpu() -> bool:
+  try:
+    import jax
+    return bool(jax.devices("gpu"))
+  except Exception:  # noqa: BLE001
+    return False

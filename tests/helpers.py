@@ -1,0 +1,81 @@
+"""Test helpers: random inputs per dtype, tolerances, running kernels through pallas-prof."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import pallas_prof
+
+FLOATS = ("float32", "float16", "bfloat16")
+INTS = ("int8", "int16", "int32", "int64", "uint32")
+
+# |out - ref| <= atol + rtol * |ref|, by dtype; NaN only passes where ref is NaN.
+TOLERANCES = {
+    "float64": (1e-12, 1e-12), "float32": (1e-5, 1e-5), "float16": (2e-3, 2e-3),
+    "bfloat16": (1.6e-2, 1.6e-2),
+}
+
+
+def random_array(rng: np.random.Generator, shape, dtype, *, low=None, high=None,
+                 nonzero=False):
+  """Fresh random values of `dtype` (never all zeros; bool is a coin flip)."""
+  dtype = jnp.dtype(dtype)
+  if dtype == jnp.bool_:
+    return rng.random(shape) < 0.5
+  if jnp.issubdtype(dtype, jnp.floating):
+    lo = -4.0 if low is None else low
+    hi = 4.0 if high is None else high
+    x = rng.uniform(lo, hi, size=shape).astype(np.float32)
+    if nonzero:
+      x = np.where(np.abs(x) < 0.25, 0.25 + np.abs(x), x)
+    return np.asarray(jnp.asarray(x, dtype=dtype))
+  info = jnp.iinfo(dtype)
+  lo = max(info.min, -100) if low is None else low
+  hi = min(info.max, 100) if high is None else high
+  x = rng.integers(lo, hi, size=shape, endpoint=True).astype(dtype)
+  if nonzero:
+    x = np.where(x == 0, 1, x).astype(dtype)
+  return x
+
+
+def assert_close(out, ref, dtype=None, *, atol=None, rtol=None, err_msg=""):
+  out = np.asarray(out)
+  ref = np.asarray(ref)
+  assert out.shape == ref.shape, f"shape {out.shape} != {ref.shape} {err_msg}"
+  dtype = jnp.dtype(dtype or ref.dtype)
+  if jnp.issubdtype(dtype, jnp.floating):
+    a, r = TOLERANCES.get(dtype.name, (1e-5, 1e-5))
+    a = a if atol is None else atol
+    r = r if rtol is None else rtol
+    o = out.astype(np.float64)
+    f = ref.astype(np.float64)
+    np.testing.assert_allclose(o, f, atol=a, rtol=r, equal_nan=True, err_msg=err_msg)
+  else:
+    np.testing.assert_array_equal(out, ref, err_msg=err_msg)
+
+
+def pallas(kernel, out_shape, *, grid=(), in_specs=None, out_specs=None, **kwargs):
+  """pl.pallas_call routed explicitly to pallas-prof (no global install needed)."""
+  from jax.experimental import pallas as pl
+  params = kwargs.pop("compiler_params", None) or pallas_prof.CompilerParams()
+  extra = {}
+  if in_specs is not None:
+    extra["in_specs"] = in_specs
+  if out_specs is not None:
+    extra["out_specs"] = out_specs
+  return pl.pallas_call(kernel, out_shape=out_shape, grid=grid, compiler_params=params,
+                        **extra, **kwargs)
+
+
+def elementwise_call(fn, *arrays, out_dtype=None):
+  """Runs `o = fn(*x)` as a whole-array Pallas kernel through pallas-prof."""
+  shape = arrays[0].shape
+  if out_dtype is None:
+    out_dtype = jax.eval_shape(fn, *[jax.ShapeDtypeStruct(a.shape, a.dtype) for a in arrays]).dtype
+
+  def kernel(*refs):
+    *ins, out = refs
+    out[...] = fn(*[r[...] for r in ins])
+
+  return pallas(kernel, jax.ShapeDtypeStruct(shape, out_dtype))(*arrays)
