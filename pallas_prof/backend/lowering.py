@@ -21,6 +21,7 @@ import numpy as np
 from . import compat, emit, hooks
 from .codegen import EqnInfo, KernelBuilder, UnsupportedDtype, Value, sanitize, signature_type
 from .errors import LoweringError, Unsupported
+from .folding import try_fold
 
 MAX_GRID_YZ = 2**16 - 1
 MAX_GRID_X = 2**31 - 1
@@ -273,6 +274,9 @@ def _lower_equation(kernel: KernelContext, eqn, info: EqnInfo, invals: list[Any]
   first_line = b.num_lines
   watcher = hooks.NULL_SPAN if kernel.replaying else hooks.observer().equation(info)
   with b.equation(info.index), watcher as span:
+    folded = try_fold(eqn, invals)
+    if folded is not None:
+      return folded
     rule = RULES.get(eqn.primitive)
     if rule is None:
       raise _lowering_error(kernel, info, f"primitive `{eqn.primitive.name}` has no "
