@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import importlib.util
 import io
 import json
 import os
 import re
-import sys
 import threading
 import time
 from typing import Any
@@ -153,31 +153,48 @@ def load_module(gk: GeneratedKernel, *, interpret: bool):
 # --- the compile ------------------------------------------------------------------------------
 
 def compile_key(gk: GeneratedKernel, target: tuple[str, int]) -> str:
+  """Content address of a compile. Cheap: a cache hit never imports triton."""
   from .. import __version__
-  import triton
   parts = [gk.source, f"warps={gk.num_warps}", f"stages={gk.num_stages}",
-           f"target={target[0]}:{target[1]}", f"triton={triton.__version__}",
+           f"target={target[0]}:{target[1]}", f"triton={_triton_version()}",
            f"pallas_prof={__version__}", f"format={CACHE_FORMAT}",
-           f"ptxas={_ptxas_version(target[1])}"]
+           f"ptxas={_ptxas_version()}"]
   return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-@dataclasses.dataclass
-class _Ptxas:
-  version: str = "unknown"
+@functools.lru_cache(maxsize=None)
+def _triton_version() -> str:
+  from importlib import metadata
+  return metadata.version("triton")
 
 
-_ptxas_versions: dict[int, str] = {}
-
-
-def _ptxas_version(arch: int) -> str:
-  if arch not in _ptxas_versions:
-    try:
-      from triton.backends.nvidia.compiler import get_ptxas_version
-      _ptxas_versions[arch] = str(get_ptxas_version(arch))
-    except Exception:  # noqa: BLE001 - only a cache-key ingredient
-      _ptxas_versions[arch] = "unknown"
-  return _ptxas_versions[arch]
+@functools.lru_cache(maxsize=None)
+def _ptxas_version() -> str:
+  """`ptxas --version` of the wheel's ptxas, remembered on disk per binary."""
+  import importlib.util
+  import subprocess
+  spec = importlib.util.find_spec("triton")
+  ptxas = os.path.join(os.path.dirname(spec.origin), "backends", "nvidia", "bin", "ptxas")
+  try:
+    st = os.stat(ptxas)
+  except OSError:
+    return "none"
+  stamp = hashlib.sha256(f"{ptxas}:{st.st_mtime_ns}:{st.st_size}".encode()).hexdigest()[:16]
+  memo = os.path.join(cache_dir(), "tools", f"ptxas-{stamp}.txt")
+  try:
+    with open(memo) as f:
+      return f.read()
+  except OSError:
+    pass
+  try:
+    out = subprocess.run([ptxas, "--version"], capture_output=True, text=True, timeout=30).stdout
+    version = out.strip().splitlines()[-1] if out.strip() else "unknown"
+  except (OSError, subprocess.SubprocessError):
+    return "unknown"
+  os.makedirs(os.path.dirname(memo), exist_ok=True)
+  with open(memo, "w") as f:
+    f.write(version)
+  return version
 
 
 def compile_kernel(gk: GeneratedKernel, target: tuple[str, int] = DEFAULT_TARGET,
