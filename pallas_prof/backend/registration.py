@@ -64,6 +64,23 @@ def installed() -> bool:
 
 
 _registered = {"done": False}
+_compare_with_builtin = {"active": False}
+
+
+def route_to_builtin(active: bool) -> None:
+  """Benchmarking aid: send every Triton-style call, pallas-prof's own
+  CompilerParams included, to JAX's built-in Triton backend (same num_warps
+  and num_stages), to compare the two on the same program."""
+  _compare_with_builtin["active"] = active
+
+
+def _lower_with_builtin(ctx, in_nodes, params):
+  from jax._src.pallas.triton import pallas_call_registration as builtin
+  cp = params.get("compiler_params")
+  warps, stages = _num_warps_stages(cp)
+  params = dict(params, compiler_params=compat.builtin_triton_compiler_params()(
+      num_warps=warps, num_stages=stages))
+  return builtin.pallas_call_lowering(ctx, *in_nodes, **params)
 
 
 def _ensure_registered() -> None:
@@ -158,10 +175,24 @@ def _lower_cpu(ctx, *in_nodes, **params):
 
 
 def _lower_cuda(ctx, *in_nodes, **params):
+  if _compare_with_builtin["active"] and not params.get("interpret") and _is_triton_style(params):
+    return _lower_with_builtin(ctx, in_nodes, params)
   if not _wants_us(params):
     return _delegate(ctx, in_nodes, params)
   return _lower(ctx, in_nodes, params, "cuda")
 
 
 def _lower_cuda_explicit(ctx, *in_nodes, **params):
+  if _compare_with_builtin["active"]:
+    return _lower_with_builtin(ctx, in_nodes, params)
   return _lower(ctx, in_nodes, params, "cuda")
+
+
+def _is_triton_style(params: dict) -> bool:
+  cp = params.get("compiler_params")
+  if cp is None or isinstance(cp, CompilerParams):
+    return params.get("mesh") is None
+  try:
+    return isinstance(cp, compat.builtin_triton_compiler_params())
+  except ImportError:
+    return False
