@@ -470,6 +470,43 @@ def _load_from_disk(key: str, gk: GeneratedKernel) -> CompiledKernel | None:
                         generated=gk, cache="disk")
 
 
+_warmup_thread: threading.Thread | None = None
+
+
+def start_warmup(compute_capability: int) -> None:
+  """Compiles a tiny kernel on a background thread (see warmup_kernel.py).
+
+  Any real compile waits on the same lock, so nothing is done twice; set
+  PALLAS_PROF_WARMUP=0 to skip it.
+  """
+  global _warmup_thread
+  if _warmup_thread is not None or os.environ.get("PALLAS_PROF_WARMUP", "1") == "0":
+    return
+
+  def warm():
+    try:
+      import triton
+      from triton.backends.compiler import GPUTarget
+      from triton.compiler import ASTSource
+      from . import warmup_kernel
+      src = ASTSource(fn=warmup_kernel.pallas_prof_warmup,
+                      signature={"x_ref": "*fp16", "y_ref": "*fp16", "o_ref": "*fp16"},
+                      attrs={(i,): [["tt.divisibility", 16]] for i in range(3)})
+      with _lock:
+        saved = triton.knobs.compilation.always_compile
+        triton.knobs.compilation.always_compile = True
+        try:
+          triton.compile(src, target=GPUTarget("cuda", compute_capability, 32),
+                         options={"num_warps": 4, "num_stages": 2})
+        finally:
+          triton.knobs.compilation.always_compile = saved
+    except Exception:  # noqa: BLE001 - a failed warm-up only loses the head start
+      pass
+
+  _warmup_thread = threading.Thread(target=warm, name="pallas-prof-warmup", daemon=True)
+  _warmup_thread.start()
+
+
 def clear_memory_cache() -> None:
   with _lock:
     _memory_cache.clear()

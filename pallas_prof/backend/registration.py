@@ -52,6 +52,10 @@ def install() -> None:
   """Routes every Triton-style pallas_call (GPU and CPU) through pallas-prof."""
   _ensure_registered()
   _takeover["active"] = True
+  cc = compat.gpu_compute_capability()
+  if cc is not None:
+    from .compile import start_warmup
+    start_warmup(cc)
 
 
 def uninstall() -> None:
