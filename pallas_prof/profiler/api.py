@@ -71,6 +71,7 @@ def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches:
     whose kernel times are matched to the kernels by name.
   reference: "interpreter", a function of the inputs, or {label: function}: checks
     the replay's outputs.
+  tolerance: (atol, rtol) or {label: (atol, rtol)} for that check (default by dtype).
 
   Without a GPU the report says so plainly and carries the static correlation
   (per-equation weights from PTX/SASS compiled for sm_90) and the work model.
@@ -168,7 +169,7 @@ def _replay_one(t, p, device, min_launches, min_seconds, handle, reference, tole
     return
   sampler = nvml.Sampler(handle) if handle is not None else None
   ref = reference.get(t.label, reference.get(t.name)) if isinstance(reference, dict) else reference
-  tol = tolerance
+  tol = tolerance.get(t.label, tolerance.get(t.name)) if isinstance(tolerance, dict) else tolerance
   if tol is None and p.work is not None and p.work.dot_dtype == "tf32":
     tol = (1e-2, 1e-2)     # TF32 dots round operands to 10 mantissa bits
   try:

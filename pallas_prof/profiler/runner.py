@@ -90,6 +90,9 @@ class LaunchSpec:
       if p.name in getattr(gk, "atomic_params", ()) and p.index not in aliased_outs:
         zeroed.add(p.index)     # the GPU path zeroes outputs updated with atomics
     target = md.get("target") or {}
+    if md.get("launch_cooperative_grid") or md.get("launch_pdl"):
+      raise ProfilerError(f"kernel {ck.name}: cooperative-grid / PDL launches are not supported "
+                          "by the replay")
     return cls(
         name=str(md.get("name") or ck.name), cubin=ck.cubin,
         launch_grid=tuple(int(g) for g in gk.launch_grid), num_warps=int(md["num_warps"]),

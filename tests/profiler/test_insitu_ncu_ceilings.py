@@ -164,3 +164,28 @@ def test_copy_kernel_compiles_for_sm90():
   assert spec.name == "pallas_prof_copy" and spec.launch_grid == (2**20 // 4 // 4096, 1, 1)
   assert spec.ptx_param_count == 4                    # src, dst + two scratch pointers
   assert spec.params[0].shape == spec.params[1].shape == (2**18,)
+
+
+def test_capture_reads_protons_output(monkeypatch):
+  # Proton itself needs a GPU; a stand-in writes what Proton writes at finalize
+  import sys
+  state = {}
+
+  def start(name, *, backend, context, data):
+    state["name"], state["backend"] = name, backend
+    return 7
+
+  def finalize(session, output_format):
+    assert session == 7 and output_format == "hatchet"
+    with open(state["name"] + ".hatchet", "w") as f:
+      json.dump(PROTON_TREE, f)
+
+  fake = types.ModuleType("triton.profiler")
+  fake.start, fake.finalize = start, finalize
+  monkeypatch.setitem(sys.modules, "triton.profiler", fake)
+  monkeypatch.setattr(insitu, "cupti_holders", lambda: [])
+  with insitu.capture() as cap:
+    pass
+  assert state["backend"] == "cupti"
+  assert cap.result.kernels["matmul_kernel"].launches == 4
+  assert cap.result.notes == [] and cap.result.path is None

@@ -145,3 +145,111 @@ def test_bad_device_index_on_gpu():
   n = driver.device_count()
   with pytest.raises(driver.BadDevice, match=f"device index {n} is out of range"):
     driver.device_info(n)
+
+
+# --- the whole replay flow on a host-memory stand-in for the driver ----------------------------
+
+@pytest.fixture
+def fake_driver(monkeypatch):
+  from .fake_cuda import FakeDriver
+
+  def install(gk=None, **kwargs):
+    fake = FakeDriver(gk, **kwargs)
+    monkeypatch.setattr(driver, "_driver", lambda: fake)
+    monkeypatch.setattr(driver, "_initialized", {"done": False, "error": None})
+    return fake
+  return install
+
+
+def test_replay_flow_on_the_stand_in(fake_driver, softmax_kernel):
+  # the "kernel" is the generated code under the interpreter, on the memory the runner set up
+  rec, ck = softmax_kernel
+  fake = fake_driver(ck.generated, event_ms=2.0, l2_bytes=1 << 20)
+  stats = runner.replay(ck, device=0, reference="interpreter", min_launches=30, min_seconds=0.0)
+  spec = LaunchSpec.from_compiled(ck)
+  # parameters: x, o, then two null scratch pointers; grid and block as compiled
+  grid, block, shared, args = fake.launches[0]
+  assert grid == (4, 1, 1) and block == (128, 1, 1) and shared == spec.shared
+  assert args[2:] == [0, 0] and args[0] % 256 == 0 and args[1] % 256 == 0
+  # sets rotate: enough sets that they exceed 2 x L2, each launch on the next set
+  set_bytes = 2 * 4 * 128 * 4
+  assert stats.set_bytes == set_bytes and stats.input_sets * set_bytes > 2 * (1 << 20)
+  inputs_used = [launch[3][0] for launch in fake.launches[2:]]
+  assert len(fake.launches) - 2 < stats.input_sets          # fewer launches than sets here:
+  assert len(set(inputs_used)) == len(inputs_used)           # no launch reused an input
+  # the poison check found every element written; the interpreter check ran on set 0
+  assert stats.outputs_written and stats.unwritten_elements == [0]
+  assert stats.correctness.passed and stats.correctness.reference == "CPU interpreter"
+  # timing: the scripted 2 ms per launch, at least min_launches of them
+  assert stats.launches == 30 and stats.median_s == pytest.approx(2e-3)
+  assert stats.warmup_launches >= 5
+  # everything was released, contexts popped
+  assert fake.allocations == {} and fake.context_stack == []
+
+
+def test_unwritten_outputs_are_reported(fake_driver, softmax_kernel):
+  _, ck = softmax_kernel
+  fake_driver(ck.generated, write_fraction=0.75)
+  stats = runner.replay(ck, min_launches=5, min_seconds=0.0)
+  assert not stats.outputs_written
+  assert stats.unwritten_elements == [4 * 128 // 4]
+  assert any("128 elements never written" in n for n in stats.notes)
+
+
+def test_min_seconds_extends_the_timed_launches(fake_driver, softmax_kernel):
+  _, ck = softmax_kernel
+  fake_driver(ck.generated, event_ms=1.0)
+  spec = LaunchSpec.from_compiled(ck)
+  with runner.Replayer(spec, 0, seed=1) as r:
+    r.prepare(n_sets=3)
+    timing = r.time_launches(min_launches=10, min_seconds=0.025, warmup_seconds=0.005)
+  assert len(timing["times_s"]) == 25
+  assert timing["warmup_launches"] >= 5
+
+
+def test_replay_with_a_reference_function_that_disagrees(fake_driver, softmax_kernel):
+  _, ck = softmax_kernel
+  fake_driver(ck.generated)
+  stats = runner.replay(ck, min_launches=5, min_seconds=0.0,
+                        reference=lambda x: np.zeros_like(x))
+  assert not stats.correctness.passed and "elements beyond" in stats.correctness.message
+
+
+def test_a_bad_index_on_the_stand_in(fake_driver, softmax_kernel):
+  _, ck = softmax_kernel
+  fake_driver(ck.generated, devices=2)
+  with pytest.raises(driver.BadDevice, match="device index 2 is out of range"):
+    runner.replay(ck, device=2)
+
+
+def test_profile_gpu_path_on_the_stand_in(fake_driver, matmul_mma):
+  # profile() as on a GPU: device info, replay, rates against given ceilings, verdict
+  import pallas_prof
+  from pallas_prof.profiler.schema import Ceilings
+  rec, ck = matmul_mma
+  fake_driver(ck.generated, event_ms=0.004)
+  ceil = Ceilings(device_name="Stand-in GPU", device_uuid="GPU-x", copy_bytes_per_s=4e12,
+                  copy_method="given", matrix_flops_per_s={"bf16": 8e14}, matrix_method="given",
+                  measured_at=0.0, details={}, notes=[])
+  report = pallas_prof.profile([rec], device=0, nvml=False, ceilings=ceil,
+                               reference="interpreter", min_launches=20, min_seconds=0.0)
+  assert report.gpu_present and report.device.name == "Stand-in GPU"
+  assert report.device.uuid == "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"
+  assert report.device.compute_capability == 90
+  k = report.kernels[0]
+  assert k.errors == [] and k.runtime.launches == 20
+  assert k.runtime.correctness.passed
+  # 64^3 bf16: 3 * 64*64*2 bytes in the scripted 4 us
+  assert k.rates.bytes_per_s == pytest.approx(3 * 64 * 64 * 2 / 4e-6)
+  assert k.rates.flops_per_s == pytest.approx(k.work.flops / 4e-6)
+  assert k.verdict.startswith(k.rates.verdict)
+  json.loads(report.to_json())
+
+
+def test_memcpy_ceiling_arithmetic_on_the_stand_in(fake_driver):
+  from pallas_prof.profiler import ceilings
+  fake = fake_driver(None, event_ms=0.25)
+  rate = ceilings.measure_memcpy(0, nbytes=2**20, reps=4)
+  assert rate == pytest.approx(2 * 2**20 / 0.25e-3)        # read + write per scripted time
+  assert [x for x in fake.launches if x[0] == "memcpy"] == [("memcpy", 2**20)] * 7
+  assert fake.allocations == {}
