@@ -20,7 +20,7 @@ import json
 import os
 import re
 import time
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 

@@ -93,21 +93,26 @@ def handle_for(nvml, uuid: str | None = None, pci_bus_id: str | None = None):
   errors = []
   if uuid:
     try:
-      return nvml.nvmlDeviceGetHandleByUUID(uuid)
+      return nvml.nvmlDeviceGetHandleByUUID(uuid.encode())     # bytes: every pynvml takes it
     except Exception as e:  # noqa: BLE001
       errors.append(f"by UUID {uuid}: {e}")
   if pci_bus_id:
     try:
-      return nvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id)
+      return nvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id.encode())
     except Exception as e:  # noqa: BLE001
       errors.append(f"by PCI bus id {pci_bus_id}: {e}")
   raise NvmlUnavailable("NVML does not know this GPU: " + "; ".join(errors or ["no id given"]))
 
 
 def _clock_reasons(nvml, handle) -> int:
-  fn = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-      getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons")
-  return int(fn(handle))
+  # "event reasons" is the newer name of the same bits; older drivers know only "throttle"
+  newer = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+  if newer is not None:
+    try:
+      return int(newer(handle))
+    except Exception:  # noqa: BLE001
+      pass
+  return int(nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle))
 
 
 READINGS = {

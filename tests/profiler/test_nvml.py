@@ -89,7 +89,7 @@ def test_handle_falls_back_to_pci_bus_id():
 
   fake = types.SimpleNamespace(nvmlDeviceGetHandleByUUID=by_uuid,
                                nvmlDeviceGetHandleByPciBusId=lambda bus: ("handle", bus))
-  assert nvml.handle_for(fake, "GPU-1", "0000:3B:00.0") == ("handle", "0000:3B:00.0")
+  assert nvml.handle_for(fake, "GPU-1", "0000:3B:00.0") == ("handle", b"0000:3B:00.0")
   fake.nvmlDeviceGetHandleByPciBusId = by_uuid
   with pytest.raises(nvml.NvmlUnavailable, match="by UUID GPU-1.*by PCI bus id"):
     nvml.handle_for(fake, "GPU-1", "0000:3B:00.0")
