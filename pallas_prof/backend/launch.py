@@ -97,7 +97,27 @@ class _InterpretStandardLibrary:
     self._knob = compat.set_triton_interpret(True)
     self._patch_scalar_index()
     self._patch_bf16_dot()
+    self._patch_float_xchg()
     return self
+
+  def _patch_float_xchg(self):
+    # The interpreter's atomic exchange only handles integers; an exchange
+    # moves bits, so do float ones on the same-width integer view.
+    from triton._C.libtriton import ir
+    from triton.runtime.interpreter import InterpreterBuilder, TensorHandle
+    original = InterpreterBuilder.create_atomic_rmw
+    self._original_rmw = original
+
+    def create_atomic_rmw(builder, rmw_op, ptr, val, mask, sem, scope):
+      data = val.data
+      if rmw_op != ir.ATOMIC_OP.XCHG or data.dtype.kind != "f":
+        return original(builder, rmw_op, ptr, val, mask, sem, scope)
+      bits = np.dtype(f"int{8 * data.dtype.itemsize}")
+      as_int = TensorHandle(data.view(bits), val.dtype)
+      old = original(builder, rmw_op, ptr, as_int, mask, sem, scope)
+      return TensorHandle(np.asarray(old.data).view(data.dtype), val.dtype.scalar)
+
+    InterpreterBuilder.create_atomic_rmw = create_atomic_rmw
 
   def _patch_bf16_dot(self):
     # The interpreter keeps bfloat16 as raw uint16 bits and multiplies those
@@ -137,6 +157,7 @@ class _InterpretStandardLibrary:
     from triton.runtime import interpreter
     interpreter._patch_lang_tensor = self._original_patch
     interpreter.InterpreterBuilder.create_dot = self._original_dot
+    interpreter.InterpreterBuilder.create_atomic_rmw = self._original_rmw
     compat.set_triton_interpret(self._knob)
     for module, name, value in self._saved:
       setattr(module, name, value)
@@ -180,7 +201,10 @@ def run_interpreted(gk: GeneratedKernel, inputs, out_shapes, input_output_aliase
   """Runs `gk` under Triton's interpreter on numpy inputs; returns the outputs."""
   module = load_module(gk, interpret=True)
   fn = getattr(module, gk.name)
-  arrays = [np.ascontiguousarray(a) for a in inputs]
+  # Private C-ordered copies: the kernel may write through any pointer (an
+  # input ref it stores to, an atomic), and JAX's callback buffers are not
+  # ours to change. (np.ascontiguousarray would also turn 0-d arrays into 1-d.)
+  arrays = [np.array(a, order="C", copy=True) for a in inputs]
   aliases = dict(input_output_aliases)
   outputs = []
   for i, (shape, dtype) in enumerate(out_shapes):

@@ -56,6 +56,7 @@ class RefValue:
   ragged: tuple[bool, ...]       # the block grid overhangs the array on this dim
   index_dtype: np.dtype
   label: str                     # the user's name for it (x_ref)
+  gather_position: int = 0       # where integer-array index dims land in a read's shape
 
   @property
   def shape(self) -> tuple[int, ...]:
