@@ -275,6 +275,35 @@ def _gather_columns_negative(rng):
   return pallas(kernel, S((8, 6), F32)), (x, idx), x[:, idx]
 
 
+@case("gather_out_of_range_clamps")
+def _gather_out_of_range_clamps(rng):
+  # XLA's gather clamps out-of-range indices (after NumPy's wrap of negatives)
+  x = rand(rng, (6, 8))
+  idx = jnp.asarray(rng.integers(-14, 14, size=(2, 5)), jnp.int32)
+
+  def kernel(x_ref, i_ref, o_ref):
+    o_ref[...] = x_ref[i_ref[...], 1:4]
+
+  return pallas(kernel, S((2, 5, 3), F32)), (x, idx), x[:, 1:4].at[idx].get(mode="clip")
+
+
+@case("scatter_out_of_range_drops")
+def _scatter_out_of_range_drops(rng):
+  # XLA's scatter drops updates at out-of-range indices
+  x = rand(rng, (6, 8))
+  rows = rng.permutation(6)[:4]
+  rows = np.where(rng.random(4) < 0.5, rows - 6, rows)          # distinct rows, some negative
+  outside = rng.choice(np.r_[-13:-6, 6:14], size=3, replace=False)
+  idx = jnp.asarray(rng.permutation(np.r_[rows, outside]), jnp.int32)
+  v = rand(rng, (7, 8))
+
+  def kernel(x_ref, i_ref, v_ref, o_ref):
+    o_ref[...] = x_ref[...]
+    o_ref[i_ref[...]] = v_ref[...]
+
+  return pallas(kernel, S(x.shape, F32)), (x, idx, v), x.at[idx].set(v, mode="drop")
+
+
 @case("gather_index_ref")
 def _gather_index_ref(rng):
   x = rand(rng, (8, 4))
@@ -383,11 +412,12 @@ def _swap_returns_old(rng):
     o_ref[...] = x_ref[...]
     old_ref[...] = state_primitives.ref_swap(o_ref, (slice(2, 6), slice(None)), y_ref[2:6])
     mask = jnp.arange(16)[None, :] < 9
-    old = pallas_primitives.swap(o_ref, (pl.ds(6, 2), slice(None)), y_ref[6:8], mask=mask)
-    old_ref[0:2] = jnp.where(mask, old, 0.0)    # masked-off lanes of `old` are unspecified
+    # JAX's rule: masked-off lanes of the old value read back the new value
+    old_ref[0:2] = pallas_primitives.swap(o_ref, (pl.ds(6, 2), slice(None)), y_ref[6:8],
+                                          mask=mask)
 
   new = x.at[2:6].set(y[2:6]).at[6:8, :9].set(y[6:8, :9])
-  old = x[2:6].at[0:2].set(jnp.where(jnp.arange(16) < 9, x[6:8], 0.0))
+  old = x[2:6].at[0:2].set(jnp.where(jnp.arange(16) < 9, x[6:8], y[6:8]))
   return pallas(kernel, (S((8, 16), F32), S((4, 16), F32))), (x, y), (new, old)
 
 

@@ -63,7 +63,8 @@ def apply_indexer(ctx, ref: RefValue, indexer) -> RefValue:
       continue
     index = _index_value(ctx, idx, dt)
     if index.shape:
-      dims[axis] = ViewDim("gather", d.start, 1, d.stride, None, d.extent,
+      # `size` keeps the indexed dimension's length: the index's bounds
+      dims[axis] = ViewDim("gather", d.start, d.size, d.stride, None, d.extent,
                            _gather_index(ctx, index, d, dt))
       continue
     if index.const is not None and index.const < 0:
@@ -168,8 +169,12 @@ def result_shape(ref: RefValue) -> tuple[int, ...]:
 
 # --- addresses -------------------------------------------------------------------
 
-def address(ctx, ref: RefValue, user_mask: Value | None = None):
-  """(offsets expression, mask expression or None, result shape) for a view."""
+def address(ctx, ref: RefValue, user_mask: Value | None = None, *, write: bool = False):
+  """(offsets expression, mask expression or None, result shape) for a view.
+
+  Integer-array indices out of range are clamped for reads and their lanes
+  dropped for writes, as XLA's gather and scatter do.
+  """
   b = ctx.b
   shape = result_shape(ref)
   rank = len(shape)
@@ -191,9 +196,11 @@ def address(ctx, ref: RefValue, user_mask: Value | None = None):
       terms.append(_scaled(index, strides[axis]))
       continue
     if d.kind == "gather":
-      g = d.index
+      g, in_range = _bounded_gather_index(ctx, d, write)
       positions = tuple(range(pos + int_rank - len(g.shape), pos + int_rank))
       index = emit.expand_to_rank(g, positions, rank)
+      if in_range is not None:
+        masks.append(emit.expand_to_rank(in_range, positions, rank))
       if d.start.const != 0:
         index = f"({d.start} + {index}{_times(d.stride)})"
       elif d.stride != 1:
@@ -239,6 +246,17 @@ def address(ctx, ref: RefValue, user_mask: Value | None = None):
   if masks:
     mask = masks[0] if len(masks) == 1 else b.assign(f"{ref.name}_mask", " & ".join(masks))
   return offset, mask, shape
+
+
+def _bounded_gather_index(ctx, d: ViewDim, write: bool):
+  """(index, in-range mask or None) for an integer-array index of a view of d.size."""
+  g = d.index
+  if write:
+    cond = f"({g} >= 0) & ({g} < {d.size})"
+    return g, Value(ctx.b.assign("in_range", cond), np.dtype(bool), g.shape)
+  clamped = ctx.value("gidx", f"tl.minimum(tl.maximum({g}, 0), {d.size - 1})", g.dtype,
+                      g.shape)
+  return clamped, None
 
 
 def _times(stride: int) -> str:
@@ -321,7 +339,7 @@ def _read(ctx, ref: RefValue, mask=None, other=None, **load_options) -> Value:
 
 
 def _write(ctx, ref: RefValue, value: Value, mask=None, eviction_policy=None) -> None:
-  offset, full_mask, shape = address(ctx, ref, mask)
+  offset, full_mask, shape = address(ctx, ref, mask, write=True)
   value = _check_value(ctx, ref, value, shape)
   ctx.b.emit(_store_stmt(ref, offset, value, full_mask, eviction_policy))
 
@@ -390,7 +408,11 @@ def _masked_swap(ctx, *flat, args_tree, eviction_policy):
   ref, transforms, value, mask = args_tree.unflatten(flat)
   _check_eviction_policy(eviction_policy)
   view = apply_transforms(ctx, ref, transforms or ())
-  old = _read(ctx, view, mask) if ctx.out_used(0) else None
+  old = None
+  if ctx.out_used(0):
+    # JAX's semantics: masked-off lanes of the old value read back the new one
+    other = _check_value(ctx, view, value, result_shape(view)) if mask is not None else None
+    old = _read(ctx, view, mask, other)
   _write(ctx, view, value, mask, eviction_policy)
   if old is None:
     return Value("None", ref.dtype, result_shape(view))
@@ -412,7 +434,7 @@ _ATOMIC_FUNCS = {"xchg": "tl.atomic_xchg", "add": "tl.atomic_add", "max": "tl.at
 
 def _atomic(ctx, view: RefValue, value: Value, mask, kind: str) -> Value:
   ctx.kernel.atomic_refs.add(view.name)
-  offset, full_mask, shape = address(ctx, view, mask)
+  offset, full_mask, shape = address(ctx, view, mask, write=True)
   value = _check_value(ctx, view, value, shape)
   if kind in ("add",) and is_bool(view.dtype):
     raise Unsupported("atomic add on bool", "use atomic_or")
@@ -436,7 +458,7 @@ def _atomic_rmw(ctx, *flat, args_tree, atomic_type):
 def _atomic_cas(ctx, ref, cmp, value):
   view = ref
   ctx.kernel.atomic_refs.add(view.name)
-  offset, mask, shape = address(ctx, view)
+  offset, mask, shape = address(ctx, view, write=True)
   cmp = _check_value(ctx, view, cmp, shape)
   value = _check_value(ctx, view, value, shape)
   if mask is not None:
