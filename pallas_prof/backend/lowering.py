@@ -20,7 +20,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import compat, emit, hooks
-from .codegen import EqnInfo, KernelBuilder, UnsupportedDtype, Value, sanitize, signature_type
+from .codegen import (EqnInfo, KernelBuilder, UnsupportedDtype, Value, next_pow2, sanitize,
+                      signature_type)
 from .errors import LoweringError, Unsupported
 
 MAX_GRID_YZ = 2**16 - 1
@@ -411,9 +412,26 @@ def _emit_program_ids(b: KernelBuilder, grid, axes) -> list[Value]:
 
 # --- refs from block mappings -----------------------------------------------------
 
-def _index_dtype(shape) -> np.dtype:
-  # Triton's pointer offsets are element counts; 32 bits hold < 2**31 of them.
-  return np.dtype(np.int64) if math.prod(shape) >= 2**31 else np.dtype(np.int32)
+def index_dtype_for(array_shape, block_shape) -> np.dtype:
+  """int64 when an offset into the array could reach 2**31, else int32.
+
+  Triton's pointer offsets are element counts. Besides the array's own
+  size, the padded (power-of-two) lanes of the last, overhanging block
+  compute offsets past its end before their mask drops them: in int32 those
+  could wrap to negative offsets that pass the `< size` mask. The bound
+  allows each dimension two padded blocks beyond its last block.
+  """
+  if math.prod(array_shape) >= 2**31:
+    return np.dtype(np.int64)
+  stride, reach = 1, 0
+  for size, bdim in reversed(list(zip(array_shape, block_shape))):
+    block = 1 if isinstance(bdim, compat.Squeezed) else compat.block_dim_size(bdim)
+    blocks = -(-size // block) if isinstance(bdim, compat.Blocked) else 1
+    extent = size if isinstance(bdim, compat.Squeezed) else \
+        max(size, blocks * block) + 2 * next_pow2(block)
+    reach += extent * stride
+    stride *= size
+  return np.dtype(np.int64) if reach >= 2**31 else np.dtype(np.int32)
 
 
 def _block_ref(kernel: KernelContext, bm, name: str, label: str, pids: list[Value],
@@ -422,7 +440,7 @@ def _block_ref(kernel: KernelContext, bm, name: str, label: str, pids: list[Valu
   array_shape = tuple(bm.array_aval.shape)
   dtype = np.dtype(bm.array_aval.dtype)
   signature_type(dtype)  # fails early with a clear message for unsupported dtypes
-  index_dtype = _index_dtype(array_shape)
+  index_dtype = index_dtype_for(array_shape, bm.block_shape)
   if getattr(bm, "pipeline_mode", None) is not None:
     raise Unsupported("pipeline_mode on a BlockSpec",
                       "Triton pipelines loops itself: drop pipeline_mode and set "

@@ -366,14 +366,30 @@ def test_int64_offsets_for_arrays_of_2_31_elements():
   assert "mul.wide.s32" in ck.ptx or ".s64" in ck.ptx
 
 
-def test_int32_offsets_below_2_31_elements(rng):
-  shape = (2**16 - 1, 2**15)                       # just under 2**31 elements
+def test_int32_offsets_for_normal_sizes(rng):
+  shape = (2**15, 2**15)                           # 2**30 elements: offsets fit in int32
   gk = generated_kernel(_blocked_copy(shape, (64, 128)), S(shape, F32))
   assert "int64" not in gk.source
   small = rand(rng, (24, 40))
   fn = _blocked_copy(small.shape, (8, 16))
   assert "int64" not in generated_kernel(fn, small).source
   assert_close(fn(small), small * 2)
+
+
+def test_int64_offsets_when_padded_lanes_pass_2_31():
+  # Fewer than 2**31 elements, but the last 1000-block's padded lanes (1024)
+  # reach offset 2**31 + 376: in int32 they would wrap negative and pass the
+  # `< n` mask.
+  n = 2**31 - 10
+  spec = pl.BlockSpec((1000,), lambda i: (i,))
+
+  def kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...]
+
+  fn = pallas(kernel, S((n,), jnp.int8), grid=(pl.cdiv(n, 1000),), in_specs=[spec],
+              out_specs=spec)
+  source = generated_kernel(fn, S((n,), jnp.int8)).source
+  assert "tl.arange(0, 1024).to(tl.int64)" in source and "< 2147483638" in source
 
 
 def test_int64_offsets_with_one_dimension(rng):
