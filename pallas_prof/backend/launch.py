@@ -11,6 +11,7 @@ storage object, and a 20-line adapter avoids a multi-gigabyte dependency.
 """
 from __future__ import annotations
 
+import ast
 import threading
 import zlib
 
@@ -98,7 +99,32 @@ class _InterpretStandardLibrary:
     self._patch_scalar_index()
     self._patch_bf16_dot()
     self._patch_float_xchg()
+    self._patch_loop_variables()
     return self
+
+  def _patch_loop_variables(self):
+    # Compiled Triton's `for i in range(...)` gives a tensor `i`; the
+    # interpreter runs a plain Python loop with an int `i`, on which
+    # `i.to(tl.int64)` fails. Triton's interpreter already rewrites each
+    # assignment `x = v` into `x = to_tensor(v)`; rewrite loop variables too.
+    from triton.runtime.interpreter import ASTTransformer
+    self._had_visit_for = "visit_For" in vars(ASTTransformer)
+
+    def visit_for(transformer, node):
+      transformer.generic_visit(node)
+      if isinstance(node.target, ast.Name):
+        as_tensor = ast.Assign(
+            targets=[ast.Name(id=node.target.id, ctx=ast.Store())],
+            value=ast.Call(func=ast.Attribute(value=ast.Name(id="interpreter_semantic",
+                                                             ctx=ast.Load()),
+                                              attr="to_tensor", ctx=ast.Load()),
+                           args=[ast.Name(id=node.target.id, ctx=ast.Load()),
+                                 ast.Constant(value=False)], keywords=[]))
+        node.body.insert(0, ast.copy_location(as_tensor, node.body[0]))
+      return node
+
+    if not self._had_visit_for:
+      ASTTransformer.visit_For = visit_for
 
   def _patch_float_xchg(self):
     # The interpreter's atomic exchange only handles integers; an exchange
@@ -158,6 +184,8 @@ class _InterpretStandardLibrary:
     interpreter._patch_lang_tensor = self._original_patch
     interpreter.InterpreterBuilder.create_dot = self._original_dot
     interpreter.InterpreterBuilder.create_atomic_rmw = self._original_rmw
+    if not self._had_visit_for:
+      del interpreter.ASTTransformer.visit_For
     compat.set_triton_interpret(self._knob)
     for module, name, value in self._saved:
       setattr(module, name, value)

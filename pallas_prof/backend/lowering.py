@@ -26,6 +26,7 @@ from .errors import LoweringError, Unsupported
 
 MAX_GRID_YZ = 2**16 - 1
 MAX_GRID_X = 2**31 - 1
+INT32_OFFSETS_BELOW = 2**31     # offsets at or past this need int64 index arithmetic
 
 
 # --- what the kernel sees ------------------------------------------------------
@@ -421,7 +422,7 @@ def index_dtype_for(array_shape, block_shape) -> np.dtype:
   could wrap to negative offsets that pass the `< size` mask. The bound
   allows each dimension two padded blocks beyond its last block.
   """
-  if math.prod(array_shape) >= 2**31:
+  if math.prod(array_shape) >= INT32_OFFSETS_BELOW:
     return np.dtype(np.int64)
   stride, reach = 1, 0
   for size, bdim in reversed(list(zip(array_shape, block_shape))):
@@ -431,7 +432,7 @@ def index_dtype_for(array_shape, block_shape) -> np.dtype:
         max(size, blocks * block) + 2 * next_pow2(block)
     reach += extent * stride
     stride *= size
-  return np.dtype(np.int64) if reach >= 2**31 else np.dtype(np.int32)
+  return np.dtype(np.int64) if reach >= INT32_OFFSETS_BELOW else np.dtype(np.int32)
 
 
 def _block_ref(kernel: KernelContext, bm, name: str, label: str, pids: list[Value],

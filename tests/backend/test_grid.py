@@ -12,6 +12,7 @@ from jax.experimental import pallas as pl
 
 import pallas_prof
 from pallas_prof.backend import lowering, registry
+from tests.backend.test_memory import CASES as MEMORY_CASES
 from tests.backend.test_memory import (check_case, compiles_for_sm90, generated_kernel,
                                        rand)
 from tests.helpers import assert_close, pallas
@@ -405,6 +406,30 @@ def test_int64_offsets_with_one_dimension(rng):
   assert gk.launch_grid == (pl.cdiv(n, 1024), 1, 1)
   assert "tl.arange(0, 512).to(tl.int64)" in gk.source
   compiles_for_sm90(fn, S((n,), jnp.int8))
+
+
+# Every case of both files again, with int64 index arithmetic forced on
+# (the threshold lowered to 1), so the 64-bit path runs under the interpreter.
+_ALL_CASES = {**{f"memory/{k}": v for k, v in MEMORY_CASES.items()},
+              **{f"grid/{k}": v for k, v in CASES.items()}}
+
+
+@pytest.mark.parametrize("name", sorted(_ALL_CASES))
+def test_int64_index_arithmetic_matches_jax(name, rng, monkeypatch):
+  monkeypatch.setattr(lowering, "INT32_OFFSETS_BELOW", 1)
+  fn, args, _ = _ALL_CASES[name](rng)
+  source = generated_kernel(fn, *args).source
+  assert "tl.int64" in source
+  check_case(_ALL_CASES[name], rng)
+
+
+@pytest.mark.parametrize("name", ["memory/gather_advanced_order", "memory/scatter_out_of_range_drops",
+                                  "memory/atomic_add_float32_masked", "grid/ragged_last_block",
+                                  "grid/element_windows", "grid/grid_rank5"])
+def test_int64_index_arithmetic_compiles_for_sm90(name, rng, monkeypatch):
+  monkeypatch.setattr(lowering, "INT32_OFFSETS_BELOW", 1)
+  fn, args, _ = _ALL_CASES[name](rng)
+  compiles_for_sm90(fn, *args)
 
 
 # --- what the backend refuses, and where it says so ---------------------------------------

@@ -172,7 +172,9 @@ def _ds_loop_index(rng):
 
     def body(i, carry):
       # a row, and a shifted window of it, at a loop-carried dynamic start
-      o_ref[pl.ds(i, 1), pl.ds(3, 5)] = x_ref[pl.ds(7 - i, 1), pl.ds(2 * (i % 2), 5)]
+      # (i.astype: the loop index is a tensor, also under the interpreter)
+      o_ref[pl.ds(i, 1), pl.ds(3, 5)] = (x_ref[pl.ds(7 - i, 1), pl.ds(2 * (i % 2), 5)]
+                                         + i.astype(F32))
       return carry
 
     jax.lax.fori_loop(0, 8, body, 0)
@@ -180,7 +182,7 @@ def _ds_loop_index(rng):
   ref = jnp.zeros_like(x)
   for i in range(8):
     s = 2 * (i % 2)
-    ref = ref.at[i, 3:8].set(x[7 - i, s:s + 5])
+    ref = ref.at[i, 3:8].set(x[7 - i, s:s + 5] + i)
   return pallas(kernel, S(x.shape, F32)), (x,), ref
 
 
