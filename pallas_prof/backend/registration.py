@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 
 from . import compat, registry
 from .compile import compile_kernel

@@ -198,6 +198,20 @@ def _several_outputs_and_aliases(rng):
   return fn, (x, acc, counts), (x + acc, acc * 2, counts.at[:2].add(1), x.max(1))
 
 
+@case("aliased_refs_share_a_buffer")
+def _aliased_refs_share_a_buffer(rng):
+  # As on the GPU, where XLA passes one pointer for both: the input ref sees
+  # what was written through the output ref.
+  x = rand(rng, (4, 8))
+
+  def kernel(x_ref, o_ref, seen_ref):
+    o_ref[...] = x_ref[...] * 2
+    seen_ref[...] = x_ref[...]
+
+  fn = pallas(kernel, (S(x.shape, F32), S(x.shape, F32)), input_output_aliases={0: 0})
+  return fn, (x,), (x * 2, x * 2)
+
+
 @case("vmap")
 def _vmap(rng):
   x = rand(rng, (5, 12, 8))

@@ -13,7 +13,7 @@ import dataclasses
 import numpy as np
 
 from .. import compat, emit
-from ..codegen import Value, is_bool, is_float, literal, next_pow2, tl_dtype
+from ..codegen import Value, is_bool, is_float, next_pow2
 from ..errors import Unsupported
 from ..lowering import RefValue, ViewDim
 from . import register
@@ -180,7 +180,6 @@ def address(ctx, ref: RefValue, user_mask: Value | None = None, *, write: bool =
   rank = len(shape)
   padded = tuple(next_pow2(s) for s in shape)
   dt = ref.index_dtype
-  idx_t = tl_dtype(dt)
   strides = ref.strides
   terms, masks = [], []
   slice_pos = 0
