@@ -143,6 +143,9 @@ class KernelContext:
     self.replaying = False
     self.atomic_refs: set[str] = set()     # params updated with atomics (zeroed on GPU)
     self._pp_contexts: dict[int, Any] = {}
+    # expression -> the variable holding it, one dict per jaxpr being lowered
+    # (the kernel, a loop body, a branch): see RuleContext.assign_once
+    self.scopes: list[dict[str, str]] = []
 
   def next_eqn_index(self) -> int:
     i = self._eqn_counter
@@ -177,6 +180,24 @@ class RuleContext:
 
   def full(self, shape, value, dtype, hint="full") -> Value:
     return emit.full(self.b, shape, value, dtype, hint)
+
+  def assign_once(self, hint: str, expr: str, key: str | None = None) -> str:
+    """`name = expr`, or the name an earlier line of this scope (or an
+    enclosing one) gave the same expression (or `key`), e.g. the index
+    vectors of a ref read and then written.
+
+    Only for expressions of variables that are never reassigned, which holds
+    for all but loop carries; a carry exists only inside its loop's body and
+    after the loop, and the body's scope ends before the carry is reassigned.
+    """
+    key = expr if key is None else key
+    for scope in reversed(self.kernel.scopes):
+      if key in scope:
+        return scope[key]
+    name = self.b.assign(hint, expr)
+    if self.kernel.scopes:
+      self.kernel.scopes[-1][key] = name
+    return name
 
   def out_used(self, i: int = 0) -> bool:
     """Whether anything reads output i (a swap whose old value nobody reads skips the load)."""
@@ -228,12 +249,6 @@ def _const_value(value, aval) -> Value:
 def lower_jaxpr(kernel: KernelContext, jaxpr, args: list[Any], *, parent: EqnInfo | None,
                 region: str, consts=()) -> list[Any]:
   env: dict[Any, Any] = {}
-
-  def read(atom):
-    if isinstance(atom, compat.Literal):
-      return _literal_value(atom)
-    return env[atom]
-
   for var, value in zip(jaxpr.constvars, consts):
     env[var] = _const_value(value, var.aval)
   if len(args) != len(jaxpr.invars):
@@ -241,10 +256,20 @@ def lower_jaxpr(kernel: KernelContext, jaxpr, args: list[Any], *, parent: EqnInf
   for var, value in zip(jaxpr.invars, args):
     env[var] = value
   live = _live_vars(jaxpr)
+  kernel.scopes.append({})
+  try:
+    _lower_equations(kernel, jaxpr, env, live, parent, region)
+    return [_read(env, v) for v in jaxpr.outvars]
+  finally:
+    kernel.scopes.pop()
+
+
+def _lower_equations(kernel: KernelContext, jaxpr, env: dict, live: set,
+                     parent: EqnInfo | None, region: str) -> None:
   for position, eqn in enumerate(jaxpr.eqns):
     info = _describe(kernel, jaxpr, eqn, position, parent, region)
     try:
-      invals = [read(v) for v in eqn.invars]
+      invals = [_read(env, v) for v in eqn.invars]
     except Unsupported as e:
       raise _lowering_error(kernel, info, e.reason, e.hint, e) from None
     outvals = _lower_equation(kernel, eqn, info, invals, live)
@@ -257,7 +282,12 @@ def lower_jaxpr(kernel: KernelContext, jaxpr, args: list[Any], *, parent: EqnInf
         env[var] = value
     elif eqn.outvars:
       env[eqn.outvars[0]] = outvals
-  return [read(v) for v in jaxpr.outvars]
+
+
+def _read(env: dict, atom):
+  if isinstance(atom, compat.Literal):
+    return _literal_value(atom)
+  return env[atom]
 
 
 def _live_vars(jaxpr) -> set:

@@ -558,8 +558,9 @@ def _atomic_cas_scalar(rng):
   other = rand(rng, (), jnp.int32)
 
   def kernel(s_ref, x_ref, o_ref, r_ref):
-    hit = plgpu.atomic_cas(o_ref, s_ref[...], x_ref[...])      # compares equal: swaps
-    miss = plgpu.atomic_cas(o_ref, s_ref[...], x_ref[...] + 1)  # no longer equal
+    start = s_ref[...]      # read first: s_ref and o_ref are one (aliased) buffer
+    hit = plgpu.atomic_cas(o_ref, start, x_ref[...])           # compares equal: swaps
+    miss = plgpu.atomic_cas(o_ref, start, x_ref[...] + 1)      # no longer equal
     r_ref[0] = hit
     r_ref[1] = miss
 

@@ -43,8 +43,9 @@ def _add_scaled(ctx, base: Value, offset: Value, stride: int, dtype, hint) -> Va
   if base.const == 0:
     if stride == 1 and offset.const is None:
       return offset
-    return ctx.value(hint, scaled, dtype)
-  return ctx.value(hint, f"{base} + {scaled}", dtype)
+    return Value(ctx.assign_once(hint, scaled, f"{hint}: {scaled}"), np.dtype(dtype))
+  expr = f"{base} + {scaled}"
+  return Value(ctx.assign_once(hint, expr, f"{hint}: {expr}"), np.dtype(dtype))
 
 
 def apply_indexer(ctx, ref: RefValue, indexer) -> RefValue:
@@ -219,7 +220,8 @@ def address(ctx, ref: RefValue, user_mask: Value | None = None, *, write: bool =
       index_1d = f"{lanes}{step}"
     else:
       index_1d = f"{d.start} + {lanes}{step}"
-    name = b.assign(f"{ref.name}_ax{axis}", index_1d)
+    # keyed by ref too: a store to o_ref reads better with o_ref's own vectors
+    name = ctx.assign_once(f"{ref.name}_ax{axis}", index_1d, f"{ref.name}: {index_1d}")
     index = emit.expand_to_rank(Value(name, dt, (d.size,)), (out_axis,), rank)
     if d.size != padded[out_axis]:
       lane_ok = emit.expand_to_rank(
@@ -243,7 +245,9 @@ def address(ctx, ref: RefValue, user_mask: Value | None = None, *, write: bool =
     masks.append(str(user_mask))
   mask = None
   if masks:
-    mask = masks[0] if len(masks) == 1 else b.assign(f"{ref.name}_mask", " & ".join(masks))
+    combined = " & ".join(masks)
+    mask = masks[0] if len(masks) == 1 else ctx.assign_once(f"{ref.name}_mask", combined,
+                                                           f"{ref.name}: {combined}")
   return offset, mask, shape
 
 
@@ -252,10 +256,9 @@ def _bounded_gather_index(ctx, d: ViewDim, write: bool):
   g = d.index
   if write:
     cond = f"({g} >= 0) & ({g} < {d.size})"
-    return g, Value(ctx.b.assign("in_range", cond), np.dtype(bool), g.shape)
-  clamped = ctx.value("gidx", f"tl.minimum(tl.maximum({g}, 0), {d.size - 1})", g.dtype,
-                      g.shape)
-  return clamped, None
+    return g, Value(ctx.assign_once("in_range", cond), np.dtype(bool), g.shape)
+  clamped = ctx.assign_once("gidx", f"tl.minimum(tl.maximum({g}, 0), {d.size - 1})")
+  return Value(clamped, g.dtype, g.shape), None
 
 
 def _times(stride: int) -> str:
