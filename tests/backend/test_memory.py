@@ -249,6 +249,56 @@ def _chained_at(rng):
           (x[1:5][2][:, 1:9:2], zeros.at[1, 2:5].set(x[3, 0, 5:8])))
 
 
+@case("index_reuse_across_scopes")
+def _index_reuse_across_scopes(rng):
+  # Index vectors are reused within a scope; these are the places where they
+  # must not be: a while loop's carried index (read in the body, in the
+  # condition and after the loop) and the two branches of a cond.
+  x = rand(rng, (8, 4))
+  limit = jnp.asarray(rng.integers(1, 8), jnp.int32)
+
+  def kernel(x_ref, n_ref, o_ref):
+    o_ref[...] = jnp.zeros_like(o_ref)
+    o_ref[0] = x_ref[0]
+
+    def body(c):
+      o_ref[c] = x_ref[c] + o_ref[c - 1]
+      return c + 1
+
+    last = jax.lax.while_loop(lambda c: (c < n_ref[0]) & (x_ref[c, 0] < 100.0), body, 1)
+    o_ref[7] = x_ref[last - 1] * 2
+
+    def positive():
+      o_ref[pl.ds(1, 3), 1:3] = x_ref[pl.ds(1, 3), 1:3] * 3
+
+    def negative():
+      o_ref[pl.ds(1, 3), 1:3] = x_ref[pl.ds(1, 3), 1:3] * -3
+
+    jax.lax.cond(x_ref[0, 0] > 0, positive, negative)
+
+  n = int(limit)
+  ref = np.zeros((8, 4), np.float32)
+  xs = np.asarray(x)
+  ref[0] = xs[0]
+  for c in range(1, n):
+    ref[c] = xs[c] + ref[c - 1]
+  last = max(n, 1)
+  ref[7] = xs[last - 1] * 2
+  ref[1:4, 1:3] = xs[1:4, 1:3] * (3 if xs[0, 0] > 0 else -3)
+  return pallas(kernel, S((8, 4), F32)), (x, limit.reshape(1)), jnp.asarray(ref)
+
+
+def test_index_vectors_are_reused_within_a_scope(rng):
+  x = rand(rng, (8, 16))
+
+  def kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...]
+    o_ref[2:7] += 1                                # read then written: one set of vectors
+
+  source = generated_kernel(pallas(kernel, S((8, 16), F32)), x).source
+  assert source.count("= 2 + tl.arange(0, 8)") == 1, source
+
+
 # --- integer-array indices -----------------------------------------------------------
 
 def _indices(rng, n, size):
