@@ -11,6 +11,7 @@ storage object, and a 20-line adapter avoids a multi-gigabyte dependency.
 """
 from __future__ import annotations
 
+import ast
 import threading
 import zlib
 
@@ -97,7 +98,52 @@ class _InterpretStandardLibrary:
     self._knob = compat.set_triton_interpret(True)
     self._patch_scalar_index()
     self._patch_bf16_dot()
+    self._patch_float_xchg()
+    self._patch_loop_variables()
     return self
+
+  def _patch_loop_variables(self):
+    # Compiled Triton's `for i in range(...)` gives a tensor `i`; the
+    # interpreter runs a plain Python loop with an int `i`, on which
+    # `i.to(tl.int64)` fails. Triton's interpreter already rewrites each
+    # assignment `x = v` into `x = to_tensor(v)`; rewrite loop variables too.
+    from triton.runtime.interpreter import ASTTransformer
+    self._had_visit_for = "visit_For" in vars(ASTTransformer)
+
+    def visit_for(transformer, node):
+      transformer.generic_visit(node)
+      if isinstance(node.target, ast.Name):
+        as_tensor = ast.Assign(
+            targets=[ast.Name(id=node.target.id, ctx=ast.Store())],
+            value=ast.Call(func=ast.Attribute(value=ast.Name(id="interpreter_semantic",
+                                                             ctx=ast.Load()),
+                                              attr="to_tensor", ctx=ast.Load()),
+                           args=[ast.Name(id=node.target.id, ctx=ast.Load()),
+                                 ast.Constant(value=False)], keywords=[]))
+        node.body.insert(0, ast.copy_location(as_tensor, node.body[0]))
+      return node
+
+    if not self._had_visit_for:
+      ASTTransformer.visit_For = visit_for
+
+  def _patch_float_xchg(self):
+    # The interpreter's atomic exchange only handles integers; an exchange
+    # moves bits, so do float ones on the same-width integer view.
+    from triton._C.libtriton import ir
+    from triton.runtime.interpreter import InterpreterBuilder, TensorHandle
+    original = InterpreterBuilder.create_atomic_rmw
+    self._original_rmw = original
+
+    def create_atomic_rmw(builder, rmw_op, ptr, val, mask, sem, scope):
+      data = val.data
+      if rmw_op != ir.ATOMIC_OP.XCHG or data.dtype.kind != "f":
+        return original(builder, rmw_op, ptr, val, mask, sem, scope)
+      bits = np.dtype(f"int{8 * data.dtype.itemsize}")
+      as_int = TensorHandle(data.view(bits), val.dtype)
+      old = original(builder, rmw_op, ptr, as_int, mask, sem, scope)
+      return TensorHandle(np.asarray(old.data).view(data.dtype), val.dtype.scalar)
+
+    InterpreterBuilder.create_atomic_rmw = create_atomic_rmw
 
   def _patch_bf16_dot(self):
     # The interpreter keeps bfloat16 as raw uint16 bits and multiplies those
@@ -137,6 +183,9 @@ class _InterpretStandardLibrary:
     from triton.runtime import interpreter
     interpreter._patch_lang_tensor = self._original_patch
     interpreter.InterpreterBuilder.create_dot = self._original_dot
+    interpreter.InterpreterBuilder.create_atomic_rmw = self._original_rmw
+    if not self._had_visit_for:
+      del interpreter.ASTTransformer.visit_For
     compat.set_triton_interpret(self._knob)
     for module, name, value in self._saved:
       setattr(module, name, value)
@@ -180,13 +229,17 @@ def run_interpreted(gk: GeneratedKernel, inputs, out_shapes, input_output_aliase
   """Runs `gk` under Triton's interpreter on numpy inputs; returns the outputs."""
   module = load_module(gk, interpret=True)
   fn = getattr(module, gk.name)
-  arrays = [np.ascontiguousarray(a) for a in inputs]
+  # Private C-ordered copies: the kernel may write through any pointer (an
+  # input ref it stores to, an atomic), and JAX's callback buffers are not
+  # ours to change. (np.ascontiguousarray would also turn 0-d arrays into 1-d.)
+  arrays = [np.array(a, order="C", copy=True) for a in inputs]
   aliases = dict(input_output_aliases)
   outputs = []
   for i, (shape, dtype) in enumerate(out_shapes):
     aliased = [k for k, v in aliases.items() if v == i]
     if aliased:
-      outputs.append(np.array(arrays[aliased[0]], dtype=dtype, copy=True))
+      # one buffer behind both refs, as on the GPU (XLA passes the same pointer)
+      outputs.append(arrays[aliased[0]])
     else:
       outputs.append(np.zeros(shape, dtype=dtype))
   args = [NumpyArg(a) for a in arrays] + [NumpyArg(o) for o in outputs]

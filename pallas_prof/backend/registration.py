@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 
 from . import compat, registry
 from .compile import compile_kernel
 from .errors import LoweringError
 from .launch import cpu_call, gpu_custom_call
-from .lowering import lower_kernel
+from .lowering import kernel_name_of, lower_kernel, pallas_call_info
 
 DEFAULT_NUM_WARPS = 4
 DEFAULT_NUM_STAGES = 3
@@ -124,13 +123,21 @@ def _lower(ctx, in_nodes, params, platform: str):
   grid_mapping = params["grid_mapping"]
   cp = params.get("compiler_params")
   num_warps, num_stages = _num_warps_stages(cp)
+  # JAX lowers each equation inside its user context: the source info there
+  # holds the pallas_call's traceback (the lowering context's own is None
+  # for cached lowerings).
+  call_site = compat.source_info_util.current()
+
+  def call_error(reason, hint):
+    kname = kernel_name_of(jaxpr, params.get("name"))
+    return LoweringError(reason, hint=hint, kernel=kname, rule="pallas_call",
+                         eqn=pallas_call_info(call_site, jaxpr, kname, grid_mapping))
+
   if params.get("mesh") is not None:
-    raise LoweringError("pallas_call with a mesh", hint="use a grid instead of a mesh",
-                        kernel=getattr(jaxpr.debug_info, "func_name", None))
+    raise call_error("pallas_call with a mesh", "use a grid instead of a mesh")
   if jaxpr.constvars:
-    raise LoweringError("the kernel closes over array constants",
-                        hint="pass arrays as pallas_call inputs",
-                        kernel=getattr(jaxpr.debug_info, "func_name", None))
+    raise call_error("the kernel closes over array constants",
+                     "pass arrays as pallas_call inputs")
   cc = getattr(cp, "compute_capability", None) if isinstance(cp, CompilerParams) else None
   if platform == "cuda":
     cc = cc or compat.gpu_compute_capability() or 90
@@ -138,7 +145,7 @@ def _lower(ctx, in_nodes, params, platform: str):
     cc = cc or 90
   gk = lower_kernel(jaxpr, grid_mapping, num_warps=num_warps, num_stages=num_stages,
                     compute_capability=cc, name=params.get("name"),
-                    debug=bool(params.get("debug")))
+                    debug=bool(params.get("debug")), call_site=call_site)
   aliases = tuple(tuple(a) for a in params.get("input_output_aliases", ()))
   rec = registry.record(registry.KernelRecord(
       name=gk.name, generated=gk, platform=platform,
