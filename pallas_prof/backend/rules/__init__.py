@@ -38,4 +38,4 @@ def supported_primitive_names() -> list[str]:
 
 
 from . import (control_flow, dot, elementwise, memory, misc, reductions,  # noqa: E402,F401
-               shape, state_ops)
+               shape)
