@@ -26,7 +26,8 @@ def _parser() -> argparse.ArgumentParser:
   run.add_argument("--no-trace", action="store_true", help="do not record OpenTelemetry spans")
   run.add_argument("--no-insitu", action="store_true", help="do not capture launches with CUPTI")
   run.add_argument("--reps", type=int, default=100, help="timed launches per kernel (default 100)")
-  run.add_argument("--device", type=int, default=0, help="GPU index to profile on (default 0)")
+  run.add_argument("--device", default="0",
+                   help="GPU(s) to profile on: an index, a list like 0,1, or all (default 0)")
   run.add_argument("--kernel", help="only kernels whose name or label matches this regex")
   run.add_argument("--otlp-endpoint", help="also send spans to this OTLP collector")
   run.add_argument("--ncu", action="store_true", help="also run Nsight Compute on each kernel")

@@ -44,27 +44,36 @@ def _rate(value, unit) -> str:
   return f"{value:.0f} {unit}"
 
 
-def _profile_by_label(run: dict) -> dict[str, dict]:
-  prof = run.get("profile") or {}
+def _profile_by_label(run: dict, prof: dict | None = None) -> dict[str, dict]:
+  prof = prof if prof is not None else (run.get("profile") or {})
   return {k["label"]: k for k in prof.get("kernels", [])}
 
 
+def _device_profiles(run: dict) -> list[dict]:
+  profiles = run.get("profiles") or ([run["profile"]] if run.get("profile") else [])
+  return profiles or [{}]
+
+
 def kernel_table(run: dict) -> Table:
-  profiles = _profile_by_label(run)
-  prof = run.get("profile") or {}
-  gpu = prof.get("gpu_present", False)
+  device_profiles = _device_profiles(run)
+  gpu = any(p.get("gpu_present") for p in device_profiles)
+  several = len(device_profiles) > 1
+  insitu = any(k.get("insitu") for p in device_profiles for k in p.get("kernels", []))
   t = Table(title="kernels", box=box.SIMPLE_HEAVY, title_justify="left", show_lines=False)
-  for col, justify in (("kernel", "left"), ("grid", "left"), ("warps/stages", "right"),
+  columns = [("kernel", "left")] + ([("device", "left")] if several else [])
+  for col, justify in (*columns, ("grid", "left"), ("warps/stages", "right"),
                        ("compile ms (ttir/ttgir/llir/ptx/cubin)", "right"), ("smem", "right"),
                        ("regs", "right"), ("spills", "right")):
     t.add_column(col, justify=justify)
   if gpu:
     for col in ("median µs [p10-p90]", "achieved", "% ceiling", "bound", "GPU during timing"):
       t.add_column(col, justify="right" if col != "GPU during timing" else "left")
+    if insitu:
+      t.add_column("in the program (CUPTI)", justify="right")
   else:
     t.add_column("launches (CPU)", justify="right")
-  for k in run.get("kernels", []):
-    p = profiles.get(k["label"], {})
+  for k, prof in ((k, prof) for k in run.get("kernels", []) for prof in device_profiles):
+    p = _profile_by_label(run, prof).get(k["label"], {})
     comp = k.get("compile") or {}
     stages = comp.get("stages_ms") or {}
     stage_text = "/".join(f"{stages[s]:.0f}" for s in ("ttir", "ttgir", "llir", "ptx", "cubin")
@@ -74,7 +83,9 @@ def kernel_table(run: dict) -> Table:
       compile_text = f"cached ({comp['cache']})"
     res = k.get("resources") or {}
     spills = None if res.get("spill_stores") is None else res["spill_stores"] + (res.get("spill_loads") or 0)
-    row = [k["label"], "x".join(map(str, k["grid"])) or "()",
+    device = prof.get("device") or {}
+    row = [k["label"]] + ([f"{device.get('index', '?')}: {device.get('name', '')}"] if several else [])
+    row += ["x".join(map(str, k["grid"])) or "()",
            f"{k['num_warps']}/{k['num_stages']}", compile_text, _bytes(res.get("shared_bytes")),
            str(res.get("registers", "-")), "-" if spills is None else str(spills)]
     if gpu:
@@ -88,6 +99,10 @@ def kernel_table(run: dict) -> Table:
       pct = rates.get("efficiency_pct")
       row += [timing, achieved, "-" if pct is None else f"{pct:.0f}%", rates.get("bound", "-"),
               nvml.get("summary", "-")]
+      if insitu:
+        ins = p.get("insitu") or {}
+        row.append(f"{ins['launches']} x {_us(ins['mean_s'])} µs on gpu "
+                   f"{','.join(map(str, ins.get('device_ids', [])))}" if ins else "-")
     else:
       row.append(str(k.get("cpu_launches", 0)))
     t.add_row(*row)

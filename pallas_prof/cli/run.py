@@ -224,10 +224,11 @@ def run(args) -> int:
     records = selected_kernels(args.kernel)
     for rec in records:
       ensure_compiled(rec, errors)
-    report = None
+    reports = []
     if records and not args.no_analysis:
-      report = _profile(records, args, cap, notes)
-      _profile_spans(trace, report)
+      for device in _devices(args.device, notes):
+        reports.append(_profile(records, args, device, cap, notes))
+        _profile_spans(trace, reports[-1])
   kernels = []
   for rec in records:
     files = artifacts.save_kernel(out_dir, rec.label, rec.generated, rec.compiled)
@@ -238,7 +239,8 @@ def run(args) -> int:
       "script": os.path.abspath(args.script), "exit_code": outcome.exit_code,
       "script_seconds": outcome.seconds, "platform": _platform_info(),
       "kernels": kernels, "errors": errors, "notes": notes,
-      "profile": report.to_dict() if report is not None else None,
+      "profile": reports[0].to_dict() if reports else None,
+      "profiles": [r.to_dict() for r in reports],
       "traces": {} if args.no_trace else {"otlp_json": "trace.otlp.json",
                                            "perfetto": "trace.perfetto.json"},
   }
@@ -258,12 +260,28 @@ def run(args) -> int:
   return outcome.exit_code
 
 
-def _profile(records, args, cap, notes):
+def _devices(spec: str, notes: list[str]) -> list[int]:
+  """--device: an index, a comma list, or "all" (every GPU of the host)."""
+  from ..profiler import driver
+  if spec == "all":
+    present, reason = driver.gpu_status()
+    return list(range(driver.device_count())) if present else [0]
+  try:
+    return [int(x) for x in spec.split(",") if x.strip()]
+  except ValueError:
+    raise SystemExit(f"pallas-prof: --device takes an index, a list like 0,1, or all; "
+                     f"got {spec!r}") from None
+
+
+def _profile(records, args, device, cap, notes):
   from ..profiler import profile
+  from ..profiler.driver import BadDevice
   insitu_result = getattr(cap, "result", None) if cap is not None else None
   try:
-    return profile(records, device=args.device, replay=not args.no_profile,
+    return profile(records, device=device, replay=not args.no_profile,
                    min_launches=args.reps, ncu=args.ncu, insitu=insitu_result)
+  except BadDevice:
+    raise
   except Exception as e:  # noqa: BLE001 - report what we have, say what failed
-    notes.append(f"profiling failed: {type(e).__name__}: {e}")
-    return profile(records, device=args.device, replay=False, nvml=False, ceilings=False)
+    notes.append(f"profiling on device {device} failed: {type(e).__name__}: {e}")
+    return profile(records, device=device, replay=False, nvml=False, ceilings=False)
