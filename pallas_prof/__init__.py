@@ -16,6 +16,10 @@ from .backend import registration as _registration  # noqa: E402
 
 _registration._ensure_registered()
 
+if __import__("os").environ.get("PALLAS_PROF_TRACE", "").strip().lower() in ("1", "true", "yes", "on"):
+  from .instrument import enable_from_env as _enable_from_env
+  _enable_from_env()      # spans for the whole process, exported at exit
+
 
 def tracing(*args, **kwargs):
   """Context manager / decorator that records OpenTelemetry spans (see pallas_prof.instrument)."""

@@ -66,6 +66,7 @@ class CompileRecord:
   cache: str                    # "miss", "memory" or "disk"
   attributes: dict[str, Any]
   error: BaseException | None = None
+  source_key: str | None = None  # GeneratedKernel.key: which lowering this compile belongs to
 
 
 @dataclasses.dataclass
@@ -211,7 +212,8 @@ def _notify_cache_hit(ck: CompiledKernel, start: int) -> None:
   if getattr(obs, "enabled", False):
     obs.compiled(CompileRecord(kernel=ck.name, key=ck.key, target=f"{ck.target[0]}:{ck.target[1]}",
                                start_ns=start, end_ns=time.time_ns(), stages=[], cache=ck.cache,
-                               attributes=ck.resources()))
+                               attributes=ck.resources(),
+                               source_key=ck.generated.key if ck.generated else None))
 
 
 def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str) -> CompiledKernel:
@@ -271,7 +273,7 @@ def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str) -> Comp
     failed_stage = _next_stage(records)
     lowering_error = compile_error(gk, error, failed_stage)
     _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
-                          {"pallas.kernel": gk.name}, lowering_error))
+                          {"pallas.kernel": gk.name}, lowering_error, source_key=gk.key))
     raise lowering_error from error
   metadata = _metadata_dict(compiled.metadata)
   asm = {stage: compiled.asm[stage] for stage in STAGES if stage in compiled.asm}
@@ -280,8 +282,14 @@ def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str) -> Comp
                       stage_seconds={r.stage: r.seconds for r in records},
                       compile_seconds=(end - start) / 1e9, ptxas_log=captured.get("ptxas", ""),
                       generated=gk, cache="miss", **ptxas)
-  _check_shared_memory(ck, gk)
-  _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss", ck.resources()))
+  try:
+    _check_shared_memory(ck, gk)
+  except LoweringError as e:
+    _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
+                          ck.resources(), e, source_key=gk.key))
+    raise
+  _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss", ck.resources(),
+                        source_key=gk.key))
   return ck
 
 

@@ -505,7 +505,7 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
   with hooks.observer().kernel(kname, {"pallas.kernel": kname, "pallas.grid": str(grid),
                                        "pallas.num_warps": num_warps,
                                        "pallas.num_stages": num_stages,
-                                       "pallas.source": src_info}):
+                                       "pallas.source": src_info}) as kernel_span:
     kernel = KernelContext(b, kname, grid, [], compute_capability,
                            getattr(grid_mapping, "grid_names", None), jaxpr_text)
     try:
@@ -513,12 +513,14 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
       launch = kernel.launch_grid
     except Unsupported as e:
       raise LoweringError(e.reason, hint=e.hint, kernel=kname, jaxpr_text=jaxpr_text,
-                          details={"grid": grid}) from None
+                          details={"grid": grid, "kernel": src_info}) from None
     except UnsupportedDtype as e:
       raise LoweringError(str(e), hint="cast to a supported dtype outside the kernel",
-                          kernel=kname, jaxpr_text=jaxpr_text) from None
-  source, line_map = b.render()
-  key = hashlib.sha256(source.encode()).hexdigest()
+                          kernel=kname, jaxpr_text=jaxpr_text,
+                          details={"kernel": src_info}) from None
+    source, line_map = b.render()
+    key = hashlib.sha256(source.encode()).hexdigest()
+    kernel_span.set("pallas.source_key", key)   # ties the kernel's compile spans to this one
   path = _write_source(kname, key, source)
   gk = GeneratedKernel(name=b.kernel_name, source=source, path=path, line_map=line_map,
                        eqns=sorted(b.eqns, key=lambda e: e.index), params=params, grid=grid,
