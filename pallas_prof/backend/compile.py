@@ -363,6 +363,10 @@ def equations_in_ir(gk: GeneratedKernel, ir_text: str, ops: tuple[str, ...] = ()
   locs = {}
   for m in re.finditer(r"^(#loc\d+) = loc\(\"([^\"]+)\":(\d+):(\d+)\)", ir_text, re.M):
     locs[m.group(1)] = (m.group(2), int(m.group(3)))
+  # named locations (`#loc37 = loc("a"(#loc10))`, a value's name) wrap a file location
+  for m in re.finditer(r"^(#loc\d+) = loc\(\"[^\"]*\"\((#loc\d+)\)\)", ir_text, re.M):
+    if m.group(2) in locs:
+      locs[m.group(1)] = locs[m.group(2)]
   found, seen = [], set()
   for line in ir_text.splitlines():
     if ops and not any(op in line for op in ops):

@@ -322,10 +322,12 @@ def _describe(kernel: KernelContext, jaxpr, eqn, position: int, parent: EqnInfo 
     return (_eqn_text(kernel, jaxpr, eqn), tuple(str(v.aval) for v in eqn.invars),
             tuple(str(v.aval) for v in eqn.outvars))
 
+  file, line, function = ((frame.file_name, frame.start_line, frame.function_name) if frame
+                          # inside a library's jit (jnp.sort, ...): the user's call of it
+                          else (parent.file, parent.line, parent.function) if parent
+                          else (None, None, None))
   return EqnInfo(index=kernel.next_eqn_index(), path=path, primitive=eqn.primitive.name,
-                 file=frame.file_name if frame else None,
-                 line=frame.start_line if frame else None,
-                 function=frame.function_name if frame else None,
+                 file=file, line=line, function=function,
                  parent=None if parent is None else parent.index,
                  region=region, describe=describe)
 

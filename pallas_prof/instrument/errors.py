@@ -53,7 +53,7 @@ def build_report(err) -> Report:
   stage = getattr(err, "stage", None)
   where = f" in kernel `{kernel}`" if kernel else ""
   if eqn is not None and stage:
-    title = f"Triton could not compile `{eqn.primitive}`{where} ({stage} stage)"
+    title = f"cannot compile{where} ({stage} stage), at `{eqn.primitive}`"
   elif eqn is not None:
     title = f"cannot lower `{eqn.primitive}`{where}"
   elif stage:

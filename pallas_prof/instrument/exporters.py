@@ -131,13 +131,16 @@ def _scope_json(scope) -> dict[str, Any]:
 
 def otlp_json_request(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
   """An ExportTraceServiceRequest in OTLP/JSON: spans grouped by resource and scope."""
-  grouped: dict[Any, dict[Any, list]] = collections.defaultdict(lambda: collections.defaultdict(list))
+  # grouped by identity: hashing an SDK Resource serializes it, every time
+  grouped: dict[int, tuple[Any, dict[int, tuple[Any, list]]]] = {}
   for span in spans:
-    grouped[span.resource][span.instrumentation_scope].append(_span_json(span))
+    resource, scope = span.resource, span.instrumentation_scope
+    scopes = grouped.setdefault(id(resource), (resource, {}))[1]
+    scopes.setdefault(id(scope), (scope, []))[1].append(_span_json(span))
   resource_spans = []
-  for resource, scopes in grouped.items():
+  for resource, scopes in grouped.values():
     scope_spans = []
-    for scope, encoded in scopes.items():
+    for scope, encoded in scopes.values():
       entry: dict[str, Any] = {"scope": _scope_json(scope), "spans": encoded}
       if scope is not None and scope.schema_url:
         entry["schemaUrl"] = scope.schema_url
@@ -306,6 +309,9 @@ def trace_events(spans: list[dict[str, Any]], process_name: str = "pallas-prof")
        "args": {"name": "pallas-prof"}},
   ]
   slices = []
+  # microseconds from the first span: absolute epoch times would lose
+  # sub-microsecond precision in a double and blur the nesting
+  base = min((s["start"] for s in spans), default=0)
   for span in sorted(spans, key=lambda s: (s["start"], -(s["end"] - s["start"]))):
     key = _track_key(span, by_id, memo)
     if key not in tids:
@@ -317,13 +323,14 @@ def trace_events(spans: list[dict[str, Any]], process_name: str = "pallas-prof")
     tid = tids[key]
     category = span["name"].split(" ", 1)[0]
     slices.append({"name": span["name"], "cat": category, "ph": "X", "pid": PID, "tid": tid,
-                   "ts": span["start"] / 1000.0,
+                   "ts": (span["start"] - base) / 1000.0,
                    "dur": max(span["end"] - span["start"], 0) / 1000.0,
                    "args": _json_safe(span["args"])})
     for name, ts, attrs in span["events"]:
       slices.append({"name": name, "cat": "event", "ph": "i", "s": "t", "pid": PID, "tid": tid,
-                     "ts": ts / 1000.0, "args": _json_safe(attrs)})
-  return {"traceEvents": events + slices, "displayTimeUnit": "ns"}
+                     "ts": max(ts - base, 0) / 1000.0, "args": _json_safe(attrs)})
+  return {"traceEvents": events + slices, "displayTimeUnit": "ns",
+          "otherData": {"trace_start_unix_ns": base}}
 
 
 def _json_safe(args: dict[str, Any]) -> dict[str, Any]:

@@ -72,7 +72,7 @@ def exporter_named(name: str, *, path: str | None = None) -> SpanExporter | None
     return PerfettoExporter(path or os.environ.get("PALLAS_PROF_PERFETTO")
                             or "pallas-prof-trace.perfetto.json")
   if name == "console":
-    return ConsoleSpanExporter()
+    return ConsoleSpanExporter(out=sys.stdout)
   if name == "none":
     return None
   raise ValueError(f"unknown span exporter {name!r}; known: {', '.join(EXPORTER_NAMES)}")
@@ -191,7 +191,7 @@ class Tracing(contextlib.ContextDecorator):
     if c["perfetto"]:
       out.append((PerfettoExporter(c["perfetto"]), True))
     if c["console"]:
-      out.append((ConsoleSpanExporter(), True))
+      out.append((ConsoleSpanExporter(out=sys.stdout), True))
     if not out and c["tracer_provider"] is None:
       out = [(e, True) for e in exporters_from_env()]
     return out
