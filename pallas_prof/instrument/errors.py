@@ -362,7 +362,7 @@ def rich_report(err):
     table.add_column(style="cyan", no_wrap=True)
     table.add_column()
     for label, text in r.equation:
-      table.add_row(label, Text(text))
+      table.add_row(Text(label), Text(text))
     parts += [Text(""), table]
   if r.hint:
     parts.append(Text.assemble("\n", ("hint: ", "bold green"), r.hint))
