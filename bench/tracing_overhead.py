@@ -213,7 +213,9 @@ def main(argv=None) -> int:
   cpu = statistics.median(on["cpu"] / off["cpu"] for on, off in pairs)
   print(f"differential: pass wall {med('off', 'wall') * 1e3:.0f}ms off / "
         f"{med('on', 'wall') * 1e3:.0f}ms on, CPU {med('off', 'cpu') * 1e3:.0f}ms off / "
-        f"{med('on', 'cpu') * 1e3:.0f}ms on; paired ratios: wall {wall:.3f}, CPU {cpu:.3f}")
+        f"{med('on', 'cpu') * 1e3:.0f}ms on; ratio of medians: wall "
+        f"{med('on', 'wall') / med('off', 'wall'):.3f}, CPU {med('on', 'cpu') / med('off', 'cpu'):.3f}"
+        f"; median of paired ratios: wall {wall:.3f}, CPU {cpu:.3f}")
   cost = statistics.median(attributed)
   attributed_ratio = 1 + cost / med("off", "cpu")
   print(f"attributed: {cost * 1e3:.1f}ms of CPU per pass in the tracing code, "

@@ -9,6 +9,8 @@ or per call: pl.pallas_call(kernel, ..., compiler_params=pallas_prof.CompilerPar
 """
 from __future__ import annotations
 
+import os as _os
+
 __version__ = "0.1.0"
 
 from .backend import CompilerParams, LoweringError, install, installed, uninstall  # noqa: E402
@@ -16,7 +18,7 @@ from .backend import registration as _registration  # noqa: E402
 
 _registration._ensure_registered()
 
-if __import__("os").environ.get("PALLAS_PROF_TRACE", "").strip().lower() in ("1", "true", "yes", "on"):
+if _os.environ.get("PALLAS_PROF_TRACE", "").strip().lower() in ("1", "true", "yes", "on"):
   from .instrument import enable_from_env as _enable_from_env
   _enable_from_env()      # spans for the whole process, exported at exit
 
