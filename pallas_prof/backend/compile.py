@@ -66,6 +66,7 @@ class CompileRecord:
   cache: str                    # "miss", "memory" or "disk"
   attributes: dict[str, Any]
   error: BaseException | None = None
+  source_key: str | None = None  # GeneratedKernel.key: which lowering this compile belongs to
 
 
 @dataclasses.dataclass
@@ -228,7 +229,8 @@ def _notify_cache_hit(ck: CompiledKernel, start: int) -> None:
   if getattr(obs, "enabled", False):
     obs.compiled(CompileRecord(kernel=ck.name, key=ck.key, target=f"{ck.target[0]}:{ck.target[1]}",
                                start_ns=start, end_ns=time.time_ns(), stages=[], cache=ck.cache,
-                               attributes=ck.resources()))
+                               attributes=ck.resources(),
+                               source_key=ck.generated.key if ck.generated else None))
 
 
 def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str) -> CompiledKernel:
@@ -250,9 +252,12 @@ def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str) -> Comp
       original = stages[name]
 
       def timed(src_module, metadata, _name=name, _original=original):
-        # the first stage also carries the front end (AST -> TTIR), so the
-        # stages add up to the whole compile
-        t0 = records[-1].end_ns if records else start
+        # the first stage also carries the front end (AST -> TTIR), and each
+        # stage its write to Triton's cache (as Triton's own CompileTimer
+        # counts it), so the stages add up to the whole compile
+        t0 = time.time_ns() if records else start
+        if records:
+          records[-1].end_ns = t0
         if _name == "cubin":
           out = io.StringIO()
           with contextlib.redirect_stdout(out):
@@ -277,6 +282,10 @@ def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str) -> Comp
     try:
       compiled = triton.compile(src, target=GPUTarget(target[0], target[1], 32),
                                 options={"num_warps": gk.num_warps, "num_stages": gk.num_stages})
+      if len(records) == len(STAGES):
+        # the last stage also carries Triton storing its results (metadata,
+        # cache group, loading the CompiledKernel back): the stages tile the compile
+        records[-1].end_ns = time.time_ns()
     except Exception as e:  # noqa: BLE001 - rewrapped with the equation
       error = e
     finally:
@@ -288,7 +297,7 @@ def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str) -> Comp
     failed_stage = _next_stage(records)
     lowering_error = compile_error(gk, error, failed_stage)
     _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
-                          {"pallas.kernel": gk.name}, lowering_error))
+                          {"pallas.kernel": gk.name}, lowering_error, source_key=gk.key))
     raise lowering_error from error
   metadata = _metadata_dict(compiled.metadata)
   asm = {stage: compiled.asm[stage] for stage in STAGES if stage in compiled.asm}
@@ -297,8 +306,14 @@ def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str) -> Comp
                       stage_seconds={r.stage: r.seconds for r in records},
                       compile_seconds=(end - start) / 1e9, ptxas_log=captured.get("ptxas", ""),
                       generated=gk, cache="miss", **ptxas)
-  _check_shared_memory(ck, gk)
-  _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss", ck.resources()))
+  try:
+    _check_shared_memory(ck, gk)
+  except LoweringError as e:
+    _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
+                          ck.resources(), e, source_key=gk.key))
+    raise
+  _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss", ck.resources(),
+                        source_key=gk.key))
   return ck
 
 
@@ -372,6 +387,10 @@ def equations_in_ir(gk: GeneratedKernel, ir_text: str, ops: tuple[str, ...] = ()
   locs = {}
   for m in re.finditer(r"^(#loc\d+) = loc\(\"([^\"]+)\":(\d+):(\d+)\)", ir_text, re.M):
     locs[m.group(1)] = (m.group(2), int(m.group(3)))
+  # named locations (`#loc37 = loc("a"(#loc10))`, a value's name) wrap a file location
+  for m in re.finditer(r"^(#loc\d+) = loc\(\"[^\"]*\"\((#loc\d+)\)\)", ir_text, re.M):
+    if m.group(2) in locs:
+      locs[m.group(1)] = locs[m.group(2)]
   found, seen = [], set()
   for line in ir_text.splitlines():
     if ops and not any(op in line for op in ops):

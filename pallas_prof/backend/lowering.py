@@ -360,10 +360,12 @@ def _describe(kernel: KernelContext, jaxpr, eqn, position: int, parent: EqnInfo 
     return (_eqn_text(kernel, jaxpr, eqn), tuple(str(v.aval) for v in eqn.invars),
             tuple(str(v.aval) for v in eqn.outvars))
 
+  file, line, function = ((frame.file_name, frame.start_line, frame.function_name) if frame
+                          # inside a library's jit (jnp.sort, ...): the user's call of it
+                          else (parent.file, parent.line, parent.function) if parent
+                          else (None, None, None))
   return EqnInfo(index=kernel.next_eqn_index(), path=path, primitive=eqn.primitive.name,
-                 file=frame.file_name if frame else None,
-                 line=frame.start_line if frame else None,
-                 function=frame.function_name if frame else None,
+                 file=file, line=line, function=function,
                  parent=None if parent is None else parent.index,
                  region=region, describe=describe)
 
@@ -575,7 +577,7 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
   with hooks.observer().kernel(kname, {"pallas.kernel": kname, "pallas.grid": str(grid),
                                        "pallas.num_warps": num_warps,
                                        "pallas.num_stages": num_stages,
-                                       "pallas.source": src_info}):
+                                       "pallas.source": src_info}) as kernel_span:
     kernel = KernelContext(b, kname, grid, [], compute_capability,
                            getattr(grid_mapping, "grid_names", None), jaxpr_text)
     try:
@@ -585,8 +587,9 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
       raise call_error(e.reason, e.hint) from None
     except UnsupportedDtype as e:
       raise call_error(str(e), "cast to a supported dtype outside the kernel") from None
-  source, line_map = b.render()
-  key = hashlib.sha256(source.encode()).hexdigest()
+    source, line_map = b.render()
+    key = hashlib.sha256(source.encode()).hexdigest()
+    kernel_span.set("pallas.source_key", key)   # ties the kernel's compile spans to this one
   path = _write_source(kname, key, source)
   gk = GeneratedKernel(name=b.kernel_name, source=source, path=path, line_map=line_map,
                        eqns=sorted(b.eqns, key=lambda e: e.index), params=params, grid=grid,
