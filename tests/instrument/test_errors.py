@@ -69,11 +69,17 @@ def test_error_report(case):
     err = _fail(case)
   text = error_text(err)
   line = _tagged_line(case)
-  # the user's file:line, with the line itself marked in the source context
-  assert f"--> {KERNELS_FILE}:{line}" in text or f"--> {failing_kernels.__file__}:{line}" in text
-  source = _section(text, "-->")
-  (marked_source,) = [s for s in source if s.lstrip().startswith(">>")]
-  assert f"{line} |" in marked_source and f"# FAILS: {case}" in marked_source
+  if primitive is None:
+    # a kernel-level error points at the pallas_call that was made (here: the
+    # caller of .lower()) and names the kernel's definition line
+    assert f"{KERNELS_FILE}:{line}" in text or f"{failing_kernels.__file__}:{line}" in text
+    assert "--> " in text
+  else:
+    # the user's file:line, with the line itself marked in the source context
+    assert f"--> {KERNELS_FILE}:{line}" in text or f"--> {failing_kernels.__file__}:{line}" in text
+    source = _section(text, "-->")
+    (marked_source,) = [s for s in source if s.lstrip().startswith(">>")]
+    assert f"{line} |" in marked_source and f"# FAILS: {case}" in marked_source
   # the reason, the hint, the kernel's name
   assert reason_words in text and err.reason in text
   assert err.hint and hint_words in err.hint and f"hint: {err.hint}" in text
@@ -82,7 +88,9 @@ def test_error_report(case):
   jaxpr = _section(text, "jaxpr of the kernel")
   marked = [j for j in jaxpr if j.lstrip().startswith(">>")]
   if primitive is None:
-    assert err.eqn is None and not marked       # a kernel-level error: no equation to mark
+    # a kernel-level error: the pallas_call itself stands for the equation; no
+    # equation of the kernel's jaxpr is marked
+    assert err.eqn is not None and err.eqn.primitive == "pallas_call" and not marked
   else:
     # the failing equation is marked in the jaxpr, with its avals and rule named
     assert err.eqn.primitive == primitive
