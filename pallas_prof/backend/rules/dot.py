@@ -23,7 +23,7 @@ from ..codegen import Value, is_bool, is_float, is_int, next_pow2, padded_shape,
 from ..errors import Unsupported
 from . import register
 from .reductions import sum_dtype
-from .shape import reshape_value
+from .shape import grow_axis, reshape_value
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
@@ -101,21 +101,11 @@ def _min_sizes(dtype) -> tuple[int, int, int]:
 
 def _pad_rows(ctx, x: Value, axis: int, target: int, zero: str) -> Value:
   """Grows `axis` from n to `target` lanes: repeat, then zero the copies."""
-  n = next_pow2(x.shape[axis])
-  reps = target // n
-  rank = x.ndim
-  padded = list(padded_shape(x.shape))
-  # insert a repeat dim before `axis`, broadcast, merge: lane r*n+i holds x[i]
-  expanded = emit.expand_to_rank(x, tuple(i if i < axis else i + 1 for i in range(rank)), rank + 1)
-  big = padded[:axis] + [reps] + padded[axis:]
-  rep = ctx.b.assign("rep", f"tl.broadcast_to({expanded}, {emit.shape_expr(big)})")
-  merged_shape = padded[:axis] + [target] + padded[axis + 1:]
-  merged = ctx.b.assign("grown", f"tl.reshape({rep}, {emit.shape_expr(merged_shape)})")
-  lane = emit.expand_to_rank(Value(f"tl.arange(0, {target})", I32, (target,)), (axis,), rank)
-  out_shape = tuple(target if i == axis else d for i, d in enumerate(x.shape))
+  grown = grow_axis(ctx, x, axis, target)
+  lane = emit.expand_to_rank(Value(f"tl.arange(0, {target})", I32, (target,)), (axis,), x.ndim)
   # lanes >= the logical size are zero (also drops padded lanes of x)
-  return ctx.value("grown", f"tl.where({lane} < {x.shape[axis]}, {merged}, {zero})",
-                   x.dtype, out_shape)
+  return ctx.value("grown", f"tl.where({lane} < {x.shape[axis]}, {grown}, {zero})",
+                   x.dtype, grown.shape)
 
 
 def _shrink_rows(ctx, acc: Value, axis: int, size: int, padded_size: int) -> Value:

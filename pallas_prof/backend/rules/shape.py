@@ -273,9 +273,29 @@ def _place_along(ctx, x: Value, axis: int, offset: int, total: int) -> Value:
     shape = tuple(total if i == axis else d for i, d in enumerate(x.shape))
     return ctx.value("piece", f"tl.broadcast_to({x}, {emit.shape_expr(padded_shape(shape))})",
                      x.dtype, shape)
+  # Triton's compiler rejects a gather whose result is longer than its source
+  # along the axis: grow the source first
+  if next_pow2(n) < next_pow2(total):
+    x = grow_axis(ctx, x, axis, next_pow2(total))
   positions = (f"tl.minimum(tl.maximum(tl.arange(0, {next_pow2(total)}) - {offset}, 0), "
                f"{n - 1})")
   return _gather_lanes(ctx, x, axis, positions, total, "piece")
+
+
+def grow_axis(ctx, x: Value, axis: int, target: int) -> Value:
+  """x with `axis` widened to `target` (a power of two) lanes by repetition:
+  lane r * p + i holds lane i (p = the padded size). The logical shape is
+  unchanged along other axes; along `axis` it becomes `target`."""
+  p = next_pow2(x.shape[axis])
+  padded = list(padded_shape(x.shape))
+  rank = x.ndim
+  # a repeat dimension before `axis`, broadcast, then merged into `axis`
+  expanded = emit.expand_to_rank(x, tuple(i if i < axis else i + 1 for i in range(rank)), rank + 1)
+  repeated = padded[:axis] + [target // p] + padded[axis:]
+  rep = ctx.b.assign("repeated", f"tl.broadcast_to({expanded}, {emit.shape_expr(repeated)})")
+  merged = padded[:axis] + [target] + padded[axis + 1:]
+  shape = tuple(target if i == axis else d for i, d in enumerate(x.shape))
+  return ctx.value("grown", f"tl.reshape({rep}, {emit.shape_expr(merged)})", x.dtype, shape)
 
 
 def _concatenate_halves(ctx, a: Value, b: Value, dimension: int, shape) -> Value:
