@@ -110,7 +110,7 @@ def test_scan_without_xs(rng):
   check(lambda x: {
       "carry": lax.scan(lambda c, _: (c * 2 + 1, None), x, None, length=3)[0],
       "swap": lax.scan(lambda c, _: ((c[1], c[0] - 1), None), (x, x + 1), None,
-                       length=3)[0][0],
+                       length=3)[0],
       "reverse": lax.scan(lambda c, _: (c - 1, None), x, None, length=2, reverse=True)[0],
   }, x, name="scan_carry")
 

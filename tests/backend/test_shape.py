@@ -7,7 +7,6 @@ out of the logical result.
 from __future__ import annotations
 
 import os
-import sys
 
 import jax
 import jax.numpy as jnp

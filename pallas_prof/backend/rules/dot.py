@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from .. import emit
-from ..codegen import Value, is_bool, is_float, is_int, next_pow2, padded_shape, tl_dtype
+from ..codegen import Value, is_bool, is_float, is_int, next_pow2, tl_dtype
 from ..errors import Unsupported
 from . import register
 from .reductions import sum_dtype

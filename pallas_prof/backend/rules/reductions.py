@@ -9,7 +9,7 @@ import numpy as np
 from jax import lax
 
 from .. import emit
-from ..codegen import Value, is_bool, is_float, is_low_float, literal, next_pow2, tl_dtype
+from ..codegen import Value, is_bool, is_float, is_low_float, next_pow2
 from ..errors import Unsupported
 from . import register
 
