@@ -194,7 +194,8 @@ def test_small_and_integer_dots_compile_for_sm90(rng):
   c, d = random_array(rng, (8, 24), "int8"), random_array(rng, (24, 3), "int8")
   z, w = random_array(rng, (2, 3, 7), "float32"), random_array(rng, (2, 7, 1), "float32")
   out = run(lambda a, b, c, d, z, w: {
-      "f32": jnp.dot(a, b, precision=HIGHEST), "bf16": jnp.dot(a.astype(jnp.bfloat16), b.astype(jnp.bfloat16)),
+      "f32": jnp.dot(a, b, precision=HIGHEST),
+      "bf16": jnp.dot(a.astype(jnp.bfloat16), b.astype(jnp.bfloat16)),
       "tf32": jnp.dot(a, b), "int8": jnp.dot(c, d, preferred_element_type=jnp.int32),
       "int32": jnp.dot(c.astype(jnp.int32), d.astype(jnp.int32)), "vec": jnp.dot(a[0], b),
       "batched": jnp.einsum("bmk,bkn->bmn", z, w, precision=HIGHEST),

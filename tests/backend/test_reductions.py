@@ -138,7 +138,8 @@ def test_argmax_argmin(rng, dtype, shape):
   for axis in range(len(shape)):
     fns[f"argmax{axis}"] = lambda x, axis=axis: jnp.argmax(x, axis=axis)
     fns[f"argmin{axis}"] = lambda x, axis=axis: jnp.argmin(x, axis=axis)
-    fns[f"argmax_neg{axis}"] = (lambda x, axis=axis: jnp.argmax(x.astype(jnp.int32) - 10, axis=axis))
+    fns[f"argmax_neg{axis}"] = lambda x, axis=axis: jnp.argmax(x.astype(jnp.int32) - 10,
+                                                               axis=axis)
     fns[f"argmin_keep{axis}"] = (lambda x, axis=axis: jnp.argmin(x, axis=axis, keepdims=True))
   check(lambda x: {k: f(x) for k, f in fns.items()}, x)
 
@@ -191,7 +192,8 @@ def test_cumulative(rng, dtype, shape, axis):
 
 def test_cumulative_nan(rng):
   x = with_nans(rng, random_array(rng, (5, 6), "float32"), count=2)
-  check(lambda x: {"cummax": lax.cummax(x, axis=1), "cummin_rev": lax.cummin(x, axis=0, reverse=True),
+  check(lambda x: {"cummax": lax.cummax(x, axis=1),
+                   "cummin_rev": lax.cummin(x, axis=0, reverse=True),
                    "cumsum": lax.cumsum(x, axis=1)}, x)
 
 
@@ -203,7 +205,8 @@ def test_64_bit_reductions(rng):
         "sum": jnp.sum(x, axis=0), "max": jnp.max(x - 2**50, axis=1),
         "min": jnp.min(x + 2**50, axis=0), "argmax": jnp.argmax(x, axis=1),
         "cumsum": lax.cumsum(x, axis=1, reverse=True), "xor": lax.reduce_xor(x, (0,)),
-        "prod": jnp.prod(x, axis=0), "fsum": jnp.sum(f + 1, axis=1), "fmax": jnp.max(-f - 5, axis=0),
+        "prod": jnp.prod(x, axis=0), "fsum": jnp.sum(f + 1, axis=1),
+        "fmax": jnp.max(-f - 5, axis=0),
         "fargmin": jnp.argmin(f, axis=0), "fcummax": lax.cummax(f, axis=1, reverse=True),
     }, x, f)
   assert out["prod"].dtype == np.int64 and out["fsum"].dtype == np.float64

@@ -39,10 +39,11 @@ def run(fn, *arrays, name="shape"):
 def check(fn, *arrays, name="shape"):
   out = run(fn, *arrays, name=name)
   ref = jax.jit(fn)(*arrays)
-  for key in ref:
-    assert out[key].dtype == ref[key].dtype, key
-    assert out[key].shape == ref[key].shape, key
-    assert_close(out[key], ref[key], err_msg=key)
+  for (path, got), want in zip(jax.tree_util.tree_leaves_with_path(out), jax.tree.leaves(ref)):
+    key = jax.tree_util.keystr(path)
+    assert got.dtype == want.dtype, key
+    assert got.shape == want.shape, key
+    assert_close(got, want, err_msg=key)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -161,6 +162,29 @@ def test_concatenate(rng, dtype):
   }, a, b, c, d)
 
 
+@pytest.mark.parametrize("start", [-3, 0, 2, 100])
+@pytest.mark.parametrize("dtype", ("float32", "bfloat16", "int8", "bool"))
+def test_dynamic_update_slice_split_pad(rng, dtype, start):
+  x = random_array(rng, (5, 7), dtype)
+  u = random_array(rng, (2, 3), dtype)
+  i = np.array([start, 1], np.int32)
+  fill = np.asarray(random_array(rng, (1,), dtype))
+  check(lambda x, u, i, fill: {
+      "update_both": lax.dynamic_update_slice(x, u, (i[0], i[1])),
+      "update_rows": lax.dynamic_update_slice_in_dim(x, x[3:], i[0], axis=0),
+      "update_row": lax.dynamic_update_index_in_dim(x, x[4], i[0], axis=0),
+      "update_static": lax.dynamic_update_slice(x, u, (1, 4)),
+      "update_column": lax.dynamic_update_slice_in_dim(
+          x, jnp.broadcast_to(u[:1, :1], (5, 1)), i[0], axis=1),
+      "split": tuple(jnp.split(x, [2, 3], axis=1)),
+      "split_rows": tuple(jnp.split(x, [1], axis=0)),
+      "pad": jnp.pad(x, ((1, 2), (0, 3)), constant_values=fill[0]),
+      "pad_crop": lax.pad(x, fill[0], ((-1, 2, 0), (2, -3, 0))),
+      "pad_interior": lax.pad(x, fill[0], ((0, 0, 1), (1, 1, 2))),
+      "pad_literal": jnp.pad(x, ((0, 1), (2, 0))),
+  }, x, u, i, fill)
+
+
 def test_iota(rng):
   x = random_array(rng, (5, 7), "float32")
   check(lambda x: {
@@ -189,6 +213,9 @@ def test_shape_ops_compile_for_sm90(rng):
       "dyn": lax.dynamic_slice(x, (i[0], 0), (2, 7)), "cat": jnp.concatenate([x, x[:2]], 0),
       "cat2": jnp.concatenate([y, y], 1), "iota": lax.broadcasted_iota(jnp.bfloat16, (5, 7), 1),
       "scalar": y[1:2, 1:2].reshape(()) + jnp.int8(100),
+      "update": lax.dynamic_update_slice(x, x[:2, :3], (i[0], 1)),
+      "split": tuple(jnp.split(y, 2, 1)),
+      "pad": lax.pad(x, x[0, 0], ((1, -1, 1), (0, 2, 0))), "bpad": jnp.pad(b, ((1, 0), (0, 1))),
   }, x, y, b, i, name="shape_sm90")
   ck = compile_kernel(registry.find("shape_sm90")[-1].generated)
   assert ".target sm_90" in ck.ptx

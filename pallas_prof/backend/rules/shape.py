@@ -204,14 +204,74 @@ def _dynamic_slice(ctx, x, *starts, slice_sizes):
   for axis, (start, size) in enumerate(zip(starts, slice_sizes)):
     if size == x.shape[axis]:
       continue
-    # XLA clamps the start so the slice stays in bounds
-    if start.const is not None:
-      s = int(min(max(start.const, 0), x.shape[axis] - size))
-    else:
-      s = ctx.b.assign("start", f"tl.minimum(tl.maximum({emit.cast(ctx.b, start, np.int32)}, 0), "
-                       f"{x.shape[axis] - size})")
-    out = _take_lanes(ctx, out, axis, s, int(size))
+    out = _take_lanes(ctx, out, axis, _clamped_start(ctx, start, x.shape[axis] - size), int(size))
   return out
+
+
+def _clamped_start(ctx, start: Value, limit: int) -> int | str:
+  """XLA clamps dynamic starts into [0, limit] so the window stays in bounds."""
+  if start.const is not None:
+    return int(min(max(start.const, 0), limit))
+  start = emit.cast(ctx.b, start, np.int32)
+  return ctx.b.assign("start", f"tl.minimum(tl.maximum({start}, 0), {limit})")
+
+
+@register(lax.dynamic_update_slice_p)
+def _dynamic_update_slice(ctx, x, update, *starts):
+  placed, in_window = update, []
+  for axis, start in enumerate(starts):
+    n, m = x.shape[axis], update.shape[axis]
+    if m == n:
+      continue
+    s = _clamped_start(ctx, start, n - m)
+    placed = _place_along(ctx, placed, axis, s, n)
+    lanes = f"tl.arange(0, {next_pow2(n)})"
+    inside = Value(f"(({lanes} >= {s}) & ({lanes} < {s} + {m}))", np.dtype(np.bool_), (n,))
+    in_window.append(emit.expand_to_rank(inside, (axis,), x.ndim))
+  if not in_window:
+    return update
+  mask = ctx.b.assign("in_window", " & ".join(in_window))
+  return ctx.value("updated", f"tl.where({mask}, {placed}, {x})", x.dtype, x.shape)
+
+
+@register(getattr(lax, "split_p", None))
+def _split(ctx, x, *, sizes, axis):
+  pieces, start = [], 0
+  for size in sizes:
+    pieces.append(_take_lanes(ctx, x, axis, start, int(size)))
+    start += size
+  return pieces
+
+
+@register(lax.pad_p)
+def _pad(ctx, x, fill, *, padding_config):
+  out = x
+  for axis, (low, high, interior) in enumerate(padding_config):
+    if (low, high, interior) != (0, 0, 0):
+      out = _pad_axis(ctx, out, axis, low, high, interior, fill)
+  return out
+
+
+def _pad_axis(ctx, x: Value, axis: int, low: int, high: int, interior: int, fill: Value) -> Value:
+  """lax.pad along one axis: lane p of the result is x[(p - low) / (interior + 1)]
+  where that is a whole index in range, else `fill` (negative low/high crop)."""
+  n = x.shape[axis]
+  size = low + n + max(n - 1, 0) * interior + high
+  shape = tuple(size if i == axis else d for i, d in enumerate(x.shape))
+  if n == 0 or size <= 0:
+    return emit.broadcast_to(ctx.b, fill, shape)
+  step = interior + 1
+  offset = ctx.b.assign("pad_offset", f"tl.arange(0, {next_pow2(size)}) - {low}")
+  source = f"tl.minimum(tl.maximum({offset}, 0) // {step}, {n - 1})"
+  if next_pow2(n) < next_pow2(size):
+    x = grow_axis(ctx, x, axis, next_pow2(size))
+  taken = _gather_lanes(ctx, x, axis, source, size, "pad_src")
+  valid = f"({offset} >= 0) & ({offset} < {(n - 1) * step + 1})"
+  if step > 1:
+    valid += f" & ({offset} % {step} == 0)"
+  mask = emit.expand_to_rank(Value(f"({valid})", np.dtype(np.bool_), (size,)), (axis,), x.ndim)
+  fill_values = emit.broadcast_to(ctx.b, fill, shape)
+  return ctx.value("padded", f"tl.where({mask}, {taken}, {fill_values})", x.dtype, shape)
 
 
 def _gather_lanes(ctx, x: Value, axis: int, positions: str, size: int, hint: str) -> Value:
@@ -265,7 +325,7 @@ def _concatenate(ctx, *xs, dimension):
   return result
 
 
-def _place_along(ctx, x: Value, axis: int, offset: int, total: int) -> Value:
+def _place_along(ctx, x: Value, axis: int, offset: int | str, total: int) -> Value:
   """x moved to lanes [offset, offset + n) of an axis of `total` lanes (other
   lanes hold copies of x's edge lanes, overwritten by the caller)."""
   n = x.shape[axis]
