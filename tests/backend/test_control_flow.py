@@ -7,6 +7,8 @@ Triton's compiler does not, so every test here also compiles for sm_90.
 """
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -219,11 +221,15 @@ def test_debug_print_runs_and_prints(rng, capfd):
   def kernel(x_ref, o_ref):
     total = jnp.sum(x_ref[...])
     pl.debug_print("total is", total)
+    pl.debug_print('a "quoted" bf16:', x_ref[0, 0].astype(jnp.float32).astype(jnp.bfloat16))
     o_ref[...] = x_ref[...] + 1
 
   out = pallas(kernel, jax.ShapeDtypeStruct((2, 4), jnp.int32), name="debug_print")(x)
   np.testing.assert_array_equal(out, x + 1)
   printed = capfd.readouterr().out
   assert "total is" in printed and str(int(x.sum())) in printed
+  # the bf16 value prints as its value (as float32), not as raw bits
+  (shown,) = re.findall(r'a "quoted" bf16:\s*\[?([-0-9.e+]+)', printed)
+  assert float(shown) == float(x[0, 0])
   ck = compile_kernel(registry.find("debug_print")[-1].generated)
   assert "vprintf" in ck.ptx

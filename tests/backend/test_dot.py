@@ -216,3 +216,21 @@ def test_unsupported_dots_raise_lowering_errors(rng):
   with pytest.raises(pallas_prof.LoweringError, match="contracting several") as info:
     run(lambda x, y: {"two": lax.dot_general(x, y, (((1, 2), (1, 2)), ((), ())))}, x, y)
   assert info.value.eqn.file == __file__.replace(".pyc", ".py")
+
+
+def test_64_bit_and_unsigned_dots_compile_for_sm90(rng):
+  """float64 tiles are grown to 16 (Triton's MMAv2 needs it); int64 and unsigned
+  dots multiply in registers."""
+  with jax.enable_x64(True):
+    a, b = rng.uniform(-4, 4, size=(5, 7)), rng.uniform(-4, 4, size=(7, 3))
+    i, j = rng.integers(-2**20, 2**20, size=(5, 7)), rng.integers(-2**20, 2**20, size=(7, 3))
+    u, v = rng.integers(0, 255, size=(5, 7)).astype(np.uint8), rng.integers(
+        0, 255, size=(7, 3)).astype(np.uint8)
+    out = run(lambda a, b, i, j, u, v: {"f64": jnp.dot(a, b), "i64": jnp.dot(i, j),
+                                        "u8 (wraps)": jnp.dot(u, v)},
+              a, b, i, j, u, v, name="dot_64_bit")
+    assert out["f64"].dtype == np.float64 and out["i64"].dtype == np.int64
+    np.testing.assert_allclose(out["f64"], a @ b, rtol=1e-13, atol=1e-13)
+    np.testing.assert_array_equal(out["i64"], i @ j)
+    np.testing.assert_array_equal(out["u8 (wraps)"], jnp.dot(u, v))
+  compiles_for_sm90("dot_64_bit")
