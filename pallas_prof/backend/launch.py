@@ -209,7 +209,7 @@ def _combine(op, earlier, later, dtypes, axis):
 
 def _vectorized_reduce(self, input):
   """ReduceOps.generic_reduce in log2(n) combiner calls on whole slices."""
-  original_axis = self.axis
+  original_axis, original_rank = self.axis, len(input[0].handle.data.shape)
   input, axis = self.unravel(input, self.axis)
   dtypes = [arg.dtype for arg in input]
   data = [np.asarray(arg.handle.data) for arg in input]
@@ -226,7 +226,7 @@ def _vectorized_reduce(self, input):
   ret = []
   for d, dtype in zip(data, dtypes):
     if original_axis is None:
-      d = d.reshape((1,) * len(input[0].handle.data.shape)) if self.keep_dims else d.item()
+      d = d.reshape((1,) * original_rank) if self.keep_dims else d.item()
     elif not self.keep_dims:
       d = np.squeeze(d, axis=axis)
     ret.append(self.to_tensor(d, dtype))

@@ -9,6 +9,8 @@ to |a| @ |b|. Integer results must match XLA exactly (wrapping included).
 """
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -23,7 +25,8 @@ from tests.helpers import pallas, random_array
 HIGHEST = lax.Precision.HIGHEST
 Preset = lax.DotAlgorithmPreset
 EPS = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8, "float64": 2.0**-53}
-TF32_EPS = 2.0**-11
+# TF32 keeps 10 mantissa bits; tensor cores may truncate the other 13: 2**-10 per input
+TF32_EPS = 2.0**-10
 SIZES = [(16, 16, 16), (8, 5, 3), (1, 2, 1), (2, 8, 1), (32, 24, 16), (5, 7, 9), (1, 16, 32)]
 
 
@@ -97,7 +100,8 @@ def test_transposed_operands_and_vectors(rng, mkn):
       "(a@b)T": lax.dot_general(b, a, (((0,), (1,)), ((), ())), precision=HIGHEST),
       "matrix@vector": dot(a, b[:, 0]), "vector@matrix": dot(a[0], b),
       "vector@vector": dot(a[0], b[:, 0]).reshape(1),
-  }, a, b, at, bt)
+  }, a, b, at, bt, name="dot_transposes")
+  assert dot_precisions("dot_transposes") == ["ieee"] * 8
 
 
 @pytest.mark.parametrize("mkn", SIZES)
@@ -121,7 +125,14 @@ def test_default_precision_float32_within_tf32(rng, mkn):
   a, b = random_array(rng, (m, k), "float32"), random_array(rng, (k, n), "float32")
   check_float(lambda a, b: {"default": jnp.dot(a, b), "high": jnp.dot(a, b, precision="high"),
                             "default_T": jnp.dot(a, b.T.T)},
-              a, b, precision_eps=TF32_EPS)
+              a, b, precision_eps=TF32_EPS, name="dot_default")
+  # the interpreter multiplies exactly whatever the precision: check what the GPU gets
+  assert dot_precisions("dot_default") == ["tf32"] * 3
+
+
+def dot_precisions(name):
+  source = registry.find(name)[-1].generated.source
+  return re.findall(r'tl\.dot\([^#]*?input_precision="(\w+)"', source)
 
 
 @pytest.mark.parametrize("mkn", SIZES)
@@ -184,6 +195,7 @@ def test_algorithm_presets_and_compile_for_sm90(rng):
     got = np.asarray(out[preset.name], np.float64)
     bound = 2 * (EPS[str(out[preset.name].dtype)] + eps + 24 * 2.0**-24) * magnitude
     assert np.all(np.abs(got - value) <= bound), preset.name
+  assert set(dot_precisions("dot_presets")) == {"tf32", "tf32x3", "ieee", "bf16x3", "bf16x6"}
   compiles_for_sm90("dot_presets")
 
 
