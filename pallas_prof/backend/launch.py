@@ -100,6 +100,8 @@ class _InterpretStandardLibrary:
     self._patch_bf16_dot()
     self._patch_float_xchg()
     self._patch_loop_variables()
+    self._patch_dot_precisions()
+    self._patch_vectorized_reduce_scan()
     return self
 
   def _patch_loop_variables(self):
@@ -145,6 +147,30 @@ class _InterpretStandardLibrary:
 
     InterpreterBuilder.create_atomic_rmw = create_atomic_rmw
 
+  def _patch_vectorized_reduce_scan(self):
+    # The interpreter reduces and scans with a custom combiner (NaN-propagating
+    # max, argmax, prod, ...) one element at a time, calling the combiner per
+    # element: seconds for a few thousand elements. Combine whole slices
+    # instead, in log2(n) steps (Triton requires combiners to be associative,
+    # and the GPU combines in a tree too), always as combine(earlier, later).
+    from triton.runtime.interpreter import ReduceOps, ScanOps
+    self._original_reduce_scan = (ReduceOps.generic_reduce, ScanOps.generic_scan)
+    ReduceOps.generic_reduce = _vectorized_reduce
+    ScanOps.generic_scan = _vectorized_scan
+
+  def _patch_dot_precisions(self):
+    # NVIDIA accepts input_precision "bf16x3"/"bf16x6" (lax.DotAlgorithmPreset
+    # BF16_BF16_F32_X3/_X6); the interpreter, which multiplies exactly anyway,
+    # only lists tf32/tf32x3/ieee.
+    import dataclasses
+    from triton.runtime import interpreter
+    builder = interpreter.interpreter_builder
+    self._original_options = builder.options
+    allowed = tuple(builder.options.allowed_dot_input_precisions)
+    extra = tuple(p for p in ("bf16x3", "bf16x6") if p not in allowed)
+    builder.options = dataclasses.replace(builder.options,
+                                          allowed_dot_input_precisions=allowed + extra)
+
   def _patch_bf16_dot(self):
     # The interpreter keeps bfloat16 as raw uint16 bits and multiplies those
     # bits in tl.dot; widen bf16 operands to float32 first (exact).
@@ -186,13 +212,89 @@ class _InterpretStandardLibrary:
     interpreter.InterpreterBuilder.create_atomic_rmw = self._original_rmw
     if not self._had_visit_for:
       del interpreter.ASTTransformer.visit_For
+    interpreter.interpreter_builder.options = self._original_options
+    interpreter.ReduceOps.generic_reduce, interpreter.ScanOps.generic_scan = \
+        self._original_reduce_scan
     compat.set_triton_interpret(self._knob)
     for module, name, value in self._saved:
       setattr(module, name, value)
     # Interpreted device-function calls patch triton.language and never undo
     # it; the next triton.compile in this process needs it pristine.
     _restore_triton_language(self._snapshot)
+    _forget_rewritten_language_functions()
     return None
+
+
+def _forget_rewritten_language_functions() -> None:
+  """The interpreter caches each rewritten helper (tl.max, ...) and puts its own
+  globals (interpreter_semantic, ...) into the helper's module once, when it
+  rewrites it; the restore above removes those globals, so the cached rewrite
+  would fail the next run with a NameError. Rewrite them afresh each run."""
+  from triton.runtime.interpreter import InterpretedFunction
+  language_globals = {id(vars(obj)) for obj in _language_objects()}
+  cache = InterpretedFunction.rewritten_fn
+  for fn in [f for f in cache if id(getattr(f, "__globals__", None)) in language_globals]:
+    del cache[fn]
+
+
+def _combine(op, earlier, later, dtypes, axis):
+  """combine_fn over whole arrays: lists of numpy arrays in, same dtypes out.
+  Triton tensors need power-of-two shapes: the slices are padded along `axis`
+  with copies of their last lane and the padding is dropped afterwards."""
+  n = earlier[0].shape[axis]
+  width = [(0, 0)] * earlier[0].ndim
+  width[axis] = (0, (1 << (n - 1).bit_length()) - n)
+  pad = lambda d: np.pad(d, width, mode="edge")
+  args = [op.to_tensor(pad(d), t) for d, t in zip(earlier, dtypes)]
+  args += [op.to_tensor(pad(d), t) for d, t in zip(later, dtypes)]
+  out = op.combine_fn.fn(*args)
+  out = out if isinstance(out, tuple) else (out,)
+  padded_shape = args[0].handle.data.shape
+  keep = np.arange(n)
+  return [np.take(np.broadcast_to(np.asarray(o.handle.data if hasattr(o, "handle") else o),
+                                  padded_shape), keep, axis=axis).astype(e.dtype)
+          for o, e in zip(out, earlier)]
+
+
+def _vectorized_reduce(self, input):
+  """ReduceOps.generic_reduce in log2(n) combiner calls on whole slices."""
+  original_axis, original_rank = self.axis, len(input[0].handle.data.shape)
+  input, axis = self.unravel(input, self.axis)
+  dtypes = [arg.dtype for arg in input]
+  data = [np.asarray(arg.handle.data) for arg in input]
+  while data[0].shape[axis] > 1:
+    n = data[0].shape[axis]
+    pairs = n // 2 * 2
+    take = lambda d, sl: np.take(d, np.arange(n)[sl], axis=axis)
+    combined = _combine(self, [take(d, slice(0, pairs, 2)) for d in data],
+                        [take(d, slice(1, pairs, 2)) for d in data], dtypes, axis)
+    if n % 2:
+      combined = [np.concatenate([c, take(d, slice(n - 1, n))], axis=axis)
+                  for c, d in zip(combined, data)]
+    data = combined
+  ret = []
+  for d, dtype in zip(data, dtypes):
+    if original_axis is None:
+      d = d.reshape((1,) * original_rank) if self.keep_dims else d.item()
+    elif not self.keep_dims:
+      d = np.squeeze(d, axis=axis)
+    ret.append(self.to_tensor(d, dtype))
+  return ret
+
+
+def _vectorized_scan(self, input):
+  """ScanOps.generic_scan as a Hillis-Steele scan: log2(n) combiner calls."""
+  dtypes = [arg.dtype for arg in input]
+  data = [np.asarray(arg.handle.data) for arg in input]
+  n = data[0].shape[self.axis]
+  step = 1
+  while step < n:
+    take = lambda d, lo, hi: np.take(d, np.arange(lo, hi), axis=self.axis)
+    combined = _combine(self, [take(d, 0, n - step) for d in data],
+                        [take(d, step, n) for d in data], dtypes, self.axis)
+    data = [np.concatenate([take(d, 0, step), c], axis=self.axis) for d, c in zip(data, combined)]
+    step *= 2
+  return [self.to_tensor(d, dtype) for d, dtype in zip(data, dtypes)]
 
 
 def _language_objects():

@@ -79,6 +79,12 @@ def _as_values(names, templates) -> list[Value]:
   return [Value(n, t.dtype, t.shape) for n, t in zip(names, templates)]
 
 
+def _loop_index(ctx, raw: str, dtype) -> Value:
+  """The induction variable as a tensor of exactly the counter's dtype: Triton
+  types it from the bounds, and its interpreter hands out Python ints."""
+  return ctx.value("i", f"tl.cast({raw}, {tl_dtype(dtype)})", dtype, ())
+
+
 # --- scan / fori_loop -----------------------------------------------------------------
 
 @register(lax.scan_p)
@@ -102,14 +108,13 @@ def _scan(ctx, *args, jaxpr, length, reverse, unroll=1, **params):
   names = [_materialize(ctx, c, "carry") for c in carry]
   carried = _as_values(names, carry)
   if has_index:
-    i = ctx.b.fresh("i")
+    i = ctx.b.fresh("i_raw")
     header = f"for {i} in range({_bound(lo)}, {_bound(upper)}):"
-    body_args = consts + [Value(i, lo.dtype, ())] + carried
   else:
     i = ctx.b.fresh("_iter")
     header = f"for {i} in range(0, {length}):"
-    body_args = consts + carried
   with ctx.b.block(header):
+    body_args = consts + ([_loop_index(ctx, i, lo.dtype)] if has_index else []) + carried
     outs = ctx.lower_jaxpr(body, body_args, "body", consts=consts_closed)
     _assign_all(ctx, names, outs)
   if has_index:
@@ -160,9 +165,9 @@ def _while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     lo, hi, rest = carry[0], carry[1], carry[2:]
     names = [_materialize(ctx, c, "carry") for c in rest]
     carried = _as_values(names, rest)
-    i = ctx.b.fresh("i")
+    i = ctx.b.fresh("i_raw")
     with ctx.b.block(f"for {i} in range({_bound(lo)}, {_bound(hi)}):"):
-      outs = ctx.lower_jaxpr(fori_body, body_consts + [Value(i, lo.dtype, ())] + carried,
+      outs = ctx.lower_jaxpr(fori_body, body_consts + [_loop_index(ctx, i, lo.dtype)] + carried,
                              "body", consts=body_jaxpr.consts)
       _assign_all(ctx, names, outs)
     # the counter ends at max(lo, hi): the loop may not run at all
