@@ -5,8 +5,11 @@
 #   bash bench/gpu_session.sh pytest conformance bench      (one H200)
 #   bash bench/gpu_session.sh profiler cli multi             (two H200s)
 set -u
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+# $OUT comes back to the workstation but only as a few files: work in a
+# folder of our own and hand back one archive of it at the end.
+FINAL_OUT=${OUT:-/tmp/out}
+OUT=/tmp/session
+mkdir -p "$OUT" "$FINAL_OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
 export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 export PALLAS_PROF_CACHE_DIR=${PALLAS_PROF_CACHE_DIR:-/tmp/pallas-prof-cache}
@@ -48,6 +51,7 @@ step_multi() {   # a pallas-prof kernel on every GPU (shard_map and device_put)
 
 for s in "${@:-env}"; do
   log "step $s"
-  "step_$s"
+  "step_$s" 2>&1 | tee "$OUT/step_$s.log"
 done
 log done
+tar czf "$FINAL_OUT/session.tgz" -C /tmp session
