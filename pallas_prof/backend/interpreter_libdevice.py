@@ -88,7 +88,10 @@ def _poly_large(w):
 
 
 def _round_half_away(x):
-  return np.where(x >= 0, np.floor(x + 0.5), np.ceil(x - 0.5))
+  # exact for every float (x + 0.5 may round), keeping the sign of zero
+  whole = np.trunc(x)
+  away = np.abs(x - whole) >= 0.5
+  return np.copysign(np.where(away, whole + np.sign(x), whole), x)
 
 
 exp = _float_op(np.exp)
@@ -151,16 +154,19 @@ def _leading_zeros(x, bits):
 
 
 def popc(x):
-  return _like(x, _bit_count(_data(x), 32), tl.int32)
-
-
-def popcll(x):
-  return _like(x, _bit_count(_data(x), 64), tl.int32)
+  data = _data(x)
+  return _like(x, _bit_count(data, data.dtype.itemsize * 8), tl.int32)
 
 
 def clz(x):
-  return _like(x, _leading_zeros(_data(x), 32), tl.int32)
+  data = _data(x)
+  return _like(x, _leading_zeros(data, data.dtype.itemsize * 8), tl.int32)
 
 
-def clzll(x):
-  return _like(x, _leading_zeros(_data(x), 64), tl.int32)
+def mulhi(x, y):
+  """The high half of the double-width product (int32/uint32/int64/uint64)."""
+  a, b = _data(x), _data(y)
+  bits = a.dtype.itemsize * 8
+  wide = [int(p) >> bits for p in (a.astype(object) * b.astype(object)).reshape(-1)]
+  high = np.array([w & ((1 << bits) - 1) for w in wide], dtype=np.uint64 if bits == 64 else np.uint32)
+  return _like(x, high.view(a.dtype).reshape(a.shape))

@@ -516,7 +516,8 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
                           details={"grid": grid}) from None
     except UnsupportedDtype as e:
       raise LoweringError(str(e), hint="cast to a supported dtype outside the kernel",
-                          kernel=kname, jaxpr_text=jaxpr_text) from None
+                          kernel=kname, jaxpr_text=jaxpr_text,
+                          details={"kernel": src_info}) from None
   source, line_map = b.render()
   key = hashlib.sha256(source.encode()).hexdigest()
   path = _write_source(kname, key, source)
