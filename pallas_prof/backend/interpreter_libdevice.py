@@ -38,8 +38,8 @@ def _float_op(fn):
     first = args[0]
     dtype = _data(first).dtype
     with np.errstate(all="ignore"):
-      result = fn(*[_data(a).astype(np.float64) for a in args])
-    return _like(first, np.asarray(result).astype(dtype))
+      result = np.asarray(fn(*[_data(a).astype(np.float64) for a in args])).astype(dtype)
+    return _like(first, result)
   op.__name__ = getattr(fn, "__name__", "op")
   return op
 
