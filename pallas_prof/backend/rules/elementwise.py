@@ -4,9 +4,8 @@ Policy: 16- and 8-bit floats are computed in f32 and rounded back after each
 operation (what XLA does, and what Triton's interpreter needs); integer
 division and remainder truncate toward zero with XLA's results for zero
 divisors; float max/min propagate NaN; shifts past the bit width give XLA's
-answers; division and square root round exactly (Triton's `/` and `tl.sqrt`
-are approximate on the GPU); transcendental functions call CUDA's libdevice,
-like JAX's own Triton backend. An operation whose operands are all constants
+answers; transcendental functions (and sqrt) call CUDA's libdevice, the same
+functions XLA's GPU emitter and JAX's own Triton backend call. An operation whose operands are all constants
 is computed in the kernel like any other (Python would compute it with its
 own arithmetic: unbounded ints, f64 floats).
 
@@ -86,13 +85,16 @@ def _float_op(ctx, name: str, expr_of, *operands, dtype=None) -> Value:
 
 
 def _divide(a: Value, b: Value) -> str:
-  # Triton's `/` on f32 is div.full.f32 (approximate); XLA divides exactly.
-  return f"tl.div_rn({a}, {b})" if a.dtype == F32 else f"{a} / {b}"
+  # The GPU instruction XLA uses: Triton's `/` on f32 is div.full.f32, and XLA
+  # compiles f32 division with -nvptx-prec-divf32=1 (div.full.f32) too. On the
+  # CPU both divide exactly.
+  return f"{a} / {b}"
 
 
 def _sqrt(a: Value) -> str:
-  # libdevice.sqrt and tl.sqrt are sqrt.approx.ftz.f32 on the GPU; XLA rounds exactly.
-  return f"tl.sqrt_rn({a})" if a.dtype == F32 else f"libdevice.sqrt({a})"
+  # __nv_sqrtf, the function XLA's GPU emitter calls for sqrt (and JAX's Triton
+  # backend); exact on the CPU.
+  return f"libdevice.sqrt({a})"
 
 
 # --- unary float functions (libdevice) --------------------------------------------
@@ -648,8 +650,7 @@ _COMPLEX_HINT = ("Triton has no complex numbers: carry the real and imaginary pa
 for _name in ("complex_p", "conj_p", "real_p", "imag_p"):
   register(_optional(lax, _name))(_unsupported("complex numbers", _COMPLEX_HINT))
 
-_SPECIAL_FUNCTIONS = ("digamma", "polygamma", "igamma_grad_a", "random_gamma_grad", "zeta",
-                      "bessel_i1e")
+_SPECIAL_FUNCTIONS = ("digamma", "polygamma", "igamma_grad_a", "zeta", "bessel_i1e")
 for _name in _SPECIAL_FUNCTIONS:
   register(_optional(lax, f"{_name}_p"))(_unsupported(
       f"`{_name}` has no libdevice function to lower to",
