@@ -33,13 +33,19 @@ def _like(template, data, scalar_ty=None):
   return tl.core.tensor(TensorHandle(np.asarray(data), scalar_ty), out_ty)
 
 
+def _template(args):
+  """The tensor operand the result takes its type and (broadcast) shape from."""
+  tensors = [a for a in args if isinstance(a, tl.core.tensor)]
+  return max(tensors, key=lambda t: np.ndim(t.handle.data))
+
+
 def _float_op(fn):
   def op(*args):
-    first = args[0]
-    dtype = _data(first).dtype
+    template = _template(args)
+    dtype = _data(template).dtype
     with np.errstate(all="ignore"):
       result = np.asarray(fn(*[_data(a).astype(np.float64) for a in args])).astype(dtype)
-    return _like(first, result)
+    return _like(template, result)
   op.__name__ = getattr(fn, "__name__", "op")
   return op
 
@@ -131,8 +137,9 @@ fmod = _float_op(np.fmod)
 
 
 def nextafter(x, y):
-  dx = _data(x)
-  return _like(x, np.nextafter(dx, _data(y).astype(dx.dtype)))
+  template = _template((x, y))
+  dtype = _data(template).dtype
+  return _like(template, np.nextafter(_data(x).astype(dtype), _data(y).astype(dtype)))
 
 
 def _bit_count(x, bits):
@@ -165,8 +172,9 @@ def clz(x):
 
 def mulhi(x, y):
   """The high half of the double-width product (int32/uint32/int64/uint64)."""
-  a, b = _data(x), _data(y)
+  template = _template((x, y))
+  a, b = np.broadcast_arrays(_data(x), _data(y))
   bits = a.dtype.itemsize * 8
   wide = [int(p) >> bits for p in (a.astype(object) * b.astype(object)).reshape(-1)]
   high = np.array([w & ((1 << bits) - 1) for w in wide], dtype=np.uint64 if bits == 64 else np.uint32)
-  return _like(x, high.view(a.dtype).reshape(a.shape))
+  return _like(template, high.view(a.dtype).reshape(a.shape))

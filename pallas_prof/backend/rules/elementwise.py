@@ -4,10 +4,13 @@ Policy: 16- and 8-bit floats are computed in f32 and rounded back after each
 operation (what XLA does, and what Triton's interpreter needs); integer
 division and remainder truncate toward zero with XLA's results for zero
 divisors; float max/min propagate NaN; shifts past the bit width give XLA's
-answers; transcendental functions (and sqrt) call CUDA's libdevice, the same
-functions XLA's GPU emitter and JAX's own Triton backend call. An operation whose operands are all constants
-is computed in the kernel like any other (Python would compute it with its
-own arithmetic: unbounded ints, f64 floats).
+answers; transcendental functions and sqrt call CUDA's libdevice, the
+functions XLA's GPU emitter and JAX's own Triton backend call, and f32
+division is Triton's `/` (div.full.f32), which is what XLA compiles it to
+(-nvptx-prec-divf32=1); on the CPU both are exact, like XLA on the CPU. An
+operation whose operands are all constants is computed in the kernel like any
+other (Python would compute it with its own arithmetic: unbounded ints, f64
+floats).
 
 The `accuracy` parameter of the transcendental primitives is accepted and
 ignored: libdevice gives its one (full) accuracy, as in JAX's Triton backend.
@@ -84,24 +87,11 @@ def _float_op(ctx, name: str, expr_of, *operands, dtype=None) -> Value:
   return _finish(ctx, r, dtype or _out_dtype(ctx))
 
 
-def _divide(a: Value, b: Value) -> str:
-  # The GPU instruction XLA uses: Triton's `/` on f32 is div.full.f32, and XLA
-  # compiles f32 division with -nvptx-prec-divf32=1 (div.full.f32) too. On the
-  # CPU both divide exactly.
-  return f"{a} / {b}"
-
-
-def _sqrt(a: Value) -> str:
-  # __nv_sqrtf, the function XLA's GPU emitter calls for sqrt (and JAX's Triton
-  # backend); exact on the CPU.
-  return f"libdevice.sqrt({a})"
-
-
 # --- unary float functions (libdevice) --------------------------------------------
 
 _LIBDEVICE_UNARY = {
     lax.exp_p: "exp", lax.exp2_p: "exp2", lax.expm1_p: "expm1", lax.log_p: "log",
-    lax.log1p_p: "log1p", lax.rsqrt_p: "rsqrt", lax.cbrt_p: "cbrt",
+    lax.log1p_p: "log1p", lax.sqrt_p: "sqrt", lax.rsqrt_p: "rsqrt", lax.cbrt_p: "cbrt",
     lax.sin_p: "sin", lax.cos_p: "cos", lax.tan_p: "tan", lax.asin_p: "asin",
     lax.acos_p: "acos", lax.atan_p: "atan", lax.sinh_p: "sinh", lax.cosh_p: "cosh",
     lax.tanh_p: "tanh", lax.asinh_p: "asinh", lax.acosh_p: "acosh", lax.atanh_p: "atanh",
@@ -122,22 +112,11 @@ for _prim, _fn in _LIBDEVICE_UNARY.items():
   elementwise(_prim)(_libdevice_unary(_fn))
 
 
-@elementwise(lax.sqrt_p)
-def _sqrt_rule(ctx, x, **params):
-  _require_float("sqrt", x)
-  return _float_op(ctx, "sqrt", _sqrt, x)
-
-
 @elementwise(lax.logistic_p)
 def _logistic(ctx, x, **params):
   _require_float("logistic", x)
-  return _float_op(ctx, "sigmoid", lambda a: _divide(
-      _one(a.dtype), Value(f"(1.0 + libdevice.exp({a} * -1.0))", a.dtype)), x)
-
-
-def _one(dtype) -> Value:
   # a Python float takes the other operand's float type in Triton
-  return Value("1.0", np.dtype(dtype), (), const=1.0)
+  return _float_op(ctx, "sigmoid", lambda a: f"1.0 / (1.0 + libdevice.exp({a} * -1.0))", x)
 
 
 @elementwise(lax.round_p)
@@ -211,9 +190,9 @@ def _integer_pow(ctx, x, *, y):
   def multiply(a: Value, b: Value, hint: str) -> Value:
     # XLA expands integer_pow into multiplies of x's type: 16-bit floats are
     # rounded after each one
-    product = _float_op(ctx, hint, lambda p, q: f"{p} * {q}", a, b, dtype=x.dtype) \
-        if is_float(x.dtype) else ctx.value(hint, f"{a} * {b}", x.dtype, x.shape)
-    return product
+    if is_float(x.dtype):
+      return _float_op(ctx, hint, lambda p, q: f"{p} * {q}", a, b, dtype=x.dtype)
+    return ctx.value(hint, f"{a} * {b}", x.dtype, x.shape)
 
   # exponentiation by squaring, in the order of XLA's expansion
   n, result, base = abs(y), None, x
@@ -224,14 +203,14 @@ def _integer_pow(ctx, x, *, y):
     if n:
       base = multiply(base, base, "pow_sq")
   if y < 0:
-    result = _float_op(ctx, "pow", lambda r: _divide(_one(r.dtype), r), result, dtype=x.dtype)
+    result = _float_op(ctx, "pow", lambda r: f"1.0 / {r}", result, dtype=x.dtype)
   return result
 
 
 def _reciprocal(ctx, x, **params):
   # approx=True allows an approximation; the exact quotient is one
   _require_float("reciprocal", x)
-  return _float_op(ctx, "recip", lambda a: _divide(_one(a.dtype), a), x)
+  return _float_op(ctx, "recip", lambda a: f"1.0 / {a}", x)
 
 
 try:
@@ -313,7 +292,7 @@ def _div(ctx, x, y):
   dt = _out_dtype(ctx)
   shape = _shape(ctx)
   if is_float(dt):
-    return _float_op(ctx, "div", _divide, x, y)
+    return _float_op(ctx, "div", lambda a, b: f"{a} / {b}", x, y)
   if is_bool(dt):
     raise Unsupported("division of bools")
   if y.const is not None and y.const not in (0, -1):
@@ -401,6 +380,7 @@ def _nextafter(ctx, x, y):
   sign_bit = literal(-(1 << (bits - 1)), it)
   magnitude = literal((1 << (bits - 1)) - 1, it)
   b = ctx.b
+  x, y = emit.materialize(b, x), emit.materialize(b, y)   # a literal has no .to()
   xi = b.assign("from_bits", f"{x}.to({tl_dtype(it)}, bitcast=True)")
   yi = b.assign("to_bits", f"{y}.to({tl_dtype(it)}, bitcast=True)")
   x_abs = b.assign("from_abs", f"{xi} & {magnitude}")
@@ -417,7 +397,8 @@ def _nextafter(ctx, x, y):
   r = b.assign("next_bits", f"tl.where({xi} == {yi}, {yi}, {r})")
   xc, yc = _compute(ctx, x), _compute(ctx, y)
   nan_bits = literal(_quiet_nan_bits(dt), it)
-  r = b.assign("next_bits", f"tl.where(({xc} != {xc}) | ({yc} != {yc}), {nan_bits}, {r})")
+  r = b.assign("next_bits", f"tl.where({xc} != {xc}, {nan_bits}, tl.where({yc} != {yc}, "
+               f"{nan_bits}, {r}))")
   return ctx.value("nextafter", f"{r}.to({tl_dtype(dt)}, bitcast=True)", dt, shape)
 
 
@@ -432,6 +413,7 @@ def _mulhi(ctx, x, y):
   dt = _out_dtype(ctx)
   if not is_int(dt):
     raise Unsupported(f"mulhi of {dt}", "mulhi takes integers")
+  x, y = emit.materialize(ctx.b, x), emit.materialize(ctx.b, y)   # libdevice takes tensors
   if dt.itemsize >= 4:
     return ctx.value("mulhi", f"libdevice.mulhi({x}, {y})", dt, _shape(ctx))
   wide = "tl.int32" if is_signed(dt) else "tl.uint32"
@@ -470,6 +452,7 @@ def _shift(kind: str):
     dt = _out_dtype(ctx)
     shape = _shape(ctx)
     bits = dt.itemsize * 8
+    x = emit.materialize(ctx.b, x)   # a literal has no .to()
     if kind == "shr_logical":
       view = _as_unsigned(dt)      # >> is logical on unsigned types in Triton
     elif kind == "shr_arith":
