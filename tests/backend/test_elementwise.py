@@ -565,6 +565,23 @@ def test_comparisons(rng, dtype):
   assert_all_same(results)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64", "int32", "uint32", "bool"])
+def test_total_order_comparisons(rng, dtype):
+  """eq_to/lt_to/le_to: -NaN < -inf < ... < -0 < +0 < ... < inf < NaN."""
+  with x64_for(dtype):
+    if dtype == "bool":
+      x, y = random_array(rng, SHAPE, dtype), random_array(rng, SHAPE, dtype)
+    elif jnp.issubdtype(dtype, jnp.floating):
+      x, y = _float_pair(rng, "cmp", dtype)
+      x = with_specials(x, (-np.nan, np.nan, -0.0, 0.0, -np.inf, 1.0))
+      y = with_specials(y, (np.nan, -np.nan, 0.0, -0.0, -np.inf, -1.0))
+    else:
+      x, y = _int_pair(rng, dtype)
+    fns = {p.name: (lambda a, b, p=p: p.bind(a, b)) for p in (lax.eq_to_p, lax.lt_to_p, lax.le_to_p)}
+    results = run_many(fns, x, y, compile_check=dtype in ("bfloat16", "float64"))
+  assert_all_same(results)
+
+
 @pytest.mark.parametrize("case_dtype", ["float32", "bfloat16", "int8", "uint32", "bool"])
 def test_select_n(rng, case_dtype):
   cases = [random_array(rng, SHAPE, case_dtype) for _ in range(3)]
@@ -976,6 +993,7 @@ COVERED_BY = {
     "shift_left": "test_shifts", "shift_right_logical": "test_shifts",
     "shift_right_arithmetic": "test_shifts",
     **{p: "test_comparisons" for p in ("eq", "ne", "lt", "le", "gt", "ge")},
+    **{p: "test_total_order_comparisons" for p in ("eq_to", "lt_to", "le_to")},
     "select_n": "test_select_n", "clamp": "test_clamp",
     "convert_element_type": "test_convert_element_type",
     "bitcast_convert_type": "test_bitcast_convert_type", "reduce_precision": "test_reduce_precision",

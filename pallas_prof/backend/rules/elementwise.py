@@ -29,6 +29,10 @@ from . import register
 F32 = np.dtype(np.float32)
 
 
+def _optional(module, name):
+  return getattr(module, name, None)
+
+
 def elementwise(*primitives):
   """Registers an elementwise rule behind the checks every such rule needs."""
   def wrap(rule):
@@ -515,6 +519,30 @@ for _prim, _op in _COMPARISONS.items():
   elementwise(_prim)(_compare(_op, _prim.name))
 
 
+def _total_order(op: str, name: str):
+  """eq_to/lt_to/le_to (what sorting compares with): floats in IEEE total order,
+  -NaN < -inf < ... < -0 < +0 < ... < inf < NaN, NaNs ordered by their bits."""
+  def rule(ctx, x, y):
+    if not is_float(x.dtype):
+      return _compare(op, name)(ctx, x, y)
+    it = np.dtype(f"int{x.dtype.itemsize * 8}")
+    bits = it.itemsize * 8
+
+    def key(v: Value) -> str:
+      # negative floats: flip every bit but the sign, so larger magnitudes sort lower
+      raw = ctx.b.assign("bits", f"{emit.materialize(ctx.b, v)}.to({tl_dtype(it)}, bitcast=True)")
+      flip = literal((1 << (bits - 1)) - 1, it)
+      return ctx.b.assign("order_key", f"{raw} ^ (({raw} >> {literal(bits - 1, it)}) & {flip})")
+
+    return ctx.value(name, f"{key(x)} {op} {key(y)}", np.bool_, _shape(ctx))
+  rule.__name__ = f"_{name}_rule"
+  return rule
+
+
+for _name, _op in (("eq_to", "=="), ("lt_to", "<"), ("le_to", "<=")):
+  elementwise(_optional(lax, f"{_name}_p"))(_total_order(_op, _name))
+
+
 @elementwise(lax.select_n_p)
 def _select_n(ctx, which, *cases):
   dt = _out_dtype(ctx)
@@ -607,10 +635,6 @@ def _reduce_precision(ctx, x, *, exponent_bits, mantissa_bits):
   if mantissa_bits > 0:   # NaN stays NaN (rounding could carry it into an infinity)
     return ctx.value("reduced", f"tl.where({xc} != {xc}, {x}, {reduced})", dt, x.shape)
   return Value(reduced, dt, x.shape)
-
-
-def _optional(module, name):
-  return getattr(module, name, None)
 
 
 from jax._src.lax import lax as _lax_internal  # noqa: E402
