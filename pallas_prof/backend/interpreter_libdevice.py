@@ -176,5 +176,6 @@ def mulhi(x, y):
   a, b = np.broadcast_arrays(_data(x), _data(y))
   bits = a.dtype.itemsize * 8
   wide = [int(p) >> bits for p in (a.astype(object) * b.astype(object)).reshape(-1)]
-  high = np.array([w & ((1 << bits) - 1) for w in wide], dtype=np.uint64 if bits == 64 else np.uint32)
+  unsigned = np.uint64 if bits == 64 else np.uint32
+  high = np.array([w & ((1 << bits) - 1) for w in wide], dtype=unsigned)
   return _like(template, high.view(a.dtype).reshape(a.shape))

@@ -577,7 +577,8 @@ def test_total_order_comparisons(rng, dtype):
       y = with_specials(y, (np.nan, -np.nan, 0.0, -0.0, -np.inf, -1.0))
     else:
       x, y = _int_pair(rng, dtype)
-    fns = {p.name: (lambda a, b, p=p: p.bind(a, b)) for p in (lax.eq_to_p, lax.lt_to_p, lax.le_to_p)}
+    fns = {p.name: (lambda a, b, p=p: p.bind(a, b))
+           for p in (lax.eq_to_p, lax.lt_to_p, lax.le_to_p)}
     results = run_many(fns, x, y, compile_check=dtype in ("bfloat16", "float64"))
   assert_all_same(results)
 
@@ -604,7 +605,8 @@ def test_select_n(rng, case_dtype):
 def test_where_with_literals(rng):
   x = random_array(rng, SHAPE, jnp.float16)
   results = run_many({"where(x>0, x, 0.5)": lambda v: jnp.where(v > 0, v, 0.5),
-                      "where(x>0, 1.0, -2.0)": lambda v: jnp.where(v > 0, 1.0, -2.0).astype(v.dtype),
+                      "where(x>0, 1.0, -2.0)":
+                          lambda v: jnp.where(v > 0, 1.0, -2.0).astype(v.dtype),
                       "where(True, x, 1)": lambda v: lax.select_n(True, jnp.ones_like(v), v)},
                      x, compile_check=True)
   assert_all_same(results)
@@ -625,7 +627,8 @@ def test_clamp(rng, dtype):
   low, high = (1, 2) if dtype == "uint32" else (-1, 2)
   results = run_many({
       "array bounds": lax.clamp,
-      "scalar bounds": lambda l, v, h: lax.clamp(jnp.asarray(low, dtype), v, jnp.asarray(high, dtype)),
+      "scalar bounds":
+          lambda l, v, h: lax.clamp(jnp.asarray(low, dtype), v, jnp.asarray(high, dtype)),
       "jnp.clip": lambda l, v, h: jnp.clip(v, low, high)}, lo, x, hi,
       compile_check=dtype in ("bfloat16", "int8"))
   for label, (out, ref) in results.items():
@@ -996,7 +999,8 @@ COVERED_BY = {
     **{p: "test_total_order_comparisons" for p in ("eq_to", "lt_to", "le_to")},
     "select_n": "test_select_n", "clamp": "test_clamp",
     "convert_element_type": "test_convert_element_type",
-    "bitcast_convert_type": "test_bitcast_convert_type", "reduce_precision": "test_reduce_precision",
+    "bitcast_convert_type": "test_bitcast_convert_type",
+    "reduce_precision": "test_reduce_precision",
     "copy": "test_identities", "stop_gradient": "test_identities",
     "optimization_barrier": "test_identities",
     "complex": "test_complex_values_raise_naming_the_line",
