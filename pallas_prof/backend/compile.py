@@ -104,7 +104,22 @@ class CompiledKernel:
 
   @property
   def cubin(self) -> bytes:
-    return self.asm["cubin"]
+    return self.complete().asm["cubin"]
+
+  @property
+  def cubin_deferred(self) -> bool:
+    return not self.asm.get("cubin")
+
+  def complete(self) -> "CompiledKernel":
+    """Assembles the cubin if it was deferred; returns self.
+
+    A kernel launched through XLA only needs its PTX (jaxlib assembles it),
+    so the GPU path skips Triton's ptxas stage on the critical path of the
+    first call; registers, spills and the SASS come when someone asks.
+    """
+    if self.cubin_deferred:
+      _assemble_cubin(self)
+    return self
 
   @property
   def spills(self) -> int | None:
@@ -112,7 +127,13 @@ class CompiledKernel:
       return None
     return (self.spill_stores or 0) + (self.spill_loads or 0)
 
-  def resources(self) -> dict[str, Any]:
+  def resources(self, complete: bool = True) -> dict[str, Any]:
+    """Shared memory, registers, spills, stack, warps, stages, target.
+
+    complete=False does not assemble a deferred cubin (registers and spills
+    are then None)."""
+    if complete:
+      self.complete()
     return {"shared_bytes": self.shared_bytes, "registers": self.registers,
             "spill_stores": self.spill_stores, "spill_loads": self.spill_loads,
             "stack_bytes": self.stack_bytes, "num_warps": self.num_warps,
@@ -208,24 +229,32 @@ def _ptxas_version() -> str:
 
 
 def compile_kernel(gk: GeneratedKernel, target: tuple[str, int] = DEFAULT_TARGET,
-                   *, use_disk_cache: bool = True) -> CompiledKernel:
-  """Compiles a generated kernel for `target` (backend, compute capability)."""
+                   *, use_disk_cache: bool = True, need_cubin: bool = True) -> CompiledKernel:
+  """Compiles a generated kernel for `target` (backend, compute capability).
+
+  need_cubin=False stops after PTX (what jaxlib needs to launch it); the
+  cubin is assembled later by CompiledKernel.complete() if anyone asks.
+  """
   key = compile_key(gk, target)
   start = time.time_ns()
   with _lock:
     hit = _memory_cache.get(key)
   if hit is not None:
+    if need_cubin:
+      hit.complete()
     ck = dataclasses.replace(hit, generated=gk, cache="memory")
     _notify_cache_hit(ck, start)
     return ck
   if use_disk_cache:
     ck = _load_from_disk(key, gk)
     if ck is not None:
+      if need_cubin:
+        ck.complete()
       with _lock:
         _memory_cache[key] = ck
       _notify_cache_hit(ck, start)
       return ck
-  ck = _compile_now(gk, target, key)
+  ck = _compile_now(gk, target, key, need_cubin)
   with _lock:
     _memory_cache[key] = ck
   if use_disk_cache:
@@ -238,16 +267,17 @@ def _notify_cache_hit(ck: CompiledKernel, start: int) -> None:
   if getattr(obs, "enabled", False):
     obs.compiled(CompileRecord(kernel=ck.name, key=ck.key, target=f"{ck.target[0]}:{ck.target[1]}",
                                start_ns=start, end_ns=time.time_ns(), stages=[], cache=ck.cache,
-                               attributes=ck.resources(),
+                               attributes=ck.resources(complete=False),
                                source_key=ck.generated.key if ck.generated else None))
 
 
-def compile_request(gk: GeneratedKernel, target: tuple[str, int]) -> dict[str, Any]:
+def compile_request(gk: GeneratedKernel, target: tuple[str, int],
+                    need_cubin: bool = True) -> dict[str, Any]:
   """Everything triton.compile needs, as plain data (it may go to a worker process)."""
-  return {"path": gk.path, "name": gk.name,
+  return {"op": "compile", "path": gk.path, "name": gk.name,
           "signature": {p.name: "*" + signature_type(p.dtype) for p in gk.params},
           "attrs": {(i,): [["tt.divisibility", 16]] for i in range(len(gk.params))},
-          "options": compile_options(gk), "target": tuple(target)}
+          "options": compile_options(gk), "target": tuple(target), "need_cubin": need_cubin}
 
 
 def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
@@ -270,8 +300,13 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
     on_stage("ttir")
 
   def inspect_stages(backend, stages, options, language, capability):
+    if not request.get("need_cubin", True):
+      # Triton insists on a binary; an empty one marks the cubin as deferred
+      stages["cubin"] = lambda src_module, metadata: b""
     for name in list(stages):
       original = stages[name]
+      if name == "cubin" and not request.get("need_cubin", True):
+        continue
 
       def timed(src_module, metadata, _name=name, _original=original):
         # the first stage also carries the front end (AST -> TTIR), and each
@@ -307,12 +342,13 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
       target = request["target"]
       compiled = triton.compile(src, target=GPUTarget(target[0], target[1], 32),
                                 options=request["options"])
-      if len(records) == len(STAGES):
+      if records:
         # the last stage also carries Triton storing its results (metadata,
         # cache group, loading the CompiledKernel back): the stages tile the compile
         records[-1].end_ns = time.time_ns()
       result["metadata"] = _metadata_dict(compiled.metadata)
-      result["asm"] = {stage: compiled.asm[stage] for stage in STAGES if stage in compiled.asm}
+      result["asm"] = {stage: compiled.asm[stage] for stage in STAGES
+                       if stage in compiled.asm and compiled.asm[stage]}
     except Exception as e:  # noqa: BLE001 - returned as data, rewrapped with the equation
       result["error"] = {"type": type(e).__name__, "message": str(e),
                          "lineno": getattr(getattr(e, "node", None), "lineno", None)}
@@ -323,6 +359,53 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
   result["records"] = [dataclasses.astuple(r) for r in records]
   result["ptxas"] = captured.get("ptxas", "")
   return result
+
+
+def run_ptxas(request: dict[str, Any]) -> dict[str, Any]:
+  """Triton's own ptxas step on a PTX text (for a deferred cubin)."""
+  import triton
+  from triton.backends.compiler import GPUTarget
+  from triton.backends.nvidia.compiler import CUDABackend
+  target = request["target"]
+  backend = CUDABackend(GPUTarget(target[0], target[1], 32))
+  options = backend.parse_options(dict(request["options"]))
+  start = time.time_ns()
+  out = io.StringIO()
+  result: dict[str, Any] = {}
+  with _lock:
+    saved = triton.knobs.nvidia.dump_ptxas_log
+    triton.knobs.nvidia.dump_ptxas_log = True
+    try:
+      with contextlib.redirect_stdout(out):
+        result["cubin"] = backend.make_cubin(request["ptx"], {}, options, target[1])
+    except Exception as e:  # noqa: BLE001 - returned as data
+      result["error"] = {"type": type(e).__name__, "message": str(e), "lineno": None}
+    finally:
+      triton.knobs.nvidia.dump_ptxas_log = saved
+  result.update(start_ns=start, end_ns=time.time_ns(), ptxas=out.getvalue())
+  return result
+
+
+def _assemble_cubin(ck: "CompiledKernel") -> None:
+  from . import compile_worker
+  gk = ck.generated
+  options = compile_options(gk) if gk is not None else {}
+  result = compile_worker.compile({"op": "ptxas", "ptx": ck.asm["ptx"], "target": ck.target,
+                                   "options": options})
+  if "error" in result:
+    err = result["error"]
+    raise LoweringError(f"ptxas failed on the kernel's PTX: {err['message'][:400]}",
+                        kernel=ck.name, stage="cubin", cause=TritonFailure(err["type"], err["message"]))
+  ck.asm["cubin"] = result["cubin"]
+  ck.ptxas_log = result["ptxas"]
+  for field, value in _parse_ptxas(result["ptxas"]).items():
+    setattr(ck, field, value)
+  stage = StageRecord("cubin", result["start_ns"], result["end_ns"], len(result["cubin"]))
+  ck.stage_seconds = {**ck.stage_seconds, "cubin": stage.seconds}
+  _notify(CompileRecord(ck.name, ck.key, f"{ck.target[0]}:{ck.target[1]}", stage.start_ns,
+                        stage.end_ns, [stage], "miss", ck.resources(complete=False),
+                        source_key=gk.key if gk is not None else None))
+  _store_on_disk(ck)
 
 
 class TritonFailure(Exception):
@@ -337,9 +420,10 @@ class TritonFailure(Exception):
     return f"{self.kind}: {self.args[0]}" if self.args[0] else self.kind
 
 
-def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str) -> CompiledKernel:
+def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str,
+                 need_cubin: bool = True) -> CompiledKernel:
   from . import compile_worker
-  request = compile_request(gk, target)
+  request = compile_request(gk, target, need_cubin)
   try:
     result = compile_worker.compile(request)
   except compile_worker.WorkerCrashed as crash:
@@ -378,10 +462,10 @@ def _finish_compile(gk, target, key, result) -> CompiledKernel:
     _check_shared_memory(ck, gk)
   except LoweringError as e:
     _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
-                          ck.resources(), e, source_key=gk.key))
+                          ck.resources(complete=False), e, source_key=gk.key))
     raise
-  _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss", ck.resources(),
-                        source_key=gk.key))
+  _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
+                        ck.resources(complete=False), source_key=gk.key))
   return ck
 
 
@@ -545,6 +629,10 @@ def _store_on_disk(ck: CompiledKernel) -> None:
     with open(os.path.join(tmp, "meta.json"), "w") as f:
       json.dump(meta, f)
     os.makedirs(os.path.dirname(directory), exist_ok=True)
+    if os.path.isdir(directory) and not os.path.exists(os.path.join(directory, "cubin")) \
+        and ck.asm.get("cubin"):
+      import shutil
+      shutil.rmtree(directory, ignore_errors=True)   # the deferred entry, now completed
     os.replace(tmp, directory)
   except OSError:
     # another process stored it first, or the disk is read-only: not fatal

@@ -121,8 +121,8 @@ _worker = _Worker()
 def compile(request: dict[str, Any]) -> dict[str, Any]:  # noqa: A001 - the module's verb
   """run_triton(request), in the worker process (or in-process when disabled)."""
   if not enabled():
-    from .compile import run_triton
-    return run_triton(request)
+    from .compile import run_ptxas, run_triton
+    return run_ptxas(request) if request.get("op") == "ptxas" else run_triton(request)
   return _worker.call(request)
 
 
@@ -153,7 +153,11 @@ def _serve() -> None:
       request = _recv(inp)
     except EOFError:
       return
-    _send(out, compile_module.run_triton(request, on_stage=on_stage))
+    if request.get("op") == "ptxas":
+      on_stage("cubin")
+      _send(out, compile_module.run_ptxas(request))
+    else:
+      _send(out, compile_module.run_triton(request, on_stage=on_stage))
 
 
 if __name__ == "__main__":

@@ -141,3 +141,15 @@ def test_a_compiler_crash_is_a_lowering_error_and_the_worker_recovers(tmp_path):
   pcompile.clear_memory_cache()
   ck = pcompile.compile_kernel(good, ("cuda", 90), use_disk_cache=False)
   assert ck.registers > 0
+
+
+def test_deferred_cubin_is_assembled_on_demand():
+  """The GPU launch path stops at PTX; the cubin and ptxas's figures come later."""
+  gk = _lower_example("softmax")
+  pcompile.clear_memory_cache()
+  ck = pcompile.compile_kernel(gk, ("cuda", 90), use_disk_cache=False, need_cubin=False)
+  assert ck.cubin_deferred and "cubin" not in ck.stage_seconds
+  assert ".entry" in ck.ptx and ck.registers is None
+  full = pcompile.compile_kernel(gk, ("cuda", 90), use_disk_cache=False)   # memory hit, completed
+  assert full is not ck and not full.cubin_deferred
+  assert full.cubin[:4] == b"\x7fELF" and full.registers > 0 and "cubin" in full.stage_seconds
