@@ -219,3 +219,26 @@ def test_shape_ops_compile_for_sm90(rng):
   }, x, y, b, i, name="shape_sm90")
   ck = compile_kernel(registry.find("shape_sm90")[-1].generated)
   assert ".target sm_90" in ck.ptx
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+@pytest.mark.parametrize("n", [2, 3])
+def test_stack_and_unstack(rng, axis, n):
+  xs = [jnp.asarray(random_array(rng, (4, 6), jnp.float32)) for _ in range(n)]
+  expected = jnp.stack(xs, axis=axis)
+
+  def stack_kernel(*refs):
+    *ins, out = refs
+    out[...] = jnp.stack([r[...] for r in ins], axis=axis)
+
+  got = pallas(stack_kernel, jax.ShapeDtypeStruct(expected.shape, jnp.float32))(*xs)
+  assert_close(got, expected)
+
+  def unstack_kernel(x_ref, *outs):
+    for o, piece in zip(outs, jax.lax.unstack(x_ref[...], axis=axis) if hasattr(jax.lax, "unstack")
+                        else [jnp.take(x_ref[...], i, axis=axis) for i in range(n)]):
+      o[...] = piece
+
+  pieces = pallas(unstack_kernel, [jax.ShapeDtypeStruct((4, 6), jnp.float32)] * n)(expected)
+  for p, x in zip(pieces, xs):
+    assert_close(p, x)

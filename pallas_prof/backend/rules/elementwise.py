@@ -99,7 +99,7 @@ _LIBDEVICE_UNARY = {
     lax.sin_p: "sin", lax.cos_p: "cos", lax.tan_p: "tan", lax.asin_p: "asin",
     lax.acos_p: "acos", lax.atan_p: "atan", lax.sinh_p: "sinh", lax.cosh_p: "cosh",
     lax.tanh_p: "tanh", lax.asinh_p: "asinh", lax.acosh_p: "acosh", lax.atanh_p: "atanh",
-    lax.erf_p: "erf", lax.erfc_p: "erfc", lax.erf_inv_p: "erfinv", lax.floor_p: "floor",
+    lax.erf_p: "erf", lax.erfc_p: "erfc", lax.floor_p: "floor",
     lax.ceil_p: "ceil", lax.lgamma_p: "lgamma",
 }
 
@@ -114,6 +114,20 @@ def _libdevice_unary(fn_name: str):
 
 for _prim, _fn in _LIBDEVICE_UNARY.items():
   elementwise(_prim)(_libdevice_unary(_fn))
+
+@elementwise(lax.erf_inv_p)
+def _erf_inv(ctx, x, **params):
+  """JAX's own erf_inv polynomial (what XLA and JAX's Triton backend compute),
+  so results match XLA bit for bit; libdevice's erfinv differs in the last ulps."""
+  import jax
+  from jax._src.pallas import utils as pallas_utils
+  _require_float("erf_inv", x)
+  xc = _compute(ctx, x)
+  closed = jax.make_jaxpr(pallas_utils.erf_inv_lowering_helper)(
+      jax.ShapeDtypeStruct(xc.shape, xc.dtype))
+  (out,) = ctx.lower_jaxpr(closed.jaxpr, [xc], "decomposition", consts=closed.consts)
+  return _finish(ctx, out, x.dtype)
+
 
 # Primitives newer JAX versions have (jax 0.11: log2, one_minus_square).
 if getattr(lax, "log2_p", None) is not None:

@@ -162,7 +162,10 @@ register(lax.argmin_p)(_arg_reduction("argmin"))
 def _cumulative(kind: str):
   def rule(ctx, x, *, axis, reverse):
     dt = x.dtype
-    xc = emit.cast(ctx.b, x, F32) if is_low_float(dt) else x
+    # float16 scans in float16, as XLA (and JAX's Triton backend) accumulate it;
+    # bfloat16 and 8-bit floats go through f32 (Triton's interpreter has no
+    # bf16 arithmetic).
+    xc = emit.cast(ctx.b, x, F32) if is_low_float(dt) and np.dtype(dt) != np.float16 else x
     if is_bool(xc.dtype):
       raise Unsupported(f"cum{kind} on bool", "convert to int32 first")
     if reverse:

@@ -366,3 +366,31 @@ def _concatenate_halves(ctx, a: Value, b: Value, dimension: int, shape) -> Value
   perm.insert(dimension, rank)                                 # (.., 2, n_dim, ..)
   moved = ctx.b.assign("joined_t", f"tl.permute({joined}, {tuple(perm)})")
   return ctx.value("concat", f"tl.reshape({moved}, {emit.shape_expr(shape)})", a.dtype, shape)
+
+
+from jax._src.lax import lax as _lax_internal  # noqa: E402
+
+
+@register(getattr(_lax_internal, "stack_p", None))
+def _stack(ctx, *xs, axis):
+  """jnp.stack: a unit axis inserted in each piece, then a concatenation."""
+  if len(xs) == 2 and axis == xs[0].ndim and xs[0].shape == xs[1].shape:
+    shape = tuple(xs[0].shape) + (2,)
+    return ctx.value("stacked", f"tl.join({xs[0]}, {xs[1]})", xs[0].dtype, shape)
+  pieces = []
+  for x in xs:
+    shape = tuple(x.shape[:axis]) + (1,) + tuple(x.shape[axis:])
+    positions = tuple(i if i < axis else i + 1 for i in range(x.ndim))
+    pieces.append(ctx.value("unit", emit.expand_to_rank(x, positions, x.ndim + 1), x.dtype, shape))
+  return _concatenate(ctx, *pieces, dimension=axis)
+
+
+@register(getattr(_lax_internal, "unstack_p", None))
+def _unstack(ctx, x, *, axis):
+  n = x.shape[axis]
+  if n == 2 and axis == x.ndim - 1:
+    shape = tuple(x.shape[:-1])
+    pair = ctx.b.assign("halves", f"tl.split({x})")
+    return [ctx.value("half", f"{pair}[{i}]", x.dtype, shape) for i in range(2)]
+  out_shape = tuple(d for i, d in enumerate(x.shape) if i != axis)
+  return [reshape_value(ctx, _take_lanes(ctx, x, axis, i, 1), out_shape) for i in range(n)]
