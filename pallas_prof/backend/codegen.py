@@ -28,6 +28,9 @@ _TL_DTYPES = {
     "float16": "tl.float16", "bfloat16": "tl.bfloat16", "float32": "tl.float32",
     "float64": "tl.float64",
     "float8_e4m3fn": "tl.float8e4nv", "float8_e5m2": "tl.float8e5",
+    # 4-bit integers live in registers as 8-bit ones; in memory two share a
+    # byte (element 2k in the low nibble), which the memory rules pack/unpack
+    "int4": "tl.int8", "uint4": "tl.uint8",
 }
 
 _SIGNATURE_TYPES = {
@@ -36,6 +39,7 @@ _SIGNATURE_TYPES = {
     "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
     "float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64",
     "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5",
+    "int4": "u8", "uint4": "u8",       # packed bytes
 }
 
 SUPPORTED_DTYPES = tuple(_TL_DTYPES)
@@ -81,6 +85,17 @@ def is_signed(dtype) -> bool:
 
 def is_bool(dtype) -> bool:
   return np.dtype(dtype) == np.bool_
+
+
+def is_packed4(dtype) -> bool:
+  """int4/uint4: two elements per byte in memory, one int8/uint8 in registers."""
+  return np.dtype(dtype).name in ("int4", "uint4")
+
+
+def register_dtype(dtype) -> np.dtype:
+  """The dtype a value of `dtype` has in the generated kernel's registers."""
+  name = np.dtype(dtype).name
+  return np.dtype({"int4": np.int8, "uint4": np.uint8}.get(name, dtype))
 
 
 def is_low_float(dtype) -> bool:

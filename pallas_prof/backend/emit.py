@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .codegen import (KernelBuilder, Value, is_bool, is_float, is_int, is_low_float,
+from .codegen import (KernelBuilder, Value, is_bool, is_float, is_int, is_low_float, is_packed4,
+                      register_dtype,
                       is_signed, literal, next_pow2, tl_dtype)
 from .errors import Unsupported
 
@@ -89,9 +90,11 @@ def cast(b: KernelBuilder, v: Value, dtype, hint: str | None = None) -> Value:
   src = np.dtype(v.dtype)
   if src == dtype:
     return v
-  if v.const is not None and not v.shape:
+  if v.const is not None and not v.shape and not (is_packed4(src) or is_packed4(dtype)):
     return const(_convert_scalar(v.const, src, dtype), dtype)
   hint = hint or f"{_short(dtype)}"
+  if is_packed4(src) or is_packed4(dtype):
+    return _cast_4bit(b, v, dtype, hint)
   if is_bool(dtype):
     if is_low_float(src):
       # compare the value, not the bits: Triton's interpreter keeps bf16 as
@@ -104,6 +107,28 @@ def cast(b: KernelBuilder, v: Value, dtype, hint: str | None = None) -> Value:
   if is_low_float(dtype) and (not is_float(src) or src.itemsize != 4):
     v = b.value(hint + "_f32", f"{v}.to(tl.float32)", F32, v.shape)
   return b.value(hint, f"{v}.to({tl_dtype(dtype)})", dtype, v.shape)
+
+
+def _cast_4bit(b: KernelBuilder, v: Value, dtype, hint: str) -> Value:
+  """Casts from or to int4/uint4 (held in int8/uint8 registers), as XLA does:
+  floats saturate (NaN -> 0), integers wrap to the low 4 bits."""
+  src = np.dtype(v.dtype)
+  if is_packed4(src):
+    v = Value(v.expr, register_dtype(src), v.shape, v.const)   # the held 8-bit value
+    if not is_packed4(dtype):
+      return cast(b, v, dtype, hint)
+    src = v.dtype
+  signed = np.dtype(dtype).name == "int4"
+  reg = tl_dtype(dtype)
+  if is_float(src):
+    lo, hi = (-8.0, 7.0) if signed else (0.0, 15.0)
+    x = b.value(hint + "_f", f"{v}.to(tl.float32)", F32, v.shape)
+    sat = f"tl.minimum(tl.maximum({x}, {lo!r}), {hi!r}).to({reg})"
+    return b.value(hint, f"tl.where({x} != {x}, {literal(0, register_dtype(dtype))}, {sat})",
+                   dtype, v.shape)
+  low = b.assign(hint + "_bits", f"{v}.to(tl.int32) & 15")
+  expr = f"(({low} ^ 8) - 8).to({reg})" if signed else f"{low}.to({reg})"
+  return b.value(hint, expr, dtype, v.shape)
 
 
 def _convert_scalar(x, src, dst):

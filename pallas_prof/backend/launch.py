@@ -19,6 +19,7 @@ import numpy as np
 
 from . import compat
 from .compile import CompiledKernel, load_module
+from .codegen import is_packed4
 from .lowering import GeneratedKernel
 
 
@@ -360,6 +361,8 @@ def run_interpreted(gk: GeneratedKernel, inputs, out_shapes, input_output_aliase
   # input ref it stores to, an atomic), and JAX's callback buffers are not
   # ours to change. (np.ascontiguousarray would also turn 0-d arrays into 1-d.)
   arrays = [np.array(a, order="C", copy=True) for a in inputs]
+  # int4/uint4: numpy holds one per byte; kernels (like XLA on a GPU) two
+  arrays = [pack4(a) if is_packed4(a.dtype) else a for a in arrays]
   aliases = dict(input_output_aliases)
   outputs = []
   for i, (shape, dtype) in enumerate(out_shapes):
@@ -367,6 +370,8 @@ def run_interpreted(gk: GeneratedKernel, inputs, out_shapes, input_output_aliase
     if aliased:
       # one buffer behind both refs, as on the GPU (XLA passes the same pointer)
       outputs.append(arrays[aliased[0]])
+    elif is_packed4(dtype):
+      outputs.append(np.zeros((int(np.prod(shape, dtype=np.int64)) + 1) // 2, np.uint8))
     else:
       outputs.append(np.zeros(shape, dtype=dtype))
   args = [NumpyArg(a) for a in arrays] + [NumpyArg(o) for o in outputs]
@@ -376,7 +381,28 @@ def run_interpreted(gk: GeneratedKernel, inputs, out_shapes, input_output_aliase
       fn[gk.launch_grid](*args)
     except Exception as e:  # noqa: BLE001 - re-raised with the equation that failed
       raise interpreter_error(gk, e) from e
-  return outputs
+  return [unpack4(o, shape, dtype) if is_packed4(dtype) else o
+          for o, (shape, dtype) in zip(outputs, out_shapes)]
+
+
+def pack4(a: np.ndarray) -> np.ndarray:
+  """int4/uint4 values (one per byte) to XLA's packed layout: element 2k in the
+  low nibble of byte k, in row-major order."""
+  nibbles = a.reshape(-1).view(np.uint8).astype(np.uint8) & 0xF
+  if nibbles.size % 2:
+    nibbles = np.concatenate([nibbles, np.zeros(1, np.uint8)])
+  return (nibbles[0::2] | (nibbles[1::2] << 4)).astype(np.uint8)
+
+
+def unpack4(packed: np.ndarray, shape, dtype) -> np.ndarray:
+  n = int(np.prod(shape, dtype=np.int64))
+  nibbles = np.empty(packed.size * 2, np.uint8)
+  nibbles[0::2] = packed & 0xF
+  nibbles[1::2] = packed >> 4
+  values = nibbles[:n].astype(np.int8)
+  if np.dtype(dtype).name == "int4":
+    values = ((values ^ 8) - 8).astype(np.int8)
+  return values.astype(dtype).reshape(shape)
 
 
 def interpreter_error(gk: GeneratedKernel, error: BaseException) -> Exception:

@@ -13,7 +13,7 @@ import dataclasses
 import numpy as np
 
 from .. import compat, emit
-from ..codegen import Value, is_bool, is_float, next_pow2
+from ..codegen import is_packed4, Value, is_bool, is_float, next_pow2
 from ..errors import Unsupported
 from ..lowering import RefValue, ViewDim
 from . import register
@@ -335,6 +335,8 @@ def _other_value(ctx, ref: RefValue, other) -> str | None:
 
 def _read(ctx, ref: RefValue, mask=None, other=None, **load_options) -> Value:
   offset, full_mask, shape = address(ctx, ref, mask)
+  if is_packed4(ref.dtype):
+    return _read_packed4(ctx, ref, offset, full_mask, shape, other, load_options)
   expr = _load_expr(ref, offset, full_mask, _other_value(ctx, ref, other) if full_mask else None,
                     shape, **load_options)
   return ctx.value(f"{ref.label}_val" if not ref.label.endswith("_ref") else
@@ -344,7 +346,75 @@ def _read(ctx, ref: RefValue, mask=None, other=None, **load_options) -> Value:
 def _write(ctx, ref: RefValue, value: Value, mask=None, eviction_policy=None) -> None:
   offset, full_mask, shape = address(ctx, ref, mask, write=True)
   value = _check_value(ctx, ref, value, shape)
+  if is_packed4(ref.dtype):
+    _write_packed4(ctx, ref, offset, full_mask, shape, value, eviction_policy)
+    return
   ctx.b.emit(_store_stmt(ref, offset, value, full_mask, eviction_policy))
+
+
+# --- int4 / uint4: two elements per byte ------------------------------------------
+
+def _read_packed4(ctx, ref: RefValue, offset: str, mask, shape, other, load_options) -> Value:
+  """Loads the byte holding each element and takes its nibble (element 2k is
+  the low nibble of byte k, as XLA lays int4 out)."""
+  b = ctx.b
+  if offset == "0":
+    raise Unsupported(f"reading one int4 element of {ref.label} at a fixed place",
+                      "read a slice (or the whole block) and index the value")
+  offs = b.assign(f"{ref.label}_nib", offset)
+  args = [f"{ref.name} + {offs} // 2"]
+  if mask is not None:
+    args += [f"mask={mask}", "other=0"]
+  for key in ("cache_modifier", "eviction_policy"):
+    if load_options.get(key):
+      args.append(f"{key}={load_options[key]!r}")
+  raw = b.assign(f"{ref.label}_bytes", f"tl.load({', '.join(args)}).to(tl.int32)")
+  nibble = f"(({raw} >> (({offs} % 2) * 4)) & 15)"
+  signed = np.dtype(ref.dtype).name == "int4"
+  expr = f"(({nibble} ^ 8) - 8).to(tl.int8)" if signed else f"{nibble}.to(tl.uint8)"
+  value = ctx.value(ref.label[:-4] if ref.label.endswith("_ref") else f"{ref.label}_val",
+                    expr, ref.dtype, shape)
+  if mask is not None and other is not None:
+    o = _other_value(ctx, ref, other)
+    value = ctx.value("masked", f"tl.where({mask}, {value}, {o})", ref.dtype, shape)
+  return value
+
+
+def _write_packed4(ctx, ref: RefValue, offset: str, mask, shape, value: Value,
+                   eviction_policy) -> None:
+  """Pairs elements 2k, 2k+1 of the last dimension into one byte and stores it.
+
+  Needs the pairs to share bytes: the last dimension contiguous, even-sized,
+  starting at an even element."""
+  b = ctx.b
+  last = [d for d in ref.dims if d.kind != "int"]
+  if (not shape or shape[-1] % 2 or ref.array_shape[-1] % 2 or not last
+      or last[-1] is not ref.dims[-1] or last[-1].kind != "slice" or last[-1].stride != 1
+      or (last[-1].static_offset is not None and last[-1].static_offset % 2)
+      or last[-1].extent % 2):
+    raise Unsupported(f"writing int4 to {ref.label} other than whole pairs of contiguous "
+                      "elements along the last dimension",
+                      "write an even number of elements starting at an even index, or "
+                      "compute in int8 and convert outside the kernel")
+  padded = tuple(next_pow2(s) for s in shape)
+  pairs = emit.shape_expr(padded[:-1] + (padded[-1] // 2, 2))
+  full = emit.shape_expr(padded)
+  offs = b.assign(f"{ref.label}_nib", f"tl.broadcast_to({offset}, {full})")
+  lo_off, _ = b.fresh("lo_off"), None
+  hi_off = b.fresh("hi_off")
+  b.emit(f"{lo_off}, {hi_off} = tl.split(tl.reshape({offs}, {pairs}))")
+  bits = b.assign("bits", f"tl.reshape({value}.to(tl.int32) & 15, {pairs})")
+  lo, hi = b.fresh("lo"), b.fresh("hi")
+  b.emit(f"{lo}, {hi} = tl.split({bits})")
+  byte = b.assign(f"{ref.label}_bytes", f"({lo} | ({hi} << 4)).to(tl.uint8)")
+  args = [f"{ref.name} + {lo_off} // 2", byte]
+  if mask is not None:
+    m_lo, m_hi = b.fresh("m_lo"), b.fresh("m_hi")
+    b.emit(f"{m_lo}, {m_hi} = tl.split(tl.reshape(tl.broadcast_to({mask}, {full}), {pairs}))")
+    args.append(f"mask={m_lo}")
+  if eviction_policy:
+    args.append(f"eviction_policy={eviction_policy!r}")
+  b.emit(f"tl.store({', '.join(args)})")
 
 
 @register(compat.get_p)
