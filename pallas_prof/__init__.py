@@ -9,12 +9,18 @@ or per call: pl.pallas_call(kernel, ..., compiler_params=pallas_prof.CompilerPar
 """
 from __future__ import annotations
 
+import os as _os
+
 __version__ = "0.1.0"
 
 from .backend import CompilerParams, LoweringError, install, installed, uninstall  # noqa: E402
 from .backend import registration as _registration  # noqa: E402
 
 _registration._ensure_registered()
+
+if _os.environ.get("PALLAS_PROF_TRACE", "").strip().lower() in ("1", "true", "yes", "on"):
+  from .instrument import enable_from_env as _enable_from_env
+  _enable_from_env()      # spans for the whole process, exported at exit
 
 
 def tracing(*args, **kwargs):

@@ -11,7 +11,6 @@ import tempfile
 
 _CACHE = tempfile.mkdtemp(prefix="pallas-prof-test-cache-")
 os.environ.setdefault("PALLAS_PROF_CACHE_DIR", _CACHE)
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

@@ -213,3 +213,30 @@ def gpu_compute_capability(device=None) -> int | None:
   if cc is None:
     return None
   return int(str(cc).replace(".", ""))
+
+
+# --- jaxpr shapes that changed in jax 0.11 -------------------------------------------
+# jax 0.11 folded ClosedJaxpr into Jaxpr (which now carries its consts and keeps
+# a `.jaxpr` property returning itself), renamed closed_call to eval_jaxpr, and
+# replaced scan's num_consts/num_carry with flat-tree layouts (ft_in/ft_out).
+
+closed_call_primitives = tuple(p for p in (getattr(jax_core, "closed_call_p", None),
+                                           getattr(jax_core, "eval_jaxpr_p", None))
+                               if p is not None)
+
+
+def open_jaxpr(j):
+  """(jaxpr, consts) of a ClosedJaxpr (jax 0.10) or a Jaxpr with consts (0.11)."""
+  inner = getattr(j, "jaxpr", j)
+  consts = getattr(j, "consts", None)
+  if consts is None:
+    consts = getattr(inner, "consts", ())
+  return inner, tuple(consts or ())
+
+
+def scan_layout(params: dict) -> tuple[int, int]:
+  """(num_consts, num_carry) of a scan equation's params, in any JAX version."""
+  if "num_consts" in params:
+    return int(params["num_consts"]), int(params["num_carry"])
+  consts, carry, _ = params["ft_in"].unpack()
+  return len(consts), len(carry)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import importlib.util
 import io
 import json
 import os
 import re
-import sys
 import threading
 import time
 from typing import Any
@@ -66,6 +66,7 @@ class CompileRecord:
   cache: str                    # "miss", "memory" or "disk"
   attributes: dict[str, Any]
   error: BaseException | None = None
+  source_key: str | None = None  # GeneratedKernel.key: which lowering this compile belongs to
 
 
 @dataclasses.dataclass
@@ -153,31 +154,48 @@ def load_module(gk: GeneratedKernel, *, interpret: bool):
 # --- the compile ------------------------------------------------------------------------------
 
 def compile_key(gk: GeneratedKernel, target: tuple[str, int]) -> str:
+  """Content address of a compile. Cheap: a cache hit never imports triton."""
   from .. import __version__
-  import triton
   parts = [gk.source, f"warps={gk.num_warps}", f"stages={gk.num_stages}",
-           f"target={target[0]}:{target[1]}", f"triton={triton.__version__}",
+           f"target={target[0]}:{target[1]}", f"triton={_triton_version()}",
            f"pallas_prof={__version__}", f"format={CACHE_FORMAT}",
-           f"ptxas={_ptxas_version(target[1])}"]
+           f"ptxas={_ptxas_version()}"]
   return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-@dataclasses.dataclass
-class _Ptxas:
-  version: str = "unknown"
+@functools.lru_cache(maxsize=None)
+def _triton_version() -> str:
+  from importlib import metadata
+  return metadata.version("triton")
 
 
-_ptxas_versions: dict[int, str] = {}
-
-
-def _ptxas_version(arch: int) -> str:
-  if arch not in _ptxas_versions:
-    try:
-      from triton.backends.nvidia.compiler import get_ptxas_version
-      _ptxas_versions[arch] = str(get_ptxas_version(arch))
-    except Exception:  # noqa: BLE001 - only a cache-key ingredient
-      _ptxas_versions[arch] = "unknown"
-  return _ptxas_versions[arch]
+@functools.lru_cache(maxsize=None)
+def _ptxas_version() -> str:
+  """`ptxas --version` of the wheel's ptxas, remembered on disk per binary."""
+  import importlib.util
+  import subprocess
+  spec = importlib.util.find_spec("triton")
+  ptxas = os.path.join(os.path.dirname(spec.origin), "backends", "nvidia", "bin", "ptxas")
+  try:
+    st = os.stat(ptxas)
+  except OSError:
+    return "none"
+  stamp = hashlib.sha256(f"{ptxas}:{st.st_mtime_ns}:{st.st_size}".encode()).hexdigest()[:16]
+  memo = os.path.join(cache_dir(), "tools", f"ptxas-{stamp}.txt")
+  try:
+    with open(memo) as f:
+      return f.read()
+  except OSError:
+    pass
+  try:
+    out = subprocess.run([ptxas, "--version"], capture_output=True, text=True, timeout=30).stdout
+    version = out.strip().splitlines()[-1] if out.strip() else "unknown"
+  except (OSError, subprocess.SubprocessError):
+    return "unknown"
+  os.makedirs(os.path.dirname(memo), exist_ok=True)
+  with open(memo, "w") as f:
+    f.write(version)
+  return version
 
 
 def compile_kernel(gk: GeneratedKernel, target: tuple[str, int] = DEFAULT_TARGET,
@@ -211,7 +229,8 @@ def _notify_cache_hit(ck: CompiledKernel, start: int) -> None:
   if getattr(obs, "enabled", False):
     obs.compiled(CompileRecord(kernel=ck.name, key=ck.key, target=f"{ck.target[0]}:{ck.target[1]}",
                                start_ns=start, end_ns=time.time_ns(), stages=[], cache=ck.cache,
-                               attributes=ck.resources()))
+                               attributes=ck.resources(),
+                               source_key=ck.generated.key if ck.generated else None))
 
 
 def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str) -> CompiledKernel:
@@ -233,9 +252,12 @@ def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str) -> Comp
       original = stages[name]
 
       def timed(src_module, metadata, _name=name, _original=original):
-        # the first stage also carries the front end (AST -> TTIR), so the
-        # stages add up to the whole compile
-        t0 = records[-1].end_ns if records else start
+        # the first stage also carries the front end (AST -> TTIR), and each
+        # stage its write to Triton's cache (as Triton's own CompileTimer
+        # counts it), so the stages add up to the whole compile
+        t0 = time.time_ns() if records else start
+        if records:
+          records[-1].end_ns = t0
         if _name == "cubin":
           out = io.StringIO()
           with contextlib.redirect_stdout(out):
@@ -260,6 +282,10 @@ def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str) -> Comp
     try:
       compiled = triton.compile(src, target=GPUTarget(target[0], target[1], 32),
                                 options={"num_warps": gk.num_warps, "num_stages": gk.num_stages})
+      if len(records) == len(STAGES):
+        # the last stage also carries Triton storing its results (metadata,
+        # cache group, loading the CompiledKernel back): the stages tile the compile
+        records[-1].end_ns = time.time_ns()
     except Exception as e:  # noqa: BLE001 - rewrapped with the equation
       error = e
     finally:
@@ -271,7 +297,7 @@ def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str) -> Comp
     failed_stage = _next_stage(records)
     lowering_error = compile_error(gk, error, failed_stage)
     _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
-                          {"pallas.kernel": gk.name}, lowering_error))
+                          {"pallas.kernel": gk.name}, lowering_error, source_key=gk.key))
     raise lowering_error from error
   metadata = _metadata_dict(compiled.metadata)
   asm = {stage: compiled.asm[stage] for stage in STAGES if stage in compiled.asm}
@@ -280,8 +306,14 @@ def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str) -> Comp
                       stage_seconds={r.stage: r.seconds for r in records},
                       compile_seconds=(end - start) / 1e9, ptxas_log=captured.get("ptxas", ""),
                       generated=gk, cache="miss", **ptxas)
-  _check_shared_memory(ck, gk)
-  _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss", ck.resources()))
+  try:
+    _check_shared_memory(ck, gk)
+  except LoweringError as e:
+    _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
+                          ck.resources(), e, source_key=gk.key))
+    raise
+  _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss", ck.resources(),
+                        source_key=gk.key))
   return ck
 
 
@@ -355,6 +387,10 @@ def equations_in_ir(gk: GeneratedKernel, ir_text: str, ops: tuple[str, ...] = ()
   locs = {}
   for m in re.finditer(r"^(#loc\d+) = loc\(\"([^\"]+)\":(\d+):(\d+)\)", ir_text, re.M):
     locs[m.group(1)] = (m.group(2), int(m.group(3)))
+  # named locations (`#loc37 = loc("a"(#loc10))`, a value's name) wrap a file location
+  for m in re.finditer(r"^(#loc\d+) = loc\(\"[^\"]*\"\((#loc\d+)\)\)", ir_text, re.M):
+    if m.group(2) in locs:
+      locs[m.group(1)] = locs[m.group(2)]
   found, seen = [], set()
   for line in ir_text.splitlines():
     if ops and not any(op in line for op in ops):
@@ -451,6 +487,43 @@ def _load_from_disk(key: str, gk: GeneratedKernel) -> CompiledKernel | None:
                         spill_stores=meta["spill_stores"], spill_loads=meta["spill_loads"],
                         stack_bytes=meta["stack_bytes"], ptxas_log=meta["ptxas_log"],
                         generated=gk, cache="disk")
+
+
+_warmup_thread: threading.Thread | None = None
+
+
+def start_warmup(compute_capability: int) -> None:
+  """Compiles a tiny kernel on a background thread (see warmup_kernel.py).
+
+  Any real compile waits on the same lock, so nothing is done twice; set
+  PALLAS_PROF_WARMUP=0 to skip it.
+  """
+  global _warmup_thread
+  if _warmup_thread is not None or os.environ.get("PALLAS_PROF_WARMUP", "1") == "0":
+    return
+
+  def warm():
+    try:
+      import triton
+      from triton.backends.compiler import GPUTarget
+      from triton.compiler import ASTSource
+      from . import warmup_kernel
+      src = ASTSource(fn=warmup_kernel.pallas_prof_warmup,
+                      signature={"x_ref": "*fp16", "y_ref": "*fp16", "o_ref": "*fp16"},
+                      attrs={(i,): [["tt.divisibility", 16]] for i in range(3)})
+      with _lock:
+        saved = triton.knobs.compilation.always_compile
+        triton.knobs.compilation.always_compile = True
+        try:
+          triton.compile(src, target=GPUTarget("cuda", compute_capability, 32),
+                         options={"num_warps": 4, "num_stages": 2})
+        finally:
+          triton.knobs.compilation.always_compile = saved
+    except Exception:  # noqa: BLE001 - a failed warm-up only loses the head start
+      pass
+
+  _warmup_thread = threading.Thread(target=warm, name="pallas-prof-warmup", daemon=True)
+  _warmup_thread.start()
 
 
 def clear_memory_cache() -> None:

@@ -1,10 +1,19 @@
 """The one seam between the backend and whoever watches it.
 
-The backend calls `observer()` at a few places (a kernel's lowering, each
-equation, a compile and each compiler stage). By default the observer does
-nothing; pallas_prof.instrument installs one that opens OpenTelemetry spans.
-The backend itself never imports OpenTelemetry, and the generated code does
-not depend on whether anyone is watching.
+The backend calls `observer()` at a few places:
+  - `kernel(name, attributes)`: a context manager around one kernel's
+    lowering; the lowering sets "pallas.source_key" (the generated source's
+    hash) on it, which later compile records carry as `source_key`;
+  - `equation(EqnInfo)`: a context manager around each equation's rule
+    (nested jaxprs are lowered inside their control-flow equation's one);
+    the dispatcher sets "pallas.generated_lines" on it;
+  - `compiled(CompileRecord)`: once after each compile or cache hit, with the
+    stage timestamps, resource figures and any error; only called when the
+    observer's `enabled` is true.
+By default the observer does nothing; pallas_prof.instrument installs one
+that records OpenTelemetry spans. The backend itself never imports
+OpenTelemetry, and the generated code does not depend on whether anyone is
+watching.
 """
 from __future__ import annotations
 
@@ -19,6 +28,8 @@ class Span(Protocol):
 
 
 class Observer(Protocol):
+  enabled: bool
+
   def kernel(self, name: str, attributes: dict[str, Any]) -> Span: ...
   def equation(self, eqn) -> Span: ...
   def compiled(self, record) -> None: ...

@@ -11,6 +11,7 @@ storage object, and a 20-line adapter avoids a multi-gigabyte dependency.
 """
 from __future__ import annotations
 
+import ast
 import threading
 import zlib
 
@@ -97,7 +98,78 @@ class _InterpretStandardLibrary:
     self._knob = compat.set_triton_interpret(True)
     self._patch_scalar_index()
     self._patch_bf16_dot()
+    self._patch_float_xchg()
+    self._patch_loop_variables()
+    self._patch_dot_precisions()
+    self._patch_vectorized_reduce_scan()
     return self
+
+  def _patch_loop_variables(self):
+    # Compiled Triton's `for i in range(...)` gives a tensor `i`; the
+    # interpreter runs a plain Python loop with an int `i`, on which
+    # `i.to(tl.int64)` fails. Triton's interpreter already rewrites each
+    # assignment `x = v` into `x = to_tensor(v)`; rewrite loop variables too.
+    from triton.runtime.interpreter import ASTTransformer
+    self._had_visit_for = "visit_For" in vars(ASTTransformer)
+
+    def visit_for(transformer, node):
+      transformer.generic_visit(node)
+      if isinstance(node.target, ast.Name):
+        as_tensor = ast.Assign(
+            targets=[ast.Name(id=node.target.id, ctx=ast.Store())],
+            value=ast.Call(func=ast.Attribute(value=ast.Name(id="interpreter_semantic",
+                                                             ctx=ast.Load()),
+                                              attr="to_tensor", ctx=ast.Load()),
+                           args=[ast.Name(id=node.target.id, ctx=ast.Load()),
+                                 ast.Constant(value=False)], keywords=[]))
+        node.body.insert(0, ast.copy_location(as_tensor, node.body[0]))
+      return node
+
+    if not self._had_visit_for:
+      ASTTransformer.visit_For = visit_for
+
+  def _patch_float_xchg(self):
+    # The interpreter's atomic exchange only handles integers; an exchange
+    # moves bits, so do float ones on the same-width integer view.
+    from triton._C.libtriton import ir
+    from triton.runtime.interpreter import InterpreterBuilder, TensorHandle
+    original = InterpreterBuilder.create_atomic_rmw
+    self._original_rmw = original
+
+    def create_atomic_rmw(builder, rmw_op, ptr, val, mask, sem, scope):
+      data = val.data
+      if rmw_op != ir.ATOMIC_OP.XCHG or data.dtype.kind != "f":
+        return original(builder, rmw_op, ptr, val, mask, sem, scope)
+      bits = np.dtype(f"int{8 * data.dtype.itemsize}")
+      as_int = TensorHandle(data.view(bits), val.dtype)
+      old = original(builder, rmw_op, ptr, as_int, mask, sem, scope)
+      return TensorHandle(np.asarray(old.data).view(data.dtype), val.dtype.scalar)
+
+    InterpreterBuilder.create_atomic_rmw = create_atomic_rmw
+
+  def _patch_vectorized_reduce_scan(self):
+    # The interpreter reduces and scans with a custom combiner (NaN-propagating
+    # max, argmax, prod, ...) one element at a time, calling the combiner per
+    # element: seconds for a few thousand elements. Combine whole slices
+    # instead, in log2(n) steps (Triton requires combiners to be associative,
+    # and the GPU combines in a tree too), always as combine(earlier, later).
+    from triton.runtime.interpreter import ReduceOps, ScanOps
+    self._original_reduce_scan = (ReduceOps.generic_reduce, ScanOps.generic_scan)
+    ReduceOps.generic_reduce = _vectorized_reduce
+    ScanOps.generic_scan = _vectorized_scan
+
+  def _patch_dot_precisions(self):
+    # NVIDIA accepts input_precision "bf16x3"/"bf16x6" (lax.DotAlgorithmPreset
+    # BF16_BF16_F32_X3/_X6); the interpreter, which multiplies exactly anyway,
+    # only lists tf32/tf32x3/ieee.
+    import dataclasses
+    from triton.runtime import interpreter
+    builder = interpreter.interpreter_builder
+    self._original_options = builder.options
+    allowed = tuple(builder.options.allowed_dot_input_precisions)
+    extra = tuple(p for p in ("bf16x3", "bf16x6") if p not in allowed)
+    builder.options = dataclasses.replace(builder.options,
+                                          allowed_dot_input_precisions=allowed + extra)
 
   def _patch_bf16_dot(self):
     # The interpreter keeps bfloat16 as raw uint16 bits and multiplies those
@@ -137,13 +209,92 @@ class _InterpretStandardLibrary:
     from triton.runtime import interpreter
     interpreter._patch_lang_tensor = self._original_patch
     interpreter.InterpreterBuilder.create_dot = self._original_dot
+    interpreter.InterpreterBuilder.create_atomic_rmw = self._original_rmw
+    if not self._had_visit_for:
+      del interpreter.ASTTransformer.visit_For
+    interpreter.interpreter_builder.options = self._original_options
+    interpreter.ReduceOps.generic_reduce, interpreter.ScanOps.generic_scan = \
+        self._original_reduce_scan
     compat.set_triton_interpret(self._knob)
     for module, name, value in self._saved:
       setattr(module, name, value)
     # Interpreted device-function calls patch triton.language and never undo
     # it; the next triton.compile in this process needs it pristine.
     _restore_triton_language(self._snapshot)
+    _forget_rewritten_language_functions()
     return None
+
+
+def _forget_rewritten_language_functions() -> None:
+  """The interpreter caches each rewritten helper (tl.max, ...) and puts its own
+  globals (interpreter_semantic, ...) into the helper's module once, when it
+  rewrites it; the restore above removes those globals, so the cached rewrite
+  would fail the next run with a NameError. Rewrite them afresh each run."""
+  from triton.runtime.interpreter import InterpretedFunction
+  language_globals = {id(vars(obj)) for obj in _language_objects()}
+  cache = InterpretedFunction.rewritten_fn
+  for fn in [f for f in cache if id(getattr(f, "__globals__", None)) in language_globals]:
+    del cache[fn]
+
+
+def _combine(op, earlier, later, dtypes, axis):
+  """combine_fn over whole arrays: lists of numpy arrays in, same dtypes out.
+  Triton tensors need power-of-two shapes: the slices are padded along `axis`
+  with copies of their last lane and the padding is dropped afterwards."""
+  n = earlier[0].shape[axis]
+  width = [(0, 0)] * earlier[0].ndim
+  width[axis] = (0, (1 << (n - 1).bit_length()) - n)
+  pad = lambda d: np.pad(d, width, mode="edge")
+  args = [op.to_tensor(pad(d), t) for d, t in zip(earlier, dtypes)]
+  args += [op.to_tensor(pad(d), t) for d, t in zip(later, dtypes)]
+  out = op.combine_fn.fn(*args)
+  out = out if isinstance(out, tuple) else (out,)
+  padded_shape = args[0].handle.data.shape
+  keep = np.arange(n)
+  return [np.take(np.broadcast_to(np.asarray(o.handle.data if hasattr(o, "handle") else o),
+                                  padded_shape), keep, axis=axis).astype(e.dtype)
+          for o, e in zip(out, earlier)]
+
+
+def _vectorized_reduce(self, input):
+  """ReduceOps.generic_reduce in log2(n) combiner calls on whole slices."""
+  original_axis, original_rank = self.axis, len(input[0].handle.data.shape)
+  input, axis = self.unravel(input, self.axis)
+  dtypes = [arg.dtype for arg in input]
+  data = [np.asarray(arg.handle.data) for arg in input]
+  while data[0].shape[axis] > 1:
+    n = data[0].shape[axis]
+    pairs = n // 2 * 2
+    take = lambda d, sl: np.take(d, np.arange(n)[sl], axis=axis)
+    combined = _combine(self, [take(d, slice(0, pairs, 2)) for d in data],
+                        [take(d, slice(1, pairs, 2)) for d in data], dtypes, axis)
+    if n % 2:
+      combined = [np.concatenate([c, take(d, slice(n - 1, n))], axis=axis)
+                  for c, d in zip(combined, data)]
+    data = combined
+  ret = []
+  for d, dtype in zip(data, dtypes):
+    if original_axis is None:
+      d = d.reshape((1,) * original_rank) if self.keep_dims else d.item()
+    elif not self.keep_dims:
+      d = np.squeeze(d, axis=axis)
+    ret.append(self.to_tensor(d, dtype))
+  return ret
+
+
+def _vectorized_scan(self, input):
+  """ScanOps.generic_scan as a Hillis-Steele scan: log2(n) combiner calls."""
+  dtypes = [arg.dtype for arg in input]
+  data = [np.asarray(arg.handle.data) for arg in input]
+  n = data[0].shape[self.axis]
+  step = 1
+  while step < n:
+    take = lambda d, lo, hi: np.take(d, np.arange(lo, hi), axis=self.axis)
+    combined = _combine(self, [take(d, 0, n - step) for d in data],
+                        [take(d, step, n) for d in data], dtypes, self.axis)
+    data = [np.concatenate([take(d, 0, step), c], axis=self.axis) for d, c in zip(data, combined)]
+    step *= 2
+  return [self.to_tensor(d, dtype) for d, dtype in zip(data, dtypes)]
 
 
 def _language_objects():
@@ -180,13 +331,17 @@ def run_interpreted(gk: GeneratedKernel, inputs, out_shapes, input_output_aliase
   """Runs `gk` under Triton's interpreter on numpy inputs; returns the outputs."""
   module = load_module(gk, interpret=True)
   fn = getattr(module, gk.name)
-  arrays = [np.ascontiguousarray(a) for a in inputs]
+  # Private C-ordered copies: the kernel may write through any pointer (an
+  # input ref it stores to, an atomic), and JAX's callback buffers are not
+  # ours to change. (np.ascontiguousarray would also turn 0-d arrays into 1-d.)
+  arrays = [np.array(a, order="C", copy=True) for a in inputs]
   aliases = dict(input_output_aliases)
   outputs = []
   for i, (shape, dtype) in enumerate(out_shapes):
     aliased = [k for k, v in aliases.items() if v == i]
     if aliased:
-      outputs.append(np.array(arrays[aliased[0]], dtype=dtype, copy=True))
+      # one buffer behind both refs, as on the GPU (XLA passes the same pointer)
+      outputs.append(arrays[aliased[0]])
     else:
       outputs.append(np.zeros(shape, dtype=dtype))
   args = [NumpyArg(a) for a in arrays] + [NumpyArg(o) for o in outputs]

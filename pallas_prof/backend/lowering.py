@@ -14,16 +14,20 @@ import hashlib
 import math
 import os
 import time
+import traceback
 from typing import Any, Sequence
 
 import numpy as np
 
 from . import compat, emit, hooks
-from .codegen import EqnInfo, KernelBuilder, UnsupportedDtype, Value, sanitize, signature_type
+from .codegen import (EqnInfo, KernelBuilder, UnsupportedDtype, Value, next_pow2, sanitize,
+                      signature_type)
 from .errors import LoweringError, Unsupported
+from .folding import try_fold
 
 MAX_GRID_YZ = 2**16 - 1
 MAX_GRID_X = 2**31 - 1
+INT32_OFFSETS_BELOW = 2**31     # offsets at or past this need int64 index arithmetic
 
 
 # --- what the kernel sees ------------------------------------------------------
@@ -56,6 +60,7 @@ class RefValue:
   ragged: tuple[bool, ...]       # the block grid overhangs the array on this dim
   index_dtype: np.dtype
   label: str                     # the user's name for it (x_ref)
+  gather_position: int = 0       # where integer-array index dims land in a read's shape
 
   @property
   def shape(self) -> tuple[int, ...]:
@@ -139,6 +144,9 @@ class KernelContext:
     self.replaying = False
     self.atomic_refs: set[str] = set()     # params updated with atomics (zeroed on GPU)
     self._pp_contexts: dict[int, Any] = {}
+    # expression -> the variable holding it, one dict per jaxpr being lowered
+    # (the kernel, a loop body, a branch): see RuleContext.assign_once
+    self.scopes: list[dict[str, str]] = []
 
   def next_eqn_index(self) -> int:
     i = self._eqn_counter
@@ -173,6 +181,24 @@ class RuleContext:
 
   def full(self, shape, value, dtype, hint="full") -> Value:
     return emit.full(self.b, shape, value, dtype, hint)
+
+  def assign_once(self, hint: str, expr: str, key: str | None = None) -> str:
+    """`name = expr`, or the name an earlier line of this scope (or an
+    enclosing one) gave the same expression (or `key`), e.g. the index
+    vectors of a ref read and then written.
+
+    Only for expressions of variables that are never reassigned, which holds
+    for all but loop carries; a carry exists only inside its loop's body and
+    after the loop, and the body's scope ends before the carry is reassigned.
+    """
+    key = expr if key is None else key
+    for scope in reversed(self.kernel.scopes):
+      if key in scope:
+        return scope[key]
+    name = self.b.assign(hint, expr)
+    if self.kernel.scopes:
+      self.kernel.scopes[-1][key] = name
+    return name
 
   def out_used(self, i: int = 0) -> bool:
     """Whether anything reads output i (a swap whose old value nobody reads skips the load)."""
@@ -224,12 +250,6 @@ def _const_value(value, aval) -> Value:
 def lower_jaxpr(kernel: KernelContext, jaxpr, args: list[Any], *, parent: EqnInfo | None,
                 region: str, consts=()) -> list[Any]:
   env: dict[Any, Any] = {}
-
-  def read(atom):
-    if isinstance(atom, compat.Literal):
-      return _literal_value(atom)
-    return env[atom]
-
   for var, value in zip(jaxpr.constvars, consts):
     env[var] = _const_value(value, var.aval)
   if len(args) != len(jaxpr.invars):
@@ -237,10 +257,20 @@ def lower_jaxpr(kernel: KernelContext, jaxpr, args: list[Any], *, parent: EqnInf
   for var, value in zip(jaxpr.invars, args):
     env[var] = value
   live = _live_vars(jaxpr)
+  kernel.scopes.append({})
+  try:
+    _lower_equations(kernel, jaxpr, env, live, parent, region)
+    return [_read(env, v) for v in jaxpr.outvars]
+  finally:
+    kernel.scopes.pop()
+
+
+def _lower_equations(kernel: KernelContext, jaxpr, env: dict, live: set,
+                     parent: EqnInfo | None, region: str) -> None:
   for position, eqn in enumerate(jaxpr.eqns):
     info = _describe(kernel, jaxpr, eqn, position, parent, region)
     try:
-      invals = [read(v) for v in eqn.invars]
+      invals = [_read(env, v) for v in eqn.invars]
     except Unsupported as e:
       raise _lowering_error(kernel, info, e.reason, e.hint, e) from None
     outvals = _lower_equation(kernel, eqn, info, invals, live)
@@ -253,7 +283,12 @@ def lower_jaxpr(kernel: KernelContext, jaxpr, args: list[Any], *, parent: EqnInf
         env[var] = value
     elif eqn.outvars:
       env[eqn.outvars[0]] = outvals
-  return [read(v) for v in jaxpr.outvars]
+
+
+def _read(env: dict, atom):
+  if isinstance(atom, compat.Literal):
+    return _literal_value(atom)
+  return env[atom]
 
 
 def _live_vars(jaxpr) -> set:
@@ -273,6 +308,9 @@ def _lower_equation(kernel: KernelContext, eqn, info: EqnInfo, invals: list[Any]
   first_line = b.num_lines
   watcher = hooks.NULL_SPAN if kernel.replaying else hooks.observer().equation(info)
   with b.equation(info.index), watcher as span:
+    folded = try_fold(eqn, invals)
+    if folded is not None:
+      return folded
     rule = RULES.get(eqn.primitive)
     if rule is None:
       raise _lowering_error(kernel, info, f"primitive `{eqn.primitive.name}` has no "
@@ -322,10 +360,12 @@ def _describe(kernel: KernelContext, jaxpr, eqn, position: int, parent: EqnInfo 
     return (_eqn_text(kernel, jaxpr, eqn), tuple(str(v.aval) for v in eqn.invars),
             tuple(str(v.aval) for v in eqn.outvars))
 
+  file, line, function = ((frame.file_name, frame.start_line, frame.function_name) if frame
+                          # inside a library's jit (jnp.sort, ...): the user's call of it
+                          else (parent.file, parent.line, parent.function) if parent
+                          else (None, None, None))
   return EqnInfo(index=kernel.next_eqn_index(), path=path, primitive=eqn.primitive.name,
-                 file=frame.file_name if frame else None,
-                 line=frame.start_line if frame else None,
-                 function=frame.function_name if frame else None,
+                 file=file, line=line, function=function,
                  parent=None if parent is None else parent.index,
                  region=region, describe=describe)
 
@@ -409,9 +449,26 @@ def _emit_program_ids(b: KernelBuilder, grid, axes) -> list[Value]:
 
 # --- refs from block mappings -----------------------------------------------------
 
-def _index_dtype(shape) -> np.dtype:
-  # Triton's pointer offsets are element counts; 32 bits hold < 2**31 of them.
-  return np.dtype(np.int64) if math.prod(shape) >= 2**31 else np.dtype(np.int32)
+def index_dtype_for(array_shape, block_shape) -> np.dtype:
+  """int64 when an offset into the array could reach 2**31, else int32.
+
+  Triton's pointer offsets are element counts. Besides the array's own
+  size, the padded (power-of-two) lanes of the last, overhanging block
+  compute offsets past its end before their mask drops them: in int32 those
+  could wrap to negative offsets that pass the `< size` mask. The bound
+  allows each dimension two padded blocks beyond its last block.
+  """
+  if math.prod(array_shape) >= INT32_OFFSETS_BELOW:
+    return np.dtype(np.int64)
+  stride, reach = 1, 0
+  for size, bdim in reversed(list(zip(array_shape, block_shape))):
+    block = 1 if isinstance(bdim, compat.Squeezed) else compat.block_dim_size(bdim)
+    blocks = -(-size // block) if isinstance(bdim, compat.Blocked) else 1
+    extent = size if isinstance(bdim, compat.Squeezed) else \
+        max(size, blocks * block) + 2 * next_pow2(block)
+    reach += extent * stride
+    stride *= size
+  return np.dtype(np.int64) if reach >= INT32_OFFSETS_BELOW else np.dtype(np.int32)
 
 
 def _block_ref(kernel: KernelContext, bm, name: str, label: str, pids: list[Value],
@@ -420,7 +477,7 @@ def _block_ref(kernel: KernelContext, bm, name: str, label: str, pids: list[Valu
   array_shape = tuple(bm.array_aval.shape)
   dtype = np.dtype(bm.array_aval.dtype)
   signature_type(dtype)  # fails early with a clear message for unsupported dtypes
-  index_dtype = _index_dtype(array_shape)
+  index_dtype = index_dtype_for(array_shape, bm.block_shape)
   if getattr(bm, "pipeline_mode", None) is not None:
     raise Unsupported("pipeline_mode on a BlockSpec",
                       "Triton pipelines loops itself: drop pipeline_mode and set "
@@ -491,34 +548,49 @@ def kernel_name_of(jaxpr, name: str | None = None) -> str:
 
 def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
                  compute_capability: int = 90, name: str | None = None,
-                 debug: bool = False) -> GeneratedKernel:
-  """Lowers the jaxpr of a pallas_call to a GeneratedKernel (Triton source)."""
+                 debug: bool = False, call_site=None) -> GeneratedKernel:
+  """Lowers the jaxpr of a pallas_call to a GeneratedKernel (Triton source).
+
+  `call_site` is the source info of the pallas_call equation (anything
+  with a `.traceback`): errors about the call as a whole (grid, BlockSpecs,
+  scratch shapes) point at the user's line there.
+  """
   start_time = time.perf_counter()
   kname = kernel_name_of(jaxpr, name)
   src_info = getattr(jaxpr.debug_info, "func_src_info", None) or kname
-  grid = tuple(int(g) for g in grid_mapping.grid)
   jaxpr_text = str(jaxpr)
-  header = [f"Triton kernel generated by pallas-prof from the Pallas kernel {src_info}",
-            f"grid {grid}, num_warps={num_warps}, num_stages={num_stages}",
-            "each line's comment: [equation index] primitive @ your file:line"]
-  b = KernelBuilder(kname, header)
-  with hooks.observer().kernel(kname, {"pallas.kernel": kname, "pallas.grid": str(grid),
+
+  def call_error(reason: str, hint: str | None) -> LoweringError:
+    site = pallas_call_info(call_site, jaxpr, kname, grid_mapping)
+    return LoweringError(reason, hint=hint, kernel=kname, eqn=site, jaxpr_text=jaxpr_text,
+                         rule="pallas_call", details={"kernel": src_info})
+
+  with hooks.observer().kernel(kname, {"pallas.kernel": kname,
+                                       "pallas.grid": str(tuple(grid_mapping.grid)),
                                        "pallas.num_warps": num_warps,
                                        "pallas.num_stages": num_stages,
-                                       "pallas.source": src_info}):
+                                       "pallas.source": src_info}) as kernel_span:
+    try:
+      _check_call(grid_mapping)
+      grid = static_grid(grid_mapping)
+    except Unsupported as e:
+      raise call_error(e.reason, e.hint) from None
+    header = [f"Triton kernel generated by pallas-prof from the Pallas kernel {src_info}",
+              f"grid {grid}, num_warps={num_warps}, num_stages={num_stages}",
+              "each line's comment: [equation index] primitive @ your file:line"]
+    b = KernelBuilder(kname, header)
     kernel = KernelContext(b, kname, grid, [], compute_capability,
                            getattr(grid_mapping, "grid_names", None), jaxpr_text)
     try:
       params = _lower_kernel_body(kernel, jaxpr, grid_mapping)
       launch = kernel.launch_grid
     except Unsupported as e:
-      raise LoweringError(e.reason, hint=e.hint, kernel=kname, jaxpr_text=jaxpr_text,
-                          details={"grid": grid}) from None
+      raise call_error(e.reason, e.hint) from None
     except UnsupportedDtype as e:
-      raise LoweringError(str(e), hint="cast to a supported dtype outside the kernel",
-                          kernel=kname, jaxpr_text=jaxpr_text) from None
-  source, line_map = b.render()
-  key = hashlib.sha256(source.encode()).hexdigest()
+      raise call_error(str(e), "cast to a supported dtype outside the kernel") from None
+    source, line_map = b.render()
+    key = hashlib.sha256(source.encode()).hexdigest()
+    kernel_span.set("pallas.source_key", key)   # ties the kernel's compile spans to this one
   path = _write_source(kname, key, source)
   gk = GeneratedKernel(name=b.kernel_name, source=source, path=path, line_map=line_map,
                        eqns=sorted(b.eqns, key=lambda e: e.index), params=params, grid=grid,
@@ -532,16 +604,69 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
   return gk
 
 
-def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping) -> list[KernelParam]:
-  b = kernel.builder
+def pallas_call_info(call_site, jaxpr, kname: str, grid_mapping=None) -> EqnInfo:
+  """The pallas_call itself as an equation, for errors about the whole call.
+
+  Its line is the user's pallas_call: from the equation's traceback under
+  jit, from the live Python stack when called eagerly (JAX traces an eager
+  pallas_call inside its own jit, which cuts the user's frames from the
+  equation's traceback); failing both, the kernel function's definition.
+  """
+  frame = compat.user_frame(call_site) if call_site is not None else None
+  if frame is not None:
+    file, line, function = frame.file_name, frame.start_line, frame.function_name
+  else:
+    file, line, function = _live_user_frame() or _definition_site(jaxpr)
+  grid = getattr(grid_mapping, "grid", None)
+  text = f"pallas_call[name={kname}" + (f", grid={tuple(grid)}]" if grid is not None else "]")
+  return EqnInfo(index=-1, path="pallas_call", primitive="pallas_call", file=file, line=line,
+                 function=function, parent=None, region="call", text=text, in_avals=(),
+                 out_avals=())
+
+
+def _live_user_frame():
+  for summary in reversed(traceback.extract_stack()):
+    if compat._is_user_file(summary.filename):
+      return summary.filename, summary.lineno, summary.name
+  return None
+
+
+def _definition_site(jaxpr):
+  """(file, line, function) of the kernel function, from "name at file:line"."""
+  info = getattr(jaxpr.debug_info, "func_src_info", None) or ""
+  name, sep, where = info.rpartition(" at ")
+  path, _, line = where.rpartition(":")
+  if not sep or not line.isdigit():
+    return None, None, None
+  return path, int(line), name
+
+
+def _check_call(grid_mapping) -> None:
+  """What pallas-prof cannot lower, whatever the kernel does."""
   if getattr(grid_mapping, "num_dynamic_grid_bounds", 0):
-    raise Unsupported("dynamic grid bounds", "use a static grid (Python ints)")
+    raise Unsupported("dynamic grid bounds (a grid size traced inside jit)",
+                      "use a static grid (Python ints), e.g. mark the size static with "
+                      "jax.jit(..., static_argnums=...)")
   if getattr(grid_mapping, "num_index_operands", 0):
     raise Unsupported("scalar prefetch (num_scalar_prefetch)",
                       "pass the scalars as ordinary inputs and read them in the kernel")
   if getattr(grid_mapping, "num_scratch_operands", 0) or getattr(grid_mapping, "scratch_avals", ()):
     raise Unsupported("scratch_shapes", "Triton keeps intermediates in registers: compute "
                       "them as values (carry them through loops) instead of scratch refs")
+
+
+def static_grid(grid_mapping) -> tuple[int, ...]:
+  grid = []
+  for g in grid_mapping.grid:
+    if not isinstance(g, (int, np.integer)):
+      raise Unsupported(f"grid dimension {g!r} is not a static int",
+                        "use a static grid (Python ints)")
+    grid.append(int(g))
+  return tuple(grid)
+
+
+def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping) -> list[KernelParam]:
+  b = kernel.builder
   n_in = grid_mapping.num_inputs
   n_out = grid_mapping.num_outputs
   block_mappings = grid_mapping.block_mappings

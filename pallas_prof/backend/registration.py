@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 
 from . import compat, registry
 from .compile import compile_kernel
 from .errors import LoweringError
 from .launch import cpu_call, gpu_custom_call
-from .lowering import lower_kernel
+from .lowering import kernel_name_of, lower_kernel, pallas_call_info
 
 DEFAULT_NUM_WARPS = 4
 DEFAULT_NUM_STAGES = 3
@@ -52,6 +51,10 @@ def install() -> None:
   """Routes every Triton-style pallas_call (GPU and CPU) through pallas-prof."""
   _ensure_registered()
   _takeover["active"] = True
+  cc = compat.gpu_compute_capability()
+  if cc is not None:
+    from .compile import start_warmup
+    start_warmup(cc)
 
 
 def uninstall() -> None:
@@ -64,6 +67,23 @@ def installed() -> bool:
 
 
 _registered = {"done": False}
+_compare_with_builtin = {"active": False}
+
+
+def route_to_builtin(active: bool) -> None:
+  """Benchmarking aid: send every Triton-style call, pallas-prof's own
+  CompilerParams included, to JAX's built-in Triton backend (same num_warps
+  and num_stages), to compare the two on the same program."""
+  _compare_with_builtin["active"] = active
+
+
+def _lower_with_builtin(ctx, in_nodes, params):
+  from jax._src.pallas.triton import pallas_call_registration as builtin
+  cp = params.get("compiler_params")
+  warps, stages = _num_warps_stages(cp)
+  params = dict(params, compiler_params=compat.builtin_triton_compiler_params()(
+      num_warps=warps, num_stages=stages))
+  return builtin.pallas_call_lowering(ctx, *in_nodes, **params)
 
 
 def _ensure_registered() -> None:
@@ -103,13 +123,21 @@ def _lower(ctx, in_nodes, params, platform: str):
   grid_mapping = params["grid_mapping"]
   cp = params.get("compiler_params")
   num_warps, num_stages = _num_warps_stages(cp)
+  # JAX lowers each equation inside its user context: the source info there
+  # holds the pallas_call's traceback (the lowering context's own is None
+  # for cached lowerings).
+  call_site = compat.source_info_util.current()
+
+  def call_error(reason, hint):
+    kname = kernel_name_of(jaxpr, params.get("name"))
+    return LoweringError(reason, hint=hint, kernel=kname, rule="pallas_call",
+                         eqn=pallas_call_info(call_site, jaxpr, kname, grid_mapping))
+
   if params.get("mesh") is not None:
-    raise LoweringError("pallas_call with a mesh", hint="use a grid instead of a mesh",
-                        kernel=getattr(jaxpr.debug_info, "func_name", None))
+    raise call_error("pallas_call with a mesh", "use a grid instead of a mesh")
   if jaxpr.constvars:
-    raise LoweringError("the kernel closes over array constants",
-                        hint="pass arrays as pallas_call inputs",
-                        kernel=getattr(jaxpr.debug_info, "func_name", None))
+    raise call_error("the kernel closes over array constants",
+                     "pass arrays as pallas_call inputs")
   cc = getattr(cp, "compute_capability", None) if isinstance(cp, CompilerParams) else None
   if platform == "cuda":
     cc = cc or compat.gpu_compute_capability() or 90
@@ -117,7 +145,7 @@ def _lower(ctx, in_nodes, params, platform: str):
     cc = cc or 90
   gk = lower_kernel(jaxpr, grid_mapping, num_warps=num_warps, num_stages=num_stages,
                     compute_capability=cc, name=params.get("name"),
-                    debug=bool(params.get("debug")))
+                    debug=bool(params.get("debug")), call_site=call_site)
   aliases = tuple(tuple(a) for a in params.get("input_output_aliases", ()))
   rec = registry.record(registry.KernelRecord(
       name=gk.name, generated=gk, platform=platform,
@@ -158,10 +186,24 @@ def _lower_cpu(ctx, *in_nodes, **params):
 
 
 def _lower_cuda(ctx, *in_nodes, **params):
+  if _compare_with_builtin["active"] and not params.get("interpret") and _is_triton_style(params):
+    return _lower_with_builtin(ctx, in_nodes, params)
   if not _wants_us(params):
     return _delegate(ctx, in_nodes, params)
   return _lower(ctx, in_nodes, params, "cuda")
 
 
 def _lower_cuda_explicit(ctx, *in_nodes, **params):
+  if _compare_with_builtin["active"]:
+    return _lower_with_builtin(ctx, in_nodes, params)
   return _lower(ctx, in_nodes, params, "cuda")
+
+
+def _is_triton_style(params: dict) -> bool:
+  cp = params.get("compiler_params")
+  if cp is None or isinstance(cp, CompilerParams):
+    return params.get("mesh") is None
+  try:
+    return isinstance(cp, compat.builtin_triton_compiler_params())
+  except ImportError:
+    return False

@@ -79,22 +79,24 @@ def _as_values(names, templates) -> list[Value]:
   return [Value(n, t.dtype, t.shape) for n, t in zip(names, templates)]
 
 
+def _loop_index(ctx, raw: str, dtype) -> Value:
+  """The induction variable as a tensor of exactly the counter's dtype: Triton
+  types it from the bounds, and its interpreter hands out Python ints."""
+  return ctx.value("i", f"tl.cast({raw}, {tl_dtype(dtype)})", dtype, ())
+
+
 # --- scan / fori_loop -----------------------------------------------------------------
 
 @register(lax.scan_p)
-def _scan(ctx, *args, jaxpr, length, reverse, num_consts, num_carry, linear=None, unroll=1,
-          _split_transpose=False, **params):
+def _scan(ctx, *args, jaxpr, length, reverse, unroll=1, **params):
+  num_consts, num_carry = compat.scan_layout(params)
+  jaxpr, consts_closed = compat.open_jaxpr(jaxpr)
   n_xs = len(args) - num_consts - num_carry
-  n_ys = len(jaxpr.jaxpr.outvars) - num_carry
+  n_ys = len(jaxpr.outvars) - num_carry
   if n_xs or n_ys:
     raise Unsupported("lax.scan over arrays (xs/ys) inside a kernel",
                       "use lax.fori_loop with loads/stores at pl.ds(i * block, block)")
-  if jaxpr.consts:
-    consts_closed = jaxpr.consts
-  else:
-    consts_closed = ()
-  body, has_index = pallas_utils.pattern_match_scan_to_fori_loop(jaxpr.jaxpr, num_consts,
-                                                                 num_carry)
+  body, has_index = pallas_utils.pattern_match_scan_to_fori_loop(jaxpr, num_consts, num_carry)
   consts, carry = list(args[:num_consts]), list(args[num_consts:])
   for c in carry:
     _check_carry(c, "carry")
@@ -106,14 +108,13 @@ def _scan(ctx, *args, jaxpr, length, reverse, num_consts, num_carry, linear=None
   names = [_materialize(ctx, c, "carry") for c in carry]
   carried = _as_values(names, carry)
   if has_index:
-    i = ctx.b.fresh("i")
+    i = ctx.b.fresh("i_raw")
     header = f"for {i} in range({_bound(lo)}, {_bound(upper)}):"
-    body_args = consts + [Value(i, lo.dtype, ())] + carried
   else:
     i = ctx.b.fresh("_iter")
     header = f"for {i} in range(0, {length}):"
-    body_args = consts + carried
   with ctx.b.block(header):
+    body_args = consts + ([_loop_index(ctx, i, lo.dtype)] if has_index else []) + carried
     outs = ctx.lower_jaxpr(body, body_args, "body", consts=consts_closed)
     _assign_all(ctx, names, outs)
   if has_index:
@@ -164,9 +165,9 @@ def _while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     lo, hi, rest = carry[0], carry[1], carry[2:]
     names = [_materialize(ctx, c, "carry") for c in rest]
     carried = _as_values(names, rest)
-    i = ctx.b.fresh("i")
+    i = ctx.b.fresh("i_raw")
     with ctx.b.block(f"for {i} in range({_bound(lo)}, {_bound(hi)}):"):
-      outs = ctx.lower_jaxpr(fori_body, body_consts + [Value(i, lo.dtype, ())] + carried,
+      outs = ctx.lower_jaxpr(fori_body, body_consts + [_loop_index(ctx, i, lo.dtype)] + carried,
                              "body", consts=body_jaxpr.consts)
       _assign_all(ctx, names, outs)
     # the counter ends at max(lo, hi): the loop may not run at all
@@ -224,10 +225,8 @@ def _cond(ctx, index, *args, branches, **params):
 
 def _inline(param: str, region: str):
   def rule(ctx, *args, **params):
-    closed = params[param]
-    if isinstance(closed, jax_core.ClosedJaxpr):
-      return ctx.lower_jaxpr(closed.jaxpr, args, region, consts=closed.consts)
-    return ctx.lower_jaxpr(closed, args, region)
+    jaxpr, consts = compat.open_jaxpr(params[param])
+    return ctx.lower_jaxpr(jaxpr, args, region, consts=consts)
   return rule
 
 
@@ -236,7 +235,7 @@ from jax._src import custom_derivatives as _cd  # noqa: E402
 from jax._src import ad_checkpoint as _ac  # noqa: E402
 
 register(getattr(_pjit, "jit_p", None) or getattr(_pjit, "pjit_p", None))(_inline("jaxpr", "call"))
-register(jax_core.closed_call_p)(_inline("call_jaxpr", "call"))
+register(*compat.closed_call_primitives)(_inline("call_jaxpr", "call"))
 register(_cd.custom_jvp_call_p)(_inline("call_jaxpr", "custom_jvp"))
 register(getattr(_cd, "custom_vjp_call_p", None))(_inline("call_jaxpr", "custom_vjp"))
 register(getattr(_cd, "custom_vjp_call_jaxpr_p", None))(_inline("fun_jaxpr", "custom_vjp"))

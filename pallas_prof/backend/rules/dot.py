@@ -1,83 +1,111 @@
-"""dot_general -> tl.dot, with transposed operands, batch dimensions,
-precision -> input_precision, preferred_element_type, and small matrices.
+"""dot_general -> tl.dot, with transposed operands, a leading batch dimension,
+vectors, precision -> input_precision, preferred_element_type, small matrices.
 
-Triton's tl.dot needs M, N, K >= 16. Smaller operands are padded to 16 by
-repeating them and zeroing the copies (exact: the extra products are 0),
-and the result is folded back; JAX's own backend rejects such shapes.
-Padded K lanes (non-power-of-two contraction) are zeroed on both sides.
+Triton (3.6, NVIDIA) takes M and N from 1 but needs K >= 16 (K >= 32 for
+8-bit operands); float64 dots need M, N, K >= 16 (smaller tiles crash the
+MMAv2 layout, as JAX's own backend notes). Smaller dimensions are grown by
+repeating the operand and zeroing the copies (exact: the extra products are 0),
+and the result is folded back. Padded K lanes (a non-power-of-two contraction)
+are zeroed on both sides. Integer dots other than int8 have no tensor-core
+path: they multiply and sum in registers, in the result's integer type, which
+wraps exactly like XLA.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
+import jax.numpy as jnp
 from jax import lax
 
 from .. import emit
-from ..codegen import Value, is_float, is_int, next_pow2, padded_shape, tl_dtype
+from ..codegen import Value, is_bool, is_float, is_int, next_pow2, tl_dtype
 from ..errors import Unsupported
 from . import register
+from .reductions import sum_dtype
+from .shape import grow_axis, reshape_value
 
-MIN_DOT = 16
 F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+I32 = np.dtype(np.int32)
+INT8 = np.dtype(np.int8)
 
 
-def _input_precision(precision, a_dtype) -> tuple[str | None, str | None]:
-  """(input_precision, forced operand dtype) for a JAX precision spec."""
+@dataclasses.dataclass(frozen=True)
+class _Algorithm:
+  input_precision: str | None      # tl.dot's input_precision (f32 operands only)
+  operand_dtype: np.dtype | None   # operands are converted to this first
+  acc_dtype: np.dtype | None       # tl.dot's out_dtype
+
+
+_TF32_PRECISIONS = (lax.Precision.DEFAULT, lax.Precision.HIGH, None)
+
+
+def _preset_algorithm(preset) -> _Algorithm:
+  Preset = lax.DotAlgorithmPreset
+  precisions = {
+      Preset.TF32_TF32_F32: "tf32", Preset.TF32_TF32_F32_X3: "tf32x3",
+      Preset.F32_F32_F32: "ieee", Preset.BF16_BF16_F32_X3: "bf16x3",
+      Preset.BF16_BF16_F32_X6: "bf16x6",
+      # Triton has no 9-pass bf16 split; plain f32 is at least as precise
+      Preset.BF16_BF16_F32_X9: "ieee", Preset.F64_F64_F64: None,
+      Preset.BF16_BF16_F32: None, Preset.BF16_BF16_BF16: None,
+      Preset.F16_F16_F32: None, Preset.F16_F16_F16: None,
+  }
+  if preset not in precisions:
+    raise Unsupported(f"dot algorithm {preset.name}",
+                      "use DEFAULT, F32_F32_F32, TF32_TF32_F32(_X3), BF16_BF16_F32(_X3/_X6/_X9), "
+                      "BF16_BF16_BF16, F16_F16_F32, F16_F16_F16 or F64_F64_F64")
+  operand = np.dtype(preset.supported_lhs_types[0])
+  acc = np.dtype(preset.accumulation_type)
+  if acc == jnp.bfloat16:
+    acc = F32          # tl.dot cannot accumulate in bf16; round once at the end
+  return _Algorithm(precisions[preset], operand, acc)
+
+
+def _algorithm(precision, operand_dtype) -> _Algorithm:
   Preset = getattr(lax, "DotAlgorithmPreset", None)
+  if Preset is not None and isinstance(precision, Preset) and precision != Preset.DEFAULT:
+    return _preset_algorithm(precision)
   if precision is None or (Preset is not None and precision == Preset.DEFAULT):
     precision = (lax.Precision.DEFAULT, lax.Precision.DEFAULT)
-  if Preset is not None and isinstance(precision, Preset):
-    table = {
-        Preset.TF32_TF32_F32: ("tf32", None),
-        Preset.TF32_TF32_F32_X3: ("tf32x3", None),
-        Preset.F32_F32_F32: ("ieee", None),
-        Preset.BF16_BF16_F32: (None, "bfloat16"),
-        Preset.F16_F16_F32: (None, "float16"),
-        Preset.BF16_BF16_BF16: (None, "bfloat16"),
-        Preset.F16_F16_F16: (None, "float16"),
-        Preset.BF16_BF16_F32_X3: ("bf16x3", None),
-        Preset.BF16_BF16_F32_X6: ("bf16x6", None),
-    }
-    if precision not in table:
-      raise Unsupported(f"dot algorithm {precision}",
-                        "use one of TF32_TF32_F32(_X3), F32_F32_F32, BF16_BF16_F32(_X3/_X6), "
-                        "F16_F16_F32")
-    return table[precision]
-  if isinstance(precision, tuple):
-    if any(p in (lax.Precision.HIGH, lax.Precision.DEFAULT, None) for p in precision):
-      # Same choice as JAX's Triton backend: DEFAULT and HIGH use TF32.
-      return ("tf32" if np.dtype(a_dtype) == F32 else None), None
-    return ("ieee" if np.dtype(a_dtype) == F32 else None), None
   if isinstance(precision, lax.Precision):
-    return _input_precision((precision, precision), a_dtype)
-  raise Unsupported(f"dot precision {precision!r}")
+    precision = (precision, precision)
+  if not isinstance(precision, tuple):
+    raise Unsupported(f"dot precision {precision!r}",
+                      "use a lax.Precision or a lax.DotAlgorithmPreset")
+  if np.dtype(operand_dtype) != F32:
+    return _Algorithm(None, None, None)
+  # As JAX's Triton backend and XLA on GPU: DEFAULT and HIGH multiply in TF32.
+  tf32 = any(p in _TF32_PRECISIONS for p in precision)
+  return _Algorithm("tf32" if tf32 else "ieee", None, None)
 
 
-def _accumulator(out_dtype, a_dtype) -> np.dtype:
-  if is_int(a_dtype):
-    return np.dtype(np.int32)
-  if np.dtype(out_dtype) in (np.float16, np.float64):
-    return np.dtype(out_dtype)
-  return F32
+def _common_dtype(a: Value, b: Value) -> np.dtype:
+  if a.dtype == b.dtype:
+    dt = np.dtype(a.dtype)
+  else:
+    dt = np.dtype(jnp.promote_types(a.dtype, b.dtype))
+  return INT8 if is_bool(dt) else dt
 
 
-def _pad_rows(ctx, x: Value, axis: int, target: int, zero) -> Value:
+def _min_sizes(dtype) -> tuple[int, int, int]:
+  """The smallest (M, N, K) tl.dot takes for these operands on NVIDIA."""
+  dtype = np.dtype(dtype)
+  if dtype == F64:
+    return 16, 16, 16
+  if dtype.itemsize == 1:
+    return 1, 1, 32
+  return 1, 1, 16
+
+
+def _pad_rows(ctx, x: Value, axis: int, target: int, zero: str) -> Value:
   """Grows `axis` from n to `target` lanes: repeat, then zero the copies."""
-  n = next_pow2(x.shape[axis])
-  reps = target // n
-  rank = x.ndim
-  padded = list(padded_shape(x.shape))
-  # insert a repeat dim before `axis`, broadcast, merge: lane r*n+i holds x[i]
-  expanded = emit.expand_to_rank(x, tuple(i if i < axis else i + 1 for i in range(rank)), rank + 1)
-  big = padded[:axis] + [reps] + padded[axis:]
-  rep = ctx.b.assign("rep", f"tl.broadcast_to({expanded}, {emit.shape_expr(big)})")
-  merged_shape = padded[:axis] + [target] + padded[axis + 1:]
-  merged = ctx.b.assign("grown", f"tl.reshape({rep}, {emit.shape_expr(merged_shape)})")
-  lane = emit.expand_to_rank(Value(f"tl.arange(0, {target})", np.dtype(np.int32), (target,)),
-                             (axis,), rank)
-  out_shape = tuple(target if i == axis else d for i, d in enumerate(x.shape))
+  grown = grow_axis(ctx, x, axis, target)
+  lane = emit.expand_to_rank(Value(f"tl.arange(0, {target})", I32, (target,)), (axis,), x.ndim)
   # lanes >= the logical size are zero (also drops padded lanes of x)
-  return ctx.value("grown", f"tl.where({lane} < {x.shape[axis]}, {merged}, {zero})",
-                   x.dtype, out_shape)
+  return ctx.value("grown", f"tl.where({lane} < {x.shape[axis]}, {grown}, {zero})",
+                   x.dtype, grown.shape)
 
 
 def _shrink_rows(ctx, acc: Value, axis: int, size: int, padded_size: int) -> Value:
@@ -90,68 +118,8 @@ def _shrink_rows(ctx, acc: Value, axis: int, size: int, padded_size: int) -> Val
   split = shape[:axis] + [reps, padded_size] + shape[axis + 1:]
   folded = ctx.b.assign("folded", f"tl.reshape({acc}, {emit.shape_expr(split)})")
   out_shape = tuple(size if i == axis else d for i, d in enumerate(acc.shape))
-  return ctx.value("dot_out", f"tl.sum({folded}, axis={axis})", acc.dtype, out_shape)
-
-
-@register(lax.dot_general_p)
-def _dot_general(ctx, a, b, *, dimension_numbers, precision=None, preferred_element_type=None,
-                 out_sharding=None, **params):
-  (a_contract, b_contract), (a_batch, b_batch) = dimension_numbers
-  for v in (a, b):
-    if np.issubdtype(v.dtype, np.unsignedinteger):
-      raise Unsupported(f"dot of unsigned {v.dtype}", "cast to a signed type first")
-  if len(a_contract) != 1 or len(b_contract) != 1:
-    raise Unsupported("dot_general contracting several dimensions",
-                      "reshape the operands so one dimension is contracted")
-  if len(a_batch) > 1 or tuple(a_batch) not in ((), (0,)) or tuple(b_batch) not in ((), (0,)):
-    raise Unsupported("dot_general with batch dimensions other than a leading one",
-                      "move the batch dimension first")
-  batched = bool(a_batch)
-  if a.ndim != 2 + batched or b.ndim != 2 + batched:
-    raise Unsupported(f"dot of ranks {a.ndim} and {b.ndim}",
-                      "tl.dot takes 2D operands (3D with a leading batch dimension)")
-  out_dtype = np.dtype(ctx.avals_out[0].dtype)
-  input_precision, operand_dtype = _input_precision(precision, a.dtype)
-  # bring operands to [batch,] M x K and [batch,] K x N
-  ka = a_contract[0]
-  if ka != a.ndim - 1:
-    a = _swap_last(ctx, a)
-  kb = b_contract[0]
-  if kb != b.ndim - 2:
-    b = _swap_last(ctx, b)
-  if operand_dtype is not None:
-    a = emit.cast(ctx.b, a, operand_dtype)
-    b = emit.cast(ctx.b, b, operand_dtype)
-  if a.dtype != b.dtype:
-    common = np.promote_types(a.dtype, b.dtype) if not (is_float(a.dtype) and is_float(b.dtype)) \
-        else (F32 if max(a.dtype.itemsize, b.dtype.itemsize) <= 4 else np.dtype(np.float64))
-    a = emit.cast(ctx.b, a, common)
-    b = emit.cast(ctx.b, b, common)
-  if np.dtype(a.dtype) == np.bool_:
-    a, b = emit.cast(ctx.b, a, np.int8), emit.cast(ctx.b, b, np.int8)
-  acc_dtype = _accumulator(out_dtype, a.dtype)
-  m_ax, k_ax_a = a.ndim - 2, a.ndim - 1
-  k_ax_b, n_ax = b.ndim - 2, b.ndim - 1
-  M, K, N = a.shape[m_ax], a.shape[k_ax_a], b.shape[n_ax]
-  zero = "0" if is_int(a.dtype) else "0.0"
-  # zero padded K lanes: garbage there would pollute every output
-  a = emit.mask_padding(ctx.b, a, (k_ax_a,), 0, "lhs")
-  b = emit.mask_padding(ctx.b, b, (k_ax_b,), 0, "rhs")
-  if next_pow2(K) < MIN_DOT:
-    a = _pad_rows(ctx, a, k_ax_a, MIN_DOT, zero)
-    b = _pad_rows(ctx, b, k_ax_b, MIN_DOT, zero)
-  if next_pow2(M) < MIN_DOT:
-    a = _pad_rows(ctx, a, m_ax, MIN_DOT, zero)
-  if next_pow2(N) < MIN_DOT:
-    b = _pad_rows(ctx, b, n_ax, MIN_DOT, zero)
-  out_shape = (a.shape[:-2] + (a.shape[-2], b.shape[-1])) if batched else (a.shape[0], b.shape[1])
-  kwargs = [f"out_dtype={tl_dtype(acc_dtype)}"]
-  if input_precision is not None:
-    kwargs.append(f'input_precision="{input_precision}"')
-  acc = ctx.value("acc", f"tl.dot({a}, {b}, {', '.join(kwargs)})", acc_dtype, out_shape)
-  acc = _shrink_rows(ctx, acc, acc.ndim - 2, M, next_pow2(M))
-  acc = _shrink_rows(ctx, acc, acc.ndim - 1, N, next_pow2(N))
-  return emit.cast(ctx.b, acc, out_dtype) if acc.dtype != out_dtype else acc
+  summed = ctx.value("dot_out", f"tl.sum({folded}, axis={axis})", sum_dtype(acc.dtype), out_shape)
+  return emit.cast(ctx.b, summed, acc.dtype)
 
 
 def _swap_last(ctx, x: Value) -> Value:
@@ -160,3 +128,107 @@ def _swap_last(ctx, x: Value) -> Value:
   shape = tuple(x.shape[p] for p in perm)
   expr = f"tl.trans({x})" if x.ndim == 2 else f"tl.permute({x}, {tuple(perm)})"
   return ctx.value("t", expr, x.dtype, shape)
+
+
+@register(lax.dot_general_p)
+def _dot_general(ctx, a, b, *, dimension_numbers, precision=None, preferred_element_type=None,
+                 out_sharding=None, **params):
+  (a_contract, b_contract), (a_batch, b_batch) = dimension_numbers
+  if len(a_contract) != 1 or len(b_contract) != 1:
+    raise Unsupported("dot_general contracting several dimensions",
+                      "reshape the operands so one dimension is contracted")
+  if tuple(a_batch) not in ((), (0,)) or tuple(b_batch) not in ((), (0,)):
+    raise Unsupported("dot_general with batch dimensions other than one leading one",
+                      "move the batch dimension first (jnp.moveaxis / einsum order)")
+  batched = bool(a_batch)
+  for x in (a, b):
+    if x.ndim not in ((3,) if batched else (1, 2)):
+      raise Unsupported(f"dot of operands of shapes {a.shape} and {b.shape}",
+                        "tl.dot takes vectors, matrices, or 3D operands with a leading "
+                        "batch dimension")
+  out_shape = tuple(ctx.avals_out[0].shape)
+  out_dtype = np.dtype(ctx.avals_out[0].dtype)
+  # bring operands to [batch,] M x K and [batch,] K x N
+  if a.ndim == 1:
+    a = ctx.value("row", f"{a}[None, :]", a.dtype, (1, a.shape[0]))
+  elif a_contract[0] != a.ndim - 1:
+    a = _swap_last(ctx, a)
+  if b.ndim == 1:
+    b = ctx.value("col", f"{b}[:, None]", b.dtype, (b.shape[0], 1))
+  elif b_contract[0] != b.ndim - 2:
+    b = _swap_last(ctx, b)
+  common = _common_dtype(a, b)
+  algorithm = _algorithm(precision, common)
+  operand_dtype = algorithm.operand_dtype or common
+  a = emit.cast(ctx.b, a, operand_dtype)
+  b = emit.cast(ctx.b, b, operand_dtype)
+  if is_int(operand_dtype) and operand_dtype != INT8:
+    result = _integer_dot(ctx, a, b, out_dtype)
+  else:
+    result = _tl_dot(ctx, a, b, algorithm, out_dtype)
+  result = emit.cast(ctx.b, result, out_dtype)
+  if tuple(result.shape) != out_shape:   # vector operands: drop their unit dims
+    result = reshape_value(ctx, result, out_shape, "dot_out")
+  return result
+
+
+def _accumulator(algorithm: _Algorithm, operand_dtype, out_dtype) -> np.dtype:
+  if algorithm.acc_dtype is not None:
+    return algorithm.acc_dtype
+  if is_int(operand_dtype):
+    return I32
+  if np.dtype(operand_dtype) == F64:
+    return F64
+  # f32 accumulation for 16-bit inputs too, then one rounding: what XLA does
+  return F32
+
+
+def _tl_dot(ctx, a: Value, b: Value, algorithm: _Algorithm, out_dtype) -> Value:
+  if not (is_float(a.dtype) or a.dtype == INT8):
+    raise Unsupported(f"dot of {a.dtype} operands", "cast the operands to a float type")
+  acc_dtype = _accumulator(algorithm, a.dtype, out_dtype)
+  m_ax, k_ax_a = a.ndim - 2, a.ndim - 1
+  k_ax_b, n_ax = b.ndim - 2, b.ndim - 1
+  M, K, N = a.shape[m_ax], a.shape[k_ax_a], b.shape[n_ax]
+  min_m, min_n, min_k = _min_sizes(a.dtype)
+  zero = "0" if is_int(a.dtype) else "0.0"
+  if next_pow2(K) < min_k:
+    # the copies are zeroed, and so are padded K lanes
+    a = _pad_rows(ctx, a, k_ax_a, min_k, zero)
+    b = _pad_rows(ctx, b, k_ax_b, min_k, zero)
+  else:
+    # zero padded K lanes: garbage there would pollute every output
+    a = emit.mask_padding(ctx.b, a, (k_ax_a,), 0, "lhs")
+    b = emit.mask_padding(ctx.b, b, (k_ax_b,), 0, "rhs")
+  if next_pow2(M) < min_m:
+    a = _pad_rows(ctx, a, m_ax, min_m, zero)
+  if next_pow2(N) < min_n:
+    b = _pad_rows(ctx, b, n_ax, min_n, zero)
+  shape = a.shape[:-1] + (b.shape[-1],)
+  kwargs = [f"out_dtype={tl_dtype(acc_dtype)}"]
+  if algorithm.input_precision is not None and np.dtype(a.dtype) == F32:
+    kwargs.append(f'input_precision="{algorithm.input_precision}"')
+  acc = ctx.value("acc", f"tl.dot({a}, {b}, {', '.join(kwargs)})", acc_dtype, shape)
+  acc = _shrink_rows(ctx, acc, acc.ndim - 2, M, next_pow2(M))
+  return _shrink_rows(ctx, acc, acc.ndim - 1, N, next_pow2(N))
+
+
+def _integer_dot(ctx, a: Value, b: Value, out_dtype) -> Value:
+  """sum_k a[m, k] * b[k, n] in registers, in the result's integer type."""
+  acc_dtype = np.dtype(out_dtype) if is_int(out_dtype) else np.dtype(
+      jnp.promote_types(a.dtype, I32))
+  a = emit.cast(ctx.b, a, acc_dtype)
+  b = emit.cast(ctx.b, b, acc_dtype)
+  k_axis = a.ndim - 1
+  a = emit.mask_padding(ctx.b, a, (k_axis,), 0, "lhs")
+  rank = a.ndim + 1
+  lhs = ctx.value("lhs_mkn", emit.expand_to_rank(a, tuple(range(rank - 1)), rank), acc_dtype,
+                  a.shape + (1,))
+  rhs = ctx.value("rhs_mkn", emit.expand_to_rank(b, tuple(range(rank - 3)) + (rank - 2, rank - 1),
+                                                 rank), acc_dtype,
+                  b.shape[:-2] + (1,) + b.shape[-2:])
+  shape = a.shape + (b.shape[-1],)
+  products = ctx.value("products", f"{lhs} * {rhs}", acc_dtype, shape)
+  summed = ctx.value("dot", f"tl.sum({products}, axis={k_axis})", sum_dtype(acc_dtype),
+                     a.shape[:-1] + (b.shape[-1],))
+  return emit.cast(ctx.b, summed, acc_dtype)

@@ -8,10 +8,12 @@ slice runs past the block).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from .. import compat, emit
-from ..codegen import Value, is_bool, is_float, literal, next_pow2, tl_dtype
+from ..codegen import Value, is_bool, is_float, next_pow2
 from ..errors import Unsupported
 from ..lowering import RefValue, ViewDim
 from . import register
@@ -41,15 +43,15 @@ def _add_scaled(ctx, base: Value, offset: Value, stride: int, dtype, hint) -> Va
   if base.const == 0:
     if stride == 1 and offset.const is None:
       return offset
-    return ctx.value(hint, scaled, dtype)
-  return ctx.value(hint, f"{base} + {scaled}", dtype)
+    return Value(ctx.assign_once(hint, scaled, f"{hint}: {scaled}"), np.dtype(dtype))
+  expr = f"{base} + {scaled}"
+  return Value(ctx.assign_once(hint, expr, f"{hint}: {expr}"), np.dtype(dtype))
 
 
 def apply_indexer(ctx, ref: RefValue, indexer) -> RefValue:
   """Composes one NDIndexer (from x_ref.at[...] or x_ref[...]) onto a view."""
   if not isinstance(indexer, compat.NDIndexer):
-    raise Unsupported(f"ref transform {type(indexer).__name__}",
-                      "only indexing (slices, pl.ds, ints, int arrays) is supported on refs")
+    raise _unsupported_transform(indexer)
   visible = [i for i, d in enumerate(ref.dims) if d.kind == "slice"]
   if len(visible) != len(indexer.indices):
     raise Unsupported(f"indexer of rank {len(indexer.indices)} on a ref of rank {len(visible)}")
@@ -58,34 +60,90 @@ def apply_indexer(ctx, ref: RefValue, indexer) -> RefValue:
   for axis, idx in zip(visible, indexer.indices):
     d = ref.dims[axis]
     if isinstance(idx, compat.Slice):
-      if not isinstance(idx.size, (int, np.integer)):
-        raise Unsupported("a pl.ds with a dynamic size", "slice sizes must be static ints")
-      start = _as_int(ctx, idx.start, dt)
-      stride = int(idx.stride)
-      new_start = _add_scaled(ctx, d.start, start, d.stride, dt, f"{ref.name}_s{axis}")
-      static = None
-      if d.static_offset is not None and start.const is not None:
-        static = d.static_offset + start.const * d.stride
-      dims[axis] = ViewDim("slice", new_start, int(idx.size), d.stride * stride, static, d.extent)
-    else:
-      index = idx
-      if isinstance(index, (int, np.integer)):
-        index = emit.const(int(index), dt)
-      if not isinstance(index, Value):
-        raise Unsupported(f"index of type {type(index).__name__}")
-      if index.shape:
-        if not (np.issubdtype(index.dtype, np.integer)):
-          raise Unsupported(f"array index of dtype {index.dtype}", "index with integers")
-        dims[axis] = ViewDim("gather", d.start, 1, d.stride, None, d.extent,
-                             emit.cast(ctx.b, index, dt, "gidx"))
-        continue
-      index = emit.cast(ctx.b, index, dt, "idx")
-      start = _add_scaled(ctx, d.start, index, d.stride, dt, f"{ref.name}_i{axis}")
-      static = None
-      if d.static_offset is not None and index.const is not None:
-        static = d.static_offset + index.const * d.stride
-      dims[axis] = ViewDim("int", start, 1, 1, static, d.extent)
-  return ref.with_dims(dims)
+      dims[axis] = _slice_dim(ctx, ref, axis, d, idx)
+      continue
+    index = _index_value(ctx, idx, dt)
+    if index.shape:
+      # `size` keeps the indexed dimension's length: the index's bounds
+      dims[axis] = ViewDim("gather", d.start, d.size, d.stride, None, d.extent,
+                           _gather_index(ctx, index, d, dt))
+      continue
+    if index.const is not None and index.const < 0:
+      index = emit.const(index.const + d.size, dt)   # x_ref[-1]: NumPy's wrap-around
+    start = _add_scaled(ctx, d.start, index, d.stride, dt, f"{ref.name}_i{axis}")
+    static = None
+    if d.static_offset is not None and index.const is not None:
+      static = d.static_offset + index.const * d.stride
+    dims[axis] = ViewDim("int", start, 1, 1, static, d.extent)
+  return dataclasses.replace(ref, dims=tuple(dims),
+                             gather_position=_gather_position(indexer))
+
+
+def _slice_dim(ctx, ref: RefValue, axis: int, d: ViewDim, idx) -> ViewDim:
+  if not isinstance(idx.size, (int, np.integer)):
+    raise Unsupported("a pl.ds with a dynamic size", "slice sizes must be static ints")
+  if not isinstance(idx.stride, (int, np.integer)):
+    raise Unsupported("a pl.ds with a dynamic stride", "strides must be static ints")
+  dt = ref.index_dtype
+  start = _as_int(ctx, idx.start, dt)
+  stride = int(idx.stride)
+  new_start = _add_scaled(ctx, d.start, start, d.stride, dt, f"{ref.name}_s{axis}")
+  static = None
+  if d.static_offset is not None and start.const is not None:
+    static = d.static_offset + start.const * d.stride
+  return ViewDim("slice", new_start, int(idx.size), d.stride * stride, static, d.extent)
+
+
+def _index_value(ctx, idx, dt) -> Value:
+  """A scalar or array index as a Value (an index ref is read first)."""
+  if isinstance(idx, (int, np.integer)):
+    return emit.const(int(idx), dt)
+  if isinstance(idx, RefValue):
+    idx = _read(ctx, idx)        # x_ref[idx_ref]: JAX allows a ref of indices
+  if not isinstance(idx, Value):
+    raise Unsupported(f"index of type {type(idx).__name__}", "use ints, pl.ds or int arrays")
+  if not np.issubdtype(idx.dtype, np.integer):
+    raise Unsupported(f"an index of dtype {idx.dtype}", "index with integers")
+  return idx if idx.shape else emit.cast(ctx.b, idx, dt, "idx")
+
+
+def _gather_index(ctx, index: Value, d: ViewDim, dt) -> Value:
+  """An integer-array index in the index dtype, negative entries wrapped as NumPy does."""
+  signed = np.issubdtype(index.dtype, np.signedinteger)
+  index = emit.cast(ctx.b, index, dt, "gidx")
+  if not signed:
+    return index
+  return ctx.value("gidx", f"tl.where({index} < 0, {index} + {d.size}, {index})", dt,
+                   index.shape)
+
+
+def _gather_position(indexer) -> int:
+  """Where an indexer's integer-array dims go in the result (JAX = NumPy's rule):
+  in place when the non-slice indices are adjacent, else in front."""
+  is_int = [not isinstance(i, compat.Slice) for i in indexer.indices]
+  if not any(is_int):
+    return 0
+  positions = [i for i, flag in enumerate(is_int) if flag]
+  if any(b - a != 1 for a, b in zip(positions, positions[1:])):
+    return 0
+  return positions[0]   # every index before the first int index is a slice
+
+
+def _unsupported_transform(transform) -> Unsupported:
+  kind = type(transform).__name__
+  hints = {
+      "BitcastTransform": ("bitcasting a ref (x_ref.bitcast(...))",
+                           "load the value and use lax.bitcast_convert_type on it"),
+      "ReshapeTransform": ("reshaping a ref (x_ref.reshape(...))",
+                           "load the value and reshape it, or give the BlockSpec the "
+                           "shape you need"),
+      "TransposeTransform": ("transposing a ref (x_ref.T / x_ref.transpose(...))",
+                             "load the value and transpose it (jnp.transpose / .T)"),
+  }
+  reason, hint = hints.get(kind, (f"the ref transform {kind}",
+                                  "only indexing (slices, pl.ds, ints, int arrays) is "
+                                  "supported on refs; load the value and transform it"))
+  return Unsupported(reason, hint)
 
 
 def apply_transforms(ctx, ref, transforms) -> RefValue:
@@ -102,48 +160,31 @@ def apply_transforms(ctx, ref, transforms) -> RefValue:
 def result_shape(ref: RefValue) -> tuple[int, ...]:
   """The shape of a read through this view (NumPy's advanced-indexing order)."""
   slice_sizes = [d.size for d in ref.dims if d.kind == "slice"]
-  int_positions = [i for i, d in enumerate(_indexed_dims(ref)) if d.kind != "slice"]
   gathers = [d for d in ref.dims if d.kind == "gather"]
   if not gathers:
     return tuple(slice_sizes)
   int_shape = np.broadcast_shapes(*[g.index.shape for g in gathers])
-  pos = _int_position(ref)
+  pos = ref.gather_position
   return tuple(slice_sizes[:pos]) + tuple(int_shape) + tuple(slice_sizes[pos:])
-
-
-def _indexed_dims(ref: RefValue):
-  return ref.dims
-
-
-def _int_position(ref: RefValue) -> int:
-  """Where the int-indexer dims go: in place when contiguous, else first."""
-  kinds = [d.kind for d in ref.dims]
-  int_axes = [i for i, k in enumerate(kinds) if k in ("gather",)]
-  if not int_axes:
-    return 0
-  # NumPy rule over the dims that were indexed together; scalar ints count as
-  # int indexers too but contribute no dims.
-  non_slice = [i for i, k in enumerate(kinds) if k != "slice"]
-  contiguous = all(b - a == 1 for a, b in zip(non_slice, non_slice[1:]))
-  if not contiguous:
-    return 0
-  return sum(1 for k in kinds[:non_slice[0]] if k == "slice")
 
 
 # --- addresses -------------------------------------------------------------------
 
-def address(ctx, ref: RefValue, user_mask: Value | None = None):
-  """(offsets expression, mask expression or None, result shape) for a view."""
+def address(ctx, ref: RefValue, user_mask: Value | None = None, *, write: bool = False):
+  """(offsets expression, mask expression or None, result shape) for a view.
+
+  Integer-array indices out of range are clamped for reads and their lanes
+  dropped for writes, as XLA's gather and scatter do.
+  """
   b = ctx.b
   shape = result_shape(ref)
   rank = len(shape)
   padded = tuple(next_pow2(s) for s in shape)
   dt = ref.index_dtype
-  idx_t = tl_dtype(dt)
   strides = ref.strides
   terms, masks = [], []
   slice_pos = 0
-  pos = _int_position(ref)
+  pos = ref.gather_position
   gathers = [d for d in ref.dims if d.kind == "gather"]
   int_rank = len(np.broadcast_shapes(*[g.index.shape for g in gathers])) if gathers else 0
   for axis, d in enumerate(ref.dims):
@@ -155,9 +196,11 @@ def address(ctx, ref: RefValue, user_mask: Value | None = None):
       terms.append(_scaled(index, strides[axis]))
       continue
     if d.kind == "gather":
-      g = d.index
+      g, in_range = _bounded_gather_index(ctx, d, write)
       positions = tuple(range(pos + int_rank - len(g.shape), pos + int_rank))
       index = emit.expand_to_rank(g, positions, rank)
+      if in_range is not None:
+        masks.append(emit.expand_to_rank(in_range, positions, rank))
       if d.start.const != 0:
         index = f"({d.start} + {index}{_times(d.stride)})"
       elif d.stride != 1:
@@ -177,7 +220,8 @@ def address(ctx, ref: RefValue, user_mask: Value | None = None):
       index_1d = f"{lanes}{step}"
     else:
       index_1d = f"{d.start} + {lanes}{step}"
-    name = b.assign(f"{ref.name}_ax{axis}", index_1d)
+    # keyed by ref too: a store to o_ref reads better with o_ref's own vectors
+    name = ctx.assign_once(f"{ref.name}_ax{axis}", index_1d, f"{ref.name}: {index_1d}")
     index = emit.expand_to_rank(Value(name, dt, (d.size,)), (out_axis,), rank)
     if d.size != padded[out_axis]:
       lane_ok = emit.expand_to_rank(
@@ -201,8 +245,20 @@ def address(ctx, ref: RefValue, user_mask: Value | None = None):
     masks.append(str(user_mask))
   mask = None
   if masks:
-    mask = masks[0] if len(masks) == 1 else b.assign(f"{ref.name}_mask", " & ".join(masks))
+    combined = " & ".join(masks)
+    mask = masks[0] if len(masks) == 1 else ctx.assign_once(f"{ref.name}_mask", combined,
+                                                           f"{ref.name}: {combined}")
   return offset, mask, shape
+
+
+def _bounded_gather_index(ctx, d: ViewDim, write: bool):
+  """(index, in-range mask or None) for an integer-array index of a view of d.size."""
+  g = d.index
+  if write:
+    cond = f"({g} >= 0) & ({g} < {d.size})"
+    return g, Value(ctx.assign_once("in_range", cond), np.dtype(bool), g.shape)
+  clamped = ctx.assign_once("gidx", f"tl.minimum(tl.maximum({g}, 0), {d.size - 1})")
+  return Value(clamped, g.dtype, g.shape), None
 
 
 def _times(stride: int) -> str:
@@ -285,7 +341,7 @@ def _read(ctx, ref: RefValue, mask=None, other=None, **load_options) -> Value:
 
 
 def _write(ctx, ref: RefValue, value: Value, mask=None, eviction_policy=None) -> None:
-  offset, full_mask, shape = address(ctx, ref, mask)
+  offset, full_mask, shape = address(ctx, ref, mask, write=True)
   value = _check_value(ctx, ref, value, shape)
   ctx.b.emit(_store_stmt(ref, offset, value, full_mask, eviction_policy))
 
@@ -312,9 +368,38 @@ def _swap(ctx, ref, value, *leaves, tree):
   return old
 
 
+_CACHE_MODIFIERS = (".ca", ".cg", ".cv")
+_EVICTION_POLICIES = ("evict_first", "evict_last")
+
+
+def _check_load_options(cache_modifier, eviction_policy, volatile) -> None:
+  """Rejects what Triton or ptxas would reject later, with a reason."""
+  if cache_modifier and cache_modifier not in _CACHE_MODIFIERS:
+    raise Unsupported(f"cache_modifier={cache_modifier!r}",
+                      f"Triton loads take one of {', '.join(_CACHE_MODIFIERS)}")
+  _check_eviction_policy(eviction_policy)
+  # ptxas (sm_90) refuses these combinations of ld modifiers
+  if volatile and eviction_policy:
+    raise Unsupported("a volatile load with an eviction_policy",
+                      "PTX volatile loads take no cache hints: drop one of them")
+  if volatile and cache_modifier in (".ca", ".cg"):
+    raise Unsupported(f"a volatile load with cache_modifier={cache_modifier!r}",
+                      "PTX volatile loads bypass the caches: drop cache_modifier or use '.cv'")
+  if eviction_policy and cache_modifier in (".ca", ".cg"):
+    raise Unsupported(f"cache_modifier={cache_modifier!r} with eviction_policy="
+                      f"{eviction_policy!r}", "PTX cannot combine them: keep one")
+
+
+def _check_eviction_policy(eviction_policy) -> None:
+  if eviction_policy and eviction_policy not in _EVICTION_POLICIES:
+    raise Unsupported(f"eviction_policy={eviction_policy!r}",
+                      f"use one of {', '.join(_EVICTION_POLICIES)}")
+
+
 @register(compat.load_p)
 def _masked_load(ctx, *flat, args_tree, eviction_policy, cache_modifier, is_volatile):
   ref, transforms, mask, other = args_tree.unflatten(flat)
+  _check_load_options(cache_modifier, eviction_policy, is_volatile)
   view = apply_transforms(ctx, ref, transforms or ())
   return _read(ctx, view, mask, other, cache_modifier=cache_modifier,
                eviction_policy=eviction_policy, volatile=is_volatile)
@@ -323,8 +408,13 @@ def _masked_load(ctx, *flat, args_tree, eviction_policy, cache_modifier, is_vola
 @register(compat.masked_swap_p)
 def _masked_swap(ctx, *flat, args_tree, eviction_policy):
   ref, transforms, value, mask = args_tree.unflatten(flat)
+  _check_eviction_policy(eviction_policy)
   view = apply_transforms(ctx, ref, transforms or ())
-  old = _read(ctx, view, mask) if ctx.out_used(0) else None
+  old = None
+  if ctx.out_used(0):
+    # JAX's semantics: masked-off lanes of the old value read back the new one
+    other = _check_value(ctx, view, value, result_shape(view)) if mask is not None else None
+    old = _read(ctx, view, mask, other)
   _write(ctx, view, value, mask, eviction_policy)
   if old is None:
     return Value("None", ref.dtype, result_shape(view))
@@ -346,7 +436,7 @@ _ATOMIC_FUNCS = {"xchg": "tl.atomic_xchg", "add": "tl.atomic_add", "max": "tl.at
 
 def _atomic(ctx, view: RefValue, value: Value, mask, kind: str) -> Value:
   ctx.kernel.atomic_refs.add(view.name)
-  offset, full_mask, shape = address(ctx, view, mask)
+  offset, full_mask, shape = address(ctx, view, mask, write=True)
   value = _check_value(ctx, view, value, shape)
   if kind in ("add",) and is_bool(view.dtype):
     raise Unsupported("atomic add on bool", "use atomic_or")
@@ -370,7 +460,7 @@ def _atomic_rmw(ctx, *flat, args_tree, atomic_type):
 def _atomic_cas(ctx, ref, cmp, value):
   view = ref
   ctx.kernel.atomic_refs.add(view.name)
-  offset, mask, shape = address(ctx, view)
+  offset, mask, shape = address(ctx, view, write=True)
   cmp = _check_value(ctx, view, cmp, shape)
   value = _check_value(ctx, view, value, shape)
   if mask is not None:
@@ -397,3 +487,16 @@ _tp = compat.triton_primitives()
 register(_tp.atomic_rmw_p)(_atomic_rmw)
 register(_tp.atomic_cas_p)(_atomic_cas)
 register(_tp.max_contiguous_p)(_max_contiguous)
+
+
+# jnp-style broadcasting of the scalar and array indices of one indexer
+# (NDIndexer.from_indices_shape binds it when ints and int arrays are mixed).
+@register(getattr(compat.state_primitives, "broadcast_to_p", None))
+def _broadcast_index(ctx, x, *, shape):
+  shape = tuple(shape)
+  if len(x.shape) < len(shape):
+    lead = len(shape) - len(x.shape)
+    if x.shape:
+      x = Value(emit.expand_to_rank(x, tuple(range(lead, len(shape))), len(shape)), x.dtype,
+                (1,) * lead + tuple(x.shape))
+  return emit.broadcast_to(ctx.b, x, shape, "bcast_idx")

@@ -7,7 +7,7 @@ import numpy as np
 from jax import lax
 
 from .. import compat, emit
-from ..codegen import Value, tl_dtype
+from ..codegen import Value, is_low_float, tl_dtype
 from ..errors import Unsupported
 from . import register
 
@@ -53,12 +53,11 @@ def _debug_print(ctx, *args, fmt, ordered=False, **params):
     if kwargs:
       raise Unsupported("debug_print with keyword arguments", "pass values positionally")
   prefix = re.sub(r"\{[^{}]*\}", "", fmt).strip()
-  values = [a for a in args if isinstance(a, Value)]
-  text = prefix.replace('"', '\\"')
-  if values:
-    ctx.b.emit(f'tl.device_print(" {text} ", {", ".join(str(v) for v in values)})')
-  else:
-    ctx.b.emit(f'tl.device_print(" {text} ")')
+  # 16-bit floats print as float32: the interpreter keeps bf16 as raw bits
+  values = [emit.cast(ctx.b, a, np.float32) if is_low_float(a.dtype) else a
+            for a in args if isinstance(a, Value)]
+  text = repr(f" {prefix} ")        # a Python string literal, quotes escaped
+  ctx.b.emit(f"tl.device_print({', '.join([text] + [str(v) for v in values])})")
   return []
 
 

@@ -9,7 +9,7 @@ import numpy as np
 from jax import lax
 
 from .. import emit
-from ..codegen import Value, is_bool, is_float, is_low_float, literal, next_pow2, tl_dtype
+from ..codegen import Value, is_bool, is_float, is_low_float, next_pow2
 from ..errors import Unsupported
 from . import register
 
@@ -81,7 +81,7 @@ def _reduce_one(ctx, x: Value, axis: int, kind: str) -> Value:
     if is_bool(dt):
       expr = f"tl.reduce({x}, {axis}, {combiner(ctx, 'or')})"
       return ctx.value("any", expr, dt, out_shape)
-    r = ctx.value("sum", f"tl.sum({x}, axis={axis})", _sum_dtype(dt), out_shape)
+    r = ctx.value("sum", f"tl.sum({x}, axis={axis})", sum_dtype(dt), out_shape)
     return emit.cast(ctx.b, r, dt) if r.dtype != dt else r
   if kind in ("max", "min"):
     if is_float(dt):
@@ -89,7 +89,9 @@ def _reduce_one(ctx, x: Value, axis: int, kind: str) -> Value:
     elif is_bool(dt):
       expr = f"tl.reduce({x}, {axis}, {combiner(ctx, 'or' if kind == 'max' else 'and')})"
     else:
-      expr = f"tl.{kind}({x}, axis={axis})"
+      # tl.max/tl.min widen integers narrower than 32 bits to int32
+      r = ctx.value(kind, f"tl.{kind}({x}, axis={axis})", _minmax_dtype(dt), out_shape)
+      return emit.cast(ctx.b, r, dt)
     return ctx.value(kind, expr, dt, out_shape)
   if kind in ("prod", "and", "or", "xor"):
     op = kind
@@ -99,7 +101,11 @@ def _reduce_one(ctx, x: Value, axis: int, kind: str) -> Value:
   raise AssertionError(kind)
 
 
-def _sum_dtype(dt) -> np.dtype:
+def _minmax_dtype(dt) -> np.dtype:
+  return np.dtype(np.int32) if dt.itemsize < 4 else dt
+
+
+def sum_dtype(dt) -> np.dtype:
   # tl.sum widens integers narrower than 32 bits to int32
   if np.issubdtype(dt, np.integer) and dt.itemsize < 4:
     return np.dtype(np.int32) if np.issubdtype(dt, np.signedinteger) else np.dtype(np.uint32)
@@ -165,7 +171,7 @@ def _cumulative(kind: str):
     rev = ", reverse=True" if reverse else ""
     if kind == "sum":
       expr = f"tl.cumsum({xc}, axis={axis}{rev})"
-      out = ctx.value("cumsum", expr, _sum_dtype(xc.dtype), x.shape)
+      out = ctx.value("cumsum", expr, sum_dtype(xc.dtype), x.shape)
     elif kind == "prod":
       out = ctx.value("cumprod", f"tl.cumprod({xc}, axis={axis}{rev})", xc.dtype, x.shape)
     else:

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The GPU work of a session, each step time-boxed, everything under $OUT.
+# Run on the device machine from the repository root, with .whl (and
+# .conformance for the conformance step) carried along:
+#   bash bench/gpu_session.sh pytest conformance bench      (one H200)
+#   bash bench/gpu_session.sh profiler cli multi             (two H200s)
+set -u
+# $OUT comes back to the workstation but only as a few files: work in a
+# folder of our own and hand back one archive of it at the end.
+FINAL_OUT=${OUT:-/tmp/out}
+OUT=/tmp/session
+mkdir -p "$OUT" "$FINAL_OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
+export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+export PALLAS_PROF_CACHE_DIR=${PALLAS_PROF_CACHE_DIR:-/tmp/pallas-prof-cache}
+log() { echo "== $(date +%H:%M:%S) $*"; }
+
+step_env() {
+  nvidia-smi -L
+  python3 -c "import jax, jaxlib, triton, numpy; print('jax', jax.__version__, 'jaxlib', jaxlib.__version__, 'triton', triton.__version__, 'numpy', numpy.__version__, jax.devices())"
+}
+
+step_pytest() {   # the test suite's GPU-relevant parts, on the GPU
+  timeout ${PYTEST_TIMEOUT:-150} python3 -m pytest -q -x -p no:cacheprovider -n 4 \
+    tests/test_jax_kernels.py tests/backend/test_smoke.py tests/profiler -m "not otlp_receiver" \
+    --junitxml="$OUT/pytest-gpu.xml" 2>&1 | tail -15
+}
+
+step_conformance() {   # JAX's own Pallas tests against pallas-prof
+  CONFORMANCE_WORKERS=${CONFORMANCE_WORKERS:-14} CONFORMANCE_TIMEOUT=${CONFORMANCE_TIMEOUT:-280} \
+    bash .conformance/run.sh 2>&1 | tail -25
+}
+
+step_bench() {   # pallas-prof vs built-in vs XLA
+  timeout ${BENCH_TIMEOUT:-220} python3 bench/ops_vs_builtin.py --out "$OUT/ops_vs_builtin.json" 2>&1 \
+    | grep -v Deprecation | tail -25
+}
+
+step_profiler() {   # replay timing, ncu, NVML, CUPTI in-situ, device index checks
+  timeout ${PROFILER_TIMEOUT:-200} python3 bench/profiler_gpu_check.py "$OUT" 2>&1 | tail -30
+}
+
+step_cli() {   # the front door, on a script with four kernels, on every GPU
+  timeout ${CLI_TIMEOUT:-150} python3 -m pallas_prof run --device all --out "$OUT/cli_run" \
+    examples/pipeline.py 2>&1 | tee "$OUT/cli_run.txt" | tail -40
+}
+
+step_multi() {   # a pallas-prof kernel on every GPU (shard_map and device_put)
+  timeout ${MULTI_TIMEOUT:-120} python3 examples/multi_gpu.py 2>&1 | tail -10
+}
+
+for s in "${@:-env}"; do
+  log "step $s"
+  "step_$s" 2>&1 | tee "$OUT/step_$s.log"
+done
+log done
+tar czf "$FINAL_OUT/session.tgz" -C /tmp session

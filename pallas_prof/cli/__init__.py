@@ -1,0 +1,1 @@
+"""The `pallas-prof` command."""

@@ -1,0 +1,153 @@
+"""A run's output directory: report.json, traces, and each kernel's stages.
+
+    <out>/report.json                   everything `pallas-prof report` re-renders
+    <out>/trace.otlp.json               OTLP-JSON spans (the Collector's otlpjsonfile format)
+    <out>/trace.perfetto.json           Chrome/Perfetto trace events (ui.perfetto.dev)
+    <out>/kernels/<label>/kernel.json   generated-kernel metadata: line map, equations, params
+    <out>/kernels/<label>/source.py     the generated Triton source
+    <out>/kernels/<label>/{ttir,ttgir,llir,ptx,cubin}   compiler stages
+
+`load_kernel` rebuilds the GeneratedKernel / CompiledKernel pair from those
+files, so `pallas-prof show` works on a saved run without re-running it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import time
+from typing import Any
+
+from ..backend.codegen import EqnInfo
+from ..backend.compile import STAGES, CompiledKernel
+from ..backend.lowering import GeneratedKernel, KernelParam
+
+REPORT = "report.json"
+RUN_SCHEMA = "pallas-prof/run/1"
+STAGE_FILES = {"ttir": "kernel.ttir", "ttgir": "kernel.ttgir", "llir": "kernel.ll",
+               "ptx": "kernel.ptx", "cubin": "kernel.cubin"}
+
+
+def default_out_dir(root: str = "pallas-prof-out") -> str:
+  return os.path.join(root, time.strftime("%Y%m%d-%H%M%S"))
+
+
+def kernel_dir_name(label: str) -> str:
+  return re.sub(r"[^0-9A-Za-z_.-]", "_", label.replace("#", "-"))
+
+
+def save_kernel(out_dir: str, label: str, gk: GeneratedKernel, ck: CompiledKernel | None) -> dict:
+  """Writes one kernel's source, stages and metadata; returns {what: relative path}."""
+  rel = os.path.join("kernels", kernel_dir_name(label))
+  d = os.path.join(out_dir, rel)
+  os.makedirs(d, exist_ok=True)
+  files = {"source": os.path.join(rel, "source.py")}
+  with open(os.path.join(out_dir, files["source"]), "w") as f:
+    f.write(gk.source)
+  meta = {
+      "label": label, "name": gk.name, "source_path": gk.path, "line_map": gk.line_map,
+      "eqns": [e.to_dict() for e in gk.eqns], "params": [dataclasses.asdict(p) for p in gk.params],
+      "grid": list(gk.grid), "launch_grid": list(gk.launch_grid), "num_warps": gk.num_warps,
+      "num_stages": gk.num_stages, "jaxpr_text": gk.jaxpr_text, "source_info": gk.source_info,
+      "lowering_seconds": gk.lowering_seconds, "key": gk.key,
+      "atomic_params": list(getattr(gk, "atomic_params", ())),
+  }
+  if ck is not None:
+    for stage, text in ck.asm.items():
+      name = STAGE_FILES.get(stage)
+      if name is None:
+        continue
+      files[stage] = os.path.join(rel, name)
+      with open(os.path.join(out_dir, files[stage]), "wb" if isinstance(text, bytes) else "w") as f:
+        f.write(text)
+    meta["compiled"] = {
+        "key": ck.key, "target": list(ck.target), "metadata": ck.metadata,
+        "stage_seconds": ck.stage_seconds, "compile_seconds": ck.compile_seconds,
+        "registers": ck.registers, "spill_stores": ck.spill_stores, "spill_loads": ck.spill_loads,
+        "stack_bytes": ck.stack_bytes, "ptxas_log": ck.ptxas_log, "cache": ck.cache,
+    }
+  files["kernel"] = os.path.join(rel, "kernel.json")
+  with open(os.path.join(out_dir, files["kernel"]), "w") as f:
+    json.dump(meta, f, indent=1, default=str)
+  return files
+
+
+def load_kernel(kernel_dir: str) -> tuple[GeneratedKernel, CompiledKernel | None]:
+  with open(os.path.join(kernel_dir, "kernel.json")) as f:
+    meta = json.load(f)
+  with open(os.path.join(kernel_dir, "source.py")) as f:
+    source = f.read()
+  gk = GeneratedKernel(
+      name=meta["name"], source=source, path=meta["source_path"],
+      line_map={int(k): v for k, v in meta["line_map"].items()},
+      eqns=[EqnInfo.from_dict(e) for e in meta["eqns"]],
+      params=[KernelParam(**{**p, "shape": tuple(p["shape"])}) for p in meta["params"]],
+      grid=tuple(meta["grid"]), launch_grid=tuple(meta["launch_grid"]),
+      num_warps=meta["num_warps"], num_stages=meta["num_stages"], jaxpr_text=meta["jaxpr_text"],
+      source_info=meta["source_info"], lowering_seconds=meta["lowering_seconds"], key=meta["key"],
+      atomic_params=tuple(meta.get("atomic_params", ())))
+  c = meta.get("compiled")
+  if c is None:
+    return gk, None
+  asm = {}
+  for stage in STAGES:
+    path = os.path.join(kernel_dir, STAGE_FILES[stage])
+    if os.path.exists(path):
+      with open(path, "rb" if stage == "cubin" else "r") as f:
+        asm[stage] = f.read()
+  ck = CompiledKernel(name=gk.name, key=c["key"], target=tuple(c["target"]), asm=asm,
+                      metadata=c["metadata"], stage_seconds=c["stage_seconds"],
+                      compile_seconds=c["compile_seconds"], registers=c["registers"],
+                      spill_stores=c["spill_stores"], spill_loads=c["spill_loads"],
+                      stack_bytes=c["stack_bytes"], ptxas_log=c["ptxas_log"], generated=gk,
+                      cache=c.get("cache", "disk"))
+  return gk, ck
+
+
+def write_report(out_dir: str, report: dict) -> str:
+  path = os.path.join(out_dir, REPORT)
+  with open(path, "w") as f:
+    json.dump(report, f, indent=1, default=str)
+  return path
+
+
+def read_report(run_dir: str) -> dict:
+  path = run_dir if run_dir.endswith(".json") else os.path.join(run_dir, REPORT)
+  try:
+    with open(path) as f:
+      report = json.load(f)
+  except FileNotFoundError:
+    raise SystemExit(f"pallas-prof: no {REPORT} in {run_dir!r}; give the directory a "
+                     "`pallas-prof run` wrote (see its last lines)") from None
+  if report.get("schema") != RUN_SCHEMA:
+    raise SystemExit(f"pallas-prof: {path} is not a pallas-prof run report "
+                     f"(schema {report.get('schema')!r})")
+  return report
+
+
+def latest_run(root: str = "pallas-prof-out") -> str | None:
+  if not os.path.isdir(root):
+    return None
+  runs = sorted(d for d in os.listdir(root) if os.path.exists(os.path.join(root, d, REPORT)))
+  return os.path.join(root, runs[-1]) if runs else None
+
+
+def find_kernel(run_dir: str, name: str) -> str:
+  """The kernel directory in a run whose label or name matches `name`."""
+  report = read_report(run_dir)
+  kernels = report.get("kernels", [])
+  for pick in (lambda k: k["label"] == name, lambda k: k["name"] == name,
+               lambda k: k["label"].startswith(name) or k["name"].startswith(name)):
+    hits = [k for k in kernels if pick(k)]
+    if len(hits) == 1:
+      return os.path.join(run_dir, os.path.dirname(hits[0]["files"]["kernel"]))
+    if len(hits) > 1:
+      raise SystemExit(f"pallas-prof: {name!r} matches several kernels: "
+                       + ", ".join(k["label"] for k in hits) + "; give a full label")
+  known = ", ".join(k["label"] for k in kernels) or "none"
+  raise SystemExit(f"pallas-prof: no kernel {name!r} in {run_dir} (kernels: {known})")
+
+
+def json_ready(x: Any) -> Any:
+  return json.loads(json.dumps(x, default=str))

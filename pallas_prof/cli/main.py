@@ -1,0 +1,94 @@
+"""pallas-prof: run a JAX script through pallas-prof, see and compare its kernels.
+
+  pallas-prof run script.py [script args]   run it, profile its kernels, print the report
+  pallas-prof show KERNEL [--ptx|...]        a kernel's stage annotated with your lines
+  pallas-prof report DIR                     re-render a saved run
+  pallas-prof diff DIR_A DIR_B               compare two runs kernel by kernel
+  pallas-prof rules                          the jaxpr primitives pallas-prof lowers
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _parser() -> argparse.ArgumentParser:
+  p = argparse.ArgumentParser(prog="pallas-prof", description=__doc__.splitlines()[0],
+                              formatter_class=argparse.RawDescriptionHelpFormatter,
+                              epilog="\n".join(__doc__.splitlines()[2:]))
+  sub = p.add_subparsers(dest="command", required=True)
+
+  run = sub.add_parser("run", help="run a script through pallas-prof and report on its kernels")
+  run.add_argument("--out", help="output directory (default ./pallas-prof-out/<timestamp>/)")
+  run.add_argument("--no-profile", action="store_true", help="skip replay timing on the GPU")
+  run.add_argument("--no-analysis", action="store_true",
+                   help="skip profiling and static correlation altogether")
+  run.add_argument("--no-trace", action="store_true", help="do not record OpenTelemetry spans")
+  run.add_argument("--no-insitu", action="store_true", help="do not capture launches with CUPTI")
+  run.add_argument("--reps", type=int, default=100, help="timed launches per kernel (default 100)")
+  run.add_argument("--device", default="0",
+                   help="GPU(s) to profile on: an index, a list like 0,1, or all (default 0)")
+  run.add_argument("--kernel", help="only kernels whose name or label matches this regex")
+  run.add_argument("--otlp-endpoint", help="also send spans to this OTLP collector")
+  run.add_argument("--ncu", action="store_true", help="also run Nsight Compute on each kernel")
+  run.add_argument("--json", action="store_true", help="print report.json instead of tables")
+  run.add_argument("script", help="the Python script to run")
+  run.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
+
+  show = sub.add_parser("show", help="print a kernel's source or compile stage, annotated")
+  show.add_argument("kernel", help="kernel name or label (name#hash)")
+  show.add_argument("--dir", help="a run directory (default: the latest under ./pallas-prof-out)")
+  stages = show.add_mutually_exclusive_group()
+  for stage in ("source", "ttir", "ttgir", "llir", "ptx", "sass"):
+    stages.add_argument(f"--{stage}", action="store_true", help=f"show the {stage}")
+  show.add_argument("--eject", metavar="FILE", help="write a standalone Triton program instead")
+
+  report = sub.add_parser("report", help="re-render a saved run")
+  report.add_argument("dir", nargs="?", help="run directory (default: the latest)")
+  report.add_argument("--json", action="store_true")
+
+  diff = sub.add_parser("diff", help="compare two runs kernel by kernel")
+  diff.add_argument("a")
+  diff.add_argument("b")
+  diff.add_argument("--fail-on-regression", type=float, metavar="PCT",
+                    help="exit 1 if a kernel is slower by more than PCT percent or spills more")
+
+  sub.add_parser("rules", help="list the primitives pallas-prof can lower")
+  return p
+
+
+def main(argv=None) -> int:
+  args = _parser().parse_args(argv)
+  if args.command == "run":
+    from .run import run
+    return run(args)
+  if args.command == "show":
+    from .show import show
+    return show(args)
+  if args.command == "report":
+    from . import artifacts
+    from .render import render_run
+    run_dir = args.dir or artifacts.latest_run()
+    if run_dir is None:
+      raise SystemExit("pallas-prof: no saved run found; pass a directory")
+    data = artifacts.read_report(run_dir)
+    if args.json:
+      import json
+      print(json.dumps(data, indent=1))
+    else:
+      render_run(data, run_dir)
+    return 0
+  if args.command == "diff":
+    from .diff import diff
+    return diff(args)
+  if args.command == "rules":
+    from ..backend.rules import supported_primitive_names
+    names = supported_primitive_names()
+    print(f"{len(names)} primitives:")
+    print("  " + "\n  ".join(names))
+    return 0
+  return 2
+
+
+if __name__ == "__main__":
+  sys.exit(main())

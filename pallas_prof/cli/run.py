@@ -1,0 +1,287 @@
+"""`pallas-prof run script.py [args]`: the user's unchanged script, seen through pallas-prof.
+
+Runs the script as `python script.py args` would (runpy: __main__, sys.argv,
+sys.path[0], exit code and exceptions preserved) with the backend installed
+and tracing on; then compiles every kernel it lowered, profiles them on the
+GPU (or correlates them statically on a CPU), prints the report and writes
+the run's directory (see artifacts.py).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import runpy
+import sys
+import time
+import traceback
+from typing import Any
+
+from .. import __version__
+from ..backend import LoweringError, registry
+from ..backend.compile import compile_kernel
+from . import artifacts
+
+
+class ScriptOutcome:
+  def __init__(self, exit_code: int, error: BaseException | None, seconds: float):
+    self.exit_code = exit_code
+    self.error = error
+    self.seconds = seconds
+
+
+def run_script(path: str, argv: list[str]) -> ScriptOutcome:
+  """Runs `path` as __main__ with sys.argv = [path, *argv]; never raises."""
+  saved_argv, saved_path = sys.argv, list(sys.path)
+  sys.argv = [path, *argv]
+  sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+  start = time.perf_counter()
+  try:
+    runpy.run_path(path, run_name="__main__")
+    code, error = 0, None
+  except SystemExit as e:
+    code, error = _exit_code(e.code), None
+  except KeyboardInterrupt as e:
+    code, error = 130, e
+  except BaseException as e:  # noqa: BLE001 - the script's own error, reported like Python
+    code, error = 1, e
+  finally:
+    sys.argv = saved_argv
+    sys.path[:] = saved_path
+  return ScriptOutcome(code, error, time.perf_counter() - start)
+
+
+def _exit_code(code) -> int:
+  if code is None:
+    return 0
+  if isinstance(code, int):
+    return code
+  print(code, file=sys.stderr)
+  return 1
+
+
+def find_lowering_error(error: BaseException | None) -> LoweringError | None:
+  """The LoweringError behind an exception (JAX may wrap or chain it)."""
+  seen = set()
+  while error is not None and id(error) not in seen:
+    seen.add(id(error))
+    if isinstance(error, LoweringError):
+      return error
+    error = error.__cause__ or error.__context__
+  return None
+
+
+def print_script_traceback(error: BaseException, script: str) -> None:
+  """The traceback Python would print, without pallas-prof's own frames on top."""
+  tb = error.__traceback__
+  script = os.path.abspath(script)
+  probe = tb
+  while probe is not None and os.path.abspath(probe.tb_frame.f_code.co_filename) != script:
+    probe = probe.tb_next
+  traceback.print_exception(type(error), error, probe or tb, file=sys.stderr)
+
+
+# --- tracing ----------------------------------------------------------------------------
+
+def _tracing(args, out_dir: str):
+  if args.no_trace:
+    return contextlib.nullcontext(None)
+  from ..instrument import tracing
+  return tracing(otlp_json=os.path.join(out_dir, "trace.otlp.json"),
+                 perfetto=os.path.join(out_dir, "trace.perfetto.json"),
+                 otlp_endpoint=args.otlp_endpoint or None,
+                 root_span=f"pallas-prof {os.path.basename(args.script)}",
+                 root_attributes={"pallas.script": os.path.abspath(args.script),
+                                  "pallas.argv": " ".join(args.script_args)})
+
+
+def _start_insitu(enabled: bool, notes: list[str]):
+  """Starts CUPTI capture of the script's kernel launches (GPU only); None if not."""
+  if not enabled:
+    return None
+  try:
+    from ..profiler import insitu
+    from ..profiler.driver import gpu_status
+    if not gpu_status()[0]:
+      return None
+    cap = insitu.capture()
+    cap.__enter__()
+    return cap
+  except Exception as e:  # noqa: BLE001 - in-situ capture is optional; say why it is off
+    notes.append(f"in-situ capture off: {e}")
+    return None
+
+
+def _stop_insitu(cap, notes: list[str]):
+  if cap is None:
+    return None
+  try:
+    cap.__exit__(None, None, None)
+    return cap
+  except Exception as e:  # noqa: BLE001
+    notes.append(f"in-situ capture failed: {e}")
+    return None
+
+
+# --- after the script -------------------------------------------------------------------
+
+def selected_kernels(pattern: str | None):
+  recs = registry.kernels()
+  if pattern:
+    rx = re.compile(pattern)
+    recs = [r for r in recs if rx.search(r.label) or rx.search(r.name)]
+  return recs
+
+
+def ensure_compiled(rec, errors: list[dict]) -> None:
+  """CPU runs never compiled: compile for sm_90 for the static figures."""
+  if rec.compiled is not None:
+    return
+  try:
+    rec.compiled = compile_kernel(rec.generated, ("cuda", 90))
+  except LoweringError as e:
+    errors.append(error_entry(e, rec.label))
+
+
+def error_entry(err: LoweringError, label: str | None = None) -> dict:
+  from ..instrument import error_text
+  return {"kernel": label or err.kernel, "primitive": err.primitive, "location": err.location,
+          "reason": err.reason, "hint": err.hint, "stage": err.stage,
+          "report": error_text(err)}
+
+
+def kernel_entry(rec, files: dict) -> dict[str, Any]:
+  gk, ck = rec.generated, rec.compiled
+  entry = {
+      "label": rec.label, "name": rec.name, "source_info": gk.source_info,
+      "platform": rec.platform, "grid": list(gk.grid), "launch_grid": list(gk.launch_grid),
+      "num_warps": gk.num_warps, "num_stages": gk.num_stages,
+      "in_avals": list(rec.in_avals), "out_avals": list(rec.out_avals),
+      "lowering_ms": gk.lowering_seconds * 1e3, "equations": len(gk.eqns),
+      "cpu_launches": rec.launches, "files": files,
+  }
+  if ck is not None:
+    entry["compile"] = {"target": f"{ck.target[0]}:{ck.target[1]}", "cache": ck.cache,
+                        "total_ms": ck.compile_seconds * 1e3,
+                        "stages_ms": {k: v * 1e3 for k, v in ck.stage_seconds.items()}}
+    entry["resources"] = ck.resources()
+  return entry
+
+
+def _platform_info() -> dict:
+  import jax
+  import triton
+  info = {"jax": jax.__version__, "triton": triton.__version__, "pallas_prof": __version__,
+          "python": sys.version.split()[0], "backend": jax.default_backend()}
+  try:
+    info["devices"] = [d.device_kind for d in jax.devices()]
+  except RuntimeError:
+    pass
+  return info
+
+
+def _profile_spans(trace, report) -> None:
+  """`profile <kernel>` spans (DESIGN.md) from the profiler's report."""
+  if trace is None or getattr(trace, "provider", None) is None:
+    return
+  tracer = trace.provider.get_tracer("pallas_prof.profiler")
+  for k in report.kernels:
+    with tracer.start_as_current_span(f"profile {k.name}") as span:
+      span.set_attribute("pallas.kernel", k.label)
+      rt = k.runtime
+      if rt is not None:
+        for key in ("median_s", "p10_s", "p90_s", "min_s", "launches"):
+          value = getattr(rt, key, None)
+          if value is not None:
+            span.set_attribute(f"profile.{key}", value)
+      if k.rates is not None:
+        for key, value in k.rates.to_dict().items():
+          if isinstance(value, (int, float, str, bool)):
+            span.set_attribute(f"profile.{key}", value)
+      if k.nvml is not None:
+        for key, value in k.nvml.to_dict().items():
+          if isinstance(value, (int, float, str, bool)):
+            span.set_attribute(f"nvml.{key}", value)
+      span.set_attribute("profile.verdict", k.verdict or "")
+
+
+def run(args) -> int:
+  from .render import render_run
+  out_dir = args.out or artifacts.default_out_dir()
+  os.makedirs(out_dir, exist_ok=True)
+  import pallas_prof
+  pallas_prof.install()
+  registry.clear()
+  notes: list[str] = []
+  errors: list[dict] = []
+  with _tracing(args, out_dir) as trace:
+    cap = _start_insitu(not args.no_insitu and not args.no_profile, notes)
+    outcome = run_script(args.script, args.script_args)
+    cap = _stop_insitu(cap, notes)
+    lowering_error = find_lowering_error(outcome.error)
+    if lowering_error is not None:
+      errors.append(error_entry(lowering_error))
+    records = selected_kernels(args.kernel)
+    for rec in records:
+      ensure_compiled(rec, errors)
+    reports = []
+    if records and not args.no_analysis:
+      for device in _devices(args.device, notes):
+        reports.append(_profile(records, args, device, cap, notes))
+        _profile_spans(trace, reports[-1])
+  kernels = []
+  for rec in records:
+    files = artifacts.save_kernel(out_dir, rec.label, rec.generated, rec.compiled)
+    kernels.append(kernel_entry(rec, files))
+  run_report = {
+      "schema": artifacts.RUN_SCHEMA, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+      "command": ["pallas-prof", "run", args.script, *args.script_args],
+      "script": os.path.abspath(args.script), "exit_code": outcome.exit_code,
+      "script_seconds": outcome.seconds, "platform": _platform_info(),
+      "kernels": kernels, "errors": errors, "notes": notes,
+      "profile": reports[0].to_dict() if reports else None,
+      "profiles": [r.to_dict() for r in reports],
+      "traces": {} if args.no_trace else {"otlp_json": "trace.otlp.json",
+                                           "perfetto": "trace.perfetto.json"},
+  }
+  artifacts.write_report(out_dir, artifacts.json_ready(run_report))
+  if outcome.error is not None and lowering_error is None:
+    print_script_traceback(outcome.error, args.script)
+  if args.json:
+    import json
+    print(json.dumps(artifacts.json_ready(run_report), indent=1))
+  else:
+    if lowering_error is not None:
+      from ..instrument import render_error
+      render_error(lowering_error)
+    render_run(run_report, out_dir)
+  if lowering_error is not None and outcome.exit_code == 0:
+    return 1
+  return outcome.exit_code
+
+
+def _devices(spec: str, notes: list[str]) -> list[int]:
+  """--device: an index, a comma list, or "all" (every GPU of the host)."""
+  from ..profiler import driver
+  if spec == "all":
+    present, reason = driver.gpu_status()
+    return list(range(driver.device_count())) if present else [0]
+  try:
+    return [int(x) for x in spec.split(",") if x.strip()]
+  except ValueError:
+    raise SystemExit(f"pallas-prof: --device takes an index, a list like 0,1, or all; "
+                     f"got {spec!r}") from None
+
+
+def _profile(records, args, device, cap, notes):
+  from ..profiler import profile
+  from ..profiler.driver import BadDevice
+  insitu_result = getattr(cap, "result", None) if cap is not None else None
+  try:
+    return profile(records, device=device, replay=not args.no_profile,
+                   min_launches=args.reps, ncu=args.ncu, insitu=insitu_result)
+  except BadDevice:
+    raise
+  except Exception as e:  # noqa: BLE001 - report what we have, say what failed
+    notes.append(f"profiling on device {device} failed: {type(e).__name__}: {e}")
+    return profile(records, device=device, replay=False, nvml=False, ceilings=False)

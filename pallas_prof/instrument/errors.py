@@ -1,0 +1,370 @@
+"""Annotated reports of LoweringErrors: what failed, where in your code, what to do.
+
+    try:
+      f(x)
+    except pallas_prof.LoweringError as e:
+      pallas_prof.instrument.render_error(e)   # rich on a terminal, plain text otherwise
+      text = pallas_prof.instrument.error_text(e)
+
+A report shows the kernel, the user's source line with context, the jaxpr
+with the failing equation marked, its avals and the kernel's block shapes,
+the rule that failed (or the compiler stage), the underlying error, and a
+hint. It works from the error alone (backend/errors.py: reason, hint,
+kernel, eqn, jaxpr_text, rule, stage, details, cause).
+"""
+from __future__ import annotations
+
+import dataclasses
+import linecache
+import os
+import re
+from typing import Any
+
+CONTEXT_LINES = 2          # source lines shown around the user's line
+JAXPR_WINDOW = 12          # jaxpr lines shown around the marked equation of a long jaxpr
+MAX_CAUSE_LINES = 12
+MARK = ">>"
+
+
+# --- what a report says -------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class SourceLine:
+  number: int
+  text: str
+  marked: bool
+
+
+@dataclasses.dataclass
+class Report:
+  title: str
+  reason: str
+  location: str | None             # file:line (in function)
+  source: list[SourceLine]
+  jaxpr: list[tuple[str, bool]]    # (line, is the failing equation)
+  jaxpr_note: str | None
+  equation: list[tuple[str, str]]  # (label, text)
+  hint: str | None
+
+
+def build_report(err) -> Report:
+  eqn = getattr(err, "eqn", None)
+  kernel = getattr(err, "kernel", None)
+  stage = getattr(err, "stage", None)
+  where = f" in kernel `{kernel}`" if kernel else ""
+  if eqn is not None and stage:
+    title = f"cannot compile{where} ({stage} stage), at `{eqn.primitive}`"
+  elif eqn is not None:
+    title = f"cannot lower `{eqn.primitive}`{where}"
+  elif stage:
+    title = f"cannot compile{where} ({stage} stage)"
+  else:
+    title = f"cannot lower{where}"
+  file, line, function = _user_location(err)
+  location = None
+  if file is not None:
+    location = f"{file}:{line}" + (f" in {function}" if function else "")
+  jaxpr, note = _marked_jaxpr(getattr(err, "jaxpr_text", None) or "", eqn)
+  return Report(title=title, reason=getattr(err, "reason", str(err)), location=location,
+                source=_source_lines(file, line), jaxpr=jaxpr, jaxpr_note=note,
+                equation=_equation_facts(err), hint=getattr(err, "hint", None))
+
+
+def _user_location(err) -> tuple[str | None, int | None, str | None]:
+  eqn = getattr(err, "eqn", None)
+  if eqn is not None and eqn.file is not None:
+    return eqn.file, eqn.line, eqn.function
+  # a kernel-level error: the kernel's own definition ("name at file:line")
+  for value in (getattr(err, "details", {}) or {}).values():
+    m = re.search(r"^(\S+) at (.+):(\d+)$", str(value))
+    if m and os.path.exists(m.group(2)):
+      return m.group(2), int(m.group(3)), m.group(1)
+  return None, None, None
+
+
+def _source_lines(file: str | None, line: int | None) -> list[SourceLine]:
+  if file is None or line is None:
+    return []
+  out = []
+  for number in range(max(1, line - CONTEXT_LINES), line + CONTEXT_LINES + 1):
+    text = linecache.getline(file, number)
+    if not text and number > line:
+      break
+    out.append(SourceLine(number, text.rstrip("\n"), number == line))
+  return out
+
+
+def _block_shapes(jaxpr_text: str) -> str | None:
+  """The kernel's refs as it sees them (its blocks), from the jaxpr's binders."""
+  head = jaxpr_text.split(". let", 1)[0]
+  refs = re.findall(r"([a-z_]+):Ref<[^>]*>\{([^}]*)\}", head)
+  if not refs:
+    return None
+  return ", ".join(f"{name}: {aval}" for name, aval in refs)
+
+
+def _rule_name(primitive: str | None) -> str | None:
+  if primitive is None:
+    return None
+  try:
+    from ..backend.rules import RULES
+  except Exception:  # noqa: BLE001 - a report must render even if rules fail to import
+    return None
+  for prim, fn in RULES.items():
+    if getattr(prim, "name", None) == primitive:
+      module = getattr(fn, "__module__", "?")
+      return f"RULES[{primitive}] = {module}.{getattr(fn, '__qualname__', fn)}"
+  return f"no rule for `{primitive}` is registered"
+
+
+def _cause_text(err) -> str | None:
+  cause = getattr(err, "cause", None)
+  if cause is None:
+    return None
+  text = str(cause).strip()
+  if not text:
+    return type(cause).__name__
+  if text in getattr(err, "reason", ""):
+    return None
+  lines = text.splitlines()
+  if len(lines) > MAX_CAUSE_LINES:
+    lines = lines[:MAX_CAUSE_LINES - 1] + [f"... ({len(lines) - MAX_CAUSE_LINES + 1} more lines)"]
+  return f"{type(cause).__name__}: " + "\n".join(lines)
+
+
+def _equation_facts(err) -> list[tuple[str, str]]:
+  eqn = getattr(err, "eqn", None)
+  facts: list[tuple[str, str]] = []
+  if eqn is not None:
+    region = eqn.region if eqn.parent is None else f"{eqn.region} of equation [{eqn.parent}]"
+    facts.append(("equation", f"[{eqn.index}] {eqn.text}   ({region})"))
+    if eqn.in_avals:
+      facts.append(("operands", ", ".join(eqn.in_avals)))
+    if eqn.out_avals:
+      facts.append(("results", ", ".join(eqn.out_avals)))
+  blocks = _block_shapes(getattr(err, "jaxpr_text", None) or "")
+  if blocks:
+    facts.append(("blocks", blocks))
+  stage = getattr(err, "stage", None)
+  rule = _rule_name(getattr(err, "rule", None) or (eqn.primitive if eqn is not None else None))
+  if rule:
+    facts.append(("rule", rule))
+  facts.append(("stage", f"Triton {stage}" if stage else "lowering (jaxpr -> Triton source)"))
+  for key, value in (getattr(err, "details", {}) or {}).items():
+    facts.append((str(key), str(value)))
+  cause = _cause_text(err)
+  if cause:
+    facts.append(("underlying error", cause))
+  return facts
+
+
+# --- finding the failing equation in the printed jaxpr ---------------------------------------------
+
+_WORD = re.compile(r"\b[a-z]+\b(?![=(])")
+
+
+def _normalize(text: str) -> str:
+  """An equation's text with its variable names erased (names differ between
+  the kernel's printout and the equation's own)."""
+  text = re.sub(r"\s+", " ", text.strip())
+  return _WORD.sub("v", text)
+
+
+def _indent(line: str) -> int:
+  return len(line) - len(line.lstrip(" "))
+
+
+def _is_equation_start(line: str) -> bool:
+  s = line.strip()
+  if not s or s.startswith(("]", ")", "}", "in ", "in(", "{")) or ". let" in s:
+    return False
+  return " = " in s or " <- " in s or s.endswith(" <-") or " += " in s
+
+
+def _structure(lines: list[str]) -> tuple[int | None, list[int]]:
+  """(indentation of the kernel's equations, line numbers where each starts)."""
+  if len(lines) < 2:
+    return None, []
+  top = None
+  for line in lines[1:]:
+    if line.strip() and not line.strip().startswith("in "):
+      top = _indent(line)
+      break
+  if top is None:
+    return None, []
+  starts = [i for i, line in enumerate(lines) if i > 0 and _indent(line) == top
+            and _is_equation_start(line)]
+  return top, starts
+
+
+def _primitive_matches(line: str, primitive: str) -> bool:
+  s = line.strip()
+  if primitive in ("get", "swap", "addupdate", "masked_load", "masked_swap"):
+    return " <- " in s or s.endswith("<-") or " += " in s
+  m = re.search(r"= ([A-Za-z_][\w]*)", s)
+  return bool(m) and m.group(1) == primitive
+
+
+def _find_equation_line(lines: list[str], eqn) -> int | None:
+  top, starts = _structure(lines)
+  if not starts or eqn.region.startswith("index_map"):
+    return None
+  path = eqn.path.split(".")
+  try:
+    top_position = int(path[0])
+  except ValueError:
+    return None
+  if top_position >= len(starts):
+    return None
+  if len(path) == 1:
+    return starts[top_position]          # a kernel-level equation: its position says it all
+  first = starts[top_position]
+  last = starts[top_position + 1] if top_position + 1 < len(starts) else len(lines)
+  block = range(first + 1, last)
+  wanted = _normalize(eqn.text.splitlines()[0])
+  exact = [i for i in block if _normalize(lines[i]) == wanted]
+  similar = exact or [i for i in block if _is_equation_start(lines[i])
+                      and _primitive_matches(lines[i], eqn.primitive)]
+  if len(similar) <= 1:
+    return similar[0] if similar else None
+  try:
+    position = int(path[-1])
+  except ValueError:
+    return similar[0]
+  # several alike: prefer the one at the equation's position in its nested jaxpr
+  # (fori-style loops drop their counter increment, so allow one more)
+  for candidate in similar:
+    if _position_in_block(lines, candidate) in (position, position + 1):
+      return candidate
+  return similar[0]
+
+
+def _position_in_block(lines: list[str], index: int) -> int:
+  depth = _indent(lines[index])
+  count = 0
+  for i in range(index - 1, -1, -1):
+    d = _indent(lines[i])
+    if d < depth or ". let" in lines[i]:
+      break
+    if d == depth and _is_equation_start(lines[i]):
+      count += 1
+  return count
+
+
+def _marked_jaxpr(jaxpr_text: str, eqn) -> tuple[list[tuple[str, bool]], str | None]:
+  lines = jaxpr_text.rstrip("\n").splitlines()
+  if not lines:
+    return [], None
+  marked = _find_equation_line(lines, eqn) if eqn is not None else None
+  note = None
+  if eqn is not None and marked is None:
+    if eqn.region.startswith("index_map"):
+      note = (f"the failing equation is in the {eqn.region} (a BlockSpec index map), "
+              "not in the kernel's jaxpr")
+    else:
+      note = "the failing equation could not be located in the printed jaxpr"
+  end_of_marked = marked
+  if marked is not None:
+    # a multi-line equation (nested jaxpr, long parameters) is marked whole
+    depth = _indent(lines[marked])
+    end_of_marked = marked
+    for i in range(marked + 1, len(lines)):
+      if _indent(lines[i]) > depth or (lines[i].strip().startswith(("]", ")")) and
+                                       _indent(lines[i]) == depth):
+        end_of_marked = i
+        if lines[i].strip().startswith(("]", ")")) and _indent(lines[i]) == depth:
+          break
+      else:
+        break
+    if end_of_marked - marked > 6:
+      end_of_marked = marked         # a whole loop body: mark its first line only
+  out = [(line, marked is not None and marked <= i <= end_of_marked)
+         for i, line in enumerate(lines)]
+  if len(out) > 2 * JAXPR_WINDOW + 4:
+    center = marked if marked is not None else 0
+    lo = max(1, center - JAXPR_WINDOW)
+    hi = min(len(out) - 1, center + JAXPR_WINDOW)
+    window = [out[0]]
+    if lo > 1:
+      window.append((f"    ... ({lo - 1} lines)", False))
+    window += out[lo:hi]
+    if hi < len(out) - 1:
+      window.append((f"    ... ({len(out) - 1 - hi} lines)", False))
+    window.append(out[-1])
+    out = window
+  return out, note
+
+
+# --- rendering ------------------------------------------------------------------------------------
+
+def error_text(err) -> str:
+  """The report as plain text (no colour, no box drawing)."""
+  r = build_report(err)
+  out = [f"pallas-prof: {r.title}", f"  {r.reason}"]
+  if r.location:
+    out += ["", f"  --> {r.location}"]
+    width = len(str(r.source[-1].number)) if r.source else 1
+    for s in r.source:
+      out.append(f"  {MARK if s.marked else '  '} {s.number:>{width}} | {s.text}")
+  if r.jaxpr:
+    out += ["", f"  jaxpr of the kernel ({MARK} marks the failing equation):"]
+    for line, marked in r.jaxpr:
+      out.append(f"  {MARK if marked else '  '}   {line}")
+    if r.jaxpr_note:
+      out.append(f"  ({r.jaxpr_note})")
+  if r.equation:
+    out.append("")
+    width = max(len(label) for label, _ in r.equation)
+    for label, text in r.equation:
+      first, *rest = text.splitlines() or [""]
+      out.append(f"  {label + ':':<{width + 1}} {first}")
+      out += [f"  {'':<{width + 1}} {more}" for more in rest]
+  if r.hint:
+    out += ["", f"  hint: {r.hint}"]
+  return "\n".join(out) + "\n"
+
+
+def render_error(err, console=None) -> None:
+  """Prints the report: with colour and panels on a terminal, plain text otherwise."""
+  from rich.console import Console
+  console = console or Console(stderr=True)
+  if not console.is_terminal:
+    console.print(error_text(err), markup=False, highlight=False, soft_wrap=True, end="")
+    return
+  console.print(rich_report(err))
+
+
+def rich_report(err):
+  """The report as a rich renderable (a Panel)."""
+  from rich.console import Group
+  from rich.panel import Panel
+  from rich.table import Table
+  from rich.text import Text
+
+  r = build_report(err)
+  parts: list[Any] = [Text(r.reason, style="bold")]
+  if r.location:
+    parts.append(Text(f"\n--> {r.location}", style="cyan"))
+    width = len(str(r.source[-1].number)) if r.source else 1
+    for s in r.source:
+      style = "bold red" if s.marked else "dim"
+      line = Text(f"{'>' if s.marked else ' '} {s.number:>{width}} │ ", style=style)
+      line.append(s.text, style="bold" if s.marked else "")
+      parts.append(line)
+  if r.jaxpr:
+    parts.append(Text("\njaxpr of the kernel:", style="cyan"))
+    for line, marked in r.jaxpr:
+      parts.append(Text(f"{MARK if marked else '  '} {line}", style="bold red" if marked else "dim"))
+    if r.jaxpr_note:
+      parts.append(Text(f"({r.jaxpr_note})", style="italic"))
+  if r.equation:
+    table = Table.grid(padding=(0, 1))
+    table.add_column(style="cyan", no_wrap=True)
+    table.add_column()
+    for label, text in r.equation:
+      table.add_row(Text(label), Text(text))
+    parts += [Text(""), table]
+  if r.hint:
+    parts.append(Text.assemble("\n", ("hint: ", "bold green"), r.hint))
+  return Panel(Group(*parts), title=f"pallas-prof: {r.title}", title_align="left",
+               border_style="red")

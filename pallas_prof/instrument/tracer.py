@@ -1,0 +1,314 @@
+"""Tracer setup: `tracing()`, `enable()`/`disable()`, exporters from arguments or OTEL_* variables.
+
+See the package docstring (pallas_prof/instrument/__init__.py) for the
+environment variables and defaults.
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import sys
+import threading
+from typing import Any, Iterable
+from urllib.parse import urlparse
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter
+from opentelemetry.trace import Status, StatusCode
+
+from ..backend import hooks
+from .exporters import LosslessBatchSpanProcessor, OtlpJsonFileExporter, PerfettoExporter
+from .observer import SpanObserver
+
+TRUE_VALUES = ("1", "true", "yes", "on")
+DEFAULT_OTLP_JSON_FILE = "pallas-prof-traces.jsonl"
+EXPORTER_NAMES = ("otlp", "otlp_http", "otlp_grpc", "otlp_json", "perfetto", "console", "none")
+
+
+def env_flag(name: str) -> bool:
+  return os.environ.get(name, "").strip().lower() in TRUE_VALUES
+
+
+# --- exporters -------------------------------------------------------------------------------
+
+def _http_endpoint(endpoint: str | None) -> str | None:
+  """A base URL gets OTLP/HTTP's trace path, as OTEL_EXPORTER_OTLP_ENDPOINT does."""
+  if endpoint is None:
+    return None
+  if urlparse(endpoint).path in ("", "/"):
+    return endpoint.rstrip("/") + "/v1/traces"
+  return endpoint
+
+
+def otlp_exporter(protocol: str | None = None, endpoint: str | None = None) -> SpanExporter:
+  """OTLP over HTTP (protobuf) or gRPC; unset values come from OTEL_EXPORTER_OTLP_*."""
+  protocol = (protocol or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+              or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").lower()
+  if protocol in ("grpc", "otlp_grpc"):
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    if endpoint is None:
+      return OTLPSpanExporter()
+    insecure = urlparse(endpoint).scheme != "https"
+    return OTLPSpanExporter(endpoint=endpoint, insecure=insecure)
+  if protocol in ("http/protobuf", "http", "otlp_http"):
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    return OTLPSpanExporter(endpoint=_http_endpoint(endpoint))
+  raise ValueError(f"OTLP protocol {protocol!r} is not supported: use grpc or http/protobuf")
+
+
+def exporter_named(name: str, *, path: str | None = None) -> SpanExporter | None:
+  name = name.strip().lower()
+  if name in ("otlp", "otlp_http", "otlp_grpc"):
+    protocol = {"otlp_http": "http/protobuf", "otlp_grpc": "grpc"}.get(name)
+    return otlp_exporter(protocol)
+  if name in ("otlp_json", "otlp_file", "file"):
+    return OtlpJsonFileExporter(path or os.environ.get("PALLAS_PROF_TRACE_FILE")
+                                or DEFAULT_OTLP_JSON_FILE)
+  if name == "perfetto":
+    return PerfettoExporter(path or os.environ.get("PALLAS_PROF_PERFETTO")
+                            or "pallas-prof-trace.perfetto.json")
+  if name == "console":
+    return ConsoleSpanExporter(out=sys.stdout)
+  if name == "none":
+    return None
+  raise ValueError(f"unknown span exporter {name!r}; known: {', '.join(EXPORTER_NAMES)}")
+
+
+def exporters_from_env() -> list[SpanExporter]:
+  """The exporters the OTEL_* and PALLAS_PROF_* variables ask for.
+
+  OTEL_TRACES_EXPORTER (comma-separated: otlp, console, none, and
+  pallas-prof's otlp_json, perfetto) wins; without it an OTLP endpoint
+  variable selects OTLP, and otherwise spans go to an OTLP-JSON file.
+  PALLAS_PROF_TRACE_FILE and PALLAS_PROF_PERFETTO add those files.
+  """
+  names: list[str] = []
+  chosen = os.environ.get("OTEL_TRACES_EXPORTER", "").strip()
+  if chosen:
+    names = [n.strip().lower() for n in chosen.split(",") if n.strip()]
+  elif os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
+      "OTEL_EXPORTER_OTLP_ENDPOINT"):
+    names = ["otlp"]
+  else:
+    names = ["otlp_json"]
+  if os.environ.get("PALLAS_PROF_TRACE_FILE") and "otlp_json" not in names:
+    names.append("otlp_json")
+  if os.environ.get("PALLAS_PROF_PERFETTO") and "perfetto" not in names:
+    names.append("perfetto")
+  exporters = []
+  for name in names:
+    exporter = exporter_named(name)
+    if exporter is not None:
+      exporters.append(exporter)
+  return exporters
+
+
+def _resource(service_name: str | None) -> Resource:
+  from .. import __version__
+  attributes: dict[str, Any] = {"pallas_prof.version": __version__, "process.pid": os.getpid()}
+  if service_name and not os.environ.get("OTEL_SERVICE_NAME"):
+    attributes["service.name"] = service_name
+  return Resource.create(attributes)
+
+
+# --- tracing() -------------------------------------------------------------------------------
+
+class Tracing(contextlib.ContextDecorator):
+  """Records pallas-prof's spans while active; a context manager and a decorator.
+
+      with pallas_prof.tracing(perfetto="trace.json"):
+        f(x)                                    # lowering + compile spans
+
+      @pallas_prof.tracing(otlp_endpoint="http://localhost:4318")
+      def main(): ...
+
+  Arguments choose the exporters (several may be combined):
+    *exporters: SpanExporter objects, or names: "otlp" (protocol from
+      OTEL_EXPORTER_OTLP_PROTOCOL, default http/protobuf), "otlp_http",
+      "otlp_grpc", "otlp_json", "perfetto", "console".
+    otlp_endpoint / otlp_protocol: OTLP to this collector ("grpc" or
+      "http/protobuf"; an HTTP base URL gets /v1/traces appended).
+    otlp_json: path of an OTLP-JSON lines file (appended to).
+    perfetto: path of a Chrome trace-event JSON file for ui.perfetto.dev.
+    console: print spans on stdout.
+    tracer_provider: an SDK TracerProvider of your own (your pipeline);
+      nothing is added to it and it is not shut down.
+  With none of these, the exporters come from the environment
+  (`exporters_from_env`). `root_span` names the span that contains the
+  whole traced region (None: no root span).
+
+  On exit the spans are flushed (nothing is dropped) and exporters created
+  here are shut down (files closed, the Perfetto file written). Exporter
+  objects passed in are flushed, not shut down.
+  """
+
+  def __init__(self, *exporters: SpanExporter | str, otlp_endpoint: str | None = None,
+               otlp_protocol: str | None = None, otlp_json: str | None = None,
+               perfetto: str | None = None, console: bool = False,
+               tracer_provider: TracerProvider | None = None,
+               service_name: str | None = "pallas-prof", root_span: str | None = "pallas-prof",
+               root_attributes: dict[str, Any] | None = None):
+    self._config = dict(exporters=exporters, otlp_endpoint=otlp_endpoint,
+                        otlp_protocol=otlp_protocol, otlp_json=otlp_json, perfetto=perfetto,
+                        console=console, tracer_provider=tracer_provider,
+                        service_name=service_name, root_span=root_span,
+                        root_attributes=root_attributes)
+    self.provider: TracerProvider | None = None
+    self.processors: list[LosslessBatchSpanProcessor] = []
+    self.exporters: list[SpanExporter] = []
+    self.observer: SpanObserver | None = None
+    self.root = None
+    self._owns_provider = False
+    self._previous_observer = None
+    self._token = None
+    self._active = False
+
+  def _recreate_cm(self):
+    # each decorated call gets its own pipeline (calls may nest or recurse)
+    return Tracing(*self._config["exporters"], **{k: v for k, v in self._config.items()
+                                                   if k != "exporters"})
+
+  # building the pipeline -------------------------------------------------------------------
+  def _exporters(self) -> list[tuple[SpanExporter, bool]]:
+    """(exporter, owned) pairs: owned ones are shut down on exit."""
+    c = self._config
+    out: list[tuple[SpanExporter, bool]] = []
+    for item in c["exporters"]:
+      if isinstance(item, str):
+        exporter = exporter_named(item)
+        if exporter is not None:
+          out.append((exporter, True))
+      else:
+        out.append((item, False))
+    if c["otlp_endpoint"] or c["otlp_protocol"]:
+      out.append((otlp_exporter(c["otlp_protocol"], c["otlp_endpoint"]), True))
+    if c["otlp_json"]:
+      out.append((OtlpJsonFileExporter(c["otlp_json"]), True))
+    if c["perfetto"]:
+      out.append((PerfettoExporter(c["perfetto"]), True))
+    if c["console"]:
+      out.append((ConsoleSpanExporter(out=sys.stdout), True))
+    if not out and c["tracer_provider"] is None:
+      out = [(e, True) for e in exporters_from_env()]
+    return out
+
+  def start(self) -> "Tracing":
+    from .. import __version__
+    if self._active:
+      raise RuntimeError("this tracing() is already active")
+    c = self._config
+    if c["tracer_provider"] is not None:
+      self.provider = c["tracer_provider"]
+      self._owns_provider = False
+    else:
+      self.provider = TracerProvider(resource=_resource(c["service_name"]),
+                                     shutdown_on_exit=False)
+      self._owns_provider = True
+    self._owned: list[LosslessBatchSpanProcessor] = []
+    for exporter, owned in self._exporters():
+      processor = LosslessBatchSpanProcessor(exporter)
+      self.provider.add_span_processor(processor)
+      self.processors.append(processor)
+      self.exporters.append(exporter)
+      if owned:
+        self._owned.append(processor)
+    tracer = self.provider.get_tracer("pallas_prof", __version__)
+    self.observer = SpanObserver(tracer)
+    if c["root_span"]:
+      self.root = tracer.start_span(c["root_span"], attributes=c["root_attributes"] or {})
+      self._token = otel_context.attach(trace.set_span_in_context(self.root))
+    self._previous_observer = hooks.set_observer(self.observer)
+    self._active = True
+    return self
+
+  def stop(self, exc: BaseException | None = None) -> None:
+    if not self._active:
+      return
+    self._active = False
+    if hooks.observer() is self.observer:
+      hooks.set_observer(self._previous_observer)
+    if self.root is not None:
+      if exc is not None:
+        self.root.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:300]))
+        self.root.record_exception(exc)
+      try:
+        otel_context.detach(self._token)
+      except Exception:  # noqa: BLE001 - stopped from another context (atexit)
+        pass
+      self.root.end()
+    self.flush()
+    for processor in self.processors:
+      if processor in self._owned:
+        processor.shutdown()
+      else:
+        processor.shutdown_keep_exporter()
+    if self._owns_provider:
+      self.provider.shutdown()
+
+  def flush(self) -> bool:
+    ok = True
+    for processor in self.processors:
+      ok = processor.force_flush() and ok
+    return ok
+
+  @property
+  def active(self) -> bool:
+    return self._active
+
+  def __enter__(self) -> "Tracing":
+    return self.start()
+
+  def __exit__(self, exc_type, exc, tb) -> bool:
+    self.stop(exc)
+    return False
+
+
+def tracing(*exporters, **kwargs) -> Tracing:
+  """See `Tracing`."""
+  return Tracing(*exporters, **kwargs)
+
+
+# --- process-wide tracing (PALLAS_PROF_TRACE=1, the CLI) --------------------------------------
+
+_global_lock = threading.Lock()
+_global: Tracing | None = None
+
+
+def enable(*exporters, **kwargs) -> Tracing:
+  """Starts tracing for the rest of the process (flushed at exit); returns it."""
+  global _global
+  with _global_lock:
+    if _global is not None and _global.active:
+      return _global
+    kwargs.setdefault("root_span", None)
+    _global = Tracing(*exporters, **kwargs).start()
+    return _global
+
+
+def disable() -> None:
+  """Stops process-wide tracing, exporting everything recorded."""
+  global _global
+  with _global_lock:
+    current, _global = _global, None
+  if current is not None:
+    current.stop()
+
+
+def enabled() -> bool:
+  """Whether an observer records spans now."""
+  return bool(getattr(hooks.observer(), "enabled", False))
+
+
+def enable_from_env() -> Tracing | None:
+  """PALLAS_PROF_TRACE=1: trace the whole process, exporters from the environment."""
+  if not env_flag("PALLAS_PROF_TRACE"):
+    return None
+  script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
+  return enable(root_span=os.environ.get("PALLAS_PROF_TRACE_ROOT") or f"pallas-prof {script}")
+
+
+atexit.register(disable)

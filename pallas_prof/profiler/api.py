@@ -1,0 +1,230 @@
+"""pallas_prof.profile(): one structured report for the kernels of this process."""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable
+
+from . import ceilings as ceilings_mod
+from . import correlate, cost, driver
+from .driver import ProfilerError
+from .schema import KernelProfile, ProfileReport
+
+DEFAULT_CPU_TARGET = ("cuda", 90)
+
+
+@dataclasses.dataclass
+class _Target:
+  """What profile() works on: a registry record or a bare CompiledKernel."""
+  name: str
+  label: str
+  in_avals: tuple[str, ...]
+  out_avals: tuple[str, ...]
+  aliases: tuple[tuple[int, int], ...]
+  cost_estimate: Any
+  generated: Any
+  compiled: Any
+
+
+def _targets(kernels) -> list[_Target]:
+  from ..backend import registry
+  from ..backend.compile import CompiledKernel
+  if kernels is None:
+    items = registry.kernels()
+  elif isinstance(kernels, str):
+    items = registry.find(kernels)
+    if not items:
+      raise ProfilerError(f"no kernel named {kernels!r} in this process; have: "
+                          + (", ".join(r.label for r in registry.kernels()) or "none"))
+  else:
+    items = list(kernels) if isinstance(kernels, (list, tuple)) else [kernels]
+  out = []
+  for item in items:
+    if isinstance(item, CompiledKernel):
+      gk = item.generated
+      out.append(_Target(item.name, f"{item.name}#{item.key[:6]}",
+                         tuple(f"{p.dtype}{list(p.shape)}" for p in gk.inputs) if gk else (),
+                         tuple(f"{p.dtype}{list(p.shape)}" for p in gk.outputs) if gk else (),
+                         (), None, gk, item))
+    else:
+      out.append(_Target(item.name, item.label, tuple(item.in_avals), tuple(item.out_avals),
+                         tuple(tuple(a) for a in item.input_output_aliases), item.cost_estimate,
+                         item.generated, item.compiled))
+  return out
+
+
+def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches: int = 100,
+            min_seconds: float = 0.2, nvml: bool = True, ceilings: Any = True,
+            refresh_ceilings: bool = False, ncu: bool = False, insitu=None,
+            reference: str | Callable | dict | None = None, tolerance=None,
+            top: int = 5) -> ProfileReport:
+  """Profiles the kernels pallas-prof lowered in this process.
+
+  kernels: None (all of registry.kernels()), a name or label, or a list of
+    KernelRecords / CompiledKernels.
+  device: CUDA device index to replay on (a bad index raises BadDevice).
+  replay: time each kernel with the replay runner (GPU only).
+  nvml: sample the GPU's clocks, power, temperature and throttle reasons during timing.
+  ceilings: True (measure or load the cached ceilings), False, or a Ceilings object.
+  ncu: also run Nsight Compute on each kernel's replay (slow; needs ncu).
+  insitu: an insitu.InsituResult (from `with insitu.capture() as cap: ...; cap.result`)
+    whose kernel times are matched to the kernels by name.
+  reference: "interpreter", a function of the inputs, or {label: function}: checks
+    the replay's outputs.
+  tolerance: (atol, rtol) or {label: (atol, rtol)} for that check (default by dtype).
+
+  Without a GPU the report says so plainly and carries the static correlation
+  (per-equation weights from PTX/SASS compiled for sm_90) and the work model.
+  """
+  targets = _targets(kernels)
+  notes: list[str] = []
+  present, reason = driver.gpu_status()
+  info = None
+  if present:
+    info = driver.device_info(device)         # BadDevice for a bad index
+  cc = info.compute_capability if info else DEFAULT_CPU_TARGET[1]
+  profiles = [_static(t, cc, top) for t in targets]
+  if not present:
+    message = (f"no NVIDIA GPU: {reason.rstrip('.')}. Static correlation only (compiled for sm_{cc}): "
+               "per-equation instruction weights and the work model; no runtimes.")
+    for p in profiles:
+      p.verdict = _static_verdict(p)
+    return ProfileReport(gpu_present=False, message=message, device=None, ceilings=None,
+                         kernels=profiles, notes=notes, created=time.time())
+  handle = _nvml_handle(info, notes) if nvml else None
+  if replay:
+    for t, p in zip(targets, profiles):
+      _replay_one(t, p, device, min_launches, min_seconds, handle, reference, tolerance)
+  ceil = None
+  if ceilings is True:
+    try:
+      ceil = ceilings_mod.get(info, refresh=refresh_ceilings)
+    except Exception as e:  # noqa: BLE001
+      notes.append(f"ceilings: {type(e).__name__}: {e}")
+  elif ceilings:
+    ceil = ceilings
+  for t, p in zip(targets, profiles):
+    if p.runtime is not None:
+      p.rates = ceilings_mod.rates(p.work, p.runtime.median_s, ceil)
+  if insitu is not None:
+    from .insitu import match
+    matched = match(insitu, targets)
+    for p in profiles:
+      p.insitu = matched.get(p.label)
+    notes += list(getattr(insitu, "notes", []))
+  if ncu:
+    from . import ncu as ncu_mod
+    for t, p in zip(targets, profiles):
+      if t.compiled is None:
+        continue
+      try:
+        p.ncu = ncu_mod.run(t.compiled, device=device, aliases=t.aliases,
+                            replay_median_s=p.runtime.median_s if p.runtime else None)
+        _attach_counters(p)
+      except Exception as e:  # noqa: BLE001
+        p.errors.append(f"ncu: {type(e).__name__}: {e}")
+  for p in profiles:
+    p.verdict = _verdict(p)
+  timed = sum(1 for p in profiles if p.runtime is not None)
+  if nvml and handle is None:
+    notes.append("NVML readings unavailable (see notes above)")
+  message = (f"replayed {timed} of {len(profiles)} kernel(s) on GPU {device} ({info.name})")
+  return ProfileReport(gpu_present=True, message=message, device=info, ceilings=ceil,
+                       kernels=profiles, notes=notes, created=time.time())
+
+
+def _static(t: _Target, cc: int, top: int) -> KernelProfile:
+  p = KernelProfile(label=t.label, name=t.name, in_avals=list(t.in_avals),
+                    out_avals=list(t.out_avals), static=None, work=None)
+  if t.generated is None:
+    p.errors.append("static: no GeneratedKernel")
+    return p
+  try:
+    if t.compiled is None or t.compiled.target[1] != cc:
+      from ..backend.compile import compile_kernel
+      t.compiled = compile_kernel(t.generated, ("cuda", cc))
+    p.static = correlate.correlate(t.compiled, top=top).profile
+  except Exception as e:  # noqa: BLE001 - a report must survive one bad kernel
+    p.errors.append(f"static correlation: {type(e).__name__}: {e}")
+  try:
+    p.work = cost.work_model(t.generated, t.cost_estimate)
+  except Exception as e:  # noqa: BLE001
+    p.errors.append(f"work model: {type(e).__name__}: {e}")
+  return p
+
+
+def _nvml_handle(info, notes):
+  from . import nvml
+  try:
+    api = nvml.init()
+    return nvml.handle_for(api, info.uuid, info.pci_bus_id)
+  except Exception as e:  # noqa: BLE001
+    notes.append(f"NVML: {e}")
+    return None
+
+
+def _replay_one(t, p, device, min_launches, min_seconds, handle, reference, tolerance) -> None:
+  from . import nvml, runner
+  if t.compiled is None:
+    return
+  sampler = nvml.Sampler(handle) if handle is not None else None
+  ref = reference.get(t.label, reference.get(t.name)) if isinstance(reference, dict) else reference
+  tol = tolerance.get(t.label, tolerance.get(t.name)) if isinstance(tolerance, dict) else tolerance
+  if tol is None and p.work is not None and p.work.dot_dtype == "tf32":
+    tol = (1e-2, 1e-2)     # TF32 dots round operands to 10 mantissa bits
+  try:
+    p.runtime = runner.replay(t.compiled, device=device, min_launches=min_launches,
+                              min_seconds=min_seconds, aliases=t.aliases, reference=ref,
+                              tolerance=tol, sampler=sampler)
+    if sampler is not None:
+      p.nvml = sampler.window()
+  except Exception as e:  # noqa: BLE001
+    p.errors.append(f"replay: {type(e).__name__}: {e}")
+
+
+def _attach_counters(p: KernelProfile) -> None:
+  if p.ncu is None or not p.ncu.source_counters or p.static is None:
+    return
+  for e in p.static.equations:
+    counters = p.ncu.source_counters.get(str(e.index))
+    if counters:
+      e.hardware = counters
+
+
+def _top_text(p: KernelProfile, n: int = 3) -> str:
+  if p.static is None:
+    return ""
+  parts = []
+  for i in p.static.top_equations[:n]:
+    e = p.static.equations[i]
+    where = f"{e.user_file.rsplit('/', 1)[-1]}:{e.user_line}" if e.user_file else "?"
+    parts.append(f"[{i}] {e.primitive} @ {where} {100 * e.weight:.0f}%")
+  return ", ".join(parts)
+
+
+def _static_verdict(p: KernelProfile) -> str:
+  top = _top_text(p)
+  return f"static only; heaviest equations: {top}" if top else "static only"
+
+
+def _verdict(p: KernelProfile) -> str:
+  parts = []
+  if p.rates is not None:
+    parts.append(p.rates.verdict)
+  elif p.runtime is None:
+    parts.append("not timed")
+  if p.nvml is not None and p.nvml.throttled:
+    parts.append(f"the GPU throttled during the timed launches ({p.nvml.summary}): the time is "
+                 "slower than the GPU's unthrottled best")
+  if p.runtime is not None:
+    if not p.runtime.outputs_written:
+      parts.append("SOME OUTPUT ELEMENTS WERE NEVER WRITTEN")
+    if p.runtime.correctness is not None and not p.runtime.correctness.passed:
+      parts.append(f"OUTPUTS DIFFER from the {p.runtime.correctness.reference}")
+  top = _top_text(p)
+  if top:
+    parts.append(f"heaviest equations: {top}")
+  return "; ".join(parts)
+
+
+__all__ = ["profile"]

@@ -1,0 +1,742 @@
+"""Static correlation of a compiled kernel with its jaxpr equations.
+
+Every instruction of the PTX and of the SASS is attributed, through the line
+info Triton keeps (`-lineinfo`), to a line of the generated Triton source and
+so, through the GeneratedKernel's line map, to a jaxpr equation and the
+user's file:line. Works on a machine without a GPU: it needs only the
+compile output (and nvdisasm, which ships in the triton wheel).
+
+How each stage is attributed:
+  ptx    `.loc` directives; an inlined helper (tl.sum, a reduction combiner)
+         carries its call chain in the `.loc` comment (`@[ file:line ]`), so
+         the innermost location that is a line of the kernel body wins.
+  sass   `nvdisasm -gp` pairs every SASS instruction with the PTX line it
+         came from (the cubin embeds the PTX: `.nv_debug_ptx_txt`), which
+         then resolves like the PTX; `nvdisasm -g` (file:line directly, no
+         inlining) is the fallback.
+  ttir, ttgir  MLIR `loc(...)` attributes (`#locN` aliases, callsite, fused,
+         named locations).
+  llir   `!dbg` metadata (`DILocation` with `inlinedAt` chains).
+  source the line map itself.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import subprocess
+import tempfile
+import threading
+from collections import Counter, defaultdict
+from typing import Iterable, Sequence
+
+from .schema import AnnotatedLine, EquationProfile, StaticProfile
+
+CATEGORIES = ("global_load", "global_store", "shared_load", "shared_store", "tensor_core",
+              "special_function", "atomic", "barrier", "shuffle")
+STAGES = ("source", "ttir", "ttgir", "llir", "ptx", "sass")
+
+
+# --- instruction classification ----------------------------------------------------------
+
+_SFU_PTX = ("ex2.", "lg2.", "rsqrt.", "sin.", "cos.", "tanh.", "rcp.approx", "sqrt.approx")
+
+
+def classify_ptx(opcode: str) -> tuple[str, ...]:
+  """Categories of one PTX opcode (e.g. 'ld.global.v4.b32')."""
+  op = opcode
+  cats = []
+  if op.startswith(("ld.global", "ldu.global")):
+    cats.append("global_load")
+  elif op.startswith(("st.global",)):
+    cats.append("global_store")
+  elif op.startswith(("red.global", "atom.global", "red.", "atom.")) and ".shared" not in op:
+    cats += ["atomic", "global_load", "global_store"]
+  elif op.startswith("cp.async.bulk.tensor") or op.startswith("cp.async.bulk"):
+    # TMA: .shared::cluster.global = load to shared, .global.shared::cta = store
+    if re.search(r"\.shared(::\w+)?\.global", op):
+      cats += ["global_load", "shared_store"]
+    elif re.search(r"\.global\.shared", op):
+      cats += ["global_store", "shared_load"]
+  elif op.startswith("cp.async.c"):            # cp.async.ca / .cg: global -> shared
+    cats += ["global_load", "shared_store"]
+  elif op.startswith(("ld.shared", "ldmatrix")):
+    cats.append("shared_load")
+  elif op.startswith(("st.shared", "stmatrix")):
+    cats.append("shared_store")
+  elif op.startswith(("atom.shared", "red.shared")):
+    cats += ["atomic", "shared_load", "shared_store"]
+  if op.startswith(("mma.", "wgmma.mma_async", "tcgen05.mma")):
+    cats.append("tensor_core")
+  if op.startswith(_SFU_PTX):
+    cats.append("special_function")
+  if op.startswith(("bar.", "barrier.", "bar ")) or op == "bar":
+    cats.append("barrier")
+  if op.startswith("shfl."):
+    cats.append("shuffle")
+  return tuple(cats)
+
+
+_TENSOR_SASS = ("HMMA", "HGMMA", "IMMA", "IGMMA", "QGMMA", "DMMA", "BMMA", "BGMMA", "OMMA",
+                "UTCHMMA", "UTCQMMA", "UTCIMMA", "UTCOMMA", "UTCMMA")
+
+
+def classify_sass(opcode: str) -> tuple[str, ...]:
+  """Categories of one SASS opcode (e.g. 'LDG.E.128', 'HGMMA.64x128x16.F32.BF16')."""
+  base = opcode.split(".")[0]
+  cats = []
+  if base in ("LDG", "UTMALDG", "LDGSTS") or base.startswith("UBLKCP"):
+    cats.append("global_load")
+  if base in ("STG", "UTMASTG", "UTMAREDG"):
+    cats.append("global_store")
+  if base in ("RED", "REDG", "ATOMG", "ATOM", "REDAS"):
+    cats += ["atomic", "global_load", "global_store"]
+  if base in ("LDS", "LDSM"):
+    cats.append("shared_load")
+  if base in ("STS", "STSM", "LDGSTS", "UTMALDG"):
+    cats.append("shared_store")
+  if base == "UTMASTG":
+    cats.append("shared_load")
+  if base in ("ATOMS",):
+    cats += ["atomic", "shared_load", "shared_store"]
+  if base in _TENSOR_SASS:
+    cats.append("tensor_core")
+  if base == "MUFU":
+    cats.append("special_function")
+  if base in ("BAR", "SYNCS", "WARPSYNC"):
+    cats.append("barrier")
+  if base == "SHFL":
+    cats.append("shuffle")
+  return tuple(dict.fromkeys(cats))
+
+
+# --- locations -----------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Loc:
+  file: str
+  line: int
+
+
+class _Resolver:
+  """Turns chains of source locations into (generated line, equation index)."""
+
+  def __init__(self, gk):
+    self.gk = gk
+    self.basename = os.path.basename(gk.path)
+
+  def is_generated(self, file: str | None) -> bool:
+    return bool(file) and os.path.basename(file) == self.basename
+
+  def resolve(self, chain: Sequence[Loc]) -> tuple[int | None, int | None]:
+    """chain: innermost first. The first location on a line of the kernel
+    body (in the line map) wins; else the first one in the generated file."""
+    fallback = None
+    for loc in chain:
+      if not self.is_generated(loc.file):
+        continue
+      eqn = self.gk.line_map.get(loc.line)
+      if eqn is not None:
+        return loc.line, eqn
+      if fallback is None:
+        fallback = loc.line
+    return fallback, None
+
+
+# --- PTX ----------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Instruction:
+  stage: str                    # "ptx" | "sass"
+  number: int                   # PTX: 1-based line; SASS: 1-based line of the listing
+  text: str
+  opcode: str
+  categories: tuple[str, ...]
+  generated_line: int | None
+  eqn: int | None
+  loop_depth: int = 0
+  address: int | None = None    # SASS: byte offset in the function
+
+
+_LOC_DIRECTIVE = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)(.*)$")
+_FILE_DIRECTIVE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]+)"')
+_CHAIN_LOC = re.compile(r"([^\s@\[\]]+):(\d+):(\d+)")
+_INLINED_AT = re.compile(r"inlined_at\s+(\d+)\s+(\d+)\s+(\d+)")
+_PTX_LABEL = re.compile(r"^\s*(\$?[\w.$]+):\s*(//.*)?$")
+_PTX_BRANCH = re.compile(r"\bbra(?:\.uni)?\s+(\$?[\w.$]+)\s*;")
+
+
+def _ptx_opcode(line: str) -> str | None:
+  """The opcode of a PTX instruction line, or None for directives, labels, braces."""
+  s = line.split("//", 1)[0].strip()
+  if not s or s.startswith((".", "}", "{", "$", "//")) or s.endswith(":"):
+    if s.startswith("{") and len(s) > 1:
+      s = s[1:].strip()      # `{ .reg ... }` blocks of inline asm never hold opcodes here
+      if not s or s.startswith("."):
+        return None
+    else:
+      return None
+  if s.startswith("@"):
+    parts = s.split(None, 1)
+    if len(parts) < 2:
+      return None
+    s = parts[1]
+  op = s.split(None, 1)[0].rstrip(";")
+  if not op or not (op[0].isalpha()):
+    return None
+  return op
+
+
+def _ptx_locations(ptx: str):
+  """Per PTX line (1-based): the chain of locations in effect (innermost first)."""
+  lines = ptx.splitlines()
+  files = {}
+  for line in lines:
+    m = _FILE_DIRECTIVE.match(line)
+    if m:
+      files[int(m.group(1))] = m.group(2)
+  current: tuple[Loc, ...] = ()
+  per_line = []
+  for line in lines:
+    m = _LOC_DIRECTIVE.match(line)
+    if m:
+      file = files.get(int(m.group(1)), "")
+      chain = [Loc(file, int(m.group(2)))]
+      rest = m.group(4)
+      inl = _INLINED_AT.search(rest)
+      if inl:
+        chain.append(Loc(files.get(int(inl.group(1)), ""), int(inl.group(2))))
+      elif "@[" in rest:
+        # LLVM writes the inlining chain in the comment: `// a.py:30:25 @[ b.py:15:28 ]`
+        comment = rest.split("//", 1)[1] if "//" in rest else rest
+        found = [Loc(f, int(l)) for f, l, _ in _CHAIN_LOC.findall(comment)]
+        if len(found) > 1:
+          # match basenames in the comment with the full paths of .file
+          chain += [Loc(_full_path(files, x.file), x.line) for x in found[1:]]
+      current = tuple(chain)
+    per_line.append(current)
+  return lines, per_line
+
+
+def _full_path(files: dict[int, str], name: str) -> str:
+  for path in files.values():
+    if os.path.basename(path) == os.path.basename(name):
+      return path
+  return name
+
+
+def _loop_depths(labels: dict[str, int], branches: list[tuple[int, str]], n: int) -> list[int]:
+  """Loop depth of positions 0..n-1 from backward branches (label before branch)."""
+  delta = [0] * (n + 1)
+  for pos, target in branches:
+    start = labels.get(target)
+    if start is not None and start < pos:     # start == pos: the trap loop after EXIT
+      delta[start] += 1
+      delta[pos + 1] -= 1
+  depth, out = 0, []
+  for i in range(n):
+    depth += delta[i]
+    out.append(depth)
+  return out
+
+
+def ptx_instructions(gk, ptx: str) -> list[Instruction]:
+  resolver = _Resolver(gk)
+  lines, chains = _ptx_locations(ptx)
+  labels = {}
+  branches = []
+  for i, line in enumerate(lines):
+    m = _PTX_LABEL.match(line)
+    if m:
+      labels[m.group(1)] = i
+    b = _PTX_BRANCH.search(line.split("//", 1)[0])
+    if b:
+      branches.append((i, b.group(1)))
+  depths = _loop_depths(labels, branches, len(lines))
+  out = []
+  in_function = False
+  for i, line in enumerate(lines):
+    stripped = line.strip()
+    if stripped.startswith((".visible .entry", ".entry", ".func", ".visible .func")):
+      in_function = True
+    if stripped.startswith(".section"):
+      in_function = False
+    if not in_function:
+      continue
+    op = _ptx_opcode(line)
+    if op is None:
+      continue
+    gen_line, eqn = resolver.resolve(chains[i])
+    out.append(Instruction("ptx", i + 1, stripped, op, classify_ptx(op), gen_line, eqn,
+                           depths[i]))
+  return out
+
+
+# --- SASS ---------------------------------------------------------------------------------
+
+_SASS_INSTR = re.compile(r"^\s*/\*([0-9a-fA-F]{4,})\*/\s+(.*?)\s*;?\s*(/\*.*\*/)?\s*$")
+_SASS_FILE = re.compile(r'^\s*//## File "([^"]+)", line (\d+)')
+_SASS_LABEL = re.compile(r"^\s*(\.L_[\w]+):")
+_SASS_BRANCH = re.compile(r"\b(?:BRA|BRX|JMP)\b[^;]*?(\.L_[\w]+)")
+
+
+class SassUnavailable(RuntimeError):
+  pass
+
+
+def _nvdisasm_path() -> str:
+  try:
+    import triton
+    return triton.knobs.nvidia.nvdisasm.path
+  except Exception as e:  # noqa: BLE001
+    import shutil
+    path = shutil.which("nvdisasm")
+    if path:
+      return path
+    raise SassUnavailable(f"nvdisasm not found (triton wheel or PATH): {e}") from None
+
+
+def disassemble(cubin: bytes, mode: str = "-gp") -> str:
+  """nvdisasm of a cubin, code only, with line info (`-g`, `-gp`)."""
+  tool = _nvdisasm_path()
+  with tempfile.TemporaryDirectory(prefix="pallas-prof-sass-") as d:
+    path = os.path.join(d, "kernel.cubin")
+    with open(path, "wb") as f:
+      f.write(cubin)
+    result = subprocess.run([tool, "-c", mode, path], capture_output=True, text=True,
+                            timeout=120)
+  if result.returncode != 0:
+    raise SassUnavailable(f"nvdisasm {mode} failed ({result.returncode}): "
+                          f"{result.stderr.strip()[:500]}")
+  return result.stdout
+
+
+def _parse_sass(listing: str):
+  """[(line number, address, text, opcode, (file, line) | None)], labels, branches."""
+  rows, labels, branches = [], {}, []
+  current = None
+  for n, line in enumerate(listing.splitlines(), start=1):
+    fm = _SASS_FILE.match(line)
+    if fm:
+      current = (fm.group(1), int(fm.group(2)))
+      continue
+    lm = _SASS_LABEL.match(line)
+    if lm:
+      labels[lm.group(1)] = len(rows)
+      continue
+    im = _SASS_INSTR.match(line)
+    if not im:
+      continue
+    text = im.group(2).strip().rstrip(";").strip()
+    body = text
+    if body.startswith("@"):
+      body = body.split(None, 1)[1] if " " in body else ""
+    opcode = body.split(None, 1)[0] if body else ""
+    bm = _SASS_BRANCH.search(text)
+    if bm:
+      branches.append((len(rows), bm.group(1)))
+    rows.append((n, int(im.group(1), 16), text, opcode, current))
+  return rows, labels, branches
+
+
+def sass_instructions(gk, cubin: bytes, ptx: str | None,
+                      ptx_instrs: Sequence[Instruction] = ()) -> tuple[list[Instruction], str]:
+  """SASS instructions attributed to equations, and the listing they come from."""
+  resolver = _Resolver(gk)
+  ptx_chains = None
+  if ptx:
+    _, ptx_chains = _ptx_locations(ptx)
+  listing = disassemble(cubin, "-gp")
+  rows, labels, branches = _parse_sass(listing)
+  via_ptx = bool(rows) and all(r[4] is None or r[4][0] == ".nv_debug_ptx_txt" for r in rows)
+  if not via_ptx or ptx_chains is None:
+    listing = disassemble(cubin, "-g")
+    rows, labels, branches = _parse_sass(listing)
+    via_ptx = False
+  depths = _loop_depths(labels, branches, len(rows))
+  ptx_by_line = {i.number: i for i in ptx_instrs}
+  tensor_eqns = {i.eqn for i in ptx_instrs if "tensor_core" in i.categories}
+  out = []
+  for i, (n, addr, text, opcode, where) in enumerate(rows):
+    if where is None:
+      gen_line, eqn = None, None
+    elif via_ptx:
+      ptx_line = where[1]
+      chain = ptx_chains[ptx_line - 1] if 0 < ptx_line <= len(ptx_chains) else ()
+      gen_line, eqn = resolver.resolve(chain)
+    else:
+      gen_line, eqn = resolver.resolve([Loc(where[0], where[1])])
+    categories = classify_sass(opcode)
+    if via_ptx and "tensor_core" in categories and len(tensor_eqns) == 1:
+      # Only PTX mma/wgmma become tensor-core SASS; ptxas's line table sometimes
+      # credits one (after unrolling and scheduling) to a neighbouring line.
+      # With a single equation owning every PTX tensor-core instruction, that
+      # equation is where it came from.
+      source = ptx_by_line.get(where[1])
+      if source is None or "tensor_core" not in source.categories:
+        owner = next(iter(tensor_eqns))
+        owner_line = next(x.generated_line for x in ptx_instrs if x.eqn == owner
+                          and "tensor_core" in x.categories)
+        gen_line, eqn = owner_line, owner
+    out.append(Instruction("sass", n, text, opcode, categories, gen_line, eqn,
+                           depths[i], address=addr))
+  return out, listing
+
+
+# --- MLIR (ttir, ttgir) and LLVM IR ---------------------------------------------------------
+
+_MLIR_ALIAS = re.compile(r"^(#loc\d*)\s*=\s*loc\((.*)\)\s*$")
+
+
+def _balanced_end(text: str, start: int) -> int:
+  """Index just past the ')' matching the '(' at text[start]."""
+  depth = 0
+  in_str = False
+  i = start
+  while i < len(text):
+    c = text[i]
+    if in_str:
+      if c == "\\":
+        i += 1
+      elif c == '"':
+        in_str = False
+    elif c == '"':
+      in_str = True
+    elif c in "([":
+      depth += 1
+    elif c in ")]":
+      depth -= 1
+      if depth == 0:
+        return i + 1
+    i += 1
+  return -1
+
+
+class _MlirLocs:
+  def __init__(self, text: str):
+    self.aliases: dict[str, str] = {}
+    for line in text.splitlines():
+      m = _MLIR_ALIAS.match(line.strip())
+      if m:
+        self.aliases[m.group(1)] = m.group(2)
+    self._cache: dict[str, list[Loc]] = {}
+
+  def chain(self, expr: str, depth: int = 0) -> list[Loc]:
+    """Locations of a loc expression, innermost (callee) first."""
+    expr = expr.strip()
+    if depth > 50 or not expr:
+      return []
+    if expr in self._cache:
+      return self._cache[expr]
+    out: list[Loc] = []
+    if expr.startswith("#loc"):
+      m = re.match(r"#loc\d*", expr)
+      out = self.chain(self.aliases.get(m.group(0), ""), depth + 1)
+    elif expr.startswith("callsite("):
+      inner = expr[len("callsite("):-1]
+      callee, _, caller = _split_top(inner, " at ")
+      out = self.chain(callee, depth + 1) + self.chain(caller, depth + 1)
+    elif expr.startswith("fused"):
+      start = expr.find("[")
+      end = _balanced_end(expr, start) if start >= 0 else -1
+      if start >= 0 and end > 0:
+        for part in _split_commas(expr[start + 1:end - 1]):
+          out += self.chain(part, depth + 1)
+    elif expr.startswith('"'):
+      m = re.match(r'"((?:[^"\\]|\\.)*)"(.*)$', expr, re.S)
+      if m:
+        rest = m.group(2).strip()
+        fl = re.match(r":(\d+):(\d+)", rest)
+        if fl:
+          out = [Loc(m.group(1), int(fl.group(1)))]
+        elif rest.startswith("("):
+          out = self.chain(rest[1:rest.rfind(")")], depth + 1)    # a named location
+    self._cache[expr] = out
+    return out
+
+  def line_chain(self, line: str) -> list[Loc] | None:
+    """The chain of the op's trailing `loc(...)`, or None if it has none."""
+    stripped = line.rstrip()
+    if stripped.lstrip().startswith("#loc"):
+      return None
+    pos = stripped.rfind("loc(")
+    while pos >= 0:
+      end = _balanced_end(stripped, pos + 3)
+      if end == len(stripped) or stripped[end:].strip() in ("", "{", ")", ":", "}"):
+        return self.chain(stripped[pos + 4:end - 1])
+      pos = stripped.rfind("loc(", 0, pos)
+    return None
+
+
+def _split_top(text: str, sep: str) -> tuple[str, str, str]:
+  depth = 0
+  for i in range(len(text)):
+    c = text[i]
+    if c in "([":
+      depth += 1
+    elif c in ")]":
+      depth -= 1
+    elif depth == 0 and text.startswith(sep, i):
+      return text[:i], sep, text[i + len(sep):]
+  return text, "", ""
+
+
+def _split_commas(text: str) -> list[str]:
+  parts, depth, cur = [], 0, []
+  for c in text:
+    if c in "([":
+      depth += 1
+    elif c in ")]":
+      depth -= 1
+    if c == "," and depth == 0:
+      parts.append("".join(cur))
+      cur = []
+    else:
+      cur.append(c)
+  if cur:
+    parts.append("".join(cur))
+  return parts
+
+
+_LLVM_META = re.compile(r"^(![0-9]+)\s*=\s*(?:distinct\s+)?!(\w+)\((.*)\)\s*$")
+_LLVM_DBG = re.compile(r"!dbg\s+(![0-9]+)")
+
+
+class _LlvmLocs:
+  def __init__(self, text: str):
+    self.meta: dict[str, tuple[str, dict[str, str]]] = {}
+    for line in text.splitlines():
+      m = _LLVM_META.match(line.strip())
+      if m:
+        fields = {}
+        for part in _split_commas(m.group(3)):
+          if ":" in part:
+            k, v = part.split(":", 1)
+            fields[k.strip()] = v.strip()
+        self.meta[m.group(1)] = (m.group(2), fields)
+
+  def _file_of_scope(self, ref: str, depth: int = 0) -> str:
+    kind, fields = self.meta.get(ref, ("", {}))
+    if depth > 20:
+      return ""
+    if kind == "DIFile":
+      name = fields.get("filename", "").strip('"')
+      directory = fields.get("directory", "").strip('"')
+      return os.path.join(directory, name) if directory else name
+    if "file" in fields:
+      return self._file_of_scope(fields["file"], depth + 1)
+    if "scope" in fields:
+      return self._file_of_scope(fields["scope"], depth + 1)
+    return ""
+
+  def chain(self, ref: str) -> list[Loc]:
+    out, seen = [], set()
+    while ref and ref not in seen:
+      seen.add(ref)
+      kind, fields = self.meta.get(ref, ("", {}))
+      if kind != "DILocation":
+        break
+      out.append(Loc(self._file_of_scope(fields.get("scope", "")), int(fields.get("line", 0))))
+      ref = fields.get("inlinedAt", "")
+    return out
+
+  def line_chain(self, line: str) -> list[Loc] | None:
+    if line.startswith("!"):
+      return None
+    m = _LLVM_DBG.search(line)
+    return self.chain(m.group(1)) if m else None
+
+
+# --- the kernel's correlation -----------------------------------------------------------------
+
+@dataclasses.dataclass
+class Correlation:
+  """Everything attributed for one compiled kernel (kept in memory, not serialised)."""
+  kernel: str
+  ptx: list[Instruction]
+  sass: list[Instruction]
+  sass_listing: str | None
+  sass_error: str | None
+  profile: StaticProfile
+
+
+_cache: dict[str, Correlation] = {}
+_cache_lock = threading.Lock()
+
+
+def correlate(ck, *, top: int = 5) -> Correlation:
+  """Attributes the PTX and SASS of a CompiledKernel to its equations."""
+  gk = ck.generated
+  if gk is None:
+    raise ValueError(f"kernel {ck.name}: the CompiledKernel carries no GeneratedKernel, "
+                     "so its instructions cannot be mapped to equations")
+  with _cache_lock:
+    hit = _cache.get(ck.key)
+  if hit is not None:
+    return hit
+  ptx = ptx_instructions(gk, ck.asm.get("ptx", ""))
+  sass, listing, error = [], None, None
+  cubin = ck.asm.get("cubin")
+  if cubin:
+    try:
+      sass, listing = sass_instructions(gk, cubin, ck.asm.get("ptx"), ptx)
+    except (SassUnavailable, OSError, subprocess.SubprocessError) as e:
+      error = str(e)
+  else:
+    error = "the compile output has no cubin"
+  profile = _static_profile(ck, gk, ptx, sass, error, top)
+  result = Correlation(ck.name, ptx, sass, listing, error, profile)
+  with _cache_lock:
+    _cache[ck.key] = result
+  return result
+
+
+def _counts(instrs: Iterable[Instruction]) -> dict[str, int]:
+  c = Counter()
+  for ins in instrs:
+    c.update(ins.categories)
+  return {k: c.get(k, 0) for k in CATEGORIES}
+
+
+def user_location(gk, index: int | None) -> tuple[str | None, int | None, str | None]:
+  """The user's file, line and function for an equation (inherited from the
+  enclosing equation when the equation itself has none, e.g. inside jnp.where)."""
+  seen = set()
+  while index is not None and index not in seen:
+    seen.add(index)
+    e = gk.eqns[index]
+    if e.file is not None and e.line is not None:
+      return e.file, e.line, e.function
+    index = e.parent
+  return None, None, None
+
+
+def _static_profile(ck, gk, ptx, sass, sass_error, top) -> StaticProfile:
+  by_eqn_ptx = defaultdict(list)
+  by_eqn_sass = defaultdict(list)
+  lines_of = defaultdict(set)
+  for ins in ptx:
+    by_eqn_ptx[ins.eqn].append(ins)
+    if ins.eqn is not None and ins.generated_line is not None:
+      lines_of[ins.eqn].add(ins.generated_line)
+  for ins in sass:
+    by_eqn_sass[ins.eqn].append(ins)
+    if ins.eqn is not None and ins.generated_line is not None:
+      lines_of[ins.eqn].add(ins.generated_line)
+  for line, idx in gk.line_map.items():
+    lines_of[idx].add(line)
+  primary = sass if sass else ptx
+  by_primary = by_eqn_sass if sass else by_eqn_ptx
+  total = len(primary) or 1
+  equations = []
+  for e in gk.eqns:
+    p, s = by_eqn_ptx.get(e.index, []), by_eqn_sass.get(e.index, [])
+    mine = by_primary.get(e.index, [])
+    file, line, function = user_location(gk, e.index)
+    equations.append(EquationProfile(
+        index=e.index, path=e.path, primitive=e.primitive, text=e.text, user_file=file,
+        user_line=line, function=function, parent=e.parent, region=e.region,
+        generated_lines=sorted(lines_of.get(e.index, ())),
+        ptx_instructions=len(p), sass_instructions=len(s),
+        weight=len(mine) / total, inclusive_weight=0.0,
+        loop_instructions=sum(1 for i in mine if i.loop_depth > 0),
+        ptx_counts=_counts(p), sass_counts=_counts(s)))
+  _fill_inclusive(equations, total, by_primary)
+  ranked = sorted((e for e in equations if e.weight > 0), key=lambda e: -e.weight)
+  unattributed = by_primary.get(None, [])
+  return StaticProfile(
+      kernel=ck.name, target=f"{ck.target[0]}:{ck.target[1]}", generated_path=gk.path,
+      grid=list(gk.grid), launch_grid=list(gk.launch_grid), num_warps=ck.num_warps,
+      num_stages=ck.num_stages, resources=ck.resources(),
+      ptx_instructions=len(ptx), sass_instructions=len(sass),
+      weight_basis="sass" if sass else "ptx", sass_error=sass_error,
+      ptx_counts=_counts(ptx), sass_counts=_counts(sass),
+      unattributed_instructions=len(unattributed), unattributed_counts=_counts(unattributed),
+      equations=equations, top_equations=[e.index for e in ranked[:top]])
+
+
+def _fill_inclusive(equations: list[EquationProfile], total: int, by_primary) -> None:
+  children = defaultdict(list)
+  for e in equations:
+    if e.parent is not None:
+      children[e.parent].append(e.index)
+
+  def inclusive(i: int, seen: set) -> int:
+    if i in seen:
+      return 0
+    seen.add(i)
+    return len(by_primary.get(i, [])) + sum(inclusive(c, seen) for c in children[i])
+
+  for e in equations:
+    e.inclusive_weight = inclusive(e.index, set()) / total
+
+
+# --- annotated listings ---------------------------------------------------------------------
+
+def annotated_listing(ck, stage: str) -> list[AnnotatedLine]:
+  """The text of one stage, each line paired with its equation, the user's
+  file:line and the equation's weight (its share of the kernel's instructions).
+
+  stage: one of source, ttir, ttgir, llir, ptx, sass.
+  """
+  if stage not in STAGES:
+    raise ValueError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)}")
+  gk = ck.generated
+  corr = correlate(ck)
+  weights = {e.index: e.weight for e in corr.profile.equations}
+  resolver = _Resolver(gk)
+
+  def line_for(number, text, gen_line, eqn, instr=False):
+    file, uline, _ = user_location(gk, eqn) if eqn is not None else (None, None, None)
+    return AnnotatedLine(
+        number=number, text=text, generated_line=gen_line, eqn=eqn,
+        primitive=gk.eqns[eqn].primitive if eqn is not None else None,
+        user_location=f"{file}:{uline}" if file else None,
+        weight=weights.get(eqn, 0.0) if eqn is not None else None,
+        is_instruction=instr)
+
+  out = []
+  if stage == "source":
+    for n, text in enumerate(gk.source.splitlines(), start=1):
+      out.append(line_for(n, text, n, gk.line_map.get(n)))
+  elif stage == "ptx":
+    by_line = {i.number: i for i in corr.ptx}
+    lines, chains = _ptx_locations(ck.asm.get("ptx", ""))
+    for n, text in enumerate(lines, start=1):
+      ins = by_line.get(n)
+      if ins is not None:
+        out.append(line_for(n, text, ins.generated_line, ins.eqn, True))
+      else:
+        out.append(line_for(n, text, None, None))
+  elif stage == "sass":
+    if corr.sass_listing is None:
+      raise SassUnavailable(corr.sass_error or "no SASS")
+    by_line = {i.number: i for i in corr.sass}
+    for n, text in enumerate(corr.sass_listing.splitlines(), start=1):
+      if _SASS_FILE.match(text):
+        continue      # nvdisasm's own line-info comments: the annotation replaces them
+      ins = by_line.get(n)
+      if ins is not None:
+        out.append(line_for(n, text, ins.generated_line, ins.eqn, True))
+      else:
+        out.append(line_for(n, text, None, None))
+  else:
+    text = ck.asm.get(stage)
+    if text is None:
+      raise ValueError(f"the compile output has no {stage} stage")
+    locs = _LlvmLocs(text) if stage == "llir" else _MlirLocs(text)
+    for n, line in enumerate(text.splitlines(), start=1):
+      chain = locs.line_chain(line)
+      gen_line, eqn = resolver.resolve(chain) if chain else (None, None)
+      out.append(line_for(n, line, gen_line, eqn))
+  return out
+
+
+def clear_cache() -> None:
+  with _cache_lock:
+    _cache.clear()
+
+
+__all__ = ["correlate", "annotated_listing", "Correlation", "Instruction", "classify_ptx",
+           "classify_sass", "disassemble", "CATEGORIES", "STAGES", "user_location",
+           "SassUnavailable"]

@@ -1,0 +1,221 @@
+"""In-situ runtimes: the user's program as it really ran, captured with CUPTI.
+
+Triton's Proton profiler (`triton.profiler`, shipped in the triton wheel)
+subscribes to CUPTI and records every kernel launched in the process,
+including the pallas-prof kernels XLA launches through its Triton custom
+call. Kernels are matched to the registry's records by name:
+
+    with insitu.capture() as cap:
+      run_the_program()
+    cap.result.kernels["softmax_kernel"].launches
+
+CUPTI allows one subscriber per process: jax.profiler traces, Nsight
+Compute and Nsight Systems hold it while they run. `capture()` checks for
+them first and raises CuptiBusy saying which one, rather than recording
+nothing.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from typing import Any, Iterable
+
+from .driver import ProfilerError
+from .schema import InsituStats
+
+
+class CuptiBusy(ProfilerError):
+  """Another tool holds CUPTI."""
+
+
+class InsituUnavailable(ProfilerError):
+  pass
+
+
+@dataclasses.dataclass
+class KernelTimes:
+  name: str
+  launches: int
+  total_ns: float
+  device_ids: list[int]
+
+  @property
+  def mean_s(self) -> float:
+    return self.total_ns / 1e9 / self.launches if self.launches else 0.0
+
+
+@dataclasses.dataclass
+class InsituResult:
+  kernels: dict[str, KernelTimes]
+  devices: dict[str, Any]          # Proton's device info (arch, SMs, clocks)
+  path: str | None
+  notes: list[str]
+
+  def stats_for(self, name: str, shared_with: Iterable[str] = ()) -> InsituStats | None:
+    k = self.kernels.get(name)
+    if k is None:
+      return None
+    return InsituStats(name=name, launches=k.launches, total_s=k.total_ns / 1e9, mean_s=k.mean_s,
+                       device_ids=k.device_ids, shared_name_with=list(shared_with))
+
+
+# --- who holds CUPTI --------------------------------------------------------------------------
+
+def cupti_holders(environ=None) -> list[str]:
+  """Tools that hold (or will hold) CUPTI in this process, in plain words."""
+  environ = os.environ if environ is None else environ
+  holders = []
+  if _jax_trace_active():
+    holders.append("a jax.profiler trace is running (jax.profiler.start_trace / trace())")
+  for variable in ("CUDA_INJECTION64_PATH", "LD_PRELOAD"):
+    text = environ.get(variable, "")
+    low = text.lower()
+    if not low:
+      continue
+    if "nsight-compute" in low or "treelauncher" in low or "/ncu" in low:
+      holders.append(f"Nsight Compute (ncu) injected itself ({variable}={text})")
+    elif "nsys" in low or "nsight-systems" in low or "toolsinjection" in low:
+      holders.append(f"Nsight Systems (nsys) injected itself ({variable}={text})")
+    elif "sanitizer" in low:
+      holders.append(f"compute-sanitizer injected itself ({variable}={text})")
+    elif variable == "CUDA_INJECTION64_PATH":
+      holders.append(f"a CUDA injection library is loaded ({variable}={text})")
+  if environ.get("NSYS_PROFILING_SESSION_ID") and not any("nsys" in h for h in holders):
+    holders.append("Nsight Systems (nsys) session "
+                   f"{environ.get('NSYS_PROFILING_SESSION_ID')} is running")
+  return holders
+
+
+def _jax_trace_active() -> bool:
+  try:
+    from jax._src import profiler as jax_profiler
+  except ImportError:
+    return False
+  state = getattr(jax_profiler, "_profile_state", None)
+  return getattr(state, "profile_session", None) is not None
+
+
+# --- Proton's output ---------------------------------------------------------------------------
+
+def parse_hatchet(data) -> tuple[dict[str, KernelTimes], dict[str, Any]]:
+  """Kernel name -> launches, total time, devices; from Proton's tree JSON
+  ([tree, device info]). The same kernel under several scopes is summed."""
+  if isinstance(data, list):
+    tree = data[0] if data else {}
+    devices = data[1] if len(data) > 1 and isinstance(data[1], dict) else {}
+  else:
+    tree, devices = data, {}
+  kernels: dict[str, KernelTimes] = {}
+
+  def visit(node):
+    frame = node.get("frame", {})
+    metrics = node.get("metrics", {})
+    name = frame.get("name")
+    time_ns = metrics.get("time (ns)")
+    count = metrics.get("count")
+    if name and name != "ROOT" and time_ns is not None and count and "device_id" in metrics:
+      k = kernels.setdefault(name, KernelTimes(name, 0, 0.0, []))
+      k.launches += int(count)
+      k.total_ns += float(time_ns)
+      dev = int(metrics["device_id"])
+      if dev not in k.device_ids:
+        k.device_ids.append(dev)
+    for child in node.get("children", []):
+      visit(child)
+
+  visit(tree)
+  return kernels, devices
+
+
+# --- the capture ------------------------------------------------------------------------------
+
+class capture:
+  """Context manager: records the kernels the program launches inside it."""
+
+  def __init__(self, directory: str | None = None, keep: bool = False):
+    self.directory = directory
+    self.keep = keep or directory is not None
+    self.result: InsituResult | None = None
+    self._session = None
+    self._proton = None
+    self._tmp = None
+
+  def __enter__(self) -> "capture":
+    holders = cupti_holders()
+    if holders:
+      raise CuptiBusy("in-situ kernel times need CUPTI, which allows one subscriber per "
+                      "process, and " + "; ".join(holders) + ". Stop that tool (or run "
+                      "pallas-prof without it) to capture in-situ times.")
+    try:
+      import triton.profiler as proton
+    except Exception as e:  # noqa: BLE001 - libproton may fail to load without CUDA
+      raise InsituUnavailable(f"Triton's Proton profiler is unavailable: {e}") from None
+    self._proton = proton
+    self._tmp = self.directory or tempfile.mkdtemp(prefix="pallas-prof-insitu-")
+    os.makedirs(self._tmp, exist_ok=True)
+    name = os.path.join(self._tmp, "insitu")
+    try:
+      self._session = proton.start(name, backend="cupti", context="shadow", data="tree")
+    except Exception as e:  # noqa: BLE001
+      raise _explain(e) from e
+    if self._session is None:
+      raise InsituUnavailable("Proton ignored start(): profiling is disabled "
+                              "(TRITON_PROTON_DISABLE) or proton's command line is running")
+    return self
+
+  def __exit__(self, exc_type, exc, tb) -> None:
+    if self._session is None:
+      return None
+    try:
+      self._proton.finalize(self._session, "hatchet")
+    except Exception as e:  # noqa: BLE001
+      if exc_type is None:
+        raise _explain(e) from e
+      return None
+    path = _output_file(self._tmp)
+    notes = []
+    try:
+      with open(path) as f:
+        kernels, devices = parse_hatchet(json.load(f))
+    except (OSError, ValueError) as e:
+      kernels, devices = {}, {}
+      notes.append(f"could not read Proton's output {path}: {e}")
+    if not kernels:
+      notes.append("CUPTI recorded no kernel: nothing ran on the GPU inside the capture, or "
+                   "another tool took CUPTI (a jax.profiler trace started inside it?)")
+    self.result = InsituResult(kernels, devices, path if self.keep else None, notes)
+    if not self.keep:
+      shutil.rmtree(self._tmp, ignore_errors=True)
+    return None
+
+
+def _output_file(directory: str) -> str:
+  names = sorted(n for n in os.listdir(directory) if n.startswith("insitu"))
+  hatchet = [n for n in names if n.endswith(".hatchet")]
+  return os.path.join(directory, (hatchet or names or ["insitu.hatchet"])[0])
+
+
+def _explain(error: Exception) -> ProfilerError:
+  text = str(error)
+  if "MULTIPLE_SUBSCRIBERS" in text.upper() or "subscriber" in text.lower():
+    return CuptiBusy("CUPTI refused Proton: another subscriber (jax.profiler, ncu, nsys) holds "
+                     f"it in this process ({text})")
+  return InsituUnavailable(f"Proton failed: {type(error).__name__}: {text}")
+
+
+def match(result: InsituResult, records) -> dict[str, InsituStats]:
+  """Record label -> its in-situ stats, matched by kernel name. Records that
+  share a name share the numbers (listed in shared_name_with)."""
+  by_name: dict[str, list[str]] = {}
+  for rec in records:
+    by_name.setdefault(rec.name, []).append(rec.label)
+  out = {}
+  for rec in records:
+    others = [label for label in by_name[rec.name] if label != rec.label]
+    stats = result.stats_for(rec.name, others)
+    if stats is not None:
+      out[rec.label] = stats
+  return out

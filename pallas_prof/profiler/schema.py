@@ -1,0 +1,306 @@
+"""The profiler's report: plain dataclasses, JSON-serialisable with `to_dict()`.
+
+    ProfileReport                       what pallas_prof.profile() returns
+      schema_version  int               bumped when a field changes meaning
+      created         float             time.time() of the report
+      gpu_present     bool              False: static correlation only
+      message         str               one plain sentence about what was done
+                                        ("no NVIDIA GPU: ...", "replayed 3 kernels on ...")
+      device          DeviceInfo|None   the GPU the kernels ran on
+      ceilings        Ceilings|None     measured copy bandwidth / matrix rates
+      kernels         [KernelProfile]
+      notes           [str]             anything the reader should know (CUPTI busy, ...)
+
+    KernelProfile                       one kernel (one KernelRecord)
+      label, name     str               "softmax_kernel#a35bdc", "softmax_kernel"
+      in_avals, out_avals [str]         the shapes it ran on
+      static          StaticProfile     resources, instruction counts, per-equation weights
+      work            WorkModel         bytes and FLOPs the jaxpr implies (or the cost estimate)
+      runtime         RuntimeStats|None replay timing (GPU only)
+      nvml            NvmlWindow|None   GPU state during the timed window
+      rates           Rates|None        achieved bytes/s, FLOP/s, % of ceilings, verdict
+      insitu          InsituStats|None  launches and times as the program really ran (CUPTI)
+      ncu             NcuResult|None    Nsight Compute figures (when asked)
+      verdict         str               one line for humans (bound, efficiency, throttling)
+      errors          [str]             parts that failed, each naming the part and why
+
+Times are seconds, rates per second, sizes bytes; percentages are 0..100.
+Equation indices are those of GeneratedKernel.eqns (the `[i]` in the
+generated source's comments).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+class _Serializable:
+  def to_dict(self) -> dict[str, Any]:
+    return _plain(dataclasses.asdict(self))
+
+
+def _plain(x):
+  if isinstance(x, dict):
+    return {str(k): _plain(v) for k, v in x.items()}
+  if isinstance(x, (list, tuple)):
+    return [_plain(v) for v in x]
+  if isinstance(x, float) and x != x:     # NaN is not JSON
+    return None
+  if hasattr(x, "item") and callable(x.item):   # numpy scalars
+    return x.item()
+  return x
+
+
+# --- static correlation --------------------------------------------------------------------
+
+@dataclasses.dataclass
+class EquationProfile(_Serializable):
+  """One jaxpr equation and the compiled instructions attributed to it."""
+  index: int
+  path: str                     # "4" or "4.body.2": position in the nesting
+  primitive: str
+  text: str                     # the equation as jaxpr text
+  user_file: str | None         # the user's source line (inherited from the enclosing eqn if none)
+  user_line: int | None
+  function: str | None
+  parent: int | None            # enclosing control-flow equation
+  region: str
+  generated_lines: list[int]    # lines of the generated Triton source
+  ptx_instructions: int
+  sass_instructions: int
+  weight: float                 # share (0..1) of the kernel's instructions (SASS, else PTX)
+  inclusive_weight: float       # weight of the equation and everything nested in it
+  loop_instructions: int        # of its instructions, those inside a loop of the machine code
+  ptx_counts: dict[str, int]    # category -> count (see correlate.CATEGORIES)
+  sass_counts: dict[str, int]
+  hardware: dict[str, float] | None = None   # ncu source-counter sums, when ncu ran
+
+
+@dataclasses.dataclass
+class StaticProfile(_Serializable):
+  kernel: str
+  target: str                   # "cuda:90"
+  generated_path: str
+  grid: list[int]
+  launch_grid: list[int]
+  num_warps: int
+  num_stages: int
+  resources: dict[str, Any]     # registers, spills, shared bytes, stack (from ptxas / Triton)
+  ptx_instructions: int
+  sass_instructions: int
+  weight_basis: str             # "sass" or "ptx" (when nvdisasm is unavailable)
+  sass_error: str | None
+  ptx_counts: dict[str, int]
+  sass_counts: dict[str, int]
+  unattributed_instructions: int   # prologue (program ids, block offsets) and the like
+  unattributed_counts: dict[str, int]
+  equations: list[EquationProfile]
+  top_equations: list[int]      # equation indices, heaviest first
+
+  def equation(self, index: int) -> EquationProfile:
+    return self.equations[index]
+
+
+@dataclasses.dataclass
+class AnnotatedLine(_Serializable):
+  """One line of a stage's listing (source, ttir, ttgir, llir, ptx, sass)."""
+  number: int
+  text: str
+  generated_line: int | None    # the Triton source line it comes from
+  eqn: int | None
+  primitive: str | None
+  user_location: str | None     # "/path/file.py:25"
+  weight: float | None          # the equation's weight (share of instructions)
+  is_instruction: bool = False  # ptx / sass: an instruction (not a directive or label)
+
+
+# --- the work model -----------------------------------------------------------------------
+
+@dataclasses.dataclass
+class WorkModel(_Serializable):
+  """Bytes and FLOPs of one launch."""
+  source: str                   # "model" (from the jaxpr) or "cost_estimate" (the user's)
+  bytes: int | None             # inputs read once + outputs written once
+  block_bytes: int | None       # global-memory traffic the block loads/stores imply (all programs)
+  flops: int | None
+  dot_flops: int | None         # dot_general (tensor-core candidates)
+  elementwise_flops: int | None # float arithmetic, reductions, transcendentals
+  transcendentals: int | None
+  dot_dtype: str | None         # operand class of the dots: bf16, f16, tf32, f32, int8, fp8 ...
+  programs: int                 # grid size
+  exact: bool                   # False when a loop's trip count is known only at run time
+  notes: list[str]
+
+
+# --- runtime --------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class DeviceInfo(_Serializable):
+  index: int                    # CUDA ordinal (as CUDA_VISIBLE_DEVICES presents it)
+  name: str
+  uuid: str
+  pci_bus_id: str
+  compute_capability: int       # 90 for sm_90
+  sm_count: int
+  l2_bytes: int
+  memory_bytes: int
+  driver_version: int
+
+
+@dataclasses.dataclass
+class Correctness(_Serializable):
+  reference: str                # "interpreter" or "jax reference" or a description
+  passed: bool
+  max_abs_error: list[float]    # per output
+  max_rel_error: list[float]
+  tolerance: list[list[float]]  # per output: [atol, rtol]
+  message: str
+
+
+@dataclasses.dataclass
+class RuntimeStats(_Serializable):
+  """Replay timing: CUDA events around each launch, inputs rotated past L2."""
+  device_index: int
+  launches: int                 # timed launches
+  warmup_launches: int
+  median_s: float
+  p10_s: float
+  p90_s: float
+  min_s: float
+  mean_s: float
+  timed_window_s: float         # wall time of the timed window
+  input_sets: int               # rotated sets of inputs (and outputs)
+  set_bytes: int                # bytes of one set (inputs + outputs)
+  l2_bytes: int
+  outputs_written: bool         # every output element was overwritten (poison check)
+  unwritten_elements: list[int | None]   # per output; None where the check does not apply
+  correctness: Correctness | None = None
+  notes: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Stat(_Serializable):
+  min: float | None
+  median: float | None
+  max: float | None
+
+
+@dataclasses.dataclass
+class NvmlWindow(_Serializable):
+  """NVML readings over a window (the replay's timed launches, or idle)."""
+  samples: int
+  duration_s: float
+  sm_clock_mhz: Stat
+  mem_clock_mhz: Stat
+  max_sm_clock_mhz: float | None
+  power_w: Stat
+  power_limit_w: float | None
+  temperature_c: Stat
+  gpu_util_pct: Stat
+  mem_util_pct: Stat
+  energy_j: float | None        # total energy counter difference over the window
+  throttle_reasons: list[str]   # every reason seen (GpuIdle left out)
+  throttled: bool               # a slowdown reason (power, thermal, hw) was active
+  summary: str                  # "SM 1980 MHz (max 1980), 512 W, 45 C, no throttling"
+  unavailable: list[str]        # readings the device does not support
+
+
+# --- rates ---------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Ceilings(_Serializable):
+  """Measured once per GPU, cached by device UUID."""
+  device_name: str
+  device_uuid: str
+  copy_bytes_per_s: float | None     # device-to-device, bytes read + written
+  copy_method: str
+  matrix_flops_per_s: dict[str, float]   # "bf16", "f16", "tf32" -> FLOP/s
+  matrix_method: str
+  measured_at: float
+  details: dict[str, Any]
+  notes: list[str]
+
+
+@dataclasses.dataclass
+class Rates(_Serializable):
+  bytes_per_s: float | None
+  flops_per_s: float | None
+  bandwidth_pct: float | None        # of the measured copy bandwidth
+  compute_pct: float | None          # of the measured matrix rate for the dots' dtype
+  compute_ceiling: str | None        # which ceiling ("bf16", ...)
+  arithmetic_intensity: float | None # FLOPs per byte
+  ridge_point: float | None          # intensity where the two ceilings meet
+  bound: str                         # "memory", "compute" or "unknown"
+  efficiency_pct: float | None       # the bound ceiling's percentage
+  verdict: str
+
+
+# --- in situ and ncu ------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class InsituStats(_Serializable):
+  """A kernel as the user's program ran it (CUPTI through Proton)."""
+  name: str
+  launches: int
+  total_s: float
+  mean_s: float
+  device_ids: list[int]
+  shared_name_with: list[str]        # other labels with the same kernel name (counts are shared)
+
+
+@dataclasses.dataclass
+class NcuResult(_Serializable):
+  command: list[str]
+  launches: int
+  gpu_time_s: list[float]            # gpu__time_duration of each profiled launch
+  median_s: float | None
+  replay_median_s: float | None
+  difference_pct: float | None       # (ncu - replay) / replay * 100
+  source_counters: dict[str, dict[str, float]] | None   # eqn index -> metric -> sum
+  source_metrics: list[str]
+  notes: list[str]
+
+
+@dataclasses.dataclass
+class KernelProfile(_Serializable):
+  label: str
+  name: str
+  in_avals: list[str]
+  out_avals: list[str]
+  static: StaticProfile | None
+  work: WorkModel | None
+  runtime: RuntimeStats | None = None
+  nvml: NvmlWindow | None = None
+  rates: Rates | None = None
+  insitu: InsituStats | None = None
+  ncu: NcuResult | None = None
+  verdict: str = ""
+  errors: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class ProfileReport(_Serializable):
+  gpu_present: bool
+  message: str
+  device: DeviceInfo | None
+  ceilings: Ceilings | None
+  kernels: list[KernelProfile]
+  notes: list[str]
+  created: float
+  schema_version: int = SCHEMA_VERSION
+
+  def to_json(self, **kwargs) -> str:
+    return json.dumps(self.to_dict(), **kwargs)
+
+  def kernel(self, label_or_name: str) -> KernelProfile:
+    for k in self.kernels:
+      if k.label == label_or_name:
+        return k
+    matches = [k for k in self.kernels if k.name == label_or_name]
+    if len(matches) == 1:
+      return matches[0]
+    raise KeyError(f"no single kernel {label_or_name!r} in the report; have "
+                   + ", ".join(k.label for k in self.kernels))

@@ -1,0 +1,167 @@
+"""`pallas-prof` as a user runs it: subprocesses on the CPU (Triton's interpreter)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLES = os.path.join(ROOT, "examples")
+
+
+def pallas_prof(*args, cwd=None, timeout=600):
+  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+  env.pop("PALLAS_PROF_TRACE", None)
+  return subprocess.run([sys.executable, "-m", "pallas_prof", *args], capture_output=True,
+                        text=True, env=env, cwd=cwd or ROOT, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def softmax_run(tmp_path_factory):
+  out = tmp_path_factory.mktemp("run") / "softmax"
+  result = pallas_prof("run", "--out", str(out), os.path.join(EXAMPLES, "softmax.py"))
+  assert result.returncode == 0, result.stdout + result.stderr
+  return out, result
+
+
+def test_run_writes_the_run_directory(softmax_run):
+  out, result = softmax_run
+  report = json.loads((out / "report.json").read_text())
+  assert report["schema"] == "pallas-prof/run/1" and report["exit_code"] == 0
+  (kernel,) = report["kernels"]
+  assert kernel["name"] == "softmax_kernel" and kernel["cpu_launches"] == 1
+  assert kernel["resources"]["registers"] > 0
+  assert set(kernel["compile"]["stages_ms"]) == {"ttir", "ttgir", "llir", "ptx", "cubin"}
+  for what in ("source", "ptx", "cubin", "ttir", "ttgir", "llir", "kernel"):
+    assert (out / kernel["files"][what]).stat().st_size > 0, what
+  # traces: OTLP-JSON lines and a Perfetto file with the kernel's spans
+  otlp = [json.loads(line) for line in (out / "trace.otlp.json").read_text().splitlines()]
+  names = {s["name"] for req in otlp for rs in req["resourceSpans"] for ss in rs["scopeSpans"]
+           for s in ss["spans"]}
+  assert "pallas_call softmax_kernel" in names and "lower exp" in names
+  assert {f"compile {st}" for st in ("ttir", "ttgir", "llir", "ptx", "cubin")} <= names
+  perfetto = json.loads((out / "trace.perfetto.json").read_text())
+  assert any(e.get("name") == "lower exp" for e in perfetto["traceEvents"])
+
+
+def test_run_report_names_hot_equations_on_cpu(softmax_run):
+  out, result = softmax_run
+  report = json.loads((out / "report.json").read_text())
+  prof = report["profile"]
+  assert prof["gpu_present"] is False and prof["message"].startswith("no NVIDIA GPU")
+  static = prof["kernels"][0]["static"]
+  top = static["equations"][static["top_equations"][0]]
+  source = open(os.path.join(EXAMPLES, "softmax.py")).read().splitlines()
+  assert top["user_file"].endswith("softmax.py")
+  assert "jnp" in source[top["user_line"] - 1] or "ref" in source[top["user_line"] - 1]
+  # the exp equation carries the special-function instructions
+  (exp,) = [e for e in static["equations"] if e["primitive"] == "exp"]
+  assert source[exp["user_line"] - 1].strip().startswith("e = jnp.exp(x)")
+  assert exp["sass_counts"].get("special_function", 0) > 0
+  # what the user sees
+  assert "softmax_kernel#" in result.stdout and "hot equations" in result.stdout
+  assert "softmax.py:21" in result.stdout
+
+
+def test_show_annotates_ptx_and_source(softmax_run):
+  out, _ = softmax_run
+  ptx = pallas_prof("show", "softmax_kernel", "--dir", str(out), "--ptx")
+  assert ptx.returncode == 0, ptx.stderr
+  assert "── [4] exp @ softmax.py:21: e = jnp.exp(x)" in ptx.stdout
+  assert "ex2.approx" in ptx.stdout or "ex2" in ptx.stdout
+  src = pallas_prof("show", "softmax_kernel", "--dir", str(out))
+  assert "libdevice.exp" in src.stdout and "# [4] exp @ softmax.py:21" in src.stdout
+
+
+def test_report_rerenders_and_diff_flags_regressions(softmax_run, tmp_path):
+  out, _ = softmax_run
+  rendered = pallas_prof("report", str(out))
+  assert rendered.returncode == 0 and "softmax_kernel#" in rendered.stdout
+  # two runs: B is A with the kernel made 20% slower (edited report, a test input)
+  a, b = tmp_path / "a", tmp_path / "b"
+  shutil.copytree(out, a)
+  shutil.copytree(out, b)
+  for run_dir, median in ((a, 100e-6), (b, 120e-6)):
+    report = json.loads((run_dir / "report.json").read_text())
+    report["profile"]["kernels"][0]["runtime"] = {"median_s": median}
+    (run_dir / "report.json").write_text(json.dumps(report))
+  ok = pallas_prof("diff", str(a), str(a), "--fail-on-regression", "5")
+  assert ok.returncode == 0, ok.stdout
+  slower = pallas_prof("diff", str(a), str(b), "--fail-on-regression", "5")
+  assert slower.returncode == 1 and "SLOWER by 20.0%" in slower.stdout
+  lenient = pallas_prof("diff", str(a), str(b), "--fail-on-regression", "25")
+  assert lenient.returncode == 0
+
+
+def test_eject_runs_standalone_and_matches(tmp_path):
+  rng = np.random.default_rng()
+  x = rng.standard_normal((8, 300)).astype(np.float32) * 3
+  np.savez(tmp_path / "inputs.npz", x_ref=x)
+  script = tmp_path / "run_softmax.py"
+  script.write_text(textwrap.dedent(f"""
+      import sys
+      sys.path.insert(0, {EXAMPLES!r})
+      import numpy as np
+      import softmax
+      x = np.load({str(tmp_path / 'inputs.npz')!r})["x_ref"]
+      np.save({str(tmp_path / 'expected.npy')!r}, np.asarray(softmax.softmax(x)))
+      """))
+  out = tmp_path / "run"
+  run = pallas_prof("run", "--no-analysis", "--out", str(out), str(script))
+  assert run.returncode == 0, run.stdout + run.stderr
+  ejected = tmp_path / "softmax_standalone.py"
+  show = pallas_prof("show", "softmax_kernel", "--dir", str(out), "--eject", str(ejected))
+  assert show.returncode == 0, show.stderr
+  assert "import jax" not in ejected.read_text()
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  result = subprocess.run([sys.executable, str(ejected), "--interpret", "--inputs",
+                           str(tmp_path / "inputs.npz"), "--output", str(tmp_path / "out.npz")],
+                          capture_output=True, text=True, env=env, timeout=600)
+  assert result.returncode == 0, result.stdout + result.stderr
+  got = np.load(tmp_path / "out.npz")["o_ref"]
+  np.testing.assert_allclose(got, np.load(tmp_path / "expected.npy"), rtol=1e-6, atol=1e-7)
+
+
+def test_failing_kernel_reports_the_users_line(tmp_path):
+  script = tmp_path / "bad_kernel.py"
+  script.write_text(textwrap.dedent("""
+      import jax, jax.numpy as jnp
+      from jax.experimental import pallas as pl
+
+      def kernel(x_ref, o_ref):
+        o_ref[...] = jnp.sort(x_ref[...])   # not lowerable
+
+      x = jnp.arange(16.0)
+      pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((16,), jnp.float32))(x)
+      print("unreachable")
+      """))
+  result = pallas_prof("run", "--out", str(tmp_path / "out"), str(script))
+  assert result.returncode != 0
+  text = result.stdout + result.stderr
+  assert f"{script}:6" in text and "sort" in text and "hint" in text
+  assert "unreachable" not in text
+  report = json.loads((tmp_path / "out" / "report.json").read_text())
+  (error,) = report["errors"]
+  assert error["location"] == f"{script}:6" and error["primitive"] == "sort"
+
+
+@pytest.mark.parametrize("body, code, needle", [
+    ("import sys\nsys.exit(3)\n", 3, None),
+    ("def f():\n  raise ValueError('boom from the script')\nf()\n", 1, "boom from the script"),
+    ("import sys\nprint(sys.argv[1:])\n", 0, "['--flag', 'value']"),
+])
+def test_script_exit_codes_and_errors_are_preserved(tmp_path, body, code, needle):
+  script = tmp_path / "plain.py"
+  script.write_text(body)
+  result = pallas_prof("run", "--out", str(tmp_path / "out"), str(script), "--flag", "value")
+  assert result.returncode == code, result.stdout + result.stderr
+  if needle:
+    assert needle in result.stdout + result.stderr
+  if code == 1:
+    assert f'File "{script}", line 2' in result.stderr   # the script's own traceback

@@ -1,0 +1,161 @@
+"""Annotated error reports: seven failure classes, each pointing at the user's
+line, marking the failing equation in the jaxpr, giving a hint; the failing
+equation's span (or the failing compile's) is ERROR with the exception."""
+from __future__ import annotations
+
+import io
+import os
+
+import jax
+import pytest
+from rich.console import Console
+
+import pallas_prof
+from pallas_prof.backend import compile as backend_compile
+from pallas_prof.backend import registry
+from pallas_prof.instrument import error_text, render_error
+from tests.instrument import failing_kernels
+from tests.instrument.spans import by_id, traced
+
+KERNELS_FILE = os.path.realpath(failing_kernels.__file__)
+
+# case -> (primitive of the failing equation or None for a kernel-level error,
+#          words the reason must contain, words the hint must contain)
+EXPECTED = {
+    "unsupported_primitive": ("sort", "no lowering rule", "sort outside the pallas_call"),
+    "unsupported_parameter": ("dot_general", "ANY_F8_ANY_F8_F32", "F32_F32_F32"),
+    "non_pow2_reshape": ("reshape", "(6, 10) to (3, 20)", "power-of-two"),
+    "complex_dtype": ("convert_element_type", "complex64", "supported dtype"),
+    "scratch_shapes": (None, "scratch_shapes", "registers"),
+    "shared_memory": ("get", "bytes of shared memory", "fewer num_stages"),
+    "triton_frontend": ("get", "maximum tensor numel", "smaller blocks"),
+}
+
+
+def _tagged_line(case: str) -> int:
+  with open(KERNELS_FILE) as f:
+    (line,) = [i for i, text in enumerate(f, start=1) if text.rstrip().endswith(f"# FAILS: {case}")]
+  return line
+
+
+def _fail(case: str):
+  """Lowers (and for compile failures compiles) the case; returns the LoweringError."""
+  fn, args, stage = failing_kernels.cases()[case]
+  jax.clear_caches()
+  registry.clear()
+  if stage == "lower":
+    with pytest.raises(pallas_prof.LoweringError) as info:
+      fn.lower(*args)
+    return info.value
+  fn.lower(*args)
+  (record,) = registry.kernels()
+  backend_compile.clear_memory_cache()
+  with pytest.raises(pallas_prof.LoweringError) as info:
+    backend_compile.compile_kernel(record.generated, ("cuda", 90), use_disk_cache=False)
+  return info.value
+
+
+def _section(text: str, header: str) -> list[str]:
+  lines = text.splitlines()
+  start = next(i for i, line in enumerate(lines) if line.strip().startswith(header))
+  end = next((i for i in range(start + 1, len(lines)) if not lines[i].strip()), len(lines))
+  return lines[start + 1:end]
+
+
+@pytest.mark.parametrize("case", list(EXPECTED))
+def test_error_report(case):
+  primitive, reason_words, hint_words = EXPECTED[case]
+  with traced() as exporter:
+    err = _fail(case)
+  text = error_text(err)
+  line = _tagged_line(case)
+  if primitive is None:
+    # a kernel-level error points at the pallas_call that was made (here: the
+    # caller of .lower()) and names the kernel's definition line
+    assert f"{KERNELS_FILE}:{line}" in text or f"{failing_kernels.__file__}:{line}" in text
+    assert "--> " in text
+  else:
+    # the user's file:line, with the line itself marked in the source context
+    assert f"--> {KERNELS_FILE}:{line}" in text or f"--> {failing_kernels.__file__}:{line}" in text
+    source = _section(text, "-->")
+    (marked_source,) = [s for s in source if s.lstrip().startswith(">>")]
+    assert f"{line} |" in marked_source and f"# FAILS: {case}" in marked_source
+  # the reason, the hint, the kernel's name
+  assert reason_words in text and err.reason in text
+  assert err.hint and hint_words in err.hint and f"hint: {err.hint}" in text
+  assert f"kernel `{err.kernel}`" in text
+  assert "blocks:" in text
+  jaxpr = _section(text, "jaxpr of the kernel")
+  marked = [j for j in jaxpr if j.lstrip().startswith(">>")]
+  if primitive is None:
+    # a kernel-level error: the pallas_call itself stands for the equation; no
+    # equation of the kernel's jaxpr is marked
+    assert err.eqn is not None and err.eqn.primitive == "pallas_call" and not marked
+  else:
+    # the failing equation is marked in the jaxpr, with its avals and rule named
+    assert err.eqn.primitive == primitive
+    assert err.eqn.file == failing_kernels.__file__ and err.eqn.line == line
+    assert marked
+    first = marked[0]
+    if primitive == "get":
+      assert " <- " in first
+    else:
+      assert f"= {primitive}" in first
+    (facts,) = [t for t in text.splitlines() if t.lstrip().startswith("equation:")]
+    assert f"[{err.eqn.index}] {err.eqn.text}" in facts
+    assert "operands:" in text and ", ".join(err.eqn.in_avals) in text
+    assert "rule:" in text
+  # spans: the failing equation's span (lowering) or the compile's (Triton) is ERROR
+  spans = exporter.get_finished_spans()
+  errors = [s for s in spans if s.status.status_code.name == "ERROR"]
+  assert errors
+  _, _, stage = failing_kernels.cases()[case]
+  if stage == "lower" and primitive is not None:
+    (failing,) = [s for s in spans if s.name.startswith("lower ")
+                  and s.attributes["jaxpr.eqn_index"] == err.eqn.index]
+    assert failing.status.status_code.name == "ERROR"
+    assert failing.events[0].name == "exception"
+    assert failing.attributes["code.lineno"] == line
+  elif stage == "lower":
+    (kernel,) = [s for s in spans if s.name.startswith("pallas_call ")]
+    assert kernel.status.status_code.name == "ERROR" and kernel.events[0].name == "exception"
+  else:
+    (compile_span,) = [s for s in spans if s.name == f"compile {err.kernel}"]
+    assert compile_span.status.status_code.name == "ERROR"
+    assert compile_span.events[0].name == "exception"
+    assert compile_span.attributes["pallas.failed_eqn_index"] == err.eqn.index
+    assert compile_span.attributes["code.lineno"] == line
+    index = by_id(spans)
+    (eqn_link,) = [link for link in compile_span.links
+                   if link.attributes["pallas.link"] == "failing equation"]
+    linked = index[eqn_link.context.span_id]
+    assert linked.attributes["jaxpr.eqn_index"] == err.eqn.index
+
+
+def test_triton_failure_names_the_failing_stage():
+  with traced() as exporter:
+    err = _fail("triton_frontend")
+  assert err.stage == "ttir"
+  spans = exporter.get_finished_spans()
+  (stage_span,) = [s for s in spans if s.name == "compile ttir"]
+  assert stage_span.status.status_code.name == "ERROR"
+  assert "numel" in error_text(err)
+
+
+def test_render_plain_when_not_a_terminal():
+  err = _fail("non_pow2_reshape")
+  out = io.StringIO()
+  render_error(err, Console(file=out, force_terminal=False, width=200))
+  assert out.getvalue() == error_text(err)
+  assert "\x1b[" not in out.getvalue()
+
+
+def test_render_rich_on_a_terminal():
+  err = _fail("non_pow2_reshape")
+  out = io.StringIO()
+  render_error(err, Console(file=out, force_terminal=True, width=200, color_system="truecolor"))
+  text = out.getvalue()
+  assert "\x1b[" in text                                   # styled
+  assert "pallas-prof: cannot lower `reshape`" in text
+  assert f"{_tagged_line('non_pow2_reshape')}" in text
+  assert err.hint in text

@@ -1,0 +1,186 @@
+"""OTLP export to a real receiver (Arize Phoenix), over HTTP and gRPC, read back
+through its REST API.
+
+Phoenix is a large install, so it lives in its own virtual environment (its
+dependencies cannot disturb ours): PALLAS_PROF_PHOENIX names its `phoenix`
+executable; without it the tests install arize-phoenix once into
+~/.cache/pallas-prof/phoenix-venv (a few minutes on a fresh machine; CI does
+this on every clean run). PALLAS_PROF_NO_RECEIVER_INSTALL=1 skips instead of
+installing (the skip is reported, never counted as a pass).
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+import uuid
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import pallas_prof
+from pallas_prof.backend import compile as backend_compile
+from tests.helpers import random_array
+from tests.instrument.spans import lines_containing, load_example, lower_fresh
+
+pytestmark = pytest.mark.otlp_receiver
+
+STARTUP_SECONDS = 180
+INGEST_SECONDS = 60
+
+
+PHOENIX_VERSION = "20.26.1"
+
+
+def _phoenix_executable() -> str:
+  path = os.environ.get("PALLAS_PROF_PHOENIX")
+  if path:
+    if not os.access(path, os.X_OK):
+      pytest.fail(f"PALLAS_PROF_PHOENIX={path} is not an executable")
+    return path
+  if os.environ.get("PALLAS_PROF_NO_RECEIVER_INSTALL") == "1":
+    pytest.skip("no OTLP receiver: PALLAS_PROF_NO_RECEIVER_INSTALL=1 and no PALLAS_PROF_PHOENIX")
+  return _installed_phoenix()
+
+
+def _installed_phoenix() -> str:
+  """arize-phoenix in a private venv, installed once (under a lock: xdist workers)."""
+  import fcntl
+  import sys
+  root = os.path.join(os.path.expanduser("~/.cache"), "pallas-prof", "phoenix-venv")
+  exe = os.path.join(root, "bin", "phoenix")
+  os.makedirs(os.path.dirname(root), exist_ok=True)
+  with open(root + ".lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    if not os.access(exe, os.X_OK):
+      subprocess.run([sys.executable, "-m", "venv", root], check=True)
+      result = subprocess.run([os.path.join(root, "bin", "pip"), "install", "-q",
+                               f"arize-phoenix=={PHOENIX_VERSION}"],
+                              capture_output=True, text=True, timeout=1500)
+      if result.returncode != 0:
+        pytest.fail("could not install the OTLP receiver (arize-phoenix) for this test:\n"
+                    + result.stderr[-2000:])
+  return exe
+
+
+def _free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def _get(url: str, timeout: float = 10):
+  with urllib.request.urlopen(url, timeout=timeout) as response:
+    return response.status, response.read().decode()
+
+
+@pytest.fixture
+def phoenix(tmp_path_factory):
+  executable = _phoenix_executable()
+  workdir = tmp_path_factory.mktemp("phoenix")
+  http_port, grpc_port = _free_port(), _free_port()
+  env = dict(os.environ, PHOENIX_HOST="127.0.0.1", PHOENIX_PORT=str(http_port),
+             PHOENIX_GRPC_PORT=str(grpc_port), PHOENIX_WORKING_DIR=str(workdir),
+             PHOENIX_TELEMETRY_ENABLED="false")
+  log = open(workdir / "phoenix.log", "w")
+  process = subprocess.Popen([executable, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL)
+  base = f"http://127.0.0.1:{http_port}"
+  deadline = time.time() + STARTUP_SECONDS
+  try:
+    while True:
+      if process.poll() is not None:
+        pytest.fail(f"phoenix exited ({process.returncode}):\n"
+                    + (workdir / "phoenix.log").read_text()[-3000:])
+      try:
+        if _get(f"{base}/healthz", timeout=2)[0] == 200:
+          break
+      except OSError:
+        pass
+      if time.time() > deadline:
+        pytest.fail("phoenix did not start:\n" + (workdir / "phoenix.log").read_text()[-3000:])
+      time.sleep(0.5)
+    yield {"http": base, "grpc": f"http://127.0.0.1:{grpc_port}"}
+  finally:
+    process.terminate()
+    try:
+      process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+      process.kill()
+      process.wait(timeout=30)
+    log.close()
+
+
+def _spans_of(base: str, project: str, expected: int) -> list[dict]:
+  """All spans of `project`, once `expected` of them have arrived (ingestion is asynchronous)."""
+  deadline = time.time() + INGEST_SECONDS
+  spans: list[dict] = []
+  while time.time() < deadline:
+    spans, cursor = [], None
+    try:
+      while True:
+        url = f"{base}/v1/projects/{project}/spans?limit=1000"
+        if cursor:
+          url += f"&cursor={cursor}"
+        status, body = _get(url)
+        page = json.loads(body)
+        spans += page["data"]
+        cursor = page.get("next_cursor")
+        if not cursor:
+          break
+    except OSError:            # the project appears with its first span
+      spans = []
+    if len(spans) >= expected:
+      return spans
+    time.sleep(0.5)
+  return spans
+
+
+def test_otlp_http_and_grpc_reach_a_real_receiver(phoenix, rng, monkeypatch):
+  # one test for both protocols: one receiver start (~15 s), even under pytest-xdist
+  for protocol in ("http/protobuf", "grpc"):
+    _export_and_read_back(phoenix, protocol, rng, monkeypatch)
+
+
+def _export_and_read_back(phoenix, protocol, rng, monkeypatch):
+  project = f"pallas-prof-{protocol.split('/')[0]}-{uuid.uuid4().hex[:8]}"
+  monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", f"openinference.project.name={project}")
+  endpoint = phoenix["http"] if protocol == "http/protobuf" else phoenix["grpc"]
+  module = load_example("flash_attention")
+  q, k, v = (random_array(rng, (1, 64, 2, 32), jnp.float16) for _ in range(3))
+  fn = jax.jit(lambda q, k, v: module.flash_attention(q, k, v, causal=True, block_q=32,
+                                                      block_k=32))
+  with pallas_prof.tracing(otlp_endpoint=endpoint, otlp_protocol=protocol) as t:
+    (gk,) = lower_fresh(fn, q, k, v)
+    backend_compile.clear_memory_cache()
+    ck = backend_compile.compile_kernel(gk, use_disk_cache=False)
+  (processor,) = t.processors
+  assert processor.failed == 0
+  expected = 1 + 1 + len(gk.eqns) + 1 + 5       # root, pallas_call, equations, compile + stages
+  assert processor.exported == expected
+  spans = _spans_of(phoenix["http"], project, expected)
+  assert len(spans) == expected, protocol
+  assert {s["context"]["trace_id"] for s in spans} == {format(t.root.context.trace_id, "032x")}
+  by_id = {s["context"]["span_id"]: s for s in spans}
+  (kernel,) = [s for s in spans if s["name"] == f"pallas_call {gk.name}"]
+  lowers = [s for s in spans if s["name"].startswith("lower ")]
+  assert sorted(s["attributes"]["jaxpr.eqn_index"] for s in lowers) == list(range(len(gk.eqns)))
+  for s in lowers:
+    eqn = gk.eqns[s["attributes"]["jaxpr.eqn_index"]]
+    parent = by_id[s["parent_id"]]
+    if eqn.parent is None:
+      assert parent is kernel
+    else:
+      assert parent["attributes"]["jaxpr.eqn_index"] == eqn.parent
+  exp_lines = {s["attributes"]["code.lineno"] for s in lowers
+               if s["attributes"]["jaxpr.primitive"] == "exp"}
+  assert exp_lines == set(lines_containing(module.__file__, "jnp.exp("))
+  (comp,) = [s for s in spans if s["name"] == f"compile {gk.name}"]
+  assert comp["attributes"]["triton.shared_bytes"] == ck.metadata["shared"]
+  stages = [s for s in spans if s["parent_id"] == comp["context"]["span_id"]]
+  assert sorted(s["attributes"]["triton.stage"] for s in stages) == sorted(
+      ["ttir", "ttgir", "llir", "ptx", "cubin"])

@@ -1,0 +1,243 @@
+"""A stand-in for cuda.bindings.driver on host memory, to test the replay runner's logic.
+
+"Device" memory is host memory (numpy buffers; a device pointer is the host
+address), so copies and memsets are ctypes calls. A launch decodes the
+kernel parameters exactly as the driver would (an array of pointers to the
+argument values), and runs the kernel's generated Triton code under the CPU
+interpreter on that memory. Event times are scripted by the test: they are
+inputs to the timing logic, never presented as measurements.
+"""
+from __future__ import annotations
+
+import ctypes
+import enum
+import types
+
+import numpy as np
+
+
+class CUresult(enum.IntEnum):
+  CUDA_SUCCESS = 0
+  CUDA_ERROR_INVALID_VALUE = 1
+  CUDA_ERROR_OUT_OF_MEMORY = 2
+  CUDA_ERROR_INVALID_DEVICE = 101
+  CUDA_ERROR_NOT_FOUND = 500
+
+
+class _Handle(int):
+  pass
+
+
+class FakeDriver:
+  def __init__(self, gk=None, *, devices=1, event_ms=0.5, free_bytes=8 * 2**30,
+               l2_bytes=1 << 20, write_fraction=1.0, interpret_launches=2):
+    self.gk = gk
+    self.devices = devices
+    self.event_ms = event_ms
+    self.free_bytes = free_bytes
+    self.l2_bytes = l2_bytes
+    self.write_fraction = write_fraction     # < 1: the "kernel" leaves some outputs unwritten
+    self.interpret_launches = interpret_launches   # launches that run the kernel (the poison
+                                                   # check's two); later ones are only recorded
+    self.allocations: dict[int, np.ndarray] = {}
+    self.launches: list[tuple] = []
+    self.context_stack: list[int] = []
+    self.events: dict[int, int] = {}         # event -> launches recorded before it
+    self.calls: list[str] = []
+    self._next = 1
+    self.CUresult = CUresult
+    self.CUdevice_attribute = types.SimpleNamespace(
+        CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE="l2",
+        CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN="optin",
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR="major",
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR="minor",
+        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT="sms")
+    self.CUfunction_attribute = types.SimpleNamespace(
+        CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES="static",
+        CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES="dynamic")
+    self.CUfunc_cache = types.SimpleNamespace(CU_FUNC_CACHE_PREFER_SHARED=1)
+    self.CUstream_flags = types.SimpleNamespace(CU_STREAM_NON_BLOCKING=1)
+    self.CUevent_flags = types.SimpleNamespace(CU_EVENT_DEFAULT=0)
+
+  def _handle(self) -> _Handle:
+    self._next += 1
+    return _Handle(self._next)
+
+  def __getattr__(self, name):
+    raise AttributeError(f"the fake driver has no {name}")
+
+  # -- errors, init, devices --------------------------------------------------------------
+  def cuGetErrorName(self, err):
+    return CUresult.CUDA_SUCCESS, CUresult(int(err)).name.encode()
+
+  def cuGetErrorString(self, err):
+    return CUresult.CUDA_SUCCESS, b"fake error"
+
+  def cuInit(self, flags):
+    return (CUresult.CUDA_SUCCESS,)
+
+  def cuDeviceGetCount(self):
+    return CUresult.CUDA_SUCCESS, self.devices
+
+  def cuDeviceGet(self, ordinal):
+    if not 0 <= ordinal < self.devices:
+      return CUresult.CUDA_ERROR_INVALID_DEVICE, None
+    return CUresult.CUDA_SUCCESS, _Handle(1000 + ordinal)
+
+  def cuDeviceGetAttribute(self, attr, dev):
+    values = {"l2": self.l2_bytes, "optin": 232448, "major": 9, "minor": 0, "sms": 132}
+    return CUresult.CUDA_SUCCESS, values[attr]
+
+  def cuDeviceGetName(self, length, dev):
+    return CUresult.CUDA_SUCCESS, b"Stand-in GPU\0\0\0"
+
+  def cuDeviceGetUuid(self, dev):
+    return CUresult.CUDA_SUCCESS, types.SimpleNamespace(bytes=bytes(range(16)))
+
+  def cuDeviceGetPCIBusId(self, length, dev):
+    return CUresult.CUDA_SUCCESS, b"0000:3B:00.0\0"
+
+  def cuDeviceTotalMem(self, dev):
+    return CUresult.CUDA_SUCCESS, 2 * self.free_bytes
+
+  def cuDriverGetVersion(self):
+    return CUresult.CUDA_SUCCESS, 13000
+
+  def cuMemcpyDtoDAsync(self, dst, src, n, stream):
+    self._check_range(int(dst), n)
+    self._check_range(int(src), n)
+    ctypes.memmove(int(dst), int(src), n)
+    self.launches.append(("memcpy", n))
+    return (CUresult.CUDA_SUCCESS,)
+
+  def cuDevicePrimaryCtxRetain(self, dev):
+    return CUresult.CUDA_SUCCESS, _Handle(2000 + int(dev))
+
+  def cuDevicePrimaryCtxRelease(self, dev):
+    return (CUresult.CUDA_SUCCESS,)
+
+  def cuCtxPushCurrent(self, ctx):
+    self.context_stack.append(int(ctx))
+    return (CUresult.CUDA_SUCCESS,)
+
+  def cuCtxPopCurrent(self):
+    return CUresult.CUDA_SUCCESS, self.context_stack.pop()
+
+  # -- modules ----------------------------------------------------------------------------
+  def cuModuleLoadData(self, image):
+    assert isinstance(image, int) and image != 0
+    return CUresult.CUDA_SUCCESS, self._handle()
+
+  def cuModuleGetFunction(self, module, name):
+    assert isinstance(name, bytes)
+    if self.gk is not None and name.decode() != self.gk.name:
+      return CUresult.CUDA_ERROR_NOT_FOUND, None
+    return CUresult.CUDA_SUCCESS, self._handle()
+
+  def cuModuleUnload(self, module):
+    return (CUresult.CUDA_SUCCESS,)
+
+  def cuFuncGetAttribute(self, attr, fn):
+    return CUresult.CUDA_SUCCESS, 0
+
+  def cuFuncSetCacheConfig(self, fn, config):
+    return (CUresult.CUDA_SUCCESS,)
+
+  def cuFuncSetAttribute(self, fn, attr, value):
+    self.calls.append(f"cuFuncSetAttribute {attr} {value}")
+    return (CUresult.CUDA_SUCCESS,)
+
+  # -- memory -----------------------------------------------------------------------------
+  def cuMemGetInfo(self):
+    return CUresult.CUDA_SUCCESS, self.free_bytes, 2 * self.free_bytes
+
+  def cuMemAlloc(self, nbytes):
+    buf = np.zeros(nbytes + 256, dtype=np.uint8)
+    addr = (buf.ctypes.data + 255) // 256 * 256        # cudaMalloc aligns to 256
+    self.allocations[addr] = (buf, nbytes)
+    return CUresult.CUDA_SUCCESS, _Handle(addr)
+
+  def cuMemFree(self, ptr):
+    if int(ptr) not in self.allocations:
+      return (CUresult.CUDA_ERROR_INVALID_VALUE,)
+    del self.allocations[int(ptr)]
+    return (CUresult.CUDA_SUCCESS,)
+
+  def _check_range(self, ptr: int, n: int):
+    for base, (_, size) in self.allocations.items():
+      if base <= ptr and ptr + n <= base + size:
+        return
+    raise AssertionError(f"device range {ptr:#x}+{n} is outside every allocation")
+
+  def cuMemcpyHtoD(self, dst, src, n):
+    self._check_range(int(dst), n)
+    ctypes.memmove(int(dst), int(src), n)
+    return (CUresult.CUDA_SUCCESS,)
+
+  def cuMemcpyDtoH(self, dst, src, n):
+    self._check_range(int(src), n)
+    ctypes.memmove(int(dst), int(src), n)
+    return (CUresult.CUDA_SUCCESS,)
+
+  def cuMemsetD8Async(self, dst, value, n, stream):
+    self._check_range(int(dst), n)
+    ctypes.memset(int(dst), value, n)
+    return (CUresult.CUDA_SUCCESS,)
+
+  # -- streams, events, launches -------------------------------------------------------------
+  def cuStreamCreate(self, flags):
+    return CUresult.CUDA_SUCCESS, self._handle()
+
+  def cuStreamDestroy(self, stream):
+    return (CUresult.CUDA_SUCCESS,)
+
+  def cuStreamSynchronize(self, stream):
+    return (CUresult.CUDA_SUCCESS,)
+
+  def cuEventCreate(self, flags):
+    return CUresult.CUDA_SUCCESS, self._handle()
+
+  def cuEventDestroy(self, event):
+    return (CUresult.CUDA_SUCCESS,)
+
+  def cuEventRecord(self, event, stream):
+    self.events[int(event)] = len(self.launches)
+    return (CUresult.CUDA_SUCCESS,)
+
+  def cuEventSynchronize(self, event):
+    return (CUresult.CUDA_SUCCESS,)
+
+  def cuEventElapsedTime(self, start, end):
+    launches = self.events[int(end)] - self.events[int(start)]
+    return CUresult.CUDA_SUCCESS, self.event_ms * launches
+
+  def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+    assert isinstance(params, int) and extra == 0
+    n = len(self.gk.params) + 2 if self.gk is not None else 4
+    pointers_to_args = np.ctypeslib.as_array(ctypes.cast(params, ctypes.POINTER(ctypes.c_uint64)),
+                                             (n,))
+    args = [ctypes.c_uint64.from_address(int(p)).value for p in pointers_to_args]
+    self.launches.append(((gx, gy, gz), (bx, by, bz), shared, args))
+    if self.gk is not None and len(self.launches) <= self.interpret_launches:
+      self._run(args)
+    return (CUresult.CUDA_SUCCESS,)
+
+  def _run(self, args):
+    from pallas_prof.backend.launch import run_interpreted
+    from pallas_prof.profiler.runner import np_dtype
+    gk = self.gk
+    views = []
+    for p, ptr in zip(gk.params, args):
+      dtype = np_dtype(p.dtype)
+      nbytes = int(np.prod(p.shape)) * dtype.itemsize
+      self._check_range(ptr, nbytes)
+      raw = np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_uint8)), (nbytes,))
+      views.append(raw.view(dtype).reshape(p.shape))
+    inputs = [v.copy() for v, p in zip(views, gk.params) if p.role == "input"]
+    shapes = [(p.shape, np_dtype(p.dtype)) for p in gk.outputs]
+    outs = run_interpreted(gk, inputs, shapes)
+    out_views = [v for v, p in zip(views, gk.params) if p.role == "output"]
+    for view, out in zip(out_views, outs):
+      flat, src = view.reshape(-1), out.reshape(-1)
+      k = int(round(self.write_fraction * flat.size))
+      flat[:k] = src[:k]

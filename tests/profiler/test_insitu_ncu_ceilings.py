@@ -1,0 +1,191 @@
+"""In-situ parsing and matching, CUPTI-holder detection, ncu CSV parsing, the ceiling
+cache. The GPU parts themselves run in bench/profiler_gpu_check.py."""
+from __future__ import annotations
+
+import json
+import types
+
+import pytest
+
+from pallas_prof.profiler import ceilings, correlate, insitu, ncu
+from pallas_prof.profiler.schema import Ceilings, DeviceInfo
+
+# Proton's tree format ([tree, device info]), as its own tests write it
+PROTON_TREE = [
+    {"frame": {"name": "ROOT", "type": "function"}, "metrics": {"count": 0, "time (ns)": 0},
+     "children": [
+         {"frame": {"name": "softmax_kernel", "type": "function"}, "children": [],
+          "metrics": {"count": 3, "device_id": "0", "device_type": "CUDA", "time (ns)": 300_000}},
+         {"frame": {"name": "step", "type": "function"}, "metrics": {}, "children": [
+             {"frame": {"name": "softmax_kernel", "type": "function"}, "children": [],
+              "metrics": {"count": 2, "device_id": "1", "device_type": "CUDA",
+                          "time (ns)": 250_000}},
+             {"frame": {"name": "matmul_kernel", "type": "function"}, "children": [],
+              "metrics": {"count": 4, "device_id": "0", "device_type": "CUDA",
+                          "time (ns)": 4_000_000}}]}]},
+    {"CUDA": {"0": {"arch": "90", "num_sms": 132}}},
+]
+
+
+def test_parse_proton_tree_sums_scopes():
+  kernels, devices = insitu.parse_hatchet(PROTON_TREE)
+  assert set(kernels) == {"softmax_kernel", "matmul_kernel"}
+  s = kernels["softmax_kernel"]
+  assert (s.launches, s.total_ns, sorted(s.device_ids)) == (5, 550_000, [0, 1])
+  assert s.mean_s == pytest.approx(110e-6)
+  assert devices["CUDA"]["0"]["num_sms"] == 132
+
+
+def test_match_by_name_flags_shared_names():
+  kernels, devices = insitu.parse_hatchet(PROTON_TREE)
+  result = insitu.InsituResult(kernels, devices, None, [])
+  recs = [types.SimpleNamespace(name="softmax_kernel", label="softmax_kernel#aaaaaa"),
+          types.SimpleNamespace(name="softmax_kernel", label="softmax_kernel#bbbbbb"),
+          types.SimpleNamespace(name="matmul_kernel", label="matmul_kernel#cccccc"),
+          types.SimpleNamespace(name="never_ran", label="never_ran#dddddd")]
+  m = insitu.match(result, recs)
+  assert set(m) == {"softmax_kernel#aaaaaa", "softmax_kernel#bbbbbb", "matmul_kernel#cccccc"}
+  assert m["softmax_kernel#aaaaaa"].shared_name_with == ["softmax_kernel#bbbbbb"]
+  assert m["matmul_kernel#cccccc"].launches == 4 and m["matmul_kernel#cccccc"].shared_name_with == []
+  assert m["matmul_kernel#cccccc"].total_s == pytest.approx(4e-3)
+
+
+@pytest.mark.parametrize("environ, expected", [
+    ({}, []),
+    ({"CUDA_INJECTION64_PATH": "/opt/nvidia/nsight-compute/2025.1/target/linux-desktop-glibc_2_11_3-x64/libTreeLauncherTargetInjection.so"}, ["Nsight Compute"]),
+    ({"CUDA_INJECTION64_PATH": "/opt/nvidia/nsight-systems/2024.6/target-linux-x64/libToolsInjection64.so"}, ["Nsight Systems"]),
+    ({"CUDA_INJECTION64_PATH": "/x/libmytool.so"}, ["a CUDA injection library"]),
+    ({"NSYS_PROFILING_SESSION_ID": "7"}, ["Nsight Systems (nsys) session 7"]),
+])
+def test_cupti_holders_from_the_environment(environ, expected):
+  holders = insitu.cupti_holders(environ)
+  assert len(holders) == len(expected)
+  for h, e in zip(holders, expected):
+    assert h.startswith(e)
+
+
+def test_capture_refuses_plainly_when_cupti_is_held(monkeypatch):
+  monkeypatch.setenv("NSYS_PROFILING_SESSION_ID", "3")
+  with pytest.raises(insitu.CuptiBusy, match="one subscriber per process.*Nsight Systems"):
+    with insitu.capture():
+      pass
+
+
+def test_capture_sees_a_running_jax_trace(monkeypatch):
+  from jax._src import profiler as jax_profiler
+  monkeypatch.setattr(jax_profiler._profile_state, "profile_session", object())
+  assert insitu.cupti_holders({})[0].startswith("a jax.profiler trace is running")
+
+
+# --- ncu output ----------------------------------------------------------------------------------
+
+NCU_TIMING = '''==PROF== Connected to process 1234 (/usr/bin/python3.12)
+==PROF== Profiling "softmax_kernel" - 0: 0%....50%....100% - 1 pass
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","1234","python3.12","127.0.0.1","softmax_kernel","1","13","(256, 1, 1)","(8192, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","nsecond","136,288"
+"1","1234","python3.12","127.0.0.1","softmax_kernel","1","13","(256, 1, 1)","(8192, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","usecond","137.5"
+==PROF== Disconnected from process 1234
+'''
+
+
+def test_parse_ncu_timing_csv():
+  assert ncu.parse_timing_csv(NCU_TIMING) == pytest.approx([136.288e-6, 137.5e-6])
+  assert ncu.parse_timing_csv("no csv here") == []
+
+
+def test_ncu_commands_keep_clocks_and_name_the_kernel():
+  cmd = ncu.timing_command("/usr/bin/ncu", "softmax_kernel", "/tmp/spec", 1, 5, 2)
+  assert cmd[:3] == ["/usr/bin/ncu", "--clock-control", "none"]
+  assert cmd[cmd.index("--kernel-name") + 1] == "softmax_kernel"
+  assert cmd[cmd.index("--launch-skip") + 1] == "2" and cmd[cmd.index("--launch-count") + 1] == "5"
+  assert cmd[-8:] == ["pallas_prof.profiler.runner", "/tmp/spec", "--launches", "5", "--warmup",
+                      "2", "--device", "1"]
+
+
+def test_source_counters_align_with_our_sass(softmax_kernel):
+  # a Source-page CSV built from the kernel's own disassembly, with made-up sample counts:
+  # this checks the alignment and the per-equation sums, not ncu
+  _, ck = softmax_kernel
+  sass = correlate.correlate(ck).sass
+  base = 0x7F0000001000
+  lines = ['"# Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed"']
+  for k, ins in enumerate(sass):
+    lines.append(f'"0x{base + ins.address:x}","{ins.text}","{k % 3}","{10 * (k + 1)}"')
+  rows, metrics = ncu.parse_source_csv("\n".join(lines))
+  assert len(rows) == len(sass)
+  assert metrics == ["Warp Stall Sampling (All Samples)", "Instructions Executed"]
+  counters, how = ncu.per_equation(rows, sass, metrics)
+  assert how == "address offset"
+  expected = {}
+  for k, ins in enumerate(sass):
+    key = "unattributed" if ins.eqn is None else str(ins.eqn)
+    expected[key] = expected.get(key, 0) + 10 * (k + 1)
+  assert {k: v["Instructions Executed"] for k, v in counters.items()} == expected
+  # a listing of another kernel does not line up
+  shuffled = list(reversed(rows))
+  for r, ins in zip(shuffled, sass):
+    r["address"] = base + ins.address
+  assert ncu.align_to_sass(shuffled, sass)[0] == {}
+
+
+# --- the ceiling cache ----------------------------------------------------------------------------
+
+def _device(uuid="GPU-12345678-0000-0000-0000-000000000000"):
+  return DeviceInfo(index=0, name="NVIDIA H200", uuid=uuid, pci_bus_id="0000:3B:00.0",
+                    compute_capability=90, sm_count=132, l2_bytes=50 * 2**20,
+                    memory_bytes=141 * 2**30, driver_version=13000)
+
+
+def test_ceilings_measured_once_then_cached(tmp_path, monkeypatch):
+  monkeypatch.setenv("PALLAS_PROF_CACHE_DIR", str(tmp_path))
+  calls = []
+
+  def measure(device):
+    calls.append(device.uuid)
+    return Ceilings(device_name=device.name, device_uuid=device.uuid, copy_bytes_per_s=1.0,
+                    copy_method="stand-in", matrix_flops_per_s={"bf16": 2.0},
+                    matrix_method="stand-in", measured_at=0.0, details={}, notes=[])
+
+  dev = _device()
+  first = ceilings.get(dev, measure=measure)
+  second = ceilings.get(dev, measure=measure)
+  assert calls == [dev.uuid] and first == second
+  path = ceilings.cache_path(dev)
+  assert path.startswith(str(tmp_path)) and dev.uuid in path
+  assert json.load(open(path))["device_uuid"] == dev.uuid
+  ceilings.get(dev, measure=measure, refresh=True)
+  other = _device("GPU-87654321-0000-0000-0000-000000000000")
+  ceilings.get(other, measure=measure)
+  assert calls == [dev.uuid, dev.uuid, other.uuid]
+
+
+def test_copy_kernel_compiles_for_sm90():
+  spec = ceilings.copy_kernel_spec(90, nbytes=2**20)
+  assert spec.name == "pallas_prof_copy" and spec.launch_grid == (2**20 // 4 // 4096, 1, 1)
+  assert spec.ptx_param_count == 4                    # src, dst + two scratch pointers
+  assert spec.params[0].shape == spec.params[1].shape == (2**18,)
+
+
+def test_capture_reads_protons_output(monkeypatch):
+  # Proton itself needs a GPU; a stand-in writes what Proton writes at finalize
+  import sys
+  state = {}
+
+  def start(name, *, backend, context, data):
+    state["name"], state["backend"] = name, backend
+    return 7
+
+  def finalize(session, output_format):
+    assert session == 7 and output_format == "hatchet"
+    with open(state["name"] + ".hatchet", "w") as f:
+      json.dump(PROTON_TREE, f)
+
+  fake = types.ModuleType("triton.profiler")
+  fake.start, fake.finalize = start, finalize
+  monkeypatch.setitem(sys.modules, "triton.profiler", fake)
+  monkeypatch.setattr(insitu, "cupti_holders", lambda: [])
+  with insitu.capture() as cap:
+    pass
+  assert state["backend"] == "cupti"
+  assert cap.result.kernels["matmul_kernel"].launches == 4
+  assert cap.result.notes == [] and cap.result.path is None
