@@ -153,10 +153,19 @@ def load_module(gk: GeneratedKernel, *, interpret: bool):
 
 # --- the compile ------------------------------------------------------------------------------
 
+def compile_options(gk: GeneratedKernel) -> dict[str, Any]:
+  """Triton options for a generated kernel.
+
+  enable_reflect_ftz=False: libdevice keeps f32 denormals (sqrt, rsqrt, log,
+  exp2, ...), as XLA's GPU compiler does; Triton's default flushes them to zero.
+  """
+  return {"num_warps": gk.num_warps, "num_stages": gk.num_stages, "enable_reflect_ftz": False}
+
+
 def compile_key(gk: GeneratedKernel, target: tuple[str, int]) -> str:
   """Content address of a compile. Cheap: a cache hit never imports triton."""
   from .. import __version__
-  parts = [gk.source, f"warps={gk.num_warps}", f"stages={gk.num_stages}",
+  parts = [gk.source, f"options={sorted(compile_options(gk).items())}",
            f"target={target[0]}:{target[1]}", f"triton={_triton_version()}",
            f"pallas_prof={__version__}", f"format={CACHE_FORMAT}",
            f"ptxas={_ptxas_version()}"]
@@ -281,7 +290,7 @@ def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str) -> Comp
     knobs.nvidia.dump_ptxas_log = True
     try:
       compiled = triton.compile(src, target=GPUTarget(target[0], target[1], 32),
-                                options={"num_warps": gk.num_warps, "num_stages": gk.num_stages})
+                                options=compile_options(gk))
       if len(records) == len(STAGES):
         # the last stage also carries Triton storing its results (metadata,
         # cache group, loading the CompiledKernel back): the stages tile the compile

@@ -50,6 +50,16 @@ def full(b: KernelBuilder, shape, value, dtype, hint="full") -> Value:
   return b.value(hint, expr, dtype, shape)
 
 
+def materialize(b: KernelBuilder, v: Value, hint="c") -> Value:
+  """A scalar constant as a 0-d tensor of its dtype (Triton then computes with
+  it in that dtype; a bare Python number would be computed by Python)."""
+  if v.const is None or v.shape:
+    return v
+  expr = (f"tl.full((), {_scalar_text(v)}, tl.float32).to({tl_dtype(v.dtype)})"
+          if is_low_float(v.dtype) else f"tl.full((), {_scalar_text(v)}, {tl_dtype(v.dtype)})")
+  return b.value(hint, expr, v.dtype, ())
+
+
 def _scalar_text(v: Value) -> str:
   """The raw Python literal of a constant (tl.full takes the dtype itself)."""
   if is_bool(v.dtype):
@@ -69,7 +79,12 @@ def _padded(shape):
 
 
 def cast(b: KernelBuilder, v: Value, dtype, hint: str | None = None) -> Value:
-  """Converts with XLA's semantics (saturating float->int, NaN->0, x!=0 for bool)."""
+  """Converts with XLA's semantics on CPU.
+
+  float -> int saturates and maps NaN to 0; -> bool is x != 0; conversions
+  into a 16-bit float from integers or float64 go through float32, as XLA
+  does (so the rounding matches it: int32 -> bf16 is rounded twice).
+  """
   dtype = np.dtype(dtype)
   src = np.dtype(v.dtype)
   if src == dtype:
@@ -78,46 +93,51 @@ def cast(b: KernelBuilder, v: Value, dtype, hint: str | None = None) -> Value:
     return const(_convert_scalar(v.const, src, dtype), dtype)
   hint = hint or f"{_short(dtype)}"
   if is_bool(dtype):
-    zero = literal(0, src) if not is_bool(src) else "False"
+    if is_low_float(src):
+      # compare the value, not the bits: Triton's interpreter keeps bf16 as
+      # raw uint16 bits, where -0.0 is not 0
+      v = b.value(hint + "_f32", f"{v}.to(tl.float32)", F32, v.shape)
+    zero = literal(0, v.dtype) if not is_bool(v.dtype) else "False"
     return b.value(hint, f"{v} != {zero}", dtype, v.shape)
   if is_float(src) and is_int(dtype):
     return _float_to_int(b, v, dtype, hint)
-  if is_low_float(src) and is_low_float(dtype):
-    # f16 <-> bf16 (and fp8) go through f32, as XLA does.
+  if is_low_float(dtype) and (not is_float(src) or src.itemsize != 4):
     v = b.value(hint + "_f32", f"{v}.to(tl.float32)", F32, v.shape)
   return b.value(hint, f"{v}.to({tl_dtype(dtype)})", dtype, v.shape)
 
 
 def _convert_scalar(x, src, dst):
+  """A constant converted at lowering time, with the same rules as `cast`."""
   if is_bool(dst):
     return bool(x != 0)
   if is_int(dst) and is_float(src):
     if x != x:
       return 0
     info = np.iinfo(dst)
-    return int(min(max(int(np.trunc(x)) if abs(x) != float("inf") else
-                       (info.max if x > 0 else info.min), info.min), info.max))
+    if x >= 2.0 ** (info.bits - (1 if info.min < 0 else 0)):
+      return int(info.max)
+    return int(max(np.trunc(x), info.min))
   if is_int(dst):
     return int(np.asarray(int(x)).astype(dst)) if not is_bool(src) else int(bool(x))
+  if is_low_float(dst) and (not is_float(src) or np.dtype(src).itemsize != 4):
+    x = np.float32(x)   # the same double rounding as `cast`
   return float(np.asarray(x).astype(dst).astype(np.float64))
 
 
 def _float_to_int(b: KernelBuilder, v: Value, dtype, hint: str) -> Value:
+  """XLA's float -> int: NaN -> 0, saturating at both ends, else truncating."""
   info = np.iinfo(dtype)
   x = v
-  if is_low_float(v.dtype) or v.dtype == np.float64:
-    x = b.value(hint + "_f", f"{v}.to({'tl.float64' if v.dtype == np.float64 else 'tl.float32'})",
-                np.float64 if v.dtype == np.float64 else F32, v.shape)
-  ft = tl_dtype(x.dtype)
-  lo = f"tl.full((), {float(info.min)!r}, {ft})"
-  # The largest float not above info.max: for 32/64-bit ints info.max is not
-  # representable and would round up past the range.
-  hi_value = float(np.nextafter(np.asarray(info.max, x.dtype), np.asarray(0, x.dtype))) \
-      if float(np.asarray(info.max, x.dtype)) > info.max else float(info.max)
-  hi = f"tl.full((), {hi_value!r}, {ft})"
-  clamped = b.assign(hint + "_sat", f"tl.minimum(tl.maximum({x}, {lo}), {hi})")
-  return b.value(hint, f"tl.where({x} != {x}, {literal(0, dtype)}, {clamped}.to({tl_dtype(dtype)}))",
-                 dtype, v.shape)
+  if is_low_float(v.dtype):
+    x = b.value(hint + "_f", f"{v}.to(tl.float32)", F32, v.shape)
+  # 2**(bits-1) (2**bits unsigned) is exact in every float type; at and above
+  # it the result is the largest int. Below it truncation fits.
+  first_too_big = float(2.0 ** (info.bits - (1 if info.min < 0 else 0)))
+  lowest = f"tl.full((), {float(info.min)!r}, {tl_dtype(x.dtype)})"
+  truncated = f"tl.maximum({x}, {lowest}).to({tl_dtype(dtype)})"
+  saturated = b.assign(hint + "_sat", f"tl.where({x} >= {first_too_big!r}, "
+                       f"{literal(int(info.max), dtype)}, {truncated})")
+  return b.value(hint, f"tl.where({x} != {x}, {literal(0, dtype)}, {saturated})", dtype, v.shape)
 
 
 def _short(dtype) -> str:

@@ -33,13 +33,19 @@ def _like(template, data, scalar_ty=None):
   return tl.core.tensor(TensorHandle(np.asarray(data), scalar_ty), out_ty)
 
 
+def _template(args):
+  """The tensor operand the result takes its type and (broadcast) shape from."""
+  tensors = [a for a in args if isinstance(a, tl.core.tensor)]
+  return max(tensors, key=lambda t: np.ndim(t.handle.data))
+
+
 def _float_op(fn):
   def op(*args):
-    first = args[0]
-    dtype = _data(first).dtype
+    template = _template(args)
+    dtype = _data(template).dtype
     with np.errstate(all="ignore"):
-      result = fn(*[_data(a).astype(np.float64) for a in args])
-    return _like(first, np.asarray(result).astype(dtype))
+      result = np.asarray(fn(*[_data(a).astype(np.float64) for a in args])).astype(dtype)
+    return _like(template, result)
   op.__name__ = getattr(fn, "__name__", "op")
   return op
 
@@ -88,7 +94,10 @@ def _poly_large(w):
 
 
 def _round_half_away(x):
-  return np.where(x >= 0, np.floor(x + 0.5), np.ceil(x - 0.5))
+  # exact for every float (x + 0.5 may round), keeping the sign of zero
+  whole = np.trunc(x)
+  away = np.abs(x - whole) >= 0.5
+  return np.copysign(np.where(away, whole + np.sign(x), whole), x)
 
 
 exp = _float_op(np.exp)
@@ -128,8 +137,9 @@ fmod = _float_op(np.fmod)
 
 
 def nextafter(x, y):
-  dx = _data(x)
-  return _like(x, np.nextafter(dx, _data(y).astype(dx.dtype)))
+  template = _template((x, y))
+  dtype = _data(template).dtype
+  return _like(template, np.nextafter(_data(x).astype(dtype), _data(y).astype(dtype)))
 
 
 def _bit_count(x, bits):
@@ -151,16 +161,21 @@ def _leading_zeros(x, bits):
 
 
 def popc(x):
-  return _like(x, _bit_count(_data(x), 32), tl.int32)
-
-
-def popcll(x):
-  return _like(x, _bit_count(_data(x), 64), tl.int32)
+  data = _data(x)
+  return _like(x, _bit_count(data, data.dtype.itemsize * 8), tl.int32)
 
 
 def clz(x):
-  return _like(x, _leading_zeros(_data(x), 32), tl.int32)
+  data = _data(x)
+  return _like(x, _leading_zeros(data, data.dtype.itemsize * 8), tl.int32)
 
 
-def clzll(x):
-  return _like(x, _leading_zeros(_data(x), 64), tl.int32)
+def mulhi(x, y):
+  """The high half of the double-width product (int32/uint32/int64/uint64)."""
+  template = _template((x, y))
+  a, b = np.broadcast_arrays(_data(x), _data(y))
+  bits = a.dtype.itemsize * 8
+  wide = [int(p) >> bits for p in (a.astype(object) * b.astype(object)).reshape(-1)]
+  unsigned = np.uint64 if bits == 64 else np.uint32
+  high = np.array([w & ((1 << bits) - 1) for w in wide], dtype=unsigned)
+  return _like(template, high.view(a.dtype).reshape(a.shape))

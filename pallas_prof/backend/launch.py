@@ -102,7 +102,31 @@ class _InterpretStandardLibrary:
     self._patch_loop_variables()
     self._patch_dot_precisions()
     self._patch_vectorized_reduce_scan()
+    self._patch_bf16_casts()
     return self
+
+  def _patch_bf16_casts(self):
+    # The interpreter keeps bfloat16 as raw uint16 bits; its casts truncate
+    # f32 -> bf16 (the GPU rounds to nearest even) and reinterpret those bits
+    # as integers in every other bf16 cast. Convert the values with ml_dtypes.
+    import ml_dtypes
+    from triton.runtime.interpreter import InterpreterBuilder, TensorHandle, _get_np_dtype
+    import triton.language as tl
+    original = InterpreterBuilder.cast_impl
+    self._original_cast = original
+
+    def cast_impl(builder, src, dst_type):
+      src_ty, dst_ty = src.dtype.scalar, dst_type.scalar
+      if tl.bfloat16 not in (src_ty, dst_ty):
+        return original(builder, src, dst_type)
+      values = src.data.view(ml_dtypes.bfloat16) if src_ty == tl.bfloat16 else src.data
+      if dst_ty == tl.bfloat16:
+        data = values.astype(ml_dtypes.bfloat16).view(np.uint16)
+      else:
+        data = values.astype(_get_np_dtype(dst_ty))
+      return TensorHandle(data, dst_ty)
+
+    InterpreterBuilder.cast_impl = cast_impl
 
   def _patch_loop_variables(self):
     # Compiled Triton's `for i in range(...)` gives a tensor `i`; the
@@ -209,6 +233,7 @@ class _InterpretStandardLibrary:
     from triton.runtime import interpreter
     interpreter._patch_lang_tensor = self._original_patch
     interpreter.InterpreterBuilder.create_dot = self._original_dot
+    interpreter.InterpreterBuilder.cast_impl = self._original_cast
     interpreter.InterpreterBuilder.create_atomic_rmw = self._original_rmw
     if not self._had_visit_for:
       del interpreter.ASTTransformer.visit_For

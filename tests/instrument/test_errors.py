@@ -25,7 +25,7 @@ EXPECTED = {
     "unsupported_primitive": ("sort", "no lowering rule", "sort outside the pallas_call"),
     "unsupported_parameter": ("dot_general", "ANY_F8_ANY_F8_F32", "F32_F32_F32"),
     "non_pow2_reshape": ("reshape", "(6, 10) to (3, 20)", "power-of-two"),
-    "complex_dtype": ("convert_element_type", "complex64", "supported dtype"),
+    "complex_dtype": ("convert_element_type", "complex64", "real and imaginary parts"),
     "scratch_shapes": (None, "scratch_shapes", "registers"),
     "shared_memory": ("get", "bytes of shared memory", "fewer num_stages"),
     "triton_frontend": ("get", "maximum tensor numel", "smaller blocks"),
