@@ -2,10 +2,17 @@
 
 Usage (from the repository root; needs hypothesis, absl-py, pytest-timeout, pytest-xdist):
 
-    /work/venv/bin/python tools/conformance_cpu.py                        # ops + indexing, full
-    /work/venv/bin/python tools/conformance_cpu.py --max-examples 5 -k Unary   # quick iteration
-    /work/venv/bin/python tools/conformance_cpu.py --files ops -k "test_where or test_iota"
-    /work/venv/bin/python tools/conformance_cpu.py --summarize /tmp/pallas-prof-conformance-cpu/conformance-cpu.xml
+    /work/venv/bin/python tools/conformance_cpu.py                 # ops + indexing, hypothesis as set (long)
+    /work/venv/bin/python tools/conformance_cpu.py --max-examples 3  # the quick full pass (minutes)
+    /work/venv/bin/python tools/conformance_cpu.py --files ops -k "test_erf_inv or test_cumsum"
+    /work/venv/bin/python tools/conformance_cpu.py --triage /tmp/pallas-prof-conformance-cpu/conformance-cpu.xml
+
+It prints pass/fail/skip per class and the failures grouped by the known root causes of
+tools/conformance_triage.md (CAUSES below; "unclassified" = new). Options: -n workers (<= 2),
+--timeout per test, --no-compile, --no-probe (skip the built-in lowering probe),
+--poison-outputs, --workaround (hide known CPU-only problems), --all-classes (also the
+*InterpretTest classes), --summarize XML (messages instead of causes); other pytest args pass
+through. Installed for it into /work/venv: hypothesis, absl-py, pytest-timeout.
 
 What it does: copies /work/shared/conformance (read-only there) into a work folder
 (default /tmp/pallas-prof-conformance-cpu), and runs pytest on the test files with this
@@ -20,7 +27,13 @@ file loaded as a pytest plugin (`-p conformance_cpu`). The plugin
     non-interpret classes is lowered by pallas-prof and run by Triton's interpreter;
   * after each test, compiles every kernel that test lowered for sm_90
     (pallas_prof.backend.compile.compile_kernel) and fails the test if one does not compile:
-    the interpreter is more permissive than the real compiler;
+    the interpreter is more permissive than the real compiler (kernels of a failing test are
+    compiled too; a compile failure there goes into the junit properties);
+  * gives test files that call jax.local_devices() devices that also answer the H200's
+    GPU-only attributes (test_dot reads shared_memory_per_block_optin);
+  * lowers each kernel also with JAX's built-in Triton lowering (to Triton IR, cuda sm_90)
+    and records what it said ("builtin: ok" or its error): a failure the built-in backend
+    cannot lower either is not among its GPU passes;
   * sets JAX_PALLAS_USE_MOSAIC_GPU=0: JAX 0.10.2 defaults that flag to True, 0.11.2 removed
     it (the shared conftest shims it to False, the Triton path);
   * provides `jax._src.flattree` when the local JAX (0.10.2) lacks it (the tests are from
@@ -519,8 +532,9 @@ CAUSES = [
      "(interpreter_libdevice.py)", r"", r"vectorize` on size 0"),
     ("C3", "interpreter gap", "interpreter libdevice: scalar first operand (pow(2.0, x)) "
      "(interpreter_libdevice.py)", r"", r"'float' object has no attribute 'type'"),
-    ("C4", "interpreter gap", "Triton interpreter bf16 casts: f32->bf16 truncates, int<->bf16 "
-     "moves raw bits, bf16 subnormals flush, bf16 != 0 compares raw bits (launch.py)",
+    ("C4", "interpreter gap", "bf16 on the CPU path: Triton's interpreter casts (f32->bf16 "
+     "truncates, int<->bf16 moves raw bits, != compares raw bits) and subnormals flushed by "
+     "XLA:CPU's FTZ/DAZ in the pure_callback thread (launch.py)",
      r"test_cast_from|test_elementwise_scalar_exp2?_bfloat16", r"values differ"),
     ("A1", "cpu reference", "1-ulp differences to XLA:CPU's own transcendental functions "
      "(tol=0); pallas-prof calls the same libdevice functions as the built-in backend",
