@@ -26,9 +26,14 @@ step_pytest() {   # the test suite's GPU-relevant parts, on the GPU
     --junitxml="$OUT/pytest-gpu.xml" 2>&1 | tail -15
 }
 
-step_conformance() {   # JAX's own Pallas tests against pallas-prof
-  CONFORMANCE_WORKERS=${CONFORMANCE_WORKERS:-14} CONFORMANCE_TIMEOUT=${CONFORMANCE_TIMEOUT:-280} \
-    bash .conformance/run.sh 2>&1 | tail -25
+step_conformance() {   # JAX's own Pallas tests against pallas-prof (as .conformance/run.sh runs
+  # them, keeping the whole log and the junit xml)
+  local backend=${CONFORMANCE_BACKEND:-pallas_prof}
+  (cd .conformance && CONFORMANCE_BACKEND=$backend timeout ${CONFORMANCE_TIMEOUT:-280} \
+     python3 -m pytest -q -p no:cacheprovider --timeout=120 -n ${CONFORMANCE_WORKERS:-14} \
+     -rfE --junitxml="$OUT/conformance-$backend.xml" ./*_test.py > "$OUT/conformance-$backend.log" 2>&1)
+  tail -5 "$OUT/conformance-$backend.log"
+  python3 .conformance/summary.py "$OUT/conformance-$backend.xml"
 }
 
 step_bench() {   # pallas-prof vs built-in vs XLA

@@ -104,7 +104,22 @@ class CompiledKernel:
 
   @property
   def cubin(self) -> bytes:
-    return self.asm["cubin"]
+    return self.complete().asm["cubin"]
+
+  @property
+  def cubin_deferred(self) -> bool:
+    return not self.asm.get("cubin")
+
+  def complete(self) -> "CompiledKernel":
+    """Assembles the cubin if it was deferred; returns self.
+
+    A kernel launched through XLA only needs its PTX (jaxlib assembles it),
+    so the GPU path skips Triton's ptxas stage on the critical path of the
+    first call; registers, spills and the SASS come when someone asks.
+    """
+    if self.cubin_deferred:
+      _assemble_cubin(self)
+    return self
 
   @property
   def spills(self) -> int | None:
@@ -112,7 +127,13 @@ class CompiledKernel:
       return None
     return (self.spill_stores or 0) + (self.spill_loads or 0)
 
-  def resources(self) -> dict[str, Any]:
+  def resources(self, complete: bool = True) -> dict[str, Any]:
+    """Shared memory, registers, spills, stack, warps, stages, target.
+
+    complete=False does not assemble a deferred cubin (registers and spills
+    are then None)."""
+    if complete:
+      self.complete()
     return {"shared_bytes": self.shared_bytes, "registers": self.registers,
             "spill_stores": self.spill_stores, "spill_loads": self.spill_loads,
             "stack_bytes": self.stack_bytes, "num_warps": self.num_warps,
@@ -208,24 +229,32 @@ def _ptxas_version() -> str:
 
 
 def compile_kernel(gk: GeneratedKernel, target: tuple[str, int] = DEFAULT_TARGET,
-                   *, use_disk_cache: bool = True) -> CompiledKernel:
-  """Compiles a generated kernel for `target` (backend, compute capability)."""
+                   *, use_disk_cache: bool = True, need_cubin: bool = True) -> CompiledKernel:
+  """Compiles a generated kernel for `target` (backend, compute capability).
+
+  need_cubin=False stops after PTX (what jaxlib needs to launch it); the
+  cubin is assembled later by CompiledKernel.complete() if anyone asks.
+  """
   key = compile_key(gk, target)
   start = time.time_ns()
   with _lock:
     hit = _memory_cache.get(key)
   if hit is not None:
+    if need_cubin:
+      hit.complete()
     ck = dataclasses.replace(hit, generated=gk, cache="memory")
     _notify_cache_hit(ck, start)
     return ck
   if use_disk_cache:
     ck = _load_from_disk(key, gk)
     if ck is not None:
+      if need_cubin:
+        ck.complete()
       with _lock:
         _memory_cache[key] = ck
       _notify_cache_hit(ck, start)
       return ck
-  ck = _compile_now(gk, target, key)
+  ck = _compile_now(gk, target, key, need_cubin)
   with _lock:
     _memory_cache[key] = ck
   if use_disk_cache:
@@ -238,27 +267,46 @@ def _notify_cache_hit(ck: CompiledKernel, start: int) -> None:
   if getattr(obs, "enabled", False):
     obs.compiled(CompileRecord(kernel=ck.name, key=ck.key, target=f"{ck.target[0]}:{ck.target[1]}",
                                start_ns=start, end_ns=time.time_ns(), stages=[], cache=ck.cache,
-                               attributes=ck.resources(),
+                               attributes=ck.resources(complete=False),
                                source_key=ck.generated.key if ck.generated else None))
 
 
-def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str) -> CompiledKernel:
+def compile_request(gk: GeneratedKernel, target: tuple[str, int],
+                    need_cubin: bool = True) -> dict[str, Any]:
+  """Everything triton.compile needs, as plain data (it may go to a worker process)."""
+  return {"op": "compile", "path": gk.path, "name": gk.name,
+          "signature": {p.name: "*" + signature_type(p.dtype) for p in gk.params},
+          "attrs": {(i,): [["tt.divisibility", 16]] for i in range(len(gk.params))},
+          "options": compile_options(gk), "target": tuple(target), "need_cubin": need_cubin}
+
+
+def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
+  """triton.compile with every stage timed and kept; returns plain data.
+
+  Runs in this process or in the compile worker (compile_worker.py). Errors
+  come back as data too, so a worker can report them.
+  """
   import triton
   from triton.backends.compiler import GPUTarget
   from triton.compiler import ASTSource
 
-  module = load_module(gk, interpret=False)
-  fn = getattr(module, gk.name)
-  signature = {p.name: "*" + signature_type(p.dtype) for p in gk.params}
-  attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(gk.params))}
-  src = ASTSource(fn=fn, signature=signature, attrs=attrs)
+  module = _load_module_from_path(request["path"])
+  src = ASTSource(fn=getattr(module, request["name"]), signature=request["signature"],
+                  attrs=request["attrs"])
   records: list[StageRecord] = []
   captured = {}
   start = time.time_ns()
+  if on_stage is not None:
+    on_stage("ttir")
 
   def inspect_stages(backend, stages, options, language, capability):
+    if not request.get("need_cubin", True):
+      # Triton insists on a binary; an empty one marks the cubin as deferred
+      stages["cubin"] = lambda src_module, metadata: b""
     for name in list(stages):
       original = stages[name]
+      if name == "cubin" and not request.get("need_cubin", True):
+        continue
 
       def timed(src_module, metadata, _name=name, _original=original):
         # the first stage also carries the front end (AST -> TTIR), and each
@@ -267,6 +315,8 @@ def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str) -> Comp
         t0 = time.time_ns() if records else start
         if records:
           records[-1].end_ns = t0
+        if on_stage is not None:
+          on_stage(_name)
         if _name == "cubin":
           out = io.StringIO()
           with contextlib.redirect_stdout(out):
@@ -280,7 +330,7 @@ def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str) -> Comp
         return result
       stages[name] = timed
 
-  error: BaseException | None = None
+  result: dict[str, Any] = {"start_ns": start}
   with _lock:
     knobs = triton.knobs
     saved = (knobs.runtime.add_stages_inspection_hook, knobs.compilation.always_compile,
@@ -289,41 +339,149 @@ def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str) -> Comp
     knobs.compilation.always_compile = True
     knobs.nvidia.dump_ptxas_log = True
     try:
+      target = request["target"]
       compiled = triton.compile(src, target=GPUTarget(target[0], target[1], 32),
-                                options=compile_options(gk))
-      if len(records) == len(STAGES):
+                                options=request["options"])
+      if records:
         # the last stage also carries Triton storing its results (metadata,
         # cache group, loading the CompiledKernel back): the stages tile the compile
         records[-1].end_ns = time.time_ns()
-    except Exception as e:  # noqa: BLE001 - rewrapped with the equation
-      error = e
+      result["metadata"] = _metadata_dict(compiled.metadata)
+      result["asm"] = {stage: compiled.asm[stage] for stage in STAGES
+                       if stage in compiled.asm and compiled.asm[stage]}
+    except Exception as e:  # noqa: BLE001 - returned as data, rewrapped with the equation
+      result["error"] = {"type": type(e).__name__, "message": str(e),
+                         "lineno": getattr(getattr(e, "node", None), "lineno", None)}
     finally:
       (knobs.runtime.add_stages_inspection_hook, knobs.compilation.always_compile,
        knobs.nvidia.dump_ptxas_log) = saved
-  end = time.time_ns()
+  result["end_ns"] = time.time_ns()
+  result["records"] = [dataclasses.astuple(r) for r in records]
+  result["ptxas"] = captured.get("ptxas", "")
+  return result
+
+
+def run_ptxas(request: dict[str, Any]) -> dict[str, Any]:
+  """Triton's own ptxas step on a PTX text (for a deferred cubin)."""
+  import triton
+  from triton.backends.compiler import GPUTarget
+  from triton.backends.nvidia.compiler import CUDABackend
+  target = request["target"]
+  backend = CUDABackend(GPUTarget(target[0], target[1], 32))
+  options = backend.parse_options(dict(request["options"]))
+  start = time.time_ns()
+  out = io.StringIO()
+  result: dict[str, Any] = {}
+  with _lock:
+    saved = triton.knobs.nvidia.dump_ptxas_log
+    triton.knobs.nvidia.dump_ptxas_log = True
+    try:
+      with contextlib.redirect_stdout(out):
+        result["cubin"] = backend.make_cubin(request["ptx"], {}, options, target[1])
+    except Exception as e:  # noqa: BLE001 - returned as data
+      result["error"] = {"type": type(e).__name__, "message": str(e), "lineno": None}
+    finally:
+      triton.knobs.nvidia.dump_ptxas_log = saved
+  result.update(start_ns=start, end_ns=time.time_ns(), ptxas=out.getvalue())
+  return result
+
+
+def _assemble_cubin(ck: "CompiledKernel") -> None:
+  from . import compile_worker
+  gk = ck.generated
+  options = compile_options(gk) if gk is not None else {}
+  result = compile_worker.compile({"op": "ptxas", "ptx": ck.asm["ptx"], "target": ck.target,
+                                   "options": options})
+  if "error" in result:
+    err = result["error"]
+    raise LoweringError(f"ptxas failed on the kernel's PTX: {err['message'][:400]}",
+                        kernel=ck.name, stage="cubin", cause=TritonFailure(err["type"], err["message"]))
+  ck.asm["cubin"] = result["cubin"]
+  ck.ptxas_log = result["ptxas"]
+  for field, value in _parse_ptxas(result["ptxas"]).items():
+    setattr(ck, field, value)
+  stage = StageRecord("cubin", result["start_ns"], result["end_ns"], len(result["cubin"]))
+  ck.stage_seconds = {**ck.stage_seconds, "cubin": stage.seconds}
+  _notify(CompileRecord(ck.name, ck.key, f"{ck.target[0]}:{ck.target[1]}", stage.start_ns,
+                        stage.end_ns, [stage], "miss", ck.resources(complete=False),
+                        source_key=gk.key if gk is not None else None))
+  _store_on_disk(ck)
+
+
+class TritonFailure(Exception):
+  """A Triton error reported as data (from this process or the compile worker)."""
+
+  def __init__(self, kind: str, message: str, lineno: int | None = None):
+    super().__init__(message)
+    self.kind = kind
+    self.node = type("Node", (), {"lineno": lineno})() if lineno is not None else None
+
+  def __str__(self) -> str:
+    return f"{self.kind}: {self.args[0]}" if self.args[0] else self.kind
+
+
+def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str,
+                 need_cubin: bool = True) -> CompiledKernel:
+  from . import compile_worker
+  request = compile_request(gk, target, need_cubin)
+  try:
+    result = compile_worker.compile(request)
+  except compile_worker.WorkerCrashed as crash:
+    error = LoweringError(
+        f"Triton's compiler crashed ({crash.how}) in the {crash.stage or 'ttir'} stage",
+        hint="pallas-prof compiles in a worker process, so your program survives this; "
+             "`pallas-prof show` prints the generated kernel, and a smaller block or "
+             "another num_warps/num_stages often avoids the crash",
+        kernel=gk.name, stage=crash.stage, details={"compiler output": crash.output_tail},
+        jaxpr_text=gk.jaxpr_text, cause=crash)
+    now = time.time_ns()
+    _notify(CompileRecord(gk.name, key, f"{target[0]}:{target[1]}", now, now, [], "miss",
+                          {"pallas.kernel": gk.name}, error, source_key=gk.key))
+    raise error from None
+  return _finish_compile(gk, target, key, result)
+
+
+def _finish_compile(gk, target, key, result) -> CompiledKernel:
+  records = [StageRecord(*r) for r in result["records"]]
+  start, end = result["start_ns"], result["end_ns"]
   target_text = f"{target[0]}:{target[1]}"
-  if error is not None:
-    failed_stage = _next_stage(records)
-    lowering_error = compile_error(gk, error, failed_stage)
+  if "error" in result:
+    err = result["error"]
+    failure = TritonFailure(err["type"], err["message"], err.get("lineno"))
+    lowering_error = compile_error(gk, failure, _next_stage(records))
     _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
                           {"pallas.kernel": gk.name}, lowering_error, source_key=gk.key))
-    raise lowering_error from error
-  metadata = _metadata_dict(compiled.metadata)
-  asm = {stage: compiled.asm[stage] for stage in STAGES if stage in compiled.asm}
-  ptxas = _parse_ptxas(captured.get("ptxas", ""))
-  ck = CompiledKernel(name=gk.name, key=key, target=target, asm=asm, metadata=metadata,
+    raise lowering_error
+  ptxas = _parse_ptxas(result["ptxas"])
+  ck = CompiledKernel(name=gk.name, key=key, target=tuple(target), asm=result["asm"],
+                      metadata=result["metadata"],
                       stage_seconds={r.stage: r.seconds for r in records},
-                      compile_seconds=(end - start) / 1e9, ptxas_log=captured.get("ptxas", ""),
+                      compile_seconds=(end - start) / 1e9, ptxas_log=result["ptxas"],
                       generated=gk, cache="miss", **ptxas)
   try:
     _check_shared_memory(ck, gk)
   except LoweringError as e:
     _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
-                          ck.resources(), e, source_key=gk.key))
+                          ck.resources(complete=False), e, source_key=gk.key))
     raise
-  _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss", ck.resources(),
-                        source_key=gk.key))
+  _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
+                        ck.resources(complete=False), source_key=gk.key))
   return ck
+
+
+_path_modules: dict[str, Any] = {}
+
+
+def _load_module_from_path(path: str):
+  module = _path_modules.get(path)
+  if module is None:
+    name = f"pallas_prof_generated.jit.{os.path.basename(path)[:-3]}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    with _interpret_knob(False):
+      spec.loader.exec_module(module)
+    _path_modules[path] = module
+  return module
 
 
 def _notify(record: CompileRecord) -> None:
@@ -471,6 +629,10 @@ def _store_on_disk(ck: CompiledKernel) -> None:
     with open(os.path.join(tmp, "meta.json"), "w") as f:
       json.dump(meta, f)
     os.makedirs(os.path.dirname(directory), exist_ok=True)
+    if os.path.isdir(directory) and not os.path.exists(os.path.join(directory, "cubin")) \
+        and ck.asm.get("cubin"):
+      import shutil
+      shutil.rmtree(directory, ignore_errors=True)   # the deferred entry, now completed
     os.replace(tmp, directory)
   except OSError:
     # another process stored it first, or the disk is read-only: not fatal
@@ -502,32 +664,20 @@ _warmup_thread: threading.Thread | None = None
 
 
 def start_warmup(compute_capability: int) -> None:
-  """Compiles a tiny kernel on a background thread (see warmup_kernel.py).
+  """Starts the compile worker and compiles a tiny kernel there, in the background.
 
-  Any real compile waits on the same lock, so nothing is done twice; set
-  PALLAS_PROF_WARMUP=0 to skip it.
+  Triton's one-time start-up (imports, LLVM, libdevice, ptxas) then overlaps
+  the user's own start-up instead of delaying the first pallas_call; a real
+  compile simply waits for the worker. PALLAS_PROF_WARMUP=0 skips it.
   """
   global _warmup_thread
   if _warmup_thread is not None or os.environ.get("PALLAS_PROF_WARMUP", "1") == "0":
     return
+  from . import compile_worker
 
   def warm():
     try:
-      import triton
-      from triton.backends.compiler import GPUTarget
-      from triton.compiler import ASTSource
-      from . import warmup_kernel
-      src = ASTSource(fn=warmup_kernel.pallas_prof_warmup,
-                      signature={"x_ref": "*fp16", "y_ref": "*fp16", "o_ref": "*fp16"},
-                      attrs={(i,): [["tt.divisibility", 16]] for i in range(3)})
-      with _lock:
-        saved = triton.knobs.compilation.always_compile
-        triton.knobs.compilation.always_compile = True
-        try:
-          triton.compile(src, target=GPUTarget("cuda", compute_capability, 32),
-                         options={"num_warps": 4, "num_stages": 2})
-        finally:
-          triton.knobs.compilation.always_compile = saved
+      compile_worker.warm_up(compute_capability)
     except Exception:  # noqa: BLE001 - a failed warm-up only loses the head start
       pass
 

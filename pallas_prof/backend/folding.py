@@ -14,7 +14,7 @@ _FOLDABLE = {
     "abs", "acos", "acosh", "add", "and", "asin", "asinh", "atan", "atan2", "atanh", "cbrt",
     "ceil", "clamp", "convert_element_type", "cos", "cosh", "div", "eq", "erf", "erf_inv",
     "erfc", "exp", "exp2", "expm1", "floor", "ge", "gt", "integer_pow", "is_finite", "le",
-    "lgamma", "log", "log1p", "logistic", "lt", "max", "min", "mul", "ne", "neg", "nextafter",
+    "lgamma", "log", "log1p", "log2", "logistic", "one_minus_square", "lt", "max", "min", "mul", "ne", "neg", "nextafter",
     "not", "or", "pow", "rem", "round", "rsqrt", "select_n", "shift_left",
     "shift_right_arithmetic", "shift_right_logical", "sign", "sin", "sinh", "sqrt", "square",
     "sub", "tan", "tanh", "xor", "population_count", "clz",

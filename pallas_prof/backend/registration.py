@@ -156,7 +156,7 @@ def _lower(ctx, in_nodes, params, platform: str):
       rec.launches += 1
     fn = cpu_call(gk, ctx.avals_out, aliases, on_launch)
     return compat.lower_fun(fn, multiple_results=True)(ctx, *in_nodes)
-  ck = compile_kernel(gk, ("cuda", cc))
+  ck = compile_kernel(gk, ("cuda", cc), need_cubin=False)   # jaxlib assembles the PTX
   rec.compiled = ck
   zeroed = set(getattr(cp, "zero_outputs", ()) or ()) | set(gk_zeroed_outputs(gk, aliases))
   metadata = params.get("metadata")

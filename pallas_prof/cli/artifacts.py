@@ -54,6 +54,7 @@ def save_kernel(out_dir: str, label: str, gk: GeneratedKernel, ck: CompiledKerne
       "atomic_params": list(getattr(gk, "atomic_params", ())),
   }
   if ck is not None:
+    ck.complete()
     for stage, text in ck.asm.items():
       name = STAGE_FILES.get(stage)
       if name is None:

@@ -40,6 +40,9 @@ def _targets(kernels) -> list[_Target]:
     items = list(kernels) if isinstance(kernels, (list, tuple)) else [kernels]
   out = []
   for item in items:
+    compiled = item if isinstance(item, CompiledKernel) else getattr(item, "compiled", None)
+    if compiled is not None:
+      compiled.complete()    # the GPU launch path defers the cubin
     if isinstance(item, CompiledKernel):
       gk = item.generated
       out.append(_Target(item.name, f"{item.name}#{item.key[:6]}",

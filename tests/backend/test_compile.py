@@ -118,3 +118,38 @@ def test_lowering_is_deterministic():
   a = _lower_example("flash_attention")
   b = _lower_example("flash_attention")
   assert a.source == b.source and a.path == b.path
+
+
+def test_a_compiler_crash_is_a_lowering_error_and_the_worker_recovers(tmp_path):
+  """LLVM can abort the process it runs in; compiles run in a worker, so the
+  user's process survives and gets a LoweringError naming the kernel."""
+  from pallas_prof.backend import compile_worker
+  if not compile_worker.enabled():
+    pytest.skip("PALLAS_PROF_COMPILE_WORKER=0: compiling in-process")
+  good = _lower_example("vector_add")
+  crashing = tmp_path / "crashing_kernel.py"
+  # the worker imports the kernel's file; this one aborts the process on import
+  crashing.write_text("import os\nos.abort()\n")
+  import dataclasses
+  bad = dataclasses.replace(good, path=str(crashing), source=good.source + "# crash\n",
+                            name=good.name)
+  with pytest.raises(pallas_prof.LoweringError) as info:
+    pcompile.compile_kernel(bad, ("cuda", 90), use_disk_cache=False)
+  assert "crashed (signal SIGABRT)" in str(info.value)
+  assert info.value.kernel == good.name
+  # the next compile gets a fresh worker
+  pcompile.clear_memory_cache()
+  ck = pcompile.compile_kernel(good, ("cuda", 90), use_disk_cache=False)
+  assert ck.registers > 0
+
+
+def test_deferred_cubin_is_assembled_on_demand():
+  """The GPU launch path stops at PTX; the cubin and ptxas's figures come later."""
+  gk = _lower_example("softmax")
+  pcompile.clear_memory_cache()
+  ck = pcompile.compile_kernel(gk, ("cuda", 90), use_disk_cache=False, need_cubin=False)
+  assert ck.cubin_deferred and "cubin" not in ck.stage_seconds
+  assert ".entry" in ck.ptx and ck.registers is None
+  full = pcompile.compile_kernel(gk, ("cuda", 90), use_disk_cache=False)   # memory hit, completed
+  assert full is not ck and not full.cubin_deferred
+  assert full.cubin[:4] == b"\x7fELF" and full.registers > 0 and "cubin" in full.stage_seconds

@@ -15,9 +15,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 EXAMPLES = os.path.join(ROOT, "examples")
 
 
-def pallas_prof(*args, cwd=None, timeout=600):
+def pallas_prof(*args, cwd=None, timeout=600, cache_dir=None):
   env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
   env.pop("PALLAS_PROF_TRACE", None)
+  if cache_dir is not None:
+    env["PALLAS_PROF_CACHE_DIR"] = str(cache_dir)   # a cold compile: stage spans to check
   return subprocess.run([sys.executable, "-m", "pallas_prof", *args], capture_output=True,
                         text=True, env=env, cwd=cwd or ROOT, timeout=timeout)
 
@@ -25,7 +27,8 @@ def pallas_prof(*args, cwd=None, timeout=600):
 @pytest.fixture(scope="module")
 def softmax_run(tmp_path_factory):
   out = tmp_path_factory.mktemp("run") / "softmax"
-  result = pallas_prof("run", "--out", str(out), os.path.join(EXAMPLES, "softmax.py"))
+  result = pallas_prof("run", "--out", str(out), os.path.join(EXAMPLES, "softmax.py"),
+                       cache_dir=tmp_path_factory.mktemp("cache"))
   assert result.returncode == 0, result.stdout + result.stderr
   return out, result
 

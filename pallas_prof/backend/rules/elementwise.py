@@ -115,6 +115,16 @@ def _libdevice_unary(fn_name: str):
 for _prim, _fn in _LIBDEVICE_UNARY.items():
   elementwise(_prim)(_libdevice_unary(_fn))
 
+# Primitives newer JAX versions have (jax 0.11: log2, one_minus_square).
+if getattr(lax, "log2_p", None) is not None:
+  elementwise(lax.log2_p)(_libdevice_unary("log2"))
+if getattr(lax, "one_minus_square_p", None) is not None:
+  @elementwise(lax.one_minus_square_p)
+  def _one_minus_square(ctx, x, **params):
+    _require_float("one_minus_square", x)
+    # (1 + x)(1 - x), as XLA and JAX's own backend expand it
+    return _float_op(ctx, "one_minus_square", lambda a: f"(1.0 + {a}) * (1.0 - {a})", x)
+
 
 @elementwise(lax.logistic_p)
 def _logistic(ctx, x, **params):

@@ -108,13 +108,15 @@ def _index_value(ctx, idx, dt) -> Value:
 
 
 def _gather_index(ctx, index: Value, d: ViewDim, dt) -> Value:
-  """An integer-array index in the index dtype, negative entries wrapped as NumPy does."""
-  signed = np.issubdtype(index.dtype, np.signedinteger)
-  index = emit.cast(ctx.b, index, dt, "gidx")
-  if not signed:
-    return index
-  return ctx.value("gidx", f"tl.where({index} < 0, {index} + {d.size}, {index})", dt,
-                   index.shape)
+  """An integer-array index in the index dtype, used as given.
+
+  Like JAX's own Triton backend, and unlike jnp's gather, entries are not
+  wrapped or clamped: `i * block + jnp.arange(block)` must stay a contiguous
+  range that Triton can turn into vector loads (a where/min/max on it costs
+  2x on layer norm). Reads out of range are undefined (mask them, as JAX's
+  GPU kernels do); writes out of range are dropped.
+  """
+  return emit.cast(ctx.b, index, dt, "gidx")
 
 
 def _gather_position(indexer) -> int:
@@ -173,8 +175,8 @@ def result_shape(ref: RefValue) -> tuple[int, ...]:
 def address(ctx, ref: RefValue, user_mask: Value | None = None, *, write: bool = False):
   """(offsets expression, mask expression or None, result shape) for a view.
 
-  Integer-array indices out of range are clamped for reads and their lanes
-  dropped for writes, as XLA's gather and scatter do.
+  Integer-array indices out of range have their lanes dropped for writes;
+  reads use them as given (see _gather_index).
   """
   b = ctx.b
   shape = result_shape(ref)
@@ -257,8 +259,7 @@ def _bounded_gather_index(ctx, d: ViewDim, write: bool):
   if write:
     cond = f"({g} >= 0) & ({g} < {d.size})"
     return g, Value(ctx.assign_once("in_range", cond), np.dtype(bool), g.shape)
-  clamped = ctx.assign_once("gidx", f"tl.minimum(tl.maximum({g}, 0), {d.size - 1})")
-  return Value(clamped, g.dtype, g.shape), None
+  return g, None
 
 
 def _times(stride: int) -> str:

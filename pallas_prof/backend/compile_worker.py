@@ -1,0 +1,164 @@
+"""Triton compiles in a worker process.
+
+LLVM inside Triton aborts the whole process on some inputs (JAX users have
+lost notebooks to it). pallas-prof therefore runs triton.compile in a
+long-lived child process: a crash there becomes a LoweringError in the
+user's program, which keeps running, and the next compile starts a fresh
+worker. The worker also pays Triton's one-time start-up (imports, LLVM,
+libdevice) in the background when pallas-prof is installed on a GPU machine.
+
+PALLAS_PROF_COMPILE_WORKER=0 compiles in-process instead.
+
+Protocol: length-prefixed pickles over the worker's stdin/stdout; the
+worker's stderr (LLVM's assertion messages, progress lines naming the stage
+being compiled) goes to a log file the parent reads after a crash.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+from typing import Any
+
+STAGE_MARK = "pallas-prof-worker: stage "
+
+
+class WorkerCrashed(RuntimeError):
+  def __init__(self, how: str, stage: str | None, output_tail: str):
+    super().__init__(f"compile worker died ({how}) in stage {stage}")
+    self.how = how
+    self.stage = stage
+    self.output_tail = output_tail
+
+
+def _send(stream, obj) -> None:
+  data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+  stream.write(struct.pack("<Q", len(data)))
+  stream.write(data)
+  stream.flush()
+
+
+def _recv(stream):
+  header = stream.read(8)
+  if len(header) < 8:
+    raise EOFError("worker closed its output")
+  (size,) = struct.unpack("<Q", header)
+  data = stream.read(size)
+  if len(data) < size:
+    raise EOFError("worker output cut short")
+  return pickle.loads(data)
+
+
+def enabled() -> bool:
+  return os.environ.get("PALLAS_PROF_COMPILE_WORKER", "1") != "0"
+
+
+class _Worker:
+  def __init__(self):
+    self.proc: subprocess.Popen | None = None
+    self.log_path: str | None = None
+    self.lock = threading.Lock()
+
+  def _start(self) -> None:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PALLAS_PROF_TRACE"] = "0"          # spans are made by the parent
+    env["JAX_PLATFORMS"] = "cpu"            # the worker never touches a GPU
+    fd, self.log_path = tempfile.mkstemp(prefix="pallas-prof-worker-", suffix=".log")
+    log = os.fdopen(fd, "w")
+    self.proc = subprocess.Popen([sys.executable, "-m", "pallas_prof.backend.compile_worker"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                 env=env, close_fds=True)
+    log.close()
+
+  def call(self, request: dict[str, Any]) -> dict[str, Any]:
+    with self.lock:
+      if self.proc is None or self.proc.poll() is not None:
+        self._start()
+      try:
+        _send(self.proc.stdin, request)
+        return _recv(self.proc.stdout)
+      except (EOFError, BrokenPipeError, OSError, pickle.UnpicklingError):
+        raise self._crashed() from None
+
+  def _crashed(self) -> WorkerCrashed:
+    proc, self.proc = self.proc, None
+    try:
+      code = proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+      proc.kill()
+      code = proc.wait()
+    if code < 0:
+      try:
+        how = f"signal {signal.Signals(-code).name}"
+      except ValueError:
+        how = f"signal {-code}"
+    else:
+      how = f"exit code {code}"
+    text = ""
+    try:
+      with open(self.log_path) as f:
+        text = f.read()
+    except OSError:
+      pass
+    stage = None
+    for line in text.splitlines():
+      if line.startswith(STAGE_MARK):
+        stage = line[len(STAGE_MARK):].strip()
+    tail = "\n".join(ln for ln in text.splitlines() if not ln.startswith(STAGE_MARK))[-3000:]
+    return WorkerCrashed(how, stage, tail.strip() or "(no output)")
+
+
+_worker = _Worker()
+
+
+def compile(request: dict[str, Any]) -> dict[str, Any]:  # noqa: A001 - the module's verb
+  """run_triton(request), in the worker process (or in-process when disabled)."""
+  if not enabled():
+    from .compile import run_ptxas, run_triton
+    return run_ptxas(request) if request.get("op") == "ptxas" else run_triton(request)
+  return _worker.call(request)
+
+
+def warm_up(compute_capability: int) -> None:
+  """Starts the worker and compiles a tiny kernel in it (see warmup_kernel.py)."""
+  from .compile import run_triton  # noqa: F401 - fail early in the parent if broken
+  from . import warmup_kernel
+  request = {"path": warmup_kernel.__file__, "name": "pallas_prof_warmup",
+             "signature": {"x_ref": "*fp16", "y_ref": "*fp16", "o_ref": "*fp16"},
+             "attrs": {(i,): [["tt.divisibility", 16]] for i in range(3)},
+             "options": {"num_warps": 4, "num_stages": 2, "enable_reflect_ftz": False},
+             "target": ("cuda", compute_capability)}
+  compile(request)
+
+
+def _serve() -> None:
+  """The worker's loop: requests in on stdin, results out on stdout."""
+  inp, out = sys.stdin.buffer, sys.stdout.buffer
+  sys.stdout = sys.stderr        # stray prints must not corrupt the protocol
+  from . import compile as compile_module
+
+  def on_stage(name: str) -> None:
+    sys.stderr.write(f"{STAGE_MARK}{name}\n")
+    sys.stderr.flush()
+
+  while True:
+    try:
+      request = _recv(inp)
+    except EOFError:
+      return
+    if request.get("op") == "ptxas":
+      on_stage("cubin")
+      _send(out, compile_module.run_ptxas(request))
+    else:
+      _send(out, compile_module.run_triton(request, on_stage=on_stage))
+
+
+if __name__ == "__main__":
+  _serve()
