@@ -39,7 +39,7 @@ def triton_lock() -> threading.RLock:
   return _lock
 _memory_cache: dict[str, "CompiledKernel"] = {}
 _module_cache: dict[tuple[str, bool], Any] = {}
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 
 
 @dataclasses.dataclass
@@ -187,6 +187,7 @@ def compile_key(gk: GeneratedKernel, target: tuple[str, int]) -> str:
   """Content address of a compile. Cheap: a cache hit never imports triton."""
   from .. import __version__
   parts = [gk.source, f"options={sorted(compile_options(gk).items())}",
+           f"signature={[(p.name, signature_type(p.dtype)) for p in gk.params]}",
            f"target={target[0]}:{target[1]}", f"triton={_triton_version()}",
            f"pallas_prof={__version__}", f"format={CACHE_FORMAT}",
            f"ptxas={_ptxas_version()}"]

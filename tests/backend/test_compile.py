@@ -153,3 +153,25 @@ def test_deferred_cubin_is_assembled_on_demand():
   full = pcompile.compile_kernel(gk, ("cuda", 90), use_disk_cache=False)   # memory hit, completed
   assert full is not ck and not full.cubin_deferred
   assert full.cubin[:4] == b"\x7fELF" and full.registers > 0 and "cubin" in full.stage_seconds
+
+
+def test_kernels_differing_only_in_dtype_never_share_a_compile():
+  """`o = x + y` reads the same for every dtype; its compile must not be shared
+  (a cache keyed by the source alone once ran f32 code on int16 data)."""
+  from jax.experimental import pallas as pl
+
+  def kernel(x_ref, y_ref, o_ref):
+    o_ref[...] = x_ref[...] + y_ref[...]
+
+  ptx = {}
+  for dtype in (jnp.float32, jnp.int16, jnp.uint32):
+    registry.clear()
+    call = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((8,), dtype),
+                          compiler_params=pallas_prof.CompilerParams())
+    jax.jit(call).lower(jnp.ones(8, dtype), jnp.ones(8, dtype))
+    (rec,) = registry.kernels()
+    assert f"x_ref {jnp.dtype(dtype).name}[8]" in rec.generated.source
+    ptx[jnp.dtype(dtype).name] = pcompile.compile_kernel(rec.generated).ptx
+  assert "add.f32" in ptx["float32"] or "add.rn.f32" in ptx["float32"]
+  assert "add.f32" not in ptx["int16"] and "add.f32" not in ptx["uint32"]
+  assert len(set(ptx.values())) == 3
