@@ -57,6 +57,6 @@ step_multi() {   # a pallas-prof kernel on every GPU (shard_map and device_put)
 for s in "${@:-env}"; do
   log "step $s"
   "step_$s" 2>&1 | tee "$OUT/step_$s.log"
+  tar czf "$FINAL_OUT/session.tgz" -C /tmp session   # after every step: a cut-off run keeps its results
 done
 log done
-tar czf "$FINAL_OUT/session.tgz" -C /tmp session
