@@ -79,3 +79,19 @@ def elementwise_call(fn, *arrays, out_dtype=None):
     out[...] = fn(*[r[...] for r in ins])
 
   return pallas(kernel, jax.ShapeDtypeStruct(shape, out_dtype))(*arrays)
+
+
+def run_on_values(fn, *arrays, name="kernel"):
+  """Runs `fn` on whole-array blocks as one pallas-prof kernel: the refs are
+  read, fn is applied to the values, its (pytree of) results are written.
+  Returns fn's pytree of outputs."""
+  avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in arrays]
+  out_avals, tree = jax.tree.flatten(jax.eval_shape(fn, *avals))
+
+  def kernel(*refs):
+    ins, outs = refs[:len(arrays)], refs[len(arrays):]
+    for ref, value in zip(outs, jax.tree.leaves(fn(*[r[...] for r in ins]))):
+      ref[...] = value
+
+  outs = pallas(kernel, out_avals, name=name)(*arrays)
+  return jax.tree.unflatten(tree, outs)

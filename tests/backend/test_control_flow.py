@@ -19,21 +19,11 @@ from jax.experimental import pallas as pl
 import pallas_prof
 from pallas_prof.backend import registry
 from pallas_prof.backend.compile import compile_kernel
-from tests.helpers import assert_close, pallas, random_array
+from tests.helpers import assert_close, pallas, random_array, run_on_values
 
 
 def run(fn, *arrays, name):
-  """Runs fn on whole-array blocks as one pallas-prof kernel; returns fn's pytree."""
-  avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in arrays]
-  out_avals, tree = jax.tree.flatten(jax.eval_shape(fn, *avals))
-
-  def kernel(*refs):
-    ins, outs = refs[:len(arrays)], refs[len(arrays):]
-    for ref, value in zip(outs, jax.tree.leaves(fn(*[r[...] for r in ins]))):
-      ref[...] = value
-
-  outs = pallas(kernel, out_avals, name=name)(*arrays)
-  return jax.tree.unflatten(tree, outs)
+  return run_on_values(fn, *arrays, name=name)
 
 
 def check(fn, *arrays, name, **tolerances):

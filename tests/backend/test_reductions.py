@@ -15,7 +15,7 @@ from jax import lax
 
 from pallas_prof.backend import registry
 from pallas_prof.backend.compile import compile_kernel
-from tests.helpers import assert_close, pallas, random_array
+from tests.helpers import assert_close, pallas, random_array, run_on_values
 
 FLOATS = ("float32", "float16", "bfloat16")
 INTS = ("int8", "int32", "uint32")    # int64: test_64_bit_reductions
@@ -24,17 +24,7 @@ SHAPES_AXES = [((5, 7), (0,)), ((5, 7), (1,)), ((5, 7), (0, 1)), ((4, 8), (1,)),
 
 
 def run(fn, *arrays, name="reduce"):
-  """Runs fn on whole-array blocks as one pallas-prof kernel; returns fn's pytree."""
-  avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in arrays]
-  out_avals, tree = jax.tree.flatten(jax.eval_shape(fn, *avals))
-
-  def kernel(*refs):
-    ins, outs = refs[:len(arrays)], refs[len(arrays):]
-    for ref, value in zip(outs, jax.tree.leaves(fn(*[r[...] for r in ins]))):
-      ref[...] = value
-
-  outs = pallas(kernel, out_avals, name=name)(*arrays)
-  return jax.tree.unflatten(tree, outs)
+  return run_on_values(fn, *arrays, name=name)
 
 
 def check(fn, *arrays, name="reduce", **tolerances):
