@@ -63,24 +63,27 @@ def test_example_compiles_for_sm90(example):
   assert ck.num_warps == gk.num_warps and ck.num_stages == gk.num_stages
 
 
-def test_shared_memory_matches_cubin_metadata():
-  """The recorded figure is what the cubin asks the driver for (cuobjdump's report)."""
+def test_resources_match_the_compiled_code():
+  """Registers agree with cuobjdump's report of the cubin; shared memory with
+  the buffers the TTGIR allocates (the matmul's pipelined A and B tiles)."""
+  import re
+  import triton
   gk = _lower_example("matmul")
   ck = pcompile.compile_kernel(gk, ("cuda", 90), use_disk_cache=False)
-  from triton.backends.nvidia.compiler import get_ptxas  # noqa: F401
-  import triton
   cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
   path = os.path.join(pcompile.cache_dir(), "test_matmul.cubin")
   with open(path, "wb") as f:
     f.write(ck.cubin)
   out = subprocess.run([cuobjdump, "--dump-resource-usage", path], capture_output=True,
                        text=True, check=True).stdout
-  # Triton's kernels use dynamic shared memory only: the static SHARED figure is 0 and the
-  # launch asks for metadata["shared"]; the cubin records the same value in its attributes.
-  assert "REG:" in out
   regs = int(out.split("REG:")[1].split()[0])
   assert regs == ck.registers
-  assert ck.shared_bytes == ck.metadata["shared"] > 0
+  itemsize = {"bf16": 2, "f16": 2, "f32": 4, "i8": 1}
+  allocs = [int(np.prod([int(d) for d in dims.split("x")])) * itemsize[dt]
+            for dims, dt in re.findall(r"ttg\.local_alloc : \(\) -> !ttg\.memdesc<([0-9x]+)x(bf16|f16|f32|i8)",
+                                       ck.asm["ttgir"])]
+  assert len(allocs) == 2                       # the A and B tiles, num_stages deep
+  assert ck.shared_bytes == sum(allocs) > 0
 
 
 def test_repeated_compile_in_process_is_cached():
