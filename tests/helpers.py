@@ -95,3 +95,17 @@ def run_on_values(fn, *arrays, name="kernel"):
 
   outs = pallas(kernel, out_avals, name=name)(*arrays)
   return jax.tree.unflatten(tree, outs)
+
+
+
+def check_lowering_error(err, test_file: str, *needles, hint: bool = True):
+  """A LoweringError names a line of `test_file`, gives a hint and says every needle.
+
+  (The raising stays in the test: a call-level error names the caller's line.)"""
+  message = str(err)
+  assert f"{test_file}:" in message, message
+  if hint:
+    assert "hint:" in message, message
+  for needle in needles:
+    assert needle in message, message
+  return err

@@ -155,13 +155,18 @@ def _interpret_knob(enabled: bool):
 def load_module(gk: GeneratedKernel, *, interpret: bool):
   """Imports the generated file; with interpret=True its @triton.jit functions
   become Triton interpreter functions (and libdevice a numpy stand-in)."""
-  cache_key = (gk.path, interpret)
+  return load_module_from_path(gk.path, interpret=interpret)
+
+
+def load_module_from_path(path: str, *, interpret: bool = False):
+  """One import per (file, mode): Triton reads kernels back from real files."""
+  cache_key = (path, interpret)
   with _lock:
     module = _module_cache.get(cache_key)
     if module is not None:
       return module
-    name = f"pallas_prof_generated.{'interp' if interpret else 'jit'}.{os.path.basename(gk.path)[:-3]}"
-    spec = importlib.util.spec_from_file_location(name, gk.path)
+    name = f"pallas_prof_generated.{'interp' if interpret else 'jit'}.{os.path.basename(path)[:-3]}"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     with _interpret_knob(interpret):
       spec.loader.exec_module(module)
@@ -291,7 +296,7 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
   from triton.backends.compiler import GPUTarget
   from triton.compiler import ASTSource
 
-  module = _load_module_from_path(request["path"])
+  module = load_module_from_path(request["path"])
   src = ASTSource(fn=getattr(module, request["name"]), signature=request["signature"],
                   attrs=request["attrs"])
   records: list[StageRecord] = []
@@ -468,21 +473,6 @@ def _finish_compile(gk, target, key, result) -> CompiledKernel:
   _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
                         ck.resources(complete=False), source_key=gk.key))
   return ck
-
-
-_path_modules: dict[str, Any] = {}
-
-
-def _load_module_from_path(path: str):
-  module = _path_modules.get(path)
-  if module is None:
-    name = f"pallas_prof_generated.jit.{os.path.basename(path)[:-3]}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    with _interpret_knob(False):
-      spec.loader.exec_module(module)
-    _path_modules[path] = module
-  return module
 
 
 def _notify(record: CompileRecord) -> None:

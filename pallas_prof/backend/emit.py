@@ -172,11 +172,6 @@ def _short(dtype) -> str:
               np.dtype(dtype).name, np.dtype(dtype).name)
 
 
-def compute_dtype(dtype) -> np.dtype:
-  """Where arithmetic happens: 16/8-bit floats in f32, the rest in place."""
-  return F32 if is_low_float(dtype) else np.dtype(dtype)
-
-
 def broadcast_to(b: KernelBuilder, v: Value, shape, hint="bcast") -> Value:
   """Broadcasts a value whose rank already matches (or a scalar) to `shape`."""
   shape = tuple(shape)
@@ -199,10 +194,6 @@ def expand_to_rank(v: Value, positions: tuple[int, ...], rank: int) -> str:
   for p in positions:
     index[p] = ":"
   return f"{v}[{', '.join(index)}]"
-
-
-def lane_range(b: KernelBuilder, size: int, hint="lanes") -> str:
-  return f"tl.arange(0, {next_pow2(size)})"
 
 
 def valid_lanes(b: KernelBuilder, shape, axes, hint="valid") -> str | None:

@@ -10,7 +10,6 @@ rule unchanged. `uninstall()` ends the takeover.
 from __future__ import annotations
 
 import dataclasses
-import threading
 
 from . import compat, registry
 from .compile import compile_kernel
@@ -43,7 +42,6 @@ class CompilerParams:
   BACKEND = "triton"
 
 
-_state = threading.local()
 _takeover = {"active": False}
 
 

@@ -10,7 +10,7 @@ import contextlib
 import os
 import sys
 import threading
-from typing import Any, Iterable
+from typing import Any
 from urllib.parse import urlparse
 
 from opentelemetry import context as otel_context

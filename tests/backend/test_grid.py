@@ -15,7 +15,7 @@ from pallas_prof.backend import lowering, registry
 from tests.backend.test_memory import CASES as MEMORY_CASES
 from tests.backend.test_memory import (check_case, compiles_for_sm90, generated_kernel,
                                        rand)
-from tests.helpers import assert_close, pallas
+from tests.helpers import check_lowering_error, assert_close, pallas
 
 S = jax.ShapeDtypeStruct
 F32 = jnp.float32
@@ -451,12 +451,7 @@ def test_int64_index_arithmetic_compiles_for_sm90(name, rng, monkeypatch):
 def _assert_call_error(fn, args, *needles):
   with pytest.raises(pallas_prof.LoweringError) as info:
     jax.block_until_ready(fn(*args))
-  message = str(info.value)
-  assert f"{__file__}:" in message, message
-  assert "hint:" in message, message
-  for needle in needles:
-    assert needle in message, message
-  return info.value
+  return check_lowering_error(info.value, __file__, *needles)
 
 
 def test_scratch_shapes_are_a_lowering_error(rng):

@@ -23,7 +23,7 @@ import pallas_prof
 from pallas_prof.backend import compat
 from pallas_prof.backend import compile as backend_compile
 from pallas_prof.backend import lowering
-from tests.helpers import assert_close, pallas, random_array
+from tests.helpers import check_lowering_error, assert_close, pallas, random_array
 
 S = jax.ShapeDtypeStruct
 F32 = jnp.float32
@@ -727,12 +727,7 @@ def test_compiles_for_sm90(name, rng):
 def _raises_at_user_line(fn, args, *needles):
   with pytest.raises(pallas_prof.LoweringError) as info:
     jax.block_until_ready(fn(*args))
-  message = str(info.value)
-  assert f"{__file__}:" in message, message
-  for needle in needles:
-    assert needle in message, message
-  assert "hint:" in message, message
-  return info.value
+  return check_lowering_error(info.value, __file__, *needles)
 
 
 def test_ref_bitcast_is_a_lowering_error(rng):

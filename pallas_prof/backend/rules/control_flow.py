@@ -18,7 +18,6 @@ from ..errors import Unsupported
 from ..lowering import RefValue
 from . import register
 
-from jax._src import core as jax_core
 from jax._src.pallas import utils as pallas_utils
 
 
