@@ -5,8 +5,10 @@
 Method (see the device library's METHOD.md): inputs larger than L2, fresh
 random data, correctness checked before timing on every variant (with the
 output memory poisoned first), warm-up, then many batches of 20 jitted calls,
-median per call. First-call time = lowering + compile + first run, measured
-after clearing JAX's caches (and with an empty pallas-prof cache).
+median per call. First-call time = lowering + compile + first run (each phase
+recorded), measured after clearing JAX's caches, with an empty pallas-prof
+cache, once the process has paid its one-time start-up on a tiny kernel through
+each backend (recorded too, as `process_warm_up`).
 """
 from __future__ import annotations
 
@@ -59,12 +61,46 @@ def time_per_call(fn, args, *, min_batches=15, min_seconds=1.0) -> dict:
           "batches": len(batches), "calls_per_batch": BATCH}
 
 
-def first_call_seconds(make_fn, args) -> tuple[float, object]:
+def first_call_seconds(make_fn, args) -> tuple[float, dict, object]:
+  """Seconds from nothing to the first result, in three phases: `lower` (tracing,
+  and for pallas-prof its lowering and Triton compile), `compile` (XLA's compile:
+  for the built-in backend that is where Triton compiles) and `first_run` (the
+  first execution: for pallas-prof jaxlib turns the PTX into a cubin here)."""
   jax.clear_caches()
   fn = make_fn()
   t0 = time.perf_counter()
-  out = jax.block_until_ready(fn(*args))
-  return time.perf_counter() - t0, fn
+  lowered = fn.lower(*args)
+  t1 = time.perf_counter()
+  compiled = lowered.compile()
+  t2 = time.perf_counter()
+  jax.block_until_ready(compiled(*args))
+  t3 = time.perf_counter()
+  phases = {"lower_s": t1 - t0, "compile_s": t2 - t1, "first_run_s": t3 - t2}
+  return t3 - t0, phases, fn
+
+
+def warm_up_process() -> dict:
+  """The costs every process pays once, whichever backend it uses (CUDA context,
+  XLA's start-up, jaxlib's Triton custom call, Triton's own start-up) are paid
+  here, on a tiny kernel unlike the measured ones, so that each op's first call
+  measures that kernel's own cold compile. What this took per backend is kept:
+  it is what a program's very first pallas_call costs."""
+  from jax.experimental import pallas as pl
+
+  def kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...] * 2.0 + 1.0
+
+  x = jnp.arange(8 * 128, dtype=jnp.float32).reshape(8, 128)
+  jax.block_until_ready(jax.jit(lambda a: a * 3.0)(x))       # XLA and the CUDA context first
+  out = {}
+  for variant in ("pallas_prof", "builtin"):
+    _use_backend(variant)
+    make = lambda: jax.jit(lambda a: pl.pallas_call(
+        kernel, out_shape=jax.ShapeDtypeStruct(a.shape, a.dtype))(a))
+    total, phases, _ = first_call_seconds(make, (x,))
+    out[variant] = {"first_call_s": total, **phases}
+  _use_backend("pallas_prof")
+  return out
 
 
 def poisoned_check(fn, args, reference, tol, poison_args) -> float:
@@ -207,12 +243,12 @@ def run_op(make) -> dict:
   for variant in ("pallas_prof", "builtin", "xla"):
     try:
       if variant == "xla":
-        first, fn = first_call_seconds(spec["xla"], spec["args"])
+        first, phases, fn = first_call_seconds(spec["xla"], spec["args"])
       else:
         _use_backend(variant)
         from pallas_prof.backend import registry
         registry.clear()
-        first, fn = first_call_seconds(spec["pallas"], spec["args"])
+        first, phases, fn = first_call_seconds(spec["pallas"], spec["args"])
         if variant == "pallas_prof":
           result["ours_first_call_breakdown"] = [
               {"kernel": r.name, "lowering_s": r.generated.lowering_seconds,
@@ -224,7 +260,7 @@ def run_op(make) -> dict:
           if variant != "xla" else 0.0
       timing = time_per_call(fn, spec["args"])
       t = timing["median_s"]
-      entry = {"first_call_s": first, "rel_error": err, **timing}
+      entry = {"first_call_s": first, "first_call_phases": phases, "rel_error": err, **timing}
       if spec["bytes"]:
         entry["GBps"] = spec["bytes"] / t / 1e9
       if spec["flops"]:
@@ -279,6 +315,8 @@ def main(argv=None):
   record = {"command": "python bench/ops_vs_builtin.py " + " ".join(argv or sys.argv[1:]),
             "date": time.strftime("%Y-%m-%d %H:%M"), "device": dev.device_kind,
             "jax": jax.__version__, "host": platform.node(), "ops": []}
+  record["process_warm_up"] = warm_up_process()
+  print("process warm-up (first pallas_call of the process):", json.dumps(record["process_warm_up"]))
   try:
     record["copy_bandwidth"] = copy_bandwidth()
     print(f"device-to-device copy: {record['copy_bandwidth']['GBps']:.0f} GB/s")
