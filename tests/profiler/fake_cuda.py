@@ -28,6 +28,15 @@ class _Handle(int):
   pass
 
 
+FLUSH = "pallas_prof_l2_flush"
+
+
+def _decode(params: int, n: int) -> list[int]:
+  """The values behind a cuLaunchKernel parameter array of n pointers."""
+  pointers = np.ctypeslib.as_array(ctypes.cast(params, ctypes.POINTER(ctypes.c_uint64)), (n,))
+  return [ctypes.c_uint64.from_address(int(p)).value for p in pointers]
+
+
 class FakeDriver:
   def __init__(self, gk=None, *, devices=1, event_ms=0.5, free_bytes=8 * 2**30,
                l2_bytes=1 << 20, write_fraction=1.0, interpret_launches=2):
@@ -40,10 +49,13 @@ class FakeDriver:
     self.interpret_launches = interpret_launches   # launches that run the kernel (the poison
                                                    # check's two); later ones are only recorded
     self.allocations: dict[int, np.ndarray] = {}
-    self.launches: list[tuple] = []
+    self.launches: list[tuple] = []          # launches of the kernel under test (and memcpys)
+    self.flushes: list[tuple] = []           # launches of the L2 flush kernel
     self.context_stack: list[int] = []
     self.events: dict[int, int] = {}         # event -> launches recorded before it
     self.calls: list[str] = []
+    self.functions: dict[int, str] = {}      # function handle -> kernel name
+    self.order: list[str] = []               # "memset", "flush", "kernel", "record" in issue order
     self._next = 1
     self.CUresult = CUresult
     self.CUdevice_attribute = types.SimpleNamespace(
@@ -130,9 +142,11 @@ class FakeDriver:
 
   def cuModuleGetFunction(self, module, name):
     assert isinstance(name, bytes)
-    if self.gk is not None and name.decode() != self.gk.name:
+    if self.gk is not None and name.decode() not in (self.gk.name, FLUSH):
       return CUresult.CUDA_ERROR_NOT_FOUND, None
-    return CUresult.CUDA_SUCCESS, self._handle()
+    handle = self._handle()
+    self.functions[int(handle)] = name.decode()
+    return CUresult.CUDA_SUCCESS, handle
 
   def cuModuleUnload(self, module):
     return (CUresult.CUDA_SUCCESS,)
@@ -181,6 +195,7 @@ class FakeDriver:
 
   def cuMemsetD8Async(self, dst, value, n, stream):
     self._check_range(int(dst), n)
+    self.order.append("memset")
     ctypes.memset(int(dst), value, n)
     return (CUresult.CUDA_SUCCESS,)
 
@@ -201,6 +216,7 @@ class FakeDriver:
     return (CUresult.CUDA_SUCCESS,)
 
   def cuEventRecord(self, event, stream):
+    self.order.append("record")
     self.events[int(event)] = len(self.launches)
     return (CUresult.CUDA_SUCCESS,)
 
@@ -213,13 +229,24 @@ class FakeDriver:
 
   def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
     assert isinstance(params, int) and extra == 0
+    if self.functions.get(int(fn)) == FLUSH:
+      return self._flush(params, (gx, gy, gz), (bx, by, bz))
+    self.order.append("kernel")
     n = len(self.gk.params) + 2 if self.gk is not None else 4
-    pointers_to_args = np.ctypeslib.as_array(ctypes.cast(params, ctypes.POINTER(ctypes.c_uint64)),
-                                             (n,))
-    args = [ctypes.c_uint64.from_address(int(p)).value for p in pointers_to_args]
+    args = _decode(params, n)
     self.launches.append(((gx, gy, gz), (bx, by, bz), shared, args))
     if self.gk is not None and len(self.launches) <= self.interpret_launches:
       self._run(args)
+    return (CUresult.CUDA_SUCCESS,)
+
+  def _flush(self, params, grid, block):
+    # the L2 flush kernel: src, out, two null scratch pointers; src must be allocated
+    args = _decode(params, 4)
+    self._check_range(args[0], grid[0] * 4096 * 4)
+    self._check_range(args[1], 4)
+    assert args[2:] == [0, 0]
+    self.order.append("flush")
+    self.flushes.append((grid, block, args))
     return (CUresult.CUDA_SUCCESS,)
 
   def _run(self, args):
