@@ -32,7 +32,7 @@ def scratch_bytes(l2_bytes: int, multiple: int = L2_MULTIPLE) -> int:
   return max(1, -(-int(multiple * l2_bytes) // per_program)) * per_program
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiled(cc: int):
   from ._ceiling_kernels import pallas_prof_l2_flush
   from .ceilings import compile_own_kernel
