@@ -39,7 +39,7 @@ def _decode(params: int, n: int) -> list[int]:
 
 class FakeDriver:
   def __init__(self, gk=None, *, devices=1, event_ms=0.5, free_bytes=8 * 2**30,
-               l2_bytes=1 << 20, write_fraction=1.0, interpret_launches=2):
+               l2_bytes=1 << 20, write_fraction=1.0, interpret_launches=2, after_kernel_ms=0.0):
     self.gk = gk
     self.devices = devices
     self.event_ms = event_ms
@@ -48,11 +48,14 @@ class FakeDriver:
     self.write_fraction = write_fraction     # < 1: the "kernel" leaves some outputs unwritten
     self.interpret_launches = interpret_launches   # launches that run the kernel (the poison
                                                    # check's two); later ones are only recorded
+    self.after_kernel_ms = after_kernel_ms   # scripted extra time of a timed launch issued right
+                                             # after the kernel itself (no flush in between)
     self.allocations: dict[int, np.ndarray] = {}
     self.launches: list[tuple] = []          # launches of the kernel under test (and memcpys)
     self.flushes: list[tuple] = []           # launches of the L2 flush kernel
     self.context_stack: list[int] = []
-    self.events: dict[int, int] = {}         # event -> launches recorded before it
+    self.events: dict[int, int] = {}         # event -> launches (kernel + flush) before it
+    self.penalty: dict[int, float] = {}      # start event -> scripted extra ms
     self.calls: list[str] = []
     self.functions: dict[int, str] = {}      # function handle -> kernel name
     self.order: list[str] = []               # "memset", "flush", "kernel", "record" in issue order
@@ -216,16 +219,19 @@ class FakeDriver:
     return (CUresult.CUDA_SUCCESS,)
 
   def cuEventRecord(self, event, stream):
+    last_op = next((op for op in reversed(self.order) if op in ("kernel", "flush")), None)
+    self.penalty[int(event)] = self.after_kernel_ms if last_op == "kernel" else 0.0
     self.order.append("record")
-    self.events[int(event)] = len(self.launches)
+    self.events[int(event)] = len(self.launches) + len(self.flushes)
     return (CUresult.CUDA_SUCCESS,)
 
   def cuEventSynchronize(self, event):
     return (CUresult.CUDA_SUCCESS,)
 
   def cuEventElapsedTime(self, start, end):
+    # a flush between the events would count as a launch: the time would double
     launches = self.events[int(end)] - self.events[int(start)]
-    return CUresult.CUDA_SUCCESS, self.event_ms * launches
+    return CUresult.CUDA_SUCCESS, self.event_ms * launches + self.penalty[int(start)]
 
   def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
     assert isinstance(params, int) and extra == 0
