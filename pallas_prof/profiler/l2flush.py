@@ -65,12 +65,12 @@ class L2Flush:
       self.function = call("cuModuleGetFunction", self.module, self.spec.name.encode())
       src = self._buffer(self.spec.params[0].nbytes)
       out = self._buffer(256)
+      # defined contents (on the replay's stream: it does not wait for the legacy default
+      # stream); this memset's dirty lines are written back during warm-up, before timing
+      call("cuMemsetD8Async", src.ptr, 0, src.nbytes, stream)
     except BaseException:
       self.close()
       raise
-    # defined contents (on the replay's stream: it does not wait for the legacy default
-    # stream); this memset's dirty lines are written back during warm-up, before timing
-    call("cuMemsetD8Async", src.ptr, 0, src.nbytes, stream)
     self._holders = [np.array([p], dtype=np.uint64) for p in (src.ptr, out.ptr, 0, 0)]
     self._args = np.array([h.ctypes.data for h in self._holders], dtype=np.uint64)
 

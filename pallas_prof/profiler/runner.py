@@ -639,7 +639,8 @@ def replay(ck, *, device: int = 0, min_launches: int = 100, min_seconds: float =
     (the cold one when only cold is timed).
   inputs: optional list of sets, each a list of input arrays, instead of random ones.
   throttle: True (a guard on the device's NVML clocks, off where NVML is not),
-    False (no guard), or a ThrottleGuard; used by the cold mode only.
+    False (no guard), or a ThrottleGuard (e.g. throttle.for_device(device,
+    threshold=0.95)); used by the cold mode only.
   max_seconds: wall-time cap per mode once min_launches are timed.
   """
   modes = check_mode(mode)
@@ -655,7 +656,7 @@ def replay(ck, *, device: int = 0, min_launches: int = 100, min_seconds: float =
     try:
       timings = _time_modes(r, modes, min_launches, min_seconds, guard, sampler, max_seconds)
     finally:
-      if guard is not None:
+      if guard is not None and guard is not throttle:     # ours: release NVML
         guard.close()
     return _runtime_stats(r, device, timings, guard, unwritten, correctness)
 

@@ -123,8 +123,9 @@ class ThrottleGuard:
     return s
 
 
-def for_device(device: int) -> ThrottleGuard:
-  """A guard reading device `device` through NVML, or one that is off (and says why)."""
+def for_device(device: int, **options) -> ThrottleGuard:
+  """A guard reading device `device` through NVML, or one that is off (and says why);
+  options: ThrottleGuard's threshold, recovery_delay_s, max_recovery_s."""
   from . import driver, nvml
   try:
     api = nvml.init()
@@ -137,7 +138,8 @@ def for_device(device: int) -> ThrottleGuard:
   except Exception as e:  # noqa: BLE001
     nvml.shutdown(api)
     return ThrottleGuard.off(f"NVML cannot read this GPU's clocks ({e})")
-  return ThrottleGuard(_reader(api, handle), max_clock, release=lambda: nvml.shutdown(api))
+  return ThrottleGuard(_reader(api, handle), max_clock, release=lambda: nvml.shutdown(api),
+                       **options)
 
 
 def _reader(api, handle) -> Callable[[], Reading]:

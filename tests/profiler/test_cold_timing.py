@@ -199,8 +199,10 @@ def test_cold_redoes_throttled_batches(fake_driver, softmax_kernel):
 def test_replay_both_modes_reports_cold_as_the_headline(fake_driver, softmax_kernel):
   _, ck = softmax_kernel
   fake_driver(ck.generated, event_ms=1.0, after_kernel_ms=0.25)
-  guard, _ = scripted_guard([COOL] * 10_000)
+  released = []
+  guard, _ = scripted_guard([COOL] * 10_000, release=lambda: released.append("caller's"))
   stats = runner.replay(ck, min_launches=20, min_seconds=0.0, throttle=guard)
+  assert released == []                               # the caller's guard stays the caller's
   assert stats.mode == "cold" and stats.cold.mode == "cold"
   assert stats.median_s == stats.cold.median_s == pytest.approx(1e-3)
   assert stats.sustained.median_s == pytest.approx(1.25e-3)
@@ -225,8 +227,12 @@ def test_replay_cold_only_without_nvml_notes_the_guard_is_off(fake_driver, softm
                                                                monkeypatch):
   _, ck = softmax_kernel
   fake_driver(ck.generated, event_ms=1.0)
-  monkeypatch.setattr(throttle, "for_device", lambda d: ThrottleGuard.off("NVML unavailable (x)"))
+  released = []
+  monkeypatch.setattr(throttle, "for_device", lambda d: ThrottleGuard(
+      None, None, note="throttle guard off: NVML unavailable (x)",
+      release=lambda: released.append("ours")))
   stats = runner.replay(ck, min_launches=10, min_seconds=0.0, mode="cold")
+  assert released == ["ours"]                         # replay's own guard released NVML
   assert stats.sustained is None and stats.mode == "cold"
   assert not stats.throttle.available
   assert any("throttle guard off: NVML unavailable" in n for n in stats.notes)
