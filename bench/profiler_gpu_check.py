@@ -13,11 +13,13 @@ in its own try/except (a failing part records its traceback and the rest go on):
   small_check the same three kernels at small shapes, replayed and checked
              against the CPU interpreter
   replay     pallas_prof.profile() on the big three on device 0 (explicitly):
-             median/p10/p90/min, launches, input sets, poison check, JAX reference
-             check, NVML during the timed window, ceilings (measured or cached),
-             achieved rates and verdicts
+             cold median/p10/p90/min (L2 flushed before each launch, throttle
+             guard), the sustained (back-to-back) median, launches, input sets,
+             poison check, JAX reference check, throttle-guard counts, NVML during
+             the sustained window, ceilings (measured or cached), rates and verdicts
   ncu        if ncu exists: gpu__time_duration of 5 replayed launches per kernel vs
-             the replay median (target: within 3%), and the source counters of matmul
+             the replay's cold median (target: within 3%; the sustained median and
+             throttle counts printed beside it), and the source counters of matmul
              mapped to equations
   insitu     a subprocess script runs two pallas-prof kernels (softmax x3, vector add
              x5) under insitu.capture(); launch counts checked; then a jax.profiler
@@ -79,6 +81,20 @@ def part(name: str):
 
 def us(seconds) -> str:
   return "n/a" if seconds is None else f"{seconds * 1e6:.1f} us"
+
+
+def throttle_text(rt) -> str:
+  th = rt.throttle if rt is not None else None
+  if th is None:
+    return "no throttle guard (cold not timed)"
+  if not th.available:
+    return f"guard off: {th.note}"
+  text = (f"{th.checks} checks, {th.throttled_checks} throttled, {th.recoveries} recoveries "
+          f"({th.recovery_s:.2f} s), {th.discarded_launches} launches redone, SM clock min "
+          f"{th.min_sm_clock_mhz} of max {th.max_sm_clock_mhz} MHz")
+  if th.reasons:
+    text += f", reasons {th.reasons}"
+  return text + (f"; {th.note}" if th.note else "")
 
 
 STATE: dict = {}
@@ -227,11 +243,14 @@ with part("replay") as r:
     if rt is None:
       print(f"   {k.label}: NOT TIMED {k.errors}")
       continue
-    print(f"   {k.label}: median {us(rt.median_s)} p10 {us(rt.p10_s)} p90 {us(rt.p90_s)} "
-          f"min {us(rt.min_s)} x{rt.launches} ({rt.input_sets} sets of "
+    print(f"   {k.label}: {rt.mode} median {us(rt.median_s)} p10 {us(rt.p10_s)} "
+          f"p90 {us(rt.p90_s)} min {us(rt.min_s)} x{rt.launches} ({rt.input_sets} sets of "
           f"{rt.set_bytes / 2**20:.0f} MiB), written={rt.outputs_written}, "
           f"check={rt.correctness and rt.correctness.passed}")
-    print(f"      nvml: {k.nvml.summary if k.nvml else None}")
+    if rt.sustained is not None:
+      print(f"      sustained median {us(rt.sustained.median_s)} x{rt.sustained.launches}")
+    print(f"      throttle guard: {throttle_text(rt)}")
+    print(f"      nvml (sustained window): {k.nvml.summary if k.nvml else None}")
     print(f"      {k.verdict}")
     if k.errors:
       print(f"      errors: {k.errors}")
@@ -248,7 +267,9 @@ with part("ncu") as r:
     by_label = {k.label: k for k in report.kernels}
     for name, rec in STATE["big"].items():
       kp = by_label[rec.label]
-      median = kp.runtime.median_s if kp.runtime else None
+      rt = kp.runtime
+      median = rt.cold.median_s if rt is not None and rt.cold is not None else None
+      sustained = rt.sustained.median_s if rt is not None and rt.sustained is not None else None
       try:
         res = ncu_mod.run(rec.compiled, device=0, launches=5, warmup=2,
                           source=(name == "matmul"), replay_median_s=median,
@@ -256,9 +277,15 @@ with part("ncu") as r:
         r[name] = res.to_dict()
         within = res.difference_pct is not None and abs(res.difference_pct) <= 3.0
         r[name]["within_3pct"] = within
-        print(f"   {name}: ncu median {us(res.median_s)} vs replay {us(median)}: "
+        r[name]["replay_sustained_median_s"] = sustained
+        r[name]["replay_throttle"] = rt.throttle.to_dict() if rt and rt.throttle else None
+        print(f"   {name}: ncu median {us(res.median_s)} vs replay cold {us(median)}: "
               f"{res.difference_pct if res.difference_pct is None else round(res.difference_pct, 2)}% "
               f"({'within' if within else 'NOT within'} 3%); notes {res.notes}")
+        print(f"      replay sustained {us(sustained)}"
+              + (f" ({100 * (sustained / res.median_s - 1):+.1f}% against ncu)"
+                 if sustained and res.median_s else "")
+              + f"; throttle guard: {throttle_text(rt)}")
         if res.source_counters:
           top = sorted(res.source_counters.items(),
                        key=lambda kv: -max(kv[1].values(), default=0))[:5]

@@ -190,10 +190,12 @@ def _profile_spans(trace, report) -> None:
       span.set_attribute("pallas.kernel", k.label)
       rt = k.runtime
       if rt is not None:
-        for key in ("median_s", "p10_s", "p90_s", "min_s", "launches"):
+        for key in ("median_s", "p10_s", "p90_s", "min_s", "launches", "mode"):
           value = getattr(rt, key, None)
           if value is not None:
             span.set_attribute(f"profile.{key}", value)
+        if getattr(rt, "sustained", None) is not None:
+          span.set_attribute("profile.sustained_median_s", rt.sustained.median_s)
       if k.rates is not None:
         for key, value in k.rates.to_dict().items():
           if isinstance(value, (int, float, str, bool)):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .schema import (AnnotatedLine, Ceilings, DeviceInfo, EquationProfile, InsituStats,  # noqa: F401
                      KernelProfile, NcuResult, NvmlWindow, ProfileReport, Rates, RuntimeStats,
-                     StaticProfile, WorkModel)
+                     StaticProfile, ThrottleStats, TimingStats, WorkModel)
 
 
 def profile(*args, **kwargs):
@@ -28,4 +28,5 @@ def annotated_listing(ck, stage: str):
 
 __all__ = ["profile", "annotated_listing", "ProfileReport", "KernelProfile", "StaticProfile",
            "EquationProfile", "WorkModel", "RuntimeStats", "NvmlWindow", "Rates", "Ceilings",
-           "DeviceInfo", "InsituStats", "NcuResult", "AnnotatedLine"]
+           "DeviceInfo", "InsituStats", "NcuResult", "AnnotatedLine", "TimingStats",
+           "ThrottleStats"]

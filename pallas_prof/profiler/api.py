@@ -60,13 +60,15 @@ def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches:
             min_seconds: float = 0.2, nvml: bool = True, ceilings: Any = True,
             refresh_ceilings: bool = False, ncu: bool = False, insitu=None,
             reference: str | Callable | dict | None = None, tolerance=None,
-            top: int = 5) -> ProfileReport:
+            top: int = 5, mode: str = "both") -> ProfileReport:
   """Profiles the kernels pallas-prof lowered in this process.
 
   kernels: None (all of registry.kernels()), a name or label, or a list of
     KernelRecords / CompiledKernels.
   device: CUDA device index to replay on (a bad index raises BadDevice).
   replay: time each kernel with the replay runner (GPU only).
+  mode: the replay's timing modes, "cold", "sustained" or "both" (runner.py): the
+    cold median (L2 cold, unthrottled GPU) is the headline when timed.
   nvml: sample the GPU's clocks, power, temperature and throttle reasons during timing.
   ceilings: True (measure or load the cached ceilings), False, or a Ceilings object.
   ncu: also run Nsight Compute on each kernel's replay (slow; needs ncu).
@@ -97,7 +99,7 @@ def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches:
   handle = _nvml_handle(info, notes) if nvml else None
   if replay:
     for t, p in zip(targets, profiles):
-      _replay_one(t, p, device, min_launches, min_seconds, handle, reference, tolerance)
+      _replay_one(t, p, device, min_launches, min_seconds, handle, reference, tolerance, mode)
   ceil = None
   if ceilings is True:
     try:
@@ -166,7 +168,8 @@ def _nvml_handle(info, notes):
     return None
 
 
-def _replay_one(t, p, device, min_launches, min_seconds, handle, reference, tolerance) -> None:
+def _replay_one(t, p, device, min_launches, min_seconds, handle, reference, tolerance,
+                mode) -> None:
   from . import nvml, runner
   if t.compiled is None:
     return
@@ -178,7 +181,7 @@ def _replay_one(t, p, device, min_launches, min_seconds, handle, reference, tole
   try:
     p.runtime = runner.replay(t.compiled, device=device, min_launches=min_launches,
                               min_seconds=min_seconds, aliases=t.aliases, reference=ref,
-                              tolerance=tol, sampler=sampler)
+                              tolerance=tol, sampler=sampler, mode=mode)
     if sampler is not None:
       p.nvml = sampler.window()
   except Exception as e:  # noqa: BLE001
@@ -210,15 +213,32 @@ def _static_verdict(p: KernelProfile) -> str:
   return f"static only; heaviest equations: {top}" if top else "static only"
 
 
+def _throttle_text(p: KernelProfile) -> list[str]:
+  rt = p.runtime
+  parts = []
+  if rt is not None and rt.mode == "cold" and rt.sustained is not None:
+    parts.append(f"back-to-back in a loop: {rt.sustained.median_s * 1e6:.1f} us per launch "
+                 f"({100 * (rt.sustained.median_s / rt.median_s - 1):+.1f}% against cold)")
+  if p.nvml is not None and p.nvml.throttled:
+    if rt is not None and rt.mode == "cold":
+      parts.append(f"the GPU throttled during the sustained launches ({p.nvml.summary})")
+    else:
+      parts.append(f"the GPU throttled during the timed launches ({p.nvml.summary}): the time "
+                   "is slower than the GPU's unthrottled best")
+  th = rt.throttle if rt is not None else None
+  if th is not None and th.recoveries:
+    parts.append(f"cold timing redid {th.discarded_launches} throttled launches after "
+                 f"{th.recoveries} recovery pause(s)")
+  return parts
+
+
 def _verdict(p: KernelProfile) -> str:
   parts = []
   if p.rates is not None:
     parts.append(p.rates.verdict)
   elif p.runtime is None:
     parts.append("not timed")
-  if p.nvml is not None and p.nvml.throttled:
-    parts.append(f"the GPU throttled during the timed launches ({p.nvml.summary}): the time is "
-                 "slower than the GPU's unthrottled best")
+  parts += _throttle_text(p)
   if p.runtime is not None:
     if not p.runtime.outputs_written:
       parts.append("SOME OUTPUT ELEMENTS WERE NEVER WRITTEN")

@@ -128,33 +128,46 @@ def measure_memcpy(index: int, nbytes: int = COPY_BYTES, reps: int = 10) -> floa
   return 2 * nbytes / float(np.median(times))
 
 
-def copy_kernel_spec(cc: int, nbytes: int = COPY_BYTES, block: int = 4096, num_warps: int = 8):
-  """A LaunchSpec of a vectorised Triton copy of nbytes (float32)."""
+def compile_own_kernel(fn, signature: dict, constexprs: dict, cc: int, num_warps: int):
+  """Compiles one of the profiler's own kernels (_ceiling_kernels) for sm_`cc`;
+  pointer arguments are declared 16-byte aligned (the buffers are cuMemAlloc'd)."""
   import triton
   from triton.backends.compiler import GPUTarget
   from triton.compiler import ASTSource
   from ..backend.compile import triton_lock
-  from ._ceiling_kernels import pallas_prof_copy
-  from .runner import LaunchSpec, ParamSpec, ptx_param_count
-  n = nbytes // 4 // block * block
-  src = ASTSource(fn=pallas_prof_copy, signature={"src": "*fp32", "dst": "*fp32",
-                                                  "BLOCK": "constexpr"},
-                  constexprs={"BLOCK": block},
-                  attrs={(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]})
+  pointers = [i for i, t in enumerate(signature.values()) if t.startswith("*")]
+  src = ASTSource(fn=fn, signature=signature, constexprs=constexprs,
+                  attrs={(i,): [["tt.divisibility", 16]] for i in pointers})
   with triton_lock():
-    compiled = triton.compile(src, target=GPUTarget("cuda", cc, 32),
-                              options={"num_warps": num_warps})
+    return triton.compile(src, target=GPUTarget("cuda", cc, 32), options={"num_warps": num_warps})
+
+
+def own_launch_spec(compiled, grid: tuple[int, int, int], num_warps: int, params):
+  """A LaunchSpec of a kernel compiled by compile_own_kernel."""
+  from .runner import LaunchSpec, ptx_param_count
   md = compiled.metadata
   return LaunchSpec(
-      name=md.name, cubin=compiled.asm["cubin"], launch_grid=(n // block, 1, 1),
+      name=md.name, cubin=compiled.asm["cubin"], launch_grid=grid,
       num_warps=num_warps, warp_size=32, shared=int(md.shared), num_ctas=1,
       global_scratch_size=int(getattr(md, "global_scratch_size", 0) or 0),
       global_scratch_align=int(getattr(md, "global_scratch_align", 1) or 1),
       profile_scratch_size=int(getattr(md, "profile_scratch_size", 0) or 0),
       profile_scratch_align=int(getattr(md, "profile_scratch_align", 1) or 1),
-      params=[ParamSpec("src", "float32", (n,), "input", 0),
-              ParamSpec("dst", "float32", (n,), "output", 0)],
-      aliases=[], zeroed_outputs=[], ptx_param_count=ptx_param_count(compiled.asm["ptx"], md.name))
+      params=list(params), aliases=[], zeroed_outputs=[],
+      ptx_param_count=ptx_param_count(compiled.asm["ptx"], md.name))
+
+
+def copy_kernel_spec(cc: int, nbytes: int = COPY_BYTES, block: int = 4096, num_warps: int = 8):
+  """A LaunchSpec of a vectorised Triton copy of nbytes (float32)."""
+  from ._ceiling_kernels import pallas_prof_copy
+  from .runner import ParamSpec
+  n = nbytes // 4 // block * block
+  compiled = compile_own_kernel(pallas_prof_copy, {"src": "*fp32", "dst": "*fp32",
+                                                   "BLOCK": "constexpr"},
+                                {"BLOCK": block}, cc, num_warps)
+  return own_launch_spec(compiled, (n // block, 1, 1), num_warps,
+                         [ParamSpec("src", "float32", (n,), "input", 0),
+                          ParamSpec("dst", "float32", (n,), "output", 0)])
 
 
 def measure_copy_kernel(index: int, nbytes: int = COPY_BYTES) -> float:

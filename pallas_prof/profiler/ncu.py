@@ -58,6 +58,8 @@ def _env() -> dict[str, str]:
 
 
 def replay_command(spec_dir: str, device: int, launches: int, warmup: int) -> list[str]:
+  # the runner's default mode, "plain", launches without the cold mode's L2 flush kernel:
+  # ncu flushes the caches before each profiled launch itself (--cache-control all)
   return [sys.executable, "-m", "pallas_prof.profiler.runner", spec_dir, "--launches",
           str(launches), "--warmup", str(warmup), "--device", str(device)]
 

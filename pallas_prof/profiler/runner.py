@@ -14,12 +14,36 @@ What a replay does, in order:
      equal to the poison both times was never written
   3. optional correctness: outputs of set 0 against the CPU interpreter or a
      reference function
-  4. warm-up, then at least `min_launches` timed launches and `min_seconds`
-     of them, CUDA events around each launch (on a stream of our own)
-  5. median, p10, p90, min of the per-launch times
+  4. per timing mode, warm-up, then at least `min_launches` timed launches and
+     `min_seconds` of them (or, past min_launches, `max_seconds` of wall
+     time), CUDA events around each launch (on a stream of our own)
+  5. median, p10, p90, min of the per-launch times, per mode
+
+Two timing modes (after nvbench, which reports "cold" and "batch" GPU time):
+
+  cold       the headline figure, and what Nsight Compute's gpu__time_duration
+             measures (ncu flushes the caches before each launch and leaves
+             idle gaps between launches). Before each timed launch a read-only
+             Triton kernel reads twice the L2 size (l2flush.py), outside the
+             events: the kernel starts with no data of its own in L2 and no
+             dirty lines of a previous launch to write back. Rotating sets
+             alone leave the previous launch's outputs dirty in L2 (up to ~50 MB
+             of a 60 MB L2 for an 8192^2 f32 softmax); their write-back slowed
+             the next launch by ~5% against ncu. A throttle guard (throttle.py)
+             checks the SM clock after each ~10 ms batch and has a throttled
+             batch redone after a recovery sleep: back-to-back launches of an
+             8192^3 bf16 matmul power-capped an H200 to 1455 of 1980 MHz and
+             took 13% longer than ncu's isolated launches.
+  sustained  back-to-back launches, no flush, no guard: what a program's loop
+             sees, power capping and write-back included.
+
+`replay(mode="both")` (the default) times cold first, on a GPU the sustained
+launches have not yet heated, then sustained.
 
 Also a small command line for Nsight Compute to profile a replay in a
-subprocess: `python -m pallas_prof.profiler.runner SPEC_DIR --launches N`.
+subprocess: `python -m pallas_prof.profiler.runner SPEC_DIR --launches N`
+(mode "plain": launches only, no flush, since ncu flushes the caches itself;
+`--mode cold|sustained|both` times instead and prints the stats).
 """
 from __future__ import annotations
 
@@ -34,14 +58,18 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import driver
+from . import driver, l2flush
 from .driver import ProfilerError, call
-from .schema import Correctness, RuntimeStats
+from .schema import Correctness, RuntimeStats, TimingStats
+from .throttle import ThrottleGuard
 
 POISONS = (0xFF, 0x5A)
 MAX_LAUNCHES = 200_000
 BATCH = 2048
 ALIGN = 256
+MODES = ("cold", "sustained", "both")
+MAX_SECONDS = 2.0            # per mode: once min_launches are in, stop after this much wall time
+CHECK_INTERVAL_S = 0.01      # cold: wall time of a batch between two throttle checks
 
 
 # --- what to launch ------------------------------------------------------------------------
@@ -198,6 +226,34 @@ def launch_plan(estimate_s: float, min_launches: int, min_seconds: float,
   return int(min(max_launches, max(min_launches, math.ceil(min_seconds / estimate_s))))
 
 
+def enough(kept: int, kept_s: float, wanted: int, min_launches: int, min_seconds: float,
+           elapsed_s: float, max_seconds: float = MAX_SECONDS) -> bool:
+  """Whether a timed window may stop: `wanted` launches and min_seconds of kernel
+  time, or, once min_launches are in, max_seconds of wall time (cold launches
+  cost a flush and a check each: a tiny kernel would otherwise take many seconds)."""
+  if kept >= MAX_LAUNCHES:
+    return True
+  if kept < min_launches:
+    return False
+  return elapsed_s >= max_seconds or (kept >= wanted and kept_s >= min_seconds)
+
+
+def check_batch(wall_per_launch_s: float, interval_s: float = CHECK_INTERVAL_S) -> int:
+  """Cold launches per throttle check: about interval_s of wall time, 1..BATCH. A
+  throttled batch is thrown away whole, so batches stay short."""
+  if wall_per_launch_s <= 0:
+    return BATCH
+  return int(min(BATCH, max(1, round(interval_s / wall_per_launch_s))))
+
+
+def check_mode(mode: str) -> tuple[str, ...]:
+  """The modes to time, in order: cold first, on a GPU not yet heated by the
+  sustained launches."""
+  if mode not in MODES:
+    raise ProfilerError(f"timing mode {mode!r}: expected one of {', '.join(MODES)}")
+  return ("cold", "sustained") if mode == "both" else (mode,)
+
+
 def summarize(times_s: Sequence[float]) -> dict[str, float]:
   t = np.asarray(times_s, dtype=np.float64)
   return {"median_s": float(np.median(t)), "p10_s": float(np.percentile(t, 10)),
@@ -286,6 +342,8 @@ class Replayer:
     self.l2_bytes = 0
     self.set_bytes = 0
     self.notes: list[str] = []
+    self._counter = 0          # timed launches so far: each takes the next input set
+    self._flush: l2flush.L2Flush | None = None
 
   # -- setup --------------------------------------------------------------------------------
   def __enter__(self) -> "Replayer":
@@ -444,48 +502,84 @@ class Replayer:
 
   def time_launches(self, min_launches: int = 100, min_seconds: float = 0.2,
                     warmup_seconds: float = 0.05, min_warmup: int = 5,
-                    on_window: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Warm-up, then timed launches with CUDA events around each one."""
-    d = driver._driver()
-    flags = int(d.CUevent_flags.CU_EVENT_DEFAULT)
-    pool = [(call("cuEventCreate", flags), call("cuEventCreate", flags)) for _ in range(BATCH)]
+                    on_window: Callable[[str], None] | None = None,
+                    max_seconds: float = MAX_SECONDS) -> dict[str, Any]:
+    """Sustained mode: warm-up, then back-to-back timed launches, CUDA events
+    around each one."""
+    return self._time(False, None, min_launches, min_seconds, warmup_seconds, min_warmup,
+                      on_window, max_seconds)
+
+  def time_cold(self, min_launches: int = 100, min_seconds: float = 0.2,
+                guard: ThrottleGuard | None = None, warmup_seconds: float = 0.02,
+                min_warmup: int = 3, on_window: Callable[[str], None] | None = None,
+                max_seconds: float = MAX_SECONDS) -> dict[str, Any]:
+    """Cold mode: before each timed launch the L2 flush kernel (outside the
+    events); the throttle guard checks the clock after each batch of about
+    CHECK_INTERVAL_S and has a throttled batch redone."""
+    if self._flush is None:
+      cc = (10 * self.ctx.attribute("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR")
+            + self.ctx.attribute("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR"))
+      self._flush = l2flush.L2Flush(cc, self.l2_bytes, self.stream)
+    guard = guard or ThrottleGuard.off("no guard given")
+    return self._time(True, guard, min_launches, min_seconds, warmup_seconds, min_warmup,
+                      on_window, max_seconds)
+
+  def _time(self, cold: bool, guard: ThrottleGuard | None, min_launches: int, min_seconds: float,
+            warmup_seconds: float, min_warmup: int, on_window, max_seconds: float) -> dict:
+    pool = self._event_pool()
     try:
-      counter = 0
-      warm_times: list[float] = []
-      warm_start = time.perf_counter()
-      while len(warm_times) < min_warmup or sum(warm_times) < warmup_seconds:
-        n = min(BATCH, max(min_warmup, 8, len(warm_times)))     # doubling
-        warm_times += self._timed_batch(pool, counter, n)
-        counter += n
-        if time.perf_counter() - warm_start > max(10 * warmup_seconds, 5.0):
-          break
-      estimate = float(np.median(warm_times))
-      wanted = launch_plan(estimate, min_launches, min_seconds)
+      warm_times, wall_per_launch = self._warm_up(pool, cold, warmup_seconds, min_warmup)
+      wanted = launch_plan(float(np.median(warm_times)), min_launches, min_seconds)
+      per_batch = check_batch(wall_per_launch) if guard is not None else BATCH
       times: list[float] = []
       if on_window:
         on_window("start")
       window_start = time.perf_counter()
-      while len(times) < wanted or (sum(times) < min_seconds and len(times) < MAX_LAUNCHES):
-        n = min(BATCH, max(wanted - len(times), 1))
-        times += self._timed_batch(pool, counter, n)
-        counter += n
+      while not enough(len(times), sum(times), wanted, min_launches, min_seconds,
+                       time.perf_counter() - window_start, max_seconds):
+        n = min(per_batch, max(wanted - len(times), 1))
+        got = self._timed_batch(pool, n, cold)
+        if guard is None or guard.keep(n):
+          times += got
       window = time.perf_counter() - window_start
       if on_window:
         on_window("stop")
-      return {"times_s": times, "warmup_launches": len(warm_times), "window_s": window}
+      return {"mode": "cold" if cold else "sustained", "times_s": times,
+              "warmup_launches": len(warm_times), "window_s": window}
     finally:
       for a, b in pool:
         call("cuEventDestroy", a)
         call("cuEventDestroy", b)
 
-  def _timed_batch(self, pool, first: int, n: int) -> list[float]:
+  def _event_pool(self) -> list[tuple[Any, Any]]:
+    flags = int(driver._driver().CUevent_flags.CU_EVENT_DEFAULT)
+    return [(call("cuEventCreate", flags), call("cuEventCreate", flags)) for _ in range(BATCH)]
+
+  def _warm_up(self, pool, cold: bool, warmup_seconds: float,
+               min_warmup: int) -> tuple[list[float], float]:
+    """Doubling batches until min_warmup launches and warmup_seconds of kernel time;
+    the per-launch times and the wall time per launch (flush and sync included)."""
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < min_warmup or sum(times) < warmup_seconds:
+      times += self._timed_batch(pool, min(BATCH, max(min_warmup, 8, len(times))), cold)
+      if time.perf_counter() - start > max(10 * warmup_seconds, 5.0):
+        break
+    return times, (time.perf_counter() - start) / len(times)
+
+  def _timed_batch(self, pool, n: int, cold: bool = False) -> list[float]:
+    """n launches, each on the next input set, between their own event pair; cold:
+    the flush kernel before each (after the zeroing memsets, so it evicts their lines)."""
     for i in range(n):
       start, end = pool[i]
-      if self._zero_ptrs[(first + i) % self.n_sets]:
-        for ptr, nbytes in self._zero_ptrs[(first + i) % self.n_sets]:
-          call("cuMemsetD8Async", ptr, 0, nbytes, self.stream)
+      s = self._counter % self.n_sets
+      self._counter += 1
+      for ptr, nbytes in self._zero_ptrs[s]:
+        call("cuMemsetD8Async", ptr, 0, nbytes, self.stream)
+      if cold:
+        self._flush.launch(self.stream)
       call("cuEventRecord", start, self.stream)
-      self._launch_only(first + i)
+      self._launch_only(s)
       call("cuEventRecord", end, self.stream)
     call("cuEventSynchronize", pool[n - 1][1])
     return [float(call("cuEventElapsedTime", pool[i][0], pool[i][1])) / 1e3 for i in range(n)]
@@ -510,13 +604,14 @@ class Replayer:
       except ProfilerError as e:
         errors.append(e)
     self.buffers = []
-    for action in (lambda: self.stream is not None and call("cuStreamDestroy", self.stream),
+    for action in (lambda: self._flush is not None and self._flush.close(),
+                   lambda: self.stream is not None and call("cuStreamDestroy", self.stream),
                    lambda: self.module is not None and call("cuModuleUnload", self.module)):
       try:
         action()
       except ProfilerError as e:
         errors.append(e)
-    self.stream = self.module = None
+    self.stream = self.module = self._flush = None
     if self._ctx_manager is not None:
       self._ctx_manager.__exit__(None, None, None)
       self._ctx_manager = None
@@ -529,16 +624,26 @@ def _round_up(n: int, align: int) -> int:
 
 
 def replay(ck, *, device: int = 0, min_launches: int = 100, min_seconds: float = 0.2,
-           aliases=(), zeroed_outputs=(), reference: str | Callable | None = None,
-           tolerance: tuple[float, float] | None = None, sampler=None,
-           seed: int | None = None, inputs=None, n_sets: int | None = None) -> RuntimeStats:
+           mode: str = "both", aliases=(), zeroed_outputs=(),
+           reference: str | Callable | None = None, tolerance: tuple[float, float] | None = None,
+           sampler=None, seed: int | None = None, inputs=None, n_sets: int | None = None,
+           throttle: ThrottleGuard | bool = True,
+           max_seconds: float = MAX_SECONDS) -> RuntimeStats:
   """Times a CompiledKernel (or LaunchSpec) on GPU `device`.
 
+  mode: "cold", "sustained" or "both" (see the module docstring); the result's
+    median_s etc. are the cold mode's whenever it was timed.
   reference: None, "interpreter" (the CPU interpreter on the same inputs), or
     a function of the input arrays returning the outputs (e.g. a jnp version).
-  sampler: an nvml.Sampler, started and stopped around the timed window.
+  sampler: an nvml.Sampler, started and stopped around the sustained window
+    (the cold one when only cold is timed).
   inputs: optional list of sets, each a list of input arrays, instead of random ones.
+  throttle: True (a guard on the device's NVML clocks, off where NVML is not),
+    False (no guard), or a ThrottleGuard (e.g. throttle.for_device(device,
+    threshold=0.95)); used by the cold mode only.
+  max_seconds: wall-time cap per mode once min_launches are timed.
   """
+  modes = check_mode(mode)
   spec = ck if isinstance(ck, LaunchSpec) else LaunchSpec.from_compiled(ck, aliases,
                                                                         zeroed_outputs)
   with Replayer(spec, device, seed, inputs) as r:
@@ -547,20 +652,66 @@ def replay(ck, *, device: int = 0, min_launches: int = 100, min_seconds: float =
     correctness = None
     if reference is not None:
       correctness = _check(ck, r, outputs, reference, tolerance, aliases)
-    timing = r.time_launches(
-        min_launches, min_seconds,
-        on_window=(lambda what: sampler.start() if what == "start" else sampler.stop())
-        if sampler is not None else None)
-    stats = summarize(timing["times_s"])
-    notes = list(r.notes) + [f"random inputs seeded with {r.seed}"]
-    bad = [f"output {i}: {n} elements never written" for i, n in enumerate(unwritten) if n]
-    notes += bad
-    return RuntimeStats(
-        device_index=device, launches=len(timing["times_s"]),
-        warmup_launches=timing["warmup_launches"], timed_window_s=timing["window_s"],
-        input_sets=r.n_sets, set_bytes=r.set_bytes, l2_bytes=r.l2_bytes,
-        outputs_written=not bad, unwritten_elements=unwritten, correctness=correctness,
-        notes=notes, **stats)
+    guard = _guard(throttle, device) if "cold" in modes else None
+    try:
+      timings = _time_modes(r, modes, min_launches, min_seconds, guard, sampler, max_seconds)
+    finally:
+      if guard is not None and guard is not throttle:     # ours: release NVML
+        guard.close()
+    return _runtime_stats(r, device, timings, guard, unwritten, correctness)
+
+
+def _guard(throttle, device: int) -> ThrottleGuard:
+  if isinstance(throttle, ThrottleGuard):
+    return throttle
+  if not throttle:
+    return ThrottleGuard.off("turned off by the caller")
+  from .throttle import for_device
+  return for_device(device)
+
+
+def _time_modes(r: Replayer, modes, min_launches, min_seconds, guard, sampler,
+                max_seconds) -> dict[str, dict]:
+  """Each mode's timing; the sampler watches the last mode's window (sustained, when
+  timed: where a throttled GPU shows; the cold mode has the guard)."""
+  out = {}
+  for m in modes:
+    watch = sampler if m == modes[-1] else None
+    on_window = ((lambda what, s=watch: s.start() if what == "start" else s.stop())
+                 if watch is not None else None)
+    if m == "cold":
+      out[m] = r.time_cold(min_launches, min_seconds, guard, on_window=on_window,
+                           max_seconds=max_seconds)
+    else:
+      out[m] = r.time_launches(min_launches, min_seconds, on_window=on_window,
+                               max_seconds=max_seconds)
+  return out
+
+
+def timing_stats(timing: dict) -> TimingStats:
+  return TimingStats(mode=timing["mode"], launches=len(timing["times_s"]),
+                     warmup_launches=timing["warmup_launches"],
+                     timed_window_s=timing["window_s"], **summarize(timing["times_s"]))
+
+
+def _runtime_stats(r: Replayer, device: int, timings: dict[str, dict], guard, unwritten,
+                   correctness) -> RuntimeStats:
+  per_mode = {m: timing_stats(t) for m, t in timings.items()}
+  main = per_mode.get("cold") or per_mode["sustained"]
+  notes = list(r.notes) + [f"random inputs seeded with {r.seed}"]
+  bad = [f"output {i}: {n} elements never written" for i, n in enumerate(unwritten) if n]
+  notes += bad
+  throttle = guard.summary() if guard is not None else None
+  if throttle is not None and throttle.note:
+    notes.append(f"cold timing: {throttle.note}")
+  headline = {k: getattr(main, k) for k in ("median_s", "p10_s", "p90_s", "min_s", "mean_s")}
+  return RuntimeStats(
+      device_index=device, launches=main.launches, warmup_launches=main.warmup_launches,
+      timed_window_s=main.timed_window_s, input_sets=r.n_sets, set_bytes=r.set_bytes,
+      l2_bytes=r.l2_bytes, outputs_written=not bad, unwritten_elements=unwritten,
+      correctness=correctness, notes=notes, mode=main.mode, cold=per_mode.get("cold"),
+      sustained=per_mode.get("sustained"), throttle=throttle,
+      l2_flush_bytes=r._flush.nbytes if r._flush is not None else None, **headline)
 
 
 def _check(ck, r: Replayer, outputs, reference, tolerance, aliases) -> Correctness:
@@ -592,8 +743,18 @@ def main(argv=None) -> int:
   parser.add_argument("--warmup", type=int, default=2)
   parser.add_argument("--device", type=int, default=0)
   parser.add_argument("--seed", type=int, default=None)
+  parser.add_argument("--mode", choices=("plain",) + MODES, default="plain",
+                      help="plain (default, what ncu runs): warm-up + N launches, no timing and "
+                      "no L2 flush (ncu flushes the caches itself); cold / sustained / both: "
+                      "time as replay() does, at least N timed launches, and print the stats")
+  parser.add_argument("--min-seconds", type=float, default=0.2)
   args = parser.parse_args(argv)
   spec = LaunchSpec.load(args.spec_dir)
+  if args.mode != "plain":
+    stats = replay(spec, device=args.device, min_launches=args.launches,
+                   min_seconds=args.min_seconds, mode=args.mode, seed=args.seed)
+    print(json.dumps({"kernel": spec.name, **stats.to_dict()}))
+    return 0
   with Replayer(spec, args.device, args.seed) as r:
     r.prepare()
     for i in range(args.warmup + args.launches):

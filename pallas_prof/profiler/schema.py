@@ -1,7 +1,8 @@
 """The profiler's report: plain dataclasses, JSON-serialisable with `to_dict()`.
 
     ProfileReport                       what pallas_prof.profile() returns
-      schema_version  int               bumped when a field changes meaning
+      schema_version  int               bumped when a field changes meaning (2: runtime.median_s
+                                        is the cold mode's; runtime.sustained added)
       created         float             time.time() of the report
       gpu_present     bool              False: static correlation only
       message         str               one plain sentence about what was done
@@ -16,7 +17,9 @@
       in_avals, out_avals [str]         the shapes it ran on
       static          StaticProfile     resources, instruction counts, per-equation weights
       work            WorkModel         bytes and FLOPs the jaxpr implies (or the cost estimate)
-      runtime         RuntimeStats|None replay timing (GPU only)
+      runtime         RuntimeStats|None replay timing (GPU only): median_s etc. of the cold
+                                        mode (L2 cold, unthrottled) when timed; .cold and
+                                        .sustained (back-to-back) hold each mode timed
       nvml            NvmlWindow|None   GPU state during the timed window
       rates           Rates|None        achieved bytes/s, FLOP/s, % of ceilings, verdict
       insitu          InsituStats|None  launches and times as the program really ran (CUPTI)
@@ -34,7 +37,7 @@ import dataclasses
 import json
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class _Serializable:
@@ -161,8 +164,44 @@ class Correctness(_Serializable):
 
 
 @dataclasses.dataclass
+class TimingStats(_Serializable):
+  """One timing mode's per-launch times (CUDA events around each timed launch)."""
+  mode: str                     # "cold" or "sustained"
+  launches: int                 # timed launches kept
+  warmup_launches: int
+  median_s: float
+  p10_s: float
+  p90_s: float
+  min_s: float
+  mean_s: float
+  timed_window_s: float         # wall time of the timed launches (recovery sleeps included)
+
+
+@dataclasses.dataclass
+class ThrottleStats(_Serializable):
+  """The cold mode's throttle guard: SM clock checks through NVML after each batch."""
+  available: bool               # False: NVML unavailable, nothing checked (see note)
+  threshold: float              # throttled: SM clock below threshold x max (and a slowdown reason)
+  recovery_delay_s: float       # slept after a throttled check, before redoing the batch
+  max_sm_clock_mhz: float | None
+  min_sm_clock_mhz: float | None = None   # lowest clock seen at a check
+  checks: int = 0
+  throttled_checks: int = 0
+  recoveries: int = 0           # recovery sleeps
+  recovery_s: float = 0.0       # seconds slept in all
+  discarded_launches: int = 0   # timed launches thrown away because the GPU was throttled
+  kept_throttled_launches: int = 0   # throttled launches kept once the recovery budget ran out
+  reasons: list[str] = dataclasses.field(default_factory=list)   # slowdown reasons seen
+  note: str = ""
+
+
+@dataclasses.dataclass
 class RuntimeStats(_Serializable):
-  """Replay timing: CUDA events around each launch, inputs rotated past L2."""
+  """Replay timing, inputs rotated past L2. The top-level median/p10/p90/min/
+  mean/launches are those of `mode`: "cold" (L2 made cold before each launch,
+  throttled samples redone; what Nsight Compute measures) when it was timed,
+  else "sustained" (back-to-back launches; what a program's loop sees).
+  `cold` and `sustained` hold each mode that was timed."""
   device_index: int
   launches: int                 # timed launches
   warmup_launches: int
@@ -179,6 +218,11 @@ class RuntimeStats(_Serializable):
   unwritten_elements: list[int | None]   # per output; None where the check does not apply
   correctness: Correctness | None = None
   notes: list[str] = dataclasses.field(default_factory=list)
+  mode: str = "sustained"       # which mode the top-level figures are
+  cold: TimingStats | None = None
+  sustained: TimingStats | None = None
+  throttle: ThrottleStats | None = None  # the cold mode's throttle guard
+  l2_flush_bytes: int | None = None      # bytes the cold mode's flush kernel reads
 
 
 @dataclasses.dataclass

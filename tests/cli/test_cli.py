@@ -168,3 +168,24 @@ def test_script_exit_codes_and_errors_are_preserved(tmp_path, body, code, needle
     assert needle in result.stdout + result.stderr
   if code == 1:
     assert f'File "{script}", line 2' in result.stderr   # the script's own traceback
+
+
+def test_kernel_table_shows_cold_median_and_sustained():
+  # a report dict as a GPU run writes it (figures are test inputs)
+  from rich.console import Console
+  from pallas_prof.cli.render import kernel_table
+  kernel = {"label": "softmax_kernel#abc", "grid": [8192], "num_warps": 4, "num_stages": 1}
+  runtime = {"mode": "cold", "median_s": 129.8e-6, "p10_s": 129.0e-6, "p90_s": 131.0e-6,
+             "sustained": {"mode": "sustained", "median_s": 136.0e-6}}
+  run = {"kernels": [kernel], "profile": {"gpu_present": True, "kernels": [
+      {"label": kernel["label"], "runtime": runtime}]}}
+  con = Console(width=250, no_color=True, record=True)
+  con.print(kernel_table(run))
+  text = con.export_text()
+  assert "cold median µs" in text and "sustained µs" in text
+  assert "129.8 [129.0-131.0]" in text and "136.0" in text and "(sustained)" not in text
+  # a report from before the two modes timed back-to-back: its median is marked so
+  run["profile"]["kernels"][0]["runtime"] = {"median_s": 136.0e-6, "p10_s": 1e-4, "p90_s": 2e-4}
+  con = Console(width=250, no_color=True, record=True)
+  con.print(kernel_table(run))
+  assert "136.0 [100.0-200.0] (sustained)" in con.export_text()

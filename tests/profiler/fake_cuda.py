@@ -28,9 +28,18 @@ class _Handle(int):
   pass
 
 
+FLUSH = "pallas_prof_l2_flush"
+
+
+def _decode(params: int, n: int) -> list[int]:
+  """The values behind a cuLaunchKernel parameter array of n pointers."""
+  pointers = np.ctypeslib.as_array(ctypes.cast(params, ctypes.POINTER(ctypes.c_uint64)), (n,))
+  return [ctypes.c_uint64.from_address(int(p)).value for p in pointers]
+
+
 class FakeDriver:
   def __init__(self, gk=None, *, devices=1, event_ms=0.5, free_bytes=8 * 2**30,
-               l2_bytes=1 << 20, write_fraction=1.0, interpret_launches=2):
+               l2_bytes=1 << 20, write_fraction=1.0, interpret_launches=2, after_kernel_ms=0.0):
     self.gk = gk
     self.devices = devices
     self.event_ms = event_ms
@@ -39,11 +48,17 @@ class FakeDriver:
     self.write_fraction = write_fraction     # < 1: the "kernel" leaves some outputs unwritten
     self.interpret_launches = interpret_launches   # launches that run the kernel (the poison
                                                    # check's two); later ones are only recorded
+    self.after_kernel_ms = after_kernel_ms   # scripted extra time of a timed launch issued right
+                                             # after the kernel itself (no flush in between)
     self.allocations: dict[int, np.ndarray] = {}
-    self.launches: list[tuple] = []
+    self.launches: list[tuple] = []          # launches of the kernel under test (and memcpys)
+    self.flushes: list[tuple] = []           # launches of the L2 flush kernel
     self.context_stack: list[int] = []
-    self.events: dict[int, int] = {}         # event -> launches recorded before it
+    self.events: dict[int, int] = {}         # event -> launches (kernel + flush) before it
+    self.penalty: dict[int, float] = {}      # start event -> scripted extra ms
     self.calls: list[str] = []
+    self.functions: dict[int, str] = {}      # function handle -> kernel name
+    self.order: list[str] = []               # "memset", "flush", "kernel", "record" in issue order
     self._next = 1
     self.CUresult = CUresult
     self.CUdevice_attribute = types.SimpleNamespace(
@@ -130,9 +145,11 @@ class FakeDriver:
 
   def cuModuleGetFunction(self, module, name):
     assert isinstance(name, bytes)
-    if self.gk is not None and name.decode() != self.gk.name:
+    if self.gk is not None and name.decode() not in (self.gk.name, FLUSH):
       return CUresult.CUDA_ERROR_NOT_FOUND, None
-    return CUresult.CUDA_SUCCESS, self._handle()
+    handle = self._handle()
+    self.functions[int(handle)] = name.decode()
+    return CUresult.CUDA_SUCCESS, handle
 
   def cuModuleUnload(self, module):
     return (CUresult.CUDA_SUCCESS,)
@@ -181,6 +198,7 @@ class FakeDriver:
 
   def cuMemsetD8Async(self, dst, value, n, stream):
     self._check_range(int(dst), n)
+    self.order.append("memset")
     ctypes.memset(int(dst), value, n)
     return (CUresult.CUDA_SUCCESS,)
 
@@ -201,25 +219,40 @@ class FakeDriver:
     return (CUresult.CUDA_SUCCESS,)
 
   def cuEventRecord(self, event, stream):
-    self.events[int(event)] = len(self.launches)
+    last_op = next((op for op in reversed(self.order) if op in ("kernel", "flush")), None)
+    self.penalty[int(event)] = self.after_kernel_ms if last_op == "kernel" else 0.0
+    self.order.append("record")
+    self.events[int(event)] = len(self.launches) + len(self.flushes)
     return (CUresult.CUDA_SUCCESS,)
 
   def cuEventSynchronize(self, event):
     return (CUresult.CUDA_SUCCESS,)
 
   def cuEventElapsedTime(self, start, end):
+    # a flush between the events would count as a launch: the time would double
     launches = self.events[int(end)] - self.events[int(start)]
-    return CUresult.CUDA_SUCCESS, self.event_ms * launches
+    return CUresult.CUDA_SUCCESS, self.event_ms * launches + self.penalty[int(start)]
 
   def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
     assert isinstance(params, int) and extra == 0
+    if self.functions.get(int(fn)) == FLUSH:
+      return self._flush(params, (gx, gy, gz), (bx, by, bz))
+    self.order.append("kernel")
     n = len(self.gk.params) + 2 if self.gk is not None else 4
-    pointers_to_args = np.ctypeslib.as_array(ctypes.cast(params, ctypes.POINTER(ctypes.c_uint64)),
-                                             (n,))
-    args = [ctypes.c_uint64.from_address(int(p)).value for p in pointers_to_args]
+    args = _decode(params, n)
     self.launches.append(((gx, gy, gz), (bx, by, bz), shared, args))
     if self.gk is not None and len(self.launches) <= self.interpret_launches:
       self._run(args)
+    return (CUresult.CUDA_SUCCESS,)
+
+  def _flush(self, params, grid, block):
+    # the L2 flush kernel: src, out, two null scratch pointers; src must be allocated
+    args = _decode(params, 4)
+    self._check_range(args[0], grid[0] * 4096 * 4)
+    self._check_range(args[1], 4)
+    assert args[2:] == [0, 0]
+    self.order.append("flush")
+    self.flushes.append((grid, block, args))
     return (CUresult.CUDA_SUCCESS,)
 
   def _run(self, args):

@@ -38,7 +38,7 @@ def test_report_is_json(softmax_kernel):
   rec, _ = softmax_kernel
   report = pallas_prof.profile([rec])
   data = json.loads(report.to_json())
-  assert data["schema_version"] == 1 and data["gpu_present"] is False
+  assert data["schema_version"] == 2 and data["gpu_present"] is False
   k = data["kernels"][0]
   assert set(k) >= {"label", "name", "static", "work", "runtime", "nvml", "rates", "insitu", "ncu",
                     "verdict", "errors"}

@@ -138,6 +138,9 @@ def test_replay_softmax_on_gpu(examples):
   assert stats.correctness.passed, stats.correctness.message
   assert stats.launches >= 100 and stats.input_sets * stats.set_bytes > 2 * stats.l2_bytes
   assert 0 < stats.min_s <= stats.p10_s <= stats.median_s <= stats.p90_s
+  # both modes: cold (flushed L2) is the headline, sustained beside it
+  assert stats.mode == "cold" and stats.cold.launches >= 100 and stats.sustained.launches >= 100
+  assert stats.l2_flush_bytes >= 2 * stats.l2_bytes and stats.throttle is not None
 
 
 @pytest.mark.gpu
@@ -239,6 +242,9 @@ def test_profile_gpu_path_on_the_stand_in(fake_driver, matmul_mma):
   k = report.kernels[0]
   assert k.errors == [] and k.runtime.launches == 20
   assert k.runtime.correctness.passed
+  # both modes timed; cold is the headline the rates use, the verdict names the loop time
+  assert k.runtime.mode == "cold" and k.runtime.sustained.launches >= 20
+  assert "back-to-back in a loop: 4.0 us per launch (+0.0% against cold)" in k.verdict
   # 64^3 bf16: 3 * 64*64*2 bytes in the scripted 4 us
   assert k.rates.bytes_per_s == pytest.approx(3 * 64 * 64 * 2 / 4e-6)
   assert k.rates.flops_per_s == pytest.approx(k.work.flops / 4e-6)
