@@ -1,7 +1,7 @@
 """Which elementwise functions does pallas-prof compute bit-for-bit as XLA does, and
 what decides it? One GPU run, side by side: XLA, JAX's built-in Triton backend,
-pallas-prof as it compiles by default, and pallas-prof with Triton's
-`enable_fp_fusion=False` (no FMA contraction of separate multiplies and adds).
+pallas-prof as it compiles by default, pallas-prof with Triton's defaults (FMA contraction on, the libdevice in Triton's wheel), and each
+of those two alone.
 
     python bench/bitwise_probe.py [--out probe.json]
 
@@ -26,7 +26,7 @@ from jax import lax  # noqa: E402
 from jax.experimental import pallas as pl  # noqa: E402
 
 import pallas_prof  # noqa: E402
-from pallas_prof.backend import compile as pcompile, registration  # noqa: E402
+from pallas_prof.backend import compat, compile as pcompile, registration  # noqa: E402
 
 UNARY = {
     "pow2": lambda x: jnp.power(2, x), "exp": jnp.exp, "exp2": jnp.exp2, "log": lambda x: jnp.log(jnp.abs(x)),
@@ -54,12 +54,14 @@ def libdevices() -> dict:
   return {"jax_cuda_path": getattr(jax_lib, "cuda_path", None), "md5": md5}
 
 
-def _set_options(fp_fusion: bool, libdevice: str | None = None):
-  extra = {}
-  if not fp_fusion:
-    extra["enable_fp_fusion"] = False
+def _set_options(fp_fusion: bool | None = None, libdevice: str | None = None):
+  """None: pallas-prof's defaults; otherwise override FMA contraction and libdevice."""
+  from pallas_prof.backend import compat
+  os.environ.pop("PALLAS_PROF_LIBDEVICE", None)
   if libdevice:
-    extra["extern_libs"] = (("libdevice", libdevice),)
+    os.environ["PALLAS_PROF_LIBDEVICE"] = libdevice
+  compat.xla_libdevice_path.cache_clear()
+  extra = {} if fp_fusion is None else {"enable_fp_fusion": fp_fusion}
   pcompile.compile_options = lambda gk: {**_plain_options(gk), **extra}
   pcompile.clear_memory_cache()
 
@@ -80,20 +82,16 @@ def main(argv=None):
   x = jax.random.normal(jax.random.PRNGKey(np.random.randint(2**31)), (1 << 20,), jnp.float32) * 3
   libs = libdevices()
   print("libdevices:", json.dumps(libs, indent=1))
-  cuda_lib = None
-  if libs["jax_cuda_path"]:
-    cuda_lib = os.path.join(libs["jax_cuda_path"], "nvvm", "libdevice", "libdevice.10.bc")
-  elif os.path.exists("/usr/local/cuda/nvvm/libdevice/libdevice.10.bc"):
-    cuda_lib = "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc"
-  variants = {"builtin": None, "ours": (True, None), "ours_no_fp_fusion": (False, None),
-              "ours_cuda_libdevice": (True, cuda_lib), "ours_both": (False, cuda_lib)}
+  # pallas-prof's defaults, Triton's defaults, and each of the two changes alone
+  variants = {"builtin": None, "ours": (None, None), "ours_triton_defaults": (True, "triton"),
+              "ours_fp_fusion_only": (True, None), "ours_triton_libdevice_only": (False, "triton")}
   rows = {}
   for name, func in UNARY.items():
     want = np.asarray(jax.jit(func)(x))
     row = {}
     for variant, how in variants.items():
       registration.route_to_builtin(variant == "builtin")
-      _set_options(*(how or (True, None)))
+      _set_options(*(how or (None, None)))
       jax.clear_caches()
       try:
         got = np.asarray(jax.jit(lambda v: in_kernel(func, v))(x))
@@ -102,12 +100,12 @@ def main(argv=None):
       except Exception as e:  # noqa: BLE001 - reported in the table
         row[variant] = f"{type(e).__name__}: {str(e)[:120]}"
     registration.route_to_builtin(False)
-    _set_options(True)
+    _set_options()
     rows[name] = row
     print(f"{name:12s} elements differing from XLA of {x.size}: {row}", flush=True)
   if args.out:
     with open(args.out, "w") as f:
-      json.dump({"device": jax.devices()[0].device_kind, "jax": jax.__version__, "n": int(x.size), "libdevices": libs, "cuda_libdevice": cuda_lib,
+      json.dump({"device": jax.devices()[0].device_kind, "jax": jax.__version__, "n": int(x.size), "libdevices": libs, "libdevice_used": compat.xla_libdevice_path(),
                  "rows": rows}, f, indent=2)
 
 

@@ -240,3 +240,32 @@ def scan_layout(params: dict) -> tuple[int, int]:
     return int(params["num_consts"]), int(params["num_carry"])
   consts, carry, _ = params["ft_in"].unpack()
   return len(consts), len(carry)
+
+
+@functools.lru_cache(maxsize=1)
+def xla_libdevice_path() -> str | None:
+  """The libdevice XLA's GPU compiler links, so that libdevice functions
+  (powf among them) compute bit for bit what XLA and JAX's built-in backend
+  compute; Triton's wheel ships a different libdevice version. XLA looks in
+  --xla_gpu_cuda_data_dir, else in the CUDA directory JAX found (CUDA_ROOT, the
+  nvidia-cuda-nvcc wheel), else in /usr/local/cuda. None: use Triton's own.
+  PALLAS_PROF_LIBDEVICE=<path> chooses one; PALLAS_PROF_LIBDEVICE=triton keeps Triton's."""
+  chosen = os.environ.get("PALLAS_PROF_LIBDEVICE")
+  if chosen:
+    return None if chosen == "triton" else chosen
+  roots = []
+  for flag in os.environ.get("XLA_FLAGS", "").split():
+    if flag.startswith("--xla_gpu_cuda_data_dir="):
+      roots.append(flag.split("=", 1)[1])
+  try:
+    from jax._src import lib as jax_lib
+    if isinstance(getattr(jax_lib, "cuda_path", None), str):
+      roots.append(jax_lib.cuda_path)
+  except ImportError:
+    pass
+  roots.append("/usr/local/cuda")
+  for root in roots:
+    path = os.path.join(root, "nvvm", "libdevice", "libdevice.10.bc")
+    if os.path.isfile(path):
+      return path
+  return None

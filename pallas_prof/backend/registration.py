@@ -32,11 +32,15 @@ class CompilerParams:
       (e.g. 90 for sm_90); useful to inspect code for another GPU.
     zero_outputs: indices of outputs to zero before the launch (accumulating
       kernels); outputs written with atomics are zeroed automatically.
+    enable_fp_fusion: let Triton contract a multiply and an add into one FMA
+      (Triton's own default). Off by default: XLA and JAX's built-in backend
+      round the two separately, and pallas-prof computes what they compute.
   """
   num_warps: int | None = None
   num_stages: int | None = None
   compute_capability: int | None = None
   zero_outputs: tuple[int, ...] = ()
+  enable_fp_fusion: bool = False
 
   # JAX's CompilerParams protocol wants a backend tag
   BACKEND = "triton"
@@ -143,6 +147,7 @@ def _lower(ctx, in_nodes, params, platform: str):
     cc = cc or 90
   gk = lower_kernel(jaxpr, grid_mapping, num_warps=num_warps, num_stages=num_stages,
                     compute_capability=cc, name=params.get("name"),
+                    enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
                     debug=bool(params.get("debug")), call_site=call_site)
   aliases = tuple(tuple(a) for a in params.get("input_output_aliases", ()))
   rec = registry.record(registry.KernelRecord(

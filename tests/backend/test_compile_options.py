@@ -1,0 +1,111 @@
+"""Compile options that decide bit-level agreement with XLA: FMA contraction and
+which libdevice is linked. (What each changes on the GPU was measured with
+bench/bitwise_probe.py; these tests pin the choices and their plumbing.)"""
+from __future__ import annotations
+
+import os
+import re
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.experimental import pallas as pl
+
+import pallas_prof
+from pallas_prof.backend import compat, compile as pcompile, registry
+
+
+def _lower(kernel, params=None, n=256):
+  registry.clear()
+  jax.clear_caches()
+  call = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((n,), jnp.float32),
+                        compiler_params=params or pallas_prof.CompilerParams())
+  jax.jit(call).lower(jnp.ones(n), jnp.ones(n))
+  (rec,) = registry.kernels()
+  return rec.generated
+
+
+def _mul_add(x_ref, y_ref, o_ref):
+  o_ref[...] = x_ref[...] * y_ref[...] + x_ref[...]
+
+
+def _ptx_body(gk) -> str:
+  ptx = pcompile.compile_kernel(gk, ("cuda", 90)).ptx
+  return ptx[ptx.index(".entry"):]
+
+
+def test_a_multiply_and_an_add_stay_two_roundings_by_default():
+  gk = _lower(_mul_add)
+  assert pcompile.compile_options(gk)["enable_fp_fusion"] is False
+  body = _ptx_body(gk)
+  assert re.search(r"\bmul\.rn\.f32", body) and re.search(r"\badd\.rn\.f32", body), body[-1500:]
+  assert "fma.rn.f32" not in body
+
+
+def test_compiler_params_opt_back_into_fma_contraction():
+  gk = _lower(_mul_add, pallas_prof.CompilerParams(enable_fp_fusion=True))
+  assert gk.enable_fp_fusion and "enable_fp_fusion=True" in gk.source.splitlines()[1]
+  assert pcompile.compile_options(gk)["enable_fp_fusion"] is True
+  assert "fma.rn.f32" in _ptx_body(gk)
+  plain = _lower(_mul_add)
+  assert pcompile.compile_key(gk, ("cuda", 90)) != pcompile.compile_key(plain, ("cuda", 90))
+
+
+def test_libdevice_follows_xla_and_can_be_overridden(monkeypatch, tmp_path):
+  fake_root = tmp_path / "cuda"
+  (fake_root / "nvvm" / "libdevice").mkdir(parents=True)
+  lib = fake_root / "nvvm" / "libdevice" / "libdevice.10.bc"
+  lib.write_bytes(b"not really bitcode")
+  compat.xla_libdevice_path.cache_clear()
+  try:
+    monkeypatch.setenv("XLA_FLAGS", f"--xla_gpu_cuda_data_dir={fake_root}")
+    assert compat.xla_libdevice_path() == str(lib)
+    compat.xla_libdevice_path.cache_clear()
+    monkeypatch.setenv("PALLAS_PROF_LIBDEVICE", "triton")
+    assert compat.xla_libdevice_path() is None
+    gk = _lower(_mul_add)
+    assert "extern_libs" not in pcompile.compile_options(gk)
+    compat.xla_libdevice_path.cache_clear()
+    monkeypatch.setenv("PALLAS_PROF_LIBDEVICE", str(lib))
+    assert pcompile.compile_options(gk)["extern_libs"] == (("libdevice", str(lib)),)
+  finally:
+    compat.xla_libdevice_path.cache_clear()
+
+
+def test_the_libdevice_file_is_part_of_the_compile_key(monkeypatch, tmp_path):
+  gk = _lower(_mul_add)
+  keys = []
+  for content in (b"one", b"two"):
+    lib = tmp_path / f"libdevice-{content.decode()}.bc"
+    lib.write_bytes(content)
+    monkeypatch.setenv("PALLAS_PROF_LIBDEVICE", str(lib))
+    compat.xla_libdevice_path.cache_clear()
+    keys.append(pcompile.compile_key(gk, ("cuda", 90)))
+  compat.xla_libdevice_path.cache_clear()
+  assert keys[0] != keys[1]
+
+
+CUDA_LIBDEVICE = "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc"
+
+
+@pytest.mark.skipif(not os.path.isfile(CUDA_LIBDEVICE), reason="no CUDA libdevice on this machine")
+def test_a_libdevice_call_compiles_against_the_cuda_libdevice(monkeypatch):
+  monkeypatch.delenv("PALLAS_PROF_LIBDEVICE", raising=False)
+  monkeypatch.delenv("XLA_FLAGS", raising=False)
+  compat.xla_libdevice_path.cache_clear()
+
+  def kernel(x_ref, y_ref, o_ref):
+    o_ref[...] = jnp.power(jnp.abs(x_ref[...]), y_ref[...])
+  try:
+    gk = _lower(kernel)
+    assert pcompile.compile_options(gk)["extern_libs"][0][1].endswith("libdevice.10.bc")
+    with_cuda = _ptx_body(gk)
+    monkeypatch.setenv("PALLAS_PROF_LIBDEVICE", "triton")
+    compat.xla_libdevice_path.cache_clear()
+    with_triton = _ptx_body(gk)
+  finally:
+    compat.xla_libdevice_path.cache_clear()
+  # the two libdevices implement powf differently (Triton's through ex2/lg2.approx):
+  # the PTX shows which one was linked
+  assert "ex2.approx" in with_triton
+  assert with_cuda != with_triton
