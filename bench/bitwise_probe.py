@@ -1,7 +1,7 @@
 """Which elementwise functions does pallas-prof compute bit-for-bit as XLA does, and
 what decides it? One GPU run, side by side: XLA, JAX's built-in Triton backend,
-pallas-prof as it compiles by default, pallas-prof with Triton's defaults (FMA contraction on, the libdevice in Triton's wheel), and each
-of those two alone.
+pallas-prof as it compiles by default, pallas-prof with Triton's defaults (FMA
+contraction on, the libdevice in Triton's wheel), and each of those two alone.
 
     python bench/bitwise_probe.py [--out probe.json]
 
