@@ -3,7 +3,7 @@
 # Run on the device machine from the repository root, with .whl (and
 # .conformance for the conformance step) carried along:
 #   bash bench/gpu_session.sh pytest conformance bench      (one H200)
-#   bash bench/gpu_session.sh profiler cli multi             (two H200s)
+#   bash bench/gpu_session.sh profiler cli multi cli_multi   (two H200s)
 set -u
 # $OUT comes back to the workstation but only as a few files: work in a
 # folder of our own and hand back one archive of it at the end.
@@ -48,6 +48,16 @@ step_profiler() {   # replay timing, ncu, NVML, CUPTI in-situ, device index chec
 step_cli() {   # the front door, on a script with four kernels, on every GPU
   timeout ${CLI_TIMEOUT:-150} python3 -m pallas_prof run --device all --out "$OUT/cli_run" \
     examples/pipeline.py 2>&1 | tee "$OUT/cli_run.txt" | tail -40
+}
+
+step_probe() {   # which elementwise functions match XLA bit for bit, and why
+  timeout ${PROBE_TIMEOUT:-120} python3 bench/bitwise_probe.py --out "$OUT/bitwise_probe.json" 2>&1 \
+    | grep -v Deprecation | grep -v "^ " | tail -20
+}
+
+step_cli_multi() {   # the CLI on the multi-GPU example: in-situ launches per device
+  timeout ${CLI_TIMEOUT:-150} python3 -m pallas_prof run --device all --out "$OUT/cli_multi" \
+    examples/multi_gpu.py 2>&1 | tee "$OUT/cli_multi.txt" | tail -40
 }
 
 step_multi() {   # a pallas-prof kernel on every GPU (shard_map and device_put)
