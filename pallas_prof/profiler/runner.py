@@ -30,10 +30,13 @@ Two timing modes (after nvbench, which reports "cold" and "batch" GPU time):
              alone leave the previous launch's outputs dirty in L2 (up to ~50 MB
              of a 60 MB L2 for an 8192^2 f32 softmax); their write-back slowed
              the next launch by ~5% against ncu. A throttle guard (throttle.py)
-             checks the SM clock after each ~10 ms batch and has a throttled
+             checks the SM clock after each ~3 ms batch and has a throttled
              batch redone after a recovery sleep: back-to-back launches of an
              8192^3 bf16 matmul power-capped an H200 to 1455 of 1980 MHz and
-             took 13% longer than ncu's isolated launches.
+             took 13% longer than ncu's isolated launches. Once the GPU has
+             throttled, the remaining cold launches are paced (one at a time,
+             after an idle gap of ten kernel times, 2-20 ms: pacing_gap), as
+             ncu's isolated launches are.
   sustained  back-to-back launches, no flush, no guard: what a program's loop
              sees, power capping and write-back included.
 
@@ -69,7 +72,7 @@ BATCH = 2048
 ALIGN = 256
 MODES = ("cold", "sustained", "both")
 MAX_SECONDS = 2.0            # per mode: once min_launches are in, stop after this much wall time
-CHECK_INTERVAL_S = 0.01      # cold: wall time of a batch between two throttle checks
+CHECK_INTERVAL_S = 0.003     # cold: wall time of a batch between two throttle checks
 
 
 # --- what to launch ------------------------------------------------------------------------
@@ -244,6 +247,15 @@ def check_batch(wall_per_launch_s: float, interval_s: float = CHECK_INTERVAL_S) 
   if wall_per_launch_s <= 0:
     return BATCH
   return int(min(BATCH, max(1, round(interval_s / wall_per_launch_s))))
+
+
+def pacing_gap(kernel_s: float) -> float:
+  """Idle time before each cold launch once the GPU has throttled: the launches are
+  then isolated, as ncu's are. Back-to-back launches of an 8192^3 bf16 matmul kept
+  an H200 power-capped even with recovery sleeps between batches (cold median 3-8%
+  over ncu, while its p10 matched ncu): the power controller reacts within a few
+  launches. Ten kernel times of idle, 2 to 20 ms."""
+  return min(0.02, max(0.002, 10 * kernel_s))
 
 
 def check_mode(mode: str) -> tuple[str, ...]:
@@ -535,17 +547,22 @@ class Replayer:
       if on_window:
         on_window("start")
       window_start = time.perf_counter()
+      pace_s = 0.0
       while not enough(len(times), sum(times), wanted, min_launches, min_seconds,
                        time.perf_counter() - window_start, max_seconds):
-        n = min(per_batch, max(wanted - len(times), 1))
+        n = 1 if pace_s else min(per_batch, max(wanted - len(times), 1))
+        if pace_s:
+          time.sleep(pace_s)
         got = self._timed_batch(pool, n, cold)
         if guard is None or guard.keep(n):
           times += got
+        elif cold and not pace_s:
+          pace_s = pacing_gap(float(np.median(warm_times)))
       window = time.perf_counter() - window_start
       if on_window:
         on_window("stop")
       return {"mode": "cold" if cold else "sustained", "times_s": times,
-              "warmup_launches": len(warm_times), "window_s": window}
+              "warmup_launches": len(warm_times), "window_s": window, "pace_s": pace_s}
     finally:
       for a, b in pool:
         call("cuEventDestroy", a)
@@ -691,6 +708,7 @@ def _time_modes(r: Replayer, modes, min_launches, min_seconds, guard, sampler,
 def timing_stats(timing: dict) -> TimingStats:
   return TimingStats(mode=timing["mode"], launches=len(timing["times_s"]),
                      warmup_launches=timing["warmup_launches"],
+                     paced_gap_s=timing.get("pace_s") or 0.0,
                      timed_window_s=timing["window_s"], **summarize(timing["times_s"]))
 
 

@@ -175,6 +175,7 @@ class TimingStats(_Serializable):
   min_s: float
   mean_s: float
   timed_window_s: float         # wall time of the timed launches (recovery sleeps included)
+  paced_gap_s: float = 0.0      # cold: idle before each launch once the GPU throttled (0: none)
 
 
 @dataclasses.dataclass

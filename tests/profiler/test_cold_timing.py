@@ -55,7 +55,7 @@ def test_is_throttled_needs_a_low_clock_and_a_slowdown_reason():
   assert throttle.is_throttled(1455, 1980, 0.9, None)
   assert not throttle.is_throttled(1455, None, 0.9, None)
   # nvbench's 0.75 would have kept the H200's 1455 MHz only by 1.5 points
-  assert throttle.is_throttled(1455, 1980, 0.75, None) and throttle.THRESHOLD == 0.90
+  assert throttle.is_throttled(1455, 1980, 0.75, None) and throttle.THRESHOLD == 0.95
 
 
 def test_guard_discards_a_throttled_batch_after_a_recovery_sleep():
@@ -123,8 +123,9 @@ def test_enough_bounds_each_mode():
   assert runner.enough(runner.MAX_LAUNCHES, 0.0, 10**9, 10**9, 9.0, 0.0)
 
 
-def test_check_batch_is_about_ten_ms_of_launches():
-  assert runner.check_batch(1.5e-3) == 7                 # a 1.5 ms matmul (+ flush)
+def test_check_batch_is_about_three_ms_of_launches():
+  assert runner.check_batch(1.5e-3) == 2                 # a 1.5 ms matmul (+ flush)
+  assert runner.check_batch(1e-4) == 30
   assert runner.check_batch(1e-6) == runner.BATCH
   assert runner.check_batch(0.5) == 1
   assert runner.check_batch(0.0) == runner.BATCH
@@ -182,18 +183,44 @@ def test_cold_launches_the_flush_before_each_timed_launch(fake_driver, softmax_k
   assert fake.allocations == {}                       # the flush's buffers were freed too
 
 
-def test_cold_redoes_throttled_batches(fake_driver, softmax_kernel):
+def test_cold_redoes_throttled_batches_then_paces_launches(fake_driver, softmax_kernel,
+                                                           monkeypatch):
   _, ck = softmax_kernel
   fake = fake_driver(ck.generated, event_ms=1.0)
+  paced = []
+  monkeypatch.setattr(runner.time, "sleep", paced.append)
   guard, slept = scripted_guard([COOL, CAPPED, CAPPED] + [COOL] * 1000)
   with runner.Replayer(LaunchSpec.from_compiled(ck), 0, seed=1) as r:
     r.prepare(n_sets=3)
-    r._warm_up = lambda pool, cold, s, n: ([1e-3] * 3, 2e-3)      # 5 launches per check
+    r._warm_up = lambda pool, cold, s, n: ([1e-3] * 3, 6e-4)      # 5 launches per check
     cold = r.time_cold(min_launches=20, min_seconds=0.0, guard=guard)
   s = guard.summary()
+  # a cool batch of 5 kept; a capped batch of 5 redone, and from then on one launch at a
+  # time after an idle gap: the next (capped) launch redone too, then 15 kept
   assert len(cold["times_s"]) == 20 and len(slept) == 2
-  assert s.discarded_launches == 10 and s.recoveries == 2 and s.checks == 6
-  assert len(fake.flushes) == 30                      # 20 kept + 10 redone
+  assert s.discarded_launches == 6 and s.recoveries == 2 and s.checks == 18
+  assert len(fake.flushes) == 26
+  assert cold["pace_s"] == runner.pacing_gap(1e-3) == pytest.approx(0.01)
+  assert paced == [pytest.approx(0.01)] * 16
+  assert runner.timing_stats(cold).paced_gap_s == pytest.approx(0.01)
+
+
+def test_pacing_gap_is_ten_kernel_times_within_2_to_20_ms():
+  assert runner.pacing_gap(1.5e-3) == pytest.approx(0.015)
+  assert runner.pacing_gap(10e-6) == 0.002
+  assert runner.pacing_gap(0.5) == 0.02
+
+
+def test_cold_without_throttling_never_paces(fake_driver, softmax_kernel, monkeypatch):
+  _, ck = softmax_kernel
+  fake_driver(ck.generated, event_ms=1.0)
+  paced = []
+  monkeypatch.setattr(runner.time, "sleep", paced.append)
+  guard, _ = scripted_guard([COOL] * 1000)
+  with runner.Replayer(LaunchSpec.from_compiled(ck), 0, seed=1) as r:
+    r.prepare(n_sets=3)
+    cold = r.time_cold(min_launches=20, min_seconds=0.0, guard=guard, warmup_seconds=0.0)
+  assert paced == [] and cold["pace_s"] == 0.0
 
 
 def test_replay_both_modes_reports_cold_as_the_headline(fake_driver, softmax_kernel):
