@@ -125,6 +125,22 @@ class GeneratedKernel:
 
 # --- the rule context -----------------------------------------------------------
 
+@dataclasses.dataclass
+class Scope:
+  """What one jaxpr being lowered (the kernel, a loop body, a branch) has
+  already computed, for later lines of it and of the jaxprs nested in it.
+
+  `exprs`: expression -> the variable holding it (RuleContext.assign_once).
+
+  A nested jaxpr gets its own Scope, dropped when it ends, so nothing it
+  computed is used where it may not have run (after a branch, after a loop
+  body, or in the next iteration of a loop before it is recomputed). Jaxprs
+  emitted as straight-line code (calls, a loop of one iteration) share their
+  caller's Scope: what they compute runs exactly once, right there.
+  """
+  exprs: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
 class KernelContext:
   """State shared by all rules while one kernel is lowered."""
 
@@ -144,9 +160,8 @@ class KernelContext:
     self.replaying = False
     self.atomic_refs: set[str] = set()     # params updated with atomics (zeroed on GPU)
     self._pp_contexts: dict[int, Any] = {}
-    # expression -> the variable holding it, one dict per jaxpr being lowered
-    # (the kernel, a loop body, a branch): see RuleContext.assign_once
-    self.scopes: list[dict[str, str]] = []
+    # one Scope per jaxpr being lowered, innermost last
+    self.scopes: list[Scope] = []
 
   def next_eqn_index(self) -> int:
     i = self._eqn_counter
@@ -155,6 +170,18 @@ class KernelContext:
 
   def peek_eqn_index(self) -> int:
     return self._eqn_counter
+
+  def lookup(self, table: str, key):
+    """What this scope or an enclosing one recorded under `key`, else None."""
+    for scope in reversed(self.scopes):
+      hit = getattr(scope, table).get(key)
+      if hit is not None:
+        return hit
+    return None
+
+  def remember(self, table: str, key, value) -> None:
+    if self.scopes:
+      getattr(self.scopes[-1], table)[key] = value
 
 
 class RuleContext:
@@ -192,12 +219,10 @@ class RuleContext:
     after the loop, and the body's scope ends before the carry is reassigned.
     """
     key = expr if key is None else key
-    for scope in reversed(self.kernel.scopes):
-      if key in scope:
-        return scope[key]
-    name = self.b.assign(hint, expr)
-    if self.kernel.scopes:
-      self.kernel.scopes[-1][key] = name
+    name = self.kernel.lookup("exprs", key)
+    if name is None:
+      name = self.b.assign(hint, expr)
+      self.kernel.remember("exprs", key, name)
     return name
 
   def out_used(self, i: int = 0) -> bool:
@@ -207,10 +232,14 @@ class RuleContext:
       return False
     return self._live is None or var in self._live
 
-  def lower_jaxpr(self, jaxpr, args: Sequence[Any], region: str, consts=()) -> list[Any]:
-    """Lowers a nested jaxpr (loop body, branch, call) inline, here."""
+  def lower_jaxpr(self, jaxpr, args: Sequence[Any], region: str, consts=(), *,
+                  straight_line: bool = False) -> list[Any]:
+    """Lowers a nested jaxpr (loop body, branch, call) inline, here.
+
+    `straight_line`: the jaxpr's lines run exactly once, right here (not in a
+    loop body or a branch), so what it computes stays usable after it."""
     return lower_jaxpr(self.kernel, jaxpr, list(args), parent=self.info, region=region,
-                       consts=consts)
+                       consts=consts, new_scope=not straight_line)
 
   def replay_jaxpr(self, jaxpr, args: Sequence[Any], region: str, first_index: int,
                    consts=()) -> list[Any]:
@@ -248,7 +277,7 @@ def _const_value(value, aval) -> Value:
 
 
 def lower_jaxpr(kernel: KernelContext, jaxpr, args: list[Any], *, parent: EqnInfo | None,
-                region: str, consts=()) -> list[Any]:
+                region: str, consts=(), new_scope: bool = True) -> list[Any]:
   env: dict[Any, Any] = {}
   for var, value in zip(jaxpr.constvars, consts):
     env[var] = _const_value(value, var.aval)
@@ -257,7 +286,10 @@ def lower_jaxpr(kernel: KernelContext, jaxpr, args: list[Any], *, parent: EqnInf
   for var, value in zip(jaxpr.invars, args):
     env[var] = value
   live = _live_vars(jaxpr)
-  kernel.scopes.append({})
+  if not new_scope and kernel.scopes:
+    _lower_equations(kernel, jaxpr, env, live, parent, region)
+    return [_read(env, v) for v in jaxpr.outvars]
+  kernel.scopes.append(Scope())
   try:
     _lower_equations(kernel, jaxpr, env, live, parent, region)
     return [_read(env, v) for v in jaxpr.outvars]
