@@ -5,7 +5,9 @@ the index maps) and lowers the body. `lower_jaxpr` is the walker and
 `_lower_equation` the single dispatcher: it looks up RULES[primitive],
 records the equation for the line map, opens the observer's span, and turns
 anything a rule raises into a LoweringError that names the equation and the
-user's line.
+user's line. It also gives a pure equation seen before in scope its earlier
+outputs, and after an equation that may write to memory it forgets every
+load (the memory rules reuse a load only until then; see Scope).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from . import compat, emit, hooks
 from .codegen import (EqnInfo, KernelBuilder, UnsupportedDtype, Value, next_pow2, sanitize,
                       signature_type)
 from .errors import LoweringError, Unsupported
-from .folding import try_fold
+from .folding import FOLDABLE, try_fold
 
 MAX_GRID_YZ = 2**16 - 1
 MAX_GRID_X = 2**31 - 1
@@ -131,6 +133,10 @@ class Scope:
   already computed, for later lines of it and of the jaxprs nested in it.
 
   `exprs`: expression -> the variable holding it (RuleContext.assign_once).
+  `values`: a pure equation (primitive, params, operands) -> its outputs
+  (the dispatcher's common-subexpression step).
+  `loads`: a ref read (view, mask, other) -> the value it loaded, only while
+  no equation has written to any ref since (KernelContext.forget_loads).
 
   A nested jaxpr gets its own Scope, dropped when it ends, so nothing it
   computed is used where it may not have run (after a branch, after a loop
@@ -139,6 +145,8 @@ class Scope:
   caller's Scope: what they compute runs exactly once, right there.
   """
   exprs: dict[str, str] = dataclasses.field(default_factory=dict)
+  values: dict[tuple, Any] = dataclasses.field(default_factory=dict)
+  loads: dict[tuple, Any] = dataclasses.field(default_factory=dict)
 
 
 class KernelContext:
@@ -183,6 +191,14 @@ class KernelContext:
     if self.scopes:
       getattr(self.scopes[-1], table)[key] = value
 
+  def forget_loads(self) -> None:
+    """Something may have written to memory: no earlier load may be reused.
+
+    Every scope, not just the innermost: refs can alias one another
+    (input_output_aliases), so a write to any ref may change any read."""
+    for scope in self.scopes:
+      scope.loads.clear()
+
 
 class RuleContext:
   """What a rule gets besides its operands: the builder, avals and helpers."""
@@ -224,6 +240,16 @@ class RuleContext:
       name = self.b.assign(hint, expr)
       self.kernel.remember("exprs", key, name)
     return name
+
+  def reused_load(self, key) -> Value | None:
+    """The value an earlier read with this key loaded, if no write came since."""
+    return self.kernel.lookup("loads", key)
+
+  def remember_load(self, key, value: Value) -> None:
+    self.kernel.remember("loads", key, value)
+
+  def forget_loads(self) -> None:
+    self.kernel.forget_loads()
 
   def out_used(self, i: int = 0) -> bool:
     """Whether anything reads output i (a swap whose old value nobody reads skips the load)."""
@@ -289,6 +315,10 @@ def lower_jaxpr(kernel: KernelContext, jaxpr, args: list[Any], *, parent: EqnInf
   if not new_scope and kernel.scopes:
     _lower_equations(kernel, jaxpr, env, live, parent, region)
     return [_read(env, v) for v in jaxpr.outvars]
+  if any(_may_write(eqn) for eqn in jaxpr.eqns):
+    # a loop body runs again after its own writes: nothing loaded before the
+    # loop (or before the write, in an earlier iteration) may be reused in it
+    kernel.forget_loads()
   kernel.scopes.append(Scope())
   try:
     _lower_equations(kernel, jaxpr, env, live, parent, region)
@@ -343,6 +373,12 @@ def _lower_equation(kernel: KernelContext, eqn, info: EqnInfo, invals: list[Any]
     folded = try_fold(eqn, invals)
     if folded is not None:
       return folded
+    key = _pure_key(eqn, invals)
+    if key is not None:
+      earlier = kernel.lookup("values", key)
+      if earlier is not None:
+        return list(earlier) if eqn.primitive.multiple_results else earlier
+    writes = _may_write(eqn)
     rule = RULES.get(eqn.primitive)
     if rule is None:
       raise _lowering_error(kernel, info, f"primitive `{eqn.primitive.name}` has no "
@@ -361,10 +397,52 @@ def _lower_equation(kernel: KernelContext, eqn, info: EqnInfo, invals: list[Any]
                             f"rule: {type(e).__name__}: {e}",
                             "please report this with the kernel; meanwhile try writing "
                             "the operation differently", e) from e
+    if writes:
+      # also what the rule itself loaded (a swap's old value); a loop body
+      # that writes forgets them on entry too (lower_jaxpr)
+      kernel.forget_loads()
+    if key is not None:
+      kernel.remember("values", key, tuple(out) if eqn.primitive.multiple_results else out)
     if b.num_lines > first_line:
       span.set("pallas.generated_lines",
                f"{b.line_number(first_line)}-{b.line_number(b.num_lines - 1)}")
   return out
+
+
+# Primitives the dispatcher computes once per scope: pure functions of their
+# operands and params that emit only assignments of fresh names (no memory).
+# The same equation again (e.g. the `i * block + iota` and `< n` of each of a
+# kernel's loops) gets the earlier outputs, so reads through it match too.
+_PURE = frozenset(FOLDABLE | {"iota", "broadcast_in_dim"})
+
+# Writes to memory, whatever their effects say (inline asm: it might).
+_WRITERS = frozenset({"swap", "masked_swap", "addupdate", "atomic_rmw", "atomic_cas",
+                      "elementwise_inline_asm", "elementwise_inline_asm_p"})
+
+
+def _pure_key(eqn, invals):
+  """A hashable key for a pure equation, or None (not pure, or unhashable)."""
+  if eqn.primitive.name not in _PURE or eqn.effects:
+    return None
+  key = (eqn.primitive, tuple(sorted(eqn.params.items())), tuple(invals),
+         tuple(v.aval for v in eqn.invars), tuple(v.aval for v in eqn.outvars))
+  try:
+    hash(key)
+  except TypeError:
+    return None
+  return key
+
+
+def _may_write(eqn) -> bool:
+  """Whether an equation may write to memory (then no earlier load is reused).
+
+  JAX tracks reads and writes of refs as effects, also through control flow
+  (a loop's effects are its body's): anything but a read counts as a write,
+  so do primitives known to write."""
+  from jax._src.state import types as state_types
+  if eqn.primitive.name in _WRITERS:
+    return True
+  return any(not isinstance(e, state_types.ReadEffect) for e in eqn.effects)
 
 
 def _unsupported_hint(eqn) -> str:

@@ -197,6 +197,9 @@ def _while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
              else ctx.value("loop_end", f"tl.maximum({_typed_expr(lo)}, {_typed_expr(hi)})",
                             lo.dtype))
     return [final, hi] + carried
+  # a general while loop may spin on memory another program writes: none of
+  # it reuses a load from before the loop
+  ctx.forget_loads()
   names = [_materialize(ctx, c, "carry") for c in carry]
   carried = _as_values(names, carry)
   first_cond_eqn = ctx.kernel.peek_eqn_index()
