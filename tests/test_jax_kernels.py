@@ -48,6 +48,24 @@ def test_norm_forward_and_backward(rng, norm):
                  err_msg=name)
 
 
+@pytest.mark.parametrize("norm", ["layer_norm", "rms_norm"])
+def test_norm_forward_loads_x_once(rng, norm):
+  """The forward kernels read x in three (rms_norm: two) loops over column
+  blocks; with one block per row each loop runs once, is emitted straight,
+  and the later reads of x reuse the first load (nothing is stored between)."""
+  from jax.experimental.pallas.ops.gpu import layer_norm, rms_norm
+  from pallas_prof.backend import registry
+  module = {"layer_norm": layer_norm, "rms_norm": rms_norm}[norm]
+  x, w, b = (jnp.asarray(random_array(rng, s, jnp.float32)) for s in ((2, 3, 96), (96,), (96,)))
+  out = getattr(module, norm)(x, w, b)
+  assert_close(out, getattr(module, f"{norm}_reference")(x, w, b), atol=1e-4, rtol=1e-4)
+  [record] = [r for r in registry.find(f"{norm}_forward_kernel")
+              if "(2, 3)" in r.generated.source.splitlines()[1]]
+  source = record.generated.source
+  assert source.count("tl.load(x_ref") == 1, source
+  assert "for " not in source and "eviction_policy='evict_first'" not in source, source
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_mha_forward_and_backward(rng, causal):
   from jax.experimental.pallas.ops.gpu import attention

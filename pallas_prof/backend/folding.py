@@ -10,7 +10,7 @@ from . import emit
 from .codegen import Value
 
 # Primitives safe to evaluate eagerly: pure, elementwise, no params that name refs.
-_FOLDABLE = {
+FOLDABLE = frozenset({
     "abs", "acos", "acosh", "add", "and", "asin", "asinh", "atan", "atan2", "atanh", "cbrt",
     "ceil", "clamp", "convert_element_type", "cos", "cosh", "div", "eq", "erf", "erf_inv",
     "erfc", "exp", "exp2", "expm1", "floor", "ge", "gt", "integer_pow", "is_finite", "le",
@@ -18,11 +18,11 @@ _FOLDABLE = {
     "not", "or", "pow", "rem", "round", "rsqrt", "select_n", "shift_left",
     "shift_right_arithmetic", "shift_right_logical", "sign", "sin", "sinh", "sqrt", "square",
     "sub", "tan", "tanh", "xor", "population_count", "clz",
-}
+})
 
 
 def try_fold(eqn, invals) -> Value | None:
-  if eqn.primitive.name not in _FOLDABLE or eqn.primitive.multiple_results:
+  if eqn.primitive.name not in FOLDABLE or eqn.primitive.multiple_results:
     return None
   if not invals or not all(isinstance(v, Value) and v.const is not None and not v.shape
                            for v in invals):

@@ -5,7 +5,9 @@ the index maps) and lowers the body. `lower_jaxpr` is the walker and
 `_lower_equation` the single dispatcher: it looks up RULES[primitive],
 records the equation for the line map, opens the observer's span, and turns
 anything a rule raises into a LoweringError that names the equation and the
-user's line.
+user's line. It also gives a pure equation seen before in scope its earlier
+outputs, and after an equation that may write to memory it forgets every
+load (the memory rules reuse a load only until then; see Scope).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from . import compat, emit, hooks
 from .codegen import (EqnInfo, KernelBuilder, UnsupportedDtype, Value, next_pow2, sanitize,
                       signature_type)
 from .errors import LoweringError, Unsupported
-from .folding import try_fold
+from .folding import FOLDABLE, try_fold
 
 MAX_GRID_YZ = 2**16 - 1
 MAX_GRID_X = 2**31 - 1
@@ -126,6 +128,28 @@ class GeneratedKernel:
 
 # --- the rule context -----------------------------------------------------------
 
+@dataclasses.dataclass
+class Scope:
+  """What one jaxpr being lowered (the kernel, a loop body, a branch) has
+  already computed, for later lines of it and of the jaxprs nested in it.
+
+  `exprs`: expression -> the variable holding it (RuleContext.assign_once).
+  `values`: a pure equation (primitive, params, operands) -> its outputs
+  (the dispatcher's common-subexpression step).
+  `loads`: a ref read (view, mask, other) -> the value it loaded, only while
+  no equation has written to any ref since (KernelContext.forget_loads).
+
+  A nested jaxpr gets its own Scope, dropped when it ends, so nothing it
+  computed is used where it may not have run (after a branch, after a loop
+  body, or in the next iteration of a loop before it is recomputed). Jaxprs
+  emitted as straight-line code (calls, a loop of one iteration) share their
+  caller's Scope: what they compute runs exactly once, right there.
+  """
+  exprs: dict[str, str] = dataclasses.field(default_factory=dict)
+  values: dict[tuple, Any] = dataclasses.field(default_factory=dict)
+  loads: dict[tuple, Any] = dataclasses.field(default_factory=dict)
+
+
 class KernelContext:
   """State shared by all rules while one kernel is lowered."""
 
@@ -145,9 +169,8 @@ class KernelContext:
     self.replaying = False
     self.atomic_refs: set[str] = set()     # params updated with atomics (zeroed on GPU)
     self._pp_contexts: dict[int, Any] = {}
-    # expression -> the variable holding it, one dict per jaxpr being lowered
-    # (the kernel, a loop body, a branch): see RuleContext.assign_once
-    self.scopes: list[dict[str, str]] = []
+    # one Scope per jaxpr being lowered, innermost last
+    self.scopes: list[Scope] = []
 
   def next_eqn_index(self) -> int:
     i = self._eqn_counter
@@ -156,6 +179,26 @@ class KernelContext:
 
   def peek_eqn_index(self) -> int:
     return self._eqn_counter
+
+  def lookup(self, table: str, key):
+    """What this scope or an enclosing one recorded under `key`, else None."""
+    for scope in reversed(self.scopes):
+      hit = getattr(scope, table).get(key)
+      if hit is not None:
+        return hit
+    return None
+
+  def remember(self, table: str, key, value) -> None:
+    if self.scopes:
+      getattr(self.scopes[-1], table)[key] = value
+
+  def forget_loads(self) -> None:
+    """Something may have written to memory: no earlier load may be reused.
+
+    Every scope, not just the innermost: refs can alias one another
+    (input_output_aliases), so a write to any ref may change any read."""
+    for scope in self.scopes:
+      scope.loads.clear()
 
 
 class RuleContext:
@@ -193,13 +236,21 @@ class RuleContext:
     after the loop, and the body's scope ends before the carry is reassigned.
     """
     key = expr if key is None else key
-    for scope in reversed(self.kernel.scopes):
-      if key in scope:
-        return scope[key]
-    name = self.b.assign(hint, expr)
-    if self.kernel.scopes:
-      self.kernel.scopes[-1][key] = name
+    name = self.kernel.lookup("exprs", key)
+    if name is None:
+      name = self.b.assign(hint, expr)
+      self.kernel.remember("exprs", key, name)
     return name
+
+  def reused_load(self, key) -> Value | None:
+    """The value an earlier read with this key loaded, if no write came since."""
+    return self.kernel.lookup("loads", key)
+
+  def remember_load(self, key, value: Value) -> None:
+    self.kernel.remember("loads", key, value)
+
+  def forget_loads(self) -> None:
+    self.kernel.forget_loads()
 
   def out_used(self, i: int = 0) -> bool:
     """Whether anything reads output i (a swap whose old value nobody reads skips the load)."""
@@ -208,10 +259,14 @@ class RuleContext:
       return False
     return self._live is None or var in self._live
 
-  def lower_jaxpr(self, jaxpr, args: Sequence[Any], region: str, consts=()) -> list[Any]:
-    """Lowers a nested jaxpr (loop body, branch, call) inline, here."""
+  def lower_jaxpr(self, jaxpr, args: Sequence[Any], region: str, consts=(), *,
+                  straight_line: bool = False) -> list[Any]:
+    """Lowers a nested jaxpr (loop body, branch, call) inline, here.
+
+    `straight_line`: the jaxpr's lines run exactly once, right here (not in a
+    loop body or a branch), so what it computes stays usable after it."""
     return lower_jaxpr(self.kernel, jaxpr, list(args), parent=self.info, region=region,
-                       consts=consts)
+                       consts=consts, new_scope=not straight_line)
 
   def replay_jaxpr(self, jaxpr, args: Sequence[Any], region: str, first_index: int,
                    consts=()) -> list[Any]:
@@ -249,7 +304,7 @@ def _const_value(value, aval) -> Value:
 
 
 def lower_jaxpr(kernel: KernelContext, jaxpr, args: list[Any], *, parent: EqnInfo | None,
-                region: str, consts=()) -> list[Any]:
+                region: str, consts=(), new_scope: bool = True) -> list[Any]:
   env: dict[Any, Any] = {}
   for var, value in zip(jaxpr.constvars, consts):
     env[var] = _const_value(value, var.aval)
@@ -258,7 +313,14 @@ def lower_jaxpr(kernel: KernelContext, jaxpr, args: list[Any], *, parent: EqnInf
   for var, value in zip(jaxpr.invars, args):
     env[var] = value
   live = _live_vars(jaxpr)
-  kernel.scopes.append({})
+  if not new_scope and kernel.scopes:
+    _lower_equations(kernel, jaxpr, env, live, parent, region)
+    return [_read(env, v) for v in jaxpr.outvars]
+  if any(_may_write(eqn) for eqn in jaxpr.eqns):
+    # a loop body runs again after its own writes: nothing loaded before the
+    # loop (or before the write, in an earlier iteration) may be reused in it
+    kernel.forget_loads()
+  kernel.scopes.append(Scope())
   try:
     _lower_equations(kernel, jaxpr, env, live, parent, region)
     return [_read(env, v) for v in jaxpr.outvars]
@@ -312,6 +374,12 @@ def _lower_equation(kernel: KernelContext, eqn, info: EqnInfo, invals: list[Any]
     folded = try_fold(eqn, invals)
     if folded is not None:
       return folded
+    key = _pure_key(eqn, invals)
+    if key is not None:
+      earlier = kernel.lookup("values", key)
+      if earlier is not None:
+        return list(earlier) if eqn.primitive.multiple_results else earlier
+    writes = _may_write(eqn)
     rule = RULES.get(eqn.primitive)
     if rule is None:
       raise _lowering_error(kernel, info, f"primitive `{eqn.primitive.name}` has no "
@@ -330,10 +398,52 @@ def _lower_equation(kernel: KernelContext, eqn, info: EqnInfo, invals: list[Any]
                             f"rule: {type(e).__name__}: {e}",
                             "please report this with the kernel; meanwhile try writing "
                             "the operation differently", e) from e
+    if writes:
+      # also what the rule itself loaded (a swap's old value); a loop body
+      # that writes forgets them on entry too (lower_jaxpr)
+      kernel.forget_loads()
+    if key is not None:
+      kernel.remember("values", key, tuple(out) if eqn.primitive.multiple_results else out)
     if b.num_lines > first_line:
       span.set("pallas.generated_lines",
                f"{b.line_number(first_line)}-{b.line_number(b.num_lines - 1)}")
   return out
+
+
+# Primitives the dispatcher computes once per scope: pure functions of their
+# operands and params that emit only assignments of fresh names (no memory).
+# The same equation again (e.g. the `i * block + iota` and `< n` of each of a
+# kernel's loops) gets the earlier outputs, so reads through it match too.
+_PURE = frozenset(FOLDABLE | {"iota", "broadcast_in_dim"})
+
+# Writes to memory, whatever their effects say (inline asm: it might).
+_WRITERS = frozenset({"swap", "masked_swap", "addupdate", "atomic_rmw", "atomic_cas",
+                      "elementwise_inline_asm", "elementwise_inline_asm_p"})
+
+
+def _pure_key(eqn, invals):
+  """A hashable key for a pure equation, or None (not pure, or unhashable)."""
+  if eqn.primitive.name not in _PURE or eqn.effects:
+    return None
+  key = (eqn.primitive, tuple(sorted(eqn.params.items())), tuple(invals),
+         tuple(v.aval for v in eqn.invars), tuple(v.aval for v in eqn.outvars))
+  try:
+    hash(key)
+  except TypeError:
+    return None
+  return key
+
+
+def _may_write(eqn) -> bool:
+  """Whether an equation may write to memory (then no earlier load is reused).
+
+  JAX tracks reads and writes of refs as effects, also through control flow
+  (a loop's effects are its body's): anything but a read counts as a write,
+  so do primitives known to write."""
+  from jax._src.state import types as state_types
+  if eqn.primitive.name in _WRITERS:
+    return True
+  return any(not isinstance(e, state_types.ReadEffect) for e in eqn.effects)
 
 
 def _unsupported_hint(eqn) -> str:

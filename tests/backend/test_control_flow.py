@@ -107,6 +107,34 @@ def test_scan_without_xs(rng):
   }, x, name="scan_carry")
 
 
+def test_loops_of_one_iteration_are_straight_line(rng):
+  x = random_array(rng, (5, 7), "float32")
+  n = np.array([3], np.int32)
+  gk = check(lambda x, n: {
+      "fori": lax.fori_loop(0, 1, lambda i, c: c * 0.5 + i, x),
+      "fori_offset_swap": lax.fori_loop(3, 4, lambda i, c: (c[1] + i.astype(jnp.float32),
+                                                           c[0] * 2), (x, x + 1)),
+      "literal_carry": lax.fori_loop(0, 1, lambda i, c: (c[0] + x, c[1] + i + 1),
+                                     (jnp.zeros_like(x), 0)),
+      "index_only": lax.fori_loop(5, 6, lambda i, c: c + i * i, jnp.int32(2)).reshape(1),
+      "scan": lax.scan(lambda c, _: ((c[1], c[0] - 1), None), (x, x + 1), None, length=1)[0],
+      "scan_reverse": lax.scan(lambda c, _: (c * 3, None), x, None, length=1, reverse=True)[0],
+      # the fori_loop pattern as a while_loop with constant bounds
+      "while_fori": lax.while_loop(lambda c: c[0] < c[1],
+                                   lambda c: (c[0] + 1, c[1], c[2] * 3 + c[0]), (4, 5, x)),
+      "in_a_loop": lax.fori_loop(0, 3, lambda i, c: lax.fori_loop(
+          i, i + 1, lambda j, d: d * 0.5 + j, c) + lax.fori_loop(
+          0, 1, lambda j, d: d - i, c), x),
+      "around_a_loop": lax.fori_loop(2, 3, lambda i, c: lax.fori_loop(
+          0, n[0], lambda j, d: d * 0.5 + (i * j), c), x),
+  }, x, n, name="one_iteration")
+  code = [line.split("#")[0].strip() for line in gk.source.splitlines()]
+  # left as loops: in_a_loop's outer loop and its inner loop with traced
+  # bounds (i, i + 1), and around_a_loop's inner loop
+  assert sum(line.startswith(("for ", "while ")) for line in code) == 3, gk.source
+  assert gk.source.count("# one iteration") == 9, gk.source
+
+
 def test_scan_over_xs_raises_with_hint(rng):
   x = random_array(rng, (4, 8), "float32")
   with pytest.raises(pallas_prof.LoweringError) as info:

@@ -9,6 +9,7 @@ feed `test_compiles_for_sm90`, so every family also compiles for the GPU.
 from __future__ import annotations
 
 import functools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -627,6 +628,145 @@ def _atomic_cas_scalar(rng):
 
 
 # --- dtypes -------------------------------------------------------------------------------
+
+# --- reusing loads -------------------------------------------------------------------
+# A read of the same view (same mask, other) reuses the earlier load unless
+# something may have written to memory since; refs can alias, so any write
+# counts. These cases are the writes and scopes that must force a new load.
+
+@case("reload_after_aliased_store")
+def _reload_after_aliased_store(rng):
+  x = rand(rng, (8, 16))
+
+  def kernel(x_ref, o_ref, p_ref):
+    a = x_ref[...]
+    o_ref[...] = a * 2 + 1                 # o_ref is x_ref's buffer
+    p_ref[...] = x_ref[...] + a            # so this reads 2a + 1
+
+  fn = pallas(kernel, (S((8, 16), F32), S((8, 16), F32)), input_output_aliases={0: 0})
+  return fn, (x,), (x * 2 + 1, x * 3 + 1)
+
+
+@case("reload_after_aliased_masked_store")
+def _reload_after_aliased_masked_store(rng):
+  x = rand(rng, (16,))
+  lanes = jnp.arange(16)
+
+  def kernel(x_ref, o_ref, p_ref):
+    lanes = jnp.arange(16)
+    a = plgpu.load(x_ref.at[:], mask=lanes < 12, other=0.0)
+    plgpu.store(o_ref.at[:], a + 5, mask=lanes % 2 == 0)
+    p_ref[...] = plgpu.load(x_ref.at[:], mask=lanes < 12, other=0.0)
+
+  new = jnp.where(lanes % 2 == 0, jnp.where(lanes < 12, x, 0.0) + 5, x)
+  fn = pallas(kernel, (S((16,), F32), S((16,), F32)), input_output_aliases={0: 0})
+  return fn, (x,), (new, jnp.where(lanes < 12, new, 0.0))
+
+
+@case("reload_after_aliased_atomic")
+def _reload_after_aliased_atomic(rng):
+  x = rand(rng, (16,))
+  y = rand(rng, (16,))
+
+  def kernel(x_ref, y_ref, o_ref, p_ref):
+    a = x_ref[...]
+    plgpu.atomic_add(o_ref, (slice(None),), y_ref[...])
+    p_ref[...] = x_ref[...] - a
+
+  fn = pallas(kernel, (S((16,), F32), S((16,), F32)), input_output_aliases={0: 0})
+  return fn, (x, y), (x + y, (x + y) - x)
+
+
+@case("reload_in_loop_after_store")
+def _reload_in_loop_after_store(rng):
+  # loaded before the loop, then read and written in every iteration: each
+  # read must see the previous iteration's write (a reuse would give x + 1)
+  x = rand(rng, (8, 16))
+
+  def kernel(x_ref, o_ref, p_ref):
+    a = x_ref[...]
+
+    def body(i, c):
+      o_ref[...] = x_ref[...] + 1.0
+      return c + x_ref[0, 0]
+    total = jax.lax.fori_loop(0, 3, body, 0.0)
+    p_ref[...] = a * 0.5
+    p_ref[0, 0] = total
+
+  fn = pallas(kernel, (S((8, 16), F32), S((8, 16), F32)), input_output_aliases={0: 0})
+  total = (x[0, 0] + 1) + (x[0, 0] + 2) + (x[0, 0] + 3)
+  return fn, (x,), (x + 3, (x * 0.5).at[0, 0].set(total))
+
+
+@case("reload_after_loop_of_one_iteration")
+def _reload_after_loop_of_one_iteration(rng):
+  x = rand(rng, (8, 16))
+
+  def kernel(x_ref, o_ref, p_ref):
+    a = x_ref[...]
+
+    def body(i, c):
+      o_ref[...] = x_ref[...] * 2 + i.astype(F32)
+      return c
+    jax.lax.fori_loop(3, 4, body, 0)
+    p_ref[...] = x_ref[...] - a
+
+  fn = pallas(kernel, (S((8, 16), F32), S((8, 16), F32)), input_output_aliases={0: 0})
+  return fn, (x,), (x * 2 + 3, x * 2 + 3 - x)
+
+
+@case("load_in_branch_then_after")
+def _load_in_branch_then_after(rng):
+  x = rand(rng, (8, 16))
+  flag = jnp.asarray(rng.integers(0, 2, size=(1,)), jnp.int32)
+
+  def kernel(x_ref, f_ref, o_ref):
+    y = jax.lax.cond(f_ref[0] > 0, lambda: x_ref[...] * 2, lambda: jnp.ones((8, 16), F32))
+    o_ref[...] = y + x_ref[...]
+
+  ref = jnp.where(flag[0] > 0, x * 3, x + 1)
+  return pallas(kernel, S((8, 16), F32)), (x, flag), ref
+
+
+def _loads_of(source: str, ref: str) -> int:
+  return len(re.findall(rf"tl\.load\({ref}\b", source))
+
+
+def test_loads_are_reused_until_a_write(rng):
+  x = rand(rng, (8, 16))
+  fn, args, expected = CASES["reload_after_aliased_store"](rng)
+  assert _loads_of(generated_kernel(fn, *args).source, "x_ref") == 2
+
+  def kernel(x_ref, o_ref):
+    a = plgpu.load(x_ref.at[:, 1:9], eviction_policy="evict_last")
+    b = plgpu.load(x_ref.at[:, 1:9], eviction_policy="evict_first")   # reused: first wins
+    c = x_ref[:, 2:10]                                                  # another view
+    v = plgpu.load(x_ref.at[:, 1:9], volatile=True)                     # never reused
+    w = plgpu.load(x_ref.at[:, 1:9], cache_modifier=".cv")              # never reused
+    o_ref[...] = a + b + c + v * 0 + w * 0
+
+  fn = pallas(kernel, S((8, 8), F32))
+  assert_close(fn(x), x[:, 1:9] * 2 + x[:, 2:10])
+  source = generated_kernel(fn, x).source
+  assert _loads_of(source, "x_ref") == 4, source
+  assert "evict_first" not in source, source
+
+
+def test_branch_loads_are_not_reused_after_the_branch(rng):
+  x = rand(rng, (8, 16))
+  fn, _, _ = CASES["load_in_branch_then_after"](rng)
+  for flag in (0, 1):
+    assert_close(fn(x, jnp.asarray([flag], jnp.int32)), x * 3 if flag else x + 1)
+  source = generated_kernel(fn, x, jnp.asarray([1], jnp.int32)).source
+  assert _loads_of(source, "x_ref") == 2, source
+
+
+def test_loop_body_loads_are_not_hoisted_past_its_writes(rng):
+  fn, args, _ = CASES["reload_in_loop_after_store"](rng)
+  source = generated_kernel(fn, *args).source
+  before, body = source.split("for _iter")
+  assert _loads_of(before, "x_ref") == 1 and _loads_of(body, "x_ref") == 2, source
+
 
 @case("mixed_dtypes")
 def _mixed_dtypes(rng):

@@ -84,6 +84,19 @@ def _loop_index(ctx, raw: str, dtype) -> Value:
   return ctx.value("i", f"tl.cast({raw}, {tl_dtype(dtype)})", dtype, ())
 
 
+def _run_once(ctx, body, args, consts, binding: str) -> list:
+  """A loop of one iteration as straight-line code: the body once, with the
+  index bound to the start value and the carries to their initial values;
+  the body's outputs are the loop's. No variable is reassigned, so what the
+  body computes (and loads) stays usable after it."""
+  ctx.b.emit(f"# one iteration{' (' + binding + ')' if binding else ''}: the loop body inline")
+  return ctx.lower_jaxpr(body, args, "body", consts=consts, straight_line=True)
+
+
+def _binding(lo: Value) -> str:
+  return f"i = {lo.const if lo.const is not None else lo}"
+
+
 # --- scan / fori_loop -----------------------------------------------------------------
 
 @register(lax.scan_p)
@@ -104,6 +117,11 @@ def _scan(ctx, *args, jaxpr, length, reverse, unroll=1, **params):
     lo = emit.cast(ctx.b, lower, lower.dtype)
     upper = (emit.const(lo.const + length, lo.dtype) if lo.const is not None
              else ctx.value("loop_end", f"{lo} + {literal(length, lo.dtype)}", lo.dtype))
+  if length == 1:
+    index = [lo] if has_index else []
+    outs = _run_once(ctx, body, consts + index + carry, consts_closed,
+                     _binding(lo) if has_index else "")
+    return ([upper] if has_index else []) + outs
   names = [_materialize(ctx, c, "carry") for c in carry]
   carried = _as_values(names, carry)
   if has_index:
@@ -162,6 +180,10 @@ def _while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
   fori_body = _fori_pattern(cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts)
   if fori_body is not None:
     lo, hi, rest = carry[0], carry[1], carry[2:]
+    if lo.const is not None and hi.const is not None and hi.const - lo.const == 1:
+      outs = _run_once(ctx, fori_body, body_consts + [lo] + rest, body_jaxpr.consts,
+                       _binding(lo))
+      return [hi, hi] + outs
     names = [_materialize(ctx, c, "carry") for c in rest]
     carried = _as_values(names, rest)
     i = ctx.b.fresh("i_raw")
@@ -175,6 +197,9 @@ def _while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
              else ctx.value("loop_end", f"tl.maximum({_typed_expr(lo)}, {_typed_expr(hi)})",
                             lo.dtype))
     return [final, hi] + carried
+  # a general while loop may spin on memory another program writes: none of
+  # it reuses a load from before the loop
+  ctx.forget_loads()
   names = [_materialize(ctx, c, "carry") for c in carry]
   carried = _as_values(names, carry)
   first_cond_eqn = ctx.kernel.peek_eqn_index()
@@ -203,7 +228,8 @@ def _cond(ctx, index, *args, branches, **params):
   names = [ctx.b.fresh("cond_out") for _ in outs_avals]
   if index.const is not None:
     k = min(max(int(index.const), 0), len(branches) - 1)
-    outs = ctx.lower_jaxpr(branches[k].jaxpr, args, f"branch {k}", consts=branches[k].consts)
+    outs = ctx.lower_jaxpr(branches[k].jaxpr, args, f"branch {k}", consts=branches[k].consts,
+                           straight_line=True)
     return outs
   sel = index if not np.dtype(index.dtype) == np.bool_ else emit.cast(ctx.b, index, np.int32)
   for k, branch in enumerate(branches):
@@ -225,7 +251,7 @@ def _cond(ctx, index, *args, branches, **params):
 def _inline(param: str, region: str):
   def rule(ctx, *args, **params):
     jaxpr, consts = compat.open_jaxpr(params[param])
-    return ctx.lower_jaxpr(jaxpr, args, region, consts=consts)
+    return ctx.lower_jaxpr(jaxpr, args, region, consts=consts, straight_line=True)
   return rule
 
 

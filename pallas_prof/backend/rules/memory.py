@@ -334,6 +334,37 @@ def _other_value(ctx, ref: RefValue, other) -> str | None:
 # --- rules -------------------------------------------------------------------------
 
 def _read(ctx, ref: RefValue, mask=None, other=None, **load_options) -> Value:
+  """Loads a view, or reuses what the same read (same view, mask and other)
+  loaded earlier if no equation wrote to memory since (the dispatcher
+  forgets all loads at every write) and the earlier read still dominates
+  this one (loads are remembered per Scope). The first read's cache_modifier
+  and eviction_policy are the ones that count. Volatile and `.cv` loads are
+  always issued."""
+  key = _load_key(ref, mask, other, load_options)
+  if key is not None:
+    earlier = ctx.reused_load(key)
+    if earlier is not None:
+      return earlier
+  value = _emit_read(ctx, ref, mask, other, **load_options)
+  if key is not None:
+    ctx.remember_load(key, value)
+  return value
+
+
+def _load_key(ref: RefValue, mask, other, load_options):
+  if load_options.get("volatile") or load_options.get("cache_modifier") == ".cv":
+    return None
+  if other is not None and not isinstance(other, Value):
+    other = (type(other).__name__, repr(other))    # -0.0 is not 0.0 here
+  key = ("load", ref, mask, other)
+  try:
+    hash(key)
+  except TypeError:
+    return None
+  return key
+
+
+def _emit_read(ctx, ref: RefValue, mask=None, other=None, **load_options) -> Value:
   offset, full_mask, shape = address(ctx, ref, mask)
   if is_packed4(ref.dtype):
     return _read_packed4(ctx, ref, offset, full_mask, shape, other, load_options)
