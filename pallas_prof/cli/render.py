@@ -113,8 +113,7 @@ def kernel_table(run: dict) -> Table:
               nvml.get("summary", "-")]
       if insitu:
         ins = p.get("insitu") or {}
-        row.append(f"{ins['launches']} x {_us(ins['mean_s'])} µs on gpu "
-                   f"{','.join(map(str, ins.get('device_ids', [])))}" if ins else "-")
+        row.append(_insitu_cell(ins))
     else:
       row.append(str(k.get("cpu_launches", 0)))
     t.add_row(*row)
@@ -180,3 +179,12 @@ def render_run(run: dict, out_dir: str | None = None, con: Console | None = None
     traces = run.get("traces") or {}
     extra = ", ".join(traces.values())
     con.print(f"wrote {out_dir}/ (report.json{', ' + extra if extra else ''}, kernels/)")
+
+
+def _insitu_cell(ins: dict) -> str:
+  if not ins:
+    return "-"
+  if not ins["launches"]:
+    return "not launched on this GPU"
+  return (f"{ins['launches']} x {_us(ins['mean_s'])} µs on gpu "
+          f"{','.join(map(str, ins.get('device_ids', [])))}")

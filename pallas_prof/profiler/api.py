@@ -113,7 +113,7 @@ def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches:
       p.rates = ceilings_mod.rates(p.work, p.runtime.median_s, ceil)
   if insitu is not None:
     from .insitu import match
-    matched = match(insitu, targets)
+    matched = match(insitu, targets, device)
     for p in profiles:
       p.insitu = matched.get(p.label)
     notes += list(getattr(insitu, "notes", []))

@@ -41,10 +41,23 @@ class KernelTimes:
   launches: int
   total_ns: float
   device_ids: list[int]
+  # per device, where the capture could tell devices apart (a trace with device marks)
+  launches_by_device: dict[int, int] = dataclasses.field(default_factory=dict)
+  ns_by_device: dict[int, float] = dataclasses.field(default_factory=dict)
 
   @property
   def mean_s(self) -> float:
     return self.total_ns / 1e9 / self.launches if self.launches else 0.0
+
+  def add(self, dur_ns: float, device: int | None) -> None:
+    self.launches += 1
+    self.total_ns += dur_ns
+    if device is None:
+      return
+    self.launches_by_device[device] = self.launches_by_device.get(device, 0) + 1
+    self.ns_by_device[device] = self.ns_by_device.get(device, 0.0) + dur_ns
+    if device not in self.device_ids:
+      self.device_ids.append(device)
 
 
 @dataclasses.dataclass
@@ -54,12 +67,22 @@ class InsituResult:
   path: str | None
   notes: list[str]
 
-  def stats_for(self, name: str, shared_with: Iterable[str] = ()) -> InsituStats | None:
+  def stats_for(self, name: str, shared_with: Iterable[str] = (),
+                device: int | None = None) -> InsituStats | None:
+    """The kernel's in-situ numbers; with `device`, its launches on that device
+    alone where the capture told devices apart."""
     k = self.kernels.get(name)
     if k is None:
       return None
+    if device is not None and k.launches_by_device:
+      n = k.launches_by_device.get(device, 0)
+      ns = k.ns_by_device.get(device, 0.0)
+      return InsituStats(name=name, launches=n, total_s=ns / 1e9, mean_s=ns / 1e9 / n if n else 0.0,
+                         device_ids=[device] if n else [], shared_name_with=list(shared_with),
+                         launches_by_device=dict(k.launches_by_device))
     return InsituStats(name=name, launches=k.launches, total_s=k.total_ns / 1e9, mean_s=k.mean_s,
-                       device_ids=k.device_ids, shared_name_with=list(shared_with))
+                       device_ids=k.device_ids, shared_name_with=list(shared_with),
+                       launches_by_device=dict(k.launches_by_device))
 
 
 # --- who holds CUPTI --------------------------------------------------------------------------
@@ -130,18 +153,66 @@ def parse_hatchet(data) -> tuple[dict[str, KernelTimes], dict[str, Any]]:
   return kernels, devices
 
 
+def parse_chrome_traces(text: str, device_count: int) -> tuple[dict[str, KernelTimes], list[str]]:
+  """Kernel name -> launches and time per device, from Proton's Chrome-trace output
+  (one JSON document per device, told apart by the device marks: devicemarks.py)."""
+  from .devicemarks import NAME as MARKER, device_of_document
+  kernels: dict[str, KernelTimes] = {}
+  notes: list[str] = []
+  for doc in _json_documents(text):
+    events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
+    launches = [e for e in events if isinstance(e, dict) and "dur" in e and e.get("name")]
+    marks = sum(1 for e in launches if e["name"] == MARKER)
+    device = device_of_document(marks, device_count)
+    if device is None:
+      notes.append(f"{len(launches) - marks} launch(es) in a trace document with {marks} device "
+                   "mark(s): counted, but on no particular device")
+    for e in launches:
+      if e["name"] == MARKER:
+        continue
+      # Chrome-trace times are in microseconds (Proton writes displayTimeUnit "us")
+      kernels.setdefault(e["name"], KernelTimes(e["name"], 0, 0.0, [])).add(
+          float(e["dur"]) * 1e3, device)
+  return kernels, notes
+
+
+def _json_documents(text: str):
+  decoder = json.JSONDecoder()
+  i = 0
+  while True:
+    while i < len(text) and text[i].isspace():
+      i += 1
+    if i >= len(text):
+      return
+    doc, i = decoder.raw_decode(text, i)
+    yield doc
+
+
+def visible_gpus() -> int:
+  try:
+    from . import driver
+    driver.init()
+    return driver.device_count()
+  except Exception:  # noqa: BLE001 - no driver: Proton will say so
+    return 0
+
+
 # --- the capture ------------------------------------------------------------------------------
 
 class capture:
   """Context manager: records the kernels the program launches inside it."""
 
-  def __init__(self, directory: str | None = None, keep: bool = False):
+  def __init__(self, directory: str | None = None, keep: bool = False,
+               devices: int | None = None):
     self.directory = directory
     self.keep = keep or directory is not None
+    self.devices = devices          # visible GPUs (None: ask the driver)
     self.result: InsituResult | None = None
     self._session = None
     self._proton = None
     self._tmp = None
+    self._data = "tree"
+    self._mark_error = ""
 
   def __enter__(self) -> "capture":
     holders = cupti_holders()
@@ -157,29 +228,45 @@ class capture:
     self._tmp = self.directory or tempfile.mkdtemp(prefix="pallas-prof-insitu-")
     os.makedirs(self._tmp, exist_ok=True)
     name = os.path.join(self._tmp, "insitu")
+    if self.devices is None:
+      self.devices = visible_gpus()
+    # a tree per kernel on one GPU; on several, a trace with device marks (devicemarks.py)
+    self._data = "trace" if self.devices > 1 else "tree"
     try:
-      self._session = proton.start(name, backend="cupti", context="shadow", data="tree")
+      self._session = proton.start(name, backend="cupti", context="shadow", data=self._data)
     except Exception as e:  # noqa: BLE001
       raise _explain(e) from e
     if self._session is None:
       raise InsituUnavailable("Proton ignored start(): profiling is disabled "
                               "(TRITON_PROTON_DISABLE) or proton's command line is running")
+    if self._data == "trace":
+      from .devicemarks import mark_devices
+      try:
+        mark_devices(self.devices)
+      except Exception as e:  # noqa: BLE001 - the capture goes on, without per-device counts
+        self._mark_error = f"could not mark the devices ({type(e).__name__}: {e})"
     return self
 
   def __exit__(self, exc_type, exc, tb) -> None:
     if self._session is None:
       return None
+    trace = self._data == "trace"
     try:
-      self._proton.finalize(self._session, "hatchet")
+      self._proton.finalize(self._session, "chrome_trace" if trace else "hatchet")
     except Exception as e:  # noqa: BLE001
       if exc_type is None:
         raise _explain(e) from e
       return None
     path = _output_file(self._tmp)
-    notes = []
+    notes = [self._mark_error] if self._mark_error else []
     try:
       with open(path) as f:
-        kernels, devices = parse_hatchet(json.load(f))
+        if trace:
+          kernels, more = parse_chrome_traces(f.read(), self.devices)
+          devices: dict[str, Any] = {}
+          notes += more
+        else:
+          kernels, devices = parse_hatchet(json.load(f))
     except (OSError, ValueError) as e:
       kernels, devices = {}, {}
       notes.append(f"could not read Proton's output {path}: {e}")
@@ -194,8 +281,8 @@ class capture:
 
 def _output_file(directory: str) -> str:
   names = sorted(n for n in os.listdir(directory) if n.startswith("insitu"))
-  hatchet = [n for n in names if n.endswith(".hatchet")]
-  return os.path.join(directory, (hatchet or names or ["insitu.hatchet"])[0])
+  known = [n for n in names if n.endswith((".hatchet", ".chrome_trace"))]
+  return os.path.join(directory, (known or names or ["insitu.hatchet"])[0])
 
 
 def _explain(error: Exception) -> ProfilerError:
@@ -206,16 +293,17 @@ def _explain(error: Exception) -> ProfilerError:
   return InsituUnavailable(f"Proton failed: {type(error).__name__}: {text}")
 
 
-def match(result: InsituResult, records) -> dict[str, InsituStats]:
-  """Record label -> its in-situ stats, matched by kernel name. Records that
-  share a name share the numbers (listed in shared_name_with)."""
+def match(result: InsituResult, records, device: int | None = None) -> dict[str, InsituStats]:
+  """Record label -> its in-situ stats, matched by kernel name (on `device` alone
+  when given and the capture told devices apart). Records that share a name
+  share the numbers (listed in shared_name_with)."""
   by_name: dict[str, list[str]] = {}
   for rec in records:
     by_name.setdefault(rec.name, []).append(rec.label)
   out = {}
   for rec in records:
     others = [label for label in by_name[rec.name] if label != rec.label]
-    stats = result.stats_for(rec.name, others)
+    stats = result.stats_for(rec.name, others, device)
     if stats is not None:
       out[rec.label] = stats
   return out

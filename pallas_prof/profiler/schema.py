@@ -294,6 +294,7 @@ class InsituStats(_Serializable):
   mean_s: float
   device_ids: list[int]
   shared_name_with: list[str]        # other labels with the same kernel name (counts are shared)
+  launches_by_device: dict[int, int] = dataclasses.field(default_factory=dict)  # all devices
 
 
 @dataclasses.dataclass

@@ -189,3 +189,10 @@ def test_kernel_table_shows_cold_median_and_sustained():
   con = Console(width=250, no_color=True, record=True)
   con.print(kernel_table(run))
   assert "136.0 [100.0-200.0] (sustained)" in con.export_text()
+
+
+def test_insitu_cell_per_device():
+  from pallas_prof.cli.render import _insitu_cell
+  assert _insitu_cell({}) == "-"
+  assert _insitu_cell({"launches": 0, "mean_s": 0.0, "device_ids": []}) == "not launched on this GPU"
+  assert _insitu_cell({"launches": 3, "mean_s": 35e-6, "device_ids": [1]}).startswith("3 x ")

@@ -50,6 +50,68 @@ def test_match_by_name_flags_shared_names():
   assert m["matmul_kernel#cccccc"].total_s == pytest.approx(4e-3)
 
 
+def _chrome_doc(events) -> str:
+  """One of Proton's per-device Chrome-trace documents, as triton 3.6 wrote them on two
+  H200s (bench/proton_trace_probe.py): no device named, times in microseconds."""
+  return json.dumps({"displayTimeUnit": "us", "traceEvents": [
+      {"args": {"call_stack": ["ROOT", name]}, "cat": "kernel", "dur": dur, "name": name,
+       "ph": "X", "tid": 24, "ts": 10.0 * i} for i, (name, dur) in enumerate(events)]})
+
+
+MARK = "pallas_prof_device_marker"
+
+
+def test_chrome_traces_are_attributed_to_devices_by_their_marks():
+  # GPU 1's document first, to show the order of documents decides nothing
+  text = "\n".join([
+      _chrome_doc([(MARK, 1.0), (MARK, 1.0), ("rms_kernel", 34.0), ("rms_kernel", 36.0),
+                   ("rms_kernel", 35.0)]),
+      _chrome_doc([(MARK, 1.0), ("rms_kernel", 33.0), ("other", 5.0)]),
+  ])
+  kernels, notes = insitu.parse_chrome_traces(text, device_count=2)
+  assert notes == [] and set(kernels) == {"rms_kernel", "other"}
+  rms = kernels["rms_kernel"]
+  assert rms.launches == 4 and rms.launches_by_device == {1: 3, 0: 1}
+  assert rms.ns_by_device[1] == pytest.approx(105_000) and sorted(rms.device_ids) == [0, 1]
+  result = insitu.InsituResult(kernels, {}, None, [])
+  rec = [types.SimpleNamespace(name="rms_kernel", label="rms_kernel#1")]
+  on0 = insitu.match(result, rec, device=0)["rms_kernel#1"]
+  on1 = insitu.match(result, rec, device=1)["rms_kernel#1"]
+  assert (on0.launches, on0.device_ids, on1.launches, on1.device_ids) == (1, [0], 3, [1])
+  assert on1.mean_s == pytest.approx(35e-6)
+  assert insitu.match(result, rec)["rms_kernel#1"].launches == 4       # no device: all of them
+  assert on1.launches_by_device == {1: 3, 0: 1}
+
+
+def test_a_kernel_absent_from_a_device_has_no_launches_there():
+  text = _chrome_doc([(MARK, 1.0)]) + _chrome_doc([(MARK, 1.0), (MARK, 1.0), ("k", 3.0)])
+  kernels, _ = insitu.parse_chrome_traces(text, device_count=2)
+  result = insitu.InsituResult(kernels, {}, None, [])
+  rec = [types.SimpleNamespace(name="k", label="k#1")]
+  assert insitu.match(result, rec, device=0)["k#1"].launches == 0
+  assert insitu.match(result, rec, device=1)["k#1"].launches == 1
+
+
+def test_an_unmarked_document_is_counted_on_no_device_and_says_so():
+  text = _chrome_doc([("k", 3.0), ("k", 4.0)])
+  kernels, notes = insitu.parse_chrome_traces(text, device_count=2)
+  assert kernels["k"].launches == 2 and kernels["k"].launches_by_device == {}
+  assert "on no particular device" in notes[0]
+
+
+def test_device_marks_count_one_more_than_the_index():
+  from pallas_prof.profiler import devicemarks
+  assert [devicemarks.marks_for(d) for d in range(3)] == [1, 2, 3]
+  assert devicemarks.device_of_document(2, 2) == 1
+  assert devicemarks.device_of_document(0, 2) is None and devicemarks.device_of_document(3, 2) is None
+
+
+def test_the_device_marker_compiles_for_sm90():
+  from pallas_prof.profiler import devicemarks
+  compiled = devicemarks._compiled(90)
+  assert compiled.metadata.name == devicemarks.NAME and compiled.asm["cubin"]
+
+
 @pytest.mark.parametrize("environ, expected", [
     ({}, []),
     ({"CUDA_INJECTION64_PATH": "/opt/nvidia/nsight-compute/2025.1/target/linux-desktop-glibc_2_11_3-x64/libTreeLauncherTargetInjection.so"}, ["Nsight Compute"]),
