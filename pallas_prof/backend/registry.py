@@ -72,6 +72,13 @@ def find(name: str) -> list[KernelRecord]:
   return [r for r in recs if r.name.startswith(name) or r.generated.key.startswith(name)]
 
 
+def forget(name: str) -> None:
+  """Drops the records of kernels named `name` (pallas-prof's own helper kernels)."""
+  with _lock:
+    for key in [k for k, r in _records.items() if r.name == name]:
+      del _records[key]
+
+
 def clear() -> None:
   with _lock:
     _records.clear()

@@ -22,9 +22,3 @@ def pallas_prof_l2_flush(src, out, BLOCK: tl.constexpr):
   offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
   tl.atomic_add(out, tl.sum(tl.load(src + offsets), axis=0))
 
-
-@triton.jit
-def pallas_prof_device_marker(out):
-  # Does nothing worth the name: its launches, counted per device in an in-situ
-  # trace, tell which of Proton's per-device documents belongs to which GPU.
-  tl.atomic_add(out, 1)

@@ -3,66 +3,63 @@
 With more than one GPU, in-situ capture asks Proton for a trace rather than a
 tree: Proton's tree (triton 3.6) merges a kernel's launches on every device
 into one node with a single device id (seen on two H200s: 4 launches, 2 per
-GPU, reported as 4 on GPU 1). Its Chrome-trace output keeps every launch, but
-as one JSON document per device that does not say which device it is.
+GPU, reported as 4 on GPU 1). Its Chrome-trace output keeps every launch, as
+one JSON document per CUDA stream, which does not say which device the stream
+belongs to.
 
-So the capture marks the devices first: on device d it launches a tiny kernel,
-`pallas_prof_device_marker`, exactly d + 1 times. The document holding k
-marker launches is device k - 1; the markers are then dropped from the counts.
+So, before the capture ends, pallas-prof marks XLA's streams: through JAX (so
+on the very streams XLA launches the program's kernels on) it runs a tiny
+kernel, `pallas_prof_device_marker`, exactly d + 1 times on GPU d. A stream
+whose document holds k marker launches belongs to GPU k - 1; launches on
+streams without marks are counted but attributed to no device (the report
+says so). The marker records are dropped from the registry and the counts.
 """
 from __future__ import annotations
 
-import functools
-
-import numpy as np
-
-from . import driver
-from .driver import call
+import sys
 
 NAME = "pallas_prof_device_marker"
 
 
-@functools.cache
-def _compiled(cc: int):
-  from ._ceiling_kernels import pallas_prof_device_marker
-  from .ceilings import compile_own_kernel
-  return compile_own_kernel(pallas_prof_device_marker, {"out": "*i32"}, {}, cc, 1)
-
-
 def marks_for(device: int) -> int:
-  """Marker launches on `device`."""
+  """Marker launches on GPU `device`."""
   return device + 1
 
 
-def mark_devices(count: int) -> None:
-  """Launches the marker marks_for(d) times on each of the first `count` devices."""
-  driver.init()
-  for index in range(count):
-    with driver.primary_context(index) as ctx:
-      cc = (10 * ctx.attribute("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR")
-            + ctx.attribute("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR"))
-      _launch(_compiled(cc), marks_for(index))
-
-
-def _launch(compiled, times: int) -> None:
-  image = np.frombuffer(compiled.asm["cubin"], dtype=np.uint8).copy()
-  module = call("cuModuleLoadData", image.ctypes.data)
-  out = driver.DeviceBuffer(256)
-  try:
-    function = call("cuModuleGetFunction", module, compiled.metadata.name.encode())
-    # the kernel's pointer, then Triton 3.6's global and profile scratch (none)
-    holders = [np.array([p], dtype=np.uint64) for p in (out.ptr, 0, 0)]
-    args = np.array([h.ctypes.data for h in holders], dtype=np.uint64)
-    for _ in range(times):
-      call("cuLaunchKernel", function, 1, 1, 1, 32, 1, 1, int(compiled.metadata.shared), 0,
-           args.ctypes.data, 0)
-    call("cuCtxSynchronize")
-  finally:
-    out.close()
-    call("cuModuleUnload", module)
-
-
 def device_of_document(marker_launches: int, device_count: int) -> int | None:
-  """The device a Proton trace document belongs to, from its marker launches."""
+  """The GPU a Proton trace document (a stream) belongs to, from its marker launches."""
   device = marker_launches - 1
   return device if 0 <= device < device_count else None
+
+
+def mark_jax_devices() -> str:
+  """Runs the marker on each of JAX's GPUs; '' when done, else why not."""
+  if "jax" not in sys.modules:
+    return "the program did not use JAX"
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+  from jax._src import xla_bridge
+  from jax.experimental import pallas as pl
+
+  from .. import CompilerParams
+  from ..backend import registry
+  if not xla_bridge.backends_are_initialized():
+    return "JAX never started a backend"
+  gpus = [d for d in jax.devices() if d.platform == "gpu"]
+  if not gpus:
+    return "JAX has no GPU"
+
+  def marker(x_ref, o_ref):
+    o_ref[...] = x_ref[...] + 1
+
+  call = jax.jit(pl.pallas_call(marker, out_shape=jax.ShapeDtypeStruct((16,), jnp.int32),
+                                name=NAME, compiler_params=CompilerParams(num_warps=1)))
+  try:
+    for device in gpus:
+      x = jax.device_put(np.zeros(16, np.int32), device)
+      for _ in range(marks_for(getattr(device, "local_hardware_id", None) or device.id)):
+        call(x).block_until_ready()
+  finally:
+    registry.forget(NAME)
+  return ""

@@ -155,7 +155,8 @@ def parse_hatchet(data) -> tuple[dict[str, KernelTimes], dict[str, Any]]:
 
 def parse_chrome_traces(text: str, device_count: int) -> tuple[dict[str, KernelTimes], list[str]]:
   """Kernel name -> launches and time per device, from Proton's Chrome-trace output
-  (one JSON document per device, told apart by the device marks: devicemarks.py)."""
+  (one JSON document per CUDA stream, each stream's GPU told by its device marks:
+  devicemarks.py)."""
   from .devicemarks import NAME as MARKER, device_of_document
   kernels: dict[str, KernelTimes] = {}
   notes: list[str] = []
@@ -165,8 +166,8 @@ def parse_chrome_traces(text: str, device_count: int) -> tuple[dict[str, KernelT
     marks = sum(1 for e in launches if e["name"] == MARKER)
     device = device_of_document(marks, device_count)
     if device is None:
-      notes.append(f"{len(launches) - marks} launch(es) in a trace document with {marks} device "
-                   "mark(s): counted, but on no particular device")
+      notes.append(f"{len(launches) - marks} launch(es) on a CUDA stream with {marks} device "
+                   "mark(s): counted, but on no particular GPU")
     for e in launches:
       if e["name"] == MARKER:
         continue
@@ -239,18 +240,14 @@ class capture:
     if self._session is None:
       raise InsituUnavailable("Proton ignored start(): profiling is disabled "
                               "(TRITON_PROTON_DISABLE) or proton's command line is running")
-    if self._data == "trace":
-      from .devicemarks import mark_devices
-      try:
-        mark_devices(self.devices)
-      except Exception as e:  # noqa: BLE001 - the capture goes on, without per-device counts
-        self._mark_error = f"could not mark the devices ({type(e).__name__}: {e})"
     return self
 
   def __exit__(self, exc_type, exc, tb) -> None:
     if self._session is None:
       return None
     trace = self._data == "trace"
+    if trace:
+      self._mark_streams()
     try:
       self._proton.finalize(self._session, "chrome_trace" if trace else "hatchet")
     except Exception as e:  # noqa: BLE001
@@ -277,6 +274,16 @@ class capture:
     if not self.keep:
       shutil.rmtree(self._tmp, ignore_errors=True)
     return None
+
+
+  def _mark_streams(self) -> None:
+    from .devicemarks import mark_jax_devices
+    try:
+      why_not = mark_jax_devices()
+    except Exception as e:  # noqa: BLE001 - the capture goes on, without per-device counts
+      why_not = f"{type(e).__name__}: {e}"
+    if why_not:
+      self._mark_error = f"launches not attributed to GPUs: could not mark XLA's streams ({why_not})"
 
 
 def _output_file(directory: str) -> str:

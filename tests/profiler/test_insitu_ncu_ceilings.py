@@ -96,7 +96,7 @@ def test_an_unmarked_document_is_counted_on_no_device_and_says_so():
   text = _chrome_doc([("k", 3.0), ("k", 4.0)])
   kernels, notes = insitu.parse_chrome_traces(text, device_count=2)
   assert kernels["k"].launches == 2 and kernels["k"].launches_by_device == {}
-  assert "on no particular device" in notes[0]
+  assert "on no particular GPU" in notes[0]
 
 
 def test_device_marks_count_one_more_than_the_index():
@@ -106,10 +106,68 @@ def test_device_marks_count_one_more_than_the_index():
   assert devicemarks.device_of_document(0, 2) is None and devicemarks.device_of_document(3, 2) is None
 
 
-def test_the_device_marker_compiles_for_sm90():
+def test_capture_on_two_gpus_reads_a_marked_trace(monkeypatch):
+  """Two GPUs: Proton in trace mode, XLA's streams marked before finalize, launches
+  attributed per GPU. (Proton and the marks need GPUs: stand-ins write what they do.)"""
+  import sys
   from pallas_prof.profiler import devicemarks
-  compiled = devicemarks._compiled(90)
-  assert compiled.metadata.name == devicemarks.NAME and compiled.asm["cubin"]
+  state = {"order": []}
+
+  def start(name, *, backend, context, data):
+    state["name"], state["data"] = name, data
+    return 3
+
+  def mark():
+    state["order"].append("mark")
+    return ""
+
+  def finalize(session, output_format):
+    state["order"].append(("finalize", output_format))
+    with open(state["name"] + ".chrome_trace", "w") as f:
+      f.write(_chrome_doc([(MARK, 1.0), ("k", 3.0)]) + "\n"
+              + _chrome_doc([(MARK, 1.0), (MARK, 1.0), ("k", 5.0), ("k", 5.0)]) + "\n")
+
+  fake = types.ModuleType("triton.profiler")
+  fake.start, fake.finalize = start, finalize
+  monkeypatch.setitem(sys.modules, "triton.profiler", fake)
+  monkeypatch.setattr(insitu, "cupti_holders", lambda: [])
+  monkeypatch.setattr(devicemarks, "mark_jax_devices", mark)
+  with insitu.capture(devices=2) as cap:
+    pass
+  assert state["data"] == "trace" and state["order"] == ["mark", ("finalize", "chrome_trace")]
+  assert cap.result.kernels["k"].launches_by_device == {0: 1, 1: 2}
+  assert cap.result.notes == []
+
+
+def test_marks_that_cannot_be_made_are_a_note(monkeypatch):
+  import sys
+  from pallas_prof.profiler import devicemarks
+  state = {}
+
+  def start(name, *, backend, context, data):
+    state["name"] = name
+    return 3
+
+  def finalize(session, output_format):
+    with open(state["name"] + ".chrome_trace", "w") as f:
+      f.write(_chrome_doc([("k", 3.0)]))
+
+  fake = types.ModuleType("triton.profiler")
+  fake.start, fake.finalize = start, finalize
+  monkeypatch.setitem(sys.modules, "triton.profiler", fake)
+  monkeypatch.setattr(insitu, "cupti_holders", lambda: [])
+  monkeypatch.setattr(devicemarks, "mark_jax_devices", lambda: "JAX has no GPU")
+  with insitu.capture(devices=2) as cap:
+    pass
+  assert cap.result.kernels["k"].launches == 1
+  assert "could not mark XLA's streams (JAX has no GPU)" in cap.result.notes[0]
+
+
+def test_device_marks_on_cpu_say_why_not():
+  from pallas_prof.profiler import devicemarks
+  import jax
+  jax.devices()
+  assert devicemarks.mark_jax_devices() == "JAX has no GPU"
 
 
 @pytest.mark.parametrize("environ, expected", [
@@ -246,7 +304,7 @@ def test_capture_reads_protons_output(monkeypatch):
   fake.start, fake.finalize = start, finalize
   monkeypatch.setitem(sys.modules, "triton.profiler", fake)
   monkeypatch.setattr(insitu, "cupti_holders", lambda: [])
-  with insitu.capture() as cap:
+  with insitu.capture(devices=1) as cap:
     pass
   assert state["backend"] == "cupti"
   assert cap.result.kernels["matmul_kernel"].launches == 4
