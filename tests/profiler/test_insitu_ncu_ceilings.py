@@ -163,11 +163,13 @@ def test_marks_that_cannot_be_made_are_a_note(monkeypatch):
   assert "could not mark XLA's streams (JAX has no GPU)" in cap.result.notes[0]
 
 
-def test_device_marks_on_cpu_say_why_not():
+def test_device_marks_run_on_gpus_or_say_why_not():
+  from pallas_prof.backend import registry
   from pallas_prof.profiler import devicemarks
   import jax
-  jax.devices()
-  assert devicemarks.mark_jax_devices() == "JAX has no GPU"
+  has_gpu = any(d.platform == "gpu" for d in jax.devices())
+  assert devicemarks.mark_jax_devices() == ("" if has_gpu else "JAX has no GPU")
+  assert not registry.find(devicemarks.NAME)          # the marker is not a user kernel
 
 
 @pytest.mark.parametrize("environ, expected", [
