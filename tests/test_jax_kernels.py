@@ -66,6 +66,27 @@ def test_norm_forward_loads_x_once(rng, norm):
   assert "for " not in source and "eviction_policy='evict_first'" not in source, source
 
 
+@pytest.mark.parametrize("norm", ["layer_norm", "rms_norm"])
+def test_norm_forward_loads_x_once_with_two_blocks_per_row(rng, norm):
+  """Rows of 8192 bf16: block_size is capped at 4096, so each column loop
+  runs twice; the loops are emitted straight-line and the later loops reuse
+  the first one's loads of x (nothing stored to x's buffer in between)."""
+  from jax.experimental.pallas.ops.gpu import layer_norm, rms_norm
+  from pallas_prof.backend import registry
+  module = {"layer_norm": layer_norm, "rms_norm": rms_norm}[norm]
+  x, w, b = (jnp.asarray(random_array(rng, s, jnp.float32)).astype(jnp.bfloat16)
+             for s in ((1, 4, 8192), (8192,), (8192,)))
+  out = getattr(module, norm)(x, w, b)
+  want = getattr(module, f"{norm}_reference")(x.astype(jnp.float32), w.astype(jnp.float32),
+                                               b.astype(jnp.float32))
+  assert_close(out.astype(jnp.float32), want, atol=5e-2, rtol=2e-2)
+  [record] = [r for r in registry.find(f"{norm}_forward_kernel")
+              if "bfloat16[4,8192]" in r.generated.source.splitlines()[2]]
+  source = record.generated.source
+  assert source.count("tl.load(x_ref") == 2, source    # one per 4096-column chunk
+  assert "for " not in source and "# iteration 2 of 2" in source, source
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_mha_forward_and_backward(rng, causal):
   from jax.experimental.pallas.ops.gpu import attention

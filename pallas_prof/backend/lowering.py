@@ -137,7 +137,8 @@ class Scope:
   `values`: a pure equation (primitive, params, operands) -> its outputs
   (the dispatcher's common-subexpression step).
   `loads`: a ref read (view, mask, other) -> the value it loaded, only while
-  no equation has written to any ref since (KernelContext.forget_loads).
+  no equation has written to that ref, or to one that may alias it, since
+  (KernelContext.forget_loads).
 
   A nested jaxpr gets its own Scope, dropped when it ends, so nothing it
   computed is used where it may not have run (after a branch, after a loop
@@ -171,6 +172,9 @@ class KernelContext:
     self._pp_contexts: dict[int, Any] = {}
     # one Scope per jaxpr being lowered, innermost last
     self.scopes: list[Scope] = []
+    # ref (param) name -> the names of the refs that may share its memory
+    # (itself included); None: unknown, any ref may alias any other
+    self.may_alias: dict[str, frozenset[str]] | None = None
 
   def next_eqn_index(self) -> int:
     i = self._eqn_counter
@@ -192,13 +196,39 @@ class KernelContext:
     if self.scopes:
       getattr(self.scopes[-1], table)[key] = value
 
-  def forget_loads(self) -> None:
-    """Something may have written to memory: no earlier load may be reused.
+  def forget_loads(self, refs=None) -> None:
+    """Something may have written to memory: no earlier load of it may be reused.
 
-    Every scope, not just the innermost: refs can alias one another
-    (input_output_aliases), so a write to any ref may change any read."""
+    `refs`: the names of the refs written, None if unknown (then every load
+    is forgotten). Loads of those refs and of every ref that may alias one
+    of them (an input and an output tied by input_output_aliases; all refs,
+    when the aliasing is unknown) are forgotten, in every scope, not just
+    the innermost."""
+    hit = self.aliases_of(refs)
     for scope in self.scopes:
-      scope.loads.clear()
+      if hit is None:
+        scope.loads.clear()
+      else:
+        for key in [k for k in scope.loads if _load_ref_name(k) in hit or
+                    _load_ref_name(k) is None]:
+          del scope.loads[key]
+
+  def aliases_of(self, refs) -> frozenset[str] | None:
+    """The refs that may share memory with any of `refs`; None: any ref."""
+    if refs is None or self.may_alias is None:
+      return None
+    out = set()
+    for name in refs:
+      if name not in self.may_alias:
+        return None
+      out |= self.may_alias[name]
+    return frozenset(out)
+
+
+def _load_ref_name(key) -> str | None:
+  """The name of the ref a `loads` key reads (memory._load_key), else None."""
+  ref = key[1] if isinstance(key, tuple) and len(key) > 1 else None
+  return ref.name if isinstance(ref, RefValue) else None
 
 
 class RuleContext:
@@ -249,8 +279,8 @@ class RuleContext:
   def remember_load(self, key, value: Value) -> None:
     self.kernel.remember("loads", key, value)
 
-  def forget_loads(self) -> None:
-    self.kernel.forget_loads()
+  def forget_loads(self, refs=None) -> None:
+    self.kernel.forget_loads(refs)
 
   def out_used(self, i: int = 0) -> bool:
     """Whether anything reads output i (a swap whose old value nobody reads skips the load)."""
@@ -316,10 +346,12 @@ def lower_jaxpr(kernel: KernelContext, jaxpr, args: list[Any], *, parent: EqnInf
   if not new_scope and kernel.scopes:
     _lower_equations(kernel, jaxpr, env, live, parent, region)
     return [_read(env, v) for v in jaxpr.outvars]
-  if any(_may_write(eqn) for eqn in jaxpr.eqns):
+  written = _jaxpr_write_targets(jaxpr, env)
+  if written is not None:
     # a loop body runs again after its own writes: nothing loaded before the
-    # loop (or before the write, in an earlier iteration) may be reused in it
-    kernel.forget_loads()
+    # loop (or before the write, in an earlier iteration) of a ref it writes
+    # (or one aliasing it) may be reused in it
+    kernel.forget_loads(None if written is _ANY_REF else written)
   kernel.scopes.append(Scope())
   try:
     _lower_equations(kernel, jaxpr, env, live, parent, region)
@@ -379,7 +411,7 @@ def _lower_equation(kernel: KernelContext, eqn, info: EqnInfo, invals: list[Any]
       earlier = kernel.lookup("values", key)
       if earlier is not None:
         return list(earlier) if eqn.primitive.multiple_results else earlier
-    writes = _may_write(eqn)
+    writes = _write_targets(eqn, _operand_values(eqn, invals))
     rule = RULES.get(eqn.primitive)
     if rule is None:
       raise _lowering_error(kernel, info, f"primitive `{eqn.primitive.name}` has no "
@@ -398,10 +430,10 @@ def _lower_equation(kernel: KernelContext, eqn, info: EqnInfo, invals: list[Any]
                             f"rule: {type(e).__name__}: {e}",
                             "please report this with the kernel; meanwhile try writing "
                             "the operation differently", e) from e
-    if writes:
+    if writes is not None:
       # also what the rule itself loaded (a swap's old value); a loop body
       # that writes forgets them on entry too (lower_jaxpr)
-      kernel.forget_loads()
+      kernel.forget_loads(None if writes is _ANY_REF else writes)
     if key is not None:
       kernel.remember("values", key, tuple(out) if eqn.primitive.multiple_results else out)
     if b.num_lines > first_line:
@@ -416,9 +448,12 @@ def _lower_equation(kernel: KernelContext, eqn, info: EqnInfo, invals: list[Any]
 # kernel's loops) gets the earlier outputs, so reads through it match too.
 _PURE = frozenset(FOLDABLE | {"iota", "broadcast_in_dim"})
 
-# Writes to memory, whatever their effects say (inline asm: it might).
-_WRITERS = frozenset({"swap", "masked_swap", "addupdate", "atomic_rmw", "atomic_cas",
-                      "elementwise_inline_asm", "elementwise_inline_asm_p"})
+# Write to memory through their first operand, whatever their effects say.
+_REF_WRITERS = frozenset({"swap", "masked_swap", "addupdate", "atomic_rmw", "atomic_cas"})
+# May write anywhere (inline asm: it might).
+_ANYWHERE_WRITERS = frozenset({"elementwise_inline_asm", "elementwise_inline_asm_p"})
+
+_ANY_REF = object()    # a write whose target is unknown: it may change any ref
 
 
 def _pure_key(eqn, invals):
@@ -434,16 +469,68 @@ def _pure_key(eqn, invals):
   return key
 
 
-def _may_write(eqn) -> bool:
-  """Whether an equation may write to memory (then no earlier load is reused).
+def _operand_values(eqn, invals):
+  """var -> value of an equation's (non-literal) operands."""
+  values = {}
+  for var, value in zip(eqn.invars, invals):
+    if not isinstance(var, compat.Literal):
+      values[var] = value
+  return values.get
 
-  JAX tracks reads and writes of refs as effects, also through control flow
-  (a loop's effects are its body's): anything but a read counts as a write,
-  so do primitives known to write."""
+
+def _write_targets(eqn, value_of):
+  """What an equation may write to: None (nothing), a frozenset of ref
+  names, or _ANY_REF (unknown). Loads of what it writes are not reused after it.
+
+  JAX tracks reads and writes of refs as effects on operands, also through
+  control flow (a loop's effects are its body's, on the loop's operands):
+  a write or accumulate effect names the operand written (a variable, or
+  its position among the operands); `value_of(var)` is its value (None if
+  not known). Any other effect, or a
+  written operand that is not a kernel ref, counts as a write anywhere, and
+  so do primitives known to write anywhere."""
   from jax._src.state import types as state_types
-  if eqn.primitive.name in _WRITERS:
+  name = eqn.primitive.name
+  if name in _ANYWHERE_WRITERS:
+    return _ANY_REF
+  targets = set()
+
+  def add(var) -> bool:
+    if isinstance(var, (int, np.integer)):
+      var = eqn.invars[var] if 0 <= var < len(eqn.invars) else None
+    try:
+      value = None if var is None or isinstance(var, compat.Literal) else value_of(var)
+    except TypeError:     # unhashable
+      value = None
+    if not isinstance(value, RefValue):
+      return False
+    targets.add(value.name)
     return True
-  return any(not isinstance(e, state_types.ReadEffect) for e in eqn.effects)
+
+  if name in _REF_WRITERS and not (eqn.invars and add(eqn.invars[0])):
+    return _ANY_REF
+  for e in eqn.effects:
+    if isinstance(e, state_types.ReadEffect):
+      continue
+    if isinstance(e, (state_types.WriteEffect, state_types.AccumEffect)) \
+        and add(getattr(e, "input", None)):
+      continue
+    return _ANY_REF
+  return frozenset(targets) if targets else None
+
+
+def _jaxpr_write_targets(jaxpr, env: dict):
+  """_write_targets of a whole jaxpr (a loop body, a branch) about to be
+  lowered with `env` bound to its inputs; operands it computes itself count
+  as unknown."""
+  targets = set()
+  for eqn in jaxpr.eqns:
+    t = _write_targets(eqn, env.get)
+    if t is _ANY_REF:
+      return _ANY_REF
+    if t:
+      targets |= t
+  return frozenset(targets) if targets else None
 
 
 def _unsupported_hint(eqn) -> str:
@@ -660,8 +747,13 @@ def kernel_name_of(jaxpr, name: str | None = None) -> str:
 def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
                  compute_capability: int = 90, name: str | None = None,
                  enable_fp_fusion: bool = False,
-                 debug: bool = False, call_site=None) -> GeneratedKernel:
+                 debug: bool = False, call_site=None,
+                 input_output_aliases=None) -> GeneratedKernel:
   """Lowers the jaxpr of a pallas_call to a GeneratedKernel (Triton source).
+
+  `input_output_aliases`: the pallas_call's (input index, output index)
+  pairs. Which refs may share memory decides which loads a write makes
+  stale; None (unknown) means any ref may alias any other.
 
   `call_site` is the source info of the pallas_call equation (anything
   with a `.traceback`): errors about the call as a whole (grid, BlockSpecs,
@@ -696,7 +788,7 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
     kernel = KernelContext(b, kname, grid, [], compute_capability,
                            getattr(grid_mapping, "grid_names", None), jaxpr_text)
     try:
-      params = _lower_kernel_body(kernel, jaxpr, grid_mapping)
+      params = _lower_kernel_body(kernel, jaxpr, grid_mapping, input_output_aliases)
       launch = kernel.launch_grid
     except Unsupported as e:
       raise call_error(e.reason, e.hint) from None
@@ -794,13 +886,15 @@ def static_grid(grid_mapping) -> tuple[int, ...]:
   return tuple(grid)
 
 
-def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping) -> list[KernelParam]:
+def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping,
+                       input_output_aliases=None) -> list[KernelParam]:
   b = kernel.builder
   n_in = grid_mapping.num_inputs
   n_out = grid_mapping.num_outputs
   block_mappings = grid_mapping.block_mappings
   labels = _arg_labels(jaxpr, n_in, n_out)
   names = [b.add_param(label) for label in labels]
+  kernel.may_alias = _alias_sets(names, n_in, input_output_aliases)
   launch, axes = launch_grid_for(kernel.grid, tuple(grid_mapping.vmapped_dims))
   kernel.launch_grid = launch
   with b.note("program ids of the grid"):
@@ -820,6 +914,24 @@ def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping) -> list[Kerne
                       f"{len(refs)} operands", None)
   lower_jaxpr(kernel, jaxpr, refs, parent=None, region="kernel")
   return params
+
+
+def _alias_sets(names: list[str], n_in: int, input_output_aliases):
+  """param name -> the names of the params that may share its memory.
+
+  Only an input and the output it is aliased to (input_output_aliases) share
+  a buffer; distinct outputs never do, and inputs are only read, so two
+  inputs on the same buffer cannot make a load stale. Aliasing is
+  transitive here (sets are merged). None (unknown aliasing) stays None."""
+  if input_output_aliases is None:
+    return None
+  groups = {name: {name} for name in names}
+  for i, o in input_output_aliases:
+    a, c = names[int(i)], names[n_in + int(o)]
+    merged = groups[a] | groups[c]
+    for name in merged:
+      groups[name] = merged
+  return {name: frozenset(group) for name, group in groups.items()}
 
 
 # --- where generated kernels live ------------------------------------------------

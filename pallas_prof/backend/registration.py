@@ -145,11 +145,12 @@ def _lower(ctx, in_nodes, params, platform: str):
     cc = cc or compat.gpu_compute_capability() or 90
   else:
     cc = cc or 90
+  aliases = tuple(tuple(a) for a in params.get("input_output_aliases", ()))
   gk = lower_kernel(jaxpr, grid_mapping, num_warps=num_warps, num_stages=num_stages,
                     compute_capability=cc, name=params.get("name"),
                     enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
-                    debug=bool(params.get("debug")), call_site=call_site)
-  aliases = tuple(tuple(a) for a in params.get("input_output_aliases", ()))
+                    debug=bool(params.get("debug")), call_site=call_site,
+                    input_output_aliases=aliases)
   rec = registry.record(registry.KernelRecord(
       name=gk.name, generated=gk, platform=platform,
       in_avals=tuple(str(a) for a in ctx.avals_in), out_avals=tuple(str(a) for a in ctx.avals_out),

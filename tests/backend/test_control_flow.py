@@ -45,16 +45,17 @@ def test_fori_loops(rng):
   h = random_array(rng, (5, 7), "bfloat16")
   n = np.array([3, 7], np.int32)
   gk = check(lambda x, h, n: {
-      "static": lax.fori_loop(0, 4, lambda i, c: c * 0.5 + i, x),
-      "bf16_carry": lax.fori_loop(0, 3, lambda i, c: c * 0.5 + 1, h),
+      "static": lax.fori_loop(0, 6, lambda i, c: c * 0.5 + i, x),
+      "bf16_carry": lax.fori_loop(0, 5, lambda i, c: c * 0.5 + 1, h),
       "index_only": lax.fori_loop(2, 9, lambda i, c: c + i * i, jnp.int32(0)).reshape(1),
       "dynamic_upper": lax.fori_loop(0, n[0], lambda i, c: c * 0.5 + i, x),
       "dynamic_both": lax.fori_loop(n[0] - 2, n[1], lambda i, c: c - i.astype(jnp.float32), x),
       "empty": lax.fori_loop(n[1], n[0], lambda i, c: c + 1.0, x),
-      "nested": lax.fori_loop(0, 3, lambda i, c: lax.fori_loop(
+      "nested": lax.fori_loop(0, 5, lambda i, c: lax.fori_loop(
           0, i + 1, lambda j, d: d + (j * i).astype(jnp.float32), c), x),
   }, x, h, n, name="fori_loops")
   # dynamic bounds arrive as while_loops: they must still be `for` loops
+  # (static trip counts are above MAX_UNROLL_TRIPS: loops, not straight-line)
   code = [line.split("#")[0].strip() for line in gk.source.splitlines()]
   assert not any(line.startswith("while ") for line in code)
   assert sum(line.startswith("for i_raw") for line in code) == 7
@@ -122,7 +123,8 @@ def test_loops_of_one_iteration_are_straight_line(rng):
       # the fori_loop pattern as a while_loop with constant bounds
       "while_fori": lax.while_loop(lambda c: c[0] < c[1],
                                    lambda c: (c[0] + 1, c[1], c[2] * 3 + c[0]), (4, 5, x)),
-      "in_a_loop": lax.fori_loop(0, 3, lambda i, c: lax.fori_loop(
+      # 5 iterations: above MAX_UNROLL_TRIPS, stays a loop
+      "in_a_loop": lax.fori_loop(0, 5, lambda i, c: lax.fori_loop(
           i, i + 1, lambda j, d: d * 0.5 + j, c) + lax.fori_loop(
           0, 1, lambda j, d: d - i, c), x),
       "around_a_loop": lax.fori_loop(2, 3, lambda i, c: lax.fori_loop(
@@ -133,6 +135,57 @@ def test_loops_of_one_iteration_are_straight_line(rng):
   # bounds (i, i + 1), and around_a_loop's inner loop
   assert sum(line.startswith(("for ", "while ")) for line in code) == 3, gk.source
   assert gk.source.count("# one iteration") == 9, gk.source
+
+
+def test_loops_of_few_iterations_are_straight_line(rng):
+  x = random_array(rng, (5, 7), "float32")
+  n = np.array([3], np.int32)
+  gk = check(lambda x, n: {
+      "fori2": lax.fori_loop(0, 2, lambda i, c: c * 0.5 + i, x),
+      "fori3_swap": lax.fori_loop(3, 6, lambda i, c: (c[1] + i.astype(jnp.float32),
+                                                       c[0] * 2 - c[1]), (x, x + 1)),
+      "fori4_int": lax.fori_loop(-2, 2, lambda i, c: c * 3 + i * i, jnp.int32(2)).reshape(1),
+      "scan2": lax.scan(lambda c, _: ((c[1] - c[0], c[0] * 0.5), None), (x, x + 1), None,
+                        length=2)[0],
+      "scan3_reverse": lax.scan(lambda c, _: (c * 3 - 1, None), x, None, length=3,
+                                reverse=True)[0],
+      "scan4_reverse": lax.scan(lambda c, _: ((c[0] * c[1], c[1] + 1), None), (x, x), None,
+                                length=4, reverse=True)[0],
+      # the fori_loop pattern as a while_loop with constant bounds
+      "while_fori3": lax.while_loop(lambda c: c[0] < c[1],
+                                    lambda c: (c[0] + 1, c[1], c[2] * 3 + c[0]), (4, 7, x)),
+      # a traced start: the index is lo + k in each copy
+      "traced_start": lax.fori_loop(n[0], n[0] + 3, lambda i, c: c * 2 + i, x),
+      # nested: 2 copies of the outer body, each with 3 copies of the inner
+      "nested": lax.fori_loop(0, 2, lambda i, c: lax.fori_loop(
+          0, 3, lambda j, d: d * 0.5 + (i * 10 + j), c), x),
+  }, x, n, name="few_iterations")
+  code = [line.split("#")[0].strip() for line in gk.source.splitlines()]
+  # traced_start: the fori_loop becomes a while_loop with traced bounds
+  assert sum(line.startswith(("for ", "while ")) for line in code) == 1, gk.source
+  assert gk.source.count("# iteration 1 of 2") == 3, gk.source     # fori2, scan2, nested
+  assert gk.source.count("# iteration 3 of 3") == 5, gk.source     # fori3, scan3, while, 2 inner
+  assert gk.source.count("# iteration 4 of 4") == 2, gk.source
+
+
+def test_loops_above_the_unroll_bounds_stay_loops(rng):
+  from pallas_prof.backend.rules import control_flow
+  x = random_array(rng, (5, 7), "float32")
+
+  def big_body(i, c):
+    for _ in range(control_flow.MAX_UNROLL_EQNS):
+      c = c * 0.5
+    return c + i
+
+  gk = check(lambda x: {
+      "five": lax.fori_loop(0, control_flow.MAX_UNROLL_TRIPS + 1, lambda i, c: c * 0.5 + i, x),
+      "scan_five": lax.scan(lambda c, _: (c * 3 - 1, None), x, None,
+                            length=control_flow.MAX_UNROLL_TRIPS + 1)[0],
+      "big_body": lax.fori_loop(0, 2, big_body, x),
+  }, x, name="above_bounds")
+  code = [line.split("#")[0].strip() for line in gk.source.splitlines()]
+  assert sum(line.startswith("for ") for line in code) == 3, gk.source
+  assert "# iteration" not in gk.source, gk.source
 
 
 def test_scan_over_xs_raises_with_hint(rng):

@@ -57,7 +57,8 @@ def generated_kernel(fn, *args) -> lowering.GeneratedKernel:
   """Lowers the (single) pallas_call inside fn without running it."""
   [eqn] = pallas_call_eqns(fn, *args)
   return lowering.lower_kernel(eqn.params["jaxpr"], eqn.params["grid_mapping"],
-                               num_warps=4, num_stages=3, compute_capability=90)
+                               num_warps=4, num_stages=3, compute_capability=90,
+                               input_output_aliases=tuple(eqn.params["input_output_aliases"]))
 
 
 def compiles_for_sm90(fn, *args) -> backend_compile.CompiledKernel:
@@ -689,13 +690,13 @@ def _reload_in_loop_after_store(rng):
     def body(i, c):
       o_ref[...] = x_ref[...] + 1.0
       return c + x_ref[0, 0]
-    total = jax.lax.fori_loop(0, 3, body, 0.0)
+    total = jax.lax.fori_loop(0, 5, body, 0.0)    # 5: a loop (above MAX_UNROLL_TRIPS)
     p_ref[...] = a * 0.5
     p_ref[0, 0] = total
 
   fn = pallas(kernel, (S((8, 16), F32), S((8, 16), F32)), input_output_aliases={0: 0})
-  total = (x[0, 0] + 1) + (x[0, 0] + 2) + (x[0, 0] + 3)
-  return fn, (x,), (x + 3, (x * 0.5).at[0, 0].set(total))
+  total = sum(x[0, 0] + k for k in range(1, 6))
+  return fn, (x,), (x + 5, (x * 0.5).at[0, 0].set(total))
 
 
 @case("reload_after_loop_of_one_iteration")
@@ -766,6 +767,63 @@ def test_loop_body_loads_are_not_hoisted_past_its_writes(rng):
   source = generated_kernel(fn, *args).source
   before, body = source.split("for _iter")
   assert _loads_of(before, "x_ref") == 1 and _loads_of(body, "x_ref") == 2, source
+
+
+@case("no_reload_after_unrelated_store")
+def _no_reload_after_unrelated_store(rng):
+  # o_ref is x_ref's buffer but p_ref is not: writing p_ref leaves x's load valid
+  x = rand(rng, (8, 16))
+  y = rand(rng, (8, 16))
+
+  def kernel(x_ref, y_ref, o_ref, p_ref, q_ref):
+    a = x_ref[...]
+    b = y_ref[...]
+    p_ref[...] = a * 2 + b                 # unrelated output: x, y stay loaded
+    q_ref[...] = x_ref[...] + y_ref[...]   # reused
+    o_ref[...] = a - 1.0                   # x's own buffer: x must be re-read
+    p_ref[...] = x_ref[...] * 3 + y_ref[...]
+
+  fn = pallas(kernel, (S((8, 16), F32), S((8, 16), F32), S((8, 16), F32)),
+              input_output_aliases={0: 0})
+  return fn, (x, y), (x - 1, (x - 1) * 3 + y, x + y)
+
+
+def test_writes_forget_only_loads_of_refs_they_may_alias(rng):
+  fn, args, expected = CASES["no_reload_after_unrelated_store"](rng)
+  check_case(CASES["no_reload_after_unrelated_store"], rng)
+  source = generated_kernel(fn, *args).source
+  # x: the first read and the one after the write to o_ref (its alias); y: once
+  assert _loads_of(source, "x_ref") == 2 and _loads_of(source, "y_ref") == 1, source
+  # without the aliasing information any write may change any ref
+  [eqn] = pallas_call_eqns(fn, *args)
+  unknown = lowering.lower_kernel(eqn.params["jaxpr"], eqn.params["grid_mapping"],
+                                  num_warps=4, num_stages=3, compute_capability=90).source
+  assert _loads_of(unknown, "x_ref") == 3 and _loads_of(unknown, "y_ref") == 3, unknown
+
+
+def test_unrolled_loop_writing_an_alias_reloads(rng):
+  # 2 iterations, straight-line: each iteration's read of x sees the previous
+  # write to o_ref (x's buffer); the read of the unrelated y is reused
+  x = rand(rng, (8, 16))
+  y = rand(rng, (8, 16))
+
+  def kernel(x_ref, y_ref, o_ref, p_ref):
+    def body(i, c):
+      o_ref[...] = x_ref[...] * 2 + y_ref[...]
+      return c + x_ref[0, 0] + y_ref[0, 0]
+    p_ref[...] = jnp.zeros((8, 16), F32) + jax.lax.fori_loop(0, 2, body, 0.0)
+
+  fn = pallas(kernel, (S((8, 16), F32), S((8, 16), F32)), input_output_aliases={0: 0})
+  x1 = x * 2 + y
+  x2 = x1 * 2 + y
+  total = x1[0, 0] + y[0, 0] + x2[0, 0] + y[0, 0]
+  out = fn(x, y)
+  assert_close(out[0], x2)
+  assert_close(out[1], jnp.full((8, 16), total))
+  source = generated_kernel(fn, x, y).source
+  assert "for " not in source and "# iteration 2 of 2" in source, source
+  # x[...] before each write, x[0, 0] after each; y[...] and y[0, 0] once each
+  assert _loads_of(source, "x_ref") == 4 and _loads_of(source, "y_ref") == 2, source
 
 
 @case("mixed_dtypes")

@@ -6,6 +6,15 @@ re-assigned (all at once, as a tuple) at the end of each iteration, so their
 Triton types never change. A fori_loop (also one written with dynamic
 bounds, which JAX turns into a while_loop) becomes `for i in range(lo, hi)`,
 which Triton's software pipeliner understands.
+
+A loop with a static trip count of at most MAX_UNROLL_TRIPS whose body is
+small (at most MAX_UNROLL_EQNS equations, nested ones included) and has no
+dot (those are left to Triton's software pipeliner) is emitted
+as straight-line code instead: the body once per iteration, the index bound
+to each value and the carries threaded through. Nothing is reassigned, so
+what an iteration computes or loads stays usable in the next ones and after
+the loop (e.g. the later column loops of a layer norm reuse the first one's
+loads of x).
 """
 from __future__ import annotations
 
@@ -84,17 +93,69 @@ def _loop_index(ctx, raw: str, dtype) -> Value:
   return ctx.value("i", f"tl.cast({raw}, {tl_dtype(dtype)})", dtype, ())
 
 
-def _run_once(ctx, body, args, consts, binding: str) -> list:
-  """A loop of one iteration as straight-line code: the body once, with the
-  index bound to the start value and the carries to their initial values;
-  the body's outputs are the loop's. No variable is reassigned, so what the
-  body computes (and loads) stays usable after it."""
-  ctx.b.emit(f"# one iteration{' (' + binding + ')' if binding else ''}: the loop body inline")
-  return ctx.lower_jaxpr(body, args, "body", consts=consts, straight_line=True)
+# Loops of up to this many iterations (static) are emitted straight-line...
+MAX_UNROLL_TRIPS = 4
+# ...when their body has at most this many equations (nested jaxprs' included):
+# enough for a row-reduction loop with its loads, masks and stores, small
+# enough that 4 copies keep the source readable and compile time flat.
+MAX_UNROLL_EQNS = 64
 
 
-def _binding(lo: Value) -> str:
-  return f"i = {lo.const if lo.const is not None else lo}"
+def _num_eqns(jaxpr) -> int:
+  n = 0
+  for eqn in jaxpr.eqns:
+    n += 1
+    for sub in _sub_jaxprs(eqn.params):
+      n += _num_eqns(sub)
+  return n
+
+
+def _sub_jaxprs(params):
+  for param in params.values():
+    for sub in param if isinstance(param, (tuple, list)) else (param,):
+      if isinstance(sub, compat.ClosedJaxpr):
+        yield sub.jaxpr
+      elif isinstance(sub, compat.Jaxpr):
+        yield sub
+
+
+def _has_dot(jaxpr) -> bool:
+  return any(eqn.primitive is lax.dot_general_p or any(_has_dot(sub) for sub in
+                                                       _sub_jaxprs(eqn.params))
+             for eqn in jaxpr.eqns)
+
+
+def _straight_line(trips: int, body) -> bool:
+  """Whether a loop of `trips` (static) iterations is emitted straight-line.
+  A body with a dot stays a loop (of 2+ iterations): Triton's software
+  pipeliner overlaps its loads with the previous iteration's dot."""
+  return trips == 1 or (2 <= trips <= MAX_UNROLL_TRIPS and _num_eqns(body) <= MAX_UNROLL_EQNS
+                        and not _has_dot(body))
+
+
+def _run_straight(ctx, body, consts: list, lo: Value | None, carry: list, closed_consts,
+                  trips: int) -> list:
+  """A loop of `trips` iterations as straight-line code: the body once per
+  iteration, with the index (when `lo` is given) bound to lo, lo + 1, ...
+  and the carries to the previous iteration's outputs (first: their initial
+  values); the last iteration's outputs are the loop's. No variable is
+  reassigned, so what the body computes (and loads) stays usable later."""
+  for k in range(trips):
+    index = []
+    binding = ""
+    if lo is not None:
+      if lo.const is not None:
+        i = emit.const(lo.const + k, lo.dtype)
+        binding = f"i = {i.const}"
+      else:
+        i = lo if k == 0 else ctx.value("i", f"{lo} + {literal(k, lo.dtype)}", lo.dtype)
+        binding = f"i = {lo}" + (f" + {k}" if k else "")
+      index = [i]
+    what = "one iteration" if trips == 1 else f"iteration {k + 1} of {trips}"
+    ctx.b.emit(f"# {what}{' (' + binding + ')' if binding else ''}: the loop body inline")
+    carry = ctx.lower_jaxpr(body, consts + index + list(carry), "body", consts=closed_consts,
+                            straight_line=True)
+  return list(carry)
 
 
 # --- scan / fori_loop -----------------------------------------------------------------
@@ -117,10 +178,9 @@ def _scan(ctx, *args, jaxpr, length, reverse, unroll=1, **params):
     lo = emit.cast(ctx.b, lower, lower.dtype)
     upper = (emit.const(lo.const + length, lo.dtype) if lo.const is not None
              else ctx.value("loop_end", f"{lo} + {literal(length, lo.dtype)}", lo.dtype))
-  if length == 1:
-    index = [lo] if has_index else []
-    outs = _run_once(ctx, body, consts + index + carry, consts_closed,
-                     _binding(lo) if has_index else "")
+  if _straight_line(length, body):
+    outs = _run_straight(ctx, body, consts, lo if has_index else None, carry, consts_closed,
+                         length)
     return ([upper] if has_index else []) + outs
   names = [_materialize(ctx, c, "carry") for c in carry]
   carried = _as_values(names, carry)
@@ -180,9 +240,10 @@ def _while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
   fori_body = _fori_pattern(cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts)
   if fori_body is not None:
     lo, hi, rest = carry[0], carry[1], carry[2:]
-    if lo.const is not None and hi.const is not None and hi.const - lo.const == 1:
-      outs = _run_once(ctx, fori_body, body_consts + [lo] + rest, body_jaxpr.consts,
-                       _binding(lo))
+    if lo.const is not None and hi.const is not None and \
+        _straight_line(int(hi.const) - int(lo.const), fori_body):
+      outs = _run_straight(ctx, fori_body, body_consts, lo, rest, body_jaxpr.consts,
+                           int(hi.const) - int(lo.const))
       return [hi, hi] + outs
     names = [_materialize(ctx, c, "carry") for c in rest]
     carried = _as_values(names, rest)
