@@ -899,7 +899,12 @@ def test_scalars(rng, dtype):
   results = run_many(cases, x, y, compile_check=True)
   for label, (out, ref) in results.items():
     assert out.shape == ()
-    assert_same(out, ref, label)
+    if label in ("exp/", "max-rsqrt"):
+      # numpy's exp/rsqrt (the interpreter) and XLA's may round the last bit apart
+      eps = float(jnp.finfo(dtype).eps)
+      assert_close(out, ref, atol=0, rtol=eps, err_msg=label)
+    else:
+      assert_same(out, ref, label)
 
 
 def test_literal_operands(rng):
