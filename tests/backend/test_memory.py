@@ -740,7 +740,7 @@ def test_loads_are_reused_until_a_write(rng):
 
   def kernel(x_ref, o_ref):
     a = plgpu.load(x_ref.at[:, 1:9], eviction_policy="evict_last")
-    b = plgpu.load(x_ref.at[:, 1:9], eviction_policy="evict_first")   # reused: first wins
+    b = plgpu.load(x_ref.at[:, 1:9], eviction_policy="evict_first")   # reused: last policy wins
     c = x_ref[:, 2:10]                                                  # another view
     v = plgpu.load(x_ref.at[:, 1:9], volatile=True)                     # never reused
     w = plgpu.load(x_ref.at[:, 1:9], cache_modifier=".cv")              # never reused
@@ -750,7 +750,7 @@ def test_loads_are_reused_until_a_write(rng):
   assert_close(fn(x), x[:, 1:9] * 2 + x[:, 2:10])
   source = generated_kernel(fn, x).source
   assert _loads_of(source, "x_ref") == 4, source
-  assert "evict_first" not in source, source
+  assert "evict_last" not in source and source.count("evict_first") == 1, source
 
 
 def test_branch_loads_are_not_reused_after_the_branch(rng):
@@ -961,3 +961,30 @@ def test_load_options_ptxas_rejects_are_lowering_errors(options, needle, rng):
     o_ref[...] = plgpu.load(x_ref, **options)
 
   _raises_at_user_line(pallas(kernel, S((16,), F32)), (x,), needle)
+
+
+@pytest.mark.parametrize("policies, want", [
+    (("evict_last", "evict_last", "evict_first"), "evict_first"),
+    (("evict_first", "evict_last"), "evict_last"),
+    (("evict_last", None), None),
+    ((None, "evict_first"), "evict_first"),
+])
+def test_merged_reads_carry_the_last_reads_eviction_policy(rng, policies, want):
+  """Reads the dispatcher merges into one load: the last read's policy is the
+  load's, since no read comes after it."""
+  x = rand(rng, (16,))
+
+  def kernel(x_ref, o_ref):
+    total = jnp.zeros((16,), jnp.float32)
+    for p in policies:
+      total = total + plgpu.load(x_ref.at[:], eviction_policy=p)
+    o_ref[...] = total
+
+  fn = pallas(kernel, S((16,), F32))
+  assert_close(fn(x), x * len(policies))
+  [load] = [line for line in generated_kernel(fn, x).source.splitlines() if "tl.load(" in line]
+  if want:
+    assert f"eviction_policy='{want}'" in load and load.count("eviction_policy") == 1, load
+  else:
+    assert "eviction_policy" not in load, load
+  compiles_for_sm90(fn, x)

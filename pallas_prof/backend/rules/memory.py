@@ -9,6 +9,7 @@ slice runs past the block).
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 
@@ -335,20 +336,62 @@ def _other_value(ctx, ref: RefValue, other) -> str | None:
 
 def _read(ctx, ref: RefValue, mask=None, other=None, **load_options) -> Value:
   """Loads a view, or reuses what the same read (same view, mask and other)
-  loaded earlier if no equation wrote to memory since (the dispatcher
-  forgets all loads at every write) and the earlier read still dominates
-  this one (loads are remembered per Scope). The first read's cache_modifier
-  and eviction_policy are the ones that count. Volatile and `.cv` loads are
-  always issued."""
+  loaded earlier if nothing that may alias it was written since (the
+  dispatcher forgets those loads) and the earlier read still dominates this
+  one (loads are remembered per Scope). Volatile and `.cv` loads are always
+  issued.
+
+  When reads merge, the last one's eviction policy is the one that counts:
+  JAX's norm kernels read x with evict_last in the loops that read it again
+  and evict_first in the final one; once the re-reads reuse the first load,
+  nothing reads x again, and keeping its lines in L2 (evict_last) would only
+  push out the weights every row reads."""
   key = _load_key(ref, mask, other, load_options)
   if key is not None:
     earlier = ctx.reused_load(key)
     if earlier is not None:
-      return earlier
+      _merge_policy(ctx, earlier, load_options.get("eviction_policy"))
+      return earlier.value
   value = _emit_read(ctx, ref, mask, other, **load_options)
   if key is not None:
-    ctx.remember_load(key, value)
+    ctx.remember_load(key, _Loaded(value, ctx.b.num_lines - 1, load_options.get("eviction_policy")))
   return value
+
+
+@dataclasses.dataclass
+class _Loaded:
+  value: Value
+  line: int                 # the body line holding the tl.load
+  eviction_policy: str | None
+
+
+_POLICY_RE = re.compile(r", eviction_policy='[a-z_]*'")
+
+
+def _is_plain_load(text: str) -> bool:
+  """`name = tl.load(...)` with the call's closing parenthesis ending the line."""
+  _, sep, expr = text.partition(" = ")
+  if not sep or not expr.startswith("tl.load("):
+    return False
+  depth = 0
+  for i, ch in enumerate(expr):
+    depth += {"(": 1, ")": -1}.get(ch, 0)
+    if depth == 0 and ch == ")":
+      return i == len(expr) - 1
+  return False
+
+
+def _merge_policy(ctx, earlier: _Loaded, policy: str | None) -> None:
+  if policy == earlier.eviction_policy:
+    return
+  text = ctx.b.text_of(earlier.line)
+  if not _is_plain_load(text):
+    return                  # not `name = tl.load(...)` (int4): keep the first policy
+  text = _POLICY_RE.sub("", text)
+  if policy:
+    text = f"{text[:-1]}, eviction_policy={policy!r})"
+  ctx.b.rewrite(earlier.line, text)
+  earlier.eviction_policy = policy
 
 
 def _load_key(ref: RefValue, mask, other, load_options):
