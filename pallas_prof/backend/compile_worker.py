@@ -72,7 +72,9 @@ class _Worker:
     env["JAX_PLATFORMS"] = "cpu"            # the worker never touches a GPU
     fd, self.log_path = tempfile.mkstemp(prefix="pallas-prof-worker-", suffix=".log")
     log = os.fdopen(fd, "w")
-    self.proc = subprocess.Popen([sys.executable, "-m", "pallas_prof.backend.compile_worker"],
+    # run as a script, not `-m pallas_prof...`: importing the package would import
+    # JAX, which the worker never needs (its start-up delays the first compile)
+    self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__)],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                  env=env, close_fds=True)
     log.close()
@@ -121,14 +123,14 @@ _worker = _Worker()
 def compile(request: dict[str, Any]) -> dict[str, Any]:  # noqa: A001 - the module's verb
   """run_triton(request), in the worker process (or in-process when disabled)."""
   if not enabled():
-    from .compile import run_ptxas, run_triton
+    from .triton_run import run_ptxas, run_triton
     return run_ptxas(request) if request.get("op") == "ptxas" else run_triton(request)
   return _worker.call(request)
 
 
 def warm_up(compute_capability: int) -> None:
   """Starts the worker and compiles a tiny kernel in it (see warmup_kernel.py)."""
-  from .compile import run_triton  # noqa: F401 - fail early in the parent if broken
+  from .triton_run import run_triton  # noqa: F401 - fail early in the parent if broken
   from . import warmup_kernel
   request = {"path": warmup_kernel.__file__, "name": "pallas_prof_warmup",
              "signature": {"x_ref": "*fp16", "y_ref": "*fp16", "o_ref": "*fp16"},
@@ -138,11 +140,10 @@ def warm_up(compute_capability: int) -> None:
   compile(request)
 
 
-def _serve() -> None:
+def _serve(compile_module) -> None:
   """The worker's loop: requests in on stdin, results out on stdout."""
   inp, out = sys.stdin.buffer, sys.stdout.buffer
   sys.stdout = sys.stderr        # stray prints must not corrupt the protocol
-  from . import compile as compile_module
 
   def on_stage(name: str) -> None:
     sys.stderr.write(f"{STAGE_MARK}{name}\n")
@@ -160,5 +161,21 @@ def _serve() -> None:
       _send(out, compile_module.run_triton(request, on_stage=on_stage))
 
 
+def _load_triton_run():
+  """triton_run.py beside this file, loaded by path: not through the pallas_prof
+  package, and without putting this folder on sys.path (its module names would
+  shadow others)."""
+  import importlib.util
+  here = os.path.dirname(os.path.abspath(__file__))
+  if sys.path and os.path.abspath(sys.path[0] or os.curdir) == here:
+    sys.path.pop(0)              # Python put the script's folder first
+  spec = importlib.util.spec_from_file_location("pallas_prof_triton_run",
+                                                os.path.join(here, "triton_run.py"))
+  module = importlib.util.module_from_spec(spec)
+  sys.modules[spec.name] = module      # dataclasses look their module up there
+  spec.loader.exec_module(module)
+  return module
+
+
 if __name__ == "__main__":
-  _serve()
+  _serve(_load_triton_run())

@@ -178,3 +178,26 @@ def test_kernels_differing_only_in_dtype_never_share_a_compile():
   assert "add.f32" in ptx["float32"] or "add.rn.f32" in ptx["float32"]
   assert "add.f32" not in ptx["int16"] and "add.f32" not in ptx["uint32"]
   assert len(set(ptx.values())) == 3
+
+
+def test_the_compile_worker_runs_without_jax(tmp_path):
+  """The worker imports Triton and triton_run.py only: JAX's import would delay
+  every process's first compile."""
+  from pallas_prof.backend import compile_worker, warmup_kernel
+  request = {"path": warmup_kernel.__file__, "name": "pallas_prof_warmup",
+             "signature": {"x_ref": "*fp16", "y_ref": "*fp16", "o_ref": "*fp16"},
+             "attrs": {(i,): [["tt.divisibility", 16]] for i in range(3)},
+             "options": {"num_warps": 4, "num_stages": 2}, "target": ("cuda", 90),
+             "need_cubin": False}
+  proc = subprocess.Popen([sys.executable, "-X", "importtime", compile_worker.__file__],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=open(tmp_path / "stderr", "w"))
+  compile_worker._send(proc.stdin, request)
+  result = compile_worker._recv(proc.stdout)
+  proc.stdin.close()
+  assert proc.wait(timeout=60) == 0
+  assert "error" not in result and ".entry pallas_prof_warmup" in result["asm"]["ptx"]
+  imported = [line.rsplit("|", 1)[-1].strip() for line in open(tmp_path / "stderr")
+              if line.startswith("import time:")]
+  assert "triton" in imported
+  assert not [m for m in imported if m == "jax" or m.startswith(("jax.", "pallas_prof"))], imported

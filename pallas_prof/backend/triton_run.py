@@ -1,0 +1,172 @@
+"""Triton's compile of a generated kernel, as plain data in and out.
+
+What the compile worker runs (compile_worker.py), and so free of JAX and of
+the rest of pallas-prof: the worker imports only this and Triton, which
+keeps its start-up short. compile.py runs it in-process when the worker is
+off, and re-exports its names.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib.util
+import io
+import json
+import os
+import threading
+import time
+from typing import Any
+
+STAGES = ("ttir", "ttgir", "llir", "ptx", "cubin")
+_lock = threading.RLock()   # Triton's knobs and interpreter are process-global
+_modules: dict[str, Any] = {}
+
+
+def triton_lock() -> threading.RLock:
+  return _lock
+
+
+@dataclasses.dataclass
+class StageRecord:
+  stage: str
+  start_ns: int
+  end_ns: int
+  size: int = 0
+
+  @property
+  def seconds(self) -> float:
+    return (self.end_ns - self.start_ns) / 1e9
+
+
+def _load_kernel_module(path: str):
+  """A generated kernel's module, imported once (Triton reads kernels back from files)."""
+  with _lock:
+    module = _modules.get(path)
+    if module is None:
+      name = f"pallas_prof_generated.compile.{os.path.basename(path)[:-3]}"
+      spec = importlib.util.spec_from_file_location(name, path)
+      module = importlib.util.module_from_spec(spec)
+      spec.loader.exec_module(module)
+      _modules[path] = module
+    return module
+
+
+def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
+  """triton.compile with every stage timed and kept; returns plain data.
+
+  Runs in this process or in the compile worker (compile_worker.py). Errors
+  come back as data too, so a worker can report them.
+  """
+  import triton
+  from triton.backends.compiler import GPUTarget
+  from triton.compiler import ASTSource
+
+  module = _load_kernel_module(request["path"])
+  src = ASTSource(fn=getattr(module, request["name"]), signature=request["signature"],
+                  attrs=request["attrs"])
+  records: list[StageRecord] = []
+  captured = {}
+  start = time.time_ns()
+  if on_stage is not None:
+    on_stage("ttir")
+
+  def inspect_stages(backend, stages, options, language, capability):
+    if not request.get("need_cubin", True):
+      # Triton insists on a binary; an empty one marks the cubin as deferred
+      stages["cubin"] = lambda src_module, metadata: b""
+    for name in list(stages):
+      original = stages[name]
+      if name == "cubin" and not request.get("need_cubin", True):
+        continue
+
+      def timed(src_module, metadata, _name=name, _original=original):
+        # the first stage also carries the front end (AST -> TTIR), and each
+        # stage its write to Triton's cache (as Triton's own CompileTimer
+        # counts it), so the stages add up to the whole compile
+        t0 = time.time_ns() if records else start
+        if records:
+          records[-1].end_ns = t0
+        if on_stage is not None:
+          on_stage(_name)
+        if _name == "cubin":
+          out = io.StringIO()
+          with contextlib.redirect_stdout(out):
+            result = _original(src_module, metadata)
+          captured["ptxas"] = out.getvalue()
+        else:
+          result = _original(src_module, metadata)
+        end = time.time_ns()
+        size = len(result) if isinstance(result, (bytes, str)) else len(str(result))
+        records.append(StageRecord(_name, t0, end, size))
+        return result
+      stages[name] = timed
+
+  result: dict[str, Any] = {"start_ns": start}
+  with _lock:
+    knobs = triton.knobs
+    saved = (knobs.runtime.add_stages_inspection_hook, knobs.compilation.always_compile,
+             knobs.nvidia.dump_ptxas_log)
+    knobs.runtime.add_stages_inspection_hook = inspect_stages
+    knobs.compilation.always_compile = True
+    knobs.nvidia.dump_ptxas_log = True
+    try:
+      target = request["target"]
+      compiled = triton.compile(src, target=GPUTarget(target[0], target[1], 32),
+                                options=request["options"])
+      if records:
+        # the last stage also carries Triton storing its results (metadata,
+        # cache group, loading the CompiledKernel back): the stages tile the compile
+        records[-1].end_ns = time.time_ns()
+      result["metadata"] = _metadata_dict(compiled.metadata)
+      result["asm"] = {stage: compiled.asm[stage] for stage in STAGES
+                       if stage in compiled.asm and compiled.asm[stage]}
+    except Exception as e:  # noqa: BLE001 - returned as data, rewrapped with the equation
+      result["error"] = {"type": type(e).__name__, "message": str(e),
+                         "lineno": getattr(getattr(e, "node", None), "lineno", None)}
+    finally:
+      (knobs.runtime.add_stages_inspection_hook, knobs.compilation.always_compile,
+       knobs.nvidia.dump_ptxas_log) = saved
+  result["end_ns"] = time.time_ns()
+  result["records"] = [dataclasses.astuple(r) for r in records]
+  result["ptxas"] = captured.get("ptxas", "")
+  return result
+
+
+def run_ptxas(request: dict[str, Any]) -> dict[str, Any]:
+  """Triton's own ptxas step on a PTX text (for a deferred cubin)."""
+  import triton
+  from triton.backends.compiler import GPUTarget
+  from triton.backends.nvidia.compiler import CUDABackend
+  target = request["target"]
+  backend = CUDABackend(GPUTarget(target[0], target[1], 32))
+  options = backend.parse_options(dict(request["options"]))
+  start = time.time_ns()
+  out = io.StringIO()
+  result: dict[str, Any] = {}
+  with _lock:
+    saved = triton.knobs.nvidia.dump_ptxas_log
+    triton.knobs.nvidia.dump_ptxas_log = True
+    try:
+      with contextlib.redirect_stdout(out):
+        result["cubin"] = backend.make_cubin(request["ptx"], {}, options, target[1])
+    except Exception as e:  # noqa: BLE001 - returned as data
+      result["error"] = {"type": type(e).__name__, "message": str(e), "lineno": None}
+    finally:
+      triton.knobs.nvidia.dump_ptxas_log = saved
+  result.update(start_ns=start, end_ns=time.time_ns(), ptxas=out.getvalue())
+  return result
+
+
+def _metadata_dict(md) -> dict[str, Any]:
+  d = md._asdict() if hasattr(md, "_asdict") else dict(md)
+  out = {}
+  for k, v in d.items():
+    if k == "target":
+      out[k] = {"backend": v.backend, "arch": v.arch, "warp_size": v.warp_size}
+    elif isinstance(v, (str, int, float, bool, type(None))):
+      out[k] = v
+    elif isinstance(v, (list, tuple)):
+      out[k] = json.loads(json.dumps(v, default=str))
+    else:
+      out[k] = str(v)
+  return out
