@@ -332,13 +332,6 @@ class KernelBuilder:
   def num_lines(self) -> int:
     return len(self._lines)
 
-  def rewrite(self, index: int, text: str) -> None:
-    """Replaces the text of body line `index` (keeping its equation and indent)."""
-    self._lines[index].text = text
-
-  def text_of(self, index: int) -> str:
-    return self._lines[index].text
-
   def emit(self, statement: str) -> None:
     for part in statement.splitlines():
       self._lines.append(_Line(self._indent, part, self.current_eqn, self.current_note))

@@ -740,7 +740,7 @@ def test_loads_are_reused_until_a_write(rng):
 
   def kernel(x_ref, o_ref):
     a = plgpu.load(x_ref.at[:, 1:9], eviction_policy="evict_last")
-    b = plgpu.load(x_ref.at[:, 1:9], eviction_policy="evict_first")   # reused: last policy wins
+    b = plgpu.load(x_ref.at[:, 1:9], eviction_policy="evict_first")   # reused: first policy stays
     c = x_ref[:, 2:10]                                                  # another view
     v = plgpu.load(x_ref.at[:, 1:9], volatile=True)                     # never reused
     w = plgpu.load(x_ref.at[:, 1:9], cache_modifier=".cv")              # never reused
@@ -750,7 +750,7 @@ def test_loads_are_reused_until_a_write(rng):
   assert_close(fn(x), x[:, 1:9] * 2 + x[:, 2:10])
   source = generated_kernel(fn, x).source
   assert _loads_of(source, "x_ref") == 4, source
-  assert "evict_last" not in source and source.count("evict_first") == 1, source
+  assert "evict_first" not in source and source.count("evict_last") == 1, source
 
 
 def test_branch_loads_are_not_reused_after_the_branch(rng):
@@ -964,14 +964,13 @@ def test_load_options_ptxas_rejects_are_lowering_errors(options, needle, rng):
 
 
 @pytest.mark.parametrize("policies, want", [
-    (("evict_last", "evict_last", "evict_first"), "evict_first"),
-    (("evict_first", "evict_last"), "evict_last"),
-    (("evict_last", None), None),
-    ((None, "evict_first"), "evict_first"),
+    (("evict_last", "evict_last", "evict_first"), "evict_last"),
+    (("evict_first", "evict_last"), "evict_first"),
+    (("evict_last", None), "evict_last"),
+    ((None, "evict_first"), None),
 ])
-def test_merged_reads_carry_the_last_reads_eviction_policy(rng, policies, want):
-  """Reads the dispatcher merges into one load: the last read's policy is the
-  load's, since no read comes after it."""
+def test_merged_reads_keep_the_first_reads_eviction_policy(rng, policies, want):
+  """Reads the dispatcher merges into one load keep the first read's policy."""
   x = rand(rng, (16,))
 
   def kernel(x_ref, o_ref):
