@@ -11,6 +11,7 @@ import pytest
 import pallas_prof
 from pallas_prof.backend import registry
 from pallas_prof.backend.compile import compile_kernel
+from pallas_prof.profiler import driver
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples")
@@ -96,3 +97,16 @@ def flash_kernels(examples):
     rec = lowered_record(fa.flash_attention, q, q, q, causal=causal, block_q=32, block_k=32)
     out[causal] = (rec, compile_kernel(rec.generated, ("cuda", 90)))
   return out
+
+
+@pytest.fixture
+def fake_driver(monkeypatch):
+  """Installs the host-memory stand-in for the CUDA driver (fake_cuda.py)."""
+  from .fake_cuda import FakeDriver
+
+  def install(gk=None, **kwargs):
+    fake = FakeDriver(gk, **kwargs)
+    monkeypatch.setattr(driver, "_driver", lambda: fake)
+    monkeypatch.setattr(driver, "_initialized", {"done": False, "error": None})
+    return fake
+  return install

@@ -17,16 +17,6 @@ from pallas_prof.profiler.runner import LaunchSpec
 from pallas_prof.profiler.throttle import Reading, ThrottleGuard
 
 
-@pytest.fixture
-def fake_driver(monkeypatch):
-  from .fake_cuda import FakeDriver
-
-  def install(gk=None, **kwargs):
-    fake = FakeDriver(gk, **kwargs)
-    monkeypatch.setattr(driver, "_driver", lambda: fake)
-    monkeypatch.setattr(driver, "_initialized", {"done": False, "error": None})
-    return fake
-  return install
 
 
 def scripted_guard(readings, **kwargs):

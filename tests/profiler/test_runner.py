@@ -152,16 +152,6 @@ def test_bad_device_index_on_gpu():
 
 # --- the whole replay flow on a host-memory stand-in for the driver ----------------------------
 
-@pytest.fixture
-def fake_driver(monkeypatch):
-  from .fake_cuda import FakeDriver
-
-  def install(gk=None, **kwargs):
-    fake = FakeDriver(gk, **kwargs)
-    monkeypatch.setattr(driver, "_driver", lambda: fake)
-    monkeypatch.setattr(driver, "_initialized", {"done": False, "error": None})
-    return fake
-  return install
 
 
 def test_replay_flow_on_the_stand_in(fake_driver, softmax_kernel):
