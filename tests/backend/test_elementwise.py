@@ -549,16 +549,21 @@ COMPARISONS = {"eq": lax.eq, "ne": lax.ne, "lt": lax.lt, "le": lax.le, "gt": lax
                "ge": lax.ge}
 
 
+def _comparison_pair(rng, dtype):
+  """Two operands for a comparison test: random bools, floats with NaN/inf/-0, or ints."""
+  if dtype == "bool":
+    return random_array(rng, SHAPE, dtype), random_array(rng, SHAPE, dtype)
+  if jnp.issubdtype(dtype, jnp.floating):
+    return _float_pair(rng, "cmp", dtype)
+  return _int_pair(rng, dtype)
+
+
 @pytest.mark.parametrize("dtype", FLOATS + INTS + ("bool", "float64", "uint8"))
 def test_comparisons(rng, dtype):
   """NaN compares unequal (also to itself), -0 == +0, unsigned order, False < True."""
   with x64_for(dtype):
-    if dtype == "bool":
-      x, y = random_array(rng, SHAPE, dtype), random_array(rng, SHAPE, dtype)
-    elif jnp.issubdtype(dtype, jnp.floating):
-      x, y = _float_pair(rng, "cmp", dtype)
-    else:
-      x, y = _int_pair(rng, dtype)
+    x, y = _comparison_pair(rng, dtype)
+    if not (dtype == "bool" or jnp.issubdtype(dtype, jnp.floating)):
       y.reshape(-1)[20:28] = x.reshape(-1)[20:28]
     results = run_many(COMPARISONS, x, y,
                        compile_check=dtype in ("bool", "uint32", "bfloat16"))
@@ -569,14 +574,10 @@ def test_comparisons(rng, dtype):
 def test_total_order_comparisons(rng, dtype):
   """eq_to/lt_to/le_to: -NaN < -inf < ... < -0 < +0 < ... < inf < NaN."""
   with x64_for(dtype):
-    if dtype == "bool":
-      x, y = random_array(rng, SHAPE, dtype), random_array(rng, SHAPE, dtype)
-    elif jnp.issubdtype(dtype, jnp.floating):
-      x, y = _float_pair(rng, "cmp", dtype)
+    x, y = _comparison_pair(rng, dtype)
+    if jnp.issubdtype(dtype, jnp.floating):
       x = with_specials(x, (-np.nan, np.nan, -0.0, 0.0, -np.inf, 1.0))
       y = with_specials(y, (np.nan, -np.nan, 0.0, -0.0, -np.inf, -1.0))
-    else:
-      x, y = _int_pair(rng, dtype)
     fns = {p.name: (lambda a, b, p=p: p.bind(a, b))
            for p in (lax.eq_to_p, lax.lt_to_p, lax.le_to_p)}
     results = run_many(fns, x, y, compile_check=dtype in ("bfloat16", "float64"))
