@@ -1,7 +1,9 @@
 """Which elementwise functions does pallas-prof compute bit-for-bit as XLA does, and
 what decides it? One GPU run, side by side: XLA, JAX's built-in Triton backend,
 pallas-prof as it compiles by default, pallas-prof with Triton's defaults (FMA
-contraction on, the libdevice in Triton's wheel), and each of those two alone.
+contraction on, the libdevice in Triton's wheel), and each of those two alone;
+and pallas-prof with libdevice linked Triton's way rather than prepared
+(backend/libdevice_link.py), which must not change a single bit.
 
     python bench/bitwise_probe.py [--out probe.json]
 
@@ -36,6 +38,15 @@ UNARY = {
     "pow_xy": lambda x: jnp.power(jnp.abs(x), 0.37 * x), "gelu": jax.nn.gelu,
     "fma_pattern": lambda x: x * 1.37 + x * x,
 }
+# More libdevice functions, for the prepared libdevice link (libdevice_link.py):
+# pallas-prof by default and with Triton's own link must agree with each other.
+EXTRA = {
+    "expm1": jnp.expm1, "cbrt": jnp.cbrt, "tan": jnp.tan, "asin": lambda x: jnp.arcsin(jnp.tanh(x)),
+    "acos": lambda x: jnp.arccos(jnp.tanh(x)), "atan": jnp.arctan, "sinh": jnp.sinh,
+    "cosh": jnp.cosh, "asinh": jnp.arcsinh, "acosh": lambda x: jnp.arccosh(1 + jnp.abs(x)),
+    "atanh": lambda x: jnp.arctanh(jnp.tanh(x)), "erfc": lax.erfc, "lgamma": lax.lgamma,
+    "atan2": lambda x: jnp.arctan2(x, x * 0.7 - 1), "fmod": lambda x: jnp.fmod(x, 0.37 * x + 1),
+}
 
 _plain_options = pcompile.compile_options
 
@@ -54,9 +65,11 @@ def libdevices() -> dict:
   return {"jax_cuda_path": getattr(jax_lib, "cuda_path", None), "md5": md5}
 
 
-def _set_options(fp_fusion: bool | None = None, libdevice: str | None = None):
+def _set_options(fp_fusion: bool | None = None, libdevice: str | None = None,
+                 prepared: bool = True):
   """None: pallas-prof's defaults; otherwise override FMA contraction and libdevice."""
   from pallas_prof.backend import compat
+  os.environ["PALLAS_PROF_PREPARED_LIBDEVICE"] = "1" if prepared else "0"
   os.environ.pop("PALLAS_PROF_LIBDEVICE", None)
   if libdevice:
     os.environ["PALLAS_PROF_LIBDEVICE"] = libdevice
@@ -82,25 +95,34 @@ def main(argv=None):
   x = jax.random.normal(jax.random.PRNGKey(np.random.randint(2**31)), (1 << 20,), jnp.float32) * 3
   libs = libdevices()
   print("libdevices:", json.dumps(libs, indent=1))
-  # pallas-prof's defaults, Triton's defaults, and each of the two changes alone
+  # pallas-prof's defaults, Triton's defaults, each of the two changes alone, and
+  # libdevice linked Triton's way (reflect queries answered in code generation)
   variants = {"builtin": None, "ours": (None, None), "ours_triton_defaults": (True, "triton"),
-              "ours_fp_fusion_only": (True, None), "ours_triton_libdevice_only": (False, "triton")}
+              "ours_fp_fusion_only": (True, None), "ours_triton_libdevice_only": (False, "triton"),
+              "ours_unprepared_libdevice": (None, None, False)}
+  short = ("builtin", "ours", "ours_unprepared_libdevice")
   rows = {}
-  for name, func in UNARY.items():
+  for name, func in {**UNARY, **EXTRA}.items():
     want = np.asarray(jax.jit(func)(x))
-    row = {}
+    row, results = {}, {}
     for variant, how in variants.items():
+      if name in EXTRA and variant not in short:
+        continue
       registration.route_to_builtin(variant == "builtin")
-      _set_options(*(how or (None, None)))
+      _set_options(*(how or ()))
       jax.clear_caches()
       try:
-        got = np.asarray(jax.jit(lambda v: in_kernel(func, v))(x))
+        got = results[variant] = np.asarray(jax.jit(lambda v: in_kernel(func, v))(x))
         differ = ~((got == want) | (np.isnan(got) & np.isnan(want)))
         row[variant] = int(differ.sum())
       except Exception as e:  # noqa: BLE001 - reported in the table
         row[variant] = f"{type(e).__name__}: {str(e)[:120]}"
     registration.route_to_builtin(False)
     _set_options()
+    if "ours" in results and "ours_unprepared_libdevice" in results:
+      a, b = results["ours"], results["ours_unprepared_libdevice"]
+      # bit patterns, so that NaNs and signed zeros count too
+      row["ours_vs_unprepared_bits"] = int((a.view(np.uint32) != b.view(np.uint32)).sum())
     rows[name] = row
     print(f"{name:12s} elements differing from XLA of {x.size}: {row}", flush=True)
   if args.out:

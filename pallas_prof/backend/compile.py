@@ -34,7 +34,7 @@ SHARED_MEMORY_LIMIT = {70: 98304, 75: 65536, 80: 166912, 86: 101376, 87: 166912,
 
 _memory_cache: dict[str, "CompiledKernel"] = {}
 _module_cache: dict[tuple[str, bool], Any] = {}
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4   # 4: libdevice linked with its reflect queries answered
 
 
 @dataclasses.dataclass
@@ -198,7 +198,7 @@ def compile_key(gk: GeneratedKernel, target: tuple[str, int]) -> str:
            f"signature={[(p.name, signature_type(p.dtype)) for p in gk.params]}",
            f"target={target[0]}:{target[1]}", f"triton={_triton_version()}",
            f"pallas_prof={__version__}", f"format={CACHE_FORMAT}",
-           f"ptxas={_ptxas_version()}"]
+           f"ptxas={_ptxas_version()}", f"prepared_libdevice={_prepared_libdevice()}"]
   return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
@@ -286,7 +286,15 @@ def compile_request(gk: GeneratedKernel, target: tuple[str, int],
   return {"op": "compile", "path": gk.path, "name": gk.name,
           "signature": {p.name: "*" + signature_type(p.dtype) for p in gk.params},
           "attrs": {(i,): [["tt.divisibility", 16]] for i in range(len(gk.params))},
-          "options": compile_options(gk), "target": tuple(target), "need_cubin": need_cubin}
+          "options": compile_options(gk), "target": tuple(target), "need_cubin": need_cubin,
+          "libdevice_cache": (os.path.join(cache_dir(), "libdevice")
+                              if _prepared_libdevice() else None)}
+
+
+def _prepared_libdevice() -> bool:
+  """Whether libdevice is linked with its reflect queries answered up front
+  (libdevice_link.py). PALLAS_PROF_PREPARED_LIBDEVICE=0 links Triton's way."""
+  return os.environ.get("PALLAS_PROF_PREPARED_LIBDEVICE", "1") != "0"
 
 
 def _assemble_cubin(ck: "CompiledKernel") -> None:

@@ -51,6 +51,49 @@ def _load_kernel_module(path: str):
     return module
 
 
+def _libdevice_link_module():
+  """libdevice_link.py beside this file (by path in the worker, which has no package)."""
+  if __package__:
+    from . import libdevice_link
+    return libdevice_link
+  module = _modules.get("libdevice_link")
+  if module is None:
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libdevice_link.py")
+    spec = importlib.util.spec_from_file_location("pallas_prof_libdevice_link", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    _modules["libdevice_link"] = module
+  return module
+
+
+@contextlib.contextmanager
+def _prepared_libdevice(request: dict[str, Any], how: list[str]):
+  """While Triton compiles on this thread, its libdevice link goes through
+  libdevice_link (reflect queries answered before O3; see there)."""
+  cache = request.get("libdevice_cache")
+  if not cache or not request.get("options", {}).get("extern_libs"):
+    yield
+    return
+  from triton._C.libtriton import llvm
+  original = llvm.link_extern_libs
+  owner = threading.get_ident()
+  options = request["options"]
+  prepared = _libdevice_link_module()
+
+  def link(llvm_mod, paths):
+    if threading.get_ident() != owner:
+      return original(llvm_mod, paths)
+    how.append(prepared.link(llvm_mod, paths, original_link=original, cache_dir=cache,
+                             ftz=bool(options.get("enable_reflect_ftz", True)),
+                             arch=int(request["target"][1])))
+
+  llvm.link_extern_libs = link
+  try:
+    yield
+  finally:
+    llvm.link_extern_libs = original
+
+
 def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
   """triton.compile with every stage timed and kept; returns plain data.
 
@@ -102,7 +145,8 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
       stages[name] = timed
 
   result: dict[str, Any] = {"start_ns": start}
-  with _lock:
+  libdevice_links: list[str] = []
+  with _lock, _prepared_libdevice(request, libdevice_links):
     knobs = triton.knobs
     saved = (knobs.runtime.add_stages_inspection_hook, knobs.compilation.always_compile,
              knobs.nvidia.dump_ptxas_log)
@@ -127,6 +171,7 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
       (knobs.runtime.add_stages_inspection_hook, knobs.compilation.always_compile,
        knobs.nvidia.dump_ptxas_log) = saved
   result["end_ns"] = time.time_ns()
+  result["libdevice_link"] = libdevice_links[0] if libdevice_links else None
   result["records"] = [dataclasses.astuple(r) for r in records]
   result["ptxas"] = captured.get("ptxas", "")
   return result
