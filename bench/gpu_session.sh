@@ -55,6 +55,11 @@ step_probe() {   # which elementwise functions match XLA bit for bit, and why
     | grep -v Deprecation | grep -v "^ " | tail -20
 }
 
+step_norms() {   # variants of the norm kernels' generated source, timed side by side
+  timeout ${NORMS_TIMEOUT:-150} python3 bench/norm_variants.py --out "$OUT/norm_variants.json" 2>&1 \
+    | grep -v Deprecation | tail -20
+}
+
 step_cli_multi() {   # the CLI on the multi-GPU example: in-situ launches per device
   timeout ${CLI_TIMEOUT:-150} python3 -m pallas_prof run --device all --out "$OUT/cli_multi" \
     examples/multi_gpu.py 2>&1 | tee "$OUT/cli_multi.txt" | tail -40
