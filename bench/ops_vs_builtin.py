@@ -61,6 +61,27 @@ def time_per_call(fn, args, *, min_batches=15, min_seconds=1.0) -> dict:
           "batches": len(batches), "calls_per_batch": BATCH}
 
 
+def gpu_time_per_call(fn, args, calls=10 * BATCH) -> dict:
+  """GPU time per call: the durations CUPTI records for every kernel the calls
+  launch (pallas-prof's in-situ capture, through Triton's Proton), summed over
+  `calls` calls and divided by them: a mean, with the host's launch gaps between
+  calls left out. This, not the wall clock per call, is what compares with the
+  copy bandwidth, which CUDA events time around the copy alone."""
+  from pallas_prof.profiler import insitu
+  jax.block_until_ready(fn(*args))
+  with insitu.capture(devices=1) as cap:     # one GPU: Proton's per-kernel tree
+    for _ in range(calls // BATCH):
+      for _ in range(BATCH):
+        out = fn(*args)
+      jax.block_until_ready(out)
+  kernels = cap.result.kernels
+  if not kernels:
+    raise RuntimeError("; ".join(cap.result.notes) or "CUPTI recorded no kernel")
+  total_ns = sum(k.total_ns for k in kernels.values())
+  return {"gpu_s_per_call": total_ns / 1e9 / calls, "gpu_calls": calls,
+          "gpu_kernels": {name: k.launches for name, k in kernels.items()}}
+
+
 def first_call_seconds(make_fn, args) -> tuple[float, dict, object]:
   """Seconds from nothing to the first result, in three phases: `lower` (tracing,
   and for pallas-prof its lowering and Triton compile), `compile` (XLA's compile:
@@ -265,6 +286,12 @@ def run_op(make) -> dict:
         entry["GBps"] = spec["bytes"] / t / 1e9
       if spec["flops"]:
         entry["TFLOPs"] = spec["flops"] / t / 1e12
+      try:
+        entry.update(gpu_time_per_call(fn, spec["args"]))
+        if spec["bytes"]:
+          entry["GBps_gpu"] = spec["bytes"] / entry["gpu_s_per_call"] / 1e9
+      except Exception as e:  # noqa: BLE001 - reported, the wall-clock figures stand
+        entry["gpu_time_error"] = f"{type(e).__name__}: {str(e)[:300]}"
       result[variant] = entry
     except Exception as e:  # noqa: BLE001 - reported, not hidden
       result[variant] = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
@@ -274,6 +301,8 @@ def run_op(make) -> dict:
   if "median_s" in ours and "median_s" in builtin:
     result["ratio_ours_over_builtin"] = ours["median_s"] / builtin["median_s"]
     result["first_call_ratio"] = ours["first_call_s"] / builtin["first_call_s"]
+  if "gpu_s_per_call" in ours and "gpu_s_per_call" in builtin:
+    result["gpu_ratio_ours_over_builtin"] = ours["gpu_s_per_call"] / builtin["gpu_s_per_call"]
   return result
 
 
@@ -347,19 +376,30 @@ def _print_table(record):
   from rich.console import Console
   from rich.table import Table
   bw = record.get("copy_bandwidth", {}).get("GBps")
-  t = Table(title=f"{record['device']}: pallas-prof vs built-in vs XLA (median per call)"
+  t = Table(title=f"{record['device']}: pallas-prof vs built-in vs XLA, wall clock per call "
+                  "(median of batches) | GPU time per call (CUPTI, mean)"
                   + (f"; copy {bw:.0f} GB/s" if bw else ""))
   for c in ("op", "ours ms", "built-in ms", "XLA ms", "ours/built-in", "ours GB/s | TFLOP/s",
             "% copy BW", "first call ours/built-in s"):
     t.add_column(c)
   for r in record["ops"]:
     o, bi, x = r.get("pallas_prof", {}), r.get("builtin", {}), r.get("xla", {})
-    ms = lambda e: f"{e['median_s'] * 1e3:.3f}" if "median_s" in e else e.get("error", "-")[:40]
-    rate = f"{o['GBps']:.0f} GB/s" if "GBps" in o and "TFLOPs" not in o else \
+    def ms(e):
+      if "median_s" not in e:
+        return e.get("error", "-")[:40]
+      gpu = f" | {e['gpu_s_per_call'] * 1e3:.3f}" if "gpu_s_per_call" in e else ""
+      return f"{e['median_s'] * 1e3:.3f}{gpu}"
+
+    def ratio(key):
+      return f"{r[key]:.3f}" if key in r else "-"
+    rate = f"{o['GBps']:.0f} | {o.get('GBps_gpu', float('nan')):.0f} GB/s" \
+        if "GBps" in o and "TFLOPs" not in o else \
         (f"{o['TFLOPs']:.0f} TFLOP/s" if "TFLOPs" in o else "-")
-    pct = f"{100 * o['GBps'] / bw:.0f}%" if bw and "GBps" in o and "TFLOPs" not in o else "-"
+    pct = (f"{100 * o['GBps'] / bw:.0f}% | {100 * o.get('GBps_gpu', float('nan')) / bw:.0f}%"
+           if bw and "GBps" in o and "TFLOPs" not in o else "-")
     fc = (f"{o.get('first_call_s', float('nan')):.2f} / {bi.get('first_call_s', float('nan')):.2f}")
-    t.add_row(r["op"], ms(o), ms(bi), ms(x), f"{r.get('ratio_ours_over_builtin', float('nan')):.3f}",
+    t.add_row(r["op"], ms(o), ms(bi), ms(x),
+              f"{ratio('ratio_ours_over_builtin')} | {ratio('gpu_ratio_ours_over_builtin')}",
               rate, pct, fc)
   Console(width=200).print(t)
   if "geomean_ratio" in record:
