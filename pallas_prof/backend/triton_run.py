@@ -71,7 +71,7 @@ def _prepared_libdevice(request: dict[str, Any], how: list[str]):
   """While Triton compiles on this thread, its libdevice link goes through
   libdevice_link (reflect queries answered before O3; see there)."""
   cache = request.get("libdevice_cache")
-  if not cache or not request.get("options", {}).get("extern_libs"):
+  if not cache:        # (without extern_libs in the options Triton links its own libdevice)
     yield
     return
   from triton._C.libtriton import llvm

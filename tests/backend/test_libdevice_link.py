@@ -77,14 +77,7 @@ def _arithmetic(ptx: str) -> collections.Counter:
   return collections.Counter(ops)
 
 
-def _needs_libdevice(monkeypatch):
-  gk = _lower(_softmax_row, (1024,))
-  if "extern_libs" not in pcompile.compile_options(gk):
-    pytest.skip("no libdevice found to link (neither XLA's nor Triton's)")
-
-
 def test_prepared_link_gives_the_same_instructions(monkeypatch, tmp_path):
-  _needs_libdevice(monkeypatch)
   gk = _lower(_many_functions, (256,), (256,))
   original = _compile(gk, prepared=False, monkeypatch=monkeypatch, tmp_path=tmp_path)
   prepared = _compile(gk, prepared=True, monkeypatch=monkeypatch, tmp_path=tmp_path)
@@ -105,8 +98,23 @@ def test_prepared_link_gives_the_same_instructions(monkeypatch, tmp_path):
     assert re.search(rf"^define [^\n]*@{name}\(", text, re.M), name
 
 
+def test_triton_s_own_libdevice_is_prepared_too(monkeypatch, tmp_path):
+  """Without XLA's libdevice (PALLAS_PROF_LIBDEVICE=triton, or no CUDA installed)
+  Triton links the one in its wheel: that link is prepared the same way."""
+  from pallas_prof.backend import compat
+  monkeypatch.setenv("PALLAS_PROF_LIBDEVICE", "triton")
+  compat.xla_libdevice_path.cache_clear()
+  try:
+    gk = _lower(_softmax_row, (1024,))
+    assert "extern_libs" not in pcompile.compile_options(gk)
+    result = _compile(gk, prepared=True, monkeypatch=monkeypatch, tmp_path=tmp_path)
+  finally:
+    compat.xla_libdevice_path.cache_clear()
+  assert result["libdevice_link"] == "prepared-new"
+  assert "__nvvm_reflect" not in result["asm"]["llir"]
+
+
 def test_a_prepared_library_is_reused_for_the_same_functions(monkeypatch, tmp_path):
-  _needs_libdevice(monkeypatch)
   gk = _lower(_softmax_row, (1024,))
   first = _compile(gk, prepared=True, monkeypatch=monkeypatch, tmp_path=tmp_path)
   second = _compile(gk, prepared=True, monkeypatch=monkeypatch, tmp_path=tmp_path)
