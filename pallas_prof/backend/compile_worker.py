@@ -144,6 +144,7 @@ def _serve(compile_module) -> None:
   """The worker's loop: requests in on stdin, results out on stdout."""
   inp, out = sys.stdin.buffer, sys.stdout.buffer
   sys.stdout = sys.stderr        # stray prints must not corrupt the protocol
+  compile_module.use_quick_triton_key()
 
   def on_stage(name: str) -> None:
     sys.stderr.write(f"{STAGE_MARK}{name}\n")

@@ -51,6 +51,36 @@ def _load_kernel_module(path: str):
     return module
 
 
+def use_quick_triton_key() -> None:
+  """Makes Triton's key for its own cache cheap to compute, in the compile worker.
+
+  triton.compile asks triton_key() for the key of its on-disk cache, and the
+  first call hashes Triton's whole shared library (415 MB): 0.23 s on a CPU
+  machine, in every worker's first compile, so in a program's first
+  pallas_call. pallas-prof never reads Triton's cache (always_compile; our own
+  cache keys on Triton's version) and the worker runs nothing else, so the
+  library's path, size and modification time stand in for its contents.
+  """
+  import triton
+  from triton.runtime import cache
+  if getattr(cache.triton_key, "pallas_prof_quick", False):
+    return
+  original = cache.triton_key
+  library = os.path.dirname(triton.__file__)
+
+  def quick_key() -> str:
+    try:
+      so = next(os.path.join(library, "_C", n) for n in sorted(os.listdir(
+          os.path.join(library, "_C"))) if n.startswith("libtriton"))
+      st = os.stat(so)
+    except (OSError, StopIteration):
+      return original()
+    return f"{triton.__version__}-{so}-{st.st_size}-{st.st_mtime_ns}"
+
+  quick_key.pallas_prof_quick = True
+  cache.triton_key = quick_key
+
+
 def _libdevice_link_module():
   """libdevice_link.py beside this file (by path in the worker, which has no package)."""
   if __package__:
@@ -172,6 +202,8 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
        knobs.nvidia.dump_ptxas_log) = saved
   result["end_ns"] = time.time_ns()
   result["libdevice_link"] = libdevice_links[0] if libdevice_links else None
+  from triton.runtime import cache
+  result["quick_triton_key"] = bool(getattr(cache.triton_key, "pallas_prof_quick", False))
   result["records"] = [dataclasses.astuple(r) for r in records]
   result["ptxas"] = captured.get("ptxas", "")
   return result

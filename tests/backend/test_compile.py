@@ -180,6 +180,21 @@ def test_kernels_differing_only_in_dtype_never_share_a_compile():
   assert len(set(ptx.values())) == 3
 
 
+def test_the_quick_triton_key_names_the_installed_triton():
+  import triton
+  from triton.runtime import cache
+  from pallas_prof.backend import triton_run
+  original = cache.triton_key
+  try:
+    triton_run.use_quick_triton_key()
+    triton_run.use_quick_triton_key()          # idempotent
+    key = cache.triton_key()
+    assert key.startswith(f"{triton.__version__}-") and "libtriton" in key
+    assert cache.triton_key.pallas_prof_quick
+  finally:
+    cache.triton_key = original
+
+
 def test_the_compile_worker_runs_without_jax(tmp_path):
   """The worker imports Triton and triton_run.py only: JAX's import would delay
   every process's first compile."""
@@ -197,6 +212,8 @@ def test_the_compile_worker_runs_without_jax(tmp_path):
   proc.stdin.close()
   assert proc.wait(timeout=60) == 0
   assert "error" not in result and ".entry pallas_prof_warmup" in result["asm"]["ptx"]
+  # and without hashing Triton's 415 MB library for Triton's own cache key
+  assert result["quick_triton_key"] is True
   imported = [line.rsplit("|", 1)[-1].strip() for line in open(tmp_path / "stderr")
               if line.startswith("import time:")]
   assert "triton" in imported
