@@ -118,8 +118,15 @@ def warm_up_process() -> dict:
     _use_backend(variant)
     make = lambda: jax.jit(lambda a: pl.pallas_call(
         kernel, out_shape=jax.ShapeDtypeStruct(a.shape, a.dtype))(a))
+    from pallas_prof.backend import registry
+    registry.clear()
     total, phases, _ = first_call_seconds(make, (x,))
     out[variant] = {"first_call_s": total, **phases}
+    if variant == "pallas_prof":
+      out[variant]["kernels"] = [
+          {"lowering_s": r.generated.lowering_seconds,
+           "compile_s": getattr(r.compiled, "compile_seconds", None),
+           "stages_s": getattr(r.compiled, "stage_seconds", None)} for r in registry.kernels()]
   _use_backend("pallas_prof")
   return out
 
