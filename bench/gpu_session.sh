@@ -41,6 +41,11 @@ step_bench() {   # pallas-prof vs built-in vs XLA
     | grep -v Deprecation | tail -25
 }
 
+step_first_call() {   # first-call latency, median of fresh processes
+  timeout ${FIRST_CALL_TIMEOUT:-400} python3 bench/first_call.py --processes ${FIRST_CALL_PROCESSES:-5} \
+    --out "$OUT/first_call.json" 2>&1 | grep -v Deprecation | tail -12
+}
+
 step_profiler() {   # replay timing, ncu, NVML, CUPTI in-situ, device index checks
   timeout ${PROFILER_TIMEOUT:-200} python3 bench/profiler_gpu_check.py "$OUT" 2>&1 | tail -30
 }
