@@ -129,14 +129,24 @@ def compile(request: dict[str, Any]) -> dict[str, Any]:  # noqa: A001 - the modu
 
 
 def warm_up(compute_capability: int) -> None:
-  """Starts the worker and compiles a tiny kernel in it (see warmup_kernel.py)."""
+  """Starts the worker and compiles a tiny kernel in it (see warmup_kernel.py),
+  the way the GPU path compiles: to PTX (jaxlib assembles the cubin), with the
+  libdevice and the options real kernels get."""
   from .triton_run import run_triton  # noqa: F401 - fail early in the parent if broken
-  from . import warmup_kernel
+  from . import compat, warmup_kernel
+  from .compile import _prepared_libdevice
+  from .lowering import cache_dir
+  options = {"num_warps": 4, "num_stages": 2, "enable_reflect_ftz": False,
+             "enable_fp_fusion": False}
+  libdevice = compat.xla_libdevice_path()
+  if libdevice:
+    options["extern_libs"] = (("libdevice", libdevice),)
   request = {"path": warmup_kernel.__file__, "name": "pallas_prof_warmup",
              "signature": {"x_ref": "*fp16", "y_ref": "*fp16", "o_ref": "*fp16"},
              "attrs": {(i,): [["tt.divisibility", 16]] for i in range(3)},
-             "options": {"num_warps": 4, "num_stages": 2, "enable_reflect_ftz": False},
-             "target": ("cuda", compute_capability)}
+             "options": options, "target": ("cuda", compute_capability), "need_cubin": False,
+             "libdevice_cache": (os.path.join(cache_dir(), "libdevice")
+                                 if _prepared_libdevice() else None)}
   compile(request)
 
 

@@ -1,6 +1,7 @@
 """A tiny kernel compiled in the background when pallas-prof is installed on a GPU
-machine: it pays Triton's one-time compiler start-up (LLVM, libdevice, ptxas) while
-the user's program is still tracing, instead of on the first pallas_call."""
+machine: it pays Triton's one-time compiler start-up (imports, LLVM, the prepared
+libdevice for expf, which softmax-like kernels share) while the user's program is
+still tracing, instead of on the first pallas_call."""
 import triton
 import triton.language as tl
 from triton.language.extra import libdevice

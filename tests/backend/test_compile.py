@@ -218,3 +218,14 @@ def test_the_compile_worker_runs_without_jax(tmp_path):
               if line.startswith("import time:")]
   assert "triton" in imported
   assert not [m for m in imported if m == "jax" or m.startswith(("jax.", "pallas_prof"))], imported
+
+
+def test_the_warm_up_compiles_as_real_kernels_do(monkeypatch, tmp_path):
+  """The background warm-up compiles to PTX with the real kernels' options, so
+  it also prepares the libdevice link expf-using kernels (softmax) share."""
+  from pallas_prof.backend import compile_worker
+  monkeypatch.setenv("PALLAS_PROF_CACHE_DIR", str(tmp_path))
+  compile_worker.warm_up(90)
+  (library,) = (tmp_path / "libdevice").glob("*.ll")
+  text = library.read_text()
+  assert "define float @__nv_expf(" in text and "call i32 @__nvvm_reflect" not in text
