@@ -110,17 +110,54 @@ def test_triton_s_own_libdevice_is_prepared_too(monkeypatch, tmp_path):
     result = _compile(gk, prepared=True, monkeypatch=monkeypatch, tmp_path=tmp_path)
   finally:
     compat.xla_libdevice_path.cache_clear()
-  assert result["libdevice_link"] == "prepared-new"
+  assert result["libdevice_link"] == "prepared-new-common"
   assert "__nvvm_reflect" not in result["asm"]["llir"]
 
 
-def test_a_prepared_library_is_reused_for_the_same_functions(monkeypatch, tmp_path):
-  gk = _lower(_softmax_row, (1024,))
-  first = _compile(gk, prepared=True, monkeypatch=monkeypatch, tmp_path=tmp_path)
-  second = _compile(gk, prepared=True, monkeypatch=monkeypatch, tmp_path=tmp_path)
-  assert (first["libdevice_link"], second["libdevice_link"]) == ("prepared-new", "prepared")
+def _lgamma_kernel(x_ref, o_ref):
+  o_ref[...] = jax.lax.lgamma(x_ref[...]) + jnp.exp(x_ref[...])
+
+
+def test_common_functions_share_one_library_and_others_get_their_own(monkeypatch, tmp_path):
+  """Kernels calling only common functions (exp here) link the common library,
+  prepared once; a kernel calling lgamma gets a library of its own functions;
+  an own library, once there, is preferred (it links faster)."""
+  softmax = _lower(_softmax_row, (1024,))
+  first = _compile(softmax, prepared=True, monkeypatch=monkeypatch, tmp_path=tmp_path)
+  second = _compile(softmax, prepared=True, monkeypatch=monkeypatch, tmp_path=tmp_path)
+  assert (first["libdevice_link"], second["libdevice_link"]) == (
+      "prepared-new-common", "prepared-common")
   assert first["asm"]["ptx"] == second["asm"]["ptx"]
-  assert len(list((tmp_path / "libdevice").glob("*.ll"))) == 1
+  (common,) = (tmp_path / "libdevice").glob("*.ll")
+  assert all(f"@{name}(" in common.read_text() for name in libdevice_link.COMMON)
+
+  lgamma = _lower(_lgamma_kernel, (1024,))
+  own = _compile(lgamma, prepared=True, monkeypatch=monkeypatch, tmp_path=tmp_path)
+  assert own["libdevice_link"] == "prepared-new"
+  assert len(list((tmp_path / "libdevice").glob("*.ll"))) == 2
+
+  # the softmax's own set, prepared by hand, now wins over the common library
+  declared = {"__nv_expf": ("float", ["float"])}
+  import os
+  import triton
+  from triton._C.libtriton import llvm
+  options = pcompile.compile_request(softmax, ("cuda", 90))["options"]
+  paths = [path for _, path in options.get("extern_libs", ())] or [os.path.join(
+      os.path.dirname(triton.__file__), "backends", "nvidia", "lib", "libdevice.10.bc")]
+  text = libdevice_link._prepare(paths, declared, llvm.link_extern_libs, False, 90)
+  libdevice_link._write_atomically(
+      libdevice_link._path(str(tmp_path / "libdevice"), paths, declared, False, 90), text)
+  third = _compile(softmax, prepared=True, monkeypatch=monkeypatch, tmp_path=tmp_path)
+  assert third["libdevice_link"] == "prepared"
+  assert _arithmetic(third["asm"]["ptx"]) == _arithmetic(first["asm"]["ptx"])
+
+
+def test_the_common_library_gives_the_same_instructions(monkeypatch, tmp_path):
+  gk = _lower(_softmax_row, (1024,))
+  original = _compile(gk, prepared=False, monkeypatch=monkeypatch, tmp_path=tmp_path)
+  common = _compile(gk, prepared=True, monkeypatch=monkeypatch, tmp_path=tmp_path)
+  assert common["libdevice_link"] == "prepared-new-common"
+  assert _arithmetic(original["asm"]["ptx"]) == _arithmetic(common["asm"]["ptx"])
 
 
 def test_the_switch_is_part_of_the_compile_key(monkeypatch):
