@@ -46,6 +46,11 @@ step_first_call() {   # first-call latency, median of fresh processes
     --out "$OUT/first_call.json" 2>&1 | grep -v Deprecation | tail -12
 }
 
+step_gap() {   # wall clock vs GPU time of a jitted call (rms_norm, every backend)
+  timeout ${GAP_TIMEOUT:-200} python3 bench/dispatch_gap.py --out "$OUT/dispatch_gap.json" 2>&1 \
+    | grep -v Deprecation | tail -8
+}
+
 step_profiler() {   # replay timing, ncu, NVML, CUPTI in-situ, device index checks
   timeout ${PROFILER_TIMEOUT:-200} python3 bench/profiler_gpu_check.py "$OUT" 2>&1 | tail -30
 }
