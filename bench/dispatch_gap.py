@@ -41,11 +41,14 @@ def wall_per_call(fn, args, calls: int, repeats: int = 15) -> float:
 
 
 def enqueue_per_call(fn, args, calls: int = 400) -> float:
+  """Host time to issue a call, the outputs dropped as they come (keeping 400 of
+  them alive, 128 MB each, measured the allocator instead: 2.5 ms per call)."""
   jax.block_until_ready(fn(*args))
   t0 = time.perf_counter()
-  outs = [fn(*args) for _ in range(calls)]
+  for _ in range(calls):
+    out = fn(*args)
   t1 = time.perf_counter()
-  jax.block_until_ready(outs)
+  jax.block_until_ready(out)
   return (t1 - t0) / calls
 
 
