@@ -376,7 +376,8 @@ def _finish_compile(gk, target, key, result) -> CompiledKernel:
                           ck.resources(complete=False), e, source_key=gk.key))
     raise
   _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
-                        ck.resources(complete=False), source_key=gk.key))
+                        {**ck.resources(complete=False),
+                         "libdevice_link": result.get("libdevice_link")}, source_key=gk.key))
   return ck
 
 

@@ -305,4 +305,9 @@ def stage_attributes(stage, record) -> dict[str, Any]:
                 "triton.duration_ms": (stage.end_ns - stage.start_ns) / 1e6,
                 "pallas.kernel": record.kernel}
   attributes.update(resource_attributes(record.attributes))
+  link = (record.attributes or {}).get("libdevice_link")
+  if stage.stage == "llir" and link:
+    # how libdevice was linked (libdevice_link.py): "prepared-new" stages include
+    # preparing the library once
+    attributes["triton.libdevice_link"] = link
   return attributes

@@ -78,6 +78,12 @@ def test_stage_spans_of_a_fresh_compile(case, rng):
   assert attrs["triton.stack_bytes"] == ck.stack_bytes
   assert attrs["triton.cache"] == "miss"
   assert all(s.attributes["triton.shared_bytes"] == ck.metadata["shared"] for s in stages)
+  # the llir stage says how libdevice was linked, where the kernel calls it
+  llir = stages[STAGES.index("llir")]
+  calls_libdevice = "libdevice." in gk.source.split("@triton.jit", 1)[1]
+  assert ("triton.libdevice_link" in llir.attributes) == calls_libdevice
+  if calls_libdevice:
+    assert llir.attributes["triton.libdevice_link"].startswith("prepared")
   # related to the kernel's lowering: a sibling of pallas_call with a link to it
   (kernel,) = kernel_spans(spans)
   (link,) = compile_span.links
