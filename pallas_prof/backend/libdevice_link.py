@@ -17,10 +17,10 @@ enable_reflect_ftz, __CUDA_ARCH from the target) and keeps the result as a
 textual module on disk, which the kernel then links instead of the whole
 bitcode: once for the COMMON functions most kernels call (exp, log, sqrt,
 pow, ...; the compile worker's warm-up prepares it), and once per other set
-of functions a kernel declares. It is the
-same code with the same constants, folded earlier: the PTX has the same
-instructions (measured on the softmax: the same multiset, scheduled
-differently, and the same register count).
+of functions a kernel declares. It is the same code with the same constants,
+folded earlier: the PTX has the same arithmetic instructions (LLVM may turn a
+branch into a select), and on an H200 the results of 32 functions were the
+same bits either way (bench/bitwise_probe.py).
 
 Anything unexpected (a query this does not know, a declaration it cannot
 restate) falls back to Triton's own link of the original library.
