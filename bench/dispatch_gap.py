@@ -3,12 +3,14 @@
     python bench/dispatch_gap.py [--out dispatch_gap.json]
 
 ops_vs_builtin.py found every backend's wall clock per call 9-17 µs above the
-GPU time CUPTI records for its kernels. For rms_norm (8192x8192 bf16) through
-pallas-prof, the built-in backend and XLA, this times: batches of 20 calls (as
+GPU time CUPTI records for its kernels. For the memory-bound ops of that
+benchmark (--ops; rms_norm by default) through pallas-prof, the built-in
+backend and XLA, this times: batches of 20 calls (as
 the benchmark does); one batch of 400; how long the host takes to enqueue a
 call (400 calls issued, then waited for); the GPU time per call (CUPTI); and
-20 calls chained inside one jitted function, which pays the per-call dispatch
-once per 20 kernels.
+for the norms, 20 calls chained inside one jitted function, which pays the
+per-call dispatch once per 20 kernels; and the share of the copy bandwidth by
+the wall clock of the 400-call batch.
 """
 from __future__ import annotations
 
@@ -65,39 +67,49 @@ def measure(fn, args) -> dict:
   return row
 
 
+OPS = {"rms_norm": lambda: b.op_norm("rms_norm"), "layer_norm": lambda: b.op_norm("layer_norm"),
+       "softmax": b.op_softmax, "add": b.op_add}
+
+
 def main(argv=None):
   ap = argparse.ArgumentParser()
   ap.add_argument("--out")
+  ap.add_argument("--ops", default="rms_norm", help="comma-separated: " + ", ".join(OPS))
   args = ap.parse_args(argv)
   import pallas_prof
   pallas_prof.install()
-  spec = b.op_norm("rms_norm")
-  x, w, bias = spec["args"]
-  rows = {}
-  for backend in ("pallas_prof", "builtin", "xla"):
-    if backend != "xla":
-      b._use_backend(backend)
-    jax.clear_caches()
-    single = spec["xla"]() if backend == "xla" else spec["pallas"]()
-    inner = jax.jit(lambda x, w, bias: _chain(single, x, w, bias))
-    row = measure(single, (x, w, bias))
-    chain = measure(inner, (x, w, bias))
-    row["chain20_per_kernel_wall_us"] = chain["wall_batch20_us"] / 20
-    row["chain20_per_kernel_gpu_us"] = chain.get("gpu_us", float("nan")) / 20
-    rows[backend] = row
-    print(backend, json.dumps({k: round(v, 1) if isinstance(v, float) else v
-                               for k, v in row.items()}), flush=True)
-  b._use_backend("pallas_prof")
+  copy = b.copy_bandwidth()["GBps"]
+  record = {"device": jax.devices()[0].device_kind, "copy_GBps": copy, "ops": {},
+            "command": "python bench/dispatch_gap.py " + " ".join(argv or sys.argv[1:])}
+  for op in args.ops.split(","):
+    spec = OPS[op]()
+    rows = {}
+    for backend in ("pallas_prof", "builtin", "xla"):
+      if backend != "xla":
+        b._use_backend(backend)
+      jax.clear_caches()
+      single = spec["xla"]() if backend == "xla" else spec["pallas"]()
+      row = measure(single, spec["args"])
+      if op.endswith("norm"):      # output shaped like the input: chain the calls
+        chain = measure(jax.jit(lambda *a, _f=single: _chain(_f, *a)), spec["args"])
+        row["chain20_per_kernel_wall_us"] = chain["wall_batch20_us"] / 20
+        row["chain20_per_kernel_gpu_us"] = chain.get("gpu_us", float("nan")) / 20
+      row["pct_copy_wall_batch400"] = 100 * spec["bytes"] / (row["wall_batch400_us"] * 1e-6) \
+          / 1e9 / copy
+      rows[backend] = row
+      print(op, backend, json.dumps({k: round(v, 1) if isinstance(v, float) else v
+                                     for k, v in row.items()}), flush=True)
+    b._use_backend("pallas_prof")
+    record["ops"][spec["name"]] = rows
   if args.out:
     with open(args.out, "w") as f:
-      json.dump({"device": jax.devices()[0].device_kind, "op": spec["name"], "rows": rows,
-                 "command": "python bench/dispatch_gap.py"}, f, indent=2)
+      json.dump(record, f, indent=2)
 
 
-def _chain(fn, x, w, bias, n: int = 20):
+def _chain(fn, x, *rest, n: int = 20):
   """n dependent calls of fn in one traced function (fn is jitted: it inlines)."""
   for _ in range(n):
-    x = fn(x, w, bias).astype(x.dtype)
+    x = fn(x, *rest).astype(x.dtype)
   return x
 
 

@@ -47,7 +47,7 @@ step_first_call() {   # first-call latency, median of fresh processes
 }
 
 step_gap() {   # wall clock vs GPU time of a jitted call (rms_norm, every backend)
-  timeout ${GAP_TIMEOUT:-200} python3 bench/dispatch_gap.py --out "$OUT/dispatch_gap.json" 2>&1 \
+  timeout ${GAP_TIMEOUT:-200} python3 bench/dispatch_gap.py --ops ${GAP_OPS:-rms_norm} --out "$OUT/dispatch_gap.json" 2>&1 \
     | grep -v Deprecation | tail -8
 }
 
