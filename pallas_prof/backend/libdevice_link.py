@@ -89,8 +89,21 @@ def link(llvm_mod, paths: Sequence[str], *, original_link: Callable, cache_dir: 
   if prepared is None:
     original_link(llvm_mod, list(paths))
     return "original"
-  original_link(llvm_mod, [prepared])
+  try:
+    original_link(llvm_mod, [prepared])
+  except Exception:  # noqa: BLE001 - an unreadable prepared file (a cut write, a full
+    # disk, another LLVM): drop it, link the original; the next compile prepares again
+    _remove(prepared)
+    original_link(llvm_mod, list(paths))
+    return "original"
   return how
+
+
+def _remove(path: str) -> None:
+  try:
+    os.unlink(path)
+  except OSError:
+    pass
 
 
 def _path(cache_dir: str, paths, functions, ftz: bool, arch: int) -> str:

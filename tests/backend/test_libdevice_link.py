@@ -203,3 +203,16 @@ def test_declarations_are_read_with_their_signatures():
           "declare i32 @other(i32)\n")
   assert libdevice_link._declarations(text) == {"__nv_expf": ("float", ["float"]),
                                                "__nv_pow": ("double", ["double", "double"])}
+
+
+def test_an_unreadable_prepared_library_is_dropped_not_fatal(monkeypatch, tmp_path):
+  gk = _lower(_softmax_row, (1024,))
+  first = _compile(gk, prepared=True, monkeypatch=monkeypatch, tmp_path=tmp_path)
+  (library,) = (tmp_path / "libdevice").glob("*.ll")
+  library.write_text("this is not LLVM IR")
+  second = _compile(gk, prepared=True, monkeypatch=monkeypatch, tmp_path=tmp_path)
+  assert second["libdevice_link"] == "original"
+  assert not library.exists()
+  assert _arithmetic(second["asm"]["ptx"]) == _arithmetic(first["asm"]["ptx"])
+  third = _compile(gk, prepared=True, monkeypatch=monkeypatch, tmp_path=tmp_path)
+  assert third["libdevice_link"] == "prepared-new-common"
