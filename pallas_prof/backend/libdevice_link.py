@@ -119,7 +119,10 @@ def _prepared(paths, functions, original_link, cache_dir: str, ftz: bool, arch: 
   text = _prepare(paths, functions, original_link, ftz, arch)
   if text is None:
     return None, ""
-  _write_atomically(path, text)
+  try:
+    _write_atomically(path, text)
+  except OSError:          # a read-only or full cache: link Triton's way
+    return None, ""
   return path, "prepared-new"
 
 

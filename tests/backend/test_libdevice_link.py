@@ -216,3 +216,12 @@ def test_an_unreadable_prepared_library_is_dropped_not_fatal(monkeypatch, tmp_pa
   assert _arithmetic(second["asm"]["ptx"]) == _arithmetic(first["asm"]["ptx"])
   third = _compile(gk, prepared=True, monkeypatch=monkeypatch, tmp_path=tmp_path)
   assert third["libdevice_link"] == "prepared-new-common"
+
+
+def test_a_cache_it_cannot_write_means_triton_s_own_link(monkeypatch, tmp_path):
+  gk = _lower(_softmax_row, (1024,))
+  blocked = tmp_path / "libdevice"
+  blocked.write_text("a file where the folder should be")     # makedirs fails
+  result = _compile(gk, prepared=True, monkeypatch=monkeypatch, tmp_path=tmp_path)
+  assert result["libdevice_link"] == "original"
+  assert ".entry" in result["asm"]["ptx"]
