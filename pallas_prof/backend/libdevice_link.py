@@ -116,7 +116,10 @@ def _prepared(paths, functions, original_link, cache_dir: str, ftz: bool, arch: 
   path = _path(cache_dir, paths, functions, ftz, arch)
   if os.path.exists(path):
     return path, "prepared"
-  text = _prepare(paths, functions, original_link, ftz, arch)
+  try:
+    text = _prepare(paths, functions, original_link, ftz, arch)
+  except Exception:  # noqa: BLE001 - whatever fails here, Triton's own link still works
+    text = None
   if text is None:
     return None, ""
   try:
