@@ -15,8 +15,10 @@ being compiled) goes to a log file the parent reads after a crash.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
+import shutil
 import signal
 import struct
 import subprocess
@@ -61,23 +63,47 @@ def enabled() -> bool:
 class _Worker:
   def __init__(self):
     self.proc: subprocess.Popen | None = None
+    self.workdir: str | None = None
     self.log_path: str | None = None
     self.lock = threading.Lock()
 
   def _start(self) -> None:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    self._remove_workdir()              # a crashed worker's (its log has been read)
+    self.workdir = tempfile.mkdtemp(prefix="pallas-prof-worker-")
     env = dict(os.environ)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PALLAS_PROF_TRACE"] = "0"          # spans are made by the parent
     env["JAX_PLATFORMS"] = "cpu"            # the worker never touches a GPU
-    fd, self.log_path = tempfile.mkstemp(prefix="pallas-prof-worker-", suffix=".log")
-    log = os.fdopen(fd, "w")
+    # Triton stores every compile in its own cache, which pallas-prof never reads
+    # (it keeps its own): in the worker that cache lives and dies with the worker,
+    # instead of growing ~/.triton/cache by every kernel's stages
+    env["TRITON_CACHE_DIR"] = os.path.join(self.workdir, "triton-cache")
+    self.log_path = os.path.join(self.workdir, "worker.log")
+    log = open(self.log_path, "w")
     # run as a script, not `-m pallas_prof...`: importing the package would import
     # JAX, which the worker never needs (its start-up delays the first compile)
     self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__)],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                  env=env, close_fds=True)
     log.close()
+
+  def close(self) -> None:
+    """Ends the worker (it exits when its input closes) and removes its folder."""
+    with self.lock:
+      proc, self.proc = self.proc, None
+      if proc is not None and proc.poll() is None:
+        try:
+          proc.stdin.close()
+          proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+          proc.kill()
+      self._remove_workdir()
+
+  def _remove_workdir(self) -> None:
+    if self.workdir:
+      shutil.rmtree(self.workdir, ignore_errors=True)
+      self.workdir = None
 
   def call(self, request: dict[str, Any]) -> dict[str, Any]:
     with self.lock:
@@ -118,6 +144,7 @@ class _Worker:
 
 
 _worker = _Worker()
+atexit.register(_worker.close)
 
 
 def compile(request: dict[str, Any]) -> dict[str, Any]:  # noqa: A001 - the module's verb

@@ -229,3 +229,20 @@ def test_the_warm_up_compiles_as_real_kernels_do(monkeypatch, tmp_path):
   (library,) = (tmp_path / "libdevice").glob("*.ll")
   text = library.read_text()
   assert "define float @__nv_expf(" in text and "call i32 @__nvvm_reflect" not in text
+
+
+def test_the_worker_keeps_triton_s_cache_to_itself_and_cleans_up():
+  """Triton's own cache (which pallas-prof never reads) lives in the worker's
+  folder, not in ~/.triton/cache, and goes when the worker ends."""
+  from pallas_prof.backend import compile_worker
+  if not compile_worker.enabled():
+    pytest.skip("compile worker disabled (PALLAS_PROF_COMPILE_WORKER=0)")
+  compile_worker._worker.close()
+  compile_worker.warm_up(90)
+  workdir = compile_worker._worker.workdir
+  cache = os.path.join(workdir, "triton-cache")
+  assert os.path.isdir(cache) and os.listdir(cache)
+  compile_worker._worker.close()
+  assert not os.path.exists(workdir) and compile_worker._worker.proc is None
+  compile_worker.warm_up(90)                   # and a new one starts on demand
+  assert compile_worker._worker.workdir not in (None, workdir)
