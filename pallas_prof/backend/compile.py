@@ -559,6 +559,8 @@ def start_warmup(compute_capability: int) -> None:
 
   def warm():
     try:
+      compile_worker.start()           # the worker boots (Python, Triton's import) ...
+      from . import rules  # noqa: F401 - ... while this process imports the lowering rules
       compile_worker.warm_up(compute_capability)
     except Exception:  # noqa: BLE001 - a failed warm-up only loses the head start
       pass

@@ -105,6 +105,11 @@ class _Worker:
       shutil.rmtree(self.workdir, ignore_errors=True)
       self.workdir = None
 
+  def ensure_started(self) -> None:
+    with self.lock:
+      if self.proc is None or self.proc.poll() is not None:
+        self._start()
+
   def call(self, request: dict[str, Any]) -> dict[str, Any]:
     with self.lock:
       if self.proc is None or self.proc.poll() is not None:
@@ -153,6 +158,12 @@ def compile(request: dict[str, Any]) -> dict[str, Any]:  # noqa: A001 - the modu
     from .triton_run import run_ptxas, run_triton
     return run_ptxas(request) if request.get("op") == "ptxas" else run_triton(request)
   return _worker.call(request)
+
+
+def start() -> None:
+  """Starts the worker process if it is not running, without waiting for it."""
+  if enabled():
+    _worker.ensure_started()
 
 
 def warm_up(compute_capability: int) -> None:

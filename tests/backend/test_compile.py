@@ -246,3 +246,22 @@ def test_the_worker_keeps_triton_s_cache_to_itself_and_cleans_up():
   assert not os.path.exists(workdir) and compile_worker._worker.proc is None
   compile_worker.warm_up(90)                   # and a new one starts on demand
   assert compile_worker._worker.workdir not in (None, workdir)
+
+
+def test_start_warmup_boots_the_worker_and_imports_the_rules(monkeypatch, tmp_path):
+  """What install() starts on a GPU machine: in a background thread, the worker's
+  start and a tiny compile there, and this process's import of the lowering rules."""
+  import sys
+  from pallas_prof.backend import compile_worker
+  monkeypatch.setenv("PALLAS_PROF_CACHE_DIR", str(tmp_path))
+  monkeypatch.delenv("PALLAS_PROF_WARMUP", raising=False)
+  monkeypatch.setattr(pcompile, "_warmup_thread", None)
+  compile_worker._worker.close()
+  pcompile.start_warmup(90)
+  thread = pcompile._warmup_thread
+  thread.join(timeout=120)
+  assert not thread.is_alive()
+  assert "pallas_prof.backend.rules" in sys.modules
+  if compile_worker.enabled():
+    assert compile_worker._worker.proc is not None and compile_worker._worker.proc.poll() is None
+  assert list((tmp_path / "libdevice").glob("*.ll"))     # the warm-up compile ran
