@@ -73,21 +73,23 @@ def main(argv=None):
   for op in runs[0]["ops"]:
     ours = [r["ops"][op]["pallas_prof"]["first_call_s"] for r in runs]
     builtin = [r["ops"][op]["builtin"]["first_call_s"] for r in runs]
+    ratios = [o / b for o, b in zip(ours, builtin)]
     summary[op] = {"ours_median_s": statistics.median(ours),
                    "builtin_median_s": statistics.median(builtin),
                    "ratio_of_medians": statistics.median(ours) / statistics.median(builtin),
-                   "ratios": [o / b for o, b in zip(ours, builtin)]}
+                   "median_of_ratios": statistics.median(ratios), "ratios": ratios}
   warm = {k: statistics.median(r["process_warm_up"][k]["first_call_s"] for r in runs)
           for k in ("pallas_prof", "builtin")}
   record = {"command": "python bench/first_call.py " + " ".join(argv or sys.argv[1:]),
             "processes": len(runs), "summary": summary,
             "process_first_pallas_call_median_s": warm, "runs": runs}
   width = max(len(op) for op in summary)
-  print(f"{'op':{width}s}  ours s  built-in s  ours/built-in (median; each process)")
+  print(f"{'op':{width}s}  ours s  built-in s  ours/built-in: of the medians | median "
+        "(each process)")
   for op, s in summary.items():
     each = " ".join(f"{x:.2f}" for x in s["ratios"])
     print(f"{op:{width}s}  {s['ours_median_s']:.3f}   {s['builtin_median_s']:.3f}     "
-          f"{s['ratio_of_medians']:.2f}  ({each})")
+          f"{s['ratio_of_medians']:.2f} | {s['median_of_ratios']:.2f}  ({each})")
   print(f"process's first pallas_call: ours {warm['pallas_prof']:.2f} s, "
         f"built-in {warm['builtin']:.2f} s (median)")
   if args.out:
