@@ -79,6 +79,7 @@ class _Worker:
     # (it keeps its own): in the worker that cache lives and dies with the worker,
     # instead of growing ~/.triton/cache by every kernel's stages
     env["TRITON_CACHE_DIR"] = os.path.join(self.workdir, "triton-cache")
+    env["PALLAS_PROF_PRIVATE_TRITON_CACHE"] = "1"
     self.log_path = os.path.join(self.workdir, "worker.log")
     log = open(self.log_path, "w")
     # run as a script, not `-m pallas_prof...`: importing the package would import
@@ -193,6 +194,8 @@ def _serve(compile_module) -> None:
   inp, out = sys.stdin.buffer, sys.stdout.buffer
   sys.stdout = sys.stderr        # stray prints must not corrupt the protocol
   compile_module.use_quick_triton_key()
+  if os.environ.get("PALLAS_PROF_PRIVATE_TRITON_CACHE") == "1":
+    compile_module.use_private_triton_cache()
 
   def on_stage(name: str) -> None:
     sys.stderr.write(f"{STAGE_MARK}{name}\n")

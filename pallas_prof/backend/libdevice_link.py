@@ -16,7 +16,7 @@ queries exactly as NVVMReflect would (__CUDA_FTZ from the compile's
 enable_reflect_ftz, __CUDA_ARCH from the target) and keeps the result as a
 textual module on disk, which the kernel then links instead of the whole
 bitcode: once for the COMMON functions most kernels call (exp, log, sqrt,
-pow, ...; the compile worker's warm-up prepares it), and once per other set
+powf, tanh, erf, ...; the compile worker's warm-up prepares it), and once per other set
 of functions a kernel declares. It is the same code with the same constants,
 folded earlier: the PTX has the same arithmetic instructions (LLVM may turn a
 branch into a select), and on an H200 the results of 32 functions were the
@@ -48,17 +48,16 @@ _LLVM_TO_MLIR = {"float": "f32", "double": "f64", "half": "f16", "bfloat": "bf16
                  "ptr": "!llvm.ptr"}
 
 # The functions most kernels call, prepared together once per cache: a kernel
-# whose libdevice calls are all here links this (already parsed text, a few ms)
-# instead of preparing its own set (which parses the 470 KB bitcode, 20-30 ms).
-_F_UNARY = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "cbrt",
-            "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
-            "acosh", "atanh", "erf", "erfc", "floor", "ceil", "rint", "round", "trunc")
-_F_BINARY = ("pow", "atan2", "fmod")
+# whose libdevice calls are all here links this (parsed as text: ~2 ms on a CPU
+# machine) instead of preparing its own set (which parses the 470 KB bitcode,
+# 20-30 ms). Large or rare functions (trigonometry, powf's f64 twin, fmod,
+# erfc, ...) would make every link parse them, so they get libraries of their own.
+_F_UNARY = ("exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "tanh", "erf",
+            "floor", "ceil", "rint", "round", "trunc")
 COMMON: dict[str, tuple[str, list[str]]] = {
     **{f"__nv_{f}f": ("float", ["float"]) for f in _F_UNARY},
-    **{f"__nv_{f}f": ("float", ["float", "float"]) for f in _F_BINARY},
-    **{f"__nv_{f}": ("double", ["double"]) for f in ("exp", "log", "sqrt", "rsqrt", "tanh")},
-    "__nv_pow": ("double", ["double", "double"]),
+    "__nv_powf": ("float", ["float", "float"]),
+    **{f"__nv_{f}": ("double", ["double"]) for f in ("exp", "log", "sqrt", "rsqrt")},
     "__nv_popc": ("i32", ["i32"]), "__nv_clz": ("i32", ["i32"]),
     "__nv_mulhi": ("i32", ["i32", "i32"]), "__nv_umulhi": ("i32", ["i32", "i32"]),
 }
@@ -77,7 +76,7 @@ def link(llvm_mod, paths: Sequence[str], *, original_link: Callable, cache_dir: 
     original_link(llvm_mod, list(paths))
     return "original"
   # this set's own library if there is one (0.2 ms to link); else the common one if
-  # it covers the set (~5 ms: 300 KB of text); else prepare this set (20-30 ms)
+  # it covers the set (~2 ms: 120 KB of text); else prepare this set (20-30 ms)
   own = _path(cache_dir, paths, declared, ftz, arch)
   covered = all(COMMON.get(n) == sig for n, sig in declared.items())
   prepared, how = (own, "prepared") if os.path.exists(own) else (None, "")
