@@ -90,16 +90,23 @@ class _Worker:
     log.close()
 
   def close(self) -> None:
-    """Ends the worker (it exits when its input closes) and removes its folder."""
-    with self.lock:
+    """Ends the worker and removes its folder (at exit, and in tests).
+
+    Does not wait for a compile in flight (the background warm-up's, say): a
+    short script must not linger at exit for it."""
+    holds = self.lock.acquire(timeout=0.05)
+    try:
       proc, self.proc = self.proc, None
       if proc is not None and proc.poll() is None:
+        proc.kill()
         try:
-          proc.stdin.close()
           proc.wait(timeout=5)
-        except (OSError, subprocess.TimeoutExpired):
-          proc.kill()
+        except subprocess.TimeoutExpired:
+          pass
       self._remove_workdir()
+    finally:
+      if holds:
+        self.lock.release()
 
   def _remove_workdir(self) -> None:
     if self.workdir:
