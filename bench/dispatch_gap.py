@@ -76,6 +76,7 @@ def main(argv=None):
   ap.add_argument("--out")
   ap.add_argument("--ops", default="rms_norm", help="comma-separated: " + ", ".join(OPS))
   args = ap.parse_args(argv)
+  b.require_gpu("bench/dispatch_gap.py", "gap")
   import pallas_prof
   pallas_prof.install()
   copy = b.copy_bandwidth()["GBps"]

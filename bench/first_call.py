@@ -56,6 +56,9 @@ def main(argv=None):
   if args.child:
     print("RESULT " + json.dumps(child()), flush=True)
     return
+  sys.path.insert(0, ROOT)
+  from bench.ops_vs_builtin import require_gpu
+  require_gpu("bench/first_call.py", "first_call")
   runs = []
   for i in range(args.processes):
     env = dict(os.environ, PALLAS_PROF_CACHE_DIR=tempfile.mkdtemp(prefix="pallas-prof-first-"))

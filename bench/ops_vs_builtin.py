@@ -338,11 +338,21 @@ def cached_recompile_ms() -> dict:
   return json.loads(res.stdout.strip().splitlines()[-1])
 
 
+def require_gpu(script: str, step: str) -> None:
+  """These benchmarks time 8192x8192 ops against the GPU's copy bandwidth: on a
+  CPU they would run Triton's interpreter for hours. Say so and stop."""
+  if jax.default_backend() != "gpu":
+    raise SystemExit(f"{script} needs an NVIDIA GPU (JAX's backend here is "
+                     f"{jax.default_backend()!r}); run it on the device machine, e.g. "
+                     f"`bash bench/gpu_session.sh {step}`")
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser()
   parser.add_argument("--out")
   parser.add_argument("--only", help="comma-separated substrings of op names")
   args = parser.parse_args(argv)
+  require_gpu("bench/ops_vs_builtin.py", "bench")
   # as a user's program would: install at start-up (the compile worker warms up
   # while the inputs are made and the copy bandwidth is measured)
   pallas_prof.install()
