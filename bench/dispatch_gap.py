@@ -26,7 +26,6 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
 
 from bench import ops_vs_builtin as b  # noqa: E402
 
@@ -67,14 +66,10 @@ def measure(fn, args) -> dict:
   return row
 
 
-OPS = {"rms_norm": lambda: b.op_norm("rms_norm"), "layer_norm": lambda: b.op_norm("layer_norm"),
-       "softmax": b.op_softmax, "add": b.op_add}
-
-
 def main(argv=None):
   ap = argparse.ArgumentParser()
   ap.add_argument("--out")
-  ap.add_argument("--ops", default="rms_norm", help="comma-separated: " + ", ".join(OPS))
+  ap.add_argument("--ops", default="rms_norm", help="comma-separated: rms_norm, layer_norm, softmax, add")
   args = ap.parse_args(argv)
   b.require_gpu("bench/dispatch_gap.py", "gap")
   import pallas_prof
@@ -83,7 +78,7 @@ def main(argv=None):
   record = {"device": jax.devices()[0].device_kind, "copy_GBps": copy, "ops": {},
             "command": "python bench/dispatch_gap.py " + " ".join(argv or sys.argv[1:])}
   for op in args.ops.split(","):
-    spec = OPS[op]()
+    spec = b.OPS_BY_NAME[op]()
     rows = {}
     for backend in ("pallas_prof", "builtin", "xla"):
       if backend != "xla":

@@ -26,20 +26,18 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
 
 import pallas_prof  # noqa: E402
 from pallas_prof.backend import compile as pcompile, registry  # noqa: E402
 
 
 def lower(kind: str):
-  import importlib
-  module = importlib.import_module(f"jax.experimental.pallas.ops.gpu.{kind}")
+  """The GeneratedKernel of ops_vs_builtin.py's layer_norm or rms_norm."""
+  from bench.ops_vs_builtin import OPS_BY_NAME, abstract_args
+  spec = OPS_BY_NAME[kind]()
   registry.clear()
   jax.clear_caches()
-  x = jax.ShapeDtypeStruct((1, 8192, 8192), jnp.bfloat16)
-  w = jax.ShapeDtypeStruct((8192,), jnp.bfloat16)
-  jax.jit(getattr(module, kind)).lower(x, w, w)
+  spec["pallas"]().lower(*abstract_args(spec))
   (rec,) = registry.kernels()
   return rec.generated
 

@@ -253,8 +253,15 @@ def op_add():
               xla=lambda: jax.jit(lambda x, y: x + y), bytes=3 * n * 4, flops=None, tol=0.0)
 
 
-OPS = [op_softmax, functools.partial(op_norm, "layer_norm"), functools.partial(op_norm, "rms_norm"),
-       op_mha, op_matmul, op_add]
+OPS_BY_NAME = {"softmax": op_softmax, "layer_norm": functools.partial(op_norm, "layer_norm"),
+               "rms_norm": functools.partial(op_norm, "rms_norm"), "mha": op_mha,
+               "matmul": op_matmul, "add": op_add}
+OPS = list(OPS_BY_NAME.values())
+
+
+def abstract_args(spec) -> tuple:
+  """An op's arguments as shapes and dtypes (to lower it without running it)."""
+  return tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in spec["args"])
 
 
 def _use_backend(backend: str):

@@ -15,8 +15,6 @@ kernels, not the two compilers.
 from __future__ import annotations
 
 import argparse
-import functools
-import importlib
 import os
 import statistics
 import sys
@@ -27,25 +25,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-
-S = jax.ShapeDtypeStruct
 
 
 def _function(op: str):
-  """(jitted function, abstract arguments) of a benchmark op."""
-  if op in ("layer_norm", "rms_norm"):
-    module = importlib.import_module(f"jax.experimental.pallas.ops.gpu.{op}")
-    x, w = S((1, 8192, 8192), jnp.bfloat16), S((8192,), jnp.bfloat16)
-    return jax.jit(getattr(module, op)), (x, w, w)
-  if op == "softmax":
-    from jax.experimental.pallas.ops.gpu import softmax
-    return jax.jit(softmax.softmax), (S((8192, 8192), jnp.float32),)
-  if op == "mha":
-    from jax.experimental.pallas.ops.gpu import attention
-    q = S((4, 4096, 16, 64), jnp.float16)
-    return jax.jit(functools.partial(attention.mha, segment_ids=None, causal=True)), (q, q, q)
-  raise SystemExit(f"unknown op {op!r}")
+  """(jitted function, abstract arguments) of a benchmark op, as ops_vs_builtin.py runs it."""
+  from bench.ops_vs_builtin import OPS_BY_NAME, abstract_args
+  spec = OPS_BY_NAME[op]()
+  return spec["pallas"](), abstract_args(spec)
 
 
 def builtin_ttir(op: str) -> tuple[str, int, int]:

@@ -175,8 +175,15 @@ def compile_options(gk: GeneratedKernel) -> dict[str, Any]:
   extern_libs: XLA's libdevice rather than the one in Triton's wheel (their powf
   differ in the last bit for ~40 % of inputs).
   """
-  options = {"num_warps": gk.num_warps, "num_stages": gk.num_stages, "enable_reflect_ftz": False,
-             "enable_fp_fusion": bool(getattr(gk, "enable_fp_fusion", False))}
+  return triton_options(gk.num_warps, gk.num_stages,
+                        enable_fp_fusion=bool(getattr(gk, "enable_fp_fusion", False)))
+
+
+def triton_options(num_warps: int, num_stages: int, *,
+                   enable_fp_fusion: bool = False) -> dict[str, Any]:
+  """compile_options for a kernel of these settings (the warm-up has no GeneratedKernel)."""
+  options = {"num_warps": num_warps, "num_stages": num_stages, "enable_reflect_ftz": False,
+             "enable_fp_fusion": enable_fp_fusion}
   libdevice = compat.xla_libdevice_path()
   if libdevice:
     options["extern_libs"] = (("libdevice", libdevice),)
@@ -287,14 +294,18 @@ def compile_request(gk: GeneratedKernel, target: tuple[str, int],
           "signature": {p.name: "*" + signature_type(p.dtype) for p in gk.params},
           "attrs": {(i,): [["tt.divisibility", 16]] for i in range(len(gk.params))},
           "options": compile_options(gk), "target": tuple(target), "need_cubin": need_cubin,
-          "libdevice_cache": (os.path.join(cache_dir(), "libdevice")
-                              if _prepared_libdevice() else None)}
+          "libdevice_cache": libdevice_cache()}
 
 
 def _prepared_libdevice() -> bool:
   """Whether libdevice is linked with its reflect queries answered up front
   (libdevice_link.py). PALLAS_PROF_PREPARED_LIBDEVICE=0 links Triton's way."""
   return os.environ.get("PALLAS_PROF_PREPARED_LIBDEVICE", "1") != "0"
+
+
+def libdevice_cache() -> str | None:
+  """Where prepared libdevice libraries live; None: link Triton's way."""
+  return os.path.join(cache_dir(), "libdevice") if _prepared_libdevice() else None
 
 
 def _assemble_cubin(ck: "CompiledKernel") -> None:

@@ -79,7 +79,6 @@ class _Worker:
     # (it keeps its own): in the worker that cache lives and dies with the worker,
     # instead of growing ~/.triton/cache by every kernel's stages
     env["TRITON_CACHE_DIR"] = os.path.join(self.workdir, "triton-cache")
-    env["PALLAS_PROF_PRIVATE_TRITON_CACHE"] = "1"
     self.log_path = os.path.join(self.workdir, "worker.log")
     log = open(self.log_path, "w")
     # run as a script, not `-m pallas_prof...`: importing the package would import
@@ -179,20 +178,14 @@ def warm_up(compute_capability: int) -> None:
   the way the GPU path compiles: to PTX (jaxlib assembles the cubin), with the
   libdevice and the options real kernels get."""
   from .triton_run import run_triton  # noqa: F401 - fail early in the parent if broken
-  from . import compat, warmup_kernel
-  from .compile import _prepared_libdevice
-  from .lowering import cache_dir
-  options = {"num_warps": 4, "num_stages": 2, "enable_reflect_ftz": False,
-             "enable_fp_fusion": False}
-  libdevice = compat.xla_libdevice_path()
-  if libdevice:
-    options["extern_libs"] = (("libdevice", libdevice),)
+  from . import warmup_kernel
+  from .compile import libdevice_cache, triton_options
   request = {"path": warmup_kernel.__file__, "name": "pallas_prof_warmup",
              "signature": {"x_ref": "*fp16", "y_ref": "*fp16", "o_ref": "*fp16"},
              "attrs": {(i,): [["tt.divisibility", 16]] for i in range(3)},
-             "options": options, "target": ("cuda", compute_capability), "need_cubin": False,
-             "libdevice_cache": (os.path.join(cache_dir(), "libdevice")
-                                 if _prepared_libdevice() else None)}
+             "options": triton_options(num_warps=4, num_stages=2),
+             "target": ("cuda", compute_capability), "need_cubin": False,
+             "libdevice_cache": libdevice_cache()}
   compile(request)
 
 
@@ -201,8 +194,6 @@ def _serve(compile_module) -> None:
   inp, out = sys.stdin.buffer, sys.stdout.buffer
   sys.stdout = sys.stderr        # stray prints must not corrupt the protocol
   compile_module.use_quick_triton_key()
-  if os.environ.get("PALLAS_PROF_PRIVATE_TRITON_CACHE") == "1":
-    compile_module.use_private_triton_cache()
 
   def on_stage(name: str) -> None:
     sys.stderr.write(f"{STAGE_MARK}{name}\n")

@@ -36,7 +36,7 @@ import tempfile
 import threading
 from typing import Callable, Sequence
 
-FORMAT = 1
+FORMAT = 2   # 2: libraries keyed by function names
 # `declare !dbg !3 float @__nv_expf(float)`: the return type is the last word before the name
 _DECLARE = re.compile(r"^declare [^@\n]*?(\S+) @(__nv_\w+)\(([^)]*)\)", re.M)
 _STRING = re.compile(r'^(@[\w.$]+) = [^\n]*?c"([^"]*?)\\00"', re.M)
@@ -71,19 +71,24 @@ def link(llvm_mod, paths: Sequence[str], *, original_link: Callable, cache_dir: 
 
   Returns how it linked: "prepared" (from disk) or "prepared-new", with
   "-common" when through the library of COMMON functions; or "original"."""
-  declared = _declarations(str(llvm_mod))
-  if not declared or not cache_dir:
+  # names from the module's function list: printing a large kernel's module to
+  # read the declarations' types costs ms (9 ms for JAX's attention kernel), so
+  # that happens only when a new set of functions is prepared. A libdevice
+  # function has one signature, so its name is enough to key a library.
+  names = sorted(f.name for f in llvm_mod.get_functions()
+                 if f.is_declaration() and f.name.startswith("__nv_"))
+  if not names or not cache_dir:
     original_link(llvm_mod, list(paths))
     return "original"
   # this set's own library if there is one (0.2 ms to link); else the common one if
-  # it covers the set (~2 ms: 120 KB of text); else prepare this set (20-30 ms)
-  own = _path(cache_dir, paths, declared, ftz, arch)
-  covered = all(COMMON.get(n) == sig for n, sig in declared.items())
+  # it covers the set (100 KB of text to parse); else prepare this set (20-30 ms)
+  own = _path(cache_dir, paths, names, ftz, arch)
   prepared, how = (own, "prepared") if os.path.exists(own) else (None, "")
-  if prepared is None and covered:
+  if prepared is None and set(names) <= COMMON.keys():
     prepared, how = _prepared(paths, COMMON, original_link, cache_dir, ftz, arch)
     how = how and how + "-common"
   if prepared is None:
+    declared = _declarations(str(llvm_mod))
     prepared, how = _prepared(paths, declared, original_link, cache_dir, ftz, arch)
   if prepared is None:
     original_link(llvm_mod, list(paths))
@@ -137,10 +142,11 @@ def _declarations(module_text: str) -> dict[str, tuple[str, list[str]]]:
   return out
 
 
-def _key(paths, declared, ftz: bool, arch: int) -> str:
+def _key(paths, names, ftz: bool, arch: int) -> str:
+  """Content address of the library of `names` (any iterable of function names)."""
   parts = [f"format={FORMAT}", f"ftz={int(ftz)}", f"arch={arch}", _triton_version()]
   parts += [_file_digest(p) for p in paths]
-  parts += [f"{name}:{ret}:{','.join(args)}" for name, (ret, args) in sorted(declared.items())]
+  parts += sorted(names)
   return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 

@@ -55,8 +55,8 @@ def use_quick_triton_key() -> None:
   """Makes Triton's key for its own cache cheap to compute, in the compile worker.
 
   triton.compile asks triton_key() for the key of its on-disk cache, and the
-  first call hashes Triton's whole shared library (415 MB): 0.23 s on a CPU
-  machine, in every worker's first compile, so in a program's first
+  first call hashes Triton's whole shared library (415 MB): 0.25 s on a CPU
+  machine (bench/compile_path_cpu.py), in every worker's first compile, so in a program's first
   pallas_call. pallas-prof never reads Triton's cache (always_compile; our own
   cache keys on Triton's version) and the worker runs nothing else, so the
   library's path, size and modification time stand in for its contents.
@@ -79,28 +79,6 @@ def use_quick_triton_key() -> None:
 
   quick_key.pallas_prof_quick = True
   cache.triton_key = quick_key
-
-
-def use_private_triton_cache() -> None:
-  """In the compile worker, whose Triton cache folder is its own and goes with it
-  (compile_worker.py): Triton's cache files are written straight, without the
-  temporary folder and rename per file that keep a shared cache safe from
-  concurrent writers (8 files per compile: 4-6 ms on a CPU machine)."""
-  import triton
-  from triton.runtime.cache import FileCacheManager
-
-  class PrivateCacheManager(FileCacheManager):
-    def put(self, data, filename, binary=True) -> str:
-      path = self._make_path(filename)
-      if isinstance(data, bytes):
-        with open(path, "wb") as f:
-          f.write(data)
-      else:
-        with open(path, "w") as f:
-          f.write(str(data))
-      return path
-
-  triton.knobs.cache.manager_class = PrivateCacheManager
 
 
 def _libdevice_link_module():
@@ -226,8 +204,6 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
   result["libdevice_link"] = libdevice_links[0] if libdevice_links else None
   from triton.runtime import cache
   result["quick_triton_key"] = bool(getattr(cache.triton_key, "pallas_prof_quick", False))
-  manager = triton.knobs.cache.manager_class
-  result["private_triton_cache"] = getattr(manager, "__name__", "") == "PrivateCacheManager"
   result["records"] = [dataclasses.astuple(r) for r in records]
   result["ptxas"] = captured.get("ptxas", "")
   return result
