@@ -8,7 +8,7 @@ and compile_worker.py, for ops_vs_builtin.py's kernels compiled for sm_90:
 - per op, Triton's stages with libdevice prepared (libdevice_link.py) and
   linked Triton's way, and inside llir the link and LLVM's O3;
 - linking libdevice alone: the whole bitcode, the common library, a kernel's
-  own library;
+  own library; and printing each kernel's LLVM module to text;
 - Triton's triton_key() in a fresh process (what use_quick_triton_key spares)
   and a fresh compile worker's start plus first compile;
 - a warm worker's compile of each op.
@@ -78,6 +78,28 @@ def stages(request: dict, prepared: bool, repeats: int) -> dict:
   keys = [k for k in runs[-1] if k != "link"]
   return {**{k: round(statistics.median(r[k] for r in runs[1:]), 2) for k in keys},
           "libdevice_link": runs[-1]["link"]}
+
+
+def module_print_ms(request: dict) -> float:
+  """ms to print a kernel's LLVM module to text (what keying libraries by the
+  functions' names, read from the module's function list, avoids)."""
+  import triton.backends.nvidia.compiler as nvidia_compiler
+  from pallas_prof.backend import triton_run
+  llvm = nvidia_compiler.llvm
+  saved, seen = llvm.to_module, []
+
+  def to_module(*args, **kwargs):
+    module = saved(*args, **kwargs)
+    t0 = time.perf_counter()
+    str(module)
+    seen.append((time.perf_counter() - t0) * 1e3)
+    return module
+  llvm.to_module = to_module
+  try:
+    triton_run.run_triton(request)
+  finally:
+    llvm.to_module = saved
+  return round(seen[0], 2)
 
 
 def link_alone(request: dict, repeats: int) -> dict:
@@ -150,6 +172,7 @@ def main(argv=None):
                                "triton's link": stages(r, False, args.repeats)}
                           for op, r in reqs.items()},
             "link_alone_ms": link_alone(reqs["rms_norm"], args.repeats),
+            "print_llvm_module_ms": {op: module_print_ms(r) for op, r in reqs.items()},
             "fresh_process": fresh_process(),
             "warm_worker_compile_ms": warm_worker(reqs, args.repeats)}
   print(json.dumps(record, indent=1))
