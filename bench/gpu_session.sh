@@ -43,7 +43,8 @@ step_bench() {   # pallas-prof vs built-in vs XLA
 
 step_first_call() {   # first-call latency, median of fresh processes
   timeout ${FIRST_CALL_TIMEOUT:-400} python3 bench/first_call.py --processes ${FIRST_CALL_PROCESSES:-5} \
-    --out "$OUT/first_call.json" 2>&1 | grep -v Deprecation | tail -12
+    --profile ${FIRST_CALL_PROFILE:-rms_norm,mha} --out "$OUT/first_call.json" 2>&1 \
+    | grep -v Deprecation | tail -12
 }
 
 step_gap() {   # wall clock vs GPU time of a jitted call (rms_norm, every backend)
