@@ -1,0 +1,89 @@
+"""What a fresh compile worker spends on each benchmark kernel, under settings
+that may change it (runs on any machine; the kernels are compiled for sm_90).
+
+    python bench/worker_compile.py [--repeats 3] [--out worker_compile.json]
+
+For each setting a new worker starts with that environment, warms up as
+pallas-prof's does, then compiles every op once ("first": what a program's
+first call of that kernel waits for) and --repeats more times ("warm": the
+median). Triton's stages are reported as the worker timed them. Settings:
+
+- default;
+- MLIR_DISABLE_MULTITHREADING=1: Triton's MLIR contexts without their thread
+  pool (MLIR runs some passes in parallel over functions; a kernel has one).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+os.environ.setdefault("PALLAS_PROF_CACHE_DIR", tempfile.mkdtemp(prefix="pallas-prof-bench-"))
+
+SETTINGS = {"default": {}, "mlir single-threaded": {"MLIR_DISABLE_MULTITHREADING": "1"}}
+
+
+def one_setting(reqs: dict, env: dict, repeats: int) -> dict:
+  from pallas_prof.backend import compile_worker
+  compile_worker._worker.close()
+  saved = {k: os.environ.get(k) for k in env}
+  os.environ.update(env)
+  try:
+    t0 = time.perf_counter()
+    compile_worker.warm_up(90)
+    out = {"worker_start_and_warm_up_ms": round((time.perf_counter() - t0) * 1e3, 1)}
+  finally:
+    for k, v in saved.items():
+      if v is None:
+        os.environ.pop(k, None)
+      else:
+        os.environ[k] = v
+  time.sleep(0.5)       # as in a program: the warm-up is done before the first kernel
+
+  def once(request):
+    t0 = time.perf_counter()
+    result = compile_worker.compile(request)
+    total = (time.perf_counter() - t0) * 1e3
+    stages = {name: round((end - start) / 1e6, 1) for name, start, end, *_ in result["records"]}
+    return round(total, 1), stages
+
+  for op, request in reqs.items():
+    first, first_stages = once(request)
+    warm = [once(request)[0] for _ in range(repeats)]
+    out[op] = {"first_ms": first, "first_stages_ms": first_stages,
+               "warm_median_ms": round(statistics.median(warm), 1)}
+  compile_worker._worker.close()
+  return out
+
+
+def main(argv=None):
+  ap = argparse.ArgumentParser()
+  ap.add_argument("--out")
+  ap.add_argument("--repeats", type=int, default=3)
+  args = ap.parse_args(argv)
+  import pallas_prof
+  from bench.compile_path_cpu import requests
+  pallas_prof.install()
+  reqs = requests()
+  record = {"command": "python bench/worker_compile.py " + " ".join(argv or sys.argv[1:]),
+            "cpu_count": os.cpu_count(), "settings": {}}
+  for name, env in SETTINGS.items():
+    record["settings"][name] = one_setting(reqs, env, args.repeats)
+    row = record["settings"][name]
+    print(f"{name}: worker start + warm-up {row['worker_start_and_warm_up_ms']} ms")
+    for op in reqs:
+      print(f"  {op:11s} first {row[op]['first_ms']:6.1f} ms {row[op]['first_stages_ms']}"
+            f"  warm {row[op]['warm_median_ms']:6.1f} ms")
+  if args.out:
+    with open(args.out, "w") as f:
+      json.dump(record, f, indent=2)
+
+
+if __name__ == "__main__":
+  main()
