@@ -1,12 +1,14 @@
 """What a fresh compile worker spends on each benchmark kernel, under settings
 that may change it (runs on any machine; the kernels are compiled for sm_90).
 
-    python bench/worker_compile.py [--repeats 3] [--out worker_compile.json]
+    python bench/worker_compile.py [--rounds 4] [--repeats 3] [--out worker_compile.json]
 
 For each setting a new worker starts with that environment, warms up as
 pallas-prof's does, then compiles every op once ("first": what a program's
 first call of that kernel waits for) and --repeats more times ("warm": the
-median). Triton's stages are reported as the worker timed them. Settings:
+median). Triton's stages are reported as the worker timed them. The settings
+take turns, --rounds times, and each figure is the median over the rounds
+(single compiles on a shared host move by tens of per cent). Settings:
 
 - default;
 - MLIR_DISABLE_MULTITHREADING=1: Triton's MLIR contexts without their thread
@@ -65,18 +67,33 @@ def one_setting(reqs: dict, env: dict, repeats: int) -> dict:
 def main(argv=None):
   ap = argparse.ArgumentParser()
   ap.add_argument("--out")
+  ap.add_argument("--rounds", type=int, default=4)
   ap.add_argument("--repeats", type=int, default=3)
   args = ap.parse_args(argv)
   import pallas_prof
   from bench.compile_path_cpu import requests
   pallas_prof.install()
   reqs = requests()
+  rounds = {name: [] for name in SETTINGS}
+  for i in range(args.rounds):
+    names = list(SETTINGS) if i % 2 == 0 else list(reversed(SETTINGS))
+    for name in names:
+      rounds[name].append(one_setting(reqs, SETTINGS[name], args.repeats))
+    print(f"round {i + 1}/{args.rounds} done", flush=True)
+  summary = {}
+  for name, runs in rounds.items():
+    med = lambda key, op=None: statistics.median(r[op][key] if op else r[key] for r in runs)
+    summary[name] = {"worker_start_and_warm_up_ms": med("worker_start_and_warm_up_ms")}
+    for op in reqs:
+      summary[name][op] = {"first_ms": med("first_ms", op), "warm_median_ms": med("warm_median_ms", op),
+                           "first_stages_ms": {s: round(statistics.median(r[op]["first_stages_ms"][s]
+                                                                         for r in runs), 1)
+                                               for s in runs[0][op]["first_stages_ms"]}}
   record = {"command": "python bench/worker_compile.py " + " ".join(argv or sys.argv[1:]),
-            "cpu_count": os.cpu_count(), "settings": {}}
-  for name, env in SETTINGS.items():
-    record["settings"][name] = one_setting(reqs, env, args.repeats)
-    row = record["settings"][name]
-    print(f"{name}: worker start + warm-up {row['worker_start_and_warm_up_ms']} ms")
+            "cpu_count": os.cpu_count(), "summary": summary, "rounds": rounds}
+  for name, row in summary.items():
+    print(f"{name}: worker start + warm-up {row['worker_start_and_warm_up_ms']:.0f} ms (medians of "
+          f"{args.rounds} rounds)")
     for op in reqs:
       print(f"  {op:11s} first {row[op]['first_ms']:6.1f} ms {row[op]['first_stages_ms']}"
             f"  warm {row[op]['warm_median_ms']:6.1f} ms")
