@@ -11,6 +11,11 @@ FINAL_OUT=${OUT:-/tmp/out}
 OUT=/tmp/session
 mkdir -p "$OUT" "$FINAL_OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
+# Byte-compile pallas-prof and the carried wheels, as `pip install` does: this
+# image sets PYTHONDONTWRITEBYTECODE, so without it every process would compile
+# their sources at import (JAX's and Triton's come installed with .pyc files),
+# and first-call figures would carry that
+python3 -m compileall -q -j 0 pallas_prof bench /tmp/site >/dev/null 2>&1
 export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 export PALLAS_PROF_CACHE_DIR=${PALLAS_PROF_CACHE_DIR:-/tmp/pallas-prof-cache}
 log() { echo "== $(date +%H:%M:%S) $*"; }
