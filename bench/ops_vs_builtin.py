@@ -123,6 +123,8 @@ def warm_up_process() -> dict:
     total, phases, _ = first_call_seconds(make, (x,))
     out[variant] = {"first_call_s": total, **phases}
     if variant == "pallas_prof":
+      from pallas_prof.backend import compile as pcompile
+      out[variant]["background_warm_up"] = dict(pcompile.warmup_status)
       out[variant]["kernels"] = [
           {"lowering_s": r.generated.lowering_seconds,
            "compile_s": getattr(r.compiled, "compile_seconds", None),

@@ -554,6 +554,9 @@ def _load_from_disk(key: str, gk: GeneratedKernel) -> CompiledKernel | None:
 
 
 _warmup_thread: threading.Thread | None = None
+# what the background warm-up did, seconds from its start (for diagnostics and
+# the benchmarks): worker_started_s, rules_imported_s, compiled_s, or error
+warmup_status: dict[str, Any] = {}
 
 
 def start_warmup(compute_capability: int) -> None:
@@ -569,12 +572,20 @@ def start_warmup(compute_capability: int) -> None:
   from . import compile_worker
 
   def warm():
+    t0 = time.perf_counter()
     try:
       compile_worker.start()           # the worker boots (Python, Triton's import) ...
+      warmup_status["worker_started_s"] = time.perf_counter() - t0
       from . import rules  # noqa: F401 - ... while this process imports the lowering rules
-      compile_worker.warm_up(compute_capability)
-    except Exception:  # noqa: BLE001 - a failed warm-up only loses the head start
-      pass
+      warmup_status["rules_imported_s"] = time.perf_counter() - t0
+      result = compile_worker.warm_up(compute_capability)
+      warmup_status["compiled_s"] = time.perf_counter() - t0
+      if result.get("error"):
+        warmup_status["error"] = f"{result['error']['type']}: {result['error']['message'][:500]}"
+      warmup_status["stages_s"] = {name: (end - start) / 1e9
+                                   for name, start, end, *_ in result.get("records", [])}
+    except Exception as e:  # noqa: BLE001 - a failed warm-up only loses the head start
+      warmup_status["error"] = f"{type(e).__name__}: {str(e)[:500]}"
 
   _warmup_thread = threading.Thread(target=warm, name="pallas-prof-warmup", daemon=True)
   _warmup_thread.start()

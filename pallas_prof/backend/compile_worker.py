@@ -173,7 +173,7 @@ def start() -> None:
     _worker.ensure_started()
 
 
-def warm_up(compute_capability: int) -> None:
+def warm_up(compute_capability: int) -> dict[str, Any]:
   """Starts the worker and compiles a tiny kernel in it (see warmup_kernel.py),
   the way the GPU path compiles: to PTX (jaxlib assembles the cubin), with the
   libdevice and the options real kernels get."""
@@ -186,7 +186,7 @@ def warm_up(compute_capability: int) -> None:
              "options": triton_options(num_warps=4, num_stages=2),
              "target": ("cuda", compute_capability), "need_cubin": False,
              "libdevice_cache": libdevice_cache()}
-  compile(request)
+  return compile(request)
 
 
 def _serve(compile_module) -> None:

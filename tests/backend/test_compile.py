@@ -257,6 +257,7 @@ def test_start_warmup_boots_the_worker_and_imports_the_rules(monkeypatch, tmp_pa
   monkeypatch.setenv("PALLAS_PROF_CACHE_DIR", str(tmp_path))
   monkeypatch.delenv("PALLAS_PROF_WARMUP", raising=False)
   monkeypatch.setattr(pcompile, "_warmup_thread", None)
+  monkeypatch.setattr(pcompile, "warmup_status", {})
   compile_worker._worker.close()
   pcompile.start_warmup(90)
   thread = pcompile._warmup_thread
@@ -266,3 +267,7 @@ def test_start_warmup_boots_the_worker_and_imports_the_rules(monkeypatch, tmp_pa
   if compile_worker.enabled():
     assert compile_worker._worker.proc is not None and compile_worker._worker.proc.poll() is None
   assert list((tmp_path / "libdevice").glob("*.ll"))     # the warm-up compile ran
+  status = pcompile.warmup_status        # and says what it did, in order, for diagnostics
+  assert "error" not in status, status
+  assert 0 <= status["worker_started_s"] <= status["rules_imported_s"] <= status["compiled_s"]
+  assert set(status["stages_s"]) == {"ttir", "ttgir", "llir", "ptx"}
