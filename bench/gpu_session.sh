@@ -52,6 +52,11 @@ step_first_call() {   # first-call latency, median of fresh processes
     | grep -v Deprecation | tail -12
 }
 
+step_process_first() {   # the process's first pallas_call, by its delay after install()
+  timeout ${PROCESS_FIRST_TIMEOUT:-240} python3 bench/process_first_call.py \
+    --out "$OUT/process_first_call.json" 2>&1 | grep -v Deprecation | tail -8
+}
+
 step_gap() {   # wall clock vs GPU time of a jitted call (rms_norm, every backend)
   timeout ${GAP_TIMEOUT:-200} python3 bench/dispatch_gap.py --ops ${GAP_OPS:-rms_norm} --out "$OUT/dispatch_gap.json" 2>&1 \
     | grep -v Deprecation | tail -8

@@ -1,0 +1,79 @@
+"""The process's very first pallas_call, by how long after pallas_prof.install()
+it comes: pallas-prof vs JAX's built-in backend, medians of fresh processes.
+
+    python bench/process_first_call.py [--delays 0,0.5,1,2] [--processes 3] [--out f.json]
+
+install() starts the compile worker, which imports Triton and compiles a tiny
+kernel in the background (~0.5 s on the H200 machine's host): a first
+pallas_call that comes sooner waits for it. Each process imports JAX and
+pallas-prof, installs, sleeps the delay, initialises XLA with a jitted
+multiply, then times a tiny kernel's first call (lower + compile + run)
+through each backend (ops_vs_builtin.warm_up_process). The pallas-prof cache
+is empty in every process, as on a first run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def child(delay: float) -> dict:
+  sys.path.insert(0, ROOT)
+  import pallas_prof
+  pallas_prof.install()
+  time.sleep(delay)
+  from bench import ops_vs_builtin as b
+  return b.warm_up_process()
+
+
+def main(argv=None):
+  ap = argparse.ArgumentParser()
+  ap.add_argument("--delays", default="0,0.5,1,2")
+  ap.add_argument("--processes", type=int, default=3)
+  ap.add_argument("--out")
+  ap.add_argument("--child", type=float, help=argparse.SUPPRESS)
+  args = ap.parse_args(argv)
+  if args.child is not None:
+    print("RESULT " + json.dumps(child(args.child)), flush=True)
+    return
+  sys.path.insert(0, ROOT)
+  from bench.ops_vs_builtin import require_gpu
+  require_gpu("bench/process_first_call.py", "process_first")
+  record = {"command": "python bench/process_first_call.py " + " ".join(argv or sys.argv[1:]),
+            "by_delay": {}}
+  print("delay after install  ours s (median)  built-in s  ours/built-in   background warm-up done at s")
+  for delay in [float(d) for d in args.delays.split(",")]:
+    runs = []
+    for _ in range(args.processes):
+      env = dict(os.environ, PALLAS_PROF_CACHE_DIR=tempfile.mkdtemp(prefix="pallas-prof-pfc-"))
+      res = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", str(delay)],
+                           env=env, capture_output=True, text=True, timeout=300, check=False)
+      lines = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")]
+      if res.returncode != 0 or not lines:
+        print(f"a process failed:\n{res.stderr[-2000:]}", file=sys.stderr)
+        continue
+      runs.append(json.loads(lines[-1][len("RESULT "):]))
+    if not runs:
+      continue
+    ours = statistics.median(r["pallas_prof"]["first_call_s"] for r in runs)
+    builtin = statistics.median(r["builtin"]["first_call_s"] for r in runs)
+    done = [r["pallas_prof"].get("background_warm_up", {}).get("compiled_s") for r in runs]
+    record["by_delay"][str(delay)] = {"ours_median_s": ours, "builtin_median_s": builtin,
+                                      "ratio": ours / builtin, "runs": runs}
+    print(f"{delay:5.1f} s               {ours:.3f}             {builtin:.3f}       {ours / builtin:.2f}"
+          f"            {', '.join(f'{d:.2f}' if d else '-' for d in done)}")
+  if args.out:
+    with open(args.out, "w") as f:
+      json.dump(record, f, indent=2)
+
+
+if __name__ == "__main__":
+  main()
