@@ -30,6 +30,7 @@ def kernel_records() -> list[dict]:
   from pallas_prof.backend import registry
   return [{"lowering_s": r.generated.lowering_seconds,
            "compile_s": getattr(r.compiled, "compile_seconds", None),
+           "worker_wait_s": getattr(r.compiled, "worker_wait_seconds", None),
            "stages_s": getattr(r.compiled, "stage_seconds", None)} for r in registry.kernels()]
 
 

@@ -128,6 +128,7 @@ def warm_up_process() -> dict:
       out[variant]["kernels"] = [
           {"lowering_s": r.generated.lowering_seconds,
            "compile_s": getattr(r.compiled, "compile_seconds", None),
+           "worker_wait_s": getattr(r.compiled, "worker_wait_seconds", None),
            "stages_s": getattr(r.compiled, "stage_seconds", None)} for r in registry.kernels()]
   _use_backend("pallas_prof")
   return out

@@ -50,6 +50,9 @@ class CompileRecord:
   attributes: dict[str, Any]
   error: BaseException | None = None
   source_key: str | None = None  # GeneratedKernel.key: which lowering this compile belongs to
+  # when the compile was asked for; before start_ns when it waited for the compile
+  # worker (behind other compiles, or for the worker's start-up and Triton's import)
+  requested_ns: int | None = None
 
 
 @dataclasses.dataclass
@@ -68,6 +71,10 @@ class CompiledKernel:
   ptxas_log: str
   generated: GeneratedKernel | None = None
   cache: str = "miss"
+  # seconds this compile waited for the compile worker before Triton started on it:
+  # queued behind other compiles (the background warm-up's) plus the worker's
+  # start-up (Python, `import triton`) when it was not ready yet
+  worker_wait_seconds: float = 0.0
 
   @property
   def shared_bytes(self) -> int:
@@ -258,7 +265,7 @@ def compile_kernel(gk: GeneratedKernel, target: tuple[str, int] = DEFAULT_TARGET
   if hit is not None:
     if need_cubin:
       hit.complete()
-    ck = dataclasses.replace(hit, generated=gk, cache="memory")
+    ck = dataclasses.replace(hit, generated=gk, cache="memory", worker_wait_seconds=0.0)
     _notify_cache_hit(ck, start)
     return ck
   if use_disk_cache:
@@ -346,6 +353,7 @@ def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str,
                  need_cubin: bool = True) -> CompiledKernel:
   from . import compile_worker
   request = compile_request(gk, target, need_cubin)
+  requested = time.time_ns()
   try:
     result = compile_worker.compile(request)
   except compile_worker.WorkerCrashed as crash:
@@ -360,35 +368,51 @@ def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str,
     _notify(CompileRecord(gk.name, key, f"{target[0]}:{target[1]}", now, now, [], "miss",
                           {"pallas.kernel": gk.name}, error, source_key=gk.key))
     raise error from None
-  return _finish_compile(gk, target, key, result)
+  return _finish_compile(gk, target, key, result, requested)
 
 
-def _finish_compile(gk, target, key, result) -> CompiledKernel:
+def _worker_wait(result: dict[str, Any], requested: int | None) -> dict[str, float]:
+  """ms the compile waited before Triton started on it: queued behind other
+  compiles, and the rest (the worker's start-up and `import triton` when it
+  was not ready; otherwise the request's trip, well under a millisecond)."""
+  if requested is None:
+    return {}
+  queued = result.get("queued_ns", 0)
+  rest = max(0, result["start_ns"] - requested - queued)
+  return {"worker_queue_ms": queued / 1e6, "worker_startup_ms": rest / 1e6}
+
+
+def _finish_compile(gk, target, key, result, requested: int | None = None) -> CompiledKernel:
   records = [StageRecord(*r) for r in result["records"]]
   start, end = result["start_ns"], result["end_ns"]
   target_text = f"{target[0]}:{target[1]}"
+  wait = _worker_wait(result, requested)
   if "error" in result:
     err = result["error"]
     failure = TritonFailure(err["type"], err["message"], err.get("lineno"))
     lowering_error = compile_error(gk, failure, _next_stage(records))
     _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
-                          {"pallas.kernel": gk.name}, lowering_error, source_key=gk.key))
+                          {"pallas.kernel": gk.name, **wait}, lowering_error, source_key=gk.key,
+                          requested_ns=requested))
     raise lowering_error
   ptxas = _parse_ptxas(result["ptxas"])
   ck = CompiledKernel(name=gk.name, key=key, target=tuple(target), asm=result["asm"],
                       metadata=result["metadata"],
                       stage_seconds={r.stage: r.seconds for r in records},
                       compile_seconds=(end - start) / 1e9, ptxas_log=result["ptxas"],
-                      generated=gk, cache="miss", **ptxas)
+                      generated=gk, cache="miss",
+                      worker_wait_seconds=sum(wait.values()) / 1e3, **ptxas)
   try:
     _check_shared_memory(ck, gk)
   except LoweringError as e:
     _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
-                          ck.resources(complete=False), e, source_key=gk.key))
+                          {**ck.resources(complete=False), **wait}, e, source_key=gk.key,
+                          requested_ns=requested))
     raise
   _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
-                        {**ck.resources(complete=False),
-                         "libdevice_link": result.get("libdevice_link")}, source_key=gk.key))
+                        {**ck.resources(complete=False), **wait,
+                         "libdevice_link": result.get("libdevice_link")}, source_key=gk.key,
+                        requested_ns=requested))
   return ck
 
 

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from typing import Any
 
 STAGE_MARK = "pallas-prof-worker: stage "
@@ -118,14 +119,18 @@ class _Worker:
         self._start()
 
   def call(self, request: dict[str, Any]) -> dict[str, Any]:
+    asked = time.time_ns()
     with self.lock:
+      queued = time.time_ns() - asked        # behind other compiles (the warm-up's, say)
       if self.proc is None or self.proc.poll() is not None:
         self._start()
       try:
         _send(self.proc.stdin, request)
-        return _recv(self.proc.stdout)
+        result = _recv(self.proc.stdout)
       except (EOFError, BrokenPipeError, OSError, pickle.UnpicklingError):
         raise self._crashed() from None
+    result["queued_ns"] = queued
+    return result
 
   def _crashed(self) -> WorkerCrashed:
     proc, self.proc = self.proc, None
@@ -192,18 +197,22 @@ def warm_up(compute_capability: int) -> dict[str, Any]:
 def _serve(compile_module) -> None:
   """The worker's loop: requests in on stdin, results out on stdout.
 
-  Python's cyclic garbage collector runs only between requests, once the
+  The worker imports Triton's compiler as it starts, before any request.
+  Python's cyclic garbage collector then runs only between requests, once the
   answer is on its way: left to itself it would start a full collection in
   the middle of a compile, which after `import triton` walks every object
-  Triton made (~50 ms, half the compile of a norm kernel). What survives a
-  collection is frozen (gc.freeze), so the next one only looks at what the
-  last compile left behind.
+  Triton made (~50 ms on the CPU machine, half the compile of a norm kernel).
+  What survives a collection is frozen (gc.freeze), so the next one only
+  looks at what the last compile left behind.
   """
   import gc
   gc.disable()
   inp, out = sys.stdin.buffer, sys.stdout.buffer
   sys.stdout = sys.stderr        # stray prints must not corrupt the protocol
   compile_module.use_quick_triton_key()
+  compile_module.import_compiler()
+  gc.collect()
+  gc.freeze()                    # Triton's modules: never walked by a collection again
 
   def on_stage(name: str) -> None:
     sys.stderr.write(f"{STAGE_MARK}{name}\n")
@@ -219,7 +228,7 @@ def _serve(compile_module) -> None:
       _send(out, compile_module.run_ptxas(request))
     else:
       _send(out, compile_module.run_triton(request, on_stage=on_stage))
-    gc.collect()
+    gc.collect()                 # what this compile left (1-4 ms on the CPU machine)
     gc.freeze()
 
 

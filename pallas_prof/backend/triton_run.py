@@ -51,6 +51,14 @@ def _load_kernel_module(path: str):
     return module
 
 
+def import_compiler() -> None:
+  """Imports what triton.compile uses for NVIDIA targets (the worker does this
+  as it starts, before any request, so a compile does not wait for it)."""
+  import triton.backends.nvidia.compiler  # noqa: F401
+  import triton.compiler.compiler  # noqa: F401
+  import triton.language.extra.libdevice  # noqa: F401
+
+
 def use_quick_triton_key() -> None:
   """Makes Triton's key for its own cache cheap to compute, in the compile worker.
 

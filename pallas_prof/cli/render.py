@@ -10,6 +10,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+# a compile that waited this long for the compile worker says so in the kernels table
+_WAIT_WORTH_SHOWING_MS = 10
+
 
 def console() -> Console:
   if sys.stdout.isatty():
@@ -92,6 +95,9 @@ def kernel_table(run: dict) -> Table:
     stage_text = "/".join(f"{stages[s]:.0f}" for s in ("ttir", "ttgir", "llir", "ptx", "cubin")
                           if s in stages)
     compile_text = f"{comp['total_ms']:.0f} ({stage_text})" if comp else "-"
+    if (comp.get("worker_wait_ms") or 0) >= _WAIT_WORTH_SHOWING_MS:
+      # waited for the compile worker (its start-up, the background warm-up)
+      compile_text += f" +{comp['worker_wait_ms']:.0f} wait"
     if comp.get("cache") in ("memory", "disk"):
       compile_text = f"cached ({comp['cache']})"
     res = k.get("resources") or {}

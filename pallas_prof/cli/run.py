@@ -163,7 +163,8 @@ def kernel_entry(rec, files: dict) -> dict[str, Any]:
   if ck is not None:
     entry["compile"] = {"target": f"{ck.target[0]}:{ck.target[1]}", "cache": ck.cache,
                         "total_ms": ck.compile_seconds * 1e3,
-                        "stages_ms": {k: v * 1e3 for k, v in ck.stage_seconds.items()}}
+                        "stages_ms": {k: v * 1e3 for k, v in ck.stage_seconds.items()},
+                        "worker_wait_ms": ck.worker_wait_seconds * 1e3}
     entry["resources"] = ck.resources()
   return entry
 

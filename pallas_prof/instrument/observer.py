@@ -207,9 +207,18 @@ class SpanObserver:
         and failed_eqn.index in lowering.eqn_spans:
       links.append(Link(lowering.eqn_spans[failed_eqn.index], {"pallas.link": "failing equation"}))
     attributes = compile_attributes(record)
-    span = self.tracer.start_span(f"compile {record.kernel}", start_time=record.start_ns,
+    requested = getattr(record, "requested_ns", None) or record.start_ns
+    waited = record.start_ns - requested > _WAIT_WORTH_A_SPAN_NS
+    # a compile that waited for the worker (its start-up, or other compiles
+    # ahead) starts when it was asked for, with the wait as its first child
+    span = self.tracer.start_span(f"compile {record.kernel}",
+                                  start_time=requested if waited else record.start_ns,
                                   attributes=attributes, links=links)
     parent = trace.set_span_in_context(span)
+    if waited:
+      wait = self.tracer.start_span("compile wait", context=parent, start_time=requested,
+                                    attributes=_wait_attributes(record))
+      wait.end(end_time=record.start_ns)
     last_end = record.start_ns
     for stage in record.stages:
       child = self.tracer.start_span(f"compile {stage.stage}", context=parent,
@@ -277,12 +286,25 @@ class SpanObserver:
     span.end()
 
 
+_WAIT_WORTH_A_SPAN_NS = 1_000_000
+
+
+def _wait_attributes(record) -> dict[str, Any]:
+  attrs = record.attributes or {}
+  out = {"pallas.kernel": record.kernel}
+  for key in ("worker_queue_ms", "worker_startup_ms"):
+    if attrs.get(key) is not None:
+      out[f"pallas.compile.{key}"] = float(attrs[key])
+  return out
+
+
 def compile_attributes(record) -> dict[str, Any]:
   attributes: dict[str, Any] = {"pallas.kernel": record.kernel, "triton.target": record.target,
                                 "triton.cache": record.cache, "triton.compile_key": record.key}
   if getattr(record, "source_key", None):
     attributes["pallas.source_key"] = record.source_key
   attributes.update(resource_attributes(record.attributes))
+  attributes.update({k: v for k, v in _wait_attributes(record).items() if k != "pallas.kernel"})
   if record.stages:
     attributes["triton.stages"] = [s.stage for s in record.stages]
   return attributes

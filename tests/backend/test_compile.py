@@ -271,3 +271,58 @@ def test_start_warmup_boots_the_worker_and_imports_the_rules(monkeypatch, tmp_pa
   assert "error" not in status, status
   assert 0 <= status["worker_started_s"] <= status["rules_imported_s"] <= status["compiled_s"]
   assert set(status["stages_s"]) == {"ttir", "ttgir", "llir", "ptx"}
+
+
+def test_a_compile_that_waits_for_the_worker_says_how_long():
+  """The first compile after the worker (re)starts waits for its start-up
+  (Python, `import triton`); one queued behind another compile waits for that.
+  Both waits are measured, kept on the compiled kernel, and shown in the trace
+  as a `compile wait` span that opens the compile's span."""
+  import threading
+
+  from pallas_prof.backend import compile_worker
+  from tests.instrument.spans import traced
+  if not compile_worker.enabled():
+    pytest.skip("compile worker disabled (PALLAS_PROF_COMPILE_WORKER=0)")
+  gk = _lower_example("vector_add")
+
+  def fresh_compile():
+    pcompile.clear_memory_cache()
+    return pcompile.compile_kernel(gk, ("cuda", 90), use_disk_cache=False, need_cubin=False)
+
+  compile_worker._worker.close()
+  with traced() as exporter:
+    started = fresh_compile()
+  assert started.worker_wait_seconds > 0.02          # a Python start and `import triton`
+  spans = exporter.get_finished_spans()
+  (compile_span,) = [s for s in spans if s.name == f"compile {gk.name}"]
+  (wait,) = [s for s in spans if s.name == "compile wait"]
+  assert wait.parent.span_id == compile_span.context.span_id
+  assert wait.start_time == compile_span.start_time
+  assert wait.attributes["pallas.compile.worker_startup_ms"] > 20
+  assert (compile_span.end_time - compile_span.start_time) / 1e9 == pytest.approx(
+      started.compile_seconds + started.worker_wait_seconds, rel=1e-6)
+
+  holding, release = threading.Event(), threading.Event()
+
+  def another_compile():                 # holds the worker as a compile in flight would
+    with compile_worker._worker.lock:
+      holding.set()
+      release.wait(10)
+
+  other = threading.Thread(target=another_compile)
+  other.start()
+  holding.wait(10)
+  threading.Timer(0.3, release.set).start()
+  with traced() as exporter:
+    queued = fresh_compile()
+  other.join()
+  (wait,) = [s for s in exporter.get_finished_spans() if s.name == "compile wait"]
+  assert wait.attributes["pallas.compile.worker_queue_ms"] >= 250
+  assert wait.attributes["pallas.compile.worker_startup_ms"] < 250
+  assert queued.worker_wait_seconds >= 0.25
+
+  ready = fresh_compile()                # nothing ahead, the worker up: no wait to speak of
+  assert ready.worker_wait_seconds < 0.25
+  cached = pcompile.compile_kernel(gk, ("cuda", 90), use_disk_cache=False, need_cubin=False)
+  assert cached.cache == "memory" and cached.worker_wait_seconds == 0.0

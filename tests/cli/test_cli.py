@@ -41,6 +41,7 @@ def test_run_writes_the_run_directory(softmax_run):
   assert kernel["name"] == "softmax_kernel" and kernel["cpu_launches"] == 1
   assert kernel["resources"]["registers"] > 0
   assert set(kernel["compile"]["stages_ms"]) == {"ttir", "ttgir", "llir", "ptx", "cubin"}
+  assert kernel["compile"]["worker_wait_ms"] >= 0
   for what in ("source", "ptx", "cubin", "ttir", "ttgir", "llir", "kernel"):
     assert (out / kernel["files"][what]).stat().st_size > 0, what
   # traces: OTLP-JSON lines and a Perfetto file with the kernel's spans
@@ -189,6 +190,23 @@ def test_kernel_table_shows_cold_median_and_sustained():
   con = Console(width=250, no_color=True, record=True)
   con.print(kernel_table(run))
   assert "136.0 [100.0-200.0] (sustained)" in con.export_text()
+
+
+def test_kernel_table_shows_a_compile_s_wait_for_the_worker():
+  from rich.console import Console
+  from pallas_prof.cli.render import kernel_table
+
+  def compile_cell(wait_ms):
+    kernel = {"label": "k#1", "grid": [4], "num_warps": 4, "num_stages": 1,
+              "compile": {"cache": "miss", "total_ms": 52.0, "worker_wait_ms": wait_ms,
+                          "stages_ms": {"ttir": 14, "ttgir": 9, "llir": 20, "ptx": 9}}}
+    con = Console(width=250, no_color=True, record=True)
+    con.print(kernel_table({"kernels": [kernel], "profile": {"gpu_present": False}}))
+    return con.export_text()
+
+  assert "52 (14/9/20/9) +310 wait" in compile_cell(310.4)
+  text = compile_cell(2.0)             # a trip to a ready worker is not worth a mention
+  assert "52 (14/9/20/9)" in text and "wait" not in text
 
 
 def test_insitu_cell_per_device():

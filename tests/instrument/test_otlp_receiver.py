@@ -161,9 +161,13 @@ def _export_and_read_back(phoenix, protocol, rng, monkeypatch):
   (processor,) = t.processors
   assert processor.failed == 0
   expected = 1 + 1 + len(gk.eqns) + 1 + 5       # root, pallas_call, equations, compile + stages
-  assert processor.exported == expected
+  # (+ `compile wait` when this compile had to wait for the worker to start)
+  waits = processor.exported - expected
+  assert waits in (0, 1), processor.exported
+  expected += waits
   spans = _spans_of(phoenix["http"], project, expected)
   assert len(spans) == expected, protocol
+  assert len([s for s in spans if s["name"] == "compile wait"]) == waits
   assert {s["context"]["trace_id"] for s in spans} == {format(t.root.context.trace_id, "032x")}
   by_id = {s["context"]["span_id"]: s for s in spans}
   (kernel,) = [s for s in spans if s["name"] == f"pallas_call {gk.name}"]
@@ -181,6 +185,7 @@ def _export_and_read_back(phoenix, protocol, rng, monkeypatch):
   assert exp_lines == set(lines_containing(module.__file__, "jnp.exp("))
   (comp,) = [s for s in spans if s["name"] == f"compile {gk.name}"]
   assert comp["attributes"]["triton.shared_bytes"] == ck.metadata["shared"]
-  stages = [s for s in spans if s["parent_id"] == comp["context"]["span_id"]]
+  stages = [s for s in spans if s["parent_id"] == comp["context"]["span_id"]
+            and s["name"] != "compile wait"]
   assert sorted(s["attributes"]["triton.stage"] for s in stages) == sorted(
       ["ttir", "ttgir", "llir", "ptx", "cubin"])
