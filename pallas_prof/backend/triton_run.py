@@ -52,11 +52,22 @@ def _load_kernel_module(path: str):
 
 
 def import_compiler() -> None:
-  """Imports what triton.compile uses for NVIDIA targets (the worker does this
-  as it starts, before any request, so a compile does not wait for it)."""
-  import triton.backends.nvidia.compiler  # noqa: F401
+  """What a process's first triton.compile for an NVIDIA target would do on
+  top of compiling: import Triton's front end (with Gluon, which it pulls in),
+  ask ptxas for its version (twice, through two caches), load
+  libdevice_link.py. The worker does it as it starts, before any request, so
+  its first compile does not wait for it (~30 ms on the CPU machine)."""
+  import triton.backends.nvidia.compiler as nvidia
+  import triton.compiler.code_generator  # noqa: F401
   import triton.compiler.compiler  # noqa: F401
   import triton.language.extra.libdevice  # noqa: F401
+  import triton.language.semantic  # noqa: F401
+  try:
+    nvidia.get_ptxas_version(90)
+    nvidia.get_ptxas(90).version  # noqa: B018 - the knob runs `ptxas --version` once
+  except Exception:  # noqa: BLE001 - a compile will report a missing ptxas properly
+    pass
+  _libdevice_link_module()
 
 
 def use_quick_triton_key() -> None:
