@@ -97,11 +97,12 @@ def profile_child(op_names: list[str], top: int = 45) -> dict:
   return out
 
 
-def run_fresh_process(child_args: list[str]) -> dict | None:
-  """This script in a fresh process with an empty pallas-prof cache; its RESULT line."""
+def run_fresh_process(child_args: list[str], script: str = __file__) -> dict | None:
+  """`script` (this one by default) in a fresh process with an empty pallas-prof
+  cache; the JSON of its RESULT line, None (and its stderr printed) if it failed."""
   env = dict(os.environ, PALLAS_PROF_CACHE_DIR=tempfile.mkdtemp(prefix="pallas-prof-first-"))
-  res = subprocess.run([sys.executable, os.path.abspath(__file__), *child_args], env=env, check=False,
-                       capture_output=True, text=True, timeout=900)
+  res = subprocess.run([sys.executable, os.path.abspath(script), *child_args], env=env,
+                       check=False, capture_output=True, text=True, timeout=900)
   lines = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")]
   if res.returncode != 0 or not lines:
     print(f"process {child_args} failed:\n{res.stderr[-3000:]}", file=sys.stderr)

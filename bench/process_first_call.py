@@ -17,9 +17,7 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -45,22 +43,15 @@ def main(argv=None):
     print("RESULT " + json.dumps(child(args.child)), flush=True)
     return
   sys.path.insert(0, ROOT)
+  from bench.first_call import run_fresh_process
   from bench.ops_vs_builtin import require_gpu
   require_gpu("bench/process_first_call.py", "process_first")
   record = {"command": "python bench/process_first_call.py " + " ".join(argv or sys.argv[1:]),
             "by_delay": {}}
   print("delay after install  ours s (median)  built-in s  ours/built-in   background warm-up done at s")
   for delay in [float(d) for d in args.delays.split(",")]:
-    runs = []
-    for _ in range(args.processes):
-      env = dict(os.environ, PALLAS_PROF_CACHE_DIR=tempfile.mkdtemp(prefix="pallas-prof-pfc-"))
-      res = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", str(delay)],
-                           env=env, capture_output=True, text=True, timeout=300, check=False)
-      lines = [ln for ln in res.stdout.splitlines() if ln.startswith("RESULT ")]
-      if res.returncode != 0 or not lines:
-        print(f"a process failed:\n{res.stderr[-2000:]}", file=sys.stderr)
-        continue
-      runs.append(json.loads(lines[-1][len("RESULT "):]))
+    runs = [r for r in (run_fresh_process(["--child", str(delay)], script=__file__)
+                        for _ in range(args.processes)) if r is not None]
     if not runs:
       continue
     ours = statistics.median(r["pallas_prof"]["first_call_s"] for r in runs)
