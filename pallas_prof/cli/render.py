@@ -123,6 +123,11 @@ def kernel_table(run: dict) -> Table:
     else:
       row.append(str(k.get("cpu_launches", 0)))
     t.add_row(*row)
+  if any((k.get("compile") or {}).get("worker_wait_ms", 0) >= _WAIT_WORTH_SHOWING_MS
+         for k in run.get("kernels", [])):
+    t.caption = ("+N wait: ms the compile waited for pallas-prof's compile worker (its start-up "
+                 "with Triton's import, or compiles ahead of it), on top of the compile itself")
+    t.caption_justify = "left"
   return t
 
 

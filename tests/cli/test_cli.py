@@ -204,7 +204,8 @@ def test_kernel_table_shows_a_compile_s_wait_for_the_worker():
     con.print(kernel_table({"kernels": [kernel], "profile": {"gpu_present": False}}))
     return con.export_text()
 
-  assert "52 (14/9/20/9) +310 wait" in compile_cell(310.4)
+  text = compile_cell(310.4)
+  assert "52 (14/9/20/9) +310 wait" in text and "+N wait: ms the compile waited" in text
   text = compile_cell(2.0)             # a trip to a ready worker is not worth a mention
   assert "52 (14/9/20/9)" in text and "wait" not in text
 
