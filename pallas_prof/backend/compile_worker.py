@@ -182,10 +182,12 @@ def warm_up(compute_capability: int) -> dict[str, Any]:
   """Starts the worker and compiles a tiny kernel in it (see warmup_kernel.py),
   the way the GPU path compiles: to PTX (jaxlib assembles the cubin), with the
   libdevice and the options real kernels get."""
-  from .triton_run import run_triton  # noqa: F401 - fail early in the parent if broken
-  from . import warmup_kernel
   from .compile import libdevice_cache, triton_options
-  request = {"path": warmup_kernel.__file__, "name": "pallas_prof_warmup",
+  # the kernel's file, not its module: importing it would import Triton into
+  # this process (0.3-0.5 s on the H200 machine's host, holding the GIL while
+  # the user's program runs), which only the worker needs
+  path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warmup_kernel.py")
+  request = {"path": path, "name": "pallas_prof_warmup",
              "signature": {"x_ref": "*fp16", "y_ref": "*fp16", "o_ref": "*fp16"},
              "attrs": {(i,): [["tt.divisibility", 16]] for i in range(3)},
              "options": triton_options(num_warps=4, num_stages=2),

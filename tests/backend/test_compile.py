@@ -249,6 +249,22 @@ def test_the_worker_keeps_triton_s_cache_to_itself_and_cleans_up():
   assert compile_worker._worker.workdir not in (None, workdir)
 
 
+def test_the_warm_up_leaves_triton_to_the_worker(tmp_path):
+  """install()'s warm-up must not import Triton into the user's process: on the
+  GPU machine that is 0.3-0.5 s holding the GIL while the program runs."""
+  code = ("import sys; from pallas_prof.backend import compile as pc\n"
+          "pc.start_warmup(90); pc._warmup_thread.join(120)\n"
+          "assert 'error' not in pc.warmup_status and 'compiled_s' in pc.warmup_status, "
+          "pc.warmup_status\n"
+          "print(sorted(m for m in sys.modules if m == 'triton' or m.startswith('triton.')))\n")
+  env = dict(os.environ, PALLAS_PROF_CACHE_DIR=str(tmp_path), PALLAS_PROF_COMPILE_WORKER="1",
+             PALLAS_PROF_WARMUP="1", PYTHONPATH=ROOT)
+  res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=300, check=False)
+  assert res.returncode == 0, res.stderr[-3000:]
+  assert res.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_start_warmup_boots_the_worker_and_imports_the_rules(monkeypatch, tmp_path):
   """What install() starts on a GPU machine: in a background thread, the worker's
   start and a tiny compile there, and this process's import of the lowering rules."""
