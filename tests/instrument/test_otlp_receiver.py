@@ -80,39 +80,66 @@ def _get(url: str, timeout: float = 10):
 
 @pytest.fixture
 def phoenix(tmp_path_factory):
+  # free ports are picked before phoenix binds them, so another process (an
+  # xdist worker's sockets) can take one in between: then start again on others
+  for attempt in range(3):
+    workdir = tmp_path_factory.mktemp("phoenix")
+    process, log, base, grpc = _start_phoenix(workdir)
+    try:
+      outcome = _wait_until_healthy(process, base, workdir)
+      if outcome == "port taken" and attempt < 2:
+        continue
+      if outcome != "up":
+        pytest.fail(outcome)
+      yield {"http": base, "grpc": grpc}
+      return
+    finally:
+      _stop(process)
+      log.close()
+
+
+def _start_phoenix(workdir):
   executable = _phoenix_executable()
-  workdir = tmp_path_factory.mktemp("phoenix")
-  http_port, grpc_port = _free_port(), _free_port()
+  http_port = _free_port()
+  grpc_port = _free_port()
+  while grpc_port == http_port:
+    grpc_port = _free_port()
   env = dict(os.environ, PHOENIX_HOST="127.0.0.1", PHOENIX_PORT=str(http_port),
              PHOENIX_GRPC_PORT=str(grpc_port), PHOENIX_WORKING_DIR=str(workdir),
              PHOENIX_TELEMETRY_ENABLED="false")
   log = open(workdir / "phoenix.log", "w")
   process = subprocess.Popen([executable, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT,
                              stdin=subprocess.DEVNULL)
-  base = f"http://127.0.0.1:{http_port}"
+  return process, log, f"http://127.0.0.1:{http_port}", f"http://127.0.0.1:{grpc_port}"
+
+
+def _wait_until_healthy(process, base: str, workdir) -> str:
+  """"up", "port taken", or why phoenix did not come up."""
   deadline = time.time() + STARTUP_SECONDS
-  try:
-    while True:
-      if process.poll() is not None:
-        pytest.fail(f"phoenix exited ({process.returncode}):\n"
-                    + (workdir / "phoenix.log").read_text()[-3000:])
-      try:
-        if _get(f"{base}/healthz", timeout=2)[0] == 200:
-          break
-      except OSError:
-        pass
-      if time.time() > deadline:
-        pytest.fail("phoenix did not start:\n" + (workdir / "phoenix.log").read_text()[-3000:])
-      time.sleep(0.5)
-    yield {"http": base, "grpc": f"http://127.0.0.1:{grpc_port}"}
-  finally:
-    process.terminate()
+  while True:
+    if process.poll() is not None:
+      text = (workdir / "phoenix.log").read_text()
+      if "address already in use" in text.lower() or "errno 98" in text.lower():
+        return "port taken"
+      return f"phoenix exited ({process.returncode}):\n" + text[-3000:]
     try:
-      process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-      process.kill()
-      process.wait(timeout=30)
-    log.close()
+      if _get(f"{base}/healthz", timeout=2)[0] == 200:
+        return "up"
+    except OSError:
+      pass
+    if time.time() > deadline:
+      return "phoenix did not start:\n" + (workdir / "phoenix.log").read_text()[-3000:]
+    time.sleep(0.5)
+
+
+def _stop(process) -> None:
+  if process.poll() is None:
+    process.terminate()
+  try:
+    process.wait(timeout=30)
+  except subprocess.TimeoutExpired:
+    process.kill()
+    process.wait(timeout=30)
 
 
 def _spans_of(base: str, project: str, expected: int) -> list[dict]:
