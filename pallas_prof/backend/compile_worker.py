@@ -204,8 +204,10 @@ def _serve(compile_module) -> None:
   answer is on its way: left to itself it would start a full collection in
   the middle of a compile, which after `import triton` walks every object
   Triton made (~50 ms on the CPU machine, half the compile of a norm kernel).
-  What survives a collection is frozen (gc.freeze), so the next one only
-  looks at what the last compile left behind.
+  Those objects are frozen (gc.freeze) once Triton is imported, so each
+  collection only looks at what compiles left behind: 1-4 ms. (Freezing after
+  every collection too cost the same, and would keep for good whatever
+  became garbage later.)
   """
   import gc
   gc.disable()
@@ -231,7 +233,6 @@ def _serve(compile_module) -> None:
     else:
       _send(out, compile_module.run_triton(request, on_stage=on_stage))
     gc.collect()                 # what this compile left (1-4 ms on the CPU machine)
-    gc.freeze()
 
 
 def _load_triton_run():
