@@ -164,6 +164,20 @@ _worker = _Worker()
 atexit.register(_worker.close)
 
 
+def _forget_parent_worker() -> None:
+  """In a forked child: the worker, its pipes and its folder are the parent's.
+  Using them would interleave two processes' requests, and the child's exit
+  would kill the parent's worker; the child starts a worker of its own instead."""
+  _worker.proc = None
+  _worker.workdir = None
+  _worker.log_path = None
+  _worker.lock = threading.Lock()       # it may have been held by another thread
+
+
+if hasattr(os, "register_at_fork"):
+  os.register_at_fork(after_in_child=_forget_parent_worker)
+
+
 def compile(request: dict[str, Any]) -> dict[str, Any]:  # noqa: A001 - the module's verb
   """run_triton(request), in the worker process (or in-process when disabled)."""
   if not enabled():

@@ -342,3 +342,37 @@ def test_a_compile_that_waits_for_the_worker_says_how_long():
   assert ready.worker_wait_seconds < 0.25
   cached = pcompile.compile_kernel(gk, ("cuda", 90), use_disk_cache=False, need_cubin=False)
   assert cached.cache == "memory" and cached.worker_wait_seconds == 0.0
+
+
+def test_a_forked_child_keeps_its_hands_off_the_parent_s_worker(tmp_path):
+  """After os.fork the child compiles with a worker of its own, and its exit
+  (atexit included) leaves the parent's worker running."""
+  code = r'''
+import os, sys
+from pallas_prof.backend import compile_worker
+from pallas_prof.backend.compile import libdevice_cache, triton_options
+request = {"path": os.path.join(os.path.dirname(compile_worker.__file__), "warmup_kernel.py"),
+           "name": "pallas_prof_warmup",
+           "signature": {"x_ref": "*fp16", "y_ref": "*fp16", "o_ref": "*fp16"},
+           "attrs": {(i,): [["tt.divisibility", 16]] for i in range(3)},
+           "options": triton_options(num_warps=4, num_stages=2),
+           "target": ("cuda", 90), "need_cubin": False, "libdevice_cache": libdevice_cache()}
+assert "error" not in compile_worker.compile(request)
+parent_worker = compile_worker._worker.proc
+pid = os.fork()
+if pid == 0:
+  ok = compile_worker._worker.proc is None
+  result = compile_worker.compile(request)
+  ok = ok and "error" not in result and compile_worker._worker.proc.pid != parent_worker.pid
+  sys.exit(0 if ok else 3)                  # a normal exit: atexit handlers run
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, status
+assert parent_worker.poll() is None, "the child's exit ended the parent's worker"
+assert "error" not in compile_worker.compile(request)
+print("ok")
+'''
+  env = dict(os.environ, PALLAS_PROF_CACHE_DIR=str(tmp_path), PALLAS_PROF_COMPILE_WORKER="1",
+             PYTHONPATH=ROOT)
+  res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=300, check=False)
+  assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]
