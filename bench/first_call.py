@@ -24,16 +24,6 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def kernel_records() -> list[dict]:
-  """What pallas-prof's registry knows of the kernels it just compiled: where
-  the lowering and Triton's stages spent their time."""
-  from pallas_prof.backend import registry
-  return [{"lowering_s": r.generated.lowering_seconds,
-           "compile_s": getattr(r.compiled, "compile_seconds", None),
-           "worker_wait_s": getattr(r.compiled, "worker_wait_seconds", None),
-           "stages_s": getattr(r.compiled, "stage_seconds", None)} for r in registry.kernels()]
-
-
 def child(builtin_first: bool) -> dict:
   """One fresh process: every op's first call through both backends. The
   backend that goes first pays whatever the op's first trace costs once per
@@ -57,7 +47,7 @@ def child(builtin_first: bool) -> dict:
       total, phases, fn = b.first_call_seconds(spec["pallas"], spec["args"])
       row[backend] = {"first_call_s": total, **phases}
       if backend == "pallas_prof":
-        row[backend]["kernels"] = kernel_records()
+        row[backend]["kernels"] = b.kernel_records()
       del fn
     b._use_backend("pallas_prof")
     out["ops"][spec["name"]] = row
@@ -92,7 +82,7 @@ def profile_child(op_names: list[str], top: int = 45) -> dict:
       buf = io.StringIO()
       pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(top)
       text[key] = buf.getvalue()
-    out[name] = {"first_call_s": total, **phases, "kernels": kernel_records(), "pstats": text}
+    out[name] = {"first_call_s": total, **phases, "kernels": b.kernel_records(), "pstats": text}
     del fn
   return out
 

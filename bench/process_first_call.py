@@ -4,12 +4,12 @@ it comes: pallas-prof vs JAX's built-in backend, medians of fresh processes.
     python bench/process_first_call.py [--delays 0,0.5,1,2] [--processes 3] [--out f.json]
 
 install() starts the compile worker, which imports Triton and compiles a tiny
-kernel in the background (~0.5 s on the H200 machine's host): a first
-pallas_call that comes sooner waits for it. Each process imports JAX and
-pallas-prof, installs, sleeps the delay, initialises XLA with a jitted
-multiply, then times a tiny kernel's first call (lower + compile + run)
-through each backend (ops_vs_builtin.warm_up_process). The pallas-prof cache
-is empty in every process, as on a first run.
+kernel in the background (done 0.44-1.0 s after install on the H200 machine's
+host in the recorded runs): a first pallas_call that comes sooner waits for it.
+Each process imports JAX and pallas-prof, installs, sleeps the delay,
+initialises XLA with a jitted multiply, then times a tiny kernel's first call
+(lower + compile + run) through each backend (ops_vs_builtin.warm_up_process).
+The pallas-prof cache is empty in every process, as on a first run.
 """
 from __future__ import annotations
 

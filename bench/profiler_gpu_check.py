@@ -103,7 +103,6 @@ STATE: dict = {}
 
 with part("env") as r:
   import importlib.metadata as md
-  import shutil
   versions = {}
   for dist in ("jax", "jaxlib", "triton", "cuda-bindings", "nvidia-ml-py", "numpy"):
     try:

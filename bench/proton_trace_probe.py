@@ -4,7 +4,7 @@ per device, none naming its device). Run on a machine with two GPUs:
 
     OUT=/tmp python bench/proton_trace_probe.py
 """
-import json, os, sys, glob
+import os, sys, glob
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax, jax.numpy as jnp
 sys.path.insert(0, "examples")

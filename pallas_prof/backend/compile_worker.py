@@ -198,7 +198,7 @@ def warm_up(compute_capability: int) -> dict[str, Any]:
   libdevice and the options real kernels get."""
   from .compile import libdevice_cache, triton_options
   # the kernel's file, not its module: importing it would import Triton into
-  # this process (0.3-0.5 s on the H200 machine's host, holding the GIL while
+  # this process (0.27-0.52 s on the H200 machine's host, holding the GIL while
   # the user's program runs), which only the worker needs
   path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warmup_kernel.py")
   request = {"path": path, "name": "pallas_prof_warmup",

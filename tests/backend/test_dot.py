@@ -20,7 +20,7 @@ from jax import lax
 import pallas_prof
 from pallas_prof.backend import registry
 from pallas_prof.backend.compile import compile_kernel
-from tests.helpers import pallas, random_array, run_on_values
+from tests.helpers import random_array, run_on_values
 
 HIGHEST = lax.Precision.HIGHEST
 Preset = lax.DotAlgorithmPreset

@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 import os
-import runpy
 import subprocess
 import sys
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 import pallas_prof

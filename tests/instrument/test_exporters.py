@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 
-import jax
 import jax.numpy as jnp
 import jsonschema
 import pytest
@@ -26,7 +25,7 @@ from pallas_prof import instrument
 from pallas_prof.backend import compile as backend_compile
 from pallas_prof.instrument import exporters as ex
 from tests.helpers import random_array
-from tests.instrument.spans import ROOT, load_example, lower_fresh, traced
+from tests.instrument.spans import ROOT, load_example, lower_fresh
 
 # --- OTLP/JSON ------------------------------------------------------------------------------------
 
