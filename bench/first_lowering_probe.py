@@ -5,15 +5,35 @@ after a pause: where the difference goes.
     PALLAS_PROF_CACHE_DIR=/tmp/ppc python bench/first_lowering_probe.py [pause_s]
 
 Run it twice with the same cache folder (the first run fills the cache).
-Prints jit's lower() and pallas-prof's lowering in ms, then a cProfile of the
-lowering (Python 3.12's cProfile sees every thread, the warm-up's too).
+Prints jit's lower() and pallas-prof's lowering in ms, the garbage
+collections that ran meanwhile (a full one stops every thread: its time lands
+on whatever function was running), then a cProfile of the lowering (Python
+3.12's cProfile sees every thread, the warm-up's too).
 """
 import cProfile
+import gc
 import io
 import os
 import pstats
 import sys
+import threading
 import time
+
+collections = []   # (generation, ms, thread, end time)
+_started = {}
+
+
+def _on_gc(phase, info):
+  me = threading.get_ident()
+  if phase == "start":
+    _started[me] = time.perf_counter()
+  elif me in _started:
+    t = time.perf_counter()
+    collections.append((info["generation"], (t - _started.pop(me)) * 1e3,
+                        threading.current_thread().name, t))
+
+
+gc.callbacks.append(_on_gc)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -36,6 +56,10 @@ t1 = time.perf_counter()
 profile.disable()
 print("lower %.1f ms lowering %s ms" % ((t1 - t0) * 1e3, [round(r.generated.lowering_seconds * 1e3, 1)
                                                          for r in registry.kernels()]))
+during = [(g, round(ms, 1), name) for g, ms, name, end in collections if t0 <= end <= t1 + 1e-3]
+print("collections during lower() (generation, ms, thread):", during)
+print("full collections in the process so far (ms):",
+      [round(ms, 1) for g, ms, name, end in collections if g == 2])
 for key, restriction in (("cumulative", ("pallas_prof|threading|subprocess|lock", 25)),
                          ("tottime", (12,))):
   out = io.StringIO()

@@ -369,7 +369,8 @@ def cached_recompile_ms() -> dict:
       "    t0 = time.perf_counter(); ck = pc.compile_kernel(rec.generated, tuple(rec.compiled.target), need_cubin=False)\n"
       "    out[rec.name] = {'cache_at_first_lowering': first, 'cache': ck.cache,\n"
       "                     'compile_ms': (time.perf_counter() - t0) * 1e3,\n"
-      "                     'lowering_ms': rec.generated.lowering_seconds * 1e3}\n"
+      "                     'lowering_ms': rec.generated.lowering_seconds * 1e3,\n"
+      "                     'lowering_gc_ms': rec.generated.gc_seconds * 1e3}\n"
       "print(json.dumps(out))\n") % ROOT
   res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
   if res.returncode != 0:

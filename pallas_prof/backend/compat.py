@@ -48,10 +48,9 @@ masked_swap_p = pallas_primitives.swap_p
 multiple_of_p = pallas_primitives.multiple_of_p
 
 
-def triton_primitives():
-  """JAX's Triton-flavoured Pallas primitives (atomics, inline asm, ...)."""
-  from jax._src.pallas.triton import primitives as tp
-  return tp
+# JAX's Triton-flavoured Pallas primitives (atomics, inline asm, ...): their
+# rules are bound once the user's code has imported this module (rules/__init__).
+TRITON_PRIMITIVES_MODULE = "jax._src.pallas.triton.primitives"
 
 
 def builtin_triton_compiler_params():

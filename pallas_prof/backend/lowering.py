@@ -12,6 +12,7 @@ load (the memory rules reuse a load only until then; see Scope).
 from __future__ import annotations
 
 import dataclasses
+import gc
 import hashlib
 import math
 import os
@@ -109,6 +110,8 @@ class GeneratedKernel:
   key: str
   atomic_params: tuple[str, ...] = ()
   enable_fp_fusion: bool = False     # Triton may contract a*b+c into one FMA
+  # of lowering_seconds, Python's garbage collections meanwhile (_CollectionClock)
+  gc_seconds: float = 0.0
 
   @property
   def inputs(self) -> list[KernelParam]:
@@ -396,7 +399,7 @@ def _live_vars(jaxpr) -> set:
 
 def _lower_equation(kernel: KernelContext, eqn, info: EqnInfo, invals: list[Any], live=None):
   """THE dispatcher: every equation of every kernel goes through here."""
-  from .rules import RULES
+  from .rules import rule_for
   b = kernel.builder
   if not kernel.replaying:
     b.add_eqn(info)
@@ -412,7 +415,7 @@ def _lower_equation(kernel: KernelContext, eqn, info: EqnInfo, invals: list[Any]
       if earlier is not None:
         return list(earlier) if eqn.primitive.multiple_results else earlier
     writes = _write_targets(eqn, _operand_values(eqn, invals))
-    rule = RULES.get(eqn.primitive)
+    rule = rule_for(eqn.primitive)
     if rule is None:
       raise _lowering_error(kernel, info, f"primitive `{eqn.primitive.name}` has no "
                             "lowering rule in pallas-prof", _unsupported_hint(eqn), None)
@@ -534,11 +537,11 @@ def _jaxpr_write_targets(jaxpr, env: dict):
 
 
 def _unsupported_hint(eqn) -> str:
-  from .rules import RULES, ALIASES
+  from .rules import ALIASES, all_rules
   name = eqn.primitive.name
   if name in ALIASES:
     return ALIASES[name]
-  similar = sorted(p.name for p in RULES if p.name.split("_")[0] == name.split("_")[0])
+  similar = sorted(p.name for p in all_rules() if p.name.split("_")[0] == name.split("_")[0])
   supported = f"supported primitives include {', '.join(similar[:8])}" if similar else \
       "run `pallas-prof rules` to list the supported primitives"
   return f"rewrite this operation with other jax.numpy/lax operations; {supported}"
@@ -738,6 +741,35 @@ def _arg_labels(jaxpr, n_in: int, n_out: int) -> list[str]:
   return labels
 
 
+class _CollectionClock:
+  """Time spent in Python's garbage collector while a kernel is lowered.
+
+  A full collection stops every thread of the process and walks its whole
+  heap: 51-64 ms on the H200 machine's host with JAX loaded. It starts when
+  enough objects have been allocated, whoever allocates them, so it often
+  lands on a process's first lowering (or on JAX's tracing, a second later).
+  Reported beside the lowering's time so that one is not read as the other.
+  """
+
+  def __init__(self):
+    self.seconds = 0.0
+    self._started: float | None = None
+
+  def __call__(self, phase: str, info: dict) -> None:
+    if phase == "start":
+      self._started = time.perf_counter()
+    elif self._started is not None:
+      self.seconds += time.perf_counter() - self._started
+      self._started = None
+
+  def __enter__(self) -> "_CollectionClock":
+    gc.callbacks.append(self)
+    return self
+
+  def __exit__(self, *exc) -> None:
+    gc.callbacks.remove(self)
+
+
 def kernel_name_of(jaxpr, name: str | None = None) -> str:
   from jax._src.interpreters import mlir
   fn = name or getattr(jaxpr.debug_info, "func_name", None) or "kernel"
@@ -759,6 +791,20 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
   with a `.traceback`): errors about the call as a whole (grid, BlockSpecs,
   scratch shapes) point at the user's line there.
   """
+  with _CollectionClock() as collections:
+    gk = _lower_kernel(jaxpr, grid_mapping, collections, num_warps=num_warps,
+                       num_stages=num_stages, compute_capability=compute_capability,
+                       name=name, enable_fp_fusion=enable_fp_fusion, call_site=call_site,
+                       input_output_aliases=input_output_aliases)
+  if debug:
+    print(f"\npallas-prof: kernel jaxpr for {gk.source_info}:\n{jaxpr}\n")
+    print(f"pallas-prof: generated Triton ({gk.path}):\n{gk.source}")
+  return gk
+
+
+def _lower_kernel(jaxpr, grid_mapping, collections: _CollectionClock, *, num_warps, num_stages,
+                  compute_capability, name, enable_fp_fusion, call_site,
+                  input_output_aliases) -> GeneratedKernel:
   start_time = time.perf_counter()
   kname = kernel_name_of(jaxpr, name)
   src_info = getattr(jaxpr.debug_info, "func_src_info", None) or kname
@@ -797,6 +843,8 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
     source, line_map = b.render()
     key = hashlib.sha256(source.encode()).hexdigest()
     kernel_span.set("pallas.source_key", key)   # ties the kernel's compile spans to this one
+    if collections.seconds:
+      kernel_span.set("pallas.lowering.gc_ms", collections.seconds * 1e3)
   path = _write_source(kname, key, source)
   gk = GeneratedKernel(name=b.kernel_name, source=source, path=path, line_map=line_map,
                        eqns=sorted(b.eqns, key=lambda e: e.index), params=params, grid=grid,
@@ -804,10 +852,8 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
                        enable_fp_fusion=enable_fp_fusion,
                        jaxpr_text=jaxpr_text, source_info=src_info,
                        lowering_seconds=time.perf_counter() - start_time, key=key,
-                       atomic_params=tuple(sorted(kernel.atomic_refs)))
-  if debug:
-    print(f"\npallas-prof: kernel jaxpr for {src_info}:\n{jaxpr}\n")
-    print(f"pallas-prof: generated Triton ({path}):\n{source}")
+                       atomic_params=tuple(sorted(kernel.atomic_refs)),
+                       gc_seconds=collections.seconds)
   return gk
 
 

@@ -50,7 +50,7 @@ def save_kernel(out_dir: str, label: str, gk: GeneratedKernel, ck: CompiledKerne
       "eqns": [e.to_dict() for e in gk.eqns], "params": [dataclasses.asdict(p) for p in gk.params],
       "grid": list(gk.grid), "launch_grid": list(gk.launch_grid), "num_warps": gk.num_warps,
       "num_stages": gk.num_stages, "jaxpr_text": gk.jaxpr_text, "source_info": gk.source_info,
-      "lowering_seconds": gk.lowering_seconds, "key": gk.key,
+      "lowering_seconds": gk.lowering_seconds, "gc_seconds": gk.gc_seconds, "key": gk.key,
       "atomic_params": list(getattr(gk, "atomic_params", ())),
   }
   if ck is not None:
@@ -87,7 +87,7 @@ def load_kernel(kernel_dir: str) -> tuple[GeneratedKernel, CompiledKernel | None
       grid=tuple(meta["grid"]), launch_grid=tuple(meta["launch_grid"]),
       num_warps=meta["num_warps"], num_stages=meta["num_stages"], jaxpr_text=meta["jaxpr_text"],
       source_info=meta["source_info"], lowering_seconds=meta["lowering_seconds"], key=meta["key"],
-      atomic_params=tuple(meta.get("atomic_params", ())))
+      atomic_params=tuple(meta.get("atomic_params", ())), gc_seconds=meta.get("gc_seconds", 0.0))
   c = meta.get("compiled")
   if c is None:
     return gk, None

@@ -158,6 +158,7 @@ def kernel_entry(rec, files: dict) -> dict[str, Any]:
       "num_warps": gk.num_warps, "num_stages": gk.num_stages,
       "in_avals": list(rec.in_avals), "out_avals": list(rec.out_avals),
       "lowering_ms": gk.lowering_seconds * 1e3, "equations": len(gk.eqns),
+      "lowering_gc_ms": gk.gc_seconds * 1e3,    # of lowering_ms: Python's garbage collector
       "cpu_launches": rec.launches, "files": files,
   }
   if ck is not None:

@@ -107,10 +107,11 @@ def _rule_name(primitive: str | None) -> str | None:
   if primitive is None:
     return None
   try:
-    from ..backend.rules import RULES
+    from ..backend.rules import all_rules
+    rules = all_rules()
   except Exception:  # noqa: BLE001 - a report must render even if rules fail to import
     return None
-  for prim, fn in RULES.items():
+  for prim, fn in rules.items():
     if getattr(prim, "name", None) == primitive:
       module = getattr(fn, "__module__", "?")
       return f"RULES[{primitive}] = {module}.{getattr(fn, '__qualname__', fn)}"

@@ -987,3 +987,42 @@ def test_merged_reads_keep_the_first_reads_eviction_policy(rng, policies, want):
   else:
     assert "eviction_policy" not in load, load
   compiles_for_sm90(fn, x)
+
+
+def test_triton_flavoured_rules_bind_when_the_user_imports_plgpu(tmp_path):
+  """The atomics' and inline asm's rules are bound at the first lookup after the
+  user's code imported JAX's Triton primitives, not by importing them ourselves
+  (20-80 ms on the process's first kernel). In a fresh process: a first kernel
+  without plgpu leaves that module unimported; plgpu imported afterwards still
+  lowers, and runs right."""
+  import os
+  import subprocess
+  import sys
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  code = """
+import sys, numpy as np, jax, jax.numpy as jnp
+from jax.experimental import pallas as pl
+from tests.helpers import pallas, random_array
+MODULE = 'jax._src.pallas.triton.primitives'
+assert MODULE not in sys.modules, 'JAX itself imports ' + MODULE
+rng = np.random.default_rng()
+x = random_array(rng, (16,), 'float32')
+def double(x_ref, o_ref):
+  o_ref[...] = x_ref[...] * 2.0
+np.testing.assert_allclose(pallas(double, jax.ShapeDtypeStruct((16,), jnp.float32))(x), x * 2.0)
+assert MODULE not in sys.modules, 'the first lowering imported ' + MODULE
+from jax.experimental.pallas import triton as plgpu
+y = random_array(rng, (16,), 'float32')
+def accumulate(x_ref, y_ref, o_ref):
+  plgpu.atomic_add(o_ref, (slice(None),), y_ref[...])
+fn = pallas(accumulate, jax.ShapeDtypeStruct((16,), jnp.float32), input_output_aliases={0: 0})
+np.testing.assert_allclose(fn(x, y), x + y, rtol=1e-6)
+from pallas_prof.backend.rules import supported_primitive_names
+assert 'atomic_rmw' in supported_primitive_names()
+print('ok')
+"""
+  env = dict(os.environ, PYTHONPATH=root, PALLAS_PROF_CACHE_DIR=str(tmp_path))
+  res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       cwd=root, timeout=300, check=False)
+  assert res.returncode == 0, res.stderr[-3000:]
+  assert res.stdout.strip().splitlines()[-1] == "ok"

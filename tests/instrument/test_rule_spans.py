@@ -265,3 +265,34 @@ def test_cond_branches_and_index_maps(rng):
     assert os.path.realpath(span.attributes["code.filepath"]) == os.path.realpath(__file__)
     assert [span.attributes["code.lineno"]] == [first + i for i, text in enumerate(kernel_lines)
                                                 if needle in text]
+
+
+@pytest.mark.parametrize("collect", [True, False], ids=["collections", "no-collections"])
+def test_the_kernel_span_says_how_much_of_the_lowering_was_garbage_collection(installed, rng,
+                                                                              collect):
+  """A full garbage collection (50-60 ms with JAX loaded on the GPU machine) lands
+  on whatever Python runs then, often a process's first lowering: the lowering
+  reports that time beside its own (GeneratedKernel.gc_seconds, the kernel span's
+  pallas.lowering.gc_ms). Forced here: a collection every allocation, or none."""
+  import gc
+  fn, args, _, _ = _example_case("softmax", rng)
+  threshold, enabled = gc.get_threshold(), gc.isenabled()
+  try:
+    if collect:
+      gc.set_threshold(1)
+      gc.enable()
+    else:
+      gc.disable()
+    with traced() as exporter:
+      (gk,) = lower_fresh(jax.jit(fn), *args)
+  finally:
+    gc.set_threshold(*threshold)
+    (gc.enable if enabled else gc.disable)()
+  (kernel,) = [s for s in kernel_spans(exporter.get_finished_spans())
+               if s.attributes.get("pallas.source_key") == gk.key]
+  if collect:
+    assert 0 < gk.gc_seconds < gk.lowering_seconds
+    assert 0 < kernel.attributes["pallas.lowering.gc_ms"] <= gk.gc_seconds * 1e3
+  else:
+    assert gk.gc_seconds == 0
+    assert "pallas.lowering.gc_ms" not in kernel.attributes

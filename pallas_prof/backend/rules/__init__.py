@@ -7,9 +7,21 @@ equation and the user's line.
 """
 from __future__ import annotations
 
+import importlib
+import sys
+import threading
 from typing import Callable
 
 RULES: dict[object, Callable] = {}
+
+# Rules whose primitive lives in a module we do not import ourselves: JAX's
+# Triton-flavoured primitives (plgpu.atomic_add, ...). Importing that module
+# imports JAX's own Triton lowering and its MLIR dialects, 20-80 ms that would
+# land on the process's first kernel. A kernel can only contain one of those
+# primitives once the user's code has imported the module, so each rule is
+# bound to its primitive at the first lookup that finds the module imported.
+_DEFERRED: list[tuple[str, str, Callable]] = []   # (module, primitive's name there, rule)
+_deferred_lock = threading.Lock()
 
 # Primitives we deliberately do not lower, with what to do instead.
 ALIASES: dict[str, str] = {
@@ -33,8 +45,45 @@ def register(*primitives):
   return wrap
 
 
+def register_deferred(module: str, attr: str):
+  """register(), for the primitive `module.attr`, once that module is imported."""
+  def wrap(fn):
+    with _deferred_lock:
+      _DEFERRED.append((module, attr, fn))
+    return fn
+  return wrap
+
+
+def _bind_deferred(import_now: bool = False) -> None:
+  with _deferred_lock:
+    for item in list(_DEFERRED):
+      module_name, attr, fn = item
+      module = sys.modules.get(module_name)
+      if module is None and import_now:
+        module = importlib.import_module(module_name)
+      if module is not None:
+        RULES[getattr(module, attr)] = fn
+        _DEFERRED.remove(item)
+
+
+def rule_for(primitive) -> Callable | None:
+  """The dispatcher's lookup: RULES[primitive], binding deferred rules on a miss."""
+  rule = RULES.get(primitive)
+  if rule is None and _DEFERRED:
+    _bind_deferred()
+    rule = RULES.get(primitive)
+  return rule
+
+
+def all_rules() -> dict[object, Callable]:
+  """Every rule, the deferred ones too (imports their modules: for listings and hints)."""
+  if _DEFERRED:
+    _bind_deferred(import_now=True)
+  return RULES
+
+
 def supported_primitive_names() -> list[str]:
-  return sorted({p.name for p in RULES})
+  return sorted({p.name for p in all_rules()})
 
 
 from . import (control_flow, dot, elementwise, memory, misc, reductions,  # noqa: E402,F401

@@ -16,7 +16,7 @@ from .. import compat, emit
 from ..codegen import is_packed4, Value, is_bool, is_float, next_pow2
 from ..errors import Unsupported
 from ..lowering import RefValue, ViewDim
-from . import register
+from . import register, register_deferred
 
 from jax import tree_util
 
@@ -590,10 +590,9 @@ def _multiple_of(ctx, x, *, values):
 
 register(compat.multiple_of_p)(_multiple_of)
 
-_tp = compat.triton_primitives()
-register(_tp.atomic_rmw_p)(_atomic_rmw)
-register(_tp.atomic_cas_p)(_atomic_cas)
-register(_tp.max_contiguous_p)(_max_contiguous)
+register_deferred(compat.TRITON_PRIMITIVES_MODULE, "atomic_rmw_p")(_atomic_rmw)
+register_deferred(compat.TRITON_PRIMITIVES_MODULE, "atomic_cas_p")(_atomic_cas)
+register_deferred(compat.TRITON_PRIMITIVES_MODULE, "max_contiguous_p")(_max_contiguous)
 
 
 # jnp-style broadcasting of the scalar and array indices of one indexer

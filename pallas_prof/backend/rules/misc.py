@@ -9,7 +9,7 @@ from jax import lax
 from .. import compat, emit
 from ..codegen import Value, is_low_float, tl_dtype
 from ..errors import Unsupported
-from . import register
+from . import register, register_deferred
 
 
 @register(compat.program_id_p)
@@ -61,16 +61,13 @@ def _debug_print(ctx, *args, fmt, ordered=False, **params):
   return []
 
 
-_tp = compat.triton_primitives()
-
-
-@register(_tp.debug_barrier_p)
+@register_deferred(compat.TRITON_PRIMITIVES_MODULE, "debug_barrier_p")
 def _debug_barrier(ctx):
   ctx.b.emit("tl.debug_barrier()")
   return []
 
 
-@register(_tp.elementwise_inline_asm_p)
+@register_deferred(compat.TRITON_PRIMITIVES_MODULE, "elementwise_inline_asm_p")
 def _inline_asm(ctx, *args, asm, constraints, pack, result_shape_dtypes):
   outs = list(result_shape_dtypes)
   dtypes = [np.dtype(o.dtype) for o in outs]
