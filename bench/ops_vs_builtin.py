@@ -87,17 +87,23 @@ def first_call_seconds(make_fn, args) -> tuple[float, dict, object]:
   """Seconds from nothing to the first result, in three phases: `lower` (tracing,
   and for pallas-prof its lowering and Triton compile), `compile` (XLA's compile:
   for the built-in backend that is where Triton compiles) and `first_run` (the
-  first execution: for pallas-prof jaxlib turns the PTX into a cubin here)."""
+  first execution: for pallas-prof jaxlib turns the PTX into a cubin here).
+  `gc_s`: of the whole, Python's garbage collections (a full one, 50-60 ms on
+  the H200 machine's host, lands on whichever backend allocates past the
+  threshold)."""
+  from pallas_prof.backend.lowering import CollectionClock
   jax.clear_caches()
   fn = make_fn()
-  t0 = time.perf_counter()
-  lowered = fn.lower(*args)
-  t1 = time.perf_counter()
-  compiled = lowered.compile()
-  t2 = time.perf_counter()
-  jax.block_until_ready(compiled(*args))
-  t3 = time.perf_counter()
-  phases = {"lower_s": t1 - t0, "compile_s": t2 - t1, "first_run_s": t3 - t2}
+  with CollectionClock() as collections:
+    t0 = time.perf_counter()
+    lowered = fn.lower(*args)
+    t1 = time.perf_counter()
+    compiled = lowered.compile()
+    t2 = time.perf_counter()
+    jax.block_until_ready(compiled(*args))
+    t3 = time.perf_counter()
+  phases = {"lower_s": t1 - t0, "compile_s": t2 - t1, "first_run_s": t3 - t2,
+            "gc_s": collections.seconds}
   return t3 - t0, phases, fn
 
 
@@ -107,6 +113,7 @@ def kernel_records() -> list[dict]:
   stages spent their time."""
   from pallas_prof.backend import registry
   return [{"kernel": r.name, "lowering_s": r.generated.lowering_seconds,
+           "lowering_gc_s": r.generated.gc_seconds,
            "compile_s": getattr(r.compiled, "compile_seconds", None),
            "worker_wait_s": getattr(r.compiled, "worker_wait_seconds", None),
            "cache": getattr(r.compiled, "cache", None),

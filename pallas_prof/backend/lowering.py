@@ -110,7 +110,7 @@ class GeneratedKernel:
   key: str
   atomic_params: tuple[str, ...] = ()
   enable_fp_fusion: bool = False     # Triton may contract a*b+c into one FMA
-  # of lowering_seconds, Python's garbage collections meanwhile (_CollectionClock)
+  # of lowering_seconds, Python's garbage collections meanwhile (CollectionClock)
   gc_seconds: float = 0.0
 
   @property
@@ -741,7 +741,7 @@ def _arg_labels(jaxpr, n_in: int, n_out: int) -> list[str]:
   return labels
 
 
-class _CollectionClock:
+class CollectionClock:
   """Time spent in Python's garbage collector while a kernel is lowered.
 
   A full collection stops every thread of the process and walks its whole
@@ -762,7 +762,7 @@ class _CollectionClock:
       self.seconds += time.perf_counter() - self._started
       self._started = None
 
-  def __enter__(self) -> "_CollectionClock":
+  def __enter__(self) -> "CollectionClock":
     gc.callbacks.append(self)
     return self
 
@@ -791,7 +791,7 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
   with a `.traceback`): errors about the call as a whole (grid, BlockSpecs,
   scratch shapes) point at the user's line there.
   """
-  with _CollectionClock() as collections:
+  with CollectionClock() as collections:
     gk = _lower_kernel(jaxpr, grid_mapping, collections, num_warps=num_warps,
                        num_stages=num_stages, compute_capability=compute_capability,
                        name=name, enable_fp_fusion=enable_fp_fusion, call_site=call_site,
@@ -802,7 +802,7 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
   return gk
 
 
-def _lower_kernel(jaxpr, grid_mapping, collections: _CollectionClock, *, num_warps, num_stages,
+def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, *, num_warps, num_stages,
                   compute_capability, name, enable_fp_fusion, call_site,
                   input_output_aliases) -> GeneratedKernel:
   start_time = time.perf_counter()
