@@ -12,7 +12,11 @@ take turns, --rounds times, and each figure is the median over the rounds
 
 - default;
 - MLIR_DISABLE_MULTITHREADING=1: Triton's MLIR contexts without their thread
-  pool (MLIR runs some passes in parallel over functions; a kernel has one).
+  pool (MLIR runs some passes in parallel over functions; a kernel has one);
+- TRITON_DISABLE_LINE_INFO=1: no debug line tables. pallas-prof needs them
+  (the SASS-to-equation weights come from them); this only says what they cost.
+
+`--settings NAME,...` picks some.
 """
 from __future__ import annotations
 
@@ -28,7 +32,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("PALLAS_PROF_CACHE_DIR", tempfile.mkdtemp(prefix="pallas-prof-bench-"))
 
-SETTINGS = {"default": {}, "mlir single-threaded": {"MLIR_DISABLE_MULTITHREADING": "1"}}
+SETTINGS = {"default": {}, "mlir single-threaded": {"MLIR_DISABLE_MULTITHREADING": "1"},
+            "no line info": {"TRITON_DISABLE_LINE_INFO": "1"}}
 
 
 def one_setting(reqs: dict, env: dict, repeats: int) -> dict:
@@ -69,16 +74,18 @@ def main(argv=None):
   ap.add_argument("--out")
   ap.add_argument("--rounds", type=int, default=4)
   ap.add_argument("--repeats", type=int, default=3)
+  ap.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated names")
   args = ap.parse_args(argv)
+  settings = {name: SETTINGS[name] for name in args.settings.split(",")}
   import pallas_prof
   from bench.compile_path_cpu import requests
   pallas_prof.install()
   reqs = requests()
-  rounds = {name: [] for name in SETTINGS}
+  rounds = {name: [] for name in settings}
   for i in range(args.rounds):
-    names = list(SETTINGS) if i % 2 == 0 else list(reversed(SETTINGS))
+    names = list(settings) if i % 2 == 0 else list(reversed(settings))
     for name in names:
-      rounds[name].append(one_setting(reqs, SETTINGS[name], args.repeats))
+      rounds[name].append(one_setting(reqs, settings[name], args.repeats))
     print(f"round {i + 1}/{args.rounds} done", flush=True)
   summary = {}
   for name, runs in rounds.items():
