@@ -61,8 +61,9 @@ def _bind_deferred(import_now: bool = False) -> None:
       module = sys.modules.get(module_name)
       if module is None and import_now:
         module = importlib.import_module(module_name)
-      if module is not None:
-        RULES[getattr(module, attr)] = fn
+      primitive = getattr(module, attr, None)   # None too while another thread imports it
+      if primitive is not None:
+        RULES[primitive] = fn
         _DEFERRED.remove(item)
 
 
