@@ -178,6 +178,17 @@ class KernelContext:
     # ref (param) name -> the names of the refs that may share its memory
     # (itself included); None: unknown, any ref may alias any other
     self.may_alias: dict[str, frozenset[str]] | None = None
+    # refs written since the last barrier, or _ANY_REF. A program's threads
+    # each store their part of a block, and nothing orders one thread's store
+    # before another thread's later load of the same address: on a GPU a read
+    # after a write of a ref by the same program needs a barrier in between
+    # (sync_before). The interpreter runs a program's lanes in lockstep and
+    # never shows the difference. Two writes of the same address by different
+    # threads of one program, with no read between them, are not ordered
+    # (neither are they by JAX's backend): telling which writes overlap would
+    # need the addresses, and a barrier between every two writes of a ref
+    # would slow kernels that write a block in parts (the norms: one per row).
+    self.unsynced: set[str] | object = set()
 
   def next_eqn_index(self) -> int:
     i = self._eqn_counter
@@ -215,6 +226,27 @@ class KernelContext:
         for key in [k for k in scope.loads if _load_ref_name(k) in hit or
                     _load_ref_name(k) is None]:
           del scope.loads[key]
+
+  def note_writes(self, writes) -> None:
+    """`writes` (_write_targets) happened: later accesses to them need a barrier."""
+    if writes is None:
+      return
+    if writes is _ANY_REF or self.unsynced is _ANY_REF:
+      self.unsynced = _ANY_REF
+    else:
+      self.unsynced = self.unsynced | set(writes)
+
+  def sync_before(self, refs: set[str]) -> None:
+    """Emits a barrier (__syncthreads) before an access to `refs` if one of them,
+    or a ref that may share its memory, was written since the last barrier."""
+    if not refs or not self.unsynced:
+      return
+    if self.unsynced is not _ANY_REF:
+      hit = self.aliases_of(refs)
+      if hit is not None and not (hit & self.unsynced):
+        return
+    self.builder.emit("tl.debug_barrier()   # other threads' writes to this memory land first")
+    self.unsynced = set()
 
   def aliases_of(self, refs) -> frozenset[str] | None:
     """The refs that may share memory with any of `refs`; None: any ref."""
@@ -355,12 +387,42 @@ def lower_jaxpr(kernel: KernelContext, jaxpr, args: list[Any], *, parent: EqnInf
     # loop (or before the write, in an earlier iteration) of a ref it writes
     # (or one aliasing it) may be reused in it
     kernel.forget_loads(None if written is _ANY_REF else written)
+  unsynced_before = kernel.unsynced
+  if region in _LOOP_REGIONS:
+    kernel.note_writes(written)        # the previous iteration's writes
   kernel.scopes.append(Scope())
   try:
     _lower_equations(kernel, jaxpr, env, live, parent, region)
     return [_read(env, v) for v in jaxpr.outvars]
   finally:
     kernel.scopes.pop()
+    # a barrier inside may not have run (a branch not taken, no iteration)
+    kernel.unsynced = unsynced_before
+    kernel.note_writes(written)
+
+
+# Read memory through their ref operands (the atomics and addupdate read, modify
+# and write it); a swap reads the old value only when something uses it.
+_REF_READERS = frozenset({"get", "masked_load", "addupdate", "atomic_rmw", "atomic_cas"})
+_REF_SWAPS = frozenset({"swap", "masked_swap"})
+
+
+def _refs_read(eqn, invals, live) -> set[str]:
+  """The names of the refs an equation reads (a loop or branch: none of its own,
+  its equations say)."""
+  name = eqn.primitive.name
+  if name in _REF_SWAPS:
+    var = eqn.outvars[0] if eqn.outvars else None
+    if var is None or isinstance(var, compat.DropVar) or (live is not None and var not in live):
+      return set()
+  elif name not in _REF_READERS:
+    return set()
+  return {v.name for v in invals if isinstance(v, RefValue)}
+
+
+# Regions lower_jaxpr's callers give jaxprs that run repeatedly (a loop's body
+# and a while loop's condition).
+_LOOP_REGIONS = frozenset({"body", "cond"})
 
 
 def _lower_equations(kernel: KernelContext, jaxpr, env: dict, live: set,
@@ -415,6 +477,7 @@ def _lower_equation(kernel: KernelContext, eqn, info: EqnInfo, invals: list[Any]
       if earlier is not None:
         return list(earlier) if eqn.primitive.multiple_results else earlier
     writes = _write_targets(eqn, _operand_values(eqn, invals))
+    kernel.sync_before(_refs_read(eqn, invals, live))
     rule = rule_for(eqn.primitive)
     if rule is None:
       raise _lowering_error(kernel, info, f"primitive `{eqn.primitive.name}` has no "
@@ -437,6 +500,7 @@ def _lower_equation(kernel: KernelContext, eqn, info: EqnInfo, invals: list[Any]
       # also what the rule itself loaded (a swap's old value); a loop body
       # that writes forgets them on entry too (lower_jaxpr)
       kernel.forget_loads(None if writes is _ANY_REF else writes)
+      kernel.note_writes(writes)
     if key is not None:
       kernel.remember("values", key, tuple(out) if eqn.primitive.multiple_results else out)
     if b.num_lines > first_line:
