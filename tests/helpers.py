@@ -39,6 +39,17 @@ def random_array(rng: np.random.Generator, shape, dtype, *, low=None, high=None,
   return x
 
 
+def xla_on_cpu(fn, *arrays):
+  """jax.jit(fn)(*arrays) on XLA's CPU backend, wherever the test runs: the
+  reference kernels are checked against. On the GPU machine (jax 0.11.2) XLA's
+  GPU backend got some of these wrong (an int8 x int8 -> int32 dot gave twice
+  the product; int32 maxima in a multi-output jit came out wrong) and failed
+  others (cuBLASLt: "GEMM is not supported"), checked against numpy."""
+  cpu = jax.devices("cpu")[0]
+  with jax.default_device(cpu):
+    return jax.jit(fn)(*[jax.device_put(a, cpu) for a in arrays])
+
+
 def assert_close(out, ref, dtype=None, *, atol=None, rtol=None, err_msg=""):
   out = np.asarray(out)
   ref = np.asarray(ref)

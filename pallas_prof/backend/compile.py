@@ -331,6 +331,7 @@ def _assemble_cubin(ck: "CompiledKernel") -> None:
     setattr(ck, field, value)
   stage = StageRecord("cubin", result["start_ns"], result["end_ns"], len(result["cubin"]))
   ck.stage_seconds = {**ck.stage_seconds, "cubin": stage.seconds}
+  ck.compile_seconds += stage.seconds    # the stages keep adding up to the whole
   _notify(CompileRecord(ck.name, ck.key, f"{ck.target[0]}:{ck.target[1]}", stage.start_ns,
                         stage.end_ns, [stage], "miss", ck.resources(complete=False),
                         source_key=gk.key if gk is not None else None))

@@ -20,7 +20,7 @@ from jax import lax
 import pallas_prof
 from pallas_prof.backend import registry
 from pallas_prof.backend.compile import compile_kernel
-from tests.helpers import random_array, run_on_values
+from tests.helpers import random_array, run_on_values, xla_on_cpu
 
 HIGHEST = lax.Precision.HIGHEST
 Preset = lax.DotAlgorithmPreset
@@ -39,8 +39,8 @@ def exact(fn, *arrays):
   same on magnitudes (|a| @ |b|), which bounds every rounding error."""
   as64 = [np.asarray(a, np.float64) for a in arrays]
   with jax.enable_x64(True):
-    value = jax.jit(fn)(*as64)
-    magnitude = jax.jit(fn)(*[np.abs(a) for a in as64])
+    value = xla_on_cpu(fn, *as64)
+    magnitude = xla_on_cpu(fn, *[np.abs(a) for a in as64])
   return jax.tree.map(np.asarray, value), jax.tree.map(np.asarray, magnitude)
 
 
@@ -67,7 +67,7 @@ def _contraction_size(key, arrays):
 
 def check_exact(fn, *arrays, name="dot"):
   out = run(fn, *arrays, name=name)
-  ref = jax.jit(fn)(*arrays)
+  ref = xla_on_cpu(fn, *arrays)
   for key in ref:
     assert out[key].dtype == ref[key].dtype, key
     np.testing.assert_array_equal(np.asarray(out[key]), np.asarray(ref[key]), err_msg=key)

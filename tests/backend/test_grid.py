@@ -345,7 +345,8 @@ def test_jit_repeated_calls_reuse_the_kernel(rng):
     x = rand(rng, (8, 8))
     assert_close(call(x), x + 1)
   [record] = registry.find("add_one_cached")
-  assert record.lowerings == 1 and record.launches == 3
+  # launches counts the interpreter's; on a GPU XLA launches the kernel
+  assert record.lowerings == 1 and record.launches == (3 if jax.default_backend() == "cpu" else 0)
   assert record.in_avals == ("float32[8,8]",)
 
   call16 = jax.jit(pallas(add_one, S((16, 8), F32), name="add_one_cached"))

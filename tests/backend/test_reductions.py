@@ -15,7 +15,7 @@ from jax import lax
 
 from pallas_prof.backend import registry
 from pallas_prof.backend.compile import compile_kernel
-from tests.helpers import assert_close, random_array, run_on_values
+from tests.helpers import assert_close, random_array, run_on_values, xla_on_cpu
 
 FLOATS = ("float32", "float16", "bfloat16")
 INTS = ("int8", "int32", "uint32")    # int64: test_64_bit_reductions
@@ -29,7 +29,7 @@ def run(fn, *arrays, name="reduce"):
 
 def check(fn, *arrays, name="reduce", **tolerances):
   out = run(fn, *arrays, name=name)
-  ref = jax.jit(fn)(*arrays)       # one XLA compile, not one per eager op
+  ref = xla_on_cpu(fn, *arrays)    # one XLA compile, not one per eager op
   for key in ref:
     assert out[key].dtype == ref[key].dtype, key
     assert_close(out[key], ref[key], err_msg=key, **tolerances)
