@@ -127,7 +127,8 @@ def _count_equation(eqn) -> int:
                  if counter is None or not _is_counter_increment(e, counter))
   elif eqn.primitive is lax.scan_p:
     body = params["jaxpr"].jaxpr
-    counter = body.invars[params["num_consts"]] if params["num_carry"] else None
+    num_consts, num_carry = compat.scan_layout(params)     # jax 0.11 renamed them
+    counter = body.invars[num_consts] if num_carry else None
     total += sum(_count_equation(e) for e in body.eqns
                  if counter is None or not (_is_counter_increment(e, counter)
                                             and e.outvars[0] is body.outvars[0]))

@@ -43,7 +43,8 @@ def _fail(case: str):
   fn, args, stage = failing_kernels.cases()[case]
   jax.clear_caches()
   registry.clear()
-  if stage == "lower":
+  if stage == "lower" or jax.default_backend() != "cpu":
+    # (on a GPU the lowering compiles too: the custom call carries the PTX)
     with pytest.raises(pallas_prof.LoweringError) as info:
       fn.lower(*args)
     return info.value
