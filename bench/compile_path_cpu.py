@@ -29,6 +29,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("PALLAS_PROF_CACHE_DIR", tempfile.mkdtemp(prefix="pallas-prof-bench-"))
 
+from bench import save_record  # noqa: E402
+
 OPS = ("softmax", "layer_norm", "rms_norm", "mha")
 
 
@@ -176,9 +178,7 @@ def main(argv=None):
             "fresh_process": fresh_process(),
             "warm_worker_compile_ms": warm_worker(reqs, args.repeats)}
   print(json.dumps(record, indent=1))
-  if args.out:
-    with open(args.out, "w") as f:
-      json.dump(record, f, indent=2)
+  save_record(args.out, record)
 
 
 if __name__ == "__main__":

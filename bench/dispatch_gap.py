@@ -28,6 +28,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 import jax  # noqa: E402
 
 from bench import ops_vs_builtin as b  # noqa: E402
+from bench import save_record  # noqa: E402
 
 
 def wall_per_call(fn, args, calls: int, repeats: int = 15) -> float:
@@ -97,9 +98,7 @@ def main(argv=None):
                                      for k, v in row.items()}), flush=True)
     b._use_backend("pallas_prof")
     record["ops"][spec["name"]] = rows
-  if args.out:
-    with open(args.out, "w") as f:
-      json.dump(record, f, indent=2)
+  save_record(args.out, record)
 
 
 def _chain(fn, x, *rest, n: int = 20):

@@ -117,6 +117,7 @@ def main(argv=None):
     print("RESULT " + json.dumps(profile_child(args.profile_child.split(","))), flush=True)
     return
   sys.path.insert(0, ROOT)
+  from bench import save_record
   from bench.ops_vs_builtin import require_gpu
   require_gpu("bench/first_call.py", "first_call")
   runs = []
@@ -159,9 +160,7 @@ def main(argv=None):
           f"{s['ratio_of_medians']:.2f} | {s['median_of_ratios']:.2f}  ({each}) | {by_order}")
   print(f"process's first pallas_call: ours {warm['pallas_prof']:.2f} s, "
         f"built-in {warm['builtin']:.2f} s (median)")
-  if args.out:
-    with open(args.out, "w") as f:
-      json.dump(record, f, indent=2)
+  save_record(args.out, record)
 
 
 if __name__ == "__main__":

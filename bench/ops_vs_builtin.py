@@ -35,6 +35,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import pallas_prof  # noqa: E402
+from bench import save_record  # noqa: E402
 # imported up front, as every op measured here imports it: its import is no op's first call
 from jax.experimental.pallas import triton as plgpu  # noqa: E402, F401
 
@@ -423,17 +424,13 @@ def main(argv=None):
     r = run_op(make)
     record["ops"].append(r)
     print(json.dumps(r))
-    if args.out:
-      with open(args.out, "w") as f:
-        json.dump(record, f, indent=2)
+    save_record(args.out, record)
   record["cached_recompile_fresh_process"] = cached_recompile_ms()
   ratios = [r["ratio_ours_over_builtin"] for r in record["ops"] if "ratio_ours_over_builtin" in r]
   if ratios:
     record["geomean_ratio"] = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
   _print_table(record)
-  if args.out:
-    with open(args.out, "w") as f:
-      json.dump(record, f, indent=2)
+  save_record(args.out, record)
 
 
 def _print_table(record):

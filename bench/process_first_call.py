@@ -43,6 +43,7 @@ def main(argv=None):
     print("RESULT " + json.dumps(child(args.child)), flush=True)
     return
   sys.path.insert(0, ROOT)
+  from bench import save_record
   from bench.first_call import run_fresh_process
   from bench.ops_vs_builtin import require_gpu
   require_gpu("bench/process_first_call.py", "process_first")
@@ -61,9 +62,7 @@ def main(argv=None):
                                       "ratio": ours / builtin, "runs": runs}
     print(f"{delay:5.1f} s               {ours:.3f}             {builtin:.3f}       {ours / builtin:.2f}"
           f"            {', '.join(f'{d:.2f}' if d else '-' for d in done)}")
-  if args.out:
-    with open(args.out, "w") as f:
-      json.dump(record, f, indent=2)
+  save_record(args.out, record)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ take turns, --rounds times, and each figure is the median over the rounds
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -31,6 +30,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("PALLAS_PROF_CACHE_DIR", tempfile.mkdtemp(prefix="pallas-prof-bench-"))
+
+from bench import save_record  # noqa: E402
 
 SETTINGS = {"default": {}, "mlir single-threaded": {"MLIR_DISABLE_MULTITHREADING": "1"},
             "no line info": {"TRITON_DISABLE_LINE_INFO": "1"}}
@@ -104,9 +105,7 @@ def main(argv=None):
     for op in reqs:
       print(f"  {op:11s} first {row[op]['first_ms']:6.1f} ms {row[op]['first_stages_ms']}"
             f"  warm {row[op]['warm_median_ms']:6.1f} ms")
-  if args.out:
-    with open(args.out, "w") as f:
-      json.dump(record, f, indent=2)
+  save_record(args.out, record)
 
 
 if __name__ == "__main__":
