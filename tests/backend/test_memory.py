@@ -1007,9 +1007,9 @@ def test_merged_reads_keep_the_first_reads_eviction_policy(rng, policies, want):
 def test_triton_flavoured_rules_bind_when_the_user_imports_plgpu(tmp_path):
   """The atomics' and inline asm's rules are bound at the first lookup after the
   user's code imported JAX's Triton primitives, not by importing them ourselves
-  (20-80 ms on the process's first kernel). In a fresh process: a first kernel
-  without plgpu leaves that module unimported; plgpu imported afterwards still
-  lowers, and runs right."""
+  (18-78 ms of the process's first lowering on the CPU machine). In a fresh
+  process: a first kernel without plgpu leaves that module unimported; plgpu
+  imported afterwards still lowers, and runs right."""
   import os
   import subprocess
   import sys
