@@ -17,9 +17,10 @@ RULES: dict[object, Callable] = {}
 # Rules whose primitive lives in a module we do not import ourselves: JAX's
 # Triton-flavoured primitives (plgpu.atomic_add, ...). Importing that module
 # imports JAX's own Triton lowering and its MLIR dialects (18-78 ms on the CPU
-# machine), which would land on the process's first kernel. A kernel can only contain one of those
-# primitives once the user's code has imported the module, so each rule is
-# bound to its primitive at the first lookup that finds the module imported.
+# machine), which would land on the process's first kernel. A kernel can only
+# contain one of those primitives once the user's code has imported the
+# module, so each rule is bound to its primitive at the first lookup that
+# finds the module imported.
 _DEFERRED: list[tuple[str, str, Callable]] = []   # (module, primitive's name there, rule)
 _deferred_lock = threading.Lock()
 
