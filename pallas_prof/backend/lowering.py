@@ -325,23 +325,25 @@ class RuleContext:
     return self._live is None or var in self._live
 
   def lower_jaxpr(self, jaxpr, args: Sequence[Any], region: str, consts=(), *,
-                  straight_line: bool = False) -> list[Any]:
+                  straight_line: bool = False, loop: bool = False) -> list[Any]:
     """Lowers a nested jaxpr (loop body, branch, call) inline, here.
 
     `straight_line`: the jaxpr's lines run exactly once, right here (not in a
-    loop body or a branch), so what it computes stays usable after it."""
+    loop body or a branch), so what it computes stays usable after it.
+    `loop`: the jaxpr runs again and again (a loop's body, a condition tested
+    in it), so it may read what its own previous run wrote."""
     return lower_jaxpr(self.kernel, jaxpr, list(args), parent=self.info, region=region,
-                       consts=consts, new_scope=not straight_line)
+                       consts=consts, new_scope=not straight_line, loop=loop)
 
   def replay_jaxpr(self, jaxpr, args: Sequence[Any], region: str, first_index: int,
-                   consts=()) -> list[Any]:
+                   consts=(), *, loop: bool = False) -> list[Any]:
     """Emits a jaxpr lowered before once more (e.g. a while condition at the end
     of the body) under the same equation indices: no new equations, no spans."""
     kernel = self.kernel
     saved_counter, saved_replaying = kernel._eqn_counter, kernel.replaying
     kernel._eqn_counter, kernel.replaying = first_index, True
     try:
-      return self.lower_jaxpr(jaxpr, args, region, consts)
+      return self.lower_jaxpr(jaxpr, args, region, consts, loop=loop)
     finally:
       kernel._eqn_counter, kernel.replaying = saved_counter, saved_replaying
 
@@ -369,7 +371,7 @@ def _const_value(value, aval) -> Value:
 
 
 def lower_jaxpr(kernel: KernelContext, jaxpr, args: list[Any], *, parent: EqnInfo | None,
-                region: str, consts=(), new_scope: bool = True) -> list[Any]:
+                region: str, consts=(), new_scope: bool = True, loop: bool = False) -> list[Any]:
   env: dict[Any, Any] = {}
   for var, value in zip(jaxpr.constvars, consts):
     env[var] = _const_value(value, var.aval)
@@ -388,7 +390,7 @@ def lower_jaxpr(kernel: KernelContext, jaxpr, args: list[Any], *, parent: EqnInf
     # (or one aliasing it) may be reused in it
     kernel.forget_loads(None if written is _ANY_REF else written)
   unsynced_before = kernel.unsynced
-  if region in _LOOP_REGIONS:
+  if loop:
     kernel.note_writes(written)        # the previous iteration's writes
   kernel.scopes.append(Scope())
   try:
@@ -418,11 +420,6 @@ def _refs_read(eqn, invals, live) -> set[str]:
   elif name not in _REF_READERS:
     return set()
   return {v.name for v in invals if isinstance(v, RefValue)}
-
-
-# Regions lower_jaxpr's callers give jaxprs that run repeatedly (a loop's body
-# and a while loop's condition).
-_LOOP_REGIONS = frozenset({"body", "cond"})
 
 
 def _lower_equations(kernel: KernelContext, jaxpr, env: dict, live: set,

@@ -192,7 +192,7 @@ def _scan(ctx, *args, jaxpr, length, reverse, unroll=1, **params):
     header = f"for {i} in range(0, {length}):"
   with ctx.b.block(header):
     body_args = consts + ([_loop_index(ctx, i, lo.dtype)] if has_index else []) + carried
-    outs = ctx.lower_jaxpr(body, body_args, "body", consts=consts_closed)
+    outs = ctx.lower_jaxpr(body, body_args, "body", consts=consts_closed, loop=True)
     _assign_all(ctx, names, outs)
   if has_index:
     return [upper] + carried
@@ -250,7 +250,7 @@ def _while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     i = ctx.b.fresh("i_raw")
     with ctx.b.block(f"for {i} in range({_bound(lo)}, {_bound(hi)}):"):
       outs = ctx.lower_jaxpr(fori_body, body_consts + [_loop_index(ctx, i, lo.dtype)] + carried,
-                             "body", consts=body_jaxpr.consts)
+                             "body", consts=body_jaxpr.consts, loop=True)
       _assign_all(ctx, names, outs)
     # the counter ends at max(lo, hi): the loop may not run at all
     final = (emit.const(max(lo.const, hi.const), lo.dtype)
@@ -269,11 +269,11 @@ def _while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
   go = _materialize(ctx, cond, "keep_going")
   with ctx.b.block(f"while {go}:"):
     outs = ctx.lower_jaxpr(body_jaxpr.jaxpr, body_consts + carried, "body",
-                           consts=body_jaxpr.consts)
+                           consts=body_jaxpr.consts, loop=True)
     _assign_all(ctx, names, outs)
     # the condition again, for the next iteration (same equations: no new spans)
     (cond,) = ctx.replay_jaxpr(cond_jaxpr.jaxpr, cond_consts + carried, "cond",
-                               first_cond_eqn, consts=cond_jaxpr.consts)
+                               first_cond_eqn, consts=cond_jaxpr.consts, loop=True)
     ctx.b.emit(f"{go} = {_typed_expr(cond)}")
   return carried
 
