@@ -1,4 +1,4 @@
-"""GPU benchmarks and probes; bench/results/README.md gives each one's command and commit."""
+"""GPU benchmarks (probes/: one-off probes); bench/results/README.md gives the current figures with their commands and commits."""
 import json
 
 

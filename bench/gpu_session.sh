@@ -79,12 +79,12 @@ step_cli() {   # the front door, on a script with four kernels, on every GPU
 }
 
 step_probe() {   # which elementwise functions match XLA bit for bit, and why
-  timeout ${PROBE_TIMEOUT:-120} python3 bench/bitwise_probe.py --out "$OUT/bitwise_probe.json" 2>&1 \
+  timeout ${PROBE_TIMEOUT:-120} python3 bench/probes/bitwise_probe.py --out "$OUT/bitwise_probe.json" 2>&1 \
     | grep -v Deprecation | grep -v "^ " | tail -20
 }
 
 step_norms() {   # variants of the norm kernels' generated source, timed side by side
-  timeout ${NORMS_TIMEOUT:-150} python3 bench/norm_variants.py --out "$OUT/norm_variants.json" 2>&1 \
+  timeout ${NORMS_TIMEOUT:-150} python3 bench/probes/norm_variants.py --out "$OUT/norm_variants.json" 2>&1 \
     | grep -v Deprecation | tail -20
 }
 

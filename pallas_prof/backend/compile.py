@@ -178,7 +178,7 @@ def compile_options(gk: GeneratedKernel) -> dict[str, Any]:
   enable_fp_fusion=False: a separate multiply and add stay two roundings, as in
   XLA (measured on the H200: x*1.37 + x*x differed from XLA in 29 % of elements
   with Triton's default FMA contraction, in none without it; see
-  bench/bitwise_probe.py). CompilerParams(enable_fp_fusion=True) opts back in.
+  bench/probes/bitwise_probe.py). CompilerParams(enable_fp_fusion=True) opts back in.
   extern_libs: XLA's libdevice rather than the one in Triton's wheel (their powf
   differ in the last bit for ~40 % of inputs).
   """

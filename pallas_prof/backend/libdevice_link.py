@@ -20,7 +20,7 @@ powf, tanh, erf, ...; the compile worker's warm-up prepares it), and once per ot
 of functions a kernel declares. It is the same code with the same constants,
 folded earlier: the PTX has the same arithmetic instructions (LLVM may turn a
 branch into a select), and on an H200 the results of 32 functions were the
-same bits either way (bench/bitwise_probe.py).
+same bits either way (bench/probes/bitwise_probe.py).
 
 Anything unexpected (a query this does not know, a declaration it cannot
 restate) falls back to Triton's own link of the original library.

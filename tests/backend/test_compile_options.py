@@ -1,6 +1,6 @@
 """Compile options that decide bit-level agreement with XLA: FMA contraction and
 which libdevice is linked. (What each changes on the GPU was measured with
-bench/bitwise_probe.py; these tests pin the choices and their plumbing.)"""
+bench/probes/bitwise_probe.py; these tests pin the choices and their plumbing.)"""
 from __future__ import annotations
 
 import os

@@ -978,7 +978,7 @@ def test_primitives_of_newer_jax(rng, name, reference):
 # Not exp2: XLA's GPU exp2 differs from libdevice's in the last bit for about a
 # third of normal inputs (316 of 1024 on the H200, jax 0.11.2), and JAX's own
 # backend differs from XLA there exactly as pallas-prof does
-# (bench/results/README.md, the bitwise probe).
+# (bench/results/archive/README.md, the bitwise probe).
 GPU_BITWISE = {
     "exp": lax.exp, "log": lax.log, "log1p": lax.log1p, "sin": lax.sin,
     "sqrt": lax.sqrt, "rsqrt": lax.rsqrt, "logistic": lax.logistic, "reciprocal": lambda x: 1 / x,

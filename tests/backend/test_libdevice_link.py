@@ -2,7 +2,7 @@
 (backend/libdevice_link.py): the same code as Triton's own link, compiled faster.
 
 Compiles for sm_90 on a machine without a GPU. Bit-level agreement with XLA on
-the GPU is bench/bitwise_probe.py's job; here the PTX of both links is compared:
+the GPU is bench/probes/bitwise_probe.py's job; here the PTX of both links is compared:
 the same arithmetic instructions, as a multiset. (With the queries answered
 before O3, LLVM turns some of libdevice's branches into selects, so the
 comparisons, selects and moves that steer the control flow may differ.)

@@ -52,7 +52,7 @@ def test_match_by_name_flags_shared_names():
 
 def _chrome_doc(events) -> str:
   """One of Proton's per-device Chrome-trace documents, as triton 3.6 wrote them on two
-  H200s (bench/proton_trace_probe.py): no device named, times in microseconds."""
+  H200s (bench/probes/proton_trace_probe.py): no device named, times in microseconds."""
   return json.dumps({"displayTimeUnit": "us", "traceEvents": [
       {"args": {"call_stack": ["ROOT", name]}, "cat": "kernel", "dur": dur, "name": name,
        "ph": "X", "tid": 24, "ts": 10.0 * i} for i, (name, dur) in enumerate(events)]})

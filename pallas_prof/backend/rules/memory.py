@@ -344,7 +344,7 @@ def _read(ctx, ref: RefValue, mask=None, other=None, **load_options) -> Value:
   kernels that is evict_last (their final pass asked for evict_first): on an
   H200, layer_norm ran in 0.077 ms with the first policy and 0.085 ms with
   evict_first, rms_norm 0.080 and 0.087 ms (bench/ops_vs_builtin.py, one run
-  each, bench/results/README.md)."""
+  each, bench/results/archive/README.md)."""
   key = _load_key(ref, mask, other, load_options)
   if key is not None:
     earlier = ctx.reused_load(key)

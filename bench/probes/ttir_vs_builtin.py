@@ -1,7 +1,7 @@
 """Is pallas-prof's generated kernel slower to compile than JAX's built-in
 backend's? Both through the same pipeline: the `triton` package, for sm_90.
 
-    python bench/ttir_vs_builtin.py [--ops softmax,rms_norm,layer_norm,mha] [--repeats 4]
+    python bench/probes/ttir_vs_builtin.py [--ops softmax,rms_norm,layer_norm,mha] [--repeats 4]
 
 Runs on a machine without a GPU. The built-in backend's TTIR is taken from
 the StableHLO JAX lowers for CUDA (the `__gpu$xla.gpu.triton` custom call
@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 import jax  # noqa: E402

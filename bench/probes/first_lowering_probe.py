@@ -2,7 +2,7 @@
 after install() (as ops_vs_builtin's cached-recompile figure takes it), and
 after a pause: where the difference goes.
 
-    PALLAS_PROF_CACHE_DIR=/tmp/ppc python bench/first_lowering_probe.py [pause_s]
+    PALLAS_PROF_CACHE_DIR=/tmp/ppc python bench/probes/first_lowering_probe.py [pause_s]
 
 Run it twice with the same cache folder (the first run fills the cache).
 Prints jit's lower() and pallas-prof's lowering in ms, the garbage
@@ -35,7 +35,7 @@ def _on_gc(phase, info):
 
 gc.callbacks.append(_on_gc)
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import jax  # noqa: E402
 

@@ -2,10 +2,10 @@
 format pallas_prof.profiler.insitu.parse_chrome_traces reads (one JSON document
 per device, none naming its device). Run on a machine with two GPUs:
 
-    OUT=/tmp python bench/proton_trace_probe.py
+    OUT=/tmp python bench/probes/proton_trace_probe.py
 """
 import os, sys, glob
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 import jax, jax.numpy as jnp
 sys.path.insert(0, "examples")
 import multi_gpu

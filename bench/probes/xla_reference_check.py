@@ -3,9 +3,9 @@ pallas-prof vs XLA (one multi-output jit, as the tests build their references)
 vs XLA (one output) vs numpy, for the cases the CPU test suite failed on the
 H200 (jax 0.11.2).
 
-    python bench/xla_reference_check.py      # from the repository root, any machine
+    python bench/probes/xla_reference_check.py      # from the repository root, any machine
 
-On the H200 (bench/results/xla_reference_check_h200.txt): XLA's GPU backend gave
+On the H200 (bench/results/archive/xla_reference_check_h200.txt): XLA's GPU backend gave
 twice the product for an int8 x int8 -> int32 dot, and wrong int32 maxima in a
 multi-output jit; pallas-prof matched numpy in both. float64 -> float16: XLA's
 GPU backend rounds once (as numpy), pallas-prof through float32 (as XLA's CPU
@@ -14,7 +14,7 @@ backend). exp2: how many results differ from XLA's at all.
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

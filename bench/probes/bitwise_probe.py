@@ -5,7 +5,7 @@ contraction on, the libdevice in Triton's wheel), and each of those two alone;
 and pallas-prof with libdevice linked Triton's way rather than prepared
 (backend/libdevice_link.py), which must not change a single bit.
 
-    python bench/bitwise_probe.py [--out probe.json]
+    python bench/probes/bitwise_probe.py [--out probe.json]
 
 Counts, per function, the elements (of 2^20 fresh random f32 values) that differ
 from XLA's result at all (JAX's ops_test compares these with tolerance 0).
@@ -17,7 +17,7 @@ import json
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 

@@ -1,7 +1,7 @@
 """What would make JAX's layer_norm and rms_norm kernels reach more of the copy
 bandwidth? Variants of the generated Triton source, timed side by side.
 
-    python bench/norm_variants.py [--out norm_variants.json]
+    python bench/probes/norm_variants.py [--out norm_variants.json]
 
 Each variant is an edit of the source pallas-prof generates for the kernel of
 bench/ops_vs_builtin.py (8192x8192 bf16, forward), compiled and timed by
@@ -21,7 +21,7 @@ import os
 import re
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
@@ -123,7 +123,7 @@ def main(argv=None):
   if args.out:
     with open(args.out, "w") as f:
       json.dump({"device": jax.devices()[0].device_kind, "rows": rows,
-                 "command": "python bench/norm_variants.py"}, f, indent=2)
+                 "command": "python bench/probes/norm_variants.py"}, f, indent=2)
 
 
 if __name__ == "__main__":
