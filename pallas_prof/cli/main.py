@@ -58,8 +58,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+  argv = list(sys.argv[1:] if argv is None else argv)
   args = _parser().parse_args(argv)
   if args.command == "run":
+    args.argv = argv          # stored in report.json as the command that made the run
     from .run import run
     return run(args)
   if args.command == "show":

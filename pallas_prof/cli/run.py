@@ -83,12 +83,19 @@ def print_script_traceback(error: BaseException, script: str) -> None:
 
 # --- tracing ----------------------------------------------------------------------------
 
+# JSON Lines (one ExportTraceServiceRequest a line), named as the Collector's
+# otlpjsonfile receiver expects; runs before this name wrote trace.otlp.json
+# and say so in their report's "traces"
+OTLP_JSON_FILE = "trace.otlp.jsonl"
+PERFETTO_FILE = "trace.perfetto.json"
+
+
 def _tracing(args, out_dir: str):
   if args.no_trace:
     return contextlib.nullcontext(None)
   from ..instrument import tracing
-  return tracing(otlp_json=os.path.join(out_dir, "trace.otlp.json"),
-                 perfetto=os.path.join(out_dir, "trace.perfetto.json"),
+  return tracing(otlp_json=os.path.join(out_dir, OTLP_JSON_FILE),
+                 perfetto=os.path.join(out_dir, PERFETTO_FILE),
                  otlp_endpoint=args.otlp_endpoint or None,
                  root_span=f"pallas-prof {os.path.basename(args.script)}",
                  root_attributes={"pallas.script": os.path.abspath(args.script),
@@ -209,8 +216,73 @@ def _profile_spans(trace, report) -> None:
       span.set_attribute("profile.verdict", k.verdict or "")
 
 
+def missing_script(path: str) -> str | None:
+  """Why `path` cannot be run as a script (as `python path` would refuse it), or None."""
+  if os.path.isdir(path):
+    if os.path.exists(os.path.join(path, "__main__.py")):
+      return None
+    return f"{path} is a directory without a __main__.py"
+  if not os.path.exists(path):
+    return f"no such file: {path}"
+  return None
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(enabled: bool):
+  """While enabled, everything written to stdout (Python's and file descriptor 1,
+  which child processes inherit) goes to stderr; yields a stream on the real stdout."""
+  if not enabled:
+    yield sys.stdout
+    return
+  sys.stdout.flush()
+  saved_fd = os.dup(1)
+  saved_stdout = sys.stdout
+  os.dup2(2, 1)
+  sys.stdout = sys.stderr
+  real = os.fdopen(os.dup(saved_fd), "w", encoding="utf-8")
+  try:
+    yield real
+  finally:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(saved_fd, 1)
+    os.close(saved_fd)
+    sys.stdout = saved_stdout
+    real.close()
+
+
 def run(args) -> int:
-  from .render import render_run
+  problem = missing_script(args.script)
+  if problem is not None:
+    # before anything is written or imported: nothing to report on
+    print(f"pallas-prof: {problem}", file=sys.stderr)
+    return 2
+  with _stdout_to_stderr(args.json) as stdout:
+    run_report, out_dir, outcome, lowering_error = _run_and_report(args)
+    if args.json:
+      import json
+      stdout.write(json.dumps(run_report, indent=1) + "\n")
+      stdout.flush()
+  if not args.json:
+    from .render import render_run
+    if lowering_error is not None:
+      from ..instrument import render_error
+      render_error(lowering_error)
+    render_run(run_report, out_dir)
+  if lowering_error is not None and outcome.exit_code == 0:
+    return 1
+  return outcome.exit_code
+
+
+def _command(args) -> list[str]:
+  """The command line as the user typed it (main() keeps the raw arguments)."""
+  argv = getattr(args, "argv", None)
+  if argv is not None:
+    return ["pallas-prof", *argv]
+  return ["pallas-prof", "run", args.script, *args.script_args]
+
+
+def _run_and_report(args):
   out_dir = args.out or artifacts.default_out_dir()
   os.makedirs(out_dir, exist_ok=True)
   import pallas_prof
@@ -239,29 +311,20 @@ def run(args) -> int:
     kernels.append(kernel_entry(rec, files))
   run_report = {
       "schema": artifacts.RUN_SCHEMA, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-      "command": ["pallas-prof", "run", args.script, *args.script_args],
+      "command": _command(args),
       "script": os.path.abspath(args.script), "exit_code": outcome.exit_code,
       "script_seconds": outcome.seconds, "platform": _platform_info(),
       "kernels": kernels, "errors": errors, "notes": notes,
       "profile": reports[0].to_dict() if reports else None,
       "profiles": [r.to_dict() for r in reports],
-      "traces": {} if args.no_trace else {"otlp_json": "trace.otlp.json",
-                                           "perfetto": "trace.perfetto.json"},
+      "traces": {} if args.no_trace else {"otlp_json": OTLP_JSON_FILE,
+                                           "perfetto": PERFETTO_FILE},
   }
-  artifacts.write_report(out_dir, artifacts.json_ready(run_report))
+  run_report = artifacts.json_ready(run_report)
+  artifacts.write_report(out_dir, run_report)
   if outcome.error is not None and lowering_error is None:
     print_script_traceback(outcome.error, args.script)
-  if args.json:
-    import json
-    print(json.dumps(artifacts.json_ready(run_report), indent=1))
-  else:
-    if lowering_error is not None:
-      from ..instrument import render_error
-      render_error(lowering_error)
-    render_run(run_report, out_dir)
-  if lowering_error is not None and outcome.exit_code == 0:
-    return 1
-  return outcome.exit_code
+  return run_report, out_dir, outcome, lowering_error
 
 
 def _devices(spec: str, notes: list[str]) -> list[int]:

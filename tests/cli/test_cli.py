@@ -50,7 +50,7 @@ def test_run_writes_the_run_directory(softmax_run):
   for what in ("source", "ptx", "cubin", "ttir", "ttgir", "llir", "kernel"):
     assert (out / kernel["files"][what]).stat().st_size > 0, what
   # traces: OTLP-JSON lines and a Perfetto file with the kernel's spans
-  otlp = [json.loads(line) for line in (out / "trace.otlp.json").read_text().splitlines()]
+  otlp = [json.loads(line) for line in (out / "trace.otlp.jsonl").read_text().splitlines()]
   names = {s["name"] for req in otlp for rs in req["resourceSpans"] for ss in rs["scopeSpans"]
            for s in ss["spans"]}
   assert "pallas_call softmax_kernel" in names and "lower exp" in names

@@ -1,0 +1,55 @@
+"""What a new user hit (issue 19, part 5), each as the user ran it: subprocesses on the CPU."""
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+
+from tests.cli.test_cli import EXAMPLES, pallas_prof
+
+
+def test_run_of_a_missing_script_says_so_and_writes_nothing(tmp_path):
+  result = pallas_prof("run", "nope.py", cwd=tmp_path)
+  assert result.returncode == 2
+  assert result.stderr.splitlines()[0] == "pallas-prof: no such file: nope.py"
+  assert "Traceback" not in result.stdout + result.stderr
+  assert list(tmp_path.iterdir()) == []         # no pallas-prof-out/<timestamp>/
+  folder = pallas_prof("run", str(tmp_path), cwd=tmp_path)
+  assert folder.returncode == 2 and "without a __main__.py" in folder.stderr
+
+
+def test_run_json_keeps_stdout_json_and_the_script_output_on_stderr(tmp_path):
+  script = tmp_path / "chatty.py"
+  script.write_text(textwrap.dedent(f"""
+      import os, subprocess, sys
+      sys.path.insert(0, {EXAMPLES!r})
+      import numpy as np
+      import softmax
+      print("a line from the script")
+      os.write(1, b"a line written to fd 1\\n")
+      subprocess.run([sys.executable, "-c", "print('a line from a child process')"])
+      softmax.softmax(np.ones((4, 33), np.float32)).block_until_ready()
+      """))
+  out = tmp_path / "out"
+  result = pallas_prof("run", "--json", "--no-analysis", "--out", str(out), str(script))
+  assert result.returncode == 0, result.stderr
+  report = json.loads(result.stdout)            # all of stdout is the one JSON document
+  assert report == json.loads((out / "report.json").read_text())
+  assert report["command"] == ["pallas-prof", "run", "--json", "--no-analysis", "--out",
+                               str(out), str(script)]
+  assert [k["name"] for k in report["kernels"]] == ["softmax_kernel"]
+  for line in ("a line from the script", "a line written to fd 1", "a line from a child process"):
+    assert line in result.stderr and line not in result.stdout
+
+
+def test_otlp_trace_is_named_jsonl_and_holds_json_lines(tmp_path):
+  out = tmp_path / "out"
+  result = pallas_prof("run", "--no-analysis", "--out", str(out),
+                       os.path.join(EXAMPLES, "softmax.py"))
+  assert result.returncode == 0, result.stderr
+  report = json.loads((out / "report.json").read_text())
+  assert report["traces"]["otlp_json"] == "trace.otlp.jsonl"
+  assert not (out / "trace.otlp.json").exists()
+  lines = (out / "trace.otlp.jsonl").read_text().splitlines()
+  assert lines and all("resourceSpans" in json.loads(line) for line in lines)
+  assert "trace.otlp.jsonl" in result.stdout     # the run's last line names its files
