@@ -464,33 +464,10 @@ def _check_shared_memory(ck: CompiledKernel, gk: GeneratedKernel) -> None:
       jaxpr_text=gk.jaxpr_text)
 
 
-_LOC_RE = re.compile(r'loc\("([^"]+)":(\d+):(\d+)\)')
-
-
 def equations_in_ir(gk: GeneratedKernel, ir_text: str, ops: tuple[str, ...] = ()):
   """The equations whose generated lines produced the IR ops named in `ops`."""
-  locs = {}
-  for m in re.finditer(r"^(#loc\d+) = loc\(\"([^\"]+)\":(\d+):(\d+)\)", ir_text, re.M):
-    locs[m.group(1)] = (m.group(2), int(m.group(3)))
-  # named locations (`#loc37 = loc("a"(#loc10))`, a value's name) wrap a file location
-  for m in re.finditer(r"^(#loc\d+) = loc\(\"[^\"]*\"\((#loc\d+)\)\)", ir_text, re.M):
-    if m.group(2) in locs:
-      locs[m.group(1)] = locs[m.group(2)]
-  found, seen = [], set()
-  for line in ir_text.splitlines():
-    if ops and not any(op in line for op in ops):
-      continue
-    m = re.search(r"loc\((#loc\d+)\)\s*$", line)
-    target = locs.get(m.group(1)) if m else None
-    if target is None:
-      m2 = _LOC_RE.search(line)
-      target = (m2.group(1), int(m2.group(2))) if m2 else None
-    if target and os.path.basename(target[0]) == os.path.basename(gk.path):
-      e = gk.eqn_at_line(target[1])
-      if e is not None and e.index not in seen:
-        seen.add(e.index)
-        found.append(e)
-  return found
+  from .lineinfo import equations_in_ir as _equations_in_ir
+  return _equations_in_ir(gk, ir_text, ops)
 
 
 def compile_error(gk: GeneratedKernel, error: BaseException, stage: str) -> LoweringError:
@@ -502,11 +479,9 @@ def compile_error(gk: GeneratedKernel, error: BaseException, stage: str) -> Lowe
     # Triton numbers lines from the kernel's `def`
     eqn = gk.eqn_at_line(line + _def_line(gk) - 1)
   if eqn is None:
-    for m in _LOC_RE.finditer(text):
-      if os.path.basename(m.group(1)) == os.path.basename(gk.path):
-        eqn = gk.eqn_at_line(int(m.group(2)))
-        if eqn is not None:
-          break
+    from .lineinfo import generated_lines_in_message
+    eqn = next((e for e in map(gk.eqn_at_line, generated_lines_in_message(gk, text))
+                if e is not None), None)
   first = text.strip().splitlines()[-1] if text.strip() else type(error).__name__
   hint = "this is Triton rejecting the generated code; run `pallas-prof show` on the kernel " \
          "to read it, and try smaller blocks or another num_warps/num_stages"

@@ -26,6 +26,9 @@ import numpy as np
 
 from . import driver
 from .driver import ProfilerError, call
+from .launchspec import ParamSpec
+from .own_kernels import compile_own_kernel, own_launch_spec
+from .replayer import Replayer
 from .schema import Ceilings, DeviceInfo, Rates, WorkModel
 
 COPY_BYTES = 512 * 2**20
@@ -128,39 +131,9 @@ def measure_memcpy(index: int, nbytes: int = COPY_BYTES, reps: int = 10) -> floa
   return 2 * nbytes / float(np.median(times))
 
 
-def compile_own_kernel(fn, signature: dict, constexprs: dict, cc: int, num_warps: int):
-  """Compiles one of the profiler's own kernels (_ceiling_kernels) for sm_`cc`;
-  pointer arguments are declared 16-byte aligned (the buffers are cuMemAlloc'd)."""
-  import triton
-  from triton.backends.compiler import GPUTarget
-  from triton.compiler import ASTSource
-  from ..backend.compile import triton_lock
-  pointers = [i for i, t in enumerate(signature.values()) if t.startswith("*")]
-  src = ASTSource(fn=fn, signature=signature, constexprs=constexprs,
-                  attrs={(i,): [["tt.divisibility", 16]] for i in pointers})
-  with triton_lock():
-    return triton.compile(src, target=GPUTarget("cuda", cc, 32), options={"num_warps": num_warps})
-
-
-def own_launch_spec(compiled, grid: tuple[int, int, int], num_warps: int, params):
-  """A LaunchSpec of a kernel compiled by compile_own_kernel."""
-  from .runner import LaunchSpec, ptx_param_count
-  md = compiled.metadata
-  return LaunchSpec(
-      name=md.name, cubin=compiled.asm["cubin"], launch_grid=grid,
-      num_warps=num_warps, warp_size=32, shared=int(md.shared), num_ctas=1,
-      global_scratch_size=int(getattr(md, "global_scratch_size", 0) or 0),
-      global_scratch_align=int(getattr(md, "global_scratch_align", 1) or 1),
-      profile_scratch_size=int(getattr(md, "profile_scratch_size", 0) or 0),
-      profile_scratch_align=int(getattr(md, "profile_scratch_align", 1) or 1),
-      params=list(params), aliases=[], zeroed_outputs=[],
-      ptx_param_count=ptx_param_count(compiled.asm["ptx"], md.name))
-
-
 def copy_kernel_spec(cc: int, nbytes: int = COPY_BYTES, block: int = 4096, num_warps: int = 8):
   """A LaunchSpec of a vectorised Triton copy of nbytes (float32)."""
   from ._ceiling_kernels import pallas_prof_copy
-  from .runner import ParamSpec
   n = nbytes // 4 // block * block
   compiled = compile_own_kernel(pallas_prof_copy, {"src": "*fp32", "dst": "*fp32",
                                                    "BLOCK": "constexpr"},
@@ -171,7 +144,6 @@ def copy_kernel_spec(cc: int, nbytes: int = COPY_BYTES, block: int = 4096, num_w
 
 
 def measure_copy_kernel(index: int, nbytes: int = COPY_BYTES) -> float:
-  from .runner import Replayer
   info = driver.device_info(index)
   spec = copy_kernel_spec(info.compute_capability, nbytes)
   n = spec.params[0].shape[0]

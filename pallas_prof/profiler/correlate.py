@@ -6,7 +6,7 @@ so, through the GeneratedKernel's line map, to a jaxpr equation and the
 user's file:line. Works on a machine without a GPU: it needs only the
 compile output (and nvdisasm, which ships in the triton wheel).
 
-How each stage is attributed:
+The stages' line info is read by backend/lineinfo.py:
   ptx    `.loc` directives; an inlined helper (tl.sum, a reduction combiner)
          carries its call chain in the `.loc` comment (`@[ file:line ]`), so
          the innermost location that is a line of the kernel body wins.
@@ -22,14 +22,14 @@ How each stage is attributed:
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import subprocess
-import tempfile
 import threading
 from collections import Counter, defaultdict
 from typing import Iterable, Sequence
 
+from ..backend.lineinfo import (SASS_FILE, Loc, Resolver, SassUnavailable, chains_of,
+                                disassemble, parse_sass, ptx_locations)
 from .schema import AnnotatedLine, EquationProfile, StaticProfile
 
 CATEGORIES = ("global_load", "global_store", "shared_load", "shared_store", "tensor_core",
@@ -110,39 +110,6 @@ def classify_sass(opcode: str) -> tuple[str, ...]:
   return tuple(dict.fromkeys(cats))
 
 
-# --- locations -----------------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class Loc:
-  file: str
-  line: int
-
-
-class _Resolver:
-  """Turns chains of source locations into (generated line, equation index)."""
-
-  def __init__(self, gk):
-    self.gk = gk
-    self.basename = os.path.basename(gk.path)
-
-  def is_generated(self, file: str | None) -> bool:
-    return bool(file) and os.path.basename(file) == self.basename
-
-  def resolve(self, chain: Sequence[Loc]) -> tuple[int | None, int | None]:
-    """chain: innermost first. The first location on a line of the kernel
-    body (in the line map) wins; else the first one in the generated file."""
-    fallback = None
-    for loc in chain:
-      if not self.is_generated(loc.file):
-        continue
-      eqn = self.gk.line_map.get(loc.line)
-      if eqn is not None:
-        return loc.line, eqn
-      if fallback is None:
-        fallback = loc.line
-    return fallback, None
-
-
 # --- PTX ----------------------------------------------------------------------------------
 
 @dataclasses.dataclass
@@ -158,10 +125,6 @@ class Instruction:
   address: int | None = None    # SASS: byte offset in the function
 
 
-_LOC_DIRECTIVE = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)(.*)$")
-_FILE_DIRECTIVE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]+)"')
-_CHAIN_LOC = re.compile(r"([^\s@\[\]]+):(\d+):(\d+)")
-_INLINED_AT = re.compile(r"inlined_at\s+(\d+)\s+(\d+)\s+(\d+)")
 _PTX_LABEL = re.compile(r"^\s*(\$?[\w.$]+):\s*(//.*)?$")
 _PTX_BRANCH = re.compile(r"\bbra(?:\.uni)?\s+(\$?[\w.$]+)\s*;")
 
@@ -187,44 +150,6 @@ def _ptx_opcode(line: str) -> str | None:
   return op
 
 
-def _ptx_locations(ptx: str):
-  """Per PTX line (1-based): the chain of locations in effect (innermost first)."""
-  lines = ptx.splitlines()
-  files = {}
-  for line in lines:
-    m = _FILE_DIRECTIVE.match(line)
-    if m:
-      files[int(m.group(1))] = m.group(2)
-  current: tuple[Loc, ...] = ()
-  per_line = []
-  for line in lines:
-    m = _LOC_DIRECTIVE.match(line)
-    if m:
-      file = files.get(int(m.group(1)), "")
-      chain = [Loc(file, int(m.group(2)))]
-      rest = m.group(4)
-      inl = _INLINED_AT.search(rest)
-      if inl:
-        chain.append(Loc(files.get(int(inl.group(1)), ""), int(inl.group(2))))
-      elif "@[" in rest:
-        # LLVM writes the inlining chain in the comment: `// a.py:30:25 @[ b.py:15:28 ]`
-        comment = rest.split("//", 1)[1] if "//" in rest else rest
-        found = [Loc(f, int(l)) for f, l, _ in _CHAIN_LOC.findall(comment)]
-        if len(found) > 1:
-          # match basenames in the comment with the full paths of .file
-          chain += [Loc(_full_path(files, x.file), x.line) for x in found[1:]]
-      current = tuple(chain)
-    per_line.append(current)
-  return lines, per_line
-
-
-def _full_path(files: dict[int, str], name: str) -> str:
-  for path in files.values():
-    if os.path.basename(path) == os.path.basename(name):
-      return path
-  return name
-
-
 def _loop_depths(labels: dict[str, int], branches: list[tuple[int, str]], n: int) -> list[int]:
   """Loop depth of positions 0..n-1 from backward branches (label before branch)."""
   delta = [0] * (n + 1)
@@ -241,8 +166,8 @@ def _loop_depths(labels: dict[str, int], branches: list[tuple[int, str]], n: int
 
 
 def ptx_instructions(gk, ptx: str) -> list[Instruction]:
-  resolver = _Resolver(gk)
-  lines, chains = _ptx_locations(ptx)
+  resolver = Resolver(gk)
+  lines, chains = ptx_locations(ptx)
   labels = {}
   branches = []
   for i, line in enumerate(lines):
@@ -274,84 +199,19 @@ def ptx_instructions(gk, ptx: str) -> list[Instruction]:
 
 # --- SASS ---------------------------------------------------------------------------------
 
-_SASS_INSTR = re.compile(r"^\s*/\*([0-9a-fA-F]{4,})\*/\s+(.*?)\s*;?\s*(/\*.*\*/)?\s*$")
-_SASS_FILE = re.compile(r'^\s*//## File "([^"]+)", line (\d+)')
-_SASS_LABEL = re.compile(r"^\s*(\.L_[\w]+):")
-_SASS_BRANCH = re.compile(r"\b(?:BRA|BRX|JMP)\b[^;]*?(\.L_[\w]+)")
-
-
-class SassUnavailable(RuntimeError):
-  pass
-
-
-def _nvdisasm_path() -> str:
-  try:
-    import triton
-    return triton.knobs.nvidia.nvdisasm.path
-  except Exception as e:  # noqa: BLE001
-    import shutil
-    path = shutil.which("nvdisasm")
-    if path:
-      return path
-    raise SassUnavailable(f"nvdisasm not found (triton wheel or PATH): {e}") from None
-
-
-def disassemble(cubin: bytes, mode: str = "-gp") -> str:
-  """nvdisasm of a cubin, code only, with line info (`-g`, `-gp`)."""
-  tool = _nvdisasm_path()
-  with tempfile.TemporaryDirectory(prefix="pallas-prof-sass-") as d:
-    path = os.path.join(d, "kernel.cubin")
-    with open(path, "wb") as f:
-      f.write(cubin)
-    result = subprocess.run([tool, "-c", mode, path], capture_output=True, text=True,
-                            timeout=120)
-  if result.returncode != 0:
-    raise SassUnavailable(f"nvdisasm {mode} failed ({result.returncode}): "
-                          f"{result.stderr.strip()[:500]}")
-  return result.stdout
-
-
-def _parse_sass(listing: str):
-  """[(line number, address, text, opcode, (file, line) | None)], labels, branches."""
-  rows, labels, branches = [], {}, []
-  current = None
-  for n, line in enumerate(listing.splitlines(), start=1):
-    fm = _SASS_FILE.match(line)
-    if fm:
-      current = (fm.group(1), int(fm.group(2)))
-      continue
-    lm = _SASS_LABEL.match(line)
-    if lm:
-      labels[lm.group(1)] = len(rows)
-      continue
-    im = _SASS_INSTR.match(line)
-    if not im:
-      continue
-    text = im.group(2).strip().rstrip(";").strip()
-    body = text
-    if body.startswith("@"):
-      body = body.split(None, 1)[1] if " " in body else ""
-    opcode = body.split(None, 1)[0] if body else ""
-    bm = _SASS_BRANCH.search(text)
-    if bm:
-      branches.append((len(rows), bm.group(1)))
-    rows.append((n, int(im.group(1), 16), text, opcode, current))
-  return rows, labels, branches
-
-
 def sass_instructions(gk, cubin: bytes, ptx: str | None,
                       ptx_instrs: Sequence[Instruction] = ()) -> tuple[list[Instruction], str]:
   """SASS instructions attributed to equations, and the listing they come from."""
-  resolver = _Resolver(gk)
+  resolver = Resolver(gk)
   ptx_chains = None
   if ptx:
-    _, ptx_chains = _ptx_locations(ptx)
+    _, ptx_chains = ptx_locations(ptx)
   listing = disassemble(cubin, "-gp")
-  rows, labels, branches = _parse_sass(listing)
+  rows, labels, branches = parse_sass(listing)
   via_ptx = bool(rows) and all(r[4] is None or r[4][0] == ".nv_debug_ptx_txt" for r in rows)
   if not via_ptx or ptx_chains is None:
     listing = disassemble(cubin, "-g")
-    rows, labels, branches = _parse_sass(listing)
+    rows, labels, branches = parse_sass(listing)
     via_ptx = False
   depths = _loop_depths(labels, branches, len(rows))
   ptx_by_line = {i.number: i for i in ptx_instrs}
@@ -381,170 +241,6 @@ def sass_instructions(gk, cubin: bytes, ptx: str | None,
     out.append(Instruction("sass", n, text, opcode, categories, gen_line, eqn,
                            depths[i], address=addr))
   return out, listing
-
-
-# --- MLIR (ttir, ttgir) and LLVM IR ---------------------------------------------------------
-
-_MLIR_ALIAS = re.compile(r"^(#loc\d*)\s*=\s*loc\((.*)\)\s*$")
-
-
-def _balanced_end(text: str, start: int) -> int:
-  """Index just past the ')' matching the '(' at text[start]."""
-  depth = 0
-  in_str = False
-  i = start
-  while i < len(text):
-    c = text[i]
-    if in_str:
-      if c == "\\":
-        i += 1
-      elif c == '"':
-        in_str = False
-    elif c == '"':
-      in_str = True
-    elif c in "([":
-      depth += 1
-    elif c in ")]":
-      depth -= 1
-      if depth == 0:
-        return i + 1
-    i += 1
-  return -1
-
-
-class _MlirLocs:
-  def __init__(self, text: str):
-    self.aliases: dict[str, str] = {}
-    for line in text.splitlines():
-      m = _MLIR_ALIAS.match(line.strip())
-      if m:
-        self.aliases[m.group(1)] = m.group(2)
-    self._cache: dict[str, list[Loc]] = {}
-
-  def chain(self, expr: str, depth: int = 0) -> list[Loc]:
-    """Locations of a loc expression, innermost (callee) first."""
-    expr = expr.strip()
-    if depth > 50 or not expr:
-      return []
-    if expr in self._cache:
-      return self._cache[expr]
-    out: list[Loc] = []
-    if expr.startswith("#loc"):
-      m = re.match(r"#loc\d*", expr)
-      out = self.chain(self.aliases.get(m.group(0), ""), depth + 1)
-    elif expr.startswith("callsite("):
-      inner = expr[len("callsite("):-1]
-      callee, _, caller = _split_top(inner, " at ")
-      out = self.chain(callee, depth + 1) + self.chain(caller, depth + 1)
-    elif expr.startswith("fused"):
-      start = expr.find("[")
-      end = _balanced_end(expr, start) if start >= 0 else -1
-      if start >= 0 and end > 0:
-        for part in _split_commas(expr[start + 1:end - 1]):
-          out += self.chain(part, depth + 1)
-    elif expr.startswith('"'):
-      m = re.match(r'"((?:[^"\\]|\\.)*)"(.*)$', expr, re.S)
-      if m:
-        rest = m.group(2).strip()
-        fl = re.match(r":(\d+):(\d+)", rest)
-        if fl:
-          out = [Loc(m.group(1), int(fl.group(1)))]
-        elif rest.startswith("("):
-          out = self.chain(rest[1:rest.rfind(")")], depth + 1)    # a named location
-    self._cache[expr] = out
-    return out
-
-  def line_chain(self, line: str) -> list[Loc] | None:
-    """The chain of the op's trailing `loc(...)`, or None if it has none."""
-    stripped = line.rstrip()
-    if stripped.lstrip().startswith("#loc"):
-      return None
-    pos = stripped.rfind("loc(")
-    while pos >= 0:
-      end = _balanced_end(stripped, pos + 3)
-      if end == len(stripped) or stripped[end:].strip() in ("", "{", ")", ":", "}"):
-        return self.chain(stripped[pos + 4:end - 1])
-      pos = stripped.rfind("loc(", 0, pos)
-    return None
-
-
-def _split_top(text: str, sep: str) -> tuple[str, str, str]:
-  depth = 0
-  for i in range(len(text)):
-    c = text[i]
-    if c in "([":
-      depth += 1
-    elif c in ")]":
-      depth -= 1
-    elif depth == 0 and text.startswith(sep, i):
-      return text[:i], sep, text[i + len(sep):]
-  return text, "", ""
-
-
-def _split_commas(text: str) -> list[str]:
-  parts, depth, cur = [], 0, []
-  for c in text:
-    if c in "([":
-      depth += 1
-    elif c in ")]":
-      depth -= 1
-    if c == "," and depth == 0:
-      parts.append("".join(cur))
-      cur = []
-    else:
-      cur.append(c)
-  if cur:
-    parts.append("".join(cur))
-  return parts
-
-
-_LLVM_META = re.compile(r"^(![0-9]+)\s*=\s*(?:distinct\s+)?!(\w+)\((.*)\)\s*$")
-_LLVM_DBG = re.compile(r"!dbg\s+(![0-9]+)")
-
-
-class _LlvmLocs:
-  def __init__(self, text: str):
-    self.meta: dict[str, tuple[str, dict[str, str]]] = {}
-    for line in text.splitlines():
-      m = _LLVM_META.match(line.strip())
-      if m:
-        fields = {}
-        for part in _split_commas(m.group(3)):
-          if ":" in part:
-            k, v = part.split(":", 1)
-            fields[k.strip()] = v.strip()
-        self.meta[m.group(1)] = (m.group(2), fields)
-
-  def _file_of_scope(self, ref: str, depth: int = 0) -> str:
-    kind, fields = self.meta.get(ref, ("", {}))
-    if depth > 20:
-      return ""
-    if kind == "DIFile":
-      name = fields.get("filename", "").strip('"')
-      directory = fields.get("directory", "").strip('"')
-      return os.path.join(directory, name) if directory else name
-    if "file" in fields:
-      return self._file_of_scope(fields["file"], depth + 1)
-    if "scope" in fields:
-      return self._file_of_scope(fields["scope"], depth + 1)
-    return ""
-
-  def chain(self, ref: str) -> list[Loc]:
-    out, seen = [], set()
-    while ref and ref not in seen:
-      seen.add(ref)
-      kind, fields = self.meta.get(ref, ("", {}))
-      if kind != "DILocation":
-        break
-      out.append(Loc(self._file_of_scope(fields.get("scope", "")), int(fields.get("line", 0))))
-      ref = fields.get("inlinedAt", "")
-    return out
-
-  def line_chain(self, line: str) -> list[Loc] | None:
-    if line.startswith("!"):
-      return None
-    m = _LLVM_DBG.search(line)
-    return self.chain(m.group(1)) if m else None
 
 
 # --- the kernel's correlation -----------------------------------------------------------------
@@ -687,7 +383,7 @@ def annotated_listing(ck, stage: str) -> list[AnnotatedLine]:
   gk = ck.generated
   corr = correlate(ck)
   weights = {e.index: e.weight for e in corr.profile.equations}
-  resolver = _Resolver(gk)
+  resolver = Resolver(gk)
 
   def line_for(number, text, gen_line, eqn, instr=False):
     file, uline, _ = user_location(gk, eqn) if eqn is not None else (None, None, None)
@@ -704,7 +400,7 @@ def annotated_listing(ck, stage: str) -> list[AnnotatedLine]:
       out.append(line_for(n, text, n, gk.line_map.get(n)))
   elif stage == "ptx":
     by_line = {i.number: i for i in corr.ptx}
-    lines, chains = _ptx_locations(ck.asm.get("ptx", ""))
+    lines, chains = ptx_locations(ck.asm.get("ptx", ""))
     for n, text in enumerate(lines, start=1):
       ins = by_line.get(n)
       if ins is not None:
@@ -716,7 +412,7 @@ def annotated_listing(ck, stage: str) -> list[AnnotatedLine]:
       raise SassUnavailable(corr.sass_error or "no SASS")
     by_line = {i.number: i for i in corr.sass}
     for n, text in enumerate(corr.sass_listing.splitlines(), start=1):
-      if _SASS_FILE.match(text):
+      if SASS_FILE.match(text):
         continue      # nvdisasm's own line-info comments: the annotation replaces them
       ins = by_line.get(n)
       if ins is not None:
@@ -727,9 +423,7 @@ def annotated_listing(ck, stage: str) -> list[AnnotatedLine]:
     text = ck.asm.get(stage)
     if text is None:
       raise ValueError(f"the compile output has no {stage} stage")
-    locs = _LlvmLocs(text) if stage == "llir" else _MlirLocs(text)
-    for n, line in enumerate(text.splitlines(), start=1):
-      chain = locs.line_chain(line)
+    for n, (line, chain) in enumerate(zip(text.splitlines(), chains_of(stage, text)), start=1):
       gen_line, eqn = resolver.resolve(chain) if chain else (None, None)
       out.append(line_for(n, line, gen_line, eqn))
   return out

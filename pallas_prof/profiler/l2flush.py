@@ -19,6 +19,8 @@ import numpy as np
 
 from . import driver
 from .driver import ProfilerError, call
+from .launchspec import ParamSpec
+from .own_kernels import compile_own_kernel, own_launch_spec
 
 BLOCK = 4096                 # int32 per program: 16 KiB
 NUM_WARPS = 8
@@ -35,7 +37,6 @@ def scratch_bytes(l2_bytes: int, multiple: int = L2_MULTIPLE) -> int:
 @functools.cache
 def _compiled(cc: int):
   from ._ceiling_kernels import pallas_prof_l2_flush
-  from .ceilings import compile_own_kernel
   return compile_own_kernel(pallas_prof_l2_flush, {"src": "*i32", "out": "*i32",
                                                    "BLOCK": "constexpr"},
                             {"BLOCK": BLOCK}, cc, NUM_WARPS)
@@ -43,8 +44,6 @@ def _compiled(cc: int):
 
 def flush_spec(cc: int, l2_bytes: int):
   """The flush kernel's LaunchSpec for an L2 of `l2_bytes` on sm_`cc`."""
-  from .ceilings import own_launch_spec
-  from .runner import ParamSpec
   n = scratch_bytes(l2_bytes) // 4
   return own_launch_spec(_compiled(cc), (n // BLOCK, 1, 1), NUM_WARPS,
                          [ParamSpec("src", "int32", (n,), "input", 0),

@@ -27,7 +27,7 @@ from collections import defaultdict
 import numpy as np
 
 from .driver import ProfilerError
-from .runner import LaunchSpec
+from .launchspec import LaunchSpec
 from .schema import NcuResult
 
 UNITS = {"nsecond": 1e-9, "ns": 1e-9, "usecond": 1e-6, "us": 1e-6, "msecond": 1e-3, "ms": 1e-3,

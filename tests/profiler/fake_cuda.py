@@ -257,7 +257,7 @@ class FakeDriver:
 
   def _run(self, args):
     from pallas_prof.backend.launch import run_interpreted
-    from pallas_prof.profiler.runner import np_dtype
+    from pallas_prof.profiler.launchspec import np_dtype
     gk = self.gk
     views = []
     for p, ptr in zip(gk.params, args):

@@ -12,8 +12,8 @@ import types
 
 import pytest
 
-from pallas_prof.profiler import driver, l2flush, nvml, runner, throttle
-from pallas_prof.profiler.runner import LaunchSpec
+from pallas_prof.profiler import driver, l2flush, nvml, policy, replayer, runner, throttle
+from pallas_prof.profiler.launchspec import LaunchSpec
 from pallas_prof.profiler.throttle import Reading, ThrottleGuard
 
 
@@ -106,27 +106,27 @@ def test_guard_reads_the_sm_clock_and_reasons_through_nvml(monkeypatch):
 # --- pure planning -----------------------------------------------------------------------------
 
 def test_enough_bounds_each_mode():
-  assert not runner.enough(99, 1.0, 50, 100, 0.2, 10.0)             # min_launches first
-  assert runner.enough(100, 0.2, 100, 100, 0.2, 0.1)                # launches and seconds
-  assert not runner.enough(100, 0.1, 200, 100, 0.2, 0.1)            # not yet min_seconds
-  assert runner.enough(100, 0.1, 200, 100, 0.2, runner.MAX_SECONDS)  # wall-time cap
-  assert runner.enough(runner.MAX_LAUNCHES, 0.0, 10**9, 10**9, 9.0, 0.0)
+  assert not policy.enough(99, 1.0, 50, 100, 0.2, 10.0)             # min_launches first
+  assert policy.enough(100, 0.2, 100, 100, 0.2, 0.1)                # launches and seconds
+  assert not policy.enough(100, 0.1, 200, 100, 0.2, 0.1)            # not yet min_seconds
+  assert policy.enough(100, 0.1, 200, 100, 0.2, policy.MAX_SECONDS)  # wall-time cap
+  assert policy.enough(policy.MAX_LAUNCHES, 0.0, 10**9, 10**9, 9.0, 0.0)
 
 
 def test_check_batch_is_about_three_ms_of_launches():
-  assert runner.check_batch(1.5e-3) == 2                 # a 1.5 ms matmul (+ flush)
-  assert runner.check_batch(1e-4) == 30
-  assert runner.check_batch(1e-6) == runner.BATCH
-  assert runner.check_batch(0.5) == 1
-  assert runner.check_batch(0.0) == runner.BATCH
+  assert policy.check_batch(1.5e-3) == 2                 # a 1.5 ms matmul (+ flush)
+  assert policy.check_batch(1e-4) == 30
+  assert policy.check_batch(1e-6) == policy.BATCH
+  assert policy.check_batch(0.5) == 1
+  assert policy.check_batch(0.0) == policy.BATCH
 
 
 def test_check_mode():
-  assert runner.check_mode("both") == ("cold", "sustained")
-  assert runner.check_mode("cold") == ("cold",)
-  assert runner.check_mode("sustained") == ("sustained",)
+  assert policy.check_mode("both") == ("cold", "sustained")
+  assert policy.check_mode("cold") == ("cold",)
+  assert policy.check_mode("sustained") == ("sustained",)
   with pytest.raises(driver.ProfilerError, match="timing mode 'hot'"):
-    runner.check_mode("hot")
+    policy.check_mode("hot")
 
 
 # --- the flush kernel --------------------------------------------------------------------------
@@ -178,7 +178,7 @@ def test_cold_redoes_throttled_batches_then_paces_launches(fake_driver, softmax_
   _, ck = softmax_kernel
   fake = fake_driver(ck.generated, event_ms=1.0)
   paced = []
-  monkeypatch.setattr(runner.time, "sleep", paced.append)
+  monkeypatch.setattr(replayer.time, "sleep", paced.append)
   guard, slept = scripted_guard([COOL, CAPPED, CAPPED] + [COOL] * 1000)
   with runner.Replayer(LaunchSpec.from_compiled(ck), 0, seed=1) as r:
     r.prepare(n_sets=3)
@@ -190,22 +190,22 @@ def test_cold_redoes_throttled_batches_then_paces_launches(fake_driver, softmax_
   assert len(cold["times_s"]) == 20 and len(slept) == 2
   assert s.discarded_launches == 6 and s.recoveries == 2 and s.checks == 18
   assert len(fake.flushes) == 26
-  assert cold["pace_s"] == runner.pacing_gap(1e-3) == pytest.approx(0.01)
+  assert cold["pace_s"] == policy.pacing_gap(1e-3) == pytest.approx(0.01)
   assert paced == [pytest.approx(0.01)] * 16
   assert runner.timing_stats(cold).paced_gap_s == pytest.approx(0.01)
 
 
 def test_pacing_gap_is_ten_kernel_times_within_2_to_20_ms():
-  assert runner.pacing_gap(1.5e-3) == pytest.approx(0.015)
-  assert runner.pacing_gap(10e-6) == 0.002
-  assert runner.pacing_gap(0.5) == 0.02
+  assert policy.pacing_gap(1.5e-3) == pytest.approx(0.015)
+  assert policy.pacing_gap(10e-6) == 0.002
+  assert policy.pacing_gap(0.5) == 0.02
 
 
 def test_cold_without_throttling_never_paces(fake_driver, softmax_kernel, monkeypatch):
   _, ck = softmax_kernel
   fake_driver(ck.generated, event_ms=1.0)
   paced = []
-  monkeypatch.setattr(runner.time, "sleep", paced.append)
+  monkeypatch.setattr(replayer.time, "sleep", paced.append)
   guard, _ = scripted_guard([COOL] * 1000)
   with runner.Replayer(LaunchSpec.from_compiled(ck), 0, seed=1) as r:
     r.prepare(n_sets=3)

@@ -6,7 +6,10 @@ import os
 import pytest
 
 from pallas_prof.profiler import correlate
-from pallas_prof.profiler.correlate import Loc, _LlvmLocs, _MlirLocs, classify_ptx, classify_sass
+from pallas_prof.backend.lineinfo import LlvmLocs as _LlvmLocs
+from pallas_prof.backend.lineinfo import Loc
+from pallas_prof.backend.lineinfo import MlirLocs as _MlirLocs
+from pallas_prof.profiler.correlate import classify_ptx, classify_sass
 
 from .conftest import line_of
 

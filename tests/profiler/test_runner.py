@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pallas_prof.profiler import driver, runner
-from pallas_prof.profiler.runner import LaunchSpec
+from pallas_prof.profiler import correctness, driver, policy, runner
+from pallas_prof.profiler.launchspec import LaunchSpec
 
 
 def test_launch_spec_of_matmul(matmul_wgmma):
@@ -39,25 +39,25 @@ def test_launch_spec_round_trip(tmp_path, softmax_kernel):
 def test_plan_sets_exceeds_twice_the_l2():
   l2 = 50 * 2**20
   # small sets: enough of them to exceed 2 x L2
-  n = runner.plan_sets(4096, l2, free_bytes=80 * 2**30)
+  n = policy.plan_sets(4096, l2, free_bytes=80 * 2**30)
   assert n * 4096 > 2 * l2
   # big sets: at least two, rotation still alternates
-  assert runner.plan_sets(512 * 2**20, l2, free_bytes=80 * 2**30) == 2
+  assert policy.plan_sets(512 * 2**20, l2, free_bytes=80 * 2**30) == 2
   # limited memory caps the count
-  assert runner.plan_sets(2**20, l2, free_bytes=10 * 2**20) == 5
+  assert policy.plan_sets(2**20, l2, free_bytes=10 * 2**20) == 5
   with pytest.raises(driver.ProfilerError, match="MiB of device memory are free"):
-    runner.plan_sets(2**30, l2, free_bytes=2**30)
+    policy.plan_sets(2**30, l2, free_bytes=2**30)
 
 
 def test_launch_plan():
-  assert runner.launch_plan(1e-3, 100, 0.2) == 200        # 200 ms of 1 ms launches
-  assert runner.launch_plan(1e-2, 100, 0.2) == 100        # at least 100
-  assert runner.launch_plan(1e-9, 100, 0.2) == runner.MAX_LAUNCHES
+  assert policy.launch_plan(1e-3, 100, 0.2) == 200        # 200 ms of 1 ms launches
+  assert policy.launch_plan(1e-2, 100, 0.2) == 100        # at least 100
+  assert policy.launch_plan(1e-9, 100, 0.2) == policy.MAX_LAUNCHES
 
 
 def test_summarize():
   times = [float(x) for x in range(1, 101)]                 # 1..100
-  s = runner.summarize(times)
+  s = policy.summarize(times)
   assert s["median_s"] == 50.5 and s["min_s"] == 1.0
   assert s["p10_s"] == pytest.approx(10.9) and s["p90_s"] == pytest.approx(90.1)
   assert s["mean_s"] == 50.5
@@ -66,7 +66,7 @@ def test_summarize():
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "int32", "int8", "uint8",
                                    "bool"])
 def test_random_values(rng, dtype):
-  x = runner.random_values(rng, 10_000, jnp.dtype(dtype))
+  x = policy.random_values(rng, 10_000, jnp.dtype(dtype))
   assert x.dtype == jnp.dtype(dtype) and x.shape == (10_000,)
   assert len(np.unique(x)) > 1
   if dtype not in ("bool",):
@@ -80,24 +80,24 @@ def test_unwritten_elements_needs_both_poisons():
   b = np.frombuffer(np.full(24, 0x5A, np.uint8).tobytes(), np.float32).copy()
   a[[0, 3]] = 1.5            # written in the first launch
   b[[0, 3, 4]] = 1.5         # written in the second (element 4 happened to equal poison 1)
-  assert runner.unwritten_elements(a, b) == 3                # 1, 2, 5
-  assert runner.unwritten_elements(first, first) == 0        # 0xFF then 0xFF: not both poisons
+  assert policy.unwritten_elements(a, b) == 3                # 1, 2, 5
+  assert policy.unwritten_elements(first, first) == 0        # 0xFF then 0xFF: not both poisons
 
 
 def test_compare_passes_and_fails(rng):
   ref = rng.standard_normal((8, 16)).astype(np.float32)
-  ok = runner.compare([ref + 1e-7], [ref], "ref")
+  ok = correctness.compare([ref + 1e-7], [ref], "ref")
   assert ok.passed and ok.max_abs_error[0] <= 2e-7
   bad = ref.copy()
   bad[2, 3] += 1.0
-  result = runner.compare([bad], [ref], "ref")
+  result = correctness.compare([bad], [ref], "ref")
   assert not result.passed and "1 of 128 elements" in result.message
   nan = ref.copy()
   nan[0, 0] = np.nan
-  assert not runner.compare([nan], [ref], "ref").passed
-  assert runner.compare([nan], [nan.copy()], "ref").passed
+  assert not correctness.compare([nan], [ref], "ref").passed
+  assert correctness.compare([nan], [nan.copy()], "ref").passed
   ints = np.arange(5, dtype=np.int32)
-  assert not runner.compare([ints + 1], [ints], "ref").passed
+  assert not correctness.compare([ints + 1], [ints], "ref").passed
 
 
 def test_replay_without_gpu_says_so(softmax_kernel):
