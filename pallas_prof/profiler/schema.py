@@ -24,6 +24,11 @@
       rates           Rates|None        achieved bytes/s, FLOP/s, % of ceilings, verdict
       insitu          InsituStats|None  launches and times as the program really ran (CUPTI)
       ncu             NcuResult|None    Nsight Compute figures (when asked)
+      weight_basis    str               "pc_sampling" | "ncu" | "static": where the weights
+                                        below come from
+      attribution     Attribution|None  per-equation and per-line weights, stall reasons,
+                                        memory waits charged to loads (measured on a GPU,
+                                        static instruction shares without one)
       verdict         str               one line for humans (bound, efficiency, throttling)
       errors          [str]             parts that failed, each naming the part and why
 
@@ -196,34 +201,52 @@ class ThrottleStats(_Serializable):
   note: str = ""
 
 
+HEADLINE = ("launches", "warmup_launches", "median_s", "p10_s", "p90_s", "min_s", "mean_s",
+            "timed_window_s")
+
+
 @dataclasses.dataclass
 class RuntimeStats(_Serializable):
-  """Replay timing, inputs rotated past L2. The top-level median/p10/p90/min/
-  mean/launches are those of `mode`: "cold" (L2 made cold before each launch,
+  """Replay timing, inputs rotated past L2. `cold` and `sustained` hold each mode
+  that was timed; the headline (median_s, p10_s, p90_s, min_s, mean_s, launches,
+  warmup_launches, timed_window_s, read through properties and written flat into
+  to_dict()) is that of `mode`: "cold" (L2 made cold before each launch,
   throttled samples redone; what Nsight Compute measures) when it was timed,
-  else "sustained" (back-to-back launches; what a program's loop sees).
-  `cold` and `sustained` hold each mode that was timed."""
+  else "sustained" (back-to-back launches; what a program's loop sees)."""
   device_index: int
-  launches: int                 # timed launches
-  warmup_launches: int
-  median_s: float
-  p10_s: float
-  p90_s: float
-  min_s: float
-  mean_s: float
-  timed_window_s: float         # wall time of the timed window
   input_sets: int               # rotated sets of inputs (and outputs)
   set_bytes: int                # bytes of one set (inputs + outputs)
   l2_bytes: int
   outputs_written: bool         # every output element was overwritten (poison check)
   unwritten_elements: list[int | None]   # per output; None where the check does not apply
-  correctness: Correctness | None = None
-  notes: list[str] = dataclasses.field(default_factory=list)
-  mode: str = "sustained"       # which mode the top-level figures are
+  mode: str                     # which timing the headline figures are
   cold: TimingStats | None = None
   sustained: TimingStats | None = None
+  correctness: Correctness | None = None
+  notes: list[str] = dataclasses.field(default_factory=list)
   throttle: ThrottleStats | None = None  # the cold mode's throttle guard
   l2_flush_bytes: int | None = None      # bytes the cold mode's flush kernel reads
+
+  @property
+  def headline(self) -> TimingStats:
+    main = self.cold if self.mode == "cold" else self.sustained
+    if main is None:
+      raise ValueError(f"runtime stats name {self.mode!r} as their headline but hold no such timing")
+    return main
+
+  median_s = property(lambda self: self.headline.median_s)
+  p10_s = property(lambda self: self.headline.p10_s)
+  p90_s = property(lambda self: self.headline.p90_s)
+  min_s = property(lambda self: self.headline.min_s)
+  mean_s = property(lambda self: self.headline.mean_s)
+  launches = property(lambda self: self.headline.launches)
+  warmup_launches = property(lambda self: self.headline.warmup_launches)
+  timed_window_s = property(lambda self: self.headline.timed_window_s)
+
+  def to_dict(self) -> dict[str, Any]:
+    out = _plain(dataclasses.asdict(self))
+    out.update(_plain({k: getattr(self.headline, k) for k in HEADLINE}))
+    return out
 
 
 @dataclasses.dataclass
@@ -308,6 +331,113 @@ class NcuResult(_Serializable):
   source_counters: dict[str, dict[str, float]] | None   # eqn index -> metric -> sum
   source_metrics: list[str]
   notes: list[str]
+  # SASS address (hex string) -> stall reason (stalls.py's names) -> warp-stall samples
+  instruction_samples: dict[str, dict[str, float]] | None = None
+
+
+# --- measured attribution ------------------------------------------------------------------
+
+@dataclasses.dataclass
+class StallShare(_Serializable):
+  """Samples of one stall reason (CUPTI's name without its prefix, e.g.
+  "long_scoreboard"), and what it means to a kernel author."""
+  reason: str
+  words: str                    # "waiting for global memory"
+  samples: float
+  share: float                  # of the samples it is counted among (0..1)
+
+
+@dataclasses.dataclass
+class WaitCharge(_Serializable):
+  """Memory waits seen at a consumer's instructions, charged to the load whose
+  value it waited for (attribution.py: the register the consumer reads, back to
+  the load that wrote it)."""
+  consumer: int | None          # the equation that first used the loaded value
+  consumer_primitive: str | None
+  consumer_line: int | None     # the user's line of that equation
+  reason: str                   # long_scoreboard, short_scoreboard
+  words: str
+  samples: float
+
+
+@dataclasses.dataclass
+class EquationWeight(_Serializable):
+  """One equation's share of the kernel's time (measured) or instructions (static).
+  samples: at its own instructions (exclusive); inclusive_samples: with every
+  equation nested in it (a loop's or a conditional's body). weight = (samples -
+  charged_out + charged_in) / total: memory waits move from the instruction that
+  waited to the load that caused them."""
+  index: int
+  primitive: str
+  path: str
+  parent: int | None
+  user_file: str | None
+  user_line: int | None
+  samples: float
+  inclusive_samples: float
+  weight: float
+  inclusive_weight: float
+  share_at: float               # samples / total: where the warps stood, before charging
+  charged_in: float = 0.0       # waits at consumers charged to this equation's loads
+  charged_out: float = 0.0      # waits at this equation charged to loads elsewhere
+  time_s: float | None = None   # weight x the replay's (unsampled) median
+  inclusive_time_s: float | None = None
+  stalls: list[StallShare] = dataclasses.field(default_factory=list)   # at its instructions
+  waits: list[WaitCharge] = dataclasses.field(default_factory=list)    # charged to it
+
+
+@dataclasses.dataclass
+class LineWeight(_Serializable):
+  """One line of the user's kernel: the weights of its equations summed."""
+  user_file: str
+  user_line: int
+  weight: float
+  samples: float
+  equations: list[int]
+  top_stall: str | None         # words of the line's most frequent stall reason
+  time_s: float | None = None
+
+
+@dataclasses.dataclass
+class SamplingRun(_Serializable):
+  """How the PC samples were taken (a child process replaying the kernel)."""
+  mechanism: str                # "CUPTI PC sampling API (libcupti via ctypes)"
+  library: str                  # the libcupti loaded
+  cupti_version: int | None
+  period_cycles: int            # one sample per SM every this many cycles
+  launches: int                 # sampled launches
+  total_samples: int            # as CUPTI counted them
+  dropped_samples: int
+  other_function_samples: int   # samples of other kernels (none expected)
+  unsampled_median_s: float | None   # the child's own launches before sampling started
+  sampled_median_s: float | None     # and while sampling
+  overhead_pct: float | None         # (sampled - unsampled) / unsampled x 100
+  child_seconds: float               # wall time of the child process, start to exit
+
+
+@dataclasses.dataclass
+class Attribution(_Serializable):
+  """Which equations and user lines cost the kernel's time.
+
+  basis: "pc_sampling" (CUPTI PC sampling of a replay), "ncu" (Nsight Compute's
+  source counters) or "static" (share of SASS instructions: no GPU, or sampling
+  failed); description says so in words."""
+  basis: str
+  description: str
+  unit: str                     # "samples" or "instructions"
+  total: float
+  unattributed: float           # samples/instructions on no equation (prologue, epilogue)
+  equations: list[EquationWeight]   # heaviest first (by weight), zero weights left out
+  lines: list[LineWeight]           # the user's lines, heaviest first
+  stalls: list[StallShare] = dataclasses.field(default_factory=list)   # whole kernel
+  instructions: list[list] = dataclasses.field(default_factory=list)
+  # measured only: [SASS address, samples, top reason] per sampled instruction
+  sampling: SamplingRun | None = None
+  replay_median_s: float | None = None
+  notes: list[str] = dataclasses.field(default_factory=list)
+
+  def equation(self, index: int) -> EquationWeight | None:
+    return next((e for e in self.equations if e.index == index), None)
 
 
 @dataclasses.dataclass
@@ -323,6 +453,8 @@ class KernelProfile(_Serializable):
   rates: Rates | None = None
   insitu: InsituStats | None = None
   ncu: NcuResult | None = None
+  weight_basis: str = "static"       # "pc_sampling", "ncu" or "static": what `attribution` is
+  attribution: Attribution | None = None   # the weights shown (hot equations, show, spans)
   verdict: str = ""
   errors: list[str] = dataclasses.field(default_factory=list)
 
