@@ -1,0 +1,223 @@
+"""The differential fuzzer, for as long as you like (tests/fuzz runs a fixed 304).
+
+    python3 bench/fuzz.py --examples 20000                       # CPU, Triton's interpreter
+    python3 bench/fuzz.py --device gpu --seconds 300              # H200: compiled kernels
+    python3 bench/fuzz.py --device gpu --examples 60 --seed 1 --no-isolate   # under compute-sanitizer
+
+Random Pallas programs (tests/fuzz/programs.py) run through pallas-prof and
+through a reference that shares no code with it (XLA on the CPU, or JAX's
+Pallas interpreter); see tests/fuzz/check.py. A difference is shrunk by
+hypothesis to a minimal program and saved as a reproducer script under
+--corpus. The programs run in child processes: one that dies (an LLVM abort,
+a segfault in the interpreter) is recorded as a crash with the program that
+killed it, and the run goes on in a fresh child.
+
+Writes --out (JSON): examples run, outcomes, differences and crashes with
+their reproducers, the limitations pallas-prof reported, the command and
+the commit.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)
+
+
+def _commit() -> str:
+  try:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout.strip()
+  except Exception:  # noqa: BLE001 - a copy without .git
+    return "unknown"
+
+
+# --- the child: runs hypothesis batches, one line of JSON per program -------------
+
+def worker(args) -> None:
+  from hypothesis import HealthCheck, Phase, given, seed, settings
+  import jax
+  from tests.fuzz.check import Difference, check, save_reproducer
+  from tests.fuzz.programs import kernel_programs, programs, value_programs
+  device = jax.devices(args.device)[0] if args.device != "cpu" else jax.devices("cpu")[0]
+  strategy = {"all": programs(), "values": value_programs(), "kernels": kernel_programs()}[args.kind]
+  log = open(args.log, "a", buffering=1)
+  current = args.log + ".current"
+
+  def emit(**record):
+    log.write(json.dumps(record) + "\n")
+
+  batch = 0
+  while True:
+    batch_seed = args.seed * 100003 + batch
+    batch += 1
+    failure = {}
+
+    @seed(batch_seed)
+    @settings(max_examples=args.batch, database=None, deadline=None, print_blob=False,
+              derandomize=False, suppress_health_check=list(HealthCheck),
+              phases=[Phase.generate, Phase.shrink] if args.shrink else [Phase.generate])
+    @given(strategy)
+    def one(program):
+      with open(current, "w") as f:
+        json.dump({"source": program.source, "describe": program.describe(),
+                   "seed": program.seed, "kind": program.kind}, f)
+      t0 = time.perf_counter()
+      try:
+        outcome = check(program, device)
+      except Difference as e:
+        failure["program"], failure["message"] = program, str(e)
+        emit(status="difference_candidate", seconds=time.perf_counter() - t0,
+             features=list(program.features))
+        raise
+      except AssertionError as e:   # the generator made an invalid program
+        emit(status="generator_error", message=str(e)[:2000])
+        return
+      emit(status=outcome.status, detail=outcome.detail[:300], kind=program.kind,
+           features=list(program.features), seconds=time.perf_counter() - t0)
+
+    try:
+      one()
+    except Difference:
+      program, message = failure["program"], failure["message"]
+      path = save_reproducer(program, message, args.corpus)
+      emit(status="difference", message=message[:2000], reproducer=path,
+           source=program.source, describe=program.describe())
+    if args.once:
+      return
+
+
+# --- the parent: keeps a child running, reads its log, writes the summary -----------
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--examples", type=int, default=2000, help="stop after this many programs")
+  parser.add_argument("--seconds", type=float, default=None, help="stop after this long")
+  parser.add_argument("--device", default="cpu", help="cpu or gpu: where pallas-prof runs")
+  parser.add_argument("--kind", default="all", choices=["all", "values", "kernels"])
+  parser.add_argument("--seed", type=int, default=None)
+  parser.add_argument("--batch", type=int, default=200, help="programs per hypothesis run")
+  parser.add_argument("--no-shrink", dest="shrink", action="store_false")
+  parser.add_argument("--no-isolate", dest="isolate", action="store_false",
+                      help="run in this process (for compute-sanitizer); a crash ends the run")
+  parser.add_argument("--out", default=None, help="summary JSON (default bench/results/...)")
+  parser.add_argument("--corpus", default=None, help="where reproducers go")
+  parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+  parser.add_argument("--once", action="store_true", help=argparse.SUPPRESS)
+  parser.add_argument("--log", default=None, help=argparse.SUPPRESS)
+  args = parser.parse_args()
+  if args.seed is None:
+    args.seed = int.from_bytes(os.urandom(3), "little")
+  tag = f"{args.device}_{_commit()}_seed{args.seed}"
+  args.out = args.out or os.path.join(ROOT, "bench", "results", f"fuzz_{tag}.json")
+  args.corpus = args.corpus or os.path.join(ROOT, "bench", "results", f"fuzz_{tag}_repro")
+  args.log = args.log or args.out.replace(".json", "") + ".jsonl"
+  if args.worker:
+    worker(args)
+    return
+  os.makedirs(os.path.dirname(os.path.abspath(args.log)), exist_ok=True)
+  open(args.log, "w").close()
+  started = time.time()
+  deadline = started + args.seconds if args.seconds else None
+  crashes, child_runs = [], 0
+  if not args.isolate:
+    args.once = True
+    args.batch = args.examples
+    worker(args)
+  else:
+    while True:
+      done = _count(args.log)
+      if done >= args.examples or (deadline and time.time() >= deadline):
+        break
+      child_runs += 1
+      cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--device", args.device,
+             "--kind", args.kind, "--seed", str(args.seed + 7919 * child_runs),
+             "--batch", str(args.batch), "--log", args.log, "--corpus", args.corpus,
+             "--out", args.out] + ([] if args.shrink else ["--no-shrink"])
+      child = subprocess.Popen(cmd, cwd=ROOT)
+      while child.poll() is None:
+        time.sleep(2)
+        done = _count(args.log)
+        if done >= args.examples or (deadline and time.time() >= deadline):
+          child.terminate()
+          child.wait()
+          break
+      if child.returncode not in (0, None, -15):
+        crashes.append(_record_crash(args, child.returncode))
+      _summarize(args, started, crashes, child_runs, final=False)
+  summary = _summarize(args, started, crashes, child_runs, final=True)
+  print(json.dumps({k: summary[k] for k in ("examples", "outcomes", "differences_found",
+                                            "crashes", "seconds")}, indent=1))
+
+
+def _count(log: str) -> int:
+  try:
+    with open(log) as f:
+      return sum(1 for line in f if '"status": "difference_candidate"' not in line
+                 and '"status": "difference"' not in line)
+  except FileNotFoundError:
+    return 0
+
+
+def _record_crash(args, returncode: int) -> dict:
+  current = args.log + ".current"
+  program = {}
+  if os.path.exists(current):
+    with open(current) as f:
+      program = json.load(f)
+  os.makedirs(args.corpus, exist_ok=True)
+  path = os.path.join(args.corpus, f"crash_{program.get('seed', 'unknown')}.py")
+  with open(path, "w") as f:
+    f.write(f"# the fuzz worker died (exit status {returncode}) running this program\n"
+            f"# {program.get('describe', '')}\n{program.get('source', '')}")
+  return {"returncode": returncode, "reproducer": path, "describe": program.get("describe")}
+
+
+def _summarize(args, started, crashes, child_runs, final: bool) -> dict:
+  outcomes, unsupported, features = collections.Counter(), collections.Counter(), collections.Counter()
+  differences, tolerated, generator_errors, seconds = [], [], [], 0.0
+  with open(args.log) as f:
+    for line in f:
+      rec = json.loads(line)
+      status = rec["status"]
+      if status == "difference_candidate":
+        outcomes["shrink steps that still differed"] += 1
+        continue
+      outcomes[status] += 1
+      seconds += rec.get("seconds", 0.0)
+      features.update(rec.get("features", ()))
+      if status == "unsupported":
+        unsupported[rec["detail"]] += 1
+      elif status == "tolerated":
+        tolerated.append(rec["detail"])
+      elif status == "difference":
+        differences.append({k: rec[k] for k in ("message", "reproducer", "describe", "source")})
+      elif status == "generator_error":
+        generator_errors.append(rec["message"])
+  summary = {
+      "command": "python3 bench/fuzz.py " + " ".join(sys.argv[1:]),
+      "commit": _commit(), "device": args.device, "seed": args.seed,
+      "examples": sum(v for k, v in outcomes.items() if k != "shrink steps that still differed"),
+      "outcomes": dict(outcomes), "differences_found": len(differences),
+      "differences": differences, "crashes": crashes,
+      "unsupported_reasons": dict(unsupported.most_common()),
+      "tolerated_examples": tolerated[:20], "generator_errors": generator_errors[:20],
+      "features": dict(features.most_common()), "child_processes": child_runs,
+      "seconds": round(time.time() - started, 1), "seconds_in_checks": round(seconds, 1),
+      "final": final,
+  }
+  os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+  with open(args.out, "w") as f:
+    json.dump(summary, f, indent=1)
+  return summary
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,224 @@
+"""Runs a fuzz Program through pallas-prof and through a reference that shares
+no code with it, and says how they differ.
+
+Reference: kind "values": the same function jitted by XLA on the CPU; kind
+"kernel": the same pallas_call under JAX's Pallas interpreter
+(`interpret=True`) on the CPU. pallas-prof runs on `device` (the CPU: Triton's
+interpreter; a GPU: the compiled kernel).
+
+Outcomes: "ok"; "unsupported" (pallas-prof refused with a LoweringError that
+names a limitation it documents: counted, not a bug); a `Difference` (wrong
+numbers, wrong dtype or shape, or pallas-prof failing where the reference
+ran: a bug). A Difference is saved as a standalone reproducer script.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from tests.fuzz.programs import InputSpec, Program, namespace
+
+# LoweringError reasons that are documented limitations, not bugs (each
+# program kind avoids them where it can; what is left is counted)
+UNSUPPORTED = re.compile(r"has no lowering rule|not supported|is not supported|Unsupported|"
+                         r"cannot lower .*: (?!internal error)(?!the kernel failed)")
+# ...but these are always bugs, whatever the wording around them
+BUGS = re.compile(r"internal error in the|failed under Triton's interpreter|"
+                  r"Traceback|Segmentation|Aborted|LLVM ERROR|compile worker died")
+
+
+class Difference(AssertionError):
+  """pallas-prof and the reference disagree on a program."""
+
+
+@dataclasses.dataclass
+class Outcome:
+  status: str                   # "ok" | "unsupported" | "tolerated"
+  detail: str = ""
+
+
+def make_inputs(program: Program) -> list[np.ndarray]:
+  rng = np.random.default_rng(program.seed)
+  out = []
+  for spec in program.inputs:
+    out.append(_random(rng, spec))
+  return out
+
+
+def _random(rng, spec: InputSpec) -> np.ndarray:
+  dtype = jnp.dtype(spec.dtype)
+  if dtype == jnp.bool_:
+    return rng.random(spec.shape) < 0.5
+  if jnp.issubdtype(dtype, jnp.floating):
+    x = rng.uniform(spec.low, spec.high, size=spec.shape).astype(np.float32)
+    # some exact small values and zeros: ties, signs and floor/round edges
+    pick = rng.random(spec.shape)
+    x = np.where(pick < 0.1, np.round(x), x)
+    x = np.where(pick > 0.97, 0.0, x).astype(np.float32)
+    return np.asarray(jnp.asarray(x, dtype=dtype))
+  return rng.integers(int(spec.low), int(spec.high), size=spec.shape,
+                      endpoint=True).astype(dtype)
+
+
+def build(program: Program) -> dict:
+  """Executes the program's source; returns its namespace (fn, or kernel and call)."""
+  scope = dict(namespace())
+  exec(compile(program.source, f"<fuzz program {program.seed}>", "exec"), scope)
+  return scope
+
+
+def run_pallas_prof(program: Program, inputs, device=None):
+  import pallas_prof
+  from jax.experimental import pallas as pl
+  scope = build(program)
+  device = device or jax.devices("cpu")[0]
+  args = [jax.device_put(a, device) for a in inputs]
+  params = pallas_prof.CompilerParams()
+  with jax.default_device(device):
+    if program.kind == "values":
+      fn = scope["fn"]
+      outs = jax.eval_shape(fn, *[jax.ShapeDtypeStruct(a.shape, a.dtype) for a in inputs])
+
+      def kernel(*refs):
+        ins, outs_refs = refs[:len(inputs)], refs[len(inputs):]
+        for ref, value in zip(outs_refs, fn(*[r[...] for r in ins])):
+          ref[...] = value
+
+      call = pl.pallas_call(kernel, out_shape=list(outs), compiler_params=params,
+                            name=f"fuzz_{program.seed}")
+      result = call(*args)
+    else:
+      result = pl.pallas_call(scope["kernel"], compiler_params=params,
+                              name=f"fuzz_{program.seed}", **scope["call"])(*args)
+  return [np.asarray(r) for r in jax.tree.leaves(result)]
+
+
+def run_reference(program: Program, inputs):
+  from jax.experimental import pallas as pl
+  scope = build(program)
+  cpu = jax.devices("cpu")[0]
+  args = [jax.device_put(a, cpu) for a in inputs]
+  with jax.default_device(cpu):
+    if program.kind == "values":
+      result = jax.jit(scope["fn"])(*args)
+    elif "expected" in scope:
+      result = scope["expected"](*inputs)
+    else:
+      result = pl.pallas_call(scope["kernel"], interpret=True, **scope["call"])(*args)
+  return [np.asarray(r) for r in jax.tree.leaves(result)]
+
+
+def compare(program: Program, got, want) -> tuple[str | None, str]:
+  """(what differs or None, a note on tolerated differences)."""
+  if len(got) != len(want):
+    return f"{len(got)} outputs, the reference has {len(want)}", ""
+  notes = []
+  for k, (g, w) in enumerate(zip(got, want)):
+    if g.shape != w.shape or g.dtype != w.dtype:
+      return (f"output {k}: {g.dtype}{list(g.shape)}, the reference gives "
+              f"{w.dtype}{list(w.shape)}"), ""
+    bad = _mismatches(program, g, w)
+    if not bad.any():
+      continue
+    count, total = int(bad.sum()), bad.size
+    where = np.argwhere(bad)[:5]
+    sample = "; ".join(f"[{', '.join(map(str, i))}]: {g[tuple(i)]!r} vs {w[tuple(i)]!r}"
+                       for i in where)
+    text = f"output {k} ({w.dtype}{list(w.shape)}): {count} of {total} elements differ: {sample}"
+    if program.fragile and count <= max(2, total // 20):
+      notes.append(f"tolerated (a rounding difference flips a discontinuous op): {text}")
+      continue
+    return text, ""
+  return None, "; ".join(notes)
+
+
+def _mismatches(program: Program, got, want) -> np.ndarray:
+  if not jnp.issubdtype(want.dtype, jnp.floating):
+    return got != want
+  g, w = got.astype(np.float64), want.astype(np.float64)
+  both_nan = np.isnan(g) & np.isnan(w)
+  finite = np.isfinite(w)
+  magnitude = max(1.0, float(np.max(np.abs(w[finite]))) if finite.any() else 1.0)
+  tol = program.tolerance or 1e-6
+  atol = tol * magnitude
+  with np.errstate(invalid="ignore"):
+    close = np.abs(g - w) <= atol + tol * np.abs(w)
+  close |= both_nan | ((g == w) & ~np.isnan(w))
+  return ~close
+
+
+def check(program: Program, device=None) -> Outcome:
+  """Raises Difference when pallas-prof and the reference disagree."""
+  inputs = make_inputs(program)
+  try:
+    want = run_reference(program, inputs)
+  except Exception as e:  # noqa: BLE001 - the generator made something JAX rejects
+    raise AssertionError(f"the reference failed, the generator is wrong: "
+                         f"{type(e).__name__}: {e}\n{program.source}") from e
+  try:
+    got = run_pallas_prof(program, inputs, device)
+  except Exception as e:  # noqa: BLE001 - sorted into limitations and bugs below
+    text = f"{type(e).__name__}: {e}"
+    if _is_limitation(e, text):
+      return Outcome("unsupported", _first_line(e))
+    raise Difference(f"pallas-prof failed where the reference ran: {text}") from e
+  diff, note = compare(program, got, want)
+  if diff is not None:
+    raise Difference(diff)
+  return Outcome("tolerated" if note else "ok", note)
+
+
+def _is_limitation(error: BaseException, text: str) -> bool:
+  from pallas_prof import LoweringError
+  if BUGS.search(text):
+    return False
+  return isinstance(error, LoweringError) and bool(UNSUPPORTED.search(text))
+
+
+def _first_line(error: BaseException) -> str:
+  reason = getattr(error, "reason", None) or str(error)
+  return reason.strip().splitlines()[0][:200]
+
+
+# --- reproducers ----------------------------------------------------------------
+
+def reproducer(program: Program, message: str) -> str:
+  """A script that re-runs the program and prints the difference."""
+  spec = json.dumps(dataclasses.asdict(program), indent=1)
+  return textwrap.dedent('''\
+      """A difference the pallas-prof fuzzer found (shrunk by hypothesis).
+
+      {message}
+
+      Run from the repository root: python3 {{this file}}
+      """
+      import json
+      from tests.fuzz.programs import InputSpec, Program
+      from tests.fuzz.check import check
+
+      PROGRAM = json.loads(r\'\'\'
+      {spec}
+      \'\'\')
+      PROGRAM["inputs"] = tuple(InputSpec(tuple(i["shape"]), i["dtype"], i["low"], i["high"])
+                                for i in PROGRAM["inputs"])
+      PROGRAM["features"] = tuple(PROGRAM["features"])
+      program = Program(**PROGRAM)
+      print(program.source)
+      print(check(program))
+      ''').format(message=textwrap.indent(message.replace('"""', "'''"), "").strip()[:3000],
+                  spec=spec)
+
+
+def save_reproducer(program: Program, message: str, directory: str) -> str:
+  os.makedirs(directory, exist_ok=True)
+  path = os.path.join(directory, f"repro_{program.kind}_{program.seed}.py")
+  with open(path, "w") as f:
+    f.write(reproducer(program, message))
+  return path

@@ -1,0 +1,82 @@
+"""The differential fuzzer's fixed set: 304 random Pallas programs (the same
+ones on every run: derandomized), each run through pallas-prof on the CPU
+(Triton's interpreter) and through a reference that shares no code with it
+(XLA, or JAX's Pallas interpreter), see tests/fuzz/check.py.
+
+A difference fails the test after hypothesis shrank it; the shrunk program is
+saved as a script (PALLAS_PROF_FUZZ_OUT, default a temporary directory) and
+named in the failure. `bench/fuzz.py` runs the same generator for as long as
+you like, with fresh seeds, on the CPU or a GPU.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+
+from tests.fuzz.check import Difference, check, save_reproducer
+from tests.fuzz.programs import kernel_programs, value_programs
+
+OUT = os.environ.get("PALLAS_PROF_FUZZ_OUT") or os.path.join(tempfile.gettempdir(),
+                                                             "pallas-prof-fuzz")
+
+def fixed(examples: int):
+  return settings(max_examples=examples, derandomize=True, database=None, deadline=None,
+                  print_blob=False, suppress_health_check=list(HealthCheck))
+
+
+def _check(program):
+  try:
+    outcome = check(program)
+  except Difference as e:
+    path = save_reproducer(program, str(e), OUT)
+    raise Difference(f"{e}\n{program.describe()}\nreproducer: {path}\n{program.source}") from e
+  event(outcome.status)
+  if outcome.status == "unsupported":
+    event(f"unsupported: {outcome.detail[:80]}")
+
+
+@fixed(76)
+@given(value_programs())
+def test_values_match_xla_a(program):
+  _check(program)
+
+
+@fixed(76)
+@given(value_programs())
+def test_values_match_xla_b(program):
+  _check(program)
+
+
+@fixed(76)
+@given(value_programs())
+def test_values_match_xla_c(program):
+  _check(program)
+
+
+@fixed(76)
+@given(kernel_programs())
+def test_kernels_match_pallas_interpreter(program):
+  _check(program)
+
+
+def test_a_wrong_answer_is_caught_and_saved(tmp_path, monkeypatch):
+  """The checker is not blind: a pallas-prof result off by one is a Difference,
+  and the reproducer it writes runs the same program."""
+  import numpy as np
+  from tests.fuzz import check as check_module
+  from tests.fuzz.programs import InputSpec, Program
+  program = Program("values", "def fn(x0):\n  v1 = x0 * 3\n  return (v1,)\n",
+                    (InputSpec((5, 3), "int32", -9, 9),), 7, 0.0)
+  real = check_module.run_pallas_prof
+  monkeypatch.setattr(check_module, "run_pallas_prof",
+                      lambda *a, **k: [r + np.int32(1) for r in real(*a, **k)])
+  with pytest.raises(Difference, match="15 of 15 elements differ"):
+    check_module.check(program)
+  monkeypatch.setattr(check_module, "run_pallas_prof", real)
+  path = save_reproducer(program, "example", str(tmp_path))
+  text = open(path).read()
+  assert "x0 * 3" in text and "check(program)" in text
+  assert check_module.check(program).status == "ok"
