@@ -233,9 +233,33 @@ def summarize(samples: list[dict[str, Any]], *, duration_s: float, energy_j: flo
       power_w=_stat(col("power_w")), power_limit_w=power_limit_w,
       temperature_c=_stat(col("temperature_c")), gpu_util_pct=_stat(col("gpu_util_pct")),
       mem_util_pct=_stat(col("mem_util_pct")), energy_j=energy_j, throttle_reasons=reasons,
-      throttled=throttled, summary="", unavailable=list(unavailable))
+      throttled=throttled, summary="", unavailable=list(unavailable), series=series(samples))
   w.summary = describe(w)
   return w
+
+
+SERIES_POINTS = 240
+
+
+def series(samples: list[dict[str, Any]], points: int = SERIES_POINTS) -> dict[str, list]:
+  """The samples over time, in at most `points` buckets: a bucket keeps its lowest SM clock,
+  its highest power and every slowdown reason seen in it, so thinning hides no dip or cap."""
+  if not samples:
+    return {}
+  t0 = samples[0]["t"]
+  size = -(-len(samples) // points)
+  out: dict[str, list] = {"t_s": [], "sm_clock_mhz": [], "power_w": [], "slowdown": []}
+  for start in range(0, len(samples), size):
+    bucket = samples[start:start + size]
+    clocks = [s["sm_clock_mhz"] for s in bucket if s.get("sm_clock_mhz") is not None]
+    powers = [s["power_w"] for s in bucket if s.get("power_w") is not None]
+    slow = sorted({r for s in bucket for r in decode_reasons(int(s.get("reasons") or 0))
+                   if r in SLOWDOWNS})
+    out["t_s"].append(round(bucket[0]["t"] - t0, 6))
+    out["sm_clock_mhz"].append(min(clocks) if clocks else None)
+    out["power_w"].append(max(powers) if powers else None)
+    out["slowdown"].append(slow)
+  return out
 
 
 def describe(w: NvmlWindow) -> str:

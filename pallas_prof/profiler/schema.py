@@ -274,6 +274,9 @@ class NvmlWindow(_Serializable):
   throttled: bool               # a slowdown reason (power, thermal, hw) was active
   summary: str                  # "SM 1980 MHz (max 1980), 512 W, 45 C, no throttling"
   unavailable: list[str]        # readings the device does not support
+  # the readings over time, thinned to at most nvml.SERIES_POINTS (the HTML report draws them):
+  # {"t_s": [...], "sm_clock_mhz": [...], "power_w": [...], "slowdown": [reason names...]}
+  series: dict[str, list] = dataclasses.field(default_factory=dict)
 
 
 # --- rates ---------------------------------------------------------------------------------

@@ -103,3 +103,27 @@ def test_nvml_without_gpu_is_unavailable():
     return
   nvml.shutdown(api)
   pytest.skip("NVML works here (a GPU machine)")
+
+
+def test_series_thins_the_samples_and_keeps_dips_peaks_and_slowdowns():
+  samples = [{"t": 10.0 + i * 0.01, "sm_clock_mhz": 1980, "power_w": 300.0, "reasons": 0}
+             for i in range(1000)]
+  samples[517].update(sm_clock_mhz=1500, power_w=700.0, reasons=0x4 | 0x1)   # one capped read
+  s = nvml.series(samples, points=100)
+  assert len(s["t_s"]) == 100 and s["t_s"][0] == 0.0 and s["t_s"][-1] == pytest.approx(9.9)
+  hit = [i for i, r in enumerate(s["slowdown"]) if r]
+  assert hit == [51] and s["slowdown"][51] == ["SwPowerCap"]          # GpuIdle is not a slowdown
+  assert s["sm_clock_mhz"][51] == 1500 and s["power_w"][51] == 700.0
+  assert set(s["sm_clock_mhz"]) == {1980, 1500}
+  assert nvml.series([]) == {}
+
+
+def test_a_window_carries_its_series():
+  fake, _ = scripted_nvml(sm_clocks=[1980, 1755], reasons=[0x0, 0x4], power_mw=[650_000],
+                          energy_mj=[1_000, 2_000])
+  s = nvml.Sampler("handle", nvml=fake, interval_s=0.001)
+  s.start()
+  time.sleep(0.02)
+  w = s.stop().to_dict()
+  assert len(w["series"]["t_s"]) == w["samples"]
+  assert 1755 in w["series"]["sm_clock_mhz"] and ["SwPowerCap"] in w["series"]["slowdown"]
