@@ -1,0 +1,63 @@
+"""report.html: one self-contained page per run (CSS, script and charts inline).
+
+    write_html(run_dir)            -> <run_dir>/report.html from its report.json
+    render_html(run, run_dir)      -> the page as a string
+
+model.py reads report.json into views, charts.py draws them as SVG, and the
+Jinja2 template (autoescaping on) lays them out, so no text from the user's
+program reaches the page unescaped.
+"""
+from __future__ import annotations
+
+import os
+
+from markupsafe import Markup
+
+from ... import __version__
+from . import charts
+from .model import Listing, RunView, run_view
+
+HTML = "report.html"
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _read(name: str) -> str:
+  with open(os.path.join(_HERE, name)) as f:
+    return f.read()
+
+
+def _environment():
+  import jinja2
+  env = jinja2.Environment(loader=jinja2.FileSystemLoader(_HERE), autoescape=True,
+                           trim_blocks=True, lstrip_blocks=True,
+                           undefined=jinja2.StrictUndefined)
+  listing_template = env.get_template("listing.html.j2")
+
+  def listing(lst: Listing, cls: str) -> Markup:
+    top = max((line.weight or 0.0 for line in lst.lines), default=0.0) or 1.0
+    return Markup(listing_template.render(l=lst, cls=cls, heat=lambda w: (w or 0.0) / top))
+
+  env.globals.update(listing=listing, roofline=charts.roofline, waterfall=charts.waterfall,
+                     clocks=charts.clocks)
+  return env
+
+
+def render_view(view: RunView) -> str:
+  page = _environment().get_template("report.html.j2")
+  return page.render(run=view, version=__version__, css=Markup(_read("report.css")),
+                     js=Markup(_read("report.js")))
+
+
+def render_html(run: dict, run_dir: str | None) -> str:
+  return render_view(run_view(run, run_dir))
+
+
+def write_html(run_dir: str, run: dict | None = None, out: str | None = None) -> str:
+  """Writes the page for the run saved in `run_dir` (report.json read when not given)."""
+  if run is None:
+    from ..artifacts import read_report
+    run = read_report(run_dir)
+  path = out or os.path.join(run_dir, HTML)
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(render_html(run, run_dir))
+  return path
