@@ -46,6 +46,10 @@ def _parser() -> argparse.ArgumentParser:
   report = sub.add_parser("report", help="re-render a saved run")
   report.add_argument("dir", nargs="?", help="run directory (default: the latest)")
   report.add_argument("--json", action="store_true")
+  report.add_argument("--html", action="store_true",
+                      help="write the run's self-contained report.html and print its path")
+  report.add_argument("--html-out", metavar="FILE",
+                      help="with --html: write the page here instead of DIR/report.html")
 
   diff = sub.add_parser("diff", help="compare two runs kernel by kernel")
   diff.add_argument("a")
@@ -74,6 +78,10 @@ def main(argv=None) -> int:
     if run_dir is None:
       raise SystemExit("pallas-prof: no saved run found; pass a directory")
     data = artifacts.read_report(run_dir)
+    if args.html:
+      from .html import write_html
+      print(write_html(run_dir, data, out=args.html_out))
+      return 0
     if args.json:
       import json
       print(json.dumps(data, indent=1))

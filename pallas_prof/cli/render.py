@@ -189,7 +189,7 @@ def render_run(run: dict, out_dir: str | None = None, con: Console | None = None
   if out_dir:
     traces = run.get("traces") or {}
     extra = ", ".join(traces.values())
-    con.print(f"wrote {out_dir}/ (report.json{', ' + extra if extra else ''}, kernels/)")
+    con.print(f"wrote {out_dir}/ (report.json, report.html{', ' + extra if extra else ''}, kernels/)")
 
 
 def _insitu_cell(ins: dict) -> str:

@@ -322,6 +322,8 @@ def _run_and_report(args):
   }
   run_report = artifacts.json_ready(run_report)
   artifacts.write_report(out_dir, run_report)
+  from . import html
+  html.write_or_warn(out_dir, run_report)
   if outcome.error is not None and lowering_error is None:
     print_script_traceback(outcome.error, args.script)
   return run_report, out_dir, outcome, lowering_error

@@ -61,3 +61,14 @@ def write_html(run_dir: str, run: dict | None = None, out: str | None = None) ->
   with open(path, "w", encoding="utf-8") as f:
     f.write(render_html(run, run_dir))
   return path
+
+
+def write_or_warn(run_dir: str, run: dict) -> str | None:
+  """`pallas-prof run`'s call: a page that fails to render costs the run nothing but
+  the page, and says why on stderr."""
+  try:
+    return write_html(run_dir, run)
+  except Exception as e:  # noqa: BLE001 - the run's own results are already saved
+    import sys
+    print(f"pallas-prof: report.html not written: {type(e).__name__}: {e}", file=sys.stderr)
+    return None

@@ -76,8 +76,10 @@ def open_report(ctx, html_path: str):
     page.close()
 
 
-def screenshot(run_dirs: list[str], png: str, *, width: int = 1440) -> list[str]:
-  """Renders each run's report.html and saves full-page screenshots (png, png-2, ...)."""
+def screenshot(run_dirs: list[str], png: str, *, width: int = 1440, top: int = 0,
+               height: int | None = None) -> list[str]:
+  """Renders each run's report.html and saves screenshots (png, png-2, ...): the whole
+  page, or `height` pixels of it from `top`."""
   from . import write_html
   from ..artifacts import read_report
   written = []
@@ -87,7 +89,11 @@ def screenshot(run_dirs: list[str], png: str, *, width: int = 1440) -> list[str]
       out = png if i == 0 else f"{os.path.splitext(png)[0]}-{i + 1}.png"
       with open_report(ctx, html) as (page, errors, remote):
         page.set_viewport_size({"width": width, "height": 1000})
-        page.screenshot(path=out, full_page=True)
+        if height:
+          page.screenshot(path=out, full_page=True,
+                          clip={"x": 0, "y": top, "width": width, "height": height})
+        else:
+          page.screenshot(path=out, full_page=True)
         if errors or remote:
           print(f"{html}: {errors + remote}", file=sys.stderr)
       written.append(out)
@@ -99,8 +105,11 @@ def main(argv=None) -> int:
   ap.add_argument("run_dirs", nargs="+", help="run directories (or report.html files)")
   ap.add_argument("--png", required=True, help="screenshot path (more runs: -2, -3 appended)")
   ap.add_argument("--width", type=int, default=1440)
+  ap.add_argument("--height", type=int, help="only this many pixels of the page (from --top)")
+  ap.add_argument("--top", type=int, default=0)
   args = ap.parse_args(argv)
-  for path in screenshot(args.run_dirs, args.png, width=args.width):
+  for path in screenshot(args.run_dirs, args.png, width=args.width, top=args.top,
+                         height=args.height):
     print(path)
   return 0
 

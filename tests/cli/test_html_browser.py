@@ -1,0 +1,115 @@
+"""report.html in a real browser: Debian's headless Chromium driven by Playwright.
+
+No skip: without Chromium these tests fail and say how to install it (.ci/run
+installs it). One browser serves every page of the module.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pallas_prof.cli import html
+from pallas_prof.cli.html.browser import browser, open_report
+from tests.cli.test_html import ROOT, gpu_pipeline_run, hostile_run
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def chromium():
+  with browser() as ctx:
+    yield ctx
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory):
+  """`pallas-prof run examples/softmax.py` on this CPU: the page it wrote."""
+  out = tmp_path_factory.mktemp("html") / "softmax"
+  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+  result = subprocess.run([sys.executable, "-m", "pallas_prof", "run", "--out", str(out),
+                           os.path.join(ROOT, "examples", "softmax.py")],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+  assert result.returncode == 0, result.stdout + result.stderr
+  assert "report.html" in result.stdout                 # the run's last line names the page
+  return out / "report.html"
+
+
+def test_cpu_run_page_shows_the_kernel_its_lines_and_no_roofline(chromium, cpu_run):
+  with open_report(chromium, str(cpu_run)) as (page, errors, remote):
+    assert page.get_attribute("body", "data-ready") == "1"          # the page's script ran
+    section = page.locator("section.kernel")
+    assert section.count() == 1
+    assert page.inner_text("section.kernel h2.kernel-label").startswith("softmax_kernel#")
+    user = page.locator(".user-source tr.hot")
+    texts = user.all_inner_texts()
+    assert any("e = jnp.exp(x)" in t and "[4] exp" in t for t in texts), texts
+    assert all(t.split("\t")[1].endswith("%") for t in texts)       # each heated line: weight
+    assert "SASS instructions" in page.inner_text("p.basis")
+    assert "no roofline" in page.inner_text(".roofline-box")
+    assert page.locator(".roofline-box svg").count() == 0
+    # PTX and SASS are there, collapsed until asked for
+    stages = page.locator("details.stage")
+    assert stages.count() == 2 and not page.locator("details.stage[open]").count()
+    page.click("details.stage >> nth=0 >> summary")
+    assert stages.first.evaluate("d => d.open")
+    assert page.locator(".stage-ptx tr.hot").first.is_visible()
+    assert page.locator(".stage-ptx tr.hot").count() > 50          # instructions, heated
+    # hovering the user's exp line marks the generated lines of the same equation
+    page.hover(".user-source tr[data-e='4']")
+    linked = page.locator(".generated tr.linked").all_inner_texts()
+    assert linked and all("[4] exp" in t for t in linked), linked
+    assert errors == [] and remote == []
+
+
+def test_recorded_gpu_run_page_draws_the_roofline(chromium, tmp_path):
+  d = gpu_pipeline_run(tmp_path)
+  page_path = html.write_html(d)
+  with open_report(chromium, page_path) as (page, errors, remote):
+    labels = page.locator("section.kernel h2.kernel-label").all_inner_texts()
+    assert len(labels) == 8 and any(t.startswith("matmul_kernel#8608b1") for t in labels)
+    points = page.locator(".roofline-box svg circle.kernel-point")
+    assert points.count() == 8
+    box = points.first.bounding_box()
+    assert box is not None and box["width"] > 4                    # drawn, not just present
+    assert "copy 4.14 TB/s" in page.inner_text(".roofline-box >> nth=0")
+    assert errors == [] and remote == []
+
+
+def test_hostile_text_stays_text(chromium, tmp_path):
+  run, d = hostile_run(tmp_path)
+  path = tmp_path / "report.html"
+  path.write_text(html.render_html(run, d))
+  with open_report(chromium, str(path)) as (page, errors, remote):
+    dialogs = []
+    page.on("dialog", lambda dlg: (dialogs.append(dlg.message), dlg.dismiss()))
+    page.reload()
+    assert page.locator("script").count() == 1 and page.locator("img").count() == 0
+    assert "<script>alert(1)</script>" in page.inner_text(".user-source")
+    failing = page.locator("pre.error-report .failing").all_inner_texts()
+    assert failing == ["  >> 5 |   y = <script>alert(3)</script>"]
+    assert dialogs == [] and errors == [] and remote == []
+
+
+def test_a_javascript_error_is_caught(chromium, tmp_path):
+  """The check the tests above rely on: a page whose script throws is reported."""
+  run, d = hostile_run(tmp_path)
+  page_text = html.render_html(run, d).replace("</body>",
+                                               "<script>undefinedFunction()</script></body>")
+  path = tmp_path / "broken.html"
+  path.write_text(page_text)
+  with open_report(chromium, str(path)) as (page, errors, remote):
+    assert any("undefinedFunction" in e for e in errors), errors
+
+
+def test_run_wrote_the_page_and_report_rewrites_it(cpu_run, tmp_path):
+  from tests.cli.test_cli import pallas_prof
+  page = cpu_run.read_text()
+  run_dir = cpu_run.parent
+  elsewhere = tmp_path / "again.html"
+  result = pallas_prof("report", str(run_dir), "--html", "--html-out", str(elsewhere))
+  assert result.returncode == 0 and result.stdout.strip() == str(elsewhere)
+  assert elsewhere.read_text() == page             # the page comes from report.json alone
