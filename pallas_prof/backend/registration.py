@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import compat, registry
+from . import compat, coverage, registry
 from .compile import compile_kernel
 from .errors import LoweringError
 from .launch import cpu_call, gpu_custom_call
@@ -151,10 +151,16 @@ def _lower(ctx, in_nodes, params, platform: str):
                     enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
                     debug=bool(params.get("debug")), call_site=call_site,
                     input_output_aliases=aliases)
+  uncovered = coverage.uncovered_outputs(grid_mapping, gk.grid, [p.label for p in gk.params],
+                                         aliases)
+  if uncovered:
+    coverage.warn_uncovered(uncovered, gk.name,
+                            pallas_call_info(call_site, jaxpr, gk.name, grid_mapping))
   rec = registry.record(registry.KernelRecord(
       name=gk.name, generated=gk, platform=platform,
       in_avals=tuple(str(a) for a in ctx.avals_in), out_avals=tuple(str(a) for a in ctx.avals_out),
-      input_output_aliases=aliases, cost_estimate=params.get("cost_estimate")))
+      input_output_aliases=aliases, cost_estimate=params.get("cost_estimate"),
+      uncovered_outputs=tuple(uncovered)))
   if platform == "cpu":
     def on_launch(rec=rec):
       rec.launches += 1

@@ -28,6 +28,8 @@ class KernelRecord:
   lowerings: int = 1
   launches: int = 0                   # counted on the CPU path; GPU counts come from CUPTI
   device_ids: tuple[int, ...] = ()
+  # coverage.UncoveredOutput: outputs with elements no program's block writes
+  uncovered_outputs: tuple = ()
 
   @property
   def key(self) -> tuple:

@@ -1,0 +1,107 @@
+"""Outputs the grid does not cover: a warning at lowering that names the
+user's pallas_call line and the unwritten range of each output (and nothing
+when the grid covers every output, or the output is aliased to an input)."""
+from __future__ import annotations
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental import pallas as pl
+
+import pallas_prof
+from pallas_prof.backend import registry
+from pallas_prof.backend.coverage import UncoveredOutputWarning
+from tests.helpers import pallas, random_array
+
+S = jax.ShapeDtypeStruct
+
+
+def _copy(x_ref, o_ref):
+  o_ref[...] = x_ref[...] + 1
+
+
+def _warnings_of(fn, *args):
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    out = fn(*args)
+  return out, [w for w in caught if issubclass(w.category, UncoveredOutputWarning)]
+
+
+def test_a_short_grid_warns_with_the_line_and_the_range(rng):
+  x = random_array(rng, (100,), "float32")
+  call = pallas(_copy, S((100,), jnp.float32), grid=(100 // 48,),
+                in_specs=[pl.BlockSpec((48,), lambda i: (i,))],
+                out_specs=pl.BlockSpec((48,), lambda i: (i,)), name="short_grid")
+  out, found = _warnings_of(call, x)
+  [w] = found
+  text = str(w.message)
+  assert "test_coverage.py:" in text and w.filename.endswith("test_coverage.py"), text
+  assert "short_grid" in text and "[96:100]" in text and "4 of 100 elements" in text, text
+  # the covered part is right; the rest was never written
+  np.testing.assert_allclose(np.asarray(out)[:96], x[:96] + 1)
+  rec = registry.find("short_grid")[-1]
+  [u] = rec.uncovered_outputs
+  assert u.to_dict()["range"] == [[96, 100]] and u.count == 4
+
+
+def test_two_dimensions_and_several_outputs(rng):
+  x = random_array(rng, (10, 20), "float32")
+
+  def kernel(x_ref, a_ref, b_ref):
+    a_ref[...] = x_ref[...]
+    b_ref[...] = x_ref[...] * 2
+
+  # blocks of 4 rows: 3 row blocks, the grid visits 2; every column block
+  call = pallas(kernel, (S((10, 20), jnp.float32), S((10, 20), jnp.float32)), grid=(2, 3),
+                in_specs=[pl.BlockSpec((4, 8), lambda i, j: (i, j))],
+                out_specs=[pl.BlockSpec((4, 8), lambda i, j: (i, j)),
+                           pl.BlockSpec((4, 8), lambda i, j: (i, j // 2))], name="two_d")
+  _, found = _warnings_of(call, x)
+  texts = sorted(str(w.message) for w in found)
+  assert len(texts) == 2, texts
+  assert "output 0" in texts[0] and "[8:10, 0:20]" in texts[0] and "40 of 200" in texts[0]
+  # the second output: row block 2, and column block 2 (j // 2 <= 1): an L
+  # whose bounding range is the whole array
+  assert "output 1" in texts[1] and "[0:10, 0:20]" in texts[1], texts[1]
+  assert "72 of 200" in texts[1], texts[1]    # 40 + 4 columns x 8 covered rows
+
+
+@pytest.mark.parametrize("case", ["cdiv_grid", "revisited_block", "aliased", "squeezed",
+                                  "whole_array"])
+def test_no_warning_when_every_output_is_covered(case, rng):
+  x = random_array(rng, (37, 5), "int32")
+  kwargs = {}
+  if case == "cdiv_grid":
+    grid, spec = (pl.cdiv(37, 8),), pl.BlockSpec((8, 5), lambda i: (i, 0))
+    out_spec = spec
+  elif case == "revisited_block":
+    grid, spec = (3,), pl.BlockSpec((37, 5), lambda i: (0, 0))
+    out_spec = spec
+  elif case == "aliased":
+    grid, spec = (2,), pl.BlockSpec((8, 5), lambda i: (i, 0))
+    out_spec = spec
+    kwargs["input_output_aliases"] = {0: 0}
+  elif case == "squeezed":
+    grid, spec = (37,), pl.BlockSpec((None, 5), lambda i: (i, 0))
+    out_spec = spec
+  else:
+    grid, spec, out_spec = (), None, None
+  call = pallas(_copy, S((37, 5), jnp.int32), grid=grid,
+                in_specs=None if spec is None else [spec], out_specs=out_spec,
+                name=f"covered_{case}", **kwargs)
+  out, found = _warnings_of(call, x)
+  assert not found, [str(w.message) for w in found]
+  if case != "aliased":
+    np.testing.assert_array_equal(np.asarray(out), x + 1)
+
+
+def test_a_squeezed_output_dimension_short_of_rows(rng):
+  x = random_array(rng, (7, 16), "float32")
+  call = pallas(_copy, S((7, 16), jnp.float32), grid=(5,),
+                in_specs=[pl.BlockSpec((None, 16), lambda i: (i, 0))],
+                out_specs=pl.BlockSpec((None, 16), lambda i: (i, 0)), name="squeezed_short")
+  _, [w] = _warnings_of(call, x)
+  assert "[5:7, 0:16]" in str(w.message) and "32 of 112" in str(w.message)
