@@ -268,3 +268,22 @@ def xla_libdevice_path() -> str | None:
     if os.path.isfile(path):
       return path
   return None
+
+
+def trace_to_jaxpr(fn, in_avals, what: str = "pallas_prof"):
+  """(jaxpr, consts) of `fn` traced on abstract values (refs too): for rules
+  that rewrite an equation into others and lower those (scan over arrays)."""
+  from jax._src import api_util
+  from jax._src import linear_util as lu
+  from jax._src.interpreters import partial_eval as pe
+  info = api_util.debug_info(what, fn, tuple(in_avals), {})
+  traced = pe.trace_to_jaxpr_dynamic(lu.wrap_init(fn, debug_info=info), list(in_avals))
+  jaxpr = traced[0]
+  consts = traced[2] if len(traced) > 2 else ()
+  return open_jaxpr(jaxpr)[0], tuple(consts) or open_jaxpr(jaxpr)[1]
+
+
+def eval_jaxpr(jaxpr, consts, *args):
+  """core.eval_jaxpr, binding each equation under its own source info (so a
+  rewritten equation still points at the user's line)."""
+  return jax_core.eval_jaxpr(jaxpr, list(consts), *args)

@@ -188,17 +188,6 @@ def test_loops_above_the_unroll_bounds_stay_loops(rng):
   assert "# iteration" not in gk.source, gk.source
 
 
-def test_scan_over_xs_raises_with_hint(rng):
-  x = random_array(rng, (4, 8), "float32")
-  with pytest.raises(pallas_prof.LoweringError) as info:
-    run(lambda x: {"scan": lax.scan(lambda c, row: (c + row, c * row), x[0], x)[0]}, x,
-        name="scan_xs")
-  err = info.value
-  assert err.primitive == "scan"
-  assert err.eqn.file == __file__ and "xs" in err.reason
-  assert "fori_loop" in err.hint
-
-
 def test_cond_and_switch(rng):
   x = random_array(rng, (5, 7), "float32")
   for s in (-1, 0, 1, 2, 3, 9):   # switch clamps its index

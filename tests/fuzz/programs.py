@@ -458,8 +458,8 @@ def _loop(b: Builder):
   if a is None:
     return
   other = b.pick(lambda v: v.dtype == a.dtype and _broadcastable(v.shape, a.shape)) or a
-  kind = b.draw(st.sampled_from(["fori", "fori_dynamic", "while", "scan", "cond", "switch"]),
-                label="control flow")
+  kind = b.draw(st.sampled_from(["fori", "fori_dynamic", "while", "scan", "cond", "switch",
+                                 "scan_xs"]), label="control flow")
   trips = b.draw(st.integers(0, 7), label="trips")
   if a.is_float:
     step = f"jnp.tanh(c) * 0.5 + {other.name} * 0.25 + i.astype(c.dtype) * 0.125"
@@ -483,6 +483,13 @@ def _loop(b: Builder):
     body = step.replace("i.astype(c.dtype)", "1")
     b.add(f"lax.scan(lambda c, _: ({body}, None), {a.name}, None, length={max(trips, 1)})[0]",
           bound, "scan")
+  elif kind == "scan_xs" and a.shape:
+    # the rows of a as xs; ys stacked back to a's shape
+    rev = b.draw(st.booleans(), label="reverse")
+    body = "jnp.tanh(c) + row" if a.is_float else "(c ^ row) + 1"
+    b.add(f"lax.scan(lambda c, row: ({body}, c * 2 - row), {a.name}[0], {a.name}, "
+          f"reverse={rev})[1]", 2 * (a.bound + 1) + a.bound if a.is_float else bound,
+          "scan_xs")
   elif kind == "cond":
     src = b.pick(lambda v: v.is_int or v.is_float) or a
     b.add(f"lax.cond(jnp.sum({src.name}) > 0, lambda c: {step.replace('i.astype(c.dtype)', '2')},"

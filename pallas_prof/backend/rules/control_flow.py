@@ -26,6 +26,7 @@ from ..codegen import Value, is_low_float, literal, padded_shape, tl_dtype
 from ..errors import Unsupported
 from ..lowering import RefValue
 from . import register
+from .scan_arrays import lower_scan_over_arrays
 
 from jax._src.pallas import utils as pallas_utils
 
@@ -167,8 +168,8 @@ def _scan(ctx, *args, jaxpr, length, reverse, unroll=1, **params):
   n_xs = len(args) - num_consts - num_carry
   n_ys = len(jaxpr.outvars) - num_carry
   if n_xs or n_ys:
-    raise Unsupported("lax.scan over arrays (xs/ys) inside a kernel",
-                      "use lax.fori_loop with loads/stores at pl.ds(i * block, block)")
+    return lower_scan_over_arrays(ctx, args, jaxpr, consts_closed, length=length,
+                                  reverse=reverse, num_consts=num_consts, num_carry=num_carry)
   body, has_index = pallas_utils.pattern_match_scan_to_fori_loop(jaxpr, num_consts, num_carry)
   consts, carry = list(args[:num_consts]), list(args[num_consts:])
   for c in carry:
