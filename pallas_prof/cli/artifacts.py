@@ -1,7 +1,8 @@
 """A run's output directory: report.json, traces, and each kernel's stages.
 
     <out>/report.json                   everything `pallas-prof report` re-renders
-    <out>/trace.otlp.json               OTLP-JSON spans (the Collector's otlpjsonfile format)
+    <out>/trace.otlp.jsonl              OTLP-JSON lines (the Collector's otlpjsonfile format;
+                                        trace.otlp.json in runs before the rename)
     <out>/trace.perfetto.json           Chrome/Perfetto trace events (ui.perfetto.dev)
     <out>/kernels/<label>/kernel.json   generated-kernel metadata: line map, equations, params
     <out>/kernels/<label>/source.py     the generated Triton source
@@ -23,8 +24,7 @@ from ..backend.codegen import EqnInfo
 from ..backend.compile import STAGES, CompiledKernel
 from ..backend.lowering import GeneratedKernel, KernelParam
 
-REPORT = "report.json"
-RUN_SCHEMA = "pallas-prof/run/1"
+REPORT = "report.json"    # written and read by cli/report.py's RunReport
 STAGE_FILES = {"ttir": "kernel.ttir", "ttgir": "kernel.ttgir", "llir": "kernel.ll",
                "ptx": "kernel.ptx", "cubin": "kernel.cubin"}
 
@@ -106,25 +106,11 @@ def load_kernel(kernel_dir: str) -> tuple[GeneratedKernel, CompiledKernel | None
   return gk, ck
 
 
-def write_report(out_dir: str, report: dict) -> str:
-  path = os.path.join(out_dir, REPORT)
-  with open(path, "w") as f:
-    json.dump(report, f, indent=1, default=str)
-  return path
-
-
 def read_report(run_dir: str) -> dict:
-  path = run_dir if run_dir.endswith(".json") else os.path.join(run_dir, REPORT)
-  try:
-    with open(path) as f:
-      report = json.load(f)
-  except FileNotFoundError:
-    raise SystemExit(f"pallas-prof: no {REPORT} in {run_dir!r}; give the directory a "
-                     "`pallas-prof run` wrote (see its last lines)") from None
-  if report.get("schema") != RUN_SCHEMA:
-    raise SystemExit(f"pallas-prof: {path} is not a pallas-prof run report "
-                     f"(schema {report.get('schema')!r})")
-  return report
+  """report.json as a dict, read through the typed report (cli/report.py: the one reader
+  and writer of report.json, which also says what an unreadable one is)."""
+  from .report import RunReport
+  return RunReport.load(run_dir).to_dict()
 
 
 def latest_run(root: str = "pallas-prof-out") -> str | None:

@@ -74,19 +74,19 @@ def main(argv=None) -> int:
   if args.command == "report":
     from . import artifacts
     from .render import render_run
+    from .report import RunReport
     run_dir = args.dir or artifacts.latest_run()
     if run_dir is None:
       raise SystemExit("pallas-prof: no saved run found; pass a directory")
-    data = artifacts.read_report(run_dir)
+    report = RunReport.load(run_dir)
     if args.html:
       from .html import write_html
-      print(write_html(run_dir, data, out=args.html_out))
+      print(write_html(run_dir, report.to_dict(), out=args.html_out))
       return 0
     if args.json:
-      import json
-      print(json.dumps(data, indent=1))
+      print(report.to_json(indent=1))
     else:
-      render_run(data, run_dir)
+      render_run(report, run_dir)
     return 0
   if args.command == "diff":
     from .diff import diff

@@ -1,28 +1,54 @@
-"""The run report, rendered with rich (plain text when stdout is not a terminal)."""
+"""The run report in a terminal (rich): tables sized to the console, text as written.
+
+Width: COLUMNS when set, else the terminal's width, else (output piped to a
+file or another program) PIPE_WIDTH; always between MIN_WIDTH and MAX_WIDTH.
+Colour and styles only on a terminal. Nothing the report prints is read as
+rich markup (a kernel line `b_ref[pl.ds(k, n), :]` or `pip install
+'pallas-prof[gpu]'` prints as written): every cell is a Text and the console
+has markup off. A table wider than the console is split in two (compile and
+resources; runtimes); cells that still do not fit end in an ellipsis.
+"""
 from __future__ import annotations
 
 import linecache
 import os
+import shutil
 import sys
+from typing import Iterable
 
-from rich import box
-from rich.console import Console
+from rich.console import Console, ConsoleOptions
 from rich.table import Table
 from rich.text import Text
 
+from . import layout
+from .layout import BREAK, Col
+
+MIN_WIDTH, MAX_WIDTH, PIPE_WIDTH = 80, 200, 120
 # a compile that waited this long for the compile worker says so in the kernels table
 _WAIT_WORTH_SHOWING_MS = 10
+_STAGES = ("ttir", "ttgir", "llir", "ptx", "cubin")
 
 
-def console() -> Console:
-  if sys.stdout.isatty():
-    return Console()
-  return Console(width=160, no_color=True, highlight=False, soft_wrap=False)
+def console_width(is_terminal: bool) -> int:
+  columns = os.environ.get("COLUMNS", "").strip()
+  if columns.isdigit():
+    width = int(columns)
+  elif is_terminal:
+    width = shutil.get_terminal_size((PIPE_WIDTH, 24)).columns
+  else:
+    width = PIPE_WIDTH
+  return max(MIN_WIDTH, min(MAX_WIDTH, width))
 
 
-def _ms(seconds) -> str:
-  return "-" if seconds is None else f"{seconds * 1e3:.3f}"
+def console(file=None) -> Console:
+  stream = file if file is not None else sys.stdout
+  tty = bool(getattr(stream, "isatty", lambda: False)())
+  return Console(file=file, width=console_width(tty), force_terminal=tty,
+                 no_color=not tty, highlight=False, markup=False, emoji=False,
+                 soft_wrap=False)
 
+
+# --- figures -----------------------------------------------------------------------------
 
 def _us(seconds) -> str:
   return "-" if seconds is None else f"{seconds * 1e6:.1f}"
@@ -47,155 +73,242 @@ def _rate(value, unit) -> str:
   return f"{value:.0f} {unit}"
 
 
-def _profile_by_label(run: dict, prof: dict | None = None) -> dict[str, dict]:
-  prof = prof if prof is not None else (run.get("profile") or {})
-  return {k["label"]: k for k in prof.get("kernels", [])}
-
-
-def _device_profiles(run: dict) -> list[dict]:
-  profiles = run.get("profiles") or ([run["profile"]] if run.get("profile") else [])
-  return profiles or [{}]
-
-
-def _timing_cells(rt: dict) -> tuple[str, str]:
+def _timing_cells(rt) -> tuple[str, str]:
   """The headline (cold) median [p10-p90], and the sustained (back-to-back) median.
   A report from before the two modes (no "mode") timed back-to-back: marked so."""
-  if not rt:
+  if rt is None or rt.median_s is None:
     return "-", "-"
-  timing = f"{_us(rt.get('median_s'))} [{_us(rt.get('p10_s'))}-{_us(rt.get('p90_s'))}]"
-  if rt.get("mode", "sustained") != "cold":
-    timing += " (sustained)"
-  sustained = rt.get("sustained") or {}
-  return timing, _us(sustained.get("median_s"))
+  timing = f"{_us(rt.median_s)}{BREAK}[{_us(rt.p10_s)}-{_us(rt.p90_s)}]"
+  if (rt.mode or "sustained") != "cold":
+    timing += f"{BREAK}(sustained)"
+  return timing, _us(rt.sustained.median_s if rt.sustained is not None else None)
 
 
-def kernel_table(run: dict) -> Table:
-  device_profiles = _device_profiles(run)
-  gpu = any(p.get("gpu_present") for p in device_profiles)
-  several = len(device_profiles) > 1
-  insitu = any(k.get("insitu") for p in device_profiles for k in p.get("kernels", []))
-  t = Table(title="kernels", box=box.SIMPLE_HEAVY, title_justify="left", show_lines=False)
-  columns = [("kernel", "left")] + ([("device", "left")] if several else [])
-  for col, justify in (*columns, ("grid", "left"), ("warps/stages", "right"),
-                       ("compile ms (ttir/ttgir/llir/ptx/cubin)", "right"), ("smem", "right"),
-                       ("regs", "right"), ("spills", "right")):
-    t.add_column(col, justify=justify)
-  if gpu:
-    for col in ("cold median µs [p10-p90]", "sustained µs", "achieved", "% ceiling", "bound",
-                "GPU during timing"):
-      t.add_column(col, justify="right" if col != "GPU during timing" else "left")
-    if insitu:
-      t.add_column("in the program (CUPTI)", justify="right")
-  else:
-    t.add_column("launches (CPU)", justify="right")
-  for k, prof in ((k, prof) for k in run.get("kernels", []) for prof in device_profiles):
-    p = _profile_by_label(run, prof).get(k["label"], {})
-    comp = k.get("compile") or {}
-    stages = comp.get("stages_ms") or {}
-    stage_text = "/".join(f"{stages[s]:.0f}" for s in ("ttir", "ttgir", "llir", "ptx", "cubin")
-                          if s in stages)
-    compile_text = f"{comp['total_ms']:.0f} ({stage_text})" if comp else "-"
-    if (comp.get("worker_wait_ms") or 0) >= _WAIT_WORTH_SHOWING_MS:
-      # waited for the compile worker (its start-up, the background warm-up)
-      compile_text += f" +{comp['worker_wait_ms']:.0f} wait"
-    if comp.get("cache") in ("memory", "disk"):
-      compile_text = f"cached ({comp['cache']})"
-    res = k.get("resources") or {}
-    spills = None if res.get("spill_stores") is None else res["spill_stores"] + (res.get("spill_loads") or 0)
-    device = prof.get("device") or {}
-    row = [k["label"]] + ([f"{device.get('index', '?')}: {device.get('name', '')}"] if several else [])
-    row += ["x".join(map(str, k["grid"])) or "()",
-           f"{k['num_warps']}/{k['num_stages']}", compile_text, _bytes(res.get("shared_bytes")),
-           str(res.get("registers", "-")), "-" if spills is None else str(spills)]
-    if gpu:
-      rt = p.get("runtime") or {}
-      rates = p.get("rates") or {}
-      nvml = p.get("nvml") or {}
-      timing, loop = _timing_cells(rt)
-      achieved = " ".join(x for x in (_rate(rates.get("bytes_per_s"), "B/s") if rates.get("bytes_per_s") else "",
-                                      _rate(rates.get("flops_per_s"), "FLOP/s") if rates.get("flops_per_s") else "") if x) or "-"
-      pct = rates.get("efficiency_pct")
-      row += [timing, loop, achieved, "-" if pct is None else f"{pct:.0f}%", rates.get("bound", "-"),
-              nvml.get("summary", "-")]
-      if insitu:
-        ins = p.get("insitu") or {}
-        row.append(_insitu_cell(ins))
-    else:
-      row.append(str(k.get("cpu_launches", 0)))
-    t.add_row(*row)
-  if any((k.get("compile") or {}).get("worker_wait_ms", 0) >= _WAIT_WORTH_SHOWING_MS
-         for k in run.get("kernels", [])):
-    t.caption = ("+N wait: ms the compile waited for pallas-prof's compile worker (its start-up "
-                 "with Triton's import, or compiles ahead of it), on top of the compile itself")
-    t.caption_justify = "left"
-  return t
+def _compile_cell(k) -> str:
+  comp = k.compile
+  if comp is None or comp.total_ms is None:
+    return "-"
+  if comp.cache in ("memory", "disk"):
+    return f"cached ({comp.cache})"
+  stages = comp.stages_ms or {}
+  text = f"{comp.total_ms:.0f}{BREAK}({'/'.join(f'{stages[s]:.0f}' for s in _STAGES if s in stages)})"
+  if (comp.worker_wait_ms or 0) >= _WAIT_WORTH_SHOWING_MS:
+    # waited for the compile worker (its start-up, the background warm-up)
+    text += f"{BREAK}+{comp.worker_wait_ms:.0f} wait"
+  return text
 
 
-def hot_equations(run: dict, kernel: dict, top: int = 5) -> Table | None:
-  p = _profile_by_label(run).get(kernel["label"])
-  static = (p or {}).get("static")
-  if not static or not static.get("equations"):
-    return None
-  eqs = static["equations"]
-  order = static.get("top_equations") or sorted(range(len(eqs)), key=lambda i: -eqs[i]["weight"])
-  t = Table(title=f"hot equations of {kernel['label']} (share of {static.get('weight_basis', 'ptx')} "
-                  f"instructions)", box=box.MINIMAL, title_justify="left")
-  for col in ("weight", "eqn", "your line", "source", "instructions"):
-    t.add_column(col, justify="right" if col == "weight" else "left", overflow="fold")
-  for i in order[:top]:
-    e = eqs[i]
-    loc = f"{os.path.basename(e['user_file'])}:{e['user_line']}" if e.get("user_file") else "?"
-    src = linecache.getline(e["user_file"], e["user_line"]).strip() if e.get("user_file") else ""
-    counts = e.get("sass_counts") or e.get("ptx_counts") or {}
-    interesting = ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])
-                            if v and k != "other")[:60]
-    t.add_row(f"{100 * e['weight']:.1f}%", f"[{e['index']}] {e['primitive']}", loc, src[:70],
-              interesting)
-  return t
+def _achieved(rates) -> str:
+  if rates is None:
+    return "-"
+  parts = [_rate(rates.bytes_per_s, "B/s") if rates.bytes_per_s else "",
+           _rate(rates.flops_per_s, "FLOP/s") if rates.flops_per_s else ""]
+  return f",{BREAK}".join(p for p in parts if p) or "-"
 
 
-def render_run(run: dict, out_dir: str | None = None, con: Console | None = None) -> None:
-  con = con or console()
-  plat = run.get("platform", {})
-  prof = run.get("profile") or {}
-  head = Text()
-  head.append("pallas-prof ", style="bold")
-  head.append(f"{os.path.basename(run.get('script', '?'))}  exit {run.get('exit_code')}  ")
-  head.append(f"jax {plat.get('jax')}  triton {plat.get('triton')}  "
-              f"{', '.join(sorted(set(plat.get('devices', [])))) or plat.get('backend', '')}")
-  con.print(head)
-  if prof.get("message"):
-    con.print(prof["message"])
-  ceil = prof.get("ceilings")
-  if ceil:
-    mat = ", ".join(f"{k} {_rate(v, 'FLOP/s')}" for k, v in (ceil.get("matrix_flops_per_s") or {}).items())
-    con.print(f"ceilings ({ceil.get('device_name')}): copy {_rate(ceil.get('copy_bytes_per_s'), 'B/s')}; {mat}")
-  if not run.get("kernels"):
-    con.print("no pallas_call kernels were lowered by this script")
-  else:
-    con.print(kernel_table(run))
-    for k in run["kernels"]:
-      table = hot_equations(run, k)
-      if table is not None:
-        con.print(table)
-      p = _profile_by_label(run).get(k["label"]) or {}
-      if p.get("verdict"):
-        con.print(f"  {k['label']}: {p['verdict']}")
-  for note in (run.get("notes") or []) + (prof.get("notes") or []):
-    con.print(f"note: {note}")
-  for err in run.get("errors") or []:
-    con.print(f"error in {err.get('kernel')}: {err.get('reason')} "
-              f"({err.get('location') or 'no location'})")
-  if out_dir:
-    traces = run.get("traces") or {}
-    extra = ", ".join(traces.values())
-    con.print(f"wrote {out_dir}/ (report.json, report.html{', ' + extra if extra else ''}, kernels/)")
-
-
-def _insitu_cell(ins: dict) -> str:
+def _insitu_cell(ins) -> str:
   if not ins:
     return "-"
-  if not ins["launches"]:
+  launches = ins["launches"] if isinstance(ins, dict) else ins.launches
+  mean_s = ins["mean_s"] if isinstance(ins, dict) else ins.mean_s
+  devices = ins.get("device_ids", []) if isinstance(ins, dict) else ins.device_ids
+  if not launches:
     return "not launched on this GPU"
-  return (f"{ins['launches']} x {_us(ins['mean_s'])} µs on gpu "
-          f"{','.join(map(str, ins.get('device_ids', [])))}")
+  return f"{launches} x {_us(mean_s)} µs on gpu {','.join(map(str, devices or []))}"
+
+
+# --- tables ------------------------------------------------------------------------------
+
+def _rows(report) -> list[tuple]:
+  """(kernel entry, kernel profile or None, device profile or None), per device profiled."""
+  profiles = list(report.profiles) or [None]
+  return [(k, report.kernel_profile(k.label, p) if p is not None else None, p)
+          for k in report.kernels for p in profiles]
+
+
+def _gpu(report) -> bool:
+  return any(p.gpu_present for p in report.profiles)
+
+
+_COMPILE_LONG = "compile ms\n(" + "/".join(_STAGES) + ")"
+_COMPILE_SHORT = "compile\nms"
+_COMPILE_CAPTION = "compile ms: total (" + "/".join(_STAGES) + ")"
+_WAIT_CAPTION = ("+N wait: ms the compile waited for pallas-prof's compile worker (its start-up "
+                 "with Triton's import, or compiles ahead of it), on top of the compile itself")
+
+
+def kernel_tables(report, width: int) -> list[Table]:
+  """The kernels: compile and resources, and on a GPU their runtimes; one table when it
+  fits in `width`, else two (then the compile header is short, its stages in a caption)."""
+  several = len(report.profiles) > 1
+  gpu = _gpu(report)
+  rows = _rows(report)
+  insitu = gpu and any(kp is not None and kp.insitu is not None for _, kp, _ in rows)
+  lead = [Col("kernel", give=2, least=12)] + ([Col("device", give=2)] if several else [])
+
+  def static_cols(compile_header):
+    cols = [Col("grid"), Col("warps/\nstages", right=True),
+            Col(compile_header, right=True, give=1, breaks=True), Col("smem", right=True),
+            Col("regs", right=True), Col("spills", right=True)]
+    if not gpu:
+      cols.append(Col("launches\n(CPU)", right=True))
+    return cols
+
+  timed_cols = [Col("cold median µs\n[p10-p90]", right=True, give=1, breaks=True),
+                Col("sustained\nµs", right=True), Col("achieved", right=True, give=1, breaks=True),
+                Col("%\nceiling", right=True), Col("bound")]
+  insitu_col = [Col("in the program\n(CUPTI)", right=True, give=1, wrap=True)] if insitu else []
+
+  def lead_cells(k, prof):
+    device = prof.device if prof is not None else None
+    # the device's name is in the GPU lines under the table
+    where = [str(device.index) if device is not None else "?"] if several else []
+    return [k.label, *where]
+
+  def static_cells(k):
+    res = k.resources or {}
+    cells = ["x".join(map(str, k.grid)) or "()", f"{k.num_warps}/{k.num_stages}",
+             _compile_cell(k), _bytes(res.get("shared_bytes")), str(res.get("registers", "-")),
+             "-" if k.spills is None else str(k.spills)]
+    if not gpu:
+      cells.append(str(k.cpu_launches or 0))
+    return cells
+
+  def timed_cells(kp):
+    rt = kp.runtime if kp is not None else None
+    rates = kp.rates if kp is not None else None
+    timing, loop = _timing_cells(rt)
+    pct = rates.efficiency_pct if rates is not None else None
+    return [timing, loop, _achieved(rates), "-" if pct is None else f"{pct:.0f}%",
+            (rates.bound if rates is not None else None) or "-"]
+
+  def insitu_cells(kp):
+    return [_insitu_cell(kp.insitu if kp is not None else None)] if insitu else []
+
+  waited = any(k.compile is not None and (k.compile.worker_wait_ms or 0) >= _WAIT_WORTH_SHOWING_MS
+               for k in report.kernels)
+  static_rows = [lead_cells(k, prof) + static_cells(k) for k, _, prof in rows]
+  both_rows = [lead_cells(k, prof) + static_cells(k)
+               + (timed_cells(kp) + insitu_cells(kp) if gpu else []) for k, kp, prof in rows]
+  for header in (_COMPILE_LONG, _COMPILE_SHORT):
+    cols = lead + static_cols(header) + (timed_cols + insitu_col if gpu else [])
+    if layout.natural_width(cols, both_rows) <= width:
+      caption = [] if header == _COMPILE_LONG else [_COMPILE_CAPTION]
+      return [layout.table("kernels", cols, both_rows, width,
+                           "\n".join(caption + ([_WAIT_CAPTION] if waited else [])) or None)]
+  caption = "\n".join([_COMPILE_CAPTION] + ([_WAIT_CAPTION] if waited else []))
+  if not gpu:
+    return [layout.table("kernels", lead + static_cols(_COMPILE_SHORT), static_rows, width,
+                         caption)]
+  timed_rows = [lead_cells(k, prof) + timed_cells(kp) for k, kp, prof in rows]
+  return [layout.table("kernels", lead + static_cols(_COMPILE_SHORT), static_rows, width, caption),
+          layout.table("runtimes (replayed)", lead + timed_cols, timed_rows, width)]
+
+
+def kernel_table(report, width: int = MAX_WIDTH) -> Table:
+  """The first kernels table (all of it when it fits in `width`)."""
+  return kernel_tables(_typed(report), width)[0]
+
+
+def gpu_context_lines(report, width: int = MAX_WIDTH) -> list[Text]:
+  """The GPU's state during each kernel's timing, a line each (NVML's summary; wrapped
+  rather than cut, since the throttling verdict comes last), and where the kernels tables
+  had no room for it, what CUPTI saw of each kernel in the program."""
+  lines = []
+  tables = kernel_tables(report, width) if _gpu(report) else []
+  insitu_in_table = any("in the program" in str(c.header) for t in tables for c in t.columns)
+  for k, kp, prof in _rows(report):
+    if kp is None:
+      continue
+    device = prof.device if prof is not None else None
+    gpu = f"GPU {device.index} ({device.name})" if device is not None else "GPU"
+    if kp.nvml is not None and kp.nvml.summary:
+      lines.append(Text(f"{gpu} while timing {k.label}: {kp.nvml.summary}"))
+    if kp.insitu is not None and not insitu_in_table:
+      lines.append(Text(f"{k.label} in the program (CUPTI): {_insitu_cell(kp.insitu)}"))
+  return lines
+
+
+def hot_equations(report, kernel, width: int = MAX_WIDTH, top: int = 5) -> Table | None:
+  """The kernel's heaviest equations with the user's lines; None without a static profile."""
+  kp = report.kernel_profile(kernel.label)
+  static = kp.static if kp is not None else None
+  if static is None or not static.equations:
+    return None
+  eqs = static.equations
+  order = list(static.top_equations or sorted(range(len(eqs)), key=lambda i: -eqs[i].weight))
+  basis = static.weight_basis or "ptx"
+  cols = [Col("weight", right=True), Col("eqn", give=2), Col("your line", give=2),
+          Col("source", give=1, least=16), Col("instructions", give=1, least=12)]
+  rows = []
+  for i in order[:top]:
+    e = eqs[i]
+    loc = f"{os.path.basename(e.user_file)}:{e.user_line}" if e.user_file else "?"
+    src = linecache.getline(e.user_file, e.user_line).strip() if e.user_file else ""
+    counts = e.sass_counts or e.ptx_counts or {}
+    interesting = ", ".join(f"{name} {n}" for name, n in
+                            sorted(counts.items(), key=lambda kv: -kv[1]) if n and name != "other")
+    rows.append([f"{100 * e.weight:.1f}%", f"[{e.index}] {e.primitive}", loc, src, interesting])
+  return layout.table(f"hot equations of {kernel.label} (share of {basis} instructions)",
+                      cols, rows, width)
+
+
+def _ceilings_line(prof) -> Text | None:
+  ceil = prof.ceilings if prof is not None else None
+  if ceil is None:
+    return None
+  mat = ", ".join(f"{k} {_rate(v, 'FLOP/s')}" for k, v in (ceil.matrix_flops_per_s or {}).items())
+  return Text(f"ceilings ({ceil.device_name}): copy {_rate(ceil.copy_bytes_per_s, 'B/s')}; {mat}")
+
+
+def render_report(report, con: Console, options: ConsoleOptions) -> Iterable:
+  """What RunReport.__rich_console__ yields."""
+  prof = report.profile
+  head = Text()
+  head.append("pallas-prof ", style="bold")
+  head.append(f"{os.path.basename(report.script or '?')}  exit {report.exit_code}  "
+              f"{report.platform.describe()}")
+  yield head
+  if prof is not None and prof.message:
+    yield Text(prof.message)
+  ceilings = _ceilings_line(prof)
+  if ceilings is not None:
+    yield ceilings
+  if not report.kernels:
+    yield Text("no pallas_call kernels were lowered by this script")
+  else:
+    yield from kernel_tables(report, options.max_width)
+    yield from gpu_context_lines(report, options.max_width)
+    for k in report.kernels:
+      table = hot_equations(report, k, options.max_width)
+      if table is not None:
+        yield table
+      kp = report.kernel_profile(k.label)
+      if kp is not None and kp.verdict:
+        yield Text(f"{k.label}: {kp.verdict}")
+  for note in (*report.notes, *(prof.notes if prof is not None else ())):
+    yield Text(f"note: {note}")
+  for err in report.errors:
+    yield Text(f"error in {err.kernel}: {err.reason} ({err.location or 'no location'})")
+
+
+def _typed(report):
+  if isinstance(report, dict):
+    from .report import RunReport
+    return RunReport.from_dict({"schema": "pallas-prof/run/1", **report})
+  return report
+
+
+def render_run(report, out_dir: str | None = None, con: Console | None = None) -> None:
+  """Prints the report (a RunReport, or report.json's dict) and where the run was written."""
+  report = _typed(report)
+  con = con or console()
+  con.print(report)
+  if out_dir:
+    html = ("report.html",) if os.path.exists(os.path.join(out_dir, "report.html")) else ()
+    files = ", ".join(("report.json", *html, *report.traces.files(), "kernels/"))
+    con.print(Text(f"wrote {out_dir}/ ({files})"))
+
+
+__all__ = ["console", "render_run", "render_report", "kernel_table", "kernel_tables",
+           "hot_equations", "gpu_context_lines"]

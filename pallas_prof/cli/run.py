@@ -21,6 +21,7 @@ from .. import __version__
 from ..backend import LoweringError, registry
 from ..backend.compile import compile_kernel
 from . import artifacts
+from .report import ErrorEntry, KernelEntry, Platform, RunReport, Traces
 
 
 class ScriptOutcome:
@@ -260,8 +261,7 @@ def run(args) -> int:
   with _stdout_to_stderr(args.json) as stdout:
     run_report, out_dir, outcome, lowering_error = _run_and_report(args)
     if args.json:
-      import json
-      stdout.write(json.dumps(run_report, indent=1) + "\n")
+      stdout.write(run_report.to_json(indent=1) + "\n")
       stdout.flush()
   if not args.json:
     from .render import render_run
@@ -309,21 +309,18 @@ def _run_and_report(args):
   for rec in records:
     files = artifacts.save_kernel(out_dir, rec.label, rec.generated, rec.compiled)
     kernels.append(kernel_entry(rec, files))
-  run_report = {
-      "schema": artifacts.RUN_SCHEMA, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-      "command": _command(args),
-      "script": os.path.abspath(args.script), "exit_code": outcome.exit_code,
-      "script_seconds": outcome.seconds, "platform": _platform_info(),
-      "kernels": kernels, "errors": errors, "notes": notes,
-      "profile": reports[0].to_dict() if reports else None,
-      "profiles": [r.to_dict() for r in reports],
-      "traces": {} if args.no_trace else {"otlp_json": OTLP_JSON_FILE,
-                                           "perfetto": PERFETTO_FILE},
-  }
-  run_report = artifacts.json_ready(run_report)
-  artifacts.write_report(out_dir, run_report)
+  run_report = RunReport(
+      created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), command=tuple(_command(args)),
+      script=os.path.abspath(args.script), exit_code=outcome.exit_code,
+      script_seconds=outcome.seconds, platform=Platform.from_dict(_platform_info()),
+      kernels=tuple(KernelEntry.from_dict(artifacts.json_ready(k)) for k in kernels),
+      errors=tuple(ErrorEntry.from_dict(e) for e in errors), notes=tuple(notes),
+      profiles=tuple(reports),
+      traces=Traces() if args.no_trace else Traces(otlp_json=OTLP_JSON_FILE,
+                                                   perfetto=PERFETTO_FILE))
+  run_report.save(out_dir)
   from . import html
-  html.write_or_warn(out_dir, run_report)
+  html.write_or_warn(out_dir, run_report.to_dict())
   if outcome.error is not None and lowering_error is None:
     print_script_traceback(outcome.error, args.script)
   return run_report, out_dir, outcome, lowering_error

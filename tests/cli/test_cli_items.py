@@ -5,6 +5,7 @@ import json
 import os
 import textwrap
 
+from pallas_prof.cli.report import RunReport
 from tests.cli.test_cli import EXAMPLES, pallas_prof
 
 
@@ -53,3 +54,7 @@ def test_otlp_trace_is_named_jsonl_and_holds_json_lines(tmp_path):
   lines = (out / "trace.otlp.jsonl").read_text().splitlines()
   assert lines and all("resourceSpans" in json.loads(line) for line in lines)
   assert "trace.otlp.jsonl" in result.stdout     # the run's last line names its files
+  # report.json read back through the typed report gives back every key and value
+  typed = RunReport.load(str(out))
+  assert typed.to_dict() == report and RunReport.from_json(typed.to_json()) == typed
+  assert typed.kernels[0].name == "softmax_kernel" and typed.traces.otlp_json == "trace.otlp.jsonl"
