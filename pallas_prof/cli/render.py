@@ -229,28 +229,60 @@ def gpu_context_lines(report, width: int = MAX_WIDTH) -> list[Text]:
   return lines
 
 
+def _instruction_mix(static, index: int) -> str:
+  e = static.equations[index] if static is not None and index < len(static.equations) else None
+  counts = (e.sass_counts or e.ptx_counts or {}) if e is not None else {}
+  return ", ".join(f"{name} {n}" for name, n in sorted(counts.items(), key=lambda kv: -kv[1])
+                   if n and name != "other")
+
+
+def _user_line(user_file, user_line) -> tuple[str, str]:
+  if not user_file:
+    return "?", ""
+  return (f"{os.path.basename(user_file)}:{user_line}",
+          linecache.getline(user_file, user_line or 0).strip())
+
+
 def hot_equations(report, kernel, width: int = MAX_WIDTH, top: int = 5) -> Table | None:
-  """The kernel's heaviest equations with the user's lines; None without a static profile."""
+  """The kernel's heaviest equations with the user's lines: the profiler's attribution
+  (measured: PC samples or ncu, with each equation's top stall reason) where it has one,
+  else the static share of instructions; None when there is neither."""
   kp = report.kernel_profile(kernel.label)
-  static = kp.static if kp is not None else None
-  if static is None or not static.equations:
+  if kp is None:
     return None
-  eqs = static.equations
-  order = list(static.top_equations or sorted(range(len(eqs)), key=lambda i: -eqs[i].weight))
-  basis = static.weight_basis or "ptx"
+  static = kp.static
+  att = getattr(kp, "attribution", None)
   cols = [Col("weight", right=True), Col("eqn", give=2), Col("your line", give=2),
-          Col("source", give=1, least=16), Col("instructions", give=1, least=12)]
+          Col("source", give=1, least=16)]
   rows = []
-  for i in order[:top]:
-    e = eqs[i]
-    loc = f"{os.path.basename(e.user_file)}:{e.user_line}" if e.user_file else "?"
-    src = linecache.getline(e.user_file, e.user_line).strip() if e.user_file else ""
-    counts = e.sass_counts or e.ptx_counts or {}
-    interesting = ", ".join(f"{name} {n}" for name, n in
-                            sorted(counts.items(), key=lambda kv: -kv[1]) if n and name != "other")
-    rows.append([f"{100 * e.weight:.1f}%", f"[{e.index}] {e.primitive}", loc, src, interesting])
-  return layout.table(f"hot equations of {kernel.label} (share of {basis} instructions)",
-                      cols, rows, width)
+  if att is not None and att.equations:
+    measured = att.basis != "static"
+    timed = measured and any(e.time_s is not None for e in att.equations)
+    if timed:
+      cols.append(Col("µs", right=True))
+    cols.append(Col("top stall" if measured else "instructions", give=1, least=12))
+    for e in att.equations[:top]:
+      loc, src = _user_line(e.user_file, e.user_line)
+      row = [f"{100 * e.weight:.1f}%", f"[{e.index}] {e.primitive}", loc, src]
+      if timed:
+        row.append(_us(e.time_s))
+      row.append((e.stalls[0].words if e.stalls else "") if measured
+                 else _instruction_mix(static, e.index))
+      rows.append(row)
+    title = f"hot equations of {kernel.label} (share of {att.unit}: {att.basis})"
+  elif static is not None and static.equations:
+    eqs = static.equations
+    order = list(static.top_equations or sorted(range(len(eqs)), key=lambda i: -eqs[i].weight))
+    cols.append(Col("instructions", give=1, least=12))
+    for i in order[:top]:
+      e = eqs[i]
+      loc, src = _user_line(e.user_file, e.user_line)
+      rows.append([f"{100 * e.weight:.1f}%", f"[{e.index}] {e.primitive}", loc, src,
+                   _instruction_mix(static, i)])
+    title = f"hot equations of {kernel.label} (share of {static.weight_basis or 'ptx'} instructions)"
+  else:
+    return None
+  return layout.table(title, cols, rows, width)
 
 
 def _ceilings_line(prof) -> Text | None:

@@ -28,7 +28,7 @@ import types
 import typing
 from typing import Any
 
-from ..profiler.schema import ProfileReport
+from ..profiler.schema import HEADLINE, ProfileReport, RuntimeStats
 
 SCHEMA = "pallas-prof/run/1"
 FILE = "report.json"
@@ -98,8 +98,28 @@ def _key(tp, key):
   return key
 
 
+def _runtime_stats(data: dict) -> dict:
+  """RuntimeStats as older reports wrote them: the headline figures flat (median_s, ...)
+  with no TimingStats of their mode, and before the cold mode no "mode" at all (those
+  timings were back-to-back: sustained). Reports since hold both; the flat keys repeat
+  the headline's."""
+  data = dict(data)
+  mode = data.get("mode") or "sustained"
+  data["mode"] = mode
+  if data.get(mode) is None:
+    data[mode] = {"mode": mode, **{k: data.get(k) for k in HEADLINE}}
+  return data
+
+
+# older layouts of a type, brought up to its fields before decoding
+_UPGRADES = {RuntimeStats: _runtime_stats}
+
+
 def from_fields(cls, data: dict):
   """An instance of the dataclass `cls` from a dict: known fields only, defaults for missing."""
+  upgrade = _UPGRADES.get(cls)
+  if upgrade is not None:
+    data = upgrade(data)
   hints = _hints(cls)
   kwargs = {}
   for f in dataclasses.fields(cls):
@@ -117,9 +137,12 @@ def _empty(tp):
 
 
 def plain(x):
-  """Dataclasses, tuples and numbers as json.dump writes them."""
+  """Dataclasses, tuples and numbers as json.dump writes them. A class's own to_dict is
+  called at any depth (RuntimeStats writes its headline figures flat; the profiler's
+  ProfileReport.to_dict, through dataclasses.asdict, would leave them out when nested)."""
   if dataclasses.is_dataclass(x) and not isinstance(x, type):
-    if hasattr(x, "to_dict"):
+    own = getattr(type(x), "to_dict", None)
+    if own is not None and own.__qualname__ == f"{type(x).__qualname__}.to_dict":
       return x.to_dict()
     return {f.name: plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
   if isinstance(x, dict):
@@ -128,6 +151,8 @@ def plain(x):
     return [plain(v) for v in x]
   if isinstance(x, float) and x != x:
     return None
+  if hasattr(x, "item") and callable(x.item):      # numpy scalars
+    return x.item()
   return x
 
 
@@ -260,8 +285,9 @@ class RunReport(_Record):
       raise ReportError(f"pallas-prof: this is a report of schema {schema!r}; this version "
                         f"of pallas-prof reads {', '.join(READABLE_SCHEMAS)}")
     data = dict(data)
-    if not data.get("profiles") and data.get("profile"):
-      data["profiles"] = [data["profile"]]
+    if data.get("profile"):
+      # "profile" is the first device's, as readers before "profiles" took it
+      data["profiles"] = [data["profile"], *(data.get("profiles") or [])[1:]]
     return from_fields(cls, data)
 
   def to_json(self, **kwargs) -> str:

@@ -190,3 +190,29 @@ def test_another_schema_is_named(tmp_path):
   (tmp_path / "report.json").write_text(json.dumps({"resourceSpans": []}))
   with pytest.raises(ReportError, match="not a pallas-prof run report"):
     RunReport.load(str(tmp_path))
+
+
+def test_measured_attribution_is_what_the_hot_equations_show(tmp_path):
+  """The profiler's measured weights (PC samples) with each equation's top stall reason
+  come through report.json and into the table."""
+  from pallas_prof.profiler.schema import Attribution, EquationWeight, StallShare
+  report = _report_with_brackets(tmp_path)
+  eqn = report.profile.kernels[0].static.equations[0]
+  stall = StallShare(reason="long_scoreboard", words="waiting for global memory",
+                     samples=80.0, share=0.8)
+  weight = EquationWeight(index=eqn.index, primitive=eqn.primitive, path=eqn.path, parent=None,
+                          user_file=eqn.user_file, user_line=eqn.user_line, samples=100.0,
+                          inclusive_samples=100.0, weight=0.75, inclusive_weight=0.75,
+                          share_at=0.6, time_s=97.5e-6, stalls=[stall])
+  att = Attribution(basis="pc_sampling", description="CUPTI PC sampling", unit="samples",
+                    total=133.0, unattributed=33.0, equations=[weight], lines=[])
+  data = report.to_dict()
+  data["profiles"][0]["kernels"][0]["attribution"] = att.to_dict()
+  data["profiles"][0]["kernels"][0]["weight_basis"] = "pc_sampling"
+  data["profile"] = data["profiles"][0]
+  again = RunReport.from_json(json.dumps(data))
+  assert again.profile.kernels[0].attribution == att      # typed all the way down
+  text = text_of(again, 200)
+  assert "share of samples: pc_sampling" in text and "top stall" in text
+  row = next(line for line in text.splitlines() if "[5] get" in line)
+  assert "75.0%" in row and "97.5" in row and "waiting for global memory" in row
