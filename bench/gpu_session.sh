@@ -2,6 +2,7 @@
 # The GPU work of a session, each step time-boxed, everything under $OUT.
 # Run on the device machine from the repository root, with .whl (and
 # .conformance for the conformance step) carried along:
+#   bash bench/gpu_session.sh suite                          (one H200: the canonical benchmark)
 #   bash bench/gpu_session.sh pytest conformance bench      (one H200)
 #   bash bench/gpu_session.sh profiler cli multi cli_multi   (two H200s)
 set -u
@@ -48,7 +49,15 @@ step_conformance() {   # JAX's own Pallas tests against pallas-prof (as .conform
   python3 .conformance/summary.py "$OUT/conformance-$backend.xml"
 }
 
-step_bench() {   # pallas-prof vs built-in vs XLA
+step_suite() {   # the canonical benchmark: every op, three shapes, four columns, within a time
+  # budget (cases the budget cannot reach are recorded as skipped); the record is
+  # suite_<gpu>_<commit>.json (SUITE_COMMIT names the commit: this copy has no .git)
+  timeout ${SUITE_TIMEOUT:-330} python3 bench/suite.py --budget-s ${SUITE_BUDGET:-240} \
+    --out-dir "$OUT" ${SUITE_COMMIT:+--commit $SUITE_COMMIT} ${SUITE_ARGS:-} 2>&1 \
+    | grep -v Deprecation | tail -70
+}
+
+step_bench() {   # the previous benchmark (six forward ops, one shape each): pallas-prof vs built-in vs XLA
   timeout ${BENCH_TIMEOUT:-220} python3 bench/ops_vs_builtin.py --out "$OUT/ops_vs_builtin.json" 2>&1 \
     | grep -v Deprecation | tail -25
 }

@@ -1,0 +1,378 @@
+"""The canonical benchmark: pallas-prof against JAX's built-in Pallas Triton backend and XLA.
+
+    python bench/suite.py [--budget-s 300] [--quick] [--only SUBSTR,...] [--out-dir bench/results]
+    python bench/suite.py --dry-run        # any machine: every case, small, checked, no GPU
+
+Cases (bench/suite_cases.py): JAX's own GPU ops (softmax, layer_norm and rms_norm
+forward and forward+backward, mha forward and forward+backward, causal and not,
+decode_attention, paged_attention), a matmul and a vector add, three shapes each.
+Columns: pallas-prof with its defaults ("ours_default"), pallas-prof tuned
+("ours_tuned": not measured until an autotuner exists, and then said so, never a
+made-up value), JAX's built-in Triton backend ("builtin") and plain XLA ("xla").
+
+Method (the device library's METHOD.md): fresh random inputs, larger than the
+H200's L2 at full size; every column's output checked against a float32
+reference on the same inputs, after a run on NaN inputs whose output memory XLA
+then reuses (an element the kernel never writes keeps the poison); then timed
+after warm-up: wall clock per jitted call (median of batches) and GPU time per
+call (CUPTI: every kernel the call launches, summed); pallas-prof's own kernels
+also by its replay runner (`pallas_prof.profile`, cold L2, median). A time budget
+sizes the timing windows so that the whole run fits one device call; a case the
+budget cannot reach is recorded as skipped. The record goes to
+`<out-dir>/suite_<gpu>_<commit>.json` after every case (a run cut short keeps
+what it measured).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+os.environ.setdefault("PALLAS_PROF_CACHE_DIR", tempfile.mkdtemp(prefix="pallas-prof-suite-"))
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import pallas_prof  # noqa: E402
+from bench import save_record  # noqa: E402
+from bench.suite_cases import CASES, ordered  # noqa: E402
+
+COLUMNS = ("ours_default", "ours_tuned", "builtin", "xla")
+TUNED_NOT_MEASURED = "not measured: pallas-prof has no autotuner yet (issue 17 parts 1-3)"
+MIN_CASE_S = 4.0          # a case needs at least this much budget left to start
+
+
+# --- correctness --------------------------------------------------------------------------------
+
+def _leaves(out) -> list:
+  return [np.asarray(jnp.asarray(x, jnp.float32)) for x in jax.tree_util.tree_leaves(out)]
+
+
+def _poisoned(args) -> tuple:
+  """The arguments with every float array NaN (integer ones, e.g. page tables, kept)."""
+  return tuple(jnp.full_like(a, jnp.nan) if jnp.issubdtype(a.dtype, jnp.floating) else a
+               for a in args)
+
+
+def check(fn, args, reference: list, tol: float) -> dict:
+  """Runs fn on the real inputs (after a run on NaN inputs whose output memory XLA
+  reuses: an element never written keeps the poison) and compares every output with
+  the reference: ||out - ref|| / ||ref|| per output; non-finite values never pass."""
+  outs = _leaves(jax.block_until_ready(fn(*args)))
+  if len(outs) != len(reference):
+    return {"correct": False, "why": f"{len(outs)} outputs, the reference has {len(reference)}"}
+  errors = []
+  for i, (o, r) in enumerate(zip(outs, reference)):
+    if o.shape != r.shape:
+      return {"correct": False, "why": f"output {i}: shape {o.shape}, reference {r.shape}"}
+    if not np.all(np.isfinite(o)):
+      return {"correct": False, "why": f"output {i}: {int(np.sum(~np.isfinite(o)))} non-finite "
+                                       "values (unwritten or poisoned elements?)"}
+    errors.append(float(np.linalg.norm(o - r) / max(float(np.linalg.norm(r)), 1e-30)))
+  worst = max(errors)
+  ok = worst <= tol
+  return {"correct": ok, "rel_errors": errors, "tolerance": tol,
+          **({} if ok else {"why": f"relative error {worst:.3g} > {tol}"})}
+
+
+# --- timing -------------------------------------------------------------------------------------
+
+def wall_per_call(fn, args, seconds: float, min_batches: int = 5, warm_up: int = 2) -> dict:
+  """Median wall-clock seconds per call over batches of jitted calls, after warm-up."""
+  for _ in range(warm_up):
+    jax.block_until_ready(fn(*args))
+  t0 = time.perf_counter()
+  jax.block_until_ready(fn(*args))
+  one = time.perf_counter() - t0
+  batch = max(1, min(20, int(0.02 / max(one, 1e-6))))
+  batches = []
+  start = time.perf_counter()
+  while len(batches) < min_batches or time.perf_counter() - start < seconds:
+    t0 = time.perf_counter()
+    for _ in range(batch):
+      out = fn(*args)
+    jax.block_until_ready(out)
+    batches.append((time.perf_counter() - t0) / batch)
+    if len(batches) >= 500:
+      break
+  return {"wall_s": statistics.median(batches), "wall_p10_s": float(np.percentile(batches, 10)),
+          "wall_p90_s": float(np.percentile(batches, 90)), "wall_batches": len(batches),
+          "calls_per_batch": batch}
+
+
+def gpu_per_call(fn, args, calls: int) -> dict:
+  """GPU seconds per call: the durations CUPTI records for every kernel the calls
+  launch (pallas-prof's in-situ capture through Triton's Proton), summed, over
+  the number of calls: a mean, without the host's gaps between launches."""
+  from pallas_prof.profiler import insitu
+  jax.block_until_ready(fn(*args))
+  with insitu.capture(devices=1) as cap:
+    for _ in range(calls):
+      out = fn(*args)
+    jax.block_until_ready(out)
+  kernels = cap.result.kernels
+  if not kernels:
+    raise RuntimeError("; ".join(cap.result.notes) or "CUPTI recorded no kernel")
+  total_ns = sum(k.total_ns for k in kernels.values())
+  return {"gpu_s": total_ns / 1e9 / calls, "gpu_calls": calls,
+          "gpu_kernels": {name: k.launches for name, k in kernels.items()}}
+
+
+def replay_ours(records, seconds: float) -> dict:
+  """pallas-prof's kernels of the call, each timed by the product's replay runner
+  (cold L2, median of launches; its own random inputs). Their sum is the Pallas
+  part of a call (a backward pass also runs XLA ops between the kernels)."""
+  report = pallas_prof.profile(records, mode="cold", min_launches=20, min_seconds=seconds,
+                               nvml=False, ceilings=False)
+  kernels, errors = {}, []
+  for p in report.kernels:
+    if p.runtime is not None:
+      kernels[p.label] = p.runtime.median_s
+    errors += [f"{p.label}: {e}" for e in p.errors]
+  out = {"replay_kernels_s": kernels}
+  if kernels and not errors:
+    out["replay_s"] = sum(kernels.values())
+  if errors or not kernels:
+    out["replay_error"] = "; ".join(errors) or report.message
+  return out
+
+
+# --- one case -----------------------------------------------------------------------------------
+
+def use_backend(backend: str) -> None:
+  """Route Triton-style pallas_calls to pallas-prof or to JAX's built-in backend."""
+  from pallas_prof.backend import registration
+  pallas_prof.install()
+  registration.route_to_builtin(backend == "builtin")
+
+
+def run_column(column: str, built, reference, window_s: float, on_gpu: bool) -> dict:
+  from pallas_prof.backend import registry
+  if column == "ours_tuned":
+    return {"not_measured": TUNED_NOT_MEASURED}
+  if column == "builtin" and not on_gpu:
+    return {"not_run": "JAX's built-in Triton backend needs a GPU"}
+  if column != "xla":
+    use_backend("pallas_prof" if column == "ours_default" else "builtin")
+  jax.clear_caches()                 # lower afresh: JAX caches compiled calls across backends
+  registry.clear()
+  fn = jax.jit(built.xla if column == "xla" else built.pallas)
+  try:
+    t0 = time.perf_counter()       # the first call (lowering, compiles) runs on the poison
+    junk = jax.block_until_ready(fn(*_poisoned(built.args)))
+    entry = {"first_call_s": time.perf_counter() - t0}
+    del junk
+    records = registry.kernels() if column == "ours_default" else []
+    if column == "ours_default":
+      entry["kernels"] = [r.label for r in records]
+      if not records:
+        raise RuntimeError("pallas-prof lowered no kernel: the call did not reach pallas-prof")
+    entry.update(check(fn, built.args, reference, built.tol))
+    # a dry run times one call, to run the code the GPU run will
+    entry.update(wall_per_call(fn, built.args, window_s, *((5, 2) if on_gpu else (1, 0))))
+    if on_gpu:
+      calls = max(5, min(200, int(window_s / max(entry["wall_s"], 1e-6))))
+      try:
+        entry.update(gpu_per_call(fn, built.args, calls))
+      except Exception as e:  # noqa: BLE001 - reported; the wall-clock figures stand
+        entry["gpu_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+      if records:
+        try:
+          entry.update(replay_ours(records, window_s / max(1, len(records))))
+        except Exception as e:  # noqa: BLE001 - reported; the other figures stand
+          entry["replay_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+    return entry
+  except Exception as e:  # noqa: BLE001 - reported in the record, the run goes on
+    return {"error": f"{type(e).__name__}: {str(e)[:500]}"}
+  finally:
+    use_backend("pallas_prof")
+
+
+def run_case(case, small: bool, window_s: float, on_gpu: bool, seed: int) -> dict:
+  result = {"name": case.label(small), "op": case.op, "shape": list(case.small_shape if small else case.shape),
+            "dtype": jnp.dtype(case.dtype).name}
+  try:
+    built = case.make(jax.random.PRNGKey(seed), small)
+    with jax.default_matmul_precision("float32"):     # the truth: no TF32 in the reference
+      reference = _leaves(jax.block_until_ready(jax.jit(built.reference)(*built.args)))
+  except Exception as e:  # noqa: BLE001
+    result["error"] = f"building the case: {type(e).__name__}: {str(e)[:500]}"
+    return result
+  result.update(bytes=built.bytes, flops=built.flops, seed=seed)
+  result["columns"] = {c: run_column(c, built, reference, window_s, on_gpu) for c in COLUMNS}
+  del built
+  ours, builtin = result["columns"]["ours_default"], result["columns"]["builtin"]
+  for basis, key in (("gpu", "gpu_s"), ("wall", "wall_s")):
+    if ours.get("correct") and builtin.get("correct") and key in ours and key in builtin:
+      result[f"default_over_builtin_{basis}"] = ours[key] / builtin[key]
+  return result
+
+
+# --- the run ------------------------------------------------------------------------------------
+
+def summarize(record: dict) -> None:
+  """The headline keys: worst and geometric-mean ours/built-in (GPU time where CUPTI
+  measured it, else wall clock; cases where both columns were correct), the tuned
+  column's geomean (null without a tuner) and the 8192^3 bf16 matmul's TFLOP/s."""
+  basis = "gpu" if any("default_over_builtin_gpu" in c for c in record["cases"]) else "wall"
+  key = f"default_over_builtin_{basis}"
+  cases = [c for c in record["cases"] if key in c]
+  ratios = [c[key] for c in cases]
+  record["geomean_tuned_over_builtin"] = None
+  record["geomean_tuned_over_builtin_note"] = TUNED_NOT_MEASURED
+  record["geomean_default_over_builtin"] = (math.exp(sum(map(math.log, ratios)) / len(ratios))
+                                            if ratios else None)
+  worst = max(cases, key=lambda c: c[key], default=None)
+  record["worst_default_over_builtin"] = worst[key] if worst else None
+  record["worst_default_over_builtin_case"] = worst["name"] if worst else None
+  record["ratios_basis"] = (("GPU time per call (CUPTI)" if basis == "gpu" else
+                             "wall clock per call (CUPTI measured no case)")
+                            + f", cases where both columns were correct: {len(cases)} of "
+                            f"{len(record['cases'])}")
+  record["matmul_tflops"] = None
+  for c in record["cases"]:
+    ours = c.get("columns", {}).get("ours_default", {})
+    if c["op"] == "matmul" and c["shape"] == [8192, 8192, 8192] and ours.get("correct"):
+      t = ours.get("gpu_s") or ours.get("wall_s")
+      record["matmul_tflops"] = c["flops"] / t / 1e12
+      record["matmul_tflops_basis"] = ("ours_default, 8192^3 bf16, "
+                                       + ("GPU time (CUPTI)" if "gpu_s" in ours else "wall clock"))
+
+
+def commit_of_tree(given: str | None) -> str:
+  if given:
+    return given
+  try:
+    return subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True, timeout=10, check=True).stdout.strip()
+  except Exception:  # noqa: BLE001 - the device machine's copy of the tree has no .git
+    return "unknown"
+
+
+def gpu_tag(device_kind: str) -> str:
+  m = re.search(r"(H100|H200|B200|A100|L4|L40S?)", device_kind, re.I)
+  return m.group(1).lower() if m else re.sub(r"[^a-z0-9]+", "-", device_kind.lower()).strip("-")
+
+
+def main(argv=None) -> dict:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--budget-s", type=float, default=300.0,
+                      help="seconds for all cases (start-up not counted); windows shrink to fit")
+  parser.add_argument("--quick", action="store_true", help="the first shape of each op only")
+  parser.add_argument("--dry-run", action="store_true",
+                      help="every case at a small size, checked against XLA, no GPU timing "
+                           "(on a CPU through Triton's interpreter)")
+  parser.add_argument("--only", help="comma-separated substrings of case names")
+  parser.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "results"))
+  parser.add_argument("--out", help="the record's path (default: <out-dir>/suite_<gpu>_<commit>.json)")
+  parser.add_argument("--commit", help="the commit measured (default: git rev-parse of this tree)")
+  parser.add_argument("--seed", type=int, default=None)
+  args = parser.parse_args(argv)
+  started = time.perf_counter()
+  on_gpu = jax.default_backend() == "gpu"
+  if not on_gpu and not args.dry_run:
+    raise SystemExit("bench/suite.py times on an NVIDIA GPU (JAX's backend here is "
+                     f"{jax.default_backend()!r}); here run `python bench/suite.py --dry-run`, "
+                     "which checks every case at a small size through Triton's interpreter")
+  pallas_prof.install()
+  from jax.experimental.pallas import triton as plgpu  # noqa: F401 - every op imports it
+  dev = jax.devices()[0]
+  commit = commit_of_tree(args.commit)
+  cases = ordered(CASES, args.quick)
+  if args.only:
+    wanted = args.only.split(",")
+    cases = [c for c in cases if any(w in c.name for w in wanted)]
+  seed = args.seed if args.seed is not None else int(np.random.SeedSequence().entropy % 2**31)
+  out = args.out or (None if args.dry_run else
+                     os.path.join(args.out_dir, f"suite_{gpu_tag(dev.device_kind)}_{commit}.json"))
+  record = {"command": "python bench/suite.py " + " ".join(sys.argv[1:] if argv is None else argv),
+            "commit": commit, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "device": dev.device_kind, "jax": jax.__version__, "host": platform.node(),
+            "dry_run": args.dry_run, "budget_s": args.budget_s, "seed": seed,
+            "columns": list(COLUMNS), "cases": []}
+  import triton
+  record["triton"] = triton.__version__
+  print(f"{dev.device_kind}, jax {jax.__version__}, triton {triton.__version__}, commit {commit}, "
+        f"{len(cases)} cases, budget {args.budget_s:.0f} s, seed {seed}", flush=True)
+  t_cases = time.perf_counter()
+  for i, case in enumerate(cases):
+    left = args.budget_s - (time.perf_counter() - t_cases)
+    if on_gpu and left < MIN_CASE_S:
+      record["cases"].append({"name": case.name, "op": case.op, "shape": list(case.shape),
+                              "dtype": jnp.dtype(case.dtype).name,
+                              "skipped": "the time budget was spent"})
+      continue
+    # each column's timing windows (wall clock, CUPTI, replay): a share of what is left
+    window = min(0.4, max(0.03, left / (len(cases) - i) * 0.05))
+    t0 = time.perf_counter()
+    result = run_case(case, args.dry_run, window, on_gpu, seed + i)
+    result["case_s"] = time.perf_counter() - t0
+    record["cases"].append(result)
+    print(_line(result), flush=True)
+    summarize(record)
+    record["elapsed_s"] = time.perf_counter() - started
+    if out:
+      save_record(out, record)
+  summarize(record)
+  record["elapsed_s"] = time.perf_counter() - started
+  if out:
+    save_record(out, record)
+  _print_summary(record, out)
+  return record
+
+
+def _ms(entry: dict) -> str:
+  for key in ("error", "not_run", "not_measured"):
+    if key in entry:
+      return key.replace("_", " ")
+  gpu = f"{entry['gpu_s'] * 1e3:.3f}" if "gpu_s" in entry else "-"
+  flag = "" if entry.get("correct") else " WRONG"
+  return f"{entry['wall_s'] * 1e3:.3f}/{gpu}{flag}" if "wall_s" in entry else "-"
+
+
+def _line(r: dict) -> str:
+  if "error" in r or "skipped" in r:
+    return f"{r['name']}: {r.get('error') or r.get('skipped')}"
+  cols = r["columns"]
+  ratio = r.get("default_over_builtin_gpu")
+  errors = [f"{c}: {e['error'][:160]}" for c, e in cols.items() if "error" in e]
+  errors += [f"{c}: {e['why']}" for c, e in cols.items() if e.get("correct") is False]
+  return (f"{r['name']}: ms wall/GPU ours {_ms(cols['ours_default'])} built-in "
+          f"{_ms(cols['builtin'])} XLA {_ms(cols['xla'])}"
+          + (f" ours/built-in {ratio:.3f}" if ratio else "")
+          + (f" replay {cols['ours_default']['replay_s'] * 1e3:.3f} ms"
+             if "replay_s" in cols["ours_default"] else "")
+          + f" ({r['case_s']:.1f} s)" + ("".join("\n    " + e for e in errors)))
+
+
+def _print_summary(record: dict, out) -> None:
+  n = len(record["cases"])
+  skipped = sum(1 for c in record["cases"] if "skipped" in c)
+  failed = [c["name"] for c in record["cases"]
+            if "error" in c or any("error" in e or e.get("correct") is False
+                                   for k, e in c.get("columns", {}).items())]
+  print(f"\n{n} cases ({skipped} skipped by the budget) in {record['elapsed_s']:.0f} s; "
+        f"with an error or a wrong result: {len(failed)}")
+  for name in failed:
+    print(f"  {name}")
+  for key in ("geomean_default_over_builtin", "worst_default_over_builtin",
+              "worst_default_over_builtin_case", "geomean_tuned_over_builtin", "matmul_tflops"):
+    v = record.get(key)
+    print(f"{key}: {v:.3f}" if isinstance(v, float) else f"{key}: {v}")
+  if out:
+    print(f"record: {out}")
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,126 @@
+"""The canonical suite (bench/suite.py) on the CPU: every op's case built small, run
+through pallas-prof (Triton's interpreter) and XLA, checked against the float32
+reference, so that the one GPU run does not die on a Python error; and the
+record's headline keys computed from what was measured, null where nothing was.
+
+`python bench/suite.py --dry-run` runs all three shapes of every op the same way.
+"""
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import pallas_prof
+from bench import suite
+from bench.suite_cases import CASES, ordered
+
+
+@pytest.fixture(autouse=True)
+def installed():
+  pallas_prof.install()
+  yield
+  pallas_prof.uninstall()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ordered(CASES, quick=True), ids=lambda c: c.op)
+def test_case_runs_and_is_right_through_the_interpreter(case, rng):
+  result = suite.run_case(case, small=True, window_s=0.0, on_gpu=False,
+                          seed=int(rng.integers(2**31)))
+  assert "error" not in result, result.get("error")
+  cols = result["columns"]
+  for column in ("ours_default", "xla"):
+    entry = cols[column]
+    assert "error" not in entry, f"{column}: {entry.get('error')}"
+    assert entry["correct"], f"{column}: {entry.get('why')}"
+    assert entry["wall_s"] > 0
+  assert cols["ours_default"]["kernels"], "pallas-prof lowered no kernel for this case"
+  assert cols["ours_tuned"] == {"not_measured": suite.TUNED_NOT_MEASURED}
+  assert "not_run" in cols["builtin"]
+  assert "default_over_builtin_gpu" not in result
+
+
+def test_every_op_has_three_shapes_with_both_dtypes_and_widths_not_powers_of_two():
+  by_op = {}
+  for c in CASES:
+    by_op.setdefault(c.op, []).append(c)
+  assert len(by_op) == 13
+  for op, cases in by_op.items():
+    assert len(cases) == 3, op
+    assert {jnp.dtype(c.dtype) for c in cases} == {jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float32)}, op
+  not_pow2 = [c for c in CASES if any(d & (d - 1) for d in c.shape)]
+  assert {c.op for c in not_pow2} >= {"softmax", "layer_norm fwd", "rms_norm fwd+bwd", "matmul",
+                                     "vector_add", "decode_attention", "paged_attention"}
+  # the first round of the ordered list covers every op once, so a cut run still does
+  first = ordered(CASES)[:len(by_op)]
+  assert sorted(c.op for c in first) == sorted(by_op)
+
+
+def test_check_catches_unwritten_elements_and_wrong_values():
+  ref = [np.arange(1.0, 7.0, dtype=np.float32).reshape(2, 3)]
+  good = suite.check(lambda x: x, (jnp.asarray(ref[0]),), ref, 0.0)
+  assert good["correct"] and good["rel_errors"] == [0.0]
+  poisoned = ref[0].copy()
+  poisoned[1, 2] = np.nan
+  bad = suite.check(lambda x: x, (jnp.asarray(poisoned),), ref, 1.0)
+  assert not bad["correct"] and "non-finite" in bad["why"]
+  off = suite.check(lambda x: x * 1.01, (jnp.asarray(ref[0]),), ref, 1e-3)
+  assert not off["correct"] and "relative error" in off["why"]
+
+
+def _case(name, op, shape, ours, builtin):
+  r = {"name": name, "op": op, "shape": shape, "flops": 2 * 8192 ** 3,
+       "columns": {"ours_default": ours, "builtin": builtin}}
+  if ours.get("correct") and builtin.get("correct"):
+    r["default_over_builtin_gpu"] = ours["gpu_s"] / builtin["gpu_s"]
+  return r
+
+
+def test_summary_keys_come_from_measured_cases_only():
+  record = {"cases": [
+      _case("a", "softmax", [8], {"correct": True, "gpu_s": 1.0}, {"correct": True, "gpu_s": 2.0}),
+      _case("b", "softmax", [8], {"correct": True, "gpu_s": 2.0}, {"correct": True, "gpu_s": 1.0}),
+      # wrong results are not ratios
+      _case("c", "softmax", [8], {"correct": False, "gpu_s": 9.0}, {"correct": True, "gpu_s": 1.0}),
+      _case("d", "matmul", [8192] * 3, {"correct": True, "gpu_s": 1e-3, "wall_s": 2e-3},
+            {"error": "boom"}),
+      {"name": "e", "op": "softmax", "shape": [8], "skipped": "the time budget was spent"}]}
+  suite.summarize(record)
+  assert record["geomean_default_over_builtin"] == pytest.approx(1.0)
+  assert record["worst_default_over_builtin"] == 2.0
+  assert record["worst_default_over_builtin_case"] == "b"
+  assert record["geomean_tuned_over_builtin"] is None
+  assert record["matmul_tflops"] == pytest.approx(2 * 8192 ** 3 / 1e-3 / 1e12)
+  assert "GPU time" in record["matmul_tflops_basis"]
+  assert "2 of 5" in record["ratios_basis"] and "CUPTI" in record["ratios_basis"]
+
+
+def test_summary_falls_back_to_wall_clock_when_cupti_measured_nothing():
+  record = {"cases": [{"name": "a", "op": "add", "shape": [8], "default_over_builtin_wall": 1.5,
+                       "columns": {}}]}
+  suite.summarize(record)
+  assert record["worst_default_over_builtin"] == 1.5
+  assert record["ratios_basis"].startswith("wall clock")
+  assert record["matmul_tflops"] is None
+
+
+def test_replay_column_on_a_cpu_says_there_is_no_gpu(rng):
+  """The replay runner's column goes through pallas_prof.profile(); without a GPU it
+  reports no runtime, and the suite records why instead of a figure."""
+  import jax
+  from jax.experimental.pallas.ops.gpu import softmax
+  from pallas_prof.backend import registry
+  registry.clear()
+  jax.clear_caches()
+  softmax.softmax(jnp.asarray(rng.standard_normal((4, 100)), jnp.float32))
+  records = registry.kernels()
+  assert records
+  out = suite.replay_ours(records, 0.01)
+  assert "replay_s" not in out and out["replay_kernels_s"] == {}
+  assert "no NVIDIA GPU" in out["replay_error"]
+
+
+def test_no_gpu_means_a_clear_refusal_not_a_crash():
+  with pytest.raises(SystemExit, match="--dry-run"):
+    suite.main(["--quick"])
