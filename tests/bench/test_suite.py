@@ -23,8 +23,15 @@ def installed():
   pallas_prof.uninstall()
 
 
+# Run through the interpreter: one case of each builder the other CPU tests do not
+# run as the suite builds them (tests/test_jax_kernels.py runs every op's lowering).
+INTERPRETED = {"softmax", "layer_norm fwd+bwd", "mha fwd causal", "decode_attention",
+               "paged_attention", "matmul", "vector_add"}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("case", ordered(CASES, quick=True), ids=lambda c: c.op)
+@pytest.mark.parametrize("case", [c for c in ordered(CASES, quick=True) if c.op in INTERPRETED],
+                         ids=lambda c: c.op)
 def test_case_runs_and_is_right_through_the_interpreter(case, rng):
   result = suite.run_case(case, small=True, window_s=0.0, on_gpu=False,
                           seed=int(rng.integers(2**31)))
@@ -39,6 +46,24 @@ def test_case_runs_and_is_right_through_the_interpreter(case, rng):
   assert cols["ours_tuned"] == {"not_measured": suite.TUNED_NOT_MEASURED}
   assert "not_run" in cols["builtin"]
   assert "default_over_builtin_gpu" not in result
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.label(small=True))
+def test_every_case_lowers_through_pallas_prof_and_xla_matches_the_reference(case, rng):
+  """All 39 cases at their small size: pallas-prof lowers the Pallas version (no
+  kernel run: that is the dry run's and the test above's work), and XLA's version
+  agrees with the float32 reference within the case's tolerance."""
+  import jax
+  from pallas_prof.backend import registry
+  built = case.make(jax.random.PRNGKey(int(rng.integers(2**31))), small=True)
+  registry.clear()
+  jax.clear_caches()
+  jax.jit(built.pallas).lower(*built.args)
+  assert registry.kernels(), "the Pallas version reached no pallas-prof lowering"
+  reference = suite._leaves(jax.jit(built.reference)(*built.args))
+  xla = suite.check(jax.jit(built.xla), built.args, reference, built.tol)
+  assert xla["correct"], xla.get("why")
+  assert built.bytes > 0
 
 
 def test_every_op_has_three_shapes_with_both_dtypes_and_widths_not_powers_of_two():
