@@ -35,6 +35,13 @@ def profile(*args, **kwargs):
   return _profile(*args, **kwargs)
 
 
+def autotune(configs, key=(), **kwargs):
+  """Decorator: the fastest of `configs` (keyword arguments of the function, the first
+  the default) per distinct `key`, cached on disk (see pallas_prof.tune.blocks)."""
+  from .tune import autotune as _autotune
+  return _autotune(configs, key, **kwargs)
+
+
 def kernels():
   """The kernels this process lowered (pallas_prof.backend.registry records)."""
   from .backend import registry
@@ -42,4 +49,4 @@ def kernels():
 
 
 __all__ = ["CompilerParams", "LoweringError", "install", "installed", "uninstall", "tracing",
-           "profile", "kernels", "__version__"]
+           "profile", "autotune", "kernels", "__version__"]

@@ -1,0 +1,304 @@
+"""Tuning block sizes: `pallas_prof.autotune(configs=[...], key=[...])`.
+
+For a function that builds its pallas_calls from parameters (block sizes, warps,
+splits), as jax-triton's and Triton's @autotune do: the first call with a new
+key runs every config, keeps those whose outputs equal the first config's (the
+default: bit for bit for integers, within the dtype's tolerance for floats,
+since a different block size may change a reduction's order), times each whole
+call (wall clock, median of repeated calls after a warm-up, each synchronised)
+and uses the fastest from then on. The choice is kept in memory and on disk,
+keyed by the function's source, the key's shapes, dtypes and values, the device
+and the versions of JAX, Triton and pallas-prof: a new process uses it without
+timing.
+
+    @pallas_prof.autotune(configs=[dict(bm=128, bn=128), dict(bm=64, bn=256)], key=["a", "b"])
+    def matmul(a, b, bm=128, bn=128): ...
+
+Tuning runs the function on real arrays, so call it outside jax.jit (it may jit
+inside). Under a trace there is nothing to time: a tuned choice already known is
+used, else the first config, with a warning that says so.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import inspect
+import json
+import os
+import statistics
+import time
+import warnings
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+CACHE_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+  config: dict
+  seconds: float | None          # median wall clock per call; None when not timed
+  error: str | None = None       # why it was dropped (an exception, or outputs that differ)
+
+
+@dataclasses.dataclass(frozen=True)
+class Tuning:
+  """What tuning one key found: every candidate, the choice, the time it took."""
+  function: str
+  key: str
+  best: dict
+  default_seconds: float | None
+  best_seconds: float | None
+  candidates: tuple[Candidate, ...]
+  tuning_seconds: float
+  from_cache: bool = False
+
+  @property
+  def speedup(self) -> float | None:
+    if self.default_seconds and self.best_seconds:
+      return self.default_seconds / self.best_seconds
+    return None
+
+  def to_json(self) -> dict:
+    return {"function": self.function, "key": self.key, "best": self.best,
+            "default_seconds": self.default_seconds, "best_seconds": self.best_seconds,
+            "tuning_seconds": self.tuning_seconds,
+            "candidates": [dataclasses.asdict(c) for c in self.candidates]}
+
+  @classmethod
+  def from_json(cls, d: dict) -> "Tuning":
+    return cls(d["function"], d["key"], d["best"], d["default_seconds"], d["best_seconds"],
+               tuple(Candidate(**c) for c in d["candidates"]), d["tuning_seconds"], True)
+
+
+# --- keys and the disk cache ---------------------------------------------------------------------
+
+def _describe(value) -> Any:
+  """A key part: an array by its shape and dtype, anything else by its repr."""
+  shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+  if shape is not None and dtype is not None:
+    return f"{np.dtype(dtype).name}{list(shape)}"
+  return repr(value)
+
+
+@functools.lru_cache(maxsize=None)
+def _environment_items() -> tuple:
+  return tuple(_environment_now().items())
+
+
+def _environment() -> dict:
+  return dict(_environment_items())
+
+
+def _environment_now() -> dict:
+  import jax
+  try:
+    import triton
+    triton_version = triton.__version__
+  except ImportError:
+    triton_version = None
+  from .. import __version__
+  dev = jax.devices()[0]
+  return {"device": f"{dev.platform}:{getattr(dev, 'device_kind', '')}", "jax": jax.__version__,
+          "triton": triton_version, "pallas_prof": __version__}
+
+
+def _source_digest(fn) -> str:
+  try:
+    text = inspect.getsource(fn)
+  except (OSError, TypeError):
+    text = getattr(fn, "__qualname__", repr(fn))
+  return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def cache_path(digest: str) -> str:
+  root = os.environ.get("PALLAS_PROF_CACHE_DIR") or os.path.join(
+      os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pallas-prof")
+  return os.path.join(root, "tune", f"{digest}.json")
+
+
+def _load(digest: str) -> Tuning | None:
+  try:
+    with open(cache_path(digest)) as f:
+      data = json.load(f)
+  except (OSError, ValueError):
+    return None
+  if data.get("version") != CACHE_VERSION:
+    return None
+  return Tuning.from_json(data["tuning"])
+
+
+def _save(digest: str, tuning: Tuning, identity: dict) -> None:
+  path = cache_path(digest)
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  tmp = f"{path}.{os.getpid()}.tmp"
+  with open(tmp, "w") as f:
+    json.dump({"version": CACHE_VERSION, "identity": identity, "tuning": tuning.to_json()}, f,
+              indent=1)
+  os.replace(tmp, path)           # readers never see half a file
+
+
+# --- running and comparing candidates ------------------------------------------------------------
+
+def _leaves(out) -> list[np.ndarray]:
+  import jax
+  return [np.asarray(x) for x in jax.tree_util.tree_leaves(out)]
+
+
+def _tolerance(dtype) -> tuple[float, float]:
+  """(rtol, atol) for outputs that may differ in a reduction's order: rtol of the
+  output's largest magnitude (a sum in another order moves every element by about
+  the rounding of the largest partial sums, not of the element itself)."""
+  dtype = np.dtype(dtype)
+  if dtype.kind in "iub":
+    return 0.0, 0.0
+  if dtype.itemsize <= 2:
+    return 1e-2, 1e-6
+  if dtype.itemsize == 4:
+    return 1e-4, 1e-12
+  return 1e-10, 1e-300
+
+
+def same_outputs(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> str | None:
+  """None when the outputs match (bit for bit for integers and booleans); else what differs."""
+  if len(got) != len(want):
+    return f"{len(got)} outputs, the default gives {len(want)}"
+  for i, (g, w) in enumerate(zip(got, want)):
+    if g.shape != w.shape or g.dtype != w.dtype:
+      return f"output {i}: {g.dtype}{list(g.shape)}, the default gives {w.dtype}{list(w.shape)}"
+    rtol, atol = _tolerance(g.dtype)
+    if rtol == 0.0:
+      bad = int(np.sum(g != w))
+    else:
+      g64, w64 = np.asarray(g, np.float64), np.asarray(w, np.float64)
+      finite = np.isfinite(w64)
+      scale = float(np.max(np.abs(w64[finite]))) if finite.any() else 0.0
+      same_nonfinite = (~finite) & ((g64 == w64) | (np.isnan(g64) & np.isnan(w64)))
+      bad = int(np.sum(~((np.abs(g64 - w64) <= atol + rtol * scale) | same_nonfinite)))
+    if bad:
+      return f"output {i}: {bad} of {g.size} elements differ from the default's"
+  return None
+
+
+def time_call(call: Callable[[], Any], repeats: int = 10, warm_up: int = 2,
+              max_seconds: float = 1.0) -> float:
+  """Median wall-clock seconds of call() (synchronised on its outputs)."""
+  import jax
+  for _ in range(warm_up):
+    jax.block_until_ready(call())
+  times = []
+  start = time.perf_counter()
+  while len(times) < repeats and (len(times) < 3 or time.perf_counter() - start < max_seconds):
+    t0 = time.perf_counter()
+    jax.block_until_ready(call())
+    times.append(time.perf_counter() - t0)
+  return statistics.median(times)
+
+
+def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
+         budget_s: float = 30.0, repeats: int = 10, name: str = "", key: str = "") -> Tuning:
+  """Runs every config on (args, kwargs) and returns the Tuning; configs[0] is the default."""
+  start = time.perf_counter()
+  candidates: list[Candidate] = []
+  reference = None
+  for i, config in enumerate(configs):
+    if i and time.perf_counter() - start > budget_s:
+      candidates.append(Candidate(dict(config), None, f"not tried: the {budget_s:g} s budget was spent"))
+      continue
+    call = functools.partial(fn, *args, **kwargs, **config)
+    try:
+      outputs = _leaves(call())
+    except Exception as e:  # noqa: BLE001 - a config that fails to build is dropped, and says why
+      candidates.append(Candidate(dict(config), None, f"{type(e).__name__}: {str(e)[:300]}"))
+      if i == 0:
+        raise TuningError(f"the default config {config} of {name} failed: {e}") from e
+      continue
+    if reference is None:
+      reference = outputs
+    else:
+      differs = same_outputs(outputs, reference)
+      if differs:
+        candidates.append(Candidate(dict(config), None, differs))
+        continue
+    left = max(0.05, budget_s - (time.perf_counter() - start))
+    candidates.append(Candidate(dict(config), time_call(call, repeats, max_seconds=min(1.0, left))))
+  timed = [c for c in candidates if c.seconds is not None]
+  best = min(timed, key=lambda c: c.seconds)
+  return Tuning(name, key, best.config, candidates[0].seconds, best.seconds, tuple(candidates),
+                time.perf_counter() - start)
+
+
+class TuningError(ValueError):
+  pass
+
+
+def _is_tracer(x) -> bool:
+  import jax
+  tracer = getattr(jax.core, "Tracer", None)
+  if tracer is not None:
+    return isinstance(x, tracer)
+  return isinstance(x, jax.Array) and not hasattr(x, "addressable_shards")
+
+
+# --- the decorator -------------------------------------------------------------------------------
+
+def autotune(configs: Sequence[dict], key: Sequence[str] = (), *, budget_s: float = 30.0,
+             repeats: int = 10, cache: bool = True, name: str | None = None):
+  """Decorator: tune `configs` (keyword arguments of the function; the first is the
+  default) per distinct `key` (argument names: arrays by shape and dtype, other
+  values by value; empty: every array argument), as the module docstring says.
+  name: tells apart functions that share their source (closures made in a loop)."""
+  configs = [dict(c) for c in configs]
+  if not configs:
+    raise TuningError("autotune needs at least one config (the first is the default)")
+  names = {k for c in configs for k in c}
+
+  def decorate(fn):
+    signature = inspect.signature(fn)
+    unknown = [n for n in names if n not in signature.parameters
+               and not any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values())]
+    if unknown:
+      raise TuningError(f"configs of {fn.__qualname__} name {sorted(unknown)}, which it does not take")
+    source = _source_digest(fn)
+    chosen: dict[str, Tuning] = {}
+
+    def key_of(args, kwargs) -> str:
+      bound = signature.bind_partial(*args, **kwargs)
+      parts = [f"{n}={_describe(v)}" for n, v in bound.arguments.items()
+               if (n in key if key else getattr(v, "shape", None) is not None)]
+      return ", ".join(parts)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+      import jax
+      k = key_of(args, kwargs)
+      tuning = chosen.get(k)
+      if tuning is None:              # once per key and process: the disk, else tuning
+        identity = {"function": name or f"{fn.__module__}.{fn.__qualname__}", "source": source,
+                    "key": k, "configs": configs, **_environment()}
+        digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str)
+                                .encode()).hexdigest()[:24]
+        if cache:
+          tuning = _load(digest)
+      if tuning is None:
+        if any(_is_tracer(x) for x in jax.tree_util.tree_leaves((args, kwargs))):
+          warnings.warn(f"pallas_prof.autotune: {fn.__qualname__} is called under a JAX trace "
+                        f"(jit, grad, vmap) for key ({k}) that was never tuned: using the first "
+                        "config. Call it once on real arrays outside jit to tune it.",
+                        stacklevel=2)
+          return fn(*args, **kwargs, **configs[0])
+        tuning = tune(fn, configs, args, kwargs, budget_s=budget_s, repeats=repeats,
+                      name=name or fn.__qualname__, key=k)
+        if cache:
+          _save(digest, tuning, identity)
+      chosen[k] = tuning
+      wrapper.last_tuning = tuning
+      return fn(*args, **kwargs, **tuning.best)
+
+    wrapper.tunings = chosen
+    wrapper.last_tuning = None
+    wrapper.configs = configs
+    return wrapper
+  return decorate
