@@ -31,6 +31,9 @@ def _parser() -> argparse.ArgumentParser:
   run.add_argument("--kernel", help="only kernels whose name or label matches this regex")
   run.add_argument("--otlp-endpoint", help="also send spans to this OTLP collector")
   run.add_argument("--ncu", action="store_true", help="also run Nsight Compute on each kernel")
+  run.add_argument("--no-sampling", action="store_true",
+                   help="weigh equations by static instruction shares instead of CUPTI PC "
+                   "samples of a replay")
   run.add_argument("--json", action="store_true", help="print report.json instead of tables")
   run.add_argument("script", help="the Python script to run")
   run.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
@@ -42,6 +45,9 @@ def _parser() -> argparse.ArgumentParser:
   for stage in ("source", "ttir", "ttgir", "llir", "ptx", "sass"):
     stages.add_argument(f"--{stage}", action="store_true", help=f"show the {stage}")
   show.add_argument("--eject", metavar="FILE", help="write a standalone Triton program instead")
+  show.add_argument("--user", action="store_true",
+                    help="your kernel's source, each line with its measured share and top "
+                    "stall reason")
 
   report = sub.add_parser("report", help="re-render a saved run")
   report.add_argument("dir", nargs="?", help="run directory (default: the latest)")

@@ -285,6 +285,7 @@ def _command(args) -> list[str]:
 def _run_and_report(args):
   out_dir = args.out or artifacts.default_out_dir()
   os.makedirs(out_dir, exist_ok=True)
+  args.samples_dir = os.path.join(out_dir, "samples")     # raw PC samples, one file a kernel
   import pallas_prof
   pallas_prof.install()
   registry.clear()
@@ -345,7 +346,9 @@ def _profile(records, args, device, cap, notes):
   insitu_result = getattr(cap, "result", None) if cap is not None else None
   try:
     return profile(records, device=device, replay=not args.no_profile,
-                   min_launches=args.reps, ncu=args.ncu, insitu=insitu_result)
+                   min_launches=args.reps, ncu=args.ncu, insitu=insitu_result,
+                   sample=not getattr(args, "no_sampling", False),
+                   keep_samples=getattr(args, "samples_dir", None))
   except BadDevice:
     raise
   except Exception as e:  # noqa: BLE001 - report what we have, say what failed

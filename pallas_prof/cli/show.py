@@ -45,11 +45,19 @@ def show(args) -> int:
     path = eject(gk, args.eject)
     print(f"wrote {path}: python {path} --interpret (CPU) or python {path} (GPU)")
     return 0
+  att = _attribution_by_dir(run_dir, kdir)
+  con = console()
+  if getattr(args, "user", False):
+    return show_user(con, gk, att, run_dir)
   stage = next((s for s in STAGES if getattr(args, s, False)), "source")
   lines = annotated(gk, ck, stage)
-  weights = _weights_by_dir(run_dir, kdir)
-  con = console()
+  weights = {e["index"]: e["weight"] for e in (att or {}).get("equations", [])}
+  measured = bool(att) and att.get("basis") != "static"
+  unit = "of the time" if measured else "of instructions"
+  per_line = _instruction_samples(ck, att) if stage == "sass" and measured else {}
   con.print(f"{stage} of {gk.name} ({gk.source_info}) from {run_dir}")
+  if att:
+    con.print(f"weights: {att.get('description')}", style="dim")
   current = object()
   for ln in lines:
     if ln.eqn != current and ln.eqn is not None:
@@ -58,28 +66,104 @@ def show(args) -> int:
       user = ""
       if e.file and e.line:
         user = linecache.getline(e.file, e.line).strip()
-      w = weights.get(ln.eqn, ln.weight)
+      w = weights.get(ln.eqn, None if att else ln.weight)
       header = Text(f"── [{e.index}] {e.primitive} @ {e.location}: {user}", style="bold cyan")
       if w is not None:
-        header.append(f"   ({100 * w:.1f}% of instructions)", style="yellow")
+        header.append(f"   ({100 * w:.1f}% {unit})", style="yellow")
       con.print(header, soft_wrap=True)
     elif ln.eqn is None and current is not None and ln.is_instruction:
       current = None
       con.print(Text("── (no equation: kernel prologue, program ids, block offsets)", style="dim"))
-    con.print(Text(f"{ln.number:5d}  {ln.text}"), soft_wrap=True)
+    text = Text(f"{ln.number:5d}  {ln.text}")
+    if ln.number in per_line:
+      share, reason = per_line[ln.number]
+      text.append(f"   {100 * share:.1f}% {reason}", style="yellow")
+    con.print(text, soft_wrap=True)
   return 0
 
 
-def _weights_by_dir(run_dir: str, kdir: str) -> dict[int, float]:
+def _instruction_samples(ck, att: dict) -> dict[int, tuple[float, str]]:
+  """SASS listing line -> (share of the samples, top stall in words)."""
+  from ..profiler.correlate import correlate
+  from ..profiler.stalls import words
+  total = att.get("total") or 0
+  by_address = {int(a): (n, r) for a, n, r in att.get("instructions", [])}
+  out = {}
+  for ins in correlate(ck).sass:
+    hit = by_address.get(ins.address)
+    if hit and total:
+      out[ins.number] = (hit[0] / total, words(hit[1]) if hit[1] else "")
+  return out
+
+
+def show_user(con, gk, att: dict | None, run_dir: str) -> int:
+  """The user's kernel source, each line with its share and top stall reason."""
+  files = [e.file for e in gk.eqns if e.file and e.line]
+  if not files:
+    raise SystemExit(f"pallas-prof: {gk.name} records no source lines of yours")
+  path = max(set(files), key=files.count)
+  lines = [e.line for e in gk.eqns if e.file == path and e.line]
+  first, last = _function_span(path, min(lines), max(lines))
+  if not linecache.getline(path, first):
+    raise SystemExit(f"pallas-prof: {path} is not readable here (the run was elsewhere?)")
+  att = att or {}
+  by_line = {ln["user_line"]: ln for ln in att.get("lines", []) if ln["user_file"] == path}
+  loads = {e["user_line"]: e for e in att.get("equations", []) if e.get("waits")}
+  measured = att.get("basis") not in (None, "static")
+  con.print(f"{os.path.basename(path)} ({gk.name}) from {run_dir}")
+  con.print(f"weights: {att.get('description') or 'none recorded'}"
+            + ("" if measured else " (not measured: share of instructions, no stall reasons)"),
+            style="dim")
+  for n in range(first, last + 1):
+    ln = by_line.get(n)
+    cell = Text(f"{100 * ln['weight']:5.1f}%" if ln else "      ", style="yellow")
+    t = Text(f"{n:5d} ")
+    t.append_text(cell)
+    t.append(f"  {linecache.getline(path, n).rstrip()}")
+    why = []
+    if ln and measured and ln.get("top_stall"):
+      why.append(ln["top_stall"])
+    e = loads.get(n)
+    w = next((w for w in (e or {}).get("waits", []) if w["reason"] == "long_scoreboard"
+              and w["consumer_line"] != n), None)
+    if w and measured:
+      why.append(f"first used by {w['consumer_primitive']} at :{w['consumer_line']}")
+    if ln and ln.get("time_s") is not None:
+      why.insert(0, f"{ln['time_s'] * 1e6:.1f} µs")
+    if why:
+      t.append(f"   # {'; '.join(why)}", style="dim")
+    con.print(t, soft_wrap=True)
+  return 0
+
+
+def _function_span(path: str, lo: int, hi: int) -> tuple[int, int]:
+  """The lines of the innermost function of `path` holding lines lo..hi."""
+  import ast
+  try:
+    with open(path) as f:
+      tree = ast.parse(f.read())
+  except (OSError, SyntaxError):
+    return lo, hi
+  best = None
+  for node in ast.walk(tree):
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+        node.lineno <= lo and hi <= node.end_lineno:
+      if best is None or node.lineno > best.lineno:
+        best = node
+  return (best.lineno, best.end_lineno) if best else (lo, hi)
+
+
+def _attribution_by_dir(run_dir: str, kdir: str) -> dict | None:
+  """The kernel's attribution in the run's report (weights measured or static)."""
   report = artifacts.read_report(run_dir)
   for k in report.get("kernels", []):
     if os.path.dirname(k["files"]["kernel"]) == os.path.relpath(kdir, run_dir):
-      return _weights_for_label(report, k["label"])
-  return {}
-
-
-def _weights_for_label(report: dict, label: str) -> dict[int, float]:
-  for k in (report.get("profile") or {}).get("kernels", []):
-    if k["label"] == label and k.get("static"):
-      return {e["index"]: e["weight"] for e in k["static"]["equations"]}
-  return {}
+      for p in (report.get("profile") or {}).get("kernels", []):
+        if p["label"] == k["label"]:
+          if p.get("attribution"):
+            return p["attribution"]
+          if p.get("static"):        # a run from before attribution: static weights
+            return {"basis": "static", "description": "static instruction share",
+                    "equations": [{"index": e["index"], "weight": e["weight"]}
+                                  for e in p["static"]["equations"]]}
+  return None

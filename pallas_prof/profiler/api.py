@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from typing import Any, Callable
 
 from . import ceilings as ceilings_mod
-from . import correlate, cost, driver
+from . import attribution, correlate, cost, driver
 from .driver import ProfilerError
 from .schema import KernelProfile, ProfileReport
 
@@ -60,7 +61,8 @@ def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches:
             min_seconds: float = 0.2, nvml: bool = True, ceilings: Any = True,
             refresh_ceilings: bool = False, ncu: bool = False, insitu=None,
             reference: str | Callable | dict | None = None, tolerance=None,
-            top: int = 5, mode: str = "both") -> ProfileReport:
+            top: int = 5, mode: str = "both", sample: bool = True,
+            keep_samples: str | None = None) -> ProfileReport:
   """Profiles the kernels pallas-prof lowered in this process.
 
   kernels: None (all of registry.kernels()), a name or label, or a list of
@@ -77,6 +79,10 @@ def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches:
   reference: "interpreter", a function of the inputs, or {label: function}: checks
     the replay's outputs.
   tolerance: (atol, rtol) or {label: (atol, rtol)} for that check (default by dtype).
+  sample: PC-sample each replayed kernel (CUPTI, in a child process: pcsampling.py)
+    and weigh its equations by the samples (attribution.py); the runtime stays the
+    unsampled replay's.
+  keep_samples: a directory to keep each kernel's raw samples in (<label>.samples.json).
 
   Without a GPU the report says so plainly and carries the static correlation
   (per-equation weights from PTX/SASS compiled for sm_90) and the work model.
@@ -92,7 +98,8 @@ def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches:
   if not present:
     message = (f"no NVIDIA GPU: {reason.rstrip('.')}. Static correlation only (compiled for sm_{cc}): "
                "per-equation instruction weights and the work model; no runtimes.")
-    for p in profiles:
+    for t, p in zip(targets, profiles):
+      _attribute_statically(t, p, "no GPU")
       p.verdict = _static_verdict(p)
     return ProfileReport(gpu_present=False, message=message, device=None, ceilings=None,
                          kernels=profiles, notes=notes, created=time.time())
@@ -124,11 +131,13 @@ def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches:
         continue
       try:
         p.ncu = ncu_mod.run(t.compiled, device=device, aliases=t.aliases,
-                            replay_median_s=p.runtime.median_s if p.runtime else None)
+                            replay_median_s=p.runtime.median_s if p.runtime else None,
+                            instructions=True)
         _attach_counters(p)
       except Exception as e:  # noqa: BLE001
         p.errors.append(f"ncu: {type(e).__name__}: {e}")
-  for p in profiles:
+  for t, p in zip(targets, profiles):
+    _attribute(t, p, device, sample and replay, keep_samples)
     p.verdict = _verdict(p)
   timed = sum(1 for p in profiles if p.runtime is not None)
   if nvml and handle is None:
@@ -197,20 +206,70 @@ def _attach_counters(p: KernelProfile) -> None:
       e.hardware = counters
 
 
+def _attribute_statically(t: _Target, p: KernelProfile, reason: str) -> None:
+  if p.static is not None and t.generated is not None:
+    p.attribution = attribution.static(t.generated, p.static, reason)
+    p.weight_basis = "static"
+
+
+def _attribute(t: _Target, p: KernelProfile, device: int, sample: bool,
+               keep_samples: str | None) -> None:
+  """The weights the report shows: PC samples of a replay when they could be taken,
+  else Nsight Compute's source counters when it ran, else static instruction shares."""
+  why = "PC sampling is off" if not sample else "the kernel was not replayed"
+  median = p.runtime.median_s if p.runtime is not None else None
+  gk = t.generated
+  if sample and gk is not None and t.compiled is not None and p.runtime is not None:
+    from . import pcsampling
+    try:
+      keep = os.path.join(keep_samples, f"{p.label}.samples.json") if keep_samples else None
+      data = pcsampling.sample(t.compiled, device=device, aliases=t.aliases, keep=keep,
+                               kernel_s=median)
+      corr = correlate.correlate(t.compiled)
+      samples, other = pcsampling.instruction_samples(data, data["kernel"])
+      run = pcsampling.sampling_run(data, other)
+      if not samples:
+        raise ProfilerError(f"CUPTI returned no samples of {data['kernel']} "
+                            f"({run.total_samples} in all)")
+      p.attribution = attribution.measured(
+          gk, corr, samples, basis="pc_sampling", replay_median_s=median, sampling=run,
+          description=f"CUPTI PC sampling, {sum(map(_total, samples.values())):,.0f} samples "
+                      f"of {run.launches} replayed launches")
+      p.weight_basis = "pc_sampling"
+    except Exception as e:  # noqa: BLE001 - the static weights still stand, labelled
+      why = f"PC sampling failed: {type(e).__name__}: {e}"
+      p.errors.append(f"pc sampling: {type(e).__name__}: {e}")
+  if p.ncu is not None and p.ncu.instruction_samples and gk is not None:
+    corr = correlate.correlate(t.compiled)
+    samples = {int(a, 16): r for a, r in p.ncu.instruction_samples.items()}
+    p.ncu.attribution = attribution.measured(
+        gk, corr, samples, basis="ncu", replay_median_s=median,
+        description=f"Nsight Compute source counters, "
+                    f"{sum(map(_total, samples.values())):,.0f} warp-stall samples")
+    if p.attribution is None:
+      p.attribution, p.weight_basis = p.ncu.attribution, "ncu"
+  if p.attribution is None:
+    _attribute_statically(t, p, why)
+
+
+def _total(reasons) -> float:
+  return float(sum(reasons.values()))
+
+
 def _top_text(p: KernelProfile, n: int = 3) -> str:
-  if p.static is None:
+  if p.attribution is None:
     return ""
   parts = []
-  for i in p.static.top_equations[:n]:
-    e = p.static.equations[i]
+  for e in p.attribution.equations[:n]:
     where = f"{e.user_file.rsplit('/', 1)[-1]}:{e.user_line}" if e.user_file else "?"
-    parts.append(f"[{i}] {e.primitive} @ {where} {100 * e.weight:.0f}%")
+    parts.append(f"[{e.index}] {e.primitive} @ {where} {100 * e.weight:.0f}%")
   return ", ".join(parts)
 
 
 def _static_verdict(p: KernelProfile) -> str:
   top = _top_text(p)
-  return f"static only; heaviest equations: {top}" if top else "static only"
+  return (f"static only; heaviest equations (share of instructions): {top}" if top
+          else "static only")
 
 
 def _throttle_text(p: KernelProfile) -> list[str]:
@@ -246,7 +305,9 @@ def _verdict(p: KernelProfile) -> str:
       parts.append(f"OUTPUTS DIFFER from the {p.runtime.correctness.reference}")
   top = _top_text(p)
   if top:
-    parts.append(f"heaviest equations: {top}")
+    basis = {"pc_sampling": "by PC samples", "ncu": "by ncu warp-stall samples"}.get(
+        p.weight_basis, "by share of instructions")
+    parts.append(f"heaviest equations ({basis}): {top}")
   return "; ".join(parts)
 
 

@@ -123,6 +123,7 @@ class Instruction:
   eqn: int | None
   loop_depth: int = 0
   address: int | None = None    # SASS: byte offset in the function
+  inherited: bool = False       # line 0 (no location): the equation of the instruction before
 
 
 _PTX_LABEL = re.compile(r"^\s*(\$?[\w.$]+):\s*(//.*)?$")
@@ -194,7 +195,21 @@ def ptx_instructions(gk, ptx: str) -> list[Instruction]:
     gen_line, eqn = resolver.resolve(chains[i])
     out.append(Instruction("ptx", i + 1, stripped, op, classify_ptx(op), gen_line, eqn,
                            depths[i]))
-  return out
+  return _inherit_line_zero(out)
+
+
+def _inherit_line_zero(instrs: list[Instruction]) -> list[Instruction]:
+  """LLVM marks code it merged or hoisted with line 0 ("no location": `.loc 1 0 0`);
+  inside an inlined libdevice sin, such code was most of the samples of a sin/cos
+  loop on the H200. Such an instruction belongs to the equation of the nearest
+  instruction before it that has one (instructions before any stay unattributed)."""
+  last = None
+  for ins in instrs:
+    if ins.eqn is not None:
+      last = ins
+    elif ins.generated_line == 0 and last is not None:
+      ins.eqn, ins.generated_line, ins.inherited = last.eqn, last.generated_line, True
+  return instrs
 
 
 # --- SASS ---------------------------------------------------------------------------------
@@ -240,7 +255,7 @@ def sass_instructions(gk, cubin: bytes, ptx: str | None,
         gen_line, eqn = owner_line, owner
     out.append(Instruction("sass", n, text, opcode, categories, gen_line, eqn,
                            depths[i], address=addr))
-  return out, listing
+  return _inherit_line_zero(out), listing
 
 
 # --- the kernel's correlation -----------------------------------------------------------------

@@ -205,8 +205,11 @@ def per_equation(rows, sass, metrics) -> tuple[dict[str, dict[str, float]], str]
 
 def run(ck, *, device: int = 0, launches: int = 5, warmup: int = 2, source: bool = True,
         replay_median_s: float | None = None, aliases=(), zeroed_outputs=(),
-        timeout: float = 300.0, keep_dir: str | None = None) -> NcuResult:
-  """Nsight Compute on a replay of `ck` (CompiledKernel or LaunchSpec)."""
+        timeout: float = 300.0, keep_dir: str | None = None,
+        instructions: bool = False) -> NcuResult:
+  """Nsight Compute on a replay of `ck` (CompiledKernel or LaunchSpec).
+  instructions: also keep the warp-stall samples per SASS instruction
+  (NcuResult.instruction_samples), for attribution.py."""
   ncu = find_ncu()
   if ncu is None:
     raise NcuUnavailable("ncu (Nsight Compute) is not on PATH")
@@ -226,17 +229,18 @@ def run(ck, *, device: int = 0, launches: int = 5, warmup: int = 2, source: bool
     median = float(np.median(times)) if times else None
     diff = (100 * (median - replay_median_s) / replay_median_s
             if median is not None and replay_median_s else None)
-    counters, metrics = None, []
+    counters, metrics, per_instruction = None, [], None
     if source and getattr(ck, "generated", None) is not None:
       try:
-        counters, metrics, how = _source_counters(ncu, ck, spec, spec_dir, device, warmup,
-                                                  directory, timeout)
+        counters, metrics, how, per_instruction = _source_counters(
+            ncu, ck, spec, spec_dir, device, warmup, directory, timeout)
         notes.append(f"source counters aligned to the SASS by {how}")
       except ProfilerError as e:
         notes.append(f"source counters: {e}")
     return NcuResult(command=command, launches=len(times), gpu_time_s=times, median_s=median,
                      replay_median_s=replay_median_s, difference_pct=diff,
-                     source_counters=counters, source_metrics=metrics, notes=notes)
+                     source_counters=counters, source_metrics=metrics, notes=notes,
+                     instruction_samples=per_instruction if instructions else None)
   finally:
     if keep_dir is None:
       shutil.rmtree(directory, ignore_errors=True)
@@ -259,7 +263,31 @@ def _source_counters(ncu, ck, spec, spec_dir, device, warmup, directory, timeout
   counters, how = per_equation(rows, corr.sass, metrics)
   if not counters:
     raise ProfilerError(how)
-  return counters, metrics, how
+  return counters, metrics, how, instruction_samples(rows, corr.sass)
+
+
+ALL_SAMPLES = "Warp Stall Sampling (All Samples)"
+
+
+def instruction_samples(rows, sass) -> dict[str, dict[str, float]]:
+  """SASS address (hex) -> stall reason (stalls.py's names) -> warp-stall samples,
+  from the Source page's stall_* columns (the not-issued duplicates left out)."""
+  from .stalls import canonical
+  mapping, _ = align_to_sass(rows, sass)
+  out: dict[str, dict[str, float]] = {}
+  for i, k in mapping.items():
+    reasons: dict[str, float] = {}
+    for metric, value in rows[i]["metrics"].items():
+      if not metric.startswith("stall_") or not value:
+        continue
+      reason, counted = canonical(metric)
+      if counted:
+        reasons[reason] = reasons.get(reason, 0.0) + value
+    if not reasons and rows[i]["metrics"].get(ALL_SAMPLES):
+      reasons = {"unknown": rows[i]["metrics"][ALL_SAMPLES]}
+    if reasons:
+      out[hex(sass[k].address)] = reasons
+  return out
 
 
 def _raise_for(result, what: str) -> None:

@@ -47,10 +47,14 @@ SCHEMA_VERSION = 2
 
 class _Serializable:
   def to_dict(self) -> dict[str, Any]:
-    return _plain(dataclasses.asdict(self))
+    return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
 def _plain(x):
+  if isinstance(x, _Serializable):
+    return x.to_dict()            # its own to_dict (RuntimeStats adds its headline)
+  if dataclasses.is_dataclass(x) and not isinstance(x, type):
+    return _plain(dataclasses.asdict(x))
   if isinstance(x, dict):
     return {str(k): _plain(v) for k, v in x.items()}
   if isinstance(x, (list, tuple)):
@@ -244,7 +248,7 @@ class RuntimeStats(_Serializable):
   timed_window_s = property(lambda self: self.headline.timed_window_s)
 
   def to_dict(self) -> dict[str, Any]:
-    out = _plain(dataclasses.asdict(self))
+    out = super().to_dict()
     out.update(_plain({k: getattr(self.headline, k) for k in HEADLINE}))
     return out
 
@@ -336,6 +340,7 @@ class NcuResult(_Serializable):
   notes: list[str]
   # SASS address (hex string) -> stall reason (stalls.py's names) -> warp-stall samples
   instruction_samples: dict[str, dict[str, float]] | None = None
+  attribution: Attribution | None = None     # the same samples per equation (attribution.py)
 
 
 # --- measured attribution ------------------------------------------------------------------

@@ -225,7 +225,8 @@ def test_profile_gpu_path_on_the_stand_in(fake_driver, matmul_mma):
                   copy_method="given", matrix_flops_per_s={"bf16": 8e14}, matrix_method="given",
                   measured_at=0.0, details={}, notes=[])
   report = pallas_prof.profile([rec], device=0, nvml=False, ceilings=ceil,
-                               reference="interpreter", min_launches=20, min_seconds=0.0)
+                               reference="interpreter", min_launches=20, min_seconds=0.0,
+                               sample=False)
   assert report.gpu_present and report.device.name == "Stand-in GPU"
   assert report.device.uuid == "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"
   assert report.device.compute_capability == 90
@@ -239,7 +240,23 @@ def test_profile_gpu_path_on_the_stand_in(fake_driver, matmul_mma):
   assert k.rates.bytes_per_s == pytest.approx(3 * 64 * 64 * 2 / 4e-6)
   assert k.rates.flops_per_s == pytest.approx(k.work.flops / 4e-6)
   assert k.verdict.startswith(k.rates.verdict)
+  assert k.weight_basis == "static"
+  assert k.attribution.description == "static SASS instruction share: PC sampling is off"
   json.loads(report.to_json())
+
+
+def test_failed_sampling_falls_back_to_static_weights_and_says_why(fake_driver, matmul_mma):
+  # the stand-in driver lives in this process only: the sampling child finds no GPU
+  import pallas_prof
+  rec, ck = matmul_mma
+  fake_driver(ck.generated, event_ms=0.004)
+  report = pallas_prof.profile([rec], device=0, nvml=False, ceilings=False, min_launches=5,
+                               min_seconds=0.0)
+  k = report.kernels[0]
+  assert k.runtime is not None and k.weight_basis == "static"
+  assert k.attribution.description.startswith("static SASS instruction share: PC sampling "
+                                               "failed: ProfilerError: the PC-sampling child")
+  assert any(e.startswith("pc sampling: ") for e in k.errors)
 
 
 def test_memcpy_ceiling_arithmetic_on_the_stand_in(fake_driver):

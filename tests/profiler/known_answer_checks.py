@@ -1,0 +1,69 @@
+"""The known answers of known_answer.py and softmax, checked on a run's report.json.
+
+Each check takes the kernel's profile entry (report.json: profile.kernels[i]) and
+returns (passed, what was measured); the GPU test and the results summary use them.
+"""
+from __future__ import annotations
+
+LOOPS = ("scan", "while", "fori_loop")
+LOADS = ("get", "load")
+STORES = ("swap", "store")
+
+
+def _eqns(k):
+  return k["attribution"]["equations"]
+
+
+def _sum(k, primitives, key="weight"):
+  return sum(e[key] for e in _eqns(k) if e["primitive"] in primitives)
+
+
+def copy(k):
+  w = _sum(k, LOADS + STORES)
+  return w >= 0.70, f"load + store equations: {100 * w:.1f}% of the weight (want >= 70%)"
+
+
+def loop(k):
+  loops = [e for e in _eqns(k) if e["primitive"] in LOOPS]
+  w = max((e["inclusive_weight"] for e in loops), default=0.0)
+  return w >= 0.80, f"the fori_loop (inclusive): {100 * w:.1f}% (want >= 80%)"
+
+
+def two_loops(k):
+  loops = sorted((e for e in _eqns(k) if e["primitive"] in LOOPS and e["parent"] is None),
+                 key=lambda e: e["index"])
+  if len(loops) != 2:
+    return False, f"expected two top-level loops, found {len(loops)}"
+  short, long = loops[0]["inclusive_weight"], loops[1]["inclusive_weight"]
+  ratio = long / short if short else float("inf")
+  return 2.4 <= ratio <= 3.6, (f"loops of 16 and 48 rounds: {100 * short:.1f}% and "
+                               f"{100 * long:.1f}%, ratio {ratio:.2f} (want 3 within 20%)")
+
+
+def matmul(k):
+  w = _sum(k, ("dot_general",) + LOADS)
+  return w >= 0.80, f"dot_general + its loads: {100 * w:.1f}% (want >= 80%)"
+
+
+def softmax_wait(k):
+  gets = [e for e in _eqns(k) if e["primitive"] in LOADS]
+  if not gets:
+    return False, "no load equation was weighed"
+  x = max(gets, key=lambda e: e["weight"])
+  waits = [w for w in x.get("waits", []) if w["reason"] == "long_scoreboard"]
+  line = next((ln for ln in k["attribution"]["lines"] if ln["user_line"] == x["user_line"]), None)
+  ok = bool(waits) and line is not None and line["top_stall"] == "waiting for global memory"
+  first = waits[0] if waits else None
+  return ok, (f"x load at line {x['user_line']}: {100 * x['weight']:.1f}% of the weight, "
+              f"{sum(w['samples'] for w in waits):.0f} samples waiting for global memory "
+              f"charged to it" + (f" (first used by {first['consumer_primitive']} at "
+                                  f":{first['consumer_line']})" if first else "")
+              + f"; its line's top stall: {line['top_stall'] if line else None}")
+
+
+CHECKS = {"ka_copy_kernel": copy, "ka_loop_kernel": loop, "ka_two_kernel": two_loops,
+          "ka_matmul_kernel": matmul, "softmax_kernel": softmax_wait}
+
+
+def kernels(report: dict) -> list[dict]:
+  return (report.get("profile") or {}).get("kernels", [])

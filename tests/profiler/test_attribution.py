@@ -1,0 +1,158 @@
+"""Measured attribution on a CPU, from CUPTI PC samples recorded on the H200
+(fixtures/pcsampling/README.md): decoding, mapping to equations and lines, memory
+waits charged to loads, and the static basis when there is no GPU."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from pallas_prof.cli import artifacts
+from pallas_prof.profiler import attribution, correlate, pcsampling, sassdeps, stalls
+from pallas_prof.profiler.schema import (KernelProfile, ProfileReport, RuntimeStats,
+                                         TimingStats)
+
+from . import known_answer_checks as checks
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "pcsampling")
+
+
+def _recorded(name):
+  d = os.path.join(FIXTURES, name)
+  gk, ck = artifacts.load_kernel(d)
+  with open(os.path.join(d, "samples.json")) as f:
+    data = json.load(f)
+  with open(os.path.join(d, "meta.json")) as f:
+    meta = json.load(f)
+  return gk, ck, data, meta
+
+
+def _measured(name):
+  gk, ck, data, meta = _recorded(name)
+  samples, other = pcsampling.instruction_samples(data, data["kernel"])
+  att = attribution.measured(gk, ck and correlate.correlate(ck), samples, basis="pc_sampling",
+                             description="recorded", replay_median_s=meta["replay_median_s"],
+                             sampling=pcsampling.sampling_run(data, other))
+  return gk, att, data
+
+
+def test_every_recorded_stall_reason_is_decoded():
+  _, _, data, _ = _recorded("softmax_kernel-dc90ff")
+  names = list(data["stall_reasons"].values())
+  assert len(names) >= 30
+  counted = [stalls.canonical(n) for n in names]
+  reasons = {r for r, keep in counted if keep}
+  assert "long_scoreboard" in reasons and "selected" in reasons
+  assert all(r in stalls.WORDS for r in reasons), reasons - set(stalls.WORDS)
+  # the not-issued duplicates and the two sample counters are never counted
+  assert ("long_scoreboard", False) in counted
+  assert stalls.canonical("smsp__pcsamp_sample_count") == ("sample_count", False)
+  assert stalls.canonical("stall_long_sb (Not Issued)") == ("long_scoreboard", False)
+  assert stalls.canonical("stall_math") == ("math_pipe_throttle", True)
+
+
+@pytest.mark.parametrize("name", ["softmax_kernel-dc90ff", "ka_copy_kernel-f38816",
+                                  "ka_matmul_kernel-4f3400"])
+def test_samples_add_up_and_land_on_the_disassembly(name):
+  gk, att, data = _measured(name)
+  # what CUPTI counted is what the PCs carry, all of them in this kernel's function
+  assert att.total == data["total_samples"] > 10_000
+  assert att.sampling.other_function_samples == 0 and att.sampling.dropped_samples == 0
+  assert not att.notes                       # every sampled offset is an instruction we know
+  assert att.unattributed < 0.01 * att.total
+  weights = sum(e.weight for e in att.equations)
+  assert weights + att.unattributed / att.total == pytest.approx(1.0)
+  assert [e.weight for e in att.equations] == sorted((e.weight for e in att.equations),
+                                                     reverse=True)
+  for e in att.equations:
+    assert e.time_s == pytest.approx(e.weight * att.replay_median_s)
+    assert e.inclusive_weight >= e.weight - 1e-12
+
+
+def test_softmax_wait_for_x_is_charged_to_its_load_line():
+  gk, att, _ = _measured("softmax_kernel-dc90ff")
+  ok, text = checks.softmax_wait({"attribution": att.to_dict()})
+  assert ok, text
+  x = att.equations[0]
+  assert (x.primitive, os.path.basename(x.user_file), x.user_line) == ("get", "softmax.py", 19)
+  first = x.waits[0]
+  assert (first.consumer_primitive, first.consumer_line, first.reason) == \
+      ("reduce_max", 20, "long_scoreboard")
+  reduce_max = att.equation(first.consumer)
+  # the samples stay visible where the warps stood
+  assert reduce_max.share_at > reduce_max.weight and reduce_max.charged_out > 0
+  assert x.charged_in == pytest.approx(sum(w.samples for w in x.waits))
+  text = attribution.wait_text(gk, x)
+  assert "waiting for global memory" in text and "reduce_max at :20" in text
+
+
+def test_copy_and_matmul_known_answers_from_recorded_samples():
+  _, copy, _ = _measured("ka_copy_kernel-f38816")
+  ok, text = checks.copy({"attribution": copy.to_dict()})
+  assert ok, text
+  _, mm, _ = _measured("ka_matmul_kernel-4f3400")
+  ok, text = checks.matmul({"attribution": mm.to_dict()})
+  assert ok, text
+  # the pipelined loop's long-scoreboard waits are for its cp.async copies (LDGSTS):
+  # charged to the loads, away from the loop's own control instructions
+  loop = next(e for e in mm.equations if e.primitive == "scan")
+  assert loop.charged_out > 0.5 * loop.samples
+  assert loop.inclusive_weight > 0.9
+
+
+def test_user_lines_sum_their_equations():
+  gk, att, _ = _measured("softmax_kernel-dc90ff")
+  lines = {ln.user_line: ln for ln in att.lines}
+  assert set(lines) == {19, 20, 21, 22}
+  for ln in att.lines:
+    assert ln.weight == pytest.approx(sum(att.equation(i).weight for i in ln.equations))
+  assert lines[19].top_stall == "waiting for global memory"
+
+
+def test_register_dependencies_of_sass_lines():
+  assert sassdeps.registers("LDG.E.128 R4, desc[UR4][R2.64]", "LDG.E.128") == ({4, 5, 6, 7}, {2, 3})
+  assert sassdeps.registers("FMNMX R9, R4, R5, !PT", "FMNMX") == ({9}, {4, 5})
+  assert sassdeps.registers("STG.E.128 desc[UR4][R2.64+0x10], R8", "STG.E.128") == \
+      (set(), {2, 3, 8, 9, 10, 11})
+  assert sassdeps.registers("ISETP.GE.AND P0, PT, R0, 0x3f, PT", "ISETP.GE.AND") == (set(), {0})
+  assert sassdeps.registers("LDSM.16.M88.4 R4, [R20+UR4+0x800]", "LDSM.16.M88.4") == \
+      ({4, 5, 6, 7}, {20})
+  texts = ["LDG.E R2, desc[UR4][R6.64]", "FADD R3, R9, 1", "FMUL R4, R2, R3"]
+  deps = sassdeps.Dependencies(texts, [t.split()[0] for t in texts], [])
+  assert deps.producers(2, "long_scoreboard") == [0]     # R2 from the load; R3 from an FADD
+  assert deps.producers(2, "short_scoreboard") == []
+  # in a loop, a value loaded at the bottom of the previous iteration
+  texts = ["FMUL R4, R2, R2", "IADD3 R6, R6, 4", "LDG.E R2, desc[UR4][R6.64]", "BRA 0"]
+  deps = sassdeps.Dependencies(texts, [t.split()[0] for t in texts], [(0, 3)])
+  assert deps.producers(0, "long_scoreboard") == [2]
+
+
+def test_sampling_period_and_launches():
+  # softmax 8192^2 on an H200: 136 us, 132 SMs at 1.98 GHz
+  launches = pcsampling.sampled_launches(136e-6)
+  assert launches == 148
+  assert pcsampling.period_log2(136e-6, launches, 1.98e9, 132) == 15
+  assert pcsampling.sampled_launches(0.05) == 3
+  assert pcsampling.period_log2(1e-9, 3, 1.98e9, 132) == 5
+
+
+def test_static_basis_without_a_gpu(softmax_kernel):
+  from pallas_prof.profiler import profile
+  record, _ = softmax_kernel
+  report = profile([record])
+  assert not report.gpu_present
+  (k,) = report.to_dict()["kernels"]
+  assert k["weight_basis"] == "static"
+  assert k["attribution"]["description"].startswith("static SASS instruction share: no GPU")
+  assert k["attribution"]["unit"] == "instructions"
+  assert "share of instructions" in k["verdict"]
+
+
+def test_runtime_headline_is_written_into_report_json():
+  cold = TimingStats("cold", 10, 3, 2e-4, 1e-4, 3e-4, 1e-4, 2e-4, 0.5)
+  rt = RuntimeStats(device_index=0, input_sets=2, set_bytes=1, l2_bytes=1, outputs_written=True,
+                    unwritten_elements=[0], mode="cold", cold=cold)
+  k = KernelProfile("k#1", "k", [], [], None, None, runtime=rt)
+  d = ProfileReport(True, "", None, None, [k], [], 0.0).to_dict()["kernels"][0]["runtime"]
+  assert d["median_s"] == 2e-4 and d["launches"] == 10 and d["cold"]["median_s"] == 2e-4
