@@ -266,10 +266,9 @@ def hot_equations(report, kernel, width: int = MAX_WIDTH, top: int = 5) -> Table
       row = [f"{100 * e.weight:.1f}%", f"[{e.index}] {e.primitive}", loc, src]
       if timed:
         row.append(_us(e.time_s))
-      row.append((e.stalls[0].words if e.stalls else "") if measured
-                 else _instruction_mix(static, e.index))
+      row.append(_why(e) if measured else _instruction_mix(static, e.index))
       rows.append(row)
-    title = f"hot equations of {kernel.label} (share of {att.unit}: {att.basis})"
+    title = f"hot equations of {kernel.label} ({att.description})"
   elif static is not None and static.equations:
     eqs = static.equations
     order = list(static.top_equations or sorted(range(len(eqs)), key=lambda i: -eqs[i].weight))
@@ -283,6 +282,14 @@ def hot_equations(report, kernel, width: int = MAX_WIDTH, top: int = 5) -> Table
   else:
     return None
   return layout.table(title, cols, rows, width)
+
+
+def _why(e) -> str:
+  """A load's memory waits, charged to it, name their first consumer; else the top stall."""
+  wait = next((w for w in e.waits if w.reason == "long_scoreboard"), None)
+  if wait is not None and wait.consumer_primitive:
+    return f"{wait.words} (first used by {wait.consumer_primitive} at :{wait.consumer_line})"
+  return e.stalls[0].words if e.stalls else ""
 
 
 def _ceilings_line(prof) -> Text | None:

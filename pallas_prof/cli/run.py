@@ -214,6 +214,12 @@ def _profile_spans(trace, report) -> None:
         for key, value in k.nvml.to_dict().items():
           if isinstance(value, (int, float, str, bool)):
             span.set_attribute(f"nvml.{key}", value)
+      span.set_attribute("profile.weight_basis", k.weight_basis)
+      if k.attribution is not None:     # the heaviest equations, as the report shows them
+        span.set_attribute("profile.weights", k.attribution.description)
+        span.set_attribute("profile.hot_equations", [
+            f"[{e.index}] {e.primitive} @ {e.user_line}: {100 * e.weight:.1f}%"
+            for e in k.attribution.equations[:5]])
       span.set_attribute("profile.verdict", k.verdict or "")
 
 

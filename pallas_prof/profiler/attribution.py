@@ -73,7 +73,6 @@ def measured(gk, corr: Correlation, samples: Mapping[int, Mapping[str, float]], 
   deps = sassdeps.Dependencies([ins.text for ins in sass], [ins.opcode for ins in sass],
                                 _loop_spans(corr))
   at_eqn: Counter = Counter()
-  eqn_stalls: dict = defaultdict(Counter)
   kernel_stalls: Counter = Counter()
   moved_in: Counter = Counter()
   moved_out: Counter = Counter()
@@ -90,7 +89,6 @@ def measured(gk, corr: Correlation, samples: Mapping[int, Mapping[str, float]], 
       continue
     e = sass[k].eqn
     at_eqn[e] += n
-    eqn_stalls[e].update(reasons)
     effective[e].update(reasons)
     top = max(reasons, key=reasons.get) if reasons else None
     per_instruction.append([int(addr), n, top])
@@ -118,7 +116,7 @@ def measured(gk, corr: Correlation, samples: Mapping[int, Mapping[str, float]], 
   for ew in equations:
     ew.charged_in = moved_in.get(ew.index, 0.0)
     ew.charged_out = moved_out.get(ew.index, 0.0)
-    ew.stalls = _stall_list(eqn_stalls.get(ew.index, {}))
+    ew.stalls = _stall_list({r: n for r, n in effective.get(ew.index, {}).items() if n > 0})
     ew.waits = [WaitCharge(c, gk.eqns[c].primitive if c is not None else None,
                            user_location(gk, c)[1] if c is not None else None, r,
                            stalls.words(r), v)

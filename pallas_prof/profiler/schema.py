@@ -390,7 +390,9 @@ class EquationWeight(_Serializable):
   charged_out: float = 0.0      # waits at this equation charged to loads elsewhere
   time_s: float | None = None   # weight x the replay's (unsampled) median
   inclusive_time_s: float | None = None
-  stalls: list[StallShare] = dataclasses.field(default_factory=list)   # at its instructions
+  # its stall reasons as its weight counts them: those at its instructions, less the
+  # waits charged out, plus the waits charged in
+  stalls: list[StallShare] = dataclasses.field(default_factory=list)
   waits: list[WaitCharge] = dataclasses.field(default_factory=list)    # charged to it
 
 

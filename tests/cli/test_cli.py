@@ -77,6 +77,22 @@ def test_run_report_names_hot_equations_on_cpu(softmax_run):
   # what the user sees
   assert "softmax_kernel#" in result.stdout and "hot equations" in result.stdout
   assert "softmax.py:21" in result.stdout
+  # no GPU: the weights are static instruction shares, and both the report and its
+  # JSON say so
+  assert prof["kernels"][0]["weight_basis"] == "static"
+  assert "static SASS instruction share: no GPU" in result.stdout
+
+
+@pytest.mark.skipif(_GPU, reason="checks the report of a machine without a GPU")
+def test_show_user_prints_the_users_lines_with_their_share(softmax_run):
+  out, _ = softmax_run
+  shown = pallas_prof("show", "softmax_kernel", "--dir", str(out), "--user")
+  assert shown.returncode == 0, shown.stderr
+  lines = shown.stdout.splitlines()
+  assert "not measured: share of instructions" in shown.stdout
+  exp = next(line for line in lines if "e = jnp.exp(x)" in line)
+  assert exp.split()[0] == "21" and exp.split()[1].endswith("%")
+  assert any(line.split()[:1] == ["18"] and "def softmax_kernel" in line for line in lines)
 
 
 def test_show_annotates_ptx_and_source(softmax_run):

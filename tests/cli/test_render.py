@@ -213,6 +213,6 @@ def test_measured_attribution_is_what_the_hot_equations_show(tmp_path):
   again = RunReport.from_json(json.dumps(data))
   assert again.profile.kernels[0].attribution == att      # typed all the way down
   text = text_of(again, 200)
-  assert "share of samples: pc_sampling" in text and "top stall" in text
+  assert "(CUPTI PC sampling)" in text and "top stall" in text
   row = next(line for line in text.splitlines() if "[5] get" in line)
   assert "75.0%" in row and "97.5" in row and "waiting for global memory" in row
