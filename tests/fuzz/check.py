@@ -62,6 +62,10 @@ def _random(rng, spec: InputSpec) -> np.ndarray:
     pick = rng.random(spec.shape)
     x = np.where(pick < 0.1, np.round(x), x)
     x = np.where(pick > 0.97, 0.0, x).astype(np.float32)
+    if spec.special:
+      specials = np.array([np.nan, np.inf, -np.inf, -0.0], np.float32)
+      chosen = specials[rng.integers(0, 4, size=spec.shape)]
+      x = np.where(rng.random(spec.shape) < 0.15, chosen, x).astype(np.float32)
     return np.asarray(jnp.asarray(x, dtype=dtype))
   return rng.integers(int(spec.low), int(spec.high), size=spec.shape,
                       endpoint=True).astype(dtype)
@@ -206,7 +210,7 @@ def reproducer(program: Program, message: str) -> str:
       PROGRAM = json.loads(r\'\'\'
       {spec}
       \'\'\')
-      PROGRAM["inputs"] = tuple(InputSpec(tuple(i["shape"]), i["dtype"], i["low"], i["high"])
+      PROGRAM["inputs"] = tuple(InputSpec(**dict(i, shape=tuple(i["shape"])))
                                 for i in PROGRAM["inputs"])
       PROGRAM["features"] = tuple(PROGRAM["features"])
       program = Program(**PROGRAM)

@@ -50,6 +50,8 @@ class InputSpec:
   dtype: str
   low: float = -4
   high: float = 4
+  # float inputs: some NaN, +-inf and -0.0 among the values
+  special: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,6 +217,7 @@ _BINARY_ANY = ["{a} + {b}", "{a} - {b}", "{a} * {b}", "jnp.maximum({a}, {b})",
                "jnp.minimum({a}, {b})"]
 _BINARY_FLOAT = ["{a} / (jnp.abs({b}) + 1)", "jnp.arctan2({a}, {b})"]
 _BINARY_INT = ["{a} & {b}", "{a} | {b}", "{a} ^ {b}", "{a} // (({b} & 7) + 1)",
+               "lax.div({a}, {b})", "lax.rem({a}, {b})",
                "{a} % (({b} & 7) + 1)", "lax.rem({a}, ({b} & 7) + 1)",
                "lax.shift_left({a}, {b} & {mask})", "lax.shift_right_arithmetic({a}, {b} & {mask})",
                "lax.shift_right_logical({a}, {b} & {mask})"]
@@ -302,7 +305,10 @@ def _cast(b: Builder):
   if to == a.dtype:
     return
   expr = a.name
-  if a.is_float and to in INTS:
+  raw = b.draw(st.integers(0, 5), label="unclipped cast") == 0
+  if a.is_float and to in INTS and raw:
+    b.features.add("unclipped float->int")
+  elif a.is_float and to in INTS:
     info = _int_info(to)
     lo, hi = max(int(info.min), -1000), min(int(info.max), 1000)
     expr = f"jnp.clip({a.name}, {lo}, {hi})"
@@ -536,6 +542,8 @@ def value_programs(draw) -> Program:
     d = dtype if i == 0 or draw(st.integers(0, 3), label="same dtype") else \
         draw(st.sampled_from(FLOATS + INTS), label="dtype")
     spec = _input_spec(s, d)
+    if d in FLOATS and draw(st.integers(0, 4), label="special values") == 0:
+      spec = dataclasses.replace(spec, special=True)
     inputs.append(spec)
     params.append(Var(f"x{i}", s, d, max(abs(spec.low), abs(spec.high)) if d in FLOATS
                       else _int_bound(d)))
@@ -578,7 +586,7 @@ def _input_spec(shape, dtype) -> InputSpec:
 # --- kernels over a grid ----------------------------------------------------------
 
 _KERNEL_FEATURES = ("elementwise", "global_index", "masked_load", "masked_store", "chunks",
-                    "data_window", "atomic", "two_d")
+                    "data_window", "atomic", "two_d", "rows", "matmul")
 
 
 @st.composite
@@ -591,6 +599,10 @@ def kernel_programs(draw) -> Program:
     return _two_d_kernel(draw, dtype)
   if feature == "data_window":
     return _window_kernel(draw, dtype)
+  if feature == "rows":
+    return _rows_kernel(draw, dtype)
+  if feature == "matmul":
+    return _matmul_kernel(draw)
   block = draw(st.integers(1, 50), label="block")
   blocks = draw(st.integers(1, 5), label="blocks")
   # the last block overhangs the array by 0 .. block-1 elements
@@ -683,6 +695,107 @@ def _two_d_kernel(draw, dtype) -> Program:
                  draw(st.integers(0, 2**31 - 1), label="seed"), tol, scale,
                  tuple(sorted(b.features | {"two_d", f"overhang {gr * rows - n}x{gc * cols - m}"})),
                  b.fragile)
+
+
+def _row_reduce(b: Builder):
+  """A reduction or scan along the rows (axis 1) of a (rows, cols) block: the
+  rows of an overhanging last block are independent of each other."""
+  a = b.pick(lambda v: len(v.shape) == 2 and (v.is_float or v.is_int))
+  if a is None:
+    return
+  op = b.draw(st.sampled_from(["jnp.sum", "jnp.max", "jnp.min", "jnp.cumsum", "jnp.argmax"]),
+              label="row reduction")
+  n = a.shape[1]
+  if op == "jnp.cumsum":
+    var = b.add(f"jnp.cumsum({a.name}, axis=1)", a.bound * n if a.is_float else a.bound,
+                "row cumsum")
+  elif op == "jnp.argmax":
+    if not a.dtype in ("float32", "int32"):
+      return
+    b.add(f"jnp.argmax({a.name}, axis=1, keepdims=True)", n, "row argmax")
+    return
+  else:
+    var = b.add(f"{op}({a.name}, axis=1, keepdims=True)",
+                a.bound * n if a.is_float and op == "jnp.sum" else a.bound, "row reduction")
+  if var.is_float:
+    _fit_float(b, var)
+
+
+def _rows_kernel(draw, dtype) -> Program:
+  """Blocks of whole rows, the last block overhanging: row reductions, scans,
+  softmax-like chains and a dot with a whole weight matrix, per row."""
+  rows = draw(st.integers(1, 24), label="block rows")
+  n = max(1, rows * draw(st.integers(1, 4), label="blocks") - draw(st.integers(0, rows - 1),
+                                                                    label="overhang"))
+  cols = draw(st.integers(1, 40), label="cols")
+  out_cols = draw(st.integers(1, 24), label="weight cols")
+  float_dot = dtype in FLOATS
+  w_dtype = dtype if float_dot or dtype == "int8" else None
+  params = [Var("x0", (rows, cols), dtype, 4.0 if dtype in FLOATS else _int_bound(dtype))]
+  if w_dtype:
+    params.append(Var("w", (cols, out_cols), w_dtype, 4.0 if float_dot else _int_bound(w_dtype)))
+  b = Builder(draw, params)
+  for _ in range(draw(st.integers(1, 6), label="statements")):
+    choices = [_unary, _binary, _select, _cast, _row_reduce, _row_reduce]
+    if w_dtype:
+      choices.append(_dot)
+    _statement(b, choices)
+  out = [v for v in b.vars if len(v.shape) == 2 and v.shape[0] == rows and v.name != "w"][-1]
+  width = out.shape[1]
+  lines = ["x0 = x0_ref[...]"] + (["w = w_ref[...]"] if w_dtype else []) + b.lines
+  lines.append(f"o_ref[...] = {out.name}")
+  body = "\n".join(f"  {line}" for line in lines)
+  specs = [f"pl.BlockSpec(({rows}, {cols}), lambda i: (i, 0))"]
+  inputs = [_input_spec((n, cols), dtype)]
+  if w_dtype:
+    specs.append(f"pl.BlockSpec(({cols}, {out_cols}), lambda i: (0, 0))")
+    inputs.append(_input_spec((cols, out_cols), w_dtype))
+  args = "x0_ref, w_ref, o_ref" if w_dtype else "x0_ref, o_ref"
+  source = (f"def kernel({args}):\n{body}\n\n"
+            f"call = dict(grid=({-(-n // rows)},), in_specs=[{', '.join(specs)}],\n"
+            f"            out_specs=pl.BlockSpec(({rows}, {width}), lambda i: (i, 0)),\n"
+            f"            out_shape=jax.ShapeDtypeStruct(({n}, {width}), jnp.{out.dtype}))\n")
+  tol = max([FLOAT_TOL[v.dtype] for v in b.vars if v.is_float] + [0.0])
+  scale = max([min(v.bound, 1e6) for v in b.vars if v.is_float] + [1.0])
+  return Program("kernel", source, tuple(inputs), draw(st.integers(0, 2**31 - 1), label="seed"),
+                 tol, scale, tuple(sorted(b.features | {"rows", f"overhang {-n % rows}"})),
+                 b.fragile)
+
+
+def _matmul_kernel(draw) -> Program:
+  """A tiled matmul: a loop over K in chunks read through pl.ds (dynamic starts)
+  on both operands, accumulating dots of odd sizes; M and N overhang."""
+  bm, bn = draw(st.integers(1, 33), label="bm"), draw(st.integers(1, 33), label="bn")
+  kc = draw(st.integers(1, 20), label="k chunk")
+  chunks = draw(st.integers(1, 5), label="k chunks")
+  k = kc * chunks
+  m = max(1, bm * draw(st.integers(1, 3), label="m blocks") - draw(st.integers(0, bm - 1),
+                                                                    label="m overhang"))
+  n = max(1, bn * draw(st.integers(1, 3), label="n blocks") - draw(st.integers(0, bn - 1),
+                                                                    label="n overhang"))
+  dtype = draw(st.sampled_from(["float32", "float16", "bfloat16", "int8"]), label="dtype")
+  acc = "int32" if dtype == "int8" else "float32"
+  prec = "" if dtype == "int8" else ", precision=HIGHEST"
+  out_dtype = draw(st.sampled_from([acc, dtype]), label="out dtype")
+  lines = [f"def step(j, acc):",
+           f"    a = x_ref[:, pl.ds(j * {kc}, {kc})]",
+           f"    b = y_ref[pl.ds(j * {kc}, {kc}), :]",
+           f"    return acc + jnp.dot(a, b, preferred_element_type=jnp.{acc}{prec})",
+           f"acc = lax.fori_loop(0, {chunks}, step, jnp.zeros(({bm}, {bn}), jnp.{acc}))",
+           f"o_ref[...] = acc.astype(o_ref.dtype)"]
+  body = "\n".join(f"  {line}" for line in lines)
+  source = (f"def kernel(x_ref, y_ref, o_ref):\n{body}\n\n"
+            f"call = dict(grid=({-(-m // bm)}, {-(-n // bn)}),\n"
+            f"            in_specs=[pl.BlockSpec(({bm}, {k}), lambda i, j: (i, 0)),\n"
+            f"                      pl.BlockSpec(({k}, {bn}), lambda i, j: (0, j))],\n"
+            f"            out_specs=pl.BlockSpec(({bm}, {bn}), lambda i, j: (i, j)),\n"
+            f"            out_shape=jax.ShapeDtypeStruct(({m}, {n}), jnp.{out_dtype}))\n")
+  tol = 0.0 if dtype == "int8" else max(FLOAT_TOL[dtype], FLOAT_TOL[out_dtype]
+                                        if out_dtype in FLOAT_TOL else 0.0)
+  return Program("kernel", source, (_input_spec((m, k), dtype), _input_spec((k, n), dtype)),
+                 draw(st.integers(0, 2**31 - 1), label="seed"), tol, 16.0 * k,
+                 ("matmul", f"k {kc}x{chunks}", dtype, f"overhang {-m % bm}x{-n % bn}"),
+                 dtype == "int8" and out_dtype == "int8")
 
 
 def _window_kernel(draw, dtype) -> Program:
