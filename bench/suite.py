@@ -7,8 +7,10 @@ Cases (bench/suite_cases.py): JAX's own GPU ops (softmax, layer_norm and rms_nor
 forward and forward+backward, mha forward and forward+backward, causal and not,
 decode_attention, paged_attention), a matmul and a vector add, three shapes each.
 Columns: pallas-prof with its defaults ("ours_default"), pallas-prof tuned
-("ours_tuned": not measured until an autotuner exists, and then said so, never a
-made-up value), JAX's built-in Triton backend ("builtin") and plain XLA ("xla").
+("ours_tuned": the op's parameters (block sizes, warps, stages, splits) that
+`pallas_prof.autotune` found fastest among the default and the case's configs,
+timed by whole calls; "same_as_default" for an op with nothing tuned here), JAX's
+built-in Triton backend ("builtin") and plain XLA ("xla").
 
 Method (the device library's METHOD.md): fresh random inputs, larger than the
 H200's L2 at full size; every column's output checked against a float32
@@ -49,7 +51,6 @@ from bench import save_record  # noqa: E402
 from bench.suite_cases import CASES, ordered  # noqa: E402
 
 COLUMNS = ("ours_default", "ours_tuned", "builtin", "xla")
-TUNED_NOT_MEASURED = "not measured: pallas-prof has no autotuner yet (issue 17 parts 1-3)"
 MIN_CASE_S = 4.0          # a case needs at least this much budget left to start
 
 
@@ -157,21 +158,52 @@ def use_backend(backend: str) -> None:
   registration.route_to_builtin(backend == "builtin")
 
 
-def run_column(column: str, built, reference, window_s: float, on_gpu: bool) -> dict:
+def tuned_function(case, built, small: bool, window_s: float, on_gpu: bool):
+  """The case's Pallas function with the parameters pallas_prof.autotune found fastest
+  among the default ({}) and case.tune, and what the tuning did."""
+  configs = [{}] + [dict(c) for c in case.tune]
+  jitted = {}
+
+  def run(*args, **config):
+    key = tuple(sorted(config.items()))
+    if key not in jitted:
+      jitted[key] = jax.jit(built.variant(config))
+    return jitted[key](*args)
+
+  # a dry run runs each config once, to run the code the GPU run will
+  tuned = pallas_prof.autotune(configs, name=case.label(small), cache=False,
+                               budget_s=max(3.0, 25 * window_s) if on_gpu else 1e9,
+                               **({"repeats": 5} if on_gpu else {"repeats": 1, "warm_up": 0}))(run)
+  t0 = time.perf_counter()
+  jax.block_until_ready(tuned(*built.args))
+  tuning = tuned.last_tuning
+  info = {"config": tuning.best, "tuning_s": time.perf_counter() - t0,
+          "candidates": [{"config": c.config, "median_s": c.seconds, "error": c.error}
+                         for c in tuning.candidates]}
+  return jitted[tuple(sorted(tuning.best.items()))], info
+
+
+def run_column(column: str, built, reference, window_s: float, on_gpu: bool,
+               case=None, small: bool = False) -> dict:
   from pallas_prof.backend import registry
-  if column == "ours_tuned":
-    return {"not_measured": TUNED_NOT_MEASURED}
+  if column == "ours_tuned" and not case.tune:
+    return {"same_as_default": "one config (the op's parameters are not tuned here): "
+                               "the tuned column is the default column"}
   if column == "builtin" and not on_gpu:
     return {"not_run": "JAX's built-in Triton backend needs a GPU"}
   if column != "xla":
-    use_backend("pallas_prof" if column == "ours_default" else "builtin")
+    use_backend("builtin" if column == "builtin" else "pallas_prof")
   jax.clear_caches()                 # lower afresh: JAX caches compiled calls across backends
   registry.clear()
-  fn = jax.jit(built.xla if column == "xla" else built.pallas)
   try:
+    entry = {}
+    if column == "ours_tuned":
+      fn, entry = tuned_function(case, built, small, window_s, on_gpu)
+    else:
+      fn = jax.jit(built.xla if column == "xla" else built.pallas)
     t0 = time.perf_counter()       # the first call (lowering, compiles) runs on the poison
     junk = jax.block_until_ready(fn(*_poisoned(built.args)))
-    entry = {"first_call_s": time.perf_counter() - t0}
+    entry["first_call_s"] = time.perf_counter() - t0
     del junk
     records = registry.kernels() if column == "ours_default" else []
     if column == "ours_default":
@@ -210,16 +242,25 @@ def run_case(case, small: bool, window_s: float, on_gpu: bool, seed: int) -> dic
     result["error"] = f"building the case: {type(e).__name__}: {str(e)[:500]}"
     return result
   result.update(bytes=built.bytes, flops=built.flops, seed=seed)
-  result["columns"] = {c: run_column(c, built, reference, window_s, on_gpu) for c in COLUMNS}
+  result["columns"] = {c: run_column(c, built, reference, window_s, on_gpu, case, small)
+                       for c in COLUMNS}
   del built
-  ours, builtin = result["columns"]["ours_default"], result["columns"]["builtin"]
+  cols = result["columns"]
+  ours, builtin = cols["ours_default"], cols["builtin"]
+  tuned = ours if "same_as_default" in cols["ours_tuned"] else cols["ours_tuned"]
   for basis, key in (("gpu", "gpu_s"), ("wall", "wall_s")):
-    if ours.get("correct") and builtin.get("correct") and key in ours and key in builtin:
-      result[f"default_over_builtin_{basis}"] = ours[key] / builtin[key]
+    for name, a, b in (("default_over_builtin", ours, builtin), ("tuned_over_builtin", tuned, builtin),
+                       ("tuned_over_default", tuned, ours)):
+      if a.get("correct") and b.get("correct") and key in a and key in b:
+        result[f"{name}_{basis}"] = a[key] / b[key]
   return result
 
 
 # --- the run ------------------------------------------------------------------------------------
+
+def _geomean(values):
+  return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
 
 def summarize(record: dict) -> None:
   """The headline keys: worst and geometric-mean ours/built-in (GPU time where CUPTI
@@ -229,10 +270,13 @@ def summarize(record: dict) -> None:
   key = f"default_over_builtin_{basis}"
   cases = [c for c in record["cases"] if key in c]
   ratios = [c[key] for c in cases]
-  record["geomean_tuned_over_builtin"] = None
-  record["geomean_tuned_over_builtin_note"] = TUNED_NOT_MEASURED
-  record["geomean_default_over_builtin"] = (math.exp(sum(map(math.log, ratios)) / len(ratios))
-                                            if ratios else None)
+  tuned = [c[f"tuned_over_builtin_{basis}"] for c in record["cases"]
+           if f"tuned_over_builtin_{basis}" in c]
+  record["geomean_tuned_over_builtin"] = _geomean(tuned)
+  record["geomean_default_over_builtin"] = _geomean(ratios)
+  slower = [(c["name"], c[f"tuned_over_default_{basis}"]) for c in record["cases"]
+            if c.get(f"tuned_over_default_{basis}", 0) > 1.02]
+  record["tuned_slower_than_default"] = [f"{n}: {r:.3f}" for n, r in slower]
   worst = max(cases, key=lambda c: c[key], default=None)
   record["worst_default_over_builtin"] = worst[key] if worst else None
   record["worst_default_over_builtin_case"] = worst["name"] if worst else None
@@ -333,7 +377,7 @@ def main(argv=None) -> dict:
 
 
 def _ms(entry: dict) -> str:
-  for key in ("error", "not_run", "not_measured"):
+  for key in ("error", "not_run", "same_as_default"):
     if key in entry:
       return key.replace("_", " ")
   gpu = f"{entry['gpu_s'] * 1e3:.3f}" if "gpu_s" in entry else "-"
@@ -367,7 +411,8 @@ def _print_summary(record: dict, out) -> None:
   for name in failed:
     print(f"  {name}")
   for key in ("geomean_default_over_builtin", "worst_default_over_builtin",
-              "worst_default_over_builtin_case", "geomean_tuned_over_builtin", "matmul_tflops"):
+              "worst_default_over_builtin_case", "geomean_tuned_over_builtin",
+              "tuned_slower_than_default", "matmul_tflops"):
     v = record.get(key)
     print(f"{key}: {v:.3f}" if isinstance(v, float) else f"{key}: {v}")
   if out:

@@ -75,8 +75,14 @@ class Tuning:
 
 # --- keys and the disk cache ---------------------------------------------------------------------
 
+def _is_array(value) -> bool:
+  return getattr(value, "shape", None) is not None and getattr(value, "dtype", None) is not None
+
+
 def _describe(value) -> Any:
   """A key part: an array by its shape and dtype, anything else by its repr."""
+  if isinstance(value, (tuple, list)):
+    return "(" + ", ".join(map(_describe, value)) + ")"
   shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
   if shape is not None and dtype is not None:
     return f"{np.dtype(dtype).name}{list(shape)}"
@@ -198,7 +204,8 @@ def time_call(call: Callable[[], Any], repeats: int = 10, warm_up: int = 2,
 
 
 def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
-         budget_s: float = 30.0, repeats: int = 10, name: str = "", key: str = "") -> Tuning:
+         budget_s: float = 30.0, repeats: int = 10, warm_up: int = 2, name: str = "",
+         key: str = "") -> Tuning:
   """Runs every config on (args, kwargs) and returns the Tuning; configs[0] is the default."""
   start = time.perf_counter()
   candidates: list[Candidate] = []
@@ -223,7 +230,8 @@ def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
         candidates.append(Candidate(dict(config), None, differs))
         continue
     left = max(0.05, budget_s - (time.perf_counter() - start))
-    candidates.append(Candidate(dict(config), time_call(call, repeats, max_seconds=min(1.0, left))))
+    seconds = time_call(call, repeats, warm_up, max_seconds=min(1.0, left))
+    candidates.append(Candidate(dict(config), seconds))
   timed = [c for c in candidates if c.seconds is not None]
   best = min(timed, key=lambda c: c.seconds)
   return Tuning(name, key, best.config, candidates[0].seconds, best.seconds, tuple(candidates),
@@ -245,7 +253,7 @@ def _is_tracer(x) -> bool:
 # --- the decorator -------------------------------------------------------------------------------
 
 def autotune(configs: Sequence[dict], key: Sequence[str] = (), *, budget_s: float = 30.0,
-             repeats: int = 10, cache: bool = True, name: str | None = None):
+             repeats: int = 10, warm_up: int = 2, cache: bool = True, name: str | None = None):
   """Decorator: tune `configs` (keyword arguments of the function; the first is the
   default) per distinct `key` (argument names: arrays by shape and dtype, other
   values by value; empty: every array argument), as the module docstring says.
@@ -267,7 +275,8 @@ def autotune(configs: Sequence[dict], key: Sequence[str] = (), *, budget_s: floa
     def key_of(args, kwargs) -> str:
       bound = signature.bind_partial(*args, **kwargs)
       parts = [f"{n}={_describe(v)}" for n, v in bound.arguments.items()
-               if (n in key if key else getattr(v, "shape", None) is not None)]
+               if (n in key if key else _is_array(v) or (isinstance(v, (tuple, list))
+                                                          and any(map(_is_array, v))))]
       return ", ".join(parts)
 
     @functools.wraps(fn)
@@ -290,7 +299,7 @@ def autotune(configs: Sequence[dict], key: Sequence[str] = (), *, budget_s: floa
                         stacklevel=2)
           return fn(*args, **kwargs, **configs[0])
         tuning = tune(fn, configs, args, kwargs, budget_s=budget_s, repeats=repeats,
-                      name=name or fn.__qualname__, key=k)
+                      warm_up=warm_up, name=name or fn.__qualname__, key=k)
         if cache:
           _save(digest, tuning, identity)
       chosen[k] = tuning

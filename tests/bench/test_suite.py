@@ -43,7 +43,14 @@ def test_case_runs_and_is_right_through_the_interpreter(case, rng):
     assert entry["correct"], f"{column}: {entry.get('why')}"
     assert entry["wall_s"] > 0
   assert cols["ours_default"]["kernels"], "pallas-prof lowered no kernel for this case"
-  assert cols["ours_tuned"] == {"not_measured": suite.TUNED_NOT_MEASURED}
+  tuned = cols["ours_tuned"]
+  if case.tune:
+    assert "error" not in tuned, tuned.get("error")
+    assert tuned["correct"], tuned.get("why")
+    assert [c["config"] for c in tuned["candidates"]] == [{}] + [dict(c) for c in case.tune]
+    assert tuned["config"] in [c["config"] for c in tuned["candidates"] if c["median_s"]]
+  else:
+    assert "same_as_default" in tuned
   assert "not_run" in cols["builtin"]
   assert "default_over_builtin_gpu" not in result
 
@@ -115,10 +122,21 @@ def test_summary_keys_come_from_measured_cases_only():
   assert record["geomean_default_over_builtin"] == pytest.approx(1.0)
   assert record["worst_default_over_builtin"] == 2.0
   assert record["worst_default_over_builtin_case"] == "b"
-  assert record["geomean_tuned_over_builtin"] is None
+  assert record["geomean_tuned_over_builtin"] is None          # no case had a tuned ratio
   assert record["matmul_tflops"] == pytest.approx(2 * 8192 ** 3 / 1e-3 / 1e12)
   assert "GPU time" in record["matmul_tflops_basis"]
   assert "2 of 5" in record["ratios_basis"] and "CUPTI" in record["ratios_basis"]
+
+
+def test_summary_tuned_keys():
+  record = {"cases": [
+      {"name": "a", "op": "softmax", "shape": [8], "default_over_builtin_gpu": 1.0,
+       "tuned_over_builtin_gpu": 0.5, "tuned_over_default_gpu": 0.5, "columns": {}},
+      {"name": "b", "op": "softmax", "shape": [8], "default_over_builtin_gpu": 1.0,
+       "tuned_over_builtin_gpu": 2.0, "tuned_over_default_gpu": 1.1, "columns": {}}]}
+  suite.summarize(record)
+  assert record["geomean_tuned_over_builtin"] == pytest.approx(1.0)
+  assert record["tuned_slower_than_default"] == ["b: 1.100"]
 
 
 def test_summary_falls_back_to_wall_clock_when_cupti_measured_nothing():
