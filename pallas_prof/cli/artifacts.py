@@ -37,8 +37,11 @@ def kernel_dir_name(label: str) -> str:
   return re.sub(r"[^0-9A-Za-z_.-]", "_", label.replace("#", "-"))
 
 
-def save_kernel(out_dir: str, label: str, gk: GeneratedKernel, ck: CompiledKernel | None) -> dict:
-  """Writes one kernel's source, stages and metadata; returns {what: relative path}."""
+def save_kernel(out_dir: str, label: str, gk: GeneratedKernel, ck: CompiledKernel | None,
+                aliases=()) -> dict:
+  """Writes one kernel's source, stages and metadata; returns {what: relative path}.
+
+  aliases: the call's input_output_aliases, (input index, output index) pairs."""
   rel = os.path.join("kernels", kernel_dir_name(label))
   d = os.path.join(out_dir, rel)
   os.makedirs(d, exist_ok=True)
@@ -52,6 +55,7 @@ def save_kernel(out_dir: str, label: str, gk: GeneratedKernel, ck: CompiledKerne
       "num_stages": gk.num_stages, "jaxpr_text": gk.jaxpr_text, "source_info": gk.source_info,
       "lowering_seconds": gk.lowering_seconds, "gc_seconds": gk.gc_seconds, "key": gk.key,
       "atomic_params": list(getattr(gk, "atomic_params", ())),
+      "input_output_aliases": [list(a) for a in aliases],
   }
   if ck is not None:
     ck.complete()
@@ -104,6 +108,13 @@ def load_kernel(kernel_dir: str) -> tuple[GeneratedKernel, CompiledKernel | None
                       stack_bytes=c["stack_bytes"], ptxas_log=c["ptxas_log"], generated=gk,
                       cache=c.get("cache", "disk"))
   return gk, ck
+
+
+def load_aliases(kernel_dir: str) -> tuple[tuple[int, int], ...]:
+  """The saved kernel's input_output_aliases (none in runs saved before they were kept)."""
+  with open(os.path.join(kernel_dir, "kernel.json")) as f:
+    meta = json.load(f)
+  return tuple((int(i), int(o)) for i, o in meta.get("input_output_aliases", ()))
 
 
 def read_report(run_dir: str) -> dict:

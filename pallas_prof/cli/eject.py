@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import os
 
-from ..backend import interpreter_libdevice
+from ..backend import interpreter_libdevice, interpreter_runtime
 
 _LAUNCHER = r'''
 
@@ -46,48 +46,6 @@ def _random(name, dtype, shape, rng):
     return rng.uniform(-2, 2, size=shape).astype(np.float32).astype(dt)
 
 
-class _HostArg:
-    """What Triton's interpreter needs of a tensor, over a numpy array."""
-
-    class _Storage:
-        def __init__(self, a):
-            self.a = a
-
-        def data_ptr(self):
-            return self.a.ctypes.data
-
-        def cpu(self):
-            return self
-
-        def copy_(self, other):
-            return self
-
-    def __init__(self, array):
-        self.array = array
-        self.dtype = "torch." + ("bool" if array.dtype == np.bool_ else array.dtype.name)
-
-    def data_ptr(self):
-        return self.array.ctypes.data
-
-    def untyped_storage(self):
-        return self._Storage(self.array)
-
-    def new_empty(self, *a, **k):
-        return self
-
-    def set_(self, *a, **k):
-        return self
-
-    def storage_offset(self):
-        return 0
-
-    def size(self):
-        return self.array.shape
-
-    def stride(self):
-        return tuple(s // self.array.itemsize for s in self.array.strides)
-
-
 class _DeviceArg:
     """A device buffer for Triton's launcher: a pointer and a dtype."""
 
@@ -100,19 +58,30 @@ class _DeviceArg:
 
 
 def _outputs_like(inputs):
+    """Output buffers; an aliased output is its input's own array, one buffer
+    behind both refs, as XLA passes one pointer for both on the GPU."""
     outs = []
     for i, (name, dtype, shape, role) in enumerate(p for p in PARAMS if p[3] == "output"):
         src = ALIASES.get(i)
-        outs.append(np.array(inputs[src], copy=True) if src is not None
-                    else np.zeros(shape, _numpy_dtype(dtype)))
+        outs.append(inputs[src] if src is not None else np.zeros(shape, _numpy_dtype(dtype)))
     return outs
 
 
+def _module_from_source(name, source):
+    module = types.ModuleType(name)
+    exec(compile(source, f"<{{name}}, inlined by pallas-prof>", "exec"), module.__dict__)
+    return module
+
+
 def run_interpreted(inputs):
-    _install_interpreter_shims()
-    outputs = _outputs_like(inputs)
-    kernel = globals()[KERNEL]
-    kernel[GRID](*[_HostArg(a) for a in inputs], *[_HostArg(o) for o in outputs])
+    """Triton's interpreter, patched as pallas-prof's CPU path patches it
+    (_RUNTIME_SOURCE below), with libdevice computed by numpy."""
+    global libdevice
+    libdevice = _module_from_source("libdevice_numpy", _LIBDEVICE_SOURCE)
+    runtime = _module_from_source("interpreter_runtime", _RUNTIME_SOURCE)
+    arrays = [np.array(a, order="C", copy=True) for a in inputs]
+    outputs = _outputs_like(arrays)
+    runtime.launch(globals()[KERNEL], GRID, arrays + outputs)
     return outputs
 
 
@@ -128,51 +97,25 @@ def run_gpu(inputs):
     check(cu.cuInit(0))
     ctx = check(cu.cuDevicePrimaryCtxRetain(check(cu.cuDeviceGet(0))))
     check(cu.cuCtxSetCurrent(ctx))
-    outputs = _outputs_like(inputs)
-    buffers = []
-    for array in list(inputs) + outputs:
-        ptr = check(cu.cuMemAlloc(max(array.nbytes, 1)))
-        check(cu.cuMemcpyHtoD(ptr, array.ctypes.data, array.nbytes))
-        buffers.append(ptr)
+    arrays = [np.array(a, order="C", copy=True) for a in inputs]
+    outputs = _outputs_like(arrays)
+    buffers, owned = [], {{}}
+    for array in arrays + outputs:
+        if id(array) not in owned:      # an aliased output shares its input's buffer
+            ptr = check(cu.cuMemAlloc(max(array.nbytes, 1)))
+            check(cu.cuMemcpyHtoD(ptr, array.ctypes.data, array.nbytes))
+            owned[id(array)] = ptr
+        buffers.append(owned[id(array)])
     dtypes = [p[1] for p in PARAMS]
     kernel = globals()[KERNEL]
     kernel[GRID](*[_DeviceArg(b, d) for b, d in zip(buffers, dtypes)],
                  num_warps=NUM_WARPS, num_stages=NUM_STAGES)
     check(cu.cuCtxSynchronize())
-    for out, ptr in zip(outputs, buffers[len(inputs):]):
+    for out, ptr in zip(outputs, buffers[len(arrays):]):
         check(cu.cuMemcpyDtoH(out.ctypes.data, ptr, out.nbytes))
-    for ptr in buffers:
+    for ptr in owned.values():
         check(cu.cuMemFree(ptr))
     return outputs
-
-
-def _install_interpreter_shims():
-    """libdevice calls run on numpy under the interpreter; NumPy >= 2.4 needs
-    int(array.reshape(-1)[0]) for scalar loop bounds; bf16 dots are widened."""
-    global libdevice
-    module = types.ModuleType("libdevice_numpy")
-    exec(_LIBDEVICE_SOURCE, module.__dict__)
-    libdevice = module
-    from triton.runtime import interpreter
-    original_patch = interpreter._patch_lang_tensor
-
-    def patch_lang_tensor(tensor, scope):
-        original_patch(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda t: int(np.asarray(t.handle.data).reshape(-1)[0]))
-
-    interpreter._patch_lang_tensor = patch_lang_tensor
-    original_dot = interpreter.InterpreterBuilder.create_dot
-
-    def widen(h):
-        if getattr(h.dtype, "scalar", h.dtype) == tl.bfloat16:
-            bits = h.data.astype(np.uint32) << np.uint32(16)
-            return interpreter.TensorHandle(bits.view(np.float32), tl.float32)
-        return h
-
-    def create_dot(builder, a, b, d, input_precision, max_num_imprecise_acc):
-        return original_dot(builder, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
-
-    interpreter.InterpreterBuilder.create_dot = create_dot
 
 
 def _load_inputs(path, rng):
@@ -209,7 +152,10 @@ def main(argv):
                                  for n, o in zip(names, outputs)}})
 
 
-_LIBDEVICE_SOURCE = {libdevice_source!r}
+# pallas_prof/backend/interpreter_libdevice.py and interpreter_runtime.py, verbatim
+_LIBDEVICE_SOURCE = {libdevice_source}
+
+_RUNTIME_SOURCE = {runtime_source}
 
 if __name__ == "__main__":
     main([a for a in sys.argv[1:] if a != "--interpret"] + (["--interpret"] if INTERPRET else []))
@@ -222,12 +168,37 @@ A standalone program: needs numpy and triton only (cuda-python on a GPU).
 
     python {file} --interpret [--inputs in.npz] [--output out.npz]   # CPU
     python {file} [--inputs in.npz] [--output out.npz]               # NVIDIA GPU
+                                     # (the interpreter, with a note, where there is none)
 """
 import os
 import sys
 import types
 
+
+
+def _no_gpu_reason():
+    """Why the kernel cannot run on an NVIDIA GPU here (None: it can)."""
+    try:
+        from cuda.bindings import driver as cu
+    except ImportError as e:
+        return f"{{e}}; the GPU path needs cuda-python"
+    try:
+        (err,) = cu.cuInit(0)
+        if err != cu.CUresult.CUDA_SUCCESS:
+            return f"cuInit: {{err}}"
+        err, count = cu.cuDeviceGetCount()
+    except Exception as e:  # a broken driver: the interpreter still works
+        return f"{{type(e).__name__}}: {{e}}"
+    return None if err == cu.CUresult.CUDA_SUCCESS and count > 0 else "no CUDA device"
+
+
 INTERPRET = "--interpret" in sys.argv or os.environ.get("TRITON_INTERPRET") == "1"
+if not INTERPRET:
+    _why = _no_gpu_reason()
+    if _why is not None:
+        INTERPRET = True
+        print(f"no NVIDIA GPU ({{_why}}): running under Triton's interpreter on the CPU "
+              "(--interpret)", file=sys.stderr)
 if INTERPRET:
     os.environ["TRITON_INTERPRET"] = "1"   # before importing triton
 
@@ -235,20 +206,26 @@ import numpy as np
 '''
 
 
-def eject(gk, path: str) -> str:
-  """Writes `gk` (a GeneratedKernel) to `path` as a runnable program."""
+def eject(gk, path: str, aliases=()) -> str:
+  """Writes `gk` (a GeneratedKernel) to `path` as a runnable program.
+
+  aliases: the call's input_output_aliases, (input index, output index) pairs."""
   body = gk.source
   params = [(p.name, p.dtype, tuple(p.shape), p.role) for p in gk.params]
   text = (_PREAMBLE.format(name=gk.name, source_info=gk.source_info, file=os.path.basename(path))
           + "\n" + body + _LAUNCHER.format(
               kernel_name=gk.name, params=params, grid=tuple(gk.launch_grid),
-              num_warps=gk.num_warps, num_stages=gk.num_stages, aliases={},
-              libdevice_source=_libdevice_source()))
+              num_warps=gk.num_warps, num_stages=gk.num_stages,
+              aliases={int(o): int(i) for i, o in aliases},
+              libdevice_source=_as_literal(inspect.getsource(interpreter_libdevice)),
+              runtime_source=_as_literal(inspect.getsource(interpreter_runtime))))
   with open(path, "w") as f:
     f.write(text)
   return path
 
 
-def _libdevice_source() -> str:
-  source = inspect.getsource(interpreter_libdevice)
-  return source
+def _as_literal(source: str) -> str:
+  """A module's source as a string literal that reads as code where it can."""
+  if "'''" not in source and not source.endswith("\\"):
+    return "r'''" + source + "'''"
+  return repr(source)

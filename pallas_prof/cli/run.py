@@ -314,7 +314,8 @@ def _run_and_report(args):
         _profile_spans(trace, reports[-1])
   kernels = []
   for rec in records:
-    files = artifacts.save_kernel(out_dir, rec.label, rec.generated, rec.compiled)
+    files = artifacts.save_kernel(out_dir, rec.label, rec.generated, rec.compiled,
+                                  aliases=rec.input_output_aliases)
     kernels.append(kernel_entry(rec, files))
   run_report = RunReport(
       created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), command=tuple(_command(args)),

@@ -42,7 +42,7 @@ def show(args) -> int:
   gk, ck = artifacts.load_kernel(kdir)
   if args.eject:
     from .eject import eject
-    path = eject(gk, args.eject)
+    path = eject(gk, args.eject, aliases=artifacts.load_aliases(kdir))
     print(f"wrote {path}: python {path} --interpret (CPU) or python {path} (GPU)")
     return 0
   att = _attribution_by_dir(run_dir, kdir)

@@ -1,0 +1,102 @@
+"""`pallas-prof show --eject`: the standalone program computes what the
+in-process CPU path computed, bit for bit (subnormals and aliasing included),
+and picks Triton's interpreter by itself on a machine without a GPU."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from tests.cli.test_cli import pallas_prof
+
+# One run, two kernels: an exact GELU whose far-left tail is subnormal, and a
+# kernel whose output aliases its input and reads the input after writing it.
+SCRIPT = """
+import jax, jax.numpy as jnp, numpy as np
+from jax.experimental import pallas as pl
+
+def gelu_kernel(x_ref, o_ref):
+  o_ref[...] = jax.nn.gelu(x_ref[...], approximate=False)
+
+def accumulate_kernel(x_ref, o_ref):
+  o_ref[...] = x_ref[...] * 2.0
+  o_ref[...] += x_ref[...]      # x_ref is o_ref's buffer: reads 2x back
+
+rng = np.random.default_rng({seed})
+x = (rng.standard_normal((100, 300)) * 6).astype(np.float32)
+y = rng.standard_normal((37, 45)).astype(np.float32)
+np.savez({inputs!r}, gelu=x, accumulate=y)
+gelu = pl.pallas_call(gelu_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, jnp.float32))(x)
+acc = jax.jit(pl.pallas_call(accumulate_kernel, out_shape=jax.ShapeDtypeStruct(y.shape, jnp.float32),
+                             input_output_aliases={{0: 0}}))(y)
+np.savez({expected!r}, gelu=np.asarray(gelu), accumulate=np.asarray(acc))
+"""
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+  tmp = tmp_path_factory.mktemp("eject")
+  seed = int(np.random.default_rng().integers(2**31))
+  script = tmp / "kernels.py"
+  script.write_text(textwrap.dedent(SCRIPT.format(seed=seed, inputs=str(tmp / "inputs.npz"),
+                                                  expected=str(tmp / "expected.npz"))))
+  result = pallas_prof("run", "--no-analysis", "--out", str(tmp / "run"), str(script))
+  assert result.returncode == 0, result.stdout + result.stderr
+  return tmp, seed
+
+
+def eject_and_run(tmp, kernel: str, *flags: str):
+  inputs = np.load(tmp / "inputs.npz")
+  np.savez(tmp / f"{kernel}_in.npz", x_ref=inputs[kernel.split("_")[0]])
+  program = tmp / f"{kernel}.py"
+  show = pallas_prof("show", kernel, "--dir", str(tmp / "run"), "--eject", str(program))
+  assert show.returncode == 0, show.stdout + show.stderr
+  env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRITON_INTERPRET")}
+  result = subprocess.run([sys.executable, str(program), *flags, "--inputs",
+                           str(tmp / f"{kernel}_in.npz"), "--output", str(tmp / f"{kernel}_out.npz")],
+                          capture_output=True, text=True, env=env, timeout=600)
+  assert result.returncode == 0, result.stdout + result.stderr
+  return np.load(tmp / f"{kernel}_out.npz")["o_ref"], result, program.read_text()
+
+
+def _has_gpu() -> bool:
+  try:
+    from cuda.bindings import driver as cu
+    return cu.cuInit(0)[0] == cu.CUresult.CUDA_SUCCESS and cu.cuDeviceGetCount()[1] > 0
+  except Exception:  # noqa: BLE001 - no cuda-python, no driver: no GPU
+    return False
+
+
+def test_subnormals_agree_with_the_in_process_run(run):
+  tmp, seed = run
+  got, _, _ = eject_and_run(tmp, "gelu_kernel", "--interpret")
+  expected = np.load(tmp / "expected.npz")["gelu"]
+  tiny = (expected != 0) & (np.abs(expected) < np.finfo(np.float32).tiny)
+  # GPU semantics (no flush-to-zero): the in-process run keeps subnormals, even
+  # though XLA's CPU threads, which run its callback, flush them
+  assert tiny.sum() > 10, f"seed {seed}: the input should reach GELU's subnormal tail"
+  np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32),
+                                err_msg=f"seed {seed}")
+
+
+def test_aliased_output_is_the_inputs_buffer(run):
+  tmp, seed = run
+  got, _, text = eject_and_run(tmp, "accumulate_kernel", "--interpret")
+  assert "ALIASES = {0: 0}" in text
+  x = np.load(tmp / "inputs.npz")["accumulate"]
+  expected = np.load(tmp / "expected.npz")["accumulate"]
+  np.testing.assert_array_equal(got, expected, err_msg=f"seed {seed}")
+  np.testing.assert_array_equal(got, x * np.float32(2) + x * np.float32(2))   # 4x, not 3x
+
+
+@pytest.mark.skipif(_has_gpu(), reason="checks the fallback of a machine without a GPU")
+def test_without_a_gpu_the_program_picks_the_interpreter_and_says_so(run):
+  tmp, _ = run
+  got, result, _ = eject_and_run(tmp, "gelu_kernel")       # no --interpret
+  assert "no NVIDIA GPU" in result.stderr and "interpreter" in result.stderr, result.stderr
+  np.testing.assert_array_equal(got.view(np.uint32),
+                                np.load(tmp / "expected.npz")["gelu"].view(np.uint32))
