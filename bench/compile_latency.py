@@ -38,7 +38,7 @@ print(json.dumps({{"cache": ck.cache, "lower": t1 - t0, "compile": t2 - t1}}))
 
 
 def measure(name: str, repeats: int) -> dict:
-  from pallas_prof.backend import compile as pcompile
+  from pallas_prof.backend import compile as pcompile, compile_cache
   from tests.backend.test_compile import _lower_example
   lowerings, colds, stages = [], [], []
   for _ in range(repeats):
@@ -54,7 +54,7 @@ def measure(name: str, repeats: int) -> dict:
   assert hit.cache == "memory"
   # a fresh process, same disk cache: the first compile there should be a disk hit
   env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", ""))
-  pcompile._store_on_disk(ck)
+  compile_cache.store_on_disk(ck)
   out = subprocess.run([sys.executable, "-c", _CHILD.format(root=ROOT, name=name)],
                        capture_output=True, text=True, env=env, check=True).stdout
   child = json.loads(out.strip().splitlines()[-1])

@@ -140,8 +140,8 @@ def fresh_process() -> dict:
   key_s = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                check=True).stdout.split()[-1])
   code = ("import sys, time; sys.path.insert(0, %r); "
-          "from pallas_prof.backend import compile_worker; t = time.perf_counter(); "
-          "compile_worker.warm_up(90); print(time.perf_counter() - t)") % ROOT
+          "from pallas_prof.backend import warmup; t = time.perf_counter(); "
+          "warmup.warm_up(90); print(time.perf_counter() - t)") % ROOT
   worker_s = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                   check=True).stdout.split()[-1])
   return {"triton_key_fresh_process_ms": round(key_s * 1e3, 1),
@@ -149,8 +149,8 @@ def fresh_process() -> dict:
 
 
 def warm_worker(reqs: dict, repeats: int) -> dict:
-  from pallas_prof.backend import compile_worker
-  compile_worker.warm_up(90)
+  from pallas_prof.backend import warmup
+  warmup.warm_up(90)
   out = {}
   for op, request in reqs.items():
     def once(request=request):

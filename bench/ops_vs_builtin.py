@@ -144,8 +144,8 @@ def warm_up_process() -> dict:
     total, phases, _ = first_call_seconds(make, (x,))
     out[variant] = {"first_call_s": total, **phases}
     if variant == "pallas_prof":
-      from pallas_prof.backend import compile as pcompile
-      out[variant]["background_warm_up"] = dict(pcompile.warmup_status)
+      from pallas_prof.backend import warmup
+      out[variant]["background_warm_up"] = dict(warmup.warmup_status)
       out[variant]["kernels"] = kernel_records()
   _use_backend("pallas_prof")
   return out

@@ -38,13 +38,13 @@ SETTINGS = {"default": {}, "mlir single-threaded": {"MLIR_DISABLE_MULTITHREADING
 
 
 def one_setting(reqs: dict, env: dict, repeats: int) -> dict:
-  from pallas_prof.backend import compile_worker
+  from pallas_prof.backend import compile_worker, warmup
   compile_worker._worker.close()
   saved = {k: os.environ.get(k) for k in env}
   os.environ.update(env)
   try:
     t0 = time.perf_counter()
-    compile_worker.warm_up(90)
+    warmup.warm_up(90)
     out = {"worker_start_and_warm_up_ms": round((time.perf_counter() - t0) * 1e3, 1)}
   finally:
     for k, v in saved.items():

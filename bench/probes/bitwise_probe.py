@@ -48,7 +48,9 @@ EXTRA = {
     "atan2": lambda x: jnp.arctan2(x, x * 0.7 - 1), "fmod": lambda x: jnp.fmod(x, 0.37 * x + 1),
 }
 
-_plain_options = pcompile.compile_options
+from pallas_prof.backend import compile_cache  # noqa: E402
+
+_plain_options = compile_cache.compile_options
 
 
 def libdevices() -> dict:
@@ -75,7 +77,7 @@ def _set_options(fp_fusion: bool | None = None, libdevice: str | None = None,
     os.environ["PALLAS_PROF_LIBDEVICE"] = libdevice
   compat.xla_libdevice_path.cache_clear()
   extra = {} if fp_fusion is None else {"enable_fp_fusion": fp_fusion}
-  pcompile.compile_options = lambda gk: {**_plain_options(gk), **extra}
+  compile_cache.compile_options = lambda gk: {**_plain_options(gk), **extra}
   pcompile.clear_memory_cache()
 
 

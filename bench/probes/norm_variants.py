@@ -112,7 +112,7 @@ def main(argv=None):
                            min_launches=300, reference=None)
       k = report.kernels[0]
       rt = k.runtime
-      row = {"kernel": kind, "variant": name, "registers": ck.complete().registers,
+      row = {"kernel": kind, "variant": name, "registers": pcompile.assemble_cubin(ck).registers,
              "cold_median_us": rt.cold.median_s * 1e6 if rt and rt.cold else None,
              "sustained_median_us": rt.sustained.median_s * 1e6 if rt and rt.sustained else None,
              "errors": k.errors}

@@ -5,11 +5,11 @@ python3 -X importtime -c "import triton" 2>&1 | sort -t'|' -k2 -n | tail -8
 python3 - <<'PY'
 import time, sys
 t0 = time.perf_counter()
-from pallas_prof.backend import compile_worker
+from pallas_prof.backend import warmup
 t1 = time.perf_counter()
-compile_worker.warm_up(90)
+warmup.warm_up(90)
 t2 = time.perf_counter()
-compile_worker.warm_up(90)
+warmup.warm_up(90)
 t3 = time.perf_counter()
 print(f"import {t1-t0:.3f} first warm-up (worker start + compile) {t2-t1:.3f} second {t3-t2:.3f}")
 PY

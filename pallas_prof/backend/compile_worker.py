@@ -9,6 +9,9 @@ libdevice) in the background when pallas-prof is installed on a GPU machine.
 
 PALLAS_PROF_COMPILE_WORKER=0 compiles in-process instead.
 
+Imports nothing of pallas_prof: it runs as a script (triton_run.py loaded by
+path); compile.py and warmup.py call it, never the other way round.
+
 Protocol: length-prefixed pickles over the worker's stdin/stdout; the
 worker's stderr (LLVM's assertion messages, progress lines naming the stage
 being compiled) goes to a log file the parent reads after a crash.
@@ -190,24 +193,6 @@ def start() -> None:
   """Starts the worker process if it is not running, without waiting for it."""
   if enabled():
     _worker.ensure_started()
-
-
-def warm_up(compute_capability: int) -> dict[str, Any]:
-  """Starts the worker and compiles a tiny kernel in it (see warmup_kernel.py),
-  the way the GPU path compiles: to PTX (jaxlib assembles the cubin), with the
-  libdevice and the options real kernels get."""
-  from .compile import libdevice_cache, triton_options
-  # the kernel's file, not its module: importing it would import Triton into
-  # this process (0.27-0.52 s on the H200 machine's host, holding the GIL while
-  # the user's program runs), which only the worker needs
-  path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warmup_kernel.py")
-  request = {"path": path, "name": "pallas_prof_warmup",
-             "signature": {"x_ref": "*fp16", "y_ref": "*fp16", "o_ref": "*fp16"},
-             "attrs": {(i,): [["tt.divisibility", 16]] for i in range(3)},
-             "options": triton_options(num_warps=4, num_stages=2),
-             "target": ("cuda", compute_capability), "need_cubin": False,
-             "libdevice_cache": libdevice_cache()}
-  return compile(request)
 
 
 def _serve(compile_module) -> None:

@@ -18,9 +18,11 @@ import zlib
 import numpy as np
 
 from . import compat, interpreter_runtime
-from .compile import CompiledKernel, load_module
+from .artifacts import CompiledKernel
 from .codegen import is_packed4
+from .generated_modules import load_module
 from .lowering import GeneratedKernel
+from .triton_run import triton_lock
 
 
 # --- CPU: Triton's interpreter ------------------------------------------------------
@@ -46,7 +48,6 @@ def run_interpreted(gk: GeneratedKernel, inputs, out_shapes, input_output_aliase
       outputs.append(np.zeros((int(np.prod(shape, dtype=np.int64)) + 1) // 2, np.uint8))
     else:
       outputs.append(np.zeros(shape, dtype=dtype))
-  from .compile import triton_lock
   with triton_lock():
     try:
       interpreter_runtime.launch(fn, gk.launch_grid, arrays + outputs)

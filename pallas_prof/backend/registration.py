@@ -55,7 +55,7 @@ def install() -> None:
   _takeover["active"] = True
   cc = compat.gpu_compute_capability()
   if cc is not None:
-    from .compile import start_warmup
+    from .warmup import start_warmup
     start_warmup(cc)
 
 

@@ -1,15 +1,18 @@
-"""A run's output directory: report.json, traces, and each kernel's stages.
+"""A run's output directory: report.json, traces, and each kernel's artifacts.
 
     <out>/report.json                   everything `pallas-prof report` re-renders
     <out>/trace.otlp.jsonl              OTLP-JSON lines (the Collector's otlpjsonfile format;
                                         trace.otlp.json in runs before the rename)
     <out>/trace.perfetto.json           Chrome/Perfetto trace events (ui.perfetto.dev)
-    <out>/kernels/<label>/kernel.json   generated-kernel metadata: line map, equations, params
+    <out>/kernels/<label>/kernel.json   generated-kernel metadata: line map, equations, params,
+                                        the call's input/output aliases
     <out>/kernels/<label>/source.py     the generated Triton source
-    <out>/kernels/<label>/{ttir,ttgir,llir,ptx,cubin}   compiler stages
+    <out>/kernels/<label>/compiled.json and kernel.{ttir,ttgir,ll,ptx,cubin}
+                                        the CompiledKernel (CompiledKernel.save)
 
 `load_kernel` rebuilds the GeneratedKernel / CompiledKernel pair from those
-files, so `pallas-prof show` works on a saved run without re-running it.
+files, so `pallas-prof show` works on a saved run without re-running it; runs
+saved before compiled.json existed keep their compile in kernel.json.
 """
 from __future__ import annotations
 
@@ -20,13 +23,11 @@ import re
 import time
 from typing import Any
 
+from ..backend.artifacts import STAGE_FILES, STAGES, CompiledKernel
 from ..backend.codegen import EqnInfo
-from ..backend.compile import STAGES, CompiledKernel
 from ..backend.lowering import GeneratedKernel, KernelParam
 
 REPORT = "report.json"    # written and read by cli/report.py's RunReport
-STAGE_FILES = {"ttir": "kernel.ttir", "ttgir": "kernel.ttgir", "llir": "kernel.ll",
-               "ptx": "kernel.ptx", "cubin": "kernel.cubin"}
 
 
 def default_out_dir(root: str = "pallas-prof-out") -> str:
@@ -39,7 +40,7 @@ def kernel_dir_name(label: str) -> str:
 
 def save_kernel(out_dir: str, label: str, gk: GeneratedKernel, ck: CompiledKernel | None,
                 aliases=()) -> dict:
-  """Writes one kernel's source, stages and metadata; returns {what: relative path}.
+  """Writes one kernel's source, artifacts and metadata; returns {what: relative path}.
 
   aliases: the call's input_output_aliases, (input index, output index) pairs."""
   rel = os.path.join("kernels", kernel_dir_name(label))
@@ -58,20 +59,9 @@ def save_kernel(out_dir: str, label: str, gk: GeneratedKernel, ck: CompiledKerne
       "input_output_aliases": [list(a) for a in aliases],
   }
   if ck is not None:
-    ck.complete()
-    for stage, text in ck.asm.items():
-      name = STAGE_FILES.get(stage)
-      if name is None:
-        continue
-      files[stage] = os.path.join(rel, name)
-      with open(os.path.join(out_dir, files[stage]), "wb" if isinstance(text, bytes) else "w") as f:
-        f.write(text)
-    meta["compiled"] = {
-        "key": ck.key, "target": list(ck.target), "metadata": ck.metadata,
-        "stage_seconds": ck.stage_seconds, "compile_seconds": ck.compile_seconds,
-        "registers": ck.registers, "spill_stores": ck.spill_stores, "spill_loads": ck.spill_loads,
-        "stack_bytes": ck.stack_bytes, "ptxas_log": ck.ptxas_log, "cache": ck.cache,
-    }
+    ck.save(d)
+    files.update({stage: os.path.join(rel, STAGE_FILES[stage]) for stage in ck.asm})
+    files["compiled"] = os.path.join(rel, "compiled.json")
   files["kernel"] = os.path.join(rel, "kernel.json")
   with open(os.path.join(out_dir, files["kernel"]), "w") as f:
     json.dump(meta, f, indent=1, default=str)
@@ -92,7 +82,9 @@ def load_kernel(kernel_dir: str) -> tuple[GeneratedKernel, CompiledKernel | None
       num_warps=meta["num_warps"], num_stages=meta["num_stages"], jaxpr_text=meta["jaxpr_text"],
       source_info=meta["source_info"], lowering_seconds=meta["lowering_seconds"], key=meta["key"],
       atomic_params=tuple(meta.get("atomic_params", ())), gc_seconds=meta.get("gc_seconds", 0.0))
-  c = meta.get("compiled")
+  if os.path.exists(os.path.join(kernel_dir, "compiled.json")):
+    return gk, CompiledKernel.load(kernel_dir, generated=gk)
+  c = meta.get("compiled")      # a run saved before compiled.json
   if c is None:
     return gk, None
   asm = {}

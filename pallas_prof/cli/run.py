@@ -19,7 +19,7 @@ from typing import Any
 
 from .. import __version__
 from ..backend import LoweringError, registry
-from ..backend.compile import compile_kernel
+from ..backend.compile import assemble_cubin, compile_kernel
 from . import artifacts
 from .report import ErrorEntry, KernelEntry, Platform, RunReport, Traces
 
@@ -142,11 +142,13 @@ def selected_kernels(pattern: str | None):
 
 
 def ensure_compiled(rec, errors: list[dict]) -> None:
-  """CPU runs never compiled: compile for sm_90 for the static figures."""
-  if rec.compiled is not None:
-    return
+  """CPU runs never compiled: compile for sm_90 for the static figures. The GPU
+  path compiled to PTX only: assemble the cubin (registers, spills, SASS)."""
   try:
-    rec.compiled = compile_kernel(rec.generated, ("cuda", 90))
+    if rec.compiled is None:
+      rec.compiled = compile_kernel(rec.generated, ("cuda", 90))
+    else:
+      rec.compiled = assemble_cubin(rec.compiled)
   except LoweringError as e:
     errors.append(error_entry(e, rec.label))
 

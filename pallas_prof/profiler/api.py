@@ -29,7 +29,8 @@ class _Target:
 
 def _targets(kernels) -> list[_Target]:
   from ..backend import registry
-  from ..backend.compile import CompiledKernel
+  from ..backend.artifacts import CompiledKernel
+  from ..backend.compile import assemble_cubin
   if kernels is None:
     items = registry.kernels()
   elif isinstance(kernels, str):
@@ -43,13 +44,15 @@ def _targets(kernels) -> list[_Target]:
   for item in items:
     compiled = item if isinstance(item, CompiledKernel) else getattr(item, "compiled", None)
     if compiled is not None:
-      compiled.complete()    # the GPU launch path defers the cubin
+      compiled = assemble_cubin(compiled)    # the GPU launch path defers the cubin
+      if not isinstance(item, CompiledKernel):
+        item.compiled = compiled             # the registry's record: the report shows its figures
     if isinstance(item, CompiledKernel):
       gk = item.generated
       out.append(_Target(item.name, f"{item.name}#{item.key[:6]}",
                          tuple(f"{p.dtype}{list(p.shape)}" for p in gk.inputs) if gk else (),
                          tuple(f"{p.dtype}{list(p.shape)}" for p in gk.outputs) if gk else (),
-                         (), None, gk, item))
+                         (), None, gk, compiled))
     else:
       out.append(_Target(item.name, item.label, tuple(item.in_avals), tuple(item.out_avals),
                          tuple(tuple(a) for a in item.input_output_aliases), item.cost_estimate,

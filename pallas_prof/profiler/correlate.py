@@ -287,9 +287,9 @@ def correlate(ck, *, top: int = 5) -> Correlation:
     return hit
   ptx = ptx_instructions(gk, ck.asm.get("ptx", ""))
   sass, listing, error = [], None, None
-  complete = getattr(ck, "complete", None)
-  if complete is not None and not ck.asm.get("cubin"):
-    complete()               # a cubin deferred by the GPU launch path
+  if not ck.asm.get("cubin") and hasattr(ck, "cubin_deferred"):
+    from ..backend.compile import assemble_cubin
+    ck = assemble_cubin(ck)  # a cubin deferred by the GPU launch path
   cubin = ck.asm.get("cubin")
   if cubin:
     try:

@@ -14,7 +14,7 @@ import pytest
 
 import pallas_prof
 from pallas_prof.backend import compile as pcompile
-from pallas_prof.backend import registry
+from pallas_prof.backend import compile_cache, registry, warmup
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = ["vector_add", "softmax", "layer_norm", "matmul", "flash_attention"]
@@ -71,7 +71,7 @@ def test_resources_match_the_compiled_code():
   gk = _lower_example("matmul")
   ck = pcompile.compile_kernel(gk, ("cuda", 90), use_disk_cache=False)
   cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
-  path = os.path.join(pcompile.cache_dir(), "test_matmul.cubin")
+  path = os.path.join(compile_cache.cache_dir(), "test_matmul.cubin")
   with open(path, "wb") as f:
     f.write(ck.cubin)
   out = subprocess.run([cuobjdump, "--dump-resource-usage", path], capture_output=True,
@@ -225,7 +225,7 @@ def test_the_warm_up_compiles_as_real_kernels_do(monkeypatch, tmp_path):
   it also prepares the libdevice link expf-using kernels (softmax) share."""
   from pallas_prof.backend import compile_worker
   monkeypatch.setenv("PALLAS_PROF_CACHE_DIR", str(tmp_path))
-  compile_worker.warm_up(90)
+  warmup.warm_up(90)
   (library,) = (tmp_path / "libdevice").glob("*.ll")
   text = library.read_text()
   assert "define float @__nv_expf(" in text and "call i32 @__nvvm_reflect" not in text
@@ -238,21 +238,21 @@ def test_the_worker_keeps_triton_s_cache_to_itself_and_cleans_up():
   if not compile_worker.enabled():
     pytest.skip("compile worker disabled (PALLAS_PROF_COMPILE_WORKER=0)")
   compile_worker._worker.close()
-  compile_worker.warm_up(90)
+  warmup.warm_up(90)
   workdir = compile_worker._worker.workdir
   cache = os.path.join(workdir, "triton-cache")
   written = [os.path.join(d, f) for d, _, files in os.walk(cache) for f in files]
   assert any(f.endswith(".ptx") for f in written)
   compile_worker._worker.close()
   assert not os.path.exists(workdir) and compile_worker._worker.proc is None
-  compile_worker.warm_up(90)                   # and a new one starts on demand
+  warmup.warm_up(90)                   # and a new one starts on demand
   assert compile_worker._worker.workdir not in (None, workdir)
 
 
 def test_the_warm_up_leaves_triton_to_the_worker(tmp_path):
   """install()'s warm-up must not import Triton into the user's process: on the
   GPU machine that is 0.3-0.5 s holding the GIL while the program runs."""
-  code = ("import sys; from pallas_prof.backend import compile as pc\n"
+  code = ("import sys; from pallas_prof.backend import warmup as pc\n"
           "pc.start_warmup(90); pc._warmup_thread.join(120)\n"
           "assert 'error' not in pc.warmup_status and 'compiled_s' in pc.warmup_status, "
           "pc.warmup_status\n"
@@ -272,18 +272,18 @@ def test_start_warmup_boots_the_worker_and_imports_the_rules(monkeypatch, tmp_pa
   from pallas_prof.backend import compile_worker
   monkeypatch.setenv("PALLAS_PROF_CACHE_DIR", str(tmp_path))
   monkeypatch.delenv("PALLAS_PROF_WARMUP", raising=False)
-  monkeypatch.setattr(pcompile, "_warmup_thread", None)
-  monkeypatch.setattr(pcompile, "warmup_status", {})
+  monkeypatch.setattr(warmup, "_warmup_thread", None)
+  monkeypatch.setattr(warmup, "warmup_status", {})
   compile_worker._worker.close()
-  pcompile.start_warmup(90)
-  thread = pcompile._warmup_thread
+  warmup.start_warmup(90)
+  thread = warmup._warmup_thread
   thread.join(timeout=120)
   assert not thread.is_alive()
   assert "pallas_prof.backend.rules" in sys.modules
   if compile_worker.enabled():
     assert compile_worker._worker.proc is not None and compile_worker._worker.proc.poll() is None
   assert list((tmp_path / "libdevice").glob("*.ll"))     # the warm-up compile ran
-  status = pcompile.warmup_status        # and says what it did, in order, for diagnostics
+  status = warmup.warmup_status         # and says what it did, in order, for diagnostics
   assert "error" not in status, status
   assert 0 <= status["worker_started_s"] <= status["rules_imported_s"] <= status["compiled_s"]
   assert set(status["stages_s"]) == {"ttir", "ttgir", "llir", "ptx"}
@@ -350,7 +350,7 @@ def test_a_forked_child_keeps_its_hands_off_the_parent_s_worker(tmp_path):
   code = r'''
 import os, sys
 from pallas_prof.backend import compile_worker
-from pallas_prof.backend.compile import libdevice_cache, triton_options
+from pallas_prof.backend.compile_cache import libdevice_cache, triton_options
 request = {"path": os.path.join(os.path.dirname(compile_worker.__file__), "warmup_kernel.py"),
            "name": "pallas_prof_warmup",
            "signature": {"x_ref": "*fp16", "y_ref": "*fp16", "o_ref": "*fp16"},

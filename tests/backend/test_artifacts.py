@@ -1,0 +1,128 @@
+"""The compile-side artifacts: frozen, work done by functions that return new
+ones, one save/load each with a schema version (disk cache, run directory)."""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import os
+
+import pytest
+
+from pallas_prof.backend import artifacts, compile as pcompile, compile_cache
+from pallas_prof.backend.artifacts import CompiledKernel, SchemaMismatch
+from pallas_prof.cli import artifacts as run_dir
+from tests.backend.test_compile import _lower_example
+
+
+@pytest.fixture(scope="module")
+def softmax():
+  gk = _lower_example("softmax")
+  pcompile.clear_memory_cache()
+  deferred = pcompile.compile_kernel(gk, ("cuda", 90), use_disk_cache=False, need_cubin=False)
+  return gk, deferred
+
+
+def test_a_compiled_kernel_cannot_be_changed(softmax):
+  _, ck = softmax
+  with pytest.raises(dataclasses.FrozenInstanceError):
+    ck.registers = 1
+  with pytest.raises(TypeError):
+    ck.asm["cubin"] = b"\x7fELF"
+  with pytest.raises(TypeError):
+    ck.metadata["num_warps"] = 8
+
+
+def test_assembling_the_cubin_returns_a_new_artifact(softmax):
+  """Before, complete() wrote the cubin into an `asm` dict that every
+  dataclasses.replace copy shared, and ck.cubin ran ptxas."""
+  _, ck = softmax
+  copy = dataclasses.replace(ck, cache="memory")
+  with pytest.raises(ValueError, match="assemble_cubin"):
+    ck.cubin                                     # noqa: B018 - a property that does no work
+  full = pcompile.assemble_cubin(ck)
+  assert full is not ck and full.cubin[:4] == b"\x7fELF" and full.registers > 0
+  assert "cubin" in full.stage_seconds and full.compile_seconds > ck.compile_seconds
+  assert ck.cubin_deferred and copy.cubin_deferred and ck.registers is None
+  assert pcompile.assemble_cubin(full) is full
+  assert pcompile.assemble_cubin(copy).cubin == full.cubin     # remembered: no second ptxas
+
+
+def test_save_and_load_give_the_same_kernel(softmax, tmp_path):
+  gk, ck = softmax
+  full = pcompile.assemble_cubin(ck)
+  full.save(str(tmp_path))
+  assert sorted(os.listdir(tmp_path)) == ["compiled.json", "kernel.cubin", "kernel.ll",
+                                          "kernel.ptx", "kernel.ttgir", "kernel.ttir"]
+  back = CompiledKernel.load(str(tmp_path), generated=gk)
+  assert back == full
+  assert json.loads((tmp_path / "compiled.json").read_text())["schema"] == CompiledKernel.SCHEMA
+
+
+def test_another_layout_is_refused_by_name(softmax, tmp_path):
+  _, ck = softmax
+  ck.save(str(tmp_path))
+  meta = json.loads((tmp_path / "compiled.json").read_text())
+  (tmp_path / "compiled.json").write_text(json.dumps({**meta, "schema": "pallas-prof/compiled/0"}))
+  with pytest.raises(SchemaMismatch, match="compiled/0"):
+    CompiledKernel.load(str(tmp_path))
+
+
+def test_the_disk_cache_never_loads_an_entry_of_another_layout(softmax, tmp_path, monkeypatch):
+  gk, _ = softmax
+  monkeypatch.setenv("PALLAS_PROF_CACHE_DIR", str(tmp_path))
+  pcompile.clear_memory_cache()
+  first = pcompile.compile_kernel(gk, ("cuda", 90))
+  pcompile.clear_memory_cache()
+  assert pcompile.compile_kernel(gk, ("cuda", 90)).cache == "disk"
+  # the layout's version is part of the key: a new layout never finds old entries ...
+  monkeypatch.setattr(CompiledKernel, "SCHEMA", "pallas-prof/compiled/999")
+  assert compile_cache.compile_key(gk, ("cuda", 90)) != first.key
+  monkeypatch.undo()
+  monkeypatch.setenv("PALLAS_PROF_CACHE_DIR", str(tmp_path))
+  # ... and an entry whose file says another layout is a miss, not a crash
+  entry = compile_cache._disk_dir(first.key)
+  meta = json.loads(open(os.path.join(entry, "compiled.json")).read())
+  with open(os.path.join(entry, "compiled.json"), "w") as f:
+    json.dump({**meta, "schema": "pallas-prof/compiled/0"}, f)
+  pcompile.clear_memory_cache()
+  again = pcompile.compile_kernel(gk, ("cuda", 90))
+  assert again.cache == "miss" and again.ptx == first.ptx
+
+
+def test_run_directory_keeps_the_artifacts_and_reads_older_runs(softmax, tmp_path):
+  gk, ck = softmax
+  full = pcompile.assemble_cubin(ck)
+  files = run_dir.save_kernel(str(tmp_path), "softmax_kernel#abc", gk, full, aliases=[(0, 0)])
+  kdir = os.path.dirname(os.path.join(tmp_path, files["kernel"]))
+  assert {"compiled", "ptx", "cubin"} <= set(files)
+  loaded_gk, loaded = run_dir.load_kernel(kdir)
+  assert loaded == dataclasses.replace(full, generated=loaded_gk)
+  assert run_dir.load_aliases(kdir) == ((0, 0),)
+  # a run saved before compiled.json: its compile lived in kernel.json
+  compiled = json.loads(open(os.path.join(kdir, "compiled.json")).read())
+  os.remove(os.path.join(kdir, "compiled.json"))
+  meta = json.loads(open(os.path.join(kdir, "kernel.json")).read())
+  meta.pop("input_output_aliases")
+  meta["compiled"] = {k: compiled[k] for k in (
+      "key", "target", "metadata", "stage_seconds", "compile_seconds", "registers",
+      "spill_stores", "spill_loads", "stack_bytes", "ptxas_log", "cache")}
+  with open(os.path.join(kdir, "kernel.json"), "w") as f:
+    json.dump(meta, f)
+  _, old = run_dir.load_kernel(kdir)
+  assert old.cubin == full.cubin and old.registers == full.registers and old.ptx == full.ptx
+  assert run_dir.load_aliases(kdir) == ()
+
+
+def test_the_compile_worker_imports_nothing_that_imports_it():
+  """compile.py and warmup.py call the worker; the worker imports only
+  triton_run.py (free of pallas_prof itself), so the compile <-> compile_worker
+  cycle is gone."""
+  path = os.path.join(os.path.dirname(artifacts.__file__), "compile_worker.py")
+  imported = set()
+  for node in ast.walk(ast.parse(open(path).read())):
+    if isinstance(node, ast.ImportFrom):
+      imported.add("." * node.level + (node.module or ""))
+    elif isinstance(node, ast.Import):
+      imported |= {a.name for a in node.names}
+  assert {m for m in imported if m.startswith((".", "pallas_prof"))} == {".triton_run"}
