@@ -214,6 +214,23 @@ def gpu_compute_capability(device=None) -> int | None:
   return int(str(cc).replace(".", ""))
 
 
+def backends_initialized() -> bool:
+  """Whether JAX has created its XLA backends. Until it has, jax.distributed.initialize()
+  may still be called, so nothing before a user's program may ask JAX for devices."""
+  from jax._src import xla_bridge
+  return bool(getattr(xla_bridge, "_backends", None))
+
+
+def distributed_process() -> tuple[int, int] | None:
+  """(process index, process count) once jax.distributed.initialize() ran, else None;
+  reads JAX's state without creating a backend."""
+  from jax._src import distributed
+  state = distributed.global_state
+  if getattr(state, "client", None) is None:
+    return None
+  return int(state.process_id), int(state.num_processes)
+
+
 # --- jaxpr shapes that changed in jax 0.11 -------------------------------------------
 # jax 0.11 folded ClosedJaxpr into Jaxpr (which now carries its consts and keeps
 # a `.jaxpr` property returning itself), renamed closed_call to eval_jaxpr, and

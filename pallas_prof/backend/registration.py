@@ -53,10 +53,33 @@ def install() -> None:
   """Routes every Triton-style pallas_call (GPU and CPU) through pallas-prof."""
   _ensure_registered()
   _takeover["active"] = True
-  cc = compat.gpu_compute_capability()
+  # asking JAX for devices creates its backends, after which the user's program can no
+  # longer call jax.distributed.initialize(): before that, NVML says what the GPU is
+  cc = compat.gpu_compute_capability() if compat.backends_initialized() else _nvml_capability()
   if cc is not None:
     from .warmup import start_warmup
     start_warmup(cc)
+
+
+def _nvml_capability() -> int | None:
+  """The first GPU's compute capability through NVML (read-only; JAX untouched), or None."""
+  try:
+    import pynvml
+    pynvml.nvmlInit()
+  except Exception:  # noqa: BLE001 - no NVML, no GPU: no warm-up
+    return None
+  try:
+    if pynvml.nvmlDeviceGetCount() < 1:
+      return None
+    major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(0))
+    return int(major) * 10 + int(minor)
+  except Exception:  # noqa: BLE001
+    return None
+  finally:
+    try:
+      pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001
+      pass
 
 
 def uninstall() -> None:
