@@ -50,7 +50,11 @@ def _parser() -> argparse.ArgumentParser:
                     "stall reason")
 
   report = sub.add_parser("report", help="re-render a saved run")
-  report.add_argument("dir", nargs="?", help="run directory (default: the latest)")
+  report.add_argument("dir", nargs="?", help="run directory (default: the latest), or a "
+                      "directory holding one run directory per process")
+  report.add_argument("more", nargs="*", metavar="DIR",
+                      help="more run directories (processes of one jax.distributed program): "
+                           "merged into one report")
   report.add_argument("--json", action="store_true")
   report.add_argument("--html", action="store_true",
                       help="write the run's self-contained report.html and print its path")
@@ -78,6 +82,10 @@ def main(argv=None) -> int:
     from .show import show
     return show(args)
   if args.command == "report":
+    from .processes import find_runs, report_merged
+    if args.dir and len(find_runs([args.dir, *args.more])) > 1:
+      return report_merged([args.dir, *args.more], html=args.html, html_out=args.html_out,
+                           as_json=args.json)
     from . import artifacts
     from .render import render_run
     from .report import RunReport

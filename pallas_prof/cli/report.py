@@ -257,6 +257,8 @@ class RunReport(_Record):
   notes: tuple[str, ...] = ()
   profiles: tuple[ProfileReport, ...] = ()    # one per device profiled
   traces: Traces = dataclasses.field(default_factory=Traces)
+  # where it ran: host.name, process.pid, jax.process_index/count, devices (processes.py)
+  origin: dict[str, Any] = dataclasses.field(default_factory=dict)
   schema: str = SCHEMA
 
   @property

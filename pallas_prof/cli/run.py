@@ -20,7 +20,7 @@ from typing import Any
 from .. import __version__
 from ..backend import LoweringError, registry
 from ..backend.compile import assemble_cubin, compile_kernel
-from . import artifacts
+from . import artifacts, processes
 from .report import ErrorEntry, KernelEntry, Platform, RunReport, Traces
 
 
@@ -200,6 +200,9 @@ def _profile_spans(trace, report) -> None:
   for k in report.kernels:
     with tracer.start_as_current_span(f"profile {k.name}") as span:
       span.set_attribute("pallas.kernel", k.label)
+      device = getattr(report, "device", None)
+      if device is not None:        # which GPU of the process (a merged report's rows)
+        span.set_attribute("pallas.device", f"{device.index}: {device.name}")
       rt = k.runtime
       if rt is not None:
         for key in ("median_s", "p10_s", "p90_s", "min_s", "launches", "mode"):
@@ -323,6 +326,7 @@ def _run_and_report(args):
       created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), command=tuple(_command(args)),
       script=os.path.abspath(args.script), exit_code=outcome.exit_code,
       script_seconds=outcome.seconds, platform=Platform.from_dict(_platform_info()),
+      origin=processes.origin(),
       kernels=tuple(KernelEntry.from_dict(artifacts.json_ready(k)) for k in kernels),
       errors=tuple(ErrorEntry.from_dict(e) for e in errors), notes=tuple(notes),
       profiles=tuple(reports),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import socket
 import sys
 import threading
 from typing import Any
@@ -16,11 +17,11 @@ from urllib.parse import urlparse
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter
 from opentelemetry.trace import Status, StatusCode
 
-from ..backend import hooks
+from ..backend import compat, hooks
 from .exporters import LosslessBatchSpanProcessor, OtlpJsonFileExporter, PerfettoExporter
 from .observer import SpanObserver
 
@@ -109,10 +110,26 @@ def exporters_from_env() -> list[SpanExporter]:
 
 def _resource(service_name: str | None) -> Resource:
   from .. import __version__
-  attributes: dict[str, Any] = {"pallas_prof.version": __version__, "process.pid": os.getpid()}
+  attributes: dict[str, Any] = {"pallas_prof.version": __version__, "process.pid": os.getpid(),
+                                "host.name": socket.gethostname()}
+  known = compat.distributed_process()
+  if known is not None:           # tracing started after jax.distributed.initialize()
+    attributes["jax.process_index"], attributes["jax.process_count"] = known
   if service_name and not os.environ.get("OTEL_SERVICE_NAME"):
     attributes["service.name"] = service_name
   return Resource.create(attributes)
+
+
+class ProcessStamp(SpanProcessor):
+  """Puts the JAX process index and count on each span once jax.distributed is initialized:
+  `pallas-prof run` starts tracing before the user's program calls
+  jax.distributed.initialize(), when the resource can no longer take them."""
+
+  def on_start(self, span, parent_context=None) -> None:
+    known = compat.distributed_process()
+    if known is not None:
+      span.set_attribute("jax.process_index", known[0])
+      span.set_attribute("jax.process_count", known[1])
 
 
 # --- tracing() -------------------------------------------------------------------------------
@@ -208,6 +225,7 @@ class Tracing(contextlib.ContextDecorator):
       self.provider = TracerProvider(resource=_resource(c["service_name"]),
                                      shutdown_on_exit=False)
       self._owns_provider = True
+      self.provider.add_span_processor(ProcessStamp())
     self._owned: list[LosslessBatchSpanProcessor] = []
     for exporter, owned in self._exporters():
       processor = LosslessBatchSpanProcessor(exporter)

@@ -147,7 +147,7 @@ def kernel_view(run: dict, k: dict, prof: dict, run_dir: str | None, *, several:
   if several or origin:
     anchor += f"-{device.get('index', 'x')}"
   if origin:
-    anchor += f"-p{origin.get('process_index', origin.get('pid', ''))}"
+    anchor += "-p" + "".join(c if c.isalnum() else "-" for c in _origin_words(origin))
   return KernelView(
       label=k["label"], name=k.get("name", ""), anchor=anchor, device=device_text,
       process=_origin_words(origin), facts=_kernel_facts(k, p, prof),
@@ -162,6 +162,8 @@ def kernel_view(run: dict, k: dict, prof: dict, run_dir: str | None, *, several:
 def _origin_words(origin: dict | None) -> str:
   if not origin:
     return ""
+  if origin.get("name"):
+    return str(origin["name"])
   parts = [origin.get("host.name"), f"pid {origin['process.pid']}" if origin.get("process.pid")
            else None]
   if origin.get("jax.process_index") is not None:
@@ -431,3 +433,35 @@ def _clocks(p: dict, prof: dict) -> Clocks:
   return Clocks(**common, t_s=tuple(s["t_s"]), sm_clock_mhz=tuple(s.get("sm_clock_mhz") or ()),
                 power_w=tuple(s.get("power_w") or ()),
                 slowdown=tuple(tuple(x) for x in s.get("slowdown") or ()))
+
+
+def merged_view(runs: list[tuple[str, dict]], names: list[str]) -> RunView:
+  """One page for the runs of several processes: every kernel of every process and device,
+  and a table of the processes. `names` says which process each run is."""
+  kernels, errors, notes, table = [], [], [], []
+  for (run_dir, run), name in zip(runs, names):
+    origin = dict(run.get("origin") or {})
+    origin.setdefault("name", name)
+    profiles = run.get("profiles") or ([run["profile"]] if run.get("profile") else [{}])
+    for k in run.get("kernels") or []:
+      for prof in profiles:
+        kernels.append(kernel_view(run, k, prof, run_dir, several=len(profiles) > 1,
+                                   origin=origin))
+    errors += [error_view(e) for e in run.get("errors") or []]
+    notes += [f"{name}: {n}" for n in (run.get("notes") or [])]
+    plat = run.get("platform") or {}
+    table.append((name, str(origin.get("host.name", "?")), str(origin.get("process.pid", "?")),
+                  ", ".join(origin.get("devices") or []) or plat.get("backend", ""),
+                  str(len(run.get("kernels") or [])), str(run.get("exit_code")), run_dir))
+  first = runs[0][1]
+  plat = first.get("platform") or {}
+  return RunView(
+      title=f"pallas-prof {os.path.basename(first.get('script') or '?')}: "
+            f"{len(runs)} processes",
+      facts=(("script", os.path.basename(first.get("script") or "?")),
+             ("processes", str(len(runs))), ("jax", str(plat.get("jax"))),
+             ("triton", str(plat.get("triton")))),
+      message="", kernels=tuple(kernels), errors=tuple(errors), notes=tuple(notes),
+      processes_header=("process", "host", "pid", "devices", "kernels", "exit code",
+                        "run directory"),
+      processes=tuple(table))

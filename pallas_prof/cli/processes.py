@@ -1,0 +1,148 @@
+"""Runs of several processes or hosts, merged into one report.
+
+Under jax.distributed each process runs `pallas-prof run --out DIR/<its name>`
+and writes its own run directory; report.json's "origin" says which host,
+process id, JAX process index and devices made it. `pallas-prof report` given
+several run directories, or a directory that holds several, merges them: one
+row per kernel per device per process (terminal and report.html).
+"""
+from __future__ import annotations
+
+import os
+import socket
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from . import artifacts
+
+
+def origin() -> dict:
+  """Where this run happened (after the user's program, so jax.distributed is known)."""
+  from ..backend import compat
+  out = {"host.name": socket.gethostname(), "process.pid": os.getpid()}
+  known = compat.distributed_process()
+  if known is not None:
+    out["jax.process_index"], out["jax.process_count"] = known
+  if compat.backends_initialized():        # never create a backend just to describe it
+    import jax
+    try:
+      out["devices"] = [f"{d.platform}:{d.id}" for d in jax.local_devices()]
+    except RuntimeError:
+      pass
+  return out
+
+
+def find_runs(paths: list[str]) -> list[str]:
+  """The run directories among `paths`: each one itself, or the runs directly inside it
+  (a parent holding one directory per process), in name order."""
+  runs: list[str] = []
+  for p in paths:
+    if os.path.exists(os.path.join(p, artifacts.REPORT)):
+      runs.append(p)
+      continue
+    if not os.path.isdir(p):
+      raise SystemExit(f"pallas-prof: {p!r} is not a directory")
+    inside = sorted(os.path.join(p, d) for d in os.listdir(p)
+                    if os.path.exists(os.path.join(p, d, artifacts.REPORT)))
+    if not inside:
+      raise SystemExit(f"pallas-prof: no {artifacts.REPORT} in {p!r} nor in the directories "
+                       "directly inside it; give a directory `pallas-prof run` wrote")
+    runs.extend(inside)
+  return runs
+
+
+def load_runs(run_dirs: list[str]) -> list[tuple[str, dict]]:
+  """(directory, report) of each run, ordered by JAX process index, then host and pid."""
+  loaded = [(d, artifacts.read_report(d)) for d in run_dirs]
+
+  def key(item):
+    o = item[1].get("origin") or {}
+    return (o.get("jax.process_index", 1 << 30), o.get("host.name", ""),
+            o.get("process.pid", 0), item[0])
+
+  return sorted(loaded, key=key)
+
+
+def process_name(run_dir: str, run: dict) -> str:
+  o = run.get("origin") or {}
+  if not o:
+    return os.path.basename(os.path.normpath(run_dir))     # a run from before "origin"
+  name = f"{o.get('host.name', '?')} pid {o.get('process.pid', '?')}"
+  if o.get("jax.process_index") is not None:
+    name = f"process {o['jax.process_index']}/{o.get('jax.process_count', '?')} {name}"
+  return name
+
+
+def rows(runs: list[tuple[str, dict]]) -> list[dict]:
+  """One row per kernel per device profile per process."""
+  out = []
+  for run_dir, run in runs:
+    profiles = run.get("profiles") or ([run["profile"]] if run.get("profile") else [{}])
+    for k in run.get("kernels") or []:
+      comp = k.get("compile") or {}
+      for prof in profiles:
+        p = {x.get("label"): x for x in prof.get("kernels") or []}.get(k["label"]) or {}
+        device = prof.get("device") or {}
+        rt = p.get("runtime") or {}
+        out.append({
+            "process": process_name(run_dir, run), "run_dir": run_dir,
+            "devices": ", ".join((run.get("origin") or {}).get("devices") or []),
+            "device": f"{device.get('index')}: {device.get('name')}" if device else "",
+            "kernel": k["label"], "grid": "x".join(map(str, k.get("grid") or [])) or "()",
+            "compile_ms": comp.get("total_ms"), "cache": comp.get("cache"),
+            "median_us": rt["median_s"] * 1e6 if rt.get("median_s") is not None else None,
+            "launches": k.get("cpu_launches"), "exit_code": run.get("exit_code"),
+        })
+  return out
+
+
+def merged_table(runs: list[tuple[str, dict]]) -> Table:
+  table_rows = rows(runs)
+  gpu = any(r["median_us"] is not None for r in table_rows)
+  t = Table(title=f"kernels of {len(runs)} processes", box=box.SIMPLE_HEAVY,
+            title_justify="left")
+  for col in ("process", "device", "kernel", "grid", "compile ms",
+              "median µs" if gpu else "launches (CPU)"):
+    t.add_column(col, justify="right" if col in ("compile ms", "median µs", "launches (CPU)")
+                 else "left", overflow="fold")
+  for r in table_rows:
+    compile_text = (f"cached ({r['cache']})" if r["cache"] in ("memory", "disk")
+                    else "-" if r["compile_ms"] is None else f"{r['compile_ms']:.0f}")
+    last = (("-" if r["median_us"] is None else f"{r['median_us']:.1f}") if gpu
+            else str(r["launches"] if r["launches"] is not None else "-"))
+    cells = (r["process"], r["device"] or r["devices"] or "-", r["kernel"], r["grid"],
+             compile_text, last)
+    t.add_row(*(Text(c) for c in cells))          # as written: no rich markup in labels
+  return t
+
+
+def report_merged(paths: list[str], *, html: bool = False, html_out: str | None = None,
+                  as_json: bool = False) -> int:
+  """`pallas-prof report DIR...` for several runs."""
+  runs = load_runs(find_runs(paths))
+  if as_json:
+    import json
+    print(json.dumps({"runs": [{"dir": d, "process": process_name(d, r), "report": r}
+                               for d, r in runs]}, indent=1))
+    return 0
+  if html:
+    from .html import write_merged_html
+    out = html_out or os.path.join(_common_parent([d for d, _ in runs]), "report.html")
+    print(write_merged_html(runs, out))
+    return 0
+  from .render import console
+  con = console()
+  con.print(merged_table(runs))
+  for d, r in runs:
+    errors = r.get("errors") or []
+    if errors or r.get("exit_code"):
+      con.print(f"{process_name(d, r)}: exit {r.get('exit_code')}, "
+                f"{len(errors)} lowering error(s) ({d})", markup=False)
+  return 0
+
+
+def _common_parent(dirs: list[str]) -> str:
+  return os.path.commonpath([os.path.abspath(d) for d in dirs]) if len(dirs) > 1 \
+      else os.path.dirname(os.path.abspath(dirs[0]))
