@@ -55,7 +55,8 @@ def find_runs(paths: list[str]) -> list[str]:
 
 def load_runs(run_dirs: list[str]) -> list[tuple[str, dict]]:
   """(directory, report) of each run, ordered by JAX process index, then host and pid."""
-  loaded = [(d, artifacts.read_report(d)) for d in run_dirs]
+  from .report import RunReport
+  loaded = [(d, RunReport.load(d).to_dict()) for d in run_dirs]
 
   def key(item):
     o = item[1].get("origin") or {}

@@ -53,10 +53,11 @@ def render_html(run: dict, run_dir: str | None) -> str:
 
 
 def write_html(run_dir: str, run: dict | None = None, out: str | None = None) -> str:
-  """Writes the page for the run saved in `run_dir` (report.json read when not given)."""
+  """Writes the page for the run saved in `run_dir` (report.json read when not given).
+  `run` is the report as RunReport.to_dict() gives it (model.py reads that)."""
   if run is None:
-    from ..artifacts import read_report
-    run = read_report(run_dir)
+    from ..report import RunReport
+    run = RunReport.load(run_dir).to_dict()
   path = out or os.path.join(run_dir, HTML)
   with open(path, "w", encoding="utf-8") as f:
     f.write(render_html(run, run_dir))
