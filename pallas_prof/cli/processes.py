@@ -34,6 +34,19 @@ def origin() -> dict:
   return out
 
 
+def fresh_dir(path: str) -> str:
+  """`path`, created now, or `path`-<pid> when another process took it first: processes of
+  one jax.distributed program started in the same second would overwrite each other."""
+  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+  for candidate in (path, f"{path}-{os.getpid()}"):
+    try:
+      os.mkdir(candidate)
+      return candidate
+    except FileExistsError:
+      continue
+  raise SystemExit(f"pallas-prof: {path} and {path}-{os.getpid()} exist already; give --out")
+
+
 def find_runs(paths: list[str]) -> list[str]:
   """The run directories among `paths`: each one itself, or the runs directly inside it
   (a parent holding one directory per process), in name order."""

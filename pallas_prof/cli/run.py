@@ -294,7 +294,7 @@ def _command(args) -> list[str]:
 
 
 def _run_and_report(args):
-  out_dir = args.out or artifacts.default_out_dir()
+  out_dir = args.out or processes.fresh_dir(artifacts.default_out_dir())
   os.makedirs(out_dir, exist_ok=True)
   args.samples_dir = os.path.join(out_dir, "samples")     # raw PC samples, one file a kernel
   import pallas_prof

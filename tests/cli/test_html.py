@@ -73,13 +73,18 @@ def test_users_lines_carry_the_equations_weights_and_basis(tmp_path):
 def test_measured_weights_and_stall_reasons_show_when_the_profile_has_them(tmp_path):
   run, d = hostile_run(tmp_path)
   run = copy.deepcopy(run)
-  static = run["profile"]["kernels"][0]["static"]
-  static["weight_basis"] = "pc_sampling"
-  static["equations"][0]["stall_reasons"] = {"long_scoreboard": 40, "wait": 3}
+  kp = run["profile"]["kernels"][0]
+  kp["weight_basis"] = "pc_sampling"
+  kp["attribution"] = {
+      "basis": "pc_sampling", "description": "share of 5000 PC samples of a replay",
+      "equations": [{"index": 0, "primitive": "swap<b>", "weight": 0.75, "stalls": [
+          {"reason": "long_scoreboard", "words": "waiting for global memory", "samples": 40},
+          {"reason": "wait", "words": "fixed-latency wait", "samples": 3}]}]}
   (k,) = model.run_view(run, d).kernels
-  assert "measured samples" in k.weight_basis
-  assert {line.stall for line in k.user_source.lines} == {"", "long_scoreboard"}
-  assert "long_scoreboard" in html.render_html(run, d)
+  assert k.weight_basis == "measured (pc_sampling): share of 5000 PC samples of a replay"
+  (line,) = [line for line in k.user_source.lines if line.weight is not None]
+  assert line.weight == 0.75 and line.stall == "waiting for global memory"
+  assert "waiting for global memory" in html.render_html(run, d)
 
 
 def test_recorded_gpu_run_has_a_roofline_per_device(tmp_path):

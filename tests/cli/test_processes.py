@@ -6,30 +6,13 @@ import os
 import socket
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
 from pallas_prof.cli import processes
 from tests.cli.test_cli import ROOT, pallas_prof
 
-SCRIPT = textwrap.dedent("""
-    import sys
-    import jax
-    import jax.numpy as jnp
-    from jax.experimental import pallas as pl
-
-    jax.distributed.initialize(coordinator_address=sys.argv[1], num_processes=2,
-                               process_id=int(sys.argv[2]))
-
-    def scale_kernel(x_ref, o_ref):
-      o_ref[...] = x_ref[...] * 2.0 + 1.0
-
-    x = jnp.arange(1000, dtype=jnp.float32) + jax.process_index()
-    y = pl.pallas_call(scale_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
-    assert float(y.sum()) == float((x * 2.0 + 1.0).sum())
-    print("process", jax.process_index(), "of", jax.process_count())
-    """)
+SCRIPT = os.path.join(ROOT, "tools", "distributed_two_processes.py")
 
 
 def _free_port() -> int:
@@ -49,6 +32,13 @@ def test_install_leaves_jax_uninitialized_for_jax_distributed():
   assert result.returncode == 0, result.stderr
 
 
+def test_processes_started_in_the_same_second_get_their_own_directories(tmp_path):
+  taken = processes.fresh_dir(str(tmp_path / "out" / "20261201-214500"))
+  again = processes.fresh_dir(str(tmp_path / "out" / "20261201-214500"))
+  assert taken != again and os.path.isdir(taken) and os.path.isdir(again)
+  assert again == f"{taken}-{os.getpid()}"
+
+
 def test_a_parent_of_runs_needs_runs_inside(tmp_path):
   with pytest.raises(SystemExit, match="no report.json"):
     processes.find_runs([str(tmp_path)])
@@ -56,16 +46,13 @@ def test_a_parent_of_runs_needs_runs_inside(tmp_path):
 
 @pytest.fixture(scope="module")
 def two_processes(tmp_path_factory):
-  """examples of a jax.distributed program: two processes on this machine, each run
-  through `pallas-prof run --out runs/p<i>`, at the same time."""
-  root = tmp_path_factory.mktemp("distributed")
-  script = root / "two_processes.py"
-  script.write_text(SCRIPT)
-  runs = root / "runs"
+  """A jax.distributed program of two processes on this machine, each run through
+  `pallas-prof run --out runs/p<i>`, at the same time."""
+  runs = tmp_path_factory.mktemp("distributed") / "runs"
   address = f"localhost:{_free_port()}"
   env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
   procs = [subprocess.Popen([sys.executable, "-m", "pallas_prof", "run", "--out",
-                             str(runs / f"p{i}"), str(script), address, str(i)],
+                             str(runs / f"p{i}"), SCRIPT, address, str(i)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env, cwd=ROOT)
            for i in (0, 1)]

@@ -73,6 +73,7 @@ class KernelView:
   stages: tuple[Listing, ...]       # PTX and SASS, coloured like the source
   roofline: Roofline
   waterfall: tuple[tuple[str, float], ...]   # (stage, ms) in the order they ran
+  waterfall_note: str               # "from the cache: ..." when this run compiled nothing
   clocks: Clocks
   verdict: str
 
@@ -138,11 +139,11 @@ def kernel_view(run: dict, k: dict, prof: dict, run_dir: str | None, *, several:
                 origin: dict | None = None) -> KernelView:
   p = {x.get("label"): x for x in prof.get("kernels") or []}.get(k["label"]) or {}
   static = p.get("static") or {}
-  eqs = static.get("equations") or []
+  eqs = equation_weights(p)
   device = prof.get("device") or {}
   device_text = f"{device.get('index', '?')}: {device.get('name', '')}" if device else ""
   meta = _kernel_meta(run_dir, k)
-  basis = _basis_words(static)
+  basis = _basis_words(p)
   anchor = "k-" + "".join(c if c.isalnum() else "-" for c in k["label"])
   if several or origin:
     anchor += f"-{device.get('index', 'x')}"
@@ -154,8 +155,9 @@ def kernel_view(run: dict, k: dict, prof: dict, run_dir: str | None, *, several:
       weight_basis=basis,
       user_source=_user_listing(run, k, eqs),
       generated=_generated_listing(run_dir, k, meta, eqs),
-      stages=_stage_listings(run_dir, k),
+      stages=_stage_listings(run_dir, k, {e["index"]: e.get("weight") or 0.0 for e in eqs}),
       roofline=_roofline(p, prof), waterfall=_waterfall(k), clocks=_clocks(p, prof),
+      waterfall_note=_waterfall_note(k),
       verdict=p.get("verdict") or "")
 
 
@@ -171,14 +173,41 @@ def _origin_words(origin: dict | None) -> str:
   return " ".join(str(x) for x in parts if x)
 
 
-def _basis_words(static: dict) -> str:
-  basis = static.get("weight_basis")
+def _basis_words(p: dict) -> str:
+  attribution = p.get("attribution") or {}
+  if attribution.get("basis") and attribution["basis"] != "static":
+    return (f"measured ({attribution['basis']}): "
+            + (attribution.get("description") or "each line's share of the kernel's samples"))
+  basis = (p.get("static") or {}).get("weight_basis")
   if not basis:
     return "no weights: this run recorded no per-equation profile"
   if basis in ("ptx", "sass"):
     return (f"static: each line's share of the kernel's {basis.upper()} instructions "
             "(counted, not timed)")
   return f"{basis}: each line's share of the kernel's measured samples"
+
+
+def equation_weights(p: dict) -> list[dict]:
+  """The kernel's equations with the weights shown: the profiler's measured attribution
+  where it has one (PC sampling, ncu: weights and stall reasons), else the static share of
+  instructions. Each: index, primitive, user_file, user_line, weight, stall."""
+  static = [dict(e) for e in (p.get("static") or {}).get("equations") or []]
+  attribution = p.get("attribution") or {}
+  if not attribution.get("equations") or attribution.get("basis") == "static":
+    return static
+  measured = {e["index"]: e for e in attribution["equations"]}
+  by_index = {e["index"]: e for e in static}
+  out = []
+  for index in sorted(set(by_index) | set(measured)):
+    e = dict(by_index.get(index) or {})
+    m = measured.get(index) or {}
+    for key in ("index", "primitive", "user_file", "user_line"):
+      if e.get(key) is None and m.get(key) is not None:
+        e[key] = m[key]
+    e["weight"] = m.get("weight", 0.0)
+    e["stall_shares"] = m.get("stalls") or []
+    out.append(e)
+  return out
 
 
 def _fmt(x, unit="", digits=1) -> str:
@@ -251,12 +280,12 @@ def _kernel_meta(run_dir: str | None, k: dict) -> dict:
 
 
 def stall_of(e: dict) -> str:
-  """The equation's top stall reason, when the profile measured stalls (PC sampling)."""
-  stalls = e.get("stall_reasons") or e.get("stalls") or {}
-  if isinstance(stalls, dict) and stalls:
-    reason, value = max(stalls.items(), key=lambda kv: kv[1] or 0)
-    return reason if value else ""
-  return str(e.get("top_stall") or "")
+  """The equation's top stall reason in words, when the profile measured stalls."""
+  shares = e.get("stall_shares") or []
+  if shares:
+    top = max(shares, key=lambda x: x.get("samples") or 0)
+    return str(top.get("words") or top.get("reason") or "") if top.get("samples") else ""
+  return ""
 
 
 def find_user_file(run: dict, path: str | None) -> str | None:
@@ -350,7 +379,8 @@ def _generated_listing(run_dir: str | None, k: dict, meta: dict, eqs: list[dict]
   return Listing(title, tuple(lines))
 
 
-def _stage_listings(run_dir: str | None, k: dict) -> tuple[Listing, ...]:
+def _stage_listings(run_dir: str | None, k: dict,
+                    weights: dict[int, float]) -> tuple[Listing, ...]:
   """PTX and SASS, each instruction heated by its equation (the profiler's correlation)."""
   d = _kernel_dir(run_dir, k)
   if d is None or not os.path.exists(os.path.join(d, "kernel.ptx")):
@@ -371,7 +401,9 @@ def _stage_listings(run_dir: str | None, k: dict) -> tuple[Listing, ...]:
       out.append(Listing(stage.upper(), (), missing=f"{type(e).__name__}: {e}"))
       continue
     out.append(Listing(stage.upper(), tuple(
-        Line(a.number, a.text, a.weight if a.is_instruction else None,
+        Line(a.number, a.text,
+             weights.get(a.eqn, a.weight) if a.is_instruction and a.eqn is not None
+             else (a.weight if a.is_instruction else None),
              (a.eqn,) if a.eqn is not None else (),
              f"[{a.eqn}] {a.primitive}" if a.eqn is not None and a.is_instruction else "")
         for a in annotated)))
@@ -415,6 +447,14 @@ def _waterfall(k: dict) -> tuple[tuple[str, float], ...]:
   out += [(s, stages[s]) for s in COMPILE_STAGES if s in stages]
   out += [(s, v) for s, v in stages.items() if s not in COMPILE_STAGES]
   return tuple((name, float(ms)) for name, ms in out if ms is not None)
+
+
+def _waterfall_note(k: dict) -> str:
+  cache = (k.get("compile") or {}).get("cache")
+  if cache in ("memory", "disk"):
+    return (f"this run took the kernel from the {cache} cache: the stages are those of the "
+            "compile that filled it")
+  return ""
 
 
 def _clocks(p: dict, prof: dict) -> Clocks:
