@@ -42,6 +42,13 @@ def autotune(configs, key=(), **kwargs):
   return _autotune(configs, key, **kwargs)
 
 
+def __getattr__(name):
+  if name == "Autotune":     # CompilerParams(autotune=pallas_prof.Autotune(configs=..., budget_s=...))
+    from .tune.params import Autotune
+    return Autotune
+  raise AttributeError(f"module 'pallas_prof' has no attribute {name!r}")
+
+
 def kernels():
   """The kernels this process lowered (pallas_prof.backend.registry records)."""
   from .backend import registry
@@ -49,4 +56,4 @@ def kernels():
 
 
 __all__ = ["CompilerParams", "LoweringError", "install", "installed", "uninstall", "tracing",
-           "profile", "autotune", "kernels", "__version__"]
+           "profile", "autotune", "Autotune", "kernels", "__version__"]

@@ -10,6 +10,7 @@ rule unchanged. `uninstall()` ends the takeover.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from . import compat, coverage, registry
 from .compile import compile_kernel
@@ -35,12 +36,17 @@ class CompilerParams:
     enable_fp_fusion: let Triton contract a multiply and an add into one FMA
       (Triton's own default). Off by default: XLA and JAX's built-in backend
       round the two separately, and pallas-prof computes what they compute.
+    autotune: True or pallas_prof.Autotune(configs=..., budget_s=...) to time
+      num_warps/num_stages candidates on the GPU and run the fastest whose outputs
+      equal the default's (pallas_prof/tune/params.py); None: PALLAS_PROF_AUTOTUNE=1
+      decides; False: never.
   """
   num_warps: int | None = None
   num_stages: int | None = None
   compute_capability: int | None = None
   zero_outputs: tuple[int, ...] = ()
   enable_fp_fusion: bool = False
+  autotune: Any = None
 
   # JAX's CompilerParams protocol wants a backend tag
   BACKEND = "triton"
@@ -190,8 +196,12 @@ def _lower(ctx, in_nodes, params, platform: str):
     fn = cpu_call(gk, ctx.avals_out, aliases, on_launch)
     return compat.lower_fun(fn, multiple_results=True)(ctx, *in_nodes)
   ck = compile_kernel(gk, ("cuda", cc), need_cubin=False)   # jaxlib assembles the PTX
-  rec.compiled = ck
   zeroed = set(getattr(cp, "zero_outputs", ()) or ()) | set(gk_zeroed_outputs(gk, aliases))
+  ck = _autotuned(ck, gk, cp, cc, aliases, zeroed, lambda w, s: lower_kernel(
+      jaxpr, grid_mapping, num_warps=w, num_stages=s, compute_capability=cc,
+      name=params.get("name"), enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
+      debug=bool(params.get("debug")), call_site=call_site, input_output_aliases=aliases))
+  rec.compiled = ck
   metadata = params.get("metadata")
   meta_text = ""
   if metadata:
@@ -199,6 +209,18 @@ def _lower(ctx, in_nodes, params, platform: str):
     meta_text = json.dumps(dict(metadata))
   return gpu_custom_call(ctx, in_nodes, ck, input_output_aliases=aliases,
                          zeroed_outputs=tuple(sorted(zeroed)), metadata=meta_text)
+
+
+def _autotuned(ck, gk, cp, cc, aliases, zeroed, relower):
+  """The default compile, or the fastest tuned candidate when tuning was asked for
+  (CompilerParams(autotune=...) or PALLAS_PROF_AUTOTUNE=1): pallas_prof/tune/params.py."""
+  from ..tune import params as tuning
+  settings = tuning.settings(cp)
+  if settings is None:
+    return ck
+  return tuning.tune_kernel(gk, ck, relower, ("cuda", cc), settings,
+                            compile_fn=lambda g: compile_kernel(g, ("cuda", cc)),
+                            aliases=aliases, zeroed=tuple(sorted(zeroed)))
 
 
 def gk_zeroed_outputs(gk, aliases) -> list[int]:

@@ -1,0 +1,231 @@
+"""Tuning compiler parameters: `CompilerParams(autotune=True)`, `Autotune(configs=..., budget_s=...)`
+or `PALLAS_PROF_AUTOTUNE=1`.
+
+When a kernel is lowered for the GPU with tuning asked for, each candidate
+(num_warps, num_stages) is lowered and compiled (the compiles run side by side,
+in the compile worker), launched by the profiler's replay runner on the same
+seeded random inputs as the default, and kept only if its outputs equal the
+default's (bit for bit for integers, else within the dtype's rounding); the
+kept ones are timed with the runner's cold method (L2 flushed before each
+launch, median of launches) and the fastest is compiled into the program. The
+choice is cached on disk, keyed by the kernel's content, its shapes (part of
+that content), the GPU, and the versions of JAX, Triton and pallas-prof: a new
+process uses it without timing.
+
+What tuning found is kept in `results()` (the CLI's report and `pallas-prof tune`
+read it): per kernel, every candidate's median, the choice and the time spent.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import hashlib
+import json
+import os
+import threading
+import time
+from typing import Callable, Sequence
+
+from .blocks import cache_path, same_outputs
+
+ENV = "PALLAS_PROF_AUTOTUNE"
+CACHE_VERSION = 1
+DEFAULT_CONFIGS = tuple({"num_warps": w, "num_stages": s} for w in (4, 8) for s in (2, 3, 4))
+
+
+@dataclasses.dataclass(frozen=True)
+class Autotune:
+  """What to try: configs of {"num_warps": int, "num_stages": int} (default: 4 and 8
+  warps by 2, 3 and 4 stages) and the seconds a kernel's tuning may take."""
+  configs: tuple = DEFAULT_CONFIGS
+  budget_s: float = 30.0
+  min_launches: int = 20
+  min_seconds: float = 0.05
+
+  def __post_init__(self):
+    # kept as tuples of (name, value) pairs: CompilerParams must hash (JAX keys its caches on it)
+    configs = tuple(dict(c) for c in self.configs)
+    for c in configs:
+      unknown = set(c) - {"num_warps", "num_stages"}
+      if unknown or not c:
+        raise ValueError(f"Autotune config {c}: give num_warps and/or num_stages "
+                         f"(unknown: {sorted(unknown)})" if unknown else
+                         "Autotune config {}: give num_warps and/or num_stages")
+      if "num_warps" in c and c["num_warps"] not in (1, 2, 4, 8, 16, 32):
+        raise ValueError(f"Autotune config {c}: num_warps must be a power of two up to 32")
+      if "num_stages" in c and not (isinstance(c["num_stages"], int) and c["num_stages"] >= 1):
+        raise ValueError(f"Autotune config {c}: num_stages must be an int >= 1")
+    object.__setattr__(self, "configs", tuple(tuple(sorted(c.items())) for c in configs))
+
+  def config_dicts(self) -> list[dict]:
+    return [dict(c) for c in self.configs]
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+  num_warps: int
+  num_stages: int
+  median_s: float | None
+  error: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelTuning:
+  kernel: str
+  default: tuple[int, int]
+  best: tuple[int, int]
+  candidates: tuple[Candidate, ...]
+  tuning_s: float
+  from_cache: bool = False
+
+  @property
+  def speedup(self) -> float | None:
+    times = {(c.num_warps, c.num_stages): c.median_s for c in self.candidates}
+    d, b = times.get(self.default), times.get(self.best)
+    return d / b if d and b else None
+
+
+_results: list[KernelTuning] = []
+_lock = threading.Lock()
+
+
+def results() -> list[KernelTuning]:
+  with _lock:
+    return list(_results)
+
+
+def clear_results() -> None:
+  with _lock:
+    _results.clear()
+
+
+def settings(compiler_params) -> Autotune | None:
+  """The tuning asked for by CompilerParams(autotune=...) or PALLAS_PROF_AUTOTUNE=1; None if none."""
+  asked = getattr(compiler_params, "autotune", None)
+  if isinstance(asked, Autotune):
+    return asked
+  if asked is True:
+    return Autotune()
+  if asked is False:                 # said no explicitly: the environment does not override
+    return None
+  if os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on"):
+    return Autotune()
+  return None
+
+
+def _identity(gk, target, settings: Autotune, device_name: str) -> dict:
+  import jax
+  import triton
+  from .. import __version__
+  return {"kernel": gk.name, "source": hashlib.sha256(gk.source.encode()).hexdigest(),
+          "target": list(target), "gpu": device_name, "jax": jax.__version__,
+          "triton": triton.__version__, "pallas_prof": __version__,
+          "configs": settings.config_dicts()}
+
+
+def _cache_file(identity: dict) -> str:
+  digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
+  return cache_path(f"params-{digest}")
+
+
+def tune_kernel(gk, default_ck, relower: Callable[[int, int], object], target, settings: Autotune,
+                *, compile_fn: Callable, aliases=(), zeroed=(), device: int = 0):
+  """Returns the CompiledKernel to launch: the default's or the fastest correct candidate's."""
+  from ..profiler import driver
+  default = (int(gk.num_warps), int(gk.num_stages))
+  identity = _identity(gk, target, settings, driver.device_info(device).name)
+  path = _cache_file(identity)
+  cached = _load(path)
+  if cached is not None:
+    best = tuple(cached["best"])
+    _record(KernelTuning(gk.name, default, best, tuple(Candidate(**c) for c in cached["candidates"]),
+                         0.0, from_cache=True))
+    return default_ck if best == default else compile_fn(relower(*best))
+  start = time.perf_counter()
+  wanted = [default] + [w for w in ((int(c.get("num_warps", default[0])),
+                                     int(c.get("num_stages", default[1])))
+                                    for c in settings.config_dicts())
+                        if w != default]
+  wanted = list(dict.fromkeys(wanted))
+  compiled = {default: default_ck}
+  errors: dict[tuple[int, int], str] = {}
+  with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:   # the worker compiles
+    futures = {pool.submit(lambda w=w: compile_fn(relower(*w))): w for w in wanted[1:]}
+    for f in concurrent.futures.as_completed(futures):
+      w = futures[f]
+      try:
+        compiled[w] = f.result()
+      except Exception as e:  # noqa: BLE001 - a candidate that does not compile is dropped
+        errors[w] = f"{type(e).__name__}: {str(e)[:300]}"
+  candidates = measure(compiled, wanted, default, settings, aliases, zeroed, device, start, errors)
+  timed = [c for c in candidates if c.median_s is not None]
+  best_c = min(timed, key=lambda c: c.median_s) if timed else None
+  best = (best_c.num_warps, best_c.num_stages) if best_c else default
+  tuning = KernelTuning(gk.name, default, best, tuple(candidates), time.perf_counter() - start)
+  _record(tuning)
+  _save(path, identity, tuning)
+  return compiled[best]
+
+
+def measure(compiled: dict, order: Sequence, default, settings: Autotune, aliases, zeroed,
+            device: int, start: float, errors: dict) -> list[Candidate]:
+  """Each compiled candidate on the default's inputs: outputs compared, then cold-timed."""
+  from ..profiler.launchspec import LaunchSpec
+  from ..profiler.replayer import Replayer
+  seed = 1234
+  reference = None
+  out = []
+  for w in order:
+    if w in errors or w not in compiled:
+      out.append(Candidate(*w, None, errors.get(w, "not compiled")))
+      continue
+    if w != default and time.perf_counter() - start > settings.budget_s:
+      out.append(Candidate(*w, None, f"not timed: the {settings.budget_s:g} s budget was spent"))
+      continue
+    try:
+      ck = compiled[w].complete() if hasattr(compiled[w], "complete") else compiled[w]
+      spec = LaunchSpec.from_compiled(ck, aliases, zeroed)
+      with Replayer(spec, device, seed) as r:
+        r.prepare(1)
+        unwritten, outputs = r.poison_check()
+        if any(unwritten):
+          raise ValueError(f"{sum(n or 0 for n in unwritten)} output elements never written")
+        if reference is None:
+          reference = outputs
+        else:
+          differs = same_outputs(outputs, reference)
+          if differs:
+            out.append(Candidate(*w, None, differs))
+            continue
+        import statistics
+        timing = r.time_cold(settings.min_launches, settings.min_seconds, None)
+        out.append(Candidate(*w, statistics.median(timing["times_s"])))
+    except Exception as e:  # noqa: BLE001 - a candidate that fails to run is dropped, and says why
+      if w == default:
+        raise
+      out.append(Candidate(*w, None, f"{type(e).__name__}: {str(e)[:300]}"))
+  return out
+
+
+def _record(tuning: KernelTuning) -> None:
+  with _lock:
+    _results.append(tuning)
+
+
+def _load(path: str) -> dict | None:
+  try:
+    with open(path) as f:
+      data = json.load(f)
+  except (OSError, ValueError):
+    return None
+  return data if data.get("version") == CACHE_VERSION else None
+
+
+def _save(path: str, identity: dict, tuning: KernelTuning) -> None:
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  tmp = f"{path}.{os.getpid()}.tmp"
+  with open(tmp, "w") as f:
+    json.dump({"version": CACHE_VERSION, "identity": identity, "best": list(tuning.best),
+               "tuning_s": tuning.tuning_s,
+               "candidates": [dataclasses.asdict(c) for c in tuning.candidates]}, f, indent=1)
+  os.replace(tmp, path)

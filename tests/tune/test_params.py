@@ -1,0 +1,140 @@
+"""Tuning num_warps/num_stages (pallas_prof/tune/params.py) without a GPU.
+
+The CUDA driver is the host-memory stand-in of the profiler's tests
+(tests/profiler/fake_cuda.py): launches run the kernel under Triton's
+interpreter, and event times are scripted from the launch's block size
+(32 x num_warps threads). So what is checked is the tuner's logic (which
+candidates run, on which inputs, which one is kept, what is cached), never a
+measurement.
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import json
+import os
+
+import pytest
+
+import pallas_prof
+from pallas_prof.backend.compile import compile_kernel
+from pallas_prof.profiler import driver
+from pallas_prof.tune import params
+from tests.profiler.conftest import load_example, lowered_record, sds
+from tests.profiler.fake_cuda import FakeDriver
+
+# scripted milliseconds per launch, by threads per block (32 x num_warps)
+MS_BY_THREADS = {64: 0.9, 128: 0.5, 256: 0.2}
+
+
+class ScriptedDriver(FakeDriver):
+  """Every launch runs the kernel; a launch's time follows its block size; a launch
+  with `wrong_threads` threads per block writes a wrong result."""
+
+  def __init__(self, gk, wrong_threads=None):
+    super().__init__(gk, interpret_launches=10**9)
+    self.wrong_threads = wrong_threads
+    self.block_of_launch = []
+
+  def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params_, extra):
+    if self.functions.get(int(fn)) != "pallas_prof_l2_flush":
+      self.block_of_launch.append(bx)
+    out = super().cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shared, stream, params_, extra)
+    if bx == self.wrong_threads and self.functions.get(int(fn)) != "pallas_prof_l2_flush":
+      # the output is the kernel's second parameter (softmax: x in, out)
+      ctypes.c_float.from_address(self.launches[-1][3][1]).value += 1.0   # device = host memory
+    return out
+
+  def cuEventElapsedTime(self, start, end):
+    launches = self.events[int(end)] - self.events[int(start)]
+    return 0, MS_BY_THREADS[self.block_of_launch[-1]] * launches
+
+
+@pytest.fixture
+def softmax_gk(tmp_path, monkeypatch):
+  monkeypatch.setenv("PALLAS_PROF_CACHE_DIR", str(tmp_path))
+  pallas_prof.install()
+  rec = lowered_record(load_example("softmax").softmax, sds((4, 128), "float32"))
+  yield rec.generated
+  pallas_prof.uninstall()
+
+
+def _install(monkeypatch, gk, **kwargs):
+  fake = ScriptedDriver(gk, **kwargs)
+  monkeypatch.setattr(driver, "_driver", lambda: fake)
+  monkeypatch.setattr(driver, "_initialized", {"done": False, "error": None})
+  return fake
+
+
+def _tune(gk, settings):
+  compiled = []
+
+  def compile_fn(g):
+    compiled.append((g.num_warps, g.num_stages))
+    return compile_kernel(g, ("cuda", 90))
+  relower = lambda w, s: dataclasses.replace(gk, num_warps=w, num_stages=s)
+  ck = params.tune_kernel(gk, compile_kernel(gk, ("cuda", 90)), relower, ("cuda", 90), settings,
+                          compile_fn=compile_fn)
+  return ck, compiled
+
+
+def test_the_fastest_candidate_with_the_default_outputs_is_chosen(softmax_gk, monkeypatch):
+  params.clear_results()
+  # 2 warps (64 threads) writes a wrong element: dropped although it would be timed
+  fake = _install(monkeypatch, softmax_gk, wrong_threads=64)
+  settings = params.Autotune(configs=[{"num_warps": 8}, {"num_warps": 2}, {"num_warps": 4}],
+                             min_launches=5, min_seconds=0.0)
+  ck, compiled = _tune(softmax_gk, settings)
+  assert (ck.generated.num_warps, ck.generated.num_stages) == (8, 3)
+  assert sorted(compiled) == [(2, 3), (8, 3)]          # the default's compile is reused
+  [t] = params.results()
+  assert t.default == (4, 3) and t.best == (8, 3) and not t.from_cache
+  by = {(c.num_warps, c.num_stages): c for c in t.candidates}
+  assert by[(4, 3)].median_s == pytest.approx(0.5e-3)
+  assert by[(8, 3)].median_s == pytest.approx(0.2e-3)
+  assert by[(2, 3)].median_s is None and "differ from the default" in by[(2, 3)].error
+  assert t.speedup == pytest.approx(2.5)
+  assert set(fake.block_of_launch) == {64, 128, 256}
+
+
+def test_a_cached_choice_is_used_without_launching(softmax_gk, monkeypatch, tmp_path):
+  params.clear_results()
+  _install(monkeypatch, softmax_gk)
+  settings = params.Autotune(configs=[{"num_warps": 8}], min_launches=5, min_seconds=0.0)
+  _tune(softmax_gk, settings)
+  [saved] = [f for f in os.listdir(tmp_path / "tune") if f.startswith("params-")]
+  data = json.loads((tmp_path / "tune" / saved).read_text())
+  assert data["best"] == [8, 3]
+  assert {"gpu", "jax", "triton", "pallas_prof", "source", "target"} <= set(data["identity"])
+  fake = _install(monkeypatch, softmax_gk)              # a fresh "process": nothing launched yet
+  ck, compiled = _tune(softmax_gk, settings)
+  assert ck.generated.num_warps == 8 and compiled == [(8, 3)]
+  assert fake.block_of_launch == []                     # no timing
+  assert params.results()[-1].from_cache
+  # other configs are another tuning: not answered by this cache entry
+  fake = _install(monkeypatch, softmax_gk)
+  _tune(softmax_gk, params.Autotune(configs=[{"num_stages": 2}], min_launches=5, min_seconds=0.0))
+  assert fake.block_of_launch and not params.results()[-1].from_cache
+
+
+def test_settings_from_compiler_params_and_the_environment(monkeypatch):
+  monkeypatch.delenv(params.ENV, raising=False)
+  assert params.settings(pallas_prof.CompilerParams()) is None
+  assert params.settings(pallas_prof.CompilerParams(autotune=True)) == params.Autotune()
+  custom = pallas_prof.Autotune(configs=[{"num_warps": 8, "num_stages": 4}], budget_s=5)
+  assert params.settings(pallas_prof.CompilerParams(autotune=custom)) is custom
+  assert params.settings(None) is None
+  monkeypatch.setenv(params.ENV, "1")
+  assert params.settings(None) == params.Autotune()
+  assert params.settings(pallas_prof.CompilerParams()) == params.Autotune()
+  assert params.settings(pallas_prof.CompilerParams(autotune=False)) is None   # said no
+  hash(pallas_prof.CompilerParams(autotune=custom))       # JAX hashes compiler params
+
+
+def test_bad_autotune_configs_say_what_is_wrong():
+  with pytest.raises(ValueError, match="unknown: \\['block'\\]"):
+    pallas_prof.Autotune(configs=[{"block": 64}])
+  with pytest.raises(ValueError, match="power of two"):
+    pallas_prof.Autotune(configs=[{"num_warps": 3}])
+  with pytest.raises(ValueError, match="num_stages must be an int"):
+    pallas_prof.Autotune(configs=[{"num_stages": 0}])
