@@ -90,6 +90,10 @@ def worker(args) -> None:
       path = save_reproducer(program, message, args.corpus)
       emit(status="difference", message=message[:2000], reproducer=path,
            source=program.source, describe=program.describe())
+    except Exception as e:  # noqa: BLE001 - hypothesis itself, or the generator: say which
+      import traceback
+      emit(status="worker_error", message=f"{type(e).__name__}: {e}"[:3000],
+           traceback=traceback.format_exc()[-4000:])
     if args.once:
       return
 
@@ -161,7 +165,7 @@ def _count(log: str) -> int:
   try:
     with open(log) as f:
       return sum(1 for line in f if '"status": "difference_candidate"' not in line
-                 and '"status": "difference"' not in line)
+                 and '"status": "worker_error"' not in line)
   except FileNotFoundError:
     return 0
 
@@ -199,12 +203,13 @@ def _summarize(args, started, crashes, child_runs, final: bool) -> dict:
         tolerated.append(rec["detail"])
       elif status == "difference":
         differences.append({k: rec[k] for k in ("message", "reproducer", "describe", "source")})
-      elif status == "generator_error":
+      elif status in ("generator_error", "worker_error"):
         generator_errors.append(rec["message"])
   summary = {
       "command": "python3 bench/fuzz.py " + " ".join(sys.argv[1:]),
       "commit": _commit(), "device": args.device, "seed": args.seed,
-      "examples": sum(v for k, v in outcomes.items() if k != "shrink steps that still differed"),
+      "examples": sum(v for k, v in outcomes.items()
+                      if k not in ("shrink steps that still differed", "worker_error")),
       "outcomes": dict(outcomes), "differences_found": len(differences),
       "differences": differences, "crashes": crashes,
       "unsupported_reasons": dict(unsupported.most_common()),
