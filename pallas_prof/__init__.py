@@ -15,6 +15,8 @@ __version__ = "0.1.0"
 
 from .backend import CompilerParams, LoweringError, install, installed, uninstall  # noqa: E402
 from .backend import registration as _registration  # noqa: E402
+from .backend.bounds import BoundsError  # noqa: E402
+from .backend.coverage import UncoveredOutputWarning  # noqa: E402
 
 _registration._ensure_registered()
 
@@ -55,5 +57,6 @@ def kernels():
   return registry.kernels()
 
 
-__all__ = ["CompilerParams", "LoweringError", "install", "installed", "uninstall", "tracing",
-           "profile", "autotune", "Autotune", "kernels", "__version__"]
+__all__ = ["CompilerParams", "LoweringError", "BoundsError", "UncoveredOutputWarning", "install",
+           "installed", "uninstall", "tracing", "profile", "autotune", "Autotune", "kernels",
+           "__version__"]

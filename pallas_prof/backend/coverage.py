@@ -112,7 +112,48 @@ def _grid_points(grid) -> list[np.ndarray]:
   return [m.reshape(-1) for m in mesh]
 
 
+def unwritten_mask(grid_mapping, grid, output: int):
+  """A boolean array of output `output`'s shape: True where no block the grid
+  writes covers the element (None when not analysed or all covered)."""
+  points = math.prod(grid) if grid else 1
+  if points > MAX_GRID_POINTS or points == 0:
+    return None
+  bm = grid_mapping.block_mappings[grid_mapping.num_inputs + output]
+  try:
+    found = _visited_blocks(bm, _grid_points(grid))
+  except Exception:  # noqa: BLE001 - not analysed
+    return None
+  if found is None:
+    return None
+  visited, sizes, shape = found
+  if visited.all() or math.prod(shape) > MAX_BLOCK_GRID:
+    return None
+  covered = visited
+  for axis, size in enumerate(sizes):
+    covered = np.repeat(covered, size, axis=axis)
+  return ~covered[tuple(slice(0, n) for n in shape)]
+
+
 def _uncovered(bm, ids):
+  found = _visited_blocks(bm, ids)
+  if found is None:
+    return None
+  visited, sizes, shape = found
+  if visited.all():
+    return None
+  missing = np.argwhere(~visited)
+  count = 0
+  for block in missing:
+    count += math.prod(min(shape[d], (b + 1) * sizes[d]) - b * sizes[d]
+                       for d, b in enumerate(block))
+  lo, hi = missing.min(axis=0), missing.max(axis=0)
+  box = tuple((int(lo[d]) * sizes[d], min(shape[d], (int(hi[d]) + 1) * sizes[d]))
+              for d in range(len(shape)))
+  return count, box
+
+
+def _visited_blocks(bm, ids):
+  """(visited blocks as a boolean array, block sizes, array shape), or None."""
   shape = tuple(int(s) for s in bm.array_aval.shape)
   if not shape or math.prod(shape) == 0:
     return None
@@ -136,17 +177,7 @@ def _uncovered(bm, ids):
   picked = np.stack([np.broadcast_to(np.asarray(i, np.int64), (n,)) for i in indices])
   inside = np.all((picked >= 0) & (picked < np.asarray(blocks)[:, None]), axis=0)
   visited[tuple(picked[:, inside])] = True
-  if visited.all():
-    return None
-  missing = np.argwhere(~visited)
-  count = 0
-  for block in missing:
-    count += math.prod(min(shape[d], (b + 1) * sizes[d]) - b * sizes[d]
-                       for d, b in enumerate(block))
-  lo, hi = missing.min(axis=0), missing.max(axis=0)
-  box = tuple((int(lo[d]) * sizes[d], min(shape[d], (int(hi[d]) + 1) * sizes[d]))
-              for d in range(len(shape)))
-  return count, box
+  return visited, sizes, shape
 
 
 def _eval(jaxpr, consts, args, n):

@@ -28,8 +28,14 @@ from .triton_run import triton_lock
 
 # --- CPU: Triton's interpreter ------------------------------------------------------
 
-def run_interpreted(gk: GeneratedKernel, inputs, out_shapes, input_output_aliases=()):
-  """Runs `gk` under Triton's interpreter on numpy inputs; returns the outputs."""
+def run_interpreted(gk: GeneratedKernel, inputs, out_shapes, input_output_aliases=(),
+                    poison: bool = False):
+  """Runs `gk` under Triton's interpreter on numpy inputs; returns the outputs
+  (and last, for a bounds-checked kernel, its flag buffer).
+
+  `poison`: outputs start as NaN (integers: all ones) instead of zeros, so
+  elements the kernel never writes show up (outputs updated with atomics
+  still start from zero, as on the GPU)."""
   module = load_module(gk, interpret=True)
   fn = getattr(module, gk.name)
   # Private C-ordered copies: the kernel may write through any pointer (an
@@ -47,15 +53,33 @@ def run_interpreted(gk: GeneratedKernel, inputs, out_shapes, input_output_aliase
       outputs.append(arrays[aliased[0]])
     elif is_packed4(dtype):
       outputs.append(np.zeros((int(np.prod(shape, dtype=np.int64)) + 1) // 2, np.uint8))
+    elif poison and not _is_atomic_output(gk, i):
+      outputs.append(np.full(shape, poison_value(dtype), dtype=dtype))
     else:
       outputs.append(np.zeros(shape, dtype=dtype))
+  flags = [np.zeros(p.shape, np.int32) for p in gk.params if p.role == "check"]
   with triton_lock():
     try:
-      interpreter_runtime.launch(fn, gk.launch_grid, arrays + outputs)
+      interpreter_runtime.launch(fn, gk.launch_grid, arrays + outputs + flags)
     except Exception as e:  # noqa: BLE001 - re-raised with the equation that failed
       raise interpreter_error(gk, e) from e
   return [unpack4(o, shape, dtype) if is_packed4(dtype) else o
-          for o, (shape, dtype) in zip(outputs, out_shapes)]
+          for o, (shape, dtype) in zip(outputs, out_shapes)] + flags
+
+
+def poison_value(dtype):
+  """What check mode fills unwritten outputs with: NaN, or all bits set."""
+  dtype = np.dtype(dtype)
+  if dtype.kind == "f" or dtype.name == "bfloat16":
+    return np.nan
+  if dtype == np.bool_:
+    return True
+  return np.array(-1).astype(dtype) if dtype.kind == "i" else np.iinfo(dtype).max
+
+
+def _is_atomic_output(gk: GeneratedKernel, index: int) -> bool:
+  names = set(getattr(gk, "atomic_params", ()))
+  return any(p.role == "output" and p.index == index and p.name in names for p in gk.params)
 
 
 def pack4(a: np.ndarray) -> np.ndarray:
@@ -100,16 +124,20 @@ def interpreter_error(gk: GeneratedKernel, error: BaseException) -> Exception:
                        jaxpr_text=gk.jaxpr_text)
 
 
-def cpu_call(gk: GeneratedKernel, out_avals, input_output_aliases, on_launch=None):
-  """A function of jax arrays that runs `gk` on the host through pure_callback."""
+def cpu_call(gk: GeneratedKernel, out_avals, input_output_aliases, on_launch=None,
+             poison: bool = False):
+  """A function of jax arrays that runs `gk` on the host through pure_callback
+  (a bounds-checked kernel's flag buffer is one more result, last)."""
   import jax
   out_shapes = [(tuple(a.shape), np.dtype(a.dtype)) for a in out_avals]
   result_shapes = [jax.ShapeDtypeStruct(s, d) for s, d in out_shapes]
+  result_shapes += [jax.ShapeDtypeStruct(p.shape, np.int32) for p in gk.params
+                    if p.role == "check"]
 
   def host(*arrays):
     if on_launch is not None:
       on_launch()
-    return run_interpreted(gk, arrays, out_shapes, input_output_aliases)
+    return run_interpreted(gk, arrays, out_shapes, input_output_aliases, poison)
 
   def call(*args):
     return jax.pure_callback(host, result_shapes, *args)
@@ -172,7 +200,7 @@ def triton_kernel_call(ck: CompiledKernel, zeroed_outputs=()):
   params = []
   for p in gk.params:
     nbytes = 0
-    if p.role == "output" and p.index in zeroed_outputs:
+    if (p.role == "output" and p.index in zeroed_outputs) or p.role == "check":
       nbytes = int(np.prod(p.shape, dtype=np.int64)) * np.dtype(p.dtype).itemsize
     params.append(lib.create_array_parameter(nbytes, 16))
   gx, gy, gz = gk.launch_grid
@@ -183,7 +211,8 @@ def gpu_custom_call(ctx, in_nodes, ck: CompiledKernel, *, input_output_aliases,
                     zeroed_outputs=(), metadata: str = ""):
   call = triton_kernel_call(ck, zeroed_outputs)
   ir = compat.ir()
-  result_types = [compat.aval_to_ir_type(ctx.module_context, aval) for aval in ctx.avals_out]
+  out_avals = list(ctx.avals_out) + check_avals(ck.generated)
+  result_types = [compat.aval_to_ir_type(ctx.module_context, aval) for aval in out_avals]
   opaque = zlib.compress(call.to_proto(ck.name, metadata.encode()))
   return compat.custom_call(
       call_target_name="triton_kernel_call_ffi",
@@ -191,6 +220,12 @@ def gpu_custom_call(ctx, in_nodes, ck: CompiledKernel, *, input_output_aliases,
       operands=list(in_nodes),
       backend_config=dict(name=ir.StringAttr.get(ck.name), opaque=ir.StringAttr.get(opaque)),
       operand_layouts=_avals_to_layouts(ctx.avals_in),
-      result_layouts=_avals_to_layouts(ctx.avals_out),
+      result_layouts=_avals_to_layouts(out_avals),
       operand_output_aliases=dict(input_output_aliases),
   ).results
+
+
+def check_avals(gk: GeneratedKernel) -> list:
+  """The avals of a bounds-checked kernel's flag buffer (none otherwise)."""
+  return [compat.jax_core.ShapedArray(p.shape, np.dtype(np.int32)) for p in gk.params
+          if p.role == "check"]

@@ -64,6 +64,9 @@ class RefValue:
   index_dtype: np.dtype
   label: str                     # the user's name for it (x_ref)
   gather_position: int = 0       # where integer-array index dims land in a read's shape
+  # the block's first element per dimension (bounds-checked mode: indices
+  # relative to it must lie in [0, extent)); () when not known
+  origin: tuple = ()
 
   @property
   def shape(self) -> tuple[int, ...]:
@@ -112,6 +115,10 @@ class GeneratedKernel:
   enable_fp_fusion: bool = False     # Triton may contract a*b+c into one FMA
   # of lowering_seconds, Python's garbage collections meanwhile (CollectionClock)
   gc_seconds: float = 0.0
+  # bounds-checked mode: each checked access (bounds.CheckSite); the kernel
+  # then has one more parameter, the flag buffer (role "check")
+  bounds_sites: tuple = ()
+  check_bounds: bool = False
 
   @property
   def inputs(self) -> list[KernelParam]:
@@ -172,6 +179,7 @@ class KernelContext:
     self._eqn_counter = 0
     self.replaying = False
     self.atomic_refs: set[str] = set()     # params updated with atomics (zeroed on GPU)
+    self.bounds = None     # bounds.SiteTable in the bounds-checked mode
     self._pp_contexts: dict[int, Any] = {}
     # one Scope per jaxpr being lowered, innermost last
     self.scopes: list[Scope] = []
@@ -786,7 +794,8 @@ def _block_ref_body(kernel, bm, name, label, pids, closed, array_shape, dtype, i
       raise Unsupported(f"block dimension {bdim!r} of {label}",
                         "use pl.BlockSpec with block sizes (ints) or None (squeezed)")
   return RefValue(name=name, dtype=dtype, array_shape=array_shape, dims=tuple(dims),
-                  ragged=tuple(ragged), index_dtype=index_dtype, label=label)
+                  ragged=tuple(ragged), index_dtype=index_dtype, label=label,
+                  origin=tuple(d.start for d in dims))
 
 
 # --- the kernel --------------------------------------------------------------------
@@ -841,7 +850,7 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
                  compute_capability: int = 90, name: str | None = None,
                  enable_fp_fusion: bool = False,
                  debug: bool = False, call_site=None,
-                 input_output_aliases=None) -> GeneratedKernel:
+                 input_output_aliases=None, check_bounds: bool = False) -> GeneratedKernel:
   """Lowers the jaxpr of a pallas_call to a GeneratedKernel (Triton source).
 
   `input_output_aliases`: the pallas_call's (input index, output index)
@@ -856,7 +865,7 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
     gk = _lower_kernel(jaxpr, grid_mapping, collections, num_warps=num_warps,
                        num_stages=num_stages, compute_capability=compute_capability,
                        name=name, enable_fp_fusion=enable_fp_fusion, call_site=call_site,
-                       input_output_aliases=input_output_aliases)
+                       input_output_aliases=input_output_aliases, check_bounds=check_bounds)
   if debug:
     print(f"\npallas-prof: kernel jaxpr for {gk.source_info}:\n{jaxpr}\n")
     print(f"pallas-prof: generated Triton ({gk.path}):\n{gk.source}")
@@ -865,7 +874,7 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
 
 def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, *, num_warps, num_stages,
                   compute_capability, name, enable_fp_fusion, call_site,
-                  input_output_aliases) -> GeneratedKernel:
+                  input_output_aliases, check_bounds=False) -> GeneratedKernel:
   start_time = time.perf_counter()
   kname = kernel_name_of(jaxpr, name)
   src_info = getattr(jaxpr.debug_info, "func_src_info", None) or kname
@@ -894,6 +903,9 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, *, num_warp
     b = KernelBuilder(kname, header)
     kernel = KernelContext(b, kname, grid, [], compute_capability,
                            getattr(grid_mapping, "grid_names", None), jaxpr_text)
+    if check_bounds:
+      from .bounds import SiteTable
+      kernel.bounds = SiteTable()
     try:
       params = _lower_kernel_body(kernel, jaxpr, grid_mapping, input_output_aliases)
       launch = kernel.launch_grid
@@ -914,7 +926,9 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, *, num_warp
                        jaxpr_text=jaxpr_text, source_info=src_info,
                        lowering_seconds=time.perf_counter() - start_time, key=key,
                        atomic_params=tuple(sorted(kernel.atomic_refs)),
-                       gc_seconds=collections.seconds)
+                       gc_seconds=collections.seconds,
+                       bounds_sites=tuple(kernel.bounds.sites) if kernel.bounds else (),
+                       check_bounds=bool(check_bounds))
   return gk
 
 
@@ -1001,6 +1015,8 @@ def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping,
   block_mappings = grid_mapping.block_mappings
   labels = _arg_labels(jaxpr, n_in, n_out)
   names = [b.add_param(label) for label in labels]
+  if kernel.bounds is not None:
+    kernel.bounds.param = b.add_param(kernel.bounds.param)
   kernel.may_alias = _alias_sets(names, n_in, input_output_aliases)
   launch, axes = launch_grid_for(kernel.grid, tuple(grid_mapping.vmapped_dims))
   kernel.launch_grid = launch
@@ -1020,6 +1036,10 @@ def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping,
     raise Unsupported(f"kernel takes {len(jaxpr.invars)} refs but the call has "
                       f"{len(refs)} operands", None)
   lower_jaxpr(kernel, jaxpr, refs, parent=None, region="kernel")
+  if kernel.bounds is not None:
+    from .bounds import flag_length
+    params.append(KernelParam(name=kernel.bounds.param, label="bounds flags", dtype="int32",
+                              shape=(flag_length(kernel.bounds.sites),), role="check", index=0))
   return params
 
 

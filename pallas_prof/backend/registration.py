@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from . import compat, coverage, registry
+from . import bounds, compat, coverage, registry
 from .compile import compile_kernel
 from .errors import LoweringError
 from .launch import cpu_call, gpu_custom_call
@@ -55,10 +55,18 @@ class CompilerParams:
 _takeover = {"active": False}
 
 
-def install() -> None:
-  """Routes every Triton-style pallas_call (GPU and CPU) through pallas-prof."""
+def install(check_bounds: bool | None = None) -> None:
+  """Routes every Triton-style pallas_call (GPU and CPU) through pallas-prof.
+
+  `check_bounds=True`: the bounds-checked debug mode (also PALLAS_PROF_CHECK=bounds):
+  every load and store checks its indices against its ref, an access outside
+  raises BoundsError (after the kernel, naming the equation and your line)
+  instead of reading or writing past the buffer, and outputs start poisoned
+  (NaN, or all ones) so elements nothing writes show up. Slower; for debugging."""
   _ensure_registered()
   _takeover["active"] = True
+  if check_bounds is not None:
+    bounds.set_check_bounds(bool(check_bounds))
   # asking JAX for devices creates its backends, after which the user's program can no
   # longer call jax.distributed.initialize(): before that, NVML says what the GPU is
   cc = compat.gpu_compute_capability() if compat.backends_initialized() else _nvml_capability()
@@ -175,11 +183,12 @@ def _lower(ctx, in_nodes, params, platform: str):
   else:
     cc = cc or 90
   aliases = tuple(tuple(a) for a in params.get("input_output_aliases", ()))
+  check = bounds.check_bounds_enabled()
   gk = lower_kernel(jaxpr, grid_mapping, num_warps=num_warps, num_stages=num_stages,
                     compute_capability=cc, name=params.get("name"),
                     enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
                     debug=bool(params.get("debug")), call_site=call_site,
-                    input_output_aliases=aliases)
+                    input_output_aliases=aliases, check_bounds=check)
   uncovered = coverage.uncovered_outputs(grid_mapping, gk.grid, [p.label for p in gk.params],
                                          aliases)
   if uncovered:
@@ -193,22 +202,67 @@ def _lower(ctx, in_nodes, params, platform: str):
   if platform == "cpu":
     def on_launch(rec=rec):
       rec.launches += 1
-    fn = cpu_call(gk, ctx.avals_out, aliases, on_launch)
+    fn = cpu_call(gk, ctx.avals_out, aliases, on_launch, poison=check)
+    after = _after_kernel(gk, grid_mapping, uncovered, poison=False)
+    if after is not None:
+      fn = lambda *args, call=fn: after(call(*args))   # noqa: E731
     return compat.lower_fun(fn, multiple_results=True)(ctx, *in_nodes)
   ck = compile_kernel(gk, ("cuda", cc), need_cubin=False)   # jaxlib assembles the PTX
   zeroed = set(getattr(cp, "zero_outputs", ()) or ()) | set(gk_zeroed_outputs(gk, aliases))
-  ck = _autotuned(ck, gk, cp, cc, aliases, zeroed, lambda w, s: lower_kernel(
-      jaxpr, grid_mapping, num_warps=w, num_stages=s, compute_capability=cc,
-      name=params.get("name"), enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
-      debug=bool(params.get("debug")), call_site=call_site, input_output_aliases=aliases))
+  if not check:    # tuning the bounds-checked debug build would time the checks
+    ck = _autotuned(ck, gk, cp, cc, aliases, zeroed, lambda w, s: lower_kernel(
+        jaxpr, grid_mapping, num_warps=w, num_stages=s, compute_capability=cc,
+        name=params.get("name"), enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
+        debug=bool(params.get("debug")), call_site=call_site, input_output_aliases=aliases))
   rec.compiled = ck
   metadata = params.get("metadata")
   meta_text = ""
   if metadata:
     import json
     meta_text = json.dumps(dict(metadata))
-  return gpu_custom_call(ctx, in_nodes, ck, input_output_aliases=aliases,
-                         zeroed_outputs=tuple(sorted(zeroed)), metadata=meta_text)
+  results = gpu_custom_call(ctx, in_nodes, ck, input_output_aliases=aliases,
+                            zeroed_outputs=tuple(sorted(zeroed)), metadata=meta_text)
+  # the GPU's outputs start with whatever the memory held: poison what the
+  # grid leaves unwritten (the CPU's buffers start poisoned instead)
+  after = _after_kernel(gk, grid_mapping, uncovered, poison=check)
+  if after is None:
+    return results
+  from .launch import check_avals
+  avals = list(ctx.avals_out) + check_avals(gk)
+  return compat.lower_fun(lambda *r: after(r), multiple_results=True)(
+      ctx.replace(avals_in=avals), *results)
+
+
+def _after_kernel(gk, grid_mapping, uncovered, *, poison: bool):
+  """Bounds-checked mode: a function of the kernel's results (the flag buffer
+  last) that reads the flag back in a host callback raising BoundsError, and
+  (`poison`) fills the elements the grid does not cover with NaN / all ones.
+  None when there is nothing to do (check mode off)."""
+  checked = any(p.role == "check" for p in gk.params)
+  masks = []
+  if poison:
+    masks = [(u.index, coverage.unwritten_mask(grid_mapping, gk.grid, u.index))
+             for u in uncovered]
+    masks = [(k, m) for k, m in masks if m is not None]
+  if not checked and not masks:
+    return None
+  import functools
+  import jax
+  import jax.numpy as jnp
+  from .launch import poison_value
+  raise_if = functools.partial(bounds.raise_if_violated, sites=gk.bounds_sites,
+                               kernel_name=gk.name, eqns=tuple(gk.eqns))
+
+  def after(results):
+    results = list(results)
+    if checked:
+      jax.debug.callback(raise_if, results.pop())
+    for k, mask in masks:
+      out = results[k]
+      results[k] = jnp.where(mask, jnp.asarray(poison_value(out.dtype), out.dtype), out)
+    return results
+
+  return after
 
 
 def _autotuned(ck, gk, cp, cc, aliases, zeroed, relower):

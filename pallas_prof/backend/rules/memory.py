@@ -172,11 +172,14 @@ def result_shape(ref: RefValue) -> tuple[int, ...]:
 
 # --- addresses -------------------------------------------------------------------
 
-def address(ctx, ref: RefValue, user_mask: Value | None = None, *, write: bool = False):
+def address(ctx, ref: RefValue, user_mask: Value | None = None, *, write: bool = False,
+            check: bool = True):
   """(offsets expression, mask expression or None, result shape) for a view.
 
   Integer-array indices out of range have their lanes dropped for writes;
-  reads use them as given (see _gather_index).
+  reads use them as given (see _gather_index). In the bounds-checked mode
+  (ctx.kernel.bounds) every index is also checked against the ref's extent
+  (bounds.emit_check) and lanes outside are dropped.
   """
   b = ctx.b
   shape = result_shape(ref)
@@ -185,6 +188,8 @@ def address(ctx, ref: RefValue, user_mask: Value | None = None, *, write: bool =
   dt = ref.index_dtype
   strides = ref.strides
   terms, masks = [], []
+  checking = check and ctx.kernel.bounds is not None
+  active, checks = [], []     # check mode: the lanes really accessed; (local index, extent)
   slice_pos = 0
   pos = ref.gather_position
   gathers = [d for d in ref.dims if d.kind == "gather"]
@@ -193,6 +198,8 @@ def address(ctx, ref: RefValue, user_mask: Value | None = None, *, write: bool =
     array_size = ref.array_shape[axis]
     if d.kind == "int":
       index = d.start.expr
+      if checking and not _statically_inside(d):
+        checks.append(_local_index(ref, axis, index))
       if _needs_bound_mask(ref, axis, d):
         masks.append(f"({index} < {array_size})")
       terms.append(_scaled(index, strides[axis]))
@@ -201,12 +208,14 @@ def address(ctx, ref: RefValue, user_mask: Value | None = None, *, write: bool =
       g, in_range = _bounded_gather_index(ctx, d, write)
       positions = tuple(range(pos + int_rank - len(g.shape), pos + int_rank))
       index = emit.expand_to_rank(g, positions, rank)
-      if in_range is not None:
+      if in_range is not None and not checking:
         masks.append(emit.expand_to_rank(in_range, positions, rank))
       if d.start.const != 0:
         index = f"({d.start} + {index}{_times(d.stride)})"
       elif d.stride != 1:
         index = f"({index} * {d.stride})"
+      if checking:
+        checks.append(_local_index(ref, axis, index))
       if ref.ragged[axis]:
         masks.append(f"({index} < {array_size})")
       terms.append(_scaled(index, strides[axis]))
@@ -230,6 +239,9 @@ def address(ctx, ref: RefValue, user_mask: Value | None = None, *, write: bool =
           Value(f"(tl.arange(0, {padded[out_axis]}) < {d.size})", np.dtype(bool), (d.size,)),
           (out_axis,), rank)
       masks.append(lane_ok)
+      active.append(str(lane_ok))
+    if checking and not _statically_inside(d):
+      checks.append(_local_index(ref, axis, index))
     if _needs_bound_mask(ref, axis, d):
       masks.append(f"({index} < {array_size})")
     terms.append(_scaled(index, strides[axis]))
@@ -239,18 +251,67 @@ def address(ctx, ref: RefValue, user_mask: Value | None = None, *, write: bool =
     if size != padded[pos + k]:
       cond = Value(f"(tl.arange(0, {padded[pos + k]}) < {size})", np.dtype(bool), (size,))
       masks.append(emit.expand_to_rank(cond, (pos + k,), rank))
+      active.append(str(masks[-1]))
   terms = [t for t in terms if t != "0"]
   offset = " + ".join(terms) if terms else "0"
   if user_mask is not None:
     if tuple(user_mask.shape) != tuple(shape) and user_mask.shape:
       user_mask = emit.broadcast_to(b, user_mask, shape)
     masks.append(str(user_mask))
+    active.append(str(user_mask))
+  if checking:
+    in_bounds = _check_access(ctx, ref, checks, active, shape, write)
+    if in_bounds is not None:
+      masks.append(in_bounds)
   mask = None
   if masks:
     combined = " & ".join(masks)
     mask = masks[0] if len(masks) == 1 else ctx.assign_once(f"{ref.name}_mask", combined,
                                                            f"{ref.name}: {combined}")
   return offset, mask, shape
+
+
+def _statically_inside(d: ViewDim) -> bool:
+  """A view dimension whose offset in its block is known and stays inside it."""
+  if d.static_offset is None:
+    return False
+  last = d.static_offset + (d.size - 1) * d.stride
+  return 0 <= d.static_offset and last < d.extent
+
+
+def _constant(expr: str) -> int | None:
+  try:
+    return int(expr)
+  except (TypeError, ValueError):
+    return None
+
+
+def _local_index(ref: RefValue, axis: int, index: str) -> tuple[str, int]:
+  """(index relative to the ref the kernel sees, that ref's extent) along `axis`."""
+  d = ref.dims[axis]
+  origin = ref.origin[axis] if ref.origin else None
+  if origin is None:
+    return index, ref.array_shape[axis]
+  if origin.const == 0:
+    return index, d.extent
+  return f"({index} - {origin})", d.extent
+
+
+def _check_access(ctx, ref: RefValue, checks, active, shape, write: bool) -> str | None:
+  """The in-bounds mask of a bounds-checked access; None when every index is a
+  constant inside its ref (nothing to check at run time)."""
+  from ..bounds import emit_check
+  static = [_constant(i) for i, _ in checks]
+  if all(c is not None and 0 <= c < e for c, (_, e) in zip(static, checks)):
+    return None          # also when no dimension needs a check
+
+  checks = [(f"tl.full((), {c}, tl.int32)" if c is not None else i, e)
+            for c, (i, e) in zip(static, checks)]
+  site = ctx.kernel.bounds.add(eqn_index=ctx.info.index, access="write" if write else "read",
+                               ref=ref.label, block_shape=tuple(e for _, e in checks),
+                               array_shape=tuple(ref.array_shape),
+                               dtype=np.dtype(ref.dtype).name)
+  return emit_check(ctx, site, [i for i, _ in checks], " & ".join(active) or None, shape)
 
 
 def _bounded_gather_index(ctx, d: ViewDim, write: bool):
@@ -567,7 +628,8 @@ def _atomic_rmw(ctx, *flat, args_tree, atomic_type):
 def _atomic_cas(ctx, ref, cmp, value):
   view = ref
   ctx.kernel.atomic_refs.add(view.name)
-  offset, mask, shape = address(ctx, view, write=True)
+  # tl.atomic_cas takes no mask: not bounds-checked
+  offset, mask, shape = address(ctx, view, write=True, check=False)
   cmp = _check_value(ctx, view, cmp, shape)
   value = _check_value(ctx, view, value, shape)
   if mask is not None:

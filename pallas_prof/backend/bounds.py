@@ -1,0 +1,180 @@
+"""The bounds-checked debug mode: every load and store also checks its indices.
+
+`pallas_prof.install(check_bounds=True)` or `PALLAS_PROF_CHECK=bounds`. Off by
+default, and then nothing here runs: the generated code is what it always is.
+
+In check mode each ref access (load, store, atomic) of the generated kernel
+computes, per dimension, its index relative to the ref the kernel sees (its
+block, or the whole array) and compares it with the ref's extent. Lanes that
+fall outside are dropped from the access (so nothing past a buffer is read or
+written: no illegal address on a GPU, no stray host memory on the CPU) and
+recorded in a flag buffer, an extra int32 output of the kernel:
+
+    per check site: [lanes outside, then per dimension:
+                     max(OFFSET - index) and max(index + OFFSET) over those lanes]
+
+(all `atomic_max`/`atomic_add` from zero, so a zeroed buffer is the initial
+state on both platforms). After the kernel the launcher reads the buffer
+back and raises BoundsError naming the kernel, the equation, the user's
+file:line, the ref with its shape, and the offending index range.
+
+Why a flag buffer rather than tl.device_assert: on a GPU a failed device
+assert traps, and the trap poisons the CUDA context: jaxlib's custom call
+then fails, and so does every later computation of the process (as an
+illegal address does). A flag written with atomics lets the kernel finish
+normally; the check happens on the host, in a callback after the kernel,
+whose exception reaches the Python caller while the context stays usable.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+
+OFFSET = 1 << 30           # indices are recorded as OFFSET -/+ index, clamped to (-OFFSET, OFFSET)
+FLAG_PARAM = "pp_bounds"   # the flag buffer's parameter in the generated kernel
+_mode = {"bounds": None}   # None: follow PALLAS_PROF_CHECK
+
+
+def set_check_bounds(on: bool | None) -> None:
+  """install(check_bounds=...): True/False, or None to follow the environment."""
+  _mode["bounds"] = on
+
+
+def check_bounds_enabled() -> bool:
+  if _mode["bounds"] is not None:
+    return bool(_mode["bounds"])
+  words = os.environ.get("PALLAS_PROF_CHECK", "").lower().replace(",", " ").split()
+  return "bounds" in words
+
+
+class BoundsError(IndexError):
+  """A kernel read or wrote outside a ref (found by the bounds-checked mode)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckSite:
+  """One checked access: where its record starts in the flag buffer, and what
+  to say about it."""
+  base: int
+  eqn_index: int
+  access: str                          # "read" | "write" | "atomic"
+  ref: str                             # the user's name for the ref (x_ref)
+  block_shape: tuple[int, ...]         # the ref as the kernel sees it (block, or whole array)
+  array_shape: tuple[int, ...]
+  dtype: str
+
+  @property
+  def slots(self) -> int:
+    return 1 + 2 * len(self.block_shape)
+
+  def to_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+
+class SiteTable:
+  """The check sites of one kernel being lowered, in emission order."""
+
+  def __init__(self, param: str = FLAG_PARAM):
+    self.param = param           # the flag buffer's name in the generated source
+    self.sites: list[CheckSite] = []
+    self.size = 0
+
+  def add(self, **fields) -> CheckSite:
+    site = CheckSite(base=self.size, **fields)
+    self.sites.append(site)
+    self.size += site.slots
+    return site
+
+
+def flag_length(sites) -> int:
+  return max(1, sum(s.slots for s in sites))
+
+
+def emit_check(ctx, site: CheckSite, locals_: list[str], active: str | None, shape) -> str:
+  """Emits the check of one access; returns the name of its in-bounds mask
+  (a tensor of the access's padded shape, or a scalar).
+
+  `locals_`: per dimension of the ref, the index relative to the ref (an
+  expression broadcast to the access's rank); `active`: the lanes the access
+  really performs (padding and the user's mask applied), None for all."""
+  b = ctx.b
+  conds = []
+  for expr, extent in zip(locals_, site.block_shape):
+    conds.append(f"(({expr}) >= 0) & (({expr}) < {extent})")
+  ok = b.assign("in_bounds", " & ".join(conds) if conds else "True")
+  bad_expr = f"~{ok}" if active is None else f"({active}) & ~{ok}"
+  bad = b.assign("out_of_bounds", bad_expr)
+  param = ctx.kernel.bounds.param
+  flag = f"{param} + {site.base}"
+  if shape:
+    count = b.assign("n_outside", f"tl.sum({bad}.to(tl.int32))")
+  else:
+    count = b.assign("n_outside", f"{bad}.to(tl.int32)")
+  b.emit(f"tl.atomic_add({flag}, {count}, mask={count} > 0)")
+  for d, expr in enumerate(locals_):
+    clamped = b.assign("idx", f"tl.minimum(tl.maximum(({expr}).to(tl.int64), {1 - OFFSET}), "
+                              f"{OFFSET - 1}).to(tl.int32)")
+    for k, value in ((1, f"{OFFSET} - {clamped}"), (2, f"{clamped} + {OFFSET}")):
+      chosen = f"tl.where({bad}, {value}, 0)"
+      reduced = f"tl.max({chosen})" if shape else chosen
+      b.emit(f"tl.atomic_max({param} + {site.base + 1 + 2 * d + (k - 1)}, "
+             f"{reduced}, mask={count} > 0)")
+  return ok
+
+
+def violations(flag: np.ndarray, sites, kernel_name: str, eqns=()) -> list[str]:
+  """One message per site whose lanes went outside their ref."""
+  flag = np.asarray(flag).reshape(-1)
+  found = []
+  for site in sites:
+    count = int(flag[site.base])
+    if count <= 0:
+      continue
+    ranges = []
+    for d, extent in enumerate(site.block_shape):
+      lo = OFFSET - int(flag[site.base + 1 + 2 * d])
+      hi = int(flag[site.base + 2 + 2 * d]) - OFFSET
+      ranges.append(f"{lo}" if lo == hi else f"{lo}:{hi + 1}")
+    eqn = eqns[site.eqn_index] if 0 <= site.eqn_index < len(eqns) else None
+    where = ""
+    if eqn is not None and getattr(eqn, "file", None):
+      fn = f" (in {eqn.function})" if getattr(eqn, "function", None) else ""
+      where = f" at {eqn.file}:{eqn.line}{fn}"
+    primitive = getattr(eqn, "primitive", "access")
+    block = tuple(site.block_shape)
+    array = ",".join(map(str, site.array_shape))
+    seen = (f"shape {block}, {site.dtype}" if block == tuple(site.array_shape) else
+            f"a block of shape {block} of {site.dtype}[{array}]")
+    verb = {"read": "reads", "write": "writes", "atomic": "updates"}[site.access]
+    text = (f"out of bounds: `{primitive}` in kernel `{kernel_name}`{where} {verb} "
+            f"{site.ref} ({seen}) at index [{', '.join(ranges)}]: {count} lane(s) outside "
+            f"the ref, dropped")
+    eqn_text = _equation_text(eqn)
+    if eqn_text:
+      text += f"\n  equation: {eqn_text}"
+    found.append(text)
+  return found
+
+
+def _equation_text(eqn) -> str | None:
+  if eqn is None:
+    return None
+  for attr in ("text",):
+    try:
+      value = getattr(eqn, attr)
+    except Exception:  # noqa: BLE001 - a lazily described equation
+      value = None
+    if value:
+      return str(value)
+  return None
+
+
+def raise_if_violated(flag, sites, kernel_name: str, eqns=()) -> None:
+  found = violations(flag, sites, kernel_name, eqns)
+  if found:
+    raise BoundsError("\n".join(found) + "\n  hint: the access was dropped (check mode); "
+                      "without PALLAS_PROF_CHECK=bounds it reads or writes past the ref "
+                      "(on a GPU: CUDA_ERROR_ILLEGAL_ADDRESS, which ends the process's "
+                      "CUDA context)")
