@@ -105,3 +105,20 @@ def test_a_squeezed_output_dimension_short_of_rows(rng):
                 out_specs=pl.BlockSpec((None, 16), lambda i: (i, 0)), name="squeezed_short")
   _, [w] = _warnings_of(call, x)
   assert "[5:7, 0:16]" in str(w.message) and "32 of 112" in str(w.message)
+
+
+def test_report_json_records_the_warning(rng, tmp_path):
+  """The run report's kernel entry carries the warning, and reads back."""
+  import json
+  from pallas_prof.cli.report import KernelEntry
+  from pallas_prof.cli.run import kernel_entry
+  x = random_array(rng, (100,), "float32")
+  call = pallas(_copy, S((100,), jnp.float32), grid=(2,),
+                in_specs=[pl.BlockSpec((48,), lambda i: (i,))],
+                out_specs=pl.BlockSpec((48,), lambda i: (i,)), name="reported_short_grid")
+  _warnings_of(call, x)
+  entry = kernel_entry(registry.find("reported_short_grid")[-1], {})
+  assert entry["warnings"] == ["output 0 (o_ref: float32[100]): 4 of 100 elements in no "
+                               "block the grid writes, within [96:100]"], entry["warnings"]
+  back = KernelEntry.from_dict(json.loads(json.dumps(entry)))
+  assert back.warnings == tuple(entry["warnings"])
