@@ -301,7 +301,13 @@ def child(spec_dir: str, device: int, out_path: str, seed: int | None,
   cupti = Cupti()
   result = {"format": FORMAT, "kernel": spec.name, "library": cupti.path,
             "cupti_version": cupti.version, "notes": []}
+  phases = {}
+
+  def phase(name):
+    phases[name] = time.perf_counter() - started
+
   with driver.primary_context(device) as ctx:
+    phase("context")
     sms = ctx.attribute("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT")
     try:
       clock_hz = ctx.attribute("CU_DEVICE_ATTRIBUTE_CLOCK_RATE") * 1e3
@@ -320,18 +326,24 @@ def child(spec_dir: str, device: int, out_path: str, seed: int | None,
         kernel_s = float(np.median(probe_s))
     launches = sampled_launches(kernel_s)
     n = period_log2(kernel_s, launches, clock_hz, sms)
+    phase("probe")
     sampler.enable(n)
+    phase("enable")
     try:
       with Replayer(spec, device, seed) as r:
         r.prepare(n_sets=1)
+        phase("load_and_inputs")
         _time(r, *events, 2)                                 # warm-up
         unsampled = _time(r, *events, launches)
         call("cuCtxSynchronize")
+        phase("unsampled")
         sampler.start()
         sampled = _time(r, *events, launches)
         call("cuCtxSynchronize")
         sampler.stop()
+        phase("sampled")
         sampler.read(result)
+        phase("read")
     finally:
       sampler.disable()
       sampler._accumulate(result)      # anything CUPTI flushed into the buffer at disable
@@ -340,7 +352,7 @@ def child(spec_dir: str, device: int, out_path: str, seed: int | None,
   result.update({"period_log2": n, "launches": launches, "sms": sms, "clock_hz": clock_hz,
                  "stall_reasons": {str(k): v for k, v in sampler.names.items()},
                  "probe_s": probe_s, "unsampled_s": unsampled, "sampled_s": sampled,
-                 "child_seconds": time.perf_counter() - started})
+                 "phases_s": phases, "child_seconds": time.perf_counter() - started})
   with open(out_path, "w") as f:
     json.dump(result, f)
   return result

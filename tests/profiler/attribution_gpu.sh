@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measured attribution on a GPU (issue #15), from the repository root of the device
 # machine with .whl carried:   bash tests/profiler/attribution_gpu.sh [steps]
-# steps: probe ka softmax timing ncu pytest (default: all but ncu). Everything lands
+# steps: probe ka softmax timing ncu pytest (default: all of them). Everything lands
 # in $OUT/attrib.tar.gz (run directories with report.json and raw samples, logs).
 set -u
 FINAL_OUT=${OUT:-/tmp/out}
@@ -12,7 +12,7 @@ export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCAT
 export PALLAS_PROF_CACHE_DIR=${PALLAS_PROF_CACHE_DIR:-/tmp/pallas-prof-cache}
 PP="python3 -m pallas_prof.cli.main"
 log() { echo "== $(date +%H:%M:%S) $*"; }
-STEPS=${*:-probe ka softmax timing pytest}
+STEPS=${*:-probe ka softmax timing ncu pytest}
 cp COMMIT "$W/commit" 2>/dev/null || git rev-parse HEAD > "$W/commit" 2>/dev/null
 
 for step in $STEPS; do
@@ -29,7 +29,7 @@ for step in $STEPS; do
       timeout 200 $PP run --out $W/softmax examples/softmax.py --large > $W/softmax.log 2>&1
       tail -40 $W/softmax.log ;;
     timing)   # wall time of one kernel's run, with and without sampling, twice each
-      for i in 1 2; do
+      for i in ${TIMING_ROUNDS:-1 2}; do
         for flag in "" --no-sampling; do
           s=$(date +%s.%N)
           timeout 200 $PP run --out $W/timing$i$flag --no-insitu $flag examples/softmax.py --large > $W/timing$i$flag.log 2>&1
@@ -41,7 +41,8 @@ for step in $STEPS; do
       timeout 300 $PP run --out $W/ncu --ncu examples/softmax.py --large > $W/ncu.log 2>&1
       tail -30 $W/ncu.log ;;
     pytest)
-      timeout 200 python3 -m pytest -q -p no:cacheprovider -x tests/profiler/test_attribution_gpu.py 2>&1 | tail -30 ;;
+      PALLAS_PROF_ATTRIB_RUNS=$W timeout 300 python3 -m pytest -q -p no:cacheprovider \
+        tests/profiler/test_attribution_gpu.py tests/profiler/test_attribution.py 2>&1 | tail -30 ;;
   esac
 done
 python3 tests/profiler/summarize_attribution.py $W > $W/summary.txt 2>&1; cat $W/summary.txt

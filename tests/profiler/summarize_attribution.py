@@ -16,6 +16,13 @@ def main(root):
     with open(path) as f:
       report = json.load(f)
     print(f"## {name}")
+    sdir = os.path.join(root, name, "samples")
+    for f in sorted(os.listdir(sdir)) if os.path.isdir(sdir) else []:
+      with open(os.path.join(sdir, f)) as fh:
+        raw = json.load(fh)
+      phases = ", ".join(f"{k} {v:.2f}" for k, v in raw.get("phases_s", {}).items())
+      print(f"{f}: child wall {raw.get('wall_seconds', 0):.2f} s (inside {raw.get('child_seconds', 0):.2f} s:"
+            f" {phases})")
     for k in kernels(report):
       att = k.get("attribution") or {}
       rt = k.get("runtime") or {}
@@ -33,6 +40,13 @@ def main(root):
         print(f"  [{e['index']}] {e['primitive']:<12} w {100 * e['weight']:5.1f}%  incl "
               f"{100 * e['inclusive_weight']:5.1f}%  at {100 * e['share_at']:5.1f}%  "
               f"in {e['charged_in']:.0f} out {e['charged_out']:.0f}  line {e['user_line']}  {st}")
+      ncu_att = (k.get("ncu") or {}).get("attribution")
+      if ncu_att:
+        ours = {e["index"]: e["weight"] for e in att.get("equations", [])}
+        print(f"  ncu cross-check ({ncu_att['description']}):")
+        for e in ncu_att["equations"][:6]:
+          print(f"    [{e['index']}] {e['primitive']:<12} ncu {100 * e['weight']:5.1f}%  "
+                f"pc sampling {100 * ours.get(e['index'], 0.0):5.1f}%")
       for err in k.get("errors", []):
         print(f"  error: {err}")
       check = CHECKS.get(k["name"])
