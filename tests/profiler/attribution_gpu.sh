@@ -38,7 +38,7 @@ for step in $STEPS; do
         done
       done ;;
     ncu)
-      timeout 300 $PP run --out $W/ncu --ncu examples/softmax.py --large > $W/ncu.log 2>&1
+      timeout 150 $PP run --out $W/ncu --ncu examples/softmax.py --large > $W/ncu.log 2>&1
       tail -30 $W/ncu.log ;;
     pytest)
       PALLAS_PROF_ATTRIB_RUNS=$W timeout 300 python3 -m pytest -q -p no:cacheprovider \
