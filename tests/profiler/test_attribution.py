@@ -9,7 +9,7 @@ import os
 import pytest
 
 from pallas_prof.cli import artifacts
-from pallas_prof.profiler import attribution, correlate, pcsampling, sassdeps, stalls
+from pallas_prof.profiler import attribution, correlate, driver, pcsampling, sassdeps, stalls
 from pallas_prof.profiler.schema import (KernelProfile, ProfileReport, RuntimeStats,
                                          TimingStats)
 
@@ -137,6 +137,26 @@ def test_sampling_period_and_launches():
   assert pcsampling.period_log2(1e-9, 3, 1.98e9, 132) == 5
 
 
+def test_ncu_source_counters_agree_with_pc_sampling():
+  # the cross-check recorded on the H200: Nsight Compute's warp-stall samples of the
+  # same kernel, mapped the same way, weigh every equation within 1 point of CUPTI's
+  gk, ck, _, meta = _recorded("softmax_kernel-dc90ff")
+  with open(os.path.join(FIXTURES, "softmax_kernel-dc90ff", "ncu.json")) as f:
+    ncu = json.load(f)
+  samples = {int(a, 16): r for a, r in ncu["instruction_samples"].items()}
+  by_ncu = attribution.measured(gk, correlate.correlate(ck), samples, basis="ncu",
+                                description="ncu", replay_median_s=meta["replay_median_s"])
+  _, by_pcs, _ = _measured("softmax_kernel-dc90ff")
+  assert by_ncu.total > 10_000
+  assert [e.index for e in by_ncu.equations[:4]] == [e.index for e in by_pcs.equations[:4]]
+  for e in by_pcs.equations:
+    other = by_ncu.equation(e.index)
+    assert other is not None and abs(other.weight - e.weight) < 0.01, (e.primitive, e.weight)
+  ok, text = checks.softmax_wait({"attribution": by_ncu.to_dict()})
+  assert ok, text
+
+
+@pytest.mark.skipif(driver.gpu_status()[0], reason="checks the machine without a GPU")
 def test_static_basis_without_a_gpu(softmax_kernel):
   from pallas_prof.profiler import profile
   record, _ = softmax_kernel
