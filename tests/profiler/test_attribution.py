@@ -53,7 +53,7 @@ def test_every_recorded_stall_reason_is_decoded():
 
 
 @pytest.mark.parametrize("name", ["softmax_kernel-dc90ff", "ka_copy_kernel-f38816",
-                                  "ka_matmul_kernel-4f3400"])
+                                  "ka_matmul_kernel-4f3400", "ka_loop_kernel-3c5725"])
 def test_samples_add_up_and_land_on_the_disassembly(name):
   gk, att, data = _measured(name)
   # what CUPTI counted is what the PCs carry, all of them in this kernel's function
@@ -85,6 +85,16 @@ def test_softmax_wait_for_x_is_charged_to_its_load_line():
   assert x.charged_in == pytest.approx(sum(w.samples for w in x.waits))
   text = attribution.wait_text(gk, x)
   assert "waiting for global memory" in text and "reduce_max at :20" in text
+
+
+def test_loop_known_answer_from_recorded_samples():
+  gk, att, _ = _measured("ka_loop_kernel-3c5725")
+  ok, text = checks.loop({"attribution": att.to_dict()})
+  assert ok, text
+  loop = next(e for e in att.equations if e.primitive == "scan")
+  # the body's equations are nested in the loop: inclusive, not exclusive
+  assert loop.weight < 0.01 and loop.inclusive_samples > 0.9 * att.total
+  assert {gk.eqns[e.index].parent for e in att.equations[:2]} == {loop.index}
 
 
 def test_copy_and_matmul_known_answers_from_recorded_samples():

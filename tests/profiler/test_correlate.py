@@ -236,3 +236,18 @@ def test_ptx_classification(opcode, expected):
                                                             "global_store"})])
 def test_sass_classification(opcode, expected):
   assert set(classify_sass(opcode)) == expected
+
+
+def test_lineinfo_finds_the_equations_of_ir_ops_and_error_locations(softmax_kernel):
+  from pallas_prof.backend import lineinfo
+  _, ck = softmax_kernel
+  gk = ck.generated
+  for stage in ("ttir", "ttgir", "llir"):
+    prims = {e.primitive for e in lineinfo.equations_in_ir(gk, ck.asm[stage], stage=stage)}
+    assert {"get", "exp", "swap"} <= prims, (stage, prims)
+  exp_ops = lineinfo.equations_in_ir(gk, ck.asm["ttgir"], ("math.exp", "tt.extern_elementwise"))
+  assert [e.primitive for e in exp_ops] == ["exp"]
+  line = next(n for n, i in gk.line_map.items() if gk.eqns[i].primitive == "exp")
+  message = f'error: loc("{gk.path}":{line}:7): cannot do it'
+  assert lineinfo.generated_lines_in_message(gk, message) == [line]
+  assert lineinfo.generated_lines_in_message(gk, 'loc("other.py":3:1)') == []
