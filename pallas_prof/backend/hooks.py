@@ -9,9 +9,15 @@ The backend calls `observer()` at a few places:
     the dispatcher sets "pallas.generated_lines" on it;
   - `compiled(CompileRecord)`: once after each compile or cache hit, with the
     stage timestamps, resource figures and any error; only called when the
-    observer's `enabled` is true.
+    observer's `enabled` is true;
+  - `profiled(KernelProfile, start_ns, end_ns, device)`: the profiler (profile())
+    after it profiled a kernel, with the interval it spent on it and the GPU
+    (DeviceInfo, None without one); only when enabled.
 By default the observer does nothing; pallas_prof.instrument installs one
-that records OpenTelemetry spans. The backend itself never imports
+that records OpenTelemetry spans. Several observers may watch at once
+(`add_observer`): `observer()` is then a FanOut that hands every call to each,
+in the order they were added, as the OpenTelemetry SDK's
+SynchronousMultiSpanProcessor does with span processors. The backend itself never imports
 OpenTelemetry, and the generated code does not depend on whether anyone is
 watching.
 """
@@ -33,6 +39,7 @@ class Observer(Protocol):
   def kernel(self, name: str, attributes: dict[str, Any]) -> Span: ...
   def equation(self, eqn) -> Span: ...
   def compiled(self, record) -> None: ...
+  def profiled(self, kernel_profile, start_ns: int, end_ns: int, device) -> None: ...
 
 
 class _NullSpan:
@@ -67,7 +74,69 @@ class NullObserver:
   def compiled(self, record):
     """Called once per compile (or cache hit) with a compile.CompileRecord."""
 
+  def profiled(self, kernel_profile, start_ns, end_ns, device):
+    """Called once per kernel profile() profiled (a profiler.schema.KernelProfile)."""
 
+
+class _Spans:
+  """Several observers' spans of one event, entered in order and left in reverse."""
+  __slots__ = ("spans",)
+
+  def __init__(self, spans):
+    self.spans = spans
+
+  def set(self, key, value):
+    for span in self.spans:
+      span.set(key, value)
+
+  def set_many(self, attributes):
+    for span in self.spans:
+      span.set_many(attributes)
+
+  def __enter__(self):
+    for i, span in enumerate(self.spans):
+      try:
+        span.__enter__()
+      except BaseException as e:
+        for entered in reversed(self.spans[:i]):
+          entered.__exit__(type(e), e, e.__traceback__)
+        raise
+    return self
+
+  def __exit__(self, *exc):
+    for span in reversed(self.spans):
+      span.__exit__(*exc)
+    return None
+
+
+class FanOut:
+  """Observers watching at once: each call goes to every one, in order."""
+
+  def __init__(self, observers):
+    self.observers = tuple(observers)
+
+  @property
+  def enabled(self) -> bool:
+    return any(o.enabled for o in self.observers)
+
+  def kernel(self, name, attributes):
+    return _Spans([o.kernel(name, attributes) for o in self.observers])
+
+  def equation(self, eqn):
+    return _Spans([o.equation(eqn) for o in self.observers])
+
+  def compiled(self, record):
+    for o in self.observers:
+      if o.enabled:
+        o.compiled(record)
+
+  def profiled(self, kernel_profile, start_ns, end_ns, device):
+    for o in self.observers:
+      if o.enabled:
+        o.profiled(kernel_profile, start_ns, end_ns, device)
+
+
+_observers: tuple = ()
 _observer: Observer = NullObserver()
 
 
@@ -75,9 +144,34 @@ def observer() -> Observer:
   return _observer
 
 
+def _install(observers: tuple) -> None:
+  global _observers, _observer
+  _observers = observers
+  if not observers:
+    _observer = NullObserver()
+  elif len(observers) == 1:
+    _observer = observers[0]
+  else:
+    _observer = FanOut(observers)
+
+
+def add_observer(obs: Observer) -> None:
+  """`obs` watches too, after those already watching."""
+  _install(_observers + (obs,))
+
+
+def remove_observer(obs: Observer) -> None:
+  """`obs` stops watching (nothing if it was not)."""
+  _install(tuple(o for o in _observers if o is not obs))
+
+
+def observers() -> tuple:
+  """Everyone watching, in the order they were added."""
+  return _observers
+
+
 def set_observer(obs: Observer | None) -> Observer:
-  """Installs `obs` (None: the null observer); returns the previous one."""
-  global _observer
+  """Makes `obs` the only observer (None: nobody); returns what observer() was."""
   previous = _observer
-  _observer = obs if obs is not None else NullObserver()
+  _install(() if obs is None else (obs,))
   return previous

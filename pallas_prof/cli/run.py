@@ -94,13 +94,13 @@ PERFETTO_FILE = "trace.perfetto.json"
 def _tracing(args, out_dir: str):
   if args.no_trace:
     return contextlib.nullcontext(None)
-  from ..instrument import tracing
+  from ..instrument import conventions, tracing
   return tracing(otlp_json=os.path.join(out_dir, OTLP_JSON_FILE),
                  perfetto=os.path.join(out_dir, PERFETTO_FILE),
                  otlp_endpoint=args.otlp_endpoint or None,
-                 root_span=f"pallas-prof {os.path.basename(args.script)}",
-                 root_attributes={"pallas.script": os.path.abspath(args.script),
-                                  "pallas.argv": " ".join(args.script_args)})
+                 root_span=conventions.root(os.path.basename(args.script)),
+                 root_attributes={conventions.PALLAS_SCRIPT: os.path.abspath(args.script),
+                                  conventions.PALLAS_ARGV: " ".join(args.script_args)})
 
 
 def _start_insitu(enabled: bool, notes: list[str]):
@@ -193,42 +193,6 @@ def _platform_info() -> dict:
   return info
 
 
-def _profile_spans(trace, report) -> None:
-  """`profile <kernel>` spans (DESIGN.md) from the profiler's report."""
-  if trace is None or getattr(trace, "provider", None) is None:
-    return
-  tracer = trace.provider.get_tracer("pallas_prof.profiler")
-  for k in report.kernels:
-    with tracer.start_as_current_span(f"profile {k.name}") as span:
-      span.set_attribute("pallas.kernel", k.label)
-      device = getattr(report, "device", None)
-      if device is not None:        # which GPU of the process (a merged report's rows)
-        span.set_attribute("pallas.device", f"{device.index}: {device.name}")
-      rt = k.runtime
-      if rt is not None:
-        for key in ("median_s", "p10_s", "p90_s", "min_s", "launches", "mode"):
-          value = getattr(rt, key, None)
-          if value is not None:
-            span.set_attribute(f"profile.{key}", value)
-        if getattr(rt, "sustained", None) is not None:
-          span.set_attribute("profile.sustained_median_s", rt.sustained.median_s)
-      if k.rates is not None:
-        for key, value in k.rates.to_dict().items():
-          if isinstance(value, (int, float, str, bool)):
-            span.set_attribute(f"profile.{key}", value)
-      if k.nvml is not None:
-        for key, value in k.nvml.to_dict().items():
-          if isinstance(value, (int, float, str, bool)):
-            span.set_attribute(f"nvml.{key}", value)
-      span.set_attribute("profile.weight_basis", k.weight_basis)
-      if k.attribution is not None:     # the heaviest equations, as the report shows them
-        span.set_attribute("profile.weights", k.attribution.description)
-        span.set_attribute("profile.hot_equations", [
-            f"[{e.index}] {e.primitive} @ {e.user_line}: {100 * e.weight:.1f}%"
-            for e in k.attribution.equations[:5]])
-      span.set_attribute("profile.verdict", k.verdict or "")
-
-
 def missing_script(path: str) -> str | None:
   """Why `path` cannot be run as a script (as `python path` would refuse it), or None."""
   if os.path.isdir(path):
@@ -303,7 +267,7 @@ def _run_and_report(args):
   registry.clear()
   notes: list[str] = []
   errors: list[dict] = []
-  with _tracing(args, out_dir) as trace:
+  with _tracing(args, out_dir):
     cap = _start_insitu(not args.no_insitu and not args.no_profile, notes)
     outcome = run_script(args.script, args.script_args)
     cap = _stop_insitu(cap, notes)
@@ -317,7 +281,6 @@ def _run_and_report(args):
     if records and not args.no_analysis:
       for device in _devices(args.device, notes):
         reports.append(_profile(records, args, device, cap, notes))
-        _profile_spans(trace, reports[-1])
   kernels = []
   for rec in records:
     files = artifacts.save_kernel(out_dir, rec.label, rec.generated, rec.compiled,

@@ -12,11 +12,15 @@ Turning it on:
     imported, flushed and exported at exit (atexit)
   - the CLI (`pallas-prof run`)
 
-Spans (DESIGN.md "Span conventions"): `pallas_call <kernel>` per lowering,
-`lower <primitive>` per equation (nested under the control-flow equation
-containing it), `compile <kernel>` with `compile ttir|ttgir|llir|ptx|cubin`
-children (linked to the kernel's `pallas_call` span), and a root span
-(`pallas-prof` / `pallas-prof <script>`) around the traced region.
+Spans (DESIGN.md "Span conventions"; names and attribute keys in
+conventions.py): `pallas_call <kernel>` per lowering, `lower <primitive>` per
+equation (nested under the control-flow equation containing it), `compile
+<kernel>` with `compile ttir|ttgir|llir|ptx|cubin` children (linked to the
+kernel's `pallas_call` span), `profile <kernel>` from pallas_prof.profile(),
+and a root span (`pallas-prof` / `pallas-prof <script>`) around the traced
+region. All of them reach the SpanObserver through the backend's hook
+(backend/hooks.py); several tracing() regions, and observers of other kinds,
+may watch at once (hooks.add_observer), each with spans under its own root.
 
 Where spans go when no exporter is passed (PALLAS_PROF_TRACE=1, or
 `tracing()` without arguments), from the standard variables first:

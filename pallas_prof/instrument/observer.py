@@ -31,15 +31,21 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, Status, StatusCode
 
 from ..backend.errors import LoweringError
+from . import conventions as cv
 
-# resource figures of a compile (CompiledKernel.resources()) -> span attributes
-_RESOURCE_ATTRIBUTES = {
-    "shared_bytes": "triton.shared_bytes", "registers": "triton.registers",
-    "spill_stores": "triton.spill_stores", "spill_loads": "triton.spill_loads",
-    "stack_bytes": "triton.stack_bytes", "num_warps": "triton.num_warps",
-    "num_stages": "triton.num_stages", "target": "triton.target",
-}
 _KEEP_KERNELS = 4096     # lowerings remembered for linking their compiles
+
+# span id -> the SpanObserver whose open span (or tracing root) it is: with several
+# observers at once, each parents its spans under its own, never under another's
+_OWNERS: dict[int, Any] = {}
+
+
+def own_span(span, observer) -> None:
+  _OWNERS[span.get_span_context().span_id] = observer
+
+
+def disown_span(span) -> None:
+  _OWNERS.pop(span.get_span_context().span_id, None)
 
 
 def _set(span, key: str, value: Any) -> None:
@@ -83,9 +89,15 @@ class _Scope:
   def _activate(self, span) -> None:
     self.span = span
     self._token = otel_context.attach(trace.set_span_in_context(span))
+    own_span(span, self.observer)
+    self.observer._open().append(span)
 
   def _finish(self) -> None:
     otel_context.detach(self._token)
+    opened = self.observer._open()
+    if opened and opened[-1] is self.span:
+      opened.pop()
+    disown_span(self.span)
     self.span.end()
 
 
@@ -98,7 +110,8 @@ class _KernelScope(_Scope):
     self.attributes = attributes
 
   def __enter__(self):
-    span = self.observer.tracer.start_span(f"pallas_call {self.name}")
+    span = self.observer.tracer.start_span(cv.pallas_call(self.name),
+                                           context=self.observer._parent())
     self._activate(span)
     self.set_many(self.attributes)
     self.state = _KernelState(self.name, span)
@@ -107,7 +120,7 @@ class _KernelScope(_Scope):
 
   def set(self, key: str, value: Any) -> None:
     _set(self.span, key, value)
-    if key == "pallas.source_key":
+    if key == cv.PALLAS_SOURCE_KEY:
       self.state.source_key = value
       self.observer._remember(value, self.state)
 
@@ -135,7 +148,8 @@ class _EquationScope(_Scope):
     self.eqn = eqn
 
   def __enter__(self):
-    span = self.observer.tracer.start_span(f"lower {self.eqn.primitive}",
+    span = self.observer.tracer.start_span(cv.lower(self.eqn.primitive),
+                                           context=self.observer._parent(),
                                            attributes=equation_attributes(self.eqn))
     self._activate(span)
     stack = self.observer._stack()
@@ -155,7 +169,7 @@ class _EquationScope(_Scope):
           self.span.set_status(Status(StatusCode.ERROR,
                                       f"nested equation [{failing.index}] {failing.primitive} "
                                       "failed"))
-          self.span.set_attribute("pallas.failed_eqn_index", failing.index)
+          self.span.set_attribute(cv.PALLAS_FAILED_EQN_INDEX, failing.index)
     finally:
       self._finish()
     return None
@@ -164,17 +178,17 @@ class _EquationScope(_Scope):
 def equation_attributes(eqn) -> dict[str, Any]:
   """The attributes of a `lower <primitive>` span (DESIGN.md, span conventions)."""
   attributes = {
-      "jaxpr.eqn": eqn.text, "jaxpr.eqn_index": eqn.index, "jaxpr.eqn_path": eqn.path,
-      "jaxpr.primitive": eqn.primitive, "jaxpr.in_avals": list(eqn.in_avals),
-      "jaxpr.out_avals": list(eqn.out_avals), "jaxpr.region": eqn.region,
+      cv.JAXPR_EQN: eqn.text, cv.JAXPR_EQN_INDEX: eqn.index, cv.JAXPR_EQN_PATH: eqn.path,
+      cv.JAXPR_PRIMITIVE: eqn.primitive, cv.JAXPR_IN_AVALS: list(eqn.in_avals),
+      cv.JAXPR_OUT_AVALS: list(eqn.out_avals), cv.JAXPR_REGION: eqn.region,
   }
   if eqn.parent is not None:
-    attributes["jaxpr.parent_eqn_index"] = eqn.parent
+    attributes[cv.JAXPR_PARENT_EQN_INDEX] = eqn.parent
   if eqn.file is not None:
-    attributes["code.filepath"] = eqn.file
-    attributes["code.lineno"] = int(eqn.line)
+    attributes[cv.CODE_FILEPATH] = eqn.file
+    attributes[cv.CODE_LINENO] = int(eqn.line)
     if eqn.function:
-      attributes["code.function"] = eqn.function
+      attributes[cv.CODE_FUNCTION] = eqn.function
   return attributes
 
 
@@ -187,6 +201,7 @@ class SpanObserver:
     self._local = threading.local()
     self._lock = threading.Lock()
     self._lowerings: collections.OrderedDict[str, _KernelState] = collections.OrderedDict()
+    self.root = None        # the root span of the tracing() this observer serves, if any
 
   # hooks.Observer ------------------------------------------------------------------
   def kernel(self, name: str, attributes: dict[str, Any]) -> _KernelScope:
@@ -201,27 +216,28 @@ class SpanObserver:
     error = record.error
     links = []
     if lowering is not None:
-      links.append(Link(lowering.span.get_span_context(), {"pallas.link": "lowering"}))
+      links.append(Link(lowering.span.get_span_context(), {cv.PALLAS_LINK: "lowering"}))
     failed_eqn = getattr(error, "eqn", None)
     if failed_eqn is not None and lowering is not None \
         and failed_eqn.index in lowering.eqn_spans:
-      links.append(Link(lowering.eqn_spans[failed_eqn.index], {"pallas.link": "failing equation"}))
+      links.append(Link(lowering.eqn_spans[failed_eqn.index],
+                        {cv.PALLAS_LINK: "failing equation"}))
     attributes = compile_attributes(record)
     requested = getattr(record, "requested_ns", None) or record.start_ns
     waited = record.start_ns - requested > _WAIT_WORTH_A_SPAN_NS
     # a compile that waited for the worker (its start-up, or other compiles
     # ahead) starts when it was asked for, with the wait as its first child
-    span = self.tracer.start_span(f"compile {record.kernel}",
+    span = self.tracer.start_span(cv.compile_kernel(record.kernel), context=self._parent(),
                                   start_time=requested if waited else record.start_ns,
                                   attributes=attributes, links=links)
     parent = trace.set_span_in_context(span)
     if waited:
-      wait = self.tracer.start_span("compile wait", context=parent, start_time=requested,
+      wait = self.tracer.start_span(cv.COMPILE_WAIT, context=parent, start_time=requested,
                                     attributes=_wait_attributes(record))
       wait.end(end_time=record.start_ns)
     last_end = record.start_ns
     for stage in record.stages:
-      child = self.tracer.start_span(f"compile {stage.stage}", context=parent,
+      child = self.tracer.start_span(cv.compile_stage(stage.stage), context=parent,
                                      start_time=stage.start_ns,
                                      attributes=stage_attributes(stage, record))
       child.end(end_time=stage.end_ns)
@@ -230,7 +246,38 @@ class SpanObserver:
       self._record_compile_error(span, parent, record, error, last_end)
     span.end(end_time=record.end_ns)
 
+  def profiled(self, kernel_profile, start_ns: int, end_ns: int, device=None) -> None:
+    """`profile <kernel>`: the profiler's figures for one kernel, over the time spent on it."""
+    span = self.tracer.start_span(cv.profile(kernel_profile.name), context=self._parent(),
+                                  start_time=start_ns,
+                                  attributes=profile_attributes(kernel_profile, device))
+    if kernel_profile.errors:
+      span.set_status(Status(StatusCode.ERROR, "; ".join(kernel_profile.errors)[:300]))
+    span.end(end_time=max(end_ns, start_ns))
+
   # internals -------------------------------------------------------------------------
+  def _open(self) -> list:
+    """This thread's spans of this observer that are open now, innermost last."""
+    opened = getattr(self._local, "open", None)
+    if opened is None:
+      opened = self._local.open = []
+    return opened
+
+  def _parent(self):
+    """The context a new span starts in: under this observer's innermost open span;
+    else under the current span unless that is another observer's (then under this
+    observer's root, or a trace of its own)."""
+    opened = self._open()
+    if opened:
+      return trace.set_span_in_context(opened[-1])
+    current = trace.get_current_span()
+    owner = _OWNERS.get(current.get_span_context().span_id)
+    if owner is None or owner is self:
+      return None
+    if self.root is not None:
+      return trace.set_span_in_context(self.root)
+    return otel_context.Context()
+
   def _stack(self) -> list[_KernelState]:
     stack = getattr(self._local, "stack", None)
     if stack is None:
@@ -255,19 +302,19 @@ class SpanObserver:
     done = {s.stage for s in record.stages}
     if stage and stage not in done:
       # the stage that failed: from the last finished stage to the end of the compile
-      failed = self.tracer.start_span(f"compile {stage}", context=parent, start_time=last_end,
-                                      attributes={"triton.stage": stage})
+      failed = self.tracer.start_span(cv.compile_stage(stage), context=parent,
+                                      start_time=last_end, attributes={cv.TRITON_STAGE: stage})
       failed.set_status(Status(StatusCode.ERROR, _short(error)))
       failed.record_exception(error)
       failed.end(end_time=max(record.end_ns, last_end))
     eqn = getattr(error, "eqn", None)
     if eqn is not None:
       # the equation's own span ended with the lowering; point at it from here
-      span.set_attribute("pallas.failed_eqn_index", eqn.index)
-      span.set_attribute("jaxpr.primitive", eqn.primitive)
+      span.set_attribute(cv.PALLAS_FAILED_EQN_INDEX, eqn.index)
+      span.set_attribute(cv.JAXPR_PRIMITIVE, eqn.primitive)
       if eqn.file is not None:
-        span.set_attribute("code.filepath", eqn.file)
-        span.set_attribute("code.lineno", int(eqn.line))
+        span.set_attribute(cv.CODE_FILEPATH, eqn.file)
+        span.set_attribute(cv.CODE_LINENO, int(eqn.line))
     span.set_status(Status(StatusCode.ERROR, _short(error)))
     span.record_exception(error)
 
@@ -277,7 +324,7 @@ class SpanObserver:
     eqn = error.eqn
     parent_ctx = state.eqn_spans.get(eqn.parent) if eqn.parent is not None else None
     parent_span = trace.NonRecordingSpan(parent_ctx) if parent_ctx is not None else state.span
-    span = self.tracer.start_span(f"lower {eqn.primitive}",
+    span = self.tracer.start_span(cv.lower(eqn.primitive),
                                   context=trace.set_span_in_context(parent_span),
                                   attributes=equation_attributes(eqn))
     state.eqn_spans[eqn.index] = span.get_span_context()
@@ -291,45 +338,79 @@ _WAIT_WORTH_A_SPAN_NS = 1_000_000
 
 def _wait_attributes(record) -> dict[str, Any]:
   attrs = record.attributes or {}
-  out = {"pallas.kernel": record.kernel}
-  for key in ("worker_queue_ms", "worker_startup_ms"):
+  out = {cv.PALLAS_KERNEL: record.kernel}
+  for key, name in cv.COMPILE_WAIT_KEYS.items():
     if attrs.get(key) is not None:
-      out[f"pallas.compile.{key}"] = float(attrs[key])
+      out[name] = float(attrs[key])
   return out
 
 
 def compile_attributes(record) -> dict[str, Any]:
-  attributes: dict[str, Any] = {"pallas.kernel": record.kernel, "triton.target": record.target,
-                                "triton.cache": record.cache, "triton.compile_key": record.key}
+  attributes: dict[str, Any] = {cv.PALLAS_KERNEL: record.kernel, cv.TRITON_TARGET: record.target,
+                                cv.TRITON_CACHE: record.cache, cv.TRITON_COMPILE_KEY: record.key}
   if getattr(record, "source_key", None):
-    attributes["pallas.source_key"] = record.source_key
+    attributes[cv.PALLAS_SOURCE_KEY] = record.source_key
   attributes.update(resource_attributes(record.attributes))
-  attributes.update({k: v for k, v in _wait_attributes(record).items() if k != "pallas.kernel"})
+  attributes.update({k: v for k, v in _wait_attributes(record).items() if k != cv.PALLAS_KERNEL})
   if record.stages:
-    attributes["triton.stages"] = [s.stage for s in record.stages]
+    attributes[cv.TRITON_STAGES] = [s.stage for s in record.stages]
   return attributes
 
 
 def resource_attributes(resources: dict[str, Any]) -> dict[str, Any]:
   out = {}
   for key, value in (resources or {}).items():
-    name = _RESOURCE_ATTRIBUTES.get(key)
+    name = cv.RESOURCES.get(key)
     if name is not None and value is not None:
       out[name] = value
   stores, loads = resources.get("spill_stores"), resources.get("spill_loads")
   if stores is not None or loads is not None:
-    out["triton.spills"] = (stores or 0) + (loads or 0)
+    out[cv.TRITON_SPILLS] = (stores or 0) + (loads or 0)
   return out
 
 
 def stage_attributes(stage, record) -> dict[str, Any]:
-  attributes = {"triton.stage": stage.stage, "triton.stage_bytes": int(stage.size),
-                "triton.duration_ms": (stage.end_ns - stage.start_ns) / 1e6,
-                "pallas.kernel": record.kernel}
+  attributes = {cv.TRITON_STAGE: stage.stage, cv.TRITON_STAGE_BYTES: int(stage.size),
+                cv.TRITON_DURATION_MS: (stage.end_ns - stage.start_ns) / 1e6,
+                cv.PALLAS_KERNEL: record.kernel}
   attributes.update(resource_attributes(record.attributes))
   link = (record.attributes or {}).get("libdevice_link")
   if stage.stage == "llir" and link:
     # how libdevice was linked (libdevice_link.py): "prepared-new" stages include
     # preparing the library once
-    attributes["triton.libdevice_link"] = link
+    attributes[cv.TRITON_LIBDEVICE_LINK] = link
   return attributes
+
+
+def profile_attributes(kp, device=None) -> dict[str, Any]:
+  """The attributes of a `profile <kernel>` span, from a profiler.schema.KernelProfile
+  and the DeviceInfo of the GPU it ran on (None: no GPU)."""
+  out: dict[str, Any] = {cv.PALLAS_KERNEL: kp.label, cv.PROFILE_VERDICT: kp.verdict or ""}
+  if device is not None:        # which GPU of the process (a merged report's rows)
+    out[cv.PALLAS_DEVICE] = f"{device.index}: {device.name}"
+  basis = getattr(kp, "weight_basis", None)
+  if basis:
+    out[cv.PROFILE_WEIGHT_BASIS] = basis
+  att = getattr(kp, "attribution", None)
+  if att is not None:           # the heaviest equations, as the report shows them
+    out[cv.PROFILE_WEIGHTS] = att.description
+    out[cv.PROFILE_HOT_EQUATIONS] = [f"[{e.index}] {e.primitive} @ {e.user_line}: "
+                                     f"{100 * e.weight:.1f}%" for e in att.equations[:5]]
+  rt = kp.runtime
+  if rt is not None:
+    for key in cv.PROFILE_RUNTIME:
+      try:
+        value = getattr(rt, key, None)
+      except (ValueError, AttributeError):     # no headline timing
+        value = None
+      if value is not None:
+        out[cv.PROFILE_PREFIX + key] = value
+    if getattr(rt, "sustained", None) is not None:
+      out[cv.PROFILE_SUSTAINED_MEDIAN_S] = rt.sustained.median_s
+  for prefix, part in ((cv.PROFILE_PREFIX, kp.rates), (cv.NVML_PREFIX, kp.nvml)):
+    if part is None:
+      continue
+    for key, value in part.to_dict().items():
+      if isinstance(value, (int, float, str, bool)):
+        out[prefix + key] = value
+  return out

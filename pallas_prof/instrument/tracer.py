@@ -23,7 +23,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from ..backend import compat, hooks
 from .exporters import LosslessBatchSpanProcessor, OtlpJsonFileExporter, PerfettoExporter
-from .observer import SpanObserver
+from .observer import _OWNERS, SpanObserver, disown_span, own_span
 
 TRUE_VALUES = ("1", "true", "yes", "on")
 DEFAULT_OTLP_JSON_FILE = "pallas-prof-traces.jsonl"
@@ -180,7 +180,6 @@ class Tracing(contextlib.ContextDecorator):
     self.observer: SpanObserver | None = None
     self.root = None
     self._owns_provider = False
-    self._previous_observer = None
     self._token = None
     self._active = False
 
@@ -237,9 +236,15 @@ class Tracing(contextlib.ContextDecorator):
     tracer = self.provider.get_tracer("pallas_prof", __version__)
     self.observer = SpanObserver(tracer)
     if c["root_span"]:
-      self.root = tracer.start_span(c["root_span"], attributes=c["root_attributes"] or {})
+      # inside another tracing's span, this one's trace is its own
+      inside_other = trace.get_current_span().get_span_context().span_id in _OWNERS
+      self.root = tracer.start_span(c["root_span"], attributes=c["root_attributes"] or {},
+                                    context=otel_context.Context() if inside_other else None)
       self._token = otel_context.attach(trace.set_span_in_context(self.root))
-    self._previous_observer = hooks.set_observer(self.observer)
+      self.observer.root = self.root
+      own_span(self.root, self.observer)
+    # watches alongside any observer already installed (another tracing, the user's own)
+    hooks.add_observer(self.observer)
     self._active = True
     return self
 
@@ -247,9 +252,9 @@ class Tracing(contextlib.ContextDecorator):
     if not self._active:
       return
     self._active = False
-    if hooks.observer() is self.observer:
-      hooks.set_observer(self._previous_observer)
+    hooks.remove_observer(self.observer)
     if self.root is not None:
+      disown_span(self.root)
       if exc is not None:
         self.root.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:300]))
         self.root.record_exception(exc)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import time
 from typing import Any, Callable
@@ -60,6 +61,26 @@ def _targets(kernels) -> list[_Target]:
   return out
 
 
+def _observed(fn):
+  """profile()'s `profile <kernel>` spans go through the backend's hook, as lowering and
+  compile spans do (hooks.Observer.profiled: no OpenTelemetry here). Each kernel's span
+  covers the profile() call: the profiler works on all kernels in phases (static, replay,
+  rates), not one kernel after another."""
+  @functools.wraps(fn)
+  def profile_and_tell(*args, **kwargs):
+    from ..backend import hooks
+    start_ns = time.time_ns()
+    report = fn(*args, **kwargs)
+    obs = hooks.observer()
+    if obs.enabled:
+      end_ns = time.time_ns()
+      for kp in report.kernels:
+        obs.profiled(kp, start_ns, end_ns, report.device)
+    return report
+  return profile_and_tell
+
+
+@_observed
 def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches: int = 100,
             min_seconds: float = 0.2, nvml: bool = True, ceilings: Any = True,
             refresh_ceilings: bool = False, ncu: bool = False, insitu=None,

@@ -55,6 +55,7 @@ def test_run_writes_the_run_directory(softmax_run):
            for s in ss["spans"]}
   assert "pallas_call softmax_kernel" in names and "lower exp" in names
   assert {f"compile {st}" for st in ("ttir", "ttgir", "llir", "ptx", "cubin")} <= names
+  assert "profile softmax_kernel" in names       # profile() tells the same hook
   perfetto = json.loads((out / "trace.perfetto.json").read_text())
   assert any(e.get("name") == "lower exp" for e in perfetto["traceEvents"])
 

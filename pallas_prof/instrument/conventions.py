@@ -1,0 +1,128 @@
+"""pallas-prof's span names and attribute keys, in one place (DESIGN.md "Span conventions").
+
+In the style of OpenTelemetry's semantic-convention modules: a constant per
+attribute key, a function per span name. Keys of OpenTelemetry's own
+conventions (code.*) are used where they mean the same thing.
+
+The backend sets a few keys itself through its hook (backend/hooks.py) and,
+knowing nothing of instrument/, spells them out: BACKEND_KEYS lists them, and
+tests/instrument/test_conventions.py fails when a span carries a key that is
+not declared here.
+"""
+from __future__ import annotations
+
+# --- span names -----------------------------------------------------------------------------
+
+def pallas_call(kernel: str) -> str:
+  """One kernel's lowering."""
+  return f"pallas_call {kernel}"
+
+
+def lower(primitive: str) -> str:
+  """One equation's lowering rule."""
+  return f"lower {primitive}"
+
+
+def compile_kernel(kernel: str) -> str:
+  """One kernel's compile, parent of its stages."""
+  return f"compile {kernel}"
+
+
+def compile_stage(stage: str) -> str:
+  """One Triton stage: ttir, ttgir, llir, ptx, cubin."""
+  return f"compile {stage}"
+
+
+COMPILE_WAIT = "compile wait"        # the compile waited for the compile worker
+
+
+def profile(kernel: str) -> str:
+  """The profiler's figures for one kernel."""
+  return f"profile {kernel}"
+
+
+def root(script: str | None = None) -> str:
+  """The span around a traced region (`pallas-prof run` names the script)."""
+  return f"pallas-prof {script}" if script else "pallas-prof"
+
+
+SPAN_PREFIXES = ("pallas_call ", "lower ", "compile ", "profile ", "pallas-prof")
+
+# --- attributes: the kernel -------------------------------------------------------------------
+
+PALLAS_KERNEL = "pallas.kernel"                  # kernel name (profile spans: its label)
+PALLAS_GRID = "pallas.grid"
+PALLAS_NUM_WARPS = "pallas.num_warps"
+PALLAS_NUM_STAGES = "pallas.num_stages"
+PALLAS_SOURCE = "pallas.source"                  # the user's pallas_call, file:line
+PALLAS_SOURCE_KEY = "pallas.source_key"          # hash of the generated source
+PALLAS_LOWERING_GC_MS = "pallas.lowering.gc_ms"  # of the lowering: the garbage collector
+PALLAS_GENERATED_LINES = "pallas.generated_lines"
+PALLAS_FAILED_EQN_INDEX = "pallas.failed_eqn_index"
+PALLAS_LINK = "pallas.link"                      # on a span link: "lowering", "failing equation"
+PALLAS_SCRIPT = "pallas.script"                  # root span of `pallas-prof run`
+PALLAS_ARGV = "pallas.argv"
+
+# --- attributes: the equation -----------------------------------------------------------------
+
+JAXPR_EQN = "jaxpr.eqn"
+JAXPR_EQN_INDEX = "jaxpr.eqn_index"
+JAXPR_EQN_PATH = "jaxpr.eqn_path"
+JAXPR_PRIMITIVE = "jaxpr.primitive"
+JAXPR_IN_AVALS = "jaxpr.in_avals"
+JAXPR_OUT_AVALS = "jaxpr.out_avals"
+JAXPR_REGION = "jaxpr.region"
+JAXPR_PARENT_EQN_INDEX = "jaxpr.parent_eqn_index"
+CODE_FILEPATH = "code.filepath"                  # OpenTelemetry's code.* conventions
+CODE_LINENO = "code.lineno"
+CODE_FUNCTION = "code.function"
+
+# --- attributes: the compile ------------------------------------------------------------------
+
+TRITON_TARGET = "triton.target"
+TRITON_CACHE = "triton.cache"
+TRITON_COMPILE_KEY = "triton.compile_key"
+TRITON_STAGES = "triton.stages"
+TRITON_STAGE = "triton.stage"
+TRITON_STAGE_BYTES = "triton.stage_bytes"
+TRITON_DURATION_MS = "triton.duration_ms"
+TRITON_LIBDEVICE_LINK = "triton.libdevice_link"
+TRITON_SPILLS = "triton.spills"
+COMPILE_WAIT_KEYS = {"worker_queue_ms": "pallas.compile.worker_queue_ms",
+                     "worker_startup_ms": "pallas.compile.worker_startup_ms"}
+# CompiledKernel.resources() -> attribute
+RESOURCES = {
+    "shared_bytes": "triton.shared_bytes", "registers": "triton.registers",
+    "spill_stores": "triton.spill_stores", "spill_loads": "triton.spill_loads",
+    "stack_bytes": "triton.stack_bytes", "num_warps": "triton.num_warps",
+    "num_stages": "triton.num_stages", "target": "triton.target",
+}
+
+# --- attributes: the profile ------------------------------------------------------------------
+
+PROFILE_PREFIX = "profile."          # + a RuntimeStats headline or a Rates field
+NVML_PREFIX = "nvml."                # + an NvmlWindow field
+PROFILE_RUNTIME = ("median_s", "p10_s", "p90_s", "min_s", "launches", "mode")
+PROFILE_SUSTAINED_MEDIAN_S = "profile.sustained_median_s"
+PROFILE_VERDICT = "profile.verdict"
+PROFILE_WEIGHT_BASIS = "profile.weight_basis"
+PROFILE_WEIGHTS = "profile.weights"  # the attribution's description (what the weights are)
+PROFILE_HOT_EQUATIONS = "profile.hot_equations"
+PALLAS_DEVICE = "pallas.device"      # "index: name" of the GPU profiled on
+
+# keys the backend writes through hooks.Observer (it does not import this module)
+BACKEND_KEYS = frozenset({PALLAS_KERNEL, PALLAS_GRID, PALLAS_NUM_WARPS, PALLAS_NUM_STAGES,
+                          PALLAS_SOURCE, PALLAS_SOURCE_KEY, PALLAS_LOWERING_GC_MS,
+                          PALLAS_GENERATED_LINES})
+
+
+def declared(key: str) -> bool:
+  """Whether an attribute key is one of pallas-prof's conventions."""
+  if key.startswith((PROFILE_PREFIX, NVML_PREFIX)):
+    return True
+  return key in _DECLARED
+
+
+_DECLARED = frozenset(v for k, v in globals().items()
+                      if k.isupper() and isinstance(v, str) and "." in v) \
+    | frozenset(RESOURCES.values()) | frozenset(COMPILE_WAIT_KEYS.values()) | BACKEND_KEYS
