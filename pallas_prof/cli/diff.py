@@ -1,32 +1,56 @@
 """`pallas-prof diff A B`: two saved runs compared kernel by kernel.
 
-Kernels are matched by label (name + content hash), then by name. Runtime
-(replay median), registers, shared memory and spills are compared; with
-`--fail-on-regression PCT` the command exits 1 when a kernel got slower by
-more than PCT percent or started spilling, which makes it usable in CI.
+Kernels are matched by label (name + content hash), then by name. Compared:
+the replayed median runtime (GPU runs), registers, shared memory, spills and
+the kernel's instruction count (SASS, else PTX: the static weight the CPU run
+has too). With `--fail-on-regression PCT` the command exits 1 when a kernel
+got slower, or its registers, shared memory or instructions grew, by more
+than PCT percent, or it spills more. Runs without runtimes (CPU runs) compare
+what they have and say that nothing timed was compared.
 """
 from __future__ import annotations
 
-from rich import box
-from rich.table import Table
+import dataclasses
 
-from . import artifacts
+from rich.text import Text
+
+from . import layout
+from .layout import Col
 from .render import console
+from .report import RunReport
 
 
-def _index(run: dict) -> dict[str, dict]:
-  prof = {k["label"]: k for k in (run.get("profile") or {}).get("kernels", [])}
+@dataclasses.dataclass(frozen=True)
+class Figures:
+  """What diff compares of one kernel in one run."""
+  name: str
+  median_s: float | None
+  registers: int | None
+  shared_bytes: int | None
+  spills: int | None
+  instructions: int | None      # SASS (else PTX) instructions of the kernel
+  instruction_basis: str | None
+
+
+def figures(report: RunReport) -> dict[str, Figures]:
   out = {}
-  for k in run.get("kernels", []):
-    p = prof.get(k["label"], {})
-    rt = p.get("runtime") or {}
-    res = k.get("resources") or {}
-    spills = None
-    if res.get("spill_stores") is not None:
-      spills = res["spill_stores"] + (res.get("spill_loads") or 0)
-    out[k["label"]] = {"name": k["name"], "median_s": rt.get("median_s"),
-                       "registers": res.get("registers"), "shared_bytes": res.get("shared_bytes"),
-                       "spills": spills}
+  for k in report.kernels:
+    kp = report.kernel_profile(k.label)
+    rt = kp.runtime if kp is not None else None
+    try:
+      median = rt.median_s if rt is not None else None
+    except ValueError:          # runtime stats without their headline timing
+      median = None
+    static = kp.static if kp is not None else None
+    count, basis = None, None
+    if static is not None:
+      if static.sass_instructions:
+        count, basis = static.sass_instructions, "sass"
+      elif static.ptx_instructions:
+        count, basis = static.ptx_instructions, "ptx"
+    res = k.resources or {}
+    out[k.label] = Figures(k.name, median, res.get("registers"), res.get("shared_bytes"),
+                           k.spills, count, basis)
   return out
 
 
@@ -39,7 +63,7 @@ def _pairs(a: dict, b: dict):
   for label, ka in a.items():
     if label in b:
       continue
-    same = [lb for lb, kb in b.items() if kb["name"] == ka["name"] and lb not in used]
+    same = [lb for lb, kb in b.items() if kb.name == ka.name and lb not in used]
     if len(same) == 1:
       matched.append((f"{label} -> {same[0]}", ka, b[same[0]]))
       used.add(same[0])
@@ -57,33 +81,62 @@ def _change(old, new) -> float | None:
   return 100.0 * (new - old) / old
 
 
+def _fmt(old, new) -> str:
+  return f"{old} -> {new}" if old != new else f"{new}"
+
+
+def regressions(ka: Figures, kb: Figures, pct: float | None) -> list[str]:
+  """What got worse from A to B: more spills always; the rest beyond `pct` percent."""
+  found = []
+  if (kb.spills or 0) > (ka.spills or 0):
+    found.append("new spills")
+  if pct is None:
+    return found
+  slower = _change(ka.median_s, kb.median_s)
+  if slower is not None and slower > pct:
+    found.append(f"SLOWER by {slower:.1f}%")
+  for what, old, new in (("registers", ka.registers, kb.registers),
+                         ("shared memory", ka.shared_bytes, kb.shared_bytes)):
+    grew = _change(old, new)
+    if grew is not None and grew > pct:
+      found.append(f"{what} +{grew:.1f}%")
+  if ka.instruction_basis == kb.instruction_basis:
+    grew = _change(ka.instructions, kb.instructions)
+    if grew is not None and grew > pct:
+      found.append(f"instructions +{grew:.1f}%")
+  return found
+
+
 def diff(args) -> int:
-  run_a, run_b = artifacts.read_report(args.a), artifacts.read_report(args.b)
-  rows = _pairs(_index(run_a), _index(run_b))
-  table = Table(title=f"{args.a}  ->  {args.b}", box=box.SIMPLE_HEAVY, title_justify="left")
-  for col in ("kernel", "median µs", "change", "registers", "shared", "spills", "verdict"):
-    table.add_column(col, justify="left" if col in ("kernel", "verdict") else "right")
-  regressions = []
+  run_a, run_b = RunReport.load(args.a), RunReport.load(args.b)
+  rows = _pairs(figures(run_a), figures(run_b))
+  cols = [Col("kernel", give=2, least=12), Col("median µs", right=True), Col("change", right=True),
+          Col("registers", right=True), Col("shared", right=True), Col("spills", right=True),
+          Col("instructions", right=True), Col("verdict", give=1, wrap=True)]
+  cells, failed, timed = [], [], 0
+  us = lambda s: "-" if s is None else f"{s * 1e6:.1f}"
   for label, ka, kb in rows:
     if ka is None or kb is None:
-      table.add_row(label, "-", "-", "-", "-", "-", "only in A" if kb is None else "only in B")
+      cells.append([label, "-", "-", "-", "-", "-", "-", "only in A" if kb is None else "only in B"])
       continue
-    change = _change(ka["median_s"], kb["median_s"])
-    verdict = []
-    if args.fail_on_regression is not None and change is not None and change > args.fail_on_regression:
-      verdict.append(f"SLOWER by {change:.1f}%")
-    if (kb["spills"] or 0) > (ka["spills"] or 0):
-      verdict.append("new spills")
-    if verdict:
-      regressions.append(label)
-    fmt = lambda old, new: f"{old} -> {new}" if old != new else f"{new}"
-    us = lambda s: "-" if s is None else f"{s * 1e6:.1f}"
-    table.add_row(label, f"{us(ka['median_s'])} -> {us(kb['median_s'])}",
+    change = _change(ka.median_s, kb.median_s)
+    timed += change is not None
+    worse = regressions(ka, kb, args.fail_on_regression)
+    if worse:
+      failed.append(label)
+    cells.append([label, f"{us(ka.median_s)} -> {us(kb.median_s)}",
                   "-" if change is None else f"{change:+.1f}%",
-                  fmt(ka["registers"], kb["registers"]), fmt(ka["shared_bytes"], kb["shared_bytes"]),
-                  fmt(ka["spills"], kb["spills"]), ", ".join(verdict) or "ok")
-  console().print(table)
-  if args.fail_on_regression is not None and regressions:
-    console().print(f"regressions: {', '.join(regressions)}")
+                  _fmt(ka.registers, kb.registers), _fmt(ka.shared_bytes, kb.shared_bytes),
+                  _fmt(ka.spills, kb.spills), _fmt(ka.instructions, kb.instructions),
+                  ", ".join(worse) or "ok"])
+  con = console()
+  con.print(Text(f"{args.a}  ->  {args.b}", style="bold"))
+  con.print(layout.table("kernels", cols, cells, con.width))
+  if not timed and any(ka is not None and kb is not None for _, ka, kb in rows):
+    con.print(Text("no runtimes compared: the kernels were not timed in both runs (a run "
+                   "without a GPU has none); compared registers, shared memory, spills and "
+                   "instruction counts"))
+  if args.fail_on_regression is not None and failed:
+    con.print(Text(f"regressions: {', '.join(failed)}"))
     return 1
   return 0

@@ -65,7 +65,8 @@ def _parser() -> argparse.ArgumentParser:
   diff.add_argument("a")
   diff.add_argument("b")
   diff.add_argument("--fail-on-regression", type=float, metavar="PCT",
-                    help="exit 1 if a kernel is slower by more than PCT percent or spills more")
+                    help="exit 1 if a kernel got slower, or its registers, shared memory or "
+                         "instructions grew, by more than PCT percent, or it spills more")
 
   sub.add_parser("rules", help="list the primitives pallas-prof can lower")
   return p

@@ -106,7 +106,8 @@ def test_show_annotates_ptx_and_source(softmax_run):
   assert "libdevice.exp" in src.stdout and "# [4] exp @ softmax.py:21" in src.stdout
 
 
-def test_report_rerenders_and_diff_flags_regressions(softmax_run, tmp_path):
+def test_report_rerenders_and_diff_flags_regressions(softmax_run, tmp_path, monkeypatch):
+  monkeypatch.setenv("COLUMNS", "200")       # the verdicts on one line each
   out, _ = softmax_run
   rendered = pallas_prof("report", str(out))
   assert rendered.returncode == 0 and "softmax_kernel#" in rendered.stdout

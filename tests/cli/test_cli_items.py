@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import textwrap
 
 from pallas_prof.cli.report import RunReport
-from tests.cli.test_cli import EXAMPLES, pallas_prof
+from tests.cli.test_cli import EXAMPLES, pallas_prof, softmax_run  # noqa: F401 - a fixture
 
 
 def test_run_of_a_missing_script_says_so_and_writes_nothing(tmp_path):
@@ -58,3 +59,30 @@ def test_otlp_trace_is_named_jsonl_and_holds_json_lines(tmp_path):
   typed = RunReport.load(str(out))
   assert typed.to_dict() == report and RunReport.from_json(typed.to_json()) == typed
   assert typed.kernels[0].name == "softmax_kernel" and typed.traces.otlp_json == "trace.otlp.jsonl"
+
+
+def test_diff_on_cpu_compares_what_the_runs_have(softmax_run, tmp_path, monkeypatch):
+  """Runs without a GPU have no runtimes: diff compares registers, shared memory, spills
+  and instruction counts, fails on their growth, and says nothing timed was compared."""
+  monkeypatch.setenv("COLUMNS", "200")       # the verdicts on one line each
+  out, _ = softmax_run
+  a, b = tmp_path / "a", tmp_path / "b"
+  shutil.copytree(out, a)
+  shutil.copytree(out, b)
+  same = pallas_prof("diff", str(a), str(b), "--fail-on-regression", "5")
+  assert same.returncode == 0, same.stdout + same.stderr
+  assert "no runtimes compared" in same.stdout
+  report = json.loads((b / "report.json").read_text())
+  kernel = report["kernels"][0]
+  registers = kernel["resources"]["registers"]
+  kernel["resources"]["registers"] = round(registers * 1.25)         # a test input
+  static = report["profile"]["kernels"][0]["static"]
+  static["sass_instructions"] = round(static["sass_instructions"] * 1.5)
+  (b / "report.json").write_text(json.dumps(report))
+  worse = pallas_prof("diff", str(a), str(b), "--fail-on-regression", "5")
+  assert worse.returncode == 1, worse.stdout
+  assert f"{registers} -> {round(registers * 1.25)}" in worse.stdout
+  assert "registers +" in worse.stdout and "instructions +50.0%" in worse.stdout
+  assert "no runtimes compared" in worse.stdout
+  lenient = pallas_prof("diff", str(a), str(b), "--fail-on-regression", "60")
+  assert lenient.returncode == 0, lenient.stdout
