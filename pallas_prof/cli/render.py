@@ -23,7 +23,7 @@ from rich.text import Text
 from . import layout
 from .layout import BREAK, Col
 
-MIN_WIDTH, MAX_WIDTH, PIPE_WIDTH = 80, 200, 120
+MIN_WIDTH, MAX_WIDTH, PIPE_WIDTH = 80, 200, 160
 # a compile that waited this long for the compile worker says so in the kernels table
 _WAIT_WORTH_SHOWING_MS = 10
 _STAGES = ("ttir", "ttgir", "llir", "ptx", "cubin")
