@@ -106,6 +106,11 @@ step_multi() {   # a pallas-prof kernel on every GPU (shard_map and device_put)
   timeout ${MULTI_TIMEOUT:-120} python3 examples/multi_gpu.py 2>&1 | tail -10
 }
 
+step_attribution() {   # measured attribution (#15): known-answer kernels, softmax, ncu cross-check
+  OUT="$OUT" timeout ${ATTRIB_TIMEOUT:-300} bash tests/profiler/attribution_gpu.sh ka softmax timing ncu pytest \
+    2>&1 | tail -60
+}
+
 for s in "${@:-env}"; do
   log "step $s"
   "step_$s" 2>&1 | tee "$OUT/step_$s.log"
