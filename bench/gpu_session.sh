@@ -107,7 +107,7 @@ step_multi() {   # a pallas-prof kernel on every GPU (shard_map and device_put)
 }
 
 step_attribution() {   # measured attribution (#15): known-answer kernels, softmax, ncu cross-check
-  OUT="$OUT" timeout ${ATTRIB_TIMEOUT:-300} bash tests/profiler/attribution_gpu.sh ka softmax timing ncu pytest \
+  OUT="$OUT" TIMING_ROUNDS=${TIMING_ROUNDS:-1} timeout ${ATTRIB_TIMEOUT:-300} bash tests/profiler/attribution_gpu.sh ka softmax timing ncu pytest \
     2>&1 | tail -60
 }
 
