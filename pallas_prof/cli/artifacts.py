@@ -20,6 +20,7 @@ import dataclasses
 import json
 import os
 import re
+import sys
 import time
 from typing import Any
 
@@ -116,27 +117,71 @@ def read_report(run_dir: str) -> dict:
   return RunReport.load(run_dir).to_dict()
 
 
-def latest_run(root: str = "pallas-prof-out") -> str | None:
+RECENT_RUNS = 20     # runs `show` looks through for a kernel, newest first
+
+
+def recent_runs(root: str = "pallas-prof-out", limit: int = RECENT_RUNS) -> list[str]:
+  """Run directories under `root` with a report, newest first."""
   if not os.path.isdir(root):
-    return None
-  runs = sorted(d for d in os.listdir(root) if os.path.exists(os.path.join(root, d, REPORT)))
-  return os.path.join(root, runs[-1]) if runs else None
+    return []
+  runs = [os.path.join(root, d) for d in os.listdir(root)
+          if os.path.exists(os.path.join(root, d, REPORT))]
+  runs.sort(key=lambda d: (os.path.getmtime(os.path.join(d, REPORT)), d), reverse=True)
+  return runs[:limit]
 
 
-def find_kernel(run_dir: str, name: str) -> str:
-  """The kernel directory in a run whose label or name matches `name`."""
-  report = read_report(run_dir)
-  kernels = report.get("kernels", [])
+def latest_run(root: str = "pallas-prof-out") -> str | None:
+  runs = recent_runs(root, 1)
+  return runs[0] if runs else None
+
+
+def _pick(kernels: list[dict], name: str) -> dict | None:
+  """The kernel whose label or name is (or else starts with) `name`; None if none is."""
   for pick in (lambda k: k["label"] == name, lambda k: k["name"] == name,
                lambda k: k["label"].startswith(name) or k["name"].startswith(name)):
     hits = [k for k in kernels if pick(k)]
     if len(hits) == 1:
-      return os.path.join(run_dir, os.path.dirname(hits[0]["files"]["kernel"]))
+      return hits[0]
     if len(hits) > 1:
       raise SystemExit(f"pallas-prof: {name!r} matches several kernels: "
                        + ", ".join(k["label"] for k in hits) + "; give a full label")
-  known = ", ".join(k["label"] for k in kernels) or "none"
-  raise SystemExit(f"pallas-prof: no kernel {name!r} in {run_dir} (kernels: {known})")
+  return None
+
+
+def find_kernel(run_dir: str, name: str) -> str:
+  """The kernel directory in a run whose label or name matches `name`."""
+  kernels = read_report(run_dir).get("kernels", [])
+  hit = _pick(kernels, name)
+  if hit is None:
+    known = ", ".join(k["label"] for k in kernels) or "none"
+    raise SystemExit(f"pallas-prof: no kernel {name!r} in {run_dir} (kernels: {known})")
+  return os.path.join(run_dir, os.path.dirname(hit["files"]["kernel"]))
+
+
+def locate_kernel(name: str, run_dir: str | None = None,
+                  root: str = "pallas-prof-out") -> tuple[str, str]:
+  """(run directory, kernel directory) of the kernel `name`: in `run_dir` when given, else
+  in the newest of the recent runs under `root` that has it (a run without kernels, or
+  with others, does not hide an earlier one); says on stderr when that is not the newest."""
+  if run_dir is not None:
+    return run_dir, find_kernel(run_dir, name)
+  runs = recent_runs(root)
+  if not runs:
+    raise SystemExit("pallas-prof: no saved run found; run `pallas-prof run script.py` first "
+                     "or pass --dir")
+  for i, candidate in enumerate(runs):
+    try:
+      kernels = read_report(candidate).get("kernels", [])
+    except SystemExit:          # an unreadable or foreign report: look further back
+      continue
+    hit = _pick(kernels, name)
+    if hit is not None:
+      if i:
+        print(f"pallas-prof: no kernel {name!r} in the newest run ({runs[0]}); "
+              f"showing it from {candidate}, {i} run(s) back", file=sys.stderr)
+      return candidate, os.path.join(candidate, os.path.dirname(hit["files"]["kernel"]))
+  raise SystemExit(f"pallas-prof: no kernel {name!r} in the {len(runs)} most recent runs under "
+                   f"{root}/ (newest: {runs[0]}); pass --dir to look elsewhere")
 
 
 def json_ready(x: Any) -> Any:

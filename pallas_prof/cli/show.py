@@ -34,11 +34,7 @@ def annotated(gk, ck, stage: str):
 
 
 def show(args) -> int:
-  run_dir = args.dir or artifacts.latest_run()
-  if run_dir is None:
-    raise SystemExit("pallas-prof: no saved run found; run `pallas-prof run script.py` first "
-                     "or pass --dir")
-  kdir = artifacts.find_kernel(run_dir, args.kernel)
+  run_dir, kdir = artifacts.locate_kernel(args.kernel, args.dir)
   gk, ck = artifacts.load_kernel(kdir)
   if args.eject:
     from .eject import eject

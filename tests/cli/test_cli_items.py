@@ -86,3 +86,24 @@ def test_diff_on_cpu_compares_what_the_runs_have(softmax_run, tmp_path, monkeypa
   assert "no runtimes compared" in worse.stdout
   lenient = pallas_prof("diff", str(a), str(b), "--fail-on-regression", "60")
   assert lenient.returncode == 0, lenient.stdout
+
+
+def test_show_looks_through_recent_runs(tmp_path):
+  """A newer run without the kernel does not hide it: show finds it in an earlier run
+  and says where."""
+  first = pallas_prof("run", "--no-analysis", os.path.join(EXAMPLES, "softmax.py"), cwd=tmp_path)
+  assert first.returncode == 0, first.stderr
+  plain = tmp_path / "no_kernels.py"
+  plain.write_text("print('no kernels here')\n")
+  second = pallas_prof("run", "--no-analysis", str(plain), cwd=tmp_path)
+  assert second.returncode == 0, second.stderr
+  runs = sorted((tmp_path / "pallas-prof-out").iterdir())
+  assert len(runs) == 2
+  shown = pallas_prof("show", "softmax_kernel", cwd=tmp_path)
+  assert shown.returncode == 0, shown.stderr
+  assert "# [4] exp @ softmax.py:21" in shown.stdout
+  older = next(r for r in runs if json.loads((r / "report.json").read_text())["kernels"])
+  assert f"showing it from pallas-prof-out/{older.name}, 1 run(s) back" in shown.stderr
+  missing = pallas_prof("show", "no_such_kernel", cwd=tmp_path)
+  assert missing.returncode != 0 and "no kernel 'no_such_kernel' in the 2 most recent runs" \
+      in missing.stderr
