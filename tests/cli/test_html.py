@@ -122,3 +122,57 @@ def test_clock_chart_marks_throttled_buckets():
   svg = str(charts.clocks(c))
   assert svg.count('class="throttled"') == 1 and "throttled: SwPowerCap" in svg
   assert svg.count('class="series clock"') == 1 and svg.count('class="series power"') == 1
+
+
+def recorded_attribution_run(tmp_path) -> str:
+  """A run directory around the softmax kernel whose CUPTI PC samples were recorded on the
+  H200 (tests/profiler/fixtures/pcsampling): its weights and stall reasons as the profiler
+  attributes them. No runtime, rates or ceilings: none were recorded with the samples."""
+  from pallas_prof.cli import artifacts
+  from pallas_prof.profiler import attribution, correlate, pcsampling
+  fixture = os.path.join(ROOT, "tests", "profiler", "fixtures", "pcsampling",
+                         "softmax_kernel-dc90ff")
+  d = tmp_path / "recorded_softmax"
+  kdir = d / "kernels" / "softmax_kernel-dc90ff"
+  kdir.mkdir(parents=True)
+  for name in ("kernel.json", "source.py", "kernel.ptx", "kernel.cubin"):
+    (kdir / name).write_bytes(open(os.path.join(fixture, name), "rb").read())
+  gk, ck = artifacts.load_kernel(str(kdir))
+  data = json.loads(open(os.path.join(fixture, "samples.json")).read())
+  meta = json.loads(open(os.path.join(fixture, "meta.json")).read())
+  samples, other = pcsampling.instruction_samples(data, data["kernel"])
+  corr = correlate.correlate(ck)
+  att = attribution.measured(gk, corr, samples, basis="pc_sampling",
+                             description="CUPTI PC sampling recorded on the H200",
+                             replay_median_s=meta["replay_median_s"],
+                             sampling=pcsampling.sampling_run(data, other))
+  files = {"kernel": "kernels/softmax_kernel-dc90ff/kernel.json",
+           "source": "kernels/softmax_kernel-dc90ff/source.py"}
+  run = {"schema": "pallas-prof/run/1", "script": os.path.join(ROOT, "examples", "softmax.py"),
+         "exit_code": 0, "command": meta["command"], "platform": {"devices": [meta["device"]]},
+         "kernels": [{"label": meta["label"], "name": gk.name, "source_info": gk.source_info,
+                      "grid": list(gk.grid), "num_warps": gk.num_warps,
+                      "num_stages": gk.num_stages, "files": files}],
+         "profiles": [{"gpu_present": True, "message": "composed from recorded PC samples",
+                       "kernels": [{"label": meta["label"], "name": gk.name,
+                                    "static": corr.profile.to_dict(),
+                                    "weight_basis": "pc_sampling",
+                                    "attribution": att.to_dict()}]}]}
+  (d / "report.json").write_text(json.dumps(run, default=str))
+  return str(d)
+
+
+def test_recorded_h200_samples_heat_the_lines_and_name_their_stalls(tmp_path):
+  d = recorded_attribution_run(tmp_path)
+  run = json.loads(open(os.path.join(d, "report.json")).read())
+  (k,) = model.run_view(run, d).kernels
+  assert k.weight_basis.startswith("measured (pc_sampling)")
+  hot = [line for line in k.user_source.lines if line.weight]
+  assert hot and abs(sum(line.weight for line in hot) - 1.0) < 0.2    # most samples on lines
+  assert any(line.stall for line in hot)                               # a reason, in words
+  gen_hot = [line for line in k.generated.lines if line.weight]
+  assert gen_hot and all(line.note.startswith("[") for line in gen_hot)
+  ptx = k.stages[0]
+  assert ptx.title == "PTX" and sum(1 for line in ptx.lines if line.weight) > 20
+  page = html.render_html(run, d)
+  assert 'class="stall"' in page

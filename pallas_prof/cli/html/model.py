@@ -231,7 +231,8 @@ def _kernel_facts(k: dict, p: dict, prof: dict) -> tuple[tuple[str, str], ...]:
   facts = [("grid", "x".join(map(str, k.get("grid") or [])) or "()"),
            ("warps / stages", f"{k.get('num_warps')} / {k.get('num_stages')}"),
            ("operands", ", ".join(k.get("in_avals") or []) + " -> "
-            + ", ".join(k.get("out_avals") or [])),
+            + ", ".join(k.get("out_avals") or []) if k.get("in_avals") or k.get("out_avals")
+            else ""),
            ("registers", str(res.get("registers", "-"))),
            ("shared memory", f"{res['shared_bytes']} B" if res.get("shared_bytes") is not None
             else "-"),
@@ -255,7 +256,7 @@ def _kernel_facts(k: dict, p: dict, prof: dict) -> tuple[tuple[str, str], ...]:
         if x != "-")))
   if not prof.get("gpu_present"):
     facts.append(("launches (CPU interpreter)", str(k.get("cpu_launches", 0))))
-  return tuple(facts)
+  return tuple((what, value) for what, value in facts if value)
 
 
 # --- listings ---------------------------------------------------------------------------
