@@ -89,6 +89,17 @@ def process_name(run_dir: str, run: dict) -> str:
   return name
 
 
+def short_name(run_dir: str, run: dict) -> str:
+  """"0/2 vm:11917": JAX process index/count, host:pid (the terminal table's cell)."""
+  o = run.get("origin") or {}
+  if not o:
+    return os.path.basename(os.path.normpath(run_dir))
+  where = f"{o.get('host.name', '?')}:{o.get('process.pid', '?')}"
+  if o.get("jax.process_index") is not None:
+    return f"{o['jax.process_index']}/{o.get('jax.process_count', '?')} {where}"
+  return where
+
+
 def rows(runs: list[tuple[str, dict]]) -> list[dict]:
   """One row per kernel per device profile per process."""
   out = []
@@ -101,7 +112,7 @@ def rows(runs: list[tuple[str, dict]]) -> list[dict]:
         device = prof.get("device") or {}
         rt = p.get("runtime") or {}
         out.append({
-            "process": process_name(run_dir, run), "run_dir": run_dir,
+            "process": short_name(run_dir, run), "run_dir": run_dir,
             "devices": ", ".join((run.get("origin") or {}).get("devices") or []),
             "device": f"{device.get('index')}: {device.get('name')}" if device else "",
             "kernel": k["label"], "grid": "x".join(map(str, k.get("grid") or [])) or "()",
@@ -117,13 +128,14 @@ def merged_table(runs: list[tuple[str, dict]]) -> Table:
   gpu = any(r["median_us"] is not None for r in table_rows)
   t = Table(title=f"kernels of {len(runs)} processes", box=box.SIMPLE_HEAVY,
             title_justify="left")
-  for col in ("process", "device", "kernel", "grid", "compile ms",
-              "median µs" if gpu else "launches (CPU)"):
-    t.add_column(col, justify="right" if col in ("compile ms", "median µs", "launches (CPU)")
-                 else "left", overflow="fold")
+  for col in ("process host:pid", "device", "kernel", "grid", "compile",
+              "median µs" if gpu else "CPU launches"):
+    t.add_column(col, justify="left" if col in ("process host:pid", "device", "kernel", "grid")
+                 else "right", overflow="fold",
+                 no_wrap=col in ("process host:pid", "device", "kernel"))   # one line a row at 80 wide
   for r in table_rows:
-    compile_text = (f"cached ({r['cache']})" if r["cache"] in ("memory", "disk")
-                    else "-" if r["compile_ms"] is None else f"{r['compile_ms']:.0f}")
+    compile_text = (f"{r['cache']} cache" if r["cache"] in ("memory", "disk")
+                    else "-" if r["compile_ms"] is None else f"{r['compile_ms']:.0f} ms")
     last = (("-" if r["median_us"] is None else f"{r['median_us']:.1f}") if gpu
             else str(r["launches"] if r["launches"] is not None else "-"))
     cells = (r["process"], r["device"] or r["devices"] or "-", r["kernel"], r["grid"],

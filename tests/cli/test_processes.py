@@ -94,7 +94,7 @@ def test_report_merges_the_processes(two_processes, tmp_path):
   assert result.returncode == 0, result.stderr
   rows = [line for line in result.stdout.splitlines() if "scale_kernel#" in line]
   assert len(rows) == 2, result.stdout
-  assert "process 0/2" in rows[0] and "process 1/2" in rows[1]
+  assert rows[0].split()[0] == "0/2" and rows[1].split()[0] == "1/2"
   assert "kernels of 2 processes" in result.stdout
 
   page = tmp_path / "merged.html"
