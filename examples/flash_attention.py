@@ -76,10 +76,13 @@ def reference(q, k, v, causal):
 
 
 def main(argv):
+  # the inputs are random: a fresh seed each run, printed, so that --seed N redraws them
+  seed = int(argv[argv.index("--seed") + 1]) if "--seed" in argv else int(np.random.randint(2**31))
+  print(f"seed {seed} (--seed {seed} draws the same inputs)")
   large = "--large" in argv
   causal = "--causal" in argv or not large
   shape = (4, 4096, 16, 64) if large else (1, 256, 2, 64)
-  kq, kk, kv = jax.random.split(jax.random.PRNGKey(np.random.randint(2**31)), 3)
+  kq, kk, kv = jax.random.split(jax.random.PRNGKey(seed), 3)
   q, k, v = (jax.random.normal(key, shape, jnp.float32).astype(jnp.float16) for key in (kq, kk, kv))
   params = dict(block_q=128, block_k=64, num_warps=4, num_stages=3) if large else {}
   out = flash_attention(q, k, v, causal=causal, **params)

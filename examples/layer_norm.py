@@ -50,10 +50,13 @@ def reference(x, w, b):
 
 
 def main(argv):
+  # the inputs are random: a fresh seed each run, printed, so that --seed N redraws them
+  seed = int(argv[argv.index("--seed") + 1]) if "--seed" in argv else int(np.random.randint(2**31))
+  print(f"seed {seed} (--seed {seed} draws the same inputs)")
   large = "--large" in argv
   shape = (8192, 8192) if large else (48, 768)
   dtype = jnp.bfloat16 if large else jnp.float32
-  k = jax.random.split(jax.random.PRNGKey(np.random.randint(2**31)), 3)
+  k = jax.random.split(jax.random.PRNGKey(seed), 3)
   x = (jax.random.normal(k[0], shape) * 2 + 0.5).astype(dtype)
   w = jax.random.normal(k[1], shape[1:], jnp.float32)
   b = jax.random.normal(k[2], shape[1:], jnp.float32)

@@ -44,10 +44,13 @@ def matmul(a, b, bm=128, bn=128, bk=64, num_warps=4, num_stages=3):
 
 
 def main(argv):
+  # the inputs are random: a fresh seed each run, printed, so that --seed N redraws them
+  seed = int(argv[argv.index("--seed") + 1]) if "--seed" in argv else int(np.random.randint(2**31))
+  print(f"seed {seed} (--seed {seed} draws the same inputs)")
   large = "--large" in argv
   m = n = k = 8192 if large else 256
   dtype = jnp.bfloat16
-  ka, kb = jax.random.split(jax.random.PRNGKey(np.random.randint(2**31)))
+  ka, kb = jax.random.split(jax.random.PRNGKey(seed))
   a = jax.random.normal(ka, (m, k), jnp.float32).astype(dtype)
   b = jax.random.normal(kb, (k, n), jnp.float32).astype(dtype)
   params = dict(bm=128, bn=256, bk=64, num_warps=8, num_stages=3) if large else \

@@ -34,10 +34,13 @@ def reference(x):
 
 
 def main(argv):
+  # the inputs are random: a fresh seed each run, printed, so that --seed N redraws them
+  seed = int(argv[argv.index("--seed") + 1]) if "--seed" in argv else int(np.random.randint(2**31))
+  print(f"seed {seed} (--seed {seed} draws the same inputs)")
   devices = jax.devices()
   n = len(devices)
   rows, cols = (4096 * n, 4096) if jax.default_backend() == "gpu" else (8 * n, 256)
-  x = jax.random.normal(jax.random.PRNGKey(np.random.randint(2**31)), (rows, cols), jnp.float32)
+  x = jax.random.normal(jax.random.PRNGKey(seed), (rows, cols), jnp.float32)
   mesh = Mesh(np.array(devices), ("d",))
   sharded = jax.device_put(x, NamedSharding(mesh, P("d", None)))
   f = jax.jit(jax.shard_map(rms_norm, mesh=mesh, in_specs=P("d", None), out_specs=P("d", None),

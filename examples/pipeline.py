@@ -18,9 +18,12 @@ import vector_add  # noqa: E402
 
 
 def main(argv):
+  # the inputs are random: a fresh seed each run, printed, so that --seed N redraws them
+  seed = int(argv[argv.index("--seed") + 1]) if "--seed" in argv else int(np.random.randint(2**31))
+  print(f"seed {seed} (--seed {seed} draws the same inputs)")
   on_gpu = jax.default_backend() == "gpu"
   n = 4096 if on_gpu else 128
-  keys = jax.random.split(jax.random.PRNGKey(np.random.randint(2**31)), 4)
+  keys = jax.random.split(jax.random.PRNGKey(seed), 4)
   x = jax.random.normal(keys[0], (n, n), jnp.float32)
   w = (jax.random.normal(keys[1], (n, n), jnp.float32) / np.sqrt(n)).astype(jnp.bfloat16)
   gamma, beta = jnp.ones((n,)), jnp.zeros((n,))

@@ -35,8 +35,11 @@ def add(x, y):
 
 
 def main(argv):
+  # the inputs are random: a fresh seed each run, printed, so that --seed N redraws them
+  seed = int(argv[argv.index("--seed") + 1]) if "--seed" in argv else int(np.random.randint(2**31))
+  print(f"seed {seed} (--seed {seed} draws the same inputs)")
   n = 2**26 if "--large" in argv else 100_003
-  kx, ky = jax.random.split(jax.random.PRNGKey(np.random.randint(2**31)))
+  kx, ky = jax.random.split(jax.random.PRNGKey(seed))
   x = jax.random.normal(kx, (n,), jnp.float32)
   y = jax.random.normal(ky, (n,), jnp.float32)
   out = add(x, y)
