@@ -136,7 +136,10 @@ def violations(flag: np.ndarray, sites, kernel_name: str, eqns=()) -> list[str]:
     for d, extent in enumerate(site.block_shape):
       lo = OFFSET - int(flag[site.base + 1 + 2 * d])
       hi = int(flag[site.base + 2 + 2 * d]) - OFFSET
-      ranges.append(f"{lo}" if lo == hi else f"{lo}:{hi + 1}")
+      # indices were clamped into (-OFFSET, OFFSET) to fit the flag
+      lo_text = f"<={lo}" if lo <= 1 - OFFSET else str(lo)
+      hi_text = f">{hi}" if hi >= OFFSET - 1 else str(hi + 1)
+      ranges.append(lo_text if lo == hi else f"{lo_text}:{hi_text}")
     eqn = eqns[site.eqn_index] if 0 <= site.eqn_index < len(eqns) else None
     where = ""
     if eqn is not None and getattr(eqn, "file", None):

@@ -404,6 +404,81 @@ def launch(kernel, grid, arrays) -> None:
   in cast" would only alarm the user about numbers the kernel then handles.
   """
   args = [NumpyArg(a) for a in arrays]
-  with InterpreterPatches(), ieee_subnormals(), \
+  with InterpreterPatches(), ieee_subnormals(), MemoryGuard(arrays), \
       np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
     kernel[grid](*args)
+
+
+class OutOfBuffers(IndexError):
+  """An interpreted kernel tried to read or write memory outside every array
+  it was given (on a GPU: an illegal address, or another buffer's data)."""
+
+
+class MemoryGuard:
+  """While active, every load, store and atomic of an interpreted kernel is
+  checked against the arrays it was launched with, before it happens: an
+  access outside all of them raises OutOfBuffers instead of reading stray
+  host memory (zeros, other data) or ending the process with a segmentation
+  fault. Only lanes the access really performs (its mask) are checked; the
+  generated code is not changed (PALLAS_PROF_CHECK=bounds checks each ref
+  against its own extent and names the index)."""
+
+  def __init__(self, arrays):
+    spans = sorted((a.ctypes.data, a.ctypes.data + a.nbytes) for a in arrays if a.nbytes)
+    self._starts = np.array([b for b, _ in spans], dtype=np.uint64)
+    self._ends = np.array([e for _, e in spans], dtype=np.uint64)
+
+  def check(self, ptrs, mask, itemsize: int, what: str) -> None:
+    p = np.asarray(ptrs).astype(np.uint64)
+    if mask is not None:
+      active = np.broadcast_to(np.asarray(mask, dtype=bool), p.shape)
+      p = p[active]
+    p = p.reshape(-1)
+    if not p.size:
+      return
+    k = np.searchsorted(self._starts, p, side="right").astype(np.int64) - 1
+    inside = (k >= 0) & (p + np.uint64(itemsize) <= self._ends[np.maximum(k, 0)]) \
+        if self._ends.size else np.zeros(p.shape, bool)
+    if inside.all():
+      return
+    raise OutOfBuffers(f"the kernel {what} {int((~inside).sum())} element(s) outside every "
+                       "buffer it was given (on a GPU: an illegal address); "
+                       "PALLAS_PROF_CHECK=bounds names the ref and the index")
+
+  def __enter__(self):
+    from triton.runtime.interpreter import InterpreterBuilder, _get_np_dtype
+    self._saved = {name: getattr(InterpreterBuilder, name) for name in
+                   ("create_masked_load", "create_masked_store", "create_atomic_rmw",
+                    "create_atomic_cas")}
+    guard, saved = self, self._saved
+
+    def size_of(ptrs) -> int:
+      return np.dtype(_get_np_dtype(ptrs.get_element_ty())).itemsize
+
+    def masked_load(builder, ptrs, mask, *rest):
+      guard.check(ptrs.data, mask.data, size_of(ptrs), "reads")
+      return saved["create_masked_load"](builder, ptrs, mask, *rest)
+
+    def masked_store(builder, ptrs, value, mask, *rest):
+      guard.check(ptrs.data, mask.data, size_of(ptrs), "writes")
+      return saved["create_masked_store"](builder, ptrs, value, mask, *rest)
+
+    def atomic_rmw(builder, op, ptr, val, mask, *rest):
+      guard.check(ptr.data, mask.data, size_of(ptr), "updates")
+      return saved["create_atomic_rmw"](builder, op, ptr, val, mask, *rest)
+
+    def atomic_cas(builder, ptr, cmp, val, *rest):
+      guard.check(ptr.data, None, size_of(ptr), "updates")
+      return saved["create_atomic_cas"](builder, ptr, cmp, val, *rest)
+
+    InterpreterBuilder.create_masked_load = masked_load
+    InterpreterBuilder.create_masked_store = masked_store
+    InterpreterBuilder.create_atomic_rmw = atomic_rmw
+    InterpreterBuilder.create_atomic_cas = atomic_cas
+    return self
+
+  def __exit__(self, *exc):
+    from triton.runtime.interpreter import InterpreterBuilder
+    for name, fn in self._saved.items():
+      setattr(InterpreterBuilder, name, fn)
+    return None

@@ -117,8 +117,11 @@ def interpreter_error(gk: GeneratedKernel, error: BaseException) -> Exception:
   eqn = gk.eqn_at_line(line) if line is not None else None
   text = gk.source.splitlines()[line - 1].strip() if line else None
   details = {"generated line": f"{gk.path}:{line}: {text}"} if line else {}
+  outside = isinstance(cause or error, interpreter_runtime.OutOfBuffers)
   return LoweringError(f"the kernel failed under Triton's interpreter: {cause or error}",
-                       hint="this is a pallas-prof bug if the kernel is valid Pallas; "
+                       hint="an index of this access lies outside its ref: run with "
+                            "PALLAS_PROF_CHECK=bounds to see which and where" if outside else
+                            "this is a pallas-prof bug if the kernel is valid Pallas; "
                             "`pallas-prof show` prints the generated code",
                        kernel=gk.name, eqn=eqn, details=details, cause=cause or error,
                        jaxpr_text=gk.jaxpr_text)

@@ -172,3 +172,25 @@ def test_valid_kernels_compute_the_same_in_check_mode(program):
     check(program)
   finally:
     bounds.set_check_bounds(None)
+
+
+def test_without_check_mode_a_wild_read_on_the_cpu_is_an_error_not_a_crash(tmp_path):
+  """Triton's interpreter reads through raw pointers: a read 4 GiB before a
+  buffer ended the process with a segmentation fault. Every interpreted access
+  is now checked against the kernel's buffers (interpreter_runtime.MemoryGuard).
+  In a child process, so a regression cannot take pytest down with it."""
+  import os
+  import subprocess
+  import sys
+  from tests.backend.test_bounds_gpu import PROGRAM
+  script = tmp_path / "wild_read.py"
+  script.write_text(PROGRAM)
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])))
+  done = subprocess.run([sys.executable, str(script), "plain"], capture_output=True, text=True,
+                        timeout=300, env=env)
+  out = done.stdout + done.stderr
+  assert done.returncode == 0, f"exit status {done.returncode}\n{out[-3000:]}"
+  assert "reads 16 element(s) outside every buffer" in out, out[-3000:]
+  assert "PALLAS_PROF_CHECK=bounds" in out and "wild_read.py:9" in out, out[-3000:]
+  assert "AFTER 1000.0 10.0" in done.stdout, out[-3000:]
