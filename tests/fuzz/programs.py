@@ -577,6 +577,8 @@ def _as_output(b: Builder, v: Var) -> Var:
 
 
 def _input_spec(shape, dtype) -> InputSpec:
+  if dtype == "bool":
+    return InputSpec(tuple(shape), dtype, 0, 1)
   if dtype in FLOATS:
     return InputSpec(tuple(shape), dtype, -4, 4)
   info = _int_info(dtype)
