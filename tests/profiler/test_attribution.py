@@ -186,3 +186,18 @@ def test_runtime_headline_is_written_into_report_json():
   k = KernelProfile("k#1", "k", [], [], None, None, runtime=rt)
   d = ProfileReport(True, "", None, None, [k], [], 0.0).to_dict()["kernels"][0]["runtime"]
   assert d["median_s"] == 2e-4 and d["launches"] == 10 and d["cold"]["median_s"] == 2e-4
+
+
+def test_cupti_struct_layouts_match_the_header():
+  # sizes and offsets printed by a C program compiled against CUDA 13.0's
+  # cupti_pcsampling.h (PACKED_ALIGNMENT: packed, aligned to 8)
+  import ctypes
+  assert ctypes.sizeof(pcsampling._PCData) == 64
+  assert pcsampling._PCData.correlationId.offset == 56
+  assert ctypes.sizeof(pcsampling._SamplingData) == 80
+  assert pcsampling._SamplingData.hardwareBufferFull.offset == 72
+  assert ctypes.sizeof(pcsampling._ConfigInfo) == 32
+  assert pcsampling._ConfigInfo.attributeData.offset == 8
+  assert ctypes.sizeof(pcsampling._ConfigParams) == 40
+  assert ctypes.sizeof(pcsampling._StallNamesParams) == 48
+  assert ctypes.sizeof(pcsampling._GetDataParams) == 32
