@@ -1,5 +1,8 @@
 """The artifacts data flows through, one stage's output at a time, frozen.
 
+    lowering:  GeneratedKernel  (Triton source in a real file, its line map,
+                                 an EquationRecord per jaxpr equation, the
+                                 KernelParams it takes)
     compile:   CompiledKernel   (every stage's text, Triton's metadata, ptxas's
                                  resource figures, stage times)
 
@@ -14,7 +17,190 @@ import dataclasses
 import json
 import os
 import types
-from typing import Any, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping, Union
+
+# --- lowering: what the kernel takes ---------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelParam:
+  """One pointer parameter of the generated kernel: a pallas_call operand."""
+  name: str                     # the parameter's name in the generated source
+  label: str                    # the user's name for it (x_ref)
+  dtype: str
+  shape: tuple[int, ...]        # the whole array's, not the block's
+  role: str                     # "input" | "output" | "check" (bounds-checked mode's flags)
+  index: int                    # position among inputs or outputs
+
+
+# --- lowering: one record per jaxpr equation ----------------------------------------
+
+class Description:
+  """An equation as text, its operands' and results' avals: printed when first
+  asked for (lowering with tracing off never pays for pretty-printing), the
+  same answer every time after."""
+  __slots__ = ("_describe", "_value")
+
+  def __init__(self, describe: Callable[[], tuple[str, tuple[str, ...], tuple[str, ...]]]
+               | None = None, value: tuple[str, tuple[str, ...], tuple[str, ...]] | None = None):
+    self._describe = describe
+    self._value = value
+
+  @classmethod
+  def fixed(cls, text: str, in_avals=(), out_avals=()) -> "Description":
+    return cls(value=(text, tuple(in_avals), tuple(out_avals)))
+
+  def get(self, primitive: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    if self._value is None:
+      value = (primitive, (), ())
+      if self._describe is not None:
+        try:
+          value = self._describe()
+        except Exception:  # noqa: BLE001 - a description must never break lowering
+          pass
+      self._value, self._describe = value, None
+    return self._value
+
+
+@dataclasses.dataclass(frozen=True)
+class DotFacts:
+  """A dot_general as its rule emitted it: out[batch, m, n] = sum_k lhs * rhs."""
+  batch: int
+  m: int
+  n: int
+  k: int
+  operand_dtype: str            # the left operand's dtype
+  precision: str | None         # the input_precision passed to tl.dot (None: Triton's default)
+
+  @property
+  def flops(self) -> int:
+    return 2 * self.batch * self.m * self.n * self.k
+
+
+Trips = Union[int, str, None]   # a loop's iterations: a count, "dynamic", None (not a loop)
+
+
+@dataclasses.dataclass(frozen=True)
+class EquationRecord:
+  """One jaxpr equation as lowered: where it came from, what it generated,
+  and what its rule knows about the work it does.
+
+  The work facts are per execution of the equation by one program (one
+  block): `bytes_read`/`bytes_written` the memory its loads and stores move,
+  FLOPs by kind, transcendental function evaluations. A loop records its
+  `trips`; when it was emitted straight-line (`unrolled`), each iteration's
+  equations have records of their own, so the loop multiplies nothing.
+  """
+  index: int                    # preorder index over the kernel and nested jaxprs
+  path: str                     # "4" or "4.body.2": position in the nesting
+  primitive: str
+  file: str | None              # the user's frame that made the equation
+  line: int | None
+  function: str | None
+  parent: int | None            # index of the control-flow equation containing it
+  region: str = "kernel"        # kernel | index_map x_ref | body | cond | branch 1 ...
+  description: Description = dataclasses.field(default_factory=Description, repr=False,
+                                                compare=False)
+  lines: tuple[int, ...] = ()   # the generated source's lines it emitted (1-based)
+  # what the rule knows
+  bytes_read: int = 0
+  bytes_written: int = 0
+  dot_flops: int = 0
+  elementwise_flops: int = 0    # float arithmetic and reductions, transcendentals apart
+  transcendentals: int = 0
+  trips: Trips = None
+  unrolled: bool = False
+  dot: DotFacts | None = None
+
+  @property
+  def text(self) -> str:
+    return self.description.get(self.primitive)[0]
+
+  @property
+  def in_avals(self) -> tuple[str, ...]:
+    return self.description.get(self.primitive)[1]
+
+  @property
+  def out_avals(self) -> tuple[str, ...]:
+    return self.description.get(self.primitive)[2]
+
+  @property
+  def location(self) -> str:
+    if self.file is None:
+      return "unknown"
+    return f"{os.path.basename(self.file)}:{self.line}"
+
+  _FACTS = ("bytes_read", "bytes_written", "dot_flops", "elementwise_flops",
+            "transcendentals", "trips", "unrolled")
+
+  def to_dict(self) -> dict:
+    out = {"index": self.index, "path": self.path, "primitive": self.primitive,
+           "text": self.text, "in_avals": list(self.in_avals),
+           "out_avals": list(self.out_avals), "file": self.file, "line": self.line,
+           "function": self.function, "parent": self.parent, "region": self.region,
+           "lines": list(self.lines)}
+    out.update({name: getattr(self, name) for name in self._FACTS})
+    out["dot"] = dataclasses.asdict(self.dot) if self.dot is not None else None
+    return out
+
+  @classmethod
+  def from_dict(cls, d: dict) -> "EquationRecord":
+    """Also reads records saved before the work facts existed (they read as none)."""
+    facts = {name: d[name] for name in cls._FACTS if name in d}
+    dot = d.get("dot")
+    return cls(index=d["index"], path=d["path"], primitive=d["primitive"], file=d["file"],
+               line=d["line"], function=d["function"], parent=d["parent"],
+               region=d.get("region", "kernel"),
+               description=Description.fixed(d["text"], d["in_avals"], d["out_avals"]),
+               lines=tuple(d.get("lines", ())), dot=DotFacts(**dot) if dot else None, **facts)
+
+  def __repr__(self) -> str:
+    return f"EquationRecord({self.index}, {self.primitive}, {self.location})"
+
+
+# --- lowering: the kernel ------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class GeneratedKernel:
+  """A lowered kernel: Triton source in a real file plus everything about it."""
+  name: str
+  source: str
+  path: str
+  line_map: dict[int, int]           # generated line (1-based) -> equation index
+  eqns: tuple[EquationRecord, ...]   # by index
+  params: tuple[KernelParam, ...]
+  grid: tuple[int, ...]
+  launch_grid: tuple[int, int, int]
+  num_warps: int
+  num_stages: int
+  jaxpr_text: str
+  source_info: str
+  lowering_seconds: float
+  key: str
+  atomic_params: tuple[str, ...] = ()
+  enable_fp_fusion: bool = False     # Triton may contract a*b+c into one FMA
+  # of lowering_seconds, Python's garbage collections meanwhile (CollectionClock)
+  gc_seconds: float = 0.0
+  # bounds-checked mode: each checked access (bounds.CheckSite); the kernel
+  # then has one more parameter, the flag buffer (role "check")
+  bounds_sites: tuple = ()
+  check_bounds: bool = False
+
+  @property
+  def inputs(self) -> list[KernelParam]:
+    return [p for p in self.params if p.role == "input"]
+
+  @property
+  def outputs(self) -> list[KernelParam]:
+    return [p for p in self.params if p.role == "output"]
+
+  def eqn(self, index: int) -> EquationRecord:
+    return self.eqns[index]
+
+  def eqn_at_line(self, line: int) -> EquationRecord | None:
+    i = self.line_map.get(line)
+    return None if i is None else self.eqns[i]
+
 
 # --- compile: the compiled kernel ------------------------------------------------------
 

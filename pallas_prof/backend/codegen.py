@@ -19,6 +19,8 @@ from typing import Iterator
 import numpy as np
 import jax.numpy as jnp
 
+from .artifacts import Description, EquationRecord
+
 # --- dtypes ------------------------------------------------------------------
 
 _TL_DTYPES = {
@@ -178,19 +180,19 @@ def literal(value, dtype) -> str:
 # --- equations and lines -----------------------------------------------------
 
 class EqnInfo:
-  """What the line map and the instrumentation know about one equation.
+  """One equation while its kernel is being lowered: what the line map, the
+  observer's span and an error report need, and the facts its rule records.
+  `record()` makes the frozen EquationRecord the GeneratedKernel keeps.
 
-  The equation's text and avals are rendered lazily: lowering with tracing
-  off never pays for pretty-printing.
+  The equation's text and avals are rendered lazily (a Description):
+  lowering with tracing off never pays for pretty-printing.
   """
   __slots__ = ("index", "path", "primitive", "file", "line", "function", "parent",
-               "region", "_describe", "_text", "_in_avals", "_out_avals")
+               "region", "description", "facts")
 
   def __init__(self, *, index: int, path: str, primitive: str, file: str | None,
                line: int | None, function: str | None, parent: int | None,
-               region: str = "kernel", describe=None, text: str | None = None,
-               in_avals: tuple[str, ...] | None = None,
-               out_avals: tuple[str, ...] | None = None):
+               region: str = "kernel", describe=None):
     self.index = index              # preorder index over the kernel and nested jaxprs
     self.path = path                # "4" or "4.body.2": position in the nesting
     self.primitive = primitive
@@ -199,36 +201,20 @@ class EqnInfo:
     self.function = function
     self.parent = parent            # index of the control-flow equation containing it
     self.region = region            # kernel | index_map x_ref | body | cond | branch 1 ...
-    self._describe = describe       # () -> (text, in_avals, out_avals)
-    self._text = text
-    self._in_avals = in_avals
-    self._out_avals = out_avals
-
-  def _materialize(self) -> None:
-    if self._text is None:
-      if self._describe is None:
-        self._text, self._in_avals, self._out_avals = self.primitive, (), ()
-      else:
-        try:
-          self._text, self._in_avals, self._out_avals = self._describe()
-        except Exception:  # noqa: BLE001 - a description must never break lowering
-          self._text, self._in_avals, self._out_avals = self.primitive, (), ()
-      self._describe = None
+    self.description = Description(describe)
+    self.facts: dict = {}           # EquationRecord's work facts, as the rule records them
 
   @property
   def text(self) -> str:
-    self._materialize()
-    return self._text
+    return self.description.get(self.primitive)[0]
 
   @property
   def in_avals(self) -> tuple[str, ...]:
-    self._materialize()
-    return self._in_avals
+    return self.description.get(self.primitive)[1]
 
   @property
   def out_avals(self) -> tuple[str, ...]:
-    self._materialize()
-    return self._out_avals
+    return self.description.get(self.primitive)[2]
 
   @property
   def location(self) -> str:
@@ -236,18 +222,11 @@ class EqnInfo:
       return "unknown"
     return f"{os.path.basename(self.file)}:{self.line}"
 
-  def to_dict(self) -> dict:
-    return {"index": self.index, "path": self.path, "primitive": self.primitive,
-            "text": self.text, "in_avals": list(self.in_avals),
-            "out_avals": list(self.out_avals), "file": self.file, "line": self.line,
-            "function": self.function, "parent": self.parent, "region": self.region}
-
-  @classmethod
-  def from_dict(cls, d: dict) -> "EqnInfo":
-    return cls(index=d["index"], path=d["path"], primitive=d["primitive"], file=d["file"],
-               line=d["line"], function=d["function"], parent=d["parent"],
-               region=d.get("region", "kernel"), text=d["text"],
-               in_avals=tuple(d["in_avals"]), out_avals=tuple(d["out_avals"]))
+  def record(self, lines: tuple[int, ...] = ()) -> EquationRecord:
+    return EquationRecord(index=self.index, path=self.path, primitive=self.primitive,
+                          file=self.file, line=self.line, function=self.function,
+                          parent=self.parent, region=self.region,
+                          description=self.description, lines=tuple(lines), **self.facts)
 
   def __repr__(self) -> str:
     return f"EqnInfo({self.index}, {self.primitive}, {self.location})"

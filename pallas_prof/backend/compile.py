@@ -15,14 +15,13 @@ import time
 from typing import Any
 
 from . import compile_cache, compile_worker, hooks
-from .artifacts import CompiledKernel
+from .artifacts import CompiledKernel, GeneratedKernel
 from .codegen import signature_type
 # clear_memory_cache, compile_options: part of this module's interface (tests, bench)
 from .compile_cache import (clear_memory_cache, compile_key, compile_options,  # noqa: F401
                             libdevice_cache, load_from_disk, remember, remembered, store_on_disk)
 from .compile_errors import TritonFailure, check_shared_memory, compile_error, next_stage
 from .errors import LoweringError
-from .lowering import GeneratedKernel
 from .triton_run import StageRecord, triton_lock  # noqa: F401 - triton_lock: Triton's global lock
 
 DEFAULT_TARGET = ("cuda", 90)

@@ -17,9 +17,9 @@ import threading
 from typing import Any
 
 from . import compat
-from .artifacts import CompiledKernel
+from .artifacts import CompiledKernel, GeneratedKernel
 from .codegen import signature_type
-from .lowering import GeneratedKernel, cache_dir
+from .kernel_files import cache_dir
 from .triton_run import triton_lock
 
 CACHE_FORMAT = 4   # 4: libdevice linked with its reflect queries answered

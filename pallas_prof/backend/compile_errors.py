@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .errors import LoweringError
 from .lineinfo import equations_in_ir, generated_lines_in_message
-from .lowering import GeneratedKernel
+from .artifacts import GeneratedKernel
 from .triton_run import STAGES, StageRecord
 
 # Per-block shared memory a kernel may use (opt-in maximum), by compute capability.

@@ -13,7 +13,7 @@ import os
 from typing import Any
 
 from . import compat
-from .lowering import GeneratedKernel
+from .artifacts import GeneratedKernel
 from .triton_run import triton_lock
 
 _modules: dict[tuple[str, bool], Any] = {}

@@ -19,10 +19,9 @@ import zlib
 import numpy as np
 
 from . import compat, interpreter_runtime
-from .artifacts import CompiledKernel
+from .artifacts import CompiledKernel, GeneratedKernel
 from .codegen import is_packed4
 from .generated_modules import load_module
-from .lowering import GeneratedKernel
 from .triton_run import triton_lock
 
 

@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any
 
-from .lowering import GeneratedKernel
+from .artifacts import GeneratedKernel
 
 
 @dataclasses.dataclass

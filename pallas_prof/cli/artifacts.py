@@ -24,9 +24,8 @@ import sys
 import time
 from typing import Any
 
-from ..backend.artifacts import STAGE_FILES, STAGES, CompiledKernel
-from ..backend.codegen import EqnInfo
-from ..backend.lowering import GeneratedKernel, KernelParam
+from ..backend.artifacts import (STAGE_FILES, STAGES, CompiledKernel, EquationRecord,
+                                  GeneratedKernel, KernelParam)
 
 REPORT = "report.json"    # written and read by cli/report.py's RunReport
 
@@ -77,8 +76,8 @@ def load_kernel(kernel_dir: str) -> tuple[GeneratedKernel, CompiledKernel | None
   gk = GeneratedKernel(
       name=meta["name"], source=source, path=meta["source_path"],
       line_map={int(k): v for k, v in meta["line_map"].items()},
-      eqns=[EqnInfo.from_dict(e) for e in meta["eqns"]],
-      params=[KernelParam(**{**p, "shape": tuple(p["shape"])}) for p in meta["params"]],
+      eqns=tuple(EquationRecord.from_dict(e) for e in meta["eqns"]),
+      params=tuple(KernelParam(**{**p, "shape": tuple(p["shape"])}) for p in meta["params"]),
       grid=tuple(meta["grid"]), launch_grid=tuple(meta["launch_grid"]),
       num_warps=meta["num_warps"], num_stages=meta["num_stages"], jaxpr_text=meta["jaxpr_text"],
       source_info=meta["source_info"], lowering_seconds=meta["lowering_seconds"], key=meta["key"],

@@ -39,7 +39,7 @@ CACHE_FORMAT = 1
 # --- the cache ---------------------------------------------------------------------------------
 
 def cache_path(device: DeviceInfo) -> str:
-  from ..backend.lowering import cache_dir
+  from ..backend.kernel_files import cache_dir
   safe = re.sub(r"[^0-9A-Za-z_.-]", "_", f"{device.name}_{device.uuid}")
   return os.path.join(cache_dir(), "ceilings", f"{safe}.json")
 

@@ -11,7 +11,8 @@ import pytest
 from jax.experimental import pallas as pl
 
 import pallas_prof
-from pallas_prof.backend import lowering, registry
+from pallas_prof.backend import blockspec, registry
+from pallas_prof.backend import grid as launch_grid
 from tests.backend.test_memory import CASES as MEMORY_CASES
 from tests.backend.test_memory import (check_case, compiles_for_sm90, generated_kernel,
                                        rand)
@@ -296,7 +297,7 @@ def _jax_launch_grid(grid, vmapped_dims=()):
     ((4, 5, 70000, 2), ()), ((2**20,), ()),
 ])
 def test_launch_grid_matches_jax(grid, vmapped):
-  launch, axes = lowering.launch_grid_for(grid, vmapped)
+  launch, axes = launch_grid.launch_grid_for(grid, vmapped)
   expected = _jax_launch_grid(grid, vmapped)
   assert launch == tuple(expected) + (1,) * (3 - len(expected))
   assert sorted(d for ax in axes for d in ax) == list(range(len(grid)))
@@ -319,7 +320,7 @@ def test_large_axis_collapse_runs_and_compiles(rng, monkeypatch):
   # size: shrink the limit so the interpreter can run it, then compile the
   # real thing (2 x 70000 programs) for sm_90.
   fn, args, expected = _grid_case((2, 3, 5))(rng)
-  monkeypatch.setattr(lowering, "MAX_GRID_YZ", 4)
+  monkeypatch.setattr(launch_grid, "MAX_GRID_YZ", 4)
   gk = generated_kernel(fn, *args)
   assert gk.launch_grid == (30, 1, 1)
   assert_close(fn(*args), expected)
@@ -431,7 +432,7 @@ _ALL_CASES = {**{f"memory/{k}": v for k, v in MEMORY_CASES.items()},
 
 @pytest.mark.parametrize("name", sorted(_ALL_CASES))
 def test_int64_index_arithmetic_matches_jax(name, rng, monkeypatch):
-  monkeypatch.setattr(lowering, "INT32_OFFSETS_BELOW", 1)
+  monkeypatch.setattr(blockspec, "INT32_OFFSETS_BELOW", 1)
   fn, args, _ = _ALL_CASES[name](rng)
   source = generated_kernel(fn, *args).source
   assert "tl.int64" in source
@@ -442,7 +443,7 @@ def test_int64_index_arithmetic_matches_jax(name, rng, monkeypatch):
                                   "memory/atomic_add_float32_masked", "grid/ragged_last_block",
                                   "grid/element_windows", "grid/grid_rank5"])
 def test_int64_index_arithmetic_compiles_for_sm90(name, rng, monkeypatch):
-  monkeypatch.setattr(lowering, "INT32_OFFSETS_BELOW", 1)
+  monkeypatch.setattr(blockspec, "INT32_OFFSETS_BELOW", 1)
   fn, args, _ = _ALL_CASES[name](rng)
   compiles_for_sm90(fn, *args)
 

@@ -24,8 +24,8 @@ from jax import lax
 from .. import compat, emit
 from ..codegen import Value, is_low_float, literal, padded_shape, tl_dtype
 from ..errors import Unsupported
-from ..lowering import RefValue
-from . import register
+from ..refs import RefValue
+from .table import register
 from .scan_arrays import lower_scan_over_arrays
 
 from jax._src.pallas import utils as pallas_utils

@@ -21,7 +21,7 @@ from jax import lax
 from .. import emit
 from ..codegen import Value, is_bool, is_float, is_int, next_pow2, tl_dtype
 from ..errors import Unsupported
-from . import register
+from .table import register
 from .reductions import sum_dtype
 from .shape import grow_axis, reshape_value
 

@@ -24,7 +24,7 @@ from jax import lax
 from .. import emit
 from ..codegen import Value, is_bool, is_float, is_int, is_low_float, is_signed, literal, tl_dtype
 from ..errors import Unsupported
-from . import register
+from .table import register
 
 F32 = np.dtype(np.float32)
 

@@ -15,8 +15,8 @@ import numpy as np
 from .. import compat, emit
 from ..codegen import is_packed4, Value, is_bool, is_float, next_pow2
 from ..errors import Unsupported
-from ..lowering import RefValue, ViewDim
-from . import register, register_deferred
+from ..refs import RefValue, ViewDim
+from .table import register, register_deferred
 
 from jax import tree_util
 

@@ -9,7 +9,7 @@ from jax import lax
 from .. import compat, emit
 from ..codegen import Value, is_low_float, tl_dtype
 from ..errors import Unsupported
-from . import register, register_deferred
+from .table import register, register_deferred
 
 
 @register(compat.program_id_p)

@@ -11,7 +11,7 @@ from jax import lax
 from .. import emit
 from ..codegen import Value, is_bool, is_float, is_low_float, next_pow2
 from ..errors import Unsupported
-from . import register
+from .table import register
 
 F32 = np.dtype(np.float32)
 

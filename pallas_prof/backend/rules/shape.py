@@ -16,7 +16,7 @@ from jax import lax
 from .. import emit
 from ..codegen import Value, is_bool, is_low_float, next_pow2, padded_shape, tl_dtype
 from ..errors import Unsupported
-from . import register
+from .table import register
 
 
 @register(lax.broadcast_in_dim_p)

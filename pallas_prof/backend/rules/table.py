@@ -1,0 +1,90 @@
+"""The table of lowering rules: primitive -> rule, and how rules get into it.
+
+A rule is a small function `rule(ctx, *operands, **eqn.params) -> Value(s)`.
+It emits Triton source through `ctx` and returns typed Values. It raises
+`Unsupported(reason, hint)` for what it cannot do; the dispatcher adds the
+equation and the user's line. The rule modules of each family register
+themselves here; rules/__init__.py imports them all.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+import threading
+from typing import Callable
+
+RULES: dict[object, Callable] = {}
+
+# Rules whose primitive lives in a module we do not import ourselves: JAX's
+# Triton-flavoured primitives (plgpu.atomic_add, ...). Importing that module
+# imports JAX's own Triton lowering and its MLIR dialects (18-78 ms on the CPU
+# machine), which would land on the process's first kernel. A kernel can only
+# contain one of those primitives once the user's code has imported the
+# module, so each rule is bound to its primitive at the first lookup that
+# finds the module imported.
+_DEFERRED: list[tuple[str, str, Callable]] = []   # (module, primitive's name there, rule)
+_deferred_lock = threading.Lock()
+
+# Primitives we deliberately do not lower, with what to do instead.
+ALIASES: dict[str, str] = {
+    "run_scoped": "pl.run_scoped allocates scratch memory, which the Triton model has no "
+                  "place for; keep intermediates as values instead",
+    "semaphore_signal": "semaphores are a TPU / Mosaic GPU feature; use atomics "
+                        "(plgpu.atomic_add, atomic_cas) on a counter array",
+    "semaphore_wait": "semaphores are a TPU / Mosaic GPU feature; use atomics",
+    "dma_start": "DMAs are a TPU / Mosaic GPU feature; read refs directly in Triton kernels",
+    "sort": "sorting inside a kernel is not supported; sort outside the pallas_call",
+    "cumsum": "supported along any axis; this form was not",
+}
+
+
+def register(*primitives):
+  def wrap(fn):
+    for p in primitives:
+      if p is not None:
+        RULES[p] = fn
+    return fn
+  return wrap
+
+
+def register_deferred(module: str, attr: str):
+  """register(), for the primitive `module.attr`, once that module is imported."""
+  def wrap(fn):
+    with _deferred_lock:
+      _DEFERRED.append((module, attr, fn))
+    return fn
+  return wrap
+
+
+def _bind_deferred(import_now: bool = False) -> None:
+  with _deferred_lock:
+    for item in list(_DEFERRED):
+      module_name, attr, fn = item
+      module = sys.modules.get(module_name)
+      if module is None and import_now:
+        module = importlib.import_module(module_name)
+      primitive = getattr(module, attr, None)   # None too while another thread imports it
+      if primitive is not None:
+        RULES[primitive] = fn
+        _DEFERRED.remove(item)
+
+
+def rule_for(primitive) -> Callable | None:
+  """The dispatcher's lookup: RULES[primitive], binding deferred rules on a miss."""
+  rule = RULES.get(primitive)
+  if rule is None and _DEFERRED:
+    _bind_deferred()
+    rule = RULES.get(primitive)
+  return rule
+
+
+def all_rules() -> dict[object, Callable]:
+  """Every rule, the deferred ones too (imports their modules: for listings and hints)."""
+  if _DEFERRED:
+    _bind_deferred(import_now=True)
+  return RULES
+
+
+def supported_primitive_names() -> list[str]:
+  return sorted({p.name for p in all_rules()})
+
