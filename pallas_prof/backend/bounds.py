@@ -38,8 +38,15 @@ _mode = {"bounds": None}   # None: follow PALLAS_PROF_CHECK
 
 
 def set_check_bounds(on: bool | None) -> None:
-  """install(check_bounds=...): True/False, or None to follow the environment."""
+  """install(check_bounds=...): True/False, or None to follow the environment.
+
+  A change of mode clears JAX's caches: a function jitted before would
+  otherwise keep the kernel lowered the other way."""
+  before = check_bounds_enabled()
   _mode["bounds"] = on
+  if check_bounds_enabled() != before:
+    import jax
+    jax.clear_caches()
 
 
 def check_bounds_enabled() -> bool:
