@@ -336,7 +336,7 @@ def main(argv=None) -> dict:
   cases = ordered(CASES, args.quick)
   if args.only:
     wanted = args.only.split(",")
-    cases = [c for c in cases if any(w in c.name for w in wanted)]
+    cases = [c for c in cases if any(w in c.name or w in c.label(small=True) for w in wanted)]
   seed = args.seed if args.seed is not None else int(np.random.SeedSequence().entropy % 2**31)
   out = args.out or (None if args.dry_run else
                      os.path.join(args.out_dir, f"suite_{gpu_tag(dev.device_kind)}_{commit}.json"))
@@ -392,7 +392,10 @@ def _line(r: dict) -> str:
   ratio = r.get("default_over_builtin_gpu")
   errors = [f"{c}: {e['error'][:160]}" for c, e in cols.items() if "error" in e]
   errors += [f"{c}: {e['why']}" for c, e in cols.items() if e.get("correct") is False]
-  return (f"{r['name']}: ms wall/GPU ours {_ms(cols['ours_default'])} built-in "
+  tuned = cols["ours_tuned"]
+  tuned_text = ("=default" if "same_as_default" in tuned else
+                f"{_ms(tuned)} {tuned['config']}" if "config" in tuned else _ms(tuned))
+  return (f"{r['name']}: ms wall/GPU ours {_ms(cols['ours_default'])} tuned {tuned_text} built-in "
           f"{_ms(cols['builtin'])} XLA {_ms(cols['xla'])}"
           + (f" ours/built-in {ratio:.3f}" if ratio else "")
           + (f" replay {cols['ours_default']['replay_s'] * 1e3:.3f} ms"
