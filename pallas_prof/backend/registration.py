@@ -266,15 +266,12 @@ def _after_kernel(gk, grid_mapping, uncovered, *, poison: bool):
 
 
 def _autotuned(ck, gk, cp, cc, aliases, zeroed, relower):
-  """The default compile, or the fastest tuned candidate when tuning was asked for
-  (CompilerParams(autotune=...) or PALLAS_PROF_AUTOTUNE=1): pallas_prof/tune/params.py."""
+  """The default compile, or a tuned one: tuning asked for (CompilerParams(autotune=...),
+  PALLAS_PROF_AUTOTUNE=1) or a tuning file (PALLAS_PROF_TUNED): pallas_prof/tune/params.py."""
   from ..tune import params as tuning
-  settings = tuning.settings(cp)
-  if settings is None:
-    return ck
-  return tuning.tune_kernel(gk, ck, relower, ("cuda", cc), settings,
-                            compile_fn=lambda g: compile_kernel(g, ("cuda", cc)),
-                            aliases=aliases, zeroed=tuple(sorted(zeroed)))
+  return tuning.select(ck, gk, cp, relower, ("cuda", cc),
+                       compile_fn=lambda g: compile_kernel(g, ("cuda", cc)),
+                       aliases=aliases, zeroed=tuple(sorted(zeroed)))
 
 
 def gk_zeroed_outputs(gk, aliases) -> list[int]:

@@ -5,6 +5,7 @@
   pallas-prof report DIR                     re-render a saved run
   pallas-prof diff DIR_A DIR_B               compare two runs kernel by kernel
   pallas-prof rules                          the jaxpr primitives pallas-prof lowers
+  pallas-prof tune script.py [script args]  tune every kernel it runs (GPU), write a tuning file
 """
 from __future__ import annotations
 
@@ -69,6 +70,8 @@ def _parser() -> argparse.ArgumentParser:
                          "instructions grew, by more than PCT percent, or it spills more")
 
   sub.add_parser("rules", help="list the primitives pallas-prof can lower")
+  from ..tune import cli as tune_cli
+  tune_cli.add_parser(sub)
   return p
 
 
@@ -106,6 +109,9 @@ def main(argv=None) -> int:
   if args.command == "diff":
     from .diff import diff
     return diff(args)
+  if args.command == "tune":
+    from ..tune import cli as tune_cli
+    return tune_cli.run(args)
   if args.command == "rules":
     from ..backend.rules import supported_primitive_names
     names = supported_primitive_names()

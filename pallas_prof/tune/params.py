@@ -29,6 +29,8 @@ from typing import Callable, Sequence
 from .blocks import cache_path, same_outputs
 
 ENV = "PALLAS_PROF_AUTOTUNE"
+TUNED_ENV = "PALLAS_PROF_TUNED"          # a tuning file (`pallas-prof tune` writes one) to apply
+BUDGET_ENV = "PALLAS_PROF_AUTOTUNE_BUDGET_S"   # seconds per kernel when the environment asks
 CACHE_VERSION = 1
 DEFAULT_CONFIGS = tuple({"num_warps": w, "num_stages": s} for w in (4, 8) for s in (2, 3, 4))
 
@@ -77,6 +79,7 @@ class KernelTuning:
   candidates: tuple[Candidate, ...]
   tuning_s: float
   from_cache: bool = False
+  identity: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
   @property
   def speedup(self) -> float | None:
@@ -109,15 +112,59 @@ def settings(compiler_params) -> Autotune | None:
   if asked is False:                 # said no explicitly: the environment does not override
     return None
   if os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on"):
-    return Autotune()
+    budget = os.environ.get(BUDGET_ENV)
+    return Autotune(budget_s=float(budget)) if budget else Autotune()
   return None
+
+
+def select(ck, gk, compiler_params, relower, target, *, compile_fn, aliases=(), zeroed=()):
+  """What the GPU path launches: the default compile, a tuned one (tuning asked
+  for), or the choice a tuning file (PALLAS_PROF_TUNED) names for this kernel."""
+  asked = settings(compiler_params)
+  if asked is not None:
+    return tune_kernel(gk, ck, relower, target, asked, compile_fn=compile_fn, aliases=aliases,
+                       zeroed=zeroed)
+  path = os.environ.get(TUNED_ENV)
+  if path:
+    from ..profiler import driver
+    best = tuned_file_choice(path, gk, target, driver.device_info(0).name)
+    if best is not None and best != (gk.num_warps, gk.num_stages):
+      return compile_fn(relower(*best))
+  return ck
+
+
+def source_digest(gk) -> str:
+  return hashlib.sha256(gk.source.encode()).hexdigest()
+
+
+_tuned_files: dict = {}
+
+
+def tuned_file_choice(path: str, gk, target, gpu: str) -> tuple[int, int] | None:
+  """The (num_warps, num_stages) a tuning file names for this kernel on this GPU, if any."""
+  stamp = os.stat(path).st_mtime_ns
+  if _tuned_files.get(path, (None,))[0] != stamp:
+    with open(path) as f:
+      data = json.load(f)
+    if data.get("version") != CACHE_VERSION:
+      raise ValueError(f"{TUNED_ENV}={path}: tuning file version {data.get('version')}, "
+                       f"this pallas-prof reads version {CACHE_VERSION}; run `pallas-prof tune` again")
+    _tuned_files[path] = (stamp, {(e["source"], tuple(e["target"]), e["gpu"]): tuple(e["best"])
+                                  for e in data["kernels"]})
+  return _tuned_files[path][1].get((source_digest(gk), tuple(target), gpu))
+
+
+def write_results(path: str) -> None:
+  """Every tuning of this process, for `pallas-prof tune` (which runs it)."""
+  with open(path, "w") as f:
+    json.dump([{**dataclasses.asdict(t), "identity": t.identity} for t in results()], f, indent=1)
 
 
 def _identity(gk, target, settings: Autotune, device_name: str) -> dict:
   import jax
   import triton
   from .. import __version__
-  return {"kernel": gk.name, "source": hashlib.sha256(gk.source.encode()).hexdigest(),
+  return {"kernel": gk.name, "source": source_digest(gk),
           "target": list(target), "gpu": device_name, "jax": jax.__version__,
           "triton": triton.__version__, "pallas_prof": __version__,
           "configs": settings.config_dicts()}
@@ -139,7 +186,7 @@ def tune_kernel(gk, default_ck, relower: Callable[[int, int], object], target, s
   if cached is not None:
     best = tuple(cached["best"])
     _record(KernelTuning(gk.name, default, best, tuple(Candidate(**c) for c in cached["candidates"]),
-                         0.0, from_cache=True))
+                         0.0, from_cache=True, identity=identity))
     return default_ck if best == default else compile_fn(relower(*best))
   start = time.perf_counter()
   wanted = [default] + [w for w in ((int(c.get("num_warps", default[0])),
@@ -161,7 +208,8 @@ def tune_kernel(gk, default_ck, relower: Callable[[int, int], object], target, s
   timed = [c for c in candidates if c.median_s is not None]
   best_c = min(timed, key=lambda c: c.median_s) if timed else None
   best = (best_c.num_warps, best_c.num_stages) if best_c else default
-  tuning = KernelTuning(gk.name, default, best, tuple(candidates), time.perf_counter() - start)
+  tuning = KernelTuning(gk.name, default, best, tuple(candidates), time.perf_counter() - start,
+                        identity=identity)
   _record(tuning)
   _save(path, identity, tuning)
   return compiled[best]

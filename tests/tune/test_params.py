@@ -138,3 +138,54 @@ def test_bad_autotune_configs_say_what_is_wrong():
     pallas_prof.Autotune(configs=[{"num_warps": 3}])
   with pytest.raises(ValueError, match="num_stages must be an int"):
     pallas_prof.Autotune(configs=[{"num_stages": 0}])
+
+
+def test_a_tuning_file_written_from_results_is_applied_without_tuning(softmax_gk, monkeypatch,
+                                                                        tmp_path, capsys):
+  """What `pallas-prof tune` does after its child process: results -> table -> tuning
+  file; then PALLAS_PROF_TUNED=file makes the GPU path compile the chosen config."""
+  from pallas_prof.tune import cli
+  params.clear_results()
+  monkeypatch.setenv("COLUMNS", "100")
+  _install(monkeypatch, softmax_gk)
+  _tune(softmax_gk, params.Autotune(configs=[{"num_warps": 8}], min_launches=5, min_seconds=0.0))
+  params.write_results(str(tmp_path / "results.json"))
+  tunings = json.loads((tmp_path / "results.json").read_text())
+  cli.print_table(tunings)
+  table = capsys.readouterr().out
+  assert "softmax_kernel" in table and "2.50x" in table and "2 of 2" in table, table
+  assert "4w 3s 500.0us" in table and "8w 3s 200.0us" in table, table
+  cli.write_tuning_file(str(tmp_path / "tuning.json"), tunings)
+
+  fake = _install(monkeypatch, softmax_gk)
+  monkeypatch.delenv(params.ENV, raising=False)
+  monkeypatch.setenv(params.TUNED_ENV, str(tmp_path / "tuning.json"))
+  compiled = []
+  default_ck = compile_kernel(softmax_gk, ("cuda", 90))
+  relower = lambda w, s: dataclasses.replace(softmax_gk, num_warps=w, num_stages=s)
+  compile_fn = lambda g: compiled.append((g.num_warps, g.num_stages)) or compile_kernel(g, ("cuda", 90))
+  ck = params.select(default_ck, softmax_gk, None, relower, ("cuda", 90), compile_fn=compile_fn)
+  assert ck.generated.num_warps == 8 and compiled == [(8, 3)] and fake.block_of_launch == []
+  # a kernel the file does not name keeps its default compile
+  other = dataclasses.replace(softmax_gk, source=softmax_gk.source + "\n# another kernel\n")
+  assert params.select(default_ck, other, None, relower, ("cuda", 90),
+                       compile_fn=compile_fn) is default_ck
+
+
+def test_tune_command_on_a_cpu_says_nothing_was_tuned_and_why(tmp_path):
+  import subprocess
+  import sys
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  script = tmp_path / "script.py"
+  script.write_text("print('script ran')\n")
+  env = dict(os.environ, PYTHONPATH=root, PALLAS_PROF_CACHE_DIR=str(tmp_path))
+  proc = subprocess.run([sys.executable, "-m", "pallas_prof.cli.main", "tune", str(script),
+                         "--out", str(tmp_path / "t.json")], env=env, capture_output=True,
+                        text=True, timeout=300)
+  assert proc.returncode == 1
+  assert "script ran" in proc.stdout
+  assert "no kernel was tuned" in proc.stderr and "NVIDIA GPU" in proc.stderr
+  assert not (tmp_path / "t.json").exists()
+  missing = subprocess.run([sys.executable, "-m", "pallas_prof.cli.main", "tune", "nope.py"],
+                           env=env, capture_output=True, text=True, timeout=300)
+  assert missing.returncode == 2 and "no such file: nope.py" in missing.stderr

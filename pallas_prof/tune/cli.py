@@ -1,0 +1,95 @@
+"""`pallas-prof tune script.py [args]`: tune every kernel a script runs, write a tuning file.
+
+The script runs in a child process with pallas-prof installed and
+PALLAS_PROF_AUTOTUNE=1, so each kernel it lowers for the GPU is tuned
+(pallas_prof/tune/params.py: num_warps x num_stages candidates, replayed and
+timed cold, the fastest whose outputs equal the default's). Then a table:
+default against best with the speedup, the configs tried and the time spent;
+and a tuning file the user can commit: `PALLAS_PROF_TUNED=file python script.py`
+runs each kernel it names with its tuned config, without tuning.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from . import params
+
+_CHILD = """
+import atexit, runpy, sys
+import pallas_prof
+from pallas_prof.tune import params
+pallas_prof.install()
+atexit.register(params.write_results, {results!r})
+sys.argv = {argv!r}
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def add_parser(sub) -> None:
+  tune = sub.add_parser("tune", help="tune every kernel a script runs (GPU); write a tuning file")
+  tune.add_argument("--out", default="pallas-prof-tuning.json",
+                    help="the tuning file to write (default ./pallas-prof-tuning.json)")
+  tune.add_argument("--budget-s", type=float, default=30.0, help="seconds of tuning per kernel")
+  tune.add_argument("script", help="the Python script to run")
+  tune.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
+
+
+def run(args) -> int:
+  if not os.path.isfile(args.script):
+    print(f"pallas-prof tune: no such file: {args.script}", file=sys.stderr)
+    return 2
+  with tempfile.TemporaryDirectory(prefix="pallas-prof-tune-") as tmp:
+    results_path = os.path.join(tmp, "results.json")
+    code = _CHILD.format(results=results_path, argv=[args.script, *args.script_args])
+    env = dict(os.environ, **{params.ENV: "1", params.BUDGET_ENV: str(args.budget_s)})
+    env.pop(params.TUNED_ENV, None)
+    proc = subprocess.run([sys.executable, "-c", code], env=env)
+    tunings = []
+    if os.path.exists(results_path):
+      with open(results_path) as f:
+        tunings = json.load(f)
+  if proc.returncode != 0:
+    print(f"pallas-prof tune: {args.script} exited with status {proc.returncode}", file=sys.stderr)
+  if not tunings:
+    print("pallas-prof tune: no kernel was tuned. Tuning times kernels on an NVIDIA GPU: on "
+          "a CPU they run through Triton's interpreter, and there is nothing to tune.",
+          file=sys.stderr)
+    return proc.returncode or 1
+  print_table(tunings)
+  write_tuning_file(args.out, tunings)
+  print(f"tuning file: {args.out} (apply it with PALLAS_PROF_TUNED={args.out})")
+  return proc.returncode
+
+
+def print_table(tunings: list[dict]) -> None:
+  from rich.console import Console
+  from rich.table import Table
+  t = Table(title="pallas-prof tune: cold replay time per launch (median); w warps, s stages")
+  t.add_column("kernel", no_wrap=True)
+  for c in ("default", "best", "speedup", "tried", "tuning s"):
+    t.add_column(c, no_wrap=True)
+  for k in tunings:
+    times = {(c["num_warps"], c["num_stages"]): c["median_s"] for c in k["candidates"]}
+    d, b = tuple(k["default"]), tuple(k["best"])
+    fmt = lambda w: f"{w[0]}w {w[1]}s " + (f"{times[w] * 1e6:.1f}us" if times.get(w) else "-")
+    speed = times.get(d) / times.get(b) if times.get(d) and times.get(b) else None
+    tried = f"{sum(1 for v in times.values() if v)} of {len(times)}"
+    t.add_row(k["kernel"], fmt(d), fmt(b), f"{speed:.2f}x" if speed else "-", tried,
+              "cached" if k["from_cache"] else f"{k['tuning_s']:.1f}")
+  Console().print(t)
+
+
+def write_tuning_file(path: str, tunings: list[dict]) -> None:
+  entries = {}
+  for k in tunings:
+    ident = k["identity"]
+    entries[(ident["source"], tuple(ident["target"]), ident["gpu"])] = {
+        "kernel": k["kernel"], "source": ident["source"], "target": ident["target"],
+        "gpu": ident["gpu"], "best": k["best"], "default": k["default"]}
+  with open(path, "w") as f:
+    json.dump({"version": params.CACHE_VERSION, "kernels": list(entries.values())}, f, indent=1)
