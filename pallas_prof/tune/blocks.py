@@ -160,8 +160,8 @@ def _tolerance(dtype) -> tuple[float, float]:
   dtype = np.dtype(dtype)
   if dtype.kind in "iub":
     return 0.0, 0.0
-  if dtype.itemsize <= 2:
-    return 1e-2, 1e-6
+  if dtype.itemsize <= 2:        # as JAX's own tests compare 16-bit attention outputs
+    return 2e-2, 1e-6
   if dtype.itemsize == 4:
     return 1e-4, 1e-12
   return 1e-10, 1e-300
