@@ -218,6 +218,7 @@ def tune_kernel(gk, default_ck, relower: Callable[[int, int], object], target, s
 def measure(compiled: dict, order: Sequence, default, settings: Autotune, aliases, zeroed,
             device: int, start: float, errors: dict) -> list[Candidate]:
   """Each compiled candidate on the default's inputs: outputs compared, then cold-timed."""
+  from ..backend.compile import assemble_cubin
   from ..profiler.launchspec import LaunchSpec
   from ..profiler.replayer import Replayer
   seed = 1234
@@ -231,7 +232,7 @@ def measure(compiled: dict, order: Sequence, default, settings: Autotune, aliase
       out.append(Candidate(*w, None, f"not timed: the {settings.budget_s:g} s budget was spent"))
       continue
     try:
-      ck = compiled[w].complete() if hasattr(compiled[w], "complete") else compiled[w]
+      ck = assemble_cubin(compiled[w])          # the GPU path deferred the default's cubin
       spec = LaunchSpec.from_compiled(ck, aliases, zeroed)
       with Replayer(spec, device, seed) as r:
         r.prepare(1)
