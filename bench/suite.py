@@ -134,8 +134,9 @@ def replay_ours(records, seconds: float) -> dict:
   """pallas-prof's kernels of the call, each timed by the product's replay runner
   (cold L2, median of launches; its own random inputs). Their sum is the Pallas
   part of a call (a backward pass also runs XLA ops between the kernels)."""
+  # no PC sampling (a child process per kernel) and no ceilings: timing only
   report = pallas_prof.profile(records, mode="cold", min_launches=20, min_seconds=seconds,
-                               nvml=False, ceilings=False)
+                               nvml=False, ceilings=False, sample=False)
   kernels, errors = {}, []
   for p in report.kernels:
     if p.runtime is not None:
