@@ -2,8 +2,8 @@
 or `PALLAS_PROF_AUTOTUNE=1`.
 
 When a kernel is lowered for the GPU with tuning asked for, each candidate
-(num_warps, num_stages) is lowered and compiled (the compiles run side by side,
-in the compile worker), launched by the profiler's replay runner on the same
+(num_warps, num_stages) is lowered and compiled through the compile worker
+(submitted together; the one worker process takes them one at a time), launched by the profiler's replay runner on the same
 seeded random inputs as the default, and kept only if its outputs equal the
 default's (bit for bit for integers, else within the dtype's rounding); the
 kept ones are timed with the runner's cold method (L2 flushed before each
@@ -196,7 +196,8 @@ def tune_kernel(gk, default_ck, relower: Callable[[int, int], object], target, s
   wanted = list(dict.fromkeys(wanted))
   compiled = {default: default_ck}
   errors: dict[tuple[int, int], str] = {}
-  with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:   # the worker compiles
+  # the one compile worker serialises these; the threads overlap the lowerings with it
+  with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
     futures = {pool.submit(lambda w=w: compile_fn(relower(*w))): w for w in wanted[1:]}
     for f in concurrent.futures.as_completed(futures):
       w = futures[f]
