@@ -1,6 +1,9 @@
-"""pallas-prof vs JAX's built-in Pallas Triton backend vs plain XLA, side by side, on a GPU.
+"""pallas-prof vs JAX's built-in Pallas Triton backend vs plain XLA, side by side, on a GPU:
+six forward ops at one shape each, with first-call phases and a cached recompile in a
+fresh process. The canonical benchmark is now bench/suite.py (more ops and shapes);
+this one stays for its first-call figures and as other scripts' library of op specs.
 
-    python bench/ops_vs_builtin.py [--out bench/results/ops_vs_builtin_h200.json] [--quick]
+    python bench/ops_vs_builtin.py [--out bench/results/ops_vs_builtin_h200.json] [--only softmax,mha]
 
 Method (see the device library's METHOD.md): inputs larger than L2, fresh
 random data, correctness checked before timing on every variant (with the
