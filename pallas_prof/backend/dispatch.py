@@ -11,18 +11,20 @@ reuse a load only until then; see context.Scope). Rules get a RuleContext.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
 
 from . import compat, emit, hooks
-from .codegen import EqnInfo, UnsupportedDtype, Value
+from .codegen import EqnInfo, UnsupportedDtype, Value, is_float
 from .context import KernelContext, Scope
 from .describe import describe
 from .effects import ANY_REF, jaxpr_write_targets, refs_read, write_targets
 from .errors import LoweringError, Unsupported
 from .folding import FOLDABLE, try_fold
 from .rules import ALIASES, all_rules, rule_for
+from .rules.table import REDUCTION, TRANSCENDENTAL, work_of
 
 
 class RuleContext:
@@ -75,6 +77,16 @@ class RuleContext:
 
   def forget_loads(self, refs=None) -> None:
     self.kernel.forget_loads(refs)
+
+  def record(self, **facts) -> None:
+    """Facts about the work of this equation, for its EquationRecord
+    (bytes_read, bytes_written, dot, trips, unrolled, ...), per execution by
+    one program. Byte counts add up: a swap reads the old value, then writes."""
+    for key, value in facts.items():
+      if key in _ADDITIVE_FACTS:
+        self.info.facts[key] = self.info.facts.get(key, 0) + value
+      else:
+        self.info.facts[key] = value
 
   def out_used(self, i: int = 0) -> bool:
     """Whether anything reads output i (a swap whose old value nobody reads skips the load)."""
@@ -235,6 +247,7 @@ def _lower_equation(kernel: KernelContext, eqn, info: EqnInfo, invals: list[Any]
                             f"rule: {type(e).__name__}: {e}",
                             "please report this with the kernel; meanwhile try writing "
                             "the operation differently", e) from e
+    _record_work(info, eqn)
     if writes is not None:
       # also what the rule itself loaded (a swap's old value); a loop body
       # that writes forgets them on entry too (lower_jaxpr)
@@ -275,6 +288,21 @@ def _operand_values(eqn, invals):
     if not isinstance(var, compat.Literal):
       values[var] = value
   return values.get
+
+
+_ADDITIVE_FACTS = frozenset({"bytes_read", "bytes_written"})
+
+
+def _record_work(info: EqnInfo, eqn) -> None:
+  """The FLOPs of an elementwise or reduction equation (its rule's registered
+  `work`), from its avals, unless the rule recorded its own: one per element
+  of the result (of the operand, for a reduction), float results only."""
+  kind = work_of(eqn.primitive)
+  if kind is None or not eqn.outvars or not is_float(eqn.outvars[0].aval.dtype):
+    return
+  aval = eqn.invars[0].aval if kind == REDUCTION and eqn.invars else eqn.outvars[0].aval
+  key = "transcendentals" if kind == TRANSCENDENTAL else "elementwise_flops"
+  info.facts.setdefault(key, math.prod(aval.shape))
 
 
 def _unsupported_hint(eqn) -> str:

@@ -1,147 +1,46 @@
-"""Bytes and FLOPs of one kernel launch, from the jaxpr and the block specs.
+"""Bytes and FLOPs of one kernel launch, from what the lowering rules recorded.
 
     bytes        every input read once and every output written once (the
                  traffic a launch cannot avoid; DRAM sees at least this)
-    block_bytes  what the programs' loads and stores move: each get/load
-                 and swap/store equation's block, times the loop trips
+    block_bytes  what the programs' loads and stores move: each equation's
+                 recorded bytes read and written, times the loop trips
                  around it, times the number of programs (re-reads of the
                  same block by several programs count each time; the L2
                  may serve them)
-    dot_flops    2*M*N*K per dot_general, times trips and programs
+    dot_flops    2*M*N*K per dot_general (the dot rule's dimensions), times
+                 trips and programs
     elementwise  one per output element of float arithmetic and per input
                  element of float reductions (transcendentals apart)
 
-Trip counts come from the generated source: a loop over `range(a, b[, s])`
-with literal bounds has a known count; a bound computed at run time (a
-causal mask's `pl.cdiv(...)`) makes the model inexact, and FLOPs are then
-left out (None) rather than guessed. A user's `pl.CostEstimate` replaces
-the model's bytes and FLOPs when given.
+Each GeneratedKernel equation record carries those facts (backend/artifacts.py,
+EquationRecord), per execution by one program. A loop records its trip count,
+or "dynamic" when a bound is computed at run time (a causal mask's
+`pl.cdiv(...)`): the model is then inexact, and FLOPs are left out (None)
+rather than guessed. A loop emitted straight-line has a record per iteration
+already and multiplies nothing. A user's `pl.CostEstimate` replaces the
+model's bytes and FLOPs when given.
 """
 from __future__ import annotations
-
-import math
-import re
-from collections import defaultdict
 
 import numpy as np
 
 from .schema import WorkModel
 
-LOOPS = ("scan", "while", "fori_loop")
-BRANCHES = ("cond", "switch")
-LOADS = ("get", "load", "masked_load")
-STORES = ("swap", "store", "masked_swap")
-READ_WRITES = ("addupdate", "atomic_rmw", "atomic_cas")
 
-TRANSCENDENTAL = {"exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos",
-                  "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh", "acosh",
-                  "atanh", "erf", "erfc", "erf_inv", "lgamma", "digamma", "pow", "sqrt", "rsqrt",
-                  "cbrt"}
-ARITHMETIC = {"add", "sub", "mul", "div", "rem", "max", "min", "neg", "abs", "sign", "square",
-              "integer_pow", "floor", "ceil", "round", "clamp", "nextafter", "reciprocal",
-              "add_any", "fma", "copysign"}
-REDUCTIONS = {"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin",
-              "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp", "reduce_precision"}
-
-_AVAL = re.compile(r"(?:Ref<[^>]*>\{)?~?([a-z0-9_]+)\[([0-9,\s]*)\]")
-_RANGE = re.compile(r"for\s+\w+\s+in\s+range\(([^()]*)\)\s*:")
-
-
-def parse_aval(text: str) -> tuple[np.dtype | None, tuple[int, ...]] | None:
-  """'float16[32,64]' / 'Ref<default>{bf16[8]}' / '~int32[]' -> (dtype, shape)."""
-  m = _AVAL.search(text or "")
-  if not m:
-    return None
-  dims = tuple(int(d) for d in m.group(2).replace(" ", "").split(",") if d)
-  return _dtype(m.group(1)), dims
-
-
-_SHORT = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "f64": "float64",
-          "i32": "int32", "i64": "int64", "i8": "int8", "i16": "int16", "u8": "uint8",
-          "u32": "uint32", "bool": "bool"}
-
-
-def _dtype(name: str) -> np.dtype | None:
+def _itemsize(dtype: str) -> int:
   import jax.numpy as jnp
-  try:
-    return jnp.dtype(_SHORT.get(name, name))
-  except TypeError:
-    return None
-
-
-def _nbytes(aval) -> int:
-  if aval is None or aval[0] is None:
-    return 0
-  return int(np.prod(aval[1], dtype=np.int64)) * aval[0].itemsize
-
-
-def _size(aval) -> int:
-  return 0 if aval is None else int(np.prod(aval[1], dtype=np.int64))
-
-
-def _is_float(dtype) -> bool:
-  import jax.numpy as jnp
-  return dtype is not None and bool(jnp.issubdtype(dtype, jnp.floating))
+  return jnp.dtype(dtype).itemsize
 
 
 def loop_trips(gk) -> dict[int, int | None]:
   """Trip count of each loop equation (None: known only at run time)."""
-  lines_of = defaultdict(list)
-  for line, idx in gk.line_map.items():
-    lines_of[idx].append(line)
-  source = gk.source.splitlines()
-  trips = {}
-  for e in gk.eqns:
-    if e.primitive not in LOOPS:
-      continue
-    count = None
-    for line in sorted(lines_of.get(e.index, ())):
-      m = _RANGE.search(source[line - 1])
-      if m:
-        count = _literal_range(m.group(1))
-        break
-    trips[e.index] = count
-  return trips
+  return {e.index: (e.trips if isinstance(e.trips, int) else None)
+          for e in gk.eqns if e.trips is not None}
 
 
-def _literal_range(args: str) -> int | None:
-  try:
-    values = [int(a.strip()) for a in args.split(",") if a.strip()]
-  except ValueError:
-    return None
-  if not 1 <= len(values) <= 3:
-    return None
-  return len(range(*values))
-
-
-def dot_flops(in_avals, out_avals) -> int | None:
-  """2*prod(out)*K for a dot_general, K inferred from the shapes (one contracting dim)."""
-  if len(in_avals) < 2 or not out_avals:
-    return None
-  lhs, rhs, out = parse_aval(in_avals[0]), parse_aval(in_avals[1]), parse_aval(out_avals[0])
-  if lhs is None or rhs is None or out is None:
-    return None
-  rl, rr, ro = len(lhs[1]), len(rhs[1]), len(out[1])
-  n_batch = rl + rr - 2 - ro
-  if n_batch < 0 or n_batch > ro:
-    return None
-  batch = int(np.prod(out[1][:n_batch], dtype=np.int64))
-  pl, pr, po = _size(lhs), _size(rhs), _size(out)
-  if po == 0 or batch == 0:
-    return 0
-  k2 = pl * pr / (po * batch)
-  k = int(round(math.sqrt(k2)))
-  if k * k * po * batch != pl * pr or k == 0 or k not in lhs[1] or k not in rhs[1]:
-    return None
-  return 2 * po * k
-
-
-def dot_class(gk, eqn) -> str | None:
+def dot_class(dot) -> str | None:
   """The matrix-rate ceiling a dot runs against: bf16, f16, tf32, f32, fp8, int8."""
-  lhs = parse_aval(eqn.in_avals[0]) if eqn.in_avals else None
-  if lhs is None or lhs[0] is None:
-    return None
-  name = lhs[0].name
+  name = dot.operand_dtype
   if name == "bfloat16":
     return "bf16"
   if name == "float16":
@@ -151,10 +50,7 @@ def dot_class(gk, eqn) -> str | None:
   if name in ("int8", "uint8"):
     return "int8"
   if name == "float32":
-    text = " ".join(gk.source.splitlines()[line - 1] for line, idx in gk.line_map.items()
-                    if idx == eqn.index)
-    m = re.search(r"input_precision=['\"](\w+)['\"]", text)
-    precision = m.group(1) if m else "tf32"     # Triton's default for f32 dots on sm_80+
+    precision = dot.precision or "tf32"     # Triton's default for f32 dots on sm_80+
     return "tf32" if precision.startswith("tf32") else "f32"
   return name
 
@@ -163,28 +59,26 @@ def work_model(gk, cost_estimate=None) -> WorkModel:
   """Bytes and FLOPs of one launch of a GeneratedKernel."""
   programs = int(np.prod(gk.grid, dtype=np.int64)) if gk.grid else 1
   notes = []
-  unique = sum(int(np.prod(p.shape, dtype=np.int64)) * np.dtype(_dtype(p.dtype)).itemsize
-               for p in gk.params)
-  trips = loop_trips(gk)
+  unique = sum(int(np.prod(p.shape, dtype=np.int64)) * _itemsize(p.dtype) for p in gk.params)
   by_index = {e.index: e for e in gk.eqns}
   exact = True
   unknown_loops = set()
   in_branch = False
 
   def multiplier(e) -> int | None:
+    """How often one program runs `e`: the trips of the loops around it."""
     nonlocal in_branch
-    m, parent = 1, e.parent
-    while parent is not None:
-      pe = by_index[parent]
-      if pe.primitive in LOOPS:
-        t = trips.get(parent)
-        if t is None:
-          unknown_loops.add(parent)
-          return None
-        m *= t
-      elif pe.primitive in BRANCHES:
+    m, node = 1, e
+    while node.parent is not None:
+      if node.region.startswith("branch"):
         in_branch = True
-      parent = pe.parent
+      pe = by_index[node.parent]
+      if pe.trips is not None and not pe.unrolled:
+        if not isinstance(pe.trips, int):
+          unknown_loops.add(pe.index)
+          return None
+        m *= pe.trips
+      node = pe
     return m
 
   block = 0
@@ -192,49 +86,24 @@ def work_model(gk, cost_estimate=None) -> WorkModel:
   flops_elem = 0
   transcendentals = 0
   dtypes = []
-  unknown_dots = []
   for e in gk.eqns:
-    prim = e.primitive
-    interesting = (prim in LOADS or prim in STORES or prim in READ_WRITES or prim == "dot_general"
-                   or prim in TRANSCENDENTAL or prim in ARITHMETIC or prim in REDUCTIONS)
-    if not interesting:
+    moved = e.bytes_read + e.bytes_written
+    if not (moved or e.dot is not None or e.elementwise_flops or e.transcendentals):
       continue
     mult = multiplier(e)
     if mult is None:
       exact = False
     count = None if mult is None else mult * programs
-    if prim in LOADS:
-      moved = _nbytes(parse_aval(e.out_avals[0])) if e.out_avals else 0
-    elif prim in STORES:
-      moved = _nbytes(parse_aval(e.in_avals[1])) if len(e.in_avals) > 1 else 0
-    elif prim in READ_WRITES:
-      moved = 2 * (_nbytes(parse_aval(e.in_avals[-1])) if e.in_avals else 0)
-    else:
-      moved = 0
     if moved and block is not None:
       block = None if count is None else block + moved * count
-    if prim == "dot_general":
-      f = dot_flops(e.in_avals, e.out_avals)
-      dtypes.append(dot_class(gk, e))
-      if f is None:
-        unknown_dots.append(e)
-      elif flops_dot is not None:
-        flops_dot = None if count is None else flops_dot + f * count
-      continue
-    if moved or prim in LOADS or prim in STORES or prim in READ_WRITES:
-      continue
-    out = parse_aval(e.out_avals[0]) if e.out_avals else None
-    if out is None or not _is_float(out[0]):
-      continue
-    if prim in REDUCTIONS:
-      n = _size(parse_aval(e.in_avals[0])) if e.in_avals else 0
-    else:
-      n = _size(out)
-    if prim in TRANSCENDENTAL:
-      if transcendentals is not None:
-        transcendentals = None if count is None else transcendentals + n * count
-    elif flops_elem is not None:
-      flops_elem = None if count is None else flops_elem + n * count
+    if e.dot is not None:
+      dtypes.append(dot_class(e.dot))
+      if flops_dot is not None:
+        flops_dot = None if count is None else flops_dot + e.dot.flops * count
+    if e.transcendentals and transcendentals is not None:
+      transcendentals = None if count is None else transcendentals + e.transcendentals * count
+    if e.elementwise_flops and flops_elem is not None:
+      flops_elem = None if count is None else flops_elem + e.elementwise_flops * count
   for idx in sorted(unknown_loops):
     e = by_index[idx]
     notes.append(f"loop [{idx}] {e.primitive} at {e.location} runs a number of times known "
@@ -243,11 +112,6 @@ def work_model(gk, cost_estimate=None) -> WorkModel:
   if in_branch:
     exact = False
     notes.append("equations inside cond branches are counted as if every branch ran")
-  for e in unknown_dots:
-    exact = False
-    flops_dot = None
-    notes.append(f"dot_general [{e.index}] at {e.location}: could not infer its contraction "
-                 f"size from {e.in_avals} -> {e.out_avals}")
   dot_dtype = _widest(dtypes)
   if len(set(d for d in dtypes if d)) > 1:
     notes.append(f"dots of several operand types {sorted(set(d for d in dtypes if d))}: "

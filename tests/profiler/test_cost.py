@@ -1,6 +1,9 @@
 """The bytes/FLOPs model on known shapes, numbers worked out by hand."""
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 from jax.experimental import pallas as pl
 
@@ -72,20 +75,121 @@ def test_cost_estimate_replaces_the_model(matmul_wgmma):
   assert any("cost_estimate" in n for n in w.notes)
 
 
-@pytest.mark.parametrize("lhs, rhs, out, flops", [
-    ("bfloat16[64,32]", "bfloat16[32,128]", "float32[64,128]", 2 * 64 * 128 * 32),
-    ("float16[8,64,16]", "float16[8,16,32]", "float32[8,64,32]", 2 * 8 * 64 * 32 * 16),
-    ("float32[16,48]", "float32[48]", "float32[16]", 2 * 16 * 48),
+# --- the facts the rules record ----------------------------------------------------------------
+
+def _lower(kernel, out_shape, *args, grid=(1,), in_specs=None, out_specs=None):
+  """The GeneratedKernel of one pallas_call, lowered (not run)."""
+  from tests.backend.test_memory import generated_kernel
+  specs = {} if in_specs is None else {"in_specs": in_specs, "out_specs": out_specs}
+  call = pl.pallas_call(kernel, grid=grid, out_shape=jax.ShapeDtypeStruct(*out_shape), **specs)
+  return generated_kernel(call, *args)
+
+
+def _records(gk, primitive):
+  return [e for e in gk.eqns if e.primitive == primitive]
+
+
+@pytest.mark.parametrize("lhs, rhs, dims, form, batch, m, n, k", [
+    ((24, 40), (40, 20), (((1,), (0,)), ((), ())), "matrix", 1, 24, 20, 40),
+    ((40, 24), (40, 20), (((0,), (0,)), ((), ())), "lhs transposed", 1, 24, 20, 40),
+    ((3, 24, 40), (3, 40, 20), (((2,), (1,)), ((0,), (0,))), "batched", 3, 24, 20, 40),
+    ((16, 48), (48,), (((1,), (0,)), ((), ())), "matrix-vector", 1, 16, 1, 48),
 ])
-def test_dot_flops_from_shapes(lhs, rhs, out, flops):
-  assert cost.dot_flops((lhs, rhs), (out,)) == flops
+def test_dot_records_its_dimensions(lhs, rhs, dims, form, batch, m, n, k):
+  """The dot rule records M, N, K and the batch as it emitted them (the old model
+  guessed K from a square root of the size products)."""
+  out = jax.eval_shape(lambda a, b: jax.lax.dot_general(a, b, dims),
+                       jax.ShapeDtypeStruct(lhs, jnp.bfloat16), jax.ShapeDtypeStruct(rhs, jnp.bfloat16))
+
+  def kernel(a_ref, b_ref, o_ref):
+    o_ref[...] = jax.lax.dot_general(a_ref[...], b_ref[...], dims,
+                                     preferred_element_type=jnp.float32).astype(o_ref.dtype)
+
+  gk = _lower(kernel, (out.shape, jnp.float32), np.ones(lhs, jnp.bfloat16),
+              np.ones(rhs, jnp.bfloat16))
+  [dot] = _records(gk, "dot_general")
+  assert (dot.dot.batch, dot.dot.m, dot.dot.n, dot.dot.k) == (batch, m, n, k), form
+  assert dot.dot.operand_dtype == "bfloat16" and dot.dot.precision is None
+  w = cost.work_model(gk)
+  assert w.dot_flops == 2 * batch * m * n * k and w.dot_dtype == "bf16"
 
 
-def test_parse_aval():
-  import numpy as np
-  assert cost.parse_aval("Ref<default>{bfloat16[64,128]}")[1] == (64, 128)
-  dtype, shape = cost.parse_aval("~int32[]")
-  assert dtype == np.int32 and shape == ()
+@pytest.mark.parametrize("precision, dot_class", [
+    (jax.lax.Precision.DEFAULT, "tf32"), (jax.lax.Precision.HIGHEST, "f32")])
+def test_f32_dot_class_from_the_recorded_precision(precision, dot_class):
+  def kernel(a_ref, b_ref, o_ref):
+    o_ref[...] = jnp.dot(a_ref[...], b_ref[...], precision=precision)
+
+  gk = _lower(kernel, ((16, 16), jnp.float32), np.ones((16, 32), np.float32),
+              np.ones((32, 16), np.float32))
+  [dot] = _records(gk, "dot_general")
+  assert cost.dot_class(dot.dot) == dot_class == cost.work_model(gk).dot_dtype
+  emitted = "input_precision" in gk.source
+  assert (dot.dot.precision is not None) == emitted
+
+
+def _row_loop_kernel(trips):
+  def kernel(x_ref, o_ref):
+    def body(i, acc):
+      return acc + jnp.exp(x_ref[i, :]) * 2.0
+    o_ref[...] = jax.lax.fori_loop(0, trips, body, jnp.zeros((x_ref.shape[1],), jnp.float32))
+  return kernel
+
+
+@pytest.mark.parametrize("trips, unrolled", [(3, True), (9, False)])
+def test_loops_record_their_trips(trips, unrolled):
+  """A loop records its trip count; one emitted straight-line has a record per
+  iteration and multiplies nothing, so both count the same work (the old model
+  read trip counts from `for ... in range(...)` in the source and called a
+  straight-line loop unknown)."""
+  gk = _lower(_row_loop_kernel(trips), ((37,), jnp.float32), np.ones((trips, 37), np.float32))
+  [loop] = [e for e in gk.eqns if e.trips is not None]
+  assert (loop.trips, loop.unrolled) == (trips, unrolled)
+  assert ("for " in gk.source) != unrolled
+  assert cost.loop_trips(gk) == {loop.index: trips}
+  w = cost.work_model(gk)
+  assert w.exact
+  assert w.transcendentals == trips * 37                      # exp of each row
+  assert w.elementwise_flops == trips * 2 * 37                # * 2.0 and + acc
+  # each row read once (f32), the result written once
+  assert w.block_bytes == trips * 37 * 4 + 37 * 4
+
+
+def test_a_loop_bound_known_at_run_time_is_dynamic():
+  def kernel(x_ref, o_ref):
+    n = pl.program_id(0) + 1
+    o_ref[...] = jax.lax.fori_loop(0, n, lambda i, acc: acc + x_ref[i, :],
+                                   jnp.zeros((37,), jnp.float32))
+
+  gk = _lower(kernel, ((37,), jnp.float32), np.ones((4, 37), np.float32), grid=(1,))
+  [loop] = [e for e in gk.eqns if e.trips is not None]
+  assert loop.trips == "dynamic" and cost.loop_trips(gk) == {loop.index: None}
+  w = cost.work_model(gk)
+  assert not w.exact and w.flops is None and w.block_bytes is None
+
+
+def test_memory_equations_record_the_bytes_they_move():
+  """A read and a write of a 5 x 37 f16 block of a ragged 12 x 37 array: the
+  block's bytes each (the padded lanes move nothing); a read of the same block
+  again reuses the load and moves nothing."""
+  def kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...] + x_ref[...]
+
+  spec = pl.BlockSpec((5, 37), lambda i: (i, 0))
+  gk = _lower(kernel, ((12, 37), jnp.float16), np.ones((12, 37), np.float16), grid=(3,),
+              in_specs=[spec], out_specs=spec)
+  reads = [e.bytes_read for e in gk.eqns if e.primitive == "get"]
+  writes = [e.bytes_written for e in gk.eqns if e.primitive == "swap"]
+  assert sorted(reads) == [0, 5 * 37 * 2] and writes == [5 * 37 * 2]
+  assert cost.work_model(gk).block_bytes == 3 * 2 * 5 * 37 * 2
+
+
+def test_records_survive_a_saved_run(tmp_path):
+  from pallas_prof.backend.artifacts import EquationRecord
+  gk = _lower(_row_loop_kernel(9), ((37,), jnp.float32), np.ones((9, 37), np.float32))
+  again = [EquationRecord.from_dict(e.to_dict()) for e in gk.eqns]
+  assert [(e.trips, e.bytes_read, e.transcendentals, e.text) for e in again] == \
+      [(e.trips, e.bytes_read, e.transcendentals, e.text) for e in gk.eqns]
 
 
 # --- rates and verdicts --------------------------------------------------------------------------

@@ -179,7 +179,9 @@ def _scan(ctx, *args, jaxpr, length, reverse, unroll=1, **params):
     lo = emit.cast(ctx.b, lower, lower.dtype)
     upper = (emit.const(lo.const + length, lo.dtype) if lo.const is not None
              else ctx.value("loop_end", f"{lo} + {literal(length, lo.dtype)}", lo.dtype))
-  if _straight_line(length, body):
+  straight = _straight_line(length, body)
+  ctx.record(trips=length, unrolled=straight)
+  if straight:
     outs = _run_straight(ctx, body, consts, lo if has_index else None, carry, consts_closed,
                          length)
     return ([upper] if has_index else []) + outs
@@ -241,8 +243,11 @@ def _while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
   fori_body = _fori_pattern(cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts)
   if fori_body is not None:
     lo, hi, rest = carry[0], carry[1], carry[2:]
-    if lo.const is not None and hi.const is not None and \
-        _straight_line(int(hi.const) - int(lo.const), fori_body):
+    static = lo.const is not None and hi.const is not None
+    straight = static and _straight_line(int(hi.const) - int(lo.const), fori_body)
+    ctx.record(trips=max(0, int(hi.const) - int(lo.const)) if static else "dynamic",
+               unrolled=straight)
+    if straight:
       outs = _run_straight(ctx, fori_body, body_consts, lo, rest, body_jaxpr.consts,
                            int(hi.const) - int(lo.const))
       return [hi, hi] + outs
@@ -261,6 +266,7 @@ def _while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     return [final, hi] + carried
   # a general while loop may spin on memory another program writes: none of
   # it reuses a load from before the loop
+  ctx.record(trips="dynamic")
   ctx.forget_loads()
   names = [_materialize(ctx, c, "carry") for c in carry]
   carried = _as_values(names, carry)

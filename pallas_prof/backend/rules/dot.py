@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from .. import emit
+from ..artifacts import DotFacts
 from ..codegen import Value, is_bool, is_float, is_int, next_pow2, tl_dtype
 from ..errors import Unsupported
 from .table import register
@@ -160,6 +161,11 @@ def _dot_general(ctx, a, b, *, dimension_numbers, precision=None, preferred_elem
   common = _common_dtype(a, b)
   algorithm = _algorithm(precision, common)
   operand_dtype = algorithm.operand_dtype or common
+  ctx.record(dot=DotFacts(
+      batch=a.shape[0] if batched else 1, m=a.shape[-2], n=b.shape[-1], k=a.shape[-1],
+      operand_dtype=np.dtype(operand_dtype).name,
+      # what _tl_dot passes to tl.dot (f32 operands only); None: Triton's default
+      precision=algorithm.input_precision if np.dtype(operand_dtype) == F32 else None))
   a = emit.cast(ctx.b, a, operand_dtype)
   b = emit.cast(ctx.b, b, operand_dtype)
   if is_int(operand_dtype) and operand_dtype != INT8:

@@ -24,7 +24,7 @@ from jax import lax
 from .. import emit
 from ..codegen import Value, is_bool, is_float, is_int, is_low_float, is_signed, literal, tl_dtype
 from ..errors import Unsupported
-from .table import register
+from .table import ARITHMETIC, REDUCTION, TRANSCENDENTAL, register
 
 F32 = np.dtype(np.float32)
 
@@ -33,8 +33,9 @@ def _optional(module, name):
   return getattr(module, name, None)
 
 
-def elementwise(*primitives):
-  """Registers an elementwise rule behind the checks every such rule needs."""
+def elementwise(*primitives, work: str | None = None):
+  """Registers an elementwise rule behind the checks every such rule needs;
+  `work`: what each element costs (rules.table.ARITHMETIC, ...), if anything."""
   def wrap(rule):
     def checked(ctx, *operands, **params):
       _reject_complex(ctx)
@@ -46,7 +47,7 @@ def elementwise(*primitives):
       return rule(ctx, *operands, **params)
     checked.__name__ = rule.__name__
     checked.__doc__ = rule.__doc__
-    register(*primitives)(checked)
+    register(*primitives, work=work)(checked)
     return rule
   return wrap
 
@@ -113,9 +114,10 @@ def _libdevice_unary(fn_name: str):
 
 
 for _prim, _fn in _LIBDEVICE_UNARY.items():
-  elementwise(_prim)(_libdevice_unary(_fn))
+  elementwise(_prim, work=ARITHMETIC if _fn in ("floor", "ceil") else TRANSCENDENTAL)(
+      _libdevice_unary(_fn))
 
-@elementwise(lax.erf_inv_p)
+@elementwise(lax.erf_inv_p, work=TRANSCENDENTAL)
 def _erf_inv(ctx, x, **params):
   """JAX's own erf_inv polynomial (what XLA and JAX's Triton backend compute),
   so results match XLA bit for bit; libdevice's erfinv differs in the last ulps."""
@@ -131,23 +133,23 @@ def _erf_inv(ctx, x, **params):
 
 # Primitives newer JAX versions have (jax 0.11: log2, one_minus_square).
 if getattr(lax, "log2_p", None) is not None:
-  elementwise(lax.log2_p)(_libdevice_unary("log2"))
+  elementwise(lax.log2_p, work=TRANSCENDENTAL)(_libdevice_unary("log2"))
 if getattr(lax, "one_minus_square_p", None) is not None:
-  @elementwise(lax.one_minus_square_p)
+  @elementwise(lax.one_minus_square_p, work=ARITHMETIC)
   def _one_minus_square(ctx, x, **params):
     _require_float("one_minus_square", x)
     # (1 + x)(1 - x), as XLA and JAX's own backend expand it
     return _float_op(ctx, "one_minus_square", lambda a: f"(1.0 + {a}) * (1.0 - {a})", x)
 
 
-@elementwise(lax.logistic_p)
+@elementwise(lax.logistic_p, work=TRANSCENDENTAL)
 def _logistic(ctx, x, **params):
   _require_float("logistic", x)
   # a Python float takes the other operand's float type in Triton
   return _float_op(ctx, "sigmoid", lambda a: f"1.0 / (1.0 + libdevice.exp({a} * -1.0))", x)
 
 
-@elementwise(lax.round_p)
+@elementwise(lax.round_p, work=ARITHMETIC)
 def _round(ctx, x, *, rounding_method):
   _require_float("round", x)
   fn = "rint" if int(rounding_method) == int(lax.RoundingMethod.TO_NEAREST_EVEN) else "round"
@@ -161,7 +163,7 @@ def _is_finite(ctx, x):
   return ctx.value("finite", f"tl.abs({xc}) < float(\"inf\")", np.bool_, x.shape)
 
 
-@elementwise(lax.abs_p)
+@elementwise(lax.abs_p, work=ARITHMETIC)
 def _abs(ctx, x):
   if is_bool(x.dtype) or (is_int(x.dtype) and not is_signed(x.dtype)):
     return x
@@ -170,7 +172,7 @@ def _abs(ctx, x):
   return ctx.value("abs", f"tl.abs({x})", x.dtype, x.shape)   # abs(INT_MIN) = INT_MIN
 
 
-@elementwise(lax.neg_p)
+@elementwise(lax.neg_p, work=ARITHMETIC)
 def _neg(ctx, x):
   if is_bool(x.dtype):
     raise Unsupported("negating a bool", "use ~x (logical not)")
@@ -180,7 +182,7 @@ def _neg(ctx, x):
   return ctx.value("neg", f"{literal(0, x.dtype)} - {x}", x.dtype, x.shape)
 
 
-@elementwise(lax.sign_p)
+@elementwise(lax.sign_p, work=ARITHMETIC)
 def _sign(ctx, x):
   dt = x.dtype
   if is_float(dt):
@@ -201,14 +203,14 @@ def _not(ctx, x):
   return ctx.value("not", f"{x} ^ {literal(_all_ones(x.dtype), x.dtype)}", x.dtype, x.shape)
 
 
-@elementwise(lax.square_p)
+@elementwise(lax.square_p, work=ARITHMETIC)
 def _square(ctx, x):
   if not is_float(x.dtype):
     return ctx.value("sq", f"{x} * {x}", x.dtype, x.shape)
   return _float_op(ctx, "sq", lambda a: f"{a} * {a}", x)
 
 
-@elementwise(lax.integer_pow_p)
+@elementwise(lax.integer_pow_p, work=ARITHMETIC)
 def _integer_pow(ctx, x, *, y):
   if y == 0:
     return ctx.full(x.shape, 1, x.dtype, "pow")
@@ -243,7 +245,7 @@ def _reciprocal(ctx, x, **params):
 
 try:
   from jax._src.pallas import primitives as _pp
-  elementwise(_pp.reciprocal_p)(_reciprocal)
+  elementwise(_pp.reciprocal_p, work=ARITHMETIC)(_reciprocal)
 except AttributeError:  # pragma: no cover - older JAX
   pass
 
@@ -306,16 +308,16 @@ def _arith(op: str, name: str):
 
 
 for _prim, _op in _OPERATORS.items():
-  elementwise(_prim)(_arith(_op, _prim.name))
+  elementwise(_prim, work=ARITHMETIC)(_arith(_op, _prim.name))
 
 try:
   from jax._src import ad_util as _ad_util
-  elementwise(_ad_util.add_jaxvals_p)(_arith("+", "add_any"))
+  elementwise(_ad_util.add_jaxvals_p, work=ARITHMETIC)(_arith("+", "add_any"))
 except AttributeError:  # pragma: no cover
   _ad_util = None
 
 
-@elementwise(lax.div_p)
+@elementwise(lax.div_p, work=ARITHMETIC)
 def _div(ctx, x, y):
   dt = _out_dtype(ctx)
   shape = _shape(ctx)
@@ -331,7 +333,7 @@ def _div(ctx, x, y):
   return ctx.value("div", f"tl.where({y} == 0, {literal(_all_ones(dt), dt)}, {q})", dt, shape)
 
 
-@elementwise(lax.rem_p)
+@elementwise(lax.rem_p, work=ARITHMETIC)
 def _rem(ctx, x, y):
   dt = _out_dtype(ctx)
   shape = _shape(ctx)
@@ -377,11 +379,11 @@ def _minmax(kind: str):
   return rule
 
 
-elementwise(lax.max_p)(_minmax("max"))
-elementwise(lax.min_p)(_minmax("min"))
+elementwise(lax.max_p, work=ARITHMETIC)(_minmax("max"))
+elementwise(lax.min_p, work=ARITHMETIC)(_minmax("min"))
 
 
-@elementwise(lax.pow_p)
+@elementwise(lax.pow_p, work=TRANSCENDENTAL)
 def _pow(ctx, x, y):
   _require_float("pow", x)
   xc = _compute(ctx, x)
@@ -391,13 +393,13 @@ def _pow(ctx, x, y):
   return _finish(ctx, r, _out_dtype(ctx))
 
 
-@elementwise(lax.atan2_p)
+@elementwise(lax.atan2_p, work=TRANSCENDENTAL)
 def _atan2(ctx, x, y):
   _require_float("atan2", x, y)
   return _float_op(ctx, "atan2", lambda a, b: f"libdevice.atan2({a}, {b})", x, y)
 
 
-@elementwise(lax.nextafter_p)
+@elementwise(lax.nextafter_p, work=ARITHMETIC)
 def _nextafter(ctx, x, y):
   """XLA's bit-level NextAfter, for every float width (libdevice has f32/f64 only)."""
   dt = _out_dtype(ctx)
@@ -585,7 +587,7 @@ def _select_n(ctx, which, *cases):
   return result
 
 
-@elementwise(lax.clamp_p)
+@elementwise(lax.clamp_p, work=ARITHMETIC)
 def _clamp(ctx, lo, x, hi):
   dt = _out_dtype(ctx)
   shape = _shape(ctx)
@@ -665,7 +667,7 @@ from jax._src.lax import lax as _lax_internal  # noqa: E402
 
 elementwise(_optional(_lax_internal, "copy_p"), _optional(_ad_util, "stop_gradient_p"))(_identity)
 register(_optional(lax, "optimization_barrier_p"))(lambda ctx, *xs: list(xs))
-elementwise(_optional(_lax_internal, "reduce_precision_p"))(_reduce_precision)
+elementwise(_optional(_lax_internal, "reduce_precision_p"), work=REDUCTION)(_reduce_precision)
 
 
 # --- what Triton cannot express ------------------------------------------------------

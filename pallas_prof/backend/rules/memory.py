@@ -9,6 +9,7 @@ slice runs past the block).
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -430,8 +431,15 @@ def _load_key(ref: RefValue, mask, other, load_options):
   return key
 
 
+def _moved_bytes(shape, dtype) -> int:
+  """The bytes a block of `shape` occupies in memory (int4: two elements a byte)."""
+  n = math.prod(shape)
+  return (n + 1) // 2 if is_packed4(dtype) else n * np.dtype(dtype).itemsize
+
+
 def _emit_read(ctx, ref: RefValue, mask=None, other=None, **load_options) -> Value:
   offset, full_mask, shape = address(ctx, ref, mask)
+  ctx.record(bytes_read=_moved_bytes(shape, ref.dtype))
   if is_packed4(ref.dtype):
     return _read_packed4(ctx, ref, offset, full_mask, shape, other, load_options)
   expr = _load_expr(ref, offset, full_mask, _other_value(ctx, ref, other) if full_mask else None,
@@ -442,6 +450,7 @@ def _emit_read(ctx, ref: RefValue, mask=None, other=None, **load_options) -> Val
 
 def _write(ctx, ref: RefValue, value: Value, mask=None, eviction_policy=None) -> None:
   offset, full_mask, shape = address(ctx, ref, mask, write=True)
+  ctx.record(bytes_written=_moved_bytes(shape, ref.dtype))
   value = _check_value(ctx, ref, value, shape)
   if is_packed4(ref.dtype):
     _write_packed4(ctx, ref, offset, full_mask, shape, value, eviction_policy)
@@ -605,6 +614,8 @@ _ATOMIC_FUNCS = {"xchg": "tl.atomic_xchg", "add": "tl.atomic_add", "max": "tl.at
 def _atomic(ctx, view: RefValue, value: Value, mask, kind: str) -> Value:
   ctx.kernel.atomic_refs.add(view.name)
   offset, full_mask, shape = address(ctx, view, mask, write=True)
+  moved = _moved_bytes(shape, view.dtype)
+  ctx.record(bytes_read=moved, bytes_written=moved)
   value = _check_value(ctx, view, value, shape)
   if kind in ("add",) and is_bool(view.dtype):
     raise Unsupported("atomic add on bool", "use atomic_or")
@@ -630,6 +641,8 @@ def _atomic_cas(ctx, ref, cmp, value):
   ctx.kernel.atomic_refs.add(view.name)
   # tl.atomic_cas takes no mask: not bounds-checked
   offset, mask, shape = address(ctx, view, write=True, check=False)
+  moved = _moved_bytes(shape, view.dtype)
+  ctx.record(bytes_read=moved, bytes_written=moved)
   cmp = _check_value(ctx, view, cmp, shape)
   value = _check_value(ctx, view, value, shape)
   if mask is not None:

@@ -11,7 +11,7 @@ from jax import lax
 from .. import emit
 from ..codegen import Value, is_bool, is_float, is_low_float, next_pow2
 from ..errors import Unsupported
-from .table import register
+from .table import REDUCTION, register
 
 F32 = np.dtype(np.float32)
 
@@ -124,10 +124,10 @@ def _reduction(kind: str):
   return rule
 
 
-register(lax.reduce_sum_p)(_reduction("sum"))
-register(lax.reduce_max_p)(_reduction("max"))
-register(lax.reduce_min_p)(_reduction("min"))
-register(lax.reduce_prod_p)(_reduction("prod"))
+register(lax.reduce_sum_p, work=REDUCTION)(_reduction("sum"))
+register(lax.reduce_max_p, work=REDUCTION)(_reduction("max"))
+register(lax.reduce_min_p, work=REDUCTION)(_reduction("min"))
+register(lax.reduce_prod_p, work=REDUCTION)(_reduction("prod"))
 register(lax.reduce_and_p)(_reduction("and"))
 register(lax.reduce_or_p)(_reduction("or"))
 register(lax.reduce_xor_p)(_reduction("xor"))
@@ -155,8 +155,8 @@ def _arg_reduction(kind: str):
   return rule
 
 
-register(lax.argmax_p)(_arg_reduction("argmax"))
-register(lax.argmin_p)(_arg_reduction("argmin"))
+register(lax.argmax_p, work=REDUCTION)(_arg_reduction("argmax"))
+register(lax.argmin_p, work=REDUCTION)(_arg_reduction("argmin"))
 
 
 def _cumulative(kind: str):
@@ -190,7 +190,7 @@ def combine_{kind}_int(a, b):
   return rule
 
 
-register(lax.cumsum_p)(_cumulative("sum"))
-register(lax.cumprod_p)(_cumulative("prod"))
-register(lax.cummax_p)(_cumulative("max"))
-register(lax.cummin_p)(_cumulative("min"))
+register(lax.cumsum_p, work=REDUCTION)(_cumulative("sum"))
+register(lax.cumprod_p, work=REDUCTION)(_cumulative("prod"))
+register(lax.cummax_p, work=REDUCTION)(_cumulative("max"))
+register(lax.cummin_p, work=REDUCTION)(_cumulative("min"))

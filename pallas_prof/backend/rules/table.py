@@ -38,22 +38,46 @@ ALIASES: dict[str, str] = {
 }
 
 
-def register(*primitives):
+# The work an elementwise or reduction equation does, for the profiler's work
+# model: one FLOP per output element (ARITHMETIC), one transcendental function
+# evaluation per output element (TRANSCENDENTAL), one FLOP per input element
+# (REDUCTION); counted for float results only. The dispatcher records it on
+# the equation's record from the avals (rules that know better record their own).
+ARITHMETIC, TRANSCENDENTAL, REDUCTION = "arithmetic", "transcendental", "reduction"
+WORK: dict[object, str] = {}
+
+# What a rule cannot do, in words, by primitive name (`pallas-prof rules`).
+LIMITS: dict[str, str] = {}
+
+
+def register(*primitives, work: str | None = None, limits: str | None = None):
+  """`@register(p, ...)`: `fn` lowers the primitives; `work` is one of
+  ARITHMETIC/TRANSCENDENTAL/REDUCTION, `limits` what the rule refuses."""
   def wrap(fn):
     for p in primitives:
       if p is not None:
         RULES[p] = fn
+        if work is not None:
+          WORK[p] = work
+        if limits:
+          LIMITS[p.name] = limits
     return fn
   return wrap
 
 
-def register_deferred(module: str, attr: str):
+def register_deferred(module: str, attr: str, limits: str | None = None):
   """register(), for the primitive `module.attr`, once that module is imported."""
   def wrap(fn):
     with _deferred_lock:
       _DEFERRED.append((module, attr, fn))
+    if limits:
+      LIMITS[attr[:-2] if attr.endswith("_p") else attr] = limits
     return fn
   return wrap
+
+
+def work_of(primitive) -> str | None:
+  return WORK.get(primitive)
 
 
 def _bind_deferred(import_now: bool = False) -> None:
