@@ -304,3 +304,38 @@ def eval_jaxpr(jaxpr, consts, *args):
   """core.eval_jaxpr, binding each equation under its own source info (so a
   rewritten equation still points at the user's line)."""
   return jax_core.eval_jaxpr(jaxpr, list(consts), *args)
+
+
+# --- printing jaxprs (lowering: equation texts that match the kernel's printout) -----
+
+def _pp_settings():
+  return jax_core.JaxprPpSettings(source_info=False, print_effects=False)
+
+
+def print_jaxpr(jaxpr):
+  """(text, context): `jaxpr` printed as JAX prints it (nested jaxprs in place),
+  and the naming context that printed it: pp_equation(eqn, context) then names
+  any of its equations, nested ones too, as the text does."""
+  dropvars = getattr(jax_core, "_dropvars", None)
+  try:
+    context = jax_core.JaxprPpContext(dropvars(jaxpr)) if dropvars else jax_core.JaxprPpContext()
+  except TypeError:      # a JAX whose context takes no names
+    context = jax_core.JaxprPpContext()
+  return jax_core.pp_jaxpr(jaxpr, context, _pp_settings()).format(), context
+
+
+def name_vars(jaxpr, context) -> None:
+  """Names, in order, the variables of a jaxpr `context` has not seen (an index
+  map's, a decomposition's), as printing it would."""
+  jax_core.pp_jaxpr(jaxpr, context, _pp_settings())
+
+
+def pp_equation(eqn, context) -> str:
+  return jax_core.pp_eqn(eqn, context, _pp_settings()).format()
+
+
+def pp_var(var, context) -> str:
+  if isinstance(var, jax_core.Literal):
+    return str(var)
+  doc = jax_core.pp_var(var, context)
+  return doc if isinstance(doc, str) else doc.format()

@@ -53,7 +53,10 @@ class KernelContext:
     self.replaying = False
     self.atomic_refs: set[str] = set()     # params updated with atomics (zeroed on GPU)
     self.bounds = None     # bounds.SiteTable in the bounds-checked mode
-    self.pp_contexts: dict[int, Any] = {}
+    # names the kernel's variables as jaxpr_text does (compat.print_jaxpr);
+    # pp_named: the jaxprs whose variables it has named, by id
+    self.pp_context = None
+    self.pp_named: dict[int, Any] = {}
     # one Scope per jaxpr being lowered, innermost last
     self.scopes: list[Scope] = []
     # ref (param) name -> the names of the refs that may share its memory

@@ -33,25 +33,18 @@ def _region_tag(region: str) -> str:
 
 
 def _eqn_text(kernel: KernelContext, jaxpr, eqn) -> str:
-  """The equation as JAX prints it, with the names of its enclosing jaxpr."""
-  from jax._src import core as jax_core
-  context = kernel.pp_contexts.get(id(jaxpr))
-  if context is None:
-    context = jax_core.JaxprPpContext()
-    settings = jax_core.JaxprPpSettings(source_info=False, print_effects=False)
-    jax_core.pp_jaxpr(jaxpr, context, settings)   # names vars in order
-    kernel.pp_contexts[id(jaxpr)] = context
-  settings = jax_core.JaxprPpSettings(source_info=False, print_effects=False)
-  text = jax_core.pp_eqn(eqn, context, settings).format()
-  lines = text.splitlines()
-  if len(lines) > 1 or len(text) > 240:
-    def var(v):
-      if isinstance(v, compat.Literal):
-        return str(v)
-      doc = jax_core.pp_var(v, context)
-      return doc if isinstance(doc, str) else doc.format()
-    outs = " ".join(var(v) for v in eqn.outvars)
-    ins = " ".join(var(v) for v in eqn.invars)
+  """The equation as JAX prints it, named as in the kernel's printed jaxpr
+  (GeneratedKernel.jaxpr_text): one naming for the whole kernel, nested
+  jaxprs included, so a report's marked line and its equation agree."""
+  context = kernel.pp_context
+  if context is None:               # a kernel context made without its printout
+    context = kernel.pp_context = compat.print_jaxpr(jaxpr)[1]
+  if id(jaxpr) not in kernel.pp_named:
+    compat.name_vars(jaxpr, context)   # an index map's variables, in order
+    kernel.pp_named[id(jaxpr)] = jaxpr
+  text = compat.pp_equation(eqn, context)
+  if "\n" in text or len(text) > 240:
+    outs = " ".join(compat.pp_var(v, context) for v in eqn.outvars)
+    ins = " ".join(compat.pp_var(v, context) for v in eqn.invars)
     text = f"{outs} = {eqn.primitive.name}[...] {ins}".strip()
   return text
-

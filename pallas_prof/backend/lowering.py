@@ -94,7 +94,7 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, *, num_warp
   start_time = time.perf_counter()
   kname = kernel_name_of(jaxpr, name)
   src_info = getattr(jaxpr.debug_info, "func_src_info", None) or kname
-  jaxpr_text = str(jaxpr)
+  jaxpr_text, pp_context = compat.print_jaxpr(jaxpr)
 
   def call_error(reason: str, hint: str | None) -> LoweringError:
     site = pallas_call_info(call_site, jaxpr, kname, grid_mapping)
@@ -119,6 +119,7 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, *, num_warp
     b = KernelBuilder(kname, header)
     kernel = KernelContext(b, kname, grid, [], compute_capability,
                            getattr(grid_mapping, "grid_names", None), jaxpr_text)
+    kernel.pp_context = pp_context
     if check_bounds:
       from .bounds import SiteTable
       kernel.bounds = SiteTable()

@@ -104,6 +104,11 @@ def test_error_report(case):
       assert f"= {primitive}" in first
     (facts,) = [t for t in text.splitlines() if t.lstrip().startswith("equation:")]
     assert f"[{err.eqn.index}] {err.eqn.text}" in facts
+    # one naming throughout: the equation line says what the marked jaxpr line says
+    binder = first.lstrip(" >").split()[0].split(":")[0]
+    assert err.eqn.text.split()[0].split(":")[0] == binder
+    if "[...]" not in err.eqn.text:
+      assert " ".join(first.lstrip(" >").split()) in " ".join(err.eqn.text.split())
     assert "operands:" in text and ", ".join(err.eqn.in_avals) in text
     assert "rule:" in text
   # spans: the failing equation's span (lowering) or the compile's (Triton) is ERROR
