@@ -5,11 +5,15 @@
                                  KernelParams it takes)
     compile:   CompiledKernel   (every stage's text, Triton's metadata, ptxas's
                                  resource figures, stage times)
+    launch:    LaunchSpec       (what a launch outside JAX needs: the cubin, grid,
+                                 parameters, aliasing; the profiler's replay and
+                                 its child processes load it, with no JAX)
 
 Each stage makes its artifact once and never changes it; work on an artifact
-(compiling, assembling a cubin) is a function that returns a new one. Each
-artifact has one save(dir)/load(dir) with a schema version, shared by the
-disk cache and the run directory.
+(compiling, assembling a cubin) is a function that returns a new one.
+CompiledKernel and LaunchSpec have one save(dir)/load(dir) each, with a schema
+version, shared by the disk cache, the run directory and the profiler's child
+processes (the run directory keeps the GeneratedKernel: cli/artifacts.py).
 """
 from __future__ import annotations
 
@@ -31,6 +35,11 @@ class KernelParam:
   shape: tuple[int, ...]        # the whole array's, not the block's
   role: str                     # "input" | "output" | "check" (bounds-checked mode's flags)
   index: int                    # position among inputs or outputs
+
+  @property
+  def nbytes(self) -> int:
+    """Bytes of the whole array as numpy holds it (the replay's buffers)."""
+    return param_nbytes(self.dtype, self.shape)
 
 
 # --- lowering: one record per jaxpr equation ----------------------------------------
@@ -348,3 +357,118 @@ class CompiledKernel:
   def __repr__(self) -> str:
     return (f"CompiledKernel({self.name}, {self.target[0]}:{self.target[1]}, "
             f"stages={sorted(self.asm)}, cache={self.cache})")
+
+
+# --- launch: what a launch outside JAX needs -------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class LaunchSpec:
+  """A compiled kernel's launch, as the profiler's replay (in this process or a
+  child, under ncu) performs it: cubin, grid, launch figures, parameters."""
+  SCHEMA: ClassVar[str] = "pallas-prof/launch/1"
+
+  name: str                              # the kernel's symbol in the cubin
+  cubin: bytes
+  launch_grid: tuple[int, int, int]
+  num_warps: int
+  warp_size: int
+  shared: int
+  num_ctas: int
+  global_scratch_size: int
+  global_scratch_align: int
+  profile_scratch_size: int
+  profile_scratch_align: int
+  params: tuple                          # KernelParam, in the kernel's order
+  aliases: tuple[tuple[int, int], ...]   # (input index, output index)
+  zeroed_outputs: tuple[int, ...]        # output indices zeroed before each launch
+  ptx_param_count: int | None            # .param entries of the PTX's .entry
+
+  def __post_init__(self):
+    object.__setattr__(self, "launch_grid", tuple(int(g) for g in self.launch_grid))
+    object.__setattr__(self, "params", tuple(self.params))
+    object.__setattr__(self, "aliases", tuple((int(i), int(o)) for i, o in self.aliases))
+    object.__setattr__(self, "zeroed_outputs", tuple(sorted(int(i) for i in self.zeroed_outputs)))
+
+  @classmethod
+  def from_compiled(cls, ck: CompiledKernel, aliases=(), zeroed_outputs=()) -> "LaunchSpec":
+    """ck's launch (its cubin must be assembled: compile.assemble_cubin).
+    ValueError where the replay cannot launch it."""
+    gk = ck.generated
+    if gk is None:
+      raise ValueError(f"kernel {ck.name}: no GeneratedKernel, so its parameters are unknown")
+    md = ck.metadata
+    zeroed = set(zeroed_outputs)
+    aliased_outs = {o for _, o in aliases}
+    for p in gk.outputs:
+      if p.name in getattr(gk, "atomic_params", ()) and p.index not in aliased_outs:
+        zeroed.add(p.index)     # the GPU path zeroes outputs updated with atomics
+    target = md.get("target") or {}
+    if md.get("launch_cooperative_grid") or md.get("launch_pdl"):
+      raise ValueError(f"kernel {ck.name}: cooperative-grid / PDL launches are not supported "
+                       "by the replay")
+    name = str(md.get("name") or ck.name)
+    return cls(
+        name=name, cubin=ck.cubin, launch_grid=gk.launch_grid, num_warps=int(md["num_warps"]),
+        warp_size=int(target.get("warp_size", md.get("warp_size", 32)) or 32),
+        shared=int(md.get("shared", 0) or 0), num_ctas=int(md.get("num_ctas", 1) or 1),
+        global_scratch_size=int(md.get("global_scratch_size", 0) or 0),
+        global_scratch_align=int(md.get("global_scratch_align", 1) or 1),
+        profile_scratch_size=int(md.get("profile_scratch_size", 0) or 0),
+        profile_scratch_align=int(md.get("profile_scratch_align", 1) or 1),
+        params=gk.params, aliases=aliases, zeroed_outputs=zeroed,
+        ptx_param_count=ptx_param_count(ck.asm.get("ptx", ""), name))
+
+  @property
+  def inputs(self) -> list:
+    return [p for p in self.params if p.role == "input"]
+
+  @property
+  def outputs(self) -> list:
+    return [p for p in self.params if p.role == "output"]
+
+  @property
+  def programs(self) -> int:
+    n = 1
+    for g in self.launch_grid:
+      n *= g
+    return n
+
+  def save(self, directory: str) -> None:
+    """Writes spec.json and kernel.cubin into `directory`."""
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "kernel.cubin"), "wb") as f:
+      f.write(self.cubin)
+    meta = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "cubin"}
+    meta["params"] = [dataclasses.asdict(p) for p in self.params]
+    _write_json(os.path.join(directory, "spec.json"), {"schema": self.SCHEMA, **meta})
+
+  @classmethod
+  def load(cls, directory: str) -> "LaunchSpec":
+    meta = _read_json(os.path.join(directory, "spec.json"), cls.SCHEMA)
+    meta.pop("schema")
+    with open(os.path.join(directory, "kernel.cubin"), "rb") as f:
+      cubin = f.read()
+    meta["params"] = [KernelParam(**{**p, "shape": tuple(p["shape"])}) for p in meta["params"]]
+    return cls(cubin=cubin, **meta)
+
+
+def param_nbytes(dtype: str, shape: tuple[int, ...]) -> int:
+  """Bytes of an array of this dtype and shape as numpy holds it (int4: a byte
+  per element); numpy and ml_dtypes, no JAX."""
+  import numpy as np
+  n = int(np.prod(shape, dtype=np.int64))
+  try:
+    itemsize = np.dtype(dtype).itemsize
+  except TypeError:
+    import ml_dtypes
+    itemsize = np.dtype(getattr(ml_dtypes, dtype)).itemsize
+  return n * itemsize
+
+
+def ptx_param_count(ptx: str, name: str) -> int | None:
+  """Number of .param entries of the kernel's .entry in the PTX."""
+  import re
+  m = re.search(r"\.entry\s+" + re.escape(name) + r"\s*\((.*?)\)", ptx, re.S)
+  if m is None:
+    return None
+  return len(re.findall(r"\.param\b", m.group(1)))

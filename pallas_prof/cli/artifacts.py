@@ -9,6 +9,8 @@
     <out>/kernels/<label>/source.py     the generated Triton source
     <out>/kernels/<label>/compiled.json and kernel.{ttir,ttgir,ll,ptx,cubin}
                                         the CompiledKernel (CompiledKernel.save)
+    <out>/kernels/<label>/spec.json     its LaunchSpec (LaunchSpec.save; shares kernel.cubin):
+                                        `python -m pallas_prof.profiler.runner DIR` replays it
 
 `load_kernel` rebuilds the GeneratedKernel / CompiledKernel pair from those
 files, so `pallas-prof show` works on a saved run without re-running it; runs
@@ -25,7 +27,7 @@ import time
 from typing import Any
 
 from ..backend.artifacts import (STAGE_FILES, STAGES, CompiledKernel, EquationRecord,
-                                  GeneratedKernel, KernelParam)
+                                  GeneratedKernel, KernelParam, LaunchSpec)
 
 REPORT = "report.json"    # written and read by cli/report.py's RunReport
 
@@ -62,6 +64,12 @@ def save_kernel(out_dir: str, label: str, gk: GeneratedKernel, ck: CompiledKerne
     ck.save(d)
     files.update({stage: os.path.join(rel, STAGE_FILES[stage]) for stage in ck.asm})
     files["compiled"] = os.path.join(rel, "compiled.json")
+    if not ck.cubin_deferred:
+      try:
+        LaunchSpec.from_compiled(ck, aliases).save(d)
+        files["launch"] = os.path.join(rel, "spec.json")
+      except ValueError:
+        pass                 # a launch the replay cannot do (cooperative grid): none to save
   files["kernel"] = os.path.join(rel, "kernel.json")
   with open(os.path.join(out_dir, files["kernel"]), "w") as f:
     json.dump(meta, f, indent=1, default=str)
@@ -103,7 +111,10 @@ def load_kernel(kernel_dir: str) -> tuple[GeneratedKernel, CompiledKernel | None
 
 
 def load_aliases(kernel_dir: str) -> tuple[tuple[int, int], ...]:
-  """The saved kernel's input_output_aliases (none in runs saved before they were kept)."""
+  """The saved kernel's input_output_aliases: its LaunchSpec's, else kernel.json's
+  (a kernel without a cubin); none in runs saved before either kept them."""
+  if os.path.exists(os.path.join(kernel_dir, "spec.json")):
+    return LaunchSpec.load(kernel_dir).aliases
   with open(os.path.join(kernel_dir, "kernel.json")) as f:
     meta = json.load(f)
   return tuple((int(i), int(o)) for i, o in meta.get("input_output_aliases", ()))

@@ -26,7 +26,7 @@ import numpy as np
 
 from . import driver
 from .driver import ProfilerError, call
-from .launchspec import ParamSpec
+from .launchspec import own_param
 from .own_kernels import compile_own_kernel, own_launch_spec
 from .replayer import Replayer
 from .schema import Ceilings, DeviceInfo, Rates, WorkModel
@@ -139,8 +139,8 @@ def copy_kernel_spec(cc: int, nbytes: int = COPY_BYTES, block: int = 4096, num_w
                                                    "BLOCK": "constexpr"},
                                 {"BLOCK": block}, cc, num_warps)
   return own_launch_spec(compiled, (n // block, 1, 1), num_warps,
-                         [ParamSpec("src", "float32", (n,), "input", 0),
-                          ParamSpec("dst", "float32", (n,), "output", 0)])
+                         [own_param("src", "float32", (n,), "input", 0),
+                          own_param("dst", "float32", (n,), "output", 0)])
 
 
 def measure_copy_kernel(index: int, nbytes: int = COPY_BYTES) -> float:

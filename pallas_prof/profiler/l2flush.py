@@ -19,7 +19,7 @@ import numpy as np
 
 from . import driver
 from .driver import ProfilerError, call
-from .launchspec import ParamSpec
+from .launchspec import own_param
 from .own_kernels import compile_own_kernel, own_launch_spec
 
 BLOCK = 4096                 # int32 per program: 16 KiB
@@ -46,8 +46,8 @@ def flush_spec(cc: int, l2_bytes: int):
   """The flush kernel's LaunchSpec for an L2 of `l2_bytes` on sm_`cc`."""
   n = scratch_bytes(l2_bytes) // 4
   return own_launch_spec(_compiled(cc), (n // BLOCK, 1, 1), NUM_WARPS,
-                         [ParamSpec("src", "int32", (n,), "input", 0),
-                          ParamSpec("out", "int32", (1,), "output", 0)])
+                         [own_param("src", "int32", (n,), "input", 0),
+                          own_param("out", "int32", (1,), "output", 0)])
 
 
 class L2Flush:

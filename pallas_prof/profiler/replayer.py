@@ -11,7 +11,7 @@ import numpy as np
 
 from . import driver, l2flush
 from .driver import ProfilerError, call
-from .launchspec import LaunchSpec, ParamSpec, np_dtype
+from .launchspec import KernelParam, LaunchSpec, np_dtype
 from .policy import (BATCH, MAX_SECONDS, POISONS, check_batch, enough, launch_plan, pacing_gap,
                      plan_sets, random_values, unwritten_elements)
 from .throttle import ThrottleGuard
@@ -130,7 +130,7 @@ class Replayer:
       self.notes.append(f"outputs {spec.zeroed_outputs} are zeroed before every launch "
                         "(outside the timed events), as the JAX path does")
 
-  def _fill_input(self, p: ParamSpec, buf, stride: int, rng) -> None:
+  def _fill_input(self, p: KernelParam, buf, stride: int, rng) -> None:
     dtype = np_dtype(p.dtype)
     per_set = stride // dtype.itemsize
     if self.given_inputs is not None:

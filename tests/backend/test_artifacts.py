@@ -1,5 +1,6 @@
 """The compile-side artifacts: frozen, work done by functions that return new
-ones, one save/load each with a schema version (disk cache, run directory)."""
+ones, one save/load each with a schema version (disk cache, run directory,
+the profiler's child processes)."""
 from __future__ import annotations
 
 import ast
@@ -10,7 +11,7 @@ import os
 import pytest
 
 from pallas_prof.backend import artifacts, compile as pcompile, compile_cache
-from pallas_prof.backend.artifacts import CompiledKernel, SchemaMismatch
+from pallas_prof.backend.artifacts import CompiledKernel, LaunchSpec, SchemaMismatch
 from pallas_prof.cli import artifacts as run_dir
 from tests.backend.test_compile import _lower_example
 
@@ -90,15 +91,55 @@ def test_the_disk_cache_never_loads_an_entry_of_another_layout(softmax, tmp_path
   assert again.cache == "miss" and again.ptx == first.ptx
 
 
+def test_launch_spec_round_trip_and_schema(softmax, tmp_path):
+  _, ck = softmax
+  with pytest.raises(ValueError, match="assemble_cubin"):
+    LaunchSpec.from_compiled(ck)               # no cubin: the caller assembles it
+  spec = LaunchSpec.from_compiled(pcompile.assemble_cubin(ck), aliases=[(0, 0)])
+  spec.save(str(tmp_path))
+  assert sorted(os.listdir(tmp_path)) == ["kernel.cubin", "spec.json"]
+  back = LaunchSpec.load(str(tmp_path))
+  assert back == spec and back.aliases == ((0, 0),)
+  assert [(p.name, p.dtype, p.shape, p.role, p.index) for p in back.params] == [
+      (p.name, p.dtype, tuple(p.shape), p.role, p.index) for p in ck.generated.params]
+  assert back.params[0].nbytes == 16 * 300 * 4
+  meta = json.loads((tmp_path / "spec.json").read_text())
+  (tmp_path / "spec.json").write_text(json.dumps({**meta, "schema": "pallas-prof/launch/0"}))
+  with pytest.raises(SchemaMismatch):
+    LaunchSpec.load(str(tmp_path))
+
+
+def test_a_child_process_loads_a_launch_spec_without_jax(softmax, tmp_path):
+  """The profiler's children (PC sampling) stub the pallas_prof package to skip
+  JAX's import (1-2 s); the launch spec they load must not bring it back."""
+  import subprocess
+  import sys
+  _, ck = softmax
+  LaunchSpec.from_compiled(pcompile.assemble_cubin(ck)).save(str(tmp_path))
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  code = ("import sys, types\n"
+          f"p = types.ModuleType('pallas_prof'); p.__path__ = [{root!r} + '/pallas_prof']\n"
+          "sys.modules['pallas_prof'] = p\n"
+          "from pallas_prof.backend.artifacts import LaunchSpec\n"
+          f"spec = LaunchSpec.load({str(tmp_path)!r})\n"
+          "print(spec.name, sum(p.nbytes for p in spec.params),\n"
+          "      sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'triton')))\n")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+  assert out.returncode == 0, out.stderr
+  assert out.stdout.split() == [ck.name, str(2 * 16 * 300 * 4), "[]"]
+
+
 def test_run_directory_keeps_the_artifacts_and_reads_older_runs(softmax, tmp_path):
   gk, ck = softmax
   full = pcompile.assemble_cubin(ck)
   files = run_dir.save_kernel(str(tmp_path), "softmax_kernel#abc", gk, full, aliases=[(0, 0)])
   kdir = os.path.dirname(os.path.join(tmp_path, files["kernel"]))
-  assert {"compiled", "ptx", "cubin"} <= set(files)
+  assert {"compiled", "launch", "ptx", "cubin"} <= set(files)
   loaded_gk, loaded = run_dir.load_kernel(kdir)
   assert loaded == dataclasses.replace(full, generated=loaded_gk)
   assert run_dir.load_aliases(kdir) == ((0, 0),)
+  spec = LaunchSpec.load(kdir)                 # what `python -m ...profiler.runner DIR` replays
+  assert spec.cubin == full.cubin and spec.aliases == ((0, 0),)
   # a run saved before compiled.json: its compile lived in kernel.json
   compiled = json.loads(open(os.path.join(kdir, "compiled.json")).read())
   os.remove(os.path.join(kdir, "compiled.json"))
@@ -109,6 +150,7 @@ def test_run_directory_keeps_the_artifacts_and_reads_older_runs(softmax, tmp_pat
       "spill_stores", "spill_loads", "stack_bytes", "ptxas_log", "cache")}
   with open(os.path.join(kdir, "kernel.json"), "w") as f:
     json.dump(meta, f)
+  os.remove(os.path.join(kdir, "spec.json"))
   _, old = run_dir.load_kernel(kdir)
   assert old.cubin == full.cubin and old.registers == full.registers and old.ptx == full.ptx
   assert run_dir.load_aliases(kdir) == ()
