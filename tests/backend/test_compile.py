@@ -289,7 +289,7 @@ def test_start_warmup_boots_the_worker_and_imports_the_rules(monkeypatch, tmp_pa
   assert set(status["stages_s"]) == {"ttir", "ttgir", "llir", "ptx"}
 
 
-def test_a_compile_that_waits_for_the_worker_says_how_long():
+def test_a_compile_that_waits_for_the_worker_says_how_long(monkeypatch):
   """The first compile after the worker (re)starts waits for its start-up
   (Python, `import triton`); one queued behind another compile waits for that.
   Both waits are measured, kept on the compiled kernel, and shown in the trace
@@ -329,9 +329,16 @@ def test_a_compile_that_waits_for_the_worker_says_how_long():
   other = threading.Thread(target=another_compile)
   other.start()
   holding.wait(10)
-  threading.Timer(0.3, release.set).start()
+  send = compile_worker.compile
+
+  def send_then_release(request):          # the other compile ends 0.3 s after ours is sent
+    threading.Timer(0.3, release.set).start()
+    return send(request)
+
+  monkeypatch.setattr(compile_worker, "compile", send_then_release)
   with traced() as exporter:
     queued = fresh_compile()
+  monkeypatch.undo()
   other.join()
   (wait,) = [s for s in exporter.get_finished_spans() if s.name == "compile wait"]
   assert wait.attributes["pallas.compile.worker_queue_ms"] >= 250
