@@ -100,3 +100,37 @@ def test_the_custom_call_gets_the_small_ptx_and_the_artifact_keeps_its_own(layer
   monkeypatch.setenv("JAX_TRITON_PTXAS_EXTRA_FLAGS", "-O3 -lineinfo")
   launch.triton_kernel_call(ck)
   assert made["ptx"] == ck.ptx
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_jaxlib_runs_the_small_payload_and_computes_the_same(monkeypatch):
+  """jaxlib (the real one) takes the PTX without line info and no TTIR, and the
+  kernel computes what XLA computes; the payload is printed for the record."""
+  import zlib
+
+  import numpy as np
+  monkeypatch.delenv("JAX_TRITON_PTXAS_EXTRA_FLAGS", raising=False)
+  ck = _layer_norm_5120()
+  call = launch.triton_kernel_call(ck)
+  proto = call.to_proto(ck.name, b"")
+  assert b".loc" not in proto and b".debug_info" not in proto and b"tt.func" not in proto
+  full = len(zlib.compress(ck.ptx.encode() + ck.asm["ttir"].encode()))
+  print(f"payload: {len(zlib.compress(proto))} bytes compressed (PTX + TTIR whole: {full})")
+  rng = np.random.default_rng()
+  x = jnp.asarray(rng.standard_normal((64, 5120)), jnp.bfloat16)
+  w = jnp.asarray(rng.standard_normal((1, 5120)), jnp.float32)
+  def kernel(x_ref, w_ref, o_ref):
+    x = x_ref[...].astype(jnp.float32)
+    centered = x - jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.mean(centered * centered, axis=-1, keepdims=True)
+    o_ref[...] = (centered * jax.lax.rsqrt(var + 1e-5) * w_ref[...]).astype(o_ref.dtype)
+
+  spec = pl.BlockSpec((1, 5120), lambda i: (i, 0))
+  got = jax.jit(lambda a, b: pl.pallas_call(       # pallas-prof's CompilerParams select it
+      kernel, grid=(64,), in_specs=[spec, pl.BlockSpec((1, 5120), lambda i: (0, 0))],
+      out_specs=spec, out_shape=jax.ShapeDtypeStruct(a.shape, a.dtype),
+      compiler_params=pallas_prof.CompilerParams(num_warps=8))(a, b))(x, w)
+  x32 = np.asarray(x, np.float32)
+  c = x32 - x32.mean(-1, keepdims=True)
+  ref = c / np.sqrt((c * c).mean(-1, keepdims=True) + 1e-5) * np.asarray(w)
+  np.testing.assert_allclose(np.asarray(got, np.float32), ref, rtol=2e-2, atol=2e-2)
