@@ -111,6 +111,22 @@ step_attribution() {   # measured attribution (#15): known-answer kernels, softm
     2>&1 | tail -60
 }
 
+step_reliability() {   # issue #18: the bounds-checked mode on the GPU (an illegal read is a
+  # BoundsError, the process alive), check mode's cost, and the fuzzer on the GPU
+  timeout ${RELIABILITY_TEST_TIMEOUT:-240} python3 -m pytest -q -p no:cacheprovider -rfE \
+    tests/backend/test_bounds_gpu.py tests/backend/test_bounds.py tests/backend/test_coverage.py \
+    tests/backend/test_scan_arrays.py 2>&1 | tail -15
+  timeout ${BOUNDS_COST_TIMEOUT:-120} python3 bench/bounds_cost.py --out "$OUT/bounds_cost_h200.json" \
+    2>&1 | grep -v Warning | tail -6
+  timeout $(( ${FUZZ_SECONDS:-240} + 60 )) python3 bench/fuzz.py --device gpu --seconds ${FUZZ_SECONDS:-240} \
+    --examples ${FUZZ_EXAMPLES:-2000} --seed ${FUZZ_SEED:-18} --out "$OUT/fuzz_gpu.json" \
+    --corpus "$OUT/fuzz_gpu_repro" 2>&1 | tail -12
+}
+
+step_sanitize() {   # compute-sanitizer: examples, JAX's GPU ops fwd+bwd, fuzzer programs
+  OUT="$OUT" timeout ${SANITIZE_TIMEOUT:-900} bash bench/sanitize_gpu.sh 2>&1 | tail -40
+}
+
 for s in "${@:-env}"; do
   log "step $s"
   "step_$s" 2>&1 | tee "$OUT/step_$s.log"
