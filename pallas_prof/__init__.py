@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os as _os
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402,F401
 
 from .backend import CompilerParams, LoweringError, install, installed, uninstall  # noqa: E402
 from .backend import registration as _registration  # noqa: E402

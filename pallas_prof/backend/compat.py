@@ -339,3 +339,77 @@ def pp_var(var, context) -> str:
     return str(var)
   doc = jax_core.pp_var(var, context)
   return doc if isinstance(doc, str) else doc.format()
+
+
+# --- primitives and helpers of JAX's internals the rules need ----------------------
+
+from jax._src import ad_checkpoint as _ad_checkpoint  # noqa: E402
+from jax._src import ad_util as _ad_util  # noqa: E402
+from jax._src import custom_derivatives as _custom_derivatives  # noqa: E402
+from jax._src import debugging as _debugging  # noqa: E402
+from jax._src import pjit as _pjit  # noqa: E402
+from jax._src.lax import lax as _lax_internal  # noqa: E402
+
+# None where this JAX has no such primitive (rules.table.register skips None)
+jit_p = getattr(_pjit, "jit_p", None) or getattr(_pjit, "pjit_p", None)
+reshard_p = getattr(_pjit, "reshard_p", None)
+custom_jvp_call_p = _custom_derivatives.custom_jvp_call_p
+custom_vjp_call_p = getattr(_custom_derivatives, "custom_vjp_call_p", None)
+custom_vjp_call_jaxpr_p = getattr(_custom_derivatives, "custom_vjp_call_jaxpr_p", None)
+remat_p = _ad_checkpoint.remat_p
+add_jaxvals_p = getattr(_ad_util, "add_jaxvals_p", None)
+stop_gradient_p = getattr(_ad_util, "stop_gradient_p", None)
+copy_p = getattr(_lax_internal, "copy_p", None)
+reduce_precision_p = getattr(_lax_internal, "reduce_precision_p", None)
+stack_p = getattr(_lax_internal, "stack_p", None)
+unstack_p = getattr(_lax_internal, "unstack_p", None)
+debug_print_p = _debugging.debug_print_p
+merge_callback_args = _debugging.merge_callback_args      # debug_print's operands back in order
+reciprocal_p = getattr(pallas_primitives, "reciprocal_p", None)
+
+# Effects of ref operands (the dispatcher's memory-effect analysis)
+ReadEffect = state_types.ReadEffect
+WriteEffect = state_types.WriteEffect
+AccumEffect = state_types.AccumEffect
+
+
+def erf_inv_lowering_helper():
+  """JAX's polynomial for erf_inv (what XLA and JAX's Triton backend compute)."""
+  from jax._src.pallas import utils as pallas_utils
+  return pallas_utils.erf_inv_lowering_helper
+
+
+def pattern_match_scan_to_fori_loop(jaxpr, num_consts: int, num_carry: int):
+  from jax._src.pallas import utils as pallas_utils
+  return pallas_utils.pattern_match_scan_to_fori_loop(jaxpr, num_consts, num_carry)
+
+
+def lax_special_impl(name: str, broadcast_and_upcast: bool):
+  """JAX's lax-level implementation `name` of a special function (what XLA
+  compiles), None where this JAX has none."""
+  from jax._src.lax import special
+  impl = getattr(special, name, None)
+  if impl is not None and broadcast_and_upcast:
+    impl = special._up_and_broadcast(impl)
+  return impl
+
+
+def sanitize_name(name: str) -> str:
+  """A kernel name as JAX's MLIR lowering spells it."""
+  return mlir.sanitize_name(name)
+
+
+def builtin_triton_pallas_call_lowering():
+  """JAX's own Pallas Triton lowering of pallas_call (imports its Triton dialects)."""
+  from jax._src.pallas.triton import pallas_call_registration as builtin
+  return builtin.pallas_call_lowering
+
+
+def jax_profiler_session_active() -> bool:
+  """Whether jax.profiler is tracing (it holds CUPTI, which allows one subscriber)."""
+  try:
+    from jax._src import profiler as jax_profiler
+  except ImportError:
+    return False
+  state = getattr(jax_profiler, "_profile_state", None)
+  return getattr(state, "profile_session", None) is not None

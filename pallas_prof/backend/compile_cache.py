@@ -72,7 +72,7 @@ def libdevice_cache() -> str | None:
 
 def compile_key(gk: GeneratedKernel, target: tuple[str, int]) -> str:
   """Content address of a compile. Cheap: a cache hit never imports triton."""
-  from .. import __version__
+  from ..version import __version__
   options = compile_options(gk)
   parts = [gk.source, f"options={sorted(options.items())}",
            f"libraries={[_file_digest(path) for _, path in options.get('extern_libs', ())]}",

@@ -46,7 +46,6 @@ def write_targets(eqn, value_of):
   not known). Any other effect, or a
   written operand that is not a kernel ref, counts as a write anywhere, and
   so do primitives known to write anywhere."""
-  from jax._src.state import types as state_types
   name = eqn.primitive.name
   if name in ANYWHERE_WRITERS:
     return ANY_REF
@@ -67,9 +66,9 @@ def write_targets(eqn, value_of):
   if name in REF_WRITERS and not (eqn.invars and add(eqn.invars[0])):
     return ANY_REF
   for e in eqn.effects:
-    if isinstance(e, state_types.ReadEffect):
+    if isinstance(e, compat.ReadEffect):
       continue
-    if isinstance(e, (state_types.WriteEffect, state_types.AccumEffect)) \
+    if isinstance(e, (compat.WriteEffect, compat.AccumEffect)) \
         and add(getattr(e, "input", None)):
       continue
     return ANY_REF

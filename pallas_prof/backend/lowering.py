@@ -57,9 +57,8 @@ class CollectionClock:
 
 
 def kernel_name_of(jaxpr, name: str | None = None) -> str:
-  from jax._src.interpreters import mlir
   fn = name or getattr(jaxpr.debug_info, "func_name", None) or "kernel"
-  return mlir.sanitize_name(fn)
+  return compat.sanitize_name(fn)
 
 
 def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,

@@ -117,12 +117,11 @@ def route_to_builtin(active: bool) -> None:
 
 
 def _lower_with_builtin(ctx, in_nodes, params):
-  from jax._src.pallas.triton import pallas_call_registration as builtin
   cp = params.get("compiler_params")
   warps, stages = _num_warps_stages(cp)
   params = dict(params, compiler_params=compat.builtin_triton_compiler_params()(
       num_warps=warps, num_stages=stages))
-  return builtin.pallas_call_lowering(ctx, *in_nodes, **params)
+  return compat.builtin_triton_pallas_call_lowering()(ctx, *in_nodes, **params)
 
 
 def _ensure_registered() -> None:

@@ -109,7 +109,7 @@ def exporters_from_env() -> list[SpanExporter]:
 
 
 def _resource(service_name: str | None) -> Resource:
-  from .. import __version__
+  from ..version import __version__
   attributes: dict[str, Any] = {"pallas_prof.version": __version__, "process.pid": os.getpid(),
                                 "host.name": socket.gethostname()}
   known = compat.distributed_process()
@@ -213,7 +213,7 @@ class Tracing(contextlib.ContextDecorator):
     return out
 
   def start(self) -> "Tracing":
-    from .. import __version__
+    from ..version import __version__
     if self._active:
       raise RuntimeError("this tracing() is already active")
     c = self._config

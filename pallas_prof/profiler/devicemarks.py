@@ -39,12 +39,11 @@ def mark_jax_devices() -> str:
   import jax
   import jax.numpy as jnp
   import numpy as np
-  from jax._src import xla_bridge
   from jax.experimental import pallas as pl
 
-  from .. import CompilerParams
-  from ..backend import registry
-  if not xla_bridge.backends_are_initialized():
+  from ..backend.registration import CompilerParams
+  from ..backend import compat, registry
+  if not compat.backends_initialized():
     return "JAX never started a backend"
   gpus = [d for d in jax.devices() if d.platform == "gpu"]
   if not gpus:

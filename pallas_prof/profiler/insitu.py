@@ -113,12 +113,8 @@ def cupti_holders(environ=None) -> list[str]:
 
 
 def _jax_trace_active() -> bool:
-  try:
-    from jax._src import profiler as jax_profiler
-  except ImportError:
-    return False
-  state = getattr(jax_profiler, "_profile_state", None)
-  return getattr(state, "profile_session", None) is not None
+  from ..backend import compat
+  return compat.jax_profiler_session_active()
 
 
 # --- Proton's output ---------------------------------------------------------------------------

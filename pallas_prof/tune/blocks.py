@@ -105,7 +105,7 @@ def _environment_now() -> dict:
     triton_version = triton.__version__
   except ImportError:
     triton_version = None
-  from .. import __version__
+  from ..version import __version__
   dev = jax.devices()[0]
   return {"device": f"{dev.platform}:{getattr(dev, 'device_kind', '')}", "jax": jax.__version__,
           "triton": triton_version, "pallas_prof": __version__}

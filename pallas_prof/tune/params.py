@@ -163,7 +163,7 @@ def write_results(path: str) -> None:
 def _identity(gk, target, settings: Autotune, device_name: str) -> dict:
   import jax
   import triton
-  from .. import __version__
+  from ..version import __version__
   return {"kernel": gk.name, "source": source_digest(gk),
           "target": list(target), "gpu": device_name, "jax": jax.__version__,
           "triton": triton.__version__, "pallas_prof": __version__,

@@ -28,8 +28,6 @@ from ..refs import RefValue
 from .table import register
 from .scan_arrays import lower_scan_over_arrays
 
-from jax._src.pallas import utils as pallas_utils
-
 
 def _materialize(ctx, v, hint: str) -> str:
   """A fresh variable holding `v` with its exact Triton type (for carries/outs)."""
@@ -170,7 +168,7 @@ def _scan(ctx, *args, jaxpr, length, reverse, unroll=1, **params):
   if n_xs or n_ys:
     return lower_scan_over_arrays(ctx, args, jaxpr, consts_closed, length=length,
                                   reverse=reverse, num_consts=num_consts, num_carry=num_carry)
-  body, has_index = pallas_utils.pattern_match_scan_to_fori_loop(jaxpr, num_consts, num_carry)
+  body, has_index = compat.pattern_match_scan_to_fori_loop(jaxpr, num_consts, num_carry)
   consts, carry = list(args[:num_consts]), list(args[num_consts:])
   for c in carry:
     _check_carry(c, "carry")
@@ -323,14 +321,10 @@ def _inline(param: str, region: str):
   return rule
 
 
-from jax._src import pjit as _pjit  # noqa: E402
-from jax._src import custom_derivatives as _cd  # noqa: E402
-from jax._src import ad_checkpoint as _ac  # noqa: E402
-
-register(getattr(_pjit, "jit_p", None) or getattr(_pjit, "pjit_p", None))(_inline("jaxpr", "call"))
+register(compat.jit_p)(_inline("jaxpr", "call"))
 register(*compat.closed_call_primitives)(_inline("call_jaxpr", "call"))
-register(_cd.custom_jvp_call_p)(_inline("call_jaxpr", "custom_jvp"))
-register(getattr(_cd, "custom_vjp_call_p", None))(_inline("call_jaxpr", "custom_vjp"))
-register(getattr(_cd, "custom_vjp_call_jaxpr_p", None))(_inline("fun_jaxpr", "custom_vjp"))
-register(_ac.remat_p)(_inline("jaxpr", "remat"))
-register(getattr(_pjit, "reshard_p", None))(lambda ctx, x, **p: x)
+register(compat.custom_jvp_call_p)(_inline("call_jaxpr", "custom_jvp"))
+register(compat.custom_vjp_call_p)(_inline("call_jaxpr", "custom_vjp"))
+register(compat.custom_vjp_call_jaxpr_p)(_inline("fun_jaxpr", "custom_vjp"))
+register(compat.remat_p)(_inline("jaxpr", "remat"))
+register(compat.reshard_p)(lambda ctx, x, **p: x)

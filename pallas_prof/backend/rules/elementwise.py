@@ -21,7 +21,7 @@ import numpy as np
 import jax.numpy as jnp
 from jax import lax
 
-from .. import emit
+from .. import compat, emit
 from ..codegen import Value, is_bool, is_float, is_int, is_low_float, is_signed, literal, tl_dtype
 from ..errors import Unsupported
 from .table import ARITHMETIC, REDUCTION, TRANSCENDENTAL, register
@@ -122,10 +122,9 @@ def _erf_inv(ctx, x, **params):
   """JAX's own erf_inv polynomial (what XLA and JAX's Triton backend compute),
   so results match XLA bit for bit; libdevice's erfinv differs in the last ulps."""
   import jax
-  from jax._src.pallas import utils as pallas_utils
   _require_float("erf_inv", x)
   xc = _compute(ctx, x)
-  closed = jax.make_jaxpr(pallas_utils.erf_inv_lowering_helper)(
+  closed = jax.make_jaxpr(compat.erf_inv_lowering_helper())(
       jax.ShapeDtypeStruct(xc.shape, xc.dtype))
   (out,) = ctx.lower_jaxpr(closed.jaxpr, [xc], "decomposition", consts=closed.consts)
   return _finish(ctx, out, x.dtype)
@@ -243,11 +242,7 @@ def _reciprocal(ctx, x, **params):
   return _float_op(ctx, "recip", lambda a: f"1.0 / {a}", x)
 
 
-try:
-  from jax._src.pallas import primitives as _pp
-  elementwise(_pp.reciprocal_p, work=ARITHMETIC)(_reciprocal)
-except AttributeError:  # pragma: no cover - older JAX
-  pass
+elementwise(compat.reciprocal_p, work=ARITHMETIC)(_reciprocal)
 
 
 # --- bit counts ------------------------------------------------------------------------
@@ -310,11 +305,7 @@ def _arith(op: str, name: str):
 for _prim, _op in _OPERATORS.items():
   elementwise(_prim, work=ARITHMETIC)(_arith(_op, _prim.name))
 
-try:
-  from jax._src import ad_util as _ad_util
-  elementwise(_ad_util.add_jaxvals_p, work=ARITHMETIC)(_arith("+", "add_any"))
-except AttributeError:  # pragma: no cover
-  _ad_util = None
+elementwise(compat.add_jaxvals_p, work=ARITHMETIC)(_arith("+", "add_any"))
 
 
 @elementwise(lax.div_p, work=ARITHMETIC)
@@ -663,11 +654,9 @@ def _reduce_precision(ctx, x, *, exponent_bits, mantissa_bits):
   return Value(reduced, dt, x.shape)
 
 
-from jax._src.lax import lax as _lax_internal  # noqa: E402
-
-elementwise(_optional(_lax_internal, "copy_p"), _optional(_ad_util, "stop_gradient_p"))(_identity)
+elementwise(compat.copy_p, compat.stop_gradient_p)(_identity)
 register(_optional(lax, "optimization_barrier_p"))(lambda ctx, *xs: list(xs))
-elementwise(_optional(_lax_internal, "reduce_precision_p"), work=REDUCTION)(_reduce_precision)
+elementwise(compat.reduce_precision_p, work=REDUCTION)(_reduce_precision)
 
 
 # --- what Triton cannot express ------------------------------------------------------
@@ -698,13 +687,10 @@ def _decomposed(impl_name: str, broadcast_and_upcast: bool):
   one XLA compiles for these primitives), traced at the operands' types."""
   def rule(ctx, *operands, **params):
     import jax
-    from jax._src.lax import special
-    impl = getattr(special, impl_name, None)
+    impl = compat.lax_special_impl(impl_name, broadcast_and_upcast)
     if impl is None:   # pragma: no cover - a JAX without this implementation
       raise Unsupported(f"this JAX has no lax implementation `{impl_name}` to lower",
                         "compute it outside the kernel and pass the result in")
-    if broadcast_and_upcast:
-      impl = special._up_and_broadcast(impl)
     avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in ctx.avals_in]
     closed = jax.make_jaxpr(lambda *args: impl(*args, **params))(*avals)
     (out,) = ctx.lower_jaxpr(closed.jaxpr, list(operands), "decomposition",

@@ -39,17 +39,16 @@ def _axis_index(ctx, *, axis_name, **params):
                     "name the grid axes with pl.GridSpec(grid_names=...)")
 
 
-from jax._src import debugging as _debugging  # noqa: E402
 
 
-@register(_debugging.debug_print_p)
+@register(compat.debug_print_p)
 def _debug_print(ctx, *args, fmt, ordered=False, **params):
   if ordered:
     raise Unsupported("ordered debug_print", "use ordered=False inside kernels")
   in_tree = params.get("in_tree")
   static_args = params.get("static_args")
   if in_tree is not None and static_args is not None:
-    args, kwargs = _debugging.merge_callback_args(in_tree, args, static_args)
+    args, kwargs = compat.merge_callback_args(in_tree, args, static_args)
     if kwargs:
       raise Unsupported("debug_print with keyword arguments", "pass values positionally")
   prefix = re.sub(r"\{[^{}]*\}", "", fmt).strip()

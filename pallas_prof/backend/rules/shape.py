@@ -13,7 +13,7 @@ import math
 import numpy as np
 from jax import lax
 
-from .. import emit
+from .. import compat, emit
 from ..codegen import Value, is_bool, is_low_float, next_pow2, padded_shape, tl_dtype
 from ..errors import Unsupported
 from .table import register
@@ -368,10 +368,9 @@ def _concatenate_halves(ctx, a: Value, b: Value, dimension: int, shape) -> Value
   return ctx.value("concat", f"tl.reshape({moved}, {emit.shape_expr(shape)})", a.dtype, shape)
 
 
-from jax._src.lax import lax as _lax_internal  # noqa: E402
 
 
-@register(getattr(_lax_internal, "stack_p", None))
+@register(compat.stack_p)
 def _stack(ctx, *xs, axis):
   """jnp.stack: a unit axis inserted in each piece, then a concatenation."""
   if len(xs) == 2 and axis == xs[0].ndim and xs[0].shape == xs[1].shape:
@@ -385,7 +384,7 @@ def _stack(ctx, *xs, axis):
   return _concatenate(ctx, *pieces, dimension=axis)
 
 
-@register(getattr(_lax_internal, "unstack_p", None))
+@register(compat.unstack_p)
 def _unstack(ctx, x, *, axis):
   n = x.shape[axis]
   if n == 2 and axis == x.ndim - 1:

@@ -1,0 +1,141 @@
+"""The package's shape: no import cycle, modules small enough to read in one
+sitting, no OpenTelemetry under backend/, JAX's internals through compat.py only.
+
+Read from the source with `ast` (nothing is imported), so a violation is
+found whether or not the code path that would import it runs.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import pathlib
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "pallas_prof"
+
+def _modules() -> dict[str, pathlib.Path]:
+  """Dotted module name -> file, for every module of the package."""
+  out = {}
+  for path in sorted(PACKAGE.rglob("*.py")):
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+      parts = parts[:-1]
+    out[".".join(parts)] = path
+  return out
+
+
+MODULES = _modules()
+
+
+def _package_of(module: str, path: pathlib.Path) -> str:
+  return module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+
+def _imports(module: str, path: pathlib.Path) -> list[tuple[str, int]]:
+  """(imported module, line) for every import statement in the file, at any
+  depth (an import inside a function is still a dependency: it only moves the
+  cycle to run time)."""
+  tree = ast.parse(path.read_text(), str(path))
+  package = _package_of(module, path)
+  out = []
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      out += [(alias.name, node.lineno) for alias in node.names]
+    elif isinstance(node, ast.ImportFrom):
+      if node.level:
+        base = package.split(".")
+        base = base[:len(base) - (node.level - 1)]
+        target = ".".join(base + ([node.module] if node.module else []))
+      else:
+        target = node.module or ""
+      for alias in node.names:
+        sub = f"{target}.{alias.name}"
+        # `from pkg import submodule` depends on the submodule, not on pkg's __init__
+        out.append((sub if sub in MODULES else target, node.lineno))
+  return out
+
+
+def _graph() -> dict[str, set[str]]:
+  graph = {}
+  for module, path in MODULES.items():
+    graph[module] = {target for target, _ in _imports(module, path)
+                     if target in MODULES and target != module}
+  return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+  """The strongly connected components of more than one module (Tarjan)."""
+  index, low, on_stack, stack, out = {}, {}, set(), [], []
+  counter = [0]
+
+  def visit(v):
+    index[v] = low[v] = counter[0]
+    counter[0] += 1
+    stack.append(v)
+    on_stack.add(v)
+    for w in sorted(graph[v]):
+      if w not in index:
+        visit(w)
+        low[v] = min(low[v], low[w])
+      elif w in on_stack:
+        low[v] = min(low[v], index[w])
+    if low[v] == index[v]:
+      component = []
+      while True:
+        w = stack.pop()
+        on_stack.discard(w)
+        component.append(w)
+        if w == v:
+          break
+      if len(component) > 1:
+        out.append(sorted(component))
+
+  for v in sorted(graph):
+    if v not in index:
+      visit(v)
+  return out
+
+
+def test_the_import_graph_sees_imports():
+  """The checks below are only as good as the graph: it must see the imports
+  a reader sees (relative, absolute, inside functions)."""
+  graph = _graph()
+  registration = graph["pallas_prof.backend.registration"]
+  assert {"pallas_prof.backend.compat", "pallas_prof.backend.lowering"} <= registration
+  assert "pallas_prof.backend.rules.table" in graph["pallas_prof.backend.rules.memory"]
+  assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+  assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_backend_knows_nothing_of_opentelemetry():
+  offenders = [f"{path.relative_to(PACKAGE)}:{line}: {target}"
+               for module, path in MODULES.items() if module.startswith("pallas_prof.backend")
+               for target, line in _imports(module, path)
+               if target == "opentelemetry" or target.startswith("opentelemetry.")]
+  assert not offenders, "OpenTelemetry imported under backend/:\n" + "\n".join(offenders)
+
+
+COMPAT = "pallas_prof.backend.compat"
+
+
+def test_jax_internals_only_in_compat():
+  offenders = [f"{path.relative_to(PACKAGE)}:{line}: {target}"
+               for module, path in MODULES.items() if module != COMPAT
+               for target, line in _imports(module, path)
+               if target == "jax._src" or target.startswith("jax._src.")]
+  assert not offenders, ("jax._src imported outside backend/compat.py (add a name there):\n"
+                         + "\n".join(offenders))
+
+
+@pytest.mark.parametrize("source, found", [
+    ("from jax._src import core\n", True),
+    ("def f():\n  import jax._src.pallas.core as pc\n", True),
+    ("from jax import lax\n", False),
+])
+def test_the_checks_see_nested_and_aliased_imports(tmp_path, source, found):
+  path = tmp_path / "m.py"
+  path.write_text(source)
+  targets = [t for t, _ in _imports("pallas_prof.m", path)]
+  assert any(t.startswith("jax._src") for t in targets) == found
