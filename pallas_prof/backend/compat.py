@@ -413,3 +413,20 @@ def jax_profiler_session_active() -> bool:
     return False
   state = getattr(jax_profiler, "_profile_state", None)
   return getattr(state, "profile_session", None) is not None
+
+
+# --- how errors reach the user -------------------------------------------------------
+
+# JAX wraps an exception raised while it lowers an equation in an exception of
+# this type carrying the user's frames and a copy of the message (printed above
+# it: the message twice), unless the exception already is one. A LoweringError
+# names the user's line itself, so it is one (backend/errors.py).
+ErrorWithUserContext = source_info_util.JaxStackTraceBeforeTransformation
+
+
+def hide_frames_in_tracebacks(path: str) -> None:
+  """Frames of files under `path` leave the tracebacks JAX filters, as JAX's own
+  do (JAX_TRACEBACK_FILTERING=off shows them)."""
+  from jax._src import traceback_util
+  if path not in getattr(traceback_util, "_exclude_paths", ()):
+    traceback_util.register_exclusion(path)

@@ -4,13 +4,20 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from . import compat
 
-class LoweringError(Exception):
+
+class LoweringError(compat.ErrorWithUserContext):
   """A Pallas kernel could not be lowered (or compiled) by pallas-prof.
 
   The message names the kernel, the primitive, the equation and the user's
   file:line, and says what is supported instead. The structured fields let
   pallas_prof.instrument render an annotated report.
+
+  Its base class tells JAX the error already carries the user's context, so
+  JAX does not chain a copy of it (the message printed twice); the backend's
+  frames leave JAX's filtered tracebacks (registration.py), so outside
+  `pallas-prof run` the user sees their own frames and this message once.
   """
 
   def __init__(self, reason: str, *, hint: str | None = None, kernel: str | None = None,

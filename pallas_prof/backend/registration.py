@@ -10,6 +10,7 @@ rule unchanged. `uninstall()` ends the takeover.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 from . import bounds, compat, coverage, registry
@@ -130,6 +131,8 @@ def _ensure_registered() -> None:
   compat.register_platform_lowering(compat.pallas_call_p, _lower_cpu, "cpu")
   compat.register_platform_lowering(compat.pallas_call_p, _lower_cuda, "cuda")
   compat.register_backend_lowering_rule(CompilerParams, _lower_cuda_explicit, "gpu")
+  # the lowering's frames are not the user's: out of JAX's filtered tracebacks
+  compat.hide_frames_in_tracebacks(os.path.dirname(os.path.abspath(__file__)))
   _registered["done"] = True
 
 

@@ -165,3 +165,31 @@ def test_render_rich_on_a_terminal():
   assert "pallas-prof: cannot lower `reshape`" in text
   assert f"{_tagged_line('non_pow2_reshape')}" in text
   assert err.hint in text
+
+
+def test_a_lowering_error_outside_pallas_prof_run_is_one_clean_report(tmp_path):
+  """A program run with plain python: the message once (JAX used to chain a copy
+  of it), the user's frames only (the lowering's ~40 were shown between)."""
+  import subprocess
+  import sys
+  script = tmp_path / "bad_kernel.py"
+  script.write_text(
+      "import jax, jax.numpy as jnp\n"
+      "from jax.experimental import pallas as pl\n"
+      "import pallas_prof\n"
+      "pallas_prof.install()\n"
+      "def kernel(x_ref, o_ref):\n"
+      "  o_ref[...] = jnp.sort(x_ref[...])\n"
+      "x = jnp.ones((16,), jnp.float32)\n"
+      "pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((16,), jnp.float32))(x)\n")
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  env.pop("JAX_TRACEBACK_FILTERING", None)
+  proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                        timeout=300)
+  assert proc.returncode == 1
+  err = proc.stderr
+  assert err.count("cannot lower `sort`") == 1, err
+  assert err.count("hint: sorting inside a kernel") == 1, err
+  assert f"{script}:6 (in kernel)" in err and f'File "{script}", line 8' in err
+  assert "pallas_prof/backend" not in err and "Traceback" in err, err
+  assert len(err.splitlines()) < 20, err
