@@ -13,7 +13,6 @@ which ejected programs carry too.
 """
 from __future__ import annotations
 
-import os
 import zlib
 
 import numpy as np
@@ -149,41 +148,6 @@ def cpu_call(gk: GeneratedKernel, out_avals, input_output_aliases, on_launch=Non
 
 # --- GPU: jaxlib's Triton custom call -----------------------------------------------
 
-def jaxlib_ptx(ptx: str) -> str:
-  """The kernel's PTX as jaxlib needs it: the code, without line info.
-
-  Triton's PTX carries `.file`/`.loc` directives, DWARF sections and a
-  comment on most lines; ptxas turns the first two into a line table even
-  without -lineinfo (for a 5120-wide layer norm: a 30 KB cubin against 9 KB,
-  the same SASS). jaxlib compiles the PTX it is handed to a cubin of its own
-  and keeps the custom call's payload (PTX, TTIR) as its kernel cache's key
-  and in the executable it serialises: all of that text went along (the
-  payload of a 5120-wide layer norm was 4x the built-in backend's). The
-  profiler's line info lives in the CompiledKernel's own PTX and cubin, which
-  this leaves as they are. Where JAX_TRITON_PTXAS_EXTRA_FLAGS asks jaxlib's
-  ptxas for line info (-lineinfo, -g), jaxlib gets the PTX whole.
-  """
-  flags = os.environ.get("JAX_TRITON_PTXAS_EXTRA_FLAGS", "").split()
-  if {"-lineinfo", "--generate-line-info", "-g", "--device-debug"} & set(flags) or \
-      os.environ.get("JAX_TRITON_PTXAS_DEVICE_DEBUG") in ("1", "true"):
-    return ptx
-  out, in_section = [], False
-  for line in ptx.splitlines():
-    stripped = line.strip()
-    if in_section:                      # a DWARF section: `.section .debug_x {` ... `}`
-      in_section = stripped != "}"
-      continue
-    if stripped.startswith(".section"):
-      in_section = not stripped.endswith("}")
-      continue
-    if stripped.startswith((".loc", ".file")):
-      continue
-    code = line.split("//", 1)[0].rstrip()   # PTX has no string literal that holds "//"
-    if code.strip():
-      out.append(code)
-  return "\n".join(out) + "\n"
-
-
 def _avals_to_layouts(avals):
   return [list(reversed(range(len(a.shape)))) for a in avals]
 
@@ -194,9 +158,10 @@ def triton_kernel_call(ck: CompiledKernel, zeroed_outputs=()):
   gk = ck.generated
   md = ck.metadata
   kernel = compat.make_triton_kernel(
-      lib, name=ck.name, num_warps=ck.num_warps, shared_bytes=ck.shared_bytes,
-      # jaxlib compiles the PTX and only stores the TTIR (to serialise it again)
-      ptx=jaxlib_ptx(ck.ptx), ttir="", compute_capability=ck.target[1],
+      lib, name=ck.name, num_warps=ck.num_warps, shared_bytes=ck.shared_bytes, ptx=ck.ptx,
+      # The whole PTX: a version with its line info and comments stripped (bf75fd8)
+      # failed ptxas on the H200 in 7 backend tests and 15 of JAX's conformance tests.
+      ttir=ck.asm.get("ttir", ""), compute_capability=ck.target[1],
       global_scratch_size=int(md.get("global_scratch_size", 0) or 0),
       global_scratch_align=int(md.get("global_scratch_align", 1) or 1))
   params = []
