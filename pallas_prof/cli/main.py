@@ -113,12 +113,24 @@ def main(argv=None) -> int:
     from ..tune import cli as tune_cli
     return tune_cli.run(args)
   if args.command == "rules":
-    from ..backend.rules import supported_primitive_names
-    names = supported_primitive_names()
-    print(f"{len(names)} primitives:")
-    print("  " + "\n  ".join(names))
+    from ..backend.rules import rule_limits
+    print(_rules_text(rule_limits()))
     return 0
   return 2
+
+
+def _rules_text(limits: dict[str, str]) -> str:
+  """Each primitive with what its rule refuses, wrapped to the terminal."""
+  import shutil
+  import textwrap
+  width = max(60, min(shutil.get_terminal_size((100, 24)).columns, 160))
+  name_width = max(len(n) for n in limits) + 2
+  out = [f"{len(limits)} primitives (after a name: what its rule refuses)"]
+  for name, text in limits.items():
+    lines = textwrap.wrap(text, width - name_width - 2) or [""]
+    out.append(f"  {name:<{name_width}}{lines[0]}".rstrip())
+    out += [f"  {'':<{name_width}}{line}" for line in lines[1:]]
+  return "\n".join(out)
 
 
 if __name__ == "__main__":

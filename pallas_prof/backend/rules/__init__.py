@@ -6,6 +6,6 @@ It emits Triton source through `ctx` and returns typed Values. It raises
 equation and the user's line.
 """
 from .table import (ALIASES, RULES, all_rules, register, register_deferred,  # noqa: F401
-                    rule_for, supported_primitive_names)
+                    rule_for, rule_limits, supported_primitive_names)
 from . import (control_flow, dot, elementwise, memory, misc, reductions,  # noqa: E402,F401
                shape)

@@ -159,7 +159,9 @@ def _run_straight(ctx, body, consts: list, lo: Value | None, carry: list, closed
 
 # --- scan / fori_loop -----------------------------------------------------------------
 
-@register(lax.scan_p)
+@register(lax.scan_p, limits=(
+    "no refs as carries; xs/ys: rewritten into a fori_loop over their rows; up to "
+    f"{MAX_UNROLL_TRIPS} iterations of a small body without a dot emitted straight-line"))
 def _scan(ctx, *args, jaxpr, length, reverse, unroll=1, **params):
   num_consts, num_carry = compat.scan_layout(params)
   jaxpr, consts_closed = compat.open_jaxpr(jaxpr)
@@ -231,7 +233,9 @@ def _fori_pattern(cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
   return None
 
 
-@register(lax.while_p)
+@register(lax.while_p, limits=(
+    "no refs as carries; a fori_loop becomes `for i in range(lo, hi)`, any other loop a "
+    "`while` that re-reads memory each iteration"))
 def _while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
   cond_consts = list(args[:cond_nconsts])
   body_consts = list(args[cond_nconsts:cond_nconsts + body_nconsts])

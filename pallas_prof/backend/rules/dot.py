@@ -131,7 +131,10 @@ def _swap_last(ctx, x: Value) -> Value:
   return ctx.value("t", expr, x.dtype, shape)
 
 
-@register(lax.dot_general_p)
+@register(lax.dot_general_p, limits=(
+    "one contracting dimension; batch: none or one leading dimension; operands vectors, "
+    "matrices or 3-D with the batch first; tl.dot on float and int8 operands (other integers "
+    "multiply and sum in registers); fp8 DotAlgorithmPresets refused"))
 def _dot_general(ctx, a, b, *, dimension_numbers, precision=None, preferred_element_type=None,
                  out_sharding=None, **params):
   (a_contract, b_contract), (a_batch, b_batch) = dimension_numbers

@@ -670,14 +670,16 @@ def _unsupported(reason: str, hint: str):
 _COMPLEX_HINT = ("Triton has no complex numbers: carry the real and imaginary parts as "
                  "two float arrays and write the complex arithmetic out on them")
 for _name in ("complex_p", "conj_p", "real_p", "imag_p"):
-  register(_optional(lax, _name))(_unsupported("complex numbers", _COMPLEX_HINT))
+  register(_optional(lax, _name), limits="always refused: complex numbers")(
+      _unsupported("complex numbers", _COMPLEX_HINT))
 
 _SPECIAL_FUNCTIONS = ("digamma", "polygamma", "igamma_grad_a", "zeta", "bessel_i1e")
 for _name in _SPECIAL_FUNCTIONS:
-  register(_optional(lax, f"{_name}_p"))(_unsupported(
-      f"`{_name}` has no libdevice function to lower to",
-      f"compute it outside the kernel (jax.scipy.special or lax.{_name}) and "
-      "pass the result in as an input, or write an approximation from supported operations"))
+  register(_optional(lax, f"{_name}_p"), limits="always refused: no libdevice function")(
+      _unsupported(f"`{_name}` has no libdevice function to lower to",
+                   f"compute it outside the kernel (jax.scipy.special or lax.{_name}) and "
+                   "pass the result in as an input, or write an approximation from "
+                   "supported operations"))
 
 
 # --- special functions XLA itself computes from lax operations -------------------------

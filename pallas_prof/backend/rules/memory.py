@@ -523,7 +523,7 @@ def _write_packed4(ctx, ref: RefValue, offset: str, mask, shape, value: Value,
   b.emit(f"tl.store({', '.join(args)})")
 
 
-@register(compat.get_p)
+@register(compat.get_p, limits="indexers: ints, pl.ds with static size and stride, integer arrays; a view indexed by an array cannot be indexed again; int4: whole pairs of contiguous elements")
 def _get(ctx, ref, *leaves, tree):
   transforms = tree_util.tree_unflatten(tree, leaves)
   if not isinstance(ref, RefValue):
@@ -533,7 +533,7 @@ def _get(ctx, ref, *leaves, tree):
   return _read(ctx, apply_transforms(ctx, ref, transforms))
 
 
-@register(compat.swap_p)
+@register(compat.swap_p, limits="indexers: ints, pl.ds with static size and stride, integer arrays; a view indexed by an array cannot be indexed again; int4: whole pairs of contiguous elements")
 def _swap(ctx, ref, value, *leaves, tree):
   transforms = tree_util.tree_unflatten(tree, leaves)
   view = apply_transforms(ctx, ref, transforms)
@@ -573,7 +573,9 @@ def _check_eviction_policy(eviction_policy) -> None:
                       f"use one of {', '.join(_EVICTION_POLICIES)}")
 
 
-@register(compat.load_p)
+@register(compat.load_p, limits=(
+    "cache_modifier .ca, .cg or .cv; eviction_policy evict_first or evict_last; a volatile "
+    "load takes no cache hint; indexers as for get"))
 def _masked_load(ctx, *flat, args_tree, eviction_policy, cache_modifier, is_volatile):
   ref, transforms, mask, other = args_tree.unflatten(flat)
   _check_load_options(cache_modifier, eviction_policy, is_volatile)
@@ -665,8 +667,10 @@ def _multiple_of(ctx, x, *, values):
 
 register(compat.multiple_of_p)(_multiple_of)
 
-register_deferred(compat.TRITON_PRIMITIVES_MODULE, "atomic_rmw_p")(_atomic_rmw)
-register_deferred(compat.TRITON_PRIMITIVES_MODULE, "atomic_cas_p")(_atomic_cas)
+register_deferred(compat.TRITON_PRIMITIVES_MODULE, "atomic_rmw_p", limits=(
+    "float max/min on float32 only; no add on bool"))(_atomic_rmw)
+register_deferred(compat.TRITON_PRIMITIVES_MODULE, "atomic_cas_p", limits=(
+    "no view that needs a mask (tl.atomic_cas takes none)"))(_atomic_cas)
 register_deferred(compat.TRITON_PRIMITIVES_MODULE, "max_contiguous_p")(_max_contiguous)
 
 

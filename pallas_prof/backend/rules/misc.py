@@ -41,7 +41,7 @@ def _axis_index(ctx, *, axis_name, **params):
 
 
 
-@register(compat.debug_print_p)
+@register(compat.debug_print_p, limits="ordered=False; values passed positionally")
 def _debug_print(ctx, *args, fmt, ordered=False, **params):
   if ordered:
     raise Unsupported("ordered debug_print", "use ordered=False inside kernels")

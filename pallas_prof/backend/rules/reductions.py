@@ -155,8 +155,9 @@ def _arg_reduction(kind: str):
   return rule
 
 
-register(lax.argmax_p, work=REDUCTION)(_arg_reduction("argmax"))
-register(lax.argmin_p, work=REDUCTION)(_arg_reduction("argmin"))
+_ONE_AXIS = "one axis at a time (reshape to one axis first)"
+register(lax.argmax_p, work=REDUCTION, limits=_ONE_AXIS)(_arg_reduction("argmax"))
+register(lax.argmin_p, work=REDUCTION, limits=_ONE_AXIS)(_arg_reduction("argmin"))
 
 
 def _cumulative(kind: str):

@@ -108,7 +108,9 @@ def combine_first(a, b):
 """
 
 
-@register(lax.reshape_p)
+@register(lax.reshape_p, limits=(
+    "no dimension permutation; blocks are padded to powers of two, so a reshape that would "
+    "mix padded lanes into the result is refused (power-of-two trailing sizes always work)"))
 def _reshape(ctx, x, *, new_sizes, dimensions=None, sharding=None, **params):
   if dimensions is not None and tuple(dimensions) != tuple(range(x.ndim)):
     raise Unsupported("reshape with a dimension permutation", "transpose first")

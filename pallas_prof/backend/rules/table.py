@@ -112,3 +112,9 @@ def all_rules() -> dict[object, Callable]:
 def supported_primitive_names() -> list[str]:
   return sorted({p.name for p in all_rules()})
 
+
+def rule_limits() -> dict[str, str]:
+  """Primitive name -> what its rule refuses (empty for rules that take every
+  form JAX gives them, complex numbers apart, which no rule takes)."""
+  return {name: LIMITS.get(name, "") for name in supported_primitive_names()}
+
