@@ -1,0 +1,236 @@
+"""A view's addresses: the offset tensor of a read or write, its mask (padded
+lanes, a block overhanging the array, a static slice past the block, the
+bounds-checked mode's checks), and the tl.load / tl.store expressions.
+"""
+from __future__ import annotations
+
+
+import numpy as np
+
+from .. import emit
+from ..codegen import Value, next_pow2
+from ..errors import Unsupported
+from ..refs import RefValue, ViewDim
+from .views import result_shape
+
+
+# --- addresses -------------------------------------------------------------------
+
+def address(ctx, ref: RefValue, user_mask: Value | None = None, *, write: bool = False,
+            check: bool = True):
+  """(offsets expression, mask expression or None, result shape) for a view.
+
+  Integer-array indices out of range have their lanes dropped for writes;
+  reads use them as given (see gather_index). In the bounds-checked mode
+  (ctx.kernel.bounds) every index is also checked against the ref's extent
+  (bounds.emit_check) and lanes outside are dropped.
+  """
+  b = ctx.b
+  shape = result_shape(ref)
+  rank = len(shape)
+  padded = tuple(next_pow2(s) for s in shape)
+  dt = ref.index_dtype
+  strides = ref.strides
+  terms, masks = [], []
+  checking = check and ctx.kernel.bounds is not None
+  active, checks = [], []     # check mode: the lanes really accessed; (local index, extent)
+  slice_pos = 0
+  pos = ref.gather_position
+  gathers = [d for d in ref.dims if d.kind == "gather"]
+  int_rank = len(np.broadcast_shapes(*[g.index.shape for g in gathers])) if gathers else 0
+  for axis, d in enumerate(ref.dims):
+    array_size = ref.array_shape[axis]
+    if d.kind == "int":
+      index = d.start.expr
+      if checking and not _statically_inside(d):
+        checks.append(_local_index(ref, axis, index))
+      if _needs_bound_mask(ref, axis, d):
+        masks.append(f"({index} < {array_size})")
+      terms.append(_scaled(index, strides[axis]))
+      continue
+    if d.kind == "gather":
+      g, in_range = _bounded_gather_index(ctx, d, write)
+      positions = tuple(range(pos + int_rank - len(g.shape), pos + int_rank))
+      index = emit.expand_to_rank(g, positions, rank)
+      if in_range is not None and not checking:
+        masks.append(emit.expand_to_rank(in_range, positions, rank))
+      if d.start.const != 0:
+        index = f"({d.start} + {index}{_times(d.stride)})"
+      elif d.stride != 1:
+        index = f"({index} * {d.stride})"
+      if checking:
+        checks.append(_local_index(ref, axis, index))
+      if ref.ragged[axis]:
+        masks.append(f"({index} < {array_size})")
+      terms.append(_scaled(index, strides[axis]))
+      continue
+    # a slice: one output dimension
+    out_axis = slice_pos if slice_pos < pos or not gathers else slice_pos + int_rank
+    slice_pos += 1
+    lanes = f"tl.arange(0, {padded[out_axis]})"
+    if dt == np.int64:
+      lanes = f"{lanes}.to(tl.int64)"
+    step = f" * {d.stride}" if d.stride != 1 else ""
+    if d.start.const == 0:
+      index_1d = f"{lanes}{step}"
+    else:
+      index_1d = f"{d.start} + {lanes}{step}"
+    # keyed by ref too: a store to o_ref reads better with o_ref's own vectors
+    name = ctx.assign_once(f"{ref.name}_ax{axis}", index_1d, f"{ref.name}: {index_1d}")
+    index = emit.expand_to_rank(Value(name, dt, (d.size,)), (out_axis,), rank)
+    if d.size != padded[out_axis]:
+      lane_ok = emit.expand_to_rank(
+          Value(f"(tl.arange(0, {padded[out_axis]}) < {d.size})", np.dtype(bool), (d.size,)),
+          (out_axis,), rank)
+      masks.append(lane_ok)
+      active.append(str(lane_ok))
+    if checking and not _statically_inside(d):
+      checks.append(_local_index(ref, axis, index))
+    if _needs_bound_mask(ref, axis, d):
+      masks.append(f"({index} < {array_size})")
+    terms.append(_scaled(index, strides[axis]))
+  # padded lanes of gathered dims hold garbage indices: mask them
+  for k in range(int_rank):
+    size = shape[pos + k]
+    if size != padded[pos + k]:
+      cond = Value(f"(tl.arange(0, {padded[pos + k]}) < {size})", np.dtype(bool), (size,))
+      masks.append(emit.expand_to_rank(cond, (pos + k,), rank))
+      active.append(str(masks[-1]))
+  terms = [t for t in terms if t != "0"]
+  offset = " + ".join(terms) if terms else "0"
+  if user_mask is not None:
+    if tuple(user_mask.shape) != tuple(shape) and user_mask.shape:
+      user_mask = emit.broadcast_to(b, user_mask, shape)
+    masks.append(str(user_mask))
+    active.append(str(user_mask))
+  if checking:
+    in_bounds = _check_access(ctx, ref, checks, active, shape, write)
+    if in_bounds is not None:
+      masks.append(in_bounds)
+  mask = None
+  if masks:
+    combined = " & ".join(masks)
+    mask = masks[0] if len(masks) == 1 else ctx.assign_once(f"{ref.name}_mask", combined,
+                                                           f"{ref.name}: {combined}")
+  return offset, mask, shape
+
+
+def _statically_inside(d: ViewDim) -> bool:
+  """A view dimension whose offset in its block is known and stays inside it."""
+  if d.static_offset is None:
+    return False
+  last = d.static_offset + (d.size - 1) * d.stride
+  return 0 <= d.static_offset and last < d.extent
+
+
+def _constant(expr: str) -> int | None:
+  try:
+    return int(expr)
+  except (TypeError, ValueError):
+    return None
+
+
+def _local_index(ref: RefValue, axis: int, index: str) -> tuple[str, int]:
+  """(index relative to the ref the kernel sees, that ref's extent) along `axis`."""
+  d = ref.dims[axis]
+  origin = ref.origin[axis] if ref.origin else None
+  if origin is None:
+    return index, ref.array_shape[axis]
+  if origin.const == 0:
+    return index, d.extent
+  return f"({index} - {origin})", d.extent
+
+
+def _check_access(ctx, ref: RefValue, checks, active, shape, write: bool) -> str | None:
+  """The in-bounds mask of a bounds-checked access; None when every index is a
+  constant inside its ref (nothing to check at run time)."""
+  from ..bounds import emit_check
+  static = [_constant(i) for i, _ in checks]
+  if all(c is not None and 0 <= c < e for c, (_, e) in zip(static, checks)):
+    return None          # also when no dimension needs a check
+
+  checks = [(f"tl.full((), {c}, tl.int32)" if c is not None else i, e)
+            for c, (i, e) in zip(static, checks)]
+  site = ctx.kernel.bounds.add(eqn_index=ctx.info.index, access="write" if write else "read",
+                               ref=ref.label, block_shape=tuple(e for _, e in checks),
+                               array_shape=tuple(ref.array_shape),
+                               dtype=np.dtype(ref.dtype).name)
+  return emit_check(ctx, site, [i for i, _ in checks], " & ".join(active) or None, shape)
+
+
+def _bounded_gather_index(ctx, d: ViewDim, write: bool):
+  """(index, in-range mask or None) for an integer-array index of a view of d.size."""
+  g = d.index
+  if write:
+    cond = f"({g} >= 0) & ({g} < {d.size})"
+    return g, Value(ctx.assign_once("in_range", cond), np.dtype(bool), g.shape)
+  return g, None
+
+
+def _times(stride: int) -> str:
+  return "" if stride == 1 else f" * {stride}"
+
+
+def _scaled(index: str, stride: int) -> str:
+  if index == "0":
+    return "0"
+  return index if stride == 1 else f"{index} * {stride}"
+
+
+def _needs_bound_mask(ref: RefValue, axis: int, d: ViewDim) -> bool:
+  if ref.ragged[axis]:
+    return True
+  if d.static_offset is None:
+    return False  # dynamic start: assumed in bounds, like JAX's Triton backend
+  last = d.static_offset + (d.size - 1) * d.stride
+  return last >= d.extent or d.static_offset < 0
+
+
+def pointer(ref: RefValue, offset: str) -> str:
+  return ref.name if offset == "0" else f"{ref.name} + {offset}"
+
+
+def load_expr(ref, offset, mask, other, shape, cache_modifier=None, eviction_policy=None,
+               volatile=False):
+  args = [pointer(ref, offset)]
+  if mask is not None:
+    args.append(f"mask={mask}")
+    if other is not None:
+      args.append(f"other={other}")
+  if cache_modifier:
+    args.append(f"cache_modifier={cache_modifier!r}")
+  if eviction_policy:
+    args.append(f"eviction_policy={eviction_policy!r}")
+  if volatile:
+    args.append("volatile=True")
+  return f"tl.load({', '.join(args)})"
+
+
+def store_stmt(ref, offset, value, mask, eviction_policy=None):
+  args = [pointer(ref, offset), str(value)]
+  if mask is not None:
+    args.append(f"mask={mask}")
+  if eviction_policy:
+    args.append(f"eviction_policy={eviction_policy!r}")
+  return f"tl.store({', '.join(args)})"
+
+
+def check_value(ctx, ref: RefValue, value: Value, shape) -> Value:
+  if value.dtype != ref.dtype:
+    value = emit.cast(ctx.b, value, ref.dtype)
+  if tuple(value.shape) != tuple(shape):
+    if not value.shape:
+      value = emit.broadcast_to(ctx.b, value, shape)
+    else:
+      raise Unsupported(f"storing a value of shape {value.shape} into a view of shape {shape}")
+  return value
+
+
+def other_value(ctx, ref: RefValue, other) -> str | None:
+  if other is None:
+    return None
+  if not isinstance(other, Value):
+    other = emit.const(other, ref.dtype)
+  if other.dtype != ref.dtype:
+    other = emit.cast(ctx.b, other, ref.dtype)
+  return str(other)
