@@ -45,23 +45,24 @@ class KernelParam:
 # --- lowering: one record per jaxpr equation ----------------------------------------
 
 class Description:
-  """An equation as text, its operands' and results' avals: printed when first
-  asked for (lowering with tracing off never pays for pretty-printing), the
-  same answer every time after."""
+  """An equation as text, its operands' and results' avals, and the line of the
+  kernel's printed jaxpr where it starts (None: not in it, e.g. an index map's):
+  printed when first asked for (lowering with tracing off never pays for
+  pretty-printing), the same answer every time after."""
   __slots__ = ("_describe", "_value")
 
-  def __init__(self, describe: Callable[[], tuple[str, tuple[str, ...], tuple[str, ...]]]
-               | None = None, value: tuple[str, tuple[str, ...], tuple[str, ...]] | None = None):
+  def __init__(self, describe: Callable[[], tuple] | None = None, value: tuple | None = None):
     self._describe = describe
     self._value = value
 
   @classmethod
-  def fixed(cls, text: str, in_avals=(), out_avals=()) -> "Description":
-    return cls(value=(text, tuple(in_avals), tuple(out_avals)))
+  def fixed(cls, text: str, in_avals=(), out_avals=(), jaxpr_line: int | None = None):
+    return cls(value=(text, tuple(in_avals), tuple(out_avals), jaxpr_line))
 
-  def get(self, primitive: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+  def get(self, primitive: str) -> tuple:
+    """(text, in_avals, out_avals, jaxpr_line)"""
     if self._value is None:
-      value = (primitive, (), ())
+      value = (primitive, (), (), None)
       if self._describe is not None:
         try:
           value = self._describe()
@@ -134,6 +135,11 @@ class EquationRecord:
     return self.description.get(self.primitive)[2]
 
   @property
+  def jaxpr_line(self) -> int | None:
+    """The line (0-based) of GeneratedKernel.jaxpr_text where the equation starts."""
+    return self.description.get(self.primitive)[3]
+
+  @property
   def location(self) -> str:
     if self.file is None:
       return "unknown"
@@ -147,7 +153,7 @@ class EquationRecord:
            "text": self.text, "in_avals": list(self.in_avals),
            "out_avals": list(self.out_avals), "file": self.file, "line": self.line,
            "function": self.function, "parent": self.parent, "region": self.region,
-           "lines": list(self.lines)}
+           "lines": list(self.lines), "jaxpr_line": self.jaxpr_line}
     out.update({name: getattr(self, name) for name in self._FACTS})
     out["dot"] = dataclasses.asdict(self.dot) if self.dot is not None else None
     return out
@@ -160,7 +166,8 @@ class EquationRecord:
     return cls(index=d["index"], path=d["path"], primitive=d["primitive"], file=d["file"],
                line=d["line"], function=d["function"], parent=d["parent"],
                region=d.get("region", "kernel"),
-               description=Description.fixed(d["text"], d["in_avals"], d["out_avals"]),
+               description=Description.fixed(d["text"], d["in_avals"], d["out_avals"],
+                                             d.get("jaxpr_line")),
                lines=tuple(d.get("lines", ())), dot=DotFacts(**dot) if dot else None, **facts)
 
   def __repr__(self) -> str:

@@ -324,6 +324,37 @@ def print_jaxpr(jaxpr):
   return jax_core.pp_jaxpr(jaxpr, context, _pp_settings()).format(), context
 
 
+def equation_lines(jaxpr, text: str, context) -> dict[int, int]:
+  """id(equation) -> the line (0-based) of `text` (print_jaxpr's) where it starts,
+  for the equations of `jaxpr` and of the jaxprs nested in them. Each
+  equation's first printed line is looked for after the previous equation's
+  (they print in that order), else anywhere."""
+  lines = [line.strip() for line in text.splitlines()]
+  found: dict[int, int] = {}
+  position = 0
+
+  def locate(first: str):
+    for start in (position, 0):
+      for i in range(start, len(lines)):
+        if lines[i] and (lines[i].startswith(first) or first.startswith(lines[i])):
+          return i
+    return None
+
+  def visit(j):
+    nonlocal position
+    for eqn in j.eqns:
+      first = pp_equation(eqn, context).splitlines()[0].strip()
+      at = locate(first) if first else None
+      if at is not None:
+        found[id(eqn)] = at
+        position = at + 1
+      for sub in jax_core.jaxprs_in_params(eqn.params):
+        visit(sub)
+
+  visit(jaxpr)
+  return found
+
+
 def name_vars(jaxpr, context) -> None:
   """Names, in order, the variables of a jaxpr `context` has not seen (an index
   map's, a decomposition's), as printing it would."""

@@ -56,6 +56,8 @@ class KernelContext:
     # names the kernel's variables as jaxpr_text does (compat.print_jaxpr);
     # pp_named: the jaxprs whose variables it has named, by id
     self.pp_context = None
+    self.jaxpr = None                 # the kernel's jaxpr (printed as jaxpr_text)
+    self.eqn_lines: dict[int, int] | None = None   # id(eqn) -> line of jaxpr_text
     self.pp_named: dict[int, Any] = {}
     # one Scope per jaxpr being lowered, innermost last
     self.scopes: list[Scope] = []

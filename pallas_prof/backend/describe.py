@@ -16,7 +16,7 @@ def describe(kernel: KernelContext, jaxpr, eqn, position: int, parent: EqnInfo |
 
   def text_and_avals():
     return (_eqn_text(kernel, jaxpr, eqn), tuple(str(v.aval) for v in eqn.invars),
-            tuple(str(v.aval) for v in eqn.outvars))
+            tuple(str(v.aval) for v in eqn.outvars), _jaxpr_line(kernel, eqn))
 
   file, line, function = ((frame.file_name, frame.start_line, frame.function_name) if frame
                           # inside a library's jit (jnp.sort, ...): the user's call of it
@@ -48,3 +48,17 @@ def _eqn_text(kernel: KernelContext, jaxpr, eqn) -> str:
     ins = " ".join(compat.pp_var(v, context) for v in eqn.invars)
     text = f"{outs} = {eqn.primitive.name}[...] {ins}".strip()
   return text
+
+
+def _jaxpr_line(kernel: KernelContext, eqn) -> int | None:
+  """The line of the kernel's printed jaxpr where `eqn` starts (None: an
+  equation of an index map or a decomposition, not printed there)."""
+  if kernel.jaxpr is None:
+    return None
+  if kernel.eqn_lines is None:
+    try:
+      kernel.eqn_lines = compat.equation_lines(kernel.jaxpr, kernel.jaxpr_text,
+                                               kernel.pp_context)
+    except Exception:  # noqa: BLE001 - a report without the mark beats no text at all
+      kernel.eqn_lines = {}
+  return kernel.eqn_lines.get(id(eqn))

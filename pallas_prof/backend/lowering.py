@@ -118,7 +118,7 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, *, num_warp
     b = KernelBuilder(kname, header)
     kernel = KernelContext(b, kname, grid, [], compute_capability,
                            getattr(grid_mapping, "grid_names", None), jaxpr_text)
-    kernel.pp_context = pp_context
+    kernel.pp_context, kernel.jaxpr = pp_context, jaxpr
     if check_bounds:
       from .bounds import SiteTable
       kernel.bounds = SiteTable()

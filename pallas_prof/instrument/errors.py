@@ -159,97 +159,17 @@ def _equation_facts(err) -> list[tuple[str, str]]:
   return facts
 
 
-# --- finding the failing equation in the printed jaxpr ---------------------------------------------
-
-_WORD = re.compile(r"\b[a-z]+\b(?![=(])")
-
-
-def _normalize(text: str) -> str:
-  """An equation's text with its variable names erased (names differ between
-  the kernel's printout and the equation's own)."""
-  text = re.sub(r"\s+", " ", text.strip())
-  return _WORD.sub("v", text)
-
+# --- the failing equation in the printed jaxpr ----------------------------------------------
 
 def _indent(line: str) -> int:
   return len(line) - len(line.lstrip(" "))
 
 
-def _is_equation_start(line: str) -> bool:
-  s = line.strip()
-  if not s or s.startswith(("]", ")", "}", "in ", "in(", "{")) or ". let" in s:
-    return False
-  return " = " in s or " <- " in s or s.endswith(" <-") or " += " in s
-
-
-def _structure(lines: list[str]) -> tuple[int | None, list[int]]:
-  """(indentation of the kernel's equations, line numbers where each starts)."""
-  if len(lines) < 2:
-    return None, []
-  top = None
-  for line in lines[1:]:
-    if line.strip() and not line.strip().startswith("in "):
-      top = _indent(line)
-      break
-  if top is None:
-    return None, []
-  starts = [i for i, line in enumerate(lines) if i > 0 and _indent(line) == top
-            and _is_equation_start(line)]
-  return top, starts
-
-
-def _primitive_matches(line: str, primitive: str) -> bool:
-  s = line.strip()
-  if primitive in ("get", "swap", "addupdate", "masked_load", "masked_swap"):
-    return " <- " in s or s.endswith("<-") or " += " in s
-  m = re.search(r"= ([A-Za-z_][\w]*)", s)
-  return bool(m) and m.group(1) == primitive
-
-
 def _find_equation_line(lines: list[str], eqn) -> int | None:
-  top, starts = _structure(lines)
-  if not starts or eqn.region.startswith("index_map"):
-    return None
-  path = eqn.path.split(".")
-  try:
-    top_position = int(path[0])
-  except ValueError:
-    return None
-  if top_position >= len(starts):
-    return None
-  if len(path) == 1:
-    return starts[top_position]          # a kernel-level equation: its position says it all
-  first = starts[top_position]
-  last = starts[top_position + 1] if top_position + 1 < len(starts) else len(lines)
-  block = range(first + 1, last)
-  wanted = _normalize(eqn.text.splitlines()[0])
-  exact = [i for i in block if _normalize(lines[i]) == wanted]
-  similar = exact or [i for i in block if _is_equation_start(lines[i])
-                      and _primitive_matches(lines[i], eqn.primitive)]
-  if len(similar) <= 1:
-    return similar[0] if similar else None
-  try:
-    position = int(path[-1])
-  except ValueError:
-    return similar[0]
-  # several alike: prefer the one at the equation's position in its nested jaxpr
-  # (fori-style loops drop their counter increment, so allow one more)
-  for candidate in similar:
-    if _position_in_block(lines, candidate) in (position, position + 1):
-      return candidate
-  return similar[0]
-
-
-def _position_in_block(lines: list[str], index: int) -> int:
-  depth = _indent(lines[index])
-  count = 0
-  for i in range(index - 1, -1, -1):
-    d = _indent(lines[i])
-    if d < depth or ". let" in lines[i]:
-      break
-    if d == depth and _is_equation_start(lines[i]):
-      count += 1
-  return count
+  """The line the lowering recorded for the equation (EquationRecord.jaxpr_line:
+  where it starts in GeneratedKernel.jaxpr_text, the text the error carries)."""
+  line = getattr(eqn, "jaxpr_line", None)
+  return line if line is not None and 0 <= line < len(lines) else None
 
 
 def _marked_jaxpr(jaxpr_text: str, eqn) -> tuple[list[tuple[str, bool]], str | None]:

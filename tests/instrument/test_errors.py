@@ -105,6 +105,9 @@ def test_error_report(case):
     (facts,) = [t for t in text.splitlines() if t.lstrip().startswith("equation:")]
     assert f"[{err.eqn.index}] {err.eqn.text}" in facts
     # one naming throughout: the equation line says what the marked jaxpr line says
+    # the mark is where the lowering recorded the equation in the printed jaxpr
+    assert err.eqn.jaxpr_line is not None
+    assert err.jaxpr_text.splitlines()[err.eqn.jaxpr_line].strip() == first.lstrip(" >").strip()
     binder = first.lstrip(" >").split()[0].split(":")[0]
     assert err.eqn.text.split()[0].split(":")[0] == binder
     if "[...]" not in err.eqn.text:
