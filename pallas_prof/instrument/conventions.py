@@ -110,6 +110,16 @@ PROFILE_WEIGHTS = "profile.weights"  # the attribution's description (what the w
 PROFILE_HOT_EQUATIONS = "profile.hot_equations"
 PALLAS_DEVICE = "pallas.device"      # "index: name" of the GPU profiled on
 
+# --- attributes: the process (resource attributes; the JAX process also on each span once
+# jax.distributed is up, since tracing may start before it) -------------------------------
+
+PALLAS_PROF_VERSION = "pallas_prof.version"
+PROCESS_PID = "process.pid"                      # OpenTelemetry's resource conventions
+HOST_NAME = "host.name"
+SERVICE_NAME = "service.name"
+JAX_PROCESS_INDEX = "jax.process_index"
+JAX_PROCESS_COUNT = "jax.process_count"
+
 # keys the backend writes through hooks.Observer (it does not import this module)
 BACKEND_KEYS = frozenset({PALLAS_KERNEL, PALLAS_GRID, PALLAS_NUM_WARPS, PALLAS_NUM_STAGES,
                           PALLAS_SOURCE, PALLAS_SOURCE_KEY, PALLAS_LOWERING_GC_MS,

@@ -23,6 +23,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from ..backend import compat, hooks
 from .exporters import LosslessBatchSpanProcessor, OtlpJsonFileExporter, PerfettoExporter
+from . import conventions as cv
 from .observer import _OWNERS, SpanObserver, disown_span, own_span
 
 TRUE_VALUES = ("1", "true", "yes", "on")
@@ -110,13 +111,13 @@ def exporters_from_env() -> list[SpanExporter]:
 
 def _resource(service_name: str | None) -> Resource:
   from ..version import __version__
-  attributes: dict[str, Any] = {"pallas_prof.version": __version__, "process.pid": os.getpid(),
-                                "host.name": socket.gethostname()}
+  attributes: dict[str, Any] = {cv.PALLAS_PROF_VERSION: __version__, cv.PROCESS_PID: os.getpid(),
+                                cv.HOST_NAME: socket.gethostname()}
   known = compat.distributed_process()
   if known is not None:           # tracing started after jax.distributed.initialize()
-    attributes["jax.process_index"], attributes["jax.process_count"] = known
+    attributes[cv.JAX_PROCESS_INDEX], attributes[cv.JAX_PROCESS_COUNT] = known
   if service_name and not os.environ.get("OTEL_SERVICE_NAME"):
-    attributes["service.name"] = service_name
+    attributes[cv.SERVICE_NAME] = service_name
   return Resource.create(attributes)
 
 
@@ -128,8 +129,8 @@ class ProcessStamp(SpanProcessor):
   def on_start(self, span, parent_context=None) -> None:
     known = compat.distributed_process()
     if known is not None:
-      span.set_attribute("jax.process_index", known[0])
-      span.set_attribute("jax.process_count", known[1])
+      span.set_attribute(cv.JAX_PROCESS_INDEX, known[0])
+      span.set_attribute(cv.JAX_PROCESS_COUNT, known[1])
 
 
 # --- tracing() -------------------------------------------------------------------------------
