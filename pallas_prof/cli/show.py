@@ -53,7 +53,7 @@ def show(args) -> int:
   per_line = _instruction_samples(ck, att) if stage == "sass" and measured else {}
   con.print(f"{stage} of {gk.name} ({gk.source_info}) from {run_dir}")
   if att:
-    con.print(f"weights: {att.get('description')}", style="dim")
+    con.print(f"weights: {att.get('description')}", style="dim", soft_wrap=True)
   current = object()
   for ln in lines:
     if ln.eqn != current and ln.eqn is not None:
@@ -109,7 +109,7 @@ def show_user(con, gk, att: dict | None, run_dir: str) -> int:
   con.print(f"{os.path.basename(path)} ({gk.name}) from {run_dir}")
   con.print(f"weights: {att.get('description') or 'none recorded'}"
             + ("" if measured else " (not measured: share of instructions, no stall reasons)"),
-            style="dim")
+            style="dim", soft_wrap=True)
   for n in range(first, last + 1):
     ln = by_line.get(n)
     cell = Text(f"{100 * ln['weight']:5.1f}%" if ln else "      ", style="yellow")

@@ -85,7 +85,8 @@ def test_run_report_names_hot_equations_on_cpu(softmax_run):
 
 
 @pytest.mark.skipif(_GPU, reason="checks the report of a machine without a GPU")
-def test_show_user_prints_the_users_lines_with_their_share(softmax_run):
+def test_show_user_prints_the_users_lines_with_their_share(softmax_run, monkeypatch):
+  monkeypatch.setenv("COLUMNS", "80")        # a narrow terminal: lines are not wrapped
   out, _ = softmax_run
   shown = pallas_prof("show", "softmax_kernel", "--dir", str(out), "--user")
   assert shown.returncode == 0, shown.stderr
