@@ -1,18 +1,21 @@
 """From a Pallas kernel's jaxpr to a running Triton kernel. Knows nothing of OpenTelemetry.
 
-The registration (and with it JAX) is imported on first use, not with the
-package: the profiler's child processes load artifacts.py (a LaunchSpec)
-with no JAX in the process.
+Nothing that imports JAX is imported with the package, only on first use: the
+registration, and the errors (LoweringError derives from a JAX exception class,
+so that JAX shows it once, at the user's line). The profiler's child processes
+load artifacts.py (a LaunchSpec) with no JAX in the process.
 """
-from .errors import LoweringError, Unsupported
 
 __all__ = ["CompilerParams", "LoweringError", "Unsupported", "install", "installed", "uninstall"]
 
-_REGISTRATION = ("CompilerParams", "install", "installed", "uninstall")
+_LAZY = {"CompilerParams": "registration", "install": "registration",
+         "installed": "registration", "uninstall": "registration",
+         "LoweringError": "errors", "Unsupported": "errors"}
 
 
 def __getattr__(name: str):
-  if name in _REGISTRATION:
-    from . import registration
-    return getattr(registration, name)
-  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+  module = _LAZY.get(name)
+  if module is None:
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+  import importlib
+  return getattr(importlib.import_module(f"{__name__}.{module}"), name)
