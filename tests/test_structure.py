@@ -139,3 +139,33 @@ def test_the_checks_see_nested_and_aliased_imports(tmp_path, source, found):
   path.write_text(source)
   targets = [t for t, _ in _imports("pallas_prof.m", path)]
   assert any(t.startswith("jax._src") for t in targets) == found
+
+
+def test_no_import_cycles():
+  """Data flows one way: a module never needs, even lazily inside a function,
+  a module that needs it back."""
+  cycles = _cycles(_graph())
+  assert not cycles, "import cycles among pallas_prof's modules:\n" + "\n".join(
+      " <-> ".join(c) for c in cycles)
+
+
+# Modules small enough to read in one sitting. The exemption is for a rule file that
+# is mostly a table of small rules, one per primitive, which reads as a list.
+MAX_LINES = 520
+TABLE_RULE_FILES = {"pallas_prof.backend.rules.elementwise"}
+
+
+def test_modules_are_small_enough_to_read_in_one_sitting():
+  too_long = [f"{path.relative_to(PACKAGE)}: {n} lines"
+              for module, path in MODULES.items() if module not in TABLE_RULE_FILES
+              for n in [path.read_text().count("\n")] if n > MAX_LINES]
+  assert not too_long, f"modules over {MAX_LINES} lines (cut them along a seam):\n" + "\n".join(
+      too_long)
+
+
+def test_the_table_exemption_is_a_table():
+  """elementwise.py stays exempt only while most of it is rules registered in its table."""
+  path = MODULES["pallas_prof.backend.rules.elementwise"]
+  source = path.read_text()
+  registered = source.count("register(") + source.count("elementwise(") + source.count("_optional(")
+  assert registered >= 40, f"{path.name} has {registered} table entries: no longer a table file"

@@ -156,7 +156,7 @@ def report_merged(paths: list[str], *, html: bool = False, html_out: str | None 
   if html:
     from .html import write_merged_html
     out = html_out or os.path.join(_common_parent([d for d, _ in runs]), "report.html")
-    print(write_merged_html(runs, out))
+    print(write_merged_html(runs, [process_name(d, r) for d, r in runs], out))
     return 0
   from .render import console
   con = console()

@@ -206,8 +206,8 @@ def kernel_tables(report, width: int) -> list[Table]:
 
 
 def kernel_table(report, width: int = MAX_WIDTH) -> Table:
-  """The first kernels table (all of it when it fits in `width`)."""
-  return kernel_tables(_typed(report), width)[0]
+  """The first kernels table of a RunReport (all of it when it fits in `width`)."""
+  return kernel_tables(report, width)[0]
 
 
 def gpu_context_lines(report, width: int = MAX_WIDTH) -> list[Text]:
@@ -331,16 +331,8 @@ def render_report(report, con: Console, options: ConsoleOptions) -> Iterable:
     yield Text(f"error in {err.kernel}: {err.reason} ({err.location or 'no location'})")
 
 
-def _typed(report):
-  if isinstance(report, dict):
-    from .report import RunReport
-    return RunReport.from_dict({"schema": "pallas-prof/run/1", **report})
-  return report
-
-
 def render_run(report, out_dir: str | None = None, con: Console | None = None) -> None:
-  """Prints the report (a RunReport, or report.json's dict) and where the run was written."""
-  report = _typed(report)
+  """Prints the report (a RunReport: it renders itself) and where the run was written."""
   con = con or console()
   con.print(report)
   if out_dir:

@@ -27,6 +27,10 @@ def text_of(renderable, width=250) -> str:
   return con.export_text()
 
 
+def _typed(run: dict) -> RunReport:
+  return RunReport.from_dict({"schema": "pallas-prof/run/1", **run})
+
+
 def test_kernel_table_shows_cold_median_and_sustained():
   # a report dict as a GPU run writes it (figures are test inputs)
   kernel = {"label": "softmax_kernel#abc", "name": "softmax_kernel", "grid": [8192],
@@ -35,12 +39,12 @@ def test_kernel_table_shows_cold_median_and_sustained():
              "sustained": {"mode": "sustained", "median_s": 136.0e-6}}
   run = {"kernels": [kernel], "profile": {"gpu_present": True, "kernels": [
       {"label": kernel["label"], "name": "softmax_kernel", "runtime": runtime}]}}
-  text = text_of(kernel_table(run))
+  text = text_of(kernel_table(_typed(run)))
   assert "cold median µs" in text and "[p10-p90]" in text and "sustained" in text
   assert "129.8 [129.0-131.0]" in text and "136.0" in text and "(sustained)" not in text
   # a report from before the two modes timed back-to-back: its median is marked so
   run["profile"]["kernels"][0]["runtime"] = {"median_s": 136.0e-6, "p10_s": 1e-4, "p90_s": 2e-4}
-  assert "136.0 [100.0-200.0] (sustained)" in text_of(kernel_table(run))
+  assert "136.0 [100.0-200.0] (sustained)" in text_of(kernel_table(_typed(run)))
 
 
 def test_kernel_table_shows_a_compile_s_wait_for_the_worker():
@@ -48,7 +52,7 @@ def test_kernel_table_shows_a_compile_s_wait_for_the_worker():
     kernel = {"label": "k#1", "name": "k", "grid": [4], "num_warps": 4, "num_stages": 1,
               "compile": {"cache": "miss", "total_ms": 52.0, "worker_wait_ms": wait_ms,
                           "stages_ms": {"ttir": 14, "ttgir": 9, "llir": 20, "ptx": 9}}}
-    return text_of(kernel_table({"kernels": [kernel], "profile": {"gpu_present": False}}))
+    return text_of(kernel_table(_typed({"kernels": [kernel], "profile": {"gpu_present": False}})))
 
   text = compile_cell(310.4)
   assert "52 (14/9/20/9) +310 wait" in text and "+N wait: ms the compile waited" in text

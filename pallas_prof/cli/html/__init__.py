@@ -64,11 +64,10 @@ def write_html(run_dir: str, run: dict | None = None, out: str | None = None) ->
   return path
 
 
-def write_merged_html(runs: list[tuple[str, dict]], out: str) -> str:
+def write_merged_html(runs: list[tuple[str, dict]], names: list[str], out: str) -> str:
   """One page for the runs of several processes (processes.py orders and names them)."""
-  from ..processes import process_name
   from .model import merged_view
-  view = merged_view(runs, [process_name(d, r) for d, r in runs])
+  view = merged_view(runs, names)
   with open(out, "w", encoding="utf-8") as f:
     f.write(render_view(view))
   return out
