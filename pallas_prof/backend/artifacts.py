@@ -217,6 +217,45 @@ class GeneratedKernel:
     i = self.line_map.get(line)
     return None if i is None else self.eqns[i]
 
+  # kernel.json's layout; runs saved before it had a schema read as this one
+  SCHEMA: ClassVar[str] = "pallas-prof/generated/1"
+  _SCALARS: ClassVar[tuple] = ("name", "num_warps", "num_stages", "jaxpr_text", "source_info",
+                               "lowering_seconds", "gc_seconds", "key", "enable_fp_fusion",
+                               "check_bounds")
+
+  def save(self, directory: str, **extra) -> None:
+    """Writes source.py and kernel.json (with `extra`, e.g. the run's label and aliases).
+    The bounds-checked mode's sites are not kept: a loaded kernel only reports them."""
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "source.py"), "w") as f:
+      f.write(self.source)
+    meta = {"schema": self.SCHEMA, **extra, **{k: getattr(self, k) for k in self._SCALARS},
+            "source_path": self.path, "line_map": self.line_map,
+            "eqns": [e.to_dict() for e in self.eqns],
+            "params": [dataclasses.asdict(p) for p in self.params], "grid": list(self.grid),
+            "launch_grid": list(self.launch_grid), "atomic_params": list(self.atomic_params)}
+    with open(os.path.join(directory, "kernel.json"), "w") as f:
+      json.dump(meta, f, indent=1, default=str)
+
+  @classmethod
+  def load(cls, directory: str) -> "GeneratedKernel":
+    path = os.path.join(directory, "kernel.json")
+    with open(path) as f:
+      meta = json.load(f)
+    if meta.get("schema", cls.SCHEMA) != cls.SCHEMA:
+      raise SchemaMismatch(f"{path} has schema {meta['schema']!r}; this pallas-prof reads "
+                           f"{cls.SCHEMA!r}")
+    with open(os.path.join(directory, "source.py")) as f:
+      source = f.read()
+    return cls(source=source, path=meta["source_path"],
+               line_map={int(k): v for k, v in meta["line_map"].items()},
+               eqns=tuple(EquationRecord.from_dict(e) for e in meta["eqns"]),
+               params=tuple(KernelParam(**{**p, "shape": tuple(p["shape"])})
+                            for p in meta["params"]),
+               grid=tuple(meta["grid"]), launch_grid=tuple(meta["launch_grid"]),
+               atomic_params=tuple(meta.get("atomic_params", ())),
+               **{k: meta[k] for k in cls._SCALARS if k in meta})
+
 
 # --- compile: the compiled kernel ------------------------------------------------------
 

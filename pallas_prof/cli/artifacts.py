@@ -18,7 +18,6 @@ saved before compiled.json existed keep their compile in kernel.json.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -26,8 +25,8 @@ import sys
 import time
 from typing import Any
 
-from ..backend.artifacts import (STAGE_FILES, STAGES, CompiledKernel, EquationRecord,
-                                  GeneratedKernel, KernelParam, LaunchSpec)
+from ..backend.artifacts import (STAGE_FILES, STAGES, CompiledKernel, GeneratedKernel,
+                                  LaunchSpec)
 
 REPORT = "report.json"    # written and read by cli/report.py's RunReport
 
@@ -48,18 +47,9 @@ def save_kernel(out_dir: str, label: str, gk: GeneratedKernel, ck: CompiledKerne
   rel = os.path.join("kernels", kernel_dir_name(label))
   d = os.path.join(out_dir, rel)
   os.makedirs(d, exist_ok=True)
-  files = {"source": os.path.join(rel, "source.py")}
-  with open(os.path.join(out_dir, files["source"]), "w") as f:
-    f.write(gk.source)
-  meta = {
-      "label": label, "name": gk.name, "source_path": gk.path, "line_map": gk.line_map,
-      "eqns": [e.to_dict() for e in gk.eqns], "params": [dataclasses.asdict(p) for p in gk.params],
-      "grid": list(gk.grid), "launch_grid": list(gk.launch_grid), "num_warps": gk.num_warps,
-      "num_stages": gk.num_stages, "jaxpr_text": gk.jaxpr_text, "source_info": gk.source_info,
-      "lowering_seconds": gk.lowering_seconds, "gc_seconds": gk.gc_seconds, "key": gk.key,
-      "atomic_params": list(getattr(gk, "atomic_params", ())),
-      "input_output_aliases": [list(a) for a in aliases],
-  }
+  files = {"source": os.path.join(rel, "source.py"),
+           "kernel": os.path.join(rel, "kernel.json")}
+  gk.save(d, label=label, input_output_aliases=[list(a) for a in aliases])
   if ck is not None:
     ck.save(d)
     files.update({stage: os.path.join(rel, STAGE_FILES[stage]) for stage in ck.asm})
@@ -70,26 +60,13 @@ def save_kernel(out_dir: str, label: str, gk: GeneratedKernel, ck: CompiledKerne
         files["launch"] = os.path.join(rel, "spec.json")
       except ValueError:
         pass                 # a launch the replay cannot do (cooperative grid): none to save
-  files["kernel"] = os.path.join(rel, "kernel.json")
-  with open(os.path.join(out_dir, files["kernel"]), "w") as f:
-    json.dump(meta, f, indent=1, default=str)
   return files
 
 
 def load_kernel(kernel_dir: str) -> tuple[GeneratedKernel, CompiledKernel | None]:
+  gk = GeneratedKernel.load(kernel_dir)
   with open(os.path.join(kernel_dir, "kernel.json")) as f:
     meta = json.load(f)
-  with open(os.path.join(kernel_dir, "source.py")) as f:
-    source = f.read()
-  gk = GeneratedKernel(
-      name=meta["name"], source=source, path=meta["source_path"],
-      line_map={int(k): v for k, v in meta["line_map"].items()},
-      eqns=tuple(EquationRecord.from_dict(e) for e in meta["eqns"]),
-      params=tuple(KernelParam(**{**p, "shape": tuple(p["shape"])}) for p in meta["params"]),
-      grid=tuple(meta["grid"]), launch_grid=tuple(meta["launch_grid"]),
-      num_warps=meta["num_warps"], num_stages=meta["num_stages"], jaxpr_text=meta["jaxpr_text"],
-      source_info=meta["source_info"], lowering_seconds=meta["lowering_seconds"], key=meta["key"],
-      atomic_params=tuple(meta.get("atomic_params", ())), gc_seconds=meta.get("gc_seconds", 0.0))
   if os.path.exists(os.path.join(kernel_dir, "compiled.json")):
     return gk, CompiledKernel.load(kernel_dir, generated=gk)
   c = meta.get("compiled")      # a run saved before compiled.json

@@ -11,7 +11,8 @@ import os
 import pytest
 
 from pallas_prof.backend import artifacts, compile as pcompile, compile_cache
-from pallas_prof.backend.artifacts import CompiledKernel, LaunchSpec, SchemaMismatch
+from pallas_prof.backend.artifacts import (CompiledKernel, GeneratedKernel, LaunchSpec,
+                                          SchemaMismatch)
 from pallas_prof.cli import artifacts as run_dir
 from tests.backend.test_compile import _lower_example
 
@@ -154,6 +155,24 @@ def test_run_directory_keeps_the_artifacts_and_reads_older_runs(softmax, tmp_pat
   _, old = run_dir.load_kernel(kdir)
   assert old.cubin == full.cubin and old.registers == full.registers and old.ptx == full.ptx
   assert run_dir.load_aliases(kdir) == ()
+
+
+def test_a_generated_kernel_saves_and_loads_itself(softmax, tmp_path):
+  gk, _ = softmax
+  fused = dataclasses.replace(gk, enable_fp_fusion=True)   # a field kernel.json once lost
+  fused.save(str(tmp_path), label="softmax_kernel#abc")
+  back = GeneratedKernel.load(str(tmp_path))
+  for field in ("name", "source", "path", "line_map", "params", "grid", "launch_grid",
+                "num_warps", "num_stages", "jaxpr_text", "key", "enable_fp_fusion"):
+    assert getattr(back, field) == getattr(fused, field), field
+  assert [e.to_dict() for e in back.eqns] == [e.to_dict() for e in gk.eqns]
+  meta = json.loads(open(os.path.join(tmp_path, "kernel.json")).read())
+  assert meta["schema"] == GeneratedKernel.SCHEMA and meta["label"] == "softmax_kernel#abc"
+  meta["schema"] = "pallas-prof/generated/999"
+  with open(os.path.join(tmp_path, "kernel.json"), "w") as f:
+    json.dump(meta, f)
+  with pytest.raises(SchemaMismatch, match="generated/999"):
+    GeneratedKernel.load(str(tmp_path))
 
 
 def test_the_compile_worker_imports_nothing_that_imports_it():
