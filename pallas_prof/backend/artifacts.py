@@ -21,7 +21,9 @@ import dataclasses
 import json
 import os
 import types
-from typing import Any, Callable, ClassVar, Mapping, Union
+from typing import Any, ClassVar, Mapping, Union
+
+from .equation_text import Described, Description
 
 # --- lowering: what the kernel takes ---------------------------------------------
 
@@ -44,34 +46,6 @@ class KernelParam:
 
 # --- lowering: one record per jaxpr equation ----------------------------------------
 
-class Description:
-  """An equation as text, its operands' and results' avals, and the line of the
-  kernel's printed jaxpr where it starts (None: not in it, e.g. an index map's):
-  printed when first asked for (lowering with tracing off never pays for
-  pretty-printing), the same answer every time after."""
-  __slots__ = ("_describe", "_value")
-
-  def __init__(self, describe: Callable[[], tuple] | None = None, value: tuple | None = None):
-    self._describe = describe
-    self._value = value
-
-  @classmethod
-  def fixed(cls, text: str, in_avals=(), out_avals=(), jaxpr_line: int | None = None):
-    return cls(value=(text, tuple(in_avals), tuple(out_avals), jaxpr_line))
-
-  def get(self, primitive: str) -> tuple:
-    """(text, in_avals, out_avals, jaxpr_line)"""
-    if self._value is None:
-      value = (primitive, (), (), None)
-      if self._describe is not None:
-        try:
-          value = self._describe()
-        except Exception:  # noqa: BLE001 - a description must never break lowering
-          pass
-      self._value, self._describe = value, None
-    return self._value
-
-
 @dataclasses.dataclass(frozen=True)
 class DotFacts:
   """A dot_general as its rule emitted it: out[batch, m, n] = sum_k lhs * rhs."""
@@ -91,7 +65,7 @@ Trips = Union[int, str, None]   # a loop's iterations: a count, "dynamic", None 
 
 
 @dataclasses.dataclass(frozen=True)
-class EquationRecord:
+class EquationRecord(Described):
   """One jaxpr equation as lowered: where it came from, what it generated,
   and what its rule knows about the work it does.
 
@@ -121,29 +95,6 @@ class EquationRecord:
   trips: Trips = None
   unrolled: bool = False
   dot: DotFacts | None = None
-
-  @property
-  def text(self) -> str:
-    return self.description.get(self.primitive)[0]
-
-  @property
-  def in_avals(self) -> tuple[str, ...]:
-    return self.description.get(self.primitive)[1]
-
-  @property
-  def out_avals(self) -> tuple[str, ...]:
-    return self.description.get(self.primitive)[2]
-
-  @property
-  def jaxpr_line(self) -> int | None:
-    """The line (0-based) of GeneratedKernel.jaxpr_text where the equation starts."""
-    return self.description.get(self.primitive)[3]
-
-  @property
-  def location(self) -> str:
-    if self.file is None:
-      return "unknown"
-    return f"{os.path.basename(self.file)}:{self.line}"
 
   _FACTS = ("bytes_read", "bytes_written", "dot_flops", "elementwise_flops",
             "transcendentals", "trips", "unrolled")

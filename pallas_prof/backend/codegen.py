@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import os
 import re
 from collections import Counter
 from typing import Iterator
@@ -19,7 +18,8 @@ from typing import Iterator
 import numpy as np
 import jax.numpy as jnp
 
-from .artifacts import Description, EquationRecord
+from .artifacts import EquationRecord
+from .equation_text import Described, Description
 
 # --- dtypes ------------------------------------------------------------------
 
@@ -179,7 +179,7 @@ def literal(value, dtype) -> str:
 
 # --- equations and lines -----------------------------------------------------
 
-class EqnInfo:
+class EqnInfo(Described):
   """One equation while its kernel is being lowered: what the line map, the
   observer's span and an error report need, and the facts its rule records.
   `record()` makes the frozen EquationRecord the GeneratedKernel keeps.
@@ -203,24 +203,6 @@ class EqnInfo:
     self.region = region            # kernel | index_map x_ref | body | cond | branch 1 ...
     self.description = Description(describe)
     self.facts: dict = {}           # EquationRecord's work facts, as the rule records them
-
-  @property
-  def text(self) -> str:
-    return self.description.get(self.primitive)[0]
-
-  @property
-  def in_avals(self) -> tuple[str, ...]:
-    return self.description.get(self.primitive)[1]
-
-  @property
-  def out_avals(self) -> tuple[str, ...]:
-    return self.description.get(self.primitive)[2]
-
-  @property
-  def location(self) -> str:
-    if self.file is None:
-      return "unknown"
-    return f"{os.path.basename(self.file)}:{self.line}"
 
   def record(self, lines: tuple[int, ...] = ()) -> EquationRecord:
     return EquationRecord(index=self.index, path=self.path, primitive=self.primitive,

@@ -17,7 +17,8 @@ import traceback
 import numpy as np
 
 from . import compat, hooks
-from .artifacts import Description, EquationRecord, GeneratedKernel, KernelParam
+from .artifacts import EquationRecord, GeneratedKernel, KernelParam
+from .equation_text import Description
 from .blockspec import alias_sets, arg_labels, block_ref, operands_line
 from .codegen import KernelBuilder, UnsupportedDtype
 from .context import KernelContext

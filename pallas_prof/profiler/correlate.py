@@ -6,18 +6,8 @@ so, through the GeneratedKernel's line map, to a jaxpr equation and the
 user's file:line. Works on a machine without a GPU: it needs only the
 compile output (and nvdisasm, which ships in the triton wheel).
 
-The stages' line info is read by backend/lineinfo.py:
-  ptx    `.loc` directives; an inlined helper (tl.sum, a reduction combiner)
-         carries its call chain in the `.loc` comment (`@[ file:line ]`), so
-         the innermost location that is a line of the kernel body wins.
-  sass   `nvdisasm -gp` pairs every SASS instruction with the PTX line it
-         came from (the cubin embeds the PTX: `.nv_debug_ptx_txt`), which
-         then resolves like the PTX; `nvdisasm -g` (file:line directly, no
-         inlining) is the fallback.
-  ttir, ttgir  MLIR `loc(...)` attributes (`#locN` aliases, callsite, fused,
-         named locations).
-  llir   `!dbg` metadata (`DILocation` with `inlinedAt` chains).
-  source the line map itself.
+The stages' line info (PTX, SASS, TTIR/TTGIR, LLIR) is read by backend/lineinfo.py,
+whose docstring says how each stage's locations resolve; the source's is the line map.
 """
 from __future__ import annotations
 

@@ -1,0 +1,65 @@
+"""An equation as text: its description, rendered only when first asked for, and
+the properties that read it (shared by the lowering's EqnInfo and the frozen
+EquationRecord). Imports nothing of JAX: artifacts load without it.
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+
+class Description:
+  """An equation as text, its operands' and results' avals, and the line of the
+  kernel's printed jaxpr where it starts (None: not in it, e.g. an index map's):
+  printed when first asked for (lowering with tracing off never pays for
+  pretty-printing), the same answer every time after."""
+  __slots__ = ("_describe", "_value")
+
+  def __init__(self, describe: Callable[[], tuple] | None = None, value: tuple | None = None):
+    self._describe = describe
+    self._value = value
+
+  @classmethod
+  def fixed(cls, text: str, in_avals=(), out_avals=(), jaxpr_line: int | None = None):
+    return cls(value=(text, tuple(in_avals), tuple(out_avals), jaxpr_line))
+
+  def get(self, primitive: str) -> tuple:
+    """(text, in_avals, out_avals, jaxpr_line)"""
+    if self._value is None:
+      value = (primitive, (), (), None)
+      if self._describe is not None:
+        try:
+          value = self._describe()
+        except Exception:  # noqa: BLE001 - a description must never break lowering
+          pass
+      self._value, self._describe = value, None
+    return self._value
+
+
+class Described:
+  """What an equation's description and frame say: its text, avals, jaxpr line and
+  the user's file:line. Shared by the record and by the lowering's EqnInfo."""
+  __slots__ = ()
+
+  @property
+  def text(self) -> str:
+    return self.description.get(self.primitive)[0]
+
+  @property
+  def in_avals(self) -> tuple[str, ...]:
+    return self.description.get(self.primitive)[1]
+
+  @property
+  def out_avals(self) -> tuple[str, ...]:
+    return self.description.get(self.primitive)[2]
+
+  @property
+  def jaxpr_line(self) -> int | None:
+    """The line (0-based) of GeneratedKernel.jaxpr_text where the equation starts."""
+    return self.description.get(self.primitive)[3]
+
+  @property
+  def location(self) -> str:
+    if self.file is None:
+      return "unknown"
+    return f"{os.path.basename(self.file)}:{self.line}"
