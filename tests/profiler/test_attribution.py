@@ -147,6 +147,31 @@ def test_sampling_period_and_launches():
   assert pcsampling.period_log2(1e-9, 3, 1.98e9, 132) == 5
 
 
+@pytest.mark.parametrize("kernel_s,ctas", [(227e-6, 8192), (136e-6, 8192), (192e-6, 1024),
+                                           (1.26e-3, 8192), (40e-6, 65536), (3e-3, 7)])
+def test_sampling_period_stays_under_a_cta_life(kernel_s, ctas):
+  # A period near the CTAs' life samples every CTA of a wave at the same phase (measured:
+  # a 1:3 pair of loops sampled 2.7:1 at 2^15 cycles with ~2^15-cycle CTAs): the plan keeps
+  # SAMPLES_PER_CTA periods in the shortest life a CTA can have, and brings the launches
+  # down so the sample count stays near what is wanted.
+  clock, sms = 1.98e9, 132
+  n, launches = pcsampling.sampling_plan(kernel_s, clock, sms, ctas)
+  shortest_life = kernel_s * clock / -(-ctas // sms)
+  assert 2 ** n <= max(shortest_life / pcsampling.SAMPLES_PER_CTA, 32)
+  assert 3 <= launches <= pcsampling.MAX_LAUNCHES
+  samples = kernel_s * clock * sms / 2 ** n * launches
+  assert samples >= pcsampling.SAMPLES_WANTED / 2 or launches == pcsampling.MAX_LAUNCHES
+  if launches > 3:   # not forced up by the minimum: near the wanted count
+    assert samples <= 2.5 * pcsampling.SAMPLES_WANTED
+
+
+def test_sampling_period_unchanged_where_ctas_live_long():
+  # 7 CTAs of a 3 ms kernel: the period is the one the sample count asks for
+  launches = pcsampling.sampled_launches(3e-3)
+  assert pcsampling.sampling_plan(3e-3, 1.98e9, 132, 7) == (
+      pcsampling.period_log2(3e-3, launches, 1.98e9, 132), launches)
+
+
 def test_ncu_source_counters_agree_with_pc_sampling():
   # the cross-check recorded on the H200: Nsight Compute's warp-stall samples of the
   # same kernel, mapped the same way, weigh every equation within 1 point of CUPTI's
