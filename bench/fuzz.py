@@ -1,7 +1,7 @@
 """The differential fuzzer, for as long as you like (tests/fuzz runs a fixed 304).
 
     python3 bench/fuzz.py --examples 20000                       # CPU, Triton's interpreter
-    python3 bench/fuzz.py --device gpu --seconds 300              # H200: compiled kernels
+    python3 bench/fuzz.py --device gpu --seconds 240 --jobs 14    # H200: compiled kernels
     python3 bench/fuzz.py --device gpu --examples 60 --seed 1 --no-isolate   # under compute-sanitizer
 
 Random Pallas programs (tests/fuzz/programs.py) run through pallas-prof and
@@ -10,11 +10,13 @@ Pallas interpreter); see tests/fuzz/check.py. A difference is shrunk by
 hypothesis to a minimal program and saved as a reproducer script under
 --corpus. The programs run in child processes: one that dies (an LLVM abort,
 a segfault in the interpreter) is recorded as a crash with the program that
-killed it, and the run goes on in a fresh child.
+killed it, and the run goes on in a fresh child. `--jobs N` keeps N children
+running at once, each with its own seeds and log (compiling a kernel is
+CPU-bound, so one child keeps one core busy); the summary merges them.
 
 Writes --out (JSON): examples run, outcomes, differences and crashes with
-their reproducers, the limitations pallas-prof reported, the command and
-the commit.
+their reproducers, the limitations pallas-prof reported, each job's seeds and
+counts, the command and the commit.
 """
 from __future__ import annotations
 
@@ -108,6 +110,9 @@ def main() -> None:
   parser.add_argument("--kind", default="all", choices=["all", "values", "kernels"])
   parser.add_argument("--seed", type=int, default=None)
   parser.add_argument("--batch", type=int, default=200, help="programs per hypothesis run")
+  parser.add_argument("--jobs", type=int, default=1,
+                      help="worker processes at once, each with its own seeds (compiling "
+                           "kernels is CPU-bound: about one per core)")
   parser.add_argument("--no-shrink", dest="shrink", action="store_false")
   parser.add_argument("--no-isolate", dest="isolate", action="store_false",
                       help="run in this process (for compute-sanitizer); a crash ends the run")
@@ -127,38 +132,82 @@ def main() -> None:
     worker(args)
     return
   os.makedirs(os.path.dirname(os.path.abspath(args.log)), exist_ok=True)
-  open(args.log, "w").close()
   started = time.time()
-  deadline = started + args.seconds if args.seconds else None
-  crashes, child_runs = [], 0
   if not args.isolate:
+    open(args.log, "w").close()
     args.once = True
     args.batch = args.examples
     worker(args)
+    jobs = [Job(0, args.log, [args.seed])]
   else:
-    while True:
-      done = _count(args.log)
-      if done >= args.examples or (deadline and time.time() >= deadline):
-        break
-      child_runs += 1
-      cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--device", args.device,
-             "--kind", args.kind, "--seed", str(args.seed + 7919 * child_runs),
-             "--batch", str(args.batch), "--log", args.log, "--corpus", args.corpus,
-             "--out", args.out] + ([] if args.shrink else ["--no-shrink"])
-      child = subprocess.Popen(cmd, cwd=ROOT)
-      while child.poll() is None:
-        time.sleep(2)
-        done = _count(args.log)
-        if done >= args.examples or (deadline and time.time() >= deadline):
-          child.terminate()
-          child.wait()
-          break
-      if child.returncode not in (0, None, -15):
-        crashes.append(_record_crash(args, child.returncode))
-      _summarize(args, started, crashes, child_runs, final=False)
-  summary = _summarize(args, started, crashes, child_runs, final=True)
+    jobs = _run_jobs(args, started)
+  summary = _summarize(args, started, jobs, final=True)
   print(json.dumps({k: summary[k] for k in ("examples", "outcomes", "differences_found",
                                             "crashes", "seconds")}, indent=1))
+
+
+class Job:
+  """One of --jobs workers in parallel: its own log, seeds, children and crashes."""
+
+  def __init__(self, index: int, log: str, seeds=None):
+    self.index, self.log = index, log
+    self.seeds: list[int] = list(seeds or [])
+    self.crashes: list[dict] = []
+    self.child: subprocess.Popen | None = None
+
+  def to_dict(self) -> dict:
+    return {"job": self.index, "seeds": self.seeds, "examples": _count(self.log),
+            "child_processes": len(self.seeds), "crashes": len(self.crashes),
+            "log": os.path.basename(self.log)}
+
+
+def _worker_command(args, log: str, seed: int) -> list[str]:
+  return [sys.executable, os.path.abspath(__file__), "--worker", "--device", args.device,
+          "--kind", args.kind, "--seed", str(seed), "--batch", str(args.batch), "--log", log,
+          "--corpus", args.corpus, "--out", args.out] + ([] if args.shrink else ["--no-shrink"])
+
+
+def _job_log(args, index: int) -> str:
+  return args.log if args.jobs == 1 else args.log.replace(".jsonl", "") + f".job{index}.jsonl"
+
+
+def _run_jobs(args, started: float) -> list[Job]:
+  """Keeps --jobs children running (a dead one is replaced by a fresh one with
+  the next seed) until --examples programs ran in all, or --seconds passed.
+  Job k's r-th child runs seed + 1000003 k + 7919 r: distinct programs."""
+  deadline = started + args.seconds if args.seconds else None
+  jobs = [Job(k, _job_log(args, k)) for k in range(args.jobs)]
+  for job in jobs:
+    open(job.log, "w").close()
+
+  def finished() -> bool:
+    return (sum(_count(j.log) for j in jobs) >= args.examples
+            or bool(deadline and time.time() >= deadline))
+
+  last_summary = 0.0
+  while not finished():
+    for job in jobs:
+      if job.child is not None and job.child.poll() is not None:
+        if job.child.returncode not in (0, -15):
+          job.crashes.append(_record_crash(args, job.log, job.child.returncode))
+        job.child = None
+      if job.child is None:
+        seed = args.seed + 1000003 * job.index + 7919 * (len(job.seeds) + 1)
+        job.seeds.append(seed)
+        job.child = subprocess.Popen(_worker_command(args, job.log, seed), cwd=ROOT)
+    time.sleep(1)
+    if time.time() - last_summary > 30:     # a cut-off run still leaves a summary
+      _summarize(args, started, jobs, final=False)
+      last_summary = time.time()
+  for job in jobs:
+    if job.child is None:
+      continue
+    if job.child.poll() is None:
+      job.child.terminate()
+      job.child.wait()
+    elif job.child.returncode not in (0, -15):     # died on its own in the last second
+      job.crashes.append(_record_crash(args, job.log, job.child.returncode))
+  return jobs
 
 
 def _count(log: str) -> int:
@@ -170,8 +219,8 @@ def _count(log: str) -> int:
     return 0
 
 
-def _record_crash(args, returncode: int) -> dict:
-  current = args.log + ".current"
+def _record_crash(args, log: str, returncode: int) -> dict:
+  current = log + ".current"
   program = {}
   if os.path.exists(current):
     with open(current) as f:
@@ -184,37 +233,51 @@ def _record_crash(args, returncode: int) -> dict:
   return {"returncode": returncode, "reproducer": path, "describe": program.get("describe")}
 
 
-def _summarize(args, started, crashes, child_runs, final: bool) -> dict:
+def _records(jobs):
+  for job in jobs:
+    try:
+      with open(job.log) as f:
+        lines = f.readlines()
+    except FileNotFoundError:
+      continue
+    for line in lines:
+      try:
+        yield json.loads(line)
+      except json.JSONDecodeError:    # a line half written when the child was stopped
+        continue
+
+
+def _summarize(args, started, jobs, final: bool) -> dict:
   outcomes, unsupported, features = collections.Counter(), collections.Counter(), collections.Counter()
   differences, tolerated, generator_errors, seconds = [], [], [], 0.0
-  with open(args.log) as f:
-    for line in f:
-      rec = json.loads(line)
-      status = rec["status"]
-      if status == "difference_candidate":
-        outcomes["shrink steps that still differed"] += 1
-        continue
-      outcomes[status] += 1
-      seconds += rec.get("seconds", 0.0)
-      features.update(rec.get("features", ()))
-      if status == "unsupported":
-        unsupported[rec["detail"]] += 1
-      elif status == "tolerated":
-        tolerated.append(rec["detail"])
-      elif status == "difference":
-        differences.append({k: rec[k] for k in ("message", "reproducer", "describe", "source")})
-      elif status in ("generator_error", "worker_error"):
-        generator_errors.append(rec["message"])
+  crashes = [c for job in jobs for c in job.crashes]
+  for rec in _records(jobs):
+    status = rec["status"]
+    if status == "difference_candidate":
+      outcomes["shrink steps that still differed"] += 1
+      continue
+    outcomes[status] += 1
+    seconds += rec.get("seconds", 0.0)
+    features.update(rec.get("features", ()))
+    if status == "unsupported":
+      unsupported[rec["detail"]] += 1
+    elif status == "tolerated":
+      tolerated.append(rec["detail"])
+    elif status == "difference":
+      differences.append({k: rec[k] for k in ("message", "reproducer", "describe", "source")})
+    elif status in ("generator_error", "worker_error"):
+      generator_errors.append(rec["message"])
   summary = {
       "command": "python3 bench/fuzz.py " + " ".join(sys.argv[1:]),
-      "commit": _commit(), "device": args.device, "seed": args.seed,
+      "commit": _commit(), "device": args.device, "seed": args.seed, "jobs": len(jobs),
       "examples": sum(v for k, v in outcomes.items()
                       if k not in ("shrink steps that still differed", "worker_error")),
       "outcomes": dict(outcomes), "differences_found": len(differences),
       "differences": differences, "crashes": crashes,
       "unsupported_reasons": dict(unsupported.most_common()),
       "tolerated_examples": tolerated[:20], "generator_errors": generator_errors[:20],
-      "features": dict(features.most_common()), "child_processes": child_runs,
+      "features": dict(features.most_common()),
+      "child_processes": sum(len(j.seeds) for j in jobs), "per_job": [j.to_dict() for j in jobs],
       "seconds": round(time.time() - started, 1), "seconds_in_checks": round(seconds, 1),
       "final": final,
   }

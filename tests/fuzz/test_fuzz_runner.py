@@ -1,0 +1,71 @@
+"""bench/fuzz.py, the long runner: --jobs N children at once with distinct
+seeds, one merged summary; a child that dies is recorded as a crash with the
+program it was running, and a fresh child takes its place."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from bench import fuzz
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_two_jobs_run_distinct_seeds_into_one_summary(tmp_path):
+  out = tmp_path / "fuzz.json"
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+  done = subprocess.run(
+      [sys.executable, os.path.join(ROOT, "bench", "fuzz.py"), "--jobs", "2", "--examples", "6",
+       "--seed", "5", "--kind", "values", "--no-shrink", "--out", str(out),
+       "--corpus", str(tmp_path / "repro")],
+      capture_output=True, text=True, timeout=240, env=env, cwd=ROOT)
+  assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+  summary = json.loads(out.read_text())
+  assert summary["final"] and summary["jobs"] == 2 and summary["crashes"] == []
+  jobs = summary["per_job"]
+  assert [j["job"] for j in jobs] == [0, 1]
+  seeds = [s for j in jobs for s in j["seeds"]]
+  assert len(seeds) == len(set(seeds)) >= 2, jobs
+  # each job's log holds its own programs, and the summary adds them up
+  logs = [tmp_path / j["log"] for j in jobs]
+  assert all(p.exists() for p in logs) and len({p.name for p in logs}) == 2
+  assert summary["examples"] == sum(j["examples"] for j in jobs) >= 6, summary
+  assert summary["outcomes"].get("ok", 0) >= 1 and summary["differences_found"] == 0, summary
+
+
+def test_a_dead_child_is_a_crash_with_its_program_and_the_run_goes_on(tmp_path, monkeypatch):
+  """Children that write two programs and then abort (as an LLVM abort or a
+  segfault would end them): each death is recorded with the program it ran,
+  and new children (next seeds) finish the run."""
+  script = tmp_path / "dying_worker.py"
+  script.write_text(
+      "import json, os, sys\n"
+      "log, seed = sys.argv[1], int(sys.argv[2])\n"
+      "with open(log, 'a') as f:\n"
+      "  for k in range(2):\n"
+      "    f.write(json.dumps({'status': 'ok', 'detail': '', 'kind': 'values',\n"
+      "                        'features': ['unary'], 'seconds': 0.01}) + '\\n')\n"
+      "with open(log + '.current', 'w') as f:\n"
+      "  json.dump({'source': 'def fn(x0):\\n  return (x0,)\\n', 'seed': seed,\n"
+      "             'describe': f'program {seed}', 'kind': 'values'}, f)\n"
+      "os.abort()\n")
+  monkeypatch.setattr(fuzz, "_worker_command",
+                      lambda args, log, seed: [sys.executable, str(script), log, str(seed)])
+  out = tmp_path / "fuzz.json"
+  monkeypatch.setattr(sys, "argv", ["fuzz.py", "--jobs", "2", "--examples", "8", "--seed", "1",
+                                    "--out", str(out), "--corpus", str(tmp_path / "repro")])
+  fuzz.main()
+  summary = json.loads(out.read_text())
+  assert summary["examples"] >= 8 and summary["outcomes"] == {"ok": summary["examples"]}
+  crashes = summary["crashes"]
+  assert len(crashes) >= 2 and all(c["returncode"] == -6 for c in crashes), crashes
+  for crash in crashes:
+    text = open(crash["reproducer"]).read()
+    assert "exit status -6" in text and "def fn(x0)" in text, text
+  per_job = summary["per_job"]
+  assert all(j["child_processes"] >= 2 and j["crashes"] >= 1 for j in per_job), per_job
+  seeds = [s for j in per_job for s in j["seeds"]]
+  assert len(seeds) == len(set(seeds))
