@@ -10,7 +10,7 @@ fall outside are dropped from the access (so nothing past a buffer is read or
 written: no illegal address on a GPU, no stray host memory on the CPU) and
 recorded in a flag buffer, an extra int32 output of the kernel:
 
-    per check site: [lanes outside, then per dimension:
+    per check site: [lanes outside, then per dimension checked at run time:
                      max(OFFSET - index) and max(index + OFFSET) over those lanes]
 
 (all `atomic_max`/`atomic_add` from zero, so a zeroed buffer is the initial
@@ -71,10 +71,14 @@ class CheckSite:
   block_shape: tuple[int, ...]         # the ref as the kernel sees it (block, or whole array)
   array_shape: tuple[int, ...]
   dtype: str
+  # the dimensions checked at run time (the flag holds their index ranges);
+  # the others are statically inside the ref: static_ranges says where
+  checked_axes: tuple[int, ...] = ()
+  static_ranges: tuple[str | None, ...] = ()
 
   @property
   def slots(self) -> int:
-    return 1 + 2 * len(self.block_shape)
+    return 1 + 2 * len(self.checked_axes)
 
   def to_dict(self) -> dict:
     return dataclasses.asdict(self)
@@ -103,12 +107,13 @@ def emit_check(ctx, site: CheckSite, locals_: list[str], active: str | None, sha
   """Emits the check of one access; returns the name of its in-bounds mask
   (a tensor of the access's padded shape, or a scalar).
 
-  `locals_`: per dimension of the ref, the index relative to the ref (an
-  expression broadcast to the access's rank); `active`: the lanes the access
+  `locals_`: per checked dimension of the ref (site.checked_axes), the index
+  relative to the ref (an expression broadcast to the access's rank); `active`: the lanes the access
   really performs (padding and the user's mask applied), None for all."""
   b = ctx.b
   conds = []
-  for expr, extent in zip(locals_, site.block_shape):
+  for expr, axis in zip(locals_, site.checked_axes):
+    extent = site.block_shape[axis]
     conds.append(f"(({expr}) >= 0) & (({expr}) < {extent})")
   ok = b.assign("in_bounds", " & ".join(conds) if conds else "True")
   bad_expr = f"~{ok}" if active is None else f"({active}) & ~{ok}"
@@ -116,6 +121,10 @@ def emit_check(ctx, site: CheckSite, locals_: list[str], active: str | None, sha
   param = ctx.kernel.bounds.param
   flag = f"{param} + {site.base}"
   if shape:
+    # a dimension no index depends on still counts its lanes
+    from .codegen import next_pow2
+    padded = ", ".join(str(next_pow2(n)) for n in shape)
+    bad = b.assign("out_of_bounds", f"tl.broadcast_to({bad}, ({padded},))")
     count = b.assign("n_outside", f"tl.sum({bad}.to(tl.int32))")
   else:
     count = b.assign("n_outside", f"{bad}.to(tl.int32)")
@@ -139,14 +148,14 @@ def violations(flag: np.ndarray, sites, kernel_name: str, eqns=()) -> list[str]:
     count = int(flag[site.base])
     if count <= 0:
       continue
-    ranges = []
-    for d, extent in enumerate(site.block_shape):
+    ranges = list(site.static_ranges) or [None] * len(site.block_shape)
+    for d, axis in enumerate(site.checked_axes):
       lo = OFFSET - int(flag[site.base + 1 + 2 * d])
       hi = int(flag[site.base + 2 + 2 * d]) - OFFSET
       # indices were clamped into (-OFFSET, OFFSET) to fit the flag
       lo_text = f"<={lo}" if lo <= 1 - OFFSET else str(lo)
       hi_text = f">{hi}" if hi >= OFFSET - 1 else str(hi + 1)
-      ranges.append(lo_text if lo == hi else f"{lo_text}:{hi_text}")
+      ranges[axis] = lo_text if lo == hi else f"{lo_text}:{hi_text}"
     eqn = eqns[site.eqn_index] if 0 <= site.eqn_index < len(eqns) else None
     where = ""
     if eqn is not None and getattr(eqn, "file", None):

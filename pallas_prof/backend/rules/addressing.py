@@ -17,14 +17,47 @@ from .views import result_shape
 # --- addresses -------------------------------------------------------------------
 
 def address(ctx, ref: RefValue, user_mask: Value | None = None, *, write: bool = False,
-            check: bool = True):
+            access: str | None = None):
   """(offsets expression, mask expression or None, result shape) for a view.
 
   Integer-array indices out of range have their lanes dropped for writes;
   reads use them as given (see gather_index). In the bounds-checked mode
   (ctx.kernel.bounds) every index is also checked against the ref's extent
-  (bounds.emit_check) and lanes outside are dropped.
+  (bounds.emit_check) and lanes outside are dropped. `access` names the
+  access in a bounds error: "read", "write" (the default from `write`) or
+  "atomic".
   """
+  offset, masks, shape, in_bounds = _address(ctx, ref, user_mask, write,
+                                             access or ("write" if write else "read"))
+  if in_bounds is not None:
+    masks.append(in_bounds)
+  mask = None
+  if masks:
+    combined = " & ".join(masks)
+    mask = masks[0] if len(masks) == 1 else ctx.assign_once(f"{ref.name}_mask", combined,
+                                                           f"{ref.name}: {combined}")
+  return offset, mask, shape
+
+
+def maskless_address(ctx, ref: RefValue, access: str, primitive: str):
+  """(offsets, in-bounds mask or None, shape) for an access that takes no mask
+  (tl.atomic_cas). A view that needs a mask (padded lanes, an overhanging
+  block) is refused. In the bounds-checked mode the lanes outside the ref are
+  pointed at the ref's first element, and the caller makes them harmless
+  there (atomic_cas: compare and swap a value with itself)."""
+  offset, masks, shape, in_bounds = _address(ctx, ref, None, True, access)
+  if masks:
+    raise Unsupported(f"{primitive} on a view that needs masking",
+                      "tl.atomic_cas takes no mask: use a view whose lanes all exist "
+                      "(power-of-two sizes, no overhanging block)")
+  if in_bounds is not None:
+    offset = ctx.b.assign(f"{ref.label}_off", f"tl.where({in_bounds}, {offset}, 0)")
+  return offset, in_bounds, shape
+
+
+def _address(ctx, ref: RefValue, user_mask, write: bool, access: str):
+  """(offsets, the masks the access needs, shape, the bounds check's in-bounds
+  mask or None)."""
   b = ctx.b
   shape = result_shape(ref)
   rank = len(shape)
@@ -32,7 +65,7 @@ def address(ctx, ref: RefValue, user_mask: Value | None = None, *, write: bool =
   dt = ref.index_dtype
   strides = ref.strides
   terms, masks = [], []
-  checking = check and ctx.kernel.bounds is not None
+  checking = ctx.kernel.bounds is not None
   active, checks = [], []     # check mode: the lanes really accessed; (local index, extent)
   slice_pos = 0
   pos = ref.gather_position
@@ -43,7 +76,7 @@ def address(ctx, ref: RefValue, user_mask: Value | None = None, *, write: bool =
     if d.kind == "int":
       index = d.start.expr
       if checking and not _statically_inside(d):
-        checks.append(_local_index(ref, axis, index))
+        checks.append((axis, *_local_index(ref, axis, index)))
       if _needs_bound_mask(ref, axis, d):
         masks.append(f"({index} < {array_size})")
       terms.append(_scaled(index, strides[axis]))
@@ -59,7 +92,7 @@ def address(ctx, ref: RefValue, user_mask: Value | None = None, *, write: bool =
       elif d.stride != 1:
         index = f"({index} * {d.stride})"
       if checking:
-        checks.append(_local_index(ref, axis, index))
+        checks.append((axis, *_local_index(ref, axis, index)))
       if ref.ragged[axis]:
         masks.append(f"({index} < {array_size})")
       terms.append(_scaled(index, strides[axis]))
@@ -85,7 +118,7 @@ def address(ctx, ref: RefValue, user_mask: Value | None = None, *, write: bool =
       masks.append(lane_ok)
       active.append(str(lane_ok))
     if checking and not _statically_inside(d):
-      checks.append(_local_index(ref, axis, index))
+      checks.append((axis, *_local_index(ref, axis, index)))
     if _needs_bound_mask(ref, axis, d):
       masks.append(f"({index} < {array_size})")
     terms.append(_scaled(index, strides[axis]))
@@ -103,16 +136,8 @@ def address(ctx, ref: RefValue, user_mask: Value | None = None, *, write: bool =
       user_mask = emit.broadcast_to(b, user_mask, shape)
     masks.append(str(user_mask))
     active.append(str(user_mask))
-  if checking:
-    in_bounds = _check_access(ctx, ref, checks, active, shape, write)
-    if in_bounds is not None:
-      masks.append(in_bounds)
-  mask = None
-  if masks:
-    combined = " & ".join(masks)
-    mask = masks[0] if len(masks) == 1 else ctx.assign_once(f"{ref.name}_mask", combined,
-                                                           f"{ref.name}: {combined}")
-  return offset, mask, shape
+  in_bounds = _check_access(ctx, ref, checks, active, shape, access) if checking else None
+  return offset, masks, shape, in_bounds
 
 
 def _statically_inside(d: ViewDim) -> bool:
@@ -141,21 +166,39 @@ def _local_index(ref: RefValue, axis: int, index: str) -> tuple[str, int]:
   return f"({index} - {origin})", d.extent
 
 
-def _check_access(ctx, ref: RefValue, checks, active, shape, write: bool) -> str | None:
+def _check_access(ctx, ref: RefValue, checks, active, shape, access: str) -> str | None:
   """The in-bounds mask of a bounds-checked access; None when every index is a
-  constant inside its ref (nothing to check at run time)."""
+  constant inside its ref (nothing to check at run time). `checks`: (axis,
+  index relative to the ref, the ref's extent) for each dimension checked at
+  run time; the others are statically inside and described as they are."""
   from ..bounds import emit_check
-  static = [_constant(i) for i, _ in checks]
-  if all(c is not None and 0 <= c < e for c, (_, e) in zip(static, checks)):
+  static = [_constant(i) for _, i, _ in checks]
+  if all(c is not None and 0 <= c < e for c, (_, _, e) in zip(static, checks)):
     return None          # also when no dimension needs a check
 
-  checks = [(f"tl.full((), {c}, tl.int32)" if c is not None else i, e)
-            for c, (i, e) in zip(static, checks)]
-  site = ctx.kernel.bounds.add(eqn_index=ctx.info.index, access="write" if write else "read",
-                               ref=ref.label, block_shape=tuple(e for _, e in checks),
+  checks = [(axis, f"tl.full((), {c}, tl.int32)" if c is not None else i, e)
+            for c, (axis, i, e) in zip(static, checks)]
+  checked = {axis: e for axis, _, e in checks}
+  extents, fixed = [], []
+  for axis, d in enumerate(ref.dims):
+    extents.append(checked[axis] if axis in checked else _local_index(ref, axis, "0")[1])
+    fixed.append(None if axis in checked else _static_range(d))
+  site = ctx.kernel.bounds.add(eqn_index=ctx.info.index, access=access,
+                               ref=ref.label, block_shape=tuple(extents),
                                array_shape=tuple(ref.array_shape),
-                               dtype=np.dtype(ref.dtype).name)
-  return emit_check(ctx, site, [i for i, _ in checks], " & ".join(active) or None, shape)
+                               dtype=np.dtype(ref.dtype).name,
+                               checked_axes=tuple(axis for axis, _, _ in checks),
+                               static_ranges=tuple(fixed))
+  return emit_check(ctx, site, [i for _, i, _ in checks], " & ".join(active) or None, shape)
+
+
+def _static_range(d: ViewDim) -> str:
+  """A view dimension statically inside its ref, as a bounds error prints it."""
+  first = d.static_offset or 0
+  if d.kind == "int":
+    return str(first)
+  last = first + (d.size - 1) * d.stride
+  return f"{first}:{last + 1}" + (f":{d.stride}" if d.stride != 1 else "")
 
 
 def _bounded_gather_index(ctx, d: ViewDim, write: bool):

@@ -15,7 +15,8 @@ from .. import compat, emit
 from ..codegen import is_packed4, Value, is_bool, is_float, next_pow2
 from ..errors import Unsupported
 from ..refs import RefValue
-from .addressing import address, check_value, load_expr, other_value, pointer, store_stmt
+from .addressing import (address, check_value, load_expr, maskless_address, other_value, pointer,
+                         store_stmt)
 from .table import register, register_deferred
 from .views import apply_transforms, result_shape
 
@@ -249,7 +250,7 @@ _ATOMIC_FUNCS = {"xchg": "tl.atomic_xchg", "add": "tl.atomic_add", "max": "tl.at
 
 def _atomic(ctx, view: RefValue, value: Value, mask, kind: str) -> Value:
   ctx.kernel.atomic_refs.add(view.name)
-  offset, full_mask, shape = address(ctx, view, mask, write=True)
+  offset, full_mask, shape = address(ctx, view, mask, write=True, access="atomic")
   moved = _moved_bytes(shape, view.dtype)
   ctx.record(bytes_read=moved, bytes_written=moved)
   value = check_value(ctx, view, value, shape)
@@ -275,14 +276,15 @@ def _atomic_rmw(ctx, *flat, args_tree, atomic_type):
 def _atomic_cas(ctx, ref, cmp, value):
   view = ref
   ctx.kernel.atomic_refs.add(view.name)
-  # tl.atomic_cas takes no mask: not bounds-checked
-  offset, mask, shape = address(ctx, view, write=True, check=False)
+  offset, in_bounds, shape = maskless_address(ctx, view, "atomic", "atomic_cas")
   moved = _moved_bytes(shape, view.dtype)
   ctx.record(bytes_read=moved, bytes_written=moved)
   cmp = check_value(ctx, view, cmp, shape)
   value = check_value(ctx, view, value, shape)
-  if mask is not None:
-    raise Unsupported("atomic_cas on a view that needs masking")
+  if in_bounds is not None:
+    # lanes outside the ref point at its first element (tl.atomic_cas takes no
+    # mask): there they swap `cmp` for `cmp`, which leaves the element as it was
+    value = ctx.value("cas_value", f"tl.where({in_bounds}, {value}, {cmp})", view.dtype, shape)
   return ctx.value(f"{view.label}_old",
                    f'tl.atomic_cas({pointer(view, offset)}, {cmp}, {value}, sem="acq_rel")',
                    view.dtype, shape)
