@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import compat
 from .codegen import (KernelBuilder, Value, is_bool, is_float, is_int, is_low_float, is_packed4,
                       register_dtype,
                       is_signed, literal, next_pow2, tl_dtype)
@@ -83,8 +84,8 @@ def cast(b: KernelBuilder, v: Value, dtype, hint: str | None = None) -> Value:
   """Converts with XLA's semantics on CPU.
 
   float -> int saturates and maps NaN to 0; -> bool is x != 0; conversions
-  into a 16-bit float from integers or float64 go through float32, as XLA
-  does (so the rounding matches it: int32 -> bf16 is rounded twice).
+  into a 16-bit float go through float32 where XLA's do (so the rounding
+  matches it: int32 -> bf16 is rounded twice; see _through_float32).
   """
   dtype = np.dtype(dtype)
   src = np.dtype(v.dtype)
@@ -104,9 +105,20 @@ def cast(b: KernelBuilder, v: Value, dtype, hint: str | None = None) -> Value:
     return b.value(hint, f"{v} != {zero}", dtype, v.shape)
   if is_float(src) and is_int(dtype):
     return _float_to_int(b, v, dtype, hint)
-  if is_low_float(dtype) and (not is_float(src) or src.itemsize != 4):
+  if _through_float32(src, dtype):
     v = b.value(hint + "_f32", f"{v}.to(tl.float32)", F32, v.shape)
   return b.value(hint, f"{v}.to({tl_dtype(dtype)})", dtype, v.shape)
+
+
+def _through_float32(src, dst) -> bool:
+  """Conversions into a 16-bit float that XLA rounds twice, through float32:
+  from integers (XLA's int32 -> bf16, on the CPU and the H200), and from
+  float64 in the JAX versions whose XLA does (compat)."""
+  if not is_low_float(dst) or (is_float(src) and np.dtype(src).itemsize == 4):
+    return False
+  if np.dtype(src) == np.float64:
+    return compat.xla_rounds_f64_to_16bit_twice(dst)
+  return True
 
 
 def _cast_4bit(b: KernelBuilder, v: Value, dtype, hint: str) -> Value:
@@ -144,7 +156,7 @@ def _convert_scalar(x, src, dst):
     return int(max(np.trunc(x), info.min))
   if is_int(dst):
     return int(np.asarray(int(x)).astype(dst)) if not is_bool(src) else int(bool(x))
-  if is_low_float(dst) and (not is_float(src) or np.dtype(src).itemsize != 4):
+  if _through_float32(src, dst):
     x = np.float32(x)   # the same double rounding as `cast`
   return float(np.asarray(x).astype(dst).astype(np.float64))
 
