@@ -31,7 +31,7 @@ def _cases(gpu: bool):
   n = 4096 if gpu else 64
   x = jax.random.normal(next(k), (n, n), jnp.float32)
   w, b = jax.random.normal(next(k), (n,)), jax.random.normal(next(k), (n,))
-  m = 2048 if gpu else 64
+  m = 2048 if gpu else 128   # the example's blocks are 128 x 128
   a = jax.random.normal(next(k), (m, m), jnp.float32).astype(jnp.bfloat16)
   c = jax.random.normal(next(k), (m, m), jnp.float32).astype(jnp.bfloat16)
   v = jax.random.normal(next(k), ((1 << 24) + 3 if gpu else 5000,), jnp.float32)

@@ -53,7 +53,12 @@ def worker(args) -> None:
   log = open(args.log, "a", buffering=1)
   current = args.log + ".current"
 
+  from pallas_prof.backend.bounds import check_bounds_enabled
+  checking = check_bounds_enabled()
+
   def emit(**record):
+    if checking:
+      record["check_bounds"] = True
     log.write(json.dumps(record) + "\n")
 
   batch = 0
@@ -75,9 +80,15 @@ def worker(args) -> None:
       try:
         outcome = check(program, device)
       except Difference as e:
+        first = not failure
         failure["program"], failure["message"] = program, str(e)
+        record = {}
+        if first:   # kept at once: a run cut off while shrinking still has it
+          record = {"reproducer": save_reproducer(program, str(e),
+                                                  os.path.join(args.corpus, "unshrunk")),
+                    "source": program.source, "message": str(e)[:2000]}
         emit(status="difference_candidate", seconds=time.perf_counter() - t0,
-             features=list(program.features))
+             features=list(program.features), **record)
         raise
       except AssertionError as e:   # the generator made an invalid program
         emit(status="generator_error", message=str(e)[:2000])
@@ -113,6 +124,10 @@ def main() -> None:
   parser.add_argument("--jobs", type=int, default=1,
                       help="worker processes at once, each with its own seeds (compiling "
                            "kernels is CPU-bound: about one per core)")
+  parser.add_argument("--check-jobs", type=int, default=0,
+                      help="this many of the jobs run in the bounds-checked mode "
+                           "(PALLAS_PROF_CHECK=bounds): valid programs must raise nothing "
+                           "and compute the same")
   parser.add_argument("--no-shrink", dest="shrink", action="store_false")
   parser.add_argument("--no-isolate", dest="isolate", action="store_false",
                       help="run in this process (for compute-sanitizer); a crash ends the run")
@@ -149,14 +164,15 @@ def main() -> None:
 class Job:
   """One of --jobs workers in parallel: its own log, seeds, children and crashes."""
 
-  def __init__(self, index: int, log: str, seeds=None):
-    self.index, self.log = index, log
+  def __init__(self, index: int, log: str, seeds=None, check_bounds: bool = False):
+    self.index, self.log, self.check_bounds = index, log, check_bounds
     self.seeds: list[int] = list(seeds or [])
     self.crashes: list[dict] = []
     self.child: subprocess.Popen | None = None
 
   def to_dict(self) -> dict:
     return {"job": self.index, "seeds": self.seeds, "examples": _count(self.log),
+            "check_bounds": self.check_bounds,
             "child_processes": len(self.seeds), "crashes": len(self.crashes),
             "log": os.path.basename(self.log)}
 
@@ -176,7 +192,7 @@ def _run_jobs(args, started: float) -> list[Job]:
   the next seed) until --examples programs ran in all, or --seconds passed.
   Job k's r-th child runs seed + 1000003 k + 7919 r: distinct programs."""
   deadline = started + args.seconds if args.seconds else None
-  jobs = [Job(k, _job_log(args, k)) for k in range(args.jobs)]
+  jobs = [Job(k, _job_log(args, k), check_bounds=k < args.check_jobs) for k in range(args.jobs)]
   for job in jobs:
     open(job.log, "w").close()
 
@@ -194,7 +210,10 @@ def _run_jobs(args, started: float) -> list[Job]:
       if job.child is None:
         seed = args.seed + 1000003 * job.index + 7919 * (len(job.seeds) + 1)
         job.seeds.append(seed)
-        job.child = subprocess.Popen(_worker_command(args, job.log, seed), cwd=ROOT)
+        env = dict(os.environ)
+        if job.check_bounds:
+          env["PALLAS_PROF_CHECK"] = "bounds"
+        job.child = subprocess.Popen(_worker_command(args, job.log, seed), cwd=ROOT, env=env)
     time.sleep(1)
     if time.time() - last_summary > 30:     # a cut-off run still leaves a summary
       _summarize(args, started, jobs, final=False)
@@ -250,12 +269,16 @@ def _records(jobs):
 def _summarize(args, started, jobs, final: bool) -> dict:
   outcomes, unsupported, features = collections.Counter(), collections.Counter(), collections.Counter()
   differences, tolerated, generator_errors, seconds = [], [], [], 0.0
+  unshrunk, checked = [], 0
   crashes = [c for job in jobs for c in job.crashes]
   for rec in _records(jobs):
     status = rec["status"]
     if status == "difference_candidate":
       outcomes["shrink steps that still differed"] += 1
+      if "reproducer" in rec:      # the first of a difference, before shrinking
+        unshrunk.append({k: rec[k] for k in ("message", "reproducer", "source")})
       continue
+    checked += bool(rec.get("check_bounds")) and status != "worker_error"
     outcomes[status] += 1
     seconds += rec.get("seconds", 0.0)
     features.update(rec.get("features", ()))
@@ -272,8 +295,9 @@ def _summarize(args, started, jobs, final: bool) -> dict:
       "commit": _commit(), "device": args.device, "seed": args.seed, "jobs": len(jobs),
       "examples": sum(v for k, v in outcomes.items()
                       if k not in ("shrink steps that still differed", "worker_error")),
-      "outcomes": dict(outcomes), "differences_found": len(differences),
-      "differences": differences, "crashes": crashes,
+      "examples_in_check_mode": checked,
+      "outcomes": dict(outcomes), "differences_found": max(len(unshrunk), len(differences)),
+      "differences": differences, "differences_unshrunk": unshrunk, "crashes": crashes,
       "unsupported_reasons": dict(unsupported.most_common()),
       "tolerated_examples": tolerated[:20], "generator_errors": generator_errors[:20],
       "features": dict(features.most_common()),

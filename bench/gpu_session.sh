@@ -112,19 +112,27 @@ step_attribution() {   # measured attribution (#15): known-answer kernels, softm
 }
 
 step_reliability() {   # issue #18: the bounds-checked mode on the GPU (an illegal read is a
-  # BoundsError, the process alive), check mode's cost, and the fuzzer on the GPU
-  timeout ${RELIABILITY_TEST_TIMEOUT:-240} python3 -m pytest -q -p no:cacheprovider -rfE \
-    tests/backend/test_bounds_gpu.py tests/backend/test_bounds.py tests/backend/test_coverage.py \
-    tests/backend/test_scan_arrays.py 2>&1 | tail -15
-  timeout ${BOUNDS_COST_TIMEOUT:-120} python3 bench/bounds_cost.py --out "$OUT/bounds_cost_h200.json" \
+  # BoundsError, the process alive; every access path; valid fuzz kernels in check mode),
+  # float64 -> 16-bit rounding as XLA's, check mode's cost, and the fuzzer on the GPU
+  # (--jobs: compiling is CPU-bound; FUZZ_CHECK_JOBS of them in check mode)
+  timeout ${RELIABILITY_TEST_TIMEOUT:-120} python3 -m pytest -q -p no:cacheprovider -n 8 -rfE \
+    tests/backend/test_bounds_gpu.py tests/backend/test_bounds.py tests/backend/test_bounds_paths.py \
+    tests/backend/test_coverage.py tests/backend/test_scan_arrays.py \
+    tests/backend/test_elementwise.py::test_convert_float64 \
+    --junitxml="$OUT/reliability-pytest.xml" 2>&1 | tail -15
+  timeout ${CONVERT_PROBE_TIMEOUT:-60} python3 bench/probes/convert_rounding.py \
+    --out "$OUT/convert_rounding.json" 2>&1 | grep -v Warning | tail -24
+  timeout ${BOUNDS_COST_TIMEOUT:-90} python3 bench/bounds_cost.py --out "$OUT/bounds_cost_h200.json" \
     2>&1 | grep -v Warning | tail -6
-  timeout $(( ${FUZZ_SECONDS:-240} + 60 )) python3 bench/fuzz.py --device gpu --seconds ${FUZZ_SECONDS:-240} \
-    --examples ${FUZZ_EXAMPLES:-2000} --seed ${FUZZ_SEED:-18} --out "$OUT/fuzz_gpu.json" \
-    --corpus "$OUT/fuzz_gpu_repro" 2>&1 | tail -12
+  timeout $(( ${FUZZ_SECONDS:-240} + 40 )) python3 bench/fuzz.py --device gpu --seconds ${FUZZ_SECONDS:-240} \
+    --examples ${FUZZ_EXAMPLES:-4000} --jobs ${FUZZ_JOBS:-14} --check-jobs ${FUZZ_CHECK_JOBS:-2} \
+    --seed ${FUZZ_SEED:-18} --out "$OUT/fuzz_gpu.json" --corpus "$OUT/fuzz_gpu_repro" 2>&1 | tail -14
 }
 
-step_sanitize() {   # compute-sanitizer: examples, JAX's GPU ops fwd+bwd, fuzzer programs
-  OUT="$OUT" timeout ${SANITIZE_TIMEOUT:-900} bash bench/sanitize_gpu.sh 2>&1 | tail -40
+step_sanitize() {   # compute-sanitizer (4 tools) over the examples, JAX's GPU ops fwd+bwd and
+  # fuzzer programs, PARALLEL runs at a time, the whole step within SANITIZE_BUDGET seconds
+  OUT="$OUT" BUDGET=${SANITIZE_BUDGET:-240} timeout $(( ${SANITIZE_BUDGET:-240} + 30 )) \
+    bash bench/sanitize_gpu.sh 2>&1 | tail -20
 }
 
 for s in "${@:-env}"; do

@@ -1,64 +1,91 @@
 #!/usr/bin/env bash
 # compute-sanitizer over pallas-prof on a GPU: memcheck, racecheck, initcheck
-# and synccheck over the examples, JAX's Pallas GPU ops forward and backward
-# (bench/sanitize_ops.py) and a fixed corpus of fuzzer programs
-# (bench/fuzz.py --device gpu --seed 1). One log per tool and program, and a
-# summary of each log's "ERROR SUMMARY" line, under $OUT/sanitizer (copy it to
-# bench/results/sanitizer_<commit>/).
+# and synccheck over the examples (bench/sanitize_examples.py, one process),
+# JAX's Pallas GPU ops forward and backward (bench/sanitize_ops.py) and a fixed
+# corpus of fuzzer programs (bench/fuzz.py --device gpu --seed 1, in process).
+# One log per tool and program, and a summary of each log's "ERROR SUMMARY"
+# line, under $OUT/sanitizer (copy it to bench/results/sanitizer_<commit>/).
+#
+# The tool x program runs go PARALLEL at a time (the machine has 16 cores and
+# the sanitized programs spend most of their time on the CPU: JAX's start,
+# compiling, the sanitizer's patching), each time-boxed by STEP_TIMEOUT; the
+# whole step by BUDGET seconds (a run gets at most what is left of it; runs
+# not started are reported as such).
 #
 # From the repository root on the device machine, after the wheels are set up
 # (as in bench/gpu_session.sh):
-#   bash bench/sanitize_gpu.sh                  # all four tools (~8-12 min)
-#   TOOLS="memcheck" bash bench/sanitize_gpu.sh  # one tool
+#   bash bench/sanitize_gpu.sh                            # 4 tools x 3 programs
+#   TOOLS="memcheck" PROGRAMS="examples" bash bench/sanitize_gpu.sh
 # The process exits 0 when every log says "ERROR SUMMARY: 0 errors" and
 # every program itself succeeded.
 set -u
 OUT_DIR=${OUT:-/tmp/out}/sanitizer
 mkdir -p "$OUT_DIR"
 export PYTHONPATH=${PYTHONPATH:-$PWD} PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
-# each sanitized kernel launch is synchronous and slow: keep the programs small
 TOOLS=${TOOLS:-"memcheck racecheck initcheck synccheck"}
-STEP_TIMEOUT=${STEP_TIMEOUT:-300}
+PROGRAMS=${PROGRAMS:-"examples jax_gpu_ops_fwd_bwd fuzz_corpus"}
+PARALLEL=${PARALLEL:-6}
+STEP_TIMEOUT=${STEP_TIMEOUT:-200}
+BUDGET=${BUDGET:-280}
+# each sanitized kernel launch is synchronous and slow: keep the programs small
 FUZZ_EXAMPLES=${FUZZ_EXAMPLES:-40}
 SANITIZER=${SANITIZER:-$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)}
 if [ -z "$SANITIZER" ]; then echo "compute-sanitizer not found"; exit 2; fi
-COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 SUMMARY="$OUT_DIR/summary.txt"
 echo "compute-sanitizer over pallas-prof $COMMIT, $(date -u +%FT%TZ), $("$SANITIZER" --version | tail -1)" > "$SUMMARY"
 nvidia-smi -L >> "$SUMMARY" 2>&1
 
-programs=(
-  "vector_add:python3 examples/vector_add.py"
-  "softmax:python3 examples/softmax.py"
-  "layer_norm:python3 examples/layer_norm.py"
-  "matmul:python3 examples/matmul.py"
-  "flash_attention:python3 examples/flash_attention.py"
-  "pipeline:python3 examples/pipeline.py"
-  "jax_gpu_ops_fwd_bwd:python3 bench/sanitize_ops.py"
-  "fuzz_corpus:python3 bench/fuzz.py --device gpu --examples $FUZZ_EXAMPLES --seed 1 --no-isolate --no-shrink --out $OUT_DIR/fuzz_corpus_TOOL.json --corpus $OUT_DIR/fuzz_corpus_TOOL_repro"
-)
+command_of() {   # the program's command line for one tool
+  case "$1" in
+    examples) echo "python3 bench/sanitize_examples.py" ;;
+    jax_gpu_ops_fwd_bwd) echo "python3 bench/sanitize_ops.py" ;;
+    fuzz_corpus) echo "python3 bench/fuzz.py --device gpu --examples $FUZZ_EXAMPLES --seed 1 --no-isolate --no-shrink --out $OUT_DIR/fuzz_corpus_$2.json --corpus $OUT_DIR/fuzz_corpus_$2_repro" ;;
+    *) echo "false unknown program $1" ;;
+  esac
+}
+
+run_one() {   # tool program seconds: one sanitized run; its result line goes to a file of its own
+  local tool=$1 name=$2 limit=$3 extra="" log="$OUT_DIR/$1_$2.log" start rc secs errors
+  [ "$tool" = "racecheck" ] && extra="--racecheck-report all"
+  start=$(date +%s)
+  # --target-processes all: the compile worker is a child process (it launches
+  # nothing, but the profiler's children would)
+  timeout "$limit" "$SANITIZER" --tool "$tool" $extra --target-processes all \
+    --print-limit 50 $(command_of "$name" "$tool") > "$log" 2>&1
+  rc=$?
+  secs=$(( $(date +%s) - start ))
+  errors=$(grep -h "ERROR SUMMARY" "$log" | tail -1)
+  [ -z "$errors" ] && errors="(no ERROR SUMMARY line)"
+  [ "$rc" -eq 124 ] && errors="$errors (cut off after ${limit}s)"
+  echo "$tool $name: exit $rc, ${secs}s, $errors" > "$OUT_DIR/.result_${tool}_${name}"
+  cat "$OUT_DIR/.result_${tool}_${name}"
+}
+
+started=$(date +%s)
+end=$(( started + BUDGET ))
+pairs=()
+for tool in $TOOLS; do for name in $PROGRAMS; do pairs+=("$tool $name"); done; done
+for pair in "${pairs[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL" ]; do wait -n; done
+  left=$(( end - $(date +%s) ))
+  [ "$left" -lt 30 ] && break      # too little time left for a sanitized JAX process
+  run_one $pair $(( left < STEP_TIMEOUT ? left : STEP_TIMEOUT )) &
+done
+wait
 
 failed=0
-for tool in $TOOLS; do
-  extra=""
-  [ "$tool" = "racecheck" ] && extra="--racecheck-report all"
-  for entry in "${programs[@]}"; do
-    name=${entry%%:*}
-    cmd=${entry#*:}
-    cmd=${cmd//TOOL/$tool}
-    log="$OUT_DIR/${tool}_${name}.log"
-    start=$(date +%s)
-    # --target-processes all: the compile worker is a child process (it launches
-    # nothing, but the profiler's children would)
-    timeout "$STEP_TIMEOUT" "$SANITIZER" --tool "$tool" $extra --target-processes all \
-      --print-limit 50 $cmd > "$log" 2>&1
-    rc=$?
-    secs=$(( $(date +%s) - start ))
-    errors=$(grep -h "ERROR SUMMARY" "$log" | tail -1)
-    [ -z "$errors" ] && errors="(no ERROR SUMMARY line)"
-    echo "$tool $name: exit $rc, ${secs}s, $errors" | tee -a "$SUMMARY"
-    if [ "$rc" -ne 0 ] || ! grep -q "ERROR SUMMARY: 0 errors" "$log"; then failed=1; fi
-  done
+for pair in "${pairs[@]}"; do
+  set -- $pair
+  result="$OUT_DIR/.result_$1_$2"
+  if [ -f "$result" ]; then
+    line=$(cat "$result"); rm -f "$result"
+  else
+    line="$1 $2: not run (the step's budget of ${BUDGET}s was spent)"
+  fi
+  echo "$line" >> "$SUMMARY"
+  case "$line" in *"exit 0,"*"ERROR SUMMARY: 0 errors"*) ;; *) failed=1 ;; esac
 done
-echo "all clean: $([ $failed -eq 0 ] && echo yes || echo NO)" | tee -a "$SUMMARY"
+echo "all clean: $([ $failed -eq 0 ] && echo yes || echo NO) ($(( $(date +%s) - started ))s)" >> "$SUMMARY"
+cat "$SUMMARY"
 exit $failed

@@ -14,12 +14,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def test_two_jobs_run_distinct_seeds_into_one_summary(tmp_path):
+  """Job 0 in the bounds-checked mode (--check-jobs 1), job 1 without."""
   out = tmp_path / "fuzz.json"
   env = dict(os.environ, JAX_PLATFORMS="cpu",
              PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
   done = subprocess.run(
       [sys.executable, os.path.join(ROOT, "bench", "fuzz.py"), "--jobs", "2", "--examples", "6",
-       "--seed", "5", "--kind", "values", "--no-shrink", "--out", str(out),
+       "--seed", "5", "--kind", "kernels", "--no-shrink", "--check-jobs", "1", "--out", str(out),
        "--corpus", str(tmp_path / "repro")],
       capture_output=True, text=True, timeout=240, env=env, cwd=ROOT)
   assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
@@ -34,6 +35,9 @@ def test_two_jobs_run_distinct_seeds_into_one_summary(tmp_path):
   assert all(p.exists() for p in logs) and len({p.name for p in logs}) == 2
   assert summary["examples"] == sum(j["examples"] for j in jobs) >= 6, summary
   assert summary["outcomes"].get("ok", 0) >= 1 and summary["differences_found"] == 0, summary
+  # job 0 ran in the bounds-checked mode (its programs are valid: nothing raised)
+  assert [j["check_bounds"] for j in jobs] == [True, False]
+  assert 1 <= summary["examples_in_check_mode"] <= summary["examples"] - jobs[1]["examples"], summary
 
 
 def test_a_dead_child_is_a_crash_with_its_program_and_the_run_goes_on(tmp_path, monkeypatch):
@@ -69,3 +73,29 @@ def test_a_dead_child_is_a_crash_with_its_program_and_the_run_goes_on(tmp_path, 
   assert all(j["child_processes"] >= 2 and j["crashes"] >= 1 for j in per_job), per_job
   seeds = [s for j in per_job for s in j["seeds"]]
   assert len(seeds) == len(set(seeds))
+
+
+def test_a_difference_is_kept_before_shrinking_and_after(tmp_path, monkeypatch):
+  """The first program that differs is saved at once (a run cut off while
+  hypothesis shrinks still has it), and the shrunk one when shrinking ends."""
+  import argparse
+  from tests.fuzz import check as check_module
+
+  def always_differs(program, device=None):
+    raise check_module.Difference(f"made up for the test: {program.seed}")
+
+  monkeypatch.setattr(check_module, "check", always_differs)
+  log = tmp_path / "fuzz.jsonl"
+  args = argparse.Namespace(device="cpu", kind="values", log=str(log), seed=3, batch=4,
+                            shrink=True, once=True, corpus=str(tmp_path / "repro"))
+  fuzz.worker(args)
+  records = [json.loads(line) for line in log.read_text().splitlines()]
+  first = [r for r in records if r["status"] == "difference_candidate" and "reproducer" in r]
+  assert len(first) == 1 and "/unshrunk/" in first[0]["reproducer"], records[:3]
+  assert "made up for the test" in open(first[0]["reproducer"]).read()
+  [final] = [r for r in records if r["status"] == "difference"]
+  assert os.path.exists(final["reproducer"]) and "unshrunk" not in final["reproducer"]
+  summary = fuzz._summarize(argparse.Namespace(out=str(tmp_path / "s.json"), device="cpu",
+                                               seed=3), 0.0, [fuzz.Job(0, str(log), [3])],
+                            final=True)
+  assert summary["differences_found"] == 1 and len(summary["differences_unshrunk"]) == 1
