@@ -28,6 +28,7 @@ PARALLEL=${PARALLEL:-6}
 STEP_TIMEOUT=${STEP_TIMEOUT:-200}
 BUDGET=${BUDGET:-280}
 # each sanitized kernel launch is synchronous and slow: keep the programs small
+# (EXAMPLES: which examples, default all but multi_gpu)
 FUZZ_EXAMPLES=${FUZZ_EXAMPLES:-40}
 SANITIZER=${SANITIZER:-$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)}
 if [ -z "$SANITIZER" ]; then echo "compute-sanitizer not found"; exit 2; fi
@@ -38,7 +39,7 @@ nvidia-smi -L >> "$SUMMARY" 2>&1
 
 command_of() {   # the program's command line for one tool
   case "$1" in
-    examples) echo "python3 bench/sanitize_examples.py" ;;
+    examples) echo "python3 bench/sanitize_examples.py ${EXAMPLES:-}" ;;
     jax_gpu_ops_fwd_bwd) echo "python3 bench/sanitize_ops.py" ;;
     fuzz_corpus) echo "python3 bench/fuzz.py --device gpu --examples $FUZZ_EXAMPLES --seed 1 --no-isolate --no-shrink --out $OUT_DIR/fuzz_corpus_$2.json --corpus $OUT_DIR/fuzz_corpus_$2_repro" ;;
     *) echo "false unknown program $1" ;;
