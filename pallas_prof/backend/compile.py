@@ -132,6 +132,52 @@ def compile_request(gk: GeneratedKernel, target: tuple[str, int],
           "need_cubin": need_cubin, "libdevice_cache": libdevice_cache()}
 
 
+def compile_kernels(gks: list[GeneratedKernel], target: tuple[str, int] = DEFAULT_TARGET,
+                    *, need_cubin: bool = True,
+                    parallel: int | None = None) -> list[CompiledKernel | LoweringError]:
+  """compile_kernel of each, the ones not cached compiled at once (up to `parallel`,
+  default the cores) by children of the compile worker: the tuner's candidates.
+  A compile that fails gives its LoweringError in its place; the others go on."""
+  out: list[CompiledKernel | LoweringError | None] = [None] * len(gks)
+  misses = []
+  for i, gk in enumerate(gks):
+    key = compile_key(gk, target)
+    if remembered(key) is not None or load_from_disk(key, gk) is not None:
+      try:
+        out[i] = compile_kernel(gk, target, need_cubin=need_cubin)
+      except LoweringError as e:
+        out[i] = e
+    else:
+      misses.append((i, gk, key))
+  answers = compile_worker.compile_many([compile_request(gk, target, need_cubin)
+                                         for _, gk, _ in misses], parallel)
+  for (i, gk, key), answer in zip(misses, answers):
+    try:
+      if isinstance(answer, compile_worker.WorkerCrashed):
+        raise _crash_error(gk, key, target, answer)
+      ck = _finish_compile(gk, target, key, answer)    # no wait figures: a batch queues its own
+      remember(ck)
+      store_on_disk(ck)
+      out[i] = ck
+    except LoweringError as e:
+      out[i] = e
+  return out
+
+
+def _crash_error(gk: GeneratedKernel, key: str, target, crash) -> LoweringError:
+  error = LoweringError(
+      f"Triton's compiler crashed ({crash.how}) in the {crash.stage or 'ttir'} stage",
+      hint="pallas-prof compiles in a worker process, so your program survives this; "
+           "`pallas-prof show` prints the generated kernel, and a smaller block or "
+           "another num_warps/num_stages often avoids the crash",
+      kernel=gk.name, stage=crash.stage, details={"compiler output": crash.output_tail},
+      jaxpr_text=gk.jaxpr_text, cause=crash)
+  now = time.time_ns()
+  _notify(CompileRecord(gk.name, key, f"{target[0]}:{target[1]}", now, now, [], "miss",
+                        {"pallas.kernel": gk.name}, error, source_key=gk.key))
+  return error
+
+
 def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str,
                  need_cubin: bool = True) -> CompiledKernel:
   request = compile_request(gk, target, need_cubin)
@@ -139,17 +185,7 @@ def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str,
   try:
     result = compile_worker.compile(request)
   except compile_worker.WorkerCrashed as crash:
-    error = LoweringError(
-        f"Triton's compiler crashed ({crash.how}) in the {crash.stage or 'ttir'} stage",
-        hint="pallas-prof compiles in a worker process, so your program survives this; "
-             "`pallas-prof show` prints the generated kernel, and a smaller block or "
-             "another num_warps/num_stages often avoids the crash",
-        kernel=gk.name, stage=crash.stage, details={"compiler output": crash.output_tail},
-        jaxpr_text=gk.jaxpr_text, cause=crash)
-    now = time.time_ns()
-    _notify(CompileRecord(gk.name, key, f"{target[0]}:{target[1]}", now, now, [], "miss",
-                          {"pallas.kernel": gk.name}, error, source_key=gk.key))
-    raise error from None
+    raise _crash_error(gk, key, target, crash) from None
   return _finish_compile(gk, target, key, result, requested)
 
 

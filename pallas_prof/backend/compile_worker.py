@@ -189,6 +189,34 @@ def compile(request: dict[str, Any]) -> dict[str, Any]:  # noqa: A001 - the modu
   return _worker.call(request)
 
 
+def compile_many(requests: list[dict[str, Any]], parallel: int | None = None) -> list[Any]:
+  """compile() of each request, up to `parallel` (default: the cores, at most 8) at
+  once in children of the worker. Each answer is compile()'s, or a WorkerCrashed
+  for a compile whose child died (a crash of the worker itself raises)."""
+  if not requests:
+    return []
+  parallel = parallel or min(8, os.cpu_count() or 1)
+  if not enabled() or len(requests) == 1 or parallel == 1:
+    out: list[Any] = []
+    for request in requests:
+      try:
+        out.append(compile(request))
+      except WorkerCrashed as crash:
+        out.append(crash)
+    return out
+  answer = _worker.call({"op": "batch", "requests": list(requests), "parallel": parallel})
+  queued = answer.get("queued_ns", 0)
+  out = []
+  for result in answer["results"]:
+    if "crashed" in result:
+      out.append(WorkerCrashed(result["crashed"], None, "(a compile of a batch: its output is "
+                                                        "in the worker's log)"))
+    else:
+      result["queued_ns"] = queued
+      out.append(result)
+  return out
+
+
 def start() -> None:
   """Starts the worker process if it is not running, without waiting for it."""
   if enabled():
@@ -226,12 +254,66 @@ def _serve(compile_module) -> None:
       request = _recv(inp)
     except EOFError:
       return
-    if request.get("op") == "ptxas":
-      on_stage("cubin")
-      _send(out, compile_module.run_ptxas(request))
+    if request.get("op") == "batch":
+      _send(out, _compile_batch(compile_module, request, on_stage))
     else:
-      _send(out, compile_module.run_triton(request, on_stage=on_stage))
+      _send(out, _run_one(compile_module, request, on_stage))
     gc.collect()                 # what this compile left (1-4 ms on the CPU machine)
+
+
+def _run_one(compile_module, request: dict[str, Any], on_stage) -> dict[str, Any]:
+  if request.get("op") == "ptxas":
+    on_stage("cubin")
+    return compile_module.run_ptxas(request)
+  return compile_module.run_triton(request, on_stage=on_stage)
+
+
+def _compile_batch(compile_module, batch: dict[str, Any], on_stage) -> dict[str, Any]:
+  """Several compiles at once (the tuner's candidates): each in a child forked
+  from this worker, which has Triton imported already, so a child starts in a
+  millisecond or so and compiles on a core of its own; at most `parallel` at a time.
+  A child that crashes (LLVM aborting) fails only its own compile. Each child
+  writes its answer to a file (an answer is up to a few MB of PTX and IR, more
+  than a pipe holds while the parent waits on the others)."""
+  requests = batch["requests"]
+  parallel = max(1, int(batch.get("parallel") or 1))
+  results: list[Any] = [None] * len(requests)
+  folder = tempfile.mkdtemp(prefix="batch-", dir=os.environ.get("TRITON_CACHE_DIR") and
+                            os.path.dirname(os.environ["TRITON_CACHE_DIR"]))
+  running: dict[int, int] = {}        # pid -> request index
+  waiting = list(range(len(requests)))
+  try:
+    while waiting or running:
+      while waiting and len(running) < parallel:
+        i = waiting.pop(0)
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:                    # the child: one compile, its answer in a file, gone
+          code = 1
+          try:
+            answer = _run_one(compile_module, requests[i], on_stage)
+            with open(os.path.join(folder, f"{i}.tmp"), "wb") as f:
+              pickle.dump(answer, f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(os.path.join(folder, f"{i}.tmp"), os.path.join(folder, f"{i}.pickle"))
+            code = 0
+          finally:
+            sys.stderr.flush()
+            os._exit(code)
+        running[pid] = i
+      pid, status = os.wait()
+      i = running.pop(pid, None)
+      if i is None:
+        continue
+      try:
+        with open(os.path.join(folder, f"{i}.pickle"), "rb") as f:
+          results[i] = pickle.load(f)
+      except OSError:
+        how = (f"signal {signal.Signals(os.WTERMSIG(status)).name}" if os.WIFSIGNALED(status)
+               else f"exit code {os.WEXITSTATUS(status)}")
+        results[i] = {"crashed": how}
+  finally:
+    shutil.rmtree(folder, ignore_errors=True)
+  return {"results": results}
 
 
 def _load_triton_run():

@@ -13,6 +13,9 @@ The backend calls `observer()` at a few places:
   - `profiled(KernelProfile, start_ns, end_ns, device)`: the profiler (profile())
     after it profiled a kernel, with the interval it spent on it and the GPU
     (DeviceInfo, None without one); only when enabled.
+  - `tuned(TuningRecord)`: once after a kernel's (or a function's) tuning, or
+    its cached choice, with every candidate's interval, time and error
+    (pallas_prof/tune/records.py); only when enabled.
 By default the observer does nothing; pallas_prof.instrument installs one
 that records OpenTelemetry spans. Several observers may watch at once
 (`add_observer`): `observer()` is then a FanOut that hands every call to each,
@@ -40,6 +43,7 @@ class Observer(Protocol):
   def equation(self, eqn) -> Span: ...
   def compiled(self, record) -> None: ...
   def profiled(self, kernel_profile, start_ns: int, end_ns: int, device) -> None: ...
+  def tuned(self, record) -> None: ...
 
 
 class _NullSpan:
@@ -76,6 +80,9 @@ class NullObserver:
 
   def profiled(self, kernel_profile, start_ns, end_ns, device):
     """Called once per kernel profile() profiled (a profiler.schema.KernelProfile)."""
+
+  def tuned(self, record):
+    """Called once per tuning (a tune.records.TuningRecord)."""
 
 
 class _Spans:
@@ -134,6 +141,11 @@ class FanOut:
     for o in self.observers:
       if o.enabled:
         o.profiled(kernel_profile, start_ns, end_ns, device)
+
+  def tuned(self, record):
+    for o in self.observers:
+      if o.enabled and hasattr(o, "tuned"):     # observers written before tuning had spans
+        o.tuned(record)
 
 
 _observers: tuple = ()

@@ -272,7 +272,8 @@ def _autotuned(ck, gk, cp, cc, aliases, zeroed, relower):
   PALLAS_PROF_AUTOTUNE=1) or a tuning file (PALLAS_PROF_TUNED): pallas_prof/tune/params.py."""
   from ..tune import params as tuning
   return tuning.select(ck, gk, cp, relower, ("cuda", cc),
-                       compile_fn=lambda g: compile_kernel(g, ("cuda", cc)),
+                       # a cached choice: jaxlib assembles the PTX, as for the default
+                       compile_fn=lambda g: compile_kernel(g, ("cuda", cc), need_cubin=False),
                        aliases=aliases, zeroed=tuple(sorted(zeroed)))
 
 

@@ -41,12 +41,22 @@ def profile(kernel: str) -> str:
   return f"profile {kernel}"
 
 
+def tune(kernel: str) -> str:
+  """One kernel's (or tuned function's) tuning, or its cached choice."""
+  return f"tune {kernel}"
+
+
+def tune_candidate(kernel: str, label: str) -> str:
+  """One candidate of a tuning: its outputs checked, then timed."""
+  return f"tune {kernel} {label}"
+
+
 def root(script: str | None = None) -> str:
   """The span around a traced region (`pallas-prof run` names the script)."""
   return f"pallas-prof {script}" if script else "pallas-prof"
 
 
-SPAN_PREFIXES = ("pallas_call ", "lower ", "compile ", "profile ", "pallas-prof")
+SPAN_PREFIXES = ("pallas_call ", "lower ", "compile ", "profile ", "tune ", "pallas-prof")
 
 # --- attributes: the kernel -------------------------------------------------------------------
 
@@ -97,6 +107,20 @@ RESOURCES = {
     "stack_bytes": "triton.stack_bytes", "num_warps": "triton.num_warps",
     "num_stages": "triton.num_stages", "target": "triton.target",
 }
+
+# --- attributes: tuning ----------------------------------------------------------------------
+
+TUNE_KIND = "pallas.tune.kind"                   # "params" (warps, stages) or "blocks" (autotune)
+TUNE_DEFAULT = "pallas.tune.default"             # the default config, as a label ("4w 3s")
+TUNE_BEST = "pallas.tune.best"                   # the config chosen
+TUNE_FROM_CACHE = "pallas.tune.from_cache"
+TUNE_SPEEDUP = "pallas.tune.speedup"             # default's time / best's time
+TUNE_CANDIDATES = "pallas.tune.candidates"       # how many were tried
+TUNE_CONFIG = "pallas.tune.config"               # a candidate's config, as a label
+TUNE_MEDIAN_US = "pallas.tune.median_us"         # a candidate's median time
+TUNE_COMPILE_MS = "pallas.tune.compile_ms"       # a candidate's compile (in parallel with others)
+TUNE_CHOSEN = "pallas.tune.chosen"
+TUNE_ERROR = "pallas.tune.error"                 # why a candidate was dropped
 
 # --- attributes: the profile ------------------------------------------------------------------
 

@@ -255,6 +255,38 @@ class SpanObserver:
       span.set_status(Status(StatusCode.ERROR, "; ".join(kernel_profile.errors)[:300]))
     span.end(end_time=max(end_ns, start_ns))
 
+  def tuned(self, record) -> None:
+    """`tune <kernel>` with a `tune <kernel> <config>` child per candidate, from a
+    tune.records.TuningRecord (linked to the kernel's lowering when it was traced)."""
+    lowering = self._lowering(getattr(record, "source_key", None))
+    links = [Link(lowering.span.get_span_context(), {cv.PALLAS_LINK: "lowering"})] \
+        if lowering is not None else []
+    attributes = {cv.PALLAS_KERNEL: record.name, cv.TUNE_KIND: record.kind,
+                  cv.TUNE_DEFAULT: record.default, cv.TUNE_BEST: record.best,
+                  cv.TUNE_FROM_CACHE: bool(record.from_cache),
+                  cv.TUNE_CANDIDATES: len(record.candidates)}
+    if record.speedup is not None:
+      attributes[cv.TUNE_SPEEDUP] = float(record.speedup)
+    span = self.tracer.start_span(cv.tune(record.name), context=self._parent(),
+                                  start_time=record.start_ns, attributes=attributes, links=links)
+    parent = trace.set_span_in_context(span)
+    for c in record.candidates if not record.from_cache else ():
+      attrs = {cv.PALLAS_KERNEL: record.name, cv.TUNE_CONFIG: c.label,
+               cv.TUNE_CHOSEN: bool(c.chosen)}
+      if c.seconds is not None:
+        attrs[cv.TUNE_MEDIAN_US] = c.seconds * 1e6
+      if c.compile_seconds is not None:
+        attrs[cv.TUNE_COMPILE_MS] = c.compile_seconds * 1e3
+      if c.error:
+        attrs[cv.TUNE_ERROR] = c.error[:300]
+      start = c.start_ns or record.end_ns
+      child = self.tracer.start_span(cv.tune_candidate(record.name, c.label), context=parent,
+                                     start_time=start, attributes=attrs)
+      if c.error:
+        child.set_status(Status(StatusCode.ERROR, c.error[:300]))
+      child.end(end_time=max(start, c.end_ns or start))
+    span.end(end_time=max(record.end_ns, record.start_ns))
+
   # internals -------------------------------------------------------------------------
   def _open(self) -> list:
     """This thread's spans of this observer that are open now, innermost last."""

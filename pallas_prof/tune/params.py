@@ -2,8 +2,9 @@
 or `PALLAS_PROF_AUTOTUNE=1`.
 
 When a kernel is lowered for the GPU with tuning asked for, each candidate
-(num_warps, num_stages) is lowered and compiled through the compile worker
-(submitted together; the one worker process takes them one at a time), launched by the profiler's replay runner on the same
+(num_warps, num_stages) is lowered, and all are compiled at once by children of
+the compile worker (one per core, Triton already imported in each), launched
+by the profiler's replay runner on the same
 seeded random inputs as the default, and kept only if its outputs equal the
 default's (bit for bit for integers, else within the dtype's rounding); the
 kept ones are timed with the runner's cold method (L2 flushed before each
@@ -13,11 +14,14 @@ that content), the GPU, and the versions of JAX, Triton and pallas-prof: a new
 process uses it without timing.
 
 What tuning found is kept in `results()` (the CLI's report and `pallas-prof tune`
-read it): per kernel, every candidate's median, the choice and the time spent.
+read it): per kernel, every candidate's median, the choice and the time spent;
+and observers (tracing) get a `tune <kernel>` span with one child per candidate.
+A cached choice costs a JSON read, and when it is not the default a lowering
+and a compile from pallas-prof's disk cache: it imports neither Triton nor the
+profiler's CUDA code beyond the device's name (bench/tune_cost.py measures it).
 """
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import hashlib
 import json
@@ -26,6 +30,7 @@ import threading
 import time
 from typing import Callable, Sequence
 
+from . import records
 from .blocks import cache_path, same_outputs
 
 ENV = "PALLAS_PROF_AUTOTUNE"
@@ -69,6 +74,17 @@ class Candidate:
   num_stages: int
   median_s: float | None
   error: str | None = None
+  compile_s: float | None = None    # its compile (in parallel with the others')
+  start_ns: int = 0                 # its check and timing
+  end_ns: int = 0
+
+  @property
+  def label(self) -> str:
+    return config_label((self.num_warps, self.num_stages))
+
+
+def config_label(config: tuple[int, int]) -> str:
+  return f"{config[0]}w {config[1]}s"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +96,9 @@ class KernelTuning:
   tuning_s: float
   from_cache: bool = False
   identity: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+  start_ns: int = dataclasses.field(default=0, compare=False, repr=False)
+  end_ns: int = dataclasses.field(default=0, compare=False, repr=False)
+  source_key: str | None = dataclasses.field(default=None, compare=False, repr=False)
 
   @property
   def speedup(self) -> float | None:
@@ -117,13 +136,14 @@ def settings(compiler_params) -> Autotune | None:
   return None
 
 
-def select(ck, gk, compiler_params, relower, target, *, compile_fn, aliases=(), zeroed=()):
+def select(ck, gk, compiler_params, relower, target, *, compile_fn, aliases=(), zeroed=(),
+           device_name: str | None = None):
   """What the GPU path launches: the default compile, a tuned one (tuning asked
   for), or the choice a tuning file (PALLAS_PROF_TUNED) names for this kernel."""
   asked = settings(compiler_params)
   if asked is not None:
     return tune_kernel(gk, ck, relower, target, asked, compile_fn=compile_fn, aliases=aliases,
-                       zeroed=zeroed)
+                       zeroed=zeroed, device_name=device_name)
   path = os.environ.get(TUNED_ENV)
   if path:
     from ..profiler import driver
@@ -162,12 +182,35 @@ def write_results(path: str) -> None:
 
 def _identity(gk, target, settings: Autotune, device_name: str) -> dict:
   import jax
-  import triton
+  from ..backend.compile_cache import _triton_version    # the wheel's, without importing it
   from ..version import __version__
   return {"kernel": gk.name, "source": source_digest(gk),
           "target": list(target), "gpu": device_name, "jax": jax.__version__,
-          "triton": triton.__version__, "pallas_prof": __version__,
+          "triton": _triton_version(), "pallas_prof": __version__,
           "configs": settings.config_dicts()}
+
+
+def _device_name(device: int) -> str:
+  from ..profiler import driver
+  return driver.device_info(device).name
+
+
+def _compile_all(gks: list, target) -> list:
+  """Every candidate compiled at once by the compile worker's children, with its
+  cubin (the replay runner launches it): a CompiledKernel or the LoweringError."""
+  from ..backend.compile import compile_kernels
+  return compile_kernels(gks, tuple(target), need_cubin=True)
+
+
+def _notify(tuning: KernelTuning) -> None:
+  records.notify(records.TuningRecord(
+      kind="params", name=tuning.kernel, start_ns=tuning.start_ns, end_ns=tuning.end_ns,
+      default=config_label(tuning.default), best=config_label(tuning.best),
+      from_cache=tuning.from_cache, source_key=tuning.source_key,
+      candidates=tuple(records.CandidateRecord(
+          c.label, c.start_ns, c.end_ns, c.median_s, c.error,
+          chosen=(c.num_warps, c.num_stages) == tuning.best, compile_seconds=c.compile_s)
+          for c in tuning.candidates)))
 
 
 def _cache_file(identity: dict) -> str:
@@ -176,18 +219,24 @@ def _cache_file(identity: dict) -> str:
 
 
 def tune_kernel(gk, default_ck, relower: Callable[[int, int], object], target, settings: Autotune,
-                *, compile_fn: Callable, aliases=(), zeroed=(), device: int = 0):
-  """Returns the CompiledKernel to launch: the default's or the fastest correct candidate's."""
-  from ..profiler import driver
+                *, compile_fn: Callable, compile_all: Callable | None = None, aliases=(),
+                zeroed=(), device: int = 0, device_name: str | None = None):
+  """Returns the CompiledKernel to launch: the default's or the fastest correct candidate's.
+
+  compile_fn(gk) compiles one kernel (the cached choice); compile_all(gks) all
+  candidates at once (default: in parallel by the compile worker's children)."""
+  start_ns = time.time_ns()
   default = (int(gk.num_warps), int(gk.num_stages))
-  identity = _identity(gk, target, settings, driver.device_info(device).name)
+  identity = _identity(gk, target, settings, device_name or _device_name(device))
   path = _cache_file(identity)
   cached = _load(path)
   if cached is not None:
     best = tuple(cached["best"])
+    chosen = default_ck if best == default else compile_fn(relower(*best))
     _record(KernelTuning(gk.name, default, best, tuple(Candidate(**c) for c in cached["candidates"]),
-                         0.0, from_cache=True, identity=identity))
-    return default_ck if best == default else compile_fn(relower(*best))
+                         0.0, from_cache=True, identity=identity, start_ns=start_ns,
+                         end_ns=time.time_ns(), source_key=getattr(gk, "key", None)))
+    return chosen
   start = time.perf_counter()
   wanted = [default] + [w for w in ((int(c.get("num_warps", default[0])),
                                      int(c.get("num_stages", default[1])))
@@ -196,21 +245,26 @@ def tune_kernel(gk, default_ck, relower: Callable[[int, int], object], target, s
   wanted = list(dict.fromkeys(wanted))
   compiled = {default: default_ck}
   errors: dict[tuple[int, int], str] = {}
-  # the one compile worker serialises these; the threads overlap the lowerings with it
-  with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
-    futures = {pool.submit(lambda w=w: compile_fn(relower(*w))): w for w in wanted[1:]}
-    for f in concurrent.futures.as_completed(futures):
-      w = futures[f]
-      try:
-        compiled[w] = f.result()
-      except Exception as e:  # noqa: BLE001 - a candidate that does not compile is dropped
-        errors[w] = f"{type(e).__name__}: {str(e)[:300]}"
+  lowered = []
+  for w in wanted[1:]:
+    try:
+      lowered.append((w, relower(*w)))
+    except Exception as e:  # noqa: BLE001 - a candidate that does not lower is dropped
+      errors[w] = f"{type(e).__name__}: {str(e)[:300]}"
+  gks = [g for _, g in lowered]
+  compile_all = compile_all or (lambda gs: _compile_all(gs, target))
+  for (w, _), ck in zip(lowered, compile_all(gks)):
+    if isinstance(ck, Exception):   # a candidate that does not compile is dropped
+      errors[w] = f"{type(ck).__name__}: {str(ck)[:300]}"
+    else:
+      compiled[w] = ck
   candidates = measure(compiled, wanted, default, settings, aliases, zeroed, device, start, errors)
   timed = [c for c in candidates if c.median_s is not None]
   best_c = min(timed, key=lambda c: c.median_s) if timed else None
   best = (best_c.num_warps, best_c.num_stages) if best_c else default
   tuning = KernelTuning(gk.name, default, best, tuple(candidates), time.perf_counter() - start,
-                        identity=identity)
+                        identity=identity, start_ns=start_ns, end_ns=time.time_ns(),
+                        source_key=getattr(gk, "key", None))
   _record(tuning)
   _save(path, identity, tuning)
   return compiled[best]
@@ -229,9 +283,12 @@ def measure(compiled: dict, order: Sequence, default, settings: Autotune, aliase
     if w in errors or w not in compiled:
       out.append(Candidate(*w, None, errors.get(w, "not compiled")))
       continue
+    compile_s = getattr(compiled[w], "compile_seconds", None)
     if w != default and time.perf_counter() - start > settings.budget_s:
-      out.append(Candidate(*w, None, f"not timed: the {settings.budget_s:g} s budget was spent"))
+      out.append(Candidate(*w, None, f"not timed: the {settings.budget_s:g} s budget was spent",
+                           compile_s))
       continue
+    began = time.time_ns()
     try:
       ck = assemble_cubin(compiled[w])          # the GPU path deferred the default's cubin
       spec = LaunchSpec.from_compiled(ck, aliases, zeroed)
@@ -245,21 +302,24 @@ def measure(compiled: dict, order: Sequence, default, settings: Autotune, aliase
         else:
           differs = same_outputs(outputs, reference)
           if differs:
-            out.append(Candidate(*w, None, differs))
+            out.append(Candidate(*w, None, differs, compile_s, began, time.time_ns()))
             continue
         import statistics
         timing = r.time_cold(settings.min_launches, settings.min_seconds, None)
-        out.append(Candidate(*w, statistics.median(timing["times_s"])))
+        out.append(Candidate(*w, statistics.median(timing["times_s"]), None, compile_s, began,
+                             time.time_ns()))
     except Exception as e:  # noqa: BLE001 - a candidate that fails to run is dropped, and says why
       if w == default:
         raise
-      out.append(Candidate(*w, None, f"{type(e).__name__}: {str(e)[:300]}"))
+      out.append(Candidate(*w, None, f"{type(e).__name__}: {str(e)[:300]}", compile_s, began,
+                           time.time_ns()))
   return out
 
 
 def _record(tuning: KernelTuning) -> None:
   with _lock:
     _results.append(tuning)
+  _notify(tuning)
 
 
 def _load(path: str) -> dict | None:

@@ -67,14 +67,20 @@ def _install(monkeypatch, gk, **kwargs):
 
 
 def _tune(gk, settings):
+  """tune_kernel as the GPU path calls it: the candidates compiled together by the
+  compile worker's children (compile_all's default), the ones compiled recorded."""
   compiled = []
 
   def compile_fn(g):
     compiled.append((g.num_warps, g.num_stages))
     return compile_kernel(g, ("cuda", 90))
+
+  def compile_all(gs):
+    compiled.extend((g.num_warps, g.num_stages) for g in gs)
+    return params._compile_all(gs, ("cuda", 90))
   relower = lambda w, s: dataclasses.replace(gk, num_warps=w, num_stages=s)
   ck = params.tune_kernel(gk, compile_kernel(gk, ("cuda", 90)), relower, ("cuda", 90), settings,
-                          compile_fn=compile_fn)
+                          compile_fn=compile_fn, compile_all=compile_all)
   return ck, compiled
 
 
@@ -189,3 +195,105 @@ def test_tune_command_on_a_cpu_says_nothing_was_tuned_and_why(tmp_path):
   missing = subprocess.run([sys.executable, "-m", "pallas_prof.cli.main", "tune", "nope.py"],
                            env=env, capture_output=True, text=True, timeout=300)
   assert missing.returncode == 2 and "no such file: nope.py" in missing.stderr
+
+
+def test_each_candidate_is_a_span_under_the_tuning(softmax_gk, monkeypatch):
+  from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+  from pallas_prof.instrument import conventions as cv
+  params.clear_results()
+  _install(monkeypatch, softmax_gk, wrong_threads=64)
+  settings = params.Autotune(configs=[{"num_warps": 8}, {"num_warps": 2}], min_launches=5,
+                             min_seconds=0.0)
+  exporter = InMemorySpanExporter()
+  with pallas_prof.tracing(exporter):
+    _tune(softmax_gk, settings)
+  spans = exporter.get_finished_spans()
+  (tuning,) = [s for s in spans if s.name == cv.tune("softmax_kernel")]
+  children = {s.name: s for s in spans if s.parent and s.parent.span_id == tuning.context.span_id}
+  assert set(children) == {cv.tune_candidate("softmax_kernel", c) for c in ("4w 3s", "8w 3s", "2w 3s")}
+  assert tuning.attributes[cv.TUNE_BEST] == "8w 3s" and tuning.attributes[cv.TUNE_DEFAULT] == "4w 3s"
+  assert tuning.attributes[cv.TUNE_SPEEDUP] == pytest.approx(2.5)
+  best = children[cv.tune_candidate("softmax_kernel", "8w 3s")]
+  assert best.attributes[cv.TUNE_CHOSEN] and best.attributes[cv.TUNE_MEDIAN_US] == pytest.approx(200)
+  assert best.attributes[cv.TUNE_COMPILE_MS] > 0
+  wrong = children[cv.tune_candidate("softmax_kernel", "2w 3s")]
+  assert "differ from the default" in wrong.attributes[cv.TUNE_ERROR]
+  assert not wrong.status.is_ok and not wrong.attributes[cv.TUNE_CHOSEN]
+  for child in children.values():
+    assert tuning.start_time <= child.start_time <= child.end_time <= tuning.end_time
+  assert all(s.name.startswith(cv.SPAN_PREFIXES) for s in spans)
+  assert not {k for s in spans for k in s.attributes if not cv.declared(k)}
+  # a cached choice: one span, no candidates timed
+  exporter.clear()
+  _install(monkeypatch, softmax_gk)
+  with pallas_prof.tracing(exporter):
+    _tune(softmax_gk, settings)
+  (cached,) = [s for s in exporter.get_finished_spans() if s.name.startswith("tune ")]
+  assert cached.attributes[cv.TUNE_FROM_CACHE] and cached.attributes[cv.TUNE_BEST] == "8w 3s"
+
+
+def test_candidates_compile_at_the_same_time_in_the_worker(softmax_gk):
+  """compile_kernels hands the misses to the compile worker in one batch: its
+  children compile them side by side (the compile records' intervals overlap)."""
+  from pallas_prof.backend import compile_worker, hooks
+  from pallas_prof.backend.compile import compile_kernels
+
+  class Records:
+    enabled = True
+    def __init__(self):
+      self.records = []
+    def kernel(self, name, attributes):
+      return hooks.NULL_SPAN
+    def equation(self, eqn):
+      return hooks.NULL_SPAN
+    def compiled(self, record):
+      self.records.append(record)
+    def profiled(self, *args):
+      pass
+
+  if not compile_worker.enabled():
+    pytest.skip("PALLAS_PROF_COMPILE_WORKER=0")
+  gks = [dataclasses.replace(softmax_gk, num_warps=w, num_stages=2) for w in (1, 2, 8)]
+  watcher = Records()
+  hooks.add_observer(watcher)
+  try:
+    cks = compile_kernels(gks, ("cuda", 90), need_cubin=True, parallel=3)
+  finally:
+    hooks.remove_observer(watcher)
+  assert [ck.num_warps for ck in cks] == [1, 2, 8] and all(ck.cubin for ck in cks)
+  misses = sorted((r for r in watcher.records if r.cache == "miss" and r.stages),
+                  key=lambda r: r.start_ns)
+  assert len(misses) == 3
+  assert misses[1].start_ns < misses[0].end_ns, "the second compile began after the first ended"
+  # the same code as one at a time: a batch changes where Triton runs, not what it makes
+  from pallas_prof.backend.compile import _compile_now, compile_key
+  one = _compile_now(gks[2], ("cuda", 90), compile_key(gks[2], ("cuda", 90)))
+  assert one.asm["ptx"] == cks[2].asm["ptx"]
+
+
+def test_a_crash_in_a_batch_fails_only_its_own_compile():
+  """The worker's batch forks a child per compile: one dying (LLVM aborting) gives
+  that compile a crash and the others their answers. Run in a process without
+  JAX, as the worker is (forking JAX's threads is not safe)."""
+  import subprocess
+  import sys
+  from pallas_prof.backend import compile_worker
+  code = f"""
+import importlib.util, json, os, signal
+spec = importlib.util.spec_from_file_location("cw", {compile_worker.__file__!r})
+cw = importlib.util.module_from_spec(spec); spec.loader.exec_module(cw)
+class Compiler:
+  @staticmethod
+  def run_triton(request, on_stage=None):
+    if request["i"] == 1:
+      os.kill(os.getpid(), signal.SIGABRT)
+    return {{"answer": request["i"] * 10}}
+got = cw._compile_batch(Compiler, {{"requests": [{{"i": i}} for i in range(4)], "parallel": 2}},
+                        lambda stage: None)
+print(json.dumps(got))
+"""
+  done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+  assert done.returncode == 0, done.stderr
+  got = json.loads(done.stdout.strip().splitlines()[-1])
+  assert got["results"] == [{"answer": 0}, {"crashed": "signal SIGABRT"}, {"answer": 20},
+                            {"answer": 30}]
