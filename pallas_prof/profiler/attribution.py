@@ -7,7 +7,9 @@ equation's share of the SASS instructions, labelled static.
 Memory waits are charged to the load that causes them (sassdeps.py has the
 rule and its limits): the samples stay visible where the warp stood
 (`samples`, `stalls`), and the equation's weight moves them to the load
-(`charged_out` / `charged_in`, `waits` names the consumer).
+(`charged_out` / `charged_in`, `waits` names the consumer). Waits for an issue
+slot or a full pipe queue are charged to the instructions that were issuing
+(contention.py has that rule and its limits: `contended_out` / `contended_in`).
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from collections import Counter, defaultdict
 from typing import Mapping
 
 from ..backend.lineinfo import parse_sass
-from . import sassdeps, stalls
+from . import contention, sassdeps, stalls
 from .correlate import Correlation, user_location
 from .schema import (Attribution, EquationWeight, LineWeight, SamplingRun, StallShare,
                      StaticProfile, WaitCharge)
@@ -79,6 +81,7 @@ def measured(gk, corr: Correlation, samples: Mapping[int, Mapping[str, float]], 
   effective: dict = defaultdict(Counter)     # stalls after charging, per equation
   waits: dict = defaultdict(Counter)         # load eqn -> (consumer eqn, reason) -> samples
   per_instruction = []
+  at_instruction: dict = {}                  # SASS index -> reasons, for contention
   unmatched = 0.0
   for addr, reasons in samples.items():
     n = float(sum(reasons.values()))
@@ -88,6 +91,7 @@ def measured(gk, corr: Correlation, samples: Mapping[int, Mapping[str, float]], 
       unmatched += n
       continue
     e = sass[k].eqn
+    at_instruction[k] = reasons
     at_eqn[e] += n
     effective[e].update(reasons)
     top = max(reasons, key=reasons.get) if reasons else None
@@ -107,22 +111,34 @@ def measured(gk, corr: Correlation, samples: Mapping[int, Mapping[str, float]], 
         effective[e][reason] -= share
         effective[load][reason] += share
         waits[load][(e, reason)] += share
+  contended_in: Counter = Counter()
+  contended_out: Counter = Counter()
+  for source, target, reason, v in contention.charges(
+      at_instruction, [ins.opcode for ins in sass], [ins.eqn for ins in sass]):
+    contended_out[source] += v
+    contended_in[target] += v
+    effective[source][reason] -= v
+    effective[target][stalls.CHARGED.get(reason, reason)] += v
   total = float(sum(kernel_stalls.values()))
   per_instruction.sort(key=lambda x: x[0])
   charged = {i: at_eqn.get(i, 0.0) - moved_out.get(i, 0.0) + moved_in.get(i, 0.0)
+             - contended_out.get(i, 0.0) + contended_in.get(i, 0.0)
              for i in range(len(gk.eqns))}
   own = {i: at_eqn.get(i, 0.0) for i in range(len(gk.eqns))}
   equations = _equation_weights(gk, total, own, charged, replay_median_s)
   for ew in equations:
     ew.charged_in = moved_in.get(ew.index, 0.0)
     ew.charged_out = moved_out.get(ew.index, 0.0)
+    ew.contended_in = contended_in.get(ew.index, 0.0)
+    ew.contended_out = contended_out.get(ew.index, 0.0)
     ew.stalls = _stall_list({r: n for r, n in effective.get(ew.index, {}).items() if n > 0})
     ew.waits = [WaitCharge(c, gk.eqns[c].primitive if c is not None else None,
                            user_location(gk, c)[1] if c is not None else None, r,
                            stalls.words(r), v)
                 for (c, r), v in sorted(waits.get(ew.index, {}).items(), key=lambda x: -x[1])]
   lines = _line_weights(gk, equations, effective, replay_median_s)
-  unattributed = at_eqn.get(None, 0.0) + unmatched
+  unattributed = (at_eqn.get(None, 0.0) - contended_out.get(None, 0.0)
+                  + contended_in.get(None, 0.0) + unmatched)
   notes = list(notes)
   if unmatched:
     notes.append(f"{unmatched:.0f} samples at addresses outside the disassembly")

@@ -373,8 +373,9 @@ class EquationWeight(_Serializable):
   """One equation's share of the kernel's time (measured) or instructions (static).
   samples: at its own instructions (exclusive); inclusive_samples: with every
   equation nested in it (a loop's or a conditional's body). weight = (samples -
-  charged_out + charged_in) / total: memory waits move from the instruction that
-  waited to the load that caused them."""
+  charged_out + charged_in - contended_out + contended_in) / total: memory waits move
+  from the instruction that waited to the load that caused them, waits for an issue
+  slot or a full pipe to the instructions that were issuing."""
   index: int
   primitive: str
   path: str
@@ -388,6 +389,8 @@ class EquationWeight(_Serializable):
   share_at: float               # samples / total: where the warps stood, before charging
   charged_in: float = 0.0       # waits at consumers charged to this equation's loads
   charged_out: float = 0.0      # waits at this equation charged to loads elsewhere
+  contended_in: float = 0.0     # issue-slot and pipe-queue waits of other equations' warps
+  contended_out: float = 0.0    # ... of this equation's warps, charged to the issuers
   time_s: float | None = None   # weight x the replay's (unsampled) median
   inclusive_time_s: float | None = None
   # its stall reasons as its weight counts them: those at its instructions, less the

@@ -48,6 +48,11 @@ NCU_NAMES = {
     "stall_misc": "misc", "stall_gmma": "gmma",
 }
 
+# contention charged to the instructions that were issuing (contention.py): the
+# reason it is shown under there
+CHARGED = {"not_selected": "issue_contention"}
+WORDS["issue_contention"] = "other warps ready and waiting for its issue slots"
+
 # waits that a load's consumer sees, and the producers they can be charged to
 MEMORY_WAITS = ("long_scoreboard", "short_scoreboard")
 

@@ -7,10 +7,10 @@
   ka_loop     one fori_loop of 64 rounds of sin/cos on the block, then an add and a
               store: the loop is nearly all of it
   ka_two      two loops of the same short body over the same block, 16 and 48 rounds:
-              their shares are 1:3 (a short body: with ka_loop's 1,360-instruction
-              sin/cos body the two loops' code overflowed the instruction cache on the
-              H200 and the 16-round loop, the one less often resident, took 1.6 times
-              longer per round: bench/results/attribution_h200.md)
+              their shares are 1:3. Where the warps stand says otherwise: most
+              samples queue at the first loop's special-function instructions
+              ("not selected", "queue full"); charged to the instructions that were
+              issuing (profiler/contention.py) they split 1:3
   ka_matmul   bf16 matmul walking K: the dot and the loads that feed it
 Each kernel checks its result against jax.numpy; the script exits 1 if one differs.
 """

@@ -174,7 +174,9 @@ def test_sampling_period_unchanged_where_ctas_live_long():
 
 def test_ncu_source_counters_agree_with_pc_sampling():
   # the cross-check recorded on the H200: Nsight Compute's warp-stall samples of the
-  # same kernel, mapped the same way, weigh every equation within 1 point of CUPTI's
+  # same kernel, mapped the same way, weigh every equation within 2 points of CUPTI's
+  # (1 point before contention was charged: the charge follows the issued samples, 3 %
+  # of all, and ncu's 15,220 samples hold about 460 of them)
   gk, ck, _, meta = _recorded("softmax_kernel-dc90ff")
   with open(os.path.join(FIXTURES, "softmax_kernel-dc90ff", "ncu.json")) as f:
     ncu = json.load(f)
@@ -186,7 +188,7 @@ def test_ncu_source_counters_agree_with_pc_sampling():
   assert [e.index for e in by_ncu.equations[:4]] == [e.index for e in by_pcs.equations[:4]]
   for e in by_pcs.equations:
     other = by_ncu.equation(e.index)
-    assert other is not None and abs(other.weight - e.weight) < 0.01, (e.primitive, e.weight)
+    assert other is not None and abs(other.weight - e.weight) < 0.02, (e.primitive, e.weight)
   ok, text = checks.softmax_wait({"attribution": by_ncu.to_dict()})
   assert ok, text
 
@@ -226,3 +228,40 @@ def test_cupti_struct_layouts_match_the_header():
   assert ctypes.sizeof(pcsampling._ConfigParams) == 40
   assert ctypes.sizeof(pcsampling._StallNamesParams) == 48
   assert ctypes.sizeof(pcsampling._GetDataParams) == 32
+
+
+def test_contention_is_charged_to_the_issuers():
+  # The known answer: two loops of the same body, 16 and 48 rounds, cost 1:3. Where the
+  # warps stood (share_at) says the opposite (most samples queue at the first loop's
+  # special-function instructions, "not selected" and "queue full"); charged to the
+  # instructions that were issuing, the loops' weights come out 1:3 within 20 %.
+  gk, att, data = _measured("ka_two_kernel-714ff6")
+  k = {"attribution": att.to_dict()}
+  ok, text = checks.two_loops(k)
+  assert ok, text
+  loops = sorted((e for e in att.equations if e.primitive == "scan"), key=lambda e: e.index)
+  short_at = sum(e.share_at for e in att.equations if e.index == loops[0].index
+                 or gk.eqns[e.index].parent == loops[0].index)
+  long_at = sum(e.share_at for e in att.equations if e.index == loops[1].index
+                or gk.eqns[e.index].parent == loops[1].index)
+  assert short_at > 2 * long_at          # the raw samples really do point the wrong way
+  # recorded at a period of 2^7 cycles: CUPTI dropped 0.3 % of the samples
+  assert att.total + att.sampling.dropped_samples == pytest.approx(data["total_samples"])
+  assert sum(e.contended_out for e in att.equations) > 0.3 * att.total
+  assert sum(e.weight for e in att.equations) + att.unattributed / att.total == pytest.approx(1)
+  words = [s.words for e in att.equations for s in e.stalls]
+  assert any("waiting for its issue slots" in w for w in words)
+
+
+def test_contention_rule_on_a_made_up_kernel():
+  from pallas_prof.profiler import contention
+  # instruction 0 (eqn "a", MUFU) is where warps queue; 1 (eqn "b", MUFU) and 2 (eqn "c",
+  # FFMA) issue. not_selected goes to every issuer by issued samples; mio_throttle only
+  # to the MUFU issuers.
+  per = {0: {"not_selected": 40, "mio_throttle": 30, "selected": 0},
+         1: {"selected": 30}, 2: {"selected": 10, "math_pipe_throttle": 5}}
+  moves = contention.charges(per, ["MUFU.EX2", "MUFU.EX2", "FFMA"], ["a", "b", "c"])
+  got = {(s, t, r): round(v, 6) for s, t, r, v in moves}
+  assert got == {("a", "b", "not_selected"): 30.0, ("a", "c", "not_selected"): 10.0,
+                 ("a", "b", "mio_throttle"): 30.0}   # c's own math throttle: c is the issuer
+  assert contention.pipe("@P0 BRA") is None and contention.pipe("LDG.E.128") == "lg"
