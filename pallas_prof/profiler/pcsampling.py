@@ -273,10 +273,12 @@ def period_log2(kernel_s: float, launches: int, clock_hz: float, sms: int,
 
   With `ctas` (the grid's size) the period is also kept under 1/SAMPLES_PER_CTA of the
   shortest life a CTA can have (the kernel's time over its most waves: one CTA per SM at
-  a time). A CTA of a uniform kernel lives about as long as the others of its wave and
-  they start together, so a period near that life samples each CTA at the same phase:
-  on the H200 a 16-round loop followed by a 48-round one got 71 % and 26 % of the
-  samples at a period of 2^15 cycles, with CTAs living about 2^15 cycles."""
+  a time). The CTAs of a wave of a uniform kernel start together and live about as long,
+  so a period near that life could sample each of them at the same phase. A precaution,
+  not a measured cause: on the H200 a pair of loops (ka_two) gave the same shares at a
+  period of 2^15 cycles, near its CTAs' life, and at 2^7 (contention.py explains them).
+  The cost of the shorter period: more samples per launch (fewer launches are taken) and
+  a few dropped ones (0.3 % at 2^7 there), which the report counts."""
   cycles = max(kernel_s, 1e-7) * clock_hz * launches * sms
   n = round(math.log2(max(cycles / wanted, 1.0)))
   if ctas:

@@ -150,10 +150,9 @@ def test_sampling_period_and_launches():
 @pytest.mark.parametrize("kernel_s,ctas", [(227e-6, 8192), (136e-6, 8192), (192e-6, 1024),
                                            (1.26e-3, 8192), (40e-6, 65536), (3e-3, 7)])
 def test_sampling_period_stays_under_a_cta_life(kernel_s, ctas):
-  # A period near the CTAs' life samples every CTA of a wave at the same phase (measured:
-  # a 1:3 pair of loops sampled 2.7:1 at 2^15 cycles with ~2^15-cycle CTAs): the plan keeps
-  # SAMPLES_PER_CTA periods in the shortest life a CTA can have, and brings the launches
-  # down so the sample count stays near what is wanted.
+  # A period near the CTAs' life could sample every CTA of a wave at the same phase: the
+  # plan keeps SAMPLES_PER_CTA periods in the shortest life a CTA can have, and brings the
+  # launches down so the sample count stays near what is wanted.
   clock, sms = 1.98e9, 132
   n, launches = pcsampling.sampling_plan(kernel_s, clock, sms, ctas)
   shortest_life = kernel_s * clock / -(-ctas // sms)
