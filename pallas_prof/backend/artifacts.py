@@ -36,6 +36,7 @@ class KernelParam:
   dtype: str
   shape: tuple[int, ...]        # the whole array's, not the block's
   role: str                     # "input" | "output" | "check" (bounds-checked mode's flags)
+  #                               | "probes" (the probed variant's timestamp buffer)
   index: int                    # position among inputs or outputs
 
   @property
@@ -152,6 +153,9 @@ class GeneratedKernel:
   # then has one more parameter, the flag buffer (role "check")
   bounds_sites: tuple = ()
   check_bounds: bool = False
+  # the profiler's probed variant (probes.py): what its probe buffer holds; the
+  # kernel then has one more parameter, that buffer (role "probes")
+  probe_layout: Any = None
 
   @property
   def inputs(self) -> list[KernelParam]:

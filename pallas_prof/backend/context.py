@@ -53,6 +53,7 @@ class KernelContext:
     self.replaying = False
     self.atomic_refs: set[str] = set()     # params updated with atomics (zeroed on GPU)
     self.bounds = None     # bounds.SiteTable in the bounds-checked mode
+    self.probes = None     # probes.ProbeEmitter in the profiler's probed variant
     # names the kernel's variables as jaxpr_text does (compat.print_jaxpr);
     # pp_named: the jaxprs whose variables it has named, by id
     self.pp_context = None

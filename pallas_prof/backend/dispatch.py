@@ -185,7 +185,10 @@ def _lower_equations(kernel: KernelContext, jaxpr, env: dict, live: set,
       invals = [_read(env, v) for v in eqn.invars]
     except Unsupported as e:
       raise _lowering_error(kernel, info, e.reason, e.hint, e) from None
+    first_line = kernel.builder.num_lines
     outvals = _lower_equation(kernel, eqn, info, invals, live)
+    if kernel.probes is not None and parent is None and region == "kernel":
+      kernel.probes.after_equation(kernel.builder, info, kernel.builder.num_lines > first_line)
     if eqn.primitive.multiple_results:
       outvals = list(outvals) if outvals is not None else []
       if len(outvals) != len(eqn.outvars):

@@ -66,7 +66,8 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
                  compute_capability: int = 90, name: str | None = None,
                  enable_fp_fusion: bool = False,
                  debug: bool = False, call_site=None,
-                 input_output_aliases=None, check_bounds: bool = False) -> GeneratedKernel:
+                 input_output_aliases=None, check_bounds: bool = False,
+                 probes=None) -> GeneratedKernel:
   """Lowers the jaxpr of a pallas_call to a GeneratedKernel (Triton source).
 
   `input_output_aliases`: the pallas_call's (input index, output index)
@@ -76,12 +77,17 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
   `call_site` is the source info of the pallas_call equation (anything
   with a `.traceback`): errors about the call as a whole (grid, BlockSpecs,
   scratch shapes) point at the user's line there.
+
+  `probes`: True or a probes.ProbeOptions for the profiler's probed variant (an
+  extra buffer parameter and timestamps around each top-level equation:
+  probes.py); None or False for the kernel as the user's program runs it.
   """
   with CollectionClock() as collections:
     gk = _lower_kernel(jaxpr, grid_mapping, collections, num_warps=num_warps,
                        num_stages=num_stages, compute_capability=compute_capability,
                        name=name, enable_fp_fusion=enable_fp_fusion, call_site=call_site,
-                       input_output_aliases=input_output_aliases, check_bounds=check_bounds)
+                       input_output_aliases=input_output_aliases, check_bounds=check_bounds,
+                       probes=probes)
   if debug:
     print(f"\npallas-prof: kernel jaxpr for {gk.source_info}:\n{jaxpr}\n")
     print(f"pallas-prof: generated Triton ({gk.path}):\n{gk.source}")
@@ -90,7 +96,7 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
 
 def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, *, num_warps, num_stages,
                   compute_capability, name, enable_fp_fusion, call_site,
-                  input_output_aliases, check_bounds=False) -> GeneratedKernel:
+                  input_output_aliases, check_bounds=False, probes=None) -> GeneratedKernel:
   start_time = time.perf_counter()
   kname = kernel_name_of(jaxpr, name)
   src_info = getattr(jaxpr.debug_info, "func_src_info", None) or kname
@@ -123,6 +129,11 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, *, num_warp
     if check_bounds:
       from .bounds import SiteTable
       kernel.bounds = SiteTable()
+    if probes:
+      from .probes import ProbeEmitter, ProbeOptions
+      options = probes if isinstance(probes, ProbeOptions) else ProbeOptions()
+      kernel.probes = ProbeEmitter(options, num_warps, len(jaxpr.eqns))
+      b.header.insert(1, "PROFILING VARIANT with probes (launched only by pallas-prof's replay)")
     try:
       params = _lower_kernel_body(kernel, jaxpr, grid_mapping, input_output_aliases)
       launch = kernel.launch_grid
@@ -145,7 +156,8 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, *, num_warp
                        atomic_params=tuple(sorted(kernel.atomic_refs)),
                        gc_seconds=collections.seconds,
                        bounds_sites=tuple(kernel.bounds.sites) if kernel.bounds else (),
-                       check_bounds=bool(check_bounds))
+                       check_bounds=bool(check_bounds),
+                       probe_layout=kernel.probes.layout() if kernel.probes else None)
   return gk
 
 
@@ -206,9 +218,13 @@ def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping,
   names = [b.add_param(label) for label in labels]
   if kernel.bounds is not None:
     kernel.bounds.param = b.add_param(kernel.bounds.param)
+  if kernel.probes is not None:
+    kernel.probes.add_param(b)
   kernel.may_alias = alias_sets(names, n_in, input_output_aliases)
   launch, axes = launch_grid_for(kernel.grid, tuple(grid_mapping.vmapped_dims))
   kernel.launch_grid = launch
+  if kernel.probes is not None:
+    kernel.probes.start(b, launch)
   with b.note("program ids of the grid"):
     pids = emit_program_ids(b, kernel.grid, axes)
   vmapped = set(grid_mapping.vmapped_dims)
@@ -224,10 +240,17 @@ def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping,
   if len(jaxpr.invars) != len(refs):
     raise Unsupported(f"kernel takes {len(jaxpr.invars)} refs but the call has "
                       f"{len(refs)} operands", None)
+  if kernel.probes is not None:
+    kernel.probes.prologue_done(b)
   lower_jaxpr(kernel, jaxpr, refs, parent=None, region="kernel")
   if kernel.bounds is not None:
     from .bounds import flag_length
     params.append(KernelParam(name=kernel.bounds.param, label="bounds flags", dtype="int32",
                               shape=(flag_length(kernel.bounds.sites),), role="check", index=0))
+  if kernel.probes is not None:     # its parameter comes last, after the bounds flags
+    kernel.probes.end(b)
+    layout = kernel.probes.layout()
+    params.append(KernelParam(name=layout.param, label="probe buffer", dtype="uint64",
+                              shape=(layout.words,), role="probes", index=0))
   return params
 

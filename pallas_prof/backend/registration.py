@@ -196,11 +196,18 @@ def _lower(ctx, in_nodes, params, platform: str):
   if uncovered:
     coverage.warn_uncovered(uncovered, gk.name,
                             pallas_call_info(call_site, jaxpr, gk.name, grid_mapping))
+
+  def relower(num_warps=num_warps, num_stages=num_stages, probes=None):
+    return lower_kernel(jaxpr, grid_mapping, num_warps=num_warps, num_stages=num_stages,
+                        compute_capability=cc, name=params.get("name"),
+                        enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
+                        call_site=call_site, input_output_aliases=aliases, probes=probes)
+
   rec = registry.record(registry.KernelRecord(
       name=gk.name, generated=gk, platform=platform,
       in_avals=tuple(str(a) for a in ctx.avals_in), out_avals=tuple(str(a) for a in ctx.avals_out),
       input_output_aliases=aliases, cost_estimate=params.get("cost_estimate"),
-      uncovered_outputs=tuple(uncovered)))
+      uncovered_outputs=tuple(uncovered), relower=relower))
   if platform == "cpu":
     def on_launch(rec=rec):
       rec.launches += 1

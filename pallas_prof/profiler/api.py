@@ -26,6 +26,7 @@ class _Target:
   cost_estimate: Any
   generated: Any
   compiled: Any
+  relower: Any = None      # the registry record's: lowers the pallas_call again (probes)
 
 
 def _targets(kernels) -> list[_Target]:
@@ -57,7 +58,7 @@ def _targets(kernels) -> list[_Target]:
     else:
       out.append(_Target(item.name, item.label, tuple(item.in_avals), tuple(item.out_avals),
                          tuple(tuple(a) for a in item.input_output_aliases), item.cost_estimate,
-                         item.generated, item.compiled))
+                         item.generated, item.compiled, getattr(item, "relower", None)))
   return out
 
 
@@ -86,7 +87,7 @@ def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches:
             refresh_ceilings: bool = False, ncu: bool = False, insitu=None,
             reference: str | Callable | dict | None = None, tolerance=None,
             top: int = 5, mode: str = "both", sample: bool = True,
-            keep_samples: str | None = None) -> ProfileReport:
+            keep_samples: str | None = None, probes=False) -> ProfileReport:
   """Profiles the kernels pallas-prof lowered in this process.
 
   kernels: None (all of registry.kernels()), a name or label, or a list of
@@ -107,6 +108,10 @@ def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches:
     and weigh its equations by the samples (attribution.py); the runtime stays the
     unsampled replay's.
   keep_samples: a directory to keep each kernel's raw samples in (<label>.samples.json).
+  probes: True (or a backend.probes.ProbeOptions): also replay each kernel's probed
+    variant (timestamps around each top-level equation: probing.py) and report cycles
+    per region, each sampled CTA on its SM, the distortion and the reconciliation with
+    the PC samples (KernelProfile.probes). GPU only; the runtime stays the plain kernel's.
 
   Without a GPU the report says so plainly and carries the static correlation
   (per-equation weights from PTX/SASS compiled for sm_90) and the work model.
@@ -125,6 +130,9 @@ def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches:
     for t, p in zip(targets, profiles):
       _attribute_statically(t, p, "no GPU")
       p.verdict = _static_verdict(p)
+    if probes:
+      notes.append("probes: not run, they need a GPU (the probed variant is launched by the "
+                   "replay)")
     return ProfileReport(gpu_present=False, message=message, device=None, ceilings=None,
                          kernels=profiles, notes=notes, created=time.time())
   handle = _nvml_handle(info, notes) if nvml else None
@@ -162,6 +170,8 @@ def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches:
         p.errors.append(f"ncu: {type(e).__name__}: {e}")
   for t, p in zip(targets, profiles):
     _attribute(t, p, device, sample and replay, keep_samples)
+    if probes:
+      _probe(t, p, device, probes)
     p.verdict = _verdict(p)
   timed = sum(1 for p in profiles if p.runtime is not None)
   if nvml and handle is None:
@@ -274,6 +284,19 @@ def _attribute(t: _Target, p: KernelProfile, device: int, sample: bool,
       p.attribution, p.weight_basis = p.ncu.attribution, "ncu"
   if p.attribution is None:
     _attribute_statically(t, p, why)
+
+
+def _probe(t: _Target, p: KernelProfile, device: int, options) -> None:
+  from ..backend.probes import ProbeOptions
+  from . import probing
+  if t.compiled is None:
+    return
+  try:
+    p.probes = probing.measure(t, device, options if isinstance(options, ProbeOptions) else None)
+    p.probes.reconciliation = probing.reconcile(
+        p.probes, p.attribution, p.weight_basis, p.runtime.median_s if p.runtime else None)
+  except Exception as e:  # noqa: BLE001 - the rest of the report stands
+    p.errors.append(f"probes: {type(e).__name__}: {e}")
 
 
 def _total(reasons) -> float:

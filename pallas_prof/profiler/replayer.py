@@ -38,6 +38,7 @@ class Replayer:
     self.host_inputs: list[np.ndarray] = []      # set 0, for references
     self._param_arrays: list[tuple[list[np.ndarray], np.ndarray]] = []
     self._zero_ptrs: list[list[tuple[int, int]]] = []
+    self._ptrs: list[list[int]] = []     # per set, each parameter's pointer
     self._out_ptrs: list[list[int]] = []
     self.l2_bytes = 0
     self.set_bytes = 0
@@ -120,6 +121,7 @@ class Replayer:
           outs.append(ptr)
           if p.index in spec.zeroed_outputs:
             zero.append((ptr, p.nbytes))
+      self._ptrs.append(list(ptrs))
       ptrs += scratch
       holders = [np.array([ptr], dtype=np.uint64) for ptr in ptrs]
       args = np.array([h.ctypes.data for h in holders], dtype=np.uint64)
@@ -181,6 +183,25 @@ class Replayer:
       call("cuMemcpyDtoH", host.ctypes.data, ptr, host.nbytes)
       outs.append(host)
     return outs
+
+  def _param(self, role: str) -> tuple[int, KernelParam]:
+    for i, p in enumerate(self.spec.params):
+      if p.role == role:
+        return i, p
+    raise ProfilerError(f"kernel {self.spec.name} has no {role} parameter")
+
+  def zero_param(self, role: str, set_index: int = 0) -> None:
+    """Zeroes the buffer of the (first) parameter with this role, e.g. "probes"."""
+    i, p = self._param(role)
+    call("cuMemsetD8Async", self._ptrs[set_index % self.n_sets][i], 0, p.nbytes, self.stream)
+
+  def read_param(self, role: str, set_index: int = 0) -> np.ndarray:
+    """The buffer of the (first) parameter with this role, after the stream's work."""
+    self.synchronize()
+    i, p = self._param(role)
+    host = np.empty(p.shape, dtype=np_dtype(p.dtype))
+    call("cuMemcpyDtoH", host.ctypes.data, self._ptrs[set_index % self.n_sets][i], host.nbytes)
+    return host
 
   def poison_check(self) -> tuple[list[int | None], list[np.ndarray]]:
     """Launches set 0 twice on poisoned outputs; per output the count of

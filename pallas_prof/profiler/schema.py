@@ -29,6 +29,8 @@
       attribution     Attribution|None  per-equation and per-line weights, stall reasons,
                                         memory waits charged to loads (measured on a GPU,
                                         static instruction shares without one)
+      probes          ProbeResult|None  with probes: cycles and ns per region, each CTA on
+                                        its SM, distortion (distortion_pct), reconciliation
       verdict         str               one line for humans (bound, efficiency, throttling)
       errors          [str]             parts that failed, each naming the part and why
 
@@ -468,6 +470,7 @@ class KernelProfile(_Serializable):
   ncu: NcuResult | None = None
   weight_basis: str = "static"       # "pc_sampling", "ncu" or "static": what `attribution` is
   attribution: Attribution | None = None   # the weights shown (hot equations, show, spans)
+  probes: Any = None                 # probe_results.ProbeResult when profiled with probes
   verdict: str = ""
   errors: list[str] = dataclasses.field(default_factory=list)
 

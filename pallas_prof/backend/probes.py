@@ -1,0 +1,271 @@
+"""Probes: the profiling variant of a kernel that timestamps its top-level equations.
+
+`lower_kernel(..., probes=True)` (or a ProbeOptions) emits, besides the usual
+code, one more pointer parameter (PARAM, a uint64 buffer the profiler's replay
+allocates) and a few lines at the kernel's entry, after its prologue, after
+every top-level equation that generated code, and at its end. Only the
+profiler's replay launches this variant; the user's program and the headline
+runtime run the kernel lowered without probes, whose source does not change.
+
+Why probes of our own and not Proton's instrumentation mode: Proton needs
+Triton's own launcher and its own profile-scratch buffer (jaxlib's custom call
+passes a null one); an instrumented launch took 1.24 s of wall time on the
+H200 against 159 us plain, and its buffer for a 65,536-program grid was
+refused (4.3 GB over its 4 GB limit). Here a probe is a few PTX instructions
+in `tl.inline_asm_elementwise` (the same code on every Triton the project
+supports), the buffer is sized by sampling (at most MAX_PROGRAMS programs,
+MAX_WARPS warps of each), and the launch is the replay's own cuLaunchKernel.
+
+Per sampled (program, warp) one row of `row_words` uint64 words:
+
+    [0] header: program id + 1 (low 32 bits; 0 = row never written), %smid (high 32)
+    [1] %globaltimer (ns) at the program's entry   [2] %globaltimer at its end
+    [3 + k] %clock64 (SM cycles) at boundary k: 0 at entry, k after region k
+
+Rows are ordered by sampled program (`program // program_stride`), then by
+sampled warp (`warp // warp_stride`). Region k's cycles are word 3+k minus
+word 3+k-1. The globaltimer readings place the program on a shared clock (the
+SMs' cycle counters are not synchronised) and give the ns per cycle.
+
+Lane 0 of each sampled warp writes its row (one predicated store per probe);
+every thread reads the clock. The asm is volatile (`is_pure=False`), so
+LLVM keeps the probes in order with each other and with loads and stores; it
+may still move pure arithmetic across them, and a probe reads the clock when
+the warp issues it: a load's wait lands in the region of the instruction that
+first uses the value (usually the next equation's), not in the load's own.
+What is measured is what the probed code did; `distortion` in the profiler
+says how far it is from the plain kernel.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+PARAM = "pp_probes"          # the buffer's parameter in the generated source
+HEADER_WORDS = 3             # header, globaltimer at entry, globaltimer at end
+MAX_PROGRAMS = 4096          # sampled programs at most (every stride-th program)
+MAX_WARPS = 4                # sampled warps per program at most
+MAX_REGIONS = 64             # boundaries past this merge into the last region
+
+# the kinds a region's label names (the primitive otherwise)
+_KINDS = {"get": "load", "load": "load", "swap": "store", "store": "store",
+          "masked_load": "load", "masked_swap": "store", "dot_general": "dot",
+          "scan": "loop", "while": "loop", "cond": "conditional"}
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeOptions:
+  """How much of the grid the probed variant records."""
+  max_programs: int = MAX_PROGRAMS
+  max_warps: int = MAX_WARPS
+
+  def __post_init__(self):
+    if self.max_programs < 1 or self.max_warps < 1:
+      raise ValueError(f"ProbeOptions: max_programs and max_warps must be >= 1, got "
+                       f"{self.max_programs} and {self.max_warps}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeRegion:
+  """The code between two probes: the prologue, or top-level equations."""
+  slot: int                        # its end boundary: clock word HEADER_WORDS + slot
+  eqns: tuple[int, ...]            # equation indices (empty: the prologue)
+  primitive: str                   # of its first equation ("prologue")
+  kind: str                        # load | store | dot | loop | conditional | prologue | ...
+  file: str | None
+  line: int | None
+
+  @property
+  def label(self) -> str:
+    if not self.eqns:
+      return {"prologue": "prologue (program ids, block offsets)",
+              "epilogue": "end of the kernel"}.get(self.kind, self.kind)
+    where = f" @ {self.file.rsplit('/', 1)[-1]}:{self.line}" if self.file else ""
+    more = f" +{len(self.eqns) - 1} more" if len(self.eqns) > 1 else ""
+    return f"[{self.eqns[0]}] {self.primitive}{where}{more}"
+
+  def to_dict(self) -> dict:
+    return {**dataclasses.asdict(self), "eqns": list(self.eqns), "label": self.label}
+
+  @classmethod
+  def from_dict(cls, d: dict) -> "ProbeRegion":
+    return cls(slot=d["slot"], eqns=tuple(d["eqns"]), primitive=d["primitive"], kind=d["kind"],
+               file=d["file"], line=d["line"])
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeLayout:
+  """Where the probed variant writes what (the buffer's layout above)."""
+  regions: tuple[ProbeRegion, ...]
+  programs: int                    # programs of the launch grid
+  program_stride: int              # every program_stride-th program is sampled
+  num_warps: int
+  warp_stride: int                 # every warp_stride-th warp of a sampled program
+  row_words: int
+  param: str = PARAM
+
+  @property
+  def sampled_programs(self) -> int:
+    return -(-self.programs // self.program_stride)
+
+  @property
+  def sampled_warps(self) -> int:
+    return -(-self.num_warps // self.warp_stride)
+
+  @property
+  def rows(self) -> int:
+    return self.sampled_programs * self.sampled_warps
+
+  @property
+  def words(self) -> int:
+    return self.rows * self.row_words
+
+  @property
+  def nbytes(self) -> int:
+    return 8 * self.words
+
+  def to_dict(self) -> dict:
+    d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "regions"}
+    return {**d, "regions": [r.to_dict() for r in self.regions]}
+
+  @classmethod
+  def from_dict(cls, d: dict) -> "ProbeLayout":
+    fields = {f.name for f in dataclasses.fields(cls)} - {"regions"}
+    return cls(regions=tuple(ProbeRegion.from_dict(r) for r in d["regions"]),
+               **{k: d[k] for k in fields if k in d})
+
+
+# --- the PTX of a probe ----------------------------------------------------------------------
+# Each is one asm block of scalar operands (every thread runs it once); registers
+# declared inside the braces are local to it. One line: the builder comments lines.
+
+def _asm(*statements: str) -> str:
+  return "{ " + " ".join(statements) + " }"
+
+
+def row_address_asm(warp_stride: int) -> str:
+  """$0 = this thread's row address if it writes one (lane 0 of a sampled warp of a
+  sampled program), else 0. $1: the program's first row, $2: sampled (0/1), $3: row bytes."""
+  return _asm(".reg .u32 %ppt<5>;", ".reg .u64 %ppd<2>;", ".reg .pred %ppp<3>;",
+              "mov.u32 %ppt0, %tid.x;", "and.b32 %ppt1, %ppt0, 31;", "shr.u32 %ppt2, %ppt0, 5;",
+              f"rem.u32 %ppt3, %ppt2, {warp_stride};", f"div.u32 %ppt4, %ppt2, {warp_stride};",
+              "or.b32 %ppt1, %ppt1, %ppt3;", "setp.eq.u32 %ppp0, %ppt1, 0;",
+              "setp.ne.u32 %ppp1, $2, 0;", "and.pred %ppp2, %ppp0, %ppp1;",
+              "mul.wide.u32 %ppd0, %ppt4, $3;", "add.u64 %ppd1, $1, %ppd0;",
+              "selp.b64 $0, %ppd1, 0, %ppp2;")
+
+
+def start_asm() -> str:
+  """Entry: header (with %smid), globaltimer, clock 0. $1: row address, $2: program + 1."""
+  return _asm(".reg .pred %ppp;", ".reg .u64 %ppd<3>;", ".reg .u32 %pps;",
+              "mov.u64 %ppd0, %globaltimer;", "mov.u64 %ppd1, %clock64;",
+              "setp.ne.u64 %ppp, $1, 0;", "mov.u32 %pps, %smid;", "cvt.u64.u32 %ppd2, %pps;",
+              "shl.b64 %ppd2, %ppd2, 32;", "or.b64 %ppd2, %ppd2, $2;",
+              "@%ppp st.global.u64 [$1], %ppd2;", "@%ppp st.global.u64 [$1+8], %ppd0;",
+              f"@%ppp st.global.u64 [$1+{8 * HEADER_WORDS}], %ppd1;", "mov.u32 $0, 0;")
+
+
+def mark_asm(slot: int, end: bool = False) -> str:
+  """Boundary `slot`: the clock (read first), and at the end the globaltimer too. $1: row."""
+  parts = [".reg .pred %ppp;", ".reg .u64 %ppd<2>;", "mov.u64 %ppd0, %clock64;"]
+  if end:
+    parts.append("mov.u64 %ppd1, %globaltimer;")
+  parts += ["setp.ne.u64 %ppp, $1, 0;",
+            f"@%ppp st.global.u64 [$1+{8 * (HEADER_WORDS + slot)}], %ppd0;"]
+  if end:
+    parts.append("@%ppp st.global.u64 [$1+16], %ppd1;")
+  return _asm(*parts, "mov.u32 $0, 0;")
+
+
+def _call(asm: str, constraints: str, args: list[str], dtype: str, pure: bool) -> str:
+  return (f'tl.inline_asm_elementwise("{asm}", "{constraints}", [{", ".join(args)}], '
+          f"dtype={dtype}, is_pure={pure}, pack=1)")
+
+
+# --- emission ---------------------------------------------------------------------------------
+
+def plan(options: ProbeOptions, programs: int, num_warps: int) -> tuple[int, int]:
+  """(program_stride, warp_stride): every stride-th one is sampled."""
+  return -(-programs // options.max_programs), -(-num_warps // options.max_warps)
+
+
+class ProbeEmitter:
+  """Emits the probes of one kernel as it is lowered; `layout()` says what it emitted."""
+
+  def __init__(self, options: ProbeOptions, num_warps: int, top_level_eqns: int):
+    self.options = options
+    self.num_warps = num_warps
+    # boundary 0 is the entry, then one per region: the prologue, each top-level
+    # equation that generates code, the end; at most MAX_REGIONS regions
+    self.capacity = min(top_level_eqns + 2, MAX_REGIONS)
+    self.param = PARAM
+    self.regions: list[ProbeRegion] = []
+    self._pending: list[Any] = []        # equations past the capacity, for the last region
+    self.programs = 1
+    self.program_stride = self.warp_stride = 1
+    self._row = ""
+
+  @property
+  def row_words(self) -> int:
+    return HEADER_WORDS + 1 + self.capacity
+
+  def add_param(self, b) -> None:
+    self.param = b.add_param(PARAM)
+
+  def start(self, b, launch_grid: tuple[int, int, int]) -> None:
+    """The entry: which row this thread writes (if any), then the header and clock 0."""
+    gx, gy, _ = launch_grid
+    self.programs = gx * gy * launch_grid[2]
+    self.program_stride, self.warp_stride = plan(self.options, self.programs, self.num_warps)
+    sampled_warps = -(-self.num_warps // self.warp_stride)
+    with b.note("probe: this program's row in the probe buffer"):
+      pid = b.assign("pp_program", f"tl.program_id(0) + {gx} * (tl.program_id(1) + {gy} * "
+                     "tl.program_id(2))")
+      first_row = (f"({self.param} + ({pid} // {self.program_stride}) * "
+                   f"{sampled_warps * self.row_words}).to(tl.int64)")
+      sampled = f"({pid} % {self.program_stride} == 0).to(tl.int32)"
+      self._row = b.assign("pp_row", _call(row_address_asm(self.warp_stride), "=l,l,r,r",
+                                           [first_row, sampled, str(8 * self.row_words)],
+                                           "tl.int64", True))
+    with b.note("probe: entry (sm id, global timer, clock)"):
+      b.assign("pp_entry", _call(start_asm(), "=r,l,l", [self._row, f"({pid} + 1).to(tl.int64)"],
+                                 "tl.int32", False))
+
+  def prologue_done(self, b) -> None:
+    self._mark(b, ProbeRegion(slot=1, eqns=(), primitive="prologue", kind="prologue",
+                              file=None, line=None))
+
+  def after_equation(self, b, info, emitted: bool) -> None:
+    """After a top-level equation: a boundary, if it generated code."""
+    if not emitted:
+      return
+    if len(self.regions) + 1 >= self.capacity:     # keep the last boundary for the end
+      self._pending.append(info)
+      return
+    self._mark(b, self._region(len(self.regions) + 1, [info]))
+
+  def end(self, b) -> None:
+    slot = len(self.regions) + 1
+    if self._pending:
+      region = self._region(slot, self._pending)
+    else:
+      region = ProbeRegion(slot=slot, eqns=(), primitive="end", kind="epilogue", file=None,
+                           line=None)
+    self._mark(b, region, end=True)
+
+  def _region(self, slot: int, infos: list) -> ProbeRegion:
+    first = infos[0]
+    return ProbeRegion(slot=slot, eqns=tuple(i.index for i in infos), primitive=first.primitive,
+                       kind=_KINDS.get(first.primitive, first.primitive), file=first.file,
+                       line=first.line)
+
+  def _mark(self, b, region: ProbeRegion, end: bool = False) -> None:
+    self.regions.append(region)
+    with b.note(f"probe: end of {region.label}"):
+      b.assign("pp_mark", _call(mark_asm(region.slot, end), "=r,l", [self._row], "tl.int32",
+                                False))
+
+  def layout(self) -> ProbeLayout:
+    return ProbeLayout(regions=tuple(self.regions), programs=self.programs,
+                       program_stride=self.program_stride, num_warps=self.num_warps,
+                       warp_stride=self.warp_stride, row_words=self.row_words, param=self.param)

@@ -1,0 +1,201 @@
+"""The probe buffer read back: per region cycles and ns, each CTA on its SM.
+
+`parse(words, layout)` reads the buffer the probed variant wrote (its layout:
+backend/probes.py) into per-row arrays; `summarize` makes the figures the
+report shows. numpy only: no JAX, no GPU (the CPU tests feed it a buffer
+built by hand).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from ..backend.probes import HEADER_WORDS, ProbeLayout
+from .schema import _Serializable
+
+
+class ProbeBufferError(ValueError):
+  """The buffer does not hold what the layout says (a wrong layout or a broken kernel)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeRows:
+  """The rows the kernel wrote, one per sampled (program, warp)."""
+  program: np.ndarray      # int64 [rows]
+  warp: np.ndarray         # int64 [rows]: the warp's index in its CTA
+  sm: np.ndarray           # int64 [rows]: %smid
+  start_ns: np.ndarray     # uint64 [rows]: %globaltimer at entry
+  end_ns: np.ndarray       # uint64 [rows]: %globaltimer at the end
+  clocks: np.ndarray       # int64 [rows, regions + 1]: %clock64 at each boundary
+  unwritten: int           # rows whose header stayed 0 (their program never ran the probes)
+
+
+def parse(words: np.ndarray, layout: ProbeLayout) -> ProbeRows:
+  words = np.asarray(words, dtype=np.uint64).reshape(-1)
+  if words.size != layout.words:
+    raise ProbeBufferError(f"probe buffer has {words.size} words; its layout says "
+                           f"{layout.words} ({layout.rows} rows of {layout.row_words})")
+  table = words.reshape(layout.rows, layout.row_words)
+  header = table[:, 0]
+  written = header != 0
+  rows = table[written]
+  index = np.nonzero(written)[0]
+  program = (rows[:, 0] & np.uint64(0xFFFFFFFF)).astype(np.int64) - 1
+  expected = (index // layout.sampled_warps) * layout.program_stride
+  if np.any(program != expected):
+    bad = int(np.argmax(program != expected))
+    raise ProbeBufferError(f"row {index[bad]} holds program {program[bad]}, the layout puts "
+                           f"program {expected[bad]} there (stride {layout.program_stride})")
+  n = len(layout.regions)
+  clocks = rows[:, HEADER_WORDS:HEADER_WORDS + n + 1].astype(np.int64)
+  return ProbeRows(program=program,
+                   warp=(index % layout.sampled_warps) * layout.warp_stride,
+                   sm=(rows[:, 0] >> np.uint64(32)).astype(np.int64),
+                   start_ns=rows[:, 1], end_ns=rows[:, 2], clocks=clocks,
+                   unwritten=int((~written).sum()))
+
+
+@dataclasses.dataclass
+class RegionFigures(_Serializable):
+  """One probe region over the sampled warps of the sampled CTAs."""
+  slot: int
+  label: str
+  kind: str
+  eqns: list[int]
+  user_file: str | None
+  user_line: int | None
+  cycles_median: float
+  cycles_p10: float
+  cycles_p90: float
+  ns_median: float
+  share: float                   # of all sampled warps' cycles from entry to end
+
+
+@dataclasses.dataclass
+class CtaSpan:
+  """One sampled CTA on its SM: ns from the launch's first probed entry;
+  `boundaries_ns`: its first sampled warp's region boundaries, same clock."""
+  program: int
+  sm: int
+  start_ns: float
+  end_ns: float
+  boundaries_ns: list[float]
+
+
+@dataclasses.dataclass
+class ProbeResult(_Serializable):
+  """What `--probes` measured for one kernel (report.json: kernels[i].probes)."""
+  regions: list[RegionFigures]
+  programs: int
+  sampled_programs: int
+  program_stride: int
+  num_warps: int
+  sampled_warps: int
+  rows: int
+  ns_per_cycle: float | None     # from the globaltimer and clock64 spans of the same rows
+  cta_ns_median: float
+  sms: int                       # SMs the sampled CTAs ran on
+  max_concurrent_ctas: int       # of the sampled ones, at any instant
+  span_ns: float                 # first sampled entry to last sampled end
+  ctas: list[CtaSpan]
+  distortion: Any = None         # probing.Distortion, set by the profiler
+  distortion_pct: float | None = None
+  reconciliation: Any = None     # probing.Reconciliation
+  notes: list[str] = dataclasses.field(default_factory=list)
+
+
+def _pct(values: np.ndarray, q: float) -> float:
+  return float(np.percentile(values, q)) if values.size else 0.0
+
+
+def summarize(rows: ProbeRows, layout: ProbeLayout) -> ProbeResult:
+  if rows.program.size == 0:
+    raise ProbeBufferError("no sampled warp wrote its row: the probed kernel did not run "
+                           "its probes")
+  cycles = np.diff(rows.clocks, axis=1)
+  notes = []
+  if np.any(cycles < 0):
+    notes.append(f"{int((cycles < 0).any(axis=1).sum())} rows have clocks that go back; "
+                 "their negative spans count as 0")
+    cycles = np.maximum(cycles, 0)
+  total = cycles.sum(axis=1)
+  wall = (rows.end_ns.astype(np.int64) - rows.start_ns.astype(np.int64)).astype(np.float64)
+  ns_per_cycle = float(wall.sum() / total.sum()) if total.sum() > 0 and wall.sum() > 0 else None
+  scale = ns_per_cycle or 0.0
+  regions = []
+  for k, region in enumerate(layout.regions):
+    c = cycles[:, k].astype(np.float64)
+    regions.append(RegionFigures(
+        slot=region.slot, label=region.label, kind=region.kind, eqns=list(region.eqns),
+        user_file=region.file, user_line=region.line, cycles_median=_pct(c, 50),
+        cycles_p10=_pct(c, 10), cycles_p90=_pct(c, 90), ns_median=_pct(c, 50) * scale,
+        share=float(c.sum() / total.sum()) if total.sum() else 0.0))
+  ctas = _ctas(rows, scale)
+  if rows.unwritten:
+    notes.append(f"{rows.unwritten} sampled rows were never written")
+  return ProbeResult(
+      regions=regions, programs=layout.programs, sampled_programs=layout.sampled_programs,
+      program_stride=layout.program_stride, num_warps=layout.num_warps,
+      sampled_warps=layout.sampled_warps, rows=int(rows.program.size),
+      ns_per_cycle=ns_per_cycle, cta_ns_median=_pct(np.array([c.end_ns - c.start_ns
+                                                              for c in ctas]), 50),
+      sms=len({c.sm for c in ctas}), max_concurrent_ctas=_max_overlap(ctas),
+      span_ns=max(c.end_ns for c in ctas) - min(c.start_ns for c in ctas), ctas=ctas,
+      notes=notes)
+
+
+def _ctas(rows: ProbeRows, ns_per_cycle: float) -> list[CtaSpan]:
+  """Per sampled program: its SM, entry (earliest warp) and end (latest warp), and the
+  region boundaries of its first sampled warp on the same ns clock."""
+  origin = int(rows.start_ns.min())
+  out = []
+  for program in np.unique(rows.program):
+    mine = np.nonzero(rows.program == program)[0]
+    first = mine[0]
+    start = float(int(rows.start_ns[mine].min()) - origin)
+    end = float(int(rows.end_ns[mine].max()) - origin)
+    entry = float(int(rows.start_ns[first]) - origin)
+    clk = rows.clocks[first]
+    bounds = [entry + (int(c) - int(clk[0])) * ns_per_cycle for c in clk]
+    out.append(CtaSpan(program=int(program), sm=int(rows.sm[first]), start_ns=start,
+                       end_ns=end, boundaries_ns=bounds))
+  return out
+
+
+def _max_overlap(ctas: list[CtaSpan]) -> int:
+  events = sorted([(c.start_ns, 1) for c in ctas] + [(c.end_ns, -1) for c in ctas],
+                  key=lambda e: (e[0], e[1]))
+  best = now = 0
+  for _, step in events:
+    now += step
+    best = max(best, now)
+  return best
+
+
+def text_table(result: ProbeResult) -> str:
+  """Plain-text lines: one per region, then the grid, distortion and reconciliation."""
+  lines = [f"  {'region':<44} {'share':>6} {'cycles p50':>10} {'p10-p90':>15} {'ns p50':>9}"]
+  for r in result.regions:
+    lines.append(f"  {r.label[:44]:<44} {100 * r.share:5.1f}% {r.cycles_median:10.0f} "
+                 f"{f'{r.cycles_p10:.0f}-{r.cycles_p90:.0f}':>15} {r.ns_median:9.0f}")
+  lines.append(f"  {result.sampled_programs} of {result.programs} programs (every "
+               f"{result.program_stride}), {result.sampled_warps} of {result.num_warps} warps; "
+               f"{result.sms} SMs, up to {result.max_concurrent_ctas} sampled CTAs at once; "
+               f"CTA median {result.cta_ns_median / 1e3:.2f} us, span "
+               f"{result.span_ns / 1e3:.1f} us")
+  d = result.distortion
+  if d is not None:
+    lines.append("  distortion: " + ", ".join(filter(None, [
+        f"runtime {d.runtime_plain_s * 1e6:.1f} -> {d.runtime_probed_s * 1e6:.1f} us "
+        f"({d.runtime_pct:+.1f}%)" if d.runtime_pct is not None else None,
+        f"registers {d.registers_plain} -> {d.registers_probed}",
+        f"SASS {d.sass_plain} -> {d.sass_probed} ({d.sass_pct:+.1f}%)"
+        if d.sass_pct is not None else None])))
+    lines += [f"  DISTRUST: {why}" for why in d.distrust]
+  rec = result.reconciliation
+  if rec is not None:
+    lines += [f"  disagrees with {rec.basis}: {why}" for why in rec.disagreements]
+  lines += [f"  note: {n}" for n in result.notes]
+  return "\n".join(lines)

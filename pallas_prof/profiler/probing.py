@@ -1,0 +1,179 @@
+"""`--probes`: the kernel's probed variant, replayed; its figures, distortion and
+reconciliation with the PC samples.
+
+The probed variant (backend/probes.py) is lowered again from the pallas_call
+(the registry record's `relower`) with the same num_warps and num_stages as the
+compiled kernel, compiled through the normal path, and launched only here, by
+the replay, with a probe buffer the replay allocates. The headline runtime and
+the user's program keep running the kernel without probes.
+
+Distortion: the probed and the plain kernel are timed here one after the other,
+the same way (cold: L2 flushed before each launch); registers from ptxas, SASS
+instructions from nvdisasm. Above DISTRUST_PCT the report says which figures
+not to trust.
+
+Reconciliation: each region's share of the probed cycles beside the share of
+the PC samples that fell on the same equations (inclusive of what they
+contain), and the probed CTAs' span beside the replay's time; differences
+above DISAGREE_POINTS are listed, not smoothed over. A probe reads the clock
+when its warp issues it, so a load's wait shows in the region that first uses
+the value; PC sampling charges it to the load (sassdeps.py): that difference
+is expected and said so.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from . import probe_results
+from .driver import ProfilerError
+from .probe_results import ProbeResult
+from .schema import _Serializable
+
+DISTRUST_PCT = 10.0        # distortion above this: the report names the figures to distrust
+DISAGREE_POINTS = 10.0     # probe and sampling shares further apart than this are listed
+
+
+@dataclasses.dataclass
+class Distortion(_Serializable):
+  runtime_plain_s: float | None
+  runtime_probed_s: float | None
+  runtime_pct: float | None
+  registers_plain: int | None
+  registers_probed: int | None
+  sass_plain: int | None
+  sass_probed: int | None
+  sass_pct: float | None
+  distrust: list[str]
+
+
+@dataclasses.dataclass
+class ReconciledRegion(_Serializable):
+  label: str
+  probe_share: float
+  sampling_share: float | None
+  difference_points: float | None
+
+
+@dataclasses.dataclass
+class Reconciliation(_Serializable):
+  basis: str                          # the attribution's weight_basis
+  regions: list[ReconciledRegion]
+  probed_span_s: float | None         # first sampled CTA entry to last sampled end
+  replay_median_s: float | None       # the plain kernel's headline runtime
+  disagreements: list[str]
+
+
+def variant(target, options=None):
+  """(GeneratedKernel, CompiledKernel) of the probed variant, cubin assembled."""
+  from ..backend.compile import assemble_cubin, compile_kernel
+  relower = getattr(target, "relower", None)
+  ck = target.compiled
+  if relower is None:
+    raise ProfilerError(f"kernel {target.name}: probes need the pallas_call it came from "
+                        "(kernels lowered by pallas-prof in this process); this one has none")
+  gk = relower(num_warps=ck.num_warps, num_stages=ck.num_stages, probes=options or True)
+  return gk, assemble_cubin(compile_kernel(gk, ck.target))
+
+
+def sass_count(ck) -> int | None:
+  from ..backend.lineinfo import SassUnavailable, disassemble, parse_sass
+  try:
+    return len(parse_sass(disassemble(ck.cubin, "-g"))[0])
+  except (SassUnavailable, OSError):
+    return None
+
+
+def static_distortion(plain, probed) -> Distortion:
+  """Registers and SASS instructions with and without probes (no GPU needed)."""
+  sp, sq = sass_count(plain), sass_count(probed)
+  return Distortion(runtime_plain_s=None, runtime_probed_s=None, runtime_pct=None,
+                    registers_plain=plain.registers, registers_probed=probed.registers,
+                    sass_plain=sp, sass_probed=sq,
+                    sass_pct=100.0 * (sq / sp - 1) if sp and sq else None, distrust=[])
+
+
+def measure(target, device: int = 0, options=None, *, min_launches: int = 100,
+            min_seconds: float = 0.2) -> ProbeResult:
+  """Replays the probed variant: one launch read back, then the plain and the probed
+  kernel timed alike for the distortion."""
+  from .launchspec import LaunchSpec
+  from .replayer import Replayer
+  from .throttle import ThrottleGuard
+  gk, probed = variant(target, options)
+  layout = gk.probe_layout
+  spec = LaunchSpec.from_compiled(probed, target.aliases)
+  with Replayer(spec, device) as r:
+    r.prepare()
+    for s in range(3):              # warm: module, instruction cache, clocks
+      r.launch(s)
+    r.zero_param("probes", 0)
+    r.launch(0)
+    words = r.read_param("probes", 0)
+    probed_s = _median(r.time_cold(min_launches, min_seconds, ThrottleGuard.off("paired")))
+  plain_spec = LaunchSpec.from_compiled(target.compiled, target.aliases)
+  with Replayer(plain_spec, device) as r:
+    r.prepare()
+    plain_s = _median(r.time_cold(min_launches, min_seconds, ThrottleGuard.off("paired")))
+  result = probe_results.summarize(probe_results.parse(words, layout), layout)
+  d = static_distortion(target.compiled, probed)
+  d.runtime_plain_s, d.runtime_probed_s = plain_s, probed_s
+  d.runtime_pct = 100.0 * (probed_s / plain_s - 1) if plain_s else None
+  d.distrust = distrust(d)
+  result.distortion, result.distortion_pct = d, d.runtime_pct
+  result.notes.append("a probe reads the clock when its warp issues it: a load's wait shows "
+                      "in the region that first uses the loaded value")
+  return result
+
+
+def _median(timing: dict) -> float:
+  import numpy as np
+  return float(np.median(timing["times_s"]))
+
+
+def distrust(d: Distortion) -> list[str]:
+  """Which figures the distortion makes unreliable, in words."""
+  out = []
+  if d.runtime_pct is not None and abs(d.runtime_pct) > DISTRUST_PCT:
+    out.append(f"the probed kernel runs {d.runtime_pct:+.1f}% against the plain one: distrust "
+               "the per-region ns and the CTA timeline's absolute times; the shares of "
+               "short regions most")
+  if d.sass_pct is not None and abs(d.sass_pct) > DISTRUST_PCT:
+    out.append(f"the probes change the SASS by {d.sass_pct:+.1f}% instructions: distrust the "
+               "shares of regions with few instructions of their own")
+  if d.registers_plain and d.registers_probed and d.registers_probed != d.registers_plain:
+    change = 100.0 * (d.registers_probed / d.registers_plain - 1)
+    if abs(change) > DISTRUST_PCT:
+      out.append(f"registers {d.registers_plain} -> {d.registers_probed} ({change:+.0f}%): "
+                 "occupancy and so the CTA timeline may differ from the plain kernel's")
+  return out
+
+
+def reconcile(result: ProbeResult, attribution: Any, basis: str,
+              replay_median_s: float | None) -> Reconciliation:
+  """The probe shares beside the sampling shares of the same equations."""
+  by_index = {}
+  if attribution is not None:
+    for e in attribution.equations:
+      by_index[e.index] = getattr(e, "inclusive_weight", None) or e.weight
+  rows, disagreements = [], []
+  measured = basis in ("pc_sampling", "ncu")
+  for region in result.regions:
+    sampled = sum(by_index.get(i, 0.0) for i in region.eqns) if region.eqns else None
+    diff = None
+    if sampled is not None and measured:
+      diff = 100.0 * (region.share - sampled)
+      if abs(diff) > DISAGREE_POINTS:
+        disagreements.append(f"{region.label}: probes {100 * region.share:.1f}%, "
+                             f"{basis} {100 * sampled:.1f}% ({diff:+.1f} points)")
+    rows.append(ReconciledRegion(region.label, region.share, sampled, diff))
+  span = result.span_ns * 1e-9 if result.span_ns else None
+  if span and replay_median_s:
+    ratio = span / replay_median_s
+    if result.program_stride == 1 and not 0.8 <= ratio <= 1.25:
+      disagreements.append(f"the probed CTAs span {span * 1e6:.1f} us, the replay's median is "
+                           f"{replay_median_s * 1e6:.1f} us ({ratio:.2f}x)")
+  if not measured:
+    disagreements.append(f"no measured weights to set beside the probes (basis: {basis})")
+  return Reconciliation(basis=basis, regions=rows, probed_span_s=span,
+                        replay_median_s=replay_median_s, disagreements=disagreements)

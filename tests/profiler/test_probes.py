@@ -1,0 +1,193 @@
+"""The probed variant (backend/probes.py), its buffer's parser and what the profiler
+makes of it (probe_results.py, probing.py, instrument/probe_tracks.py), on CPU.
+
+Triton's interpreter cannot run inline PTX, so the probed kernel is checked as
+source and as PTX/SASS compiled for sm_90, and the parser is fed a buffer
+written by hand the way the layout says the kernel writes it.
+"""
+import re
+
+import numpy as np
+import pytest
+
+from pallas_prof.backend.compile import compile_kernel
+from pallas_prof.backend.probes import (HEADER_WORDS, MAX_REGIONS, ProbeLayout, ProbeOptions,
+                                        ProbeRegion, plan)
+from pallas_prof.instrument.probe_tracks import perfetto_events
+from pallas_prof.profiler import probing
+from pallas_prof.profiler.probe_results import ProbeBufferError, parse, summarize, text_table
+
+from .conftest import lowered_record, sds
+
+
+@pytest.fixture(scope="module")
+def softmax_probed(examples):
+  rec = lowered_record(examples["softmax"].softmax, sds((64, 1000), "float32"))
+  return rec, rec.relower(probes=True)
+
+
+def _mark_offsets(source: str) -> list[int]:
+  return [int(m) for line in source.splitlines() if line.lstrip().startswith("pp_mark")
+          for m in re.findall(r"st\.global\.u64 \[\$1\+(\d+)\], %ppd0", line)]
+
+
+def test_the_probed_variant_marks_each_top_level_equation_in_order(softmax_probed):
+  rec, gk = softmax_probed
+  layout = gk.probe_layout
+  assert gk.params[-1].role == "probes" and gk.params[-1].name == layout.param
+  assert gk.params[-1].shape == (layout.words,) and gk.params[-1].dtype == "uint64"
+  assert re.search(rf"def softmax_kernel\(x_ref, o_ref, {layout.param}\):", gk.source)
+  # one boundary per region, each writing the next clock word
+  offsets = _mark_offsets(gk.source)
+  assert offsets == [8 * (HEADER_WORDS + r.slot) for r in layout.regions]
+  top = [e for e in gk.eqns if e.parent is None]
+  kinds = [r.kind for r in layout.regions]
+  assert kinds[0] == "prologue" and kinds[-1] == "epilogue"
+  marked = [i for r in layout.regions for i in r.eqns]
+  assert marked == [e.index for e in top if e.lines]     # every equation that generated code
+  get = next(r for r in layout.regions if r.kind == "load")
+  assert get.label.startswith("[0] get @ softmax.py:") and get.line == gk.eqns[0].line
+  # each mark follows its equation's last line
+  lines = gk.source.splitlines()
+  for region in layout.regions[1:-1]:
+    last = max(gk.eqns[region.eqns[-1]].lines)
+    assert "probe: end of " + region.label in lines[last], lines[last]
+
+
+def test_the_plain_kernel_is_untouched(softmax_probed):
+  rec, gk = softmax_probed
+  assert "pp_" not in rec.generated.source and rec.generated.probe_layout is None
+  assert rec.relower().source == rec.generated.source
+  assert gk.key != rec.generated.key
+
+
+def test_the_probed_variant_compiles_with_its_probes_in_order(softmax_probed):
+  rec, gk = softmax_probed
+  ck = compile_kernel(gk, ("cuda", 90))
+  ptx = ck.ptx
+  assert ptx.count("%globaltimer") == 2 and ptx.count("%smid") == 1
+  assert ptx.count("%clock64") == len(gk.probe_layout.regions) + 1
+  stored = [int(m) for m in re.findall(r"st\.global\.u64 \[%rd\d+\+(\d+)\], %ppd0", ptx)]
+  # the entry's globaltimer at +8, then each boundary's clock at its word, in program order
+  assert stored == [8] + [8 * (HEADER_WORDS + r.slot) for r in gk.probe_layout.regions]
+  d = probing.static_distortion(compile_kernel(rec.generated, ("cuda", 90)), ck)
+  assert d.registers_probed and d.registers_plain
+  assert d.sass_probed > d.sass_plain          # probes add instructions, never remove them all
+
+
+def test_sampling_keeps_the_buffer_small_for_any_grid():
+  assert plan(ProbeOptions(), 100, 4) == (1, 1)
+  assert plan(ProbeOptions(), 65536, 8) == (16, 2)
+  layout = ProbeLayout(regions=(), programs=65536, program_stride=16, num_warps=8,
+                       warp_stride=2, row_words=HEADER_WORDS + 1 + MAX_REGIONS)
+  assert layout.sampled_programs == 4096 and layout.sampled_warps == 4
+  assert layout.nbytes <= 4096 * 4 * 8 * (HEADER_WORDS + 1 + MAX_REGIONS)   # ~9 MB at most
+  with pytest.raises(ValueError, match="max_programs"):
+    ProbeOptions(max_programs=0)
+
+
+def _layout(programs=10, stride=3, warps=4, warp_stride=2, n_regions=3):
+  regions = tuple(ProbeRegion(slot=k + 1, eqns=(k,), primitive=p, kind=kind, file="/a/k.py",
+                              line=10 + k)
+                  for k, (p, kind) in enumerate([("get", "load"), ("scan", "loop"),
+                                                 ("swap", "store")][:n_regions]))
+  return ProbeLayout(regions=regions, programs=programs, program_stride=stride, num_warps=warps,
+                     warp_stride=warp_stride, row_words=HEADER_WORDS + 1 + n_regions + 1)
+
+
+def _write(layout, cycles, skip=(), sm_of=lambda p: p % 2, ns_per_cycle=0.5):
+  """The buffer as the probed kernel writes it: per sampled program and warp, a row."""
+  words = np.zeros(layout.words, np.uint64).reshape(layout.rows, layout.row_words)
+  for row in range(layout.rows):
+    program = (row // layout.sampled_warps) * layout.program_stride
+    if program in skip:
+      continue
+    t0 = 1_000_000 + 700 * program
+    clocks = np.cumsum([5000 + program] + list(cycles))
+    words[row, 0] = (sm_of(program) << 32) | (program + 1)
+    words[row, 1] = t0
+    words[row, 2] = t0 + int((clocks[-1] - clocks[0]) * ns_per_cycle)
+    words[row, HEADER_WORDS:HEADER_WORDS + len(clocks)] = clocks
+  return words.reshape(-1)
+
+
+def test_the_parser_reads_what_the_layout_says():
+  layout = _layout()
+  rows = parse(_write(layout, [100, 700, 200]), layout)
+  assert layout.sampled_programs == 4 and list(np.unique(rows.program)) == [0, 3, 6, 9]
+  assert list(rows.warp[:2]) == [0, 2] and rows.unwritten == 0
+  result = summarize(rows, layout)
+  assert [round(r.share, 3) for r in result.regions] == [0.1, 0.7, 0.2]
+  assert result.regions[1].cycles_median == 700 and result.regions[1].ns_median == 350
+  assert result.ns_per_cycle == pytest.approx(0.5)
+  assert result.sms == 2 and len(result.ctas) == 4
+  cta = result.ctas[1]
+  assert (cta.program, cta.sm, cta.start_ns) == (3, 1, 2100)
+  assert cta.boundaries_ns == pytest.approx([2100, 2150, 2500, 2600])
+  assert "700" in text_table(result)
+
+
+def test_the_parser_rejects_a_buffer_of_another_layout():
+  layout = _layout()
+  with pytest.raises(ProbeBufferError, match="layout says"):
+    parse(np.zeros(layout.words + 1, np.uint64), layout)
+  words = _write(layout, [1, 2, 3]).reshape(layout.rows, layout.row_words)
+  words[0, 0] = (1 << 32) | 6          # program 5 where program 0 belongs
+  with pytest.raises(ProbeBufferError, match="holds program 5"):
+    parse(words.reshape(-1), layout)
+  with pytest.raises(ProbeBufferError, match="no sampled warp"):
+    summarize(parse(np.zeros(layout.words, np.uint64), layout), layout)
+
+
+def test_rows_never_written_are_counted_not_parsed():
+  layout = _layout()
+  result = summarize(parse(_write(layout, [10, 10, 10], skip={3}), layout), layout)
+  assert result.rows == 6 and "2 sampled rows were never written" in result.notes
+
+
+def test_sm_tracks_nest_regions_inside_ctas_and_split_overlapping_ctas():
+  layout = _layout(programs=4, stride=1, warps=1, warp_stride=1)
+  # every program on SM 0: with 700 ns between entries and ~2,500 ns per CTA they overlap
+  result = summarize(parse(_write(layout, [1000, 3000, 1000], sm_of=lambda p: 0), layout),
+                     layout)
+  events = perfetto_events("k#1", result)
+  ctas = [e for e in events if e.get("cat") == "cta"]
+  names = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+  assert len(ctas) == 4 and len({e["tid"] for e in ctas}) == result.max_concurrent_ctas > 1
+  assert sorted(names.values())[:2] == ["SM 0", "SM 0 #2"]
+  for cta in ctas:
+    inside = [e for e in events if e.get("cat") == "probe" and e["tid"] == cta["tid"]
+              and cta["ts"] <= e["ts"] < cta["ts"] + cta["dur"]]
+    assert [e["name"] for e in inside] == [r.label for r in layout.regions]
+    assert all(e["ts"] + e["dur"] <= cta["ts"] + cta["dur"] + 1e-9 for e in inside)
+  # same tracks from report.json's dict
+  assert perfetto_events("k#1", result.to_dict()) == events
+
+
+class _Eq:
+  def __init__(self, index, weight):
+    self.index, self.weight, self.inclusive_weight = index, weight, weight
+
+
+class _Attribution:
+  equations = [_Eq(0, 0.5), _Eq(1, 0.3), _Eq(2, 0.2)]
+
+
+def test_reconciliation_lists_disagreements_with_the_samples():
+  layout = _layout(stride=1)
+  result = summarize(parse(_write(layout, [100, 700, 200]), layout), layout)
+  rec = probing.reconcile(result, _Attribution(), "pc_sampling", None)
+  assert [r.sampling_share for r in rec.regions] == [0.5, 0.3, 0.2]
+  assert rec.regions[1].difference_points == pytest.approx(40.0)
+  assert len(rec.disagreements) == 2 and rec.disagreements[0].startswith("[0] get")
+  static = probing.reconcile(result, _Attribution(), "static", None)
+  assert static.disagreements == ["no measured weights to set beside the probes (basis: static)"]
+
+
+def test_distortion_names_the_figures_to_distrust():
+  d = probing.Distortion(runtime_plain_s=1e-3, runtime_probed_s=1.2e-3, runtime_pct=20.0,
+                         registers_plain=40, registers_probed=40, sass_plain=100,
+                         sass_probed=105, sass_pct=5.0, distrust=[])
+  assert len(probing.distrust(d)) == 1 and "per-region ns" in probing.distrust(d)[0]
+  d.runtime_pct = 2.0
+  assert probing.distrust(d) == []
