@@ -51,6 +51,8 @@ MAX_REGIONS = 64             # boundaries past this merge into the last region
 _KINDS = {"get": "load", "load": "load", "swap": "store", "store": "store",
           "masked_load": "load", "masked_swap": "store", "dot_general": "dot",
           "scan": "loop", "while": "loop", "cond": "conditional"}
+# equations that only rename registers: no boundary after them (they join the next region)
+_VIEWS = frozenset({"broadcast_in_dim", "reshape", "squeeze", "expand_dims"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +76,7 @@ class ProbeRegion:
   kind: str                        # load | store | dot | loop | conditional | prologue | ...
   file: str | None
   line: int | None
+  main: int | None = None          # the equation it is named after (not a view)
 
   @property
   def label(self) -> str:
@@ -81,8 +84,8 @@ class ProbeRegion:
       return {"prologue": "prologue (program ids, block offsets)",
               "epilogue": "end of the kernel"}.get(self.kind, self.kind)
     where = f" @ {self.file.rsplit('/', 1)[-1]}:{self.line}" if self.file else ""
-    more = f" +{len(self.eqns) - 1} more" if len(self.eqns) > 1 else ""
-    return f"[{self.eqns[0]}] {self.primitive}{where}{more}"
+    more = f" (+{len(self.eqns) - 1})" if len(self.eqns) > 1 else ""
+    return f"[{self.eqns[0] if self.main is None else self.main}] {self.primitive}{where}{more}"
 
   def to_dict(self) -> dict:
     return {**dataclasses.asdict(self), "eqns": list(self.eqns), "label": self.label}
@@ -90,7 +93,7 @@ class ProbeRegion:
   @classmethod
   def from_dict(cls, d: dict) -> "ProbeRegion":
     return cls(slot=d["slot"], eqns=tuple(d["eqns"]), primitive=d["primitive"], kind=d["kind"],
-               file=d["file"], line=d["line"])
+               file=d["file"], line=d["line"], main=d.get("main"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,7 +203,7 @@ class ProbeEmitter:
     self.capacity = min(top_level_eqns + 2, MAX_REGIONS)
     self.param = PARAM
     self.regions: list[ProbeRegion] = []
-    self._pending: list[Any] = []        # equations past the capacity, for the last region
+    self._carry: list[Any] = []          # equations since the last boundary
     self.programs = 1
     self.program_stride = self.warp_stride = 1
     self._row = ""
@@ -236,28 +239,30 @@ class ProbeEmitter:
                               file=None, line=None))
 
   def after_equation(self, b, info, emitted: bool) -> None:
-    """After a top-level equation: a boundary, if it generated code."""
+    """After a top-level equation: a boundary, if it generated code and is not a view
+    (a broadcast or reshape, which goes with the equation after it)."""
     if not emitted:
       return
-    if len(self.regions) + 1 >= self.capacity:     # keep the last boundary for the end
-      self._pending.append(info)
-      return
-    self._mark(b, self._region(len(self.regions) + 1, [info]))
+    self._carry.append(info)
+    if info.primitive in _VIEWS or len(self.regions) + 1 >= self.capacity:
+      return          # the last boundary is kept for the end
+    self._mark(b, self._region(len(self.regions) + 1, self._carry))
+    self._carry = []
 
   def end(self, b) -> None:
     slot = len(self.regions) + 1
-    if self._pending:
-      region = self._region(slot, self._pending)
+    if self._carry:
+      region = self._region(slot, self._carry)
     else:
       region = ProbeRegion(slot=slot, eqns=(), primitive="end", kind="epilogue", file=None,
                            line=None)
     self._mark(b, region, end=True)
 
   def _region(self, slot: int, infos: list) -> ProbeRegion:
-    first = infos[0]
-    return ProbeRegion(slot=slot, eqns=tuple(i.index for i in infos), primitive=first.primitive,
-                       kind=_KINDS.get(first.primitive, first.primitive), file=first.file,
-                       line=first.line)
+    main = next((i for i in infos if i.primitive not in _VIEWS), infos[0])
+    return ProbeRegion(slot=slot, eqns=tuple(i.index for i in infos), primitive=main.primitive,
+                       kind=_KINDS.get(main.primitive, main.primitive), file=main.file,
+                       line=main.line, main=main.index)
 
   def _mark(self, b, region: ProbeRegion, end: bool = False) -> None:
     self.regions.append(region)

@@ -35,6 +35,10 @@ def _parser() -> argparse.ArgumentParser:
   run.add_argument("--no-sampling", action="store_true",
                    help="weigh equations by static instruction shares instead of CUPTI PC "
                    "samples of a replay")
+  run.add_argument("--probes", action="store_true",
+                   help="also replay a probed variant of each kernel (timestamps around each "
+                   "top-level equation): cycles per equation group, each CTA on its SM in "
+                   "the trace, the probes' distortion (GPU only)")
   run.add_argument("--json", action="store_true", help="print report.json instead of tables")
   run.add_argument("script", help="the Python script to run")
   run.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")

@@ -22,6 +22,7 @@ from rich.text import Text
 
 from . import layout
 from .layout import BREAK, Col
+from .probe_table import probe_lines
 
 MIN_WIDTH, MAX_WIDTH, PIPE_WIDTH = 80, 200, 160
 # a compile that waited this long for the compile worker says so in the kernels table
@@ -322,6 +323,7 @@ def render_report(report, con: Console, options: ConsoleOptions) -> Iterable:
       table = hot_equations(report, k, options.max_width)
       if table is not None:
         yield table
+      yield from probe_lines(report, k, options.max_width)
       kp = report.kernel_profile(k.label)
       if kp is not None and kp.verdict:
         yield Text(f"{k.label}: {kp.verdict}")

@@ -281,6 +281,9 @@ def _run_and_report(args):
     if records and not args.no_analysis:
       for device in _devices(args.device, notes):
         reports.append(_profile(records, args, device, cap, notes))
+  if not args.no_trace and any(k.probes is not None for r in reports for k in r.kernels):
+    from ..instrument.probe_tracks import add_to_trace
+    add_to_trace(os.path.join(out_dir, PERFETTO_FILE), reports)
   kernels = []
   for rec in records:
     files = artifacts.save_kernel(out_dir, rec.label, rec.generated, rec.compiled,
@@ -325,7 +328,8 @@ def _profile(records, args, device, cap, notes):
     return profile(records, device=device, replay=not args.no_profile,
                    min_launches=args.reps, ncu=args.ncu, insitu=insitu_result,
                    sample=not getattr(args, "no_sampling", False),
-                   keep_samples=getattr(args, "samples_dir", None))
+                   keep_samples=getattr(args, "samples_dir", None),
+                   probes=getattr(args, "probes", False))
   except BadDevice:
     raise
   except Exception as e:  # noqa: BLE001 - report what we have, say what failed

@@ -59,3 +59,24 @@ def perfetto_events(label: str, result, pid: int = PID_BASE) -> list[dict[str, A
                      "tid": tid, "ts": lo / 1e3, "dur": (hi - lo) / 1e3,
                      "args": {"eqns": list(get(region, "eqns")), "kind": get(region, "kind")}})
   return events
+
+
+def add_to_trace(path: str, reports) -> None:
+  """Appends the SM tracks of every probed kernel of `reports` (ProfileReports) to the
+  trace-event file at `path` (the run's trace.perfetto.json, written when tracing ended)."""
+  import json
+  import os
+  document = {"traceEvents": []}
+  if os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      document = json.load(f)
+  pid = PID_BASE
+  for report in reports:
+    for k in report.kernels:
+      if k.probes is not None:
+        document["traceEvents"] += perfetto_events(k.label, k.probes, pid)
+        pid += 1
+  tmp = f"{path}.{os.getpid()}.tmp"
+  with open(tmp, "w", encoding="utf-8") as f:
+    json.dump(document, f, separators=(",", ":"))
+  os.replace(tmp, path)

@@ -8,12 +8,11 @@ built by hand).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import numpy as np
 
 from ..backend.probes import HEADER_WORDS, ProbeLayout
-from .schema import _Serializable
+from .probe_schema import CtaSpan, ProbeResult, RegionFigures
 
 
 class ProbeBufferError(ValueError):
@@ -57,55 +56,6 @@ def parse(words: np.ndarray, layout: ProbeLayout) -> ProbeRows:
                    unwritten=int((~written).sum()))
 
 
-@dataclasses.dataclass
-class RegionFigures(_Serializable):
-  """One probe region over the sampled warps of the sampled CTAs."""
-  slot: int
-  label: str
-  kind: str
-  eqns: list[int]
-  user_file: str | None
-  user_line: int | None
-  cycles_median: float
-  cycles_p10: float
-  cycles_p90: float
-  ns_median: float
-  share: float                   # of all sampled warps' cycles from entry to end
-
-
-@dataclasses.dataclass
-class CtaSpan:
-  """One sampled CTA on its SM: ns from the launch's first probed entry;
-  `boundaries_ns`: its first sampled warp's region boundaries, same clock."""
-  program: int
-  sm: int
-  start_ns: float
-  end_ns: float
-  boundaries_ns: list[float]
-
-
-@dataclasses.dataclass
-class ProbeResult(_Serializable):
-  """What `--probes` measured for one kernel (report.json: kernels[i].probes)."""
-  regions: list[RegionFigures]
-  programs: int
-  sampled_programs: int
-  program_stride: int
-  num_warps: int
-  sampled_warps: int
-  rows: int
-  ns_per_cycle: float | None     # from the globaltimer and clock64 spans of the same rows
-  cta_ns_median: float
-  sms: int                       # SMs the sampled CTAs ran on
-  max_concurrent_ctas: int       # of the sampled ones, at any instant
-  span_ns: float                 # first sampled entry to last sampled end
-  ctas: list[CtaSpan]
-  distortion: Any = None         # probing.Distortion, set by the profiler
-  distortion_pct: float | None = None
-  reconciliation: Any = None     # probing.Reconciliation
-  notes: list[str] = dataclasses.field(default_factory=list)
-
-
 def _pct(values: np.ndarray, q: float) -> float:
   return float(np.percentile(values, q)) if values.size else 0.0
 
@@ -143,7 +93,7 @@ def summarize(rows: ProbeRows, layout: ProbeLayout) -> ProbeResult:
                                                               for c in ctas]), 50),
       sms=len({c.sm for c in ctas}), max_concurrent_ctas=_max_overlap(ctas),
       span_ns=max(c.end_ns for c in ctas) - min(c.start_ns for c in ctas), ctas=ctas,
-      notes=notes)
+      ctas_total=len(ctas), notes=notes)
 
 
 def _ctas(rows: ProbeRows, ns_per_cycle: float) -> list[CtaSpan]:
@@ -182,7 +132,8 @@ def text_table(result: ProbeResult) -> str:
                  f"{f'{r.cycles_p10:.0f}-{r.cycles_p90:.0f}':>15} {r.ns_median:9.0f}")
   lines.append(f"  {result.sampled_programs} of {result.programs} programs (every "
                f"{result.program_stride}), {result.sampled_warps} of {result.num_warps} warps; "
-               f"{result.sms} SMs, up to {result.max_concurrent_ctas} sampled CTAs at once; "
+               f"{result.sms} SMs, up to {result.max_concurrent_ctas} sampled CTAs at once "
+               f"(~{result.waves:.1f} waves); "
                f"CTA median {result.cta_ns_median / 1e3:.2f} us, span "
                f"{result.span_ns / 1e3:.1f} us")
   d = result.distortion

@@ -22,46 +22,14 @@ is expected and said so.
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from . import probe_results
 from .driver import ProfilerError
-from .probe_results import ProbeResult
-from .schema import _Serializable
+from .probe_schema import Distortion, ProbeResult, ReconciledRegion, Reconciliation
 
 DISTRUST_PCT = 10.0        # distortion above this: the report names the figures to distrust
 DISAGREE_POINTS = 10.0     # probe and sampling shares further apart than this are listed
-
-
-@dataclasses.dataclass
-class Distortion(_Serializable):
-  runtime_plain_s: float | None
-  runtime_probed_s: float | None
-  runtime_pct: float | None
-  registers_plain: int | None
-  registers_probed: int | None
-  sass_plain: int | None
-  sass_probed: int | None
-  sass_pct: float | None
-  distrust: list[str]
-
-
-@dataclasses.dataclass
-class ReconciledRegion(_Serializable):
-  label: str
-  probe_share: float
-  sampling_share: float | None
-  difference_points: float | None
-
-
-@dataclasses.dataclass
-class Reconciliation(_Serializable):
-  basis: str                          # the attribution's weight_basis
-  regions: list[ReconciledRegion]
-  probed_span_s: float | None         # first sampled CTA entry to last sampled end
-  replay_median_s: float | None       # the plain kernel's headline runtime
-  disagreements: list[str]
 
 
 def variant(target, options=None):

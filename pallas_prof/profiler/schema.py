@@ -47,25 +47,9 @@ from typing import Any
 SCHEMA_VERSION = 2
 
 
-class _Serializable:
-  def to_dict(self) -> dict[str, Any]:
-    return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
-
-
-def _plain(x):
-  if isinstance(x, _Serializable):
-    return x.to_dict()            # its own to_dict (RuntimeStats adds its headline)
-  if dataclasses.is_dataclass(x) and not isinstance(x, type):
-    return _plain(dataclasses.asdict(x))
-  if isinstance(x, dict):
-    return {str(k): _plain(v) for k, v in x.items()}
-  if isinstance(x, (list, tuple)):
-    return [_plain(v) for v in x]
-  if isinstance(x, float) and x != x:     # NaN is not JSON
-    return None
-  if hasattr(x, "item") and callable(x.item):   # numpy scalars
-    return x.item()
-  return x
+# _plain: a value as JSON holds it (also used by the modules importing it from here)
+from .serial import _Serializable, _plain  # noqa: E402,F401
+from .probe_schema import ProbeResult  # noqa: E402
 
 
 # --- static correlation --------------------------------------------------------------------
@@ -470,7 +454,7 @@ class KernelProfile(_Serializable):
   ncu: NcuResult | None = None
   weight_basis: str = "static"       # "pc_sampling", "ncu" or "static": what `attribution` is
   attribution: Attribution | None = None   # the weights shown (hot equations, show, spans)
-  probes: Any = None                 # probe_results.ProbeResult when profiled with probes
+  probes: ProbeResult | None = None  # when profiled with probes (probe_schema.py)
   verdict: str = ""
   errors: list[str] = dataclasses.field(default_factory=list)
 

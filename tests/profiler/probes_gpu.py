@@ -2,6 +2,7 @@
 examples' distortion, through pallas_prof.profile(probes=True).
 
     python tests/profiler/probes_gpu.py [--large] [--out DIR] [ka] [waves] [examples]
+                                        [softmax] [matmul] [flash_attention]
 
 Prints per kernel the probe table, the distortion and the reconciliation, and the
 known-answer checks on the probe shares; writes DIR/probes.json (the profiles) and
@@ -42,31 +43,36 @@ def _run_waves():
 
 def _waves_check(k):
   pr = k.probes
-  waves = pr.programs / max(pr.max_concurrent_ctas * pr.program_stride, 1)
+  waves = pr.waves
   ok = waves >= 4 and pr.sms >= 100
   return ok, (f"{pr.programs} programs, {pr.sampled_programs} sampled on {pr.sms} SMs, at "
               f"most {pr.max_concurrent_ctas} sampled CTAs at once: about {waves:.1f} waves "
               "(want >= 4 on >= 100 SMs)")
 
 
-def _run_examples(large):
+EXAMPLES = ("softmax", "matmul", "flash_attention")
+
+
+def _run_examples(large, names):
   from conftest import load_example
   argv = ["--large"] if large else []
-  for name in ("softmax", "matmul", "flash_attention"):
+  for name in names:
     load_example(name).main(argv)
 
 
 def main(argv):
   large = "--large" in argv
   out = argv[argv.index("--out") + 1] if "--out" in argv else "."
-  parts = [a for a in argv if a in ("ka", "waves", "examples")] or ["ka", "waves", "examples"]
+  parts = [a for a in argv if a in ("ka", "waves", "examples") + EXAMPLES] or \
+      ["ka", "waves", "examples"]
   pallas_prof.install()
   if "ka" in parts:
     _run_known_answers(large)
   if "waves" in parts:
     _run_waves()
-  if "examples" in parts:
-    _run_examples(large)
+  names = EXAMPLES if "examples" in parts else [p for p in parts if p in EXAMPLES]
+  if names:
+    _run_examples(large, names)
   report = pallas_prof.profile(probes=True, mode="cold", nvml=False, ceilings=False)
   print(report.message)
   failures = []

@@ -43,6 +43,7 @@ def test_the_probed_variant_marks_each_top_level_equation_in_order(softmax_probe
   top = [e for e in gk.eqns if e.parent is None]
   kinds = [r.kind for r in layout.regions]
   assert kinds[0] == "prologue" and kinds[-1] == "epilogue"
+  assert "broadcast_in_dim" not in kinds        # a view joins the equation after it
   marked = [i for r in layout.regions for i in r.eqns]
   assert marked == [e.index for e in top if e.lines]     # every equation that generated code
   get = next(r for r in layout.regions if r.kind == "load")
@@ -191,3 +192,60 @@ def test_distortion_names_the_figures_to_distrust():
   assert len(probing.distrust(d)) == 1 and "per-region ns" in probing.distrust(d)[0]
   d.runtime_pct = 2.0
   assert probing.distrust(d) == []
+
+
+def _probed_report(tmp_path):
+  from pallas_prof.cli.report import RunReport
+  from pallas_prof.profiler.schema import KernelProfile, ProfileReport
+  layout = _layout(stride=1)
+  result = summarize(parse(_write(layout, [100, 700, 200]), layout), layout)
+  result.distortion = probing.Distortion(
+      runtime_plain_s=100e-6, runtime_probed_s=125e-6, runtime_pct=25.0, registers_plain=32,
+      registers_probed=34, sass_plain=400, sass_probed=430, sass_pct=7.5, distrust=[])
+  result.distortion.distrust = probing.distrust(result.distortion)
+  result.distortion_pct = 25.0
+  result.reconciliation = probing.reconcile(result, _Attribution(), "pc_sampling", 3e-6)
+  kp = KernelProfile(label="k#1", name="k", in_avals=[], out_avals=[], static=None, work=None,
+                     probes=result)
+  profile = ProfileReport(gpu_present=True, message="replayed", device=None, ceilings=None,
+                          kernels=[kp], notes=[], created=0.0)
+  run = RunReport.from_dict({"schema": "pallas-prof/run/1", "script": str(tmp_path / "k.py"),
+                             "exit_code": 0, "kernels": [{"label": "k#1", "name": "k",
+                                                          "grid": [10], "num_warps": 4,
+                                                          "num_stages": 1}],
+                             "profiles": [profile.to_dict()]})
+  return run, result
+
+
+def test_report_json_keeps_the_probes_typed_and_the_report_shows_them(tmp_path):
+  from rich.console import Console
+  run, result = _probed_report(tmp_path)
+  back = run.kernel_profile("k#1").probes
+  assert type(back) is type(result) and back.distortion_pct == 25.0
+  assert [r.share for r in back.regions] == pytest.approx([r.share for r in result.regions])
+  assert back.reconciliation.regions[1].sampling_share == 0.3
+  data = run.to_dict()["profile"]["kernels"][0]["probes"]
+  assert data["distortion_pct"] == 25.0 and len(data["regions"]) == 3
+  for width in (80, 160):
+    con = Console(width=width, no_color=True, record=True, markup=False)
+    con.print(run)
+    text = con.export_text()
+    assert max(len(line) for line in text.splitlines()) <= width
+  assert "probes of k#1" in text and "[1] scan @ k.py:11" in text and "70.0%" in text
+  assert "runtime 100.0 → 125.0 µs (+25.0%)" in text
+  assert "distrust: the probed kernel runs +25.0%" in text
+  assert "disagrees: [0] get @ k.py:10: probes 10.0%, pc_sampling 50.0%" in text
+
+
+def test_the_sm_tracks_join_the_runs_trace(tmp_path):
+  import json
+  from pallas_prof.instrument.probe_tracks import add_to_trace
+  run, result = _probed_report(tmp_path)
+  path = tmp_path / "trace.perfetto.json"
+  path.write_text(json.dumps({"traceEvents": [{"name": "kernel k", "ph": "X", "pid": 1,
+                                               "tid": 1, "ts": 0, "dur": 5}]}))
+  add_to_trace(str(path), run.profiles)
+  events = json.loads(path.read_text())["traceEvents"]
+  assert events[0]["name"] == "kernel k"           # the spans stay
+  ctas = [e for e in events if e.get("cat") == "cta"]
+  assert len(ctas) == result.sampled_programs and all(e["pid"] != 1 for e in ctas)

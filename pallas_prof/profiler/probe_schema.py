@@ -1,0 +1,106 @@
+"""What `--probes` reports per kernel (report.json: kernels[i].probes), as types.
+
+Made by probe_results.summarize (the figures) and probing.py (distortion,
+reconciliation); read back from report.json by type (cli/report.py decodes by
+these annotations).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from .serial import _Serializable
+
+# report.json keeps the first CTAs only (the trace has them all): a 4,096-program
+# sample would add a megabyte to every report
+MAX_JSON_CTAS = 512
+
+
+@dataclasses.dataclass
+class RegionFigures(_Serializable):
+  """One probe region over the sampled warps of the sampled CTAs."""
+  slot: int
+  label: str
+  kind: str
+  eqns: list[int]
+  user_file: str | None
+  user_line: int | None
+  cycles_median: float
+  cycles_p10: float
+  cycles_p90: float
+  ns_median: float
+  share: float                   # of all sampled warps' cycles from entry to end
+
+
+@dataclasses.dataclass
+class CtaSpan:
+  """One sampled CTA on its SM: ns from the launch's first probed entry;
+  `boundaries_ns`: its first sampled warp's region boundaries, same clock."""
+  program: int
+  sm: int
+  start_ns: float
+  end_ns: float
+  boundaries_ns: list[float]
+
+
+@dataclasses.dataclass
+class Distortion(_Serializable):
+  """The probed kernel against the plain one, timed alike in the same replay."""
+  runtime_plain_s: float | None
+  runtime_probed_s: float | None
+  runtime_pct: float | None
+  registers_plain: int | None
+  registers_probed: int | None
+  sass_plain: int | None
+  sass_probed: int | None
+  sass_pct: float | None
+  distrust: list[str]            # which figures not to trust, in words (above 10 %)
+
+
+@dataclasses.dataclass
+class ReconciledRegion(_Serializable):
+  label: str
+  probe_share: float
+  sampling_share: float | None   # the PC samples' share of the same equations (inclusive)
+  difference_points: float | None
+
+
+@dataclasses.dataclass
+class Reconciliation(_Serializable):
+  basis: str                     # the attribution's weight_basis
+  regions: list[ReconciledRegion]
+  probed_span_s: float | None    # first sampled CTA entry to last sampled end
+  replay_median_s: float | None  # the plain kernel's headline runtime
+  disagreements: list[str]
+
+
+@dataclasses.dataclass
+class ProbeResult(_Serializable):
+  """What `--probes` measured for one kernel."""
+  regions: list[RegionFigures]
+  programs: int
+  sampled_programs: int
+  program_stride: int
+  num_warps: int
+  sampled_warps: int
+  rows: int
+  ns_per_cycle: float | None     # from the globaltimer and clock64 spans of the same rows
+  cta_ns_median: float
+  sms: int                       # SMs the sampled CTAs ran on
+  max_concurrent_ctas: int       # of the sampled ones, at any instant
+  span_ns: float                 # first sampled entry to last sampled end
+  ctas: list[CtaSpan]
+  ctas_total: int = 0            # sampled CTAs (report.json keeps MAX_JSON_CTAS of them)
+  distortion: Distortion | None = None
+  distortion_pct: float | None = None    # the runtime's: probed against plain, in %
+  reconciliation: Reconciliation | None = None
+  notes: list[str] = dataclasses.field(default_factory=list)
+
+  @property
+  def waves(self) -> float:
+    """Programs over the CTAs resident at once (the sampled ones, times the stride)."""
+    return self.programs / max(self.max_concurrent_ctas * self.program_stride, 1)
+
+  def to_dict(self) -> dict:
+    out = super().to_dict()
+    out["ctas"] = out["ctas"][:MAX_JSON_CTAS]
+    return out
