@@ -46,7 +46,8 @@ def probe_lines(report, kernel, width: int) -> list:
                    f"({d.runtime_pct:+.1f}%)")
     parts.append(f"registers {d.registers_plain} → {d.registers_probed}")
     if d.sass_pct is not None:
-      parts.append(f"SASS {d.sass_plain} → {d.sass_probed} ({d.sass_pct:+.1f}%)")
+      parts.append(f"SASS {d.sass_plain} → {d.sass_probed} ({d.sass_pct:+.1f}%; "
+                   f"{d.sass_probe_instructions} of them the probes')")
     out.append(Text("  distortion: " + ", ".join(parts)))
     out += [Text(f"  distrust: {why}", style="bold") for why in d.distrust]
   if rec is not None:

@@ -142,8 +142,8 @@ def text_table(result: ProbeResult) -> str:
         f"runtime {d.runtime_plain_s * 1e6:.1f} -> {d.runtime_probed_s * 1e6:.1f} us "
         f"({d.runtime_pct:+.1f}%)" if d.runtime_pct is not None else None,
         f"registers {d.registers_plain} -> {d.registers_probed}",
-        f"SASS {d.sass_plain} -> {d.sass_probed} ({d.sass_pct:+.1f}%)"
-        if d.sass_pct is not None else None])))
+        f"SASS {d.sass_plain} -> {d.sass_probed} ({d.sass_pct:+.1f}%, "
+        f"{d.sass_probe_instructions} of them the probes')" if d.sass_pct is not None else None])))
     lines += [f"  DISTRUST: {why}" for why in d.distrust]
   rec = result.reconciliation
   if rec is not None:

@@ -52,8 +52,10 @@ class Distortion(_Serializable):
   registers_probed: int | None
   sass_plain: int | None
   sass_probed: int | None
-  sass_pct: float | None
-  distrust: list[str]            # which figures not to trust, in words (above 10 %)
+  sass_pct: float | None         # all instructions, the probes' own included
+  sass_probe_instructions: int | None = None   # from the probes' lines of the source
+  sass_kernel_pct: float | None = None         # the kernel's own instructions (probes apart)
+  distrust: list[str] = dataclasses.field(default_factory=list)            # which figures not to trust, in words (above 10 %)
 
 
 @dataclasses.dataclass
@@ -71,6 +73,17 @@ class Reconciliation(_Serializable):
   probed_span_s: float | None    # first sampled CTA entry to last sampled end
   replay_median_s: float | None  # the plain kernel's headline runtime
   disagreements: list[str]
+
+
+@dataclasses.dataclass
+class RegionPlacement(_Serializable):
+  """Where the compilers put a region's code, from the probed SASS's line info: between
+  its two clock reads, or moved across one (LLVM and ptxas schedule pure arithmetic
+  freely around the probes; Triton's pipeliner moves loads)."""
+  label: str
+  instructions: int              # of its equations, between its boundaries
+  moved_out: int                 # of its equations, outside them
+  foreign: int                   # of other regions' equations, between its boundaries
 
 
 @dataclasses.dataclass
@@ -93,6 +106,7 @@ class ProbeResult(_Serializable):
   distortion: Distortion | None = None
   distortion_pct: float | None = None    # the runtime's: probed against plain, in %
   reconciliation: Reconciliation | None = None
+  placement: list[RegionPlacement] = dataclasses.field(default_factory=list)
   notes: list[str] = dataclasses.field(default_factory=list)
 
   @property

@@ -26,10 +26,12 @@ from typing import Any
 
 from . import probe_results
 from .driver import ProfilerError
-from .probe_schema import Distortion, ProbeResult, ReconciledRegion, Reconciliation
+from .probe_schema import (Distortion, ProbeResult, ReconciledRegion, Reconciliation,
+                           RegionPlacement)
 
 DISTRUST_PCT = 10.0        # distortion above this: the report names the figures to distrust
 DISAGREE_POINTS = 10.0     # probe and sampling shares further apart than this are listed
+MOVED_PCT = 10.0           # a region with more of its code moved than this gets a note
 
 
 def variant(target, options=None):
@@ -44,21 +46,59 @@ def variant(target, options=None):
   return gk, assemble_cubin(compile_kernel(gk, ck.target))
 
 
-def sass_count(ck) -> int | None:
-  from ..backend.lineinfo import SassUnavailable, disassemble, parse_sass
-  try:
-    return len(parse_sass(disassemble(ck.cubin, "-g"))[0])
-  except (SassUnavailable, OSError):
-    return None
+def sass_counts(ck) -> tuple[int | None, int | None]:
+  """(SASS instructions, those from the probes' source lines: `pp_...`)."""
+  from .correlate import correlate
+  corr = correlate(ck)
+  if corr.sass_error is not None or not corr.sass:
+    return None, None
+  lines = ck.generated.source.splitlines() if ck.generated is not None else []
+  probe_lines = {n + 1 for n, text in enumerate(lines) if text.lstrip().startswith("pp_")}
+  return len(corr.sass), sum(1 for i in corr.sass if i.generated_line in probe_lines)
 
 
 def static_distortion(plain, probed) -> Distortion:
   """Registers and SASS instructions with and without probes (no GPU needed)."""
-  sp, sq = sass_count(plain), sass_count(probed)
+  sp, _ = sass_counts(plain)
+  sq, own = sass_counts(probed)
   return Distortion(runtime_plain_s=None, runtime_probed_s=None, runtime_pct=None,
                     registers_plain=plain.registers, registers_probed=probed.registers,
                     sass_plain=sp, sass_probed=sq,
-                    sass_pct=100.0 * (sq / sp - 1) if sp and sq else None, distrust=[])
+                    sass_pct=100.0 * (sq / sp - 1) if sp and sq else None,
+                    sass_probe_instructions=own,
+                    sass_kernel_pct=100.0 * ((sq - own) / sp - 1) if sp and sq else None)
+
+
+def placement(gk, ck) -> tuple[list[RegionPlacement], list[str]]:
+  """Per region, how much of its equations' SASS lies between its two clock reads (the
+  k-th `CS2R ... SR_CLOCKLO` is boundary k), and sentences for regions above MOVED_PCT."""
+  from .correlate import correlate
+  layout = gk.probe_layout
+  sass = correlate(ck).sass
+  bounds = [n for n, ins in enumerate(sass) if "SR_CLOCKLO" in ins.text]
+  if len(bounds) != len(layout.regions) + 1:
+    return [], [f"placement unknown: {len(bounds)} clock reads in the SASS for "
+                f"{len(layout.regions) + 1} boundaries"]
+  region_of = {i: k for k, r in enumerate(layout.regions) for i in r.eqns}
+  owner = [region_of.get(_top_level(gk, ins.eqn)) if ins.eqn is not None else None
+           for ins in sass]
+  out, notes = [], []
+  for k, region in enumerate(layout.regions):
+    inside = range(bounds[k] + 1, bounds[k + 1])
+    mine = sum(1 for n in inside if owner[n] == k)
+    foreign = sum(1 for n in inside if owner[n] is not None and owner[n] != k)
+    moved = sum(1 for n, o in enumerate(owner) if o == k and n not in inside)
+    out.append(RegionPlacement(region.label, mine, moved, foreign))
+    if (moved + foreign) > MOVED_PCT / 100 * max(mine + moved, 1) and (moved or foreign):
+      notes.append(f"{region.label}: {moved} of its {mine + moved} SASS instructions lie "
+                   f"outside its probes, {foreign} of other regions' inside them")
+  return out, notes
+
+
+def _top_level(gk, index: int) -> int:
+  while gk.eqns[index].parent is not None:
+    index = gk.eqns[index].parent
+  return index
 
 
 def measure(target, device: int = 0, options=None, *, min_launches: int = 100,
@@ -91,6 +131,8 @@ def measure(target, device: int = 0, options=None, *, min_launches: int = 100,
   result.distortion, result.distortion_pct = d, d.runtime_pct
   result.notes.append("a probe reads the clock when its warp issues it: a load's wait shows "
                       "in the region that first uses the loaded value")
+  result.placement, moved = placement(gk, probed)
+  result.notes += [f"code moved across probes: {m}" for m in moved]
   return result
 
 
@@ -106,9 +148,10 @@ def distrust(d: Distortion) -> list[str]:
     out.append(f"the probed kernel runs {d.runtime_pct:+.1f}% against the plain one: distrust "
                "the per-region ns and the CTA timeline's absolute times; the shares of "
                "short regions most")
-  if d.sass_pct is not None and abs(d.sass_pct) > DISTRUST_PCT:
-    out.append(f"the probes change the SASS by {d.sass_pct:+.1f}% instructions: distrust the "
-               "shares of regions with few instructions of their own")
+  if d.sass_kernel_pct is not None and abs(d.sass_kernel_pct) > DISTRUST_PCT:
+    out.append(f"around the probes the compilers changed the kernel's own SASS by "
+               f"{d.sass_kernel_pct:+.1f}% instructions: distrust the shares of regions whose "
+               "code changed (placement)")
   if d.registers_plain and d.registers_probed and d.registers_probed != d.registers_plain:
     change = 100.0 * (d.registers_probed / d.registers_plain - 1)
     if abs(change) > DISTRUST_PCT:

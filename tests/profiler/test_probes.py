@@ -73,7 +73,19 @@ def test_the_probed_variant_compiles_with_its_probes_in_order(softmax_probed):
   assert stored == [8] + [8 * (HEADER_WORDS + r.slot) for r in gk.probe_layout.regions]
   d = probing.static_distortion(compile_kernel(rec.generated, ("cuda", 90)), ck)
   assert d.registers_probed and d.registers_plain
-  assert d.sass_probed > d.sass_plain          # probes add instructions, never remove them all
+  # each boundary costs a clock read and a predicated store at least
+  assert d.sass_probe_instructions >= 2 * (len(gk.probe_layout.regions) + 1)
+  assert d.sass_kernel_pct == pytest.approx(
+      100 * ((d.sass_probed - d.sass_probe_instructions) / d.sass_plain - 1))
+  # where the compilers put each region's code, by the SASS line info
+  placed, notes = probing.placement(gk, ck)
+  assert [p.label for p in placed] == [r.label for r in gk.probe_layout.regions]
+  exp = next(p for p in placed if "exp @" in p.label)
+  assert exp.instructions > 0
+  for p in placed:
+    if p.moved_out or p.foreign:
+      assert any(n.startswith(p.label) for n in notes) or \
+          p.moved_out + p.foreign <= 0.1 * (p.instructions + p.moved_out)
 
 
 def test_sampling_keeps_the_buffer_small_for_any_grid():
@@ -192,6 +204,8 @@ def test_distortion_names_the_figures_to_distrust():
   assert len(probing.distrust(d)) == 1 and "per-region ns" in probing.distrust(d)[0]
   d.runtime_pct = 2.0
   assert probing.distrust(d) == []
+  d.sass_kernel_pct, d.registers_probed = -12.0, 48
+  assert [w.split()[0] for w in probing.distrust(d)] == ["around", "registers"]
 
 
 def _probed_report(tmp_path):
