@@ -7,7 +7,7 @@ compiled kernel, compiled through the normal path, and launched only here, by
 the replay, with a probe buffer the replay allocates. The headline runtime and
 the user's program keep running the kernel without probes.
 
-Distortion: the probed and the plain kernel are timed here one after the other,
+Distortion: the probed and the plain kernel are timed here alternately (twice each),
 the same way (cold: L2 flushed before each launch); registers from ptxas, SASS
 instructions from nvdisasm. Above DISTRUST_PCT the report says which figures
 not to trust.
@@ -111,18 +111,24 @@ def measure(target, device: int = 0, options=None, *, min_launches: int = 100,
   gk, probed = variant(target, options)
   layout = gk.probe_layout
   spec = LaunchSpec.from_compiled(probed, target.aliases)
-  with Replayer(spec, device) as r:
+  plain_spec = LaunchSpec.from_compiled(target.compiled, target.aliases)
+  with Replayer(spec, device) as r, Replayer(plain_spec, device) as p:
     r.prepare()
+    p.prepare()
     for s in range(3):              # warm: module, instruction cache, clocks
       r.launch(s)
     r.zero_param("probes", 0)
     r.launch(0)
     words = r.read_param("probes", 0)
-    probed_s = _median(r.time_cold(min_launches, min_seconds, ThrottleGuard.off("paired")))
-  plain_spec = LaunchSpec.from_compiled(target.compiled, target.aliases)
-  with Replayer(plain_spec, device) as r:
-    r.prepare()
-    plain_s = _median(r.time_cold(min_launches, min_seconds, ThrottleGuard.off("paired")))
+    # alternately, half the launches each time, so a GPU heating or throttling
+    # meanwhile slows both alike
+    times = {"plain": [], "probed": []}
+    for _ in range(2):
+      for name, rep in (("plain", p), ("probed", r)):
+        timing = rep.time_cold(max(min_launches // 2, 10), min_seconds / 2,
+                               ThrottleGuard.off("paired with the other variant"))
+        times[name] += timing["times_s"]
+  plain_s, probed_s = _median(times["plain"]), _median(times["probed"])
   result = probe_results.summarize(probe_results.parse(words, layout), layout)
   d = static_distortion(target.compiled, probed)
   d.runtime_plain_s, d.runtime_probed_s = plain_s, probed_s
@@ -136,9 +142,9 @@ def measure(target, device: int = 0, options=None, *, min_launches: int = 100,
   return result
 
 
-def _median(timing: dict) -> float:
+def _median(times: list[float]) -> float:
   import numpy as np
-  return float(np.median(timing["times_s"]))
+  return float(np.median(times))
 
 
 def distrust(d: Distortion) -> list[str]:

@@ -263,3 +263,69 @@ def test_the_sm_tracks_join_the_runs_trace(tmp_path):
   assert events[0]["name"] == "kernel k"           # the spans stay
   ctas = [e for e in events if e.get("cat") == "cta"]
   assert len(ctas) == result.sampled_programs and all(e["pid"] != 1 for e in ctas)
+
+
+def test_measure_replays_the_variant_with_its_buffer_and_times_both_alike(softmax_probed,
+                                                                         fake_driver):
+  """probing.measure on the host-memory stand-in for the driver: the probed kernel gets the
+  buffer at its last parameter, zeroed before the launch read back; the "kernel" writes
+  its rows as the layout says; scripted event times (1.0 ms plain, 1.25 ms probed) give
+  the distortion."""
+  import types
+  from pallas_prof.backend.compile import assemble_cubin
+  from .fake_cuda import CUresult, _decode
+  rec, gk = softmax_probed
+  plain = assemble_cubin(compile_kernel(rec.generated, ("cuda", 90)))
+  layout = gk.probe_layout
+  fake = fake_driver(None, l2_bytes=1 << 20)
+  kernels = []                  # function handles of softmax_kernel: probed first, then plain
+  kinds = []                    # per launch, in issue order: probed | plain | flush
+  zeroed_before_read = []
+  get_function = fake.cuModuleGetFunction
+
+  def cuModuleGetFunction(module, name):
+    result, handle = get_function(module, name)
+    if name == b"softmax_kernel":
+      kernels.append(int(handle))
+    return result, handle
+
+  def cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+    if fake.functions.get(int(fn)) != "softmax_kernel":
+      kinds.append("flush")
+      return fake._flush(params, (gx, gy, gz), (bx, by, bz))
+    kind = "probed" if int(fn) == kernels[0] else "plain"
+    kinds.append(kind)
+    fake.launches.append(((gx, gy, gz), (bx, by, bz), shared, []))
+    if kind == "probed":
+      args = _decode(params, len(gk.params) + 2)
+      buf = np.ctypeslib.as_array(ctypes.cast(args[len(gk.params) - 1],
+                                              ctypes.POINTER(ctypes.c_uint64)), (layout.words,))
+      zeroed_before_read.append(not buf.any())
+      buf[:] = _write(layout, [10 * (k + 1) for k in range(len(layout.regions))],
+                      sm_of=lambda p: p % 7)
+    return (CUresult.CUDA_SUCCESS,)
+
+  def cuEventElapsedTime(start, end):
+    spans = kinds[fake.events[int(start)]:fake.events[int(end)]]
+    return CUresult.CUDA_SUCCESS, sum({"plain": 1.0, "probed": 1.25, "flush": 0.0}[k]
+                                      for k in spans)
+
+  import ctypes
+  fake.cuModuleGetFunction = cuModuleGetFunction
+  fake.cuLaunchKernel = cuLaunchKernel
+  fake.cuEventElapsedTime = cuEventElapsedTime
+  target = types.SimpleNamespace(name="softmax_kernel", compiled=plain, aliases=(),
+                                 relower=rec.relower)
+  result = probing.measure(target, 0, min_launches=20, min_seconds=0.0)
+  assert zeroed_before_read[3] and result.rows == layout.rows and result.sms == 7
+  shares = [r.share for r in result.regions]
+  weights = [10 * (k + 1) for k in range(len(layout.regions))]
+  assert shares == pytest.approx([w / sum(weights) for w in weights])
+  d = result.distortion
+  assert (d.runtime_plain_s, d.runtime_probed_s) == pytest.approx((1e-3, 1.25e-3))
+  assert result.distortion_pct == pytest.approx(25.0) and "per-region ns" in d.distrust[0]
+  # alternated: plain, probed, plain, probed timing windows
+  timed = [k for k in kinds[4:] if k != "flush"]
+  runs = [k for i, k in enumerate(timed) if i == 0 or timed[i - 1] != k]
+  assert runs == ["plain", "probed", "plain", "probed"]
+  assert [p.label for p in result.placement] == [r.label for r in layout.regions]
