@@ -238,13 +238,15 @@ class ProbeEmitter:
     self._mark(b, ProbeRegion(slot=1, eqns=(), primitive="prologue", kind="prologue",
                               file=None, line=None))
 
-  def after_equation(self, b, info, emitted: bool) -> None:
-    """After a top-level equation: a boundary, if it generated code and is not a view
-    (a broadcast or reshape, which goes with the equation after it)."""
+  def after_equation(self, b, info, emitted: bool, scalar: bool = False) -> None:
+    """After a top-level equation: a boundary, if it generated code and is more than a
+    view (a broadcast, a reshape) or scalar arithmetic (program ids, index math), which
+    go with the equation after them. `scalar`: all its results are scalars."""
     if not emitted:
       return
     self._carry.append(info)
-    if info.primitive in _VIEWS or len(self.regions) + 1 >= self.capacity:
+    joins_next = info.primitive in _VIEWS or (scalar and info.primitive not in _KINDS)
+    if joins_next or len(self.regions) + 1 >= self.capacity:
       return          # the last boundary is kept for the end
     self._mark(b, self._region(len(self.regions) + 1, self._carry))
     self._carry = []
@@ -259,7 +261,7 @@ class ProbeEmitter:
     self._mark(b, region, end=True)
 
   def _region(self, slot: int, infos: list) -> ProbeRegion:
-    main = next((i for i in infos if i.primitive not in _VIEWS), infos[0])
+    main = infos[-1] if len(self.regions) + 1 < self.capacity else infos[0]
     return ProbeRegion(slot=slot, eqns=tuple(i.index for i in infos), primitive=main.primitive,
                        kind=_KINDS.get(main.primitive, main.primitive), file=main.file,
                        line=main.line, main=main.index)

@@ -329,3 +329,71 @@ def test_measure_replays_the_variant_with_its_buffer_and_times_both_alike(softma
   runs = [k for i, k in enumerate(timed) if i == 0 or timed[i - 1] != k]
   assert runs == ["plain", "probed", "plain", "probed"]
   assert [p.label for p in result.placement] == [r.label for r in layout.regions]
+
+
+@pytest.fixture
+def installed():
+  import pallas_prof
+  was = pallas_prof.installed()
+  pallas_prof.install()
+  yield
+  if not was:
+    pallas_prof.uninstall()
+
+
+def _control_flow_kernel(x_ref, o_ref):
+  import jax
+  from jax.experimental import pallas as pl
+  x = x_ref[...]
+  y = jax.lax.fori_loop(0, 5, lambda i, v: v * 0.5 + 1.0, x)
+  y = jax.lax.cond(pl.program_id(1) == 0, lambda v: v + 1.0, lambda v: v - 1.0, y)
+  o_ref[...] = y
+
+
+def test_loops_and_conditionals_are_regions_of_a_two_dimensional_grid(installed):
+  import jax
+  from jax.experimental import pallas as pl
+  call = pl.pallas_call(_control_flow_kernel, grid=(3, 5),
+                        in_specs=[pl.BlockSpec((8, 24), lambda i, j: (i, j))],
+                        out_specs=pl.BlockSpec((8, 24), lambda i, j: (i, j)),
+                        out_shape=jax.ShapeDtypeStruct((24, 120), "float32"))
+  rec = lowered_record(jax.jit(call), sds((24, 120), "float32"))
+  gk = rec.relower(probes=ProbeOptions(max_programs=4, max_warps=2))
+  layout = gk.probe_layout
+  # the scalar program_id and == the cond tests join the cond's region
+  assert [r.kind for r in layout.regions] == ["prologue", "load", "loop", "conditional",
+                                              "store", "epilogue"]
+  cond = layout.regions[3]
+  assert [gk.eqns[i].primitive for i in cond.eqns][-1] == "cond" and len(cond.eqns) >= 3
+  assert cond.label.startswith(f"[{cond.eqns[-1]}] cond @ test_probes.py:")
+  # the program's linear index over the launch grid, every 4th of 15 sampled
+  assert "pp_program = tl.program_id(0) + 3 * (tl.program_id(1) + 5 * tl.program_id(2))" \
+      in gk.source
+  assert (layout.programs, layout.program_stride, layout.sampled_programs) == (15, 4, 4)
+  assert (layout.warp_stride, layout.sampled_warps) == (2, 2)
+  assert "rem.u32 %ppt3, %ppt2, 2;" in gk.source
+  ck = compile_kernel(gk, ("cuda", 90))
+  assert ck.ptx.count("%clock64") == len(layout.regions) + 1
+
+
+def test_regions_past_the_limit_merge_into_the_last(installed):
+  import jax
+  from jax.experimental import pallas as pl
+
+  def long_kernel(x_ref, o_ref):
+    v = x_ref[...]
+    for k in range(MAX_REGIONS + 10):
+      v = v * 1.01 + float(k)          # two equations each
+    o_ref[...] = v
+
+  call = pl.pallas_call(long_kernel, out_shape=jax.ShapeDtypeStruct((128,), "float32"))
+  rec = lowered_record(jax.jit(call), sds((128,), "float32"))
+  gk = rec.relower(probes=True)
+  layout = gk.probe_layout
+  assert len(layout.regions) == MAX_REGIONS
+  assert layout.row_words == HEADER_WORDS + 1 + MAX_REGIONS
+  last = layout.regions[-1]
+  assert len(last.eqns) > 10 and last.slot == MAX_REGIONS and "(+" in last.label
+  top = [e.index for e in gk.eqns if e.parent is None and e.lines]
+  assert [i for r in layout.regions for i in r.eqns] == top
+  assert max(_mark_offsets(gk.source)) == 8 * (HEADER_WORDS + MAX_REGIONS)
