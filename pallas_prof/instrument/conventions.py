@@ -132,6 +132,8 @@ PROFILE_VERDICT = "profile.verdict"
 PROFILE_WEIGHT_BASIS = "profile.weight_basis"
 PROFILE_WEIGHTS = "profile.weights"  # the attribution's description (what the weights are)
 PROFILE_HOT_EQUATIONS = "profile.hot_equations"
+PROFILE_PROBES = "profile.probes"    # with --probes: each region's share of the probed cycles
+PROFILE_PROBES_DISTORTION_PCT = "profile.probes.distortion_pct"
 PALLAS_DEVICE = "pallas.device"      # "index: name" of the GPU profiled on
 
 # --- attributes: the process (resource attributes; the JAX process also on each span once

@@ -428,6 +428,11 @@ def profile_attributes(kp, device=None) -> dict[str, Any]:
     out[cv.PROFILE_WEIGHTS] = att.description
     out[cv.PROFILE_HOT_EQUATIONS] = [f"[{e.index}] {e.primitive} @ {e.user_line}: "
                                      f"{100 * e.weight:.1f}%" for e in att.equations[:5]]
+  probes = getattr(kp, "probes", None)
+  if probes is not None:
+    out[cv.PROFILE_PROBES] = [f"{r.label}: {100 * r.share:.1f}%" for r in probes.regions]
+    if probes.distortion_pct is not None:
+      out[cv.PROFILE_PROBES_DISTORTION_PCT] = probes.distortion_pct
   rt = kp.runtime
   if rt is not None:
     for key in cv.PROFILE_RUNTIME:

@@ -397,3 +397,14 @@ def test_regions_past_the_limit_merge_into_the_last(installed):
   top = [e.index for e in gk.eqns if e.parent is None and e.lines]
   assert [i for r in layout.regions for i in r.eqns] == top
   assert max(_mark_offsets(gk.source)) == 8 * (HEADER_WORDS + MAX_REGIONS)
+
+
+def test_the_profile_span_carries_the_probe_shares(tmp_path):
+  pytest.importorskip("opentelemetry")
+  from pallas_prof.instrument import conventions as cv
+  from pallas_prof.instrument.observer import profile_attributes
+  run, result = _probed_report(tmp_path)
+  attrs = profile_attributes(run.kernel_profile("k#1"))
+  assert attrs[cv.PROFILE_PROBES] == ["[0] get @ k.py:10: 10.0%", "[1] scan @ k.py:11: 70.0%",
+                                      "[2] swap @ k.py:12: 20.0%"]
+  assert attrs[cv.PROFILE_PROBES_DISTORTION_PCT] == 25.0
