@@ -446,8 +446,26 @@ def _dot(b: Builder):
     return
   m, k = a.shape
   other = b.pick(lambda v: len(v.shape) == 2 and v.dtype == a.dtype and v.shape[0] == k)
-  rhs = other.name if other is not None else f"{a.name}.T"
-  rhs_var = other or Var(f"{a.name}.T", (k, m), a.dtype, a.bound)
+  _emit_dot(b, a, other or Var(f"{a.name}.T", (k, m), a.dtype, a.bound))
+
+
+def _weight_dot(b: Builder):
+  """A block of rows times the whole weight matrix `w`: each row on its own.
+  (A right-hand side computed from the rows, or the block transposed, sums
+  over rows, and the padding rows of an overhanging last block would leak
+  into real ones: the fuzzer's run of 2026-12-02 found one, x.T.)"""
+  w = next((v for v in b.vars if v.name == "w"), None)
+  if w is None:
+    return
+  a = b.pick(lambda v: len(v.shape) == 2 and v.name != "w" and v.dtype == w.dtype
+             and v.shape[1] == w.shape[0])
+  if a is not None:
+    _emit_dot(b, a, w)
+
+
+def _emit_dot(b: Builder, a: Var, rhs_var: Var):
+  k = a.shape[1]
+  rhs = rhs_var.name
   if a.dtype == "int8":
     # int8 values wrap, products sum exactly in int32
     b.add(f"jnp.dot({a.name}, {rhs}, preferred_element_type=jnp.int32)", 2.0 ** 31, "dot")
@@ -740,7 +758,7 @@ def _rows_kernel(draw, dtype) -> Program:
   for _ in range(draw(st.integers(1, 6), label="statements")):
     choices = [_unary, _binary, _select, _cast, _row_reduce, _row_reduce]
     if w_dtype:
-      choices.append(_dot)
+      choices.append(_weight_dot)
     _statement(b, choices)
   out = [v for v in b.vars if len(v.shape) == 2 and v.shape[0] == rows and v.name != "w"][-1]
   width = out.shape[1]

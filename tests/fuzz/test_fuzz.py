@@ -80,3 +80,22 @@ def test_a_wrong_answer_is_caught_and_saved(tmp_path, monkeypatch):
   text = open(path).read()
   assert "x0 * 3" in text and "check(program)" in text
   assert check_module.check(program).status == "ok"
+
+
+@settings(max_examples=150, derandomize=True, database=None, deadline=None,
+          suppress_health_check=list(HealthCheck))
+@given(__import__("hypothesis").strategies.data())
+def test_row_kernels_never_sum_over_rows(data):
+  """A regression: the generator's kernels of whole rows over an overhanging
+  last block made `jnp.dot(v6, v6.T)`, which sums over the block's rows, so the
+  padding rows leaked into real elements (pallas-prof reads them as 0, JAX's
+  interpreter as NaN: 'output 0 (float32[1, 2]): [0, 1]: 0.0 vs nan', found by
+  bench/fuzz.py's CPU run of 2026-12-02). Such a program is not valid Pallas;
+  a dot there may only take the weight matrix `w` on its right."""
+  import re
+  from hypothesis import strategies as st
+  from tests.fuzz.programs import _rows_kernel
+  dtype = data.draw(st.sampled_from(["float32", "float16", "bfloat16", "int8"]))
+  program = data.draw(st.composite(lambda draw: _rows_kernel(draw, dtype))())
+  for rhs in re.findall(r"jnp\.dot\(\w+, ([\w.]+)", program.source):
+    assert rhs == "w", program.source
