@@ -237,15 +237,31 @@ def rates(work: WorkModel | None, median_s: float, ceilings: Ceilings | None) ->
     bound, eff = "memory", 100 * t_mem / median_s
   else:
     bound, eff = "compute", 100 * t_comp / median_s
-  verdict = _verdict(bound, eff, bps, bw, bw_pct, dot_fps, matrix, compute_pct, work)
+  if bound == "memory" and t_comp is None and eff < 25 and (
+      work.elementwise_flops or work.transcendentals):
+    # No dots, so no compute roofline; far under the memory one, with float math to do:
+    # calling it memory-bound would send the user to the loads (measured: a loop of
+    # exp on the H200 at 7 % of copy bandwidth, its time all in the special-function unit)
+    bound = "not memory"
+  verdict = _verdict(bound, eff, bps, bw, bw_pct, dot_fps, matrix, compute_pct, work,
+                     median_s)
   return Rates(bytes_per_s=bps, flops_per_s=fps, bandwidth_pct=bw_pct, compute_pct=compute_pct,
                compute_ceiling=work.dot_dtype if matrix else None, arithmetic_intensity=intensity,
                ridge_point=ridge, bound=bound, efficiency_pct=eff, verdict=verdict)
 
 
-def _verdict(bound, eff, bps, bw, bw_pct, dot_fps, matrix, compute_pct, work) -> str:
+def _verdict(bound, eff, bps, bw, bw_pct, dot_fps, matrix, compute_pct, work,
+             median_s=None) -> str:
   if bound == "unknown":
     return "no ceilings measured: achieved rates only"
+  if bound == "not memory":
+    math = [f"{_fmt_rate(work.elementwise_flops / median_s, 'FLOP/s')} of float math"
+            ] if work.elementwise_flops else []
+    if work.transcendentals:
+      math.append(f"{_fmt_rate(work.transcendentals / median_s, 'transcendentals/s')}")
+    return (f"not memory-bound: {_fmt_rate(bps, 'B/s')} = {bw_pct:.0f}% of the measured copy "
+            f"bandwidth, and no dots for a compute roofline; its time goes to its float math "
+            f"({', '.join(math)}), latency or occupancy: the hot equations say which lines")
   if bound == "memory":
     text = (f"memory-bound: {_fmt_rate(bps, 'B/s')} = {bw_pct:.0f}% of the measured copy "
             f"bandwidth ({_fmt_rate(bw, 'B/s')})")

@@ -235,6 +235,20 @@ def test_far_from_roofline_is_said():
   assert "far from its roofline" in r.verdict
 
 
+def test_float_math_far_under_the_memory_roofline_is_not_called_memory_bound():
+  # the known-answer pair of exp loops on the H200: 67 MB in 227 us (7 % of copy
+  # bandwidth), 537 M exp and 3.2 G FLOPs of float math, no dots
+  r = rates(_work(bytes=2 * 8192 * 1024 * 4, flops=3_220_000_000, dot_flops=0,
+                  elementwise_flops=3_220_000_000, transcendentals=537_000_000), 227e-6,
+            _ceil(copy=4.15e12))
+  assert r.bound == "not memory"
+  assert r.verdict.startswith("not memory-bound: 296 GB/s = 7% of the measured copy")
+  assert "2.37 Ttranscendentals/s" in r.verdict and "14.2 TFLOP/s of float math" in r.verdict
+  # the same bytes with no float math stay "memory-bound, far from its roofline"
+  r = rates(_work(bytes=2 * 8192 * 1024 * 4, flops=0, dot_flops=0), 227e-6, _ceil(copy=4.15e12))
+  assert r.bound == "memory" and "far from its roofline" in r.verdict
+
+
 def test_no_ceilings_gives_rates_only():
   r = rates(_work(bytes=10**6, flops=10**6), 1e-3, None)
   assert r.bytes_per_s == pytest.approx(1e9) and r.bound == "unknown"
