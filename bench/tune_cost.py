@@ -60,15 +60,16 @@ else:
 gk = rec.generated
 registration.lower_kernel = real_lower
 (largs, lkwargs), = calls
-relower = lambda w, s: real_lower(*largs, **{{**lkwargs, "num_warps": w, "num_stages": s}})
-default = (gk.num_warps, gk.num_stages)
-best = default if choice == "default" else ((4, 3) if default != (4, 3) else (8, 3))
+relower = lambda w, s, g=0: real_lower(*largs, **{{**lkwargs, "num_warps": w, "num_stages": s,
+                                                   "launch_group": g}})
+default = params.default_config(gk)
+best = default if choice == "default" else ((4, 3, 0) if default != (4, 3, 0) else (8, 3, 0))
 settings = params.Autotune()
 default_ck = compile_kernel(gk, target, need_cubin=False)
 if mode == "prepare":
   compile_kernel(relower(*best), target, need_cubin=False)     # on disk, as tuning leaves it
   identity = params._identity(gk, target, settings, gpu)
-  cands = tuple(params.Candidate(*c, 1e-3) for c in dict.fromkeys([default, best]))
+  cands = tuple(params._candidate(c, 1e-3) for c in dict.fromkeys([default, best]))
   params._save(params._cache_file(identity), identity,
                params.KernelTuning(gk.name, default, best, cands, 1.0))
   print(json.dumps({{"prepared": True}}))
@@ -80,7 +81,7 @@ else:
                      device_name=gpu)
   seconds = time.perf_counter() - t0
   (t,) = params.results()
-  assert t.from_cache and (ck.generated.num_warps, ck.generated.num_stages) == best, t
+  assert t.from_cache and params.default_config(ck.generated) == best, t
   print(json.dumps({{"kernel": kernel, "best": list(best), "default": [gk.num_warps, gk.num_stages],
                      "select_ms": seconds * 1e3, "from_cache": t.from_cache,
                      "triton_imported": "triton" in sys.modules and not had_triton}}))
@@ -109,7 +110,7 @@ for t in params.results():
   out[name].update(kernel=t.kernel, from_cache=t.from_cache, tuning_s=t.tuning_s,
                    cached_path_ms=(t.end_ns - t.start_ns) / 1e6, speedup=t.speedup,
                    default=list(t.default), best=list(t.best),
-                   candidates=[[c.num_warps, c.num_stages, c.median_s, c.compile_s, c.error]
+                   candidates=[[c.label, c.median_s, c.compile_s, c.error]
                                for c in t.candidates])
 print(json.dumps(out))
 """

@@ -156,6 +156,7 @@ class GeneratedKernel:
   # the profiler's probed variant (probes.py): what its probe buffer holds; the
   # kernel then has one more parameter, that buffer (role "probes")
   probe_layout: Any = None
+  launch_group: int = 0              # > 1: programs launched in groups (grid.grouped_launch)
 
   @property
   def inputs(self) -> list[KernelParam]:
@@ -176,7 +177,7 @@ class GeneratedKernel:
   SCHEMA: ClassVar[str] = "pallas-prof/generated/1"
   _SCALARS: ClassVar[tuple] = ("name", "num_warps", "num_stages", "jaxpr_text", "source_info",
                                "lowering_seconds", "gc_seconds", "key", "enable_fp_fusion",
-                               "check_bounds")
+                               "check_bounds", "launch_group")
 
   def save(self, directory: str, **extra) -> None:
     """Writes source.py and kernel.json (with `extra`, e.g. the run's label and aliases).

@@ -48,6 +48,7 @@ class KernelContext:
     self.grid_names = grid_names
     self.jaxpr_text = jaxpr_text
     self.launch_grid = (1, 1, 1)
+    self.launch_group = 0         # > 1: the grid is launched in groups (grid.grouped_launch)
     self.num_programs: list[int] = []
     self._eqn_counter = 0
     self.replaying = False

@@ -48,18 +48,60 @@ def launch_grid_for(grid: tuple[int, ...], vmapped_dims: tuple[int, ...]):
 def emit_program_ids(b: KernelBuilder, grid, axes) -> list[Value]:
   pids: list[Value | None] = [None] * len(grid)
   for launch_axis, dims in enumerate(axes):
-    if len(dims) == 1:
-      pids[dims[0]] = b.value(f"pid{dims[0]}", f"tl.program_id({launch_axis})", np.int32)
-      continue
-    rest = b.assign("pid_flat", f"tl.program_id({launch_axis})")
-    for j, d in enumerate(dims):
-      if j == len(dims) - 1:
-        pids[d] = b.value(f"pid{d}", rest, np.int32)
-      else:
-        pids[d] = b.value(f"pid{d}", f"{rest} % {grid[d]}", np.int32)
-        rest = b.assign("pid_rest", f"{rest} // {grid[d]}")
+    _emit_axis(b, grid, launch_axis, dims, pids, "")
   return pids  # type: ignore[return-value]
 
+
+def _emit_axis(b: KernelBuilder, grid, launch_axis: int, dims, pids, suffix: str) -> None:
+  """The program ids of the grid dimensions one launch axis carries."""
+  if len(dims) == 1:
+    pids[dims[0]] = b.value(f"pid{dims[0]}", f"tl.program_id({launch_axis})", np.int32)
+    return
+  rest = b.assign(f"pid_flat{suffix}", f"tl.program_id({launch_axis})")
+  for j, d in enumerate(dims):
+    if j == len(dims) - 1:
+      pids[d] = b.value(f"pid{d}", rest, np.int32)
+    else:
+      pids[d] = b.value(f"pid{d}", f"{rest} % {grid[d]}", np.int32)
+      rest = b.assign(f"pid_rest{suffix}", f"{rest} // {grid[d]}")
+
+
+def grouped_launch(launch: tuple[int, int, int], axes, group: int):
+  """The launch grid of a grouped launch order, or None where it does not apply.
+
+  Launch order `group` (> 1) runs the first two launch axes' programs as one
+  axis, in groups of `group` values of the first: within a group the first
+  dimension varies fastest, then the second, group after group (the order of
+  Triton's matmul tutorial). Programs that run together then share the blocks
+  of both dimensions' operands in L2 (a matmul's rows of A and columns of B).
+  Each program computes exactly what it computed before, only at another
+  moment. It applies when the first two axes carry one grid dimension each,
+  both longer than 1, and their product fits CUDA's axis 0."""
+  if group <= 1 or len(axes) < 2 or len(axes[0]) != 1 or len(axes[1]) != 1:
+    return None
+  n0, n1 = launch[0], launch[1]
+  if n0 <= 1 or n1 <= 1 or n0 * n1 > MAX_GRID_X:
+    return None
+  return (n0 * n1, launch[2], 1)
+
+
+def emit_grouped_program_ids(b: KernelBuilder, grid, axes, group: int) -> list[Value]:
+  """Program ids for grouped_launch's order (its launch axis 0 is the first two
+  launch axes in groups, its axis 1 the third, if any)."""
+  pids: list[Value | None] = [None] * len(grid)
+  d0, d1 = axes[0][0], axes[1][0]
+  n0, n1 = grid[d0], grid[d1]
+  group = min(group, n0)
+  per_group = group * n1
+  flat = b.assign("pid_flat", "tl.program_id(0)")
+  first = b.assign("pid_first", f"({flat} // {per_group}) * {group}")
+  size = b.assign("pid_group_size", f"tl.minimum({n0} - {first}, {group})")
+  within = b.assign("pid_within", f"{flat} % {per_group}")
+  pids[d0] = b.value(f"pid{d0}", f"{first} + {within} % {size}", np.int32)
+  pids[d1] = b.value(f"pid{d1}", f"{within} // {size}", np.int32)
+  if len(axes) > 2:
+    _emit_axis(b, grid, 1, axes[2], pids, "_z")
+  return pids  # type: ignore[return-value]
 
 
 def check_call(grid_mapping) -> None:

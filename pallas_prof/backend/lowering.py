@@ -24,7 +24,8 @@ from .codegen import KernelBuilder, UnsupportedDtype
 from .context import KernelContext
 from .dispatch import lower_jaxpr
 from .errors import LoweringError, Unsupported
-from .grid import check_call, emit_program_ids, launch_grid_for, static_grid
+from .grid import (check_call, emit_grouped_program_ids, emit_program_ids, grouped_launch,
+                   launch_grid_for, static_grid)
 from .kernel_files import write_source
 
 
@@ -67,12 +68,15 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
                  enable_fp_fusion: bool = False,
                  debug: bool = False, call_site=None,
                  input_output_aliases=None, check_bounds: bool = False,
-                 probes=None) -> GeneratedKernel:
+                 probes=None, launch_group: int = 0) -> GeneratedKernel:
   """Lowers the jaxpr of a pallas_call to a GeneratedKernel (Triton source).
 
   `input_output_aliases`: the pallas_call's (input index, output index)
   pairs. Which refs may share memory decides which loads a write makes
   stale; None (unknown) means any ref may alias any other.
+
+  `launch_group` > 1: programs run in grouped order (grid.grouped_launch), where
+  the grid allows; the GeneratedKernel's launch_group says whether it did.
 
   `call_site` is the source info of the pallas_call equation (anything
   with a `.traceback`): errors about the call as a whole (grid, BlockSpecs,
@@ -87,7 +91,7 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
                        num_stages=num_stages, compute_capability=compute_capability,
                        name=name, enable_fp_fusion=enable_fp_fusion, call_site=call_site,
                        input_output_aliases=input_output_aliases, check_bounds=check_bounds,
-                       probes=probes)
+                       probes=probes, launch_group=launch_group)
   if debug:
     print(f"\npallas-prof: kernel jaxpr for {gk.source_info}:\n{jaxpr}\n")
     print(f"pallas-prof: generated Triton ({gk.path}):\n{gk.source}")
@@ -96,7 +100,8 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
 
 def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, *, num_warps, num_stages,
                   compute_capability, name, enable_fp_fusion, call_site,
-                  input_output_aliases, check_bounds=False, probes=None) -> GeneratedKernel:
+                  input_output_aliases, check_bounds=False, probes=None,
+                  launch_group=0) -> GeneratedKernel:
   start_time = time.perf_counter()
   kname = kernel_name_of(jaxpr, name)
   src_info = getattr(jaxpr.debug_info, "func_src_info", None) or kname
@@ -135,7 +140,8 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, *, num_warp
       kernel.probes = ProbeEmitter(options, num_warps, len(jaxpr.eqns))
       b.header.insert(1, "PROFILING VARIANT with probes (launched only by pallas-prof's replay)")
     try:
-      params = _lower_kernel_body(kernel, jaxpr, grid_mapping, input_output_aliases)
+      params = _lower_kernel_body(kernel, jaxpr, grid_mapping, input_output_aliases,
+                                  launch_group)
       launch = kernel.launch_grid
     except Unsupported as e:
       raise call_error(e.reason, e.hint) from None
@@ -157,7 +163,8 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, *, num_warp
                        gc_seconds=collections.seconds,
                        bounds_sites=tuple(kernel.bounds.sites) if kernel.bounds else (),
                        check_bounds=bool(check_bounds),
-                       probe_layout=kernel.probes.layout() if kernel.probes else None)
+                       probe_layout=kernel.probes.layout() if kernel.probes else None,
+                       launch_group=kernel.launch_group)
   return gk
 
 
@@ -209,7 +216,7 @@ def _definition_site(jaxpr):
 
 
 def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping,
-                       input_output_aliases=None) -> list[KernelParam]:
+                       input_output_aliases=None, launch_group: int = 0) -> list[KernelParam]:
   b = kernel.builder
   n_in = grid_mapping.num_inputs
   n_out = grid_mapping.num_outputs
@@ -222,11 +229,18 @@ def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping,
     kernel.probes.add_param(b)
   kernel.may_alias = alias_sets(names, n_in, input_output_aliases)
   launch, axes = launch_grid_for(kernel.grid, tuple(grid_mapping.vmapped_dims))
-  kernel.launch_grid = launch
+  grouped = grouped_launch(launch, axes, launch_group)
+  kernel.launch_grid = grouped or launch
+  kernel.launch_group = launch_group if grouped else 0
   if kernel.probes is not None:
-    kernel.probes.start(b, launch)
-  with b.note("program ids of the grid"):
-    pids = emit_program_ids(b, kernel.grid, axes)
+    kernel.probes.start(b, kernel.launch_grid)
+  if grouped:
+    with b.note(f"program ids of the grid, launched in groups of {launch_group} "
+                f"along dimension {axes[0][0]}"):
+      pids = emit_grouped_program_ids(b, kernel.grid, axes, launch_group)
+  else:
+    with b.note("program ids of the grid"):
+      pids = emit_program_ids(b, kernel.grid, axes)
   vmapped = set(grid_mapping.vmapped_dims)
   kernel.program_ids = [p for i, p in enumerate(pids) if i not in vmapped]
   kernel.num_programs = [g for i, g in enumerate(kernel.grid) if i not in vmapped]

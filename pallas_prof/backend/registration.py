@@ -41,6 +41,11 @@ class CompilerParams:
       num_warps/num_stages candidates on the GPU and run the fastest whose outputs
       equal the default's (pallas_prof/tune/params.py); None: PALLAS_PROF_AUTOTUNE=1
       decides; False: never.
+    launch_group: > 1 launches the programs of a 2-D (or wider) grid in groups of
+      this many along the first dimension (Triton's matmul-tutorial order), for
+      operand blocks shared in L2 by programs that run together; the same
+      results. Ignored where the grid does not allow it (pallas_prof/backend/grid.py).
+      The tuner tries 4 and 8 by default.
   """
   num_warps: int | None = None
   num_stages: int | None = None
@@ -48,6 +53,7 @@ class CompilerParams:
   zero_outputs: tuple[int, ...] = ()
   enable_fp_fusion: bool = False
   autotune: Any = None
+  launch_group: int | None = None
 
   # JAX's CompilerParams protocol wants a backend tag
   BACKEND = "triton"
@@ -186,11 +192,12 @@ def _lower(ctx, in_nodes, params, platform: str):
     cc = cc or 90
   aliases = tuple(tuple(a) for a in params.get("input_output_aliases", ()))
   check = bounds.check_bounds_enabled()
+  group = int(getattr(cp, "launch_group", None) or 0) if isinstance(cp, CompilerParams) else 0
   gk = lower_kernel(jaxpr, grid_mapping, num_warps=num_warps, num_stages=num_stages,
                     compute_capability=cc, name=params.get("name"),
                     enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
                     debug=bool(params.get("debug")), call_site=call_site,
-                    input_output_aliases=aliases, check_bounds=check)
+                    input_output_aliases=aliases, check_bounds=check, launch_group=group)
   uncovered = coverage.uncovered_outputs(grid_mapping, gk.grid, [p.label for p in gk.params],
                                          aliases)
   if uncovered:
@@ -219,10 +226,11 @@ def _lower(ctx, in_nodes, params, platform: str):
   ck = compile_kernel(gk, ("cuda", cc), need_cubin=False)   # jaxlib assembles the PTX
   zeroed = set(getattr(cp, "zero_outputs", ()) or ()) | set(gk_zeroed_outputs(gk, aliases))
   if not check:    # tuning the bounds-checked debug build would time the checks
-    ck = _autotuned(ck, gk, cp, cc, aliases, zeroed, lambda w, s: lower_kernel(
+    ck = _autotuned(ck, gk, cp, cc, aliases, zeroed, lambda w, s, g=0: lower_kernel(
         jaxpr, grid_mapping, num_warps=w, num_stages=s, compute_capability=cc,
         name=params.get("name"), enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
-        debug=bool(params.get("debug")), call_site=call_site, input_output_aliases=aliases))
+        debug=bool(params.get("debug")), call_site=call_site, input_output_aliases=aliases,
+        launch_group=g))
   rec.compiled = ck
   metadata = params.get("metadata")
   meta_text = ""

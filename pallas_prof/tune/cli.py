@@ -2,8 +2,9 @@
 
 The script runs in a child process with pallas-prof installed and
 PALLAS_PROF_AUTOTUNE=1, so each kernel it lowers for the GPU is tuned
-(pallas_prof/tune/params.py: num_warps x num_stages candidates, replayed and
-timed cold, the fastest whose outputs equal the default's). Then a table:
+(pallas_prof/tune/params.py: num_warps x num_stages candidates and grouped
+launch orders, replayed and timed cold, the fastest whose outputs equal the
+default's). Then a table:
 default against best with the speedup, the configs tried and the time spent;
 and a tuning file the user can commit: `PALLAS_PROF_TUNED=file python script.py`
 runs each kernel it names with its tuned config, without tuning.
@@ -69,14 +70,17 @@ def run(args) -> int:
 def print_table(tunings: list[dict]) -> None:
   from rich.console import Console
   from rich.table import Table
-  t = Table(title="pallas-prof tune: cold replay time per launch (median); w warps, s stages")
+  t = Table(title="pallas-prof tune: cold replay time per launch (median); w warps, s stages, "
+                  "g launch group")
   t.add_column("kernel", no_wrap=True)
   for c in ("default", "best", "speedup", "tried", "tuning s"):
     t.add_column(c, no_wrap=True)
   for k in tunings:
-    times = {(c["num_warps"], c["num_stages"]): c["median_s"] for c in k["candidates"]}
+    times = {(c["num_warps"], c["num_stages"], c.get("launch_group", 0)): c["median_s"]
+             for c in k["candidates"]}
     d, b = tuple(k["default"]), tuple(k["best"])
-    fmt = lambda w: f"{w[0]}w {w[1]}s " + (f"{times[w] * 1e6:.1f}us" if times.get(w) else "-")
+    fmt = lambda w: f"{params.config_label(w)} " + (f"{times[w] * 1e6:.1f}us" if times.get(w)
+                                                     else "-")
     speed = times.get(d) / times.get(b) if times.get(d) and times.get(b) else None
     tried = f"{sum(1 for v in times.values() if v)} of {len(times)}"
     t.add_row(k["kernel"], fmt(d), fmt(b), f"{speed:.2f}x" if speed else "-", tried,

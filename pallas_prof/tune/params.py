@@ -36,14 +36,20 @@ from .blocks import cache_path, same_outputs
 ENV = "PALLAS_PROF_AUTOTUNE"
 TUNED_ENV = "PALLAS_PROF_TUNED"          # a tuning file (`pallas-prof tune` writes one) to apply
 BUDGET_ENV = "PALLAS_PROF_AUTOTUNE_BUDGET_S"   # seconds per kernel when the environment asks
-CACHE_VERSION = 1
-DEFAULT_CONFIGS = tuple({"num_warps": w, "num_stages": s} for w in (4, 8) for s in (2, 3, 4))
+CACHE_VERSION = 2      # 2: a config is (num_warps, num_stages, launch_group)
+# warps x stages, and the default's warps and stages launched in groups (a grid of
+# one dimension has no grouped order: those candidates are left out there)
+DEFAULT_CONFIGS = tuple({"num_warps": w, "num_stages": s} for w in (4, 8) for s in (2, 3, 4)) + \
+    tuple({"launch_group": g} for g in (4, 8))
+KEYS = ("num_warps", "num_stages", "launch_group")
 
 
 @dataclasses.dataclass(frozen=True)
 class Autotune:
-  """What to try: configs of {"num_warps": int, "num_stages": int} (default: 4 and 8
-  warps by 2, 3 and 4 stages) and the seconds a kernel's tuning may take."""
+  """What to try: configs of {"num_warps": int, "num_stages": int, "launch_group": int}
+  (each key optional: the default's value otherwise; default configs: 4 and 8 warps by
+  2, 3 and 4 stages, and launch groups of 4 and 8) and the seconds a kernel's
+  tuning may take. launch_group: CompilerParams.launch_group (0: the plain order)."""
   configs: tuple = DEFAULT_CONFIGS
   budget_s: float = 30.0
   min_launches: int = 20
@@ -53,15 +59,19 @@ class Autotune:
     # kept as tuples of (name, value) pairs: CompilerParams must hash (JAX keys its caches on it)
     configs = tuple(dict(c) for c in self.configs)
     for c in configs:
-      unknown = set(c) - {"num_warps", "num_stages"}
+      unknown = set(c) - set(KEYS)
       if unknown or not c:
-        raise ValueError(f"Autotune config {c}: give num_warps and/or num_stages "
-                         f"(unknown: {sorted(unknown)})" if unknown else
-                         "Autotune config {}: give num_warps and/or num_stages")
+        raise ValueError(f"Autotune config {c}: give num_warps, num_stages and/or "
+                         f"launch_group (unknown: {sorted(unknown)})" if unknown else
+                         "Autotune config {}: give num_warps, num_stages and/or launch_group")
       if "num_warps" in c and c["num_warps"] not in (1, 2, 4, 8, 16, 32):
         raise ValueError(f"Autotune config {c}: num_warps must be a power of two up to 32")
       if "num_stages" in c and not (isinstance(c["num_stages"], int) and c["num_stages"] >= 1):
         raise ValueError(f"Autotune config {c}: num_stages must be an int >= 1")
+      if "launch_group" in c and not (isinstance(c["launch_group"], int)
+                                      and c["launch_group"] >= 0):
+        raise ValueError(f"Autotune config {c}: launch_group must be an int >= 0 "
+                         "(0: the plain launch order)")
     object.__setattr__(self, "configs", tuple(tuple(sorted(c.items())) for c in configs))
 
   def config_dicts(self) -> list[dict]:
@@ -77,21 +87,33 @@ class Candidate:
   compile_s: float | None = None    # its compile (in parallel with the others')
   start_ns: int = 0                 # its check and timing
   end_ns: int = 0
+  launch_group: int = 0
+
+  @property
+  def config(self) -> tuple[int, int, int]:
+    return (self.num_warps, self.num_stages, self.launch_group)
 
   @property
   def label(self) -> str:
-    return config_label((self.num_warps, self.num_stages))
+    return config_label(self.config)
 
 
-def config_label(config: tuple[int, int]) -> str:
-  return f"{config[0]}w {config[1]}s"
+def config_label(config) -> str:
+  """"8w 3s", or "8w 3s g8" for a grouped launch order."""
+  text = f"{config[0]}w {config[1]}s"
+  return text + (f" g{config[2]}" if len(config) > 2 and config[2] else "")
+
+
+def _candidate(config, median_s, error=None, compile_s=None, start_ns=0, end_ns=0) -> Candidate:
+  w, s, g = config
+  return Candidate(w, s, median_s, error, compile_s, start_ns, end_ns, g)
 
 
 @dataclasses.dataclass(frozen=True)
 class KernelTuning:
   kernel: str
-  default: tuple[int, int]
-  best: tuple[int, int]
+  default: tuple[int, int, int]      # (num_warps, num_stages, launch_group)
+  best: tuple[int, int, int]
   candidates: tuple[Candidate, ...]
   tuning_s: float
   from_cache: bool = False
@@ -102,8 +124,8 @@ class KernelTuning:
 
   @property
   def speedup(self) -> float | None:
-    times = {(c.num_warps, c.num_stages): c.median_s for c in self.candidates}
-    d, b = times.get(self.default), times.get(self.best)
+    times = {c.config: c.median_s for c in self.candidates}
+    d, b = times.get(tuple(self.default)), times.get(tuple(self.best))
     return d / b if d and b else None
 
 
@@ -148,7 +170,7 @@ def select(ck, gk, compiler_params, relower, target, *, compile_fn, aliases=(), 
   if path:
     from ..profiler import driver
     best = tuned_file_choice(path, gk, target, driver.device_info(0).name)
-    if best is not None and best != (gk.num_warps, gk.num_stages):
+    if best is not None and best != default_config(gk):
       return compile_fn(relower(*best))
   return ck
 
@@ -160,8 +182,13 @@ def source_digest(gk) -> str:
 _tuned_files: dict = {}
 
 
-def tuned_file_choice(path: str, gk, target, gpu: str) -> tuple[int, int] | None:
-  """The (num_warps, num_stages) a tuning file names for this kernel on this GPU, if any."""
+def default_config(gk) -> tuple[int, int, int]:
+  return (int(gk.num_warps), int(gk.num_stages), int(getattr(gk, "launch_group", 0) or 0))
+
+
+def tuned_file_choice(path: str, gk, target, gpu: str) -> tuple[int, int, int] | None:
+  """The (num_warps, num_stages, launch_group) a tuning file names for this kernel on
+  this GPU, if any."""
   stamp = os.stat(path).st_mtime_ns
   if _tuned_files.get(path, (None,))[0] != stamp:
     with open(path) as f:
@@ -209,7 +236,7 @@ def _notify(tuning: KernelTuning) -> None:
       from_cache=tuning.from_cache, source_key=tuning.source_key,
       candidates=tuple(records.CandidateRecord(
           c.label, c.start_ns, c.end_ns, c.median_s, c.error,
-          chosen=(c.num_warps, c.num_stages) == tuning.best, compile_seconds=c.compile_s)
+          chosen=c.config == tuple(tuning.best), compile_seconds=c.compile_s)
           for c in tuning.candidates)))
 
 
@@ -218,15 +245,16 @@ def _cache_file(identity: dict) -> str:
   return cache_path(f"params-{digest}")
 
 
-def tune_kernel(gk, default_ck, relower: Callable[[int, int], object], target, settings: Autotune,
+def tune_kernel(gk, default_ck, relower: Callable[..., object], target, settings: Autotune,
                 *, compile_fn: Callable, compile_all: Callable | None = None, aliases=(),
                 zeroed=(), device: int = 0, device_name: str | None = None):
   """Returns the CompiledKernel to launch: the default's or the fastest correct candidate's.
 
+  relower(num_warps, num_stages, launch_group) lowers the kernel with a config;
   compile_fn(gk) compiles one kernel (the cached choice); compile_all(gks) all
   candidates at once (default: in parallel by the compile worker's children)."""
   start_ns = time.time_ns()
-  default = (int(gk.num_warps), int(gk.num_stages))
+  default = default_config(gk)
   identity = _identity(gk, target, settings, device_name or _device_name(device))
   path = _cache_file(identity)
   cached = _load(path)
@@ -238,19 +266,22 @@ def tune_kernel(gk, default_ck, relower: Callable[[int, int], object], target, s
                          end_ns=time.time_ns(), source_key=getattr(gk, "key", None)))
     return chosen
   start = time.perf_counter()
-  wanted = [default] + [w for w in ((int(c.get("num_warps", default[0])),
-                                     int(c.get("num_stages", default[1])))
-                                    for c in settings.config_dicts())
-                        if w != default]
+  wanted = [default] + [tuple(int(c.get(k, d)) for k, d in zip(KEYS, default))
+                        for c in settings.config_dicts()]
   wanted = list(dict.fromkeys(wanted))
   compiled = {default: default_ck}
-  errors: dict[tuple[int, int], str] = {}
+  errors: dict[tuple[int, int, int], str] = {}
   lowered = []
   for w in wanted[1:]:
     try:
-      lowered.append((w, relower(*w)))
+      candidate = relower(*w)
     except Exception as e:  # noqa: BLE001 - a candidate that does not lower is dropped
       errors[w] = f"{type(e).__name__}: {str(e)[:300]}"
+      continue
+    if w[2] and not getattr(candidate, "launch_group", 0):
+      wanted.remove(w)            # the grid has no grouped order: it would repeat another
+      continue
+    lowered.append((w, candidate))
   gks = [g for _, g in lowered]
   compile_all = compile_all or (lambda gs: _compile_all(gs, target))
   for (w, _), ck in zip(lowered, compile_all(gks)):
@@ -261,7 +292,7 @@ def tune_kernel(gk, default_ck, relower: Callable[[int, int], object], target, s
   candidates = measure(compiled, wanted, default, settings, aliases, zeroed, device, start, errors)
   timed = [c for c in candidates if c.median_s is not None]
   best_c = min(timed, key=lambda c: c.median_s) if timed else None
-  best = (best_c.num_warps, best_c.num_stages) if best_c else default
+  best = best_c.config if best_c else default
   tuning = KernelTuning(gk.name, default, best, tuple(candidates), time.perf_counter() - start,
                         identity=identity, start_ns=start_ns, end_ns=time.time_ns(),
                         source_key=getattr(gk, "key", None))
@@ -281,12 +312,12 @@ def measure(compiled: dict, order: Sequence, default, settings: Autotune, aliase
   out = []
   for w in order:
     if w in errors or w not in compiled:
-      out.append(Candidate(*w, None, errors.get(w, "not compiled")))
+      out.append(_candidate(w, None, errors.get(w, "not compiled")))
       continue
     compile_s = getattr(compiled[w], "compile_seconds", None)
     if w != default and time.perf_counter() - start > settings.budget_s:
-      out.append(Candidate(*w, None, f"not timed: the {settings.budget_s:g} s budget was spent",
-                           compile_s))
+      out.append(_candidate(w, None, f"not timed: the {settings.budget_s:g} s budget was spent",
+                            compile_s))
       continue
     began = time.time_ns()
     try:
@@ -302,17 +333,17 @@ def measure(compiled: dict, order: Sequence, default, settings: Autotune, aliase
         else:
           differs = same_outputs(outputs, reference)
           if differs:
-            out.append(Candidate(*w, None, differs, compile_s, began, time.time_ns()))
+            out.append(_candidate(w, None, differs, compile_s, began, time.time_ns()))
             continue
         import statistics
         timing = r.time_cold(settings.min_launches, settings.min_seconds, None)
-        out.append(Candidate(*w, statistics.median(timing["times_s"]), None, compile_s, began,
-                             time.time_ns()))
+        out.append(_candidate(w, statistics.median(timing["times_s"]), None, compile_s, began,
+                              time.time_ns()))
     except Exception as e:  # noqa: BLE001 - a candidate that fails to run is dropped, and says why
       if w == default:
         raise
-      out.append(Candidate(*w, None, f"{type(e).__name__}: {str(e)[:300]}", compile_s, began,
-                           time.time_ns()))
+      out.append(_candidate(w, None, f"{type(e).__name__}: {str(e)[:300]}", compile_s, began,
+                            time.time_ns()))
   return out
 
 
