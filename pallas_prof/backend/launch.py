@@ -13,6 +13,8 @@ which ejected programs carry too.
 """
 from __future__ import annotations
 
+import os
+import re
 import zlib
 
 import numpy as np
@@ -148,6 +150,74 @@ def cpu_call(gk: GeneratedKernel, out_avals, input_output_aliases, on_launch=Non
 
 # --- GPU: jaxlib's Triton custom call -----------------------------------------------
 
+JAXLIB_PTX_ENV = "PALLAS_PROF_JAXLIB_PTX"     # "whole": hand jaxlib the PTX as Triton wrote it
+_LINE_INFO_DIRECTIVE = re.compile(r"^\s*\.(loc|file)\s")      # the whole token: not .local
+_DEBUG_SECTION = re.compile(r"^\s*\.section\s+\.debug_\w+\s*(\{.*\})?\s*$")
+
+
+def jaxlib_ptx(ptx: str) -> str:
+  """The kernel's PTX as jaxlib needs it: the same code without line info.
+
+  jaxlib's custom call (triton_kernel_call_ffi) rebuilds its kernel from the
+  payload on every launch: it copies the PTX and TTIR strings and hashes and
+  compares the whole PTX to find its module image (jaxlib/gpu/triton_kernels.cc,
+  TritonKernelCallFfi -> KernelCall::FromProto -> GetModuleImage). So every
+  character of the payload costs on every call. Triton's PTX carries `.file`
+  and `.loc` directives, DWARF `.section .debug_*` blocks and a comment on
+  most lines, which only make a line table; the profiler reads the line table
+  of its own cubin (the CompiledKernel's PTX, untouched). Removed here: lines
+  whose first token is exactly `.loc` or `.file`, the `.section .debug_*`
+  blocks, and comments outside string literals; nothing else. Anything
+  unexpected (another section, an unbalanced block) gives the PTX back whole.
+  tests/backend/test_jaxlib_payload.py runs both texts through ptxas and
+  compares the machine code. JAX_TRITON_PTXAS_EXTRA_FLAGS asking jaxlib's
+  ptxas for line info (-lineinfo, -g), JAX_TRITON_PTXAS_DEVICE_DEBUG, or
+  PALLAS_PROF_JAXLIB_PTX=whole hand jaxlib the PTX whole.
+  """
+  flags = set(os.environ.get("JAX_TRITON_PTXAS_EXTRA_FLAGS", "").split())
+  if {"-lineinfo", "--generate-line-info", "-g", "--device-debug"} & flags or \
+      os.environ.get("JAX_TRITON_PTXAS_DEVICE_DEBUG") in ("1", "true") or \
+      os.environ.get(JAXLIB_PTX_ENV, "").strip().lower() == "whole":
+    return ptx
+  out = []
+  lines = iter(ptx.splitlines())
+  for line in lines:
+    stripped = line.strip()
+    if stripped.startswith(".section"):
+      if not _DEBUG_SECTION.match(stripped):
+        return ptx                              # a section we do not know: leave it all
+      if not stripped.endswith("}"):            # its block follows: `{` ... `}`
+        if next(lines, "").strip() != "{":
+          return ptx
+        for inner in lines:
+          if inner.strip() == "}":
+            break
+          if "{" in inner or "}" in inner:      # nested or odd: not a DWARF byte list
+            return ptx
+        else:
+          return ptx
+      continue
+    if _LINE_INFO_DIRECTIVE.match(line):
+      continue
+    code = _without_comment(line).rstrip()
+    if code.strip():
+      out.append(code)
+  return "\n".join(out) + "\n"
+
+
+def _without_comment(line: str) -> str:
+  """`line` without a `//` comment; a `//` inside a string literal ("...") stays."""
+  if "//" not in line:
+    return line
+  quoted = False
+  for i, ch in enumerate(line):
+    if ch == '"':
+      quoted = not quoted
+    elif not quoted and line.startswith("//", i):
+      return line[:i]
+  return line
+
+
 def _avals_to_layouts(avals):
   return [list(reversed(range(len(a.shape)))) for a in avals]
 
@@ -158,10 +228,11 @@ def triton_kernel_call(ck: CompiledKernel, zeroed_outputs=()):
   gk = ck.generated
   md = ck.metadata
   kernel = compat.make_triton_kernel(
-      lib, name=ck.name, num_warps=ck.num_warps, shared_bytes=ck.shared_bytes, ptx=ck.ptx,
-      # The whole PTX: a version with its line info and comments stripped (bf75fd8)
-      # failed ptxas on the H200 in 7 backend tests and 15 of JAX's conformance tests.
-      ttir=ck.asm.get("ttir", ""), compute_capability=ck.target[1],
+      lib, name=ck.name, num_warps=ck.num_warps, shared_bytes=ck.shared_bytes,
+      # jaxlib compiles the PTX and only keeps the TTIR (it copies both on every
+      # launch): the code without line info, and no TTIR. (bf75fd8 stripped `.local`
+      # declarations too, taking them for `.loc`: ptxas rejected those kernels.)
+      ptx=jaxlib_ptx(ck.ptx), ttir="", compute_capability=ck.target[1],
       global_scratch_size=int(md.get("global_scratch_size", 0) or 0),
       global_scratch_align=int(md.get("global_scratch_align", 1) or 1))
   params = []
