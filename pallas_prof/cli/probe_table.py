@@ -17,23 +17,26 @@ def probe_lines(report, kernel, width: int) -> list:
   if pr is None:
     return []
   rec = pr.reconciliation
-  sampled = {r.label: r.sampling_share for r in rec.regions} if rec is not None else {}
+  sampled = {r.label: (r.stood_share, r.sampling_share) for r in rec.regions} \
+      if rec is not None else {}
   basis = rec.basis if rec is not None and rec.basis != "static" else None
   cols = [Col("share", right=True), Col("region", give=2, least=16),
           Col("cycles p50", right=True), Col("p10–p90", right=True), Col("ns p50", right=True)]
   if basis:
-    cols.append(Col("samples", right=True))
+    cols += [Col("samples at", right=True), Col("charged", right=True)]
   rows = []
   for r in pr.regions:
     row = [f"{100 * r.share:.1f}%", r.label, f"{r.cycles_median:,.0f}",
            f"{r.cycles_p10:,.0f}–{r.cycles_p90:,.0f}", f"{r.ns_median:,.0f}"]
     if basis:
-      s = sampled.get(r.label)
-      row.append("" if s is None else f"{100 * s:.1f}%")
+      at, weight = sampled.get(r.label, (None, None))
+      row += ["" if at is None else f"{100 * at:.1f}%",
+              "" if weight is None else f"{100 * weight:.1f}%"]
     rows.append(row)
   title = (f"probes of {kernel.label}: per warp, {pr.sampled_programs:,} of {pr.programs:,} "
            f"CTAs x {pr.sampled_warps} of {pr.num_warps} warps"
-           + (f"; 'samples': {basis} share of the same equations" if basis else ""))
+           + (f"; {basis} of the same equations: where warps stood, and as charged"
+              if basis else ""))
   out: list = [layout.table(title, cols, rows, width)]
   out.append(Text(f"  {pr.sms} SMs, up to {pr.max_concurrent_ctas} sampled CTAs at once "
                   f"(~{pr.waves:.1f} waves), CTA median {pr.cta_ns_median / 1e3:.2f} µs, "

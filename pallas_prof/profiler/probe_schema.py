@@ -62,8 +62,9 @@ class Distortion(_Serializable):
 class ReconciledRegion(_Serializable):
   label: str
   probe_share: float
-  sampling_share: float | None   # the PC samples' share of the same equations (inclusive)
-  difference_points: float | None
+  sampling_share: float | None   # the report's weight of the same equations (inclusive)
+  difference_points: float | None      # probe share - stood_share, in points
+  stood_share: float | None = None     # the samples where the warps stood (before charging)
 
 
 @dataclasses.dataclass

@@ -168,22 +168,34 @@ def distrust(d: Distortion) -> list[str]:
 
 def reconcile(result: ProbeResult, attribution: Any, basis: str,
               replay_median_s: float | None) -> Reconciliation:
-  """The probe shares beside the sampling shares of the same equations."""
-  by_index = {}
+  """Each region's probe share beside two sampling shares of the same equations (with
+  what is nested in them): where the sampled warps stood (`share_at`, before any
+  charging: what a clock read at the region's ends also sees) and the weight the report
+  shows (waits charged to loads, contention to issuers). Disagreement is judged against
+  the first; the second differs by design wherever waits were charged elsewhere."""
+  stood, charged = {}, {}
   if attribution is not None:
+    parent = {e.index: e.parent for e in attribution.equations}
     for e in attribution.equations:
-      by_index[e.index] = getattr(e, "inclusive_weight", None) or e.weight
+      top = e.index
+      while parent.get(top) is not None:
+        top = parent[top]
+      stood[top] = stood.get(top, 0.0) + float(getattr(e, "share_at", 0.0) or 0.0)
+      if e.parent is None:
+        charged[top] = getattr(e, "inclusive_weight", None) or e.weight
   rows, disagreements = [], []
   measured = basis in ("pc_sampling", "ncu")
   for region in result.regions:
-    sampled = sum(by_index.get(i, 0.0) for i in region.eqns) if region.eqns else None
+    at = sum(stood.get(i, 0.0) for i in region.eqns) if region.eqns else None
+    weight = sum(charged.get(i, 0.0) for i in region.eqns) if region.eqns else None
     diff = None
-    if sampled is not None and measured:
-      diff = 100.0 * (region.share - sampled)
+    if at is not None and measured:
+      diff = 100.0 * (region.share - at)
       if abs(diff) > DISAGREE_POINTS:
-        disagreements.append(f"{region.label}: probes {100 * region.share:.1f}%, "
-                             f"{basis} {100 * sampled:.1f}% ({diff:+.1f} points)")
-    rows.append(ReconciledRegion(region.label, region.share, sampled, diff))
+        disagreements.append(f"{region.label}: probes {100 * region.share:.1f}%, {basis} "
+                             f"{100 * at:.1f}% where the warps stood ({diff:+.1f} points; "
+                             f"charged weight {100 * weight:.1f}%)")
+    rows.append(ReconciledRegion(region.label, region.share, weight, diff, at))
   span = result.span_ns * 1e-9 if result.span_ns else None
   if span and replay_median_s:
     ratio = span / replay_median_s

@@ -178,12 +178,20 @@ def test_sm_tracks_nest_regions_inside_ctas_and_split_overlapping_ctas():
 
 
 class _Eq:
-  def __init__(self, index, weight):
+  def __init__(self, index, weight, share_at, parent=None):
     self.index, self.weight, self.inclusive_weight = index, weight, weight
+    self.share_at, self.parent = share_at, parent
 
 
 class _Attribution:
-  equations = [_Eq(0, 0.5), _Eq(1, 0.3), _Eq(2, 0.2)]
+  """Samples where the warps stood: 10 % at the load, 5 % at the loop and 65 % in its
+  body, 20 % at the store; charged (the load's waits moved to it): 50 / 30 / 20 %."""
+  equations = [_Eq(0, 0.5, 0.1), _Eq(1, 0.3, 0.05), _Eq(3, 0.0, 0.65, parent=1),
+               _Eq(2, 0.2, 0.2)]
+
+
+class _Disagreeing:
+  equations = [_Eq(0, 0.5, 0.5), _Eq(1, 0.3, 0.3), _Eq(2, 0.2, 0.2)]
 
 
 def test_reconciliation_lists_disagreements_with_the_samples():
@@ -191,6 +199,9 @@ def test_reconciliation_lists_disagreements_with_the_samples():
   result = summarize(parse(_write(layout, [100, 700, 200]), layout), layout)
   rec = probing.reconcile(result, _Attribution(), "pc_sampling", None)
   assert [r.sampling_share for r in rec.regions] == [0.5, 0.3, 0.2]
+  assert [r.stood_share for r in rec.regions] == pytest.approx([0.1, 0.7, 0.2])
+  assert rec.disagreements == []         # the probes agree with where the warps stood
+  rec = probing.reconcile(result, _Disagreeing(), "pc_sampling", None)
   assert rec.regions[1].difference_points == pytest.approx(40.0)
   assert len(rec.disagreements) == 2 and rec.disagreements[0].startswith("[0] get")
   static = probing.reconcile(result, _Attribution(), "static", None)
@@ -218,7 +229,7 @@ def _probed_report(tmp_path):
       registers_probed=34, sass_plain=400, sass_probed=430, sass_pct=7.5, distrust=[])
   result.distortion.distrust = probing.distrust(result.distortion)
   result.distortion_pct = 25.0
-  result.reconciliation = probing.reconcile(result, _Attribution(), "pc_sampling", 3e-6)
+  result.reconciliation = probing.reconcile(result, _Disagreeing(), "pc_sampling", 3e-6)
   kp = KernelProfile(label="k#1", name="k", in_avals=[], out_avals=[], static=None, work=None,
                      probes=result)
   profile = ProfileReport(gpu_present=True, message="replayed", device=None, ceilings=None,
@@ -248,7 +259,7 @@ def test_report_json_keeps_the_probes_typed_and_the_report_shows_them(tmp_path):
   assert "probes of k#1" in text and "[1] scan @ k.py:11" in text and "70.0%" in text
   assert "runtime 100.0 → 125.0 µs (+25.0%)" in text
   assert "distrust: the probed kernel runs +25.0%" in text
-  assert "disagrees: [0] get @ k.py:10: probes 10.0%, pc_sampling 50.0%" in text
+  assert "disagrees: [0] get @ k.py:10: probes 10.0%, pc_sampling 50.0% where the" in text
 
 
 def test_the_sm_tracks_join_the_runs_trace(tmp_path):
