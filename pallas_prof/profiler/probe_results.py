@@ -126,10 +126,17 @@ def _max_overlap(ctas: list[CtaSpan]) -> int:
 
 def text_table(result: ProbeResult) -> str:
   """Plain-text lines: one per region, then the grid, distortion and reconciliation."""
-  lines = [f"  {'region':<44} {'share':>6} {'cycles p50':>10} {'p10-p90':>15} {'ns p50':>9}"]
+  rec = result.reconciliation
+  sampled = {r.label: r for r in rec.regions} if rec is not None else {}
+  lines = [f"  {'region':<44} {'share':>6} {'cycles p50':>10} {'p10-p90':>15} {'ns p50':>9}"
+           + (f" {'at':>6} {'charged':>7}  ({rec.basis})" if sampled else "")]
   for r in result.regions:
-    lines.append(f"  {r.label[:44]:<44} {100 * r.share:5.1f}% {r.cycles_median:10.0f} "
-                 f"{f'{r.cycles_p10:.0f}-{r.cycles_p90:.0f}':>15} {r.ns_median:9.0f}")
+    line = (f"  {r.label[:44]:<44} {100 * r.share:5.1f}% {r.cycles_median:10.0f} "
+            f"{f'{r.cycles_p10:.0f}-{r.cycles_p90:.0f}':>15} {r.ns_median:9.0f}")
+    s = sampled.get(r.label)
+    if s is not None and s.stood_share is not None:
+      line += f" {100 * s.stood_share:5.1f}% {100 * (s.sampling_share or 0):6.1f}%"
+    lines.append(line)
   lines.append(f"  {result.sampled_programs} of {result.programs} programs (every "
                f"{result.program_stride}), {result.sampled_warps} of {result.num_warps} warps; "
                f"{result.sms} SMs, up to {result.max_concurrent_ctas} sampled CTAs at once "

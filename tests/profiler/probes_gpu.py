@@ -73,11 +73,13 @@ def main(argv):
   names = EXAMPLES if "examples" in parts else [p for p in parts if p in EXAMPLES]
   if names:
     _run_examples(large, names)
-  report = pallas_prof.profile(probes=True, mode="cold", nvml=False, ceilings=False)
-  print(report.message)
-  failures = []
-  for k in report.kernels:
-    print(f"\n== {k.label}")
+  from pallas_prof.backend import registry
+  failures, profiles = [], []
+  for rec in registry.kernels():      # one at a time: what is done prints even if time runs out
+    report = pallas_prof.profile([rec], probes=True, mode="cold", nvml=False, ceilings=False)
+    k = report.kernels[0]
+    profiles.append(report)
+    print(f"\n== {k.label} {' '.join(k.in_avals)}: {report.message}")
     for e in k.errors:
       print("  error:", e)
     check = PROBE_CHECKS.get(k.name)
@@ -95,12 +97,13 @@ def main(argv):
         failures.append(k.name)
   os.makedirs(out, exist_ok=True)
   with open(os.path.join(out, "probes.json"), "w") as f:
-    json.dump(report.to_dict(), f, indent=1, default=str)
+    json.dump([r.to_dict() for r in profiles], f, indent=1, default=str)
   from pallas_prof.instrument.probe_tracks import perfetto_events
   events = []
-  for k in report.kernels:
-    if k.probes is not None:
-      events += perfetto_events(k.label, k.probes)
+  for i, r in enumerate(profiles):
+    for k in r.kernels:
+      if k.probes is not None:
+        events += perfetto_events(k.label, k.probes, pid=1000 + i)
   with open(os.path.join(out, "trace.perfetto.json"), "w") as f:
     json.dump({"traceEvents": events}, f)
   print("\nknown answers failing:", ", ".join(failures) or "none")
