@@ -106,7 +106,34 @@ def probe_two_loops(pr):
   short, long = loops[0]["share"], loops[1]["share"]
   ratio = long / short if short else float("inf")
   return 2.4 <= ratio <= 3.6, (f"loops of 16 and 48 rounds: {100 * short:.1f}% and "
-                               f"{100 * long:.1f}%, ratio {ratio:.2f} (want 3 within 20%)")
+                               f"{100 * long:.1f}%, ratio {ratio:.2f} (want 3 within 20%)"
+                               + _first_and_last_on_each_sm(pr, loops))
+
+
+def _first_and_last_on_each_sm(pr, loops):
+  """The same ratio for the CTA that started first and last on each SM (of those in the
+  report): a warp waiting for a pipe other warps hold waits inside its region."""
+  regions = _regions(pr)
+  a, b = (regions.index(r) for r in loops)
+  by_sm = {}
+  for c in pr.get("ctas") or []:
+    by_sm.setdefault(c["sm"], []).append(c)
+  if not by_sm:
+    return ""
+
+  def ratio(c):
+    t = c["boundaries_ns"]
+    short = t[a + 1] - t[a]
+    return (t[b + 1] - t[b]) / short if short > 0 else float("inf")
+
+  def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+  first = median([ratio(min(cs, key=lambda c: c["start_ns"])) for cs in by_sm.values()])
+  last = median([ratio(max(cs, key=lambda c: c["start_ns"])) for cs in by_sm.values()])
+  return (f"; per CTA, the first to start on each of {len(by_sm)} SMs: {first:.2f}, the last: "
+          f"{last:.2f} (median)")
 
 
 def probe_matmul(pr):
