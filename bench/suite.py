@@ -321,6 +321,8 @@ def main(argv=None) -> dict:
                       help="every case at a small size, checked against XLA, no GPU timing "
                            "(on a CPU through Triton's interpreter)")
   parser.add_argument("--only", help="comma-separated substrings of case names")
+  parser.add_argument("--first", default="",
+                      help="comma-separated ops to run ahead of the others (e.g. matmul)")
   parser.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "results"))
   parser.add_argument("--out", help="the record's path (default: <out-dir>/suite_<gpu>_<commit>.json)")
   parser.add_argument("--commit", help="the commit measured (default: git rev-parse of this tree)")
@@ -336,7 +338,7 @@ def main(argv=None) -> dict:
   from jax.experimental.pallas import triton as plgpu  # noqa: F401 - every op imports it
   dev = jax.devices()[0]
   commit = commit_of_tree(args.commit)
-  cases = ordered(CASES, args.quick)
+  cases = ordered(CASES, args.quick, tuple(o for o in args.first.split(",") if o))
   if args.only:
     wanted = args.only.split(",")
     cases = [c for c in cases if any(w in c.name or w in c.label(small=True) for w in wanted)]

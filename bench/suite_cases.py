@@ -291,11 +291,12 @@ CASES: list[Case] = [
 ]
 
 
-def ordered(cases: list[Case], quick: bool = False) -> list[Case]:
+def ordered(cases: list[Case], quick: bool = False, first: tuple = ()) -> list[Case]:
   """Every op's first shape before any op's second: a run cut short by its time
-  budget still covers every op. --quick keeps the first shape of each op."""
+  budget still covers every op. --quick keeps the first shape of each op.
+  `first`: ops (names) that go ahead of the others in each round."""
   by_op: dict[str, list[Case]] = {}
-  for c in cases:
+  for c in sorted(cases, key=lambda c: c.op not in first):
     by_op.setdefault(c.op, []).append(c)
   rounds = 1 if quick else max(len(v) for v in by_op.values())
   return [v[i] for i in range(rounds) for v in by_op.values() if i < len(v)]

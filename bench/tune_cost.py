@@ -146,25 +146,34 @@ def run_cpu(repeats: int) -> dict:
   return {"device": "cpu", "rows": rows}
 
 
+def _short(name: str, which: str, got: dict) -> str:
+  """One line per kernel and process (the console tail is what a device call returns)."""
+  if "error" in got:
+    return f"{which}: error {got['error'][-300:]}"
+  k = got.get(name, {})
+  text = f"{name} {which}: first call {k.get('first_call_s', float('nan')):.3f} s"
+  if which == "tuning" and "tuning_s" in k:
+    best = k["candidates"] and min((c for c in k["candidates"] if c[1]), key=lambda c: c[1],
+                                   default=None)
+    text += (f", tuning {k['tuning_s']:.2f} s over {len(k['candidates'])} configs, "
+             f"default {k['default']} best {k['best']} speedup {k.get('speedup') or 0:.3f}"
+             + (f" ({best[0]} {best[1] * 1e6:.1f} us)" if best else ""))
+  if which == "cached" and "cached_path_ms" in k:
+    text += f", cached path {k['cached_path_ms']:.2f} ms (from cache: {k['from_cache']})"
+  return text
+
+
 def run_gpu() -> dict:
   code = _GPU_CHILD.format(root=ROOT)
+  record = {"device": "gpu"}
   with tempfile.TemporaryDirectory() as cache:
     base = dict(os.environ, PALLAS_PROF_CACHE_DIR=cache, XLA_PYTHON_CLIENT_PREALLOCATE="false")
+    base.pop("PALLAS_PROF_AUTOTUNE", None)
     tuned = dict(base, PALLAS_PROF_AUTOTUNE="1")
-    record = {"device": "gpu", "tuning": _child(code, [], tuned)}
-    print("tuning:", json.dumps(record["tuning"])[:1500], flush=True)
-    record["cached"] = _child(code, [], tuned)
-    print("cached:", json.dumps(record["cached"])[:800], flush=True)
-    untuned = dict(base)
-    untuned.pop("PALLAS_PROF_AUTOTUNE", None)
-    record["untuned"] = _child(code, [], untuned)
-    print("untuned:", json.dumps(record["untuned"])[:800], flush=True)
-  for name in ("softmax", "matmul"):
-    t, c, u = (record[k].get(name, {}) for k in ("tuning", "cached", "untuned"))
-    print(f"{name}: tuning {t.get('tuning_s', float('nan')):.2f} s "
-          f"(speedup {t.get('speedup')}), cached path {c.get('cached_path_ms', float('nan')):.1f} ms,"
-          f" first call cached {c.get('first_call_s', float('nan')):.3f} s vs untuned "
-          f"{u.get('first_call_s', float('nan')):.3f} s")
+    for which, env in (("tuning", tuned), ("cached", tuned), ("untuned", base)):
+      record[which] = _child(code, [], env)
+      for name in ("softmax", "matmul"):
+        print(_short(name, which, record[which]), flush=True)
   return record
 
 

@@ -74,6 +74,8 @@ def _order(shape, group) -> np.ndarray:
 
 
 def test_programs_run_in_groups_along_the_first_dimension():
+  if jax.default_backend() == "gpu":
+    pytest.skip("a GPU runs programs side by side: only the interpreter shows the order")
   # (The interpreter runs a plain 2-D launch with program_id(0) outermost, where CUDA
   # runs its x axis fastest; a grouped launch is 1-D, run in order by both.)
   assert sorted(_order((5, 4), 0).ravel()) == list(range(20))
