@@ -77,6 +77,7 @@ class ProbeRegion:
   file: str | None
   line: int | None
   main: int | None = None          # the equation it is named after (not a view)
+  loads: tuple[str, ...] = ()      # loads it begins with, as "[0] get @ file.py:19"
 
   @property
   def label(self) -> str:
@@ -84,8 +85,13 @@ class ProbeRegion:
       return {"prologue": "prologue (program ids, block offsets)",
               "epilogue": "end of the kernel"}.get(self.kind, self.kind)
     where = f" @ {self.file.rsplit('/', 1)[-1]}:{self.line}" if self.file else ""
-    more = f" (+{len(self.eqns) - 1})" if len(self.eqns) > 1 else ""
-    return f"[{self.eqns[0] if self.main is None else self.main}] {self.primitive}{where}{more}"
+    more = f" (+{len(self.eqns) - 1 - len(self.loads)})" \
+        if len(self.eqns) > 1 + len(self.loads) else ""
+    name = f"[{self.eqns[0] if self.main is None else self.main}] {self.primitive}{where}{more}"
+    if not self.loads:
+      return name
+    loads = self.loads[0] + (f" +{len(self.loads) - 1} loads" if len(self.loads) > 1 else "")
+    return f"{loads} → {name}"
 
   def to_dict(self) -> dict:
     return {**dataclasses.asdict(self), "eqns": list(self.eqns), "label": self.label}
@@ -93,7 +99,8 @@ class ProbeRegion:
   @classmethod
   def from_dict(cls, d: dict) -> "ProbeRegion":
     return cls(slot=d["slot"], eqns=tuple(d["eqns"]), primitive=d["primitive"], kind=d["kind"],
-               file=d["file"], line=d["line"], main=d.get("main"))
+               file=d["file"], line=d["line"], main=d.get("main"),
+               loads=tuple(d.get("loads", ())))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,13 +246,17 @@ class ProbeEmitter:
                               file=None, line=None))
 
   def after_equation(self, b, info, emitted: bool, scalar: bool = False) -> None:
-    """After a top-level equation: a boundary, if it generated code and is more than a
-    view (a broadcast, a reshape) or scalar arithmetic (program ids, index math), which
-    go with the equation after them. `scalar`: all its results are scalars."""
+    """After a top-level equation: a boundary, if it generated code and is not one that
+    goes with the equation after it: a view (a broadcast, a reshape), scalar arithmetic
+    (program ids, index math), or a load. A load's region would hold only the issue of
+    its loads, whose wait shows where the data is first used; with its first use in one
+    region the wait is where the load is named, and no probe stands between the loads
+    and their use for the compilers to work around. `scalar`: all results are scalars."""
     if not emitted:
       return
     self._carry.append(info)
-    joins_next = info.primitive in _VIEWS or (scalar and info.primitive not in _KINDS)
+    joins_next = (info.primitive in _VIEWS or _KINDS.get(info.primitive) == "load"
+                  or (scalar and info.primitive not in _KINDS))
     if joins_next or len(self.regions) + 1 >= self.capacity:
       return          # the last boundary is kept for the end
     self._mark(b, self._region(len(self.regions) + 1, self._carry))
@@ -262,9 +273,12 @@ class ProbeEmitter:
 
   def _region(self, slot: int, infos: list) -> ProbeRegion:
     main = infos[-1] if len(self.regions) + 1 < self.capacity else infos[0]
+    loads = tuple(f"[{i.index}] {i.primitive}" + (f" @ {i.file.rsplit('/', 1)[-1]}:{i.line}"
+                                                  if i.file else "")
+                  for i in infos if i is not main and _KINDS.get(i.primitive) == "load")
     return ProbeRegion(slot=slot, eqns=tuple(i.index for i in infos), primitive=main.primitive,
                        kind=_KINDS.get(main.primitive, main.primitive), file=main.file,
-                       line=main.line, main=main.index)
+                       line=main.line, main=main.index, loads=loads)
 
   def _mark(self, b, region: ProbeRegion, end: bool = False) -> None:
     self.regions.append(region)

@@ -29,6 +29,7 @@ class RegionFigures(_Serializable):
   cycles_p90: float
   ns_median: float
   share: float                   # of all sampled warps' cycles from entry to end
+  loads: list[str] = dataclasses.field(default_factory=list)   # loads it begins with
 
 
 @dataclasses.dataclass

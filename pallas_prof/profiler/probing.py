@@ -136,7 +136,8 @@ def measure(target, device: int = 0, options=None, *, min_launches: int = 100,
   d.distrust = distrust(d)
   result.distortion, result.distortion_pct = d, d.runtime_pct
   result.notes.append("a probe reads the clock when its warp issues it: a load's wait shows "
-                      "in the region that first uses the loaded value")
+                      "where the value is first used, so a load shares its region with its "
+                      "first use")
   result.placement, moved = placement(gk, probed)
   result.notes += [f"code moved across probes: {m}" for m in moved]
   return result

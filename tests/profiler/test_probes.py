@@ -46,8 +46,12 @@ def test_the_probed_variant_marks_each_top_level_equation_in_order(softmax_probe
   assert "broadcast_in_dim" not in kinds        # a view joins the equation after it
   marked = [i for r in layout.regions for i in r.eqns]
   assert marked == [e.index for e in top if e.lines]     # every equation that generated code
-  get = next(r for r in layout.regions if r.kind == "load")
-  assert get.label.startswith("[0] get @ softmax.py:") and get.line == gk.eqns[0].line
+  # the load and its first use, reduce_max, are one region named after both
+  first = layout.regions[1]
+  assert first.eqns == (0, 1) and first.kind == "reduce_max"
+  assert re.fullmatch(r"\[0\] get @ softmax\.py:\d+ → \[1\] reduce_max @ softmax\.py:\d+",
+                      first.label), first.label
+  assert first.line == gk.eqns[1].line
   # each mark follows its equation's last line
   lines = gk.source.splitlines()
   for region in layout.regions[1:-1]:
@@ -371,10 +375,12 @@ def test_loops_and_conditionals_are_regions_of_a_two_dimensional_grid(installed)
   rec = lowered_record(jax.jit(call), sds((24, 120), "float32"))
   gk = rec.relower(probes=ProbeOptions(max_programs=4, max_warps=2))
   layout = gk.probe_layout
-  # the scalar program_id and == the cond tests join the cond's region
-  assert [r.kind for r in layout.regions] == ["prologue", "load", "loop", "conditional",
-                                              "store", "epilogue"]
-  cond = layout.regions[3]
+  # the load joins the loop, its first use; the scalar program_id and == the cond
+  # tests join the cond's region
+  assert [r.kind for r in layout.regions] == ["prologue", "loop", "conditional", "store",
+                                              "epilogue"]
+  assert layout.regions[1].loads and layout.regions[1].label.startswith("[0] get @ ")
+  cond = layout.regions[2]
   assert [gk.eqns[i].primitive for i in cond.eqns][-1] == "cond" and len(cond.eqns) >= 3
   assert cond.label.startswith(f"[{cond.eqns[-1]}] cond @ test_probes.py:")
   # the program's linear index over the launch grid, every 4th of 15 sampled
@@ -419,3 +425,24 @@ def test_the_profile_span_carries_the_probe_shares(tmp_path):
   assert attrs[cv.PROFILE_PROBES] == ["[0] get @ k.py:10: 10.0%", "[1] scan @ k.py:11: 70.0%",
                                       "[2] swap @ k.py:12: 20.0%"]
   assert attrs[cv.PROFILE_PROBES_DISTORTION_PCT] == 25.0
+
+
+def test_the_known_answer_checks_read_the_probe_regions():
+  from .known_answer_checks import probe_copy, probe_two_loops
+
+  def region(kind, share, loads=()):
+    return {"kind": kind, "share": share, "loads": list(loads), "label": kind}
+
+  copy = {"regions": [region("prologue", 0.05), region("mul", 0.5, ["[0] get"]),
+                      region("add", 0.2), region("store", 0.25)]}
+  assert probe_copy(copy)[0] and "75.0%" in probe_copy(copy)[1]
+  copy["regions"][2]["share"], copy["regions"][3]["share"] = 0.3, 0.15
+  assert not probe_copy(copy)[0]
+  # two loops: the shares, then per SM the first and the last CTA's ratio
+  two = {"regions": [region("prologue", 0.0), region("loop", 0.25, ["[0] get"]),
+                     region("loop", 0.75), region("store", 0.0)],
+         "ctas": [{"sm": 0, "start_ns": 0, "boundaries_ns": [0, 1, 11, 41, 42]},
+                  {"sm": 0, "start_ns": 5, "boundaries_ns": [5, 6, 46, 66, 67]}]}
+  ok, what = probe_two_loops(two)
+  assert ok and "ratio 3.00" in what and "first to start on each of 1 SMs: 3.00" in what
+  assert "the last: 0.50" in what
