@@ -32,7 +32,8 @@ every thread reads the clock. The asm is volatile (`is_pure=False`), so
 LLVM keeps the probes in order with each other and with loads and stores; it
 may still move pure arithmetic across them, and a probe reads the clock when
 the warp issues it: a load's wait lands in the region of the instruction that
-first uses the value (usually the next equation's), not in the load's own.
+first uses the value, so a load and the top-level equation that first uses it
+share a region (ProbeEmitter.after_equation).
 What is measured is what the probed code did; `distortion` in the profiler
 says how far it is from the plain kernel.
 """

@@ -13,12 +13,10 @@ instructions from nvdisasm. Above DISTRUST_PCT the report says which figures
 not to trust.
 
 Reconciliation: each region's share of the probed cycles beside the share of
-the PC samples that fell on the same equations (inclusive of what they
-contain), and the probed CTAs' span beside the replay's time; differences
-above DISAGREE_POINTS are listed, not smoothed over. A probe reads the clock
-when its warp issues it, so a load's wait shows in the region that first uses
-the value; PC sampling charges it to the load (sassdeps.py): that difference
-is expected and said so.
+the PC samples at the same equations (inclusive of what they contain) before
+any charging, which is what a clock read at a region's ends sees too, and
+beside the charged weight the report shows; the probed CTAs' span beside the
+replay's time. Differences above DISAGREE_POINTS are listed, not smoothed over.
 """
 from __future__ import annotations
 
