@@ -41,6 +41,12 @@ class Candidate:
   config: dict
   seconds: float | None          # median wall clock per call; None when not timed
   error: str | None = None       # why it was dropped (an exception, or outputs that differ)
+  start_ns: int = 0              # its run, check and timing
+  end_ns: int = 0
+
+
+def config_label(config: dict) -> str:
+  return " ".join(f"{k}={v}" for k, v in config.items()) or "(defaults)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +71,8 @@ class Tuning:
     return {"function": self.function, "key": self.key, "best": self.best,
             "default_seconds": self.default_seconds, "best_seconds": self.best_seconds,
             "tuning_seconds": self.tuning_seconds,
-            "candidates": [dataclasses.asdict(c) for c in self.candidates]}
+            "candidates": [{k: v for k, v in dataclasses.asdict(c).items()
+                            if k not in ("start_ns", "end_ns")} for c in self.candidates]}
 
   @classmethod
   def from_json(cls, d: dict) -> "Tuning":
@@ -208,17 +215,21 @@ def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
          key: str = "") -> Tuning:
   """Runs every config on (args, kwargs) and returns the Tuning; configs[0] is the default."""
   start = time.perf_counter()
+  start_ns = time.time_ns()
   candidates: list[Candidate] = []
   reference = None
   for i, config in enumerate(configs):
+    began = time.time_ns()
     if i and time.perf_counter() - start > budget_s:
-      candidates.append(Candidate(dict(config), None, f"not tried: the {budget_s:g} s budget was spent"))
+      candidates.append(Candidate(dict(config), None, f"not tried: the {budget_s:g} s budget was spent",
+                                  began, began))
       continue
     call = functools.partial(fn, *args, **kwargs, **config)
     try:
       outputs = _leaves(call())
     except Exception as e:  # noqa: BLE001 - a config that fails to build is dropped, and says why
-      candidates.append(Candidate(dict(config), None, f"{type(e).__name__}: {str(e)[:300]}"))
+      candidates.append(Candidate(dict(config), None, f"{type(e).__name__}: {str(e)[:300]}",
+                                  began, time.time_ns()))
       if i == 0:
         raise TuningError(f"the default config {config} of {name} failed: {e}") from e
       continue
@@ -227,15 +238,29 @@ def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
     else:
       differs = same_outputs(outputs, reference)
       if differs:
-        candidates.append(Candidate(dict(config), None, differs))
+        candidates.append(Candidate(dict(config), None, differs, began, time.time_ns()))
         continue
     left = max(0.05, budget_s - (time.perf_counter() - start))
     seconds = time_call(call, repeats, warm_up, max_seconds=min(1.0, left))
-    candidates.append(Candidate(dict(config), seconds))
+    candidates.append(Candidate(dict(config), seconds, None, began, time.time_ns()))
   timed = [c for c in candidates if c.seconds is not None]
   best = min(timed, key=lambda c: c.seconds)
-  return Tuning(name, key, best.config, candidates[0].seconds, best.seconds, tuple(candidates),
-                time.perf_counter() - start)
+  tuning = Tuning(name, key, best.config, candidates[0].seconds, best.seconds, tuple(candidates),
+                  time.perf_counter() - start)
+  _notify(tuning, start_ns, time.time_ns(), configs[0])
+  return tuning
+
+
+def _notify(tuning: Tuning, start_ns: int, end_ns: int, default: dict) -> None:
+  """Observers (tracing) get `tune <function>` with a child per config (tune/records.py)."""
+  from . import records
+  records.notify(records.TuningRecord(
+      kind="blocks", name=tuning.function, start_ns=start_ns, end_ns=end_ns,
+      default=config_label(default), best=config_label(tuning.best),
+      from_cache=tuning.from_cache,
+      candidates=tuple(records.CandidateRecord(
+          config_label(c.config), c.start_ns, c.end_ns, c.seconds, c.error,
+          chosen=c.config == tuning.best) for c in tuning.candidates)))
 
 
 class TuningError(ValueError):
@@ -290,7 +315,10 @@ def autotune(configs: Sequence[dict], key: Sequence[str] = (), *, budget_s: floa
         digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str)
                                 .encode()).hexdigest()[:24]
         if cache:
+          began = time.time_ns()
           tuning = _load(digest)
+          if tuning is not None:
+            _notify(tuning, began, time.time_ns(), configs[0])
       if tuning is None:
         if any(_is_tracer(x) for x in jax.tree_util.tree_leaves((args, kwargs))):
           warnings.warn(f"pallas_prof.autotune: {fn.__qualname__} is called under a JAX trace "

@@ -148,3 +148,29 @@ def test_same_outputs_bit_for_bit_for_integers_tolerance_for_floats():
   assert "differ" in blocks.same_outputs([f + 1e-2], [f])
   assert "float32[10]" in blocks.same_outputs([f.astype(np.float16)], [f]) or \
       "float16" in blocks.same_outputs([f.astype(np.float16)], [f])
+
+
+def test_each_config_is_a_span_under_the_tuning(rng):
+  from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+  from pallas_prof.instrument import conventions as cv
+
+  @pallas_prof.autotune(configs=[dict(block=64), dict(block=256)], key=["x"], repeats=3,
+                        name="scale_spans")
+  def scale(x, block=64):
+    return _scale(x, block)
+
+  x = jnp.asarray(rng.standard_normal(500), jnp.float32)
+  exporter = InMemorySpanExporter()
+  with pallas_prof.tracing(exporter):
+    scale(x)
+  spans = exporter.get_finished_spans()
+  (tuning,) = [s for s in spans if s.name == cv.tune("scale_spans")]
+  assert tuning.attributes[cv.TUNE_KIND] == "blocks"
+  assert tuning.attributes[cv.TUNE_DEFAULT] == "block=64"
+  children = [s for s in spans if s.parent and s.parent.span_id == tuning.context.span_id]
+  assert sorted(s.name for s in children) == [cv.tune_candidate("scale_spans", "block=256"),
+                                              cv.tune_candidate("scale_spans", "block=64")]
+  chosen = [s for s in children if s.attributes[cv.TUNE_CHOSEN]]
+  assert len(chosen) == 1 and chosen[0].attributes[cv.TUNE_CONFIG] == tuning.attributes[cv.TUNE_BEST]
+  assert all(cv.TUNE_MEDIAN_US in s.attributes for s in children)
+  assert not {k for s in spans for k in s.attributes if not cv.declared(k)}
