@@ -446,3 +446,15 @@ def test_the_known_answer_checks_read_the_probe_regions():
   ok, what = probe_two_loops(two)
   assert ok and "ratio 3.00" in what and "first to start on each of 1 SMs: 3.00" in what
   assert "the last: 0.50" in what
+
+
+def test_report_html_has_the_probes_section_with_the_sm_timeline(tmp_path):
+  pytest.importorskip("jinja2")
+  from pallas_prof.cli import html
+  run, result = _probed_report(tmp_path)
+  html.write_or_warn(str(tmp_path), run.to_dict())
+  page = (tmp_path / "report.html").read_text()
+  assert "time inside the kernel: probes (3 regions)" in page
+  assert "[1] scan @ k.py:11" in page and "where warps stood" in page
+  assert page.count('class="cta"') == len(result.ctas)
+  assert "distrust: the probed kernel runs +25.0%" in page

@@ -11,6 +11,8 @@ import json
 import os
 from typing import Any
 
+from .probes import probes_view
+
 # the stages in the order Triton runs them (a waterfall draws them one after another)
 COMPILE_STAGES = ("ttir", "ttgir", "llir", "ptx", "cubin")
 
@@ -76,6 +78,7 @@ class KernelView:
   waterfall_note: str               # "from the cache: ..." when this run compiled nothing
   clocks: Clocks
   verdict: str
+  probes: Any = None                # probes.ProbesView with `--probes`
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,7 +161,7 @@ def kernel_view(run: dict, k: dict, prof: dict, run_dir: str | None, *, several:
       stages=_stage_listings(run_dir, k, {e["index"]: e.get("weight") or 0.0 for e in eqs}),
       roofline=_roofline(p, prof), waterfall=_waterfall(k), clocks=_clocks(p, prof),
       waterfall_note=_waterfall_note(k),
-      verdict=p.get("verdict") or "")
+      verdict=p.get("verdict") or "", probes=probes_view(p.get("probes")))
 
 
 def _origin_words(origin: dict | None) -> str:
