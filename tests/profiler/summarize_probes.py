@@ -43,7 +43,7 @@ def line(k):
     return f"{k['label']} {aval}: no probes ({'; '.join(k.get('errors') or []) or 'not run'})"
   top = sorted(pr["regions"], key=lambda r: -r["share"])[:3]
   d = pr.get("distortion") or {}
-  parts = [", ".join(f"{r['label'].split(' @ ')[0]} {100 * r['share']:.0f}%" for r in top)]
+  parts = [", ".join(f"{_short(r)} {100 * r['share']:.0f}%" for r in top)]
   if d.get("runtime_pct") is not None:
     parts.append(f"distortion {d['runtime_pct']:+.1f}% ({1e6 * d['runtime_plain_s']:.1f} -> "
                  f"{1e6 * d['runtime_probed_s']:.1f} us), regs {d['registers_plain']}->"
@@ -54,6 +54,12 @@ def line(k):
   if rec.get("disagreements"):
     parts.append(f"{len(rec['disagreements'])} disagreement(s) with {rec.get('basis')}")
   return f"{k['label']} {aval}: " + "; ".join(parts)
+
+
+def _short(region):
+  """"[1] reduce_max (+load)" for "[0] get @ s.py:19 → [1] reduce_max @ s.py:20"."""
+  name = region["label"].split(" → ")[-1].split(" @ ")[0]
+  return name + (" (+load)" if region.get("loads") else "")
 
 
 def verdicts(ks):
