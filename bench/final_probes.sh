@@ -15,7 +15,7 @@ OUT=$W WHL=/nonexistent T_KA=60 T_SOFTMAX=30 T_EXAMPLES=35 T_PYTEST=20 \
   timeout 140 bash tests/profiler/probes_gpu.sh ka examples softmax pytest > $W/console.log 2>&1
 echo "probes (#16): commit $(cat $W/probes/commit 2>/dev/null | head -c 12), steps took $(( $(date +%s) - start )) s"
 grep -E "^== [0-9]{2}:|^rc " $W/console.log | paste -sd' ' | cut -c1-200
-python3 tests/profiler/summarize_probes.py $W/probes 2>&1 | cut -c1-330
+python3 tests/profiler/summarize_probes.py $W/probes 2>&1 | cut -c1-240
 grep -E "^trace:" $W/console.log
 tail -1 $W/probes/pytest.log 2>/dev/null
 mkdir -p ${OUT:-/tmp} && tar czf ${OUT:-/tmp}/probes.tgz -C $W . && echo "wrote probes.tgz"

@@ -58,7 +58,8 @@ def line(k):
 
 def _short(region):
   """"[1] reduce_max (+load)" for "[0] get @ s.py:19 → [1] reduce_max @ s.py:20"."""
-  name = region["label"].split(" → ")[-1].split(" @ ")[0]
+  name = region["label"].split(" → ")[-1].split(" @ ")[0].split(" (")[0]
+  name = {"end of the kernel": "end"}.get(name, name)
   return name + (" (+load)" if region.get("loads") else "")
 
 
