@@ -188,8 +188,9 @@ def _lower_equations(kernel: KernelContext, jaxpr, env: dict, live: set,
     first_line = kernel.builder.num_lines
     outvals = _lower_equation(kernel, eqn, info, invals, live)
     if kernel.probes is not None and parent is None and region == "kernel":
+      shapes = [getattr(v.aval, "shape", ()) for v in eqn.outvars]
       kernel.probes.after_equation(kernel.builder, info, kernel.builder.num_lines > first_line,
-                                   all(getattr(v.aval, "shape", None) == () for v in eqn.outvars))
+                                   all(s == () for s in shapes), sum(map(math.prod, shapes)))
     if eqn.primitive.multiple_results:
       outvals = list(outvals) if outvals is not None else []
       if len(outvals) != len(eqn.outvars):

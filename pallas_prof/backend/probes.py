@@ -47,6 +47,13 @@ HEADER_WORDS = 3             # header, globaltimer at entry, globaltimer at end
 MAX_PROGRAMS = 4096          # sampled programs at most (every stride-th program)
 MAX_WARPS = 4                # sampled warps per program at most
 MAX_REGIONS = 64             # boundaries past this merge into the last region
+# an equation whose result holds more values per thread than this joins the next region
+# unless it is a load, store, dot, loop or conditional: a probe after it would keep the
+# whole result live in registers across the probe, where the compilers would stream it
+# element by element into what follows (a copy of 256 values per thread ran 29.8 % slower
+# with probes between its multiply, add and store on the H200); a quarter of the 255
+# registers a thread can have
+MAX_LIVE_VALUES = 64
 
 # the kinds a region's label names (the primitive otherwise)
 _KINDS = {"get": "load", "load": "load", "swap": "store", "store": "store",
@@ -246,18 +253,23 @@ class ProbeEmitter:
     self._mark(b, ProbeRegion(slot=1, eqns=(), primitive="prologue", kind="prologue",
                               file=None, line=None))
 
-  def after_equation(self, b, info, emitted: bool, scalar: bool = False) -> None:
+  def after_equation(self, b, info, emitted: bool, scalar: bool = False,
+                     values: int = 0) -> None:
     """After a top-level equation: a boundary, if it generated code and is not one that
     goes with the equation after it: a view (a broadcast, a reshape), scalar arithmetic
     (program ids, index math), or a load. A load's region would hold only the issue of
     its loads, whose wait shows where the data is first used; with its first use in one
     region the wait is where the load is named, and no probe stands between the loads
-    and their use for the compilers to work around. `scalar`: all results are scalars."""
+    and their use for the compilers to work around. Also an equation whose results hold
+    more than MAX_LIVE_VALUES values per thread (`values`: their elements), unless it is a
+    store, dot, loop or conditional. `scalar`: all its results are scalars."""
     if not emitted:
       return
     self._carry.append(info)
-    joins_next = (info.primitive in _VIEWS or _KINDS.get(info.primitive) == "load"
-                  or (scalar and info.primitive not in _KINDS))
+    kind = _KINDS.get(info.primitive)
+    per_thread = values / (32 * self.num_warps)
+    joins_next = (info.primitive in _VIEWS or kind == "load"
+                  or (kind is None and (scalar or per_thread > MAX_LIVE_VALUES)))
     if joins_next or len(self.regions) + 1 >= self.capacity:
       return          # the last boundary is kept for the end
     self._mark(b, self._region(len(self.regions) + 1, self._carry))

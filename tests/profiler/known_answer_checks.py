@@ -79,10 +79,11 @@ def _regions(pr):
 
 
 def probe_copy(pr):
-  regions = _regions(pr)
-  w = sum(r["share"] for r in regions if r.get("loads") or r["kind"] in ("load", "store"))
+  regions = [r for r in _regions(pr) if r.get("loads") or r["kind"] in ("load", "store")]
+  w = sum(r["share"] for r in regions)
+  eqns = sorted(i for r in regions for i in r.get("eqns", ()))
   return w >= 0.70, (f"the load (with its first use) and store regions: {100 * w:.1f}% "
-                     "(want >= 70%)")
+                     f"(want >= 70%; {len(regions)} region(s), equations {eqns})")
 
 
 def _loop_regions(pr):

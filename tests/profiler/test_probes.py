@@ -10,6 +10,7 @@ import re
 import numpy as np
 import pytest
 
+import pallas_prof
 from pallas_prof.backend.compile import compile_kernel
 from pallas_prof.backend.probes import (HEADER_WORDS, MAX_REGIONS, ProbeLayout, ProbeOptions,
                                         ProbeRegion, plan)
@@ -436,6 +437,7 @@ def test_the_known_answer_checks_read_the_probe_regions():
   copy = {"regions": [region("prologue", 0.05), region("mul", 0.5, ["[0] get"]),
                       region("add", 0.2), region("store", 0.25)]}
   assert probe_copy(copy)[0] and "75.0%" in probe_copy(copy)[1]
+  assert "2 region(s)" in probe_copy(copy)[1]
   copy["regions"][2]["share"], copy["regions"][3]["share"] = 0.3, 0.15
   assert not probe_copy(copy)[0]
   # two loops: the shares, then per SM the first and the last CTA's ratio
@@ -458,3 +460,28 @@ def test_report_html_has_the_probes_section_with_the_sm_timeline(tmp_path):
   assert "[1] scan @ k.py:11" in page and "where warps stood" in page
   assert page.count('class="cta"') == len(result.ctas)
   assert "distrust: the probed kernel runs +25.0%" in page
+
+
+@pytest.mark.parametrize("rows, regions", [
+    (1, ["prologue", "mul", "add", "store", "epilogue"]),      # 8 values a thread: split
+    (16, ["prologue", "store", "epilogue"]),                   # 128 a thread: one region
+])
+def test_an_elementwise_chain_over_many_values_per_thread_is_not_split(installed, rows, regions):
+  """A probe after an elementwise equation keeps its whole result live across the probe;
+  above MAX_LIVE_VALUES values per thread the chain joins the store that ends it."""
+  import jax
+  from jax.experimental import pallas as pl
+  from pallas_prof.backend.probes import MAX_LIVE_VALUES
+
+  def chain(x_ref, o_ref):
+    o_ref[...] = x_ref[...] * 1.5 + 0.25
+
+  call = pl.pallas_call(chain, grid=(2,), in_specs=[pl.BlockSpec((rows, 1024), lambda i: (i, 0))],
+                        out_specs=pl.BlockSpec((rows, 1024), lambda i: (i, 0)),
+                        out_shape=jax.ShapeDtypeStruct((2 * rows, 1024), "float32"),
+                        compiler_params=pallas_prof.CompilerParams(num_warps=4))
+  rec = lowered_record(jax.jit(call), sds((2 * rows, 1024), "float32"))
+  layout = rec.relower(probes=True).probe_layout
+  assert (rows * 1024 / 128 > MAX_LIVE_VALUES) == (rows == 16)
+  assert [r.kind for r in layout.regions] == regions
+  assert layout.regions[1].loads and layout.regions[1].label.startswith("[0] get @ ")
