@@ -35,8 +35,10 @@ class KernelParam:
   label: str                    # the user's name for it (x_ref)
   dtype: str
   shape: tuple[int, ...]        # the whole array's, not the block's
-  role: str                     # "input" | "output" | "check" (bounds-checked mode's flags)
-  #                               | "probes" (the probed variant's timestamp buffer)
+  # "input" | "output" | "check" (bounds-checked mode's flags) | "initial" (bounds-checked
+  # mode: the starting values of output `index`, aliased to it; the kernel never reads it)
+  # | "probes" (the probed variant's timestamp buffer)
+  role: str
   index: int                    # position among inputs or outputs
 
   @property

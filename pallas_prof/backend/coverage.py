@@ -63,9 +63,19 @@ def uncovered_outputs(grid_mapping, grid: tuple[int, ...], labels=None,
   or the analysis does not apply)."""
   n_in, n_out = grid_mapping.num_inputs, grid_mapping.num_outputs
   points = math.prod(grid) if grid else 1
-  if points > MAX_GRID_POINTS or points == 0:
+  if points > MAX_GRID_POINTS:
     return []
   aliased = {int(o) for _, o in input_output_aliases}
+  if points == 0:     # a grid with an empty dimension runs no program at all
+    found = []
+    for k in range(n_out):
+      aval = grid_mapping.block_mappings[n_in + k].array_aval
+      shape = tuple(int(s) for s in aval.shape)
+      if k not in aliased and math.prod(shape):
+        found.append(UncoveredOutput(k, labels[n_in + k] if labels else f"out{k}_ref", shape,
+                                     np.dtype(aval.dtype).name, math.prod(shape),
+                                     tuple((0, s) for s in shape)))
+    return found
   ids = _grid_points(grid)
   found = []
   for k in range(n_out):
@@ -110,28 +120,6 @@ def _grid_points(grid) -> list[np.ndarray]:
     return []
   mesh = np.meshgrid(*[np.arange(g, dtype=np.int64) for g in grid], indexing="ij")
   return [m.reshape(-1) for m in mesh]
-
-
-def unwritten_mask(grid_mapping, grid, output: int):
-  """A boolean array of output `output`'s shape: True where no block the grid
-  writes covers the element (None when not analysed or all covered)."""
-  points = math.prod(grid) if grid else 1
-  if points > MAX_GRID_POINTS or points == 0:
-    return None
-  bm = grid_mapping.block_mappings[grid_mapping.num_inputs + output]
-  try:
-    found = _visited_blocks(bm, _grid_points(grid))
-  except Exception:  # noqa: BLE001 - not analysed
-    return None
-  if found is None:
-    return None
-  visited, sizes, shape = found
-  if visited.all() or math.prod(shape) > MAX_BLOCK_GRID:
-    return None
-  covered = visited
-  for axis, size in enumerate(sizes):
-    covered = np.repeat(covered, size, axis=axis)
-  return ~covered[tuple(slice(0, n) for n in shape)]
 
 
 def _uncovered(bm, ids):

@@ -58,9 +58,12 @@ def run_interpreted(gk: GeneratedKernel, inputs, out_shapes, input_output_aliase
     else:
       outputs.append(np.zeros(shape, dtype=dtype))
   flags = [np.zeros(p.shape, np.int32) for p in gk.params if p.role == "check"]
+  # check mode: an output's starting values are a parameter of their own (the
+  # same buffer, as on the GPU, where the launcher aliases them)
+  initial = [outputs[p.index] for p in gk.params if p.role == "initial"]
   with triton_lock():
     try:
-      interpreter_runtime.launch(fn, gk.launch_grid, arrays + outputs + flags)
+      interpreter_runtime.launch(fn, gk.launch_grid, arrays + initial + outputs + flags)
     except Exception as e:  # noqa: BLE001 - re-raised with the equation that failed
       raise interpreter_error(gk, e) from e
   return [unpack4(o, shape, dtype) if is_packed4(dtype) else o
@@ -247,6 +250,10 @@ def triton_kernel_call(ck: CompiledKernel, zeroed_outputs=()):
 
 def gpu_custom_call(ctx, in_nodes, ck: CompiledKernel, *, input_output_aliases,
                     zeroed_outputs=(), metadata: str = ""):
+  initial = [p for p in ck.generated.params if p.role == "initial"]
+  if initial:
+    ctx, in_nodes, input_output_aliases = _with_initial_values(
+        ctx, in_nodes, initial, input_output_aliases, zeroed_outputs)
   call = triton_kernel_call(ck, zeroed_outputs)
   ir = compat.ir()
   out_avals = list(ctx.avals_out) + check_avals(ck.generated)
@@ -261,6 +268,26 @@ def gpu_custom_call(ctx, in_nodes, ck: CompiledKernel, *, input_output_aliases,
       result_layouts=_avals_to_layouts(out_avals),
       operand_output_aliases=dict(input_output_aliases),
   ).results
+
+
+def _with_initial_values(ctx, in_nodes, initial, input_output_aliases, zeroed_outputs):
+  """Check mode: the outputs' starting values as operands after the inputs, each
+  aliased to its output (XLA hands the kernel that buffer for both), filled with
+  poison, or zeros for the outputs that must start at zero (atomics)."""
+  import jax.numpy as jnp
+  avals = [compat.jax_core.ShapedArray(p.shape, np.dtype(p.dtype)) for p in initial]
+
+  def starting_values():
+    return [jnp.zeros(a.shape, a.dtype) if p.index in zeroed_outputs else
+            jnp.full(a.shape, poison_value(a.dtype), a.dtype) for p, a in zip(initial, avals)]
+
+  nodes = compat.lower_fun(starting_values, multiple_results=True)(
+      ctx.replace(avals_in=[], avals_out=avals))
+  n_in = len(in_nodes)
+  aliases = tuple(input_output_aliases) + tuple((n_in + j, p.index)
+                                                for j, p in enumerate(initial))
+  return (ctx.replace(avals_in=list(ctx.avals_in) + avals), list(in_nodes) + list(nodes),
+          aliases)
 
 
 def check_avals(gk: GeneratedKernel) -> list:

@@ -215,6 +215,28 @@ def _definition_site(jaxpr):
 
 
 
+def initial_params(kernel: KernelContext, labels, n_in: int, n_out: int, block_mappings,
+                   input_output_aliases) -> list[KernelParam]:
+  """Bounds-checked mode: one parameter (after the inputs) per output that no
+  input is aliased to, holding its starting values; the launcher aliases it
+  to the output and fills it with poison (NaN, all ones), or zeros where the
+  output must start at zero (atomics), so that on every platform what the
+  kernel never writes shows. The kernel itself never reads it."""
+  if kernel.bounds is None:
+    return []
+  aliased = {int(o) for _, o in (input_output_aliases or ())}
+  params = []
+  for o in range(n_out):
+    if o in aliased:
+      continue
+    bm, label = block_mappings[n_in + o], labels[n_in + o]
+    name = kernel.builder.add_param(f"{label}_start")
+    params.append(KernelParam(name=name, label=f"{label} (starting values)",
+                              dtype=np.dtype(bm.array_aval.dtype).name,
+                              shape=tuple(bm.array_aval.shape), role="initial", index=o))
+  return params
+
+
 def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping,
                        input_output_aliases=None, launch_group: int = 0) -> list[KernelParam]:
   b = kernel.builder
@@ -222,7 +244,9 @@ def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping,
   n_out = grid_mapping.num_outputs
   block_mappings = grid_mapping.block_mappings
   labels = arg_labels(jaxpr, n_in, n_out)
-  names = [b.add_param(label) for label in labels]
+  names = [b.add_param(label) for label in labels[:n_in]]
+  initial = initial_params(kernel, labels, n_in, n_out, block_mappings, input_output_aliases)
+  names += [b.add_param(label) for label in labels[n_in:]]
   if kernel.bounds is not None:
     kernel.bounds.param = b.add_param(kernel.bounds.param)
   if kernel.probes is not None:
@@ -248,6 +272,8 @@ def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping,
   for i, (bm, name, label) in enumerate(zip(block_mappings, names, labels)):
     refs.append(block_ref(kernel, bm, name, label, pids))
     role = "input" if i < n_in else "output"
+    if i == n_in:
+      params.extend(initial)
     params.append(KernelParam(name=name, label=label, dtype=np.dtype(bm.array_aval.dtype).name,
                               shape=tuple(bm.array_aval.shape), role=role,
                               index=i if i < n_in else i - n_in))

@@ -198,7 +198,8 @@ def _lower(ctx, in_nodes, params, platform: str):
                     enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
                     debug=bool(params.get("debug")), call_site=call_site,
                     input_output_aliases=aliases, check_bounds=check, launch_group=group)
-  uncovered = coverage.uncovered_outputs(grid_mapping, gk.grid, [p.label for p in gk.params],
+  uncovered = coverage.uncovered_outputs(grid_mapping, gk.grid, [p.label for p in gk.params
+                                                                 if p.role in ("input", "output")],
                                          aliases)
   if uncovered:
     coverage.warn_uncovered(uncovered, gk.name,
@@ -219,7 +220,7 @@ def _lower(ctx, in_nodes, params, platform: str):
     def on_launch(rec=rec):
       rec.launches += 1
     fn = cpu_call(gk, ctx.avals_out, aliases, on_launch, poison=check)
-    after = _after_kernel(gk, grid_mapping, uncovered, poison=False)
+    after = _after_kernel(gk)
     if after is not None:
       fn = lambda *args, call=fn: after(call(*args))   # noqa: E731
     return compat.lower_fun(fn, multiple_results=True)(ctx, *in_nodes)
@@ -239,9 +240,9 @@ def _lower(ctx, in_nodes, params, platform: str):
     meta_text = json.dumps(dict(metadata))
   results = gpu_custom_call(ctx, in_nodes, ck, input_output_aliases=aliases,
                             zeroed_outputs=tuple(sorted(zeroed)), metadata=meta_text)
-  # the GPU's outputs start with whatever the memory held: poison what the
-  # grid leaves unwritten (the CPU's buffers start poisoned instead)
-  after = _after_kernel(gk, grid_mapping, uncovered, poison=check)
+  # check mode: the outputs started poisoned (gpu_custom_call aliases them to
+  # poisoned starting values), as the interpreter's do
+  after = _after_kernel(gk)
   if after is None:
     return results
   from .launch import check_avals
@@ -250,33 +251,20 @@ def _lower(ctx, in_nodes, params, platform: str):
       ctx.replace(avals_in=avals), *results)
 
 
-def _after_kernel(gk, grid_mapping, uncovered, *, poison: bool):
+def _after_kernel(gk):
   """Bounds-checked mode: a function of the kernel's results (the flag buffer
-  last) that reads the flag back in a host callback raising BoundsError, and
-  (`poison`) fills the elements the grid does not cover with NaN / all ones.
+  last) that reads the flag back in a host callback raising BoundsError.
   None when there is nothing to do (check mode off)."""
-  checked = any(p.role == "check" for p in gk.params)
-  masks = []
-  if poison:
-    masks = [(u.index, coverage.unwritten_mask(grid_mapping, gk.grid, u.index))
-             for u in uncovered]
-    masks = [(k, m) for k, m in masks if m is not None]
-  if not checked and not masks:
+  if not any(p.role == "check" for p in gk.params):
     return None
   import functools
   import jax
-  import jax.numpy as jnp
-  from .launch import poison_value
   raise_if = functools.partial(bounds.raise_if_violated, sites=gk.bounds_sites,
                                kernel_name=gk.name, eqns=tuple(gk.eqns))
 
   def after(results):
     results = list(results)
-    if checked:
-      jax.debug.callback(raise_if, results.pop())
-    for k, mask in masks:
-      out = results[k]
-      results[k] = jnp.where(mask, jnp.asarray(poison_value(out.dtype), out.dtype), out)
+    jax.debug.callback(raise_if, results.pop())
     return results
 
   return after

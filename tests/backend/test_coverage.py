@@ -47,6 +47,25 @@ def test_a_short_grid_warns_with_the_line_and_the_range(rng):
   assert u.to_dict()["range"] == [[96, 100]] and u.count == 4
 
 
+def test_a_grid_of_no_programs_leaves_every_element_unwritten(rng):
+  """64 // 128 == 0 programs: nothing runs, and the warning says so (it said
+  nothing). In check mode the output is all poison, on the CPU and the GPU."""
+  from pallas_prof.backend import bounds
+  x = random_array(rng, (64, 8), "float32")
+  call = pallas(_copy, S((64, 8), jnp.float32), grid=(64 // 128,),
+                in_specs=[pl.BlockSpec((128, 8), lambda i: (i, 0))],
+                out_specs=pl.BlockSpec((128, 8), lambda i: (i, 0)), name="empty_grid")
+  _, found = _warnings_of(call, x)
+  [w] = found
+  assert "512 of 512 elements" in str(w.message) and "[0:64, 0:8]" in str(w.message), w.message
+  bounds.set_check_bounds(True)
+  try:
+    out, _ = _warnings_of(call, x)
+  finally:
+    bounds.set_check_bounds(None)
+  assert np.isnan(np.asarray(out)).all()
+
+
 def test_two_dimensions_and_several_outputs(rng):
   x = random_array(rng, (10, 20), "float32")
 
