@@ -10,6 +10,7 @@ import functools
 import os
 
 import jax
+import numpy as np
 from jax._src import core as jax_core
 from jax._src import source_info_util
 from jax._src.interpreters import mlir
@@ -24,17 +25,32 @@ JAX_VERSION = tuple(int(p) for p in jax.__version__.split(".")[:3] if p.isdigit(
 
 
 def xla_rounds_f64_to_16bit_twice(dtype) -> bool:
-  """Whether this JAX's XLA converts float64 to a 16-bit float (float16,
-  bfloat16) through float32, rounding twice, which pallas-prof then does too.
+  """Whether this JAX's XLA (its CPU backend: the references) converts
+  float64 to a 16-bit float through float32, rounding twice; pallas-prof
+  then does too.
 
-  jaxlib 0.10.2's CPU backend does (1 + 2**-11 + 2**-40 becomes 1.0 in
-  float16, and 1 + 2**-8 + 2**-40 1.0 in bfloat16, where one rounding gives
-  1.001 and 1.008). jaxlib 0.11.2 rounds float64 -> float16 once, on the CPU
-  and on the H200 (1.001): test_convert_float64 on the GPU machine. Triton
-  rounds once when asked directly (cvt.rn.f16.f64 / cvt.rn.bf16.f64 on sm_90,
-  numpy's and ml_dtypes' conversions in its interpreter)."""
-  del dtype   # the same rule for both types in the versions measured
-  return JAX_VERSION < (0, 11)
+  It changed between versions: jaxlib 0.10.2 rounds twice for both types
+  (1 + 2**-11 + 2**-40 becomes 1.0 in float16, 1 + 2**-8 + 2**-40 1.0 in
+  bfloat16; rounded once they are 1.001 and 1.008); jaxlib 0.11.2 rounds
+  float64 -> float16 once (test_convert_float64 on the GPU machine,
+  2026-12-01). So it is asked of XLA, once per process and type, on such a
+  tie; if that fails, by version. Triton rounds once when asked directly
+  (cvt.rn.f16.f64 / cvt.rn.bf16.f64 on sm_90, numpy's conversions in its
+  interpreter) and twice when given the float32 step."""
+  return _xla_rounds_twice(np.dtype(dtype).name)
+
+
+@functools.cache
+def _xla_rounds_twice(name: str) -> bool:
+  tie = {"float16": 1 + 2 ** -11 + 2 ** -40, "bfloat16": 1 + 2 ** -8 + 2 ** -40}[name]
+  try:
+    cpu = jax.devices("cpu")[0]
+    with jax.enable_x64(True):
+      x = jax.device_put(np.array([tie], np.float64), cpu)     # an argument: not folded
+      y = jax.jit(lambda v: v.astype(name))(x)
+      return float(np.asarray(y).astype(np.float64)[0]) == 1.0
+  except Exception:  # noqa: BLE001 - no CPU backend, say: what the versions measured did
+    return JAX_VERSION < (0, 11)
 
 pallas_call_p = _pallas_call_mod.pallas_call_p
 

@@ -87,6 +87,7 @@ def test_a_difference_is_kept_before_shrinking_and_after(tmp_path, monkeypatch):
   monkeypatch.setattr(check_module, "check", always_differs)
   log = tmp_path / "fuzz.jsonl"
   args = argparse.Namespace(device="cpu", kind="values", log=str(log), seed=3, batch=4,
+                            examples=100, seconds=None,
                             shrink=True, once=True, corpus=str(tmp_path / "repro"))
   fuzz.worker(args)
   records = [json.loads(line) for line in log.read_text().splitlines()]
