@@ -26,6 +26,7 @@ def main(argv: list[str]) -> int:
     spec = importlib.util.spec_from_file_location(f"example_{name}", path)
     module = importlib.util.module_from_spec(spec)
     t0 = time.perf_counter()
+    print(f"== {name}: start", flush=True)    # a process that dies shows where
     spec.loader.exec_module(module)
     status = module.main(["--seed", "1"])
     print(f"== {name}: exit {status}, {time.perf_counter() - t0:.1f} s", flush=True)
