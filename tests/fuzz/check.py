@@ -240,8 +240,11 @@ def reproducer(program: Program, message: str) -> str:
 
 
 def save_reproducer(program: Program, message: str, directory: str) -> str:
+  import hashlib
   os.makedirs(directory, exist_ok=True)
-  path = os.path.join(directory, f"repro_{program.kind}_{program.seed}.py")
+  # shrunk programs often share a seed (0): the source's hash keeps them apart
+  tag = hashlib.sha1(program.source.encode()).hexdigest()[:8]
+  path = os.path.join(directory, f"repro_{program.kind}_{program.seed}_{tag}.py")
   with open(path, "w") as f:
     f.write(reproducer(program, message))
   return path
