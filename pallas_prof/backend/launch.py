@@ -290,6 +290,22 @@ def _with_initial_values(ctx, in_nodes, initial, input_output_aliases, zeroed_ou
           aliases)
 
 
+def no_programs(out_avals, input_output_aliases, poison: bool):
+  """The outputs of a launch of no program (a grid with an empty dimension),
+  which CUDA would refuse: an aliased output is its input, the others are
+  zeros, or poison in check mode (what the interpreter's run of no program
+  leaves)."""
+  import jax.numpy as jnp
+  source = {int(o): int(i) for i, o in input_output_aliases}
+
+  def outputs(*args):
+    return [args[source[k]] if k in source else
+            jnp.full(a.shape, poison_value(a.dtype) if poison else 0, a.dtype)
+            for k, a in enumerate(out_avals)]
+
+  return outputs
+
+
 def check_avals(gk: GeneratedKernel) -> list:
   """The avals of a bounds-checked kernel's flag buffer (none otherwise)."""
   return [compat.jax_core.ShapedArray(p.shape, np.dtype(np.int32)) for p in gk.params

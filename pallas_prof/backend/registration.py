@@ -16,7 +16,7 @@ from typing import Any
 from . import bounds, compat, coverage, registry
 from .compile import compile_kernel
 from .errors import LoweringError
-from .launch import cpu_call, gpu_custom_call
+from .launch import cpu_call, gpu_custom_call, no_programs
 from .lowering import kernel_name_of, lower_kernel, pallas_call_info
 
 DEFAULT_NUM_WARPS = 4
@@ -224,6 +224,9 @@ def _lower(ctx, in_nodes, params, platform: str):
     if after is not None:
       fn = lambda *args, call=fn: after(call(*args))   # noqa: E731
     return compat.lower_fun(fn, multiple_results=True)(ctx, *in_nodes)
+  if 0 in gk.launch_grid:     # no program to run: CUDA refuses a launch of none
+    return compat.lower_fun(no_programs(ctx.avals_out, aliases, poison=check),
+                            multiple_results=True)(ctx, *in_nodes)
   ck = compile_kernel(gk, ("cuda", cc), need_cubin=False)   # jaxlib assembles the PTX
   zeroed = set(getattr(cp, "zero_outputs", ()) or ()) | set(gk_zeroed_outputs(gk, aliases))
   if not check:    # tuning the bounds-checked debug build would time the checks

@@ -66,6 +66,20 @@ def test_a_grid_of_no_programs_leaves_every_element_unwritten(rng):
   assert np.isnan(np.asarray(out)).all()
 
 
+def test_the_gpu_launcher_launches_no_empty_grid():
+  """CUDA refuses a launch of no program: on the GPU such a pallas_call gives
+  the outputs a run of none leaves (an aliased output its input, poison in
+  check mode, else zeros) without launching (backend.launch.no_programs)."""
+  from pallas_prof.backend.launch import no_programs
+  avals = [S((3,), jnp.float32), S((2,), jnp.int32), S((2,), jnp.int32)]
+  x = jnp.arange(2, dtype=jnp.int32) + 5
+  poisoned = no_programs(avals, ((1, 2),), poison=True)(jnp.ones(4), x)
+  assert np.isnan(np.asarray(poisoned[0])).all() and (np.asarray(poisoned[1]) == -1).all()
+  np.testing.assert_array_equal(np.asarray(poisoned[2]), [5, 6])
+  plain = no_programs(avals, (), poison=False)(jnp.ones(4), x)
+  assert all((np.asarray(o) == 0).all() for o in plain)
+
+
 def test_two_dimensions_and_several_outputs(rng):
   x = random_array(rng, (10, 20), "float32")
 
