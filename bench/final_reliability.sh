@@ -34,13 +34,13 @@ log "compute-sanitizer, 4 tools x 5 programs, 6 at a time, in the background"
 sanitizer=$!
 
 log "pytest (GPU): bounds, access paths, poisoning, coverage, scan, rounding"
-timeout 65 python3 -m pytest -q -p no:cacheprovider -n 6 -rfE \
+timeout 75 python3 -m pytest -q -p no:cacheprovider -n 8 -rfE --durations=5 \
   tests/backend/test_bounds_gpu.py tests/backend/test_bounds.py tests/backend/test_bounds_paths.py \
   tests/backend/test_coverage.py tests/backend/test_scan_arrays.py \
   tests/backend/test_elementwise.py::test_convert_float64 \
   tests/fuzz/test_fuzz.py::test_where_xla_cpu_and_gpu_disagree_pallas_prof_follows_its_device \
   --junitxml="$W/pytest.xml" > "$W/pytest.txt" 2>&1
-echo "pytest exit $?"; grep -E "^(FAILED|ERROR)|passed|failed" "$W/pytest.txt" | tail -12
+echo "pytest exit $?"; grep -E "^(FAILED|ERROR)|passed|failed|s (call|setup) " "$W/pytest.txt" | cut -c1-160 | tail -16
 
 log "rounding probe (XLA CPU / XLA GPU / pallas-prof on ties)"
 timeout 20 python3 bench/probes/convert_rounding.py --out "$W/convert_rounding.json" \

@@ -79,7 +79,9 @@ run_one() {   # tool program seconds: one sanitized run; its result line goes to
 started=$(date +%s)
 end=$(( started + BUDGET ))
 pairs=()
-for tool in $TOOLS; do for name in $PROGRAMS; do pairs+=("$tool $name"); done; done
+# program by program (each under the four tools): a budget that runs out drops
+# the last programs' runs, not a whole tool
+for name in $PROGRAMS; do for tool in $TOOLS; do pairs+=("$tool $name"); done; done
 for pair in "${pairs[@]}"; do
   while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL" ]; do wait -n; done
   left=$(( end - $(date +%s) ))
