@@ -57,7 +57,7 @@ grep -v "^GPU\|^compute-sanitizer" "$W/sanitizer/summary.txt" 2>/dev/null | cut 
 
 left=$(( SLOT - $(elapsed) - 14 ))
 [ "$left" -lt 30 ] && left=30
-log "fuzzer on the GPU for ${left}s: 14 jobs, 2 of them in check mode"
+log "fuzzer on the GPU for ${left}s: ${FUZZ_JOBS:-14} jobs, 2 of them in check mode"
 timeout $(( left + 12 )) python3 bench/fuzz.py --device ${FUZZ_DEVICE:-gpu} --jobs ${FUZZ_JOBS:-14} --check-jobs 2 \
   --seconds "$left" --examples 100000 --seed ${FUZZ_SEED:-20261202} --out "$W/fuzz_gpu.json" \
   --corpus "$W/fuzz_gpu_repro" > "$W/fuzz_console.txt" 2>&1
