@@ -66,12 +66,12 @@ import json, sys
 s = json.load(open(sys.argv[1]))
 print(f"fuzz: {s['examples']} examples in {s['seconds']} s ({s['examples_in_check_mode']} in check "
       f"mode), outcomes {s['outcomes']}, differences {s['differences_found']}, "
-      f"crashes {len(s['crashes'])}, xla_platforms_differ {len(s['xla_platforms_differ'])}")
+      f"crashes {len(s['crashes'])}, XLA disagreeing with itself {len(s['xla_disagrees_with_itself'])}")
 for d in (s["differences"] or s["differences_unshrunk"])[:3]:
   print("DIFFERENCE:", d["message"][:300].replace("\n", " | "))
   print("  ", d["source"][:600].replace("\n", " | "))
-for d in s["xla_platforms_differ"][:2]:
-  print("xla platforms differ:", d["detail"][:200].replace("\n", " | "))
+for d in s["xla_disagrees_with_itself"][:2]:
+  print(d["status"], d["detail"][:200].replace("\n", " | "))
 for c in s["crashes"][:3]:
   print("CRASH:", c)
 EOF

@@ -129,3 +129,27 @@ def test_where_xla_cpu_and_gpu_disagree_pallas_prof_follows_its_device():
     assert check_module.check(program, gpu).status == "xla_platforms_differ"
   else:
     pytest.fail(f"pallas-prof gives {got}, XLA's CPU {xla['cpu']}, XLA's GPU {xla['gpu']}")
+
+
+def test_where_xla_folds_constants_its_own_way_pallas_prof_follows_its_kernels():
+  """A regression from bench/fuzz.py's CPU run of 2026-12-02: atan2 of an iota
+  with itself. Jitted, XLA folds the constant to NaN at (0, 0) (jax 0.10.2's
+  CPU backend); its kernel, op by op, gives 0, as IEEE's atan2(+0, +0) is, and
+  so does pallas-prof. Such a program is "xla_jit_and_eager_differ" (counted
+  apart), not a Difference; a result equal to neither would be one."""
+  import jax
+  import numpy as np
+  from tests.fuzz import check as check_module
+  from tests.fuzz.programs import InputSpec, Program
+  program = Program("values", "def fn(x0):\n  v1 = lax.broadcasted_iota(jnp.float32, (1, 2), 1)\n"
+                    "  v2 = jnp.arctan2(v1, v1)\n  return (v2,)\n",
+                    (InputSpec((1, 2), "int32", -100, 100),), 0, 2e-4)
+  inputs = check_module.make_inputs(program)
+  fn = check_module.build(program)["fn"]
+  jitted, eager = (np.asarray(f(*inputs)[0]) for f in (jax.jit(fn), fn))
+  [got] = check_module.run_pallas_prof(program, inputs)
+  np.testing.assert_array_equal(np.asarray(got), eager)      # [0, pi/4]
+  assert float(np.asarray(got)[0, 0]) == 0.0
+  outcome = check_module.check(program)
+  same = np.array_equal(jitted, eager, equal_nan=True)
+  assert outcome.status == ("ok" if same else "xla_jit_and_eager_differ"), (outcome, jitted)
