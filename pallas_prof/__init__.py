@@ -48,6 +48,9 @@ def __getattr__(name):
   if name == "Autotune":     # CompilerParams(autotune=pallas_prof.Autotune(configs=..., budget_s=...))
     from .tune.params import Autotune
     return Autotune
+  if name == "ProbeOptions":  # profile(probes=pallas_prof.ProbeOptions(max_programs=..., max_warps=...))
+    from .backend.probes import ProbeOptions
+    return ProbeOptions
   raise AttributeError(f"module 'pallas_prof' has no attribute {name!r}")
 
 
@@ -58,5 +61,6 @@ def kernels():
 
 
 __all__ = ["CompilerParams", "LoweringError", "BoundsError", "UncoveredOutputWarning", "install",
-           "installed", "uninstall", "tracing", "profile", "autotune", "Autotune", "kernels",
+           "installed", "uninstall", "tracing", "profile", "autotune", "Autotune", "ProbeOptions",
+           "kernels",
            "__version__"]

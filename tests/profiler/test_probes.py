@@ -374,7 +374,7 @@ def test_loops_and_conditionals_are_regions_of_a_two_dimensional_grid(installed)
                         out_specs=pl.BlockSpec((8, 24), lambda i, j: (i, j)),
                         out_shape=jax.ShapeDtypeStruct((24, 120), "float32"))
   rec = lowered_record(jax.jit(call), sds((24, 120), "float32"))
-  gk = rec.relower(probes=ProbeOptions(max_programs=4, max_warps=2))
+  gk = rec.relower(probes=pallas_prof.ProbeOptions(max_programs=4, max_warps=2))
   layout = gk.probe_layout
   # the load joins the loop, its first use; the scalar program_id and == the cond
   # tests join the cond's region
