@@ -13,7 +13,7 @@ O=${OUT:-/tmp/out}/probes; mkdir -p $O
 F="^(WARNING|I0000|W0000|E0000)"
 LARGE=${LARGE---large}     # LARGE= for the small shapes (a CPU dry run of the steps)
 log() { echo "== $(date +%H:%M:%S) $*"; }
-(cat COMMIT 2>/dev/null || git rev-parse HEAD 2>/dev/null) | tee $O/commit
+(cat COMMIT 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo "unknown (no .git, no COMMIT)") | tee $O/commit
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader
 for step in ${*:-ka softmax examples pytest}; do
   log "$step"

@@ -485,3 +485,11 @@ def test_an_elementwise_chain_over_many_values_per_thread_is_not_split(installed
   assert (rows * 1024 / 128 > MAX_LIVE_VALUES) == (rows == 16)
   assert [r.kind for r in layout.regions] == regions
   assert layout.regions[1].loads and layout.regions[1].label.startswith("[0] get @ ")
+
+
+def test_a_kernel_without_its_pallas_call_says_probes_need_it():
+  import types
+  from pallas_prof.profiler.driver import ProfilerError
+  target = types.SimpleNamespace(name="k", compiled=None, aliases=(), relower=None)
+  with pytest.raises(ProfilerError, match="probes need the pallas_call it came from"):
+    probing.variant(target)
