@@ -4,7 +4,7 @@
 # (wheels installed in /tmp/site, PYTHONPATH=$PWD:/tmp/site exported by the caller).
 # Steps, each time-boxed; everything lands in ONE file, $OUT/tune.tgz; the lines that
 # matter go to stdout:
-#   1. suite   bench/suite.py --quick, matmul and vector_add first (115 s)
+#   1. suite   bench/suite.py --quick (budget 85 s), matmul and vector_add first (115 s)
 #   2. order   bench/launch_order.py: matmul 8192^3 bf16 plain vs launch groups 4, 8 (13 s)
 #   3. tuning  bench/tune_cost.py --device gpu: tuning seconds per kernel, the cached
 #              path's ms in a new process, first calls with and without the cache (40 s)
@@ -19,8 +19,8 @@ COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 export PALLAS_PROF_CACHE_DIR=$WORK/cache
 echo "== tune final: commit $COMMIT, $(date -u +%H:%M:%S)"
 
-echo "== 1. suite (--quick, budget 92 s)"
-timeout 115 python3 bench/suite.py --quick --first matmul,vector_add --budget-s 92 \
+echo "== 1. suite (--quick, budget 85 s)"
+timeout 115 python3 bench/suite.py --quick --first matmul,vector_add --budget-s 85 \
   --commit "$COMMIT" --out-dir "$WORK/suite" > "$WORK/suite.log" 2>&1
 echo "rc=$?"
 grep -E "^(H[0-9]|NVIDIA|[0-9]+ cases|geomean|worst|tuned_slower|matmul_tflops|record:|  )" \
