@@ -319,3 +319,27 @@ def test_grouped_launch_candidates_are_left_out_where_the_grid_has_none(softmax_
   assert [c.config for c in t.candidates] == [(4, 3, 0), (8, 3, 0)]
   assert compiled == [(8, 3, 0)] and set(fake.block_of_launch) == {128, 256}
   assert params.config_label((8, 3, 4)) == "8w 3s g4" and params.config_label((8, 3, 0)) == "8w 3s"
+
+
+def test_the_cache_key_does_not_import_triton(tmp_path):
+  """A cached choice is looked up by an identity that names Triton's version: read from
+  the wheel's metadata, since importing triton into the user's process costs 0.2-0.5 s
+  (bench/tune_cost.py measures the whole cached path)."""
+  import subprocess
+  import sys
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  code = """
+import sys, types
+from pallas_prof.tune import params
+gk = types.SimpleNamespace(name="k", source="def k(): pass", num_warps=4, num_stages=3)
+identity = params._identity(gk, ("cuda", 90), params.Autotune(), "NVIDIA H200")
+assert params._load(params._cache_file(identity)) is None
+import importlib.metadata
+assert identity["triton"] == importlib.metadata.version("triton"), identity
+print("triton imported:", "triton" in sys.modules)
+"""
+  env = dict(os.environ, PYTHONPATH=root, PALLAS_PROF_CACHE_DIR=str(tmp_path), JAX_PLATFORMS="cpu")
+  done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                        timeout=120)
+  assert done.returncode == 0, done.stderr
+  assert "triton imported: False" in done.stdout
