@@ -31,7 +31,7 @@ import time
 from typing import Callable, Sequence
 
 from . import records
-from .blocks import cache_path, same_outputs
+from .blocks import MIN_GAIN, cache_path, keep_default_within, same_outputs
 
 ENV = "PALLAS_PROF_AUTOTUNE"
 TUNED_ENV = "PALLAS_PROF_TUNED"          # a tuning file (`pallas-prof tune` writes one) to apply
@@ -54,6 +54,7 @@ class Autotune:
   budget_s: float = 30.0
   min_launches: int = 20
   min_seconds: float = 0.05
+  min_gain: float = MIN_GAIN        # another config replaces the default only when this much faster
 
   def __post_init__(self):
     # kept as tuples of (name, value) pairs: CompilerParams must hash (JAX keys its caches on it)
@@ -298,7 +299,8 @@ def tune_kernel(gk, default_ck, relower: Callable[..., object], target, settings
       compiled[w] = ck
   candidates = measure(compiled, wanted, default, settings, aliases, zeroed, device, start, errors)
   timed = [c for c in candidates if c.median_s is not None]
-  best_c = min(timed, key=lambda c: c.median_s) if timed else None
+  best_c = keep_default_within(candidates[0], timed, lambda c: c.median_s,
+                               settings.min_gain) if timed else None
   best = best_c.config if best_c else default
   tuning = KernelTuning(gk.name, default, best, tuple(candidates), time.perf_counter() - start,
                         identity=identity, start_ns=start_ns, end_ns=time.time_ns(),

@@ -174,3 +174,23 @@ def test_each_config_is_a_span_under_the_tuning(rng):
   assert len(chosen) == 1 and chosen[0].attributes[cv.TUNE_CONFIG] == tuning.attributes[cv.TUNE_BEST]
   assert all(cv.TUNE_MEDIAN_US in s.attributes for s in children)
   assert not {k for s in spans for k in s.attributes if not cv.declared(k)}
+
+
+def test_a_config_within_the_noise_of_the_default_does_not_replace_it(rng, monkeypatch):
+  """Timing noise must not pick a config that is no faster: another config wins only
+  when more than min_gain (2 %) faster than the default."""
+  scripted = {64: 1.00, 128: 0.99, 256: 0.97}     # seconds per call, by block
+  monkeypatch.setattr(blocks, "time_call", lambda call, *a, **k: scripted[call.keywords["block"]])
+  x = jnp.asarray(rng.standard_normal(300), jnp.float32)
+
+  def make(configs, **kwargs):
+    @pallas_prof.autotune(configs=configs, key=["x"], cache=False, **kwargs)
+    def scale(x, block=64):
+      return _scale(x, block)
+    scale(x)
+    return scale.last_tuning
+
+  assert make([dict(block=64), dict(block=128)]).best == {"block": 64}       # 1 % faster: noise
+  assert make([dict(block=64), dict(block=128), dict(block=256)]).best == {"block": 256}  # 3 %
+  assert make([dict(block=64), dict(block=256)], min_gain=0.05).best == {"block": 64}
+  assert make([dict(block=64), dict(block=128)], min_gain=0.0).best == {"block": 128}

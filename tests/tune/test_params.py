@@ -343,3 +343,13 @@ print("triton imported:", "triton" in sys.modules)
                         timeout=120)
   assert done.returncode == 0, done.stderr
   assert "triton imported: False" in done.stdout
+
+
+def test_the_default_stays_unless_a_candidate_beats_it_by_min_gain(softmax_gk, monkeypatch):
+  params.clear_results()
+  _install(monkeypatch, softmax_gk)        # 8 warps: 0.2 ms against the default's 0.5 ms
+  settings = params.Autotune(configs=[{"num_warps": 8}], min_launches=5, min_seconds=0.0,
+                             min_gain=0.7)
+  ck, _ = _tune(softmax_gk, settings)
+  [t] = params.results()
+  assert t.best == t.default == (4, 3, 0) and ck.generated.num_warps == 4
