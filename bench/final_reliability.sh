@@ -66,7 +66,8 @@ import json, sys
 s = json.load(open(sys.argv[1]))
 print(f"fuzz: {s['examples']} examples in {s['seconds']} s ({s['examples_in_check_mode']} in check "
       f"mode), outcomes {s['outcomes']}, differences {s['differences_found']}, "
-      f"crashes {len(s['crashes'])}, XLA disagreeing with itself {len(s['xla_disagrees_with_itself'])}")
+      f"crashes {len(s['crashes'])} (and {len(s['reference_crashes'])} of the reference), "
+      f"XLA disagreeing with itself {len(s['xla_disagrees_with_itself'])}")
 for d in (s["differences"] or s["differences_unshrunk"])[:3]:
   print("DIFFERENCE:", d["message"][:300].replace("\n", " | "))
   print("  ", d["source"][:600].replace("\n", " | "))

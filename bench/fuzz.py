@@ -91,12 +91,17 @@ def worker(args) -> None:
     def one(program):
       if enough():
         raise _Enough()
-      with open(current, "w") as f:
-        json.dump({"source": program.source, "describe": program.describe(),
-                   "seed": program.seed, "kind": program.kind}, f)
+      about = {"source": program.source, "describe": program.describe(),
+               "seed": program.seed, "kind": program.kind}
+
+      def on_stage(stage):       # a child that dies leaves which of the two it was in
+        with open(current, "w") as f:
+          json.dump({**about, "stage": stage}, f)
+
+      on_stage(None)
       t0 = time.perf_counter()
       try:
-        outcome = check(program, device)
+        outcome = check(program, device, on_stage=on_stage)
       except Difference as e:
         first = not failure
         failure["program"], failure["message"] = program, str(e)
@@ -268,9 +273,11 @@ def _record_crash(args, log: str, returncode: int) -> dict:
   os.makedirs(args.corpus, exist_ok=True)
   path = os.path.join(args.corpus, f"crash_{program.get('seed', 'unknown')}.py")
   with open(path, "w") as f:
-    f.write(f"# the fuzz worker died (exit status {returncode}) running this program\n"
+    f.write(f"# the fuzz worker died (exit status {returncode}) running this program "
+            f"(in: {program.get('stage') or 'unknown'})\n"
             f"# {program.get('describe', '')}\n{program.get('source', '')}")
-  return {"returncode": returncode, "reproducer": path, "describe": program.get("describe")}
+  return {"returncode": returncode, "reproducer": path, "describe": program.get("describe"),
+          "stage": program.get("stage")}
 
 
 def _records(jobs):
@@ -291,7 +298,10 @@ def _summarize(args, started, jobs, final: bool) -> dict:
   outcomes, unsupported, features = collections.Counter(), collections.Counter(), collections.Counter()
   differences, tolerated, generator_errors, seconds = [], [], [], 0.0
   unshrunk, checked, platforms = [], 0, []
-  crashes = [c for job in jobs for c in job.crashes]
+  # a child killed while the reference (XLA, JAX's interpreter) ran is not
+  # pallas-prof's crash: jaxlib 0.10.2's constant folder dies of SIGFPE on x % 0
+  crashes = [c for job in jobs for c in job.crashes if c.get("stage") != "reference"]
+  reference_crashes = [c for job in jobs for c in job.crashes if c.get("stage") == "reference"]
   for rec in _records(jobs):
     status = rec["status"]
     if status == "difference_candidate":
@@ -321,6 +331,7 @@ def _summarize(args, started, jobs, final: bool) -> dict:
       "examples_in_check_mode": checked,
       "outcomes": dict(outcomes), "differences_found": max(len(unshrunk), len(differences)),
       "differences": differences, "differences_unshrunk": unshrunk, "crashes": crashes,
+      "reference_crashes": reference_crashes,
       "unsupported_reasons": dict(unsupported.most_common()),
       "tolerated_examples": tolerated[:20], "generator_errors": generator_errors[:20],
       # pallas-prof equal to XLA on the GPU, or to XLA op by op, where the jitted

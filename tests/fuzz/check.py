@@ -162,14 +162,20 @@ def _mismatches(program: Program, got, want) -> np.ndarray:
   return ~close
 
 
-def check(program: Program, device=None) -> Outcome:
-  """Raises Difference when pallas-prof and the reference disagree."""
+def check(program: Program, device=None, on_stage=None) -> Outcome:
+  """Raises Difference when pallas-prof and the reference disagree.
+  `on_stage("reference" | "pallas-prof")` is called as each starts (a runner
+  whose child dies then knows which of the two killed it)."""
   inputs = make_inputs(program)
+  if on_stage:
+    on_stage("reference")
   try:
     want = run_reference(program, inputs)
   except Exception as e:  # noqa: BLE001 - the generator made something JAX rejects
     raise AssertionError(f"the reference failed, the generator is wrong: "
                          f"{type(e).__name__}: {e}\n{program.source}") from e
+  if on_stage:
+    on_stage("pallas-prof")
   try:
     got = run_pallas_prof(program, inputs, device)
   except Exception as e:  # noqa: BLE001 - sorted into limitations and bugs below

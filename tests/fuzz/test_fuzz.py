@@ -153,3 +153,23 @@ def test_where_xla_folds_constants_its_own_way_pallas_prof_follows_its_kernels()
   outcome = check_module.check(program)
   same = np.array_equal(jitted, eager, equal_nan=True)
   assert outcome.status == ("ok" if same else "xla_jit_and_eager_differ"), (outcome, jitted)
+
+
+def test_no_division_by_a_value_xla_folds_while_compiling():
+  """A regression: `lax.rem(v3, v3)` of an iota killed a fuzz worker with
+  SIGFPE inside XLA's compiler (its constant folder divides by the iota's 0;
+  jaxlib 0.10.2, CPU run of 2026-12-02). A divisor computed from constants
+  alone is kept nonzero; one computed from the inputs may still be zero
+  (XLA defines x / 0 and x % 0, and pallas-prof follows)."""
+  from tests.fuzz.programs import Builder, Var, _binary
+  for template in ("lax.rem({a}, {b})", "lax.div({a}, {b})"):
+    draws = {"operand": 0, "binary": template}
+    b = Builder(lambda strategy, label=None: draws[label], [Var("x0", (9, 1, 3), "uint32", 100)])
+    iota = b.add("lax.broadcasted_iota(jnp.int8, (9, 1, 3), 1)", 9, "iota")
+    assert iota.constant and not b.vars[0].constant
+    _binary(b)
+    assert b.lines[-1] == f"v2 = {template.format(a='v1', b='(v1 & 7) + 1')}", b.lines
+    from_input = Builder(lambda strategy, label=None: draws[label],
+                         [Var("x0", (9, 1, 3), "uint32", 100)])
+    _binary(from_input)
+    assert from_input.lines[-1] == f"v1 = {template.format(a='x0', b='x0')}", from_input.lines
