@@ -72,12 +72,16 @@ def run_interpreted(gk: GeneratedKernel, inputs, out_shapes, input_output_aliase
 
 def poison_value(dtype):
   """What check mode fills unwritten outputs with: NaN, or all bits set."""
+  import ml_dtypes   # its iinfo knows int4/uint4, whose numpy kind is 'V' (void)
   dtype = np.dtype(dtype)
-  if dtype.kind == "f" or dtype.name == "bfloat16":
-    return np.nan
   if dtype == np.bool_:
     return True
-  return np.array(-1).astype(dtype) if dtype.kind == "i" else np.iinfo(dtype).max
+  if np.issubdtype(dtype, np.floating) or dtype.kind == "V" and dtype.name.startswith(
+      ("bfloat16", "float")):
+    return np.nan
+  if np.issubdtype(dtype, np.signedinteger) or dtype.name == "int4":
+    return np.array(-1).astype(dtype)
+  return ml_dtypes.iinfo(dtype).max
 
 
 def _is_atomic_output(gk: GeneratedKernel, index: int) -> bool:

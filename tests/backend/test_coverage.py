@@ -155,3 +155,20 @@ def test_report_json_records_the_warning(rng, tmp_path):
                                "block the grid writes, within [96:100]"], entry["warnings"]
   back = KernelEntry.from_dict(json.loads(json.dumps(entry)))
   assert back.warnings == tuple(entry["warnings"])
+
+
+@pytest.mark.parametrize("dtype,want", [
+    ("float32", "nan"), ("bfloat16", "nan"), ("float8_e4m3fn", "nan"), ("float16", "nan"),
+    ("int8", -1), ("int32", -1), ("int4", -1), ("uint8", 255), ("uint4", 15), ("bool", True)])
+def test_poison_value_for_every_dtype(dtype, want):
+  # what check mode fills a GPU output with before the kernel runs; int4/uint4 and the
+  # ml_dtypes floats are numpy kind 'V', on which np.iinfo raised (the H200 run of
+  # test_int4_windows_are_checked_in_elements failed so at 3c29677)
+  import ml_dtypes
+  from pallas_prof.backend.launch import poison_value
+  dt = np.dtype(getattr(ml_dtypes, dtype, None) or dtype)
+  v = poison_value(dt)
+  if want == "nan":
+    assert np.isnan(np.float32(np.array(v, dt)))
+  else:
+    assert np.array(v).astype(dt).astype(np.int64) == int(want)
