@@ -44,6 +44,7 @@ class Difference(AssertionError):
 @dataclasses.dataclass
 class Outcome:
   # "ok" | "unsupported" | "tolerated" | "xla_platforms_differ" | "xla_jit_and_eager_differ"
+  # | "xla_low_precision_accumulates"
   status: str
   detail: str = ""
 
@@ -200,7 +201,9 @@ def _xla_agreeing_elsewhere(program: Program, inputs, got, device) -> str | None
   CPU (jit folds constants its own way: atan2(0, 0) of an iota folds to NaN,
   its kernel gives 0, as IEEE says), "xla_platforms_differ" when it equals
   XLA on the GPU it ran on (int -> bfloat16: XLA's CPU rounds through float32,
-  its GPU once); else None."""
+  its GPU once), "xla_low_precision_accumulates" when it equals the program run
+  on float32 copies of its 16-bit float inputs and rounded back (pallas-prof
+  accumulates 16-bit floats in float32 where XLA may not); else None."""
   if program.kind != "values":
     return None
   scope = build(program)
@@ -209,6 +212,18 @@ def _xla_agreeing_elsewhere(program: Program, inputs, got, device) -> str | None
     eager = scope["fn"](*[jax.device_put(a, cpu) for a in inputs])
   if compare(program, got, [np.asarray(r) for r in jax.tree.leaves(eager)])[0] is None:
     return "xla_jit_and_eager_differ"
+  low = [a.dtype in (jnp.bfloat16, jnp.float16) for a in inputs]
+  if any(low):
+    # The same program on float32 inputs, rounded back: XLA's CPU rounds a bfloat16
+    # cumsum to bfloat16 at every step of its scan, pallas-prof accumulates in float32
+    # (sin(cumsum(x)) over 19 rows: XLA -3.25 -> 0.108, exact -3.328 -> 0.185, 2026-12-02)
+    wide = [a.astype(np.float32) if lo else a for a, lo in zip(inputs, low)]
+    with jax.default_device(cpu):
+      result = jax.jit(scope["fn"])(*[jax.device_put(a, cpu) for a in wide])
+    rounded = [np.asarray(r).astype(g.dtype) if np.asarray(r).dtype != np.asarray(g).dtype
+               else np.asarray(r) for r, g in zip(jax.tree.leaves(result), got)]
+    if compare(program, got, rounded)[0] is None:
+      return "xla_low_precision_accumulates"
   if device is None or device.platform == "cpu":
     return None
   with jax.default_device(device):

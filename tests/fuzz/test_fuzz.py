@@ -173,3 +173,29 @@ def test_no_division_by_a_value_xla_folds_while_compiling():
                          [Var("x0", (9, 1, 3), "uint32", 100)])
     _binary(from_input)
     assert from_input.lines[-1] == f"v1 = {template.format(a='x0', b='x0')}", from_input.lines
+
+
+def test_where_xla_rounds_a_bfloat16_scan_at_every_step_pallas_prof_is_the_exact_one():
+  """A regression from bench/fuzz.py's CPU run of 2026-12-02 (seed 20261204): sin of a
+  bfloat16 cumsum over 19 rows. XLA's CPU scan rounds to bfloat16 at every step (last
+  row -3.25), pallas-prof accumulates in float32 and rounds once (-3.328, as the exact
+  sum), and sin turns the gap into 0.108 against 0.185. Equal to the program run on
+  float32 inputs and rounded back, it is "xla_low_precision_accumulates" (counted
+  apart); a result equal to neither would be a Difference."""
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+  from tests.fuzz import check as check_module
+  from tests.fuzz.programs import InputSpec, Program
+  program = Program("values", "def fn(x0):\n  v1 = jnp.cumsum(x0, axis=0)\n  v4 = jnp.sin(v1)\n"
+                    "  return (v4,)\n", (InputSpec((19, 2), "bfloat16", -4, 4),), 0, 0.06,
+                    76.0, ("cumsum", "unary"))
+  [x] = check_module.make_inputs(program)
+  [got] = check_module.run_pallas_prof(program, [x])
+  exact = np.sin(np.cumsum(np.asarray(x, np.float32), axis=0).astype(jnp.bfloat16)
+                 .astype(np.float32))
+  np.testing.assert_allclose(np.asarray(got, np.float32), exact, atol=1e-2)
+  status = check_module.check(program).status
+  xla = np.asarray(jax.jit(lambda v: jnp.sin(jnp.cumsum(v, axis=0)))(x), np.float32)
+  agree = np.allclose(xla, np.asarray(got, np.float32), atol=0.06, rtol=0.06)
+  assert status == ("ok" if agree else "xla_low_precision_accumulates"), status
