@@ -44,7 +44,7 @@ class Difference(AssertionError):
 @dataclasses.dataclass
 class Outcome:
   # "ok" | "unsupported" | "tolerated" | "xla_platforms_differ" | "xla_jit_and_eager_differ"
-  # | "xla_low_precision_accumulates"
+  # | "xla_low_precision_accumulates" | "xla_less_precise_than_float64"
   status: str
   detail: str = ""
 
@@ -203,7 +203,9 @@ def _xla_agreeing_elsewhere(program: Program, inputs, got, device) -> str | None
   XLA on the GPU it ran on (int -> bfloat16: XLA's CPU rounds through float32,
   its GPU once), "xla_low_precision_accumulates" when it equals the program run
   on float32 copies of its 16-bit float inputs and rounded back (pallas-prof
-  accumulates 16-bit floats in float32 where XLA may not); else None."""
+  accumulates 16-bit floats in float32 where XLA may not),
+  "xla_less_precise_than_float64" when it equals the program run in float64 on
+  its float32 inputs and rounded back; else None."""
   if program.kind != "values":
     return None
   scope = build(program)
@@ -224,6 +226,18 @@ def _xla_agreeing_elsewhere(program: Program, inputs, got, device) -> str | None
                else np.asarray(r) for r, g in zip(jax.tree.leaves(result), got)]
     if compare(program, got, rounded)[0] is None:
       return "xla_low_precision_accumulates"
+  if any(a.dtype == np.float32 for a in inputs):
+    # The same program in float64, rounded back: where XLA's float32 is an ulp off and a
+    # discontinuity turns the ulp into a jump (XLA's tanh(9) is 1.0, the float32 nearest
+    # 1 - 3.05e-8 is 1 - 5.96e-8; through tanh(x*x)*0.5 + x*0.25 + 0.25 at x = -3 and
+    # atan2(v, v), XLA gives -pi at its exact 0 where pallas-prof gives pi/4, 2026-12-02)
+    wide = [a.astype(np.float64) if a.dtype == np.float32 else a for a in inputs]
+    with jax.enable_x64(True), jax.default_device(cpu):
+      result = jax.jit(scope["fn"])(*[jax.device_put(a, cpu) for a in wide])
+      rounded = [np.asarray(r).astype(np.asarray(g).dtype)
+                 for r, g in zip(jax.tree.leaves(result), got)]
+    if compare(program, got, rounded)[0] is None:
+      return "xla_less_precise_than_float64"
   if device is None or device.platform == "cpu":
     return None
   with jax.default_device(device):

@@ -199,3 +199,30 @@ def test_where_xla_rounds_a_bfloat16_scan_at_every_step_pallas_prof_is_the_exact
   xla = np.asarray(jax.jit(lambda v: jnp.sin(jnp.cumsum(v, axis=0)))(x), np.float32)
   agree = np.allclose(xla, np.asarray(got, np.float32), atol=0.06, rtol=0.06)
   assert status == ("ok" if agree else "xla_low_precision_accumulates"), status
+
+
+def test_where_xla_float32_is_an_ulp_off_at_a_discontinuity_pallas_prof_follows_float64():
+  """A regression from bench/fuzz.py's CPU run of 2026-12-02 (seed 20261203): at x = -3,
+  tanh(x*x)*0.5 + x*0.25 + 0.25 is -1.5e-8 in float64; XLA's float32 tanh(9) is 1.0 (the
+  nearest float32 is 1 - 5.96e-8), which makes the sum exactly 0, and atan2(-v, -v) turns
+  that into -pi where pallas-prof, whose tanh is the nearest float32, gives pi/4. Equal to
+  the program run in float64 and rounded back, it is "xla_less_precise_than_float64"
+  (counted apart); a result equal to neither would be a Difference."""
+  import jax
+  import numpy as np
+  from tests.fuzz import check as check_module
+  from tests.fuzz.programs import InputSpec, Program
+  source = ("def fn(x0):\n  v3 = x0 * x0\n  v4 = jnp.tanh(v3) * 0.5 + x0 * 0.25 + 2 * 0.125\n"
+            "  v5 = -v4\n  v6 = jnp.arctan2(v5, v5)\n  return (v6,)\n")
+  program = Program("values", source, (InputSpec((1,), "float32", -3, -3),), 0, 2e-4, 32.0,
+                    ("binary", "unary"))
+  [x] = check_module.make_inputs(program)
+  assert float(x[0]) == -3.0
+  [got] = check_module.run_pallas_prof(program, [x])
+  xla = np.asarray(jax.jit(check_module.build(program)["fn"])(x)[0])
+  status = check_module.check(program).status
+  if np.allclose(np.asarray(got), xla):
+    assert status == "ok", status
+  else:
+    assert float(np.asarray(got)[0]) == np.float32(np.pi / 4)   # float64's answer
+    assert status == "xla_less_precise_than_float64", (status, got, xla)
