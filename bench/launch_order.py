@@ -14,9 +14,7 @@ import argparse
 import functools
 import json
 import os
-import statistics
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -43,16 +41,10 @@ def matmul(a, b, *, bm, bn, bk, num_warps, num_stages, group):
 
 def per_call(fn, args, batches=20, calls=10) -> float:
   import jax
+  from bench.dispatch_gap import wall_per_call   # the timing loop the other benches use
   for _ in range(3):
     jax.block_until_ready(fn(*args))
-  times = []
-  for _ in range(batches):
-    t0 = time.perf_counter()
-    for _ in range(calls):
-      out = fn(*args)
-    jax.block_until_ready(out)
-    times.append((time.perf_counter() - t0) / calls)
-  return statistics.median(times)
+  return wall_per_call(fn, args, calls, repeats=batches)
 
 
 def main(argv=None) -> int:

@@ -30,13 +30,9 @@ HERE = __file__.rsplit("/", 1)[-1]
 I32 = jnp.int32
 
 
-@pytest.fixture(autouse=True)
-def check_mode():
-  bounds.set_check_bounds(True)
-  try:
-    yield
-  finally:
-    bounds.set_check_bounds(None)
+from tests.backend.test_bounds import check_mode  # noqa: E402,F401 - the fixture, for every test
+
+pytestmark = pytest.mark.usefixtures("check_mode")
 
 
 def _line(fn, marker="# CHECKED") -> int:
