@@ -6,6 +6,8 @@ private modules goes through here, so a version bump touches one file.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import os
 
@@ -24,33 +26,49 @@ from jax._src.state import types as state_types
 JAX_VERSION = tuple(int(p) for p in jax.__version__.split(".")[:3] if p.isdigit())
 
 
-def xla_rounds_f64_to_16bit_twice(dtype) -> bool:
-  """Whether this JAX's XLA (its CPU backend: the references) converts
-  float64 to a 16-bit float through float32, rounding twice; pallas-prof
-  then does too.
+# the platform a pallas_call is being lowered for ("cpu": Triton's interpreter, "cuda")
+_lowering_platform = contextvars.ContextVar("pallas_prof_lowering_platform", default="cpu")
 
-  It changed between versions: jaxlib 0.10.2 rounds twice for both types
-  (1 + 2**-11 + 2**-40 becomes 1.0 in float16, 1 + 2**-8 + 2**-40 1.0 in
-  bfloat16; rounded once they are 1.001 and 1.008); jaxlib 0.11.2 rounds
-  float64 -> float16 once (test_convert_float64 on the GPU machine,
-  2026-12-01). So it is asked of XLA, once per process and type, on such a
-  tie; if that fails, by version. Triton rounds once when asked directly
-  (cvt.rn.f16.f64 / cvt.rn.bf16.f64 on sm_90, numpy's conversions in its
-  interpreter) and twice when given the float32 step."""
-  return _xla_rounds_twice(np.dtype(dtype).name)
+
+@contextlib.contextmanager
+def lowering_for(platform: str):
+  """Lowering inside this block is for `platform`: conversions whose rounding XLA's
+  backends do not agree on follow that platform's XLA."""
+  token = _lowering_platform.set(platform)
+  try:
+    yield
+  finally:
+    _lowering_platform.reset(token)
+
+
+def xla_rounds_f64_to_16bit_twice(dtype) -> bool:
+  """Whether XLA, on the platform being lowered for (lowering_for), converts
+  float64 to a 16-bit float through float32, rounding twice; pallas-prof
+  then does too, so a kernel agrees with the XLA beside it.
+
+  It differs by version and by backend: jaxlib 0.10.2's CPU rounds twice for
+  both types (1 + 2**-11 + 2**-40 becomes 1.0 in float16, 1 + 2**-8 + 2**-40 1.0
+  in bfloat16; rounded once they are 1.001 and 1.008); jaxlib 0.11.2's CPU rounds
+  float64 -> float16 once and float64 -> bfloat16 twice, its GPU both once (H200,
+  2026-12-02, bench/results/convert_rounding_h200_3c29677.txt). So it is asked of
+  that XLA, once per process, platform and type, on such a tie; if that fails,
+  by version. Triton rounds once when asked directly (cvt.rn.f16.f64 /
+  cvt.rn.bf16.f64 on sm_90, numpy's conversions in its interpreter) and twice
+  when given the float32 step."""
+  return _xla_rounds_twice(np.dtype(dtype).name, _lowering_platform.get())
 
 
 @functools.cache
-def _xla_rounds_twice(name: str) -> bool:
+def _xla_rounds_twice(name: str, platform: str) -> bool:
   tie = {"float16": 1 + 2 ** -11 + 2 ** -40, "bfloat16": 1 + 2 ** -8 + 2 ** -40}[name]
   try:
-    cpu = jax.devices("cpu")[0]
+    device = jax.devices("cpu" if platform == "cpu" else "gpu")[0]
     with jax.enable_x64(True):
-      x = jax.device_put(np.array([tie], np.float64), cpu)     # an argument: not folded
+      x = jax.device_put(np.array([tie], np.float64), device)     # an argument: not folded
       y = jax.jit(lambda v: v.astype(name))(x)
       return float(np.asarray(y).astype(np.float64)[0]) == 1.0
-  except Exception:  # noqa: BLE001 - no CPU backend, say: what the versions measured did
-    return JAX_VERSION < (0, 11)
+  except Exception:  # noqa: BLE001 - no such backend: what the versions measured did
+    return platform == "cpu" and (JAX_VERSION < (0, 11) or name == "bfloat16")
 
 pallas_call_p = _pallas_call_mod.pallas_call_p
 

@@ -193,11 +193,12 @@ def _lower(ctx, in_nodes, params, platform: str):
   aliases = tuple(tuple(a) for a in params.get("input_output_aliases", ()))
   check = bounds.check_bounds_enabled()
   group = int(getattr(cp, "launch_group", None) or 0) if isinstance(cp, CompilerParams) else 0
-  gk = lower_kernel(jaxpr, grid_mapping, num_warps=num_warps, num_stages=num_stages,
-                    compute_capability=cc, name=params.get("name"),
-                    enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
-                    debug=bool(params.get("debug")), call_site=call_site,
-                    input_output_aliases=aliases, check_bounds=check, launch_group=group)
+  with compat.lowering_for(platform):
+    gk = lower_kernel(jaxpr, grid_mapping, num_warps=num_warps, num_stages=num_stages,
+                      compute_capability=cc, name=params.get("name"),
+                      enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
+                      debug=bool(params.get("debug")), call_site=call_site,
+                      input_output_aliases=aliases, check_bounds=check, launch_group=group)
   uncovered = coverage.uncovered_outputs(grid_mapping, gk.grid, [p.label for p in gk.params
                                                                  if p.role in ("input", "output")],
                                          aliases)
@@ -205,6 +206,7 @@ def _lower(ctx, in_nodes, params, platform: str):
     coverage.warn_uncovered(uncovered, gk.name,
                             pallas_call_info(call_site, jaxpr, gk.name, grid_mapping))
 
+  @compat.lowering_for(platform)
   def relower(num_warps=num_warps, num_stages=num_stages, probes=None):
     return lower_kernel(jaxpr, grid_mapping, num_warps=num_warps, num_stages=num_stages,
                         compute_capability=cc, name=params.get("name"),
@@ -230,11 +232,12 @@ def _lower(ctx, in_nodes, params, platform: str):
   ck = compile_kernel(gk, ("cuda", cc), need_cubin=False)   # jaxlib assembles the PTX
   zeroed = set(getattr(cp, "zero_outputs", ()) or ()) | set(gk_zeroed_outputs(gk, aliases))
   if not check:    # tuning the bounds-checked debug build would time the checks
-    ck = _autotuned(ck, gk, cp, cc, aliases, zeroed, lambda w, s, g=0: lower_kernel(
-        jaxpr, grid_mapping, num_warps=w, num_stages=s, compute_capability=cc,
-        name=params.get("name"), enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
-        debug=bool(params.get("debug")), call_site=call_site, input_output_aliases=aliases,
-        launch_group=g))
+    with compat.lowering_for(platform):     # its candidates are lowered again in there
+      ck = _autotuned(ck, gk, cp, cc, aliases, zeroed, lambda w, s, g=0: lower_kernel(
+          jaxpr, grid_mapping, num_warps=w, num_stages=s, compute_capability=cc,
+          name=params.get("name"), enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
+          debug=bool(params.get("debug")), call_site=call_site, input_output_aliases=aliases,
+          launch_group=g))
   rec.compiled = ck
   metadata = params.get("metadata")
   meta_text = ""

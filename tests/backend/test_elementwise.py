@@ -687,10 +687,15 @@ def test_convert_float64(rng):
                       [v for v in FLOAT_CONVERT_SPECIALS] + ties + [1e300])
     fns = {f"float64 -> {dst}": (lambda v, dst=dst: v.astype(dst)) for dst in CONVERT_DTYPES}
     # XLA rounds float64 -> 16-bit floats twice (through float32) in some JAX
-    # versions and once in others (compat.xla_rounds_f64_to_16bit_twice);
-    # the reference is XLA's CPU backend of the JAX installed (the GPU's got
-    # other conversions wrong, see xla_on_cpu)
-    refs = lambda v: dict(zip(fns, xla_on_cpu(lambda w: [f(w) for f in fns.values()], v)))
+    # versions and backends and once in others (compat.xla_rounds_f64_to_16bit_twice):
+    # those two are checked against XLA on the device the kernel ran on, the rest
+    # against XLA's CPU backend (the GPU's got other conversions wrong, see xla_on_cpu)
+    low = [k for k in fns if k.endswith(("float16", "bfloat16"))]
+
+    def refs(v):
+      out = dict(zip(fns, xla_on_cpu(lambda w: [f(w) for f in fns.values()], v)))
+      out.update(zip(low, jax.jit(lambda w: [fns[k](w) for k in low])(v)))
+      return out
     assert_all_same(run_many(fns, x, compile_check=True, references=refs))
     ints = with_specials(full_range_ints(rng, SHAPE, jnp.int64), INT_CONVERT_SPECIALS)
     assert_all_same(run_many({"int64 -> float64": lambda v: v.astype(jnp.float64),
@@ -1056,3 +1061,33 @@ def test_every_elementwise_primitive_has_a_test():
   for name, test in COVERED_BY.items():
     if name in registered:
       assert callable(globals().get(test)), (name, test)
+
+
+def test_float64_to_16bit_rounding_follows_the_xla_of_the_platform_lowered_for(monkeypatch):
+  """XLA's backends disagree on float64 -> bfloat16 (jaxlib 0.11.2: its CPU through
+  float32, its GPU once): the conversion a kernel gets is decided by XLA on the
+  platform it is lowered for, asked on a tie, and falls back by version where that
+  platform has no XLA backend (here: no GPU)."""
+  from pallas_prof.backend import compat
+  compat._xla_rounds_twice.cache_clear()
+  cpu_twice = {}
+  with jax.enable_x64(True):
+    tie = {"float16": 1 + 2 ** -11 + 2 ** -40, "bfloat16": 1 + 2 ** -8 + 2 ** -40}
+    for name, v in tie.items():
+      got = xla_on_cpu(lambda w: w.astype(name), np.array([v]))
+      cpu_twice[name] = float(np.asarray(got).astype(np.float64)[0]) == 1.0
+  for name in ("float16", "bfloat16"):
+    with compat.lowering_for("cpu"):
+      assert compat.xla_rounds_f64_to_16bit_twice(name) == cpu_twice[name], name
+  has_gpu = any(d.platform == "gpu" for d in jax.devices())
+  with compat.lowering_for("cuda"):
+    if not has_gpu:      # the fallback: a GPU's XLA rounds once
+      assert not compat.xla_rounds_f64_to_16bit_twice("bfloat16")
+      assert not compat.xla_rounds_f64_to_16bit_twice("float16")
+  # and the generated source says so: the float32 step only where that XLA takes it
+  from pallas_prof.backend import emit
+  for platform in ("cpu", "cuda"):
+    with compat.lowering_for(platform):
+      twice = compat.xla_rounds_f64_to_16bit_twice("bfloat16")
+      assert emit._through_float32(np.float64, jnp.bfloat16) == twice
+  compat._xla_rounds_twice.cache_clear()
