@@ -29,6 +29,30 @@ from .equation_text import Described, Description
 
 
 @dataclasses.dataclass(frozen=True)
+class CheckSite:
+  """One checked access: where its record starts in the flag buffer, and what
+  to say about it."""
+  base: int
+  eqn_index: int
+  access: str                          # "read" | "write" | "atomic"
+  ref: str                             # the user's name for the ref (x_ref)
+  block_shape: tuple[int, ...]         # the ref as the kernel sees it (block, or whole array)
+  array_shape: tuple[int, ...]
+  dtype: str
+  # the dimensions checked at run time (the flag holds their index ranges);
+  # the others are statically inside the ref: static_ranges says where
+  checked_axes: tuple[int, ...] = ()
+  static_ranges: tuple[str | None, ...] = ()
+
+  @property
+  def slots(self) -> int:
+    return 1 + 2 * len(self.checked_axes)
+
+  def to_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
 class KernelParam:
   """One pointer parameter of the generated kernel: a pallas_call operand."""
   name: str                     # the parameter's name in the generated source
@@ -151,7 +175,7 @@ class GeneratedKernel:
   enable_fp_fusion: bool = False     # Triton may contract a*b+c into one FMA
   # of lowering_seconds, Python's garbage collections meanwhile (CollectionClock)
   gc_seconds: float = 0.0
-  # bounds-checked mode: each checked access (bounds.CheckSite); the kernel
+  # bounds-checked mode: each checked access (CheckSite); the kernel
   # then has one more parameter, the flag buffer (role "check")
   bounds_sites: tuple = ()
   check_bounds: bool = False
@@ -182,8 +206,8 @@ class GeneratedKernel:
                                "check_bounds", "launch_group")
 
   def save(self, directory: str, **extra) -> None:
-    """Writes source.py and kernel.json (with `extra`, e.g. the run's label and aliases).
-    The bounds-checked mode's sites are not kept: a loaded kernel only reports them."""
+    """Writes source.py and kernel.json (with `extra`, e.g. the run's label and aliases),
+    the bounds-checked mode's sites with it (an ejected kernel names what it checks)."""
     os.makedirs(directory, exist_ok=True)
     with open(os.path.join(directory, "source.py"), "w") as f:
       f.write(self.source)
@@ -191,7 +215,8 @@ class GeneratedKernel:
             "source_path": self.path, "line_map": self.line_map,
             "eqns": [e.to_dict() for e in self.eqns],
             "params": [dataclasses.asdict(p) for p in self.params], "grid": list(self.grid),
-            "launch_grid": list(self.launch_grid), "atomic_params": list(self.atomic_params)}
+            "launch_grid": list(self.launch_grid), "atomic_params": list(self.atomic_params),
+            "bounds_sites": [dataclasses.asdict(site) for site in self.bounds_sites]}
     with open(os.path.join(directory, "kernel.json"), "w") as f:
       json.dump(meta, f, indent=1, default=str)
 
@@ -212,6 +237,7 @@ class GeneratedKernel:
                             for p in meta["params"]),
                grid=tuple(meta["grid"]), launch_grid=tuple(meta["launch_grid"]),
                atomic_params=tuple(meta.get("atomic_params", ())),
+               bounds_sites=_load_sites(meta.get("bounds_sites", ())),
                **{k: meta[k] for k in cls._SCALARS if k in meta})
 
 
@@ -476,3 +502,12 @@ def ptx_param_count(ptx: str, name: str) -> int | None:
   if m is None:
     return None
   return len(re.findall(r"\.param\b", m.group(1)))
+
+
+def _load_sites(dicts) -> tuple:
+  """kernel.json's bounds-checked sites back as CheckSites."""
+  return tuple(CheckSite(**{**d, "block_shape": tuple(d["block_shape"]),
+                            "array_shape": tuple(d["array_shape"]),
+                            "checked_axes": tuple(d.get("checked_axes", ())),
+                            "static_ranges": tuple(d.get("static_ranges", ()))})
+               for d in dicts)

@@ -27,10 +27,11 @@ whose exception reaches the Python caller while the context stays usable.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 
 import numpy as np
+
+from .artifacts import CheckSite   # the sites are part of the kernel's record
 
 OFFSET = 1 << 30           # indices are recorded as OFFSET -/+ index, clamped to (-OFFSET, OFFSET)
 FLAG_PARAM = "pp_bounds"   # the flag buffer's parameter in the generated kernel
@@ -58,30 +59,6 @@ def check_bounds_enabled() -> bool:
 
 class BoundsError(IndexError):
   """A kernel read or wrote outside a ref (found by the bounds-checked mode)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class CheckSite:
-  """One checked access: where its record starts in the flag buffer, and what
-  to say about it."""
-  base: int
-  eqn_index: int
-  access: str                          # "read" | "write" | "atomic"
-  ref: str                             # the user's name for the ref (x_ref)
-  block_shape: tuple[int, ...]         # the ref as the kernel sees it (block, or whole array)
-  array_shape: tuple[int, ...]
-  dtype: str
-  # the dimensions checked at run time (the flag holds their index ranges);
-  # the others are statically inside the ref: static_ranges says where
-  checked_axes: tuple[int, ...] = ()
-  static_ranges: tuple[str | None, ...] = ()
-
-  @property
-  def slots(self) -> int:
-    return 1 + 2 * len(self.checked_axes)
-
-  def to_dict(self) -> dict:
-    return dataclasses.asdict(self)
 
 
 class SiteTable:
@@ -148,33 +125,43 @@ def violations(flag: np.ndarray, sites, kernel_name: str, eqns=()) -> list[str]:
     count = int(flag[site.base])
     if count <= 0:
       continue
-    ranges = list(site.static_ranges) or [None] * len(site.block_shape)
-    for d, axis in enumerate(site.checked_axes):
-      lo = OFFSET - int(flag[site.base + 1 + 2 * d])
-      hi = int(flag[site.base + 2 + 2 * d]) - OFFSET
-      # indices were clamped into (-OFFSET, OFFSET) to fit the flag
-      lo_text = f"<={lo}" if lo <= 1 - OFFSET else str(lo)
-      hi_text = f">{hi}" if hi >= OFFSET - 1 else str(hi + 1)
-      ranges[axis] = lo_text if lo == hi else f"{lo_text}:{hi_text}"
-    eqn = eqns[site.eqn_index] if 0 <= site.eqn_index < len(eqns) else None
-    where = ""
-    if eqn is not None and getattr(eqn, "file", None):
-      fn = f" (in {eqn.function})" if getattr(eqn, "function", None) else ""
-      where = f" at {eqn.file}:{eqn.line}{fn}"
-    primitive = getattr(eqn, "primitive", "access")
-    block = tuple(site.block_shape)
-    array = ",".join(map(str, site.array_shape))
-    seen = (f"shape {block}, {site.dtype}" if block == tuple(site.array_shape) else
-            f"a block of shape {block} of {site.dtype}[{array}]")
-    verb = {"read": "reads", "write": "writes", "atomic": "updates"}[site.access]
-    text = (f"out of bounds: `{primitive}` in kernel `{kernel_name}`{where} {verb} "
-            f"{site.ref} ({seen}) at index [{', '.join(ranges)}]: {count} lane(s) outside "
-            f"the ref, dropped")
-    eqn_text = _equation_text(eqn)
-    if eqn_text:
-      text += f"\n  equation: {eqn_text}"
-    found.append(text)
+    head, tail = describe_site(site, kernel_name, eqns)
+    found.append(f"{head} at index [{', '.join(index_ranges(flag, site))}]: {count} lane(s) "
+                 f"outside the ref, dropped{tail}")
   return found
+
+
+def index_ranges(flag, site) -> list[str]:
+  """The index range the site's lanes touched, per axis of its ref, from the flag."""
+  ranges = list(site.static_ranges) or [None] * len(site.block_shape)
+  for d, axis in enumerate(site.checked_axes):
+    lo = OFFSET - int(flag[site.base + 1 + 2 * d])
+    hi = int(flag[site.base + 2 + 2 * d]) - OFFSET
+    # indices were clamped into (-OFFSET, OFFSET) to fit the flag
+    lo_text = f"<={lo}" if lo <= 1 - OFFSET else str(lo)
+    hi_text = f">{hi}" if hi >= OFFSET - 1 else str(hi + 1)
+    ranges[axis] = lo_text if lo == hi else f"{lo_text}:{hi_text}"
+  return [str(r) for r in ranges]
+
+
+def describe_site(site, kernel_name: str, eqns=()) -> tuple[str, str]:
+  """What a violation message says about its site: the text before the index
+  range (the access, the kernel, the user's line, the ref) and after it (the
+  equation)."""
+  eqn = eqns[site.eqn_index] if 0 <= site.eqn_index < len(eqns) else None
+  where = ""
+  if eqn is not None and getattr(eqn, "file", None):
+    fn = f" (in {eqn.function})" if getattr(eqn, "function", None) else ""
+    where = f" at {eqn.file}:{eqn.line}{fn}"
+  primitive = getattr(eqn, "primitive", "access")
+  block = tuple(site.block_shape)
+  array = ",".join(map(str, site.array_shape))
+  seen = (f"shape {block}, {site.dtype}" if block == tuple(site.array_shape) else
+          f"a block of shape {block} of {site.dtype}[{array}]")
+  verb = {"read": "reads", "write": "writes", "atomic": "updates"}[site.access]
+  head = f"out of bounds: `{primitive}` in kernel `{kernel_name}`{where} {verb} {site.ref} ({seen})"
+  eqn_text = _equation_text(eqn)
+  return head, (f"\n  equation: {eqn_text}" if eqn_text else "")
 
 
 def _equation_text(eqn) -> str | None:

@@ -27,6 +27,10 @@ GRID = {grid!r}
 NUM_WARPS = {num_warps!r}
 NUM_STAGES = {num_stages!r}
 ALIASES = {aliases!r}        # output index -> input index whose value it starts from
+ZEROED = {zeroed!r}          # bounds-checked build: starting values that are zeros, not poison
+INITIAL_OF = {initial_of!r}  # bounds-checked build: output -> the parameter of its starting values
+CHECK_OFFSET = {check_offset!r}
+CHECK_SITES = {check_sites!r}   # bounds-checked build: what each flag record checks
 
 
 def _numpy_dtype(name):
@@ -57,14 +61,62 @@ class _DeviceArg:
         return self.ptr
 
 
-def _outputs_like(inputs):
-    """Output buffers; an aliased output is its input's own array, one buffer
-    behind both refs, as XLA passes one pointer for both on the GPU."""
-    outs = []
-    for i, (name, dtype, shape, role) in enumerate(p for p in PARAMS if p[3] == "output"):
-        src = ALIASES.get(i)
-        outs.append(inputs[src] if src is not None else np.zeros(shape, _numpy_dtype(dtype)))
-    return outs
+def _poison(dtype):
+    """What unwritten elements hold in the bounds-checked build: NaN, or all bits set."""
+    dt = _numpy_dtype(dtype)
+    if dt == np.bool_:
+        return True
+    if dt.kind == "f" or dtype in ("bfloat16", "float16"):
+        return np.nan
+    return np.array(-1).astype(np.int64).astype(dt) if dt.kind == "i" else np.iinfo(dt).max
+
+
+def _arguments(inputs):
+    """(the kernel's arguments in PARAMS order, its outputs, the bounds flag or None).
+    An aliased output is its input's own array, one buffer behind both refs, as XLA
+    passes one pointer for both on the GPU; in the bounds-checked build an output
+    starts from its `initial` parameter's array (poison, or zeros where atomics
+    accumulate), one buffer behind both too."""
+    inputs, args, outputs, flag = list(inputs), [], [], None
+    initial = {{}}
+    for name, dtype, shape, role in PARAMS:
+        if role == "input":
+            args.append(inputs.pop(0))
+        elif role == "initial":
+            fill = 0 if name in ZEROED else _poison(dtype)
+            initial[name] = np.full(shape, fill, _numpy_dtype(dtype))
+            args.append(initial[name])
+        elif role == "output":
+            src = ALIASES.get(len(outputs))
+            out = (args[src] if src is not None else
+                   initial.get(INITIAL_OF.get(name), np.zeros(shape, _numpy_dtype(dtype))))
+            outputs.append(out)
+            args.append(out)
+        elif role == "check":
+            flag = np.zeros(shape, np.int32)
+            args.append(flag)
+        else:
+            raise SystemExit(f"parameter {{name}}: role {{role!r}} is not one this launcher fills")
+    return args, outputs, flag
+
+
+def _violations(flag):
+    """The bounds-checked build's findings, as pallas-prof words them."""
+    found = []
+    for site in CHECK_SITES:
+        count = int(flag[site["base"]])
+        if count <= 0:
+            continue
+        ranges = list(site["static_ranges"]) or [None] * len(site["block_shape"])
+        for d, axis in enumerate(site["checked_axes"]):
+            lo = CHECK_OFFSET - int(flag[site["base"] + 1 + 2 * d])
+            hi = int(flag[site["base"] + 2 + 2 * d]) - CHECK_OFFSET
+            lo_text = f"<={{lo}}" if lo <= 1 - CHECK_OFFSET else str(lo)
+            hi_text = f">{{hi}}" if hi >= CHECK_OFFSET - 1 else str(hi + 1)
+            ranges[axis] = lo_text if lo == hi else f"{{lo_text}}:{{hi_text}}"
+        found.append(f"{{site['head']}} at index [{{', '.join(map(str, ranges))}}]: {{count}} "
+                     f"lane(s) outside the ref, dropped{{site['tail']}}")
+    return found
 
 
 def _module_from_source(name, source):
@@ -80,9 +132,9 @@ def run_interpreted(inputs):
     libdevice = _module_from_source("libdevice_numpy", _LIBDEVICE_SOURCE)
     runtime = _module_from_source("interpreter_runtime", _RUNTIME_SOURCE)
     arrays = [np.array(a, order="C", copy=True) for a in inputs]
-    outputs = _outputs_like(arrays)
-    runtime.launch(globals()[KERNEL], GRID, arrays + outputs)
-    return outputs
+    args, outputs, flag = _arguments(arrays)
+    runtime.launch(globals()[KERNEL], GRID, args)
+    return outputs, flag
 
 
 def run_gpu(inputs):
@@ -98,9 +150,9 @@ def run_gpu(inputs):
     ctx = check(cu.cuDevicePrimaryCtxRetain(check(cu.cuDeviceGet(0))))
     check(cu.cuCtxSetCurrent(ctx))
     arrays = [np.array(a, order="C", copy=True) for a in inputs]
-    outputs = _outputs_like(arrays)
+    args, outputs, flag = _arguments(arrays)
     buffers, owned = [], {{}}
-    for array in arrays + outputs:
+    for array in args:
         if id(array) not in owned:      # an aliased output shares its input's buffer
             ptr = check(cu.cuMemAlloc(max(array.nbytes, 1)))
             check(cu.cuMemcpyHtoD(ptr, array.ctypes.data, array.nbytes))
@@ -111,11 +163,11 @@ def run_gpu(inputs):
     kernel[GRID](*[_DeviceArg(b, d) for b, d in zip(buffers, dtypes)],
                  num_warps=NUM_WARPS, num_stages=NUM_STAGES)
     check(cu.cuCtxSynchronize())
-    for out, ptr in zip(outputs, buffers[len(arrays):]):
-        check(cu.cuMemcpyDtoH(out.ctypes.data, ptr, out.nbytes))
+    for array in outputs + ([flag] if flag is not None else []):
+        check(cu.cuMemcpyDtoH(array.ctypes.data, owned[id(array)], array.nbytes))
     for ptr in owned.values():
         check(cu.cuMemFree(ptr))
-    return outputs
+    return outputs, flag
 
 
 def _load_inputs(path, rng):
@@ -143,13 +195,17 @@ def main(argv):
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     inputs = _load_inputs(args.inputs, np.random.default_rng(args.seed))
-    outputs = run_interpreted(inputs) if INTERPRET else run_gpu(inputs)
+    outputs, flag = run_interpreted(inputs) if INTERPRET else run_gpu(inputs)
     names = [p[0] for p in PARAMS if p[3] == "output"]
     for name, out in zip(names, outputs):
         print(f"{{name}}: shape {{out.shape}} {{out.dtype}}, mean {{np.asarray(out, np.float64).mean():.6g}}")
     if args.output:
         np.savez(args.output, **{{n: (o.view(np.uint16) if o.dtype.name == "bfloat16" else o)
                                  for n, o in zip(names, outputs)}})
+    found = _violations(flag.reshape(-1)) if flag is not None else []
+    for text in found:
+        print(text, file=sys.stderr)
+    return 3 if found else 0
 
 
 # pallas_prof/backend/interpreter_libdevice.py and interpreter_runtime.py, verbatim
@@ -158,7 +214,7 @@ _LIBDEVICE_SOURCE = {libdevice_source}
 _RUNTIME_SOURCE = {runtime_source}
 
 if __name__ == "__main__":
-    main([a for a in sys.argv[1:] if a != "--interpret"] + (["--interpret"] if INTERPRET else []))
+    sys.exit(main([a for a in sys.argv[1:] if a != "--interpret"] + (["--interpret"] if INTERPRET else [])))
 '''
 
 _PREAMBLE = '''#!/usr/bin/env python3
@@ -210,13 +266,29 @@ def eject(gk, path: str, aliases=()) -> str:
   """Writes `gk` (a GeneratedKernel) to `path` as a runnable program.
 
   aliases: the call's input_output_aliases, (input index, output index) pairs."""
+  from ..backend import bounds
+  from ..backend.registration import gk_zeroed_outputs
+  if any(p.role == "probes" for p in gk.params):
+    raise ValueError(f"kernel {gk.name} is the profiler's probed variant; eject the kernel "
+                     "the program runs")
   body = gk.source
   params = [(p.name, p.dtype, tuple(p.shape), p.role) for p in gk.params]
+  zeroed = set(gk_zeroed_outputs(gk, aliases))
+  zeroed_initial = sorted(p.name for p in gk.params if p.role == "initial" and p.index in zeroed)
+  initial_of = {out.name: p.name for p in gk.params if p.role == "initial"
+                for out in gk.params if out.role == "output" and out.index == p.index}
+  sites = []
+  for site in gk.bounds_sites:
+    head, tail = bounds.describe_site(site, gk.name, gk.eqns)
+    sites.append({"base": site.base, "checked_axes": list(site.checked_axes),
+                  "static_ranges": list(site.static_ranges),
+                  "block_shape": list(site.block_shape), "head": head, "tail": tail})
   text = (_PREAMBLE.format(name=gk.name, source_info=gk.source_info, file=os.path.basename(path))
           + "\n" + body + _LAUNCHER.format(
               kernel_name=gk.name, params=params, grid=tuple(gk.launch_grid),
               num_warps=gk.num_warps, num_stages=gk.num_stages,
-              aliases={int(o): int(i) for i, o in aliases},
+              aliases={int(o): int(i) for i, o in aliases}, zeroed=zeroed_initial,
+              initial_of=initial_of, check_offset=bounds.OFFSET, check_sites=sites,
               libdevice_source=_as_literal(inspect.getsource(interpreter_libdevice)),
               runtime_source=_as_literal(inspect.getsource(interpreter_runtime))))
   with open(path, "w") as f:

@@ -100,3 +100,54 @@ def test_without_a_gpu_the_program_picks_the_interpreter_and_says_so(run):
   assert "no NVIDIA GPU" in result.stderr and "interpreter" in result.stderr, result.stderr
   np.testing.assert_array_equal(got.view(np.uint32),
                                 np.load(tmp / "expected.npz")["gelu"].view(np.uint32))
+
+
+CHECKED_SCRIPT = """
+import jax, jax.numpy as jnp, numpy as np
+from jax.experimental import pallas as pl
+
+def window_kernel(s_ref, x_ref, o_ref):
+  o_ref[...] = x_ref[pl.ds(s_ref[0], 16)] * 2          # the checked read
+
+x = np.arange(128, dtype=np.float32)
+out = pl.pallas_call(window_kernel, out_shape=jax.ShapeDtypeStruct((16,), jnp.float32),
+                     name="window_read")(np.array([3], np.int32), x)
+assert np.array_equal(np.asarray(out), x[3:19] * 2)
+"""
+
+
+def test_an_ejected_bounds_checked_kernel_fills_its_flag_and_names_the_line(tmp_path):
+  """A kernel saved by a PALLAS_PROF_CHECK=bounds run has more parameters than
+  its inputs and outputs (the outputs' starting values, the flag buffer): the
+  ejected program fills them, and a read past the ref is reported as in-process,
+  with the user's line, instead of running off the buffer; the exit status says so."""
+  script = tmp_path / "window.py"
+  script.write_text(textwrap.dedent(CHECKED_SCRIPT))
+  env = {**os.environ, "PALLAS_PROF_CHECK": "bounds"}
+  result = subprocess.run([sys.executable, "-m", "pallas_prof.cli.main", "run", "--no-analysis",
+                           "--out", str(tmp_path / "run"), str(script)], capture_output=True,
+                          text=True, env=env, timeout=600)
+  assert result.returncode == 0, result.stdout + result.stderr
+  program = tmp_path / "window_read.py"
+  show = pallas_prof("show", "window_read", "--dir", str(tmp_path / "run"), "--eject", str(program))
+  assert show.returncode == 0, show.stdout + show.stderr
+  line = 1 + next(i for i, t in enumerate(CHECKED_SCRIPT.splitlines()) if "the checked read" in t)
+  clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRITON_INTERPRET")}
+  x = np.arange(128, dtype=np.float32) * 0.5
+  outcomes = {}
+  for start in (3, 120):
+    np.savez(tmp_path / f"in{start}.npz", s_ref=np.array([start], np.int32), x_ref=x)
+    outcomes[start] = subprocess.run(
+        [sys.executable, str(program), "--interpret", "--inputs", str(tmp_path / f"in{start}.npz"),
+         "--output", str(tmp_path / f"out{start}.npz")], capture_output=True, text=True, env=clean,
+        timeout=600)
+  ok, bad = outcomes[3], outcomes[120]
+  assert ok.returncode == 0, ok.stdout + ok.stderr
+  np.testing.assert_array_equal(np.load(tmp_path / "out3.npz")["o_ref"], x[3:19] * 2)
+  assert bad.returncode == 3, bad.stdout + bad.stderr
+  assert "out of bounds: `get` in kernel `window_read`" in bad.stderr, bad.stderr
+  assert f"window.py:{line}" in bad.stderr, bad.stderr
+  assert "reads x_ref (shape (128,), float32) at index [128:136]: 8 lane(s)" in bad.stderr, bad.stderr
+  # the lanes inside the ref were read; the dropped ones read nothing past the buffer
+  got = np.load(tmp_path / "out120.npz")["o_ref"]
+  np.testing.assert_array_equal(got[:8], x[120:128] * 2)
