@@ -185,7 +185,10 @@ def test_a_lowering_error_outside_pallas_prof_run_is_one_clean_report(tmp_path):
       "  o_ref[...] = jnp.sort(x_ref[...])\n"
       "x = jnp.ones((16,), jnp.float32)\n"
       "pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((16,), jnp.float32))(x)\n")
-  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  # the checkout under test, installed or not
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
   env.pop("JAX_TRACEBACK_FILTERING", None)
   proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
                         timeout=300)
