@@ -23,6 +23,10 @@ from pallas_prof.tune import params
 from tests.profiler.conftest import load_example, lowered_record, sds
 from tests.profiler.fake_cuda import FakeDriver
 
+# the tests check which candidates run and which is kept, not the budget: a loaded machine
+# running the interpreter's launches must not spend the default 30 s and drop a candidate
+UNHURRIED = 3600.0
+
 # scripted milliseconds per launch, by threads per block (32 x num_warps)
 MS_BY_THREADS = {64: 0.9, 128: 0.5, 256: 0.2}
 
@@ -89,7 +93,7 @@ def test_the_fastest_candidate_with_the_default_outputs_is_chosen(softmax_gk, mo
   # 2 warps (64 threads) writes a wrong element: dropped although it would be timed
   fake = _install(monkeypatch, softmax_gk, wrong_threads=64)
   settings = params.Autotune(configs=[{"num_warps": 8}, {"num_warps": 2}, {"num_warps": 4}],
-                             min_launches=5, min_seconds=0.0)
+                             min_launches=5, min_seconds=0.0, budget_s=UNHURRIED)
   ck, compiled = _tune(softmax_gk, settings)
   assert (ck.generated.num_warps, ck.generated.num_stages) == (8, 3)
   assert sorted(compiled) == [(2, 3), (8, 3)]          # the default's compile is reused
@@ -106,7 +110,8 @@ def test_the_fastest_candidate_with_the_default_outputs_is_chosen(softmax_gk, mo
 def test_a_cached_choice_is_used_without_launching(softmax_gk, monkeypatch, tmp_path):
   params.clear_results()
   _install(monkeypatch, softmax_gk)
-  settings = params.Autotune(configs=[{"num_warps": 8}], min_launches=5, min_seconds=0.0)
+  settings = params.Autotune(configs=[{"num_warps": 8}], min_launches=5, min_seconds=0.0,
+                             budget_s=UNHURRIED)
   _tune(softmax_gk, settings)
   [saved] = [f for f in os.listdir(tmp_path / "tune") if f.startswith("params-")]
   data = json.loads((tmp_path / "tune" / saved).read_text())
@@ -119,7 +124,8 @@ def test_a_cached_choice_is_used_without_launching(softmax_gk, monkeypatch, tmp_
   assert params.results()[-1].from_cache
   # other configs are another tuning: not answered by this cache entry
   fake = _install(monkeypatch, softmax_gk)
-  _tune(softmax_gk, params.Autotune(configs=[{"num_stages": 2}], min_launches=5, min_seconds=0.0))
+  _tune(softmax_gk, params.Autotune(configs=[{"num_stages": 2}], min_launches=5, min_seconds=0.0,
+                                    budget_s=UNHURRIED))
   assert fake.block_of_launch and not params.results()[-1].from_cache
 
 
@@ -154,7 +160,8 @@ def test_a_tuning_file_written_from_results_is_applied_without_tuning(softmax_gk
   params.clear_results()
   monkeypatch.setenv("COLUMNS", "100")
   _install(monkeypatch, softmax_gk)
-  _tune(softmax_gk, params.Autotune(configs=[{"num_warps": 8}], min_launches=5, min_seconds=0.0))
+  _tune(softmax_gk, params.Autotune(configs=[{"num_warps": 8}], min_launches=5, min_seconds=0.0,
+                                    budget_s=UNHURRIED))
   params.write_results(str(tmp_path / "results.json"))
   tunings = json.loads((tmp_path / "results.json").read_text())
   cli.print_table(tunings)
@@ -204,7 +211,7 @@ def test_each_candidate_is_a_span_under_the_tuning(softmax_gk, monkeypatch):
   params.clear_results()
   _install(monkeypatch, softmax_gk, wrong_threads=64)
   settings = params.Autotune(configs=[{"num_warps": 8}, {"num_warps": 2}], min_launches=5,
-                             min_seconds=0.0)
+                             min_seconds=0.0, budget_s=UNHURRIED)
   exporter = InMemorySpanExporter()
   with pallas_prof.tracing(exporter):
     _tune(softmax_gk, settings)
@@ -312,7 +319,7 @@ def test_grouped_launch_candidates_are_left_out_where_the_grid_has_none(softmax_
     return params._compile_all(gs, ("cuda", 90))
   relower = lambda w, s, g=0: dataclasses.replace(softmax_gk, num_warps=w, num_stages=s)
   settings = params.Autotune(configs=[{"launch_group": 8}, {"num_warps": 8}], min_launches=5,
-                             min_seconds=0.0)
+                             min_seconds=0.0, budget_s=UNHURRIED)
   params.tune_kernel(softmax_gk, compile_kernel(softmax_gk, ("cuda", 90)), relower, ("cuda", 90),
                      settings, compile_fn=None, compile_all=compile_all)
   [t] = params.results()
@@ -349,6 +356,7 @@ def test_the_default_stays_unless_a_candidate_beats_it_by_min_gain(softmax_gk, m
   params.clear_results()
   _install(monkeypatch, softmax_gk)        # 8 warps: 0.2 ms against the default's 0.5 ms
   settings = params.Autotune(configs=[{"num_warps": 8}], min_launches=5, min_seconds=0.0,
+                             budget_s=UNHURRIED,
                              min_gain=0.7)
   ck, _ = _tune(softmax_gk, settings)
   [t] = params.results()
