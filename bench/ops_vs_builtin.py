@@ -148,7 +148,7 @@ def warm_up_process() -> dict:
     out[variant] = {"first_call_s": total, **phases}
     if variant == "pallas_prof":
       from pallas_prof.backend import warmup
-      out[variant]["background_warm_up"] = dict(warmup.warmup_status)
+      out[variant]["background_warm_up"] = warmup.status()
       out[variant]["kernels"] = kernel_records()
   _use_backend("pallas_prof")
   return out

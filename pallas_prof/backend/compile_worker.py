@@ -15,10 +15,19 @@ path); compile.py and warmup.py call it, never the other way round.
 Protocol: length-prefixed pickles over the worker's stdin/stdout; the
 worker's stderr (LLVM's assertion messages, progress lines naming the stage
 being compiled) goes to a log file the parent reads after a crash.
+
+Start-up (what a first pallas_call right after install() waits for): the
+worker runs without the site module where Triton is found on the parent's
+sys.path (_site_free_path), asks ptxas its version while it imports the
+rest of Triton's front end, and compiles install()'s warm-up kernel in a
+child forked once Triton is imported (_warm_up_in_child), so a request never
+waits behind it. The worker has a process group of its own: closing it ends
+that child too (and Ctrl-C in the user's terminal does not reach it).
 """
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import os
 import pickle
 import shutil
@@ -32,6 +41,8 @@ import time
 from typing import Any
 
 STAGE_MARK = "pallas-prof-worker: stage "
+WARM_UP_ENV = "PALLAS_PROF_WORKER_WARM_UP"    # the warm-up request's file, for the worker
+ARCH_ENV = "PALLAS_PROF_WORKER_ARCH"          # the GPU's compute capability, for ptxas's query
 
 
 class WorkerCrashed(RuntimeError):
@@ -69,27 +80,42 @@ class _Worker:
     self.proc: subprocess.Popen | None = None
     self.workdir: str | None = None
     self.log_path: str | None = None
+    self.warm_up_path: str | None = None
     self.lock = threading.Lock()
 
-  def _start(self) -> None:
+  def _start(self, warm_up: dict[str, Any] | None = None) -> None:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     self._remove_workdir()              # a crashed worker's (its log has been read)
     self.workdir = tempfile.mkdtemp(prefix="pallas-prof-worker-")
     env = dict(os.environ)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    command = [sys.executable]
+    paths = _site_free_path()
+    if paths is None:
+      env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    else:
+      command.append("-S")
+      env["PYTHONPATH"] = os.pathsep.join([root] + paths)
     env["PALLAS_PROF_TRACE"] = "0"          # spans are made by the parent
     env["JAX_PLATFORMS"] = "cpu"            # the worker never touches a GPU
     # Triton stores every compile in its own cache, which pallas-prof never reads
     # (it keeps its own): in the worker that cache lives and dies with the worker,
     # instead of growing ~/.triton/cache by every kernel's stages
     env["TRITON_CACHE_DIR"] = os.path.join(self.workdir, "triton-cache")
+    env.pop(WARM_UP_ENV, None)
+    self.warm_up_path = None
+    if warm_up is not None:
+      self.warm_up_path = os.path.join(self.workdir, "warm-up.pickle")
+      with open(self.warm_up_path, "wb") as f:
+        pickle.dump(warm_up, f, protocol=pickle.HIGHEST_PROTOCOL)
+      env[WARM_UP_ENV] = self.warm_up_path
+      env[ARCH_ENV] = str(int(warm_up["target"][1]))
     self.log_path = os.path.join(self.workdir, "worker.log")
     log = open(self.log_path, "w")
     # run as a script, not `-m pallas_prof...`: importing the package would import
     # JAX, which the worker never needs (its start-up delays the first compile)
-    self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__)],
+    self.proc = subprocess.Popen(command + [os.path.abspath(__file__)],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                 env=env, close_fds=True)
+                                 env=env, close_fds=True, process_group=0)
     log.close()
 
   def close(self) -> None:
@@ -101,7 +127,7 @@ class _Worker:
     try:
       proc, self.proc = self.proc, None
       if proc is not None and proc.poll() is None:
-        proc.kill()
+        _kill_group(proc)       # the worker and its children (a warm-up compile in flight)
         try:
           proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -116,10 +142,20 @@ class _Worker:
       shutil.rmtree(self.workdir, ignore_errors=True)
       self.workdir = None
 
-  def ensure_started(self) -> None:
+  def ensure_started(self, warm_up: dict[str, Any] | None = None) -> None:
     with self.lock:
       if self.proc is None or self.proc.poll() is not None:
-        self._start()
+        self._start(warm_up)
+
+  def warm_up_answer(self) -> dict[str, Any] | None:
+    """What the worker's warm-up child answered (run_triton's result), once it has."""
+    if not self.warm_up_path:
+      return None
+    try:
+      with open(self.warm_up_path + ".answer", "rb") as f:
+        return pickle.load(f)
+    except (OSError, EOFError, pickle.UnpicklingError):
+      return None
 
   def call(self, request: dict[str, Any]) -> dict[str, Any]:
     asked = time.time_ns()
@@ -142,6 +178,7 @@ class _Worker:
     except subprocess.TimeoutExpired:
       proc.kill()
       code = proc.wait()
+    _kill_group(proc)          # a child it left (its group keeps the id until they are gone)
     if code < 0:
       try:
         how = f"signal {signal.Signals(-code).name}"
@@ -163,6 +200,38 @@ class _Worker:
     return WorkerCrashed(how, stage, tail.strip() or "(no output)")
 
 
+def _kill_group(proc: subprocess.Popen) -> None:
+  try:
+    os.killpg(proc.pid, signal.SIGKILL)
+  except ProcessLookupError:      # none left
+    pass
+  except PermissionError:
+    if proc.poll() is None:
+      proc.kill()
+
+
+def _site_free_path() -> list[str] | None:
+  """The folders a worker started without the site module (`python -S`) imports
+  from: this process's sys.path, which holds what site added. None, and the
+  worker starts with site, when Triton is not found in one of them (an import
+  hook that a .pth file installs, as editable installs do).
+
+  site reads every .pth file of every site-packages folder as Python starts
+  (certifi's, editable installs' finders: ~40 of a worker's ~250 ms start-up
+  on the CPU machine); Triton needs none of them."""
+  paths = [p for p in sys.path if p and os.path.exists(p)]
+  try:
+    spec = importlib.util.find_spec("triton")
+  except (ImportError, ValueError):
+    return None
+  if spec is None or not spec.origin or not spec.origin.endswith("__init__.py"):
+    return None
+  home = os.path.dirname(os.path.dirname(os.path.abspath(spec.origin)))
+  if not any(os.path.abspath(p) == home for p in paths):
+    return None
+  return paths
+
+
 _worker = _Worker()
 atexit.register(_worker.close)
 
@@ -174,6 +243,7 @@ def _forget_parent_worker() -> None:
   _worker.proc = None
   _worker.workdir = None
   _worker.log_path = None
+  _worker.warm_up_path = None
   _worker.lock = threading.Lock()       # it may have been held by another thread
 
 
@@ -217,10 +287,18 @@ def compile_many(requests: list[dict[str, Any]], parallel: int | None = None) ->
   return out
 
 
-def start() -> None:
-  """Starts the worker process if it is not running, without waiting for it."""
+def start(warm_up: dict[str, Any] | None = None) -> None:
+  """Starts the worker process if it is not running, without waiting for it.
+
+  warm_up: a compile request the new worker runs in a child as soon as Triton
+  is imported, answering other requests meanwhile (warm_up_answer() says
+  what it gave)."""
   if enabled():
-    _worker.ensure_started()
+    _worker.ensure_started(warm_up)
+
+
+def warm_up_answer() -> dict[str, Any] | None:
+  return _worker.warm_up_answer()
 
 
 def _serve(compile_module) -> None:
@@ -241,9 +319,10 @@ def _serve(compile_module) -> None:
   inp, out = sys.stdin.buffer, sys.stdout.buffer
   sys.stdout = sys.stderr        # stray prints must not corrupt the protocol
   compile_module.use_quick_triton_key()
-  compile_module.import_compiler()
+  compile_module.import_compiler(int(os.environ.get(ARCH_ENV) or 90))
   gc.collect()
   gc.freeze()                    # Triton's modules: never walked by a collection again
+  _warm_up_in_child(compile_module)
 
   def on_stage(name: str) -> None:
     sys.stderr.write(f"{STAGE_MARK}{name}\n")
@@ -259,6 +338,53 @@ def _serve(compile_module) -> None:
     else:
       _send(out, _run_one(compile_module, request, on_stage))
     gc.collect()                 # what this compile left (1-4 ms on the CPU machine)
+    _reap_children()
+
+
+def _warm_up_in_child(compile_module) -> None:
+  """install()'s warm-up compile (warmup.py), in a child forked now that Triton
+  is imported, its answer in a file beside the request. What it prepares on
+  disk (libdevice's common functions, libdevice_link.py) serves later compiles,
+  and this process takes requests at once: a first pallas_call right after
+  install() waits for the worker's start-up only, never for a warm-up compile
+  ahead of it (it did: ~0.1-0.2 s on the H200 machine). Forked before any
+  compile, while this process has no other thread."""
+  path = os.environ.get(WARM_UP_ENV)
+  if not path:
+    return
+  try:
+    with open(path, "rb") as f:
+      request = pickle.load(f)
+  except (OSError, EOFError, pickle.UnpicklingError):
+    return
+  sys.stderr.flush()
+  if os.fork() != 0:
+    return
+  code = 1
+  try:
+    # the protocol's pipes are the worker's: a child holding them open would hide
+    # the worker's death from the parent until the child ended too
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.nice(10)         # where cores are few, the compiles a program waits for go first
+    answer = _run_one(compile_module, request, lambda name: None)   # no stage marks in the log
+    with open(path + ".tmp", "wb") as f:
+      pickle.dump(answer, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(path + ".tmp", path + ".answer")
+    code = 0
+  finally:
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _reap_children() -> None:
+  """Collects the warm-up child once it has ended (batches wait for their own)."""
+  try:
+    while os.waitpid(-1, os.WNOHANG)[0] > 0:
+      pass
+  except ChildProcessError:
+    pass
 
 
 def _run_one(compile_module, request: dict[str, Any], on_stage) -> dict[str, Any]:

@@ -51,24 +51,33 @@ def _load_kernel_module(path: str):
     return module
 
 
-def import_compiler() -> None:
+def import_compiler(arch: int = 90) -> None:
   """What a process's first triton.compile for an NVIDIA target would do on
   top of compiling: import Triton's front end (with Gluon, which it pulls in),
   ask ptxas for its version (twice, through two caches), load
   libdevice_link.py. The worker does it as it starts, before any request, so
   its first compile does not wait for it (rms_norm's first compile: 82 -> 58-64
-  ms on the CPU machine)."""
+  ms on the CPU machine). The two `ptxas --version` runs, one after the other,
+  go on in a thread while this one imports: the thread only waits for them."""
   import triton.backends.nvidia.compiler as nvidia
-  import triton.compiler.code_generator  # noqa: F401
-  import triton.compiler.compiler  # noqa: F401
-  import triton.language.extra.libdevice  # noqa: F401
-  import triton.language.semantic  # noqa: F401
+
+  def ask_ptxas():
+    try:
+      nvidia.get_ptxas_version(arch)      # Triton's tool lookup runs it once, this once more
+      nvidia.get_ptxas(arch).version  # noqa: B018 - cached by the lookup above
+    except Exception:  # noqa: BLE001 - a compile will report a missing ptxas properly
+      pass
+
+  asking = threading.Thread(target=ask_ptxas, name="ptxas-version")
+  asking.start()
   try:
-    nvidia.get_ptxas_version(90)
-    nvidia.get_ptxas(90).version  # noqa: B018 - the knob runs `ptxas --version` once
-  except Exception:  # noqa: BLE001 - a compile will report a missing ptxas properly
-    pass
-  _libdevice_link_module()
+    import triton.compiler.code_generator  # noqa: F401
+    import triton.compiler.compiler  # noqa: F401
+    import triton.language.extra.libdevice  # noqa: F401
+    import triton.language.semantic  # noqa: F401
+    _libdevice_link_module()
+  finally:
+    asking.join()
 
 
 def use_quick_triton_key() -> None:

@@ -1,9 +1,13 @@
 """Triton's one-time start-up, paid in the background when pallas-prof is installed.
 
-The compile worker boots (Python, `import triton`, LLVM, libdevice, ptxas)
-and compiles a tiny kernel (warmup_kernel.py) while the user's program is
-still starting; a real compile simply waits for the worker. This process
-imports the lowering rules meanwhile. PALLAS_PROF_WARMUP=0 skips it.
+install() on a GPU machine starts the compile worker (Python, `import
+triton`, ptxas's version) while the user's program is still starting, and
+this process imports the lowering rules meanwhile; a real compile simply
+waits for the worker. Once Triton is imported the worker forks a child that
+compiles a tiny kernel (warmup_kernel.py) the way real kernels compile, which
+prepares on disk what expf-using kernels share (libdevice_link.py) and shows
+the toolchain works; the worker itself takes requests at once, so the first
+pallas_call never waits behind that compile. PALLAS_PROF_WARMUP=0 skips all of it.
 """
 from __future__ import annotations
 
@@ -17,33 +21,40 @@ from .compile_cache import libdevice_cache, triton_options
 
 _warmup_thread: threading.Thread | None = None
 # what the background warm-up did, seconds from its start (for diagnostics and
-# the benchmarks): worker_started_s, rules_imported_s, compiled_s, or error
+# the benchmarks): started_ns (time.time_ns()), worker_started_s, rules_imported_s,
+# or error; status() adds the warm-up compile's outcome once the worker's child has it
 warmup_status: dict[str, Any] = {}
 
 
-def warm_up(compute_capability: int) -> dict[str, Any]:
-  """Starts the worker and compiles a tiny kernel in it (see warmup_kernel.py),
-  the way the GPU path compiles: to PTX (jaxlib assembles the cubin), with the
-  libdevice and the options real kernels get."""
+def warm_up_request(compute_capability: int) -> dict[str, Any]:
+  """The tiny kernel's compile request (see warmup_kernel.py), the way the GPU
+  path compiles: to PTX (jaxlib assembles the cubin), with the libdevice and
+  the options real kernels get."""
   # the kernel's file, not its module: importing it would import Triton into
   # this process (0.27-0.52 s on the H200 machine's host, holding the GIL while
   # the user's program runs), which only the worker needs
   path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warmup_kernel.py")
-  request = {"path": path, "name": "pallas_prof_warmup",
-             "signature": {"x_ref": "*fp16", "y_ref": "*fp16", "o_ref": "*fp16"},
-             "attrs": {(i,): [["tt.divisibility", 16]] for i in range(3)},
-             "options": triton_options(num_warps=4, num_stages=2),
-             "target": ("cuda", compute_capability), "need_cubin": False,
-             "libdevice_cache": libdevice_cache()}
-  return compile_worker.compile(request)
+  return {"path": path, "name": "pallas_prof_warmup",
+          "signature": {"x_ref": "*fp16", "y_ref": "*fp16", "o_ref": "*fp16"},
+          "attrs": {(i,): [["tt.divisibility", 16]] for i in range(3)},
+          "options": triton_options(num_warps=4, num_stages=2),
+          "target": ("cuda", compute_capability), "need_cubin": False,
+          "libdevice_cache": libdevice_cache()}
+
+
+def warm_up(compute_capability: int) -> dict[str, Any]:
+  """Starts the worker if needed and compiles the tiny kernel in it, waiting for
+  the answer (the benchmarks' and tests' way to have a warm worker)."""
+  return compile_worker.compile(warm_up_request(compute_capability))
 
 
 def start_warmup(compute_capability: int) -> None:
-  """Starts the compile worker and compiles a tiny kernel there, in the background.
+  """Starts the compile worker, which compiles the tiny kernel in a child of its
+  own, and imports the lowering rules here, in the background.
 
-  Triton's one-time start-up (imports, LLVM, libdevice, ptxas) then overlaps
-  the user's own start-up instead of delaying the first pallas_call; a real
-  compile simply waits for the worker. PALLAS_PROF_WARMUP=0 skips it.
+  Triton's one-time start-up (imports, ptxas) then overlaps the user's own
+  start-up instead of delaying the first pallas_call. PALLAS_PROF_WARMUP=0
+  skips it.
   """
   global _warmup_thread
   if _warmup_thread is not None or os.environ.get("PALLAS_PROF_WARMUP", "1") == "0":
@@ -51,19 +62,44 @@ def start_warmup(compute_capability: int) -> None:
 
   def warm():
     t0 = time.perf_counter()
+    warmup_status["started_ns"] = time.time_ns()
     try:
-      compile_worker.start()           # the worker boots (Python, Triton's import) ...
+      compile_worker.start(warm_up=warm_up_request(compute_capability))  # the worker boots ...
       warmup_status["worker_started_s"] = time.perf_counter() - t0
       from . import rules  # noqa: F401 - ... while this process imports the lowering rules
       warmup_status["rules_imported_s"] = time.perf_counter() - t0
-      result = warm_up(compute_capability)
-      warmup_status["compiled_s"] = time.perf_counter() - t0
-      if result.get("error"):
-        warmup_status["error"] = f"{result['error']['type']}: {result['error']['message'][:500]}"
-      warmup_status["stages_s"] = {name: (end - start) / 1e9
-                                   for name, start, end, *_ in result.get("records", [])}
     except Exception as e:  # noqa: BLE001 - a failed warm-up only loses the head start
       warmup_status["error"] = f"{type(e).__name__}: {str(e)[:500]}"
 
   _warmup_thread = threading.Thread(target=warm, name="pallas-prof-warmup", daemon=True)
   _warmup_thread.start()
+
+
+def status() -> dict[str, Any]:
+  """warmup_status, and once the worker's child has compiled the tiny kernel:
+  worker_ready_s (that compile's start: the worker had imported Triton),
+  compiled_s (its end) and stages_s, or error; seconds from start_warmup."""
+  out = dict(warmup_status)
+  answer = compile_worker.warm_up_answer()
+  if answer is None or "started_ns" not in out:
+    return out
+  t0 = out["started_ns"]
+  out["worker_ready_s"] = (answer["start_ns"] - t0) / 1e9
+  out["compiled_s"] = (answer["end_ns"] - t0) / 1e9
+  out["stages_s"] = {name: (end - start) / 1e9 for name, start, end, *_ in answer.get("records", [])}
+  if answer.get("error"):
+    out["error"] = f"{answer['error']['type']}: {answer['error']['message'][:500]}"
+  return out
+
+
+def wait_for_warm_up(timeout: float = 60.0) -> dict[str, Any]:
+  """status() once the warm-up compile has finished (or failed), or as it is at
+  the timeout (tests and benchmarks)."""
+  deadline = time.monotonic() + timeout
+  if _warmup_thread is not None:
+    _warmup_thread.join(timeout)
+  while True:
+    out = status()
+    if "compiled_s" in out or "error" in out or time.monotonic() >= deadline:
+      return out
+    time.sleep(0.01)
