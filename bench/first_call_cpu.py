@@ -1,7 +1,7 @@
 """pallas-prof's share of a process's first pallas_call on the GPU path, measured
 on a machine without a GPU (issue #17 part 5): medians of fresh processes.
 
-    python bench/first_call_cpu.py [--delays 0,1] [--processes 5] [--root CHECKOUT] [--out f.json]
+    python bench/first_call_cpu.py [--delays 0,1] [--processes 5] [--roots CHECKOUT,...] [--out f.json]
 
 Each fresh process (empty pallas-prof cache, as on a first run) imports JAX and
 pallas-prof, installs, starts the background warm-up install() starts on a GPU
@@ -13,8 +13,9 @@ the CPU lowering, whose Triton source is the GPU's) and the compile for sm_90
 XLA and jaxlib add on a GPU (their compile, ptxas, the launch) is not here:
 bench/process_first_call.py measures the whole on the GPU.
 
---root runs another checkout's pallas_prof (say, main before a change) with
-this script, to compare the two on the same machine and load.
+--roots runs each checkout's pallas_prof (say, main before a change, and this
+one) with this script, taking turns process by process, so that the load of a
+shared machine falls on each alike.
 """
 from __future__ import annotations
 
@@ -84,7 +85,7 @@ def main(argv=None) -> int:
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   ap.add_argument("--delays", default="0,1")
   ap.add_argument("--processes", type=int, default=5)
-  ap.add_argument("--root", default=ROOT, help="the checkout whose pallas_prof runs")
+  ap.add_argument("--roots", default=ROOT, help="the checkouts whose pallas_prof runs, by commas")
   ap.add_argument("--out")
   ap.add_argument("--child", type=float, help=argparse.SUPPRESS)
   args = ap.parse_args(argv)
@@ -93,22 +94,29 @@ def main(argv=None) -> int:
     return 0
   sys.path.insert(0, ROOT)
   from bench import save_record
-  head = subprocess.run(["git", "-C", args.root, "rev-parse", "--short", "HEAD"],
-                        capture_output=True, text=True, check=False).stdout.strip()
+  roots = args.roots.split(",")
+  commits = {root: subprocess.run(["git", "-C", root, "log", "-1", "--format=%h %s"],
+                                  capture_output=True, text=True,
+                                  check=False).stdout.strip()[:60] for root in roots}
   record = {"command": "python bench/first_call_cpu.py " + " ".join(argv or sys.argv[1:]),
-            "root": args.root, "commit": head, "device": "cpu (no GPU; compiled for sm_90)",
-            "load_average_before": os.getloadavg(), "by_delay": {}}
+            "commits": commits, "device": "cpu (no GPU; kernels compiled for sm_90)",
+            "load_average_before": os.getloadavg(), "by_root": {}}
   keys = ("first_call_s", "lower_s", "compile_s", "worker_wait_s", "triton_s",
           "import_pallas_prof_s", "install_s")
-  print(f"checkout {args.root} at {head}; medians of {args.processes} fresh processes, ms")
-  print("delay s  " + "  ".join(k[:-2] for k in keys) + "  warm-up compiled at")
+  print(f"medians of {args.processes} fresh processes per row, ms (CPU)")
+  print("delay s  " + "  ".join(k[:-2] for k in keys) + "  warm-up compiled at s  checkout")
   for delay in (float(d) for d in args.delays.split(",")):
-    runs = [run_child(args.root, delay) for _ in range(args.processes)]
-    medians = {k: statistics.median(r[k] for r in runs) for k in keys}
-    done = [r["background_warm_up"].get("compiled_s") for r in runs]
-    record["by_delay"][str(delay)] = {"medians_s": medians, "runs": runs}
-    print(f"{delay:6.1f}  " + "  ".join(f"{medians[k] * 1e3:{len(k) - 2}.0f}" for k in keys)
-          + "  " + ", ".join(f"{d:.2f}" if d else "-" for d in done))
+    runs = {root: [] for root in roots}
+    for _ in range(args.processes):
+      for root in roots:
+        runs[root].append(run_child(root, delay))
+    for root in roots:
+      medians = {k: statistics.median(r[k] for r in runs[root]) for k in keys}
+      done = [r["background_warm_up"].get("compiled_s") for r in runs[root]]
+      record["by_root"].setdefault(root, {})[str(delay)] = {"medians_s": medians,
+                                                            "runs": runs[root]}
+      print(f"{delay:6.1f}  " + "  ".join(f"{medians[k] * 1e3:{len(k) - 2}.0f}" for k in keys)
+            + "  " + ",".join(f"{d:.2f}" if d else "-" for d in done) + f"  {commits[root]}")
   record["load_average_after"] = os.getloadavg()
   save_record(args.out, record)
   return 0

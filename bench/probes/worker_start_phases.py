@@ -1,14 +1,19 @@
 """Where a fresh compile worker's start-up goes, phase by phase (issue #17 part 5:
 a process's first pallas_call waits for it when it comes right after install()).
 
-    python bench/probes/worker_start_phases.py [--processes 5]
+    python bench/probes/worker_start_phases.py [--processes 5] [--out f.json]
 
-Each fresh process does what compile_worker._serve does before its first
-request, timed per phase: Python's own start (measured apart, as `python -c
-pass`), loading triton_run.py, use_quick_triton_key (which imports triton),
-the compiler's modules (import_compiler's imports), the two `ptxas --version`
-queries, libdevice_link.py, and the garbage collection before gc.freeze().
-Medians over the processes, in milliseconds.
+Per fresh process, medians in milliseconds:
+- Python's own start, with site (`python -c pass`) and without (`python -S -c
+  pass`, as the worker starts where Triton allows: compile_worker._site_free_path);
+- in a process started as the worker is (-S, the parent's sys.path,
+  TRITON_BACKENDS_IN_TREE=1), what compile_worker._serve does before its first
+  request: loading triton_run.py, use_quick_triton_key (which imports triton),
+  import_compiler (the compiler's modules, libdevice_link.py, and ptxas's two
+  `--version` runs in a thread beside them), and ptxas's two runs alone, for
+  comparison (in a process of their own: Triton caches them);
+- the real thing: compile_worker starting a worker and the worker answering a
+  ping (its whole start-up as a first compile would wait for it).
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
 
 _CHILD = r"""
 import importlib.util, json, os, sys, time
@@ -32,40 +38,69 @@ m = importlib.util.module_from_spec(spec); sys.modules[spec.name] = m; spec.load
 t1 = time.perf_counter()
 m.use_quick_triton_key()
 t2 = time.perf_counter()
-import triton.backends.nvidia.compiler as nvidia
-import triton.compiler.code_generator, triton.compiler.compiler  # noqa: E401
-import triton.language.extra.libdevice, triton.language.semantic  # noqa: E401
+m.import_compiler(90)
 t3 = time.perf_counter()
-nvidia.get_ptxas_version(90); nvidia.get_ptxas(90).version
-t4 = time.perf_counter()
-m._libdevice_link_module()
-t5 = time.perf_counter()
-import gc; gc.collect()
-t6 = time.perf_counter()
 print(json.dumps({{"load_triton_run": t1 - t0, "import_triton": t2 - t1,
-                   "compiler_modules": t3 - t2, "ptxas_version": t4 - t3,
-                   "libdevice_link": t5 - t4, "gc": t6 - t5}}))
+                   "import_compiler_with_ptxas": t3 - t2}}))
 """
+
+_PTXAS = r"""
+import time, triton.backends.nvidia.compiler as nvidia
+t = time.perf_counter(); nvidia.get_ptxas_version(90); nvidia.get_ptxas(90).version
+print(time.perf_counter() - t)
+"""
+
+
+def _timed(command, env) -> tuple[float, str]:
+  t = time.perf_counter()
+  done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+  return time.perf_counter() - t, done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+
+
+def worker_ready_seconds() -> float:
+  """A real worker's start, from Popen to its answer to a ping."""
+  from pallas_prof.backend import compile_worker
+  worker = compile_worker._Worker()
+  try:
+    t = time.perf_counter()
+    worker.ensure_started()
+    worker.call({"op": "ping"})
+    return time.perf_counter() - t
+  finally:
+    worker.close()
 
 
 def main(argv=None) -> int:
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   ap.add_argument("--processes", type=int, default=5)
+  ap.add_argument("--out")
   args = ap.parse_args(argv)
-  env = dict(os.environ, JAX_PLATFORMS="cpu")
-  rows, python, totals = [], [], []
+  from bench import save_record
+  from pallas_prof.backend import compile_worker
+  paths = compile_worker._site_free_path()
+  env = dict(os.environ, JAX_PLATFORMS="cpu", TRITON_BACKENDS_IN_TREE="1")
+  worker_env = dict(env, PYTHONPATH=os.pathsep.join([ROOT] + (paths or [])))
+  flags = ["-S"] if paths is not None else []
+  rows: dict[str, list[float]] = {}
   for _ in range(args.processes):
-    t = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
-    python.append(time.perf_counter() - t)
-    t = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", _CHILD.format(root=ROOT)], env=env,
-                          capture_output=True, text=True, check=True)
-    totals.append(time.perf_counter() - t)
-    rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
-  summary = {"python_start": statistics.median(python), "whole_process": statistics.median(totals)}
-  summary.update({k: statistics.median(r[k] for r in rows) for k in rows[0]})
+    rows.setdefault("python_start", []).append(_timed([sys.executable, "-c", "pass"], env)[0])
+    rows.setdefault("python_start_no_site", []).append(
+        _timed([sys.executable, "-S", "-c", "pass"], env)[0])
+    whole, line = _timed([sys.executable, *flags, "-c", _CHILD.format(root=ROOT)], worker_env)
+    rows.setdefault("whole_process", []).append(whole)
+    for k, v in json.loads(line).items():
+      rows.setdefault(k, []).append(v)
+    rows.setdefault("ptxas_version_twice_alone", []).append(
+        float(_timed([sys.executable, *flags, "-c", _PTXAS], worker_env)[1]))
+    rows.setdefault("worker_ready", []).append(worker_ready_seconds())
+  summary = {k: statistics.median(v) for k, v in rows.items()}
   print("  ".join(f"{k} {v * 1e3:.0f} ms" for k, v in summary.items()))
+  head = subprocess.run(["git", "-C", ROOT, "log", "-1", "--format=%h"], capture_output=True,
+                        text=True, check=False).stdout.strip()
+  save_record(args.out, {"command": "python bench/probes/worker_start_phases.py "
+                                    + " ".join(argv or sys.argv[1:]),
+                         "commit": head, "worker_flags": flags, "load_average": os.getloadavg(),
+                         "medians_s": summary, "runs_s": rows})
   return 0
 
 

@@ -182,3 +182,22 @@ def test_the_worker_asks_ptxas_its_version_as_it_starts(tmp_path):
           "print(nvidia.get_ptxas_version.cache_info().currsize, "
           "knobs.NvidiaTool.from_path.cache_info().currsize)\n")
   assert _run(code, tmp_path) == "1 1"
+
+
+def test_the_worker_finds_triton_s_backends_in_its_folder_unless_told_otherwise(monkeypatch):
+  """TRITON_BACKENDS_IN_TREE=1 in the worker (not in this process), and a
+  setting of the user's own goes through as it is."""
+  def worker_environ():
+    compile_worker._worker.close()
+    compile_worker.start()
+    proc = compile_worker._worker.proc
+    assert compile_worker.compile({"op": "ping"})["pid"] == proc.pid
+    with open(f"/proc/{proc.pid}/environ", "rb") as f:
+      return f.read().split(b"\0")
+
+  monkeypatch.delenv("TRITON_BACKENDS_IN_TREE", raising=False)
+  assert b"TRITON_BACKENDS_IN_TREE=1" in worker_environ()
+  assert "TRITON_BACKENDS_IN_TREE" not in os.environ
+  monkeypatch.setenv("TRITON_BACKENDS_IN_TREE", "0")
+  assert b"TRITON_BACKENDS_IN_TREE=0" in worker_environ()
+  compile_worker._worker.close()
