@@ -33,21 +33,60 @@ CHECK_OFFSET = {check_offset!r}
 CHECK_SITES = {check_sites!r}   # bounds-checked build: what each flag record checks
 
 
+PACKED4 = ("int4", "uint4")  # two elements a byte in the kernel's buffers, as XLA's GPU keeps them
+
+
 def _numpy_dtype(name):
-    if name == "bfloat16":
+    try:
+        return np.dtype(name)
+    except TypeError:           # bfloat16, float8_*, int4, uint4: ml_dtypes' types
         import ml_dtypes
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
+        return np.dtype(getattr(ml_dtypes, name))
+
+
+def _iinfo(dtype):
+    if dtype in PACKED4:
+        import ml_dtypes        # numpy's iinfo does not know int4 (numpy kind 'V')
+        return ml_dtypes.iinfo(_numpy_dtype(dtype))
+    return np.iinfo(_numpy_dtype(dtype))
 
 
 def _random(name, dtype, shape, rng):
     dt = _numpy_dtype(dtype)
     if dtype == "bool":
         return rng.random(shape) < 0.5
-    if np.issubdtype(dt, np.integer):
-        info = np.iinfo(dt)
-        return rng.integers(max(info.min, -100), min(info.max, 100), size=shape, endpoint=True).astype(dt)
+    if np.issubdtype(dt, np.integer) or dtype in PACKED4:
+        info = _iinfo(dtype)
+        return rng.integers(max(int(info.min), -100), min(int(info.max), 100), size=shape,
+                            endpoint=True).astype(dt)
     return rng.uniform(-2, 2, size=shape).astype(np.float32).astype(dt)
+
+
+def _pack4(a):
+    """int4/uint4 values (one a byte in numpy) to the kernel's layout: element 2k in the
+    low nibble of byte k, in row-major order."""
+    nibbles = a.reshape(-1).view(np.uint8) & 0xF
+    if nibbles.size % 2:
+        nibbles = np.concatenate([nibbles, np.zeros(1, np.uint8)])
+    return (nibbles[0::2] | (nibbles[1::2] << 4)).astype(np.uint8)
+
+
+def _unpack4(packed, dtype, shape):
+    n = int(np.prod(shape, dtype=np.int64))
+    nibbles = np.empty(packed.size * 2, np.uint8)
+    nibbles[0::2] = packed & 0xF
+    nibbles[1::2] = packed >> 4
+    values = nibbles[:n].astype(np.int8)
+    if dtype == "int4":
+        values = ((values ^ 8) - 8).astype(np.int8)
+    return values.astype(_numpy_dtype(dtype)).reshape(shape)
+
+
+def _buffer(dtype, shape, fill):
+    """A parameter's buffer holding `fill` everywhere (int4/uint4: packed)."""
+    if dtype in PACKED4:
+        return _pack4(np.full(shape, fill, _numpy_dtype(dtype)))
+    return np.full(shape, fill, _numpy_dtype(dtype))
 
 
 class _DeviceArg:
@@ -66,9 +105,11 @@ def _poison(dtype):
     dt = _numpy_dtype(dtype)
     if dt == np.bool_:
         return True
-    if dt.kind == "f" or dtype in ("bfloat16", "float16"):
+    if np.issubdtype(dt, np.floating) or dt.kind == "V" and dtype.startswith(("bfloat16", "float")):
         return np.nan
-    return np.array(-1).astype(np.int64).astype(dt) if dt.kind == "i" else np.iinfo(dt).max
+    if np.issubdtype(dt, np.signedinteger) or dtype == "int4":
+        return np.array(-1).astype(dt)
+    return _iinfo(dtype).max
 
 
 def _arguments(inputs):
@@ -81,15 +122,15 @@ def _arguments(inputs):
     initial = {{}}
     for name, dtype, shape, role in PARAMS:
         if role == "input":
-            args.append(inputs.pop(0))
+            value = inputs.pop(0)
+            args.append(_pack4(value) if dtype in PACKED4 else value)
         elif role == "initial":
-            fill = 0 if name in ZEROED else _poison(dtype)
-            initial[name] = np.full(shape, fill, _numpy_dtype(dtype))
+            initial[name] = _buffer(dtype, shape, 0 if name in ZEROED else _poison(dtype))
             args.append(initial[name])
         elif role == "output":
             src = ALIASES.get(len(outputs))
             out = (args[src] if src is not None else
-                   initial.get(INITIAL_OF.get(name), np.zeros(shape, _numpy_dtype(dtype))))
+                   initial.get(INITIAL_OF.get(name), _buffer(dtype, shape, 0)))
             outputs.append(out)
             args.append(out)
         elif role == "check":
@@ -98,6 +139,13 @@ def _arguments(inputs):
         else:
             raise SystemExit(f"parameter {{name}}: role {{role!r}} is not one this launcher fills")
     return args, outputs, flag
+
+
+def _unpacked(outputs):
+    """The outputs as numpy holds them (int4/uint4 unpacked, one element a byte)."""
+    kinds = [(dtype, shape) for _, dtype, shape, role in PARAMS if role == "output"]
+    return [_unpack4(o, dtype, shape) if dtype in PACKED4 else o
+            for o, (dtype, shape) in zip(outputs, kinds)]
 
 
 def _violations(flag):
@@ -158,7 +206,7 @@ def run_gpu(inputs):
             check(cu.cuMemcpyHtoD(ptr, array.ctypes.data, array.nbytes))
             owned[id(array)] = ptr
         buffers.append(owned[id(array)])
-    dtypes = [p[1] for p in PARAMS]
+    dtypes = [a.dtype.name for a in args]     # the buffers' own: uint8 for packed int4
     kernel = globals()[KERNEL]
     kernel[GRID](*[_DeviceArg(b, d) for b, d in zip(buffers, dtypes)],
                  num_warps=NUM_WARPS, num_stages=NUM_STAGES)
@@ -177,10 +225,12 @@ def _load_inputs(path, rng):
         if role != "input":
             continue
         if arrays is not None:
-            a = arrays[name]
-            if dtype == "bfloat16" and a.dtype == np.uint16:
-                a = a.view(_numpy_dtype(dtype))
-            inputs.append(np.ascontiguousarray(a.astype(_numpy_dtype(dtype)) if a.dtype != _numpy_dtype(dtype) else a))
+            a, dt = arrays[name], _numpy_dtype(dtype)
+            # ml_dtypes' types (bfloat16, float8_*, int4) come back from an .npz as raw
+            # bytes (numpy kind 'V') or as the unsigned ints --output writes: their bits
+            if dt.kind == "V" and a.dtype.kind in "uV" and a.dtype.itemsize == dt.itemsize:
+                a = a.view(dt)
+            inputs.append(np.ascontiguousarray(a.astype(dt) if a.dtype != dt else a))
         else:
             inputs.append(_random(name, dtype, shape, rng))
     return inputs
@@ -196,11 +246,13 @@ def main(argv):
     args = parser.parse_args(argv)
     inputs = _load_inputs(args.inputs, np.random.default_rng(args.seed))
     outputs, flag = run_interpreted(inputs) if INTERPRET else run_gpu(inputs)
+    outputs = _unpacked(outputs)
     names = [p[0] for p in PARAMS if p[3] == "output"]
     for name, out in zip(names, outputs):
         print(f"{{name}}: shape {{out.shape}} {{out.dtype}}, mean {{np.asarray(out, np.float64).mean():.6g}}")
     if args.output:
-        np.savez(args.output, **{{n: (o.view(np.uint16) if o.dtype.name == "bfloat16" else o)
+        # ml_dtypes' types as unsigned ints of their bits (an .npz would keep raw bytes)
+        np.savez(args.output, **{{n: (o.view(f"u{{o.dtype.itemsize}}") if o.dtype.kind == "V" else o)
                                  for n, o in zip(names, outputs)}})
     found = _violations(flag.reshape(-1)) if flag is not None else []
     for text in found:

@@ -151,3 +151,52 @@ def test_an_ejected_bounds_checked_kernel_fills_its_flag_and_names_the_line(tmp_
   # the lanes inside the ref were read; the dropped ones read nothing past the buffer
   got = np.load(tmp_path / "out120.npz")["o_ref"]
   np.testing.assert_array_equal(got[:8], x[120:128] * 2)
+
+
+ML_DTYPES_SCRIPT = """
+import jax, jax.numpy as jnp, numpy as np
+from jax.experimental import pallas as pl
+
+def twice_kernel(x_ref, o_ref):
+  o_ref[...] = x_ref[...] + x_ref[...]
+
+rng = np.random.default_rng({seed})
+x8 = rng.uniform(-4, 4, (5, 24)).astype(jnp.float8_e4m3fn)
+x4 = rng.integers(-4, 4, (6, 10), endpoint=True).astype(jnp.int4)
+f8 = pl.pallas_call(twice_kernel, out_shape=jax.ShapeDtypeStruct(x8.shape, x8.dtype),
+                    name="twice_f8")(x8)
+i4 = pl.pallas_call(twice_kernel, out_shape=jax.ShapeDtypeStruct(x4.shape, x4.dtype),
+                    name="twice_i4")(x4)
+np.savez({inputs!r}, twice_f8=x8, twice_i4=x4)          # as a user would: raw bytes in the .npz
+np.savez({expected!r}, twice_f8=np.asarray(f8).view(np.uint8), twice_i4=np.asarray(i4).view(np.uint8))
+"""
+
+
+def test_float8_and_int4_kernels_eject_and_agree_in_check_mode(tmp_path):
+  """ml_dtypes' types in an ejected program: float8 and int4 parameters (numpy kind 'V',
+  int4 packed two a byte in the kernel's buffers), with the bounds-checked build's
+  poisoned starting values. The program crashed on np.dtype('float8_e4m3fn') / 'int4'."""
+  seed = int(np.random.default_rng().integers(2**31))
+  script = tmp_path / "ml_dtypes_kernels.py"
+  script.write_text(textwrap.dedent(ML_DTYPES_SCRIPT.format(
+      seed=seed, inputs=str(tmp_path / "inputs.npz"), expected=str(tmp_path / "expected.npz"))))
+  env = {**os.environ, "PALLAS_PROF_CHECK": "bounds"}
+  result = subprocess.run([sys.executable, "-m", "pallas_prof.cli.main", "run", "--no-analysis",
+                           "--out", str(tmp_path / "run"), str(script)], capture_output=True,
+                          text=True, env=env, timeout=600)
+  assert result.returncode == 0, result.stdout + result.stderr
+  inputs, expected = np.load(tmp_path / "inputs.npz"), np.load(tmp_path / "expected.npz")
+  clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRITON_INTERPRET")}
+  for kernel in ("twice_f8", "twice_i4"):
+    program = tmp_path / f"{kernel}.py"
+    show = pallas_prof("show", kernel, "--dir", str(tmp_path / "run"), "--eject", str(program))
+    assert show.returncode == 0, show.stdout + show.stderr
+    assert "'initial'" in program.read_text()       # the bounds-checked build
+    np.savez(tmp_path / f"{kernel}_in.npz", x_ref=inputs[kernel])
+    ran = subprocess.run([sys.executable, str(program), "--interpret", "--inputs",
+                          str(tmp_path / f"{kernel}_in.npz"), "--output",
+                          str(tmp_path / f"{kernel}_out.npz")], capture_output=True, text=True,
+                         env=clean, timeout=600)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    got = np.load(tmp_path / f"{kernel}_out.npz")["o_ref"]
+    np.testing.assert_array_equal(got, expected[kernel], err_msg=f"{kernel}, seed {seed}")
