@@ -51,12 +51,10 @@ def run_interpreted(gk: GeneratedKernel, inputs, out_shapes, input_output_aliase
     if aliased:
       # one buffer behind both refs, as on the GPU (XLA passes the same pointer)
       outputs.append(arrays[aliased[0]])
-    elif is_packed4(dtype):
-      outputs.append(np.zeros((int(np.prod(shape, dtype=np.int64)) + 1) // 2, np.uint8))
-    elif poison and not _is_atomic_output(gk, i):
-      outputs.append(np.full(shape, poison_value(dtype), dtype=dtype))
     else:
-      outputs.append(np.zeros(shape, dtype=dtype))
+      fill = poison_value(dtype) if poison and not _is_atomic_output(gk, i) else 0
+      out = np.full(shape, fill, dtype=dtype)
+      outputs.append(pack4(out) if is_packed4(dtype) else out)
   flags = [np.zeros(p.shape, np.int32) for p in gk.params if p.role == "check"]
   # check mode: an output's starting values are a parameter of their own (the
   # same buffer, as on the GPU, where the launcher aliases them)

@@ -197,3 +197,20 @@ def test_without_check_mode_a_wild_read_on_the_cpu_is_an_error_not_a_crash(tmp_p
   assert "reads 16 element(s) outside every buffer" in out, out[-3000:]
   assert "PALLAS_PROF_CHECK=bounds" in out and "wild_read.py:9" in out, out[-3000:]
   assert "AFTER 1000.0 10.0" in done.stdout, out[-3000:]
+
+
+@pytest.mark.parametrize("dtype, poison", [("int4", -1), ("uint4", 15), ("int8", -1)])
+def test_packed_int4_outputs_start_poisoned_too(check_mode, rng, dtype, poison):
+  """int4/uint4 outputs (two a byte in the kernel's buffer) start poisoned on the CPU as
+  on the GPU (launch.poison_value): they started as zeros, so what nothing writes looked
+  written."""
+  import ml_dtypes
+  dt = np.dtype(getattr(ml_dtypes, dtype, None) or dtype)
+  x = rng.integers(0, 7, (16, 16), endpoint=True).astype(dt)
+  with pytest.warns(pallas_prof.UncoveredOutputWarning):
+    out = pallas(lambda x_ref, o_ref: o_ref.__setitem__(..., x_ref[...]), S((16, 16), dt),
+                 grid=(1,), in_specs=[pl.BlockSpec((8, 16), lambda i: (i, 0))],
+                 out_specs=pl.BlockSpec((8, 16), lambda i: (i, 0)), name=f"half_{dtype}")(x)
+  out = np.asarray(out).astype(np.int64)
+  np.testing.assert_array_equal(out[:8], x[:8].astype(np.int64))
+  assert (out[8:] == poison).all(), out[8:]
