@@ -148,7 +148,8 @@ def warm_up_process() -> dict:
     out[variant] = {"first_call_s": total, **phases}
     if variant == "pallas_prof":
       from pallas_prof.backend import warmup
-      out[variant]["background_warm_up"] = warmup.status()
+      # after the timing: the warm-up's compile (in the worker's child) has its figures
+      out[variant]["background_warm_up"] = warmup.wait_for_warm_up(30)
       out[variant]["kernels"] = kernel_records()
   _use_backend("pallas_prof")
   return out

@@ -75,11 +75,11 @@ def install(check_bounds: bool | None = None) -> None:
   if check_bounds is not None:
     bounds.set_check_bounds(bool(check_bounds))
   # asking JAX for devices creates its backends, after which the user's program can no
-  # longer call jax.distributed.initialize(): before that, NVML says what the GPU is
-  cc = compat.gpu_compute_capability() if compat.backends_initialized() else _nvml_capability()
-  if cc is not None:
-    from .warmup import start_warmup
-    start_warmup(cc)
+  # longer call jax.distributed.initialize(): before that, NVML says what the GPU is,
+  # asked in the warm-up's thread (NVML's start is the driver's: install() need not wait)
+  from .warmup import start_warmup
+  start_warmup(compat.gpu_compute_capability() if compat.backends_initialized()
+               else _nvml_capability)
 
 
 def _nvml_capability() -> int | None:

@@ -14,15 +14,16 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from . import compile_worker
 from .compile_cache import libdevice_cache, triton_options
 
 _warmup_thread: threading.Thread | None = None
 # what the background warm-up did, seconds from its start (for diagnostics and
-# the benchmarks): started_ns (time.time_ns()), worker_started_s, rules_imported_s,
-# or error; status() adds the warm-up compile's outcome once the worker's child has it
+# the benchmarks): started_ns (time.time_ns()), gpu_asked_s (the compute capability
+# known), then gpu None (none: nothing more) or worker_started_s, rules_imported_s;
+# or error. status() adds the warm-up compile's outcome once the worker's child has it
 warmup_status: dict[str, Any] = {}
 
 
@@ -48,23 +49,30 @@ def warm_up(compute_capability: int) -> dict[str, Any]:
   return compile_worker.compile(warm_up_request(compute_capability))
 
 
-def start_warmup(compute_capability: int) -> None:
+def start_warmup(compute_capability: int | Callable[[], int | None] | None) -> None:
   """Starts the compile worker, which compiles the tiny kernel in a child of its
   own, and imports the lowering rules here, in the background.
 
   Triton's one-time start-up (imports, ptxas) then overlaps the user's own
-  start-up instead of delaying the first pallas_call. PALLAS_PROF_WARMUP=0
-  skips it.
+  start-up instead of delaying the first pallas_call. compute_capability: the
+  GPU's, or a function that asks for it (in the background thread); None, or
+  None from the function: no GPU, nothing starts. PALLAS_PROF_WARMUP=0 skips it.
   """
   global _warmup_thread
-  if _warmup_thread is not None or os.environ.get("PALLAS_PROF_WARMUP", "1") == "0":
+  if (_warmup_thread is not None or compute_capability is None
+          or os.environ.get("PALLAS_PROF_WARMUP", "1") == "0"):
     return
 
   def warm():
     t0 = time.perf_counter()
     warmup_status["started_ns"] = time.time_ns()
     try:
-      compile_worker.start(warm_up=warm_up_request(compute_capability))  # the worker boots ...
+      cc = compute_capability() if callable(compute_capability) else compute_capability
+      warmup_status["gpu_asked_s"] = time.perf_counter() - t0
+      if cc is None:
+        warmup_status["gpu"] = None      # no GPU: no worker (the interpreter needs none)
+        return
+      compile_worker.start(warm_up=warm_up_request(int(cc)))  # the worker boots ...
       warmup_status["worker_started_s"] = time.perf_counter() - t0
       from . import rules  # noqa: F401 - ... while this process imports the lowering rules
       warmup_status["rules_imported_s"] = time.perf_counter() - t0

@@ -80,11 +80,30 @@ import pallas_prof
 from pallas_prof.backend import registration
 registration._nvml_capability = lambda: None     # what NVML says without a GPU
 pallas_prof.install()
-assert warmup._warmup_thread is None and compile_worker._worker.proc is None
+warmup._warmup_thread.join(60)                   # NVML is asked in the background
+assert warmup.status()["gpu"] is None and compile_worker._worker.proc is None
 x = jnp.arange(8 * 128, dtype=jnp.float32).reshape(8, 128)
 out = jax.jit(lambda a: pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(a.shape, a.dtype))(a))(x)
 np.testing.assert_array_equal(np.asarray(out), np.asarray(x) * 2 + 1)
 assert compile_worker._worker.proc is None
+print("ok")
+'''
+  assert _run(code, tmp_path) == "ok"
+
+
+def test_install_does_not_wait_for_nvml(tmp_path):
+  """install() asks NVML for the GPU in the warm-up's thread: a slow answer
+  (here 3 s) does not hold up the program."""
+  code = r'''
+import time
+import pallas_prof
+from pallas_prof.backend import registration, warmup
+registration._nvml_capability = lambda: time.sleep(3)   # slow, then no GPU
+t = time.perf_counter()
+pallas_prof.install()
+took = time.perf_counter() - t
+warmup._warmup_thread.join(60)
+assert took < 1.5 and warmup.status()["gpu_asked_s"] >= 3, (took, warmup.status())
 print("ok")
 '''
   assert _run(code, tmp_path) == "ok"
