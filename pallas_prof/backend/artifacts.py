@@ -183,6 +183,8 @@ class GeneratedKernel:
   # kernel then has one more parameter, that buffer (role "probes")
   probe_layout: Any = None
   launch_group: int = 0              # > 1: programs launched in groups (grid.grouped_launch)
+  tma: bool = False                  # some loads go through TMA tensor descriptors (tma.py)
+  tma_notes: tuple[str, ...] = ()    # TMA asked for: the loads that could not use it, and why
 
   @property
   def inputs(self) -> list[KernelParam]:
@@ -203,7 +205,7 @@ class GeneratedKernel:
   SCHEMA: ClassVar[str] = "pallas-prof/generated/1"
   _SCALARS: ClassVar[tuple] = ("name", "num_warps", "num_stages", "jaxpr_text", "source_info",
                                "lowering_seconds", "gc_seconds", "key", "enable_fp_fusion",
-                               "check_bounds", "launch_group")
+                               "check_bounds", "launch_group", "tma")
 
   def save(self, directory: str, **extra) -> None:
     """Writes source.py and kernel.json (with `extra`, e.g. the run's label and aliases),
@@ -216,7 +218,8 @@ class GeneratedKernel:
             "eqns": [e.to_dict() for e in self.eqns],
             "params": [dataclasses.asdict(p) for p in self.params], "grid": list(self.grid),
             "launch_grid": list(self.launch_grid), "atomic_params": list(self.atomic_params),
-            "bounds_sites": [dataclasses.asdict(site) for site in self.bounds_sites]}
+            "bounds_sites": [dataclasses.asdict(site) for site in self.bounds_sites],
+            "tma_notes": list(self.tma_notes)}
     with open(os.path.join(directory, "kernel.json"), "w") as f:
       json.dump(meta, f, indent=1, default=str)
 
@@ -238,6 +241,7 @@ class GeneratedKernel:
                grid=tuple(meta["grid"]), launch_grid=tuple(meta["launch_grid"]),
                atomic_params=tuple(meta.get("atomic_params", ())),
                bounds_sites=_load_sites(meta.get("bounds_sites", ())),
+               tma_notes=tuple(meta.get("tma_notes", ())),
                **{k: meta[k] for k in cls._SCALARS if k in meta})
 
 

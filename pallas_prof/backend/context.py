@@ -55,6 +55,7 @@ class KernelContext:
     self.atomic_refs: set[str] = set()     # params updated with atomics (zeroed on GPU)
     self.bounds = None     # bounds.SiteTable in the bounds-checked mode
     self.probes = None     # probes.ProbeEmitter in the profiler's probed variant
+    self.tma = None        # tma.TmaPlan when TMA loads are asked for
     # names the kernel's variables as jaxpr_text does (compat.print_jaxpr);
     # pp_named: the jaxprs whose variables it has named, by id
     self.pp_context = None

@@ -25,6 +25,7 @@ from .errors import LoweringError, Unsupported
 from .folding import FOLDABLE, try_fold
 from .rules import ALIASES, all_rules, rule_for
 from .rules.table import REDUCTION, TRANSCENDENTAL, work_of
+from .tma import note_equation
 
 
 class RuleContext:
@@ -253,6 +254,8 @@ def _lower_equation(kernel: KernelContext, eqn, info: EqnInfo, invals: list[Any]
                             "please report this with the kernel; meanwhile try writing "
                             "the operation differently", e) from e
     _record_work(info, eqn)
+    if kernel.tma is not None:
+      note_equation(kernel, eqn, invals, out)
     if writes is not None:
       # also what the rule itself loaded (a swap's old value); a loop body
       # that writes forgets them on entry too (lower_jaxpr)

@@ -455,13 +455,14 @@ class MemoryGuard:
     def size_of(ptrs) -> int:
       return np.dtype(_get_np_dtype(ptrs.get_element_ty())).itemsize
 
-    def masked_load(builder, ptrs, mask, *rest):
+    # keywords too: the interpreter's tensor-descriptor loads pass their options so
+    def masked_load(builder, ptrs, mask, *rest, **options):
       guard.check(ptrs.data, mask.data, size_of(ptrs), "reads")
-      return saved["create_masked_load"](builder, ptrs, mask, *rest)
+      return saved["create_masked_load"](builder, ptrs, mask, *rest, **options)
 
-    def masked_store(builder, ptrs, value, mask, *rest):
+    def masked_store(builder, ptrs, value, mask, *rest, **options):
       guard.check(ptrs.data, mask.data, size_of(ptrs), "writes")
-      return saved["create_masked_store"](builder, ptrs, value, mask, *rest)
+      return saved["create_masked_store"](builder, ptrs, value, mask, *rest, **options)
 
     def atomic_rmw(builder, op, ptr, val, mask, *rest):
       guard.check(ptr.data, mask.data, size_of(ptr), "updates")

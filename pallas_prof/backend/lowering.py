@@ -23,10 +23,12 @@ from .blockspec import alias_sets, arg_labels, block_ref, operands_line
 from .codegen import KernelBuilder, UnsupportedDtype
 from .context import KernelContext
 from .dispatch import lower_jaxpr
+from .effects import ANY_REF, jaxpr_write_targets
 from .errors import LoweringError, Unsupported
 from .grid import (check_call, emit_grouped_program_ids, emit_program_ids, grouped_launch,
                    launch_grid_for, static_grid)
 from .kernel_files import write_source
+from .tma import TmaPlan, emit_descriptors, header_lines
 
 
 class CollectionClock:
@@ -68,7 +70,7 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
                  enable_fp_fusion: bool = False,
                  debug: bool = False, call_site=None,
                  input_output_aliases=None, check_bounds: bool = False,
-                 probes=None, launch_group: int = 0) -> GeneratedKernel:
+                 probes=None, launch_group: int = 0, tma: bool = False) -> GeneratedKernel:
   """Lowers the jaxpr of a pallas_call to a GeneratedKernel (Triton source).
 
   `input_output_aliases`: the pallas_call's (input index, output index)
@@ -77,6 +79,10 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
 
   `launch_group` > 1: programs run in grouped order (grid.grouped_launch), where
   the grid allows; the GeneratedKernel's launch_group says whether it did.
+
+  `tma`: reads of dense blocks load through Hopper's TMA (tensor descriptors,
+  tma.py) where that provably reads the same; the GeneratedKernel's `tma` says
+  whether any did, `tma_notes` why the others did not.
 
   `call_site` is the source info of the pallas_call equation (anything
   with a `.traceback`): errors about the call as a whole (grid, BlockSpecs,
@@ -91,7 +97,7 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
                        num_stages=num_stages, compute_capability=compute_capability,
                        name=name, enable_fp_fusion=enable_fp_fusion, call_site=call_site,
                        input_output_aliases=input_output_aliases, check_bounds=check_bounds,
-                       probes=probes, launch_group=launch_group)
+                       probes=probes, launch_group=launch_group, tma=tma)
   if debug:
     print(f"\npallas-prof: kernel jaxpr for {gk.source_info}:\n{jaxpr}\n")
     print(f"pallas-prof: generated Triton ({gk.path}):\n{gk.source}")
@@ -101,7 +107,7 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
 def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, *, num_warps, num_stages,
                   compute_capability, name, enable_fp_fusion, call_site,
                   input_output_aliases, check_bounds=False, probes=None,
-                  launch_group=0) -> GeneratedKernel:
+                  launch_group=0, tma=False) -> GeneratedKernel:
   start_time = time.perf_counter()
   kname = kernel_name_of(jaxpr, name)
   src_info = getattr(jaxpr.debug_info, "func_src_info", None) or kname
@@ -127,22 +133,31 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, *, num_warp
               + (", enable_fp_fusion=True" if enable_fp_fusion else ""),
               operands_line(jaxpr, grid_mapping),
               "each line's comment: [equation index] primitive @ your file:line"]
-    b = KernelBuilder(kname, header)
-    kernel = KernelContext(b, kname, grid, [], compute_capability,
-                           getattr(grid_mapping, "grid_names", None), jaxpr_text)
-    kernel.pp_context, kernel.jaxpr = pp_context, jaxpr
-    if check_bounds:
-      from .bounds import SiteTable
-      kernel.bounds = SiteTable()
-    if probes:
-      from .probes import ProbeEmitter, ProbeOptions
-      options = probes if isinstance(probes, ProbeOptions) else ProbeOptions()
-      kernel.probes = ProbeEmitter(options, num_warps, len(jaxpr.eqns))
-      b.header.insert(1, "PROFILING VARIANT with probes (launched only by pallas-prof's replay)")
+
+    def new_context():
+      b = KernelBuilder(kname, header)
+      kernel = KernelContext(b, kname, grid, [], compute_capability,
+                             getattr(grid_mapping, "grid_names", None), jaxpr_text)
+      kernel.pp_context, kernel.jaxpr = pp_context, jaxpr
+      if check_bounds:
+        from .bounds import SiteTable
+        kernel.bounds = SiteTable()
+      if probes:
+        from .probes import ProbeEmitter, ProbeOptions
+        options = probes if isinstance(probes, ProbeOptions) else ProbeOptions()
+        kernel.probes = ProbeEmitter(options, num_warps, len(jaxpr.eqns))
+        b.header.insert(1, "PROFILING VARIANT with probes (launched only by pallas-prof's replay)")
+      return b, kernel
+
+    plan = _plan_tma(new_context, jaxpr, grid_mapping, input_output_aliases,
+                     launch_group) if tma else None
+    b, kernel = new_context()
+    kernel.tma = plan
     try:
       params = _lower_kernel_body(kernel, jaxpr, grid_mapping, input_output_aliases,
                                   launch_group)
       launch = kernel.launch_grid
+      b.header += header_lines(plan)
     except Unsupported as e:
       raise call_error(e.reason, e.hint) from None
     except UnsupportedDtype as e:
@@ -164,8 +179,34 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, *, num_warp
                        bounds_sites=tuple(kernel.bounds.sites) if kernel.bounds else (),
                        check_bounds=bool(check_bounds),
                        probe_layout=kernel.probes.layout() if kernel.probes else None,
-                       launch_group=kernel.launch_group)
+                       launch_group=kernel.launch_group, tma=bool(plan and plan.used),
+                       tma_notes=tuple(plan.notes) if plan else ())
   return gk
+
+
+def _plan_tma(new_context, jaxpr, grid_mapping, input_output_aliases, launch_group) -> TmaPlan:
+  """The planning pass of a kernel with TMA asked for: lowered once, its code
+  thrown away (no spans, no equation records), to learn which (ref, block)
+  pairs load through descriptors, which the real pass makes in its prologue."""
+  b, kernel = new_context()
+  kernel.tma = TmaPlan()
+  kernel.replaying = True
+  try:
+    _lower_kernel_body(kernel, jaxpr, grid_mapping, input_output_aliases, launch_group)
+  except Exception:  # noqa: BLE001 - the real pass raises it again, with its spans
+    return TmaPlan()
+  return TmaPlan(wanted=dict(kernel.tma.wanted))
+
+
+def _prepare_tma(kernel: KernelContext, jaxpr, refs) -> None:
+  """What TMA needs before the body: the refs the kernel may write (never read
+  through TMA) and, in the real pass, the descriptors the planning pass wants."""
+  plan = kernel.tma
+  written = jaxpr_write_targets(jaxpr, dict(zip(jaxpr.invars, refs)))
+  plan.written = (frozenset() if written is None else
+                  None if written is ANY_REF else kernel.aliases_of(written))
+  if plan.wanted:
+    plan.names = emit_descriptors(kernel, plan.wanted)
 
 
 def _records(infos, line_map: dict[int, int]) -> tuple[EquationRecord, ...]:
@@ -280,6 +321,8 @@ def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping,
   if len(jaxpr.invars) != len(refs):
     raise Unsupported(f"kernel takes {len(jaxpr.invars)} refs but the call has "
                       f"{len(refs)} operands", None)
+  if kernel.tma is not None:
+    _prepare_tma(kernel, jaxpr, refs)
   if kernel.probes is not None:
     kernel.probes.prologue_done(b)
   lower_jaxpr(kernel, jaxpr, refs, parent=None, region="kernel")

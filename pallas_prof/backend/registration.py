@@ -46,6 +46,11 @@ class CompilerParams:
       operand blocks shared in L2 by programs that run together; the same
       results. Ignored where the grid does not allow it (pallas_prof/backend/grid.py).
       The tuner tries 4 and 8 by default.
+    tma: True loads dense blocks of the inputs through Hopper's TMA (Triton tensor
+      descriptors made in the kernel) where that provably reads the same; other
+      loads stay plain, and a TmaFallbackWarning says why (pallas_prof/backend/tma.py).
+      sm_90 or newer; needs jax >= 0.11 on the GPU (global scratch). The tuner tries it
+      on Hopper.
   """
   num_warps: int | None = None
   num_stages: int | None = None
@@ -54,6 +59,7 @@ class CompilerParams:
   enable_fp_fusion: bool = False
   autotune: Any = None
   launch_group: int | None = None
+  tma: bool | None = None
 
   # JAX's CompilerParams protocol wants a backend tag
   BACKEND = "triton"
@@ -193,12 +199,16 @@ def _lower(ctx, in_nodes, params, platform: str):
   aliases = tuple(tuple(a) for a in params.get("input_output_aliases", ()))
   check = bounds.check_bounds_enabled()
   group = int(getattr(cp, "launch_group", None) or 0) if isinstance(cp, CompilerParams) else 0
+  tma = bool(getattr(cp, "tma", None)) if isinstance(cp, CompilerParams) else False
   with compat.lowering_for(platform):
     gk = lower_kernel(jaxpr, grid_mapping, num_warps=num_warps, num_stages=num_stages,
                       compute_capability=cc, name=params.get("name"),
                       enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
                       debug=bool(params.get("debug")), call_site=call_site,
-                      input_output_aliases=aliases, check_bounds=check, launch_group=group)
+                      input_output_aliases=aliases, check_bounds=check, launch_group=group,
+                      tma=tma)
+  if gk.tma_notes:
+    warn_tma_fallbacks(gk)
   uncovered = coverage.uncovered_outputs(grid_mapping, gk.grid, [p.label for p in gk.params
                                                                  if p.role in ("input", "output")],
                                          aliases)
@@ -208,10 +218,12 @@ def _lower(ctx, in_nodes, params, platform: str):
 
   @compat.lowering_for(platform)
   def relower(num_warps=num_warps, num_stages=num_stages, probes=None):
+    # the profiler's variants (probes) load as the user's kernel does
     return lower_kernel(jaxpr, grid_mapping, num_warps=num_warps, num_stages=num_stages,
                         compute_capability=cc, name=params.get("name"),
                         enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
-                        call_site=call_site, input_output_aliases=aliases, probes=probes)
+                        call_site=call_site, input_output_aliases=aliases, probes=probes,
+                        tma=tma)
 
   rec = registry.record(registry.KernelRecord(
       name=gk.name, generated=gk, platform=platform,
@@ -233,11 +245,11 @@ def _lower(ctx, in_nodes, params, platform: str):
   zeroed = set(getattr(cp, "zero_outputs", ()) or ()) | set(gk_zeroed_outputs(gk, aliases))
   if not check:    # tuning the bounds-checked debug build would time the checks
     with compat.lowering_for(platform):     # its candidates are lowered again in there
-      ck = _autotuned(ck, gk, cp, cc, aliases, zeroed, lambda w, s, g=0: lower_kernel(
+      ck = _autotuned(ck, gk, cp, cc, aliases, zeroed, lambda w, s, g=0, t=0: lower_kernel(
           jaxpr, grid_mapping, num_warps=w, num_stages=s, compute_capability=cc,
           name=params.get("name"), enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
           debug=bool(params.get("debug")), call_site=call_site, input_output_aliases=aliases,
-          launch_group=g))
+          launch_group=g, tma=bool(t)))
   rec.compiled = ck
   metadata = params.get("metadata")
   meta_text = ""
@@ -255,6 +267,21 @@ def _lower(ctx, in_nodes, params, platform: str):
   avals = list(ctx.avals_out) + check_avals(gk)
   return compat.lower_fun(lambda *r: after(r), multiple_results=True)(
       ctx.replace(avals_in=avals), *results)
+
+
+class TmaFallbackWarning(UserWarning):
+  """CompilerParams(tma=True): a load of the kernel could not use TMA (it stays a plain load)."""
+
+
+def warn_tma_fallbacks(gk) -> None:
+  """One warning per load that TMA was asked for and could not serve, at the user's line."""
+  import warnings
+  for note in gk.tma_notes:
+    where = note.split(": ", 1)[0].rsplit(" at ", 1)[-1]
+    line = int(where.rsplit(":", 1)[-1]) if where.rsplit(":", 1)[-1].isdigit() else 0
+    warnings.warn_explicit(f"kernel `{gk.name}`: TMA not used for {note}; that load stays a "
+                           "plain one (same results)", TmaFallbackWarning,
+                           where.rsplit(":", 1)[0], line)
 
 
 def _after_kernel(gk):

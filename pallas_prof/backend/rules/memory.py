@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .. import compat, emit
+from .. import compat, emit, tma
 from ..codegen import is_packed4, Value, is_bool, is_float, next_pow2
 from ..errors import Unsupported
 from ..refs import RefValue
@@ -73,6 +73,10 @@ def _moved_bytes(shape, dtype) -> int:
 
 
 def _emit_read(ctx, ref: RefValue, mask=None, other=None, **load_options) -> Value:
+  if ctx.kernel.tma is not None:
+    loaded = _tma_read(ctx, ref, mask, other, load_options)
+    if loaded is not None:
+      return loaded
   offset, full_mask, shape = address(ctx, ref, mask)
   ctx.record(bytes_read=_moved_bytes(shape, ref.dtype))
   if is_packed4(ref.dtype):
@@ -81,6 +85,19 @@ def _emit_read(ctx, ref: RefValue, mask=None, other=None, **load_options) -> Val
                     shape, **load_options)
   return ctx.value(f"{ref.label}_val" if not ref.label.endswith("_ref") else
                    ref.label[:-4], expr, ref.dtype, shape)
+
+
+def _tma_read(ctx, ref: RefValue, mask, other, load_options) -> Value | None:
+  """The read through a tensor descriptor (tma.py), or None: the plain load then."""
+  why = tma.refusal(ctx, ref, mask, other, load_options)
+  if why is not None:
+    tma.note_refused(ctx, ref, why)
+    return None
+  shape = result_shape(ref)
+  loaded = tma.read(ctx, ref, shape)
+  if loaded is not None:
+    ctx.record(bytes_read=_moved_bytes(shape, ref.dtype))
+  return loaded
 
 
 def _write(ctx, ref: RefValue, value: Value, mask=None, eviction_policy=None) -> None:

@@ -11,13 +11,17 @@ from .. import compat, emit
 from ..codegen import Value
 from ..errors import Unsupported
 from ..refs import RefValue, ViewDim
+from ..tma import note_multiple, note_sum
 
 
 # --- views -----------------------------------------------------------------------
 
 def _as_int(ctx, v, dtype) -> Value:
   if isinstance(v, Value):
-    return emit.cast(ctx.b, v, dtype, "idx")
+    out = emit.cast(ctx.b, v, dtype, "idx")
+    if out is not v and ctx.kernel.tma is not None:      # what TMA needs to know of starts
+      note_sum(ctx.kernel, out, [(v, 1)])
+    return out
   if isinstance(v, (int, np.integer)):
     return emit.const(int(v), dtype)
   raise Unsupported(f"index of type {type(v).__name__}", "use ints, pl.ds or int arrays")
@@ -35,9 +39,12 @@ def _add_scaled(ctx, base: Value, offset: Value, stride: int, dtype, hint) -> Va
   if base.const == 0:
     if stride == 1 and offset.const is None:
       return offset
-    return Value(ctx.assign_once(hint, scaled, f"{hint}: {scaled}"), np.dtype(dtype))
-  expr = f"{base} + {scaled}"
-  return Value(ctx.assign_once(hint, expr, f"{hint}: {expr}"), np.dtype(dtype))
+    out = Value(ctx.assign_once(hint, scaled, f"{hint}: {scaled}"), np.dtype(dtype))
+  else:
+    expr = f"{base} + {scaled}"
+    out = Value(ctx.assign_once(hint, expr, f"{hint}: {expr}"), np.dtype(dtype))
+  note_sum(ctx.kernel, out, [(base, 1), (offset, stride)])   # for TMA; a no-op otherwise
+  return out
 
 
 def apply_indexer(ctx, ref: RefValue, indexer, read) -> RefValue:
