@@ -60,10 +60,11 @@ else:
 gk = rec.generated
 registration.lower_kernel = real_lower
 (largs, lkwargs), = calls
-relower = lambda w, s, g=0: real_lower(*largs, **{{**lkwargs, "num_warps": w, "num_stages": s,
-                                                   "launch_group": g}})
+relower = lambda w, s, g=0, t=0: real_lower(*largs, **{{**lkwargs, "num_warps": w, "num_stages": s,
+                                                        "launch_group": g, "tma": bool(t)}})
 default = params.default_config(gk)
-best = default if choice == "default" else ((4, 3, 0) if default != (4, 3, 0) else (8, 3, 0))
+best = default if choice == "default" else ((4, 3, 0, 0) if default != (4, 3, 0, 0) else
+                                             (8, 3, 0, 0))
 settings = params.Autotune()
 default_ck = compile_kernel(gk, target, need_cubin=False)
 if mode == "prepare":

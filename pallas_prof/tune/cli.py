@@ -71,13 +71,13 @@ def print_table(tunings: list[dict]) -> None:
   from rich.console import Console
   from rich.table import Table
   t = Table(title="pallas-prof tune: cold replay time per launch (median); w warps, s stages, "
-                  "g launch group")
+                  "g launch group, tma: TMA loads")
   t.add_column("kernel", no_wrap=True)
   for c in ("default", "best", "speedup", "tried", "tuning s"):
     t.add_column(c, no_wrap=True)
   for k in tunings:
-    times = {(c["num_warps"], c["num_stages"], c.get("launch_group", 0)): c["median_s"]
-             for c in k["candidates"]}
+    times = {(c["num_warps"], c["num_stages"], c.get("launch_group", 0), c.get("tma", 0)):
+             c["median_s"] for c in k["candidates"]}
     d, b = tuple(k["default"]), tuple(k["best"])
     fmt = lambda w: f"{params.config_label(w)} " + (f"{times[w] * 1e6:.1f}us" if times.get(w)
                                                      else "-")

@@ -36,20 +36,22 @@ from .blocks import MIN_GAIN, cache_path, keep_default_within, same_outputs
 ENV = "PALLAS_PROF_AUTOTUNE"
 TUNED_ENV = "PALLAS_PROF_TUNED"          # a tuning file (`pallas-prof tune` writes one) to apply
 BUDGET_ENV = "PALLAS_PROF_AUTOTUNE_BUDGET_S"   # seconds per kernel when the environment asks
-CACHE_VERSION = 2      # 2: a config is (num_warps, num_stages, launch_group)
-# warps x stages, and the default's warps and stages launched in groups (a grid of
-# one dimension has no grouped order: those candidates are left out there)
+CACHE_VERSION = 3      # 3: a config is (num_warps, num_stages, launch_group, tma)
+# warps x stages, the default's warps and stages launched in groups (a grid of one
+# dimension has no grouped order: those candidates are left out there), and TMA
+# loads, alone and in groups of 8 (left out below sm_90, and where no load can use TMA)
 DEFAULT_CONFIGS = tuple({"num_warps": w, "num_stages": s} for w in (4, 8) for s in (2, 3, 4)) + \
-    tuple({"launch_group": g} for g in (4, 8))
-KEYS = ("num_warps", "num_stages", "launch_group")
+    tuple({"launch_group": g} for g in (4, 8)) + ({"tma": 1}, {"tma": 1, "launch_group": 8})
+KEYS = ("num_warps", "num_stages", "launch_group", "tma")
 
 
 @dataclasses.dataclass(frozen=True)
 class Autotune:
-  """What to try: configs of {"num_warps": int, "num_stages": int, "launch_group": int}
-  (each key optional: the default's value otherwise; default configs: 4 and 8 warps by
-  2, 3 and 4 stages, and launch groups of 4 and 8) and the seconds a kernel's
-  tuning may take. launch_group: CompilerParams.launch_group (0: the plain order)."""
+  """What to try: configs of {"num_warps": int, "num_stages": int, "launch_group": int,
+  "tma": 0 or 1} (each key optional: the default's value otherwise; default configs: 4
+  and 8 warps by 2, 3 and 4 stages, launch groups of 4 and 8, and TMA loads alone and
+  in groups of 8) and the seconds a kernel's tuning may take. launch_group:
+  CompilerParams.launch_group (0: the plain order); tma: CompilerParams.tma."""
   configs: tuple = DEFAULT_CONFIGS
   budget_s: float = 30.0
   min_launches: int = 20
@@ -62,9 +64,10 @@ class Autotune:
     for c in configs:
       unknown = set(c) - set(KEYS)
       if unknown or not c:
-        raise ValueError(f"Autotune config {c}: give num_warps, num_stages and/or "
-                         f"launch_group (unknown: {sorted(unknown)})" if unknown else
-                         "Autotune config {}: give num_warps, num_stages and/or launch_group")
+        raise ValueError(f"Autotune config {c}: give num_warps, num_stages, launch_group "
+                         f"and/or tma (unknown: {sorted(unknown)})" if unknown else
+                         "Autotune config {}: give num_warps, num_stages, launch_group "
+                         "and/or tma")
       if "num_warps" in c and c["num_warps"] not in (1, 2, 4, 8, 16, 32):
         raise ValueError(f"Autotune config {c}: num_warps must be a power of two up to 32")
       if "num_stages" in c and not (isinstance(c["num_stages"], int) and c["num_stages"] >= 1):
@@ -73,6 +76,10 @@ class Autotune:
                                       and c["launch_group"] >= 0):
         raise ValueError(f"Autotune config {c}: launch_group must be an int >= 0 "
                          "(0: the plain launch order)")
+      if "tma" in c and c["tma"] not in (0, 1, False, True):
+        raise ValueError(f"Autotune config {c}: tma must be 0 or 1 (or a bool)")
+      if "tma" in c:
+        c["tma"] = int(c["tma"])
     object.__setattr__(self, "configs", tuple(tuple(sorted(c.items())) for c in configs))
 
   def config_dicts(self) -> list[dict]:
@@ -89,10 +96,11 @@ class Candidate:
   start_ns: int = 0                 # its check and timing
   end_ns: int = 0
   launch_group: int = 0
+  tma: int = 0
 
   @property
-  def config(self) -> tuple[int, int, int]:
-    return (self.num_warps, self.num_stages, self.launch_group)
+  def config(self) -> tuple[int, int, int, int]:
+    return (self.num_warps, self.num_stages, self.launch_group, self.tma)
 
   @property
   def label(self) -> str:
@@ -100,20 +108,21 @@ class Candidate:
 
 
 def config_label(config) -> str:
-  """"8w 3s", or "8w 3s g8" for a grouped launch order."""
+  """"8w 3s", "8w 3s g8" for a grouped launch order, "8w 3s tma" with TMA loads."""
   text = f"{config[0]}w {config[1]}s"
-  return text + (f" g{config[2]}" if len(config) > 2 and config[2] else "")
+  text += f" g{config[2]}" if len(config) > 2 and config[2] else ""
+  return text + (" tma" if len(config) > 3 and config[3] else "")
 
 
 def _candidate(config, median_s, error=None, compile_s=None, start_ns=0, end_ns=0) -> Candidate:
-  w, s, g = config
-  return Candidate(w, s, median_s, error, compile_s, start_ns, end_ns, g)
+  w, s, g, t = config
+  return Candidate(w, s, median_s, error, compile_s, start_ns, end_ns, g, t)
 
 
 @dataclasses.dataclass(frozen=True)
 class KernelTuning:
   kernel: str
-  default: tuple[int, int, int]      # (num_warps, num_stages, launch_group)
+  default: tuple[int, int, int, int]      # (num_warps, num_stages, launch_group, tma)
   best: tuple[int, int, int]
   candidates: tuple[Candidate, ...]
   tuning_s: float
@@ -182,13 +191,14 @@ def source_digest(gk) -> str:
 _tuned_files: dict = {}
 
 
-def default_config(gk) -> tuple[int, int, int]:
-  return (int(gk.num_warps), int(gk.num_stages), int(getattr(gk, "launch_group", 0) or 0))
+def default_config(gk) -> tuple[int, int, int, int]:
+  return (int(gk.num_warps), int(gk.num_stages), int(getattr(gk, "launch_group", 0) or 0),
+          int(bool(getattr(gk, "tma", False))))
 
 
-def tuned_file_choice(path: str, gk, target, gpu: str) -> tuple[int, int, int] | None:
-  """The (num_warps, num_stages, launch_group) a tuning file names for this kernel on
-  this GPU, if any."""
+def tuned_file_choice(path: str, gk, target, gpu: str) -> tuple[int, int, int, int] | None:
+  """The (num_warps, num_stages, launch_group, tma) a tuning file names for this kernel
+  on this GPU, if any."""
   stamp = os.stat(path).st_mtime_ns
   if _tuned_files.get(path, (None,))[0] != stamp:
     with open(path) as f:
@@ -258,7 +268,7 @@ def tune_kernel(gk, default_ck, relower: Callable[..., object], target, settings
                 zeroed=(), device: int = 0, device_name: str | None = None):
   """Returns the CompiledKernel to launch: the default's or the fastest correct candidate's.
 
-  relower(num_warps, num_stages, launch_group) lowers the kernel with a config;
+  relower(num_warps, num_stages, launch_group, tma) lowers the kernel with a config;
   compile_fn(gk) compiles one kernel (the cached choice); compile_all(gks) all
   candidates at once (default: in parallel by the compile worker's children)."""
   start_ns = time.time_ns()
@@ -276,9 +286,9 @@ def tune_kernel(gk, default_ck, relower: Callable[..., object], target, settings
   start = time.perf_counter()
   wanted = [default] + [tuple(int(c.get(k, d)) for k, d in zip(KEYS, default))
                         for c in settings.config_dicts()]
-  wanted = list(dict.fromkeys(wanted))
+  wanted = list(dict.fromkeys(w for w in wanted if not (w[3] and _below_hopper(target))))
   compiled = {default: default_ck}
-  errors: dict[tuple[int, int, int], str] = {}
+  errors: dict[tuple[int, int, int, int], str] = {}
   lowered = []
   for w in wanted[1:]:
     try:
@@ -286,8 +296,9 @@ def tune_kernel(gk, default_ck, relower: Callable[..., object], target, settings
     except Exception as e:  # noqa: BLE001 - a candidate that does not lower is dropped
       errors[w] = f"{type(e).__name__}: {str(e)[:300]}"
       continue
-    if w[2] and not getattr(candidate, "launch_group", 0):
-      wanted.remove(w)            # the grid has no grouped order: it would repeat another
+    if (w[2] and not getattr(candidate, "launch_group", 0)) or \
+        (w[3] and not getattr(candidate, "tma", False)):
+      wanted.remove(w)            # no grouped order, or no load TMA can serve: a repeat
       continue
     lowered.append((w, candidate))
   gks = [g for _, g in lowered]
@@ -308,6 +319,14 @@ def tune_kernel(gk, default_ck, relower: Callable[..., object], target, settings
   _record(tuning)
   _save(path, identity, tuning)
   return compiled[best]
+
+
+def _below_hopper(target) -> bool:
+  """TMA needs sm_90: its candidates are left out for older targets."""
+  try:
+    return int(target[1]) < 90
+  except (TypeError, ValueError, IndexError):
+    return True
 
 
 def measure(compiled: dict, order: Sequence, default, settings: Autotune, aliases, zeroed,

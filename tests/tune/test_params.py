@@ -82,7 +82,8 @@ def _tune(gk, settings):
   def compile_all(gs):
     compiled.extend((g.num_warps, g.num_stages) for g in gs)
     return params._compile_all(gs, ("cuda", 90))
-  relower = lambda w, s, g=0: dataclasses.replace(gk, num_warps=w, num_stages=s, launch_group=g)
+  relower = lambda w, s, g=0, t=0: dataclasses.replace(gk, num_warps=w, num_stages=s,
+                                                       launch_group=g, tma=bool(t))
   ck = params.tune_kernel(gk, compile_kernel(gk, ("cuda", 90)), relower, ("cuda", 90), settings,
                           compile_fn=compile_fn, compile_all=compile_all)
   return ck, compiled
@@ -98,7 +99,7 @@ def test_the_fastest_candidate_with_the_default_outputs_is_chosen(softmax_gk, mo
   assert (ck.generated.num_warps, ck.generated.num_stages) == (8, 3)
   assert sorted(compiled) == [(2, 3), (8, 3)]          # the default's compile is reused
   [t] = params.results()
-  assert t.default == (4, 3, 0) and t.best == (8, 3, 0) and not t.from_cache
+  assert t.default == (4, 3, 0, 0) and t.best == (8, 3, 0, 0) and not t.from_cache
   by = {(c.num_warps, c.num_stages): c for c in t.candidates}
   assert by[(4, 3)].median_s == pytest.approx(0.5e-3)
   assert by[(8, 3)].median_s == pytest.approx(0.2e-3)
@@ -115,7 +116,7 @@ def test_a_cached_choice_is_used_without_launching(softmax_gk, monkeypatch, tmp_
   _tune(softmax_gk, settings)
   [saved] = [f for f in os.listdir(tmp_path / "tune") if f.startswith("params-")]
   data = json.loads((tmp_path / "tune" / saved).read_text())
-  assert data["best"] == [8, 3, 0]
+  assert data["best"] == [8, 3, 0, 0]
   assert {"gpu", "jax", "triton", "pallas_prof", "source", "target"} <= set(data["identity"])
   fake = _install(monkeypatch, softmax_gk)              # a fresh "process": nothing launched yet
   ck, compiled = _tune(softmax_gk, settings)
@@ -175,8 +176,8 @@ def test_a_tuning_file_written_from_results_is_applied_without_tuning(softmax_gk
   monkeypatch.setenv(params.TUNED_ENV, str(tmp_path / "tuning.json"))
   compiled = []
   default_ck = compile_kernel(softmax_gk, ("cuda", 90))
-  relower = lambda w, s, g=0: dataclasses.replace(softmax_gk, num_warps=w, num_stages=s,
-                                                   launch_group=g)
+  relower = lambda w, s, g=0, t=0: dataclasses.replace(softmax_gk, num_warps=w, num_stages=s,
+                                                        launch_group=g, tma=bool(t))
   compile_fn = lambda g: compiled.append((g.num_warps, g.num_stages)) or compile_kernel(g, ("cuda", 90))
   ck = params.select(default_ck, softmax_gk, None, relower, ("cuda", 90), compile_fn=compile_fn)
   assert ck.generated.num_warps == 8 and compiled == [(8, 3)] and fake.block_of_launch == []
@@ -317,14 +318,14 @@ def test_grouped_launch_candidates_are_left_out_where_the_grid_has_none(softmax_
   def compile_all(gs):
     compiled.extend(params.default_config(g) for g in gs)
     return params._compile_all(gs, ("cuda", 90))
-  relower = lambda w, s, g=0: dataclasses.replace(softmax_gk, num_warps=w, num_stages=s)
+  relower = lambda w, s, g=0, t=0: dataclasses.replace(softmax_gk, num_warps=w, num_stages=s)
   settings = params.Autotune(configs=[{"launch_group": 8}, {"num_warps": 8}], min_launches=5,
                              min_seconds=0.0, budget_s=UNHURRIED)
   params.tune_kernel(softmax_gk, compile_kernel(softmax_gk, ("cuda", 90)), relower, ("cuda", 90),
                      settings, compile_fn=None, compile_all=compile_all)
   [t] = params.results()
-  assert [c.config for c in t.candidates] == [(4, 3, 0), (8, 3, 0)]
-  assert compiled == [(8, 3, 0)] and set(fake.block_of_launch) == {128, 256}
+  assert [c.config for c in t.candidates] == [(4, 3, 0, 0), (8, 3, 0, 0)]
+  assert compiled == [(8, 3, 0, 0)] and set(fake.block_of_launch) == {128, 256}
   assert params.config_label((8, 3, 4)) == "8w 3s g4" and params.config_label((8, 3, 0)) == "8w 3s"
 
 
@@ -360,4 +361,4 @@ def test_the_default_stays_unless_a_candidate_beats_it_by_min_gain(softmax_gk, m
                              min_gain=0.7)
   ck, _ = _tune(softmax_gk, settings)
   [t] = params.results()
-  assert t.best == t.default == (4, 3, 0) and ck.generated.num_warps == 4
+  assert t.best == t.default == (4, 3, 0, 0) and ck.generated.num_warps == 4
