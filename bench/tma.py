@@ -15,7 +15,10 @@ and `b_ref[pl.ds(k*bk, bk), :]`):
   of 30 batches of 10 jitted calls after warm-up, as bench/launch_order.py) and
   TFLOP/s; and the profiler's replay of the tma kernels (cold L2 before each
   launch, median), which also shows the replay allocating Triton's global scratch
-  the descriptors live in.
+  the descriptors live in;
+- the tuner (CompilerParams(autotune=...)) choosing among plain in groups of 8, tma,
+  and tma in groups of 8 at 8192^3: each candidate's outputs checked against the
+  default's by its replay, then timed L2-cold.
 """
 from __future__ import annotations
 
@@ -37,6 +40,8 @@ EXACT = [  # m, k, n, dtype, (bm, bn, bk), num_warps
     (8192, 8192, 8192, "bfloat16", (128, 256, 64), 8),
     (3000, 3136, 5000, "bfloat16", (128, 256, 64), 8),
     (2000, 1984, 3000, "float32", (128, 128, 32), 8)]
+DRY_EXACT = [(256, 192, 512, "bfloat16", (128, 256, 64), 8),
+             (200, 128, 300, "float32", (128, 128, 32), 8)]
 
 
 def matmul(a, b, *, bm, bn, bk, num_warps, num_stages, group, tma, name):
@@ -115,7 +120,7 @@ def speed(rows: list, size: int, batches: int) -> None:
     print(json.dumps(row), flush=True)
 
 
-def replay(rows: list) -> None:
+def replay(rows: list, size: int) -> None:
   """The profiler's cold replay of the speed kernels (L2 flushed before each launch)."""
   import pallas_prof
   for label, *_ in SPEED:
@@ -125,7 +130,8 @@ def replay(rows: list) -> None:
                                    min_launches=30, min_seconds=0.1)
       kp = report.kernels[-1]
       rt = kp.runtime
-      size = 8192
+      if rt is None:
+        raise RuntimeError(f"no replay timing: {kp.errors}")
       row = {"check": "replay", "variant": label, "cold_median_ms": rt.median_s * 1e3,
              "tflops": 2 * size ** 3 / rt.median_s / 1e12, "launches": rt.launches,
              "outputs_written": rt.outputs_written, "errors": list(kp.errors)}
@@ -135,11 +141,48 @@ def replay(rows: list) -> None:
     print(json.dumps(row), flush=True)
 
 
+def tune(rows: list, size: int) -> None:
+  """The tuner's own choice among plain, groups of 8, tma, tma in groups of 8 (its replay
+  checks each candidate's outputs against the default's and times it L2-cold)."""
+  import jax
+  import jax.numpy as jnp
+  import pallas_prof
+  from pallas_prof.tune import params
+  a, b = _inputs(size, size, size, jnp.bfloat16, size + 1)
+  settings = pallas_prof.Autotune(configs=({"launch_group": 8}, {"tma": 1},
+                                           {"tma": 1, "launch_group": 8}), budget_s=60)
+
+  def tuned(a, b):
+    import matmul as example
+    from jax.experimental import pallas as pl
+    return pl.pallas_call(
+        functools.partial(example.matmul_kernel, block_k=64), grid=(size // 128, size // 256),
+        in_specs=[pl.BlockSpec((128, size), lambda i, j: (i, 0)),
+                  pl.BlockSpec((size, 256), lambda i, j: (0, j))],
+        out_specs=pl.BlockSpec((128, 256), lambda i, j: (i, j)), name="mm_tuned",
+        out_shape=jax.ShapeDtypeStruct((size, size), a.dtype),
+        compiler_params=pallas_prof.CompilerParams(num_warps=8, num_stages=3,
+                                                   autotune=settings))(a, b)
+  params.clear_results()
+  t0 = time.perf_counter()
+  jax.block_until_ready(jax.jit(tuned)(a, b))
+  for t in params.results():
+    row = {"check": "tune", "kernel": t.kernel, "best": params.config_label(t.best),
+           "wall_s": time.perf_counter() - t0, "tuning_s": t.tuning_s,
+           "candidates": [{"config": c.label, "median_ms": c.median_s and c.median_s * 1e3,
+                           "tflops": c.median_s and 2 * size ** 3 / c.median_s / 1e12,
+                           "error": c.error} for c in t.candidates]}
+    rows.append(row)
+    print(json.dumps(row), flush=True)
+
+
 def main(argv=None) -> int:
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   ap.add_argument("--out")
   ap.add_argument("--quick", action="store_true", help="fewer batches, no replay")
-  ap.add_argument("--steps", default="exact,speed,replay")
+  ap.add_argument("--steps", default="exact,speed,replay,tune")
+  ap.add_argument("--dry-run", action="store_true",
+                  help="small shapes (a CPU runs them through Triton's interpreter)")
   args = ap.parse_args(argv)
   import pallas_prof
   pallas_prof.install()
@@ -147,12 +190,15 @@ def main(argv=None) -> int:
   ok = True
   steps = args.steps.split(",")
   try:
+    size = 512 if args.dry_run else 8192
     if "exact" in steps:
-      ok = exactness(rows, EXACT)
+      ok = exactness(rows, DRY_EXACT if args.dry_run else EXACT)
     if "speed" in steps:
-      speed(rows, 8192, 10 if args.quick else 30)
+      speed(rows, size, 2 if args.dry_run else 10 if args.quick else 30)
     if "replay" in steps and not args.quick:
-      replay(rows)
+      replay(rows, size)
+    if "tune" in steps:
+      tune(rows, size)
   finally:
     if args.out:
       with open(args.out, "w") as f:
