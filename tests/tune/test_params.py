@@ -362,3 +362,41 @@ def test_the_default_stays_unless_a_candidate_beats_it_by_min_gain(softmax_gk, m
   ck, _ = _tune(softmax_gk, settings)
   [t] = params.results()
   assert t.best == t.default == (4, 3, 0, 0) and ck.generated.num_warps == 4
+
+
+def test_tma_candidates_are_left_out_below_sm90_and_where_no_load_can_use_tma(softmax_gk,
+                                                                             monkeypatch):
+  """A tma candidate whose lowering used no descriptor would repeat the plain kernel;
+  below sm_90 it is not even lowered. Where TMA is used it is compiled and timed."""
+  lowered, compiled = [], []
+
+  def compile_all(gs):
+    compiled.extend(params.default_config(g) for g in gs)
+    return params._compile_all(gs, ("cuda", 90))
+
+  def relower(uses_tma):
+    def lower(w, s, g=0, t=0):
+      lowered.append((w, s, g, t))
+      return dataclasses.replace(softmax_gk, num_warps=w, num_stages=s,
+                                 tma=bool(t) and uses_tma)
+    return lower
+  settings = params.Autotune(configs=[{"tma": 1}, {"num_warps": 8}], min_launches=5,
+                             min_seconds=0.0, budget_s=UNHURRIED)
+  default_ck = compile_kernel(softmax_gk, ("cuda", 90))
+  for run, (target, uses_tma, want) in enumerate([(("cuda", 90), False, [(4, 3, 0, 0), (8, 3, 0, 0)]),
+                                 (("cuda", 80), True, [(4, 3, 0, 0), (8, 3, 0, 0)]),
+                                 (("cuda", 90), True, [(4, 3, 0, 0), (4, 3, 0, 1), (8, 3, 0, 0)])]):
+    params.clear_results()
+    lowered.clear()
+    compiled.clear()
+    _install(monkeypatch, softmax_gk)
+    params.tune_kernel(softmax_gk, default_ck, relower(uses_tma), target, settings,
+                       compile_fn=None, compile_all=compile_all,
+                       device_name=f"test GPU {run}")      # no cached choice from the last run
+    [t] = params.results()
+    assert sorted(c.config for c in t.candidates) == want, target
+    assert sorted(compiled) == want[1:]       # the default's compile is reused
+    assert ((4, 3, 0, 1) in lowered) == (target[1] >= 90)
+  assert params.config_label((8, 3, 8, 1)) == "8w 3s g8 tma"
+  with pytest.raises(ValueError, match="tma must be 0 or 1"):
+    params.Autotune(configs=[{"tma": 2}])
