@@ -10,7 +10,25 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+
+
+def _regex(text: str) -> str:
+  """--kernel, checked before the script runs (a typo found after it would lose the run)."""
+  try:
+    re.compile(text)
+  except re.error as e:
+    raise argparse.ArgumentTypeError(f"{text!r} is not a regular expression: {e}") from None
+  return text
+
+
+def _device_spec(text: str) -> str:
+  """--device: an index, a comma list of them, or all; checked before the script runs."""
+  indices = [x.strip() for x in text.split(",") if x.strip()]
+  if text != "all" and not (indices and all(x.isdigit() for x in indices)):
+    raise argparse.ArgumentTypeError(f"takes an index, a list like 0,1, or all; got {text!r}")
+  return text
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,9 +45,10 @@ def _parser() -> argparse.ArgumentParser:
   run.add_argument("--no-trace", action="store_true", help="do not record OpenTelemetry spans")
   run.add_argument("--no-insitu", action="store_true", help="do not capture launches with CUPTI")
   run.add_argument("--reps", type=int, default=100, help="timed launches per kernel (default 100)")
-  run.add_argument("--device", default="0",
+  run.add_argument("--device", default="0", type=_device_spec,
                    help="GPU(s) to profile on: an index, a list like 0,1, or all (default 0)")
-  run.add_argument("--kernel", help="only kernels whose name or label matches this regex")
+  run.add_argument("--kernel", type=_regex,
+                   help="only kernels whose name or label matches this regex")
   run.add_argument("--otlp-endpoint", help="also send spans to this OTLP collector")
   run.add_argument("--ncu", action="store_true", help="also run Nsight Compute on each kernel")
   run.add_argument("--no-sampling", action="store_true",

@@ -194,3 +194,21 @@ def test_script_exit_codes_and_errors_are_preserved(tmp_path, body, code, needle
     assert needle in result.stdout + result.stderr
   if code == 1:
     assert f'File "{script}", line 2' in result.stderr   # the script's own traceback
+
+
+@pytest.mark.parametrize("flag, value, needle", [
+    ("--kernel", "softmax(", "not a regular expression"),
+    ("--device", "first", "takes an index, a list like 0,1, or all"),
+    ("--device", "0;1", "takes an index"),
+])
+def test_a_bad_option_is_refused_before_the_script_runs(tmp_path, flag, value, needle):
+  """A --kernel regex or --device that cannot be used stops pallas-prof at once, naming the
+  option: the regex was compiled only after the script had run (a traceback from re, the
+  run lost), the device list once profiling began."""
+  marker = tmp_path / "ran"
+  script = tmp_path / "script.py"
+  script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+  result = pallas_prof("run", flag, value, "--out", str(tmp_path / "out"), str(script))
+  assert result.returncode == 2, result.stdout + result.stderr
+  assert f"argument {flag}" in result.stderr and needle in result.stderr, result.stderr
+  assert "Traceback" not in result.stderr and not marker.exists()
