@@ -75,6 +75,9 @@ def start_warmup(compute_capability: int | Callable[[], int | None] | None) -> N
       compile_worker.start(warm_up=warm_up_request(int(cc)))  # the worker boots ...
       warmup_status["worker_started_s"] = time.perf_counter() - t0
       from . import rules  # noqa: F401 - ... while this process imports the lowering rules
+      # and what a first lowering imports on its own (the tuner's choice of a compile,
+      # registration._autotuned: 10-17 ms on the CPU machine)
+      from ..tune import params  # noqa: F401
       warmup_status["rules_imported_s"] = time.perf_counter() - t0
     except Exception as e:  # noqa: BLE001 - a failed warm-up only loses the head start
       warmup_status["error"] = f"{type(e).__name__}: {str(e)[:500]}"

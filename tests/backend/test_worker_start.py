@@ -56,8 +56,12 @@ def test_install_on_a_gpu_machine_starts_the_worker_and_the_first_compile_uses_i
 import pallas_prof
 from pallas_prof.backend import registration
 registration._nvml_capability = lambda: 90       # what NVML says on an H100/H200
+import sys
+assert "pallas_prof.tune.params" not in sys.modules
 pallas_prof.install()
 warmup._warmup_thread.join(60)
+# what the first lowering would import, imported in the background meanwhile
+assert "pallas_prof.tune.params" in sys.modules
 started = compile_worker._worker.proc
 assert started is not None and started.poll() is None, "install() started no worker"
 assert "-S" in started.args, started.args          # triton is on sys.path here: no site
