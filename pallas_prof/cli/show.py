@@ -38,7 +38,11 @@ def show(args) -> int:
   gk, ck = artifacts.load_kernel(kdir)
   if args.eject:
     from .eject import eject
-    path = eject(gk, args.eject, aliases=artifacts.load_aliases(kdir))
+    try:
+      path = eject(gk, args.eject, aliases=artifacts.load_aliases(kdir))
+    except OSError as e:
+      raise SystemExit(f"pallas-prof: cannot write {args.eject}: {e.strerror or e}; give "
+                       "--eject a path in a directory that exists and you can write") from None
     print(f"wrote {path}: python {path} --interpret (CPU) or python {path} (GPU)")
     return 0
   att = _attribution_by_dir(run_dir, kdir)

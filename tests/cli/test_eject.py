@@ -93,6 +93,16 @@ def test_aliased_output_is_the_inputs_buffer(run):
   np.testing.assert_array_equal(got, x * np.float32(2) + x * np.float32(2))   # 4x, not 3x
 
 
+def test_an_eject_path_that_cannot_be_written_says_so(run, tmp_path):
+  """--eject into a directory that does not exist: one line naming the path and what to do
+  (it was a traceback from open())."""
+  tmp, _ = run
+  target = tmp_path / "no" / "such" / "dir" / "k.py"
+  show = pallas_prof("show", "gelu_kernel", "--dir", str(tmp / "run"), "--eject", str(target))
+  assert show.returncode == 1, show.stdout + show.stderr
+  assert f"cannot write {target}" in show.stderr and "Traceback" not in show.stderr, show.stderr
+
+
 @pytest.mark.skipif(_has_gpu(), reason="checks the fallback of a machine without a GPU")
 def test_without_a_gpu_the_program_picks_the_interpreter_and_says_so(run):
   tmp, _ = run
