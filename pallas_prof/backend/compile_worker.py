@@ -313,12 +313,13 @@ def _serve(compile_module) -> None:
   answer is on its way: left to itself it would start a full collection in
   the middle of a compile, which after `import triton` walks every object
   Triton made (~50 ms on the CPU machine, half the compile of a norm kernel).
-  Those objects are frozen (gc.freeze) by the first collection, after the
-  first answer (not as the worker starts, where it would delay a first
-  pallas_call that waits for the start-up), so each later collection only
-  looks at what compiles left behind: 1-4 ms. (Freezing after every
-  collection too cost the same, and would keep for good whatever became
-  garbage later.)
+  Those objects are frozen (gc.freeze) once Triton is imported, so each
+  collection only looks at what compiles left behind: 1-4 ms. They are frozen
+  without a collection first: that one would walk them all (8-28 ms of the
+  start-up a first pallas_call may wait for, on the CPU machine) to free the
+  ~500 objects the imports left unreachable, which now stay. (Freezing after
+  every collection too cost the same, and would keep for good whatever
+  became garbage later.)
   """
   import gc
   gc.disable()
@@ -326,8 +327,8 @@ def _serve(compile_module) -> None:
   sys.stdout = sys.stderr        # stray prints must not corrupt the protocol
   compile_module.use_quick_triton_key()
   compile_module.import_compiler(int(os.environ.get(ARCH_ENV) or 90))
+  gc.freeze()                    # Triton's modules: never walked by a collection
   _warm_up_in_child(compile_module)
-  frozen = False
 
   def on_stage(name: str) -> None:
     sys.stderr.write(f"{STAGE_MARK}{name}\n")
@@ -343,9 +344,6 @@ def _serve(compile_module) -> None:
     else:
       _send(out, _run_one(compile_module, request, on_stage))
     gc.collect()                 # what this compile left (1-4 ms on the CPU machine)
-    if not frozen:               # after the first answer, not before: off its path (~8 ms)
-      gc.freeze()                # Triton's modules: never walked by a collection again
-      frozen = True
     _reap_children()
 
 
@@ -396,8 +394,10 @@ def _reap_children() -> None:
 
 
 def _run_one(compile_module, request: dict[str, Any], on_stage) -> dict[str, Any]:
-  if request.get("op") == "ping":          # the worker is up (benchmarks of its start)
-    return {"pid": os.getpid(), "end_ns": time.time_ns()}
+  if request.get("op") == "ping":          # the worker is up (benchmarks of its start, tests)
+    import gc
+    return {"pid": os.getpid(), "end_ns": time.time_ns(), "frozen": gc.get_freeze_count(),
+            "full_collections": gc.get_stats()[2]["collections"]}
   if request.get("op") == "ptxas":
     on_stage("cubin")
     return compile_module.run_ptxas(request)

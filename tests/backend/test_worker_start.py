@@ -224,3 +224,13 @@ def test_the_worker_finds_triton_s_backends_in_its_folder_unless_told_otherwise(
   monkeypatch.setenv("TRITON_BACKENDS_IN_TREE", "0")
   assert b"TRITON_BACKENDS_IN_TREE=0" in worker_environ()
   compile_worker._worker.close()
+
+
+def test_the_worker_freezes_triton_s_objects_without_a_collection_as_it_starts():
+  """Triton's objects are frozen before the first request (later collections
+  skip them), and no full collection delays that request."""
+  compile_worker._worker.close()
+  compile_worker.start()
+  first = compile_worker.compile({"op": "ping"})
+  assert first["frozen"] > 10_000 and first["full_collections"] == 0, first
+  compile_worker._worker.close()
