@@ -169,3 +169,17 @@ def test_the_table_exemption_is_a_table():
   source = path.read_text()
   registered = source.count("register(") + source.count("elementwise(") + source.count("_optional(")
   assert registered >= 40, f"{path.name} has {registered} table entries: no longer a table file"
+
+
+def test_every_public_name_of_compat_is_used():
+  """compat.py is the one place JAX's internals are touched: a shim nothing calls still
+  has to be kept working at every JAX bump, so none stays (six did: lowering
+  unregistration and restore, frame and interpreter helpers no module called)."""
+  import re
+  compat = MODULES[COMPAT]
+  tree = ast.parse(compat.read_text())
+  public = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+            and not n.name.startswith("_")]
+  others = "\n".join(p.read_text() for m, p in MODULES.items() if m != COMPAT)
+  unused = [n for n in public if not re.search(rf"\b{n}\b", others)]
+  assert public and not unused, f"backend/compat.py defines names no module uses: {unused}"

@@ -141,33 +141,10 @@ def user_frame(source_info):
   return None
 
 
-def user_frames(source_info, limit: int = 8):
-  traceback = getattr(source_info, "traceback", None)
-  if traceback is None:
-    return []
-  code, lasti = traceback.raw_frames()
-  frames = []
-  for c, i in zip(code, lasti):
-    if _is_user_file(c.co_filename):
-      frames.append(source_info_util.raw_frame_to_frame(c, i))
-      if len(frames) >= limit:
-        break
-  return frames
-
-
 # --- lowering registration ---------------------------------------------------
 
 def register_platform_lowering(prim, rule, platform: str) -> None:
   mlir.register_lowering(prim, rule, platform=platform)
-
-
-def unregister_platform_lowering(prim, platform: str) -> None:
-  mlir._platform_specific_lowerings[platform].pop(prim, None)
-
-
-def platform_lowering(prim, platform: str):
-  entry = mlir._platform_specific_lowerings[platform].get(prim)
-  return None if entry is None else entry.rule
 
 
 def default_pallas_call_lowering():
@@ -177,18 +154,6 @@ def default_pallas_call_lowering():
 
 def register_backend_lowering_rule(params_cls, rule, platform: str = "gpu") -> None:
   pallas_core.register_lowering_rule(params_cls, rule, platform)
-
-
-def backend_lowering_rule(params_cls):
-  entry = pallas_core._backend_lowering_rules.get(params_cls)
-  return entry
-
-
-def restore_backend_lowering_rule(params_cls, entry) -> None:
-  if entry is None:
-    pallas_core._backend_lowering_rules.pop(params_cls, None)
-  else:
-    pallas_core._backend_lowering_rules[params_cls] = entry
 
 
 def lower_fun(fun, multiple_results: bool = True):
@@ -219,11 +184,6 @@ def ir():
 def triton_version() -> str:
   import triton
   return triton.__version__
-
-
-def triton_interpreter_builder():
-  from triton.runtime import interpreter
-  return interpreter
 
 
 def set_triton_interpret(enabled: bool) -> bool:
