@@ -11,9 +11,10 @@ and `b_ref[pl.ds(k*bk, bk), :]`):
   finite, and the plain one's relative error against an XLA dot of the inputs in
   float32;
 - speed at 8192^3 bf16: plain, plain in launch groups of 8, tma, tma in groups of 8,
-  and tma in groups of 8 with 4 stages: milliseconds per call (wall clock, median
-  of 30 batches of 10 jitted calls after warm-up, as bench/launch_order.py) and
-  TFLOP/s; and the profiler's replay of the tma kernels (cold L2 before each
+  the same with TMA loads only (the store kept plain), and tma in groups of 8 with
+  4 stages: milliseconds per call (wall clock, median of 30 batches of 10 jitted
+  calls after warm-up, as bench/launch_order.py, measured twice) and TFLOP/s, each
+  output equal to the plain one; and the profiler's replay of each (cold L2 before each
   launch, median), which also shows the replay allocating Triton's global scratch
   the descriptors live in;
 - the tuner (CompilerParams(autotune=...)) choosing among plain in groups of 8, tma,
@@ -33,9 +34,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 
-SPEED = [  # label, launch_group, tma, num_stages
+SPEED = [  # label, launch_group, tma, num_stages; "loads only": stores kept plain (_loads_only)
     ("plain", 0, False, 3), ("plain g8", 8, False, 3), ("tma", 0, True, 3),
-    ("tma g8", 8, True, 3), ("tma g8 4s", 8, True, 4)]
+    ("tma g8", 8, True, 3), ("tma g8 loads only", 8, True, 3), ("tma g8 4s", 8, True, 4)]
 EXACT = [  # m, k, n, dtype, (bm, bn, bk), num_warps
     (8192, 8192, 8192, "bfloat16", (128, 256, 64), 8),
     (3000, 3136, 5000, "bfloat16", (128, 256, 64), 8),
@@ -101,21 +102,48 @@ def exactness(rows: list, shapes) -> bool:
   return ok
 
 
+class _loads_only:
+  """Keeps stores plain while a variant is lowered (TMA loads only): for this
+  benchmark's comparison; CompilerParams(tma=True) does both where it can."""
+
+  def __enter__(self):
+    from pallas_prof.backend import tma
+    self.saved = tma.store_refusal
+    tma.store_refusal = lambda *a, **k: "bench/tma.py: stores kept plain for comparison"
+
+  def __exit__(self, *exc):
+    from pallas_prof.backend import tma
+    tma.store_refusal = self.saved
+
+
 def speed(rows: list, size: int, batches: int) -> None:
+  import contextlib
   import jax
   import jax.numpy as jnp
   from bench.dispatch_gap import wall_per_call
+  from pallas_prof.backend import registry
   a, b = _inputs(size, size, size, jnp.bfloat16, size)
+  plain = None
   for label, group, tma, stages in SPEED:
+    name = f"mm_speed_{label.replace(' ', '_')}"
     fn = jax.jit(functools.partial(matmul, bm=128, bn=256, bk=64, num_warps=8,
-                                   num_stages=stages, group=group, tma=tma,
-                                   name=f"mm_speed_{label.replace(' ', '_')}"))
-    for _ in range(3):
-      jax.block_until_ready(fn(a, b))
-    seconds = wall_per_call(fn, (a, b), 10, repeats=batches)
-    again = wall_per_call(fn, (a, b), 10, repeats=batches)   # the spread between two runs
-    row = {"check": "speed", "size": size, "variant": label, "ms": seconds * 1e3,
-           "ms_again": again * 1e3, "tflops": 2 * size ** 3 / seconds / 1e12}
+                                   num_stages=stages, group=group, tma=tma, name=name))
+    try:
+      with _loads_only() if "loads only" in label else contextlib.nullcontext():
+        out = jax.block_until_ready(fn(a, b))       # lowered and compiled here
+      plain = out if plain is None else plain
+      for _ in range(2):
+        jax.block_until_ready(fn(a, b))
+      seconds = wall_per_call(fn, (a, b), 10, repeats=batches)
+      again = wall_per_call(fn, (a, b), 10, repeats=batches)   # the spread between two runs
+      gk = registry.find(name)[-1].generated
+      row = {"check": "speed", "size": size, "variant": label, "ms": seconds * 1e3,
+             "ms_again": again * 1e3, "tflops": 2 * size ** 3 / seconds / 1e12,
+             "equal_to_plain": bool((out == plain).all()), "tma_used": gk.tma,
+             "tma_stores": ".store([" in gk.source, "tma_notes": list(gk.tma_notes)}
+    except Exception as e:  # noqa: BLE001 - reported (e.g. out of shared memory); the rest run
+      row = {"check": "speed", "size": size, "variant": label,
+             "error": f"{type(e).__name__}: {e}"[:600]}
     rows.append(row)
     print(json.dumps(row), flush=True)
 
@@ -204,11 +232,16 @@ def main(argv=None) -> int:
       with open(args.out, "w") as f:
         json.dump({"rows": rows}, f, indent=1)
   speeds = [r for r in rows if r["check"] == "speed"]
+  ok &= all(r.get("equal_to_plain", True) for r in speeds)
   if speeds:
-    print(f"\n{'variant':<12} {'ms':>8} {'again':>8} {'TFLOP/s':>8}")
+    print(f"\n{'variant':<18} {'ms':>8} {'again':>8} {'TFLOP/s':>8}  equal to plain")
     for r in speeds:
-      print(f"{r['variant']:<12} {r['ms']:8.3f} {r['ms_again']:8.3f} {r['tflops']:8.1f}")
-  print("exact:", "all equal bit for bit" if ok else "MISMATCH (see rows)")
+      if "error" in r:
+        print(f"{r['variant']:<18} {r['error'][:120]}")
+      else:
+        print(f"{r['variant']:<18} {r['ms']:8.3f} {r['ms_again']:8.3f} {r['tflops']:8.1f}  "
+              f"{r['equal_to_plain']}")
+  print("outputs:", "all equal to plain bit for bit" if ok else "MISMATCH (see rows)")
   return 0 if ok else 1
 
 

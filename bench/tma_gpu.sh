@@ -19,4 +19,4 @@ for line in open(sys.argv[1]):
 PY
 echo "== speed (wall, median of 30x10 calls, twice), cold replay, tuner at 8192^3 bf16"
 timeout 85 python3 bench/tma.py --steps speed,replay,tune --out "$OUT/speed.json" > "$OUT/speed.log" 2>&1
-echo "rc $?"; grep -v '^{"check": "exact' "$OUT/speed.log" | tail -30
+echo "rc $?"; grep -v "^{\"check\": \"exact" "$OUT/speed.log" | tail -32

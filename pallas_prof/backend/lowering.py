@@ -28,7 +28,7 @@ from .errors import LoweringError, Unsupported
 from .grid import (check_call, emit_grouped_program_ids, emit_program_ids, grouped_launch,
                    launch_grid_for, static_grid)
 from .kernel_files import write_source
-from .tma import TmaPlan, emit_descriptors, header_lines
+from .tma import TmaPlan, emit_descriptors, header_lines, stored_once
 
 
 class CollectionClock:
@@ -205,6 +205,7 @@ def _prepare_tma(kernel: KernelContext, jaxpr, refs) -> None:
   written = jaxpr_write_targets(jaxpr, dict(zip(jaxpr.invars, refs)))
   plan.written = (frozenset() if written is None else
                   None if written is ANY_REF else kernel.aliases_of(written))
+  plan.store_once = stored_once(kernel, jaxpr, refs)
   if plan.wanted:
     plan.names = emit_descriptors(kernel, plan.wanted)
 

@@ -279,8 +279,8 @@ def warn_tma_fallbacks(gk) -> None:
   for note in gk.tma_notes:
     where = note.split(": ", 1)[0].rsplit(" at ", 1)[-1]
     line = int(where.rsplit(":", 1)[-1]) if where.rsplit(":", 1)[-1].isdigit() else 0
-    warnings.warn_explicit(f"kernel `{gk.name}`: TMA not used for {note}; that load stays a "
-                           "plain one (same results)", TmaFallbackWarning,
+    warnings.warn_explicit(f"kernel `{gk.name}`: TMA not used for {note}; that access stays "
+                           "a plain one (same results)", TmaFallbackWarning,
                            where.rsplit(":", 1)[0], line)
 
 

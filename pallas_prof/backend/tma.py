@@ -1,4 +1,5 @@
-"""Hopper TMA block loads through Triton's tensor descriptors (CompilerParams(tma=True)).
+"""Hopper TMA block loads and stores through Triton's tensor descriptors
+(CompilerParams(tma=True)).
 
 A read of a kernel ref whose view is a dense block (slices of stride 1, or
 single indices, on every dimension) becomes `desc.load([starts])` of a
@@ -30,6 +31,12 @@ reads:
 Elements outside the array read as zeros, as the plain load's mask gives them;
 where the plain load needs no mask the block lies inside the array.
 
+A write stores through a descriptor (`desc.store`, elements outside the array
+clipped, as the plain store's mask drops them) under the same block rules, when it
+is the one top-level plain store of an output that nothing in the kernel reads and
+that shares memory with no other ref (a TMA store is not ordered against the
+program's other accesses to that memory); any other store stays plain and says why.
+
 Which starts are multiples of what is recorded as equations are lowered
 (`note_equation`, `note_sum`), only while TMA is asked for.
 """
@@ -40,7 +47,10 @@ import math
 
 import numpy as np
 
+from . import compat
 from .codegen import Value, is_bool, is_packed4
+from .effects import ANY_REF, REF_READERS, REF_SWAPS, write_targets
+from .refs import RefValue
 
 MAX_BOX = 256          # TMA's largest block dimension
 MIN_INNER_BYTES = 16   # TMA moves at least 16 bytes along the last dimension
@@ -57,6 +67,9 @@ class TmaPlan:
   written: frozenset | None = None     # refs the kernel may write (aliases included); None: any
   notes: dict = dataclasses.field(default_factory=dict)    # note text -> None (ordered set)
   multiples: dict = dataclasses.field(default_factory=dict)   # variable -> known multiple
+  store_once: frozenset = frozenset()  # refs one top-level store writes and nothing reads
+  loaded: set = dataclasses.field(default_factory=set)     # keys the real pass loaded through
+  stored: set = dataclasses.field(default_factory=set)     # keys the real pass stored through
 
   @property
   def used(self) -> bool:
@@ -115,20 +128,47 @@ def note_equation(kernel, eqn, invals, out) -> None:
     note_multiple(kernel, out, m)
 
 
-# --- which reads may use TMA --------------------------------------------------------
+# --- which reads and writes may use TMA ----------------------------------------------
 
 def refusal(ctx, ref, mask=None, other=None, load_options=None) -> str | None:
   """Why this read cannot load through a tensor descriptor; None if it can."""
-  kernel = ctx.kernel
-  if kernel.compute_capability < 90:
-    return f"TMA needs sm_90 or newer (compiling for sm_{kernel.compute_capability})"
-  if kernel.bounds is not None:
-    return "the bounds-checked mode checks every index of a plain load"
+  why = _access_refusal(ctx.kernel, ref)
+  if why is not None:
+    return why
   options = {k: v for k, v in (load_options or {}).items() if v}
   if mask is not None or other is not None:
     return "a masked pl.load"
   if options:
     return f"load options {sorted(options)}"
+  plan = ctx.kernel.tma
+  if plan.written is None or ref.name in plan.written:
+    return ("the kernel writes this ref or one that may share its memory (a TMA load is "
+            "not ordered after the kernel's plain stores)")
+  return _block_refusal(plan, ref)
+
+
+def store_refusal(ctx, ref, mask=None, eviction_policy=None) -> str | None:
+  """Why this write cannot store through a tensor descriptor; None if it can. Only
+  the one write of an output the kernel never reads, outside loops and branches:
+  a TMA store is not ordered against the kernel's other accesses to that memory."""
+  why = _access_refusal(ctx.kernel, ref)
+  if why is not None:
+    return why
+  if mask is not None or eviction_policy:
+    return "a masked store or one with an eviction policy"
+  if ctx.info.parent is not None:
+    return "a store inside a loop or branch"
+  if ref.name not in ctx.kernel.tma.store_once:
+    return ("the kernel writes this ref more than once, reads it, or it may share memory "
+            "with another ref")
+  return _block_refusal(ctx.kernel.tma, ref)
+
+
+def _access_refusal(kernel, ref) -> str | None:
+  if kernel.compute_capability < 90:
+    return f"TMA needs sm_90 or newer (compiling for sm_{kernel.compute_capability})"
+  if kernel.bounds is not None:
+    return "the bounds-checked mode checks every index of a plain access"
   dtype = np.dtype(ref.dtype)
   if is_packed4(dtype) or is_bool(dtype) or dtype.itemsize not in (1, 2, 4, 8):
     return f"{dtype.name} elements"
@@ -137,11 +177,11 @@ def refusal(ctx, ref, mask=None, other=None, load_options=None) -> str | None:
   rank = len(ref.array_shape)
   if not 2 <= rank <= 5:
     return f"a {rank}-D array (TMA here: 2 to 5 dimensions)"
-  plan = kernel.tma
-  if plan.written is None or ref.name in plan.written:
-    return ("the kernel writes this ref or one that may share its memory (a TMA load is "
-            "not ordered after the kernel's plain stores)")
-  itemsize = dtype.itemsize
+  return None
+
+
+def _block_refusal(plan: TmaPlan, ref) -> str | None:
+  itemsize = np.dtype(ref.dtype).itemsize
   for axis, stride in enumerate(ref.strides[:-1]):
     if stride * itemsize % ALIGN_BYTES:
       return (f"the array's stride along dimension {axis} is {stride * itemsize} bytes, "
@@ -167,6 +207,40 @@ def refusal(ctx, ref, mask=None, other=None, load_options=None) -> str | None:
   return None
 
 
+def stored_once(kernel, jaxpr, refs) -> frozenset:
+  """The refs exactly one top-level plain store (swap, or masked_swap without a
+  mask) writes, which nothing reads and which share memory with no other ref."""
+  env = dict(zip(jaxpr.invars, refs))
+  live = {v for e in jaxpr.eqns for v in e.invars if not isinstance(v, compat.Literal)}
+  live |= {v for v in jaxpr.outvars if not isinstance(v, compat.Literal)}
+  writes: dict[str, int] = {}
+  stores, reads = set(), set()
+  for eqn in jaxpr.eqns:
+    targets = write_targets(eqn, env.get)
+    if targets is ANY_REF:
+      return frozenset()
+    for name in targets or ():
+      writes[name] = writes.get(name, 0) + 1
+    name = eqn.primitive.name
+    if name in REF_SWAPS and targets and eqn.outvars and eqn.outvars[0] in live:
+      reads |= targets                   # the old value is read
+    elif name in REF_SWAPS and targets:
+      stores |= targets
+    for e in eqn.effects:
+      if isinstance(e, compat.ReadEffect):
+        index = getattr(e, "input", None)
+        var = eqn.invars[index] if isinstance(index, int) and index < len(eqn.invars) else index
+        value = env.get(var) if not isinstance(var, (int, type(None), compat.Literal)) else None
+        if not isinstance(value, RefValue):
+          return frozenset()             # a read of something unknown
+        reads.add(value.name)
+    if name in REF_READERS:
+      reads |= {env[v].name for v in eqn.invars
+                if not isinstance(v, compat.Literal) and isinstance(env.get(v), RefValue)}
+  return frozenset(n for n in stores if writes.get(n) == 1 and n not in reads
+                   and kernel.aliases_of([n]) == frozenset([n]))
+
+
 def block_shape(ref) -> tuple[int, ...] | None:
   """The descriptor's block: each slice's size, 1 for an integer index; None for a gather."""
   if any(d.kind == "gather" for d in ref.dims):
@@ -174,17 +248,22 @@ def block_shape(ref) -> tuple[int, ...] | None:
   return tuple(d.size if d.kind == "slice" else 1 for d in ref.dims)
 
 
-def read(ctx, ref, shape) -> Value | None:
-  """The descriptor load of a view that `refusal` accepted (None while planning:
-  the caller emits the plain load, whose code is thrown away)."""
-  plan = ctx.kernel.tma
-  key = (ref.name, block_shape(ref))
+def _descriptor(plan: TmaPlan, ref, key) -> str | None:
+  """The descriptor's variable (None while planning, where the key is noted)."""
   if plan.names is None:
     plan.wanted.setdefault(key, ref)
     return None
-  desc = plan.names.get(key)
-  if desc is None:         # not seen while planning: lowering is deterministic, so never
+  return plan.names.get(key)   # None: not seen while planning (lowering is deterministic)
+
+
+def read(ctx, ref, shape) -> Value | None:
+  """The descriptor load of a view that `refusal` accepted (None while planning:
+  the caller emits the plain load, whose code is thrown away)."""
+  key = (ref.name, block_shape(ref))
+  desc = _descriptor(ctx.kernel.tma, ref, key)
+  if desc is None:
     return None
+  ctx.kernel.tma.loaded.add(key)
   starts = ", ".join(str(d.start) for d in ref.dims)
   expr = f"{desc}.load([{starts}])"
   if tuple(shape) != key[1]:
@@ -193,10 +272,27 @@ def read(ctx, ref, shape) -> Value | None:
   return ctx.value(label, expr, ref.dtype, shape)
 
 
-def note_refused(ctx, ref, reason: str) -> None:
+def write(ctx, ref, value: Value) -> bool:
+  """Stores `value` (the view's shape) through a descriptor, for a write that
+  `store_refusal` accepted; False while planning (the caller stores plainly)."""
+  box = block_shape(ref)
+  key = (ref.name, box)
+  desc = _descriptor(ctx.kernel.tma, ref, key)
+  if desc is None:
+    return False
+  ctx.kernel.tma.stored.add(key)
+  if tuple(value.shape) != box:
+    value = ctx.value(f"{value}_box", f"tl.reshape({value}, {list(box)})", value.dtype, box)
+  starts = ", ".join(str(d.start) for d in ref.dims)
+  ctx.b.emit(f"{desc}.store([{starts}], {value})")
+  return True
+
+
+def note_refused(ctx, ref, reason: str, store: bool = False) -> None:
   info = ctx.info
   where = f"{info.file}:{info.line}" if info.file else "an unknown line"
-  ctx.kernel.tma.notes.setdefault(f"{ref.label} at {where}: {reason}")
+  what = f"the store to {ref.label}" if store else ref.label
+  ctx.kernel.tma.notes.setdefault(f"{what} at {where}: {reason}")
 
 
 def emit_descriptors(kernel, planned: dict) -> dict:
@@ -216,7 +312,9 @@ def emit_descriptors(kernel, planned: dict) -> dict:
 def header_lines(plan: TmaPlan | None) -> list[str]:
   if plan is None:
     return []
-  used = sorted({f"{ref.label} {box}" for (_, box), ref in plan.wanted.items()})
-  lines = [("TMA: blocks of " + ", ".join(used) + " load through tensor descriptors")
-           if used else "TMA asked for, no load could use it"]
+  loads = sorted({f"{plan.wanted[k].label} {k[1]}" for k in plan.loaded})
+  stores = sorted({f"{plan.wanted[k].label} {k[1]}" for k in plan.stored})
+  lines = (["TMA loads (tensor descriptors): blocks of " + ", ".join(loads)] if loads else []) \
+      + (["TMA stores (tensor descriptors): blocks of " + ", ".join(stores)] if stores else [])
+  lines = lines or ["TMA asked for, no load or store could use it"]
   return lines + [f"TMA not used for {note}" for note in plan.notes]

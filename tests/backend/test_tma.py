@@ -1,8 +1,9 @@
-"""TMA block loads (CompilerParams(tma=True), backend/tma.py): Triton's interpreter
-runs tensor-descriptor loads, so each kernel here runs twice, plain and with TMA,
-on fresh random inputs, and the two must agree bit for bit (and with numpy).
-Loads TMA cannot serve stay plain, with the reason in GeneratedKernel.tma_notes,
-the source's header and a TmaFallbackWarning at the user's line."""
+"""TMA block loads and stores (CompilerParams(tma=True), backend/tma.py): Triton's
+interpreter runs tensor-descriptor loads and stores, so each kernel here runs twice,
+plain and with TMA, on fresh random inputs, and the two must agree bit for bit (and
+with numpy). Accesses TMA cannot serve stay plain, with the reason in
+GeneratedKernel.tma_notes, the source's header and a TmaFallbackWarning at the
+user's line."""
 from __future__ import annotations
 
 import functools
@@ -73,15 +74,18 @@ def test_the_matmul_example_loads_through_tma_and_equals_the_plain_kernel(rng, m
   np.testing.assert_allclose(np.asarray(plain, np.float32), ref, rtol=2e-2, atol=2e-1)
   assert gk.tma and not gk.tma_notes and not found
   assert not gk_plain.tma and "make_tensor_descriptor" not in gk_plain.source
-  # one descriptor per input, made in the prologue (before the K loop), loaded in it
+  # one descriptor per operand, made in the prologue (before the K loop); the inputs'
+  # loaded in it, the output's stored once after it (blocks overhanging the array clipped)
   lines = gk.source.splitlines()
   made = [i for i, ln in enumerate(lines) if "tl.make_tensor_descriptor(" in ln]
   loop = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("for "))
-  assert len(made) == 2 and max(made) < loop
+  assert len(made) == 3 and max(made) < loop
   assert "a = a_ref_desc.load([a_ref_start0, mul])" in gk.source
   assert "b_ref_desc.load([mul, b_ref_start1])" in gk.source
-  assert "TMA: blocks of a_ref" in gk.source      # the header says so
-  assert "tl.store(o_ref" in gk.source            # stores stay plain
+  assert "o_ref_desc.store([o_ref_start0, o_ref_start1], " in gk.source
+  assert "tl.store(" not in gk.source and "tl.load(" not in gk.source
+  assert "# TMA loads (tensor descriptors): blocks of a_ref" in gk.source    # the header
+  assert "# TMA stores (tensor descriptors): blocks of o_ref" in gk.source
 
 
 def test_a_tma_kernel_compiles_for_sm90_with_global_scratch_and_bulk_tensor_copies(rng):
@@ -90,7 +94,7 @@ def test_a_tma_kernel_compiles_for_sm90_with_global_scratch_and_bulk_tensor_copi
   ck = compile_kernel(gk, ("cuda", 90), need_cubin=True)
   # the descriptors live in Triton's per-program global scratch (jaxlib and the
   # profiler's replay allocate it); the copies are the bulk tensor copy engine's
-  assert int(ck.metadata.get("global_scratch_size") or 0) >= 2 * 128
+  assert int(ck.metadata.get("global_scratch_size") or 0) >= 3 * 128
   assert "cp.async.bulk.tensor" in ck.ptx and ck.cubin
 
 
@@ -293,3 +297,62 @@ def test_the_planning_pass_opens_no_spans(rng):
   assert gk.tma and len(watcher.kernels) == 2        # one kernel span each, plain and tma
   half = len(watcher.equations) // 2
   assert watcher.equations[:half] == watcher.equations[half:] == list(range(len(gk.eqns)))
+
+
+def test_the_one_store_of_an_output_goes_through_tma_and_overhangs_are_clipped(rng):
+  # 40 x 72 with 16 x 32 blocks: the last row and column of blocks overhang the array
+  x = jnp.asarray(rng.standard_normal((40, 72)), jnp.float32)
+  plain, tma, _, gk, found = _both(_double, (x,), **_elementwise((40, 72), (16, 32)))
+  np.testing.assert_array_equal(tma, plain)
+  np.testing.assert_array_equal(plain, np.asarray(x) * 2)
+  assert gk.tma and not found and "o_ref_desc.store([o_ref_start0, o_ref_start1], " in gk.source
+
+
+def test_a_squeezed_output_dimension_stores_through_tma(rng):
+  x = jnp.asarray(rng.standard_normal((3, 16, 64)), jnp.float32)
+  spec = pl.BlockSpec((None, 8, 64), lambda b, i: (b, i, 0))
+
+  def kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...] + 1.0
+  plain, tma, _, gk, found = _both(kernel, (x,), grid=(3, 2), in_specs=[spec], out_specs=spec,
+                                   out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))
+  np.testing.assert_array_equal(tma, plain)
+  np.testing.assert_array_equal(plain, np.asarray(x) + 1)
+  assert gk.tma and not found and ".store([" in gk.source and "tl.reshape(" in gk.source
+
+
+def test_stores_that_are_not_the_one_plain_write_of_an_unread_output_stay_plain(rng):
+  x = jnp.asarray(rng.standard_normal((16, 64)), jnp.float32)
+  xs = np.asarray(x)
+  call = _elementwise((16, 64), (8, 32))
+
+  def twice(x_ref, o_ref):
+    o_ref[...] = x_ref[...]
+    o_ref[:, 0:16] = x_ref[:, 0:16] * 3     # a second write of part of the block
+  plain, _ = _fallback(twice, (x,), "writes this ref more than once", **call)
+  want = xs.copy()
+  want[:, 0:16] *= 3
+  want[:, 32:48] *= 3
+  np.testing.assert_array_equal(plain, want)
+
+  def in_loop(x_ref, o_ref):
+    def body(i, carry):
+      o_ref[pl.ds(i * 4, 4), :] = x_ref[pl.ds(i * 4, 4), :] - 1.0
+      return carry
+    jax.lax.fori_loop(0, 2, body, 0)
+  plain, _ = _fallback(in_loop, (x,), "a store inside a loop or branch", **call)
+  np.testing.assert_array_equal(plain, xs - 1)
+
+  def masked(x_ref, o_ref):
+    plgpu.store(o_ref, x_ref[...], mask=jnp.arange(32)[None, :] < 30)
+  _fallback(masked, (x,), "a masked store", **call)
+
+
+def test_an_output_that_is_also_read_keeps_its_plain_store(rng):
+  x = jnp.asarray(rng.standard_normal((16, 64)), jnp.float32)
+
+  def swap_read(x_ref, o_ref):
+    old = o_ref[...]
+    o_ref[...] = x_ref[...] + old * 0      # reads the output (zeros here) before its write
+  plain, _ = _fallback(swap_read, (x,), "reads it", **_elementwise((16, 64), (8, 32)))
+  np.testing.assert_array_equal(plain, np.asarray(x))

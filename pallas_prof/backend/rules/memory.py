@@ -100,7 +100,22 @@ def _tma_read(ctx, ref: RefValue, mask, other, load_options) -> Value | None:
   return loaded
 
 
+def _tma_write(ctx, ref: RefValue, value: Value, mask, eviction_policy) -> bool:
+  """The write through a tensor descriptor (tma.py); False: the plain store then."""
+  why = tma.store_refusal(ctx, ref, mask, eviction_policy)
+  if why is not None:
+    tma.note_refused(ctx, ref, why, store=True)
+    return False
+  shape = result_shape(ref)
+  if not tma.write(ctx, ref, check_value(ctx, ref, value, shape)):
+    return False
+  ctx.record(bytes_written=_moved_bytes(shape, ref.dtype))
+  return True
+
+
 def _write(ctx, ref: RefValue, value: Value, mask=None, eviction_policy=None) -> None:
+  if ctx.kernel.tma is not None and _tma_write(ctx, ref, value, mask, eviction_policy):
+    return
   offset, full_mask, shape = address(ctx, ref, mask, write=True)
   ctx.record(bytes_written=_moved_bytes(shape, ref.dtype))
   value = check_value(ctx, ref, value, shape)
