@@ -203,8 +203,9 @@ def _call(asm: str, constraints: str, args: list[str], dtype: str, pure: bool) -
 # --- emission ---------------------------------------------------------------------------------
 
 def plan(options: ProbeOptions, programs: int, num_warps: int) -> tuple[int, int]:
-  """(program_stride, warp_stride): every stride-th one is sampled."""
-  return -(-programs // options.max_programs), -(-num_warps // options.max_warps)
+  """(program_stride, warp_stride): every stride-th one is sampled (at least 1: a grid
+  of no programs samples none, and a stride of 0 would divide by zero)."""
+  return max(1, -(-programs // options.max_programs)), max(1, -(-num_warps // options.max_warps))
 
 
 class ProbeEmitter:

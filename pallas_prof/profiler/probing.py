@@ -40,6 +40,11 @@ def variant(target, options=None):
   if relower is None:
     raise ProfilerError(f"kernel {target.name}: probes need the pallas_call it came from "
                         "(kernels lowered by pallas-prof in this process); this one has none")
+  if 0 in tuple(getattr(ck.generated, "launch_grid", ()) or ()):
+    grid = tuple(getattr(ck.generated, "grid", ()) or ())
+    raise ProfilerError(f"kernel {target.name}: its grid {grid} has no programs (a dimension "
+                        "of 0), so nothing runs and there is nothing to probe; give every "
+                        "grid dimension at least one program (pl.cdiv(size, block))")
   gk = relower(num_warps=ck.num_warps, num_stages=ck.num_stages, probes=options or True)
   return gk, assemble_cubin(compile_kernel(gk, ck.target))
 

@@ -493,3 +493,30 @@ def test_a_kernel_without_its_pallas_call_says_probes_need_it():
   target = types.SimpleNamespace(name="k", compiled=None, aliases=(), relower=None)
   with pytest.raises(ProfilerError, match="probes need the pallas_call it came from"):
     probing.variant(target)
+
+
+def test_a_grid_of_no_programs_is_refused_in_words(installed):
+  """64 // 128 programs: nothing runs, so nothing to probe, and the report says why (it
+  said 'probes: ZeroDivisionError: integer division or modulo by zero': the sampling
+  stride of no programs was 0)."""
+  import jax
+  import jax.numpy as jnp
+  from jax.experimental import pallas as pl
+  from pallas_prof.profiler.driver import ProfilerError
+
+  def kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...] + 1
+
+  call = jax.jit(pl.pallas_call(kernel, grid=(64 // 128,),
+                                in_specs=[pl.BlockSpec((128, 8), lambda i: (i, 0))],
+                                out_specs=pl.BlockSpec((128, 8), lambda i: (i, 0)),
+                                out_shape=jax.ShapeDtypeStruct((64, 8), jnp.float32),
+                                name="no_programs"))
+  with pytest.warns(pallas_prof.UncoveredOutputWarning):
+    rec = lowered_record(call, sds((64, 8), "float32"))
+  rec.compiled = compile_kernel(rec.generated, ("cuda", 90))
+  with pytest.raises(ProfilerError, match=r"grid \(0,\) has no programs"):
+    probing.variant(rec)
+  assert plan(ProbeOptions(), 0, 4) == (1, 1)
+  assert ProbeLayout(regions=(), programs=0, program_stride=1, num_warps=4, warp_stride=1,
+                     row_words=HEADER_WORDS + 2).rows == 0
