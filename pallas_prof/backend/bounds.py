@@ -54,7 +54,20 @@ def check_bounds_enabled() -> bool:
   if _mode["bounds"] is not None:
     return bool(_mode["bounds"])
   words = os.environ.get("PALLAS_PROF_CHECK", "").lower().replace(",", " ").split()
+  unknown = [w for w in words if w not in _KNOWN_CHECK_WORDS]
+  if unknown and tuple(unknown) not in _warned:
+    # PALLAS_PROF_CHECK=1 or =bound ran unchecked without a word: the user debugging an
+    # illegal address would think the kernel passed the check
+    _warned.add(tuple(unknown))
+    import warnings
+    warnings.warn(f"PALLAS_PROF_CHECK={os.environ['PALLAS_PROF_CHECK']!r}: pallas-prof knows "
+                  f"no check {', '.join(map(repr, unknown))}; the one it has is 'bounds' "
+                  "(PALLAS_PROF_CHECK=bounds, or install(check_bounds=True))", stacklevel=2)
   return "bounds" in words
+
+
+_KNOWN_CHECK_WORDS = {"bounds", "0", "off", "none", "false", "no"}
+_warned: set = set()
 
 
 class BoundsError(IndexError):

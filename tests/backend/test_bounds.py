@@ -214,3 +214,23 @@ def test_packed_int4_outputs_start_poisoned_too(check_mode, rng, dtype, poison):
   out = np.asarray(out).astype(np.int64)
   np.testing.assert_array_equal(out[:8], x[:8].astype(np.int64))
   assert (out[8:] == poison).all(), out[8:]
+
+
+@pytest.mark.parametrize("value, on, warns", [
+    ("bounds", True, False), ("", False, False), ("off", False, False),
+    ("1", False, True), ("bound", False, True), ("bounds,races", True, True)])
+def test_an_unknown_check_in_the_environment_is_named(monkeypatch, value, on, warns):
+  """PALLAS_PROF_CHECK=1 or =bound left check mode off without a word: one warning now
+  names the value and the check there is."""
+  import warnings
+  bounds.set_check_bounds(None)
+  monkeypatch.setattr(bounds, "_warned", set(), raising=False)
+  monkeypatch.setenv("PALLAS_PROF_CHECK", value)
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    assert bounds.check_bounds_enabled() is on
+    bounds.check_bounds_enabled()                      # once per value, not per lowering
+  texts = [str(w.message) for w in caught]
+  assert len(texts) == int(warns), texts
+  if warns:
+    assert f"PALLAS_PROF_CHECK={value!r}" in texts[0] and "PALLAS_PROF_CHECK=bounds" in texts[0]
