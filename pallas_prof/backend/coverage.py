@@ -99,11 +99,14 @@ def uncovered_outputs(grid_mapping, grid: tuple[int, ...], labels=None,
 def warn_uncovered(found: list[UncoveredOutput], kernel: str, site) -> None:
   """One UncoveredOutputWarning per output, pointing at the user's pallas_call
   (`site`: an EqnInfo-like object with file and line)."""
+  from .bounds import check_bounds_enabled
   file = getattr(site, "file", None) or "<unknown>"
   line = getattr(site, "line", None) or 0
+  held = ("check mode's poison: NaN, or all ones" if check_bounds_enabled() else
+          "zeros on the CPU, whatever the memory held on a GPU")
   for u in found:
     message = (f"pallas_call `{kernel}` at {file}:{line}: {u.describe()}; they are never "
-               "written (zeros on the CPU, whatever the memory held on a GPU). Make the "
+               f"written ({held}). Make the "
                "grid cover the output (pl.cdiv(size, block) blocks), or alias the output "
                "to an input that holds its initial values")
     warnings.warn_explicit(message, UncoveredOutputWarning, file, line)
