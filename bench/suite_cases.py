@@ -214,12 +214,14 @@ def matmul(shape, dtype, key, bm=128, bn=128, bk=64, num_warps=4, num_stages=3):
   def variant(cfg):
     cfg = {**defaults, **cfg}
     group = cfg.pop("launch_group", 0)
-    if not group:
+    tma = cfg.pop("tma", False)
+    if not group and not tma:
       return functools.partial(example.matmul, **cfg)
-    # the example's kernel launched in groups (CompilerParams(launch_group)), for
-    # pallas-prof's tuned column only: the built-in backend runs variant({})
-    from bench.launch_order import matmul as grouped
-    return functools.partial(grouped, group=group, **cfg)
+    # the example's kernel launched in groups (CompilerParams(launch_group)) and/or with
+    # TMA loads and stores (CompilerParams(tma)), for pallas-prof's tuned column only:
+    # the built-in backend runs variant({})
+    from bench.tma import matmul as with_params
+    return functools.partial(with_params, group=group, tma=tma, name=None, **cfg)
 
   def xla(a, b):
     return jnp.dot(a, b, preferred_element_type=F32).astype(a.dtype)
@@ -262,7 +264,8 @@ def _mha_cases(causal, backward):
 SOFTMAX_TUNE = ({"num_warps": 8}, {"num_warps": 16})
 DECODE_TUNE = ({"block_k": 128}, {"k_splits": 8}, {"num_warps": 8})
 PAGED_TUNE = ({"pages_per_compute_block": 16}, {"k_splits": 8}, {"num_warps": 4})
-MATMUL_TUNE = ({"launch_group": 8}, {"num_stages": 4}, {"num_stages": 2})
+MATMUL_TUNE = ({"launch_group": 8}, {"launch_group": 8, "tma": True}, {"num_stages": 4},
+               {"num_stages": 2})
 
 
 CASES: list[Case] = [

@@ -207,10 +207,20 @@ def run_gpu(inputs):
             owned[id(array)] = ptr
         buffers.append(owned[id(array)])
     dtypes = [a.dtype.name for a in args]     # the buffers' own: uint8 for packed int4
+    scratch = []
+
+    def allocate(size, alignment, stream):
+        # Triton's global scratch (a TMA kernel's tensor descriptors live there);
+        # cuMemAlloc's 256-byte alignment covers what Triton asks
+        scratch.append(check(cu.cuMemAlloc(max(size, 1))))
+        return _DeviceArg(scratch[-1], "uint8")
+    triton.set_allocator(allocate)
     kernel = globals()[KERNEL]
     kernel[GRID](*[_DeviceArg(b, d) for b, d in zip(buffers, dtypes)],
                  num_warps=NUM_WARPS, num_stages=NUM_STAGES)
     check(cu.cuCtxSynchronize())
+    for ptr in scratch:
+        check(cu.cuMemFree(ptr))
     for array in outputs + ([flag] if flag is not None else []):
         check(cu.cuMemcpyDtoH(array.ctypes.data, owned[id(array)], array.nbytes))
     for ptr in owned.values():

@@ -215,7 +215,8 @@ class KernelEntry(_Record):
   files: dict[str, str] = dataclasses.field(default_factory=dict)   # what -> path in the run dir
   compile: CompileInfo | None = None
   resources: dict[str, Any] | None = None     # CompiledKernel.resources()
-  # lowering's warnings, e.g. outputs with elements the grid never writes
+  # lowering's warnings, e.g. outputs with elements the grid never writes, accesses
+  # CompilerParams(tma=True) asked to move through TMA that stay plain (and why)
   warnings: tuple[str, ...] = ()
 
   @property

@@ -170,7 +170,8 @@ def kernel_entry(rec, files: dict) -> dict[str, Any]:
       "lowering_ms": gk.lowering_seconds * 1e3, "equations": len(gk.eqns),
       "lowering_gc_ms": gk.gc_seconds * 1e3,    # of lowering_ms: Python's garbage collector
       "cpu_launches": rec.launches, "files": files,
-      "warnings": [u.describe() for u in getattr(rec, "uncovered_outputs", ())],
+      "warnings": [u.describe() for u in getattr(rec, "uncovered_outputs", ())]
+                  + [f"TMA not used for {note}" for note in getattr(gk, "tma_notes", ())],
   }
   if ck is not None:
     entry["compile"] = {"target": f"{ck.target[0]}:{ck.target[1]}", "cache": ck.cache,

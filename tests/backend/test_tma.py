@@ -356,3 +356,38 @@ def test_an_output_that_is_also_read_keeps_its_plain_store(rng):
     o_ref[...] = x_ref[...] + old * 0      # reads the output (zeros here) before its write
   plain, _ = _fallback(swap_read, (x,), "reads it", **_elementwise((16, 64), (8, 32)))
   np.testing.assert_array_equal(plain, np.asarray(x))
+
+
+def test_the_run_report_carries_why_tma_was_not_used(rng):
+  import json
+  from pallas_prof.cli.report import KernelEntry
+  from pallas_prof.cli.run import kernel_entry
+  x = jnp.asarray(rng.standard_normal((24, 64)), jnp.float32)
+  _both(_double, (x,), **_elementwise((24, 64), (24, 32)))
+  entry = kernel_entry(registry.find(f"k{_counter[0]}_tma")[-1], {})
+  want = "24 elements, not a power of two"
+  assert [w for w in entry["warnings"] if w.startswith("TMA not used for x_ref at ")
+          and want in w], entry["warnings"]
+  assert [w for w in entry["warnings"] if w.startswith("TMA not used for the store to o_ref")]
+  assert KernelEntry.from_dict(json.loads(json.dumps(entry))).warnings == \
+      tuple(entry["warnings"])
+
+
+def test_an_ejected_tma_kernel_runs_standalone_under_the_interpreter(rng, tmp_path):
+  """`pallas-prof show --eject` of a TMA kernel: its launcher also gives Triton an
+  allocator for the descriptors' global scratch on a GPU (not run here)."""
+  import subprocess
+  from pallas_prof.cli.eject import eject
+  a = jnp.asarray(rng.standard_normal((64, 96)), jnp.float32)
+  b = jnp.asarray(rng.standard_normal((96, 80)), jnp.float32)
+  plain, _, _, gk, _ = _matmul(a, b, 32, 64, 32)
+  assert gk.tma
+  np.savez(tmp_path / "in.npz", a_ref=np.asarray(a), b_ref=np.asarray(b))
+  path = eject(gk, str(tmp_path / "k.py"))
+  assert "triton.set_allocator(allocate)" in open(path).read()
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  done = subprocess.run([sys.executable, path, "--interpret", "--inputs", str(tmp_path / "in.npz"),
+                         "--output", str(tmp_path / "out.npz")], capture_output=True, text=True,
+                        env=env, timeout=300)
+  assert done.returncode == 0, done.stdout + done.stderr
+  np.testing.assert_array_equal(np.load(tmp_path / "out.npz")["o_ref"], plain)
