@@ -4,8 +4,7 @@ LLVM inside Triton aborts the whole process on some inputs (JAX users have
 lost notebooks to it). pallas-prof therefore runs triton.compile in a
 long-lived child process: a crash there becomes a LoweringError in the
 user's program, which keeps running, and the next compile starts a fresh
-worker. The worker also pays Triton's one-time start-up (imports, LLVM,
-libdevice) in the background when pallas-prof is installed on a GPU machine.
+worker.
 
 PALLAS_PROF_COMPILE_WORKER=0 compiles in-process instead.
 
@@ -16,13 +15,12 @@ Protocol: length-prefixed pickles over the worker's stdin/stdout; the
 worker's stderr (LLVM's assertion messages, progress lines naming the stage
 being compiled) goes to a log file the parent reads after a crash.
 
-Start-up (what a first pallas_call right after install() waits for): the
-worker runs without the site module where Triton is found on the parent's
-sys.path (_site_free_path), asks ptxas its version while it imports the
-rest of Triton's front end, and compiles install()'s warm-up kernel in a
-child forked once Triton is imported (_warm_up_in_child), so a request never
-waits behind it. The worker has a process group of its own: closing it ends
-that child too (and Ctrl-C in the user's terminal does not reach it).
+Start-up (install() starts it on a GPU machine; a first pallas_call right
+after waits for it): no site module where Triton is on the parent's sys.path
+(_site_free_path), ptxas asked beside the imports, and install()'s warm-ups
+never ahead of a request: one in a child (_warm_up_in_child), one here only
+while no request waits (_warm_up_here). Its own process group: closing it
+ends that child too (and Ctrl-C in the user's terminal does not reach it).
 """
 from __future__ import annotations
 
@@ -83,7 +81,8 @@ class _Worker:
     self.warm_up_path: str | None = None
     self.lock = threading.Lock()
 
-  def _start(self, warm_up: dict[str, Any] | None = None) -> None:
+  def _start(self, warm_up: dict[str, Any] | None = None,
+             warm_up_here: dict[str, Any] | None = None) -> None:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     self._remove_workdir()              # a crashed worker's (its log has been read)
     self.workdir = tempfile.mkdtemp(prefix="pallas-prof-worker-")
@@ -107,12 +106,13 @@ class _Worker:
     env.setdefault("TRITON_BACKENDS_IN_TREE", "1")
     env.pop(WARM_UP_ENV, None)
     self.warm_up_path = None
-    if warm_up is not None:
+    if warm_up is not None or warm_up_here is not None:
       self.warm_up_path = os.path.join(self.workdir, "warm-up.pickle")
       with open(self.warm_up_path, "wb") as f:
-        pickle.dump(warm_up, f, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump({"child": warm_up, "here": warm_up_here}, f,
+                    protocol=pickle.HIGHEST_PROTOCOL)
       env[WARM_UP_ENV] = self.warm_up_path
-      env[ARCH_ENV] = str(int(warm_up["target"][1]))
+      env[ARCH_ENV] = str(int((warm_up or warm_up_here)["target"][1]))
     self.log_path = os.path.join(self.workdir, "worker.log")
     log = open(self.log_path, "w")
     # run as a script, not `-m pallas_prof...`: importing the package would import
@@ -146,10 +146,11 @@ class _Worker:
       shutil.rmtree(self.workdir, ignore_errors=True)
       self.workdir = None
 
-  def ensure_started(self, warm_up: dict[str, Any] | None = None) -> None:
+  def ensure_started(self, warm_up: dict[str, Any] | None = None,
+                     warm_up_here: dict[str, Any] | None = None) -> None:
     with self.lock:
       if self.proc is None or self.proc.poll() is not None:
-        self._start(warm_up)
+        self._start(warm_up, warm_up_here)
 
   def warm_up_answer(self) -> dict[str, Any] | None:
     """What the worker's warm-up child answered (run_triton's result), once it has."""
@@ -220,9 +221,8 @@ def _site_free_path() -> list[str] | None:
   worker starts with site, when Triton is not found in one of them (an import
   hook that a .pth file installs, as editable installs do).
 
-  site reads every .pth file of every site-packages folder as Python starts
-  (certifi's, editable installs' finders: ~40 of a worker's ~250 ms start-up
-  on the CPU machine); Triton needs none of them."""
+  site reads every .pth file of every site-packages folder as Python starts (~40
+  of a worker's ~250 ms start-up on the CPU machine); Triton needs none of them."""
   paths = [p for p in sys.path if p and os.path.exists(p)]
   try:
     spec = importlib.util.find_spec("triton")
@@ -291,14 +291,16 @@ def compile_many(requests: list[dict[str, Any]], parallel: int | None = None) ->
   return out
 
 
-def start(warm_up: dict[str, Any] | None = None) -> None:
+def start(warm_up: dict[str, Any] | None = None,
+          warm_up_here: dict[str, Any] | None = None) -> None:
   """Starts the worker process if it is not running, without waiting for it.
 
   warm_up: a compile request the new worker runs in a child as soon as Triton
   is imported, answering other requests meanwhile (warm_up_answer() says
-  what it gave)."""
+  what it gave). warm_up_here: one it compiles itself while no request waits,
+  stopping at the next stage when one comes (a ping's answer says how far it got)."""
   if enabled():
-    _worker.ensure_started(warm_up)
+    _worker.ensure_started(warm_up, warm_up_here)
 
 
 def warm_up_answer() -> dict[str, Any] | None:
@@ -328,7 +330,9 @@ def _serve(compile_module) -> None:
   compile_module.use_quick_triton_key()
   compile_module.import_compiler(int(os.environ.get(ARCH_ENV) or 90))
   gc.freeze()                    # Triton's modules: never walked by a collection
-  _warm_up_in_child(compile_module)
+  warm_ups = _warm_up_requests()
+  _warm_up_in_child(compile_module, warm_ups.get("child"))
+  _warm_up_here(compile_module, warm_ups.get("here"), inp)
 
   def on_stage(name: str) -> None:
     sys.stderr.write(f"{STAGE_MARK}{name}\n")
@@ -347,7 +351,55 @@ def _serve(compile_module) -> None:
     _reap_children()
 
 
-def _warm_up_in_child(compile_module) -> None:
+def _warm_up_requests() -> dict[str, Any]:
+  """The warm-up requests the parent left for this worker (see _Worker._start)."""
+  path = os.environ.get(WARM_UP_ENV)
+  if not path:
+    return {}
+  try:
+    with open(path, "rb") as f:
+      return pickle.load(f)
+  except (OSError, EOFError, pickle.UnpicklingError):
+    return {}
+
+
+class _RequestWaiting(Exception):
+  pass
+
+
+_warmed_here = ["no"]      # "no", "done", "skipped" (a request waited) or "stopped at <stage>"
+
+
+def _warm_up_here(compile_module, request: dict[str, Any] | None, inp) -> None:
+  """Compiles `request` (a tiny kernel) in this process while no request waits on
+  `inp`: a process's first compile pays one-time costs of Triton and LLVM that a
+  compile of anything pays (~20 ms on the CPU machine: first minus second compile
+  of one kernel, medians of 20 processes; an MLIR context and LLVM's targets made
+  up front did not remove them). A request that comes meanwhile stops it before
+  Triton's next stage, so it waits at most for one stage of a tiny kernel."""
+  if request is None:
+    return
+  import select
+
+  def waiting() -> bool:
+    return bool(select.select([inp], [], [], 0)[0])
+
+  def stop_if_asked(stage: str) -> None:
+    if waiting():
+      raise _RequestWaiting(stage)
+
+  status = "skipped"
+  if not waiting():
+    try:
+      error = compile_module.run_triton(request, on_stage=stop_if_asked).get("error") or {}
+    except _RequestWaiting as stopped:       # before the first stage
+      error = {"type": "_RequestWaiting", "message": str(stopped)}
+    status = ("done" if not error else f"stopped at {error['message']}"
+              if error["type"] == "_RequestWaiting" else f"failed: {error['type']}")
+  _warmed_here[0] = status
+
+
+def _warm_up_in_child(compile_module, request: dict[str, Any] | None) -> None:
   """install()'s warm-up compile (warmup.py), in a child forked now that Triton
   is imported, its answer in a file beside the request. What it prepares on
   disk (libdevice's common functions, libdevice_link.py) serves later compiles,
@@ -356,12 +408,7 @@ def _warm_up_in_child(compile_module) -> None:
   ahead of it (it did: ~0.1-0.2 s on the H200 machine). Forked before any
   compile, while this process has no other thread."""
   path = os.environ.get(WARM_UP_ENV)
-  if not path:
-    return
-  try:
-    with open(path, "rb") as f:
-      request = pickle.load(f)
-  except (OSError, EOFError, pickle.UnpicklingError):
+  if not path or request is None:
     return
   sys.stderr.flush()
   if os.fork() != 0:
@@ -397,7 +444,7 @@ def _run_one(compile_module, request: dict[str, Any], on_stage) -> dict[str, Any
   if request.get("op") == "ping":          # the worker is up (benchmarks of its start, tests)
     import gc
     return {"pid": os.getpid(), "end_ns": time.time_ns(), "frozen": gc.get_freeze_count(),
-            "full_collections": gc.get_stats()[2]["collections"]}
+            "full_collections": gc.get_stats()[2]["collections"], "warmed_here": _warmed_here[0]}
   if request.get("op") == "ptxas":
     on_stage("cubin")
     return compile_module.run_ptxas(request)

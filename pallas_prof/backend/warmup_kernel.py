@@ -1,7 +1,9 @@
-"""A tiny kernel compiled in the background when pallas-prof is installed on a GPU
-machine: it pays Triton's one-time compiler start-up (imports, LLVM, the prepared
-libdevice for expf, which softmax-like kernels share) while the user's program is
-still tracing, instead of on the first pallas_call."""
+"""Tiny kernels compiled in the background when pallas-prof is installed on a GPU
+machine, while the user's program is still starting: pallas_prof_warmup in a child
+of the compile worker (it prepares the libdevice for expf, which softmax-like
+kernels share, on disk), pallas_prof_warmup_tiny in the worker itself while no
+request waits (a process's first compile pays one-time costs of Triton and LLVM
+that a compile of anything pays)."""
 import triton
 import triton.language as tl
 from triton.language.extra import libdevice
@@ -22,3 +24,9 @@ def pallas_prof_warmup(x_ref, y_ref, o_ref):
 @triton.jit
 def _warmup_max(a, b):
     return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def pallas_prof_warmup_tiny(x_ref, o_ref):
+    offsets = tl.arange(0, 128)
+    tl.store(o_ref + offsets, tl.load(x_ref + offsets) * 2.0 + 1.0)

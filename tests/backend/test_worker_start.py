@@ -234,3 +234,47 @@ def test_the_worker_freezes_triton_s_objects_without_a_collection_as_it_starts()
   first = compile_worker.compile({"op": "ping"})
   assert first["frozen"] > 10_000 and first["full_collections"] == 0, first
   compile_worker._worker.close()
+
+
+def _ping_after_marker(tmp_path, seconds: float) -> dict:
+  deadline = time.monotonic() + 60
+  while not (tmp_path / "child.pid").exists() and time.monotonic() < deadline:
+    time.sleep(0.02)
+  time.sleep(seconds)
+  return compile_worker.compile({"op": "ping"})
+
+
+def test_the_worker_warms_itself_up_while_idle(tmp_path, monkeypatch):
+  """With nothing asked of it, the worker compiles the tiny kernel itself."""
+  monkeypatch.setenv("PALLAS_PROF_CACHE_DIR", str(tmp_path))
+  compile_worker._worker.close()
+  here = dict(_slow_warm_up(tmp_path, 0), name="pallas_prof_warmup_tiny",
+              signature={"x_ref": "*fp32", "o_ref": "*fp32"},
+              attrs={(i,): [["tt.divisibility", 16]] for i in range(2)})
+  compile_worker.start(warm_up_here=here)
+  assert _ping_after_marker(tmp_path, 3)["warmed_here"] == "done"
+  compile_worker._worker.close()
+
+
+def test_the_worker_s_own_warm_up_gives_way_to_a_request(tmp_path, monkeypatch):
+  """A request waiting as the worker comes up: no warm-up of its own. One that
+  comes during it (here while its kernel module is still loading, for 2 s)
+  stops it before Triton's next stage, and is answered as usual."""
+  monkeypatch.setenv("PALLAS_PROF_CACHE_DIR", str(tmp_path))
+  request = warmup.warm_up_request(90)
+  compile_worker._worker.close()
+  compile_worker.start(warm_up_here=warmup.tiny_warm_up_request(90))
+  assert "error" not in compile_worker.compile(request)       # sent before the worker is up
+  assert compile_worker.compile({"op": "ping"})["warmed_here"] == "skipped"
+  compile_worker._worker.close()
+  here = dict(_slow_warm_up(tmp_path, 2), name="pallas_prof_warmup_tiny",
+              signature={"x_ref": "*fp32", "o_ref": "*fp32"},
+              attrs={(i,): [["tt.divisibility", 16]] for i in range(2)})
+  compile_worker.start(warm_up_here=here)
+  deadline = time.monotonic() + 60
+  while not (tmp_path / "child.pid").exists() and time.monotonic() < deadline:
+    time.sleep(0.02)
+  result = compile_worker.compile(request)
+  assert "error" not in result and ".entry pallas_prof_warmup" in result["asm"]["ptx"]
+  assert compile_worker.compile({"op": "ping"})["warmed_here"] == "stopped at ttir"
+  compile_worker._worker.close()
