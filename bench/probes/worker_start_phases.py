@@ -4,10 +4,10 @@ a process's first pallas_call waits for it when it comes right after install()).
     python bench/probes/worker_start_phases.py [--processes 5] [--out f.json]
 
 Per fresh process, medians in milliseconds:
-- Python's own start, with site (`python -c pass`) and without (`python -S -c
-  pass`, as the worker starts where Triton allows: compile_worker._site_free_path);
-- in a process started as the worker is (-S, the parent's sys.path,
-  TRITON_BACKENDS_IN_TREE=1), what compile_worker._serve does before its first
+- Python's own start (`python -c pass`), and without site (`python -S -c pass`:
+  not used, since Triton then imports what site's .pth files had imported);
+- in a process started as the worker is (TRITON_BACKENDS_IN_TREE=1), what
+  compile_worker._serve does before its first
   request: loading triton_run.py, use_quick_triton_key (which imports triton),
   import_compiler (the compiler's modules, libdevice_link.py, and ptxas's two
   `--version` runs in a thread beside them), and ptxas's two runs alone, for
@@ -76,22 +76,19 @@ def main(argv=None) -> int:
   ap.add_argument("--out")
   args = ap.parse_args(argv)
   from bench import save_record
-  from pallas_prof.backend import compile_worker
-  paths = compile_worker._site_free_path()
   env = dict(os.environ, JAX_PLATFORMS="cpu", TRITON_BACKENDS_IN_TREE="1")
-  worker_env = dict(env, PYTHONPATH=os.pathsep.join([ROOT] + (paths or [])))
-  flags = ["-S"] if paths is not None else []
+  worker_env = dict(env, PYTHONPATH=ROOT)
   rows: dict[str, list[float]] = {}
   for _ in range(args.processes):
     rows.setdefault("python_start", []).append(_timed([sys.executable, "-c", "pass"], env)[0])
     rows.setdefault("python_start_no_site", []).append(
         _timed([sys.executable, "-S", "-c", "pass"], env)[0])
-    whole, line = _timed([sys.executable, *flags, "-c", _CHILD.format(root=ROOT)], worker_env)
+    whole, line = _timed([sys.executable, "-c", _CHILD.format(root=ROOT)], worker_env)
     rows.setdefault("whole_process", []).append(whole)
     for k, v in json.loads(line).items():
       rows.setdefault(k, []).append(v)
     rows.setdefault("ptxas_version_twice_alone", []).append(
-        float(_timed([sys.executable, *flags, "-c", _PTXAS], worker_env)[1]))
+        float(_timed([sys.executable, "-c", _PTXAS], worker_env)[1]))
     rows.setdefault("worker_ready", []).append(worker_ready_seconds())
   summary = {k: statistics.median(v) for k, v in rows.items()}
   print("  ".join(f"{k} {v * 1e3:.0f} ms" for k, v in summary.items()))
@@ -99,7 +96,7 @@ def main(argv=None) -> int:
                         text=True, check=False).stdout.strip()
   save_record(args.out, {"command": "python bench/probes/worker_start_phases.py "
                                     + " ".join(argv or sys.argv[1:]),
-                         "commit": head, "worker_flags": flags, "load_average": os.getloadavg(),
+                         "commit": head, "load_average": os.getloadavg(),
                          "medians_s": summary, "runs_s": rows})
   return 0
 

@@ -16,16 +16,17 @@ worker's stderr (LLVM's assertion messages, progress lines naming the stage
 being compiled) goes to a log file the parent reads after a crash.
 
 Start-up (install() starts it on a GPU machine; a first pallas_call right
-after waits for it): no site module where Triton is on the parent's sys.path
-(_site_free_path), ptxas asked beside the imports, and install()'s warm-ups
-never ahead of a request: one in a child (_warm_up_in_child), one here only
-while no request waits (_warm_up_here). Its own process group: closing it
-ends that child too (and Ctrl-C in the user's terminal does not reach it).
+after waits for it): Triton's backends found in its folder, ptxas asked
+beside the imports, and install()'s warm-ups never ahead of a request: one
+in a child (_warm_up_in_child), one here only while no request waits
+(_warm_up_here). Its own process group: closing it ends that child too (and
+Ctrl-C in the user's terminal does not reach it). (Starting it without site,
+`python -S`, did not shorten the start on the CPU machine: 420 against 400
+ms, medians of 15: Triton imports what site's .pth files had imported.)
 """
 from __future__ import annotations
 
 import atexit
-import importlib.util
 import os
 import pickle
 import shutil
@@ -87,13 +88,7 @@ class _Worker:
     self._remove_workdir()              # a crashed worker's (its log has been read)
     self.workdir = tempfile.mkdtemp(prefix="pallas-prof-worker-")
     env = dict(os.environ)
-    command = [sys.executable]
-    paths = _site_free_path()
-    if paths is None:
-      env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    else:
-      command.append("-S")
-      env["PYTHONPATH"] = os.pathsep.join([root] + paths)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PALLAS_PROF_TRACE"] = "0"          # spans are made by the parent
     env["JAX_PLATFORMS"] = "cpu"            # the worker never touches a GPU
     # Triton stores every compile in its own cache, which pallas-prof never reads
@@ -117,7 +112,7 @@ class _Worker:
     log = open(self.log_path, "w")
     # run as a script, not `-m pallas_prof...`: importing the package would import
     # JAX, which the worker never needs (its start-up delays the first compile)
-    self.proc = subprocess.Popen(command + [os.path.abspath(__file__)],
+    self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__)],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                  env=env, close_fds=True, process_group=0)
     log.close()
@@ -213,27 +208,6 @@ def _kill_group(proc: subprocess.Popen) -> None:
   except PermissionError:
     if proc.poll() is None:
       proc.kill()
-
-
-def _site_free_path() -> list[str] | None:
-  """The folders a worker started without the site module (`python -S`) imports
-  from: this process's sys.path, which holds what site added. None, and the
-  worker starts with site, when Triton is not found in one of them (an import
-  hook that a .pth file installs, as editable installs do).
-
-  site reads every .pth file of every site-packages folder as Python starts (~40
-  of a worker's ~250 ms start-up on the CPU machine); Triton needs none of them."""
-  paths = [p for p in sys.path if p and os.path.exists(p)]
-  try:
-    spec = importlib.util.find_spec("triton")
-  except (ImportError, ValueError):
-    return None
-  if spec is None or not spec.origin or not spec.origin.endswith("__init__.py"):
-    return None
-  home = os.path.dirname(os.path.dirname(os.path.abspath(spec.origin)))
-  if not any(os.path.abspath(p) == home for p in paths):
-    return None
-  return paths
 
 
 _worker = _Worker()
