@@ -28,8 +28,11 @@ reads:
   order against);
 - not the bounds-checked mode (it checks each index itself);
 - sm_90 or newer (Triton's interpreter also runs them).
-Elements outside the array read as zeros, as the plain load's mask gives them;
-where the plain load needs no mask the block lies inside the array.
+Elements of a block past the end of the array read as zeros. The plain load masks
+them and, with no `other`, leaves them unspecified (zeros under the interpreter and
+in Triton's pipelined copies), as Pallas does: what a kernel stores from them
+differs only where Pallas promises nothing. Where the plain load needs no mask the
+block lies inside the array.
 
 A write stores through a descriptor (`desc.store`, elements outside the array
 clipped, as the plain store's mask drops them) under the same block rules, when it
