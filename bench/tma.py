@@ -1,5 +1,9 @@
 """TMA block loads (CompilerParams(tma=True)) against plain loads, on a GPU.
 
+Not yet run on a GPU (written 2026-12-02, when no device time was left): the first
+run (`bash bench/tma_gpu.sh`, ~150 s) decides whether TMA can join the tuner's
+default configs and the suite's matmul candidates.
+
     python bench/tma.py [--out tma.json] [--quick]      # one Hopper GPU, ~60-90 s
 
 The matmul example's kernel (a fori_loop over K slicing `a_ref[:, pl.ds(k*bk, bk)]`

@@ -46,11 +46,13 @@ class CompilerParams:
       operand blocks shared in L2 by programs that run together; the same
       results. Ignored where the grid does not allow it (pallas_prof/backend/grid.py).
       The tuner tries 4 and 8 by default.
-    tma: True loads dense blocks of the inputs through Hopper's TMA (Triton tensor
-      descriptors made in the kernel) where that provably reads the same; other
-      loads stay plain, and a TmaFallbackWarning says why (pallas_prof/backend/tma.py).
-      sm_90 or newer; needs jax >= 0.11 on the GPU (global scratch). The tuner tries it
-      on Hopper.
+    tma: True loads dense blocks of the inputs, and stores an output's one block,
+      through Hopper's TMA (Triton tensor descriptors made in the kernel) where that
+      provably moves the same elements; other accesses stay plain, and a
+      TmaFallbackWarning says why (pallas_prof/backend/tma.py). sm_90 or newer; needs
+      jax >= 0.11 on the GPU (global scratch). Checked under Triton's interpreter and
+      compiled for sm_90, NOT YET RUN ON A GPU; the tuner tries it only where an
+      Autotune config names it ({"tma": 1}).
   """
   num_warps: int | None = None
   num_stages: int | None = None

@@ -42,6 +42,11 @@ program's other accesses to that memory); any other store stays plain and says w
 
 Which starts are multiples of what is recorded as equations are lowered
 (`note_equation`, `note_sum`), only while TMA is asked for.
+
+Status: checked under Triton's interpreter (bit for bit against the plain kernel)
+and compiled for sm_90 (TMA copies pipelined in the TTGIR, cp.async.bulk.tensor in
+the PTX), not yet run on a GPU; bench/tma_gpu.sh is that check. Until it has run,
+TMA stays opt-in and out of the tuner's default configs.
 """
 from __future__ import annotations
 

@@ -37,11 +37,13 @@ ENV = "PALLAS_PROF_AUTOTUNE"
 TUNED_ENV = "PALLAS_PROF_TUNED"          # a tuning file (`pallas-prof tune` writes one) to apply
 BUDGET_ENV = "PALLAS_PROF_AUTOTUNE_BUDGET_S"   # seconds per kernel when the environment asks
 CACHE_VERSION = 3      # 3: a config is (num_warps, num_stages, launch_group, tma)
-# warps x stages, the default's warps and stages launched in groups (a grid of one
-# dimension has no grouped order: those candidates are left out there), and TMA
-# loads, alone and in groups of 8 (left out below sm_90, and where no load can use TMA)
+# warps x stages, and the default's warps and stages launched in groups (a grid of one
+# dimension has no grouped order: those candidates are left out there). TMA ({"tma": 1})
+# is tried only where a config asks for it: its code has not yet run on a GPU, and a
+# candidate that faulted there would take the user's CUDA context down with it.
+# TMA candidates are left out below sm_90, and where no load or store can use TMA.
 DEFAULT_CONFIGS = tuple({"num_warps": w, "num_stages": s} for w in (4, 8) for s in (2, 3, 4)) + \
-    tuple({"launch_group": g} for g in (4, 8)) + ({"tma": 1}, {"tma": 1, "launch_group": 8})
+    tuple({"launch_group": g} for g in (4, 8))
 KEYS = ("num_warps", "num_stages", "launch_group", "tma")
 
 
@@ -49,8 +51,8 @@ KEYS = ("num_warps", "num_stages", "launch_group", "tma")
 class Autotune:
   """What to try: configs of {"num_warps": int, "num_stages": int, "launch_group": int,
   "tma": 0 or 1} (each key optional: the default's value otherwise; default configs: 4
-  and 8 warps by 2, 3 and 4 stages, launch groups of 4 and 8, and TMA loads alone and
-  in groups of 8) and the seconds a kernel's tuning may take. launch_group:
+  and 8 warps by 2, 3 and 4 stages, and launch groups of 4 and 8; TMA only where a
+  config names it) and the seconds a kernel's tuning may take. launch_group:
   CompilerParams.launch_group (0: the plain order); tma: CompilerParams.tma."""
   configs: tuple = DEFAULT_CONFIGS
   budget_s: float = 30.0

@@ -398,5 +398,8 @@ def test_tma_candidates_are_left_out_below_sm90_and_where_no_load_can_use_tma(so
     assert sorted(compiled) == want[1:]       # the default's compile is reused
     assert ((4, 3, 0, 1) in lowered) == (target[1] >= 90)
   assert params.config_label((8, 3, 8, 1)) == "8w 3s g8 tma"
+  # TMA has not run on a GPU yet: the default configs never try it (a candidate that
+  # faulted would take the user's CUDA context down during tuning)
+  assert not any(c.get("tma") for c in params.Autotune().config_dicts())
   with pytest.raises(ValueError, match="tma must be 0 or 1"):
     params.Autotune(configs=[{"tma": 2}])
