@@ -1,6 +1,7 @@
 """Writes a generated kernel as a standalone Triton program with its own launcher.
 
-The ejected file needs only numpy and triton (no JAX, no pallas-prof):
+The ejected file needs only numpy and triton (ml_dtypes too for bfloat16, float8
+or int4 parameters; no JAX, no pallas-prof):
 
     python kernel.py --interpret [--inputs in.npz] [--output out.npz]   # CPU, Triton's interpreter
     python kernel.py [--inputs in.npz] [--output out.npz]               # NVIDIA GPU (cuda-python)
@@ -282,7 +283,8 @@ if __name__ == "__main__":
 _PREAMBLE = '''#!/usr/bin/env python3
 """Triton kernel `{name}` ejected by pallas-prof from {source_info}.
 
-A standalone program: needs numpy and triton only (cuda-python on a GPU).
+A standalone program: needs numpy and triton only (cuda-python on a GPU;
+ml_dtypes for bfloat16, float8 or int4 parameters).
 
     python {file} --interpret [--inputs in.npz] [--output out.npz]   # CPU
     python {file} [--inputs in.npz] [--output out.npz]               # NVIDIA GPU
