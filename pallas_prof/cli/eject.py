@@ -236,7 +236,16 @@ def _load_inputs(path, rng):
         if role != "input":
             continue
         if arrays is not None:
+            if name not in arrays:
+                raise SystemExit(f"{{path}} has no array {{name!r}} (it has {{', '.join(arrays.files) or 'none'}}): "
+                                 f"give one array per input parameter, by name: "
+                                 f"{{', '.join(p[0] for p in PARAMS if p[3] == 'input')}}")
             a, dt = arrays[name], _numpy_dtype(dtype)
+            if tuple(a.shape) != tuple(shape):
+                # the kernel's addresses are computed for this shape: another would read
+                # past the array or leave part of it unread
+                raise SystemExit(f"{{path}}: {{name!r}} has shape {{tuple(a.shape)}}; the kernel "
+                                 f"was generated for {{tuple(shape)}} {{dtype}}")
             # ml_dtypes' types (bfloat16, float8_*, int4) come back from an .npz as raw
             # bytes (numpy kind 'V') or as the unsigned ints --output writes: their bits
             if dt.kind == "V" and a.dtype.kind in "uV" and a.dtype.itemsize == dt.itemsize:

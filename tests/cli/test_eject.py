@@ -103,6 +103,26 @@ def test_an_eject_path_that_cannot_be_written_says_so(run, tmp_path):
   assert f"cannot write {target}" in show.stderr and "Traceback" not in show.stderr, show.stderr
 
 
+def test_inputs_of_another_name_or_shape_are_refused_in_words(run):
+  """--inputs without the parameter's array ended in a KeyError traceback; one of another
+  shape ran the kernel on addresses computed for the generated shape."""
+  tmp, _ = run
+  program = tmp / "gelu_checked_inputs.py"
+  show = pallas_prof("show", "gelu_kernel", "--dir", str(tmp / "run"), "--eject", str(program))
+  assert show.returncode == 0, show.stdout + show.stderr
+  env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRITON_INTERPRET")}
+  x = np.load(tmp / "inputs.npz")["gelu"]
+  for arrays, needle in (({"x": x}, "has no array 'x_ref' (it has x)"),
+                         ({"x_ref": x[:50]}, "'x_ref' has shape (50, 300); the kernel was "
+                                             "generated for (100, 300) float32")):
+    np.savez(tmp / "bad_in.npz", **arrays)
+    result = subprocess.run([sys.executable, str(program), "--interpret", "--inputs",
+                             str(tmp / "bad_in.npz")], capture_output=True, text=True, env=env,
+                            timeout=600)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert needle in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
 @pytest.mark.skipif(_has_gpu(), reason="checks the fallback of a machine without a GPU")
 def test_without_a_gpu_the_program_picks_the_interpreter_and_says_so(run):
   tmp, _ = run
