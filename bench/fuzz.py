@@ -51,9 +51,12 @@ def worker(args) -> None:
   from hypothesis import HealthCheck, Phase, given, seed, settings
   import jax
   from tests.fuzz.check import Difference, check, save_reproducer
-  from tests.fuzz.programs import kernel_programs, programs, value_programs
+  from hypothesis import strategies as st
+  from tests.fuzz.programs import kernel_programs, programs, tma_kernel_programs, value_programs
   device = jax.devices(args.device)[0] if args.device != "cpu" else jax.devices("cpu")[0]
   strategy = {"all": programs(), "values": value_programs(), "kernels": kernel_programs()}[args.kind]
+  if os.environ.get("PALLAS_PROF_FUZZ_TMA") == "1":   # --tma: also kernels in TMA's shapes
+    strategy = st.one_of(strategy, tma_kernel_programs())
   log = open(args.log, "a", buffering=1)
   current = args.log + ".current"
 
@@ -117,6 +120,10 @@ def worker(args) -> None:
         emit(status="generator_error", message=str(e)[:2000])
         return
       extra = {"source": program.source} if outcome.status.startswith("xla_") else {}
+      if os.environ.get("PALLAS_PROF_FUZZ_TMA") == "1":   # --tma: did this kernel use TMA?
+        from pallas_prof.backend import registry
+        lowered = registry.find(f"fuzz_{program.seed}")
+        extra["tma"] = bool(lowered and lowered[-1].generated.tma)
       emit(status=outcome.status, detail=outcome.detail[:300], kind=program.kind,
            features=list(program.features), seconds=time.perf_counter() - t0, **extra)
 
@@ -154,6 +161,10 @@ def main() -> None:
                       help="this many of the jobs run in the bounds-checked mode "
                            "(PALLAS_PROF_CHECK=bounds): valid programs must raise nothing "
                            "and compute the same")
+  parser.add_argument("--tma", action="store_true",
+                      help="pallas-prof's kernels with CompilerParams(tma=True) (TMA loads and "
+                           "stores where legal, tests/fuzz/check.py; PALLAS_PROF_FUZZ_TMA=1 "
+                           "in the workers)")
   parser.add_argument("--no-shrink", dest="shrink", action="store_false")
   parser.add_argument("--no-isolate", dest="isolate", action="store_false",
                       help="run in this process (for compute-sanitizer); a crash ends the run")
@@ -165,7 +176,9 @@ def main() -> None:
   args = parser.parse_args()
   if args.seed is None:
     args.seed = int.from_bytes(os.urandom(3), "little")
-  tag = f"{args.device}_{_commit()}_seed{args.seed}"
+  tag = f"{args.device}_{_commit()}_seed{args.seed}" + ("_tma" if args.tma else "")
+  if args.tma:
+    os.environ["PALLAS_PROF_FUZZ_TMA"] = "1"     # tests/fuzz/check.py reads it; workers inherit it
   args.out = args.out or os.path.join(ROOT, "bench", "results", f"fuzz_{tag}.json")
   args.corpus = args.corpus or os.path.join(ROOT, "bench", "results", f"fuzz_{tag}_repro")
   args.log = args.log or args.out.replace(".json", "") + ".jsonl"

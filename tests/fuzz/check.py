@@ -37,6 +37,9 @@ BUGS = re.compile(r"internal error in the|failed under Triton's interpreter|"
                   r"Traceback|Segmentation|Aborted|LLVM ERROR|compile worker died")
 
 
+TMA_ENV = "PALLAS_PROF_FUZZ_TMA"     # "1": pallas-prof's kernels ask for TMA (bench/fuzz.py --tma)
+
+
 class Difference(AssertionError):
   """pallas-prof and the reference disagree on a program."""
 
@@ -89,7 +92,8 @@ def run_pallas_prof(program: Program, inputs, device=None):
   scope = build(program)
   device = device or jax.devices("cpu")[0]
   args = [jax.device_put(a, device) for a in inputs]
-  params = pallas_prof.CompilerParams()
+  # bench/fuzz.py --tma: TMA loads and stores wherever pallas-prof finds them legal
+  params = pallas_prof.CompilerParams(tma=os.environ.get(TMA_ENV) == "1" or None)
   with jax.default_device(device):
     if program.kind == "values":
       fn = scope["fn"]

@@ -691,12 +691,26 @@ def kernel_programs(draw) -> Program:
                  b.fragile)
 
 
-def _two_d_kernel(draw, dtype) -> Program:
-  rows, cols = draw(st.integers(1, 20), label="block rows"), draw(st.integers(1, 20),
-                                                                   label="block cols")
+@st.composite
+def tma_kernel_programs(draw) -> Program:
+  """Two-dimensional kernels in the shapes TMA takes (blocks of powers of two, rows
+  mostly a multiple of 16 bytes; some not, for the fallbacks): bench/fuzz.py --tma
+  and the fixed TMA set draw these, where kernel_programs' blocks of 1-20 rarely are."""
+  dtype = draw(st.sampled_from(MAIN_DTYPES), label="dtype")
+  rows = draw(st.sampled_from([1, 2, 4, 8, 16]), label="block rows")
+  cols = draw(st.sampled_from([4, 8, 16, 32, 64]), label="block cols")
+  align = draw(st.sampled_from([16, 16, 16, 1]), label="row alignment (bytes)")
+  return _two_d_kernel(draw, dtype, rows, cols, max(1, align // jnp.dtype(dtype).itemsize))
+
+
+def _two_d_kernel(draw, dtype, rows=None, cols=None, row_multiple=1) -> Program:
+  if rows is None:
+    rows, cols = draw(st.integers(1, 20), label="block rows"), draw(st.integers(1, 20),
+                                                                     label="block cols")
   gr, gc = draw(st.integers(1, 3), label="grid rows"), draw(st.integers(1, 3), label="grid cols")
   n = max(1, rows * gr - draw(st.integers(0, rows - 1), label="row overhang"))
   m = max(1, cols * gc - draw(st.integers(0, cols - 1), label="col overhang"))
+  m = -(-m // row_multiple) * row_multiple      # rows of whole 16-byte units (TMA programs)
   b = Builder(draw, [Var("x0", (rows, cols), dtype, 4.0 if dtype in FLOATS else _int_bound(dtype)),
                      Var("r", (rows, cols), "int32", n), Var("c", (rows, cols), "int32", m)])
   for _ in range(draw(st.integers(1, 4), label="statements")):

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 
 from tests.fuzz.check import Difference, check, save_reproducer
-from tests.fuzz.programs import kernel_programs, value_programs
+from tests.fuzz.programs import kernel_programs, tma_kernel_programs, value_programs
 
 OUT = os.environ.get("PALLAS_PROF_FUZZ_OUT") or os.path.join(tempfile.gettempdir(),
                                                              "pallas-prof-fuzz")
@@ -60,6 +60,32 @@ def test_values_match_xla_c(program):
 @given(kernel_programs())
 def test_kernels_match_pallas_interpreter(program):
   _check(program)
+
+
+_tma_used = []
+
+
+@fixed(40)
+@given(tma_kernel_programs())
+def test_kernels_with_tma_asked_for_match_pallas_interpreter(program):
+  """bench/fuzz.py --tma's mode on a fixed set: CompilerParams(tma=True), so each
+  load and store TMA can serve goes through a tensor descriptor (kernels in the
+  shapes TMA takes, and some it does not)."""
+  from pallas_prof.backend import registry
+  from tests.fuzz.check import TMA_ENV
+  os.environ[TMA_ENV] = "1"
+  try:
+    _check(program)
+  finally:
+    del os.environ[TMA_ENV]
+  lowered = registry.find(f"fuzz_{program.seed}")
+  _tma_used.append(bool(lowered and lowered[-1].generated.tma))
+
+
+def test_the_tma_fixed_set_used_tma():
+  if not _tma_used:
+    pytest.skip("runs after test_kernels_with_tma_asked_for_match_pallas_interpreter")
+  assert 10 <= sum(_tma_used) < len(_tma_used), _tma_used   # TMA used, and fallbacks too
 
 
 def test_a_wrong_answer_is_caught_and_saved(tmp_path, monkeypatch):
