@@ -202,10 +202,14 @@ np.savez({expected!r}, twice_f8=np.asarray(f8).view(np.uint8), twice_i4=np.asarr
 """
 
 
-def test_float8_and_int4_kernels_eject_and_agree_in_check_mode(tmp_path):
+@pytest.mark.parametrize("where", ["interpreter", pytest.param("gpu", marks=pytest.mark.skipif(
+    not _has_gpu(), reason="the ejected program's GPU launcher needs a GPU"))])
+def test_float8_and_int4_kernels_eject_and_agree_in_check_mode(tmp_path, where):
   """ml_dtypes' types in an ejected program: float8 and int4 parameters (numpy kind 'V',
   int4 packed two a byte in the kernel's buffers), with the bounds-checked build's
-  poisoned starting values. The program crashed on np.dtype('float8_e4m3fn') / 'int4'."""
+  poisoned starting values. The program crashed on np.dtype('float8_e4m3fn') / 'int4'.
+  On a GPU machine the ejected program also runs on the GPU (its buffers typed by their
+  storage: uint8 for packed int4)."""
   seed = int(np.random.default_rng().integers(2**31))
   script = tmp_path / "ml_dtypes_kernels.py"
   script.write_text(textwrap.dedent(ML_DTYPES_SCRIPT.format(
@@ -223,7 +227,8 @@ def test_float8_and_int4_kernels_eject_and_agree_in_check_mode(tmp_path):
     assert show.returncode == 0, show.stdout + show.stderr
     assert "'initial'" in program.read_text()       # the bounds-checked build
     np.savez(tmp_path / f"{kernel}_in.npz", x_ref=inputs[kernel])
-    ran = subprocess.run([sys.executable, str(program), "--interpret", "--inputs",
+    flags = ["--interpret"] if where == "interpreter" else []
+    ran = subprocess.run([sys.executable, str(program), *flags, "--inputs",
                           str(tmp_path / f"{kernel}_in.npz"), "--output",
                           str(tmp_path / f"{kernel}_out.npz")], capture_output=True, text=True,
                          env=clean, timeout=600)
