@@ -252,3 +252,28 @@ def test_where_xla_float32_is_an_ulp_off_at_a_discontinuity_pallas_prof_follows_
   else:
     assert float(np.asarray(got)[0]) == np.float32(np.pi / 4)   # float64's answer
     assert status == "xla_less_precise_than_float64", (status, got, xla)
+
+
+@pytest.mark.parametrize("with_equation", [True, False])
+def test_triton_rejecting_the_generated_code_is_a_bug_not_a_limitation(with_equation):
+  """A compile-stage failure (on a GPU) is pallas-prof's bug. With an equation its message
+  reads "cannot lower `add` ...: Triton failed in the ttir stage: ...", which the
+  limitation pattern took for a documented refusal, as it did any Triton message saying
+  "not supported": the fuzzer counted such programs as 'unsupported', never a Difference."""
+  import types
+  from pallas_prof import LoweringError
+  from tests.fuzz.check import _is_limitation
+  eqn = types.SimpleNamespace(primitive="add", text="c:f32[8] = add a b", in_avals=["f32[8]"],
+                              file="prog.py", line=3, function="kernel", index=0)
+  error = LoweringError("Triton failed in the ttir stage: CompilationError: this layout is "
+                        "not supported", kernel="fuzz_1", eqn=eqn if with_equation else None,
+                        stage="ttir")
+  assert not _is_limitation(error, f"{type(error).__name__}: {error}")
+  refusal = LoweringError("reshape of (5, 6) to (30,): pallas-prof pads each dimension to a "
+                          "power of two", kernel="fuzz_1", eqn=eqn)
+  assert _is_limitation(refusal, f"{type(refusal).__name__}: {refusal}")    # still counted
+  too_big = LoweringError("Triton failed in the cubin stage: OutOfResources: out of resource: "
+                          "shared memory, Required: 262144, Hardware limit: 232448. Reducing "
+                          "block sizes or `num_stages` may help.", kernel="fuzz_1",
+                          eqn=eqn if with_equation else None, stage="cubin")
+  assert _is_limitation(too_big, f"{type(too_big).__name__}: {too_big}")   # the blocks' size
