@@ -10,6 +10,7 @@ rule unchanged. `uninstall()` ends the takeover.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import os
 from typing import Any
 
@@ -65,6 +66,33 @@ class CompilerParams:
 
   # JAX's CompilerParams protocol wants a backend tag
   BACKEND = "triton"
+
+  def __post_init__(self):
+    # checked here, at the user's line: Triton would refuse these deep in a GPU compile
+    # (num_warps not a power of two), or compile a block CUDA cannot launch (over 1024
+    # threads), or the value would be ignored without a word
+    def bad(field, value, want):
+      raise ValueError(f"CompilerParams({field}={value!r}): {want}")
+    w = self.num_warps
+    if w is not None and (not _is_int(w) or w < 1 or w > 32 or w & (w - 1)):
+      bad("num_warps", w, "must be a power of two from 1 to 32 (a program runs 32 threads "
+          "per warp, at most 1024)")
+    if self.num_stages is not None and (not _is_int(self.num_stages) or self.num_stages < 1):
+      bad("num_stages", self.num_stages, "must be an integer >= 1 (1: no software pipelining)")
+    if self.launch_group is not None and (not _is_int(self.launch_group)
+                                          or self.launch_group < 0):
+      bad("launch_group", self.launch_group, "must be an integer >= 0 (0 or 1: the plain "
+          "launch order)")
+    cc = self.compute_capability
+    if cc is not None and (not _is_int(cc) or cc < 70):
+      bad("compute_capability", cc, "must be an integer like 80 or 90 (sm_80, sm_90), "
+          "70 or more")
+    if any(not _is_int(i) or i < 0 for i in self.zero_outputs):
+      bad("zero_outputs", self.zero_outputs, "must be output indices (integers >= 0)")
+
+
+def _is_int(value) -> bool:
+  return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 _takeover = {"active": False}

@@ -109,3 +109,28 @@ def test_a_libdevice_call_compiles_against_the_cuda_libdevice(monkeypatch):
   # the PTX shows which one was linked
   assert "ex2.approx" in with_triton
   assert with_cuda != with_triton
+
+
+@pytest.mark.parametrize("field,value,words", [
+    ("num_warps", 3, "power of two from 1 to 32"), ("num_warps", 0, "power of two"),
+    ("num_warps", 64, "at most 1024"), ("num_warps", 4.0, "power of two"),
+    ("num_stages", 0, "integer >= 1"), ("launch_group", -2, "integer >= 0"),
+    ("compute_capability", 9, "like 80 or 90"), ("zero_outputs", (-1,), "output indices")])
+def test_compiler_params_refuse_what_triton_or_cuda_would_refuse_later(field, value, words):
+  """At the user's line, with the field and what it takes: num_warps=3 otherwise ran
+  on the CPU and failed inside Triton's GPU compile, num_warps=64 compiled a block of
+  2048 threads CUDA cannot launch, launch_group=-2 was ignored without a word."""
+  import pallas_prof
+  with pytest.raises(ValueError) as info:
+    pallas_prof.CompilerParams(**{field: value})
+  assert f"CompilerParams({field}={value!r})" in str(info.value) and words in str(info.value)
+
+
+def test_compiler_params_take_the_values_they_document():
+  import numpy as np
+  import pallas_prof
+  for w in (1, 2, 4, 8, 16, 32, np.int64(8)):
+    assert pallas_prof.CompilerParams(num_warps=w).num_warps == w
+  p = pallas_prof.CompilerParams(num_stages=1, launch_group=0, compute_capability=90,
+                                 zero_outputs=(0, 2))
+  assert (p.num_stages, p.launch_group, p.zero_outputs) == (1, 0, (0, 2))
