@@ -125,7 +125,7 @@ def _candidate(config, median_s, error=None, compile_s=None, start_ns=0, end_ns=
 class KernelTuning:
   kernel: str
   default: tuple[int, int, int, int]      # (num_warps, num_stages, launch_group, tma)
-  best: tuple[int, int, int]
+  best: tuple[int, int, int, int]
   candidates: tuple[Candidate, ...]
   tuning_s: float
   from_cache: bool = False
@@ -166,7 +166,16 @@ def settings(compiler_params) -> Autotune | None:
     return None
   if os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on"):
     budget = os.environ.get(BUDGET_ENV)
-    return Autotune(budget_s=float(budget)) if budget else Autotune()
+    if not budget:
+      return Autotune()
+    try:
+      seconds = float(budget)
+    except ValueError:
+      seconds = -1.0
+    if not seconds > 0:
+      raise ValueError(f"{BUDGET_ENV}={budget!r}: give the seconds of tuning per kernel as a "
+                       "number above 0 (e.g. 30), or unset it for the default")
+    return Autotune(budget_s=seconds)
   return None
 
 
@@ -201,15 +210,31 @@ def default_config(gk) -> tuple[int, int, int, int]:
 def tuned_file_choice(path: str, gk, target, gpu: str) -> tuple[int, int, int, int] | None:
   """The (num_warps, num_stages, launch_group, tma) a tuning file names for this kernel
   on this GPU, if any."""
-  stamp = os.stat(path).st_mtime_ns
+  try:
+    stamp = os.stat(path).st_mtime_ns
+  except OSError as e:
+    raise ValueError(f"{TUNED_ENV}={path}: {e.strerror}; point it at the tuning file "
+                     "`pallas-prof tune` wrote, or unset it") from None
   if _tuned_files.get(path, (None,))[0] != stamp:
-    with open(path) as f:
-      data = json.load(f)
+    try:
+      with open(path) as f:
+        data = json.load(f)
+      kernels = data["kernels"] if isinstance(data, dict) else None
+    except (OSError, ValueError, KeyError) as e:
+      raise ValueError(f"{TUNED_ENV}={path}: not a tuning file ({type(e).__name__}: {e}); "
+                       "`pallas-prof tune script.py` writes one") from None
+    if not isinstance(kernels, list):
+      raise ValueError(f"{TUNED_ENV}={path}: not a tuning file (no list of kernels); "
+                       "`pallas-prof tune script.py` writes one")
     if data.get("version") != CACHE_VERSION:
       raise ValueError(f"{TUNED_ENV}={path}: tuning file version {data.get('version')}, "
                        f"this pallas-prof reads version {CACHE_VERSION}; run `pallas-prof tune` again")
-    _tuned_files[path] = (stamp, {(e["source"], tuple(e["target"]), e["gpu"]): tuple(e["best"])
-                                  for e in data["kernels"]})
+    try:
+      choices = {(e["source"], tuple(e["target"]), e["gpu"]): tuple(e["best"]) for e in kernels}
+    except (KeyError, TypeError) as e:
+      raise ValueError(f"{TUNED_ENV}={path}: a kernel entry lacks {e}; write the file again "
+                       "with `pallas-prof tune`") from None
+    _tuned_files[path] = (stamp, choices)
   return _tuned_files[path][1].get((source_digest(gk), tuple(target), gpu))
 
 

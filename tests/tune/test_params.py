@@ -403,3 +403,28 @@ def test_tma_candidates_are_left_out_below_sm90_and_where_no_load_can_use_tma(so
   assert not any(c.get("tma") for c in params.Autotune().config_dicts())
   with pytest.raises(ValueError, match="tma must be 0 or 1"):
     params.Autotune(configs=[{"tma": 2}])
+
+
+def test_a_bad_tuning_file_or_budget_in_the_environment_says_which_variable_and_what_to_do(
+    softmax_gk, monkeypatch, tmp_path):
+  """PALLAS_PROF_TUNED naming a missing or broken file raised FileNotFoundError or
+  JSONDecodeError from inside a lowering; PALLAS_PROF_AUTOTUNE_BUDGET_S=abc a bare
+  ValueError from float()."""
+  target, gpu = ("cuda", 90), "NVIDIA H200"
+  broken = tmp_path / "broken.json"
+  broken.write_text("{not json")
+  partial = tmp_path / "partial.json"
+  partial.write_text(json.dumps({"version": params.CACHE_VERSION, "kernels": [{"gpu": gpu}]}))
+  for path, words in ((tmp_path / "missing.json", "No such file"), (broken, "not a tuning file"),
+                      (tmp_path, "not a tuning file"), (partial, "lacks 'source'")):
+    with pytest.raises(ValueError) as info:
+      params.tuned_file_choice(str(path), softmax_gk, target, gpu)
+    text = str(info.value)
+    assert text.startswith(f"{params.TUNED_ENV}={path}") and words in text, text
+  monkeypatch.setenv(params.ENV, "1")
+  for value in ("abc", "0", "-5"):
+    monkeypatch.setenv(params.BUDGET_ENV, value)
+    with pytest.raises(ValueError, match=f"{params.BUDGET_ENV}='{value}': give the seconds"):
+      params.settings(None)
+  monkeypatch.setenv(params.BUDGET_ENV, "12.5")
+  assert params.settings(None).budget_s == 12.5
