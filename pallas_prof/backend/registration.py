@@ -247,13 +247,16 @@ def _lower(ctx, in_nodes, params, platform: str):
                             pallas_call_info(call_site, jaxpr, gk.name, grid_mapping))
 
   @compat.lowering_for(platform)
-  def relower(num_warps=num_warps, num_stages=num_stages, probes=None):
-    # the profiler's variants (probes) load as the user's kernel does
+  def relower(num_warps=num_warps, num_stages=num_stages, probes=None, launch_group=group,
+              tma=tma):
+    # the profiler's variants (probes) load and launch as the kernel it runs does: the
+    # caller passes the compiled kernel's launch order and TMA use, which a tuner may
+    # have chosen over the call's own
     return lower_kernel(jaxpr, grid_mapping, num_warps=num_warps, num_stages=num_stages,
                         compute_capability=cc, name=params.get("name"),
                         enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
                         call_site=call_site, input_output_aliases=aliases, probes=probes,
-                        tma=tma)
+                        launch_group=launch_group, tma=tma)
 
   rec = registry.record(registry.KernelRecord(
       name=gk.name, generated=gk, platform=platform,

@@ -45,7 +45,10 @@ def variant(target, options=None):
     raise ProfilerError(f"kernel {target.name}: its grid {grid} has no programs (a dimension "
                         "of 0), so nothing runs and there is nothing to probe; give every "
                         "grid dimension at least one program (pl.cdiv(size, block))")
-  gk = relower(num_warps=ck.num_warps, num_stages=ck.num_stages, probes=options or True)
+  plain = ck.generated
+  gk = relower(num_warps=ck.num_warps, num_stages=ck.num_stages, probes=options or True,
+               launch_group=int(getattr(plain, "launch_group", 0) or 0),
+               tma=bool(getattr(plain, "tma", False)))
   return gk, assemble_cubin(compile_kernel(gk, ck.target))
 
 
