@@ -204,15 +204,19 @@ def check(program: Program, device=None, on_stage=None) -> Outcome:
   return Outcome("tolerated" if note else "ok", note)
 
 
+# the features (tests/fuzz/programs.py) of a program that sums: a cumsum, a reduction, a dot
+ACCUMULATING = frozenset({"cumsum", "reduce", "dot"})
+
+
 def _xla_agreeing_elsewhere(program: Program, inputs, got, device) -> str | None:
   """For a "values" program that differs from the jitted XLA-on-CPU reference:
   "xla_jit_and_eager_differ" when pallas-prof equals XLA run op by op on the
   CPU (jit folds constants its own way: atan2(0, 0) of an iota folds to NaN,
   its kernel gives 0, as IEEE says), "xla_platforms_differ" when it equals
   XLA on the GPU it ran on (int -> bfloat16: XLA's CPU rounds through float32,
-  its GPU once), "xla_low_precision_accumulates" when it equals the program run
-  on float32 copies of its 16-bit float inputs and rounded back (pallas-prof
-  accumulates 16-bit floats in float32 where XLA may not),
+  its GPU once), "xla_low_precision_accumulates" when it sums (ACCUMULATING) and
+  equals the program run on float32 copies of its 16-bit float inputs and rounded
+  back (pallas-prof accumulates 16-bit floats in float32 where XLA may not),
   "xla_less_precise_than_float64" when it equals the program run in float64 on
   its float32 inputs and rounded back; else None."""
   if program.kind != "values":
@@ -224,7 +228,9 @@ def _xla_agreeing_elsewhere(program: Program, inputs, got, device) -> str | None
   if compare(program, got, [np.asarray(r) for r in jax.tree.leaves(eager)])[0] is None:
     return "xla_jit_and_eager_differ"
   low = [a.dtype in (jnp.bfloat16, jnp.float16) for a in inputs]
-  if any(low):
+  # only where something accumulates: a program of 16-bit elementwise steps must round
+  # after each as XLA does, and one that skipped a rounding would equal this float32 run
+  if any(low) and ACCUMULATING.intersection(program.features):
     # The same program on float32 inputs, rounded back: XLA's CPU rounds a bfloat16
     # cumsum to bfloat16 at every step of its scan, pallas-prof accumulates in float32
     # (sin(cumsum(x)) over 19 rows: XLA -3.25 -> 0.108, exact -3.328 -> 0.185, 2026-12-02)
