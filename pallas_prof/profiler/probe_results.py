@@ -124,36 +124,56 @@ def _max_overlap(ctas: list[CtaSpan]) -> int:
   return best
 
 
-def text_table(result: ProbeResult) -> str:
-  """Plain-text lines: one per region, then the grid, distortion and reconciliation."""
+def table_rows(result: ProbeResult) -> tuple[list[str], list[list[str]], str | None]:
+  """The report's probe table, as strings: (column names, one row per region, the
+  sampling basis the last two columns compare with, or None). The terminal report
+  (cli/probe_table.py) and text_table lay out these same rows."""
   rec = result.reconciliation
-  sampled = {r.label: r for r in rec.regions} if rec is not None else {}
-  lines = [f"  {'region':<44} {'share':>6} {'cycles p50':>10} {'p10-p90':>15} {'ns p50':>9}"
-           + (f" {'at':>6} {'charged':>7}  ({rec.basis})" if sampled else "")]
+  basis = rec.basis if rec is not None and rec.basis != "static" else None
+  sampled = {r.label: (r.stood_share, r.sampling_share) for r in rec.regions} if basis else {}
+  names = ["share", "region", "cycles p50", "p10–p90", "ns p50"]
+  names += ["samples at", "charged"] if basis else []
+  rows = []
   for r in result.regions:
-    line = (f"  {r.label[:44]:<44} {100 * r.share:5.1f}% {r.cycles_median:10.0f} "
-            f"{f'{r.cycles_p10:.0f}-{r.cycles_p90:.0f}':>15} {r.ns_median:9.0f}")
-    s = sampled.get(r.label)
-    if s is not None and s.stood_share is not None:
-      line += f" {100 * s.stood_share:5.1f}% {100 * (s.sampling_share or 0):6.1f}%"
-    lines.append(line)
-  lines.append(f"  {result.sampled_programs} of {result.programs} programs (every "
-               f"{result.program_stride}), {result.sampled_warps} of {result.num_warps} warps; "
-               f"{result.sms} SMs, up to {result.max_concurrent_ctas} sampled CTAs at once "
-               f"(~{result.waves:.1f} waves); "
-               f"CTA median {result.cta_ns_median / 1e3:.2f} us, span "
-               f"{result.span_ns / 1e3:.1f} us")
+    row = [f"{100 * r.share:.1f}%", r.label, f"{r.cycles_median:,.0f}",
+           f"{r.cycles_p10:,.0f}–{r.cycles_p90:,.0f}", f"{r.ns_median:,.0f}"]
+    if basis:
+      at, weight = sampled.get(r.label, (None, None))
+      row += ["" if at is None else f"{100 * at:.1f}%",
+              "" if weight is None else f"{100 * weight:.1f}%"]
+    rows.append(row)
+  return names, rows, basis
+
+
+def footer_lines(result: ProbeResult) -> list[tuple[str, bool]]:
+  """The lines under the table, each with whether it is a warning to stress: the grid,
+  the distortion, the figures to distrust, the disagreements, the notes."""
+  lines = [(f"{result.sms} SMs, up to {result.max_concurrent_ctas} sampled CTAs at once "
+            f"(~{result.waves:.1f} waves), CTA median {result.cta_ns_median / 1e3:.2f} µs, "
+            f"sampled CTAs span {result.span_ns / 1e3:.1f} µs", False)]
   d = result.distortion
   if d is not None:
-    lines.append("  distortion: " + ", ".join(filter(None, [
-        f"runtime {d.runtime_plain_s * 1e6:.1f} -> {d.runtime_probed_s * 1e6:.1f} us "
-        f"({d.runtime_pct:+.1f}%)" if d.runtime_pct is not None else None,
-        f"registers {d.registers_plain} -> {d.registers_probed}",
-        f"SASS {d.sass_plain} -> {d.sass_probed} ({d.sass_pct:+.1f}%, "
-        f"{d.sass_probe_instructions} of them the probes')" if d.sass_pct is not None else None])))
-    lines += [f"  DISTRUST: {why}" for why in d.distrust]
-  rec = result.reconciliation
-  if rec is not None:
-    lines += [f"  disagrees with {rec.basis}: {why}" for why in rec.disagreements]
-  lines += [f"  note: {n}" for n in result.notes]
-  return "\n".join(lines)
+    parts = []
+    if d.runtime_pct is not None:
+      parts.append(f"runtime {d.runtime_plain_s * 1e6:.1f} → {d.runtime_probed_s * 1e6:.1f} µs "
+                   f"({d.runtime_pct:+.1f}%)")
+    parts.append(f"registers {d.registers_plain} → {d.registers_probed}")
+    if d.sass_pct is not None:
+      parts.append(f"SASS {d.sass_plain} → {d.sass_probed} ({d.sass_pct:+.1f}%; "
+                   f"{d.sass_probe_instructions} of them the probes')")
+    lines.append(("distortion: " + ", ".join(parts), False))
+    lines += [(f"distrust: {why}", True) for why in d.distrust]
+  if result.reconciliation is not None:
+    lines += [(f"disagrees: {why}", False) for why in result.reconciliation.disagreements]
+  lines += [(f"note: {n}", False) for n in result.notes]
+  return lines
+
+
+def text_table(result: ProbeResult) -> str:
+  """Plain text of the report's probe table and the lines under it (no terminal needed)."""
+  names, rows, _ = table_rows(result)
+  widths = [max(len(str(x)) for x in column) for column in zip(names, *rows)]
+  fmt = lambda cells: "  " + "  ".join(  # noqa: E731 - the region column left, numbers right
+      c.ljust(w) if i == 1 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+  return "\n".join([fmt(names)] + [fmt(r) for r in rows]
+                   + [f"  {text}" for text, _ in footer_lines(result)])
