@@ -353,3 +353,25 @@ def test_a_fixed_set_that_mostly_refuses_fails():
   with pytest.raises(AssertionError, match="3 of 76 programs checked"):
     _run_bounded(lambda: _statuses.extend(["ok"] * 3), 76)
   _run_bounded(lambda: _statuses.extend(["ok"] * 70 + ["unsupported"] * 6), 76)
+
+
+def test_a_periodic_function_of_a_large_inexact_value_is_fragile():
+  """bench/fuzz.py --tma's CPU run of 2026-12-02 (seed 4244): sin(dot(c, c.T)) where c
+  is a float16 cumsum over 19 rows and the dot reaches thousands. XLA's scan and
+  Triton's sum float16 in different orders, a last bit apart, and sin turned that into
+  0.01-0.14 at 8 of 361 elements. Such a program may differ at a few elements (as one
+  with a floor of an inexact value may); sin of a small value, or of an exact large one,
+  stays strict."""
+  from tests.fuzz.programs import Builder, Var
+  b = Builder(None, [Var("x1", (19, 1), "float16", 4.0, False, False)])
+  c = b.add("jnp.cumsum(x1, axis=0)", 76.0, "cumsum")
+  d = b.add(f"jnp.dot({c.name}, {c.name}.T, precision=HIGHEST, "
+            "preferred_element_type=jnp.float32)", 5776.0, "dot")
+  assert not b.fragile and d.inexact
+  b.add(f"jnp.sin({d.name})", 1.0, "unary")
+  assert b.fragile
+  small = Builder(None, [Var("x1", (5, 1), "float16", 4.0, False, False)])
+  s = small.add("jnp.cumsum(x1, axis=0)", 20.0, "cumsum")
+  small.add("jnp.sin(x1 * 100)", 1.0, "unary")      # large, but exact: an input
+  small.add(f"jnp.sin({s.name})", 1.0, "unary")     # inexact, but 20 at most
+  assert not small.fragile
