@@ -23,33 +23,10 @@ import os
 import types
 from typing import Any, ClassVar, Mapping, Union
 
+from .check_sites import load_sites
 from .equation_text import Described, Description
 
 # --- lowering: what the kernel takes ---------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class CheckSite:
-  """One checked access: where its record starts in the flag buffer, and what
-  to say about it."""
-  base: int
-  eqn_index: int
-  access: str                          # "read" | "write" | "atomic"
-  ref: str                             # the user's name for the ref (x_ref)
-  block_shape: tuple[int, ...]         # the ref as the kernel sees it (block, or whole array)
-  array_shape: tuple[int, ...]
-  dtype: str
-  # the dimensions checked at run time (the flag holds their index ranges);
-  # the others are statically inside the ref: static_ranges says where
-  checked_axes: tuple[int, ...] = ()
-  static_ranges: tuple[str | None, ...] = ()
-
-  @property
-  def slots(self) -> int:
-    return 1 + 2 * len(self.checked_axes)
-
-  def to_dict(self) -> dict:
-    return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +152,7 @@ class GeneratedKernel:
   enable_fp_fusion: bool = False     # Triton may contract a*b+c into one FMA
   # of lowering_seconds, Python's garbage collections meanwhile (CollectionClock)
   gc_seconds: float = 0.0
-  # bounds-checked mode: each checked access (CheckSite); the kernel
+  # bounds-checked mode: each checked access (check_sites.CheckSite); the kernel
   # then has one more parameter, the flag buffer (role "check")
   bounds_sites: tuple = ()
   check_bounds: bool = False
@@ -240,7 +217,7 @@ class GeneratedKernel:
                             for p in meta["params"]),
                grid=tuple(meta["grid"]), launch_grid=tuple(meta["launch_grid"]),
                atomic_params=tuple(meta.get("atomic_params", ())),
-               bounds_sites=_load_sites(meta.get("bounds_sites", ())),
+               bounds_sites=load_sites(meta.get("bounds_sites", ())),
                tma_notes=tuple(meta.get("tma_notes", ())),
                **{k: meta[k] for k in cls._SCALARS if k in meta})
 
@@ -506,12 +483,3 @@ def ptx_param_count(ptx: str, name: str) -> int | None:
   if m is None:
     return None
   return len(re.findall(r"\.param\b", m.group(1)))
-
-
-def _load_sites(dicts) -> tuple:
-  """kernel.json's bounds-checked sites back as CheckSites."""
-  return tuple(CheckSite(**{**d, "block_shape": tuple(d["block_shape"]),
-                            "array_shape": tuple(d["array_shape"]),
-                            "checked_axes": tuple(d.get("checked_axes", ())),
-                            "static_ranges": tuple(d.get("static_ranges", ()))})
-               for d in dicts)

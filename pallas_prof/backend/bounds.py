@@ -31,7 +31,7 @@ import os
 
 import numpy as np
 
-from .artifacts import CheckSite   # the sites are part of the kernel's record
+from .check_sites import CheckSite   # the sites are part of the kernel's record
 
 OFFSET = 1 << 30           # indices are recorded as OFFSET -/+ index, clamped to (-OFFSET, OFFSET)
 FLAG_PARAM = "pp_bounds"   # the flag buffer's parameter in the generated kernel

@@ -1,0 +1,40 @@
+"""The bounds-checked mode's record of one checked access (a CheckSite), kept with the
+GeneratedKernel (artifacts.py) and written to kernel.json, so a saved or ejected kernel
+can still say which access of which ref went out of bounds (backend/bounds.py emits
+the checks and words the findings)."""
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckSite:
+  """One checked access: where its record starts in the flag buffer, and what
+  to say about it."""
+  base: int
+  eqn_index: int
+  access: str                          # "read" | "write" | "atomic"
+  ref: str                             # the user's name for the ref (x_ref)
+  block_shape: tuple[int, ...]         # the ref as the kernel sees it (block, or whole array)
+  array_shape: tuple[int, ...]
+  dtype: str
+  # the dimensions checked at run time (the flag holds their index ranges);
+  # the others are statically inside the ref: static_ranges says where
+  checked_axes: tuple[int, ...] = ()
+  static_ranges: tuple[str | None, ...] = ()
+
+  @property
+  def slots(self) -> int:
+    return 1 + 2 * len(self.checked_axes)
+
+  def to_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+
+def load_sites(dicts) -> tuple:
+  """kernel.json's bounds-checked sites back as CheckSites."""
+  return tuple(CheckSite(**{**d, "block_shape": tuple(d["block_shape"]),
+                            "array_shape": tuple(d["array_shape"]),
+                            "checked_axes": tuple(d.get("checked_axes", ())),
+                            "static_ranges": tuple(d.get("static_ranges", ()))})
+               for d in dicts)
