@@ -34,7 +34,9 @@ export XLA_FLAGS="${SANITIZE_XLA_FLAGS---xla_gpu_autotune_level=0 --xla_gpu_enab
 # compiles and launches nothing); FOLLOW=all follows children too
 FOLLOW=${FOLLOW:-application-only}
 TOOLS=${TOOLS:-"memcheck racecheck initcheck synccheck"}
-PROGRAMS=${PROGRAMS:-"examples flash_attention jax_ops_norms jax_ops_mha fuzz_corpus"}
+# ejected: the same examples' and ops' kernels ejected and launched without JAX
+# (bench/sanitize_ejected.py), the route to a verdict if JAX under the sanitizer dies again
+PROGRAMS=${PROGRAMS:-"examples flash_attention jax_ops_norms jax_ops_mha fuzz_corpus ejected"}
 PARALLEL=${PARALLEL:-6}
 STEP_TIMEOUT=${STEP_TIMEOUT:-200}
 BUDGET=${BUDGET:-280}
@@ -57,6 +59,7 @@ command_of() {   # the program's command line for one tool
     flash_attention|flash_attention_apponly) echo "python3 bench/sanitize_examples.py flash_attention" ;;
     jax_ops_norms) echo "python3 bench/sanitize_ops.py norms" ;;
     jax_ops_mha) echo "python3 bench/sanitize_ops.py mha" ;;
+    ejected) echo "python3 bench/sanitize_ejected.py run $OUT_DIR/ejected_kernels" ;;
     fuzz_corpus) echo "python3 bench/fuzz.py --device gpu --examples $FUZZ_EXAMPLES --seconds $FUZZ_SECONDS --seed 1 --no-isolate --no-shrink --out $OUT_DIR/fuzz_corpus_$2.json --corpus $OUT_DIR/fuzz_corpus_$2_repro" ;;
     *) echo "false unknown program $1" ;;
   esac
@@ -66,7 +69,7 @@ run_one() {   # tool program seconds: one sanitized run; its result line goes to
   local tool=$1 name=$2 limit=$3 extra="" log="$OUT_DIR/$1_$2.log" start rc secs errors
   [ "$tool" = "racecheck" ] && extra="--racecheck-report all"
   local follow=$FOLLOW
-  case "$name" in *_apponly) follow=application-only ;; esac
+  case "$name" in *_apponly) follow=application-only ;; ejected) follow=all ;; esac
   start=$(date +%s)
   # --target-processes all: the compile worker is a child process (it launches
   # nothing, but the profiler's children would)
@@ -89,6 +92,11 @@ run_one() {   # tool program seconds: one sanitized run; its result line goes to
 
 started=$(date +%s)
 end=$(( started + BUDGET ))
+case " $PROGRAMS " in *" ejected "*)   # not under the sanitizer: lower, compile and eject
+  timeout "${EJECT_TIMEOUT:-150}" python3 bench/sanitize_ejected.py prepare "$OUT_DIR/ejected_kernels" \
+    > "$OUT_DIR/ejected_prepare.log" 2>&1
+  echo "ejected kernels prepared: exit $?, $(tail -1 "$OUT_DIR/ejected_prepare.log")" >> "$SUMMARY" ;;
+esac
 pairs=()
 # tool by tool (memcheck over every program first, then the next tool): a budget that
 # runs out drops the last tools' runs, and memcheck, the one that finds bad addresses,
