@@ -110,3 +110,13 @@ def fake_driver(monkeypatch):
     monkeypatch.setattr(driver, "_initialized", {"done": False, "error": None})
     return fake
   return install
+
+
+@pytest.fixture
+def installed():
+  """pallas-prof installed for the test, and left as it was found afterwards."""
+  was = pallas_prof.installed()
+  pallas_prof.install()
+  yield
+  if not was:
+    pallas_prof.uninstall()

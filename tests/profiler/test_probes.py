@@ -347,16 +347,6 @@ def test_measure_replays_the_variant_with_its_buffer_and_times_both_alike(softma
   assert [p.label for p in result.placement] == [r.label for r in layout.regions]
 
 
-@pytest.fixture
-def installed():
-  import pallas_prof
-  was = pallas_prof.installed()
-  pallas_prof.install()
-  yield
-  if not was:
-    pallas_prof.uninstall()
-
-
 def _control_flow_kernel(x_ref, o_ref):
   import jax
   from jax.experimental import pallas as pl

@@ -28,15 +28,6 @@ def _grouped_call(group):
                         compiler_params=params)
 
 
-@pytest.fixture
-def installed():
-  was = pallas_prof.installed()
-  pallas_prof.install()
-  yield
-  if not was:
-    pallas_prof.uninstall()
-
-
 @pytest.mark.parametrize("how", ["asked by the call", "chosen by a tuner"])
 def test_the_probed_variant_keeps_the_launch_order_of_the_kernel_it_measures(installed, how):
   import jax
