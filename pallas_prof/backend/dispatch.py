@@ -186,12 +186,18 @@ def _lower_equations(kernel: KernelContext, jaxpr, env: dict, live: set,
       invals = [_read(env, v) for v in eqn.invars]
     except Unsupported as e:
       raise _lowering_error(kernel, info, e.reason, e.hint, e) from None
+    probed = kernel.probes is not None and parent is None and region == "kernel"
+    if probed:
+      kernel.probes.before_equation(kernel.builder, info, all(
+          getattr(getattr(v, "aval", None), "shape", ()) == () for v in eqn.invars))
     first_line = kernel.builder.num_lines
     outvals = _lower_equation(kernel, eqn, info, invals, live)
-    if kernel.probes is not None and parent is None and region == "kernel":
+    if probed:
       shapes = [getattr(v.aval, "shape", ()) for v in eqn.outvars]
+      results = tuple(outvals or ()) if eqn.primitive.multiple_results else (outvals,)
       kernel.probes.after_equation(kernel.builder, info, kernel.builder.num_lines > first_line,
-                                   all(s == () for s in shapes), sum(map(math.prod, shapes)))
+                                   all(s == () for s in shapes), sum(map(math.prod, shapes)),
+                                   results)
     if eqn.primitive.multiple_results:
       outvals = list(outvals) if outvals is not None else []
       if len(outvals) != len(eqn.outvars):

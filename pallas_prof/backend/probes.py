@@ -32,8 +32,12 @@ every thread reads the clock. The asm is volatile (`is_pure=False`), so
 LLVM keeps the probes in order with each other and with loads and stores; it
 may still move pure arithmetic across them, and a probe reads the clock when
 the warp issues it: a load's wait lands in the region of the instruction that
-first uses the value, so a load and the top-level equation that first uses it
-share a region (ProbeEmitter.after_equation).
+first uses the value. So a run of loads gets a region of its own only behind a
+probe that first waits for their data (`wait_asm`: a never-taken store of each
+loaded value, whose operands the warp must have before it reads the clock), and
+only where that costs little: at most MAX_LIVE_VALUES loaded values per thread.
+Bigger loads share a region with the top-level equation that first uses them
+(ProbeEmitter.after_equation).
 What is measured is what the probed code did; `distortion` in the profiler
 says how far it is from the plain kernel.
 """
@@ -195,12 +199,46 @@ def mark_asm(slot: int, end: bool = False) -> str:
   return _asm(*parts, "mov.u32 $0, 0;")
 
 
+# a bit pattern (a NaN's) the never-taken stores compare with: the store is taken only by
+# a thread that writes a row, for a value of exactly this pattern, and then writes the
+# clock word the boundary's own clock read overwrites next
+_NEVER = {32: "0x7fc00123", 64: "0x7ff8000000000123"}
+
+
+def wait_asm(slot: int, bits: int) -> str:
+  """Consumes one loaded value ($1, `bits` wide) before boundary `slot`'s clock read: the
+  compare needs the value, so the warp waits for the load here. $2: row address."""
+  t = f"b{bits}"
+  return _asm(".reg .pred %ppw<2>;", "setp.ne.u64 %ppw0, $2, 0;",
+              f"setp.eq.and.{t} %ppw1, $1, {_NEVER[bits]}, %ppw0;",
+              f"@%ppw1 st.global.{t} [$2+{8 * (HEADER_WORDS + slot)}], $1;", "mov.u32 $0, 0;")
+
+
+def waited_operand(expr: str, dtype) -> tuple[str, int]:
+  """(a Triton expression of the loaded value as a 32- or 64-bit integer, its bits)."""
+  import numpy as np
+  dtype = np.dtype(dtype)
+  if dtype == np.bool_:
+    return f"{expr}.to(tl.int32)", 32
+  size = dtype.itemsize
+  if size == 8:
+    return f"{expr}.to(tl.int64, bitcast=True)", 64
+  if size == 4:
+    return f"{expr}.to(tl.int32, bitcast=True)", 32
+  return f"{expr}.to(tl.int{8 * size}, bitcast=True).to(tl.int32)", 32
+
+
 def _call(asm: str, constraints: str, args: list[str], dtype: str, pure: bool) -> str:
   return (f'tl.inline_asm_elementwise("{asm}", "{constraints}", [{", ".join(args)}], '
           f"dtype={dtype}, is_pure={pure}, pack=1)")
 
 
 # --- emission ---------------------------------------------------------------------------------
+
+def _per_thread(value, num_warps: int) -> float:
+  import math
+  return math.prod(getattr(value, "padded", ()) or (1,)) / (32 * num_warps)
+
 
 def plan(options: ProbeOptions, programs: int, num_warps: int) -> tuple[int, int]:
   """(program_stride, warp_stride): every stride-th one is sampled (at least 1: a grid
@@ -220,6 +258,10 @@ class ProbeEmitter:
     self.param = PARAM
     self.regions: list[ProbeRegion] = []
     self._carry: list[Any] = []          # equations since the last boundary
+    # the values of the loads in the carry, to wait for before their own boundary;
+    # None once a load too big to wait for joined it (the run then shares a region
+    # with its first use)
+    self._waits: list[Any] | None = []
     self.programs = 1
     self.program_stride = self.warp_stride = 1
     self._row = ""
@@ -254,27 +296,49 @@ class ProbeEmitter:
     self._mark(b, ProbeRegion(slot=1, eqns=(), primitive="prologue", kind="prologue",
                               file=None, line=None))
 
+  def before_equation(self, b, info, scalar_operands: bool) -> None:
+    """Before a top-level equation: where a run of loads ends (this equation is neither a
+    load nor index math on scalars), the boundary that waits for their data, so the
+    loads (issue and wait) are a region of their own."""
+    if (not self._waits or _KINDS.get(info.primitive) == "load" or scalar_operands
+        or len(self.regions) + 1 >= self.capacity):
+      return
+    region = self._region(len(self.regions) + 1, self._carry, loads_only=True)
+    with b.note(f"probe: wait for the data of {region.label}"):
+      for value in self._waits:
+        operand, bits = waited_operand(value.expr, value.dtype)
+        b.assign("pp_wait", _call(wait_asm(region.slot, bits), f"=r,{'l' if bits == 64 else 'r'},l",
+                                  [operand, self._row], "tl.int32", False))
+    self._mark(b, region)
+    self._carry, self._waits = [], []
+
   def after_equation(self, b, info, emitted: bool, scalar: bool = False,
-                     values: int = 0) -> None:
+                     values: int = 0, results: tuple = ()) -> None:
     """After a top-level equation: a boundary, if it generated code and is not one that
     goes with the equation after it: a view (a broadcast, a reshape), scalar arithmetic
-    (program ids, index math), or a load. A load's region would hold only the issue of
-    its loads, whose wait shows where the data is first used; with its first use in one
-    region the wait is where the load is named, and no probe stands between the loads
-    and their use for the compilers to work around. Also an equation whose results hold
-    more than MAX_LIVE_VALUES values per thread (`values`: their elements), unless it is a
-    store, dot, loop or conditional. `scalar`: all its results are scalars."""
+    (program ids, index math), or a load (its boundary waits for its data and comes
+    before the next equation that is not a load: `before_equation`; a load of more
+    than MAX_LIVE_VALUES values per thread has none, and shares its first use's region,
+    where its wait shows). Also an equation whose results hold more than
+    MAX_LIVE_VALUES values per thread (`values`: their elements), unless it is a store,
+    dot, loop or conditional. `scalar`: all its results are scalars; `results`: its
+    Values."""
     if not emitted:
       return
     self._carry.append(info)
     kind = _KINDS.get(info.primitive)
     per_thread = values / (32 * self.num_warps)
+    if kind == "load" and not scalar and self._waits is not None:
+      small = per_thread + sum(_per_thread(v, self.num_warps) for v in self._waits) \
+          <= MAX_LIVE_VALUES
+      self._waits = self._waits + [v for v in results if getattr(v, "shape", ())] \
+          if small else None
     joins_next = (info.primitive in _VIEWS or kind == "load"
                   or (kind is None and (scalar or per_thread > MAX_LIVE_VALUES)))
     if joins_next or len(self.regions) + 1 >= self.capacity:
       return          # the last boundary is kept for the end
     self._mark(b, self._region(len(self.regions) + 1, self._carry))
-    self._carry = []
+    self._carry, self._waits = [], []
 
   def end(self, b) -> None:
     slot = len(self.regions) + 1
@@ -285,11 +349,18 @@ class ProbeEmitter:
                            line=None)
     self._mark(b, region, end=True)
 
-  def _region(self, slot: int, infos: list) -> ProbeRegion:
-    main = infos[-1] if len(self.regions) + 1 < self.capacity else infos[0]
-    loads = tuple(f"[{i.index}] {i.primitive}" + (f" @ {i.file.rsplit('/', 1)[-1]}:{i.line}"
-                                                  if i.file else "")
-                  for i in infos if i is not main and _KINDS.get(i.primitive) == "load")
+  def _region(self, slot: int, infos: list, loads_only: bool = False) -> ProbeRegion:
+    """A region of these equations, named after its last (the first where it is the
+    last region, which collects what the limit cuts off, or where it holds a run of
+    loads and their index math: named after the first load)."""
+    if loads_only:
+      main = next(i for i in infos if _KINDS.get(i.primitive) == "load")
+    else:
+      main = infos[-1] if len(self.regions) + 1 < self.capacity else infos[0]
+    loads = () if loads_only else tuple(
+        f"[{i.index}] {i.primitive}" + (f" @ {i.file.rsplit('/', 1)[-1]}:{i.line}"
+                                        if i.file else "")
+        for i in infos if i is not main and _KINDS.get(i.primitive) == "load")
     return ProbeRegion(slot=slot, eqns=tuple(i.index for i in infos), primitive=main.primitive,
                        kind=_KINDS.get(main.primitive, main.primitive), file=main.file,
                        line=main.line, main=main.index, loads=loads)

@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 
 from ..backend.probes import HEADER_WORDS, ProbeLayout
-from .probe_schema import CtaSpan, ProbeResult, RegionFigures
+from .probe_schema import AloneReading, CtaSpan, ProbeResult, RegionFigures
 
 
 class ProbeBufferError(ValueError):
@@ -96,6 +96,19 @@ def summarize(rows: ProbeRows, layout: ProbeLayout) -> ProbeResult:
       ctas_total=len(ctas), notes=notes)
 
 
+def add_alone(result: ProbeResult, rows: ProbeRows, layout: ProbeLayout, ctas_per_sm: int,
+              shared_bytes: int) -> None:
+  """Sets the regions' alone figures and `result.alone` from the rows of the launch with
+  one CTA per SM (probing._alone)."""
+  alone = summarize(rows, layout)
+  for mine, solo in zip(result.regions, alone.regions):
+    mine.alone_cycles_median, mine.alone_share = solo.cycles_median, solo.share
+  result.alone = AloneReading(ctas_per_sm_beside=ctas_per_sm, ctas_per_sm_alone=1,
+                              shared_bytes=shared_bytes, cta_ns_median=alone.cta_ns_median,
+                              span_ns=alone.span_ns)
+  result.notes += [f"alone: {n}" for n in alone.notes]
+
+
 def _ctas(rows: ProbeRows, ns_per_cycle: float) -> list[CtaSpan]:
   """Per sampled program: its SM, entry (earliest warp) and end (latest warp), and the
   region boundaries of its first sampled warp on the same ns clock."""
@@ -132,11 +145,16 @@ def table_rows(result: ProbeResult) -> tuple[list[str], list[list[str]], str | N
   basis = rec.basis if rec is not None and rec.basis != "static" else None
   sampled = {r.label: (r.stood_share, r.sampling_share) for r in rec.regions} if basis else {}
   names = ["share", "region", "cycles p50", "p10–p90", "ns p50"]
+  names += ["alone", "alone p50", "beside/alone"] if result.alone is not None else []
   names += ["samples at", "charged"] if basis else []
   rows = []
   for r in result.regions:
     row = [f"{100 * r.share:.1f}%", r.label, f"{r.cycles_median:,.0f}",
            f"{r.cycles_p10:,.0f}–{r.cycles_p90:,.0f}", f"{r.ns_median:,.0f}"]
+    if result.alone is not None:
+      ratio = r.beside_over_alone
+      row += [f"{100 * (r.alone_share or 0.0):.1f}%", f"{r.alone_cycles_median or 0:,.0f}",
+              "" if ratio is None else f"{ratio:.2f}x"]
     if basis:
       at, weight = sampled.get(r.label, (None, None))
       row += ["" if at is None else f"{100 * at:.1f}%",
@@ -151,6 +169,12 @@ def footer_lines(result: ProbeResult) -> list[tuple[str, bool]]:
   lines = [(f"{result.sms} SMs, up to {result.max_concurrent_ctas} sampled CTAs at once "
             f"(~{result.waves:.1f} waves), CTA median {result.cta_ns_median / 1e3:.2f} µs, "
             f"sampled CTAs span {result.span_ns / 1e3:.1f} µs", False)]
+  a = result.alone
+  if a is not None:
+    lines.append((f"alone: the same probes with one CTA per SM ({a.ctas_per_sm_beside} at once "
+                  f"as it runs): each region's own work; beside/alone above 1 is time spent "
+                  f"waiting for what it shares with other CTAs (pipes, issue slots, memory)",
+                  False))
   d = result.distortion
   if d is not None:
     parts = []

@@ -30,6 +30,20 @@ class RegionFigures(_Serializable):
   ns_median: float
   share: float                   # of all sampled warps' cycles from entry to end
   loads: list[str] = dataclasses.field(default_factory=list)   # loads it begins with
+  # the same region with its CTA alone on its SM (ProbeResult.alone): its work, without
+  # the time it waits for what it shares with other CTAs' warps
+  alone_cycles_median: float | None = None
+  alone_share: float | None = None
+
+  @property
+  def beside_over_alone(self) -> float | None:
+    """How many times longer the region takes beside other CTAs than alone."""
+    if not self.alone_cycles_median:
+      return None
+    return self.cycles_median / self.alone_cycles_median
+
+  def to_dict(self) -> dict:
+    return {**super().to_dict(), "beside_over_alone": self.beside_over_alone}
 
 
 @dataclasses.dataclass
@@ -89,6 +103,17 @@ class RegionPlacement(_Serializable):
 
 
 @dataclasses.dataclass
+class AloneReading(_Serializable):
+  """The probed variant launched again with one CTA per SM (Replayer.isolate): the
+  regions' figures then are what each took with no other CTA's warps on its SM."""
+  ctas_per_sm_beside: int        # as the kernel runs (occupancy)
+  ctas_per_sm_alone: int
+  shared_bytes: int              # the dynamic shared memory each CTA asked for
+  cta_ns_median: float
+  span_ns: float
+
+
+@dataclasses.dataclass
 class ProbeResult(_Serializable):
   """What `--probes` measured for one kernel."""
   regions: list[RegionFigures]
@@ -110,6 +135,7 @@ class ProbeResult(_Serializable):
   reconciliation: Reconciliation | None = None
   placement: list[RegionPlacement] = dataclasses.field(default_factory=list)
   notes: list[str] = dataclasses.field(default_factory=list)
+  alone: AloneReading | None = None
 
   @property
   def waves(self) -> float:

@@ -7,6 +7,13 @@ compiled kernel, compiled through the normal path, and launched only here, by
 the replay, with a probe buffer the replay allocates. The headline runtime and
 the user's program keep running the kernel without probes.
 
+Alone: the probed variant is launched once more with one CTA per SM (it asks for
+all the shared memory a block may have), so each region's cycles are its own
+work and waits, without other CTAs' warps competing for the SM's pipes, issue
+slots and memory requests. A region that takes much longer beside the others
+than alone spends the difference waiting for what it shares; the shares of the
+alone reading are the split of the work.
+
 Distortion: the probed and the plain kernel are timed here alternately (twice each),
 the same way (cold: L2 flushed before each launch); registers from ptxas, SASS
 instructions from nvdisasm. Above DISTRUST_PCT the report says which figures
@@ -134,8 +141,14 @@ def measure(target, device: int = 0, options=None, *, min_launches: int = 100,
         timing = rep.time_cold(max(min_launches // 2, 10), min_seconds / 2,
                                ThrottleGuard.off("paired with the other variant"))
         times[name] += timing["times_s"]
+    alone = _alone(r, layout)
   plain_s, probed_s = _median(times["plain"]), _median(times["probed"])
   result = probe_results.summarize(probe_results.parse(words, layout), layout)
+  if isinstance(alone, str):
+    result.notes.append(alone)
+  else:
+    rows, beside, shared = alone
+    probe_results.add_alone(result, rows, layout, beside, shared)
   d = static_distortion(target.compiled, probed)
   d.runtime_plain_s, d.runtime_probed_s = plain_s, probed_s
   d.runtime_pct = 100.0 * (probed_s / plain_s - 1) if plain_s else None
@@ -147,6 +160,22 @@ def measure(target, device: int = 0, options=None, *, min_launches: int = 100,
   result.placement, moved = placement(gk, probed)
   result.notes += [f"code moved across probes: {m}" for m in moved]
   return result
+
+
+def _alone(r, layout):
+  """The probed variant once more with one CTA per SM (Replayer.isolate): (the rows, CTAs
+  per SM as it runs, the shared memory asked for), or why there is no such reading."""
+  beside, alone = r.isolate()
+  if beside <= 1:
+    return ("the kernel runs one CTA per SM already: its figures are the regions' own "
+            "(no 'alone' reading)")
+  if alone != 1:
+    return (f"asking for {r.shared} bytes of shared memory left {alone} CTAs per SM, not "
+            "one: no 'alone' reading")
+  r.launch(0)
+  r.zero_param("probes", 0)
+  r.launch(0)
+  return probe_results.parse(r.read_param("probes", 0), layout), beside, r.shared
 
 
 def _median(times: list[float]) -> float:

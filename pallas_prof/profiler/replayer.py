@@ -45,6 +45,7 @@ class Replayer:
     self.notes: list[str] = []
     self._counter = 0          # timed launches so far: each takes the next input set
     self._flush: l2flush.L2Flush | None = None
+    self.shared = spec.shared  # dynamic shared memory each launch asks for (see isolate)
 
   # -- setup --------------------------------------------------------------------------------
   def __enter__(self) -> "Replayer":
@@ -162,6 +163,27 @@ class Replayer:
         out.append(0)
     return out
 
+  def ctas_per_sm(self) -> int:
+    """How many CTAs of this kernel an SM holds at once, as launched now."""
+    return int(call("cuOccupancyMaxActiveBlocksPerMultiprocessor", self.function,
+                    self.spec.num_warps * self.spec.warp_size, self.shared))
+
+  def isolate(self) -> tuple[int, int]:
+    """Launches from now on ask for all the dynamic shared memory a block may have, so an
+    SM runs one CTA at a time and its warps share the SM with no other CTA's (the L1
+    cache shrinks to what shared memory leaves). The kernel's code and results are the
+    same. (CTAs per SM before, after.)"""
+    d = driver._driver()
+    before = self.ctas_per_sm()
+    optin = self.ctx.attribute("CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
+    static = int(call("cuFuncGetAttribute",
+                      d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, self.function))
+    dynamic = max(self.spec.shared, optin - static)
+    call("cuFuncSetAttribute", self.function,
+         d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic)
+    self.shared = dynamic
+    return before, self.ctas_per_sm()
+
   # -- launching ----------------------------------------------------------------------------
   def launch(self, set_index: int) -> None:
     spec = self.spec
@@ -170,7 +192,7 @@ class Replayer:
       call("cuMemsetD8Async", ptr, 0, nbytes, self.stream)
     gx, gy, gz = spec.launch_grid
     call("cuLaunchKernel", self.function, gx, gy, gz, spec.num_warps * spec.warp_size, 1, 1,
-         spec.shared, self.stream, self._param_arrays[s][1].ctypes.data, 0)
+         self.shared, self.stream, self._param_arrays[s][1].ctypes.data, 0)
 
   def synchronize(self) -> None:
     call("cuStreamSynchronize", self.stream)
@@ -314,7 +336,8 @@ class Replayer:
     spec = self.spec
     gx, gy, gz = spec.launch_grid
     call("cuLaunchKernel", self.function, gx, gy, gz, spec.num_warps * spec.warp_size, 1, 1,
-         spec.shared, self.stream, self._param_arrays[set_index % self.n_sets][1].ctypes.data, 0)
+         self.shared, self.stream, self._param_arrays[set_index % self.n_sets][1].ctypes.data,
+         0)
 
   # -- teardown -----------------------------------------------------------------------------
   def __exit__(self, *exc) -> None:

@@ -164,6 +164,12 @@ class FakeDriver:
     self.calls.append(f"cuFuncSetAttribute {attr} {value}")
     return (CUresult.CUDA_SUCCESS,)
 
+  def cuOccupancyMaxActiveBlocksPerMultiprocessor(self, fn, block_threads, dynamic_shared):
+    # an H100-like SM: 2,048 threads, 32 blocks, 228 KiB of shared memory (1 KiB of it
+    # reserved per block); registers not modelled
+    by_smem = 233472 // (int(dynamic_shared) + 1024)
+    return CUresult.CUDA_SUCCESS, max(0, min(32, 2048 // int(block_threads), by_smem))
+
   # -- memory -----------------------------------------------------------------------------
   def cuMemGetInfo(self):
     return CUresult.CUDA_SUCCESS, self.free_bytes, 2 * self.free_bytes

@@ -48,6 +48,11 @@ def line(k):
     parts.append(f"distortion {d['runtime_pct']:+.1f}% ({1e6 * d['runtime_plain_s']:.1f} -> "
                  f"{1e6 * d['runtime_probed_s']:.1f} us), regs {d['registers_plain']}->"
                  f"{d['registers_probed']}, own SASS {d.get('sass_kernel_pct') or 0:+.0f}%")
+  if pr.get("alone"):
+    solo = sorted(pr["regions"], key=lambda r: -(r.get("alone_share") or 0))[:3]
+    parts.append(f"alone (1 CTA/SM, {pr['alone']['ctas_per_sm_beside']} beside): " + ", ".join(
+        f"{_short(r)} {100 * r['alone_share']:.0f}% ({r.get('beside_over_alone') or 0:.2f}x "
+        "beside)" for r in solo))
   waves = pr["programs"] / max(pr["max_concurrent_ctas"] * pr["program_stride"], 1)
   parts.append(f"{pr['programs']} programs ~{waves:.1f} waves on {pr['sms']} SMs")
   rec = pr.get("reconciliation") or {}

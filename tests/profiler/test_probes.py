@@ -47,17 +47,18 @@ def test_the_probed_variant_marks_each_top_level_equation_in_order(softmax_probe
   assert "broadcast_in_dim" not in kinds        # a view joins the equation after it
   marked = [i for r in layout.regions for i in r.eqns]
   assert marked == [e.index for e in top if e.lines]     # every equation that generated code
-  # the load and its first use, reduce_max, are one region named after both
-  first = layout.regions[1]
-  assert first.eqns == (0, 1) and first.kind == "reduce_max"
-  assert re.fullmatch(r"\[0\] get @ softmax\.py:\d+ → \[1\] reduce_max @ softmax\.py:\d+",
-                      first.label), first.label
-  assert first.line == gk.eqns[1].line
+  # the load (8 values per thread) is a region of its own, ending in a wait for its data
+  # (tests/profiler/test_probes_wait.py); its first use, reduce_max, the next
+  first, second = layout.regions[1:3]
+  assert first.eqns == (0,) and first.kind == "load" and second.eqns == (1,)
+  assert re.fullmatch(r"\[0\] get @ softmax\.py:\d+", first.label), first.label
+  assert second.kind == "reduce_max" and first.line == gk.eqns[0].line
   # each mark follows its equation's last line
   lines = gk.source.splitlines()
   for region in layout.regions[1:-1]:
     last = max(gk.eqns[region.eqns[-1]].lines)
-    assert "probe: end of " + region.label in lines[last], lines[last]
+    after = "wait for the data of " if region.kind == "load" else "end of "
+    assert "probe: " + after + region.label in lines[last], lines[last]
 
 
 def test_the_plain_kernel_is_untouched(softmax_probed):
@@ -366,12 +367,12 @@ def test_loops_and_conditionals_are_regions_of_a_two_dimensional_grid(installed)
   rec = lowered_record(jax.jit(call), sds((24, 120), "float32"))
   gk = rec.relower(probes=pallas_prof.ProbeOptions(max_programs=4, max_warps=2))
   layout = gk.probe_layout
-  # the load joins the loop, its first use; the scalar program_id and == the cond
-  # tests join the cond's region
-  assert [r.kind for r in layout.regions] == ["prologue", "loop", "conditional", "store",
-                                              "epilogue"]
-  assert layout.regions[1].loads and layout.regions[1].label.startswith("[0] get @ ")
-  cond = layout.regions[2]
+  # the load (a few values per thread) is a region waited for; the scalar program_id
+  # and == the cond tests join the cond's region
+  assert [r.kind for r in layout.regions] == ["prologue", "load", "loop", "conditional",
+                                              "store", "epilogue"]
+  assert layout.regions[1].label.startswith("[0] get @ ")
+  cond = layout.regions[3]
   assert [gk.eqns[i].primitive for i in cond.eqns][-1] == "cond" and len(cond.eqns) >= 3
   assert cond.label.startswith(f"[{cond.eqns[-1]}] cond @ test_probes.py:")
   # the program's linear index over the launch grid, every 4th of 15 sampled
@@ -436,8 +437,16 @@ def test_the_known_answer_checks_read_the_probe_regions():
          "ctas": [{"sm": 0, "start_ns": 0, "boundaries_ns": [0, 1, 11, 41, 42]},
                   {"sm": 0, "start_ns": 5, "boundaries_ns": [5, 6, 46, 66, 67]}]}
   ok, what = probe_two_loops(two)
-  assert ok and "ratio 3.00" in what and "first to start on each of 1 SMs: 3.00" in what
+  assert not ok and "no 'alone' reading" in what     # the work is checked alone
+  assert "ratio 3.00" in what and "first to start on each of 1 SMs: 3.00" in what
   assert "the last: 0.50" in what
+  two["alone"] = {"ctas_per_sm_beside": 16}
+  for r, alone in zip(two["regions"], (0.0, 0.26, 0.74, 0.0)):
+    r["alone_share"] = alone
+  ok, what = probe_two_loops(two)
+  assert ok and "one CTA per SM: 26.0% and 74.0%, ratio 2.85" in what
+  two["regions"][1]["alone_share"] = 0.5
+  assert not probe_two_loops(two)[0]
 
 
 def test_report_html_has_the_probes_section_with_the_sm_timeline(tmp_path):
@@ -453,7 +462,7 @@ def test_report_html_has_the_probes_section_with_the_sm_timeline(tmp_path):
 
 
 @pytest.mark.parametrize("rows, regions", [
-    (1, ["prologue", "mul", "add", "store", "epilogue"]),      # 8 values a thread: split
+    (1, ["prologue", "load", "mul", "add", "store", "epilogue"]),    # 8 values a thread: split
     (16, ["prologue", "store", "epilogue"]),                   # 128 a thread: one region
 ])
 def test_an_elementwise_chain_over_many_values_per_thread_is_not_split(installed, rows, regions):
@@ -474,7 +483,9 @@ def test_an_elementwise_chain_over_many_values_per_thread_is_not_split(installed
   layout = rec.relower(probes=True).probe_layout
   assert (rows * 1024 / 128 > MAX_LIVE_VALUES) == (rows == 16)
   assert [r.kind for r in layout.regions] == regions
-  assert layout.regions[1].loads and layout.regions[1].label.startswith("[0] get @ ")
+  # the load: its own region (waited for) at 8 values a thread, with its first use at 128
+  assert bool(layout.regions[1].loads) == (rows == 16)
+  assert layout.regions[1].label.startswith("[0] get @ ")
 
 
 def test_a_kernel_without_its_pallas_call_says_probes_need_it():

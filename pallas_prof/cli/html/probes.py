@@ -29,12 +29,19 @@ def probes_view(pr: dict | None) -> ProbesView | None:
   rec = pr.get("reconciliation") or {}
   by_label = {r["label"]: r for r in rec.get("regions") or []}
   basis = rec.get("basis") if rec.get("basis") not in (None, "static") else None
+  alone = pr.get("alone")
   header = ("share", "region", "cycles p50", "p10–p90", "ns p50") + \
+      (("alone: share", "alone: cycles p50", "beside/alone") if alone else ()) + \
       ((f"{basis}: where warps stood", "charged") if basis else ())
   rows = []
   for r in pr.get("regions") or []:
     row = (f"{100 * r['share']:.1f}%", r["label"], f"{r['cycles_median']:,.0f}",
            f"{r['cycles_p10']:,.0f}–{r['cycles_p90']:,.0f}", f"{r['ns_median']:,.0f}")
+    if alone:
+      ratio = r.get("beside_over_alone")
+      row += (f"{100 * (r.get('alone_share') or 0):.1f}%",
+              f"{r.get('alone_cycles_median') or 0:,.0f}",
+              "" if ratio is None else f"{ratio:.2f}x")
     if basis:
       s = by_label.get(r["label"]) or {}
       row += tuple("" if s.get(k) is None else f"{100 * s[k]:.1f}%"
@@ -43,6 +50,10 @@ def probes_view(pr: dict | None) -> ProbesView | None:
   lines = [f"{pr['sampled_programs']:,} of {pr['programs']:,} CTAs sampled (every "
            f"{pr['program_stride']}), {pr['sampled_warps']} of {pr['num_warps']} warps each; "
            f"{pr['sms']} SMs, up to {pr['max_concurrent_ctas']} sampled CTAs at once"]
+  if alone:
+    lines.append(f"alone: the same probes with one CTA per SM ({alone['ctas_per_sm_beside']} "
+                 "at once as it runs): each region's own work; beside/alone above 1 is time "
+                 "spent waiting for what it shares with other CTAs")
   d = pr.get("distortion") or {}
   if d.get("runtime_pct") is not None:
     lines.append(f"distortion: runtime {1e6 * d['runtime_plain_s']:.1f} → "

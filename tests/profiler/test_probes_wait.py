@@ -1,0 +1,206 @@
+"""A run of loads is a probe region of its own, ended by a probe that waits for its data;
+and the 'alone' reading: the probed variant again with one CTA per SM (CPU: sm_90 SASS
+compiled here, and the host-memory stand-in for the driver)."""
+import ctypes
+import re
+import types
+
+import numpy as np
+import pytest
+
+import pallas_prof
+from pallas_prof.backend.compile import assemble_cubin, compile_kernel
+from pallas_prof.profiler import probing
+from pallas_prof.profiler.correlate import correlate
+from pallas_prof.profiler.probe_results import text_table
+
+from .conftest import lowered_record, sds
+from .test_probes import _write
+
+# what the wait compares each loaded value with (backend/probes.py: _NEVER)
+PATTERNS = ("0x7fc00123", "0x123")
+
+
+def _copy_call(dtype, cols=96, rows=8):
+  import jax
+  from jax.experimental import pallas as pl
+
+  def kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...]
+
+  return pl.pallas_call(kernel, grid=(2,), in_specs=[pl.BlockSpec((rows, cols), lambda i: (i, 0))],
+                        out_specs=pl.BlockSpec((rows, cols), lambda i: (i, 0)),
+                        out_shape=jax.ShapeDtypeStruct((2 * rows, cols), dtype),
+                        compiler_params=pallas_prof.CompilerParams(num_warps=4))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8", "float64", "bool"])
+def test_the_load_region_ends_after_the_warp_has_its_data(installed, dtype):
+  """In the SASS, something that reads the loaded registers (the never-taken store's
+  compare) lies between the loads and the clock read that ends the load's region, so
+  the scoreboard wait for the data is inside the region."""
+  import contextlib
+  import jax
+  with jax.enable_x64(True) if dtype == "float64" else contextlib.nullcontext():
+    rec = lowered_record(jax.jit(_copy_call(dtype)), sds((16, 96), dtype))
+    gk = rec.relower(probes=True)
+  kinds = [r.kind for r in gk.probe_layout.regions]
+  assert kinds == ["prologue", "load", "store", "epilogue"], kinds
+  waits = [line for line in gk.source.splitlines() if line.lstrip().startswith("pp_wait")]
+  assert len(waits) == 1 and "bitcast=True" in waits[0] or dtype == "bool"
+  sass = [i.text for i in correlate(compile_kernel(gk, ("cuda", 90))).sass]
+  clocks = [n for n, t in enumerate(sass) if "SR_CLOCKLO" in t]
+  assert len(clocks) == len(kinds) + 1
+  loads = [n for n, t in enumerate(sass) if "LDG" in t]
+  end_of_load = clocks[2]             # entry, end of the prologue, end of the load region
+  assert loads and max(loads) < end_of_load, (loads, clocks)
+  between = sass[max(loads) + 1:end_of_load]
+  assert any(p in t for t in between for p in PATTERNS), between
+
+
+def test_a_run_of_loads_and_their_index_math_is_one_region_waited_for_once(installed):
+  """Both loads are issued before the first wait (their latencies overlap as in the
+  plain kernel); the scalar index math between them does not end the run."""
+  import jax
+  from jax.experimental import pallas as pl
+
+  def kernel(x_ref, w_ref, o_ref):
+    x = x_ref[...]
+    j = pl.program_id(0) * 8
+    w = w_ref[pl.ds(j, 8), :]
+    o_ref[...] = x * w
+
+  call = pl.pallas_call(kernel, grid=(2,),
+                        in_specs=[pl.BlockSpec((8, 40), lambda i: (i, 0)),
+                                  pl.BlockSpec((16, 40), lambda i: (0, 0))],
+                        out_specs=pl.BlockSpec((8, 40), lambda i: (i, 0)),
+                        out_shape=jax.ShapeDtypeStruct((16, 40), "float32"))
+  rec = lowered_record(jax.jit(call), sds((16, 40), "float32"), sds((16, 40), "float32"))
+  gk = rec.relower(probes=True)
+  regions = gk.probe_layout.regions
+  assert [r.kind for r in regions] == ["prologue", "load", "mul", "store", "epilogue"]
+  run = regions[1]
+  assert [gk.eqns[i].primitive for i in run.eqns][0] == "get"
+  assert [gk.eqns[i].primitive for i in run.eqns].count("get") == 2
+  assert re.fullmatch(r"\[0\] get @ test_probes_wait\.py:\d+ \(\+\d+\)", run.label), run.label
+  lines = gk.source.splitlines()
+  waits = [n + 1 for n, line in enumerate(lines) if line.lstrip().startswith("pp_wait")]
+  last_load = max(max(gk.eqns[i].lines) for i in run.eqns if gk.eqns[i].primitive == "get")
+  assert len(waits) == 2 and min(waits) > last_load
+
+
+def test_a_load_too_big_to_wait_for_shares_its_first_uses_region(installed):
+  """128 values per thread: a wait would hold them all live across the probe, so the
+  load goes with its first use, named after both (as before the wait existed)."""
+  import jax
+  rec = lowered_record(jax.jit(_copy_call("float32", cols=1024, rows=16)),
+                       sds((32, 1024), "float32"))
+  gk = rec.relower(probes=True)
+  assert "pp_wait" not in gk.source
+  store = gk.probe_layout.regions[1]
+  assert store.kind == "store" and store.loads and store.label.startswith("[0] get @ ")
+
+
+# --- alone: one CTA per SM ---------------------------------------------------------------------
+
+def _replay_fake(fake, gk, layout, beside, alone, plain_name):
+  """cuLaunchKernel of the stand-in: the probed kernel writes rows whose region cycles are
+  `beside`, or `alone` when it asks for more shared memory than the kernel uses."""
+  kernels, kinds = [], []
+  get_function = fake.cuModuleGetFunction
+
+  def cuModuleGetFunction(module, name):
+    result, handle = get_function(module, name)
+    if name == plain_name.encode():
+      kernels.append(int(handle))
+    return result, handle
+
+  def cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+    if fake.functions.get(int(fn)) != plain_name:
+      kinds.append("flush")
+      return fake._flush(params, (gx, gy, gz), (bx, by, bz))
+    from .fake_cuda import CUresult, _decode
+    kind = "probed" if int(fn) == kernels[0] else "plain"
+    kinds.append(kind)
+    fake.launches.append(((gx, gy, gz), (bx, by, bz), shared, []))
+    if kind == "probed":
+      args = _decode(params, len(gk.params) + 2)
+      buf = np.ctypeslib.as_array(ctypes.cast(args[len(gk.params) - 1],
+                                              ctypes.POINTER(ctypes.c_uint64)), (layout.words,))
+      buf[:] = _write(layout, alone if shared > 116 * 1024 else beside)  # over half an SM's
+    return (CUresult.CUDA_SUCCESS,)
+
+  def cuEventElapsedTime(start, end):
+    from .fake_cuda import CUresult
+    spans = kinds[fake.events[int(start)]:fake.events[int(end)]]
+    return CUresult.CUDA_SUCCESS, sum({"plain": 1.0, "probed": 1.0, "flush": 0.0}[k]
+                                      for k in spans)
+
+  fake.cuModuleGetFunction = cuModuleGetFunction
+  fake.cuLaunchKernel = cuLaunchKernel
+  fake.cuEventElapsedTime = cuEventElapsedTime
+
+
+def _two_loops_target(installed):
+  import jax
+  from .known_answer import _rows, ka_two_kernel
+  rec = lowered_record(jax.jit(lambda y: _rows((8, 256), 1, ka_two_kernel, y)),
+                       sds((8, 256), "float32"))
+  plain = assemble_cubin(compile_kernel(rec.generated, ("cuda", 90)))
+  return rec, types.SimpleNamespace(name=rec.generated.name, compiled=plain, aliases=(),
+                                    relower=rec.relower)
+
+
+def test_the_alone_reading_launches_one_cta_per_sm_and_reports_each_regions_slowdown(
+    installed, fake_driver):
+  rec, target = _two_loops_target(installed)
+  gk, _ = probing.variant(target)
+  layout = gk.probe_layout
+  kinds = [r.kind for r in layout.regions]
+  assert kinds == ["prologue", "load", "loop", "loop", "add", "store", "epilogue"], kinds
+  # beside others the first loop holds the waits (ratio 1:0.5); alone the work, 1:3
+  beside = [10, 100, 600, 300, 5, 20, 1]
+  alone = [10, 90, 100, 300, 5, 20, 1]
+  fake = fake_driver(None, l2_bytes=1 << 20)
+  _replay_fake(fake, gk, layout, beside, alone, target.name)
+  result = probing.measure(target, 0, min_launches=10, min_seconds=0.0)
+  # the last launch asked for all a block may have: the stand-in's opt-in less static
+  assert fake.launches[-1][2] == 232448
+  assert "cuFuncSetAttribute dynamic 232448" in fake.calls
+  a = result.alone
+  assert a is not None and a.ctas_per_sm_alone == 1 and a.ctas_per_sm_beside == 16
+  loops = [r for r in result.regions if r.kind == "loop"]
+  assert loops[1].share / loops[0].share == pytest.approx(0.5)
+  assert loops[1].alone_share / loops[0].alone_share == pytest.approx(3.0)
+  assert loops[0].beside_over_alone == pytest.approx(6.0)
+  assert loops[1].beside_over_alone == pytest.approx(1.0)
+  table = text_table(result)
+  assert "beside/alone" in table and "6.00x" in table and "one CTA per SM (16 at once" in table
+  d = result.to_dict()
+  assert d["alone"]["ctas_per_sm_alone"] == 1
+  assert d["regions"][2]["beside_over_alone"] == pytest.approx(6.0)
+  # report.json's reader gets the same figures back, typed
+  from pallas_prof.cli.report import decode
+  from pallas_prof.profiler.probe_schema import ProbeResult
+  back = decode(ProbeResult, d)
+  assert back.alone.ctas_per_sm_beside == 16
+  assert back.regions[2].beside_over_alone == pytest.approx(6.0)
+  from pallas_prof.cli.html.probes import probes_view
+  view = probes_view(d)
+  assert "beside/alone" in view.header and any("6.00x" in row for row in view.rows)
+
+
+def test_a_kernel_that_runs_one_cta_per_sm_already_gets_a_note_not_a_second_reading(
+    installed, fake_driver, monkeypatch):
+  rec, target = _two_loops_target(installed)
+  gk, _ = probing.variant(target)
+  layout = gk.probe_layout
+  fake = fake_driver(None, l2_bytes=1 << 20)
+  cycles = [10, 100, 100, 300, 5, 20, 1]
+  _replay_fake(fake, gk, layout, cycles, cycles, target.name)
+  monkeypatch.setattr(fake, "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                      lambda fn, threads, shared: (0, 1), raising=False)
+  result = probing.measure(target, 0, min_launches=10, min_seconds=0.0)
+  assert result.alone is None and all(r.alone_share is None for r in result.regions)
+  assert any("one CTA per SM already" in n for n in result.notes)
+  assert "beside/alone" not in text_table(result)
