@@ -46,3 +46,14 @@ def test_the_figures_are_consistent(softmax_probes):
   d = pr.distortion
   assert d.runtime_plain_s > 0 and d.runtime_probed_s > 0 and pr.distortion_pct == d.runtime_pct
   assert softmax_probes.runtime is not None      # the headline stays the plain kernel's
+
+
+def test_the_alone_reading_ran_one_cta_per_sm(softmax_probes):
+  """A 4-warp softmax runs many CTAs per SM; the alone launch asked for the shared memory
+  of a whole SM, so its CTAs ran one per SM and each region has its own figures."""
+  pr = softmax_probes.probes
+  assert pr.alone is not None, pr.notes
+  assert pr.alone.ctas_per_sm_beside > 1 and pr.alone.ctas_per_sm_alone == 1
+  assert sum(r.alone_share for r in pr.regions) == pytest.approx(1.0)
+  load = next(r for r in pr.regions if r.kind == "load")
+  assert load.alone_cycles_median > 0 and load.beside_over_alone > 0
