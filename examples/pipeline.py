@@ -2,6 +2,7 @@
 each called more than once: the script `pallas-prof run` reports on.
 
     pallas-prof run examples/pipeline.py            # small on CPU, 4096-wide on a GPU
+    python examples/pipeline.py --n 512             # another width (a multiple of 128)
 """
 import os
 import sys
@@ -22,7 +23,7 @@ def main(argv):
   seed = int(argv[argv.index("--seed") + 1]) if "--seed" in argv else int(np.random.randint(2**31))
   print(f"seed {seed} (--seed {seed} draws the same inputs)")
   on_gpu = jax.default_backend() == "gpu"
-  n = 4096 if on_gpu else 128
+  n = int(argv[argv.index("--n") + 1]) if "--n" in argv else (4096 if on_gpu else 128)
   keys = jax.random.split(jax.random.PRNGKey(seed), 4)
   x = jax.random.normal(keys[0], (n, n), jnp.float32)
   w = (jax.random.normal(keys[1], (n, n), jnp.float32) / np.sqrt(n)).astype(jnp.bfloat16)
