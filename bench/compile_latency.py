@@ -47,7 +47,7 @@ def measure(name: str, repeats: int) -> dict:
     pcompile.clear_memory_cache()
     ck = pcompile.compile_kernel(gk, use_disk_cache=False)
     colds.append(ck.compile_seconds)
-    stages.append(ck.stage_seconds)
+    stages.append(dict(ck.stage_seconds))
   t0 = time.perf_counter()
   hit = pcompile.compile_kernel(gk)
   memory_hit = time.perf_counter() - t0

@@ -65,7 +65,7 @@ def child(delay: float) -> dict:
           "install_s": installed - imported, "first_call_since_install_s": t0 - installed,
           "first_call_s": t2 - t0, "lower_s": t1 - t0, "compile_s": t2 - t1,
           "worker_wait_s": ck.worker_wait_seconds, "triton_s": ck.compile_seconds,
-          "stages_s": ck.stage_seconds, "background_warm_up": status,
+          "stages_s": dict(ck.stage_seconds), "background_warm_up": status,
           "worker_command": getattr(pcompile.compile_worker._worker.proc, "args", None)}
 
 

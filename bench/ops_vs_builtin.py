@@ -121,7 +121,8 @@ def kernel_records() -> list[dict]:
            "compile_s": getattr(r.compiled, "compile_seconds", None),
            "worker_wait_s": getattr(r.compiled, "worker_wait_seconds", None),
            "cache": getattr(r.compiled, "cache", None),
-           "stages_s": getattr(r.compiled, "stage_seconds", None)} for r in registry.kernels()]
+           "stages_s": dict(getattr(r.compiled, "stage_seconds", None) or {})}
+          for r in registry.kernels()]
 
 
 def warm_up_process() -> dict:
