@@ -90,6 +90,7 @@ class ProbeRegion:
   line: int | None
   main: int | None = None          # the equation it is named after (not a view)
   loads: tuple[str, ...] = ()      # loads it begins with, as "[0] get @ file.py:19"
+  waits: bool = False              # a run of loads whose end waits for their data
 
   @property
   def label(self) -> str:
@@ -112,7 +113,7 @@ class ProbeRegion:
   def from_dict(cls, d: dict) -> "ProbeRegion":
     return cls(slot=d["slot"], eqns=tuple(d["eqns"]), primitive=d["primitive"], kind=d["kind"],
                file=d["file"], line=d["line"], main=d.get("main"),
-               loads=tuple(d.get("loads", ())))
+               loads=tuple(d.get("loads", ())), waits=bool(d.get("waits", False)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -363,7 +364,7 @@ class ProbeEmitter:
         for i in infos if i is not main and _KINDS.get(i.primitive) == "load")
     return ProbeRegion(slot=slot, eqns=tuple(i.index for i in infos), primitive=main.primitive,
                        kind=_KINDS.get(main.primitive, main.primitive), file=main.file,
-                       line=main.line, main=main.index, loads=loads)
+                       line=main.line, main=main.index, loads=loads, waits=loads_only)
 
   def _mark(self, b, region: ProbeRegion, end: bool = False) -> None:
     self.regions.append(region)

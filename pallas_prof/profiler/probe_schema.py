@@ -30,6 +30,7 @@ class RegionFigures(_Serializable):
   ns_median: float
   share: float                   # of all sampled warps' cycles from entry to end
   loads: list[str] = dataclasses.field(default_factory=list)   # loads it begins with
+  waits: bool = False            # loads whose region ends after their data arrived
   # the same region with its CTA alone on its SM (ProbeResult.alone): its work, without
   # the time it waits for what it shares with other CTAs' warps
   alone_cycles_median: float | None = None
@@ -78,7 +79,7 @@ class ReconciledRegion(_Serializable):
   label: str
   probe_share: float
   sampling_share: float | None   # the report's weight of the same equations (inclusive)
-  difference_points: float | None      # probe share - stood_share, in points
+  difference_points: float | None      # probe share - the compared share, in points
   stood_share: float | None = None     # the samples where the warps stood (before charging)
 
 
@@ -89,6 +90,9 @@ class Reconciliation(_Serializable):
   probed_span_s: float | None    # first sampled CTA entry to last sampled end
   replay_median_s: float | None  # the plain kernel's headline runtime
   disagreements: list[str]
+  # what difference_points compares with: "stood" (where the sampled warps stood), or
+  # "charged" (waits charged to the loads), where a region of loads ends in a wait
+  compared_with: str = "stood"
 
 
 @dataclasses.dataclass

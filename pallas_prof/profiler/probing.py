@@ -154,9 +154,7 @@ def measure(target, device: int = 0, options=None, *, min_launches: int = 100,
   d.runtime_pct = 100.0 * (probed_s / plain_s - 1) if plain_s else None
   d.distrust = distrust(d)
   result.distortion, result.distortion_pct = d, d.runtime_pct
-  result.notes.append("a probe reads the clock when its warp issues it: a load's wait shows "
-                      "where the value is first used, so a load shares its region with its "
-                      "first use")
+  result.notes.append(_LOAD_NOTE if any(r.waits for r in result.regions) else _JOINED_NOTE)
   result.placement, moved = placement(gk, probed)
   result.notes += [f"code moved across probes: {m}" for m in moved]
   return result
@@ -176,6 +174,15 @@ def _alone(r, layout):
   r.zero_param("probes", 0)
   r.launch(0)
   return probe_results.parse(r.read_param("probes", 0), layout), beside, r.shared
+
+
+_LOAD_NOTE = ("a probe reads the clock when its warp issues it, and a warp waits for loaded "
+              "data where it first uses it: a region of loads ends with a probe that first "
+              "uses every loaded value, so it holds the loads' wait (a load of more than 64 "
+              "values per thread shares its first use's region instead)")
+_JOINED_NOTE = ("a probe reads the clock when its warp issues it: a load's wait shows where the "
+                "value is first used, so a load of more than 64 values per thread shares its "
+                "region with its first use")
 
 
 def _median(times: list[float]) -> float:
@@ -221,16 +228,23 @@ def reconcile(result: ProbeResult, attribution: Any, basis: str,
         charged[top] = getattr(e, "inclusive_weight", None) or e.weight
   rows, disagreements = [], []
   measured = basis in ("pc_sampling", "ncu")
+  # a region of loads that ends in a wait holds the wait the samples see at the first
+  # use; the charged weight moves those waits to the loads, as the probes do
+  compared = "charged" if any(r.waits for r in result.regions) else "stood"
   for region in result.regions:
     at = sum(stood.get(i, 0.0) for i in region.eqns) if region.eqns else None
     weight = sum(charged.get(i, 0.0) for i in region.eqns) if region.eqns else None
     diff = None
-    if at is not None and measured:
-      diff = 100.0 * (region.share - at)
+    other = weight if compared == "charged" else at
+    if other is not None and measured:
+      diff = 100.0 * (region.share - other)
       if abs(diff) > DISAGREE_POINTS:
-        disagreements.append(f"{region.label}: probes {100 * region.share:.1f}%, {basis} "
-                             f"{100 * at:.1f}% where the warps stood ({diff:+.1f} points; "
-                             f"charged weight {100 * weight:.1f}%)")
+        disagreements.append(
+            f"{region.label}: probes {100 * region.share:.1f}%, {basis} {100 * other:.1f}% "
+            + ("as charged (waits charged to loads)" if compared == "charged"
+               else "where the warps stood") + f" ({diff:+.1f} points; "
+            + (f"where they stood {100 * at:.1f}%)" if compared == "charged"
+               else f"charged weight {100 * weight:.1f}%)"))
     rows.append(ReconciledRegion(region.label, region.share, weight, diff, at))
   span = result.span_ns * 1e-9 if result.span_ns else None
   if span and replay_median_s:
@@ -241,4 +255,5 @@ def reconcile(result: ProbeResult, attribution: Any, basis: str,
   if not measured:
     disagreements.append(f"no measured weights to set beside the probes (basis: {basis})")
   return Reconciliation(basis=basis, regions=rows, probed_span_s=span,
-                        replay_median_s=replay_median_s, disagreements=disagreements)
+                        replay_median_s=replay_median_s, disagreements=disagreements,
+                        compared_with=compared)

@@ -204,3 +204,27 @@ def test_a_kernel_that_runs_one_cta_per_sm_already_gets_a_note_not_a_second_read
   assert result.alone is None and all(r.alone_share is None for r in result.regions)
   assert any("one CTA per SM already" in n for n in result.notes)
   assert "beside/alone" not in text_table(result)
+
+
+def test_a_region_of_loads_that_waits_is_reconciled_with_the_charged_weight():
+  """Its region holds the loads' wait, which the samples see at the first use: the
+  charged weight (waits moved to the loads) is what it compares with."""
+  import dataclasses
+  from pallas_prof.backend.probes import ProbeLayout
+  from pallas_prof.profiler.probe_results import parse, summarize
+  from .test_probes import _Attribution, _layout
+  plain = _layout(stride=1)
+  regions = (dataclasses.replace(plain.regions[0], waits=True),) + plain.regions[1:]
+  layout = ProbeLayout(**{**{f.name: getattr(plain, f.name)
+                             for f in dataclasses.fields(plain)}, "regions": regions})
+  # probes: load 50 %, loop 30 %, store 20 %: the charged weight exactly
+  result = summarize(parse(_write(layout, [500, 300, 200]), layout), layout)
+  assert [r.waits for r in result.regions] == [True, False, False]
+  rec = probing.reconcile(result, _Attribution(), "pc_sampling", None)
+  assert rec.compared_with == "charged" and rec.disagreements == []
+  assert [r.difference_points for r in rec.regions] == pytest.approx([0.0, 0.0, 0.0])
+  # the same shares without the wait: where the warps stood (10 / 70 / 20 %) disagrees
+  result = summarize(parse(_write(plain, [500, 300, 200]), plain), plain)
+  rec = probing.reconcile(result, _Attribution(), "pc_sampling", None)
+  assert rec.compared_with == "stood" and len(rec.disagreements) == 2
+  assert "where the warps stood" in rec.disagreements[0]
