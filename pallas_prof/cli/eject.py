@@ -27,6 +27,10 @@ PARAMS = {params!r}          # (name, dtype, shape, role)
 GRID = {grid!r}
 NUM_WARPS = {num_warps!r}
 NUM_STAGES = {num_stages!r}
+# the options pallas-prof compiled with (f32 denormals kept in libdevice, multiply and add
+# not fused unless the call asked): without them Triton flushes denormals to zero
+OPTIONS = {options!r}
+LIBDEVICE = {libdevice!r}    # XLA's libdevice, where it was when ejected; else Triton's own
 ALIASES = {aliases!r}        # output index -> input index whose value it starts from
 ZEROED = {zeroed!r}          # bounds-checked build: starting values that are zeros, not poison
 INITIAL_OF = {initial_of!r}  # bounds-checked build: output -> the parameter of its starting values
@@ -217,8 +221,11 @@ def run_gpu(inputs):
         return _DeviceArg(scratch[-1], "uint8")
     triton.set_allocator(allocate)
     kernel = globals()[KERNEL]
+    options = dict(OPTIONS)
+    if LIBDEVICE and os.path.exists(LIBDEVICE):
+        options["extern_libs"] = (("libdevice", LIBDEVICE),)
     kernel[GRID](*[_DeviceArg(b, d) for b, d in zip(buffers, dtypes)],
-                 num_warps=NUM_WARPS, num_stages=NUM_STAGES)
+                 num_warps=NUM_WARPS, num_stages=NUM_STAGES, **options)
     check(cu.cuCtxSynchronize())
     for ptr in scratch:
         check(cu.cuMemFree(ptr))
@@ -340,6 +347,7 @@ def eject(gk, path: str, aliases=()) -> str:
 
   aliases: the call's input_output_aliases, (input index, output index) pairs."""
   from ..backend import bounds
+  from ..backend.compile_cache import compile_options
   from ..backend.registration import gk_zeroed_outputs
   if any(p.role == "probes" for p in gk.params):
     raise ValueError(f"kernel {gk.name} is the profiler's probed variant; eject the kernel "
@@ -360,6 +368,9 @@ def eject(gk, path: str, aliases=()) -> str:
           + "\n" + body + _LAUNCHER.format(
               kernel_name=gk.name, params=params, grid=tuple(gk.launch_grid),
               num_warps=gk.num_warps, num_stages=gk.num_stages,
+              options={k: v for k, v in compile_options(gk).items()
+                       if k in ("enable_reflect_ftz", "enable_fp_fusion")},
+              libdevice=dict(compile_options(gk).get("extern_libs", ())).get("libdevice"),
               aliases={int(o): int(i) for i, o in aliases}, zeroed=zeroed_initial,
               initial_of=initial_of, check_offset=bounds.OFFSET, check_sites=sites,
               libdevice_source=_as_literal(inspect.getsource(interpreter_libdevice)),
