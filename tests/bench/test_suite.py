@@ -167,3 +167,24 @@ def test_replay_column_on_a_cpu_says_there_is_no_gpu(rng):
 def test_no_gpu_means_a_clear_refusal_not_a_crash():
   with pytest.raises(SystemExit, match="--dry-run"):
     suite.main(["--quick"])
+
+
+def test_a_tuner_that_kept_the_default_is_the_default_column(monkeypatch, rng):
+  """The same kernel measured twice differs by noise: when the tuner keeps the default,
+  the tuned ratios are the default column's, and its own figures stay in the record."""
+  case = next(c for c in CASES if c.tune)
+  figures = {"ours_default": {"correct": True, "gpu_s": 1.000, "wall_s": 1.1},
+             "ours_tuned": {"config": {}, "correct": True, "gpu_s": 1.026, "wall_s": 1.1},
+             "builtin": {"correct": True, "gpu_s": 1.02, "wall_s": 1.1},
+             "xla": {"correct": True, "gpu_s": 1.5, "wall_s": 1.6}}
+  monkeypatch.setattr(suite, "run_column", lambda column, *a, **k: dict(figures[column]))
+  result = suite.run_case(case, small=True, window_s=0.0, on_gpu=False,
+                          seed=int(rng.integers(2**31)))
+  tuned = result["columns"]["ours_tuned"]
+  assert "same_as_default" in tuned and tuned["gpu_s"] == 1.026
+  assert result["tuned_over_default_gpu"] == 1.0
+  assert result["tuned_over_builtin_gpu"] == pytest.approx(1.0 / 1.02)
+  figures["ours_tuned"]["config"] = {"num_warps": 8}       # a real choice is measured
+  result = suite.run_case(case, small=True, window_s=0.0, on_gpu=False,
+                          seed=int(rng.integers(2**31)))
+  assert result["tuned_over_default_gpu"] == pytest.approx(1.026)
