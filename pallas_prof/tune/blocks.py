@@ -5,8 +5,8 @@ splits), as jax-triton's and Triton's @autotune do: the first call with a new
 key runs every config, keeps those whose outputs equal the first config's (the
 default: bit for bit for integers, within the dtype's tolerance for floats,
 since a different block size may change a reduction's order), times each whole
-call (wall clock, median of repeated calls after a warm-up, each synchronised)
-and uses the fastest from then on. The choice is kept in memory and on disk,
+call (wall clock after a warm-up: batches of back-to-back calls, the configs taking
+turns, medians; tune/wallclock.py) and uses the fastest from then on. The choice is kept in memory and on disk,
 keyed by the function's source, the key's shapes, dtypes and values, the device
 and the versions of JAX, Triton and pallas-prof: a new process uses it without
 timing.
@@ -26,7 +26,6 @@ import hashlib
 import inspect
 import json
 import os
-import statistics
 import time
 import warnings
 from typing import Any, Callable, Sequence
@@ -209,17 +208,9 @@ def same_outputs(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> str |
 
 def time_call(call: Callable[[], Any], repeats: int = 10, warm_up: int = 2,
               max_seconds: float = 1.0) -> float:
-  """Median wall-clock seconds of call() (synchronised on its outputs)."""
-  import jax
-  for _ in range(warm_up):
-    jax.block_until_ready(call())
-  times = []
-  start = time.perf_counter()
-  while len(times) < repeats and (len(times) < 3 or time.perf_counter() - start < max_seconds):
-    t0 = time.perf_counter()
-    jax.block_until_ready(call())
-    times.append(time.perf_counter() - t0)
-  return statistics.median(times)
+  """Median wall-clock seconds per call of call(), in batches (tune/wallclock.py)."""
+  from .wallclock import CallTimer, time_in_turns
+  return time_in_turns([CallTimer(call, warm_up)], repeats, max_seconds)[0]
 
 
 def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
@@ -227,9 +218,11 @@ def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
          key: str = "", min_gain: float = MIN_GAIN) -> Tuning:
   """Runs every config on (args, kwargs) and returns the Tuning; configs[0] is the default,
   kept unless another is faster by more than `min_gain` (a fraction of its time)."""
+  from .wallclock import CallTimer, time_in_turns
   start = time.perf_counter()
   start_ns = time.time_ns()
   candidates: list[Candidate] = []
+  timers: dict[int, CallTimer] = {}       # candidate index -> its warmed-up call
   reference = None
   for i, config in enumerate(configs):
     began = time.time_ns()
@@ -240,6 +233,12 @@ def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
     call = functools.partial(fn, *args, **kwargs, **config)
     try:
       outputs = _leaves(call())
+      if reference is not None:
+        differs = same_outputs(outputs, reference)
+        if differs:
+          candidates.append(Candidate(dict(config), None, differs, began, time.time_ns()))
+          continue
+      timer = CallTimer(call, warm_up)
     except Exception as e:  # noqa: BLE001 - a config that fails to build is dropped, and says why
       candidates.append(Candidate(dict(config), None, f"{type(e).__name__}: {str(e)[:300]}",
                                   began, time.time_ns()))
@@ -248,14 +247,15 @@ def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
       continue
     if reference is None:
       reference = outputs
-    else:
-      differs = same_outputs(outputs, reference)
-      if differs:
-        candidates.append(Candidate(dict(config), None, differs, began, time.time_ns()))
-        continue
-    left = max(0.05, budget_s - (time.perf_counter() - start))
-    seconds = time_call(call, repeats, warm_up, max_seconds=min(1.0, left))
-    candidates.append(Candidate(dict(config), seconds, None, began, time.time_ns()))
+    timers[len(candidates)] = timer
+    candidates.append(Candidate(dict(config), None, None, began, time.time_ns()))
+  # every config that built and agreed, timed in turns (drift falls on all alike), within
+  # what is left of the budget and about a second per config
+  left = max(0.05, budget_s - (time.perf_counter() - start))
+  medians = time_in_turns(list(timers.values()), repeats, min(float(len(timers)), left))
+  for index, seconds in zip(timers, medians):
+    candidates[index] = dataclasses.replace(candidates[index], seconds=seconds,
+                                            end_ns=time.time_ns())
   best = keep_default_within(candidates[0], [c for c in candidates if c.seconds is not None],
                              lambda c: c.seconds, min_gain)
   tuning = Tuning(name, key, best.config, candidates[0].seconds, best.seconds, tuple(candidates),

@@ -180,7 +180,9 @@ def test_a_config_within_the_noise_of_the_default_does_not_replace_it(rng, monke
   """Timing noise must not pick a config that is no faster: another config wins only
   when more than min_gain (2 %) faster than the default."""
   scripted = {64: 1.00, 128: 0.99, 256: 0.97}     # seconds per call, by block
-  monkeypatch.setattr(blocks, "time_call", lambda call, *a, **k: scripted[call.keywords["block"]])
+  from pallas_prof.tune import wallclock
+  monkeypatch.setattr(wallclock, "time_in_turns",
+                      lambda timers, *a, **k: [scripted[t.call.keywords["block"]] for t in timers])
   x = jnp.asarray(rng.standard_normal(300), jnp.float32)
 
   def make(configs, **kwargs):

@@ -1,0 +1,63 @@
+"""Timing whole calls by the wall clock, as the block-size tuner does (tune/blocks.py).
+
+Two sources of error in timing one call at a time, each synchronised: the host's
+dispatch and the synchronisation are in every sample (tens of microseconds, as much
+as a short kernel), and candidates timed one after the other meet the GPU at
+different clocks and temperatures. So a call is timed in batches of back-to-back
+calls with one synchronisation at the end (the GPU runs one call while the host
+dispatches the next, and the batch's time per call is the GPU's where it is the
+bottleneck, as in triton.testing.do_bench), and candidates take turns, one batch
+each per round, so that drift falls on all of them alike.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable, Sequence
+
+BATCH_S = 2e-3        # a batch lasts about this long (one call, if a call is longer)
+MAX_BATCH = 64        # calls in a batch at most
+
+
+class CallTimer:
+  """One candidate's call: warmed up, then sampled a batch at a time."""
+
+  def __init__(self, call: Callable[[], Any], warm_up: int = 2):
+    import jax
+    self.call = call
+    for _ in range(max(warm_up, 1)):
+      jax.block_until_ready(call())
+    t0 = time.perf_counter()
+    jax.block_until_ready(call())
+    single = time.perf_counter() - t0
+    self.per_batch = max(1, min(MAX_BATCH, int(BATCH_S / max(single, 1e-7))))
+    self.samples: list[float] = []
+
+  def sample(self) -> float:
+    """Seconds per call of one batch of back-to-back calls."""
+    import jax
+    out = None
+    t0 = time.perf_counter()
+    for _ in range(self.per_batch):
+      out = self.call()
+    jax.block_until_ready(out)
+    seconds = (time.perf_counter() - t0) / self.per_batch
+    self.samples.append(seconds)
+    return seconds
+
+  @property
+  def median(self) -> float:
+    return statistics.median(self.samples)
+
+
+def time_in_turns(timers: Sequence[CallTimer], repeats: int, max_seconds: float) -> list[float]:
+  """Median seconds per call of each timer: rounds in which each takes one batch, until
+  `repeats` rounds or `max_seconds` (at least 3 rounds)."""
+  start = time.perf_counter()
+  rounds = 0
+  while timers and rounds < max(repeats, 1) and (
+      rounds < 3 or time.perf_counter() - start < max_seconds):
+    for timer in timers:
+      timer.sample()
+    rounds += 1
+  return [t.median for t in timers]
