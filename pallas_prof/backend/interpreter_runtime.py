@@ -99,6 +99,7 @@ class InterpreterPatches:
     self._patch_dot_precisions()
     self._patch_vectorized_reduce_scan()
     self._patch_bf16_casts()
+    self._patch_tf32_rounding()
     return self
 
   def _patch_bf16_casts(self):
@@ -190,6 +191,25 @@ class InterpreterPatches:
     builder.options = dataclasses.replace(builder.options,
                                           allowed_dot_input_precisions=allowed + extra)
 
+  def _patch_tf32_rounding(self):
+    # The one inline assembly pallas-prof emits itself (rules/dot.py, before tf32
+    # dots of f32 operands); the interpreter runs no inline assembly.
+    from triton.runtime.interpreter import InterpreterBuilder, TensorHandle
+    import triton.language as tl
+    original = InterpreterBuilder.create_inline_asm
+    self._original_inline_asm = original
+
+    class Call:                       # what tl.inline_asm_elementwise reads of the call
+      def __init__(self, result):
+        self.get_result = lambda i: result
+
+    def create_inline_asm(builder, asm, constraints, values, tys, is_pure, pack):
+      if asm != TF32_ROUND_ASM or len(values) != 1:
+        return original(builder, asm, constraints, values, tys, is_pure, pack)
+      return Call(TensorHandle(round_to_tf32(values[0].data), tl.float32))
+
+    InterpreterBuilder.create_inline_asm = create_inline_asm
+
   def _patch_bf16_dot(self):
     # The interpreter keeps bfloat16 as raw uint16 bits and multiplies those
     # bits in tl.dot; widen bf16 operands to float32 first (exact).
@@ -228,6 +248,7 @@ class InterpreterPatches:
     from triton.runtime import interpreter
     interpreter._patch_lang_tensor = self._original_patch
     interpreter.InterpreterBuilder.create_dot = self._original_dot
+    interpreter.InterpreterBuilder.create_inline_asm = self._original_inline_asm
     interpreter.InterpreterBuilder.cast_impl = self._original_cast
     interpreter.InterpreterBuilder.create_atomic_rmw = self._original_rmw
     if not self._had_visit_for:
@@ -243,6 +264,19 @@ class InterpreterPatches:
     _restore_triton_language(self._snapshot)
     _forget_rewritten_language_functions()
     return None
+
+
+TF32_ROUND_ASM = "cvt.rna.tf32.f32 $0, $1;"     # rules/dot.py's (the test checks they agree)
+
+
+def round_to_tf32(x) -> np.ndarray:
+  """cvt.rna.tf32.f32 as ptxas emits it for sm_90: a finite value gets 0x1000 added
+  to its bits (round half away from zero), then the low 13 mantissa bits are
+  cleared (Inf and NaN only cleared)."""
+  bits = np.asarray(x, np.float32).view(np.uint32)
+  finite = (bits & np.uint32(0x7F800000)) != np.uint32(0x7F800000)
+  rounded = np.where(finite, bits + np.uint32(0x1000), bits) & np.uint32(0xFFFFE000)
+  return rounded.astype(np.uint32).view(np.float32)
 
 
 def _forget_rewritten_language_functions() -> None:

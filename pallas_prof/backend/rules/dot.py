@@ -213,6 +213,8 @@ def _tl_dot(ctx, a: Value, b: Value, algorithm: _Algorithm, out_dtype) -> Value:
     a = _pad_rows(ctx, a, m_ax, min_m, zero)
   if next_pow2(N) < min_n:
     b = _pad_rows(ctx, b, n_ax, min_n, zero)
+  if algorithm.input_precision == "tf32" and np.dtype(a.dtype) == F32:
+    a, b = _round_to_tf32(ctx, a, "lhs"), _round_to_tf32(ctx, b, "rhs")
   shape = a.shape[:-1] + (b.shape[-1],)
   kwargs = [f"out_dtype={tl_dtype(acc_dtype)}"]
   if algorithm.input_precision is not None and np.dtype(a.dtype) == F32:
@@ -220,6 +222,21 @@ def _tl_dot(ctx, a: Value, b: Value, algorithm: _Algorithm, out_dtype) -> Value:
   acc = ctx.value("acc", f"tl.dot({a}, {b}, {', '.join(kwargs)})", acc_dtype, shape)
   acc = _shrink_rows(ctx, acc, acc.ndim - 2, M, next_pow2(M))
   return _shrink_rows(ctx, acc, acc.ndim - 1, N, next_pow2(N))
+
+
+# f32 -> tf32, round to nearest (ties away): what XLA's Triton pipeline inserts
+# before every tf32 dot of f32 operands (RoundF32ToTF32ForTf32DotRewritePass),
+# so JAX's built-in backend rounds where the tensor cores would truncate. Also
+# the faster kernel on sm_90: an operand that is not loaded straight into the dot
+# is staged in shared memory as it lies in global memory (16-byte cp.async)
+# instead of K-major (the layout tf32 wgmma needs, 4-byte cp.async for a K x N
+# operand). interpreter_runtime.py computes the same rounding with numpy.
+TF32_ROUND_ASM = "cvt.rna.tf32.f32 $0, $1;"
+
+
+def _round_to_tf32(ctx, x: Value, name: str) -> Value:
+  return ctx.value(f"{name}_tf32", f'tl.inline_asm_elementwise("{TF32_ROUND_ASM}", "=r,r", [{x}], '
+                   f"dtype=tl.float32, is_pure=True, pack=1)", x.dtype, x.shape)
 
 
 def _integer_dot(ctx, a: Value, b: Value, out_dtype) -> Value:
