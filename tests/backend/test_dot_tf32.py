@@ -3,8 +3,10 @@ nearest, ties away: cvt.rna.tf32.f32), as XLA's Triton pipeline does for JAX's
 built-in backend; the tensor cores alone would truncate. On the H200 (suite at
 70e2342, matmul 5120x3136x4096 float32) the built-in's relative error was
 2.94e-4, what rounding gives, and pallas-prof's 7.78e-4, what truncation gives.
-Checked here under Triton's interpreter (which runs the rounding with numpy)
-and in the sm_90 compile of the suite's f32 matmul blocks: no 4-byte cp.async.
+Only when lowering for the GPU: XLA's CPU multiplies float32 in float32, and so does
+a kernel lowered for the CPU. Checked here with the GPU's lowering asked for, under
+Triton's interpreter (which runs the rounding with numpy) and in the sm_90 compile
+of the suite's f32 matmul blocks: no 4-byte cp.async.
 """
 from __future__ import annotations
 
@@ -15,9 +17,10 @@ import re
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax import lax
 
-from pallas_prof.backend import interpreter_runtime, registry
+from pallas_prof.backend import compat, interpreter_runtime, registry
 from pallas_prof.backend.compile import compile_kernel
 from pallas_prof.backend.rules import dot as dot_rule
 from tests.helpers import run_on_values
@@ -28,6 +31,19 @@ TIE = np.float32(1 + 2.0**-11)        # halfway between the TF32 values 1 and 1 
 
 def _bits(x):
   return np.asarray(x, np.float32).view(np.uint32)
+
+
+@pytest.fixture
+def gpu_lowering(monkeypatch):
+  """Lowers as for the GPU where it matters here (the kernels still run on the CPU)."""
+  monkeypatch.setattr(compat, "xla_rounds_tf32_dot_operands", lambda: True)
+
+
+def test_only_the_gpu_lowering_rounds():
+  with compat.lowering_for("cuda"):
+    assert compat.xla_rounds_tf32_dot_operands()
+  with compat.lowering_for("cpu"):
+    assert not compat.xla_rounds_tf32_dot_operands()
 
 
 def test_the_interpreter_knows_the_rounding_the_rule_emits():
@@ -45,7 +61,20 @@ def test_round_to_tf32_as_ptxas_emits_it_for_sm90():
   assert list(_bits(interpreter_runtime.round_to_tf32(subnormal))) == [0x2000, 0, 0x7FC00000]
 
 
-def test_default_precision_rounds_operands_and_highest_does_not():
+def _tie_operands():
+  a = np.full((16, 16), TIE, np.float32)
+  a[1] = -TIE
+  return a, np.ones((16, 16), np.float32)
+
+
+def test_a_cpu_lowering_multiplies_in_float32_as_xla_on_the_cpu():
+  a, b = _tie_operands()
+  out = run_on_values(lambda a, b: jnp.dot(a, b), a, b, name="dot_tf32_cpu")
+  np.testing.assert_array_equal(out[0], np.float32(16 * TIE))
+  assert "cvt.rna.tf32.f32" not in registry.find("dot_tf32_cpu")[-1].generated.source
+
+
+def test_default_precision_rounds_operands_and_highest_does_not(gpu_lowering):
   a = np.full((16, 16), TIE, np.float32)
   a[1] = -TIE
   b = np.ones((16, 16), np.float32)
@@ -60,7 +89,7 @@ def test_default_precision_rounds_operands_and_highest_does_not():
   assert source.count("cvt.rna.tf32.f32") == 2        # the tf32 dot's two operands only
 
 
-def test_f32_matmul_blocks_load_with_16_byte_async_copies_on_sm90():
+def test_f32_matmul_blocks_load_with_16_byte_async_copies_on_sm90(gpu_lowering):
   spec = importlib.util.spec_from_file_location("pallas_prof_example_matmul_tf32",
                                                 os.path.join(ROOT, "examples", "matmul.py"))
   example = importlib.util.module_from_spec(spec)

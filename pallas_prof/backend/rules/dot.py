@@ -18,7 +18,7 @@ import numpy as np
 import jax.numpy as jnp
 from jax import lax
 
-from .. import emit
+from .. import compat, emit
 from ..artifacts import DotFacts
 from ..codegen import Value, is_bool, is_float, is_int, next_pow2, tl_dtype
 from ..errors import Unsupported
@@ -213,7 +213,8 @@ def _tl_dot(ctx, a: Value, b: Value, algorithm: _Algorithm, out_dtype) -> Value:
     a = _pad_rows(ctx, a, m_ax, min_m, zero)
   if next_pow2(N) < min_n:
     b = _pad_rows(ctx, b, n_ax, min_n, zero)
-  if algorithm.input_precision == "tf32" and np.dtype(a.dtype) == F32:
+  if (algorithm.input_precision == "tf32" and np.dtype(a.dtype) == F32
+      and compat.xla_rounds_tf32_dot_operands()):
     a, b = _round_to_tf32(ctx, a, "lhs"), _round_to_tf32(ctx, b, "rhs")
   shape = a.shape[:-1] + (b.shape[-1],)
   kwargs = [f"out_dtype={tl_dtype(acc_dtype)}"]
@@ -226,7 +227,8 @@ def _tl_dot(ctx, a: Value, b: Value, algorithm: _Algorithm, out_dtype) -> Value:
 
 # f32 -> tf32, round to nearest (ties away): what XLA's Triton pipeline inserts
 # before every tf32 dot of f32 operands (RoundF32ToTF32ForTf32DotRewritePass),
-# so JAX's built-in backend rounds where the tensor cores would truncate. Also
+# so JAX's built-in backend rounds where the tensor cores would truncate; only when
+# lowering for the GPU (XLA's CPU multiplies in float32: compat). Also
 # the faster kernel on sm_90: an operand that is not loaded straight into the dot
 # is staged in shared memory as it lies in global memory (16-byte cp.async)
 # instead of K-major (the layout tf32 wgmma needs, 4-byte cp.async for a K x N
