@@ -249,7 +249,8 @@ def run_case(case, small: bool, window_s: float, on_gpu: bool, seed: int) -> dic
                        for c in COLUMNS}
   del built
   cols = result["columns"]
-  if cols["ours_tuned"].get("config") == {} and "error" not in cols["ours_tuned"]:
+  if (cols["ours_tuned"].get("config") == {} and "error" not in cols["ours_tuned"]
+      and cols["ours_tuned"].get("correct")):
     # the tuner kept the default: the same kernel as the default column, so its ratios
     # are the default's (a second measurement of one kernel differed by up to 2.6 % on
     # the H200 at 136b41e and read as "tuned slower"); its own figures stay in the record

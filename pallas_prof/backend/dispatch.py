@@ -188,8 +188,11 @@ def _lower_equations(kernel: KernelContext, jaxpr, env: dict, live: set,
       raise _lowering_error(kernel, info, e.reason, e.hint, e) from None
     probed = kernel.probes is not None and parent is None and region == "kernel"
     if probed:
+      # index math (scalars in, scalars out: program ids, offsets) keeps a run of loads
+      # going; an equation that makes a block (an iota, even of no operands) does not
       kernel.probes.before_equation(kernel.builder, info, all(
-          getattr(getattr(v, "aval", None), "shape", ()) == () for v in eqn.invars))
+          getattr(getattr(v, "aval", None), "shape", ()) == ()
+          for v in (*eqn.invars, *eqn.outvars)))
     first_line = kernel.builder.num_lines
     outvals = _lower_equation(kernel, eqn, info, invals, live)
     if probed:

@@ -263,6 +263,9 @@ class ProbeEmitter:
     # None once a load too big to wait for joined it (the run then shares a region
     # with its first use)
     self._waits: list[Any] | None = []
+    # the carry holds work that joined the next region (an elementwise result too big to
+    # keep live across a probe): a run of loads after it shares that region, unwaited
+    self._carry_work = False
     self.programs = 1
     self.program_stride = self.warp_stride = 1
     self._row = ""
@@ -297,11 +300,11 @@ class ProbeEmitter:
     self._mark(b, ProbeRegion(slot=1, eqns=(), primitive="prologue", kind="prologue",
                               file=None, line=None))
 
-  def before_equation(self, b, info, scalar_operands: bool) -> None:
+  def before_equation(self, b, info, index_math: bool) -> None:
     """Before a top-level equation: where a run of loads ends (this equation is neither a
     load nor index math on scalars), the boundary that waits for their data, so the
     loads (issue and wait) are a region of their own."""
-    if (not self._waits or _KINDS.get(info.primitive) == "load" or scalar_operands
+    if (not self._waits or _KINDS.get(info.primitive) == "load" or index_math
         or len(self.regions) + 1 >= self.capacity):
       return
     region = self._region(len(self.regions) + 1, self._carry, loads_only=True)
@@ -311,7 +314,7 @@ class ProbeEmitter:
         b.assign("pp_wait", _call(wait_asm(region.slot, bits), f"=r,{'l' if bits == 64 else 'r'},l",
                                   [operand, self._row], "tl.int32", False))
     self._mark(b, region)
-    self._carry, self._waits = [], []
+    self._carry, self._waits, self._carry_work = [], [], False
 
   def after_equation(self, b, info, emitted: bool, scalar: bool = False,
                      values: int = 0, results: tuple = ()) -> None:
@@ -330,16 +333,21 @@ class ProbeEmitter:
     kind = _KINDS.get(info.primitive)
     per_thread = values / (32 * self.num_warps)
     if kind == "load" and not scalar and self._waits is not None:
-      small = per_thread + sum(_per_thread(v, self.num_warps) for v in self._waits) \
-          <= MAX_LIVE_VALUES
-      self._waits = self._waits + [v for v in results if getattr(v, "shape", ())] \
-          if small else None
+      loaded = [v for v in results if getattr(v, "shape", ())]
+      # registers hold the padded block: count what Triton keeps live, not the elements
+      held = sum(_per_thread(v, self.num_warps) for v in self._waits + loaded) \
+          if loaded else per_thread
+      small = held <= MAX_LIVE_VALUES and not self._carry_work
+      self._waits = self._waits + loaded if small else None
+    big = kind is None and not scalar and per_thread > MAX_LIVE_VALUES \
+        and info.primitive not in _VIEWS
     joins_next = (info.primitive in _VIEWS or kind == "load"
                   or (kind is None and (scalar or per_thread > MAX_LIVE_VALUES)))
     if joins_next or len(self.regions) + 1 >= self.capacity:
+      self._carry_work = self._carry_work or big
       return          # the last boundary is kept for the end
     self._mark(b, self._region(len(self.regions) + 1, self._carry))
-    self._carry, self._waits = [], []
+    self._carry, self._waits, self._carry_work = [], [], False
 
   def end(self, b) -> None:
     slot = len(self.regions) + 1

@@ -224,6 +224,10 @@ def run_gpu(inputs):
     options = dict(OPTIONS)
     if LIBDEVICE and os.path.exists(LIBDEVICE):
         options["extern_libs"] = (("libdevice", LIBDEVICE),)
+    elif LIBDEVICE:
+        print(f"note: {{LIBDEVICE}} (XLA's libdevice, which pallas-prof linked) is not on this "
+              "machine: Triton's own is linked, whose powf and a few others may differ in "
+              "the last bit", file=sys.stderr)
     kernel[GRID](*[_DeviceArg(b, d) for b, d in zip(buffers, dtypes)],
                  num_warps=NUM_WARPS, num_stages=NUM_STAGES, **options)
     check(cu.cuCtxSynchronize())

@@ -174,7 +174,9 @@ def footer_lines(result: ProbeResult) -> list[tuple[str, bool]]:
   if a is not None:
     lines.append((f"alone: the same probes with one CTA per SM ({a.ctas_per_sm_beside} at once "
                   f"as it runs): each region's own work; beside/alone above 1 is time spent "
-                  f"waiting for what it shares with other CTAs (pipes, issue slots, memory)",
+                  f"waiting for what it shares with other CTAs (pipes, issue slots, memory); "
+                  f"alone the L1 cache is what shared memory leaves of it, so a region that "
+                  f"hits L1 can take longer alone (below 1)",
                   False))
   d = result.distortion
   if d is not None:

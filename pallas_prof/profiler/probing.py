@@ -141,14 +141,20 @@ def measure(target, device: int = 0, options=None, *, min_launches: int = 100,
         timing = rep.time_cold(max(min_launches // 2, 10), min_seconds / 2,
                                ThrottleGuard.off("paired with the other variant"))
         times[name] += timing["times_s"]
-    alone = _alone(r, layout)
+    try:
+      alone = _alone(r, layout)
+    except Exception as e:  # noqa: BLE001 - the reading beside the others stands without it
+      alone = f"no 'alone' reading: {type(e).__name__}: {str(e)[:200]}"
   plain_s, probed_s = _median(times["plain"]), _median(times["probed"])
   result = probe_results.summarize(probe_results.parse(words, layout), layout)
+  if not isinstance(alone, str):
+    try:
+      rows, beside, shared = alone
+      probe_results.add_alone(result, rows, layout, beside, shared)
+    except probe_results.ProbeBufferError as e:
+      alone = f"no 'alone' reading: {e}"
   if isinstance(alone, str):
     result.notes.append(alone)
-  else:
-    rows, beside, shared = alone
-    probe_results.add_alone(result, rows, layout, beside, shared)
   d = static_distortion(target.compiled, probed)
   d.runtime_plain_s, d.runtime_probed_s = plain_s, probed_s
   d.runtime_pct = 100.0 * (probed_s / plain_s - 1) if plain_s else None
@@ -163,6 +169,10 @@ def measure(target, device: int = 0, options=None, *, min_launches: int = 100,
 def _alone(r, layout):
   """The probed variant once more with one CTA per SM (Replayer.isolate): (the rows, CTAs
   per SM as it runs, the shared memory asked for), or why there is no such reading."""
+  sms = r.ctx.attribute("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT")
+  if layout.programs <= sms:
+    return (f"the grid's {layout.programs} CTAs fit on the {sms} SMs at once: they run alone "
+            "already (no 'alone' reading)")
   beside, alone = r.isolate()
   if beside <= 1:
     return ("the kernel runs one CTA per SM already: its figures are the regions' own "

@@ -253,9 +253,12 @@ def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
   # what is left of the budget and about a second per config
   left = max(0.05, budget_s - (time.perf_counter() - start))
   medians = time_in_turns(list(timers.values()), repeats, min(float(len(timers)), left))
-  for index, seconds in zip(timers, medians):
+  for (index, timer), seconds in zip(timers.items(), medians):
     candidates[index] = dataclasses.replace(candidates[index], seconds=seconds,
-                                            end_ns=time.time_ns())
+                                            error=timer.error, end_ns=timer.end_ns)
+  if candidates[0].seconds is None and candidates[0].error is not None:
+    raise TuningError(f"the default config {configs[0]} of {name} failed: "
+                      f"{candidates[0].error}")
   best = keep_default_within(candidates[0], [c for c in candidates if c.seconds is not None],
                              lambda c: c.seconds, min_gain)
   tuning = Tuning(name, key, best.config, candidates[0].seconds, best.seconds, tuple(candidates),

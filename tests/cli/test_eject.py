@@ -268,6 +268,10 @@ def test_the_ejected_gpu_launch_compiles_with_pallas_prof_s_options(tmp_path, fu
   namespace = {}
   exec(next(line for line in text.splitlines() if line.startswith("OPTIONS = ")), namespace)
   assert namespace["OPTIONS"] == {"enable_reflect_ftz": False, "enable_fp_fusion": fusion}
+  # options Triton's CUDA backend takes, as the launcher hands them to it
+  from triton.backends.nvidia.compiler import CUDAOptions
+  options = CUDAOptions(num_warps=4, **namespace["OPTIONS"])
+  assert options.enable_reflect_ftz is False and options.enable_fp_fusion is fusion
   libdevice = dict(compile_options(rec.generated).get("extern_libs", ())).get("libdevice")
   assert f"LIBDEVICE = {libdevice!r}" in text
   assert "num_stages=NUM_STAGES, **options)" in text

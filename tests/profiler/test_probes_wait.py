@@ -47,7 +47,8 @@ def test_the_load_region_ends_after_the_warp_has_its_data(installed, dtype):
   kinds = [r.kind for r in gk.probe_layout.regions]
   assert kinds == ["prologue", "load", "store", "epilogue"], kinds
   waits = [line for line in gk.source.splitlines() if line.lstrip().startswith("pp_wait")]
-  assert len(waits) == 1 and "bitcast=True" in waits[0] or dtype == "bool"
+  assert len(waits) == 1
+  assert ("bitcast=True" in waits[0]) == (dtype != "bool")
   sass = [i.text for i in correlate(compile_kernel(gk, ("cuda", 90))).sass]
   clocks = [n for n, t in enumerate(sass) if "SR_CLOCKLO" in t]
   assert len(clocks) == len(kinds) + 1
@@ -144,8 +145,9 @@ def _replay_fake(fake, gk, layout, beside, alone, plain_name):
 def _two_loops_target(installed):
   import jax
   from .known_answer import _rows, ka_two_kernel
-  rec = lowered_record(jax.jit(lambda y: _rows((8, 256), 1, ka_two_kernel, y)),
-                       sds((8, 256), "float32"))
+  # 160 programs: more than the stand-in's 132 SMs hold at once
+  rec = lowered_record(jax.jit(lambda y: _rows((160, 256), 1, ka_two_kernel, y)),
+                       sds((160, 256), "float32"))
   plain = assemble_cubin(compile_kernel(rec.generated, ("cuda", 90)))
   return rec, types.SimpleNamespace(name=rec.generated.name, compiled=plain, aliases=(),
                                     relower=rec.relower)
@@ -228,3 +230,100 @@ def test_a_region_of_loads_that_waits_is_reconciled_with_the_charged_weight():
   rec = probing.reconcile(result, _Attribution(), "pc_sampling", None)
   assert rec.compared_with == "stood" and len(rec.disagreements) == 2
   assert "where the warps stood" in rec.disagreements[0]
+
+
+def _probed(kernel, in_shapes, out_shape, block_specs=None, warps=4):
+  import jax
+  from jax.experimental import pallas as pl
+  call = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(out_shape, "float32"),
+                        compiler_params=pallas_prof.CompilerParams(num_warps=warps),
+                        **(block_specs or {}))
+  rec = lowered_record(jax.jit(call), *[sds(s, "float32") for s in in_shapes])
+  return rec.relower(probes=True)
+
+
+def test_work_carried_into_a_run_of_loads_keeps_the_run_unwaited(installed):
+  """An exp too big to end its own region joins the next; a load after it would have
+  made a 'load' region holding the exp. The run then goes with its first use instead."""
+  import jax.numpy as jnp
+
+  def kernel(y_ref, x_ref, o_ref):
+    y = y_ref[...]                       # 16 x 1024: 128 values per thread
+    o_ref[...] = y
+    z = jnp.exp(y)
+    x = x_ref[0:1, :]
+    o_ref[...] = z * x
+
+  gk = _probed(kernel, [(16, 1024), (16, 1024)], (16, 1024))
+  prims = lambda r: [gk.eqns[i].primitive for i in r.eqns]  # noqa: E731
+  holding_exp = [r for r in gk.probe_layout.regions if "exp" in prims(r)]
+  assert len(holding_exp) == 1 and not holding_exp[0].waits
+  assert holding_exp[0].kind != "load", holding_exp[0].label
+  assert not any(r.waits and set(prims(r)) - {"get", "mul", "add", "convert_element_type"}
+                 for r in gk.probe_layout.regions)
+
+
+def test_an_equation_of_no_operands_ends_the_run_of_loads(installed):
+  import jax
+  import jax.numpy as jnp
+
+  def kernel(x_ref, o_ref):
+    x = x_ref[...]
+    i = jax.lax.broadcasted_iota(jnp.float32, x.shape, 1)
+    o_ref[...] = x + i
+
+  gk = _probed(kernel, [(8, 128)], (8, 128))
+  load = gk.probe_layout.regions[1]
+  assert load.kind == "load" and load.waits and "pp_wait" in gk.source
+  assert [gk.eqns[i].primitive for i in load.eqns] == ["get"]
+
+
+def test_the_limit_counts_the_padded_block_the_registers_hold(installed):
+  """40 x 200 float32 over 4 warps is 62.5 values a thread, but Triton holds the padded
+  64 x 256 block: 128 a thread, too many to keep live across a wait."""
+  def kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...] * 2.0
+
+  gk = _probed(kernel, [(40, 200)], (40, 200))
+  assert "pp_wait" not in gk.source
+  assert not any(r.waits for r in gk.probe_layout.regions)
+  small = _probed(kernel, [(8, 128)], (8, 128))
+  assert "pp_wait" in small.source
+
+
+@pytest.mark.parametrize("how", ["still two CTAs per SM", "the driver refuses", "a small grid"])
+def test_without_an_alone_reading_the_report_says_why_and_keeps_the_rest(
+    installed, fake_driver, monkeypatch, how):
+  rec, target = _two_loops_target(installed)
+  gk, _ = probing.variant(target)
+  layout = gk.probe_layout
+  fake = fake_driver(None, l2_bytes=1 << 20)
+  cycles = [10, 100, 600, 300, 5, 20, 1]
+  _replay_fake(fake, gk, layout, cycles, [1] * len(cycles), target.name)
+  if how == "still two CTAs per SM":
+    monkeypatch.setattr(fake, "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                        lambda fn, threads, shared: (0, 2 if shared > 116 * 1024 else 16),
+                        raising=False)
+  elif how == "the driver refuses":
+    from .fake_cuda import CUresult
+
+    def refuse(fn, attr, value):
+      if attr == "dynamic" and value > 116 * 1024:
+        return (CUresult.CUDA_ERROR_INVALID_VALUE,)
+      return (CUresult.CUDA_SUCCESS,)
+    monkeypatch.setattr(fake, "cuFuncSetAttribute", refuse, raising=False)
+  else:
+    attribute = fake.cuDeviceGetAttribute
+    monkeypatch.setattr(fake, "cuDeviceGetAttribute",
+                        lambda attr, dev: (0, 1000) if attr == "sms" else attribute(attr, dev),
+                        raising=False)
+  result = probing.measure(target, 0, min_launches=10, min_seconds=0.0)
+  assert result.alone is None and all(r.alone_share is None for r in result.regions)
+  why = {"still two CTAs per SM": "left 2 CTAs per SM",
+         "the driver refuses": "no 'alone' reading: CudaError",
+         "a small grid": "CTAs fit on the 1000 SMs at once"}[how]
+  assert any(why in n for n in result.notes), result.notes
+  # the reading beside the others is whole
+  loops = [r for r in result.regions if r.kind == "loop"]
+  assert loops[1].share / loops[0].share == pytest.approx(0.5)
+  assert result.distortion is not None and result.distortion.runtime_plain_s > 0

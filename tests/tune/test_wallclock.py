@@ -57,3 +57,16 @@ def test_candidates_take_turns_and_each_gets_its_median():
 
 def test_time_in_turns_of_no_timers_is_empty():
   assert wallclock.time_in_turns([], repeats=5, max_seconds=1.0) == []
+
+
+def test_a_config_that_fails_while_timed_is_dropped_and_the_others_go_on():
+  class _Flaky(_Call):
+    def __call__(self):
+      if self.calls >= 5:
+        raise RuntimeError("out of memory")
+      return super().__call__()
+
+  good, flaky = wallclock.CallTimer(_Call(1e-4)), wallclock.CallTimer(_Flaky(1e-4))
+  got = wallclock.time_in_turns([good, flaky], repeats=4, max_seconds=10.0)
+  assert got[0] is not None and got[1] is None
+  assert "out of memory" in flaky.error and len(good.samples) == 4

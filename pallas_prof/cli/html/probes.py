@@ -53,7 +53,9 @@ def probes_view(pr: dict | None) -> ProbesView | None:
   if alone:
     lines.append(f"alone: the same probes with one CTA per SM ({alone['ctas_per_sm_beside']} "
                  "at once as it runs): each region's own work; beside/alone above 1 is time "
-                 "spent waiting for what it shares with other CTAs")
+                 "spent waiting for what it shares with other CTAs; alone the L1 cache is "
+                 "what shared memory leaves of it, so a region that hits L1 can take longer "
+                 "alone (below 1)")
   d = pr.get("distortion") or {}
   if d.get("runtime_pct") is not None:
     lines.append(f"distortion: runtime {1e6 * d['runtime_plain_s']:.1f} → "
