@@ -98,7 +98,7 @@ def summarize(rows: ProbeRows, layout: ProbeLayout) -> ProbeResult:
 
 
 def add_alone(result: ProbeResult, rows: ProbeRows, layout: ProbeLayout, ctas_per_sm: int,
-              shared_bytes: int) -> None:
+              shared_bytes: int, ctas_per_sm_plain: int | None = None) -> None:
   """Sets the regions' alone figures and `result.alone` from the rows of the launch with
   one CTA per SM (probing._alone)."""
   alone = summarize(rows, layout)
@@ -106,8 +106,12 @@ def add_alone(result: ProbeResult, rows: ProbeRows, layout: ProbeLayout, ctas_pe
     mine.alone_cycles_median, mine.alone_share = solo.cycles_median, solo.share
   result.alone = AloneReading(ctas_per_sm_beside=ctas_per_sm, ctas_per_sm_alone=1,
                               shared_bytes=shared_bytes, cta_ns_median=alone.cta_ns_median,
-                              span_ns=alone.span_ns)
+                              span_ns=alone.span_ns, ctas_per_sm_plain=ctas_per_sm_plain)
   result.notes += [f"alone: {n}" for n in alone.notes]
+  if ctas_per_sm_plain is not None and ctas_per_sm_plain != ctas_per_sm:
+    result.notes.append(f"occupancy: the probed kernel runs {ctas_per_sm} CTAs per SM, the "
+                        f"kernel without probes {ctas_per_sm_plain}: the reading beside the "
+                        "others is of the probed kernel's occupancy")
 
 
 def _ctas(rows: ProbeRows, ns_per_cycle: float) -> list[CtaSpan]:

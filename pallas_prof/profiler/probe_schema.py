@@ -115,6 +115,9 @@ class AloneReading(_Serializable):
   shared_bytes: int              # the dynamic shared memory each CTA asked for
   cta_ns_median: float
   span_ns: float
+  # the kernel without probes, as it runs: where it differs from ctas_per_sm_beside the
+  # probes' registers changed the occupancy, and the reading beside the others with it
+  ctas_per_sm_plain: int | None = None
 
 
 @dataclasses.dataclass

@@ -142,6 +142,7 @@ def measure(target, device: int = 0, options=None, *, min_launches: int = 100,
                                ThrottleGuard.off("paired with the other variant"))
         times[name] += timing["times_s"]
     try:
+      plain_ctas = p.ctas_per_sm()
       alone = _alone(r, layout)
     except Exception as e:  # noqa: BLE001 - the reading beside the others stands without it
       alone = f"no 'alone' reading: {type(e).__name__}: {str(e)[:200]}"
@@ -150,7 +151,7 @@ def measure(target, device: int = 0, options=None, *, min_launches: int = 100,
   if not isinstance(alone, str):
     try:
       rows, beside, shared = alone
-      probe_results.add_alone(result, rows, layout, beside, shared)
+      probe_results.add_alone(result, rows, layout, beside, shared, plain_ctas)
     except probe_results.ProbeBufferError as e:
       alone = f"no 'alone' reading: {e}"
   if isinstance(alone, str):

@@ -171,6 +171,7 @@ def test_the_alone_reading_launches_one_cta_per_sm_and_reports_each_regions_slow
   assert "cuFuncSetAttribute dynamic 232448" in fake.calls
   a = result.alone
   assert a is not None and a.ctas_per_sm_alone == 1 and a.ctas_per_sm_beside == 16
+  assert a.ctas_per_sm_plain == 16 and not any(n.startswith("occupancy") for n in result.notes)
   loops = [r for r in result.regions if r.kind == "loop"]
   assert loops[1].share / loops[0].share == pytest.approx(0.5)
   assert loops[1].alone_share / loops[0].alone_share == pytest.approx(3.0)
@@ -327,3 +328,29 @@ def test_without_an_alone_reading_the_report_says_why_and_keeps_the_rest(
   loops = [r for r in result.regions if r.kind == "loop"]
   assert loops[1].share / loops[0].share == pytest.approx(0.5)
   assert result.distortion is not None and result.distortion.runtime_plain_s > 0
+
+
+def test_an_occupancy_the_probes_changed_is_said(installed, fake_driver, monkeypatch):
+  rec, target = _two_loops_target(installed)
+  gk, _ = probing.variant(target)
+  layout = gk.probe_layout
+  fake = fake_driver(None, l2_bytes=1 << 20)
+  cycles = [10, 100, 600, 300, 5, 20, 1]
+  _replay_fake(fake, gk, layout, cycles, cycles, target.name)
+  functions = []
+  get_function = fake.cuModuleGetFunction
+
+  def cuModuleGetFunction(module, name):
+    result, handle = get_function(module, name)
+    functions.append(int(handle))
+    return result, handle
+  monkeypatch.setattr(fake, "cuModuleGetFunction", cuModuleGetFunction, raising=False)
+  # the probed kernel (loaded first) holds 12 CTAs an SM, the plain one 16
+  monkeypatch.setattr(fake, "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                      lambda fn, threads, shared: (0, 1 if shared > 116 * 1024 else
+                                                   12 if int(fn) == functions[0] else 16),
+                      raising=False)
+  result = probing.measure(target, 0, min_launches=10, min_seconds=0.0)
+  assert result.alone.ctas_per_sm_beside == 12 and result.alone.ctas_per_sm_plain == 16
+  assert any(n.startswith("occupancy: the probed kernel runs 12 CTAs per SM, the kernel "
+                          "without probes 16") for n in result.notes), result.notes
