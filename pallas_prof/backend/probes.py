@@ -44,7 +44,10 @@ says how far it is from the plain kernel.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
+
+import numpy as np
 
 PARAM = "pp_probes"          # the buffer's parameter in the generated source
 HEADER_WORDS = 3             # header, globaltimer at entry, globaltimer at end
@@ -217,7 +220,6 @@ def wait_asm(slot: int, bits: int) -> str:
 
 def waited_operand(expr: str, dtype) -> tuple[str, int]:
   """(a Triton expression of the loaded value as a 32- or 64-bit integer, its bits)."""
-  import numpy as np
   dtype = np.dtype(dtype)
   if dtype == np.bool_:
     return f"{expr}.to(tl.int32)", 32
@@ -237,7 +239,6 @@ def _call(asm: str, constraints: str, args: list[str], dtype: str, pure: bool) -
 # --- emission ---------------------------------------------------------------------------------
 
 def _per_thread(value, num_warps: int) -> float:
-  import math
   return math.prod(getattr(value, "padded", ()) or (1,)) / (32 * num_warps)
 
 

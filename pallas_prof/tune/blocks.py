@@ -206,13 +206,6 @@ def same_outputs(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> str |
   return None
 
 
-def time_call(call: Callable[[], Any], repeats: int = 10, warm_up: int = 2,
-              max_seconds: float = 1.0) -> float:
-  """Median wall-clock seconds per call of call(), in batches (tune/wallclock.py)."""
-  from .wallclock import CallTimer, time_in_turns
-  return time_in_turns([CallTimer(call, warm_up)], repeats, max_seconds)[0]
-
-
 def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
          budget_s: float = 30.0, repeats: int = 10, warm_up: int = 2, name: str = "",
          key: str = "", min_gain: float = MIN_GAIN) -> Tuning:

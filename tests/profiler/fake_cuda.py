@@ -280,3 +280,45 @@ class FakeDriver:
       flat, src = view.reshape(-1), out.reshape(-1)
       k = int(round(self.write_fraction * flat.size))
       flat[:k] = src[:k]
+
+
+def script_probe_replay(fake: FakeDriver, kernel_name: str, n_params: int, words: int, fill,
+                        probed_ms: float = 1.0, plain_ms: float = 1.0) -> list[str]:
+  """Makes the stand-in run probing.measure's two kernels of `kernel_name` (the probed
+  variant is loaded first, then the plain one): each probed launch hands its probe buffer
+  (the last of the `n_params` arrays, `words` uint64) and the launch's dynamic shared
+  memory to `fill(buffer, shared)`; the events time a probed launch at `probed_ms`, a
+  plain one at `plain_ms`, the L2 flush at 0. Returns the launches' kinds in issue order
+  (probed | plain | flush)."""
+  kernels, kinds = [], []
+  get_function = fake.cuModuleGetFunction
+
+  def cuModuleGetFunction(module, name):
+    result, handle = get_function(module, name)
+    if name == kernel_name.encode():
+      kernels.append(int(handle))
+    return result, handle
+
+  def cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+    if fake.functions.get(int(fn)) != kernel_name:
+      kinds.append("flush")
+      return fake._flush(params, (gx, gy, gz), (bx, by, bz))
+    kind = "probed" if int(fn) == kernels[0] else "plain"
+    kinds.append(kind)
+    fake.launches.append(((gx, gy, gz), (bx, by, bz), shared, []))
+    if kind == "probed":
+      args = _decode(params, n_params + 2)
+      buffer = np.ctypeslib.as_array(ctypes.cast(args[n_params - 1],
+                                                 ctypes.POINTER(ctypes.c_uint64)), (words,))
+      fill(buffer, shared)
+    return (CUresult.CUDA_SUCCESS,)
+
+  def cuEventElapsedTime(start, end):
+    spans = kinds[fake.events[int(start)]:fake.events[int(end)]]
+    return CUresult.CUDA_SUCCESS, sum({"plain": plain_ms, "probed": probed_ms, "flush": 0.0}[k]
+                                      for k in spans)
+
+  fake.cuModuleGetFunction = cuModuleGetFunction
+  fake.cuLaunchKernel = cuLaunchKernel
+  fake.cuEventElapsedTime = cuEventElapsedTime
+  return kinds

@@ -290,47 +290,20 @@ def test_measure_replays_the_variant_with_its_buffer_and_times_both_alike(softma
   the distortion."""
   import types
   from pallas_prof.backend.compile import assemble_cubin
-  from .fake_cuda import CUresult, _decode
+  from .fake_cuda import script_probe_replay
   rec, gk = softmax_probed
   plain = assemble_cubin(compile_kernel(rec.generated, ("cuda", 90)))
   layout = gk.probe_layout
   fake = fake_driver(None, l2_bytes=1 << 20)
-  kernels = []                  # function handles of softmax_kernel: probed first, then plain
-  kinds = []                    # per launch, in issue order: probed | plain | flush
   zeroed_before_read = []
-  get_function = fake.cuModuleGetFunction
 
-  def cuModuleGetFunction(module, name):
-    result, handle = get_function(module, name)
-    if name == b"softmax_kernel":
-      kernels.append(int(handle))
-    return result, handle
+  def fill(buffer, shared):
+    zeroed_before_read.append(not buffer.any())
+    buffer[:] = _write(layout, [10 * (k + 1) for k in range(len(layout.regions))],
+                       sm_of=lambda p: p % 7)
 
-  def cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
-    if fake.functions.get(int(fn)) != "softmax_kernel":
-      kinds.append("flush")
-      return fake._flush(params, (gx, gy, gz), (bx, by, bz))
-    kind = "probed" if int(fn) == kernels[0] else "plain"
-    kinds.append(kind)
-    fake.launches.append(((gx, gy, gz), (bx, by, bz), shared, []))
-    if kind == "probed":
-      args = _decode(params, len(gk.params) + 2)
-      buf = np.ctypeslib.as_array(ctypes.cast(args[len(gk.params) - 1],
-                                              ctypes.POINTER(ctypes.c_uint64)), (layout.words,))
-      zeroed_before_read.append(not buf.any())
-      buf[:] = _write(layout, [10 * (k + 1) for k in range(len(layout.regions))],
-                      sm_of=lambda p: p % 7)
-    return (CUresult.CUDA_SUCCESS,)
-
-  def cuEventElapsedTime(start, end):
-    spans = kinds[fake.events[int(start)]:fake.events[int(end)]]
-    return CUresult.CUDA_SUCCESS, sum({"plain": 1.0, "probed": 1.25, "flush": 0.0}[k]
-                                      for k in spans)
-
-  import ctypes
-  fake.cuModuleGetFunction = cuModuleGetFunction
-  fake.cuLaunchKernel = cuLaunchKernel
-  fake.cuEventElapsedTime = cuEventElapsedTime
+  kinds = script_probe_replay(fake, "softmax_kernel", len(gk.params), layout.words, fill,
+                              probed_ms=1.25)
   target = types.SimpleNamespace(name="softmax_kernel", compiled=plain, aliases=(),
                                  relower=rec.relower)
   result = probing.measure(target, 0, min_launches=20, min_seconds=0.0)

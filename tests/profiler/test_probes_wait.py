@@ -1,7 +1,6 @@
 """A run of loads is a probe region of its own, ended by a probe that waits for its data;
 and the 'alone' reading: the probed variant again with one CTA per SM (CPU: sm_90 SASS
 compiled here, and the host-memory stand-in for the driver)."""
-import ctypes
 import re
 import types
 
@@ -15,6 +14,7 @@ from pallas_prof.profiler.correlate import correlate
 from pallas_prof.profiler.probe_results import text_table
 
 from .conftest import lowered_record, sds
+from .fake_cuda import script_probe_replay
 from .test_probes import _write
 
 # what the wait compares each loaded value with (backend/probes.py: _NEVER)
@@ -104,42 +104,21 @@ def test_a_load_too_big_to_wait_for_shares_its_first_uses_region(installed):
 
 # --- alone: one CTA per SM ---------------------------------------------------------------------
 
-def _replay_fake(fake, gk, layout, beside, alone, plain_name):
-  """cuLaunchKernel of the stand-in: the probed kernel writes rows whose region cycles are
-  `beside`, or `alone` when it asks for more shared memory than the kernel uses."""
-  kernels, kinds = [], []
-  get_function = fake.cuModuleGetFunction
+def _replay(fake, gk, layout, beside, alone, name):
+  """The stand-in's probed kernel writes rows whose region cycles are `beside`, or `alone`
+  when the launch asks for more than half an SM's shared memory (Replayer.isolate)."""
+  script_probe_replay(fake, name, len(gk.params), layout.words,
+                      lambda buffer, shared: buffer.__setitem__(
+                          slice(None), _write(layout, alone if shared > 116 * 1024 else beside)))
 
-  def cuModuleGetFunction(module, name):
-    result, handle = get_function(module, name)
-    if name == plain_name.encode():
-      kernels.append(int(handle))
-    return result, handle
 
-  def cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
-    if fake.functions.get(int(fn)) != plain_name:
-      kinds.append("flush")
-      return fake._flush(params, (gx, gy, gz), (bx, by, bz))
-    from .fake_cuda import CUresult, _decode
-    kind = "probed" if int(fn) == kernels[0] else "plain"
-    kinds.append(kind)
-    fake.launches.append(((gx, gy, gz), (bx, by, bz), shared, []))
-    if kind == "probed":
-      args = _decode(params, len(gk.params) + 2)
-      buf = np.ctypeslib.as_array(ctypes.cast(args[len(gk.params) - 1],
-                                              ctypes.POINTER(ctypes.c_uint64)), (layout.words,))
-      buf[:] = _write(layout, alone if shared > 116 * 1024 else beside)  # over half an SM's
-    return (CUresult.CUDA_SUCCESS,)
-
-  def cuEventElapsedTime(start, end):
-    from .fake_cuda import CUresult
-    spans = kinds[fake.events[int(start)]:fake.events[int(end)]]
-    return CUresult.CUDA_SUCCESS, sum({"plain": 1.0, "probed": 1.0, "flush": 0.0}[k]
-                                      for k in spans)
-
-  fake.cuModuleGetFunction = cuModuleGetFunction
-  fake.cuLaunchKernel = cuLaunchKernel
-  fake.cuEventElapsedTime = cuEventElapsedTime
+def _two_loops_replay(installed, fake_driver, beside, alone):
+  """The two-loop kernel's (target, probe layout, stand-in driver), its replay scripted."""
+  _, target = _two_loops_target(installed)
+  gk, _ = probing.variant(target)
+  fake = fake_driver(None, l2_bytes=1 << 20)
+  _replay(fake, gk, gk.probe_layout, beside, alone, target.name)
+  return target, gk.probe_layout, fake
 
 
 def _two_loops_target(installed):
@@ -155,16 +134,12 @@ def _two_loops_target(installed):
 
 def test_the_alone_reading_launches_one_cta_per_sm_and_reports_each_regions_slowdown(
     installed, fake_driver):
-  rec, target = _two_loops_target(installed)
-  gk, _ = probing.variant(target)
-  layout = gk.probe_layout
-  kinds = [r.kind for r in layout.regions]
-  assert kinds == ["prologue", "load", "loop", "loop", "add", "store", "epilogue"], kinds
   # beside others the first loop holds the waits (ratio 1:0.5); alone the work, 1:3
   beside = [10, 100, 600, 300, 5, 20, 1]
   alone = [10, 90, 100, 300, 5, 20, 1]
-  fake = fake_driver(None, l2_bytes=1 << 20)
-  _replay_fake(fake, gk, layout, beside, alone, target.name)
+  target, layout, fake = _two_loops_replay(installed, fake_driver, beside, alone)
+  kinds = [r.kind for r in layout.regions]
+  assert kinds == ["prologue", "load", "loop", "loop", "add", "store", "epilogue"], kinds
   result = probing.measure(target, 0, min_launches=10, min_seconds=0.0)
   # the last launch asked for all a block may have: the stand-in's opt-in less static
   assert fake.launches[-1][2] == 232448
@@ -195,12 +170,8 @@ def test_the_alone_reading_launches_one_cta_per_sm_and_reports_each_regions_slow
 
 def test_a_kernel_that_runs_one_cta_per_sm_already_gets_a_note_not_a_second_reading(
     installed, fake_driver, monkeypatch):
-  rec, target = _two_loops_target(installed)
-  gk, _ = probing.variant(target)
-  layout = gk.probe_layout
-  fake = fake_driver(None, l2_bytes=1 << 20)
   cycles = [10, 100, 100, 300, 5, 20, 1]
-  _replay_fake(fake, gk, layout, cycles, cycles, target.name)
+  target, layout, fake = _two_loops_replay(installed, fake_driver, cycles, cycles)
   monkeypatch.setattr(fake, "cuOccupancyMaxActiveBlocksPerMultiprocessor",
                       lambda fn, threads, shared: (0, 1), raising=False)
   result = probing.measure(target, 0, min_launches=10, min_seconds=0.0)
@@ -295,12 +266,8 @@ def test_the_limit_counts_the_padded_block_the_registers_hold(installed):
 @pytest.mark.parametrize("how", ["still two CTAs per SM", "the driver refuses", "a small grid"])
 def test_without_an_alone_reading_the_report_says_why_and_keeps_the_rest(
     installed, fake_driver, monkeypatch, how):
-  rec, target = _two_loops_target(installed)
-  gk, _ = probing.variant(target)
-  layout = gk.probe_layout
-  fake = fake_driver(None, l2_bytes=1 << 20)
   cycles = [10, 100, 600, 300, 5, 20, 1]
-  _replay_fake(fake, gk, layout, cycles, [1] * len(cycles), target.name)
+  target, layout, fake = _two_loops_replay(installed, fake_driver, cycles, [1] * len(cycles))
   if how == "still two CTAs per SM":
     monkeypatch.setattr(fake, "cuOccupancyMaxActiveBlocksPerMultiprocessor",
                         lambda fn, threads, shared: (0, 2 if shared > 116 * 1024 else 16),
@@ -331,12 +298,8 @@ def test_without_an_alone_reading_the_report_says_why_and_keeps_the_rest(
 
 
 def test_an_occupancy_the_probes_changed_is_said(installed, fake_driver, monkeypatch):
-  rec, target = _two_loops_target(installed)
-  gk, _ = probing.variant(target)
-  layout = gk.probe_layout
-  fake = fake_driver(None, l2_bytes=1 << 20)
   cycles = [10, 100, 600, 300, 5, 20, 1]
-  _replay_fake(fake, gk, layout, cycles, cycles, target.name)
+  target, layout, fake = _two_loops_replay(installed, fake_driver, cycles, cycles)
   functions = []
   get_function = fake.cuModuleGetFunction
 
