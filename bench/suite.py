@@ -180,7 +180,8 @@ def tuned_function(case, built, small: bool, window_s: float, on_gpu: bool):
   t0 = time.perf_counter()
   jax.block_until_ready(tuned(*built.args))
   tuning = tuned.last_tuning
-  info = {"config": tuning.best, "tuning_s": time.perf_counter() - t0,
+  info = {"config": tuning.best, "tuning_s": time.perf_counter() - t0, "tuning_clock": tuning.clock,
+          **({"tuning_clock_note": tuning.clock_note} if tuning.clock_note else {}),
           "candidates": [{"config": c.config, "median_s": c.seconds, "error": c.error}
                          for c in tuning.candidates]}
   return jitted[tuple(sorted(tuning.best.items()))], info

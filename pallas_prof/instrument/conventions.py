@@ -116,6 +116,7 @@ TUNE_BEST = "pallas.tune.best"                   # the config chosen
 TUNE_FROM_CACHE = "pallas.tune.from_cache"
 TUNE_SPEEDUP = "pallas.tune.speedup"             # default's time / best's time
 TUNE_CANDIDATES = "pallas.tune.candidates"       # how many were tried
+TUNE_CLOCK = "pallas.tune.clock"                 # what timed them: "gpu" (CUPTI), "wall", "replay"
 TUNE_CONFIG = "pallas.tune.config"               # a candidate's config, as a label
 TUNE_MEDIAN_US = "pallas.tune.median_us"         # a candidate's median time
 TUNE_COMPILE_MS = "pallas.tune.compile_ms"       # a candidate's compile (in parallel with others)

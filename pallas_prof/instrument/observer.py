@@ -267,6 +267,8 @@ class SpanObserver:
                   cv.TUNE_CANDIDATES: len(record.candidates)}
     if record.speedup is not None:
       attributes[cv.TUNE_SPEEDUP] = float(record.speedup)
+    if getattr(record, "clock", None):
+      attributes[cv.TUNE_CLOCK] = record.clock
     span = self.tracer.start_span(cv.tune(record.name), context=self._parent(),
                                   start_time=record.start_ns, attributes=attributes, links=links)
     parent = trace.set_span_in_context(span)

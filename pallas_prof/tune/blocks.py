@@ -5,8 +5,10 @@ splits), as jax-triton's and Triton's @autotune do: the first call with a new
 key runs every config, keeps those whose outputs equal the first config's (the
 default: bit for bit for integers, within the dtype's tolerance for floats,
 since a different block size may change a reduction's order), times each whole
-call (wall clock after a warm-up: batches of back-to-back calls, the configs taking
-turns, medians; tune/wallclock.py) and uses the fastest from then on. The choice is kept in memory and on disk,
+call (after a warm-up, batches of back-to-back calls, the configs taking turns,
+medians; on a GPU by the GPU's clock, CUPTI's kernel durations, else by the wall
+clock: tune/calltime.py) and uses the fastest from then on. The choice is kept in
+memory and on disk,
 keyed by the function's source, the key's shapes, dtypes and values, the device
 and the versions of JAX, Triton and pallas-prof: a new process uses it without
 timing.
@@ -32,7 +34,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-CACHE_VERSION = 1
+# 2: choices made on a GPU are timed by the GPU's clock (version 1's wall clock
+# measured jaxlib's dispatch of short kernels, which differs between configs)
+CACHE_VERSION = 2
 # a config replaces the default only when faster by more than this: timing noise
 # (a few percent between runs on the H200) must not pick a config that is no faster
 MIN_GAIN = 0.02
@@ -50,7 +54,7 @@ def keep_default_within(default, timed: list, seconds: Callable, min_gain: float
 @dataclasses.dataclass(frozen=True)
 class Candidate:
   config: dict
-  seconds: float | None          # median wall clock per call; None when not timed
+  seconds: float | None          # median seconds per call (Tuning.clock's); None when not timed
   error: str | None = None       # why it was dropped (an exception, or outputs that differ)
   start_ns: int = 0              # its run, check and timing
   end_ns: int = 0
@@ -71,6 +75,8 @@ class Tuning:
   candidates: tuple[Candidate, ...]
   tuning_seconds: float
   from_cache: bool = False
+  clock: str = "wall"            # what timed the candidates: "gpu" (CUPTI) or "wall"
+  clock_note: str | None = None  # why the wall clock, on a machine with a GPU
 
   @property
   def speedup(self) -> float | None:
@@ -81,14 +87,16 @@ class Tuning:
   def to_json(self) -> dict:
     return {"function": self.function, "key": self.key, "best": self.best,
             "default_seconds": self.default_seconds, "best_seconds": self.best_seconds,
-            "tuning_seconds": self.tuning_seconds,
+            "tuning_seconds": self.tuning_seconds, "clock": self.clock,
+            "clock_note": self.clock_note,
             "candidates": [{k: v for k, v in dataclasses.asdict(c).items()
                             if k not in ("start_ns", "end_ns")} for c in self.candidates]}
 
   @classmethod
   def from_json(cls, d: dict) -> "Tuning":
     return cls(d["function"], d["key"], d["best"], d["default_seconds"], d["best_seconds"],
-               tuple(Candidate(**c) for c in d["candidates"]), d["tuning_seconds"], True)
+               tuple(Candidate(**c) for c in d["candidates"]), d["tuning_seconds"], True,
+               d.get("clock", "wall"), d.get("clock_note"))
 
 
 # --- keys and the disk cache ---------------------------------------------------------------------
@@ -211,7 +219,7 @@ def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
          key: str = "", min_gain: float = MIN_GAIN) -> Tuning:
   """Runs every config on (args, kwargs) and returns the Tuning; configs[0] is the default,
   kept unless another is faster by more than `min_gain` (a fraction of its time)."""
-  from .wallclock import CallTimer, time_in_turns
+  from .calltime import CallTimer, pick_clock, time_in_turns
   start = time.perf_counter()
   start_ns = time.time_ns()
   candidates: list[Candidate] = []
@@ -242,6 +250,10 @@ def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
       reference = outputs
     timers[len(candidates)] = timer
     candidates.append(Candidate(dict(config), None, None, began, time.time_ns()))
+  # one clock for every candidate: the GPU's where it works on the default's call
+  clock, clock_note = pick_clock(next(iter(timers.values())).call) if timers else ("wall", None)
+  for timer in timers.values():
+    timer.clock = clock
   # every config that built and agreed, timed in turns (drift falls on all alike), within
   # what is left of the budget and about a second per config
   left = max(0.05, budget_s - (time.perf_counter() - start))
@@ -255,7 +267,9 @@ def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
   best = keep_default_within(candidates[0], [c for c in candidates if c.seconds is not None],
                              lambda c: c.seconds, min_gain)
   tuning = Tuning(name, key, best.config, candidates[0].seconds, best.seconds, tuple(candidates),
-                  time.perf_counter() - start)
+                  time.perf_counter() - start, clock=clock,
+                  clock_note=clock_note if clock_note and not clock_note.startswith("no GPU")
+                  else None)
   _notify(tuning, start_ns, time.time_ns(), configs[0])
   return tuning
 
@@ -266,7 +280,7 @@ def _notify(tuning: Tuning, start_ns: int, end_ns: int, default: dict) -> None:
   records.notify(records.TuningRecord(
       kind="blocks", name=tuning.function, start_ns=start_ns, end_ns=end_ns,
       default=config_label(default), best=config_label(tuning.best),
-      from_cache=tuning.from_cache,
+      from_cache=tuning.from_cache, clock=tuning.clock,
       candidates=tuple(records.CandidateRecord(
           config_label(c.config), c.start_ns, c.end_ns, c.seconds, c.error,
           chosen=c.config == tuning.best) for c in tuning.candidates)))

@@ -278,7 +278,7 @@ def _notify(tuning: KernelTuning) -> None:
   records.notify(records.TuningRecord(
       kind="params", name=tuning.kernel, start_ns=tuning.start_ns, end_ns=tuning.end_ns,
       default=config_label(tuning.default), best=config_label(tuning.best),
-      from_cache=tuning.from_cache, source_key=tuning.source_key,
+      from_cache=tuning.from_cache, source_key=tuning.source_key, clock="replay",
       candidates=tuple(records.CandidateRecord(
           c.label, c.start_ns, c.end_ns, c.median_s, c.error,
           chosen=c.config == tuple(tuning.best), compile_seconds=c.compile_s)

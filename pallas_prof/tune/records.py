@@ -30,6 +30,7 @@ class TuningRecord:
   from_cache: bool
   candidates: tuple[CandidateRecord, ...]
   source_key: str | None = None   # the kernel's GeneratedKernel.key (its lowering's span)
+  clock: str | None = None        # what timed the candidates: "gpu", "wall", "replay"
 
   @property
   def speedup(self) -> float | None:

@@ -167,6 +167,7 @@ def test_each_config_is_a_span_under_the_tuning(rng):
   (tuning,) = [s for s in spans if s.name == cv.tune("scale_spans")]
   assert tuning.attributes[cv.TUNE_KIND] == "blocks"
   assert tuning.attributes[cv.TUNE_DEFAULT] == "block=64"
+  assert tuning.attributes[cv.TUNE_CLOCK] == "wall"          # the CPU: no GPU clock
   children = [s for s in spans if s.parent and s.parent.span_id == tuning.context.span_id]
   assert sorted(s.name for s in children) == [cv.tune_candidate("scale_spans", "block=256"),
                                               cv.tune_candidate("scale_spans", "block=64")]
@@ -180,8 +181,8 @@ def test_a_config_within_the_noise_of_the_default_does_not_replace_it(rng, monke
   """Timing noise must not pick a config that is no faster: another config wins only
   when more than min_gain (2 %) faster than the default."""
   scripted = {64: 1.00, 128: 0.99, 256: 0.97}     # seconds per call, by block
-  from pallas_prof.tune import wallclock
-  monkeypatch.setattr(wallclock, "time_in_turns",
+  from pallas_prof.tune import calltime
+  monkeypatch.setattr(calltime, "time_in_turns",
                       lambda timers, *a, **k: [scripted[t.call.keywords["block"]] for t in timers])
   x = jnp.asarray(rng.standard_normal(300), jnp.float32)
 
