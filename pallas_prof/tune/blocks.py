@@ -34,21 +34,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .choice import MIN_GAIN, cache_path, keep_default_within, leaves, same_outputs
+
 # 2: choices made on a GPU are timed by the GPU's clock (version 1's wall clock
 # measured jaxlib's dispatch of short kernels, which differs between configs)
 CACHE_VERSION = 2
-# a config replaces the default only when faster by more than this: timing noise
-# (a few percent between runs on the H200) must not pick a config that is no faster
-MIN_GAIN = 0.02
-
-
-def keep_default_within(default, timed: list, seconds: Callable, min_gain: float):
-  """The fastest of `timed`, or `default` (if timed) unless that one beats it by more
-  than min_gain of the default's time."""
-  best = min(timed, key=seconds)
-  if default in timed and seconds(best) > seconds(default) * (1.0 - min_gain):
-    return default
-  return best
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,12 +135,6 @@ def _source_digest(fn) -> str:
   return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def cache_path(digest: str) -> str:
-  root = os.environ.get("PALLAS_PROF_CACHE_DIR") or os.path.join(
-      os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pallas-prof")
-  return os.path.join(root, "tune", f"{digest}.json")
-
-
 def _load(digest: str) -> Tuning | None:
   try:
     with open(cache_path(digest)) as f:
@@ -174,46 +158,6 @@ def _save(digest: str, tuning: Tuning, identity: dict) -> None:
 
 # --- running and comparing candidates ------------------------------------------------------------
 
-def _leaves(out) -> list[np.ndarray]:
-  import jax
-  return [np.asarray(x) for x in jax.tree_util.tree_leaves(out)]
-
-
-def _tolerance(dtype) -> tuple[float, float]:
-  """(rtol, atol) for outputs that may differ in a reduction's order: rtol of the
-  output's largest magnitude (a sum in another order moves every element by about
-  the rounding of the largest partial sums, not of the element itself)."""
-  dtype = np.dtype(dtype)
-  if dtype.kind in "iub":
-    return 0.0, 0.0
-  if dtype.itemsize <= 2:        # as JAX's own tests compare 16-bit attention outputs
-    return 2e-2, 1e-6
-  if dtype.itemsize == 4:
-    return 1e-4, 1e-12
-  return 1e-10, 1e-300
-
-
-def same_outputs(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> str | None:
-  """None when the outputs match (bit for bit for integers and booleans); else what differs."""
-  if len(got) != len(want):
-    return f"{len(got)} outputs, the default gives {len(want)}"
-  for i, (g, w) in enumerate(zip(got, want)):
-    if g.shape != w.shape or g.dtype != w.dtype:
-      return f"output {i}: {g.dtype}{list(g.shape)}, the default gives {w.dtype}{list(w.shape)}"
-    rtol, atol = _tolerance(g.dtype)
-    if rtol == 0.0:
-      bad = int(np.sum(g != w))
-    else:
-      g64, w64 = np.asarray(g, np.float64), np.asarray(w, np.float64)
-      finite = np.isfinite(w64)
-      scale = float(np.max(np.abs(w64[finite]))) if finite.any() else 0.0
-      same_nonfinite = (~finite) & ((g64 == w64) | (np.isnan(g64) & np.isnan(w64)))
-      bad = int(np.sum(~((np.abs(g64 - w64) <= atol + rtol * scale) | same_nonfinite)))
-    if bad:
-      return f"output {i}: {bad} of {g.size} elements differ from the default's"
-  return None
-
-
 def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
          budget_s: float = 30.0, repeats: int = 10, warm_up: int = 2, name: str = "",
          key: str = "", min_gain: float = MIN_GAIN) -> Tuning:
@@ -233,7 +177,7 @@ def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
       continue
     call = functools.partial(fn, *args, **kwargs, **config)
     try:
-      outputs = _leaves(call())
+      outputs = leaves(call())
       if reference is not None:
         differs = same_outputs(outputs, reference)
         if differs:

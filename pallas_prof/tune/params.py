@@ -31,7 +31,7 @@ import time
 from typing import Callable, Sequence
 
 from . import records
-from .blocks import MIN_GAIN, cache_path, keep_default_within, same_outputs
+from .choice import MIN_GAIN, cache_path, keep_default_within, same_outputs
 
 ENV = "PALLAS_PROF_AUTOTUNE"
 TUNED_ENV = "PALLAS_PROF_TUNED"          # a tuning file (`pallas-prof tune` writes one) to apply
