@@ -10,8 +10,8 @@
 #               (bench/probes/worker_start_phases.py), whether Triton has .pyc files (20 s)
 #   2. process  a process's first pallas_call by its delay after install() (0 and 1 s),
 #               ours and the built-in's, 4 fresh processes each (bench/process_first_call.py, 55 s)
-#   3. ops      each op's first call, ours vs built-in, 4 fresh processes alternating
-#               which backend goes first, medians (bench/first_call.py, 75 s)
+#   3. ops      each op's first call, ours vs built-in, $PROCESSES (4) fresh processes
+#               alternating which backend goes first, medians (bench/first_call.py, ~18 s each)
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
 FINAL=${OUT:-/tmp/first_call_gpu_out}/firstcall
 OUT=$(mktemp -d /tmp/firstcall.XXXXXX)/firstcall
@@ -41,7 +41,7 @@ timeout 55 python3 bench/process_first_call.py --delays 0,1 --processes 4 \
 echo "rc=$?"; grep -v Deprecation "$OUT/process_first_call.log" | tail -4
 
 echo "== 3. each op's first call, ours vs built-in"
-timeout 75 python3 bench/first_call.py --processes 4 --out "$OUT/first_call.json" \
+timeout $(( 20 + 18 * ${PROCESSES:-4} )) python3 bench/first_call.py --processes ${PROCESSES:-4} --out "$OUT/first_call.json" \
   > "$OUT/first_call.log" 2>&1
 echo "rc=$?"; grep -v Deprecation "$OUT/first_call.log" | tail -9
 python3 - "$OUT" <<'EOF' 2>/dev/null
