@@ -175,7 +175,7 @@ def tuned_function(case, built, small: bool, window_s: float, on_gpu: bool):
 
   # a dry run runs each config once, to run the code the GPU run will
   tuned = pallas_prof.autotune(configs, name=case.label(small), cache=False,
-                               budget_s=max(3.0, 25 * window_s) if on_gpu else 1e9,
+                               budget_s=max(6.0, 25 * window_s) if on_gpu else 1e9,
                                **({"repeats": 5} if on_gpu else {"repeats": 1, "warm_up": 0}))(run)
   t0 = time.perf_counter()
   jax.block_until_ready(tuned(*built.args))
@@ -320,6 +320,26 @@ def gpu_tag(device_kind: str) -> str:
   return m.group(1).lower() if m else re.sub(r"[^a-z0-9]+", "-", device_kind.lower()).strip("-")
 
 
+WINDOW_S = (0.03, 0.4)      # a timing window's bounds
+FIRST_GUESS_FIXED_S = 8.0   # a case's time outside its windows, until one has been measured
+
+
+def windows_of(case) -> int:
+  """How many timing windows a case spends: per column a wall-clock window, about one of
+  CUPTI and (pallas-prof's default) one of replay; the tuner's budget is 25 windows."""
+  return 9 + (25 if case.tune else 0)        # (tuned_function: max(6 s, 25 windows))
+
+
+def window_for(left: float, cases: list, fixed: list[float]) -> float:
+  """The timing window that spreads what is left of the budget over the cases left: each
+  case costs its fixed part (building, reference, first calls, compiles; the mean of the
+  cases so far) plus its windows."""
+  per_case_fixed = statistics.mean(fixed) if fixed else FIRST_GUESS_FIXED_S
+  spare = left - per_case_fixed * len(cases)
+  window = spare / max(1, sum(windows_of(c) for c in cases))
+  return min(WINDOW_S[1], max(WINDOW_S[0], window))
+
+
 def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--budget-s", type=float, default=300.0,
@@ -363,6 +383,7 @@ def main(argv=None) -> dict:
   print(f"{dev.device_kind}, jax {jax.__version__}, triton {triton.__version__}, commit {commit}, "
         f"{len(cases)} cases, budget {args.budget_s:.0f} s, seed {seed}", flush=True)
   t_cases = time.perf_counter()
+  fixed: list[float] = []            # each case's seconds outside its timing windows
   for i, case in enumerate(cases):
     left = args.budget_s - (time.perf_counter() - t_cases)
     if on_gpu and left < MIN_CASE_S:
@@ -370,11 +391,12 @@ def main(argv=None) -> dict:
                               "dtype": jnp.dtype(case.dtype).name,
                               "skipped": "the time budget was spent"})
       continue
-    # each column's timing windows (wall clock, CUPTI, replay): a share of what is left
-    window = min(0.4, max(0.03, left / (len(cases) - i) * 0.05))
+    window = window_for(left, cases[i:], fixed)
     t0 = time.perf_counter()
     result = run_case(case, args.dry_run, window, on_gpu, seed + i)
     result["case_s"] = time.perf_counter() - t0
+    result["window_s"] = window
+    fixed.append(max(0.0, result["case_s"] - window * windows_of(case)))
     record["cases"].append(result)
     print(_line(result), flush=True)
     summarize(record)

@@ -188,3 +188,20 @@ def test_a_tuner_that_kept_the_default_is_the_default_column(monkeypatch, rng):
   result = suite.run_case(case, small=True, window_s=0.0, on_gpu=False,
                           seed=int(rng.integers(2**31)))
   assert result["tuned_over_default_gpu"] == pytest.approx(1.026)
+
+
+def test_the_window_spreads_what_is_left_over_the_cases_left():
+  """Each case costs its fixed part (learned from the cases so far) plus its windows; the
+  window is what is left over their number, within bounds, so that the budget reaches the
+  last case instead of running out two thirds through."""
+  import types
+  plain, tuned = types.SimpleNamespace(tune=()), types.SimpleNamespace(tune=({"bm": 64},))
+  assert suite.windows_of(plain) == 9 and suite.windows_of(tuned) == 34
+  cases = [plain, tuned, plain]
+  # 100 s left, 10 s fixed a case: 70 s over 9 + 34 + 9 = 52 windows
+  assert suite.window_for(100.0, cases, [10.0, 10.0]) == suite.WINDOW_S[1]   # 1.35 s: capped
+  assert suite.window_for(40.0, cases, [10.0]) == pytest.approx(10.0 / 52)
+  assert suite.window_for(20.0, cases, [10.0]) == suite.WINDOW_S[0]        # over budget: shortest
+  assert suite.window_for(1e4, cases, []) == suite.WINDOW_S[1]             # plenty: longest
+  before = suite.window_for(300.0, cases * 10, [])
+  assert suite.window_for(300.0, cases * 10, [2.0]) > before                # cheaper cases: longer
