@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import emit
-from ..codegen import Value, next_pow2
+from ..codegen import Value, is_packed4, next_pow2
 from ..errors import Unsupported
 from ..refs import RefValue, ViewDim
 from .views import result_shape
@@ -27,16 +27,32 @@ def address(ctx, ref: RefValue, user_mask: Value | None = None, *, write: bool =
   access in a bounds error: "read", "write" (the default from `write`) or
   "atomic".
   """
-  offset, masks, shape, in_bounds = _address(ctx, ref, user_mask, write,
-                                             access or ("write" if write else "read"))
+  offset, mask, shape, _ = address_at_edge(ctx, ref, user_mask, write=write, access=access)
+  return offset, mask, shape
+
+
+def address_at_edge(ctx, ref: RefValue, user_mask: Value | None = None, *, write: bool = False,
+                    access: str | None = None):
+  """address()'s (offsets, mask, shape) and, for a block that may overhang the array
+  along its contiguous axis (see _splits_at_edge), (interior condition, the mask
+  without that axis's bound) for the programs whose block lies inside; else None."""
+  offset, masks, shape, in_bounds, edge = _address(ctx, ref, user_mask, write,
+                                                   access or ("write" if write else "read"))
   if in_bounds is not None:
     masks.append(in_bounds)
-  mask = None
-  if masks:
-    combined = " & ".join(masks)
-    mask = masks[0] if len(masks) == 1 else ctx.assign_once(f"{ref.name}_mask", combined,
-                                                           f"{ref.name}: {combined}")
-  return offset, mask, shape
+  mask = _combined(ctx, ref, masks, "mask")
+  if edge is None:
+    return offset, mask, shape, None
+  inner = [m for m in masks if m is not edge[1]]
+  return offset, mask, shape, (edge[0], _combined(ctx, ref, inner, "inner_mask"))
+
+
+def _combined(ctx, ref: RefValue, masks: list, hint: str) -> str | None:
+  if not masks:
+    return None
+  combined = " & ".join(str(m) for m in masks)
+  return masks[0] if len(masks) == 1 else ctx.assign_once(f"{ref.name}_{hint}", combined,
+                                                          f"{ref.name}: {combined}")
 
 
 def maskless_address(ctx, ref: RefValue, access: str, primitive: str):
@@ -45,7 +61,7 @@ def maskless_address(ctx, ref: RefValue, access: str, primitive: str):
   block) is refused. In the bounds-checked mode the lanes outside the ref are
   pointed at the ref's first element, and the caller makes them harmless
   there (atomic_cas: compare and swap a value with itself)."""
-  offset, masks, shape, in_bounds = _address(ctx, ref, None, True, access)
+  offset, masks, shape, in_bounds, _ = _address(ctx, ref, None, True, access)
   if masks:
     raise Unsupported(f"{primitive} on a view that needs masking",
                       "tl.atomic_cas takes no mask: use a view whose lanes all exist "
@@ -65,6 +81,7 @@ def _address(ctx, ref: RefValue, user_mask, write: bool, access: str):
   dt = ref.index_dtype
   strides = ref.strides
   terms, masks = [], []
+  edge = None                 # (interior condition, the mask term only the edge needs)
   checking = ctx.kernel.bounds is not None
   active, checks = [], []     # check mode: the lanes really accessed; (local index, extent)
   slice_pos = 0
@@ -121,6 +138,9 @@ def _address(ctx, ref: RefValue, user_mask, write: bool, access: str):
       checks.append((axis, *_local_index(ref, axis, index)))
     if _needs_bound_mask(ref, axis, d):
       masks.append(f"({index} < {array_size})")
+      if not checking and not gathers and _splits_at_edge(ref, axis, d):
+        edge = (ctx.assign_once(f"{ref.name}_inside{axis}", f"{d.start} + {d.size} <= {array_size}",
+                                f"{ref.name}: inside {axis}"), masks[-1])
     terms.append(_scaled(index, strides[axis]))
   # padded lanes of gathered dims hold garbage indices: mask them
   for k in range(int_rank):
@@ -137,7 +157,7 @@ def _address(ctx, ref: RefValue, user_mask, write: bool, access: str):
     masks.append(str(user_mask))
     active.append(str(user_mask))
   in_bounds = _check_access(ctx, ref, checks, active, shape, access) if checking else None
-  return offset, masks, shape, in_bounds
+  return offset, masks, shape, in_bounds, edge
 
 
 def _statically_inside(d: ViewDim) -> bool:
@@ -218,6 +238,29 @@ def _scaled(index: str, stride: int) -> str:
   if index == "0":
     return "0"
   return index if stride == 1 else f"{index} * {stride}"
+
+
+VECTOR_BYTES = 16     # the widest global load and store a thread issues (ld.global.v4.b32)
+
+
+def _splits_at_edge(ref: RefValue, axis: int, d: ViewDim) -> bool:
+  """Whether a read or write of this view is better emitted twice, for the programs
+  whose block lies inside the array (without the bound mask of `axis`) and for those
+  at its edge. The bound mask `index < extent` stops Triton's vectorisation when the
+  extent is not a multiple of a vector: Triton cannot prove the mask constant over 16
+  bytes, so every element becomes a load of its own (a 2-byte load for bf16; on the
+  H200 a 41943047-element bf16 add ran at a third of the copy bandwidth). Only where
+  the inside branch can vectorise: the axis is the contiguous one and the block a
+  whole number of vectors, every other axis's stride a multiple of one."""
+  item = np.dtype(ref.dtype).itemsize if not is_packed4(ref.dtype) else 0
+  if not item or d.kind != "slice" or d.stride != 1 or axis != len(ref.dims) - 1:
+    return False
+  if ref.strides[axis] != 1 or not ref.ragged[axis] or d.static_offset != 0 or d.size != d.extent:
+    return False
+  if (ref.array_shape[axis] * item) % VECTOR_BYTES == 0 or (d.size * item) % VECTOR_BYTES:
+    return False
+  return all((ref.strides[a] * item) % VECTOR_BYTES == 0 or ref.array_shape[a] == 1
+             for a in range(len(ref.dims) - 1))
 
 
 def _needs_bound_mask(ref: RefValue, axis: int, d: ViewDim) -> bool:

@@ -15,7 +15,7 @@ from .. import compat, emit, tma
 from ..codegen import is_packed4, Value, is_bool, is_float, next_pow2
 from ..errors import Unsupported
 from ..refs import RefValue
-from .addressing import (address, check_value, load_expr, maskless_address, other_value, pointer,
+from .addressing import (address, address_at_edge, check_value, load_expr, maskless_address, other_value, pointer,
                          store_stmt)
 from .table import register, register_deferred
 from .views import apply_transforms, result_shape
@@ -77,14 +77,24 @@ def _emit_read(ctx, ref: RefValue, mask=None, other=None, **load_options) -> Val
     loaded = _tma_read(ctx, ref, mask, other, load_options)
     if loaded is not None:
       return loaded
-  offset, full_mask, shape = address(ctx, ref, mask)
+  offset, full_mask, shape, edge = address_at_edge(ctx, ref, mask)
   ctx.record(bytes_read=_moved_bytes(shape, ref.dtype))
   if is_packed4(ref.dtype):
     return _read_packed4(ctx, ref, offset, full_mask, shape, other, load_options)
-  expr = load_expr(ref, offset, full_mask, other_value(ctx, ref, other) if full_mask else None,
-                    shape, **load_options)
-  return ctx.value(f"{ref.label}_val" if not ref.label.endswith("_ref") else
-                   ref.label[:-4], expr, ref.dtype, shape)
+  hint = f"{ref.label}_val" if not ref.label.endswith("_ref") else ref.label[:-4]
+  fill = other_value(ctx, ref, other) if full_mask else None
+  expr = load_expr(ref, offset, full_mask, fill, shape, **load_options)
+  if edge is None:
+    return ctx.value(hint, expr, ref.dtype, shape)
+  # the programs whose block lies inside load whole vectors (addressing._splits_at_edge)
+  inside, inner_mask = edge
+  name = ctx.b.fresh(hint)
+  with ctx.b.block(f"if {inside}:"):
+    ctx.b.emit(f"{name} = " + load_expr(ref, offset, inner_mask, fill if inner_mask else None,
+                                       shape, **load_options))
+  with ctx.b.block("else:"):
+    ctx.b.emit(f"{name} = {expr}")
+  return Value(name, np.dtype(ref.dtype), tuple(shape))
 
 
 def _tma_read(ctx, ref: RefValue, mask, other, load_options) -> Value | None:
@@ -116,13 +126,20 @@ def _tma_write(ctx, ref: RefValue, value: Value, mask, eviction_policy) -> bool:
 def _write(ctx, ref: RefValue, value: Value, mask=None, eviction_policy=None) -> None:
   if ctx.kernel.tma is not None and _tma_write(ctx, ref, value, mask, eviction_policy):
     return
-  offset, full_mask, shape = address(ctx, ref, mask, write=True)
+  offset, full_mask, shape, edge = address_at_edge(ctx, ref, mask, write=True)
   ctx.record(bytes_written=_moved_bytes(shape, ref.dtype))
   value = check_value(ctx, ref, value, shape)
   if is_packed4(ref.dtype):
     _write_packed4(ctx, ref, offset, full_mask, shape, value, eviction_policy)
     return
-  ctx.b.emit(store_stmt(ref, offset, value, full_mask, eviction_policy))
+  if edge is None:
+    ctx.b.emit(store_stmt(ref, offset, value, full_mask, eviction_policy))
+    return
+  inside, inner_mask = edge           # as in _emit_read
+  with ctx.b.block(f"if {inside}:"):
+    ctx.b.emit(store_stmt(ref, offset, value, inner_mask, eviction_policy))
+  with ctx.b.block("else:"):
+    ctx.b.emit(store_stmt(ref, offset, value, full_mask, eviction_policy))
 
 
 # --- int4 / uint4: two elements per byte ------------------------------------------
