@@ -214,20 +214,30 @@ def run_column(column: str, built, reference, window_s: float, on_gpu: bool,
       entry["kernels"] = [r.label for r in records]
       if not records:
         raise RuntimeError("pallas-prof lowered no kernel: the call did not reach pallas-prof")
+    # where the case's time goes, phase by phase (a run must fit the device's 600 s)
+    spent = entry.setdefault("spent_s", {})
+    t0 = time.perf_counter()
     entry.update(check(fn, built.args, reference, built.tol))
+    spent["check"] = time.perf_counter() - t0
     # a dry run times one call, to run the code the GPU run will
+    t0 = time.perf_counter()
     entry.update(wall_per_call(fn, built.args, window_s, *((5, 2) if on_gpu else (1, 0))))
+    spent["wall_clock"] = time.perf_counter() - t0
     if on_gpu:
       calls = max(5, min(200, int(window_s / max(entry["wall_s"], 1e-6))))
+      t0 = time.perf_counter()
       try:
         entry.update(gpu_per_call(fn, built.args, calls))
       except Exception as e:  # noqa: BLE001 - reported; the wall-clock figures stand
         entry["gpu_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+      spent["cupti"] = time.perf_counter() - t0
       if records:
+        t0 = time.perf_counter()
         try:
           entry.update(replay_ours(records, window_s / max(1, len(records))))
         except Exception as e:  # noqa: BLE001 - reported; the other figures stand
           entry["replay_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        spent["replay"] = time.perf_counter() - t0
     return entry
   except Exception as e:  # noqa: BLE001 - reported in the record, the run goes on
     return {"error": f"{type(e).__name__}: {str(e)[:500]}"}
@@ -239,15 +249,20 @@ def run_case(case, small: bool, window_s: float, on_gpu: bool, seed: int) -> dic
   result = {"name": case.label(small), "op": case.op, "shape": list(case.small_shape if small else case.shape),
             "dtype": jnp.dtype(case.dtype).name}
   try:
+    t0 = time.perf_counter()
     built = case.make(jax.random.PRNGKey(seed), small)
     with jax.default_matmul_precision("float32"):     # the truth: no TF32 in the reference
       reference = _leaves(jax.block_until_ready(jax.jit(built.reference)(*built.args)))
+    result["reference_s"] = time.perf_counter() - t0
   except Exception as e:  # noqa: BLE001
     result["error"] = f"building the case: {type(e).__name__}: {str(e)[:500]}"
     return result
   result.update(bytes=built.bytes, flops=built.flops, seed=seed)
-  result["columns"] = {c: run_column(c, built, reference, window_s, on_gpu, case, small)
-                       for c in COLUMNS}
+  result["columns"] = {}
+  for c in COLUMNS:
+    t0 = time.perf_counter()
+    result["columns"][c] = run_column(c, built, reference, window_s, on_gpu, case, small)
+    result["columns"][c]["column_s"] = time.perf_counter() - t0
   del built
   cols = result["columns"]
   if (cols["ours_tuned"].get("config") == {} and "error" not in cols["ours_tuned"]
