@@ -173,10 +173,12 @@ def tuned_function(case, built, small: bool, window_s: float, on_gpu: bool):
       jitted[key] = jax.jit(built.variant(config))
     return jitted[key](*args)
 
-  # a dry run runs each config once, to run the code the GPU run will
+  # a dry run runs each config once, to run the code the GPU run will; on a GPU three rounds
+  # (the tuner's least): CUPTI's kernel durations carry no host noise, and each batch is a
+  # capture of its own (fe6e174: tuning 2-9 s a case)
   tuned = pallas_prof.autotune(configs, name=case.label(small), cache=False,
                                budget_s=max(6.0, 25 * window_s) if on_gpu else 1e9,
-                               **({"repeats": 5} if on_gpu else {"repeats": 1, "warm_up": 0}))(run)
+                               **({"repeats": 3} if on_gpu else {"repeats": 1, "warm_up": 0}))(run)
   t0 = time.perf_counter()
   jax.block_until_ready(tuned(*built.args))
   tuning = tuned.last_tuning
