@@ -161,8 +161,11 @@ def main(argv=None) -> int:
   runs = []
   for i in range(args.processes):
     first = "builtin" if i % 2 else "pallas_prof"
+    # a cache of its own per process, as first_call.py does: a kernel compiled by an
+    # earlier process (or run) must not make this one's "first call" a disk hit
+    env = {**os.environ, "PALLAS_PROF_CACHE_DIR": tempfile.mkdtemp(prefix="fcparts-cache-")}
     p = subprocess.run([sys.executable, __file__, "--ops", args.ops, "--child", first],
-                       capture_output=True, text=True, cwd=ROOT)
+                       capture_output=True, text=True, cwd=ROOT, env=env)
     if p.returncode:
       print(p.stderr[-3000:], file=sys.stderr)
       return 1

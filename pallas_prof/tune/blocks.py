@@ -163,7 +163,7 @@ def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
          key: str = "", min_gain: float = MIN_GAIN) -> Tuning:
   """Runs every config on (args, kwargs) and returns the Tuning; configs[0] is the default,
   kept unless another is faster by more than `min_gain` (a fraction of its time)."""
-  from .calltime import CallTimer, pick_clock, time_in_turns
+  from .calltime import CallTimer, ClockError, pick_clock, time_in_turns
   start = time.perf_counter()
   start_ns = time.time_ns()
   candidates: list[Candidate] = []
@@ -201,7 +201,13 @@ def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
   # every config that built and agreed, timed in turns (drift falls on all alike), within
   # what is left of the budget and about a second per config
   left = max(0.05, budget_s - (time.perf_counter() - start))
-  medians = time_in_turns(list(timers.values()), repeats, min(float(len(timers)), left))
+  try:
+    medians = time_in_turns(list(timers.values()), repeats, min(float(len(timers)), left))
+  except ClockError as e:       # the GPU's clock failed part way: all again by the wall clock
+    clock, clock_note = "wall", f"the GPU's clock failed while timing ({str(e)[:200]})"
+    for timer in timers.values():
+      timer.clock, timer.samples, timer.error = "wall", [], None
+    medians = time_in_turns(list(timers.values()), repeats, min(float(len(timers)), left))
   for (index, timer), seconds in zip(timers.items(), medians):
     candidates[index] = dataclasses.replace(candidates[index], seconds=seconds,
                                             error=timer.error, end_ns=timer.end_ns)
@@ -296,7 +302,9 @@ def autotune(configs: Sequence[dict], key: Sequence[str] = (), *, budget_s: floa
           return fn(*args, **kwargs, **configs[0])
         tuning = tune(fn, configs, args, kwargs, budget_s=budget_s, repeats=repeats,
                       warm_up=warm_up, name=name or fn.__qualname__, key=k, min_gain=min_gain)
-        if cache:
+        if cache and not (tuning.clock == "wall" and tuning.clock_note):
+          # a GPU's choice timed by the wall clock (CUPTI was taken) is not kept on disk:
+          # the next process times it by the GPU's clock
           _save(digest, tuning, identity)
       chosen[k] = tuning
       wrapper.last_tuning = tuning

@@ -16,11 +16,13 @@ Two clocks:
   - "wall": seconds per call of a batch (the GPU runs one call while the host
     dispatches the next, as in triton.testing.do_bench). Used without a GPU, and where
     CUPTI is taken (a jax.profiler trace, Nsight) or Proton fails: `pick_clock` says why.
-One tuning uses one clock for every candidate.
+One tuning uses one clock for every candidate: where the GPU's fails part way (another
+tool takes CUPTI), every candidate is timed again by the wall clock.
 """
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from typing import Any, Callable, Sequence
 
@@ -28,19 +30,36 @@ BATCH_S = 2e-3        # a batch lasts about this long (one call, if a call is lo
 MAX_BATCH = 64        # calls in a batch at most
 
 
+class ClockError(RuntimeError):
+  """The GPU's clock failed (CUPTI taken, Proton failing, nothing recorded), not the call."""
+
+
 def gpu_seconds_per_call(call: Callable[[], Any], calls: int) -> float:
-  """GPU seconds per call: CUPTI's kernel durations over `calls` back-to-back calls."""
+  """GPU seconds per call: CUPTI's kernel durations over `calls` back-to-back calls.
+  Raises ClockError when the capture fails; what the call raises passes through."""
   import jax
 
   from ..profiler import insitu
-  with insitu.capture(devices=1) as cap:
+  cap = insitu.capture(devices=1)
+  try:
+    cap.__enter__()
+  except Exception as e:  # noqa: BLE001 - any failure to start is the clock's
+    raise ClockError(f"{type(e).__name__}: {e}") from e
+  try:
     out = None
     for _ in range(calls):
       out = call()
     jax.block_until_ready(out)
+  except BaseException:
+    cap.__exit__(*sys.exc_info())
+    raise
+  try:
+    cap.__exit__(None, None, None)
+  except Exception as e:  # noqa: BLE001
+    raise ClockError(f"{type(e).__name__}: {e}") from e
   kernels = cap.result.kernels
   if not kernels:
-    raise RuntimeError("; ".join(cap.result.notes) or "CUPTI recorded no kernel")
+    raise ClockError("; ".join(cap.result.notes) or "CUPTI recorded no kernel")
   return sum(k.total_ns for k in kernels.values()) / 1e9 / calls
 
 
@@ -98,7 +117,8 @@ def time_in_turns(timers: Sequence[CallTimer], repeats: int,
                   max_seconds: float) -> list[float | None]:
   """Median seconds per call of each timer: rounds in which each takes one batch, until
   `repeats` rounds or `max_seconds` (at least 3 rounds). A timer whose batch raises is
-  dropped (None; its `error` says why) and the others go on."""
+  dropped (None; its `error` says why) and the others go on; a ClockError is the clock's,
+  not the config's, and ends the timing (the caller changes clocks)."""
   start = time.perf_counter()
   rounds = 0
   running = list(timers)
@@ -107,6 +127,8 @@ def time_in_turns(timers: Sequence[CallTimer], repeats: int,
     for timer in list(running):
       try:
         timer.sample()
+      except ClockError:
+        raise
       except Exception as e:  # noqa: BLE001 - one config's failure is its own
         timer.error = f"{type(e).__name__} while timing: {str(e)[:300]}"
         running.remove(timer)

@@ -196,11 +196,11 @@ def test_the_window_spreads_what_is_left_over_the_cases_left():
   last case instead of running out two thirds through."""
   import types
   plain, tuned = types.SimpleNamespace(tune=()), types.SimpleNamespace(tune=({"bm": 64},))
-  assert suite.windows_of(plain) == 9 and suite.windows_of(tuned) == 34
+  assert suite.windows_of(plain) == 7 and suite.windows_of(tuned) == 34
   cases = [plain, tuned, plain]
-  # 100 s left, 10 s fixed a case: 70 s over 9 + 34 + 9 = 52 windows
+  # 100 s left, 10 s fixed a case: 70 s over 7 + 34 + 7 = 48 windows
   assert suite.window_for(100.0, cases, [10.0, 10.0]) == suite.WINDOW_S[1]   # 1.35 s: capped
-  assert suite.window_for(40.0, cases, [10.0]) == pytest.approx(10.0 / 52)
+  assert suite.window_for(40.0, cases, [10.0]) == pytest.approx(10.0 / 48)
   assert suite.window_for(20.0, cases, [10.0]) == suite.WINDOW_S[0]        # over budget: shortest
   assert suite.window_for(1e4, cases, []) == suite.WINDOW_S[1]             # plenty: longest
   before = suite.window_for(300.0, cases * 10, [])

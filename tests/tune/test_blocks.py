@@ -167,7 +167,7 @@ def test_each_config_is_a_span_under_the_tuning(rng):
   (tuning,) = [s for s in spans if s.name == cv.tune("scale_spans")]
   assert tuning.attributes[cv.TUNE_KIND] == "blocks"
   assert tuning.attributes[cv.TUNE_DEFAULT] == "block=64"
-  assert tuning.attributes[cv.TUNE_CLOCK] == "wall"          # the CPU: no GPU clock
+  assert tuning.attributes[cv.TUNE_CLOCK] == ("gpu" if jax.default_backend() == "gpu" else "wall")
   children = [s for s in spans if s.parent and s.parent.span_id == tuning.context.span_id]
   assert sorted(s.name for s in children) == [cv.tune_candidate("scale_spans", "block=256"),
                                               cv.tune_candidate("scale_spans", "block=64")]

@@ -181,3 +181,75 @@ def test_on_a_gpu_the_gpus_clock_decides_not_the_hosts_dispatch(monkeypatch):
   assert t.clock == "wall" and "MULTIPLE_SUBSCRIBERS" in t.clock_note
   assert t.best == {"which": "16 warps"}            # the wall clock sees the dispatch
   assert blocks.Tuning.from_json(t.to_json()).clock == "wall"
+
+
+def _scripted_gpu(monkeypatch, scripted, fail_after=None):
+  """The GPU's clock, scripted: each config's GPU seconds; from the `fail_after`-th batch
+  on, the clock fails (another tool took CUPTI)."""
+  import jax
+  batches = []
+
+  def gpu(call, n):
+    batches.append(call)
+    if fail_after is not None and len(batches) > fail_after:
+      raise calltime.ClockError("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED")
+    for _ in range(n):
+      call()
+    return scripted[call.keywords.get("which", "default")][1]
+
+  monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+  monkeypatch.setattr(calltime, "gpu_seconds_per_call", gpu)
+  return batches
+
+
+def _host_busy(scripted):
+  def fn(which="default"):
+    end = time.perf_counter() + scripted[which][0]
+    while time.perf_counter() < end:
+      pass
+    return np.full(3, 1.0, np.float32)
+  return fn
+
+
+def test_a_clock_that_fails_part_way_times_every_config_again_by_the_wall_clock(monkeypatch):
+  """Not the default config's failure (which would end the tuning) nor a dropped config."""
+  from pallas_prof.tune import blocks
+  scripted = {"default": (4e-3, 1.0e-5), "16 warps": (1e-4, 1.4e-5)}
+  _scripted_gpu(monkeypatch, scripted, fail_after=3)      # pick_clock's batch, then two
+  t = blocks.tune(_host_busy(scripted), [{}, {"which": "16 warps"}], (), {}, repeats=3,
+                  warm_up=1, name="softmax")
+  assert t.clock == "wall" and "failed while timing" in t.clock_note
+  assert all(c.seconds is not None and c.error is None for c in t.candidates)
+  assert t.best == {"which": "16 warps"}          # by the wall clock, as every config was timed
+
+
+def test_a_config_that_raises_under_the_gpu_clock_is_dropped_and_the_clock_stays(monkeypatch):
+  from pallas_prof.tune import blocks
+  scripted = {"default": (1e-4, 1.0e-5), "bad": (1e-4, 0.5e-5)}
+  _scripted_gpu(monkeypatch, scripted)
+  state = {"calls": 0}
+
+  def fn(which="default"):
+    if which == "bad":
+      state["calls"] += 1
+      if state["calls"] > 4:                         # builds and warms up, then fails
+        raise RuntimeError("an illegal memory access was encountered")
+    return np.full(3, 1.0, np.float32)
+
+  t = blocks.tune(fn, [{}, {"which": "bad"}], (), {}, repeats=3, warm_up=1, name="k")
+  assert t.clock == "gpu"
+  assert t.best == {} and "illegal memory access" in t.candidates[1].error
+
+
+def test_a_wall_clock_choice_on_a_gpu_machine_is_not_kept_on_disk(monkeypatch, tmp_path):
+  import pallas_prof
+  monkeypatch.setenv("PALLAS_PROF_CACHE_DIR", str(tmp_path))
+  scripted = {"default": (1e-4, 1.0e-5), "other": (1e-4, 2.0e-5)}
+  _scripted_gpu(monkeypatch, scripted, fail_after=0)        # CUPTI taken from the start
+  fn = _host_busy(scripted)
+  pallas_prof.autotune([{}, {"which": "other"}], name="walled")(fn)()
+  assert not list(tmp_path.rglob("*.json"))
+  _scripted_gpu(monkeypatch, scripted)                       # CUPTI free again
+  tuned = pallas_prof.autotune([{}, {"which": "other"}], name="walled")(fn)
+  tuned()
+  assert tuned.last_tuning.clock == "gpu" and len(list(tmp_path.rglob("*.json"))) == 1
