@@ -338,9 +338,9 @@ def gpu_tag(device_kind: str) -> str:
 
 
 def warm_gpu(seconds: float = 2.0) -> float:
-  """Keeps the GPU busy for `seconds` before the first case: an idle GPU starts at a low
-  clock (345 MHz on the H200 at the start of every call), and the first case's first
-  column would be timed while it climbs. Returns the seconds spent."""
+  """Keeps the GPU busy for `seconds` before the first case: an idle GPU sits at a low
+  clock, and the first case's first column would be timed while it climbs. Returns the
+  seconds spent."""
   start = time.perf_counter()
   a = jnp.ones((4096, 4096), jnp.bfloat16)
   step = jax.jit(lambda x: (x @ x) * jnp.bfloat16(1e-3))

@@ -248,10 +248,10 @@ def _splits_at_edge(ref: RefValue, axis: int, d: ViewDim) -> bool:
   whose block lies inside the array (without the bound mask of `axis`) and for those
   at its edge. The bound mask `index < extent` stops Triton's vectorisation when the
   extent is not a multiple of a vector: Triton cannot prove the mask constant over 16
-  bytes, so every element becomes a load of its own (a 2-byte load for bf16; on the
-  H200 a 41943047-element bf16 add ran at a third of the copy bandwidth). Only where
-  the inside branch can vectorise: the axis is the contiguous one and the block a
-  whole number of vectors, every other axis's stride a multiple of one."""
+  bytes, so every element becomes a load of its own (a 2-byte load for bf16), and a
+  memory-bound kernel runs at a fraction of the bandwidth. Only where the inside branch
+  can vectorise: the axis is the contiguous one and the block a whole number of
+  vectors, every other axis's stride a multiple of one (in practice 1-D arrays)."""
   item = np.dtype(ref.dtype).itemsize if not is_packed4(ref.dtype) else 0
   if not item or d.kind != "slice" or d.stride != 1 or axis != len(ref.dims) - 1:
     return False
