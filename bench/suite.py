@@ -116,15 +116,9 @@ def gpu_per_call(fn, args, calls: int) -> dict:
   """GPU seconds per call: the durations CUPTI records for every kernel the calls
   launch (pallas-prof's in-situ capture through Triton's Proton), summed, over
   the number of calls: a mean, without the host's gaps between launches."""
-  from pallas_prof.profiler import insitu
+  from pallas_prof.tune.calltime import gpu_kernels     # the tuner's GPU clock
   jax.block_until_ready(fn(*args))
-  with insitu.capture(devices=1) as cap:
-    for _ in range(calls):
-      out = fn(*args)
-    jax.block_until_ready(out)
-  kernels = cap.result.kernels
-  if not kernels:
-    raise RuntimeError("; ".join(cap.result.notes) or "CUPTI recorded no kernel")
+  kernels = gpu_kernels(lambda: fn(*args), calls)
   total_ns = sum(k.total_ns for k in kernels.values())
   return {"gpu_s": total_ns / 1e9 / calls, "gpu_calls": calls,
           "gpu_kernels": {name: k.launches for name, k in kernels.items()}}

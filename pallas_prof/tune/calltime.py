@@ -9,10 +9,10 @@ Two clocks:
     batch launched (Triton's Proton, through profiler/insitu.py), summed, per call:
     the time the call's kernels take on the GPU, XLA's ones between them included,
     without the host's gaps. The wall clock cannot tell that apart from the host's
-    dispatch, and for a short kernel the dispatch is the longer part and not the same
-    for every config: jaxlib's custom call copies and hashes the kernel's whole PTX at
-    every launch, and a config with more warps unrolls less and has a smaller PTX. By
-    the wall clock such a config wins while its kernel is slower.
+    dispatch, and for a short kernel the dispatch can be the longer part and differ
+    between configs (jaxlib's custom call copies and hashes the kernel's whole PTX at
+    every launch, and the PTX's size depends on the config): by the wall clock a config
+    whose kernel is slower can win (bench/results/README.md, the suite at 999b43d).
   - "wall": seconds per call of a batch (the GPU runs one call while the host
     dispatches the next, as in triton.testing.do_bench). Used without a GPU, and where
     CUPTI is taken (a jax.profiler trace, Nsight) or Proton fails: `pick_clock` says why.
@@ -37,6 +37,14 @@ class ClockError(RuntimeError):
 def gpu_seconds_per_call(call: Callable[[], Any], calls: int) -> float:
   """GPU seconds per call: CUPTI's kernel durations over `calls` back-to-back calls.
   Raises ClockError when the capture fails; what the call raises passes through."""
+  kernels = gpu_kernels(call, calls)
+  return sum(k.total_ns for k in kernels.values()) / 1e9 / calls
+
+
+def gpu_kernels(call: Callable[[], Any], calls: int) -> dict:
+  """Kernel name -> insitu.KernelTimes of every kernel `calls` back-to-back calls launched,
+  as CUPTI recorded them. Raises ClockError when the capture fails or records nothing;
+  what the call raises passes through."""
   import jax
 
   from ..profiler import insitu
@@ -57,10 +65,9 @@ def gpu_seconds_per_call(call: Callable[[], Any], calls: int) -> float:
     cap.__exit__(None, None, None)
   except Exception as e:  # noqa: BLE001
     raise ClockError(f"{type(e).__name__}: {e}") from e
-  kernels = cap.result.kernels
-  if not kernels:
+  if not cap.result.kernels:
     raise ClockError("; ".join(cap.result.notes) or "CUPTI recorded no kernel")
-  return sum(k.total_ns for k in kernels.values()) / 1e9 / calls
+  return cap.result.kernels
 
 
 def pick_clock(call: Callable[[], Any]) -> tuple[str, str | None]:

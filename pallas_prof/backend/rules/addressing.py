@@ -139,8 +139,8 @@ def _address(ctx, ref: RefValue, user_mask, write: bool, access: str):
     if _needs_bound_mask(ref, axis, d):
       masks.append(f"({index} < {array_size})")
       if not checking and not gathers and _splits_at_edge(ref, axis, d):
-        edge = (ctx.assign_once(f"{ref.name}_inside{axis}", f"{d.start} + {d.size} <= {array_size}",
-                                f"{ref.name}: inside {axis}"), masks[-1])
+        edge = (ctx.assign_once(f"{ref.name}_inside{axis}", f"{d.start} + {d.size} <= {array_size}"),
+                masks[-1])
     terms.append(_scaled(index, strides[axis]))
   # padded lanes of gathered dims hold garbage indices: mask them
   for k in range(int_rank):
