@@ -149,7 +149,7 @@ def fresh_process() -> dict:
 
 
 def warm_worker(reqs: dict, repeats: int) -> dict:
-  from pallas_prof.backend import warmup
+  from pallas_prof.backend import compile_worker, warmup
   warmup.warm_up(90)
   out = {}
   for op, request in reqs.items():

@@ -17,8 +17,9 @@ H200's L2 at full size; every column's output checked against a float32
 reference on the same inputs, after a run on NaN inputs whose output memory XLA
 then reuses (an element the kernel never writes keeps the poison); then timed
 after warm-up: wall clock per jitted call (median of batches) and GPU time per
-call (CUPTI: every kernel the call launches, summed); pallas-prof's own kernels
-also by its replay runner (`pallas_prof.profile`, cold L2, median). A time budget
+call (CUPTI: every kernel the call launches, summed); with --replay, pallas-prof's
+own kernels also by its replay runner (`pallas_prof.profile`, cold L2, median, on
+its own random inputs). A time budget
 sizes the timing windows so that the whole run fits one device call; a case the
 budget cannot reach is recorded as skipped. The record goes to
 `<out-dir>/suite_<gpu>_<commit>.json` after every case (a run cut short keeps
@@ -51,6 +52,10 @@ from bench import save_record  # noqa: E402
 from bench.suite_cases import CASES, ordered  # noqa: E402
 
 COLUMNS = ("ours_default", "ours_tuned", "builtin", "xla")
+# The float32 reference is compiled without XLA's autotuning: it is computed once, and
+# XLA's tuning of its float32 dots was most of a case's time outside the timing
+# (6fa01a5 on the H200: 5-15 s of a matmul or attention case). The XLA column keeps it.
+REFERENCE_COMPILE_OPTIONS = {"xla_gpu_autotune_level": 0}
 MIN_CASE_S = 4.0          # a case needs at least this much budget left to start
 
 
@@ -184,7 +189,7 @@ def tuned_function(case, built, small: bool, window_s: float, on_gpu: bool):
 
 
 def run_column(column: str, built, reference, window_s: float, on_gpu: bool,
-               case=None, small: bool = False) -> dict:
+               case=None, small: bool = False, replay: bool = False) -> dict:
   from pallas_prof.backend import registry
   if column == "ours_tuned" and not case.tune:
     return {"same_as_default": "one config (the op's parameters are not tuned here): "
@@ -227,7 +232,7 @@ def run_column(column: str, built, reference, window_s: float, on_gpu: bool,
       except Exception as e:  # noqa: BLE001 - reported; the wall-clock figures stand
         entry["gpu_error"] = f"{type(e).__name__}: {str(e)[:300]}"
       spent["cupti"] = time.perf_counter() - t0
-      if records:
+      if records and replay:
         t0 = time.perf_counter()
         try:
           entry.update(replay_ours(records, window_s / max(1, len(records))))
@@ -241,14 +246,22 @@ def run_column(column: str, built, reference, window_s: float, on_gpu: bool,
     use_backend("pallas_prof")
 
 
-def run_case(case, small: bool, window_s: float, on_gpu: bool, seed: int) -> dict:
+def reference_outputs(built, on_gpu: bool) -> list:
+  """The case's float32 reference (no TF32), on the case's inputs."""
+  with jax.default_matmul_precision("float32"):     # the truth: no TF32 in the reference
+    lowered = jax.jit(built.reference).lower(*built.args)
+    compiled = lowered.compile(REFERENCE_COMPILE_OPTIONS if on_gpu else None)
+  return _leaves(jax.block_until_ready(compiled(*built.args)))
+
+
+def run_case(case, small: bool, window_s: float, on_gpu: bool, seed: int,
+             replay: bool = False) -> dict:
   result = {"name": case.label(small), "op": case.op, "shape": list(case.small_shape if small else case.shape),
             "dtype": jnp.dtype(case.dtype).name}
   try:
     t0 = time.perf_counter()
     built = case.make(jax.random.PRNGKey(seed), small)
-    with jax.default_matmul_precision("float32"):     # the truth: no TF32 in the reference
-      reference = _leaves(jax.block_until_ready(jax.jit(built.reference)(*built.args)))
+    reference = reference_outputs(built, on_gpu)
     result["reference_s"] = time.perf_counter() - t0
   except Exception as e:  # noqa: BLE001
     result["error"] = f"building the case: {type(e).__name__}: {str(e)[:500]}"
@@ -257,7 +270,7 @@ def run_case(case, small: bool, window_s: float, on_gpu: bool, seed: int) -> dic
   result["columns"] = {}
   for c in COLUMNS:
     t0 = time.perf_counter()
-    result["columns"][c] = run_column(c, built, reference, window_s, on_gpu, case, small)
+    result["columns"][c] = run_column(c, built, reference, window_s, on_gpu, case, small, replay)
     result["columns"][c]["column_s"] = time.perf_counter() - t0
   del built
   cols = result["columns"]
@@ -348,20 +361,20 @@ WINDOW_S = (0.03, 0.4)      # a timing window's bounds
 FIRST_GUESS_FIXED_S = 8.0   # a case's time outside its windows, until one has been measured
 
 
-def windows_of(case) -> int:
+def windows_of(case, replay: bool = False) -> int:
   """How many timing windows a case spends: per column timed a wall-clock window and about
-  one of CUPTI (three columns, four with a tuned one), pallas-prof's default one of replay;
-  the tuner's budget is 25 windows (tuned_function: at least 6 s)."""
-  return 7 + (2 + 25 if case.tune else 0)
+  one of CUPTI (three columns, four with a tuned one), with --replay pallas-prof's default
+  one of replay; the tuner's budget is 25 windows (tuned_function: at least 6 s)."""
+  return 6 + int(replay) + (2 + 25 if case.tune else 0)
 
 
-def window_for(left: float, cases: list, fixed: list[float]) -> float:
+def window_for(left: float, cases: list, fixed: list[float], replay: bool = False) -> float:
   """The timing window that spreads what is left of the budget over the cases left: each
   case costs its fixed part (building, reference, first calls, compiles; the mean of the
   cases so far) plus its windows."""
   per_case_fixed = statistics.mean(fixed) if fixed else FIRST_GUESS_FIXED_S
   spare = left - per_case_fixed * len(cases)
-  window = spare / max(1, sum(windows_of(c) for c in cases))
+  window = spare / max(1, sum(windows_of(c, replay) for c in cases))
   return min(WINDOW_S[1], max(WINDOW_S[0], window))
 
 
@@ -380,6 +393,9 @@ def main(argv=None) -> dict:
   parser.add_argument("--out", help="the record's path (default: <out-dir>/suite_<gpu>_<commit>.json)")
   parser.add_argument("--commit", help="the commit measured (default: git rev-parse of this tree)")
   parser.add_argument("--seed", type=int, default=None)
+  parser.add_argument("--replay", action="store_true",
+                      help="also time pallas-prof's kernels by its replay runner (on its own "
+                           "random inputs; about 4 s a kernel on the H200)")
   args = parser.parse_args(argv)
   started = time.perf_counter()
   on_gpu = jax.default_backend() == "gpu"
@@ -402,6 +418,7 @@ def main(argv=None) -> dict:
             "commit": commit, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "device": dev.device_kind, "jax": jax.__version__, "host": platform.node(),
             "dry_run": args.dry_run, "budget_s": args.budget_s, "seed": seed,
+            "replay": args.replay,
             "columns": list(COLUMNS), "cases": []}
   import triton
   record["triton"] = triton.__version__
@@ -418,12 +435,12 @@ def main(argv=None) -> dict:
                               "dtype": jnp.dtype(case.dtype).name,
                               "skipped": "the time budget was spent"})
       continue
-    window = window_for(left, cases[i:], fixed)
+    window = window_for(left, cases[i:], fixed, args.replay)
     t0 = time.perf_counter()
-    result = run_case(case, args.dry_run, window, on_gpu, seed + i)
+    result = run_case(case, args.dry_run, window, on_gpu, seed + i, args.replay)
     result["case_s"] = time.perf_counter() - t0
     result["window_s"] = window
-    fixed.append(max(0.0, result["case_s"] - window * windows_of(case)))
+    fixed.append(max(0.0, result["case_s"] - window * windows_of(case, args.replay)))
     record["cases"].append(result)
     print(_line(result), flush=True)
     summarize(record)

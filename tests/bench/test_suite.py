@@ -67,7 +67,8 @@ def test_every_case_lowers_through_pallas_prof_and_xla_matches_the_reference(cas
   jax.clear_caches()
   jax.jit(built.pallas).lower(*built.args)
   assert registry.kernels(), "the Pallas version reached no pallas-prof lowering"
-  reference = suite._leaves(jax.jit(built.reference)(*built.args))
+  # compiled with the GPU run's options (XLA checks their names on any backend)
+  reference = suite.reference_outputs(built, on_gpu=True)
   xla = suite.check(jax.jit(built.xla), built.args, reference, built.tol)
   assert xla["correct"], xla.get("why")
   assert built.bytes > 0
@@ -196,11 +197,13 @@ def test_the_window_spreads_what_is_left_over_the_cases_left():
   last case instead of running out two thirds through."""
   import types
   plain, tuned = types.SimpleNamespace(tune=()), types.SimpleNamespace(tune=({"bm": 64},))
-  assert suite.windows_of(plain) == 7 and suite.windows_of(tuned) == 34
+  assert suite.windows_of(plain) == 6 and suite.windows_of(tuned) == 33
+  assert suite.windows_of(plain, replay=True) == 7 and suite.windows_of(tuned, replay=True) == 34
   cases = [plain, tuned, plain]
-  # 100 s left, 10 s fixed a case: 70 s over 7 + 34 + 7 = 48 windows
-  assert suite.window_for(100.0, cases, [10.0, 10.0]) == suite.WINDOW_S[1]   # 1.35 s: capped
-  assert suite.window_for(40.0, cases, [10.0]) == pytest.approx(10.0 / 48)
+  # 100 s left, 10 s fixed a case: 70 s over 6 + 33 + 6 = 45 windows (48 with replay)
+  assert suite.window_for(100.0, cases, [10.0, 10.0]) == suite.WINDOW_S[1]   # 1.56 s: capped
+  assert suite.window_for(40.0, cases, [10.0]) == pytest.approx(10.0 / 45)
+  assert suite.window_for(40.0, cases, [10.0], replay=True) == pytest.approx(10.0 / 48)
   assert suite.window_for(20.0, cases, [10.0]) == suite.WINDOW_S[0]        # over budget: shortest
   assert suite.window_for(1e4, cases, []) == suite.WINDOW_S[1]             # plenty: longest
   before = suite.window_for(300.0, cases * 10, [])
