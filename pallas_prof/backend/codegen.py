@@ -229,6 +229,12 @@ _RESERVED = {"tl", "triton", "libdevice", "range", "float", "int", "min", "max",
              "import", "from", "as", "with", "class", "global", "try", "except"}
 
 
+_IDENT_RE = re.compile(r"(?<![.\w])[A-Za-z_]\w*")
+_ASSIGN_RE = re.compile(r"^\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*=(?!=)(.*)$")
+_MEMORY_RE = re.compile(r"\btl\.(?:load|atomic_\w+|rand\w*|inline_asm_elementwise)\b|"
+                        r"\.load\(|\bprint\b")
+
+
 def sanitize(name: str) -> str:
   name = _NAME_RE.sub("_", name) or "v"
   if name[0].isdigit():
@@ -262,6 +268,12 @@ class KernelBuilder:
     self.current_note: str | None = None
     self.eqns: list[EqnInfo] = []
     self.module_constants: dict[str, str] = {}
+    # loops being emitted, innermost last (loop()): the names whose value may change from
+    # one iteration of that loop to the next; with each block opened inside the innermost
+    # loop, whether it runs on a condition that may change between iterations
+    self._loops: list[set[str]] = []
+    self._varying_blocks: list[list[bool]] = []
+    self._last_block_varied = False
 
   # names ---------------------------------------------------------------
   def fresh(self, hint: str) -> str:
@@ -296,6 +308,54 @@ class KernelBuilder:
   def emit(self, statement: str) -> None:
     for part in statement.splitlines():
       self._lines.append(_Line(self._indent, part, self.current_eqn, self.current_note))
+      if self._loops:
+        self._note_assignment(part)
+
+  # loop variance -------------------------------------------------------
+  def varies(self, expr: str) -> bool:
+    """Whether `expr` may change from one iteration of the innermost loop being emitted
+    to the next: it names a variable the loop reassigns (its counter, its carries) or
+    one assigned inside it from such a variable (or under a condition that is, or
+    from a load). False outside loops. Conservative: only what it finds invariant is."""
+    if not self._loops:
+      return False
+    varying = self._loops[-1]
+    return any(name in varying for name in _IDENT_RE.findall(expr))
+
+  def _note_assignment(self, line: str) -> None:
+    m = _ASSIGN_RE.match(line)
+    if m is None:
+      return
+    targets = [t.strip() for t in m.group(1).split(",")]
+    rhs = m.group(2)
+    if any(self._varying_blocks[-1]) or _MEMORY_RE.search(rhs) or self.varies(rhs):
+      self._loops[-1].update(targets)
+
+  @contextlib.contextmanager
+  def loop(self, header: str, varying) -> Iterator[None]:
+    """A loop's block (`for ...:`, `while ...:`); `varying`: the names it reassigns
+    (counter, carries, a while's condition). What is assigned inside from them is
+    tracked too (varies); when the loop ends, the names it assigned, all of them,
+    count as varying in the enclosing loop."""
+    self.emit(header)
+    self._indent += 1
+    start = len(self._lines)
+    self._loops.append(set(varying))
+    self._varying_blocks.append([])
+    try:
+      yield
+    finally:
+      if len(self._lines) == start:
+        self.emit("pass")
+      self._indent -= 1
+      inner = self._loops.pop()
+      self._varying_blocks.pop()
+      if self._loops:
+        self._loops[-1].update(inner)
+        for ln in self._lines[start:]:
+          m = _ASSIGN_RE.match(ln.text)
+          if m is not None:
+            self._loops[-1].update(t.strip() for t in m.group(1).split(","))
 
   @contextlib.contextmanager
   def note(self, text: str) -> Iterator[None]:
@@ -321,12 +381,18 @@ class KernelBuilder:
     self.emit(header)
     self._indent += 1
     start = len(self._lines)
+    flags = self._varying_blocks[-1] if self._varying_blocks else None
+    if flags is not None:     # inside a loop: does this block run on a varying condition?
+      follows = header.lstrip().startswith(("elif", "else")) and self._last_block_varied
+      flags.append(self.varies(header) or follows)
     try:
       yield
     finally:
       if len(self._lines) == start:
         self.emit("pass")
       self._indent -= 1
+      if flags is not None:
+        self._last_block_varied = flags.pop()
 
   @contextlib.contextmanager
   def equation(self, eqn_index: int | None) -> Iterator[None]:

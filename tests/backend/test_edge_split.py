@@ -56,8 +56,12 @@ def test_odd_lengths_split_and_every_element_is_right(rng, n, dtype):
     np.testing.assert_allclose(np.asarray(out, np.float32), want.astype(np.float32),
                                rtol=1e-2, atol=1e-2)
   src = _source(name)
-  assert re.search(r"if x_ref_inside0:[^\n]*\n\s+x = tl.load\(x_ref \+ x_ref_ax0\)\s+#", src), src
-  assert re.search(r"if o_ref_inside0:[^\n]*\n\s+tl.store\(o_ref \+ o_ref_ax0, \w+\)\s+#", src), src
+  # the offset: the block's start (a scalar) and its lanes (addressing.pointer)
+  offset = r"{0}_start0 \+ \w+_lanes0"
+  assert re.search(r"if x_ref_inside0:[^\n]*\n\s+x = tl.load\(x_ref \+ "
+                   + offset.format("x_ref") + r"\)\s+#", src), src
+  assert re.search(r"if o_ref_inside0:[^\n]*\n\s+tl.store\(o_ref \+ "
+                   + offset.format("o_ref") + r", \w+\)\s+#", src), src
   assert f"x_ref_ax0 < {n}" in src        # the edge program keeps its mask
 
 

@@ -4,6 +4,7 @@ bounds-checked mode's checks), and the tl.load / tl.store expressions.
 """
 from __future__ import annotations
 
+import re
 
 import numpy as np
 
@@ -81,6 +82,7 @@ def _address(ctx, ref: RefValue, user_mask, write: bool, access: str):
   dt = ref.index_dtype
   strides = ref.strides
   terms, masks = [], []
+  scalars = set()             # the terms that are scalars (int indices; split: slice starts)
   edge = None                 # (interior condition, the mask term only the edge needs)
   checking = ctx.kernel.bounds is not None
   active, checks = [], []     # check mode: the lanes really accessed; (local index, extent)
@@ -97,6 +99,7 @@ def _address(ctx, ref: RefValue, user_mask, write: bool, access: str):
       if _needs_bound_mask(ref, axis, d):
         masks.append(f"({index} < {array_size})")
       terms.append(_scaled(index, strides[axis]))
+      scalars.add(terms[-1])
       continue
     if d.kind == "gather":
       g, in_range = _bounded_gather_index(ctx, d, write)
@@ -141,7 +144,21 @@ def _address(ctx, ref: RefValue, user_mask, write: bool, access: str):
       if not checking and not gathers and _splits_at_edge(ref, axis, d):
         edge = (ctx.assign_once(f"{ref.name}_inside{axis}", f"{d.start} + {d.size} <= {array_size}"),
                 masks[-1])
-    terms.append(_scaled(index, strides[axis]))
+    if d.start.const is None:
+      # a dynamic start (a block's, pl.ds(i * block, block)): a scalar term of its own,
+      # the lanes a tensor term that stays the same from one iteration of a loop to the next
+      # (pointer() below). Splitting only the starts that change inside a loop left the mha
+      # forward (causal, bf16 4x4096x16x64) at 68 bytes of spills on sm_90, splitting all at 8
+      start = str(d.start) if re.fullmatch(r"[\w.]+", str(d.start)) else f"({d.start})"
+      if dt == np.int64 and np.dtype(d.start.dtype) != np.int64:
+        start = f"{start}.to(tl.int64)"
+      lanes_name = ctx.assign_once(f"{ref.name}_lanes{axis}", f"{lanes}{step}")
+      terms.append(_scaled(start, strides[axis]))
+      scalars.add(terms[-1])
+      terms.append(_scaled(emit.expand_to_rank(Value(lanes_name, dt, (d.size,)), (out_axis,), rank),
+                           strides[axis]))
+    else:
+      terms.append(_scaled(index, strides[axis]))
   # padded lanes of gathered dims hold garbage indices: mask them
   for k in range(int_rank):
     size = shape[pos + k]
@@ -150,7 +167,7 @@ def _address(ctx, ref: RefValue, user_mask, write: bool, access: str):
       masks.append(emit.expand_to_rank(cond, (pos + k,), rank))
       active.append(str(masks[-1]))
   terms = [t for t in terms if t != "0"]
-  offset = " + ".join(terms) if terms else "0"
+  offset = Offset.of(terms, scalars, ctx.b.varies)
   if user_mask is not None:
     if tuple(user_mask.shape) != tuple(shape) and user_mask.shape:
       user_mask = emit.broadcast_to(b, user_mask, shape)
@@ -272,8 +289,63 @@ def _needs_bound_mask(ref: RefValue, axis: int, d: ViewDim) -> bool:
   return last >= d.extent or d.static_offset < 0
 
 
+class Offset(str):
+  """An access's offset expression, `a + b + c` (the str, for the uses that take it
+  whole: tl.where, the packed int4 accesses), that also knows its terms: `scalar`
+  (one value per program: int indices, dynamic slice starts), `fixed` (tensors that do not
+  change from one iteration of the innermost loop being emitted to the next,
+  codegen.KernelBuilder.varies) and `moving`."""
+  scalar: tuple[str, ...]
+  fixed: tuple[str, ...]
+  moving: tuple[str, ...]
+
+  @classmethod
+  def of(cls, terms: list[str], scalars: set[str], varies) -> "Offset":
+    out = cls(" + ".join(terms) if terms else "0")
+    out.scalar = tuple(t for t in terms if t in scalars)
+    tensors = [t for t in terms if t not in scalars]
+    out.fixed = tuple(t for t in tensors if not varies(t))
+    out.moving = tuple(t for t in tensors if varies(t))
+    return out
+
+
 def pointer(ref: RefValue, offset: str) -> str:
-  return ref.name if offset == "0" else f"{ref.name} + {offset}"
+  """The pointer expression of an access: `ref + (scalars) + (tensors that stay the same
+  inside the innermost loop around the access) + (tensors that do not)`.
+
+  Each `+` on a pointer is one addptr, 64-bit arithmetic on a whole tensor of pointers; a
+  sum in parentheses is in the index type (index_dtype_for keeps it inside that type). An
+  addptr whose operands do not change inside a loop is hoisted out of it by Triton, and a
+  scalar sum costs one register. Two other forms each lost on one of JAX's attention
+  kernels on an H200 (bench/results/README.md, "address forms"): chained (`ref + a + b + c`)
+  was slower on the mha backward, summed (`ref + (a + b + c)`) on the mha forward; this one
+  was as fast or faster than both on every kernel timed."""
+  if offset == "0":
+    return ref.name
+  if not isinstance(offset, Offset):
+    return f"{ref.name} + {_summed([offset])}"
+  groups = [offset.scalar, offset.fixed, offset.moving]
+  return " + ".join([ref.name] + [_summed(g) for g in groups if g])
+
+
+def _summed(terms) -> str:
+  if len(terms) == 1:
+    t = terms[0]
+    return t if _one_term(t) else f"({t})"
+  return f"({' + '.join(terms)})"
+
+
+def _one_term(offset: str) -> bool:
+  """Whether an offset expression has no + or - outside brackets (needs no parentheses)."""
+  depth = 0
+  for ch in offset:
+    if ch in "([":
+      depth += 1
+    elif ch in ")]":
+      depth -= 1
+    elif depth == 0 and ch in "+-":
+      return False
+  return True
 
 
 def load_expr(ref, offset, mask, other, shape, cache_modifier=None, eviction_policy=None,

@@ -193,7 +193,7 @@ def _scan(ctx, *args, jaxpr, length, reverse, unroll=1, **params):
   else:
     i = ctx.b.fresh("_iter")
     header = f"for {i} in range(0, {length}):"
-  with ctx.b.block(header):
+  with ctx.b.loop(header, [i, *names]):
     body_args = consts + ([_loop_index(ctx, i, lo.dtype)] if has_index else []) + carried
     outs = ctx.lower_jaxpr(body, body_args, "body", consts=consts_closed, loop=True)
     _assign_all(ctx, names, outs)
@@ -256,7 +256,7 @@ def _while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     names = [_materialize(ctx, c, "carry") for c in rest]
     carried = _as_values(names, rest)
     i = ctx.b.fresh("i_raw")
-    with ctx.b.block(f"for {i} in range({_bound(lo)}, {_bound(hi)}):"):
+    with ctx.b.loop(f"for {i} in range({_bound(lo)}, {_bound(hi)}):", [i, *names]):
       outs = ctx.lower_jaxpr(fori_body, body_consts + [_loop_index(ctx, i, lo.dtype)] + carried,
                              "body", consts=body_jaxpr.consts, loop=True)
       _assign_all(ctx, names, outs)
@@ -276,7 +276,7 @@ def _while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
   (cond,) = ctx.lower_jaxpr(cond_jaxpr.jaxpr, cond_consts + carried, "cond",
                             consts=cond_jaxpr.consts)
   go = _materialize(ctx, cond, "keep_going")
-  with ctx.b.block(f"while {go}:"):
+  with ctx.b.loop(f"while {go}:", [go, *names]):
     outs = ctx.lower_jaxpr(body_jaxpr.jaxpr, body_consts + carried, "body",
                            consts=body_jaxpr.consts, loop=True)
     _assign_all(ctx, names, outs)
