@@ -128,23 +128,28 @@ def _address(ctx, ref: RefValue, user_mask, write: bool, access: str):
       index_1d = f"{lanes}{step}"
     else:
       index_1d = f"{d.start} + {lanes}{step}"
-    # keyed by ref too: a store to o_ref reads better with o_ref's own vectors
-    name = ctx.assign_once(f"{ref.name}_ax{axis}", index_1d, f"{ref.name}: {index_1d}")
-    index = emit.expand_to_rank(Value(name, dt, (d.size,)), (out_axis,), rank)
+    dynamic = d.start.const is None
+    bound = _needs_bound_mask(ref, axis, d)
+    check = checking and not _statically_inside(d)
+    index = None
+    if bound or check or not dynamic:    # (a dynamic start's offset takes start and lanes apart)
+      # keyed by ref too: a store to o_ref reads better with o_ref's own vectors
+      name = ctx.assign_once(f"{ref.name}_ax{axis}", index_1d, f"{ref.name}: {index_1d}")
+      index = emit.expand_to_rank(Value(name, dt, (d.size,)), (out_axis,), rank)
     if d.size != padded[out_axis]:
       lane_ok = emit.expand_to_rank(
           Value(f"(tl.arange(0, {padded[out_axis]}) < {d.size})", np.dtype(bool), (d.size,)),
           (out_axis,), rank)
       masks.append(lane_ok)
       active.append(str(lane_ok))
-    if checking and not _statically_inside(d):
+    if check:
       checks.append((axis, *_local_index(ref, axis, index)))
-    if _needs_bound_mask(ref, axis, d):
+    if bound:
       masks.append(f"({index} < {array_size})")
       if not checking and not gathers and _splits_at_edge(ref, axis, d):
         edge = (ctx.assign_once(f"{ref.name}_inside{axis}", f"{d.start} + {d.size} <= {array_size}"),
                 masks[-1])
-    if d.start.const is None:
+    if dynamic:
       # a dynamic start (a block's, pl.ds(i * block, block)): a scalar term of its own,
       # the lanes a tensor term that stays the same from one iteration of a loop to the next
       # (pointer() below). Splitting only the starts that change inside a loop left the mha
