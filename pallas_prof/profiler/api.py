@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import re
 import time
 from typing import Any, Callable
 
@@ -156,6 +157,7 @@ def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches:
     for p in profiles:
       p.insitu = matched.get(p.label)
     notes += list(getattr(insitu, "notes", []))
+    notes += replay_against_program(targets, profiles)
   if ncu:
     from . import ncu as ncu_mod
     for t, p in zip(targets, profiles):
@@ -179,6 +181,33 @@ def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches:
   message = (f"replayed {timed} of {len(profiles)} kernel(s) on GPU {device} ({info.name})")
   return ProfileReport(gpu_present=True, message=message, device=info, ceilings=ceil,
                        kernels=profiles, notes=notes, created=time.time())
+
+
+REPLAY_DISAGREES = 1.5      # program / replay time outside [1/1.5, 1.5]: say why it may be
+
+
+def replay_against_program(targets, profiles) -> list[str]:
+  """A note for each kernel whose replayed time and time in the program (CUPTI) differ by
+  more than REPLAY_DISAGREES: the replay runs on its own random inputs, integers among
+  them small (policy.random_values), and a kernel whose work follows its integer inputs
+  (lengths, page tables, indices) does other work on them than in the program."""
+  notes = []
+  for t, p in zip(targets, profiles):
+    if p.runtime is None or p.insitu is None or not p.insitu.launches:
+      continue
+    ratio = p.insitu.mean_s / p.runtime.median_s
+    if 1 / REPLAY_DISAGREES <= ratio <= REPLAY_DISAGREES:
+      continue
+    ints = [i for i, a in enumerate(t.in_avals) if re.match(r"(u?int\d+|bool)\[", str(a))]
+    why = (f"the replay's integer input{'s' if len(ints) > 1 else ''} "
+           f"{', '.join(map(str, ints))} {'were' if len(ints) > 1 else 'was'} random in [0, 64); "
+           "if they steer the kernel's work (lengths, page tables, indices), the program's "
+           "time is the one to trust" if ints else
+           "the replay runs on random inputs with a cold L2; a program that launches it on "
+           "hot data, or on inputs that change its work, differs")
+    notes.append(f"{p.label}: in the program {p.insitu.mean_s * 1e6:.1f} µs a launch, "
+                 f"replayed {p.runtime.median_s * 1e6:.1f} µs ({ratio:.2f}x): {why}")
+  return notes
 
 
 def _static(t: _Target, cc: int, top: int) -> KernelProfile:

@@ -311,3 +311,42 @@ def test_capture_reads_protons_output(monkeypatch):
   assert state["backend"] == "cupti"
   assert cap.result.kernels["matmul_kernel"].launches == 4
   assert cap.result.notes == [] and cap.result.path is None
+
+
+def _timed(label, in_avals, program_s, replay_s):
+  from pallas_prof.profiler import api
+  target = types.SimpleNamespace(label=label, in_avals=tuple(in_avals))
+  profile = types.SimpleNamespace(
+      label=label, runtime=types.SimpleNamespace(median_s=replay_s),
+      insitu=types.SimpleNamespace(launches=10, mean_s=program_s))
+  return api, target, profile
+
+
+def test_a_replay_far_from_the_program_says_why_naming_the_integer_inputs():
+  """A paged attention on the H200 (6fa01a5): 135 µs a launch in the program, 19 µs
+  replayed, its page table and lengths random in [0, 64). The report must not leave two
+  times 7x apart unexplained."""
+  api, t, p = _timed("paged#0", ["float32[16,64]", "int32[16]", "int32[16,8]"], 135e-6, 19e-6)
+  (note,) = api.replay_against_program([t], [p])
+  assert note.startswith("paged#0: in the program 135.0 µs")
+  assert "7.11x" in note and "integer inputs 1, 2 were random in [0, 64)" in note
+
+
+def test_a_float_kernel_far_from_the_program_gets_the_general_reason():
+  api, t, p = _timed("k#0", ["bfloat16[64,64]"], 10e-6, 30e-6)
+  (note,) = api.replay_against_program([t], [p])
+  assert "0.33x" in note and "cold L2" in note and "integer" not in note
+
+
+@pytest.mark.parametrize("program_s", [10e-6, 14e-6, 7e-6])
+def test_a_replay_near_the_program_says_nothing(program_s):
+  api, t, p = _timed("k#0", ["int32[8]"], program_s, 10e-6)
+  assert api.replay_against_program([t], [p]) == []
+
+
+def test_no_note_without_both_times():
+  api, t, p = _timed("k#0", ["int32[8]"], 100e-6, 10e-6)
+  p.insitu = None
+  assert api.replay_against_program([t], [p]) == []
+  p.insitu, p.runtime = types.SimpleNamespace(launches=1, mean_s=1e-3), None
+  assert api.replay_against_program([t], [p]) == []
