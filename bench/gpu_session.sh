@@ -52,7 +52,7 @@ step_conformance() {   # JAX's own Pallas tests against pallas-prof (as .conform
 step_suite() {   # the canonical benchmark: every op, three shapes, four columns, within a time
   # budget (cases the budget cannot reach are recorded as skipped); the record is
   # suite_<gpu>_<commit>.json (SUITE_COMMIT names the commit: this copy has no .git)
-  timeout ${SUITE_TIMEOUT:-330} python3 bench/suite.py --budget-s ${SUITE_BUDGET:-240} \
+  timeout ${SUITE_TIMEOUT:-555} python3 bench/suite.py --budget-s ${SUITE_BUDGET:-480} \
     --out-dir "$OUT" ${SUITE_COMMIT:+--commit $SUITE_COMMIT} ${SUITE_ARGS:-} 2>&1 \
     | grep -v Deprecation | tail -70
 }
