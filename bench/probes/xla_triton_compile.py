@@ -1,0 +1,146 @@
+"""Whether XLA's own Triton could take the TTIR->PTX step of pallas-prof's first call.
+
+    python bench/probes/xla_triton_compile.py [--ops softmax,mha,matmul] [--repeats 3]
+        [--out record.json]
+
+Why: on the H200 (bench/results/README.md, "#17 part 5") the `triton` wheel took 248 ms
+from TTIR to PTX for the 8192^3 matmul where XLA's Triton, inside the built-in's XLA
+compile, took ~136 ms: the wheel's LLVM and MLIR are built with assertions. jaxlib after
+0.10.2 reaches XLA's Triton from Python, `jax._src.lib.triton.compile(platform,
+ttir_bytes, arch, num_warps=, num_ctas=, num_stages=)` -> PTX and shared memory, which is
+what the built-in backend calls. This probe asks, per kernel pallas-prof lowers:
+  - does XLA's Triton accept the wheel's TTIR (dialect versions may differ)?
+  - how long does it take, against the wheel's ttgir+llir+ptx stages for the same TTIR?
+  - does its PTX keep line info (the profiler maps SASS to equations through it), how
+    many registers and spills does ptxas give it, and is its shared memory the same?
+Not asked here: whether the kernel launched from XLA's PTX gives the wheel's outputs.
+Without a GPU (or without the handler, jaxlib <= 0.10.2) it says so and checks only that
+the wheel's TTIR parses in jaxlib's MLIR with its Triton dialect.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+
+def lower_ops(ops: list[str]) -> list:
+  """pallas-prof's kernels of a few of JAX's GPU ops, lowered (not run)."""
+  import jax
+  import jax.numpy as jnp
+  from jax.experimental.pallas.ops.gpu import attention, softmax
+  from pallas_prof.backend import registry
+  sys.path.insert(0, os.path.join(ROOT, "examples"))
+  import matmul as example            # examples/matmul.py, the suite's matmul
+  registry.clear()
+  if "softmax" in ops:
+    jax.jit(softmax.softmax).lower(jnp.ones((4096, 5120), jnp.float32))
+  if "mha" in ops:
+    q = jnp.ones((4, 4096, 16, 64), jnp.bfloat16)
+    jax.jit(lambda q: attention.mha(q, q, q, segment_ids=None, causal=True)).lower(q)
+  if "matmul" in ops:
+    a = jnp.ones((8192, 8192), jnp.bfloat16)
+    jax.jit(lambda a, b: example.matmul(a, b, bm=128, bn=256, bk=64, num_warps=8,
+                                        num_stages=3)).lower(a, a)
+  return registry.kernels()
+
+
+def ttir_bytecode(ttir: str) -> bytes:
+  """The TTIR text as MLIR bytecode, parsed in jaxlib's context with its Triton dialect
+  (what the built-in hands XLA); raises where jaxlib's dialect rejects the wheel's TTIR."""
+  import io
+  from jax._src.lib.mlir import ir
+  from jax._src.lib.triton import dialect as tt_dialect
+  ctx = ir.Context()
+  tt_dialect.register_dialect(ctx)
+  with ctx, ir.Location.unknown():
+    module = ir.Module.parse(ttir)
+    buf = io.BytesIO()
+    module.operation.write_bytecode(buf)
+  return buf.getvalue()
+
+
+def ptxas_counts(ptx: str, arch: int) -> dict:
+  """Registers and spill bytes ptxas reports for a PTX (Triton's ptxas, -v)."""
+  import triton
+  ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+  with tempfile.TemporaryDirectory() as d:
+    src = os.path.join(d, "k.ptx")
+    with open(src, "w") as f:
+      f.write(ptx)
+    out = subprocess.run([ptxas, "-v", f"--gpu-name=sm_{arch}a" if arch >= 90 else f"--gpu-name=sm_{arch}",
+                          src, "-o", os.path.join(d, "k.cubin")], capture_output=True, text=True)
+  log = out.stdout + out.stderr
+  regs = re.search(r"Used (\d+) registers", log)
+  spills = re.search(r"(\d+) bytes spill stores", log)
+  return {"registers": int(regs.group(1)) if regs else None,
+          "spill_stores": int(spills.group(1)) if spills else None,
+          **({} if out.returncode == 0 else {"ptxas_error": log[-400:]})}
+
+
+def probe_kernel(record, repeats: int, on_gpu: bool) -> dict:
+  from pallas_prof.backend.compile import compile_kernel
+  ck = compile_kernel(record.generated, ("cuda", 90))
+  wheel_ms = sum(ck.stage_seconds.get(s, 0.0) for s in ("ttgir", "llir", "ptx")) * 1e3
+  row = {"kernel": record.label, "num_warps": ck.num_warps, "num_stages": ck.num_stages,
+         "wheel_ttgir_llir_ptx_ms": round(wheel_ms, 1), "wheel_shared": ck.shared_bytes,
+         "wheel_ptx_has_loc": ".loc" in ck.ptx}
+  try:
+    module = ttir_bytecode(ck.asm["ttir"])
+    row["jaxlib_parses_wheel_ttir"] = True
+  except Exception as e:  # noqa: BLE001 - the finding
+    row["jaxlib_parses_wheel_ttir"] = False
+    row["parse_error"] = f"{type(e).__name__}: {str(e)[:400]}"
+    return row
+  from jax._src.lib import triton as xla_triton
+  if not on_gpu or not xla_triton.has_compilation_handler("cuda"):
+    row["xla_compile"] = "not run: no CUDA Triton compilation handler in this process"
+    return row
+  times, result = [], None
+  for _ in range(repeats + 1):
+    t0 = time.perf_counter()
+    try:
+      result = xla_triton.compile("cuda", module, "9.0", num_warps=ck.num_warps, num_ctas=1,
+                                  num_stages=ck.num_stages)
+    except Exception as e:  # noqa: BLE001 - the finding
+      row["xla_compile_error"] = f"{type(e).__name__}: {str(e)[:600]}"
+      return row
+    times.append((time.perf_counter() - t0) * 1e3)
+  row.update(xla_ttir_to_ptx_ms=round(statistics.median(times[1:]), 1),
+             xla_first_ms=round(times[0], 1), xla_shared=result.smem_bytes,
+             xla_ptx_has_loc=".loc" in result.asm,
+             wheel_ptxas=ptxas_counts(ck.ptx, 90), xla_ptxas=ptxas_counts(result.asm, 90))
+  return row
+
+
+def main(argv=None) -> dict:
+  ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  ap.add_argument("--ops", default="softmax,mha,matmul")
+  ap.add_argument("--repeats", type=int, default=3)
+  ap.add_argument("--out")
+  args = ap.parse_args(argv)
+  import jax
+  import pallas_prof
+  pallas_prof.install()
+  on_gpu = jax.default_backend() == "gpu"
+  rows = [probe_kernel(r, args.repeats, on_gpu) for r in lower_ops(args.ops.split(","))]
+  record = {"command": "python bench/probes/xla_triton_compile.py " + " ".join(argv or sys.argv[1:]),
+            "jax": jax.__version__, "backend": jax.default_backend(), "kernels": rows}
+  print(json.dumps(record, indent=1))
+  if args.out:
+    with open(args.out, "w") as f:
+      json.dump(record, f, indent=1)
+  return record
+
+
+if __name__ == "__main__":
+  main()
