@@ -193,21 +193,37 @@ def replay_against_program(targets, profiles) -> list[str]:
   (lengths, page tables, indices) does other work on them than in the program."""
   notes = []
   for t, p in zip(targets, profiles):
-    if p.runtime is None or p.insitu is None or not p.insitu.launches:
+    if p.runtime is None or not p.runtime.median_s or p.insitu is None or not p.insitu.launches:
       continue
     ratio = p.insitu.mean_s / p.runtime.median_s
     if 1 / REPLAY_DISAGREES <= ratio <= REPLAY_DISAGREES:
       continue
-    ints = [i for i, a in enumerate(t.in_avals) if re.match(r"(u?int\d+|bool)\[", str(a))]
-    why = (f"the replay's integer input{'s' if len(ints) > 1 else ''} "
-           f"{', '.join(map(str, ints))} {'were' if len(ints) > 1 else 'was'} random in [0, 64); "
-           "if they steer the kernel's work (lengths, page tables, indices), the program's "
-           "time is the one to trust" if ints else
-           "the replay runs on random inputs with a cold L2; a program that launches it on "
-           "hot data, or on inputs that change its work, differs")
+    drawn = [f"input {i} ({a.lstrip('~')}) {text}" for i, a in enumerate(t.in_avals)
+             if (text := _random_text(a))]
+    cache = "a cold L2" if p.runtime.mode == "cold" else "a warm L2"
+    why = ("the replay's " + "; ".join(drawn) + ": where such inputs steer the kernel's work "
+           "(lengths, page tables, indices), the program's time is the one to trust" if drawn else
+           f"the replay runs on random inputs with {cache}; a program that launches it on data "
+           "in another cache state, or on inputs that change its work, differs")
     notes.append(f"{p.label}: in the program {p.insitu.mean_s * 1e6:.1f} µs a launch, "
                  f"replayed {p.runtime.median_s * 1e6:.1f} µs ({ratio:.2f}x): {why}")
   return notes
+
+
+def _random_text(aval: str) -> str | None:
+  """What the replay drew for an input of this aval ('int32[16]', '~int32[]' weakly
+  typed), for integer and bool inputs; None for the others."""
+  import ml_dtypes
+  import numpy as np
+  from .policy import random_range_text
+  m = re.match(r"~?([a-z]+\d*)\[", str(aval))
+  if m is None:
+    return None
+  try:
+    dtype = np.dtype(getattr(ml_dtypes, m.group(1), m.group(1)))
+  except TypeError:
+    return None
+  return random_range_text(dtype)
 
 
 def _static(t: _Target, cc: int, top: int) -> KernelProfile:

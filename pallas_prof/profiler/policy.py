@@ -37,6 +37,18 @@ def random_values(rng: np.random.Generator, n: int, dtype) -> np.ndarray:
   raise ProfilerError(f"no random input for dtype {dtype}")
 
 
+def random_range_text(dtype) -> str | None:
+  """What random_values draws for an integer or bool dtype, in words ("random in [0, 64)",
+  "a coin flip"); None for the others."""
+  dtype = np.dtype(dtype)
+  if dtype == np.bool_:
+    return "a coin flip"
+  if is_integer(dtype):
+    import ml_dtypes
+    return f"random in [0, {min(64, int(ml_dtypes.iinfo(dtype).max) + 1)})"
+  return None
+
+
 def plan_sets(set_bytes: int, l2_bytes: int, free_bytes: int,
               memory_fraction: float = 0.5) -> int:
   """How many input/output sets to rotate through: enough that together they

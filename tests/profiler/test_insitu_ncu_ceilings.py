@@ -313,11 +313,11 @@ def test_capture_reads_protons_output(monkeypatch):
   assert cap.result.notes == [] and cap.result.path is None
 
 
-def _timed(label, in_avals, program_s, replay_s):
+def _timed(label, in_avals, program_s, replay_s, mode="cold"):
   from pallas_prof.profiler import api
   target = types.SimpleNamespace(label=label, in_avals=tuple(in_avals))
   profile = types.SimpleNamespace(
-      label=label, runtime=types.SimpleNamespace(median_s=replay_s),
+      label=label, runtime=types.SimpleNamespace(median_s=replay_s, mode=mode),
       insitu=types.SimpleNamespace(launches=10, mean_s=program_s))
   return api, target, profile
 
@@ -329,13 +329,33 @@ def test_a_replay_far_from_the_program_says_why_naming_the_integer_inputs():
   api, t, p = _timed("paged#0", ["float32[16,64]", "int32[16]", "int32[16,8]"], 135e-6, 19e-6)
   (note,) = api.replay_against_program([t], [p])
   assert note.startswith("paged#0: in the program 135.0 µs")
-  assert "7.11x" in note and "integer inputs 1, 2 were random in [0, 64)" in note
+  assert "7.11x" in note
+  assert "input 1 (int32[16]) random in [0, 64); input 2 (int32[16,8]) random in [0, 64)" in note
+  assert "float32" not in note
 
 
-def test_a_float_kernel_far_from_the_program_gets_the_general_reason():
-  api, t, p = _timed("k#0", ["bfloat16[64,64]"], 10e-6, 30e-6)
+def test_weakly_typed_bool_and_narrow_integer_inputs_are_named_with_what_was_drawn():
+  """A Python int passed to a pallas_call is a weakly typed '~int32[]'; bools are coin
+  flips and int4 values come from [0, 8) (policy.random_values)."""
+  import ml_dtypes
+  import numpy as np
+  from pallas_prof.profiler import policy
+  api, t, p = _timed("k#0", ["~int32[]", "bool[8]", "int4[32]", "uint8[4]"], 50e-6, 10e-6)
   (note,) = api.replay_against_program([t], [p])
-  assert "0.33x" in note and "cold L2" in note and "integer" not in note
+  assert "input 0 (int32[]) random in [0, 64)" in note
+  assert "input 1 (bool[8]) a coin flip" in note
+  assert "input 2 (int4[32]) random in [0, 8)" in note
+  assert "input 3 (uint8[4]) random in [0, 64)" in note
+  # the words agree with what random_values draws
+  drawn = policy.random_values(np.random.default_rng(0), 4096, ml_dtypes.int4)
+  assert int(drawn.min()) == 0 and int(drawn.max()) == 7
+
+
+@pytest.mark.parametrize("mode,cache", [("cold", "a cold L2"), ("sustained", "a warm L2")])
+def test_a_float_kernel_far_from_the_program_gets_the_general_reason(mode, cache):
+  api, t, p = _timed("k#0", ["bfloat16[64,64]"], 10e-6, 30e-6, mode)
+  (note,) = api.replay_against_program([t], [p])
+  assert "0.33x" in note and cache in note and "random in [" not in note
 
 
 @pytest.mark.parametrize("program_s", [10e-6, 14e-6, 7e-6])
@@ -349,4 +369,6 @@ def test_no_note_without_both_times():
   p.insitu = None
   assert api.replay_against_program([t], [p]) == []
   p.insitu, p.runtime = types.SimpleNamespace(launches=1, mean_s=1e-3), None
+  assert api.replay_against_program([t], [p]) == []
+  p.runtime = types.SimpleNamespace(median_s=0.0, mode="cold")     # no division by zero
   assert api.replay_against_program([t], [p]) == []
