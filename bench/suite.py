@@ -19,9 +19,8 @@ then reuses (an element the kernel never writes keeps the poison); then timed
 after warm-up: wall clock per jitted call (median of batches) and GPU time per
 call (CUPTI: every kernel the call launches, summed); with --replay, pallas-prof's
 own kernels also by its replay runner (`pallas_prof.profile`, cold L2, median, on
-its own random inputs). A time budget
-sizes the timing windows so that the whole run fits one device call; a case the
-budget cannot reach is recorded as skipped. The record goes to
+its own random inputs). A time budget sizes the timing windows so that the whole run
+fits one device call; a case the budget cannot reach is recorded as skipped. The record goes to
 `<out-dir>/suite_<gpu>_<commit>.json` after every case (a run cut short keeps
 what it measured).
 """

@@ -231,6 +231,7 @@ _RESERVED = {"tl", "triton", "libdevice", "range", "float", "int", "min", "max",
 
 _IDENT_RE = re.compile(r"(?<![.\w])[A-Za-z_]\w*")
 _ASSIGN_RE = re.compile(r"^\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*=(?!=)(.*)$")
+_CONSTANT_NAMES = {"tl", "libdevice", "triton"}   # an expression naming only these is constant
 _MEMORY_RE = re.compile(r"\btl\.(?:load|atomic_\w+|rand\w*|inline_asm_elementwise)\b|"
                         r"\.load\(|\bprint\b")
 
@@ -328,7 +329,11 @@ class KernelBuilder:
       return
     targets = [t.strip() for t in m.group(1).split(",")]
     rhs = m.group(2)
-    if any(self._varying_blocks[-1]) or _MEMORY_RE.search(rhs) or self.varies(rhs):
+    # under a condition that may change between iterations a name may or may not be
+    # (re)assigned, unless its value is a constant (tl.arange(0, 64)): the same either way
+    constant = set(_IDENT_RE.findall(rhs)) <= _CONSTANT_NAMES
+    if (_MEMORY_RE.search(rhs) or self.varies(rhs)
+        or (any(self._varying_blocks[-1]) and not constant)):
       self._loops[-1].update(targets)
 
   @contextlib.contextmanager

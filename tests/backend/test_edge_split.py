@@ -57,7 +57,7 @@ def test_odd_lengths_split_and_every_element_is_right(rng, n, dtype):
                                rtol=1e-2, atol=1e-2)
   src = _source(name)
   # the offset: the block's start (a scalar) and its lanes (addressing.pointer)
-  offset = r"{0}_start0 \+ \w+_lanes0"
+  offset = r"{0}_start0 \+ lanes\w+"
   assert re.search(r"if x_ref_inside0:[^\n]*\n\s+x = tl.load\(x_ref \+ "
                    + offset.format("x_ref") + r"\)\s+#", src), src
   assert re.search(r"if o_ref_inside0:[^\n]*\n\s+tl.store\(o_ref \+ "

@@ -154,10 +154,14 @@ def _address(ctx, ref: RefValue, user_mask, write: bool, access: str):
       # the lanes a tensor term that stays the same from one iteration of a loop to the next
       # (pointer() below). Splitting only the starts that change inside a loop left the mha
       # forward (causal, bf16 4x4096x16x64) at 68 bytes of spills on sm_90, splitting all at 8
+      # starts are already in the ref's index type (blockspec and views cast them), so a
+      # start times a stride cannot wrap in int32 where the ref needs int64
+      assert np.dtype(d.start.dtype) == dt, (ref.name, d.start, d.start.dtype, dt)
       start = str(d.start) if re.fullmatch(r"[\w.]+", str(d.start)) else f"({d.start})"
-      if dt == np.int64 and np.dtype(d.start.dtype) != np.int64:
-        start = f"{start}.to(tl.int64)"
-      lanes_name = ctx.assign_once(f"{ref.name}_lanes{axis}", f"{lanes}{step}")
+      # one name per lane vector, whichever ref reads or writes it
+      hint = (f"lanes{padded[out_axis]}" + (f"x{d.stride}" if d.stride != 1 else "")
+              + ("_i64" if dt == np.int64 else ""))
+      lanes_name = ctx.assign_once(hint, f"{lanes}{step}")
       terms.append(_scaled(start, strides[axis]))
       scalars.add(terms[-1])
       terms.append(_scaled(emit.expand_to_rank(Value(lanes_name, dt, (d.size,)), (out_axis,), rank),
@@ -297,9 +301,10 @@ def _needs_bound_mask(ref: RefValue, axis: int, d: ViewDim) -> bool:
 class Offset(str):
   """An access's offset expression, `a + b + c` (the str, for the uses that take it
   whole: tl.where, the packed int4 accesses), that also knows its terms: `scalar`
-  (one value per program: int indices, dynamic slice starts), `fixed` (tensors that do not
-  change from one iteration of the innermost loop being emitted to the next,
-  codegen.KernelBuilder.varies) and `moving`."""
+  (int indices, dynamic slice starts: one value for all lanes, which may change from one
+  iteration of a loop to the next), `fixed` (tensors that do not change from one iteration
+  of the innermost loop being emitted to the next, codegen.KernelBuilder.varies) and
+  `moving` (the tensors that do)."""
   scalar: tuple[str, ...]
   fixed: tuple[str, ...]
   moving: tuple[str, ...]
@@ -322,9 +327,10 @@ def pointer(ref: RefValue, offset: str) -> str:
   sum in parentheses is in the index type (index_dtype_for keeps it inside that type). An
   addptr whose operands do not change inside a loop is hoisted out of it by Triton, and a
   scalar sum costs one register. Two other forms each lost on one of JAX's attention
-  kernels on an H200 (bench/results/README.md, "address forms"): chained (`ref + a + b + c`)
-  was slower on the mha backward, summed (`ref + (a + b + c)`) on the mha forward; this one
-  was as fast or faster than both on every kernel timed."""
+  kernels on an H200 (bench/results/README.md, "The pointer's form, timed"): chained
+  (`ref + a + b + c`) was slower on the mha backward, summed (`ref + (a + b + c)`) 10 %
+  slower on the mha forward; this one was the fastest of the three on both bf16 attention
+  cases, level on the matmul, and second (1.6 % behind summed) on the f32 backward."""
   if offset == "0":
     return ref.name
   if not isinstance(offset, Offset):
