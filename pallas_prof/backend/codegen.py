@@ -342,25 +342,21 @@ class KernelBuilder:
     (counter, carries, a while's condition). What is assigned inside from them is
     tracked too (varies); when the loop ends, the names it assigned, all of them,
     count as varying in the enclosing loop."""
-    self.emit(header)
-    self._indent += 1
-    start = len(self._lines)
-    self._loops.append(set(varying))
-    self._varying_blocks.append([])
-    try:
-      yield
-    finally:
-      if len(self._lines) == start:
-        self.emit("pass")
-      self._indent -= 1
-      inner = self._loops.pop()
-      self._varying_blocks.pop()
-      if self._loops:
-        self._loops[-1].update(inner)
-        for ln in self._lines[start:]:
-          m = _ASSIGN_RE.match(ln.text)
-          if m is not None:
-            self._loops[-1].update(t.strip() for t in m.group(1).split(","))
+    with self.block(header):
+      start = len(self._lines)
+      self._loops.append(set(varying))
+      self._varying_blocks.append([])
+      try:
+        yield
+      finally:
+        inner = self._loops.pop()
+        self._varying_blocks.pop()
+        if self._loops:
+          self._loops[-1].update(inner)
+          for ln in self._lines[start:]:
+            m = _ASSIGN_RE.match(ln.text)
+            if m is not None:
+              self._loops[-1].update(t.strip() for t in m.group(1).split(","))
 
   @contextlib.contextmanager
   def note(self, text: str) -> Iterator[None]:
