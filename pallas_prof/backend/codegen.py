@@ -273,6 +273,7 @@ class KernelBuilder:
     # one iteration of that loop to the next; with each block opened inside the innermost
     # loop, whether it runs on a condition that may change between iterations
     self._loops: list[set[str]] = []
+    self._assigned: list[set[str]] = []        # per loop being emitted: every name it assigns
     self._varying_blocks: list[list[bool]] = []
     self._last_block_varied = False
 
@@ -328,6 +329,7 @@ class KernelBuilder:
     if m is None:
       return
     targets = [t.strip() for t in m.group(1).split(",")]
+    self._assigned[-1].update(targets)
     rhs = m.group(2)
     # under a condition that may change between iterations a name may or may not be
     # (re)assigned, unless its value is a constant (tl.arange(0, 64)): the same either way
@@ -343,20 +345,17 @@ class KernelBuilder:
     tracked too (varies); when the loop ends, the names it assigned, all of them,
     count as varying in the enclosing loop."""
     with self.block(header):
-      start = len(self._lines)
       self._loops.append(set(varying))
+      self._assigned.append(set())
       self._varying_blocks.append([])
       try:
         yield
       finally:
-        inner = self._loops.pop()
+        inner, assigned = self._loops.pop(), self._assigned.pop()
         self._varying_blocks.pop()
         if self._loops:
-          self._loops[-1].update(inner)
-          for ln in self._lines[start:]:
-            m = _ASSIGN_RE.match(ln.text)
-            if m is not None:
-              self._loops[-1].update(t.strip() for t in m.group(1).split(","))
+          self._loops[-1].update(inner | assigned)
+          self._assigned[-1].update(assigned)
 
   @contextlib.contextmanager
   def note(self, text: str) -> Iterator[None]:

@@ -29,9 +29,7 @@ def random_values(rng: np.random.Generator, n: int, dtype) -> np.ndarray:
     x = rng.random(n, dtype=np.float32) * np.float32(4.0) - np.float32(2.0)
     return x.astype(dtype)
   if is_integer(dtype):
-    import ml_dtypes
-    hi = min(64, int(ml_dtypes.iinfo(dtype).max) + 1)
-    return rng.integers(0, hi, size=n).astype(dtype)
+    return rng.integers(0, _integer_bound(dtype), size=n).astype(dtype)
   if dtype.kind == "c":
     return (rng.random(n) + 1j * rng.random(n)).astype(dtype)
   raise ProfilerError(f"no random input for dtype {dtype}")
@@ -44,9 +42,14 @@ def random_range_text(dtype) -> str | None:
   if dtype == np.bool_:
     return "a coin flip"
   if is_integer(dtype):
-    import ml_dtypes
-    return f"random in [0, {min(64, int(ml_dtypes.iinfo(dtype).max) + 1)})"
+    return f"random in [0, {_integer_bound(dtype)})"
   return None
+
+
+def _integer_bound(dtype) -> int:
+  """random_values' integers lie in [0, this): small, an int input may be an index."""
+  import ml_dtypes
+  return min(64, int(ml_dtypes.iinfo(dtype).max) + 1)
 
 
 def plan_sets(set_bytes: int, l2_bytes: int, free_bytes: int,

@@ -153,9 +153,9 @@ def _address(ctx, ref: RefValue, user_mask, write: bool, access: str):
       # a dynamic start (a block's, pl.ds(i * block, block)): a scalar term of its own,
       # the lanes a tensor term that stays the same from one iteration of a loop to the next
       # (pointer() below). Splitting only the starts that change inside a loop left the mha
-      # forward (causal, bf16 4x4096x16x64) at 68 bytes of spills on sm_90, splitting all at 8
-      # starts are already in the ref's index type (blockspec and views cast them), so a
-      # start times a stride cannot wrap in int32 where the ref needs int64
+      # forward (causal, bf16 4x4096x16x64) at 68 bytes of spills on sm_90, splitting all at 8.
+      # Starts are already in the ref's index type (blockspec and views cast them), so a
+      # start times a stride cannot wrap in int32 where the ref needs int64.
       assert np.dtype(d.start.dtype) == dt, (ref.name, d.start, d.start.dtype, dt)
       start = str(d.start) if re.fullmatch(r"[\w.]+", str(d.start)) else f"({d.start})"
       # one name per lane vector, whichever ref reads or writes it

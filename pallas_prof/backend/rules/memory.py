@@ -15,8 +15,8 @@ from .. import compat, emit, tma
 from ..codegen import is_packed4, Value, is_bool, is_float, next_pow2
 from ..errors import Unsupported
 from ..refs import RefValue
-from .addressing import (address, address_at_edge, check_value, load_expr, maskless_address, other_value, pointer,
-                         store_stmt)
+from .addressing import (address, address_at_edge, check_value, load_expr, maskless_address,
+                         other_value, pointer, store_stmt)
 from .table import register, register_deferred
 from .views import apply_transforms, result_shape
 
