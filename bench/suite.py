@@ -20,8 +20,8 @@ after warm-up: wall clock per jitted call (median of batches) and GPU time per
 call (CUPTI: every kernel the call launches, summed); with --replay, pallas-prof's
 own kernels also by its replay runner (`pallas_prof.profile`, cold L2, median, on
 its own random inputs). A time budget sizes the timing windows so that the whole run
-fits one device call; a case the budget cannot reach is recorded as skipped. The record goes to
-`<out-dir>/suite_<gpu>_<commit>.json` after every case (a run cut short keeps
+fits one device call; a case the budget cannot reach is recorded as skipped. The record
+goes to `<out-dir>/suite_<gpu>_<commit>.json` after every case (a run cut short keeps
 what it measured).
 """
 from __future__ import annotations
@@ -52,8 +52,8 @@ from bench.suite_cases import CASES, ordered  # noqa: E402
 
 COLUMNS = ("ours_default", "ours_tuned", "builtin", "xla")
 # The float32 reference is compiled without XLA's autotuning: it is computed once, and
-# XLA's tuning of its float32 dots was most of a case's time outside the timing
-# (6fa01a5 on the H200: 5-15 s of a matmul or attention case). The XLA column keeps it.
+# XLA's tuning of its float32 dots was most of a matmul or attention case's time outside
+# its timing windows (bench/results/README.md, the suite at 9655d8a). The XLA column keeps it.
 REFERENCE_COMPILE_OPTIONS = {"xla_gpu_autotune_level": 0}
 MIN_CASE_S = 4.0          # a case needs at least this much budget left to start
 
@@ -394,7 +394,7 @@ def main(argv=None) -> dict:
   parser.add_argument("--seed", type=int, default=None)
   parser.add_argument("--replay", action="store_true",
                       help="also time pallas-prof's kernels by its replay runner (on its own "
-                           "random inputs; about 4 s a kernel on the H200)")
+                           "random inputs; 1.3-5.5 s a kernel on the H200 at 6fa01a5)")
   args = parser.parse_args(argv)
   started = time.perf_counter()
   on_gpu = jax.default_backend() == "gpu"
