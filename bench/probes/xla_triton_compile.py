@@ -20,13 +20,11 @@ the wheel's TTIR parses in jaxlib's MLIR with its Triton dialect.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
-import re
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -69,22 +67,15 @@ def ttir_bytecode(ttir: str) -> bytes:
   return buf.getvalue()
 
 
-def ptxas_counts(ptx: str, arch: int) -> dict:
-  """Registers and spill bytes ptxas reports for a PTX (Triton's ptxas, -v)."""
-  import triton
-  ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
-  with tempfile.TemporaryDirectory() as d:
-    src = os.path.join(d, "k.ptx")
-    with open(src, "w") as f:
-      f.write(ptx)
-    out = subprocess.run([ptxas, "-v", f"--gpu-name=sm_{arch}a" if arch >= 90 else f"--gpu-name=sm_{arch}",
-                          src, "-o", os.path.join(d, "k.cubin")], capture_output=True, text=True)
-  log = out.stdout + out.stderr
-  regs = re.search(r"Used (\d+) registers", log)
-  spills = re.search(r"(\d+) bytes spill stores", log)
-  return {"registers": int(regs.group(1)) if regs else None,
-          "spill_stores": int(spills.group(1)) if spills else None,
-          **({} if out.returncode == 0 else {"ptxas_error": log[-400:]})}
+def ptxas_counts(ck) -> dict:
+  """Registers and spill bytes ptxas gives a CompiledKernel's PTX (compile.assemble_cubin,
+  the profiler's own step)."""
+  from pallas_prof.backend.compile import assemble_cubin
+  try:
+    full = assemble_cubin(ck)
+  except Exception as e:  # noqa: BLE001 - the finding
+    return {"ptxas_error": f"{type(e).__name__}: {str(e)[:400]}"}
+  return {"registers": full.registers, "spill_stores": full.spill_stores}
 
 
 def probe_kernel(record, repeats: int, on_gpu: bool) -> dict:
@@ -118,7 +109,8 @@ def probe_kernel(record, repeats: int, on_gpu: bool) -> dict:
   row.update(xla_ttir_to_ptx_ms=round(statistics.median(times[1:]), 1),
              xla_first_ms=round(times[0], 1), xla_shared=result.smem_bytes,
              xla_ptx_has_loc=".loc" in result.asm,
-             wheel_ptxas=ptxas_counts(ck.ptx, 90), xla_ptxas=ptxas_counts(result.asm, 90))
+             wheel_ptxas=ptxas_counts(ck), xla_ptxas=ptxas_counts(dataclasses.replace(
+                 ck, key=ck.key + "-xla", asm={"ttir": ck.asm["ttir"], "ptx": result.asm})))
   return row
 
 
