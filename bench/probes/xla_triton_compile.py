@@ -13,7 +13,8 @@ what the built-in backend calls. This probe asks, per kernel pallas-prof lowers:
   - how long does it take, against the wheel's ttgir+llir+ptx stages for the same TTIR?
   - does its PTX keep line info (the profiler maps SASS to equations through it), how
     many registers and spills does ptxas give it, and is its shared memory the same?
-Not asked here: whether the kernel launched from XLA's PTX gives the wheel's outputs.
+  - launched by the profiler's replay on the same inputs, are the outputs the wheel's
+    (bit for bit) and is the kernel as fast (median cold time)?
 Without a GPU (or without the handler, jaxlib <= 0.10.2) it says so and checks only that
 the wheel's TTIR parses in jaxlib's MLIR with its Triton dialect.
 """
@@ -106,12 +107,45 @@ def probe_kernel(record, repeats: int, on_gpu: bool) -> dict:
       row["xla_compile_error"] = f"{type(e).__name__}: {str(e)[:600]}"
       return row
     times.append((time.perf_counter() - t0) * 1e3)
+  xla_ck = dataclasses.replace(ck, key=ck.key + "-xla",
+                               asm={"ttir": ck.asm["ttir"], "ptx": result.asm},
+                               metadata={**ck.metadata, "shared": result.smem_bytes})
   row.update(xla_ttir_to_ptx_ms=round(statistics.median(times[1:]), 1),
              xla_first_ms=round(times[0], 1), xla_shared=result.smem_bytes,
              xla_ptx_has_loc=".loc" in result.asm,
-             wheel_ptxas=ptxas_counts(ck), xla_ptxas=ptxas_counts(dataclasses.replace(
-                 ck, key=ck.key + "-xla", asm={"ttir": ck.asm["ttir"], "ptx": result.asm})))
+             wheel_ptxas=ptxas_counts(ck), xla_ptxas=ptxas_counts(xla_ck))
+  row["launched"] = launch_both(ck, xla_ck)
   return row
+
+
+def launch_both(ck, xla_ck, seed: int = 7) -> dict:
+  """Both PTXs assembled and launched by the profiler's replay on the same random
+  inputs: whether XLA's build gives the wheel's outputs bit for bit (else the largest
+  difference), and each one's median cold time (L2 flushed before each launch)."""
+  import numpy as np
+  from pallas_prof.backend.artifacts import LaunchSpec
+  from pallas_prof.backend.compile import assemble_cubin
+  from pallas_prof.profiler.replayer import Replayer
+  out, results = {}, {}
+  for label, k in (("wheel", ck), ("xla", xla_ck)):
+    try:
+      with Replayer(LaunchSpec.from_compiled(assemble_cubin(k)), 0, seed) as r:
+        r.prepare(1)
+        _, outputs = r.poison_check()
+        timing = r.time_cold(min_launches=100, min_seconds=0.3)
+      results[label] = [np.asarray(o, np.float64) for o in outputs]
+      out[f"{label}_cold_median_us"] = round(float(np.median(timing["times_s"])) * 1e6, 2)
+    except Exception as e:  # noqa: BLE001 - the finding
+      out[f"{label}_error"] = f"{type(e).__name__}: {str(e)[:400]}"
+  if len(results) == 2:
+    diffs = [float(np.nanmax(np.abs(a - b))) if a.size else 0.0
+             for a, b in zip(results["wheel"], results["xla"])]
+    out["outputs_bitwise_equal"] = all(
+        np.array_equal(a, b, equal_nan=True) for a, b in zip(results["wheel"], results["xla"]))
+    out["max_abs_difference"] = max(diffs, default=0.0)
+    if "wheel_cold_median_us" in out and "xla_cold_median_us" in out:
+      out["xla_over_wheel_time"] = round(out["xla_cold_median_us"] / out["wheel_cold_median_us"], 3)
+  return out
 
 
 def main(argv=None) -> dict:
