@@ -50,6 +50,21 @@ def lower_ops(ops: list[str]) -> list:
     a = jnp.ones((8192, 8192), jnp.bfloat16)
     jax.jit(lambda a, b: example.matmul(a, b, bm=128, bn=256, bk=64, num_warps=8,
                                         num_stages=3)).lower(a, a)
+  if "muladd" in ops or "erf" in ops:
+    from jax import lax
+    from jax.experimental import pallas as pl
+    x = jnp.ones((4096, 1000), jnp.float32)
+
+    def elementwise(f):
+      def kernel(x_ref, o_ref):
+        o_ref[...] = f(x_ref[...])
+      return pl.pallas_call(kernel, out_shape=x, grid=(4096 // 8,),
+                            in_specs=[pl.BlockSpec((8, 1000), lambda i: (i, 0))],
+                            out_specs=pl.BlockSpec((8, 1000), lambda i: (i, 0)))
+    if "muladd" in ops:       # a multiply feeding an add: contracted to an FMA or not
+      jax.jit(elementwise(lambda v: v * 1.37 + v * v)).lower(x)
+    if "erf" in ops:          # a libdevice call (__nv_erff)
+      jax.jit(elementwise(lax.erf)).lower(x)
   return registry.kernels()
 
 
@@ -150,7 +165,7 @@ def launch_both(ck, xla_ck, seed: int = 7) -> dict:
 
 def main(argv=None) -> dict:
   ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  ap.add_argument("--ops", default="softmax,mha,matmul")
+  ap.add_argument("--ops", default="softmax,mha,matmul,muladd,erf")
   ap.add_argument("--repeats", type=int, default=3)
   ap.add_argument("--out")
   args = ap.parse_args(argv)
