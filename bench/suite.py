@@ -47,7 +47,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import pallas_prof  # noqa: E402
-from bench import save_record  # noqa: E402
+from bench import gpu_state, save_record  # noqa: E402
 from bench.suite_cases import CASES, ordered  # noqa: E402
 
 COLUMNS = ("ours_default", "ours_tuned", "builtin", "xla")
@@ -227,7 +227,8 @@ def run_column(column: str, built, reference, window_s: float, on_gpu: bool,
       calls = max(5, min(200, int(window_s / max(entry["wall_s"], 1e-6))))
       t0 = time.perf_counter()
       try:
-        entry.update(gpu_per_call(fn, built.args, calls))
+        with gpu_state.shared().window(entry):     # the SM clock the column ran at
+          entry.update(gpu_per_call(fn, built.args, calls))
       except Exception as e:  # noqa: BLE001 - reported; the wall-clock figures stand
         entry["gpu_error"] = f"{type(e).__name__}: {str(e)[:300]}"
       spent["cupti"] = time.perf_counter() - t0
@@ -326,6 +327,7 @@ def summarize(record: dict) -> None:
       record["matmul_tflops"] = c["flops"] / t / 1e12
       record["matmul_tflops_basis"] = ("ours_default, 8192^3 bf16, "
                                        + ("GPU time (CUPTI)" if "gpu_s" in ours else "wall clock"))
+      record["matmul_gpu_state"] = ours.get("gpu_state")
 
 
 def commit_of_tree(given: str | None) -> str:
@@ -496,6 +498,8 @@ def _print_summary(record: dict, out) -> None:
               "tuned_slower_than_default", "matmul_tflops"):
     v = record.get(key)
     print(f"{key}: {v:.3f}" if isinstance(v, float) else f"{key}: {v}")
+  if record.get("matmul_gpu_state"):
+    print(f"matmul's GPU while ours ran: {record['matmul_gpu_state']['summary']}")
   if out:
     print(f"record: {out}")
 

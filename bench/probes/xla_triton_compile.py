@@ -5,10 +5,13 @@
 
 Why: on the H200 (bench/results/README.md, "#17 part 5") the `triton` wheel took 248 ms
 from TTIR to PTX for the 8192^3 matmul where XLA's Triton, inside the built-in's XLA
-compile, took ~136 ms: the wheel's LLVM and MLIR are built with assertions. jaxlib after
-0.10.2 reaches XLA's Triton from Python, `jax._src.lib.triton.compile(platform,
-ttir_bytes, arch, num_warps=, num_ctas=, num_stages=)` -> PTX and shared memory, which is
-what the built-in backend calls. This probe asks, per kernel pallas-prof lowers:
+compile, took ~136 ms: the wheel's LLVM and MLIR are built with assertions. jax 0.10.2's
+source reaches XLA's Triton from Python for jaxlib after 0.10.2,
+`jax._src.lib.triton.compile(platform, ttir_bytes, arch, num_warps=, num_ctas=,
+num_stages=)` -> PTX and shared memory. Answered on the H200 (2026-12-02, call A): jax
+0.11.2 has no such entry; its built-in hands the TTIR to XLA in the
+`__gpu$xla.gpu.triton` custom call, so XLA's PTX never reaches Python there. Where a
+jaxlib has the entry, this probe asks, per kernel pallas-prof lowers:
   - does XLA's Triton accept the wheel's TTIR (dialect versions may differ)?
   - how long does it take, against the wheel's ttgir+llir+ptx stages for the same TTIR?
   - does its PTX keep line info (the profiler maps SASS to equations through it), how
@@ -109,6 +112,12 @@ def probe_kernel(record, repeats: int, on_gpu: bool) -> dict:
     row["parse_error"] = f"{type(e).__name__}: {str(e)[:400]}"
     return row
   from jax._src.lib import triton as xla_triton
+  if not hasattr(xla_triton, "has_compilation_handler"):
+    # jax 0.11.2 (the H200's, 2026-12-02): the module only re-exports the dialect; the
+    # built-in hands its TTIR to XLA in the `__gpu$xla.gpu.triton` custom call instead
+    row["xla_compile"] = ("not run: this jaxlib has no Python entry to XLA's Triton "
+                          "(jax._src.lib.triton.compile)")
+    return row
   if not on_gpu or not xla_triton.has_compilation_handler("cuda"):
     row["xla_compile"] = "not run: no CUDA Triton compilation handler in this process"
     return row
