@@ -35,9 +35,12 @@ def rng(request):
 def pytest_collection_modifyitems(config, items):
   has_gpu = _has_gpu()
   skip_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU (run on the device machine)")
+  skip_no_gpu = pytest.mark.skip(reason="asserts what a machine without a GPU does")
   for item in items:
     if "gpu" in item.keywords and not has_gpu:
       item.add_marker(skip_gpu)
+    if "no_gpu" in item.keywords and has_gpu:
+      item.add_marker(skip_no_gpu)
 
 
 def _has_gpu() -> bool:

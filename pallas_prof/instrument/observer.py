@@ -450,6 +450,8 @@ def profile_attributes(kp, device=None) -> dict[str, Any]:
     if part is None:
       continue
     for key, value in part.to_dict().items():
+      # setdefault: the roofline's own `verdict` must not overwrite the kernel's, which
+      # begins with it and goes on (throttling, the heaviest equations)
       if isinstance(value, (int, float, str, bool)):
-        out[prefix + key] = value
+        out.setdefault(prefix + key, value)
   return out

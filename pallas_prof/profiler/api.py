@@ -291,6 +291,15 @@ def _attribute_statically(t: _Target, p: KernelProfile, reason: str) -> None:
     p.weight_basis = "static"
 
 
+def _dropped_text(run) -> str:
+  """What CUPTI dropped (its buffers were full), where it dropped any: the shares are
+  of the samples kept."""
+  if not run.dropped_samples:
+    return ""
+  share = 100 * run.dropped_samples / max(run.total_samples, 1)
+  return f" ({run.dropped_samples:,} of {run.total_samples:,} dropped by CUPTI, {share:.2g} %)"
+
+
 def _attribute(t: _Target, p: KernelProfile, device: int, sample: bool,
                keep_samples: str | None) -> None:
   """The weights the report shows: PC samples of a replay when they could be taken,
@@ -313,7 +322,7 @@ def _attribute(t: _Target, p: KernelProfile, device: int, sample: bool,
       p.attribution = attribution.measured(
           gk, corr, samples, basis="pc_sampling", replay_median_s=median, sampling=run,
           description=f"CUPTI PC sampling, {sum(map(_total, samples.values())):,.0f} samples "
-                      f"of {run.launches} replayed launches")
+                      f"of {run.launches} replayed launches{_dropped_text(run)}")
       p.weight_basis = "pc_sampling"
     except Exception as e:  # noqa: BLE001 - the static weights still stand, labelled
       why = f"PC sampling failed: {type(e).__name__}: {e}"

@@ -67,6 +67,7 @@ def _tie_operands():
   return a, np.ones((16, 16), np.float32)
 
 
+@pytest.mark.no_gpu
 def test_a_cpu_lowering_multiplies_in_float32_as_xla_on_the_cpu():
   a, b = _tie_operands()
   out = run_on_values(lambda a, b: jnp.dot(a, b), a, b, name="dot_tf32_cpu")

@@ -390,4 +390,8 @@ def test_an_ejected_tma_kernel_runs_standalone_under_the_interpreter(rng, tmp_pa
                          "--output", str(tmp_path / "out.npz")], capture_output=True, text=True,
                         env=env, timeout=300)
   assert done.returncode == 0, done.stdout + done.stderr
-  np.testing.assert_array_equal(np.load(tmp_path / "out.npz")["o_ref"], plain)
+  got = np.load(tmp_path / "out.npz")["o_ref"]
+  if jax.default_backend() == "cpu":         # both under Triton's interpreter
+    np.testing.assert_array_equal(got, plain)
+  else:     # `plain` ran on the GPU: its dot sums in the tensor cores' order, not numpy's
+    np.testing.assert_allclose(got, plain, rtol=1e-3, atol=1e-3)

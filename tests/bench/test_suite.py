@@ -149,6 +149,7 @@ def test_summary_falls_back_to_wall_clock_when_cupti_measured_nothing():
   assert record["matmul_tflops"] is None
 
 
+@pytest.mark.no_gpu
 def test_replay_column_on_a_cpu_says_there_is_no_gpu(rng):
   """The replay runner's column goes through pallas_prof.profile(); without a GPU it
   reports no runtime, and the suite records why instead of a figure."""
@@ -165,6 +166,7 @@ def test_replay_column_on_a_cpu_says_there_is_no_gpu(rng):
   assert "no NVIDIA GPU" in out["replay_error"]
 
 
+@pytest.mark.no_gpu
 def test_no_gpu_means_a_clear_refusal_not_a_crash():
   with pytest.raises(SystemExit, match="--dry-run"):
     suite.main(["--quick"])

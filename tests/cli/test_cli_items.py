@@ -6,6 +6,8 @@ import os
 import shutil
 import textwrap
 
+import pytest
+
 from pallas_prof.cli.report import RunReport
 from tests.cli.test_cli import EXAMPLES, pallas_prof, softmax_run  # noqa: F401 - a fixture
 
@@ -61,6 +63,7 @@ def test_otlp_trace_is_named_jsonl_and_holds_json_lines(tmp_path):
   assert typed.kernels[0].name == "softmax_kernel" and typed.traces.otlp_json == "trace.otlp.jsonl"
 
 
+@pytest.mark.no_gpu
 def test_diff_on_cpu_compares_what_the_runs_have(softmax_run, tmp_path, monkeypatch):
   """Runs without a GPU have no runtimes: diff compares registers, shared memory, spills
   and instruction counts, fails on their growth, and says nothing timed was compared."""

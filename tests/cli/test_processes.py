@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 
+import jax
 import pytest
 
 from pallas_prof.cli import processes
@@ -70,7 +71,8 @@ def test_each_process_says_where_it_ran(two_processes):
     origin = report["origin"]
     assert origin["jax.process_index"] == i and origin["jax.process_count"] == 2
     assert origin["host.name"] == socket.gethostname() and origin["process.pid"] > 0
-    assert len(origin["devices"]) == 1 and origin["devices"][0].startswith("cpu:")
+    assert len(origin["devices"]) == 1 and \
+        origin["devices"][0].startswith(f"{jax.default_backend()}:")   # cpu:0, or gpu:0
     with open(two_processes / f"p{i}" / "trace.otlp.jsonl") as f:
       batches = [json.loads(line) for line in f]
     resources, stamped = [], set()

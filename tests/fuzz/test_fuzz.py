@@ -213,7 +213,10 @@ def test_where_xla_folds_constants_its_own_way_pallas_prof_follows_its_kernels()
                     (InputSpec((1, 2), "int32", -100, 100),), 0, 2e-4)
   inputs = check_module.make_inputs(program)
   fn = check_module.build(program)["fn"]
-  jitted, eager = (np.asarray(f(*inputs)[0]) for f in (jax.jit(fn), fn))
+  cpu = jax.devices("cpu")[0]      # the check's reference is XLA on the CPU, on any machine
+  with jax.default_device(cpu):
+    on_cpu = [jax.device_put(a, cpu) for a in inputs]
+    jitted, eager = (np.asarray(f(*on_cpu)[0]) for f in (jax.jit(fn), fn))
   [got] = check_module.run_pallas_prof(program, inputs)
   np.testing.assert_array_equal(np.asarray(got), eager)      # [0, pi/4]
   assert float(np.asarray(got)[0, 0]) == 0.0

@@ -264,3 +264,11 @@ def test_contention_rule_on_a_made_up_kernel():
   assert got == {("a", "b", "not_selected"): 30.0, ("a", "c", "not_selected"): 10.0,
                  ("a", "b", "mio_throttle"): 30.0}   # c's own math throttle: c is the issuer
   assert contention.pipe("@P0 BRA") is None and contention.pipe("LDG.E.128") == "lg"
+
+
+def test_samples_cupti_dropped_are_said_with_their_share():
+  import types
+  from pallas_prof.profiler.api import _dropped_text
+  assert _dropped_text(types.SimpleNamespace(dropped_samples=0, total_samples=5000)) == ""
+  text = _dropped_text(types.SimpleNamespace(dropped_samples=4460, total_samples=1348850))
+  assert text == " (4,460 of 1,348,850 dropped by CUPTI, 0.33 %)"

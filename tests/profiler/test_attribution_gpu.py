@@ -55,7 +55,11 @@ def test_runtime_is_the_unsampled_replay_and_overhead_is_measured(known):
     assert k["attribution"]["replay_median_s"] == k["runtime"]["median_s"]
     assert s["unsampled_median_s"] > 0 and s["sampled_median_s"] > 0
     assert s["overhead_pct"] is not None
-    assert s["total_samples"] > 1000 and s["dropped_samples"] == 0
+    # CUPTI drops a few samples when its buffers fill (0.3 % at the shortest periods, more
+    # on a loaded machine): counted, and said in the description, never hidden
+    assert s["total_samples"] > 1000 and s["dropped_samples"] <= 0.01 * s["total_samples"]
+    assert (f"{s['dropped_samples']:,} of" in k["attribution"]["description"]) == \
+        (s["dropped_samples"] > 0)
     # time per equation is its weight times the unsampled replay's median
     e = k["attribution"]["equations"][0]
     assert e["time_s"] == pytest.approx(e["weight"] * k["runtime"]["median_s"])

@@ -245,6 +245,8 @@ def test_profile_gpu_path_on_the_stand_in(fake_driver, matmul_mma):
   json.loads(report.to_json())
 
 
+# the stand-in driver is this process's only: on a GPU machine the sampling child finds a real GPU
+@pytest.mark.no_gpu
 def test_failed_sampling_falls_back_to_static_weights_and_says_why(fake_driver, matmul_mma):
   # the stand-in driver lives in this process only: the sampling child finds no GPU
   import pallas_prof
@@ -266,3 +268,25 @@ def test_memcpy_ceiling_arithmetic_on_the_stand_in(fake_driver):
   assert rate == pytest.approx(2 * 2**20 / 0.25e-3)        # read + write per scripted time
   assert [x for x in fake.launches if x[0] == "memcpy"] == [("memcpy", 2**20)] * 7
   assert fake.allocations == {}
+
+
+def test_the_profile_span_carries_the_kernels_whole_verdict(fake_driver, matmul_mma):
+  """A regression found on the H200: the roofline's own `verdict` overwrote the kernel's in
+  the `profile <kernel>` span, so the span lost the loop time and the heaviest equations."""
+  import pallas_prof
+  from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+  from pallas_prof.instrument import conventions as cv
+  from pallas_prof.profiler.schema import Ceilings
+  rec, ck = matmul_mma
+  fake_driver(ck.generated, event_ms=0.004)
+  ceil = Ceilings(device_name="Stand-in GPU", device_uuid="GPU-x", copy_bytes_per_s=4e12,
+                  copy_method="given", matrix_flops_per_s={"bf16": 8e14}, matrix_method="given",
+                  measured_at=0.0, details={}, notes=[])
+  exporter = InMemorySpanExporter()
+  with pallas_prof.tracing(exporter):
+    report = pallas_prof.profile([rec], device=0, nvml=False, ceilings=ceil, min_launches=20,
+                                 min_seconds=0.0, sample=False)
+  (k,) = report.kernels
+  (span,) = [s for s in exporter.get_finished_spans() if s.name.startswith("profile ")]
+  assert "back-to-back in a loop" in k.verdict and k.verdict != k.rates.verdict
+  assert span.attributes[cv.PROFILE_VERDICT] == k.verdict
