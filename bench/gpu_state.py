@@ -58,3 +58,8 @@ def shared() -> GpuState:
   if not _shared:
     _shared.append(GpuState())
   return _shared[0]
+
+
+def why_unavailable() -> str | None:
+  """Why the run's GpuState could not sample (None: it could, or none was made: no GPU run)."""
+  return _shared[0].unavailable if _shared else None

@@ -328,6 +328,8 @@ def summarize(record: dict) -> None:
       record["matmul_tflops_basis"] = ("ours_default, 8192^3 bf16, "
                                        + ("GPU time (CUPTI)" if "gpu_s" in ours else "wall clock"))
       record["matmul_gpu_state"] = ours.get("gpu_state")
+  if gpu_state.why_unavailable():              # why no column has its clocks
+    record["gpu_state_unavailable"] = gpu_state.why_unavailable()
 
 
 def commit_of_tree(given: str | None) -> str:
@@ -498,6 +500,8 @@ def _print_summary(record: dict, out) -> None:
               "tuned_slower_than_default", "matmul_tflops"):
     v = record.get(key)
     print(f"{key}: {v:.3f}" if isinstance(v, float) else f"{key}: {v}")
+  if record.get("gpu_state_unavailable"):
+    print(f"no GPU clocks recorded: {record['gpu_state_unavailable']}")
   if record.get("matmul_gpu_state"):
     print(f"matmul's GPU while ours ran: {record['matmul_gpu_state']['summary']}")
   if out:

@@ -112,11 +112,11 @@ def probe_kernel(record, repeats: int, on_gpu: bool) -> dict:
     row["parse_error"] = f"{type(e).__name__}: {str(e)[:400]}"
     return row
   from jax._src.lib import triton as xla_triton
-  if not hasattr(xla_triton, "has_compilation_handler"):
+  if not (hasattr(xla_triton, "compile") and hasattr(xla_triton, "has_compilation_handler")):
     # jax 0.11.2 (the H200's, 2026-12-02): the module only re-exports the dialect; the
     # built-in hands its TTIR to XLA in the `__gpu$xla.gpu.triton` custom call instead
     row["xla_compile"] = ("not run: this jaxlib has no Python entry to XLA's Triton "
-                          "(jax._src.lib.triton.compile)")
+                          "(jax._src.lib.triton.compile, has_compilation_handler)")
     return row
   if not on_gpu or not xla_triton.has_compilation_handler("cuda"):
     row["xla_compile"] = "not run: no CUDA Triton compilation handler in this process"

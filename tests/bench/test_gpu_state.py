@@ -29,3 +29,15 @@ def test_without_a_gpu_the_window_records_nothing_and_says_why():
   with state.window(entry):
     ran = True
   assert ran and entry == {} and state.unavailable
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_window_samples_the_clock():
+  state = gpu_state.GpuState()
+  assert state.handle is not None, state.unavailable
+  entry = {}
+  with state.window(entry):
+    import time
+    time.sleep(0.1)
+  g = entry["gpu_state"]
+  assert g["samples"] >= 2 and g["sm_clock_mhz"]["median"] > 0 and g["max_sm_clock_mhz"] > 0

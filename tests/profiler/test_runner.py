@@ -245,10 +245,11 @@ def test_profile_gpu_path_on_the_stand_in(fake_driver, matmul_mma):
   json.loads(report.to_json())
 
 
-# the stand-in driver is this process's only: on a GPU machine the sampling child finds a real GPU
-@pytest.mark.no_gpu
-def test_failed_sampling_falls_back_to_static_weights_and_says_why(fake_driver, matmul_mma):
-  # the stand-in driver lives in this process only: the sampling child finds no GPU
+def test_failed_sampling_falls_back_to_static_weights_and_says_why(fake_driver, matmul_mma,
+                                                                   monkeypatch):
+  # the stand-in driver lives in this process only: the sampling child finds no GPU (none
+  # visible to it, on a GPU machine too)
+  monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
   import pallas_prof
   rec, ck = matmul_mma
   fake_driver(ck.generated, event_ms=0.004)
