@@ -450,8 +450,10 @@ def profile_attributes(kp, device=None) -> dict[str, Any]:
     if part is None:
       continue
     for key, value in part.to_dict().items():
-      # setdefault: the roofline's own `verdict` must not overwrite the kernel's, which
-      # begins with it and goes on (throttling, the heaviest equations)
+      # the roofline's own verdict is where the kernel's begins (which goes on: throttling,
+      # the heaviest equations): it must not take the kernel's key
+      if key == "verdict" and prefix == cv.PROFILE_PREFIX:
+        continue
       if isinstance(value, (int, float, str, bool)):
-        out.setdefault(prefix + key, value)
+        out[prefix + key] = value
   return out

@@ -297,7 +297,8 @@ def _dropped_text(run) -> str:
   if not run.dropped_samples:
     return ""
   share = 100 * run.dropped_samples / max(run.total_samples, 1)
-  return f" ({run.dropped_samples:,} of {run.total_samples:,} dropped by CUPTI, {share:.2g} %)"
+  share_text = "under 0.01" if share < 0.01 else f"{share:.2f}"
+  return f" ({run.dropped_samples:,} of {run.total_samples:,} dropped by CUPTI, {share_text} %)"
 
 
 def _attribute(t: _Target, p: KernelProfile, device: int, sample: bool,

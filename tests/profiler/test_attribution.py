@@ -272,3 +272,5 @@ def test_samples_cupti_dropped_are_said_with_their_share():
   assert _dropped_text(types.SimpleNamespace(dropped_samples=0, total_samples=5000)) == ""
   text = _dropped_text(types.SimpleNamespace(dropped_samples=4460, total_samples=1348850))
   assert text == " (4,460 of 1,348,850 dropped by CUPTI, 0.33 %)"
+  tiny = _dropped_text(types.SimpleNamespace(dropped_samples=1, total_samples=10_000_000))
+  assert tiny == " (1 of 10,000,000 dropped by CUPTI, under 0.01 %)"
