@@ -249,8 +249,7 @@ def _static(t: _Target, cc: int, top: int) -> KernelProfile:
 def _nvml_handle(info, notes):
   from . import nvml
   try:
-    api = nvml.init()
-    return nvml.handle_for(api, info.uuid, info.pci_bus_id)
+    return nvml.device_handle(info.index)
   except Exception as e:  # noqa: BLE001
     notes.append(f"NVML: {e}")
     return None

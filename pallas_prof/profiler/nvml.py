@@ -87,6 +87,14 @@ def shutdown(nvml=None) -> None:
           pass
 
 
+def device_handle(index: int):
+  """NVML's handle of CUDA device `index` (NVML initialised for it): NvmlUnavailable, or
+  the driver's error, where there is none."""
+  from . import driver
+  info = driver.device_info(index)
+  return handle_for(init(), info.uuid, info.pci_bus_id)
+
+
 def handle_for(nvml, uuid: str | None = None, pci_bus_id: str | None = None):
   """The NVML handle of the GPU the CUDA driver calls `uuid` (CUDA ordinals and
   NVML indices differ under CUDA_VISIBLE_DEVICES, so match by identity)."""
