@@ -227,13 +227,27 @@ def _dynamic_update_slice(ctx, x, update, *starts):
       continue
     s = _clamped_start(ctx, start, n - m)
     placed = _place_along(ctx, placed, axis, s, n)
-    lanes = f"tl.arange(0, {next_pow2(n)})"
-    inside = Value(f"(({lanes} >= {s}) & ({lanes} < {s} + {m}))", np.dtype(np.bool_), (n,))
+    inside = Value(window_test(f"tl.arange(0, {next_pow2(n)})", s, m), np.dtype(np.bool_), (n,))
     in_window.append(emit.expand_to_rank(inside, (axis,), x.ndim))
   if not in_window:
     return update
   mask = ctx.b.assign("in_window", " & ".join(in_window))
   return ctx.value("updated", f"tl.where({mask}, {placed}, {x})", x.dtype, x.shape)
+
+
+def window_test(lanes: str, start, size: int) -> str:
+  """start <= lanes < start + size, as ONE unsigned comparison.
+
+  Not as `(lanes >= start) & (lanes < start + size)`: LLVM's NVPTX backend
+  splits a select on an `and` into two nested selp, ptxas fuses those into a
+  predicated select that overwrites the untouched value's register in place,
+  and ptxas (12.8 to 13.0 alike) then pairs a 16-bit float multiply that still
+  needed the old value into an HFMA2 placed after that overwrite: a float16
+  dynamic_update_slice changed another output's elements (the GPU fuzzer's
+  seed 18680; tests/backend/test_ptxas_hazards.py). One comparison gives
+  ptxas a single select into a fresh register."""
+  shifted = lanes if start == 0 else f"({lanes} - {start})"
+  return f"({shifted}.to(tl.uint32) < {size})"
 
 
 @register(getattr(lax, "split_p", None))
@@ -268,7 +282,7 @@ def _pad_axis(ctx, x: Value, axis: int, low: int, high: int, interior: int, fill
   if next_pow2(n) < next_pow2(size):
     x = grow_axis(ctx, x, axis, next_pow2(size))
   taken = _gather_lanes(ctx, x, axis, source, size, "pad_src")
-  valid = f"({offset} >= 0) & ({offset} < {(n - 1) * step + 1})"
+  valid = window_test(offset, 0, (n - 1) * step + 1)
   if step > 1:
     valid += f" & ({offset} % {step} == 0)"
   mask = emit.expand_to_rank(Value(f"({valid})", np.dtype(np.bool_), (size,)), (axis,), x.ndim)
