@@ -16,6 +16,7 @@ from .version import __version__  # noqa: E402,F401
 from .backend import CompilerParams, LoweringError, install, installed, uninstall  # noqa: E402
 from .backend import registration as _registration  # noqa: E402
 from .backend.bounds import BoundsError  # noqa: E402
+from .backend.runtime_errors import KernelRuntimeError  # noqa: E402
 from .backend.coverage import UncoveredOutputWarning  # noqa: E402
 
 _registration._ensure_registered()
@@ -60,7 +61,7 @@ def kernels():
   return registry.kernels()
 
 
-__all__ = ["CompilerParams", "LoweringError", "BoundsError", "UncoveredOutputWarning", "install",
+__all__ = ["CompilerParams", "LoweringError", "BoundsError", "KernelRuntimeError", "UncoveredOutputWarning", "install",
            "installed", "uninstall", "tracing", "profile", "autotune", "Autotune", "ProbeOptions",
            "kernels",
            "__version__"]
