@@ -87,6 +87,21 @@ def load_kernel(kernel_dir: str) -> tuple[GeneratedKernel, CompiledKernel | None
   return gk, ck
 
 
+def load_kernel_or_exit(kernel_dir: str, run_dir: str):
+  """load_kernel, or a message naming what is missing or damaged and what to do."""
+  what = os.path.relpath(kernel_dir, run_dir)
+  if not os.path.isfile(os.path.join(kernel_dir, "kernel.json")):
+    raise SystemExit(f"pallas-prof: {run_dir}/report.json lists this kernel, but its files "
+                     f"({what}/) are not in the run directory any more; run the script again "
+                     "with `pallas-prof run` to write them")
+  try:
+    return load_kernel(kernel_dir)
+  except (OSError, ValueError, KeyError, TypeError) as e:
+    raise SystemExit(f"pallas-prof: the saved kernel in {kernel_dir} does not load "
+                     f"({type(e).__name__}: {e}); run the script again with `pallas-prof run` "
+                     "to write it afresh") from None
+
+
 def load_aliases(kernel_dir: str) -> tuple[tuple[int, int], ...]:
   """The saved kernel's input_output_aliases: its LaunchSpec's, else kernel.json's
   (a kernel without a cubin); none in runs saved before either kept them."""
@@ -156,19 +171,24 @@ def locate_kernel(name: str, run_dir: str | None = None,
   if not runs:
     raise SystemExit("pallas-prof: no saved run found; run `pallas-prof run script.py` first "
                      "or pass --dir")
+  seen: dict[str, None] = {}   # every kernel the runs have, newest first: to say which
   for i, candidate in enumerate(runs):
     try:
       kernels = read_report(candidate).get("kernels", [])
     except SystemExit:          # an unreadable or foreign report: look further back
       continue
+    seen.update((k["label"], None) for k in kernels)
     hit = _pick(kernels, name)
     if hit is not None:
       if i:
         print(f"pallas-prof: no kernel {name!r} in the newest run ({runs[0]}); "
               f"showing it from {candidate}, {i} run(s) back", file=sys.stderr)
       return candidate, os.path.join(candidate, os.path.dirname(hit["files"]["kernel"]))
+  have = ", ".join(list(seen)[:12]) + (f" and {len(seen) - 12} more" if len(seen) > 12
+                                       else "") if seen else "none"
   raise SystemExit(f"pallas-prof: no kernel {name!r} in the {len(runs)} most recent runs under "
-                   f"{root}/ (newest: {runs[0]}); pass --dir to look elsewhere")
+                   f"{root}/ (newest: {runs[0]}); they have: {have}. Give one of those (a "
+                   "name or the start of a label), or --dir to look elsewhere")
 
 
 def json_ready(x: Any) -> Any:
