@@ -91,8 +91,9 @@ Slice = state_indexing.Slice
 AbstractRef = state_types.AbstractRef
 Literal = jax_core.Literal
 DropVar = jax_core.DropVar
-ClosedJaxpr = jax_core.ClosedJaxpr
 Jaxpr = jax_core.Jaxpr
+# jax 0.12 removed ClosedJaxpr (0.11 had folded it into Jaxpr, keeping the name)
+JAXPR_TYPES = tuple(t for t in (getattr(jax_core, "ClosedJaxpr", None), Jaxpr) if t is not None)
 
 get_p = state_primitives.get_p
 swap_p = state_primitives.swap_p

@@ -44,10 +44,8 @@ def pallas_call_eqns(fn, *args):
         found.append(eqn)
       for param in eqn.params.values():
         for sub in param if isinstance(param, (tuple, list)) else (param,):
-          if isinstance(sub, compat.ClosedJaxpr):
-            visit(sub.jaxpr)
-          elif isinstance(sub, compat.Jaxpr):
-            visit(sub)
+          if isinstance(sub, compat.JAXPR_TYPES):
+            visit(compat.open_jaxpr(sub)[0])
 
   visit(closed.jaxpr)
   return found
