@@ -460,7 +460,25 @@ def jax_profiler_session_active() -> bool:
   except ImportError:
     return False
   state = getattr(jax_profiler, "_profile_state", None)
-  return getattr(state, "profile_session", None) is not None
+  # jax 0.10/0.11 call the running session `profile_session`, 0.12 `session`
+  for name in ("session", "profile_session"):
+    if hasattr(state, name):
+      return getattr(state, name) is not None
+  _warn_once("jax-profiler-state",
+             "pallas-prof cannot tell whether jax.profiler is tracing in this JAX version "
+             f"({jax.__version__}): it will not step aside for it, and the two may clash over "
+             "CUPTI (stop jax.profiler's trace before pallas-prof profiles)")
+  return False
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, message: str) -> None:
+  if key not in _warned:
+    _warned.add(key)
+    import warnings
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 # --- how errors reach the user -------------------------------------------------------
