@@ -63,7 +63,8 @@ def test_a_dead_child_is_a_crash_with_its_program_and_the_run_goes_on(tmp_path, 
       f"             'describe': f'program {{seed}}', 'kind': 'values', 'stage': {stage!r}}}, f)\n"
       "os.abort()\n")
   monkeypatch.setattr(fuzz, "_worker_command",
-                      lambda args, log, seed: [sys.executable, str(script), log, str(seed)])
+                      lambda args, log, seed, kind=None: [sys.executable, str(script), log,
+                                                          str(seed)])
   out = tmp_path / "fuzz.json"
   monkeypatch.setattr(sys, "argv", ["fuzz.py", "--jobs", "2", "--examples", "8", "--seed", "1",
                                     "--out", str(out), "--corpus", str(tmp_path / "repro")])
