@@ -182,6 +182,12 @@ def worker(args) -> None:
           emit(status="sm90_candidate", seconds=time.perf_counter() - t0,
                features=list(program.features), **record)
           raise sm90.CompileFailure(compiled.signature)
+        if compiled.status == "stage_failure" and compiled.signature not in signatures_seen:
+          # a new failure met while shrinking another: kept as it is
+          signatures_seen.add(compiled.signature)
+          extra["sm90"]["reproducer"] = save_reproducer(program, compiled.detail,
+                                                        os.path.join(args.corpus, "unshrunk"))
+          extra.update(source=program.source, describe=program.describe())
       emit(status=outcome.status, detail=outcome.detail[:300], kind=program.kind,
            features=list(program.features), seconds=time.perf_counter() - t0, **extra)
 
@@ -266,7 +272,8 @@ def main() -> None:
   args = parser.parse_args()
   if args.seed is None:
     args.seed = int.from_bytes(os.urandom(3), "little")
-  tag = f"{args.device}_{_commit()}_seed{args.seed}" + ("_tma" if args.tma else "")
+  args.commit = commit(ROOT)
+  tag = f"{args.device}_{args.commit[0]}_seed{args.seed}" + ("_tma" if args.tma else "")
   if args.tma:
     os.environ["PALLAS_PROF_FUZZ_TMA"] = "1"     # tests/fuzz/check.py reads it; workers inherit it
   args.out = args.out or os.path.join(ROOT, "bench", "results", f"fuzz_{tag}.json")

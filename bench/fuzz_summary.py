@@ -96,6 +96,10 @@ def _sm90_part(recs) -> dict:
     seconds += sm90.get("seconds", 0.0)
     if sm90["status"] == "stage_failure":
       signatures[sm90.get("signature", "?")] += 1
+      if "reproducer" in sm90:     # the first of its kind in its job, not shrunk
+        unshrunk.append({"signature": sm90.get("signature"), "message": sm90.get("detail"),
+                         "reproducer": sm90["reproducer"], "source": rec.get("source"),
+                         "describe": rec.get("describe")})
     elif sm90["status"] == "limitation":
       limitations[sm90.get("detail", "")[:200]] += 1
     if "hazard_lead" in rec:
@@ -148,7 +152,8 @@ def summarize(args, started: float, jobs, final: bool, cut_off: str | None = Non
       differences.append({k: rec[k] for k in ("message", "reproducer", "describe", "source")})
     elif status in ("generator_error", "worker_error"):
       generator_errors.append(rec["message"])
-  stamp, stamp_from = commit()
+  # read once, when the run starts (bench/fuzz.py main): HEAD may move while it runs
+  stamp, stamp_from = getattr(args, "commit", None) or commit()
   summary = {
       "command": "python3 bench/fuzz.py " + " ".join(sys.argv[1:]),
       "commit": stamp, "commit_from": stamp_from, "device": args.device, "seed": args.seed,

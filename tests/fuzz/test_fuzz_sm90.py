@@ -182,3 +182,43 @@ def test_a_users_window_select_with_its_else_value_live_is_right_on_the_gpu(dtyp
                     ("compound select", "reduce", "binary"))
   for seed in range(12):      # starts 0 .. 20 from the data: inside, at the edge, past it
     assert check(dataclasses.replace(program, seed=seed), gpu).status == "ok"
+
+
+def test_the_replay_runs_each_lead_on_several_inputs(tmp_path, monkeypatch):
+  """bench/fuzz_replay.py, here on the CPU (on the H200 with --device gpu): each strong
+  lead a summary kept, rebuilt from its program and checked on --inputs input seeds."""
+  from bench import fuzz_replay
+  from bench.fuzz_summary import write_json
+  program = dataclasses_asdict(FUZZ_18680)
+  write_json(str(tmp_path / "s.json"), {"sm90": {"strong_hazard_leads": [
+      {"reproducer": "r", "program": program}, {"reproducer": "no program kept"}]}})
+  out = tmp_path / "replay.json"
+  monkeypatch.setattr(sys, "argv", ["fuzz_replay.py", str(tmp_path / "s.json"), "--device",
+                                    "cpu", "--inputs", "2", "--out", str(out)])
+  fuzz_replay.main()
+  result = json.loads(out.read_text())
+  assert result["programs"] == 1 and result["runs"] == 2 and result["outcomes"] == {"ok": 2}
+  assert [r["input_seed"] for r in result["each"]] == [18680, 18680 + 7919]
+
+
+def dataclasses_asdict(program):
+  import dataclasses
+  return json.loads(json.dumps(dataclasses.asdict(program)))
+
+
+def test_a_second_failure_met_while_shrinking_the_first_is_kept_too(tmp_path, monkeypatch):
+  """Programs fail in two ways (by their source's length): the first met is shrunk; the
+  other, met while the first shrinks (so not raised), still comes with its reproducer."""
+  def two_ways(program):
+    sig = ("llir: one", "ptx: two")[len(program.source) % 2]
+    return sm90.Sm90Outcome("stage_failure", 1, f"LoweringError: {sig}", sig)
+
+  monkeypatch.setattr(sm90, "compile_sm90", two_ways)
+  args = _worker_args(tmp_path)
+  fuzz.worker(args)
+  summary = fuzz.summarize(argparse.Namespace(out=str(tmp_path / "s.json"), device="cpu", seed=3),
+                           0.0, [fuzz.Job(0, args.log, [3])], final=True)["sm90"]
+  assert set(summary["stage_failure_signatures"]) == {"llir: one", "ptx: two"}, summary
+  kept = {f["signature"]: f["reproducer"] for f in summary["stage_failures_unshrunk"]}
+  assert set(kept) == {"llir: one", "ptx: two"} and all(os.path.exists(p) for p in kept.values())
+  assert len(summary["stage_failures"]) == 1, summary     # the first, shrunk
