@@ -65,10 +65,11 @@ def strategy_for(kind: str):
   : hazards 2 : scans 1."""
   from hypothesis import strategies as st
   from tests.fuzz.hazards import hazard_programs
-  from tests.fuzz.programs import kernel_programs, programs, value_programs
+  from tests.fuzz.programs import kernel_programs, value_programs
   from tests.fuzz.scans import scan_programs
   if kind == "all":
-    return st.one_of(programs(), hazard_programs(), hazard_programs(), scan_programs())
+    values, kernels, hazards = value_programs(), kernel_programs(), hazard_programs()
+    return st.one_of(values, values, values, kernels, hazards, hazards, scan_programs())
   return {"values": value_programs(), "kernels": kernel_programs(), "hazards": hazard_programs(),
           "scans": scan_programs()}[kind]
 
