@@ -154,8 +154,19 @@ step_fuzz() {   # the differential fuzzer on the GPU: FUZZ_SECONDS of FUZZ_JOBS 
   # FUZZ_CHECK_JOBS of them in the bounds-checked mode, fresh seeds (FUZZ_SEED)
   timeout $(( ${FUZZ_SECONDS:-300} + 60 )) python3 bench/fuzz.py --device gpu --seconds ${FUZZ_SECONDS:-300} \
     --examples ${FUZZ_EXAMPLES:-100000} --jobs ${FUZZ_JOBS:-14} --check-jobs ${FUZZ_CHECK_JOBS:-2} \
+    --kind ${FUZZ_KIND:-all} \
     --seed ${FUZZ_SEED:-1} ${FUZZ_ARGS:-} --out "$OUT/fuzz_gpu_${FUZZ_SEED:-1}.json" \
     --corpus "$OUT/fuzz_gpu_repro_${FUZZ_SEED:-1}" 2>&1 | tail -14
+}
+
+step_repro() {   # REPRO (a fuzz reproducer): many runs on the GPU (a race moves, a miscompile
+  # stays), then one under compute-sanitizer's racecheck and synccheck
+  timeout ${REPRO_TIMEOUT:-60} python3 bench/probes/fuzz_repro_gpu.py "$REPRO" --runs ${REPRO_RUNS:-20} \
+    --seeds ${REPRO_SEEDS:-3} --out "$OUT/repro_runs.json" 2>&1 | grep -v Warning | tail -8
+  for tool in racecheck synccheck; do
+    timeout ${SANITIZER_TIMEOUT:-75} compute-sanitizer --tool $tool --print-limit 20 \
+      python3 bench/probes/fuzz_repro_gpu.py "$REPRO" --runs 1 --seeds 0 2>&1 | grep -v Warning | tail -12
+  done
 }
 
 step_sanitize() {   # compute-sanitizer (4 tools) over the examples, JAX's GPU ops fwd+bwd and
