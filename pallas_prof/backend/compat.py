@@ -498,35 +498,22 @@ def hide_frames_in_tracebacks(path: str) -> None:
     traceback_util.register_exclusion(path)
 
 
-# JAX logs a host callback's exception here (with its traceback) before jaxlib raises it
-# to the caller as a JaxRuntimeError carrying the same traceback as text
+# where JAX logs a host callback's exception before jaxlib raises its text as a JaxRuntimeError
 CALLBACK_LOGGERS = ("jax._src.callback", "jax._src.debugging")
 
 
 def wrap_python_executions(wrapper, keep_in_python) -> None:
-  """Each execution of a compiled program that JAX runs from Python (pxla's
-  ExecuteReplicated) goes through wrapper(run, has_host_callbacks), run() being the
-  execution; and a program with host callbacks stays there, out of JAX's C++ fast
-  path (pjit._get_fastpath_data: no fast path), while keep_in_python() says so."""
+  """Executions JAX runs from Python (pxla.ExecuteReplicated) go through wrapper(run, has
+  host callbacks); while keep_in_python(), programs with host callbacks get no C++ fast path."""
   from jax._src import pjit
   from jax._src.interpreters import pxla
-  original = pxla.ExecuteReplicated.__call__
-  if getattr(original, "_pallas_prof_wrapped", False):
-    return
+  execute, fastpath = pxla.ExecuteReplicated.__call__, pjit._get_fastpath_data
 
-  @functools.wraps(original)
   def call(self, *args):
-    return wrapper(lambda: original(self, *args), bool(self.has_host_callbacks))
+    return wrapper(lambda: execute(self, *args), bool(self.has_host_callbacks))
 
-  fastpath = pjit._get_fastpath_data
-
-  @functools.wraps(fastpath)
   def fastpath_data(executable, *args, **kwargs):
-    if bool(getattr(getattr(executable, "unsafe_call", None), "has_host_callbacks", False)) \
-        and keep_in_python():
-      return None
-    return fastpath(executable, *args, **kwargs)
+    callbacks = getattr(getattr(executable, "unsafe_call", None), "has_host_callbacks", False)
+    return None if callbacks and keep_in_python() else fastpath(executable, *args, **kwargs)
 
-  call._pallas_prof_wrapped = True
-  pxla.ExecuteReplicated.__call__ = call
-  pjit._get_fastpath_data = fastpath_data
+  pxla.ExecuteReplicated.__call__, pjit._get_fastpath_data = call, fastpath_data
