@@ -80,7 +80,8 @@ def _failing_lines(run: dict, path: str) -> set[int]:
   out = set()
   for err in run.get("errors") or []:
     file, _, line = str(err.get("location") or "").rpartition(":")
-    if line.isdigit() and file and os.path.realpath(file) == os.path.realpath(path):
+    found = find_user_file(run, file) if line.isdigit() and file else None   # as the run saw it
+    if found and os.path.realpath(found) == os.path.realpath(path):
       out.add(int(line))
   return out
 
