@@ -123,13 +123,63 @@ RECENT_RUNS = 20     # runs `show` looks through for a kernel, newest first
 
 
 def recent_runs(root: str = "pallas-prof-out", limit: int = RECENT_RUNS) -> list[str]:
-  """Run directories under `root` with a report, newest first."""
-  if not os.path.isdir(root):
-    return []
-  runs = [os.path.join(root, d) for d in os.listdir(root)
-          if os.path.exists(os.path.join(root, d, REPORT))]
+  """Run directories with a report, newest first: those under `root`, and the last run
+  made from this directory wherever its --out put it (`remember_run`)."""
+  runs = []
+  if os.path.isdir(root):
+    runs = [os.path.join(root, d) for d in os.listdir(root)
+            if os.path.exists(os.path.join(root, d, REPORT))]
+  last = remembered_run()
+  if last is not None and not any(os.path.samefile(last, d) for d in runs):
+    runs.append(last)
   runs.sort(key=lambda d: (os.path.getmtime(os.path.join(d, REPORT)), d), reverse=True)
   return runs[:limit]
+
+
+_LAST_RUNS = "last-runs.json"     # in the cache directory: working directory -> its last run
+_LAST_RUNS_KEPT = 64
+
+
+def _last_runs_path() -> str:
+  from ..backend.kernel_files import cache_dir
+  return os.path.join(cache_dir(), _LAST_RUNS)
+
+
+def remember_run(out_dir: str) -> None:
+  """Notes `out_dir` as the last run made from the working directory, so that `show` and
+  `report` without a directory find a run written with --out (best effort: a cache that
+  cannot be written only costs that)."""
+  path = _last_runs_path()
+  try:
+    with open(path) as f:
+      known = json.load(f)
+  except (OSError, ValueError):
+    known = {}
+  if not isinstance(known, dict):
+    known = {}
+  known.pop(os.getcwd(), None)
+  known[os.getcwd()] = os.path.abspath(out_dir)
+  known = dict(list(known.items())[-_LAST_RUNS_KEPT:])
+  try:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}"
+    with open(tmp, "w") as f:
+      json.dump(known, f)
+    os.replace(tmp, path)
+  except OSError:
+    pass
+
+
+def remembered_run() -> str | None:
+  """The last run made from the working directory, if it is still there."""
+  try:
+    with open(_last_runs_path()) as f:
+      run = json.load(f).get(os.getcwd())
+  except (OSError, ValueError, AttributeError):
+    return None
+  if isinstance(run, str) and os.path.exists(os.path.join(run, REPORT)):
+    return os.path.relpath(run) if not os.path.relpath(run).startswith("..") else run
+  return None
 
 
 def latest_run(root: str = "pallas-prof-out") -> str | None:

@@ -13,6 +13,7 @@ everything after `--` goes to the script.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 
@@ -124,6 +125,17 @@ def _with_script(args, argv: list[str]):
 
 
 def main(argv=None) -> int:
+  try:
+    code = _main(argv)
+    sys.stdout.flush()          # here, where a reader gone away is caught, not at exit
+    return code
+  except BrokenPipeError:
+    # `pallas-prof rules | head`: the reader left; say nothing more (stdout is gone)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 141
+
+
+def _main(argv=None) -> int:
   argv = list(sys.argv[1:] if argv is None else argv)
   args = _parser().parse_args(argv)
   if args.command in ("run", "tune"):

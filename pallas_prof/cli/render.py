@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import linecache
 import os
+import re
 import shutil
 import sys
 from typing import Iterable
@@ -302,7 +303,7 @@ def _verdict_beside(kp, hot_table_shown: bool) -> str:
   verdict = (kp.verdict if kp is not None else "") or ""
   if not hot_table_shown:
     return verdict
-  verdict = verdict.split("heaviest equations (")[0].rstrip("; ")
+  verdict = re.split(r"\bheaviest equations\b", verdict)[0].rstrip("; ")
   return "" if verdict == "static only" else verdict
 
 

@@ -312,6 +312,7 @@ def _run_and_report(args):
       traces=Traces() if args.no_trace else Traces(otlp_json=OTLP_JSON_FILE,
                                                    perfetto=PERFETTO_FILE))
   run_report.save(out_dir)
+  artifacts.remember_run(out_dir)       # show and report without a directory find it
   from . import html
   html.write_or_warn(out_dir, run_report.to_dict())
   if outcome.error is not None and (lowering_error is None or getattr(args, "traceback", False)):

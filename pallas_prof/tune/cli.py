@@ -50,9 +50,9 @@ def run(args) -> int:
   present, reason = gpu_status()
   if not present:
     # said before the script runs: on a CPU it would run to the end for nothing
-    print(f"pallas-prof tune: tuning times kernels on an NVIDIA GPU, and there is none here "
-          f"({reason}); the script was not run. On a CPU, `pallas-prof run` shows each "
-          "kernel's registers, instructions and generated code.", file=sys.stderr)
+    print(f"pallas-prof tune: tuning times kernels on an NVIDIA GPU: {reason}; the script was "
+          "not run. On a CPU, `pallas-prof run` shows each kernel's registers, instructions "
+          "and generated code.", file=sys.stderr)
     return 2
   with tempfile.TemporaryDirectory(prefix="pallas-prof-tune-") as tmp:
     results_path = os.path.join(tmp, "results.json")

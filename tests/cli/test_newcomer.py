@@ -300,3 +300,36 @@ def test_no_example_divides_a_grid_down():
       text = open(os.path.join(EXAMPLES, name)).read()
       for grid in re.findall(r"grid=\(([^)]*)\)", text):
         assert "//" not in grid, f"{name}: grid=({grid})"
+
+
+# --- found by following the README in a fresh clone ---------------------------------------
+
+def test_show_and_report_find_the_run_written_with_out(tmp_path):
+  """`run --out runs/a` then `show KERNEL` / `report`: the run just made, not an older one
+  under pallas-prof-out/ (which is all they looked at)."""
+  older = pallas_prof("run", "--no-analysis", os.path.join(EXAMPLES, "vector_add.py"),
+                      cwd=tmp_path)
+  assert older.returncode == 0, older.stderr
+  newer = pallas_prof("run", "--no-analysis", "--out", "runs/a",
+                      os.path.join(EXAMPLES, "softmax.py"), cwd=tmp_path)
+  assert newer.returncode == 0, newer.stderr
+  shown = pallas_prof("show", "softmax_kernel", cwd=tmp_path)
+  assert shown.returncode == 0 and "from runs/a" in shown.stdout.splitlines()[0], shown.stdout
+  report = pallas_prof("report", cwd=tmp_path)
+  assert report.stdout.strip().splitlines()[-1].startswith("the run is in runs/a/"), report.stdout
+  # a run of another working directory is not taken for this one's
+  elsewhere = tmp_path / "elsewhere"
+  elsewhere.mkdir()
+  assert pallas_prof("show", "softmax_kernel", cwd=elsewhere).returncode == 1
+
+
+def test_output_into_a_pipe_that_closes_early_is_no_traceback(tmp_path):
+  """`pallas-prof rules | head -3` printed a BrokenPipeError traceback when head had gone."""
+  import subprocess
+  env = dict(os.environ, PYTHONPATH=os.path.dirname(EXAMPLES))
+  child = subprocess.Popen([sys.executable, "-m", "pallas_prof", "rules"], env=env, cwd=tmp_path,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+  child.stdout.close()                       # the reader is gone before anything is written
+  err = child.stderr.read().decode()
+  assert child.wait(timeout=300) == 141
+  assert "Traceback" not in err and "BrokenPipe" not in err, err

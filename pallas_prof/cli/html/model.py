@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from typing import Any
 
 from .. import units
@@ -164,7 +165,7 @@ def kernel_view(run: dict, k: dict, prof: dict, run_dir: str | None, *, several:
 def _verdict(p: dict) -> str:
   """The kernel's verdict, less its heaviest equations: the page's table lists them (a
   static verdict says nothing else)."""
-  verdict = (p.get("verdict") or "").split("heaviest equations (")[0].rstrip("; ")
+  verdict = re.split(r"\bheaviest equations\b", p.get("verdict") or "")[0].rstrip("; ")
   return "" if verdict == "static only" else verdict
 
 
