@@ -240,17 +240,17 @@ def run(args) -> int:
     print(f"pallas-prof: {problem}", file=sys.stderr)
     return 2
   with _stdout_to_stderr(args.json) as stdout:
-    run_report, out_dir, outcome, lowering_error = _run_and_report(args)
+    run_report, out_dir, outcome, kernel_error = _run_and_report(args)
     if args.json:
       stdout.write(run_report.to_json(indent=1) + "\n")
       stdout.flush()
   if not args.json:
     from .render import render_run
-    if lowering_error is not None:
+    if kernel_error is not None:
       from ..instrument import render_error
-      render_error(lowering_error)
+      render_error(kernel_error)
     render_run(run_report, out_dir)
-  if lowering_error is not None and outcome.exit_code == 0:
+  if kernel_error is not None and outcome.exit_code == 0:
     return 1
   return outcome.exit_code
 
@@ -278,10 +278,10 @@ def _run_and_report(args):
     cap = _start_insitu(not args.no_insitu and not args.no_profile, notes)
     outcome = run_script(args.script, args.script_args)
     cap = _stop_insitu(cap, notes)
-    lowering_error = find_kernel_error(outcome.error)
-    if lowering_error is not None:
-      errors.append(error_entry(lowering_error))
-    notes += caught_failures(failures_before, lowering_error)
+    kernel_error = find_kernel_error(outcome.error)
+    if kernel_error is not None:
+      errors.append(error_entry(kernel_error))
+    notes += caught_failures(failures_before, kernel_error)
     records = selected_kernels(args.kernel)
     if args.kernel and not records and registry.kernels():
       lowered = [r.label for r in registry.kernels()]
@@ -315,9 +315,9 @@ def _run_and_report(args):
   artifacts.remember_run(out_dir)       # show and report without a directory find it
   from . import html
   html.write_or_warn(out_dir, run_report.to_dict())
-  if outcome.error is not None and (lowering_error is None or getattr(args, "traceback", False)):
+  if outcome.error is not None and (kernel_error is None or getattr(args, "traceback", False)):
     print_script_traceback(outcome.error, args.script)
-  return run_report, out_dir, outcome, lowering_error
+  return run_report, out_dir, outcome, kernel_error
 
 
 def caught_failures(before: int, final) -> list[str]:
