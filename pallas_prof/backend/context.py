@@ -59,7 +59,7 @@ class KernelContext:
     # workaround_plan.WorkaroundPlan: other lowerings of equations Triton fails to compile;
     # the rules note here what they lowered otherwise
     self.workarounds = None
-    self.workaround_notes: list[str] = []
+    self.workaround_notes: list[tuple[int, str]] = []    # (equation index, what changed)
     self.workaround_applied: set[int] = set()     # equations a planned form did fit
     # names the kernel's variables as jaxpr_text does (compat.print_jaxpr);
     # pp_named: the jaxprs whose variables it has named, by id

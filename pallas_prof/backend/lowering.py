@@ -29,7 +29,7 @@ from .grid import (check_call, emit_grouped_program_ids, emit_program_ids, group
                    launch_grid_for, static_grid)
 from .kernel_files import write_source
 from .tma import TmaPlan, emit_descriptors, header_lines, stored_once
-from .workaround_plan import header_lines as workaround_header
+from .workaround_plan import header_lines as workaround_header, merged_notes
 
 
 class CollectionClock:
@@ -166,7 +166,8 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, *, num_warp
                                   launch_group)
       launch = kernel.launch_grid
       b.header += header_lines(plan)
-      notes = (tuple(workarounds.notes) if workarounds else ()) + tuple(kernel.workaround_notes)
+      notes = (tuple(workarounds.notes) if workarounds else ()) + \
+          merged_notes(kernel.workaround_notes)
       b.header += workaround_header(notes, workarounds.because if workarounds else "")
     except Unsupported as e:
       raise call_error(e.reason, e.hint) from None

@@ -43,6 +43,17 @@ class WorkaroundPlan:
                because=str(d.get("because", "")))
 
 
+def merged_notes(noted) -> tuple[str, ...]:
+  """The rules' (equation index, what changed) notes, one per change: the equations of
+  an unrolled loop, the same line each iteration, share theirs ("[12, 45] cumsum at ...")."""
+  indices: dict[str, list[int]] = {}
+  for index, text in noted:
+    found = indices.setdefault(text, [])
+    if index not in found:        # (a replayed jaxpr, a while's test, lowers it once more)
+      found.append(index)
+  return tuple(f"[{', '.join(map(str, found))}] {text}" for text, found in indices.items())
+
+
 def header_lines(notes, because: str) -> list[str]:
   """The generated source's header lines for the workarounds a kernel was lowered with."""
   if not notes:

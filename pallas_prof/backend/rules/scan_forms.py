@@ -59,7 +59,7 @@ def lower(ctx, form: str, x: Value, axis: int, kind: str, reverse: bool, out_dty
     at = f" at {os.path.basename(info.file)}:{info.line}" if info.file else ""
     ctx.kernel.workaround_applied.add(info.index)
     ctx.kernel.workaround_notes.append(
-        f"[{info.index}] cum{kind}{at} ({_aval(x)} along axis {axis}): {WORDS[form]}")
+        (info.index, f"cum{kind}{at} ({_aval(x)} along axis {axis}): {WORDS[form]}"))
   return out
 
 
