@@ -10,7 +10,7 @@ What is tried depends on the kind of op that failed (compile_diagnostics.py):
 
   tt.scan   each scan the failure points at in another form (rules/scan_forms.py):
             squeeze, then transpose, then triangular; a form that compiles is
-            then kept only for the scans that need it
+            then kept only for the lines whose scans need it
   any       another num_warps, as a last resort (the whole kernel's layouts
             change; float reductions may round otherwise on a GPU)
 
@@ -41,7 +41,7 @@ from .workaround_plan import WorkaroundPlan
 ENV = "PALLAS_PROF_WORKAROUNDS"
 LADDERS = {"tt.scan": ("squeeze", "transpose", "triangular")}    # op kind -> forms, cheapest first
 OTHER_NUM_WARPS = {1: (2, 4), 2: (4, 1), 4: (8, 2), 8: (4, 16), 16: (8, 32), 32: (16, 8)}
-NARROW_AT_MOST = 4          # a form kept for more equations than this is not narrowed down
+NARROW_AT_MOST = 4          # a form kept for more lines than this is not narrowed down
 
 _memory: dict[str, WorkaroundPlan] = {}
 
@@ -118,19 +118,23 @@ def _search(gk, relower, error: CompileError, compile_):
 
 
 def _narrowed(ck, gk, relower, compile_):
-  """ck, or a variant with the form kept only for the equations that need it (the
-  plain scan is the cheaper one): each equation is tried back in its plain form."""
+  """ck, or a variant with the form kept only for the scans that need it (the plain
+  scan is the cheaper one): each of the user's lines (the equations an unrolled loop
+  makes of one line go together) is tried back in its plain form."""
   plan = ck.generated.workaround_plan
-  applied = [i for i, _ in plan.scan_forms]
-  if not 1 < len(applied) <= NARROW_AT_MOST:
+  lines: dict[tuple, list[int]] = {}
+  for index, _ in plan.scan_forms:
+    e = gk.eqns[index]
+    lines.setdefault((e.file, e.line, e.primitive), []).append(index)
+  if not 1 < len(lines) <= NARROW_AT_MOST:
     return ck
-  for index in applied:
-    smaller = plan.only(i for i, _ in plan.scan_forms if i != index)
+  for group in lines.values():
+    smaller = plan.only(i for i, _ in plan.scan_forms if i not in group)
     try:
       ck = compile_(_lower(relower, gk, smaller))
       plan = smaller
     except CompileError:
-      pass                              # this one needs it
+      pass                              # this line needs it
   return ck
 
 
