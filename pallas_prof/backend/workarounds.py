@@ -33,7 +33,7 @@ import os
 
 from .compile import compile_kernel
 from .compile_cache import compile_key
-from .errors import CompileError
+from .errors import CompileError, LoweringError
 from .kernel_files import cache_dir
 from .rules.scan_forms import WORDS as FORM_WORDS
 from .workaround_plan import WorkaroundPlan
@@ -97,7 +97,11 @@ def _search(gk, relower, error: CompileError, compile_):
   tried: list[str] = []
   for form in LADDERS.get(d.op_kind or "", ()):
     plan = WorkaroundPlan(scan_forms=tuple((i, form) for i in d.equations), because=d.summary)
-    variant = _lower(relower, gk, plan)
+    try:
+      variant = _lower(relower, gk, plan)
+    except LoweringError as e:          # (a form is plain code; this would be a bug of its)
+      tried.append(f"{form}: its lowering failed: {e.reason[:300]}")
+      continue
     if not variant.workarounds:
       continue                          # the form fits none of those equations
     try:

@@ -57,7 +57,7 @@ class Trigger:
 
 # a scan of a block with a size-1 axis (v[:, None]) while a 2-D block of the kernel is
 # loaded vectorised (sizePerThread [1, 2] or more along the size-1 axis): Triton 3.6's
-# ScanOpToLLVM asserts; 3.9 compiles every one (bench/results/triton_scan_sweep.txt)
+# ScanOpToLLVM asserts; 3.9 compiles every one (bench/results/triton_scan_sweep_*.txt)
 TRIGGERS = {
     "cumsum_of_a_column": Trigger(
         lambda v, m: jnp.cumsum(v[:, None], axis=0) * m, 16, 16, "squeeze"),  # TRIGGER
@@ -88,11 +88,6 @@ TRIGGERS = {
             axis=0),
         16, 16, "squeeze"),
 }
-
-
-def _lines(tag: str) -> list[int]:
-  with open(THIS_FILE) as f:
-    return [i for i, text in enumerate(f, start=1) if text.rstrip().endswith(f"# {tag}")]
 
 
 def lowered(name: str):
@@ -219,3 +214,26 @@ def test_the_reproducer_reproduces_without_pallas_prof(monkeypatch, tmp_path):
   assert SCAN_ASSERTION in done.stderr          # Triton's own words, on its stderr
   with open(script) as f:
     assert "pallas_prof" not in f.read()
+
+
+def test_the_spans_say_what_failed_and_what_got_around_it(monkeypatch):
+  if not TRITON_36:
+    pytest.skip(f"Triton {triton_version()} compiles the trigger")
+  from tests.instrument.spans import traced
+  with traced() as exporter:
+    rec = lowered("cumsum_of_a_column")
+    ck = compile_it(rec, monkeypatch, enabled=True)
+  spans = [s for s in exporter.get_finished_spans() if s.name == "compile cumsum_of_a_column"]
+  failed = [s for s in spans if s.status.status_code.name == "ERROR"]
+  worked = [s for s in spans if "pallas.workarounds" in s.attributes]
+  assert len(failed) == 1 and len(worked) == 1
+  a = failed[0].attributes
+  assert (a["pallas.compile.fault"], a["triton.failed_pass"], a["pallas.compile.failed_op"]) == \
+      ("triton", "ConvertTritonGPUToLLVM", "tt.scan")
+  assert SCAN_ASSERTION in a["triton.assertion"]
+  assert a["code.lineno"] == trigger_line("cumsum_of_a_column")
+  assert list(a["pallas.compile.failed_eqn_indices"]) == [e.index for e in
+                                                           ck.generated.eqns if e.primitive == "cumsum"]
+  assert a["pallas.compile.reproducer"].endswith(".repro.py")
+  assert list(worked[0].attributes["pallas.workarounds"]) == list(ck.generated.workarounds)
+  assert worked[0].status.status_code.name != "ERROR"
