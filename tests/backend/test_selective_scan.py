@@ -99,7 +99,9 @@ def lowered():
 
 
 @pytest.fixture
-def fresh(monkeypatch):
+def fresh(monkeypatch, tmp_path):
+  """No compile, and no plan that worked, remembered from another test."""
+  monkeypatch.setenv("PALLAS_PROF_CACHE_DIR", str(tmp_path))
   backend_compile.clear_memory_cache()
   workarounds.forget_all()
   return monkeypatch

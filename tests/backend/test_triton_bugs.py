@@ -104,7 +104,9 @@ def lowered(name: str):
 
 
 @pytest.fixture(autouse=True)
-def _fresh_compiles():
+def _fresh_compiles(monkeypatch, tmp_path):
+  """No compile, and no plan that worked, remembered from another test."""
+  monkeypatch.setenv("PALLAS_PROF_CACHE_DIR", str(tmp_path))
   backend_compile.clear_memory_cache()
   workarounds.forget_all()
   yield
