@@ -110,12 +110,16 @@ def _details(gk: GeneratedKernel, d: Diagnosis, reproducer: dict) -> dict[str, s
     out["diagnostics"] = "\n".join(d.messages)
   if d.op_kind:
     out["failing op"] = d.op_kind + ("" if d.ops else " (no op of that kind found in the IR)")
+  ops: dict[tuple, list[str]] = {}      # the same op of one line (an unrolled loop's), once
   for op in d.ops:
     e = gk.eqns[op.eqn_index] if op.eqn_index is not None else None
-    who = f"[{e.index}] {e.primitive} at {e.location}" if e else f"generated line {op.generated_line}"
-    out.setdefault("its ops in the kernel", "")
-    out["its ops in the kernel"] += ("\n" if out["its ops in the kernel"] else "") + \
-        f"{who}: {op.describe()}"
+    key = (e.primitive, e.location, op.describe()) if e else \
+        (None, f"generated line {op.generated_line}", op.describe())
+    ops.setdefault(key, []).append(str(e.index) if e else "")
+  if ops:
+    out["its ops in the kernel"] = "\n".join(
+        (f"[{', '.join(indices)}] {primitive} at {where}: " if primitive else f"{where}: ")
+        + text for (primitive, where, text), indices in ops.items())
   if d.equations:
     out["how the lines were found"] = d.mapped_by
   out["fault"] = f"{_FAULT_WORDS[d.fault]}: {d.fault_reason}"

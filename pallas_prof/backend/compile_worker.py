@@ -14,11 +14,7 @@ path); compile.py and warmup.py call it, never the other way round.
 Protocol: length-prefixed pickles over the worker's stdin/stdout; the
 worker's stderr (LLVM's assertion messages, progress lines naming the stage
 being compiled) goes to a log file the parent reads after a crash.
-
-What Triton's C++ writes to file descriptor 2 while it compiles (MLIR's
-diagnostics, a failed assertion's text, the reproducer MLIR dumps) is also
-kept per compile (worker_output.py) and comes back with a failed compile's
-error, so that compile_diagnostics.py can say which pass failed and where.
+Each compile's own stderr also comes back with its error (worker_output.py).
 
 Start-up (install() starts it on a GPU machine; a first pallas_call right
 after waits for it): Triton's backends found in its folder, ptxas asked
@@ -495,9 +491,8 @@ def _compile_batch(compile_module, batch: dict[str, Any], on_stage) -> dict[str,
 
 
 def _load_beside(name: str):
-  """A module beside this file (triton_run.py, worker_output.py), loaded by path: not
-  through the pallas_prof package, and without putting this folder on sys.path (its
-  module names would shadow others)."""
+  """A module beside this file, loaded by path: not through the pallas_prof package,
+  nor with this folder on sys.path (its module names would shadow others)."""
   import importlib.util
   here = os.path.dirname(os.path.abspath(__file__))
   if sys.path and os.path.abspath(sys.path[0] or os.curdir) == here:

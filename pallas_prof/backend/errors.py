@@ -106,9 +106,9 @@ class CompileError(LoweringError):
     where = f" `{self.kernel}`" if self.kernel else ""
     stage = f" ({self.stage} stage)" if self.stage else ""
     parts = [f"cannot compile kernel{where}{stage}: {self.reason}"]
-    for e in self.equations or ((self.eqn,) if self.eqn is not None else ()):
+    for indices, e in by_line(self.equations or ((self.eqn,) if self.eqn is not None else ())):
       at = f" at {e.file}:{e.line}" if e.file is not None else ""
-      parts.append(f"  from [{e.index}] {e.primitive}{at}: {e.text}")
+      parts.append(f"  from [{', '.join(map(str, indices))}] {e.primitive}{at}: {e.text}")
     for key, value in self.details.items():
       first, *rest = str(value).splitlines() or [""]
       parts.append(f"  {key}: {first}")
@@ -126,6 +126,16 @@ class CompileError(LoweringError):
                         hint=hint or self.hint, kernel=self.kernel, eqn=self.eqn,
                         jaxpr_text=self.jaxpr_text, rule=self.rule, stage=self.stage,
                         details={**self.details, **details}, cause=self.cause)
+
+
+def by_line(equations) -> list[tuple[list[int], Any]]:
+  """Equations grouped by the user's line and primitive (an unrolled loop makes one
+  line many equations): (their indices, the first), in order."""
+  groups: dict[tuple, tuple[list[int], Any]] = {}
+  for e in equations:
+    key = (e.file, e.line, e.primitive) if e.file is not None else (e.index,)
+    groups.setdefault(key, ([], e))[0].append(e.index)
+  return list(groups.values())
 
 
 class Unsupported(Exception):

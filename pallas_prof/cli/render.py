@@ -340,8 +340,11 @@ def compile_failure_lines(failure: dict | None):
   """A compile failure's equations, fault, reproducer and workaround, a line each."""
   if not failure:
     return
-  eqns = ", ".join(f"[{e['index']}] {e['primitive']} at {e['location']}"
-                   for e in failure.get("equations") or [])
+  lines: dict[tuple, list[int]] = {}      # an unrolled loop's equations of one line, together
+  for e in failure.get("equations") or []:
+    lines.setdefault((e["primitive"], e["location"]), []).append(e["index"])
+  eqns = ", ".join(f"[{', '.join(map(str, indices))}] {primitive} at {location}"
+                   for (primitive, location), indices in lines.items())
   if eqns:
     yield Text(f"  from {eqns}")
   fault = {"triton": "Triton's, not the kernel's", "kernel": "the kernel's",

@@ -76,12 +76,14 @@ def build_report(err) -> Report:
 
 def _other_equations(err) -> list[tuple[str, list[SourceLine]]]:
   """The equations besides `eqn` a compile failure points at, at the user's lines."""
+  from ..backend.errors import by_line
   out = []
-  for e in list(getattr(err, "equations", ()) or ())[1:]:
-    if e.file is None:
+  main = getattr(err, "eqn", None)
+  for indices, e in by_line(getattr(err, "equations", ()) or ()):
+    if e.file is None or (main is not None and (e.file, e.line) == (main.file, main.line)):
       continue
     where = f"{e.file}:{e.line}" + (f" in {e.function}" if e.function else "")
-    out.append((f"[{e.index}] {e.primitive} at {where}",
+    out.append((f"[{', '.join(map(str, indices))}] {e.primitive} at {where}",
                 [s for s in _source_lines(e.file, e.line) if s.marked]))
   return out
 
