@@ -175,6 +175,14 @@ step_replay() {   # the strong ptxas-hazard leads the CPU's sm_90 fuzz mode foun
     --out "$OUT/replay.json" 2>&1 | grep -v Warning | tail -12
 }
 
+step_scan() {   # issue #28: the selective scan (Triton 3.6's ScanOpToLLVM bug worked around)
+  # against its float64 reference on the GPU, and what the workaround costs
+  timeout ${SCAN_TEST_TIMEOUT:-120} python3 -m pytest -q -p no:cacheprovider -rfE -n 4 \
+    tests/backend/test_selective_scan.py tests/backend/test_triton_bugs.py 2>&1 | tail -6
+  timeout ${SCAN_COST_TIMEOUT:-150} python3 bench/workaround_cost.py --reps ${SCAN_REPS:-30} \
+    --out "$OUT/workaround_cost.json" 2>&1 | grep -v Warning | tail -14
+}
+
 step_sanitize() {   # compute-sanitizer (4 tools) over the examples, JAX's GPU ops fwd+bwd and
   # fuzzer programs, PARALLEL runs at a time, the whole step within SANITIZE_BUDGET seconds
   OUT="$OUT" BUDGET=${SANITIZE_BUDGET:-240} timeout $(( ${SANITIZE_BUDGET:-240} + 30 )) \
