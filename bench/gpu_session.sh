@@ -180,6 +180,7 @@ step_scan() {   # issue #28: the selective scan (Triton 3.6's ScanOpToLLVM bug w
   timeout ${SCAN_TEST_TIMEOUT:-120} python3 -m pytest -q -p no:cacheprovider -rfE -n 4 \
     tests/backend/test_selective_scan.py tests/backend/test_triton_bugs.py 2>&1 | tail -6
   timeout ${SCAN_COST_TIMEOUT:-150} python3 bench/workaround_cost.py --reps ${SCAN_REPS:-30} \
+    --commit "$(cat .pallas-prof-commit 2>/dev/null || echo unknown)" \
     --out "$OUT/workaround_cost.json" 2>&1 | grep -v Warning | tail -14
 }
 
