@@ -184,6 +184,10 @@ step_scan() {   # issue #28: the selective scan (Triton 3.6's ScanOpToLLVM bug w
     --out "$OUT/workaround_cost.json" 2>&1 | grep -v Warning | tail -14
 }
 
+step_fresh() {   # REPRO_DIR's fuzz reproducers, each in a fresh process on the GPU
+  timeout ${FRESH_TIMEOUT:-240} bash bench/probes/repros_fresh.sh "$REPRO_DIR" ${FRESH_JOBS:-8} 2>&1 | tail -40
+}
+
 step_sanitize() {   # compute-sanitizer (4 tools) over the examples, JAX's GPU ops fwd+bwd and
   # fuzzer programs, PARALLEL runs at a time, the whole step within SANITIZE_BUDGET seconds
   OUT="$OUT" BUDGET=${SANITIZE_BUDGET:-240} timeout $(( ${SANITIZE_BUDGET:-240} + 30 )) \
