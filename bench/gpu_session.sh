@@ -188,6 +188,15 @@ step_fresh() {   # REPRO_DIR's fuzz reproducers, each in a fresh process on the 
   timeout ${FRESH_TIMEOUT:-240} bash bench/probes/repros_fresh.sh "$REPRO_DIR" ${FRESH_JOBS:-8} 2>&1 | tail -40
 }
 
+step_scansweep() {   # which compiled scans come out wrong: a process per num_warps
+  for w in ${SWEEP_WARPS:-1 4 8}; do
+    timeout ${SWEEP_TIMEOUT:-150} python3 bench/probes/scan_gpu_sweep.py --warps $w \
+      --workarounds ${SWEEP_MODE:-on} --out "$OUT/scan_sweep_w$w.json" > "$OUT/scan_sweep_w$w.txt" 2>&1 &
+  done
+  wait
+  for w in ${SWEEP_WARPS:-1 4 8}; do grep -v Warning "$OUT/scan_sweep_w$w.txt" | tail -12; done
+}
+
 step_sanitize() {   # compute-sanitizer (4 tools) over the examples, JAX's GPU ops fwd+bwd and
   # fuzzer programs, PARALLEL runs at a time, the whole step within SANITIZE_BUDGET seconds
   OUT="$OUT" BUDGET=${SANITIZE_BUDGET:-240} timeout $(( ${SANITIZE_BUDGET:-240} + 30 )) \
