@@ -10,7 +10,6 @@ import contextlib
 import contextvars
 import functools
 import os
-import sys
 
 import jax
 import numpy as np
@@ -109,38 +108,10 @@ multiple_of_p = pallas_primitives.multiple_of_p
 
 
 # --- JAX's own Pallas Triton backend (deprecated since jax 0.11): pallas-prof's own path
-# needs none of it. The rules of its Triton-flavoured primitives (atomics, inline asm, ...)
-# are bound once the user's code has imported their module (rules/table.py).
+# needs none of it (backend/builtin_triton.py reaches it, to compare with it). The rules of
+# its Triton-flavoured primitives (atomics, inline asm, ...) are bound once the user's code
+# has imported their module (rules/table.py).
 TRITON_PRIMITIVES_MODULE = "jax._src.pallas.triton.primitives"
-
-
-def builtin_triton_compiler_params():
-  """The CompilerParams class of JAX's own Pallas Triton backend, None unless the user's
-  code imported it (no instance exists before; this JAX may have no such backend)."""
-  return getattr(sys.modules.get("jax._src.pallas.triton.core"), "CompilerParams", None)
-
-
-def builtin_triton_lowering(own_primitives=None):
-  """(CompilerParams class, pallas_call lowering rule) of JAX's own Pallas Triton backend, to
-  compare with it, None where this JAX has none; it then also lowers the primitives of
-  `own_primitives` (backend/triton_primitives.py) as JAX's of the same names."""
-  try:
-    from jax._src.pallas.triton import core, lowering, pallas_call_registration, primitives
-  except ImportError:
-    return None
-  rules = lowering.triton_lowering_rules
-  for name in ("atomic_rmw_p", "atomic_cas_p", "debug_barrier_p", "elementwise_inline_asm_p",
-               "max_contiguous_p"):
-    ours, theirs = getattr(own_primitives, name, None), getattr(primitives, name)
-    if ours is not None and theirs in rules:
-      rules[ours] = functools.partial(_their_rule, rules[theirs], primitives.AtomicOpType)
-  return core.CompilerParams, pallas_call_registration.pallas_call_lowering
-
-
-def _their_rule(rule, their_atomic_type, ctx, *args, atomic_type=None, **params):
-  if atomic_type is not None:      # their rule compares with their enum
-    params["atomic_type"] = their_atomic_type(atomic_type.value)
-  return rule(ctx, *args, **params)
 
 
 # What pallas-prof's own Triton-flavoured primitives need (backend/triton_primitives.py)

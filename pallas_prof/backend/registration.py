@@ -14,7 +14,7 @@ import numbers
 import os
 from typing import Any
 
-from . import bounds, compat, coverage, registry, triton_primitives
+from . import bounds, builtin_triton, compat, coverage, registry, triton_primitives
 from .compile import compile_kernel
 from .errors import LoweringError
 from .launch import cpu_call, gpu_custom_call, no_programs
@@ -166,7 +166,7 @@ def route_to_builtin(active: bool) -> None:
 def _builtin_triton(what: str):
   """(CompilerParams class, pallas_call lowering) of JAX's own Triton backend, or an error
   saying that this JAX has none."""
-  builtin = compat.builtin_triton_lowering(triton_primitives)
+  builtin = builtin_triton.lowering(triton_primitives)
   if builtin is None:
     import jax
     raise RuntimeError(
@@ -210,7 +210,7 @@ def _wants_us(params: dict) -> bool:
 
 
 def _is_builtin_triton_params(cp) -> bool:
-  builtin = compat.builtin_triton_compiler_params()      # None: JAX's never imported
+  builtin = builtin_triton.compiler_params_class()      # None: JAX's never imported
   return builtin is not None and isinstance(cp, builtin)
 
 
@@ -393,7 +393,7 @@ def _lower_cuda(ctx, *in_nodes, **params):
       # a plain call after uninstall() on a JAX without its Triton backend: say so
       # rather than JAX's words (which ask for a GPU jaxlib)
       if (params.get("compiler_params") is None and not params.get("interpret")
-          and compat.builtin_triton_lowering() is None):
+          and builtin_triton.lowering() is None):
         _builtin_triton("a pl.pallas_call without compiler_params, pallas-prof not installed,")
       raise
   return _lower(ctx, in_nodes, params, "cuda")

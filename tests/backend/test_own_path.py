@@ -20,7 +20,7 @@ from jax.experimental import pallas as pl
 
 import pallas_prof
 from pallas_prof import triton as plgpu
-from pallas_prof.backend import compat
+from pallas_prof.backend import builtin_triton
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEPRECATION = "jax-pallas-triton"
@@ -177,7 +177,7 @@ def test_on_a_gpu_its_own_path_warns_nothing(deprecations_seen, recwarn):
     pallas_prof.uninstall()
   assert DEPRECATION not in deprecations_seen, deprecations_seen
   assert not [w for w in recwarn if "Triton backend is deprecated" in str(w.message)]
-  if _has_the_deprecation() and compat.builtin_triton_lowering() is not None:
+  if _has_the_deprecation() and builtin_triton.lowering() is not None:
     plain = pl.pallas_call(_plain_kernel, out_shape=S((24,), jnp.float32))
     np.testing.assert_array_equal(plain(x), x + 1)     # JAX's own backend: the control
     assert DEPRECATION in deprecations_seen, deprecations_seen
