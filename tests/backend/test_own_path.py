@@ -21,6 +21,7 @@ from jax.experimental import pallas as pl
 import pallas_prof
 from pallas_prof import triton as plgpu
 from pallas_prof.backend import builtin_triton
+from tests.helpers import JAX_TRITON_GONE, jax_plgpu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEPRECATION = "jax-pallas-triton"
@@ -149,6 +150,7 @@ def _has_the_deprecation() -> bool:
 
 @pytest.mark.skipif(not _has_the_deprecation(), reason="this JAX has no jax-pallas-triton "
                     "deprecation (jax < 0.11)")
+@pytest.mark.skipif(jax_plgpu() is None, reason=JAX_TRITON_GONE)
 def test_the_trigger_is_seen_where_jax_has_it(deprecations_seen):
   """The check above can fail: JAX's own route (a plain call, pallas-prof not installed,
   lowered for CUDA) reaches the trigger, on a CPU machine too."""
