@@ -169,6 +169,12 @@ step_repro() {   # REPRO (a fuzz reproducer): many runs on the GPU (a race moves
   done
 }
 
+step_replay() {   # the strong ptxas-hazard leads the CPU's sm_90 fuzz mode found (REPLAY: its
+  # summaries), each run on the GPU on several inputs
+  timeout ${REPLAY_TIMEOUT:-120} python3 bench/fuzz_replay.py $REPLAY --device gpu --inputs ${REPLAY_INPUTS:-8} \
+    --out "$OUT/replay.json" 2>&1 | grep -v Warning | tail -12
+}
+
 step_sanitize() {   # compute-sanitizer (4 tools) over the examples, JAX's GPU ops fwd+bwd and
   # fuzzer programs, PARALLEL runs at a time, the whole step within SANITIZE_BUDGET seconds
   OUT="$OUT" BUDGET=${SANITIZE_BUDGET:-240} timeout $(( ${SANITIZE_BUDGET:-240} + 30 )) \
