@@ -19,4 +19,9 @@ def __getattr__(name: str):
   if module is None:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
   import importlib
-  return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+  from ..import_errors import reported
+  # an AttributeError from inside that import would reach the user as "cannot import
+  # name {name!r}": reported() says what it was, and the versions found
+  with reported(f"{__name__}.{module}"):
+    loaded = importlib.import_module(f"{__name__}.{module}")
+  return getattr(loaded, name)

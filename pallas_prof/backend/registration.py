@@ -14,7 +14,7 @@ import numbers
 import os
 from typing import Any
 
-from . import bounds, compat, coverage, registry
+from . import bounds, builtin_triton, compat, coverage, registry, triton_primitives
 from .compile import compile_kernel
 from .workarounds import compile_working_around
 from .errors import LoweringError
@@ -141,7 +141,8 @@ def _nvml_capability() -> int | None:
 
 
 def uninstall() -> None:
-  """Restores JAX's own Pallas backends for calls that did not ask for pallas-prof."""
+  """Restores JAX's own Pallas backends for calls that did not ask for pallas-prof (on a
+  JAX without its Triton backend, a GPU call that would have gone there says so)."""
   _takeover["active"] = False
 
 
@@ -156,16 +157,33 @@ _compare_with_builtin = {"active": False}
 def route_to_builtin(active: bool) -> None:
   """Benchmarking aid: send every Triton-style call, pallas-prof's own
   CompilerParams included, to JAX's built-in Triton backend (same num_warps
-  and num_stages), to compare the two on the same program."""
+  and num_stages), to compare the two on the same program. A RuntimeError
+  where this JAX has no such backend."""
+  if active:
+    _builtin_triton("route_to_builtin(True)")
   _compare_with_builtin["active"] = active
+
+
+def _builtin_triton(what: str):
+  """(CompilerParams class, pallas_call lowering) of JAX's own Triton backend, or an error
+  saying that this JAX has none."""
+  builtin = builtin_triton.lowering(triton_primitives)
+  if builtin is None:
+    import jax
+    raise RuntimeError(
+        f"{what} needs JAX's built-in Pallas Triton backend, which this JAX does not have "
+        f"(jax {jax.__version__}: jax._src.pallas.triton cannot be imported; JAX "
+        "deprecated it in 0.11). pallas-prof itself does not need it: pass "
+        "compiler_params=pallas_prof.CompilerParams(...) or call pallas_prof.install()")
+  return builtin
 
 
 def _lower_with_builtin(ctx, in_nodes, params):
   cp = params.get("compiler_params")
   warps, stages = _num_warps_stages(cp)
-  params = dict(params, compiler_params=compat.builtin_triton_compiler_params()(
-      num_warps=warps, num_stages=stages))
-  return compat.builtin_triton_pallas_call_lowering()(ctx, *in_nodes, **params)
+  params_cls, lowering = _builtin_triton("comparing with JAX's built-in backend")
+  params = dict(params, compiler_params=params_cls(num_warps=warps, num_stages=stages))
+  return lowering(ctx, *in_nodes, **params)
 
 
 def _ensure_registered() -> None:
@@ -189,10 +207,12 @@ def _wants_us(params: dict) -> bool:
     return False
   if cp is None:
     return params.get("mesh") is None
-  try:
-    return isinstance(cp, compat.builtin_triton_compiler_params())
-  except ImportError:
-    return False
+  return _is_builtin_triton_params(cp)
+
+
+def _is_builtin_triton_params(cp) -> bool:
+  builtin = builtin_triton.compiler_params_class()      # None: JAX's never imported
+  return builtin is not None and isinstance(cp, builtin)
 
 
 def _num_warps_stages(cp) -> tuple[int, int]:
@@ -371,7 +391,15 @@ def _lower_cuda(ctx, *in_nodes, **params):
   if _compare_with_builtin["active"] and not params.get("interpret") and _is_triton_style(params):
     return _lower_with_builtin(ctx, in_nodes, params)
   if not _wants_us(params):
-    return _delegate(ctx, in_nodes, params)
+    try:
+      return _delegate(ctx, in_nodes, params)
+    except Exception:
+      # a plain call after uninstall() on a JAX without its Triton backend: say so
+      # rather than JAX's words (which ask for a GPU jaxlib)
+      if (params.get("compiler_params") is None and not params.get("interpret")
+          and builtin_triton.lowering() is None):
+        _builtin_triton("a pl.pallas_call without compiler_params, pallas-prof not installed,")
+      raise
   return _lower(ctx, in_nodes, params, "cuda")
 
 
@@ -385,7 +413,4 @@ def _is_triton_style(params: dict) -> bool:
   cp = params.get("compiler_params")
   if cp is None or isinstance(cp, CompilerParams):
     return params.get("mesh") is None
-  try:
-    return isinstance(cp, compat.builtin_triton_compiler_params())
-  except ImportError:
-    return False
+  return _is_builtin_triton_params(cp)
