@@ -118,9 +118,11 @@ def diagnose(gk, stage: str, error_type: str, message: str, *, output: str = "",
     assertion_text = (f"{source}:{assertion.group('line')} in "
                       f"{_short_function(assertion.group('function'))}: "
                       f"`{assertion.group('condition')}`")
-  if kind in ("front end", "error", "pass failure") and asks_too_much(text):
+  # what the failure says in words (the IR an MLIR failure dumps could say anything)
+  said = "\n".join([message, *ptxas, *messages, llvm_error.group(0) if llvm_error else ""])
+  if kind in ("front end", "error", "pass failure") and asks_too_much(said):
     kind = "resources"
-  fault, why = fault_of(kind, stage, text, has_inline_asm="inline_asm" in gk.source)
+  fault, why = fault_of(kind, stage, said, has_inline_asm="inline_asm" in gk.source)
   return Diagnosis(
       stage=stage, kind=kind,
       summary=_summary(kind, stage, failing_pass, assertion_text, llvm_error, ptxas, crashed,

@@ -184,6 +184,10 @@ def test_pallas_prof_run_compiles_it_and_says_so(tmp_path):
       assert f"selective_scan.py:{cumsum_line(name)}" in note
       assert f"Triton workaround: {note}" in (out / k["files"]["source"]).read_text()
       assert f"{k['label']}: Triton workaround:" in done.stdout
+  if TRITON_36:
+    html = (out / "report.html").read_text()
+    assert html.count("Triton workaround") >= 2
+    assert f"selective_scan.py:{cumsum_line('forward_kernel')}" in html
   if TRITON_36:          # the compile span of the kernel that compiled says what was changed
     spans = [s for line in (out / "trace.otlp.jsonl").read_text().splitlines()
              for rs in json.loads(line)["resourceSpans"] for ss in rs["scopeSpans"]
@@ -196,7 +200,7 @@ def test_pallas_prof_run_compiles_it_and_says_so(tmp_path):
 def test_pallas_prof_run_with_the_workaround_off_explains_the_failure(tmp_path):
   if not TRITON_36:
     pytest.skip(f"Triton {triton_version()} compiles the selective scan plainly")
-  done, report, _ = run_example(tmp_path, workaround=False)
+  done, report, out = run_example(tmp_path, workaround=False)
   assert done.returncode == 0, done.stderr      # the script ran (the interpreter); its compile failed
   by_kernel = {e["kernel"].split("#")[0]: e for e in report["errors"]}
   assert set(by_kernel) == {"forward_kernel", "backward_kernel"}
@@ -210,6 +214,8 @@ def test_pallas_prof_run_with_the_workaround_off_explains_the_failure(tmp_path):
     assert "PALLAS_PROF_WORKAROUNDS=0" in failure["workaround"]
     assert SCAN_ASSERTION in e["report"]
   assert "fault: Triton's, not the kernel's" in done.stdout
+  html = (out / "report.html").read_text()
+  assert "ScanOpToLLVM.cpp" in html and "not your kernel" in html
 
 
 @pytest.mark.gpu
