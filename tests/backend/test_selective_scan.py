@@ -24,10 +24,12 @@ from pallas_prof.backend import registry, workarounds
 from pallas_prof.backend.launch import run_interpreted
 from pallas_prof.backend.reproducer import triton_version
 from pallas_prof.instrument import error_text
+from pallas_prof.profiler import driver
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "selective_scan.py")
 TRITON_36 = triton_version().startswith("3.6")
+GPU = driver.gpu_status()[0]
 SCAN_ASSERTION = ("numScanBlocks * numParallelBlocks * parallelElementsPerThread * "
                   "scanElementsPerThreads == srcValues.size()")
 
@@ -82,8 +84,11 @@ def test_jax_vjp_of_the_custom_vjp_is_the_kernels(rng):
   y, vjp = jax.vjp(s.selective_scan, x, dt, A, B, C)
   direct_y, states = s.forward(x, dt, A, B, C)
   np.testing.assert_array_equal(y, direct_y)
-  for got, want in zip(vjp(dy), s.backward(x, dt, A, B, C, states, dy)):
-    np.testing.assert_array_equal(got, want)
+  for name, got, want in zip(s.NAMES[1:], vjp(dy), s.backward(x, dt, A, B, C, states, dy)):
+    if name in ("dB", "dC"):   # atomic adds: on a GPU their order is not fixed
+      np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=name)
+    else:
+      np.testing.assert_array_equal(got, want, err_msg=name)
 
 
 def lowered():
@@ -201,9 +206,12 @@ def test_pallas_prof_run_with_the_workaround_off_explains_the_failure(tmp_path):
   if not TRITON_36:
     pytest.skip(f"Triton {triton_version()} compiles the selective scan plainly")
   done, report, out = run_example(tmp_path, workaround=False)
-  assert done.returncode == 0, done.stderr      # the script ran (the interpreter); its compile failed
   by_kernel = {e["kernel"].split("#")[0]: e for e in report["errors"]}
-  assert set(by_kernel) == {"forward_kernel", "backward_kernel"}
+  if GPU:      # the script's first call fails to compile: it stops there
+    assert done.returncode == 1 and set(by_kernel) == {"forward_kernel"}
+  else:        # the script ran (the interpreter); the compiles after it failed
+    assert done.returncode == 0, done.stderr
+    assert set(by_kernel) == {"forward_kernel", "backward_kernel"}
   for name, e in by_kernel.items():
     failure = e["compile_failure"]
     assert (failure["fault"], failure["failing_pass"], failure["op_kind"]) == \
