@@ -92,7 +92,7 @@ def assemble_cubin(ck: CompiledKernel) -> CompiledKernel:
     return dataclasses.replace(known, generated=ck.generated, cache=ck.cache,
                                worker_wait_seconds=ck.worker_wait_seconds)
   gk = ck.generated
-  options = compile_cache.compile_options(gk) if gk is not None else {}
+  options = compile_cache.compile_options(gk, ck.target) if gk is not None else {}
   result = compile_worker.compile({"op": "ptxas", "ptx": ck.asm["ptx"], "target": ck.target,
                                    "options": options})
   if "error" in result:
@@ -131,7 +131,7 @@ def compile_request(gk: GeneratedKernel, target: tuple[str, int],
   return {"op": "compile", "path": gk.path, "name": gk.name,
           "signature": {p.name: "*" + signature_type(p.dtype) for p in gk.params},
           "attrs": {(i,): [["tt.divisibility", 16]] for i in range(len(gk.params))},
-          "options": compile_cache.compile_options(gk), "target": tuple(target),
+          "options": compile_cache.compile_options(gk, target), "target": tuple(target),
           "need_cubin": need_cubin, "libdevice_cache": libdevice_cache()}
 
 

@@ -175,9 +175,10 @@ class InterpreterPatches:
     # instead, in log2(n) steps (Triton requires combiners to be associative,
     # and the GPU combines in a tree too), always as combine(earlier, later).
     from triton.runtime.interpreter import ReduceOps, ScanOps
-    self._original_reduce_scan = (ReduceOps.generic_reduce, ScanOps.generic_scan)
+    self._original_reduce_scan = (ReduceOps.generic_reduce, ScanOps.generic_scan, ReduceOps.sum)
     ReduceOps.generic_reduce = _vectorized_reduce
     ScanOps.generic_scan = _vectorized_scan
+    ReduceOps.sum = _wrapping_sum
 
   def _patch_dot_precisions(self):
     # NVIDIA accepts input_precision "bf16x3"/"bf16x6" (lax.DotAlgorithmPreset
@@ -254,8 +255,8 @@ class InterpreterPatches:
     if not self._had_visit_for:
       del interpreter.ASTTransformer.visit_For
     interpreter.interpreter_builder.options = self._original_options
-    interpreter.ReduceOps.generic_reduce, interpreter.ScanOps.generic_scan = \
-        self._original_reduce_scan
+    (interpreter.ReduceOps.generic_reduce, interpreter.ScanOps.generic_scan,
+     interpreter.ReduceOps.sum) = self._original_reduce_scan
     _set_interpret(self._knob)
     for module, name, value in self._saved:
       setattr(module, name, value)
@@ -334,6 +335,17 @@ def _vectorized_reduce(self, input):
       d = np.squeeze(d, axis=axis)
     ret.append(self.to_tensor(d, dtype))
   return ret
+
+
+def _wrapping_sum(self, input):
+  """ReduceOps.sum with integers summed in their own width, wrapping as the GPU's adds
+  (and XLA's) do. The interpreter's np.sum widens int32 to int64, and the one-element
+  array it then makes of a scalar result raises OverflowError out of int32's range
+  (jnp.sum of an int32 vector to a scalar: the CPU fuzzer's run of 2026-12-03)."""
+  data = input.handle.data
+  wrap = {"dtype": data.dtype} if np.issubdtype(data.dtype, np.integer) else {}
+  return self.to_tensor(np.sum(data, axis=self.axis, keepdims=self.keep_dims, **wrap),
+                        input.dtype)
 
 
 def _vectorized_scan(self, input):

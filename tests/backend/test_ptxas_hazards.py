@@ -17,8 +17,6 @@ own operands there. On a GPU it checks the numbers.
 """
 from __future__ import annotations
 
-import re
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -27,6 +25,7 @@ from jax import lax
 
 from pallas_prof.backend import compile as pcompile
 from pallas_prof.backend import lineinfo, registry
+from tests.fuzz.sass_hazards import in_place_predicated_selects
 from tests.helpers import run_on_values, xla_on_cpu
 
 
@@ -55,11 +54,6 @@ CASES = {
     "two_axis_bf16": (two_axis_update, [(9, 21), (9, 21)], jnp.bfloat16, 12.0),
 }
 
-# `@P0 SEL R3, R14, R3, !P3`: a select under a predicate whose destination is
-# also one of its sources
-IN_PLACE_PREDICATED_SELECT = re.compile(r"@!?P\d+\s+F?SEL\s+(R\d+),\s*(.*?);")
-
-
 def _inputs(shapes, dtype, start, seed=0):
   rng = np.random.default_rng(seed)
   xs = [rng.uniform(-4, 4, s).astype(np.float32) for s in shapes]
@@ -74,15 +68,6 @@ def _sass_of(fn, xs) -> str:
   gk = registry.kernels()[-1].generated
   ck = pcompile.compile_kernel(gk, ("cuda", 90), use_disk_cache=False)
   return lineinfo.disassemble(ck.cubin, "-c")
-
-
-def in_place_predicated_selects(sass: str) -> list[str]:
-  found = []
-  for m in IN_PLACE_PREDICATED_SELECT.finditer(sass):
-    dest, sources = m.group(1), [s.strip() for s in m.group(2).split(",")[1:]]
-    if dest in sources:
-      found.append(m.group(0))
-  return found
 
 
 def test_the_pattern_finder_sees_the_miscompiled_form():

@@ -98,7 +98,8 @@ def run_pallas_prof(program: Program, inputs, device=None):
   device = device or jax.devices("cpu")[0]
   args = [jax.device_put(a, device) for a in inputs]
   # bench/fuzz.py --tma: TMA loads and stores wherever pallas-prof finds them legal
-  params = pallas_prof.CompilerParams(tma=os.environ.get(TMA_ENV) == "1" or None)
+  params = pallas_prof.CompilerParams(tma=os.environ.get(TMA_ENV) == "1" or None,
+                                      num_warps=program.num_warps)
   with jax.default_device(device):
     if program.kind == "values":
       fn = scope["fn"]
@@ -204,8 +205,9 @@ def check(program: Program, device=None, on_stage=None) -> Outcome:
   return Outcome("tolerated" if note else "ok", note)
 
 
-# the features (tests/fuzz/programs.py) of a program that sums: a cumsum, a reduction, a dot
-ACCUMULATING = frozenset({"cumsum", "reduce", "dot"})
+# the features (tests/fuzz/programs.py, scans.py) of a program that sums or multiplies along
+# an axis: a cumsum or cumprod, a reduction, a dot
+ACCUMULATING = frozenset({"cumsum", "cumprod", "cumlogsumexp", "reduce", "dot"})
 
 
 def _xla_agreeing_elsewhere(program: Program, inputs, got, device) -> str | None:
@@ -277,16 +279,21 @@ def _first_line(error: BaseException) -> str:
 # --- reproducers ----------------------------------------------------------------
 
 def reproducer(program: Program, message: str) -> str:
-  """A script that re-runs the program and prints the difference."""
+  """A script that re-runs the program and prints what happened: on the CPU, on a
+  GPU (`gpu`), and compiled for sm_90 with its SASS read (`sm90`, tests/fuzz/sm90.py)."""
   spec = json.dumps(dataclasses.asdict(program), indent=1)
   return textwrap.dedent('''\
-      """A difference the pallas-prof fuzzer found (shrunk by hypothesis).
+      """A finding of the pallas-prof fuzzer (a difference shrunk by hypothesis, a failed
+      sm_90 compile, or a hazard lead to run on a GPU).
 
       {message}
 
-      Run from the repository root: python3 {{this file}}
+      Run from the repository root: python3 {{this file}} [gpu] [sm90]
       """
       import json
+      import os
+      import sys
+      sys.path.insert(0, os.getcwd())
       from tests.fuzz.programs import InputSpec, Program
       from tests.fuzz.check import check
 
@@ -298,7 +305,14 @@ def reproducer(program: Program, message: str) -> str:
       PROGRAM["features"] = tuple(PROGRAM["features"])
       program = Program(**PROGRAM)
       print(program.source)
-      print(check(program))
+      if "gpu" in sys.argv[1:]:
+        import jax
+        print(check(program, jax.devices("gpu")[0]))
+      else:
+        print(check(program))
+      if "sm90" in sys.argv[1:]:
+        from tests.fuzz.sm90 import compile_sm90
+        print(compile_sm90(program))
       ''').format(message=textwrap.indent(message.replace('"""', "'''"), "").strip()[:3000],
                   spec=spec)
 

@@ -68,10 +68,14 @@ class Program:
   features: tuple[str, ...] = ()
   # a rounding difference may flip a few elements (see Builder.fragile)
   fragile: bool = False
+  # pallas_prof.CompilerParams(num_warps=...) for pallas-prof's kernel (None: its default);
+  # the layouts Triton picks, and so what its passes meet, follow it (tests/fuzz/scans.py)
+  num_warps: int | None = None
 
   def describe(self) -> str:
     shapes = ", ".join(f"{i.dtype}{list(i.shape)}" for i in self.inputs)
-    return f"{self.kind} program on {shapes} ({', '.join(self.features)})"
+    warps = f", num_warps={self.num_warps}" if self.num_warps else ""
+    return f"{self.kind} program on {shapes} ({', '.join(self.features)}{warps})"
 
 
 # --- values: what a statement has to work with ---------------------------------------
@@ -189,7 +193,7 @@ _NAME = re.compile(r"\b([xv]\d+|gi|r|c)\b")
 # operations whose float results may differ in the last bits between two
 # correct implementations
 _INEXACT = ("tanh", "sin", "cos", "exp", "log1p", "sqrt", "sigmoid", "rsqrt", "erf",
-            "arctan2", "/ (", "jnp.sum", "cumsum", "jnp.dot", "fori_loop", "while_loop",
+            "arctan2", "/ (", "jnp.sum", "cumsum", "cumprod", "cumlogsumexp", "jnp.dot", "fori_loop", "while_loop",
             "lax.scan", "lax.cond", "lax.switch")
 # periodic functions of a large inexact argument are ill-conditioned: their absolute
 # error is the argument's (bound x its rounding), which past this bound can exceed any
@@ -588,6 +592,12 @@ def value_programs(draw) -> Program:
   n_statements = draw(st.integers(1, 8), label="statements")
   for _ in range(n_statements):
     _statement(b, _STATEMENTS)
+  return values_program(draw, b, params, inputs)
+
+
+def values_program(draw, b: Builder, params: list[Var], inputs,
+                   num_warps: int | None = None) -> Program:
+  """The "values" Program of a Builder's statements over `params` (the inputs)."""
   # every value computed reaches an output: those no later statement reads
   # (at most four, the latest), so no statement is dead code
   text = "\n".join(b.lines)
@@ -603,7 +613,7 @@ def value_programs(draw) -> Program:
             [FLOAT_TOL[v.dtype] for v in b.vars if v.is_float] + [0.0])
   scale = max([min(v.bound, 1e6) for v in b.vars if v.is_float] + [1.0])
   return Program("values", source, tuple(inputs), draw(st.integers(0, 2**31 - 1), label="seed"),
-                 tol, scale, tuple(sorted(b.features)), b.fragile)
+                 tol, scale, tuple(sorted(b.features)), b.fragile, num_warps)
 
 
 def _as_output(b: Builder, v: Var) -> Var:

@@ -378,3 +378,36 @@ def test_a_periodic_function_of_a_large_inexact_value_is_fragile():
   small.add("jnp.sin(x1 * 100)", 1.0, "unary")      # large, but exact: an input
   small.add(f"jnp.sin({s.name})", 1.0, "unary")     # inexact, but 20 at most
   assert not small.fragile
+
+
+@pytest.mark.parametrize("dtype", ["int32", "uint32"])
+@pytest.mark.parametrize("axis, keepdims", [(0, False), (None, False), (None, True), (1, False)])
+def test_an_integer_sum_past_its_range_wraps_as_xla_does(dtype, axis, keepdims):
+  """A regression from bench/fuzz.py's CPU run of 2026-12-03 (seed 20261211): jnp.sum of an
+  int32 vector to a scalar, past int32's range, failed under Triton's interpreter
+  ("OverflowError: Python integer -5883351266 out of bounds for int32": its np.sum widens
+  to int64, and a scalar result is not narrowed back). XLA and the GPU wrap; so does
+  pallas-prof's CPU path now. Non-scalar results wrapped before and still do."""
+  import jax.numpy as jnp
+  import numpy as np
+  from tests.helpers import run_on_values, xla_on_cpu
+  x = np.full((3, 19), 2 ** 30 + 7, dtype)
+  x[1, 2] = 12345
+  fn = (lambda v: (jnp.sum(v[0], axis=0),)) if axis == 0 else \
+      (lambda v: (jnp.sum(v, axis=axis, keepdims=keepdims),))
+  [got], [want] = run_on_values(fn, x), xla_on_cpu(fn, x)
+  assert np.asarray(got).dtype == np.asarray(want).dtype == np.dtype(dtype)
+  np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_the_fuzzers_int32_sum_program_agrees():
+  """The program that found it, as the fuzzer shrank it."""
+  from tests.fuzz.programs import InputSpec, Program
+  program = Program("values", "def fn(x0, x1):\n  v2 = jnp.prod(x1, axis=0, keepdims=False)\n"
+                    "  v3 = v2 + v2\n  v4 = -v3\n  v5 = -v4\n"
+                    "  v6 = jnp.sum(v5, axis=0, keepdims=False)\n"
+                    "  v7 = jnp.reshape(v6, (1,))\n  return (v7,)\n",
+                    (InputSpec((5, 18), "float32", special=True),
+                     InputSpec((5, 18), "int32", -100, 100)), 0, 2e-4, 4.0,
+                    ("binary", "reduce", "scalar output", "unary"))
+  assert check(program).status == "ok"
