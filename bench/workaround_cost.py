@@ -159,7 +159,7 @@ def main() -> None:
     done = subprocess.run([sys.executable, __file__, "--one", variant, "--channels",
                            str(channels), "--length", str(length), "--warmup", str(warmup),
                            "--reps", str(reps)], capture_output=True, text=True, env=env,
-                          timeout=590)
+                          timeout=300)    # five fit in a device call's 600 s
     try:
       row = json.loads(done.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):

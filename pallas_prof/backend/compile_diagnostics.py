@@ -36,9 +36,10 @@ _MLIR_DIAG = re.compile(r"^(?:loc\()?\"?(?P<file>[^\s\"]+?)\"?:(?P<line>\d+):(?P
                         r"(?P<severity>error|note|warning|remark):\s*(?P<text>.*)$")
 _OP_IN_TEXT = re.compile(r"'(?P<op>[a-z_]+\.[\w.]+)' op\b")
 _CURRENT_OP = re.compile(r'see current operation:\s*(?:%\S+\s*=\s*)?"?(?P<op>[a-z_]+\.[\w.]+)')
-_PTXAS = re.compile(r"ptxas (?P<file>\S+), line (?P<line>\d+); (?P<severity>error|warning)\s*:"
-                    r"\s*(?P<text>.*)")
-_PTXAS_FATAL = re.compile(r"ptxas fatal\s*:\s*(?P<text>.*)")
+# ptxas names itself `ptxas` (Triton 3.6) or `ptxas-blackwell` (3.9's, for every target)
+_PTXAS = re.compile(r"ptxas(?:-\w+)? (?P<file>\S+), line (?P<line>\d+); (?P<severity>error|warning)"
+                    r"\s*:\s*(?P<text>.*)")
+_PTXAS_FATAL = re.compile(r"ptxas(?:-\w+)? fatal\s*:\s*(?P<text>.*)")
 _LAYOUT_ALIAS = re.compile(r"^(#[\w]+) = (#ttg\.[\w]+<.*>|#[\w.]+<.*>)\s*$")
 # what MLIR says about the pipeline as a whole, which names no op of the kernel
 _GENERIC = ("Failures have been detected while processing an MLIR pass pipeline",)
@@ -118,9 +119,11 @@ def diagnose(gk, stage: str, error_type: str, message: str, *, output: str = "",
     assertion_text = (f"{source}:{assertion.group('line')} in "
                       f"{_short_function(assertion.group('function'))}: "
                       f"`{assertion.group('condition')}`")
-  if kind in ("front end", "error", "pass failure") and asks_too_much(text):
+  # what the failure says in words (the IR an MLIR failure dumps could say anything)
+  said = "\n".join([message, *ptxas, *messages, llvm_error.group(0) if llvm_error else ""])
+  if kind in ("front end", "error", "pass failure") and asks_too_much(said):
     kind = "resources"
-  fault, why = fault_of(kind, stage, text, has_inline_asm="inline_asm" in gk.source)
+  fault, why = fault_of(kind, stage, said, has_inline_asm="inline_asm" in gk.source)
   return Diagnosis(
       stage=stage, kind=kind,
       summary=_summary(kind, stage, failing_pass, assertion_text, llvm_error, ptxas, crashed,

@@ -84,7 +84,8 @@ def asks_too_much(text: str) -> bool:
 
 
 def fault_of(kind: str, stage: str, text: str, *, has_inline_asm: bool) -> tuple[str, str]:
-  """("triton" | "kernel" | "pallas-prof", why) for a failure of `kind` in `stage`.
+  """("triton" | "kernel" | "pallas-prof", why) for a failure of `kind` in `stage`;
+  `text`: the error's message and the diagnostics read from its output (not IR dumps).
 
   A compiler that takes its input and then asserts, dies, or emits PTX that
   ptxas rejects has a bug whatever that input was; one that says the input
@@ -105,7 +106,7 @@ def fault_of(kind: str, stage: str, text: str, *, has_inline_asm: bool) -> tuple
       return "kernel", ("ptxas rejected the PTX, and the kernel has inline assembly of its "
                         "own (elementwise_inline_asm): the likeliest cause")
     return "triton", "Triton generated PTX that ptxas rejects"
-  if kind == "front end" or (stage == "ttir" and kind == "error"):
+  if kind == "front end":
     return "pallas-prof", ("Triton's front end rejected the source pallas-prof generated: "
                            "a bug of pallas-prof's lowering (please report it with the "
                            "generated source)")

@@ -216,3 +216,26 @@ def classify_failure(error: BaseException) -> dict:
           "assertion": d.assertion, "op_kind": d.op_kind, "summary": d.summary,
           "equations": [(e.index, e.primitive, e.location) for e in error.equations],
           "workaround": error.workaround, "reproducer": dict(error.reproducer)}
+
+
+def check_compile(gk, relower=None, target=("cuda", 90)) -> dict:
+  """Compiles `gk` for `target` as a finder of Triton bugs would: {"failure": None, or
+  classify_failure of the plain compile's error; "compiled": whether the kernel, or with
+  `relower` a workaround of it, compiled; "workarounds": what the one that compiled was
+  lowered otherwise for; "still_failing": classify_failure of the last error, if none did}."""
+  out = {"failure": None, "compiled": False, "workarounds": [], "still_failing": None}
+  try:
+    compile_kernel(gk, target, use_disk_cache=False)
+    out["compiled"] = True
+    return out
+  except CompileError as e:
+    out["failure"] = classify_failure(e)
+    if relower is None or e.fault != "triton":
+      out["still_failing"] = out["failure"]
+      return out
+  try:
+    ck = compile_working_around(gk, target, relower, use_disk_cache=False)
+    out["compiled"], out["workarounds"] = True, list(ck.generated.workarounds)
+  except CompileError as e:
+    out["still_failing"] = classify_failure(e)
+  return out

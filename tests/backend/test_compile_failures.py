@@ -60,8 +60,8 @@ def test_ptxas_rejecting_the_kernel_s_inline_assembly_names_its_line():
   d = err.diagnosis
   assert (d.kind, d.fault) == ("ptxas", "kernel")        # its own assembly: no retry
   assert err.workaround is None and "workaround" not in err.details
-  assert (err.eqn.primitive, err.eqn.file, err.eqn.line) == \
-      ("elementwise_inline_asm_p", THIS_FILE, _line("BAD ASM"))
+  assert err.eqn.primitive.startswith("elementwise_inline_asm")     # JAX 0.12: without _p
+  assert (err.eqn.file, err.eqn.line) == (THIS_FILE, _line("BAD ASM"))
   assert "ptxas" in d.mapped_by and any("Not a name of any known instruction" in m
                                         for m in d.messages)
   assert "PTX line" in error_text(err) and err.reproducer == {}

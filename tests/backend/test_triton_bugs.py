@@ -239,3 +239,23 @@ def test_the_spans_say_what_failed_and_what_got_around_it(monkeypatch):
   assert a["pallas.compile.reproducer"].endswith(".repro.py")
   assert list(worked[0].attributes["pallas.workarounds"]) == list(ck.generated.workarounds)
   assert worked[0].status.status_code.name != "ERROR"
+
+
+def test_check_compile_says_what_a_finder_of_bugs_needs():
+  """workarounds.check_compile: the fuzzer's one call per program."""
+  rec = lowered("cumsum_of_a_column")
+  found = workarounds.check_compile(rec.generated, rec.relower)
+  assert found["compiled"] and found["still_failing"] is None
+  if TRITON_36:
+    f = found["failure"]
+    assert (f["fault"], f["kind"], f["stage"], f["op_kind"]) == \
+        ("triton", "assertion", "llir", "tt.scan")
+    assert [(i, p) for i, p, _ in f["equations"]] and f["reproducer"]["script"]
+    assert len(found["workarounds"]) == 1 and "squeeze" not in found["workarounds"][0] \
+        and "size-1 axes" in found["workarounds"][0]
+  else:
+    assert found["failure"] is None and found["workarounds"] == []
+  plain = lowered("cumsum_of_a_column")    # without a way to lower it again: still failing
+  found = workarounds.check_compile(plain.generated)
+  assert found["compiled"] == (not TRITON_36)
+  assert (found["still_failing"] is not None) == TRITON_36
