@@ -95,6 +95,15 @@ def compile_error(gk: GeneratedKernel, error: BaseException, stage: str,
       details=_details(gk, diagnosis, reproducer), jaxpr_text=gk.jaxpr_text)
 
 
+def silent_fault_error(gk: GeneratedKernel, d: Diagnosis, stage: str = "llir") -> CompileError:
+  """A compile that succeeded into code a Triton bug makes wrong (silent_faults.py), as a
+  CompileError: what the workarounds get around, or what is raised where they cannot."""
+  eqns = [gk.eqns[i] for i in d.equations]
+  return CompileError(_reason(d), diagnosis=d, equations=eqns, hint=_hint(gk, d, {}),
+                      kernel=gk.name, stage=stage, details=_details(gk, d, {}),
+                      jaxpr_text=gk.jaxpr_text)
+
+
 def _reason(d: Diagnosis) -> str:
   whose = {"triton": f"Triton {triton_version()}: ", "kernel": "", "pallas-prof": ""}[d.fault]
   return f"{whose}{d.summary}"

@@ -14,6 +14,11 @@ What is tried depends on the kind of op that failed (compile_diagnostics.py):
   any       another num_warps, as a last resort (the whole kernel's layouts
             change; float reductions may round otherwise on a GPU)
 
+A compile that succeeds into code a known Triton bug computes wrongly
+(silent_faults.py: Triton 3.6's scans over a layout that replicates a
+non-scanned dimension) counts as a failure of Triton's here: it is worked
+around the same way, and with the workarounds off it is raised, never run.
+
 Every form computes what the plain lowering computes (tests/backend/
 test_triton_bugs.py checks each under Triton's interpreter across shapes and
 dtypes). The kernel that compiles carries what changed in its source's header
@@ -31,11 +36,14 @@ from __future__ import annotations
 import json
 import os
 
+from . import silent_faults
 from .compile import compile_kernel
 from .compile_cache import compile_key
+from .compile_errors import silent_fault_error
 from .errors import CompileError, LoweringError
 from .kernel_files import cache_dir
 from .rules.scan_forms import WORDS as FORM_WORDS
+from .triton_faults import PRIMITIVES_OF_OP
 from .workaround_plan import WorkaroundPlan
 
 ENV = "PALLAS_PROF_WORKAROUNDS"
@@ -55,7 +63,13 @@ def compile_working_around(gk, target, relower, *, need_cubin: bool = True,
   """compile_kernel(gk, target), or where it fails with a fault of Triton's, the
   first variant of the kernel (lowered again by `relower`) that compiles."""
   def compile_(variant):
-    return compile_kernel(variant, target, need_cubin=need_cubin, use_disk_cache=use_disk_cache)
+    # a compile that succeeds into code a Triton bug computes wrongly (silent_faults.py)
+    # fails here like one that asserts, so the same workarounds get around it
+    ck = compile_kernel(variant, target, need_cubin=need_cubin, use_disk_cache=use_disk_cache)
+    silent = silent_faults.find(ck)
+    if silent is not None:
+      raise silent_fault_error(variant, silent)
+    return ck
 
   key = compile_key(gk, target)
   known = _remembered(key) if relower is not None and enabled() else None
@@ -95,8 +109,13 @@ def _search(gk, relower, error: CompileError, compile_):
   """(the first variant's CompiledKernel that compiles or None, what was tried)."""
   d = error.diagnosis
   tried: list[str] = []
+  # the equations the failure names first, then the kernel's other ops of that kind
+  # (Triton may fold their locations into one): _narrowed drops what turns out unneeded
+  prims = PRIMITIVES_OF_OP.get(d.op_kind or "", ())
+  equations = tuple(dict.fromkeys(tuple(d.equations) + tuple(
+      e.index for e in gk.eqns if e.primitive in prims)))
   for form in LADDERS.get(d.op_kind or "", ()):
-    plan = WorkaroundPlan(scan_forms=tuple((i, form) for i in d.equations), because=d.summary)
+    plan = WorkaroundPlan(scan_forms=tuple((i, form) for i in equations), because=d.summary)
     try:
       variant = _lower(relower, gk, plan)
     except LoweringError as e:          # (a form is plain code; this would be a bug of its)
