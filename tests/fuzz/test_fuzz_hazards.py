@@ -159,3 +159,18 @@ def test_a_label_ends_the_block_and_an_unpredicated_select_is_no_lead():
   assert [lead.strong for lead in hazard_leads(sass)] == [False]
   assert hazard_leads(_sass("SEL R3, R14, R3, !P3", "HMUL2 R5, R3.H0_H0, R6")) == []
   assert hazard_leads(_sass("@!P1 FSEL R7, R2, R9, P2", "HMUL2 R5, R7.H0_H0, R6")) == []
+
+
+def test_the_selective_scan_chain_of_16_bit_inputs_computes_in_float32():
+  """bench/fuzz.py's CPU run of 2026-12-03 (seed 20261211): the chain in float16 over
+  64 rows is ill-conditioned (exp of a cumsum near its clip, summed again): XLA and
+  pallas-prof each 30-40 of 300 away from the exactly summed answer, 7 from each other.
+  Such kernels compute it in float32; so do the generator's, for 16-bit inputs."""
+  from tests.fuzz.programs import Builder, Var
+  from tests.fuzz.scans import _selective
+  for dtype in ("float16", "bfloat16", "float32"):
+    b = Builder(lambda strategy, label=None: 0 if label != "row sum" else False,
+                [Var("x0", (64,), dtype, 4.0)])
+    _selective(b)
+    assert ("astype(jnp.float32)" in b.lines[0]) == (dtype != "float32"), b.lines
+    assert b.vars[-1].dtype == "float32", b.vars[-1]
