@@ -166,6 +166,8 @@ def worker(args) -> None:
         on_stage("sm90")
         compiled = sm90.compile_sm90(program)
         extra["sm90"] = compiled.to_dict()
+        if compiled.status != "compiled":
+          extra["describe"] = program.describe()     # shapes, dtypes, num_warps
         if compiled.strong_leads:
           extra["hazard_lead"] = _hazard_lead(args, program, compiled)
         if compiled.status == "stage_failure" and (
