@@ -129,6 +129,61 @@ step_reliability() {   # issue #18: the bounds-checked mode on the GPU (an illeg
     --seed ${FUZZ_SEED:-18} --out "$OUT/fuzz_gpu.json" --corpus "$OUT/fuzz_gpu_repro" 2>&1 | tail -14
 }
 
+step_hazard() {   # issue #32: the fuzzer's wrong answer (a ptxas miscompile) on the GPU, at
+  # this commit and with the window test put back in its old two-comparison form
+  # (which must fail: the GPU test catches the miscompile)
+  timeout ${HAZARD_TIMEOUT:-150} python3 -m pytest -q -p no:cacheprovider -rfE \
+    tests/backend/test_ptxas_hazards.py 2>&1 | tail -8
+  cp pallas_prof/backend/rules/shape.py /tmp/shape.py.keep
+  python3 - <<'PY'
+import re
+p = "pallas_prof/backend/rules/shape.py"
+s = open(p).read()
+s = re.sub(r'  shifted = lanes if start == 0 else f"\(\{lanes\} - \{start\}\)"\n  return f"\(\{shifted\}.to\(tl.uint32\) < \{size\}\)"',
+           '  return f"(({lanes} >= {start}) & ({lanes} < {start} + {size}))"', s)
+assert "({lanes} >= {start})" in s, "old form not put back"
+open(p, "w").write(s)
+PY
+  log "with the old window form (expected: the GPU test fails)"
+  timeout ${HAZARD_TIMEOUT:-150} python3 -m pytest -q -p no:cacheprovider -rfE \
+    tests/backend/test_ptxas_hazards.py -k gpu 2>&1 | tail -8
+  cp /tmp/shape.py.keep pallas_prof/backend/rules/shape.py
+}
+
+step_fuzz() {   # the differential fuzzer on the GPU: FUZZ_SECONDS of FUZZ_JOBS children,
+  # FUZZ_CHECK_JOBS of them in the bounds-checked mode, fresh seeds (FUZZ_SEED)
+  timeout $(( ${FUZZ_SECONDS:-300} + 60 )) python3 bench/fuzz.py --device gpu --seconds ${FUZZ_SECONDS:-300} \
+    --examples ${FUZZ_EXAMPLES:-100000} --jobs ${FUZZ_JOBS:-14} --check-jobs ${FUZZ_CHECK_JOBS:-2} \
+    --kind ${FUZZ_KIND:-all} \
+    --seed ${FUZZ_SEED:-1} ${FUZZ_ARGS:-} --out "$OUT/fuzz_gpu_${FUZZ_SEED:-1}.json" \
+    --corpus "$OUT/fuzz_gpu_repro_${FUZZ_SEED:-1}" 2>&1 | tail -14
+}
+
+step_repro() {   # REPRO (a fuzz reproducer): many runs on the GPU (a race moves, a miscompile
+  # stays), then one under compute-sanitizer's racecheck and synccheck
+  timeout ${REPRO_TIMEOUT:-60} python3 bench/probes/fuzz_repro_gpu.py "$REPRO" --runs ${REPRO_RUNS:-20} \
+    --seeds ${REPRO_SEEDS:-3} --out "$OUT/repro_runs.json" 2>&1 | grep -v Warning | tail -8
+  for tool in racecheck synccheck; do
+    timeout ${SANITIZER_TIMEOUT:-75} compute-sanitizer --tool $tool --print-limit 20 \
+      python3 bench/probes/fuzz_repro_gpu.py "$REPRO" --runs 1 --seeds 0 2>&1 | grep -v Warning | tail -12
+  done
+}
+
+step_replay() {   # the strong ptxas-hazard leads the CPU's sm_90 fuzz mode found (REPLAY: its
+  # summaries), each run on the GPU on several inputs
+  timeout ${REPLAY_TIMEOUT:-120} python3 bench/fuzz_replay.py $REPLAY --device gpu --inputs ${REPLAY_INPUTS:-8} \
+    --out "$OUT/replay.json" 2>&1 | grep -v Warning | tail -12
+}
+
+step_scan() {   # issue #28: the selective scan (Triton 3.6's ScanOpToLLVM bug worked around)
+  # against its float64 reference on the GPU, and what the workaround costs
+  timeout ${SCAN_TEST_TIMEOUT:-120} python3 -m pytest -q -p no:cacheprovider -rfE -n 4 \
+    tests/backend/test_selective_scan.py tests/backend/test_triton_bugs.py 2>&1 | tail -6
+  timeout ${SCAN_COST_TIMEOUT:-150} python3 bench/workaround_cost.py --reps ${SCAN_REPS:-30} \
+    --commit "$(cat .pallas-prof-commit 2>/dev/null || echo unknown)" \
+    --out "$OUT/workaround_cost.json" 2>&1 | grep -v Warning | tail -14
+}
+
 step_sanitize() {   # compute-sanitizer (4 tools) over the examples, JAX's GPU ops fwd+bwd and
   # fuzzer programs, PARALLEL runs at a time, the whole step within SANITIZE_BUDGET seconds
   OUT="$OUT" BUDGET=${SANITIZE_BUDGET:-240} timeout $(( ${SANITIZE_BUDGET:-240} + 30 )) \

@@ -13,7 +13,8 @@ import os as _os
 
 from .version import __version__  # noqa: E402,F401
 
-from .backend import CompilerParams, LoweringError, install, installed, uninstall  # noqa: E402
+from .backend import (CompileError, CompilerParams, LoweringError, install, installed,  # noqa: E402
+                      uninstall)
 from .backend import registration as _registration  # noqa: E402
 from .backend.bounds import BoundsError  # noqa: E402
 from .backend.coverage import UncoveredOutputWarning  # noqa: E402
@@ -60,7 +61,8 @@ def kernels():
   return registry.kernels()
 
 
-__all__ = ["CompilerParams", "LoweringError", "BoundsError", "UncoveredOutputWarning", "install",
+__all__ = ["CompilerParams", "LoweringError", "CompileError", "BoundsError",
+           "UncoveredOutputWarning", "install",
            "installed", "uninstall", "tracing", "profile", "autotune", "Autotune", "ProbeOptions",
            "kernels",
            "__version__"]

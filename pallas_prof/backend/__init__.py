@@ -6,11 +6,12 @@ so that JAX shows it once, at the user's line). The profiler's child processes
 load artifacts.py (a LaunchSpec) with no JAX in the process.
 """
 
-__all__ = ["CompilerParams", "LoweringError", "Unsupported", "install", "installed", "uninstall"]
+__all__ = ["CompilerParams", "CompileError", "LoweringError", "Unsupported", "install",
+           "installed", "uninstall"]
 
 _LAZY = {"CompilerParams": "registration", "install": "registration",
          "installed": "registration", "uninstall": "registration",
-         "LoweringError": "errors", "Unsupported": "errors"}
+         "LoweringError": "errors", "CompileError": "errors", "Unsupported": "errors"}
 
 
 def __getattr__(name: str):

@@ -91,8 +91,9 @@ Slice = state_indexing.Slice
 AbstractRef = state_types.AbstractRef
 Literal = jax_core.Literal
 DropVar = jax_core.DropVar
-ClosedJaxpr = jax_core.ClosedJaxpr
 Jaxpr = jax_core.Jaxpr
+# jax 0.12 removed ClosedJaxpr (0.11 had folded it into Jaxpr, keeping the name)
+JAXPR_TYPES = tuple(t for t in (getattr(jax_core, "ClosedJaxpr", None), Jaxpr) if t is not None)
 
 get_p = state_primitives.get_p
 swap_p = state_primitives.swap_p
@@ -459,7 +460,25 @@ def jax_profiler_session_active() -> bool:
   except ImportError:
     return False
   state = getattr(jax_profiler, "_profile_state", None)
-  return getattr(state, "profile_session", None) is not None
+  # jax 0.10/0.11 call the running session `profile_session`, 0.12 `session`
+  for name in ("session", "profile_session"):
+    if hasattr(state, name):
+      return getattr(state, name) is not None
+  _warn_once("jax-profiler-state",
+             "pallas-prof cannot tell whether jax.profiler is tracing in this JAX version "
+             f"({jax.__version__}): it will not step aside for it, and the two may clash over "
+             "CUPTI (stop jax.profiler's trace before pallas-prof profiles)")
+  return False
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, message: str) -> None:
+  if key not in _warned:
+    _warned.add(key)
+    import warnings
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 # --- how errors reach the user -------------------------------------------------------

@@ -72,24 +72,54 @@ _INLINED_AT = re.compile(r"inlined_at\s+(\d+)\s+(\d+)\s+(\d+)")
 
 
 def ptx_locations(ptx: str):
-  """Per PTX line (1-based): the chain of locations in effect (innermost first)."""
+  """Per PTX line (1-based): the chain of locations in effect (innermost first).
+
+  A `.loc` of inlined code names only its immediate call site (`inlined_at
+  F L C`). Where inlining nests (Triton 3.9: tl.sum -> reduce -> the
+  combiner), that call site is itself inlined code, whose own `.loc` (the
+  most recent one at that place, else any) names the next caller: the chain
+  is followed up to the kernel body."""
   lines = ptx.splitlines()
   files = {}
+  any_parent: dict[tuple[int, int, int], tuple[int, int, int]] = {}
   for line in lines:
     m = _FILE_DIRECTIVE.match(line)
     if m:
       files[int(m.group(1))] = m.group(2)
+    m = _LOC_DIRECTIVE.match(line)
+    inl = _INLINED_AT.search(m.group(4)) if m else None
+    if inl:
+      any_parent.setdefault(_loc_key(m), _loc_key(inl))
+  recent_parent: dict[tuple[int, int, int], tuple[int, int, int]] = {}
   current: tuple[Loc, ...] = ()
   per_line = []
+  in_asm = asm_located = False
   for line in lines:
+    stripped = line.strip()
+    if stripped == "// begin inline asm":
+      in_asm, asm_located = True, False
+    elif stripped == "// end inline asm":
+      in_asm = False
     m = _LOC_DIRECTIVE.match(line)
+    if m and in_asm and asm_located:
+      # LLVM 21 (Triton 3.9) numbers each line of an inline asm block from the
+      # statement's line on (`.loc 1 15 9`, `.loc 1 16 9`, ...): only the first
+      # is a source location; the rest would charge a load to later lines
+      m = None
+    elif m and in_asm:
+      asm_located = True
     if m:
       file = files.get(int(m.group(1)), "")
       chain = [Loc(file, int(m.group(2)))]
       rest = m.group(4)
       inl = _INLINED_AT.search(rest)
       if inl:
-        chain.append(Loc(files.get(int(inl.group(1)), ""), int(inl.group(2))))
+        recent_parent[_loc_key(m)] = _loc_key(inl)
+        site, seen = _loc_key(inl), set()
+        while site is not None and site not in seen and len(seen) < 64:
+          seen.add(site)
+          chain.append(Loc(files.get(site[0], ""), site[1]))
+          site = recent_parent.get(site, any_parent.get(site))
       elif "@[" in rest:
         # LLVM writes the inlining chain in the comment: `// a.py:30:25 @[ b.py:15:28 ]`
         comment = rest.split("//", 1)[1] if "//" in rest else rest
@@ -100,6 +130,10 @@ def ptx_locations(ptx: str):
       current = tuple(chain)
     per_line.append(current)
   return lines, per_line
+
+
+def _loc_key(m: re.Match) -> tuple[int, int, int]:
+  return int(m.group(1)), int(m.group(2)), int(m.group(3))
 
 
 def _full_path(files: dict[int, str], name: str) -> str:
@@ -123,8 +157,8 @@ class SassUnavailable(RuntimeError):
 
 def _nvdisasm_path() -> str:
   try:
-    import triton
-    return triton.knobs.nvidia.nvdisasm.path
+    from .triton_compat import tool_path
+    return tool_path("nvdisasm")
   except Exception as e:  # noqa: BLE001
     import shutil
     path = shutil.which("nvdisasm")

@@ -16,6 +16,7 @@ from typing import Any
 
 from . import bounds, compat, coverage, registry
 from .compile import compile_kernel
+from .workarounds import compile_working_around
 from .errors import LoweringError
 from .launch import cpu_call, gpu_custom_call, no_programs
 from .lowering import kernel_name_of, lower_kernel, pallas_call_info
@@ -248,15 +249,15 @@ def _lower(ctx, in_nodes, params, platform: str):
 
   @compat.lowering_for(platform)
   def relower(num_warps=num_warps, num_stages=num_stages, probes=None, launch_group=group,
-              tma=tma):
+              tma=tma, workarounds=None):
     # the profiler's variants (probes) load and launch as the kernel it runs does: the
     # caller passes the compiled kernel's launch order and TMA use, which a tuner may
-    # have chosen over the call's own
+    # have chosen over the call's own, and the workarounds it was lowered with
     return lower_kernel(jaxpr, grid_mapping, num_warps=num_warps, num_stages=num_stages,
                         compute_capability=cc, name=params.get("name"),
                         enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
                         call_site=call_site, input_output_aliases=aliases, probes=probes,
-                        launch_group=launch_group, tma=tma)
+                        launch_group=launch_group, tma=tma, workarounds=workarounds)
 
   rec = registry.record(registry.KernelRecord(
       name=gk.name, generated=gk, platform=platform,
@@ -274,15 +275,18 @@ def _lower(ctx, in_nodes, params, platform: str):
   if 0 in gk.launch_grid:     # no program to run: CUDA refuses a launch of none
     return compat.lower_fun(no_programs(ctx.avals_out, aliases, poison=check),
                             multiple_results=True)(ctx, *in_nodes)
-  ck = compile_kernel(gk, ("cuda", cc), need_cubin=False)   # jaxlib assembles the PTX
+  # jaxlib assembles the PTX; where Triton fails on the kernel, another lowering of it
+  ck = compile_working_around(gk, ("cuda", cc), relower, need_cubin=False)
+  plan = ck.generated.workaround_plan if ck.generated is not None else None
   zeroed = set(getattr(cp, "zero_outputs", ()) or ()) | set(gk_zeroed_outputs(gk, aliases))
   if not check:    # tuning the bounds-checked debug build would time the checks
     with compat.lowering_for(platform):     # its candidates are lowered again in there
-      ck = _autotuned(ck, gk, cp, cc, aliases, zeroed, lambda w, s, g=0, t=0: lower_kernel(
+      ck = _autotuned(ck, ck.generated or gk, cp, cc, aliases, zeroed,
+                      lambda w, s, g=0, t=0: lower_kernel(
           jaxpr, grid_mapping, num_warps=w, num_stages=s, compute_capability=cc,
           name=params.get("name"), enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
           debug=bool(params.get("debug")), call_site=call_site, input_output_aliases=aliases,
-          launch_group=g, tma=bool(t)))
+          launch_group=g, tma=bool(t), workarounds=plan))
   rec.compiled = ck
   metadata = params.get("metadata")
   meta_text = ""

@@ -110,19 +110,23 @@ def use_quick_triton_key() -> None:
   cache.triton_key = quick_key
 
 
-def _libdevice_link_module():
-  """libdevice_link.py beside this file (by path in the worker, which has no package)."""
+def _sibling(name: str):
+  """A module beside this file: imported through the package, or by path in the
+  worker, which has no package (libdevice_link.py, triton_compat.py)."""
   if __package__:
-    from . import libdevice_link
-    return libdevice_link
-  module = _modules.get("libdevice_link")
+    return importlib.import_module(f"{__package__}.{name}")
+  module = _modules.get(name)
   if module is None:
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libdevice_link.py")
-    spec = importlib.util.spec_from_file_location("pallas_prof_libdevice_link", path)
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"pallas_prof_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    _modules["libdevice_link"] = module
+    _modules[name] = module
   return module
+
+
+def _libdevice_link_module():
+  return _sibling("libdevice_link")
 
 
 @contextlib.contextmanager
@@ -168,6 +172,7 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
                   attrs=request["attrs"])
   records: list[StageRecord] = []
   captured = {}
+  stage_texts: dict[str, str] = {}
   start = time.time_ns()
   if on_stage is not None:
     on_stage("ttir")
@@ -198,8 +203,12 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
         else:
           result = _original(src_module, metadata)
         end = time.time_ns()
-        size = len(result) if isinstance(result, (bytes, str)) else len(str(result))
-        records.append(StageRecord(_name, t0, end, size))
+        text = result if isinstance(result, (bytes, str)) else str(result)
+        if _name != "cubin":
+          # printed now: a later stage may change the module in place (a failed
+          # compile's error carries the stages it finished, for its diagnosis)
+          stage_texts[_name] = text
+        records.append(StageRecord(_name, t0, end, len(text)))
         return result
       stages[name] = timed
 
@@ -209,7 +218,8 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
     knobs = triton.knobs
     saved = (knobs.runtime.add_stages_inspection_hook, knobs.compilation.always_compile,
              knobs.nvidia.dump_ptxas_log)
-    knobs.runtime.add_stages_inspection_hook = inspect_stages
+    knobs.runtime.add_stages_inspection_hook = _sibling("triton_compat").stages_hook(
+        inspect_stages)
     knobs.compilation.always_compile = True
     knobs.nvidia.dump_ptxas_log = True
     try:
@@ -225,7 +235,8 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
                        if stage in compiled.asm and compiled.asm[stage]}
     except Exception as e:  # noqa: BLE001 - returned as data, rewrapped with the equation
       result["error"] = {"type": type(e).__name__, "message": str(e),
-                         "lineno": getattr(getattr(e, "node", None), "lineno", None)}
+                         "lineno": getattr(getattr(e, "node", None), "lineno", None),
+                         "ir": stage_texts}
     finally:
       (knobs.runtime.add_stages_inspection_hook, knobs.compilation.always_compile,
        knobs.nvidia.dump_ptxas_log) = saved

@@ -21,7 +21,7 @@ import time
 from typing import Any, Callable
 
 from . import compile_worker
-from .compile_cache import libdevice_cache, triton_options
+from .compile_cache import launch_ptx_version, libdevice_cache, triton_options
 
 _warmup_thread: threading.Thread | None = None
 # what the background warm-up did, seconds from its start (for diagnostics and
@@ -42,7 +42,8 @@ def warm_up_request(compute_capability: int) -> dict[str, Any]:
   return {"path": path, "name": "pallas_prof_warmup",
           "signature": {"x_ref": "*fp16", "y_ref": "*fp16", "o_ref": "*fp16"},
           "attrs": {(i,): [["tt.divisibility", 16]] for i in range(3)},
-          "options": triton_options(num_warps=4, num_stages=2),
+          "options": triton_options(num_warps=4, num_stages=2,
+                                    ptx_version=launch_ptx_version(compute_capability)),
           "target": ("cuda", compute_capability), "need_cubin": False,
           "libdevice_cache": libdevice_cache()}
 

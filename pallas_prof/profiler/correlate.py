@@ -185,21 +185,33 @@ def ptx_instructions(gk, ptx: str) -> list[Instruction]:
     gen_line, eqn = resolver.resolve(chains[i])
     out.append(Instruction("ptx", i + 1, stripped, op, classify_ptx(op), gen_line, eqn,
                            depths[i]))
-  return _inherit_line_zero(out)
+  return _inherit_line_zero(out, gk)
 
 
-def _inherit_line_zero(instrs: list[Instruction]) -> list[Instruction]:
+def _inherit_line_zero(instrs: list[Instruction], gk=None) -> list[Instruction]:
   """LLVM marks code it merged or hoisted with line 0 ("no location": `.loc 1 0 0`);
   inside an inlined libdevice sin, such code was most of the samples of a sin/cos
   loop on the H200. Such an instruction belongs to the equation of the nearest
-  instruction before it that has one (instructions before any stay unattributed)."""
+  instruction before it that has one (instructions before any stay unattributed).
+  Triton 3.9's LLVM puts the kernel's closing code (`ret`, and in SASS the EXIT
+  and its padding) on the kernel's `def` line instead of line 0: the same."""
+  nowhere = {0, _def_line(gk)} - {None}
   last = None
   for ins in instrs:
     if ins.eqn is not None:
       last = ins
-    elif ins.generated_line == 0 and last is not None:
+    elif ins.generated_line in nowhere and last is not None:
       ins.eqn, ins.generated_line, ins.inherited = last.eqn, last.generated_line, True
   return instrs
+
+
+def _def_line(gk) -> int | None:
+  """The generated file's line that defines the kernel function."""
+  if gk is None:
+    return None
+  head = f"def {gk.name}("
+  return next((n for n, line in enumerate(gk.source.splitlines(), start=1)
+               if line.startswith(head)), None)
 
 
 # --- SASS ---------------------------------------------------------------------------------
@@ -245,7 +257,7 @@ def sass_instructions(gk, cubin: bytes, ptx: str | None,
         gen_line, eqn = owner_line, owner
     out.append(Instruction("sass", n, text, opcode, categories, gen_line, eqn,
                            depths[i], address=addr))
-  return _inherit_line_zero(out), listing
+  return _inherit_line_zero(out, gk), listing
 
 
 # --- the kernel's correlation -----------------------------------------------------------------

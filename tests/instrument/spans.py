@@ -92,10 +92,8 @@ def sub_jaxprs(params):
   for value in params.values():
     items = value if isinstance(value, (tuple, list)) else (value,)
     for item in items:
-      if isinstance(item, compat.ClosedJaxpr):
-        yield item.jaxpr
-      elif isinstance(item, compat.Jaxpr):
-        yield item
+      if isinstance(item, compat.JAXPR_TYPES):
+        yield compat.open_jaxpr(item)[0]
 
 
 def _is_counter_increment(eqn, counter) -> bool:

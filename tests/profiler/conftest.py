@@ -63,7 +63,8 @@ def sds(shape, dtype):
 
 @pytest.fixture(scope="session")
 def examples():
-  return {name: load_example(name) for name in ("matmul", "softmax", "flash_attention")}
+  return {name: load_example(name)
+          for name in ("matmul", "softmax", "flash_attention", "layer_norm")}
 
 
 @pytest.fixture(scope="session")

@@ -193,10 +193,29 @@ def test_capture_refuses_plainly_when_cupti_is_held(monkeypatch):
       pass
 
 
-def test_capture_sees_a_running_jax_trace(monkeypatch):
+def test_capture_sees_a_running_jax_trace(tmp_path):
+  """A real jax.profiler trace (its state's field is named differently in jax
+  0.12 than in 0.10/0.11: a guard reading the old name was silently off)."""
+  import jax
+  assert not any(h.startswith("a jax.profiler trace") for h in insitu.cupti_holders({}))
+  jax.profiler.start_trace(str(tmp_path))
+  try:
+    assert insitu.cupti_holders({})[0].startswith("a jax.profiler trace is running")
+  finally:
+    jax.profiler.stop_trace()
+  assert not any(h.startswith("a jax.profiler trace") for h in insitu.cupti_holders({}))
+
+
+def test_a_jax_whose_profiler_state_is_unknown_is_said_not_ignored(monkeypatch):
   from jax._src import profiler as jax_profiler
-  monkeypatch.setattr(jax_profiler._profile_state, "profile_session", object())
-  assert insitu.cupti_holders({})[0].startswith("a jax.profiler trace is running")
+  from pallas_prof.backend import compat
+
+  class Unknown:
+    pass
+  monkeypatch.setattr(jax_profiler, "_profile_state", Unknown())
+  monkeypatch.setattr(compat, "_warned", set())
+  with pytest.warns(RuntimeWarning, match="cannot tell whether jax.profiler is tracing"):
+    assert compat.jax_profiler_session_active() is False
 
 
 # --- ncu output ----------------------------------------------------------------------------------

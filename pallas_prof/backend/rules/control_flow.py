@@ -112,10 +112,8 @@ def _num_eqns(jaxpr) -> int:
 def _sub_jaxprs(params):
   for param in params.values():
     for sub in param if isinstance(param, (tuple, list)) else (param,):
-      if isinstance(sub, compat.ClosedJaxpr):
-        yield sub.jaxpr
-      elif isinstance(sub, compat.Jaxpr):
-        yield sub
+      if isinstance(sub, compat.JAXPR_TYPES):
+        yield compat.open_jaxpr(sub)[0]
 
 
 def _has_dot(jaxpr) -> bool:

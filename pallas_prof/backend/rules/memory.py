@@ -263,6 +263,10 @@ def _check_eviction_policy(eviction_policy) -> None:
 def _masked_load(ctx, *flat, args_tree, eviction_policy, cache_modifier, is_volatile):
   ref, transforms, mask, other = args_tree.unflatten(flat)
   _check_load_options(cache_modifier, eviction_policy, is_volatile)
+  if cache_modifier == ".cv":
+    # a .cv load allocates no L1 line, so an L1 eviction hint has nothing to act
+    # on; ptxas 12.8 ignores the pair, 13.x refuses it (Triton 3.9's ptxas-blackwell)
+    eviction_policy = None
   view = apply_transforms(ctx, ref, transforms or (), _read)
   return _read(ctx, view, mask, other, cache_modifier=cache_modifier,
                eviction_policy=eviction_policy, volatile=is_volatile)
@@ -307,7 +311,11 @@ def _atomic(ctx, view: RefValue, value: Value, mask, kind: str) -> Value:
     raise Unsupported("atomic add on bool", "use atomic_or")
   args = [pointer(view, offset), str(value)]
   if full_mask is not None:
-    args.append(f"mask={full_mask}")
+    # Triton 3.9's interpreter takes only numpy bools as an atomic's mask, and
+    # holds some int1 values (the bounds-checked mode's in_bounds of a scalar
+    # index) as int32, which a cast to int1 leaves alone; a comparison makes
+    # numpy bools, and compiles to nothing
+    args.append(f"mask=({full_mask}) != 0")
   args.append('sem="acq_rel"')
   return ctx.value(f"{view.label}_old", f"{_ATOMIC_FUNCS[kind]}({', '.join(args)})",
                    view.dtype, shape)

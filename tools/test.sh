@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# pallas-prof's test command (the README's; .ci/run runs exactly this): the
+# suite on the oldest and the newest supported releases, each leg in a virtual
+# environment of its own, made here on first use and reused after.
+#
+#   leg A  .venv-a  the machine's python3 (3.11)  jax 0.10.2  triton 3.6  the whole suite
+#   leg B  .venv-b  Python 3.12                   jax 0.12.x  triton 3.9  the version-sensitive part
+#
+# Leg B runs the tests that touch what differs between releases: lowering and
+# compiling (backend/: jaxprs, Triton's stages, ptxas, line info, the
+# interpreter), the profiler's correlation of IR and SASS, the CLI end to end,
+# spans, and the removal drill; it leaves out what does not depend on JAX or
+# Triton (the tuner's search, the HTML report's browser test, the OTLP receiver,
+# the long fuzz sets), which leg A covers. Both must pass.
+#
+# Environment: LEGS="a b" (default) picks legs; PYTEST_ARGS adds pytest options;
+# PALLAS_PROF_NO_RECEIVER_INSTALL=1 skips the OTLP receiver tests (they install
+# Arize Phoenix, ~850 MB, into $XDG_CACHE_HOME/pallas-prof/phoenix-venv once).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LEGS=${LEGS:-a b}
+START=$SECONDS
+
+# The report.html browser test drives Debian's chromium; install it where we may.
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "== installing Debian's chromium for the report.html browser test"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+  else
+    echo "== no chromium, and no root or apt-get to install it: the browser test will be skipped"
+  fi
+fi
+
+python312() {   # pyenv's python3.12 need not be on PATH (pyenv's shim refuses it unless selected)
+  if python3.12 --version >/dev/null 2>&1; then command -v python3.12; return; fi
+  local p
+  for p in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3.12 /usr/bin/python3.12 \
+           /usr/local/bin/python3.12; do
+    if [ -x "$p" ]; then echo "$p"; return; fi
+  done
+  echo "no Python 3.12 found (leg B needs one: pyenv install 3.12, or set PYTHON312)" >&2
+  return 1
+}
+
+# leg NAME PYTHON "PINS" TESTS...: make or reuse .venv-NAME, install the pins
+# first and pallas-prof after (which must leave them as they are), run pytest.
+leg() {
+  local name=$1 python=$2 pins=$3; shift 3
+  local venv=.venv-$name t0=$SECONDS
+  echo "== leg $name: $($python --version 2>&1), $pins"
+  if [ ! -x "$venv/bin/python" ]; then
+    "$python" -m venv "$venv"
+  fi
+  # shellcheck disable=SC2086 # the pins are words on purpose
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check $pins
+  local before after
+  before=$("$venv/bin/python" -m pip freeze 2>/dev/null | grep -iE '^(jax|jaxlib|triton)==' | sort)
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]'
+  after=$("$venv/bin/python" -m pip freeze 2>/dev/null | grep -iE '^(jax|jaxlib|triton)==' | sort)
+  if [ "$before" != "$after" ]; then
+    echo "installing pallas-prof changed jax/jaxlib/triton:"; echo "$before"; echo "->"; echo "$after"
+    return 1
+  fi
+  echo "   $(echo $after | tr '\n' ' ')(unchanged by installing pallas-prof; $((SECONDS - t0)) s to set up)"
+  # shellcheck disable=SC2086
+  "$venv/bin/python" -m pytest -q -n auto -p no:cacheprovider ${PYTEST_ARGS:-} "$@"
+  echo "== leg $name passed in $((SECONDS - t0)) s"
+}
+
+for l in $LEGS; do
+  case $l in
+    a) leg a "${PYTHON311:-python3}" "jax==0.10.2 jaxlib==0.10.2 triton==3.6.*" tests ;;
+    b) leg b "${PYTHON312:-$(python312)}" "jax==0.12.* jaxlib==0.12.* triton==3.9.*" \
+         tests/backend tests/profiler tests/cli tests/instrument tests/test_structure.py \
+         tests/test_jax_kernels.py tests/test_versions.py tests/fuzz/test_fuzz.py \
+         --ignore=tests/cli/test_html_browser.py -m "not otlp_receiver" ;;
+    *) echo "unknown leg $l (a or b)"; exit 2 ;;
+  esac
+done
+echo "== all legs passed in $((SECONDS - START)) s"
