@@ -19,9 +19,11 @@ CPU-bound, so one child keeps one core busy); the summary merges them.
 bounds-checked mode to some.
 
 --compile-sm90 (on the CPU) also compiles each program's kernels for sm_90
-with Triton's own ptxas and reads their SASS (tests/fuzz/sm90.py): a stage
-failure is a finding (shrunk, with a reproducer, once per distinct failure in a
-job), an in-place predicated select a hazard lead (tests/fuzz/sass_hazards.py).
+with Triton's own ptxas, as a GPU run would (through pallas-prof's workarounds
+where Triton fails; PALLAS_PROF_WORKAROUNDS=0 for Triton's own failures), and
+reads their SASS (tests/fuzz/sm90.py): a stage failure is a finding (shrunk,
+with a reproducer, once per distinct failure in a job), a workaround used is
+counted, an in-place predicated select is a hazard lead (tests/fuzz/sass_hazards.py).
 
 Writes --out (JSON): examples run, outcomes, differences and crashes with
 their reproducers, the limitations pallas-prof reported, each job's seeds and

@@ -85,12 +85,11 @@ class InterpreterPatches:
     self._snapshot = _snapshot_triton_language()
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
-    self._saved = []
+    self._swapped = []          # (owner, name, original): what __exit__ puts back
     for module in (tl, standard):
       for name, value in list(vars(module).items()):
         if isinstance(value, JITFunction):
-          self._saved.append((module, name, value))
-          setattr(module, name, InterpretedFunction(value.fn))
+          self._swap(module, name, InterpretedFunction(value.fn))
     self._knob = _set_interpret(True)
     self._patch_scalar_index()
     self._patch_bf16_dot()
@@ -102,15 +101,18 @@ class InterpreterPatches:
     self._patch_tf32_rounding()
     return self
 
+  def _swap(self, owner, name: str, value):
+    """owner.name = value until __exit__; returns the original."""
+    self._swapped.append((owner, name, getattr(owner, name)))
+    setattr(owner, name, value)
+    return self._swapped[-1][2]
+
   def _patch_bf16_casts(self):
     # The interpreter keeps bfloat16 as raw uint16 bits; its casts truncate
     # f32 -> bf16 (the GPU rounds to nearest even) and reinterpret those bits
     # as integers in every other bf16 cast. Convert the values with ml_dtypes.
     from triton.runtime.interpreter import InterpreterBuilder, TensorHandle, _get_np_dtype
     import triton.language as tl
-    original = InterpreterBuilder.cast_impl
-    self._original_cast = original
-
     def cast_impl(builder, src, dst_type):
       src_ty, dst_ty = src.dtype.scalar, dst_type.scalar
       if tl.bfloat16 not in (src_ty, dst_ty):
@@ -123,7 +125,7 @@ class InterpreterPatches:
         data = values.astype(_get_np_dtype(dst_ty))
       return TensorHandle(data, dst_ty)
 
-    InterpreterBuilder.cast_impl = cast_impl
+    original = self._swap(InterpreterBuilder, "cast_impl", cast_impl)
 
   def _patch_loop_variables(self):
     # Compiled Triton's `for i in range(...)` gives a tensor `i`; the
@@ -154,9 +156,6 @@ class InterpreterPatches:
     # moves bits, so do float ones on the same-width integer view.
     from triton._C.libtriton import ir
     from triton.runtime.interpreter import InterpreterBuilder, TensorHandle
-    original = InterpreterBuilder.create_atomic_rmw
-    self._original_rmw = original
-
     def create_atomic_rmw(builder, rmw_op, ptr, val, mask, sem, scope):
       data = val.data
       if rmw_op != ir.ATOMIC_OP.XCHG or data.dtype.kind != "f":
@@ -166,7 +165,7 @@ class InterpreterPatches:
       old = original(builder, rmw_op, ptr, as_int, mask, sem, scope)
       return TensorHandle(np.asarray(old.data).view(data.dtype), val.dtype.scalar)
 
-    InterpreterBuilder.create_atomic_rmw = create_atomic_rmw
+    original = self._swap(InterpreterBuilder, "create_atomic_rmw", create_atomic_rmw)
 
   def _patch_vectorized_reduce_scan(self):
     # The interpreter reduces and scans with a custom combiner (NaN-propagating
@@ -175,10 +174,9 @@ class InterpreterPatches:
     # instead, in log2(n) steps (Triton requires combiners to be associative,
     # and the GPU combines in a tree too), always as combine(earlier, later).
     from triton.runtime.interpreter import ReduceOps, ScanOps
-    self._original_reduce_scan = (ReduceOps.generic_reduce, ScanOps.generic_scan, ReduceOps.sum)
-    ReduceOps.generic_reduce = _vectorized_reduce
-    ScanOps.generic_scan = _vectorized_scan
-    ReduceOps.sum = _wrapping_sum
+    self._swap(ReduceOps, "generic_reduce", _vectorized_reduce)
+    self._swap(ScanOps, "generic_scan", _vectorized_scan)
+    self._swap(ReduceOps, "sum", _wrapping_sum)
 
   def _patch_dot_precisions(self):
     # NVIDIA accepts input_precision "bf16x3"/"bf16x6" (lax.DotAlgorithmPreset
@@ -186,20 +184,16 @@ class InterpreterPatches:
     # only lists tf32/tf32x3/ieee.
     from triton.runtime import interpreter
     builder = interpreter.interpreter_builder
-    self._original_options = builder.options
     allowed = tuple(builder.options.allowed_dot_input_precisions)
     extra = tuple(p for p in ("bf16x3", "bf16x6") if p not in allowed)
-    builder.options = dataclasses.replace(builder.options,
-                                          allowed_dot_input_precisions=allowed + extra)
+    self._swap(builder, "options", dataclasses.replace(
+        builder.options, allowed_dot_input_precisions=allowed + extra))
 
   def _patch_tf32_rounding(self):
     # The one inline assembly pallas-prof emits itself (rules/dot.py, before tf32
     # dots of f32 operands); the interpreter runs no inline assembly.
     from triton.runtime.interpreter import InterpreterBuilder, TensorHandle
     import triton.language as tl
-    original = InterpreterBuilder.create_inline_asm
-    self._original_inline_asm = original
-
     class Call:                       # what tl.inline_asm_elementwise reads of the call
       def __init__(self, result):
         self.get_result = lambda i: result
@@ -209,16 +203,13 @@ class InterpreterPatches:
         return original(builder, asm, constraints, values, tys, is_pure, pack)
       return Call(TensorHandle(round_to_tf32(values[0].data), tl.float32))
 
-    InterpreterBuilder.create_inline_asm = create_inline_asm
+    original = self._swap(InterpreterBuilder, "create_inline_asm", create_inline_asm)
 
   def _patch_bf16_dot(self):
     # The interpreter keeps bfloat16 as raw uint16 bits and multiplies those
     # bits in tl.dot; widen bf16 operands to float32 first (exact).
     from triton.runtime.interpreter import InterpreterBuilder, TensorHandle
     import triton.language as tl
-    original = InterpreterBuilder.create_dot
-    self._original_dot = original
-
     def widen(h):
       if getattr(h.dtype, "scalar", h.dtype) == tl.bfloat16:
         bits = h.data.astype(np.uint32) << np.uint32(16)
@@ -228,38 +219,27 @@ class InterpreterPatches:
     def create_dot(builder, a, b, d, input_precision, max_num_imprecise_acc):
       return original(builder, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
 
-    InterpreterBuilder.create_dot = create_dot
+    original = self._swap(InterpreterBuilder, "create_dot", create_dot)
 
   def _patch_scalar_index(self):
     # Triton's interpreter turns scalar tensors into ints with int(array), which
     # NumPy >= 2.4 refuses for 1-element 1-D arrays (loop bounds like
     # `range(0, n)` with a computed n). Convert through .reshape(-1)[0].
     from triton.runtime import interpreter
-    original = interpreter._patch_lang_tensor
-    self._original_patch = original
-
     def patch_lang_tensor(tensor, scope):
       original(tensor, scope)
       scope.set_attr(tensor, "__index__",
                      lambda t: int(np.asarray(t.handle.data).reshape(-1)[0]))
 
-    interpreter._patch_lang_tensor = patch_lang_tensor
+    original = self._swap(interpreter, "_patch_lang_tensor", patch_lang_tensor)
 
   def __exit__(self, *exc):
     from triton.runtime import interpreter
-    interpreter._patch_lang_tensor = self._original_patch
-    interpreter.InterpreterBuilder.create_dot = self._original_dot
-    interpreter.InterpreterBuilder.create_inline_asm = self._original_inline_asm
-    interpreter.InterpreterBuilder.cast_impl = self._original_cast
-    interpreter.InterpreterBuilder.create_atomic_rmw = self._original_rmw
+    for owner, name, original in reversed(self._swapped):
+      setattr(owner, name, original)
     if not self._had_visit_for:
       del interpreter.ASTTransformer.visit_For
-    interpreter.interpreter_builder.options = self._original_options
-    (interpreter.ReduceOps.generic_reduce, interpreter.ScanOps.generic_scan,
-     interpreter.ReduceOps.sum) = self._original_reduce_scan
     _set_interpret(self._knob)
-    for module, name, value in self._saved:
-      setattr(module, name, value)
     # Interpreted device-function calls patch triton.language and never undo
     # it; the next triton.compile in this process needs it pristine.
     _restore_triton_language(self._snapshot)
@@ -338,10 +318,9 @@ def _vectorized_reduce(self, input):
 
 
 def _wrapping_sum(self, input):
-  """ReduceOps.sum with integers summed in their own width, wrapping as the GPU's adds
-  (and XLA's) do. The interpreter's np.sum widens int32 to int64, and the one-element
-  array it then makes of a scalar result raises OverflowError out of int32's range
-  (jnp.sum of an int32 vector to a scalar: the CPU fuzzer's run of 2026-12-03)."""
+  """ReduceOps.sum with integers summed in their own width, wrapping as the GPU (and XLA)
+  do: the interpreter's np.sum widens int32 to int64, and then fails to narrow a scalar
+  result past int32's range back (OverflowError; the CPU fuzzer's run of 2026-12-03)."""
   data = input.handle.data
   wrap = {"dtype": data.dtype} if np.issubdtype(data.dtype, np.integer) else {}
   return self.to_tensor(np.sum(data, axis=self.axis, keepdims=self.keep_dims, **wrap),
