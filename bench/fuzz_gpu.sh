@@ -21,7 +21,8 @@ cd "$(dirname "$0")/.."
 part=${1:?"a, b or leads"}
 out=${OUT:-/tmp/fuzz_gpu_out}
 mkdir -p "$out" /tmp/fz
-export PYTHONUNBUFFERED=1
+# 14 JAX processes share the GPU: none may take most of its memory up front
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 
 if [ "$part" = leads ]; then
   # the strong hazard leads the CPU's --compile-sm90 runs recorded, each on 8 inputs, and
