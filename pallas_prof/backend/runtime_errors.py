@@ -16,7 +16,7 @@ only its text ("CpuCallback error calling callback: Traceback ...": the whole
 traceback, under a logged copy of the same traceback).
 
 So each error is remembered as it is raised (`remember`), and the executions that
-JAX runs from Python pass through `_execute` (compat.wrap_python_executions): a
+JAX runs from Python pass through `_execute` (compat_dispatch.wrap_python_executions): a
 JaxRuntimeError whose text holds a remembered error is raised as that error, once,
 without the callback's frames; JAX's logged copy is left out (a logging filter).
 Once the backend lowered a kernel with a host callback, programs with host callbacks
@@ -169,7 +169,7 @@ def callbacks_lowered() -> None:
 
 
 def _execute(run, has_host_callbacks: bool):
-  """One execution of a compiled program (compat.wrap_python_executions)."""
+  """One execution of a compiled program (compat_dispatch.wrap_python_executions)."""
   import jax
   try:
     out = run()
@@ -198,8 +198,8 @@ def install() -> None:
   """Once per process, from the backend's registration."""
   if _state["installed"]:
     return
-  from . import compat
-  compat.wrap_python_executions(_execute, keep_in_python=lambda: _state["callbacks"])
-  for name in compat.CALLBACK_LOGGERS:
+  from . import compat_dispatch
+  compat_dispatch.wrap_python_executions(_execute, keep_in_python=lambda: _state["callbacks"])
+  for name in compat_dispatch.CALLBACK_LOGGERS:
     logging.getLogger(name).addFilter(_DropOurCallbackTracebacks())
   _state["installed"] = True

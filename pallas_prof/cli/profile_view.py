@@ -33,6 +33,7 @@ class ProfiledKernel:
   compile: Any = None               # the profile has no compile times
   cpu_launches: int | None = None   # nor the interpreter's launch count
   warnings: tuple[str, ...] = ()
+  workarounds: tuple[str, ...] = ()  # a run's Triton workarounds (none in a profile)
 
   @property
   def spills(self) -> int | None:
