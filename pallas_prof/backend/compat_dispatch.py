@@ -11,12 +11,18 @@ from __future__ import annotations
 CALLBACK_LOGGERS = ("jax._src.callback", "jax._src.debugging")
 
 
-def wrap_python_executions(wrapper, keep_in_python) -> None:
+def wrap_python_executions(wrapper, keep_in_python) -> bool:
   """Executions JAX runs from Python (pxla.ExecuteReplicated) go through wrapper(run, has
-  host callbacks); while keep_in_python(), programs with host callbacks get no C++ fast path."""
+  host callbacks); while keep_in_python(), programs with host callbacks get no C++ fast path.
+
+  False, and nothing changed, where this JAX has neither (a release that moved them):
+  a kernel's failure then reaches the caller as JAX's JaxRuntimeError, as before."""
   from jax._src import pjit
   from jax._src.interpreters import pxla
-  execute, fastpath = pxla.ExecuteReplicated.__call__, pjit._get_fastpath_data
+  execute = getattr(getattr(pxla, "ExecuteReplicated", None), "__call__", None)
+  fastpath = getattr(pjit, "_get_fastpath_data", None)
+  if execute is None or fastpath is None:
+    return False
 
   def call(self, *args):
     return wrapper(lambda: execute(self, *args), bool(self.has_host_callbacks))
@@ -26,3 +32,4 @@ def wrap_python_executions(wrapper, keep_in_python) -> None:
     return None if callbacks and keep_in_python() else fastpath(executable, *args, **kwargs)
 
   pxla.ExecuteReplicated.__call__, pjit._get_fastpath_data = call, fastpath_data
+  return True

@@ -199,7 +199,12 @@ def install() -> None:
   if _state["installed"]:
     return
   from . import compat_dispatch
-  compat_dispatch.wrap_python_executions(_execute, keep_in_python=lambda: _state["callbacks"])
+  if not compat_dispatch.wrap_python_executions(_execute,
+                                                keep_in_python=lambda: _state["callbacks"]):
+    import warnings
+    warnings.warn("pallas-prof does not know how this JAX runs compiled programs: a kernel "
+                  "that fails while running reaches you as JAX's JaxRuntimeError, not as "
+                  "pallas_prof.KernelRuntimeError/BoundsError", RuntimeWarning, stacklevel=2)
   for name in compat_dispatch.CALLBACK_LOGGERS:
     logging.getLogger(name).addFilter(_DropOurCallbackTracebacks())
   _state["installed"] = True
