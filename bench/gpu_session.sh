@@ -203,6 +203,25 @@ step_sanitize() {   # compute-sanitizer (4 tools) over the examples, JAX's GPU o
     bash bench/sanitize_gpu.sh 2>&1 | tail -20
 }
 
+step_rowmax() {   # issue 32: the fuzz's smallest wrong kernels (a row max of a negation, a cumsum
+  # of a broadcast column), pallas-prof against the built-in, on several inputs
+  timeout ${ROWMAX_TIMEOUT:-120} python3 bench/probes/rowmax_gpu.py 2>&1 | grep -v Warning | tail -30
+}
+
+step_gputests() {   # the tests of this quarter's fixes (ptxas rewrites, scan faults and
+  # workarounds, run-time errors and bounds, the removal shim, the sm_90 fuzz leads), on the
+  # GPU, where their gpu-marked halves run
+  timeout ${GPUTESTS_TIMEOUT:-240} python3 -m pytest -q -p no:cacheprovider -n ${GPUTESTS_JOBS:-12} -rfE \
+    tests/backend/test_ptxas_hazards.py tests/backend/test_ptx_rewrites.py \
+    tests/backend/test_silent_faults.py tests/backend/test_selective_scan.py \
+    tests/backend/test_triton_bugs.py tests/fuzz/test_fuzz_sm90.py \
+    tests/backend/test_bounds_gpu.py tests/backend/test_runtime_errors.py \
+    tests/backend/test_bounds.py tests/backend/test_bounds_paths.py tests/cli/test_newcomer.py \
+    tests/backend/test_triton_shim.py tests/backend/test_own_path.py tests/test_import_errors.py \
+    tests/backend/test_launch_order.py ${GPUTESTS_EXTRA:-} \
+    --junitxml="$OUT/gputests.xml" 2>&1 | tail -40
+}
+
 for s in "${@:-env}"; do
   log "step $s"
   "step_$s" 2>&1 | tee "$OUT/step_$s.log"
