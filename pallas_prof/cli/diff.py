@@ -136,6 +136,9 @@ def diff(args) -> int:
     con.print(Text("no runtimes compared: the kernels were not timed in both runs (a run "
                    "without a GPU has none); compared registers, shared memory, spills and "
                    "instruction counts"))
+  from .advice_diff import lines as advice_lines      # did run A's advice hold in B?
+  for line in advice_lines(run_a, run_b):
+    con.print(Text(line))
   if args.fail_on_regression is not None and failed:
     con.print(Text(f"regressions: {', '.join(failed)}"))
     return 1

@@ -6,6 +6,7 @@
   pallas-prof diff DIR_A DIR_B               compare two runs kernel by kernel
   pallas-prof rules                          the jaxpr primitives pallas-prof lowers
   pallas-prof tune script.py [script args]  tune every kernel it runs (GPU), write a tuning file
+  pallas-prof advise script.py [args]        what to change in each kernel, and (GPU) what it saves
 """
 from __future__ import annotations
 
@@ -95,6 +96,8 @@ def _parser() -> argparse.ArgumentParser:
   sub.add_parser("rules", help="list the primitives pallas-prof can lower")
   from ..tune import cli as tune_cli
   tune_cli.add_parser(sub)
+  from ..advice import cli as advice_cli        # `advise`: pallas_prof/advice/cli.py
+  advice_cli.add_parser(sub)
   return p
 
 
@@ -135,6 +138,10 @@ def main(argv=None) -> int:
   if args.command == "tune":
     from ..tune import cli as tune_cli
     return tune_cli.run(args)
+  if args.command == "advise":
+    args.argv = argv
+    from ..advice import cli as advice_cli
+    return advice_cli.run(args)
   if args.command == "rules":
     from ..backend.rules import rule_limits
     print(_rules_text(rule_limits()))

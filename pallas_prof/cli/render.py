@@ -22,6 +22,7 @@ from rich.text import Text
 
 from . import layout
 from .layout import BREAK, Col
+from .advice_render import advice_lines
 from .probe_table import probe_lines
 
 MIN_WIDTH, MAX_WIDTH, PIPE_WIDTH = 80, 200, 160
@@ -327,6 +328,7 @@ def render_report(report, con: Console, options: ConsoleOptions) -> Iterable:
       kp = report.kernel_profile(k.label)
       if kp is not None and kp.verdict:
         yield Text(f"{k.label}: {kp.verdict}")
+      yield from advice_lines(report, k, options.max_width)     # cli/advice_render.py
   for note in (*report.notes, *(prof.notes if prof is not None else ())):
     yield Text(f"note: {note}")
   for err in report.errors:

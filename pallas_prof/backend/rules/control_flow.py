@@ -155,6 +155,32 @@ def _run_straight(ctx, body, consts: list, lo: Value | None, carry: list, closed
   return list(carry)
 
 
+def mark_invariant(ctx, body, fixed: int) -> None:
+  """Marks the loop body's equations that compute the same value every iteration
+  (EquationRecord.invariant, which the advice reads): those whose operands are
+  literals, the body's constants, its first `fixed` inputs (the loop's constants)
+  or results of such equations; never one that touches a ref or holds a jaxpr."""
+  stable = set(body.constvars) | set(body.invars[:fixed])
+  positions = set()
+  for j, eqn in enumerate(body.eqns):
+    if any(not isinstance(v, compat.Literal) and isinstance(v.aval, compat.AbstractRef)
+           for v in eqn.invars) or any(_holds_jaxpr(p) for p in eqn.params.values()):
+      continue
+    if all(isinstance(v, compat.Literal) or v in stable for v in eqn.invars):
+      stable.update(eqn.outvars)
+      positions.add(j)
+  prefix = f"{ctx.info.path}.body."
+  for info in ctx.b.eqns:
+    tail = info.path[len(prefix):] if info.path.startswith(prefix) else ""
+    if info.parent == ctx.info.index and tail.isdigit() and int(tail) in positions:
+      info.facts["invariant"] = True
+
+
+def _holds_jaxpr(param) -> bool:
+  return hasattr(param, "eqns") or hasattr(param, "jaxpr") or (
+      isinstance(param, (tuple, list)) and any(_holds_jaxpr(p) for p in param))
+
+
 # --- scan / fori_loop -----------------------------------------------------------------
 
 @register(lax.scan_p, limits=(
@@ -195,6 +221,7 @@ def _scan(ctx, *args, jaxpr, length, reverse, unroll=1, **params):
     body_args = consts + ([_loop_index(ctx, i, lo.dtype)] if has_index else []) + carried
     outs = ctx.lower_jaxpr(body, body_args, "body", consts=consts_closed, loop=True)
     _assign_all(ctx, names, outs)
+  mark_invariant(ctx, body, len(consts))
   if has_index:
     return [upper] + carried
   return carried
@@ -258,6 +285,7 @@ def _while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
       outs = ctx.lower_jaxpr(fori_body, body_consts + [_loop_index(ctx, i, lo.dtype)] + carried,
                              "body", consts=body_jaxpr.consts, loop=True)
       _assign_all(ctx, names, outs)
+    mark_invariant(ctx, fori_body, len(body_consts))
     # the counter ends at max(lo, hi): the loop may not run at all
     final = (emit.const(max(lo.const, hi.const), lo.dtype)
              if lo.const is not None and hi.const is not None

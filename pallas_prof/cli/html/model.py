@@ -11,6 +11,7 @@ import json
 import os
 from typing import Any
 
+from .advice import advice_view
 from .probes import probes_view
 
 # the stages in the order Triton runs them (a waterfall draws them one after another)
@@ -79,6 +80,7 @@ class KernelView:
   clocks: Clocks
   verdict: str
   probes: Any = None                # probes.ProbesView with `--probes`
+  advice: Any = None                # advice.AdviceView: the panel beside the heated lines
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,7 +163,8 @@ def kernel_view(run: dict, k: dict, prof: dict, run_dir: str | None, *, several:
       stages=_stage_listings(run_dir, k, {e["index"]: e.get("weight") or 0.0 for e in eqs}),
       roofline=_roofline(p, prof), waterfall=_waterfall(k), clocks=_clocks(p, prof),
       waterfall_note=_waterfall_note(k),
-      verdict=p.get("verdict") or "", probes=probes_view(p.get("probes")))
+      verdict=p.get("verdict") or "", probes=probes_view(p.get("probes")),
+      advice=advice_view(run, k["label"]))
 
 
 def _origin_words(origin: dict | None) -> str:

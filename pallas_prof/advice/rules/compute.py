@@ -1,0 +1,82 @@
+"""Compute rules: time in transcendental functions (and those a loop recomputes), and
+whether the samples were enough to rank the lines."""
+from __future__ import annotations
+
+from .. import estimate
+from ..facts import TRANSCENDENTAL
+from .table import Finding, about, edit, fact, rule
+
+# transcendental equations with at least this share of the time make the kernel theirs
+TRANSCENDENTAL_SHARE = 0.3
+# dropped samples above this share of CUPTI's count: the ranking may not hold
+DROPPED_SHARE = 0.01
+
+
+def _stall_words(es) -> str:
+  reasons: dict[str, float] = {}
+  for e in es:
+    for s in e.stalls:
+      reasons[s.words] = reasons.get(s.words, 0.0) + s.share * (e.samples or 0)
+  total = sum(reasons.values())
+  top = sorted(reasons.items(), key=lambda kv: -kv[1])[:3]
+  return ", ".join(f"{100 * n / total:.0f} % {w}" for w, n in top) if total else ""
+
+
+@rule("transcendental_bound")
+def transcendental_bound(f) -> list[Finding]:
+  trans = [e for e in f.equations.values() if e.primitive in TRANSCENDENTAL]
+  share = sum(e.weight for e in trans)
+  if not trans or share < TRANSCENDENTAL_SHARE:
+    return []
+  names = sorted({e.primitive for e in trans})
+  evidence = [fact("weights", f"{100 * share:.0f} % of the "
+                   f"{'samples' if f.measured else 'instructions'} at "
+                   + ", ".join(f"{e.primitive} ({e.location}) {100 * e.weight:.0f} %"
+                               for e in sorted(trans, key=lambda e: -e.weight)[:4]),
+                   f.measured, share)]
+  words = _stall_words(trans) if f.measured else ""
+  if words:
+    evidence.append(fact("stall reasons", words, True))
+  if f.work is not None and f.work.transcendentals:
+    per = f.work.transcendentals / max(f.programs, 1)
+    evidence.append(fact("work model", f"{f.work.transcendentals:,} transcendental evaluations, "
+                         f"{per:,.0f} per program", value=f.work.transcendentals))
+  if f.rates is not None and f.median_s is not None:
+    evidence.append(fact("roofline", f.rates.verdict, True, f.rates.efficiency_pct))
+  hot = max(trans, key=lambda e: e.weight)
+  d = about("transcendental_bound", f"{'/'.join(names)} take {100 * share:.0f} % of the time",
+            f, hot, evidence, share=share)
+  actions = []
+  for e in sorted(trans, key=lambda e: -e.weight):
+    loop = f.equations.get(e.parent) if e.parent is not None else None
+    if not e.invariant or loop is None or not isinstance(loop.trips, int) or loop.trips < 2:
+      continue
+    est = estimate.capped(estimate.by_share(e.weight, 1 - 1 / loop.trips,
+                                            f"{e.primitive} ({e.location})", f.measured), f)
+    actions.append(edit("transcendental_bound",
+                        f"hoist {e.primitive} ({e.location}) out of the loop ({loop.location})",
+                        f"`{e.text.split(' = ', 1)[-1]}` reads nothing the loop changes: compute "
+                        f"it once before the loop ({loop.location}) instead of in each of its "
+                        f"{loop.trips} iterations", e, f, est))
+  return [Finding(d, actions)]
+
+
+@rule("sampling_gaps")
+def sampling_gaps(f) -> list[Finding]:
+  run = f.sampling
+  if run is None or not run.total_samples:
+    return []
+  dropped = run.dropped_samples / run.total_samples
+  unranked = [ln for ln in f.lines if getattr(ln, "rank_note", None)]
+  if dropped < DROPPED_SHARE and not unranked:
+    return []
+  evidence = [fact("sampling", f"CUPTI dropped {run.dropped_samples:,} of {run.total_samples:,} "
+                   f"samples ({100 * dropped:.1f} %) at a period of {run.period_cycles} cycles, "
+                   f"{run.launches} launch(es)", True, dropped)]
+  for ln in unranked[:4]:
+    evidence.append(fact("line", f"{ln.user_file.rsplit('/', 1)[-1]}:{ln.user_line} "
+                         f"({ln.samples:,.0f} samples): {ln.rank_note}", True, ln.samples))
+  text = (f"CUPTI dropped {100 * dropped:.1f} % of the samples: "
+          + (f"{len(unranked)} line(s) cannot be ranked" if unranked else
+             "the ranking rests on the samples kept"))
+  return [Finding(about("sampling_gaps", text, f, evidence=evidence))]
