@@ -115,12 +115,15 @@ def build(recipe, change: dict):
 
 
 def _candidates(recipe, goal: str, factor: int, operand_index: int | None,
-                last: int | None, sms: int) -> list[dict]:
+                last: int | None, sms: int) -> tuple[list[dict], str]:
+  """(changes, why there are none)."""
   grid = recipe.kwargs.get("grid") or ()
   plans = [p for p in (plan(recipe, a) for a in range(len(grid))) if p is not None]
   if goal == "wider" and operand_index is not None:
     rank = len(_arrays(recipe)[operand_index])
     plans = [p for p in plans if p.ties[operand_index] == rank - 1]
+  if not plans:
+    return [], "no grid axis walks every BlockSpec in block units"
   out = []
   for p in sorted(plans, key=lambda p: -grid[p.axis]):
     if goal in ("larger", "wider"):
@@ -128,8 +131,14 @@ def _candidates(recipe, goal: str, factor: int, operand_index: int | None,
       cap = _pow2_at_least(p.extent)
       sizes = [min(want // 2, cap), min(want, cap)] if want // 2 > p.block else [min(want, cap)]
       # not so large that the grid leaves SMs idle (unless it already did)
-      enough = [b for b in sizes if math.prod(grid) * p.block // b >= sms]
-      sizes = enough or sizes[:1]
+      programs = lambda b: math.prod(grid) * p.block // b
+      enough = [b for b in sizes if programs(b) >= sms]
+      if not enough:                  # the largest that still gives every SM a program
+        b = sizes[0]
+        while b > p.block and programs(b) < sms:
+          b //= 2
+        enough = [b] if b > p.block else []
+      sizes = enough
     else:
       sizes = [p.block // factor] if p.block % factor == 0 else []
     for b in dict.fromkeys(sizes):
@@ -139,7 +148,8 @@ def _candidates(recipe, goal: str, factor: int, operand_index: int | None,
         out.append(change)
     if out:
       break
-  return out
+  blocks = ", ".join(f"{p.block} along grid axis {p.axis}" for p in plans)
+  return out, f"its blocks ({blocks}) cannot be made {goal} by {factor}x here"
 
 
 def _pow2_at_least(n: int) -> int:
@@ -159,8 +169,10 @@ def resolve(action: Action, f, recipe, operand_index: int | None = None) -> list
     why_not = "the kernel reads its program id, so its results may depend on the grid"
   elif recipe is None:
     why_not = "its pallas_call was not recorded (run it through `pallas-prof advise` or `run`)"
-  changes = [] if why_not else _candidates(recipe, goal, factor, operand_index,
-                                           action.change.get("last"), f.sms)
+  changes = []
+  if not why_not:
+    changes, why_not = _candidates(recipe, goal, factor, operand_index,
+                                   action.change.get("last"), f.sms)
   if changes:
     return [dataclasses.replace(action, kind="c", title=f"{_words(c)} ({goal} blocks)",
                                 change=dict(c, block=goal), user_file=recipe.call_file,
@@ -169,7 +181,6 @@ def resolve(action: Action, f, recipe, operand_index: int | None = None) -> list
             for c in changes]
   where = recipe.location if recipe is not None else (
       f"{f.kernel_file.rsplit('/', 1)[-1]}:{f.kernel_line}" if f.kernel_file else "the pallas_call")
-  why_not = why_not or "no grid axis walks every BlockSpec in block units"
   how = {"larger": f"make the blocks {factor}x larger along the grid's longest axis and "
                    f"that grid axis {factor}x shorter",
          "smaller": f"split each program's work over {factor}x more programs (blocks {factor}x "

@@ -45,7 +45,7 @@ def diagnose(kp, gk=None, device=None, ceilings=None, recipe=None, gpu: bool | N
   advice = KernelAdvice(label=kp.label, name=kp.name, at_roof=bool(roof),
                         diagnoses=order_diagnoses([x.diagnosis for x in findings], actions),
                         actions=actions,
-                        measured=NO_GPU if not gpu else "not measured", notes=notes)
+                        measured=NO_GPU if not gpu else NOT_TRIED, notes=notes)
   advice.summary = summary(advice)
   return advice
 

@@ -41,7 +41,7 @@ def by_share(share: float | None, removed: float, what: str, measured: bool
   """(saving %, basis): `share` of the time times the `removed` fraction of its work."""
   if share is None:
     return None, "no estimate: no weight for it"
-  basis = "of the samples" if measured else "of the instructions (static: no GPU)"
+  basis = "of the samples" if measured else "of the instructions executed (static: no GPU)"
   return 100.0 * share * removed, f"{100 * share:.0f} % {basis} at {what}, {100 * removed:.0f} % of it removed"
 
 

@@ -216,6 +216,8 @@ def kernel_facts(kp, gk=None, device=None, ceilings=None) -> KernelFacts:
     elif e.primitive in LOOPS:
       facts.update(trips="unknown")
     equations[e.index] = EqFacts(**facts)
+  if not measured:
+    equations = _executed_shares(equations)
   source_info = getattr(gk, "source_info", "") or ""
   kfile, kline = _location(source_info)
   sms = device.sm_count if device is not None else lim.sms
@@ -234,6 +236,37 @@ def kernel_facts(kp, gk=None, device=None, ceilings=None) -> KernelFacts:
       sampling=att.sampling if att is not None else None,
       lines=tuple(att.lines) if att is not None else (), kernel_file=kfile, kernel_line=kline,
       generated=gk)
+
+
+def _executed_shares(equations: dict[int, EqFacts]) -> dict[int, EqFacts]:
+  """Static weights as shares of the instructions *executed*: each equation's share of the
+  instructions times the trips of the loops around it (a loop of unknown trips counts
+  once), normalised. Without a GPU this is the nearest the facts come to a time share."""
+  def trips(e):
+    m, node = 1, e
+    while node.parent is not None and node.parent in equations:
+      node = equations[node.parent]
+      if node.is_loop and isinstance(node.trips, int):
+        m *= max(node.trips, 1)
+    return m
+  scaled = {i: e.weight * trips(e) for i, e in equations.items()}
+  total = sum(scaled.values()) or 1.0
+  out = {i: dataclasses.replace(e, weight=scaled[i] / total) for i, e in equations.items()}
+  for i, e in out.items():
+    nested = [x for x in out.values() if x.index != i and _inside(x, i, out)]
+    out[i] = dataclasses.replace(e, inclusive_weight=e.weight + sum(x.weight for x in nested))
+  return out
+
+
+def _inside(e: EqFacts, index: int, equations) -> bool:
+  node = e
+  while node.parent is not None:
+    if node.parent == index:
+      return True
+    node = equations.get(node.parent)
+    if node is None:
+      return False
+  return False
 
 
 def _target_cc(st) -> int:

@@ -2,6 +2,7 @@
 from given facts. Recorded profiles are in test_recorded_profiles.py."""
 from __future__ import annotations
 
+import dataclasses
 import types
 
 from pallas_prof.advice import rank as rank_mod
@@ -117,15 +118,21 @@ def test_a_loop_invariant_transcendental_is_hoisted_first():
                       text="b:f32[1024] = exp x"),
          synthetic_eq(2, "sin", parent=0, line=32, weight=0.3, invariant=False),
          synthetic_eq(3, "add", parent=0, line=33, weight=0.05)]
-  (finding,) = RULES["transcendental_bound"](synthetic_facts(eqs))
-  assert finding.diagnosis.text == "exp/sin take 90 % of the time"
+  (finding,) = RULES["transcendental_bound"](synthetic_facts(eqs, measured=True))
+  assert finding.diagnosis.text == "exp/sin take 90 % of the time" and not finding.actions
+  (finding,) = RULES["loop_invariant"](synthetic_facts(eqs))
+  assert finding.diagnosis.text == "exp (kernel.py:31) computes the same value in all 64 " \
+      "iterations of the loop (kernel.py:30)"
   (hoist,) = finding.actions
   assert hoist.kind == "d" and hoist.title == "hoist exp (kernel.py:31) out of the loop " \
       "(kernel.py:30)"
   assert round(hoist.estimate_pct) == 59                         # 60 % x 63/64
-  assert "of the instructions (static: no GPU)" in hoist.estimate_basis
+  assert "of the instructions executed (static: no GPU)" in hoist.estimate_basis
   warps = Action("a", "num_warps 4 -> 8", "x", {"num_warps": 8})
   assert rank_mod.rank([warps, hoist])[0] is hoist
+  # a value that changes in the loop is not hoisted
+  eqs[1] = dataclasses.replace(eqs[1], invariant=False)
+  assert not RULES["loop_invariant"](synthetic_facts(eqs))
 
 
 def test_few_programs():

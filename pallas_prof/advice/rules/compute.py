@@ -44,21 +44,49 @@ def transcendental_bound(f) -> list[Finding]:
   if f.rates is not None and f.median_s is not None:
     evidence.append(fact("roofline", f.rates.verdict, True, f.rates.efficiency_pct))
   hot = max(trans, key=lambda e: e.weight)
-  d = about("transcendental_bound", f"{'/'.join(names)} take {100 * share:.0f} % of the time",
+  time = "time" if f.measured else "instructions executed (static: no GPU)"
+  d = about("transcendental_bound", f"{'/'.join(names)} take {100 * share:.0f} % of the {time}",
             f, hot, evidence, share=share)
-  actions = []
-  for e in sorted(trans, key=lambda e: -e.weight):
+  return [Finding(d)]       # what to do about them: loop_invariant, where one is
+
+
+def _work(e) -> bool:
+  return e.primitive in TRANSCENDENTAL or e.primitive in ("div", "mul", "add", "sub", "pow",
+                                                         "dot_general", "reduce_sum",
+                                                         "reduce_max", "exp2", "integer_pow")
+
+
+@rule("loop_invariant")
+def loop_invariant(f) -> list[Finding]:
+  """A loop recomputes values that do not change in it: hoist them (kind d), one finding
+  per loop, named after its heaviest such equation."""
+  by_loop: dict[int, list] = {}
+  for e in f.equations.values():
     loop = f.equations.get(e.parent) if e.parent is not None else None
-    if not e.invariant or loop is None or not isinstance(loop.trips, int) or loop.trips < 2:
-      continue
-    est = estimate.capped(estimate.by_share(e.weight, 1 - 1 / loop.trips,
-                                            f"{e.primitive} ({e.location})", f.measured), f)
-    actions.append(edit("transcendental_bound",
-                        f"hoist {e.primitive} ({e.location}) out of the loop ({loop.location})",
-                        f"`{e.text.split(' = ', 1)[-1]}` reads nothing the loop changes: compute "
-                        f"it once before the loop ({loop.location}) instead of in each of its "
-                        f"{loop.trips} iterations", e, f, est))
-  return [Finding(d, actions)]
+    if e.invariant and _work(e) and loop is not None and isinstance(loop.trips, int) \
+        and loop.trips >= 2 and e.weight > 0:
+      by_loop.setdefault(loop.index, []).append(e)
+  out = []
+  basis = "samples" if f.measured else "instructions executed (static: no GPU)"
+  for index, es in by_loop.items():
+    loop = f.equations[index]
+    es.sort(key=lambda e: -e.weight)
+    e, share = es[0], sum(x.weight for x in es)
+    also = f" (with {', '.join(x.primitive for x in es[1:])})" if es[1:] else ""
+    d = about("loop_invariant", f"{e.primitive} ({e.location}){also} computes the same value "
+              f"in all {loop.trips} iterations of the loop ({loop.location})", f, e, [
+                  fact("operands", "; ".join(f"`{x.text}`" for x in es[:3]) +
+                       " read nothing the loop changes"),
+                  fact("weight", f"{100 * share:.0f} % of the {basis}", f.measured, share)],
+              share=share)
+    est = estimate.capped(estimate.by_share(share, 1 - 1 / loop.trips,
+                                            f"{e.primitive} ({e.location}){also}", f.measured), f)
+    out.append(Finding(d, [edit("loop_invariant", f"hoist {e.primitive} ({e.location}) out of "
+                                f"the loop ({loop.location})",
+                                f"`{e.text.split(' = ', 1)[-1]}`{also} reads nothing the loop "
+                                f"changes: compute it once before the loop ({loop.location}) "
+                                f"instead of in each of its {loop.trips} iterations", e, f, est)]))
+  return out
 
 
 @rule("sampling_gaps")
