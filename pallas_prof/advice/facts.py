@@ -21,6 +21,7 @@ TRANSCENDENTAL = {"exp", "exp2", "log", "log1p", "expm1", "sin", "cos", "tan", "
                   "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "lgamma",
                   "digamma", "erfc"}
 LOOPS = {"scan", "while", "fori_loop"}
+IN_LOOP = 0.9     # of an equation's instructions in a machine loop: it runs in the loop
 _AVAL = re.compile(r":(\w+)\[([\d,]*)\]")
 
 
@@ -57,7 +58,8 @@ class EqFacts:
   invariant: bool = False
   transcendentals: int = 0
   dot: Any = None                # backend.artifacts.DotFacts
-  loop_instructions: int = 0
+  loop_instructions: int = 0     # of its machine instructions, those inside a machine loop
+  sass_instructions: int = 0
 
   @property
   def location(self) -> str:
@@ -75,6 +77,14 @@ class EqFacts:
   @property
   def is_loop(self) -> bool:
     return self.primitive in LOOPS and not self.unrolled
+
+  @property
+  def in_machine_loop(self) -> bool:
+    """Nearly all of its instructions inside a loop of the compiled code (compilers hoist
+    loop-invariant code and unroll short loops, so the jaxpr's loop alone proves nothing;
+    a function with a loop of its own, as sin's range reduction, has only some there).
+    True without instruction counts: then the jaxpr's loop is all there is to go by."""
+    return not self.sass_instructions or self.loop_instructions >= IN_LOOP * self.sass_instructions
 
   def stall_share(self, *reasons: str) -> float:
     return sum(s.share for s in self.stalls if s.reason in reasons)
@@ -205,7 +215,8 @@ def kernel_facts(kp, gk=None, device=None, ceilings=None) -> KernelFacts:
                  share_at=float(w.share_at) if w is not None else 0.0,
                  samples=float(w.samples) if w is not None and measured else None,
                  stalls=_stalls(w.stalls) if w is not None and measured else (),
-                 block_shape=shape, dtype=dtype, loop_instructions=e.loop_instructions)
+                 block_shape=shape, dtype=dtype, loop_instructions=e.loop_instructions,
+                 sass_instructions=e.sass_instructions or e.ptx_instructions)
     if rec is not None:
       facts.update(bytes_read=rec.bytes_read, bytes_written=rec.bytes_written,
                    operand=getattr(rec, "operand", None),
@@ -240,10 +251,13 @@ def kernel_facts(kp, gk=None, device=None, ceilings=None) -> KernelFacts:
 
 def _executed_shares(equations: dict[int, EqFacts]) -> dict[int, EqFacts]:
   """Static weights as shares of the instructions *executed*: each equation's share of the
-  instructions times the trips of the loops around it (a loop of unknown trips counts
-  once), normalised. Without a GPU this is the nearest the facts come to a time share."""
+  instructions times the trips of the loops around it where it still runs in a machine
+  loop (a loop of unknown trips counts once), normalised. Without a GPU this is the
+  nearest the facts come to a time share."""
   def trips(e):
     m, node = 1, e
+    if not e.in_machine_loop:
+      return 1        # hoisted or unrolled: its instruction count is what runs
     while node.parent is not None and node.parent in equations:
       node = equations[node.parent]
       if node.is_loop and isinstance(node.trips, int):

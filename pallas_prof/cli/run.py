@@ -324,8 +324,8 @@ def _advice(records, reports, args, notes: list[str]) -> tuple:
   also tries the actions on the GPU."""
   if not records or not reports:
     return ()
-  from ..advice.api import for_report
   try:
+    from ..advice.api import for_report
     return tuple(for_report(records, reports[0], trials=getattr(args, "advise", False),
                             device=reports[0].device.index if reports[0].device else 0,
                             budget_s=getattr(args, "budget_s", 60.0),

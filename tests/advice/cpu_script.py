@@ -24,12 +24,11 @@ def row_kernel(x_ref, o_ref):
 
 
 def loop_kernel(x_ref, o_ref):
-  x = x_ref[...]
-
   def body(i, acc):
-    return acc + jnp.exp(x) * 0.5            # exp(x) is the same in every iteration
+    x = x_ref[...]                            # the same block, read again each iteration
+    return acc * 0.5 + jnp.exp(x) * jnp.sin(x)   # exp(x), sin(x): the same every iteration
 
-  o_ref[...] = jax.lax.fori_loop(0, 16, body, jnp.zeros_like(x))
+  o_ref[...] = jax.lax.fori_loop(0, 64, body, jnp.zeros(x_ref.shape, jnp.float32))
 
 
 n = 1 << 16

@@ -115,9 +115,11 @@ def test_rereads_name_the_lines_that_read_again():
 def test_a_loop_invariant_transcendental_is_hoisted_first():
   eqs = [synthetic_eq(0, "scan", trips=64, line=30, inclusive_weight=0.95),
          synthetic_eq(1, "exp", parent=0, line=31, weight=0.6, invariant=True,
-                      text="b:f32[1024] = exp x"),
-         synthetic_eq(2, "sin", parent=0, line=32, weight=0.3, invariant=False),
-         synthetic_eq(3, "add", parent=0, line=33, weight=0.05)]
+                      text="b:f32[1024] = exp x", sass_instructions=40, loop_instructions=40),
+         synthetic_eq(2, "sin", parent=0, line=32, weight=0.3, invariant=False,
+                      sass_instructions=90, loop_instructions=90),
+         synthetic_eq(3, "add", parent=0, line=33, weight=0.05, sass_instructions=8,
+                      loop_instructions=8)]
   (finding,) = RULES["transcendental_bound"](synthetic_facts(eqs, measured=True))
   assert finding.diagnosis.text == "exp/sin take 90 % of the time" and not finding.actions
   (finding,) = RULES["loop_invariant"](synthetic_facts(eqs))
@@ -131,8 +133,18 @@ def test_a_loop_invariant_transcendental_is_hoisted_first():
   warps = Action("a", "num_warps 4 -> 8", "x", {"num_warps": 8})
   assert rank_mod.rank([warps, hoist])[0] is hoist
   # a value that changes in the loop is not hoisted
-  eqs[1] = dataclasses.replace(eqs[1], invariant=False)
-  assert not RULES["loop_invariant"](synthetic_facts(eqs))
+  changing = dataclasses.replace(eqs[1], invariant=False)
+  assert not RULES["loop_invariant"](synthetic_facts([*eqs[:1], changing, *eqs[2:]]))
+  # nor one the compiler already evaluates once (its instructions outside the machine loop:
+  # hoisted; or most of them, a loop of its own inside the function), nor in a loop the
+  # compiler unrolled, nor without a compile to tell
+  for loop_instructions in (0, 12):
+    hoisted = dataclasses.replace(eqs[1], loop_instructions=loop_instructions)
+    assert not RULES["loop_invariant"](synthetic_facts([*eqs[:1], hoisted, *eqs[2:]]))
+  unrolled = [dataclasses.replace(e, loop_instructions=0) for e in eqs]
+  assert not RULES["loop_invariant"](synthetic_facts(unrolled))
+  uncompiled = [dataclasses.replace(e, loop_instructions=0, sass_instructions=0) for e in eqs]
+  assert not RULES["loop_invariant"](synthetic_facts(uncompiled))
 
 
 def test_few_programs():

@@ -56,6 +56,16 @@ def _work(e) -> bool:
                                                          "reduce_max", "exp2", "integer_pow")
 
 
+def _in_machine_loop(f, e, loop) -> bool:
+  """Whether the compiled code still evaluates `e` in every iteration: the loop is still a
+  loop of the machine code (its other equations have instructions in one) and `e` runs in
+  it (EqFacts.in_machine_loop). Without instruction counts (nothing compiled): no claim."""
+  if not e.sass_instructions:
+    return False
+  varying = [x for x in f.children(loop.index) if not x.invariant and x.sass_instructions]
+  return any(x.loop_instructions for x in varying) and e.in_machine_loop
+
+
 @rule("loop_invariant")
 def loop_invariant(f) -> list[Finding]:
   """A loop recomputes values that do not change in it: hoist them (kind d), one finding
@@ -64,7 +74,7 @@ def loop_invariant(f) -> list[Finding]:
   for e in f.equations.values():
     loop = f.equations.get(e.parent) if e.parent is not None else None
     if e.invariant and _work(e) and loop is not None and isinstance(loop.trips, int) \
-        and loop.trips >= 2 and e.weight > 0:
+        and loop.trips >= 2 and e.weight > 0 and _in_machine_loop(f, e, loop):
       by_loop.setdefault(loop.index, []).append(e)
   out = []
   basis = "samples" if f.measured else "instructions executed (static: no GPU)"
@@ -77,6 +87,8 @@ def loop_invariant(f) -> list[Finding]:
               f"in all {loop.trips} iterations of the loop ({loop.location})", f, e, [
                   fact("operands", "; ".join(f"`{x.text}`" for x in es[:3]) +
                        " read nothing the loop changes"),
+                  fact("machine code", f"{sum(x.loop_instructions for x in es)} of their "
+                       "instructions are inside a loop of the compiled code"),
                   fact("weight", f"{100 * share:.0f} % of the {basis}", f.measured, share)],
               share=share)
     est = estimate.capped(estimate.by_share(share, 1 - 1 / loop.trips,

@@ -37,9 +37,10 @@ def unpipelined_loop(f) -> list[Finding]:
   out = []
   for loop in f.loops():
     inside = f.children(loop.index)
-    loads = [e for e in inside if e.is_load and e.primitive in ("get", "load")]
+    loads = [e for e in inside if e.is_load and e.primitive in ("get", "load")
+             and e.in_machine_loop]
     if not loads:
-      continue
+      continue          # none, or the compiler took them out of the loop
     has_dot = any(e.primitive == "dot_general" for e in inside)
     what = "K loop" if has_dot else "loop"
     evidence = [fact("num_stages", f"num_stages={f.num_stages}: each iteration's loads start "
@@ -126,14 +127,15 @@ def rereads(f) -> list[Finding]:
     if e.is_load and e.operand:
       by_operand.setdefault(e.operand, []).append(e)
   again = {op: es for op, es in by_operand.items() if len({e.user_line for e in es}) > 1}
+  if not again:
+    return []      # a load repeated by a loop: the compiler may hoist it, nothing to name
   evidence = [fact("work model", f"the programs' loads and stores move {fmt_bytes(w.block_bytes)}"
                    f", {ratio:.1f}x the {fmt_bytes(w.bytes)} the kernel must", value=ratio)]
   for op, es in sorted(again.items()):
     evidence.append(fact("reads", f"{op} is read at {_lines(es)}"))
   where = min((e for es in again.values() for e in es), key=lambda e: e.index, default=None)
-  text = (f"reads {', '.join(sorted(again))} {max(len({e.user_line for e in es}) for es in again.values())} "
-          f"times: {ratio:.1f}x the bytes it must move" if again else
-          f"moves {ratio:.1f}x the bytes it must (blocks read again by other programs)")
+  times = max(len({e.user_line for e in es}) for es in again.values())
+  text = f"reads {', '.join(sorted(again))} {times} times: {ratio:.1f}x the bytes it must move"
   d = about("rereads", text, f, where, evidence, share=1.0)
   est = estimate.capped((100.0 * (1 - 1 / ratio) if f.rates is not None and
                          f.rates.bound == "memory" else None,
@@ -163,7 +165,8 @@ def tma_eligible(f) -> list[Finding]:
   if f.cc < 90 or f.tma:
     return []
   loops = [(lp, [e for e in f.children(lp.index) if e.is_load and e.block_shape
-                 and len(e.block_shape) >= 2 and (e.contiguous_bytes or 0) >= 16])
+                 and len(e.block_shape) >= 2 and (e.contiguous_bytes or 0) >= 16
+                 and e.in_machine_loop])
            for lp in f.loops()]
   loops = [(lp, ls) for lp, ls in loops if ls]
   if not loops:

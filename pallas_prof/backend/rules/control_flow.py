@@ -155,18 +155,27 @@ def _run_straight(ctx, body, consts: list, lo: Value | None, carry: list, closed
   return list(carry)
 
 
+def _touches_ref(eqn) -> bool:
+  return any(not isinstance(v, compat.Literal) and isinstance(v.aval, compat.AbstractRef)
+             for v in eqn.invars)
+
+
 def mark_invariant(ctx, body, fixed: int) -> None:
   """Marks the loop body's equations that compute the same value every iteration
   (EquationRecord.invariant, which the advice reads): those whose operands are
   literals, the body's constants, its first `fixed` inputs (the loop's constants)
-  or results of such equations; never one that touches a ref or holds a jaxpr."""
+  or results of such equations, and the reads (`get`) of such indices where nothing
+  in the body writes a ref; never an equation that holds a jaxpr."""
   stable = set(body.constvars) | set(body.invars[:fixed])
+  writes = any(_touches_ref(e) and e.primitive.name != "get" or
+               any(_holds_jaxpr(p) for p in e.params.values()) for e in body.eqns)
   positions = set()
   for j, eqn in enumerate(body.eqns):
-    if any(not isinstance(v, compat.Literal) and isinstance(v.aval, compat.AbstractRef)
-           for v in eqn.invars) or any(_holds_jaxpr(p) for p in eqn.params.values()):
+    if any(_holds_jaxpr(p) for p in eqn.params.values()) or (
+        _touches_ref(eqn) and (writes or eqn.primitive.name != "get")):
       continue
-    if all(isinstance(v, compat.Literal) or v in stable for v in eqn.invars):
+    if all(isinstance(v, compat.Literal) or v in stable or isinstance(v.aval, compat.AbstractRef)
+           for v in eqn.invars):
       stable.update(eqn.outvars)
       positions.add(j)
   prefix = f"{ctx.info.path}.body."
