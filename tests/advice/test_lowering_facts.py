@@ -71,3 +71,32 @@ def test_loop_invariant_equations_are_marked():
   from pallas_prof.backend.artifacts import EquationRecord
   again = EquationRecord.from_dict(body["exp"].to_dict())
   assert again.invariant and again.operand is None
+
+
+def _loop_reads(write_to_input: bool):
+  registry.clear()
+
+  def store_loop_kernel(x_ref, o_ref):
+    def body(i, acc):
+      x = x_ref[...]                               # a read of x_ref in every iteration
+      acc = acc * 0.9 + jnp.exp(x) * jnp.sin(x)
+      o_ref[...] = acc
+      if write_to_input:
+        x_ref[...] = acc                          # ... which the loop also writes
+      return acc
+    jax.lax.fori_loop(0, 8, body, jnp.zeros(x_ref.shape, jnp.float32))
+
+  x = jnp.ones((16, 128), jnp.float32)
+  spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+  pl.pallas_call(store_loop_kernel, grid=(2,), in_specs=[spec], out_specs=spec, out_shape=x)(x)
+  (rec,) = registry.kernels()
+  return [(e.primitive, e.invariant) for e in rec.generated.eqns if e.region == "body"]
+
+
+def test_a_read_of_a_ref_the_loop_does_not_write_is_invariant():
+  flags = _loop_reads(write_to_input=False)
+  # x, exp(x), sin(x) and their product: invariant; acc * 0.9, the sum and the store: not
+  assert flags == [("get", True), ("mul", False), ("exp", True), ("sin", True), ("mul", True),
+                   ("add", False), ("swap", False)], flags
+  flags = _loop_reads(write_to_input=True)
+  assert not any(invariant for _, invariant in flags), flags
