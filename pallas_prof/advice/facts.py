@@ -83,8 +83,14 @@ class EqFacts:
     """Nearly all of its instructions inside a loop of the compiled code (compilers hoist
     loop-invariant code and unroll short loops, so the jaxpr's loop alone proves nothing;
     a function with a loop of its own, as sin's range reduction, has only some there).
-    True without instruction counts: then the jaxpr's loop is all there is to go by."""
-    return not self.sass_instructions or self.loop_instructions >= IN_LOOP * self.sass_instructions
+    A load or store counts when any of its instructions is (its address arithmetic is often
+    hoisted, the access itself is not). True without instruction counts: then the jaxpr's
+    loop is all there is to go by."""
+    if not self.sass_instructions:
+      return True
+    if self.is_memory:
+      return self.loop_instructions > 0
+    return self.loop_instructions >= IN_LOOP * self.sass_instructions
 
   def stall_share(self, *reasons: str) -> float:
     return sum(s.share for s in self.stalls if s.reason in reasons)

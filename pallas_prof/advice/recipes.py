@@ -118,11 +118,18 @@ def capture():
 
 
 def find(record, found: list[Recipe] | None = None) -> Recipe | None:
-  """The recipe of a registry record: same kernel name and operand shapes."""
+  """The recipe of a registry record: the same kernel name, operand shapes and grid (a
+  script may call one kernel at two block shapes); None unless exactly one fits."""
   found = recipes() if found is None else found
   want = tuple(a.lstrip("~") for a in record.in_avals)
-  same = [r for r in found if r.in_avals == want]
-  named = [r for r in same if r.name == record.name]
-  if len(named) >= 1:
-    return named[-1]
-  return same[0] if len(same) == 1 else None
+  grid = tuple(getattr(record.generated, "grid", ()) or ())
+  same = [r for r in found if r.in_avals == want and r.name == record.name
+          and tuple(r.kwargs.get("grid") or ()) == grid]
+  return same[-1] if same and len({_blocks(r) for r in same}) == 1 else None
+
+
+def _blocks(recipe: Recipe) -> str:
+  """The recipe's block shapes, to tell apart two calls of one kernel at one grid."""
+  specs = [recipe.kwargs.get("in_specs"), recipe.kwargs.get("out_specs")]
+  return repr([[getattr(s, "block_shape", None) for s in (x if isinstance(x, (list, tuple))
+                                                           else [x])] for x in specs])

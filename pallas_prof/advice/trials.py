@@ -55,14 +55,18 @@ def _trace_block_variant(action: Action, recipe):
   from ..backend import registry
   fn = blockshape.build(recipe, action.change)
   structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in recipe.arg_shapes]
-  before = {id(r) for r in registry.kernels()}
-  jax.jit(fn).lower(*structs)
-  new = [r for r in registry.kernels() if id(r) not in before]
-  for r in new:
-    registry.discard(r)
-  if len(new) != 1:
-    raise ValueError(f"tracing the variant lowered {len(new)} kernels, not one")
-  return new[0].generated
+  for attempt in range(2):
+    before = {id(r): r.lowerings for r in registry.kernels()}
+    jax.jit(fn).lower(*structs)
+    new = [r for r in registry.kernels() if id(r) not in before]
+    again = [r for r in registry.kernels() if before.get(id(r), r.lowerings) != r.lowerings]
+    for r in new:
+      registry.discard(r)       # a variant, not a kernel the program ran
+    if len(new) + len(again) == 1:
+      return (new or again)[0].generated
+    if attempt == 0 and not new and not again:
+      jax.clear_caches()        # JAX had lowered this very call before (the script did)
+  raise ValueError(f"tracing the variant lowered {len(new) + len(again)} kernels, not one")
 
 
 def _resources(ck) -> str:

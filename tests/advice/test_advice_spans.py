@@ -30,7 +30,7 @@ def test_an_advise_span_per_kernel():
   assert copy.attributes[cv.ADVICE_TOP_ACTION].startswith("num_warps 8 -> 16")
   assert copy.attributes[cv.ADVICE_TOP_KIND] == "a"
   assert copy.attributes[cv.ADVICE_MEASURED] == "not measured: `pallas-prof advise` tries it on the GPU"
-  assert "registers spill: 72 spill instructions at 255 registers per thread" in \
+  assert "registers spill: 72 bytes of spill stores and loads at 255 registers per thread" in \
       copy.attributes[cv.ADVICE_DIAGNOSES]
   assert copy.attributes[cv.ADVICE_SUMMARY] == advice[0].summary
   roof = spans[softmax.label]

@@ -24,7 +24,7 @@ def test_the_spilling_copy_is_diagnosed_with_its_registers_and_values_per_thread
   advice, kp = _advise("ka_copy_kernel", "float32[8192,8192]")
   assert kp.static.resources["registers"] == 255 and kp.static.resources["spill_stores"] == 36
   spill = next(d for d in advice.diagnoses if d.rule == "spills")
-  assert spill.text == "registers spill: 72 spill instructions at 255 registers per thread"
+  assert spill.text == "registers spill: 72 bytes of spill stores and loads at 255 registers per thread"
   texts = [e.text for e in spill.evidence]
   assert any("8x8192" in t and "256 values each" in t for t in texts), texts
   assert any("1 CTA per SM" in t and "limited by registers" in t for t in texts), texts

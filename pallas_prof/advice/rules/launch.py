@@ -91,6 +91,28 @@ def few_programs(f) -> list[Finding]:
                              "programs", estimate.capped(est, f), factor=factor)])]
 
 
+@rule("underfilled")
+def underfilled(f) -> list[Finding]:
+  """More programs than SMs, fewer than the GPU holds at once: part of every SM's warp
+  slots stay empty for the whole kernel (a latency-bound kernel wants them)."""
+  waves = f.waves
+  if waves is None or waves >= 1 or f.programs < f.sms:
+    return []
+  if f.measured and sum(s.share for s in f.stalls if s.reason in ("long_scoreboard",
+                                                                    "barrier")) < 0.3:
+    return []        # it does not wait on memory: more warps would not help it
+  occ = f.occupancy
+  slots = f.sms * occ.ctas_per_sm
+  factor = 2 ** math.ceil(math.log2(slots / f.programs))
+  d = about("underfilled", f"{f.programs} programs fill {100 * waves:.0f} % of the GPU's CTA "
+            f"slots ({f.sms} SMs x {occ.ctas_per_sm})", f, share=1.0, evidence=[
+                fact("grid", f"grid {'x'.join(map(str, f.grid))} = {f.programs} programs; "
+                     f"{occ.text()}", value=waves)] + _time_evidence(f))
+  return [Finding(d, [blocks("underfilled", "smaller", f, f"/{factor}, {f.programs * factor} "
+                             "programs", (None, "no estimate: measured where tried"),
+                             factor=factor)])]
+
+
 @rule("too_few_warps")
 def too_few_warps(f) -> list[Finding]:
   words, n, dtype = _block_words(f)
@@ -126,16 +148,16 @@ def spills(f) -> list[Finding]:
     return []
   words, n, _ = _block_words(f)
   evidence = [fact("registers", f"{f.registers} registers per thread (a thread may have "
-                   f"{f.limits.max_registers_per_thread}); {f.spills} spill loads and stores "
-                   "to local memory", value=f.spills)]
+                   f"{f.limits.max_registers_per_thread}); ptxas spills {f.spills:,} bytes to "
+                   "local memory (stores and loads)", value=f.spills)]
   if n:
     evidence.append(fact("values per thread", f"blocks of {words} over {f.threads} threads: "
                          f"{n / f.threads:,.0f} values each", value=n / f.threads))
   if f.occupancy is not None:
     evidence.append(fact("occupancy", f.occupancy.text()))
   evidence += _time_evidence(f)
-  d = about("spills", f"registers spill: {f.spills} spill instructions at {f.registers} "
-            "registers per thread", f, evidence=evidence, share=1.0)
+  d = about("spills", f"registers spill: {f.spills:,} bytes of spill stores and loads at "
+            f"{f.registers} registers per thread", f, evidence=evidence, share=1.0)
   none = (None, "no estimate: the work model has no cost for a spill; measured where tried")
   actions = [config("spills", {"num_warps": f.num_warps * 2}, f, "fewer values per thread",
                     none)] if f.num_warps < 16 else []

@@ -65,6 +65,43 @@ def unpipelined_loop(f) -> list[Finding]:
   return out
 
 
+# a loop iteration that loads less than this per program mostly waits for its loads
+SMALL_STEP_BYTES = 4096
+
+
+@rule("small_loop_steps")
+def small_loop_steps(f) -> list[Finding]:
+  out = []
+  for loop in f.loops():
+    if not isinstance(loop.trips, int) or loop.trips < 16:
+      continue
+    loads = [e for e in f.children(loop.index) if e.is_load and e.bytes_read and
+             e.in_machine_loop]
+    step = sum(e.bytes_read for e in loads)
+    if not loads or step >= SMALL_STEP_BYTES:
+      continue
+    evidence = [fact("loads per iteration", f"{len(loads)} load(s) at {_lines(loads)}: "
+                     f"{fmt_bytes(step)} per program per iteration, {loop.trips} iterations",
+                     value=step)]
+    if f.measured:
+      evidence.append(fact("time in the loop", f"{100 * loop.inclusive_weight:.0f} % of the "
+                           f"samples; {100 * _memory_waits(loads):.0f} % of the loads' wait "
+                           "for global memory", True, loop.inclusive_weight))
+    d = about("small_loop_steps", f"each of the loop's {loop.trips} iterations loads "
+              f"{fmt_bytes(step)} per program: it waits for its loads, one small step at a time",
+              f, loop, evidence, share=loop.inclusive_weight)
+    actions = [config("small_loop_steps", {"num_stages": f.num_stages + 1}, f,
+                      "more loads in flight", (None, "no estimate: measured where tried"))] \
+        if f.num_stages < 5 else []
+    actions.append(edit("small_loop_steps", "load more per iteration",
+                        f"the loop at {loop.location} moves {fmt_bytes(step)} per program per "
+                        f"iteration ({_lines(loads)}): load blocks several times larger per "
+                        "iteration (fewer iterations), or split the loop over more programs",
+                        loop, f, estimate.to_roof(f)))
+    out.append(Finding(d, actions))
+  return out
+
+
 def _array_shapes(f) -> dict:
   gk = f.generated
   return {p.label: tuple(p.shape) for p in gk.params} if gk is not None else {}
