@@ -47,7 +47,9 @@ def for_report(records, report, *, trials: bool = False, device: int = 0,
                budget_s: float = 60.0, progress=None, try_tma: bool = False,
                static: bool = False) -> list[KernelAdvice]:
   from ..backend import hooks
-  found = recipes.recipes()
+  from ..tune.blocks import tuned_calls
+  from . import autotuned
+  found, calls = recipes.recipes(), tuned_calls()
   out = []
   for rec in records:
     try:
@@ -57,13 +59,13 @@ def for_report(records, report, *, trials: bool = False, device: int = 0,
     start_ns = time.time_ns()
     recipe = recipes.find(rec, found)
     advice = diagnose(kp, rec.generated, report.device, report.ceilings, recipe,
-                      gpu=report.gpu_present)
+                      gpu=report.gpu_present, tuned=autotuned.find(rec, calls))
     if trials and not advice.at_roof and (report.gpu_present or static):
       from .trials import try_actions
       try:
         advice = try_actions(advice, rec, recipe, device=device, gpu=report.gpu_present,
                              budget_s=budget_s, progress=progress, try_tma=try_tma,
-                             static=static)
+                             static=static, tuned=autotuned.find(rec, calls))
         advice.diagnoses = order_diagnoses(advice.diagnoses, advice.actions)
       except Exception as e:  # noqa: BLE001 - the diagnosis stands without its trials
         advice.notes.append(f"trials failed: {type(e).__name__}: {str(e)[:300]}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import blockshape
+from . import autotuned, blockshape
 from .facts import kernel_facts
 from .rank import rank, summary
 from .rules import RULES
@@ -19,10 +19,12 @@ EDIT = "not measured: it changes your code (the saving is an estimate)"
 
 
 def diagnose(kp, gk=None, device=None, ceilings=None, recipe=None, gpu: bool | None = None,
-             rules=None) -> KernelAdvice:
+             rules=None, tuned=None) -> KernelAdvice:
   """The advice for one kernel. kp: profiler.schema.KernelProfile; gk: its GeneratedKernel
   (None: a profile read back from a report); recipe: its recorded pallas_call
-  (recipes.py), for block-shape variants; gpu: whether a GPU could try the actions."""
+  (recipes.py), for block-shape variants; tuned: the @pallas_prof.autotune call that
+  lowered it (tune.blocks.TunedCall), for actions of kind b; gpu: whether a GPU could try
+  the actions."""
   f = kernel_facts(kp, gk, device, ceilings)
   gpu = bool(device is not None) if gpu is None else gpu
   findings, notes = [], []
@@ -38,6 +40,7 @@ def diagnose(kp, gk=None, device=None, ceilings=None, recipe=None, gpu: bool | N
   for finding in findings:
     for action in finding.actions if not roof else ():
       if action.kind == "c" and "grid" not in action.change:
+        actions += autotuned.actions(action, tuned) if tuned is not None else []
         actions += blockshape.resolve(action, f, recipe, _operand_index(gk, action))
       else:
         actions.append(action)

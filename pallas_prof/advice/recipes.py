@@ -57,8 +57,11 @@ def recipes() -> list[Recipe]:
 
 
 def clear() -> None:
+  """Forgets the recorded calls (and the autotuned ones: tune/blocks.py's TunedCall)."""
+  from ..tune.blocks import clear_tuned_calls
   with _lock:
     _recipes.clear()
+  clear_tuned_calls()
 
 
 def _user_frame() -> tuple[str | None, int | None]:
@@ -108,11 +111,14 @@ def capture():
       return fn(*xs)
     return call
 
+  from ..tune import blocks
   pallas_call._pallas_prof_capture = True
   pl.pallas_call = pallas_call
+  recording, blocks.RECORDING["on"] = blocks.RECORDING["on"], True   # autotuned calls too
   try:
     yield
   finally:
+    blocks.RECORDING["on"] = recording
     if pl.pallas_call is pallas_call:
       pl.pallas_call = original
 

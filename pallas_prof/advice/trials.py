@@ -19,7 +19,7 @@ import statistics
 import time
 from typing import Callable
 
-from . import blockshape
+from . import autotuned, blockshape
 from .rank import rank, summary
 from .schema import Action, KernelAdvice, Trial
 
@@ -78,7 +78,7 @@ def _resources(ck) -> str:
 def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool = True,
                 budget_s: float = 60.0, progress: Callable[[str], None] | None = None,
                 try_tma: bool = False, min_launches: int = 20, min_seconds: float = 0.05,
-                static: bool = True) -> KernelAdvice:
+                static: bool = True, tuned=None) -> KernelAdvice:
   """The advice with its actions of kinds a-c tried (see the module docstring)."""
   from ..backend.compile import assemble_cubin, compile_kernels
   say = progress or (lambda text: None)
@@ -115,6 +115,15 @@ def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool
     for a, trial in measured:
       actions[id(a)] = dataclasses.replace(a, trial=trial, status="measured" if trial.error is None
                                            else a.status)
+  for a in (x for x in advice.actions if x.kind == "b" and tuned is not None and gpu):
+    left = budget_s - (time.perf_counter() - started)
+    if left <= 1:
+      actions[id(a)] = dataclasses.replace(a, status="not tried: the budget was spent")
+      continue
+    say(f"{advice.label}: trying {a.title} (whole calls, as autotune times them)")
+    trial = autotuned.trial(a, tuned, left)
+    actions[id(a)] = dataclasses.replace(a, trial=trial, status="measured" if trial.error is
+                                         None else a.status)
   out = dataclasses.replace(advice, actions=rank([_finalise(actions.get(id(a), a))
                                                   for a in advice.actions]))
   if gpu:

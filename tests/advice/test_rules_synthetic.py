@@ -181,3 +181,32 @@ def test_occupancy_limited_needs_memory_waits_when_measured():
                             stalls=[Stall("long_scoreboard", "waiting for global memory", 0.6, 600)])
   (finding,) = RULES["occupancy_limited"](waiting)
   assert finding.diagnosis.text == "1 CTA per SM (12 % of its warps), limited by registers"
+
+
+def test_a_loop_that_loads_little_per_iteration():
+  eqs = [synthetic_eq(0, "scan", trips=512, line=40, inclusive_weight=0.9),
+         synthetic_eq(1, "masked_load", parent=0, line=41, block_shape=(16, 16), dtype="bfloat16",
+                      bytes_read=512, operand="x_ref", sass_instructions=16, loop_instructions=4),
+         synthetic_eq(2, "masked_load", parent=0, line=42, block_shape=(16, 16), dtype="bfloat16",
+                      bytes_read=512, operand="do_ref", sass_instructions=4, loop_instructions=4),
+         synthetic_eq(3, "reduce_sum", parent=0, line=43, sass_instructions=15,
+                      loop_instructions=15)]
+  (finding,) = RULES["small_loop_steps"](synthetic_facts(eqs, grid=(512,), num_stages=3))
+  assert finding.diagnosis.text == ("each of the loop's 512 iterations loads 1.0 KiB per "
+                                    "program: it waits for its loads, one small step at a time")
+  assert [(a.kind, a.change) for a in finding.actions] == [("a", {"num_stages": 4}), ("d", {})]
+  # loads the compiler took out of the loop (no instruction of theirs in a machine loop)
+  hoisted = [dataclasses.replace(e, loop_instructions=0) if e.bytes_read else e for e in eqs]
+  assert not RULES["small_loop_steps"](synthetic_facts(hoisted, grid=(512,)))
+
+
+def test_a_grid_that_leaves_cta_slots_empty():
+  # 512 programs of 8 warps at 32 registers: 8 CTAs an SM, 1056 slots on 132 SMs
+  f = synthetic_facts(grid=(512,), num_warps=8, registers=32)
+  (finding,) = RULES["underfilled"](f)
+  assert finding.diagnosis.text == "512 programs fill 48 % of the GPU's CTA slots (132 SMs x 8)"
+  assert finding.actions[0].change == {"block": "smaller", "factor": 4}
+  busy = synthetic_facts(grid=(512,), num_warps=8, registers=32, measured=True,
+                         stalls=[Stall("selected", "issuing", 0.9, 900)])
+  assert not RULES["underfilled"](busy)
+  assert not RULES["underfilled"](synthetic_facts(grid=(4096,), num_warps=8, registers=32))
