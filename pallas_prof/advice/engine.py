@@ -53,11 +53,20 @@ def diagnose(kp, gk=None, device=None, ceilings=None, recipe=None, gpu: bool | N
   return advice
 
 
+# Among diagnoses with as much to gain, the more specific cause first: a setting or a line
+# before what follows from it (one warp per row leaves CTA slots empty, too)
+PRIORITY = ("at_roof", "too_few_warps", "unpipelined_loop", "spills", "small_programs",
+            "uncoalesced", "loop_invariant", "small_loop_steps", "transcendental_bound",
+            "rereads", "few_programs", "underfilled", "occupancy_limited", "launch_order",
+            "tma_eligible", "sampling_gaps")
+
+
 def order_diagnoses(diagnoses, actions) -> list:
-  """Diagnoses with the most to gain first (their best action's gain), then by share."""
+  """Diagnoses with the most to gain first (their best action's gain), then by PRIORITY."""
   def key(d):
     gains = [a.gain for a in actions if d.rule in a.rule.split(" and ")]
-    return (-max(gains, default=0.0), -(d.share or 0.0))
+    rank = PRIORITY.index(d.rule) if d.rule in PRIORITY else len(PRIORITY)
+    return (-max(gains, default=0.0), rank, -(d.share or 0.0))
   return sorted(diagnoses, key=key)
 
 

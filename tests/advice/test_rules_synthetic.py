@@ -210,3 +210,8 @@ def test_a_grid_that_leaves_cta_slots_empty():
                          stalls=[Stall("selected", "issuing", 0.9, 900)])
   assert not RULES["underfilled"](busy)
   assert not RULES["underfilled"](synthetic_facts(grid=(4096,), num_warps=8, registers=32))
+
+
+def test_every_rule_has_a_place_in_the_order_of_diagnoses():
+  from pallas_prof.advice.engine import PRIORITY
+  assert set(PRIORITY) == set(RULES) and len(PRIORITY) == len(RULES)
