@@ -19,9 +19,11 @@ CPU-bound, so one child keeps one core busy); the summary merges them.
 bounds-checked mode to some.
 
 --compile-sm90 (on the CPU) also compiles each program's kernels for sm_90
-with Triton's own ptxas and reads their SASS (tests/fuzz/sm90.py): a stage
-failure is a finding (shrunk, with a reproducer, once per distinct failure in a
-job), an in-place predicated select a hazard lead (tests/fuzz/sass_hazards.py).
+with Triton's own ptxas, as a GPU run would (through pallas-prof's workarounds
+where Triton fails; PALLAS_PROF_WORKAROUNDS=0 for Triton's own failures), and
+reads their SASS (tests/fuzz/sm90.py): a stage failure is a finding (shrunk,
+with a reproducer, once per distinct failure in a job), a workaround used is
+counted, an in-place predicated select is a hazard lead (tests/fuzz/sass_hazards.py).
 
 Writes --out (JSON): examples run, outcomes, differences and crashes with
 their reproducers, the limitations pallas-prof reported, each job's seeds and
@@ -103,7 +105,7 @@ def worker(args) -> None:
     if checking:
       record["check_bounds"] = True
     log.write(json.dumps(record) + "\n")
-    if record["status"] != "difference_candidate":
+    if record["status"] not in NOT_PROGRAMS:
       done[0] += 1
 
   # in process (--no-isolate, under compute-sanitizer): stop after --examples
@@ -164,31 +166,7 @@ def worker(args) -> None:
         extra["tma"] = bool(lowered and lowered[-1].generated.tma)
       if compile_sm90 and outcome.status != "unsupported":
         on_stage("sm90")
-        compiled = sm90.compile_sm90(program)
-        extra["sm90"] = compiled.to_dict()
-        if compiled.strong_leads:
-          extra["hazard_lead"] = _hazard_lead(args, program, compiled)
-        if compiled.status == "stage_failure" and (
-            compiled.signature == failure.get("signature")       # shrinking it
-            or (not failure and compiled.signature not in signatures_seen)):
-          first = not failure
-          signatures_seen.add(compiled.signature)
-          failure.update(program=program, message=compiled.detail, signature=compiled.signature)
-          record = {"signature": compiled.signature}
-          if first:
-            record.update(reproducer=save_reproducer(program, compiled.detail,
-                                                     os.path.join(args.corpus, "unshrunk")),
-                          source=program.source, message=compiled.detail[:2000],
-                          describe=program.describe())
-          emit(status="sm90_candidate", seconds=time.perf_counter() - t0,
-               features=list(program.features), **record)
-          raise sm90.CompileFailure(compiled.signature)
-        if compiled.status == "stage_failure" and compiled.signature not in signatures_seen:
-          # a new failure met while shrinking another: kept as it is
-          signatures_seen.add(compiled.signature)
-          extra["sm90"]["reproducer"] = save_reproducer(program, compiled.detail,
-                                                        os.path.join(args.corpus, "unshrunk"))
-          extra.update(source=program.source, describe=program.describe())
+        _compile_for_sm90(args, program, extra, failure, signatures_seen, emit, t0)
       emit(status=outcome.status, detail=outcome.detail[:300], kind=program.kind,
            features=list(program.features), seconds=time.perf_counter() - t0, **extra)
 
@@ -212,6 +190,40 @@ def worker(args) -> None:
            traceback=traceback.format_exc()[-4000:])
     if args.once:
       return
+
+
+def _compile_for_sm90(args, program, extra, failure, signatures_seen, emit, t0) -> None:
+  """--compile-sm90: the program's kernels compiled for sm_90, their SASS read. A stage
+  failure of a signature this job has not seen is raised (hypothesis shrinks it; the
+  first program kept at once); one met while another shrinks is kept as it is; the
+  outcome and any strong hazard lead go into the program's record (`extra`)."""
+  from tests.fuzz import sm90
+  from tests.fuzz.check import save_reproducer
+  compiled = sm90.compile_sm90(program)
+  extra["sm90"] = compiled.to_dict()
+  if compiled.status != "compiled":
+    extra["describe"] = program.describe()     # shapes, dtypes, num_warps
+  if compiled.strong_leads:
+    extra["hazard_lead"] = _hazard_lead(args, program, compiled)
+  if compiled.status != "stage_failure":
+    return
+  unshrunk = os.path.join(args.corpus, "unshrunk")
+  shrinking_it = compiled.signature == failure.get("signature")
+  if shrinking_it or (not failure and compiled.signature not in signatures_seen):
+    record = {"signature": compiled.signature}
+    if not failure:
+      record.update(reproducer=save_reproducer(program, compiled.detail, unshrunk),
+                    source=program.source, message=compiled.detail[:2000],
+                    describe=program.describe())
+    signatures_seen.add(compiled.signature)
+    failure.update(program=program, message=compiled.detail, signature=compiled.signature)
+    emit(status="sm90_candidate", seconds=time.perf_counter() - t0,
+         features=list(program.features), **record)
+    raise sm90.CompileFailure(compiled.signature)
+  if compiled.signature not in signatures_seen:     # met while another one shrinks
+    signatures_seen.add(compiled.signature)
+    extra["sm90"]["reproducer"] = save_reproducer(program, compiled.detail, unshrunk)
+    extra["source"] = program.source
 
 
 def _hazard_lead(args, program, compiled) -> dict:

@@ -55,7 +55,7 @@ def main() -> None:
   for path in args.summaries:
     with open(path) as f:
       summary = json.load(f)
-    for where, data in programs_of(summary):
+    for index, (where, data) in enumerate(programs_of(summary)):
       program = to_program(data)
       for k in range(args.inputs):
         variant = dataclasses.replace(program, seed=program.seed + 7919 * k)
@@ -68,12 +68,12 @@ def main() -> None:
           print(f"DIFFERENCE ({where}, input seed {variant.seed}):\n{program.source}\n{e}\n")
         except AssertionError as e:     # the reference refused these inputs
           status = f"reference failed: {str(e)[:200]}"
-        runs.append({"from": os.path.basename(path), "where": where, "seed": program.seed,
-                     "input_seed": variant.seed, "status": status})
+        runs.append({"from": os.path.basename(path), "where": where, "index": index,
+                     "seed": program.seed, "input_seed": variant.seed, "status": status})
   stamp, stamp_from = commit(ROOT)
   result = {"command": "python3 bench/fuzz_replay.py " + " ".join(sys.argv[1:]),
             "commit": stamp, "commit_from": stamp_from, "device": str(device),
-            "programs": len({(r["from"], r["seed"], r["where"]) for r in runs}),
+            "programs": len({(r["from"], r["index"]) for r in runs}),
             "runs": len(runs), "differences": differences,
             "outcomes": {s: sum(r["status"] == s for r in runs)
                          for s in sorted({r["status"] for r in runs})},

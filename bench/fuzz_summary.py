@@ -70,6 +70,7 @@ NOT_PROGRAMS = ("difference_candidate", "sm90_candidate", "worker_error")
 def _sm90_part(recs) -> dict:
   statuses, signatures, limitations = collections.Counter(), collections.Counter(), \
       collections.Counter()
+  worked_around, faults = collections.Counter(), collections.Counter()
   found, unshrunk, leads = [], [], []
   kernels = selects = with_selects = strong = 0
   seconds = 0.0
@@ -94,6 +95,9 @@ def _sm90_part(recs) -> dict:
     with_selects += bool(sm90.get("selects"))
     strong += sm90.get("strong", 0)
     seconds += sm90.get("seconds", 0.0)
+    worked_around.update(sm90.get("workarounds", ()))
+    if sm90.get("fault"):
+      faults[sm90["fault"]] += 1
     if sm90["status"] == "stage_failure":
       signatures[sm90.get("signature", "?")] += 1
       if "reproducer" in sm90:     # the first of its kind in its job, not shrunk
@@ -114,6 +118,10 @@ def _sm90_part(recs) -> dict:
           "stage_failure_signatures": dict(signatures.most_common()),
           "stage_failures": found, "stage_failures_unshrunk": unshrunk,
           "limitations": dict(limitations.most_common()),
+          # kernels that compiled only through pallas-prof's workarounds, by what changed;
+          # and the failures left, by whose fault the diagnosis says they are
+          "workarounds_used": dict(worked_around.most_common()),
+          "faults": dict(faults.most_common()),
           # tests/fuzz/sass_hazards.py: in-place predicated selects (not failures), and the
           # strong ones (packed 16-bit math reads the register after), with reproducers
           "hazard_selects": selects, "programs_with_hazard_selects": with_selects,

@@ -169,6 +169,34 @@ step_repro() {   # REPRO (a fuzz reproducer): many runs on the GPU (a race moves
   done
 }
 
+step_replay() {   # the strong ptxas-hazard leads the CPU's sm_90 fuzz mode found (REPLAY: its
+  # summaries), each run on the GPU on several inputs
+  timeout ${REPLAY_TIMEOUT:-120} python3 bench/fuzz_replay.py $REPLAY --device gpu --inputs ${REPLAY_INPUTS:-8} \
+    --out "$OUT/replay.json" 2>&1 | grep -v Warning | tail -12
+}
+
+step_scan() {   # issue #28: the selective scan (Triton 3.6's ScanOpToLLVM bug worked around)
+  # against its float64 reference on the GPU, and what the workaround costs
+  timeout ${SCAN_TEST_TIMEOUT:-120} python3 -m pytest -q -p no:cacheprovider -rfE -n 4 \
+    tests/backend/test_selective_scan.py tests/backend/test_triton_bugs.py 2>&1 | tail -6
+  timeout ${SCAN_COST_TIMEOUT:-150} python3 bench/workaround_cost.py --reps ${SCAN_REPS:-30} \
+    --commit "$(cat .pallas-prof-commit 2>/dev/null || echo unknown)" \
+    --out "$OUT/workaround_cost.json" 2>&1 | grep -v Warning | tail -14
+}
+
+step_fresh() {   # REPRO_DIR's fuzz reproducers, each in a fresh process on the GPU
+  timeout ${FRESH_TIMEOUT:-240} bash bench/probes/repros_fresh.sh "$REPRO_DIR" ${FRESH_JOBS:-8} 2>&1 | tail -40
+}
+
+step_scansweep() {   # which compiled scans come out wrong: a process per num_warps
+  for w in ${SWEEP_WARPS:-1 4 8}; do
+    timeout ${SWEEP_TIMEOUT:-150} python3 bench/probes/scan_gpu_sweep.py --warps $w \
+      --workarounds ${SWEEP_MODE:-on} --out "$OUT/scan_sweep_w$w.json" > "$OUT/scan_sweep_w$w.txt" 2>&1 &
+  done
+  wait
+  for w in ${SWEEP_WARPS:-1 4 8}; do grep -v Warning "$OUT/scan_sweep_w$w.txt" | tail -12; done
+}
+
 step_sanitize() {   # compute-sanitizer (4 tools) over the examples, JAX's GPU ops fwd+bwd and
   # fuzzer programs, PARALLEL runs at a time, the whole step within SANITIZE_BUDGET seconds
   OUT="$OUT" BUDGET=${SANITIZE_BUDGET:-240} timeout $(( ${SANITIZE_BUDGET:-240} + 30 )) \

@@ -12,13 +12,14 @@ from __future__ import annotations
 import os as _os
 
 from .version import __version__  # noqa: E402,F401
+from .import_errors import PallasProfImportError, reported as _reported  # noqa: E402,F401
 
-from .backend import CompilerParams, LoweringError, install, installed, uninstall  # noqa: E402
-from .backend import registration as _registration  # noqa: E402
-from .backend.bounds import BoundsError  # noqa: E402
-from .backend.coverage import UncoveredOutputWarning  # noqa: E402
-
-_registration._ensure_registered()
+with _reported("pallas_prof"):      # the real cause and the versions found, if it fails
+  from .backend import CompileError, CompilerParams, LoweringError, install, installed, uninstall
+  from .backend import registration as _registration
+  from .backend.bounds import BoundsError
+  from .backend.coverage import UncoveredOutputWarning
+  _registration._ensure_registered()
 
 if _os.environ.get("PALLAS_PROF_TRACE", "").strip().lower() in ("1", "true", "yes", "on"):
   from .instrument import enable_from_env as _enable_from_env
@@ -53,10 +54,12 @@ def advise(*args, **kwargs):
 
 def __getattr__(name):
   if name == "Autotune":     # CompilerParams(autotune=pallas_prof.Autotune(configs=..., budget_s=...))
-    from .tune.params import Autotune
+    with _reported("pallas_prof.tune.params"):
+      from .tune.params import Autotune
     return Autotune
   if name == "ProbeOptions":  # profile(probes=pallas_prof.ProbeOptions(max_programs=..., max_warps=...))
-    from .backend.probes import ProbeOptions
+    with _reported("pallas_prof.backend.probes"):
+      from .backend.probes import ProbeOptions
     return ProbeOptions
   raise AttributeError(f"module 'pallas_prof' has no attribute {name!r}")
 
@@ -67,7 +70,9 @@ def kernels():
   return registry.kernels()
 
 
-__all__ = ["CompilerParams", "LoweringError", "BoundsError", "UncoveredOutputWarning", "install",
-           "installed", "uninstall", "tracing", "profile", "autotune", "advise", "Autotune", "ProbeOptions",
+__all__ = ["CompilerParams", "LoweringError", "CompileError", "BoundsError",
+           "UncoveredOutputWarning", "install",
+           "installed", "uninstall", "tracing", "profile", "autotune", "advise", "Autotune",
+           "ProbeOptions",
            "kernels",
            "__version__"]

@@ -17,6 +17,20 @@ TOLERANCES = {
 }
 
 
+# The skip reason of tests of JAX's own Triton module (jax.experimental.pallas.triton):
+# the removal drill (tests/removal/test_drill.py) accepts no other skip but a GPU's.
+JAX_TRITON_GONE = "JAX's Triton backend cannot be imported (removed)"
+
+
+def jax_plgpu():
+  """jax.experimental.pallas.triton, or None where JAX has no Triton backend."""
+  try:
+    from jax.experimental.pallas import triton
+  except ImportError:
+    return None
+  return triton
+
+
 def random_array(rng: np.random.Generator, shape, dtype, *, low=None, high=None,
                  nonzero=False):
   """Fresh random values of `dtype` (never all zeros; bool is a coin flip)."""

@@ -118,15 +118,43 @@ def test_backend_knows_nothing_of_opentelemetry():
 
 
 COMPAT = "pallas_prof.backend.compat"
+# JAX's own Pallas Triton backend, deprecated and going away, is reached from one module
+# of its own (where all of it may be absent)
+BUILTIN_TRITON = "pallas_prof.backend.builtin_triton"
 
 
 def test_jax_internals_only_in_compat():
   offenders = [f"{path.relative_to(PACKAGE)}:{line}: {target}"
-               for module, path in MODULES.items() if module != COMPAT
+               for module, path in MODULES.items() if module not in (COMPAT, BUILTIN_TRITON)
                for target, line in _imports(module, path)
                if target == "jax._src" or target.startswith("jax._src.")]
   assert not offenders, ("jax._src imported outside backend/compat.py (add a name there):\n"
                          + "\n".join(offenders))
+
+
+JAX_TRITON_BACKEND = ("jax._src.pallas.triton", "jax.experimental.pallas.triton")
+
+
+def _reaches_jax_triton_backend(target: str) -> bool:
+  return any(target == m or target.startswith(m + ".") for m in JAX_TRITON_BACKEND)
+
+
+def test_jax_triton_backend_only_in_builtin_triton_and_never_at_import():
+  """JAX's deprecated Triton backend is imported by backend/builtin_triton.py alone, and
+  inside its functions only: importing pallas-prof never needs it (the removal drill,
+  tests/removal/test_drill.py, checks the running code)."""
+  offenders = [f"{path.relative_to(PACKAGE)}:{line}: {target}"
+               for module, path in MODULES.items() if module != BUILTIN_TRITON
+               for target, line in _imports(module, path) if _reaches_jax_triton_backend(target)]
+  assert not offenders, offenders
+  path = MODULES[BUILTIN_TRITON]
+  top = [node for node in ast.parse(path.read_text()).body
+         if isinstance(node, (ast.Import, ast.ImportFrom))]
+  at_import = [node.lineno for node in top
+               for target in ([a.name for a in node.names] if isinstance(node, ast.Import)
+                              else [node.module or ""])
+               if _reaches_jax_triton_backend(target)]
+  assert not at_import, at_import
 
 
 @pytest.mark.parametrize("source, found", [

@@ -6,11 +6,12 @@ so that JAX shows it once, at the user's line). The profiler's child processes
 load artifacts.py (a LaunchSpec) with no JAX in the process.
 """
 
-__all__ = ["CompilerParams", "LoweringError", "Unsupported", "install", "installed", "uninstall"]
+__all__ = ["CompilerParams", "CompileError", "LoweringError", "Unsupported", "install",
+           "installed", "uninstall"]
 
 _LAZY = {"CompilerParams": "registration", "install": "registration",
          "installed": "registration", "uninstall": "registration",
-         "LoweringError": "errors", "Unsupported": "errors"}
+         "LoweringError": "errors", "CompileError": "errors", "Unsupported": "errors"}
 
 
 def __getattr__(name: str):
@@ -18,4 +19,9 @@ def __getattr__(name: str):
   if module is None:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
   import importlib
-  return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+  from ..import_errors import reported
+  # an AttributeError from inside that import would reach the user as "cannot import
+  # name {name!r}": reported() says what it was, and the versions found
+  with reported(f"{__name__}.{module}"):
+    loaded = importlib.import_module(f"{__name__}.{module}")
+  return getattr(loaded, name)

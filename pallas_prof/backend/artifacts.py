@@ -170,6 +170,11 @@ class GeneratedKernel:
   launch_group: int = 0              # > 1: programs launched in groups (grid.grouped_launch)
   tma: bool = False                  # some loads go through TMA tensor descriptors (tma.py)
   tma_notes: tuple[str, ...] = ()    # TMA asked for: the loads that could not use it, and why
+  # lowered otherwise because Triton failed on the plain lowering (workarounds.py): what
+  # changed, one note each; the plan that made it (workaround_plan.py; not saved), which
+  # the kernel's other variants (probes, tuning) are lowered with too
+  workarounds: tuple[str, ...] = ()
+  workaround_plan: Any = dataclasses.field(default=None, compare=False)
 
   @property
   def inputs(self) -> list[KernelParam]:
@@ -204,7 +209,7 @@ class GeneratedKernel:
             "params": [dataclasses.asdict(p) for p in self.params], "grid": list(self.grid),
             "launch_grid": list(self.launch_grid), "atomic_params": list(self.atomic_params),
             "bounds_sites": [dataclasses.asdict(site) for site in self.bounds_sites],
-            "tma_notes": list(self.tma_notes)}
+            "tma_notes": list(self.tma_notes), "workarounds": list(self.workarounds)}
     with open(os.path.join(directory, "kernel.json"), "w") as f:
       json.dump(meta, f, indent=1, default=str)
 
@@ -227,6 +232,7 @@ class GeneratedKernel:
                atomic_params=tuple(meta.get("atomic_params", ())),
                bounds_sites=load_sites(meta.get("bounds_sites", ())),
                tma_notes=tuple(meta.get("tma_notes", ())),
+               workarounds=tuple(meta.get("workarounds", ())),
                **{k: meta[k] for k in cls._SCALARS if k in meta})
 
 

@@ -14,11 +14,13 @@ import os
 import jax
 import numpy as np
 from jax._src import core as jax_core
+from jax._src import effects as _effects
 from jax._src import source_info_util
 from jax._src.interpreters import mlir
 from jax._src.pallas import core as pallas_core
 from jax._src.pallas import pallas_call as _pallas_call_mod
 from jax._src.pallas import primitives as pallas_primitives
+from jax._src.state import discharge as _state_discharge
 from jax._src.state import indexing as state_indexing
 from jax._src.state import primitives as state_primitives
 from jax._src.state import types as state_types
@@ -105,15 +107,31 @@ masked_swap_p = pallas_primitives.swap_p
 multiple_of_p = pallas_primitives.multiple_of_p
 
 
-# JAX's Triton-flavoured Pallas primitives (atomics, inline asm, ...): their
-# rules are bound once the user's code has imported this module (rules/__init__).
+# --- JAX's own Pallas Triton backend (deprecated since jax 0.11): pallas-prof's own path
+# needs none of it (backend/builtin_triton.py reaches it, to compare with it). The rules of
+# its Triton-flavoured primitives (atomics, inline asm, ...) are bound once the user's code
+# has imported their module (rules/table.py).
 TRITON_PRIMITIVES_MODULE = "jax._src.pallas.triton.primitives"
 
 
-def builtin_triton_compiler_params():
-  """The CompilerParams class of JAX's own Pallas Triton backend."""
-  from jax._src.pallas.triton import core as triton_core
-  return triton_core.CompilerParams
+# What pallas-prof's own Triton-flavoured primitives need (backend/triton_primitives.py)
+kernel_local_effects = pallas_core.kernel_local_effects
+control_flow_allowed_effects = _effects.control_flow_allowed_effects
+get_ref_and_transforms = state_primitives.get_ref_and_transforms
+swap_abstract_eval = pallas_primitives._swap_abstract_eval
+transform_array = _state_discharge.transform_array
+pallas_load, pallas_store = pallas_primitives.load, pallas_primitives.store
+pallas_dot = getattr(pallas_primitives, "dot", None)
+
+
+def register_discharge_rule(prim, rule) -> None:
+  """rule(in_avals, *operands, **params) -> (new operand values, results) discharges `prim`
+  (jax 0.12 hands rules a context holding in_avals, earlier JAX in_avals and out_avals)."""
+  if hasattr(_state_discharge, "DischargeContext"):
+    wrapped = lambda ctx, *args, **params: rule(ctx.in_avals, *args, **params)  # noqa: E731
+  else:
+    wrapped = lambda in_avals, _, *args, **params: rule(in_avals, *args, **params)  # noqa: E731
+  _state_discharge.register_discharge_rule(prim)(wrapped)
 
 
 def block_dim_size(dim) -> int:
@@ -445,12 +463,6 @@ def lax_special_impl(name: str, broadcast_and_upcast: bool):
 def sanitize_name(name: str) -> str:
   """A kernel name as JAX's MLIR lowering spells it."""
   return mlir.sanitize_name(name)
-
-
-def builtin_triton_pallas_call_lowering():
-  """JAX's own Pallas Triton lowering of pallas_call (imports its Triton dialects)."""
-  from jax._src.pallas.triton import pallas_call_registration as builtin
-  return builtin.pallas_call_lowering
 
 
 def jax_profiler_session_active() -> bool:

@@ -5,7 +5,7 @@ Works on machines without a GPU (the triton wheel ships ptxas). Every stage
 hook and its text kept; ptxas's own report gives registers, spills and stack.
 Triton runs in the compile worker (compile_worker.py); results are cached by
 content (compile_cache.py), so a second process reuses them. Failures become
-LoweringErrors that name the equation (compile_errors.py).
+CompileErrors that name the equations and say why (compile_errors.py).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from .codegen import signature_type
 from .compile_cache import (clear_memory_cache, compile_key, compile_options,  # noqa: F401
                             libdevice_cache, load_from_disk, remember, remembered, store_on_disk)
 from .compile_errors import TritonFailure, check_shared_memory, compile_error, next_stage
-from .errors import LoweringError
+from .errors import CompileError, LoweringError
 from .triton_run import StageRecord, triton_lock  # noqa: F401 - triton_lock: Triton's global lock
 
 DEFAULT_TARGET = ("cuda", 90)
@@ -96,9 +96,12 @@ def assemble_cubin(ck: CompiledKernel) -> CompiledKernel:
   result = compile_worker.compile({"op": "ptxas", "ptx": ck.asm["ptx"], "target": ck.target,
                                    "options": options})
   if "error" in result:
-    err = result["error"]
-    raise LoweringError(f"ptxas failed on the kernel's PTX: {err['message'][:400]}",
-                        kernel=ck.name, stage="cubin", cause=TritonFailure(err["type"], err["message"]))
+    failure = TritonFailure.from_answer(result["error"])
+    failure.ir.setdefault("ptx", ck.asm["ptx"])
+    if gk is None:
+      raise CompileError(f"ptxas failed on the kernel's PTX: {failure.args[0][:400]}",
+                         kernel=ck.name, stage="cubin", cause=failure)
+    raise compile_error(gk, failure, "cubin", compile_request(gk, ck.target))
   stage = StageRecord("cubin", result["start_ns"], result["end_ns"], len(result["cubin"]))
   full = dataclasses.replace(
       ck, asm={**ck.asm, "cubin": result["cubin"]}, ptxas_log=result["ptxas"],
@@ -118,7 +121,7 @@ def _notify_cache_hit(ck: CompiledKernel, start: int) -> None:
   if getattr(obs, "enabled", False):
     obs.compiled(CompileRecord(kernel=ck.name, key=ck.key, target=f"{ck.target[0]}:{ck.target[1]}",
                                start_ns=start, end_ns=time.time_ns(), stages=[], cache=ck.cache,
-                               attributes=ck.resources(),
+                               attributes=_attributes(ck),
                                source_key=ck.generated.key if ck.generated else None))
 
 
@@ -164,14 +167,15 @@ def compile_kernels(gks: list[GeneratedKernel], target: tuple[str, int] = DEFAUL
   return out
 
 
-def _crash_error(gk: GeneratedKernel, key: str, target, crash) -> LoweringError:
-  error = LoweringError(
-      f"Triton's compiler crashed ({crash.how}) in the {crash.stage or 'ttir'} stage",
-      hint="pallas-prof compiles in a worker process, so your program survives this; "
-           "`pallas-prof show` prints the generated kernel, and a smaller block or "
-           "another num_warps/num_stages often avoids the crash",
-      kernel=gk.name, stage=crash.stage, details={"compiler output": crash.output_tail},
-      jaxpr_text=gk.jaxpr_text, cause=crash)
+def _crash_error(gk: GeneratedKernel, key: str, target, crash) -> CompileError:
+  failure = TritonFailure("WorkerCrashed", f"Triton's compiler crashed ({crash.how})",
+                          output=crash.output_tail)
+  error = compile_error(gk, failure, crash.stage or "ttir", compile_request(gk, target),
+                        crashed=crash.how)
+  tail = crash.output_tail.strip().splitlines()
+  error = error.with_details({"compiler output": "\n".join(tail[-12:]) or "(none)"},
+                             hint=f"{error.hint}; pallas-prof compiles in a worker process, "
+                                  "so your program survives this")
   now = time.time_ns()
   _notify(CompileRecord(gk.name, key, f"{target[0]}:{target[1]}", now, now, [], "miss",
                         {"pallas.kernel": gk.name}, error, source_key=gk.key))
@@ -186,7 +190,7 @@ def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str,
     result = compile_worker.compile(request)
   except compile_worker.WorkerCrashed as crash:
     raise _crash_error(gk, key, target, crash) from None
-  return _finish_compile(gk, target, key, result, requested)
+  return _finish_compile(gk, target, key, result, requested, request)
 
 
 def _worker_wait(result: dict[str, Any], requested: int | None) -> dict[str, float]:
@@ -200,15 +204,16 @@ def _worker_wait(result: dict[str, Any], requested: int | None) -> dict[str, flo
   return {"worker_queue_ms": queued / 1e6, "worker_startup_ms": rest / 1e6}
 
 
-def _finish_compile(gk, target, key, result, requested: int | None = None) -> CompiledKernel:
+def _finish_compile(gk, target, key, result, requested: int | None = None,
+                    request: dict | None = None) -> CompiledKernel:
   records = [StageRecord(*r) for r in result["records"]]
   start, end = result["start_ns"], result["end_ns"]
   target_text = f"{target[0]}:{target[1]}"
   wait = _worker_wait(result, requested)
   if "error" in result:
-    err = result["error"]
-    failure = TritonFailure(err["type"], err["message"], err.get("lineno"))
-    lowering_error = compile_error(gk, failure, next_stage(records))
+    failure = TritonFailure.from_answer(result["error"])
+    lowering_error = compile_error(gk, failure, next_stage(records),
+                                   request or compile_request(gk, target))
     _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
                           {"pallas.kernel": gk.name, **wait}, lowering_error, source_key=gk.key,
                           requested_ns=requested))
@@ -228,10 +233,17 @@ def _finish_compile(gk, target, key, result, requested: int | None = None) -> Co
                           requested_ns=requested))
     raise
   _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
-                        {**ck.resources(), **wait,
+                        {**_attributes(ck), **wait,
                          "libdevice_link": result.get("libdevice_link")}, source_key=gk.key,
                         requested_ns=requested))
   return ck
+
+
+def _attributes(ck: CompiledKernel) -> dict[str, Any]:
+  """A compile's figures for observers, with what its kernel was lowered otherwise for
+  (workarounds.py) when it was."""
+  notes = getattr(ck.generated, "workarounds", ()) if ck.generated is not None else ()
+  return {**ck.resources(), **({"workarounds": list(notes)} if notes else {})}
 
 
 def _notify(record: CompileRecord) -> None:

@@ -23,7 +23,7 @@ from .codegen import signature_type
 from .kernel_files import cache_dir
 from .triton_run import triton_lock
 
-CACHE_FORMAT = 4   # 4: libdevice linked with its reflect queries answered
+CACHE_FORMAT = 5   # 5: PTX with integer negations as not+add (ptx_rewrites.py)
 
 _memory: dict[str, CompiledKernel] = {}
 

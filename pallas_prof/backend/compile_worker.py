@@ -14,6 +14,7 @@ path); compile.py and warmup.py call it, never the other way round.
 Protocol: length-prefixed pickles over the worker's stdin/stdout; the
 worker's stderr (LLVM's assertion messages, progress lines naming the stage
 being compiled) goes to a log file the parent reads after a crash.
+Each compile's own stderr also comes back with its error (worker_output.py).
 
 Start-up (install() starts it on a GPU machine; a first pallas_call right
 after waits for it): Triton's backends found in its folder, ptxas asked
@@ -95,6 +96,7 @@ class _Worker:
     # (it keeps its own): in the worker that cache lives and dies with the worker,
     # instead of growing ~/.triton/cache by every kernel's stages
     env["TRITON_CACHE_DIR"] = os.path.join(self.workdir, "triton-cache")
+    env[_output.DIR_ENV] = self.workdir
     # Triton's own switch: its backends from its folder, not by reading the entry
     # points of every installed distribution (16-23 ms of `import triton` with
     # 130 of them on the CPU machine); the worker compiles for NVIDIA's, which is there
@@ -192,6 +194,7 @@ class _Worker:
         text = f.read()
     except OSError:
       pass
+    text += _output.left_by_crash(self.workdir)   # what the compile that died had written
     stage = None
     for line in text.splitlines():
       if line.startswith(STAGE_MARK):
@@ -232,8 +235,10 @@ if hasattr(os, "register_at_fork"):
 def compile(request: dict[str, Any]) -> dict[str, Any]:  # noqa: A001 - the module's verb
   """run_triton(request), in the worker process (or in-process when disabled)."""
   if not enabled():
-    from .triton_run import run_ptxas, run_triton
-    return run_ptxas(request) if request.get("op") == "ptxas" else run_triton(request)
+    from .triton_run import run_ptxas, run_triton, triton_lock
+    with triton_lock():      # file descriptor 2 is the process's: one compile at a time
+      return _with_output(lambda: run_ptxas(request) if request.get("op") == "ptxas"
+                          else run_triton(request))
   return _worker.call(request)
 
 
@@ -257,8 +262,8 @@ def compile_many(requests: list[dict[str, Any]], parallel: int | None = None) ->
   out = []
   for result in answer["results"]:
     if "crashed" in result:
-      out.append(WorkerCrashed(result["crashed"], None, "(a compile of a batch: its output is "
-                                                        "in the worker's log)"))
+      out.append(WorkerCrashed(result["crashed"], result.get("stage"),
+                               result.get("output") or "(no output)"))
     else:
       result["queued_ns"] = queued
       out.append(result)
@@ -421,8 +426,17 @@ def _run_one(compile_module, request: dict[str, Any], on_stage) -> dict[str, Any
             "full_collections": gc.get_stats()[2]["collections"], "warmed_here": _warmed_here[0]}
   if request.get("op") == "ptxas":
     on_stage("cubin")
-    return compile_module.run_ptxas(request)
-  return compile_module.run_triton(request, on_stage=on_stage)
+    return _with_output(lambda: compile_module.run_ptxas(request))
+  return _with_output(lambda: compile_module.run_triton(request, on_stage=on_stage))
+
+
+def _with_output(run) -> dict[str, Any]:
+  """run() (a compile, or ptxas) with its stderr kept: a failed one's error carries it."""
+  with _output.compiler_output() as output:
+    result = run()
+  if "error" in result and output:
+    result["error"]["stderr"] = output[0]
+  return result
 
 
 def _compile_batch(compile_module, batch: dict[str, Any], on_stage) -> dict[str, Any]:
@@ -468,26 +482,33 @@ def _compile_batch(compile_module, batch: dict[str, Any], on_stage) -> dict[str,
         how = (f"signal {signal.Signals(os.WTERMSIG(status)).name}" if os.WIFSIGNALED(status)
                else f"exit code {os.WEXITSTATUS(status)}")
         results[i] = {"crashed": how}
+        left = _output.left_by_child(pid)[-3000:].strip()
+        if left:
+          results[i]["output"] = left
   finally:
     shutil.rmtree(folder, ignore_errors=True)
   return {"results": results}
 
 
-def _load_triton_run():
-  """triton_run.py beside this file, loaded by path: not through the pallas_prof
-  package, and without putting this folder on sys.path (its module names would
-  shadow others)."""
+def _load_beside(name: str):
+  """A module beside this file, loaded by path: not through the pallas_prof package,
+  nor with this folder on sys.path (its module names would shadow others)."""
   import importlib.util
   here = os.path.dirname(os.path.abspath(__file__))
   if sys.path and os.path.abspath(sys.path[0] or os.curdir) == here:
     sys.path.pop(0)              # Python put the script's folder first
-  spec = importlib.util.spec_from_file_location("pallas_prof_triton_run",
-                                                os.path.join(here, "triton_run.py"))
+  spec = importlib.util.spec_from_file_location(f"pallas_prof_{name}",
+                                                os.path.join(here, f"{name}.py"))
   module = importlib.util.module_from_spec(spec)
   sys.modules[spec.name] = module      # dataclasses look their module up there
   spec.loader.exec_module(module)
   return module
 
 
+if __package__:
+  from . import worker_output as _output
+else:                        # run as the worker's script: no package
+  _output = _load_beside("worker_output")
+
 if __name__ == "__main__":
-  _serve(_load_triton_run())
+  _serve(_load_beside("triton_run"))

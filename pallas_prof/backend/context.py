@@ -56,6 +56,11 @@ class KernelContext:
     self.bounds = None     # bounds.SiteTable in the bounds-checked mode
     self.probes = None     # probes.ProbeEmitter in the profiler's probed variant
     self.tma = None        # tma.TmaPlan when TMA loads are asked for
+    # workaround_plan.WorkaroundPlan: other lowerings of equations Triton fails to compile;
+    # the rules note here what they lowered otherwise
+    self.workarounds = None
+    self.workaround_notes: list[tuple[int, str]] = []    # (equation index, what changed)
+    self.workaround_applied: set[int] = set()     # equations a planned form did fit
     # names the kernel's variables as jaxpr_text does (compat.print_jaxpr);
     # pp_named: the jaxprs whose variables it has named, by id
     self.pp_context = None

@@ -75,6 +75,69 @@ class LoweringError(compat.ErrorWithUserContext):
     return f"{prim}{loc}: {self.reason}"
 
 
+class CompileError(LoweringError):
+  """Triton could not compile the kernel pallas-prof generated: a stage failed
+  (an MLIR pass, an assertion in Triton's C++, ptxas) or the compile worker died.
+
+  Besides a LoweringError's fields: `diagnosis` (compile_diagnostics.Diagnosis:
+  the failing pass, the assertion, the op and its layout, whose fault it is),
+  `equations` (the EquationRecords it points at; `eqn` is the first),
+  `reproducer` (what pallas-prof wrote to reproduce it: {"script": ..., "source":
+  ..., "mlir": ...}) and `workaround` (what pallas-prof did or could do about it).
+  A LoweringError still: `except LoweringError` catches it.
+  """
+
+  def __init__(self, reason: str, *, diagnosis=None, equations=(), reproducer=None,
+               workaround: str | None = None, **kwargs):
+    self.diagnosis = diagnosis
+    self.equations = tuple(equations)
+    self.reproducer = dict(reproducer or {})
+    self.workaround = workaround
+    if kwargs.get("eqn") is None and self.equations:
+      kwargs["eqn"] = self.equations[0]
+    super().__init__(reason, **kwargs)
+
+  @property
+  def fault(self) -> str | None:
+    """"triton", "kernel" or "pallas-prof" (None: not diagnosed)."""
+    return None if self.diagnosis is None else self.diagnosis.fault
+
+  def _message(self) -> str:
+    where = f" `{self.kernel}`" if self.kernel else ""
+    stage = f" ({self.stage} stage)" if self.stage else ""
+    parts = [f"cannot compile kernel{where}{stage}: {self.reason}"]
+    for indices, e in by_line(self.equations or ((self.eqn,) if self.eqn is not None else ())):
+      at = f" at {e.file}:{e.line}" if e.file is not None else ""
+      parts.append(f"  from [{', '.join(map(str, indices))}] {e.primitive}{at}: {e.text}")
+    for key, value in self.details.items():
+      first, *rest = str(value).splitlines() or [""]
+      parts.append(f"  {key}: {first}")
+      parts += [f"    {line}" for line in rest]
+    if self.hint:
+      parts.append(f"  hint: {self.hint}")
+    return "\n".join(parts)
+
+  def with_details(self, details: dict[str, Any], *, hint: str | None = None,
+                   workaround: str | None = None) -> "CompileError":
+    """This error with more details (a key given replaces the old), another hint,
+    and what pallas-prof's workarounds did."""
+    return CompileError(self.reason, diagnosis=self.diagnosis, equations=self.equations,
+                        reproducer=self.reproducer, workaround=workaround or self.workaround,
+                        hint=hint or self.hint, kernel=self.kernel, eqn=self.eqn,
+                        jaxpr_text=self.jaxpr_text, rule=self.rule, stage=self.stage,
+                        details={**self.details, **details}, cause=self.cause)
+
+
+def by_line(equations) -> list[tuple[list[int], Any]]:
+  """Equations grouped by the user's line and primitive (an unrolled loop makes one
+  line many equations): (their indices, the first), in order."""
+  groups: dict[tuple, tuple[list[int], Any]] = {}
+  for e in equations:
+    key = (e.file, e.line, e.primitive) if e.file is not None else (e.index,)
+    groups.setdefault(key, ([], e))[0].append(e.index)
+  return list(groups.values())
+
+
 class Unsupported(Exception):
   """Raised by a rule for an unsupported parameter or operand.
 

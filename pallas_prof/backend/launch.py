@@ -227,6 +227,10 @@ def _avals_to_layouts(avals):
   return [list(reversed(range(len(a.shape)))) for a in avals]
 
 
+# jaxlib's custom call that launches a Triton kernel (what jax.export must be told to allow)
+CUSTOM_CALL_TARGET_NAME = "triton_kernel_call_ffi"
+
+
 def triton_kernel_call(ck: CompiledKernel, zeroed_outputs=()):
   """jaxlib's TritonKernelCall for a compiled kernel."""
   lib = compat.gpu_triton()
@@ -262,7 +266,7 @@ def gpu_custom_call(ctx, in_nodes, ck: CompiledKernel, *, input_output_aliases,
   result_types = [compat.aval_to_ir_type(ctx.module_context, aval) for aval in out_avals]
   opaque = zlib.compress(call.to_proto(ck.name, metadata.encode()))
   return compat.custom_call(
-      call_target_name="triton_kernel_call_ffi",
+      call_target_name=CUSTOM_CALL_TARGET_NAME,
       result_types=result_types,
       operands=list(in_nodes),
       backend_config=dict(name=ir.StringAttr.get(ck.name), opaque=ir.StringAttr.get(opaque)),

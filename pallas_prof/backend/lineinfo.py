@@ -157,8 +157,8 @@ class SassUnavailable(RuntimeError):
 
 def _nvdisasm_path() -> str:
   try:
-    import triton
-    return triton.knobs.nvidia.nvdisasm.path
+    from .triton_compat import tool_path
+    return tool_path("nvdisasm")
   except Exception as e:  # noqa: BLE001
     import shutil
     path = shutil.which("nvdisasm")

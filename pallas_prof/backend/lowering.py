@@ -29,6 +29,7 @@ from .grid import (check_call, emit_grouped_program_ids, emit_program_ids, group
                    launch_grid_for, static_grid)
 from .kernel_files import write_source
 from .tma import TmaPlan, emit_descriptors, header_lines, stored_once
+from .workaround_plan import header_lines as workaround_header, merged_notes
 
 
 class CollectionClock:
@@ -70,7 +71,8 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
                  enable_fp_fusion: bool = False,
                  debug: bool = False, call_site=None,
                  input_output_aliases=None, check_bounds: bool = False,
-                 probes=None, launch_group: int = 0, tma: bool = False) -> GeneratedKernel:
+                 probes=None, launch_group: int = 0, tma: bool = False,
+                 workarounds=None) -> GeneratedKernel:
   """Lowers the jaxpr of a pallas_call to a GeneratedKernel (Triton source).
 
   `input_output_aliases`: the pallas_call's (input index, output index)
@@ -91,13 +93,18 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
   `probes`: True or a probes.ProbeOptions for the profiler's probed variant (an
   extra buffer parameter and timestamps around each top-level equation:
   probes.py); None or False for the kernel as the user's program runs it.
+
+  `workarounds`: a workaround_plan.WorkaroundPlan, equations lowered in other forms
+  because Triton fails on their plain ones (workarounds.py); what changed is in
+  the GeneratedKernel's `workarounds` and its source's header.
   """
   with CollectionClock() as collections:
     gk = _lower_kernel(jaxpr, grid_mapping, collections, num_warps=num_warps,
                        num_stages=num_stages, compute_capability=compute_capability,
                        name=name, enable_fp_fusion=enable_fp_fusion, call_site=call_site,
                        input_output_aliases=input_output_aliases, check_bounds=check_bounds,
-                       probes=probes, launch_group=launch_group, tma=tma)
+                       probes=probes, launch_group=launch_group, tma=tma,
+                       workarounds=workarounds)
   if debug:
     print(f"\npallas-prof: kernel jaxpr for {gk.source_info}:\n{jaxpr}\n")
     print(f"pallas-prof: generated Triton ({gk.path}):\n{gk.source}")
@@ -107,7 +114,7 @@ def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
 def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, *, num_warps, num_stages,
                   compute_capability, name, enable_fp_fusion, call_site,
                   input_output_aliases, check_bounds=False, probes=None,
-                  launch_group=0, tma=False) -> GeneratedKernel:
+                  launch_group=0, tma=False, workarounds=None) -> GeneratedKernel:
   start_time = time.perf_counter()
   kname = kernel_name_of(jaxpr, name)
   src_info = getattr(jaxpr.debug_info, "func_src_info", None) or kname
@@ -153,11 +160,15 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, *, num_warp
                      launch_group) if tma else None
     b, kernel = new_context()
     kernel.tma = plan
+    kernel.workarounds = workarounds
     try:
       params = _lower_kernel_body(kernel, jaxpr, grid_mapping, input_output_aliases,
                                   launch_group)
       launch = kernel.launch_grid
       b.header += header_lines(plan)
+      notes = (tuple(workarounds.notes) if workarounds else ()) + \
+          merged_notes(kernel.workaround_notes)
+      b.header += workaround_header(notes, workarounds.because if workarounds else "")
     except Unsupported as e:
       raise call_error(e.reason, e.hint) from None
     except UnsupportedDtype as e:
@@ -180,7 +191,9 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, *, num_warp
                        check_bounds=bool(check_bounds),
                        probe_layout=kernel.probes.layout() if kernel.probes else None,
                        launch_group=kernel.launch_group, tma=bool(plan and plan.used),
-                       tma_notes=tuple(plan.notes) if plan else ())
+                       tma_notes=tuple(plan.notes) if plan else (), workarounds=notes,
+                       workaround_plan=workarounds.only(kernel.workaround_applied)
+                       if notes else None)
   return gk
 
 

@@ -14,8 +14,9 @@ import numbers
 import os
 from typing import Any
 
-from . import bounds, compat, coverage, registry
+from . import bounds, builtin_triton, compat, coverage, registry, triton_primitives
 from .compile import compile_kernel
+from .workarounds import compile_working_around
 from .errors import LoweringError
 from .launch import cpu_call, gpu_custom_call, no_programs
 from .lowering import kernel_name_of, lower_kernel, pallas_call_info
@@ -140,7 +141,8 @@ def _nvml_capability() -> int | None:
 
 
 def uninstall() -> None:
-  """Restores JAX's own Pallas backends for calls that did not ask for pallas-prof."""
+  """Restores JAX's own Pallas backends for calls that did not ask for pallas-prof (on a
+  JAX without its Triton backend, a GPU call that would have gone there says so)."""
   _takeover["active"] = False
 
 
@@ -155,16 +157,33 @@ _compare_with_builtin = {"active": False}
 def route_to_builtin(active: bool) -> None:
   """Benchmarking aid: send every Triton-style call, pallas-prof's own
   CompilerParams included, to JAX's built-in Triton backend (same num_warps
-  and num_stages), to compare the two on the same program."""
+  and num_stages), to compare the two on the same program. A RuntimeError
+  where this JAX has no such backend."""
+  if active:
+    _builtin_triton("route_to_builtin(True)")
   _compare_with_builtin["active"] = active
+
+
+def _builtin_triton(what: str):
+  """(CompilerParams class, pallas_call lowering) of JAX's own Triton backend, or an error
+  saying that this JAX has none."""
+  builtin = builtin_triton.lowering(triton_primitives)
+  if builtin is None:
+    import jax
+    raise RuntimeError(
+        f"{what} needs JAX's built-in Pallas Triton backend, which this JAX does not have "
+        f"(jax {jax.__version__}: jax._src.pallas.triton cannot be imported; JAX "
+        "deprecated it in 0.11). pallas-prof itself does not need it: pass "
+        "compiler_params=pallas_prof.CompilerParams(...) or call pallas_prof.install()")
+  return builtin
 
 
 def _lower_with_builtin(ctx, in_nodes, params):
   cp = params.get("compiler_params")
   warps, stages = _num_warps_stages(cp)
-  params = dict(params, compiler_params=compat.builtin_triton_compiler_params()(
-      num_warps=warps, num_stages=stages))
-  return compat.builtin_triton_pallas_call_lowering()(ctx, *in_nodes, **params)
+  params_cls, lowering = _builtin_triton("comparing with JAX's built-in backend")
+  params = dict(params, compiler_params=params_cls(num_warps=warps, num_stages=stages))
+  return lowering(ctx, *in_nodes, **params)
 
 
 def _ensure_registered() -> None:
@@ -188,10 +207,12 @@ def _wants_us(params: dict) -> bool:
     return False
   if cp is None:
     return params.get("mesh") is None
-  try:
-    return isinstance(cp, compat.builtin_triton_compiler_params())
-  except ImportError:
-    return False
+  return _is_builtin_triton_params(cp)
+
+
+def _is_builtin_triton_params(cp) -> bool:
+  builtin = builtin_triton.compiler_params_class()      # None: JAX's never imported
+  return builtin is not None and isinstance(cp, builtin)
 
 
 def _num_warps_stages(cp) -> tuple[int, int]:
@@ -248,15 +269,15 @@ def _lower(ctx, in_nodes, params, platform: str):
 
   @compat.lowering_for(platform)
   def relower(num_warps=num_warps, num_stages=num_stages, probes=None, launch_group=group,
-              tma=tma):
+              tma=tma, workarounds=None):
     # the profiler's variants (probes) load and launch as the kernel it runs does: the
     # caller passes the compiled kernel's launch order and TMA use, which a tuner may
-    # have chosen over the call's own
+    # have chosen over the call's own, and the workarounds it was lowered with
     return lower_kernel(jaxpr, grid_mapping, num_warps=num_warps, num_stages=num_stages,
                         compute_capability=cc, name=params.get("name"),
                         enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
                         call_site=call_site, input_output_aliases=aliases, probes=probes,
-                        launch_group=launch_group, tma=tma)
+                        launch_group=launch_group, tma=tma, workarounds=workarounds)
 
   rec = registry.record(registry.KernelRecord(
       name=gk.name, generated=gk, platform=platform,
@@ -274,15 +295,18 @@ def _lower(ctx, in_nodes, params, platform: str):
   if 0 in gk.launch_grid:     # no program to run: CUDA refuses a launch of none
     return compat.lower_fun(no_programs(ctx.avals_out, aliases, poison=check),
                             multiple_results=True)(ctx, *in_nodes)
-  ck = compile_kernel(gk, ("cuda", cc), need_cubin=False)   # jaxlib assembles the PTX
+  # jaxlib assembles the PTX; where Triton fails on the kernel, another lowering of it
+  ck = compile_working_around(gk, ("cuda", cc), relower, need_cubin=False)
+  plan = ck.generated.workaround_plan if ck.generated is not None else None
   zeroed = set(getattr(cp, "zero_outputs", ()) or ()) | set(gk_zeroed_outputs(gk, aliases))
   if not check:    # tuning the bounds-checked debug build would time the checks
     with compat.lowering_for(platform):     # its candidates are lowered again in there
-      ck = _autotuned(ck, gk, cp, cc, aliases, zeroed, lambda w, s, g=0, t=0: lower_kernel(
+      ck = _autotuned(ck, ck.generated or gk, cp, cc, aliases, zeroed,
+                      lambda w, s, g=0, t=0: lower_kernel(
           jaxpr, grid_mapping, num_warps=w, num_stages=s, compute_capability=cc,
           name=params.get("name"), enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
           debug=bool(params.get("debug")), call_site=call_site, input_output_aliases=aliases,
-          launch_group=g, tma=bool(t)))
+          launch_group=g, tma=bool(t), workarounds=plan))
   rec.compiled = ck
   metadata = params.get("metadata")
   meta_text = ""
@@ -367,7 +391,15 @@ def _lower_cuda(ctx, *in_nodes, **params):
   if _compare_with_builtin["active"] and not params.get("interpret") and _is_triton_style(params):
     return _lower_with_builtin(ctx, in_nodes, params)
   if not _wants_us(params):
-    return _delegate(ctx, in_nodes, params)
+    try:
+      return _delegate(ctx, in_nodes, params)
+    except Exception:
+      # a plain call after uninstall() on a JAX without its Triton backend: say so
+      # rather than JAX's words (which ask for a GPU jaxlib)
+      if (params.get("compiler_params") is None and not params.get("interpret")
+          and builtin_triton.lowering() is None):
+        _builtin_triton("a pl.pallas_call without compiler_params, pallas-prof not installed,")
+      raise
   return _lower(ctx, in_nodes, params, "cuda")
 
 
@@ -381,7 +413,4 @@ def _is_triton_style(params: dict) -> bool:
   cp = params.get("compiler_params")
   if cp is None or isinstance(cp, CompilerParams):
     return params.get("mesh") is None
-  try:
-    return isinstance(cp, compat.builtin_triton_compiler_params())
-  except ImportError:
-    return False
+  return _is_builtin_triton_params(cp)

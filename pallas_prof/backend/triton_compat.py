@@ -11,7 +11,14 @@ What differs, and where it is used:
   assembles sm_90 with `ptxas-blackwell` (CUDA 13.x), whose PTX ISA the older
   `ptxas` beside it rejects;
 - the PTX ISA version Triton emits by default, and its cap for a driver
-  (launch through jaxlib: the driver or jaxlib's own ptxas must accept it).
+  (launch through jaxlib: the driver or jaxlib's own ptxas must accept it);
+- where its tools live (nvdisasm, for lineinfo).
+
+Not here: the interpreter's internals that interpreter_runtime.py patches.
+That module is inlined verbatim into ejected programs, which run without
+pallas-prof, so it imports nothing but Triton and numpy; it holds no
+version-specific code today (its patches run unchanged on 3.6 and 3.9, which
+tests/backend/test_interpreter_runtime.py checks on both test legs).
 """
 from __future__ import annotations
 
@@ -159,3 +166,11 @@ def ptxas_release(path: str) -> str:
   except (OSError, subprocess.SubprocessError):
     return "unknown"
   return out.strip().splitlines()[-1] if out.strip() else "unknown"
+
+
+# --- tools ----------------------------------------------------------------------------------
+
+def tool_path(name: str) -> str:
+  """One of the CUDA tools in Triton's wheel (nvdisasm, cuobjdump), by Triton's own lookup."""
+  import triton
+  return getattr(triton.knobs.nvidia, name).path

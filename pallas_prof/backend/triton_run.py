@@ -172,6 +172,7 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
                   attrs=request["attrs"])
   records: list[StageRecord] = []
   captured = {}
+  stage_texts: dict[str, str] = {}
   start = time.time_ns()
   if on_stage is not None:
     on_stage("ttir")
@@ -201,9 +202,16 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
           captured["ptxas"] = out.getvalue()
         else:
           result = _original(src_module, metadata)
+        if _name == "ptx" and isinstance(result, str):
+          # before ptxas sees it: the cubin, jaxlib's copy and the replays agree
+          result, captured["ptx_rewrites"] = _sibling("ptx_rewrites").rewrite(result)
         end = time.time_ns()
-        size = len(result) if isinstance(result, (bytes, str)) else len(str(result))
-        records.append(StageRecord(_name, t0, end, size))
+        text = result if isinstance(result, (bytes, str)) else str(result)
+        if _name != "cubin":
+          # printed now: a later stage may change the module in place (a failed
+          # compile's error carries the stages it finished, for its diagnosis)
+          stage_texts[_name] = text
+        records.append(StageRecord(_name, t0, end, len(text)))
         return result
       stages[name] = timed
 
@@ -230,7 +238,8 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
                        if stage in compiled.asm and compiled.asm[stage]}
     except Exception as e:  # noqa: BLE001 - returned as data, rewrapped with the equation
       result["error"] = {"type": type(e).__name__, "message": str(e),
-                         "lineno": getattr(getattr(e, "node", None), "lineno", None)}
+                         "lineno": getattr(getattr(e, "node", None), "lineno", None),
+                         "ir": stage_texts}
     finally:
       (knobs.runtime.add_stages_inspection_hook, knobs.compilation.always_compile,
        knobs.nvidia.dump_ptxas_log) = saved

@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import os
 
-from ..backend import interpreter_libdevice, interpreter_runtime
+from ..backend import interpreter_libdevice, interpreter_reductions, interpreter_runtime
 
 _LAUNCHER = r'''
 
@@ -172,8 +172,9 @@ def _violations(flag):
     return found
 
 
-def _module_from_source(name, source):
+def _module_from_source(name, source, **names):
     module = types.ModuleType(name)
+    module.__dict__.update(names)
     exec(compile(source, f"<{{name}}, inlined by pallas-prof>", "exec"), module.__dict__)
     return module
 
@@ -183,7 +184,9 @@ def run_interpreted(inputs):
     (_RUNTIME_SOURCE below), with libdevice computed by numpy."""
     global libdevice
     libdevice = _module_from_source("libdevice_numpy", _LIBDEVICE_SOURCE)
-    runtime = _module_from_source("interpreter_runtime", _RUNTIME_SOURCE)
+    reductions = _module_from_source("interpreter_reductions", _REDUCTIONS_SOURCE)
+    runtime = _module_from_source("interpreter_runtime", _RUNTIME_SOURCE,
+                                  _REDUCTIONS=reductions)
     arrays = [np.array(a, order="C", copy=True) for a in inputs]
     args, outputs, flag = _arguments(arrays)
     runtime.launch(globals()[KERNEL], GRID, args)
@@ -291,8 +294,11 @@ def main(argv):
     return 3 if found else 0
 
 
-# pallas_prof/backend/interpreter_libdevice.py and interpreter_runtime.py, verbatim
+# pallas_prof/backend/interpreter_libdevice.py, interpreter_runtime.py and
+# interpreter_reductions.py, verbatim
 _LIBDEVICE_SOURCE = {libdevice_source}
+
+_REDUCTIONS_SOURCE = {reductions_source}
 
 _RUNTIME_SOURCE = {runtime_source}
 
@@ -378,7 +384,8 @@ def eject(gk, path: str, aliases=()) -> str:
               aliases={int(o): int(i) for i, o in aliases}, zeroed=zeroed_initial,
               initial_of=initial_of, check_offset=bounds.OFFSET, check_sites=sites,
               libdevice_source=_as_literal(inspect.getsource(interpreter_libdevice)),
-              runtime_source=_as_literal(inspect.getsource(interpreter_runtime))))
+              runtime_source=_as_literal(inspect.getsource(interpreter_runtime)),
+              reductions_source=_as_literal(inspect.getsource(interpreter_reductions))))
   with open(path, "w") as f:
     f.write(text)
   return path

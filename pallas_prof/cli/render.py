@@ -328,11 +328,37 @@ def render_report(report, con: Console, options: ConsoleOptions) -> Iterable:
       kp = report.kernel_profile(k.label)
       if kp is not None and kp.verdict:
         yield Text(f"{k.label}: {kp.verdict}")
+      for note in k.workarounds:
+        yield Text(f"{k.label}: Triton workaround: {note}")
       yield from advice_lines(report, k, options.max_width)     # cli/advice_render.py
   for note in (*report.notes, *(prof.notes if prof is not None else ())):
     yield Text(f"note: {note}")
   for err in report.errors:
     yield Text(f"error in {err.kernel}: {err.reason} ({err.location or 'no location'})")
+    yield from compile_failure_lines(err.compile_failure)
+
+
+def compile_failure_lines(failure: dict | None):
+  """A compile failure's equations, fault, reproducer and workaround, a line each."""
+  if not failure:
+    return
+  lines: dict[tuple, list[int]] = {}      # an unrolled loop's equations of one line, together
+  for e in failure.get("equations") or []:
+    lines.setdefault((e["primitive"], e["location"]), []).append(e["index"])
+  eqns = ", ".join(f"[{', '.join(map(str, indices))}] {primitive} at {location}"
+                   for (primitive, location), indices in lines.items())
+  if eqns:
+    yield Text(f"  from {eqns}")
+  fault = {"triton": "Triton's, not the kernel's", "kernel": "the kernel's",
+           "pallas-prof": "pallas-prof's"}.get(failure.get("fault"), failure.get("fault"))
+  yield Text(f"  fault: {fault}")
+  script = (failure.get("reproducer") or {}).get("script")
+  if script:
+    yield Text(f"  reproducer: python {script}")
+  if failure.get("workaround"):
+    first, *rest = str(failure["workaround"]).splitlines()
+    yield Text(f"  workaround: {first}" + (f" (+{len(rest)} more lines in report.json)"
+                                            if rest else ""))
 
 
 def render_run(report, out_dir: str | None = None, con: Console | None = None) -> None:

@@ -221,6 +221,8 @@ class KernelEntry(_Record):
   # lowering's warnings, e.g. outputs with elements the grid never writes, accesses
   # CompilerParams(tma=True) asked to move through TMA that stay plain (and why)
   warnings: tuple[str, ...] = ()
+  # what was lowered otherwise because Triton failed on the plain lowering
+  workarounds: tuple[str, ...] = ()
 
   @property
   def spills(self) -> int | None:
@@ -239,6 +241,9 @@ class ErrorEntry(_Record):
   hint: str | None = None
   stage: str | None = None                    # "lowering" or a compile stage
   report: str | None = None                   # the annotated error, as plain text
+  # a compile's failure read (backend/compile_diagnostics.py): failing pass, assertion,
+  # op and layout, equations, fault (triton | kernel | pallas-prof), reproducer, workaround
+  compile_failure: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

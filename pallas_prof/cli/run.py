@@ -19,7 +19,9 @@ from typing import Any
 
 from .. import __version__
 from ..backend import LoweringError, registry
-from ..backend.compile import assemble_cubin, compile_kernel
+from ..backend.compile import assemble_cubin
+from ..backend.errors import CompileError
+from ..backend.workarounds import compile_working_around
 from . import artifacts, processes
 from .report import ErrorEntry, KernelEntry, Platform, RunReport, Traces
 
@@ -145,8 +147,8 @@ def ensure_compiled(rec, errors: list[dict]) -> None:
   """CPU runs never compiled: compile for sm_90 for the static figures. The GPU
   path compiled to PTX only: assemble the cubin (registers, spills, SASS)."""
   try:
-    if rec.compiled is None:
-      rec.compiled = compile_kernel(rec.generated, ("cuda", 90))
+    if rec.compiled is None:   # (Triton failing on it: another lowering of it, said so)
+      rec.compiled = compile_working_around(rec.generated, ("cuda", 90), rec.relower)
     else:
       rec.compiled = assemble_cubin(rec.compiled)
   except LoweringError as e:
@@ -155,9 +157,21 @@ def ensure_compiled(rec, errors: list[dict]) -> None:
 
 def error_entry(err: LoweringError, label: str | None = None) -> dict:
   from ..instrument import error_text
-  return {"kernel": label or err.kernel, "primitive": err.primitive, "location": err.location,
-          "reason": err.reason, "hint": err.hint, "stage": err.stage,
-          "report": error_text(err)}
+  entry = {"kernel": label or err.kernel, "primitive": err.primitive, "location": err.location,
+           "reason": err.reason, "hint": err.hint, "stage": err.stage,
+           "report": error_text(err)}
+  if isinstance(err, CompileError):
+    entry["compile_failure"] = compile_failure(err)
+  return entry
+
+
+def compile_failure(err: CompileError) -> dict:
+  """A CompileError's diagnosis for report.json: what failed, the equations, whose fault,
+  the reproducer, the workaround."""
+  d = err.diagnosis.to_dict() if err.diagnosis is not None else {}
+  d["equations"] = [{"index": e.index, "primitive": e.primitive, "location": e.location}
+                    for e in err.equations]
+  return {**d, "reproducer": dict(err.reproducer), "workaround": err.details.get("workaround")}
 
 
 def kernel_entry(rec, files: dict) -> dict[str, Any]:
@@ -172,6 +186,9 @@ def kernel_entry(rec, files: dict) -> dict[str, Any]:
       "cpu_launches": rec.launches, "files": files,
       "warnings": [u.describe() for u in getattr(rec, "uncovered_outputs", ())]
                   + [f"TMA not used for {note}" for note in getattr(gk, "tma_notes", ())],
+      # lowered otherwise where Triton failed on the plain lowering (backend/workarounds.py)
+      "workarounds": list(getattr(ck.generated if ck is not None and ck.generated is not None
+                                  else gk, "workarounds", ())),
   }
   if ck is not None:
     entry["compile"] = {"target": f"{ck.target[0]}:{ck.target[1]}", "cache": ck.cache,
@@ -288,7 +305,9 @@ def _run_and_report(args):
     add_to_trace(os.path.join(out_dir, PERFETTO_FILE), reports)
   kernels = []
   for rec in records:
-    files = artifacts.save_kernel(out_dir, rec.label, rec.generated, rec.compiled,
+    # the source that was compiled (a tuned or worked-around lowering), with its stages
+    compiled_from = getattr(rec.compiled, "generated", None) or rec.generated
+    files = artifacts.save_kernel(out_dir, rec.label, compiled_from, rec.compiled,
                                   aliases=rec.input_output_aliases)
     kernels.append(kernel_entry(rec, files))
   run_report = RunReport(

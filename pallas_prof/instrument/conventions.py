@@ -104,6 +104,14 @@ TRITON_STAGE_BYTES = "triton.stage_bytes"
 TRITON_DURATION_MS = "triton.duration_ms"
 TRITON_LIBDEVICE_LINK = "triton.libdevice_link"
 TRITON_SPILLS = "triton.spills"
+# a failed compile, read (backend/compile_diagnostics.py), and the lowering that got around it
+TRITON_FAILED_PASS = "triton.failed_pass"
+TRITON_ASSERTION = "triton.assertion"
+PALLAS_COMPILE_FAULT = "pallas.compile.fault"            # triton | kernel | pallas-prof
+PALLAS_COMPILE_FAILED_OP = "pallas.compile.failed_op"    # the kind of op that failed: tt.scan
+PALLAS_COMPILE_FAILED_EQNS = "pallas.compile.failed_eqn_indices"   # every equation it points at
+PALLAS_COMPILE_REPRODUCER = "pallas.compile.reproducer"  # the script that reproduces it
+PALLAS_WORKAROUNDS = "pallas.workarounds"    # what was lowered otherwise (Triton failed on it)
 COMPILE_WAIT_KEYS = {"worker_queue_ms": "pallas.compile.worker_queue_ms",
                      "worker_startup_ms": "pallas.compile.worker_startup_ms"}
 # CompiledKernel.resources() -> attribute

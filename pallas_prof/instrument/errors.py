@@ -45,6 +45,9 @@ class Report:
   jaxpr_note: str | None
   equation: list[tuple[str, str]]  # (label, text)
   hint: str | None
+  # a compile failure that points at several equations (CompileError.equations):
+  # the others, each as (where, its source lines)
+  also: list[tuple[str, list[SourceLine]]] = dataclasses.field(default_factory=list)
 
 
 def build_report(err) -> Report:
@@ -67,7 +70,22 @@ def build_report(err) -> Report:
   jaxpr, note = _marked_jaxpr(getattr(err, "jaxpr_text", None) or "", eqn)
   return Report(title=title, reason=getattr(err, "reason", str(err)), location=location,
                 source=_source_lines(file, line), jaxpr=jaxpr, jaxpr_note=note,
-                equation=_equation_facts(err), hint=getattr(err, "hint", None))
+                equation=_equation_facts(err), hint=getattr(err, "hint", None),
+                also=_other_equations(err))
+
+
+def _other_equations(err) -> list[tuple[str, list[SourceLine]]]:
+  """The equations besides `eqn` a compile failure points at, at the user's lines."""
+  from ..backend.errors import by_line
+  out = []
+  main = getattr(err, "eqn", None)
+  for indices, e in by_line(getattr(err, "equations", ()) or ()):
+    if e.file is None or (main is not None and (e.file, e.line) == (main.file, main.line)):
+      continue
+    where = f"{e.file}:{e.line}" + (f" in {e.function}" if e.function else "")
+    out.append((f"[{', '.join(map(str, indices))}] {e.primitive} at {where}",
+                [s for s in _source_lines(e.file, e.line) if s.marked]))
+  return out
 
 
 def _user_location(err) -> tuple[str | None, int | None, str | None]:
@@ -227,6 +245,11 @@ def error_text(err) -> str:
     width = len(str(r.source[-1].number)) if r.source else 1
     for s in r.source:
       out.append(f"  {MARK if s.marked else '  '} {s.number:>{width}} | {s.text}")
+  if r.also:
+    out += ["", "  and the other lines it may come from:"]
+    for where, lines in r.also:
+      out.append(f"  --> {where}")
+      out += [f"  {MARK} {s.number} | {s.text}" for s in lines]
   if r.jaxpr:
     out += ["", f"  jaxpr of the kernel ({MARK} marks the failing equation):"]
     for line, marked in r.jaxpr:
@@ -272,6 +295,12 @@ def rich_report(err):
       line = Text(f"{'>' if s.marked else ' '} {s.number:>{width}} │ ", style=style)
       line.append(s.text, style="bold" if s.marked else "")
       parts.append(line)
+  if r.also:
+    parts.append(Text("\nand the other lines it may come from:", style="cyan"))
+    for where, lines in r.also:
+      parts.append(Text(f"--> {where}", style="cyan"))
+      for s in lines:
+        parts.append(Text(f"> {s.number} │ {s.text}", style="bold red"))
   if r.jaxpr:
     parts.append(Text("\njaxpr of the kernel:", style="cyan"))
     for line, marked in r.jaxpr:

@@ -347,6 +347,7 @@ class SpanObserver:
       failed.set_status(Status(StatusCode.ERROR, _short(error)))
       failed.record_exception(error)
       failed.end(end_time=max(record.end_ns, last_end))
+    span.set_attributes(failure_attributes(error))
     eqn = getattr(error, "eqn", None)
     if eqn is not None:
       # the equation's own span ended with the lowering; point at it from here
@@ -394,7 +395,26 @@ def compile_attributes(record) -> dict[str, Any]:
   attributes.update({k: v for k, v in _wait_attributes(record).items() if k != cv.PALLAS_KERNEL})
   if record.stages:
     attributes[cv.TRITON_STAGES] = [s.stage for s in record.stages]
+  notes = (record.attributes or {}).get("workarounds")
+  if notes:
+    attributes[cv.PALLAS_WORKAROUNDS] = list(notes)
   return attributes
+
+
+def failure_attributes(error) -> dict[str, Any]:
+  """A CompileError's diagnosis as span attributes (nothing for other errors)."""
+  d = getattr(error, "diagnosis", None)
+  if d is None:
+    return {}
+  out = {cv.PALLAS_COMPILE_FAULT: d.fault,
+         cv.PALLAS_COMPILE_FAILED_EQNS: [int(i) for i in d.equations]}
+  for key, value in ((cv.TRITON_FAILED_PASS, d.failing_pass), (cv.TRITON_ASSERTION, d.assertion),
+                     (cv.PALLAS_COMPILE_FAILED_OP, d.op_kind),
+                     (cv.PALLAS_COMPILE_REPRODUCER,
+                      (getattr(error, "reproducer", None) or {}).get("script"))):
+    if value:
+      out[key] = value
+  return out
 
 
 def resource_attributes(resources: dict[str, Any]) -> dict[str, Any]:

@@ -234,8 +234,8 @@ def _static(t: _Target, cc: int, top: int) -> KernelProfile:
     return p
   try:
     if t.compiled is None or t.compiled.target[1] != cc:
-      from ..backend.compile import compile_kernel
-      t.compiled = compile_kernel(t.generated, ("cuda", cc))
+      from ..backend.workarounds import compile_working_around
+      t.compiled = compile_working_around(t.generated, ("cuda", cc), t.relower)
     p.static = correlate.correlate(t.compiled, top=top).profile
   except Exception as e:  # noqa: BLE001 - a report must survive one bad kernel
     p.errors.append(f"static correlation: {type(e).__name__}: {e}")

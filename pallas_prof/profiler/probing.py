@@ -55,7 +55,8 @@ def variant(target, options=None):
   plain = ck.generated
   gk = relower(num_warps=ck.num_warps, num_stages=ck.num_stages, probes=options or True,
                launch_group=int(getattr(plain, "launch_group", 0) or 0),
-               tma=bool(getattr(plain, "tma", False)))
+               tma=bool(getattr(plain, "tma", False)),
+               workarounds=getattr(plain, "workaround_plan", None))
   return gk, assemble_cubin(compile_kernel(gk, ck.target))
 
 

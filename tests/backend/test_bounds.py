@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from jax.experimental import pallas as pl
-from jax.experimental.pallas import triton as plgpu
+from pallas_prof import triton as plgpu
 
 import pallas_prof
 from pallas_prof.backend import bounds, registry

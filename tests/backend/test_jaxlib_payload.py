@@ -72,7 +72,7 @@ def _dot():
 
 
 def _atomic():
-  from jax.experimental.pallas import triton as plgpu
+  from pallas_prof import triton as plgpu
 
   def kernel(x_ref, o_ref):
     plgpu.atomic_add(o_ref, (slice(None),), x_ref[...])

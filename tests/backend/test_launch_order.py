@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.experimental import pallas as pl
-from jax.experimental.pallas import triton as plgpu
+from pallas_prof import triton as plgpu
 
 import pallas_prof
 from pallas_prof.backend import registry

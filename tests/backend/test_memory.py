@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.experimental import pallas as pl
-from jax.experimental.pallas import triton as plgpu
+from pallas_prof import triton as plgpu
 from jax._src.pallas import primitives as pallas_primitives
 from jax._src.state import primitives as state_primitives
 
@@ -24,7 +24,8 @@ import pallas_prof
 from pallas_prof.backend import compat
 from pallas_prof.backend import compile as backend_compile
 from pallas_prof.backend import lowering
-from tests.helpers import check_lowering_error, assert_close, pallas, random_array
+from tests.helpers import (JAX_TRITON_GONE, assert_close, check_lowering_error, jax_plgpu,
+                           pallas, random_array)
 
 S = jax.ShapeDtypeStruct
 F32 = jnp.float32
@@ -1012,6 +1013,7 @@ def test_merged_reads_keep_the_first_reads_eviction_policy(rng, policies, want):
   compiles_for_sm90(fn, x)
 
 
+@pytest.mark.skipif(jax_plgpu() is None, reason=JAX_TRITON_GONE)
 def test_triton_flavoured_rules_bind_when_the_user_imports_plgpu(tmp_path):
   """The atomics' and inline asm's rules are bound at the first lookup after the
   user's code imported JAX's Triton primitives, not by importing them ourselves

@@ -130,7 +130,7 @@ def namespace() -> dict:
   if not _NAMESPACE:
     from jax import lax
     from jax.experimental import pallas as pl
-    from jax.experimental.pallas import triton as plgpu
+    from pallas_prof import triton as plgpu
     _NAMESPACE.update(jax=jax, jnp=jnp, lax=lax, np=np, pl=pl, plgpu=plgpu,
                       HIGHEST=lax.Precision.HIGHEST)
   return _NAMESPACE

@@ -90,10 +90,16 @@ def _selective(b: Builder):
   a = b.pick(lambda v: len(v.shape) == 1 and v.dtype == d.dtype, "a") or d
   x = b.pick(lambda v: v.shape == d.shape and v.dtype == d.dtype, "x") or d
   n = d.shape[0]
-  da = b.add(f"jnp.cumsum({d.name}[:, None], axis=0) * {a.name}[None, :]",
-             d.bound * n * a.bound, "cumsum")
+  # 16-bit inputs: the chain in float32, as such kernels compute it. In float16, exp of a
+  # cumsum near the clip turns a last-bit difference into whole units, summed 64 times
+  # over: XLA's answer and pallas-prof's were each 30-40 of 300 from the exactly summed
+  # one (bench/results/fuzz_cpu_8caa88f_seed20261211.json)
+  wide = ".astype(jnp.float32)" if d.dtype != "float32" else ""
+  dw, aw, xw = (f"{v.name}{wide}" for v in (d, a, x))
+  da = b.add(f"jnp.cumsum({dw}[:, None], axis=0) * {aw}[None, :]", d.bound * n * a.bound,
+             "cumsum")
   decay = b.add(f"jnp.exp(jnp.clip(-{da.name}, -5, 5))", 150.0, "unary")
-  h = b.add(f"jnp.cumsum(({d.name} * {x.name})[:, None] * {decay.name}, axis=0)",
+  h = b.add(f"jnp.cumsum(({dw} * {xw})[:, None] * {decay.name}, axis=0)",
             d.bound * x.bound * 150.0 * n, "cumsum")
   h = _fit_float(b, h)
   if b.draw(st.booleans(), label="row sum"):

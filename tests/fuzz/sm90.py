@@ -5,18 +5,20 @@ passes, so a kernel that Triton cannot compile for a GPU (issue 28: a scan
 failing ConvertTritonGPUToLLVM) passes on the CPU. bench/fuzz.py --compile-sm90
 runs each program through pallas-prof on the CPU as usual, then compiles the
 kernels that run lowered (pallas_prof.backend.registry, named fuzz_<seed>) for
-sm_90 with Triton's own ptxas (no GPU needed), and disassembles each cubin to
-look for the ptxas hazard of issue 32 (tests/fuzz/sass_hazards.py).
+sm_90 with Triton's own ptxas (no GPU needed), as a GPU run would (where Triton
+fails, through pallas-prof's workarounds, pallas_prof/backend/workarounds.py),
+and disassembles each cubin to look for the ptxas hazard of issue 32
+(tests/fuzz/sass_hazards.py).
 
-A stage failure is a finding (pallas-prof's bug or Triton's, never a
-documented limitation, save running out of shared memory or registers); an
+A stage failure left after the workarounds is a finding (Triton's or
+pallas-prof's, as the diagnosis says; a kernel that asks for more shared memory
+or registers than the GPU has is a limitation); a workaround used is counted; an
 in-place predicated select is a *hazard lead*, strong where packed 16-bit math
 reads it afterwards: not a failure, a program to run on a GPU.
 """
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import time
 
@@ -36,6 +38,10 @@ class Sm90Outcome:
   signature: str = ""           # stage failures: what tells one bug from another
   leads: list[HazardLead] = dataclasses.field(default_factory=list)
   seconds: float = 0.0
+  # what pallas-prof's workarounds changed to compile (plan_words), one per kernel that
+  # needed one; on a failure, whose fault it was ("triton", "kernel", "pallas-prof")
+  workarounds: list[str] = dataclasses.field(default_factory=list)
+  fault: str | None = None
 
   @property
   def strong_leads(self) -> list[HazardLead]:
@@ -50,6 +56,10 @@ class Sm90Outcome:
       out["signature"] = self.signature
     if self.leads:
       out["select_lines"] = [lead.select for lead in self.leads[:3]]
+    if self.workarounds:
+      out["workarounds"] = self.workarounds
+    if self.fault:
+      out["fault"] = self.fault
     return out
 
 
@@ -68,84 +78,59 @@ def forget(program: Program) -> None:
 
 def compile_sm90(program: Program) -> Sm90Outcome:
   """Compiles the kernels the program's last run lowered for sm_90 (call after
-  tests.fuzz.check.check or run_pallas_prof on the CPU)."""
+  tests.fuzz.check.check or run_pallas_prof on the CPU), as a GPU run would: where
+  Triton fails, through pallas-prof's workarounds (pallas_prof/backend/workarounds.py;
+  PALLAS_PROF_WORKAROUNDS=0 for Triton's own failures)."""
   from pallas_prof import LoweringError
-  from pallas_prof.backend import compile as pcompile
-  from pallas_prof.backend import lineinfo, registry
+  from pallas_prof.backend import lineinfo, registry, workarounds
   records = [r for r in registry.kernels() if r.name == kernel_name(program)]
   if not records:
     return Sm90Outcome("no_kernel")
   t0 = time.perf_counter()
   leads: list[HazardLead] = []
+  used: list[str] = []
   seen = set()
   for rec in records:
     gk = rec.generated
     if gk.key in seen:
       continue
     seen.add(gk.key)
-    log, offset = _worker_log()
     try:
-      ck = pcompile.compile_kernel(gk, TARGET, use_disk_cache=False)
+      ck = workarounds.compile_working_around(gk, TARGET, rec.relower, use_disk_cache=False)
     except LoweringError as e:
+      failure = workarounds.classify_failure(e)
       text = f"{type(e).__name__}: {e}"
-      status = "limitation" if "out of resource" in text else "stage_failure"
-      said = _worker_said(log, offset)
-      if said:
-        text += f"\n  the compile worker said: {said}"
-      return Sm90Outcome(status, len(seen), text, signature(e, said), leads,
-                         time.perf_counter() - t0)
+      status = "limitation" if failure.get("fault") == "kernel" else "stage_failure"
+      return Sm90Outcome(status, len(seen), text, signature(failure), leads,
+                         time.perf_counter() - t0, used, failure.get("fault"))
+    plan = getattr(ck.generated, "workaround_plan", None)
+    if plan is not None:
+      used.append(plan_words(plan))
     leads += hazard_leads(lineinfo.disassemble(ck.cubin, "-c"))
-  return Sm90Outcome("compiled", len(seen), leads=leads, seconds=time.perf_counter() - t0)
+  return Sm90Outcome("compiled", len(seen), leads=leads, seconds=time.perf_counter() - t0,
+                     workarounds=used)
 
 
-_ADDRESSES = re.compile(r"0x[0-9a-f]+|\b\d+\b")
-_ASSERTION = re.compile(r"(?P<where>[\w./+-]+\.(?:cpp|cc|h|hpp|inc):\d+):.*?Assertion [`']"
-                        r"(?P<condition>.*)' failed")
-_PIPELINE = re.compile(r"Pipeline failed while executing \[`(?P<pass>[\w:.-]+)`")
-_LLVM_ERROR = re.compile(r"LLVM ERROR: .*")
+def plan_words(plan) -> str:
+  """A workaround plan in a few words, the same for every program that needed it."""
+  forms = sorted({form for _, form in plan.scan_forms})
+  return " + ".join([f"scan {form}" for form in forms]
+                    + ([f"num_warps={plan.num_warps}"] if plan.num_warps else [])) or "none"
 
 
-def _worker_log() -> tuple[str | None, int]:
-  """The compile worker's stderr log (Triton's C++ assertions and MLIR diagnostics
-  land there, not in the Python error) and its size now."""
-  from pallas_prof.backend import compile_worker
-  path = getattr(getattr(compile_worker, "_worker", None), "log_path", None)
-  try:
-    return path, os.path.getsize(path) if path else 0
-  except OSError:
-    return path, 0
+_NUMBERS = re.compile(r"0x[0-9a-f]+|\b\d+\b")
 
 
-def _worker_said(path: str | None, offset: int) -> str:
-  """The assertion (file:line and condition), else the failing pass, else an LLVM
-  error, that the worker wrote after `offset`; "" when none."""
-  from pallas_prof.backend import compile_worker
-  now = getattr(getattr(compile_worker, "_worker", None), "log_path", None)
-  if now != path:       # a fresh worker (the old one died): its whole log is new
-    path, offset = now, 0
-  try:
-    with open(path, errors="replace") as f:
-      f.seek(offset)
-      text = f.read()
-  except (OSError, TypeError):
-    return ""
-  m = _ASSERTION.search(text)
-  if m:
-    return f"{m.group('where').rsplit('/', 1)[-1]}: Assertion `{m.group('condition')}' failed"
-  m = _PIPELINE.search(text) or _LLVM_ERROR.search(text)
-  return m.group(0) if m else ""
-
-
-def signature(error: BaseException, said: str = "") -> str:
-  """The stage, and the worker's assertion or failing pass (else the first line of
-  the error), numbers blanked but an assertion's source line: one per bug,
-  whatever the program's shapes."""
-  stage = getattr(error, "stage", None) or "?"
-  if said:
-    return f"{stage}: {said[:240]}"
-  reason = (getattr(error, "reason", None) or str(error)).strip().splitlines()
-  first = reason[0] if reason else ""
-  return f"{stage}: {_ADDRESSES.sub('N', first)[:200]}"
+def signature(failure: dict) -> str:
+  """One line per bug, whatever the program's shapes: the stage, and the assertion
+  (file:line and condition), else the failing pass, else the summary with its numbers
+  blanked (workarounds.classify_failure's fields)."""
+  stage = failure.get("stage") or "?"
+  if failure.get("assertion"):
+    return f"{stage}: {failure['assertion'][:240]}"
+  if failure.get("failing_pass"):
+    return f"{stage}: {failure['failing_pass']} failed"
+  return f"{stage}: {_NUMBERS.sub('N', failure.get('summary') or '')[:200]}"
 
 
 class CompileFailure(Exception):

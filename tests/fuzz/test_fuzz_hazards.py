@@ -36,14 +36,14 @@ def _sample(strategy, n: int) -> list:
 def test_hazard_programs_have_what_found_the_miss():
   """Clamped starts, live originals, compound masks, masked loads with other= a live
   value, odd lengths and mostly 16-bit floats: each common in a sample, not a rarity."""
-  programs = _sample(hazard_programs(), 120)
+  programs = _sample(hazard_programs(), 80)
   features = collections.Counter(f for p in programs for f in p.features)
-  assert len(programs) >= 100
+  assert len(programs) >= 70
   for feature in ("dynamic_update_slice", "compound select", "live use", "dynamic_slice", "pad",
                   "masked_load other=live"):
-    assert features[feature] >= 10, (feature, features)
+    assert features[feature] >= 5, (feature, features)
   sixteen = sum(any(i.dtype in ("float16", "bfloat16") for i in p.inputs) for p in programs)
-  assert sixteen >= 0.4 * len(programs), sixteen
+  assert sixteen >= 0.3 * len(programs), sixteen     # value_programs: 2 main dtypes in 10
   odd = sum(any(d % 2 for i in p.inputs for d in i.shape if d > 1) for p in programs)
   assert odd >= 0.5 * len(programs), odd
   sources = "\n".join(p.source for p in programs)
@@ -53,7 +53,7 @@ def test_hazard_programs_have_what_found_the_miss():
 
 
 def test_scan_programs_cover_ops_axes_shapes_and_warps():
-  programs = _sample(scan_programs(), 120)
+  programs = _sample(scan_programs(), 80)
   sources = "\n".join(p.source for p in programs)
   for op in ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"):
     assert f"{op}(" in sources, op
@@ -100,7 +100,7 @@ def test_clamped_updates_take_one_axis_or_two_with_starts_past_the_clamp():
   assert live >= len(drawn) // 3, live
 
 
-@fixed(40)
+@fixed(32)
 @given(hazard_programs())
 def _hazards(program):
   _check(program)
@@ -113,7 +113,7 @@ def _scans(program):
 
 
 def test_hazard_programs_match_their_references():
-  _run_bounded(_hazards, 40)
+  _run_bounded(_hazards, 32)
 
 
 def test_scan_programs_match_xla():
@@ -159,3 +159,18 @@ def test_a_label_ends_the_block_and_an_unpredicated_select_is_no_lead():
   assert [lead.strong for lead in hazard_leads(sass)] == [False]
   assert hazard_leads(_sass("SEL R3, R14, R3, !P3", "HMUL2 R5, R3.H0_H0, R6")) == []
   assert hazard_leads(_sass("@!P1 FSEL R7, R2, R9, P2", "HMUL2 R5, R7.H0_H0, R6")) == []
+
+
+def test_the_selective_scan_chain_of_16_bit_inputs_computes_in_float32():
+  """bench/fuzz.py's CPU run of 2026-12-03 (seed 20261211): the chain in float16 over
+  64 rows is ill-conditioned (exp of a cumsum near its clip, summed again): XLA and
+  pallas-prof each 30-40 of 300 away from the exactly summed answer, 7 from each other.
+  Such kernels compute it in float32; so do the generator's, for 16-bit inputs."""
+  from tests.fuzz.programs import Builder, Var
+  from tests.fuzz.scans import _selective
+  for dtype in ("float16", "bfloat16", "float32"):
+    b = Builder(lambda strategy, label=None: 0 if label != "row sum" else False,
+                [Var("x0", (64,), dtype, 4.0)])
+    _selective(b)
+    assert ("astype(jnp.float32)" in b.lines[0]) == (dtype != "float32"), b.lines
+    assert b.vars[-1].dtype == "float32", b.vars[-1]

@@ -57,7 +57,9 @@ def _record(name, examples):
     return lowered_record(examples["layer_norm"].layer_norm, sds((8, 256), "float32"),
                           sds((256,), "float32"), sds((256,), "float32"))
   if name == "flash_attention":
-    q = sds((1, 128, 1, 32), "float16")
+    # not conftest's flash_kernels shape: a kernel jax has lowered before is found by
+    # its avals there, and one of each causality must stay one
+    q = sds((1, 96, 1, 32), "float16")
     return lowered_record(examples["flash_attention"].flash_attention, q, q, q, causal=True,
                           block_q=32, block_k=32)
   ka = importlib.import_module("tests.profiler.known_answer")

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .. import compat, emit, tma
+from .. import compat, emit, tma, triton_primitives
 from ..codegen import is_packed4, Value, is_bool, is_float, next_pow2
 from ..errors import Unsupported
 from ..refs import RefValue
@@ -366,10 +366,17 @@ def _multiple_of(ctx, x, *, values):
 
 register(compat.multiple_of_p)(_multiple_of)
 
-register_deferred(compat.TRITON_PRIMITIVES_MODULE, "atomic_rmw_p", limits=(
-    "float max/min on float32 only; no add on bool"))(_atomic_rmw)
-register_deferred(compat.TRITON_PRIMITIVES_MODULE, "atomic_cas_p", limits=(
-    "no view that needs a mask (tl.atomic_cas takes none)"))(_atomic_cas)
+# pallas-prof's own (pallas_prof.triton) and JAX's (jax.experimental.pallas.triton, bound
+# once the user's code imported it), with the same parameters
+_ATOMIC_RMW_LIMITS = "float max/min on float32 only; no add on bool"
+_ATOMIC_CAS_LIMITS = "no view that needs a mask (tl.atomic_cas takes none)"
+register(triton_primitives.atomic_rmw_p, limits=_ATOMIC_RMW_LIMITS)(_atomic_rmw)
+register(triton_primitives.atomic_cas_p, limits=_ATOMIC_CAS_LIMITS)(_atomic_cas)
+register(triton_primitives.max_contiguous_p)(_max_contiguous)
+register_deferred(compat.TRITON_PRIMITIVES_MODULE, "atomic_rmw_p",
+                  limits=_ATOMIC_RMW_LIMITS)(_atomic_rmw)
+register_deferred(compat.TRITON_PRIMITIVES_MODULE, "atomic_cas_p",
+                  limits=_ATOMIC_CAS_LIMITS)(_atomic_cas)
 register_deferred(compat.TRITON_PRIMITIVES_MODULE, "max_contiguous_p")(_max_contiguous)
 
 

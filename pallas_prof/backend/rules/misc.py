@@ -6,7 +6,7 @@ import re
 import numpy as np
 from jax import lax
 
-from .. import compat, emit
+from .. import compat, emit, triton_primitives
 from ..codegen import Value, is_low_float, tl_dtype
 from ..errors import Unsupported
 from .table import register, register_deferred
@@ -60,12 +60,16 @@ def _debug_print(ctx, *args, fmt, ordered=False, **params):
   return []
 
 
+# pallas-prof's own (pallas_prof.triton) and JAX's (jax.experimental.pallas.triton, bound
+# once the user's code imported it), with the same parameters
+@register(triton_primitives.debug_barrier_p)
 @register_deferred(compat.TRITON_PRIMITIVES_MODULE, "debug_barrier_p")
 def _debug_barrier(ctx):
   ctx.b.emit("tl.debug_barrier()")
   return []
 
 
+@register(triton_primitives.elementwise_inline_asm_p)
 @register_deferred(compat.TRITON_PRIMITIVES_MODULE, "elementwise_inline_asm_p")
 def _inline_asm(ctx, *args, asm, constraints, pack, result_shape_dtypes):
   outs = list(result_shape_dtypes)

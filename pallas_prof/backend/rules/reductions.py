@@ -11,6 +11,7 @@ from jax import lax
 from .. import emit
 from ..codegen import Value, is_bool, is_float, is_low_float, next_pow2
 from ..errors import Unsupported
+from . import scan_forms
 from .table import REDUCTION, register
 
 F32 = np.dtype(np.float32)
@@ -172,23 +173,34 @@ def _cumulative(kind: str):
     if reverse:
       # padded lanes come first in a reversed scan: make them neutral
       xc = emit.mask_padding(ctx.b, xc, (axis,), emit.identity_of(kind, xc.dtype))
-    rev = ", reverse=True" if reverse else ""
-    if kind == "sum":
-      expr = f"tl.cumsum({xc}, axis={axis}{rev})"
-      out = ctx.value("cumsum", expr, sum_dtype(xc.dtype), x.shape)
-    elif kind == "prod":
-      out = ctx.value("cumprod", f"tl.cumprod({xc}, axis={axis}{rev})", xc.dtype, x.shape)
-    else:
-      fn = combiner(ctx, f"{kind}_nan") if is_float(xc.dtype) else None
-      if fn is None:
-        fn = ctx.b.helper(f"combine_{kind}_int", f"""
+    out_dtype = sum_dtype(xc.dtype) if kind == "sum" else xc.dtype
+    scan, reduce = _scan_and_reduce(ctx, kind, xc.dtype, reverse)
+    form = scan_forms.planned(ctx)     # another lowering, where Triton fails on this one
+    out = scan_forms.lower(ctx, form, xc, axis, kind, reverse, out_dtype, scan, reduce) \
+        if form else None
+    if out is None:
+      out = ctx.value(f"cum{kind}", scan(xc, axis), out_dtype, x.shape)
+    return emit.cast(ctx.b, out, dt) if out.dtype != dt else out
+  return rule
+
+
+def _scan_and_reduce(ctx, kind: str, dtype, reverse: bool):
+  """(scan, reduce): functions of (value, axis) giving the expression of the plain
+  cumulative scan of `kind`, and of the reduction with the same combiner."""
+  rev = ", reverse=True" if reverse else ""
+  if kind == "sum":
+    return (lambda v, a: f"tl.cumsum({v}, axis={a}{rev})",
+            lambda v, a: f"tl.sum({v}, axis={a})")
+  if kind == "prod":     # (its combiner is added to the source only where a form reduces)
+    return (lambda v, a: f"tl.cumprod({v}, axis={a}{rev})",
+            lambda v, a: f"tl.reduce({v}, {a}, {combiner(ctx, 'prod')})")
+  fn = combiner(ctx, f"{kind}_nan") if is_float(dtype) else ctx.b.helper(
+      f"combine_{kind}_int", f"""
 def combine_{kind}_int(a, b):
     return tl.{'maximum' if kind == 'max' else 'minimum'}(a, b)
 """)
-      out = ctx.value(f"cum{kind}", f"tl.associative_scan({xc}, {axis}, {fn}{rev})",
-                      xc.dtype, x.shape)
-    return emit.cast(ctx.b, out, dt) if out.dtype != dt else out
-  return rule
+  return (lambda v, a: f"tl.associative_scan({v}, {a}, {fn}{rev})",
+          lambda v, a: f"tl.reduce({v}, {a}, {fn})")
 
 
 register(lax.cumsum_p, work=REDUCTION)(_cumulative("sum"))

@@ -8,7 +8,6 @@ themselves here; rules/__init__.py imports them all.
 """
 from __future__ import annotations
 
-import importlib
 import sys
 import threading
 from typing import Callable
@@ -16,7 +15,8 @@ from typing import Callable
 RULES: dict[object, Callable] = {}
 
 # Rules whose primitive lives in a module we do not import ourselves: JAX's
-# Triton-flavoured primitives (plgpu.atomic_add, ...). Importing that module
+# Triton-flavoured primitives (plgpu.atomic_add, ...; pallas-prof's own, in
+# pallas_prof.triton, are registered as any other). Importing that module
 # imports JAX's own Triton lowering and its MLIR dialects (18-78 ms on the CPU
 # machine), which would land on the process's first kernel. A kernel can only
 # contain one of those primitives once the user's code has imported the
@@ -80,13 +80,11 @@ def work_of(primitive) -> str | None:
   return WORK.get(primitive)
 
 
-def _bind_deferred(import_now: bool = False) -> None:
+def _bind_deferred() -> None:
   with _deferred_lock:
     for item in list(_DEFERRED):
       module_name, attr, fn = item
       module = sys.modules.get(module_name)
-      if module is None and import_now:
-        module = importlib.import_module(module_name)
       primitive = getattr(module, attr, None)   # None too while another thread imports it
       if primitive is not None:
         RULES[primitive] = fn
@@ -103,9 +101,11 @@ def rule_for(primitive) -> Callable | None:
 
 
 def all_rules() -> dict[object, Callable]:
-  """Every rule, the deferred ones too (imports their modules: for listings and hints)."""
+  """Every rule, for listings and hints: the deferred ones once their module is imported
+  (never imported here: pallas-prof's own Triton-flavoured primitives, in the table
+  from the start, lower what JAX's do)."""
   if _DEFERRED:
-    _bind_deferred(import_now=True)
+    _bind_deferred()
   return RULES
 
 

@@ -262,6 +262,8 @@ def _kernel_facts(k: dict, p: dict, prof: dict) -> tuple[tuple[str, str], ...]:
         if x != "-")))
   if not prof.get("gpu_present"):
     facts.append(("launches (CPU interpreter)", str(k.get("cpu_launches", 0))))
+  for note in k.get("workarounds") or ():
+    facts.append(("Triton workaround", note))
   return tuple((what, value) for what, value in facts if value)
 
 

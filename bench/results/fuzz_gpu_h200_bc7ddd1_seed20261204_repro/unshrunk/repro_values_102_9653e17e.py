@@ -1,0 +1,77 @@
+"""A finding of the pallas-prof fuzzer (a difference shrunk by hypothesis, a failed
+sm_90 compile, or a hazard lead to run on a GPU).
+
+output 0 (float16[16, 16]): 12 of 256 elements differ: [1, 0]: np.float16(0.2202) vs np.float16(1.436e-05); [1, 1]: np.float16(4.152) vs np.float16(0.0002713); [1, 2]: np.float16(3.777) vs np.float16(0.0002472); [1, 3]: np.float16(3.436) vs np.float16(0.0002246); [1, 4]: np.float16(3.123) vs np.float16(0.002098)
+
+Run from the repository root: python3 {this file} [gpu] [sm90]
+"""
+import json
+import os
+import sys
+sys.path.insert(0, os.getcwd())
+from tests.fuzz.programs import InputSpec, Program
+from tests.fuzz.check import check
+
+PROGRAM = json.loads(r'''
+{
+ "kind": "values",
+ "source": "def fn(x0, x1, x2):\n  v3 = jnp.cumsum(x0[:, None], axis=0) * x0[None, :]\n  v4 = jnp.exp(jnp.clip(-v3, -5, 5))\n  v5 = jnp.cumsum((x0 * x0)[:, None] * v4, axis=0)\n  v6 = jnp.clip(v5, -300, 300)\n  v7 = jnp.sum(v6, axis=1)\n  v8 = jnp.clip(v7, -300, 300)\n  v9 = lax.cumprod(jnp.clip(v5, -1.1, 1.1), axis=1, reverse=True)\n  v10 = x0[:, None] * v7[None, :]\n  v11 = jnp.clip(v10, -300, 300)\n  v12 = jnp.exp(jnp.clip(x2, -5, 5))\n  v13 = x0[:, None]\n  return (v9, v11, v12, v13,)\n",
+ "inputs": [
+  {
+   "shape": [
+    16
+   ],
+   "dtype": "float16",
+   "low": -4,
+   "high": 4,
+   "special": false
+  },
+  {
+   "shape": [
+    24
+   ],
+   "dtype": "float16",
+   "low": -4,
+   "high": 4,
+   "special": false
+  },
+  {
+   "shape": [
+    16,
+    24
+   ],
+   "dtype": "float16",
+   "low": -4,
+   "high": 4,
+   "special": false
+  }
+ ],
+ "seed": 102,
+ "tolerance": 0.01,
+ "scale": 38400.0,
+ "features": [
+  "clip",
+  "column",
+  "cumprod",
+  "cumsum",
+  "outer",
+  "reduce",
+  "unary"
+ ],
+ "fragile": false,
+ "num_warps": 8
+}
+''')
+PROGRAM["inputs"] = tuple(InputSpec(**dict(i, shape=tuple(i["shape"])))
+                          for i in PROGRAM["inputs"])
+PROGRAM["features"] = tuple(PROGRAM["features"])
+program = Program(**PROGRAM)
+print(program.source)
+if "gpu" in sys.argv[1:]:
+  import jax
+  print(check(program, jax.devices("gpu")[0]))
+else:
+  print(check(program))
+if "sm90" in sys.argv[1:]:
+  from tests.fuzz.sm90 import compile_sm90
+  print(compile_sm90(program))
