@@ -58,7 +58,7 @@ def diagnose(kp, gk=None, device=None, ceilings=None, recipe=None, gpu: bool | N
 PRIORITY = ("at_roof", "too_few_warps", "unpipelined_loop", "spills", "small_programs",
             "uncoalesced", "loop_invariant", "small_loop_steps", "transcendental_bound",
             "rereads", "few_programs", "underfilled", "occupancy_limited", "launch_order",
-            "tma_eligible", "sampling_gaps")
+            "tma_eligible", "below_roof", "sampling_gaps")
 
 
 def order_diagnoses(diagnoses, actions) -> list:

@@ -75,3 +75,12 @@ def test_line_ranking_on_recorded_samples():
   assert "could belong to either" in by_line[22].rank_note
   assert by_line[22].rank_note.startswith("not told apart from softmax.py:20")
   assert by_line[19].rank_note is None
+
+
+def test_a_kernel_below_its_roof_says_where_its_time_goes():
+  """flash attention at 40 % of the f16 matrix rate: the hot exp line and its stalls."""
+  advice, kp = _advise("flash_kernel")
+  assert kp.rates.bound == "compute" and kp.rates.efficiency_pct < 80
+  d = next(d for d in advice.diagnoses if d.rule == "below_roof")
+  assert d.text.startswith("at 40 % of the matrix rate: the time goes to exp (flash_attention.py:")
+  assert any(e.what == "stall reasons" and "issuing" in e.text for e in d.evidence)

@@ -101,6 +101,32 @@ def loop_invariant(f) -> list[Finding]:
   return out
 
 
+# a measured kernel below this share of its roofline bound is said to be, with where its
+# time goes, even when no rule names a cause
+BELOW_ROOF_PCT = 80.0
+
+
+@rule("below_roof")
+def below_roof(f) -> list[Finding]:
+  eff = f.roof_efficiency
+  if eff is None or eff >= BELOW_ROOF_PCT or not f.measured or f.rates.bound not in (
+      "memory", "compute", "not memory"):
+    return []
+  hot = f.hot(3)
+  where = ", ".join(f"[{e.index}] {e.primitive} ({e.location}) {100 * e.weight:.0f} %"
+                    + (f" {e.stalls[0].words}" if e.stalls else "") for e in hot if e.weight > 0)
+  stalls = ", ".join(f"{100 * s.share:.0f} % {s.words}" for s in f.stalls[:3])
+  evidence = [fact("roofline", f.rates.verdict, True, eff),
+              fact("where the time goes", where, True)]
+  if stalls:
+    evidence.append(fact("stall reasons", f"the kernel's samples: {stalls}", True))
+  what = {"memory": "of the copy bandwidth", "compute": "of the matrix rate"}.get(
+      f.rates.bound, "of the copy bandwidth (no dots)")
+  return [Finding(about("below_roof", f"at {eff:.0f} % {what}: the time goes to {hot[0].primitive}"
+                        f" ({hot[0].location})" if hot else f"at {eff:.0f} % {what}", f,
+                        hot[0] if hot else None, evidence))]
+
+
 @rule("sampling_gaps")
 def sampling_gaps(f) -> list[Finding]:
   run = f.sampling
