@@ -51,13 +51,17 @@ def flash_kernel(q_ref, k_ref, v_ref, o_ref, *, block_k, causal, scale):
 @functools.partial(jax.jit, static_argnames=["causal", "block_q", "block_k", "num_warps", "num_stages"])
 def flash_attention(q, k, v, causal=False, block_q=64, block_k=64, num_warps=4, num_stages=2):
   batch, seq, heads, dim = q.shape
+  if seq % block_q or seq % block_k:
+    # the key loop reads whole blocks, and each program owns a whole block of queries
+    raise ValueError(f"flash_attention: seq={seq} is not a multiple of block_q={block_q} "
+                     f"and block_k={block_k}")
   kernel = functools.partial(flash_kernel, block_k=block_k, causal=causal,
                              scale=1.0 / math.sqrt(dim))
   q_spec = pl.BlockSpec((None, block_q, None, dim), lambda i, b, h: (b, i, h, 0))
   kv_spec = pl.BlockSpec((None, seq, None, dim), lambda i, b, h: (b, 0, h, 0))
   return pl.pallas_call(
       kernel,
-      grid=(seq // block_q, batch, heads),
+      grid=(pl.cdiv(seq, block_q), batch, heads),
       in_specs=[q_spec, kv_spec, kv_spec],
       out_specs=q_spec,
       out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),

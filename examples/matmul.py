@@ -1,6 +1,10 @@
 """Blocked matmul: each program owns a (BM, BN) tile and walks K with lax.fori_loop,
 accumulating jnp.dot of (BM, BK) x (BK, BN) blocks in float32.
 
+Any M and N: the grid rounds up (pl.cdiv), and the tiles at the edges are partial (their
+rows and columns past the arrays are neither read nor written). K must be a multiple of
+BK: the loop reads whole (BM, BK) and (BK, BN) blocks of the inputs.
+
     python examples/matmul.py            # small, quick on CPU
     python examples/matmul.py --large    # 8192^3 bfloat16, for a GPU
 """
@@ -13,7 +17,6 @@ import numpy as np
 from jax.experimental import pallas as pl
 
 import pallas_prof
-
 
 
 def matmul_kernel(a_ref, b_ref, o_ref, *, block_k):
@@ -32,9 +35,11 @@ def matmul_kernel(a_ref, b_ref, o_ref, *, block_k):
 def matmul(a, b, bm=128, bn=128, bk=64, num_warps=4, num_stages=3):
   m, k = a.shape
   _, n = b.shape
+  if k % bk:
+    raise ValueError(f"matmul: K={k} is not a multiple of bk={bk}; pick a bk that divides K")
   return pl.pallas_call(
       functools.partial(matmul_kernel, block_k=bk),
-      grid=(m // bm, n // bn),
+      grid=(pl.cdiv(m, bm), pl.cdiv(n, bn)),     # every output tile, partial ones included
       in_specs=[pl.BlockSpec((bm, k), lambda i, j: (i, 0)),
                 pl.BlockSpec((k, bn), lambda i, j: (0, j))],
       out_specs=pl.BlockSpec((bm, bn), lambda i, j: (i, j)),

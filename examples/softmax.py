@@ -28,7 +28,7 @@ def softmax(x):
   block_rows = 1
   return pl.pallas_call(
       softmax_kernel,
-      grid=(rows // block_rows,),
+      grid=(pl.cdiv(rows, block_rows),),
       in_specs=[pl.BlockSpec((block_rows, cols), lambda i: (i, 0))],
       out_specs=pl.BlockSpec((block_rows, cols), lambda i: (i, 0)),
       out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),

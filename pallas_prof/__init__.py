@@ -18,6 +18,7 @@ with _reported("pallas_prof"):      # the real cause and the versions found, if 
   from .backend import CompileError, CompilerParams, LoweringError, install, installed, uninstall
   from .backend import registration as _registration
   from .backend.bounds import BoundsError
+  from .backend.runtime_errors import KernelRuntimeError
   from .backend.coverage import UncoveredOutputWarning
   _registration._ensure_registered()
 
@@ -71,7 +72,7 @@ def kernels():
 
 
 __all__ = ["CompilerParams", "LoweringError", "CompileError", "BoundsError",
-           "UncoveredOutputWarning", "install",
+           "KernelRuntimeError", "UncoveredOutputWarning", "install",
            "installed", "uninstall", "tracing", "profile", "autotune", "advise", "Autotune",
            "ProbeOptions",
            "kernels",

@@ -67,15 +67,24 @@ leg() {
   echo "== leg $name passed in $((SECONDS - t0)) s"
 }
 
-for l in $LEGS; do
-  case $l in
+run_leg() {
+  case $1 in
     a) leg a "${PYTHON311:-python3}" "jax==0.10.2 jaxlib==0.10.2 triton==3.6.*" tests ;;
     b) leg b "${PYTHON312:-$(python312)}" "jax==0.12.* jaxlib==0.12.* triton==3.9.*" \
          tests/backend tests/profiler tests/cli tests/instrument tests/test_structure.py \
          tests/test_jax_kernels.py tests/test_versions.py tests/test_import_errors.py \
          tests/removal tests/fuzz/test_fuzz.py \
          --ignore=tests/cli/test_html_browser.py -m "not otlp_receiver" ;;
-    *) echo "unknown leg $l (a or b)"; exit 2 ;;
+    *) echo "unknown leg $1 (a or b)"; return 2 ;;
   esac
+}
+
+failed=""
+for l in $LEGS; do       # every leg runs, whatever the one before it did
+  ( set -e; run_leg "$l" ) || failed="$failed $l"
 done
+if [ -n "$failed" ]; then
+  echo "== FAILED leg(s):$failed ($((SECONDS - START)) s in all)"
+  exit 1
+fi
 echo "== all legs passed in $((SECONDS - START)) s"

@@ -17,9 +17,10 @@ import argparse
 import sys
 
 
-def add_parser(sub) -> None:
+def add_parser(sub):
   p = sub.add_parser("advise", help="diagnose each kernel a script runs and, on a GPU, measure "
-                     "what each fix saves")
+                     "what each fix saves",
+                     usage="pallas-prof advise [options] script.py [script args]")
   p.add_argument("--out", help="output directory (default ./pallas-prof-out/<timestamp>/)")
   p.add_argument("--budget-s", type=float, default=60.0,
                  help="seconds of trials per kernel on the GPU (default 60)")
@@ -32,8 +33,9 @@ def add_parser(sub) -> None:
   p.add_argument("--no-sampling", action="store_true",
                  help="weigh equations by static instruction shares instead of PC samples")
   p.add_argument("--json", action="store_true", help="print report.json instead of tables")
-  p.add_argument("script", help="the Python script to run")
+  p.add_argument("script", nargs="?", help="the Python script to run")
   p.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
+  return p
 
 
 def _say(text: str) -> None:

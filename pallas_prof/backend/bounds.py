@@ -32,6 +32,7 @@ import os
 import numpy as np
 
 from .check_sites import CheckSite   # the sites are part of the kernel's record
+from .runtime_errors import KernelRuntimeError, remember
 
 OFFSET = 1 << 30           # indices are recorded as OFFSET -/+ index, clamped to (-OFFSET, OFFSET)
 FLAG_PARAM = "pp_bounds"   # the flag buffer's parameter in the generated kernel
@@ -70,8 +71,12 @@ _KNOWN_CHECK_WORDS = {"bounds", "0", "off", "none", "false", "no"}
 _warned: set = set()
 
 
-class BoundsError(IndexError):
-  """A kernel read or wrote outside a ref (found by the bounds-checked mode)."""
+class BoundsError(KernelRuntimeError, IndexError):
+  """A kernel read or wrote outside a ref: found by the bounds-checked mode (the ref, its
+  shape and the index range named), or on the CPU by Triton's interpreter (an access
+  outside every buffer the kernel was given). `except pallas_prof.BoundsError` catches
+  it on both platforms (runtime_errors.py: how it crosses the host callback)."""
+  __module__ = "pallas_prof"
 
 
 class SiteTable:
@@ -167,14 +172,19 @@ def describe_site(site, kernel_name: str, eqns=()) -> tuple[str, str]:
     fn = f" (in {eqn.function})" if getattr(eqn, "function", None) else ""
     where = f" at {eqn.file}:{eqn.line}{fn}"
   primitive = getattr(eqn, "primitive", "access")
+  head = f"out of bounds: `{primitive}` in kernel `{kernel_name}`{where} {access_words(site)}"
+  eqn_text = _equation_text(eqn)
+  return head, (f"\n  equation: {eqn_text}" if eqn_text else "")
+
+
+def access_words(site) -> str:
+  """"reads x_ref (shape (32,), float32)": what the site's access does, to which ref."""
   block = tuple(site.block_shape)
   array = ",".join(map(str, site.array_shape))
   seen = (f"shape {block}, {site.dtype}" if block == tuple(site.array_shape) else
           f"a block of shape {block} of {site.dtype}[{array}]")
   verb = {"read": "reads", "write": "writes", "atomic": "updates"}[site.access]
-  head = f"out of bounds: `{primitive}` in kernel `{kernel_name}`{where} {verb} {site.ref} ({seen})"
-  eqn_text = _equation_text(eqn)
-  return head, (f"\n  equation: {eqn_text}" if eqn_text else "")
+  return f"{verb} {site.ref} ({seen})"
 
 
 def _equation_text(eqn) -> str | None:
@@ -190,10 +200,29 @@ def _equation_text(eqn) -> str | None:
   return None
 
 
-def raise_if_violated(flag, sites, kernel_name: str, eqns=()) -> None:
+def raise_if_violated(flag, sites, kernel_name: str, eqns=(), jaxpr_text=None) -> None:
   found = violations(flag, sites, kernel_name, eqns)
-  if found:
-    raise BoundsError("\n".join(found) + "\n  hint: the access was dropped (check mode); "
-                      "without PALLAS_PROF_CHECK=bounds it reads or writes past the ref "
-                      "(on a GPU: CUDA_ERROR_ILLEGAL_ADDRESS, which ends the process's "
-                      "CUDA context)")
+  if not found:
+    return
+  flag = np.asarray(flag).reshape(-1)
+  bad = [s for s in sites if int(flag[s.base]) > 0]
+  eqn = eqns[bad[0].eqn_index] if 0 <= bad[0].eqn_index < len(eqns) else None
+  hint = ("the access was dropped (check mode); without PALLAS_PROF_CHECK=bounds it reads "
+          "or writes past the ref (on a GPU: CUDA_ERROR_ILLEGAL_ADDRESS, which ends the "
+          "process's CUDA context)")
+  raise remember(BoundsError(
+      "\n".join(_short(s, flag, eqns, several=len(bad) > 1) for s in bad), kernel=kernel_name,
+      eqn=eqn, jaxpr_text=jaxpr_text, hint=hint,
+      where="the bounds check after the kernel (PALLAS_PROF_CHECK=bounds)",
+      message="\n".join(found) + f"\n  hint: {hint}"))
+
+
+def _short(site, flag, eqns, several: bool) -> str:
+  """A violation as the run-time report words it (its kernel, line and equation are
+  said beside it): what the access did; with several sites, which access."""
+  what = access_words(site)
+  eqn = eqns[site.eqn_index] if 0 <= site.eqn_index < len(eqns) else None
+  if several and eqn is not None:
+    what = f"[{eqn.index}] `{eqn.primitive}` at line {eqn.line}: {what}"
+  return (f"{what} at index [{', '.join(index_ranges(flag, site))}]: {int(flag[site.base])} "
+          "lane(s) outside the ref, dropped")

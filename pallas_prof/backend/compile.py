@@ -14,7 +14,7 @@ import re
 import time
 from typing import Any
 
-from . import compile_cache, compile_worker, hooks
+from . import compile_cache, compile_worker, hooks, ptx_rewrites
 from .artifacts import CompiledKernel, GeneratedKernel
 from .codegen import signature_type
 # clear_memory_cache, compile_options: part of this module's interface (tests, bench)
@@ -132,7 +132,8 @@ def compile_request(gk: GeneratedKernel, target: tuple[str, int],
           "signature": {p.name: "*" + signature_type(p.dtype) for p in gk.params},
           "attrs": {(i,): [["tt.divisibility", 16]] for i in range(len(gk.params))},
           "options": compile_cache.compile_options(gk, target), "target": tuple(target),
-          "need_cubin": need_cubin, "libdevice_cache": libdevice_cache()}
+          "need_cubin": need_cubin, "libdevice_cache": libdevice_cache(),
+          "ptx_rewrites": ptx_rewrites.enabled()}
 
 
 def compile_kernels(gks: list[GeneratedKernel], target: tuple[str, int] = DEFAULT_TARGET,

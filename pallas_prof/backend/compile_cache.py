@@ -17,13 +17,13 @@ import shutil
 import threading
 from typing import Any
 
-from . import compat, triton_compat
+from . import compat, ptx_rewrites, triton_compat
 from .artifacts import CompiledKernel, GeneratedKernel
 from .codegen import signature_type
 from .kernel_files import cache_dir
 from .triton_run import triton_lock
 
-CACHE_FORMAT = 5   # 5: PTX with integer negations as not+add (ptx_rewrites.py)
+CACHE_FORMAT = 6   # 6: PTX rewritten around two ptxas miscompiles (ptx_rewrites.py)
 
 _memory: dict[str, CompiledKernel] = {}
 
@@ -101,7 +101,8 @@ def compile_key(gk: GeneratedKernel, target: tuple[str, int]) -> str:
            f"target={target[0]}:{target[1]}", f"triton={_triton_version()}",
            f"pallas_prof={__version__}", f"format={CACHE_FORMAT}",
            f"schema={CompiledKernel.SCHEMA}",
-           f"ptxas={_ptxas_version(int(target[1]))}", f"prepared_libdevice={prepared_libdevice()}"]
+           f"ptxas={_ptxas_version(int(target[1]))}", f"prepared_libdevice={prepared_libdevice()}",
+           f"ptx_rewrites={ptx_rewrites.enabled()}"]
   return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 

@@ -108,8 +108,11 @@ def unpack4(packed: np.ndarray, shape, dtype) -> np.ndarray:
 
 
 def interpreter_error(gk: GeneratedKernel, error: BaseException) -> Exception:
-  """Points an interpreter failure at the generated line and its equation."""
-  from .errors import LoweringError
+  """A failure under Triton's interpreter as a run-time error at the generated line and
+  its equation: an access outside every buffer the kernel was given is a BoundsError
+  (without the bounds-checked mode's ref and index: its hint says how to get them)."""
+  from .bounds import BoundsError
+  from .runtime_errors import KernelRuntimeError, remember
   line = None
   tb = error.__traceback__
   cause = error.__cause__ or error.__context__
@@ -120,16 +123,28 @@ def interpreter_error(gk: GeneratedKernel, error: BaseException) -> Exception:
         line = tb.tb_lineno
       tb = tb.tb_next
   eqn = gk.eqn_at_line(line) if line is not None else None
-  text = gk.source.splitlines()[line - 1].strip() if line else None
+  text = gk.source.splitlines()[line - 1].split("  # [")[0].strip() if line else None
   details = {"generated line": f"{gk.path}:{line}: {text}"} if line else {}
   outside = isinstance(cause or error, interpreter_runtime.OutOfBuffers)
-  return LoweringError(f"the kernel failed under Triton's interpreter: {cause or error}",
-                       hint="an index of this access lies outside its ref: run with "
-                            "PALLAS_PROF_CHECK=bounds to see which and where" if outside else
-                            "this is a pallas-prof bug if the kernel is valid Pallas; "
-                            "`pallas-prof show` prints the generated code",
-                       kernel=gk.name, eqn=eqn, details=details, cause=cause or error,
-                       jaxpr_text=gk.jaxpr_text)
+  where = "Triton's interpreter on the CPU"
+  if outside:
+    what = getattr(eqn, "primitive", None)
+    found = str(cause or error).split(" (on a GPU")[0].replace("the kernel ", "it ", 1)
+    return remember(BoundsError(
+        f"the kernel failed under Triton's interpreter: {found}",
+        kernel=gk.name, eqn=eqn, details=details, jaxpr_text=gk.jaxpr_text, where=where,
+        hint=f"an index of this {'`' + what + '` ' if what else ''}lies outside its ref: "
+             "PALLAS_PROF_CHECK=bounds (or pallas_prof.install(check_bounds=True)) names the "
+             "ref, its shape and the index range. On a GPU this access is an illegal "
+             "address, which ends the process's CUDA context"))
+  return remember(KernelRuntimeError(
+      f"the kernel failed under Triton's interpreter: {type(cause or error).__name__}: "
+      f"{cause or error}",
+      kernel=gk.name, eqn=eqn, details=details, jaxpr_text=gk.jaxpr_text, where=where,
+      cause=cause or error,
+      hint="this is a pallas-prof bug if the kernel is valid Pallas (please report it with "
+           "the kernel); `pallas-prof show KERNEL` prints the generated code, and "
+           "PALLAS_PROF_TRACEBACK=1 keeps the interpreter's traceback"))
 
 
 def cpu_call(gk: GeneratedKernel, out_avals, input_output_aliases, on_launch=None,

@@ -1,5 +1,7 @@
 """PTX rewrites that keep ptxas from miscompiling a kernel: exact, local, logged.
 
+Integer negations:
+
 ptxas 12.8, 12.9 and 13.0 (Triton 3.6's, and the one jaxlib runs on the H200)
 fold integer negations into a three-input min/max (VIMNMX3) and drop one of
 them: the PTX `max(-a, max(-b, max(-c, -d)))` of a row max of negated int32
@@ -9,13 +11,35 @@ seed 20261204; ptxas 13.4 gets it right). Written as `~x + 1` (the same
 two's-complement value, INT_MIN included), a negation is no longer an operand
 modifier ptxas can lose.
 
-Applied to Triton's PTX stage (triton_run's stage hook), so the PTX handed to
+Nested 16-bit selects with a shared operand:
+
+ptxas 12.8 to 13.0 fuse `selp.b16 a, x, e, p; selp.b16 b, a, e, q` (LLVM's
+form of a select on `p & q`) into one select predicated in place over e's
+register, then pair a 16-bit multiply that still needs the old e into an
+HFMA2 after that write (the GPU fuzzer's seed 18680, a float16
+dynamic_update_slice; a user's `jnp.where((i >= s) & (i < s + 3), v * 2, v)`
+with v live compiles to the same SASS). One select on `p & q` (or `p | q`
+where the shared operand is the other branch) into a fresh register is what
+ptxas then sees.
+
+Both are applied to Triton's PTX stage (triton_run's stage hook), so the PTX handed to
 jaxlib, the cubin Triton assembles and the profiler's replays all come from the
-rewritten text. Imports nothing: the compile worker loads it by path.
+rewritten text. PALLAS_PROF_PTX_REWRITES=0 turns them off (to see what ptxas
+does without them; compile keys tell the two apart). Imports nothing of
+pallas-prof: the compile worker loads it by path.
 """
 from __future__ import annotations
 
+import os
 import re
+
+ENV = "PALLAS_PROF_PTX_REWRITES"
+
+
+def enabled() -> bool:
+  """Read where a compile is asked for (compile.compile_request), not in the worker,
+  whose environment is the one it started with."""
+  return os.environ.get(ENV, "1") != "0"
 
 # neg.s32 %r5, %r6;  /  neg.s16 %rs3, %rs4;
 _NEG = re.compile(r"^(\s*)neg\.s(16|32)(\s+)(%\w+),\s*(%\w+);", re.MULTILINE)
@@ -25,16 +49,75 @@ NOTE = ("// pallas-prof: {n} integer negation(s) written as not+add (ptxas up to
 
 
 def rewrite(ptx: str) -> tuple[str, int]:
-  """(the PTX with each integer `neg` as `not` + `add 1`, how many were rewritten)."""
+  """(the PTX with both rewrites, how many places they changed)."""
+  text, negations = rewrite_negations(ptx)
+  text, selects = fuse_nested_selects(text)
+  if negations:
+    text = _note(text, NOTE.format(n=negations))
+  if selects:
+    text = _note(text, SELECT_NOTE.format(n=selects))
+  return text, negations + selects
+
+
+def rewrite_negations(ptx: str) -> tuple[str, int]:
+  """(the PTX with each integer `neg` as `not` + `add 1`, how many)."""
   def as_not_add(m: re.Match) -> str:
     indent, bits, space, dst, src = m.groups()
     return (f"{indent}not.b{bits}{space}{dst}, {src};\n"
             f"{indent}add.s{bits}{space}{dst}, {dst}, 1;")
 
-  text, n = _NEG.subn(as_not_add, ptx)
-  if n:
-    text = _note(text, NOTE.format(n=n))
-  return text, n
+  return _NEG.subn(as_not_add, ptx)
+
+
+SELECT_NOTE = ("// pallas-prof: {n} pair(s) of nested 16-bit selects written as one select "
+               "(ptxas up to 13.0 overwrites a live value's register in place there)")
+
+_SELP = re.compile(r"^(\s*)selp\.b16(\s+)(%\w+), (%\w+|-?\w+), (%\w+|-?\w+), (%p\d+);$")
+_PRED_DECL = re.compile(r"(\.reg \.pred\s+%p<)(\d+)(>;)")
+
+
+def fuse_nested_selects(ptx: str) -> tuple[str, int]:
+  """Adjacent `selp.b16 a, x, e, p; selp.b16 b, a, e, q` (a read nowhere else) as
+  `and.pred t, q, p; selp.b16 b, x, e, t` (b = q ? (p ? x : e) : e), and
+  `selp.b16 a, x, e, p; selp.b16 b, x, a, q` as `or.pred t, q, p; selp.b16 b, x, e, t`
+  (b = q ? x : (p ? x : e)): the same values, one select into a fresh register."""
+  lines = ptx.split("\n")
+  decls = [i for i, l in enumerate(lines) if _PRED_DECL.search(l)]
+  if len(decls) != 1:     # registers are per function: one function, or leave it be
+    return ptx, 0
+  decl = decls[0]
+  next_pred = int(_PRED_DECL.search(lines[decl]).group(2))
+  uses = _register_uses(ptx)
+  out, fused, i = [], 0, 0
+  while i < len(lines):
+    first, second = _SELP.match(lines[i]), _SELP.match(lines[i + 1]) if i + 1 < len(lines) else None
+    if first and second and uses.get(first.group(3), 0) == 2:      # defined once, read once
+      indent, space, a, x, e, p = first.groups()
+      _, _, b, x2, e2, q = second.groups()
+      t = f"%p{next_pred}"
+      if x2 == a and e2 == e:
+        out += [f"{indent}and.pred{space}{t}, {q}, {p};", f"{indent}selp.b16{space}{b}, {x}, {e}, {t};"]
+      elif e2 == a and x2 == x:      # b = q ? x : (p ? x : e) = (q | p) ? x : e
+        out += [f"{indent}or.pred{space}{t}, {q}, {p};", f"{indent}selp.b16{space}{b}, {x}, {e}, {t};"]
+      else:
+        out.append(lines[i])
+        i += 1
+        continue
+      next_pred, fused, i = next_pred + 1, fused + 1, i + 2
+      continue
+    out.append(lines[i])
+    i += 1
+  if fused:
+    out[decl] = _PRED_DECL.sub(lambda m: f"{m.group(1)}{next_pred}{m.group(3)}", out[decl])
+  return "\n".join(out), fused
+
+
+def _register_uses(ptx: str) -> dict[str, int]:
+  """How many times each %register appears (its definition included)."""
+  counts: dict[str, int] = {}
+  for name in re.findall(r"%\w+", ptx):
+    counts[name] = counts.get(name, 0) + 1
+  return counts
 
 
 def _note(ptx: str, line: str) -> str:

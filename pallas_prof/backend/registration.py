@@ -14,7 +14,7 @@ import numbers
 import os
 from typing import Any
 
-from . import bounds, builtin_triton, compat, coverage, registry, triton_primitives
+from . import bounds, builtin_triton, compat, coverage, registry, runtime_errors, triton_primitives
 from .compile import compile_kernel
 from .workarounds import compile_working_around
 from .errors import LoweringError
@@ -194,6 +194,8 @@ def _ensure_registered() -> None:
   compat.register_backend_lowering_rule(CompilerParams, _lower_cuda_explicit, "gpu")
   # the lowering's frames are not the user's: out of JAX's filtered tracebacks
   compat.hide_frames_in_tracebacks(os.path.dirname(os.path.abspath(__file__)))
+  # a kernel's failure in a host callback reaches the caller as itself
+  runtime_errors.install()
   _registered["done"] = True
 
 
@@ -284,6 +286,8 @@ def _lower(ctx, in_nodes, params, platform: str):
       in_avals=tuple(str(a) for a in ctx.avals_in), out_avals=tuple(str(a) for a in ctx.avals_out),
       input_output_aliases=aliases, cost_estimate=params.get("cost_estimate"),
       uncovered_outputs=tuple(uncovered), relower=relower))
+  if platform == "cpu" or check:
+    runtime_errors.callbacks_lowered()      # its failures come back through a host callback
   if platform == "cpu":
     def on_launch(rec=rec):
       rec.launches += 1
@@ -350,7 +354,8 @@ def _after_kernel(gk):
   import functools
   import jax
   raise_if = functools.partial(bounds.raise_if_violated, sites=gk.bounds_sites,
-                               kernel_name=gk.name, eqns=tuple(gk.eqns))
+                               kernel_name=gk.name, eqns=tuple(gk.eqns),
+                               jaxpr_text=gk.jaxpr_text)
 
   def after(results):
     results = list(results)

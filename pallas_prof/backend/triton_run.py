@@ -202,7 +202,7 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
           captured["ptxas"] = out.getvalue()
         else:
           result = _original(src_module, metadata)
-        if _name == "ptx" and isinstance(result, str):
+        if _name == "ptx" and isinstance(result, str) and request.get("ptx_rewrites", True):
           # before ptxas sees it: the cubin, jaxlib's copy and the replays agree
           result, captured["ptx_rewrites"] = _sibling("ptx_rewrites").rewrite(result)
         end = time.time_ns()

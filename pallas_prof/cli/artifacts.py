@@ -87,6 +87,21 @@ def load_kernel(kernel_dir: str) -> tuple[GeneratedKernel, CompiledKernel | None
   return gk, ck
 
 
+def load_kernel_or_exit(kernel_dir: str, run_dir: str):
+  """load_kernel, or a message naming what is missing or damaged and what to do."""
+  what = os.path.relpath(kernel_dir, run_dir)
+  if not os.path.isfile(os.path.join(kernel_dir, "kernel.json")):
+    raise SystemExit(f"pallas-prof: {run_dir}/report.json lists this kernel, but its files "
+                     f"({what}/) are not in the run directory any more; run the script again "
+                     "with `pallas-prof run` to write them")
+  try:
+    return load_kernel(kernel_dir)
+  except (OSError, ValueError, KeyError, TypeError) as e:
+    raise SystemExit(f"pallas-prof: the saved kernel in {kernel_dir} does not load "
+                     f"({type(e).__name__}: {e}); run the script again with `pallas-prof run` "
+                     "to write it afresh") from None
+
+
 def load_aliases(kernel_dir: str) -> tuple[tuple[int, int], ...]:
   """The saved kernel's input_output_aliases: its LaunchSpec's, else kernel.json's
   (a kernel without a cubin); none in runs saved before either kept them."""
@@ -108,13 +123,63 @@ RECENT_RUNS = 20     # runs `show` looks through for a kernel, newest first
 
 
 def recent_runs(root: str = "pallas-prof-out", limit: int = RECENT_RUNS) -> list[str]:
-  """Run directories under `root` with a report, newest first."""
-  if not os.path.isdir(root):
-    return []
-  runs = [os.path.join(root, d) for d in os.listdir(root)
-          if os.path.exists(os.path.join(root, d, REPORT))]
+  """Run directories with a report, newest first: those under `root`, and the last run
+  made from this directory wherever its --out put it (`remember_run`)."""
+  runs = []
+  if os.path.isdir(root):
+    runs = [os.path.join(root, d) for d in os.listdir(root)
+            if os.path.exists(os.path.join(root, d, REPORT))]
+  last = remembered_run()
+  if last is not None and not any(os.path.samefile(last, d) for d in runs):
+    runs.append(last)
   runs.sort(key=lambda d: (os.path.getmtime(os.path.join(d, REPORT)), d), reverse=True)
   return runs[:limit]
+
+
+_LAST_RUNS = "last-runs.json"     # in the cache directory: working directory -> its last run
+_LAST_RUNS_KEPT = 64
+
+
+def _last_runs_path() -> str:
+  from ..backend.kernel_files import cache_dir
+  return os.path.join(cache_dir(), _LAST_RUNS)
+
+
+def remember_run(out_dir: str) -> None:
+  """Notes `out_dir` as the last run made from the working directory, so that `show` and
+  `report` without a directory find a run written with --out (best effort: a cache that
+  cannot be written only costs that)."""
+  path = _last_runs_path()
+  try:
+    with open(path) as f:
+      known = json.load(f)
+  except (OSError, ValueError):
+    known = {}
+  if not isinstance(known, dict):
+    known = {}
+  known.pop(os.getcwd(), None)
+  known[os.getcwd()] = os.path.abspath(out_dir)
+  known = dict(list(known.items())[-_LAST_RUNS_KEPT:])
+  try:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}"
+    with open(tmp, "w") as f:
+      json.dump(known, f)
+    os.replace(tmp, path)
+  except OSError:
+    pass
+
+
+def remembered_run() -> str | None:
+  """The last run made from the working directory, if it is still there."""
+  try:
+    with open(_last_runs_path()) as f:
+      run = json.load(f).get(os.getcwd())
+  except (OSError, ValueError, AttributeError):
+    return None
+  if isinstance(run, str) and os.path.exists(os.path.join(run, REPORT)):
+    return os.path.relpath(run) if not os.path.relpath(run).startswith("..") else run
+  return None
 
 
 def latest_run(root: str = "pallas-prof-out") -> str | None:
@@ -156,19 +221,24 @@ def locate_kernel(name: str, run_dir: str | None = None,
   if not runs:
     raise SystemExit("pallas-prof: no saved run found; run `pallas-prof run script.py` first "
                      "or pass --dir")
+  seen: dict[str, None] = {}   # every kernel the runs have, newest first: to say which
   for i, candidate in enumerate(runs):
     try:
       kernels = read_report(candidate).get("kernels", [])
     except SystemExit:          # an unreadable or foreign report: look further back
       continue
+    seen.update((k["label"], None) for k in kernels)
     hit = _pick(kernels, name)
     if hit is not None:
       if i:
         print(f"pallas-prof: no kernel {name!r} in the newest run ({runs[0]}); "
               f"showing it from {candidate}, {i} run(s) back", file=sys.stderr)
       return candidate, os.path.join(candidate, os.path.dirname(hit["files"]["kernel"]))
+  have = ", ".join(list(seen)[:12]) + (f" and {len(seen) - 12} more" if len(seen) > 12
+                                       else "") if seen else "none"
   raise SystemExit(f"pallas-prof: no kernel {name!r} in the {len(runs)} most recent runs under "
-                   f"{root}/ (newest: {runs[0]}); pass --dir to look elsewhere")
+                   f"{root}/ (newest: {runs[0]}); they have: {have}. Give one of those (a "
+                   "name or the start of a label), or --dir to look elsewhere")
 
 
 def json_ready(x: Any) -> Any:

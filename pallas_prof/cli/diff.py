@@ -14,7 +14,7 @@ import dataclasses
 
 from rich.text import Text
 
-from . import layout
+from . import layout, units
 from .layout import Col
 from .render import console
 from .report import RunReport
@@ -96,7 +96,7 @@ def regressions(ka: Figures, kb: Figures, pct: float | None) -> list[str]:
   if slower is not None and slower > pct:
     found.append(f"SLOWER by {slower:.1f}%")
   for what, old, new in (("registers", ka.registers, kb.registers),
-                         ("shared memory", ka.shared_bytes, kb.shared_bytes)):
+                         ("shared", ka.shared_bytes, kb.shared_bytes)):
     grew = _change(old, new)
     if grew is not None and grew > pct:
       found.append(f"{what} +{grew:.1f}%")
@@ -110,36 +110,44 @@ def regressions(ka: Figures, kb: Figures, pct: float | None) -> list[str]:
 def diff(args) -> int:
   run_a, run_b = RunReport.load(args.a), RunReport.load(args.b)
   rows = _pairs(figures(run_a), figures(run_b))
-  cols = [Col("kernel", give=2, least=12), Col("median µs", right=True), Col("change", right=True),
-          Col("registers", right=True), Col("shared", right=True), Col("spills", right=True),
-          Col("instructions", right=True), Col("verdict", give=1, wrap=True)]
-  cells, failed, timed = [], [], 0
+  both = [(ka, kb) for _, ka, kb in rows if ka is not None and kb is not None]
+  # runtime columns only where there is a runtime to compare (a CPU run has none)
+  timed = any(ka.median_s is not None or kb.median_s is not None for ka, kb in both)
+  cols = ([Col("kernel", give=2, least=12)]
+          + ([Col("median µs", right=True), Col("change", right=True)] if timed else [])
+          + [Col("registers", right=True), Col("shared", right=True), Col("spills", right=True),
+             Col("instructions", right=True), Col("verdict")])
+  cells, failed, compared = [], [], 0
   us = lambda s: "-" if s is None else f"{s * 1e6:.1f}"
   for label, ka, kb in rows:
     if ka is None or kb is None:
-      cells.append([label, "-", "-", "-", "-", "-", "-", "only in A" if kb is None else "only in B"])
+      cells.append([label] + ["-"] * (len(cols) - 2) + ["only in A" if kb is None else "only in B"])
       continue
     change = _change(ka.median_s, kb.median_s)
-    timed += change is not None
+    compared += change is not None
     worse = regressions(ka, kb, args.fail_on_regression)
     if worse:
-      failed.append(label)
-    cells.append([label, f"{us(ka.median_s)} -> {us(kb.median_s)}",
-                  "-" if change is None else f"{change:+.1f}%",
-                  _fmt(ka.registers, kb.registers), _fmt(ka.shared_bytes, kb.shared_bytes),
+      failed.append((label, worse))
+    runtime = [f"{us(ka.median_s)} -> {us(kb.median_s)}",
+               "-" if change is None else f"{change:+.1f}%"] if timed else []
+    cells.append([label, *runtime, _fmt(ka.registers, kb.registers),
+                  _fmt(units.size(ka.shared_bytes), units.size(kb.shared_bytes)),
                   _fmt(ka.spills, kb.spills), _fmt(ka.instructions, kb.instructions),
-                  ", ".join(worse) or "ok"])
+                  "worse" if worse else "ok"])
   con = console()
   con.print(Text(f"{args.a}  ->  {args.b}", style="bold"))
   con.print(layout.table("kernels", cols, cells, con.width))
-  if not timed and any(ka is not None and kb is not None for _, ka, kb in rows):
+  if not compared and both:
     con.print(Text("no runtimes compared: the kernels were not timed in both runs (a run "
                    "without a GPU has none); compared registers, shared memory, spills and "
                    "instruction counts"))
+  # what got worse, a line per kernel under the table (in a cell it would wrap word by word)
+  for label, worse in failed:
+    con.print(Text(f"worse: {label}: {', '.join(worse)}"))
   from .advice_diff import lines as advice_lines      # did run A's advice hold in B?
   for line in advice_lines(run_a, run_b):
     con.print(Text(line))
   if args.fail_on_regression is not None and failed:
-    con.print(Text(f"regressions: {', '.join(failed)}"))
+    con.print(Text(f"regressions: {', '.join(label for label, _ in failed)}"))
     return 1
   return 0

@@ -4,8 +4,8 @@ rich shrinks every column of a table that is too wide, numbers included, and
 can squeeze a column to nothing. Here a table is laid out before rich sees
 it: each column's natural width is its longest line; if the table is wider
 than the console, the columns that may give way shrink, in the order of their
-`give` (1 first: long text such as source lines; 2: labels), each down to
-its `least` width. Numbers (give 0) never shrink. A column that gives way
+`give` (1 first: long text such as source lines; 2: labels; higher later), each
+down to its `least` width. Numbers (give 0) never shrink. A column that gives way
 either wraps at spaces (`wrap`) or ends in an ellipsis. Every cell is a Text,
 so nothing is read as rich markup.
 """
@@ -27,7 +27,7 @@ BREAK = "\x1f"     # in a cell of a `breaks` column: a space, or a line break wh
 class Col:
   header: str                 # may hold "\n": a header of several lines
   right: bool = False         # right-aligned (numbers)
-  give: int = 0               # 0: never shrinks; 1 shrinks first, then 2
+  give: int = 0               # 0: never shrinks; 1 shrinks first, then 2, then 3 ...
   wrap: bool = False          # shrinks by wrapping at spaces, not by an ellipsis
   least: int = 8              # narrowest it shrinks to
   breaks: bool = False        # shrinks by a line break at each BREAK in its cells
@@ -51,9 +51,10 @@ def _least(col: Col, cells: list[str]) -> int:
 
 
 def gap(cols: list[Col], rows: list[list[str]], width: int) -> int:
-  """GAP, or NARROW_GAP where the labels (give 2) would have to give way with GAP."""
+  """GAP, or NARROW_GAP where the labels (the last to give way) would have to with GAP."""
   columns = [[row[i] for row in rows] for i in range(len(cols))]
-  shrunk = sum(_least(c, cells) if c.give == 1 else _natural(c, cells)
+  last = max((c.give for c in cols), default=0)
+  shrunk = sum(_least(c, cells) if 0 < c.give < last else _natural(c, cells)
                for c, cells in zip(cols, columns))
   return GAP if shrunk + GAP * (len(cols) - 1) <= width else NARROW_GAP
 
@@ -63,7 +64,7 @@ def widths(cols: list[Col], rows: list[list[str]], width: int, gap: int = GAP) -
   columns = [[row[i] for row in rows] for i in range(len(cols))]
   out = [_natural(c, cells) for c, cells in zip(cols, columns)]
   excess = sum(out) + gap * (len(cols) - 1) - width
-  for give in (1, 2):
+  for give in sorted({c.give for c in cols if c.give > 0}):
     if excess <= 0:
       break
     shrinkable = [i for i, c in enumerate(cols) if c.give == give]

@@ -1,16 +1,20 @@
 """pallas-prof: run a JAX script through pallas-prof, see and compare its kernels.
 
-  pallas-prof run script.py [script args]   run it, profile its kernels, print the report
-  pallas-prof show KERNEL [--ptx|...]        a kernel's stage annotated with your lines
-  pallas-prof report DIR                     re-render a saved run
-  pallas-prof diff DIR_A DIR_B               compare two runs kernel by kernel
-  pallas-prof rules                          the jaxpr primitives pallas-prof lowers
-  pallas-prof tune script.py [script args]  tune every kernel it runs (GPU), write a tuning file
-  pallas-prof advise script.py [args]        what to change in each kernel, and (GPU) what it saves
+  pallas-prof run [options] script.py [script args]   run it, report on its kernels
+  pallas-prof show KERNEL [--ptx|--sass|...]   a kernel's code annotated with your lines
+  pallas-prof report [DIR]                     print a saved run again (--html: its page)
+  pallas-prof diff DIR_A DIR_B                 compare two runs kernel by kernel
+  pallas-prof rules                            the jaxpr primitives pallas-prof lowers
+  pallas-prof tune [options] script.py [args]  tune every kernel it runs (GPU only)
+  pallas-prof advise [options] script.py [args]  what to change, and (GPU) what it saves
+
+An option of run, tune or advise after the script is theirs unless the script names it;
+everything after `--` goes to the script.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 
@@ -38,7 +42,8 @@ def _parser() -> argparse.ArgumentParser:
                               epilog="\n".join(__doc__.splitlines()[2:]))
   sub = p.add_subparsers(dest="command", required=True)
 
-  run = sub.add_parser("run", help="run a script through pallas-prof and report on its kernels")
+  run = sub.add_parser("run", help="run a script through pallas-prof and report on its kernels",
+                       usage="pallas-prof run [options] script.py [script args]")
   run.add_argument("--out", help="output directory (default ./pallas-prof-out/<timestamp>/)")
   run.add_argument("--no-profile", action="store_true", help="skip replay timing on the GPU")
   run.add_argument("--no-analysis", action="store_true",
@@ -60,8 +65,14 @@ def _parser() -> argparse.ArgumentParser:
                    "top-level equation): cycles per equation group, each CTA on its SM in "
                    "the trace, the probes' distortion (GPU only)")
   run.add_argument("--json", action="store_true", help="print report.json instead of tables")
-  run.add_argument("script", help="the Python script to run")
-  run.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
+  run.add_argument("--traceback", action="store_true",
+                   help="when the script fails, also print its whole Python traceback (a "
+                   "kernel's failure is otherwise one short report; PALLAS_PROF_TRACEBACK=1 "
+                   "also keeps the frames inside the kernel's callback)")
+  run.add_argument("script", nargs="?", help="the Python script to run")
+  run.add_argument("script_args", nargs=argparse.REMAINDER,
+                   help="its arguments (run's own options may come after the script unless "
+                   "the script names them; after `--` everything is the script's)")
 
   show = sub.add_parser("show", help="print a kernel's source or compile stage, annotated")
   show.add_argument("kernel", help="kernel name or label (name#hash)")
@@ -70,6 +81,9 @@ def _parser() -> argparse.ArgumentParser:
   for stage in ("source", "ttir", "ttgir", "llir", "ptx", "sass"):
     stages.add_argument(f"--{stage}", action="store_true", help=f"show the {stage}")
   show.add_argument("--eject", metavar="FILE", help="write a standalone Triton program instead")
+  show.add_argument("--wide", action="store_true",
+                    help="print every line whole (by default lines are cut to the terminal, "
+                    "COLUMNS, ending in …)")
   show.add_argument("--user", action="store_true",
                     help="your kernel's source, each line with its measured share and top "
                     "stall reason")
@@ -95,15 +109,39 @@ def _parser() -> argparse.ArgumentParser:
 
   sub.add_parser("rules", help="list the primitives pallas-prof can lower")
   from ..tune import cli as tune_cli
-  tune_cli.add_parser(sub)
   from ..advice import cli as advice_cli        # `advise`: pallas_prof/advice/cli.py
-  advice_cli.add_parser(sub)
+  commands = {"run": run, "tune": tune_cli.add_parser(sub), "advise": advice_cli.add_parser(sub)}
+  p.set_defaults(command_parsers=commands)
   return p
 
 
+def _with_script(args, argv: list[str]):
+  """run and tune: the script is required (said so), and their own options after it
+  are theirs (script_args.py)."""
+  parser = args.command_parsers[args.command]
+  if not args.script:
+    parser.error(f"which script? pallas-prof {args.command} [options] script.py [script args]")
+  from .script_args import split
+  at = argv.index(args.command)
+  return split(parser, argv[at:], args)
+
+
 def main(argv=None) -> int:
+  try:
+    code = _main(argv)
+    sys.stdout.flush()          # here, where a reader gone away is caught, not at exit
+    return code
+  except BrokenPipeError:
+    # `pallas-prof rules | head`: the reader left; say nothing more (stdout is gone)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 141
+
+
+def _main(argv=None) -> int:
   argv = list(sys.argv[1:] if argv is None else argv)
   args = _parser().parse_args(argv)
+  if args.command in ("run", "tune", "advise"):
+    args = _with_script(args, argv)
   if args.command == "run":
     args.argv = argv          # stored in report.json as the command that made the run
     from .run import run
@@ -130,7 +168,7 @@ def main(argv=None) -> int:
     if args.json:
       print(report.to_json(indent=1))
     else:
-      render_run(report, run_dir)
+      render_run(report, run_dir, wrote=False)
     return 0
   if args.command == "diff":
     from .diff import diff

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import linecache
 import os
+import re
 import shutil
 import sys
 from typing import Iterable
@@ -20,7 +21,7 @@ from rich.console import Console, ConsoleOptions
 from rich.table import Table
 from rich.text import Text
 
-from . import layout
+from . import layout, units
 from .layout import BREAK, Col
 from .advice_render import advice_lines
 from .probe_table import probe_lines
@@ -56,14 +57,7 @@ def _us(seconds) -> str:
   return "-" if seconds is None else f"{seconds * 1e6:.1f}"
 
 
-def _bytes(n) -> str:
-  if n is None:
-    return "-"
-  for unit in ("B", "KiB", "MiB", "GiB"):
-    if abs(n) < 1024 or unit == "GiB":
-      return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-    n /= 1024
-  return str(n)
+_bytes = units.size
 
 
 def _rate(value, unit) -> str:
@@ -94,10 +88,20 @@ def _compile_cell(k) -> str:
     return f"cached ({comp.cache})"
   stages = comp.stages_ms or {}
   text = f"{comp.total_ms:.0f}{BREAK}({'/'.join(f'{stages[s]:.0f}' for s in _STAGES if s in stages)})"
-  if (comp.worker_wait_ms or 0) >= _WAIT_WORTH_SHOWING_MS:
+  if _waited(k):
     # waited for the compile worker (its start-up, the background warm-up)
     text += f"{BREAK}+{comp.worker_wait_ms:.0f} wait"
   return text
+
+
+def _waited(k) -> bool:
+  """Whether the kernels table says the compile waited for the worker: on a GPU, where it
+  is part of the program's first call. On a CPU the program never compiles: pallas-prof
+  compiles for sm_90 after the script, for the static figures, and the wait for the
+  worker it starts then is its own (report.json keeps it)."""
+  comp = k.compile
+  return (comp is not None and k.platform != "cpu"
+          and (comp.worker_wait_ms or 0) >= _WAIT_WORTH_SHOWING_MS)
 
 
 def _achieved(rates) -> str:
@@ -148,11 +152,16 @@ def kernel_tables(report, width: int) -> list[Table]:
   insitu = gpu and any(kp is not None and kp.insitu is not None for _, kp, _ in rows)
   lead = [Col("kernel", give=2, least=12)] + ([Col("device", give=2)] if several else [])
 
+  # a profile's report (profile_view.py) has neither compile times nor launch counts
+  compiled = any(k.compile is not None for k in report.kernels)
+  launched = not gpu and any(k.cpu_launches is not None for k in report.kernels)
+
   def static_cols(compile_header):
-    cols = [Col("grid"), Col("warps/\nstages", right=True),
-            Col(compile_header, right=True, give=1, breaks=True), Col("smem", right=True),
-            Col("regs", right=True), Col("spills", right=True)]
-    if not gpu:
+    cols = [Col("grid"), Col("warps/\nstages", right=True)]
+    if compiled:
+      cols.append(Col(compile_header, right=True, give=1, breaks=True))
+    cols += [Col("smem", right=True), Col("regs", right=True), Col("spills", right=True)]
+    if launched:
       cols.append(Col("launches\n(CPU)", right=True))
     return cols
 
@@ -169,11 +178,13 @@ def kernel_tables(report, width: int) -> list[Table]:
 
   def static_cells(k):
     res = k.resources or {}
-    cells = ["x".join(map(str, k.grid)) or "()", f"{k.num_warps}/{k.num_stages}",
-             _compile_cell(k), _bytes(res.get("shared_bytes")), str(res.get("registers", "-")),
-             "-" if k.spills is None else str(k.spills)]
-    if not gpu:
-      cells.append(str(k.cpu_launches or 0))
+    cells = ["x".join(map(str, k.grid)) or "()", f"{k.num_warps}/{k.num_stages}"]
+    if compiled:
+      cells.append(_compile_cell(k))
+    cells += [_bytes(res.get("shared_bytes")), str(res.get("registers", "-")),
+              "-" if k.spills is None else str(k.spills)]
+    if launched:
+      cells.append("-" if k.cpu_launches is None else str(k.cpu_launches))
     return cells
 
   def timed_cells(kp):
@@ -187,18 +198,18 @@ def kernel_tables(report, width: int) -> list[Table]:
   def insitu_cells(kp):
     return [_insitu_cell(kp.insitu if kp is not None else None)] if insitu else []
 
-  waited = any(k.compile is not None and (k.compile.worker_wait_ms or 0) >= _WAIT_WORTH_SHOWING_MS
-               for k in report.kernels)
+  waited = any(_waited(k) for k in report.kernels)
   static_rows = [lead_cells(k, prof) + static_cells(k) for k, _, prof in rows]
   both_rows = [lead_cells(k, prof) + static_cells(k)
                + (timed_cells(kp) + insitu_cells(kp) if gpu else []) for k, kp, prof in rows]
   for header in (_COMPILE_LONG, _COMPILE_SHORT):
     cols = lead + static_cols(header) + (timed_cols + insitu_col if gpu else [])
     if layout.natural_width(cols, both_rows) <= width:
-      caption = [] if header == _COMPILE_LONG else [_COMPILE_CAPTION]
+      caption = [] if header == _COMPILE_LONG or not compiled else [_COMPILE_CAPTION]
       return [layout.table("kernels", cols, both_rows, width,
                            "\n".join(caption + ([_WAIT_CAPTION] if waited else [])) or None)]
-  caption = "\n".join([_COMPILE_CAPTION] + ([_WAIT_CAPTION] if waited else []))
+  caption = "\n".join(([_COMPILE_CAPTION] if compiled else [])
+                       + ([_WAIT_CAPTION] if waited else [])) or None
   if not gpu:
     return [layout.table("kernels", lead + static_cols(_COMPILE_SHORT), static_rows, width,
                          caption)]
@@ -254,8 +265,9 @@ def hot_equations(report, kernel, width: int = MAX_WIDTH, top: int = 5) -> Table
     return None
   static = kp.static
   att = getattr(kp, "attribution", None)
-  cols = [Col("weight", right=True), Col("eqn", give=2), Col("your line", give=2),
-          Col("source", give=1, least=16)]
+  # narrow: the instruction mix or stall gives way first, then the source, then the labels
+  cols = [Col("weight", right=True), Col("eqn", give=3), Col("your line", give=3),
+          Col("source", give=2, least=16)]
   rows = []
   if att is not None and att.equations:
     measured = att.basis != "static"
@@ -286,6 +298,16 @@ def hot_equations(report, kernel, width: int = MAX_WIDTH, top: int = 5) -> Table
   return layout.table(title, cols, rows, width)
 
 
+def _verdict_beside(kp, hot_table_shown: bool) -> str:
+  """The kernel's verdict under its tables, less what the hot-equations table already
+  says (its heaviest equations; a static verdict says nothing else)."""
+  verdict = (kp.verdict if kp is not None else "") or ""
+  if not hot_table_shown:
+    return verdict
+  verdict = re.split(r"\bheaviest equations\b", verdict)[0].rstrip("; ")
+  return "" if verdict == "static only" else verdict
+
+
 def _why(e) -> str:
   """A load's memory waits, charged to it, name their first consumer; else the top stall."""
   wait = next((w for w in e.waits if w.reason == "long_scoreboard"), None)
@@ -307,7 +329,8 @@ def render_report(report, con: Console, options: ConsoleOptions) -> Iterable:
   prof = report.profile
   head = Text()
   head.append("pallas-prof ", style="bold")
-  head.append(f"{os.path.basename(report.script or '?')}  exit {report.exit_code}  "
+  title = getattr(report, "title", None)      # a profile's own (profile_view.py), or the run's
+  head.append(title or f"{os.path.basename(report.script or '?')}  exit {report.exit_code}  "
               f"{report.platform.describe()}")
   yield head
   if prof is not None and prof.message:
@@ -316,7 +339,9 @@ def render_report(report, con: Console, options: ConsoleOptions) -> Iterable:
   if ceilings is not None:
     yield ceilings
   if not report.kernels:
-    yield Text("no pallas_call kernels were lowered by this script")
+    filtered = any(n.startswith("--kernel ") for n in report.notes)
+    yield Text("no kernel matched --kernel (the note below names those the script lowered)"
+               if filtered else "no pallas_call kernels were lowered by this script")
   else:
     yield from kernel_tables(report, options.max_width)
     yield from gpu_context_lines(report, options.max_width)
@@ -326,15 +351,20 @@ def render_report(report, con: Console, options: ConsoleOptions) -> Iterable:
         yield table
       yield from probe_lines(report, k, options.max_width)
       kp = report.kernel_profile(k.label)
-      if kp is not None and kp.verdict:
-        yield Text(f"{k.label}: {kp.verdict}")
+      verdict = _verdict_beside(kp, table is not None)
+      if verdict:
+        yield Text(f"{k.label}: {verdict}")
       for note in k.workarounds:
         yield Text(f"{k.label}: Triton workaround: {note}")
       yield from advice_lines(report, k, options.max_width)     # cli/advice_render.py
   for note in (*report.notes, *(prof.notes if prof is not None else ())):
     yield Text(f"note: {note}")
   for err in report.errors:
-    yield Text(f"error in {err.kernel}: {err.reason} ({err.location or 'no location'})")
+    when = {"run": "at run time", None: "to lower", "lowering": "to lower"}.get(
+        err.stage, f"to compile ({err.stage})")
+    where = f" at {err.location}" if err.location else ""
+    first = (err.reason or "").splitlines()[0] if err.reason else ""
+    yield Text(f"error: kernel `{err.kernel}` failed {when}{where}: {first}")
     yield from compile_failure_lines(err.compile_failure)
 
 
@@ -361,14 +391,20 @@ def compile_failure_lines(failure: dict | None):
                                             if rest else ""))
 
 
-def render_run(report, out_dir: str | None = None, con: Console | None = None) -> None:
-  """Prints the report (a RunReport: it renders itself) and where the run was written."""
+def render_run(report, out_dir: str | None = None, con: Console | None = None,
+               wrote: bool = True) -> None:
+  """Prints the report (a RunReport: it renders itself) and where the run is: `wrote`
+  after `pallas-prof run`, which wrote it; a saved run printed again only names it."""
   con = con or console()
   con.print(report)
   if out_dir:
-    html = ("report.html",) if os.path.exists(os.path.join(out_dir, "report.html")) else ()
-    files = ", ".join(("report.json", *html, *report.traces.files(), "kernels/"))
-    con.print(Text(f"wrote {out_dir}/ ({files})"))
+    out_dir = out_dir.rstrip("/")
+    present = [f for f in ("report.json", "report.html", *report.traces.files())
+               if os.path.exists(os.path.join(out_dir, f))]
+    if os.path.isdir(os.path.join(out_dir, "kernels")):
+      present.append("kernels/")
+    head = "wrote" if wrote else "the run is in"
+    con.print(Text(f"{head} {out_dir}/ ({', '.join(present)})"))
 
 
 __all__ = ["console", "render_run", "render_report", "kernel_table", "kernel_tables",

@@ -51,8 +51,14 @@ def _hints(cls) -> dict[str, Any]:
   return typing.get_type_hints(cls)
 
 
-def decode(tp, value):
-  """`value` (as json.load gives it) as an instance of the type `tp`."""
+class _Misfit(ValueError):
+  """A value of report.json that is not of its field's type (decode says where)."""
+
+
+def decode(tp, value, where: str = "report"):
+  """`value` (as json.load gives it) as an instance of the type `tp`; a value of another
+  kind (a list where a record belongs, a string for a number) raises _Misfit naming
+  `where`, so that a damaged report is refused instead of printed as garbage."""
   if value is None:
     return None
   origin = typing.get_origin(tp)
@@ -60,19 +66,21 @@ def decode(tp, value):
     options = [a for a in typing.get_args(tp) if a is not type(None)]
     for option in options:
       if _fits(option, value):
-        return decode(option, value)
-    return value
+        return decode(option, value, where)
+    raise _Misfit(where, options[0] if options else tp, value)
+  if not _fits(tp, value):
+    raise _Misfit(where, tp, value)
   if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-    return from_fields(tp, value)
+    return from_fields(tp, value, where)
   if origin in (list, tuple, typing.Sequence) or tp in (list, tuple):
     args = typing.get_args(tp)
     item = args[0] if args else Any
-    items = [decode(item, v) for v in value]
+    items = [decode(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
     return tuple(items) if origin is tuple or tp is tuple else items
   if origin is dict or tp is dict:
     args = typing.get_args(tp)
     key_type, value_type = args if args else (Any, Any)
-    return {_key(key_type, k): decode(value_type, v) for k, v in value.items()}
+    return {_key(key_type, k): decode(value_type, v, f"{where}.{k}") for k, v in value.items()}
   if tp is float and isinstance(value, int):
     return float(value)
   return value
@@ -80,15 +88,34 @@ def decode(tp, value):
 
 def _fits(tp, value) -> bool:
   origin = typing.get_origin(tp) or tp
+  if tp is Any or origin in (typing.Union, types.UnionType):
+    return True
   if dataclasses.is_dataclass(tp) or origin is dict:
     return isinstance(value, dict)
-  if origin in (list, tuple):
+  if origin in (list, tuple, typing.Sequence):
     return isinstance(value, list)
   if tp is float:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
   if isinstance(origin, type):
     return isinstance(value, origin)
   return True
+
+
+def _kind(value) -> str:
+  if value is None:
+    return "missing"
+  return {dict: "an object", list: "a list", str: "a string", bool: "true/false",
+          int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+
+
+def _wanted(tp) -> str:
+  origin = typing.get_origin(tp) or tp
+  if dataclasses.is_dataclass(tp) or origin is dict:
+    return "an object"
+  if origin in (list, tuple, typing.Sequence):
+    return "a list"
+  return {str: "a string", int: "a whole number", float: "a number",
+          bool: "true/false"}.get(tp, str(tp))
 
 
 def _key(tp, key):
@@ -118,16 +145,19 @@ def _runtime_stats(data: dict) -> dict:
 _UPGRADES = {RuntimeStats: _runtime_stats}
 
 
-def from_fields(cls, data: dict):
+def from_fields(cls, data: dict, where: str = "report"):
   """An instance of the dataclass `cls` from a dict: known fields only, defaults for missing."""
   upgrade = _UPGRADES.get(cls)
   if upgrade is not None:
     data = upgrade(data)
   hints = _hints(cls)
+  for name in getattr(cls, "REQUIRED", ()):
+    if data.get(name) is None:          # what every view keys on: nothing to show without it
+      raise _Misfit(f"{where}.{name}", hints[name], None)
   kwargs = {}
   for f in dataclasses.fields(cls):
     if f.name in data:
-      kwargs[f.name] = decode(hints[f.name], data[f.name])
+      kwargs[f.name] = decode(hints[f.name], data[f.name], f"{where}.{f.name}")
     elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
       kwargs[f.name] = _empty(hints[f.name])     # an older report without this field
   return cls(**kwargs)
@@ -201,6 +231,7 @@ class CompileInfo(_Record):
 
 @dataclasses.dataclass(frozen=True)
 class KernelEntry(_Record):
+  REQUIRED: typing.ClassVar[tuple[str, ...]] = ("label", "name")
   label: str
   name: str
   source_info: str | None = None              # the user's file:line of the pallas_call
@@ -339,6 +370,11 @@ class RunReport(_Record):
       return cls.from_dict(data)
     except ReportError as e:
       raise ReportError(f"{e.code} ({path})") from None
+    except _Misfit as e:
+      where, tp, value = e.args
+      raise ReportError(f"pallas-prof: {path} is damaged: {where.replace('report.', '', 1)} "
+                        f"is {_kind(value)} where {_wanted(tp)} belongs; write the run again "
+                        "with `pallas-prof run`") from None
 
   # rendering (render.py) ----------------------------------------------------------------
   def __rich_console__(self, console, options):

@@ -63,15 +63,18 @@ def _exit_code(code) -> int:
   return 1
 
 
-def find_lowering_error(error: BaseException | None) -> LoweringError | None:
-  """The LoweringError behind an exception (JAX may wrap or chain it)."""
+def find_kernel_error(error: BaseException | None):
+  """The LoweringError (JAX may wrap or chain it) or the kernel's failure at run time
+  (a KernelRuntimeError, or the JaxRuntimeError that carries one) behind an exception."""
   seen = set()
-  while error is not None and id(error) not in seen:
-    seen.add(id(error))
-    if isinstance(error, LoweringError):
-      return error
-    error = error.__cause__ or error.__context__
-  return None
+  probe = error
+  while probe is not None and id(probe) not in seen:
+    seen.add(id(probe))
+    if isinstance(probe, LoweringError):
+      return probe
+    probe = probe.__cause__ or probe.__context__
+  from ..backend import runtime_errors
+  return runtime_errors.recognise(error)
 
 
 def print_script_traceback(error: BaseException, script: str) -> None:
@@ -155,7 +158,8 @@ def ensure_compiled(rec, errors: list[dict]) -> None:
     errors.append(error_entry(e, rec.label))
 
 
-def error_entry(err: LoweringError, label: str | None = None) -> dict:
+def error_entry(err, label: str | None = None) -> dict:
+  """report.json's entry for a LoweringError or a KernelRuntimeError (stage "run")."""
   from ..instrument import error_text
   entry = {"kernel": label or err.kernel, "primitive": err.primitive, "location": err.location,
            "reason": err.reason, "hint": err.hint, "stage": err.stage,
@@ -253,17 +257,17 @@ def run(args) -> int:
     print(f"pallas-prof: {problem}", file=sys.stderr)
     return 2
   with _stdout_to_stderr(args.json) as stdout:
-    run_report, out_dir, outcome, lowering_error = _run_and_report(args)
+    run_report, out_dir, outcome, kernel_error = _run_and_report(args)
     if args.json:
       stdout.write(run_report.to_json(indent=1) + "\n")
       stdout.flush()
   if not args.json:
     from .render import render_run
-    if lowering_error is not None:
+    if kernel_error is not None:
       from ..instrument import render_error
-      render_error(lowering_error)
+      render_error(kernel_error)
     render_run(run_report, out_dir)
-  if lowering_error is not None and outcome.exit_code == 0:
+  if kernel_error is not None and outcome.exit_code == 0:
     return 1
   return outcome.exit_code
 
@@ -285,14 +289,21 @@ def _run_and_report(args):
   registry.clear()
   notes: list[str] = []
   errors: list[dict] = []
+  from ..backend import runtime_errors
+  failures_before = runtime_errors.raised()
   with _tracing(args, out_dir), _recording_calls():
     cap = _start_insitu(not args.no_insitu and not args.no_profile, notes)
     outcome = run_script(args.script, args.script_args)
     cap = _stop_insitu(cap, notes)
-    lowering_error = find_lowering_error(outcome.error)
-    if lowering_error is not None:
-      errors.append(error_entry(lowering_error))
+    kernel_error = find_kernel_error(outcome.error)
+    if kernel_error is not None:
+      errors.append(error_entry(kernel_error))
+    notes += caught_failures(failures_before, kernel_error)
     records = selected_kernels(args.kernel)
+    if args.kernel and not records and registry.kernels():
+      lowered = [r.label for r in registry.kernels()]
+      notes.append(f"--kernel {args.kernel!r} matched none of the {len(lowered)} kernel(s) "
+                   f"the script lowered: {', '.join(lowered)}")
     for rec in records:
       ensure_compiled(rec, errors)
     reports = []
@@ -321,11 +332,26 @@ def _run_and_report(args):
       traces=Traces() if args.no_trace else Traces(otlp_json=OTLP_JSON_FILE,
                                                    perfetto=PERFETTO_FILE))
   run_report.save(out_dir)
+  artifacts.remember_run(out_dir)       # show and report without a directory find it
   from . import html
   html.write_or_warn(out_dir, run_report.to_dict())
-  if outcome.error is not None and lowering_error is None:
+  if outcome.error is not None and (kernel_error is None or getattr(args, "traceback", False)):
     print_script_traceback(outcome.error, args.script)
-  return run_report, out_dir, outcome, lowering_error
+  return run_report, out_dir, outcome, kernel_error
+
+
+def caught_failures(before: int, final) -> list[str]:
+  """Notes on the kernels' failures at run time that the script caught and went on from
+  (the one that ended it, if one did, is the run's error)."""
+  from ..backend import runtime_errors
+  failures = [e for e in runtime_errors.recent(since=before) if e is not final]
+  if not failures:
+    return []
+  first = failures[0]
+  where = f" at {first.location}" if first.location else ""
+  return [f"the script caught {len(failures)} failure(s) of its kernels at run time and went "
+          f"on; the first: {type(first).__name__} in kernel `{first.kernel}`{where}: "
+          f"{first.reason.splitlines()[0]}"]
 
 
 # --- the advice (pallas_prof/advice): a hook, kept apart ----------------------------------

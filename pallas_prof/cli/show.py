@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import linecache
 import os
+import re
 
 from rich.text import Text
 
@@ -35,7 +36,7 @@ def annotated(gk, ck, stage: str):
 
 def show(args) -> int:
   run_dir, kdir = artifacts.locate_kernel(args.kernel, args.dir)
-  gk, ck = artifacts.load_kernel(kdir)
+  gk, ck = artifacts.load_kernel_or_exit(kdir, run_dir)
   if args.eject:
     from .eject import eject
     try:
@@ -48,38 +49,68 @@ def show(args) -> int:
   att = _attribution_by_dir(run_dir, kdir)
   con = console()
   if getattr(args, "user", False):
-    return show_user(con, gk, att, run_dir)
+    return show_user(con, gk, att, run_dir, wide=getattr(args, "wide", False))
   stage = next((s for s in STAGES if getattr(args, s, False)), "source")
   lines = annotated(gk, ck, stage)
   weights = {e["index"]: e["weight"] for e in (att or {}).get("equations", [])}
   measured = bool(att) and att.get("basis") != "static"
   unit = "of the time" if measured else "of instructions"
   per_line = _instruction_samples(ck, att) if stage == "sass" and measured else {}
-  con.print(f"{stage} of {gk.name} ({gk.source_info}) from {run_dir}")
+  fit = (lambda text: text) if getattr(args, "wide", False) else \
+      (lambda text: _cut(text, con.width))
+  con.print(Text(fit(f"{stage} of {gk.name} ({gk.source_info}) from {run_dir}")))
   if att:
-    con.print(f"weights: {att.get('description')}", style="dim", soft_wrap=True)
-  current = object()
+    con.print(Text(fit(f"weights: {att.get('description')}"), style="dim"))
+  con.print(Text(fit("[n]: the line's equation, described where it first appears; lines "
+                     "without one are the kernel's set-up (program ids, block offsets)"),
+                 style="dim"))
+  described = set()
+  tag_width = len(f"[{max((ln.eqn for ln in lines if ln.eqn is not None), default=0)}]")
   for ln in lines:
-    if ln.eqn != current and ln.eqn is not None:
-      current = ln.eqn
+    if ln.eqn is not None and ln.eqn not in described:
+      described.add(ln.eqn)
       e = gk.eqns[ln.eqn]
-      user = ""
-      if e.file and e.line:
-        user = linecache.getline(e.file, e.line).strip()
+      user = linecache.getline(e.file, e.line).strip() if e.file and e.line else ""
       w = weights.get(ln.eqn, None if att else ln.weight)
-      header = Text(f"── [{e.index}] {e.primitive} @ {e.location}: {user}", style="bold cyan")
-      if w is not None:
-        header.append(f"   ({100 * w:.1f}% {unit})", style="yellow")
-      con.print(header, soft_wrap=True)
-    elif ln.eqn is None and current is not None and ln.is_instruction:
-      current = None
-      con.print(Text("── (no equation: kernel prologue, program ids, block offsets)", style="dim"))
-    text = Text(f"{ln.number:5d}  {ln.text}")
+      share = f"   ({100 * w:.1f}% {unit})" if w is not None else ""
+      lead = f"── [{e.index}] {e.primitive} @ {e.location}: "
+      if not getattr(args, "wide", False):     # the user's line gives way, not the share
+        user = _cut(user, max(12, con.width - len(lead) - len(share)))
+      header = Text(fit(lead + user), style="bold cyan")
+      header.append(share, style="yellow")
+      con.print(header)
+    tag = f"[{ln.eqn}]" if ln.eqn is not None else ""
+    text = f"{ln.number:5d} {tag:>{tag_width}}  "
     if ln.number in per_line:
       share, reason = per_line[ln.number]
-      text.append(f"   {100 * share:.1f}% {reason}", style="yellow")
-    con.print(text, soft_wrap=True)
+      text += f"{100 * share:5.1f}% {reason}: "
+    con.print(Text(fit(text + _clean(stage, ln.text))))
   return 0
+
+
+# what each stage's lines carry that the equation tags already say (the generated
+# source's `# [4] exp @ file:line` comments, MLIR's loc(#locN), LLVM's !dbg), and
+# SASS's column of spaces between an instruction's address and its text
+_NOISE = {"source": re.compile(r"\s+# \[\d+\] \S+ @ \S+$"),
+          "ttir": re.compile(r"\s+loc\(#loc\d*\)$"), "ttgir": re.compile(r"\s+loc\(#loc\d*\)$"),
+          "llir": re.compile(r",\s*!dbg !\d+$")}
+_SASS_GAP = re.compile(r"^\s*(/\*[0-9a-f]+\*/)\s+")
+
+
+def _clean(stage: str, text: str) -> str:
+  text = text.expandtabs(4).rstrip()
+  if stage in _NOISE:
+    text = _NOISE[stage].sub("", text)
+  if stage == "source":
+    text = re.sub(r"(\S)\s{3,}(# .*)$", r"\1  \2", text)   # a note aligned far right
+  elif stage == "sass":
+    text = _SASS_GAP.sub(r"\1  ", text)
+  return text
+
+
+def _cut(text: str, width: int) -> str:
+  """`text` in `width` columns: cut, ending in an ellipsis (`--wide` prints lines whole)."""
+  return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def _instruction_samples(ck, att: dict) -> dict[int, tuple[float, str]]:
@@ -96,7 +127,7 @@ def _instruction_samples(ck, att: dict) -> dict[int, tuple[float, str]]:
   return out
 
 
-def show_user(con, gk, att: dict | None, run_dir: str) -> int:
+def show_user(con, gk, att: dict | None, run_dir: str, wide: bool = False) -> int:
   """The user's kernel source, each line with its share and top stall reason."""
   files = [e.file for e in gk.eqns if e.file and e.line]
   if not files:
@@ -110,10 +141,11 @@ def show_user(con, gk, att: dict | None, run_dir: str) -> int:
   by_line = {ln["user_line"]: ln for ln in att.get("lines", []) if ln["user_file"] == path}
   loads = {e["user_line"]: e for e in att.get("equations", []) if e.get("waits")}
   measured = att.get("basis") not in (None, "static")
-  con.print(f"{os.path.basename(path)} ({gk.name}) from {run_dir}")
-  con.print(f"weights: {att.get('description') or 'none recorded'}"
-            + ("" if measured else " (not measured: share of instructions, no stall reasons)"),
-            style="dim", soft_wrap=True)
+  con.print(Text(f"{os.path.basename(path)} ({gk.name}) from {run_dir}"))
+  for words in (f"weights: {att.get('description') or 'none recorded'}",
+                "" if measured else "not measured: share of instructions, no stall reasons"):
+    if words:
+      con.print(Text(words if wide else _cut(words, con.width), style="dim"))
   for n in range(first, last + 1):
     ln = by_line.get(n)
     cell = Text(f"{100 * ln['weight']:5.1f}%" if ln else "      ", style="yellow")
@@ -132,6 +164,9 @@ def show_user(con, gk, att: dict | None, run_dir: str) -> int:
       why.insert(0, f"{ln['time_s'] * 1e6:.1f} µs")
     if why:
       t.append(f"   # {'; '.join(why)}", style="dim")
+    if not wide and len(t.plain) > con.width:
+      t.truncate(con.width - 1)
+      t.append("…")
     con.print(t, soft_wrap=True)
   return 0
 

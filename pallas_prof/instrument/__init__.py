@@ -12,7 +12,7 @@ Turning it on:
     imported, flushed and exported at exit (atexit)
   - the CLI (`pallas-prof run`)
 
-Spans (DESIGN.md "Span conventions"; names and attribute keys in
+Spans (docs/tracing.md; names and attribute keys in
 conventions.py): `pallas_call <kernel>` per lowering, `lower <primitive>` per
 equation (nested under the control-flow equation containing it), `compile
 <kernel>` with `compile ttir|ttgir|llir|ptx|cubin` children (linked to the

@@ -1,4 +1,4 @@
-"""pallas-prof's span names and attribute keys, in one place (DESIGN.md "Span conventions").
+"""pallas-prof's span names and attribute keys, in one place (docs/tracing.md lists the spans).
 
 In the style of OpenTelemetry's semantic-convention modules: a constant per
 attribute key, a function per span name. Keys of OpenTelemetry's own

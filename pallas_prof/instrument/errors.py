@@ -55,7 +55,12 @@ def build_report(err) -> Report:
   kernel = getattr(err, "kernel", None)
   stage = getattr(err, "stage", None)
   where = f" in kernel `{kernel}`" if kernel else ""
-  if eqn is not None and stage:
+  run_time = bool(getattr(err, "at_run_time", False))
+  if run_time:
+    # lowering and compiling succeeded: the kernel failed while it ran
+    at = f", at `{eqn.primitive}`" if eqn is not None else ""
+    title = f"kernel `{kernel}` failed at run time{at}" if kernel else f"failed at run time{at}"
+  elif eqn is not None and stage:
     title = f"cannot compile{where} ({stage} stage), at `{eqn.primitive}`"
   elif eqn is not None:
     title = f"cannot lower `{eqn.primitive}`{where}"
@@ -67,7 +72,9 @@ def build_report(err) -> Report:
   location = None
   if file is not None:
     location = f"{file}:{line}" + (f" in {function}" if function else "")
-  jaxpr, note = _marked_jaxpr(getattr(err, "jaxpr_text", None) or "", eqn)
+  # a run-time report stays short: the equation and the line, not the whole jaxpr
+  jaxpr, note = ([], None) if run_time else _marked_jaxpr(getattr(err, "jaxpr_text", None) or "",
+                                                          eqn)
   return Report(title=title, reason=getattr(err, "reason", str(err)), location=location,
                 source=_source_lines(file, line), jaxpr=jaxpr, jaxpr_note=note,
                 equation=_equation_facts(err), hint=getattr(err, "hint", None),
@@ -165,10 +172,16 @@ def _equation_facts(err) -> list[tuple[str, str]]:
   if blocks:
     facts.append(("blocks", blocks))
   stage = getattr(err, "stage", None)
-  rule = _rule_name(getattr(err, "rule", None) or (eqn.primitive if eqn is not None else None))
+  rule = None if getattr(err, "at_run_time", False) else \
+      _rule_name(getattr(err, "rule", None) or (eqn.primitive if eqn is not None else None))
   if rule:
     facts.append(("rule", rule))
-  facts.append(("stage", f"Triton {stage}" if stage else "lowering (jaxpr -> Triton source)"))
+  if getattr(err, "at_run_time", False):
+    where = getattr(err, "where", None)
+    facts.append(("stage", "run time" + (f", found by {where}" if where else "")
+                  + "; lowering and compiling had succeeded"))
+  else:
+    facts.append(("stage", f"Triton {stage}" if stage else "lowering (jaxpr -> Triton source)"))
   for key, value in (getattr(err, "details", {}) or {}).items():
     facts.append((str(key), str(value)))
   cause = _cause_text(err)

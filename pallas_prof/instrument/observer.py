@@ -1,6 +1,6 @@
 """The backend's observer (backend/hooks.py) made of OpenTelemetry spans.
 
-Span conventions (DESIGN.md):
+Span conventions (docs/tracing.md):
 - `pallas_call <kernel>`: one kernel's lowering.
 - `lower <primitive>`: one per equation; a child of the span of the
   control-flow equation whose nested jaxpr contains it (the backend lowers
@@ -176,7 +176,7 @@ class _EquationScope(_Scope):
 
 
 def equation_attributes(eqn) -> dict[str, Any]:
-  """The attributes of a `lower <primitive>` span (DESIGN.md, span conventions)."""
+  """The attributes of a `lower <primitive>` span (docs/tracing.md, the spans)."""
   attributes = {
       cv.JAXPR_EQN: eqn.text, cv.JAXPR_EQN_INDEX: eqn.index, cv.JAXPR_EQN_PATH: eqn.path,
       cv.JAXPR_PRIMITIVE: eqn.primitive, cv.JAXPR_IN_AVALS: list(eqn.in_avals),

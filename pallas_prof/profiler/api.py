@@ -126,8 +126,10 @@ def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches:
   cc = info.compute_capability if info else DEFAULT_CPU_TARGET[1]
   profiles = [_static(t, cc, top) for t in targets]
   if not present:
-    message = (f"no NVIDIA GPU: {reason.rstrip('.')}. Static correlation only (compiled for sm_{cc}): "
-               "per-equation instruction weights and the work model; no runtimes.")
+    message = (f"no NVIDIA GPU: {reason.rstrip('.')}. The kernels ran under Triton's "
+               f"interpreter; compiled for sm_{cc}, they show their code, registers and each "
+               "equation's share of the instructions (counted, not timed). Runtimes, the "
+               "roofline and measured hot lines need a GPU.")
     for t, p in zip(targets, profiles):
       _attribute_statically(t, p, "no GPU")
       p.verdict = _static_verdict(p)

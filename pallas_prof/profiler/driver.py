@@ -32,6 +32,11 @@ class BadDevice(ProfilerError, ValueError):
   pass
 
 
+def nvidia_driver_loaded() -> bool:
+  """Whether this machine has NVIDIA's kernel driver loaded (a GPU to talk to)."""
+  return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl")
+
+
 def _driver():
   try:
     from cuda.bindings import driver
@@ -39,6 +44,9 @@ def _driver():
     try:
       from cuda import cuda as driver     # cuda-python < 12.6 layout
     except ImportError:
+      if not nvidia_driver_loaded():
+        # the pip hint would mislead on a machine that has no GPU to replay on
+        raise NoGpu("this machine has none (no NVIDIA driver is loaded)") from None
       raise NoGpu("cuda-bindings is not installed: pip install 'pallas-prof[gpu]' "
                   "(NVIDIA's cuda-bindings) to replay kernels on the GPU") from None
   return driver

@@ -479,6 +479,21 @@ class ProfileReport(_Serializable):
   def to_json(self, **kwargs) -> str:
     return json.dumps(self.to_dict(), **kwargs)
 
+  # printed as `pallas-prof run` prints a run's kernels (cli/profile_view.py): rich's
+  # protocol for console.print(report), the same as text for print(report), and a repr
+  # of one line for the interactive prompt
+  def __rich_console__(self, console, options):
+    from ..cli.profile_view import render_profile
+    yield from render_profile(self, console, options)
+
+  def __str__(self) -> str:
+    from ..cli.profile_view import profile_text
+    return profile_text(self)
+
+  def __repr__(self) -> str:
+    from ..cli.profile_view import short_repr
+    return short_repr(self)
+
   def kernel(self, label_or_name: str) -> KernelProfile:
     for k in self.kernels:
       if k.label == label_or_name:

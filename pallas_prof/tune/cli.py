@@ -31,18 +31,28 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-def add_parser(sub) -> None:
-  tune = sub.add_parser("tune", help="tune every kernel a script runs (GPU); write a tuning file")
+def add_parser(sub) -> argparse.ArgumentParser:
+  tune = sub.add_parser("tune", help="tune every kernel a script runs (GPU); write a tuning file",
+                        usage="pallas-prof tune [options] script.py [script args]")
   tune.add_argument("--out", default="pallas-prof-tuning.json",
                     help="the tuning file to write (default ./pallas-prof-tuning.json)")
   tune.add_argument("--budget-s", type=float, default=30.0, help="seconds of tuning per kernel")
-  tune.add_argument("script", help="the Python script to run")
+  tune.add_argument("script", nargs="?", help="the Python script to run")
   tune.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
+  return tune
 
 
 def run(args) -> int:
   if not os.path.isfile(args.script):
     print(f"pallas-prof tune: no such file: {args.script}", file=sys.stderr)
+    return 2
+  from ..profiler.driver import gpu_status
+  present, reason = gpu_status()
+  if not present:
+    # said before the script runs: on a CPU it would run to the end for nothing
+    print(f"pallas-prof tune: tuning times kernels on an NVIDIA GPU: {reason}; the script was "
+          "not run. On a CPU, `pallas-prof run` shows each kernel's registers, instructions "
+          "and generated code.", file=sys.stderr)
     return 2
   with tempfile.TemporaryDirectory(prefix="pallas-prof-tune-") as tmp:
     results_path = os.path.join(tmp, "results.json")

@@ -104,7 +104,7 @@ def test_show_looks_through_recent_runs(tmp_path):
   assert len(runs) == 2
   shown = pallas_prof("show", "softmax_kernel", cwd=tmp_path)
   assert shown.returncode == 0, shown.stderr
-  assert "# [4] exp @ softmax.py:21" in shown.stdout
+  assert "── [4] exp @ softmax.py:21" in shown.stdout
   older = next(r for r in runs if json.loads((r / "report.json").read_text())["kernels"])
   assert f"showing it from pallas-prof-out/{older.name}, 1 run(s) back" in shown.stderr
   missing = pallas_prof("show", "no_such_kernel", cwd=tmp_path)

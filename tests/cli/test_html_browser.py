@@ -46,11 +46,22 @@ def test_cpu_run_page_shows_the_kernel_its_lines_and_no_roofline(chromium, cpu_r
     assert page.inner_text("section.kernel h2.kernel-label").startswith("softmax_kernel#")
     user = page.locator(".user-source tr.hot")
     texts = user.all_inner_texts()
-    assert any("e = jnp.exp(x)" in t and "[4] exp" in t for t in texts), texts
-    assert all(t.split("\t")[1].endswith("%") for t in texts)       # each heated line: weight
+    titles = [user.nth(i).get_attribute("title") for i in range(user.count())]
+    # each heated line: its weight, and its equations named when the line is pointed at
+    assert any("e = jnp.exp(x)" in t and title == "[4] exp" for t, title in zip(texts, titles)), \
+        (texts, titles)
+    assert all(t.split("\t")[1].endswith("%") for t in texts)
     assert "SASS instructions" in page.inner_text("p.basis")
-    assert "no roofline" in page.inner_text(".roofline-box")
-    assert page.locator(".roofline-box svg").count() == 0
+    # a CPU run: no roofline and no GPU card, but what it knows: the work model and the
+    # per-equation breakdown the terminal prints, the instruction mix beside each line
+    assert page.locator(".roofline-box").count() == 0 and page.locator("svg.roofline").count() == 0
+    work = page.inner_text(".work-box")
+    assert "No roofline" in work and "memory traffic" in work and "500 KiB" in work, work
+    assert "GPU during the timed launches" not in page.inner_text("section.kernel")
+    rows = page.locator("figure.equations tbody tr").all_inner_texts()
+    assert rows[0].startswith("30.6%") and "[4] exp" in rows[0] and "e = jnp.exp(x)" in rows[0]
+    assert "special function 8" in rows[0], rows[0]
+    assert "worker wait" not in page.inner_text(".charts")     # no worker on a CPU run
     # PTX and SASS are there, collapsed until asked for
     stages = page.locator("details.stage")
     assert stages.count() == 2 and not page.locator("details.stage[open]").count()
@@ -60,8 +71,58 @@ def test_cpu_run_page_shows_the_kernel_its_lines_and_no_roofline(chromium, cpu_r
     assert page.locator(".stage-ptx tr.hot").count() > 50          # instructions, heated
     # hovering the user's exp line marks the generated lines of the same equation
     page.hover(".user-source tr[data-e='4']")
-    linked = page.locator(".generated tr.linked").all_inner_texts()
-    assert linked and all("[4] exp" in t for t in linked), linked
+    linked = page.locator(".generated tr.linked")
+    titles = [linked.nth(i).get_attribute("title") for i in range(linked.count())]
+    assert titles and all(t == "[4] exp" for t in titles), titles
+    assert "libdevice.exp(sub)" in linked.first.inner_text()
+    assert errors == [] and remote == []
+
+
+def _visible_in(page, box: str, row) -> bool:
+  top = page.locator(box).first.bounding_box()
+  r = row.bounding_box()
+  return top["y"] <= r["y"] and r["y"] + r["height"] <= top["y"] + top["height"]
+
+
+def test_hovering_scrolls_the_other_listing_to_the_lines(chromium, tmp_path):
+  """flash attention's generated source is longer than its pane: pointing at the last line
+  of the user's kernel brings the lines it became into view, and the page stays put."""
+  from tests.cli.test_cli import pallas_prof
+  out = tmp_path / "flash"
+  result = pallas_prof("run", "--no-trace", "--out", str(out),
+                       os.path.join(ROOT, "examples", "flash_attention.py"))
+  assert result.returncode == 0, result.stderr
+  with open_report(chromium, str(out / "report.html")) as (page, errors, remote):
+    generated = ".listing.generated"
+    assert page.locator(generated).evaluate("b => b.scrollHeight > b.clientHeight")
+    last = page.locator(".user-source tr[data-e]").last
+    last.hover()
+    linked = page.locator(".generated tr.linked")
+    assert linked.count() > 0 and page.locator(generated).evaluate("b => b.scrollTop") > 0
+    assert _visible_in(page, generated, linked.first)
+    # the table of equations points the same way
+    page.locator("figure.equations tbody tr").first.hover()
+    assert _visible_in(page, generated, page.locator(".generated tr.linked").first)
+    assert errors == [] and remote == []
+
+
+@pytest.mark.no_gpu     # its kernel reads past its buffers: on a GPU, an illegal address
+def test_a_run_time_failure_page_marks_the_line(chromium, tmp_path):
+  from tests.cli.test_cli import pallas_prof
+  from tests.cli.test_newcomer import READS_PAST
+  script = tmp_path / "reads_past.py"
+  script.write_text(READS_PAST)
+  out = tmp_path / "out"
+  assert pallas_prof("run", "--out", str(out), str(script)).returncode == 1
+  with open_report(chromium, str(out / "report.html")) as (page, errors, remote):
+    panel = page.inner_text("section.error")
+    assert panel.startswith("failed at run time: kernel"), panel
+    assert "outside every buffer it was given" in panel and "what to do:" in panel
+    assert page.locator("pre.error-report .failing").all_inner_texts() == [
+        "  >> 7 |   o_ref[...] = x_ref[pl.ds(i * 8 + 4, 8)] * 2.0"]
+    failing = page.locator(".user-source tr.failing")
+    assert failing.count() == 1 and "x_ref[pl.ds(i * 8 + 4, 8)]" in failing.inner_text()
+    assert "EXIT CODE\n1\n" in page.inner_text("header.top")
     assert errors == [] and remote == []
 
 

@@ -4,8 +4,9 @@ through its REST API.
 Phoenix is a large install, so it lives in its own virtual environment (its
 dependencies cannot disturb ours): PALLAS_PROF_PHOENIX names its `phoenix`
 executable; without it the tests install arize-phoenix once into
-~/.cache/pallas-prof/phoenix-venv (a few minutes on a fresh machine; CI does
-this on every clean run). PALLAS_PROF_NO_RECEIVER_INSTALL=1 skips instead of
+$XDG_CACHE_HOME/pallas-prof/phoenix-venv (~/.cache when XDG_CACHE_HOME is unset, as
+for the kernel cache; about 850 MB and a few minutes on a fresh machine; CI does this
+on every clean run). PALLAS_PROF_NO_RECEIVER_INSTALL=1 skips instead of
 installing (the skip is reported, never counted as a pass).
 """
 from __future__ import annotations
@@ -47,11 +48,26 @@ def _phoenix_executable() -> str:
   return _installed_phoenix()
 
 
+def phoenix_venv() -> str:
+  """Where the receiver is installed: the user's cache directory, as the XDG base
+  directories name it (not PALLAS_PROF_CACHE_DIR, which the tests point at a fresh
+  directory per run: the install is meant to outlive the run)."""
+  cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+  return os.path.join(cache, "pallas-prof", "phoenix-venv")
+
+
+def test_the_receiver_installs_under_xdg_cache_home(monkeypatch, tmp_path):
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+  assert phoenix_venv() == str(tmp_path / "pallas-prof" / "phoenix-venv")
+  monkeypatch.delenv("XDG_CACHE_HOME")
+  assert phoenix_venv() == os.path.expanduser("~/.cache/pallas-prof/phoenix-venv")
+
+
 def _installed_phoenix() -> str:
   """arize-phoenix in a private venv, installed once (under a lock: xdist workers)."""
   import fcntl
   import sys
-  root = os.path.join(os.path.expanduser("~/.cache"), "pallas-prof", "phoenix-venv")
+  root = phoenix_venv()
   exe = os.path.join(root, "bin", "phoenix")
   os.makedirs(os.path.dirname(root), exist_ok=True)
   with open(root + ".lock", "w") as lock:

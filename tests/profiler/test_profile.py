@@ -19,7 +19,11 @@ def test_cpu_only_report_says_no_gpu_and_keeps_the_static_part(matmul_wgmma, sof
   report = pallas_prof.profile([mm, sm])
   assert report.gpu_present is False
   assert report.message.startswith("no NVIDIA GPU: ")
-  assert "Static correlation only" in report.message and "no runtimes" in report.message
+  # what a CPU run shows and what it cannot (issue 30: not a pip hint on a machine without one)
+  assert "Triton's interpreter" in report.message and "not timed" in report.message
+  assert "Runtimes" in report.message and "need a GPU" in report.message
+  if not driver.nvidia_driver_loaded():
+    assert "pip install" not in report.message and "no NVIDIA driver" in report.message
   assert report.device is None and report.ceilings is None
   assert [k.label for k in report.kernels] == [mm.label, sm.label]
   for k in report.kernels:
@@ -56,3 +60,30 @@ def test_profile_by_name(softmax_kernel):
   assert [k.label for k in report.kernels] == [rec.label]
   with pytest.raises(driver.ProfilerError, match="no kernel named 'no_such_kernel'"):
     pallas_prof.profile("no_such_kernel")
+
+
+def test_the_report_prints_as_the_cli_tables_and_has_a_short_repr(softmax_kernel, matmul_wgmma,
+                                                                   monkeypatch):
+  """Issue 30, item 5: the repr was the whole dataclass (several KB)."""
+  import io
+
+  from rich.console import Console
+  monkeypatch.setenv("COLUMNS", "100")
+  sm, _ = softmax_kernel
+  mm, _ = matmul_wgmma
+  report = pallas_prof.profile([sm, mm])
+  text = repr(report)
+  assert "\n" not in text and len(text) < 200, text
+  assert text.startswith("<ProfileReport: 2 kernels, no GPU") and sm.label in text, text
+  printed = str(report)                   # print(report)
+  lines = printed.splitlines()
+  assert lines[0] == "pallas-prof profile of 2 kernels, no GPU: static weights"
+  assert max(len(line) for line in lines) <= 100
+  assert f"hot equations of {sm.label}" in printed and f"hot equations of {mm.label}" in printed
+  row = next(line for line in lines if line.startswith(sm.label))
+  assert "x".join(map(str, report.kernel(sm.label).static.grid)) in row
+  assert "jnp.exp(x)" in printed
+  rich_out = io.StringIO()                # rich's protocol: console.print(report)
+  Console(file=rich_out, width=100, no_color=True).print(report)
+  assert rich_out.getvalue().splitlines()[0] == lines[0]
+  assert f"hot equations of {mm.label}" in rich_out.getvalue()

@@ -22,3 +22,10 @@ class JaxTritonRemoved(importlib.abc.MetaPathFinder):
 
 if not any(isinstance(f, JaxTritonRemoved) for f in sys.meta_path):
   sys.meta_path.insert(0, JaxTritonRemoved())
+
+# An editable install of pallas-prof (the test environments' `pip install -e .`) keeps a
+# finder that serves any pallas_prof module the copy lacks from the original tree: a
+# shim deleted in the copy would still import. The drill's processes see the copy alone.
+sys.meta_path[:] = [f for f in sys.meta_path
+                    if not getattr(f, "__module__", "").startswith("__editable___pallas_prof")
+                    and not type(f).__module__.startswith("__editable___pallas_prof")]

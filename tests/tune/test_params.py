@@ -187,7 +187,8 @@ def test_a_tuning_file_written_from_results_is_applied_without_tuning(softmax_gk
                        compile_fn=compile_fn) is default_ck
 
 
-def test_tune_command_on_a_cpu_says_nothing_was_tuned_and_why(tmp_path):
+@pytest.mark.no_gpu
+def test_tune_command_on_a_cpu_says_why_before_running_the_script(tmp_path):
   import subprocess
   import sys
   root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -197,9 +198,11 @@ def test_tune_command_on_a_cpu_says_nothing_was_tuned_and_why(tmp_path):
   proc = subprocess.run([sys.executable, "-m", "pallas_prof.cli.main", "tune", str(script),
                          "--out", str(tmp_path / "t.json")], env=env, capture_output=True,
                         text=True, timeout=300)
-  assert proc.returncode == 1
-  assert "script ran" in proc.stdout
-  assert "no kernel was tuned" in proc.stderr and "NVIDIA GPU" in proc.stderr
+  # said first, without running the script (issue 30: it ran the whole script to say so)
+  assert proc.returncode == 2
+  assert "script ran" not in proc.stdout
+  assert "tuning times kernels on an NVIDIA GPU" in proc.stderr
+  assert "the script was not run" in proc.stderr
   assert not (tmp_path / "t.json").exists()
   missing = subprocess.run([sys.executable, "-m", "pallas_prof.cli.main", "tune", "nope.py"],
                            env=env, capture_output=True, text=True, timeout=300)

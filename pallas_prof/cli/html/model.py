@@ -7,33 +7,19 @@ are plain frozen dataclasses: the template and the charts take them as they are.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
+import re
 from typing import Any
 
+from .. import units
+from .equations import equation_table, work_facts
+from .listings import (Line, Listing, find_user_file, generated_listing,  # noqa: F401
+                       stage_listings, user_listing)
 from .advice import advice_view
 from .probes import probes_view
 
 # the stages in the order Triton runs them (a waterfall draws them one after another)
 COMPILE_STAGES = ("ttir", "ttgir", "llir", "ptx", "cubin")
-
-
-@dataclasses.dataclass(frozen=True)
-class Line:
-  """One line of a listing with the weight of what it lowered to."""
-  number: int
-  text: str
-  weight: float | None = None       # share of the kernel's instructions (or samples)
-  eqns: tuple[int, ...] = ()        # equations behind the line
-  note: str = ""                    # "[4] exp @ softmax.py:21", the primitives, a stall reason
-  stall: str = ""                   # the top stall reason, when the profile measured one
-
-
-@dataclasses.dataclass(frozen=True)
-class Listing:
-  title: str
-  lines: tuple[Line, ...]
-  missing: str = ""                 # why there is no listing (no cubin, no nvdisasm, old run)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,11 +66,15 @@ class KernelView:
   clocks: Clocks
   verdict: str
   probes: Any = None                # probes.ProbesView with `--probes`
+  gpu: bool = False                 # timed on a GPU (else: a CPU run, its static figures)
+  equations: Any = None             # equations.EquationTable: the per-equation breakdown
+  work: tuple[tuple[str, str], ...] = ()   # the work model, in words
   advice: Any = None                # advice.AdviceView: the panel beside the heated lines
 
 
 @dataclasses.dataclass(frozen=True)
 class ErrorView:
+  title: str                              # "failed at run time", "lowering failed", ...
   kernel: str
   reason: str
   location: str
@@ -134,8 +124,14 @@ def run_view(run: dict, run_dir: str | None, *, origin: dict | None = None) -> R
 
 def error_view(err: dict) -> ErrorView:
   text = err.get("report") or ""
+  if err.get("hint"):           # the page says it beside the report, in "what to do"
+    text = text.split("\n\n  hint: ")[0]
   lines = tuple((line, line.lstrip().startswith(">>")) for line in text.splitlines())
-  return ErrorView(kernel=str(err.get("kernel") or "?"), reason=str(err.get("reason") or ""),
+  stage = err.get("stage")
+  title = ("failed at run time" if stage == "run" else
+           f"compile failed ({stage} stage)" if stage and stage != "lowering" else
+           "lowering failed")
+  return ErrorView(title=title, kernel=str(err.get("kernel") or "?"), reason=str(err.get("reason") or ""),
                    location=str(err.get("location") or ""), hint=str(err.get("hint") or ""),
                    report=lines)
 
@@ -147,7 +143,6 @@ def kernel_view(run: dict, k: dict, prof: dict, run_dir: str | None, *, several:
   eqs = equation_weights(p)
   device = prof.get("device") or {}
   device_text = f"{device.get('index', '?')}: {device.get('name', '')}" if device else ""
-  meta = _kernel_meta(run_dir, k)
   basis = _basis_words(p)
   anchor = "k-" + "".join(c if c.isalnum() else "-" for c in k["label"])
   if several or origin:
@@ -158,13 +153,22 @@ def kernel_view(run: dict, k: dict, prof: dict, run_dir: str | None, *, several:
       label=k["label"], name=k.get("name", ""), anchor=anchor, device=device_text,
       process=_origin_words(origin), facts=_kernel_facts(k, p, prof),
       weight_basis=basis,
-      user_source=_user_listing(run, k, eqs),
-      generated=_generated_listing(run_dir, k, meta, eqs),
-      stages=_stage_listings(run_dir, k, {e["index"]: e.get("weight") or 0.0 for e in eqs}),
-      roofline=_roofline(p, prof), waterfall=_waterfall(k), clocks=_clocks(p, prof),
+      user_source=user_listing(run, k, eqs),
+      generated=generated_listing(run_dir, k, eqs),
+      stages=stage_listings(run_dir, k, {e["index"]: e.get("weight") or 0.0 for e in eqs}),
+      roofline=_roofline(p, prof), waterfall=_waterfall(k, bool(prof.get("gpu_present"))), clocks=_clocks(p, prof),
       waterfall_note=_waterfall_note(k),
-      verdict=p.get("verdict") or "", probes=probes_view(p.get("probes")),
-      advice=advice_view(run, k["label"]))
+      verdict=_verdict(p), probes=probes_view(p.get("probes")),
+      gpu=bool(prof.get("gpu_present")),
+      equations=equation_table(p, eqs, lambda path: find_user_file(run, path)),
+      work=work_facts(p), advice=advice_view(run, k["label"]))
+
+
+def _verdict(p: dict) -> str:
+  """The kernel's verdict, less its heaviest equations: the page's table lists them (a
+  static verdict says nothing else)."""
+  verdict = re.split(r"\bheaviest equations\b", p.get("verdict") or "")[0].rstrip("; ")
+  return "" if verdict == "static only" else verdict
 
 
 def _origin_words(origin: dict | None) -> str:
@@ -212,6 +216,7 @@ def equation_weights(p: dict) -> list[dict]:
         e[key] = m[key]
     e["weight"] = m.get("weight", 0.0)
     e["stall_shares"] = m.get("stalls") or []
+    e["time_s"] = m.get("time_s")
     out.append(e)
   return out
 
@@ -240,8 +245,7 @@ def _kernel_facts(k: dict, p: dict, prof: dict) -> tuple[tuple[str, str], ...]:
             + ", ".join(k.get("out_avals") or []) if k.get("in_avals") or k.get("out_avals")
             else ""),
            ("registers", str(res.get("registers", "-"))),
-           ("shared memory", f"{res['shared_bytes']} B" if res.get("shared_bytes") is not None
-            else "-"),
+           ("shared memory", units.size(res.get("shared_bytes"))),
            ("spills", str((res.get("spill_stores") or 0) + (res.get("spill_loads") or 0))
             if res else "-"),
            ("lowering", _fmt(k.get("lowering_ms"), " ms")),
@@ -265,158 +269,6 @@ def _kernel_facts(k: dict, p: dict, prof: dict) -> tuple[tuple[str, str], ...]:
   for note in k.get("workarounds") or ():
     facts.append(("Triton workaround", note))
   return tuple((what, value) for what, value in facts if value)
-
-
-# --- listings ---------------------------------------------------------------------------
-
-def _kernel_dir(run_dir: str | None, k: dict) -> str | None:
-  rel = (k.get("files") or {}).get("kernel")
-  if run_dir is None or not rel:
-    return None
-  d = os.path.join(run_dir, os.path.dirname(rel))
-  return d if os.path.isdir(d) else None
-
-
-def _kernel_meta(run_dir: str | None, k: dict) -> dict:
-  d = _kernel_dir(run_dir, k)
-  if d is None:
-    return {}
-  try:
-    with open(os.path.join(d, "kernel.json")) as f:
-      return json.load(f)
-  except (OSError, ValueError):
-    return {}
-
-
-def stall_of(e: dict) -> str:
-  """The equation's top stall reason in words, when the profile measured stalls."""
-  shares = e.get("stall_shares") or []
-  if shares:
-    top = max(shares, key=lambda x: x.get("samples") or 0)
-    return str(top.get("words") or top.get("reason") or "") if top.get("samples") else ""
-  return ""
-
-
-def find_user_file(run: dict, path: str | None) -> str | None:
-  """The user's file as the run saw it: absolute, or relative to the directory the run
-  started in, which is not recorded: try the script's directory and its parents, then here."""
-  if not path:
-    return None
-  if os.path.isabs(path):
-    return path if os.path.isfile(path) else None
-  script_dir = os.path.dirname(run.get("script") or "")
-  candidates = []
-  d = script_dir
-  while d and d != os.path.dirname(d):
-    candidates.append(os.path.join(d, path))
-    d = os.path.dirname(d)
-  candidates.append(os.path.abspath(path))
-  for c in candidates:
-    if os.path.isfile(c):
-      return c
-  return None
-
-
-def _user_listing(run: dict, k: dict, eqs: list[dict]) -> Listing:
-  """The kernel's function in the user's file, each line heated by its equations."""
-  info = k.get("source_info") or ""            # "softmax_kernel at examples/softmax.py:18"
-  where = info.rsplit(" at ", 1)[-1] if " at " in info else ""
-  file_part, _, def_line = where.rpartition(":")
-  files = {e.get("user_file") for e in eqs if e.get("user_file")} or {file_part or None}
-  main_file = file_part if file_part in files or not eqs else sorted(f for f in files if f)[0]
-  path = find_user_file(run, main_file)
-  title = f"your kernel: {main_file or '?'}"
-  if path is None:
-    return Listing(title, (), missing=f"the source file {main_file!r} is not on this machine "
-                                      "(the weights per equation are in the generated source)")
-  with open(path, errors="replace") as f:
-    text = f.read().splitlines()
-  by_line: dict[int, list[dict]] = {}
-  for e in eqs:
-    if e.get("user_file") == main_file and e.get("user_line"):
-      by_line.setdefault(e["user_line"], []).append(e)
-  start = int(def_line) if def_line.isdigit() else min(by_line, default=1)
-  end = _block_end(text, start)
-  if by_line:
-    start, end = min(start, min(by_line)), max(end, max(by_line))
-  lines = []
-  for n in range(max(1, start), min(len(text), end) + 1):
-    mine = by_line.get(n, [])
-    weight = sum(e.get("weight") or 0.0 for e in mine) if mine else None
-    stalls = [stall_of(e) for e in sorted(mine, key=lambda e: -(e.get("weight") or 0))]
-    lines.append(Line(n, text[n - 1], weight, tuple(e["index"] for e in mine),
-                      ", ".join(f"[{e['index']}] {e['primitive']}" for e in mine),
-                      next((s for s in stalls if s), "")))
-  return Listing(title, tuple(lines))
-
-
-def _block_end(text: list[str], start: int) -> int:
-  """The last line of the function that starts at `start` (decorators above it aside)."""
-  if not 1 <= start <= len(text):
-    return start
-  indent = len(text[start - 1]) - len(text[start - 1].lstrip())
-  end = start
-  for n in range(start + 1, len(text) + 1):
-    line = text[n - 1]
-    if not line.strip():
-      continue
-    if len(line) - len(line.lstrip()) <= indent:
-      break
-    end = n
-  return end
-
-
-def _generated_listing(run_dir: str | None, k: dict, meta: dict, eqs: list[dict]) -> Listing:
-  d = _kernel_dir(run_dir, k)
-  title = "generated Triton source"
-  if d is None or not os.path.exists(os.path.join(d, "source.py")):
-    return Listing(title, (), missing="this run directory holds no generated source "
-                                      "(kernels/ was not saved with it)")
-  with open(os.path.join(d, "source.py"), errors="replace") as f:
-    text = f.read().splitlines()
-  line_map = {int(n): i for n, i in (meta.get("line_map") or {}).items()}
-  by_index = {e["index"]: e for e in eqs}
-  lines = []
-  for n, t in enumerate(text, start=1):
-    i = line_map.get(n)
-    e = by_index.get(i) if i is not None else None
-    code, _, _ = t.partition("  # [") if i is not None else (t, "", "")
-    lines.append(Line(n, code.rstrip() if i is not None else t,
-                      (e.get("weight") or 0.0) if e else None, (i,) if i is not None else (),
-                      f"[{e['index']}] {e['primitive']}" if e else "",
-                      stall_of(e) if e else ""))
-  return Listing(title, tuple(lines))
-
-
-def _stage_listings(run_dir: str | None, k: dict,
-                    weights: dict[int, float]) -> tuple[Listing, ...]:
-  """PTX and SASS, each instruction heated by its equation (the profiler's correlation)."""
-  d = _kernel_dir(run_dir, k)
-  if d is None or not os.path.exists(os.path.join(d, "kernel.ptx")):
-    why = "this run directory holds no compiled stages"
-    return (Listing("PTX", (), missing=why), Listing("SASS", (), missing=why))
-  from ...profiler.correlate import annotated_listing   # nvdisasm for SASS: only when asked
-  from ..artifacts import load_kernel
-  try:
-    _, ck = load_kernel(d)
-  except (OSError, ValueError, KeyError, TypeError) as e:
-    why = f"the saved kernel does not load: {type(e).__name__}: {e}"
-    return (Listing("PTX", (), missing=why), Listing("SASS", (), missing=why))
-  out = []
-  for stage in ("ptx", "sass"):
-    try:
-      annotated = annotated_listing(ck, stage)
-    except Exception as e:  # noqa: BLE001 - no nvdisasm, no cubin: the page says why
-      out.append(Listing(stage.upper(), (), missing=f"{type(e).__name__}: {e}"))
-      continue
-    out.append(Listing(stage.upper(), tuple(
-        Line(a.number, a.text,
-             weights.get(a.eqn, a.weight) if a.is_instruction and a.eqn is not None
-             else (a.weight if a.is_instruction else None),
-             (a.eqn,) if a.eqn is not None else (),
-             f"[{a.eqn}] {a.primitive}" if a.eqn is not None and a.is_instruction else "")
-        for a in annotated)))
-  return tuple(out)
 
 
 # --- charts' data ------------------------------------------------------------------------
@@ -447,10 +299,12 @@ def _roofline(p: dict, prof: dict) -> Roofline:
       verdict=rates.get("verdict") or "")
 
 
-def _waterfall(k: dict) -> tuple[tuple[str, float], ...]:
+def _waterfall(k: dict, gpu: bool = True) -> tuple[tuple[str, float], ...]:
   comp = k.get("compile") or {}
   out = [("lowering", k.get("lowering_ms") or 0.0)]
-  if comp.get("worker_wait_ms"):
+  # on a CPU the program compiled nothing: pallas-prof compiled for sm_90 after the
+  # script, and the worker it started then is no part of the kernel's compile
+  if comp.get("worker_wait_ms") and gpu:
     out.append(("worker wait", comp["worker_wait_ms"]))
   stages = comp.get("stages_ms") or {}
   out += [(s, stages[s]) for s in COMPILE_STAGES if s in stages]

@@ -71,3 +71,74 @@ def test_row_max_of_negated_ints_on_the_gpu(num_warps):
     x = np.random.default_rng(seed).integers(-100, 100, (17, 12)).astype(np.int32)
     out = np.asarray(_call(num_warps)(jax.device_put(x, gpu)))[:, 0]
     np.testing.assert_array_equal(out, (-x).max(1), err_msg=f"seed {seed}")
+
+
+# --- nested 16-bit selects (seed 18680's ptxas miscompile, reached from a user's select) ----
+
+FN_HEAD = ".version 8.7\n.target sm_90a\n.entry k()\n{\n\t.reg .pred \t%p<16>;\n"
+
+
+def test_nested_selects_on_a_shared_else_value_become_one():
+  ptx = FN_HEAD + ("\tselp.b16 \t%rs23, %rs22, %rs20, %p15;\n"
+                   "\tselp.b16 \t%rs24, %rs23, %rs20, %p14;\n\tst.b16 [%rd1], %rs24;\n}\n")
+  text, n = ptx_rewrites.fuse_nested_selects(ptx)
+  assert n == 1
+  assert "\tand.pred \t%p16, %p14, %p15;\n\tselp.b16 \t%rs24, %rs22, %rs20, %p16;" in text
+  assert "%rs23" not in text and ".reg .pred \t%p<17>;" in text
+
+
+def test_nested_selects_on_a_shared_then_value_become_one():
+  ptx = FN_HEAD + ("\tselp.b16 \t%rs23, %rs22, %rs20, %p15;\n"
+                   "\tselp.b16 \t%rs24, %rs22, %rs23, %p14;\n\tst.b16 [%rd1], %rs24;\n}\n")
+  text, n = ptx_rewrites.fuse_nested_selects(ptx)
+  assert n == 1 and "\tor.pred \t%p16, %p14, %p15;\n\tselp.b16 \t%rs24, %rs22, %rs20, %p16;" in text
+
+
+@pytest.mark.parametrize("case", ["inner used again", "32-bit", "not adjacent", "two functions"])
+def test_selects_that_are_not_the_pattern_stay(case):
+  pair = ("\tselp.b16 \t%rs23, %rs22, %rs20, %p15;\n"
+          "\tselp.b16 \t%rs24, %rs23, %rs20, %p14;\n")
+  body = {"inner used again": pair + "\tst.b16 [%rd2], %rs23;\n",
+          "32-bit": pair.replace("b16", "b32").replace("%rs", "%r"),
+          "not adjacent": pair.replace("%p15;\n", "%p15;\n\tmov.b16 \t%rs9, %rs8;\n"),
+          "two functions": pair}[case]
+  ptx = FN_HEAD + body + "}\n" + (FN_HEAD if case == "two functions" else "")
+  assert ptx_rewrites.fuse_nested_selects(ptx) == (ptx, 0)
+
+
+def test_both_selects_truth_tables():
+  for p in (False, True):
+    for q in (False, True):
+      x, e = "x", "e"
+      assert (((x if p else e) if q else e) == (x if (q and p) else e))
+      assert ((x if q else (x if p else e)) == (x if (q or p) else e))
+
+
+USER_WINDOW = """
+def fn(x0, x1, x2):
+  v3 = jnp.min(x2, axis=0)
+  v4 = v3 * v3
+  v5 = v3 * v4
+  s = jnp.min(x0).astype(jnp.int32) % 21
+  lanes = lax.broadcasted_iota(jnp.int32, (19,), 0)
+  v6 = jnp.where((lanes >= s) & (lanes < s + 3), v3 * 2, v3)
+  return (v5, x1 * v6, jnp.broadcast_to(v4, (1, 19)))
+"""
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_users_window_select_reaches_ptxas_as_one_select(dtype, rng):
+  """The fuzzer's sm_90 mode found seed 18680's SASS (@P0 SEL R3, R6, R3, !P3 read
+  by HMUL2 and HFMA2) in this user code, which rules/shape.py's window_test cannot reach."""
+  from jax import lax
+  from tests.fuzz.sass_hazards import in_place_predicated_selects
+  from tests.helpers import run_on_values
+  scope = {"jnp": jnp, "lax": lax}
+  exec(USER_WINDOW, scope)
+  xs = [jnp.asarray(rng.uniform(-4, 4, (10, 19)), dtype) for _ in range(3)]
+  registry.clear()
+  run_on_values(scope["fn"], *xs, name="user_window")
+  ck = pcompile.compile_kernel(registry.kernels()[-1].generated, ("cuda", 90),
+                               use_disk_cache=False)
+  assert "nested 16-bit selects written as one select" in ck.ptx
+  assert in_place_predicated_selects(lineinfo.disassemble(ck.cubin, "-c")) == []

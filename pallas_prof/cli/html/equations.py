@@ -1,0 +1,133 @@
+"""The page's per-equation table and the kernel's work model, read from report.json.
+
+The table is the terminal's hot-equations table at full length: each equation's weight
+(measured where the profile has samples, else its share of the SASS or PTX instructions),
+the user's line, and what its instructions are (or, measured, where its warps waited).
+The work model is what the kernel moves and computes, which a CPU run knows as well as
+a GPU run: the roofline's x axis without its measured point.
+"""
+from __future__ import annotations
+
+import dataclasses
+import linecache
+import os
+
+from .. import units
+
+MAX_ROWS = 16                      # the heaviest equations; the rest are summed in a last row
+
+
+@dataclasses.dataclass(frozen=True)
+class EquationRow:
+  weight: float
+  eqn: str                          # "[4] exp"
+  index: int
+  where: str                        # "softmax.py:21"
+  source: str                       # the user's line, as written
+  detail: str                       # the instruction mix, or the top stall when measured
+  instructions: int | None          # of the kernel's SASS (else PTX), at this equation
+  time_us: float | None = None      # measured: weight x the replayed median
+
+
+@dataclasses.dataclass(frozen=True)
+class EquationTable:
+  title: str
+  detail_header: str
+  rows: tuple[EquationRow, ...]
+  rest: str = ""                    # "9 more equations: 1.2% together"
+  unattributed: str = ""            # the kernel's own set-up, on no equation
+
+
+def equation_table(p: dict, eqs: list[dict], find_file) -> EquationTable | None:
+  """`eqs`: model.equation_weights(p); `find_file`: the user's file as this machine has it."""
+  if not eqs:
+    return None
+  static = p.get("static") or {}
+  measured = (p.get("attribution") or {}).get("basis") not in (None, "static")
+  basis = "sass" if static.get("weight_basis") == "sass" else "ptx"
+  ordered = sorted(eqs, key=lambda e: -(e.get("weight") or 0.0))
+  shown = [e for e in ordered if (e.get("weight") or 0.0) > 0][:MAX_ROWS]
+  rows = []
+  for e in shown:
+    path = find_file(e.get("user_file"))
+    line = e.get("user_line") or 0
+    time_s = e.get("time_s")
+    rows.append(EquationRow(
+        weight=e.get("weight") or 0.0, eqn=f"[{e['index']}] {e.get('primitive', '?')}",
+        index=e["index"],
+        where=f"{os.path.basename(e['user_file'])}:{line}" if e.get("user_file") else "?",
+        source=linecache.getline(path, line).strip() if path and line else "",
+        detail=(_stall(e) if measured else _mix(e, basis)),
+        instructions=e.get(f"{basis}_instructions"),
+        time_us=time_s * 1e6 if time_s is not None else None))
+  rest = ordered[len(shown):]
+  rest_weight = sum(e.get("weight") or 0.0 for e in rest)
+  total = static.get(f"{basis}_instructions")
+  unattributed = static.get("unattributed_instructions")
+  title = ("where the time goes: each equation's share of the samples" if measured else
+           f"what the kernel is made of: each equation's share of its {basis.upper()} "
+           f"instructions{f' ({total} in all)' if total else ''}")
+  return EquationTable(
+      title=title, detail_header="top stall" if measured else "its instructions",
+      rows=tuple(rows),
+      rest=(f"{len(rest)} more equation(s): {100 * rest_weight:.1f}% together"
+            if rest_weight >= 0.0005 else
+            f"{len(rest)} more equation(s) with no instructions of their own" if rest else ""),
+      unattributed=(f"{unattributed} instruction(s) on no equation: the kernel's set-up "
+                    "(program ids, block offsets)" if unattributed and not measured else ""))
+
+
+def _mix(e: dict, basis: str) -> str:
+  counts = e.get(f"{basis}_counts") or {}
+  total = e.get(f"{basis}_instructions") or 0
+  named = sorted(((k.replace("_", " "), n) for k, n in counts.items() if n and k != "other"),
+                 key=lambda kv: -kv[1])
+  other = total - sum(n for _, n in named)
+  parts = [f"{name} {n}" for name, n in named] + ([f"arithmetic and other {other}"]
+                                                   if other > 0 else [])
+  return ", ".join(parts)
+
+
+def _stall(e: dict) -> str:
+  shares = e.get("stall_shares") or []
+  top = max(shares, key=lambda x: x.get("samples") or 0, default=None)
+  return str(top.get("words") or top.get("reason") or "") if top and top.get("samples") else ""
+
+
+def work_facts(p: dict) -> tuple[tuple[str, str], ...]:
+  """What one launch moves and computes, from the work model (the jaxpr's, or the
+  pallas_call's cost_estimate)."""
+  w = p.get("work") or {}
+  if not w:
+    return ()
+  facts = [("memory traffic", f"{units.size(w.get('bytes'))} (inputs read once, outputs "
+                              "written once)")]
+  if w.get("block_bytes") and w.get("block_bytes") != w.get("bytes"):
+    facts.append(("as the blocks load and store", units.size(w["block_bytes"])))
+  flops = w.get("flops")
+  if flops is not None:
+    split = []
+    if w.get("dot_flops"):
+      split.append(f"{_count(w['dot_flops'])} in dots"
+                   + (f" ({w['dot_dtype']})" if w.get("dot_dtype") else ""))
+    if w.get("elementwise_flops"):
+      split.append(f"{_count(w['elementwise_flops'])} elementwise")
+    facts.append(("FLOPs", _count(flops) + (f" ({', '.join(split)})" if split else "")))
+  if w.get("transcendentals"):
+    facts.append(("transcendentals", _count(w["transcendentals"])))
+  if flops is not None and w.get("bytes"):
+    facts.append(("intensity", f"{flops / w['bytes']:.3g} FLOP per byte"))
+  if w.get("programs"):
+    facts.append(("programs", f"{w['programs']:,}"))
+  source = "the pallas_call's cost_estimate" if w.get("source") == "cost_estimate" else \
+      "the kernel's equations"
+  facts.append(("from", source + ("" if w.get("exact", True) else
+                                  " (a loop's trip count is known only at run time)")))
+  return tuple(facts)
+
+
+def _count(n) -> str:
+  for prefix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+    if n >= scale:
+      return f"{n / scale:.3g} {prefix}"
+  return f"{n:,}"

@@ -1,0 +1,190 @@
+"""The page's code listings: the user's kernel, the generated Triton source, PTX and SASS,
+each line with the weight of the equations behind it (read from report.json's weights and
+the run's kernel files)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+
+@dataclasses.dataclass(frozen=True)
+class Line:
+  """One line of a listing with the weight of what it lowered to."""
+  number: int
+  text: str
+  weight: float | None = None       # share of the kernel's instructions (or samples)
+  eqns: tuple[int, ...] = ()        # equations behind the line
+  note: str = ""                    # "[4] exp @ softmax.py:21", the primitives, a stall reason
+  stall: str = ""                   # the top stall reason, when the profile measured one
+  failing: bool = False             # the line a run-time or lowering error names
+
+
+@dataclasses.dataclass(frozen=True)
+class Listing:
+  title: str
+  lines: tuple[Line, ...]
+  missing: str = ""                 # why there is no listing (no cubin, no nvdisasm, old run)
+
+
+def _kernel_dir(run_dir: str | None, k: dict) -> str | None:
+  rel = (k.get("files") or {}).get("kernel")
+  if run_dir is None or not rel:
+    return None
+  d = os.path.join(run_dir, os.path.dirname(rel))
+  return d if os.path.isdir(d) else None
+
+
+def _kernel_meta(run_dir: str | None, k: dict) -> dict:
+  d = _kernel_dir(run_dir, k)
+  if d is None:
+    return {}
+  try:
+    with open(os.path.join(d, "kernel.json")) as f:
+      return json.load(f)
+  except (OSError, ValueError):
+    return {}
+
+
+def stall_of(e: dict) -> str:
+  """The equation's top stall reason in words, when the profile measured stalls."""
+  shares = e.get("stall_shares") or []
+  if shares:
+    top = max(shares, key=lambda x: x.get("samples") or 0)
+    return str(top.get("words") or top.get("reason") or "") if top.get("samples") else ""
+  return ""
+
+
+def find_user_file(run: dict, path: str | None) -> str | None:
+  """The user's file as the run saw it: absolute, or relative to the directory the run
+  started in, which is not recorded: try the script's directory and its parents, then here."""
+  if not path:
+    return None
+  if os.path.isabs(path):
+    return path if os.path.isfile(path) else None
+  script_dir = os.path.dirname(run.get("script") or "")
+  candidates = []
+  d = script_dir
+  while d and d != os.path.dirname(d):
+    candidates.append(os.path.join(d, path))
+    d = os.path.dirname(d)
+  candidates.append(os.path.abspath(path))
+  for c in candidates:
+    if os.path.isfile(c):
+      return c
+  return None
+
+
+def _failing_lines(run: dict, path: str) -> set[int]:
+  """The lines of `path` that the run's errors name (their file:line)."""
+  out = set()
+  for err in run.get("errors") or []:
+    file, _, line = str(err.get("location") or "").rpartition(":")
+    found = find_user_file(run, file) if line.isdigit() and file else None   # as the run saw it
+    if found and os.path.realpath(found) == os.path.realpath(path):
+      out.add(int(line))
+  return out
+
+
+def user_listing(run: dict, k: dict, eqs: list[dict]) -> Listing:
+  """The kernel's function in the user's file, each line heated by its equations."""
+  info = k.get("source_info") or ""            # "softmax_kernel at examples/softmax.py:18"
+  where = info.rsplit(" at ", 1)[-1] if " at " in info else ""
+  file_part, _, def_line = where.rpartition(":")
+  files = {e.get("user_file") for e in eqs if e.get("user_file")} or {file_part or None}
+  main_file = file_part if file_part in files or not eqs else sorted(f for f in files if f)[0]
+  path = find_user_file(run, main_file)
+  title = f"your kernel: {main_file or '?'}"
+  if path is None:
+    return Listing(title, (), missing=f"the source file {main_file!r} is not on this machine "
+                                      "(the weights per equation are in the generated source)")
+  with open(path, errors="replace") as f:
+    text = f.read().splitlines()
+  by_line: dict[int, list[dict]] = {}
+  for e in eqs:
+    if e.get("user_file") == main_file and e.get("user_line"):
+      by_line.setdefault(e["user_line"], []).append(e)
+  start = int(def_line) if def_line.isdigit() else min(by_line, default=1)
+  end = _block_end(text, start)
+  if by_line:
+    start, end = min(start, min(by_line)), max(end, max(by_line))
+  failing = _failing_lines(run, path)
+  lines = []
+  for n in range(max(1, start), min(len(text), end) + 1):
+    mine = by_line.get(n, [])
+    weight = sum(e.get("weight") or 0.0 for e in mine) if mine else None
+    stalls = [stall_of(e) for e in sorted(mine, key=lambda e: -(e.get("weight") or 0))]
+    lines.append(Line(n, text[n - 1], weight, tuple(e["index"] for e in mine),
+                      ", ".join(f"[{e['index']}] {e['primitive']}" for e in mine),
+                      next((s for s in stalls if s), ""), failing=n in failing))
+  return Listing(title, tuple(lines))
+
+
+def _block_end(text: list[str], start: int) -> int:
+  """The last line of the function that starts at `start` (decorators above it aside)."""
+  if not 1 <= start <= len(text):
+    return start
+  indent = len(text[start - 1]) - len(text[start - 1].lstrip())
+  end = start
+  for n in range(start + 1, len(text) + 1):
+    line = text[n - 1]
+    if not line.strip():
+      continue
+    if len(line) - len(line.lstrip()) <= indent:
+      break
+    end = n
+  return end
+
+
+def generated_listing(run_dir: str | None, k: dict, eqs: list[dict]) -> Listing:
+  meta = _kernel_meta(run_dir, k)
+  d = _kernel_dir(run_dir, k)
+  title = "generated Triton source"
+  if d is None or not os.path.exists(os.path.join(d, "source.py")):
+    return Listing(title, (), missing="this run directory holds no generated source "
+                                      "(kernels/ was not saved with it)")
+  with open(os.path.join(d, "source.py"), errors="replace") as f:
+    text = f.read().splitlines()
+  line_map = {int(n): i for n, i in (meta.get("line_map") or {}).items()}
+  by_index = {e["index"]: e for e in eqs}
+  lines = []
+  for n, t in enumerate(text, start=1):
+    i = line_map.get(n)
+    e = by_index.get(i) if i is not None else None
+    code, _, _ = t.partition("  # [") if i is not None else (t, "", "")
+    lines.append(Line(n, code.rstrip() if i is not None else t,
+                      (e.get("weight") or 0.0) if e else None, (i,) if i is not None else (),
+                      f"[{e['index']}] {e['primitive']}" if e else "",
+                      stall_of(e) if e else ""))
+  return Listing(title, tuple(lines))
+
+
+def stage_listings(run_dir: str | None, k: dict,
+                    weights: dict[int, float]) -> tuple[Listing, ...]:
+  """PTX and SASS, each instruction heated by its equation (the profiler's correlation)."""
+  d = _kernel_dir(run_dir, k)
+  if d is None or not os.path.exists(os.path.join(d, "kernel.ptx")):
+    why = "this run directory holds no compiled stages"
+    return (Listing("PTX", (), missing=why), Listing("SASS", (), missing=why))
+  from ...profiler.correlate import annotated_listing   # nvdisasm for SASS: only when asked
+  from ..artifacts import load_kernel
+  try:
+    _, ck = load_kernel(d)
+  except (OSError, ValueError, KeyError, TypeError) as e:
+    why = f"the saved kernel does not load: {type(e).__name__}: {e}"
+    return (Listing("PTX", (), missing=why), Listing("SASS", (), missing=why))
+  out = []
+  for stage in ("ptx", "sass"):
+    try:
+      annotated = annotated_listing(ck, stage)
+    except Exception as e:  # noqa: BLE001 - no nvdisasm, no cubin: the page says why
+      out.append(Listing(stage.upper(), (), missing=f"{type(e).__name__}: {e}"))
+      continue
+    out.append(Listing(stage.upper(), tuple(
+        Line(a.number, a.text,
+             weights.get(a.eqn, a.weight) if a.is_instruction and a.eqn is not None
+             else (a.weight if a.is_instruction else None),
+             (a.eqn,) if a.eqn is not None else (),
+             f"[{a.eqn}] {a.primitive}" if a.eqn is not None and a.is_instruction else "")
+        for a in annotated)))
+  return tuple(out)
