@@ -9,7 +9,7 @@ from pallas_prof.cli.html.browser import browser, open_report
 
 from .test_advise_cli import SCRIPT, _cli
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.no_gpu]   # the CPU run's page
 
 
 @pytest.fixture(scope="module")

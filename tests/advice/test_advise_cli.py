@@ -14,6 +14,8 @@ from pallas_prof.cli.report import RunReport
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpu_script.py")
 
+pytestmark = pytest.mark.no_gpu     # asserts what a machine without a GPU says
+
 
 def _cli(*args, timeout=900):
   env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import pytest
 from jax.experimental import pallas as pl
 
 import pallas_prof
@@ -13,6 +14,8 @@ from pallas_prof.backend import registry
 from pallas_prof.tune import blocks
 
 pallas_prof.install()
+
+pytestmark = pytest.mark.no_gpu     # asserts what a machine without a GPU says
 
 
 def add_kernel(x_ref, y_ref, o_ref):

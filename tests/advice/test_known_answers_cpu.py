@@ -7,7 +7,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+pytestmark = pytest.mark.no_gpu     # asserts what a machine without a GPU says
 
 
 def test_the_known_answers_are_diagnosed_from_static_facts(tmp_path):
