@@ -46,6 +46,13 @@ def autotune(configs, key=(), **kwargs):
   return _autotune(configs, key, **kwargs)
 
 
+def advise(*args, **kwargs):
+  """What to change in each kernel of this process, and on a GPU what it saves, measured
+  (see pallas_prof.advice.api.advise)."""
+  from .advice import advise as _advise
+  return _advise(*args, **kwargs)
+
+
 def __getattr__(name):
   if name == "Autotune":     # CompilerParams(autotune=pallas_prof.Autotune(configs=..., budget_s=...))
     with _reported("pallas_prof.tune.params"):
@@ -66,6 +73,7 @@ def kernels():
 
 __all__ = ["CompilerParams", "LoweringError", "CompileError", "BoundsError",
            "KernelRuntimeError", "UncoveredOutputWarning", "install",
-           "installed", "uninstall", "tracing", "profile", "autotune", "Autotune", "ProbeOptions",
+           "installed", "uninstall", "tracing", "profile", "autotune", "advise", "Autotune",
+           "ProbeOptions",
            "kernels",
            "__version__"]

@@ -99,9 +99,17 @@ class EquationRecord(Described):
   trips: Trips = None
   unrolled: bool = False
   dot: DotFacts | None = None
+  # a load or store: the operand it moves (x_ref) and the bytes of its longest run of
+  # consecutive addresses (a block row; None where not known: a gather)
+  operand: str | None = None
+  contiguous_bytes: int | None = None
+  # inside a loop: computes the same value every iteration (reads only what the loop
+  # does not change), so it could run once before the loop
+  invariant: bool = False
 
   _FACTS = ("bytes_read", "bytes_written", "dot_flops", "elementwise_flops",
-            "transcendentals", "trips", "unrolled")
+            "transcendentals", "trips", "unrolled", "operand", "contiguous_bytes",
+            "invariant")
 
   def to_dict(self) -> dict:
     out = {"index": self.index, "path": self.path, "primitive": self.primitive,

@@ -16,6 +16,8 @@ The backend calls `observer()` at a few places:
   - `tuned(TuningRecord)`: once after a kernel's (or a function's) tuning, or
     its cached choice, with every candidate's interval, time and error
     (pallas_prof/tune/records.py); only when enabled.
+  - `advised(KernelAdvice, start_ns, end_ns)`: the advice (pallas_prof/advice) for one
+    kernel, over the time spent on it; only when enabled.
 By default the observer does nothing; pallas_prof.instrument installs one
 that records OpenTelemetry spans. Several observers may watch at once
 (`add_observer`): `observer()` is then a FanOut that hands every call to each,
@@ -44,6 +46,7 @@ class Observer(Protocol):
   def compiled(self, record) -> None: ...
   def profiled(self, kernel_profile, start_ns: int, end_ns: int, device) -> None: ...
   def tuned(self, record) -> None: ...
+  def advised(self, advice, start_ns: int, end_ns: int) -> None: ...
 
 
 class _NullSpan:
@@ -83,6 +86,9 @@ class NullObserver:
 
   def tuned(self, record):
     """Called once per tuning (a tune.records.TuningRecord)."""
+
+  def advised(self, advice, start_ns, end_ns):
+    """Called once per kernel advised (an advice.schema.KernelAdvice)."""
 
 
 class _Spans:
@@ -146,6 +152,11 @@ class FanOut:
     for o in self.observers:
       if o.enabled and hasattr(o, "tuned"):     # observers written before tuning had spans
         o.tuned(record)
+
+  def advised(self, advice, start_ns, end_ns):
+    for o in self.observers:
+      if o.enabled and hasattr(o, "advised"):   # observers written before the advice
+        o.advised(advice, start_ns, end_ns)
 
 
 _observers: tuple = ()

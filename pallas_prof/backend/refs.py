@@ -59,3 +59,24 @@ class RefValue:
   def with_dims(self, dims) -> "RefValue":
     return dataclasses.replace(self, dims=tuple(dims))
 
+  def contiguous_bytes(self) -> int | None:
+    """Bytes of the longest run of consecutive addresses one access of this view moves
+    (a row of its block, or several rows where the view covers whole rows): how well
+    the access coalesces. None for a gather or packed int4, whose runs are not known
+    at lowering."""
+    if not self.dims:
+      return None
+    itemsize = np.dtype(self.dtype).itemsize
+    run = 1
+    for d, extent in zip(reversed(self.dims), reversed(self.array_shape)):
+      if d.kind == "gather":
+        return None
+      if d.kind != "slice":
+        break
+      if d.stride != 1:
+        break
+      run *= d.size
+      if d.size < extent:
+        break
+    return run * itemsize
+

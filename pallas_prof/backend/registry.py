@@ -87,3 +87,11 @@ def forget(name: str) -> None:
 def clear() -> None:
   with _lock:
     _records.clear()
+
+
+def discard(rec: KernelRecord) -> None:
+  """Drops one record: a variant lowered to be tried (the advice's), which the program
+  itself never ran."""
+  with _lock:
+    if _records.get(rec.key) is rec:
+      del _records[rec.key]

@@ -144,6 +144,9 @@ def diff(args) -> int:
   # what got worse, a line per kernel under the table (in a cell it would wrap word by word)
   for label, worse in failed:
     con.print(Text(f"worse: {label}: {', '.join(worse)}"))
+  from .advice_diff import lines as advice_lines      # did run A's advice hold in B?
+  for line in advice_lines(run_a, run_b):
+    con.print(Text(line))
   if args.fail_on_regression is not None and failed:
     con.print(Text(f"regressions: {', '.join(label for label, _ in failed)}"))
     return 1

@@ -6,8 +6,9 @@
   pallas-prof diff DIR_A DIR_B                 compare two runs kernel by kernel
   pallas-prof rules                            the jaxpr primitives pallas-prof lowers
   pallas-prof tune [options] script.py [args]  tune every kernel it runs (GPU only)
+  pallas-prof advise [options] script.py [args]  what to change, and (GPU) what it saves
 
-An option of run or tune after the script is theirs unless the script names it;
+An option of run, tune or advise after the script is theirs unless the script names it;
 everything after `--` goes to the script.
 """
 from __future__ import annotations
@@ -108,7 +109,8 @@ def _parser() -> argparse.ArgumentParser:
 
   sub.add_parser("rules", help="list the primitives pallas-prof can lower")
   from ..tune import cli as tune_cli
-  commands = {"run": run, "tune": tune_cli.add_parser(sub)}
+  from ..advice import cli as advice_cli        # `advise`: pallas_prof/advice/cli.py
+  commands = {"run": run, "tune": tune_cli.add_parser(sub), "advise": advice_cli.add_parser(sub)}
   p.set_defaults(command_parsers=commands)
   return p
 
@@ -138,7 +140,7 @@ def main(argv=None) -> int:
 def _main(argv=None) -> int:
   argv = list(sys.argv[1:] if argv is None else argv)
   args = _parser().parse_args(argv)
-  if args.command in ("run", "tune"):
+  if args.command in ("run", "tune", "advise"):
     args = _with_script(args, argv)
   if args.command == "run":
     args.argv = argv          # stored in report.json as the command that made the run
@@ -174,6 +176,10 @@ def _main(argv=None) -> int:
   if args.command == "tune":
     from ..tune import cli as tune_cli
     return tune_cli.run(args)
+  if args.command == "advise":
+    args.argv = argv
+    from ..advice import cli as advice_cli
+    return advice_cli.run(args)
   if args.command == "rules":
     from ..backend.rules import rule_limits
     print(_rules_text(rule_limits()))

@@ -23,6 +23,7 @@ from rich.text import Text
 
 from . import layout, units
 from .layout import BREAK, Col
+from .advice_render import advice_lines
 from .probe_table import probe_lines
 
 MIN_WIDTH, MAX_WIDTH, PIPE_WIDTH = 80, 200, 160
@@ -355,6 +356,7 @@ def render_report(report, con: Console, options: ConsoleOptions) -> Iterable:
         yield Text(f"{k.label}: {verdict}")
       for note in k.workarounds:
         yield Text(f"{k.label}: Triton workaround: {note}")
+      yield from advice_lines(report, k, options.max_width)     # cli/advice_render.py
   for note in (*report.notes, *(prof.notes if prof is not None else ())):
     yield Text(f"note: {note}")
   for err in report.errors:

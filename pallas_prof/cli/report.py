@@ -5,6 +5,8 @@
       errors    (ErrorEntry)       lowering errors, each with its annotated text
       profiles  (ProfileReport)    the profiler's report, one per device profiled
                                    (pallas_prof.profiler.schema: its classes as they are)
+      advice    (KernelAdvice)     per kernel: diagnoses with evidence, ranked actions,
+                                   measured or estimated savings (pallas_prof.advice.schema)
       traces    Traces             the trace files the run wrote
 
 `RunReport.save(dir)` is the one writer of report.json, `RunReport.load(dir)`
@@ -28,6 +30,7 @@ import types
 import typing
 from typing import Any
 
+from ..advice.schema import KernelAdvice
 from ..profiler.schema import HEADLINE, ProfileReport, RuntimeStats
 
 SCHEMA = "pallas-prof/run/1"
@@ -298,7 +301,11 @@ class RunReport(_Record):
   traces: Traces = dataclasses.field(default_factory=Traces)
   # where it ran: host.name, process.pid, jax.process_index/count, devices (processes.py)
   origin: dict[str, Any] = dataclasses.field(default_factory=dict)
+  advice: tuple[KernelAdvice, ...] = ()       # per kernel (pallas_prof/advice)
   schema: str = SCHEMA
+
+  def kernel_advice(self, label: str) -> KernelAdvice | None:
+    return next((a for a in self.advice if a.label == label), None)
 
   @property
   def profile(self) -> ProfileReport | None:

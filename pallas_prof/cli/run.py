@@ -291,7 +291,7 @@ def _run_and_report(args):
   errors: list[dict] = []
   from ..backend import runtime_errors
   failures_before = runtime_errors.raised()
-  with _tracing(args, out_dir):
+  with _tracing(args, out_dir), _recording_calls():
     cap = _start_insitu(not args.no_insitu and not args.no_profile, notes)
     outcome = run_script(args.script, args.script_args)
     cap = _stop_insitu(cap, notes)
@@ -310,6 +310,7 @@ def _run_and_report(args):
     if records and not args.no_analysis:
       for device in _devices(args.device, notes):
         reports.append(_profile(records, args, device, cap, notes))
+    advice = _advice(records, reports, args, notes)
   if not args.no_trace and any(k.probes is not None for r in reports for k in r.kernels):
     from ..instrument.probe_tracks import add_to_trace
     add_to_trace(os.path.join(out_dir, PERFETTO_FILE), reports)
@@ -327,7 +328,7 @@ def _run_and_report(args):
       origin=processes.origin(),
       kernels=tuple(KernelEntry.from_dict(artifacts.json_ready(k)) for k in kernels),
       errors=tuple(ErrorEntry.from_dict(e) for e in errors), notes=tuple(notes),
-      profiles=tuple(reports),
+      profiles=tuple(reports), advice=advice,
       traces=Traces() if args.no_trace else Traces(otlp_json=OTLP_JSON_FILE,
                                                    perfetto=PERFETTO_FILE))
   run_report.save(out_dir)
@@ -351,6 +352,34 @@ def caught_failures(before: int, final) -> list[str]:
   return [f"the script caught {len(failures)} failure(s) of its kernels at run time and went "
           f"on; the first: {type(first).__name__} in kernel `{first.kernel}`{where}: "
           f"{first.reason.splitlines()[0]}"]
+
+
+# --- the advice (pallas_prof/advice): a hook, kept apart ----------------------------------
+
+def _recording_calls():
+  """While the script runs, its pallas_calls are recorded (advice/recipes.py), so that the
+  advice can trace a kernel again at another block shape."""
+  from ..advice import recipes
+  recipes.clear()
+  return recipes.capture()
+
+
+def _advice(records, reports, args, notes: list[str]) -> tuple:
+  """Each kernel's advice from the first device's profile; `pallas-prof advise` (args.advise)
+  also tries the actions on the GPU."""
+  if not records or not reports:
+    return ()
+  try:
+    from ..advice.api import for_report
+    return tuple(for_report(records, reports[0], trials=getattr(args, "advise", False),
+                            device=reports[0].device.index if reports[0].device else 0,
+                            budget_s=getattr(args, "budget_s", 60.0),
+                            progress=getattr(args, "progress", None),
+                            try_tma=getattr(args, "try_tma", False),
+                            static=getattr(args, "advise", False)))
+  except Exception as e:  # noqa: BLE001 - the report stands without its advice
+    notes.append(f"advice failed: {type(e).__name__}: {e}")
+    return ()
 
 
 def _devices(spec: str, notes: list[str]) -> list[int]:

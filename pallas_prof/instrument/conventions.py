@@ -51,12 +51,18 @@ def tune_candidate(kernel: str, label: str) -> str:
   return f"tune {kernel} {label}"
 
 
+def advise(kernel: str) -> str:
+  """The advice for one kernel: its diagnoses and ranked actions (measured where tried)."""
+  return f"advise {kernel}"
+
+
 def root(script: str | None = None) -> str:
   """The span around a traced region (`pallas-prof run` names the script)."""
   return f"pallas-prof {script}" if script else "pallas-prof"
 
 
-SPAN_PREFIXES = ("pallas_call ", "lower ", "compile ", "profile ", "tune ", "pallas-prof")
+SPAN_PREFIXES = ("pallas_call ", "lower ", "compile ", "profile ", "tune ", "advise ",
+                 "pallas-prof")
 
 # --- attributes: the kernel -------------------------------------------------------------------
 
@@ -130,6 +136,18 @@ TUNE_MEDIAN_US = "pallas.tune.median_us"         # a candidate's median time
 TUNE_COMPILE_MS = "pallas.tune.compile_ms"       # a candidate's compile (in parallel with others)
 TUNE_CHOSEN = "pallas.tune.chosen"
 TUNE_ERROR = "pallas.tune.error"                 # why a candidate was dropped
+
+# --- attributes: the advice (pallas_prof/advice) ------------------------------------------------
+
+ADVICE_SUMMARY = "pallas.advice.summary"         # one line: the top diagnosis and action
+ADVICE_AT_ROOF = "pallas.advice.at_roof"         # at its roofline bound: no advice
+ADVICE_DIAGNOSES = "pallas.advice.diagnoses"     # each diagnosis in words, with its line
+ADVICE_TOP_ACTION = "pallas.advice.top_action"   # the best-ranked action's title
+ADVICE_TOP_KIND = "pallas.advice.top_kind"       # a, b, c or d (advice/schema.py KINDS)
+ADVICE_SAVING_PCT = "pallas.advice.saving_pct"   # its measured saving (tried on the GPU)
+ADVICE_ESTIMATE_PCT = "pallas.advice.estimate_pct"   # else the work model's estimate
+ADVICE_OUTPUTS_EQUAL = "pallas.advice.outputs_equal"
+ADVICE_MEASURED = "pallas.advice.measured"       # "measured" or "not measured: <why>"
 
 # --- attributes: the profile ------------------------------------------------------------------
 

@@ -289,6 +289,12 @@ class SpanObserver:
       child.end(end_time=max(start, c.end_ns or start))
     span.end(end_time=max(record.end_ns, record.start_ns))
 
+  def advised(self, advice, start_ns: int, end_ns: int) -> None:
+    """`advise <kernel>`: its diagnoses and the best-ranked action (advice_attributes)."""
+    span = self.tracer.start_span(cv.advise(advice.name), context=self._parent(),
+                                  start_time=start_ns, attributes=advice_attributes(advice))
+    span.end(end_time=max(end_ns, start_ns))
+
   # internals -------------------------------------------------------------------------
   def _open(self) -> list:
     """This thread's spans of this observer that are open now, innermost last."""
@@ -434,6 +440,25 @@ def stage_attributes(stage, record) -> dict[str, Any]:
     # preparing the library once
     attributes[cv.TRITON_LIBDEVICE_LINK] = link
   return attributes
+
+
+def advice_attributes(advice) -> dict[str, Any]:
+  """The attributes of an `advise <kernel>` span, from an advice.schema.KernelAdvice."""
+  out: dict[str, Any] = {cv.PALLAS_KERNEL: advice.label, cv.ADVICE_SUMMARY: advice.summary,
+                         cv.ADVICE_AT_ROOF: bool(advice.at_roof),
+                         cv.ADVICE_MEASURED: advice.measured or "",
+                         cv.ADVICE_DIAGNOSES: [f"{d.text} ({d.location})" if d.location else d.text
+                                               for d in advice.diagnoses]}
+  if advice.actions:
+    top = advice.actions[0]
+    out[cv.ADVICE_TOP_ACTION] = top.title
+    out[cv.ADVICE_TOP_KIND] = top.kind
+    if top.trial is not None and top.trial.saving_pct is not None:
+      out[cv.ADVICE_SAVING_PCT] = float(top.trial.saving_pct)
+      out[cv.ADVICE_OUTPUTS_EQUAL] = bool(top.trial.outputs_equal)
+    elif top.estimate_pct is not None:
+      out[cv.ADVICE_ESTIMATE_PCT] = float(top.estimate_pct)
+  return out
 
 
 def profile_attributes(kp, device=None) -> dict[str, Any]:

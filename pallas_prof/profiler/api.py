@@ -310,14 +310,16 @@ def _attribute(t: _Target, p: KernelProfile, device: int, sample: bool,
   median = p.runtime.median_s if p.runtime is not None else None
   gk = t.generated
   if sample and gk is not None and t.compiled is not None and p.runtime is not None:
-    from . import pcsampling
+    from . import pcsampling, sampling_rounds
     try:
       keep = os.path.join(keep_samples, f"{p.label}.samples.json") if keep_samples else None
-      data = pcsampling.sample(t.compiled, device=device, aliases=t.aliases, keep=keep,
-                               kernel_s=median)
+      data, rounds = sampling_rounds.sample_until_kept(
+          pcsampling.sample, ck=t.compiled, device=device, aliases=t.aliases, keep=keep,
+          kernel_s=median)
       corr = correlate.correlate(t.compiled)
       samples, other = pcsampling.instruction_samples(data, data["kernel"])
       run = pcsampling.sampling_run(data, other)
+      run.rounds = rounds
       if not samples:
         raise ProfilerError(f"CUPTI returned no samples of {data['kernel']} "
                             f"({run.total_samples} in all)")
@@ -325,6 +327,9 @@ def _attribute(t: _Target, p: KernelProfile, device: int, sample: bool,
           gk, corr, samples, basis="pc_sampling", replay_median_s=median, sampling=run,
           description=f"CUPTI PC sampling, {sum(map(_total, samples.values())):,.0f} samples "
                       f"of {run.launches} replayed launches{_dropped_text(run)}")
+      sampling_rounds.annotate(p.attribution, run.dropped_samples)
+      if len(rounds) > 1:
+        p.attribution.notes.append(sampling_rounds.rounds_text(rounds))
       p.weight_basis = "pc_sampling"
     except Exception as e:  # noqa: BLE001 - the static weights still stand, labelled
       why = f"PC sampling failed: {type(e).__name__}: {e}"

@@ -293,12 +293,18 @@ def sampled_launches(kernel_s: float) -> int:
 
 
 def sampling_plan(kernel_s: float, clock_hz: float, sms: int, ctas: int | None,
-                  wanted: int = SAMPLES_WANTED) -> tuple[int, int]:
+                  wanted: int = SAMPLES_WANTED, period: int | None = None) -> tuple[int, int]:
   """(period_log2, launches): launches enough for MIN_KERNEL_SECONDS of kernel time, a
   period for about `wanted` samples; where the CTAs' life forces a shorter period, fewer
-  launches (at least 3) bring the count back near `wanted`."""
+  launches (at least 3) bring the count back near `wanted`. `period` (log2) overrides the
+  period (sampling_rounds.py: a longer one where CUPTI dropped samples); the launches
+  then grow to bring the count near `wanted`, up to MAX_LAUNCHES."""
   launches = sampled_launches(kernel_s)
-  n = period_log2(kernel_s, launches, clock_hz, sms, wanted, ctas)
+  n = period_log2(kernel_s, launches, clock_hz, sms, wanted, ctas) if period is None \
+      else int(min(24, max(5, period)))
+  if period is not None:
+    per_launch = max(kernel_s, 1e-7) * clock_hz * sms / 2 ** n
+    return n, int(max(3, min(MAX_LAUNCHES, math.ceil(wanted / per_launch))))
   per_launch = max(kernel_s, 1e-7) * clock_hz * sms / 2 ** n
   launches = int(max(3, min(launches, math.ceil(wanted / per_launch))))
   return n, launches
@@ -317,7 +323,7 @@ def _time(r, pool_start, pool_end, n: int) -> list[float]:
 
 
 def child(spec_dir: str, device: int, out_path: str, seed: int | None,
-          kernel_s: float | None = None) -> dict:
+          kernel_s: float | None = None, period: int | None = None) -> dict:
   import numpy as np
   from . import driver
   from .driver import call
@@ -352,7 +358,7 @@ def child(spec_dir: str, device: int, out_path: str, seed: int | None,
         probe_s = _time(probe, *events, 3)
         kernel_s = float(np.median(probe_s))
     ctas = math.prod(spec.launch_grid)
-    n, launches = sampling_plan(kernel_s, clock_hz, sms, ctas)
+    n, launches = sampling_plan(kernel_s, clock_hz, sms, ctas, period=period)
     phase("probe")
     sampler.enable(n)
     phase("enable")
@@ -394,8 +400,9 @@ def main(argv=None) -> int:
   parser.add_argument("--seed", type=int, default=None)
   parser.add_argument("--kernel-seconds", type=float, default=None,
                       help="the kernel's time (sets the sampling period); timed if not given")
+  parser.add_argument("--period-log2", type=int, default=None, help="the sampling period")
   args = parser.parse_args(argv)
-  child(args.spec_dir, args.device, args.out, args.seed, args.kernel_seconds)
+  child(args.spec_dir, args.device, args.out, args.seed, args.kernel_seconds, args.period_log2)
   return 0
 
 
@@ -413,17 +420,20 @@ _BOOT = ("import sys, types; root = sys.argv.pop(1); p = types.ModuleType('palla
 
 
 def command(spec_dir: str, out_path: str, device: int,
-            kernel_s: float | None = None) -> list[str]:
+            kernel_s: float | None = None, period: int | None = None) -> list[str]:
   extra = ["--kernel-seconds", repr(float(kernel_s))] if kernel_s else []
+  extra += ["--period-log2", str(int(period))] if period is not None else []
   return [sys.executable, "-c", _BOOT, _root(), spec_dir, "--out", out_path,
           "--device", str(device), *extra]
 
 
 def sample(ck, *, device: int = 0, aliases=(), zeroed_outputs=(), timeout: float = 120.0,
-           keep: str | None = None, kernel_s: float | None = None) -> dict:
+           keep: str | None = None, kernel_s: float | None = None,
+           period: int | None = None) -> dict:
   """PC-samples a CompiledKernel (or LaunchSpec) in a child process; the child's
   JSON (see child()). keep: a path to copy that JSON to (a run directory).
-  kernel_s: the kernel's time from a replay (else the child times it first)."""
+  kernel_s: the kernel's time from a replay (else the child times it first);
+  period: the sampling period's log2 (else sampling_plan's)."""
   from .driver import ProfilerError
   from .launchspec import LaunchSpec
   spec = ck if isinstance(ck, LaunchSpec) else LaunchSpec.from_compiled(ck, aliases,
@@ -432,7 +442,7 @@ def sample(ck, *, device: int = 0, aliases=(), zeroed_outputs=(), timeout: float
     spec.save(os.path.join(d, "spec"))
     out = os.path.join(d, "samples.json")
     started = time.perf_counter()
-    proc = subprocess.run(command(os.path.join(d, "spec"), out, device, kernel_s),
+    proc = subprocess.run(command(os.path.join(d, "spec"), out, device, kernel_s, period),
                           capture_output=True, text=True, timeout=timeout)
     wall = time.perf_counter() - started
     if proc.returncode != 0 or not os.path.exists(out):

@@ -395,6 +395,9 @@ class LineWeight(_Serializable):
   equations: list[int]
   top_stall: str | None         # words of the line's most frequent stall reason
   time_s: float | None = None
+  # measured only: why the samples cannot rank this line against its neighbours (too few,
+  # within the sampling noise, or CUPTI dropped more than tells them apart); None: ranked
+  rank_note: str | None = None
 
 
 @dataclasses.dataclass
@@ -412,6 +415,9 @@ class SamplingRun(_Serializable):
   sampled_median_s: float | None     # and while sampling
   overhead_pct: float | None         # (sampled - unsampled) / unsampled x 100
   child_seconds: float               # wall time of the child process, start to exit
+  # each sampling round (sampling_rounds.py: again at a longer period while CUPTI dropped
+  # 1 % or more): period_log2, launches, total_samples, dropped_samples; the last is this
+  rounds: list[dict] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass

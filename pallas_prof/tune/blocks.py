@@ -22,6 +22,7 @@ used, else the first config, with a warning that says so.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -67,6 +68,8 @@ class Tuning:
   from_cache: bool = False
   clock: str = "wall"            # what timed the candidates: "gpu" (CUPTI) or "wall"
   clock_note: str | None = None  # why the wall clock, on a machine with a GPU
+  # config label -> the registry labels its first call lowered (not saved: this process's)
+  kernels: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
   @property
   def speedup(self) -> float | None:
@@ -167,6 +170,7 @@ def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
   start = time.perf_counter()
   start_ns = time.time_ns()
   candidates: list[Candidate] = []
+  lowered: dict[str, tuple] = {}
   timers: dict[int, CallTimer] = {}       # candidate index -> its warmed-up call
   reference = None
   for i, config in enumerate(configs):
@@ -177,7 +181,8 @@ def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
       continue
     call = functools.partial(fn, *args, **kwargs, **config)
     try:
-      outputs = leaves(call())
+      with _lowered_by(lowered, config_label(config)):
+        outputs = leaves(call())
       if reference is not None:
         differs = same_outputs(outputs, reference)
         if differs:
@@ -219,7 +224,7 @@ def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
   tuning = Tuning(name, key, best.config, candidates[0].seconds, best.seconds, tuple(candidates),
                   time.perf_counter() - start, clock=clock,
                   clock_note=clock_note if clock_note and not clock_note.startswith("no GPU")
-                  else None)
+                  else None, kernels=lowered)
   _notify(tuning, start_ns, time.time_ns(), configs[0])
   return tuning
 
@@ -246,6 +251,56 @@ def _is_tracer(x) -> bool:
   if tracer is not None:
     return isinstance(x, tracer)
   return isinstance(x, jax.Array) and not hasattr(x, "addressable_shards")
+
+
+# --- calls kept for the advice (pallas_prof/advice: actions of kind b) -----------------------
+
+RECORDING = {"on": False}     # the advice's recipes.capture() turns it on while a script runs
+
+
+@dataclasses.dataclass
+class TunedCall:
+  """A call of an autotuned function: what the advice needs to try other configs of it."""
+  fn: Callable
+  name: str
+  configs: list
+  best: dict
+  args: tuple
+  kwargs: dict
+  kernels: tuple                 # registry labels the call's chosen config lowered
+
+
+_calls: list[TunedCall] = []
+
+
+def tuned_calls() -> list[TunedCall]:
+  return list(_calls)
+
+
+def clear_tuned_calls() -> None:
+  _calls.clear()
+
+
+@contextlib.contextmanager
+def _lowered_by(into: dict, label: str):
+  """Notes in `into[label]` the registry labels lowered meanwhile."""
+  from ..backend import registry
+  before = {r.label: r.lowerings for r in registry.kernels()}
+  try:
+    yield
+  finally:
+    into[label] = tuple(r.label for r in registry.kernels()
+                        if before.get(r.label) != r.lowerings)
+
+
+def _recorded_call(fn, configs, tuning, args, kwargs, name):
+  lowered: dict = {}
+  with _lowered_by(lowered, "call"):
+    out = fn(*args, **kwargs, **tuning.best)
+  labels = lowered["call"] or tuning.kernels.get(config_label(tuning.best), ())
+  if labels:
+    _calls.append(TunedCall(fn, name, configs, dict(tuning.best), args, dict(kwargs), labels))
+  return out
 
 
 # --- the decorator -------------------------------------------------------------------------------
@@ -308,7 +363,9 @@ def autotune(configs: Sequence[dict], key: Sequence[str] = (), *, budget_s: floa
           _save(digest, tuning, identity)
       chosen[k] = tuning
       wrapper.last_tuning = tuning
-      return fn(*args, **kwargs, **tuning.best)
+      if not RECORDING["on"]:
+        return fn(*args, **kwargs, **tuning.best)
+      return _recorded_call(fn, configs, tuning, args, kwargs, name or fn.__qualname__)
 
     wrapper.tunings = chosen
     wrapper.last_tuning = None

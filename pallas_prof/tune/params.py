@@ -359,10 +359,7 @@ def _below_hopper(target) -> bool:
 def measure(compiled: dict, order: Sequence, default, settings: Autotune, aliases, zeroed,
             device: int, start: float, errors: dict) -> list[Candidate]:
   """Each compiled candidate on the default's inputs: outputs compared, then cold-timed."""
-  from ..backend.compile import assemble_cubin
-  from ..profiler.launchspec import LaunchSpec
-  from ..profiler.replayer import Replayer
-  seed = 1234
+  import statistics
   reference = None
   out = []
   for w in order:
@@ -376,30 +373,45 @@ def measure(compiled: dict, order: Sequence, default, settings: Autotune, aliase
       continue
     began = time.time_ns()
     try:
-      ck = assemble_cubin(compiled[w])          # the GPU path deferred the default's cubin
-      spec = LaunchSpec.from_compiled(ck, aliases, zeroed)
-      with Replayer(spec, device, seed) as r:
-        r.prepare(1)
-        unwritten, outputs = r.poison_check()
-        if any(unwritten):
-          raise ValueError(f"{sum(n or 0 for n in unwritten)} output elements never written")
-        if reference is None:
-          reference = outputs
-        else:
-          differs = same_outputs(outputs, reference)
-          if differs:
-            out.append(_candidate(w, None, differs, compile_s, began, time.time_ns()))
-            continue
-        import statistics
-        timing = r.time_cold(settings.min_launches, settings.min_seconds, None)
-        out.append(_candidate(w, statistics.median(timing["times_s"]), None, compile_s, began,
-                              time.time_ns()))
+      outputs, times, differs = replay_candidate(compiled[w], reference, aliases, zeroed, device,
+                                                 settings.min_launches, settings.min_seconds)
+      if differs:
+        out.append(_candidate(w, None, differs, compile_s, began, time.time_ns()))
+        continue
+      reference = outputs if reference is None else reference
+      out.append(_candidate(w, statistics.median(times), None, compile_s, began, time.time_ns()))
     except Exception as e:  # noqa: BLE001 - a candidate that fails to run is dropped, and says why
       if w == default:
         raise
       out.append(_candidate(w, None, f"{type(e).__name__}: {str(e)[:300]}", compile_s, began,
                             time.time_ns()))
   return out
+
+
+SEED = 1234       # every candidate replays the same inputs
+
+
+def replay_candidate(ck, reference, aliases, zeroed, device: int, min_launches: int,
+                     min_seconds: float):
+  """One compiled kernel on the seeded inputs: (outputs, cold times or None, why they
+  differ from `reference` or None). Raises where an output element is never written.
+  The advice's trials time their variants through this as the tuner does."""
+  from ..backend.compile import assemble_cubin
+  from ..profiler.launchspec import LaunchSpec
+  from ..profiler.replayer import Replayer
+  ck = assemble_cubin(ck)                 # the GPU path deferred the default's cubin
+  spec = LaunchSpec.from_compiled(ck, aliases, zeroed)
+  with Replayer(spec, device, SEED) as r:
+    r.prepare(1)
+    unwritten, outputs = r.poison_check()
+    if any(unwritten):
+      raise ValueError(f"{sum(n or 0 for n in unwritten)} output elements never written")
+    if reference is not None:
+      differs = same_outputs(outputs, reference)
+      if differs:
+        return outputs, None, differs
+    timing = r.time_cold(min_launches, min_seconds, None)
+    return outputs, timing["times_s"], None
 
 
 def _record(tuning: KernelTuning) -> None:

@@ -155,6 +155,55 @@ def _run_straight(ctx, body, consts: list, lo: Value | None, carry: list, closed
   return list(carry)
 
 
+def _touches_ref(eqn) -> bool:
+  return any(_is_ref(v) for v in eqn.invars)
+
+
+def mark_invariant(ctx, body, fixed: int, args=()) -> None:
+  """Marks the loop body's equations that compute the same value every iteration
+  (EquationRecord.invariant, which the advice reads): those whose operands are
+  literals, the body's constants, its first `fixed` inputs (the loop's constants)
+  or results of such equations, and the reads (`get`) of a ref nothing in the body
+  writes (nor a ref that may share its memory); never an equation that holds a jaxpr.
+  `args`: what the body's inputs are bound to (the refs' RefValues among them)."""
+  names = {v: a.name for v, a in zip(body.invars, args) if isinstance(a, RefValue)}
+  written: set | None = set()
+  for e in body.eqns:
+    if any(_holds_jaxpr(p) for p in e.params.values()):
+      written = None                  # a nested jaxpr may write anything
+    elif _touches_ref(e) and e.primitive.name != "get" and written is not None:
+      refs = [v for v in e.invars if _is_ref(v)]
+      written = None if any(v not in names for v in refs) else written | {names[v] for v in refs}
+  stable = set(body.constvars) | set(body.invars[:fixed])
+  positions = set()
+  for j, eqn in enumerate(body.eqns):
+    if any(_holds_jaxpr(p) for p in eqn.params.values()):
+      continue
+    if _touches_ref(eqn):
+      ref = eqn.invars[0]
+      may = ctx.kernel.aliases_of({names[ref]}) if eqn.primitive.name == "get" and \
+          ref in names and written is not None else None
+      if may is None or may & written:
+        continue
+    if all(isinstance(v, compat.Literal) or v in stable or _is_ref(v) for v in eqn.invars):
+      stable.update(eqn.outvars)
+      positions.add(j)
+  prefix = f"{ctx.info.path}.body."
+  for info in ctx.b.eqns:
+    tail = info.path[len(prefix):] if info.path.startswith(prefix) else ""
+    if info.parent == ctx.info.index and tail.isdigit() and int(tail) in positions:
+      info.facts["invariant"] = True
+
+
+def _is_ref(v) -> bool:
+  return not isinstance(v, compat.Literal) and isinstance(v.aval, compat.AbstractRef)
+
+
+def _holds_jaxpr(param) -> bool:
+  return hasattr(param, "eqns") or hasattr(param, "jaxpr") or (
+      isinstance(param, (tuple, list)) and any(_holds_jaxpr(p) for p in param))
+
+
 # --- scan / fori_loop -----------------------------------------------------------------
 
 @register(lax.scan_p, limits=(
@@ -195,6 +244,7 @@ def _scan(ctx, *args, jaxpr, length, reverse, unroll=1, **params):
     body_args = consts + ([_loop_index(ctx, i, lo.dtype)] if has_index else []) + carried
     outs = ctx.lower_jaxpr(body, body_args, "body", consts=consts_closed, loop=True)
     _assign_all(ctx, names, outs)
+  mark_invariant(ctx, body, len(consts), body_args)
   if has_index:
     return [upper] + carried
   return carried
@@ -258,6 +308,7 @@ def _while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
       outs = ctx.lower_jaxpr(fori_body, body_consts + [_loop_index(ctx, i, lo.dtype)] + carried,
                              "body", consts=body_jaxpr.consts, loop=True)
       _assign_all(ctx, names, outs)
+    mark_invariant(ctx, fori_body, len(body_consts), body_consts)
     # the counter ends at max(lo, hi): the loop may not run at all
     final = (emit.const(max(lo.const, hi.const), lo.dtype)
              if lo.const is not None and hi.const is not None

@@ -72,13 +72,19 @@ def _moved_bytes(shape, dtype) -> int:
   return (n + 1) // 2 if is_packed4(dtype) else n * np.dtype(dtype).itemsize
 
 
+def _access(ref: RefValue) -> dict:
+  """Which operand an access moves and its contiguous run (EquationRecord's facts)."""
+  return {"operand": ref.label,
+          "contiguous_bytes": None if is_packed4(ref.dtype) else ref.contiguous_bytes()}
+
+
 def _emit_read(ctx, ref: RefValue, mask=None, other=None, **load_options) -> Value:
   if ctx.kernel.tma is not None:
     loaded = _tma_read(ctx, ref, mask, other, load_options)
     if loaded is not None:
       return loaded
   offset, full_mask, shape, edge = address_at_edge(ctx, ref, mask)
-  ctx.record(bytes_read=_moved_bytes(shape, ref.dtype))
+  ctx.record(bytes_read=_moved_bytes(shape, ref.dtype), **_access(ref))
   if is_packed4(ref.dtype):
     return _read_packed4(ctx, ref, offset, full_mask, shape, other, load_options)
   hint = f"{ref.label}_val" if not ref.label.endswith("_ref") else ref.label[:-4]
@@ -106,7 +112,7 @@ def _tma_read(ctx, ref: RefValue, mask, other, load_options) -> Value | None:
   shape = result_shape(ref)
   loaded = tma.read(ctx, ref, shape)
   if loaded is not None:
-    ctx.record(bytes_read=_moved_bytes(shape, ref.dtype))
+    ctx.record(bytes_read=_moved_bytes(shape, ref.dtype), **_access(ref))
   return loaded
 
 
@@ -119,7 +125,7 @@ def _tma_write(ctx, ref: RefValue, value: Value, mask, eviction_policy) -> bool:
   shape = result_shape(ref)
   if not tma.write(ctx, ref, check_value(ctx, ref, value, shape)):
     return False
-  ctx.record(bytes_written=_moved_bytes(shape, ref.dtype))
+  ctx.record(bytes_written=_moved_bytes(shape, ref.dtype), **_access(ref))
   return True
 
 
@@ -127,7 +133,7 @@ def _write(ctx, ref: RefValue, value: Value, mask=None, eviction_policy=None) ->
   if ctx.kernel.tma is not None and _tma_write(ctx, ref, value, mask, eviction_policy):
     return
   offset, full_mask, shape, edge = address_at_edge(ctx, ref, mask, write=True)
-  ctx.record(bytes_written=_moved_bytes(shape, ref.dtype))
+  ctx.record(bytes_written=_moved_bytes(shape, ref.dtype), **_access(ref))
   value = check_value(ctx, ref, value, shape)
   if is_packed4(ref.dtype):
     _write_packed4(ctx, ref, offset, full_mask, shape, value, eviction_policy)

@@ -15,6 +15,7 @@ from .. import units
 from .equations import equation_table, work_facts
 from .listings import (Line, Listing, find_user_file, generated_listing,  # noqa: F401
                        stage_listings, user_listing)
+from .advice import advice_view
 from .probes import probes_view
 
 # the stages in the order Triton runs them (a waterfall draws them one after another)
@@ -68,6 +69,7 @@ class KernelView:
   gpu: bool = False                 # timed on a GPU (else: a CPU run, its static figures)
   equations: Any = None             # equations.EquationTable: the per-equation breakdown
   work: tuple[tuple[str, str], ...] = ()   # the work model, in words
+  advice: Any = None                # advice.AdviceView: the panel beside the heated lines
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,7 +161,7 @@ def kernel_view(run: dict, k: dict, prof: dict, run_dir: str | None, *, several:
       verdict=_verdict(p), probes=probes_view(p.get("probes")),
       gpu=bool(prof.get("gpu_present")),
       equations=equation_table(p, eqs, lambda path: find_user_file(run, path)),
-      work=work_facts(p))
+      work=work_facts(p), advice=advice_view(run, k["label"]))
 
 
 def _verdict(p: dict) -> str:

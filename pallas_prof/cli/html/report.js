@@ -3,7 +3,7 @@
 (function () {
   "use strict";
   document.querySelectorAll("section.kernel").forEach(function (section) {
-    var rows = Array.prototype.slice.call(section.querySelectorAll("tr[data-e]"));
+    var rows = Array.prototype.slice.call(section.querySelectorAll("tr[data-e], li.diagnosis[data-e]"));
     var byEqn = {};
     rows.forEach(function (row) {
       row.getAttribute("data-e").split(" ").forEach(function (e) {

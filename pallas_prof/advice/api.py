@@ -1,0 +1,103 @@
+"""pallas_prof.advise() and the hooks the command line calls.
+
+    advise(kernels=None, budget_s=60, ...)   profile this process's kernels (or use a given
+                                             ProfileReport), diagnose each, and on a GPU try
+                                             the actions of kinds a-c: [KernelAdvice]
+    for_report(records, report, trials=...)  the same from a profile already taken
+    tuning_entries(advice, records, report)  the kept kind-a actions as a tuning file's
+                                             entries (PALLAS_PROF_TUNED applies them)
+"""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Callable
+
+from . import recipes
+from .engine import diagnose, order_diagnoses
+from .schema import KernelAdvice
+
+
+def _progress(text: str) -> None:
+  print(f"pallas-prof advise: {text}", file=sys.stderr, flush=True)
+
+
+def advise(kernels=None, *, report=None, device: int = 0, trials: bool = True,
+           budget_s: float = 60.0, progress: Callable[[str], None] | None = _progress,
+           try_tma: bool = False, sample: bool = True, static: bool = True) -> list[KernelAdvice]:
+  """Advice for the kernels this process lowered (or `kernels`: registry records or a
+  name). On a GPU each kernel's actions of kinds a-c are tried within `budget_s`
+  seconds (per kernel), with progress on stderr; without one the advice says
+  "not measured: no GPU" and, with `static`, shows each variant compiled for sm_90."""
+  from ..backend import registry
+  if kernels is None:
+    records = registry.kernels()
+  elif isinstance(kernels, str):
+    records = registry.find(kernels)
+  else:
+    records = list(kernels)
+  if report is None:
+    from ..profiler import profile
+    report = profile(records, device=device, sample=sample)
+  return for_report(records, report, trials=trials, device=device, budget_s=budget_s,
+                    progress=progress, try_tma=try_tma, static=static)
+
+
+def for_report(records, report, *, trials: bool = False, device: int = 0,
+               budget_s: float = 60.0, progress=None, try_tma: bool = False,
+               static: bool = False) -> list[KernelAdvice]:
+  from ..backend import hooks
+  from ..tune.blocks import tuned_calls
+  from . import autotuned
+  found, calls = recipes.recipes(), tuned_calls()
+  out = []
+  for rec in records:
+    try:
+      kp = report.kernel(rec.label)
+    except KeyError:
+      continue
+    start_ns = time.time_ns()
+    recipe = recipes.find(rec, found)
+    advice = diagnose(kp, rec.generated, report.device, report.ceilings, recipe,
+                      gpu=report.gpu_present, tuned=autotuned.find(rec, calls))
+    if trials and not advice.at_roof and (report.gpu_present or static):
+      from .trials import try_actions
+      try:
+        advice = try_actions(advice, rec, recipe, device=device, gpu=report.gpu_present,
+                             budget_s=budget_s, progress=progress, try_tma=try_tma,
+                             static=static, tuned=autotuned.find(rec, calls))
+        advice.diagnoses = order_diagnoses(advice.diagnoses, advice.actions)
+      except Exception as e:  # noqa: BLE001 - the diagnosis stands without its trials
+        advice.notes.append(f"trials failed: {type(e).__name__}: {str(e)[:300]}")
+    obs = hooks.observer()
+    if obs.enabled and hasattr(obs, "advised"):
+      obs.advised(advice, start_ns, time.time_ns())
+    out.append(advice)
+  return out
+
+
+def tuning_entries(advice: list[KernelAdvice], records, report) -> list[dict]:
+  """Each kernel whose best measured action is of kind a, as `pallas-prof tune`'s tuning
+  file names it (tune/cli.py: PALLAS_PROF_TUNED=file applies it)."""
+  from ..tune.params import default_config, source_digest
+  from .trials import _config
+  by_label = {r.label: r for r in records}
+  gpu = report.device.name if report.device is not None else None
+  out = []
+  for a in advice:
+    rec = by_label.get(a.label)
+    top = next((x for x in a.actions if x.trial is not None and x.trial.held), None)
+    if rec is None or top is None or top.kind != "a" or gpu is None:
+      continue
+    target = list(rec.compiled.target) if rec.compiled is not None else ["cuda", 90]
+    out.append({"kernel": rec.name, "source": source_digest(rec.generated), "target": target,
+                "gpu": gpu, "best": list(_config(top.change, rec.generated)),
+                "default": list(default_config(rec.generated))})
+  return out
+
+
+def write_tuning_file(path: str, entries: list[dict]) -> None:
+  import json
+  from ..tune.params import CACHE_VERSION
+  with open(path, "w") as f:
+    json.dump({"version": CACHE_VERSION, "kernels": entries}, f, indent=1)

@@ -1,0 +1,204 @@
+"""Block-shape actions made concrete.
+
+A rule asks for larger, smaller or wider blocks (table.blocks: an intent). Where the
+kernel's pallas_call was recorded (recipes.py) and its index maps walk a grid axis in
+block units (an output of the index map *is* that grid index), the same kernel can be
+traced again with another block size along that axis and the grid rescaled to cover
+the same array: a kind c action, whose variant trials.py compiles and checks for equal
+outputs. Otherwise, and for kernels that read their program id (their results may
+depend on the grid), it becomes an edit at the pallas_call line (kind d).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from .schema import Action
+
+MAX_BLOCK_ELEMENTS = 1 << 16      # larger blocks than this do not fit a CTA's registers
+MIN_BLOCK = 16                    # nor smaller ones along a split dimension
+
+
+def _flat_specs(recipe) -> tuple[list, list]:
+  """(in specs, out specs) as lists of BlockSpec (or None)."""
+  ins = recipe.kwargs.get("in_specs")
+  outs = recipe.kwargs.get("out_specs")
+  as_list = lambda s, n: list(s) if isinstance(s, (list, tuple)) else [s] * (n if n else 1)
+  out_shapes = recipe.out_shape if isinstance(recipe.out_shape, (list, tuple)) else \
+      [recipe.out_shape]
+  return as_list(ins, len(recipe.arg_shapes)), as_list(outs, len(out_shapes))
+
+
+def _arrays(recipe) -> list[tuple[int, ...]]:
+  outs = recipe.out_shape if isinstance(recipe.out_shape, (list, tuple)) else [recipe.out_shape]
+  return [tuple(s) for s, _ in recipe.arg_shapes] + [tuple(o.shape) for o in outs]
+
+
+def _tie(spec, axis: int, rank: int) -> tuple[bool, int | None]:
+  """(usable, dim): the block dimension that is grid index `axis` (None: the spec does
+  not read that index); usable False when the index map uses it any other way."""
+  import jax
+  import jax.numpy as jnp
+  if spec is None or getattr(spec, "index_map", None) is None or spec.block_shape is None:
+    return False, None
+  try:
+    jaxpr = jax.make_jaxpr(spec.index_map)(*[jnp.int32(0)] * rank).jaxpr
+  except Exception:  # noqa: BLE001 - an index map we cannot trace: no variant
+    return False, None
+  target = jaxpr.invars[axis]
+  used = {target}
+  is_var = lambda v: not hasattr(v, "val")      # a Literal (unhashable) has its value
+  for eqn in jaxpr.eqns:
+    if any(is_var(v) and v in used for v in eqn.invars):
+      used.update(eqn.outvars)
+  dims = [j for j, v in enumerate(jaxpr.outvars) if v is target]
+  others = [j for j, v in enumerate(jaxpr.outvars) if is_var(v) and v in used and v is not target]
+  if others or len(dims) > 1:
+    return False, None
+  return True, (dims[0] if dims else None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+  axis: int
+  ties: tuple                       # per spec (ins then outs): its tied dim or None
+  block: int                        # the tied dims' block size
+  extent: int                       # the array extent they cover
+
+
+def plan(recipe, axis: int) -> Plan | None:
+  grid = tuple(recipe.kwargs.get("grid") or ())
+  if not isinstance(grid, tuple) or axis >= len(grid) or not all(isinstance(g, int) for g in grid):
+    return None
+  ins, outs = _flat_specs(recipe)
+  arrays = _arrays(recipe)
+  ties, sizes = [], set()
+  for spec, shape in zip(ins + outs, arrays):
+    ok, dim = _tie(spec, axis, len(grid))
+    if not ok:
+      return None
+    ties.append(dim)
+    if dim is not None:
+      b = spec.block_shape[dim]
+      if not isinstance(b, int) or -(-shape[dim] // b) != grid[axis]:
+        return None
+      sizes.add((b, shape[dim]))
+  if len(sizes) != 1:
+    return None
+  (block, extent), = sizes
+  return Plan(axis, tuple(ties), block, extent)
+
+
+def change_for(recipe, p: Plan, new_block: int) -> dict:
+  ins, outs = _flat_specs(recipe)
+  grid = list(recipe.kwargs["grid"])
+  grid[p.axis] = -(-p.extent // new_block)
+  shapes = []
+  for spec, dim in zip(ins + outs, p.ties):
+    shape = list(spec.block_shape)
+    if dim is not None:
+      shape[dim] = new_block
+    shapes.append(shape)
+  return {"grid": grid, "blocks": shapes, "axis": p.axis, "from_block": p.block,
+          "to_block": new_block}
+
+
+def build(recipe, change: dict):
+  """The pallas_call of the variant: same kernel, index maps and outputs."""
+  ins, outs = _flat_specs(recipe)
+  new = [dataclasses.replace(s, block_shape=tuple(b)) for s, b in zip(ins + outs,
+                                                                      change["blocks"])]
+  kwargs = dict(recipe.kwargs, grid=tuple(change["grid"]), in_specs=new[:len(ins)],
+                out_specs=new[len(ins):] if isinstance(recipe.kwargs.get("out_specs"),
+                                                       (list, tuple)) else new[len(ins)])
+  return recipe.original(recipe.kernel, recipe.out_shape, **kwargs)
+
+
+def _candidates(recipe, goal: str, factor: int, operand_index: int | None,
+                last: int | None, sms: int) -> tuple[list[dict], str]:
+  """(changes, why there are none)."""
+  grid = recipe.kwargs.get("grid") or ()
+  plans = [p for p in (plan(recipe, a) for a in range(len(grid))) if p is not None]
+  if goal == "wider" and operand_index is not None:
+    rank = len(_arrays(recipe)[operand_index])
+    plans = [p for p in plans if p.ties[operand_index] == rank - 1]
+  if not plans:
+    return [], "no grid axis walks every BlockSpec in block units"
+  out = []
+  for p in sorted(plans, key=lambda p: -grid[p.axis]):
+    if goal in ("larger", "wider"):
+      want = p.block * factor if goal == "larger" else max(last or 1, p.block * 2)
+      cap = _pow2_at_least(p.extent)
+      sizes = [min(want // 2, cap), min(want, cap)] if want // 2 > p.block else [min(want, cap)]
+      # not so large that the grid leaves SMs idle (unless it already did)
+      programs = lambda b: math.prod(grid) * p.block // b
+      enough = [b for b in sizes if programs(b) >= sms]
+      if not enough:                  # the largest that still gives every SM a program
+        b = sizes[0]
+        while b > p.block and programs(b) < sms:
+          b //= 2
+        enough = [b] if b > p.block else []
+      sizes = enough
+    else:
+      sizes = [p.block // factor] if p.block % factor == 0 else []
+    for b in dict.fromkeys(sizes):
+      change = change_for(recipe, p, b)
+      if b != p.block and (goal != "smaller" or b >= MIN_BLOCK) and \
+          max(math.prod(s) for s in change["blocks"]) <= MAX_BLOCK_ELEMENTS:
+        out.append(change)
+    if out:
+      break
+  blocks = ", ".join(f"{p.block} along grid axis {p.axis}" for p in plans)
+  return out, f"its blocks ({blocks}) cannot be made {goal} by {factor}x here"
+
+
+def _pow2_at_least(n: int) -> int:
+  return 1 << max(0, (n - 1).bit_length())
+
+
+def _words(change: dict) -> str:
+  return (f"block {change['from_block']} -> {change['to_block']} along grid axis "
+          f"{change['axis']}, grid {'x'.join(map(str, change['grid']))}")
+
+
+def resolve(action: Action, f, recipe, operand_index: int | None = None) -> list[Action]:
+  """A block intent (table.blocks) as concrete actions: kind c variants, else a kind d edit."""
+  goal, factor = action.change.get("block"), int(action.change.get("factor", 2))
+  why_not = None
+  if any(e.primitive in ("program_id", "num_programs") for e in f.equations.values()):
+    why_not = "the kernel reads its program id, so its results may depend on the grid"
+  elif recipe is None:
+    why_not = "its pallas_call was not recorded (run it through `pallas-prof advise` or `run`)"
+  changes = []
+  if not why_not:
+    changes, why_not = _candidates(recipe, goal, factor, operand_index,
+                                   action.change.get("last"), f.sms)
+  if changes:
+    return [dataclasses.replace(action, kind="c", title=f"{_words(c)} ({goal} blocks)",
+                                change=dict(c, block=goal), user_file=recipe.call_file,
+                                user_line=recipe.call_line,
+                                edit=f"at {recipe.location}: {_spec_edit(recipe, c)}")
+            for c in changes]
+  where = recipe.location if recipe is not None else (
+      f"{f.kernel_file.rsplit('/', 1)[-1]}:{f.kernel_line}" if f.kernel_file else "the pallas_call")
+  how = {"larger": f"make the blocks {factor}x larger along the grid's longest axis and "
+                   f"that grid axis {factor}x shorter",
+         "smaller": f"split each program's work over {factor}x more programs (blocks {factor}x "
+                    "smaller along a dimension the kernel does not reduce over, the grid "
+                    f"{factor}x longer)",
+         "wider": "make the block's last dimension longer"}.get(goal, goal)
+  return [dataclasses.replace(action, kind="d", title=f"{goal} blocks: edit the pallas_call",
+                              change={"block": goal, "factor": factor},
+                              user_file=recipe.call_file if recipe else f.kernel_file,
+                              user_line=recipe.call_line if recipe else f.kernel_line,
+                              edit=f"at {where}: {how} (not tried: {why_not})")]
+
+
+def _spec_edit(recipe, change: dict) -> str:
+  ins, outs = _flat_specs(recipe)
+  old = [list(s.block_shape) for s in ins + outs]
+  parts = [f"grid={tuple(recipe.kwargs['grid'])} -> grid={tuple(change['grid'])}"]
+  parts += [f"BlockSpec({tuple(o)}, ...) -> BlockSpec({tuple(n)}, ...)"
+            for o, n in dict.fromkeys((tuple(o), tuple(n))
+                                      for o, n in zip(old, change["blocks"]) if o != n)]
+  return "; ".join(parts)

@@ -1,0 +1,95 @@
+"""`pallas-prof advise script.py [args]`: what to change in each kernel, and what it saves.
+
+Runs the script as `pallas-prof run` does (its pallas_calls recorded, its kernels
+profiled), diagnoses every kernel and, on a GPU, tries each action pallas-prof can apply
+(compiler parameters, block shapes it can re-trace) on the replay, outputs compared with
+the original's, within a budget per kernel, with progress on stderr. Then the report
+with its advice section, the run directory (report.json, report.html), and what to keep:
+the CompilerParams line to paste, and a tuning file for the kernels whose best measured
+action is a compiler parameter (`PALLAS_PROF_TUNED=file python script.py` applies it).
+
+Without a GPU it says so first, before the script runs: the advice then comes from the
+kernels' static facts, every action marked "not measured: no GPU".
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_parser(sub):
+  p = sub.add_parser("advise", help="diagnose each kernel a script runs and, on a GPU, measure "
+                     "what each fix saves",
+                     usage="pallas-prof advise [options] script.py [script args]")
+  p.add_argument("--out", help="output directory (default ./pallas-prof-out/<timestamp>/)")
+  p.add_argument("--budget-s", type=float, default=60.0,
+                 help="seconds of trials per kernel on the GPU (default 60)")
+  p.add_argument("--kernel", help="only kernels whose name or label matches this regex")
+  p.add_argument("--device", default="0", help="the GPU to profile and try on (default 0)")
+  p.add_argument("--try-tma", action="store_true",
+                 help="also try CompilerParams(tma=True) (TMA has not yet run on a GPU)")
+  p.add_argument("--tuning-file", default="pallas-prof-advice-tuning.json",
+                 help="where to write the kept compiler parameters (a tuning file)")
+  p.add_argument("--no-sampling", action="store_true",
+                 help="weigh equations by static instruction shares instead of PC samples")
+  p.add_argument("--json", action="store_true", help="print report.json instead of tables")
+  p.add_argument("script", nargs="?", help="the Python script to run")
+  p.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
+  return p
+
+
+def _say(text: str) -> None:
+  print(f"pallas-prof advise: {text}", file=sys.stderr, flush=True)
+
+
+def run(args) -> int:
+  from ..cli import run as run_cli
+  from ..profiler.driver import gpu_status
+  problem = run_cli.missing_script(args.script)
+  if problem is not None:
+    print(f"pallas-prof advise: {problem}", file=sys.stderr)
+    return 2
+  if not args.device.isdigit():
+    print(f"pallas-prof advise: --device takes one GPU index, got {args.device!r}",
+          file=sys.stderr)
+    return 2
+  present, reason = gpu_status()
+  if not present:
+    _say(f"no NVIDIA GPU ({reason.rstrip('.')}): nothing can be tried or timed here. The "
+         "advice comes from the kernels' static facts (compiled for sm_90), each action "
+         "marked \"not measured: no GPU\". Running the script now.")
+  for name, value in (("no_profile", False), ("no_analysis", False), ("no_trace", False),
+                      ("no_insitu", False), ("reps", 100), ("ncu", False), ("probes", False),
+                      ("otlp_endpoint", None)):
+    setattr(args, name, value)
+  args.advise, args.progress = True, _say
+  args.argv = getattr(args, "argv", None) or ["advise", args.script, *args.script_args]
+  with run_cli._stdout_to_stderr(args.json) as stdout:
+    report, out_dir, outcome, lowering_error = run_cli._run_and_report(args)
+    if args.json:
+      stdout.write(report.to_json(indent=1) + "\n")
+  if not args.json:
+    from ..cli.render import render_run
+    if lowering_error is not None:
+      from ..instrument import render_error
+      render_error(lowering_error)
+    render_run(report, out_dir)
+  _keep(report, args)
+  if lowering_error is not None and outcome.exit_code == 0:
+    return 1
+  return outcome.exit_code
+
+
+def _keep(report, args) -> None:
+  """What to keep: each kernel's best held action, and the tuning file of the kind-a ones."""
+  from ..backend import registry
+  from .api import tuning_entries, write_tuning_file
+  for a in report.advice:
+    if a.kept:
+      _say(f"keep for {a.label}: {a.kept}")
+  if report.profile is None or not report.profile.gpu_present:
+    return
+  entries = tuning_entries(list(report.advice), registry.kernels(), report.profile)
+  if entries:
+    write_tuning_file(args.tuning_file, entries)
+    _say(f"tuning file: {args.tuning_file} (apply it with PALLAS_PROF_TUNED={args.tuning_file})")

@@ -1,0 +1,120 @@
+"""diagnose(): a kernel's facts through every rule, the actions made concrete and ranked.
+
+No advice when nothing is wrong: a kernel at AT_ROOF_PCT of its roofline bound gets the
+one diagnosis "at its roof" and no actions.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from . import autotuned, blockshape
+from .facts import kernel_facts
+from .rank import rank, summary
+from .rules import RULES
+from .schema import Action, KernelAdvice
+
+NO_GPU = "not measured: no GPU"
+NOT_TRIED = "not measured: `pallas-prof advise` tries it on the GPU"
+EDIT = "not measured: it changes your code (the saving is an estimate)"
+
+
+def diagnose(kp, gk=None, device=None, ceilings=None, recipe=None, gpu: bool | None = None,
+             rules=None, tuned=None) -> KernelAdvice:
+  """The advice for one kernel. kp: profiler.schema.KernelProfile; gk: its GeneratedKernel
+  (None: a profile read back from a report); recipe: its recorded pallas_call
+  (recipes.py), for block-shape variants; tuned: the @pallas_prof.autotune call that
+  lowered it (tune.blocks.TunedCall), for actions of kind b; gpu: whether a GPU could try
+  the actions."""
+  f = kernel_facts(kp, gk, device, ceilings)
+  gpu = bool(device is not None) if gpu is None else gpu
+  findings, notes = [], []
+  for name, rule in (rules or RULES).items():
+    try:
+      findings += rule(f)
+    except Exception as e:  # noqa: BLE001 - one broken rule must not cost the others
+      notes.append(f"rule {name} failed: {type(e).__name__}: {e}")
+  roof = [x for x in findings if x.diagnosis.rule == "at_roof"]
+  if roof:
+    findings = roof + [x for x in findings if x.diagnosis.rule == "sampling_gaps"]
+  actions: list[Action] = []
+  for finding in findings:
+    for action in finding.actions if not roof else ():
+      if action.kind == "c" and "grid" not in action.change:
+        actions += autotuned.actions(action, tuned) if tuned is not None else []
+        actions += blockshape.resolve(action, f, recipe, _operand_index(gk, action))
+      else:
+        actions.append(action)
+  actions = rank([_with_status(a, gpu, f) for a in _unique(actions)])
+  advice = KernelAdvice(label=kp.label, name=kp.name, at_roof=bool(roof),
+                        diagnoses=order_diagnoses([x.diagnosis for x in findings], actions),
+                        actions=actions,
+                        measured=NO_GPU if not gpu else NOT_TRIED, notes=notes)
+  advice.summary = summary(advice)
+  return advice
+
+
+# Among diagnoses with as much to gain, the more specific cause first: a setting or a line
+# before what follows from it (one warp per row leaves CTA slots empty, too)
+PRIORITY = ("at_roof", "too_few_warps", "unpipelined_loop", "spills", "small_programs",
+            "uncoalesced", "loop_invariant", "small_loop_steps", "transcendental_bound",
+            "rereads", "few_programs", "underfilled", "occupancy_limited", "launch_order",
+            "tma_eligible", "below_roof", "sampling_gaps")
+
+
+def order_diagnoses(diagnoses, actions) -> list:
+  """Diagnoses with the most to gain first (their best action's gain), then by PRIORITY."""
+  def key(d):
+    gains = [a.gain for a in actions if d.rule in a.rule.split(" and ")]
+    rank = PRIORITY.index(d.rule) if d.rule in PRIORITY else len(PRIORITY)
+    return (-max(gains, default=0.0), rank, -(d.share or 0.0))
+  return sorted(diagnoses, key=key)
+
+
+def _operand_index(gk, action: Action) -> int | None:
+  """The position among the pallas_call's BlockSpecs (inputs, then outputs) of the operand
+  an action names."""
+  name = action.change.get("operand")
+  if gk is None or name is None:
+    return None
+  ins, outs = gk.inputs, gk.outputs
+  for i, p in enumerate(ins + outs):
+    if p.label == name:
+      return i
+  return None
+
+
+def _unique(actions: list[Action]) -> list[Action]:
+  """One action per change (two rules may ask for the same num_warps): the one with the
+  larger estimate, its rules named together."""
+  out: dict = {}
+  for a in actions:
+    key = (a.kind, repr(sorted(a.change.items())), a.edit if a.kind == "d" else None)
+    old = out.get(key)
+    if old is None:
+      out[key] = a
+    else:
+      best = a if (a.estimate_pct or -1) > (old.estimate_pct or -1) else old
+      rules = " and ".join(dict.fromkeys([old.rule, a.rule]))
+      out[key] = dataclasses.replace(best, rule=rules)
+  return list(out.values())
+
+
+def _with_status(a: Action, gpu: bool, f) -> Action:
+  if a.kind == "d":
+    return dataclasses.replace(a, status=EDIT, apply=a.edit)
+  status = NOT_TRIED if gpu else NO_GPU
+  apply = compiler_params_line(a.change, f) if a.kind == "a" else a.edit
+  return dataclasses.replace(a, status=status, apply=apply)
+
+
+def compiler_params_line(change: dict, f) -> str:
+  """The exact line to paste: the kernel's settings with the change."""
+  now = {"num_warps": f.num_warps, "num_stages": f.num_stages, "launch_group": f.launch_group,
+         "tma": int(f.tma)}
+  now.update(change)
+  parts = [f"num_warps={now['num_warps']}", f"num_stages={now['num_stages']}"]
+  if now["launch_group"]:
+    parts.append(f"launch_group={now['launch_group']}")
+  if now["tma"]:
+    parts.append("tma=True")
+  return f"compiler_params=pallas_prof.CompilerParams({', '.join(parts)})"

@@ -1,0 +1,54 @@
+"""Savings the work model expects: estimates, each with the words that say how it was made.
+
+Two kinds, both bounded by what the work model allows:
+  to the roof     the kernel at REACH of its roofline bound (the larger of its bytes over
+                  the copy bandwidth and its dot FLOPs over the matrix rate): needs the
+                  measured time, so there is none on a CPU
+  by a share      an equation's share of the time (PC samples on a GPU, instructions
+                  without one) times the part of its work a change removes (a hoisted
+                  loop-invariant function keeps 1 of `trips` evaluations)
+An estimate is never a measurement: the report says "estimate" beside it.
+"""
+from __future__ import annotations
+
+REACH = 0.9      # a fixed kernel is expected at this fraction of its roofline bound, not at it
+
+
+def roof_seconds(f) -> float | None:
+  """The time the kernel's work takes at its roofline bound (None without ceilings or time)."""
+  r = f.rates
+  if r is None or f.median_s is None or r.efficiency_pct is None:
+    return None
+  return f.median_s * r.efficiency_pct / 100.0
+
+
+def to_roof(f) -> tuple[float | None, str]:
+  """(saving %, basis) if the kernel reached REACH of its roofline bound."""
+  t_roof = roof_seconds(f)
+  if f.rates is not None and f.rates.bound not in ("memory", "compute"):
+    return None, f"no estimate: no roofline bound for it ({f.rates.bound})"
+  if t_roof is None:
+    return None, ("no estimate without a measured time and ceilings" if f.median_s is None
+                  else "no estimate: no roofline bound (no ceilings measured)")
+  target = t_roof / REACH
+  saving = max(0.0, 100.0 * (1.0 - target / f.median_s))
+  return saving, (f"to {100 * REACH:.0f} % of its {f.rates.bound}-bound roofline: "
+                  f"{f.median_s * 1e6:.1f} -> {target * 1e6:.1f} us")
+
+
+def by_share(share: float | None, removed: float, what: str, measured: bool
+             ) -> tuple[float | None, str]:
+  """(saving %, basis): `share` of the time times the `removed` fraction of its work."""
+  if share is None:
+    return None, "no estimate: no weight for it"
+  basis = "of the samples" if measured else "of the instructions executed (static: no GPU)"
+  return 100.0 * share * removed, f"{100 * share:.0f} % {basis} at {what}, {100 * removed:.0f} % of it removed"
+
+
+def capped(estimate: tuple[float | None, str], f) -> tuple[float | None, str]:
+  """An estimate no larger than what reaching the roofline would save."""
+  value, basis = estimate
+  roof, _ = to_roof(f)
+  if value is None or roof is None or value <= roof:
+    return value, basis
+  return roof, basis + f"; capped at {roof:.0f} % (the roofline's bound)"

@@ -1,0 +1,141 @@
+"""How each kernel was called: the pl.pallas_call arguments (the kernel function, grid,
+BlockSpecs, out_shape, compiler params) and the user's line, kept while a script runs so
+that blockshape.py can trace the same kernel again at another block shape.
+
+`capture()` wraps jax.experimental.pallas.pallas_call (the public name a script calls
+as `pl.pallas_call`) for as long as it is entered; the wrapper calls the original and
+records a Recipe the first time the callable it returns is called (the arguments'
+shapes are known then). A script that imported the name itself before the capture
+began (`from jax.experimental.pallas import pallas_call`) is not seen: its kernels
+get edits (kind d) instead of re-traced block shapes (kind c).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import os
+import sys
+import threading
+from typing import Any, Callable
+
+_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclasses.dataclass
+class Recipe:
+  kernel: Callable
+  out_shape: Any
+  kwargs: dict                    # every other pallas_call argument (grid, in_specs, ...)
+  call_file: str | None
+  call_line: int | None
+  original: Callable              # the unwrapped pallas_call, to make variants with
+  in_avals: tuple[str, ...] = ()  # "float32[4096,64]" per argument, once called
+  arg_shapes: tuple = ()          # (shape, dtype) per argument
+
+  @property
+  def name(self) -> str:
+    if self.kwargs.get("name"):
+      return str(self.kwargs["name"])
+    fn = self.kernel
+    while isinstance(fn, functools.partial):
+      fn = fn.func
+    return getattr(fn, "__name__", "kernel")
+
+  @property
+  def location(self) -> str:
+    return f"{os.path.basename(self.call_file)}:{self.call_line}" if self.call_file else "?"
+
+
+_lock = threading.Lock()
+_recipes: list[Recipe] = []
+
+
+def recipes() -> list[Recipe]:
+  with _lock:
+    return list(_recipes)
+
+
+def clear() -> None:
+  """Forgets the recorded calls (and the autotuned ones: tune/blocks.py's TunedCall)."""
+  from ..tune.blocks import clear_tuned_calls
+  with _lock:
+    _recipes.clear()
+  clear_tuned_calls()
+
+
+def _user_frame() -> tuple[str | None, int | None]:
+  """The first frame outside pallas_prof, jax and functools: the user's pallas_call."""
+  frame = sys._getframe(2)
+  while frame is not None:
+    name = frame.f_code.co_filename
+    if not (name.startswith(_HERE) or f"{os.sep}jax{os.sep}" in name or
+            f"{os.sep}jaxlib{os.sep}" in name or name.endswith("functools.py")):
+      return name, frame.f_lineno
+    frame = frame.f_back
+  return None, None
+
+
+def aval_text(shape, dtype) -> str:
+  import numpy as np
+  return f"{np.dtype(dtype).name}[{','.join(map(str, shape))}]"
+
+
+@contextlib.contextmanager
+def capture():
+  """Records a Recipe for every pallas_call made through the module's name while entered."""
+  from jax.experimental import pallas as pl
+  original = pl.pallas_call
+  if getattr(original, "_pallas_prof_capture", False):     # already capturing (nested)
+    yield
+    return
+
+  @functools.wraps(original)
+  def pallas_call(kernel, out_shape=None, *args, **kwargs):
+    fn = original(kernel, out_shape, *args, **kwargs)
+    if args:                    # positional grid_spec etc.: not a form variants are made of
+      return fn
+    file, line = _user_frame()
+    recipe = Recipe(kernel, out_shape, dict(kwargs), file, line, original)
+
+    @functools.wraps(fn)
+    def call(*xs):
+      if not recipe.in_avals:
+        try:
+          recipe.arg_shapes = tuple((tuple(x.shape), x.dtype) for x in xs)
+          recipe.in_avals = tuple(aval_text(s, d) for s, d in recipe.arg_shapes)
+          with _lock:
+            _recipes.append(recipe)
+        except AttributeError:  # an argument without a shape: nothing to vary
+          pass
+      return fn(*xs)
+    return call
+
+  from ..tune import blocks
+  pallas_call._pallas_prof_capture = True
+  pl.pallas_call = pallas_call
+  recording, blocks.RECORDING["on"] = blocks.RECORDING["on"], True   # autotuned calls too
+  try:
+    yield
+  finally:
+    blocks.RECORDING["on"] = recording
+    if pl.pallas_call is pallas_call:
+      pl.pallas_call = original
+
+
+def find(record, found: list[Recipe] | None = None) -> Recipe | None:
+  """The recipe of a registry record: the same kernel name, operand shapes and grid (a
+  script may call one kernel at two block shapes); None unless exactly one fits."""
+  found = recipes() if found is None else found
+  want = tuple(a.lstrip("~") for a in record.in_avals)
+  grid = tuple(getattr(record.generated, "grid", ()) or ())
+  same = [r for r in found if r.in_avals == want and r.name == record.name
+          and tuple(r.kwargs.get("grid") or ()) == grid]
+  return same[-1] if same and len({_blocks(r) for r in same}) == 1 else None
+
+
+def _blocks(recipe: Recipe) -> str:
+  """The recipe's block shapes, to tell apart two calls of one kernel at one grid."""
+  specs = [recipe.kwargs.get("in_specs"), recipe.kwargs.get("out_specs")]
+  return repr([[getattr(s, "block_shape", None) for s in (x if isinstance(x, (list, tuple))
+                                                           else [x])] for x in specs])

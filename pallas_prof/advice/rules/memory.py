@@ -1,0 +1,220 @@
+"""Memory rules: loops and their pipelining, how accesses coalesce, data read more than
+once, the launch order's L2 reuse and TMA."""
+from __future__ import annotations
+
+import math
+
+from .. import estimate
+from .table import Finding, about, blocks, config, edit, fact, fmt_bytes, rule
+
+SECTOR = 32            # bytes the memory system moves at least per access of a row
+LINE = 128             # bytes of a cache line: rows this long coalesce fully
+SHARED_PER_BLOCK = 232448   # the most shared memory an sm_90 CTA may ask for
+REREAD = 1.5           # block traffic over unique bytes above this: data read again
+
+
+def _loads(f, loop) -> list:
+  return [e for e in f.children(loop.index) if e.is_load and e.bytes_read]
+
+
+def _memory_waits(es) -> float:
+  """The samples' share of waits for global memory at these equations (their own
+  stalls, weighted by their samples)."""
+  total = sum(e.samples or 0 for e in es)
+  if not total:
+    return 0.0
+  return sum((e.samples or 0) * e.stall_share("long_scoreboard", "lg_throttle") for e in es) / total
+
+
+def _lines(es) -> str:
+  return ", ".join(sorted({e.location for e in es}))
+
+
+@rule("unpipelined_loop")
+def unpipelined_loop(f) -> list[Finding]:
+  if f.num_stages > 1:
+    return []
+  out = []
+  for loop in f.loops():
+    inside = f.children(loop.index)
+    loads = [e for e in inside if e.is_load and e.primitive in ("get", "load")
+             and e.in_machine_loop]
+    if not loads:
+      continue          # none, or the compiler took them out of the loop
+    has_dot = any(e.primitive == "dot_general" for e in inside)
+    what = "K loop" if has_dot else "loop"
+    evidence = [fact("num_stages", f"num_stages={f.num_stages}: each iteration's loads start "
+                     "only when the previous iteration is done"),
+                fact("loads in the loop", f"{len(loads)} load(s) at {_lines(loads)}"
+                     + (f", {fmt_bytes(sum(e.bytes_read for e in loads))} per iteration"
+                        if any(e.bytes_read for e in loads) else ""))]
+    if f.measured:
+      evidence.append(fact("time in the loop", f"{100 * loop.inclusive_weight:.0f} % of the "
+                           f"samples; {100 * _memory_waits(loads):.0f} % of the loads' wait "
+                           "for global memory", True, loop.inclusive_weight))
+    evidence += [fact("roofline", f.rates.verdict, True, f.rates.efficiency_pct)] \
+        if f.rates is not None and f.median_s is not None else []
+    d = about("unpipelined_loop", f"{what} not pipelined: num_stages={f.num_stages}", f, loop,
+              evidence, share=loop.inclusive_weight)
+    per_iteration = sum(e.bytes_read for e in loads) or 0
+    est = estimate.to_roof(f)
+    actions = [config("unpipelined_loop", {"num_stages": s}, f,
+                      estimate=est if s == 3 else (None, ""))
+               for s in (2, 3, 4) if not per_iteration or s * per_iteration <= SHARED_PER_BLOCK]
+    out.append(Finding(d, actions))
+  return out
+
+
+# a loop iteration that loads less than this per program mostly waits for its loads
+SMALL_STEP_BYTES = 4096
+
+
+@rule("small_loop_steps")
+def small_loop_steps(f) -> list[Finding]:
+  out = []
+  for loop in f.loops():
+    if not isinstance(loop.trips, int) or loop.trips < 16:
+      continue
+    loads = [e for e in f.children(loop.index) if e.is_load and e.bytes_read and
+             e.in_machine_loop]
+    step = sum(e.bytes_read for e in loads)
+    if not loads or step >= SMALL_STEP_BYTES:
+      continue
+    evidence = [fact("loads per iteration", f"{len(loads)} load(s) at {_lines(loads)}: "
+                     f"{fmt_bytes(step)} per program per iteration, {loop.trips} iterations",
+                     value=step)]
+    if f.measured:
+      evidence.append(fact("time in the loop", f"{100 * loop.inclusive_weight:.0f} % of the "
+                           f"samples; {100 * _memory_waits(loads):.0f} % of the loads' wait "
+                           "for global memory", True, loop.inclusive_weight))
+    d = about("small_loop_steps", f"each of the loop's {loop.trips} iterations loads "
+              f"{fmt_bytes(step)} per program: it waits for its loads, one small step at a time",
+              f, loop, evidence, share=loop.inclusive_weight)
+    actions = [config("small_loop_steps", {"num_stages": f.num_stages + 1}, f,
+                      "more loads in flight", (None, "no estimate: measured where tried"))] \
+        if f.num_stages < 5 else []
+    actions.append(edit("small_loop_steps", "load more per iteration",
+                        f"the loop at {loop.location} moves {fmt_bytes(step)} per program per "
+                        f"iteration ({_lines(loads)}): load blocks several times larger per "
+                        "iteration (fewer iterations), or split the loop over more programs",
+                        loop, f, estimate.to_roof(f)))
+    out.append(Finding(d, actions))
+  return out
+
+
+def _array_shapes(f) -> dict:
+  gk = f.generated
+  return {p.label: tuple(p.shape) for p in gk.params} if gk is not None else {}
+
+
+@rule("uncoalesced")
+def uncoalesced(f) -> list[Finding]:
+  shapes = _array_shapes(f)
+  out = []
+  for e in f.equations.values():
+    run = e.contiguous_bytes
+    if run is None or run >= SECTOR or not e.is_memory or not e.block_shape:
+      continue
+    if math.prod(e.block_shape) <= 1:
+      continue          # one scalar: nothing to coalesce
+    array = shapes.get(e.operand)
+    if array is not None and array[-1] * _itemsize(e.dtype) <= run:
+      continue          # the rows are as long as the array's: nothing more to read
+    evidence = [fact("access", f"{e.operand} block {list(e.block_shape)} of array "
+                     f"{list(array) if array else '?'}: runs of {run} B of consecutive "
+                     f"addresses; each {SECTOR} B sector moves {run} B the kernel uses",
+                     value=run)]
+    if f.measured and e.stalls:
+      evidence.append(fact("stall reasons", ", ".join(f"{100 * s.share:.0f} % {s.words}"
+                                                      for s in e.stalls[:3]), True))
+    verb = "reads" if e.is_load else "writes"
+    d = about("uncoalesced", f"{e.operand} {verb} runs of {run} B: uncoalesced, "
+              f"{SECTOR // max(run, 1)}x the memory traffic it needs", f, e, evidence)
+    est = estimate.capped(estimate.by_share(e.weight, 1 - run / SECTOR, f"{e.operand}'s access",
+                                            f.measured), f)
+    wanted = -(-LINE // max(_itemsize(e.dtype), 1))
+    actions = [blocks("uncoalesced", "wider", f, f"the last dimension of {e.operand}'s block "
+                      f"to {wanted} or more", est, operand=e.operand, last=wanted),
+               edit("uncoalesced", f"lay {e.operand} out so its block's rows are contiguous",
+                    f"{e.operand} is read {list(e.block_shape)} at a time from an array "
+                    f"{list(array) if array else ''}: transpose it (or swap the block's "
+                    f"dimensions) so the block's last dimension holds {wanted}+ consecutive "
+                    "elements", e, f, est)]
+    out.append(Finding(d, actions))
+  return out
+
+
+def _itemsize(dtype) -> int:
+  import numpy as np
+  try:
+    return np.dtype(dtype).itemsize
+  except TypeError:
+    return 2 if dtype == "bfloat16" else 1
+
+
+@rule("rereads")
+def rereads(f) -> list[Finding]:
+  w = f.work
+  if w is None or not w.bytes or not w.block_bytes or w.dot_flops or \
+      w.block_bytes < REREAD * w.bytes:
+    return []
+  ratio = w.block_bytes / w.bytes
+  by_operand: dict[str, list] = {}
+  for e in f.equations.values():
+    if e.is_load and e.operand:
+      by_operand.setdefault(e.operand, []).append(e)
+  again = {op: es for op, es in by_operand.items() if len({e.user_line for e in es}) > 1}
+  if not again:
+    return []      # a load repeated by a loop: the compiler may hoist it, nothing to name
+  evidence = [fact("work model", f"the programs' loads and stores move {fmt_bytes(w.block_bytes)}"
+                   f", {ratio:.1f}x the {fmt_bytes(w.bytes)} the kernel must", value=ratio)]
+  for op, es in sorted(again.items()):
+    evidence.append(fact("reads", f"{op} is read at {_lines(es)}"))
+  where = min((e for es in again.values() for e in es), key=lambda e: e.index, default=None)
+  times = max(len({e.user_line for e in es}) for es in again.values())
+  text = f"reads {', '.join(sorted(again))} {times} times: {ratio:.1f}x the bytes it must move"
+  d = about("rereads", text, f, where, evidence, share=1.0)
+  est = estimate.capped((100.0 * (1 - 1 / ratio) if f.rates is not None and
+                         f.rates.bound == "memory" else None,
+                         "the extra traffic gone, if the L2 serves none of it now"), f)
+  actions = [edit("rereads", f"read {op} once", f"{op} is loaded at {_lines(es)}: load it "
+                  "once into a value and reuse that value (or fuse the passes)", es[0], f, est)
+             for op, es in sorted(again.items())]
+  return [Finding(d, actions)]
+
+
+@rule("launch_order")
+def launch_order(f) -> list[Finding]:
+  w = f.work
+  if w is None or not w.dot_flops or len([g for g in f.grid if g > 1]) < 2 or f.launch_group \
+      or not w.block_bytes or w.block_bytes < 4 * (w.bytes or 1):
+    return []
+  d = about("launch_order", f"programs re-read {w.block_bytes / w.bytes:.0f}x the operands' "
+            "bytes; the launch order decides how much of it the L2 serves", f, share=1.0,
+            evidence=[fact("work model", f"{fmt_bytes(w.block_bytes)} of block loads for "
+                           f"{fmt_bytes(w.bytes)} of operands", value=w.block_bytes / w.bytes)])
+  return [Finding(d, [config("launch_order", {"launch_group": 8}, f, "L2 reuse",
+                             (None, "not in the work model: measured where tried"))])]
+
+
+@rule("tma_eligible")
+def tma_eligible(f) -> list[Finding]:
+  if f.cc < 90 or f.tma:
+    return []
+  loops = [(lp, [e for e in f.children(lp.index) if e.is_load and e.block_shape
+                 and len(e.block_shape) >= 2 and (e.contiguous_bytes or 0) >= 16
+                 and e.in_machine_loop])
+           for lp in f.loops()]
+  loops = [(lp, ls) for lp, ls in loops if ls]
+  if not loops:
+    return []
+  loop, loads = max(loops, key=lambda x: x[0].inclusive_weight)
+  waits = _memory_waits(loads)
+  if f.measured and waits < 0.3:
+    return []
+  d = about("tma_eligible", f"the loop's block loads ({_lines(loads)}) can go through the TMA "
+            "copy engine", f, loop, [fact("loads", f"{len(loads)} 2-D block load(s) in the loop"
+                                          f"{f', {100 * waits:.0f} % of their samples wait for memory' if f.measured else ''}",
+                                          f.measured)], share=loop.inclusive_weight)
+  return [Finding(d, [config("tma_eligible", {"tma": 1}, f, "opt-in: TMA has not yet run on a GPU",
+                             (None, "not in the work model: measured where tried"))])]

@@ -1,0 +1,184 @@
+"""Measured what-ifs: each action of kinds a-c lowered, compiled and replayed on the GPU.
+
+Kind a: the kernel lowered again with the action's compiler parameters (the registry
+record's `relower`, as the tuner does); kind c: the recorded pallas_call traced again at
+the action's block shape (blockshape.build). All variants are compiled at once by the
+compile worker's children (backend.compile.compile_kernels) and replayed through the
+tuner's replay_candidate (tune/params.py): the same seeded inputs as the original,
+outputs compared (bit for bit for integers, within the dtype's rounding for floats),
+then cold-timed. The original is timed before and after the variants: its drift and
+the timings' spread are the noise a saving must beat to hold.
+
+Without a GPU nothing is timed; `static=True` still compiles the variants for sm_90,
+so an action shows its registers and spills.
+"""
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from typing import Callable
+
+from . import autotuned, blockshape
+from .rank import rank, summary
+from .schema import Action, KernelAdvice, Trial
+
+TRIED = ("a", "c")
+
+
+def _spread(times: list[float]) -> float:
+  if len(times) < 3:
+    return 0.0
+  qs = statistics.quantiles(times, n=10)
+  return (qs[-1] - qs[0]) / 2 / statistics.median(times)
+
+
+def _config(change: dict, gk) -> tuple[int, int, int, int]:
+  from ..tune.params import default_config
+  w, s, g, t = default_config(gk)
+  return (int(change.get("num_warps", w)), int(change.get("num_stages", s)),
+          int(change.get("launch_group", g)), int(change.get("tma", t)))
+
+
+def lower_variant(action: Action, rec, recipe):
+  """The GeneratedKernel of an action's variant (kind a or c)."""
+  if action.kind == "a":
+    if rec.relower is None:
+      raise ValueError("this kernel cannot be lowered again (no relower)")
+    w, s, g, t = _config(action.change, rec.generated)
+    return rec.relower(num_warps=w, num_stages=s, launch_group=g, tma=bool(t))
+  return _trace_block_variant(action, recipe)
+
+
+def _trace_block_variant(action: Action, recipe):
+  import jax
+  from ..backend import registry
+  fn = blockshape.build(recipe, action.change)
+  structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in recipe.arg_shapes]
+  for attempt in range(2):
+    before = {id(r): r.lowerings for r in registry.kernels()}
+    jax.jit(fn).lower(*structs)
+    new = [r for r in registry.kernels() if id(r) not in before]
+    again = [r for r in registry.kernels() if before.get(id(r), r.lowerings) != r.lowerings]
+    for r in new:
+      registry.discard(r)       # a variant, not a kernel the program ran
+    if len(new) + len(again) == 1:
+      return (new or again)[0].generated
+    if attempt == 0 and not new and not again:
+      jax.clear_caches()        # JAX had lowered this very call before (the script did)
+  raise ValueError(f"tracing the variant lowered {len(new) + len(again)} kernels, not one")
+
+
+def _resources(ck) -> str:
+  spills = ck.spills
+  return (f"{ck.registers} registers, " + ("no spills" if not spills else f"{spills} spills")
+          + f", {ck.shared_bytes} B shared")
+
+
+def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool = True,
+                budget_s: float = 60.0, progress: Callable[[str], None] | None = None,
+                try_tma: bool = False, min_launches: int = 20, min_seconds: float = 0.05,
+                static: bool = True, tuned=None) -> KernelAdvice:
+  """The advice with its actions of kinds a-c tried (see the module docstring)."""
+  from ..backend.compile import compile_kernels
+  say = progress or (lambda text: None)
+  started = time.perf_counter()
+  target = rec.compiled.target if rec.compiled is not None else ("cuda", 90)
+  todo = [a for a in advice.actions if a.kind in TRIED]
+  actions = {id(a): a for a in advice.actions}
+  if not gpu and not static:
+    return advice
+  lowered = []
+  for a in todo:
+    if a.change.get("tma") and not try_tma and gpu:
+      actions[id(a)] = dataclasses.replace(a, status="not tried: TMA is opt-in "
+                                           "(`pallas-prof advise --try-tma`)")
+      continue
+    try:
+      lowered.append((a, lower_variant(a, rec, recipe)))
+    except Exception as e:  # noqa: BLE001 - a variant that does not lower is not tried
+      actions[id(a)] = dataclasses.replace(a, trial=Trial(None, None, None, None, None,
+                                           f"does not lower: {type(e).__name__}: {str(e)[:200]}"))
+  say(f"{advice.label}: compiling {len(lowered)} variant(s)")
+  compiled = compile_kernels([gk for _, gk in lowered], tuple(target), need_cubin=True)
+  ready = []
+  for (a, _), ck in zip(lowered, compiled):
+    if isinstance(ck, Exception):
+      actions[id(a)] = dataclasses.replace(a, trial=Trial(None, None, None, None, None,
+                                           f"does not compile: {str(ck)[:200]}"))
+    else:
+      actions[id(a)] = dataclasses.replace(a, compiled=_resources(ck))
+      ready.append((actions[id(a)], ck))
+  if gpu and ready:
+    measured = _measure(rec, ready, device, budget_s - (time.perf_counter() - started), say,
+                        min_launches, min_seconds)
+    for a, trial in measured:
+      actions[id(a)] = dataclasses.replace(a, trial=trial, status="measured" if trial.error is None
+                                           else a.status)
+  for a in (x for x in advice.actions if x.kind == "b" and tuned is not None and gpu):
+    left = budget_s - (time.perf_counter() - started)
+    if left <= 1:
+      actions[id(a)] = dataclasses.replace(a, status="not tried: the budget was spent")
+      continue
+    say(f"{advice.label}: trying {a.title} (whole calls, as autotune times them)")
+    trial = autotuned.trial(a, tuned, left)
+    actions[id(a)] = dataclasses.replace(a, trial=trial, status="measured" if trial.error is
+                                         None else a.status)
+  out = dataclasses.replace(advice, actions=rank([_finalise(actions.get(id(a), a))
+                                                  for a in advice.actions]))
+  if gpu:
+    out.measured = "measured"
+    held = [a for a in out.actions if a.trial is not None and a.trial.held]
+    out.kept = held[0].apply if held else None
+  out.summary = summary(out)
+  return out
+
+
+def _finalise(a: Action) -> Action:
+  if a.trial is not None and a.trial.error and not a.status.startswith("not tried"):
+    return dataclasses.replace(a, status=f"tried: {a.trial.error}")
+  return a
+
+
+def _measure(rec, ready, device, budget_s, say, min_launches, min_seconds):
+  from ..tune.params import replay_candidate
+  aliases = tuple(tuple(x) for x in rec.input_output_aliases)
+  started = time.perf_counter()
+  say(f"{rec.label}: timing the original")
+  reference, first, _ = replay_candidate(rec.compiled, None, aliases, (), device, min_launches,
+                                         min_seconds)
+  results = []
+  for i, (a, ck) in enumerate(ready, 1):
+    if time.perf_counter() - started > budget_s:
+      results.append((a, Trial(None, None, None, None, None,
+                               f"not tried: the advice's {budget_s:.0f} s budget was spent")))
+      continue
+    say(f"{rec.label}: trying {a.title} ({i}/{len(ready)})")
+    began = time.perf_counter()
+    try:
+      _, times, differs = replay_candidate(ck, reference, aliases, (), device, min_launches,
+                                           min_seconds)
+    except Exception as e:  # noqa: BLE001 - a variant that fails to run is reported
+      results.append((a, Trial(None, None, None, None, None,
+                               f"failed to run: {type(e).__name__}: {str(e)[:200]}")))
+      continue
+    if differs:
+      results.append((a, Trial(None, None, None, None, False, f"outputs differ: {differs}",
+                               seconds=time.perf_counter() - began)))
+      continue
+    results.append((a, times, time.perf_counter() - began))
+  say(f"{rec.label}: timing the original again")
+  _, last, _ = replay_candidate(rec.compiled, None, aliases, (), device, min_launches, min_seconds)
+  before = statistics.median(first + last)
+  drift = abs(statistics.median(first) - statistics.median(last)) / before
+  out = []
+  for item in results:
+    if isinstance(item[1], Trial):
+      out.append(item)
+      continue
+    a, times, seconds = item
+    after = statistics.median(times)
+    noise = 100 * max(drift, _spread(first), _spread(last), _spread(times))
+    out.append((a, Trial(before, after, 100 * (before - after) / before, noise, True,
+                         launches=len(times), seconds=seconds)))
+  return out

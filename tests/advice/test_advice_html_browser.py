@@ -1,0 +1,54 @@
+"""The advice panel of report.html in a real browser (Debian's headless Chromium, as
+tests/cli/test_html_browser.py): beside the heated lines, each diagnosis marking its
+equation's lines when hovered, the ranked actions with what they save."""
+from __future__ import annotations
+
+import pytest
+
+from pallas_prof.cli.html.browser import browser, open_report
+
+from .test_advise_cli import SCRIPT, _cli
+
+pytestmark = [pytest.mark.browser, pytest.mark.no_gpu]   # the CPU run's page
+
+
+@pytest.fixture(scope="module")
+def page_path(tmp_path_factory):
+  out = tmp_path_factory.mktemp("advice_html") / "run"
+  result = _cli("advise", "--out", str(out), "--tuning-file", str(out) + ".tuning.json", SCRIPT)
+  assert result.returncode == 0, result.stdout + result.stderr
+  return str(out / "report.html")
+
+
+def test_the_advice_panel_beside_the_heated_lines(page_path):
+  with browser() as ctx, open_report(ctx, page_path) as (page, errors, remote):
+    assert page.get_attribute("body", "data-ready") == "1"
+    section = page.locator("section.kernel", has_text="loop_kernel#")
+    panel = section.locator("aside.advice")
+    assert panel.count() == 1 and "not measured: no GPU" in panel.locator("h3").inner_text()
+    sources = section.locator(".sources").bounding_box()
+    box = panel.bounding_box()
+    assert box["x"] >= sources["x"] + sources["width"] - 1      # to the right of the listings
+    assert abs(box["y"] - sources["y"]) < 40                      # on the same row
+    first = panel.locator("li.diagnosis").first
+    assert first.inner_text().startswith("exp/sin take")
+    # hovering the diagnosis marks its equation's lines in the user's source
+    eqn = first.get_attribute("data-e")
+    first.hover()
+    linked = section.locator(".user-source tr.linked")
+    assert linked.count() == 1
+    assert eqn in linked.first.get_attribute("data-e").split()
+    assert "jnp.exp(x) * jnp.sin(x)" in linked.first.inner_text()
+    assert first.evaluate("li => li.classList.contains('linked')")
+    row = page.locator("section.kernel", has_text="row_kernel#").locator(
+        "aside.advice table.actions tr.action").first
+    cells = row.locator("td").all_inner_texts()
+    assert cells[:2] == ["1", "a"] and cells[2].startswith("num_warps 1 -> 4")
+    assert "compiler_params=pallas_prof.CompilerParams(num_warps=4" in cells[2]
+    assert cells[3] == "not measured: no GPU"
+    # the add kernel's block-shape variant: kind c, compiled for sm_90, not timed
+    add = page.locator("section.kernel", has_text="add_kernel#").locator("aside.advice")
+    first_action = add.locator("table.actions tr.action").first.locator("td").all_inner_texts()
+    assert first_action[1] == "c" and "block 64 -> 256" in first_action[2]
+    assert "compiled:" in first_action[2] and first_action[3] == "not measured: no GPU"
+    assert errors == [] and remote == []

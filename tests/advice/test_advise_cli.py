@@ -1,0 +1,97 @@
+"""`pallas-prof advise` and `run` on this CPU: the advice from static facts, said to be
+unmeasured, in the terminal, report.json and report.html."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pallas_prof.cli.report import RunReport
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpu_script.py")
+
+pytestmark = pytest.mark.no_gpu     # asserts what a machine without a GPU says
+
+
+def _cli(*args, timeout=900):
+  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+             COLUMNS="160")
+  return subprocess.run([sys.executable, "-m", "pallas_prof", *args], capture_output=True,
+                        text=True, env=env, cwd=ROOT, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def advised(tmp_path_factory):
+  out = tmp_path_factory.mktemp("advise") / "run"
+  tuning = tmp_path_factory.mktemp("tuning") / "t.json"
+  result = _cli("advise", "--out", str(out), "--tuning-file", str(tuning), SCRIPT)
+  assert result.returncode == 0, result.stdout + result.stderr
+  return result, out, tuning
+
+
+def _by_label(report):
+  return {a.name: a for a in report.advice}
+
+
+def test_no_gpu_is_said_before_the_script_runs(advised):
+  result, _, tuning = advised
+  lines = result.stderr.splitlines()
+  first = next(i for i, ln in enumerate(lines) if ln.startswith("pallas-prof advise: no NVIDIA GPU"))
+  assert first < lines.index("the script runs")
+  assert 'each action marked "not measured: no GPU"' in lines[first]
+  assert not tuning.exists()                # nothing measured: nothing to keep
+
+
+def test_the_advice_in_report_json(advised):
+  _, out, _ = advised
+  with open(out / "report.json") as f:
+    data = json.load(f)
+  assert {a["name"] for a in data["advice"]} == {"add_kernel", "row_kernel", "loop_kernel"}
+  report = RunReport.load(str(out))          # and it reads back typed
+  advice = _by_label(report)
+  add = advice["add_kernel"]
+  assert add.measured == "not measured: no GPU"
+  assert add.diagnoses[0].text == "each program moves 768 B: launch and tail overhead dominate"
+  first = add.actions[0]
+  # re-traced at a larger block (the largest that leaves each of 132 SMs a program: 65,536
+  # elements in blocks of 256), compiled for sm_90, not timed
+  assert first.kind == "c" and first.change["from_block"] == 64
+  assert first.change["to_block"] == 256 and first.status == "not measured: no GPU"
+  assert "registers" in first.compiled and first.trial is None
+  assert first.apply.startswith("at cpu_script.py:") and "grid=(1024,)" in first.apply
+  row = advice["row_kernel"]
+  assert row.diagnoses[0].text == "one warp per row of 4096 floats"
+  warps = [a for a in row.actions if a.kind == "a"]
+  assert [a.change for a in warps] == [{"num_warps": 4}, {"num_warps": 8}]
+  assert all("registers" in a.compiled for a in warps)
+  # the loop recomputes exp(x) and sin(x) of the same x in the jaxpr, but LLVM hoisted them
+  # (their instructions are outside any machine loop): the advice claims no hoist
+  loop = advice["loop_kernel"]
+  kp = next(k for k in report.profile.kernels if k.name == "loop_kernel")
+  exp = next(e for e in kp.static.equations if e.primitive == "exp")
+  assert exp.sass_instructions and exp.loop_instructions == 0
+  assert "loop_invariant" not in [d.rule for d in loop.diagnoses]
+  assert not any(a.title.startswith("hoist") for a in loop.actions)
+
+
+def test_the_advice_in_the_terminal_and_the_page(advised):
+  result, out, _ = advised
+  assert "advice for add_kernel#" in result.stdout
+  assert "1. [c] block 64 -> " in result.stdout and "not measured: no GPU" in result.stdout
+  assert "one warp per row of 4096 floats" in result.stdout
+  page = (out / "report.html").read_text()
+  assert page.count('<aside class="advice"') == 3
+
+
+def test_run_diagnoses_without_trials(tmp_path):
+  out = tmp_path / "run"
+  result = _cli("run", "--out", str(out), SCRIPT)
+  assert result.returncode == 0, result.stderr
+  report = RunReport.load(str(out))
+  add = _by_label(report)["add_kernel"]
+  assert add.actions[0].kind == "c" and not add.actions[0].compiled   # not compiled by `run`
+  assert "advice for row_kernel#" in result.stdout

@@ -1,0 +1,115 @@
+"""Recorded pallas_calls (recipes.py) and the block-shape variants made of them
+(blockshape.py): which grid axes walk every BlockSpec in block units, and a variant's
+outputs equal to the original's (run here by Triton's interpreter)."""
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental import pallas as pl
+
+import pallas_prof
+from pallas_prof.advice import blockshape, recipes
+from pallas_prof.advice.schema import Action
+from pallas_prof.backend import registry
+
+from .synthetic import synthetic_eq, synthetic_facts
+
+pallas_prof.install()
+
+
+def add_kernel(x_ref, y_ref, o_ref):
+  o_ref[...] = x_ref[...] * 2.0 + y_ref[...]
+
+
+def _add(n=1000, block=40):
+  x = jnp.arange(n, dtype=jnp.float32)
+  y = jnp.ones(n, jnp.float32) * 0.5
+  spec = pl.BlockSpec((block,), lambda i: (i,))
+  with recipes.capture():
+    out = pl.pallas_call(add_kernel, grid=(pl.cdiv(n, block),), in_specs=[spec, spec],
+                         out_specs=spec, out_shape=jax.ShapeDtypeStruct((n,), jnp.float32))(x, y)
+  return (x, y), out
+
+
+def test_a_call_is_recorded_with_its_shapes_and_line():
+  recipes.clear()
+  registry.clear()
+  _add()
+  (recipe,) = recipes.recipes()
+  assert recipe.name == "add_kernel" and recipe.in_avals == ("float32[1000]", "float32[1000]")
+  assert recipe.call_file == __file__ and recipe.location.startswith("test_blockshape.py:")
+  (rec,) = registry.kernels()
+  assert recipes.find(rec) is recipe
+  # the name is given back once the capture ends
+  assert not getattr(pl.pallas_call, "_pallas_prof_capture", False)
+
+
+@pytest.mark.parametrize("new_block", [200, 128, 8])      # ragged edges: 1000 is not a multiple
+def test_a_block_variant_computes_the_same(new_block):
+  recipes.clear()
+  args, want = _add()
+  recipe = recipes.recipes()[-1]
+  p = blockshape.plan(recipe, 0)
+  assert p.ties == (0, 0, 0) and p.block == 40 and p.extent == 1000
+  change = blockshape.change_for(recipe, p, new_block)
+  assert change["grid"] == [-(-1000 // new_block)] and change["blocks"] == [[new_block]] * 3
+  got = blockshape.build(recipe, change)(*args)
+  np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_index_maps_that_are_not_in_block_units_make_no_plan():
+  recipes.clear()
+  n = 64
+  x = jnp.ones((8, n), jnp.float32)
+  w = jnp.ones((8,), jnp.float32)
+
+  def scale_kernel(x_ref, w_ref, o_ref):
+    o_ref[...] = x_ref[...] * w_ref[...][:, None]
+
+  with recipes.capture():
+    pl.pallas_call(scale_kernel, grid=(n // 16,),
+                   in_specs=[pl.BlockSpec((8, 16), lambda j: (0, j)),
+                             pl.BlockSpec((8,), lambda j: (0,))],     # does not walk the grid
+                   out_specs=pl.BlockSpec((8, 16), lambda j: (0, j)),
+                   out_shape=x)(x, w)
+    (recipe,) = recipes.recipes()
+    p = blockshape.plan(recipe, 0)
+    assert p.ties == (1, None, 1) and p.block == 16
+    with pytest.warns(pallas_prof.UncoveredOutputWarning):
+      pl.pallas_call(scale_kernel, grid=(n // 32,),
+                     in_specs=[pl.BlockSpec((8, 16), lambda j: (0, 2 * j)),  # every other
+                               pl.BlockSpec((8,), lambda j: (0,))],
+                     out_specs=pl.BlockSpec((8, 16), lambda j: (0, 2 * j)),
+                     out_shape=x)(x, w)
+  assert blockshape.plan(recipes.recipes()[-1], 0) is None
+
+
+def _intent(goal, factor):
+  return Action("c", f"{goal} blocks", "small_programs", {"block": goal, "factor": factor})
+
+
+def test_an_intent_becomes_variants_or_an_edit():
+  recipes.clear()
+  _add(n=1 << 16, block=16)
+  recipe = recipes.recipes()[-1]
+  f = synthetic_facts([synthetic_eq(0, "get", block_shape=(16,), dtype="float32")],
+                      grid=(4096,))
+  variants = blockshape.resolve(_intent("larger", 8), f, recipe)
+  assert [a.kind for a in variants] == ["c", "c"]
+  assert [a.change["to_block"] for a in variants] == [64, 128]
+  assert variants[0].edit.endswith("grid=(4096,) -> grid=(1024,); BlockSpec((16,), ...) -> "
+                                   "BlockSpec((64,), ...)")
+  # not so large that the grid leaves SMs idle: 65,536 elements in blocks of 256 are 256
+  # programs for 132 SMs, in blocks of 512 only 128
+  (capped,) = blockshape.resolve(_intent("larger", 256), f, recipe)
+  assert capped.change["to_block"] == 256
+  # a kernel that reads its program id may depend on the grid: an edit, not a variant
+  pid = dataclasses.replace(f, equations={0: synthetic_eq(0, "program_id")})
+  (edit,) = blockshape.resolve(_intent("larger", 8), pid, recipe)
+  assert edit.kind == "d" and "reads its program id" in edit.edit
+  (edit,) = blockshape.resolve(_intent("smaller", 2), f, None)
+  assert edit.kind == "d" and "was not recorded" in edit.edit

@@ -1,0 +1,102 @@
+"""What the lowering records for the advice: each access's operand and the bytes of its
+longest contiguous run, and which loop-body equations are loop-invariant."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.experimental import pallas as pl
+
+import pallas_prof
+from pallas_prof.backend import registry
+
+pallas_prof.install()
+
+
+def _copy(shape, block, index_map):
+  registry.clear()
+  x = jnp.ones(shape, jnp.float32)
+  grid = tuple(s // b for s, b in zip(shape, block))
+
+  def copy_kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...] + 1.0
+
+  spec = pl.BlockSpec(block, index_map)
+  pl.pallas_call(copy_kernel, grid=grid, in_specs=[spec], out_specs=spec,
+                 out_shape=jax.ShapeDtypeStruct(shape, jnp.float32))(x)
+  (rec,) = registry.kernels()
+  return {e.primitive: e for e in rec.generated.eqns}
+
+
+@pytest.mark.parametrize("shape, block, run", [
+    ((96, 40), (96, 1), 4),          # a column of a row-major array: 4 B runs
+    ((96, 40), (1, 40), 160),        # one whole row
+    ((96, 40), (8, 40), 8 * 160),    # whole rows follow one another
+    ((96, 48), (8, 24), 96),         # part of each row
+    ((5, 6, 40), (1, 3, 40), 480),   # a 3-d block of whole rows
+])
+def test_contiguous_run_of_a_block(shape, block, run):
+  index_map = (lambda i, j: (i, j)) if len(shape) == 2 else (lambda i, j, k: (i, j, k))
+  eqns = _copy(shape, block, index_map)
+  assert eqns["get"].operand == "x_ref" and eqns["get"].contiguous_bytes == run
+  assert eqns["swap"].operand == "o_ref" and eqns["swap"].contiguous_bytes == run
+  assert eqns["add"].operand is None and eqns["add"].contiguous_bytes is None
+
+
+def test_loop_invariant_equations_are_marked():
+  registry.clear()
+
+  def loop_kernel(x_ref, o_ref):
+    x = x_ref[...]
+
+    def body(i, acc):
+      e = jnp.exp(x) * 0.5                        # reads only x: invariant
+      return acc + e * i.astype(jnp.float32) + jnp.sin(acc)
+    o_ref[...] = jax.lax.fori_loop(0, 10, body, jnp.zeros_like(x))
+
+  x = jnp.ones((24, 40), jnp.float32)
+  spec = pl.BlockSpec((8, 40), lambda i: (i, 0))
+  out = pl.pallas_call(loop_kernel, grid=(3,), in_specs=[spec], out_specs=spec,
+                       out_shape=x)(x)
+  assert out.shape == x.shape
+  (rec,) = registry.kernels()
+  body = [e for e in rec.generated.eqns if e.region == "body"]
+  flags = [(e.primitive, e.invariant) for e in body]
+  # exp(x) * 0.5 is invariant; what reads the index or the carry is not
+  assert flags == [("exp", True), ("mul", True), ("convert_element_type", False),
+                   ("mul", False), ("add", False), ("sin", False), ("add", False)], flags
+  assert not any(e.invariant for e in rec.generated.eqns if e.region != "body")
+  body = {e.primitive: e for e in body}
+  # and the record survives kernel.json
+  from pallas_prof.backend.artifacts import EquationRecord
+  again = EquationRecord.from_dict(body["exp"].to_dict())
+  assert again.invariant and again.operand is None
+
+
+def _loop_reads(write_to_input: bool):
+  registry.clear()
+
+  def store_loop_kernel(x_ref, o_ref):
+    def body(i, acc):
+      x = x_ref[...]                               # a read of x_ref in every iteration
+      acc = acc * 0.9 + jnp.exp(x) * jnp.sin(x)
+      o_ref[...] = acc
+      if write_to_input:
+        x_ref[...] = acc                          # ... which the loop also writes
+      return acc
+    jax.lax.fori_loop(0, 8, body, jnp.zeros(x_ref.shape, jnp.float32))
+
+  x = jnp.ones((16, 128), jnp.float32)
+  spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
+  pl.pallas_call(store_loop_kernel, grid=(2,), in_specs=[spec], out_specs=spec, out_shape=x)(x)
+  (rec,) = registry.kernels()
+  return [(e.primitive, e.invariant) for e in rec.generated.eqns if e.region == "body"]
+
+
+def test_a_read_of_a_ref_the_loop_does_not_write_is_invariant():
+  flags = _loop_reads(write_to_input=False)
+  # x, exp(x), sin(x) and their product: invariant; acc * 0.9, the sum and the store: not
+  assert flags == [("get", True), ("mul", False), ("exp", True), ("sin", True), ("mul", True),
+                   ("add", False), ("swap", False)], flags
+  flags = _loop_reads(write_to_input=True)
+  assert not any(invariant for _, invariant in flags), flags

@@ -1,0 +1,217 @@
+"""Each diagnosis rule alone, on SYNTHETIC facts (synthetic.py): what a rule concludes
+from given facts. Recorded profiles are in test_recorded_profiles.py."""
+from __future__ import annotations
+
+import dataclasses
+import types
+
+from pallas_prof.advice import rank as rank_mod
+from pallas_prof.advice.rules import RULES
+from pallas_prof.advice.schema import Action, Trial
+
+from .synthetic import Stall, synthetic_eq, synthetic_facts, synthetic_rates, synthetic_work
+
+
+def test_the_table_holds_each_rule_once_in_order():
+  assert list(RULES)[:2] == ["at_roof", "small_programs"]
+  assert {"unpipelined_loop", "too_few_warps", "spills", "uncoalesced", "rereads",
+          "transcendental_bound", "sampling_gaps"} <= set(RULES)
+
+
+def test_at_roof_from_95_percent():
+  assert RULES["at_roof"](synthetic_facts(rates=synthetic_rates(95.0), median_s=1e-4))
+  assert not RULES["at_roof"](synthetic_facts(rates=synthetic_rates(94.9), median_s=1e-4))
+
+
+def _adder(programs=1 << 18, block=64):
+  n = programs * block
+  eqs = [synthetic_eq(0, "get", block_shape=(block,), dtype="float32", bytes_read=4 * block,
+                      operand="x_ref", contiguous_bytes=4 * block),
+         synthetic_eq(1, "get", block_shape=(block,), dtype="float32", bytes_read=4 * block,
+                      operand="y_ref", contiguous_bytes=4 * block),
+         synthetic_eq(2, "add", block_shape=(block,), dtype="float32"),
+         synthetic_eq(3, "swap", block_shape=(block,), dtype="float32", bytes_written=4 * block,
+                      operand="o_ref", contiguous_bytes=4 * block)]
+  work = synthetic_work(bytes=12 * n, block_bytes=12 * n, programs=programs)
+  return eqs, work
+
+
+def test_small_programs_names_the_bytes_per_program_and_asks_for_larger_blocks():
+  eqs, work = _adder()
+  found = RULES["small_programs"](synthetic_facts(eqs, grid=(1 << 18,), work=work))
+  (finding,) = found
+  assert finding.diagnosis.text == "each program moves 768 B: launch and tail overhead dominate"
+  (action,) = finding.actions
+  assert action.change == {"block": "larger", "factor": 128}
+
+
+def test_small_programs_is_quiet_when_each_program_runs_long():
+  eqs, work = _adder()
+  # 262,144 programs of 16 CTAs per SM on 132 SMs: 30 ms is ~29 us of an SM slot each
+  f = synthetic_facts(eqs, grid=(1 << 18,), work=work, median_s=30e-3,
+                      rates=synthetic_rates(1.0))
+  assert not RULES["small_programs"](f)
+
+
+def test_unpipelined_k_loop():
+  eqs = [synthetic_eq(0, "broadcast_in_dim", block_shape=(128, 128), dtype="float32"),
+         synthetic_eq(1, "scan", trips=64, line=20, inclusive_weight=0.9),
+         synthetic_eq(2, "get", parent=1, line=21, block_shape=(128, 64), dtype="bfloat16",
+                      bytes_read=16384, operand="a_ref", contiguous_bytes=128),
+         synthetic_eq(3, "get", parent=1, line=22, block_shape=(64, 128), dtype="bfloat16",
+                      bytes_read=16384, operand="b_ref", contiguous_bytes=256),
+         synthetic_eq(4, "dot_general", parent=1, line=23, block_shape=(128, 128),
+                      dtype="float32")]
+  assert not RULES["unpipelined_loop"](synthetic_facts(eqs, num_stages=3))
+  (finding,) = RULES["unpipelined_loop"](synthetic_facts(eqs, num_stages=1))
+  d = finding.diagnosis
+  assert d.text == "K loop not pipelined: num_stages=1" and d.eqn == 1 and d.user_line == 20
+  assert [a.change for a in finding.actions] == [{"num_stages": 2}, {"num_stages": 3},
+                                                 {"num_stages": 4}]
+  assert all(a.kind == "a" for a in finding.actions)
+
+
+def test_one_warp_per_row_of_4096_floats():
+  eqs = [synthetic_eq(0, "get", block_shape=(1, 4096), dtype="float32", bytes_read=16384)]
+  (finding,) = RULES["too_few_warps"](synthetic_facts(eqs, num_warps=1, grid=(8192,)))
+  assert finding.diagnosis.text == "one warp per row of 4096 floats"
+  assert [a.change for a in finding.actions] == [{"num_warps": 4}, {"num_warps": 8}]
+  assert not RULES["too_few_warps"](synthetic_facts(eqs, num_warps=4, grid=(8192,)))
+
+
+def test_spills_offer_more_warps_and_smaller_blocks():
+  eqs = [synthetic_eq(0, "get", block_shape=(8, 8192), dtype="float32")]
+  (finding,) = RULES["spills"](synthetic_facts(eqs, spills=72, registers=255, num_warps=8))
+  assert [(a.kind, a.change) for a in finding.actions] == [
+      ("a", {"num_warps": 16}), ("c", {"block": "smaller", "factor": 2})]
+  assert not RULES["spills"](synthetic_facts(eqs, spills=0))
+
+
+def test_a_column_read_is_uncoalesced():
+  gk = types.SimpleNamespace(params=[types.SimpleNamespace(label="x_ref", shape=(4096, 8192))])
+  eqs = [synthetic_eq(0, "get", block_shape=(4096, 1), dtype="float32", bytes_read=16384,
+                      operand="x_ref", contiguous_bytes=4, weight=0.8)]
+  (finding,) = RULES["uncoalesced"](synthetic_facts(eqs, generated=gk))
+  assert finding.diagnosis.text == "x_ref reads runs of 4 B: uncoalesced, 8x the memory " \
+      "traffic it needs"
+  kinds = [(a.kind, a.change.get("block")) for a in finding.actions]
+  assert kinds == [("c", "wider"), ("d", None)]
+  assert finding.actions[0].change["last"] == 32                  # 128 B of float32
+  # a whole row of the array is all there is to read
+  gk.params[0].shape = (4096, 1)
+  assert not RULES["uncoalesced"](synthetic_facts(eqs, generated=gk))
+
+
+def test_rereads_name_the_lines_that_read_again():
+  eqs = [synthetic_eq(i, "get", line=10 * (i + 1), operand="x_ref", bytes_read=8192,
+                      block_shape=(1, 2048), dtype="float32") for i in range(3)]
+  work = synthetic_work(bytes=1 << 26, block_bytes=3 << 26)
+  (finding,) = RULES["rereads"](synthetic_facts(eqs, work=work))
+  assert finding.diagnosis.text == "reads x_ref 3 times: 3.0x the bytes it must move"
+  assert finding.actions[0].kind == "d" and "kernel.py:10, kernel.py:20, kernel.py:30" \
+      in finding.actions[0].edit
+
+
+def test_a_loop_invariant_transcendental_is_hoisted_first():
+  eqs = [synthetic_eq(0, "scan", trips=64, line=30, inclusive_weight=0.95),
+         synthetic_eq(1, "exp", parent=0, line=31, weight=0.6, invariant=True,
+                      text="b:f32[1024] = exp x", sass_instructions=40, loop_instructions=40),
+         synthetic_eq(2, "sin", parent=0, line=32, weight=0.3, invariant=False,
+                      sass_instructions=90, loop_instructions=90),
+         synthetic_eq(3, "add", parent=0, line=33, weight=0.05, sass_instructions=8,
+                      loop_instructions=8)]
+  (finding,) = RULES["transcendental_bound"](synthetic_facts(eqs, measured=True))
+  assert finding.diagnosis.text == "exp/sin take 90 % of the time" and not finding.actions
+  (finding,) = RULES["loop_invariant"](synthetic_facts(eqs))
+  assert finding.diagnosis.text == "exp (kernel.py:31) computes the same value in all 64 " \
+      "iterations of the loop (kernel.py:30)"
+  (hoist,) = finding.actions
+  assert hoist.kind == "d" and hoist.title == "hoist exp (kernel.py:31) out of the loop " \
+      "(kernel.py:30)"
+  assert round(hoist.estimate_pct) == 59                         # 60 % x 63/64
+  assert "of the instructions executed (static: no GPU)" in hoist.estimate_basis
+  warps = Action("a", "num_warps 4 -> 8", "x", {"num_warps": 8})
+  assert rank_mod.rank([warps, hoist])[0] is hoist
+  # a value that changes in the loop is not hoisted
+  changing = dataclasses.replace(eqs[1], invariant=False)
+  assert not RULES["loop_invariant"](synthetic_facts([*eqs[:1], changing, *eqs[2:]]))
+  # nor one the compiler already evaluates once (its instructions outside the machine loop:
+  # hoisted; or most of them, a loop of its own inside the function), nor in a loop the
+  # compiler unrolled, nor without a compile to tell
+  for loop_instructions in (0, 12):
+    hoisted = dataclasses.replace(eqs[1], loop_instructions=loop_instructions)
+    assert not RULES["loop_invariant"](synthetic_facts([*eqs[:1], hoisted, *eqs[2:]]))
+  unrolled = [dataclasses.replace(e, loop_instructions=0) for e in eqs]
+  assert not RULES["loop_invariant"](synthetic_facts(unrolled))
+  uncompiled = [dataclasses.replace(e, loop_instructions=0, sass_instructions=0) for e in eqs]
+  assert not RULES["loop_invariant"](synthetic_facts(uncompiled))
+
+
+def test_few_programs():
+  (finding,) = RULES["few_programs"](synthetic_facts(grid=(32,)))
+  assert finding.diagnosis.text == "32 programs on 132 SMs: 100 SMs have nothing to do"
+  assert finding.actions[0].change == {"block": "smaller", "factor": 16}
+
+
+def test_measured_savings_rank_above_estimates_and_failures_last():
+  held = Action("a", "held", "r", trial=Trial(100e-6, 50e-6, 50.0, 2.0, True))
+  noise = Action("a", "noise", "r", trial=Trial(100e-6, 99e-6, 1.0, 2.0, True))
+  differs = Action("c", "differs", "r", trial=Trial(None, None, None, None, False, "outputs differ"))
+  estimate = Action("d", "estimate", "r", estimate_pct=30.0)
+  order = [a.title for a in rank_mod.rank([differs, noise, estimate, held])]
+  assert order == ["held", "estimate", "noise", "differs"]
+  assert rank_mod.saving_text(held) == "-50 % (100.0 -> 50.0 us, noise 2.0 %), outputs equal"
+  assert rank_mod.saving_text(noise).endswith("within the noise, not kept")
+
+
+def test_sampling_gaps_list_the_lines_that_cannot_be_ranked():
+  from pallas_prof.profiler.schema import LineWeight, SamplingRun
+  run = SamplingRun("cupti", "lib", 26, 32, 3, 1000, 300, 0, None, None, None, 1.0)
+  lines = [LineWeight("/u/k.py", 7, 0.5, 350.0, [0], None, rank_note="not told apart from k.py:8")]
+  (finding,) = RULES["sampling_gaps"](synthetic_facts(sampling=run, lines=lines, measured=True))
+  assert finding.diagnosis.text == "CUPTI dropped 30.0 % of the samples: 1 line(s) cannot be ranked"
+  assert "k.py:7 (350 samples): not told apart from k.py:8" in finding.diagnosis.evidence[1].text
+
+
+def test_occupancy_limited_needs_memory_waits_when_measured():
+  quiet = synthetic_facts(registers=255, num_warps=8, measured=True,
+                          stalls=[Stall("selected", "issuing", 0.8, 800)])
+  assert not RULES["occupancy_limited"](quiet)
+  waiting = synthetic_facts(registers=255, num_warps=8, measured=True,
+                            stalls=[Stall("long_scoreboard", "waiting for global memory", 0.6, 600)])
+  (finding,) = RULES["occupancy_limited"](waiting)
+  assert finding.diagnosis.text == "1 CTA per SM (12 % of its warps), limited by registers"
+
+
+def test_a_loop_that_loads_little_per_iteration():
+  eqs = [synthetic_eq(0, "scan", trips=512, line=40, inclusive_weight=0.9),
+         synthetic_eq(1, "masked_load", parent=0, line=41, block_shape=(16, 16), dtype="bfloat16",
+                      bytes_read=512, operand="x_ref", sass_instructions=16, loop_instructions=4),
+         synthetic_eq(2, "masked_load", parent=0, line=42, block_shape=(16, 16), dtype="bfloat16",
+                      bytes_read=512, operand="do_ref", sass_instructions=4, loop_instructions=4),
+         synthetic_eq(3, "reduce_sum", parent=0, line=43, sass_instructions=15,
+                      loop_instructions=15)]
+  (finding,) = RULES["small_loop_steps"](synthetic_facts(eqs, grid=(512,), num_stages=3))
+  assert finding.diagnosis.text == ("each of the loop's 512 iterations loads 1.0 KiB per "
+                                    "program: it waits for its loads, one small step at a time")
+  assert [(a.kind, a.change) for a in finding.actions] == [("a", {"num_stages": 4}), ("d", {})]
+  # loads the compiler took out of the loop (no instruction of theirs in a machine loop)
+  hoisted = [dataclasses.replace(e, loop_instructions=0) if e.bytes_read else e for e in eqs]
+  assert not RULES["small_loop_steps"](synthetic_facts(hoisted, grid=(512,)))
+
+
+def test_a_grid_that_leaves_cta_slots_empty():
+  # 512 programs of 8 warps at 32 registers: 8 CTAs an SM, 1056 slots on 132 SMs
+  f = synthetic_facts(grid=(512,), num_warps=8, registers=32)
+  (finding,) = RULES["underfilled"](f)
+  assert finding.diagnosis.text == "512 programs fill 48 % of the GPU's CTA slots (132 SMs x 8)"
+  assert finding.actions[0].change == {"block": "smaller", "factor": 4}
+  busy = synthetic_facts(grid=(512,), num_warps=8, registers=32, measured=True,
+                         stalls=[Stall("selected", "issuing", 0.9, 900)])
+  assert not RULES["underfilled"](busy)
+  assert not RULES["underfilled"](synthetic_facts(grid=(4096,), num_warps=8, registers=32))
+
+
+def test_every_rule_has_a_place_in_the_order_of_diagnoses():
+  from pallas_prof.advice.engine import PRIORITY
+  assert set(PRIORITY) == set(RULES) and len(PRIORITY) == len(RULES)
