@@ -7,7 +7,8 @@ lowering error, one that comes and goes is a race.
 Each run uses the reproducer's own inputs (seed) first, then --seeds more
 input draws; every result is compared with the reference (XLA on the CPU for
 "values" programs, JAX's Pallas interpreter for "kernel" ones), element by
-element, as tests/fuzz/check.py does.
+element (bit for bit), and with the fuzzer's own tolerance (tests/fuzz/check.py's
+compare: "fuzzer_verdict").
 """
 from __future__ import annotations
 
@@ -69,6 +70,11 @@ def main(argv=None):
           n += int(np.sum(~((a64 == b64) | (np.isnan(a64) & np.isnan(b64)))))
         wrong.append(n)
       entry["wrong_elements_per_run"] = wrong
+      # bit-for-bit counts include float rounding; the fuzzer's own verdict (its
+      # tolerance, its rules for fragile programs) says whether a run is a finding
+      verdicts = [fuzz_check.compare(p, r, reference)[0] for r in results]
+      entry["fuzzer_verdict"] = "agrees" if all(v is None for v in verdicts) else \
+          next(v for v in verdicts if v is not None)[:300]
     report["inputs"].append(entry)
     print(json.dumps(entry))
   if args.out:
