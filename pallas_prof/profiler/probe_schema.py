@@ -71,7 +71,7 @@ class Distortion(Record):
   sass_pct: float | None         # all instructions, the probes' own included
   sass_probe_instructions: int | None = None   # from the probes' lines of the source
   sass_kernel_pct: float | None = None         # the kernel's own instructions (probes apart)
-  distrust: list[str] = dataclasses.field(default_factory=list)            # which figures not to trust, in words (above 10 %)
+  distrust: list[str] = dataclasses.field(default_factory=list)            # which figures not to trust, in words (above probing.DISTRUST_PCT)
 
 
 @dataclasses.dataclass

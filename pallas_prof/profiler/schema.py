@@ -429,7 +429,7 @@ class SamplingRun(Record):
   overhead_pct: float | None         # (sampled - unsampled) / unsampled x 100
   child_seconds: float               # wall time of the child process, start to exit
   # each sampling round (sampling_rounds.py: again at a longer period while CUPTI dropped
-  # 1 % or more): period_log2, launches, total_samples, dropped_samples; the last is this
+  # DROPPED_MAX or more): period_log2, launches, total_samples, dropped_samples; the last is this
   rounds: list[dict] = dataclasses.field(default_factory=list)
 
 
