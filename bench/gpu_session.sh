@@ -222,6 +222,10 @@ step_gputests() {   # the tests of this quarter's fixes (ptxas rewrites, scan fa
     --junitxml="$OUT/gputests.xml" 2>&1 | tail -40
 }
 
+step_runtime_error() {   # issue 30: a read past a ref through `pallas-prof run` on the GPU
+  timeout ${RUNTIME_ERROR_TIMEOUT:-260} bash bench/probes/runtime_error_gpu.sh "$OUT/runtime_error" 2>&1 | tail -150
+}
+
 for s in "${@:-env}"; do
   log "step $s"
   "step_$s" 2>&1 | tee "$OUT/step_$s.log"
