@@ -87,6 +87,16 @@ def test_spills_offer_more_warps_and_smaller_blocks():
   assert not RULES["spills"](synthetic_facts(eqs, spills=0))
 
 
+def test_spills_of_many_values_a_thread_offer_blocks_small_enough_to_fit():
+  """(16, 8192) floats over 128 threads are 1,024 values each: halving is not enough,
+  blocks 8x smaller leave 128 a thread (the known-answer case's hand fix)."""
+  eqs = [synthetic_eq(0, "get", block_shape=(16, 8192), dtype="float32")]
+  (finding,) = RULES["spills"](synthetic_facts(eqs, spills=22780, registers=32, num_warps=4))
+  assert [a.change for a in finding.actions] == [
+      {"num_warps": 8}, {"block": "smaller", "factor": 2}, {"block": "smaller", "factor": 8}]
+  assert finding.actions[2].title == "smaller blocks (/8, 128 values per thread)"
+
+
 def test_a_column_read_is_uncoalesced():
   gk = types.SimpleNamespace(params=[types.SimpleNamespace(label="x_ref", shape=(4096, 8192))])
   eqs = [synthetic_eq(0, "get", block_shape=(4096, 1), dtype="float32", bytes_read=16384,
