@@ -6,7 +6,7 @@ random inputs, a CPU only lowers and compiles them at full size (their static fa
     case            planted                                    hand fix              expected
     no_pipelining   bf16 matmul 4096^3, K loop, num_stages=1   num_stages=3          unpipelined_loop, a
     too_few_warps   8192 x 4096 f32 row kernel, num_warps=1    num_warps=4           too_few_warps, a
-    spills          mean-centred rows, (16, 8192) f32 blocks,  (2, 8192) blocks      spills, a or c
+    spills          mean-centred rows, (16, 8192) f32 blocks,  (2, 8192) blocks      spills, c
                     4 warps
     tiny_blocks     add of 2^24 f32 in 64-element blocks       4096-element blocks   small_programs, c
     uncoalesced     x * 2 on 4096 x 4096 f32 in (512, 1)       (512, 32) blocks      uncoalesced, c
