@@ -21,8 +21,8 @@ On a CPU nothing runs or is timed: each kernel is lowered at its full size and c
 for sm_90, and the advice comes from those static facts, each action "not measured: no
 GPU" (the variants compiled too). The whole run keeps to --budget-s (default 450 s:
 one device call of under 9 minutes, Python and JAX's start included): each job's trials
-get a share of what is left, no job starts with less than 20 s left, and at the budget
-plus --grace-s (default 50 s) the job running is cut. Both files are written after every
+get a share of what is left, no job starts with less than 20 s left, and at
+--deadline-s (default: the budget and 50 s) the job running is cut. Both files are written after every
 job, so a run cut short keeps what it did.
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ TEXT: list[str] = []        # what the run printed, for known_answers.txt
 
 
 class Deadline(BaseException):
-  """The budget and its grace are spent (a BaseException: no `except Exception` of the
+  """The deadline has come (a BaseException: no `except Exception` of the
   library swallows it)."""
 
 
@@ -254,12 +254,12 @@ def _commit() -> str | None:
     return None
 
 
-def _run_jobs(jobs, result, gpu, args, write) -> None:
+def _run_jobs(jobs, result, gpu, deadline, budget_s, write) -> None:
   for i, (what, job, weight) in enumerate(jobs):
-    left = args.budget_s - (time.perf_counter() - START)
+    left = budget_s - (time.perf_counter() - START)
     name = job.name if what == "case" else job
     if left < 20:
-      result["skipped"].append(f"{name}: the {args.budget_s:.0f} s budget was spent")
+      result["skipped"].append(f"{name}: the {budget_s:.0f} s budget was spent")
       continue
     rest = jobs[i:]
     # less what each job takes besides its trials (lowering, profiling, the hand fix)
@@ -270,8 +270,7 @@ def _run_jobs(jobs, result, gpu, args, write) -> None:
       else:
         result["norms"].append(run_norm(job, gpu, trials_s))
     except Deadline:
-      result["skipped"].append(f"{name}: cut at the budget and its grace "
-                               f"({args.budget_s + args.grace_s:.0f} s)")
+      result["skipped"].append(f"{name}: cut at the deadline ({deadline:.0f} s)")
       say(f"{name}: cut at the deadline")
       result["skipped"] += [f"{j.name if w == 'case' else j}: not started (the deadline)"
                             for w, j, _ in jobs[i + 1:]]
@@ -293,10 +292,13 @@ def main(argv=None) -> int:
                   "known_answers.txt into")
   ap.add_argument("--budget-s", type=float, default=450.0,
                   help="seconds for the whole run, from the start of Python (default 450)")
-  ap.add_argument("--grace-s", type=float, default=50.0,
-                  help="past the budget, the job running is cut after this (default 50)")
+  ap.add_argument("--deadline-s", type=float, default=None,
+                  help="the job running then is cut, from the start of Python (default: the "
+                  "budget and 50 s)")
   ap.add_argument("--only", default="", help="comma-separated case names (and layer_norm, "
                   "rms_norm)")
+  ap.add_argument("--commit", default=None, help="the commit to record (default: git's HEAD, "
+                  "where there is a .git)")
   args = ap.parse_args(argv)
   from bench.advice_cases import CASES
   from bench.advice_checks import proof_lines
@@ -305,8 +307,7 @@ def main(argv=None) -> int:
   if only - set(names):
     ap.error(f"--only: no case {', '.join(sorted(only - set(names)))} (the cases: "
              f"{', '.join(names)})")
-  signal.signal(signal.SIGALRM, _on_deadline)
-  signal.alarm(max(1, int(args.budget_s + args.grace_s - (time.perf_counter() - START))))
+  deadline = args.budget_s + 50 if args.deadline_s is None else args.deadline_s
   import jax
   import triton
   import pallas_prof
@@ -318,9 +319,10 @@ def main(argv=None) -> int:
         "comes from static facts, nothing is timed")
   todo = [c for c in CASES if not only or c.name in only]
   norms = [k for k in ("layer_norm", "rms_norm") if not only or k in only]
-  result = {"command": " ".join(sys.argv), "commit": _commit(), "jax": jax.__version__,
-            "triton": triton.__version__, "gpu": gpu, "device": None,
-            "budget_s": args.budget_s, "cases": [], "norms": [], "skipped": []}
+  result = {"command": " ".join(sys.argv), "commit": args.commit or _commit(),
+            "jax": jax.__version__, "triton": triton.__version__, "gpu": gpu, "device": None,
+            "budget_s": args.budget_s, "deadline_s": deadline, "cases": [], "norms": [],
+            "skipped": []}
   if gpu:
     result["device"] = jax.devices()[0].device_kind
   os.makedirs(args.out, exist_ok=True)
@@ -343,11 +345,12 @@ def main(argv=None) -> int:
 
   # each case's trials get one share of what is left, a norm op (three kernels) two
   jobs = [("case", c, 1.0) for c in todo] + [("norm", k, 2.0) for k in norms]
+  signal.signal(signal.SIGALRM, _on_deadline)
+  signal.alarm(max(1, int(deadline - (time.perf_counter() - START))))
   try:
-    _run_jobs(jobs, result, gpu, args, write)
+    _run_jobs(jobs, result, gpu, deadline, args.budget_s, write)
   except Deadline:              # between two jobs
-    result["skipped"].append(f"the rest: cut at the budget and its grace "
-                             f"({args.budget_s + args.grace_s:.0f} s)")
+    result["skipped"].append(f"the rest: cut at the deadline ({deadline:.0f} s)")
   signal.alarm(0)
   write()
   print("\n" + "\n".join(result["proof"]), flush=True)

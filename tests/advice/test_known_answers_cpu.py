@@ -128,3 +128,18 @@ def test_an_unknown_case_is_refused_with_the_names(tmp_path):
   result = _script("--out", str(tmp_path), "--only", "spils", timeout=120)
   assert result.returncode == 2
   assert "--only: no case spils (the cases: no_pipelining, too_few_warps, spills" in result.stderr
+
+
+def test_the_job_running_at_the_deadline_is_cut_and_the_record_kept(tmp_path):
+  """A deadline 10 s from the start cuts the first job (a full-size sm_90 compile of a
+  64-iteration loop, longer than that here); the next is not started; both files written."""
+  result = _script("--out", str(tmp_path), "--budget-s", "60", "--deadline-s", "10",
+                   "--only", "transcendental,rms_norm", timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  data = json.loads((tmp_path / "known_answers.json").read_text())
+  assert data["cases"] == [] and data["norms"] == []
+  assert data["skipped"] == ["transcendental: cut at the deadline (10 s)",
+                             "rms_norm: not started (the deadline)"]
+  assert data["elapsed_s"] < 30
+  assert "- not run: transcendental: cut at the deadline (10 s)" in \
+      (tmp_path / "known_answers.txt").read_text()
