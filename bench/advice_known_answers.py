@@ -22,8 +22,8 @@ for sm_90, and the advice comes from those static facts, each action "not measur
 GPU" (the variants compiled too). The whole run keeps to --budget-s (default 450 s:
 one device call of under 9 minutes, Python and JAX's start included): each job's trials
 get a share of what is left, no job starts with less than 20 s left, and at
---deadline-s (default: the budget and 50 s) the job running is cut. Both files are written after every
-job, so a run cut short keeps what it did.
+--deadline-s (default: the budget and 50 s) the job running is cut. Both files are
+written after every job, so a run cut short keeps what it did.
 """
 from __future__ import annotations
 
