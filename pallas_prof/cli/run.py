@@ -77,6 +77,27 @@ def find_kernel_error(error: BaseException | None):
   return runtime_errors.recognise(error)
 
 
+def script_error_note(error: BaseException) -> str:
+  """The script's own uncaught exception in one line, with the deepest line of the user's
+  code it passed through, for report.json and report.html (they said only "exit 1")."""
+  import site
+  import sysconfig
+  skip = [os.path.dirname(os.path.dirname(os.path.abspath(__file__))),    # pallas_prof/
+          *(os.path.abspath(p) for p in (sysconfig.get_paths().get("stdlib"),
+                                         sysconfig.get_paths().get("purelib"),
+                                         *getattr(site, "getsitepackages", lambda: [])())
+            if p)]
+  where = None
+  for frame in traceback.extract_tb(error.__traceback__):
+    path = os.path.abspath(frame.filename)
+    if not frame.filename.startswith("<") and not any(path.startswith(d + os.sep) for d in skip):
+      where = f"{os.path.relpath(path) if not os.path.relpath(path).startswith('..') else path}" \
+              f":{frame.lineno}"
+  first = (str(error).strip().splitlines() or [""])[0]
+  return (f"the script raised {type(error).__name__}" + (f": {first}" if first else "")
+          + (f" (at {where})" if where else ""))
+
+
 def print_script_traceback(error: BaseException, script: str) -> None:
   """The traceback Python would print, without pallas-prof's own frames on top."""
   tb = error.__traceback__
@@ -299,6 +320,8 @@ def _run_and_report(args):
     if kernel_error is not None:
       errors.append(error_entry(kernel_error))
     notes += caught_failures(failures_before, kernel_error)
+    if outcome.error is not None and kernel_error is None:
+      notes.append(script_error_note(outcome.error))
     records = selected_kernels(args.kernel)
     if args.kernel and not records and registry.kernels():
       lowered = [r.label for r in registry.kernels()]

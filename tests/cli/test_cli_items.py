@@ -150,3 +150,23 @@ def test_show_says_where_it_looked_when_the_last_run_was_written_with_out(tmp_pa
   text = str(info.value)
   assert "in the 2 most recent run(s) (under pallas-prof-out/ and the last run made here " \
          "with --out, runs/a); the newest is runs/a and they have: k#abc123." in text, text
+
+
+def test_the_scripts_own_exception_is_in_the_report(tmp_path):
+  """A script that raised (here before any kernel ran, as JAX's own check of a static
+  slice does) left report.json and report.html with "exit 1" and nothing on why."""
+  script = tmp_path / "boom.py"
+  script.write_text("def helper():\n  raise RuntimeError('boom\\nsecond line')\n\nhelper()\n")
+  out = tmp_path / "run"
+  result = pallas_prof("run", "--no-analysis", "--out", str(out), str(script), cwd=tmp_path)
+  assert result.returncode == 1
+  assert "RuntimeError: boom" in result.stderr                  # the traceback, as before
+  report = RunReport.load(str(out))
+  assert report.exit_code == 1 and not report.errors
+  assert "the script raised RuntimeError: boom (at boom.py:2)" in report.notes, report.notes
+  assert "note: the script raised RuntimeError: boom (at boom.py:2)" in result.stdout
+  assert "the script raised RuntimeError: boom (at boom.py:2)" in (out / "report.html").read_text()
+  script.write_text("import sys\nsys.exit(3)\n")                # an exit is not an exception
+  result = pallas_prof("run", "--no-analysis", "--out", str(out), str(script), cwd=tmp_path)
+  assert result.returncode == 3
+  assert not [n for n in RunReport.load(str(out)).notes if "the script raised" in n]
