@@ -170,3 +170,12 @@ def test_the_scripts_own_exception_is_in_the_report(tmp_path):
   result = pallas_prof("run", "--no-analysis", "--out", str(out), str(script), cwd=tmp_path)
   assert result.returncode == 3
   assert not [n for n in RunReport.load(str(out)).notes if "the script raised" in n]
+
+
+def test_pallas_prof_alone_lists_the_commands():
+  """`pallas-prof` with nothing after it said "the following arguments are required:
+  command" and no more."""
+  result = pallas_prof()
+  assert result.returncode == 2
+  assert "pallas-prof run [options] script.py [script args]" in result.stderr
+  assert "required" not in result.stderr and not result.stdout
