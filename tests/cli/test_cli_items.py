@@ -179,3 +179,31 @@ def test_pallas_prof_alone_lists_the_commands():
   assert result.returncode == 2
   assert "pallas-prof run [options] script.py [script args]" in result.stderr
   assert "required" not in result.stderr and not result.stdout
+
+
+STATIC_SLICE_SCRIPT = """
+import jax, jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+def kernel(x_ref, o_ref):
+  o_ref[...] = x_ref[pl.ds(4, 40)] * 2.0      # JAX's own check refuses this slice
+
+pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((40,), jnp.float32))(jnp.zeros(40))
+"""
+
+
+def test_the_scripts_traceback_has_no_pallas_prof_frames_unless_asked(tmp_path):
+  """A failure JAX raised while tracing the kernel showed a frame of
+  pallas_prof/advice/recipes.py (run's wrapper around pl.pallas_call) between the
+  user's call and JAX's; --traceback keeps every frame."""
+  script = tmp_path / "static_slice.py"
+  script.write_text(STATIC_SLICE_SCRIPT)
+  plain = pallas_prof("run", "--no-analysis", "--out", str(tmp_path / "a"), str(script),
+                      cwd=tmp_path)
+  assert plain.returncode == 1
+  assert 'static_slice.py", line 6, in kernel' in plain.stderr, plain.stderr
+  assert "Out of bound slice" in plain.stderr
+  assert os.path.join("pallas_prof", "advice", "recipes.py") not in plain.stderr, plain.stderr
+  full = pallas_prof("run", "--no-analysis", "--traceback", "--out", str(tmp_path / "b"),
+                     str(script), cwd=tmp_path)
+  assert os.path.join("pallas_prof", "advice", "recipes.py") in full.stderr, full.stderr
