@@ -81,7 +81,13 @@ run_leg() {
 
 failed=""
 for l in $LEGS; do       # every leg runs, whatever the one before it did
-  ( set -e; run_leg "$l" ) || failed="$failed $l"
+  # not `( ... ) || failed=...`: bash ignores set -e inside a command tested with ||, so a
+  # failing pytest went on to "leg a passed" and the script to "all legs passed"
+  set +e
+  ( set -e; run_leg "$l" )
+  rc=$?
+  set -e
+  [ "$rc" -eq 0 ] || failed="$failed $l"
 done
 if [ -n "$failed" ]; then
   echo "== FAILED leg(s):$failed ($((SECONDS - START)) s in all)"
