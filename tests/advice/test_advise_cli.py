@@ -43,6 +43,8 @@ def test_no_gpu_is_said_before_the_script_runs(advised):
   first = next(i for i, ln in enumerate(lines) if ln.startswith("pallas-prof advise: no NVIDIA GPU"))
   assert first < lines.index("the script runs")
   assert 'each action marked "not measured: no GPU"' in lines[first]
+  assert "no NVIDIA GPU: " in lines[first] and "))" not in lines[first]   # one clause, no nesting
+  assert "compiling 0 variant" not in result.stderr      # nothing to compile: no line saying so
   assert not tuning.exists()                # nothing measured: nothing to keep
 
 

@@ -157,6 +157,15 @@ def test_a_loop_invariant_transcendental_is_hoisted_first():
   assert not RULES["loop_invariant"](synthetic_facts(uncompiled))
 
 
+def test_one_transcendental_is_named_once_in_the_singular():
+  eqs = [synthetic_eq(0, "exp", line=21, weight=0.35),
+         synthetic_eq(1, "add", line=22, weight=0.65)]
+  (finding,) = RULES["transcendental_bound"](synthetic_facts(eqs))
+  assert finding.diagnosis.text == "exp takes 35 % of the instructions executed (static: no GPU)"
+  (weights,) = [e for e in finding.diagnosis.evidence if e.what == "weights"]
+  assert weights.text == "35 % of the instructions at exp (kernel.py:21)"   # no second 35 %
+
+
 def test_few_programs():
   (finding,) = RULES["few_programs"](synthetic_facts(grid=(32,)))
   assert finding.diagnosis.text == "32 programs on 132 SMs: 100 SMs have nothing to do"

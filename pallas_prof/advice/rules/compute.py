@@ -29,10 +29,12 @@ def transcendental_bound(f) -> list[Finding]:
   if not trans or share < TRANSCENDENTAL_SHARE:
     return []
   names = sorted({e.primitive for e in trans})
+  at = sorted(trans, key=lambda e: -e.weight)[:4]
   evidence = [fact("weights", f"{100 * share:.0f} % of the "
                    f"{'samples' if f.measured else 'instructions'} at "
-                   + ", ".join(f"{e.primitive} ({e.location}) {100 * e.weight:.0f} %"
-                               for e in sorted(trans, key=lambda e: -e.weight)[:4]),
+                   + (f"{at[0].primitive} ({at[0].location})" if len(trans) == 1 else
+                      ", ".join(f"{e.primitive} ({e.location}) {100 * e.weight:.0f} %"
+                                for e in at)),
                    f.measured, share)]
   words = _stall_words(trans) if f.measured else ""
   if words:
@@ -45,7 +47,8 @@ def transcendental_bound(f) -> list[Finding]:
     evidence.append(fact("roofline", f.rates.verdict, True, f.rates.efficiency_pct))
   hot = max(trans, key=lambda e: e.weight)
   time = "time" if f.measured else "instructions executed (static: no GPU)"
-  d = about("transcendental_bound", f"{'/'.join(names)} take {100 * share:.0f} % of the {time}",
+  d = about("transcendental_bound", f"{'/'.join(names)} take{'s' if len(names) == 1 else ''} "
+            f"{100 * share:.0f} % of the {time}",
             f, hot, evidence, share=share)
   return [Finding(d)]       # what to do about them: loop_invariant, where one is
 
