@@ -232,6 +232,14 @@ step_int16() {   # issue 32: seed 1250's int16 wrong answer (a packed add's cons
   timeout ${INT16_TIMEOUT:-150} python3 bench/probes/int16_probe.py 2>&1 | grep -v Warn | tail -40
 }
 
+step_advice() {   # issue 29's Proof: the known-answer kernels (one planted defect each, one at
+  # its roof) and JAX's norm ops against XLA, the advice checked against the fixes applied by
+  # hand: $OUT/advice/known_answers.json and .txt (ADVICE_COMMIT names the commit)
+  timeout ${ADVICE_TIMEOUT:-500} python3 bench/advice_known_answers.py --budget-s \
+    ${ADVICE_BUDGET:-420} --deadline-s 465 --out "$OUT/advice" ${ADVICE_COMMIT:+--commit $ADVICE_COMMIT} \
+    2>&1 | grep -v Deprecation | tail -120
+}
+
 for s in "${@:-env}"; do
   log "step $s"
   "step_$s" 2>&1 | tee "$OUT/step_$s.log"

@@ -71,3 +71,13 @@ def test_each_readme_command_is_one_the_cli_has():
   commands = set(_parser()._subparsers._group_actions[0].choices)
   used = set(re.findall(r"^    pallas-prof (\w+)(?![.\w])", _read(README), re.M))
   assert used and used <= commands, used - commands
+
+
+def test_the_readme_says_what_the_test_command_does_when_a_leg_fails():
+  """The README said "the first leg that fails stops the script"; tools/test.sh runs
+  every leg whatever the one before it did and fails if any did."""
+  script = _read(os.path.join(ROOT, "tools", "test.sh"))
+  text = " ".join(_read(README).split())
+  assert 'failed="$failed $l"' in script and "exit 1" in script     # every leg, then the verdict
+  assert "stops the script" not in text
+  assert "Both legs run even when the first fails, and the script fails if either did" in text

@@ -55,7 +55,7 @@ def run(args) -> int:
     return 2
   present, reason = gpu_status()
   if not present:
-    _say(f"no NVIDIA GPU ({reason.rstrip('.')}): nothing can be tried or timed here. The "
+    _say(f"no NVIDIA GPU: {reason.rstrip('.')}; nothing can be tried or timed here. The "
          "advice comes from the kernels' static facts (compiled for sm_90), each action "
          "marked \"not measured: no GPU\". Running the script now.")
   for name, value in (("no_profile", False), ("no_analysis", False), ("no_trace", False),

@@ -99,7 +99,8 @@ def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool
     except Exception as e:  # noqa: BLE001 - a variant that does not lower is not tried
       actions[id(a)] = dataclasses.replace(a, trial=Trial(None, None, None, None, None,
                                            f"does not lower: {type(e).__name__}: {str(e)[:200]}"))
-  say(f"{advice.label}: compiling {len(lowered)} variant(s)")
+  if lowered:
+    say(f"{advice.label}: compiling {len(lowered)} variant(s)")
   compiled = compile_kernels([gk for _, gk in lowered], tuple(target), need_cubin=True)
   ready = []
   for (a, _), ck in zip(lowered, compiled):

@@ -347,6 +347,12 @@ def _pp_settings():
   return jax_core.JaxprPpSettings(source_info=False, print_effects=False)
 
 
+def _plain(doc) -> str:
+  # JAX colours what it prints when stdout is a terminal; these texts are parsed
+  # (the marked equation, the refs' names) and shown inside our own styled reports
+  return doc.format(use_color=False)
+
+
 def print_jaxpr(jaxpr):
   """(text, context): `jaxpr` printed as JAX prints it (nested jaxprs in place),
   and the naming context that printed it: pp_equation(eqn, context) then names
@@ -356,7 +362,7 @@ def print_jaxpr(jaxpr):
     context = jax_core.JaxprPpContext(dropvars(jaxpr)) if dropvars else jax_core.JaxprPpContext()
   except TypeError:      # a JAX whose context takes no names
     context = jax_core.JaxprPpContext()
-  return jax_core.pp_jaxpr(jaxpr, context, _pp_settings()).format(), context
+  return _plain(jax_core.pp_jaxpr(jaxpr, context, _pp_settings())), context
 
 
 def equation_lines(jaxpr, text: str, context) -> dict[int, int]:
@@ -397,14 +403,14 @@ def name_vars(jaxpr, context) -> None:
 
 
 def pp_equation(eqn, context) -> str:
-  return jax_core.pp_eqn(eqn, context, _pp_settings()).format()
+  return _plain(jax_core.pp_eqn(eqn, context, _pp_settings()))
 
 
 def pp_var(var, context) -> str:
   if isinstance(var, jax_core.Literal):
     return str(var)
   doc = jax_core.pp_var(var, context)
-  return doc if isinstance(doc, str) else doc.format()
+  return doc if isinstance(doc, str) else _plain(doc)
 
 
 # --- primitives and helpers of JAX's internals the rules need ----------------------

@@ -43,6 +43,15 @@ class KernelRecord:
     """A short unique name: kernel name plus a hash prefix."""
     return f"{self.name}#{self.generated.key[:6]}"
 
+  def __repr__(self) -> str:
+    # short, as pallas_prof.kernels() shows these in a REPL (the dataclass's own repr
+    # printed the generated source, the jaxpr and every equation: kilobytes per kernel)
+    grid = "x".join(str(g) for g in self.generated.grid) or "1"
+    launches = f", {self.launches} launch{'es' if self.launches != 1 else ''}" \
+        if self.platform == "cpu" else ""
+    return (f"<KernelRecord {self.label}: grid {grid}, {', '.join(self.in_avals) or 'no inputs'}"
+            f" -> {', '.join(self.out_avals)}, {self.platform}{launches}>")
+
 
 _lock = threading.Lock()
 _records: dict[tuple, KernelRecord] = {}

@@ -235,7 +235,13 @@ def locate_kernel(name: str, run_dir: str | None = None,
       return candidate, os.path.join(candidate, os.path.dirname(hit.files["kernel"]))
   have = ", ".join(list(seen)[:12]) + (f" and {len(seen) - 12} more" if len(seen) > 12
                                        else "") if seen else "none"
-  raise SystemExit(f"pallas-prof: no kernel {name!r} in the {len(runs)} most recent runs under "
-                   f"{root}/ (newest: {runs[0]}); they have: {have}. Give one of those (a "
-                   "name or the start of a label), or --dir to look elsewhere")
+  # the last --out run made here is among them: say so (the message said "under
+  # pallas-prof-out/" and named a newest run that was not under it)
+  elsewhere = [r for r in runs if os.path.dirname(os.path.normpath(r)) != os.path.normpath(root)]
+  where = (f"under {root}/" if not elsewhere else
+           f"(under {root}/ and the last run made here with --out, {elsewhere[0]})"
+           if len(runs) > 1 else f"(the last run made here with --out, {elsewhere[0]})")
+  raise SystemExit(f"pallas-prof: no kernel {name!r} in the {len(runs)} most recent run(s) "
+                   f"{where}; the newest is {runs[0]} and they have: {have}. Give one of those "
+                   "(a name or the start of a label), or --dir to look elsewhere")
 

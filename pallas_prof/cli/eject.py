@@ -327,7 +327,9 @@ def _no_gpu_reason():
     try:
         from cuda.bindings import driver as cu
     except ImportError as e:
-        return f"{{e}}; the GPU path needs cuda-python"
+        if not (os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl")):
+            return "this machine has none (no NVIDIA driver is loaded)"
+        return f"{{e}}; the GPU path needs cuda-python (pip install cuda-python)"
     try:
         (err,) = cu.cuInit(0)
         if err != cu.CUresult.CUDA_SUCCESS:

@@ -139,7 +139,11 @@ def main(argv=None) -> int:
 
 def _main(argv=None) -> int:
   argv = list(sys.argv[1:] if argv is None else argv)
-  args = _parser().parse_args(argv)
+  parser = _parser()
+  if not argv:               # a first try: the commands, not "arguments are required: command"
+    parser.print_help(sys.stderr)
+    return 2
+  args = parser.parse_args(argv)
   if args.command in ("run", "tune", "advise"):
     args = _with_script(args, argv)
   if args.command == "run":

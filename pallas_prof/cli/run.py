@@ -76,14 +76,52 @@ def find_kernel_error(error: BaseException | None):
   return runtime_errors.recognise(error)
 
 
-def print_script_traceback(error: BaseException, script: str) -> None:
-  """The traceback Python would print, without pallas-prof's own frames on top."""
+def script_error_note(error: BaseException) -> str:
+  """The script's own uncaught exception in one line, with the deepest line of the user's
+  code it passed through, for report.json and report.html (they said only "exit 1")."""
+  import site
+  import sysconfig
+  skip = [_PACKAGE,
+          *(os.path.abspath(p) for p in (sysconfig.get_paths().get("stdlib"),
+                                         sysconfig.get_paths().get("purelib"),
+                                         *getattr(site, "getsitepackages", lambda: [])())
+            if p)]
+  where = None
+  for frame in traceback.extract_tb(error.__traceback__):
+    path = os.path.abspath(frame.filename)
+    if not frame.filename.startswith("<") and not any(path.startswith(d + os.sep) for d in skip):
+      where = f"{os.path.relpath(path) if not os.path.relpath(path).startswith('..') else path}" \
+              f":{frame.lineno}"
+  first = (str(error).strip().splitlines() or [""])[0]
+  return (f"the script raised {type(error).__name__}" + (f": {first}" if first else "")
+          + (f" (at {where})" if where else ""))
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # pallas_prof/
+
+
+def print_script_traceback(error: BaseException, script: str, own_frames: bool = False) -> None:
+  """The traceback Python would print, without pallas-prof's own frames on top, nor (unless
+  `own_frames`: --traceback) the wrappers `run` puts around pl.pallas_call in between
+  (a frame of pallas_prof/advice/recipes.py sat between the user's call and JAX's)."""
   tb = error.__traceback__
   script = os.path.abspath(script)
   probe = tb
   while probe is not None and os.path.abspath(probe.tb_frame.f_code.co_filename) != script:
     probe = probe.tb_next
-  traceback.print_exception(type(error), error, probe or tb, file=sys.stderr)
+  report = traceback.TracebackException(type(error), error, probe or tb)
+  if not own_frames:
+    seen, todo = set(), [report]
+    while todo:
+      t = todo.pop()
+      if t is None or id(t) in seen:
+        continue
+      seen.add(id(t))
+      t.stack = traceback.StackSummary.from_list(
+          [f for f in t.stack if not os.path.abspath(f.filename).startswith(_PACKAGE + os.sep)]
+          or t.stack)
+      todo += [t.__cause__, t.__context__]
+  print("".join(report.format()), end="", file=sys.stderr)
 
 
 # --- tracing ----------------------------------------------------------------------------
@@ -294,6 +332,8 @@ def _run_and_report(args):
     if kernel_error is not None:
       errors.append(error_entry(kernel_error))
     notes += caught_failures(failures_before, kernel_error)
+    if outcome.error is not None and kernel_error is None:
+      notes.append(script_error_note(outcome.error))
     records = selected_kernels(args.kernel)
     if args.kernel and not records and registry.kernels():
       lowered = [r.label for r in registry.kernels()]
@@ -329,7 +369,7 @@ def _run_and_report(args):
   from . import html
   html.write_or_warn(out_dir, run_report)
   if outcome.error is not None and (kernel_error is None or getattr(args, "traceback", False)):
-    print_script_traceback(outcome.error, args.script)
+    print_script_traceback(outcome.error, args.script, getattr(args, "traceback", False))
   return run_report, out_dir, outcome, kernel_error
 
 

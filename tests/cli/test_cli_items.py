@@ -108,7 +108,8 @@ def test_show_looks_through_recent_runs(tmp_path):
   older = next(r for r in runs if json.loads((r / "report.json").read_text())["kernels"])
   assert f"showing it from pallas-prof-out/{older.name}, 1 run(s) back" in shown.stderr
   missing = pallas_prof("show", "no_such_kernel", cwd=tmp_path)
-  assert missing.returncode != 0 and "no kernel 'no_such_kernel' in the 2 most recent runs" \
+  assert missing.returncode != 0 and \
+      "no kernel 'no_such_kernel' in the 2 most recent run(s) under pallas-prof-out/;" \
       in missing.stderr
 
 
@@ -130,3 +131,79 @@ def test_examples_print_their_seed_and_take_one(tmp_path):
   again = run("--seed", seed)
   assert again == fresh          # the same inputs: the same error, to the last digit printed
   assert run("--seed", "7").startswith("seed 7 ")
+
+
+def test_show_says_where_it_looked_when_the_last_run_was_written_with_out(tmp_path, monkeypatch):
+  """The last run was `run --out runs/a`: the message said "in the 2 most recent runs under
+  pallas-prof-out/ (newest: runs/a)", a newest run that is not under it."""
+  from pallas_prof.cli import artifacts
+  monkeypatch.setenv("PALLAS_PROF_CACHE_DIR", str(tmp_path / "cache"))
+  monkeypatch.chdir(tmp_path)
+  kernel = {"label": "k#abc123", "name": "k", "grid": [4], "num_warps": 4, "num_stages": 3}
+  for run in ("pallas-prof-out/20261203-113438", "runs/a"):
+    os.makedirs(run)
+    RunReport.from_dict({"schema": "pallas-prof/run/1", "kernels": [kernel]}).save(run)
+  os.utime("pallas-prof-out/20261203-113438/report.json", (1, 1))   # the older one
+  artifacts.remember_run("runs/a")
+  with pytest.raises(SystemExit) as info:
+    artifacts.locate_kernel("softmax_kernel")
+  text = str(info.value)
+  assert "in the 2 most recent run(s) (under pallas-prof-out/ and the last run made here " \
+         "with --out, runs/a); the newest is runs/a and they have: k#abc123." in text, text
+
+
+def test_the_scripts_own_exception_is_in_the_report(tmp_path):
+  """A script that raised (here before any kernel ran, as JAX's own check of a static
+  slice does) left report.json and report.html with "exit 1" and nothing on why."""
+  script = tmp_path / "boom.py"
+  script.write_text("def helper():\n  raise RuntimeError('boom\\nsecond line')\n\nhelper()\n")
+  out = tmp_path / "run"
+  result = pallas_prof("run", "--no-analysis", "--out", str(out), str(script), cwd=tmp_path)
+  assert result.returncode == 1
+  assert "RuntimeError: boom" in result.stderr                  # the traceback, as before
+  report = RunReport.load(str(out))
+  assert report.exit_code == 1 and not report.errors
+  assert "the script raised RuntimeError: boom (at boom.py:2)" in report.notes, report.notes
+  assert "note: the script raised RuntimeError: boom (at boom.py:2)" in result.stdout
+  assert "the script raised RuntimeError: boom (at boom.py:2)" in (out / "report.html").read_text()
+  script.write_text("import sys\nsys.exit(3)\n")                # an exit is not an exception
+  result = pallas_prof("run", "--no-analysis", "--out", str(out), str(script), cwd=tmp_path)
+  assert result.returncode == 3
+  assert not [n for n in RunReport.load(str(out)).notes if "the script raised" in n]
+
+
+def test_pallas_prof_alone_lists_the_commands():
+  """`pallas-prof` with nothing after it said "the following arguments are required:
+  command" and no more."""
+  result = pallas_prof()
+  assert result.returncode == 2
+  assert "pallas-prof run [options] script.py [script args]" in result.stderr
+  assert "required" not in result.stderr and not result.stdout
+
+
+STATIC_SLICE_SCRIPT = """
+import jax, jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+def kernel(x_ref, o_ref):
+  o_ref[...] = x_ref[pl.ds(4, 40)] * 2.0      # JAX's own check refuses this slice
+
+pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((40,), jnp.float32))(jnp.zeros(40))
+"""
+
+
+def test_the_scripts_traceback_has_no_pallas_prof_frames_unless_asked(tmp_path):
+  """A failure JAX raised while tracing the kernel showed a frame of
+  pallas_prof/advice/recipes.py (run's wrapper around pl.pallas_call) between the
+  user's call and JAX's; --traceback keeps every frame."""
+  script = tmp_path / "static_slice.py"
+  script.write_text(STATIC_SLICE_SCRIPT)
+  plain = pallas_prof("run", "--no-analysis", "--out", str(tmp_path / "a"), str(script),
+                      cwd=tmp_path)
+  assert plain.returncode == 1
+  assert 'static_slice.py", line 6, in kernel' in plain.stderr, plain.stderr
+  assert "Out of bound slice" in plain.stderr
+  assert os.path.join("pallas_prof", "advice", "recipes.py") not in plain.stderr, plain.stderr
+  full = pallas_prof("run", "--no-analysis", "--traceback", "--out", str(tmp_path / "b"),
+                     str(script), cwd=tmp_path)
+  assert os.path.join("pallas_prof", "advice", "recipes.py") in full.stderr, full.stderr

@@ -220,3 +220,15 @@ def test_measured_attribution_is_what_the_hot_equations_show(tmp_path):
   assert "(CUPTI PC sampling)" in text and "top stall" in text
   row = next(line for line in text.splitlines() if "[5] get" in line)
   assert "75.0%" in row and "97.5" in row and "waiting for global memory" in row
+
+
+def test_the_instruction_mix_is_worded_as_the_page_words_it_and_never_blank(tmp_path):
+  """An equation of plain arithmetic (select_n, gt, mul) had a blank cell in the terminal
+  while report.html said "arithmetic and other N"; the kinds read "global load", not
+  "global_load"."""
+  report = _report_with_brackets(tmp_path)
+  static = report.profile.kernels[0].static
+  assert render._instruction_mix(static, 0) == "global load 4, arithmetic and other 4"
+  arith = dataclasses.replace(static.equations[0], sass_counts={"other": 6}, sass_instructions=6)
+  assert render._instruction_mix(dataclasses.replace(static, equations=[arith]), 0) \
+      == "arithmetic and other 6"

@@ -199,3 +199,19 @@ def test_a_lowering_error_outside_pallas_prof_run_is_one_clean_report(tmp_path):
   assert f"{script}:6 (in kernel)" in err and f'File "{script}", line 8' in err
   assert "pallas_prof/backend" not in err and "Traceback" in err, err
   assert len(err.splitlines()) < 20, err
+
+
+def test_report_is_the_same_when_jax_would_colour_its_jaxprs(monkeypatch):
+  """On a terminal JAX colours what it prints; the report parses the printed jaxpr
+  (the marked equation, the refs' names), so under colour the mark was lost, the
+  blocks read `m: f32[48], m: f32[48]` (the `m` of an escape code) and the escape
+  codes broke the panel's borders."""
+  from jax._src import pretty_printer
+  monkeypatch.setattr(pretty_printer, "CAN_USE_COLOR", True)   # as under a terminal
+  err = _fail("unsupported_primitive")
+  text = error_text(err)
+  assert "\x1b" not in err.jaxpr_text and "\x1b" not in err.eqn.text and "\x1b" not in text
+  assert [j for j in _section(text, "jaxpr of the kernel") if j.lstrip().startswith(">>")]
+  (blocks,) = [t for t in text.splitlines() if t.lstrip().startswith("blocks:")]
+  names = [part.split(":")[0].strip() for part in blocks.split(":", 1)[1].split(",")]
+  assert len(set(names)) == len(names), blocks

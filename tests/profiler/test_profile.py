@@ -87,3 +87,14 @@ def test_the_report_prints_as_the_cli_tables_and_has_a_short_repr(softmax_kernel
   Console(file=rich_out, width=100, no_color=True).print(report)
   assert rich_out.getvalue().splitlines()[0] == lines[0]
   assert f"hot equations of {mm.label}" in rich_out.getvalue()
+
+
+def test_a_kernel_record_has_a_short_repr(softmax_kernel):
+  """pallas_prof.kernels() in a REPL: each record's repr was the whole dataclass (the
+  generated source, the jaxpr and every equation: kilobytes per kernel)."""
+  rec, _ = softmax_kernel
+  text = repr(rec)
+  assert "\n" not in text and len(text) < 200, text
+  assert text.startswith(f"<KernelRecord {rec.label}: grid 4, float32[4,128] -> float32[4,128], "
+                         "cpu"), text
+  assert rec.generated.source not in text and "jaxpr" not in text
