@@ -7,8 +7,11 @@ found whether or not the code path that would import it runs.
 from __future__ import annotations
 
 import ast
+import io
 import os
 import pathlib
+import re
+import tokenize
 
 import pytest
 
@@ -215,3 +218,56 @@ def test_every_public_name_of_compat_is_used():
   others = "\n".join(p.read_text() for m, p in MODULES.items() if m != COMPAT)
   unused = [n for n in public if not re.search(rf"\b{n}\b", others)]
   assert public and not unused, f"backend/compat.py defines names no module uses: {unused}"
+
+
+# --- no measured figures in code comments ------------------------------------------------
+# A figure written into a comment rots: the code moves on and the number stays. Figures
+# belong in bench/results with the command and commit that made them; a comment says why
+# and names a constant or a bench script. A number with a unit of time, rate or share
+# ("51-64 ms", "~5%", "1455 MHz", "4.13 TB/s") in a comment or docstring of pallas_prof/
+# fails; text in quotes (an example of what the tool prints) is not a figure.
+_UNITS = r"(?:ns|us|µs|ms|s|GB/s|TB/s|MB/s|GiB/s|TFLOP/s|GFLOP/s|MHz|GHz|%)"
+_NUMBER = r"\d[\d,]*(?:\.\d+)?"
+FIGURE = re.compile(rf"(?<![\w.^]){_NUMBER}(?:\s?(?:-|to)\s?{_NUMBER})?\s?{_UNITS}(?![\w/])")
+_QUOTED = re.compile(r"(?<!\w)\"[^\"]*\"|(?<!\w)'[^']*'|`[^`]*`")
+
+
+def _comment_lines(source: str):
+  """(line, text) of every comment and docstring line of a module's source."""
+  for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+    if tok.type == tokenize.COMMENT:
+      yield tok.start[0], tok.string
+  for node in ast.walk(ast.parse(source)):
+    if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+        and node.body and isinstance(node.body[0], ast.Expr) \
+        and isinstance(node.body[0].value, ast.Constant) \
+        and isinstance(node.body[0].value.value, str):
+      for i, text in enumerate(node.body[0].value.value.splitlines()):
+        yield node.body[0].lineno + i, text
+
+
+def measured_figures(source: str) -> list[tuple[int, str]]:
+  return [(line, m.group(0)) for line, text in _comment_lines(source)
+          for m in FIGURE.finditer(_QUOTED.sub("", text))]
+
+
+def test_no_measured_figures_in_code_comments():
+  found = [f"{path.relative_to(PACKAGE)}:{line}: {figure!r}"
+           for path in MODULES.values()
+           for line, figure in measured_figures(path.read_text())]
+  assert not found, ("measured figures in comments (move them to bench/results with their "
+                     "command and commit, and say why in words):\n" + "\n".join(found))
+
+
+@pytest.mark.parametrize("source, found", [
+    ("x = 1  # a full collection: 51-64 ms on the H200 machine\n", ["51-64 ms"]),
+    ('def f():\n  """Slowed the next launch by ~5% against ncu."""\n', ["5%"]),
+    ("# ran at SM 1455 MHz of 1980\n", ["1455 MHz"]),
+    ("# copy bandwidth 4.13 TB/s\n", ["4.13 TB/s"]),
+    ("# took 0.25 s on a CPU machine\n", ["0.25 s"]),
+    ('# prints "-44 % (335.9 -> 188.3 us)"\n', []),           # an example of output, quoted
+    ("# 8 warps, 3 stages, sm_90, 2x smaller blocks, Triton 3.9's interpreter\n", []),
+    ("RECOVERY_DELAY_S = 0.1   # twice nvbench's default\n", []),
+])
+def test_the_figure_check_finds_planted_figures(source, found):
+  assert [figure.lstrip("~") for _, figure in measured_figures(source)] == found

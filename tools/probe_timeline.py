@@ -19,6 +19,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pallas_prof.cli.html.probes import sm_timeline  # noqa: E402
+from pallas_prof.profiler.probe_schema import ProbeResult  # noqa: E402
+from pallas_prof.serial import decode  # noqa: E402
 
 
 def load_kernel(path: str, kernel: str) -> dict:
@@ -41,7 +43,7 @@ def main(argv) -> int:
   caption = (f"{k['label']} {' '.join(k.get('in_avals') or [])}: {len(pr['ctas'])} of "
              f"{pr['sampled_programs']:,} sampled CTAs ({pr['programs']:,} programs); colour: "
              "first, second, ... CTA on its SM")
-  svg = sm_timeline(pr, width=1200, row=5, caption=caption)
+  svg = sm_timeline(decode(ProbeResult, pr), width=1200, row=5, caption=caption)
   with open(argv[2], "w") as f:
     f.write(str(svg).replace("<svg ", '<svg width="1200" ', 1) + "\n")
   return 0

@@ -1,6 +1,6 @@
 """Registers, spills and SASS loops (sm_90, triton wheel, on a CPU) of five suite kernels under
 the pallas_prof on PYTHONPATH: how rules/addressing.pointer's form was chosen (compare two
-checkouts; the forms it was compared with: bench/results/address_forms_69690a1.patch).
+checkouts; the forms it was compared with: bench/results/archive/address_forms_69690a1.patch.gz).
 
     PYTHONPATH=. python3 bench/probes/address_forms.py \\
         mha_fwd_bf16,mha_bwd_bf16,mha_bwd_f32,matmul_bf16,ln_bwd_bf16 [keep_dir]

@@ -1,5 +1,5 @@
 """What the advice says, as plain dataclasses (JSON through `to_dict()`, read back by
-cli/report.py's type-led decoder like the profiler's report).
+type like the profiler's report: pallas_prof/serial.py).
 
     KernelAdvice        one kernel
       at_roof   bool    >= AT_ROOF_PCT of its roofline bound: no advice
@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..profiler.serial import _Serializable
+from ..serial import Record
 
 AT_ROOF_PCT = 95.0
 KINDS = {"a": "pallas-prof applies it (no change to your code)",
@@ -28,7 +28,7 @@ KINDS = {"a": "pallas-prof applies it (no change to your code)",
 
 
 @dataclasses.dataclass
-class Evidence(_Serializable):
+class Evidence(Record):
   """One fact a diagnosis rests on."""
   what: str                     # "registers", "stall reasons", "work per program", ...
   text: str                     # the fact in words, with its figures
@@ -37,7 +37,7 @@ class Evidence(_Serializable):
 
 
 @dataclasses.dataclass
-class Diagnosis(_Serializable):
+class Diagnosis(Record):
   rule: str                     # the rule's name in the table ("unpipelined_loop")
   text: str                     # "K loop not pipelined: num_stages=1"
   evidence: list[Evidence] = dataclasses.field(default_factory=list)
@@ -55,7 +55,7 @@ class Diagnosis(_Serializable):
 
 
 @dataclasses.dataclass
-class Trial(_Serializable):
+class Trial(Record):
   """An action tried on the GPU: the original and the variant replayed on the same
   seeded inputs, cold (L2 flushed), the variant's outputs compared with the original's."""
   before_s: float | None        # the original's median (of two timings: before and after)
@@ -75,7 +75,7 @@ class Trial(_Serializable):
 
 
 @dataclasses.dataclass
-class Action(_Serializable):
+class Action(Record):
   kind: str                     # "a" | "b" | "c" | "d" (KINDS)
   title: str                    # "num_stages 1 -> 3"
   rule: str                     # the diagnosis it answers
@@ -100,7 +100,7 @@ class Action(_Serializable):
 
 
 @dataclasses.dataclass
-class KernelAdvice(_Serializable):
+class KernelAdvice(Record):
   label: str
   name: str
   at_roof: bool = False

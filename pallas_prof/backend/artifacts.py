@@ -23,6 +23,7 @@ import os
 import types
 from typing import Any, ClassVar, Mapping, Union
 
+from ..serial import from_fields, plain
 from .check_sites import load_sites
 from .equation_text import Described, Description
 
@@ -118,7 +119,7 @@ class EquationRecord(Described):
            "function": self.function, "parent": self.parent, "region": self.region,
            "lines": list(self.lines), "jaxpr_line": self.jaxpr_line}
     out.update({name: getattr(self, name) for name in self._FACTS})
-    out["dot"] = dataclasses.asdict(self.dot) if self.dot is not None else None
+    out["dot"] = plain(self.dot)
     return out
 
   @classmethod
@@ -206,9 +207,9 @@ class GeneratedKernel:
     meta = {"schema": self.SCHEMA, **extra, **{k: getattr(self, k) for k in self._SCALARS},
             "source_path": self.path, "line_map": self.line_map,
             "eqns": [e.to_dict() for e in self.eqns],
-            "params": [dataclasses.asdict(p) for p in self.params], "grid": list(self.grid),
+            "params": plain(self.params), "grid": list(self.grid),
             "launch_grid": list(self.launch_grid), "atomic_params": list(self.atomic_params),
-            "bounds_sites": [dataclasses.asdict(site) for site in self.bounds_sites],
+            "bounds_sites": plain(self.bounds_sites),
             "tma_notes": list(self.tma_notes), "workarounds": list(self.workarounds)}
     with open(os.path.join(directory, "kernel.json"), "w") as f:
       json.dump(meta, f, indent=1, default=str)
@@ -226,8 +227,7 @@ class GeneratedKernel:
     return cls(source=source, path=meta["source_path"],
                line_map={int(k): v for k, v in meta["line_map"].items()},
                eqns=tuple(EquationRecord.from_dict(e) for e in meta["eqns"]),
-               params=tuple(KernelParam(**{**p, "shape": tuple(p["shape"])})
-                            for p in meta["params"]),
+               params=tuple(from_fields(KernelParam, p, path) for p in meta["params"]),
                grid=tuple(meta["grid"]), launch_grid=tuple(meta["launch_grid"]),
                atomic_params=tuple(meta.get("atomic_params", ())),
                bounds_sites=load_sites(meta.get("bounds_sites", ())),
@@ -250,15 +250,6 @@ class SchemaMismatch(ValueError):
 
 def _frozen(mapping: Mapping | None) -> Mapping:
   return types.MappingProxyType(dict(mapping or {}))
-
-
-def _plain(value: Any) -> Any:
-  """A frozen mapping (nested ones too) as plain dicts, for JSON."""
-  if isinstance(value, Mapping):
-    return {k: _plain(v) for k, v in value.items()}
-  if isinstance(value, (list, tuple)):
-    return [_plain(v) for v in value]
-  return value
 
 
 def _read_json(path: str, schema: str) -> dict:
@@ -364,7 +355,7 @@ class CompiledKernel:
                 "wb" if isinstance(text, bytes) else "w") as f:
         f.write(text)
     meta = {"schema": self.SCHEMA, "target": list(self.target), "stages": sorted(self.asm),
-            **{k: _plain(getattr(self, k)) for k in self._FIELDS}}
+            **{k: plain(getattr(self, k)) for k in self._FIELDS}}
     _write_json(os.path.join(directory, "compiled.json"), meta)
 
   @classmethod
@@ -463,8 +454,8 @@ class LaunchSpec:
     os.makedirs(directory, exist_ok=True)
     with open(os.path.join(directory, "kernel.cubin"), "wb") as f:
       f.write(self.cubin)
-    meta = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "cubin"}
-    meta["params"] = [dataclasses.asdict(p) for p in self.params]
+    meta = {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)
+            if f.name != "cubin"}
     _write_json(os.path.join(directory, "spec.json"), {"schema": self.SCHEMA, **meta})
 
   @classmethod
@@ -473,7 +464,7 @@ class LaunchSpec:
     meta.pop("schema")
     with open(os.path.join(directory, "kernel.cubin"), "rb") as f:
       cubin = f.read()
-    meta["params"] = [KernelParam(**{**p, "shape": tuple(p["shape"])}) for p in meta["params"]]
+    meta["params"] = [from_fields(KernelParam, p) for p in meta["params"]]
     return cls(cubin=cubin, **meta)
 
 

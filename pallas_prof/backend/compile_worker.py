@@ -98,8 +98,8 @@ class _Worker:
     env["TRITON_CACHE_DIR"] = os.path.join(self.workdir, "triton-cache")
     env[_output.DIR_ENV] = self.workdir
     # Triton's own switch: its backends from its folder, not by reading the entry
-    # points of every installed distribution (16-23 ms of `import triton` with
-    # 130 of them on the CPU machine); the worker compiles for NVIDIA's, which is there
+    # points of every installed distribution (a visible part of `import triton` where
+    # many are installed); the worker compiles for NVIDIA's, which is there
     env.setdefault("TRITON_BACKENDS_IN_TREE", "1")
     env.pop(WARM_UP_ENV, None)
     self.warm_up_path = None
@@ -293,11 +293,11 @@ def _serve(compile_module) -> None:
   Python's cyclic garbage collector then runs only between requests, once the
   answer is on its way: left to itself it would start a full collection in
   the middle of a compile, which after `import triton` walks every object
-  Triton made (~50 ms on the CPU machine, half the compile of a norm kernel).
-  Those objects are frozen (gc.freeze) once Triton is imported, so each
-  collection only looks at what compiles left behind: 1-4 ms. They are frozen
-  without a collection first: that one would walk them all (8-28 ms of the
-  start-up a first pallas_call may wait for, on the CPU machine) to free the
+  Triton made (about half the compile of a norm kernel). Those objects are
+  frozen (gc.freeze) once Triton is imported, so each collection only looks
+  at what compiles left behind. They are frozen without a collection first:
+  that one would walk them all (in the start-up a first pallas_call may wait
+  for; figures in bench/results/archive/comment_figures.md) to free the
   ~500 objects the imports left unreachable, which now stay. (Freezing after
   every collection too cost the same, and would keep for good whatever
   became garbage later.)
@@ -326,7 +326,7 @@ def _serve(compile_module) -> None:
       _send(out, _compile_batch(compile_module, request, on_stage))
     else:
       _send(out, _run_one(compile_module, request, on_stage))
-    gc.collect()                 # what this compile left (1-4 ms on the CPU machine)
+    gc.collect()                 # what this compile left (short: the imports are frozen)
     _reap_children()
 
 
@@ -352,9 +352,9 @@ _warmed_here = ["no"]      # "no", "done", "skipped" (a request waited) or "stop
 def _warm_up_here(compile_module, request: dict[str, Any] | None, inp) -> None:
   """Compiles `request` (a tiny kernel) in this process while no request waits on
   `inp`: a process's first compile pays one-time costs of Triton and LLVM that a
-  compile of anything pays (~20 ms on the CPU machine: first minus second compile
-  of one kernel, medians of 20 processes; an MLIR context and LLVM's targets made
-  up front did not remove them). A request that comes meanwhile stops it before
+  compile of anything pays (first minus second compile of one kernel,
+  bench/first_call_cpu.py; an MLIR context and LLVM's targets made up front did
+  not remove them). A request that comes meanwhile stops it before
   Triton's next stage, so it waits at most for one stage of a tiny kernel."""
   if request is None:
     return
@@ -384,7 +384,7 @@ def _warm_up_in_child(compile_module, request: dict[str, Any] | None) -> None:
   disk (libdevice's common functions, libdevice_link.py) serves later compiles,
   and this process takes requests at once: a first pallas_call right after
   install() waits for the worker's start-up only, never for a warm-up compile
-  ahead of it (it did: ~0.1-0.2 s on the H200 machine). Forked before any
+  ahead of it (it did, on the H200 machine). Forked before any
   compile, while this process has no other thread."""
   path = os.environ.get(WARM_UP_ENV)
   if not path or request is None:

@@ -175,9 +175,6 @@ def lower_jaxpr(kernel: KernelContext, jaxpr, args: list[Any], *, parent: EqnInf
     kernel.note_writes(written)
 
 
-# Read memory through their ref operands (the atomics and addupdate read, modify
-
-
 def _lower_equations(kernel: KernelContext, jaxpr, env: dict, live: set,
                      parent: EqnInfo | None, region: str) -> None:
   for position, eqn in enumerate(jaxpr.eqns):

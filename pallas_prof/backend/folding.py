@@ -5,8 +5,8 @@ is evaluated at lowering time and becomes a constant of the kernel, e.g.
 Operations that IEEE and two's complement define exactly (integer and float
 add, subtract, multiply, comparisons, bitwise logic, max/min, select) are
 evaluated with numpy: same bits as XLA, and no XLA compile (an eager JAX op
-costs one ~10 ms compile per new op in the process, which showed up as 60 ms
-of a norm kernel's first lowering). The rest (division, transcendental
+costs one XLA compile per new op in the process, a visible part of a norm
+kernel's first lowering: bench/results/archive/comment_figures.md). The rest (division, transcendental
 functions, conversions) go through JAX on the CPU, so with XLA's semantics.
 """
 from __future__ import annotations

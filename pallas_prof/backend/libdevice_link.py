@@ -5,11 +5,11 @@ before anything answers libdevice's `__nvvm_reflect("__CUDA_FTZ")` queries:
 NVPTX's NVVMReflect pass only runs later, in code generation. So every
 inlined libdevice call carries both its flush-to-zero and its IEEE branches
 through O3, whose cost grows faster than linearly with them. JAX's softmax
-on a row of 8192 f32 with 4 warps inlines __nv_expf 64 times: O3 took 79 ms
-there, 9 ms with the queries answered, and linking the 470 KB libdevice
-bitcode costs 23 ms per compile (on a CPU machine, bench/compile_path_cpu.py;
-the whole llir stage was 0.2 s on the H200 machine, more than JAX's built-in
-backend needs for the whole kernel).
+on a row of 8192 f32 with 4 warps inlines __nv_expf 64 times: O3 took several
+times longer than with the queries answered, and linking the whole libdevice
+bitcode is paid by every compile (bench/compile_path_cpu.py; the figures in
+bench/results/archive/comment_figures.md): the llir stage took longer than
+JAX's built-in backend needs for the whole kernel.
 
 So this links libdevice functions into an otherwise empty module, answers the
 queries exactly as NVVMReflect would (__CUDA_FTZ from the compile's
@@ -48,9 +48,8 @@ _LLVM_TO_MLIR = {"float": "f32", "double": "f64", "half": "f16", "bfloat": "bf16
                  "ptr": "!llvm.ptr"}
 
 # The functions most kernels call, prepared together once per cache: a kernel
-# whose libdevice calls are all here links this (parsed as text: 2 ms on a CPU
-# machine) instead of preparing its own set (which links the 470 KB bitcode,
-# 23 ms). Large or rare functions (trigonometry, powf's f64 twin, fmod,
+# whose libdevice calls are all here links this (parsed as text, quick) instead
+# of preparing its own set (which links the whole bitcode, slow). Large or rare functions (trigonometry, powf's f64 twin, fmod,
 # erfc, ...) would make every link parse them, so they get libraries of their own.
 _F_UNARY = ("exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "tanh", "erf",
             "floor", "ceil", "rint", "round", "trunc")
@@ -72,7 +71,7 @@ def link(llvm_mod, paths: Sequence[str], *, original_link: Callable, cache_dir: 
   Returns how it linked: "prepared" (from disk) or "prepared-new", with
   "-common" when through the library of COMMON functions; or "original"."""
   # names from the module's function list: printing the module to read the
-  # declarations' types costs 5 ms for JAX's attention kernel, so that happens
+  # declarations' types is slow for a large kernel (JAX's attention), so that happens
   # only when a new set of functions is prepared. A libdevice
   # function has one signature, so its name is enough to key a library.
   names = sorted(f.name for f in llvm_mod.get_functions()
@@ -80,9 +79,9 @@ def link(llvm_mod, paths: Sequence[str], *, original_link: Callable, cache_dir: 
   if not names or not cache_dir:
     original_link(llvm_mod, list(paths))
     return "original"
-  # (bench/compile_path_cpu.py, CPU) this set's own library if there is one (0.14 ms
-  # to link); else the common one if it covers the set (99 KB of text: 2 ms); else
-  # prepare this set (it links the bitcode: 23 ms)
+  # cheapest first (bench/compile_path_cpu.py): this set's own library if there is one;
+  # else the common one if it covers the set (text to parse); else prepare this set
+  # (it links the bitcode)
   own = _path(cache_dir, paths, names, ftz, arch)
   prepared, how = (own, "prepared") if os.path.exists(own) else (None, "")
   if prepared is None and set(names) <= COMMON.keys():

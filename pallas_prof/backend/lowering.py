@@ -36,7 +36,7 @@ class CollectionClock:
   """Time spent in Python's garbage collector while a kernel is lowered.
 
   A full collection stops every thread of the process and walks its whole
-  heap: 51-64 ms on the H200 machine's host with JAX loaded. It starts when
+  heap, tens of ms with JAX loaded (bench/results/archive/comment_figures.md). It starts when
   enough objects have been allocated, whoever allocates them, so it often
   lands on a process's first lowering (or on JAX's tracing, a second later).
   Reported beside the lowering's time so that one is not read as the other.

@@ -9,9 +9,9 @@ runtime run the kernel lowered without probes, whose source does not change.
 
 Why probes of our own and not Proton's instrumentation mode: Proton needs
 Triton's own launcher and its own profile-scratch buffer (jaxlib's custom call
-passes a null one); an instrumented launch took 1.24 s of wall time on the
-H200 against 159 us plain, and its buffer for a 65,536-program grid was
-refused (4.3 GB over its 4 GB limit). Here a probe is a few PTX instructions
+passes a null one); an instrumented launch took thousands of times the plain
+one's wall time on the H200, and its buffer for a 65,536-program grid was
+refused, over its size limit (bench/results/archive/comment_figures.md). Here a probe is a few PTX instructions
 in `tl.inline_asm_elementwise` (the same code on every Triton the project
 supports), the buffer is sized by sampling (at most MAX_PROGRAMS programs,
 MAX_WARPS warps of each), and the launch is the replay's own cuLaunchKernel.
@@ -57,7 +57,7 @@ MAX_REGIONS = 64             # boundaries past this merge into the last region
 # an equation whose result holds more values per thread than this joins the next region
 # unless it is a load, store, dot, loop or conditional: a probe after it would keep the
 # whole result live in registers across the probe, where the compilers would stream it
-# element by element into what follows (a copy of 256 values per thread ran 29.8 % slower
+# element by element into what follows (a copy of 256 values per thread ran markedly slower
 # with probes between its multiply, add and store on the H200); a quarter of the 255
 # registers a thread can have
 MAX_LIVE_VALUES = 64

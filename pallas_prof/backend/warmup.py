@@ -10,7 +10,7 @@ the toolchain works; the worker itself takes requests at once, so the first
 pallas_call never waits behind that compile. While no request waits, the
 worker also compiles a tinier kernel itself, stopping at the next stage when
 one comes: a process's first compile pays one-time costs that any compile
-pays (first minus second compile of one kernel: ~20 ms on the CPU machine).
+pays (first minus second compile of one kernel: bench/first_call_cpu.py).
 PALLAS_PROF_WARMUP=0 skips all of it.
 """
 from __future__ import annotations
@@ -36,8 +36,8 @@ def warm_up_request(compute_capability: int) -> dict[str, Any]:
   path compiles: to PTX (jaxlib assembles the cubin), with the libdevice and
   the options real kernels get."""
   # the kernel's file, not its module: importing it would import Triton into
-  # this process (0.27-0.52 s on the H200 machine's host, holding the GIL while
-  # the user's program runs), which only the worker needs
+  # this process (a long import, holding the GIL while the user's program runs),
+  # which only the worker needs
   path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warmup_kernel.py")
   return {"path": path, "name": "pallas_prof_warmup",
           "signature": {"x_ref": "*fp16", "y_ref": "*fp16", "o_ref": "*fp16"},
@@ -89,7 +89,7 @@ def start_warmup(compute_capability: int | Callable[[], int | None] | None) -> N
       warmup_status["worker_started_s"] = time.perf_counter() - t0
       from . import rules  # noqa: F401 - ... while this process imports the lowering rules
       # and what a first lowering imports on its own (the tuner's choice of a compile,
-      # registration._autotuned: 10-17 ms on the CPU machine)
+      # registration._autotuned)
       from ..tune import params  # noqa: F401
       warmup_status["rules_imported_s"] = time.perf_counter() - t0
     except Exception as e:  # noqa: BLE001 - a failed warm-up only loses the head start

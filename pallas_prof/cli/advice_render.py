@@ -3,7 +3,7 @@
     advice for add_kernel#1a2b3c (measured on the GPU):
       each program moves 512 B: launch and tail overhead dominate (add.py:12)
         262,144 programs, each moving 512 B (blocks of 64 float32); ...
-      1. [c] block 64 -> 4096 along grid axis 0, grid 4096: -69 % (162.2 -> 49.6 us, noise 1.1 %), outputs equal
+      1. [c] block 64 -> 4096 along grid axis 0, grid 4096: "-69 % (162.2 -> 49.6 us, noise 1.1 %)", outputs equal
          keep: at add.py:30: grid=(262144,) -> grid=(4096,); BlockSpec((64,), ...) -> ...
 
 Kinds: a pallas-prof applies it, b an autotune parameter, c a block shape it re-traces,

@@ -23,7 +23,6 @@ import os
 import re
 import sys
 import time
-from typing import Any
 
 from ..backend.artifacts import (STAGE_FILES, STAGES, CompiledKernel, GeneratedKernel,
                                   LaunchSpec)
@@ -112,11 +111,11 @@ def load_aliases(kernel_dir: str) -> tuple[tuple[int, int], ...]:
   return tuple((int(i), int(o)) for i, o in meta.get("input_output_aliases", ()))
 
 
-def read_report(run_dir: str) -> dict:
-  """report.json as a dict, read through the typed report (cli/report.py: the one reader
-  and writer of report.json, which also says what an unreadable one is)."""
+def read_report(run_dir: str):
+  """report.json as a RunReport (cli/report.py: the one reader and writer of report.json,
+  which also says what an unreadable one is)."""
   from .report import RunReport
-  return RunReport.load(run_dir).to_dict()
+  return RunReport.load(run_dir)
 
 
 RECENT_RUNS = 20     # runs `show` looks through for a kernel, newest first
@@ -187,27 +186,27 @@ def latest_run(root: str = "pallas-prof-out") -> str | None:
   return runs[0] if runs else None
 
 
-def _pick(kernels: list[dict], name: str) -> dict | None:
-  """The kernel whose label or name is (or else starts with) `name`; None if none is."""
-  for pick in (lambda k: k["label"] == name, lambda k: k["name"] == name,
-               lambda k: k["label"].startswith(name) or k["name"].startswith(name)):
+def _pick(kernels, name: str):
+  """The KernelEntry whose label or name is (or else starts with) `name`; None if none is."""
+  for pick in (lambda k: k.label == name, lambda k: k.name == name,
+               lambda k: k.label.startswith(name) or k.name.startswith(name)):
     hits = [k for k in kernels if pick(k)]
     if len(hits) == 1:
       return hits[0]
     if len(hits) > 1:
       raise SystemExit(f"pallas-prof: {name!r} matches several kernels: "
-                       + ", ".join(k["label"] for k in hits) + "; give a full label")
+                       + ", ".join(k.label for k in hits) + "; give a full label")
   return None
 
 
 def find_kernel(run_dir: str, name: str) -> str:
   """The kernel directory in a run whose label or name matches `name`."""
-  kernels = read_report(run_dir).get("kernels", [])
+  kernels = read_report(run_dir).kernels
   hit = _pick(kernels, name)
   if hit is None:
-    known = ", ".join(k["label"] for k in kernels) or "none"
+    known = ", ".join(k.label for k in kernels) or "none"
     raise SystemExit(f"pallas-prof: no kernel {name!r} in {run_dir} (kernels: {known})")
-  return os.path.join(run_dir, os.path.dirname(hit["files"]["kernel"]))
+  return os.path.join(run_dir, os.path.dirname(hit.files["kernel"]))
 
 
 def locate_kernel(name: str, run_dir: str | None = None,
@@ -224,16 +223,16 @@ def locate_kernel(name: str, run_dir: str | None = None,
   seen: dict[str, None] = {}   # every kernel the runs have, newest first: to say which
   for i, candidate in enumerate(runs):
     try:
-      kernels = read_report(candidate).get("kernels", [])
+      kernels = read_report(candidate).kernels
     except SystemExit:          # an unreadable or foreign report: look further back
       continue
-    seen.update((k["label"], None) for k in kernels)
+    seen.update((k.label, None) for k in kernels)
     hit = _pick(kernels, name)
     if hit is not None:
       if i:
         print(f"pallas-prof: no kernel {name!r} in the newest run ({runs[0]}); "
               f"showing it from {candidate}, {i} run(s) back", file=sys.stderr)
-      return candidate, os.path.join(candidate, os.path.dirname(hit["files"]["kernel"]))
+      return candidate, os.path.join(candidate, os.path.dirname(hit.files["kernel"]))
   have = ", ".join(list(seen)[:12]) + (f" and {len(seen) - 12} more" if len(seen) > 12
                                        else "") if seen else "none"
   # the last --out run made here is among them: say so (the message said "under
@@ -246,6 +245,3 @@ def locate_kernel(name: str, run_dir: str | None = None,
                    f"{where}; the newest is {runs[0]} and they have: {have}. Give one of those "
                    "(a name or the start of a label), or --dir to look elsewhere")
 
-
-def json_ready(x: Any) -> Any:
-  return json.loads(json.dumps(x, default=str))

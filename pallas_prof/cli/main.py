@@ -167,7 +167,7 @@ def _main(argv=None) -> int:
     report = RunReport.load(run_dir)
     if args.html:
       from .html import write_html
-      print(write_html(run_dir, report.to_dict(), out=args.html_out))
+      print(write_html(run_dir, report, out=args.html_out))
       return 0
     if args.json:
       print(report.to_json(indent=1))

@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from . import artifacts
+from .report import RunReport
 
 
 def origin() -> dict:
@@ -66,21 +67,20 @@ def find_runs(paths: list[str]) -> list[str]:
   return runs
 
 
-def load_runs(run_dirs: list[str]) -> list[tuple[str, dict]]:
+def load_runs(run_dirs: list[str]) -> list[tuple[str, RunReport]]:
   """(directory, report) of each run, ordered by JAX process index, then host and pid."""
-  from .report import RunReport
-  loaded = [(d, RunReport.load(d).to_dict()) for d in run_dirs]
+  loaded = [(d, RunReport.load(d)) for d in run_dirs]
 
   def key(item):
-    o = item[1].get("origin") or {}
+    o = item[1].origin or {}
     return (o.get("jax.process_index", 1 << 30), o.get("host.name", ""),
             o.get("process.pid", 0), item[0])
 
   return sorted(loaded, key=key)
 
 
-def process_name(run_dir: str, run: dict) -> str:
-  o = run.get("origin") or {}
+def process_name(run_dir: str, run: RunReport) -> str:
+  o = run.origin or {}
   if not o:
     return os.path.basename(os.path.normpath(run_dir))     # a run from before "origin"
   name = f"{o.get('host.name', '?')} pid {o.get('process.pid', '?')}"
@@ -89,9 +89,9 @@ def process_name(run_dir: str, run: dict) -> str:
   return name
 
 
-def short_name(run_dir: str, run: dict) -> str:
+def short_name(run_dir: str, run: RunReport) -> str:
   """"0/2 vm:11917": JAX process index/count, host:pid (the terminal table's cell)."""
-  o = run.get("origin") or {}
+  o = run.origin or {}
   if not o:
     return os.path.basename(os.path.normpath(run_dir))
   where = f"{o.get('host.name', '?')}:{o.get('process.pid', '?')}"
@@ -100,30 +100,31 @@ def short_name(run_dir: str, run: dict) -> str:
   return where
 
 
-def rows(runs: list[tuple[str, dict]]) -> list[dict]:
+def rows(runs: list[tuple[str, RunReport]]) -> list[dict]:
   """One row per kernel per device profile per process."""
   out = []
   for run_dir, run in runs:
-    profiles = run.get("profiles") or ([run["profile"]] if run.get("profile") else [{}])
-    for k in run.get("kernels") or []:
-      comp = k.get("compile") or {}
-      for prof in profiles:
-        p = {x.get("label"): x for x in prof.get("kernels") or []}.get(k["label"]) or {}
-        device = prof.get("device") or {}
-        rt = p.get("runtime") or {}
+    for k in run.kernels:
+      comp = k.compile
+      for prof in run.profiles or (None,):
+        p = run.kernel_profile(k.label, prof) if prof is not None else None
+        device = prof.device if prof is not None else None
+        rt = p.runtime if p is not None else None
+        median_s = rt.median_s if rt is not None else None
         out.append({
             "process": short_name(run_dir, run), "run_dir": run_dir,
-            "devices": ", ".join((run.get("origin") or {}).get("devices") or []),
-            "device": f"{device.get('index')}: {device.get('name')}" if device else "",
-            "kernel": k["label"], "grid": "x".join(map(str, k.get("grid") or [])) or "()",
-            "compile_ms": comp.get("total_ms"), "cache": comp.get("cache"),
-            "median_us": rt["median_s"] * 1e6 if rt.get("median_s") is not None else None,
-            "launches": k.get("cpu_launches"), "exit_code": run.get("exit_code"),
+            "devices": ", ".join((run.origin or {}).get("devices") or []),
+            "device": f"{device.index}: {device.name}" if device is not None else "",
+            "kernel": k.label, "grid": "x".join(map(str, k.grid)) or "()",
+            "compile_ms": comp.total_ms if comp is not None else None,
+            "cache": comp.cache if comp is not None else None,
+            "median_us": median_s * 1e6 if median_s is not None else None,
+            "launches": k.cpu_launches, "exit_code": run.exit_code,
         })
   return out
 
 
-def merged_table(runs: list[tuple[str, dict]]) -> Table:
+def merged_table(runs: list[tuple[str, RunReport]]) -> Table:
   table_rows = rows(runs)
   gpu = any(r["median_us"] is not None for r in table_rows)
   t = Table(title=f"kernels of {len(runs)} processes", box=box.SIMPLE_HEAVY,
@@ -149,9 +150,9 @@ def report_merged(paths: list[str], *, html: bool = False, html_out: str | None 
   """`pallas-prof report DIR...` for several runs."""
   runs = load_runs(find_runs(paths))
   if as_json:
-    import json
-    print(json.dumps({"runs": [{"dir": d, "process": process_name(d, r), "report": r}
-                               for d, r in runs]}, indent=1))
+    from ..serial import to_json
+    print(to_json({"runs": [{"dir": d, "process": process_name(d, r), "report": r}
+                           for d, r in runs]}, indent=1))
     return 0
   if html:
     from .html import write_merged_html
@@ -162,10 +163,9 @@ def report_merged(paths: list[str], *, html: bool = False, html_out: str | None 
   con = console()
   con.print(merged_table(runs))
   for d, r in runs:
-    errors = r.get("errors") or []
-    if errors or r.get("exit_code"):
-      con.print(f"{process_name(d, r)}: exit {r.get('exit_code')}, "
-                f"{len(errors)} lowering error(s) ({d})", markup=False)
+    if r.errors or r.exit_code:
+      con.print(f"{process_name(d, r)}: exit {r.exit_code}, "
+                f"{len(r.errors)} lowering error(s) ({d})", markup=False)
   return 0
 
 

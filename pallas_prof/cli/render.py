@@ -60,13 +60,7 @@ def _us(seconds) -> str:
 _bytes = units.size
 
 
-def _rate(value, unit) -> str:
-  if value is None:
-    return "-"
-  for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6)):
-    if value >= scale:
-      return f"{value / scale:.1f} {prefix}{unit}"
-  return f"{value:.0f} {unit}"
+_rate = units.rate
 
 
 def _timing_cells(rt) -> tuple[str, str]:

@@ -10,12 +10,13 @@
       traces    Traces             the trace files the run wrote
 
 `RunReport.save(dir)` is the one writer of report.json, `RunReport.load(dir)`
-its reader; `to_dict`/`from_dict` are inverse (tested both ways). Reading is by
-field name, led by the dataclasses' type hints: a field the profiler adds
-(measured weights, stall reasons, ...) is read back without a change here, a
-field an older report lacks gets its default (None where there is none), and
-a key this version does not know is left out. A report of another schema is
-refused with a message naming both schemas.
+its reader; `to_dict`/`from_dict` are inverse (tested both ways). Both go
+through pallas_prof/serial.py, the one serialiser: reading is by field name,
+led by the dataclasses' type hints, so a field the profiler adds (measured
+weights, stall reasons, ...) is read back without a change here, a field an
+older report lacks gets its default, and a key this version does not know is
+left out. A report of another schema is refused with a message naming both
+schemas.
 
 A RunReport renders itself: `console.print(report)` (rich's
 `__rich_console__` protocol; see render.py for the tables).
@@ -23,15 +24,14 @@ A RunReport renders itself: `console.print(report)` (rich's
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import os
-import types
 import typing
 from typing import Any
 
 from ..advice.schema import KernelAdvice
-from ..profiler.schema import HEADLINE, ProfileReport, RuntimeStats
+from ..profiler.schema import ProfileReport
+from ..serial import Misfit, Record, decode, from_fields, plain, to_json  # noqa: F401 (their home)
 
 SCHEMA = "pallas-prof/run/1"
 FILE = "report.json"
@@ -44,170 +44,10 @@ class ReportError(SystemExit):
   """A report that cannot be read; the message says what to do."""
 
 
-# --- decoding by type hints ------------------------------------------------------------
-
-@functools.lru_cache(maxsize=None)
-def _hints(cls) -> dict[str, Any]:
-  return typing.get_type_hints(cls)
-
-
-class _Misfit(ValueError):
-  """A value of report.json that is not of its field's type (decode says where)."""
-
-
-def decode(tp, value, where: str = "report"):
-  """`value` (as json.load gives it) as an instance of the type `tp`; a value of another
-  kind (a list where a record belongs, a string for a number) raises _Misfit naming
-  `where`, so that a damaged report is refused instead of printed as garbage."""
-  if value is None:
-    return None
-  origin = typing.get_origin(tp)
-  if origin in (typing.Union, types.UnionType):
-    options = [a for a in typing.get_args(tp) if a is not type(None)]
-    for option in options:
-      if _fits(option, value):
-        return decode(option, value, where)
-    raise _Misfit(where, options[0] if options else tp, value)
-  if not _fits(tp, value):
-    raise _Misfit(where, tp, value)
-  if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-    return from_fields(tp, value, where)
-  if origin in (list, tuple, typing.Sequence) or tp in (list, tuple):
-    args = typing.get_args(tp)
-    item = args[0] if args else Any
-    items = [decode(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
-    return tuple(items) if origin is tuple or tp is tuple else items
-  if origin is dict or tp is dict:
-    args = typing.get_args(tp)
-    key_type, value_type = args if args else (Any, Any)
-    return {_key(key_type, k): decode(value_type, v, f"{where}.{k}") for k, v in value.items()}
-  if tp is float and isinstance(value, int):
-    return float(value)
-  return value
-
-
-def _fits(tp, value) -> bool:
-  origin = typing.get_origin(tp) or tp
-  if tp is Any or origin in (typing.Union, types.UnionType):
-    return True
-  if dataclasses.is_dataclass(tp) or origin is dict:
-    return isinstance(value, dict)
-  if origin in (list, tuple, typing.Sequence):
-    return isinstance(value, list)
-  if tp is float:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-  if isinstance(origin, type):
-    return isinstance(value, origin)
-  return True
-
-
-def _kind(value) -> str:
-  if value is None:
-    return "missing"
-  return {dict: "an object", list: "a list", str: "a string", bool: "true/false",
-          int: "a number", float: "a number"}.get(type(value), type(value).__name__)
-
-
-def _wanted(tp) -> str:
-  origin = typing.get_origin(tp) or tp
-  if dataclasses.is_dataclass(tp) or origin is dict:
-    return "an object"
-  if origin in (list, tuple, typing.Sequence):
-    return "a list"
-  return {str: "a string", int: "a whole number", float: "a number",
-          bool: "true/false"}.get(tp, str(tp))
-
-
-def _key(tp, key):
-  # JSON object keys are strings: dict[int, ...] comes back with int keys
-  if tp is int:
-    try:
-      return int(key)
-    except ValueError:
-      return key
-  return key
-
-
-def _runtime_stats(data: dict) -> dict:
-  """RuntimeStats as older reports wrote them: the headline figures flat (median_s, ...)
-  with no TimingStats of their mode, and before the cold mode no "mode" at all (those
-  timings were back-to-back: sustained). Reports since hold both; the flat keys repeat
-  the headline's."""
-  data = dict(data)
-  mode = data.get("mode") or "sustained"
-  data["mode"] = mode
-  if data.get(mode) is None:
-    data[mode] = {"mode": mode, **{k: data.get(k) for k in HEADLINE}}
-  return data
-
-
-# older layouts of a type, brought up to its fields before decoding
-_UPGRADES = {RuntimeStats: _runtime_stats}
-
-
-def from_fields(cls, data: dict, where: str = "report"):
-  """An instance of the dataclass `cls` from a dict: known fields only, defaults for missing."""
-  upgrade = _UPGRADES.get(cls)
-  if upgrade is not None:
-    data = upgrade(data)
-  hints = _hints(cls)
-  for name in getattr(cls, "REQUIRED", ()):
-    if data.get(name) is None:          # what every view keys on: nothing to show without it
-      raise _Misfit(f"{where}.{name}", hints[name], None)
-  kwargs = {}
-  for f in dataclasses.fields(cls):
-    if f.name in data:
-      kwargs[f.name] = decode(hints[f.name], data[f.name], f"{where}.{f.name}")
-    elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-      kwargs[f.name] = _empty(hints[f.name])     # an older report without this field
-  return cls(**kwargs)
-
-
-def _empty(tp):
-  """What a field without a default holds when a report lacks it: an empty collection, or None."""
-  origin = typing.get_origin(tp) or tp
-  return {list: [], dict: {}, tuple: ()}.get(origin) if isinstance(origin, type) else None
-
-
-def plain(x):
-  """Dataclasses, tuples and numbers as json.dump writes them. A class's own to_dict is
-  called at any depth (RuntimeStats writes its headline figures flat; the profiler's
-  ProfileReport.to_dict, through dataclasses.asdict, would leave them out when nested)."""
-  if dataclasses.is_dataclass(x) and not isinstance(x, type):
-    own = getattr(type(x), "to_dict", None)
-    if own is not None and own.__qualname__ == f"{type(x).__qualname__}.to_dict":
-      return x.to_dict()
-    return {f.name: plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
-  if isinstance(x, dict):
-    return {str(k): plain(v) for k, v in x.items()}
-  if isinstance(x, (list, tuple)):
-    return [plain(v) for v in x]
-  if isinstance(x, float) and x != x:
-    return None
-  if hasattr(x, "item") and callable(x.item):      # numpy scalars
-    return x.item()
-  return x
-
-
-def _json_default(x):
-  if hasattr(x, "item") and callable(x.item):      # numpy scalars
-    return x.item()
-  return str(x)
-
-
-class _Record:
-  def to_dict(self) -> dict[str, Any]:
-    return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
-
-  @classmethod
-  def from_dict(cls, data: dict):
-    return from_fields(cls, data)
-
-
 # --- the report ------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
-class Platform(_Record):
+class Platform(Record):
   jax: str | None = None
   triton: str | None = None
   pallas_prof: str | None = None
@@ -221,7 +61,7 @@ class Platform(_Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class CompileInfo(_Record):
+class CompileInfo(Record):
   target: str | None = None                   # "cuda:90"
   cache: str | None = None                    # "miss", "memory", "disk"
   total_ms: float | None = None
@@ -230,7 +70,7 @@ class CompileInfo(_Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class KernelEntry(_Record):
+class KernelEntry(Record):
   REQUIRED: typing.ClassVar[tuple[str, ...]] = ("label", "name")
   label: str
   name: str
@@ -264,7 +104,7 @@ class KernelEntry(_Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class ErrorEntry(_Record):
+class ErrorEntry(Record):
   kernel: str | None = None
   primitive: str | None = None
   location: str | None = None                 # the user's file:line
@@ -278,7 +118,7 @@ class ErrorEntry(_Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class Traces(_Record):
+class Traces(Record):
   otlp_json: str | None = None                # OTLP-JSON lines, relative to the run directory
   perfetto: str | None = None                 # Chrome trace events (ui.perfetto.dev)
 
@@ -287,7 +127,7 @@ class Traces(_Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class RunReport(_Record):
+class RunReport(Record):
   script: str | None = None
   exit_code: int | None = None
   command: tuple[str, ...] = ()
@@ -339,7 +179,7 @@ class RunReport(_Record):
     return from_fields(cls, data)
 
   def to_json(self, **kwargs) -> str:
-    return json.dumps(self.to_dict(), default=_json_default, **kwargs)
+    return to_json(self, **kwargs)
 
   @classmethod
   def from_json(cls, text: str) -> "RunReport":
@@ -370,10 +210,9 @@ class RunReport(_Record):
       return cls.from_dict(data)
     except ReportError as e:
       raise ReportError(f"{e.code} ({path})") from None
-    except _Misfit as e:
-      where, tp, value = e.args
-      raise ReportError(f"pallas-prof: {path} is damaged: {where.replace('report.', '', 1)} "
-                        f"is {_kind(value)} where {_wanted(tp)} belongs; write the run again "
+    except Misfit as e:
+      raise ReportError(f"pallas-prof: {path} is damaged: "
+                        f"{e.describe().replace('report.', '', 1)}; write the run again "
                         "with `pallas-prof run`") from None
 
   # rendering (render.py) ----------------------------------------------------------------

@@ -15,7 +15,6 @@ import runpy
 import sys
 import time
 import traceback
-from typing import Any
 
 from .. import __version__
 from ..backend import LoweringError, registry
@@ -23,7 +22,7 @@ from ..backend.compile import assemble_cubin
 from ..backend.errors import CompileError
 from ..backend.workarounds import compile_working_around
 from . import artifacts, processes
-from .report import ErrorEntry, KernelEntry, Platform, RunReport, Traces
+from .report import CompileInfo, ErrorEntry, KernelEntry, Platform, RunReport, Traces
 
 
 class ScriptOutcome:
@@ -184,7 +183,7 @@ def selected_kernels(pattern: str | None):
   return recs
 
 
-def ensure_compiled(rec, errors: list[dict]) -> None:
+def ensure_compiled(rec, errors: list[ErrorEntry]) -> None:
   """CPU runs never compiled: compile for sm_90 for the static figures. The GPU
   path compiled to PTX only: assemble the cubin (registers, spills, SASS)."""
   try:
@@ -196,15 +195,13 @@ def ensure_compiled(rec, errors: list[dict]) -> None:
     errors.append(error_entry(e, rec.label))
 
 
-def error_entry(err, label: str | None = None) -> dict:
+def error_entry(err, label: str | None = None) -> ErrorEntry:
   """report.json's entry for a LoweringError or a KernelRuntimeError (stage "run")."""
   from ..instrument import error_text
-  entry = {"kernel": label or err.kernel, "primitive": err.primitive, "location": err.location,
-           "reason": err.reason, "hint": err.hint, "stage": err.stage,
-           "report": error_text(err)}
-  if isinstance(err, CompileError):
-    entry["compile_failure"] = compile_failure(err)
-  return entry
+  return ErrorEntry(kernel=label or err.kernel, primitive=err.primitive, location=err.location,
+                    reason=err.reason, hint=err.hint, stage=err.stage, report=error_text(err),
+                    compile_failure=(compile_failure(err) if isinstance(err, CompileError)
+                                     else None))
 
 
 def compile_failure(err: CompileError) -> dict:
@@ -216,41 +213,39 @@ def compile_failure(err: CompileError) -> dict:
   return {**d, "reproducer": dict(err.reproducer), "workaround": err.details.get("workaround")}
 
 
-def kernel_entry(rec, files: dict) -> dict[str, Any]:
+def kernel_entry(rec, files: dict[str, str]) -> KernelEntry:
   gk, ck = rec.generated, rec.compiled
-  entry = {
-      "label": rec.label, "name": rec.name, "source_info": gk.source_info,
-      "platform": rec.platform, "grid": list(gk.grid), "launch_grid": list(gk.launch_grid),
-      "num_warps": gk.num_warps, "num_stages": gk.num_stages,
-      "in_avals": list(rec.in_avals), "out_avals": list(rec.out_avals),
-      "lowering_ms": gk.lowering_seconds * 1e3, "equations": len(gk.eqns),
-      "lowering_gc_ms": gk.gc_seconds * 1e3,    # of lowering_ms: Python's garbage collector
-      "cpu_launches": rec.launches, "files": files,
-      "warnings": [u.describe() for u in getattr(rec, "uncovered_outputs", ())]
-                  + [f"TMA not used for {note}" for note in getattr(gk, "tma_notes", ())],
-      # lowered otherwise where Triton failed on the plain lowering (backend/workarounds.py)
-      "workarounds": list(getattr(ck.generated if ck is not None and ck.generated is not None
-                                  else gk, "workarounds", ())),
-  }
+  compiled = None
   if ck is not None:
-    entry["compile"] = {"target": f"{ck.target[0]}:{ck.target[1]}", "cache": ck.cache,
-                        "total_ms": ck.compile_seconds * 1e3,
-                        "stages_ms": {k: v * 1e3 for k, v in ck.stage_seconds.items()},
-                        "worker_wait_ms": ck.worker_wait_seconds * 1e3}
-    entry["resources"] = ck.resources()
-  return entry
+    compiled = CompileInfo(target=f"{ck.target[0]}:{ck.target[1]}", cache=ck.cache,
+                           total_ms=ck.compile_seconds * 1e3,
+                           stages_ms={k: v * 1e3 for k, v in ck.stage_seconds.items()},
+                           worker_wait_ms=ck.worker_wait_seconds * 1e3)
+  return KernelEntry(
+      label=rec.label, name=rec.name, source_info=gk.source_info, platform=rec.platform,
+      grid=tuple(gk.grid), launch_grid=tuple(gk.launch_grid),
+      num_warps=gk.num_warps, num_stages=gk.num_stages,
+      in_avals=tuple(rec.in_avals), out_avals=tuple(rec.out_avals),
+      lowering_ms=gk.lowering_seconds * 1e3, equations=len(gk.eqns),
+      lowering_gc_ms=gk.gc_seconds * 1e3, cpu_launches=rec.launches, files=dict(files),
+      compile=compiled, resources=ck.resources() if ck is not None else None,
+      warnings=tuple([u.describe() for u in getattr(rec, "uncovered_outputs", ())]
+                     + [f"TMA not used for {note}" for note in getattr(gk, "tma_notes", ())]),
+      # lowered otherwise where Triton failed on the plain lowering (backend/workarounds.py)
+      workarounds=tuple(getattr(ck.generated if ck is not None and ck.generated is not None
+                                else gk, "workarounds", ())))
 
 
-def _platform_info() -> dict:
+def _platform() -> Platform:
   import jax
   import triton
-  info = {"jax": jax.__version__, "triton": triton.__version__, "pallas_prof": __version__,
-          "python": sys.version.split()[0], "backend": jax.default_backend()}
   try:
-    info["devices"] = [d.device_kind for d in jax.devices()]
+    devices = tuple(d.device_kind for d in jax.devices())
   except RuntimeError:
-    pass
-  return info
+    devices = ()
+  return Platform(jax=jax.__version__, triton=triton.__version__, pallas_prof=__version__,
+                  python=sys.version.split()[0], backend=jax.default_backend(),
+                  devices=devices)
 
 
 def missing_script(path: str) -> str | None:
@@ -326,7 +321,7 @@ def _run_and_report(args):
   pallas_prof.install()
   registry.clear()
   notes: list[str] = []
-  errors: list[dict] = []
+  errors: list[ErrorEntry] = []
   from ..backend import runtime_errors
   failures_before = runtime_errors.raised()
   with _tracing(args, out_dir), _recording_calls():
@@ -364,17 +359,15 @@ def _run_and_report(args):
   run_report = RunReport(
       created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), command=tuple(_command(args)),
       script=os.path.abspath(args.script), exit_code=outcome.exit_code,
-      script_seconds=outcome.seconds, platform=Platform.from_dict(_platform_info()),
-      origin=processes.origin(),
-      kernels=tuple(KernelEntry.from_dict(artifacts.json_ready(k)) for k in kernels),
-      errors=tuple(ErrorEntry.from_dict(e) for e in errors), notes=tuple(notes),
+      script_seconds=outcome.seconds, platform=_platform(), origin=processes.origin(),
+      kernels=tuple(kernels), errors=tuple(errors), notes=tuple(notes),
       profiles=tuple(reports), advice=advice,
       traces=Traces() if args.no_trace else Traces(otlp_json=OTLP_JSON_FILE,
                                                    perfetto=PERFETTO_FILE))
   run_report.save(out_dir)
   artifacts.remember_run(out_dir)       # show and report without a directory find it
   from . import html
-  html.write_or_warn(out_dir, run_report.to_dict())
+  html.write_or_warn(out_dir, run_report)
   if outcome.error is not None and (kernel_error is None or getattr(args, "traceback", False)):
     print_script_traceback(outcome.error, args.script, getattr(args, "traceback", False))
   return run_report, out_dir, outcome, kernel_error

@@ -191,14 +191,13 @@ def _function_span(path: str, lo: int, hi: int) -> tuple[int, int]:
 def _attribution_by_dir(run_dir: str, kdir: str) -> dict | None:
   """The kernel's attribution in the run's report (weights measured or static)."""
   report = artifacts.read_report(run_dir)
-  for k in report.get("kernels", []):
-    if os.path.dirname(k["files"]["kernel"]) == os.path.relpath(kdir, run_dir):
-      for p in (report.get("profile") or {}).get("kernels", []):
-        if p["label"] == k["label"]:
-          if p.get("attribution"):
-            return p["attribution"]
-          if p.get("static"):        # a run from before attribution: static weights
-            return {"basis": "static", "description": "static instruction share",
-                    "equations": [{"index": e["index"], "weight": e["weight"]}
-                                  for e in p["static"]["equations"]]}
+  for k in report.kernels:
+    if os.path.dirname(k.files["kernel"]) == os.path.relpath(kdir, run_dir):
+      p = report.kernel_profile(k.label)
+      if p is not None and p.attribution is not None:
+        return p.attribution.to_dict()
+      if p is not None and p.static is not None:   # a run from before attribution
+        return {"basis": "static", "description": "static instruction share",
+                "equations": [{"index": e.index, "weight": e.weight}
+                              for e in p.static.equations]}
   return None

@@ -15,3 +15,14 @@ def size(n) -> str:
   if unit == "B" or value == int(value):
     return f"{value:.0f} {unit}"
   return f"{value:.1f} {unit}"
+
+
+def rate(value, unit: str) -> str:
+  """Per second: "3.4 TB/s", "789.0 TFLOP/s", "12.5 kB/s"; "-" for none or zero (nothing
+  was timed or measured)."""
+  if not value:
+    return "-"
+  for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+    if value >= scale:
+      return f"{value / scale:.1f} {prefix}{unit}"
+  return f"{value:.0f} {unit}"

@@ -241,7 +241,7 @@ def rates(work: WorkModel | None, median_s: float, ceilings: Ceilings | None) ->
       work.elementwise_flops or work.transcendentals):
     # No dots, so no compute roofline; far under the memory one, with float math to do:
     # calling it memory-bound would send the user to the loads (measured: a loop of
-    # exp on the H200 at 7 % of copy bandwidth, its time all in the special-function unit)
+    # exp on the H200 far under the copy bandwidth, its time all in the special-function unit)
     bound = "not memory"
   verdict = _verdict(bound, eff, bps, bw, bw_pct, dot_fps, matrix, compute_pct, work,
                      median_s)

@@ -15,11 +15,11 @@ reason are not the fault of the instruction the warp stands at:
 Why: with warp-state samples alone, a throughput-bound kernel's weight sits
 where warps queue, not where the work is. On the H200 a kernel with a loop of
 16 rounds followed by one of 48 rounds of the same body (tests/profiler/
-known_answer.py, ka_two) had 74 % of its samples in the first loop, mostly
+known_answer.py, ka_two) had most of its samples in the first loop, mostly
 "not selected" and "queue full" at its first special-function instructions,
-and 22 % in the second; the issued (`selected`) samples split 1:3.5, as the
-work does. Removing the first loop saves a quarter of the time, not three
-quarters.
+and far fewer in the second; the issued (`selected`) samples split 1:3.5, as the
+work does (the recorded samples: tests/profiler/fixtures/pcsampling/ka_two_kernel-714ff6).
+Removing the first loop saves a quarter of the time, not three quarters.
 
 Limits: the samples say neither which warp was issued at the moment nor which
 instruction filled the queue, so the charge follows the kernel-wide issue

@@ -278,7 +278,7 @@ def period_log2(kernel_s: float, launches: int, clock_hz: float, sms: int,
   not a measured cause: on the H200 a pair of loops (ka_two) gave the same shares at a
   period of 2^15 cycles, near its CTAs' life, and at 2^7 (contention.py explains them).
   The cost of the shorter period: more samples per launch (fewer launches are taken) and
-  a few dropped ones (0.3 % at 2^7 there), which the report counts."""
+  a few dropped ones at 2^7 there, which the report counts."""
   cycles = max(kernel_s, 1e-7) * clock_hz * launches * sms
   n = round(math.log2(max(cycles / wanted, 1.0)))
   if ctas:
@@ -413,7 +413,7 @@ def _root() -> str:
 
 
 # Runs main() with the pallas_prof package stubbed, so that its __init__ (which
-# imports JAX, 1-2 s) is skipped: the child needs the profiler's modules only.
+# imports JAX, slow) is skipped: the child needs the profiler's modules only.
 _BOOT = ("import sys, types; root = sys.argv.pop(1); p = types.ModuleType('pallas_prof'); "
          "p.__path__ = [root + '/pallas_prof']; sys.modules['pallas_prof'] = p; "
          "from pallas_prof.profiler.pcsampling import main; sys.exit(main(sys.argv[1:]))")

@@ -99,9 +99,9 @@ def check_batch(wall_per_launch_s: float, interval_s: float = CHECK_INTERVAL_S) 
 def pacing_gap(kernel_s: float) -> float:
   """Idle time before each cold launch once the GPU has throttled: the launches are
   then isolated, as ncu's are. Back-to-back launches of an 8192^3 bf16 matmul kept
-  an H200 power-capped even with recovery sleeps between batches (cold median 3-8%
-  over ncu, while its p10 matched ncu): the power controller reacts within a few
-  launches. Ten kernel times of idle, 2 to 20 ms."""
+  an H200 power-capped even with recovery sleeps between batches (cold median over
+  ncu's, while its p10 matched ncu): the power controller reacts within a few
+  launches. Ten kernel times of idle, within the bounds below."""
   return min(0.02, max(0.002, 10 * kernel_s))
 
 

@@ -1,14 +1,14 @@
 """What `--probes` reports per kernel (report.json: kernels[i].probes), as types.
 
 Made by probe_results.summarize (the figures) and probing.py (distortion,
-reconciliation); read back from report.json by type (cli/report.py decodes by
+reconciliation); read back from report.json by type (pallas_prof/serial.py decodes by
 these annotations).
 """
 from __future__ import annotations
 
 import dataclasses
 
-from .serial import _Serializable
+from ..serial import Record
 
 # report.json keeps the first CTAs only (the trace has them all): a 4,096-program
 # sample would add a megabyte to every report
@@ -16,7 +16,7 @@ MAX_JSON_CTAS = 512
 
 
 @dataclasses.dataclass
-class RegionFigures(_Serializable):
+class RegionFigures(Record):
   """One probe region over the sampled warps of the sampled CTAs."""
   slot: int
   label: str
@@ -59,7 +59,7 @@ class CtaSpan:
 
 
 @dataclasses.dataclass
-class Distortion(_Serializable):
+class Distortion(Record):
   """The probed kernel against the plain one, timed alike in the same replay."""
   runtime_plain_s: float | None
   runtime_probed_s: float | None
@@ -71,11 +71,11 @@ class Distortion(_Serializable):
   sass_pct: float | None         # all instructions, the probes' own included
   sass_probe_instructions: int | None = None   # from the probes' lines of the source
   sass_kernel_pct: float | None = None         # the kernel's own instructions (probes apart)
-  distrust: list[str] = dataclasses.field(default_factory=list)            # which figures not to trust, in words (above 10 %)
+  distrust: list[str] = dataclasses.field(default_factory=list)            # which figures not to trust, in words (above probing.DISTRUST_PCT)
 
 
 @dataclasses.dataclass
-class ReconciledRegion(_Serializable):
+class ReconciledRegion(Record):
   label: str
   probe_share: float
   sampling_share: float | None   # the report's weight of the same equations (inclusive)
@@ -84,7 +84,7 @@ class ReconciledRegion(_Serializable):
 
 
 @dataclasses.dataclass
-class Reconciliation(_Serializable):
+class Reconciliation(Record):
   basis: str                     # the attribution's weight_basis
   regions: list[ReconciledRegion]
   probed_span_s: float | None    # first sampled CTA entry to last sampled end
@@ -96,7 +96,7 @@ class Reconciliation(_Serializable):
 
 
 @dataclasses.dataclass
-class RegionPlacement(_Serializable):
+class RegionPlacement(Record):
   """Where the compilers put a region's code, from the probed SASS's line info: between
   its two clock reads, or moved across one (LLVM and ptxas schedule pure arithmetic
   freely around the probes; Triton's pipeliner moves loads)."""
@@ -107,7 +107,7 @@ class RegionPlacement(_Serializable):
 
 
 @dataclasses.dataclass
-class AloneReading(_Serializable):
+class AloneReading(Record):
   """The probed variant launched again with one CTA per SM (Replayer.isolate): the
   regions' figures then are what each took with no other CTA's warps on its SM."""
   ctas_per_sm_beside: int        # as the kernel runs (occupancy)
@@ -121,7 +121,7 @@ class AloneReading(_Serializable):
 
 
 @dataclasses.dataclass
-class ProbeResult(_Serializable):
+class ProbeResult(Record):
   """What `--probes` measured for one kernel."""
   regions: list[RegionFigures]
   programs: int

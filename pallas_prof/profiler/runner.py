@@ -29,14 +29,14 @@ Two timing modes (after nvbench, which reports "cold" and "batch" GPU time):
              dirty lines of a previous launch to write back. Rotating sets
              alone leave the previous launch's outputs dirty in L2 (up to ~50 MB
              of a 60 MB L2 for an 8192^2 f32 softmax); their write-back slowed
-             the next launch by ~5% against ncu. A throttle guard (throttle.py)
-             checks the SM clock after each ~3 ms batch and has a throttled
-             batch redone after a recovery sleep: back-to-back launches of an
-             8192^3 bf16 matmul power-capped an H200 to 1455 of 1980 MHz and
-             took 13% longer than ncu's isolated launches. Once the GPU has
-             throttled, the remaining cold launches are paced (one at a time,
-             after an idle gap of ten kernel times, 2-20 ms: pacing_gap), as
-             ncu's isolated launches are.
+             the next launch against ncu. A throttle guard (throttle.py)
+             checks the SM clock after each batch (policy.CHECK_INTERVAL_S)
+             and has a throttled batch redone after a recovery sleep:
+             back-to-back launches of an 8192^3 bf16 matmul power-capped an
+             H200 and took longer than ncu's isolated launches. Once the GPU
+             has throttled, the remaining cold launches are paced (one at a
+             time, after an idle gap of ten kernel times, bounded:
+             policy.pacing_gap), as ncu's isolated launches are.
   sustained  back-to-back launches, no flush, no guard: what a program's loop
              sees, power capping and write-back included.
 

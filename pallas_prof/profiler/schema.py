@@ -34,6 +34,10 @@
       verdict         str               one line for humans (bound, efficiency, throttling)
       errors          [str]             parts that failed, each naming the part and why
 
+Built in place, not frozen: profile() (api.py) fills each KernelProfile as its steps
+finish (replay, rates, in-situ, ncu, attribution, probes, verdict) and returns them in a
+ProfileReport that nothing changes afterwards. JSON both ways: pallas_prof/serial.py.
+
 Times are seconds, rates per second, sizes bytes; percentages are 0..100.
 Equation indices are those of GeneratedKernel.eqns (the `[i]` in the
 generated source's comments).
@@ -41,21 +45,18 @@ generated source's comments).
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
+from ..serial import Record, plain, to_json
+from .probe_schema import ProbeResult
+
 SCHEMA_VERSION = 2
-
-
-# _plain: a value as JSON holds it (also used by the modules importing it from here)
-from .serial import _Serializable, _plain  # noqa: E402,F401
-from .probe_schema import ProbeResult  # noqa: E402
 
 
 # --- static correlation --------------------------------------------------------------------
 
 @dataclasses.dataclass
-class EquationProfile(_Serializable):
+class EquationProfile(Record):
   """One jaxpr equation and the compiled instructions attributed to it."""
   index: int
   path: str                     # "4" or "4.body.2": position in the nesting
@@ -78,7 +79,7 @@ class EquationProfile(_Serializable):
 
 
 @dataclasses.dataclass
-class StaticProfile(_Serializable):
+class StaticProfile(Record):
   kernel: str
   target: str                   # "cuda:90"
   generated_path: str
@@ -103,7 +104,7 @@ class StaticProfile(_Serializable):
 
 
 @dataclasses.dataclass
-class AnnotatedLine(_Serializable):
+class AnnotatedLine(Record):
   """One line of a stage's listing (source, ttir, ttgir, llir, ptx, sass)."""
   number: int
   text: str
@@ -118,7 +119,7 @@ class AnnotatedLine(_Serializable):
 # --- the work model -----------------------------------------------------------------------
 
 @dataclasses.dataclass
-class WorkModel(_Serializable):
+class WorkModel(Record):
   """Bytes and FLOPs of one launch."""
   source: str                   # "model" (from the jaxpr) or "cost_estimate" (the user's)
   bytes: int | None             # inputs read once + outputs written once
@@ -136,7 +137,7 @@ class WorkModel(_Serializable):
 # --- runtime --------------------------------------------------------------------------------
 
 @dataclasses.dataclass
-class DeviceInfo(_Serializable):
+class DeviceInfo(Record):
   index: int                    # CUDA ordinal (as CUDA_VISIBLE_DEVICES presents it)
   name: str
   uuid: str
@@ -149,7 +150,7 @@ class DeviceInfo(_Serializable):
 
 
 @dataclasses.dataclass
-class Correctness(_Serializable):
+class Correctness(Record):
   reference: str                # "interpreter" or "jax reference" or a description
   passed: bool
   max_abs_error: list[float]    # per output
@@ -159,7 +160,7 @@ class Correctness(_Serializable):
 
 
 @dataclasses.dataclass
-class TimingStats(_Serializable):
+class TimingStats(Record):
   """One timing mode's per-launch times (CUDA events around each timed launch)."""
   mode: str                     # "cold" or "sustained"
   launches: int                 # timed launches kept
@@ -174,7 +175,7 @@ class TimingStats(_Serializable):
 
 
 @dataclasses.dataclass
-class ThrottleStats(_Serializable):
+class ThrottleStats(Record):
   """The cold mode's throttle guard: SM clock checks through NVML after each batch."""
   available: bool               # False: NVML unavailable, nothing checked (see note)
   threshold: float              # throttled: SM clock below threshold x max (and a slowdown reason)
@@ -196,7 +197,7 @@ HEADLINE = ("launches", "warmup_launches", "median_s", "p10_s", "p90_s", "min_s"
 
 
 @dataclasses.dataclass
-class RuntimeStats(_Serializable):
+class RuntimeStats(Record):
   """Replay timing, inputs rotated past L2. `cold` and `sustained` hold each mode
   that was timed; the headline (median_s, p10_s, p90_s, min_s, mean_s, launches,
   warmup_launches, timed_window_s, read through properties and written flat into
@@ -235,19 +236,31 @@ class RuntimeStats(_Serializable):
 
   def to_dict(self) -> dict[str, Any]:
     out = super().to_dict()
-    out.update(_plain({k: getattr(self.headline, k) for k in HEADLINE}))
+    out.update(plain({k: getattr(self.headline, k) for k in HEADLINE}))
     return out
+
+  @staticmethod
+  def upgrade_layout(data: dict) -> dict:
+    """Older reports' layout (serial.from_fields reads through this): the headline flat
+    (median_s, ...) with no TimingStats of its mode, and before the cold mode no "mode"
+    (back-to-back: sustained). Reports since hold both; the flat keys repeat the headline."""
+    data = dict(data)
+    mode = data.get("mode") or "sustained"
+    data["mode"] = mode
+    if data.get(mode) is None:
+      data[mode] = {"mode": mode, **{k: data.get(k) for k in HEADLINE}}
+    return data
 
 
 @dataclasses.dataclass
-class Stat(_Serializable):
+class Stat(Record):
   min: float | None
   median: float | None
   max: float | None
 
 
 @dataclasses.dataclass
-class NvmlWindow(_Serializable):
+class NvmlWindow(Record):
   """NVML readings over a window (the replay's timed launches, or idle)."""
   samples: int
   duration_s: float
@@ -272,7 +285,7 @@ class NvmlWindow(_Serializable):
 # --- rates ---------------------------------------------------------------------------------
 
 @dataclasses.dataclass
-class Ceilings(_Serializable):
+class Ceilings(Record):
   """Measured once per GPU, cached by device UUID."""
   device_name: str
   device_uuid: str
@@ -286,7 +299,7 @@ class Ceilings(_Serializable):
 
 
 @dataclasses.dataclass
-class Rates(_Serializable):
+class Rates(Record):
   bytes_per_s: float | None
   flops_per_s: float | None
   bandwidth_pct: float | None        # of the measured copy bandwidth
@@ -302,7 +315,7 @@ class Rates(_Serializable):
 # --- in situ and ncu ------------------------------------------------------------------------
 
 @dataclasses.dataclass
-class InsituStats(_Serializable):
+class InsituStats(Record):
   """A kernel as the user's program ran it (CUPTI through Proton)."""
   name: str
   launches: int
@@ -314,7 +327,7 @@ class InsituStats(_Serializable):
 
 
 @dataclasses.dataclass
-class NcuResult(_Serializable):
+class NcuResult(Record):
   command: list[str]
   launches: int
   gpu_time_s: list[float]            # gpu__time_duration of each profiled launch
@@ -332,7 +345,7 @@ class NcuResult(_Serializable):
 # --- measured attribution ------------------------------------------------------------------
 
 @dataclasses.dataclass
-class StallShare(_Serializable):
+class StallShare(Record):
   """Samples of one stall reason (CUPTI's name without its prefix, e.g.
   "long_scoreboard"), and what it means to a kernel author."""
   reason: str
@@ -342,7 +355,7 @@ class StallShare(_Serializable):
 
 
 @dataclasses.dataclass
-class WaitCharge(_Serializable):
+class WaitCharge(Record):
   """Memory waits seen at a consumer's instructions, charged to the load whose
   value it waited for (attribution.py: the register the consumer reads, back to
   the load that wrote it)."""
@@ -355,7 +368,7 @@ class WaitCharge(_Serializable):
 
 
 @dataclasses.dataclass
-class EquationWeight(_Serializable):
+class EquationWeight(Record):
   """One equation's share of the kernel's time (measured) or instructions (static).
   samples: at its own instructions (exclusive); inclusive_samples: with every
   equation nested in it (a loop's or a conditional's body). weight = (samples -
@@ -386,7 +399,7 @@ class EquationWeight(_Serializable):
 
 
 @dataclasses.dataclass
-class LineWeight(_Serializable):
+class LineWeight(Record):
   """One line of the user's kernel: the weights of its equations summed."""
   user_file: str
   user_line: int
@@ -401,7 +414,7 @@ class LineWeight(_Serializable):
 
 
 @dataclasses.dataclass
-class SamplingRun(_Serializable):
+class SamplingRun(Record):
   """How the PC samples were taken (a child process replaying the kernel)."""
   mechanism: str                # "CUPTI PC sampling API (libcupti via ctypes)"
   library: str                  # the libcupti loaded
@@ -416,12 +429,12 @@ class SamplingRun(_Serializable):
   overhead_pct: float | None         # (sampled - unsampled) / unsampled x 100
   child_seconds: float               # wall time of the child process, start to exit
   # each sampling round (sampling_rounds.py: again at a longer period while CUPTI dropped
-  # 1 % or more): period_log2, launches, total_samples, dropped_samples; the last is this
+  # DROPPED_MAX or more): period_log2, launches, total_samples, dropped_samples; the last is this
   rounds: list[dict] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
-class Attribution(_Serializable):
+class Attribution(Record):
   """Which equations and user lines cost the kernel's time.
 
   basis: "pc_sampling" (CUPTI PC sampling of a replay), "ncu" (Nsight Compute's
@@ -446,7 +459,7 @@ class Attribution(_Serializable):
 
 
 @dataclasses.dataclass
-class KernelProfile(_Serializable):
+class KernelProfile(Record):
   label: str
   name: str
   in_avals: list[str]
@@ -466,7 +479,7 @@ class KernelProfile(_Serializable):
 
 
 @dataclasses.dataclass
-class ProfileReport(_Serializable):
+class ProfileReport(Record):
   gpu_present: bool
   message: str
   device: DeviceInfo | None
@@ -477,7 +490,7 @@ class ProfileReport(_Serializable):
   schema_version: int = SCHEMA_VERSION
 
   def to_json(self, **kwargs) -> str:
-    return json.dumps(self.to_dict(), **kwargs)
+    return to_json(self, **kwargs)
 
   # printed as `pallas-prof run` prints a run's kernels (cli/profile_view.py): rich's
   # protocol for console.print(report), the same as text for print(report), and a repr

@@ -2,22 +2,22 @@
 --throttle-recovery-delay).
 
 Sustained back-to-back launches of a power-hungry kernel push the GPU into
-its power cap: on an H200 a replayed 8192^3 bf16 matmul ran at SM 1455 MHz
-of a 1980 MHz maximum (SwPowerCap) and took 13% longer than Nsight Compute's
-isolated launches. Cold timing wants the time the kernel takes on a GPU that
+its power cap: on an H200 a replayed 8192^3 bf16 matmul ran well below its
+maximum SM clock (SwPowerCap) and took longer than Nsight Compute's isolated
+launches (bench/results/archive/comment_figures.md has the figures). Cold timing wants the time the kernel takes on a GPU that
 is not throttled, so after each short batch of timed launches the guard reads
 the SM clock through NVML; when the GPU is throttled it sleeps a recovery
 delay (the GPU idles, power falls, the clock comes back) and the batch's
 samples are discarded and redone.
 
-Threshold: 0.95 of the maximum SM clock, with a slowdown reason (power cap,
+Threshold: THRESHOLD of the maximum SM clock, with a slowdown reason (power cap,
 thermal, hardware slowdown) active when NVML reports reasons. nvbench uses
-0.75 of the default clock; that would have let the H200's 1455 MHz (0.735 of
-max) through by only 1.5 points. At 0.90, checked every ~10 ms, an 8192^3
-bf16 matmul replay on an H200 still kept samples between the cap and 1980 MHz:
-cold median 1503.7 us against ncu's 1456.8 us (3.1% over), although its p10
-(1455.6 us) matched ncu. Hence 0.95, checks every ~3 ms, and a 100 ms
-recovery (the power controller averages over tens of ms). Requiring a
+0.75 of the default clock; that would have let the H200's power-capped clock
+through, barely. With 0.90 and checks further apart, an 8192^3 bf16 matmul
+replay on an H200 still kept samples between the cap and the maximum clock:
+its cold median stayed above ncu's, although its p10 matched ncu. Hence
+THRESHOLD, a check after each batch of policy.CHECK_INTERVAL_S, and a recovery
+of RECOVERY_DELAY_S (the power controller averages over tens of ms). Requiring a
 slowdown reason as well keeps the guard quiet where the clock is low for a
 reason that is not throttling (application clocks set lower, a clock still
 ramping up from idle), which ncu would see just the same.
@@ -35,7 +35,7 @@ from typing import Any, Callable
 from .schema import ThrottleStats
 
 THRESHOLD = 0.95
-RECOVERY_DELAY_S = 0.1       # nvbench's default is 0.05 s; see the docstring
+RECOVERY_DELAY_S = 0.1       # twice nvbench's default; see the docstring
 MAX_RECOVERY_S = 4.0         # 40 recoveries at most per cold measurement
 
 

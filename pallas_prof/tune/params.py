@@ -2,10 +2,10 @@
 or `PALLAS_PROF_AUTOTUNE=1`.
 
 When a kernel is lowered for the GPU with tuning asked for, each candidate
-(num_warps, num_stages) is lowered, and all are compiled at once by children of
-the compile worker (one per core, Triton already imported in each), launched
-by the profiler's replay runner on the same
-seeded random inputs as the default, and kept only if its outputs equal the
+configuration (num_warps, num_stages, launch_group, tma: KEYS) is lowered, and
+all are compiled at once by children of the compile worker (one per core,
+Triton already imported in each), launched by the profiler's replay runner on
+the same seeded random inputs as the default, and kept only if its outputs equal the
 default's (bit for bit for integers, else within the dtype's rounding); the
 kept ones are timed with the runner's cold method (L2 flushed before each
 launch, median of launches) and the fastest is compiled into the program. The
@@ -39,7 +39,7 @@ BUDGET_ENV = "PALLAS_PROF_AUTOTUNE_BUDGET_S"   # seconds per kernel when the env
 CACHE_VERSION = 3      # 3: a config is (num_warps, num_stages, launch_group, tma)
 # warps x stages, and the default's warps and stages launched in groups (a grid of one
 # dimension has no grouped order: those candidates are left out there). TMA ({"tma": 1})
-# is tried only where a config asks for it: its code has not yet run on a GPU, and a
+# is tried only where a config asks for it: it has run on the H200 (bench/tma.py), but a
 # candidate that faulted there would take the user's CUDA context down with it.
 # TMA candidates are left out below sm_90, and where no load or store can use TMA.
 DEFAULT_CONFIGS = tuple({"num_warps": w, "num_stages": s} for w in (4, 8) for s in (2, 3, 4)) + \
@@ -257,7 +257,7 @@ def _identity(gk, target, settings: Autotune, device_name: str) -> dict:
 def _device_name(device: int) -> str:
   """The GPU's name ("NVIDIA H200"): JAX's, which it has at hand while lowering for
   the GPU; the profiler's CUDA driver only without a JAX GPU backend (tests).
-  Asking the driver first cost the first cached kernel of a process 44 ms on the
+  Asking the driver first cost the first cached kernel of a process a visible delay on the
   H200 (its initialisation and imports)."""
   import jax
   try:

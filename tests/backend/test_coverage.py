@@ -151,10 +151,10 @@ def test_report_json_records_the_warning(rng, tmp_path):
                 out_specs=pl.BlockSpec((48,), lambda i: (i,)), name="reported_short_grid")
   _warnings_of(call, x)
   entry = kernel_entry(registry.find("reported_short_grid")[-1], {})
-  assert entry["warnings"] == ["output 0 (o_ref: float32[100]): 4 of 100 elements in no "
-                               "block the grid writes, within [96:100]"], entry["warnings"]
-  back = KernelEntry.from_dict(json.loads(json.dumps(entry)))
-  assert back.warnings == tuple(entry["warnings"])
+  assert entry.warnings == ("output 0 (o_ref: float32[100]): 4 of 100 elements in no "
+                            "block the grid writes, within [96:100]",), entry.warnings
+  back = KernelEntry.from_dict(json.loads(json.dumps(entry.to_dict())))
+  assert back.warnings == entry.warnings
 
 
 @pytest.mark.parametrize("dtype,want", [

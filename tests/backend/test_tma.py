@@ -366,11 +366,11 @@ def test_the_run_report_carries_why_tma_was_not_used(rng):
   _both(_double, (x,), **_elementwise((24, 64), (24, 32)))
   entry = kernel_entry(registry.find(f"k{_counter[0]}_tma")[-1], {})
   want = "24 elements, not a power of two"
-  assert [w for w in entry["warnings"] if w.startswith("TMA not used for x_ref at ")
-          and want in w], entry["warnings"]
-  assert [w for w in entry["warnings"] if w.startswith("TMA not used for the store to o_ref")]
-  assert KernelEntry.from_dict(json.loads(json.dumps(entry))).warnings == \
-      tuple(entry["warnings"])
+  assert [w for w in entry.warnings if w.startswith("TMA not used for x_ref at ")
+          and want in w], entry.warnings
+  assert [w for w in entry.warnings if w.startswith("TMA not used for the store to o_ref")]
+  assert KernelEntry.from_dict(json.loads(json.dumps(entry.to_dict()))).warnings == \
+      entry.warnings
 
 
 def test_an_ejected_tma_kernel_runs_standalone_under_the_interpreter(rng, tmp_path):

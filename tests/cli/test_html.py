@@ -9,6 +9,7 @@ import tarfile
 
 from pallas_prof.cli import html
 from pallas_prof.cli.html import charts, model
+from pallas_prof.cli.report import RunReport
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ARCHIVE = os.path.join(ROOT, "bench", "results", "archive")
@@ -49,7 +50,7 @@ def hostile_run(tmp_path) -> tuple[dict, str]:
 
 def test_everything_from_the_users_program_is_escaped(tmp_path):
   run, d = hostile_run(tmp_path)
-  page = html.render_html(run, d)
+  page = html.render_html(RunReport.from_dict(run), d)
   for raw in ("<script>alert", "<img src=x", "<svg onload", "<i>cpu</i>", "swap<b>"):
     assert raw not in page, raw
   assert "&lt;/td&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in page    # shown, as text
@@ -59,7 +60,7 @@ def test_everything_from_the_users_program_is_escaped(tmp_path):
 
 def test_users_lines_carry_the_equations_weights_and_basis(tmp_path):
   run, d = hostile_run(tmp_path)
-  view = model.run_view(run, d)
+  view = model.run_view(RunReport.from_dict(run), d)
   (k,) = view.kernels
   lines = {line.number: line for line in k.user_source.lines}
   assert lines[2].weight == 1.0 and lines[2].eqns == (0,) and lines[1].weight is None
@@ -80,16 +81,16 @@ def test_measured_weights_and_stall_reasons_show_when_the_profile_has_them(tmp_p
       "equations": [{"index": 0, "primitive": "swap<b>", "weight": 0.75, "stalls": [
           {"reason": "long_scoreboard", "words": "waiting for global memory", "samples": 40},
           {"reason": "wait", "words": "fixed-latency wait", "samples": 3}]}]}
-  (k,) = model.run_view(run, d).kernels
+  (k,) = model.run_view(RunReport.from_dict(run), d).kernels
   assert k.weight_basis == "measured (pc_sampling): share of 5000 PC samples of a replay"
   (line,) = [line for line in k.user_source.lines if line.weight is not None]
   assert line.weight == 0.75 and line.stall == "waiting for global memory"
-  assert "waiting for global memory" in html.render_html(run, d)
+  assert "waiting for global memory" in html.render_html(RunReport.from_dict(run), d)
 
 
 def test_recorded_gpu_run_has_a_roofline_per_device(tmp_path):
   d = gpu_pipeline_run(tmp_path)
-  page = html.render_html(json.loads(open(os.path.join(d, "report.json")).read()), d)
+  page = html.render_html(RunReport.load(d), d)
   sections = re.findall(r'<section class="kernel panel" id="([^"]+)"', page)
   assert len(sections) == 8 and len(set(sections)) == 8          # 4 kernels x 2 GPUs
   assert page.count('class="kernel-point"') == 8
@@ -165,7 +166,7 @@ def recorded_attribution_run(tmp_path) -> str:
 def test_recorded_h200_samples_heat_the_lines_and_name_their_stalls(tmp_path):
   d = recorded_attribution_run(tmp_path)
   run = json.loads(open(os.path.join(d, "report.json")).read())
-  (k,) = model.run_view(run, d).kernels
+  (k,) = model.run_view(RunReport.from_dict(run), d).kernels
   assert k.weight_basis.startswith("measured (pc_sampling)")
   hot = [line for line in k.user_source.lines if line.weight]
   assert hot and abs(sum(line.weight for line in hot) - 1.0) < 0.2    # most samples on lines
@@ -174,5 +175,5 @@ def test_recorded_h200_samples_heat_the_lines_and_name_their_stalls(tmp_path):
   assert gen_hot and all(line.note.startswith("[") for line in gen_hot)
   ptx = k.stages[0]
   assert ptx.title == "PTX" and sum(1 for line in ptx.lines if line.weight) > 20
-  page = html.render_html(run, d)
+  page = html.render_html(RunReport.from_dict(run), d)
   assert 'class="stall"' in page

@@ -14,6 +14,7 @@ import pytest
 
 from pallas_prof.cli import html
 from pallas_prof.cli.html.browser import browser, open_report
+from pallas_prof.cli.report import RunReport
 from tests.cli.test_html import ROOT, gpu_pipeline_run, hostile_run
 
 pytestmark = pytest.mark.browser
@@ -143,7 +144,7 @@ def test_recorded_gpu_run_page_draws_the_roofline(chromium, tmp_path):
 def test_hostile_text_stays_text(chromium, tmp_path):
   run, d = hostile_run(tmp_path)
   path = tmp_path / "report.html"
-  path.write_text(html.render_html(run, d))
+  path.write_text(html.render_html(RunReport.from_dict(run), d))
   with open_report(chromium, str(path)) as (page, errors, remote):
     dialogs = []
     page.on("dialog", lambda dlg: (dialogs.append(dlg.message), dlg.dismiss()))
@@ -158,7 +159,7 @@ def test_hostile_text_stays_text(chromium, tmp_path):
 def test_a_javascript_error_is_caught(chromium, tmp_path):
   """The check the tests above rely on: a page whose script throws is reported."""
   run, d = hostile_run(tmp_path)
-  page_text = html.render_html(run, d).replace("</body>",
+  page_text = html.render_html(RunReport.from_dict(run), d).replace("</body>",
                                                "<script>undefinedFunction()</script></body>")
   path = tmp_path / "broken.html"
   path.write_text(page_text)

@@ -426,7 +426,7 @@ def test_report_html_has_the_probes_section_with_the_sm_timeline(tmp_path):
   pytest.importorskip("jinja2")
   from pallas_prof.cli import html
   run, result = _probed_report(tmp_path)
-  html.write_or_warn(str(tmp_path), run.to_dict())
+  html.write_or_warn(str(tmp_path), run)
   page = (tmp_path / "report.html").read_text()
   assert "time inside the kernel: probes (3 regions)" in page
   assert "[1] scan @ k.py:11" in page and "where warps stood" in page

@@ -158,13 +158,13 @@ def test_the_alone_reading_launches_one_cta_per_sm_and_reports_each_regions_slow
   assert d["alone"]["ctas_per_sm_alone"] == 1
   assert d["regions"][2]["beside_over_alone"] == pytest.approx(6.0)
   # report.json's reader gets the same figures back, typed
-  from pallas_prof.cli.report import decode
+  from pallas_prof.serial import decode
   from pallas_prof.profiler.probe_schema import ProbeResult
   back = decode(ProbeResult, d)
   assert back.alone.ctas_per_sm_beside == 16
   assert back.regions[2].beside_over_alone == pytest.approx(6.0)
   from pallas_prof.cli.html.probes import probes_view
-  view = probes_view(d)
+  view = probes_view(back)
   assert "beside/alone" in view.header and any("6.00x" in row for row in view.rows)
 
 

@@ -17,8 +17,8 @@ RULES: dict[object, Callable] = {}
 # Rules whose primitive lives in a module we do not import ourselves: JAX's
 # Triton-flavoured primitives (plgpu.atomic_add, ...; pallas-prof's own, in
 # pallas_prof.triton, are registered as any other). Importing that module
-# imports JAX's own Triton lowering and its MLIR dialects (18-78 ms on the CPU
-# machine), which would land on the process's first kernel. A kernel can only
+# imports JAX's own Triton lowering and its MLIR dialects (tens of ms:
+# bench/results/archive/comment_figures.md), which would land on the process's first kernel. A kernel can only
 # contain one of those primitives once the user's code has imported the
 # module, so each rule is bound to its primitive at the first lookup that
 # finds the module imported.

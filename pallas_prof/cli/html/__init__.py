@@ -1,9 +1,9 @@
 """report.html: one self-contained page per run (CSS, script and charts inline).
 
     write_html(run_dir)            -> <run_dir>/report.html from its report.json
-    render_html(run, run_dir)      -> the page as a string
+    render_html(run, run_dir)      -> the page as a string (run: a RunReport)
 
-model.py reads report.json into views, charts.py draws them as SVG, and the
+model.py reads the typed run report into views, charts.py draws them as SVG, and the
 Jinja2 template (autoescaping on) lays them out, so no text from the user's
 program reaches the page unescaped.
 """
@@ -14,6 +14,7 @@ import os
 from markupsafe import Markup
 
 from ... import __version__
+from ..report import RunReport
 from . import charts
 from .model import Listing, RunView, run_view
 
@@ -48,23 +49,22 @@ def render_view(view: RunView) -> str:
                      js=Markup(_read("report.js")))
 
 
-def render_html(run: dict, run_dir: str | None) -> str:
+def render_html(run: RunReport, run_dir: str | None) -> str:
   return render_view(run_view(run, run_dir))
 
 
-def write_html(run_dir: str, run: dict | None = None, out: str | None = None) -> str:
-  """Writes the page for the run saved in `run_dir` (report.json read when not given).
-  `run` is the report as RunReport.to_dict() gives it (model.py reads that)."""
+def write_html(run_dir: str, run: RunReport | None = None, out: str | None = None) -> str:
+  """Writes the page for the run saved in `run_dir` (its report.json read when `run` is
+  not given)."""
   if run is None:
-    from ..report import RunReport
-    run = RunReport.load(run_dir).to_dict()
+    run = RunReport.load(run_dir)
   path = out or os.path.join(run_dir, HTML)
   with open(path, "w", encoding="utf-8") as f:
     f.write(render_html(run, run_dir))
   return path
 
 
-def write_merged_html(runs: list[tuple[str, dict]], names: list[str], out: str) -> str:
+def write_merged_html(runs: list[tuple[str, RunReport]], names: list[str], out: str) -> str:
   """One page for the runs of several processes (processes.py orders and names them)."""
   from .model import merged_view
   view = merged_view(runs, names)
@@ -73,7 +73,7 @@ def write_merged_html(runs: list[tuple[str, dict]], names: list[str], out: str) 
   return out
 
 
-def write_or_warn(run_dir: str, run: dict) -> str | None:
+def write_or_warn(run_dir: str, run: RunReport) -> str | None:
   """`pallas-prof run`'s call: a page that fails to render costs the run nothing but
   the page, and says why on stderr."""
   try:

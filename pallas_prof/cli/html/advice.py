@@ -1,13 +1,14 @@
 """report.html's advice panel, beside the kernel's heated lines: each diagnosis with its
 evidence and the equation it concerns (hovering it marks that equation's lines), and the
-ranked actions with their measured savings or estimates. From report.json's "advice"
-(pallas_prof/advice/schema.py: KernelAdvice as a dict); the template escapes every text."""
+ranked actions with their measured savings or estimates. From the run report's typed
+advice (pallas_prof/advice/schema.py: KernelAdvice); the template escapes every text."""
 from __future__ import annotations
 
 import dataclasses
 
 from ...advice.rank import saving_text
-from ...advice.schema import KINDS, Action, Trial
+from ...advice.schema import KINDS, Action
+from ..report import RunReport
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,32 +42,24 @@ class AdviceView:
   notes: tuple[str, ...]
 
 
-def _action(i: int, a: dict) -> ActionView:
-  trial = a.get("trial")
-  act = Action(kind=a.get("kind", "?"), title=a.get("title", ""), rule=a.get("rule", ""),
-               estimate_pct=a.get("estimate_pct"), estimate_basis=a.get("estimate_basis", ""),
-               status=a.get("status", ""),
-               trial=Trial(**{k: trial.get(k) for k in ("before_s", "after_s", "saving_pct",
-                                                        "noise_pct", "outputs_equal", "error")})
-               if trial else None)
-  return ActionView(i, act.kind, KINDS.get(act.kind, ""), act.title, saving_text(act),
-                    bool(act.trial is not None and act.trial.held), act.trial is not None,
-                    str(a.get("apply") or ""), str(a.get("compiled") or ""))
+def _action(i: int, a: Action) -> ActionView:
+  return ActionView(i, a.kind, KINDS.get(a.kind, ""), a.title, saving_text(a),
+                    bool(a.trial is not None and a.trial.held), a.trial is not None,
+                    str(a.apply or ""), str(a.compiled or ""))
 
 
-def advice_view(run: dict, label: str) -> AdviceView | None:
-  a = next((x for x in run.get("advice") or [] if x.get("label") == label), None)
+def advice_view(run: RunReport, label: str) -> AdviceView | None:
+  a = run.kernel_advice(label)
   if a is None:
     return None
   diagnoses = []
-  for d in a.get("diagnoses") or []:
-    where = f"{str(d['user_file']).rsplit('/', 1)[-1]}:{d.get('user_line')}" \
-        if d.get("user_file") else ""
+  for d in a.diagnoses:
+    where = f"{str(d.user_file).rsplit('/', 1)[-1]}:{d.user_line}" if d.user_file else ""
     diagnoses.append(DiagnosisView(
-        str(d.get("text", "")), where, "" if d.get("eqn") is None else str(d["eqn"]),
-        tuple((str(e.get("what", "")), str(e.get("text", "")), bool(e.get("measured")))
-              for e in d.get("evidence") or [])))
-  return AdviceView(str(a.get("measured") or ""), str(a.get("summary") or ""),
-                    bool(a.get("at_roof")), tuple(diagnoses),
-                    tuple(_action(i, x) for i, x in enumerate(a.get("actions") or [], 1)),
-                    tuple(str(n) for n in a.get("notes") or []))
+        str(d.text or ""), where, "" if d.eqn is None else str(d.eqn),
+        tuple((str(e.what or ""), str(e.text or ""), bool(e.measured))
+              for e in d.evidence)))
+  return AdviceView(str(a.measured or ""), str(a.summary or ""),
+                    bool(a.at_roof), tuple(diagnoses),
+                    tuple(_action(i, x) for i, x in enumerate(a.actions, 1)),
+                    tuple(str(n) for n in a.notes))

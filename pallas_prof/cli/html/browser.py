@@ -81,11 +81,10 @@ def screenshot(run_dirs: list[str], png: str, *, width: int = 1440, top: int = 0
   """Renders each run's report.html and saves screenshots (png, png-2, ...): the whole
   page, or `height` pixels of it from `top`."""
   from . import write_html
-  from ..report import RunReport
   written = []
   with browser() as ctx:
     for i, d in enumerate(run_dirs):
-      html = write_html(d, RunReport.load(d).to_dict()) if os.path.isdir(d) else d
+      html = write_html(d) if os.path.isdir(d) else d
       out = png if i == 0 else f"{os.path.splitext(png)[0]}-{i + 1}.png"
       with open_report(ctx, html) as (page, errors, remote):
         page.set_viewport_size({"width": width, "height": 1000})

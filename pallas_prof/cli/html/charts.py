@@ -22,7 +22,7 @@ def _svg(body: list[str], cls: str, label: str, w: int = W, h: int = H) -> Marku
 
 
 def _si(value: float, unit: str) -> str:
-  """3 significant figures and an SI prefix: 43.5 GFLOP/s, 4.13 TB/s, 10 P."""
+  """3 significant figures and an SI prefix: "43.5 GFLOP/s", "4.13 TB/s", "10 P"."""
   for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
     if abs(value) >= scale:
       return f"{float(f'{value / scale:.3g}'):g} {prefix}{unit}".rstrip()

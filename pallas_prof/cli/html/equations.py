@@ -1,4 +1,4 @@
-"""The page's per-equation table and the kernel's work model, read from report.json.
+"""The page's per-equation table and the kernel's work model, from the typed KernelProfile.
 
 The table is the terminal's hot-equations table at full length: each equation's weight
 (measured where the profile has samples, else its share of the SASS or PTX instructions),
@@ -12,9 +12,36 @@ import dataclasses
 import linecache
 import os
 
+from ...profiler.schema import EquationProfile, KernelProfile, StallShare
 from .. import units
 
 MAX_ROWS = 16                      # the heaviest equations; the rest are summed in a last row
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightedEquation:
+  """One equation with the weight the page shows (model.equation_weights): measured where
+  the profile has samples, else its share of the instructions."""
+  index: int
+  primitive: str | None
+  user_file: str | None
+  user_line: int | None
+  weight: float | None
+  static: EquationProfile | None = None    # its instructions (None: known from samples only)
+  stalls: tuple[StallShare, ...] = ()      # measured: its stall reasons
+  time_s: float | None = None              # measured: weight x the replayed median
+
+  def instructions(self, basis: str) -> int | None:
+    return getattr(self.static, f"{basis}_instructions") if self.static is not None else None
+
+  def counts(self, basis: str) -> dict[str, int]:
+    return (getattr(self.static, f"{basis}_counts") if self.static is not None else None) or {}
+
+  @property
+  def stall(self) -> str:
+    """Its top stall reason in words, when the profile measured stalls."""
+    top = max(self.stalls, key=lambda x: x.samples or 0, default=None)
+    return str(top.words or top.reason or "") if top is not None and top.samples else ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,32 +65,33 @@ class EquationTable:
   unattributed: str = ""            # the kernel's own set-up, on no equation
 
 
-def equation_table(p: dict, eqs: list[dict], find_file) -> EquationTable | None:
+def equation_table(p: KernelProfile | None, eqs: list[WeightedEquation],
+                   find_file) -> EquationTable | None:
   """`eqs`: model.equation_weights(p); `find_file`: the user's file as this machine has it."""
   if not eqs:
     return None
-  static = p.get("static") or {}
-  measured = (p.get("attribution") or {}).get("basis") not in (None, "static")
-  basis = "sass" if static.get("weight_basis") == "sass" else "ptx"
-  ordered = sorted(eqs, key=lambda e: -(e.get("weight") or 0.0))
-  shown = [e for e in ordered if (e.get("weight") or 0.0) > 0][:MAX_ROWS]
+  static = p.static if p is not None else None
+  att = p.attribution if p is not None else None
+  measured = att is not None and att.basis not in (None, "static")
+  basis = "sass" if static is not None and static.weight_basis == "sass" else "ptx"
+  ordered = sorted(eqs, key=lambda e: -(e.weight or 0.0))
+  shown = [e for e in ordered if (e.weight or 0.0) > 0][:MAX_ROWS]
   rows = []
   for e in shown:
-    path = find_file(e.get("user_file"))
-    line = e.get("user_line") or 0
-    time_s = e.get("time_s")
+    path = find_file(e.user_file)
+    line = e.user_line or 0
     rows.append(EquationRow(
-        weight=e.get("weight") or 0.0, eqn=f"[{e['index']}] {e.get('primitive', '?')}",
-        index=e["index"],
-        where=f"{os.path.basename(e['user_file'])}:{line}" if e.get("user_file") else "?",
+        weight=e.weight or 0.0,
+        eqn=f"[{e.index}] {e.primitive if e.primitive is not None else '?'}", index=e.index,
+        where=f"{os.path.basename(e.user_file)}:{line}" if e.user_file else "?",
         source=linecache.getline(path, line).strip() if path and line else "",
-        detail=(_stall(e) if measured else _mix(e, basis)),
-        instructions=e.get(f"{basis}_instructions"),
-        time_us=time_s * 1e6 if time_s is not None else None))
+        detail=(e.stall if measured else _mix(e, basis)),
+        instructions=e.instructions(basis),
+        time_us=e.time_s * 1e6 if e.time_s is not None else None))
   rest = ordered[len(shown):]
-  rest_weight = sum(e.get("weight") or 0.0 for e in rest)
-  total = static.get(f"{basis}_instructions")
-  unattributed = static.get("unattributed_instructions")
+  rest_weight = sum(e.weight or 0.0 for e in rest)
+  total = getattr(static, f"{basis}_instructions") if static is not None else None
+  unattributed = static.unattributed_instructions if static is not None else None
   title = ("where the time goes: each equation's share of the samples" if measured else
            f"what the kernel is made of: each equation's share of its {basis.upper()} "
            f"instructions{f' ({total} in all)' if total else ''}")
@@ -77,9 +105,9 @@ def equation_table(p: dict, eqs: list[dict], find_file) -> EquationTable | None:
                     "(program ids, block offsets)" if unattributed and not measured else ""))
 
 
-def _mix(e: dict, basis: str) -> str:
-  counts = e.get(f"{basis}_counts") or {}
-  total = e.get(f"{basis}_instructions") or 0
+def _mix(e: WeightedEquation, basis: str) -> str:
+  counts = e.counts(basis)
+  total = e.instructions(basis) or 0
   named = sorted(((k.replace("_", " "), n) for k, n in counts.items() if n and k != "other"),
                  key=lambda kv: -kv[1])
   other = total - sum(n for _, n in named)
@@ -88,40 +116,34 @@ def _mix(e: dict, basis: str) -> str:
   return ", ".join(parts)
 
 
-def _stall(e: dict) -> str:
-  shares = e.get("stall_shares") or []
-  top = max(shares, key=lambda x: x.get("samples") or 0, default=None)
-  return str(top.get("words") or top.get("reason") or "") if top and top.get("samples") else ""
-
-
-def work_facts(p: dict) -> tuple[tuple[str, str], ...]:
+def work_facts(p: KernelProfile | None) -> tuple[tuple[str, str], ...]:
   """What one launch moves and computes, from the work model (the jaxpr's, or the
   pallas_call's cost_estimate)."""
-  w = p.get("work") or {}
-  if not w:
+  w = p.work if p is not None else None
+  if w is None:
     return ()
-  facts = [("memory traffic", f"{units.size(w.get('bytes'))} (inputs read once, outputs "
+  facts = [("memory traffic", f"{units.size(w.bytes)} (inputs read once, outputs "
                               "written once)")]
-  if w.get("block_bytes") and w.get("block_bytes") != w.get("bytes"):
-    facts.append(("as the blocks load and store", units.size(w["block_bytes"])))
-  flops = w.get("flops")
+  if w.block_bytes and w.block_bytes != w.bytes:
+    facts.append(("as the blocks load and store", units.size(w.block_bytes)))
+  flops = w.flops
   if flops is not None:
     split = []
-    if w.get("dot_flops"):
-      split.append(f"{_count(w['dot_flops'])} in dots"
-                   + (f" ({w['dot_dtype']})" if w.get("dot_dtype") else ""))
-    if w.get("elementwise_flops"):
-      split.append(f"{_count(w['elementwise_flops'])} elementwise")
+    if w.dot_flops:
+      split.append(f"{_count(w.dot_flops)} in dots"
+                   + (f" ({w.dot_dtype})" if w.dot_dtype else ""))
+    if w.elementwise_flops:
+      split.append(f"{_count(w.elementwise_flops)} elementwise")
     facts.append(("FLOPs", _count(flops) + (f" ({', '.join(split)})" if split else "")))
-  if w.get("transcendentals"):
-    facts.append(("transcendentals", _count(w["transcendentals"])))
-  if flops is not None and w.get("bytes"):
-    facts.append(("intensity", f"{flops / w['bytes']:.3g} FLOP per byte"))
-  if w.get("programs"):
-    facts.append(("programs", f"{w['programs']:,}"))
-  source = "the pallas_call's cost_estimate" if w.get("source") == "cost_estimate" else \
+  if w.transcendentals:
+    facts.append(("transcendentals", _count(w.transcendentals)))
+  if flops is not None and w.bytes:
+    facts.append(("intensity", f"{flops / w.bytes:.3g} FLOP per byte"))
+  if w.programs:
+    facts.append(("programs", f"{w.programs:,}"))
+  source = "the pallas_call's cost_estimate" if w.source == "cost_estimate" else \
       "the kernel's equations"
-  facts.append(("from", source + ("" if w.get("exact", True) else
+  facts.append(("from", source + ("" if w.exact is not False else
                                   " (a loop's trip count is known only at run time)")))
   return tuple(facts)
 

@@ -1,11 +1,14 @@
 """The page's code listings: the user's kernel, the generated Triton source, PTX and SASS,
-each line with the weight of the equations behind it (read from report.json's weights and
-the run's kernel files)."""
+each line with the weight of the equations behind it (the run report's weights, as
+model.equation_weights gives them, and the run's kernel files)."""
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
+
+from ..report import KernelEntry, RunReport
+from .equations import WeightedEquation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,15 +30,15 @@ class Listing:
   missing: str = ""                 # why there is no listing (no cubin, no nvdisasm, old run)
 
 
-def _kernel_dir(run_dir: str | None, k: dict) -> str | None:
-  rel = (k.get("files") or {}).get("kernel")
+def _kernel_dir(run_dir: str | None, k: KernelEntry) -> str | None:
+  rel = (k.files or {}).get("kernel")
   if run_dir is None or not rel:
     return None
   d = os.path.join(run_dir, os.path.dirname(rel))
   return d if os.path.isdir(d) else None
 
 
-def _kernel_meta(run_dir: str | None, k: dict) -> dict:
+def _kernel_meta(run_dir: str | None, k: KernelEntry) -> dict:
   d = _kernel_dir(run_dir, k)
   if d is None:
     return {}
@@ -46,23 +49,14 @@ def _kernel_meta(run_dir: str | None, k: dict) -> dict:
     return {}
 
 
-def stall_of(e: dict) -> str:
-  """The equation's top stall reason in words, when the profile measured stalls."""
-  shares = e.get("stall_shares") or []
-  if shares:
-    top = max(shares, key=lambda x: x.get("samples") or 0)
-    return str(top.get("words") or top.get("reason") or "") if top.get("samples") else ""
-  return ""
-
-
-def find_user_file(run: dict, path: str | None) -> str | None:
+def find_user_file(run: RunReport, path: str | None) -> str | None:
   """The user's file as the run saw it: absolute, or relative to the directory the run
   started in, which is not recorded: try the script's directory and its parents, then here."""
   if not path:
     return None
   if os.path.isabs(path):
     return path if os.path.isfile(path) else None
-  script_dir = os.path.dirname(run.get("script") or "")
+  script_dir = os.path.dirname(run.script or "")
   candidates = []
   d = script_dir
   while d and d != os.path.dirname(d):
@@ -75,23 +69,23 @@ def find_user_file(run: dict, path: str | None) -> str | None:
   return None
 
 
-def _failing_lines(run: dict, path: str) -> set[int]:
+def _failing_lines(run: RunReport, path: str) -> set[int]:
   """The lines of `path` that the run's errors name (their file:line)."""
   out = set()
-  for err in run.get("errors") or []:
-    file, _, line = str(err.get("location") or "").rpartition(":")
+  for err in run.errors:
+    file, _, line = str(err.location or "").rpartition(":")
     found = find_user_file(run, file) if line.isdigit() and file else None   # as the run saw it
     if found and os.path.realpath(found) == os.path.realpath(path):
       out.add(int(line))
   return out
 
 
-def user_listing(run: dict, k: dict, eqs: list[dict]) -> Listing:
+def user_listing(run: RunReport, k: KernelEntry, eqs: list[WeightedEquation]) -> Listing:
   """The kernel's function in the user's file, each line heated by its equations."""
-  info = k.get("source_info") or ""            # "softmax_kernel at examples/softmax.py:18"
+  info = k.source_info or ""                   # "softmax_kernel at examples/softmax.py:18"
   where = info.rsplit(" at ", 1)[-1] if " at " in info else ""
   file_part, _, def_line = where.rpartition(":")
-  files = {e.get("user_file") for e in eqs if e.get("user_file")} or {file_part or None}
+  files = {e.user_file for e in eqs if e.user_file} or {file_part or None}
   main_file = file_part if file_part in files or not eqs else sorted(f for f in files if f)[0]
   path = find_user_file(run, main_file)
   title = f"your kernel: {main_file or '?'}"
@@ -100,10 +94,10 @@ def user_listing(run: dict, k: dict, eqs: list[dict]) -> Listing:
                                       "(the weights per equation are in the generated source)")
   with open(path, errors="replace") as f:
     text = f.read().splitlines()
-  by_line: dict[int, list[dict]] = {}
+  by_line: dict[int, list[WeightedEquation]] = {}
   for e in eqs:
-    if e.get("user_file") == main_file and e.get("user_line"):
-      by_line.setdefault(e["user_line"], []).append(e)
+    if e.user_file == main_file and e.user_line:
+      by_line.setdefault(e.user_line, []).append(e)
   start = int(def_line) if def_line.isdigit() else min(by_line, default=1)
   end = _block_end(text, start)
   if by_line:
@@ -112,10 +106,10 @@ def user_listing(run: dict, k: dict, eqs: list[dict]) -> Listing:
   lines = []
   for n in range(max(1, start), min(len(text), end) + 1):
     mine = by_line.get(n, [])
-    weight = sum(e.get("weight") or 0.0 for e in mine) if mine else None
-    stalls = [stall_of(e) for e in sorted(mine, key=lambda e: -(e.get("weight") or 0))]
-    lines.append(Line(n, text[n - 1], weight, tuple(e["index"] for e in mine),
-                      ", ".join(f"[{e['index']}] {e['primitive']}" for e in mine),
+    weight = sum(e.weight or 0.0 for e in mine) if mine else None
+    stalls = [e.stall for e in sorted(mine, key=lambda e: -(e.weight or 0))]
+    lines.append(Line(n, text[n - 1], weight, tuple(e.index for e in mine),
+                      ", ".join(f"[{e.index}] {e.primitive}" for e in mine),
                       next((s for s in stalls if s), ""), failing=n in failing))
   return Listing(title, tuple(lines))
 
@@ -136,7 +130,8 @@ def _block_end(text: list[str], start: int) -> int:
   return end
 
 
-def generated_listing(run_dir: str | None, k: dict, eqs: list[dict]) -> Listing:
+def generated_listing(run_dir: str | None, k: KernelEntry,
+                      eqs: list[WeightedEquation]) -> Listing:
   meta = _kernel_meta(run_dir, k)
   d = _kernel_dir(run_dir, k)
   title = "generated Triton source"
@@ -146,20 +141,20 @@ def generated_listing(run_dir: str | None, k: dict, eqs: list[dict]) -> Listing:
   with open(os.path.join(d, "source.py"), errors="replace") as f:
     text = f.read().splitlines()
   line_map = {int(n): i for n, i in (meta.get("line_map") or {}).items()}
-  by_index = {e["index"]: e for e in eqs}
+  by_index = {e.index: e for e in eqs}
   lines = []
   for n, t in enumerate(text, start=1):
     i = line_map.get(n)
     e = by_index.get(i) if i is not None else None
     code, _, _ = t.partition("  # [") if i is not None else (t, "", "")
     lines.append(Line(n, code.rstrip() if i is not None else t,
-                      (e.get("weight") or 0.0) if e else None, (i,) if i is not None else (),
-                      f"[{e['index']}] {e['primitive']}" if e else "",
-                      stall_of(e) if e else ""))
+                      (e.weight or 0.0) if e else None, (i,) if i is not None else (),
+                      f"[{e.index}] {e.primitive}" if e else "",
+                      e.stall if e else ""))
   return Listing(title, tuple(lines))
 
 
-def stage_listings(run_dir: str | None, k: dict,
+def stage_listings(run_dir: str | None, k: KernelEntry,
                     weights: dict[int, float]) -> tuple[Listing, ...]:
   """PTX and SASS, each instruction heated by its equation (the profiler's correlation)."""
   d = _kernel_dir(run_dir, k)

@@ -1,8 +1,10 @@
-"""What the HTML report shows, read out of a run's report.json and its kernel files.
+"""What the HTML report shows, read out of the typed run report (cli/report.py's
+RunReport, as `pallas-prof run` made it or RunReport.load read it back) and the
+run's kernel files.
 
-Every key of report.json that the page uses is read here and nowhere else, so
-moving the page onto a typed run report changes this module only. The views
-are plain frozen dataclasses: the template and the charts take them as they are.
+The views are plain frozen dataclasses: the template and the charts take them as
+they are. equations.py, listings.py, probes.py and advice.py make the views of
+their sections from the same typed records.
 """
 from __future__ import annotations
 
@@ -11,8 +13,10 @@ import os
 import re
 from typing import Any
 
+from ...profiler.schema import KernelProfile, ProfileReport
 from .. import units
-from .equations import equation_table, work_facts
+from ..report import CompileInfo, ErrorEntry, KernelEntry, RunReport
+from .equations import WeightedEquation, equation_table, work_facts
 from .listings import (Line, Listing, find_user_file, generated_listing,  # noqa: F401
                        stage_listings, user_listing)
 from .advice import advice_view
@@ -95,79 +99,82 @@ class RunView:
   processes: tuple[tuple[str, ...], ...] = ()
 
 
-def run_view(run: dict, run_dir: str | None, *, origin: dict | None = None) -> RunView:
-  """The page's content for one run (report.json as a dict) saved in `run_dir`."""
-  plat = run.get("platform") or {}
-  profiles = run.get("profiles") or ([run["profile"]] if run.get("profile") else [])
-  profiles = profiles or [{}]
-  devices = ", ".join(sorted(set(plat.get("devices") or []))) or plat.get("backend", "")
-  facts = [("script", os.path.basename(run.get("script") or "?")),
-           ("exit code", str(run.get("exit_code"))),
-           ("created", str(run.get("created", ""))),
+def _profiles(run: RunReport) -> tuple[ProfileReport | None, ...]:
+  """Each device's profile; one None where the run profiled nothing (--no-analysis)."""
+  return run.profiles or (None,)
+
+
+def run_view(run: RunReport, run_dir: str | None, *, origin: dict | None = None) -> RunView:
+  """The page's content for one run saved in `run_dir`."""
+  plat = run.platform
+  profiles = _profiles(run)
+  devices = ", ".join(sorted(set(plat.devices))) or plat.backend or ""
+  facts = [("script", os.path.basename(run.script or "?")),
+           ("exit code", str(run.exit_code)),
+           ("created", str(run.created or "")),
            ("devices", devices),
-           ("jax", str(plat.get("jax"))), ("triton", str(plat.get("triton"))),
-           ("command", " ".join(run.get("command") or []))]
+           ("jax", str(plat.jax)), ("triton", str(plat.triton)),
+           ("command", " ".join(run.command))]
   kernels = []
-  for k in run.get("kernels") or []:
+  for k in run.kernels:
     for prof in profiles:
       kernels.append(kernel_view(run, k, prof, run_dir, several=len(profiles) > 1,
                                  origin=origin))
   first = profiles[0]
   return RunView(
-      title=f"pallas-prof {os.path.basename(run.get('script') or '?')}",
+      title=f"pallas-prof {os.path.basename(run.script or '?')}",
       facts=tuple((k, v) for k, v in facts if v and v != "None"),
-      message=first.get("message") or "",
+      message=(first.message if first is not None else "") or "",
       kernels=tuple(kernels),
-      errors=tuple(error_view(e) for e in run.get("errors") or []),
-      notes=tuple((run.get("notes") or []) + (first.get("notes") or [])))
+      errors=tuple(error_view(e) for e in run.errors),
+      notes=tuple(run.notes) + tuple(first.notes if first is not None else ()))
 
 
-def error_view(err: dict) -> ErrorView:
-  text = err.get("report") or ""
-  if err.get("hint"):           # the page says it beside the report, in "what to do"
+def error_view(err: ErrorEntry) -> ErrorView:
+  text = err.report or ""
+  if err.hint:                  # the page says it beside the report, in "what to do"
     text = text.split("\n\n  hint: ")[0]
   lines = tuple((line, line.lstrip().startswith(">>")) for line in text.splitlines())
-  stage = err.get("stage")
+  stage = err.stage
   title = ("failed at run time" if stage == "run" else
            f"compile failed ({stage} stage)" if stage and stage != "lowering" else
            "lowering failed")
-  return ErrorView(title=title, kernel=str(err.get("kernel") or "?"), reason=str(err.get("reason") or ""),
-                   location=str(err.get("location") or ""), hint=str(err.get("hint") or ""),
+  return ErrorView(title=title, kernel=str(err.kernel or "?"), reason=str(err.reason or ""),
+                   location=str(err.location or ""), hint=str(err.hint or ""),
                    report=lines)
 
 
-def kernel_view(run: dict, k: dict, prof: dict, run_dir: str | None, *, several: bool,
-                origin: dict | None = None) -> KernelView:
-  p = {x.get("label"): x for x in prof.get("kernels") or []}.get(k["label"]) or {}
-  static = p.get("static") or {}
+def kernel_view(run: RunReport, k: KernelEntry, prof: ProfileReport | None,
+                run_dir: str | None, *, several: bool, origin: dict | None = None) -> KernelView:
+  p = run.kernel_profile(k.label, prof) if prof is not None else None
   eqs = equation_weights(p)
-  device = prof.get("device") or {}
-  device_text = f"{device.get('index', '?')}: {device.get('name', '')}" if device else ""
-  basis = _basis_words(p)
-  anchor = "k-" + "".join(c if c.isalnum() else "-" for c in k["label"])
+  device = prof.device if prof is not None else None
+  device_text = f"{device.index}: {device.name}" if device is not None else ""
+  gpu = bool(prof is not None and prof.gpu_present)
+  anchor = "k-" + "".join(c if c.isalnum() else "-" for c in k.label)
   if several or origin:
-    anchor += f"-{device.get('index', 'x')}"
+    anchor += f"-{device.index if device is not None else 'x'}"
   if origin:
     anchor += "-p" + "".join(c if c.isalnum() else "-" for c in _origin_words(origin))
   return KernelView(
-      label=k["label"], name=k.get("name", ""), anchor=anchor, device=device_text,
-      process=_origin_words(origin), facts=_kernel_facts(k, p, prof),
-      weight_basis=basis,
+      label=k.label, name=k.name or "", anchor=anchor, device=device_text,
+      process=_origin_words(origin), facts=_kernel_facts(k, p, gpu),
+      weight_basis=_basis_words(p),
       user_source=user_listing(run, k, eqs),
       generated=generated_listing(run_dir, k, eqs),
-      stages=stage_listings(run_dir, k, {e["index"]: e.get("weight") or 0.0 for e in eqs}),
-      roofline=_roofline(p, prof), waterfall=_waterfall(k, bool(prof.get("gpu_present"))), clocks=_clocks(p, prof),
+      stages=stage_listings(run_dir, k, {e.index: e.weight or 0.0 for e in eqs}),
+      roofline=_roofline(p, prof), waterfall=_waterfall(k, gpu), clocks=_clocks(p, gpu),
       waterfall_note=_waterfall_note(k),
-      verdict=_verdict(p), probes=probes_view(p.get("probes")),
-      gpu=bool(prof.get("gpu_present")),
+      verdict=_verdict(p), probes=probes_view(p.probes if p is not None else None),
+      gpu=gpu,
       equations=equation_table(p, eqs, lambda path: find_user_file(run, path)),
-      work=work_facts(p), advice=advice_view(run, k["label"]))
+      work=work_facts(p), advice=advice_view(run, k.label))
 
 
-def _verdict(p: dict) -> str:
+def _verdict(p: KernelProfile | None) -> str:
   """The kernel's verdict, less its heaviest equations: the page's table lists them (a
   static verdict says nothing else)."""
-  verdict = re.split(r"\bheaviest equations\b", p.get("verdict") or "")[0].rstrip("; ")
+  verdict = re.split(r"\bheaviest equations\b", (p.verdict if p else "") or "")[0].rstrip("; ")
   return "" if verdict == "static only" else verdict
 
 
@@ -183,12 +190,17 @@ def _origin_words(origin: dict | None) -> str:
   return " ".join(str(x) for x in parts if x)
 
 
-def _basis_words(p: dict) -> str:
-  attribution = p.get("attribution") or {}
-  if attribution.get("basis") and attribution["basis"] != "static":
-    return (f"measured ({attribution['basis']}): "
-            + (attribution.get("description") or "each line's share of the kernel's samples"))
-  basis = (p.get("static") or {}).get("weight_basis")
+def _measured(p: KernelProfile | None) -> bool:
+  """Whether the kernel's weights were measured (samples, ncu), not counted."""
+  return bool(p is not None and p.attribution is not None and p.attribution.basis
+              and p.attribution.basis != "static")
+
+
+def _basis_words(p: KernelProfile | None) -> str:
+  if _measured(p):
+    return (f"measured ({p.attribution.basis}): "
+            + (p.attribution.description or "each line's share of the kernel's samples"))
+  basis = p.static.weight_basis if p is not None and p.static is not None else None
   if not basis:
     return "no weights: this run recorded no per-equation profile"
   if basis in ("ptx", "sass"):
@@ -197,27 +209,30 @@ def _basis_words(p: dict) -> str:
   return f"{basis}: each line's share of the kernel's measured samples"
 
 
-def equation_weights(p: dict) -> list[dict]:
+def equation_weights(p: KernelProfile | None) -> list[WeightedEquation]:
   """The kernel's equations with the weights shown: the profiler's measured attribution
   where it has one (PC sampling, ncu: weights and stall reasons), else the static share of
-  instructions. Each: index, primitive, user_file, user_line, weight, stall."""
-  static = [dict(e) for e in (p.get("static") or {}).get("equations") or []]
-  attribution = p.get("attribution") or {}
-  if not attribution.get("equations") or attribution.get("basis") == "static":
-    return static
-  measured = {e["index"]: e for e in attribution["equations"]}
-  by_index = {e["index"]: e for e in static}
+  instructions."""
+  static = list(p.static.equations) if p is not None and p.static is not None else []
+  att = p.attribution if p is not None else None
+  if att is None or not att.equations or att.basis == "static":
+    return [WeightedEquation(e.index, e.primitive, e.user_file, e.user_line, e.weight, e)
+            for e in static]
+  measured = {m.index: m for m in att.equations}
+  by_index = {e.index: e for e in static}
   out = []
   for index in sorted(set(by_index) | set(measured)):
-    e = dict(by_index.get(index) or {})
-    m = measured.get(index) or {}
-    for key in ("index", "primitive", "user_file", "user_line"):
-      if e.get(key) is None and m.get(key) is not None:
-        e[key] = m[key]
-    e["weight"] = m.get("weight", 0.0)
-    e["stall_shares"] = m.get("stalls") or []
-    e["time_s"] = m.get("time_s")
-    out.append(e)
+    e, m = by_index.get(index), measured.get(index)
+
+    def pick(name):     # the static record's, else the measured one's
+      value = getattr(e, name) if e is not None else None
+      return getattr(m, name) if value is None and m is not None else value
+
+    out.append(WeightedEquation(
+        index, pick("primitive"), pick("user_file"), pick("user_line"),
+        m.weight if m is not None else 0.0, e,
+        stalls=tuple(m.stalls or ()) if m is not None else (),
+        time_s=m.time_s if m is not None else None))
   return out
 
 
@@ -227,109 +242,98 @@ def _fmt(x, unit="", digits=1) -> str:
   return f"{x:.{digits}f}{unit}"
 
 
-def _rate(value, unit) -> str:
-  if not value:
-    return "-"
-  for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-    if value >= scale:
-      return f"{value / scale:.1f} {prefix}{unit}"
-  return f"{value:.0f} {unit}"
-
-
-def _kernel_facts(k: dict, p: dict, prof: dict) -> tuple[tuple[str, str], ...]:
-  res = k.get("resources") or {}
-  comp = k.get("compile") or {}
-  facts = [("grid", "x".join(map(str, k.get("grid") or [])) or "()"),
-           ("warps / stages", f"{k.get('num_warps')} / {k.get('num_stages')}"),
-           ("operands", ", ".join(k.get("in_avals") or []) + " -> "
-            + ", ".join(k.get("out_avals") or []) if k.get("in_avals") or k.get("out_avals")
-            else ""),
+def _kernel_facts(k: KernelEntry, p: KernelProfile | None,
+                  gpu: bool) -> tuple[tuple[str, str], ...]:
+  res = k.resources or {}
+  comp = k.compile or CompileInfo()
+  facts = [("grid", "x".join(map(str, k.grid)) or "()"),
+           ("warps / stages", f"{k.num_warps} / {k.num_stages}"),
+           ("operands", ", ".join(k.in_avals) + " -> " + ", ".join(k.out_avals)
+            if k.in_avals or k.out_avals else ""),
            ("registers", str(res.get("registers", "-"))),
            ("shared memory", units.size(res.get("shared_bytes"))),
            ("spills", str((res.get("spill_stores") or 0) + (res.get("spill_loads") or 0))
             if res else "-"),
-           ("lowering", _fmt(k.get("lowering_ms"), " ms")),
-           ("compile", f"cached ({comp['cache']})" if comp.get("cache") in ("memory", "disk")
-            else _fmt(comp.get("total_ms"), " ms"))]
-  rt = p.get("runtime") or {}
-  if rt.get("median_s") is not None:
-    facts.append((f"{rt.get('mode', 'sustained')} median",
-                  f"{rt['median_s'] * 1e6:.2f} µs [{(rt.get('p10_s') or 0) * 1e6:.2f}-"
-                  f"{(rt.get('p90_s') or 0) * 1e6:.2f}]"))
-    sustained = rt.get("sustained") or {}
-    if sustained.get("median_s") is not None:
-      facts.append(("sustained median", f"{sustained['median_s'] * 1e6:.2f} µs"))
-  rates = p.get("rates") or {}
-  if rates.get("bytes_per_s"):
+           ("lowering", _fmt(k.lowering_ms, " ms")),
+           ("compile", f"cached ({comp.cache})" if comp.cache in ("memory", "disk")
+            else _fmt(comp.total_ms, " ms"))]
+  rt = p.runtime if p is not None else None
+  if rt is not None and rt.median_s is not None:
+    facts.append((f"{rt.mode or 'sustained'} median",
+                  f"{rt.median_s * 1e6:.2f} µs [{(rt.p10_s or 0) * 1e6:.2f}-"
+                  f"{(rt.p90_s or 0) * 1e6:.2f}]"))
+    if rt.sustained is not None and rt.sustained.median_s is not None:
+      facts.append(("sustained median", f"{rt.sustained.median_s * 1e6:.2f} µs"))
+  rates = p.rates if p is not None else None
+  if rates is not None and rates.bytes_per_s:
     facts.append(("achieved", " ".join(x for x in (
-        _rate(rates.get("bytes_per_s"), "B/s"), _rate(rates.get("flops_per_s"), "FLOP/s"))
+        units.rate(rates.bytes_per_s, "B/s"), units.rate(rates.flops_per_s, "FLOP/s"))
         if x != "-")))
-  if not prof.get("gpu_present"):
-    facts.append(("launches (CPU interpreter)", str(k.get("cpu_launches", 0))))
-  for note in k.get("workarounds") or ():
+  if not gpu:
+    facts.append(("launches (CPU interpreter)", str(k.cpu_launches)))
+  for note in k.workarounds:
     facts.append(("Triton workaround", note))
   return tuple((what, value) for what, value in facts if value)
 
 
 # --- charts' data ------------------------------------------------------------------------
 
-def _roofline(p: dict, prof: dict) -> Roofline:
-  work = p.get("work") or {}
-  rates = p.get("rates") or {}
-  ceil = prof.get("ceilings") or {}
-  intensity = rates.get("arithmetic_intensity")
-  if intensity is None and work.get("bytes"):
-    intensity = (work.get("flops") or 0) / work["bytes"]
-  if not prof.get("gpu_present"):
+def _roofline(p: KernelProfile | None, prof: ProfileReport | None) -> Roofline:
+  work = p.work if p is not None else None
+  rates = p.rates if p is not None else None
+  ceil = prof.ceilings if prof is not None else None
+  intensity = rates.arithmetic_intensity if rates is not None else None
+  if intensity is None and work is not None and work.bytes:
+    intensity = (work.flops or 0) / work.bytes
+  if prof is None or not prof.gpu_present:
     return Roofline(intensity=intensity, absent="no roofline: nothing was timed on a GPU in "
                     "this run (CPU: Triton's interpreter), so there is no achieved rate and "
                     "no measured ceiling to draw.")
-  if not rates.get("bytes_per_s") and not rates.get("flops_per_s"):
+  if rates is None or (not rates.bytes_per_s and not rates.flops_per_s):
     return Roofline(intensity=intensity, absent="no roofline: the kernel was not timed "
                     "(see the notes) or its work model has no bytes")
-  if not ceil.get("copy_bytes_per_s") and not ceil.get("matrix_flops_per_s"):
-    return Roofline(intensity=intensity, flops_per_s=rates.get("flops_per_s"),
-                    bytes_per_s=rates.get("bytes_per_s"),
+  if ceil is None or (not ceil.copy_bytes_per_s and not ceil.matrix_flops_per_s):
+    return Roofline(intensity=intensity, flops_per_s=rates.flops_per_s,
+                    bytes_per_s=rates.bytes_per_s,
                     absent="no roofline: the GPU's ceilings were not measured in this run")
   return Roofline(
-      intensity=intensity, flops_per_s=rates.get("flops_per_s"),
-      bytes_per_s=rates.get("bytes_per_s"), copy_bytes_per_s=ceil.get("copy_bytes_per_s"),
-      matrix_flops_per_s=tuple(sorted((ceil.get("matrix_flops_per_s") or {}).items(),
+      intensity=intensity, flops_per_s=rates.flops_per_s,
+      bytes_per_s=rates.bytes_per_s, copy_bytes_per_s=ceil.copy_bytes_per_s,
+      matrix_flops_per_s=tuple(sorted((ceil.matrix_flops_per_s or {}).items(),
                                       key=lambda kv: -kv[1])),
-      verdict=rates.get("verdict") or "")
+      verdict=rates.verdict or "")
 
 
-def _waterfall(k: dict, gpu: bool = True) -> tuple[tuple[str, float], ...]:
-  comp = k.get("compile") or {}
-  out = [("lowering", k.get("lowering_ms") or 0.0)]
+def _waterfall(k: KernelEntry, gpu: bool = True) -> tuple[tuple[str, float], ...]:
+  comp = k.compile or CompileInfo()
+  out = [("lowering", k.lowering_ms or 0.0)]
   # on a CPU the program compiled nothing: pallas-prof compiled for sm_90 after the
   # script, and the worker it started then is no part of the kernel's compile
-  if comp.get("worker_wait_ms") and gpu:
-    out.append(("worker wait", comp["worker_wait_ms"]))
-  stages = comp.get("stages_ms") or {}
+  if comp.worker_wait_ms and gpu:
+    out.append(("worker wait", comp.worker_wait_ms))
+  stages = comp.stages_ms or {}
   out += [(s, stages[s]) for s in COMPILE_STAGES if s in stages]
   out += [(s, v) for s, v in stages.items() if s not in COMPILE_STAGES]
   return tuple((name, float(ms)) for name, ms in out if ms is not None)
 
 
-def _waterfall_note(k: dict) -> str:
-  cache = (k.get("compile") or {}).get("cache")
+def _waterfall_note(k: KernelEntry) -> str:
+  cache = k.compile.cache if k.compile is not None else None
   if cache in ("memory", "disk"):
     return (f"this run took the kernel from the {cache} cache: the stages are those of the "
             "compile that filled it")
   return ""
 
 
-def _clocks(p: dict, prof: dict) -> Clocks:
-  nvml: dict[str, Any] = p.get("nvml") or {}
-  if not prof.get("gpu_present"):
+def _clocks(p: KernelProfile | None, gpu: bool) -> Clocks:
+  nvml = p.nvml if p is not None else None
+  if not gpu:
     return Clocks(absent="no GPU in this run: there were no timed launches to watch")
-  if not nvml:
+  if nvml is None:
     return Clocks(absent="no GPU readings: NVML was not sampled in this run")
-  s = nvml.get("series") or {}
-  common = dict(summary=nvml.get("summary") or "", throttled=bool(nvml.get("throttled")),
-                max_sm_clock_mhz=nvml.get("max_sm_clock_mhz"),
-                power_limit_w=nvml.get("power_limit_w"))
+  s = nvml.series or {}
+  common = dict(summary=nvml.summary or "", throttled=bool(nvml.throttled),
+                max_sm_clock_mhz=nvml.max_sm_clock_mhz, power_limit_w=nvml.power_limit_w)
   if not s.get("t_s"):
     return Clocks(**common, absent="this run kept NVML's summary only, not its readings over "
                                    "time (runs from before the series was recorded)")
@@ -338,32 +342,31 @@ def _clocks(p: dict, prof: dict) -> Clocks:
                 slowdown=tuple(tuple(x) for x in s.get("slowdown") or ()))
 
 
-def merged_view(runs: list[tuple[str, dict]], names: list[str]) -> RunView:
+def merged_view(runs: list[tuple[str, RunReport]], names: list[str]) -> RunView:
   """One page for the runs of several processes: every kernel of every process and device,
   and a table of the processes. `names` says which process each run is."""
   kernels, errors, notes, table = [], [], [], []
   for (run_dir, run), name in zip(runs, names):
-    origin = dict(run.get("origin") or {})
+    origin = dict(run.origin)
     origin.setdefault("name", name)
-    profiles = run.get("profiles") or ([run["profile"]] if run.get("profile") else [{}])
-    for k in run.get("kernels") or []:
+    profiles = _profiles(run)
+    for k in run.kernels:
       for prof in profiles:
         kernels.append(kernel_view(run, k, prof, run_dir, several=len(profiles) > 1,
                                    origin=origin))
-    errors += [error_view(e) for e in run.get("errors") or []]
-    notes += [f"{name}: {n}" for n in (run.get("notes") or [])]
-    plat = run.get("platform") or {}
+    errors += [error_view(e) for e in run.errors]
+    notes += [f"{name}: {n}" for n in run.notes]
     table.append((name, str(origin.get("host.name", "?")), str(origin.get("process.pid", "?")),
-                  ", ".join(origin.get("devices") or []) or plat.get("backend", ""),
-                  str(len(run.get("kernels") or [])), str(run.get("exit_code")), run_dir))
+                  ", ".join(origin.get("devices") or []) or run.platform.backend or "",
+                  str(len(run.kernels)), str(run.exit_code), run_dir))
   first = runs[0][1]
-  plat = first.get("platform") or {}
+  plat = first.platform
   return RunView(
-      title=f"pallas-prof {os.path.basename(first.get('script') or '?')}: "
+      title=f"pallas-prof {os.path.basename(first.script or '?')}: "
             f"{len(runs)} processes",
-      facts=(("script", os.path.basename(first.get("script") or "?")),
-             ("processes", str(len(runs))), ("jax", str(plat.get("jax"))),
-             ("triton", str(plat.get("triton")))),
+      facts=(("script", os.path.basename(first.script or "?")),
+             ("processes", str(len(runs))), ("jax", str(plat.jax)),
+             ("triton", str(plat.triton))),
       message="", kernels=tuple(kernels), errors=tuple(errors), notes=tuple(notes),
       processes_header=("process", "host", "pid", "devices", "kernels", "exit code",
                         "run directory"),
