@@ -175,6 +175,9 @@ class GeneratedKernel:
   # the kernel's other variants (probes, tuning) are lowered with too
   workarounds: tuple[str, ...] = ()
   workaround_plan: Any = dataclasses.field(default=None, compare=False)
+  # options.LoweringOptions that lower it again as it runs (launch_group, tma and the
+  # workarounds as they took effect); not saved: None for a kernel loaded from disk
+  options: Any = dataclasses.field(default=None, compare=False, repr=False)
 
   @property
   def inputs(self) -> list[KernelParam]:
