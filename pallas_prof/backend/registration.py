@@ -14,7 +14,8 @@ import numbers
 import os
 from typing import Any
 
-from . import bounds, builtin_triton, compat, coverage, registry, runtime_errors, triton_primitives
+from . import (bounds, builtin_triton, compat, coverage, hooks, registry, runtime_errors,
+               triton_primitives)
 from .compile import compile_kernel
 from .workarounds import compile_working_around
 from .errors import LoweringError
@@ -348,7 +349,7 @@ def _interpreted(ctx, in_nodes, rec, call: PallasCall):
 
 def _compiled_for_gpu(rec, call: PallasCall, cp, zeroed, tuned: bool):
   """The CompiledKernel the GPU launches: the kernel, or where Triton fails on it
-  another lowering of it; then the tuner's choice (through the selector hook) unless
+  another lowering of it; then the selector's choice (hooks.selector(): the tuner's) unless
   `tuned` is false (tuning the bounds-checked debug build would time the checks)."""
   gk = rec.generated
   target = ("cuda", gk.options.compute_capability)
@@ -356,11 +357,10 @@ def _compiled_for_gpu(rec, call: PallasCall, cp, zeroed, tuned: bool):
   ck = compile_working_around(gk, target, rec.relower, need_cubin=False)
   if not tuned:
     return ck
-  from ..tune import params as tuning
   # a cached choice: jaxlib assembles the PTX, as for the default
-  return tuning.select(ck, ck.generated or gk, cp, call.lower, target,
-                       compile_fn=lambda g: compile_kernel(g, target, need_cubin=False),
-                       aliases=call.aliases, zeroed=tuple(sorted(zeroed)))
+  return hooks.selector().select(ck, ck.generated or gk, cp, call.lower, target,
+                                 compile_fn=lambda g: compile_kernel(g, target, need_cubin=False),
+                                 aliases=call.aliases, zeroed=tuple(sorted(zeroed)))
 
 
 def _custom_call(ctx, in_nodes, rec, call: PallasCall, zeroed, metadata):
