@@ -391,11 +391,9 @@ def warn_tma_fallbacks(gk) -> None:
   """One warning per load that TMA was asked for and could not serve, at the user's line."""
   import warnings
   for note in gk.tma_notes:
-    where = note.split(": ", 1)[0].rsplit(" at ", 1)[-1]
-    line = int(where.rsplit(":", 1)[-1]) if where.rsplit(":", 1)[-1].isdigit() else 0
     warnings.warn_explicit(f"kernel `{gk.name}`: TMA not used for {note}; that access stays "
                            "a plain one (same results)", TmaFallbackWarning,
-                           where.rsplit(":", 1)[0], line)
+                           note.file or "an unknown line", note.line or 0)
 
 
 def _after_kernel(gk):
