@@ -6,13 +6,18 @@ random inputs, a CPU only lowers and compiles them at full size (their static fa
     case            planted                                    hand fix              expected
     no_pipelining   bf16 matmul 4096^3, K loop, num_stages=1   num_stages=3          unpipelined_loop, a
     too_few_warps   8192 x 4096 f32 row kernel, num_warps=1    num_warps=4           too_few_warps, a
-    spills          mean-centred rows, (16, 8192) f32 blocks,  (2, 8192) blocks      spills, a or c
+    spills          mean-centred rows, (16, 8192) f32 blocks,  (2, 8192) blocks      spills, c
                     4 warps
     tiny_blocks     add of 2^24 f32 in 64-element blocks       4096-element blocks   small_programs, c
     uncoalesced     x * 2 on 4096 x 4096 f32 in (512, 1)       (512, 32) blocks      uncoalesced, c
                     column blocks
     transcendental  a loop re-reading x and recomputing        exp/sin hoisted       loop_invariant, d
                     exp(x) * sin(x) in each of 64 iterations   before the loop
+    at_roof         add of 2^26 f32 in 4096-element blocks     none: nothing wrong   at_roof, no action
+                    (48 KiB a program: streams at its roof)
+
+The at_roof case has no planted defect and no fix (build() gives None for the fixed
+function): on a GPU its advice must be "at its roof" with no actions.
 """
 from __future__ import annotations
 
@@ -32,8 +37,8 @@ class Case:
   name: str
   defect: str
   rule: str                   # the diagnosis the advice must give
-  fix_kind: str               # the kind of the hand fix (a, c or d)
-  build: Callable             # build() -> (planted fn, fixed fn, argument shapes)
+  fix_kind: str | None        # the kind of the hand fix (a, c or d); None: nothing to fix
+  build: Callable             # build() -> (planted fn, fixed fn or None, argument shapes)
 
 
 def _cp(**kw):
@@ -182,6 +187,12 @@ def transcendental():
           jax.jit(functools.partial(_loop, kernel=hoisted_kernel)), (_spec(8192, 1024),))
 
 
+# --- at its roof: the same add in blocks large enough to stream -------------------------
+
+def at_roof():
+  return jax.jit(functools.partial(_add, block=4096)), None, (_spec(1 << 26), _spec(1 << 26))
+
+
 CASES = [
     Case("no_pipelining", "bf16 matmul 4096^3 whose K loop is compiled with num_stages=1",
          "unpipelined_loop", "a", no_pipelining),
@@ -195,4 +206,6 @@ CASES = [
          uncoalesced),
     Case("transcendental", "a loop that re-reads x and recomputes exp(x) * sin(x) in each of "
          "its 64 iterations", "loop_invariant", "d", transcendental),
+    Case("at_roof", "add of 2^26 f32 in 4096-element blocks (nothing planted)", "at_roof",
+         None, at_roof),
 ]

@@ -25,19 +25,21 @@ STAMP_FILE = ".pallas-prof-commit"
 def commit(root: str = ROOT) -> tuple[str, str]:
   """(the project's commit, where it was read). git only where `root` is the top of
   its own repository: a copy of the tree inside another repository (the device's
-  copy, a temporary folder in someone's checkout) would report that one's HEAD. Else
-  $PALLAS_PROF_COMMIT, else the stamp file `root`/.pallas-prof-commit, else "unknown"."""
+  copy, a temporary folder in someone's checkout) would report that one's HEAD.
+  $PALLAS_PROF_COMMIT before git, else the stamp file `root`/.pallas-prof-commit, else "unknown"."""
   def git(*argv) -> str:
     return subprocess.run(["git", *argv], cwd=root, capture_output=True, text=True,
                           check=True, timeout=30).stdout.strip()
+  # the caller's word first: the device's copy of the tree can carry a .git whose HEAD
+  # is older than the files beside it
+  stamp = os.environ.get(COMMIT_ENV, "").strip()
+  if stamp:
+    return stamp, COMMIT_ENV
   try:
     if os.path.realpath(git("rev-parse", "--show-toplevel")) == os.path.realpath(root):
       return git("rev-parse", "--short", "HEAD"), "git"
   except Exception:  # noqa: BLE001 - no git, or not a repository
     pass
-  stamp = os.environ.get(COMMIT_ENV, "").strip()
-  if stamp:
-    return stamp, COMMIT_ENV
   try:
     with open(os.path.join(root, STAMP_FILE)) as f:
       stamp = f.read().strip().split()[0]

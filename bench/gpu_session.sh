@@ -218,8 +218,26 @@ step_gputests() {   # the tests of this quarter's fixes (ptxas rewrites, scan fa
     tests/backend/test_bounds_gpu.py tests/backend/test_runtime_errors.py \
     tests/backend/test_bounds.py tests/backend/test_bounds_paths.py tests/cli/test_newcomer.py \
     tests/backend/test_triton_shim.py tests/backend/test_own_path.py tests/test_import_errors.py \
-    tests/backend/test_launch_order.py ${GPUTESTS_EXTRA:-} \
+    tests/backend/test_launch_order.py tests/backend/test_packed_int16_adds.py \
+    tests/profiler/test_cold_timing.py ${GPUTESTS_EXTRA:-} \
     --junitxml="$OUT/gputests.xml" 2>&1 | tail -40
+}
+
+step_runtime_error() {   # issue 30: a read past a ref through `pallas-prof run` on the GPU
+  timeout ${RUNTIME_ERROR_TIMEOUT:-260} bash bench/probes/runtime_error_gpu.sh "$OUT/runtime_error" 2>&1 | tail -150
+}
+
+step_int16() {   # issue 32: seed 1250's int16 wrong answer (a packed add's constant dropped by
+  # ptxas), rewrites off and on, and the pattern alone in raw PTX
+  timeout ${INT16_TIMEOUT:-150} python3 bench/probes/int16_probe.py 2>&1 | grep -v Warn | tail -40
+}
+
+step_advice() {   # issue 29's Proof: the known-answer kernels (one planted defect each, one at
+  # its roof) and JAX's norm ops against XLA, the advice checked against the fixes applied by
+  # hand: $OUT/advice/known_answers.json and .txt (ADVICE_COMMIT names the commit)
+  timeout ${ADVICE_TIMEOUT:-500} python3 bench/advice_known_answers.py --budget-s \
+    ${ADVICE_BUDGET:-420} --deadline-s 465 --out "$OUT/advice" ${ADVICE_COMMIT:+--commit $ADVICE_COMMIT} \
+    2>&1 | grep -v Deprecation | tail -120
 }
 
 for s in "${@:-env}"; do

@@ -49,13 +49,13 @@ leg() {
   local venv=.venv-$name t0=$SECONDS
   echo "== leg $name: $($python --version 2>&1), $pins"
   if [ ! -x "$venv/bin/python" ]; then
-    "$python" -m venv "$venv"
+    "$python" -m venv "$venv" || return 1
   fi
   # shellcheck disable=SC2086 # the pins are words on purpose
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check $pins
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check $pins || return 1
   local before after
   before=$("$venv/bin/python" -m pip freeze 2>/dev/null | grep -iE '^(jax|jaxlib|triton)==' | sort)
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]'
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]' || return 1
   after=$("$venv/bin/python" -m pip freeze 2>/dev/null | grep -iE '^(jax|jaxlib|triton)==' | sort)
   if [ "$before" != "$after" ]; then
     echo "installing pallas-prof changed jax/jaxlib/triton:"; echo "$before"; echo "->"; echo "$after"
@@ -63,7 +63,8 @@ leg() {
   fi
   echo "   $(echo $after | tr '\n' ' ')(unchanged by installing pallas-prof; $((SECONDS - t0)) s to set up)"
   # shellcheck disable=SC2086
-  "$venv/bin/python" -m pytest -q -n auto -p no:cacheprovider ${PYTEST_ARGS:-} "$@"
+  "$venv/bin/python" -m pytest -q -n auto -p no:cacheprovider ${PYTEST_ARGS:-} "$@" || {
+    echo "== leg $name FAILED (pytest exit $?) after $((SECONDS - t0)) s"; return 1; }
   echo "== leg $name passed in $((SECONDS - t0)) s"
 }
 
@@ -80,8 +81,11 @@ run_leg() {
 }
 
 failed=""
-for l in $LEGS; do       # every leg runs, whatever the one before it did
-  ( set -e; run_leg "$l" ) || failed="$failed $l"
+# every leg runs, whatever the one before it did. Each step's status is checked by
+# hand: `set -e` does nothing inside a command whose status `||` tests (bash ignores
+# it there), which once let a leg with failing tests say it passed.
+for l in $LEGS; do
+  run_leg "$l" || failed="$failed $l"
 done
 if [ -n "$failed" ]; then
   echo "== FAILED leg(s):$failed ($((SECONDS - START)) s in all)"

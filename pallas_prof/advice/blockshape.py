@@ -16,7 +16,8 @@ import math
 from .schema import Action
 
 MAX_BLOCK_ELEMENTS = 1 << 16      # larger blocks than this do not fit a CTA's registers
-MIN_BLOCK = 16                    # nor smaller ones along a split dimension
+MIN_BLOCK = 16                    # nor, in a kernel with a dot, smaller ones along a split
+                                  # dimension (a tensor-core tile is 16 wide at least)
 
 
 def _flat_specs(recipe) -> tuple[list, list]:
@@ -115,7 +116,7 @@ def build(recipe, change: dict):
 
 
 def _candidates(recipe, goal: str, factor: int, operand_index: int | None,
-                last: int | None, sms: int) -> tuple[list[dict], str]:
+                last: int | None, sms: int, min_block: int = 1) -> tuple[list[dict], str]:
   """(changes, why there are none)."""
   grid = recipe.kwargs.get("grid") or ()
   plans = [p for p in (plan(recipe, a) for a in range(len(grid))) if p is not None]
@@ -143,7 +144,7 @@ def _candidates(recipe, goal: str, factor: int, operand_index: int | None,
       sizes = [p.block // factor] if p.block % factor == 0 else []
     for b in dict.fromkeys(sizes):
       change = change_for(recipe, p, b)
-      if b != p.block and (goal != "smaller" or b >= MIN_BLOCK) and \
+      if b != p.block and (goal != "smaller" or b >= min_block) and \
           max(math.prod(s) for s in change["blocks"]) <= MAX_BLOCK_ELEMENTS:
         out.append(change)
     if out:
@@ -171,8 +172,9 @@ def resolve(action: Action, f, recipe, operand_index: int | None = None) -> list
     why_not = "its pallas_call was not recorded (run it through `pallas-prof advise` or `run`)"
   changes = []
   if not why_not:
+    dots = any(e.primitive == "dot_general" for e in f.equations.values())
     changes, why_not = _candidates(recipe, goal, factor, operand_index,
-                                   action.change.get("last"), f.sms)
+                                   action.change.get("last"), f.sms, MIN_BLOCK if dots else 1)
   if changes:
     return [dataclasses.replace(action, kind="c", title=f"{_words(c)} ({goal} blocks)",
                                 change=dict(c, block=goal), user_file=recipe.call_file,
@@ -187,7 +189,9 @@ def resolve(action: Action, f, recipe, operand_index: int | None = None) -> list
                     "smaller along a dimension the kernel does not reduce over, the grid "
                     f"{factor}x longer)",
          "wider": "make the block's last dimension longer"}.get(goal, goal)
-  return [dataclasses.replace(action, kind="d", title=f"{goal} blocks: edit the pallas_call",
+  return [dataclasses.replace(action, kind="d",
+                              title=f"{goal} blocks{f' ({factor}x)' if goal != 'wider' else ''}: "
+                                    "edit the pallas_call",
                               change={"block": goal, "factor": factor},
                               user_file=recipe.call_file if recipe else f.kernel_file,
                               user_line=recipe.call_line if recipe else f.kernel_line,

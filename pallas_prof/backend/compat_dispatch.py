@@ -33,3 +33,22 @@ def wrap_python_executions(wrapper, keep_in_python) -> bool:
 
   pxla.ExecuteReplicated.__call__, pjit._get_fastpath_data = call, fastpath_data
   return True
+
+
+def forget_failed_tokens() -> None:
+  """Waits out JAX's runtime tokens and forgets them. On a GPU the token of a program
+  whose host callback failed keeps that failure, and JAX's exit handlers wait on it and
+  print it again as an "Exception ignored in atexit callback" traceback, after the
+  kernel's failure has been reported. Nothing to do where this JAX keeps no such set."""
+  from jax._src import dispatch
+  tokens = getattr(dispatch, "runtime_tokens", None)
+  if tokens is None:
+    return
+  try:
+    tokens.block_until_ready()
+  except Exception:  # noqa: BLE001 - the failure already reported, or another of the same run
+    pass
+  finally:
+    if hasattr(tokens, "clear"):
+      tokens.clear()
+

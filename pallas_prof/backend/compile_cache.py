@@ -23,7 +23,7 @@ from .codegen import signature_type
 from .kernel_files import cache_dir
 from .triton_run import triton_lock
 
-CACHE_FORMAT = 6   # 6: PTX rewritten around two ptxas miscompiles (ptx_rewrites.py)
+CACHE_FORMAT = 7   # 7: PTX rewritten around three ptxas miscompiles (ptx_rewrites.py)
 
 _memory: dict[str, CompiledKernel] = {}
 

@@ -22,7 +22,21 @@ with v live compiles to the same SASS). One select on `p & q` (or `p | q`
 where the shared operand is the other branch) into a fresh register is what
 ptxas then sees.
 
-Both are applied to Triton's PTX stage (triton_run's stage hook), so the PTX handed to
+Packed 16-bit integer adds of a constant:
+
+ptxas 12.8 and 12.9 (13.4 keeps it; 13.0 not checked) narrow an
+`add.s16x2`/`add.u16x2` whose result has only one half read to a
+`VIADD.16x2 d, a, 0x0`: the constant operand (a `mov.b32` immediate that
+ptxas propagates) is lost, so the add returns its other operand. LLVM packs
+int16 math in pairs, and a pair where one element is masked off for good
+(the 9th of 16 rows a thread holds, in a 9-row block) keeps one half: int16
+`x // 7` tests its remainder as `x * 28087 + 4681 > 9362` (unsigned), and on
+the H200 that row's floor division was off by one wherever the test flipped
+(the GPU fuzzer, seed 1250; packed min/max and float16/bfloat16 math narrow
+right). Each packed integer add is written as two 16-bit adds of its halves,
+the same values, which ptxas compiles to plain 32-bit adds that keep it.
+
+All three are applied to Triton's PTX stage (triton_run's stage hook), so the PTX handed to
 jaxlib, the cubin Triton assembles and the profiler's replays all come from the
 rewritten text. PALLAS_PROF_PTX_REWRITES=0 turns them off (to see what ptxas
 does without them; compile keys tell the two apart). Imports nothing of
@@ -49,14 +63,17 @@ NOTE = ("// pallas-prof: {n} integer negation(s) written as not+add (ptxas up to
 
 
 def rewrite(ptx: str) -> tuple[str, int]:
-  """(the PTX with both rewrites, how many places they changed)."""
+  """(the PTX with all three rewrites, how many places they changed)."""
   text, negations = rewrite_negations(ptx)
   text, selects = fuse_nested_selects(text)
+  text, adds = split_packed_adds(text)
   if negations:
     text = _note(text, NOTE.format(n=negations))
   if selects:
     text = _note(text, SELECT_NOTE.format(n=selects))
-  return text, negations + selects
+  if adds:
+    text = _note(text, ADD_NOTE.format(n=adds))
+  return text, negations + selects + adds
 
 
 def rewrite_negations(ptx: str) -> tuple[str, int]:
@@ -110,6 +127,29 @@ def fuse_nested_selects(ptx: str) -> tuple[str, int]:
   if fused:
     out[decl] = _PRED_DECL.sub(lambda m: f"{m.group(1)}{next_pred}{m.group(3)}", out[decl])
   return "\n".join(out), fused
+
+
+ADD_NOTE = ("// pallas-prof: {n} packed 16-bit integer add(s) written as two 16-bit adds "
+            "(ptxas 12.8-12.9 drop the constant of one whose result has one half read)")
+
+# add.s16x2 	%r318, %r316, %r317;   (PTX takes registers only for the packed types)
+_ADD16X2 = re.compile(r"^(\s*)add\.([su])16x2(\s+)(%\w+),\s*(%\w+),\s*(%\w+);$", re.MULTILINE)
+
+
+def split_packed_adds(ptx: str) -> tuple[str, int]:
+  """(the PTX with each `add.{s,u}16x2 d, a, b` as two 16-bit adds of the halves in a
+  scope of its own, how many). Per half it is the same wrapping add; no carry crosses."""
+  def as_halves(m: re.Match) -> str:
+    indent, sign, space, d, a, b = m.groups()
+    return "\n".join(f"{indent}{line}" for line in (
+        "{", ".reg .b16 %ppa<2>, %ppb<2>;",
+        f"mov.b32{space}{{%ppa0, %ppa1}}, {a};",
+        f"mov.b32{space}{{%ppb0, %ppb1}}, {b};",
+        f"add.{sign}16{space}%ppa0, %ppa0, %ppb0;",
+        f"add.{sign}16{space}%ppa1, %ppa1, %ppb1;",
+        f"mov.b32{space}{d}, {{%ppa0, %ppa1}};", "}"))
+
+  return _ADD16X2.subn(as_halves, ptx)
 
 
 def _register_uses(ptx: str) -> dict[str, int]:

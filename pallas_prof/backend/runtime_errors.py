@@ -179,6 +179,8 @@ def _execute(run, has_host_callbacks: bool):
     error = recognise(e)
     if error is None:
       raise
+    from . import compat_dispatch
+    compat_dispatch.forget_failed_tokens()      # else JAX's exit prints it again
     raise _as_raised(error, e) from (e if full_traceback() else None)
   return out
 

@@ -16,7 +16,10 @@ def compile_own_kernel(fn, signature: dict, constexprs: dict, cc: int, num_warps
   src = ASTSource(fn=fn, signature=signature, constexprs=constexprs,
                   attrs={(i,): [["tt.divisibility", 16]] for i in pointers})
   with triton_lock():
-    return triton.compile(src, target=GPUTarget("cuda", cc, 32), options={"num_warps": num_warps})
+    # fp fusion named, not left to Triton's default: Triton 3.9 warns when it is left
+    # (its default changes in 3.10); these kernels copy and count, no float math to fuse
+    return triton.compile(src, target=GPUTarget("cuda", cc, 32),
+                          options={"num_warps": num_warps, "enable_fp_fusion": False})
 
 
 def own_launch_spec(compiled, grid: tuple[int, int, int], num_warps: int, params):

@@ -1,6 +1,7 @@
-"""Three kernels with one planted defect each, small enough for Triton's interpreter
+"""Four kernels with one planted defect each, small enough for Triton's interpreter
 (bench/advice_known_answers.py has the GPU-sized ones): tiny blocks, one warp per row,
-a transcendental the loop recomputes."""
+a transcendental the loop recomputes (which LLVM hoists), and transcendentals that are
+most of a kernel's work whatever the compiler does."""
 import sys
 
 import jax
@@ -21,6 +22,11 @@ def add_kernel(x_ref, y_ref, o_ref):
 def row_kernel(x_ref, o_ref):
   x = x_ref[...]
   o_ref[...] = x - jnp.max(x, axis=-1, keepdims=True)
+
+
+def exp_kernel(x_ref, o_ref):
+  x = x_ref[...]
+  o_ref[...] = jnp.sin(jnp.cos(jnp.exp(x)))       # three transcendentals an element
 
 
 def loop_kernel(x_ref, o_ref):
@@ -47,3 +53,7 @@ pl.pallas_call(row_kernel, grid=(256,), in_specs=[rs], out_specs=rs, out_shape=r
 xs = jnp.ones((2048, 128), jnp.float32)
 ls = pl.BlockSpec((8, 128), lambda i: (i, 0))
 pl.pallas_call(loop_kernel, grid=(256,), in_specs=[ls], out_specs=ls, out_shape=xs)(xs)
+
+es = pl.BlockSpec((1024,), lambda i: (i,))
+pl.pallas_call(exp_kernel, grid=(1024,), in_specs=[es], out_specs=es,
+               out_shape=jax.ShapeDtypeStruct((1 << 20,), jnp.float32))(jnp.ones(1 << 20))

@@ -23,7 +23,8 @@ def page_path(tmp_path_factory):
 def test_the_advice_panel_beside_the_heated_lines(page_path):
   with browser() as ctx, open_report(ctx, page_path) as (page, errors, remote):
     assert page.get_attribute("body", "data-ready") == "1"
-    section = page.locator("section.kernel", has_text="loop_kernel#")
+    assert page.locator("aside.advice").count() == 4            # one panel per kernel
+    section = page.locator("section.kernel", has_text="exp_kernel#")
     panel = section.locator("aside.advice")
     assert panel.count() == 1 and "not measured: no GPU" in panel.locator("h3").inner_text()
     sources = section.locator(".sources").bounding_box()
@@ -31,15 +32,18 @@ def test_the_advice_panel_beside_the_heated_lines(page_path):
     assert box["x"] >= sources["x"] + sources["width"] - 1      # to the right of the listings
     assert abs(box["y"] - sources["y"]) < 40                      # on the same row
     first = panel.locator("li.diagnosis").first
-    assert first.inner_text().startswith("exp/sin take")
+    assert first.inner_text().startswith("cos/exp/sin take")
     # hovering the diagnosis marks its equation's lines in the user's source
     eqn = first.get_attribute("data-e")
     first.hover()
     linked = section.locator(".user-source tr.linked")
     assert linked.count() == 1
     assert eqn in linked.first.get_attribute("data-e").split()
-    assert "jnp.exp(x) * jnp.sin(x)" in linked.first.inner_text()
+    assert "jnp.sin(jnp.cos(jnp.exp(x)))" in linked.first.inner_text()
     assert first.evaluate("li => li.classList.contains('linked')")
+    first.hover()
+    page.mouse.move(0, 0)                                         # and lets go when left
+    assert section.locator(".user-source tr.linked").count() == 0
     row = page.locator("section.kernel", has_text="row_kernel#").locator(
         "aside.advice table.actions tr.action").first
     cells = row.locator("td").all_inner_texts()

@@ -50,7 +50,8 @@ def test_the_advice_in_report_json(advised):
   _, out, _ = advised
   with open(out / "report.json") as f:
     data = json.load(f)
-  assert {a["name"] for a in data["advice"]} == {"add_kernel", "row_kernel", "loop_kernel"}
+  assert {a["name"] for a in data["advice"]} == {"add_kernel", "row_kernel", "loop_kernel",
+                                                 "exp_kernel"}
   report = RunReport.load(str(out))          # and it reads back typed
   advice = _by_label(report)
   add = advice["add_kernel"]
@@ -84,7 +85,7 @@ def test_the_advice_in_the_terminal_and_the_page(advised):
   assert "1. [c] block 64 -> " in result.stdout and "not measured: no GPU" in result.stdout
   assert "one warp per row of 4096 floats" in result.stdout
   page = (out / "report.html").read_text()
-  assert page.count('<aside class="advice"') == 3
+  assert page.count('<aside class="advice"') == 4
 
 
 def test_run_diagnoses_without_trials(tmp_path):

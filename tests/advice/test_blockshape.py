@@ -113,3 +113,18 @@ def test_an_intent_becomes_variants_or_an_edit():
   assert edit.kind == "d" and "reads its program id" in edit.edit
   (edit,) = blockshape.resolve(_intent("smaller", 2), f, None)
   assert edit.kind == "d" and "was not recorded" in edit.edit
+
+
+def test_smaller_blocks_go_below_16_only_in_a_kernel_without_dots():
+  recipes.clear()
+  _add(n=1 << 16, block=16)
+  recipe = recipes.recipes()[-1]
+  f = synthetic_facts([synthetic_eq(0, "get", block_shape=(16,), dtype="float32")],
+                      grid=(4096,))
+  (variant,) = blockshape.resolve(_intent("smaller", 8), f, recipe)
+  assert variant.kind == "c" and variant.change["to_block"] == 2
+  assert variant.change["grid"] == [1 << 15]
+  dot = dataclasses.replace(f, equations={0: synthetic_eq(0, "dot_general")})
+  (edit,) = blockshape.resolve(_intent("smaller", 8), dot, recipe)
+  assert edit.kind == "d" and edit.title == "smaller blocks (8x): edit the pallas_call"
+  assert "cannot be made smaller by 8x" in edit.edit

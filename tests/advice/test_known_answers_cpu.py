@@ -1,5 +1,6 @@
-"""bench/advice_known_answers.py on a CPU: each planted kernel lowered at its full size and
-compiled for sm_90, the advice from those static facts (the GPU run is the lead's)."""
+"""bench/advice_known_answers.py on a CPU: each known-answer kernel lowered at its full size
+and compiled for sm_90, the advice from those static facts, nothing timed (the GPU run is
+the lead's); its JSON and text record, its budget and its errors."""
 from __future__ import annotations
 
 import json
@@ -10,36 +11,135 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PLANTED = {"no_pipelining", "too_few_warps", "spills", "tiny_blocks", "uncoalesced",
+           "transcendental"}
 
 pytestmark = pytest.mark.no_gpu     # asserts what a machine without a GPU says
 
 
-def test_the_known_answers_are_diagnosed_from_static_facts(tmp_path):
-  out = tmp_path / "advice.json"
+def _script(*args, timeout=1500):
   env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-  result = subprocess.run(
-      [sys.executable, "bench/advice_known_answers.py", "--out", str(out), "--only",
-       "no_pipelining,too_few_warps,tiny_blocks,uncoalesced,transcendental,rms_norm"],
-      capture_output=True, text=True, env=env, cwd=ROOT, timeout=1500)
+  return subprocess.run([sys.executable, "bench/advice_known_answers.py", *args],
+                        capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+  out = tmp_path_factory.mktemp("known_answers")
+  result = _script("--out", str(out))
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  with open(out / "known_answers.json") as f:
+    data = json.load(f)
+  return result, data, (out / "known_answers.txt").read_text()
+
+
+def test_every_planted_defect_is_named_first_at_its_line(run):
+  result, data, _ = run
   assert "no NVIDIA GPU" in result.stderr.splitlines()[0]
-  data = json.loads(out.read_text())
-  assert data["gpu"] is False and not data["skipped"], data["skipped"]
+  assert data["gpu"] is False and data["device"] is None and not data["skipped"], data["skipped"]
   cases = {c["case"]: c for c in data["cases"]}
-  assert set(cases) == {"no_pipelining", "too_few_warps", "tiny_blocks", "uncoalesced",
-                        "transcendental"}
-  for name, c in cases.items():
-    assert c["checks"]["cause_named"], (name, c["checks"])       # the defect's rule
-    assert c["checks"]["cause_line"].startswith("advice_cases.py:"), name
-    assert c["hand_fix"] is None and c["planted"]["median_s"] is None      # nothing timed
-    assert all(a["status"] in ("not measured: no GPU", "not measured: it changes your code "
-                               "(the saving is an estimate)") or a["status"].startswith("tried:")
-               for a in c["advice"]["actions"]), name
-  assert cases["transcendental"]["checks"]["d_first"] is True
-  tiny = cases["tiny_blocks"]["advice"]["actions"][0]
-  assert tiny["kind"] == "c" and "block 64 -> 4096" in tiny["title"] and tiny["compiled"]
-  assert cases["too_few_warps"]["advice"]["actions"][0]["title"] == "num_warps 1 -> 4"
-  (rms,) = data["norms"]
-  assert rms["op"] == "rms_norm fwd+bwd" and len(rms["kernels"]) == 3
-  dw = next(k for k in rms["kernels"] if "dw_db" in k["label"])
-  assert {"underfilled", "small_loop_steps"} & {d["rule"] for d in dw["advice"]["diagnoses"]}
+  assert set(cases) == PLANTED | {"at_roof"}
+  for name in PLANTED:
+    c = cases[name]["checks"]
+    assert c["cause_named"] and c["cause_rank"] == 1, (name, c)
+    assert c["cause_line"].startswith("advice_cases.py:"), (name, c)
+
+
+def test_nothing_is_timed_and_every_variant_is_compiled(run):
+  _, data, _ = run
+  for c in data["cases"]:
+    assert c["hand_fix"] is None and c["planted"]["median_s"] is None, c["case"]
+    assert c["checks"].get("within_points") is None and c["checks"].get("best_measured") is None
+    for a in c["advice"]["actions"]:
+      if a["kind"] in "ac":
+        assert a["status"] == "not measured: no GPU" and a["trial"] is None, (c["case"], a)
+        assert a["compiled"].endswith("B shared"), (c["case"], a)    # compiled for sm_90
+      else:
+        assert a["status"] == "not measured: it changes your code (the saving is an estimate)"
+
+
+def test_each_case_offers_its_hand_fix(run):
+  _, data, _ = run
+  actions = {c["case"]: c["advice"]["actions"] for c in data["cases"]}
+  titles = {k: [a["title"] for a in v] for k, v in actions.items()}
+  assert "num_stages 1 -> 3" in titles["no_pipelining"]
+  assert titles["too_few_warps"][0] == "num_warps 1 -> 4"
+  assert titles["tiny_blocks"][0].startswith("block 64 -> 4096 along grid axis 0")
+  assert any(t.startswith("block 1 -> 32 along grid axis 1") for t in titles["uncoalesced"])
+  # the spilling kernel's hand fix, (2, 8192) blocks, as a variant: compiled without spills
+  rows = next(a for a in actions["spills"] if a["title"].startswith("block 16 -> 2 along"))
+  assert rows["kind"] == "c" and "no spills" in rows["compiled"], rows
+  assert "spills" in rows["rule"].split(" and ")
+  top = actions["transcendental"][0]
+  assert top["kind"] == "d" and top["title"].startswith("hoist") and top["estimate_pct"] > 50
+  checks = next(c["checks"] for c in data["cases"] if c["case"] == "transcendental")
+  assert checks["d_first"] is True
+
+
+def test_the_kernel_with_nothing_planted_gets_no_advice(run):
+  """On a CPU nothing says it is at its roof (that takes a timing), nor anything wrong."""
+  _, data, _ = run
+  (c,) = [c for c in data["cases"] if c["case"] == "at_roof"]
+  assert c["hand_fix_kind"] is None and c["checks"]["at_roof"] is None
+  assert c["checks"]["no_actions"] and c["advice"]["diagnoses"] == []
+
+
+def test_the_norm_ops_kernels_are_lowered_and_diagnosed(run):
+  _, data, _ = run
+  assert [n["op"] for n in data["norms"]] == ["layer_norm fwd+bwd", "rms_norm fwd+bwd"]
+  for n in data["norms"]:
+    assert len(n["kernels"]) == 3 and n["checks"]["explained"] is None     # not timed
+    assert "pallas_wall_s" not in n and n["kernels_total_s"] is None
+    dw = next(k for k in n["kernels"] if "dw_db" in k["label"])
+    rules = {d["rule"] for d in dw["advice"]["diagnoses"]}
+    assert {"underfilled", "small_loop_steps"} <= rules, rules
+    assert all(d["evidence"] for d in dw["advice"]["diagnoses"])
+    assert n["checks"]["kernels_explained"][dw["label"]] is True
+
+
+def test_the_text_record_ends_with_the_proof_list(run):
+  _, data, text = run
+  lines = text.splitlines()
+  assert lines[0].startswith("bench/advice_known_answers.py --out ")
+  assert "no GPU" in lines[1]
+  proof = lines[lines.index("Proof (issue 29), item by item: a CPU run, nothing measured: no GPU"):]
+  assert proof[1:] == data["proof"][1:]
+  assert proof[1].startswith("- cause and line named: 6/6: no_pipelining yes (advice_cases.py:")
+  assert proof[2].startswith("- measured fix of kinds a-c within 10 points of the hand fix: "
+                             "n/a/5")
+  assert proof[3].startswith("- kind-d fix ranked first (transcendental): yes: hoist")
+  assert proof[4].startswith("- at its roof, no advice (at_roof): n/a, no actions")
+  assert any(ln.startswith("== spills: ") for ln in lines)
+
+
+def test_a_spent_budget_skips_the_cases_and_still_writes_the_record(tmp_path):
+  result = _script("--out", str(tmp_path), "--budget-s", "1", "--only", "at_roof,rms_norm",
+                   timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  data = json.loads((tmp_path / "known_answers.json").read_text())
+  assert data["cases"] == [] and data["norms"] == []
+  assert data["skipped"] == ["at_roof: the 1 s budget was spent",
+                             "rms_norm: the 1 s budget was spent"]
+  assert "- not run: rms_norm: the 1 s budget was spent" in \
+      (tmp_path / "known_answers.txt").read_text()
+
+
+def test_an_unknown_case_is_refused_with_the_names(tmp_path):
+  result = _script("--out", str(tmp_path), "--only", "spils", timeout=120)
+  assert result.returncode == 2
+  assert "--only: no case spils (the cases: no_pipelining, too_few_warps, spills" in result.stderr
+
+
+def test_the_job_running_at_the_deadline_is_cut_and_the_record_kept(tmp_path):
+  """A deadline 10 s from the start cuts the first job (a full-size sm_90 compile of a
+  64-iteration loop, longer than that here); the next is not started; both files written."""
+  result = _script("--out", str(tmp_path), "--budget-s", "60", "--deadline-s", "10",
+                   "--only", "transcendental,rms_norm", timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  data = json.loads((tmp_path / "known_answers.json").read_text())
+  assert data["cases"] == [] and data["norms"] == []
+  assert data["skipped"] == ["transcendental: cut at the deadline (10 s)",
+                             "rms_norm: not started (the deadline)"]
+  assert data["elapsed_s"] < 30
+  assert "- not run: transcendental: cut at the deadline (10 s)" in \
+      (tmp_path / "known_answers.txt").read_text()

@@ -44,8 +44,10 @@ def test_the_sin_cos_loop_is_its_transcendentals_not_its_launch():
   d = advice.diagnoses[0]
   assert d.text.startswith("cos/sin take 9") and d.primitive in ("sin", "cos")
   assert any(e.measured and "samples at cos" in e.text for e in d.evidence)
-  # the recorded profile carries no loop-invariance facts (no GeneratedKernel): no hoisting
-  assert not advice.actions
+  # the recorded profile carries no loop-invariance facts (no GeneratedKernel): no hoisting,
+  # only the neighbouring settings offered to time (at 1 % of the copy bandwidth)
+  assert advice.actions and all(a.kind == "a" and a.rule == "below_roof"
+                                for a in advice.actions)
 
 
 def test_a_matmul_at_89_percent_is_not_at_its_roof():
@@ -84,3 +86,9 @@ def test_a_kernel_below_its_roof_says_where_its_time_goes():
   d = next(d for d in advice.diagnoses if d.rule == "below_roof")
   assert d.text.startswith("at 40 % of the matrix rate: the time goes to exp (flash_attention.py:")
   assert any(e.what == "stall reasons" and "issuing" in e.text for e in d.evidence)
+  # with no model of which way is faster, the settings next to its own are offered to time
+  near = [a for a in advice.actions if a.rule == "below_roof"]
+  assert [a.title for a in near] == [
+      "num_warps 4 -> 2 (a neighbouring setting)", "num_warps 4 -> 8 (a neighbouring setting)",
+      "num_stages 3 -> 2 (a neighbouring setting)", "num_stages 3 -> 4 (a neighbouring setting)"]
+  assert all(a.kind == "a" and a.status.endswith("tries it on the GPU") for a in near)

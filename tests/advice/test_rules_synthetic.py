@@ -87,6 +87,16 @@ def test_spills_offer_more_warps_and_smaller_blocks():
   assert not RULES["spills"](synthetic_facts(eqs, spills=0))
 
 
+def test_spills_of_many_values_a_thread_offer_blocks_small_enough_to_fit():
+  """(16, 8192) floats over 128 threads are 1,024 values each: halving is not enough,
+  blocks 8x smaller leave 128 a thread (the known-answer case's hand fix)."""
+  eqs = [synthetic_eq(0, "get", block_shape=(16, 8192), dtype="float32")]
+  (finding,) = RULES["spills"](synthetic_facts(eqs, spills=22780, registers=32, num_warps=4))
+  assert [a.change for a in finding.actions] == [
+      {"num_warps": 8}, {"block": "smaller", "factor": 2}, {"block": "smaller", "factor": 8}]
+  assert finding.actions[2].title == "smaller blocks (/8, 128 values per thread)"
+
+
 def test_a_column_read_is_uncoalesced():
   gk = types.SimpleNamespace(params=[types.SimpleNamespace(label="x_ref", shape=(4096, 8192))])
   eqs = [synthetic_eq(0, "get", block_shape=(4096, 1), dtype="float32", bytes_read=16384,
@@ -215,3 +225,27 @@ def test_a_grid_that_leaves_cta_slots_empty():
 def test_every_rule_has_a_place_in_the_order_of_diagnoses():
   from pallas_prof.advice.engine import PRIORITY
   assert set(PRIORITY) == set(RULES) and len(PRIORITY) == len(RULES)
+
+
+def test_below_its_roof_with_no_cause_the_neighbouring_settings_are_to_be_measured():
+  """A measured kernel at 60 %: the settings next to its own, as what-ifs `advise` times
+  (no estimate); num_stages only where there is a loop for them to pipeline."""
+  hot = synthetic_eq(0, "reduce_sum", weight=0.6, block_shape=(8, 1024), dtype="float32")
+  f = synthetic_facts([hot], measured=True, median_s=1e-4, rates=synthetic_rates(60.0))
+  (finding,) = RULES["below_roof"](f)
+  assert finding.diagnosis.text.startswith("at 60 % of the copy bandwidth: the time goes to "
+                                           "reduce_sum")
+  assert [(a.kind, a.change) for a in finding.actions] == [
+      ("a", {"num_warps": 2}), ("a", {"num_warps": 8})]
+  assert all(a.estimate_pct is None and "measured where tried" in a.estimate_basis
+             for a in finding.actions)
+  loop = synthetic_eq(1, "scan", trips=512, line=20)
+  f = synthetic_facts([hot, loop], measured=True, median_s=1e-4, num_warps=16,
+                      rates=synthetic_rates(60.0))
+  (finding,) = RULES["below_roof"](f)
+  assert [a.change for a in finding.actions] == [{"num_warps": 8}, {"num_stages": 2},
+                                                 {"num_stages": 4}]
+  # not measured, or at 80 % and more: nothing
+  assert not RULES["below_roof"](synthetic_facts([hot], rates=synthetic_rates(60.0)))
+  assert not RULES["below_roof"](synthetic_facts([hot], measured=True, median_s=1e-4,
+                                                 rates=synthetic_rates(80.0)))

@@ -59,17 +59,17 @@ OWN_PATH = textwrap.dedent("""
     out = call(x, i)
     assert np.asarray(out[0])[1].tolist() == np.where(np.arange(20) < 17, x, 0).tolist()
     assert np.asarray(out[1])[0].tolist() == [0] * 20 and int(out[2]) == 7
-    pallas_prof.install(check_bounds=True)
-    plain = pl.pallas_call(lambda x_ref, o_ref: plgpu.store(o_ref, x_ref[...] * 2),
-                           out_shape=jax.ShapeDtypeStruct((20,), jnp.float32))
-    assert np.asarray(plain(x)).tolist() == (x * 2).tolist()
     gk = registry.find("kernel")[-1].generated
     assert ".target sm_90" in backend_compile.compile_kernel(gk, ("cuda", 90)).ptx
-    try:
+    try:       # before the bounds-checked mode: its host callbacks do not serialise
       export.export(jax.jit(call), platforms=["cuda"], disabled_checks=[
           export.DisabledSafetyCheck.custom_call(plgpu.CUSTOM_CALL_TARGET_NAME)])(x, i)
     except AttributeError as e:          # a CPU jaxlib has no Triton launcher
       assert "TritonKernel" in str(e), e
+    pallas_prof.install(check_bounds=True)
+    plain = pl.pallas_call(lambda x_ref, o_ref: plgpu.store(o_ref, x_ref[...] * 2),
+                           out_shape=jax.ShapeDtypeStruct((20,), jnp.float32))
+    assert np.asarray(plain(x)).tolist() == (x * 2).tolist()
     assert "atomic_rmw" in rule_limits()
     try:         # an unknown primitive: the error lists supported ones
       pl.pallas_call(lambda x_ref, o_ref: o_ref.__setitem__(..., jax.lax.top_k(x_ref[...], 20)[0]),
@@ -180,6 +180,7 @@ def test_on_a_gpu_its_own_path_warns_nothing(deprecations_seen, recwarn):
   assert DEPRECATION not in deprecations_seen, deprecations_seen
   assert not [w for w in recwarn if "Triton backend is deprecated" in str(w.message)]
   if _has_the_deprecation() and builtin_triton.lowering() is not None:
-    plain = pl.pallas_call(_plain_kernel, out_shape=S((24,), jnp.float32))
-    np.testing.assert_array_equal(plain(x), x + 1)     # JAX's own backend: the control
+    x32 = np.arange(32, dtype=np.float32)     # JAX's own backend takes powers of two only
+    plain = pl.pallas_call(_plain_kernel, out_shape=S((32,), jnp.float32))
+    np.testing.assert_array_equal(plain(x32), x32 + 1)     # JAX's own backend: the control
     assert DEPRECATION in deprecations_seen, deprecations_seen

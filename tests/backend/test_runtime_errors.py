@@ -70,6 +70,32 @@ def test_a_read_outside_the_ref_is_a_bounds_error_every_time(mode, jitted, rng):
   np.testing.assert_allclose(np.asarray(call(np.array([0], np.int32), x)), x[:24] * 3, rtol=1e-6)
 
 
+# on a CPU JAX keeps no runtime token of a failed callback; a GPU does, and JAX's exit
+# handlers then print the failure again: this stands in for that token. On a GPU the
+# real one is met by tests/cli/test_newcomer.py's bounds-checked run-time failure.
+@pytest.mark.no_gpu
+def test_a_reported_failure_leaves_no_token_to_raise_it_again_at_exit(mode, monkeypatch, rng):
+  from jax._src import dispatch
+
+  class FailedTokens(type(dispatch.runtime_tokens)):
+    """JAX's runtime token set holding a failed program's token: waiting on it raises."""
+
+    def block_until_ready(self):
+      if "failed" in self.output_runtime_tokens:
+        raise jax.errors.JaxRuntimeError("INTERNAL: CpuCallback error calling callback")
+      super().block_until_ready()
+
+  failed = FailedTokens()
+  failed.output_runtime_tokens["failed"] = None
+  monkeypatch.setattr(dispatch, "runtime_tokens", failed)
+  x = random_array(rng, (100,), "float32")
+  call = pallas(_window_kernel, S((24,), jnp.float32), name=f"window_tokens_{mode}")
+  with pytest.raises(pallas_prof.BoundsError):
+    jax.block_until_ready(call(np.array([95], np.int32), x))
+  assert "failed" not in failed.output_runtime_tokens
+  failed.block_until_ready()                    # what JAX's exit handler does: nothing left
+
+
 @pytest.mark.no_gpu
 def test_another_failure_under_the_interpreter_is_a_kernel_runtime_error(monkeypatch, rng):
   def broken(*args, **kwargs):

@@ -291,7 +291,10 @@ def test_matmul_example_covers_any_m_and_n_without_a_warning():
       warnings.simplefilter("error", pallas_prof.UncoveredOutputWarning)
       out = matmul.matmul(a, b, bm=64, bn=64, bk=32)
     ref = jnp.dot(a, b, precision="highest")
-    assert float(jnp.max(jnp.abs(out - ref))) < 1e-3
+    # on a GPU the kernel's dot multiplies in TF32 (JAX's default precision there): a
+    # 10-bit mantissa over K=96 terms of unit size
+    tol = 1e-3 if jax.default_backend() == "cpu" else 5e-2
+    assert float(jnp.max(jnp.abs(out - ref))) < tol
     with pytest.raises(ValueError, match="K=96 is not a multiple of bk=64"):
       matmul.matmul(a, b, bk=64)
   finally:

@@ -253,12 +253,7 @@ def masked_other_kernels(draw) -> Program:
   m = draw(st.integers(1, n + 1), label="mask width")
   mask = draw(st.sampled_from([f"(gi >= {s}) & (gi < {s + m})", f"(gi < {s}) | (gi >= {s + m})",
                                f"((gi % 3) != 1) & (gi < {s + m})"]), label="load mask")
-  x0 = Var("x0", (block,), dtype, bound)
-  b.vars.append(x0)
-  product = b.add(f"x0 * {live.name}", _int_bound(dtype) if dtype == "int32"
-                  else bound * live.bound, "live use")
-  if product.is_float:
-    _fit_float(b, product)
+  _load_over_live(b, live, bound)
   for _ in range(draw(st.integers(1, 4), label="statements")):
     _statement(b, [_packed_math, _kernel_select, _unary, _select])
   out = b.vars[-1]
@@ -281,6 +276,16 @@ def masked_other_kernels(draw) -> Program:
   return Program("kernel", source, (_input_spec((n,), dtype), _input_spec((n,), dtype)),
                  draw(st.integers(0, 2**31 - 1), label="seed"), tol, scale,
                  tuple(sorted(features)), b.fragile)
+
+
+def _load_over_live(b: Builder, live: Var, bound: float) -> Var:
+  """x0, loaded with other=live, and its product with live. Masked-off lanes hold
+  the live value: x0 takes its bound and its rounding."""
+  x0 = Var("x0", live.shape, live.dtype, max(bound, live.bound), live.inexact)
+  b.vars.append(x0)
+  product = b.add(f"x0 * {live.name}", _int_bound(live.dtype) if live.dtype == "int32"
+                  else x0.bound * live.bound, "live use")
+  return _fit_float(b, product) if product.is_float else product
 
 
 def hazard_programs():

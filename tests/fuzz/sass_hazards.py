@@ -24,6 +24,10 @@ _LABEL = re.compile(r"^\s*\.L_\w+:")
 _REGISTER = re.compile(r"\bR(\d+)\b")
 # packed 16-bit float math: two halves (or one, .H0_H0) per register
 PACKED_16 = re.compile(r"^H(MUL2|FMA2|ADD2|MNMX2|SET2|SETP2)\b")
+# `VIADD.16x2 R8, R8, 0x0 ;`: what ptxas 12.8-12.9 make of a packed 16-bit integer add of a
+# constant whose result has one half read: the constant is gone (issue 32, seed 1250; a
+# real add of zero never reaches SASS). pallas-prof's PTX rewrite splits such adds.
+LOST_PACKED_CONSTANT = re.compile(r"VIADD\.16x2\s+R\d+,\s*R\d+,\s*0x0\s*;")
 # instructions that end a basic block
 _BLOCK_END = re.compile(r"^(BRA|BRX|JMP|JMX|EXIT|RET|CALL|BSYNC|BSSY|WARPSYNC|BAR)\b")
 
@@ -50,6 +54,11 @@ def in_place_predicated_selects(sass: str) -> list[str]:
     if dest in sources:
       found.append(m.group(0))
   return found
+
+
+def lost_packed_constants(sass: str) -> list[str]:
+  """The packed 16-bit integer adds whose constant ptxas dropped."""
+  return LOST_PACKED_CONSTANT.findall(sass)
 
 
 def _instructions(sass: str):

@@ -23,7 +23,7 @@ import re
 import time
 
 from tests.fuzz.programs import Program
-from tests.fuzz.sass_hazards import HazardLead, hazard_leads
+from tests.fuzz.sass_hazards import HazardLead, hazard_leads, lost_packed_constants
 
 TARGET = ("cuda", 90)
 
@@ -42,6 +42,9 @@ class Sm90Outcome:
   # needed one; on a failure, whose fault it was ("triton", "kernel", "pallas-prof")
   workarounds: list[str] = dataclasses.field(default_factory=list)
   fault: str | None = None
+  # packed 16-bit adds whose constant ptxas dropped (sass_hazards.lost_packed_constants):
+  # a miscompile, where pallas-prof's PTX rewrite did not reach one
+  lost_constants: list[str] = dataclasses.field(default_factory=list)
 
   @property
   def strong_leads(self) -> list[HazardLead]:
@@ -60,6 +63,8 @@ class Sm90Outcome:
       out["workarounds"] = self.workarounds
     if self.fault:
       out["fault"] = self.fault
+    if self.lost_constants:
+      out["lost_constants"] = self.lost_constants[:3]
     return out
 
 
@@ -88,6 +93,7 @@ def compile_sm90(program: Program) -> Sm90Outcome:
     return Sm90Outcome("no_kernel")
   t0 = time.perf_counter()
   leads: list[HazardLead] = []
+  lost: list[str] = []
   used: list[str] = []
   seen = set()
   for rec in records:
@@ -106,9 +112,11 @@ def compile_sm90(program: Program) -> Sm90Outcome:
     plan = getattr(ck.generated, "workaround_plan", None)
     if plan is not None:
       used.append(plan_words(plan))
-    leads += hazard_leads(lineinfo.disassemble(ck.cubin, "-c"))
+    sass = lineinfo.disassemble(ck.cubin, "-c")
+    leads += hazard_leads(sass)
+    lost += lost_packed_constants(sass)
   return Sm90Outcome("compiled", len(seen), leads=leads, seconds=time.perf_counter() - t0,
-                     workarounds=used)
+                     workarounds=used, lost_constants=lost)
 
 
 def plan_words(plan) -> str:

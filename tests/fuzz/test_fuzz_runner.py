@@ -121,7 +121,7 @@ def _git(cwd, *argv):
 def test_the_commit_is_the_trees_own_never_an_enclosing_repositorys(tmp_path, monkeypatch):
   """A copy of the tree without .git inside another repository (the device's copy, a
   folder in someone's checkout) used to report that repository's HEAD. git counts only
-  where the tree is its own top; else PALLAS_PROF_COMMIT, else .pallas-prof-commit."""
+  where the tree is its own top; PALLAS_PROF_COMMIT before it, .pallas-prof-commit after."""
   from bench.fuzz_summary import COMMIT_ENV, STAMP_FILE, commit
   outer = tmp_path / "outer"
   copy = outer / "copy"
@@ -137,17 +137,21 @@ def test_the_commit_is_the_trees_own_never_an_enclosing_repositorys(tmp_path, mo
   assert commit(str(copy)) == ("abc1234", STAMP_FILE)
   monkeypatch.setenv(COMMIT_ENV, "def5678")
   assert commit(str(copy)) == ("def5678", COMMIT_ENV)       # the variable before the file
+  # the variable before git too: the device's copy carried a .git older than its files
+  assert commit(str(outer)) == ("def5678", COMMIT_ENV)
+  monkeypatch.delenv(COMMIT_ENV)
   assert commit(str(outer)) == (outer_head, "git")          # a tree at its own top: git
   _git(copy, "init", "-q")
   (copy / "g").write_text("y")
   _git(copy, "add", "g")
   _git(copy, "commit", "-q", "-m", "own")
   own = _git(copy, "rev-parse", "--short", "HEAD")
-  assert own != outer_head and commit(str(copy)) == (own, "git")   # git over the stamps
+  assert own != outer_head and commit(str(copy)) == (own, "git")   # git over the stamp file
 
 
-def test_this_checkout_stamps_its_own_head():
-  from bench.fuzz_summary import commit
+def test_this_checkout_stamps_its_own_head(monkeypatch):
+  from bench.fuzz_summary import COMMIT_ENV, commit
+  monkeypatch.delenv(COMMIT_ENV, raising=False)
   try:
     top = _git(ROOT, "rev-parse", "--show-toplevel")
   except subprocess.CalledProcessError:

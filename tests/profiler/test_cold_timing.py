@@ -279,3 +279,17 @@ def test_runner_cli_plain_mode_does_not_flush(fake_driver, softmax_kernel, tmp_p
                       "--min-seconds", "0"]) == 0
   out = json.loads(capsys.readouterr().out)
   assert out["mode"] == "cold" and out["cold"]["launches"] >= 5 and fake.flushes
+
+
+def test_the_profilers_own_kernels_leave_triton_no_default_to_warn_about():
+  """Triton 3.9 warns (once a process) when a compile leaves fp fusion to its default,
+  which 3.10 changes; the profiler's own kernels name it. Triton 3.6 has no such warning."""
+  import warnings
+  import triton
+  warn_once = getattr(getattr(triton, "_utils", None), "warn_once", None)
+  if warn_once is not None and hasattr(warn_once, "cache_clear"):
+    warn_once.cache_clear()          # fired already in this process: let it fire again
+  l2flush._compiled.cache_clear()
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    l2flush._compiled(90)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import estimate
 from ..facts import TRANSCENDENTAL
-from .table import Finding, about, edit, fact, rule
+from .table import Finding, about, config, edit, fact, rule
 
 # transcendental equations with at least this share of the time make the kernel theirs
 TRANSCENDENTAL_SHARE = 0.3
@@ -124,7 +124,20 @@ def below_roof(f) -> list[Finding]:
       f.rates.bound, "of the copy bandwidth (no dots)")
   return [Finding(about("below_roof", f"at {eff:.0f} % {what}: the time goes to {hot[0].primitive}"
                         f" ({hot[0].location})" if hot else f"at {eff:.0f} % {what}", f,
-                        hot[0] if hot else None, evidence))]
+                        hot[0] if hot else None, evidence), _neighbours(f))]
+
+
+def _neighbours(f) -> list:
+  """The settings next to the kernel's, as what-ifs `advise` measures: with no cause
+  named, no model says which way is faster, but trying costs a replay each."""
+  none = (None, "no estimate: no rule names a cause; measured where tried")
+  warps = [w for w in (f.num_warps // 2, f.num_warps * 2) if 1 <= w <= 16 and w != f.num_warps]
+  out = [config("below_roof", {"num_warps": w}, f, "a neighbouring setting", none)
+         for w in warps]
+  if any(e.is_loop for e in f.equations.values()):       # stages pipeline a loop's loads
+    out += [config("below_roof", {"num_stages": s}, f, "a neighbouring setting", none)
+            for s in (f.num_stages - 1, f.num_stages + 1) if 1 <= s <= 5]
+  return out
 
 
 @rule("sampling_gaps")

@@ -17,6 +17,9 @@ TARGET_PROGRAM_BYTES = 64 * 1024
 SHORT_PROGRAM_S = 10e-6
 # more values per thread than this in a block, with one or two warps: too few warps
 MANY_PER_THREAD = 64
+# about as many values of a block as a thread's 255 registers hold beside its addresses and
+# temporaries: smaller blocks are proposed down to this
+FITS_PER_THREAD = 128
 
 
 @rule("at_roof")
@@ -161,8 +164,12 @@ def spills(f) -> list[Finding]:
   none = (None, "no estimate: the work model has no cost for a spill; measured where tried")
   actions = [config("spills", {"num_warps": f.num_warps * 2}, f, "fewer values per thread",
                     none)] if f.num_warps < 16 else []
-  actions.append(blocks("spills", "smaller", f, "/2, half the values per thread", none,
-                        factor=2))
+  # halved, and (where that is not enough) as small as fits a thread's registers
+  fits = 2 ** math.ceil(math.log2(n / f.threads / FITS_PER_THREAD)) if n else 2
+  for factor in dict.fromkeys((2, max(2, fits))):
+    why = "half the values per thread" if factor == 2 else \
+        f"{n / f.threads / factor:,.0f} values per thread"
+    actions.append(blocks("spills", "smaller", f, f"/{factor}, {why}", none, factor=factor))
   return [Finding(d, actions)]
 
 
