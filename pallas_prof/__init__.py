@@ -16,11 +16,27 @@ from .import_errors import PallasProfImportError, reported as _reported  # noqa:
 
 with _reported("pallas_prof"):      # the real cause and the versions found, if it fails
   from .backend import CompileError, CompilerParams, LoweringError, install, installed, uninstall
-  from .backend import registration as _registration
+  from .backend import hooks as _hooks, registration as _registration
   from .backend.bounds import BoundsError
   from .backend.runtime_errors import KernelRuntimeError
   from .backend.coverage import UncoveredOutputWarning
   _registration._ensure_registered()
+
+
+class _Tuner(_hooks.Selector):
+  """The compile the GPU path launches, as tuning asks (CompilerParams(autotune=...),
+  PALLAS_PROF_AUTOTUNE=1, PALLAS_PROF_TUNED): pallas_prof/tune/params.py, imported on
+  the first GPU lowering (or by the warm-up thread before it), not with pallas_prof."""
+
+  def prepare(self):
+    from .tune import params  # noqa: F401
+
+  def select(self, *args, **kwargs):
+    from .tune.params import select
+    return select(*args, **kwargs)
+
+
+_hooks.set_selector(_Tuner())
 
 if _os.environ.get("PALLAS_PROF_TRACE", "").strip().lower() in ("1", "true", "yes", "on"):
   from .instrument import enable_from_env as _enable_from_env

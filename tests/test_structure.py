@@ -43,7 +43,7 @@ def _imports(module: str, path: pathlib.Path) -> list[tuple[str, int]]:
   tree = ast.parse(path.read_text(), str(path))
   package = _package_of(module, path)
   out = []
-  for node in ast.walk(tree):
+  for node in _run_time_nodes(tree):
     if isinstance(node, ast.Import):
       out += [(alias.name, node.lineno) for alias in node.names]
     elif isinstance(node, ast.ImportFrom):
@@ -58,6 +58,24 @@ def _imports(module: str, path: pathlib.Path) -> list[tuple[str, int]]:
         # `from pkg import submodule` depends on the submodule, not on pkg's __init__
         out.append((sub if sub in MODULES else target, node.lineno))
   return out
+
+
+def _run_time_nodes(tree):
+  """Every node of the tree but those under `if TYPE_CHECKING:` (imports only a type
+  checker follows: they never run, so they tie nothing at run time)."""
+  stack = [tree]
+  while stack:
+    node = stack.pop()
+    yield node
+    if isinstance(node, ast.If) and _is_type_checking(node.test):
+      stack.extend(node.orelse)
+      continue
+    stack.extend(ast.iter_child_nodes(node))
+
+
+def _is_type_checking(test) -> bool:
+  return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+      (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def _graph() -> dict[str, set[str]]:
@@ -168,6 +186,8 @@ def test_jax_triton_backend_only_in_builtin_triton_and_never_at_import():
     ("from jax._src import core\n", True),
     ("def f():\n  import jax._src.pallas.core as pc\n", True),
     ("from jax import lax\n", False),
+    ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n  from jax._src import core\n", False),
+    ("import typing\nif typing.TYPE_CHECKING:\n  pass\nelse:\n  from jax._src import core\n", True),
 ])
 def test_the_checks_see_nested_and_aliased_imports(tmp_path, source, found):
   path = tmp_path / "m.py"

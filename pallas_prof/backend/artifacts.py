@@ -26,6 +26,7 @@ from typing import Any, ClassVar, Mapping, Union
 from ..serial import from_fields, plain
 from .check_sites import load_sites
 from .equation_text import Described, Description
+from .tma_note import TmaNote
 
 # --- lowering: what the kernel takes ---------------------------------------------
 
@@ -170,12 +171,15 @@ class GeneratedKernel:
   probe_layout: Any = None
   launch_group: int = 0              # > 1: programs launched in groups (grid.grouped_launch)
   tma: bool = False                  # some loads go through TMA tensor descriptors (tma.py)
-  tma_notes: tuple[str, ...] = ()    # TMA asked for: the loads that could not use it, and why
+  tma_notes: tuple = ()              # TMA asked for: accesses that could not use it (TmaNote)
   # lowered otherwise because Triton failed on the plain lowering (workarounds.py): what
   # changed, one note each; the plan that made it (workaround_plan.py; not saved), which
   # the kernel's other variants (probes, tuning) are lowered with too
   workarounds: tuple[str, ...] = ()
   workaround_plan: Any = dataclasses.field(default=None, compare=False)
+  # options.LoweringOptions that lower it again as it runs (launch_group, tma and the
+  # workarounds as they took effect); not saved: None for a kernel loaded from disk
+  options: Any = dataclasses.field(default=None, compare=False, repr=False)
 
   @property
   def inputs(self) -> list[KernelParam]:
@@ -210,7 +214,8 @@ class GeneratedKernel:
             "params": plain(self.params), "grid": list(self.grid),
             "launch_grid": list(self.launch_grid), "atomic_params": list(self.atomic_params),
             "bounds_sites": plain(self.bounds_sites),
-            "tma_notes": list(self.tma_notes), "workarounds": list(self.workarounds)}
+            "tma_notes": [n.to_dict() for n in self.tma_notes],
+            "workarounds": list(self.workarounds)}
     with open(os.path.join(directory, "kernel.json"), "w") as f:
       json.dump(meta, f, indent=1, default=str)
 
@@ -231,7 +236,7 @@ class GeneratedKernel:
                grid=tuple(meta["grid"]), launch_grid=tuple(meta["launch_grid"]),
                atomic_params=tuple(meta.get("atomic_params", ())),
                bounds_sites=load_sites(meta.get("bounds_sites", ())),
-               tma_notes=tuple(meta.get("tma_notes", ())),
+               tma_notes=tuple(TmaNote.from_saved(n) for n in meta.get("tma_notes", ())),
                workarounds=tuple(meta.get("workarounds", ())),
                **{k: meta[k] for k in cls._SCALARS if k in meta})
 

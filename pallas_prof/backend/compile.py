@@ -118,7 +118,7 @@ def assemble_cubin(ck: CompiledKernel) -> CompiledKernel:
 
 def _notify_cache_hit(ck: CompiledKernel, start: int) -> None:
   obs = hooks.observer()
-  if getattr(obs, "enabled", False):
+  if obs.enabled:
     obs.compiled(CompileRecord(kernel=ck.name, key=ck.key, target=f"{ck.target[0]}:{ck.target[1]}",
                                start_ns=start, end_ns=time.time_ns(), stages=[], cache=ck.cache,
                                attributes=_attributes(ck),
@@ -249,7 +249,7 @@ def _attributes(ck: CompiledKernel) -> dict[str, Any]:
 
 def _notify(record: CompileRecord) -> None:
   obs = hooks.observer()
-  if getattr(obs, "enabled", False):
+  if obs.enabled:
     obs.compiled(record)
 
 

@@ -51,7 +51,12 @@ class KernelContext:
     self.launch_group = 0         # > 1: the grid is launched in groups (grid.grouped_launch)
     self.num_programs: list[int] = []
     self._eqn_counter = 0
-    self.replaying = False
+    # equations lowered without being recorded (no equation records, no spans): the
+    # TMA planning pass, whose code is thrown away (lowering._plan_tma), and a jaxpr
+    # emitted once more under the indices it was recorded with (RuleContext.reemit_jaxpr)
+    self.planning = False
+    self.reemitting = False
+    self.listeners: tuple = ()   # listeners.LoweringListener: the features watching
     self.atomic_refs: set[str] = set()     # params updated with atomics (zeroed on GPU)
     self.bounds = None     # bounds.SiteTable in the bounds-checked mode
     self.probes = None     # probes.ProbeEmitter in the profiler's probed variant

@@ -2,30 +2,29 @@
 
 `lower_jaxpr` walks a jaxpr (the kernel's, a loop body, a branch, an index
 map) and `_lower_equation` is the one dispatcher every equation goes
-through: it looks up the rule of its primitive, records the equation for
-the line map, opens the observer's span, and turns anything a rule raises
-into a LoweringError that names the equation and the user's line. It also
-gives a pure equation seen before in scope its earlier outputs, and after
-an equation that may write to memory it forgets every load (the memory rules
-reuse a load only until then; see context.Scope). Rules get a RuleContext.
+through: it records the equation for the line map, opens the observer's span,
+folds constants, gives a pure equation seen before in scope its earlier
+outputs, looks up the rule of its primitive, and turns anything a rule raises
+into a LoweringError that names the equation and the user's line. Rules get
+a RuleContext. Everything else that happens around an equation (barriers,
+forgetting loads after writes, work facts, TMA, probes) is a listener of the
+kernel's (listeners.py), told before and after.
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 import numpy as np
 
 from . import compat, emit, hooks
-from .codegen import EqnInfo, UnsupportedDtype, Value, is_float
+from .codegen import EqnInfo, UnsupportedDtype, Value
 from .context import KernelContext, Scope
 from .describe import describe
-from .effects import ANY_REF, jaxpr_write_targets, refs_read, write_targets
+from .effects import ANY_REF, jaxpr_write_targets
 from .errors import LoweringError, Unsupported
 from .folding import FOLDABLE, try_fold
+from .listeners import EquationEvent
 from .rules import ALIASES, all_rules, rule_for
-from .rules.table import REDUCTION, TRANSCENDENTAL, work_of
-from .tma import note_equation
 
 
 class RuleContext:
@@ -107,17 +106,17 @@ class RuleContext:
     return lower_jaxpr(self.kernel, jaxpr, list(args), parent=self.info, region=region,
                        consts=consts, new_scope=not straight_line, loop=loop)
 
-  def replay_jaxpr(self, jaxpr, args: Sequence[Any], region: str, first_index: int,
+  def reemit_jaxpr(self, jaxpr, args: Sequence[Any], region: str, first_index: int,
                    consts=(), *, loop: bool = False) -> list[Any]:
     """Emits a jaxpr lowered before once more (e.g. a while condition at the end
     of the body) under the same equation indices: no new equations, no spans."""
     kernel = self.kernel
-    saved_counter, saved_replaying = kernel._eqn_counter, kernel.replaying
-    kernel._eqn_counter, kernel.replaying = first_index, True
+    saved_counter, saved_reemitting = kernel._eqn_counter, kernel.reemitting
+    kernel._eqn_counter, kernel.reemitting = first_index, True
     try:
       return self.lower_jaxpr(jaxpr, args, region, consts, loop=loop)
     finally:
-      kernel._eqn_counter, kernel.replaying = saved_counter, saved_replaying
+      kernel._eqn_counter, kernel.reemitting = saved_counter, saved_reemitting
 
 
 # --- the walker and the dispatcher -------------------------------------------
@@ -183,21 +182,13 @@ def _lower_equations(kernel: KernelContext, jaxpr, env: dict, live: set,
       invals = [_read(env, v) for v in eqn.invars]
     except Unsupported as e:
       raise _lowering_error(kernel, info, e.reason, e.hint, e) from None
-    probed = kernel.probes is not None and parent is None and region == "kernel"
-    if probed:
-      # index math (scalars in, scalars out: program ids, offsets) keeps a run of loads
-      # going; an equation that makes a block (an iota, even of no operands) does not
-      kernel.probes.before_equation(kernel.builder, info, all(
-          getattr(getattr(v, "aval", None), "shape", ()) == ()
-          for v in (*eqn.invars, *eqn.outvars)))
-    first_line = kernel.builder.num_lines
-    outvals = _lower_equation(kernel, eqn, info, invals, live)
-    if probed:
-      shapes = [getattr(v.aval, "shape", ()) for v in eqn.outvars]
-      results = tuple(outvals or ()) if eqn.primitive.multiple_results else (outvals,)
-      kernel.probes.after_equation(kernel.builder, info, kernel.builder.num_lines > first_line,
-                                   all(s == () for s in shapes), sum(map(math.prod, shapes)),
-                                   results)
+    event = EquationEvent(eqn, info, invals, live, parent, region)
+    for listener in kernel.listeners:
+      listener.before_equation(kernel, event)
+    event.first_line = kernel.builder.num_lines
+    outvals = _lower_equation(kernel, event)
+    for listener in kernel.listeners:
+      listener.after_equation(kernel, event, outvals)
     if eqn.primitive.multiple_results:
       outvals = list(outvals) if outvals is not None else []
       if len(outvals) != len(eqn.outvars):
@@ -223,13 +214,15 @@ def _live_vars(jaxpr) -> set:
   return live
 
 
-def _lower_equation(kernel: KernelContext, eqn, info: EqnInfo, invals: list[Any], live=None):
+def _lower_equation(kernel: KernelContext, event: EquationEvent):
   """THE dispatcher: every equation of every kernel goes through here."""
   b = kernel.builder
-  if not kernel.replaying:
+  eqn, info, invals, live = event.eqn, event.info, event.invals, event.live
+  unrecorded = kernel.planning or kernel.reemitting
+  if not unrecorded:
     b.add_eqn(info)
   first_line = b.num_lines
-  watcher = hooks.NULL_SPAN if kernel.replaying else hooks.observer().equation(info)
+  watcher = hooks.NULL_SPAN if unrecorded else hooks.observer().equation(info)
   with b.equation(info.index), watcher as span:
     folded = try_fold(eqn, invals)
     if folded is not None:
@@ -239,8 +232,8 @@ def _lower_equation(kernel: KernelContext, eqn, info: EqnInfo, invals: list[Any]
       earlier = kernel.lookup("values", key)
       if earlier is not None:
         return list(earlier) if eqn.primitive.multiple_results else earlier
-    writes = write_targets(eqn, _operand_values(eqn, invals))
-    kernel.sync_before(refs_read(eqn, invals, live))
+    for listener in kernel.listeners:
+      listener.before_rule(kernel, event)
     rule = rule_for(eqn.primitive)
     if rule is None:
       raise _lowering_error(kernel, info, f"primitive `{eqn.primitive.name}` has no "
@@ -259,14 +252,8 @@ def _lower_equation(kernel: KernelContext, eqn, info: EqnInfo, invals: list[Any]
                             f"rule: {type(e).__name__}: {e}",
                             "please report this with the kernel; meanwhile try writing "
                             "the operation differently", e) from e
-    _record_work(info, eqn)
-    if kernel.tma is not None:
-      note_equation(kernel, eqn, invals, out)
-    if writes is not None:
-      # also what the rule itself loaded (a swap's old value); a loop body
-      # that writes forgets them on entry too (lower_jaxpr)
-      kernel.forget_loads(None if writes is ANY_REF else writes)
-      kernel.note_writes(writes)
+    for listener in kernel.listeners:
+      listener.after_rule(kernel, event, out)
     if key is not None:
       kernel.remember("values", key, tuple(out) if eqn.primitive.multiple_results else out)
     if b.num_lines > first_line:
@@ -295,28 +282,7 @@ def _pure_key(eqn, invals):
   return key
 
 
-def _operand_values(eqn, invals):
-  """var -> value of an equation's (non-literal) operands."""
-  values = {}
-  for var, value in zip(eqn.invars, invals):
-    if not isinstance(var, compat.Literal):
-      values[var] = value
-  return values.get
-
-
 _ADDITIVE_FACTS = frozenset({"bytes_read", "bytes_written"})
-
-
-def _record_work(info: EqnInfo, eqn) -> None:
-  """The FLOPs of an elementwise or reduction equation (its rule's registered
-  `work`), from its avals, unless the rule recorded its own: one per element
-  of the result (of the operand, for a reduction), float results only."""
-  kind = work_of(eqn.primitive)
-  if kind is None or not eqn.outvars or not is_float(eqn.outvars[0].aval.dtype):
-    return
-  aval = eqn.invars[0].aval if kind == REDUCTION and eqn.invars else eqn.outvars[0].aval
-  key = "transcendentals" if kind == TRANSCENDENTAL else "elementwise_flops"
-  info.facts.setdefault(key, math.prod(aval.shape))
 
 
 def _unsupported_hint(eqn) -> str:

@@ -23,12 +23,13 @@ from .blockspec import alias_sets, arg_labels, block_ref, operands_line
 from .codegen import KernelBuilder, UnsupportedDtype
 from .context import KernelContext
 from .dispatch import lower_jaxpr
-from .effects import ANY_REF, jaxpr_write_targets
 from .errors import LoweringError, Unsupported
 from .grid import (check_call, emit_grouped_program_ids, emit_program_ids, grouped_launch,
                    launch_grid_for, static_grid)
 from .kernel_files import write_source
-from .tma import TmaPlan, emit_descriptors, header_lines, stored_once
+from .options import LoweringOptions
+from .listeners import ParamLayout, listeners_for
+from .tma import TmaPlan, header_lines
 from .workaround_plan import header_lines as workaround_header, merged_notes
 
 
@@ -66,56 +67,38 @@ def kernel_name_of(jaxpr, name: str | None = None) -> str:
   return compat.sanitize_name(fn)
 
 
-def lower_kernel(jaxpr, grid_mapping, *, num_warps: int, num_stages: int,
-                 compute_capability: int = 90, name: str | None = None,
-                 enable_fp_fusion: bool = False,
-                 debug: bool = False, call_site=None,
-                 input_output_aliases=None, check_bounds: bool = False,
-                 probes=None, launch_group: int = 0, tma: bool = False,
-                 workarounds=None) -> GeneratedKernel:
-  """Lowers the jaxpr of a pallas_call to a GeneratedKernel (Triton source).
+def lower_kernel(jaxpr, grid_mapping, options: LoweringOptions = LoweringOptions(), *,
+                 name: str | None = None, call_site=None,
+                 input_output_aliases=None) -> GeneratedKernel:
+  """Lowers the jaxpr of a pallas_call to a GeneratedKernel (Triton source), as
+  `options` (options.LoweringOptions) say.
 
   `input_output_aliases`: the pallas_call's (input index, output index)
   pairs. Which refs may share memory decides which loads a write makes
   stale; None (unknown) means any ref may alias any other.
 
-  `launch_group` > 1: programs run in grouped order (grid.grouped_launch), where
-  the grid allows; the GeneratedKernel's launch_group says whether it did.
-
-  `tma`: reads of dense blocks load through Hopper's TMA (tensor descriptors,
-  tma.py) where that provably reads the same; the GeneratedKernel's `tma` says
-  whether any did, `tma_notes` why the others did not.
-
   `call_site` is the source info of the pallas_call equation (anything
   with a `.traceback`): errors about the call as a whole (grid, BlockSpecs,
   scratch shapes) point at the user's line there.
 
-  `probes`: True or a probes.ProbeOptions for the profiler's probed variant (an
-  extra buffer parameter and timestamps around each top-level equation:
-  probes.py); None or False for the kernel as the user's program runs it.
-
-  `workarounds`: a workaround_plan.WorkaroundPlan, equations lowered in other forms
-  because Triton fails on their plain ones (workarounds.py); what changed is in
-  the GeneratedKernel's `workarounds` and its source's header.
+  The GeneratedKernel's `options` are the ones that lower it again as it runs:
+  its launch_group and tma as they took effect (the grid may not allow groups,
+  no load may suit TMA: `tma_notes` says why) and the workarounds the rules used.
   """
   with CollectionClock() as collections:
-    gk = _lower_kernel(jaxpr, grid_mapping, collections, num_warps=num_warps,
-                       num_stages=num_stages, compute_capability=compute_capability,
-                       name=name, enable_fp_fusion=enable_fp_fusion, call_site=call_site,
-                       input_output_aliases=input_output_aliases, check_bounds=check_bounds,
-                       probes=probes, launch_group=launch_group, tma=tma,
-                       workarounds=workarounds)
-  if debug:
+    gk = _lower_kernel(jaxpr, grid_mapping, collections, options, name=name,
+                       call_site=call_site, input_output_aliases=input_output_aliases)
+  if options.debug:
     print(f"\npallas-prof: kernel jaxpr for {gk.source_info}:\n{jaxpr}\n")
     print(f"pallas-prof: generated Triton ({gk.path}):\n{gk.source}")
   return gk
 
 
-def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, *, num_warps, num_stages,
-                  compute_capability, name, enable_fp_fusion, call_site,
-                  input_output_aliases, check_bounds=False, probes=None,
-                  launch_group=0, tma=False, workarounds=None) -> GeneratedKernel:
+def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, options: LoweringOptions,
+                  *, name, call_site, input_output_aliases) -> GeneratedKernel:
   start_time = time.perf_counter()
+  num_warps, num_stages = options.num_warps, options.num_stages
+  launch_group, workarounds = options.launch_group, options.workarounds
   kname = kernel_name_of(jaxpr, name)
   src_info = getattr(jaxpr.debug_info, "func_src_info", None) or kname
   jaxpr_text, pp_context = compat.print_jaxpr(jaxpr)
@@ -137,29 +120,31 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, *, num_warp
       raise call_error(e.reason, e.hint) from None
     header = [f"Triton kernel generated by pallas-prof from the Pallas kernel {src_info}",
               f"grid {grid}, num_warps={num_warps}, num_stages={num_stages}"
-              + (", enable_fp_fusion=True" if enable_fp_fusion else ""),
+              + (", enable_fp_fusion=True" if options.enable_fp_fusion else ""),
               operands_line(jaxpr, grid_mapping),
               "each line's comment: [equation index] primitive @ your file:line"]
 
-    def new_context():
+    def new_context(plan: TmaPlan | None, planning: bool = False):
       b = KernelBuilder(kname, header)
-      kernel = KernelContext(b, kname, grid, [], compute_capability,
+      kernel = KernelContext(b, kname, grid, [], options.compute_capability,
                              getattr(grid_mapping, "grid_names", None), jaxpr_text)
       kernel.pp_context, kernel.jaxpr = pp_context, jaxpr
-      if check_bounds:
+      if options.check_bounds:
         from .bounds import SiteTable
         kernel.bounds = SiteTable()
-      if probes:
+      if options.probes:
         from .probes import ProbeEmitter, ProbeOptions
-        options = probes if isinstance(probes, ProbeOptions) else ProbeOptions()
-        kernel.probes = ProbeEmitter(options, num_warps, len(jaxpr.eqns))
+        probe_options = options.probes if isinstance(options.probes, ProbeOptions) \
+            else ProbeOptions()
+        kernel.probes = ProbeEmitter(probe_options, num_warps, len(jaxpr.eqns))
         b.header.insert(1, "PROFILING VARIANT with probes (launched only by pallas-prof's replay)")
+      kernel.tma, kernel.planning = plan, planning
+      kernel.listeners = listeners_for(kernel)
       return b, kernel
 
     plan = _plan_tma(new_context, jaxpr, grid_mapping, input_output_aliases,
-                     launch_group) if tma else None
-    b, kernel = new_context()
-    kernel.tma = plan
+                     launch_group) if options.tma else None
+    b, kernel = new_context(plan)
     kernel.workarounds = workarounds
     try:
       params = _lower_kernel_body(kernel, jaxpr, grid_mapping, input_output_aliases,
@@ -179,21 +164,24 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, *, num_warp
     if collections.seconds:
       kernel_span.set("pallas.lowering.gc_ms", collections.seconds * 1e3)
   path = write_source(kname, key, source)
+  used_tma = bool(plan and plan.used)
+  used_plan = workarounds.only(kernel.workaround_applied) if notes else None
   gk = GeneratedKernel(name=b.kernel_name, source=source, path=path, line_map=line_map,
                        eqns=_records(b.eqns, line_map), params=tuple(params), grid=grid,
                        launch_grid=launch, num_warps=num_warps, num_stages=num_stages,
-                       enable_fp_fusion=enable_fp_fusion,
+                       enable_fp_fusion=options.enable_fp_fusion,
                        jaxpr_text=jaxpr_text, source_info=src_info,
                        lowering_seconds=time.perf_counter() - start_time, key=key,
                        atomic_params=tuple(sorted(kernel.atomic_refs)),
                        gc_seconds=collections.seconds,
                        bounds_sites=tuple(kernel.bounds.sites) if kernel.bounds else (),
-                       check_bounds=bool(check_bounds),
+                       check_bounds=bool(options.check_bounds),
                        probe_layout=kernel.probes.layout() if kernel.probes else None,
-                       launch_group=kernel.launch_group, tma=bool(plan and plan.used),
+                       launch_group=kernel.launch_group, tma=used_tma,
                        tma_notes=tuple(plan.notes) if plan else (), workarounds=notes,
-                       workaround_plan=workarounds.only(kernel.workaround_applied)
-                       if notes else None)
+                       workaround_plan=used_plan,
+                       options=options.replace(launch_group=kernel.launch_group, tma=used_tma,
+                                               workarounds=used_plan))
   return gk
 
 
@@ -201,26 +189,12 @@ def _plan_tma(new_context, jaxpr, grid_mapping, input_output_aliases, launch_gro
   """The planning pass of a kernel with TMA asked for: lowered once, its code
   thrown away (no spans, no equation records), to learn which (ref, block)
   pairs load through descriptors, which the real pass makes in its prologue."""
-  b, kernel = new_context()
-  kernel.tma = TmaPlan()
-  kernel.replaying = True
+  b, kernel = new_context(TmaPlan(), planning=True)
   try:
     _lower_kernel_body(kernel, jaxpr, grid_mapping, input_output_aliases, launch_group)
   except Exception:  # noqa: BLE001 - the real pass raises it again, with its spans
     return TmaPlan()
   return TmaPlan(wanted=dict(kernel.tma.wanted))
-
-
-def _prepare_tma(kernel: KernelContext, jaxpr, refs) -> None:
-  """What TMA needs before the body: the refs the kernel may write (never read
-  through TMA) and, in the real pass, the descriptors the planning pass wants."""
-  plan = kernel.tma
-  written = jaxpr_write_targets(jaxpr, dict(zip(jaxpr.invars, refs)))
-  plan.written = (frozenset() if written is None else
-                  None if written is ANY_REF else kernel.aliases_of(written))
-  plan.store_once = stored_once(kernel, jaxpr, refs)
-  if plan.wanted:
-    plan.names = emit_descriptors(kernel, plan.wanted)
 
 
 def _records(infos, line_map: dict[int, int]) -> tuple[EquationRecord, ...]:
@@ -270,49 +244,29 @@ def _definition_site(jaxpr):
 
 
 
-def initial_params(kernel: KernelContext, labels, n_in: int, n_out: int, block_mappings,
-                   input_output_aliases) -> list[KernelParam]:
-  """Bounds-checked mode: one parameter (after the inputs) per output that no
-  input is aliased to, holding its starting values; the launcher aliases it
-  to the output and fills it with poison (NaN, all ones), or zeros where the
-  output must start at zero (atomics), so that on every platform what the
-  kernel never writes shows. The kernel itself never reads it."""
-  if kernel.bounds is None:
-    return []
-  aliased = {int(o) for _, o in (input_output_aliases or ())}
-  params = []
-  for o in range(n_out):
-    if o in aliased:
-      continue
-    bm, label = block_mappings[n_in + o], labels[n_in + o]
-    name = kernel.builder.add_param(f"{label}_start")
-    params.append(KernelParam(name=name, label=f"{label} (starting values)",
-                              dtype=np.dtype(bm.array_aval.dtype).name,
-                              shape=tuple(bm.array_aval.shape), role="initial", index=o))
-  return params
-
-
 def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping,
                        input_output_aliases=None, launch_group: int = 0) -> list[KernelParam]:
+  """The kernel's parameters and prologue (program ids, each operand's block), then
+  its body; the listeners (listeners.py) add their parameters and code at set points."""
   b = kernel.builder
+  listeners = kernel.listeners
   n_in = grid_mapping.num_inputs
   n_out = grid_mapping.num_outputs
   block_mappings = grid_mapping.block_mappings
   labels = arg_labels(jaxpr, n_in, n_out)
   names = [b.add_param(label) for label in labels[:n_in]]
-  initial = initial_params(kernel, labels, n_in, n_out, block_mappings, input_output_aliases)
+  layout = ParamLayout(labels, n_in, n_out, block_mappings, input_output_aliases)
+  between = [p for listener in listeners for p in listener.after_inputs(kernel, layout)]
   names += [b.add_param(label) for label in labels[n_in:]]
-  if kernel.bounds is not None:
-    kernel.bounds.param = b.add_param(kernel.bounds.param)
-  if kernel.probes is not None:
-    kernel.probes.add_param(b)
+  for listener in listeners:
+    listener.after_outputs(kernel)
   kernel.may_alias = alias_sets(names, n_in, input_output_aliases)
   launch, axes = launch_grid_for(kernel.grid, tuple(grid_mapping.vmapped_dims))
   grouped = grouped_launch(launch, axes, launch_group)
   kernel.launch_grid = grouped or launch
   kernel.launch_group = launch_group if grouped else 0
-  if kernel.probes is not None:
-    kernel.probes.start(b, kernel.launch_grid)
+  for listener in listeners:
+    listener.launch(kernel)
   if grouped:
     with b.note(f"program ids of the grid, launched in groups of {launch_group} "
                 f"along dimension {axes[0][0]}"):
@@ -328,26 +282,16 @@ def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping,
     refs.append(block_ref(kernel, bm, name, label, pids))
     role = "input" if i < n_in else "output"
     if i == n_in:
-      params.extend(initial)
+      params.extend(between)
     params.append(KernelParam(name=name, label=label, dtype=np.dtype(bm.array_aval.dtype).name,
                               shape=tuple(bm.array_aval.shape), role=role,
                               index=i if i < n_in else i - n_in))
   if len(jaxpr.invars) != len(refs):
     raise Unsupported(f"kernel takes {len(jaxpr.invars)} refs but the call has "
                       f"{len(refs)} operands", None)
-  if kernel.tma is not None:
-    _prepare_tma(kernel, jaxpr, refs)
-  if kernel.probes is not None:
-    kernel.probes.prologue_done(b)
+  for listener in listeners:
+    listener.prologue_done(kernel, jaxpr, refs)
   lower_jaxpr(kernel, jaxpr, refs, parent=None, region="kernel")
-  if kernel.bounds is not None:
-    from .bounds import flag_length
-    params.append(KernelParam(name=kernel.bounds.param, label="bounds flags", dtype="int32",
-                              shape=(flag_length(kernel.bounds.sites),), role="check", index=0))
-  if kernel.probes is not None:     # its parameter comes last, after the bounds flags
-    kernel.probes.end(b)
-    layout = kernel.probes.layout()
-    params.append(KernelParam(name=layout.param, label="probe buffer", dtype="uint64",
-                              shape=(layout.words,), role="probes", index=0))
+  for listener in listeners:
+    params.extend(listener.end(kernel))
   return params
-

@@ -14,15 +14,14 @@ import numbers
 import os
 from typing import Any
 
-from . import bounds, builtin_triton, compat, coverage, registry, runtime_errors, triton_primitives
+from . import (bounds, builtin_triton, compat, coverage, hooks, registry, runtime_errors,
+               triton_primitives)
 from .compile import compile_kernel
 from .workarounds import compile_working_around
 from .errors import LoweringError
 from .launch import cpu_call, gpu_custom_call, no_programs
 from .lowering import kernel_name_of, lower_kernel, pallas_call_info
-
-DEFAULT_NUM_WARPS = 4
-DEFAULT_NUM_STAGES = 3
+from .options import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS, LoweringOptions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,100 +223,154 @@ def _num_warps_stages(cp) -> tuple[int, int]:
           DEFAULT_NUM_STAGES if stages is None else int(stages))
 
 
-def _lower(ctx, in_nodes, params, platform: str):
-  jaxpr = params["jaxpr"]
-  grid_mapping = params["grid_mapping"]
-  cp = params.get("compiler_params")
+def lowering_options(cp, platform: str, check_bounds: bool = False,
+                     debug: bool = False) -> LoweringOptions:
+  """What the call's CompilerParams (pallas-prof's, JAX's Triton ones or None) and the
+  process's modes ask of its lowering."""
   num_warps, num_stages = _num_warps_stages(cp)
-  # JAX lowers each equation inside its user context: the source info there
-  # holds the pallas_call's traceback (the lowering context's own is None
-  # for cached lowerings).
-  call_site = compat.source_info_util.current()
-
-  def call_error(reason, hint):
-    kname = kernel_name_of(jaxpr, params.get("name"))
-    return LoweringError(reason, hint=hint, kernel=kname, rule="pallas_call",
-                         eqn=pallas_call_info(call_site, jaxpr, kname, grid_mapping))
-
-  if params.get("mesh") is not None:
-    raise call_error("pallas_call with a mesh", "use a grid instead of a mesh")
-  if jaxpr.constvars:
-    raise call_error("the kernel closes over array constants",
-                     "pass arrays as pallas_call inputs")
-  cc = getattr(cp, "compute_capability", None) if isinstance(cp, CompilerParams) else None
+  ours = isinstance(cp, CompilerParams)
+  cc = cp.compute_capability if ours else None
   if platform == "cuda":
     cc = cc or compat.gpu_compute_capability() or 90
   else:
     cc = cc or 90
-  aliases = tuple(tuple(a) for a in params.get("input_output_aliases", ()))
+  return LoweringOptions(num_warps=num_warps, num_stages=num_stages, compute_capability=cc,
+                         enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
+                         launch_group=int(cp.launch_group or 0) if ours else 0,
+                         tma=bool(cp.tma) if ours else False, check_bounds=check_bounds,
+                         debug=debug)
+
+
+@dataclasses.dataclass(frozen=True)
+class PallasCall:
+  """The pallas_call being lowered: what every lowering of it (the kernel the program
+  runs, the tuner's candidates, the workarounds, the profiler's probed variant) shares."""
+  jaxpr: Any
+  grid_mapping: Any
+  name: str | None
+  call_site: Any            # JAX's source info of the equation: the user's line
+  aliases: tuple[tuple[int, int], ...]
+  platform: str
+
+  @classmethod
+  def of(cls, params: dict, platform: str) -> "PallasCall":
+    # JAX lowers each equation inside its user context: the source info there
+    # holds the pallas_call's traceback (the lowering context's own is None
+    # for cached lowerings).
+    return cls(params["jaxpr"], params["grid_mapping"], params.get("name"),
+               compat.source_info_util.current(),
+               tuple(tuple(a) for a in params.get("input_output_aliases", ())), platform)
+
+  def lower(self, options: LoweringOptions):
+    with compat.lowering_for(self.platform):
+      return lower_kernel(self.jaxpr, self.grid_mapping, options, name=self.name,
+                          call_site=self.call_site, input_output_aliases=self.aliases)
+
+  def site(self, kernel_name: str | None = None):
+    """The pallas_call as an equation record: errors and warnings point at the user's line."""
+    kname = kernel_name or kernel_name_of(self.jaxpr, self.name)
+    return pallas_call_info(self.call_site, self.jaxpr, kname, self.grid_mapping)
+
+  def error(self, reason: str, hint: str | None) -> LoweringError:
+    return LoweringError(reason, hint=hint, kernel=kernel_name_of(self.jaxpr, self.name),
+                         rule="pallas_call", eqn=self.site())
+
+  def relowerer(self, options: LoweringOptions):
+    """The registry record's `relower(options=None, **changes)`: the call lowered again
+    with `options` (the call's own when None) with `changes`. Never the bounds-checked
+    build nor the debug print: the record's variants (workarounds, the profiler's probed
+    variant, the advice's trials) are of the kernel the program runs unchecked. Those
+    pass the compiled kernel's options (a tuner may have chosen another launch order or
+    TMA use than the call's own, and workarounds)."""
+    def relower(variant: LoweringOptions | None = None, **changes):
+      variant = (variant or options).replace(**changes)
+      return self.lower(variant.replace(check_bounds=False, debug=False))
+    return relower
+
+
+def _lower(ctx, in_nodes, params, platform: str):
+  call = PallasCall.of(params, platform)
+  _refuse_unsupported(call, params)
+  cp = params.get("compiler_params")
   check = bounds.check_bounds_enabled()
-  group = int(getattr(cp, "launch_group", None) or 0) if isinstance(cp, CompilerParams) else 0
-  tma = bool(getattr(cp, "tma", None)) if isinstance(cp, CompilerParams) else False
-  with compat.lowering_for(platform):
-    gk = lower_kernel(jaxpr, grid_mapping, num_warps=num_warps, num_stages=num_stages,
-                      compute_capability=cc, name=params.get("name"),
-                      enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
-                      debug=bool(params.get("debug")), call_site=call_site,
-                      input_output_aliases=aliases, check_bounds=check, launch_group=group,
-                      tma=tma)
-  if gk.tma_notes:
-    warn_tma_fallbacks(gk)
-  uncovered = coverage.uncovered_outputs(grid_mapping, gk.grid, [p.label for p in gk.params
-                                                                 if p.role in ("input", "output")],
-                                         aliases)
-  if uncovered:
-    coverage.warn_uncovered(uncovered, gk.name,
-                            pallas_call_info(call_site, jaxpr, gk.name, grid_mapping))
-
-  @compat.lowering_for(platform)
-  def relower(num_warps=num_warps, num_stages=num_stages, probes=None, launch_group=group,
-              tma=tma, workarounds=None):
-    # the profiler's variants (probes) load and launch as the kernel it runs does: the
-    # caller passes the compiled kernel's launch order and TMA use, which a tuner may
-    # have chosen over the call's own, and the workarounds it was lowered with
-    return lower_kernel(jaxpr, grid_mapping, num_warps=num_warps, num_stages=num_stages,
-                        compute_capability=cc, name=params.get("name"),
-                        enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
-                        call_site=call_site, input_output_aliases=aliases, probes=probes,
-                        launch_group=launch_group, tma=tma, workarounds=workarounds)
-
+  options = lowering_options(cp, platform, check, debug=bool(params.get("debug")))
+  gk = call.lower(options)
+  uncovered = _warn_about(call, gk)
   rec = registry.record(registry.KernelRecord(
       name=gk.name, generated=gk, platform=platform,
       in_avals=tuple(str(a) for a in ctx.avals_in), out_avals=tuple(str(a) for a in ctx.avals_out),
-      input_output_aliases=aliases, cost_estimate=params.get("cost_estimate"),
-      uncovered_outputs=tuple(uncovered), relower=relower))
+      input_output_aliases=call.aliases, cost_estimate=params.get("cost_estimate"),
+      uncovered_outputs=tuple(uncovered), relower=call.relowerer(options)))
   if platform == "cpu" or check:
     runtime_errors.callbacks_lowered()      # its failures come back through a host callback
   if platform == "cpu":
-    def on_launch(rec=rec):
-      rec.launches += 1
-    fn = cpu_call(gk, ctx.avals_out, aliases, on_launch, poison=check)
-    after = _after_kernel(gk)
-    if after is not None:
-      fn = lambda *args, call=fn: after(call(*args))   # noqa: E731
-    return compat.lower_fun(fn, multiple_results=True)(ctx, *in_nodes)
+    return _interpreted(ctx, in_nodes, rec, call)
   if 0 in gk.launch_grid:     # no program to run: CUDA refuses a launch of none
-    return compat.lower_fun(no_programs(ctx.avals_out, aliases, poison=check),
+    return compat.lower_fun(no_programs(ctx.avals_out, call.aliases, poison=check),
                             multiple_results=True)(ctx, *in_nodes)
-  # jaxlib assembles the PTX; where Triton fails on the kernel, another lowering of it
-  ck = compile_working_around(gk, ("cuda", cc), relower, need_cubin=False)
-  plan = ck.generated.workaround_plan if ck.generated is not None else None
-  zeroed = set(getattr(cp, "zero_outputs", ()) or ()) | set(gk_zeroed_outputs(gk, aliases))
-  if not check:    # tuning the bounds-checked debug build would time the checks
-    with compat.lowering_for(platform):     # its candidates are lowered again in there
-      ck = _autotuned(ck, ck.generated or gk, cp, cc, aliases, zeroed,
-                      lambda w, s, g=0, t=0: lower_kernel(
-          jaxpr, grid_mapping, num_warps=w, num_stages=s, compute_capability=cc,
-          name=params.get("name"), enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
-          debug=bool(params.get("debug")), call_site=call_site, input_output_aliases=aliases,
-          launch_group=g, tma=bool(t), workarounds=plan))
-  rec.compiled = ck
-  metadata = params.get("metadata")
+  zeroed = set(getattr(cp, "zero_outputs", ()) or ()) | set(gk_zeroed_outputs(gk, call.aliases))
+  rec.compiled = _compiled_for_gpu(rec, call, cp, zeroed, tuned=not check)
+  return _custom_call(ctx, in_nodes, rec, call, zeroed, params.get("metadata"))
+
+
+def _refuse_unsupported(call: PallasCall, params: dict) -> None:
+  """What the call as a whole asks for that pallas-prof does not lower."""
+  if params.get("mesh") is not None:
+    raise call.error("pallas_call with a mesh", "use a grid instead of a mesh")
+  if call.jaxpr.constvars:
+    raise call.error("the kernel closes over array constants",
+                     "pass arrays as pallas_call inputs")
+
+
+def _warn_about(call: PallasCall, gk) -> list:
+  """Warnings at the user's line: loads TMA was asked for and could not serve, outputs
+  with elements no program writes. Returns those outputs (coverage.UncoveredOutput)."""
+  if gk.tma_notes:
+    warn_tma_fallbacks(gk)
+  labels = [p.label for p in gk.params if p.role in ("input", "output")]
+  uncovered = coverage.uncovered_outputs(call.grid_mapping, gk.grid, labels, call.aliases)
+  if uncovered:
+    coverage.warn_uncovered(uncovered, gk.name, call.site(gk.name))
+  return uncovered
+
+
+def _interpreted(ctx, in_nodes, rec, call: PallasCall):
+  """The CPU path: the kernel under Triton's interpreter, in a host callback."""
+  gk = rec.generated
+
+  def on_launch(rec=rec):
+    rec.launches += 1
+  fn = cpu_call(gk, ctx.avals_out, call.aliases, on_launch, poison=gk.check_bounds)
+  after = _after_kernel(gk)
+  if after is not None:
+    fn = lambda *args, call=fn: after(call(*args))   # noqa: E731
+  return compat.lower_fun(fn, multiple_results=True)(ctx, *in_nodes)
+
+
+def _compiled_for_gpu(rec, call: PallasCall, cp, zeroed, tuned: bool):
+  """The CompiledKernel the GPU launches: the kernel, or where Triton fails on it
+  another lowering of it; then the selector's choice (hooks.selector(): the tuner's) unless
+  `tuned` is false (tuning the bounds-checked debug build would time the checks)."""
+  gk = rec.generated
+  target = ("cuda", gk.options.compute_capability)
+  # jaxlib assembles the PTX
+  ck = compile_working_around(gk, target, rec.relower, need_cubin=False)
+  if not tuned:
+    return ck
+  # a cached choice: jaxlib assembles the PTX, as for the default
+  return hooks.selector().select(ck, ck.generated or gk, cp, call.lower, target,
+                                 compile_fn=lambda g: compile_kernel(g, target, need_cubin=False),
+                                 aliases=call.aliases, zeroed=tuple(sorted(zeroed)))
+
+
+def _custom_call(ctx, in_nodes, rec, call: PallasCall, zeroed, metadata):
+  """The GPU path: jaxlib's Triton custom call of the compiled kernel."""
+  gk = rec.generated
   meta_text = ""
   if metadata:
     import json
     meta_text = json.dumps(dict(metadata))
-  results = gpu_custom_call(ctx, in_nodes, ck, input_output_aliases=aliases,
+  results = gpu_custom_call(ctx, in_nodes, rec.compiled, input_output_aliases=call.aliases,
                             zeroed_outputs=tuple(sorted(zeroed)), metadata=meta_text)
   # check mode: the outputs started poisoned (gpu_custom_call aliases them to
   # poisoned starting values), as the interpreter's do
@@ -338,11 +391,9 @@ def warn_tma_fallbacks(gk) -> None:
   """One warning per load that TMA was asked for and could not serve, at the user's line."""
   import warnings
   for note in gk.tma_notes:
-    where = note.split(": ", 1)[0].rsplit(" at ", 1)[-1]
-    line = int(where.rsplit(":", 1)[-1]) if where.rsplit(":", 1)[-1].isdigit() else 0
     warnings.warn_explicit(f"kernel `{gk.name}`: TMA not used for {note}; that access stays "
                            "a plain one (same results)", TmaFallbackWarning,
-                           where.rsplit(":", 1)[0], line)
+                           note.file or "an unknown line", note.line or 0)
 
 
 def _after_kernel(gk):
@@ -363,16 +414,6 @@ def _after_kernel(gk):
     return results
 
   return after
-
-
-def _autotuned(ck, gk, cp, cc, aliases, zeroed, relower):
-  """The default compile, or a tuned one: tuning asked for (CompilerParams(autotune=...),
-  PALLAS_PROF_AUTOTUNE=1) or a tuning file (PALLAS_PROF_TUNED): pallas_prof/tune/params.py."""
-  from ..tune import params as tuning
-  return tuning.select(ck, gk, cp, relower, ("cuda", cc),
-                       # a cached choice: jaxlib assembles the PTX, as for the default
-                       compile_fn=lambda g: compile_kernel(g, ("cuda", cc), need_cubin=False),
-                       aliases=aliases, zeroed=tuple(sorted(zeroed)))
 
 
 def gk_zeroed_outputs(gk, aliases) -> list[int]:

@@ -59,6 +59,7 @@ from . import compat
 from .codegen import Value, is_bool, is_packed4
 from .effects import ANY_REF, REF_READERS, REF_SWAPS, write_targets
 from .refs import RefValue
+from .tma_note import TmaNote
 
 MAX_BOX = 256          # TMA's largest block dimension
 MIN_INNER_BYTES = 16   # TMA moves at least 16 bytes along the last dimension
@@ -73,7 +74,7 @@ class TmaPlan:
   names: dict | None = None            # (param, block shape) -> descriptor variable; None: planning
   wanted: dict = dataclasses.field(default_factory=dict)   # (param, block shape) -> RefValue
   written: frozenset | None = None     # refs the kernel may write (aliases included); None: any
-  notes: dict = dataclasses.field(default_factory=dict)    # note text -> None (ordered set)
+  notes: dict = dataclasses.field(default_factory=dict)    # TmaNote -> None (ordered set)
   multiples: dict = dataclasses.field(default_factory=dict)   # variable -> known multiple
   store_once: frozenset = frozenset()  # refs one top-level store writes and nothing reads
   loaded: set = dataclasses.field(default_factory=set)     # keys the real pass loaded through
@@ -298,9 +299,8 @@ def write(ctx, ref, value: Value) -> bool:
 
 def note_refused(ctx, ref, reason: str, store: bool = False) -> None:
   info = ctx.info
-  where = f"{info.file}:{info.line}" if info.file else "an unknown line"
   what = f"the store to {ref.label}" if store else ref.label
-  ctx.kernel.tma.notes.setdefault(f"{what} at {where}: {reason}")
+  ctx.kernel.tma.notes.setdefault(TmaNote(what, info.file, info.line, reason))
 
 
 def emit_descriptors(kernel, planned: dict) -> dict:

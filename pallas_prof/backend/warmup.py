@@ -88,9 +88,10 @@ def start_warmup(compute_capability: int | Callable[[], int | None] | None) -> N
                            warm_up_here=tiny_warm_up_request(int(cc)))
       warmup_status["worker_started_s"] = time.perf_counter() - t0
       from . import rules  # noqa: F401 - ... while this process imports the lowering rules
-      # and what a first lowering imports on its own (the tuner's choice of a compile,
-      # registration._autotuned)
-      from ..tune import params  # noqa: F401
+      # and what a first lowering imports on its own (the tuner, which picks the compile
+      # the GPU path launches: hooks.selector())
+      from . import hooks
+      hooks.selector().prepare()
       warmup_status["rules_imported_s"] = time.perf_counter() - t0
     except Exception as e:  # noqa: BLE001 - a failed warm-up only loses the head start
       warmup_status["error"] = f"{type(e).__name__}: {str(e)[:500]}"

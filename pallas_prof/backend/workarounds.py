@@ -4,8 +4,8 @@ compile that, saying so everywhere (never silently).
 
     compile_working_around(gk, target, relower)   # a CompiledKernel, or the CompileError
 
-`relower(num_warps=, num_stages=, launch_group=, tma=, workarounds=)` lowers the
-same pallas_call again (registration.py's; a registry record's `relower`).
+`relower(options)` lowers the same pallas_call again with other LoweringOptions
+(options.py; registration.py's, a registry record's `relower`).
 What is tried depends on the kind of op that failed (compile_diagnostics.py):
 
   tt.scan   each scan the failure points at in another form (rules/scan_forms.py):
@@ -100,9 +100,7 @@ def compile_working_around(gk, target, relower, *, need_cubin: bool = True,
 
 
 def _lower(relower, gk, plan: WorkaroundPlan):
-  return relower(num_warps=plan.num_warps or gk.num_warps, num_stages=gk.num_stages,
-                 launch_group=int(getattr(gk, "launch_group", 0) or 0),
-                 tma=bool(getattr(gk, "tma", False)), workarounds=plan)
+  return relower(gk.options.replace(num_warps=plan.num_warps or gk.num_warps, workarounds=plan))
 
 
 def _search(gk, relower, error: CompileError, compile_):

@@ -173,7 +173,7 @@ SERVICE_NAME = "service.name"
 JAX_PROCESS_INDEX = "jax.process_index"
 JAX_PROCESS_COUNT = "jax.process_count"
 
-# keys the backend writes through hooks.Observer (it does not import this module)
+# keys the backend writes through its events.Observer spans (it does not import this module)
 BACKEND_KEYS = frozenset({PALLAS_KERNEL, PALLAS_GRID, PALLAS_NUM_WARPS, PALLAS_NUM_STAGES,
                           PALLAS_SOURCE, PALLAS_SOURCE_KEY, PALLAS_LOWERING_GC_MS,
                           PALLAS_GENERATED_LINES})

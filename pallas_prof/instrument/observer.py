@@ -31,6 +31,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, Status, StatusCode
 
 from ..backend.errors import LoweringError
+from ..events import Observer
 from . import conventions as cv
 
 _KEEP_KERNELS = 4096     # lowerings remembered for linking their compiles
@@ -192,8 +193,8 @@ def equation_attributes(eqn) -> dict[str, Any]:
   return attributes
 
 
-class SpanObserver:
-  """backend.hooks.Observer that records OpenTelemetry spans with `tracer`."""
+class SpanObserver(Observer):
+  """An events.Observer that records OpenTelemetry spans with `tracer`."""
   enabled = True
 
   def __init__(self, tracer: trace.Tracer):
@@ -203,7 +204,7 @@ class SpanObserver:
     self._lowerings: collections.OrderedDict[str, _KernelState] = collections.OrderedDict()
     self.root = None        # the root span of the tracing() this observer serves, if any
 
-  # hooks.Observer ------------------------------------------------------------------
+  # events.Observer -----------------------------------------------------------------
   def kernel(self, name: str, attributes: dict[str, Any]) -> _KernelScope:
     return _KernelScope(self, name, attributes)
 
@@ -212,7 +213,7 @@ class SpanObserver:
 
   def compiled(self, record) -> None:
     """`compile <kernel>` and its stage spans, from a compile.CompileRecord."""
-    lowering = self._lowering(getattr(record, "source_key", None))
+    lowering = self._lowering(record.source_key)
     error = record.error
     links = []
     if lowering is not None:
@@ -223,7 +224,7 @@ class SpanObserver:
       links.append(Link(lowering.eqn_spans[failed_eqn.index],
                         {cv.PALLAS_LINK: "failing equation"}))
     attributes = compile_attributes(record)
-    requested = getattr(record, "requested_ns", None) or record.start_ns
+    requested = record.requested_ns or record.start_ns
     waited = record.start_ns - requested > _WAIT_WORTH_A_SPAN_NS
     # a compile that waited for the worker (its start-up, or other compiles
     # ahead) starts when it was asked for, with the wait as its first child
@@ -258,7 +259,7 @@ class SpanObserver:
   def tuned(self, record) -> None:
     """`tune <kernel>` with a `tune <kernel> <config>` child per candidate, from a
     tune.records.TuningRecord (linked to the kernel's lowering when it was traced)."""
-    lowering = self._lowering(getattr(record, "source_key", None))
+    lowering = self._lowering(record.source_key)
     links = [Link(lowering.span.get_span_context(), {cv.PALLAS_LINK: "lowering"})] \
         if lowering is not None else []
     attributes = {cv.PALLAS_KERNEL: record.name, cv.TUNE_KIND: record.kind,
@@ -267,7 +268,7 @@ class SpanObserver:
                   cv.TUNE_CANDIDATES: len(record.candidates)}
     if record.speedup is not None:
       attributes[cv.TUNE_SPEEDUP] = float(record.speedup)
-    if getattr(record, "clock", None):
+    if record.clock:
       attributes[cv.TUNE_CLOCK] = record.clock
     span = self.tracer.start_span(cv.tune(record.name), context=self._parent(),
                                   start_time=record.start_ns, attributes=attributes, links=links)
@@ -389,7 +390,7 @@ def _wait_attributes(record) -> dict[str, Any]:
 def compile_attributes(record) -> dict[str, Any]:
   attributes: dict[str, Any] = {cv.PALLAS_KERNEL: record.kernel, cv.TRITON_TARGET: record.target,
                                 cv.TRITON_CACHE: record.cache, cv.TRITON_COMPILE_KEY: record.key}
-  if getattr(record, "source_key", None):
+  if record.source_key:
     attributes[cv.PALLAS_SOURCE_KEY] = record.source_key
   attributes.update(resource_attributes(record.attributes))
   attributes.update({k: v for k, v in _wait_attributes(record).items() if k != cv.PALLAS_KERNEL})

@@ -65,7 +65,7 @@ def _targets(kernels) -> list[_Target]:
 
 def _observed(fn):
   """profile()'s `profile <kernel>` spans go through the backend's hook, as lowering and
-  compile spans do (hooks.Observer.profiled: no OpenTelemetry here). Each kernel's span
+  compile spans do (events.Observer.profiled: no OpenTelemetry here). Each kernel's span
   covers the profile() call: the profiler works on all kernels in phases (static, replay,
   rates), not one kernel after another."""
   @functools.wraps(fn)

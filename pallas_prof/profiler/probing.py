@@ -2,8 +2,8 @@
 reconciliation with the PC samples.
 
 The probed variant (backend/probes.py) is lowered again from the pallas_call
-(the registry record's `relower`) with the same num_warps and num_stages as the
-compiled kernel, compiled through the normal path, and launched only here, by
+(the registry record's `relower`) with the compiled kernel's LoweringOptions (its
+num_warps, num_stages, launch order, TMA use, workarounds), compiled through the normal path, and launched only here, by
 the replay, with a probe buffer the replay allocates. The headline runtime and
 the user's program keep running the kernel without probes.
 
@@ -53,10 +53,7 @@ def variant(target, options=None):
                         "of 0), so nothing runs and there is nothing to probe; give every "
                         "grid dimension at least one program (pl.cdiv(size, block))")
   plain = ck.generated
-  gk = relower(num_warps=ck.num_warps, num_stages=ck.num_stages, probes=options or True,
-               launch_group=int(getattr(plain, "launch_group", 0) or 0),
-               tma=bool(getattr(plain, "tma", False)),
-               workarounds=getattr(plain, "workaround_plan", None))
+  gk = relower(plain.options.replace(probes=options or True))
   return gk, assemble_cubin(compile_kernel(gk, ck.target))
 
 

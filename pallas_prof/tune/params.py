@@ -30,6 +30,7 @@ import threading
 import time
 from typing import Callable, Sequence
 
+from ..backend.options import TUNED_FIELDS, key_label
 from . import records
 from .choice import MIN_GAIN, cache_path, keep_default_within, same_outputs
 
@@ -44,7 +45,7 @@ CACHE_VERSION = 3      # 3: a config is (num_warps, num_stages, launch_group, tm
 # TMA candidates are left out below sm_90, and where no load or store can use TMA.
 DEFAULT_CONFIGS = tuple({"num_warps": w, "num_stages": s} for w in (4, 8) for s in (2, 3, 4)) + \
     tuple({"launch_group": g} for g in (4, 8))
-KEYS = ("num_warps", "num_stages", "launch_group", "tma")
+KEYS = TUNED_FIELDS          # a config names some of these LoweringOptions fields
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +103,7 @@ class Candidate:
 
   @property
   def config(self) -> tuple[int, int, int, int]:
+    """Its LoweringOptions' key: (num_warps, num_stages, launch_group, tma)."""
     return (self.num_warps, self.num_stages, self.launch_group, self.tma)
 
   @property
@@ -109,22 +111,20 @@ class Candidate:
     return config_label(self.config)
 
 
-def config_label(config) -> str:
-  """"8w 3s", "8w 3s g8" for a grouped launch order, "8w 3s tma" with TMA loads."""
-  text = f"{config[0]}w {config[1]}s"
-  text += f" g{config[2]}" if len(config) > 2 and config[2] else ""
-  return text + (" tma" if len(config) > 3 and config[3] else "")
+config_label = key_label      # "8w 3s", "8w 3s g8", "8w 3s tma"
 
 
-def _candidate(config, median_s, error=None, compile_s=None, start_ns=0, end_ns=0) -> Candidate:
-  w, s, g, t = config
+def _candidate(options, median_s, error=None, compile_s=None, start_ns=0,
+               end_ns=0) -> Candidate:
+  """A candidate of these LoweringOptions (or their key)."""
+  w, s, g, t = getattr(options, "key", options)
   return Candidate(w, s, median_s, error, compile_s, start_ns, end_ns, g, t)
 
 
 @dataclasses.dataclass(frozen=True)
 class KernelTuning:
   kernel: str
-  default: tuple[int, int, int, int]      # (num_warps, num_stages, launch_group, tma)
+  default: tuple[int, int, int, int]      # LoweringOptions.key: as the disk cache stores it
   best: tuple[int, int, int, int]
   candidates: tuple[Candidate, ...]
   tuning_s: float
@@ -191,7 +191,7 @@ def select(ck, gk, compiler_params, relower, target, *, compile_fn, aliases=(), 
   if path:
     best = tuned_file_choice(path, gk, target, device_name or _device_name(0))
     if best is not None and best != default_config(gk):
-      return compile_fn(relower(*best))
+      return compile_fn(relower(gk.options.with_key(best)))
   return ck
 
 
@@ -203,8 +203,8 @@ _tuned_files: dict = {}
 
 
 def default_config(gk) -> tuple[int, int, int, int]:
-  return (int(gk.num_warps), int(gk.num_stages), int(getattr(gk, "launch_group", 0) or 0),
-          int(bool(getattr(gk, "tma", False))))
+  """The key of the options the kernel runs with (LoweringOptions.key)."""
+  return gk.options.key
 
 
 def tuned_file_choice(path: str, gk, target, gpu: str) -> tuple[int, int, int, int] | None:
@@ -295,39 +295,40 @@ def tune_kernel(gk, default_ck, relower: Callable[..., object], target, settings
                 zeroed=(), device: int = 0, device_name: str | None = None):
   """Returns the CompiledKernel to launch: the default's or the fastest correct candidate's.
 
-  relower(num_warps, num_stages, launch_group, tma) lowers the kernel with a config;
-  compile_fn(gk) compiles one kernel (the cached choice); compile_all(gks) all
-  candidates at once (default: in parallel by the compile worker's children)."""
+  relower(options) lowers the kernel with other LoweringOptions (the candidates are the
+  kernel's own, gk.options, with a config's fields replaced); compile_fn(gk) compiles
+  one kernel (the cached choice); compile_all(gks) all candidates at once (default: in
+  parallel by the compile worker's children)."""
   start_ns = time.time_ns()
-  default = default_config(gk)
+  default = gk.options
   identity = _identity(gk, target, settings, device_name or _device_name(device))
   path = _cache_file(identity)
   cached = _load(path)
   if cached is not None:
     best = tuple(cached["best"])
-    chosen = default_ck if best == default else compile_fn(relower(*best))
-    _record(KernelTuning(gk.name, default, best, tuple(Candidate(**c) for c in cached["candidates"]),
-                         0.0, from_cache=True, identity=identity, start_ns=start_ns,
+    chosen = default_ck if best == default.key else compile_fn(relower(default.with_key(best)))
+    _record(KernelTuning(gk.name, default.key, best,
+                         tuple(Candidate(**c) for c in cached["candidates"]), 0.0,
+                         from_cache=True, identity=identity, start_ns=start_ns,
                          end_ns=time.time_ns(), source_key=getattr(gk, "key", None)))
     return chosen
   start = time.perf_counter()
-  wanted = [default] + [tuple(int(c.get(k, d)) for k, d in zip(KEYS, default))
-                        for c in settings.config_dicts()]
-  wanted = list(dict.fromkeys(w for w in wanted if not (w[3] and _below_hopper(target))))
+  wanted = [default] + [default.replace(**c) for c in settings.config_dicts()]
+  wanted = list(dict.fromkeys(o for o in wanted if not (o.tma and _below_hopper(target))))
   compiled = {default: default_ck}
-  errors: dict[tuple[int, int, int, int], str] = {}
+  errors: dict = {}            # LoweringOptions -> why the candidate dropped out
   lowered = []
-  for w in wanted[1:]:
+  for options in wanted[1:]:
     try:
-      candidate = relower(*w)
+      candidate = relower(options)
     except Exception as e:  # noqa: BLE001 - a candidate that does not lower is dropped
-      errors[w] = f"{type(e).__name__}: {str(e)[:300]}"
+      errors[options] = f"{type(e).__name__}: {str(e)[:300]}"
       continue
-    if (w[2] and not getattr(candidate, "launch_group", 0)) or \
-        (w[3] and not getattr(candidate, "tma", False)):
-      wanted.remove(w)            # no grouped order, or no load TMA can serve: a repeat
+    if (options.launch_group and not candidate.launch_group) or \
+        (options.tma and not candidate.tma):
+      wanted.remove(options)      # no grouped order, or no load TMA can serve: a repeat
       continue
-    lowered.append((w, candidate))
+    lowered.append((options, candidate))
   gks = [g for _, g in lowered]
   compile_all = compile_all or (lambda gs: _compile_all(gs, target))
   for (w, _), ck in zip(lowered, compile_all(gks)):
@@ -339,13 +340,13 @@ def tune_kernel(gk, default_ck, relower: Callable[..., object], target, settings
   timed = [c for c in candidates if c.median_s is not None]
   best_c = keep_default_within(candidates[0], timed, lambda c: c.median_s,
                                settings.min_gain) if timed else None
-  best = best_c.config if best_c else default
-  tuning = KernelTuning(gk.name, default, best, tuple(candidates), time.perf_counter() - start,
+  best = best_c.config if best_c else default.key
+  tuning = KernelTuning(gk.name, default.key, best, tuple(candidates), time.perf_counter() - start,
                         identity=identity, start_ns=start_ns, end_ns=time.time_ns(),
                         source_key=getattr(gk, "key", None))
   _record(tuning)
   _save(path, identity, tuning)
-  return compiled[best]
+  return compiled[default.with_key(best)]
 
 
 def _below_hopper(target) -> bool:

@@ -1,4 +1,4 @@
-"""What a tuning tells its observers (backend/hooks.py's `tuned`): one record per
+"""What a tuning tells its observers (pallas_prof/events.py's `tuned`): one record per
 tuning, one entry per candidate, with the intervals that become spans
 (instrument/observer.py: `tune <kernel>` with a `tune <kernel> <config>` child
 per candidate). Plain data: the tuners fill it in, the observer only reads it.
@@ -43,5 +43,5 @@ def notify(record: TuningRecord) -> None:
   """Hands the record to whoever watches (nothing when nobody does)."""
   from ..backend import hooks
   obs = hooks.observer()
-  if getattr(obs, "enabled", False) and hasattr(obs, "tuned"):
+  if obs.enabled:
     obs.tuned(record)

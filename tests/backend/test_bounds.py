@@ -17,6 +17,7 @@ from pallas_prof import triton as plgpu
 
 import pallas_prof
 from pallas_prof.backend import bounds, registry
+from pallas_prof.backend.options import LoweringOptions
 from tests.backend.test_memory import generated_kernel
 from tests.helpers import pallas, random_array
 
@@ -150,8 +151,8 @@ def test_off_by_default_the_generated_code_is_unchanged(rng):
   [eqn] = pallas_call_eqns(lambda s, x: pallas(kernel, S((16,), jnp.float32))(s, x), *args)
 
   def lower(**kwargs):
-    return lowering.lower_kernel(eqn.params["jaxpr"], eqn.params["grid_mapping"], num_warps=4,
-                                 num_stages=3, **kwargs)
+    return lowering.lower_kernel(eqn.params["jaxpr"], eqn.params["grid_mapping"],
+                                 LoweringOptions(num_warps=4, num_stages=3, **kwargs))
 
   assert not bounds.check_bounds_enabled()
   plain, off, on = lower(), lower(check_bounds=False), lower(check_bounds=True)

@@ -24,6 +24,7 @@ import pallas_prof
 from pallas_prof.backend import compat
 from pallas_prof.backend import compile as backend_compile
 from pallas_prof.backend import lowering
+from pallas_prof.backend.options import LoweringOptions
 from tests.helpers import (JAX_TRITON_GONE, assert_close, check_lowering_error, jax_plgpu,
                            pallas, random_array)
 
@@ -56,7 +57,7 @@ def generated_kernel(fn, *args) -> lowering.GeneratedKernel:
   """Lowers the (single) pallas_call inside fn without running it."""
   [eqn] = pallas_call_eqns(fn, *args)
   return lowering.lower_kernel(eqn.params["jaxpr"], eqn.params["grid_mapping"],
-                               num_warps=4, num_stages=3, compute_capability=90,
+                               LoweringOptions(num_warps=4, num_stages=3, compute_capability=90),
                                input_output_aliases=tuple(eqn.params["input_output_aliases"]))
 
 
@@ -811,7 +812,8 @@ def test_writes_forget_only_loads_of_refs_they_may_alias(rng):
   # without the aliasing information any write may change any ref
   [eqn] = pallas_call_eqns(fn, *args)
   unknown = lowering.lower_kernel(eqn.params["jaxpr"], eqn.params["grid_mapping"],
-                                  num_warps=4, num_stages=3, compute_capability=90).source
+                                  LoweringOptions(num_warps=4, num_stages=3,
+                                                  compute_capability=90)).source
   assert _loads_of(unknown, "x_ref") == 3 and _loads_of(unknown, "y_ref") == 3, unknown
 
 

@@ -7,6 +7,7 @@ user's line."""
 from __future__ import annotations
 
 import functools
+import json
 import os
 import sys
 import warnings
@@ -119,9 +120,12 @@ def test_squeezed_and_offset_blocks_load_through_tma(rng):
 def _fallback(kernel, args, reason: str, **call):
   plain, tma, gk_plain, gk, found = _both(kernel, args, **call)
   np.testing.assert_array_equal(tma, plain)
-  assert any(reason in note for note in gk.tma_notes), gk.tma_notes
+  assert any(reason in note.reason for note in gk.tma_notes), gk.tma_notes
   assert any(reason in str(w.message) for w in found), [str(w.message) for w in found]
-  assert f"TMA not used for" in gk.source
+  # each warning at its note's line (the records' fields, not their text re-read)
+  assert {(w.filename, w.lineno) for w in found} == {(n.file, n.line) for n in gk.tma_notes}
+  assert all(os.path.exists(n.file) and n.line for n in gk.tma_notes), gk.tma_notes
+  assert f"TMA not used for {gk.tma_notes[0]}" in gk.source
   return plain, gk
 
 
@@ -229,14 +233,15 @@ def test_an_input_aliased_to_an_output_stays_plain(rng):
     gks.append(registry.find(name)[-1].generated)
   np.testing.assert_array_equal(outs[1], outs[0])
   np.testing.assert_array_equal(outs[0], np.asarray(x) * 2)
-  assert not gks[1].tma and any("writes this ref" in n for n in gks[1].tma_notes)
+  assert not gks[1].tma and any("writes this ref" in n.reason for n in gks[1].tma_notes)
 
 
 def test_below_sm90_and_in_the_bounds_checked_mode_loads_stay_plain(rng, monkeypatch):
   a = jnp.asarray(rng.standard_normal((64, 64)), jnp.bfloat16)
   plain, tma, _, gk, found = _matmul(a, a, 32, 32, 32, compute_capability=80)
   np.testing.assert_array_equal(tma, plain)
-  assert not gk.tma and any("sm_90 or newer (compiling for sm_80)" in n for n in gk.tma_notes)
+  assert not gk.tma and any("sm_90 or newer (compiling for sm_80)" in n.reason
+                             for n in gk.tma_notes)
 
   pallas_prof.install(check_bounds=True)
   try:
@@ -245,7 +250,7 @@ def test_below_sm90_and_in_the_bounds_checked_mode_loads_stay_plain(rng, monkeyp
     pallas_prof.install(check_bounds=False)
     pallas_prof.uninstall()
   np.testing.assert_array_equal(tma, plain)
-  assert not gk.tma and any("bounds-checked mode" in n for n in gk.tma_notes)
+  assert not gk.tma and any("bounds-checked mode" in n.reason for n in gk.tma_notes)
 
 
 def test_tma_and_its_notes_survive_saving_the_kernel(rng, tmp_path):
@@ -254,6 +259,13 @@ def test_tma_and_its_notes_survive_saving_the_kernel(rng, tmp_path):
   gk.save(str(tmp_path / "k"))
   back = GeneratedKernel.load(str(tmp_path / "k"))
   assert back.tma == gk.tma is False and back.tma_notes == gk.tma_notes and gk.tma_notes
+  # a kernel.json of an earlier pallas-prof kept each note as its text: it reads back as such
+  meta_path = tmp_path / "k" / "kernel.json"
+  meta = json.loads(meta_path.read_text())
+  meta["tma_notes"] = [str(n) for n in gk.tma_notes]
+  meta_path.write_text(json.dumps(meta))
+  assert [str(n) for n in GeneratedKernel.load(str(tmp_path / "k")).tma_notes] == \
+      [str(n) for n in gk.tma_notes]
   a = jnp.asarray(rng.standard_normal((64, 64)), jnp.bfloat16)
   *_, gk, _ = _matmul(a, a, 32, 32, 32)
   gk.save(str(tmp_path / "m"))

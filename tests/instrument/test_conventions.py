@@ -6,6 +6,7 @@ import jax.numpy as jnp
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import pallas_prof
+from pallas_prof import events
 from pallas_prof.backend import hooks
 from pallas_prof.instrument import conventions as cv
 from tests.instrument.spans import by_id, kernel_spans, load_example, lower_fresh, lower_spans
@@ -61,7 +62,7 @@ def test_profile_emits_its_spans_through_the_hook(rng):
   pallas_prof.profile()
 
 
-class Recorder:
+class Recorder(events.Observer):
   """An observer that is not OpenTelemetry: what a progress bar or a test would install."""
   enabled = True
 

@@ -63,6 +63,16 @@ def softmax_gk(tmp_path, monkeypatch):
   pallas_prof.uninstall()
 
 
+def _lowered_as(gk, options, **took_effect):
+  """What lowering gk's pallas_call again with `options` gives, without lowering it: gk
+  with their fields; `took_effect` overrides what the lowering could not use (a grid of
+  no grouped order, no load TMA can serve), on the kernel and on its options."""
+  options = options.replace(**took_effect)
+  return dataclasses.replace(gk, num_warps=options.num_warps, num_stages=options.num_stages,
+                             launch_group=options.launch_group, tma=options.tma,
+                             options=options)
+
+
 def _install(monkeypatch, gk, **kwargs):
   fake = ScriptedDriver(gk, **kwargs)
   monkeypatch.setattr(driver, "_driver", lambda: fake)
@@ -82,8 +92,7 @@ def _tune(gk, settings):
   def compile_all(gs):
     compiled.extend((g.num_warps, g.num_stages) for g in gs)
     return params._compile_all(gs, ("cuda", 90))
-  relower = lambda w, s, g=0, t=0: dataclasses.replace(gk, num_warps=w, num_stages=s,
-                                                       launch_group=g, tma=bool(t))
+  relower = lambda options: _lowered_as(gk, options)
   ck = params.tune_kernel(gk, compile_kernel(gk, ("cuda", 90)), relower, ("cuda", 90), settings,
                           compile_fn=compile_fn, compile_all=compile_all)
   return ck, compiled
@@ -176,8 +185,7 @@ def test_a_tuning_file_written_from_results_is_applied_without_tuning(softmax_gk
   monkeypatch.setenv(params.TUNED_ENV, str(tmp_path / "tuning.json"))
   compiled = []
   default_ck = compile_kernel(softmax_gk, ("cuda", 90))
-  relower = lambda w, s, g=0, t=0: dataclasses.replace(softmax_gk, num_warps=w, num_stages=s,
-                                                        launch_group=g, tma=bool(t))
+  relower = lambda options: _lowered_as(softmax_gk, options)
   compile_fn = lambda g: compiled.append((g.num_warps, g.num_stages)) or compile_kernel(g, ("cuda", 90))
   ck = params.select(default_ck, softmax_gk, None, relower, ("cuda", 90), compile_fn=compile_fn)
   assert ck.generated.num_warps == 8 and compiled == [(8, 3)] and fake.block_of_launch == []
@@ -250,7 +258,7 @@ def test_candidates_compile_at_the_same_time_in_the_worker(softmax_gk):
   from pallas_prof.backend import compile_worker, hooks
   from pallas_prof.backend.compile import compile_kernels
 
-  class Records:
+  class Records(hooks.NullObserver):
     enabled = True
     def __init__(self):
       self.records = []
@@ -321,7 +329,7 @@ def test_grouped_launch_candidates_are_left_out_where_the_grid_has_none(softmax_
   def compile_all(gs):
     compiled.extend(params.default_config(g) for g in gs)
     return params._compile_all(gs, ("cuda", 90))
-  relower = lambda w, s, g=0, t=0: dataclasses.replace(softmax_gk, num_warps=w, num_stages=s)
+  relower = lambda options: _lowered_as(softmax_gk, options, launch_group=0)   # a 1-D grid
   settings = params.Autotune(configs=[{"launch_group": 8}, {"num_warps": 8}], min_launches=5,
                              min_seconds=0.0, budget_s=UNHURRIED)
   params.tune_kernel(softmax_gk, compile_kernel(softmax_gk, ("cuda", 90)), relower, ("cuda", 90),
@@ -378,10 +386,9 @@ def test_tma_candidates_are_left_out_below_sm90_and_where_no_load_can_use_tma(so
     return params._compile_all(gs, ("cuda", 90))
 
   def relower(uses_tma):
-    def lower(w, s, g=0, t=0):
-      lowered.append((w, s, g, t))
-      return dataclasses.replace(softmax_gk, num_warps=w, num_stages=s,
-                                 tma=bool(t) and uses_tma)
+    def lower(options):
+      lowered.append(options.key)
+      return _lowered_as(softmax_gk, options, tma=options.tma and uses_tma)
     return lower
   settings = params.Autotune(configs=[{"tma": 1}, {"num_warps": 8}], min_launches=5,
                              min_seconds=0.0, budget_s=UNHURRIED)

@@ -330,7 +330,7 @@ def _while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
                            consts=body_jaxpr.consts, loop=True)
     _assign_all(ctx, names, outs)
     # the condition again, for the next iteration (same equations: no new spans)
-    (cond,) = ctx.replay_jaxpr(cond_jaxpr.jaxpr, cond_consts + carried, "cond",
+    (cond,) = ctx.reemit_jaxpr(cond_jaxpr.jaxpr, cond_consts + carried, "cond",
                                first_cond_eqn, consts=cond_jaxpr.consts, loop=True)
     ctx.b.emit(f"{go} = {_typed_expr(cond)}")
   return carried

@@ -1,0 +1,33 @@
+"""TmaNote: why one access of a kernel that asked for TMA stays a plain one.
+
+Kept with the kernel (GeneratedKernel.tma_notes), written into its source's
+header, warned at the user's line (registration.warn_tma_fallbacks) and listed
+in report.json: each reads the fields it needs, none parses the text.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class TmaNote:
+  access: str             # the ref read ("x_ref"), or "the store to o_ref"
+  file: str | None        # the user's line of the access
+  line: int | None
+  reason: str             # why TMA cannot serve it
+
+  def __str__(self) -> str:
+    if not self.access:   # a note saved as text alone (kernel.json before the records)
+      return self.reason
+    where = f"{self.file}:{self.line}" if self.file else "an unknown line"
+    return f"{self.access} at {where}: {self.reason}"
+
+  def to_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def from_saved(cls, saved) -> "TmaNote":
+    """From kernel.json: a dict, or the text an earlier pallas-prof saved."""
+    if isinstance(saved, str):
+      return cls(access="", file=None, line=None, reason=saved)
+    return cls(**saved)
