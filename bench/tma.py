@@ -96,7 +96,7 @@ def exactness(rows: list, shapes) -> bool:
     rel = float(np.linalg.norm(plain - np.asarray(ref)) / np.linalg.norm(np.asarray(ref)))
     for label, (out, gk) in outs.items():
       row = {"check": "exact", "shape": [m, k, n], "dtype": dtype, "blocks": [bm, bn, bk],
-             "variant": label, "tma_used": gk.tma, "tma_notes": list(gk.tma_notes),
+             "variant": label, "tma_used": gk.tma, "tma_notes": [str(n) for n in gk.tma_notes],
              "equal_to_plain": bool(np.array_equal(out, plain)),
              "max_abs_diff": float(np.max(np.abs(out - plain))),
              "finite": bool(np.isfinite(out).all()), "plain_rel_err_vs_f32_xla": rel}
@@ -144,7 +144,7 @@ def speed(rows: list, size: int, batches: int) -> None:
       row = {"check": "speed", "size": size, "variant": label, "ms": seconds * 1e3,
              "ms_again": again * 1e3, "tflops": 2 * size ** 3 / seconds / 1e12,
              "equal_to_plain": bool((out == plain).all()), "tma_used": gk.tma,
-             "tma_stores": ".store([" in gk.source, "tma_notes": list(gk.tma_notes)}
+             "tma_stores": ".store([" in gk.source, "tma_notes": [str(n) for n in gk.tma_notes]}
     except Exception as e:  # noqa: BLE001 - reported (e.g. out of shared memory); the rest run
       row = {"check": "speed", "size": size, "variant": label,
              "error": f"{type(e).__name__}: {e}"[:600]}

@@ -60,15 +60,15 @@ else:
 gk = rec.generated
 registration.lower_kernel = real_lower
 (largs, lkwargs), = calls
-relower = lambda w, s, g=0, t=0: real_lower(*largs, **{{**lkwargs, "num_warps": w, "num_stages": s,
-                                                        "launch_group": g, "tma": bool(t)}})
+def relower(options):          # registration's: lower_kernel(jaxpr, grid_mapping, options, ...)
+  return real_lower(largs[0], largs[1], options, *largs[3:], **lkwargs)
 default = params.default_config(gk)
 best = default if choice == "default" else ((4, 3, 0, 0) if default != (4, 3, 0, 0) else
                                              (8, 3, 0, 0))
 settings = params.Autotune()
 default_ck = compile_kernel(gk, target, need_cubin=False)
 if mode == "prepare":
-  compile_kernel(relower(*best), target, need_cubin=False)     # on disk, as tuning leaves it
+  compile_kernel(relower(gk.options.with_key(best)), target, need_cubin=False)  # on disk, as tuning leaves it
   identity = params._identity(gk, target, settings, gpu)
   cands = tuple(params._candidate(c, 1e-3) for c in dict.fromkeys([default, best]))
   params._save(params._cache_file(identity), identity,
