@@ -149,3 +149,17 @@ class Unsupported(Exception):
     self.reason = reason
     self.hint = hint
     super().__init__(reason)
+
+
+def in_chain(error: BaseException | None, kind: type):
+  """The first exception of `kind` in `error`'s chain (itself, then what it was raised
+  from or during): JAX may wrap or chain a kernel's error."""
+  seen = set()
+  probe = error
+  while probe is not None and id(probe) not in seen:
+    seen.add(id(probe))
+    if isinstance(probe, kind):
+      return probe
+    probe = probe.__cause__ or probe.__context__
+  return None
+

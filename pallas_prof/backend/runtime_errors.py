@@ -132,15 +132,10 @@ def recent(since: int = 0) -> list[KernelRuntimeError]:
 def recognise(error: BaseException | None) -> KernelRuntimeError | None:
   """The KernelRuntimeError behind `error`: itself, one it was raised from, or the
   remembered one whose text a JaxRuntimeError carries (the newest that fits)."""
-  seen = set()
-  probe = error
-  while probe is not None and id(probe) not in seen:
-    seen.add(id(probe))
-    if isinstance(probe, KernelRuntimeError):
-      return probe
-    probe = probe.__cause__ or probe.__context__
-  if error is None:
-    return None
+  from .errors import in_chain
+  found = in_chain(error, KernelRuntimeError)
+  if found is not None or error is None:
+    return found
   text = str(error)
   for candidate in reversed(recent()):
     first = str(candidate).splitlines()[0]

@@ -65,15 +65,9 @@ def _exit_code(code) -> int:
 def find_kernel_error(error: BaseException | None):
   """The LoweringError (JAX may wrap or chain it) or the kernel's failure at run time
   (a KernelRuntimeError, or the JaxRuntimeError that carries one) behind an exception."""
-  seen = set()
-  probe = error
-  while probe is not None and id(probe) not in seen:
-    seen.add(id(probe))
-    if isinstance(probe, LoweringError):
-      return probe
-    probe = probe.__cause__ or probe.__context__
   from ..backend import runtime_errors
-  return runtime_errors.recognise(error)
+  from ..backend.errors import in_chain
+  return in_chain(error, LoweringError) or runtime_errors.recognise(error)
 
 
 def script_error_note(error: BaseException) -> str:
