@@ -123,9 +123,9 @@ def test_the_import_graph_sees_imports():
   """The checks below are only as good as the graph: it must see the imports
   a reader sees (relative, absolute, inside functions)."""
   graph = _graph()
-  registration = graph["pallas_prof.backend.registration"]
-  assert {"pallas_prof.backend.compat", "pallas_prof.backend.lowering"} <= registration
-  assert "pallas_prof.backend.rules.table" in graph["pallas_prof.backend.rules.memory"]
+  registration = graph["pallas_prof.backend.pallas_call_rule"]
+  assert {"pallas_prof.backend.compat", "pallas_prof.backend.lowering.lower"} <= registration
+  assert "pallas_prof.backend.lowering.rules.table" in graph["pallas_prof.backend.lowering.rules.memory"]
   assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
   assert _cycles({"a": {"b"}, "b": set()}) == []
 
@@ -144,7 +144,7 @@ COMPAT = "pallas_prof.backend.compat"
 BUILTIN_TRITON = "pallas_prof.backend.builtin_triton"
 # JAX's dispatch of compiled programs, wrapped so that a kernel's failure in a host callback
 # reaches the caller as itself (runtime_errors.py); compat.py is at the size limit
-COMPAT_DISPATCH = "pallas_prof.backend.compat_dispatch"
+COMPAT_DISPATCH = "pallas_prof.backend.running.compat_dispatch"
 
 
 def test_jax_internals_only_in_compat():
@@ -207,7 +207,7 @@ def test_no_import_cycles():
 # Modules small enough to read in one sitting. The exemption is for a rule file that
 # is mostly a table of small rules, one per primitive, which reads as a list.
 MAX_LINES = 520
-TABLE_RULE_FILES = {"pallas_prof.backend.rules.elementwise"}
+TABLE_RULE_FILES = {"pallas_prof.backend.lowering.rules.elementwise"}
 
 
 def test_modules_are_small_enough_to_read_in_one_sitting():
@@ -220,7 +220,7 @@ def test_modules_are_small_enough_to_read_in_one_sitting():
 
 def test_the_table_exemption_is_a_table():
   """elementwise.py stays exempt only while most of it is rules registered in its table."""
-  path = MODULES["pallas_prof.backend.rules.elementwise"]
+  path = MODULES["pallas_prof.backend.lowering.rules.elementwise"]
   source = path.read_text()
   registered = source.count("register(") + source.count("elementwise(") + source.count("_optional(")
   assert registered >= 40, f"{path.name} has {registered} table entries: no longer a table file"

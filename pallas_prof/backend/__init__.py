@@ -9,8 +9,8 @@ load artifacts.py (a LaunchSpec) with no JAX in the process.
 __all__ = ["CompilerParams", "CompileError", "LoweringError", "Unsupported", "install",
            "installed", "uninstall"]
 
-_LAZY = {"CompilerParams": "registration", "install": "registration",
-         "installed": "registration", "uninstall": "registration",
+_LAZY = {"CompilerParams": "pallas_call_rule", "install": "pallas_call_rule",
+         "installed": "pallas_call_rule", "uninstall": "pallas_call_rule",
          "LoweringError": "errors", "CompileError": "errors", "Unsupported": "errors"}
 
 

@@ -1,7 +1,7 @@
 """The bounds-checked mode's record of one checked access (a CheckSite), kept with the
 GeneratedKernel (artifacts.py) and written to kernel.json, so a saved or ejected kernel
-can still say which access of which ref went out of bounds (backend/bounds.py emits
-the checks and words the findings)."""
+can still say which access of which ref went out of bounds (backend/lowering/features/bounds.py
+emits the checks and words the findings)."""
 from __future__ import annotations
 
 import dataclasses

@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import os
 
-from ..backend import interpreter_libdevice, interpreter_reductions, interpreter_runtime
+from ..backend.running import interpreter_libdevice, interpreter_reductions, interpreter_runtime
 
 _LAUNCHER = r'''
 
@@ -294,7 +294,7 @@ def main(argv):
     return 3 if found else 0
 
 
-# pallas_prof/backend/interpreter_libdevice.py, interpreter_runtime.py and
+# pallas_prof/backend/running/interpreter_libdevice.py, interpreter_runtime.py and
 # interpreter_reductions.py, verbatim
 _LIBDEVICE_SOURCE = {libdevice_source}
 
@@ -358,9 +358,9 @@ def eject(gk, path: str, aliases=()) -> str:
   """Writes `gk` (a GeneratedKernel) to `path` as a runnable program.
 
   aliases: the call's input_output_aliases, (input index, output index) pairs."""
-  from ..backend import bounds
-  from ..backend.compile_cache import compile_options
-  from ..backend.registration import gk_zeroed_outputs
+  from ..backend.lowering.features import bounds
+  from ..backend.compiling.compile_cache import compile_options
+  from ..backend.pallas_call_rule import gk_zeroed_outputs
   if any(p.role == "probes" for p in gk.params):
     raise ValueError(f"kernel {gk.name} is the profiler's probed variant; eject the kernel "
                      "the program runs")
