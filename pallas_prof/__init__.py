@@ -17,7 +17,7 @@ from .import_errors import PallasProfImportError, reported as _reported  # noqa:
 with _reported("pallas_prof"):      # the real cause and the versions found, if it fails
   from .backend import CompileError, CompilerParams, LoweringError, install, installed, uninstall
   from .backend import hooks as _hooks, pallas_call_rule as _pallas_call_rule
-  from .backend.lowering.features.bounds import BoundsError
+  from .backend.running.bounds_errors import BoundsError
   from .backend.running.runtime_errors import KernelRuntimeError
   from .backend.lowering.coverage import UncoveredOutputWarning
   _pallas_call_rule._ensure_registered()

@@ -22,7 +22,7 @@ from .lowering import coverage
 from .lowering.features import bounds
 from .lowering.lower import kernel_name_of, lower_kernel, pallas_call_info
 from .options import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS, LoweringOptions
-from .running import runtime_errors
+from .running import bounds_errors, runtime_errors
 from .running.launch import cpu_call, gpu_custom_call, no_programs
 
 
@@ -406,7 +406,7 @@ def _after_kernel(gk):
     return None
   import functools
   import jax
-  raise_if = functools.partial(bounds.raise_if_violated, sites=gk.bounds_sites,
+  raise_if = functools.partial(bounds_errors.raise_if_violated, sites=gk.bounds_sites,
                                kernel_name=gk.name, eqns=tuple(gk.eqns),
                                jaxpr_text=gk.jaxpr_text)
 

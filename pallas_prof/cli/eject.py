@@ -358,7 +358,7 @@ def eject(gk, path: str, aliases=()) -> str:
   """Writes `gk` (a GeneratedKernel) to `path` as a runnable program.
 
   aliases: the call's input_output_aliases, (input index, output index) pairs."""
-  from ..backend.lowering.features import bounds
+  from ..backend.running import bounds_errors
   from ..backend.compiling.compile_cache import compile_options
   from ..backend.pallas_call_rule import gk_zeroed_outputs
   if any(p.role == "probes" for p in gk.params):
@@ -372,7 +372,7 @@ def eject(gk, path: str, aliases=()) -> str:
                 for out in gk.params if out.role == "output" and out.index == p.index}
   sites = []
   for site in gk.bounds_sites:
-    head, tail = bounds.describe_site(site, gk.name, gk.eqns)
+    head, tail = bounds_errors.describe_site(site, gk.name, gk.eqns)
     sites.append({"base": site.base, "checked_axes": list(site.checked_axes),
                   "static_ranges": list(site.static_ranges),
                   "block_shape": list(site.block_shape), "head": head, "tail": tail})
@@ -384,7 +384,7 @@ def eject(gk, path: str, aliases=()) -> str:
                        if k in ("enable_reflect_ftz", "enable_fp_fusion")},
               libdevice=dict(compile_options(gk).get("extern_libs", ())).get("libdevice"),
               aliases={int(o): int(i) for i, o in aliases}, zeroed=zeroed_initial,
-              initial_of=initial_of, check_offset=bounds.OFFSET, check_sites=sites,
+              initial_of=initial_of, check_offset=bounds_errors.OFFSET, check_sites=sites,
               libdevice_source=_as_literal(inspect.getsource(interpreter_libdevice)),
               runtime_source=_as_literal(inspect.getsource(interpreter_runtime)),
               reductions_source=_as_literal(inspect.getsource(interpreter_reductions))))

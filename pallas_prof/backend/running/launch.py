@@ -112,7 +112,7 @@ def interpreter_error(gk: GeneratedKernel, error: BaseException) -> Exception:
   """A failure under Triton's interpreter as a run-time error at the generated line and
   its equation: an access outside every buffer the kernel was given is a BoundsError
   (without the bounds-checked mode's ref and index: its hint says how to get them)."""
-  from ..lowering.features.bounds import BoundsError
+  from .bounds_errors import BoundsError
   from .runtime_errors import KernelRuntimeError, remember
   line = None
   tb = error.__traceback__

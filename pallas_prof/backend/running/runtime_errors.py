@@ -10,7 +10,7 @@
 Where they come from: on the CPU the kernel runs under Triton's interpreter inside
 jax.pure_callback (launch.py: an access outside every buffer it was given, or any
 other failure there); in the bounds-checked mode a jax.debug.callback after the kernel
-reads its flag buffer on either platform (bounds.py). Both are host callbacks, and
+reads its flag buffer on either platform (bounds_errors.py). Both are host callbacks, and
 jaxlib hands the caller an exception raised in one as a JaxRuntimeError that carries
 only its text ("CpuCallback error calling callback: Traceback ...": the whole
 traceback, under a logged copy of the same traceback).

@@ -17,7 +17,7 @@ import pytest
 from jax.experimental import pallas as pl
 from pallas_prof import triton as plgpu
 
-from pallas_prof.backend.lowering.features import bounds
+from pallas_prof.backend.running.bounds_errors import BoundsError
 from tests.helpers import pallas, random_array
 
 try:   # where JAX keeps ref_addupdate (as tests/backend/lowering/rules/test_memory.py finds it)
@@ -42,7 +42,7 @@ def _line(fn, marker="# CHECKED") -> int:
 
 
 def _violation(call, *args) -> str:
-  with pytest.raises(bounds.BoundsError) as info:    # itself, not a JaxRuntimeError
+  with pytest.raises(BoundsError) as info:    # itself, not a JaxRuntimeError
     jax.block_until_ready(call(*args))
   return str(info.value)
 
