@@ -22,7 +22,7 @@ from ..lowering.codegen import signature_type
 from .compile_cache import (clear_memory_cache, compile_key, compile_options,  # noqa: F401
                             libdevice_cache, load_from_disk, remember, remembered, store_on_disk)
 from .failures.compile_errors import TritonFailure, check_shared_memory, compile_error, next_stage
-from ..errors import CompileError, LoweringError
+from ..errors import CompileError
 from .triton_run import StageRecord, triton_lock  # noqa: F401 - triton_lock: Triton's global lock
 
 DEFAULT_TARGET = ("cuda", 90)
@@ -139,18 +139,18 @@ def compile_request(gk: GeneratedKernel, target: tuple[str, int],
 
 def compile_kernels(gks: list[GeneratedKernel], target: tuple[str, int] = DEFAULT_TARGET,
                     *, need_cubin: bool = True,
-                    parallel: int | None = None) -> list[CompiledKernel | LoweringError]:
+                    parallel: int | None = None) -> list[CompiledKernel | CompileError]:
   """compile_kernel of each, the ones not cached compiled at once (up to `parallel`,
   default the cores) by children of the compile worker: the tuner's candidates.
-  A compile that fails gives its LoweringError in its place; the others go on."""
-  out: list[CompiledKernel | LoweringError | None] = [None] * len(gks)
+  A compile that fails gives its CompileError in its place; the others go on."""
+  out: list[CompiledKernel | CompileError | None] = [None] * len(gks)
   misses = []
   for i, gk in enumerate(gks):
     key = compile_key(gk, target)
     if remembered(key) is not None or load_from_disk(key, gk) is not None:
       try:
         out[i] = compile_kernel(gk, target, need_cubin=need_cubin)
-      except LoweringError as e:
+      except CompileError as e:
         out[i] = e
     else:
       misses.append((i, gk, key))
@@ -164,7 +164,7 @@ def compile_kernels(gks: list[GeneratedKernel], target: tuple[str, int] = DEFAUL
       remember(ck)
       store_on_disk(ck)
       out[i] = ck
-    except LoweringError as e:
+    except CompileError as e:
       out[i] = e
   return out
 
@@ -214,12 +214,12 @@ def _finish_compile(gk, target, key, result, requested: int | None = None,
   wait = _worker_wait(result, requested)
   if "error" in result:
     failure = TritonFailure.from_answer(result["error"])
-    lowering_error = compile_error(gk, failure, next_stage(records),
-                                   request or compile_request(gk, target))
+    error = compile_error(gk, failure, next_stage(records),
+                          request or compile_request(gk, target))
     _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
-                          {"pallas.kernel": gk.name, **wait}, lowering_error, source_key=gk.key,
+                          {"pallas.kernel": gk.name, **wait}, error, source_key=gk.key,
                           requested_ns=requested))
-    raise lowering_error
+    raise error
   ck = CompiledKernel(name=gk.name, key=key, target=tuple(target), asm=result["asm"],
                       metadata=result["metadata"],
                       stage_seconds={r.stage: r.seconds for r in records},
@@ -229,7 +229,7 @@ def _finish_compile(gk, target, key, result, requested: int | None = None,
                       **parse_ptxas(result["ptxas"]))
   try:
     check_shared_memory(ck, gk)
-  except LoweringError as e:
+  except CompileError as e:
     _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
                           {**ck.resources(), **wait}, e, source_key=gk.key,
                           requested_ns=requested))

@@ -2,7 +2,7 @@
 
 LLVM inside Triton aborts the whole process on some inputs (JAX users have
 lost notebooks to it). pallas-prof therefore runs triton.compile in a
-long-lived child process: a crash there becomes a LoweringError in the
+long-lived child process: a crash there becomes a CompileError in the
 user's program, which keeps running, and the next compile starts a fresh
 worker.
 
