@@ -1,4 +1,4 @@
-"""The known-answer kernels of bench/advice_known_answers.py: one planted defect each, and
+"""The known-answer kernels of bench/advice/advice_known_answers.py: one planted defect each, and
 the fix a person would apply by hand. Each build() gives the planted and the fixed
 function (jitted) and the arguments' shapes (jax.ShapeDtypeStruct): a GPU runs them on
 random inputs, a CPU only lowers and compiles them at full size (their static facts).

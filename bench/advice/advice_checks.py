@@ -1,4 +1,4 @@
-"""The checks bench/advice_known_answers.py makes of the advice (issue 29's Proof list),
+"""The checks bench/advice/advice_known_answers.py makes of the advice (issue 29's Proof list),
 and the text record it writes beside its JSON.
 
     case_checks(case, advice, hand, gpu)   the planted kernel's: its cause and line named,

@@ -1,11 +1,11 @@
 """Known answers for the advice (issue 29): kernels with one planted defect each and one at
-its roof (bench/advice_cases.py), and JAX's own layer_norm / rms_norm fwd+bwd against XLA.
+its roof (bench/advice/advice_cases.py), and JAX's own layer_norm / rms_norm fwd+bwd against XLA.
 
-    PYTHONPATH=$PWD python3 bench/advice_known_answers.py --out $OUT/advice    # the H200
-    PYTHONPATH=$PWD python3 bench/advice_known_answers.py --out /tmp/advice    # a CPU
+    PYTHONPATH=$PWD python3 bench/advice/advice_known_answers.py --out $OUT/advice    # the H200
+    PYTHONPATH=$PWD python3 bench/advice/advice_known_answers.py --out /tmp/advice    # a CPU
 
 writes known_answers.json (everything) and known_answers.txt (what it printed, then the
-Proof list item by item: bench/advice_checks.py) into the --out folder.
+Proof list item by item: bench/advice/advice_checks.py) into the --out folder.
 
 For each planted kernel, on a GPU: the advice (profile with PC samples, diagnoses, every
 action of kinds a-c tried on the replay with outputs compared), and the hand-applied fix
@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 START = time.perf_counter()
 TEXT: list[str] = []        # what the run printed, for known_answers.txt
@@ -126,7 +126,7 @@ def _hand_fix(planted, fixed) -> dict:
 
 def run_case(case, gpu, budget_s) -> dict:
   import numpy as np
-  from bench.advice_checks import case_checks
+  from bench.advice.advice_checks import case_checks
   from pallas_prof.advice import api, recipes
   from pallas_prof.profiler import profile
   began = time.perf_counter()
@@ -196,8 +196,8 @@ def run_norm(kind, gpu, budget_s) -> dict:
   import importlib
   import jax
   import jax.numpy as jnp
-  from bench.advice_checks import norm_checks
-  from bench.suite_cases import _vjp_fn
+  from bench.advice.advice_checks import norm_checks
+  from bench.suite.suite_cases import _vjp_fn
   from pallas_prof.advice import api, recipes
   from pallas_prof.profiler import profile
   began = time.perf_counter()
@@ -300,8 +300,8 @@ def main(argv=None) -> int:
   ap.add_argument("--commit", default=None, help="the commit to record (default: git's HEAD, "
                   "where there is a .git)")
   args = ap.parse_args(argv)
-  from bench.advice_cases import CASES
-  from bench.advice_checks import proof_lines
+  from bench.advice.advice_cases import CASES
+  from bench.advice.advice_checks import proof_lines
   names = [c.name for c in CASES] + ["layer_norm", "rms_norm"]
   only = {x for x in args.only.split(",") if x}
   if only - set(names):

@@ -1,7 +1,7 @@
 """What the bounds-checked debug mode costs: the examples' kernels timed with
 PALLAS_PROF_CHECK=bounds off and on (same inputs, same results).
 
-    python3 bench/bounds_cost.py [--out bench/results/bounds_cost_<gpu>.json]
+    python3 bench/cost/bounds_cost.py [--out bench/results/bounds_cost_<gpu>.json]
 
 On a GPU this is the compiled kernel (through jaxlib's custom call) plus the
 host callback that reads the flag buffer back; on the CPU the interpreter.
@@ -16,7 +16,7 @@ import statistics
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "examples")]
 
 
@@ -76,7 +76,7 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip() or "unknown"
     with open(args.out, "w") as f:
-      json.dump({"command": "python3 bench/bounds_cost.py " + " ".join(sys.argv[1:]),
+      json.dump({"command": "python3 bench/cost/bounds_cost.py " + " ".join(sys.argv[1:]),
                  "commit": commit, "backend": jax.default_backend(),
                  "devices": [d.device_kind for d in jax.devices()], "rows": rows}, f, indent=1)
 

@@ -1,9 +1,9 @@
 """Plain against grouped launch order (CompilerParams(launch_group=G)) on a GPU.
 
-    python bench/launch_order.py [--out launch_order.json]     # one GPU, ~20 s
+    python bench/cost/launch_order.py [--out launch_order.json]     # one GPU, ~20 s
 
 The matmul example at 8192³ bf16 (blocks 128 x 256 x 64, 8 warps, 3 stages, as
-bench/ops_vs_builtin.py runs it) and at 4096³, plain and with launch groups of
+bench/suite/ops_vs_builtin.py runs it) and at 4096³, plain and with launch groups of
 4 and 8: milliseconds per call (wall clock, median of batches of 10 jitted
 calls) and TFLOP/s, and whether each grouped result equals the plain one bit
 for bit (it must: each program computes the same block).
@@ -16,7 +16,7 @@ import json
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 
@@ -41,7 +41,7 @@ def matmul(a, b, *, bm, bn, bk, num_warps, num_stages, group):
 
 def per_call(fn, args, batches=20, calls=10) -> float:
   import jax
-  from bench.dispatch_gap import wall_per_call   # the timing loop the other benches use
+  from bench.suite.dispatch_gap import wall_per_call   # the timing loop the other benches use
   for _ in range(3):
     jax.block_until_ready(fn(*args))
   return wall_per_call(fn, args, calls, repeats=batches)

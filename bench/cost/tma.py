@@ -1,10 +1,10 @@
 """TMA block loads (CompilerParams(tma=True)) against plain loads, on a GPU.
 
 Not yet run on a GPU (written 2026-12-02, when no device time was left): the first
-run (`bash bench/tma_gpu.sh`, ~150 s) decides whether TMA can join the tuner's
+run (`bash bench/cost/tma_gpu.sh`, ~150 s) decides whether TMA can join the tuner's
 default configs and the suite's matmul candidates.
 
-    python bench/tma.py [--out tma.json] [--quick]      # one Hopper GPU, ~60-90 s
+    python bench/cost/tma.py [--out tma.json] [--quick]      # one Hopper GPU, ~60-90 s
 
 The matmul example's kernel (a fori_loop over K slicing `a_ref[:, pl.ds(k*bk, bk)]`
 and `b_ref[pl.ds(k*bk, bk), :]`):
@@ -17,7 +17,7 @@ and `b_ref[pl.ds(k*bk, bk), :]`):
 - speed at 8192^3 bf16: plain, plain in launch groups of 8, tma, tma in groups of 8,
   the same with TMA loads only (the store kept plain), and tma in groups of 8 with
   4 stages: milliseconds per call (wall clock, median of 30 batches of 10 jitted
-  calls after warm-up, as bench/launch_order.py, measured twice) and TFLOP/s, each
+  calls after warm-up, as bench/cost/launch_order.py, measured twice) and TFLOP/s, each
   output equal to the plain one; and the profiler's replay of each (cold L2 before each
   launch, median), which also shows the replay allocating Triton's global scratch
   the descriptors live in;
@@ -34,7 +34,7 @@ import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 
@@ -113,7 +113,7 @@ class _loads_only:
   def __enter__(self):
     from pallas_prof.backend import tma
     self.saved = tma.store_refusal
-    tma.store_refusal = lambda *a, **k: "bench/tma.py: stores kept plain for comparison"
+    tma.store_refusal = lambda *a, **k: "bench/cost/tma.py: stores kept plain for comparison"
 
   def __exit__(self, *exc):
     from pallas_prof.backend import tma
@@ -124,7 +124,7 @@ def speed(rows: list, size: int, batches: int) -> None:
   import contextlib
   import jax
   import jax.numpy as jnp
-  from bench.dispatch_gap import wall_per_call
+  from bench.suite.dispatch_gap import wall_per_call
   from pallas_prof.backend import registry
   a, b = _inputs(size, size, size, jnp.bfloat16, size)
   plain = None

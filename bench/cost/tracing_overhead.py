@@ -1,6 +1,6 @@
 """What tracing costs: lowering + compile of the examples with tracing off vs on.
 
-    PYTHONPATH=. python bench/tracing_overhead.py [--rounds N]
+    PYTHONPATH=. python bench/cost/tracing_overhead.py [--rounds N]
 
 In one process: each pass lowers every example afresh (jax.jit(...).lower:
 JAX's tracing plus pallas-prof's lowering) and compiles it afresh for sm_90
@@ -49,7 +49,7 @@ from pallas_prof.backend import compile as backend_compile  # noqa: E402
 from pallas_prof.backend import hooks, registry  # noqa: E402
 from pallas_prof.instrument import exporters, observer, read_otlp_json, tracer  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LIMIT = 1.05
 
 

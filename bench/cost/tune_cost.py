@@ -1,8 +1,8 @@
 """What tuning costs (issue #17: at most 30 s per kernel; a cached tuning adds at
 most 50 ms in a new process).
 
-    python bench/tune_cost.py --device cpu [--out tune_cost_cpu.json]   # any machine, ~1 min
-    python bench/tune_cost.py --device gpu [--out tune_cost_gpu.json]   # one GPU, ~1-2 min
+    python bench/cost/tune_cost.py --device cpu [--out tune_cost_cpu.json]   # any machine, ~1 min
+    python bench/cost/tune_cost.py --device gpu [--out tune_cost_gpu.json]   # one GPU, ~1-2 min
 
 cpu: the cached path alone, in fresh processes. A first process lowers the
 softmax example and a matmul for the GPU target (Triton compiles on a CPU),
@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 _CPU_CHILD = r"""
 import dataclasses, json, os, sys, time
@@ -45,7 +45,7 @@ from pallas_prof.tune import params
 from tests.profiler.conftest import load_example, lowered_record, sds
 from pallas_prof.backend import registration
 pallas_prof.install()
-target, gpu = ("cuda", 90), "bench/tune_cost.py: no GPU"
+target, gpu = ("cuda", 90), "bench/cost/tune_cost.py: no GPU"
 calls = []                  # the lowering's arguments: a candidate is lowered as registration does
 real_lower = registration.lower_kernel
 def recording_lower(*args, **kwargs):

@@ -1,7 +1,7 @@
 """What getting around Triton's scan bug costs: examples/selective_scan.py's forward
 and backward kernels timed in each way they can be made to compile on Triton 3.6.
 
-    python3 bench/workaround_cost.py [--channels 1024 --length 4096] [--reps 50]
+    python3 bench/cost/workaround_cost.py [--channels 1024 --length 4096] [--reps 50]
                                      [--out bench/results/workaround_cost_<gpu>_<commit>.json]
 
 Variants, each in a process of its own (a fresh compile cache, so the first call's
@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "selective_scan.py")
 VARIANTS = ("workaround", "hand_fixed", "triangular", "num_warps", "builtin")
 COLUMN_SCAN = "jnp.cumsum(dt[:, None], axis=0)"
@@ -172,7 +172,7 @@ def main() -> None:
             f"{row['backward']['median_ms']:9.3f} ms  first calls {row['first_forward_ms']:8.1f}"
             f" + {row['first_backward_ms']:8.1f} ms  max rel error "
             f"{max(row['max_rel_error'].values()):.2g}", flush=True)
-  record = {"command": "python3 bench/workaround_cost.py " + " ".join(sys.argv[1:]),
+  record = {"command": "python3 bench/cost/workaround_cost.py " + " ".join(sys.argv[1:]),
             "commit": _commit(args.commit), "backend": jax.default_backend(),
             "devices": [d.device_kind for d in jax.devices()], "jax": jax.__version__,
             "triton": __import__("importlib.metadata").metadata.version("triton"),

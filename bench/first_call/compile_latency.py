@@ -1,6 +1,6 @@
 """Lowering and compile latency of the examples' kernels.
 
-    python bench/compile_latency.py [--out bench/results/compile_latency_<host>.json]
+    python bench/first_call/compile_latency.py [--out bench/results/compile_latency_<host>.json]
 
 For each example kernel: lowering time (jaxpr -> Triton source), a cold
 compile (no cache) with its per-stage split, a compile answered from the
@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 EXAMPLES = ["vector_add", "softmax", "layer_norm", "matmul", "flash_attention"]
 

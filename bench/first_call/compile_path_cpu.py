@@ -1,6 +1,6 @@
 """What pallas-prof's compile path costs, piece by piece, on a machine without a GPU.
 
-    python bench/compile_path_cpu.py [--out compile_path_cpu.json] [--repeats 3]
+    python bench/first_call/compile_path_cpu.py [--out compile_path_cpu.json] [--repeats 3]
 
 The figures behind the comments in backend/libdevice_link.py, triton_run.py
 and compile_worker.py, for ops_vs_builtin.py's kernels compiled for sm_90:
@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("PALLAS_PROF_CACHE_DIR", tempfile.mkdtemp(prefix="pallas-prof-bench-"))
 
@@ -41,7 +41,7 @@ def median_of(fn, repeats: int):
 
 def requests() -> dict:
   import jax
-  from bench.ops_vs_builtin import OPS_BY_NAME, abstract_args
+  from bench.suite.ops_vs_builtin import OPS_BY_NAME, abstract_args
   from pallas_prof.backend import compile as pcompile, registry
   out = {}
   for op in OPS:
@@ -169,7 +169,7 @@ def main(argv=None):
   import pallas_prof
   pallas_prof.install()
   reqs = requests()
-  record = {"command": "python bench/compile_path_cpu.py " + " ".join(argv or sys.argv[1:]),
+  record = {"command": "python bench/first_call/compile_path_cpu.py " + " ".join(argv or sys.argv[1:]),
             "stages_ms": {op: {"prepared": stages(r, True, args.repeats),
                                "triton's link": stages(r, False, args.repeats)}
                           for op, r in reqs.items()},

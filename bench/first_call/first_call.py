@@ -1,7 +1,7 @@
 """First-call latency of each benchmark op, pallas-prof vs JAX's built-in backend,
 as the median of several fresh processes.
 
-    python bench/first_call.py [--processes 5] [--profile rms_norm,mha] [--out first_call.json]
+    python bench/first_call/first_call.py [--processes 5] [--profile rms_norm,mha] [--out first_call.json]
 
 ops_vs_builtin.py measures each op's first call once, and single first calls
 move by ±30 % between runs. Repeating them inside one process would not be
@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def child(builtin_first: bool) -> dict:
@@ -33,7 +33,7 @@ def child(builtin_first: bool) -> dict:
   import jax
 
   import pallas_prof
-  from bench import ops_vs_builtin as b
+  from bench.suite import ops_vs_builtin as b
   from pallas_prof.backend import registry
   pallas_prof.install()
   order = ("builtin", "pallas_prof") if builtin_first else ("pallas_prof", "builtin")
@@ -64,7 +64,7 @@ def profile_child(op_names: list[str], top: int = 45) -> dict:
   import pstats
   sys.path.insert(0, ROOT)
   import pallas_prof
-  from bench import ops_vs_builtin as b
+  from bench.suite import ops_vs_builtin as b
   from pallas_prof.backend import registry
   pallas_prof.install()
   b.warm_up_process()
@@ -118,8 +118,8 @@ def main(argv=None):
     return
   sys.path.insert(0, ROOT)
   from bench import save_record
-  from bench.ops_vs_builtin import require_gpu
-  require_gpu("bench/first_call.py", "first_call")
+  from bench.suite.ops_vs_builtin import require_gpu
+  require_gpu("bench/first_call/first_call.py", "first_call")
   runs = []
   for i in range(args.processes):
     order = "builtin-first" if i % 2 else "ours-first"
@@ -144,7 +144,7 @@ def main(argv=None):
         summary[op][f"median_of_ratios_{order}"] = statistics.median(picked)
   warm = {k: statistics.median(r["process_warm_up"][k]["first_call_s"] for r in runs)
           for k in ("pallas_prof", "builtin")}
-  record = {"command": "python bench/first_call.py " + " ".join(argv or sys.argv[1:]),
+  record = {"command": "python bench/first_call/first_call.py " + " ".join(argv or sys.argv[1:]),
             "processes": len(runs), "summary": summary,
             "process_first_pallas_call_median_s": warm, "runs": runs}
   if args.profile:

@@ -1,7 +1,7 @@
 """pallas-prof's share of a process's first pallas_call on the GPU path, measured
 on a machine without a GPU (issue #17 part 5): medians of fresh processes.
 
-    python bench/first_call_cpu.py [--delays 0,1] [--processes 5] [--roots CHECKOUT,...] [--out f.json]
+    python bench/first_call/first_call_cpu.py [--delays 0,1] [--processes 5] [--roots CHECKOUT,...] [--out f.json]
 
 Each fresh process (empty pallas-prof cache, as on a first run) imports JAX and
 pallas-prof, installs as on a GPU machine (NVML's answer, sm_90, stood in for:
@@ -11,7 +11,7 @@ first call up to its PTX: tracing and lowering to Triton source (`lower_s`;
 the CPU lowering, whose Triton source is the GPU's) and the compile for sm_90
 (`compile_s`: the wait for the compile worker plus Triton's stages). What
 XLA and jaxlib add on a GPU (their compile, ptxas, the launch) is not here:
-bench/process_first_call.py measures the whole on the GPU.
+bench/first_call/process_first_call.py measures the whole on the GPU.
 
 --roots runs each checkout's pallas_prof (say, main before a change, and this
 one) with this script, taking turns process by process, so that the load of a
@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def child(delay: float) -> dict:
@@ -98,7 +98,7 @@ def main(argv=None) -> int:
   commits = {root: subprocess.run(["git", "-C", root, "log", "-1", "--format=%h %s"],
                                   capture_output=True, text=True,
                                   check=False).stdout.strip()[:60] for root in roots}
-  record = {"command": "python bench/first_call_cpu.py " + " ".join(argv or sys.argv[1:]),
+  record = {"command": "python bench/first_call/first_call_cpu.py " + " ".join(argv or sys.argv[1:]),
             "commits": commits, "device": "cpu (no GPU; kernels compiled for sm_90)",
             "load_average_before": os.getloadavg(), "by_root": {}}
   keys = ("first_call_s", "lower_s", "compile_s", "worker_wait_s", "triton_s",

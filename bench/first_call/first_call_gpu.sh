@@ -1,7 +1,7 @@
 #!/bin/bash
 # Issue #17 part 5's first-call targets on one GPU, at most ~150 s, from the repo root
 # (wheels in /tmp/site and PYTHONPATH=$PWD:/tmp/site exported by the caller):
-#     bash bench/first_call_gpu.sh
+#     bash bench/first_call/first_call_gpu.sh
 # Targets: (a) a process's first pallas_call right after install() at most 0.3 s;
 # (b) each op's first call at most 1.3x the built-in backend's. Steps, each time-boxed;
 # the files go into one archive, $OUT/firstcall/firstcall.tgz (the device hands back a few
@@ -9,9 +9,9 @@
 #   1. start    what the compile worker's start-up costs on this host, phase by phase
 #               (bench/probes/worker_start_phases.py), whether Triton has .pyc files (20 s)
 #   2. process  a process's first pallas_call by its delay after install() (0 and 1 s),
-#               ours and the built-in's, 4 fresh processes each (bench/process_first_call.py, 55 s)
+#               ours and the built-in's, 4 fresh processes each (bench/first_call/process_first_call.py, 55 s)
 #   3. ops      each op's first call, ours vs built-in, $PROCESSES (4) fresh processes
-#               alternating which backend goes first, medians (bench/first_call.py, ~18 s each)
+#               alternating which backend goes first, medians (bench/first_call/first_call.py, ~18 s each)
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
 FINAL=${OUT:-/tmp/first_call_gpu_out}/firstcall
 OUT=$(mktemp -d /tmp/firstcall.XXXXXX)/firstcall
@@ -36,12 +36,12 @@ timeout 20 python3 bench/probes/worker_start_phases.py --processes 3 \
 echo "rc=$?"; tail -2 "$OUT/worker_start_phases.log"
 
 echo "== 2. a process's first pallas_call after install()"
-timeout 55 python3 bench/process_first_call.py --delays 0,1 --processes 4 \
+timeout 55 python3 bench/first_call/process_first_call.py --delays 0,1 --processes 4 \
   --out "$OUT/process_first_call.json" > "$OUT/process_first_call.log" 2>&1
 echo "rc=$?"; grep -v Deprecation "$OUT/process_first_call.log" | tail -4
 
 echo "== 3. each op's first call, ours vs built-in"
-timeout $(( 20 + 18 * ${PROCESSES:-4} )) python3 bench/first_call.py --processes ${PROCESSES:-4} --out "$OUT/first_call.json" \
+timeout $(( 20 + 18 * ${PROCESSES:-4} )) python3 bench/first_call/first_call.py --processes ${PROCESSES:-4} --out "$OUT/first_call.json" \
   > "$OUT/first_call.log" 2>&1
 echo "rc=$?"; grep -v Deprecation "$OUT/first_call.log" | tail -9
 python3 - "$OUT" <<'EOF' 2>/dev/null

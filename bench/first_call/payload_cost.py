@@ -1,6 +1,6 @@
 """What jaxlib's custom call payload costs per call and on the first call (issue #17 part 5).
 
-    python bench/payload_cost.py [--out payload_cost.json]      # one GPU, ~40 s
+    python bench/first_call/payload_cost.py [--out payload_cost.json]      # one GPU, ~40 s
 
 A jitted 5120-wide layer norm (JAX's own Pallas op, bf16, 256 rows: a short
 kernel, so the host's enqueue shows) and rms_norm, each in a fresh process per
@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VARIANTS = ("builtin", "whole", "stripped")
 
 _CHILD = r"""

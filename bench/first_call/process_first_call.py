@@ -1,7 +1,7 @@
 """The process's very first pallas_call, by how long after pallas_prof.install()
 it comes: pallas-prof vs JAX's built-in backend, medians of fresh processes.
 
-    python bench/process_first_call.py [--delays 0,0.5,1,2] [--processes 3] [--out f.json]
+    python bench/first_call/process_first_call.py [--delays 0,0.5,1,2] [--processes 3] [--out f.json]
 
 install() starts the compile worker in the background, which imports Triton
 (and compiles a tiny kernel in a child no compile waits for): a first
@@ -20,7 +20,7 @@ import statistics
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def child(delay: float) -> dict:
@@ -30,7 +30,7 @@ def child(delay: float) -> dict:
   pallas_prof.install()
   installed = time.perf_counter() - t
   time.sleep(delay)
-  from bench import ops_vs_builtin as b
+  from bench.suite import ops_vs_builtin as b
   out = b.warm_up_process()
   out["install_s"] = installed     # install() itself (NVML is asked in the background)
   return out
@@ -48,10 +48,10 @@ def main(argv=None):
     return
   sys.path.insert(0, ROOT)
   from bench import save_record
-  from bench.first_call import run_fresh_process
-  from bench.ops_vs_builtin import require_gpu
-  require_gpu("bench/process_first_call.py", "process_first")
-  record = {"command": "python bench/process_first_call.py " + " ".join(argv or sys.argv[1:]),
+  from bench.first_call.first_call import run_fresh_process
+  from bench.suite.ops_vs_builtin import require_gpu
+  require_gpu("bench/first_call/process_first_call.py", "process_first")
+  record = {"command": "python bench/first_call/process_first_call.py " + " ".join(argv or sys.argv[1:]),
             "by_delay": {}}
   print("delay after install  ours s (median)  built-in s  ours/built-in   worker up at s (after install)")
   for delay in [float(d) for d in args.delays.split(",")]:

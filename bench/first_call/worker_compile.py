@@ -1,7 +1,7 @@
 """What a fresh compile worker spends on each benchmark kernel, under settings
 that may change it (runs on any machine; the kernels are compiled for sm_90).
 
-    python bench/worker_compile.py [--rounds 4] [--repeats 3] [--out worker_compile.json]
+    python bench/first_call/worker_compile.py [--rounds 4] [--repeats 3] [--out worker_compile.json]
 
 For each setting a new worker starts with that environment, warms up as
 pallas-prof's does, then compiles every op once ("first": what a program's
@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("PALLAS_PROF_CACHE_DIR", tempfile.mkdtemp(prefix="pallas-prof-bench-"))
 
@@ -79,7 +79,7 @@ def main(argv=None):
   args = ap.parse_args(argv)
   settings = {name: SETTINGS[name] for name in args.settings.split(",")}
   import pallas_prof
-  from bench.compile_path_cpu import requests
+  from bench.first_call.compile_path_cpu import requests
   pallas_prof.install()
   reqs = requests()
   rounds = {name: [] for name in settings}
@@ -97,7 +97,7 @@ def main(argv=None):
                            "first_stages_ms": {s: round(statistics.median(r[op]["first_stages_ms"][s]
                                                                          for r in runs), 1)
                                                for s in runs[0][op]["first_stages_ms"]}}
-  record = {"command": "python bench/worker_compile.py " + " ".join(argv or sys.argv[1:]),
+  record = {"command": "python bench/first_call/worker_compile.py " + " ".join(argv or sys.argv[1:]),
             "cpu_count": os.cpu_count(), "summary": summary, "rounds": rounds}
   for name, row in summary.items():
     print(f"{name}: worker start + warm-up {row['worker_start_and_warm_up_ms']:.0f} ms (medians of "

@@ -1,9 +1,9 @@
 """The differential fuzzer, for as long as you like (tests/fuzz runs a fixed set).
 
-    python3 bench/fuzz.py --examples 20000                       # CPU, Triton's interpreter
-    python3 bench/fuzz.py --device gpu --seconds 240 --jobs 14    # H200: compiled kernels
-    python3 bench/fuzz.py --device gpu --examples 60 --seed 1 --no-isolate   # under compute-sanitizer
-    python3 bench/fuzz.py --kind scans --compile-sm90 --examples 300   # CPU: also compile for sm_90
+    python3 bench/fuzz/fuzz.py --examples 20000                       # CPU, Triton's interpreter
+    python3 bench/fuzz/fuzz.py --device gpu --seconds 240 --jobs 14    # H200: compiled kernels
+    python3 bench/fuzz/fuzz.py --device gpu --examples 60 --seed 1 --no-isolate   # under compute-sanitizer
+    python3 bench/fuzz/fuzz.py --kind scans --compile-sm90 --examples 300   # CPU: also compile for sm_90
 
 Random Pallas programs (tests/fuzz/programs.py; hazards.py: grown toward the GPU
 fuzzer's first miss; scans.py: scans, issue 28) run through pallas-prof and
@@ -32,7 +32,7 @@ SIGTERM/SIGINT, so a run cut off by a timeout keeps one (`"final": false`).
 The commit: git's where this tree is its own repository's top, else
 $PALLAS_PROF_COMMIT, else the file .pallas-prof-commit at the top (a copy of
 the tree without .git: `PALLAS_PROF_COMMIT=$(git rev-parse --short HEAD)` where
-you copy it from). bench/fuzz_summary.py --merge adds up the summaries of a
+you copy it from). bench/fuzz/fuzz_summary.py --merge adds up the summaries of a
 run split over several calls.
 """
 from __future__ import annotations
@@ -47,11 +47,11 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 
-from bench.fuzz_summary import NOT_PROGRAMS, commit, records, summarize  # noqa: E402
+from bench.fuzz.fuzz_summary import NOT_PROGRAMS, commit, records, summarize  # noqa: E402
 
 _summarize = summarize      # the name the tests knew
 KINDS = ("all", "values", "kernels", "hazards", "scans")

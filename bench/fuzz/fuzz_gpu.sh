@@ -2,11 +2,11 @@
 # The GPU fuzz run of issue 32 (50,000 programs or more), in two calls of under nine
 # minutes each on one H200 (16 cores; 14 jobs ran about 60 programs a second):
 #
-#   PALLAS_PROF_COMMIT=<sha> bash bench/fuzz_gpu.sh a      # call 1, seed 20261213
-#   PALLAS_PROF_COMMIT=<sha> bash bench/fuzz_gpu.sh b      # call 2, seed 20261214
-#   PALLAS_PROF_COMMIT=<sha> bash bench/fuzz_gpu.sh leads  # the CPU's hazard leads, ~2 min
+#   PALLAS_PROF_COMMIT=<sha> bash bench/fuzz/fuzz_gpu.sh a      # call 1, seed 20261213
+#   PALLAS_PROF_COMMIT=<sha> bash bench/fuzz/fuzz_gpu.sh b      # call 2, seed 20261214
+#   PALLAS_PROF_COMMIT=<sha> bash bench/fuzz/fuzz_gpu.sh leads  # the CPU's hazard leads, ~2 min
 #
-# then, here: python3 bench/fuzz_summary.py --merge fuzz_gpu_a.json fuzz_gpu_b.json --out ...
+# then, here: python3 bench/fuzz/fuzz_summary.py --merge fuzz_gpu_a.json fuzz_gpu_b.json --out ...
 #
 # Each fuzz call: 14 jobs (job k of kind k mod 7 of values,kernels,hazards,values,hazards,
 # kernels,scans: 4 values, 4 grid-kernel, 4 hazard and 2 scan jobs), jobs 0 and 1 bounds-checked
@@ -27,7 +27,7 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 XLA_PYTHON_
 if [ "$part" = leads ]; then
   # the strong hazard leads the CPU's --compile-sm90 runs recorded, each on 8 inputs, and
   # the GPU tests of the hazard (seed 18680 and a user's window select)
-  timeout 200 python3 bench/fuzz_replay.py bench/results/fuzz_cpu_*_sm90.json --device gpu \
+  timeout 200 python3 bench/fuzz/fuzz_replay.py bench/results/fuzz_cpu_*_sm90.json --device gpu \
     --inputs 8 --out "$out/replay_gpu.json" 2>&1 | tee "$out/replay_gpu.txt" | tail -20
   timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu tests/fuzz/test_fuzz_sm90.py \
     tests/backend/test_ptxas_hazards.py 2>&1 | tee "$out/hazards_pytest_gpu.txt" | tail -20
@@ -37,11 +37,11 @@ fi
 case "$part" in
   a) seed=20261213 ;;
   b) seed=20261214 ;;
-  *) echo "bench/fuzz_gpu.sh: a, b or leads, not '$part'" >&2; exit 2 ;;
+  *) echo "bench/fuzz/fuzz_gpu.sh: a, b or leads, not '$part'" >&2; exit 2 ;;
 esac
 seconds=${FUZZ_SECONDS:-430}
 # FUZZ_DEVICE=cpu FUZZ_JOBS=2: the same run on a machine without a GPU (a smoke test)
-timeout -s TERM $((seconds + 25)) python3 bench/fuzz.py --device "${FUZZ_DEVICE:-gpu}" \
+timeout -s TERM $((seconds + 25)) python3 bench/fuzz/fuzz.py --device "${FUZZ_DEVICE:-gpu}" \
   --jobs "${FUZZ_JOBS:-14}" --check-jobs 2 \
   --job-kinds values,kernels,hazards,values,hazards,kernels,scans \
   --seconds "$seconds" --examples 1000000 --seed "$seed" \

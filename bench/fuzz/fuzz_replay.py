@@ -1,7 +1,7 @@
 """Runs the strong hazard leads of fuzz summaries again, on a device, each on
-several inputs: the GPU half of what bench/fuzz.py --compile-sm90 found on the CPU.
+several inputs: the GPU half of what bench/fuzz/fuzz.py --compile-sm90 found on the CPU.
 
-    python3 bench/fuzz_replay.py bench/results/fuzz_cpu_..._sm90.json --device gpu \\
+    python3 bench/fuzz/fuzz_replay.py bench/results/fuzz_cpu_..._sm90.json --device gpu \\
         --inputs 8 --out $OUT/replay.json
 
 A lead is a program whose sm_90 SASS has the ptxas hazard's signature
@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 
@@ -42,13 +42,13 @@ def to_program(data: dict):
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("summaries", nargs="+", help="bench/fuzz.py summary JSON files")
+  parser.add_argument("summaries", nargs="+", help="bench/fuzz/fuzz.py summary JSON files")
   parser.add_argument("--device", default="gpu")
   parser.add_argument("--inputs", type=int, default=8, help="input seeds per program")
   parser.add_argument("--out", required=True)
   args = parser.parse_args()
   import jax
-  from bench.fuzz_summary import commit, write_json
+  from bench.fuzz.fuzz_summary import commit, write_json
   from tests.fuzz.check import Difference, check
   device = jax.devices(args.device)[0]
   runs, differences, started = [], [], time.time()
@@ -71,7 +71,7 @@ def main() -> None:
         runs.append({"from": os.path.basename(path), "where": where, "index": index,
                      "seed": program.seed, "input_seed": variant.seed, "status": status})
   stamp, stamp_from = commit(ROOT)
-  result = {"command": "python3 bench/fuzz_replay.py " + " ".join(sys.argv[1:]),
+  result = {"command": "python3 bench/fuzz/fuzz_replay.py " + " ".join(sys.argv[1:]),
             "commit": stamp, "commit_from": stamp_from, "device": str(device),
             "programs": len({(r["from"], r["index"]) for r in runs}),
             "runs": len(runs), "differences": differences,

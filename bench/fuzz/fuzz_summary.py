@@ -1,7 +1,7 @@
-"""bench/fuzz.py's summary: what the jobs' logs (one line of JSON per program) add up to,
+"""bench/fuzz/fuzz.py's summary: what the jobs' logs (one line of JSON per program) add up to,
 and the commit it ran at, stamped even in a copy of the tree without .git.
 
-    python3 bench/fuzz_summary.py --merge a.json b.json --out both.json
+    python3 bench/fuzz/fuzz_summary.py --merge a.json b.json --out both.json
 
 merges the summaries of runs split over several calls (the GPU run of issue 32,
 in two calls under the device's time limit): counts add up, lists are joined.
@@ -16,8 +16,8 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# where a copy of the tree without .git learns its commit (bench/fuzz.py's --help says how)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# where a copy of the tree without .git learns its commit (bench/fuzz/fuzz.py's --help says how)
 COMMIT_ENV = "PALLAS_PROF_COMMIT"
 STAMP_FILE = ".pallas-prof-commit"
 
@@ -162,10 +162,10 @@ def summarize(args, started: float, jobs, final: bool, cut_off: str | None = Non
       differences.append({k: rec[k] for k in ("message", "reproducer", "describe", "source")})
     elif status in ("generator_error", "worker_error"):
       generator_errors.append(rec["message"])
-  # read once, when the run starts (bench/fuzz.py main): HEAD may move while it runs
+  # read once, when the run starts (bench/fuzz/fuzz.py main): HEAD may move while it runs
   stamp, stamp_from = getattr(args, "commit", None) or commit()
   summary = {
-      "command": "python3 bench/fuzz.py " + " ".join(sys.argv[1:]),
+      "command": "python3 bench/fuzz/fuzz.py " + " ".join(sys.argv[1:]),
       "commit": stamp, "commit_from": stamp_from, "device": args.device, "seed": args.seed,
       "jobs": len(jobs),
       "examples": sum(v for k, v in outcomes.items()
@@ -253,7 +253,7 @@ def merge(summaries: list[dict]) -> dict:
 
 
 def main() -> None:
-  parser = argparse.ArgumentParser(description="Merges bench/fuzz.py summaries.")
+  parser = argparse.ArgumentParser(description="Merges bench/fuzz/fuzz.py summaries.")
   parser.add_argument("--merge", nargs="+", required=True, help="summary JSON files")
   parser.add_argument("--out", required=True)
   args = parser.parse_args()

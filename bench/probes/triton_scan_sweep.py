@@ -1,7 +1,7 @@
 """Which tl.cumsum forms Triton fails to compile for sm_90: a sweep in plain Triton
 (no pallas-prof, no JAX, no GPU), for any installed Triton.
 
-    python3 bench/triton_scan_sweep.py [--sizes 1,2,16,64] [--warps 1,4,8] [--dtypes fp32]
+    python3 bench/probes/triton_scan_sweep.py [--sizes 1,2,16,64] [--warps 1,4,8] [--dtypes fp32]
                                        [--out bench/results/triton_scan_sweep_<triton>_<commit>.txt]
 
 Each case loads a rows x cols block (vectorised, as pallas-prof's kernels load:
@@ -84,10 +84,10 @@ def main() -> None:
   parser.add_argument("--out", default=None)
   args = parser.parse_args()
   import triton
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,
                                          capture_output=True, text=True).stdout.strip()
-  lines = [f"# python3 bench/triton_scan_sweep.py {' '.join(sys.argv[1:])}",
+  lines = [f"# python3 bench/probes/triton_scan_sweep.py {' '.join(sys.argv[1:])}",
            f"# commit {commit or 'unknown'}, triton {triton.__version__}, target cuda:90"]
   print("\n".join(lines), flush=True)
   folder = tempfile.mkdtemp(prefix="scan-sweep-")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The final GPU proof of #16 (probes), within 150 s, from the repository root with the
-# wheels installed in /tmp/site:   bash bench/final_probes.sh
+# wheels installed in /tmp/site:   bash bench/profiler/final_probes.sh
 # Runs tests/profiler/probes_gpu.sh (known answers and a grid of ~8 waves; `pallas-prof
 # run --probes` on softmax 8192^2: table and SM tracks; matmul 8192^3 and flash attention
 # distortion; the GPU pytest), prints one line per kernel and the verdicts, and packs

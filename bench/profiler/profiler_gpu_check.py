@@ -1,6 +1,6 @@
 """One short GPU session that exercises every GPU part of pallas_prof.profiler.
 
-    python bench/profiler_gpu_check.py [OUT_DIR]        (default: $OUT, else .)
+    python bench/profiler/profiler_gpu_check.py [OUT_DIR]        (default: $OUT, else .)
 
 Writes OUT_DIR/profiler_gpu_check.json (rewritten after every part, so a
 crash or timeout keeps what was measured) and prints a summary. Parts, each
@@ -41,7 +41,7 @@ import traceback
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")   # leave room for cuMemAlloc
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 

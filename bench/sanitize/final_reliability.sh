@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Issue #18's proof on one H200 within SLOT seconds (default 480):
-#   bash bench/final_reliability.sh
+#   bash bench/sanitize/final_reliability.sh
 # from the repository root, wheels installed in /tmp/site, PYTHONPATH=$PWD:/tmp/site.
 #  1. compute-sanitizer (memcheck, racecheck, initcheck, synccheck) over the examples,
 #     flash attention, JAX's GPU ops (norms fwd+bwd, attention fwd+bwd) and 20 fuzz
-#     programs: bench/sanitize_gpu.sh, in the background, 3 runs at a time;
+#     programs: bench/sanitize/sanitize_gpu.sh, in the background, 3 runs at a time;
 #  2. the GPU tests of #18 (an illegal read is a BoundsError naming the line and the
 #     process computes afterwards; every access path; poisoned outputs; valid fuzz
 #     kernels in check mode; coverage; scan over arrays; float64 -> 16-bit rounding);
@@ -30,7 +30,7 @@ echo "commit $COMMIT" > "$W/commit.txt"
 log "compute-sanitizer, 4 tools x 5 programs, ${SANITIZE_PARALLEL:-3} at a time, in the background"
 (OUT=$W COMMIT=$COMMIT PARALLEL=${SANITIZE_PARALLEL:-3} BUDGET=${SANITIZE_BUDGET:-400} \
    STEP_TIMEOUT=${SANITIZE_STEP_TIMEOUT:-200} FUZZ_EXAMPLES=20 FUZZ_SECONDS=40 \
-   timeout $(( ${SANITIZE_BUDGET:-400} + 15 )) bash bench/sanitize_gpu.sh > "$W/sanitizer_console.txt" 2>&1) &
+   timeout $(( ${SANITIZE_BUDGET:-400} + 15 )) bash bench/sanitize/sanitize_gpu.sh > "$W/sanitizer_console.txt" 2>&1) &
 sanitizer=$!
 
 log "pytest (GPU): bounds, access paths, poisoning, coverage, scan, rounding"
@@ -51,7 +51,7 @@ grep -E "^(jax|float64|int32)" "$W/convert_rounding.txt" | cut -c1-110
 
 if [ "${BOUNDS_COST:-1}" = 1 ]; then   # BOUNDS_COST=0 where the sanitizer shares the GPU
   log "check mode's cost"
-  timeout 25 python3 bench/bounds_cost.py --reps 15 --out "$W/bounds_cost_h200.json" 2>&1 \
+  timeout 25 python3 bench/cost/bounds_cost.py --reps 15 --out "$W/bounds_cost_h200.json" 2>&1 \
     | grep "same results" | tail -4
 fi
 
@@ -63,7 +63,7 @@ left=$(( SLOT - $(elapsed) - 14 ))
 if [ "${FUZZ:-1}" = 0 ]; then log "fuzzer skipped (FUZZ=0)"; exit 0; fi
 [ "$left" -lt 30 ] && left=30
 log "fuzzer on the GPU for ${left}s: ${FUZZ_JOBS:-14} jobs, 2 of them in check mode"
-timeout $(( left + 12 )) python3 bench/fuzz.py --device ${FUZZ_DEVICE:-gpu} --jobs ${FUZZ_JOBS:-14} --check-jobs 2 \
+timeout $(( left + 12 )) python3 bench/fuzz/fuzz.py --device ${FUZZ_DEVICE:-gpu} --jobs ${FUZZ_JOBS:-14} --check-jobs 2 \
   --seconds "$left" --examples 100000 --seed ${FUZZ_SEED:-20261202} --out "$W/fuzz_gpu.json" \
   --corpus "$W/fuzz_gpu_repro" > "$W/fuzz_console.txt" 2>&1
 python3 - "$W/fuzz_gpu.json" <<'EOF'

@@ -7,14 +7,14 @@ route: the same kernels, ejected (`pallas-prof show --eject`: the generated Trit
 source with a launcher that needs numpy, triton and cuda-python only), each launched in
 a process of its own where nothing but Triton's launcher touches the GPU.
 
-    python3 bench/sanitize_ejected.py prepare DIR      # no sanitizer: run the programs
+    python3 bench/sanitize/sanitize_ejected.py prepare DIR      # no sanitizer: run the programs
                                                        # through pallas-prof, eject each kernel
     compute-sanitizer --tool memcheck --target-processes all \
-        python3 bench/sanitize_ejected.py run DIR      # each ejected program in turn
-    python3 bench/sanitize_ejected.py run DIR --interpret   # the same on a CPU (a dry run)
+        python3 bench/sanitize/sanitize_ejected.py run DIR      # each ejected program in turn
+    python3 bench/sanitize/sanitize_ejected.py run DIR --interpret   # the same on a CPU (a dry run)
 
-`prepare` runs bench/sanitize_examples.py and bench/sanitize_ops.py (the workloads of
-bench/sanitize_gpu.sh) through `pallas-prof run --no-analysis` and ejects every kernel
+`prepare` runs bench/sanitize/sanitize_examples.py and bench/sanitize/sanitize_ops.py (the workloads of
+bench/sanitize/sanitize_gpu.sh) through `pallas-prof run --no-analysis` and ejects every kernel
 they lowered into DIR/ejected/. Inputs are the ejected launcher's random values (floats
 in [-2, 2], integers in [-100, 100]): a kernel that takes indices from an integer input
 may then read out of bounds because of its inputs, not its code, and `run` names those
@@ -30,8 +30,8 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROGRAMS = {"examples": ["bench/sanitize_examples.py"], "ops": ["bench/sanitize_ops.py"]}
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROGRAMS = {"examples": ["bench/sanitize/sanitize_examples.py"], "ops": ["bench/sanitize/sanitize_ops.py"]}
 
 
 def prepare(out: str, programs: list[str]) -> int:

@@ -1,8 +1,8 @@
 """Every single-GPU example, one after another, in one process: the examples'
-workload for bench/sanitize_gpu.sh (one process, so compute-sanitizer pays
+workload for bench/sanitize/sanitize_gpu.sh (one process, so compute-sanitizer pays
 for JAX's start once, not once per example).
 
-    python3 bench/sanitize_examples.py [names...]     # default: all but multi_gpu
+    python3 bench/sanitize/sanitize_examples.py [names...]     # default: all but multi_gpu
 
 Each example checks its own result against XLA and returns its exit status;
 this exits non-zero when any of them failed.
@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "examples")]   # pipeline imports the others
 EXAMPLES = ("vector_add", "softmax", "layer_norm", "matmul", "flash_attention", "pipeline")
 

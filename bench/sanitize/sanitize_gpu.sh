@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # compute-sanitizer over pallas-prof on a GPU: memcheck, racecheck, initcheck
-# and synccheck over the examples (bench/sanitize_examples.py, one process;
+# and synccheck over the examples (bench/sanitize/sanitize_examples.py, one process;
 # flash attention in one of its own), JAX's Pallas GPU ops forward and backward
-# (bench/sanitize_ops.py: the norms, and attention apart) and a fixed corpus of
-# fuzzer programs (bench/fuzz.py --device gpu --seed 1, in process).
+# (bench/sanitize/sanitize_ops.py: the norms, and attention apart) and a fixed corpus of
+# fuzzer programs (bench/fuzz/fuzz.py --device gpu --seed 1, in process).
 # One log per tool and program, and a summary of each log's "ERROR SUMMARY"
 # line, under $OUT/sanitizer (copy it to bench/results/sanitizer_<commit>/).
 #
@@ -15,8 +15,8 @@
 #
 # From the repository root on the device machine, after the wheels are set up
 # (as in bench/gpu_session.sh):
-#   bash bench/sanitize_gpu.sh                            # 4 tools x 5 programs
-#   TOOLS="memcheck" PROGRAMS="examples" bash bench/sanitize_gpu.sh
+#   bash bench/sanitize/sanitize_gpu.sh                            # 4 tools x 5 programs
+#   TOOLS="memcheck" PROGRAMS="examples" bash bench/sanitize/sanitize_gpu.sh
 # The process exits 0 when every log says "ERROR SUMMARY: 0 errors" and
 # every program itself succeeded.
 set -u
@@ -35,7 +35,7 @@ export XLA_FLAGS="${SANITIZE_XLA_FLAGS---xla_gpu_autotune_level=0 --xla_gpu_enab
 FOLLOW=${FOLLOW:-application-only}
 TOOLS=${TOOLS:-"memcheck racecheck initcheck synccheck"}
 # ejected: the same examples' and ops' kernels ejected and launched without JAX
-# (bench/sanitize_ejected.py), the route to a verdict if JAX under the sanitizer dies again
+# (bench/sanitize/sanitize_ejected.py), the route to a verdict if JAX under the sanitizer dies again
 PROGRAMS=${PROGRAMS:-"examples flash_attention jax_ops_norms jax_ops_mha fuzz_corpus ejected"}
 PARALLEL=${PARALLEL:-6}
 STEP_TIMEOUT=${STEP_TIMEOUT:-200}
@@ -55,12 +55,12 @@ nvidia-smi -L >> "$SUMMARY" 2>&1
 command_of() {   # the program's command line for one tool
   case "$1" in
     # flash attention apart: under compute-sanitizer 2025.3 it ended with a segfault (exit 139)
-    examples) echo "python3 bench/sanitize_examples.py ${EXAMPLES:-vector_add softmax layer_norm matmul pipeline}" ;;
-    flash_attention|flash_attention_apponly) echo "python3 bench/sanitize_examples.py flash_attention" ;;
-    jax_ops_norms) echo "python3 bench/sanitize_ops.py norms" ;;
-    jax_ops_mha) echo "python3 bench/sanitize_ops.py mha" ;;
-    ejected) echo "python3 bench/sanitize_ejected.py run $OUT_DIR/ejected_kernels" ;;
-    fuzz_corpus) echo "python3 bench/fuzz.py --device gpu --examples $FUZZ_EXAMPLES --seconds $FUZZ_SECONDS --seed 1 --no-isolate --no-shrink --out $OUT_DIR/fuzz_corpus_$2.json --corpus $OUT_DIR/fuzz_corpus_$2_repro" ;;
+    examples) echo "python3 bench/sanitize/sanitize_examples.py ${EXAMPLES:-vector_add softmax layer_norm matmul pipeline}" ;;
+    flash_attention|flash_attention_apponly) echo "python3 bench/sanitize/sanitize_examples.py flash_attention" ;;
+    jax_ops_norms) echo "python3 bench/sanitize/sanitize_ops.py norms" ;;
+    jax_ops_mha) echo "python3 bench/sanitize/sanitize_ops.py mha" ;;
+    ejected) echo "python3 bench/sanitize/sanitize_ejected.py run $OUT_DIR/ejected_kernels" ;;
+    fuzz_corpus) echo "python3 bench/fuzz/fuzz.py --device gpu --examples $FUZZ_EXAMPLES --seconds $FUZZ_SECONDS --seed 1 --no-isolate --no-shrink --out $OUT_DIR/fuzz_corpus_$2.json --corpus $OUT_DIR/fuzz_corpus_$2_repro" ;;
     *) echo "false unknown program $1" ;;
   esac
 }
@@ -93,7 +93,7 @@ run_one() {   # tool program seconds: one sanitized run; its result line goes to
 started=$(date +%s)
 end=$(( started + BUDGET ))
 case " $PROGRAMS " in *" ejected "*)   # not under the sanitizer: lower, compile and eject
-  timeout "${EJECT_TIMEOUT:-150}" python3 bench/sanitize_ejected.py prepare "$OUT_DIR/ejected_kernels" \
+  timeout "${EJECT_TIMEOUT:-150}" python3 bench/sanitize/sanitize_ejected.py prepare "$OUT_DIR/ejected_kernels" \
     > "$OUT_DIR/ejected_prepare.log" 2>&1
   echo "ejected kernels prepared: exit $?, $(tail -1 "$OUT_DIR/ejected_prepare.log")" >> "$SUMMARY" ;;
 esac

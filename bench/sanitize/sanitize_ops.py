@@ -1,7 +1,7 @@
 """JAX's Pallas GPU ops, forward and backward, through pallas-prof at small
-sizes: the workload bench/sanitize_gpu.sh runs under compute-sanitizer.
+sizes: the workload bench/sanitize/sanitize_gpu.sh runs under compute-sanitizer.
 
-    python3 bench/sanitize_ops.py [norms] [mha]   # on a GPU; one line per op (default: all)
+    python3 bench/sanitize/sanitize_ops.py [norms] [mha]   # on a GPU; one line per op (default: all)
 
 Each op is checked against its XLA reference, so a run that the sanitizer
 passes also computed the right numbers. Sizes are small (the sanitizer makes

@@ -1,6 +1,6 @@
 """Where does the wall clock of a jitted call go beyond its kernels' GPU time?
 
-    python bench/dispatch_gap.py [--out dispatch_gap.json]
+    python bench/suite/dispatch_gap.py [--out dispatch_gap.json]
 
 ops_vs_builtin.py found every backend's wall clock per call 9-17 µs above the
 GPU time CUPTI records for its kernels. For the memory-bound ops of that
@@ -21,13 +21,13 @@ import statistics
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import jax  # noqa: E402
 
-from bench import ops_vs_builtin as b  # noqa: E402
+from bench.suite import ops_vs_builtin as b  # noqa: E402
 from bench import save_record  # noqa: E402
 
 
@@ -72,12 +72,12 @@ def main(argv=None):
   ap.add_argument("--out")
   ap.add_argument("--ops", default="rms_norm", help="comma-separated: rms_norm, layer_norm, softmax, add")
   args = ap.parse_args(argv)
-  b.require_gpu("bench/dispatch_gap.py", "gap")
+  b.require_gpu("bench/suite/dispatch_gap.py", "gap")
   import pallas_prof
   pallas_prof.install()
   copy = b.copy_bandwidth()["GBps"]
   record = {"device": jax.devices()[0].device_kind, "copy_GBps": copy, "ops": {},
-            "command": "python bench/dispatch_gap.py " + " ".join(argv or sys.argv[1:])}
+            "command": "python bench/suite/dispatch_gap.py " + " ".join(argv or sys.argv[1:])}
   for op in args.ops.split(","):
     spec = b.OPS_BY_NAME[op]()
     rows = {}

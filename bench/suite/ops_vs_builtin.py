@@ -1,9 +1,9 @@
 """pallas-prof vs JAX's built-in Pallas Triton backend vs plain XLA, side by side, on a GPU:
 six forward ops at one shape each, with first-call phases and a cached recompile in a
-fresh process. The canonical benchmark is now bench/suite.py (more ops and shapes);
+fresh process. The canonical benchmark is now bench/suite/suite.py (more ops and shapes);
 this one stays for its first-call figures and as other scripts' library of op specs.
 
-    python bench/ops_vs_builtin.py [--out bench/results/ops_vs_builtin_h200.json] [--only softmax,mha]
+    python bench/suite/ops_vs_builtin.py [--out bench/results/ops_vs_builtin_h200.json] [--only softmax,mha]
 
 Method (see the device library's METHOD.md): inputs larger than L2, fresh
 random data, correctness checked before timing on every variant (with the
@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 os.environ.setdefault("PALLAS_PROF_CACHE_DIR", tempfile.mkdtemp(prefix="pallas-prof-bench-"))
@@ -371,7 +371,7 @@ def cached_recompile_ms() -> dict:
       "import sys, time, json; sys.path.insert(0, %r)\n"
       "import jax\n"
       "from pallas_prof.backend import registry, compile as pc\n"
-      "import bench.ops_vs_builtin as b\n"
+      "import bench.suite.ops_vs_builtin as b\n"
       "out = {}\n"
       "for make in b.OPS:\n"
       "  spec = make(); registry.clear(); jax.clear_caches(); b._use_backend('pallas_prof')\n"
@@ -405,13 +405,13 @@ def main(argv=None):
   parser.add_argument("--out")
   parser.add_argument("--only", help="comma-separated substrings of op names")
   args = parser.parse_args(argv)
-  require_gpu("bench/ops_vs_builtin.py", "bench")
+  require_gpu("bench/suite/ops_vs_builtin.py", "bench")
   # as a user's program would: install at start-up (the compile worker warms up
   # while the inputs are made and the copy bandwidth is measured)
   pallas_prof.install()
   dev = jax.devices()[0]
   print(f"device: {dev.device_kind}, jax {jax.__version__}, backend {jax.default_backend()}")
-  record = {"command": "python bench/ops_vs_builtin.py " + " ".join(argv or sys.argv[1:]),
+  record = {"command": "python bench/suite/ops_vs_builtin.py " + " ".join(argv or sys.argv[1:]),
             "date": time.strftime("%Y-%m-%d %H:%M"), "device": dev.device_kind,
             "jax": jax.__version__, "host": platform.node(), "ops": []}
   record["process_warm_up"] = warm_up_process()

@@ -1,9 +1,9 @@
 """The canonical benchmark: pallas-prof against JAX's built-in Pallas Triton backend and XLA.
 
-    python bench/suite.py [--budget-s 300] [--quick] [--only SUBSTR,...] [--out-dir bench/results]
-    python bench/suite.py --dry-run        # any machine: every case, small, checked, no GPU
+    python bench/suite/suite.py [--budget-s 300] [--quick] [--only SUBSTR,...] [--out-dir bench/results]
+    python bench/suite/suite.py --dry-run        # any machine: every case, small, checked, no GPU
 
-Cases (bench/suite_cases.py): JAX's own GPU ops (softmax, layer_norm and rms_norm
+Cases (bench/suite/suite_cases.py): JAX's own GPU ops (softmax, layer_norm and rms_norm
 forward and forward+backward, mha forward and forward+backward, causal and not,
 decode_attention, paged_attention), a matmul and a vector add, three shapes each.
 Columns: pallas-prof with its defaults ("ours_default"), pallas-prof tuned
@@ -37,7 +37,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("PALLAS_PROF_CACHE_DIR", tempfile.mkdtemp(prefix="pallas-prof-suite-"))
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -47,8 +47,9 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import pallas_prof  # noqa: E402
-from bench import gpu_state, save_record  # noqa: E402
-from bench.suite_cases import CASES, ordered  # noqa: E402
+from bench.suite import gpu_state  # noqa: E402
+from bench import save_record  # noqa: E402
+from bench.suite.suite_cases import CASES, ordered  # noqa: E402
 
 COLUMNS = ("ours_default", "ours_tuned", "builtin", "xla")
 # The float32 reference is compiled without XLA's autotuning: it is computed once, and
@@ -403,8 +404,8 @@ def main(argv=None) -> dict:
   started = time.perf_counter()
   on_gpu = jax.default_backend() == "gpu"
   if not on_gpu and not args.dry_run:
-    raise SystemExit("bench/suite.py times on an NVIDIA GPU (JAX's backend here is "
-                     f"{jax.default_backend()!r}); here run `python bench/suite.py --dry-run`, "
+    raise SystemExit("bench/suite/suite.py times on an NVIDIA GPU (JAX's backend here is "
+                     f"{jax.default_backend()!r}); here run `python bench/suite/suite.py --dry-run`, "
                      "which checks every case at a small size through Triton's interpreter")
   pallas_prof.install()
   from jax.experimental.pallas import triton as plgpu  # noqa: F401 - every op imports it
@@ -417,7 +418,7 @@ def main(argv=None) -> dict:
   seed = args.seed if args.seed is not None else int(np.random.SeedSequence().entropy % 2**31)
   out = args.out or (None if args.dry_run else
                      os.path.join(args.out_dir, f"suite_{gpu_tag(dev.device_kind)}_{commit}.json"))
-  record = {"command": "python bench/suite.py " + " ".join(sys.argv[1:] if argv is None else argv),
+  record = {"command": "python bench/suite/suite.py " + " ".join(sys.argv[1:] if argv is None else argv),
             "commit": commit, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "device": dev.device_kind, "jax": jax.__version__, "host": platform.node(),
             "dry_run": args.dry_run, "budget_s": args.budget_s, "seed": seed,

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                                 "examples"))
 
 BF16, F32 = jnp.bfloat16, jnp.float32
@@ -220,7 +220,7 @@ def matmul(shape, dtype, key, bm=128, bn=128, bk=64, num_warps=4, num_stages=3):
     # the example's kernel launched in groups (CompilerParams(launch_group)) and/or with
     # TMA loads and stores (CompilerParams(tma)), for pallas-prof's tuned column only:
     # the built-in backend runs variant({})
-    from bench.tma import matmul as with_params
+    from bench.cost.tma import matmul as with_params
     return functools.partial(with_params, group=group, tma=tma, name=None, **cfg)
 
   def xla(a, b):
@@ -264,7 +264,7 @@ def _mha_cases(causal, backward):
 SOFTMAX_TUNE = ({"num_warps": 8}, {"num_warps": 16})
 DECODE_TUNE = ({"block_k": 128}, {"k_splits": 8}, {"num_warps": 8})
 PAGED_TUNE = ({"pages_per_compute_block": 16}, {"k_splits": 8}, {"num_warps": 4})
-# TMA ({"tma": True}) joins these once bench/tma_gpu.sh has shown it right on a GPU
+# TMA ({"tma": True}) joins these once bench/cost/tma_gpu.sh has shown it right on a GPU
 MATMUL_TUNE = ({"launch_group": 8}, {"num_stages": 4}, {"num_stages": 2})
 
 
