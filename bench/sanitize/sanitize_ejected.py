@@ -1,7 +1,7 @@
 """compute-sanitizer over pallas-prof's kernels with no JAX in the checked process.
 
 Under compute-sanitizer, JAX processes ended with the sanitizer itself dying of signal
-11 on the H200 (2026-12-02, bench/results/sanitizer_h200_*), once while XLA compiled a
+11 on the H200 (2026-12-02, bench/results/archive/sanitizer_h200_*), once while XLA compiled a
 reference, so those runs gave no verdict on pallas-prof's kernels. This is the other
 route: the same kernels, ejected (`pallas-prof show --eject`: the generated Triton
 source with a launcher that needs numpy, triton and cuda-python only), each launched in

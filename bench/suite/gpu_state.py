@@ -5,7 +5,7 @@ Why: the suite's ratios compare columns timed minutes apart in one run, so a GPU
 holds a lower clock under load moves them all alike; an absolute figure does not cancel
 that. On the shared H200 the 8192^3 matmul ran at 732.7 TFLOP/s in one run and 660.2
 in another on the same code, with the built-in and XLA slower by the same 8-10 %
-(bench/results/README.md). The clock each column ran at says which it was.
+(bench/results/archive/README.md). The clock each column ran at says which it was.
 """
 from __future__ import annotations
 

@@ -54,7 +54,7 @@ from bench.suite.suite_cases import CASES, ordered  # noqa: E402
 COLUMNS = ("ours_default", "ours_tuned", "builtin", "xla")
 # The float32 reference is compiled without XLA's autotuning: it is computed once, and
 # XLA's tuning of its float32 dots was most of a matmul or attention case's time outside
-# its timing windows (bench/results/README.md, the suite at 9655d8a). The XLA column keeps it.
+# its timing windows (bench/results/archive/README.md, the suite at 9655d8a). The XLA column keeps it.
 REFERENCE_COMPILE_OPTIONS = {"xla_gpu_autotune_level": 0}
 MIN_CASE_S = 4.0          # a case needs at least this much budget left to start
 
