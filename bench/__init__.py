@@ -1,4 +1,6 @@
-"""GPU benchmarks (probes/: one-off probes); bench/results/README.md gives the current figures with their commands and commits."""
+"""GPU benchmarks, one folder per purpose (suite/, first_call/, cost/, fuzz/, sanitize/, advice/,
+profiler/; probes/: one-off probes); gpu_session.sh runs them on a GPU in time-boxed steps, and
+bench/results/README.md gives the current figures with their commands and commits."""
 import json
 
 

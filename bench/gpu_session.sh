@@ -52,34 +52,34 @@ step_conformance() {   # JAX's own Pallas tests against pallas-prof (as .conform
 step_suite() {   # the canonical benchmark: every op, three shapes, four columns, within a time
   # budget (cases the budget cannot reach are recorded as skipped); the record is
   # suite_<gpu>_<commit>.json (SUITE_COMMIT names the commit: this copy has no .git)
-  timeout ${SUITE_TIMEOUT:-555} python3 bench/suite.py --budget-s ${SUITE_BUDGET:-480} \
+  timeout ${SUITE_TIMEOUT:-555} python3 bench/suite/suite.py --budget-s ${SUITE_BUDGET:-480} \
     --out-dir "$OUT" ${SUITE_COMMIT:+--commit $SUITE_COMMIT} ${SUITE_ARGS:-} 2>&1 \
     | grep -v Deprecation | tail -70
 }
 
 step_bench() {   # the previous benchmark (six forward ops, one shape each): pallas-prof vs built-in vs XLA
-  timeout ${BENCH_TIMEOUT:-220} python3 bench/ops_vs_builtin.py --out "$OUT/ops_vs_builtin.json" 2>&1 \
+  timeout ${BENCH_TIMEOUT:-220} python3 bench/suite/ops_vs_builtin.py --out "$OUT/ops_vs_builtin.json" 2>&1 \
     | grep -v Deprecation | tail -25
 }
 
 step_first_call() {   # first-call latency, median of fresh processes
-  timeout ${FIRST_CALL_TIMEOUT:-400} python3 bench/first_call.py --processes ${FIRST_CALL_PROCESSES:-5} \
+  timeout ${FIRST_CALL_TIMEOUT:-400} python3 bench/first_call/first_call.py --processes ${FIRST_CALL_PROCESSES:-5} \
     --profile ${FIRST_CALL_PROFILE:-rms_norm,mha} --out "$OUT/first_call.json" 2>&1 \
     | grep -v Deprecation | tail -12
 }
 
 step_process_first() {   # the process's first pallas_call, by its delay after install()
-  timeout ${PROCESS_FIRST_TIMEOUT:-240} python3 bench/process_first_call.py \
+  timeout ${PROCESS_FIRST_TIMEOUT:-240} python3 bench/first_call/process_first_call.py \
     --out "$OUT/process_first_call.json" 2>&1 | grep -v Deprecation | tail -8
 }
 
 step_gap() {   # wall clock vs GPU time of a jitted call (rms_norm, every backend)
-  timeout ${GAP_TIMEOUT:-200} python3 bench/dispatch_gap.py --ops ${GAP_OPS:-rms_norm} --out "$OUT/dispatch_gap.json" 2>&1 \
+  timeout ${GAP_TIMEOUT:-200} python3 bench/suite/dispatch_gap.py --ops ${GAP_OPS:-rms_norm} --out "$OUT/dispatch_gap.json" 2>&1 \
     | grep -v Deprecation | tail -8
 }
 
 step_profiler() {   # replay timing, ncu, NVML, CUPTI in-situ, device index checks
-  timeout ${PROFILER_TIMEOUT:-200} python3 bench/profiler_gpu_check.py "$OUT" 2>&1 | tail -30
+  timeout ${PROFILER_TIMEOUT:-200} python3 bench/profiler/profiler_gpu_check.py "$OUT" 2>&1 | tail -30
 }
 
 step_cli() {   # the front door, on a script with four kernels, on every GPU
@@ -122,9 +122,9 @@ step_reliability() {   # issue #18: the bounds-checked mode on the GPU (an illeg
     --junitxml="$OUT/reliability-pytest.xml" 2>&1 | tail -15
   timeout ${CONVERT_PROBE_TIMEOUT:-60} python3 bench/probes/convert_rounding.py \
     --out "$OUT/convert_rounding.json" 2>&1 | grep -v Warning | tail -24
-  timeout ${BOUNDS_COST_TIMEOUT:-90} python3 bench/bounds_cost.py --out "$OUT/bounds_cost_h200.json" \
+  timeout ${BOUNDS_COST_TIMEOUT:-90} python3 bench/cost/bounds_cost.py --out "$OUT/bounds_cost_h200.json" \
     2>&1 | grep -v Warning | tail -6
-  timeout $(( ${FUZZ_SECONDS:-240} + 40 )) python3 bench/fuzz.py --device gpu --seconds ${FUZZ_SECONDS:-240} \
+  timeout $(( ${FUZZ_SECONDS:-240} + 40 )) python3 bench/fuzz/fuzz.py --device gpu --seconds ${FUZZ_SECONDS:-240} \
     --examples ${FUZZ_EXAMPLES:-4000} --jobs ${FUZZ_JOBS:-14} --check-jobs ${FUZZ_CHECK_JOBS:-2} \
     --seed ${FUZZ_SEED:-18} --out "$OUT/fuzz_gpu.json" --corpus "$OUT/fuzz_gpu_repro" 2>&1 | tail -14
 }
@@ -152,7 +152,7 @@ PY
 
 step_fuzz() {   # the differential fuzzer on the GPU: FUZZ_SECONDS of FUZZ_JOBS children,
   # FUZZ_CHECK_JOBS of them in the bounds-checked mode, fresh seeds (FUZZ_SEED)
-  timeout $(( ${FUZZ_SECONDS:-300} + 60 )) python3 bench/fuzz.py --device gpu --seconds ${FUZZ_SECONDS:-300} \
+  timeout $(( ${FUZZ_SECONDS:-300} + 60 )) python3 bench/fuzz/fuzz.py --device gpu --seconds ${FUZZ_SECONDS:-300} \
     --examples ${FUZZ_EXAMPLES:-100000} --jobs ${FUZZ_JOBS:-14} --check-jobs ${FUZZ_CHECK_JOBS:-2} \
     --kind ${FUZZ_KIND:-all} \
     --seed ${FUZZ_SEED:-1} ${FUZZ_ARGS:-} --out "$OUT/fuzz_gpu_${FUZZ_SEED:-1}.json" \
@@ -171,7 +171,7 @@ step_repro() {   # REPRO (a fuzz reproducer): many runs on the GPU (a race moves
 
 step_replay() {   # the strong ptxas-hazard leads the CPU's sm_90 fuzz mode found (REPLAY: its
   # summaries), each run on the GPU on several inputs
-  timeout ${REPLAY_TIMEOUT:-120} python3 bench/fuzz_replay.py $REPLAY --device gpu --inputs ${REPLAY_INPUTS:-8} \
+  timeout ${REPLAY_TIMEOUT:-120} python3 bench/fuzz/fuzz_replay.py $REPLAY --device gpu --inputs ${REPLAY_INPUTS:-8} \
     --out "$OUT/replay.json" 2>&1 | grep -v Warning | tail -12
 }
 
@@ -179,7 +179,7 @@ step_scan() {   # issue #28: the selective scan (Triton 3.6's ScanOpToLLVM bug w
   # against its float64 reference on the GPU, and what the workaround costs
   timeout ${SCAN_TEST_TIMEOUT:-120} python3 -m pytest -q -p no:cacheprovider -rfE -n 4 \
     tests/backend/test_selective_scan.py tests/backend/compiling/test_triton_bugs.py 2>&1 | tail -6
-  timeout ${SCAN_COST_TIMEOUT:-150} python3 bench/workaround_cost.py --reps ${SCAN_REPS:-30} \
+  timeout ${SCAN_COST_TIMEOUT:-150} python3 bench/cost/workaround_cost.py --reps ${SCAN_REPS:-30} \
     --commit "$(cat .pallas-prof-commit 2>/dev/null || echo unknown)" \
     --out "$OUT/workaround_cost.json" 2>&1 | grep -v Warning | tail -14
 }
@@ -200,7 +200,7 @@ step_scansweep() {   # which compiled scans come out wrong: a process per num_wa
 step_sanitize() {   # compute-sanitizer (4 tools) over the examples, JAX's GPU ops fwd+bwd and
   # fuzzer programs, PARALLEL runs at a time, the whole step within SANITIZE_BUDGET seconds
   OUT="$OUT" BUDGET=${SANITIZE_BUDGET:-240} timeout $(( ${SANITIZE_BUDGET:-240} + 30 )) \
-    bash bench/sanitize_gpu.sh 2>&1 | tail -20
+    bash bench/sanitize/sanitize_gpu.sh 2>&1 | tail -20
 }
 
 step_rowmax() {   # issue 32: the fuzz's smallest wrong kernels (a row max of a negation, a cumsum
@@ -235,7 +235,7 @@ step_int16() {   # issue 32: seed 1250's int16 wrong answer (a packed add's cons
 step_advice() {   # issue 29's Proof: the known-answer kernels (one planted defect each, one at
   # its roof) and JAX's norm ops against XLA, the advice checked against the fixes applied by
   # hand: $OUT/advice/known_answers.json and .txt (ADVICE_COMMIT names the commit)
-  timeout ${ADVICE_TIMEOUT:-500} python3 bench/advice_known_answers.py --budget-s \
+  timeout ${ADVICE_TIMEOUT:-500} python3 bench/advice/advice_known_answers.py --budget-s \
     ${ADVICE_BUDGET:-420} --deadline-s 465 --out "$OUT/advice" ${ADVICE_COMMIT:+--commit $ADVICE_COMMIT} \
     2>&1 | grep -v Deprecation | tail -120
 }

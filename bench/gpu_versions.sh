@@ -100,7 +100,7 @@ step_hazard() {
 }
 
 step_fuzz() {
-  timeout $(( ${FUZZ_SECONDS:-240} + 60 )) python3 bench/fuzz.py --device gpu --seconds ${FUZZ_SECONDS:-240} \
+  timeout $(( ${FUZZ_SECONDS:-240} + 60 )) python3 bench/fuzz/fuzz.py --device gpu --seconds ${FUZZ_SECONDS:-240} \
     --examples 100000 --jobs ${FUZZ_JOBS:-14} --check-jobs ${FUZZ_CHECK_JOBS:-2} --seed ${FUZZ_SEED:-1} \
     --out "$OUT/fuzz_gpu.json" --corpus "$OUT/fuzz_repro" 2>&1 | tail -14
 }

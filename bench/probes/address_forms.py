@@ -11,7 +11,7 @@ import jax, jax.numpy as jnp
 import pallas_prof
 from pallas_prof.backend import kernel_registry
 from pallas_prof.backend.compiling.compile import compile_kernel, assemble_cubin
-from bench import suite_cases as sc
+from bench.suite import suite_cases as sc
 import triton
 
 CASES = {

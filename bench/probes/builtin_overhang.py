@@ -8,7 +8,7 @@ x + y. Meant to run under compute-sanitizer's memcheck with
 XLA_PYTHON_CLIENT_ALLOCATOR=platform, so that each array is an allocation of its own and
 a write past its end is a write outside any allocation (XLA's default pool would hide
 it). Why: the suite's vector_add 41943047 bf16 case once read the built-in's output as
-written past its end (bench/results/README.md); this asks the sanitizer.
+written past its end (bench/results/archive/README.md); this asks the sanitizer.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
     python bench/probes/first_call_parts.py [--processes 2] [--ops matmul,mha,rms_norm]
         [--out record.json]
 
-bench/first_call.py gives the totals (ours 1.62x the built-in's on the matmul);
+bench/first_call/first_call.py gives the totals (ours 1.62x the built-in's on the matmul);
 the compiler-side comparison on the CPU (bench/probes/ttir_vs_builtin.py) found
 the two kernels cost the wheel's Triton the same. What is left is on the GPU
 machine: jaxlib's PTX-to-cubin step, XLA's own Triton and LLVM, the worker hop.
@@ -58,7 +58,7 @@ def _events(trace_dir: str, min_ms: float = 1.0) -> dict:
 
 def _traced_first_call(make_fn, args) -> tuple[float, dict, dict]:
   import jax
-  from bench import ops_vs_builtin as b
+  from bench.suite import ops_vs_builtin as b
   opts = jax.profiler.ProfileOptions()
   opts.python_tracer_level = 0
   opts.host_tracer_level = 2
@@ -93,7 +93,7 @@ def child(ops: list[str], builtin_first: bool) -> dict:
   import jax
 
   import pallas_prof
-  from bench import ops_vs_builtin as b
+  from bench.suite import ops_vs_builtin as b
   from pallas_prof.backend import kernel_registry
   from pallas_prof.backend.running.launch import jaxlib_ptx
   pallas_prof.install()

@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 import jax  # noqa: E402
 
-from bench import ops_vs_builtin as b  # noqa: E402
+from bench.suite import ops_vs_builtin as b  # noqa: E402
 from pallas_prof.backend import kernel_registry  # noqa: E402
 
 spec = b.OPS_BY_NAME["softmax"]()

@@ -4,7 +4,7 @@ bandwidth? Variants of the generated Triton source, timed side by side.
     python bench/probes/norm_variants.py [--out norm_variants.json]
 
 Each variant is an edit of the source pallas-prof generates for the kernel of
-bench/ops_vs_builtin.py (8192x8192 bf16, forward), compiled and timed by
+bench/suite/ops_vs_builtin.py (8192x8192 bf16, forward), compiled and timed by
 pallas-prof's replay (cold: L2 flushed before each launch; sustained:
 back-to-back). The edits change no result (a cache hint, masks that are always
 true, the order of independent loads), so outputs are not compared. An
@@ -34,7 +34,7 @@ from pallas_prof.backend import kernel_registry  # noqa: E402
 
 def lower(kind: str):
   """The GeneratedKernel of ops_vs_builtin.py's layer_norm or rms_norm."""
-  from bench.ops_vs_builtin import OPS_BY_NAME, abstract_args
+  from bench.suite.ops_vs_builtin import OPS_BY_NAME, abstract_args
   spec = OPS_BY_NAME[kind]()
   kernel_registry.clear()
   jax.clear_caches()

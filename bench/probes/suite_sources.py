@@ -3,7 +3,7 @@ code generator changed what an H200 run measured.
 
     PYTHONPATH=<checkout> python bench/probes/suite_sources.py OUT_DIR [--against DIR]
 
-Lowers (no run) each of bench/suite_cases.py's cases at its full shape, its default and
+Lowers (no run) each of bench/suite/suite_cases.py's cases at its full shape, its default and
 each tuning config, through the pallas_prof on PYTHONPATH, and writes each kernel's
 source without comments to OUT_DIR/<case>.<config>.<k>.py. With --against (the same
 written by another checkout) it says which differ once lane vectors' names and
@@ -24,7 +24,7 @@ def write_sources(out: str) -> list[str]:
   import jax
   import pallas_prof
   from pallas_prof.backend import kernel_registry
-  from bench.suite_cases import CASES
+  from bench.suite.suite_cases import CASES
   pallas_prof.install()
   os.makedirs(out, exist_ok=True)
   skipped = []

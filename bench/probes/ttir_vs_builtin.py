@@ -39,7 +39,7 @@ import jax  # noqa: E402
 
 def _function(op: str):
   """(jitted function, abstract arguments) of a benchmark op, as ops_vs_builtin.py runs it."""
-  from bench.ops_vs_builtin import OPS_BY_NAME, abstract_args
+  from bench.suite.ops_vs_builtin import OPS_BY_NAME, abstract_args
   spec = OPS_BY_NAME[op]()
   return spec["pallas"](), abstract_args(spec)
 

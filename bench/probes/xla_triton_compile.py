@@ -3,7 +3,7 @@
     python bench/probes/xla_triton_compile.py [--ops softmax,mha,matmul] [--repeats 3]
         [--out record.json]
 
-Why: on the H200 (bench/results/README.md, "#17 part 5") the `triton` wheel took 248 ms
+Why: on the H200 (bench/results/archive/README.md, "Issue #17 part 5") the `triton` wheel took 248 ms
 from TTIR to PTX for the 8192^3 matmul where XLA's Triton, inside the built-in's XLA
 compile, took ~136 ms: the wheel's LLVM and MLIR are built with assertions. jax 0.10.2's
 source reaches XLA's Triton from Python for jaxlib after 0.10.2,

@@ -12,7 +12,7 @@ Two clocks:
     dispatch, and for a short kernel the dispatch can be the longer part and differ
     between configs (jaxlib's custom call copies and hashes the kernel's whole PTX at
     every launch, and the PTX's size depends on the config): by the wall clock a config
-    whose kernel is slower can win (bench/results/README.md, the suite at 999b43d).
+    whose kernel is slower can win (bench/results/archive/README.md, the suite at 999b43d).
   - "wall": seconds per call of a batch (the GPU runs one call while the host
     dispatches the next, as in triton.testing.do_bench). Used without a GPU, and where
     CUPTI is taken (a jax.profiler trace, Nsight) or Proton fails: `pick_clock` says why.

@@ -18,7 +18,7 @@ read it): per kernel, every candidate's median, the choice and the time spent;
 and observers (tracing) get a `tune <kernel>` span with one child per candidate.
 A cached choice costs a JSON read, and when it is not the default a lowering
 and a compile from pallas-prof's disk cache: it imports neither Triton nor the
-profiler's CUDA code beyond the device's name (bench/tune_cost.py measures it).
+profiler's CUDA code beyond the device's name (bench/cost/tune_cost.py measures it).
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ BUDGET_ENV = "PALLAS_PROF_AUTOTUNE_BUDGET_S"   # seconds per kernel when the env
 CACHE_VERSION = 3      # 3: a config is (num_warps, num_stages, launch_group, tma)
 # warps x stages, and the default's warps and stages launched in groups (a grid of one
 # dimension has no grouped order: those candidates are left out there). TMA ({"tma": 1})
-# is tried only where a config asks for it: it has run on the H200 (bench/tma.py), but a
+# is tried only where a config asks for it: it has run on the H200 (bench/cost/tma.py), but a
 # candidate that faulted there would take the user's CUDA context down with it.
 # TMA candidates are left out below sm_90, and where no load or store can use TMA.
 DEFAULT_CONFIGS = tuple({"num_warps": w, "num_stages": s} for w in (4, 8) for s in (2, 3, 4)) + \

@@ -1,5 +1,5 @@
 """Four kernels with one planted defect each, small enough for Triton's interpreter
-(bench/advice_known_answers.py has the GPU-sized ones): tiny blocks, one warp per row,
+(bench/advice/advice_known_answers.py has the GPU-sized ones): tiny blocks, one warp per row,
 a transcendental the loop recomputes (which LLVM hoists), and transcendentals that are
 most of a kernel's work whatever the compiler does."""
 import sys

@@ -1,11 +1,11 @@
-"""bench/advice_checks.py on advice shaped as a GPU run gives it. SYNTHETIC: no figure here
+"""bench/advice/advice_checks.py on advice shaped as a GPU run gives it. SYNTHETIC: no figure here
 was measured; these tests check what the checks and the Proof list conclude from given
-trials (the GPU run of bench/advice_known_answers.py is the lead's)."""
+trials (the GPU run of bench/advice/advice_known_answers.py is the lead's)."""
 from __future__ import annotations
 
-from bench import advice_checks as checks
-from bench.advice_cases import CASES
-from bench.advice_known_answers import _advice_dict
+from bench.advice import advice_checks as checks
+from bench.advice.advice_cases import CASES
+from bench.advice.advice_known_answers import _advice_dict
 from pallas_prof.advice.schema import Action, Diagnosis, Evidence, KernelAdvice, Trial
 
 CASE = {c.name: c for c in CASES}

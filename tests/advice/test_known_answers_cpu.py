@@ -1,4 +1,4 @@
-"""bench/advice_known_answers.py on a CPU: each known-answer kernel lowered at its full size
+"""bench/advice/advice_known_answers.py on a CPU: each known-answer kernel lowered at its full size
 and compiled for sm_90, the advice from those static facts, nothing timed (the GPU run is
 the lead's); its JSON and text record, its budget and its errors."""
 from __future__ import annotations
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.no_gpu     # asserts what a machine without a GPU says
 
 def _script(*args, timeout=1500):
   env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-  return subprocess.run([sys.executable, "bench/advice_known_answers.py", *args],
+  return subprocess.run([sys.executable, "bench/advice/advice_known_answers.py", *args],
                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout)
 
 
@@ -100,7 +100,7 @@ def test_the_norm_ops_kernels_are_lowered_and_diagnosed(run):
 def test_the_text_record_ends_with_the_proof_list(run):
   _, data, text = run
   lines = text.splitlines()
-  assert lines[0].startswith("bench/advice_known_answers.py --out ")
+  assert lines[0].startswith("bench/advice/advice_known_answers.py --out ")
   assert "no GPU" in lines[1]
   proof = lines[lines.index("Proof (issue 29), item by item: a CPU run, nothing measured: no GPU"):]
   assert proof[1:] == data["proof"][1:]
@@ -135,8 +135,8 @@ def test_the_job_running_at_the_deadline_is_cut_and_the_record_kept(tmp_path):
   must cut it: the next is not started, and both files are written. (It once bet on a
   full-size compile taking longer than 10 s; a fast machine with a warm cache won.)"""
   env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-  stalled = ("import sys, time; sys.argv[0] = 'bench/advice_known_answers.py'\n"
-             "import bench.advice_known_answers as m\n"
+  stalled = ("import sys, time; sys.argv[0] = 'bench/advice/advice_known_answers.py'\n"
+             "import bench.advice.advice_known_answers as m\n"
              "m.run_case = lambda *a: time.sleep(3600)\n"
              "raise SystemExit(m.main(sys.argv[1:]))")
   result = subprocess.run([sys.executable, "-c", stalled, "--out", str(tmp_path),

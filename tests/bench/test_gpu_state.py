@@ -1,9 +1,9 @@
-"""bench/gpu_state.py: the SM clock a suite column ran at, from NVML samples."""
+"""bench/suite/gpu_state.py: the SM clock a suite column ran at, from NVML samples."""
 from __future__ import annotations
 
 import pytest
 
-from bench import gpu_state
+from bench.suite import gpu_state
 from pallas_prof.profiler import nvml
 
 

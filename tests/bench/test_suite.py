@@ -1,9 +1,9 @@
-"""The canonical suite (bench/suite.py) on the CPU: every op's case built small, run
+"""The canonical suite (bench/suite/suite.py) on the CPU: every op's case built small, run
 through pallas-prof (Triton's interpreter) and XLA, checked against the float32
 reference, so that the one GPU run does not die on a Python error; and the
 record's headline keys computed from what was measured, null where nothing was.
 
-`python bench/suite.py --dry-run` runs all three shapes of every op the same way.
+`python bench/suite/suite.py --dry-run` runs all three shapes of every op the same way.
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import pallas_prof
-from bench import suite
-from bench.suite_cases import CASES, ordered
+from bench.suite import suite
+from bench.suite.suite_cases import CASES, ordered
 
 
 @pytest.fixture(autouse=True)

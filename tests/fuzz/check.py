@@ -42,7 +42,7 @@ BUGS = re.compile(r"internal error in the|failed under Triton's interpreter|"
                   r"Traceback|Segmentation|Aborted|LLVM ERROR|compile worker died")
 
 
-TMA_ENV = "PALLAS_PROF_FUZZ_TMA"     # "1": pallas-prof's kernels ask for TMA (bench/fuzz.py --tma)
+TMA_ENV = "PALLAS_PROF_FUZZ_TMA"     # "1": pallas-prof's kernels ask for TMA (bench/fuzz/fuzz.py --tma)
 
 
 class Difference(AssertionError):
@@ -97,7 +97,7 @@ def run_pallas_prof(program: Program, inputs, device=None):
   scope = build(program)
   device = device or jax.devices("cpu")[0]
   args = [jax.device_put(a, device) for a in inputs]
-  # bench/fuzz.py --tma: TMA loads and stores wherever pallas-prof finds them legal
+  # bench/fuzz/fuzz.py --tma: TMA loads and stores wherever pallas-prof finds them legal
   params = pallas_prof.CompilerParams(tma=os.environ.get(TMA_ENV) == "1" or None,
                                       num_warps=program.num_warps)
   with jax.default_device(device):

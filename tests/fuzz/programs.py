@@ -187,7 +187,7 @@ class Builder:
     if _PERIODIC.search(expr) and any(v.inexact and v.bound > PERIODIC_BOUND for v in operands):
       # sin of a value in the thousands: a last-bit difference upstream (a float16 scan
       # summed in another order) moves the argument by whole units, and the result
-      # anywhere in [-1, 1] (bench/fuzz.py --tma's CPU run of 2026-12-02, seed 4244)
+      # anywhere in [-1, 1] (bench/fuzz/fuzz.py --tma's CPU run of 2026-12-02, seed 4244)
       self.fragile = True
     var = Var(f"v{len(self.vars)}", shape, dtype, bound, inexact,
               all(v.constant for v in operands))
@@ -299,7 +299,7 @@ def _binary(b: Builder):
     return
   if other.constant and template in ("lax.div({a}, {b})", "lax.rem({a}, {b})"):
     # XLA divides constants while compiling, and jaxlib 0.10.2 dies of SIGFPE
-    # there on x % 0 (bench/fuzz.py's CPU run of 2026-12-02: rem of an iota by
+    # there on x % 0 (bench/fuzz/fuzz.py's CPU run of 2026-12-02: rem of an iota by
     # itself): such a divisor is kept nonzero (x / 0 of run-time values stays:
     # XLA defines it, and pallas-prof follows)
     template = template.replace("{b})", "({b} & 7) + 1)")
@@ -735,7 +735,7 @@ def kernel_programs(draw) -> Program:
 @st.composite
 def tma_kernel_programs(draw) -> Program:
   """Two-dimensional kernels in the shapes TMA takes (blocks of powers of two, rows
-  mostly a multiple of 16 bytes; some not, for the fallbacks): bench/fuzz.py --tma
+  mostly a multiple of 16 bytes; some not, for the fallbacks): bench/fuzz/fuzz.py --tma
   and the fixed TMA set draw these, where kernel_programs' blocks of 1-20 rarely are."""
   dtype = draw(st.sampled_from(MAIN_DTYPES), label="dtype")
   rows = draw(st.sampled_from([1, 2, 4, 8, 16]), label="block rows")

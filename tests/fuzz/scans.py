@@ -9,7 +9,7 @@ along each axis, forward and reverse, of inputs, of broadcast outer products
 and broadcast columns, the selective-scan chain itself, in shapes including 1
 and non-powers of two, in several dtypes, each with a num_warps of its own
 (the layout Triton picks, and so what its scan lowering meets, follows it).
-bench/fuzz.py --compile-sm90 compiles them for sm_90 as well.
+bench/fuzz/fuzz.py --compile-sm90 compiles them for sm_90 as well.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Triton's interpreter (the fuzzer's CPU path) never runs Triton's compiler
 passes, so a kernel that Triton cannot compile for a GPU (issue 28: a scan
-failing ConvertTritonGPUToLLVM) passes on the CPU. bench/fuzz.py --compile-sm90
+failing ConvertTritonGPUToLLVM) passes on the CPU. bench/fuzz/fuzz.py --compile-sm90
 runs each program through pallas-prof on the CPU as usual, then compiles the
 kernels that run lowered (pallas_prof.backend.kernel_registry, named fuzz_<seed>) for
 sm_90 with Triton's own ptxas (no GPU needed), as a GPU run would (where Triton
@@ -145,5 +145,5 @@ def signature(failure: dict) -> str:
 
 
 class CompileFailure(Exception):
-  """A program's kernel failed a stage of Triton's compile for sm_90 (bench/fuzz.py
+  """A program's kernel failed a stage of Triton's compile for sm_90 (bench/fuzz/fuzz.py
   raises it inside hypothesis, which then shrinks the program)."""

@@ -5,7 +5,7 @@ ones on every run: derandomized), each run through pallas-prof on the CPU
 
 A difference fails the test after hypothesis shrank it; the shrunk program is
 saved as a script (PALLAS_PROF_FUZZ_OUT, default a temporary directory) and
-named in the failure. `bench/fuzz.py` runs the same generator for as long as
+named in the failure. `bench/fuzz/fuzz.py` runs the same generator for as long as
 you like, with fresh seeds, on the CPU or a GPU.
 """
 from __future__ import annotations
@@ -120,7 +120,7 @@ def _tma_kernels(program):
 
 
 def test_kernels_with_tma_asked_for_match_pallas_interpreter():
-  """bench/fuzz.py --tma's mode on a fixed set: CompilerParams(tma=True), so each
+  """bench/fuzz/fuzz.py --tma's mode on a fixed set: CompilerParams(tma=True), so each
   load and store TMA can serve goes through a tensor descriptor (kernels in the
   shapes TMA takes, and some it does not): each equal to JAX's Pallas interpreter,
   and the set really used TMA, and really fell back too."""
@@ -157,7 +157,7 @@ def test_row_kernels_never_sum_over_rows(data):
   last block made `jnp.dot(v6, v6.T)`, which sums over the block's rows, so the
   padding rows leaked into real elements (pallas-prof reads them as 0, JAX's
   interpreter as NaN: 'output 0 (float32[1, 2]): [0, 1]: 0.0 vs nan', found by
-  bench/fuzz.py's CPU run of 2026-12-02). Such a program is not valid Pallas;
+  bench/fuzz/fuzz.py's CPU run of 2026-12-02). Such a program is not valid Pallas;
   a dot there may only take the weight matrix `w` on its right."""
   import re
   from hypothesis import strategies as st
@@ -199,7 +199,7 @@ def test_where_xla_cpu_and_gpu_disagree_pallas_prof_follows_its_device():
 
 
 def test_where_xla_folds_constants_its_own_way_pallas_prof_follows_its_kernels():
-  """A regression from bench/fuzz.py's CPU run of 2026-12-02: atan2 of an iota
+  """A regression from bench/fuzz/fuzz.py's CPU run of 2026-12-02: atan2 of an iota
   with itself. Jitted, XLA folds the constant to NaN at (0, 0) (jax 0.10.2's
   CPU backend); its kernel, op by op, gives 0, as IEEE's atan2(+0, +0) is, and
   so does pallas-prof. Such a program is "xla_jit_and_eager_differ" (counted
@@ -246,7 +246,7 @@ def test_no_division_by_a_value_xla_folds_while_compiling():
 
 
 def test_where_xla_rounds_a_bfloat16_scan_at_every_step_pallas_prof_is_the_exact_one():
-  """A regression from bench/fuzz.py's CPU run of 2026-12-02 (seed 20261204): sin of a
+  """A regression from bench/fuzz/fuzz.py's CPU run of 2026-12-02 (seed 20261204): sin of a
   bfloat16 cumsum over 19 rows. XLA's CPU scan rounds to bfloat16 at every step (last
   row -3.25), pallas-prof accumulates in float32 and rounds once (-3.328, as the exact
   sum), and sin turns the gap into 0.108 against 0.185. Equal to the program run on
@@ -272,7 +272,7 @@ def test_where_xla_rounds_a_bfloat16_scan_at_every_step_pallas_prof_is_the_exact
 
 
 def test_where_xla_float32_is_an_ulp_off_at_a_discontinuity_pallas_prof_follows_float64():
-  """A regression from bench/fuzz.py's CPU run of 2026-12-02 (seed 20261203): at x = -3,
+  """A regression from bench/fuzz/fuzz.py's CPU run of 2026-12-02 (seed 20261203): at x = -3,
   tanh(x*x)*0.5 + x*0.25 + 0.25 is -1.5e-8 in float64; XLA's float32 tanh(9) is 1.0 (the
   nearest float32 is 1 - 5.96e-8), which makes the sum exactly 0, and atan2(-v, -v) turns
   that into -pi where pallas-prof, whose tanh is the nearest float32, gives pi/4. Equal to
@@ -359,7 +359,7 @@ def test_a_fixed_set_that_mostly_refuses_fails():
 
 
 def test_a_periodic_function_of_a_large_inexact_value_is_fragile():
-  """bench/fuzz.py --tma's CPU run of 2026-12-02 (seed 4244): sin(dot(c, c.T)) where c
+  """bench/fuzz/fuzz.py --tma's CPU run of 2026-12-02 (seed 4244): sin(dot(c, c.T)) where c
   is a float16 cumsum over 19 rows and the dot reaches thousands. XLA's scan and
   Triton's sum float16 in different orders, a last bit apart, and sin turned that into
   0.01-0.14 at 8 of 361 elements. Such a program may differ at a few elements (as one
@@ -383,7 +383,7 @@ def test_a_periodic_function_of_a_large_inexact_value_is_fragile():
 @pytest.mark.parametrize("dtype", ["int32", "uint32"])
 @pytest.mark.parametrize("axis, keepdims", [(0, False), (None, False), (None, True), (1, False)])
 def test_an_integer_sum_past_its_range_wraps_as_xla_does(dtype, axis, keepdims):
-  """A regression from bench/fuzz.py's CPU run of 2026-12-03 (seed 20261211): jnp.sum of an
+  """A regression from bench/fuzz/fuzz.py's CPU run of 2026-12-03 (seed 20261211): jnp.sum of an
   int32 vector to a scalar, past int32's range, failed under Triton's interpreter
   ("OverflowError: Python integer -5883351266 out of bounds for int32": its np.sum widens
   to int64, and a scalar result is not narrowed back). XLA and the GPU wrap; so does

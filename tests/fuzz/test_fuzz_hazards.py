@@ -162,7 +162,7 @@ def test_a_label_ends_the_block_and_an_unpredicated_select_is_no_lead():
 
 
 def test_the_selective_scan_chain_of_16_bit_inputs_computes_in_float32():
-  """bench/fuzz.py's CPU run of 2026-12-03 (seed 20261211): the chain in float16 over
+  """bench/fuzz/fuzz.py's CPU run of 2026-12-03 (seed 20261211): the chain in float16 over
   64 rows is ill-conditioned (exp of a cumsum near its clip, summed again): XLA and
   pallas-prof each 30-40 of 300 away from the exactly summed answer, 7 from each other.
   Such kernels compute it in float32; so do the generator's, for 16-bit inputs."""

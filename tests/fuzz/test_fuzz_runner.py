@@ -1,4 +1,4 @@
-"""bench/fuzz.py, the long runner: --jobs N children at once with distinct
+"""bench/fuzz/fuzz.py, the long runner: --jobs N children at once with distinct
 seeds, one merged summary; a child that dies is recorded as a crash with the
 program it was running, and a fresh child takes its place."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from bench import fuzz
+from bench.fuzz import fuzz
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -21,7 +21,7 @@ def test_two_jobs_run_distinct_seeds_into_one_summary(tmp_path):
   env = dict(os.environ, JAX_PLATFORMS="cpu",
              PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
   done = subprocess.run(
-      [sys.executable, os.path.join(ROOT, "bench", "fuzz.py"), "--jobs", "2", "--examples", "6",
+      [sys.executable, os.path.join(ROOT, "bench", "fuzz", "fuzz.py"), "--jobs", "2", "--examples", "6",
        "--seed", "5", "--kind", "kernels", "--no-shrink", "--check-jobs", "1", "--out", str(out),
        "--corpus", str(tmp_path / "repro")],
       capture_output=True, text=True, timeout=240, env=env, cwd=ROOT)
@@ -122,7 +122,7 @@ def test_the_commit_is_the_trees_own_never_an_enclosing_repositorys(tmp_path, mo
   """A copy of the tree without .git inside another repository (the device's copy, a
   folder in someone's checkout) used to report that repository's HEAD. git counts only
   where the tree is its own top; PALLAS_PROF_COMMIT before it, .pallas-prof-commit after."""
-  from bench.fuzz_summary import COMMIT_ENV, STAMP_FILE, commit
+  from bench.fuzz.fuzz_summary import COMMIT_ENV, STAMP_FILE, commit
   outer = tmp_path / "outer"
   copy = outer / "copy"
   copy.mkdir(parents=True)
@@ -150,7 +150,7 @@ def test_the_commit_is_the_trees_own_never_an_enclosing_repositorys(tmp_path, mo
 
 
 def test_this_checkout_stamps_its_own_head(monkeypatch):
-  from bench.fuzz_summary import COMMIT_ENV, commit
+  from bench.fuzz.fuzz_summary import COMMIT_ENV, commit
   monkeypatch.delenv(COMMIT_ENV, raising=False)
   try:
     top = _git(ROOT, "rev-parse", "--show-toplevel")
@@ -229,7 +229,7 @@ def test_a_run_stopped_by_sigterm_keeps_its_summary(tmp_path, monkeypatch):
 
 
 def test_two_calls_summaries_merge_into_one(tmp_path, monkeypatch):
-  from bench import fuzz_summary
+  from bench.fuzz import fuzz_summary
   a = {"command": "a", "commit": "abc1234", "device": "gpu", "seed": 1, "jobs": 14,
        "examples": 100, "examples_in_check_mode": 10, "differences_found": 1,
        "outcomes": {"ok": 97, "unsupported": 2, "difference": 1},

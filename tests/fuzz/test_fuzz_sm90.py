@@ -1,4 +1,4 @@
-"""bench/fuzz.py --compile-sm90 (tests/fuzz/sm90.py): each program's kernels compiled
+"""bench/fuzz/fuzz.py --compile-sm90 (tests/fuzz/sm90.py): each program's kernels compiled
 for sm_90 on the CPU; a stage failure is a finding, shrunk, with a reproducer; the
 SASS is read for the ptxas hazard of issue 32, whose strong leads come with theirs."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from bench import fuzz
+from bench.fuzz import fuzz
 from tests.fuzz import sm90
 from tests.fuzz.check import check, save_reproducer
 from tests.fuzz.programs import InputSpec, Program
@@ -208,10 +208,10 @@ def test_a_users_window_select_with_its_else_value_live_is_right_on_the_gpu(dtyp
 
 
 def test_the_replay_runs_each_lead_on_several_inputs(tmp_path, monkeypatch):
-  """bench/fuzz_replay.py, here on the CPU (on the H200 with --device gpu): each strong
+  """bench/fuzz/fuzz_replay.py, here on the CPU (on the H200 with --device gpu): each strong
   lead a summary kept, rebuilt from its program and checked on --inputs input seeds."""
-  from bench import fuzz_replay
-  from bench.fuzz_summary import write_json
+  from bench.fuzz import fuzz_replay
+  from bench.fuzz.fuzz_summary import write_json
   program = dataclasses_asdict(FUZZ_18680)
   write_json(str(tmp_path / "s.json"), {"sm90": {"strong_hazard_leads": [
       {"reproducer": "r", "program": program}, {"reproducer": "no program kept"}]}})

@@ -1,5 +1,5 @@
 """In-situ parsing and matching, CUPTI-holder detection, ncu CSV parsing, the ceiling
-cache. The GPU parts themselves run in bench/profiler_gpu_check.py."""
+cache. The GPU parts themselves run in bench/profiler/profiler_gpu_check.py."""
 from __future__ import annotations
 
 import json

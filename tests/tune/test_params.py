@@ -344,7 +344,7 @@ def test_grouped_launch_candidates_are_left_out_where_the_grid_has_none(softmax_
 def test_the_cache_key_does_not_import_triton(tmp_path):
   """A cached choice is looked up by an identity that names Triton's version: read from
   the wheel's metadata, since importing triton into the user's process costs 0.2-0.5 s
-  (bench/tune_cost.py measures the whole cached path)."""
+  (bench/cost/tune_cost.py measures the whole cached path)."""
   import subprocess
   import sys
   root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -40,7 +40,7 @@ def compile_options(gk: GeneratedKernel, target: tuple[str, int] = ("cuda", 90)
   exp2, ...), as XLA's GPU compiler does; Triton's default flushes them to zero.
   enable_fp_fusion=False: a separate multiply and add stay two roundings, as in
   XLA (on the H200, x*1.37 + x*x differed from XLA with Triton's default FMA
-  contraction, in none without it; see bench/bitwise_probe.py).
+  contraction, in none without it; see bench/probes/bitwise_probe.py).
   CompilerParams(enable_fp_fusion=True) opts back in.
   extern_libs: XLA's libdevice rather than the one in Triton's wheel (their powf
   differ in the last bit for many inputs).

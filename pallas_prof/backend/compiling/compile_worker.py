@@ -354,7 +354,7 @@ def _warm_up_here(compile_module, request: dict[str, Any] | None, inp) -> None:
   """Compiles `request` (a tiny kernel) in this process while no request waits on
   `inp`: a process's first compile pays one-time costs of Triton and LLVM that a
   compile of anything pays (first minus second compile of one kernel,
-  bench/first_call_cpu.py; an MLIR context and LLVM's targets made up front did
+  bench/first_call/first_call_cpu.py; an MLIR context and LLVM's targets made up front did
   not remove them). A request that comes meanwhile stops it before
   Triton's next stage, so it waits at most for one stage of a tiny kernel."""
   if request is None:

@@ -7,7 +7,7 @@ inlined libdevice call carries both its flush-to-zero and its IEEE branches
 through O3, whose cost grows faster than linearly with them. JAX's softmax
 on a row of 8192 f32 with 4 warps inlines __nv_expf 64 times: O3 took several
 times longer than with the queries answered, and linking the whole libdevice
-bitcode is paid by every compile (bench/compile_path_cpu.py; the figures in
+bitcode is paid by every compile (bench/first_call/compile_path_cpu.py; the figures in
 bench/results/archive/comment_figures.md): the llir stage took longer than
 JAX's built-in backend needs for the whole kernel.
 
@@ -79,7 +79,7 @@ def link(llvm_mod, paths: Sequence[str], *, original_link: Callable, cache_dir: 
   if not names or not cache_dir:
     original_link(llvm_mod, list(paths))
     return "original"
-  # cheapest first (bench/compile_path_cpu.py): this set's own library if there is one;
+  # cheapest first (bench/first_call/compile_path_cpu.py): this set's own library if there is one;
   # else the common one if it covers the set (text to parse); else prepare this set
   # (it links the bitcode)
   own = _path(cache_dir, paths, names, ftz, arch)

@@ -85,7 +85,7 @@ def use_quick_triton_key() -> None:
 
   triton.compile asks triton_key() for the key of its on-disk cache, and the
   first call hashes Triton's whole shared library, a large part of a first compile
-  (bench/compile_path_cpu.py), in every worker's first compile, so in a program's first
+  (bench/first_call/compile_path_cpu.py), in every worker's first compile, so in a program's first
   pallas_call. pallas-prof never reads Triton's cache (always_compile; our own
   cache keys on Triton's version) and the worker runs nothing else, so the
   library's path, size and modification time stand in for its contents.

@@ -10,7 +10,7 @@ the toolchain works; the worker itself takes requests at once, so the first
 pallas_call never waits behind that compile. While no request waits, the
 worker also compiles a tinier kernel itself, stopping at the next stage when
 one comes: a process's first compile pays one-time costs that any compile
-pays (first minus second compile of one kernel: bench/first_call_cpu.py).
+pays (first minus second compile of one kernel: bench/first_call/first_call_cpu.py).
 PALLAS_PROF_WARMUP=0 skips all of it.
 """
 from __future__ import annotations

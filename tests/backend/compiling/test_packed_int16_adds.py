@@ -181,7 +181,7 @@ def test_the_fuzzers_program_on_the_gpu():
 
 
 def test_the_fuzzers_sm90_mode_counts_a_lost_constant(monkeypatch):
-  """bench/fuzz.py --compile-sm90 records each dropped constant (tests/fuzz/sm90.py):
+  """bench/fuzz/fuzz.py --compile-sm90 records each dropped constant (tests/fuzz/sm90.py):
   seed 1250's program has one with the PTX as Triton wrote it (Triton 3.6), none after."""
   import triton
   from bench.probes.fuzz_repro_gpu import load_program

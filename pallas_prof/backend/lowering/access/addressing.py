@@ -327,7 +327,7 @@ def pointer(ref: RefValue, offset: str) -> str:
   sum in parentheses is in the index type (index_dtype_for keeps it inside that type). An
   addptr whose operands do not change inside a loop is hoisted out of it by Triton, and a
   scalar sum costs one register. Two other forms each lost on one of JAX's attention
-  kernels on an H200 (bench/results/README.md, "The pointer's form, timed"): chained
+  kernels on an H200 (bench/results/archive/README.md, "The pointer's form, timed"): chained
   (`ref + a + b + c`) was slower on the mha backward, summed (`ref + (a + b + c)`) slower
   on the mha forward; this one was the fastest of the three on both bf16 attention cases,
   level on the matmul, and a close second to summed on the f32 backward."""

@@ -45,7 +45,7 @@ Which starts are multiples of what is recorded as equations are lowered
 
 Status: checked under Triton's interpreter (bit for bit against the plain kernel)
 and compiled for sm_90 (TMA copies pipelined in the TTGIR, cp.async.bulk.tensor in
-the PTX), not yet run on a GPU; bench/tma_gpu.sh is that check. Until it has run,
+the PTX), not yet run on a GPU; bench/cost/tma_gpu.sh is that check. Until it has run,
 TMA stays opt-in and out of the tuner's default configs.
 """
 from __future__ import annotations

@@ -42,7 +42,7 @@ def _read(ctx, ref: RefValue, mask=None, other=None, **load_options) -> Value:
   When reads merge, the first read's eviction policy stays. For JAX's norm
   kernels that is evict_last (their final pass asked for evict_first): on an
   H200 both ran faster with the first policy than with evict_first
-  (bench/ops_vs_builtin.py; the figures in bench/results/archive/comment_figures.md)."""
+  (bench/suite/ops_vs_builtin.py; the figures in bench/results/archive/comment_figures.md)."""
   key = _load_key(ref, mask, other, load_options)
   if key is not None:
     earlier = ctx.reused_load(key)

@@ -1,5 +1,5 @@
 """lax.scan with xs and ys inside a kernel, against jax.numpy on XLA; every
-case also compiles for sm_90 (tests/backend/test_control_flow.check)."""
+case also compiles for sm_90 (tests/backend/lowering/rules/test_control_flow.check)."""
 from __future__ import annotations
 
 import jax.numpy as jnp
