@@ -116,9 +116,9 @@ step_reliability() {   # issue #18: the bounds-checked mode on the GPU (an illeg
   # float64 -> 16-bit rounding as XLA's, check mode's cost, and the fuzzer on the GPU
   # (--jobs: compiling is CPU-bound; FUZZ_CHECK_JOBS of them in check mode)
   timeout ${RELIABILITY_TEST_TIMEOUT:-120} python3 -m pytest -q -p no:cacheprovider -n 8 -rfE \
-    tests/backend/test_bounds_gpu.py tests/backend/test_bounds.py tests/backend/test_bounds_paths.py \
-    tests/backend/test_coverage.py tests/backend/test_scan_arrays.py \
-    tests/backend/test_elementwise.py::test_convert_float64 \
+    tests/backend/running/test_bounds_gpu.py tests/backend/lowering/test_bounds.py tests/backend/lowering/test_bounds_paths.py \
+    tests/backend/lowering/test_coverage.py tests/backend/lowering/rules/test_scan_arrays.py \
+    tests/backend/lowering/rules/test_elementwise.py::test_convert_float64 \
     --junitxml="$OUT/reliability-pytest.xml" 2>&1 | tail -15
   timeout ${CONVERT_PROBE_TIMEOUT:-60} python3 bench/probes/convert_rounding.py \
     --out "$OUT/convert_rounding.json" 2>&1 | grep -v Warning | tail -24
@@ -133,11 +133,11 @@ step_hazard() {   # issue #32: the fuzzer's wrong answer (a ptxas miscompile) on
   # this commit and with the window test put back in its old two-comparison form
   # (which must fail: the GPU test catches the miscompile)
   timeout ${HAZARD_TIMEOUT:-150} python3 -m pytest -q -p no:cacheprovider -rfE \
-    tests/backend/test_ptxas_hazards.py 2>&1 | tail -8
-  cp pallas_prof/backend/rules/shape.py /tmp/shape.py.keep
+    tests/backend/compiling/test_ptxas_hazards.py 2>&1 | tail -8
+  cp pallas_prof/backend/lowering/rules/shape.py /tmp/shape.py.keep
   python3 - <<'PY'
 import re
-p = "pallas_prof/backend/rules/shape.py"
+p = "pallas_prof/backend/lowering/rules/shape.py"
 s = open(p).read()
 s = re.sub(r'  shifted = lanes if start == 0 else f"\(\{lanes\} - \{start\}\)"\n  return f"\(\{shifted\}.to\(tl.uint32\) < \{size\}\)"',
            '  return f"(({lanes} >= {start}) & ({lanes} < {start} + {size}))"', s)
@@ -146,8 +146,8 @@ open(p, "w").write(s)
 PY
   log "with the old window form (expected: the GPU test fails)"
   timeout ${HAZARD_TIMEOUT:-150} python3 -m pytest -q -p no:cacheprovider -rfE \
-    tests/backend/test_ptxas_hazards.py -k gpu 2>&1 | tail -8
-  cp /tmp/shape.py.keep pallas_prof/backend/rules/shape.py
+    tests/backend/compiling/test_ptxas_hazards.py -k gpu 2>&1 | tail -8
+  cp /tmp/shape.py.keep pallas_prof/backend/lowering/rules/shape.py
 }
 
 step_fuzz() {   # the differential fuzzer on the GPU: FUZZ_SECONDS of FUZZ_JOBS children,
@@ -178,7 +178,7 @@ step_replay() {   # the strong ptxas-hazard leads the CPU's sm_90 fuzz mode foun
 step_scan() {   # issue #28: the selective scan (Triton 3.6's ScanOpToLLVM bug worked around)
   # against its float64 reference on the GPU, and what the workaround costs
   timeout ${SCAN_TEST_TIMEOUT:-120} python3 -m pytest -q -p no:cacheprovider -rfE -n 4 \
-    tests/backend/test_selective_scan.py tests/backend/test_triton_bugs.py 2>&1 | tail -6
+    tests/backend/test_selective_scan.py tests/backend/compiling/test_triton_bugs.py 2>&1 | tail -6
   timeout ${SCAN_COST_TIMEOUT:-150} python3 bench/cost/workaround_cost.py --reps ${SCAN_REPS:-30} \
     --commit "$(cat .pallas-prof-commit 2>/dev/null || echo unknown)" \
     --out "$OUT/workaround_cost.json" 2>&1 | grep -v Warning | tail -14
@@ -212,13 +212,13 @@ step_gputests() {   # the tests of this quarter's fixes (ptxas rewrites, scan fa
   # workarounds, run-time errors and bounds, the removal shim, the sm_90 fuzz leads), on the
   # GPU, where their gpu-marked halves run
   timeout ${GPUTESTS_TIMEOUT:-240} python3 -m pytest -q -p no:cacheprovider -n ${GPUTESTS_JOBS:-12} -rfE \
-    tests/backend/test_ptxas_hazards.py tests/backend/test_ptx_rewrites.py \
-    tests/backend/test_silent_faults.py tests/backend/test_selective_scan.py \
-    tests/backend/test_triton_bugs.py tests/fuzz/test_fuzz_sm90.py \
-    tests/backend/test_bounds_gpu.py tests/backend/test_runtime_errors.py \
-    tests/backend/test_bounds.py tests/backend/test_bounds_paths.py tests/cli/test_newcomer.py \
+    tests/backend/compiling/test_ptxas_hazards.py tests/backend/compiling/test_ptx_rewrites.py \
+    tests/backend/compiling/test_silent_faults.py tests/backend/test_selective_scan.py \
+    tests/backend/compiling/test_triton_bugs.py tests/fuzz/test_fuzz_sm90.py \
+    tests/backend/running/test_bounds_gpu.py tests/backend/running/test_runtime_errors.py \
+    tests/backend/lowering/test_bounds.py tests/backend/lowering/test_bounds_paths.py tests/cli/test_newcomer.py \
     tests/backend/test_triton_shim.py tests/backend/test_own_path.py tests/test_import_errors.py \
-    tests/backend/test_launch_order.py tests/backend/test_packed_int16_adds.py \
+    tests/backend/lowering/test_launch_order.py tests/backend/compiling/test_packed_int16_adds.py \
     tests/profiler/test_cold_timing.py ${GPUTESTS_EXTRA:-} \
     --junitxml="$OUT/gputests.xml" 2>&1 | tail -40
 }

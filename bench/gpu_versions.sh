@@ -34,7 +34,7 @@ step_env() {
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 - <<'PY'
 import jax, jaxlib, triton
-from pallas_prof.backend import compile_cache, triton_compat
+from pallas_prof.backend.compiling import compile_cache, triton_compat
 driver = triton_compat.cuda_driver_version()
 print("jax", jax.__version__, "jaxlib", jaxlib.__version__, "triton", triton.__version__)
 print("driver", driver, "->", triton_compat.cuda_version_of_driver(driver) if driver else None)
@@ -49,8 +49,9 @@ step_ptx() {
 import jax, jax.numpy as jnp, numpy as np
 import pallas_prof
 from jax.experimental import pallas as pl
-from pallas_prof.backend import registry, triton_compat
-from pallas_prof.backend.compile import compile_kernel
+from pallas_prof.backend import kernel_registry
+from pallas_prof.backend.compiling import triton_compat
+from pallas_prof.backend.compiling.compile import compile_kernel
 
 def kernel(x_ref, o_ref):
   o_ref[...] = jnp.exp(x_ref[...]) * 2.0 + 1.0
@@ -60,7 +61,7 @@ out = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
                      compiler_params=pallas_prof.CompilerParams())(x)
 np.testing.assert_allclose(np.asarray(out), np.exp(np.asarray(x)) * 2 + 1, rtol=1e-6)
 cc = jax.devices()[0].compute_capability.replace(".", "")
-ck = compile_kernel(registry.kernels()[-1].generated, ("cuda", int(cc)))
+ck = compile_kernel(kernel_registry.kernels()[-1].generated, ("cuda", int(cc)))
 driver = triton_compat.cuda_driver_version()
 limit = triton_compat.ptx_isa_for_cuda(triton_compat.cuda_version_of_driver(driver))
 isa = triton_compat.ptx_isa_of(ck.ptx)
@@ -74,7 +75,7 @@ PY
 step_tests() {
   timeout ${TESTS_TIMEOUT:-400} python3 -m pytest -q -p no:cacheprovider -n 12 -rfE \
     -m "gpu or not no_gpu" tests/backend tests/profiler tests/test_versions.py \
-    tests/profiler/test_correlation_versions.py tests/backend/test_ptxas_hazards.py \
+    tests/profiler/test_correlation_versions.py tests/backend/compiling/test_ptxas_hazards.py \
     --ignore=tests/instrument/test_exporters.py --junitxml="$OUT/tests.xml" 2>&1 | tail -20
 }
 
@@ -95,7 +96,7 @@ step_correlate() {
 }
 
 step_hazard() {
-  timeout 150 python3 -m pytest -q -p no:cacheprovider -rfE tests/backend/test_ptxas_hazards.py 2>&1 | tail -6
+  timeout 150 python3 -m pytest -q -p no:cacheprovider -rfE tests/backend/compiling/test_ptxas_hazards.py 2>&1 | tail -6
 }
 
 step_fuzz() {

@@ -16,11 +16,11 @@ from .import_errors import PallasProfImportError, reported as _reported  # noqa:
 
 with _reported("pallas_prof"):      # the real cause and the versions found, if it fails
   from .backend import CompileError, CompilerParams, LoweringError, install, installed, uninstall
-  from .backend import hooks as _hooks, registration as _registration
-  from .backend.bounds import BoundsError
-  from .backend.runtime_errors import KernelRuntimeError
-  from .backend.coverage import UncoveredOutputWarning
-  _registration._ensure_registered()
+  from .backend import hooks as _hooks, pallas_call_rule as _pallas_call_rule
+  from .backend.running.bounds_errors import BoundsError
+  from .backend.running.runtime_errors import KernelRuntimeError
+  from .backend.lowering.coverage import UncoveredOutputWarning
+  _pallas_call_rule._ensure_registered()
 
 
 class _Tuner(_hooks.Selector):
@@ -75,16 +75,16 @@ def __getattr__(name):
       from .tune.params import Autotune
     return Autotune
   if name == "ProbeOptions":  # profile(probes=pallas_prof.ProbeOptions(max_programs=..., max_warps=...))
-    with _reported("pallas_prof.backend.probes"):
-      from .backend.probes import ProbeOptions
+    with _reported("pallas_prof.backend.lowering.features.probes"):
+      from .backend.lowering.features.probes import ProbeOptions
     return ProbeOptions
   raise AttributeError(f"module 'pallas_prof' has no attribute {name!r}")
 
 
 def kernels():
-  """The kernels this process lowered (pallas_prof.backend.registry records)."""
-  from .backend import registry
-  return registry.kernels()
+  """The kernels this process lowered (pallas_prof.backend.kernel_registry records)."""
+  from .backend import kernel_registry
+  return kernel_registry.kernels()
 
 
 __all__ = ["CompilerParams", "LoweringError", "CompileError", "BoundsError",

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:     # the events' payloads; never imported at run time (no cycle)
   from .advice.schema import KernelAdvice
-  from .backend.codegen import EqnInfo
-  from .backend.compile import CompileRecord
+  from .backend.lowering.codegen import EqnInfo
+  from .backend.compiling.compile import CompileRecord
   from .profiler.schema import DeviceInfo, KernelProfile
   from .tune.records import TuningRecord
 

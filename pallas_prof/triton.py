@@ -20,8 +20,8 @@ import enum
 import re
 
 from .backend import compat
-from .backend.launch import CUSTOM_CALL_TARGET_NAME
-from .backend.registration import CompilerParams
+from .backend.running.launch import CUSTOM_CALL_TARGET_NAME
+from .backend.pallas_call_rule import CompilerParams
 from .backend.triton_primitives import (approx_tanh, atomic_add, atomic_and, atomic_cas,
                                         atomic_max, atomic_min, atomic_or, atomic_xchg,
                                         atomic_xor, debug_barrier, elementwise_inline_asm, load,

@@ -75,12 +75,12 @@ def test_a_failing_import_says_what_failed_and_the_versions(statement, kind):
 
 
 def test_the_lazy_names_of_the_backend_say_it_too():
-  """A failure inside the import of backend/registration.py through pallas_prof.backend's
+  """A failure inside the import of backend/pallas_call_rule.py through pallas_prof.backend's
   lazy names (the route of the measured failure), imported alone."""
-  done = _import("import pallas_prof.backend as b\nb.install", "pallas_prof.backend.lowering",
+  done = _import("import pallas_prof.backend as b\nb.install", "pallas_prof.backend.lowering.lower",
                  ERRORS["attribute"][0])
   assert done.returncode != 0
-  assert "could not import pallas_prof.backend.registration: AttributeError: module " \
+  assert "could not import pallas_prof.backend.pallas_call_rule: AttributeError: module " \
          "'jax._src.core' has no attribute 'PlantedName'" in done.stderr, done.stderr
   assert "found: jax " in done.stderr
 

@@ -54,14 +54,14 @@ def test_norm_forward_loads_x_once(rng, norm):
   blocks; with one block per row each loop runs once, is emitted straight,
   and the later reads of x reuse the first load (nothing is stored between)."""
   from jax.experimental.pallas.ops.gpu import layer_norm, rms_norm
-  from pallas_prof.backend import registry
+  from pallas_prof.backend import kernel_registry
   module = {"layer_norm": layer_norm, "rms_norm": rms_norm}[norm]
   x, w, b = (jnp.asarray(random_array(rng, s, jnp.float32)) for s in ((2, 3, 96), (96,), (96,)))
-  registry.clear()
+  kernel_registry.clear()
   jax.clear_caches()           # lower here, whatever this worker lowered before
   out = getattr(module, norm)(x, w, b)
   assert_close(out, getattr(module, f"{norm}_reference")(x, w, b), atol=1e-4, rtol=1e-4)
-  [record] = [r for r in registry.find(f"{norm}_forward_kernel")
+  [record] = [r for r in kernel_registry.find(f"{norm}_forward_kernel")
               if "(2, 3)" in r.generated.source.splitlines()[1]]
   source = record.generated.source
   assert source.count("tl.load(x_ref") == 1, source
@@ -77,17 +77,17 @@ def test_norm_forward_loads_x_once_with_two_blocks_per_row(rng, norm):
   runs twice; the loops are emitted straight-line and the later loops reuse
   the first one's loads of x (nothing stored to x's buffer in between)."""
   from jax.experimental.pallas.ops.gpu import layer_norm, rms_norm
-  from pallas_prof.backend import registry
+  from pallas_prof.backend import kernel_registry
   module = {"layer_norm": layer_norm, "rms_norm": rms_norm}[norm]
   x, w, b = (jnp.asarray(random_array(rng, s, jnp.float32)).astype(jnp.bfloat16)
              for s in ((1, 4, 8192), (8192,), (8192,)))
-  registry.clear()
+  kernel_registry.clear()
   jax.clear_caches()
   out = getattr(module, norm)(x, w, b)
   want = getattr(module, f"{norm}_reference")(x.astype(jnp.float32), w.astype(jnp.float32),
                                                b.astype(jnp.float32))
   assert_close(out.astype(jnp.float32), want, atol=5e-2, rtol=2e-2)
-  [record] = [r for r in registry.find(f"{norm}_forward_kernel")
+  [record] = [r for r in kernel_registry.find(f"{norm}_forward_kernel")
               if "bfloat16[4,8192]" in r.generated.source.splitlines()[2]]
   source = record.generated.source
   assert source.count("tl.load(x_ref") == 2, source    # one per 4096-column chunk

@@ -1,5 +1,6 @@
 """The package's shape: no import cycle, modules small enough to read in one
-sitting, no OpenTelemetry under backend/, JAX's internals through compat.py only.
+sitting, folders small enough to find one's way in, backend/'s rooms importing along
+the data flow, no OpenTelemetry under backend/, JAX's internals through compat.py only.
 
 Read from the source with `ast` (nothing is imported), so a violation is
 found whether or not the code path that would import it runs.
@@ -123,9 +124,10 @@ def test_the_import_graph_sees_imports():
   """The checks below are only as good as the graph: it must see the imports
   a reader sees (relative, absolute, inside functions)."""
   graph = _graph()
-  registration = graph["pallas_prof.backend.registration"]
-  assert {"pallas_prof.backend.compat", "pallas_prof.backend.lowering"} <= registration
-  assert "pallas_prof.backend.rules.table" in graph["pallas_prof.backend.rules.memory"]
+  entry = graph["pallas_prof.backend.pallas_call_rule"]
+  assert {"pallas_prof.backend.compat", "pallas_prof.backend.lowering.lower"} <= entry
+  assert "pallas_prof.backend.lowering.rules.table" in \
+      graph["pallas_prof.backend.lowering.rules.memory"]
   assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
   assert _cycles({"a": {"b"}, "b": set()}) == []
 
@@ -144,7 +146,7 @@ COMPAT = "pallas_prof.backend.compat"
 BUILTIN_TRITON = "pallas_prof.backend.builtin_triton"
 # JAX's dispatch of compiled programs, wrapped so that a kernel's failure in a host callback
 # reaches the caller as itself (runtime_errors.py); compat.py is at the size limit
-COMPAT_DISPATCH = "pallas_prof.backend.compat_dispatch"
+COMPAT_DISPATCH = "pallas_prof.backend.running.compat_dispatch"
 
 
 def test_jax_internals_only_in_compat():
@@ -204,10 +206,192 @@ def test_no_import_cycles():
       " <-> ".join(c) for c in cycles)
 
 
+# --- imports along the data flow ---------------------------------------------------------
+# backend/ is cut into rooms along its data flow: lowering/ (jaxpr -> GeneratedKernel),
+# compiling/ (-> CompiledKernel), running/ (-> the kernel's outputs). A room never imports a
+# room downstream of it; the shared modules at backend/'s top (artifacts, errors, compat,
+# options, ...) import no room, but for the one that ties them together; and backend/ knows
+# nothing of what is built on it.
+BACKEND = "pallas_prof.backend"
+ROOMS = ("lowering", "compiling", "running")          # in the order data flows through them
+ENTRY = "pallas_prof.backend.pallas_call_rule"         # the rule JAX calls: lowers, compiles, runs
+BUILT_ON_BACKEND = ("tune", "cli", "profiler", "advice", "instrument")
+
+
+def _room(module: str) -> str | None:
+  """The room of a module of backend/ ("top" for the shared ones), None outside backend/."""
+  if module != BACKEND and not module.startswith(BACKEND + "."):
+    return None
+  first = module[len(BACKEND) + 1:].split(".")[0]
+  return first if first in ROOMS else "top"
+
+
+def against_the_flow(module: str, target: str) -> str | None:
+  """Why `module` importing `target` goes against the data flow; None if it does not."""
+  here, there = _room(module), _room(target)
+  if here is None:
+    return None
+  for name in BUILT_ON_BACKEND:
+    if target == f"pallas_prof.{name}" or target.startswith(f"pallas_prof.{name}."):
+      return f"backend/ imports pallas_prof.{name}, which is built on it"
+  if here in ROOMS and there in ROOMS and ROOMS.index(there) > ROOMS.index(here):
+    return f"{here}/ imports {there}/, downstream of it"
+  if here == "top" and there in ROOMS and module != ENTRY:
+    return f"a shared module of backend/ imports {there}/ (only {ENTRY} ties the rooms)"
+  return None
+
+
+def test_imports_follow_the_data_flow():
+  """Imports inside functions and relative ones count (`_imports`): a lazy import of a
+  room downstream still ties the rooms together."""
+  found = sorted({f"{path.relative_to(PACKAGE)}:{line}: {target}: {why}"
+                  for module, path in MODULES.items()
+                  for target, line in _imports(module, path)
+                  for why in [against_the_flow(module, target)] if why})
+  assert not found, "imports against the data flow:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("module, target, against", [
+    ("pallas_prof.backend.lowering.emit", "pallas_prof.backend.compiling.compile", True),
+    ("pallas_prof.backend.lowering.rules.memory", "pallas_prof.backend.running.launch", True),
+    ("pallas_prof.backend.compiling.compile", "pallas_prof.backend.running", True),
+    ("pallas_prof.backend.artifacts", "pallas_prof.backend.lowering.codegen", True),
+    ("pallas_prof.backend.compiling.warmup", "pallas_prof.tune.params", True),
+    ("pallas_prof.backend.running.launch", "pallas_prof.profiler", True),
+    ("pallas_prof.backend.hooks", "pallas_prof.instrument.observer", True),
+    ("pallas_prof.backend.lowering.lower", "pallas_prof.advice.api", True),
+    ("pallas_prof.backend.pallas_call_rule", "pallas_prof.cli.run", True),
+    ("pallas_prof.backend.compiling.compile", "pallas_prof.backend.lowering.codegen", False),
+    ("pallas_prof.backend.running.launch", "pallas_prof.backend.compiling.triton_run", False),
+    ("pallas_prof.backend.lowering.lower", "pallas_prof.backend.kernel_files", False),
+    ("pallas_prof.backend.pallas_call_rule", "pallas_prof.backend.running.launch", False),
+    ("pallas_prof.backend.hooks", "pallas_prof.events", False),
+    ("pallas_prof.cli.run", "pallas_prof.backend.running.runtime_errors", False),
+])
+def test_the_flow_check_finds_planted_imports(module, target, against):
+  assert (against_the_flow(module, target) is not None) == against
+
+
+def test_the_flow_check_sees_a_planted_import_inside_a_function(tmp_path):
+  """The check reads the files as they are: a relative import inside a function of the
+  lowering, reaching into compiling/ (planted in a copy of emit.py), is found."""
+  path = tmp_path / "emit.py"
+  path.write_text(MODULES["pallas_prof.backend.lowering.emit"].read_text()
+                  + "\n\ndef _planted():\n  from ..compiling import compile_cache\n"
+                  "  return compile_cache\n")
+  module = "pallas_prof.backend.lowering.emit"
+  found = [(target, why) for target, _ in _imports(module, path)
+           for why in [against_the_flow(module, target)] if why]
+  assert found == [("pallas_prof.backend.compiling.compile_cache",
+                    "lowering/ imports compiling/, downstream of it")]
+
+
+# What importing a module of backend/ loads, in a fresh process without pallas_prof's own
+# __init__ (which installs the pallas_call rule, and so loads every room): a stand-in
+# package over the same folder. Also lowers a kernel, bounds-checked and probed, so that
+# the imports inside the lowering's functions run too.
+_LOADED_BY_THE_LOWERING = r"""
+import sys, types
+package = types.ModuleType("pallas_prof")
+package.__path__ = [sys.argv[1]]
+sys.modules["pallas_prof"] = package
+import jax, jax.numpy as jnp
+from jax.experimental import pallas as pl
+from pallas_prof.backend.lowering.lower import lower_kernel
+from pallas_prof.backend.options import LoweringOptions
+
+def kernel(x_ref, o_ref):
+  o_ref[...] = jnp.exp(x_ref[...]) * 2 + jnp.sum(x_ref[...])
+
+out = jax.ShapeDtypeStruct((8, 100), jnp.float32)
+closed = jax.make_jaxpr(lambda x: pl.pallas_call(kernel, out_shape=out)(x))(out)
+[eqn] = [e for e in closed.jaxpr.eqns if e.primitive.name == "pallas_call"]
+for extra in ({}, {"check_bounds": True}, {"probes": True}, {"tma": True}):
+  gk = lower_kernel(eqn.params["jaxpr"], eqn.params["grid_mapping"],
+                    LoweringOptions(num_warps=4, num_stages=3, **extra))
+  assert "def kernel" in gk.source or "@triton.jit" in gk.source, gk.source
+print("\n".join(sorted(m for m in sys.modules if m.startswith("pallas_prof"))))
+"""
+
+
+def _loaded_by_the_lowering(package: pathlib.Path, tmp_path) -> list[str]:
+  import subprocess
+  import sys
+  env = dict(os.environ, JAX_PLATFORMS="cpu", PALLAS_PROF_CACHE_DIR=str(tmp_path / "cache"),
+             PYTHONPATH="")
+  done = subprocess.run([sys.executable, "-c", _LOADED_BY_THE_LOWERING, str(package)],
+                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+  assert done.returncode == 0, done.stderr[-3000:]
+  return done.stdout.split()
+
+
+def _downstream_of_the_lowering(loaded: list[str]) -> list[str]:
+  return [m for m in loaded if _room(m) in ("compiling", "running")]
+
+
+def test_the_lowering_loads_neither_compiling_nor_running(tmp_path):
+  loaded = _loaded_by_the_lowering(PACKAGE, tmp_path)
+  # the whole lowering came, with the features the options asked for
+  assert {f"{BACKEND}.lowering.rules.memory", f"{BACKEND}.lowering.features.bounds",
+          f"{BACKEND}.lowering.features.probes"} <= set(loaded), loaded
+  assert not _downstream_of_the_lowering(loaded), _downstream_of_the_lowering(loaded)
+
+
+def test_the_loaded_check_finds_a_planted_import(tmp_path):
+  """The same check on a copy of the package whose emit.py imports compiling/ (at import
+  time, where the static check above would find it too) fails."""
+  import shutil
+  copy = tmp_path / "copy" / "pallas_prof"
+  shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+  emit = copy / "backend" / "lowering" / "emit.py"
+  emit.write_text(emit.read_text() + "\nfrom ..compiling import compile_cache  # noqa: E402\n")
+  loaded = _loaded_by_the_lowering(copy, tmp_path)
+  assert "pallas_prof.backend.compiling.compile_cache" in _downstream_of_the_lowering(loaded)
+
+
+# --- folders small enough to find one's way in ---------------------------------------------
+MAX_MODULES_PER_FOLDER = 15
+# Folders over the limit on this branch, each cut by another branch: profiler/ and cli/ by
+# branch profiler-rooms (issue 31 item 6). Empty this set when that branch is merged.
+KNOWN_CROWDED = {"profiler", "cli"}
+
+
+def crowded_folders(root: pathlib.Path, limit: int = MAX_MODULES_PER_FOLDER) -> dict[str, int]:
+  """Package folders under `root` (itself included) holding more than `limit` modules,
+  __init__.py not counted: {folder relative to root: modules}."""
+  out = {}
+  for init in sorted(root.rglob("__init__.py")):
+    n = sum(1 for p in init.parent.glob("*.py") if p.name != "__init__.py")
+    if n > limit:
+      out[init.parent.relative_to(root).as_posix()] = n
+  return out
+
+
+def test_no_folder_holds_more_than_15_modules():
+  crowded = crowded_folders(PACKAGE)
+  over = {folder: n for folder, n in crowded.items() if folder not in KNOWN_CROWDED}
+  assert not over, (f"folders of more than {MAX_MODULES_PER_FOLDER} modules (cut them into "
+                    f"sub-packages along the data flow): {over}")
+  cut = KNOWN_CROWDED - set(crowded)
+  assert not cut, f"no longer over the limit: take them out of KNOWN_CROWDED: {sorted(cut)}"
+
+
+def test_the_folder_check_finds_a_planted_crowd(tmp_path):
+  (tmp_path / "sub" / "deeper").mkdir(parents=True)
+  for folder, n in ((tmp_path, 15), (tmp_path / "sub", 16), (tmp_path / "sub" / "deeper", 3)):
+    (folder / "__init__.py").write_text("")
+    for i in range(n):
+      (folder / f"m{i}.py").write_text("")
+  (tmp_path / "sub" / "notes.txt").write_text("")
+  assert crowded_folders(tmp_path) == {"sub": 16}
+  (tmp_path / "m15.py").write_text("")
+  assert crowded_folders(tmp_path) == {".": 16, "sub": 16}
+
+
 # Modules small enough to read in one sitting. The exemption is for a rule file that
 # is mostly a table of small rules, one per primitive, which reads as a list.
 MAX_LINES = 520
-TABLE_RULE_FILES = {"pallas_prof.backend.rules.elementwise"}
+TABLE_RULE_FILES = {"pallas_prof.backend.lowering.rules.elementwise"}
 
 
 def test_modules_are_small_enough_to_read_in_one_sitting():
@@ -220,7 +404,7 @@ def test_modules_are_small_enough_to_read_in_one_sitting():
 
 def test_the_table_exemption_is_a_table():
   """elementwise.py stays exempt only while most of it is rules registered in its table."""
-  path = MODULES["pallas_prof.backend.rules.elementwise"]
+  path = MODULES["pallas_prof.backend.lowering.rules.elementwise"]
   source = path.read_text()
   registered = source.count("register(") + source.count("elementwise(") + source.count("_optional(")
   assert registered >= 40, f"{path.name} has {registered} table entries: no longer a table file"

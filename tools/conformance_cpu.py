@@ -26,9 +26,9 @@ file loaded as a pytest plugin (`-p conformance_cpu`). The plugin
   * installs pallas-prof (via the shared conftest), so every pallas_call of the
     non-interpret classes is lowered by pallas-prof and run by Triton's interpreter;
   * after each test, compiles every kernel that test lowered for sm_90
-    (pallas_prof.backend.compile.compile_kernel) and fails the test if one does not compile:
-    the interpreter is more permissive than the real compiler (kernels of a failing test are
-    compiled too; a compile failure there goes into the junit properties);
+    (pallas_prof.backend.compiling.compile.compile_kernel) and fails the test if one does
+    not compile: the interpreter is more permissive than the real compiler (kernels of a
+    failing test are compiled too; a compile failure there goes into the junit properties);
   * gives test files that call jax.local_devices() devices that also answer the H200's
     GPU-only attributes (test_dot reads shared_memory_per_block_optin);
   * lowers each kernel also with JAX's built-in Triton lowering (to Triton IR, cuda sm_90)
@@ -204,17 +204,18 @@ def _poison(shape, dtype):
 def _poison_unwritten_outputs() -> None:
   """--poison-outputs: the interpreter path starts outputs as zeros, a GPU does not (XLA
   hands the custom call uninitialised buffers). Start them as NaN / 0x5A.. instead, except
-  outputs the GPU path zeroes too (written with atomics, see registration.gk_zeroed_outputs)
+  outputs the GPU path zeroes too (written with atomics, see pallas_call_rule.gk_zeroed_outputs)
   and aliased ones, so a kernel that leaves part of an output unwritten fails here as it
   could on the GPU."""
   import numpy as np
-  from pallas_prof.backend import launch, registration
+  from pallas_prof.backend.running import launch
+  from pallas_prof.backend import pallas_call_rule
   original = launch.run_interpreted
   if getattr(original, "_conformance_cpu_wrapped", False):
     return
 
   def run_interpreted(gk, inputs, out_shapes, input_output_aliases=()):
-    zeroed = set(registration.gk_zeroed_outputs(gk, tuple(input_output_aliases)))
+    zeroed = set(pallas_call_rule.gk_zeroed_outputs(gk, tuple(input_output_aliases)))
     aliased = {o for _, o in input_output_aliases}
     # outputs are created in order; aliased outputs are copies, the others np.zeros
     fresh = [i for i in range(len(out_shapes)) if i not in aliased]
@@ -250,8 +251,8 @@ def _probe_builtin_lowering() -> None:
   junit properties: a failing test whose kernels the built-in backend cannot lower
   either cannot be among the built-in backend's GPU passes (modulo its own error-handling
   in the test)."""
-  from pallas_prof.backend import registration
-  original = registration._lower
+  from pallas_prof.backend import pallas_call_rule
+  original = pallas_call_rule._lower
   if getattr(original, "_conformance_cpu_wrapped", False):
     return
 
@@ -267,7 +268,7 @@ def _probe_builtin_lowering() -> None:
     return original(ctx, in_nodes, params, platform)
 
   lower._conformance_cpu_wrapped = True
-  registration._lower = lower
+  pallas_call_rule._lower = lower
 
 
 def _builtin_verdict() -> str | None:
@@ -284,7 +285,7 @@ def _workaround_interpreter_stdlib_cache() -> None:
   after every run, so the second kernel of a process using such a helper fails with
   NameError. Clearing the cache after each run hides that CPU-only bug (the real fix
   belongs in launch.py) so the failures behind it show."""
-  from pallas_prof.backend import launch
+  from pallas_prof.backend.running import launch
   original_exit = launch._InterpretStandardLibrary.__exit__
   if getattr(original_exit, "_conformance_cpu_wrapped", False):
     return
@@ -349,10 +350,10 @@ class Sm90CompileFailure(AssertionError):
 
 def _compile_new_kernels(seen: set) -> list[str]:
   """Compiles for sm_90 every kernel lowered since the last call; returns the failures."""
-  from pallas_prof.backend import registry
-  from pallas_prof.backend.compile import compile_kernel
+  from pallas_prof.backend import kernel_registry
+  from pallas_prof.backend.compiling.compile import compile_kernel
   failures = []
-  for rec in registry.kernels():
+  for rec in kernel_registry.kernels():
     key = rec.generated.key
     if key in seen:
       continue

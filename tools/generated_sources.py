@@ -87,16 +87,16 @@ def main(argv=None) -> int:
   os.environ.setdefault("JAX_PLATFORMS", "cpu")
   import jax
   import pallas_prof
-  from pallas_prof.backend import registry
+  from pallas_prof.backend import kernel_registry
   pallas_prof.install()
   os.makedirs(args.out, exist_ok=True)
   sums = []
   for case, run in list(_example_cases(args.examples)) + list(_ops_cases()):
-    registry.clear()
+    kernel_registry.clear()
     jax.clear_caches()
     run()
     seen = set()
-    for n, record in enumerate(registry.kernels()):
+    for n, record in enumerate(kernel_registry.kernels()):
       gk = record.generated
       if gk.key in seen:
         continue

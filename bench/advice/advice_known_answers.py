@@ -57,8 +57,8 @@ def show(lines: list[str]) -> None:
 
 
 def _new_records(before: set) -> list:
-  from pallas_prof.backend import registry
-  return [r for r in registry.kernels() if id(r) not in before]
+  from pallas_prof.backend import kernel_registry
+  return [r for r in kernel_registry.kernels() if id(r) not in before]
 
 
 def _inputs(specs, seed: int = 0) -> list:
@@ -72,9 +72,9 @@ def _lower_and_run(fn, specs, args) -> tuple[list, object]:
   """The kernels `fn` lowers, compiled with their cubin; run on `args` (a GPU), or only
   lowered at the shapes of `specs` (a CPU: None for the outputs)."""
   import jax
-  from pallas_prof.backend import registry
+  from pallas_prof.backend import kernel_registry
   from pallas_prof.cli.run import ensure_compiled
-  before = {id(r) for r in registry.kernels()}
+  before = {id(r) for r in kernel_registry.kernels()}
   out = None
   if args is not None:
     out = jax.block_until_ready(fn(*args))

@@ -49,7 +49,7 @@ def main() -> None:
   import jax
   import numpy as np
   import pallas_prof
-  from pallas_prof.backend import bounds
+  from pallas_prof.backend.lowering.features import bounds
   pallas_prof.install()
   gpu = jax.default_backend() == "gpu"
   rows = []

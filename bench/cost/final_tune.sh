@@ -39,8 +39,8 @@ echo "rc=$?"; grep -E "^(softmax|matmul) |error" "$WORK/tune_cost.log" | cut -c1
 
 echo "== 4. GPU tests with the stripped PTX"
 timeout 25 python3 -m pytest -q -n 14 -p no:cacheprovider -rf \
-  tests/backend/test_jaxlib_payload.py tests/backend/test_control_flow.py \
-  tests/backend/test_elementwise.py tests/backend/test_launch_order.py \
+  tests/backend/running/test_jaxlib_payload.py tests/backend/lowering/rules/test_control_flow.py \
+  tests/backend/lowering/rules/test_elementwise.py tests/backend/lowering/test_launch_order.py \
   > "$WORK/ptx_tests.log" 2>&1
 echo "rc=$?"; grep -E "passed|failed|^FAILED|ptxas" "$WORK/ptx_tests.log" | tail -12
 

@@ -79,7 +79,7 @@ def exactness(rows: list, shapes) -> bool:
   import jax
   import jax.numpy as jnp
   import numpy as np
-  from pallas_prof.backend import registry
+  from pallas_prof.backend import kernel_registry
   ok = True
   for case, (m, k, n, dtype, (bm, bn, bk), warps) in enumerate(shapes):
     a, b = _inputs(m, k, n, jnp.dtype(dtype), int(time.time()) % 100000 + case)
@@ -90,7 +90,7 @@ def exactness(rows: list, shapes) -> bool:
       fn = jax.jit(functools.partial(matmul, bm=bm, bn=bn, bk=bk, num_warps=warps, num_stages=3,
                                      group=group, tma=tma, name=name))
       out = np.asarray(jax.block_until_ready(fn(a, b)).astype(jnp.float32))
-      gk = registry.find(name)[-1].generated
+      gk = kernel_registry.find(name)[-1].generated
       outs[label] = (out, gk)
     plain = outs["plain"][0]
     rel = float(np.linalg.norm(plain - np.asarray(ref)) / np.linalg.norm(np.asarray(ref)))
@@ -111,12 +111,12 @@ class _loads_only:
   benchmark's comparison; CompilerParams(tma=True) does both where it can."""
 
   def __enter__(self):
-    from pallas_prof.backend import tma
+    from pallas_prof.backend.lowering.features import tma
     self.saved = tma.store_refusal
     tma.store_refusal = lambda *a, **k: "bench/cost/tma.py: stores kept plain for comparison"
 
   def __exit__(self, *exc):
-    from pallas_prof.backend import tma
+    from pallas_prof.backend.lowering.features import tma
     tma.store_refusal = self.saved
 
 
@@ -125,7 +125,7 @@ def speed(rows: list, size: int, batches: int) -> None:
   import jax
   import jax.numpy as jnp
   from bench.suite.dispatch_gap import wall_per_call
-  from pallas_prof.backend import registry
+  from pallas_prof.backend import kernel_registry
   a, b = _inputs(size, size, size, jnp.bfloat16, size)
   plain = None
   for label, group, tma, stages in SPEED:
@@ -140,7 +140,7 @@ def speed(rows: list, size: int, batches: int) -> None:
         jax.block_until_ready(fn(a, b))
       seconds = wall_per_call(fn, (a, b), 10, repeats=batches)
       again = wall_per_call(fn, (a, b), 10, repeats=batches)   # the spread between two runs
-      gk = registry.find(name)[-1].generated
+      gk = kernel_registry.find(name)[-1].generated
       row = {"check": "speed", "size": size, "variant": label, "ms": seconds * 1e3,
              "ms_again": again * 1e3, "tflops": 2 * size ** 3 / seconds / 1e12,
              "equal_to_plain": bool((out == plain).all()), "tma_used": gk.tma,

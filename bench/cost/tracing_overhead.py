@@ -45,8 +45,8 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import pallas_prof  # noqa: E402
-from pallas_prof.backend import compile as backend_compile  # noqa: E402
-from pallas_prof.backend import hooks, registry  # noqa: E402
+from pallas_prof.backend.compiling import compile as backend_compile  # noqa: E402
+from pallas_prof.backend import hooks, kernel_registry  # noqa: E402
 from pallas_prof.instrument import exporters, observer, read_otlp_json, tracer  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -92,7 +92,7 @@ def cpu_seconds() -> float:
 def compile_worker_cpu_seconds() -> float:
   """CPU of pallas-prof's compile worker process and the ptxas runs it waited
   for (Triton compiles there, so its time is part of every compile)."""
-  from pallas_prof.backend import compile_worker
+  from pallas_prof.backend.compiling import compile_worker
   proc = compile_worker._worker.proc
   if proc is None or proc.poll() is not None:
     return 0.0
@@ -108,11 +108,11 @@ def compile_worker_cpu_seconds() -> float:
 def lower_and_compile(fn, args) -> dict[str, float]:
   """Lowers and compiles one example afresh; wall seconds of each phase."""
   jax.clear_caches()
-  registry.clear()
+  kernel_registry.clear()
   w0 = time.perf_counter()
   fn.lower(*args)
   w1 = time.perf_counter()
-  (record,) = registry.kernels()
+  (record,) = kernel_registry.kernels()
   backend_compile.clear_memory_cache()
   backend_compile.compile_kernel(record.generated, ("cuda", 90), use_disk_cache=False)
   return {"lower": w1 - w0, "compile": time.perf_counter() - w1}

@@ -58,13 +58,14 @@ def _example(variant: str):
 
 
 def _force(variant: str) -> None:
-  from pallas_prof.backend import registration, workarounds
+  from pallas_prof.backend import pallas_call_rule
+  from pallas_prof.backend.compiling.failures import workarounds
   if variant == "triangular":
     workarounds.LADDERS["tt.scan"] = ("triangular",)
   elif variant == "num_warps":
     workarounds.LADDERS["tt.scan"] = ()          # straight to the last resort
   elif variant == "builtin":
-    registration.route_to_builtin(True)
+    pallas_call_rule.route_to_builtin(True)
 
 
 def _timed(fn, args, warmup: int, reps: int) -> dict:
@@ -106,11 +107,11 @@ def run_variant(variant: str, channels: int, length: int, warmup: int, reps: int
                           for name, g, w in zip(s.NAMES, (y, *grads), want)}
   out["forward"] = _timed(s.forward, (x, dt, A, B, C), warmup, reps)
   out["backward"] = _timed(s.backward, (x, dt, A, B, C, states, dy), warmup, reps)
-  from pallas_prof.backend import registry
+  from pallas_prof.backend import kernel_registry
   if jax.default_backend() != "gpu" and variant != "builtin":
     # no GPU: the kernels ran under the interpreter; compile them for sm_90 as the GPU would
-    from pallas_prof.backend.workarounds import compile_working_around
-    for r in registry.kernels():
+    from pallas_prof.backend.compiling.failures.workarounds import compile_working_around
+    for r in kernel_registry.kernels():
       try:
         r.compiled = compile_working_around(r.generated, ("cuda", 90), r.relower)
       except Exception as e:  # noqa: BLE001
@@ -118,7 +119,7 @@ def run_variant(variant: str, channels: int, length: int, warmup: int, reps: int
   out["kernels"] = {r.name: {"workarounds": list(getattr(r.compiled.generated, "workarounds", ())
                                                  if r.compiled is not None else ()),
                              "num_warps": r.compiled.num_warps if r.compiled is not None else None}
-                    for r in registry.kernels()}
+                    for r in kernel_registry.kernels()}
   return out
 
 

@@ -27,10 +27,10 @@ _CHILD = """
 import sys, time, json
 sys.path.insert(0, {root!r})
 t0 = time.perf_counter()
-from tests.backend.test_compile import _lower_example
+from tests.backend.compiling.test_compile import _lower_example
 gk = _lower_example({name!r})
 t1 = time.perf_counter()
-from pallas_prof.backend import compile as pcompile
+from pallas_prof.backend.compiling import compile as pcompile
 ck = pcompile.compile_kernel(gk)
 t2 = time.perf_counter()
 print(json.dumps({{"cache": ck.cache, "lower": t1 - t0, "compile": t2 - t1}}))
@@ -38,8 +38,8 @@ print(json.dumps({{"cache": ck.cache, "lower": t1 - t0, "compile": t2 - t1}}))
 
 
 def measure(name: str, repeats: int) -> dict:
-  from pallas_prof.backend import compile as pcompile, compile_cache
-  from tests.backend.test_compile import _lower_example
+  from pallas_prof.backend.compiling import compile as pcompile, compile_cache
+  from tests.backend.compiling.test_compile import _lower_example
   lowerings, colds, stages = [], [], []
   for _ in range(repeats):
     gk = _lower_example(name)

@@ -2,7 +2,7 @@
 
     python bench/first_call/compile_path_cpu.py [--out compile_path_cpu.json] [--repeats 3]
 
-The figures behind the comments in backend/libdevice_link.py, triton_run.py
+The figures behind the comments in backend/compiling/libdevice_link.py, triton_run.py
 and compile_worker.py, for ops_vs_builtin.py's kernels compiled for sm_90:
 
 - per op, Triton's stages with libdevice prepared (libdevice_link.py) and
@@ -42,14 +42,15 @@ def median_of(fn, repeats: int):
 def requests() -> dict:
   import jax
   from bench.suite.ops_vs_builtin import OPS_BY_NAME, abstract_args
-  from pallas_prof.backend import compile as pcompile, registry
+  from pallas_prof.backend.compiling import compile as pcompile
+  from pallas_prof.backend import kernel_registry
   out = {}
   for op in OPS:
     spec = OPS_BY_NAME[op]()
-    registry.clear()
+    kernel_registry.clear()
     jax.clear_caches()
     spec["pallas"]().lower(*abstract_args(spec))
-    (record,) = registry.kernels()
+    (record,) = kernel_registry.kernels()
     out[op] = pcompile.compile_request(record.generated, ("cuda", 90), need_cubin=False)
   return out
 
@@ -57,7 +58,7 @@ def requests() -> dict:
 def stages(request: dict, prepared: bool, repeats: int) -> dict:
   """Median ms per stage, and of libdevice's link and LLVM's O3 inside llir."""
   import triton.backends.nvidia.compiler as nvidia_compiler
-  from pallas_prof.backend import triton_run
+  from pallas_prof.backend.compiling import triton_run
   llvm = nvidia_compiler.llvm
   request = dict(request, libdevice_cache=request["libdevice_cache"] if prepared else None)
   runs = []
@@ -86,7 +87,7 @@ def module_print_ms(request: dict) -> float:
   """ms to print a kernel's LLVM module to text (what keying libraries by the
   functions' names, read from the module's function list, avoids)."""
   import triton.backends.nvidia.compiler as nvidia_compiler
-  from pallas_prof.backend import triton_run
+  from pallas_prof.backend.compiling import triton_run
   llvm = nvidia_compiler.llvm
   saved, seen = llvm.to_module, []
 
@@ -107,7 +108,7 @@ def module_print_ms(request: dict) -> float:
 def link_alone(request: dict, repeats: int) -> dict:
   """ms to link libdevice into an empty module: bitcode, common library, own library."""
   from triton._C.libtriton import ir, llvm
-  from pallas_prof.backend import libdevice_link
+  from pallas_prof.backend.compiling import libdevice_link
   bitcode = [p for _, p in request["options"]["extern_libs"]]
   cache = request["libdevice_cache"]
   own_functions = {"__nv_sqrtf": ("float", ["float"])}
@@ -140,7 +141,7 @@ def fresh_process() -> dict:
   key_s = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                check=True).stdout.split()[-1])
   code = ("import sys, time; sys.path.insert(0, %r); "
-          "from pallas_prof.backend import warmup; t = time.perf_counter(); "
+          "from pallas_prof.backend.compiling import warmup; t = time.perf_counter(); "
           "warmup.warm_up(90); print(time.perf_counter() - t)") % ROOT
   worker_s = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                   check=True).stdout.split()[-1])
@@ -149,7 +150,7 @@ def fresh_process() -> dict:
 
 
 def warm_worker(reqs: dict, repeats: int) -> dict:
-  from pallas_prof.backend import compile_worker, warmup
+  from pallas_prof.backend.compiling import compile_worker, warmup
   warmup.warm_up(90)
   out = {}
   for op, request in reqs.items():

@@ -34,7 +34,7 @@ def child(builtin_first: bool) -> dict:
 
   import pallas_prof
   from bench.suite import ops_vs_builtin as b
-  from pallas_prof.backend import registry
+  from pallas_prof.backend import kernel_registry
   pallas_prof.install()
   order = ("builtin", "pallas_prof") if builtin_first else ("pallas_prof", "builtin")
   out = {"process_warm_up": b.warm_up_process(), "order": list(order), "ops": {}}
@@ -43,7 +43,7 @@ def child(builtin_first: bool) -> dict:
     row = {}
     for backend in order:
       b._use_backend(backend)
-      registry.clear()
+      kernel_registry.clear()
       total, phases, fn = b.first_call_seconds(spec["pallas"], spec["args"])
       row[backend] = {"first_call_s": total, **phases}
       if backend == "pallas_prof":
@@ -65,14 +65,14 @@ def profile_child(op_names: list[str], top: int = 45) -> dict:
   sys.path.insert(0, ROOT)
   import pallas_prof
   from bench.suite import ops_vs_builtin as b
-  from pallas_prof.backend import registry
+  from pallas_prof.backend import kernel_registry
   pallas_prof.install()
   b.warm_up_process()
   out = {}
   for name in op_names:
     spec = b.OPS_BY_NAME[name]()
     b._use_backend("pallas_prof")
-    registry.clear()
+    kernel_registry.clear()
     prof = cProfile.Profile()
     prof.enable()
     total, phases, fn = b.first_call_seconds(spec["pallas"], spec["args"])

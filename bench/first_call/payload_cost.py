@@ -34,10 +34,10 @@ sys.path.insert(0, {root!r})
 variant, op, rows = sys.argv[1], sys.argv[2], int(sys.argv[4])
 import jax, jax.numpy as jnp, numpy as np
 import pallas_prof
-from pallas_prof.backend import registration
+from pallas_prof.backend import pallas_call_rule
 from jax.experimental.pallas.ops.gpu import layer_norm, rms_norm
 pallas_prof.install()
-registration.route_to_builtin(variant == "builtin")
+pallas_call_rule.route_to_builtin(variant == "builtin")
 mod = {{"layer_norm": layer_norm, "rms_norm": rms_norm}}[op]
 k = jax.random.split(jax.random.PRNGKey(0), 3)
 x = jax.random.normal(k[0], (1, rows, 5120), jnp.float32).astype(jnp.bfloat16)

@@ -38,7 +38,7 @@ SETTINGS = {"default": {}, "mlir single-threaded": {"MLIR_DISABLE_MULTITHREADING
 
 
 def one_setting(reqs: dict, env: dict, repeats: int) -> dict:
-  from pallas_prof.backend import compile_worker, warmup
+  from pallas_prof.backend.compiling import compile_worker, warmup
   compile_worker._worker.close()
   saved = {k: os.environ.get(k) for k in env}
   os.environ.update(env)

@@ -98,7 +98,7 @@ def worker(args) -> None:
   log = open(args.log, "a", buffering=1)
   current = args.log + ".current"
 
-  from pallas_prof.backend.bounds import check_bounds_enabled
+  from pallas_prof.backend.lowering.features.bounds import check_bounds_enabled
   checking = check_bounds_enabled()
 
   def emit(**record):
@@ -161,8 +161,8 @@ def worker(args) -> None:
         return
       extra = {"source": program.source} if outcome.status.startswith("xla_") else {}
       if os.environ.get("PALLAS_PROF_FUZZ_TMA") == "1":   # --tma: did this kernel use TMA?
-        from pallas_prof.backend import registry
-        lowered = registry.find(f"fuzz_{program.seed}")
+        from pallas_prof.backend import kernel_registry
+        lowered = kernel_registry.find(f"fuzz_{program.seed}")
         extra["tma"] = bool(lowered and lowered[-1].generated.tma)
       if compile_sm90 and outcome.status != "unsupported":
         on_stage("sm90")

@@ -30,7 +30,7 @@ if [ "$part" = leads ]; then
   timeout 200 python3 bench/fuzz/fuzz_replay.py bench/results/fuzz_cpu_*_sm90.json --device gpu \
     --inputs 8 --out "$out/replay_gpu.json" 2>&1 | tee "$out/replay_gpu.txt" | tail -20
   timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu tests/fuzz/test_fuzz_sm90.py \
-    tests/backend/test_ptxas_hazards.py 2>&1 | tee "$out/hazards_pytest_gpu.txt" | tail -20
+    tests/backend/compiling/test_ptxas_hazards.py 2>&1 | tee "$out/hazards_pytest_gpu.txt" | tail -20
   exit 0
 fi
 

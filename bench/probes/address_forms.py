@@ -9,8 +9,8 @@ import sys, os, json, re, subprocess, tempfile, collections
 sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 import jax, jax.numpy as jnp
 import pallas_prof
-from pallas_prof.backend import registry
-from pallas_prof.backend.compile import compile_kernel, assemble_cubin
+from pallas_prof.backend import kernel_registry
+from pallas_prof.backend.compiling.compile import compile_kernel, assemble_cubin
 from bench.suite import suite_cases as sc
 import triton
 
@@ -67,10 +67,10 @@ def main(name, keep=None):
   built = c.make(jax.random.PRNGKey(0))
   args = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in built.args]
   pallas_prof.install()
-  registry.clear(); jax.clear_caches()
+  kernel_registry.clear(); jax.clear_caches()
   jax.jit(built.pallas).lower(*args)
   out = []
-  for rec in registry.kernels():
+  for rec in kernel_registry.kernels():
     gk = rec.generated
     ck = assemble_cubin(compile_kernel(gk, ("cuda", 90), use_disk_cache=False))
     ins, text = sass(ck.asm["cubin"])

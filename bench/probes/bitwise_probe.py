@@ -3,7 +3,7 @@ what decides it? One GPU run, side by side: XLA, JAX's built-in Triton backend,
 pallas-prof as it compiles by default, pallas-prof with Triton's defaults (FMA
 contraction on, the libdevice in Triton's wheel), and each of those two alone;
 and pallas-prof with libdevice linked Triton's way rather than prepared
-(backend/libdevice_link.py), which must not change a single bit.
+(backend/compiling/libdevice_link.py), which must not change a single bit.
 
     python bench/probes/bitwise_probe.py [--out probe.json]
 
@@ -28,7 +28,8 @@ from jax import lax  # noqa: E402
 from jax.experimental import pallas as pl  # noqa: E402
 
 import pallas_prof  # noqa: E402
-from pallas_prof.backend import compat, compile as pcompile, registration  # noqa: E402
+from pallas_prof.backend import compat, pallas_call_rule
+from pallas_prof.backend.compiling import compile as pcompile  # noqa: E402
 
 UNARY = {
     "pow2": lambda x: jnp.power(2, x), "exp": jnp.exp, "exp2": jnp.exp2, "log": lambda x: jnp.log(jnp.abs(x)),
@@ -48,7 +49,7 @@ EXTRA = {
     "atan2": lambda x: jnp.arctan2(x, x * 0.7 - 1), "fmod": lambda x: jnp.fmod(x, 0.37 * x + 1),
 }
 
-from pallas_prof.backend import compile_cache  # noqa: E402
+from pallas_prof.backend.compiling import compile_cache  # noqa: E402
 
 _plain_options = compile_cache.compile_options
 
@@ -110,7 +111,7 @@ def main(argv=None):
     for variant, how in variants.items():
       if name in EXTRA and variant not in short:
         continue
-      registration.route_to_builtin(variant == "builtin")
+      pallas_call_rule.route_to_builtin(variant == "builtin")
       _set_options(*(how or ()))
       jax.clear_caches()
       try:
@@ -119,7 +120,7 @@ def main(argv=None):
         row[variant] = int(differ.sum())
       except Exception as e:  # noqa: BLE001 - reported in the table
         row[variant] = f"{type(e).__name__}: {str(e)[:120]}"
-    registration.route_to_builtin(False)
+    pallas_call_rule.route_to_builtin(False)
     _set_options()
     if "ours" in results and "ours_unprepared_libdevice" in results:
       a, b = results["ours"], results["ours_unprepared_libdevice"]

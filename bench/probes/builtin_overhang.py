@@ -27,16 +27,16 @@ def main(argv) -> int:
   backend = argv[0]
   n = int(argv[1]) if len(argv) > 1 else (1 << 20) + 7
   import vector_add as example       # installs pallas-prof at import
-  from pallas_prof.backend import registration
-  registration.route_to_builtin(backend == "builtin")
+  from pallas_prof.backend import pallas_call_rule
+  pallas_call_rule.route_to_builtin(backend == "builtin")
   kx, ky = jax.random.split(jax.random.key(0))
   x = jax.random.normal(kx, (n,), jnp.bfloat16)
   y = jax.random.normal(ky, (n,), jnp.bfloat16)
   got = np.asarray(jax.block_until_ready(jax.jit(example.add)(x, y)), np.float32)
   want = np.asarray(x + y, np.float32)
   ok = np.array_equal(got, want)
-  from pallas_prof.backend import registry
-  lowered_by_us = bool(registry.kernels())
+  from pallas_prof.backend import kernel_registry
+  lowered_by_us = bool(kernel_registry.kernels())
   print(f"{backend} (pallas-prof lowered it: {lowered_by_us}): n={n}, block overhang {(-n) % example.BLOCK} elements, "
         f"result {'equal to x + y' if ok else 'WRONG'}", flush=True)
   return 0 if ok else 1

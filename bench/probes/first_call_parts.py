@@ -94,8 +94,8 @@ def child(ops: list[str], builtin_first: bool) -> dict:
 
   import pallas_prof
   from bench.suite import ops_vs_builtin as b
-  from pallas_prof.backend import registry
-  from pallas_prof.backend.launch import jaxlib_ptx
+  from pallas_prof.backend import kernel_registry
+  from pallas_prof.backend.running.launch import jaxlib_ptx
   pallas_prof.install()
   order = ("builtin", "pallas_prof") if builtin_first else ("pallas_prof", "builtin")
   out = {"process_warm_up": b.warm_up_process(), "order": list(order), "ops": {}}
@@ -106,7 +106,7 @@ def child(ops: list[str], builtin_first: bool) -> dict:
     row = {}
     for backend in order:
       b._use_backend(backend)
-      registry.clear()
+      kernel_registry.clear()
       total, phases, events = _traced_first_call(spec["pallas"], spec["args"])
       row[backend] = {"first_call_s": total, **phases, "events": events}
       if backend == "pallas_prof":
@@ -115,7 +115,7 @@ def child(ops: list[str], builtin_first: bool) -> dict:
         total2, phases2, _ = b.first_call_seconds(spec["pallas"], spec["args"])
         row[backend]["again_kernel_kept"] = {"first_call_s": total2, **phases2}
         row[backend]["ptxas_alone_s"] = [
-            _ptxas_seconds(jaxlib_ptx(r.compiled.ptx), arch) for r in registry.kernels()
+            _ptxas_seconds(jaxlib_ptx(r.compiled.ptx), arch) for r in kernel_registry.kernels()
         ] if arch else []
     b._use_backend("pallas_prof")
     out["ops"][spec["name"]] = row

@@ -40,10 +40,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 import jax  # noqa: E402
 
 from bench.suite import ops_vs_builtin as b  # noqa: E402
-from pallas_prof.backend import registry  # noqa: E402
+from pallas_prof.backend import kernel_registry  # noqa: E402
 
 spec = b.OPS_BY_NAME["softmax"]()
-registry.clear()
+kernel_registry.clear()
 jax.clear_caches()
 b._use_backend("pallas_prof")                 # install(): the background warm-up starts
 if len(sys.argv) > 1:
@@ -55,7 +55,7 @@ spec["pallas"]().lower(*b.abstract_args(spec))
 t1 = time.perf_counter()
 profile.disable()
 print("lower %.1f ms lowering %s ms" % ((t1 - t0) * 1e3, [round(r.generated.lowering_seconds * 1e3, 1)
-                                                         for r in registry.kernels()]))
+                                                         for r in kernel_registry.kernels()]))
 during = [(g, round(ms, 1), name) for g, ms, name, end in collections if t0 <= end <= t1 + 1e-3]
 print("collections during lower() (generation, ms, thread):", during)
 print("full collections in the process so far (ms):",

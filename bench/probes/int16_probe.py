@@ -6,7 +6,7 @@ dropping the constant. int16 `x // 7` tests `x % 7 != 0` as `x * 28087 + 4681 > 
 (unsigned 16-bit) with the 4681s packed in pairs; in a [5, 9, 9] block each thread
 holds 16 rows of which 9 are stored, so row 8's pair has a dead half and loses its
 +4681. pallas-prof's fix writes each packed integer add as two 16-bit adds
-(backend/ptx_rewrites.py; PALLAS_PROF_PTX_REWRITES=0 turns it off).
+(backend/compiling/ptx_rewrites.py; PALLAS_PROF_PTX_REWRITES=0 turns it off).
 
     python3 bench/probes/int16_probe.py [--device gpu] [--skip-raw]
 
@@ -55,7 +55,7 @@ def raw_ptx(form: str, half: str) -> str:
         "loaded": "\tld.global.b32 %r3, [%rd1+4];\n\tadd.s16x2 %r2, %r1, %r3;\n",
         "max": f"\tmov.b32 %r3, {CONST};\n\tmax.s16x2 %r2, %r1, %r3;\n"}.get(form)
   if form == "split":
-    from pallas_prof.backend import ptx_rewrites
+    from pallas_prof.backend.compiling import ptx_rewrites
     op, n = ptx_rewrites.split_packed_adds(f"\tmov.b32 %r3, {CONST};\n\tadd.s16x2 %r2, %r1, %r3;\n")
     assert n == 1
   store = {"lo": "\tst.global.b16 [%rd2], %rs3;\n", "hi": "\tst.global.b16 [%rd2], %rs4;\n",
@@ -80,7 +80,7 @@ def expected(form: str, half: str) -> list[int]:
 
 def ptxas_cubin(ptx: str) -> tuple[bytes, str]:
   """(cubin from Triton's ptxas, its SASS line for the packed op)."""
-  from pallas_prof.backend import lineinfo, triton_compat
+  from pallas_prof.backend.compiling import lineinfo, triton_compat
   with tempfile.TemporaryDirectory() as d:
     src, out = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
     open(src, "w").write(ptx)
@@ -144,7 +144,7 @@ class Cuda:
 
 
 def part_raw() -> None:
-  from pallas_prof.backend import triton_compat
+  from pallas_prof.backend.compiling import triton_compat
   try:
     release = subprocess.run([triton_compat.ptxas_path(90), "--version"], capture_output=True,
                              text=True, timeout=30).stdout.strip().splitlines()[-1]
@@ -195,21 +195,22 @@ def predicted_floordiv7(x, row_axis: int):
 
 def set_rewrites(flag: str) -> None:
   import jax
-  from pallas_prof.backend import compile as pcompile
-  from pallas_prof.backend import registry
+  from pallas_prof.backend.compiling import compile as pcompile
+  from pallas_prof.backend import kernel_registry
   os.environ["PALLAS_PROF_PTX_REWRITES"] = flag
   pcompile.clear_memory_cache()
-  registry.clear()
+  kernel_registry.clear()
   jax.clear_caches()
 
 
 def kernel_signs() -> str:
   """The last kernel's PTX packed adds and SASS lost constants (compiled for sm_90)."""
   try:
-    from pallas_prof.backend import compile as pcompile
-    from pallas_prof.backend import lineinfo, registry
+    from pallas_prof.backend.compiling import compile as pcompile
+    from pallas_prof.backend.compiling import lineinfo
+    from pallas_prof.backend import kernel_registry
     from tests.fuzz.sass_hazards import lost_packed_constants
-    ck = pcompile.compile_kernel(registry.kernels()[-1].generated, ("cuda", 90))
+    ck = pcompile.compile_kernel(kernel_registry.kernels()[-1].generated, ("cuda", 90))
     return (f"ptx add.s16x2 {len(re.findall(r'add.[su]16x2', ck.ptx))}, sass lost constants "
             f"{len(lost_packed_constants(lineinfo.disassemble(ck.cubin, '-c')))}")
   except Exception as e:  # noqa: BLE001

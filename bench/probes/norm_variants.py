@@ -28,17 +28,18 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 import jax  # noqa: E402
 
 import pallas_prof  # noqa: E402
-from pallas_prof.backend import compile as pcompile, registry  # noqa: E402
+from pallas_prof.backend.compiling import compile as pcompile
+from pallas_prof.backend import kernel_registry  # noqa: E402
 
 
 def lower(kind: str):
   """The GeneratedKernel of ops_vs_builtin.py's layer_norm or rms_norm."""
   from bench.suite.ops_vs_builtin import OPS_BY_NAME, abstract_args
   spec = OPS_BY_NAME[kind]()
-  registry.clear()
+  kernel_registry.clear()
   jax.clear_caches()
   spec["pallas"]().lower(*abstract_args(spec))
-  (rec,) = registry.kernels()
+  (rec,) = kernel_registry.kernels()
   return rec.generated
 
 

@@ -23,7 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def write_sources(out: str) -> list[str]:
   import jax
   import pallas_prof
-  from pallas_prof.backend import registry
+  from pallas_prof.backend import kernel_registry
   from bench.suite.suite_cases import CASES
   pallas_prof.install()
   os.makedirs(out, exist_ok=True)
@@ -34,14 +34,14 @@ def write_sources(out: str) -> list[str]:
     configs = [("default", built.pallas)] + [(str(i), built.variant(dict(c)))
                                              for i, c in enumerate(case.tune)]
     for tag, fn in configs:
-      registry.clear()
+      kernel_registry.clear()
       jax.clear_caches()
       try:
         jax.jit(fn).lower(*args)
       except Exception as e:  # noqa: BLE001 - a config the shape does not allow
         skipped.append(f"{case.name} config {tag}: {type(e).__name__}: {str(e)[:120]}")
         continue
-      for k, record in enumerate(registry.kernels()):
+      for k, record in enumerate(kernel_registry.kernels()):
         lines = [line.split("  #")[0].rstrip() for line in record.generated.source.splitlines()
                  if not line.startswith("#")]
         with open(os.path.join(out, f"{case.name.replace(' ', '_')}.{tag}.{k}.py"), "w") as f:

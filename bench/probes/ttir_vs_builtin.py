@@ -49,13 +49,13 @@ def builtin_ttir(op: str) -> tuple[str, int, int]:
   from jax._src.interpreters import mlir as jax_mlir
   from jax._src.lib.mlir import ir
   from jax._src.lib.triton import dialect as tt_dialect
-  from pallas_prof.backend import registration
-  registration.route_to_builtin(True)
+  from pallas_prof.backend import pallas_call_rule
+  pallas_call_rule.route_to_builtin(True)
   try:
     fn, args = _function(op)
     module = fn.trace(*args).lower(lowering_platforms=("cuda",)).compiler_ir("stablehlo")
   finally:
-    registration.route_to_builtin(False)
+    pallas_call_rule.route_to_builtin(False)
   calls = []
 
   def walk(operation):
@@ -78,12 +78,13 @@ def builtin_ttir(op: str) -> tuple[str, int, int]:
 
 
 def ours_request(op: str) -> dict:
-  from pallas_prof.backend import compile as pcompile, registry
-  registry.clear()
+  from pallas_prof.backend.compiling import compile as pcompile
+  from pallas_prof.backend import kernel_registry
+  kernel_registry.clear()
   jax.clear_caches()
   fn, args = _function(op)
   fn.lower(*args)
-  (record,) = registry.kernels()
+  (record,) = kernel_registry.kernels()
   return pcompile.compile_request(record.generated, ("cuda", 90), need_cubin=False)
 
 
@@ -99,7 +100,7 @@ class _Split:
   def installed(self):
     from triton._C.libtriton import llvm
     from triton.backends.nvidia.compiler import CUDABackend
-    from pallas_prof.backend import libdevice_link
+    from pallas_prof.backend.compiling import libdevice_link
     saved = (CUDABackend.__dict__["make_ttir"], llvm.link_extern_libs, llvm.optimize_module,
              libdevice_link.link)
     make_ttir, link_extern, optimize, prepared = (saved[0].__func__, *saved[1:])
@@ -220,7 +221,7 @@ def main(argv=None):
   args = ap.parse_args(argv)
   os.environ.setdefault("PALLAS_PROF_CACHE_DIR", tempfile.mkdtemp(prefix="pallas-prof-bench-"))
   import pallas_prof
-  from pallas_prof.backend import triton_run
+  from pallas_prof.backend.compiling import triton_run
   pallas_prof.install()
   stages = ("ttir", "ttgir", "llir", "ptx", "cubin")
   print(f"load average {os.getloadavg()}")

@@ -45,7 +45,7 @@ def main(argv=None) -> int:
   ap.add_argument("--out")
   args = ap.parse_args(argv)
   from bench import save_record
-  from pallas_prof.backend import warmup
+  from pallas_prof.backend.compiling import warmup
   roots = args.roots.split(",")
   request = dict(warmup.warm_up_request(90), name="pallas_prof_warmup_tiny",
                  signature={"x_ref": "*fp32", "o_ref": "*fp32"},

@@ -5,7 +5,7 @@ python3 -X importtime -c "import triton" 2>&1 | sort -t'|' -k2 -n | tail -8
 python3 - <<'PY'
 import time, sys
 t0 = time.perf_counter()
-from pallas_prof.backend import warmup
+from pallas_prof.backend.compiling import warmup
 t1 = time.perf_counter()
 warmup.warm_up(90)
 t2 = time.perf_counter()

@@ -31,7 +31,7 @@ sys.path.insert(0, ROOT)
 _CHILD = r"""
 import importlib.util, json, os, sys, time
 t0 = time.perf_counter()
-here = os.path.join({root!r}, "pallas_prof", "backend")
+here = os.path.join({root!r}, "pallas_prof", "backend", "compiling")
 spec = importlib.util.spec_from_file_location("pallas_prof_triton_run",
                                               os.path.join(here, "triton_run.py"))
 m = importlib.util.module_from_spec(spec); sys.modules[spec.name] = m; spec.loader.exec_module(m)
@@ -59,7 +59,7 @@ def _timed(command, env) -> tuple[float, str]:
 
 def worker_ready_seconds() -> float:
   """A real worker's start, from Popen to its answer to a ping."""
-  from pallas_prof.backend import compile_worker
+  from pallas_prof.backend.compiling import compile_worker
   worker = compile_worker._Worker()
   try:
     t = time.perf_counter()

@@ -40,10 +40,10 @@ def lower_ops(ops: list[str]) -> list:
   import jax
   import jax.numpy as jnp
   from jax.experimental.pallas.ops.gpu import attention, softmax
-  from pallas_prof.backend import registry
+  from pallas_prof.backend import kernel_registry
   sys.path.insert(0, os.path.join(ROOT, "examples"))
   import matmul as example            # examples/matmul.py, the suite's matmul
-  registry.clear()
+  kernel_registry.clear()
   if "softmax" in ops:
     jax.jit(softmax.softmax).lower(jnp.ones((4096, 5120), jnp.float32))
   if "mha" in ops:
@@ -68,7 +68,7 @@ def lower_ops(ops: list[str]) -> list:
       jax.jit(elementwise(lambda v: v * 1.37 + v * v)).lower(x)
     if "erf" in ops:          # a libdevice call (__nv_erff)
       jax.jit(elementwise(lax.erf)).lower(x)
-  return registry.kernels()
+  return kernel_registry.kernels()
 
 
 def ttir_bytecode(ttir: str) -> bytes:
@@ -89,7 +89,7 @@ def ttir_bytecode(ttir: str) -> bytes:
 def ptxas_counts(ck) -> dict:
   """Registers and spill bytes ptxas gives a CompiledKernel's PTX (compile.assemble_cubin,
   the profiler's own step)."""
-  from pallas_prof.backend.compile import assemble_cubin
+  from pallas_prof.backend.compiling.compile import assemble_cubin
   try:
     full = assemble_cubin(ck)
   except Exception as e:  # noqa: BLE001 - the finding
@@ -98,7 +98,7 @@ def ptxas_counts(ck) -> dict:
 
 
 def probe_kernel(record, repeats: int, on_gpu: bool) -> dict:
-  from pallas_prof.backend.compile import compile_kernel
+  from pallas_prof.backend.compiling.compile import compile_kernel
   ck = compile_kernel(record.generated, ("cuda", 90))
   wheel_ms = sum(ck.stage_seconds.get(s, 0.0) for s in ("ttgir", "llir", "ptx")) * 1e3
   row = {"kernel": record.label, "num_warps": ck.num_warps, "num_stages": ck.num_stages,
@@ -148,7 +148,7 @@ def launch_both(ck, xla_ck, seed: int = 7) -> dict:
   difference), and each one's median cold time (L2 flushed before each launch)."""
   import numpy as np
   from pallas_prof.backend.artifacts import LaunchSpec
-  from pallas_prof.backend.compile import assemble_cubin
+  from pallas_prof.backend.compiling.compile import assemble_cubin
   from pallas_prof.profiler.replayer import Replayer
   out, results = {}, {}
   for label, k in (("wheel", ck), ("xla", xla_ck)):

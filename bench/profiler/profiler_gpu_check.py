@@ -149,14 +149,14 @@ with part("kernels") as r:
   import matmul as matmul_ex
   import flash_attention as flash_ex
   import vector_add  # noqa: F401 - used by the in-situ script; imports check it is present
-  from pallas_prof.backend import registry
+  from pallas_prof.backend import kernel_registry
   pallas_prof.uninstall()           # the examples install(); their calls name pallas-prof anyway
   r["jax_devices"] = [str(d) for d in jax.devices()]
 
   def lowered(jitted, *args, **kwargs):
-    before = {rec.key for rec in registry.kernels()}
+    before = {rec.key for rec in kernel_registry.kernels()}
     jitted.lower(*args, **kwargs)
-    new = [rec for rec in registry.kernels() if rec.key not in before]
+    new = [rec for rec in kernel_registry.kernels() if rec.key not in before]
     assert len(new) == 1, [rec.label for rec in new]
     assert new[0].compiled is not None, "lowered for the GPU but not compiled"
     return new[0]
@@ -301,7 +301,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 sys.path.insert(0, sys.argv[1]); sys.path.insert(0, os.path.join(sys.argv[1], "examples"))
 import jax, jax.numpy as jnp
 import softmax, vector_add
-from pallas_prof.backend import registry
+from pallas_prof.backend import kernel_registry
 from pallas_prof.profiler import insitu
 x = jax.random.normal(jax.random.PRNGKey(0), (4096, 4096), jnp.float32)
 a = jax.random.normal(jax.random.PRNGKey(1), (2**24,), jnp.float32)
@@ -316,7 +316,7 @@ with insitu.capture() as cap:
 res = cap.result
 out["kernels"] = {n: {"launches": k.launches, "total_s": k.total_ns / 1e9, "mean_s": k.mean_s,
                       "device_ids": k.device_ids} for n, k in res.kernels.items()}
-out["matched"] = {label: s.to_dict() for label, s in insitu.match(res, registry.kernels()).items()}
+out["matched"] = {label: s.to_dict() for label, s in insitu.match(res, kernel_registry.kernels()).items()}
 out["notes"] = res.notes
 print("INSITU_JSON " + json.dumps(out), flush=True)
 try:

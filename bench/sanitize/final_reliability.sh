@@ -35,10 +35,10 @@ sanitizer=$!
 
 log "pytest (GPU): bounds, access paths, poisoning, coverage, scan, rounding"
 timeout 150 python3 -m pytest -q -p no:cacheprovider -n 8 -rfE --durations=5 \
-  tests/backend/test_bounds_gpu.py tests/backend/test_bounds.py tests/backend/test_bounds_paths.py \
-  tests/backend/test_coverage.py tests/backend/test_scan_arrays.py \
-  tests/backend/test_elementwise.py::test_convert_float64 \
-  tests/backend/test_elementwise.py::test_float64_to_16bit_rounding_follows_the_xla_of_the_platform_lowered_for \
+  tests/backend/running/test_bounds_gpu.py tests/backend/lowering/test_bounds.py tests/backend/lowering/test_bounds_paths.py \
+  tests/backend/lowering/test_coverage.py tests/backend/lowering/rules/test_scan_arrays.py \
+  tests/backend/lowering/rules/test_elementwise.py::test_convert_float64 \
+  tests/backend/lowering/rules/test_elementwise.py::test_float64_to_16bit_rounding_follows_the_xla_of_the_platform_lowered_for \
   tests/cli/test_eject.py \
   tests/fuzz/test_fuzz.py::test_where_xla_cpu_and_gpu_disagree_pallas_prof_follows_its_device \
   --junitxml="$W/pytest.xml" > "$W/pytest.txt" 2>&1

@@ -95,7 +95,7 @@ def first_call_seconds(make_fn, args) -> tuple[float, dict, object]:
   `gc_s`: of the whole, Python's garbage collections (a full one, 50-60 ms on
   the H200 machine's host, lands on whichever backend allocates past the
   threshold)."""
-  from pallas_prof.backend.lowering import CollectionClock
+  from pallas_prof.backend.lowering.lower import CollectionClock
   jax.clear_caches()
   fn = make_fn()
   with CollectionClock() as collections:
@@ -115,14 +115,14 @@ def kernel_records() -> list[dict]:
   """What pallas-prof's registry knows of the kernels it just lowered and
   compiled: where the lowering, the wait for the compile worker and Triton's
   stages spent their time."""
-  from pallas_prof.backend import registry
+  from pallas_prof.backend import kernel_registry
   return [{"kernel": r.name, "lowering_s": r.generated.lowering_seconds,
            "lowering_gc_s": r.generated.gc_seconds,
            "compile_s": getattr(r.compiled, "compile_seconds", None),
            "worker_wait_s": getattr(r.compiled, "worker_wait_seconds", None),
            "cache": getattr(r.compiled, "cache", None),
            "stages_s": dict(getattr(r.compiled, "stage_seconds", None) or {})}
-          for r in registry.kernels()]
+          for r in kernel_registry.kernels()]
 
 
 def warm_up_process() -> dict:
@@ -143,12 +143,12 @@ def warm_up_process() -> dict:
     _use_backend(variant)
     make = lambda: jax.jit(lambda a: pl.pallas_call(
         kernel, out_shape=jax.ShapeDtypeStruct(a.shape, a.dtype))(a))
-    from pallas_prof.backend import registry
-    registry.clear()
+    from pallas_prof.backend import kernel_registry
+    kernel_registry.clear()
     total, phases, _ = first_call_seconds(make, (x,))
     out[variant] = {"first_call_s": total, **phases}
     if variant == "pallas_prof":
-      from pallas_prof.backend import warmup
+      from pallas_prof.backend.compiling import warmup
       # after the timing: the warm-up's compile (in the worker's child) has its figures
       out[variant]["background_warm_up"] = warmup.wait_for_warm_up(30)
       out[variant]["kernels"] = kernel_records()
@@ -306,9 +306,9 @@ def abstract_args(spec) -> tuple:
 
 def _use_backend(backend: str):
   """Route Triton-style pallas_calls to pallas-prof or to JAX's built-in backend."""
-  from pallas_prof.backend import registration
+  from pallas_prof.backend import pallas_call_rule
   pallas_prof.install()
-  registration.route_to_builtin(backend == "builtin")
+  pallas_call_rule.route_to_builtin(backend == "builtin")
 
 
 def run_op(make) -> dict:
@@ -321,8 +321,8 @@ def run_op(make) -> dict:
         first, phases, fn = first_call_seconds(spec["xla"], spec["args"])
       else:
         _use_backend(variant)
-        from pallas_prof.backend import registry
-        registry.clear()
+        from pallas_prof.backend import kernel_registry
+        kernel_registry.clear()
         first, phases, fn = first_call_seconds(spec["pallas"], spec["args"])
         if variant == "pallas_prof":
           result["ours_first_call_breakdown"] = kernel_records()
@@ -370,13 +370,14 @@ def cached_recompile_ms() -> dict:
   code = (
       "import sys, time, json; sys.path.insert(0, %r)\n"
       "import jax\n"
-      "from pallas_prof.backend import registry, compile as pc\n"
+      "from pallas_prof.backend import kernel_registry\n"
+      "from pallas_prof.backend.compiling import compile as pc\n"
       "import bench.suite.ops_vs_builtin as b\n"
       "out = {}\n"
       "for make in b.OPS:\n"
-      "  spec = make(); registry.clear(); jax.clear_caches(); b._use_backend('pallas_prof')\n"
+      "  spec = make(); kernel_registry.clear(); jax.clear_caches(); b._use_backend('pallas_prof')\n"
       "  spec['pallas']().lower(*spec['args'])\n"
-      "  for rec in registry.kernels():\n"
+      "  for rec in kernel_registry.kernels():\n"
       "    first = rec.compiled.cache if rec.compiled else None\n"
       "    pc.clear_memory_cache()\n"
       "    t0 = time.perf_counter(); ck = pc.compile_kernel(rec.generated, tuple(rec.compiled.target), need_cubin=False)\n"

@@ -155,9 +155,9 @@ def replay_ours(records, seconds: float) -> dict:
 
 def use_backend(backend: str) -> None:
   """Route Triton-style pallas_calls to pallas-prof or to JAX's built-in backend."""
-  from pallas_prof.backend import registration
+  from pallas_prof.backend import pallas_call_rule
   pallas_prof.install()
-  registration.route_to_builtin(backend == "builtin")
+  pallas_call_rule.route_to_builtin(backend == "builtin")
 
 
 def tuned_function(case, built, small: bool, window_s: float, on_gpu: bool):
@@ -190,7 +190,7 @@ def tuned_function(case, built, small: bool, window_s: float, on_gpu: bool):
 
 def run_column(column: str, built, reference, window_s: float, on_gpu: bool,
                case=None, small: bool = False, replay: bool = False) -> dict:
-  from pallas_prof.backend import registry
+  from pallas_prof.backend import kernel_registry
   if column == "ours_tuned" and not case.tune:
     return {"same_as_default": "one config (the op's parameters are not tuned here): "
                                "the tuned column is the default column"}
@@ -199,7 +199,7 @@ def run_column(column: str, built, reference, window_s: float, on_gpu: bool,
   if column != "xla":
     use_backend("builtin" if column == "builtin" else "pallas_prof")
   jax.clear_caches()                 # lower afresh: JAX caches compiled calls across backends
-  registry.clear()
+  kernel_registry.clear()
   try:
     entry = {}
     if column == "ours_tuned":
@@ -210,7 +210,7 @@ def run_column(column: str, built, reference, window_s: float, on_gpu: bool,
     junk = jax.block_until_ready(fn(*_poisoned(built.args)))
     entry["first_call_s"] = time.perf_counter() - t0
     del junk
-    records = registry.kernels() if column == "ours_default" else []
+    records = kernel_registry.kernels() if column == "ours_default" else []
     if column == "ours_default":
       entry["kernels"] = [r.label for r in records]
       if not records:

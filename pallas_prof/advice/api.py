@@ -29,11 +29,11 @@ def advise(kernels=None, *, report=None, device: int = 0, trials: bool = True,
   name). On a GPU each kernel's actions of kinds a-c are tried within `budget_s`
   seconds (per kernel), with progress on stderr; without one the advice says
   "not measured: no GPU" and, with `static`, shows each variant compiled for sm_90."""
-  from ..backend import registry
+  from ..backend import kernel_registry
   if kernels is None:
-    records = registry.kernels()
+    records = kernel_registry.kernels()
   elif isinstance(kernels, str):
-    records = registry.find(kernels)
+    records = kernel_registry.find(kernels)
   else:
     records = list(kernels)
   if report is None:

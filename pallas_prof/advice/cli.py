@@ -82,14 +82,14 @@ def run(args) -> int:
 
 def _keep(report, args) -> None:
   """What to keep: each kernel's best held action, and the tuning file of the kind-a ones."""
-  from ..backend import registry
+  from ..backend import kernel_registry
   from .api import tuning_entries, write_tuning_file
   for a in report.advice:
     if a.kept:
       _say(f"keep for {a.label}: {a.kept}")
   if report.profile is None or not report.profile.gpu_present:
     return
-  entries = tuning_entries(list(report.advice), registry.kernels(), report.profile)
+  entries = tuning_entries(list(report.advice), kernel_registry.kernels(), report.profile)
   if entries:
     write_tuning_file(args.tuning_file, entries)
     _say(f"tuning file: {args.tuning_file} (apply it with PALLAS_PROF_TUNED={args.tuning_file})")

@@ -52,16 +52,16 @@ def lower_variant(action: Action, rec, recipe):
 
 def _trace_block_variant(action: Action, recipe):
   import jax
-  from ..backend import registry
+  from ..backend import kernel_registry
   fn = blockshape.build(recipe, action.change)
   structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in recipe.arg_shapes]
   for attempt in range(2):
-    before = {id(r): r.lowerings for r in registry.kernels()}
+    before = {id(r): r.lowerings for r in kernel_registry.kernels()}
     jax.jit(fn).lower(*structs)
-    new = [r for r in registry.kernels() if id(r) not in before]
-    again = [r for r in registry.kernels() if before.get(id(r), r.lowerings) != r.lowerings]
+    new = [r for r in kernel_registry.kernels() if id(r) not in before]
+    again = [r for r in kernel_registry.kernels() if before.get(id(r), r.lowerings) != r.lowerings]
     for r in new:
-      registry.discard(r)       # a variant, not a kernel the program ran
+      kernel_registry.discard(r)       # a variant, not a kernel the program ran
     if len(new) + len(again) == 1:
       return (new or again)[0].generated
     if attempt == 0 and not new and not again:
@@ -80,7 +80,7 @@ def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool
                 try_tma: bool = False, min_launches: int = 20, min_seconds: float = 0.05,
                 static: bool = True, tuned=None) -> KernelAdvice:
   """The advice with its actions of kinds a-c tried (see the module docstring)."""
-  from ..backend.compile import compile_kernels
+  from ..backend.compiling.compile import compile_kernels
   say = progress or (lambda text: None)
   started = time.perf_counter()
   target = rec.compiled.target if rec.compiled is not None else ("cuda", 90)

@@ -1,7 +1,12 @@
 """From a Pallas kernel's jaxpr to a running Triton kernel. Knows nothing of OpenTelemetry.
 
+Its rooms, along the data flow: lowering/ (jaxpr -> GeneratedKernel), compiling/
+(-> CompiledKernel), running/ (the kernel inside the JAX program); none imports a room
+downstream of it. What they share stays here (artifacts, errors, options, compat, hooks,
+the kernel registry), and pallas_call_rule.py, the rule JAX calls, ties them together.
+
 Nothing that imports JAX is imported with the package, only on first use: the
-registration, and the errors (LoweringError derives from a JAX exception class,
+pallas_call rule, and the errors (LoweringError derives from a JAX exception class,
 so that JAX shows it once, at the user's line). The profiler's child processes
 load artifacts.py (a LaunchSpec) with no JAX in the process.
 """
@@ -9,8 +14,8 @@ load artifacts.py (a LaunchSpec) with no JAX in the process.
 __all__ = ["CompilerParams", "CompileError", "LoweringError", "Unsupported", "install",
            "installed", "uninstall"]
 
-_LAZY = {"CompilerParams": "registration", "install": "registration",
-         "installed": "registration", "uninstall": "registration",
+_LAZY = {"CompilerParams": "pallas_call_rule", "install": "pallas_call_rule",
+         "installed": "pallas_call_rule", "uninstall": "pallas_call_rule",
          "LoweringError": "errors", "CompileError": "errors", "Unsupported": "errors"}
 
 

@@ -1,6 +1,6 @@
 """JAX's own Pallas Triton backend (jax._src.pallas.triton), deprecated since jax 0.11 and
 to be removed: whether it is there, and its lowering, for comparing pallas-prof with it
-(registration.route_to_builtin) and for the calls pallas-prof hands back to JAX.
+(pallas_call_rule.route_to_builtin) and for the calls pallas-prof hands back to JAX.
 
 pallas-prof's own path needs none of it: nothing here imports it unless asked for its
 lowering, and all of it may be absent. Beside compat.py, the one other module that

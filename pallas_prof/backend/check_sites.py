@@ -1,10 +1,14 @@
 """The bounds-checked mode's record of one checked access (a CheckSite), kept with the
 GeneratedKernel (artifacts.py) and written to kernel.json, so a saved or ejected kernel
-can still say which access of which ref went out of bounds (backend/bounds.py emits
-the checks and words the findings)."""
+can still say which access of which ref went out of bounds (backend/lowering/features/bounds.py
+emits the checks, backend/running/bounds_errors.py words the findings)."""
 from __future__ import annotations
 
 import dataclasses
+
+# a checked index is recorded in the flag buffer as OFFSET - index and index + OFFSET,
+# clamped to (-OFFSET, OFFSET): the lowering writes it so, the run-time check reads it back
+OFFSET = 1 << 30
 
 
 @dataclasses.dataclass(frozen=True)

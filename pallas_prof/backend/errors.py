@@ -16,7 +16,7 @@ class LoweringError(compat.ErrorWithUserContext):
 
   Its base class tells JAX the error already carries the user's context, so
   JAX does not chain a copy of it (the message printed twice); the backend's
-  frames leave JAX's filtered tracebacks (registration.py), so outside
+  frames leave JAX's filtered tracebacks (pallas_call_rule.py), so outside
   `pallas-prof run` the user sees their own frames and this message once.
   """
 

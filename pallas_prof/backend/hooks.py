@@ -21,7 +21,7 @@ class NullObserver(Observer):
 
 
 class Selector:
-  """Which CompiledKernel of a kernel the GPU path launches (registration.py asks)."""
+  """Which CompiledKernel of a kernel the GPU path launches (pallas_call_rule.py asks)."""
 
   def prepare(self) -> None:
     """Imports what `select` needs; the warm-up thread calls it, off the first

@@ -29,7 +29,7 @@ class LoweringOptions:
   the grid allows it; the GeneratedKernel's launch_group says whether it did.
   `tma`: dense blocks load (and an output's one block stores) through Hopper's
   TMA where that provably moves the same elements (tma.py).
-  `check_bounds`: the bounds-checked debug build (bounds.py).
+  `check_bounds`: the bounds-checked debug build (lowering/features/bounds.py).
   `probes`: True or a probes.ProbeOptions for the profiler's probed variant
   (probes.py); None or False for the kernel as the user's program runs it.
   `workarounds`: a workaround_plan.WorkaroundPlan, equations lowered in other

@@ -1,7 +1,7 @@
 """TmaNote: why one access of a kernel that asked for TMA stays a plain one.
 
 Kept with the kernel (GeneratedKernel.tma_notes), written into its source's
-header, warned at the user's line (registration.warn_tma_fallbacks) and listed
+header, warned at the user's line (pallas_call_rule.warn_tma_fallbacks) and listed
 in report.json: each reads the fields it needs, none parses the text.
 """
 from __future__ import annotations

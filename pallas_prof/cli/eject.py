@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import os
 
-from ..backend import interpreter_libdevice, interpreter_reductions, interpreter_runtime
+from ..backend.running import interpreter_libdevice, interpreter_reductions, interpreter_runtime
 
 _LAUNCHER = r'''
 
@@ -294,7 +294,7 @@ def main(argv):
     return 3 if found else 0
 
 
-# pallas_prof/backend/interpreter_libdevice.py, interpreter_runtime.py and
+# pallas_prof/backend/running/interpreter_libdevice.py, interpreter_runtime.py and
 # interpreter_reductions.py, verbatim
 _LIBDEVICE_SOURCE = {libdevice_source}
 
@@ -358,9 +358,9 @@ def eject(gk, path: str, aliases=()) -> str:
   """Writes `gk` (a GeneratedKernel) to `path` as a runnable program.
 
   aliases: the call's input_output_aliases, (input index, output index) pairs."""
-  from ..backend import bounds
-  from ..backend.compile_cache import compile_options
-  from ..backend.registration import gk_zeroed_outputs
+  from ..backend.running import bounds_errors
+  from ..backend.compiling.compile_cache import compile_options
+  from ..backend.pallas_call_rule import gk_zeroed_outputs
   if any(p.role == "probes" for p in gk.params):
     raise ValueError(f"kernel {gk.name} is the profiler's probed variant; eject the kernel "
                      "the program runs")
@@ -372,7 +372,7 @@ def eject(gk, path: str, aliases=()) -> str:
                 for out in gk.params if out.role == "output" and out.index == p.index}
   sites = []
   for site in gk.bounds_sites:
-    head, tail = bounds.describe_site(site, gk.name, gk.eqns)
+    head, tail = bounds_errors.describe_site(site, gk.name, gk.eqns)
     sites.append({"base": site.base, "checked_axes": list(site.checked_axes),
                   "static_ranges": list(site.static_ranges),
                   "block_shape": list(site.block_shape), "head": head, "tail": tail})
@@ -384,7 +384,7 @@ def eject(gk, path: str, aliases=()) -> str:
                        if k in ("enable_reflect_ftz", "enable_fp_fusion")},
               libdevice=dict(compile_options(gk).get("extern_libs", ())).get("libdevice"),
               aliases={int(o): int(i) for i, o in aliases}, zeroed=zeroed_initial,
-              initial_of=initial_of, check_offset=bounds.OFFSET, check_sites=sites,
+              initial_of=initial_of, check_offset=bounds_errors.OFFSET, check_sites=sites,
               libdevice_source=_as_literal(inspect.getsource(interpreter_libdevice)),
               runtime_source=_as_literal(inspect.getsource(interpreter_runtime)),
               reductions_source=_as_literal(inspect.getsource(interpreter_reductions))))

@@ -185,7 +185,7 @@ def _main(argv=None) -> int:
     from ..advice import cli as advice_cli
     return advice_cli.run(args)
   if args.command == "rules":
-    from ..backend.rules import rule_limits
+    from ..backend.lowering.rules import rule_limits
     print(_rules_text(rule_limits()))
     return 0
   return 2

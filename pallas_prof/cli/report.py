@@ -112,7 +112,7 @@ class ErrorEntry(Record):
   hint: str | None = None
   stage: str | None = None                    # "lowering" or a compile stage
   report: str | None = None                   # the annotated error, as plain text
-  # a compile's failure read (backend/compile_diagnostics.py): failing pass, assertion,
+  # a compile's failure read (backend/compiling/failures/compile_diagnostics.py): failing pass, assertion,
   # op and layout, equations, fault (triton | kernel | pallas-prof), reproducer, workaround
   compile_failure: dict[str, Any] | None = None
 

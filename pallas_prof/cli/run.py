@@ -17,10 +17,10 @@ import time
 import traceback
 
 from .. import __version__
-from ..backend import LoweringError, registry
-from ..backend.compile import assemble_cubin
+from ..backend import LoweringError, kernel_registry
+from ..backend.compiling.compile import assemble_cubin
 from ..backend.errors import CompileError
-from ..backend.workarounds import compile_working_around
+from ..backend.compiling.failures.workarounds import compile_working_around
 from . import artifacts, processes
 from .report import CompileInfo, ErrorEntry, KernelEntry, Platform, RunReport, Traces
 
@@ -65,7 +65,7 @@ def _exit_code(code) -> int:
 def find_kernel_error(error: BaseException | None):
   """The LoweringError (JAX may wrap or chain it) or the kernel's failure at run time
   (a KernelRuntimeError, or the JaxRuntimeError that carries one) behind an exception."""
-  from ..backend import runtime_errors
+  from ..backend.running import runtime_errors
   from ..backend.errors import in_chain
   return in_chain(error, LoweringError) or runtime_errors.recognise(error)
 
@@ -170,7 +170,7 @@ def _stop_insitu(cap, notes: list[str]):
 # --- after the script -------------------------------------------------------------------
 
 def selected_kernels(pattern: str | None):
-  recs = registry.kernels()
+  recs = kernel_registry.kernels()
   if pattern:
     rx = re.compile(pattern)
     recs = [r for r in recs if rx.search(r.label) or rx.search(r.name)]
@@ -225,7 +225,7 @@ def kernel_entry(rec, files: dict[str, str]) -> KernelEntry:
       compile=compiled, resources=ck.resources() if ck is not None else None,
       warnings=tuple([u.describe() for u in getattr(rec, "uncovered_outputs", ())]
                      + [f"TMA not used for {note}" for note in getattr(gk, "tma_notes", ())]),
-      # lowered otherwise where Triton failed on the plain lowering (backend/workarounds.py)
+      # lowered otherwise where Triton failed on the plain lowering (backend/compiling/failures/workarounds.py)
       workarounds=tuple(getattr(ck.generated if ck is not None and ck.generated is not None
                                 else gk, "workarounds", ())))
 
@@ -313,10 +313,10 @@ def _run_and_report(args):
   args.samples_dir = os.path.join(out_dir, "samples")     # raw PC samples, one file a kernel
   import pallas_prof
   pallas_prof.install()
-  registry.clear()
+  kernel_registry.clear()
   notes: list[str] = []
   errors: list[ErrorEntry] = []
-  from ..backend import runtime_errors
+  from ..backend.running import runtime_errors
   failures_before = runtime_errors.raised()
   with _tracing(args, out_dir), _recording_calls():
     cap = _start_insitu(not args.no_insitu and not args.no_profile, notes)
@@ -329,8 +329,8 @@ def _run_and_report(args):
     if outcome.error is not None and kernel_error is None:
       notes.append(script_error_note(outcome.error))
     records = selected_kernels(args.kernel)
-    if args.kernel and not records and registry.kernels():
-      lowered = [r.label for r in registry.kernels()]
+    if args.kernel and not records and kernel_registry.kernels():
+      lowered = [r.label for r in kernel_registry.kernels()]
       notes.append(f"--kernel {args.kernel!r} matched none of the {len(lowered)} kernel(s) "
                    f"the script lowered: {', '.join(lowered)}")
     for rec in records:
@@ -370,7 +370,7 @@ def _run_and_report(args):
 def caught_failures(before: int, final) -> list[str]:
   """Notes on the kernels' failures at run time that the script caught and went on from
   (the one that ended it, if one did, is the run's error)."""
-  from ..backend import runtime_errors
+  from ..backend.running import runtime_errors
   failures = [e for e in runtime_errors.recent(since=before) if e is not final]
   if not failures:
     return []

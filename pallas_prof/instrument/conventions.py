@@ -104,7 +104,8 @@ TRITON_STAGE_BYTES = "triton.stage_bytes"
 TRITON_DURATION_MS = "triton.duration_ms"
 TRITON_LIBDEVICE_LINK = "triton.libdevice_link"
 TRITON_SPILLS = "triton.spills"
-# a failed compile, read (backend/compile_diagnostics.py), and the lowering that got around it
+# a failed compile, read (backend/compiling/failures/compile_diagnostics.py), and the lowering
+# that got around it
 TRITON_FAILED_PASS = "triton.failed_pass"
 TRITON_ASSERTION = "triton.assertion"
 PALLAS_COMPILE_FAULT = "pallas.compile.fault"            # triton | kernel | pallas-prof

@@ -132,7 +132,7 @@ def _rule_name(primitive: str | None) -> str | None:
   if primitive is None:
     return None
   try:
-    from ..backend.rules import all_rules
+    from ..backend.lowering.rules import all_rules
     rules = all_rules()
   except Exception:  # noqa: BLE001 - a report must render even if rules fail to import
     return None

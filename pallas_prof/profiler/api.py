@@ -31,16 +31,16 @@ class _Target:
 
 
 def _targets(kernels) -> list[_Target]:
-  from ..backend import registry
+  from ..backend import kernel_registry
   from ..backend.artifacts import CompiledKernel
-  from ..backend.compile import assemble_cubin
+  from ..backend.compiling.compile import assemble_cubin
   if kernels is None:
-    items = registry.kernels()
+    items = kernel_registry.kernels()
   elif isinstance(kernels, str):
-    items = registry.find(kernels)
+    items = kernel_registry.find(kernels)
     if not items:
       raise ProfilerError(f"no kernel named {kernels!r} in this process; have: "
-                          + (", ".join(r.label for r in registry.kernels()) or "none"))
+                          + (", ".join(r.label for r in kernel_registry.kernels()) or "none"))
   else:
     items = list(kernels) if isinstance(kernels, (list, tuple)) else [kernels]
   out = []
@@ -91,7 +91,7 @@ def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches:
             keep_samples: str | None = None, probes=False) -> ProfileReport:
   """Profiles the kernels pallas-prof lowered in this process.
 
-  kernels: None (all of registry.kernels()), a name or label, or a list of
+  kernels: None (all of kernel_registry.kernels()), a name or label, or a list of
     KernelRecords / CompiledKernels.
   device: CUDA device index to replay on (a bad index raises BadDevice).
   replay: time each kernel with the replay runner (GPU only).
@@ -236,7 +236,7 @@ def _static(t: _Target, cc: int, top: int) -> KernelProfile:
     return p
   try:
     if t.compiled is None or t.compiled.target[1] != cc:
-      from ..backend.workarounds import compile_working_around
+      from ..backend.compiling.failures.workarounds import compile_working_around
       t.compiled = compile_working_around(t.generated, ("cuda", cc), t.relower)
     p.static = correlate.correlate(t.compiled, top=top).profile
   except Exception as e:  # noqa: BLE001 - a report must survive one bad kernel
@@ -348,7 +348,7 @@ def _attribute(t: _Target, p: KernelProfile, device: int, sample: bool,
 
 
 def _probe(t: _Target, p: KernelProfile, device: int, options) -> None:
-  from ..backend.probes import ProbeOptions
+  from ..backend.lowering.features.probes import ProbeOptions
   from . import probing
   if t.compiled is None:
     return

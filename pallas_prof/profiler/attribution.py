@@ -1,6 +1,6 @@
 """Which equations and user lines cost a kernel's time: samples per SASS
 instruction (CUPTI PC sampling, or Nsight Compute's source counters) mapped
-through the cubin's line info (correlate.py, backend/lineinfo.py) to generated
+through the cubin's line info (correlate.py, backend/compiling/lineinfo.py) to generated
 lines, equations and the user's lines; or, with no measurement, each
 equation's share of the SASS instructions, labelled static.
 
@@ -17,7 +17,7 @@ import os
 from collections import Counter, defaultdict
 from typing import Mapping
 
-from ..backend.lineinfo import parse_sass
+from ..backend.compiling.lineinfo import parse_sass
 from . import contention, sassdeps, stalls
 from .correlate import Correlation, user_location
 from .schema import (Attribution, EquationWeight, LineWeight, SamplingRun, StallShare,

@@ -62,7 +62,7 @@ def check(ck, r, outputs, reference, tolerance, aliases) -> Correctness:
     gk = getattr(ck, "generated", None)
     if gk is None:
       return Correctness("interpreter", False, [], [], [], "no GeneratedKernel to interpret")
-    from ..backend.launch import run_interpreted
+    from ..backend.running.launch import run_interpreted
     shapes = [(p.shape, np_dtype(p.dtype)) for p in spec.outputs]
     refs = run_interpreted(gk, r.host_inputs, shapes, tuple(aliases))
     what = "CPU interpreter"

@@ -6,7 +6,7 @@ so, through the GeneratedKernel's line map, to a jaxpr equation and the
 user's file:line. Works on a machine without a GPU: it needs only the
 compile output (and nvdisasm, which ships in the triton wheel).
 
-The stages' line info (PTX, SASS, TTIR/TTGIR, LLIR) is read by backend/lineinfo.py,
+The stages' line info (PTX, SASS, TTIR/TTGIR, LLIR) is read by backend/compiling/lineinfo.py,
 whose docstring says how each stage's locations resolve; the source's is the line map.
 """
 from __future__ import annotations
@@ -18,8 +18,8 @@ import threading
 from collections import Counter, defaultdict
 from typing import Iterable, Sequence
 
-from ..backend.lineinfo import (SASS_FILE, Loc, Resolver, SassUnavailable, chains_of,
-                                disassemble, parse_sass, ptx_locations)
+from ..backend.compiling.lineinfo import (SASS_FILE, Loc, Resolver, SassUnavailable, chains_of,
+                                          disassemble, parse_sass, ptx_locations)
 from .schema import AnnotatedLine, EquationProfile, StaticProfile
 
 CATEGORIES = ("global_load", "global_store", "shared_load", "shared_store", "tensor_core",
@@ -290,7 +290,7 @@ def correlate(ck, *, top: int = 5) -> Correlation:
   ptx = ptx_instructions(gk, ck.asm.get("ptx", ""))
   sass, listing, error = [], None, None
   if not ck.asm.get("cubin") and hasattr(ck, "cubin_deferred"):
-    from ..backend.compile import assemble_cubin
+    from ..backend.compiling.compile import assemble_cubin
     ck = assemble_cubin(ck)  # a cubin deferred by the GPU launch path
   cubin = ck.asm.get("cubin")
   if cubin:

@@ -41,8 +41,8 @@ def mark_jax_devices() -> str:
   import numpy as np
   from jax.experimental import pallas as pl
 
-  from ..backend.registration import CompilerParams
-  from ..backend import compat, registry
+  from ..backend.pallas_call_rule import CompilerParams
+  from ..backend import compat, kernel_registry
   if not compat.backends_initialized():
     return "JAX never started a backend"
   gpus = [d for d in jax.devices() if d.platform == "gpu"]
@@ -60,5 +60,5 @@ def mark_jax_devices() -> str:
       for _ in range(marks_for(getattr(device, "local_hardware_id", None) or device.id)):
         call(x).block_until_ready()
   finally:
-    registry.forget(NAME)
+    kernel_registry.forget(NAME)
   return ""

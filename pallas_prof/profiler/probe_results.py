@@ -1,7 +1,7 @@
 """The probe buffer read back: per region cycles and ns, each CTA on its SM.
 
 `parse(words, layout)` reads the buffer the probed variant wrote (its layout:
-backend/probes.py) into per-row arrays; `summarize` makes the figures the
+backend/lowering/features/probes.py) into per-row arrays; `summarize` makes the figures the
 report shows. numpy only: no JAX, no GPU (the CPU tests feed it a buffer
 built by hand).
 """
@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from ..backend.probes import HEADER_WORDS, ProbeLayout
+from ..backend.lowering.features.probes import HEADER_WORDS, ProbeLayout
 from .probe_schema import AloneReading, CtaSpan, ProbeResult, RegionFigures
 
 

@@ -1,7 +1,7 @@
 """`--probes`: the kernel's probed variant, replayed; its figures, distortion and
 reconciliation with the PC samples.
 
-The probed variant (backend/probes.py) is lowered again from the pallas_call
+The probed variant (backend/lowering/features/probes.py) is lowered again from the pallas_call
 (the registry record's `relower`) with the compiled kernel's LoweringOptions (its
 num_warps, num_stages, launch order, TMA use, workarounds), compiled through the normal path, and launched only here, by
 the replay, with a probe buffer the replay allocates. The headline runtime and
@@ -41,7 +41,7 @@ MOVED_PCT = 10.0           # a region with more of its code moved than this gets
 
 def variant(target, options=None):
   """(GeneratedKernel, CompiledKernel) of the probed variant, cubin assembled."""
-  from ..backend.compile import assemble_cubin, compile_kernel
+  from ..backend.compiling.compile import assemble_cubin, compile_kernel
   relower = getattr(target, "relower", None)
   ck = target.compiled
   if relower is None:

@@ -284,12 +284,12 @@ def clear_tuned_calls() -> None:
 @contextlib.contextmanager
 def _lowered_by(into: dict, label: str):
   """Notes in `into[label]` the registry labels lowered meanwhile."""
-  from ..backend import registry
-  before = {r.label: r.lowerings for r in registry.kernels()}
+  from ..backend import kernel_registry
+  before = {r.label: r.lowerings for r in kernel_registry.kernels()}
   try:
     yield
   finally:
-    into[label] = tuple(r.label for r in registry.kernels()
+    into[label] = tuple(r.label for r in kernel_registry.kernels()
                         if before.get(r.label) != r.lowerings)
 
 

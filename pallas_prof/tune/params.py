@@ -246,7 +246,8 @@ def write_results(path: str) -> None:
 
 def _identity(gk, target, settings: Autotune, device_name: str) -> dict:
   import jax
-  from ..backend.compile_cache import _triton_version    # the wheel's, without importing it
+  # the wheel's, without importing it
+  from ..backend.compiling.compile_cache import _triton_version
   from ..version import __version__
   return {"kernel": gk.name, "source": source_digest(gk),
           "target": list(target), "gpu": device_name, "jax": jax.__version__,
@@ -270,7 +271,7 @@ def _device_name(device: int) -> str:
 def _compile_all(gks: list, target) -> list:
   """Every candidate compiled at once by the compile worker's children, with its
   cubin (the replay runner launches it): a CompiledKernel or the LoweringError."""
-  from ..backend.compile import compile_kernels
+  from ..backend.compiling.compile import compile_kernels
   return compile_kernels(gks, tuple(target), need_cubin=True)
 
 
@@ -397,7 +398,7 @@ def replay_candidate(ck, reference, aliases, zeroed, device: int, min_launches: 
   """One compiled kernel on the seeded inputs: (outputs, cold times or None, why they
   differ from `reference` or None). Raises where an output element is never written.
   The advice's trials time their variants through this as the tuner does."""
-  from ..backend.compile import assemble_cubin
+  from ..backend.compiling.compile import assemble_cubin
   from ..profiler.launchspec import LaunchSpec
   from ..profiler.replayer import Replayer
   ck = assemble_cubin(ck)                 # the GPU path deferred the default's cubin

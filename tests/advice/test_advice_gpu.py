@@ -15,7 +15,7 @@ from jax.experimental import pallas as pl
 
 import pallas_prof
 from pallas_prof.advice import api, recipes
-from pallas_prof.backend import registry
+from pallas_prof.backend import kernel_registry
 
 from .test_advise_cli import SCRIPT, _cli
 
@@ -25,7 +25,7 @@ pallas_prof.install()
 
 
 def _fresh():
-  registry.clear()
+  kernel_registry.clear()
   recipes.clear()
 
 
@@ -102,7 +102,7 @@ def test_a_short_kernel_is_sampled_until_cupti_keeps_its_samples():
   if first >= 0.01:
     assert len(rounds) > 1 and rounds[-1]["period_log2"] > rounds[0]["period_log2"]
   # the samples kept are enough, or the report says which lines it cannot rank
-  advice = api.for_report(registry.kernels(), report)[0]
+  advice = api.for_report(kernel_registry.kernels(), report)[0]
   assert last < 0.01 or "sampling_gaps" in [d.rule for d in advice.diagnoses]
 
 

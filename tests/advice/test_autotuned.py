@@ -10,7 +10,7 @@ from jax.experimental import pallas as pl
 
 import pallas_prof
 from pallas_prof.advice import api, autotuned, recipes
-from pallas_prof.backend import registry
+from pallas_prof.backend import kernel_registry
 from pallas_prof.tune import blocks
 
 pallas_prof.install()
@@ -31,14 +31,14 @@ def tuned_add(x, y, block=64):
 
 
 def test_an_autotuned_block_size_becomes_a_kind_b_action_and_its_trial():
-  registry.clear()
+  kernel_registry.clear()
   recipes.clear()
   x = jnp.arange(1 << 16, dtype=jnp.float32)
   with recipes.capture():
     tuned_add(x, x)
   (call,) = blocks.tuned_calls()
   assert call.name.endswith("tuned_add") and call.best in ({"block": 64}, {"block": 32})
-  rec = next(r for r in registry.kernels() if r.label in call.kernels)
+  rec = next(r for r in kernel_registry.kernels() if r.label in call.kernels)
   assert autotuned.find(rec, blocks.tuned_calls()) is call
   report = pallas_prof.profile([rec])
   (advice,) = api.for_report([rec], report)

@@ -14,7 +14,7 @@ from jax.experimental import pallas as pl
 import pallas_prof
 from pallas_prof.advice import blockshape, recipes
 from pallas_prof.advice.schema import Action
-from pallas_prof.backend import registry
+from pallas_prof.backend import kernel_registry
 
 from .synthetic import synthetic_eq, synthetic_facts
 
@@ -37,12 +37,12 @@ def _add(n=1000, block=40):
 
 def test_a_call_is_recorded_with_its_shapes_and_line():
   recipes.clear()
-  registry.clear()
+  kernel_registry.clear()
   _add()
   (recipe,) = recipes.recipes()
   assert recipe.name == "add_kernel" and recipe.in_avals == ("float32[1000]", "float32[1000]")
   assert recipe.call_file == __file__ and recipe.location.startswith("test_blockshape.py:")
-  (rec,) = registry.kernels()
+  (rec,) = kernel_registry.kernels()
   assert recipes.find(rec) is recipe
   # the name is given back once the capture ends
   assert not getattr(pl.pallas_call, "_pallas_prof_capture", False)

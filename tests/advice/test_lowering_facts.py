@@ -8,13 +8,13 @@ import pytest
 from jax.experimental import pallas as pl
 
 import pallas_prof
-from pallas_prof.backend import registry
+from pallas_prof.backend import kernel_registry
 
 pallas_prof.install()
 
 
 def _copy(shape, block, index_map):
-  registry.clear()
+  kernel_registry.clear()
   x = jnp.ones(shape, jnp.float32)
   grid = tuple(s // b for s, b in zip(shape, block))
 
@@ -24,7 +24,7 @@ def _copy(shape, block, index_map):
   spec = pl.BlockSpec(block, index_map)
   pl.pallas_call(copy_kernel, grid=grid, in_specs=[spec], out_specs=spec,
                  out_shape=jax.ShapeDtypeStruct(shape, jnp.float32))(x)
-  (rec,) = registry.kernels()
+  (rec,) = kernel_registry.kernels()
   return {e.primitive: e for e in rec.generated.eqns}
 
 
@@ -44,7 +44,7 @@ def test_contiguous_run_of_a_block(shape, block, run):
 
 
 def test_loop_invariant_equations_are_marked():
-  registry.clear()
+  kernel_registry.clear()
 
   def loop_kernel(x_ref, o_ref):
     x = x_ref[...]
@@ -59,7 +59,7 @@ def test_loop_invariant_equations_are_marked():
   out = pl.pallas_call(loop_kernel, grid=(3,), in_specs=[spec], out_specs=spec,
                        out_shape=x)(x)
   assert out.shape == x.shape
-  (rec,) = registry.kernels()
+  (rec,) = kernel_registry.kernels()
   body = [e for e in rec.generated.eqns if e.region == "body"]
   flags = [(e.primitive, e.invariant) for e in body]
   # exp(x) * 0.5 is invariant; what reads the index or the carry is not
@@ -74,7 +74,7 @@ def test_loop_invariant_equations_are_marked():
 
 
 def _loop_reads(write_to_input: bool):
-  registry.clear()
+  kernel_registry.clear()
 
   def store_loop_kernel(x_ref, o_ref):
     def body(i, acc):
@@ -89,7 +89,7 @@ def _loop_reads(write_to_input: bool):
   x = jnp.ones((16, 128), jnp.float32)
   spec = pl.BlockSpec((8, 128), lambda i: (i, 0))
   pl.pallas_call(store_loop_kernel, grid=(2,), in_specs=[spec], out_specs=spec, out_shape=x)(x)
-  (rec,) = registry.kernels()
+  (rec,) = kernel_registry.kernels()
   return [(e.primitive, e.invariant) for e in rec.generated.eqns if e.region == "body"]
 
 

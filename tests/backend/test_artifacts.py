@@ -10,11 +10,12 @@ import os
 
 import pytest
 
-from pallas_prof.backend import artifacts, compile as pcompile, compile_cache
+from pallas_prof.backend import artifacts
+from pallas_prof.backend.compiling import compile as pcompile, compile_cache
 from pallas_prof.backend.artifacts import (CompiledKernel, GeneratedKernel, LaunchSpec,
                                           SchemaMismatch)
 from pallas_prof.cli import artifacts as run_dir
-from tests.backend.test_compile import _lower_example
+from tests.backend.compiling.test_compile import _lower_example
 
 
 @pytest.fixture(scope="module")
@@ -180,7 +181,7 @@ def test_the_compile_worker_imports_nothing_that_imports_it():
   triton_run.py and worker_output.py (free of pallas_prof itself), so the
   compile <-> compile_worker cycle is gone."""
   def imports(name):
-    path = os.path.join(os.path.dirname(artifacts.__file__), name)
+    path = os.path.join(os.path.dirname(artifacts.__file__), "compiling", name)
     imported = set()
     for node in ast.walk(ast.parse(open(path).read())):
       if isinstance(node, ast.ImportFrom):

@@ -37,8 +37,9 @@ OWN_PATH = textwrap.dedent("""
     from jax.experimental import pallas as pl
     import pallas_prof
     from pallas_prof import triton as plgpu
-    from pallas_prof.backend import compile as backend_compile, registry
-    from pallas_prof.backend.rules import rule_limits
+    from pallas_prof.backend.compiling import compile as backend_compile
+    from pallas_prof.backend import kernel_registry
+    from pallas_prof.backend.lowering.rules import rule_limits
 
     def kernel(x_ref, i_ref, o_ref, c_ref, s_ref):
       lanes = jnp.arange(20)
@@ -59,7 +60,7 @@ OWN_PATH = textwrap.dedent("""
     out = call(x, i)
     assert np.asarray(out[0])[1].tolist() == np.where(np.arange(20) < 17, x, 0).tolist()
     assert np.asarray(out[1])[0].tolist() == [0] * 20 and int(out[2]) == 7
-    gk = registry.find("kernel")[-1].generated
+    gk = kernel_registry.find("kernel")[-1].generated
     assert ".target sm_90" in backend_compile.compile_kernel(gk, ("cuda", 90)).ptx
     try:       # before the bounds-checked mode: its host callbacks do not serialise
       export.export(jax.jit(call), platforms=["cuda"], disabled_checks=[

@@ -19,10 +19,11 @@ import numpy as np
 import pytest
 
 import pallas_prof
-from pallas_prof.backend import compile as backend_compile
-from pallas_prof.backend import registry, workarounds
-from pallas_prof.backend.launch import run_interpreted
-from pallas_prof.backend.reproducer import triton_version
+from pallas_prof.backend.compiling import compile as backend_compile
+from pallas_prof.backend import kernel_registry
+from pallas_prof.backend.compiling.failures import workarounds
+from pallas_prof.backend.running.launch import run_interpreted
+from pallas_prof.backend.compiling.failures.reproducer import triton_version
 from pallas_prof.instrument import error_text
 from pallas_prof.profiler import driver
 
@@ -94,13 +95,13 @@ def test_jax_vjp_of_the_custom_vjp_is_the_kernels(rng):
 def lowered():
   """The forward and backward kernels' registry records."""
   s = example()
-  registry.clear()
+  kernel_registry.clear()
   jax.clear_caches()
   x, dt, A, B, C, dy = s.inputs(0, 2, 32)
   s.forward.lower(x, dt, A, B, C)
   states = jax.ShapeDtypeStruct((2, 2, A.shape[1]), np.float32)
   s.backward.lower(x, dt, A, B, C, states, dy)
-  return registry.find("forward_kernel")[-1], registry.find("backward_kernel")[-1]
+  return kernel_registry.find("forward_kernel")[-1], kernel_registry.find("backward_kernel")[-1]
 
 
 @pytest.fixture
@@ -235,6 +236,6 @@ def test_on_the_gpu_it_matches_the_float64_recurrence(channels, length, rng):
   errs = s.errors(int(rng.integers(2**31)), channels, length)
   assert max(errs.values()) < s.TOLERANCE, errs
   if TRITON_36:
-    compiled = [r.compiled for r in registry.kernels()
+    compiled = [r.compiled for r in kernel_registry.kernels()
                 if r.name in ("forward_kernel", "backward_kernel")]
     assert compiled and all(ck.generated.workarounds for ck in compiled)

@@ -15,9 +15,9 @@ from jax.experimental import pallas as pl
 
 import pallas_prof
 from pallas_prof import triton as ours
-from pallas_prof.backend import compile as backend_compile
-from pallas_prof.backend import registration
-from tests.backend.test_memory import generated_kernel
+from pallas_prof.backend.compiling import compile as backend_compile
+from pallas_prof.backend import pallas_call_rule
+from tests.backend.lowering.rules.test_memory import generated_kernel
 from tests.helpers import JAX_TRITON_GONE, assert_close, jax_plgpu, random_array
 
 S = jax.ShapeDtypeStruct
@@ -55,8 +55,8 @@ def test_its_compiler_params_select_pallas_prof_without_install():
   call = pl.pallas_call(plus_one, out_shape=S((10,), F32), name="shim_params",
                         compiler_params=ours.CompilerParams(num_warps=2, num_stages=1))
   np.testing.assert_array_equal(call(x), x + 1)
-  from pallas_prof.backend import registry
-  assert registry.find("shim_params")[-1].generated.num_warps == 2
+  from pallas_prof.backend import kernel_registry
+  assert kernel_registry.find("shim_params")[-1].generated.num_warps == 2
 
 
 # --- kernels written against a module `m` (JAX's or ours) ------------------------------
@@ -333,7 +333,7 @@ def test_jax_builtin_backend_lowers_this_module_too():
 
   x = S((128,), F32)
   call = pl.pallas_call(kernel, out_shape=x, compiler_params=ours.CompilerParams())
-  registration.route_to_builtin(True)
+  pallas_call_rule.route_to_builtin(True)
   try:
     exported = export.export(jax.jit(call), platforms=["cuda"], disabled_checks=[
         export.DisabledSafetyCheck.custom_call("__gpu$xla.gpu.triton")])(x)
@@ -342,7 +342,7 @@ def test_jax_builtin_backend_lowers_this_module_too():
       pytest.skip("this JAX's built-in backend lowers only with a GPU present")
     raise
   finally:
-    registration.route_to_builtin(False)
+    pallas_call_rule.route_to_builtin(False)
   text = exported.mlir_module()
   assert "__gpu$xla.gpu.triton" in text and "atomic_rmw" in text
 

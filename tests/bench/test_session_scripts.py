@@ -44,7 +44,7 @@ def test_the_session_driver_and_its_steps_are_read():
     paths = named_paths(f.read())
   # the step scripts a session runs most: the suite, the fuzzer, the sanitizer, the advice
   for step in ("bench/suite/suite.py", "bench/fuzz/fuzz.py", "bench/sanitize/sanitize_gpu.sh",
-               "bench/advice/advice_known_answers.py", "tests/backend/test_bounds_gpu.py"):
+               "bench/advice/advice_known_answers.py", "tests/backend/running/test_bounds_gpu.py"):
     assert step in paths, f"{step} not read out of gpu_session.sh"
 
 

@@ -61,12 +61,12 @@ def test_every_case_lowers_through_pallas_prof_and_xla_matches_the_reference(cas
   kernel run: that is the dry run's and the test above's work), and XLA's version
   agrees with the float32 reference within the case's tolerance."""
   import jax
-  from pallas_prof.backend import registry
+  from pallas_prof.backend import kernel_registry
   built = case.make(jax.random.PRNGKey(int(rng.integers(2**31))), small=True)
-  registry.clear()
+  kernel_registry.clear()
   jax.clear_caches()
   jax.jit(built.pallas).lower(*built.args)
-  assert registry.kernels(), "the Pallas version reached no pallas-prof lowering"
+  assert kernel_registry.kernels(), "the Pallas version reached no pallas-prof lowering"
   # compiled with the GPU run's options (XLA checks their names on any backend)
   reference = suite.reference_outputs(built, on_gpu=True)
   xla = suite.check(jax.jit(built.xla), built.args, reference, built.tol)
@@ -155,11 +155,11 @@ def test_replay_column_on_a_cpu_says_there_is_no_gpu(rng):
   reports no runtime, and the suite records why instead of a figure."""
   import jax
   from jax.experimental.pallas.ops.gpu import softmax
-  from pallas_prof.backend import registry
-  registry.clear()
+  from pallas_prof.backend import kernel_registry
+  kernel_registry.clear()
   jax.clear_caches()
   softmax.softmax(jnp.asarray(rng.standard_normal((4, 100)), jnp.float32))
-  records = registry.kernels()
+  records = kernel_registry.kernels()
   assert records
   out = suite.replay_ours(records, 0.01)
   assert "replay_s" not in out and out["replay_kernels_s"] == {}

@@ -252,7 +252,7 @@ def test_the_ejected_gpu_launch_compiles_with_pallas_prof_s_options(tmp_path, fu
   from jax.experimental import pallas as pl
 
   import pallas_prof
-  from pallas_prof.backend.compile_cache import compile_options
+  from pallas_prof.backend.compiling.compile_cache import compile_options
   from pallas_prof.cli.eject import eject
   from tests.profiler.conftest import lowered_record, sds
 

@@ -9,7 +9,7 @@ fuzzer counts such selects as *hazard leads*, and calls a lead *strong* where
 packed 16-bit math (HMUL2, HFMA2, HADD2, ...) in the same basic block reads the
 overwritten register, directly or through registers copied or packed from it
 (PRMT, MOV), as the miscompiled HFMA2 did. A strong lead is a program worth
-running on a GPU; tests/backend/test_ptxas_hazards.py keeps pallas-prof's own
+running on a GPU; tests/backend/compiling/test_ptxas_hazards.py keeps pallas-prof's own
 lowerings free of the signature.
 """
 from __future__ import annotations

@@ -4,9 +4,9 @@ Triton's interpreter (the fuzzer's CPU path) never runs Triton's compiler
 passes, so a kernel that Triton cannot compile for a GPU (issue 28: a scan
 failing ConvertTritonGPUToLLVM) passes on the CPU. bench/fuzz/fuzz.py --compile-sm90
 runs each program through pallas-prof on the CPU as usual, then compiles the
-kernels that run lowered (pallas_prof.backend.registry, named fuzz_<seed>) for
+kernels that run lowered (pallas_prof.backend.kernel_registry, named fuzz_<seed>) for
 sm_90 with Triton's own ptxas (no GPU needed), as a GPU run would (where Triton
-fails, through pallas-prof's workarounds, pallas_prof/backend/workarounds.py),
+fails, through pallas-prof's workarounds, pallas_prof/backend/compiling/failures/workarounds.py),
 and disassembles each cubin to look for the ptxas hazard of issue 32
 (tests/fuzz/sass_hazards.py).
 
@@ -75,20 +75,23 @@ def kernel_name(program: Program) -> str:
 def forget(program: Program) -> None:
   """Drops the registry's records of an earlier program with the same name
   (shrunk programs share seeds) and the compiled kernels this process keeps."""
-  from pallas_prof.backend import compile as pcompile
-  from pallas_prof.backend import registry
-  registry.forget(kernel_name(program))
+  from pallas_prof.backend.compiling import compile as pcompile
+  from pallas_prof.backend import kernel_registry
+  kernel_registry.forget(kernel_name(program))
   pcompile.clear_memory_cache()
 
 
 def compile_sm90(program: Program) -> Sm90Outcome:
   """Compiles the kernels the program's last run lowered for sm_90 (call after
   tests.fuzz.check.check or run_pallas_prof on the CPU), as a GPU run would: where
-  Triton fails, through pallas-prof's workarounds (pallas_prof/backend/workarounds.py;
-  PALLAS_PROF_WORKAROUNDS=0 for Triton's own failures)."""
+  Triton fails, through pallas-prof's workarounds
+  (pallas_prof/backend/compiling/failures/workarounds.py; PALLAS_PROF_WORKAROUNDS=0 for
+  Triton's own failures)."""
   from pallas_prof import LoweringError
-  from pallas_prof.backend import lineinfo, registry, workarounds
-  records = [r for r in registry.kernels() if r.name == kernel_name(program)]
+  from pallas_prof.backend.compiling import lineinfo
+  from pallas_prof.backend import kernel_registry
+  from pallas_prof.backend.compiling.failures import workarounds
+  records = [r for r in kernel_registry.kernels() if r.name == kernel_name(program)]
   if not records:
     return Sm90Outcome("no_kernel")
   t0 = time.perf_counter()

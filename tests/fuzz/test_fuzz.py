@@ -105,8 +105,8 @@ _tma_used: list[bool] = []
 @given(tma_kernel_programs())
 def _tma_kernels(program):
   import warnings
-  from pallas_prof.backend import registry
-  from pallas_prof.backend.registration import TmaFallbackWarning
+  from pallas_prof.backend import kernel_registry
+  from pallas_prof.backend.pallas_call_rule import TmaFallbackWarning
   from tests.fuzz.check import TMA_ENV
   os.environ[TMA_ENV] = "1"
   try:
@@ -115,7 +115,7 @@ def _tma_kernels(program):
       _check(program)
   finally:
     del os.environ[TMA_ENV]
-  lowered = registry.find(f"fuzz_{program.seed}")
+  lowered = kernel_registry.find(f"fuzz_{program.seed}")
   _tma_used.append(bool(lowered and lowered[-1].generated.tma))
 
 

@@ -48,9 +48,9 @@ def test_the_sm90_mode_sees_the_miscompile_of_seed_18680_only_in_the_old_form(mo
   before e05b0f8, with the PTX handed to ptxas as Triton wrote it, gives the strong
   lead (an in-place predicated select whose register packed 16-bit math reads
   after it); today's lowering none, and the old one none either once the PTX's
-  nested selects are one (backend/ptx_rewrites.py)."""
-  from pallas_prof.backend import ptx_rewrites as rewrites
-  from pallas_prof.backend.rules import shape
+  nested selects are one (backend/compiling/ptx_rewrites.py)."""
+  from pallas_prof.backend.compiling import ptx_rewrites as rewrites
+  from pallas_prof.backend.lowering.rules import shape
   if old_form:
     monkeypatch.setattr(shape, "window_test", _old_window_test)
   if not ptx_rewrites:
@@ -86,7 +86,7 @@ def test_a_triton_scan_failure_is_named_by_its_assertion_or_worked_around(
   stage failure's signature (one per bug) is Triton's assertion, and its fault
   Triton's; on, the kernel compiles, and the summary learns which workaround it took."""
   import triton
-  from pallas_prof.backend import workarounds as pallas_workarounds
+  from pallas_prof.backend.compiling.failures import workarounds as pallas_workarounds
   monkeypatch.setenv("PALLAS_PROF_WORKAROUNDS", workarounds)
   monkeypatch.setenv("PALLAS_PROF_CACHE_DIR", str(tmp_path))     # no plan remembered
   pallas_workarounds.forget_all()

@@ -10,7 +10,7 @@ from jax import lax
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import pallas_prof
-from pallas_prof.backend import compat, registry
+from pallas_prof.backend import compat, kernel_registry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples")
@@ -37,9 +37,9 @@ def lower_fresh(fn, *args, **kwargs):
   """Lowers `fn` (a jitted function) again, so our pallas_call rule runs; returns
   the GeneratedKernels it produced."""
   jax.clear_caches()
-  registry.clear()
+  kernel_registry.clear()
   fn.lower(*args, **kwargs)
-  return [r.generated for r in registry.kernels()]
+  return [r.generated for r in kernel_registry.kernels()]
 
 
 def by_id(spans):

@@ -23,9 +23,9 @@ def test_every_span_name_and_key_is_declared(rng):
   exporter = InMemorySpanExporter()
   with pallas_prof.tracing(exporter):
     lower_fresh(softmax.softmax, x)
-    from pallas_prof.backend.compile import compile_kernel
-    from pallas_prof.backend import registry
-    (rec,) = registry.kernels()
+    from pallas_prof.backend.compiling.compile import compile_kernel
+    from pallas_prof.backend import kernel_registry
+    (rec,) = kernel_registry.kernels()
     compile_kernel(rec.generated, ("cuda", 90))
     pallas_prof.profile()
   spans = exporter.get_finished_spans()

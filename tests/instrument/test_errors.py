@@ -11,8 +11,8 @@ import pytest
 from rich.console import Console
 
 import pallas_prof
-from pallas_prof.backend import compile as backend_compile
-from pallas_prof.backend import registry
+from pallas_prof.backend.compiling import compile as backend_compile
+from pallas_prof.backend import kernel_registry
 from pallas_prof.instrument import error_text, render_error
 from tests.instrument import failing_kernels
 from tests.instrument.spans import by_id, traced
@@ -42,14 +42,14 @@ def _fail(case: str):
   """Lowers (and for compile failures compiles) the case; returns the LoweringError."""
   fn, args, stage = failing_kernels.cases()[case]
   jax.clear_caches()
-  registry.clear()
+  kernel_registry.clear()
   if stage == "lower" or jax.default_backend() != "cpu":
     # (on a GPU the lowering compiles too: the custom call carries the PTX)
     with pytest.raises(pallas_prof.LoweringError) as info:
       fn.lower(*args)
     return info.value
   fn.lower(*args)
-  (record,) = registry.kernels()
+  (record,) = kernel_registry.kernels()
   backend_compile.clear_memory_cache()
   with pytest.raises(pallas_prof.LoweringError) as info:
     backend_compile.compile_kernel(record.generated, ("cuda", 90), use_disk_cache=False)

@@ -22,7 +22,7 @@ from opentelemetry.trace import Link, Status, StatusCode
 
 import pallas_prof
 from pallas_prof import instrument
-from pallas_prof.backend import compile as backend_compile
+from pallas_prof.backend.compiling import compile as backend_compile
 from pallas_prof.instrument import exporters as ex
 from tests.helpers import random_array
 from tests.instrument.spans import ROOT, load_example, lower_fresh

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import pytest
 
 import pallas_prof
-from pallas_prof.backend import compile as backend_compile
+from pallas_prof.backend.compiling import compile as backend_compile
 from tests.helpers import random_array
 from tests.instrument.spans import lines_containing, load_example, lower_fresh
 

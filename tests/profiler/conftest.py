@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import pytest
 
 import pallas_prof
-from pallas_prof.backend import registry
-from pallas_prof.backend.compile import compile_kernel
+from pallas_prof.backend import kernel_registry
+from pallas_prof.backend.compiling.compile import compile_kernel
 from pallas_prof.profiler import driver
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -48,10 +48,10 @@ def line_of(name: str, needle: str, function: str | None = None) -> int:
 def lowered_record(jitted, *args, **kwargs):
   """Lowers (does not run) a jitted function on CPU; its pallas-prof kernel's record."""
   for attempt in range(2):
-    before = {r.key: r.lowerings for r in registry.kernels()}
+    before = {r.key: r.lowerings for r in kernel_registry.kernels()}
     jitted.lower(*args, **kwargs)
     # new, or lowered again (the same kernel lowered before in this session)
-    new = [r for r in registry.kernels() if before.get(r.key, -1) < r.lowerings]
+    new = [r for r in kernel_registry.kernels() if before.get(r.key, -1) < r.lowerings]
     if new:
       break
     # JAX's own cache answered: lower again. (Matching the registry by avals instead took

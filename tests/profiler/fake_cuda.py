@@ -262,7 +262,7 @@ class FakeDriver:
     return (CUresult.CUDA_SUCCESS,)
 
   def _run(self, args):
-    from pallas_prof.backend.launch import run_interpreted
+    from pallas_prof.backend.running.launch import run_interpreted
     from pallas_prof.profiler.launchspec import np_dtype
     gk = self.gk
     views = []

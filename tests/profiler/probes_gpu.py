@@ -73,9 +73,9 @@ def main(argv):
   names = EXAMPLES if "examples" in parts else [p for p in parts if p in EXAMPLES]
   if names:
     _run_examples(large, names)
-  from pallas_prof.backend import registry
+  from pallas_prof.backend import kernel_registry
   failures, profiles = [], []
-  for rec in registry.kernels():      # one at a time: what is done prints even if time runs out
+  for rec in kernel_registry.kernels():  # one at a time: what is done prints even if time runs out
     report = pallas_prof.profile([rec], probes=True, mode="cold", nvml=False, ceilings=False)
     k = report.kernels[0]
     profiles.append(report)

@@ -6,9 +6,9 @@ import os
 import pytest
 
 from pallas_prof.profiler import correlate
-from pallas_prof.backend.lineinfo import LlvmLocs as _LlvmLocs
-from pallas_prof.backend.lineinfo import Loc
-from pallas_prof.backend.lineinfo import MlirLocs as _MlirLocs
+from pallas_prof.backend.compiling.lineinfo import LlvmLocs as _LlvmLocs
+from pallas_prof.backend.compiling.lineinfo import Loc
+from pallas_prof.backend.compiling.lineinfo import MlirLocs as _MlirLocs
 from pallas_prof.profiler.correlate import classify_ptx, classify_sass
 
 from .conftest import line_of
@@ -239,7 +239,7 @@ def test_sass_classification(opcode, expected):
 
 
 def test_lineinfo_finds_the_equations_of_ir_ops_and_error_locations(softmax_kernel):
-  from pallas_prof.backend import lineinfo
+  from pallas_prof.backend.compiling import lineinfo
   _, ck = softmax_kernel
   gk = ck.generated
   for stage in ("ttir", "ttgir", "llir"):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import jax
 import pytest
 
-from pallas_prof.backend.compile import compile_kernel
+from pallas_prof.backend.compiling.compile import compile_kernel
 from pallas_prof.profiler import correlate
 
 from .conftest import lowered_record, sds

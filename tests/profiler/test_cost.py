@@ -79,7 +79,7 @@ def test_cost_estimate_replaces_the_model(matmul_wgmma):
 
 def _lower(kernel, out_shape, *args, grid=(1,), in_specs=None, out_specs=None):
   """The GeneratedKernel of one pallas_call, lowered (not run)."""
-  from tests.backend.test_memory import generated_kernel
+  from tests.backend.lowering.rules.test_memory import generated_kernel
   specs = {} if in_specs is None else {"in_specs": in_specs, "out_specs": out_specs}
   call = pl.pallas_call(kernel, grid=grid, out_shape=jax.ShapeDtypeStruct(*out_shape), **specs)
   return generated_kernel(call, *args)

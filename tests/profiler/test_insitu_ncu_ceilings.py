@@ -164,12 +164,12 @@ def test_marks_that_cannot_be_made_are_a_note(monkeypatch):
 
 
 def test_device_marks_run_on_gpus_or_say_why_not():
-  from pallas_prof.backend import registry
+  from pallas_prof.backend import kernel_registry
   from pallas_prof.profiler import devicemarks
   import jax
   has_gpu = any(d.platform == "gpu" for d in jax.devices())
   assert devicemarks.mark_jax_devices() == ("" if has_gpu else "JAX has no GPU")
-  assert not registry.find(devicemarks.NAME)          # the marker is not a user kernel
+  assert not kernel_registry.find(devicemarks.NAME)          # the marker is not a user kernel
 
 
 @pytest.mark.parametrize("environ, expected", [

@@ -1,5 +1,5 @@
-"""The probed variant (backend/probes.py), its buffer's parser and what the profiler
-makes of it (probe_results.py, probing.py, instrument/probe_tracks.py), on CPU.
+"""The probed variant (backend/lowering/features/probes.py), its buffer's parser and what the
+profiler makes of it (probe_results.py, probing.py, instrument/probe_tracks.py), on CPU.
 
 Triton's interpreter cannot run inline PTX, so the probed kernel is checked as
 source and as PTX/SASS compiled for sm_90, and the parser is fed a buffer
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import pallas_prof
-from pallas_prof.backend.compile import compile_kernel
-from pallas_prof.backend.probes import (HEADER_WORDS, MAX_REGIONS, ProbeLayout, ProbeOptions,
-                                        ProbeRegion, plan)
+from pallas_prof.backend.compiling.compile import compile_kernel
+from pallas_prof.backend.lowering.features.probes import (HEADER_WORDS, MAX_REGIONS, ProbeLayout,
+                                                          ProbeOptions, ProbeRegion, plan)
 from pallas_prof.instrument.probe_tracks import perfetto_events
 from pallas_prof.profiler import probing
 from pallas_prof.profiler.probe_results import ProbeBufferError, parse, summarize, text_table
@@ -289,7 +289,7 @@ def test_measure_replays_the_variant_with_its_buffer_and_times_both_alike(softma
   its rows as the layout says; scripted event times (1.0 ms plain, 1.25 ms probed) give
   the distortion."""
   import types
-  from pallas_prof.backend.compile import assemble_cubin
+  from pallas_prof.backend.compiling.compile import assemble_cubin
   from .fake_cuda import script_probe_replay
   rec, gk = softmax_probed
   plain = assemble_cubin(compile_kernel(rec.generated, ("cuda", 90)))
@@ -443,7 +443,7 @@ def test_an_elementwise_chain_over_many_values_per_thread_is_not_split(installed
   above MAX_LIVE_VALUES values per thread the chain joins the store that ends it."""
   import jax
   from jax.experimental import pallas as pl
-  from pallas_prof.backend.probes import MAX_LIVE_VALUES
+  from pallas_prof.backend.lowering.features.probes import MAX_LIVE_VALUES
 
   def chain(x_ref, o_ref):
     o_ref[...] = x_ref[...] * 1.5 + 0.25

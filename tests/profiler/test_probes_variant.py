@@ -7,7 +7,7 @@ import types
 import pytest
 
 import pallas_prof
-from pallas_prof.backend.compile import compile_kernel
+from pallas_prof.backend.compiling.compile import compile_kernel
 from pallas_prof.profiler import probing
 
 from .conftest import lowered_record, sds

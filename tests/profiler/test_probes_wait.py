@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import pallas_prof
-from pallas_prof.backend.compile import assemble_cubin, compile_kernel
+from pallas_prof.backend.compiling.compile import assemble_cubin, compile_kernel
 from pallas_prof.profiler import probing
 from pallas_prof.profiler.correlate import correlate
 from pallas_prof.profiler.probe_results import text_table
@@ -17,7 +17,7 @@ from .conftest import lowered_record, sds
 from .fake_cuda import script_probe_replay
 from .test_probes import _write
 
-# what the wait compares each loaded value with (backend/probes.py: _NEVER)
+# what the wait compares each loaded value with (backend/lowering/features/probes.py: _NEVER)
 PATTERNS = ("0x7fc00123", "0x123")
 
 
@@ -184,7 +184,7 @@ def test_a_region_of_loads_that_waits_is_reconciled_with_the_charged_weight():
   """Its region holds the loads' wait, which the samples see at the first use: the
   charged weight (waits moved to the loads) is what it compares with."""
   import dataclasses
-  from pallas_prof.backend.probes import ProbeLayout
+  from pallas_prof.backend.lowering.features.probes import ProbeLayout
   from pallas_prof.profiler.probe_results import parse, summarize
   from .test_probes import _Attribution, _layout
   plain = _layout(stride=1)

@@ -12,8 +12,8 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
 import pallas_prof
-from pallas_prof.backend import registry
-from pallas_prof.backend.compile import compile_kernel
+from pallas_prof.backend import kernel_registry
+from pallas_prof.backend.compiling.compile import compile_kernel
 from pallas_prof.profiler import runner
 from pallas_prof.profiler.launchspec import LaunchSpec
 
@@ -31,7 +31,7 @@ def _tma_matmul():
                         compiler_params=pallas_prof.CompilerParams(tma=True))
   jax.jit(call).lower(jax.ShapeDtypeStruct((128, 128), jnp.bfloat16),
                       jax.ShapeDtypeStruct((128, 128), jnp.bfloat16))
-  return registry.find("tma_replayed")[-1].generated
+  return kernel_registry.find("tma_replayed")[-1].generated
 
 
 def test_the_replay_allocates_global_scratch_for_the_descriptors(fake_driver):

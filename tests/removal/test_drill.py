@@ -41,9 +41,9 @@ HERE = "tests/removal/test_without_jax_triton.py"
 SELECTION = (
     "tests/test_import_errors.py", HERE,
     "tests/backend/test_triton_shim.py", "tests/backend/test_own_path.py",
-    "tests/backend/test_memory.py", "tests/backend/test_bounds_paths.py",
-    "tests/backend/test_launch_order.py", "tests/backend/test_jaxlib_payload.py",
-    "tests/backend/test_rule_limits.py", "tests/profiler/test_runner.py",
+    "tests/backend/lowering/rules/test_memory.py", "tests/backend/lowering/test_bounds_paths.py",
+    "tests/backend/lowering/test_launch_order.py", "tests/backend/running/test_jaxlib_payload.py",
+    "tests/backend/lowering/rules/test_rule_limits.py", "tests/profiler/test_runner.py",
     "tests/profiler/test_profile.py", "tests/profiler/test_correlate.py",
     "tests/cli/test_cli.py", "tests/instrument/test_errors.py",
 )
@@ -131,7 +131,7 @@ def _remove_the_shim(root):
 def _the_shim_stands_on_jax_module(root):
   (root / "pallas_prof" / "triton.py").write_text(
       "from jax.experimental.pallas.triton import *  # noqa: F401,F403\n"
-      "from .backend.registration import CompilerParams  # noqa: F401\n")
+      "from .backend.pallas_call_rule import CompilerParams  # noqa: F401\n")
 
 
 def _compat_imports_jax_triton_backend(root):
@@ -144,7 +144,7 @@ def _compat_imports_jax_triton_backend(root):
 
 
 def _the_rules_listing_imports_jax_primitives(root):
-  path = root / "pallas_prof" / "backend" / "rules" / "table.py"
+  path = root / "pallas_prof" / "backend" / "lowering" / "rules" / "table.py"
   source = path.read_text()
   anchor = "def all_rules() -> dict[object, Callable]:\n"
   assert anchor in source

@@ -16,7 +16,7 @@ from jax.experimental import pallas as pl
 
 import pallas_prof
 from pallas_prof import triton as plgpu
-from pallas_prof.backend import registration
+from pallas_prof.backend import pallas_call_rule
 from tests.helpers import jax_plgpu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -58,11 +58,11 @@ def test_kernels_written_against_plgpu_run(rng):
 
 def test_comparing_with_jax_builtin_backend_says_it_is_gone():
   with pytest.raises(RuntimeError) as info:
-    registration.route_to_builtin(True)
+    pallas_call_rule.route_to_builtin(True)
   message = str(info.value)
   assert "JAX's built-in Pallas Triton backend" in message and jax.__version__ in message
   assert "pallas_prof.CompilerParams" in message, message
-  registration.route_to_builtin(False)
+  pallas_call_rule.route_to_builtin(False)
 
 
 def _lower_for_cuda(call, *args):

@@ -17,7 +17,7 @@ import os
 import pytest
 
 import pallas_prof
-from pallas_prof.backend.compile import compile_kernel
+from pallas_prof.backend.compiling.compile import compile_kernel
 from pallas_prof.profiler import driver
 from pallas_prof.tune import params
 from tests.profiler.conftest import load_example, lowered_record, sds
@@ -255,8 +255,9 @@ def test_each_candidate_is_a_span_under_the_tuning(softmax_gk, monkeypatch):
 def test_candidates_compile_at_the_same_time_in_the_worker(softmax_gk):
   """compile_kernels hands the misses to the compile worker in one batch: its
   children compile them side by side (the compile records' intervals overlap)."""
-  from pallas_prof.backend import compile_worker, hooks
-  from pallas_prof.backend.compile import compile_kernels
+  from pallas_prof.backend.compiling import compile_worker
+  from pallas_prof.backend import hooks
+  from pallas_prof.backend.compiling.compile import compile_kernels
 
   class Records(hooks.NullObserver):
     enabled = True
@@ -286,7 +287,7 @@ def test_candidates_compile_at_the_same_time_in_the_worker(softmax_gk):
   assert len(misses) == 3
   assert misses[1].start_ns < misses[0].end_ns, "the second compile began after the first ended"
   # the same code as one at a time: a batch changes where Triton runs, not what it makes
-  from pallas_prof.backend.compile import _compile_now, compile_key
+  from pallas_prof.backend.compiling.compile import _compile_now, compile_key
   one = _compile_now(gks[2], ("cuda", 90), compile_key(gks[2], ("cuda", 90)))
   assert one.asm["ptx"] == cks[2].asm["ptx"]
 
@@ -297,7 +298,7 @@ def test_a_crash_in_a_batch_fails_only_its_own_compile():
   JAX, as the worker is (forking JAX's threads is not safe)."""
   import subprocess
   import sys
-  from pallas_prof.backend import compile_worker
+  from pallas_prof.backend.compiling import compile_worker
   code = f"""
 import importlib.util, json, os, signal
 spec = importlib.util.spec_from_file_location("cw", {compile_worker.__file__!r})

@@ -1,0 +1,271 @@
+"""GeneratedKernel -> CompiledKernel: triton.compile for an explicit GPU target.
+
+Works on machines without a GPU (the triton wheel ships ptxas). Every stage
+(ttir, ttgir, llir, ptx, cubin) is timed through Triton's stage-inspection
+hook and its text kept; ptxas's own report gives registers, spills and stack.
+Triton runs in the compile worker (compile_worker.py); results are cached by
+content (compile_cache.py), so a second process reuses them. Failures become
+CompileErrors that name the equations and say why (compile_errors.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from typing import Any
+
+from . import compile_cache, compile_worker, ptx_rewrites
+from .. import hooks
+from ..artifacts import CompiledKernel, GeneratedKernel
+from ..lowering.codegen import signature_type
+# clear_memory_cache, compile_options: part of this module's interface (tests, bench)
+from .compile_cache import (clear_memory_cache, compile_key, compile_options,  # noqa: F401
+                            libdevice_cache, load_from_disk, remember, remembered, store_on_disk)
+from .failures.compile_errors import TritonFailure, check_shared_memory, compile_error, next_stage
+from ..errors import CompileError
+from .triton_run import StageRecord, triton_lock  # noqa: F401 - triton_lock: Triton's global lock
+
+DEFAULT_TARGET = ("cuda", 90)
+
+
+@dataclasses.dataclass
+class CompileRecord:
+  """What one compile did, for observers: times, stages, resources, error."""
+  kernel: str
+  key: str
+  target: str
+  start_ns: int
+  end_ns: int
+  stages: list[StageRecord]
+  cache: str                    # "miss", "memory" or "disk"
+  attributes: dict[str, Any]
+  error: BaseException | None = None
+  source_key: str | None = None  # GeneratedKernel.key: which lowering this compile belongs to
+  # when the compile was asked for; before start_ns when it waited for the compile
+  # worker (behind other compiles, or for the worker's start-up and Triton's import)
+  requested_ns: int | None = None
+
+
+def compile_kernel(gk: GeneratedKernel, target: tuple[str, int] = DEFAULT_TARGET,
+                   *, use_disk_cache: bool = True, need_cubin: bool = True) -> CompiledKernel:
+  """Compiles a generated kernel for `target` (backend, compute capability).
+
+  need_cubin=False stops after PTX (what jaxlib needs to launch it); the
+  cubin is assembled later by assemble_cubin() if anyone asks.
+  """
+  key = compile_key(gk, target)
+  start = time.time_ns()
+  hit = remembered(key)
+  if hit is not None:
+    if need_cubin:
+      hit = assemble_cubin(hit)
+    ck = dataclasses.replace(hit, generated=gk, cache="memory", worker_wait_seconds=0.0)
+    _notify_cache_hit(ck, start)
+    return ck
+  if use_disk_cache:
+    ck = load_from_disk(key, gk)
+    if ck is not None:
+      remember(ck)
+      if need_cubin:
+        ck = assemble_cubin(ck)
+      _notify_cache_hit(ck, start)
+      return ck
+  ck = _compile_now(gk, target, key, need_cubin)
+  remember(ck)
+  if use_disk_cache:
+    store_on_disk(ck)
+  return ck
+
+
+def assemble_cubin(ck: CompiledKernel) -> CompiledKernel:
+  """ck with its cubin and ptxas's figures (registers, spills, stack): ck itself
+  when it has them, else a new CompiledKernel (the one this process remembers
+  under ck.key when it has one, else one made by Triton's ptxas step).
+
+  A kernel launched through XLA only needs its PTX (jaxlib assembles it), so
+  the GPU path skips ptxas on the critical path of the first call; the
+  profiler and the report ask for the cubin when they need it.
+  """
+  if not ck.cubin_deferred:
+    return ck
+  known = remembered(ck.key)
+  if known is not None and not known.cubin_deferred:
+    return dataclasses.replace(known, generated=ck.generated, cache=ck.cache,
+                               worker_wait_seconds=ck.worker_wait_seconds)
+  gk = ck.generated
+  options = compile_cache.compile_options(gk, ck.target) if gk is not None else {}
+  result = compile_worker.compile({"op": "ptxas", "ptx": ck.asm["ptx"], "target": ck.target,
+                                   "options": options})
+  if "error" in result:
+    failure = TritonFailure.from_answer(result["error"])
+    failure.ir.setdefault("ptx", ck.asm["ptx"])
+    if gk is None:
+      raise CompileError(f"ptxas failed on the kernel's PTX: {failure.args[0][:400]}",
+                         kernel=ck.name, stage="cubin", cause=failure)
+    raise compile_error(gk, failure, "cubin", compile_request(gk, ck.target))
+  stage = StageRecord("cubin", result["start_ns"], result["end_ns"], len(result["cubin"]))
+  full = dataclasses.replace(
+      ck, asm={**ck.asm, "cubin": result["cubin"]}, ptxas_log=result["ptxas"],
+      stage_seconds={**ck.stage_seconds, "cubin": stage.seconds},
+      compile_seconds=ck.compile_seconds + stage.seconds,   # the stages keep adding up to the whole
+      **parse_ptxas(result["ptxas"]))
+  _notify(CompileRecord(ck.name, ck.key, f"{ck.target[0]}:{ck.target[1]}", stage.start_ns,
+                        stage.end_ns, [stage], "miss", full.resources(),
+                        source_key=gk.key if gk is not None else None))
+  remember(full)
+  store_on_disk(full)
+  return full
+
+
+def _notify_cache_hit(ck: CompiledKernel, start: int) -> None:
+  obs = hooks.observer()
+  if obs.enabled:
+    obs.compiled(CompileRecord(kernel=ck.name, key=ck.key, target=f"{ck.target[0]}:{ck.target[1]}",
+                               start_ns=start, end_ns=time.time_ns(), stages=[], cache=ck.cache,
+                               attributes=_attributes(ck),
+                               source_key=ck.generated.key if ck.generated else None))
+
+
+def compile_request(gk: GeneratedKernel, target: tuple[str, int],
+                    need_cubin: bool = True) -> dict[str, Any]:
+  """Everything triton.compile needs, as plain data (it may go to a worker process)."""
+  return {"op": "compile", "path": gk.path, "name": gk.name,
+          "signature": {p.name: "*" + signature_type(p.dtype) for p in gk.params},
+          "attrs": {(i,): [["tt.divisibility", 16]] for i in range(len(gk.params))},
+          "options": compile_cache.compile_options(gk, target), "target": tuple(target),
+          "need_cubin": need_cubin, "libdevice_cache": libdevice_cache(),
+          "ptx_rewrites": ptx_rewrites.enabled()}
+
+
+def compile_kernels(gks: list[GeneratedKernel], target: tuple[str, int] = DEFAULT_TARGET,
+                    *, need_cubin: bool = True,
+                    parallel: int | None = None) -> list[CompiledKernel | CompileError]:
+  """compile_kernel of each, the ones not cached compiled at once (up to `parallel`,
+  default the cores) by children of the compile worker: the tuner's candidates.
+  A compile that fails gives its CompileError in its place; the others go on."""
+  out: list[CompiledKernel | CompileError | None] = [None] * len(gks)
+  misses = []
+  for i, gk in enumerate(gks):
+    key = compile_key(gk, target)
+    if remembered(key) is not None or load_from_disk(key, gk) is not None:
+      try:
+        out[i] = compile_kernel(gk, target, need_cubin=need_cubin)
+      except CompileError as e:
+        out[i] = e
+    else:
+      misses.append((i, gk, key))
+  answers = compile_worker.compile_many([compile_request(gk, target, need_cubin)
+                                         for _, gk, _ in misses], parallel)
+  for (i, gk, key), answer in zip(misses, answers):
+    try:
+      if isinstance(answer, compile_worker.WorkerCrashed):
+        raise _crash_error(gk, key, target, answer)
+      ck = _finish_compile(gk, target, key, answer)    # no wait figures: a batch queues its own
+      remember(ck)
+      store_on_disk(ck)
+      out[i] = ck
+    except CompileError as e:
+      out[i] = e
+  return out
+
+
+def _crash_error(gk: GeneratedKernel, key: str, target, crash) -> CompileError:
+  failure = TritonFailure("WorkerCrashed", f"Triton's compiler crashed ({crash.how})",
+                          output=crash.output_tail)
+  error = compile_error(gk, failure, crash.stage or "ttir", compile_request(gk, target),
+                        crashed=crash.how)
+  tail = crash.output_tail.strip().splitlines()
+  error = error.with_details({"compiler output": "\n".join(tail[-12:]) or "(none)"},
+                             hint=f"{error.hint}; pallas-prof compiles in a worker process, "
+                                  "so your program survives this")
+  now = time.time_ns()
+  _notify(CompileRecord(gk.name, key, f"{target[0]}:{target[1]}", now, now, [], "miss",
+                        {"pallas.kernel": gk.name}, error, source_key=gk.key))
+  return error
+
+
+def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str,
+                 need_cubin: bool = True) -> CompiledKernel:
+  request = compile_request(gk, target, need_cubin)
+  requested = time.time_ns()
+  try:
+    result = compile_worker.compile(request)
+  except compile_worker.WorkerCrashed as crash:
+    raise _crash_error(gk, key, target, crash) from None
+  return _finish_compile(gk, target, key, result, requested, request)
+
+
+def _worker_wait(result: dict[str, Any], requested: int | None) -> dict[str, float]:
+  """ms the compile waited before Triton started on it: queued behind other
+  compiles, and the rest (the worker's start-up and `import triton` when it
+  was not ready; otherwise the request's trip, well under a millisecond)."""
+  if requested is None:
+    return {}
+  queued = result.get("queued_ns", 0)
+  rest = max(0, result["start_ns"] - requested - queued)
+  return {"worker_queue_ms": queued / 1e6, "worker_startup_ms": rest / 1e6}
+
+
+def _finish_compile(gk, target, key, result, requested: int | None = None,
+                    request: dict | None = None) -> CompiledKernel:
+  records = [StageRecord(*r) for r in result["records"]]
+  start, end = result["start_ns"], result["end_ns"]
+  target_text = f"{target[0]}:{target[1]}"
+  wait = _worker_wait(result, requested)
+  if "error" in result:
+    failure = TritonFailure.from_answer(result["error"])
+    error = compile_error(gk, failure, next_stage(records),
+                          request or compile_request(gk, target))
+    _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
+                          {"pallas.kernel": gk.name, **wait}, error, source_key=gk.key,
+                          requested_ns=requested))
+    raise error
+  ck = CompiledKernel(name=gk.name, key=key, target=tuple(target), asm=result["asm"],
+                      metadata=result["metadata"],
+                      stage_seconds={r.stage: r.seconds for r in records},
+                      compile_seconds=(end - start) / 1e9, ptxas_log=result["ptxas"],
+                      generated=gk, cache="miss",
+                      worker_wait_seconds=sum(wait.values()) / 1e3,
+                      **parse_ptxas(result["ptxas"]))
+  try:
+    check_shared_memory(ck, gk)
+  except CompileError as e:
+    _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
+                          {**ck.resources(), **wait}, e, source_key=gk.key,
+                          requested_ns=requested))
+    raise
+  _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
+                        {**_attributes(ck), **wait,
+                         "libdevice_link": result.get("libdevice_link")}, source_key=gk.key,
+                        requested_ns=requested))
+  return ck
+
+
+def _attributes(ck: CompiledKernel) -> dict[str, Any]:
+  """A compile's figures for observers, with what its kernel was lowered otherwise for
+  (workarounds.py) when it was."""
+  notes = getattr(ck.generated, "workarounds", ()) if ck.generated is not None else ()
+  return {**ck.resources(), **({"workarounds": list(notes)} if notes else {})}
+
+
+def _notify(record: CompileRecord) -> None:
+  obs = hooks.observer()
+  if obs.enabled:
+    obs.compiled(record)
+
+
+_PTXAS_PATTERNS = {
+    "registers": re.compile(r"Used (\d+) registers"),
+    "stack_bytes": re.compile(r"(\d+) bytes stack frame"),
+    "spill_stores": re.compile(r"(\d+) bytes spill stores"),
+    "spill_loads": re.compile(r"(\d+) bytes spill loads"),
+}
+
+
+def parse_ptxas(log: str) -> dict[str, int | None]:
+  """Registers, stack and spills from ptxas's verbose report (None: not reported)."""
+  out = {}
+  for key, pattern in _PTXAS_PATTERNS.items():
+    m = pattern.search(log)
+    out[key] = int(m.group(1)) if m else None
+  return out

@@ -1,0 +1,204 @@
+"""What a compile is keyed by, and where its results are kept.
+
+A compile is addressed by its content: the generated source, Triton's
+options, the libraries linked, the target and every tool's version, and the
+layout its result is stored in (CompiledKernel.SCHEMA): an entry of an older
+layout is never found. Results are kept in memory for this process and on
+disk (CompiledKernel.save) for the next. Computing a key imports no Triton,
+except once per Triton install and machine, to learn which ptxas it runs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import os
+import shutil
+import threading
+from typing import Any
+
+from .. import compat
+from . import ptx_rewrites, triton_compat
+from ..artifacts import CompiledKernel, GeneratedKernel
+from ..lowering.codegen import signature_type
+from ..kernel_files import cache_dir
+from .triton_run import triton_lock
+
+CACHE_FORMAT = 7   # 7: PTX rewritten around three ptxas miscompiles (ptx_rewrites.py)
+
+_memory: dict[str, CompiledKernel] = {}
+
+
+# --- Triton's options ------------------------------------------------------------------
+
+def compile_options(gk: GeneratedKernel, target: tuple[str, int] = ("cuda", 90)
+                    ) -> dict[str, Any]:
+  """Triton options for a generated kernel, chosen so that a kernel computes what
+  XLA and JAX's built-in backend compute, bit for bit where they agree:
+
+  enable_reflect_ftz=False: libdevice keeps f32 denormals (sqrt, rsqrt, log,
+  exp2, ...), as XLA's GPU compiler does; Triton's default flushes them to zero.
+  enable_fp_fusion=False: a separate multiply and add stay two roundings, as in
+  XLA (on the H200, x*1.37 + x*x differed from XLA with Triton's default FMA
+  contraction, in none without it; see bench/probes/bitwise_probe.py).
+  CompilerParams(enable_fp_fusion=True) opts back in.
+  extern_libs: XLA's libdevice rather than the one in Triton's wheel (their powf
+  differ in the last bit for many inputs).
+  ptx_version: on a machine with a CUDA driver, no newer PTX than it loads
+  (launch_ptx_version).
+  """
+  return triton_options(gk.num_warps, gk.num_stages,
+                        enable_fp_fusion=bool(getattr(gk, "enable_fp_fusion", False)),
+                        ptx_version=launch_ptx_version(int(target[1])))
+
+
+def triton_options(num_warps: int, num_stages: int, *, enable_fp_fusion: bool = False,
+                   ptx_version: int | None = None) -> dict[str, Any]:
+  """compile_options for a kernel of these settings (the warm-up has no GeneratedKernel)."""
+  options = {"num_warps": num_warps, "num_stages": num_stages, "enable_reflect_ftz": False,
+             "enable_fp_fusion": enable_fp_fusion}
+  libdevice = compat.xla_libdevice_path()
+  if libdevice:
+    options["extern_libs"] = (("libdevice", libdevice),)
+  if ptx_version is not None:
+    options["ptx_version"] = ptx_version
+  return options
+
+
+def launch_ptx_version(arch: int) -> int | None:
+  """The PTX ISA to write for a kernel that this machine's GPU will run, when
+  Triton's default is newer than the CUDA driver loads (Triton 3.9 writes PTX
+  9.4 for sm_90; a 13.0 driver takes up to 9.0), else None (Triton's default).
+  Without a driver (a CPU machine compiling for sm_90) nothing is capped."""
+  driver = triton_compat.cuda_driver_version()
+  if not driver:
+    return None
+  release = triton_compat.cuda_release_of(_ptxas_version(arch))
+  if release is None:
+    return None
+  return triton_compat.ptx_isa_cap(driver, triton_compat.ptx_isa_for_cuda(release))
+
+
+def prepared_libdevice() -> bool:
+  """Whether libdevice is linked with its reflect queries answered up front
+  (libdevice_link.py). PALLAS_PROF_PREPARED_LIBDEVICE=0 links Triton's way."""
+  return os.environ.get("PALLAS_PROF_PREPARED_LIBDEVICE", "1") != "0"
+
+
+def libdevice_cache() -> str | None:
+  """Where prepared libdevice libraries live; None: link Triton's way."""
+  return os.path.join(cache_dir(), "libdevice") if prepared_libdevice() else None
+
+
+# --- the key -------------------------------------------------------------------------------
+
+def compile_key(gk: GeneratedKernel, target: tuple[str, int]) -> str:
+  """Content address of a compile. Cheap: a cache hit never imports triton."""
+  from ...version import __version__
+  options = compile_options(gk, target)
+  parts = [gk.source, f"options={sorted(options.items())}",
+           f"libraries={[_file_digest(path) for _, path in options.get('extern_libs', ())]}",
+           f"signature={[(p.name, signature_type(p.dtype)) for p in gk.params]}",
+           f"target={target[0]}:{target[1]}", f"triton={_triton_version()}",
+           f"pallas_prof={__version__}", f"format={CACHE_FORMAT}",
+           f"schema={CompiledKernel.SCHEMA}",
+           f"ptxas={_ptxas_version(int(target[1]))}", f"prepared_libdevice={prepared_libdevice()}",
+           f"ptx_rewrites={ptx_rewrites.enabled()}"]
+  return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=8)
+def _file_digest(path: str) -> str:
+  with open(path, "rb") as f:
+    return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=None)
+def _triton_version() -> str:
+  from importlib import metadata
+  return metadata.version("triton")
+
+
+@functools.lru_cache(maxsize=None)
+def _ptxas_version(arch: int = 90) -> str:
+  """`--version` of the ptxas Triton runs for `arch` (Triton 3.9 assembles
+  sm_90 with ptxas-blackwell, 3.6 with ptxas), remembered on disk per Triton
+  install, tool override and binary: Triton's compiler module is imported
+  only to fill that memo."""
+  import importlib.util
+  spec = importlib.util.find_spec("triton")
+  if spec is None or not spec.origin:
+    return "none"
+  overrides = [os.environ.get(v, "") for v in ("TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH")]
+  try:
+    st = os.stat(spec.origin)
+  except OSError:
+    return "none"
+  stamp = hashlib.sha256(f"{spec.origin}:{st.st_mtime_ns}:{_triton_version()}:{arch}:"
+                         f"{overrides}".encode()).hexdigest()[:16]
+  memo = os.path.join(cache_dir(), "tools", f"ptxas-sm{arch}-{stamp}.txt")
+  try:
+    with open(memo) as f:
+      return f.read()
+  except OSError:
+    pass
+  path = triton_compat.ptxas_path(arch)
+  if not os.path.exists(path):
+    return "none"
+  version = triton_compat.ptxas_release(path)
+  if version == "unknown":
+    return version
+  os.makedirs(os.path.dirname(memo), exist_ok=True)
+  with open(memo, "w") as f:
+    f.write(version)
+  return version
+
+
+# --- in memory -------------------------------------------------------------------------------
+
+def remembered(key: str) -> CompiledKernel | None:
+  with triton_lock():
+    return _memory.get(key)
+
+
+def remember(ck: CompiledKernel) -> None:
+  with triton_lock():
+    _memory[ck.key] = ck
+
+
+def clear_memory_cache() -> None:
+  with triton_lock():
+    _memory.clear()
+
+
+# --- on disk ---------------------------------------------------------------------------------
+
+def _disk_dir(key: str) -> str:
+  return os.path.join(cache_dir(), "compiled", key[:2], key)
+
+
+def store_on_disk(ck: CompiledKernel) -> None:
+  """Saves ck under its key (atomically: a reader sees all of it or nothing)."""
+  directory = _disk_dir(ck.key)
+  tmp = f"{directory}.tmp{os.getpid()}_{threading.get_ident()}"
+  try:
+    ck.save(tmp)
+    os.makedirs(os.path.dirname(directory), exist_ok=True)
+    if os.path.isdir(directory) and not ck.cubin_deferred and not os.path.exists(
+        os.path.join(directory, "kernel.cubin")):
+      shutil.rmtree(directory, ignore_errors=True)   # the deferred entry, now completed
+    os.replace(tmp, directory)
+  except OSError:
+    # another process stored it first, or the disk is read-only: not fatal
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_from_disk(key: str, gk: GeneratedKernel) -> CompiledKernel | None:
+  try:
+    ck = CompiledKernel.load(_disk_dir(key), generated=gk)
+  except (OSError, ValueError, KeyError, TypeError):   # absent, torn, or SchemaMismatch
+    return None
+  if ck.key != key:
+    return None
+  return dataclasses.replace(ck, cache="disk", worker_wait_seconds=0.0)
+

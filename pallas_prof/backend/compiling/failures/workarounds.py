@@ -1,0 +1,258 @@
+"""Getting around Triton's bugs: when a compile fails with a fault of Triton's,
+lower the kernel again in forms that keep Triton off the failing path and
+compile that, saying so everywhere (never silently).
+
+    compile_working_around(gk, target, relower)   # a CompiledKernel, or the CompileError
+
+`relower(options)` lowers the same pallas_call again with other LoweringOptions
+(options.py; pallas_call_rule.py's, a kernel_registry record's `relower`).
+What is tried depends on the kind of op that failed (compile_diagnostics.py):
+
+  tt.scan   each scan the failure points at in another form (lowering/features/scan_forms.py):
+            squeeze, then transpose, then triangular; a form that compiles is
+            then kept only for the lines whose scans need it
+  any       another num_warps, as a last resort (the whole kernel's layouts
+            change; float reductions may round otherwise on a GPU)
+
+A compile that succeeds into code a known Triton bug computes wrongly
+(silent_faults.py: Triton 3.6's scans over a layout that replicates a
+non-scanned dimension) counts as a failure of Triton's here: it is worked
+around the same way, and with the workarounds off it is raised, never run.
+
+Every form computes what the plain lowering computes (tests/backend/
+test_triton_bugs.py checks each under Triton's interpreter across shapes and
+dtypes). The kernel that compiles carries what changed in its source's header
+and in GeneratedKernel.workarounds (report.json, the compile span). The plan
+that worked is remembered per compile key (in memory and on disk), so later
+compiles of the same kernel go straight to it.
+
+PALLAS_PROF_WORKAROUNDS=0 turns this off: the failure is raised, explained,
+with what pallas-prof would have tried.
+
+`classify_failure(error)` says what a failure was, as plain data (the fuzzer's).
+"""
+from __future__ import annotations
+
+import json
+import os
+
+from . import silent_faults
+from ..compile import compile_kernel
+from ..compile_cache import compile_key
+from .compile_errors import silent_fault_error
+from ...errors import CompileError, LoweringError
+from ...kernel_files import cache_dir
+from ...lowering.features.scan_forms import WORDS as FORM_WORDS
+from .triton_faults import PRIMITIVES_OF_OP
+from ...lowering.features.workaround_plan import WorkaroundPlan
+
+ENV = "PALLAS_PROF_WORKAROUNDS"
+LADDERS = {"tt.scan": ("squeeze", "transpose", "triangular")}    # op kind -> forms, cheapest first
+OTHER_NUM_WARPS = {1: (2, 4), 2: (4, 1), 4: (8, 2), 8: (4, 16), 16: (8, 32), 32: (16, 8)}
+NARROW_AT_MOST = 4          # a form kept for more lines than this is not narrowed down
+
+_memory: dict[str, WorkaroundPlan] = {}
+
+
+def enabled() -> bool:
+  return os.environ.get(ENV, "1") != "0"
+
+
+def compile_working_around(gk, target, relower, *, need_cubin: bool = True,
+                           use_disk_cache: bool = True):
+  """compile_kernel(gk, target), or where it fails with a fault of Triton's, the
+  first variant of the kernel (lowered again by `relower`) that compiles."""
+  def compile_(variant):
+    # a compile that succeeds into code a Triton bug computes wrongly (silent_faults.py)
+    # fails here like one that asserts, so the same workarounds get around it
+    ck = compile_kernel(variant, target, need_cubin=need_cubin, use_disk_cache=use_disk_cache)
+    silent = silent_faults.find(ck)
+    if silent is not None:
+      raise silent_fault_error(variant, silent)
+    return ck
+
+  key = compile_key(gk, target)
+  known = _remembered(key) if relower is not None and enabled() else None
+  if known is not None:
+    try:
+      return compile_(_lower(relower, gk, known))
+    except CompileError:
+      _forget(key)
+  try:
+    return compile_(gk)
+  except CompileError as error:
+    if error.fault != "triton":
+      raise
+    if relower is None:
+      raise error.with_details({"workaround": "none: this kernel was not lowered by this "
+                                              "process, so it cannot be lowered otherwise"})
+    if not enabled():
+      raise error.with_details(
+          {"workaround": f"off ({ENV}=0); left on, pallas-prof would retry with "
+                         f"{_would_try(error, gk)}"},
+          workaround="off") from None
+    ck, tried = _search(gk, relower, error, compile_)
+    if ck is None:
+      raise error.with_details({"workaround": "tried, none compiled:\n" + "\n".join(tried)},
+                               workaround="failed") from None
+    _remember(key, ck.generated.workaround_plan)
+    return ck
+
+
+def _lower(relower, gk, plan: WorkaroundPlan):
+  return relower(gk.options.replace(num_warps=plan.num_warps or gk.num_warps, workarounds=plan))
+
+
+def _search(gk, relower, error: CompileError, compile_):
+  """(the first variant's CompiledKernel that compiles or None, what was tried)."""
+  d = error.diagnosis
+  tried: list[str] = []
+  # the equations the failure names first, then the kernel's other ops of that kind
+  # (Triton may fold their locations into one): _narrowed drops what turns out unneeded
+  prims = PRIMITIVES_OF_OP.get(d.op_kind or "", ())
+  equations = tuple(dict.fromkeys(tuple(d.equations) + tuple(
+      e.index for e in gk.eqns if e.primitive in prims)))
+  for form in LADDERS.get(d.op_kind or "", ()):
+    plan = WorkaroundPlan(scan_forms=tuple((i, form) for i in equations), because=d.summary)
+    try:
+      variant = _lower(relower, gk, plan)
+    except LoweringError as e:          # (a form is plain code; this would be a bug of its)
+      tried.append(f"{form}: its lowering failed: {e.reason[:300]}")
+      continue
+    if not variant.workarounds:
+      continue                          # the form fits none of those equations
+    try:
+      ck = compile_(variant)
+    except CompileError as e:
+      tried.append(f"{form}: {_short(e)}")
+      continue
+    return _narrowed(ck, gk, relower, compile_), tried
+  for warps in OTHER_NUM_WARPS.get(gk.num_warps, ()):
+    plan = WorkaroundPlan(num_warps=warps, because=d.summary, notes=(
+        f"num_warps={warps} instead of {gk.num_warps} (a last resort: every op's layout "
+        "changes, and float reductions may round otherwise on a GPU)",))
+    try:
+      return compile_(_lower(relower, gk, plan)), tried
+    except CompileError as e:
+      tried.append(f"num_warps={warps}: {_short(e)}")
+  return None, tried
+
+
+def _narrowed(ck, gk, relower, compile_):
+  """ck, or a variant with the form kept only for the scans that need it (the plain
+  scan is the cheaper one): each of the user's lines (the equations an unrolled loop
+  makes of one line go together) is tried back in its plain form."""
+  plan = ck.generated.workaround_plan
+  lines: dict[tuple, list[int]] = {}
+  for index, _ in plan.scan_forms:
+    e = gk.eqns[index]
+    lines.setdefault((e.file, e.line, e.primitive), []).append(index)
+  if not 1 < len(lines) <= NARROW_AT_MOST:
+    return ck
+  for group in lines.values():
+    smaller = plan.only(i for i, _ in plan.scan_forms if i not in group)
+    try:
+      ck = compile_(_lower(relower, gk, smaller))
+      plan = smaller
+    except CompileError:
+      pass                              # this line needs it
+  return ck
+
+
+def _short(error: CompileError) -> str:
+  d = error.diagnosis
+  return (d.summary if d is not None else error.reason)[:300]
+
+
+def _would_try(error: CompileError, gk) -> str:
+  forms = LADDERS.get(error.diagnosis.op_kind or "", ())
+  steps = [f"{form} ({FORM_WORDS[form]})" for form in forms]
+  warps = OTHER_NUM_WARPS.get(gk.num_warps, ())
+  if warps:
+    steps.append(f"num_warps {' or '.join(map(str, warps))} as a last resort")
+  return "; ".join(steps) if steps else "nothing (no other lowering is known for this failure)"
+
+
+# --- what worked, remembered per compile key ---------------------------------------------
+
+def _plan_file(key: str) -> str:
+  return os.path.join(cache_dir(), "workarounds", f"{key}.json")
+
+
+def _remembered(key: str) -> WorkaroundPlan | None:
+  plan = _memory.get(key)
+  if plan is None:
+    try:
+      with open(_plan_file(key)) as f:
+        plan = _memory[key] = WorkaroundPlan.from_dict(json.load(f))
+    except (OSError, ValueError, TypeError, KeyError):
+      return None
+  return plan
+
+
+def _remember(key: str, plan: WorkaroundPlan | None) -> None:
+  if plan is None:
+    return
+  _memory[key] = plan
+  path = _plan_file(key)
+  try:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+      json.dump(plan.to_dict(), f)
+    os.replace(tmp, path)
+  except OSError:
+    pass
+
+
+def _forget(key: str) -> None:
+  _memory.pop(key, None)
+  try:
+    os.unlink(_plan_file(key))
+  except OSError:
+    pass
+
+
+def forget_all() -> None:
+  """Forgets every remembered plan in this process (tests)."""
+  _memory.clear()
+
+
+# --- for the fuzzer ------------------------------------------------------------------------
+
+def classify_failure(error: BaseException) -> dict:
+  """A compile failure as plain data: {"stage", "kind", "fault", "failing_pass",
+  "assertion", "op_kind", "equations": [(index, primitive, "file:line")], "summary",
+  "workaround", "reproducer"}; for an error that is not a CompileError, {"kind":
+  "not a compile failure", "fault": None, "summary": str(error)}."""
+  if not isinstance(error, CompileError) or error.diagnosis is None:
+    return {"kind": "not a compile failure", "fault": None, "stage": getattr(error, "stage", None),
+            "summary": str(error).splitlines()[0][:300] if str(error) else type(error).__name__}
+  d = error.diagnosis
+  return {"stage": d.stage, "kind": d.kind, "fault": d.fault, "failing_pass": d.failing_pass,
+          "assertion": d.assertion, "op_kind": d.op_kind, "summary": d.summary,
+          "equations": [(e.index, e.primitive, e.location) for e in error.equations],
+          "workaround": error.workaround, "reproducer": dict(error.reproducer)}
+
+
+def check_compile(gk, relower=None, target=("cuda", 90)) -> dict:
+  """Compiles `gk` for `target` as a finder of Triton bugs would: {"failure": None, or
+  classify_failure of the plain compile's error; "compiled": whether the kernel, or with
+  `relower` a workaround of it, compiled; "workarounds": what the one that compiled was
+  lowered otherwise for; "still_failing": classify_failure of the last error, if none did}."""
+  out = {"failure": None, "compiled": False, "workarounds": [], "still_failing": None}
+  try:
+    compile_kernel(gk, target, use_disk_cache=False)
+    out["compiled"] = True
+    return out
+  except CompileError as e:
+    out["failure"] = classify_failure(e)
+    if relower is None or e.fault != "triton":
+      out["still_failing"] = out["failure"]
+      return out
+  try:
+    ck = compile_working_around(gk, target, relower, use_disk_cache=False)
+    out["compiled"], out["workarounds"] = True, list(ck.generated.workarounds)
+  except CompileError as e:
+    out["still_failing"] = classify_failure(e)
+  return out

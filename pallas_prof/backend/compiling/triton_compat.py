@@ -1,0 +1,176 @@
+"""The one place that knows how Triton releases differ (3.6 to 3.9).
+
+compat.py is JAX's counterpart. Everything here imports Triton lazily and
+nothing of pallas_prof: the compile worker loads this file by path, beside
+triton_run.py, with no package around it.
+
+What differs, and where it is used:
+- the stage-inspection hook's protocol (triton_run): 3.9 also calls the hook
+  with no arguments and takes a `(key, hash)` back for its cache key;
+- which ptxas assembles a target's PTX (compile_cache, compile, tests): 3.9
+  assembles sm_90 with `ptxas-blackwell` (CUDA 13.x), whose PTX ISA the older
+  `ptxas` beside it rejects;
+- the PTX ISA version Triton emits by default, and its cap for a driver
+  (launch through jaxlib: the driver or jaxlib's own ptxas must accept it);
+- where its tools live (nvdisasm, for lineinfo).
+
+Not here: the interpreter's internals that interpreter_runtime.py patches.
+That module is inlined verbatim into ejected programs, which run without
+pallas-prof, so it imports nothing but Triton and numpy; it holds no
+version-specific code today (its patches run unchanged on 3.6 and 3.9, which
+tests/backend/running/test_interpreter_runtime.py checks on both test legs).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import subprocess
+from typing import Callable
+
+
+def triton_version() -> tuple[int, int]:
+  import triton
+  major, minor = triton.__version__.split(".")[:2]
+  return int(major), int(minor)
+
+
+# --- the stage-inspection hook ------------------------------------------------------------
+
+HOOK_KEY = "pallas-prof-stage-timer-v1"
+
+
+def stages_hook(inspect: Callable) -> Callable:
+  """`inspect(backend, stages, options, language, capability)` as the hook
+  that this Triton calls.
+
+  Triton 3.9 calls `knobs.runtime.add_stages_inspection_hook()` with no
+  arguments first, for a (key, hash) that joins its cache key (the hook may
+  change what the stages produce); 3.6 only ever calls it with the stages.
+  The timing wrapper changes no output, so its key is a constant."""
+  def hook(*args):
+    if not args:
+      return HOOK_KEY, hashlib.sha256(HOOK_KEY.encode()).hexdigest()
+    return inspect(*args)
+  return hook
+
+
+# --- ptxas and the PTX ISA version ---------------------------------------------------------
+
+def ptxas_tool(arch: int):
+  """Triton's NvidiaTool (path, CUDA release) that assembles `arch`'s PTX."""
+  from triton.backends.nvidia import compiler as nvidia
+  return nvidia.get_ptxas(arch)
+
+
+def ptxas_path(arch: int = 90) -> str:
+  """The ptxas binary this Triton runs for `arch` (what its PTX was written for).
+
+  Without Triton's tools (a broken install), the wheel's plain `ptxas`."""
+  try:
+    return ptxas_tool(arch).path
+  except Exception:  # noqa: BLE001 - Triton's lookup raises when the binary is missing
+    import importlib.util
+    spec = importlib.util.find_spec("triton")
+    root = os.path.dirname(spec.origin) if spec and spec.origin else ""
+    return os.path.join(root, "backends", "nvidia", "bin", "ptxas")
+
+
+def ptx_isa_for_cuda(cuda_version: str) -> int:
+  """The newest PTX ISA (as Triton numbers it: 87 is 8.7) a CUDA release
+  knows: its ptxas, or a driver of that CUDA version, loads PTX up to it."""
+  major, minor = (int(p) for p in cuda_version.split(".")[:2])
+  if major >= 13:
+    return 90 + (major - 13) * 10 + minor
+  if major == 12:
+    return 80 + minor - (1 if minor >= 6 else 0)
+  if major == 11:
+    return 70 + minor
+  raise ValueError(f"CUDA {cuda_version} is older than any Triton pallas-prof supports")
+
+
+@functools.lru_cache(maxsize=None)
+def default_ptx_isa(arch: int = 90) -> int:
+  """The PTX ISA version Triton writes for `arch` when no option caps it."""
+  return ptx_isa_for_cuda(ptxas_tool(arch).version)
+
+
+def cuda_version_of_driver(driver_version: int) -> str:
+  """cuDriverGetVersion's integer (13000) as a CUDA release ("13.0")."""
+  return f"{driver_version // 1000}.{(driver_version % 1000) // 10}"
+
+
+def ptx_isa_cap(driver_version: int, default_isa: int) -> int | None:
+  """The `ptx_version` option for a kernel this machine's driver will run, or
+  None where Triton's default (`default_isa`) already loads.
+
+  The driver loads PTX (and jaxlib's assembler, of the same CUDA major, takes
+  it) only up to its CUDA release's ISA: Triton 3.9 writes PTX 9.4 for sm_90
+  (CUDA 13.4's ptxas-blackwell), which a 13.0 driver rejects."""
+  cap = ptx_isa_for_cuda(cuda_version_of_driver(driver_version))
+  return cap if cap < default_isa else None
+
+
+def cuda_driver_version() -> int | None:
+  """cuDriverGetVersion (13000 for CUDA 13.0), or None without a CUDA driver.
+
+  PALLAS_PROF_CUDA_DRIVER_VERSION stands in for it (tests; a machine whose
+  driver is not the one that will run the kernels)."""
+  stand_in = os.environ.get("PALLAS_PROF_CUDA_DRIVER_VERSION")
+  if stand_in is not None:
+    return int(stand_in) or None
+  return _driver_version()
+
+
+@functools.lru_cache(maxsize=1)
+def _driver_version() -> int | None:
+  import ctypes
+  try:
+    lib = ctypes.CDLL("libcuda.so.1")
+  except OSError:
+    return None
+  version = ctypes.c_int(0)
+  try:
+    if lib.cuDriverGetVersion(ctypes.byref(version)) != 0:
+      return None
+  except AttributeError:
+    return None
+  return version.value or None
+
+
+_RELEASE = re.compile(r"(?:release |cuda_)(\d+)\.(\d+)")
+
+
+def cuda_release_of(ptxas_version: str) -> str | None:
+  """The CUDA release ("13.4") in `ptxas --version`'s text ("Build cuda_13.4.r13.4/...")."""
+  m = _RELEASE.search(ptxas_version or "")
+  return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
+PTX_VERSION_LINE = re.compile(r"^\s*\.version\s+(\d+)\.(\d+)", re.MULTILINE)
+
+
+def ptx_isa_of(ptx: str) -> int | None:
+  """The `.version` a PTX text declares, as Triton numbers it (94 for 9.4)."""
+  m = PTX_VERSION_LINE.search(ptx)
+  return int(m.group(1)) * 10 + int(m.group(2)) if m else None
+
+
+@functools.lru_cache(maxsize=None)
+def ptxas_release(path: str) -> str:
+  """`ptxas --version`'s last line for one binary ("unknown" if it won't say)."""
+  try:
+    out = subprocess.run([path, "--version"], capture_output=True, text=True,
+                         timeout=30).stdout
+  except (OSError, subprocess.SubprocessError):
+    return "unknown"
+  return out.strip().splitlines()[-1] if out.strip() else "unknown"
+
+
+# --- tools ----------------------------------------------------------------------------------
+
+def tool_path(name: str) -> str:
+  """One of the CUDA tools in Triton's wheel (nvdisasm, cuobjdump), by Triton's own lookup."""
+  import triton
+  return getattr(triton.knobs.nvidia, name).path

@@ -1,0 +1,147 @@
+"""The kernel's refs from the pallas_call's BlockSpecs: each operand's block
+start from its index map (lowered in the kernel's prologue), the index dtype
+its offsets need, its name, and which operands may share memory.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from .. import compat
+from . import emit
+from .codegen import Value, next_pow2, sanitize, signature_type
+from .context import KernelContext
+from .dispatch import lower_jaxpr
+from ..errors import Unsupported
+from .access.refs import RefValue, ViewDim
+from .features.tma import note_multiple
+
+INT32_OFFSETS_BELOW = 2**31     # offsets at or past this need int64 index arithmetic
+
+
+def index_dtype_for(array_shape, block_shape) -> np.dtype:
+  """int64 when an offset into the array could reach 2**31, else int32.
+
+  Triton's pointer offsets are element counts. Besides the array's own
+  size, the padded (power-of-two) lanes of the last, overhanging block
+  compute offsets past its end before their mask drops them: in int32 those
+  could wrap to negative offsets that pass the `< size` mask. The bound
+  allows each dimension two padded blocks beyond its last block.
+  """
+  if math.prod(array_shape) >= INT32_OFFSETS_BELOW:
+    return np.dtype(np.int64)
+  stride, reach = 1, 0
+  for size, bdim in reversed(list(zip(array_shape, block_shape))):
+    block = 1 if isinstance(bdim, compat.Squeezed) else compat.block_dim_size(bdim)
+    blocks = -(-size // block) if isinstance(bdim, compat.Blocked) else 1
+    extent = size if isinstance(bdim, compat.Squeezed) else \
+        max(size, blocks * block) + 2 * next_pow2(block)
+    reach += extent * stride
+    stride *= size
+  return np.dtype(np.int64) if reach >= INT32_OFFSETS_BELOW else np.dtype(np.int32)
+
+
+def block_ref(kernel: KernelContext, bm, name: str, label: str, pids: list[Value],
+               eqn_info_parent=None) -> RefValue:
+  b = kernel.builder
+  array_shape = tuple(bm.array_aval.shape)
+  dtype = np.dtype(bm.array_aval.dtype)
+  signature_type(dtype)  # fails early with a clear message for unsupported dtypes
+  index_dtype = index_dtype_for(array_shape, bm.block_shape)
+  if getattr(bm, "pipeline_mode", None) is not None:
+    raise Unsupported("pipeline_mode on a BlockSpec",
+                      "Triton pipelines loops itself: drop pipeline_mode and set "
+                      "num_stages in CompilerParams")
+  if getattr(bm, "transforms", ()):
+    raise Unsupported("BlockSpec transforms", "index the ref inside the kernel instead")
+  closed = bm.index_map_jaxpr
+  where = getattr(closed.jaxpr.debug_info, "func_src_info", None) or "index_map"
+  where = where.replace(os.path.dirname(where.split(" at ")[-1]) + os.sep, "") if " at " in where else where
+  with b.note(f"block of {label}: BlockSpec {where}"):
+    return _block_ref_body(kernel, bm, name, label, pids, closed, array_shape, dtype, index_dtype)
+
+
+def _block_ref_body(kernel, bm, name, label, pids, closed, array_shape, dtype, index_dtype):
+  b = kernel.builder
+  indices = lower_jaxpr(kernel, closed.jaxpr, list(pids), parent=None,
+                        region=f"index_map {label}", consts=closed.consts)
+  dims, ragged = [], []
+  for axis, (bdim, idx, size) in enumerate(zip(bm.block_shape, indices, array_shape)):
+    if not isinstance(idx, Value):
+      raise Unsupported(f"index map of {label} returned {type(idx).__name__}",
+                        "index maps must return integer block indices")
+    idx = emit.cast(b, idx, index_dtype, f"{name}_idx{axis}")
+    if isinstance(bdim, compat.Squeezed):
+      dims.append(ViewDim("int", idx, 1, 1, 0, 1))
+      ragged.append(False)
+    elif isinstance(bdim, compat.Blocked):
+      bs = int(bdim.block_size)
+      if idx.const is not None:
+        start = emit.const(idx.const * bs, index_dtype)
+      elif bs == 1:
+        start = idx
+      else:
+        start = b.value(f"{name}_start{axis}", f"{idx} * {bs}", index_dtype)
+        note_multiple(kernel, start, bs)       # TMA's alignment check reads it
+      dims.append(ViewDim("slice", start, bs, 1, 0, bs))
+      ragged.append(size % bs != 0 or bs > size)
+    elif isinstance(bdim, compat.Element):
+      if tuple(getattr(bdim, "padding", (0, 0))) != (0, 0):
+        raise Unsupported("pl.Element with padding", "pad the array before the pallas_call")
+      bs = int(bdim.block_size)
+      dims.append(ViewDim("slice", idx, bs, 1, 0, bs))
+      ragged.append(True)
+    else:
+      raise Unsupported(f"block dimension {bdim!r} of {label}",
+                        "use pl.BlockSpec with block sizes (ints) or None (squeezed)")
+  return RefValue(name=name, dtype=dtype, array_shape=array_shape, dims=tuple(dims),
+                  ragged=tuple(ragged), index_dtype=index_dtype, label=label,
+                  origin=tuple(d.start for d in dims))
+
+
+def arg_labels(jaxpr, n_in: int, n_out: int) -> list[str]:
+  names = list(getattr(jaxpr.debug_info, "arg_names", None) or [])
+  labels = []
+  for i in range(n_in + n_out):
+    default = f"in{i}_ref" if i < n_in else f"out{i - n_in}_ref"
+    name = names[i] if i < len(names) and names[i] else default
+    name = sanitize(name.replace("[", "_").replace("]", "").replace("'", ""))
+    labels.append(name.strip("_") or default)
+  return labels
+
+
+
+def operands_line(jaxpr, grid_mapping) -> str:
+  """The operands' dtypes and shapes: they are not otherwise in the source text,
+  and two kernels that differ only there must not share a file or a compile."""
+  n_in, n_out = grid_mapping.num_inputs, grid_mapping.num_outputs
+  labels = arg_labels(jaxpr, n_in, n_out)
+  parts = []
+  for i, (bm, label) in enumerate(zip(grid_mapping.block_mappings, labels)):
+    aval = bm.array_aval
+    shape = ",".join(str(d) for d in aval.shape)
+    parts.append(f"{label} {np.dtype(aval.dtype).name}[{shape}]"
+                 + ("" if i < n_in else " (out)"))
+  return "operands: " + ", ".join(parts)
+
+
+
+def alias_sets(names: list[str], n_in: int, input_output_aliases):
+  """param name -> the names of the params that may share its memory.
+
+  Only an input and the output it is aliased to (input_output_aliases) share
+  a buffer; distinct outputs never do, and inputs are only read, so two
+  inputs on the same buffer cannot make a load stale. Aliasing is
+  transitive here (sets are merged). None (unknown aliasing) stays None."""
+  if input_output_aliases is None:
+    return None
+  groups = {name: {name} for name in names}
+  for i, o in input_output_aliases:
+    a, c = names[int(i)], names[n_in + int(o)]
+    merged = groups[a] | groups[c]
+    for name in merged:
+      groups[name] = merged
+  return {name: frozenset(group) for name, group in groups.items()}
+

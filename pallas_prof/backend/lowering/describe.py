@@ -1,0 +1,64 @@
+"""What the line map, the spans and error reports know of an equation: its
+path in the nesting, the user's frame that made it, and its text as JAX
+prints it (rendered only when asked for).
+"""
+from __future__ import annotations
+
+from .. import compat
+from .codegen import EqnInfo, sanitize
+from .context import KernelContext
+
+
+def describe(kernel: KernelContext, jaxpr, eqn, position: int, parent: EqnInfo | None,
+             region: str) -> EqnInfo:
+  frame = compat.user_frame(eqn.source_info)
+  path = str(position) if parent is None else f"{parent.path}.{_region_tag(region)}{position}"
+
+  def text_and_avals():
+    return (_eqn_text(kernel, jaxpr, eqn), tuple(str(v.aval) for v in eqn.invars),
+            tuple(str(v.aval) for v in eqn.outvars), _jaxpr_line(kernel, eqn))
+
+  file, line, function = ((frame.file_name, frame.start_line, frame.function_name) if frame
+                          # inside a library's jit (jnp.sort, ...): the user's call of it
+                          else (parent.file, parent.line, parent.function) if parent
+                          else (None, None, None))
+  return EqnInfo(index=kernel.next_eqn_index(), path=path, primitive=eqn.primitive.name,
+                 file=file, line=line, function=function,
+                 parent=None if parent is None else parent.index,
+                 region=region, describe=text_and_avals)
+
+
+def _region_tag(region: str) -> str:
+  return sanitize(region.split()[0]) + "."
+
+
+def _eqn_text(kernel: KernelContext, jaxpr, eqn) -> str:
+  """The equation as JAX prints it, named as in the kernel's printed jaxpr
+  (GeneratedKernel.jaxpr_text): one naming for the whole kernel, nested
+  jaxprs included, so a report's marked line and its equation agree."""
+  context = kernel.pp_context
+  if context is None:               # a kernel context made without its printout
+    context = kernel.pp_context = compat.print_jaxpr(jaxpr)[1]
+  if id(jaxpr) not in kernel.pp_named:
+    compat.name_vars(jaxpr, context)   # an index map's variables, in order
+    kernel.pp_named[id(jaxpr)] = jaxpr
+  text = compat.pp_equation(eqn, context)
+  if "\n" in text or len(text) > 240:
+    outs = " ".join(compat.pp_var(v, context) for v in eqn.outvars)
+    ins = " ".join(compat.pp_var(v, context) for v in eqn.invars)
+    text = f"{outs} = {eqn.primitive.name}[...] {ins}".strip()
+  return text
+
+
+def _jaxpr_line(kernel: KernelContext, eqn) -> int | None:
+  """The line of the kernel's printed jaxpr where `eqn` starts (None: an
+  equation of an index map or a decomposition, not printed there)."""
+  if kernel.jaxpr is None:
+    return None
+  if kernel.eqn_lines is None:
+    try:
+      kernel.eqn_lines = compat.equation_lines(kernel.jaxpr, kernel.jaxpr_text,
+                                               kernel.pp_context)
+    except Exception:  # noqa: BLE001 - a report without the mark beats no text at all
+      kernel.eqn_lines = {}
+  return kernel.eqn_lines.get(id(eqn))

@@ -1,0 +1,124 @@
+"""The bounds-checked debug mode: every load and store also checks its indices.
+
+`pallas_prof.install(check_bounds=True)` or `PALLAS_PROF_CHECK=bounds`. Off by
+default, and then nothing here runs: the generated code is what it always is.
+
+In check mode each ref access (load, store, atomic) of the generated kernel
+computes, per dimension, its index relative to the ref the kernel sees (its
+block, or the whole array) and compares it with the ref's extent. Lanes that
+fall outside are dropped from the access (so nothing past a buffer is read or
+written: no illegal address on a GPU, no stray host memory on the CPU) and
+recorded in a flag buffer, an extra int32 output of the kernel:
+
+    per check site: [lanes outside, then per dimension checked at run time:
+                     max(OFFSET - index) and max(index + OFFSET) over those lanes]
+
+(all `atomic_max`/`atomic_add` from zero, so a zeroed buffer is the initial
+state on both platforms). After the kernel the launcher reads the buffer
+back and raises BoundsError naming the kernel, the equation, the user's
+file:line, the ref with its shape, and the offending index range
+(running/bounds_errors.py: this module emits, that one reads).
+
+Why a flag buffer rather than tl.device_assert: on a GPU a failed device
+assert traps, and the trap poisons the CUDA context: jaxlib's custom call
+then fails, and so does every later computation of the process (as an
+illegal address does). A flag written with atomics lets the kernel finish
+normally; the check happens on the host, in a callback after the kernel,
+whose exception reaches the Python caller while the context stays usable.
+"""
+from __future__ import annotations
+
+import os
+
+# the sites are part of the kernel's record, and the flag's encoding with them
+from ...check_sites import OFFSET, CheckSite
+FLAG_PARAM = "pp_bounds"   # the flag buffer's parameter in the generated kernel
+_mode = {"bounds": None}   # None: follow PALLAS_PROF_CHECK
+
+
+def set_check_bounds(on: bool | None) -> None:
+  """install(check_bounds=...): True/False, or None to follow the environment.
+
+  A change of mode clears JAX's caches: a function jitted before would
+  otherwise keep the kernel lowered the other way."""
+  before = check_bounds_enabled()
+  _mode["bounds"] = on
+  if check_bounds_enabled() != before:
+    import jax
+    jax.clear_caches()
+
+
+def check_bounds_enabled() -> bool:
+  if _mode["bounds"] is not None:
+    return bool(_mode["bounds"])
+  words = os.environ.get("PALLAS_PROF_CHECK", "").lower().replace(",", " ").split()
+  unknown = [w for w in words if w not in _KNOWN_CHECK_WORDS]
+  if unknown and tuple(unknown) not in _warned:
+    # PALLAS_PROF_CHECK=1 or =bound ran unchecked without a word: the user debugging an
+    # illegal address would think the kernel passed the check
+    _warned.add(tuple(unknown))
+    import warnings
+    warnings.warn(f"PALLAS_PROF_CHECK={os.environ['PALLAS_PROF_CHECK']!r}: pallas-prof knows "
+                  f"no check {', '.join(map(repr, unknown))}; the one it has is 'bounds' "
+                  "(PALLAS_PROF_CHECK=bounds, or install(check_bounds=True))", stacklevel=2)
+  return "bounds" in words
+
+
+_KNOWN_CHECK_WORDS = {"bounds", "0", "off", "none", "false", "no"}
+_warned: set = set()
+
+
+class SiteTable:
+  """The check sites of one kernel being lowered, in emission order."""
+
+  def __init__(self, param: str = FLAG_PARAM):
+    self.param = param           # the flag buffer's name in the generated source
+    self.sites: list[CheckSite] = []
+    self.size = 0
+
+  def add(self, **fields) -> CheckSite:
+    site = CheckSite(base=self.size, **fields)
+    self.sites.append(site)
+    self.size += site.slots
+    return site
+
+
+def flag_length(sites) -> int:
+  return max(1, sum(s.slots for s in sites))
+
+
+def emit_check(ctx, site: CheckSite, locals_: list[str], active: str | None, shape) -> str:
+  """Emits the check of one access; returns the name of its in-bounds mask
+  (a tensor of the access's padded shape, or a scalar).
+
+  `locals_`: per checked dimension of the ref (site.checked_axes), the index
+  relative to the ref (an expression broadcast to the access's rank); `active`: the lanes the access
+  really performs (padding and the user's mask applied), None for all."""
+  b = ctx.b
+  conds = []
+  for expr, axis in zip(locals_, site.checked_axes):
+    extent = site.block_shape[axis]
+    conds.append(f"(({expr}) >= 0) & (({expr}) < {extent})")
+  ok = b.assign("in_bounds", " & ".join(conds) if conds else "True")
+  bad_expr = f"~{ok}" if active is None else f"({active}) & ~{ok}"
+  bad = b.assign("out_of_bounds", bad_expr)
+  param = ctx.kernel.bounds.param
+  flag = f"{param} + {site.base}"
+  if shape:
+    # a dimension no index depends on still counts its lanes
+    from ..codegen import next_pow2
+    padded = ", ".join(str(next_pow2(n)) for n in shape)
+    bad = b.assign("out_of_bounds", f"tl.broadcast_to({bad}, ({padded},))")
+    count = b.assign("n_outside", f"tl.sum({bad}.to(tl.int32))")
+  else:
+    count = b.assign("n_outside", f"{bad}.to(tl.int32)")
+  b.emit(f"tl.atomic_add({flag}, {count}, mask={count} > 0)")
+  for d, expr in enumerate(locals_):
+    clamped = b.assign("idx", f"tl.minimum(tl.maximum(({expr}).to(tl.int64), {1 - OFFSET}), "
+                              f"{OFFSET - 1}).to(tl.int32)")
+    for k, value in ((1, f"{OFFSET} - {clamped}"), (2, f"{clamped} + {OFFSET}")):
+      chosen = f"tl.where({bad}, {value}, 0)"
+      reduced = f"tl.max({chosen})" if shape else chosen
+      b.emit(f"tl.atomic_max({param} + {site.base + 1 + 2 * d + (k - 1)}, "
+             f"{reduced}, mask={count} > 0)")
+  return ok

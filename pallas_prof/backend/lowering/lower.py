@@ -1,0 +1,297 @@
+"""Lowers a Pallas kernel (the jaxpr of a pallas_call) to a GeneratedKernel.
+
+`lower_kernel` checks what the call as a whole asks for (grid, BlockSpecs,
+scratch), emits the kernel's prologue (program ids, each operand's block
+from its index map: grid.py, blockspec.py), walks the body through the
+dispatcher (dispatch.py), and writes the source to a real file
+(kernel_files.py). Errors about the whole call point at the user's
+pallas_call line (pallas_call_info).
+"""
+from __future__ import annotations
+
+import gc
+import hashlib
+import time
+import traceback
+
+import numpy as np
+
+from .. import compat, hooks
+from ..artifacts import EquationRecord, GeneratedKernel, KernelParam
+from ..equation_text import Description
+from .blockspec import alias_sets, arg_labels, block_ref, operands_line
+from .codegen import KernelBuilder, UnsupportedDtype
+from .context import KernelContext
+from .dispatch import lower_jaxpr
+from ..errors import LoweringError, Unsupported
+from .grid import (check_call, emit_grouped_program_ids, emit_program_ids, grouped_launch,
+                   launch_grid_for, static_grid)
+from ..kernel_files import write_source
+from ..options import LoweringOptions
+from .features.listeners import ParamLayout, listeners_for
+from .features.tma import TmaPlan, header_lines
+from .features.workaround_plan import header_lines as workaround_header, merged_notes
+
+
+class CollectionClock:
+  """Time spent in Python's garbage collector while a kernel is lowered.
+
+  A full collection stops every thread of the process and walks its whole
+  heap, tens of ms with JAX loaded (bench/results/archive/comment_figures.md). It starts when
+  enough objects have been allocated, whoever allocates them, so it often
+  lands on a process's first lowering (or on JAX's tracing, a second later).
+  Reported beside the lowering's time so that one is not read as the other.
+  """
+
+  def __init__(self):
+    self.seconds = 0.0
+    self._started: float | None = None
+
+  def __call__(self, phase: str, info: dict) -> None:
+    if phase == "start":
+      self._started = time.perf_counter()
+    elif self._started is not None:
+      self.seconds += time.perf_counter() - self._started
+      self._started = None
+
+  def __enter__(self) -> "CollectionClock":
+    gc.callbacks.append(self)
+    return self
+
+  def __exit__(self, *exc) -> None:
+    gc.callbacks.remove(self)
+
+
+def kernel_name_of(jaxpr, name: str | None = None) -> str:
+  fn = name or getattr(jaxpr.debug_info, "func_name", None) or "kernel"
+  return compat.sanitize_name(fn)
+
+
+def lower_kernel(jaxpr, grid_mapping, options: LoweringOptions = LoweringOptions(), *,
+                 name: str | None = None, call_site=None,
+                 input_output_aliases=None) -> GeneratedKernel:
+  """Lowers the jaxpr of a pallas_call to a GeneratedKernel (Triton source), as
+  `options` (options.LoweringOptions) say.
+
+  `input_output_aliases`: the pallas_call's (input index, output index)
+  pairs. Which refs may share memory decides which loads a write makes
+  stale; None (unknown) means any ref may alias any other.
+
+  `call_site` is the source info of the pallas_call equation (anything
+  with a `.traceback`): errors about the call as a whole (grid, BlockSpecs,
+  scratch shapes) point at the user's line there.
+
+  The GeneratedKernel's `options` are the ones that lower it again as it runs:
+  its launch_group and tma as they took effect (the grid may not allow groups,
+  no load may suit TMA: `tma_notes` says why) and the workarounds the rules used.
+  """
+  with CollectionClock() as collections:
+    gk = _lower_kernel(jaxpr, grid_mapping, collections, options, name=name,
+                       call_site=call_site, input_output_aliases=input_output_aliases)
+  if options.debug:
+    print(f"\npallas-prof: kernel jaxpr for {gk.source_info}:\n{jaxpr}\n")
+    print(f"pallas-prof: generated Triton ({gk.path}):\n{gk.source}")
+  return gk
+
+
+def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, options: LoweringOptions,
+                  *, name, call_site, input_output_aliases) -> GeneratedKernel:
+  start_time = time.perf_counter()
+  num_warps, num_stages = options.num_warps, options.num_stages
+  launch_group, workarounds = options.launch_group, options.workarounds
+  kname = kernel_name_of(jaxpr, name)
+  src_info = getattr(jaxpr.debug_info, "func_src_info", None) or kname
+  jaxpr_text, pp_context = compat.print_jaxpr(jaxpr)
+
+  def call_error(reason: str, hint: str | None) -> LoweringError:
+    site = pallas_call_info(call_site, jaxpr, kname, grid_mapping)
+    return LoweringError(reason, hint=hint, kernel=kname, eqn=site, jaxpr_text=jaxpr_text,
+                         rule="pallas_call", details={"kernel": src_info})
+
+  with hooks.observer().kernel(kname, {"pallas.kernel": kname,
+                                       "pallas.grid": str(tuple(grid_mapping.grid)),
+                                       "pallas.num_warps": num_warps,
+                                       "pallas.num_stages": num_stages,
+                                       "pallas.source": src_info}) as kernel_span:
+    try:
+      check_call(grid_mapping)
+      grid = static_grid(grid_mapping)
+    except Unsupported as e:
+      raise call_error(e.reason, e.hint) from None
+    header = [f"Triton kernel generated by pallas-prof from the Pallas kernel {src_info}",
+              f"grid {grid}, num_warps={num_warps}, num_stages={num_stages}"
+              + (", enable_fp_fusion=True" if options.enable_fp_fusion else ""),
+              operands_line(jaxpr, grid_mapping),
+              "each line's comment: [equation index] primitive @ your file:line"]
+
+    def new_context(plan: TmaPlan | None, planning: bool = False):
+      b = KernelBuilder(kname, header)
+      kernel = KernelContext(b, kname, grid, [], options.compute_capability,
+                             getattr(grid_mapping, "grid_names", None), jaxpr_text)
+      kernel.pp_context, kernel.jaxpr = pp_context, jaxpr
+      if options.check_bounds:
+        from .features.bounds import SiteTable
+        kernel.bounds = SiteTable()
+      if options.probes:
+        from .features.probes import ProbeEmitter, ProbeOptions
+        probe_options = options.probes if isinstance(options.probes, ProbeOptions) \
+            else ProbeOptions()
+        kernel.probes = ProbeEmitter(probe_options, num_warps, len(jaxpr.eqns))
+        b.header.insert(1, "PROFILING VARIANT with probes (launched only by pallas-prof's replay)")
+      kernel.tma, kernel.planning = plan, planning
+      kernel.listeners = listeners_for(kernel)
+      return b, kernel
+
+    plan = _plan_tma(new_context, jaxpr, grid_mapping, input_output_aliases,
+                     launch_group) if options.tma else None
+    b, kernel = new_context(plan)
+    kernel.workarounds = workarounds
+    try:
+      params = _lower_kernel_body(kernel, jaxpr, grid_mapping, input_output_aliases,
+                                  launch_group)
+      launch = kernel.launch_grid
+      b.header += header_lines(plan)
+      notes = (tuple(workarounds.notes) if workarounds else ()) + \
+          merged_notes(kernel.workaround_notes)
+      b.header += workaround_header(notes, workarounds.because if workarounds else "")
+    except Unsupported as e:
+      raise call_error(e.reason, e.hint) from None
+    except UnsupportedDtype as e:
+      raise call_error(str(e), "cast to a supported dtype outside the kernel") from None
+    source, line_map = b.render()
+    key = hashlib.sha256(source.encode()).hexdigest()
+    kernel_span.set("pallas.source_key", key)   # ties the kernel's compile spans to this one
+    if collections.seconds:
+      kernel_span.set("pallas.lowering.gc_ms", collections.seconds * 1e3)
+  path = write_source(kname, key, source)
+  used_tma = bool(plan and plan.used)
+  used_plan = workarounds.only(kernel.workaround_applied) if notes else None
+  gk = GeneratedKernel(name=b.kernel_name, source=source, path=path, line_map=line_map,
+                       eqns=_records(b.eqns, line_map), params=tuple(params), grid=grid,
+                       launch_grid=launch, num_warps=num_warps, num_stages=num_stages,
+                       enable_fp_fusion=options.enable_fp_fusion,
+                       jaxpr_text=jaxpr_text, source_info=src_info,
+                       lowering_seconds=time.perf_counter() - start_time, key=key,
+                       atomic_params=tuple(sorted(kernel.atomic_refs)),
+                       gc_seconds=collections.seconds,
+                       bounds_sites=tuple(kernel.bounds.sites) if kernel.bounds else (),
+                       check_bounds=bool(options.check_bounds),
+                       probe_layout=kernel.probes.layout() if kernel.probes else None,
+                       launch_group=kernel.launch_group, tma=used_tma,
+                       tma_notes=tuple(plan.notes) if plan else (), workarounds=notes,
+                       workaround_plan=used_plan,
+                       options=options.replace(launch_group=kernel.launch_group, tma=used_tma,
+                                               workarounds=used_plan))
+  return gk
+
+
+def _plan_tma(new_context, jaxpr, grid_mapping, input_output_aliases, launch_group) -> TmaPlan:
+  """The planning pass of a kernel with TMA asked for: lowered once, its code
+  thrown away (no spans, no equation records), to learn which (ref, block)
+  pairs load through descriptors, which the real pass makes in its prologue."""
+  b, kernel = new_context(TmaPlan(), planning=True)
+  try:
+    _lower_kernel_body(kernel, jaxpr, grid_mapping, input_output_aliases, launch_group)
+  except Exception:  # noqa: BLE001 - the real pass raises it again, with its spans
+    return TmaPlan()
+  return TmaPlan(wanted=dict(kernel.tma.wanted))
+
+
+def _records(infos, line_map: dict[int, int]) -> tuple[EquationRecord, ...]:
+  """The frozen record of each equation (by index), with the lines it generated."""
+  lines: dict[int, list[int]] = {}
+  for line, index in sorted(line_map.items()):
+    lines.setdefault(index, []).append(line)
+  return tuple(info.record(tuple(lines.get(info.index, ())))
+               for info in sorted(infos, key=lambda e: e.index))
+
+
+def pallas_call_info(call_site, jaxpr, kname: str, grid_mapping=None) -> EquationRecord:
+  """The pallas_call itself as an equation, for errors about the whole call.
+
+  Its line is the user's pallas_call: from the equation's traceback under
+  jit, from the live Python stack when called eagerly (JAX traces an eager
+  pallas_call inside its own jit, which cuts the user's frames from the
+  equation's traceback); failing both, the kernel function's definition.
+  """
+  frame = compat.user_frame(call_site) if call_site is not None else None
+  if frame is not None:
+    file, line, function = frame.file_name, frame.start_line, frame.function_name
+  else:
+    file, line, function = _live_user_frame() or _definition_site(jaxpr)
+  grid = getattr(grid_mapping, "grid", None)
+  text = f"pallas_call[name={kname}" + (f", grid={tuple(grid)}]" if grid is not None else "]")
+  return EquationRecord(index=-1, path="pallas_call", primitive="pallas_call", file=file,
+                        line=line, function=function, parent=None, region="call",
+                        description=Description.fixed(text))
+
+
+def _live_user_frame():
+  for summary in reversed(traceback.extract_stack()):
+    if compat._is_user_file(summary.filename):
+      return summary.filename, summary.lineno, summary.name
+  return None
+
+
+def _definition_site(jaxpr):
+  """(file, line, function) of the kernel function, from "name at file:line"."""
+  info = getattr(jaxpr.debug_info, "func_src_info", None) or ""
+  name, sep, where = info.rpartition(" at ")
+  path, _, line = where.rpartition(":")
+  if not sep or not line.isdigit():
+    return None, None, None
+  return path, int(line), name
+
+
+
+def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping,
+                       input_output_aliases=None, launch_group: int = 0) -> list[KernelParam]:
+  """The kernel's parameters and prologue (program ids, each operand's block), then
+  its body; the listeners (listeners.py) add their parameters and code at set points."""
+  b = kernel.builder
+  listeners = kernel.listeners
+  n_in = grid_mapping.num_inputs
+  n_out = grid_mapping.num_outputs
+  block_mappings = grid_mapping.block_mappings
+  labels = arg_labels(jaxpr, n_in, n_out)
+  names = [b.add_param(label) for label in labels[:n_in]]
+  layout = ParamLayout(labels, n_in, n_out, block_mappings, input_output_aliases)
+  between = [p for listener in listeners for p in listener.after_inputs(kernel, layout)]
+  names += [b.add_param(label) for label in labels[n_in:]]
+  for listener in listeners:
+    listener.after_outputs(kernel)
+  kernel.may_alias = alias_sets(names, n_in, input_output_aliases)
+  launch, axes = launch_grid_for(kernel.grid, tuple(grid_mapping.vmapped_dims))
+  grouped = grouped_launch(launch, axes, launch_group)
+  kernel.launch_grid = grouped or launch
+  kernel.launch_group = launch_group if grouped else 0
+  for listener in listeners:
+    listener.launch(kernel)
+  if grouped:
+    with b.note(f"program ids of the grid, launched in groups of {launch_group} "
+                f"along dimension {axes[0][0]}"):
+      pids = emit_grouped_program_ids(b, kernel.grid, axes, launch_group)
+  else:
+    with b.note("program ids of the grid"):
+      pids = emit_program_ids(b, kernel.grid, axes)
+  vmapped = set(grid_mapping.vmapped_dims)
+  kernel.program_ids = [p for i, p in enumerate(pids) if i not in vmapped]
+  kernel.num_programs = [g for i, g in enumerate(kernel.grid) if i not in vmapped]
+  refs, params = [], []
+  for i, (bm, name, label) in enumerate(zip(block_mappings, names, labels)):
+    refs.append(block_ref(kernel, bm, name, label, pids))
+    role = "input" if i < n_in else "output"
+    if i == n_in:
+      params.extend(between)
+    params.append(KernelParam(name=name, label=label, dtype=np.dtype(bm.array_aval.dtype).name,
+                              shape=tuple(bm.array_aval.shape), role=role,
+                              index=i if i < n_in else i - n_in))
+  if len(jaxpr.invars) != len(refs):
+    raise Unsupported(f"kernel takes {len(jaxpr.invars)} refs but the call has "
+                      f"{len(refs)} operands", None)
+  for listener in listeners:
+    listener.prologue_done(kernel, jaxpr, refs)
+  lower_jaxpr(kernel, jaxpr, refs, parent=None, region="kernel")
+  for listener in listeners:
+    params.extend(listener.end(kernel))
+  return params

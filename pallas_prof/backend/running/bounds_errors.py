@@ -1,0 +1,114 @@
+"""BoundsError: what the bounds-checked mode's flag buffer says after the kernel.
+
+The lowering emits the checks and the flag buffer (lowering/features/bounds.py); the
+launcher reads the buffer back after the kernel, and raise_if_violated raises BoundsError
+naming the kernel, the equation, the user's file:line, the ref with its shape and the
+offending index range. `pallas-prof show --eject` words its findings with describe_site.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..check_sites import OFFSET
+from .runtime_errors import KernelRuntimeError, remember
+
+
+class BoundsError(KernelRuntimeError, IndexError):
+  """A kernel read or wrote outside a ref: found by the bounds-checked mode (the ref, its
+  shape and the index range named), or on the CPU by Triton's interpreter (an access
+  outside every buffer the kernel was given). `except pallas_prof.BoundsError` catches
+  it on both platforms (runtime_errors.py: how it crosses the host callback)."""
+  __module__ = "pallas_prof"
+
+
+def violations(flag: np.ndarray, sites, kernel_name: str, eqns=()) -> list[str]:
+  """One message per site whose lanes went outside their ref."""
+  flag = np.asarray(flag).reshape(-1)
+  found = []
+  for site in sites:
+    count = int(flag[site.base])
+    if count <= 0:
+      continue
+    head, tail = describe_site(site, kernel_name, eqns)
+    found.append(f"{head} at index [{', '.join(index_ranges(flag, site))}]: {count} lane(s) "
+                 f"outside the ref, dropped{tail}")
+  return found
+
+
+def index_ranges(flag, site) -> list[str]:
+  """The index range the site's lanes touched, per axis of its ref, from the flag."""
+  ranges = list(site.static_ranges) or [None] * len(site.block_shape)
+  for d, axis in enumerate(site.checked_axes):
+    lo = OFFSET - int(flag[site.base + 1 + 2 * d])
+    hi = int(flag[site.base + 2 + 2 * d]) - OFFSET
+    # indices were clamped into (-OFFSET, OFFSET) to fit the flag
+    lo_text = f"<={lo}" if lo <= 1 - OFFSET else str(lo)
+    hi_text = f">{hi}" if hi >= OFFSET - 1 else str(hi + 1)
+    ranges[axis] = lo_text if lo == hi else f"{lo_text}:{hi_text}"
+  return [str(r) for r in ranges]
+
+
+def describe_site(site, kernel_name: str, eqns=()) -> tuple[str, str]:
+  """What a violation message says about its site: the text before the index
+  range (the access, the kernel, the user's line, the ref) and after it (the
+  equation)."""
+  eqn = eqns[site.eqn_index] if 0 <= site.eqn_index < len(eqns) else None
+  where = ""
+  if eqn is not None and getattr(eqn, "file", None):
+    fn = f" (in {eqn.function})" if getattr(eqn, "function", None) else ""
+    where = f" at {eqn.file}:{eqn.line}{fn}"
+  primitive = getattr(eqn, "primitive", "access")
+  head = f"out of bounds: `{primitive}` in kernel `{kernel_name}`{where} {access_words(site)}"
+  eqn_text = _equation_text(eqn)
+  return head, (f"\n  equation: {eqn_text}" if eqn_text else "")
+
+
+def access_words(site) -> str:
+  """"reads x_ref (shape (32,), float32)": what the site's access does, to which ref."""
+  block = tuple(site.block_shape)
+  array = ",".join(map(str, site.array_shape))
+  seen = (f"shape {block}, {site.dtype}" if block == tuple(site.array_shape) else
+          f"a block of shape {block} of {site.dtype}[{array}]")
+  verb = {"read": "reads", "write": "writes", "atomic": "updates"}[site.access]
+  return f"{verb} {site.ref} ({seen})"
+
+
+def _equation_text(eqn) -> str | None:
+  if eqn is None:
+    return None
+  for attr in ("text",):
+    try:
+      value = getattr(eqn, attr)
+    except Exception:  # noqa: BLE001 - a lazily described equation
+      value = None
+    if value:
+      return str(value)
+  return None
+
+
+def raise_if_violated(flag, sites, kernel_name: str, eqns=(), jaxpr_text=None) -> None:
+  found = violations(flag, sites, kernel_name, eqns)
+  if not found:
+    return
+  flag = np.asarray(flag).reshape(-1)
+  bad = [s for s in sites if int(flag[s.base]) > 0]
+  eqn = eqns[bad[0].eqn_index] if 0 <= bad[0].eqn_index < len(eqns) else None
+  hint = ("the access was dropped (check mode); without PALLAS_PROF_CHECK=bounds it reads "
+          "or writes past the ref (on a GPU: CUDA_ERROR_ILLEGAL_ADDRESS, which ends the "
+          "process's CUDA context)")
+  raise remember(BoundsError(
+      "\n".join(_short(s, flag, eqns, several=len(bad) > 1) for s in bad), kernel=kernel_name,
+      eqn=eqn, jaxpr_text=jaxpr_text, hint=hint,
+      where="the bounds check after the kernel (PALLAS_PROF_CHECK=bounds)",
+      message="\n".join(found) + f"\n  hint: {hint}"))
+
+
+def _short(site, flag, eqns, several: bool) -> str:
+  """A violation as the run-time report words it (its kernel, line and equation are
+  said beside it): what the access did; with several sites, which access."""
+  what = access_words(site)
+  eqn = eqns[site.eqn_index] if 0 <= site.eqn_index < len(eqns) else None
+  if several and eqn is not None:
+    what = f"[{eqn.index}] `{eqn.primitive}` at line {eqn.line}: {what}"
+  return (f"{what} at index [{', '.join(index_ranges(flag, site))}]: {int(flag[site.base])} "
+          "lane(s) outside the ref, dropped")

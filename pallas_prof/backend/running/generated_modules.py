@@ -1,0 +1,53 @@
+"""Importing a generated kernel's file, compiled or for Triton's interpreter.
+
+Triton reads a kernel's source back from its file (inspect), so generated
+kernels are real modules, imported once per (file, mode). With interpret=True
+the file's @triton.jit functions become interpreter functions and its
+`libdevice` the numpy stand-in (interpreter_libdevice.py).
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+from typing import Any
+
+from .. import compat
+from ..artifacts import GeneratedKernel
+from ..compiling.triton_run import triton_lock
+
+_modules: dict[tuple[str, bool], Any] = {}
+
+
+@contextlib.contextmanager
+def _interpret_knob(enabled: bool):
+  previous = compat.set_triton_interpret(enabled)
+  try:
+    yield
+  finally:
+    compat.set_triton_interpret(previous)
+
+
+def load_module(gk: GeneratedKernel, *, interpret: bool):
+  """Imports the generated file; with interpret=True its @triton.jit functions
+  become Triton interpreter functions (and libdevice a numpy stand-in)."""
+  return load_module_from_path(gk.path, interpret=interpret)
+
+
+def load_module_from_path(path: str, *, interpret: bool = False):
+  """One import per (file, mode): Triton reads kernels back from real files."""
+  cache_key = (path, interpret)
+  with triton_lock():
+    module = _modules.get(cache_key)
+    if module is not None:
+      return module
+    name = f"pallas_prof_generated.{'interp' if interpret else 'jit'}.{os.path.basename(path)[:-3]}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    with _interpret_knob(interpret):
+      spec.loader.exec_module(module)
+    if interpret:
+      from . import interpreter_libdevice
+      module.libdevice = interpreter_libdevice
+    _modules[cache_key] = module
+    return module

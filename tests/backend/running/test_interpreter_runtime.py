@@ -1,0 +1,89 @@
+"""interpreter_runtime.py: the interpreter's patches that the CPU path and
+ejected programs share; GPU numerics under XLA's CPU threads; no numpy
+warnings about results the kernel defines."""
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental import pallas as pl
+
+import pallas_prof
+from pallas_prof.backend.running import interpreter_runtime
+
+RUNTIME = interpreter_runtime.__file__
+
+
+def test_runtime_imports_neither_jax_nor_pallas_prof():
+  tree = ast.parse(open(RUNTIME).read())
+  imported = set()
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      imported |= {a.name.split(".")[0] for a in node.names}
+    elif isinstance(node, ast.ImportFrom):
+      assert node.level == 0, "a relative import would not survive being inlined"
+      imported.add(node.module.split(".")[0])
+  # importlib: interpreter_reductions.py beside it, in the package (inlined with it
+  # in an ejected program)
+  assert imported <= {"ast", "contextlib", "ctypes", "dataclasses", "importlib", "numpy", "os",
+                      "triton", "ml_dtypes"}, imported
+  # loaded by path, as an ejected program loads it: nothing pulls JAX in
+  code = ("import importlib.util, sys\n"
+          f"spec = importlib.util.spec_from_file_location('rt', {RUNTIME!r})\n"
+          "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+          "with m.InterpreterPatches(): pass\n"
+          "print(sorted(n for n in sys.modules if n.split('.')[0] in ('jax', 'pallas_prof')))\n")
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=300)
+  assert out.returncode == 0, out.stderr
+  assert out.stdout.strip() == "[]"
+
+
+def _call(kernel, x, *out_dtypes):
+  shapes = tuple(jax.ShapeDtypeStruct(x.shape, d) for d in out_dtypes)
+  return pl.pallas_call(kernel, out_shape=shapes if len(shapes) > 1 else shapes[0],
+                        compiler_params=pallas_prof.CompilerParams())(x)
+
+
+def test_subnormal_results_are_kept_as_on_the_gpu():
+  rng = np.random.default_rng()
+  seed = int(rng.integers(2**31))
+  x = (np.random.default_rng(seed).uniform(1, 2, (5, 37)) * 1e-20).astype(np.float32)
+
+  def kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...] * x_ref[...]        # 1e-40 .. 4e-40: subnormal
+
+  expected = x * x                                # numpy outside XLA: no flush to zero
+  assert np.all(expected != 0)
+  for fn in (lambda v: _call(kernel, v, jnp.float32), jax.jit(lambda v: _call(kernel, v, jnp.float32))):
+    got = np.asarray(fn(x))
+    np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32),
+                                  err_msg=f"seed {seed}")
+
+
+def test_no_numpy_warnings_where_the_kernel_defines_the_result():
+  x = np.array([np.nan, np.inf, -np.inf, 3e9, 3.5, -2.5, 0.0, -0.0], np.float32)
+
+  def kernel(x_ref, i_ref, f_ref):
+    i_ref[...] = x_ref[...].astype(jnp.int32)      # NaN -> 0, saturating, as XLA
+    f_ref[...] = x_ref[...] * 1e38 / 0.0
+
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    ints, floats = jax.block_until_ready(_call(kernel, x, jnp.int32, jnp.float32))
+  assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == []
+  info = np.iinfo(np.int32)
+  np.testing.assert_array_equal(ints, [0, info.max, info.min, info.max, 3, -2, 0, 0])
+  with np.errstate(all="ignore"):
+    np.testing.assert_array_equal(floats, x * np.float32(1e38) / np.float32(0))
+  # narrowly: only the kernel's run; numpy warns in the rest of the program
+  with pytest.warns(RuntimeWarning, match="invalid value"):
+    np.array([np.nan], np.float32).astype(np.int32)
