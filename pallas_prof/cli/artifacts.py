@@ -10,7 +10,8 @@
     <out>/kernels/<label>/compiled.json and kernel.{ttir,ttgir,ll,ptx,cubin}
                                         the CompiledKernel (CompiledKernel.save)
     <out>/kernels/<label>/spec.json     its LaunchSpec (LaunchSpec.save; shares kernel.cubin):
-                                        `python -m pallas_prof.profiler.runner DIR` replays it
+                                        `python -m pallas_prof.profiler.timing.runner DIR`
+                                        replays it
 
 `load_kernel` rebuilds the GeneratedKernel / CompiledKernel pair from those
 files, so `pallas-prof show` works on a saved run without re-running it; runs

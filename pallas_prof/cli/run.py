@@ -144,7 +144,7 @@ def _start_insitu(enabled: bool, notes: list[str]):
   if not enabled:
     return None
   try:
-    from ..profiler import insitu
+    from ..profiler.timing import insitu
     from ..profiler.driver import gpu_status
     if not gpu_status()[0]:
       return None

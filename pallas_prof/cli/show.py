@@ -115,8 +115,8 @@ def _cut(text: str, width: int) -> str:
 
 def _instruction_samples(ck, att: dict) -> dict[int, tuple[float, str]]:
   """SASS listing line -> (share of the samples, top stall in words)."""
-  from ..profiler.correlate import correlate
-  from ..profiler.stalls import words
+  from ..profiler.static.correlate import correlate
+  from ..profiler.sampling.stalls import words
   total = att.get("total") or 0
   by_address = {int(a): (n, r) for a, n, r in att.get("instructions", [])}
   out = {}

@@ -139,7 +139,7 @@ def test_run_directory_keeps_the_artifacts_and_reads_older_runs(softmax, tmp_pat
   loaded_gk, loaded = run_dir.load_kernel(kdir)
   assert loaded == dataclasses.replace(full, generated=loaded_gk)
   assert run_dir.load_aliases(kdir) == ((0, 0),)
-  spec = LaunchSpec.load(kdir)                 # what `python -m ...profiler.runner DIR` replays
+  spec = LaunchSpec.load(kdir)                 # what `python -m ...timing.runner DIR` replays
   assert spec.cubin == full.cubin and spec.aliases == ((0, 0),)
   # a run saved before compiled.json: its compile lived in kernel.json
   compiled = json.loads(open(os.path.join(kdir, "compiled.json")).read())

@@ -130,7 +130,8 @@ def recorded_attribution_run(tmp_path) -> str:
   H200 (tests/profiler/fixtures/pcsampling): its weights and stall reasons as the profiler
   attributes them. No runtime, rates or ceilings: none were recorded with the samples."""
   from pallas_prof.cli import artifacts
-  from pallas_prof.profiler import attribution, correlate, pcsampling
+  from pallas_prof.profiler.sampling import attribution, pcsampling
+  from pallas_prof.profiler.static import correlate
   fixture = os.path.join(ROOT, "tests", "profiler", "fixtures", "pcsampling",
                          "softmax_kernel-dc90ff")
   d = tmp_path / "recorded_softmax"

@@ -20,7 +20,7 @@ for step in $STEPS; do
   case $step in
     probe)
       nvidia-smi -L
-      python3 -c "from pallas_prof.profiler import pcsampling as p; print(p.library_candidates()); c = p.Cupti(); print(c.path, c.version)"
+      python3 -c "from pallas_prof.profiler.sampling import pcsampling as p; print(p.library_candidates()); c = p.Cupti(); print(c.path, c.version)"
       ;;
     ka)
       timeout 300 $PP run --out $W/ka tests/profiler/known_answer.py --large > $W/ka.log 2>&1

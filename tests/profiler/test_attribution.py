@@ -9,7 +9,9 @@ import os
 import pytest
 
 from pallas_prof.cli import artifacts
-from pallas_prof.profiler import attribution, correlate, driver, pcsampling, sassdeps, stalls
+from pallas_prof.profiler import driver
+from pallas_prof.profiler.sampling import attribution, pcsampling, sassdeps, stalls
+from pallas_prof.profiler.static import correlate
 from pallas_prof.profiler.schema import (KernelProfile, ProfileReport, RuntimeStats,
                                          TimingStats)
 
@@ -253,7 +255,7 @@ def test_contention_is_charged_to_the_issuers():
 
 
 def test_contention_rule_on_a_made_up_kernel():
-  from pallas_prof.profiler import contention
+  from pallas_prof.profiler.sampling import contention
   # instruction 0 (eqn "a", MUFU) is where warps queue; 1 (eqn "b", MUFU) and 2 (eqn "c",
   # FFMA) issue. not_selected goes to every issuer by issued samples; mio_throttle only
   # to the MUFU issuers.

@@ -12,9 +12,10 @@ import types
 
 import pytest
 
-from pallas_prof.profiler import driver, l2flush, nvml, policy, replayer, runner, throttle
+from pallas_prof.profiler import driver
+from pallas_prof.profiler.timing import l2flush, nvml, policy, replayer, runner, throttle
 from pallas_prof.profiler.launchspec import LaunchSpec
-from pallas_prof.profiler.throttle import Reading, ThrottleGuard
+from pallas_prof.profiler.timing.throttle import Reading, ThrottleGuard
 
 
 

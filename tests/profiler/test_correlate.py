@@ -5,11 +5,11 @@ import os
 
 import pytest
 
-from pallas_prof.profiler import correlate
+from pallas_prof.profiler.static import correlate
 from pallas_prof.backend.lineinfo import LlvmLocs as _LlvmLocs
 from pallas_prof.backend.lineinfo import Loc
 from pallas_prof.backend.lineinfo import MlirLocs as _MlirLocs
-from pallas_prof.profiler.correlate import classify_ptx, classify_sass
+from pallas_prof.profiler.static.correlate import classify_ptx, classify_sass
 
 from .conftest import line_of
 

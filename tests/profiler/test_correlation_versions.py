@@ -14,7 +14,7 @@ import jax
 import pytest
 
 from pallas_prof.backend.compile import compile_kernel
-from pallas_prof.profiler import correlate
+from pallas_prof.profiler.static import correlate
 
 from .conftest import lowered_record, sds
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from jax.experimental import pallas as pl
 
-from pallas_prof.profiler import cost
-from pallas_prof.profiler.ceilings import rates
+from pallas_prof.profiler.static import cost
+from pallas_prof.profiler.timing.ceilings import rates
 from pallas_prof.profiler.schema import Ceilings, WorkModel
 
 from .conftest import line_of

@@ -7,7 +7,9 @@ import types
 
 import pytest
 
-from pallas_prof.profiler import ceilings, correlate, insitu, ncu
+from pallas_prof.profiler.sampling import ncu
+from pallas_prof.profiler.static import correlate
+from pallas_prof.profiler.timing import ceilings, insitu
 from pallas_prof.profiler.schema import Ceilings, DeviceInfo
 
 # Proton's tree format ([tree, device info]), as its own tests write it
@@ -100,7 +102,7 @@ def test_an_unmarked_document_is_counted_on_no_device_and_says_so():
 
 
 def test_device_marks_count_one_more_than_the_index():
-  from pallas_prof.profiler import devicemarks
+  from pallas_prof.profiler.timing import devicemarks
   assert [devicemarks.marks_for(d) for d in range(3)] == [1, 2, 3]
   assert devicemarks.device_of_document(2, 2) == 1
   assert devicemarks.device_of_document(0, 2) is None and devicemarks.device_of_document(3, 2) is None
@@ -110,7 +112,7 @@ def test_capture_on_two_gpus_reads_a_marked_trace(monkeypatch):
   """Two GPUs: Proton in trace mode, XLA's streams marked before finalize, launches
   attributed per GPU. (Proton and the marks need GPUs: stand-ins write what they do.)"""
   import sys
-  from pallas_prof.profiler import devicemarks
+  from pallas_prof.profiler.timing import devicemarks
   state = {"order": []}
 
   def start(name, *, backend, context, data):
@@ -141,7 +143,7 @@ def test_capture_on_two_gpus_reads_a_marked_trace(monkeypatch):
 
 def test_marks_that_cannot_be_made_are_a_note(monkeypatch):
   import sys
-  from pallas_prof.profiler import devicemarks
+  from pallas_prof.profiler.timing import devicemarks
   state = {}
 
   def start(name, *, backend, context, data):
@@ -165,7 +167,7 @@ def test_marks_that_cannot_be_made_are_a_note(monkeypatch):
 
 def test_device_marks_run_on_gpus_or_say_why_not():
   from pallas_prof.backend import registry
-  from pallas_prof.profiler import devicemarks
+  from pallas_prof.profiler.timing import devicemarks
   import jax
   has_gpu = any(d.platform == "gpu" for d in jax.devices())
   assert devicemarks.mark_jax_devices() == ("" if has_gpu else "JAX has no GPU")
@@ -239,8 +241,8 @@ def test_ncu_commands_keep_clocks_and_name_the_kernel():
   assert cmd[:3] == ["/usr/bin/ncu", "--clock-control", "none"]
   assert cmd[cmd.index("--kernel-name") + 1] == "softmax_kernel"
   assert cmd[cmd.index("--launch-skip") + 1] == "2" and cmd[cmd.index("--launch-count") + 1] == "5"
-  assert cmd[-8:] == ["pallas_prof.profiler.runner", "/tmp/spec", "--launches", "5", "--warmup",
-                      "2", "--device", "1"]
+  assert cmd[-8:] == ["pallas_prof.profiler.timing.runner", "/tmp/spec", "--launches", "5",
+                      "--warmup", "2", "--device", "1"]
 
 
 def test_source_counters_align_with_our_sass(softmax_kernel):
@@ -358,7 +360,7 @@ def test_weakly_typed_bool_and_narrow_integer_inputs_are_named_with_what_was_dra
   flips and int4 values come from [0, 8) (policy.random_values)."""
   import ml_dtypes
   import numpy as np
-  from pallas_prof.profiler import policy
+  from pallas_prof.profiler.timing import policy
   api, t, p = _timed("k#0", ["~int32[]", "bool[8]", "int4[32]", "uint8[4]"], 50e-6, 10e-6)
   (note,) = api.replay_against_program([t], [p])
   assert "input 0 (int32[]) random in [0, 64)" in note

@@ -11,7 +11,7 @@ import types
 
 import pytest
 
-from pallas_prof.profiler import nvml
+from pallas_prof.profiler.timing import nvml
 
 
 class NotSupported(Exception):

@@ -15,8 +15,9 @@ from pallas_prof.backend.compile import compile_kernel
 from pallas_prof.backend.probes import (HEADER_WORDS, MAX_REGIONS, ProbeLayout, ProbeOptions,
                                         ProbeRegion, plan)
 from pallas_prof.instrument.probe_tracks import perfetto_events
-from pallas_prof.profiler import probing
-from pallas_prof.profiler.probe_results import ProbeBufferError, parse, summarize, text_table
+from pallas_prof.profiler.probes import probing
+from pallas_prof.profiler.probes.probe_results import (ProbeBufferError, parse, summarize,
+                                                      text_table)
 
 from .conftest import lowered_record, sds
 

@@ -8,7 +8,7 @@ import pytest
 
 import pallas_prof
 from pallas_prof.backend.compile import compile_kernel
-from pallas_prof.profiler import probing
+from pallas_prof.profiler.probes import probing
 
 from .conftest import lowered_record, sds
 

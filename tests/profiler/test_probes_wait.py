@@ -9,9 +9,9 @@ import pytest
 
 import pallas_prof
 from pallas_prof.backend.compile import assemble_cubin, compile_kernel
-from pallas_prof.profiler import probing
-from pallas_prof.profiler.correlate import correlate
-from pallas_prof.profiler.probe_results import text_table
+from pallas_prof.profiler.probes import probing
+from pallas_prof.profiler.static.correlate import correlate
+from pallas_prof.profiler.probes.probe_results import text_table
 
 from .conftest import lowered_record, sds
 from .fake_cuda import script_probe_replay
@@ -185,7 +185,7 @@ def test_a_region_of_loads_that_waits_is_reconciled_with_the_charged_weight():
   charged weight (waits moved to the loads) is what it compares with."""
   import dataclasses
   from pallas_prof.backend.probes import ProbeLayout
-  from pallas_prof.profiler.probe_results import parse, summarize
+  from pallas_prof.profiler.probes.probe_results import parse, summarize
   from .test_probes import _Attribution, _layout
   plain = _layout(stride=1)
   regions = (dataclasses.replace(plain.regions[0], waits=True),) + plain.regions[1:]

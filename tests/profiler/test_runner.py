@@ -8,7 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pallas_prof.profiler import correctness, driver, policy, runner
+from pallas_prof.profiler import driver
+from pallas_prof.profiler.timing import correctness, policy, runner
 from pallas_prof.profiler.launchspec import LaunchSpec
 
 
@@ -263,7 +264,7 @@ def test_failed_sampling_falls_back_to_static_weights_and_says_why(fake_driver, 
 
 
 def test_memcpy_ceiling_arithmetic_on_the_stand_in(fake_driver):
-  from pallas_prof.profiler import ceilings
+  from pallas_prof.profiler.timing import ceilings
   fake = fake_driver(None, event_ms=0.25)
   rate = ceilings.measure_memcpy(0, nbytes=2**20, reps=4)
   assert rate == pytest.approx(2 * 2**20 / 0.25e-3)        # read + write per scripted time

@@ -14,7 +14,7 @@ from jax.experimental import pallas as pl
 import pallas_prof
 from pallas_prof.backend import registry
 from pallas_prof.backend.compile import compile_kernel
-from pallas_prof.profiler import runner
+from pallas_prof.profiler.timing import runner
 from pallas_prof.profiler.launchspec import LaunchSpec
 
 from .conftest import load_example

@@ -11,8 +11,8 @@ import dataclasses
 
 import numpy as np
 
-from ..backend.probes import HEADER_WORDS, ProbeLayout
-from .probe_schema import AloneReading, CtaSpan, ProbeResult, RegionFigures
+from ...backend.probes import HEADER_WORDS, ProbeLayout
+from ..probe_schema import AloneReading, CtaSpan, ProbeResult, RegionFigures
 
 
 class ProbeBufferError(ValueError):

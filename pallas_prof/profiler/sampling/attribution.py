@@ -17,11 +17,11 @@ import os
 from collections import Counter, defaultdict
 from typing import Mapping
 
-from ..backend.lineinfo import parse_sass
+from ...backend.lineinfo import parse_sass
 from . import contention, sassdeps, stalls
-from .correlate import Correlation, user_location
-from .schema import (Attribution, EquationWeight, LineWeight, SamplingRun, StallShare,
-                     StaticProfile, WaitCharge)
+from ..static.correlate import Correlation, user_location
+from ..schema import (Attribution, EquationWeight, LineWeight, SamplingRun, StallShare,
+                      StaticProfile, WaitCharge)
 
 TOP_STALLS = 4
 

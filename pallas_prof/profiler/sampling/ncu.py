@@ -26,9 +26,9 @@ from collections import defaultdict
 
 import numpy as np
 
-from .driver import ProfilerError
-from .launchspec import LaunchSpec
-from .schema import NcuResult
+from ..driver import ProfilerError
+from ..launchspec import LaunchSpec
+from ..schema import NcuResult
 
 UNITS = {"nsecond": 1e-9, "ns": 1e-9, "usecond": 1e-6, "us": 1e-6, "msecond": 1e-3, "ms": 1e-3,
          "second": 1.0, "s": 1.0}
@@ -48,7 +48,10 @@ def find_ncu() -> str | None:
 
 
 def _root() -> str:
-  return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  here = os.path.abspath(__file__)       # <root>/pallas_prof/profiler/sampling/x.py
+  for _ in range(4):
+    here = os.path.dirname(here)
+  return here
 
 
 def _env() -> dict[str, str]:
@@ -60,7 +63,7 @@ def _env() -> dict[str, str]:
 def replay_command(spec_dir: str, device: int, launches: int, warmup: int) -> list[str]:
   # the runner's default mode, "plain", launches without the cold mode's L2 flush kernel:
   # ncu flushes the caches before each profiled launch itself (--cache-control all)
-  return [sys.executable, "-m", "pallas_prof.profiler.runner", spec_dir, "--launches",
+  return [sys.executable, "-m", "pallas_prof.profiler.timing.runner", spec_dir, "--launches",
           str(launches), "--warmup", str(warmup), "--device", str(device)]
 
 
@@ -247,7 +250,7 @@ def run(ck, *, device: int = 0, launches: int = 5, warmup: int = 2, source: bool
 
 
 def _source_counters(ncu, ck, spec, spec_dir, device, warmup, directory, timeout):
-  from .correlate import correlate
+  from ..static.correlate import correlate
   report = os.path.join(directory, "source")
   result = subprocess.run(source_command(ncu, spec.name, spec_dir, device, warmup, report),
                           capture_output=True, text=True, timeout=timeout, env=_env())

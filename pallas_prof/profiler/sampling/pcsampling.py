@@ -311,7 +311,7 @@ def sampling_plan(kernel_s: float, clock_hz: float, sms: int, ctas: int | None,
 
 
 def _time(r, pool_start, pool_end, n: int) -> list[float]:
-  from .driver import call
+  from ..driver import call
   out = []
   for i in range(n):
     call("cuEventRecord", pool_start, r.stream)
@@ -325,10 +325,10 @@ def _time(r, pool_start, pool_end, n: int) -> list[float]:
 def child(spec_dir: str, device: int, out_path: str, seed: int | None,
           kernel_s: float | None = None, period: int | None = None) -> dict:
   import numpy as np
-  from . import driver
-  from .driver import call
-  from .launchspec import LaunchSpec
-  from .replayer import Replayer
+  from .. import driver
+  from ..driver import call
+  from ..launchspec import LaunchSpec
+  from ..timing.replayer import Replayer
   started = time.perf_counter()
   spec = LaunchSpec.load(spec_dir)
   cupti = Cupti()
@@ -409,14 +409,18 @@ def main(argv=None) -> int:
 # --- the parent ------------------------------------------------------------------------------
 
 def _root() -> str:
-  return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  here = os.path.abspath(__file__)       # <root>/pallas_prof/profiler/sampling/x.py
+  for _ in range(4):
+    here = os.path.dirname(here)
+  return here
 
 
 # Runs main() with the pallas_prof package stubbed, so that its __init__ (which
 # imports JAX, slow) is skipped: the child needs the profiler's modules only.
 _BOOT = ("import sys, types; root = sys.argv.pop(1); p = types.ModuleType('pallas_prof'); "
          "p.__path__ = [root + '/pallas_prof']; sys.modules['pallas_prof'] = p; "
-         "from pallas_prof.profiler.pcsampling import main; sys.exit(main(sys.argv[1:]))")
+         "from pallas_prof.profiler.sampling.pcsampling import main; "
+         "sys.exit(main(sys.argv[1:]))")
 
 
 def command(spec_dir: str, out_path: str, device: int,
@@ -434,8 +438,8 @@ def sample(ck, *, device: int = 0, aliases=(), zeroed_outputs=(), timeout: float
   JSON (see child()). keep: a path to copy that JSON to (a run directory).
   kernel_s: the kernel's time from a replay (else the child times it first);
   period: the sampling period's log2 (else sampling_plan's)."""
-  from .driver import ProfilerError
-  from .launchspec import LaunchSpec
+  from ..driver import ProfilerError
+  from ..launchspec import LaunchSpec
   spec = ck if isinstance(ck, LaunchSpec) else LaunchSpec.from_compiled(ck, aliases,
                                                                         zeroed_outputs)
   with tempfile.TemporaryDirectory(prefix="pallas-prof-pcs-") as d:
@@ -483,7 +487,7 @@ def instruction_samples(data: dict, function: str) -> tuple[dict[int, dict[str, 
 
 def sampling_run(data: dict, other: int):
   import statistics
-  from .schema import SamplingRun
+  from ..schema import SamplingRun
   unsampled = statistics.median(data["unsampled_s"]) if data.get("unsampled_s") else None
   sampled = statistics.median(data["sampled_s"]) if data.get("sampled_s") else None
   overhead = 100 * (sampled / unsampled - 1) if unsampled and sampled else None

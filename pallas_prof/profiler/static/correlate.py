@@ -18,9 +18,9 @@ import threading
 from collections import Counter, defaultdict
 from typing import Iterable, Sequence
 
-from ..backend.lineinfo import (SASS_FILE, Loc, Resolver, SassUnavailable, chains_of,
-                                disassemble, parse_sass, ptx_locations)
-from .schema import AnnotatedLine, EquationProfile, StaticProfile
+from ...backend.lineinfo import (SASS_FILE, Loc, Resolver, SassUnavailable, chains_of,
+                                 disassemble, parse_sass, ptx_locations)
+from ..schema import AnnotatedLine, EquationProfile, StaticProfile
 
 CATEGORIES = ("global_load", "global_store", "shared_load", "shared_store", "tensor_core",
               "special_function", "atomic", "barrier", "shuffle")
@@ -290,7 +290,7 @@ def correlate(ck, *, top: int = 5) -> Correlation:
   ptx = ptx_instructions(gk, ck.asm.get("ptx", ""))
   sass, listing, error = [], None, None
   if not ck.asm.get("cubin") and hasattr(ck, "cubin_deferred"):
-    from ..backend.compile import assemble_cubin
+    from ...backend.compile import assemble_cubin
     ck = assemble_cubin(ck)  # a cubin deferred by the GPU launch path
   cubin = ck.asm.get("cubin")
   if cubin:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .schema import WorkModel
+from ..schema import WorkModel
 
 
 def _itemsize(dtype: str) -> int:

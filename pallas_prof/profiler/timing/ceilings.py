@@ -24,12 +24,12 @@ from typing import Callable
 
 import numpy as np
 
-from . import driver
-from .driver import ProfilerError, call
-from .launchspec import own_param
+from .. import driver
+from ..driver import ProfilerError, call
+from ..launchspec import own_param
 from .own_kernels import compile_own_kernel, own_launch_spec
 from .replayer import Replayer
-from .schema import Ceilings, DeviceInfo, Rates, WorkModel
+from ..schema import Ceilings, DeviceInfo, Rates, WorkModel
 
 COPY_BYTES = 512 * 2**20
 MATRIX_N = 8192
@@ -39,7 +39,7 @@ CACHE_FORMAT = 1
 # --- the cache ---------------------------------------------------------------------------------
 
 def cache_path(device: DeviceInfo) -> str:
-  from ..backend.kernel_files import cache_dir
+  from ...backend.kernel_files import cache_dir
   safe = re.sub(r"[^0-9A-Za-z_.-]", "_", f"{device.name}_{device.uuid}")
   return os.path.join(cache_dir(), "ceilings", f"{safe}.json")
 

@@ -5,8 +5,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .launchspec import is_floating, np_dtype
-from .schema import Correctness
+from ..launchspec import is_floating, np_dtype
+from ..schema import Correctness
 
 
 DEFAULT_TOLERANCES = {"float64": (1e-10, 1e-9), "float32": (1e-5, 1e-4),
@@ -62,7 +62,7 @@ def check(ck, r, outputs, reference, tolerance, aliases) -> Correctness:
     gk = getattr(ck, "generated", None)
     if gk is None:
       return Correctness("interpreter", False, [], [], [], "no GeneratedKernel to interpret")
-    from ..backend.launch import run_interpreted
+    from ...backend.launch import run_interpreted
     shapes = [(p.shape, np_dtype(p.dtype)) for p in spec.outputs]
     refs = run_interpreted(gk, r.host_inputs, shapes, tuple(aliases))
     what = "CPU interpreter"

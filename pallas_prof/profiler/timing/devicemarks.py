@@ -41,8 +41,8 @@ def mark_jax_devices() -> str:
   import numpy as np
   from jax.experimental import pallas as pl
 
-  from ..backend.registration import CompilerParams
-  from ..backend import compat, registry
+  from ...backend.registration import CompilerParams
+  from ...backend import compat, registry
   if not compat.backends_initialized():
     return "JAX never started a backend"
   gpus = [d for d in jax.devices() if d.platform == "gpu"]

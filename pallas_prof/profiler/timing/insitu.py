@@ -23,8 +23,8 @@ import shutil
 import tempfile
 from typing import Any, Iterable
 
-from .driver import ProfilerError
-from .schema import InsituStats
+from ..driver import ProfilerError
+from ..schema import InsituStats
 
 
 class CuptiBusy(ProfilerError):
@@ -113,7 +113,7 @@ def cupti_holders(environ=None) -> list[str]:
 
 
 def _jax_trace_active() -> bool:
-  from ..backend import compat
+  from ...backend import compat
   return compat.jax_profiler_session_active()
 
 
@@ -187,7 +187,7 @@ def _json_documents(text: str):
 
 def visible_gpus() -> int:
   try:
-    from . import driver
+    from .. import driver
     driver.init()
     return driver.device_count()
   except Exception:  # noqa: BLE001 - no driver: Proton will say so

@@ -17,9 +17,9 @@ import functools
 
 import numpy as np
 
-from . import driver
-from .driver import ProfilerError, call
-from .launchspec import own_param
+from .. import driver
+from ..driver import ProfilerError, call
+from ..launchspec import own_param
 from .own_kernels import compile_own_kernel, own_launch_spec
 
 BLOCK = 4096                 # int32 per program: 16 KiB

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .schema import NvmlWindow, Stat
+from ..schema import NvmlWindow, Stat
 
 # nvmlClocksEventReason* bits (nvml.h); GpuIdle is not a slowdown.
 REASONS = {
@@ -90,7 +90,7 @@ def shutdown(nvml=None) -> None:
 def device_handle(index: int):
   """NVML's handle of CUDA device `index` (NVML initialised for it): NvmlUnavailable, or
   the driver's error, where there is none."""
-  from . import driver
+  from .. import driver
   info = driver.device_info(index)
   return handle_for(init(), info.uuid, info.pci_bus_id)
 

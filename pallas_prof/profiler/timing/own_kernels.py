@@ -2,7 +2,7 @@
 flush), compiled for the device and wrapped as LaunchSpecs for the Replayer."""
 from __future__ import annotations
 
-from .launchspec import LaunchSpec, ptx_param_count
+from ..launchspec import LaunchSpec, ptx_param_count
 
 
 def compile_own_kernel(fn, signature: dict, constexprs: dict, cc: int, num_warps: int):
@@ -11,7 +11,7 @@ def compile_own_kernel(fn, signature: dict, constexprs: dict, cc: int, num_warps
   import triton
   from triton.backends.compiler import GPUTarget
   from triton.compiler import ASTSource
-  from ..backend.compile import triton_lock
+  from ...backend.compile import triton_lock
   pointers = [i for i, t in enumerate(signature.values()) if t.startswith("*")]
   src = ASTSource(fn=fn, signature=signature, constexprs=constexprs,
                   attrs={(i,): [["tt.divisibility", 16]] for i in pointers})

@@ -8,8 +8,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .driver import ProfilerError
-from .launchspec import is_floating, is_integer
+from ..driver import ProfilerError
+from ..launchspec import is_floating, is_integer
 
 POISONS = (0xFF, 0x5A)
 MAX_LAUNCHES = 200_000

@@ -9,9 +9,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import driver, l2flush
-from .driver import ProfilerError, call
-from .launchspec import KernelParam, LaunchSpec, np_dtype
+from .. import driver
+from . import l2flush
+from ..driver import ProfilerError, call
+from ..launchspec import KernelParam, LaunchSpec, np_dtype
 from .policy import (BATCH, MAX_SECONDS, POISONS, check_batch, enough, launch_plan, pacing_gap,
                      plan_sets, random_values, unwritten_elements)
 from .throttle import ThrottleGuard

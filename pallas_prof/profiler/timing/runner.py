@@ -44,7 +44,7 @@ Two timing modes (after nvbench, which reports "cold" and "batch" GPU time):
 launches have not yet heated, then sustained.
 
 Also a small command line for Nsight Compute to profile a replay in a
-subprocess: `python -m pallas_prof.profiler.runner SPEC_DIR --launches N`
+subprocess: `python -m pallas_prof.profiler.timing.runner SPEC_DIR --launches N`
 (mode "plain": launches only, no flush, since ncu flushes the caches itself;
 `--mode cold|sustained|both` times instead and prints the stats).
 """
@@ -56,10 +56,10 @@ import sys
 from typing import Callable
 
 from .correctness import check
-from .launchspec import LaunchSpec
+from ..launchspec import LaunchSpec
 from .policy import MAX_SECONDS, MODES, check_mode, summarize
 from .replayer import Replayer
-from .schema import RuntimeStats, TimingStats
+from ..schema import RuntimeStats, TimingStats
 from .throttle import ThrottleGuard
 
 

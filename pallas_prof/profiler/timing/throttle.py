@@ -32,7 +32,7 @@ import dataclasses
 import time
 from typing import Any, Callable
 
-from .schema import ThrottleStats
+from ..schema import ThrottleStats
 
 THRESHOLD = 0.95
 RECOVERY_DELAY_S = 0.1       # twice nvbench's default; see the docstring
@@ -127,7 +127,8 @@ class ThrottleGuard:
 def for_device(device: int, **options) -> ThrottleGuard:
   """A guard reading device `device` through NVML, or one that is off (and says why);
   options: ThrottleGuard's threshold, recovery_delay_s, max_recovery_s."""
-  from . import driver, nvml
+  from .. import driver
+  from . import nvml
   try:
     api = nvml.init()
   except nvml.NvmlUnavailable as e:
