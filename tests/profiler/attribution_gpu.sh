@@ -42,7 +42,7 @@ for step in $STEPS; do
       tail -30 $W/ncu.log ;;
     pytest)
       PALLAS_PROF_ATTRIB_RUNS=$W timeout 300 python3 -m pytest -q -p no:cacheprovider \
-        tests/profiler/test_attribution_gpu.py tests/profiler/test_attribution.py 2>&1 | tail -30 ;;
+        tests/profiler/sampling/test_attribution_gpu.py tests/profiler/sampling/test_attribution.py 2>&1 | tail -30 ;;
   esac
 done
 python3 tests/profiler/summarize_attribution.py $W > $W/summary.txt 2>&1; cat $W/summary.txt

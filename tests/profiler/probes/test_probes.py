@@ -19,7 +19,7 @@ from pallas_prof.profiler.probes import probing
 from pallas_prof.profiler.probes.probe_results import (ProbeBufferError, parse, summarize,
                                                       text_table)
 
-from .conftest import lowered_record, sds
+from ..conftest import lowered_record, sds
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def test_the_probed_variant_marks_each_top_level_equation_in_order(softmax_probe
   marked = [i for r in layout.regions for i in r.eqns]
   assert marked == [e.index for e in top if e.lines]     # every equation that generated code
   # the load (8 values per thread) is a region of its own, ending in a wait for its data
-  # (tests/profiler/test_probes_wait.py); its first use, reduce_max, the next
+  # (tests/profiler/probes/test_probes_wait.py); its first use, reduce_max, the next
   first, second = layout.regions[1:3]
   assert first.eqns == (0,) and first.kind == "load" and second.eqns == (1,)
   assert re.fullmatch(r"\[0\] get @ softmax\.py:\d+", first.label), first.label
@@ -291,7 +291,7 @@ def test_measure_replays_the_variant_with_its_buffer_and_times_both_alike(softma
   the distortion."""
   import types
   from pallas_prof.backend.compile import assemble_cubin
-  from .fake_cuda import script_probe_replay
+  from ..fake_cuda import script_probe_replay
   rec, gk = softmax_probed
   plain = assemble_cubin(compile_kernel(rec.generated, ("cuda", 90)))
   layout = gk.probe_layout
@@ -394,7 +394,7 @@ def test_the_profile_span_carries_the_probe_shares(tmp_path):
 
 
 def test_the_known_answer_checks_read_the_probe_regions():
-  from .known_answer_checks import probe_copy, probe_two_loops
+  from ..known_answer_checks import probe_copy, probe_two_loops
 
   def region(kind, share, loads=()):
     return {"kind": kind, "share": share, "loads": list(loads), "label": kind}

@@ -8,7 +8,7 @@ import pytest
 
 import pallas_prof
 
-from .conftest import load_example
+from ..conftest import load_example
 
 pytestmark = pytest.mark.gpu
 

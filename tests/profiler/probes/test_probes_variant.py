@@ -10,7 +10,7 @@ import pallas_prof
 from pallas_prof.backend.compile import compile_kernel
 from pallas_prof.profiler.probes import probing
 
-from .conftest import lowered_record, sds
+from ..conftest import lowered_record, sds
 
 
 def _scale_kernel(x_ref, o_ref):

@@ -13,8 +13,8 @@ from pallas_prof.profiler.probes import probing
 from pallas_prof.profiler.static.correlate import correlate
 from pallas_prof.profiler.probes.probe_results import text_table
 
-from .conftest import lowered_record, sds
-from .fake_cuda import script_probe_replay
+from ..conftest import lowered_record, sds
+from ..fake_cuda import script_probe_replay
 from .test_probes import _write
 
 # what the wait compares each loaded value with (backend/probes.py: _NEVER)
@@ -123,7 +123,7 @@ def _two_loops_replay(installed, fake_driver, beside, alone):
 
 def _two_loops_target(installed):
   import jax
-  from .known_answer import _rows, ka_two_kernel
+  from ..known_answer import _rows, ka_two_kernel
   # 160 programs: more than the stand-in's 132 SMs hold at once
   rec = lowered_record(jax.jit(lambda y: _rows((160, 256), 1, ka_two_kernel, y)),
                        sds((160, 256), "float32"))
@@ -273,7 +273,7 @@ def test_without_an_alone_reading_the_report_says_why_and_keeps_the_rest(
                         lambda fn, threads, shared: (0, 2 if shared > 116 * 1024 else 16),
                         raising=False)
   elif how == "the driver refuses":
-    from .fake_cuda import CUresult
+    from ..fake_cuda import CUresult
 
     def refuse(fn, attr, value):
       if attr == "dynamic" and value > 116 * 1024:

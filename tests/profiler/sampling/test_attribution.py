@@ -15,9 +15,10 @@ from pallas_prof.profiler.static import correlate
 from pallas_prof.profiler.schema import (KernelProfile, ProfileReport, RuntimeStats,
                                          TimingStats)
 
-from . import known_answer_checks as checks
+from .. import known_answer_checks as checks
 
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "pcsampling")
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures",
+                        "pcsampling")
 
 
 def _recorded(name):

@@ -12,11 +12,11 @@ import sys
 
 import pytest
 
-from . import known_answer_checks as checks
+from .. import known_answer_checks as checks
 
 pytestmark = pytest.mark.gpu
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+PROFILER_TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(PROFILER_TESTS))
 
 
 def _report(name, script, *args):
@@ -35,7 +35,7 @@ def _report(name, script, *args):
 
 @pytest.fixture(scope="module")
 def known():
-  report = _report("ka", os.path.join(HERE, "known_answer.py"), "--large")
+  report = _report("ka", os.path.join(PROFILER_TESTS, "known_answer.py"), "--large")
   return {k["name"]: k for k in checks.kernels(report)}
 
 

@@ -11,7 +11,7 @@ from pallas_prof.backend.lineinfo import Loc
 from pallas_prof.backend.lineinfo import MlirLocs as _MlirLocs
 from pallas_prof.profiler.static.correlate import classify_ptx, classify_sass
 
-from .conftest import line_of
+from ..conftest import line_of
 
 
 def _eqn(ck, index):

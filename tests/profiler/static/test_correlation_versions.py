@@ -16,7 +16,7 @@ import pytest
 from pallas_prof.backend.compile import compile_kernel
 from pallas_prof.profiler.static import correlate
 
-from .conftest import lowered_record, sds
+from ..conftest import lowered_record, sds
 
 CATEGORIES = ("global_load", "global_store", "special_function", "tensor_core", "shuffle")
 

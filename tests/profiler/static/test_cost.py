@@ -11,7 +11,7 @@ from pallas_prof.profiler.static import cost
 from pallas_prof.profiler.timing.ceilings import rates
 from pallas_prof.profiler.schema import Ceilings, WorkModel
 
-from .conftest import line_of
+from ..conftest import line_of
 
 
 def test_matmul_model(matmul_wgmma):

@@ -130,7 +130,7 @@ def test_uuid_string():
 @pytest.mark.gpu
 def test_replay_softmax_on_gpu(examples):
   from pallas_prof.backend.compile import compile_kernel
-  from .conftest import lowered_record, sds
+  from ..conftest import lowered_record, sds
   rec = lowered_record(examples["softmax"].softmax, sds((512, 1024), "float32"))
   info = driver.device_info(0)
   ck = compile_kernel(rec.generated, ("cuda", info.compute_capability))

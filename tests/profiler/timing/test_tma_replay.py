@@ -17,7 +17,7 @@ from pallas_prof.backend.compile import compile_kernel
 from pallas_prof.profiler.timing import runner
 from pallas_prof.profiler.launchspec import LaunchSpec
 
-from .conftest import load_example
+from ..conftest import load_example
 
 
 def _tma_matmul():
