@@ -217,5 +217,5 @@ class RunReport(Record):
 
   # rendering (render.py) ----------------------------------------------------------------
   def __rich_console__(self, console, options):
-    from .render import render_report
+    from .terminal.render import render_report
     yield from render_report(self, console, options)

@@ -10,8 +10,8 @@ import re
 import pytest
 from rich.console import Console
 
-from pallas_prof.cli import render
-from pallas_prof.cli.render import kernel_table, render_run
+from pallas_prof.cli.terminal import render
+from pallas_prof.cli.terminal.render import kernel_table, render_run
 from pallas_prof.cli.report import ReportError, RunReport
 from pallas_prof.profiler.schema import EquationProfile, KernelProfile, ProfileReport, StaticProfile
 

@@ -163,7 +163,7 @@ def stage_listings(run_dir: str | None, k: KernelEntry,
     return (Listing("PTX", (), missing=why), Listing("SASS", (), missing=why))
   # nvdisasm for SASS: only when asked
   from ...profiler.static.correlate import annotated_listing
-  from ..artifacts import load_kernel
+  from ..run_directory import load_kernel
   try:
     _, ck = load_kernel(d)
   except (OSError, ValueError, KeyError, TypeError) as e:

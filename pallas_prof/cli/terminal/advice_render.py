@@ -14,7 +14,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from ..advice.rank import saving_text
+from ...advice.rank import saving_text
 
 DIAGNOSES, EVIDENCE, ACTIONS = 3, 2, 3
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from ..profiler.probes.probe_results import footer_lines, table_rows
+from ...profiler.probes.probe_results import footer_lines, table_rows
 from . import layout
 from .layout import Col
 

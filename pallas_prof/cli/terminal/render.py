@@ -21,7 +21,8 @@ from rich.console import Console, ConsoleOptions
 from rich.table import Table
 from rich.text import Text
 
-from . import layout, units
+from .. import units
+from . import layout
 from .layout import BREAK, Col
 from .advice_render import advice_lines
 from .probe_table import probe_lines
@@ -358,7 +359,7 @@ def render_report(report, con: Console, options: ConsoleOptions) -> Iterable:
         yield Text(f"{k.label}: {verdict}")
       for note in k.workarounds:
         yield Text(f"{k.label}: Triton workaround: {note}")
-      yield from advice_lines(report, k, options.max_width)     # cli/advice_render.py
+      yield from advice_lines(report, k, options.max_width)     # cli/terminal/advice_render.py
   for note in (*report.notes, *(prof.notes if prof is not None else ())):
     yield Text(f"note: {note}")
   for err in report.errors:

@@ -145,7 +145,7 @@ def _max_overlap(ctas: list[CtaSpan]) -> int:
 def table_rows(result: ProbeResult) -> tuple[list[str], list[list[str]], str | None]:
   """The report's probe table, as strings: (column names, one row per region, the
   sampling basis the last two columns compare with, or None). The terminal report
-  (cli/probe_table.py) and text_table lay out these same rows."""
+  (cli/terminal/probe_table.py) and text_table lay out these same rows."""
   rec = result.reconciliation
   basis = rec.basis if rec is not None and rec.basis != "static" else None
   sampled = {r.label: (r.stood_share, r.sampling_share) for r in rec.regions} if basis else {}
