@@ -32,6 +32,7 @@ from typing import Any
 from ..advice.schema import KernelAdvice
 from ..profiler.schema import ProfileReport
 from ..serial import Misfit, Record, decode, from_fields, plain, to_json  # noqa: F401 (their home)
+from . import units
 
 SCHEMA = "pallas-prof/run/1"
 FILE = "report.json"
@@ -97,10 +98,7 @@ class KernelEntry(Record):
 
   @property
   def spills(self) -> int | None:
-    res = self.resources or {}
-    if res.get("spill_stores") is None:
-      return None
-    return res["spill_stores"] + (res.get("spill_loads") or 0)
+    return units.spills(self.resources)
 
 
 @dataclasses.dataclass(frozen=True)

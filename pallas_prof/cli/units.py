@@ -3,6 +3,15 @@ the same number reads the same everywhere."""
 from __future__ import annotations
 
 
+def spills(resources) -> int | None:
+  """Bytes of spill stores and loads in a kernel's resources (CompiledKernel.resources(), as a
+  run's kernel or a profile's static figures keep them); None where ptxas did not say."""
+  res = resources or {}
+  if res.get("spill_stores") is None:
+    return None
+  return res["spill_stores"] + (res.get("spill_loads") or 0)
+
+
 def size(n) -> str:
   """Bytes: "16 B", "24 KiB", "1.5 MiB" (whole numbers without a decimal)."""
   if n is None:

@@ -232,3 +232,20 @@ def test_the_instruction_mix_is_worded_as_the_page_words_it_and_never_blank(tmp_
   arith = dataclasses.replace(static.equations[0], sass_counts={"other": 6}, sass_instructions=6)
   assert render._instruction_mix(dataclasses.replace(static, equations=[arith]), 0) \
       == "arithmetic and other 6"
+
+
+@pytest.mark.parametrize("resources, spills, shown", [
+    ({"spill_stores": 8, "spill_loads": 12}, 20, "20"),
+    ({"spill_stores": 0, "spill_loads": 0}, 0, "0"),
+    ({"spill_stores": 8}, 8, "8"),
+    ({"registers": 32}, None, "-"),        # ptxas said nothing of spills: not "0"
+    (None, None, "-"),
+])
+def test_spills_are_counted_alike_for_a_run_a_profile_and_the_page(resources, spills, shown):
+  from pallas_prof.cli.html.model import _kernel_facts
+  from pallas_prof.cli.report import KernelEntry
+  from pallas_prof.cli.terminal.profile_view import ProfiledKernel
+  entry = KernelEntry(label="k#1", name="k", resources=resources)
+  assert entry.spills == spills
+  assert ProfiledKernel(label="k#1", name="k", platform="cpu", resources=resources).spills == spills
+  assert dict(_kernel_facts(entry, None, False))["spills"] == shown

@@ -18,6 +18,8 @@ import io
 import sys
 from typing import Any
 
+from .. import units
+
 
 @dataclasses.dataclass(frozen=True)
 class ProfiledKernel:
@@ -37,10 +39,7 @@ class ProfiledKernel:
 
   @property
   def spills(self) -> int | None:
-    res = self.resources or {}
-    if res.get("spill_stores") is None:
-      return None
-    return res["spill_stores"] + (res.get("spill_loads") or 0)
+    return units.spills(self.resources)
 
 
 class ProfileView:
