@@ -232,6 +232,11 @@ def test_the_instruction_mix_is_worded_as_the_page_words_it_and_never_blank(tmp_
   arith = dataclasses.replace(static.equations[0], sass_counts={"other": 6}, sass_instructions=6)
   assert render._instruction_mix(dataclasses.replace(static, equations=[arith]), 0) \
       == "arithmetic and other 6"
+  from pallas_prof.cli.html.equations import equation_table
+  from pallas_prof.cli.html.model import equation_weights
+  kp = report.profile.kernels[0]
+  page = equation_table(kp, equation_weights(kp), lambda path: path)
+  assert page.rows[0].detail == render._instruction_mix(static, 0)     # one wording, one place
 
 
 @pytest.mark.parametrize("resources, spills, shown", [

@@ -238,18 +238,14 @@ def gpu_context_lines(report, width: int = MAX_WIDTH) -> list[Text]:
 
 
 def _instruction_mix(static, index: int) -> str:
-  """The equation's instructions by kind, worded as report.html words them; the rest
-  (plain arithmetic, moves) as "arithmetic and other N", so no row's cell is blank."""
+  """The equation's SASS instructions by kind (its PTX's where it has no SASS), worded as
+  report.html words them (units.instruction_mix)."""
   e = static.equations[index] if static is not None and index < len(static.equations) else None
   if e is None:
     return ""
   counts, total = ((e.sass_counts, e.sass_instructions) if e.sass_counts or e.sass_instructions
-                   else (e.ptx_counts or {}, e.ptx_instructions))
-  named = sorted(((k.replace("_", " "), n) for k, n in counts.items() if n and k != "other"),
-                 key=lambda kv: -kv[1])
-  other = (total or 0) - sum(n for _, n in named)
-  return ", ".join([f"{name} {n}" for name, n in named]
-                   + ([f"arithmetic and other {other}"] if other > 0 else []))
+                   else (e.ptx_counts, e.ptx_instructions))
+  return units.instruction_mix(counts, total)
 
 
 def _user_line(user_file, user_line) -> tuple[str, str]:
