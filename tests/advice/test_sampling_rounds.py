@@ -59,12 +59,12 @@ def _recorded_target(name="softmax_kernel-dc90ff"):
   import json
   import os
 
-  from pallas_prof.cli import artifacts
+  from pallas_prof.cli import run_directory
   from pallas_prof.profiler.api import _Target
   from pallas_prof.profiler.schema import KernelProfile, RuntimeStats, TimingStats
   d = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "profiler",
                    "fixtures", "pcsampling", name)
-  gk, ck = artifacts.load_kernel(d)
+  gk, ck = run_directory.load_kernel(d)
   with open(os.path.join(d, "samples.json")) as f:
     data = json.load(f)
   with open(os.path.join(d, "meta.json")) as f:

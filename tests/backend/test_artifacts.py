@@ -13,7 +13,7 @@ import pytest
 from pallas_prof.backend import artifacts, compile as pcompile, compile_cache
 from pallas_prof.backend.artifacts import (CompiledKernel, GeneratedKernel, LaunchSpec,
                                           SchemaMismatch)
-from pallas_prof.cli import artifacts as run_dir
+from pallas_prof.cli import run_directory as run_dir
 from tests.backend.test_compile import _lower_example
 
 

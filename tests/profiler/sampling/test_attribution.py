@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from pallas_prof.cli import artifacts
+from pallas_prof.cli import run_directory
 from pallas_prof.profiler import driver
 from pallas_prof.profiler.sampling import attribution, pcsampling, sassdeps, stalls
 from pallas_prof.profiler.static import correlate
@@ -23,7 +23,7 @@ FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 
 def _recorded(name):
   d = os.path.join(FIXTURES, name)
-  gk, ck = artifacts.load_kernel(d)
+  gk, ck = run_directory.load_kernel(d)
   with open(os.path.join(d, "samples.json")) as f:
     data = json.load(f)
   with open(os.path.join(d, "meta.json")) as f:
