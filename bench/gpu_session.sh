@@ -219,7 +219,7 @@ step_gputests() {   # the tests of this quarter's fixes (ptxas rewrites, scan fa
     tests/backend/lowering/test_bounds.py tests/backend/lowering/test_bounds_paths.py tests/cli/test_newcomer.py \
     tests/backend/test_triton_shim.py tests/backend/test_own_path.py tests/test_import_errors.py \
     tests/backend/lowering/test_launch_order.py tests/backend/compiling/test_packed_int16_adds.py \
-    tests/profiler/test_cold_timing.py ${GPUTESTS_EXTRA:-} \
+    tests/profiler/timing/test_cold_timing.py ${GPUTESTS_EXTRA:-} \
     --junitxml="$OUT/gputests.xml" 2>&1 | tail -40
 }
 

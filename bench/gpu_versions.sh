@@ -75,7 +75,7 @@ PY
 step_tests() {
   timeout ${TESTS_TIMEOUT:-400} python3 -m pytest -q -p no:cacheprovider -n 12 -rfE \
     -m "gpu or not no_gpu" tests/backend tests/profiler tests/test_versions.py \
-    tests/profiler/test_correlation_versions.py tests/backend/compiling/test_ptxas_hazards.py \
+    tests/profiler/static/test_correlation_versions.py tests/backend/compiling/test_ptxas_hazards.py \
     --ignore=tests/instrument/test_exporters.py --junitxml="$OUT/tests.xml" 2>&1 | tail -20
 }
 

@@ -351,9 +351,8 @@ def test_the_loaded_check_finds_a_planted_import(tmp_path):
 
 # --- folders small enough to find one's way in ---------------------------------------------
 MAX_MODULES_PER_FOLDER = 15
-# Folders over the limit on this branch, each cut by another branch: profiler/ and cli/ by
-# branch profiler-rooms (issue 31 item 6). Empty this set when that branch is merged.
-KNOWN_CROWDED = {"profiler", "cli"}
+# Folders allowed over the limit, each with the reason (none today: a new one needs one)
+KNOWN_CROWDED: set[str] = set()
 
 
 def crowded_folders(root: pathlib.Path, limit: int = MAX_MODULES_PER_FOLDER) -> dict[str, int]:
@@ -475,3 +474,92 @@ def test_no_measured_figures_in_code_comments():
 ])
 def test_the_figure_check_finds_planted_figures(source, found):
   assert [figure.lstrip("~") for _, figure in measured_figures(source)] == found
+
+
+# --- the profiler's rooms ----------------------------------------------------------------
+# profiler/ is cut along its data flow (profiler/__init__.py draws it): each room may import
+# the rooms named here and the shared modules at the profiler's top (the report's types, the
+# CUDA driver, the launch spec), never the conductor (api.py, the package's __init__), which
+# alone imports every room. A shared module imports no room. Imports inside functions count.
+PROFILER = "pallas_prof.profiler"
+PROFILER_ROOMS = {
+    "static": set(),                     # the compiled code, read without a GPU
+    "timing": set(),                     # replay, NVML, ceilings, in situ
+    "sampling": {"static", "timing"},    # PC samples and ncu counters -> Attribution
+    "probes": {"static", "timing"},      # the probed variant, replayed
+}
+PROFILER_CONDUCTORS = {PROFILER, f"{PROFILER}.api"}
+
+
+def _profiler_room(module: str) -> str | None:
+  """The room of a profiler module, "" for the profiler's top, None outside the profiler."""
+  if module == PROFILER:
+    return ""
+  if not module.startswith(PROFILER + "."):
+    return None
+  head = module[len(PROFILER) + 1:].split(".")[0]
+  return head if head in PROFILER_ROOMS else ""
+
+
+def profiler_flow_violations(graph: dict[str, set[str]]) -> list[str]:
+  out = []
+  for module, targets in sorted(graph.items()):
+    room = _profiler_room(module)
+    if room is None or module in PROFILER_CONDUCTORS:
+      continue
+    for target in sorted(targets):
+      to = _profiler_room(target)
+      if to is None or to == room:
+        continue
+      if target in PROFILER_CONDUCTORS:
+        out.append(f"{module} -> {target}: only the conductor imports the rooms, no room or "
+                   "shared module imports it")
+      elif to == "":
+        continue                         # a shared module at the profiler's top
+      elif room == "":
+        out.append(f"{module} -> {target}: a shared module imports the room {to}/")
+      elif to not in PROFILER_ROOMS[room]:
+        out.append(f"{module} -> {target}: {room}/ may import "
+                   f"{', '.join(sorted(PROFILER_ROOMS[room])) or 'no other room'}, not {to}/")
+  return out
+
+
+def test_the_profiler_rooms_are_the_ones_declared():
+  """A new folder under profiler/ is declared above with the rooms it may import."""
+  rooms = {p.name for p in (PACKAGE / "profiler").iterdir()
+           if p.is_dir() and (p / "__init__.py").exists()}
+  assert rooms == set(PROFILER_ROOMS)
+
+
+def test_the_profiler_rooms_import_along_the_flow():
+  violations = profiler_flow_violations(_graph())
+  assert not violations, "imports against the profiler's flow:\n" + "\n".join(violations)
+
+
+@pytest.mark.parametrize("module, target, allowed", [
+    ("timing.replayer", "sampling.stalls", False),    # a base room reaching downstream
+    ("static.correlate", "timing.replayer", False),   # the two base rooms stay apart
+    ("sampling.ncu", "probes.probing", False),        # the two downstream rooms stay apart
+    ("probes.probing", "sampling.attribution", False),
+    ("schema", "probes.probe_results", False),        # a shared module importing a room
+    ("timing.runner", "api", False),                  # a room importing the conductor
+    ("static.cost", "", False),                       # ... or the package that holds it
+    ("sampling.attribution", "static.correlate", True),
+    ("probes.probing", "timing.throttle", True),
+    ("timing.replayer", "driver", True),
+    ("api", "probes.probing", True),
+])
+def test_the_profiler_flow_check_finds_planted_imports(module, target, allowed):
+  def name(short):
+    return f"{PROFILER}.{short}" if short else PROFILER
+  violations = profiler_flow_violations({name(module): {name(target)}})
+  assert (not violations) == allowed, violations
+
+
+def test_the_profiler_flow_check_sees_imports_inside_functions(tmp_path):
+  path = tmp_path / "planted.py"
+  path.write_text("def f():\n  from ..sampling import stalls\n  return stalls\n")
+  module = f"{PROFILER}.timing.planted"
+  graph = {module: {t for t, _ in _imports(module, path) if t in MODULES}}
+  assert graph[module] == {f"{PROFILER}.sampling.stalls"}
+  assert profiler_flow_violations(graph)

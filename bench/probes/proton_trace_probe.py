@@ -1,5 +1,5 @@
 """What Proton (triton 3.6) writes in trace mode for kernels on two GPUs: the
-format pallas_prof.profiler.insitu.parse_chrome_traces reads (one JSON document
+format pallas_prof.profiler.timing.insitu.parse_chrome_traces reads (one JSON document
 per device, none naming its device). Run on a machine with two GPUs:
 
     OUT=/tmp python bench/probes/proton_trace_probe.py

@@ -25,7 +25,7 @@ sys.path.insert(0, ROOT)
 _CHILD = r"""
 import importlib.util, json, pickle, sys, time
 root, request_path = sys.argv[1], sys.argv[2]
-spec = importlib.util.spec_from_file_location("cw", root + "/pallas_prof/backend/compile_worker.py")
+spec = importlib.util.spec_from_file_location("cw", root + "/pallas_prof/backend/compiling/compile_worker.py")
 cw = importlib.util.module_from_spec(spec); spec.loader.exec_module(cw)
 request = pickle.load(open(request_path, "rb"))
 t0 = time.time_ns()

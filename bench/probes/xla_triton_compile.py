@@ -149,7 +149,7 @@ def launch_both(ck, xla_ck, seed: int = 7) -> dict:
   import numpy as np
   from pallas_prof.backend.artifacts import LaunchSpec
   from pallas_prof.backend.compiling.compile import assemble_cubin
-  from pallas_prof.profiler.replayer import Replayer
+  from pallas_prof.profiler.timing.replayer import Replayer
   out, results = {}, {}
   for label, k in (("wheel", ck), ("xla", xla_ck)):
     try:

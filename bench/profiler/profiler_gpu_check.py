@@ -112,7 +112,8 @@ with part("env") as r:
   r["versions"] = versions
   r["python"] = sys.version
   r["CUDA_VISIBLE_DEVICES"] = os.environ.get("CUDA_VISIBLE_DEVICES")
-  from pallas_prof.profiler import driver, ncu as ncu_mod
+  from pallas_prof.profiler import driver
+  from pallas_prof.profiler.sampling import ncu as ncu_mod
   r["gpu_status"] = driver.gpu_status()
   r["device_count"] = driver.device_count()
   info = driver.device_info(0)
@@ -130,7 +131,7 @@ with part("env") as r:
 # --- NVML while idle ---------------------------------------------------------------------------
 
 with part("nvml_idle") as r:
-  from pallas_prof.profiler import nvml
+  from pallas_prof.profiler.timing import nvml
   api = nvml.init()
   handle = nvml.handle_for(api, STATE["info"].uuid, STATE["info"].pci_bus_id)
   STATE["nvml_handle"] = handle
@@ -190,7 +191,7 @@ with part("kernels") as r:
 # --- small shapes against the interpreter -------------------------------------------------------
 
 with part("small_check") as r:
-  from pallas_prof.profiler import runner
+  from pallas_prof.profiler.timing import runner
   for name, rec in STATE["small"].items():
     stats = runner.replay(rec.compiled, device=0, aliases=rec.input_output_aliases,
                           reference="interpreter", min_launches=100, min_seconds=0.05,
@@ -204,7 +205,7 @@ with part("small_check") as r:
 
 with part("replay") as r:
   import pallas_prof
-  from pallas_prof.profiler import ceilings as ceilings_mod
+  from pallas_prof.profiler.timing import ceilings as ceilings_mod
 
   def softmax_ref(x):
     return np.asarray(jax.nn.softmax(jnp.asarray(x), axis=-1))
@@ -257,7 +258,7 @@ with part("replay") as r:
 # --- ncu against the replay -----------------------------------------------------------------
 
 with part("ncu") as r:
-  from pallas_prof.profiler import ncu as ncu_mod
+  from pallas_prof.profiler.sampling import ncu as ncu_mod
   if ncu_mod.find_ncu() is None:
     r["skipped"] = "ncu not found"
     print("   ncu not found: skipped")
@@ -302,7 +303,7 @@ sys.path.insert(0, sys.argv[1]); sys.path.insert(0, os.path.join(sys.argv[1], "e
 import jax, jax.numpy as jnp
 import softmax, vector_add
 from pallas_prof.backend import kernel_registry
-from pallas_prof.profiler import insitu
+from pallas_prof.profiler.timing import insitu
 x = jax.random.normal(jax.random.PRNGKey(0), (4096, 4096), jnp.float32)
 a = jax.random.normal(jax.random.PRNGKey(1), (2**24,), jnp.float32)
 b = jax.random.normal(jax.random.PRNGKey(2), (2**24,), jnp.float32)

@@ -36,7 +36,7 @@ PROGRAMS = {"examples": ["bench/sanitize/sanitize_examples.py"], "ops": ["bench/
 
 def prepare(out: str, programs: list[str]) -> int:
   sys.path.insert(0, ROOT)
-  from pallas_prof.cli import artifacts
+  from pallas_prof.cli import run_directory
   from pallas_prof.cli.eject import eject
   ejected_dir = os.path.join(out, "ejected")
   os.makedirs(ejected_dir, exist_ok=True)
@@ -54,9 +54,9 @@ def prepare(out: str, programs: list[str]) -> int:
       print(f"{name}: pallas-prof run exit {proc.returncode}\n{proc.stderr[-2000:]}", flush=True)
     kernels = os.path.join(run_dir, "kernels")
     for kdir in sorted(os.listdir(kernels)) if os.path.isdir(kernels) else []:
-      gk, _ = artifacts.load_kernel(os.path.join(kernels, kdir))
+      gk, _ = run_directory.load_kernel(os.path.join(kernels, kdir))
       path = os.path.join(ejected_dir, f"{name}__{kdir}.py")
-      eject(gk, path, aliases=artifacts.load_aliases(os.path.join(kernels, kdir)))
+      eject(gk, path, aliases=run_directory.load_aliases(os.path.join(kernels, kdir)))
       int_inputs = [p.name for p in gk.params if p.role == "input" and
                     ("int" in p.dtype or p.dtype == "bool")]
       index.append({"program": name, "kernel": kdir, "file": os.path.basename(path),

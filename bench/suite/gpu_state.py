@@ -1,5 +1,5 @@
 """The GPU's SM clock, power and temperature while the suite times a column (NVML,
-read-only: pallas-prof's own sampler, profiler/nvml.py).
+read-only: pallas-prof's own sampler, profiler/timing/nvml.py).
 
 Why: the suite's ratios compare columns timed minutes apart in one run, so a GPU that
 holds a lower clock under load moves them all alike; an absolute figure does not cancel
@@ -19,7 +19,7 @@ class GpuState:
   def __init__(self):
     self.handle, self.unavailable = None, None
     try:
-      from pallas_prof.profiler import nvml
+      from pallas_prof.profiler.timing import nvml
       self.handle = nvml.device_handle(0)
     except Exception as e:  # noqa: BLE001 - the suite runs on without clocks
       self.unavailable = f"{type(e).__name__}: {str(e)[:200]}"
@@ -30,7 +30,7 @@ class GpuState:
     if self.handle is None:
       yield
       return
-    from pallas_prof.profiler import nvml
+    from pallas_prof.profiler.timing import nvml
     sampler = nvml.Sampler(self.handle, interval_s=0.01)
     sampler.start()
     try:

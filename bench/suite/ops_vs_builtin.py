@@ -72,7 +72,7 @@ def gpu_time_per_call(fn, args, calls=10 * BATCH) -> dict:
   `calls` calls and divided by them: a mean, with the host's launch gaps between
   calls left out. This, not the wall clock per call, is what compares with the
   copy bandwidth, which CUDA events time around the copy alone."""
-  from pallas_prof.profiler import insitu
+  from pallas_prof.profiler.timing import insitu
   jax.block_until_ready(fn(*args))
   with insitu.capture(devices=1) as cap:     # one GPU: Proton's per-kernel tree
     for _ in range(calls // BATCH):

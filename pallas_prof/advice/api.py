@@ -70,7 +70,7 @@ def for_report(records, report, *, trials: bool = False, device: int = 0,
       except Exception as e:  # noqa: BLE001 - the diagnosis stands without its trials
         advice.notes.append(f"trials failed: {type(e).__name__}: {str(e)[:300]}")
     obs = hooks.observer()
-    if obs.enabled and hasattr(obs, "advised"):
+    if obs.enabled:
       obs.advised(advice, start_ns, time.time_ns())
     out.append(advice)
   return out

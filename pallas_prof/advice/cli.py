@@ -69,7 +69,7 @@ def run(args) -> int:
     if args.json:
       stdout.write(report.to_json(indent=1) + "\n")
   if not args.json:
-    from ..cli.render import render_run
+    from ..cli.terminal.render import render_run
     if lowering_error is not None:
       from ..instrument import render_error
       render_error(lowering_error)

@@ -13,7 +13,7 @@ Each stage makes its artifact once and never changes it; work on an artifact
 (compiling, assembling a cubin) is a function that returns a new one.
 CompiledKernel and LaunchSpec have one save(dir)/load(dir) each, with a schema
 version, shared by the disk cache, the run directory and the profiler's child
-processes (the run directory keeps the GeneratedKernel: cli/artifacts.py).
+processes (the run directory keeps the GeneratedKernel: cli/run_directory.py).
 """
 from __future__ import annotations
 

@@ -14,9 +14,10 @@ import dataclasses
 
 from rich.text import Text
 
-from . import layout, units
-from .layout import Col
-from .render import console
+from . import units
+from .terminal import layout
+from .terminal.layout import Col
+from .terminal.render import console
 from .report import RunReport
 
 

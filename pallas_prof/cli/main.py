@@ -158,10 +158,10 @@ def _main(argv=None) -> int:
     if args.dir and len(find_runs([args.dir, *args.more])) > 1:
       return report_merged([args.dir, *args.more], html=args.html, html_out=args.html_out,
                            as_json=args.json)
-    from . import artifacts
-    from .render import render_run
+    from . import run_directory
+    from .terminal.render import render_run
     from .report import RunReport
-    run_dir = args.dir or artifacts.latest_run()
+    run_dir = args.dir or run_directory.latest_run()
     if run_dir is None:
       raise SystemExit("pallas-prof: no saved run found; pass a directory")
     report = RunReport.load(run_dir)

@@ -15,7 +15,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from . import artifacts
+from . import run_directory
 from .report import RunReport
 
 
@@ -53,15 +53,15 @@ def find_runs(paths: list[str]) -> list[str]:
   (a parent holding one directory per process), in name order."""
   runs: list[str] = []
   for p in paths:
-    if os.path.exists(os.path.join(p, artifacts.REPORT)):
+    if os.path.exists(os.path.join(p, run_directory.REPORT)):
       runs.append(p)
       continue
     if not os.path.isdir(p):
       raise SystemExit(f"pallas-prof: {p!r} is not a directory")
     inside = sorted(os.path.join(p, d) for d in os.listdir(p)
-                    if os.path.exists(os.path.join(p, d, artifacts.REPORT)))
+                    if os.path.exists(os.path.join(p, d, run_directory.REPORT)))
     if not inside:
-      raise SystemExit(f"pallas-prof: no {artifacts.REPORT} in {p!r} nor in the directories "
+      raise SystemExit(f"pallas-prof: no {run_directory.REPORT} in {p!r} nor in the directories "
                        "directly inside it; give a directory `pallas-prof run` wrote")
     runs.extend(inside)
   return runs
@@ -159,7 +159,7 @@ def report_merged(paths: list[str], *, html: bool = False, html_out: str | None 
     out = html_out or os.path.join(_common_parent([d for d, _ in runs]), "report.html")
     print(write_merged_html(runs, [process_name(d, r) for d, r in runs], out))
     return 0
-  from .render import console
+  from .terminal.render import console
   con = console()
   con.print(merged_table(runs))
   for d, r in runs:

@@ -32,6 +32,7 @@ from typing import Any
 from ..advice.schema import KernelAdvice
 from ..profiler.schema import ProfileReport
 from ..serial import Misfit, Record, decode, from_fields, plain, to_json  # noqa: F401 (their home)
+from . import units
 
 SCHEMA = "pallas-prof/run/1"
 FILE = "report.json"
@@ -97,10 +98,7 @@ class KernelEntry(Record):
 
   @property
   def spills(self) -> int | None:
-    res = self.resources or {}
-    if res.get("spill_stores") is None:
-      return None
-    return res["spill_stores"] + (res.get("spill_loads") or 0)
+    return units.spills(self.resources)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,5 +215,5 @@ class RunReport(Record):
 
   # rendering (render.py) ----------------------------------------------------------------
   def __rich_console__(self, console, options):
-    from .render import render_report
+    from .terminal.render import render_report
     yield from render_report(self, console, options)

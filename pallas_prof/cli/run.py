@@ -4,7 +4,7 @@ Runs the script as `python script.py args` would (runpy: __main__, sys.argv,
 sys.path[0], exit code and exceptions preserved) with the backend installed
 and tracing on; then compiles every kernel it lowered, profiles them on the
 GPU (or correlates them statically on a CPU), prints the report and writes
-the run's directory (see artifacts.py).
+the run's directory (see run_directory.py).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from ..backend import LoweringError, kernel_registry
 from ..backend.compiling.compile import assemble_cubin
 from ..backend.errors import CompileError
 from ..backend.compiling.failures.workarounds import compile_working_around
-from . import artifacts, processes
+from . import processes, run_directory
 from .report import CompileInfo, ErrorEntry, KernelEntry, Platform, RunReport, Traces
 
 
@@ -144,7 +144,7 @@ def _start_insitu(enabled: bool, notes: list[str]):
   if not enabled:
     return None
   try:
-    from ..profiler import insitu
+    from ..profiler.timing import insitu
     from ..profiler.driver import gpu_status
     if not gpu_status()[0]:
       return None
@@ -289,7 +289,7 @@ def run(args) -> int:
       stdout.write(run_report.to_json(indent=1) + "\n")
       stdout.flush()
   if not args.json:
-    from .render import render_run
+    from .terminal.render import render_run
     if kernel_error is not None:
       from ..instrument import render_error
       render_error(kernel_error)
@@ -308,7 +308,7 @@ def _command(args) -> list[str]:
 
 
 def _run_and_report(args):
-  out_dir = args.out or processes.fresh_dir(artifacts.default_out_dir())
+  out_dir = args.out or processes.fresh_dir(run_directory.default_out_dir())
   os.makedirs(out_dir, exist_ok=True)
   args.samples_dir = os.path.join(out_dir, "samples")     # raw PC samples, one file a kernel
   import pallas_prof
@@ -347,7 +347,7 @@ def _run_and_report(args):
   for rec in records:
     # the source that was compiled (a tuned or worked-around lowering), with its stages
     compiled_from = getattr(rec.compiled, "generated", None) or rec.generated
-    files = artifacts.save_kernel(out_dir, rec.label, compiled_from, rec.compiled,
+    files = run_directory.save_kernel(out_dir, rec.label, compiled_from, rec.compiled,
                                   aliases=rec.input_output_aliases)
     kernels.append(kernel_entry(rec, files))
   run_report = RunReport(
@@ -359,7 +359,7 @@ def _run_and_report(args):
       traces=Traces() if args.no_trace else Traces(otlp_json=OTLP_JSON_FILE,
                                                    perfetto=PERFETTO_FILE))
   run_report.save(out_dir)
-  artifacts.remember_run(out_dir)       # show and report without a directory find it
+  run_directory.remember_run(out_dir)       # show and report without a directory find it
   from . import html
   html.write_or_warn(out_dir, run_report)
   if outcome.error is not None and (kernel_error is None or getattr(args, "traceback", False)):

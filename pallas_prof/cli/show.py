@@ -9,8 +9,8 @@ import re
 
 from rich.text import Text
 
-from . import artifacts
-from .render import console
+from . import run_directory
+from .terminal.render import console
 
 STAGES = ("source", "ttir", "ttgir", "llir", "ptx", "sass")
 
@@ -35,12 +35,12 @@ def annotated(gk, ck, stage: str):
 
 
 def show(args) -> int:
-  run_dir, kdir = artifacts.locate_kernel(args.kernel, args.dir)
-  gk, ck = artifacts.load_kernel_or_exit(kdir, run_dir)
+  run_dir, kdir = run_directory.locate_kernel(args.kernel, args.dir)
+  gk, ck = run_directory.load_kernel_or_exit(kdir, run_dir)
   if args.eject:
     from .eject import eject
     try:
-      path = eject(gk, args.eject, aliases=artifacts.load_aliases(kdir))
+      path = eject(gk, args.eject, aliases=run_directory.load_aliases(kdir))
     except OSError as e:
       raise SystemExit(f"pallas-prof: cannot write {args.eject}: {e.strerror or e}; give "
                        "--eject a path in a directory that exists and you can write") from None
@@ -115,8 +115,8 @@ def _cut(text: str, width: int) -> str:
 
 def _instruction_samples(ck, att: dict) -> dict[int, tuple[float, str]]:
   """SASS listing line -> (share of the samples, top stall in words)."""
-  from ..profiler.correlate import correlate
-  from ..profiler.stalls import words
+  from ..profiler.static.correlate import correlate
+  from ..profiler.sampling.stalls import words
   total = att.get("total") or 0
   by_address = {int(a): (n, r) for a, n, r in att.get("instructions", [])}
   out = {}
@@ -190,7 +190,7 @@ def _function_span(path: str, lo: int, hi: int) -> tuple[int, int]:
 
 def _attribution_by_dir(run_dir: str, kdir: str) -> dict | None:
   """The kernel's attribution in the run's report (weights measured or static)."""
-  report = artifacts.read_report(run_dir)
+  report = run_directory.read_report(run_dir)
   for k in report.kernels:
     if os.path.dirname(k.files["kernel"]) == os.path.relpath(kdir, run_dir):
       p = report.kernel_profile(k.label)

@@ -3,6 +3,26 @@ the same number reads the same everywhere."""
 from __future__ import annotations
 
 
+def spills(resources) -> int | None:
+  """Bytes of spill stores and loads in a kernel's resources (CompiledKernel.resources(), as a
+  run's kernel or a profile's static figures keep them); None where ptxas did not say."""
+  res = resources or {}
+  if res.get("spill_stores") is None:
+    return None
+  return res["spill_stores"] + (res.get("spill_loads") or 0)
+
+
+def instruction_mix(counts, total) -> str:
+  """An equation's instructions by kind, heaviest first ("global load 4, special function 2,
+  arithmetic and other 12"): the kinds of the profiler's correlation (counts), the rest of its
+  `total` (plain arithmetic, moves) as "arithmetic and other N", so no row's cell is blank."""
+  named = sorted(((k.replace("_", " "), n) for k, n in (counts or {}).items()
+                  if n and k != "other"), key=lambda kv: -kv[1])
+  other = (total or 0) - sum(n for _, n in named)
+  return ", ".join([f"{name} {n}" for name, n in named]
+                   + ([f"arithmetic and other {other}"] if other > 0 else []))
+
+
 def size(n) -> str:
   """Bytes: "16 B", "24 KiB", "1.5 MiB" (whole numbers without a decimal)."""
   if n is None:

@@ -6,6 +6,18 @@
 On a machine without an NVIDIA GPU the report says so and still carries the
 static correlation (per-equation instruction weights from the PTX and SASS).
 See schema.py for the report's fields.
+
+Its rooms, in the order profile() (api.py) runs them:
+
+    static/     the compiled code read without a GPU: correlation, work model
+    timing/     replay on the GPU, NVML, ceilings; in-situ runtimes (CUPTI)
+    sampling/   PC samples and ncu counters -> the Attribution (where the time goes)
+    probes/     the probed variant replayed -> cycles per region
+
+At the top, shared by every room: schema.py and probe_schema.py (the report's types),
+driver.py (the CUDA driver), launchspec.py (what a launch needs). A room imports those,
+never api.py; static/ and timing/ import no other room; sampling/ and probes/ import
+static/ and timing/, not each other (tests/test_structure.py holds it).
 """
 from __future__ import annotations
 
@@ -22,7 +34,7 @@ def profile(*args, **kwargs):
 
 def annotated_listing(ck, stage: str):
   """Lines of a compile stage paired with (equation, user file:line, weight)."""
-  from .correlate import annotated_listing as _listing
+  from .static.correlate import annotated_listing as _listing
   return _listing(ck, stage)
 
 

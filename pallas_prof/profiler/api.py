@@ -8,10 +8,12 @@ import re
 import time
 from typing import Any, Callable
 
-from . import ceilings as ceilings_mod
-from . import attribution, correlate, cost, driver
+from . import driver
 from .driver import ProfilerError
+from .sampling import attribution
 from .schema import KernelProfile, ProfileReport
+from .static import correlate, cost
+from .timing import ceilings as ceilings_mod
 
 DEFAULT_CPU_TARGET = ("cuda", 90)
 
@@ -154,14 +156,14 @@ def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches:
     if p.runtime is not None:
       p.rates = ceilings_mod.rates(p.work, p.runtime.median_s, ceil)
   if insitu is not None:
-    from .insitu import match
+    from .timing.insitu import match
     matched = match(insitu, targets, device)
     for p in profiles:
       p.insitu = matched.get(p.label)
     notes += list(getattr(insitu, "notes", []))
     notes += replay_against_program(targets, profiles)
   if ncu:
-    from . import ncu as ncu_mod
+    from .sampling import ncu as ncu_mod
     for t, p in zip(targets, profiles):
       if t.compiled is None:
         continue
@@ -217,7 +219,7 @@ def _random_text(aval: str) -> str | None:
   typed), for integer and bool inputs; None for the others."""
   import ml_dtypes
   import numpy as np
-  from .policy import random_range_text
+  from .timing.policy import random_range_text
   m = re.match(r"~?([a-z]+\d*)\[", str(aval))
   if m is None:
     return None
@@ -249,7 +251,7 @@ def _static(t: _Target, cc: int, top: int) -> KernelProfile:
 
 
 def _nvml_handle(info, notes):
-  from . import nvml
+  from .timing import nvml
   try:
     return nvml.device_handle(info.index)
   except Exception as e:  # noqa: BLE001
@@ -259,7 +261,7 @@ def _nvml_handle(info, notes):
 
 def _replay_one(t, p, device, min_launches, min_seconds, handle, reference, tolerance,
                 mode) -> None:
-  from . import nvml, runner
+  from .timing import nvml, runner
   if t.compiled is None:
     return
   sampler = nvml.Sampler(handle) if handle is not None else None
@@ -310,7 +312,7 @@ def _attribute(t: _Target, p: KernelProfile, device: int, sample: bool,
   median = p.runtime.median_s if p.runtime is not None else None
   gk = t.generated
   if sample and gk is not None and t.compiled is not None and p.runtime is not None:
-    from . import pcsampling, sampling_rounds
+    from .sampling import pcsampling, sampling_rounds
     try:
       keep = os.path.join(keep_samples, f"{p.label}.samples.json") if keep_samples else None
       data, rounds = sampling_rounds.sample_until_kept(
@@ -349,7 +351,7 @@ def _attribute(t: _Target, p: KernelProfile, device: int, sample: bool,
 
 def _probe(t: _Target, p: KernelProfile, device: int, options) -> None:
   from ..backend.lowering.features.probes import ProbeOptions
-  from . import probing
+  from .probes import probing
   if t.compiled is None:
     return
   try:

@@ -492,19 +492,19 @@ class ProfileReport(Record):
   def to_json(self, **kwargs) -> str:
     return to_json(self, **kwargs)
 
-  # printed as `pallas-prof run` prints a run's kernels (cli/profile_view.py): rich's
+  # printed as `pallas-prof run` prints a run's kernels (cli/terminal/profile_view.py): rich's
   # protocol for console.print(report), the same as text for print(report), and a repr
   # of one line for the interactive prompt
   def __rich_console__(self, console, options):
-    from ..cli.profile_view import render_profile
+    from ..cli.terminal.profile_view import render_profile
     yield from render_profile(self, console, options)
 
   def __str__(self) -> str:
-    from ..cli.profile_view import profile_text
+    from ..cli.terminal.profile_view import profile_text
     return profile_text(self)
 
   def __repr__(self) -> str:
-    from ..cli.profile_view import short_repr
+    from ..cli.terminal.profile_view import short_repr
     return short_repr(self)
 
   def kernel(self, label_or_name: str) -> KernelProfile:

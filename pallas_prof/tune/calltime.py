@@ -6,7 +6,7 @@ drift in clocks and temperature falls on all of them alike.
 
 Two clocks:
   - "gpu": the GPU's own, where there is one. CUPTI's durations of every kernel the
-    batch launched (Triton's Proton, through profiler/insitu.py), summed, per call:
+    batch launched (Triton's Proton, through profiler/timing/insitu.py), summed, per call:
     the time the call's kernels take on the GPU, XLA's ones between them included,
     without the host's gaps. The wall clock cannot tell that apart from the host's
     dispatch, and for a short kernel the dispatch can be the longer part and differ
@@ -47,7 +47,7 @@ def gpu_kernels(call: Callable[[], Any], calls: int) -> dict:
   what the call raises passes through."""
   import jax
 
-  from ..profiler import insitu
+  from ..profiler.timing import insitu
   cap = insitu.capture(devices=1)
   try:
     cap.__enter__()

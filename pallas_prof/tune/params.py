@@ -400,7 +400,7 @@ def replay_candidate(ck, reference, aliases, zeroed, device: int, min_launches: 
   The advice's trials time their variants through this as the tuner does."""
   from ..backend.compiling.compile import assemble_cubin
   from ..profiler.launchspec import LaunchSpec
-  from ..profiler.replayer import Replayer
+  from ..profiler.timing.replayer import Replayer
   ck = assemble_cubin(ck)                 # the GPU path deferred the default's cubin
   spec = LaunchSpec.from_compiled(ck, aliases, zeroed)
   with Replayer(spec, device, SEED) as r:

@@ -25,7 +25,7 @@ import json
 import os
 
 from pallas_prof.cli.report import from_fields
-from pallas_prof.profiler import ceilings as ceilings_mod
+from pallas_prof.profiler.timing import ceilings as ceilings_mod
 from pallas_prof.profiler.schema import Ceilings, ProfileReport
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -36,3 +36,34 @@ def test_an_advise_span_per_kernel():
   roof = spans[softmax.label]
   assert roof.attributes[cv.ADVICE_AT_ROOF] is True and cv.ADVICE_TOP_ACTION not in roof.attributes
   assert all(cv.declared(k) for s in spans.values() for k in s.attributes)
+
+
+def test_the_advice_reaches_any_enabled_observer_through_its_typed_method():
+  """advise tells observer().advised() whenever the observer is enabled: events.Observer
+  gives every observer that method (a no-op unless overridden), so nothing asks whether
+  the observer has it."""
+  from pallas_prof.backend import hooks
+  from pallas_prof.events import Observer
+
+  class Watching(Observer):
+    enabled = True
+
+    def __init__(self):
+      self.seen = []
+
+    def advised(self, advice, start_ns, end_ns):
+      self.seen.append((advice.label, start_ns <= end_ns))
+
+  class Silent(Observer):        # enabled, and watching other events only
+    enabled = True
+
+  kp, rep = recorded.kernel("ka_copy_kernel", "float32[8192,8192]")
+  for observer, expected in ((Watching(), [(kp.label, True)]), (Silent(), None)):
+    hooks.add_observer(observer)
+    try:
+      (advice,) = api.for_report([_Record(kp)], rep)
+    finally:
+      hooks.remove_observer(observer)
+    assert advice.label == kp.label
+    if expected is not None:
+      assert observer.seen == expected

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pallas_prof.advice import diagnose
-from pallas_prof.profiler import sampling_rounds
+from pallas_prof.profiler.sampling import sampling_rounds
 
 from . import recorded
 

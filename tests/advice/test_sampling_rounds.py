@@ -1,10 +1,11 @@
-"""Sampling again at a longer period while CUPTI drops samples (profiler/sampling_rounds.py).
-The sampling child is replaced by a SYNTHETIC one whose drops follow the period, so the
-loop's logic is checked on a CPU, and the profiler's use of it on PC samples recorded on the
-H200 whose dropped counts are made up; the GPU check is tests/advice/test_advice_gpu.py."""
+"""Sampling again at a longer period while CUPTI drops samples
+(profiler/sampling/sampling_rounds.py). The sampling child is replaced by a SYNTHETIC one
+whose drops follow the period, so the loop's logic is checked on a CPU, and the profiler's
+use of it on PC samples recorded on the H200 whose dropped counts are made up; the GPU
+check is tests/advice/test_advice_gpu.py."""
 from __future__ import annotations
 
-from pallas_prof.profiler import pcsampling, sampling_rounds
+from pallas_prof.profiler.sampling import pcsampling, sampling_rounds
 
 
 def _child(start: int, keeps_up: int):
@@ -58,12 +59,12 @@ def _recorded_target(name="softmax_kernel-dc90ff"):
   import json
   import os
 
-  from pallas_prof.cli import artifacts
+  from pallas_prof.cli import run_directory
   from pallas_prof.profiler.api import _Target
   from pallas_prof.profiler.schema import KernelProfile, RuntimeStats, TimingStats
   d = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "profiler",
                    "fixtures", "pcsampling", name)
-  gk, ck = artifacts.load_kernel(d)
+  gk, ck = run_directory.load_kernel(d)
   with open(os.path.join(d, "samples.json")) as f:
     data = json.load(f)
   with open(os.path.join(d, "meta.json")) as f:

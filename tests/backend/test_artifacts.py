@@ -14,7 +14,7 @@ from pallas_prof.backend import artifacts
 from pallas_prof.backend.compiling import compile as pcompile, compile_cache
 from pallas_prof.backend.artifacts import (CompiledKernel, GeneratedKernel, LaunchSpec,
                                           SchemaMismatch)
-from pallas_prof.cli import artifacts as run_dir
+from pallas_prof.cli import run_directory as run_dir
 from tests.backend.compiling.test_compile import _lower_example
 
 
@@ -140,7 +140,7 @@ def test_run_directory_keeps_the_artifacts_and_reads_older_runs(softmax, tmp_pat
   loaded_gk, loaded = run_dir.load_kernel(kdir)
   assert loaded == dataclasses.replace(full, generated=loaded_gk)
   assert run_dir.load_aliases(kdir) == ((0, 0),)
-  spec = LaunchSpec.load(kdir)                 # what `python -m ...profiler.runner DIR` replays
+  spec = LaunchSpec.load(kdir)                 # what `python -m ...timing.runner DIR` replays
   assert spec.cubin == full.cubin and spec.aliases == ((0, 0),)
   # a run saved before compiled.json: its compile lived in kernel.json
   compiled = json.loads(open(os.path.join(kdir, "compiled.json")).read())

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from bench.suite import gpu_state
-from pallas_prof.profiler import nvml
+from pallas_prof.profiler.timing import nvml
 
 
 def test_the_summary_keeps_the_clock_power_and_slowdowns_of_the_window():

@@ -6,7 +6,7 @@ import types
 from rich.console import Console
 
 from pallas_prof.advice.schema import Action, Diagnosis, Evidence, KernelAdvice
-from pallas_prof.cli.advice_render import advice_lines
+from pallas_prof.cli.terminal.advice_render import advice_lines
 
 
 def _text(lines, width: int) -> str:

@@ -136,7 +136,7 @@ def test_examples_print_their_seed_and_take_one(tmp_path):
 def test_show_says_where_it_looked_when_the_last_run_was_written_with_out(tmp_path, monkeypatch):
   """The last run was `run --out runs/a`: the message said "in the 2 most recent runs under
   pallas-prof-out/ (newest: runs/a)", a newest run that is not under it."""
-  from pallas_prof.cli import artifacts
+  from pallas_prof.cli import run_directory
   monkeypatch.setenv("PALLAS_PROF_CACHE_DIR", str(tmp_path / "cache"))
   monkeypatch.chdir(tmp_path)
   kernel = {"label": "k#abc123", "name": "k", "grid": [4], "num_warps": 4, "num_stages": 3}
@@ -144,9 +144,9 @@ def test_show_says_where_it_looked_when_the_last_run_was_written_with_out(tmp_pa
     os.makedirs(run)
     RunReport.from_dict({"schema": "pallas-prof/run/1", "kernels": [kernel]}).save(run)
   os.utime("pallas-prof-out/20261203-113438/report.json", (1, 1))   # the older one
-  artifacts.remember_run("runs/a")
+  run_directory.remember_run("runs/a")
   with pytest.raises(SystemExit) as info:
-    artifacts.locate_kernel("softmax_kernel")
+    run_directory.locate_kernel("softmax_kernel")
   text = str(info.value)
   assert "in the 2 most recent run(s) (under pallas-prof-out/ and the last run made here " \
          "with --out, runs/a); the newest is runs/a and they have: k#abc123." in text, text

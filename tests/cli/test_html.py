@@ -129,8 +129,9 @@ def recorded_attribution_run(tmp_path) -> str:
   """A run directory around the softmax kernel whose CUPTI PC samples were recorded on the
   H200 (tests/profiler/fixtures/pcsampling): its weights and stall reasons as the profiler
   attributes them. No runtime, rates or ceilings: none were recorded with the samples."""
-  from pallas_prof.cli import artifacts
-  from pallas_prof.profiler import attribution, correlate, pcsampling
+  from pallas_prof.cli import run_directory
+  from pallas_prof.profiler.sampling import attribution, pcsampling
+  from pallas_prof.profiler.static import correlate
   fixture = os.path.join(ROOT, "tests", "profiler", "fixtures", "pcsampling",
                          "softmax_kernel-dc90ff")
   d = tmp_path / "recorded_softmax"
@@ -138,7 +139,7 @@ def recorded_attribution_run(tmp_path) -> str:
   kdir.mkdir(parents=True)
   for name in ("kernel.json", "source.py", "kernel.ptx", "kernel.cubin"):
     (kdir / name).write_bytes(open(os.path.join(fixture, name), "rb").read())
-  gk, ck = artifacts.load_kernel(str(kdir))
+  gk, ck = run_directory.load_kernel(str(kdir))
   data = json.loads(open(os.path.join(fixture, "samples.json")).read())
   meta = json.loads(open(os.path.join(fixture, "meta.json")).read())
   samples, other = pcsampling.instruction_samples(data, data["kernel"])

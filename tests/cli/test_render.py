@@ -10,8 +10,8 @@ import re
 import pytest
 from rich.console import Console
 
-from pallas_prof.cli import render
-from pallas_prof.cli.render import kernel_table, render_run
+from pallas_prof.cli.terminal import render
+from pallas_prof.cli.terminal.render import kernel_table, render_run
 from pallas_prof.cli.report import ReportError, RunReport
 from pallas_prof.profiler.schema import EquationProfile, KernelProfile, ProfileReport, StaticProfile
 
@@ -232,3 +232,25 @@ def test_the_instruction_mix_is_worded_as_the_page_words_it_and_never_blank(tmp_
   arith = dataclasses.replace(static.equations[0], sass_counts={"other": 6}, sass_instructions=6)
   assert render._instruction_mix(dataclasses.replace(static, equations=[arith]), 0) \
       == "arithmetic and other 6"
+  from pallas_prof.cli.html.equations import equation_table
+  from pallas_prof.cli.html.model import equation_weights
+  kp = report.profile.kernels[0]
+  page = equation_table(kp, equation_weights(kp), lambda path: path)
+  assert page.rows[0].detail == render._instruction_mix(static, 0)     # one wording, one place
+
+
+@pytest.mark.parametrize("resources, spills, shown", [
+    ({"spill_stores": 8, "spill_loads": 12}, 20, "20"),
+    ({"spill_stores": 0, "spill_loads": 0}, 0, "0"),
+    ({"spill_stores": 8}, 8, "8"),
+    ({"registers": 32}, None, "-"),        # ptxas said nothing of spills: not "0"
+    (None, None, "-"),
+])
+def test_spills_are_counted_alike_for_a_run_a_profile_and_the_page(resources, spills, shown):
+  from pallas_prof.cli.html.model import _kernel_facts
+  from pallas_prof.cli.report import KernelEntry
+  from pallas_prof.cli.terminal.profile_view import ProfiledKernel
+  entry = KernelEntry(label="k#1", name="k", resources=resources)
+  assert entry.spills == spills
+  assert ProfiledKernel(label="k#1", name="k", platform="cpu", resources=resources).spills == spills
+  assert dict(_kernel_facts(entry, None, False))["spills"] == shown

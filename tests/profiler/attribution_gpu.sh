@@ -20,7 +20,7 @@ for step in $STEPS; do
   case $step in
     probe)
       nvidia-smi -L
-      python3 -c "from pallas_prof.profiler import pcsampling as p; print(p.library_candidates()); c = p.Cupti(); print(c.path, c.version)"
+      python3 -c "from pallas_prof.profiler.sampling import pcsampling as p; print(p.library_candidates()); c = p.Cupti(); print(c.path, c.version)"
       ;;
     ka)
       timeout 300 $PP run --out $W/ka tests/profiler/known_answer.py --large > $W/ka.log 2>&1
@@ -42,7 +42,7 @@ for step in $STEPS; do
       tail -30 $W/ncu.log ;;
     pytest)
       PALLAS_PROF_ATTRIB_RUNS=$W timeout 300 python3 -m pytest -q -p no:cacheprovider \
-        tests/profiler/test_attribution_gpu.py tests/profiler/test_attribution.py 2>&1 | tail -30 ;;
+        tests/profiler/sampling/test_attribution_gpu.py tests/profiler/sampling/test_attribution.py 2>&1 | tail -30 ;;
   esac
 done
 python3 tests/profiler/summarize_attribution.py $W > $W/summary.txt 2>&1; cat $W/summary.txt

@@ -10,7 +10,7 @@
               their shares are 1:3. Where the warps stand says otherwise: most
               samples queue at the first loop's special-function instructions
               ("not selected", "queue full"); charged to the instructions that were
-              issuing (profiler/contention.py) they split 1:3
+              issuing (profiler/sampling/contention.py) they split 1:3
   ka_matmul   bf16 matmul walking K: the dot and the loads that feed it
 Each kernel checks its result against jax.numpy; the script exits 1 if one differs.
 """

@@ -21,7 +21,7 @@ import jax.numpy as jnp  # noqa: E402
 
 import pallas_prof  # noqa: E402
 from known_answer_checks import PROBE_CHECKS  # noqa: E402
-from pallas_prof.profiler.probe_results import text_table  # noqa: E402
+from pallas_prof.profiler.probes.probe_results import text_table  # noqa: E402
 
 
 def _run_known_answers(large):

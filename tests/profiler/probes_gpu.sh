@@ -30,7 +30,7 @@ for step in ${*:-ka softmax examples pytest}; do
       timeout ${T_EXAMPLES:-50} python3 tests/profiler/probes_gpu.py $LARGE --out $O/ex matmul flash_attention > $O/ex.log 2>&1
       echo "rc $?"; grep -vE "$F" $O/ex.log | tail -40 ;;
     pytest)
-      timeout ${T_PYTEST:-40} python3 -m pytest -q -p no:cacheprovider tests/profiler/test_probes_gpu.py > $O/pytest.log 2>&1
+      timeout ${T_PYTEST:-40} python3 -m pytest -q -p no:cacheprovider tests/profiler/probes/test_probes_gpu.py > $O/pytest.log 2>&1
       echo "rc $?"; tail -5 $O/pytest.log ;;
   esac
 done

@@ -43,8 +43,8 @@ SELECTION = (
     "tests/backend/test_triton_shim.py", "tests/backend/test_own_path.py",
     "tests/backend/lowering/rules/test_memory.py", "tests/backend/lowering/test_bounds_paths.py",
     "tests/backend/lowering/test_launch_order.py", "tests/backend/running/test_jaxlib_payload.py",
-    "tests/backend/lowering/rules/test_rule_limits.py", "tests/profiler/test_runner.py",
-    "tests/profiler/test_profile.py", "tests/profiler/test_correlate.py",
+    "tests/backend/lowering/rules/test_rule_limits.py", "tests/profiler/timing/test_runner.py",
+    "tests/profiler/test_profile.py", "tests/profiler/static/test_correlate.py",
     "tests/cli/test_cli.py", "tests/instrument/test_errors.py",
 )
 # the only reasons a test may skip in the drill: JAX's module gone (tests comparing with

@@ -77,7 +77,7 @@ def test_a_config_that_fails_while_timed_is_dropped_and_the_others_go_on():
 
 def test_gpu_seconds_per_call_sums_cuptis_kernels_over_the_calls(monkeypatch):
   """Every kernel the batch launched counts (XLA's between the Pallas ones too), per call."""
-  from pallas_prof.profiler import insitu
+  from pallas_prof.profiler.timing import insitu
 
   class _Capture:
     def __init__(self, devices=None):
@@ -98,7 +98,7 @@ def test_gpu_seconds_per_call_sums_cuptis_kernels_over_the_calls(monkeypatch):
 
 
 def test_gpu_seconds_per_call_without_kernels_raises_with_the_captures_notes(monkeypatch):
-  from pallas_prof.profiler import insitu
+  from pallas_prof.profiler.timing import insitu
 
   class _Empty:
     def __init__(self, devices=None):

@@ -85,7 +85,8 @@ def equation_table(p: KernelProfile | None, eqs: list[WeightedEquation],
         eqn=f"[{e.index}] {e.primitive if e.primitive is not None else '?'}", index=e.index,
         where=f"{os.path.basename(e.user_file)}:{line}" if e.user_file else "?",
         source=linecache.getline(path, line).strip() if path and line else "",
-        detail=(e.stall if measured else _mix(e, basis)),
+        detail=(e.stall if measured else
+                units.instruction_mix(e.counts(basis), e.instructions(basis))),
         instructions=e.instructions(basis),
         time_us=e.time_s * 1e6 if e.time_s is not None else None))
   rest = ordered[len(shown):]
@@ -103,17 +104,6 @@ def equation_table(p: KernelProfile | None, eqs: list[WeightedEquation],
             f"{len(rest)} more equation(s) with no instructions of their own" if rest else ""),
       unattributed=(f"{unattributed} instruction(s) on no equation: the kernel's set-up "
                     "(program ids, block offsets)" if unattributed and not measured else ""))
-
-
-def _mix(e: WeightedEquation, basis: str) -> str:
-  counts = e.counts(basis)
-  total = e.instructions(basis) or 0
-  named = sorted(((k.replace("_", " "), n) for k, n in counts.items() if n and k != "other"),
-                 key=lambda kv: -kv[1])
-  other = total - sum(n for _, n in named)
-  parts = [f"{name} {n}" for name, n in named] + ([f"arithmetic and other {other}"]
-                                                   if other > 0 else [])
-  return ", ".join(parts)
 
 
 def work_facts(p: KernelProfile | None) -> tuple[tuple[str, str], ...]:

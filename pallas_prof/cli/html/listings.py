@@ -161,8 +161,9 @@ def stage_listings(run_dir: str | None, k: KernelEntry,
   if d is None or not os.path.exists(os.path.join(d, "kernel.ptx")):
     why = "this run directory holds no compiled stages"
     return (Listing("PTX", (), missing=why), Listing("SASS", (), missing=why))
-  from ...profiler.correlate import annotated_listing   # nvdisasm for SASS: only when asked
-  from ..artifacts import load_kernel
+  # nvdisasm for SASS: only when asked
+  from ...profiler.static.correlate import annotated_listing
+  from ..run_directory import load_kernel
   try:
     _, ck = load_kernel(d)
   except (OSError, ValueError, KeyError, TypeError) as e:

@@ -252,8 +252,7 @@ def _kernel_facts(k: KernelEntry, p: KernelProfile | None,
             if k.in_avals or k.out_avals else ""),
            ("registers", str(res.get("registers", "-"))),
            ("shared memory", units.size(res.get("shared_bytes"))),
-           ("spills", str((res.get("spill_stores") or 0) + (res.get("spill_loads") or 0))
-            if res else "-"),
+           ("spills", str(units.spills(res)) if units.spills(res) is not None else "-"),
            ("lowering", _fmt(k.lowering_ms, " ms")),
            ("compile", f"cached ({comp.cache})" if comp.cache in ("memory", "disk")
             else _fmt(comp.total_ms, " ms"))]

@@ -1,0 +1,248 @@
+"""A run's output directory: report.json, traces, and each kernel's artifacts.
+
+    <out>/report.json                   everything `pallas-prof report` re-renders
+    <out>/trace.otlp.jsonl              OTLP-JSON lines (the Collector's otlpjsonfile format;
+                                        trace.otlp.json in runs before the rename)
+    <out>/trace.perfetto.json           Chrome/Perfetto trace events (ui.perfetto.dev)
+    <out>/kernels/<label>/kernel.json   generated-kernel metadata: line map, equations, params,
+                                        the call's input/output aliases
+    <out>/kernels/<label>/source.py     the generated Triton source
+    <out>/kernels/<label>/compiled.json and kernel.{ttir,ttgir,ll,ptx,cubin}
+                                        the CompiledKernel (CompiledKernel.save)
+    <out>/kernels/<label>/spec.json     its LaunchSpec (LaunchSpec.save; shares kernel.cubin):
+                                        `python -m pallas_prof.profiler.timing.runner DIR`
+                                        replays it
+
+`load_kernel` rebuilds the GeneratedKernel / CompiledKernel pair from those
+files, so `pallas-prof show` works on a saved run without re-running it; runs
+saved before compiled.json existed keep their compile in kernel.json.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+
+from ..backend.artifacts import (STAGE_FILES, STAGES, CompiledKernel, GeneratedKernel,
+                                  LaunchSpec)
+
+REPORT = "report.json"    # written and read by cli/report.py's RunReport
+
+
+def default_out_dir(root: str = "pallas-prof-out") -> str:
+  return os.path.join(root, time.strftime("%Y%m%d-%H%M%S"))
+
+
+def kernel_dir_name(label: str) -> str:
+  return re.sub(r"[^0-9A-Za-z_.-]", "_", label.replace("#", "-"))
+
+
+def save_kernel(out_dir: str, label: str, gk: GeneratedKernel, ck: CompiledKernel | None,
+                aliases=()) -> dict:
+  """Writes one kernel's source, artifacts and metadata; returns {what: relative path}.
+
+  aliases: the call's input_output_aliases, (input index, output index) pairs."""
+  rel = os.path.join("kernels", kernel_dir_name(label))
+  d = os.path.join(out_dir, rel)
+  os.makedirs(d, exist_ok=True)
+  files = {"source": os.path.join(rel, "source.py"),
+           "kernel": os.path.join(rel, "kernel.json")}
+  gk.save(d, label=label, input_output_aliases=[list(a) for a in aliases])
+  if ck is not None:
+    ck.save(d)
+    files.update({stage: os.path.join(rel, STAGE_FILES[stage]) for stage in ck.asm})
+    files["compiled"] = os.path.join(rel, "compiled.json")
+    if not ck.cubin_deferred:
+      try:
+        LaunchSpec.from_compiled(ck, aliases).save(d)
+        files["launch"] = os.path.join(rel, "spec.json")
+      except ValueError:
+        pass                 # a launch the replay cannot do (cooperative grid): none to save
+  return files
+
+
+def load_kernel(kernel_dir: str) -> tuple[GeneratedKernel, CompiledKernel | None]:
+  gk = GeneratedKernel.load(kernel_dir)
+  with open(os.path.join(kernel_dir, "kernel.json")) as f:
+    meta = json.load(f)
+  if os.path.exists(os.path.join(kernel_dir, "compiled.json")):
+    return gk, CompiledKernel.load(kernel_dir, generated=gk)
+  c = meta.get("compiled")      # a run saved before compiled.json
+  if c is None:
+    return gk, None
+  asm = {}
+  for stage in STAGES:
+    path = os.path.join(kernel_dir, STAGE_FILES[stage])
+    if os.path.exists(path):
+      with open(path, "rb" if stage == "cubin" else "r") as f:
+        asm[stage] = f.read()
+  ck = CompiledKernel(name=gk.name, key=c["key"], target=tuple(c["target"]), asm=asm,
+                      metadata=c["metadata"], stage_seconds=c["stage_seconds"],
+                      compile_seconds=c["compile_seconds"], registers=c["registers"],
+                      spill_stores=c["spill_stores"], spill_loads=c["spill_loads"],
+                      stack_bytes=c["stack_bytes"], ptxas_log=c["ptxas_log"], generated=gk,
+                      cache=c.get("cache", "disk"))
+  return gk, ck
+
+
+def load_kernel_or_exit(kernel_dir: str, run_dir: str):
+  """load_kernel, or a message naming what is missing or damaged and what to do."""
+  what = os.path.relpath(kernel_dir, run_dir)
+  if not os.path.isfile(os.path.join(kernel_dir, "kernel.json")):
+    raise SystemExit(f"pallas-prof: {run_dir}/report.json lists this kernel, but its files "
+                     f"({what}/) are not in the run directory any more; run the script again "
+                     "with `pallas-prof run` to write them")
+  try:
+    return load_kernel(kernel_dir)
+  except (OSError, ValueError, KeyError, TypeError) as e:
+    raise SystemExit(f"pallas-prof: the saved kernel in {kernel_dir} does not load "
+                     f"({type(e).__name__}: {e}); run the script again with `pallas-prof run` "
+                     "to write it afresh") from None
+
+
+def load_aliases(kernel_dir: str) -> tuple[tuple[int, int], ...]:
+  """The saved kernel's input_output_aliases: its LaunchSpec's, else kernel.json's
+  (a kernel without a cubin); none in runs saved before either kept them."""
+  if os.path.exists(os.path.join(kernel_dir, "spec.json")):
+    return LaunchSpec.load(kernel_dir).aliases
+  with open(os.path.join(kernel_dir, "kernel.json")) as f:
+    meta = json.load(f)
+  return tuple((int(i), int(o)) for i, o in meta.get("input_output_aliases", ()))
+
+
+def read_report(run_dir: str):
+  """report.json as a RunReport (cli/report.py: the one reader and writer of report.json,
+  which also says what an unreadable one is)."""
+  from .report import RunReport
+  return RunReport.load(run_dir)
+
+
+RECENT_RUNS = 20     # runs `show` looks through for a kernel, newest first
+
+
+def recent_runs(root: str = "pallas-prof-out", limit: int = RECENT_RUNS) -> list[str]:
+  """Run directories with a report, newest first: those under `root`, and the last run
+  made from this directory wherever its --out put it (`remember_run`)."""
+  runs = []
+  if os.path.isdir(root):
+    runs = [os.path.join(root, d) for d in os.listdir(root)
+            if os.path.exists(os.path.join(root, d, REPORT))]
+  last = remembered_run()
+  if last is not None and not any(os.path.samefile(last, d) for d in runs):
+    runs.append(last)
+  runs.sort(key=lambda d: (os.path.getmtime(os.path.join(d, REPORT)), d), reverse=True)
+  return runs[:limit]
+
+
+_LAST_RUNS = "last-runs.json"     # in the cache directory: working directory -> its last run
+_LAST_RUNS_KEPT = 64
+
+
+def _last_runs_path() -> str:
+  from ..backend.kernel_files import cache_dir
+  return os.path.join(cache_dir(), _LAST_RUNS)
+
+
+def remember_run(out_dir: str) -> None:
+  """Notes `out_dir` as the last run made from the working directory, so that `show` and
+  `report` without a directory find a run written with --out (best effort: a cache that
+  cannot be written only costs that)."""
+  path = _last_runs_path()
+  try:
+    with open(path) as f:
+      known = json.load(f)
+  except (OSError, ValueError):
+    known = {}
+  if not isinstance(known, dict):
+    known = {}
+  known.pop(os.getcwd(), None)
+  known[os.getcwd()] = os.path.abspath(out_dir)
+  known = dict(list(known.items())[-_LAST_RUNS_KEPT:])
+  try:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}"
+    with open(tmp, "w") as f:
+      json.dump(known, f)
+    os.replace(tmp, path)
+  except OSError:
+    pass
+
+
+def remembered_run() -> str | None:
+  """The last run made from the working directory, if it is still there."""
+  try:
+    with open(_last_runs_path()) as f:
+      run = json.load(f).get(os.getcwd())
+  except (OSError, ValueError, AttributeError):
+    return None
+  if isinstance(run, str) and os.path.exists(os.path.join(run, REPORT)):
+    return os.path.relpath(run) if not os.path.relpath(run).startswith("..") else run
+  return None
+
+
+def latest_run(root: str = "pallas-prof-out") -> str | None:
+  runs = recent_runs(root, 1)
+  return runs[0] if runs else None
+
+
+def _pick(kernels, name: str):
+  """The KernelEntry whose label or name is (or else starts with) `name`; None if none is."""
+  for pick in (lambda k: k.label == name, lambda k: k.name == name,
+               lambda k: k.label.startswith(name) or k.name.startswith(name)):
+    hits = [k for k in kernels if pick(k)]
+    if len(hits) == 1:
+      return hits[0]
+    if len(hits) > 1:
+      raise SystemExit(f"pallas-prof: {name!r} matches several kernels: "
+                       + ", ".join(k.label for k in hits) + "; give a full label")
+  return None
+
+
+def find_kernel(run_dir: str, name: str) -> str:
+  """The kernel directory in a run whose label or name matches `name`."""
+  kernels = read_report(run_dir).kernels
+  hit = _pick(kernels, name)
+  if hit is None:
+    known = ", ".join(k.label for k in kernels) or "none"
+    raise SystemExit(f"pallas-prof: no kernel {name!r} in {run_dir} (kernels: {known})")
+  return os.path.join(run_dir, os.path.dirname(hit.files["kernel"]))
+
+
+def locate_kernel(name: str, run_dir: str | None = None,
+                  root: str = "pallas-prof-out") -> tuple[str, str]:
+  """(run directory, kernel directory) of the kernel `name`: in `run_dir` when given, else
+  in the newest of the recent runs under `root` that has it (a run without kernels, or
+  with others, does not hide an earlier one); says on stderr when that is not the newest."""
+  if run_dir is not None:
+    return run_dir, find_kernel(run_dir, name)
+  runs = recent_runs(root)
+  if not runs:
+    raise SystemExit("pallas-prof: no saved run found; run `pallas-prof run script.py` first "
+                     "or pass --dir")
+  seen: dict[str, None] = {}   # every kernel the runs have, newest first: to say which
+  for i, candidate in enumerate(runs):
+    try:
+      kernels = read_report(candidate).kernels
+    except SystemExit:          # an unreadable or foreign report: look further back
+      continue
+    seen.update((k.label, None) for k in kernels)
+    hit = _pick(kernels, name)
+    if hit is not None:
+      if i:
+        print(f"pallas-prof: no kernel {name!r} in the newest run ({runs[0]}); "
+              f"showing it from {candidate}, {i} run(s) back", file=sys.stderr)
+      return candidate, os.path.join(candidate, os.path.dirname(hit.files["kernel"]))
+  have = ", ".join(list(seen)[:12]) + (f" and {len(seen) - 12} more" if len(seen) > 12
+                                       else "") if seen else "none"
+  # the last --out run made here is among them: say so (the message said "under
+  # pallas-prof-out/" and named a newest run that was not under it)
+  elsewhere = [r for r in runs if os.path.dirname(os.path.normpath(r)) != os.path.normpath(root)]
+  where = (f"under {root}/" if not elsewhere else
+           f"(under {root}/ and the last run made here with --out, {elsewhere[0]})"
+           if len(runs) > 1 else f"(the last run made here with --out, {elsewhere[0]})")
+  raise SystemExit(f"pallas-prof: no kernel {name!r} in the {len(runs)} most recent run(s) "
+                   f"{where}; the newest is {runs[0]} and they have: {have}. Give one of those "
+                   "(a name or the start of a label), or --dir to look elsewhere")
+
