@@ -278,7 +278,7 @@ def read(ctx, ref, shape) -> Value | None:
   if tuple(shape) != key[1]:
     expr = f"tl.reshape({expr}, {list(shape)})"
   label = ref.label[:-4] if ref.label.endswith("_ref") else f"{ref.label}_val"
-  return ctx.value(label, expr, ref.dtype, shape)
+  return ctx.value(label, expr, ref.dtype, shape, opaque=True)
 
 
 def write(ctx, ref, value: Value) -> bool:

@@ -651,7 +651,7 @@ def _reduce_precision(ctx, x, *, exponent_bits, mantissa_bits):
   xc = _compute(ctx, x)
   if mantissa_bits > 0:   # NaN stays NaN (rounding could carry it into an infinity)
     return ctx.value("reduced", f"tl.where({xc} != {xc}, {x}, {reduced})", dt, x.shape)
-  return Value(reduced, dt, x.shape)
+  return Value(reduced, dt, x.shape, loops=x.loops)
 
 
 elementwise(compat.copy_p, compat.stop_gradient_p)(_identity)
