@@ -189,6 +189,14 @@ class GeneratedKernel:
   def outputs(self) -> list[KernelParam]:
     return [p for p in self.params if p.role == "output"]
 
+  def zeroed_outputs(self, aliases=()) -> tuple[int, ...]:
+    """The outputs that start from zero at each launch, by index: those updated with
+    atomics (atomic_params), unless aliased to an input (`aliases`: the call's
+    (input, output) pairs), whose buffer then holds that input."""
+    aliased = {int(o) for _, o in aliases}
+    return tuple(p.index for p in self.outputs
+                 if p.name in self.atomic_params and p.index not in aliased)
+
   def eqn(self, index: int) -> EquationRecord:
     return self.eqns[index]
 
@@ -418,11 +426,7 @@ class LaunchSpec:
     if gk is None:
       raise ValueError(f"kernel {ck.name}: no GeneratedKernel, so its parameters are unknown")
     md = ck.metadata
-    zeroed = set(zeroed_outputs)
-    aliased_outs = {o for _, o in aliases}
-    for p in gk.outputs:
-      if p.name in getattr(gk, "atomic_params", ()) and p.index not in aliased_outs:
-        zeroed.add(p.index)     # the GPU path zeroes outputs updated with atomics
+    zeroed = set(zeroed_outputs) | set(gk.zeroed_outputs(aliases))   # as the GPU path does
     target = md.get("target") or {}
     if md.get("launch_cooperative_grid") or md.get("launch_pdl"):
       raise ValueError(f"kernel {ck.name}: cooperative-grid / PDL launches are not supported "
