@@ -157,7 +157,7 @@ class GeneratedKernel:
   jaxpr_text: str
   source_info: str
   lowering_seconds: float
-  key: str
+  key: str                           # sha256 of `source` (hex): its file, compiles, tuning files
   atomic_params: tuple[str, ...] = ()
   enable_fp_fusion: bool = False     # Triton may contract a*b+c into one FMA
   # of lowering_seconds, Python's garbage collections meanwhile (CollectionClock)

@@ -195,10 +195,6 @@ def select(ck, gk, compiler_params, relower, target, *, compile_fn, aliases=(), 
   return ck
 
 
-def source_digest(gk) -> str:
-  return hashlib.sha256(gk.source.encode()).hexdigest()
-
-
 _tuned_files: dict = {}
 
 
@@ -235,7 +231,7 @@ def tuned_file_choice(path: str, gk, target, gpu: str) -> tuple[int, int, int, i
       raise ValueError(f"{TUNED_ENV}={path}: a kernel entry lacks {e}; write the file again "
                        "with `pallas-prof tune`") from None
     _tuned_files[path] = (stamp, choices)
-  return _tuned_files[path][1].get((source_digest(gk), tuple(target), gpu))
+  return _tuned_files[path][1].get((gk.key, tuple(target), gpu))   # key: the source's sha256
 
 
 def write_results(path: str) -> None:
@@ -248,7 +244,7 @@ def _identity(gk, target, settings: Autotune, device_name: str) -> dict:
   import jax
   from ..backend.compile_cache import _triton_version    # the wheel's, without importing it
   from ..version import __version__
-  return {"kernel": gk.name, "source": source_digest(gk),
+  return {"kernel": gk.name, "source": gk.key,
           "target": list(target), "gpu": device_name, "jax": jax.__version__,
           "triton": _triton_version(), "pallas_prof": __version__,
           "configs": settings.config_dicts()}
