@@ -251,6 +251,11 @@ class GeneratedKernel:
 
 # --- compile: the compiled kernel ------------------------------------------------------
 
+def target_text(target) -> str:
+  """A compile target, ("cuda", 90), as reports, spans and cache keys write it: "cuda:90"."""
+  return f"{target[0]}:{target[1]}"
+
+
 STAGES = ("ttir", "ttgir", "llir", "ptx", "cubin")
 # each stage's file in a saved CompiledKernel (a run directory's kernels/<label>/ too)
 STAGE_FILES = {"ttir": "kernel.ttir", "ttgir": "kernel.ttgir", "llir": "kernel.ll",
@@ -352,7 +357,7 @@ class CompiledKernel:
     return {"shared_bytes": self.shared_bytes, "registers": self.registers,
             "spill_stores": self.spill_stores, "spill_loads": self.spill_loads,
             "stack_bytes": self.stack_bytes, "num_warps": self.num_warps,
-            "num_stages": self.num_stages, "target": f"{self.target[0]}:{self.target[1]}"}
+            "num_stages": self.num_stages, "target": target_text(self.target)}
 
   # --- one layout on disk: compiled.json and a file per stage ---
 
@@ -384,7 +389,7 @@ class CompiledKernel:
                **{k: meta[k] for k in cls._FIELDS})
 
   def __repr__(self) -> str:
-    return (f"CompiledKernel({self.name}, {self.target[0]}:{self.target[1]}, "
+    return (f"CompiledKernel({self.name}, {target_text(self.target)}, "
             f"stages={sorted(self.asm)}, cache={self.cache})")
 
 

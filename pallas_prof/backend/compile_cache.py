@@ -18,7 +18,7 @@ import threading
 from typing import Any
 
 from . import compat, ptx_rewrites, triton_compat
-from .artifacts import CompiledKernel, GeneratedKernel
+from .artifacts import CompiledKernel, GeneratedKernel, target_text
 from .codegen import signature_type
 from .kernel_files import cache_dir
 from .triton_run import triton_lock
@@ -98,7 +98,7 @@ def compile_key(gk: GeneratedKernel, target: tuple[str, int]) -> str:
   parts = [gk.source, f"options={sorted(options.items())}",
            f"libraries={[_file_digest(path) for _, path in options.get('extern_libs', ())]}",
            f"signature={[(p.name, signature_type(p.dtype)) for p in gk.params]}",
-           f"target={target[0]}:{target[1]}", f"triton={_triton_version()}",
+           f"target={target_text(target)}", f"triton={_triton_version()}",
            f"pallas_prof={__version__}", f"format={CACHE_FORMAT}",
            f"schema={CompiledKernel.SCHEMA}",
            f"ptxas={_ptxas_version(int(target[1]))}", f"prepared_libdevice={prepared_libdevice()}",

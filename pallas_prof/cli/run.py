@@ -18,6 +18,7 @@ import traceback
 
 from .. import __version__
 from ..backend import LoweringError, registry
+from ..backend.artifacts import target_text
 from ..backend.compile import assemble_cubin
 from ..backend.errors import CompileError
 from ..backend.workarounds import compile_working_around
@@ -211,7 +212,7 @@ def kernel_entry(rec, files: dict[str, str]) -> KernelEntry:
   gk, ck = rec.generated, rec.compiled
   compiled = None
   if ck is not None:
-    compiled = CompileInfo(target=f"{ck.target[0]}:{ck.target[1]}", cache=ck.cache,
+    compiled = CompileInfo(target=target_text(ck.target), cache=ck.cache,
                            total_ms=ck.compile_seconds * 1e3,
                            stages_ms={k: v * 1e3 for k, v in ck.stage_seconds.items()},
                            worker_wait_ms=ck.worker_wait_seconds * 1e3)
