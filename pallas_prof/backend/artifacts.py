@@ -251,6 +251,10 @@ class GeneratedKernel:
 
 # --- compile: the compiled kernel ------------------------------------------------------
 
+# what kernels compile for when no GPU names a target (CPU runs, the static figures)
+DEFAULT_TARGET = ("cuda", 90)
+
+
 def target_text(target) -> str:
   """A compile target, ("cuda", 90), as reports, spans and cache keys write it: "cuda:90"."""
   return f"{target[0]}:{target[1]}"

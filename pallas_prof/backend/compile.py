@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from . import compile_cache, compile_worker, hooks, ptx_rewrites
-from .artifacts import CompiledKernel, GeneratedKernel, target_text
+from .artifacts import DEFAULT_TARGET, CompiledKernel, GeneratedKernel, target_text
 from .codegen import signature_type
 # clear_memory_cache, compile_options: part of this module's interface (tests, bench)
 from .compile_cache import (clear_memory_cache, compile_key, compile_options,  # noqa: F401
@@ -23,9 +23,6 @@ from .compile_cache import (clear_memory_cache, compile_key, compile_options,  #
 from .compile_errors import TritonFailure, check_shared_memory, compile_error, next_stage
 from .errors import CompileError, LoweringError
 from .triton_run import StageRecord, triton_lock  # noqa: F401 - triton_lock: Triton's global lock
-
-DEFAULT_TARGET = ("cuda", 90)
-
 
 @dataclasses.dataclass
 class CompileRecord:

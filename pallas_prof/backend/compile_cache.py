@@ -18,7 +18,7 @@ import threading
 from typing import Any
 
 from . import compat, ptx_rewrites, triton_compat
-from .artifacts import CompiledKernel, GeneratedKernel, target_text
+from .artifacts import DEFAULT_TARGET, CompiledKernel, GeneratedKernel, target_text
 from .codegen import signature_type
 from .kernel_files import cache_dir
 from .triton_run import triton_lock
@@ -30,7 +30,7 @@ _memory: dict[str, CompiledKernel] = {}
 
 # --- Triton's options ------------------------------------------------------------------
 
-def compile_options(gk: GeneratedKernel, target: tuple[str, int] = ("cuda", 90)
+def compile_options(gk: GeneratedKernel, target: tuple[str, int] = DEFAULT_TARGET
                     ) -> dict[str, Any]:
   """Triton options for a generated kernel, chosen so that a kernel computes what
   XLA and JAX's built-in backend compute, bit for bit where they agree:

@@ -18,7 +18,7 @@ import traceback
 
 from .. import __version__
 from ..backend import LoweringError, registry
-from ..backend.artifacts import target_text
+from ..backend.artifacts import DEFAULT_TARGET, target_text
 from ..backend.compile import assemble_cubin
 from ..backend.errors import CompileError
 from ..backend.workarounds import compile_working_around
@@ -183,7 +183,7 @@ def ensure_compiled(rec, errors: list[ErrorEntry]) -> None:
   path compiled to PTX only: assemble the cubin (registers, spills, SASS)."""
   try:
     if rec.compiled is None:   # (Triton failing on it: another lowering of it, said so)
-      rec.compiled = compile_working_around(rec.generated, ("cuda", 90), rec.relower)
+      rec.compiled = compile_working_around(rec.generated, DEFAULT_TARGET, rec.relower)
     else:
       rec.compiled = assemble_cubin(rec.compiled)
   except LoweringError as e:

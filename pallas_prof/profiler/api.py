@@ -13,9 +13,6 @@ from . import attribution, correlate, cost, driver
 from .driver import ProfilerError
 from .schema import KernelProfile, ProfileReport
 
-DEFAULT_CPU_TARGET = ("cuda", 90)
-
-
 @dataclasses.dataclass
 class _Target:
   """What profile() works on: a registry record or a bare CompiledKernel."""
@@ -123,7 +120,8 @@ def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches:
   info = None
   if present:
     info = driver.device_info(device)         # BadDevice for a bad index
-  cc = info.compute_capability if info else DEFAULT_CPU_TARGET[1]
+  from ..backend.artifacts import DEFAULT_TARGET
+  cc = info.compute_capability if info else DEFAULT_TARGET[1]
   profiles = [_static(t, cc, top) for t in targets]
   if not present:
     message = (f"no NVIDIA GPU: {reason.rstrip('.')}. The kernels ran under Triton's "
