@@ -40,21 +40,13 @@ class RuleContext:
     self.avals_in = [v.aval for v in eqn.invars]
     self.avals_out = [v.aval for v in eqn.outvars]
 
-  # typed helpers shared by the rules
+  # helpers that need the equation being lowered; the typed building blocks that need
+  # only the builder (casts, broadcasts, masks) are emit.py's, called as emit.cast(ctx.b, ...)
   def value(self, hint: str, expr: str, dtype, shape=(), *, of=None,
             opaque: bool = False) -> Value:
     """`hint = expr` as a Value; `of`, `opaque`: KernelBuilder.loops_of (by default
     the value varies with the loops the equation's operands vary with)."""
     return self.b.value(hint, expr, dtype, shape, of=of, opaque=opaque)
-
-  def cast(self, v: Value, dtype, hint: str | None = None) -> Value:
-    return emit.cast(self.b, v, dtype, hint)
-
-  def broadcast_to(self, v: Value, shape) -> Value:
-    return emit.broadcast_to(self.b, v, shape)
-
-  def full(self, shape, value, dtype, hint="full") -> Value:
-    return emit.full(self.b, shape, value, dtype, hint)
 
   def assign_once(self, hint: str, expr: str, key: str | None = None) -> str:
     """`name = expr`, or the name an earlier line of this scope (or an

@@ -212,7 +212,7 @@ def _square(ctx, x):
 @elementwise(lax.integer_pow_p, work=ARITHMETIC)
 def _integer_pow(ctx, x, *, y):
   if y == 0:
-    return ctx.full(x.shape, 1, x.dtype, "pow")
+    return emit.full(ctx.b, x.shape, 1, x.dtype, "pow")
   if y < 0 and not is_float(x.dtype):
     raise Unsupported("integer_pow with a negative exponent on integers")
 
@@ -497,7 +497,7 @@ def _shift(kind: str):
         return ctx.value(kind, shifted(typed(amount)), dt, shape)
       if kind == "shr_arith":   # the sign fill is a shift by bits - 1
         return ctx.value(kind, shifted(typed(bits - 1)), dt, shape)
-      return ctx.full(shape, 0, dt, kind)
+      return emit.full(ctx.b, shape, 0, dt, kind)
     in_range = ctx.b.assign("in_range", f"({y} >= 0) & ({y} < {bits})" if is_signed(dt)
                             else f"{y} < {literal(bits, dt)}")
     if kind == "shr_arith":
