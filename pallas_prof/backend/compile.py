@@ -240,7 +240,7 @@ def _finish_compile(gk, target, key, result, requested: int | None = None,
 def _attributes(ck: CompiledKernel) -> dict[str, Any]:
   """A compile's figures for observers, with what its kernel was lowered otherwise for
   (workarounds.py) when it was."""
-  notes = getattr(ck.generated, "workarounds", ()) if ck.generated is not None else ()
+  notes = ck.generated.workarounds if ck.generated is not None else ()
   return {**ck.resources(), **({"workarounds": list(notes)} if notes else {})}
 
 

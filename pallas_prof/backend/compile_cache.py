@@ -47,7 +47,7 @@ def compile_options(gk: GeneratedKernel, target: tuple[str, int] = DEFAULT_TARGE
   (launch_ptx_version).
   """
   return triton_options(gk.num_warps, gk.num_stages,
-                        enable_fp_fusion=bool(getattr(gk, "enable_fp_fusion", False)),
+                        enable_fp_fusion=gk.enable_fp_fusion,
                         ptx_version=launch_ptx_version(int(target[1])))
 
 

@@ -124,7 +124,7 @@ def interpreter_error(gk: GeneratedKernel, error: BaseException) -> Exception:
   outside = isinstance(cause or error, interpreter_runtime.OutOfBuffers)
   where = "Triton's interpreter on the CPU"
   if outside:
-    what = getattr(eqn, "primitive", None)
+    what = eqn.primitive if eqn is not None else None
     found = str(cause or error).split(" (on a GPU")[0].replace("the kernel ", "it ", 1)
     return remember(BoundsError(
         f"the kernel failed under Triton's interpreter: {found}",

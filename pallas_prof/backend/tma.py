@@ -98,14 +98,14 @@ def known_multiple(plan: TmaPlan, v: Value) -> int:
 
 
 def note_multiple(kernel, v: Value, m: int) -> None:
-  plan = getattr(kernel, "tma", None)
+  plan = kernel.tma
   if plan is not None and isinstance(v, Value) and v.const is None and not v.shape and m != 1:
     plan.multiples[v.expr] = m
 
 
 def note_sum(kernel, result: Value, terms) -> None:
   """result = sum of value * factor over `terms` ((Value, int) pairs)."""
-  plan = getattr(kernel, "tma", None)
+  plan = kernel.tma
   if plan is None:
     return
   m = 0

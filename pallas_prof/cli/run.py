@@ -224,11 +224,11 @@ def kernel_entry(rec, files: dict[str, str]) -> KernelEntry:
       lowering_ms=gk.lowering_seconds * 1e3, equations=len(gk.eqns),
       lowering_gc_ms=gk.gc_seconds * 1e3, cpu_launches=rec.launches, files=dict(files),
       compile=compiled, resources=ck.resources() if ck is not None else None,
-      warnings=tuple([u.describe() for u in getattr(rec, "uncovered_outputs", ())]
-                     + [f"TMA not used for {note}" for note in getattr(gk, "tma_notes", ())]),
+      warnings=tuple([u.describe() for u in rec.uncovered_outputs]
+                     + [f"TMA not used for {note}" for note in gk.tma_notes]),
       # lowered otherwise where Triton failed on the plain lowering (backend/workarounds.py)
-      workarounds=tuple(getattr(ck.generated if ck is not None and ck.generated is not None
-                                else gk, "workarounds", ())))
+      workarounds=tuple((ck.generated if ck is not None and ck.generated is not None
+                         else gk).workarounds))
 
 
 def _platform() -> Platform:
@@ -347,7 +347,8 @@ def _run_and_report(args):
   kernels = []
   for rec in records:
     # the source that was compiled (a tuned or worked-around lowering), with its stages
-    compiled_from = getattr(rec.compiled, "generated", None) or rec.generated
+    compiled_from = (rec.compiled.generated if rec.compiled is not None else None) \
+        or rec.generated
     files = artifacts.save_kernel(out_dir, rec.label, compiled_from, rec.compiled,
                                   aliases=rec.input_output_aliases)
     kernels.append(kernel_entry(rec, files))
@@ -426,7 +427,7 @@ def _devices(spec: str, notes: list[str]) -> list[int]:
 def _profile(records, args, device, cap, notes):
   from ..profiler import profile
   from ..profiler.driver import BadDevice
-  insitu_result = getattr(cap, "result", None) if cap is not None else None
+  insitu_result = cap.result if cap is not None else None
   try:
     return profile(records, device=device, replay=not args.no_profile,
                    min_launches=args.reps, ncu=args.ncu, insitu=insitu_result,

@@ -42,7 +42,7 @@ def _targets(kernels) -> list[_Target]:
     items = list(kernels) if isinstance(kernels, (list, tuple)) else [kernels]
   out = []
   for item in items:
-    compiled = item if isinstance(item, CompiledKernel) else getattr(item, "compiled", None)
+    compiled = item if isinstance(item, CompiledKernel) else item.compiled
     if compiled is not None:
       compiled = assemble_cubin(compiled)    # the GPU launch path defers the cubin
       if not isinstance(item, CompiledKernel):
@@ -56,7 +56,7 @@ def _targets(kernels) -> list[_Target]:
     else:
       out.append(_Target(item.name, item.label, tuple(item.in_avals), tuple(item.out_avals),
                          tuple(tuple(a) for a in item.input_output_aliases), item.cost_estimate,
-                         item.generated, item.compiled, getattr(item, "relower", None)))
+                         item.generated, item.compiled, item.relower))
   return out
 
 
@@ -156,7 +156,7 @@ def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches:
     matched = match(insitu, targets, device)
     for p in profiles:
       p.insitu = matched.get(p.label)
-    notes += list(getattr(insitu, "notes", []))
+    notes += list(insitu.notes)
     notes += replay_against_program(targets, profiles)
   if ncu:
     from . import ncu as ncu_mod

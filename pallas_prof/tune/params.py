@@ -306,7 +306,7 @@ def tune_kernel(gk, default_ck, relower: Callable[..., object], target, settings
     _record(KernelTuning(gk.name, default.key, best,
                          tuple(Candidate(**c) for c in cached["candidates"]), 0.0,
                          from_cache=True, identity=identity, start_ns=start_ns,
-                         end_ns=time.time_ns(), source_key=getattr(gk, "key", None)))
+                         end_ns=time.time_ns(), source_key=gk.key))
     return chosen
   start = time.perf_counter()
   wanted = [default] + [default.replace(**c) for c in settings.config_dicts()]
@@ -339,7 +339,7 @@ def tune_kernel(gk, default_ck, relower: Callable[..., object], target, settings
   best = best_c.config if best_c else default.key
   tuning = KernelTuning(gk.name, default.key, best, tuple(candidates), time.perf_counter() - start,
                         identity=identity, start_ns=start_ns, end_ns=time.time_ns(),
-                        source_key=getattr(gk, "key", None))
+                        source_key=gk.key)
   _record(tuning)
   _save(path, identity, tuning)
   return compiled[default.with_key(best)]
@@ -363,7 +363,7 @@ def measure(compiled: dict, order: Sequence, default, settings: Autotune, aliase
     if w in errors or w not in compiled:
       out.append(_candidate(w, None, errors.get(w, "not compiled")))
       continue
-    compile_s = getattr(compiled[w], "compile_seconds", None)
+    compile_s = compiled[w].compile_seconds
     if w != default and time.perf_counter() - start > settings.budget_s:
       out.append(_candidate(w, None, f"not timed: the {settings.budget_s:g} s budget was spent",
                             compile_s))

@@ -43,7 +43,7 @@ TRIANGULAR_MAX_ELEMENTS = 1 << 14  # elements of its (.., n, n, ..) intermediate
 
 def planned(ctx) -> str | None:
   """The form workarounds.py asked for this equation, if any."""
-  plan = getattr(ctx.kernel, "workarounds", None)
+  plan = ctx.kernel.workarounds
   return None if plan is None else plan.form_of(ctx.info.index)
 
 
