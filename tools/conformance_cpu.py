@@ -204,18 +204,17 @@ def _poison(shape, dtype):
 def _poison_unwritten_outputs() -> None:
   """--poison-outputs: the interpreter path starts outputs as zeros, a GPU does not (XLA
   hands the custom call uninitialised buffers). Start them as NaN / 0x5A.. instead, except
-  outputs the GPU path zeroes too (written with atomics, see pallas_call_rule.gk_zeroed_outputs)
+  outputs the GPU path zeroes too (written with atomics, see GeneratedKernel.zeroed_outputs)
   and aliased ones, so a kernel that leaves part of an output unwritten fails here as it
   could on the GPU."""
   import numpy as np
   from pallas_prof.backend.running import launch
-  from pallas_prof.backend import pallas_call_rule
   original = launch.run_interpreted
   if getattr(original, "_conformance_cpu_wrapped", False):
     return
 
   def run_interpreted(gk, inputs, out_shapes, input_output_aliases=()):
-    zeroed = set(pallas_call_rule.gk_zeroed_outputs(gk, tuple(input_output_aliases)))
+    zeroed = set(gk.zeroed_outputs(tuple(input_output_aliases)))
     aliased = {o for _, o in input_output_aliases}
     # outputs are created in order; aliased outputs are copies, the others np.zeros
     fresh = [i for i in range(len(out_shapes)) if i not in aliased]

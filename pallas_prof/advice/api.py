@@ -79,7 +79,8 @@ def for_report(records, report, *, trials: bool = False, device: int = 0,
 def tuning_entries(advice: list[KernelAdvice], records, report) -> list[dict]:
   """Each kernel whose best measured action is of kind a, as `pallas-prof tune`'s tuning
   file names it (tune/cli.py: PALLAS_PROF_TUNED=file applies it)."""
-  from ..tune.params import default_config, source_digest
+  from ..backend.artifacts import DEFAULT_TARGET
+  from ..tune.params import default_config
   from .trials import _config
   by_label = {r.label: r for r in records}
   gpu = report.device.name if report.device is not None else None
@@ -89,8 +90,8 @@ def tuning_entries(advice: list[KernelAdvice], records, report) -> list[dict]:
     top = next((x for x in a.actions if x.trial is not None and x.trial.held), None)
     if rec is None or top is None or top.kind != "a" or gpu is None:
       continue
-    target = list(rec.compiled.target) if rec.compiled is not None else ["cuda", 90]
-    out.append({"kernel": rec.name, "source": source_digest(rec.generated), "target": target,
+    target = list(rec.compiled.target if rec.compiled is not None else DEFAULT_TARGET)
+    out.append({"kernel": rec.name, "source": rec.generated.key, "target": target,
                 "gpu": gpu, "best": list(_config(top.change, rec.generated)),
                 "default": list(default_config(rec.generated))})
   return out

@@ -195,7 +195,10 @@ def kernel_facts(kp, gk=None, device=None, ceilings=None) -> KernelFacts:
   cc = device.compute_capability if device is not None else _target_cc(st)
   lim = limits(cc)
   res = (st.resources if st is not None else {}) or {}
-  num_warps = int(st.num_warps if st is not None else getattr(gk, "num_warps", 4))
+  # the lowering's settings; without its GeneratedKernel, Triton's defaults
+  warps, stages, group, tma, grid = ((gk.num_warps, gk.num_stages, gk.launch_group, gk.tma,
+                                      gk.grid) if gk is not None else (4, 3, 0, False, ()))
+  num_warps = int(st.num_warps if st is not None else warps)
   registers = res.get("registers")
   spills = None if res.get("spill_stores") is None else \
       int(res.get("spill_stores") or 0) + int(res.get("spill_loads") or 0)
@@ -225,27 +228,24 @@ def kernel_facts(kp, gk=None, device=None, ceilings=None) -> KernelFacts:
                  sass_instructions=e.sass_instructions or e.ptx_instructions)
     if rec is not None:
       facts.update(bytes_read=rec.bytes_read, bytes_written=rec.bytes_written,
-                   operand=getattr(rec, "operand", None),
-                   contiguous_bytes=getattr(rec, "contiguous_bytes", None),
-                   trips=rec.trips, unrolled=rec.unrolled,
-                   invariant=bool(getattr(rec, "invariant", False)),
+                   operand=rec.operand, contiguous_bytes=rec.contiguous_bytes,
+                   trips=rec.trips, unrolled=rec.unrolled, invariant=rec.invariant,
                    transcendentals=rec.transcendentals, dot=rec.dot)
     elif e.primitive in LOOPS:
       facts.update(trips="unknown")
     equations[e.index] = EqFacts(**facts)
   if not measured:
     equations = _executed_shares(equations)
-  source_info = getattr(gk, "source_info", "") or ""
+  source_info = (gk.source_info if gk is not None else "") or ""
   kfile, kline = _location(source_info)
   sms = device.sm_count if device is not None else lim.sms
   return KernelFacts(
       label=kp.label, name=kp.name, cc=cc, limits=lim, sms=sms, sms_assumed=device is None,
-      grid=tuple(st.grid if st is not None else getattr(gk, "grid", ())),
+      grid=tuple(st.grid if st is not None else grid),
       programs=int(kp.work.programs if kp.work is not None else
                    math.prod(st.grid) if st is not None and st.grid else 1),
-      num_warps=num_warps, num_stages=int(st.num_stages if st is not None else
-                                          getattr(gk, "num_stages", 3)),
-      launch_group=int(getattr(gk, "launch_group", 0) or 0), tma=bool(getattr(gk, "tma", False)),
+      num_warps=num_warps, num_stages=int(st.num_stages if st is not None else stages),
+      launch_group=int(group or 0), tma=bool(tma),
       registers=registers, spills=spills, shared_bytes=shared, occupancy=occ, work=kp.work,
       median_s=kp.runtime.median_s if kp.runtime is not None else None, rates=kp.rates,
       ceilings=ceilings, measured=measured, weight_basis=kp.weight_basis,
@@ -290,7 +290,7 @@ def _inside(e: EqFacts, index: int, equations) -> bool:
 
 
 def _target_cc(st) -> int:
-  target = getattr(st, "target", "") or ""
+  target = (st.target if st is not None else "") or ""
   digits = target.rsplit(":", 1)[-1]
   return int(digits) if digits.isdigit() else 90
 

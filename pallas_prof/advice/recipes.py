@@ -128,7 +128,7 @@ def find(record, found: list[Recipe] | None = None) -> Recipe | None:
   script may call one kernel at two block shapes); None unless exactly one fits."""
   found = recipes() if found is None else found
   want = tuple(a.lstrip("~") for a in record.in_avals)
-  grid = tuple(getattr(record.generated, "grid", ()) or ())
+  grid = tuple(record.generated.grid) if record.generated is not None else ()   # read back
   same = [r for r in found if r.in_avals == want and r.name == record.name
           and tuple(r.kwargs.get("grid") or ()) == grid]
   return same[-1] if same and len({_blocks(r) for r in same}) == 1 else None

@@ -80,10 +80,10 @@ def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool
                 try_tma: bool = False, min_launches: int = 20, min_seconds: float = 0.05,
                 static: bool = True, tuned=None) -> KernelAdvice:
   """The advice with its actions of kinds a-c tried (see the module docstring)."""
-  from ..backend.compiling.compile import compile_kernels
+  from ..backend.compiling.compile import DEFAULT_TARGET, compile_kernels
   say = progress or (lambda text: None)
   started = time.perf_counter()
-  target = rec.compiled.target if rec.compiled is not None else ("cuda", 90)
+  target = rec.compiled.target if rec.compiled is not None else DEFAULT_TARGET
   todo = [a for a in advice.actions if a.kind in TRIED]
   actions = {id(a): a for a in advice.actions}
   if not gpu and not static:

@@ -157,7 +157,7 @@ class GeneratedKernel:
   jaxpr_text: str
   source_info: str
   lowering_seconds: float
-  key: str
+  key: str                           # sha256 of `source` (hex): its file, compiles, tuning files
   atomic_params: tuple[str, ...] = ()
   enable_fp_fusion: bool = False     # Triton may contract a*b+c into one FMA
   # of lowering_seconds, Python's garbage collections meanwhile (CollectionClock)
@@ -188,6 +188,14 @@ class GeneratedKernel:
   @property
   def outputs(self) -> list[KernelParam]:
     return [p for p in self.params if p.role == "output"]
+
+  def zeroed_outputs(self, aliases=()) -> tuple[int, ...]:
+    """The outputs that start from zero at each launch, by index: those updated with
+    atomics (atomic_params), unless aliased to an input (`aliases`: the call's
+    (input, output) pairs), whose buffer then holds that input."""
+    aliased = {int(o) for _, o in aliases}
+    return tuple(p.index for p in self.outputs
+                 if p.name in self.atomic_params and p.index not in aliased)
 
   def eqn(self, index: int) -> EquationRecord:
     return self.eqns[index]
@@ -242,6 +250,15 @@ class GeneratedKernel:
 
 
 # --- compile: the compiled kernel ------------------------------------------------------
+
+# what kernels compile for when no GPU names a target (CPU runs, the static figures)
+DEFAULT_TARGET = ("cuda", 90)
+
+
+def target_text(target) -> str:
+  """A compile target, ("cuda", 90), as reports, spans and cache keys write it: "cuda:90"."""
+  return f"{target[0]}:{target[1]}"
+
 
 STAGES = ("ttir", "ttgir", "llir", "ptx", "cubin")
 # each stage's file in a saved CompiledKernel (a run directory's kernels/<label>/ too)
@@ -344,7 +361,7 @@ class CompiledKernel:
     return {"shared_bytes": self.shared_bytes, "registers": self.registers,
             "spill_stores": self.spill_stores, "spill_loads": self.spill_loads,
             "stack_bytes": self.stack_bytes, "num_warps": self.num_warps,
-            "num_stages": self.num_stages, "target": f"{self.target[0]}:{self.target[1]}"}
+            "num_stages": self.num_stages, "target": target_text(self.target)}
 
   # --- one layout on disk: compiled.json and a file per stage ---
 
@@ -376,7 +393,7 @@ class CompiledKernel:
                **{k: meta[k] for k in cls._FIELDS})
 
   def __repr__(self) -> str:
-    return (f"CompiledKernel({self.name}, {self.target[0]}:{self.target[1]}, "
+    return (f"CompiledKernel({self.name}, {target_text(self.target)}, "
             f"stages={sorted(self.asm)}, cache={self.cache})")
 
 
@@ -418,11 +435,7 @@ class LaunchSpec:
     if gk is None:
       raise ValueError(f"kernel {ck.name}: no GeneratedKernel, so its parameters are unknown")
     md = ck.metadata
-    zeroed = set(zeroed_outputs)
-    aliased_outs = {o for _, o in aliases}
-    for p in gk.outputs:
-      if p.name in getattr(gk, "atomic_params", ()) and p.index not in aliased_outs:
-        zeroed.add(p.index)     # the GPU path zeroes outputs updated with atomics
+    zeroed = set(zeroed_outputs) | set(gk.zeroed_outputs(aliases))   # as the GPU path does
     target = md.get("target") or {}
     if md.get("launch_cooperative_grid") or md.get("launch_pdl"):
       raise ValueError(f"kernel {ck.name}: cooperative-grid / PDL launches are not supported "

@@ -310,7 +310,7 @@ def _lower(ctx, in_nodes, params, platform: str):
   if 0 in gk.launch_grid:     # no program to run: CUDA refuses a launch of none
     return compat.lower_fun(no_programs(ctx.avals_out, call.aliases, poison=check),
                             multiple_results=True)(ctx, *in_nodes)
-  zeroed = set(getattr(cp, "zero_outputs", ()) or ()) | set(gk_zeroed_outputs(gk, call.aliases))
+  zeroed = set(getattr(cp, "zero_outputs", ()) or ()) | set(gk.zeroed_outputs(call.aliases))
   rec.compiled = _compiled_for_gpu(rec, call, cp, zeroed, tuned=not check)
   return _custom_call(ctx, in_nodes, rec, call, zeroed, params.get("metadata"))
 
@@ -416,13 +416,6 @@ def _after_kernel(gk):
     return results
 
   return after
-
-
-def gk_zeroed_outputs(gk, aliases) -> list[int]:
-  """Outputs updated with atomics start from zero (unless aliased to an input)."""
-  aliased_outputs = {o for _, o in aliases}
-  names = getattr(gk, "atomic_params", ())
-  return [p.index for p in gk.outputs if p.name in names and p.index not in aliased_outputs]
 
 
 def _delegate(ctx, in_nodes, params):

@@ -360,13 +360,12 @@ def eject(gk, path: str, aliases=()) -> str:
   aliases: the call's input_output_aliases, (input index, output index) pairs."""
   from ..backend.running import bounds_errors
   from ..backend.compiling.compile_cache import compile_options
-  from ..backend.pallas_call_rule import gk_zeroed_outputs
   if any(p.role == "probes" for p in gk.params):
     raise ValueError(f"kernel {gk.name} is the profiler's probed variant; eject the kernel "
                      "the program runs")
   body = gk.source
   params = [(p.name, p.dtype, tuple(p.shape), p.role) for p in gk.params]
-  zeroed = set(gk_zeroed_outputs(gk, aliases))
+  zeroed = set(gk.zeroed_outputs(aliases))
   zeroed_initial = sorted(p.name for p in gk.params if p.role == "initial" and p.index in zeroed)
   initial_of = {out.name: p.name for p in gk.params if p.role == "initial"
                 for out in gk.params if out.role == "output" and out.index == p.index}

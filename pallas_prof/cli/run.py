@@ -18,6 +18,7 @@ import traceback
 
 from .. import __version__
 from ..backend import LoweringError, kernel_registry
+from ..backend.artifacts import DEFAULT_TARGET, target_text
 from ..backend.compiling.compile import assemble_cubin
 from ..backend.errors import CompileError
 from ..backend.compiling.failures.workarounds import compile_working_around
@@ -182,7 +183,7 @@ def ensure_compiled(rec, errors: list[ErrorEntry]) -> None:
   path compiled to PTX only: assemble the cubin (registers, spills, SASS)."""
   try:
     if rec.compiled is None:   # (Triton failing on it: another lowering of it, said so)
-      rec.compiled = compile_working_around(rec.generated, ("cuda", 90), rec.relower)
+      rec.compiled = compile_working_around(rec.generated, DEFAULT_TARGET, rec.relower)
     else:
       rec.compiled = assemble_cubin(rec.compiled)
   except LoweringError as e:
@@ -211,7 +212,7 @@ def kernel_entry(rec, files: dict[str, str]) -> KernelEntry:
   gk, ck = rec.generated, rec.compiled
   compiled = None
   if ck is not None:
-    compiled = CompileInfo(target=f"{ck.target[0]}:{ck.target[1]}", cache=ck.cache,
+    compiled = CompileInfo(target=target_text(ck.target), cache=ck.cache,
                            total_ms=ck.compile_seconds * 1e3,
                            stages_ms={k: v * 1e3 for k, v in ck.stage_seconds.items()},
                            worker_wait_ms=ck.worker_wait_seconds * 1e3)
@@ -223,11 +224,12 @@ def kernel_entry(rec, files: dict[str, str]) -> KernelEntry:
       lowering_ms=gk.lowering_seconds * 1e3, equations=len(gk.eqns),
       lowering_gc_ms=gk.gc_seconds * 1e3, cpu_launches=rec.launches, files=dict(files),
       compile=compiled, resources=ck.resources() if ck is not None else None,
-      warnings=tuple([u.describe() for u in getattr(rec, "uncovered_outputs", ())]
-                     + [f"TMA not used for {note}" for note in getattr(gk, "tma_notes", ())]),
-      # lowered otherwise where Triton failed on the plain lowering (backend/compiling/failures/workarounds.py)
-      workarounds=tuple(getattr(ck.generated if ck is not None and ck.generated is not None
-                                else gk, "workarounds", ())))
+      warnings=tuple([u.describe() for u in rec.uncovered_outputs]
+                     + [f"TMA not used for {note}" for note in gk.tma_notes]),
+      # lowered otherwise where Triton failed on the plain lowering
+      # (backend/compiling/failures/workarounds.py)
+      workarounds=tuple((ck.generated if ck is not None and ck.generated is not None
+                         else gk).workarounds))
 
 
 def _platform() -> Platform:
@@ -346,7 +348,8 @@ def _run_and_report(args):
   kernels = []
   for rec in records:
     # the source that was compiled (a tuned or worked-around lowering), with its stages
-    compiled_from = getattr(rec.compiled, "generated", None) or rec.generated
+    compiled_from = (rec.compiled.generated if rec.compiled is not None else None) \
+        or rec.generated
     files = run_directory.save_kernel(out_dir, rec.label, compiled_from, rec.compiled,
                                   aliases=rec.input_output_aliases)
     kernels.append(kernel_entry(rec, files))
@@ -425,7 +428,7 @@ def _devices(spec: str, notes: list[str]) -> list[int]:
 def _profile(records, args, device, cap, notes):
   from ..profiler import profile
   from ..profiler.driver import BadDevice
-  insitu_result = getattr(cap, "result", None) if cap is not None else None
+  insitu_result = cap.result if cap is not None else None
   try:
     return profile(records, device=device, replay=not args.no_profile,
                    min_launches=args.reps, ncu=args.ncu, insitu=insitu_result,

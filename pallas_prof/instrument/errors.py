@@ -199,7 +199,7 @@ def _indent(line: str) -> int:
 def _find_equation_line(lines: list[str], eqn) -> int | None:
   """The line the lowering recorded for the equation (EquationRecord.jaxpr_line:
   where it starts in GeneratedKernel.jaxpr_text, the text the error carries)."""
-  line = getattr(eqn, "jaxpr_line", None)
+  line = eqn.jaxpr_line
   return line if line is not None and 0 <= line < len(lines) else None
 
 

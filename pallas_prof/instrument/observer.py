@@ -468,15 +468,15 @@ def profile_attributes(kp, device=None) -> dict[str, Any]:
   out: dict[str, Any] = {cv.PALLAS_KERNEL: kp.label, cv.PROFILE_VERDICT: kp.verdict or ""}
   if device is not None:        # which GPU of the process (a merged report's rows)
     out[cv.PALLAS_DEVICE] = f"{device.index}: {device.name}"
-  basis = getattr(kp, "weight_basis", None)
+  basis = kp.weight_basis
   if basis:
     out[cv.PROFILE_WEIGHT_BASIS] = basis
-  att = getattr(kp, "attribution", None)
+  att = kp.attribution
   if att is not None:           # the heaviest equations, as the report shows them
     out[cv.PROFILE_WEIGHTS] = att.description
     out[cv.PROFILE_HOT_EQUATIONS] = [f"[{e.index}] {e.primitive} @ {e.user_line}: "
                                      f"{100 * e.weight:.1f}%" for e in att.equations[:5]]
-  probes = getattr(kp, "probes", None)
+  probes = kp.probes
   if probes is not None:
     out[cv.PROFILE_PROBES] = [f"{r.label}: {100 * r.share:.1f}%" for r in probes.regions]
     if probes.distortion_pct is not None:
@@ -490,7 +490,7 @@ def profile_attributes(kp, device=None) -> dict[str, Any]:
         value = None
       if value is not None:
         out[cv.PROFILE_PREFIX + key] = value
-    if getattr(rt, "sustained", None) is not None:
+    if rt.sustained is not None:
       out[cv.PROFILE_SUSTAINED_MEDIAN_S] = rt.sustained.median_s
   for prefix, part in ((cv.PROFILE_PREFIX, kp.rates), (cv.NVML_PREFIX, kp.nvml)):
     if part is None:

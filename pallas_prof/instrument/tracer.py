@@ -324,7 +324,7 @@ def disable() -> None:
 
 def enabled() -> bool:
   """Whether an observer records spans now."""
-  return bool(getattr(hooks.observer(), "enabled", False))
+  return bool(hooks.observer().enabled)
 
 
 def enable_from_env() -> Tracing | None:

@@ -15,9 +15,6 @@ from .schema import KernelProfile, ProfileReport
 from .static import correlate, cost
 from .timing import ceilings as ceilings_mod
 
-DEFAULT_CPU_TARGET = ("cuda", 90)
-
-
 @dataclasses.dataclass
 class _Target:
   """What profile() works on: a registry record or a bare CompiledKernel."""
@@ -47,7 +44,7 @@ def _targets(kernels) -> list[_Target]:
     items = list(kernels) if isinstance(kernels, (list, tuple)) else [kernels]
   out = []
   for item in items:
-    compiled = item if isinstance(item, CompiledKernel) else getattr(item, "compiled", None)
+    compiled = item if isinstance(item, CompiledKernel) else item.compiled
     if compiled is not None:
       compiled = assemble_cubin(compiled)    # the GPU launch path defers the cubin
       if not isinstance(item, CompiledKernel):
@@ -61,7 +58,7 @@ def _targets(kernels) -> list[_Target]:
     else:
       out.append(_Target(item.name, item.label, tuple(item.in_avals), tuple(item.out_avals),
                          tuple(tuple(a) for a in item.input_output_aliases), item.cost_estimate,
-                         item.generated, item.compiled, getattr(item, "relower", None)))
+                         item.generated, item.compiled, item.relower))
   return out
 
 
@@ -125,7 +122,8 @@ def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches:
   info = None
   if present:
     info = driver.device_info(device)         # BadDevice for a bad index
-  cc = info.compute_capability if info else DEFAULT_CPU_TARGET[1]
+  from ..backend.artifacts import DEFAULT_TARGET
+  cc = info.compute_capability if info else DEFAULT_TARGET[1]
   profiles = [_static(t, cc, top) for t in targets]
   if not present:
     message = (f"no NVIDIA GPU: {reason.rstrip('.')}. The kernels ran under Triton's "
@@ -160,7 +158,7 @@ def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches:
     matched = match(insitu, targets, device)
     for p in profiles:
       p.insitu = matched.get(p.label)
-    notes += list(getattr(insitu, "notes", []))
+    notes += list(insitu.notes)
     notes += replay_against_program(targets, profiles)
   if ncu:
     from .sampling import ncu as ncu_mod

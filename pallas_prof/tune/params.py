@@ -195,10 +195,6 @@ def select(ck, gk, compiler_params, relower, target, *, compile_fn, aliases=(), 
   return ck
 
 
-def source_digest(gk) -> str:
-  return hashlib.sha256(gk.source.encode()).hexdigest()
-
-
 _tuned_files: dict = {}
 
 
@@ -235,7 +231,7 @@ def tuned_file_choice(path: str, gk, target, gpu: str) -> tuple[int, int, int, i
       raise ValueError(f"{TUNED_ENV}={path}: a kernel entry lacks {e}; write the file again "
                        "with `pallas-prof tune`") from None
     _tuned_files[path] = (stamp, choices)
-  return _tuned_files[path][1].get((source_digest(gk), tuple(target), gpu))
+  return _tuned_files[path][1].get((gk.key, tuple(target), gpu))   # key: the source's sha256
 
 
 def write_results(path: str) -> None:
@@ -249,7 +245,7 @@ def _identity(gk, target, settings: Autotune, device_name: str) -> dict:
   # the wheel's, without importing it
   from ..backend.compiling.compile_cache import _triton_version
   from ..version import __version__
-  return {"kernel": gk.name, "source": source_digest(gk),
+  return {"kernel": gk.name, "source": gk.key,
           "target": list(target), "gpu": device_name, "jax": jax.__version__,
           "triton": _triton_version(), "pallas_prof": __version__,
           "configs": settings.config_dicts()}
@@ -311,7 +307,7 @@ def tune_kernel(gk, default_ck, relower: Callable[..., object], target, settings
     _record(KernelTuning(gk.name, default.key, best,
                          tuple(Candidate(**c) for c in cached["candidates"]), 0.0,
                          from_cache=True, identity=identity, start_ns=start_ns,
-                         end_ns=time.time_ns(), source_key=getattr(gk, "key", None)))
+                         end_ns=time.time_ns(), source_key=gk.key))
     return chosen
   start = time.perf_counter()
   wanted = [default] + [default.replace(**c) for c in settings.config_dicts()]
@@ -344,7 +340,7 @@ def tune_kernel(gk, default_ck, relower: Callable[..., object], target, settings
   best = best_c.config if best_c else default.key
   tuning = KernelTuning(gk.name, default.key, best, tuple(candidates), time.perf_counter() - start,
                         identity=identity, start_ns=start_ns, end_ns=time.time_ns(),
-                        source_key=getattr(gk, "key", None))
+                        source_key=gk.key)
   _record(tuning)
   _save(path, identity, tuning)
   return compiled[default.with_key(best)]
@@ -368,7 +364,7 @@ def measure(compiled: dict, order: Sequence, default, settings: Autotune, aliase
     if w in errors or w not in compiled:
       out.append(_candidate(w, None, errors.get(w, "not compiled")))
       continue
-    compile_s = getattr(compiled[w], "compile_seconds", None)
+    compile_s = compiled[w].compile_seconds
     if w != default and time.perf_counter() - start > settings.budget_s:
       out.append(_candidate(w, None, f"not timed: the {settings.budget_s:g} s budget was spent",
                             compile_s))

@@ -194,3 +194,37 @@ def test_the_compile_worker_imports_nothing_that_imports_it():
 
   assert imports("compile_worker.py") == {".triton_run", ".worker_output"}
   assert imports("worker_output.py") == set()
+
+
+def test_the_outputs_zeroed_for_atomics_are_the_kernels_to_say(rng):
+  """GeneratedKernel.zeroed_outputs: an output updated with atomics starts from zero (the
+  GPU launch zeroes it, the interpreter's poisoned start leaves it at zero), unless an input
+  aliases it; registration, LaunchSpec, the interpreter and eject all ask the kernel."""
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+  from jax.experimental import pallas as pl
+
+  import pallas_prof
+  from pallas_prof import triton as plgpu
+  from pallas_prof.backend import kernel_registry
+  from pallas_prof.backend.running.launch import run_interpreted
+  pallas_prof.install()
+  vals = np.asarray(rng.integers(-32, 33, size=(4, 8)) / 8, np.float32)   # exact sums
+
+  def kernel(v_ref, o_ref, p_ref):
+    i = pl.program_id(0)
+    plgpu.atomic_add(o_ref, (slice(None),), v_ref[i])
+    p_ref[i] = v_ref[i] * 2
+
+  shapes = (jax.ShapeDtypeStruct((8,), jnp.float32), jax.ShapeDtypeStruct((4, 8), jnp.float32))
+  out = pl.pallas_call(kernel, out_shape=shapes, grid=(4,), name="atomic_and_plain")(vals)
+  np.testing.assert_array_equal(np.asarray(out[0]), vals.sum(0))
+  gk = kernel_registry.find("atomic_and_plain")[-1].generated
+  assert gk.atomic_params == ("o_ref",)
+  assert gk.zeroed_outputs() == (0,)
+  assert gk.zeroed_outputs([(0, 0)]) == ()       # aliased: the buffer holds the input
+  first, second = run_interpreted(gk, [vals], [((8,), np.float32), ((4, 8), np.float32)],
+                                  poison=True)
+  np.testing.assert_array_equal(first, vals.sum(0))        # from zero, not from NaN
+  np.testing.assert_array_equal(second, vals * 2)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import hashlib
 import json
 import os
 
@@ -190,7 +191,9 @@ def test_a_tuning_file_written_from_results_is_applied_without_tuning(softmax_gk
   ck = params.select(default_ck, softmax_gk, None, relower, ("cuda", 90), compile_fn=compile_fn)
   assert ck.generated.num_warps == 8 and compiled == [(8, 3)] and fake.block_of_launch == []
   # a kernel the file does not name keeps its default compile
-  other = dataclasses.replace(softmax_gk, source=softmax_gk.source + "\n# another kernel\n")
+  source = softmax_gk.source + "\n# another kernel\n"
+  other = dataclasses.replace(softmax_gk, source=source,
+                              key=hashlib.sha256(source.encode()).hexdigest())
   assert params.select(default_ck, other, None, relower, ("cuda", 90),
                        compile_fn=compile_fn) is default_ck
 
@@ -351,7 +354,8 @@ def test_the_cache_key_does_not_import_triton(tmp_path):
   code = """
 import sys, types
 from pallas_prof.tune import params
-gk = types.SimpleNamespace(name="k", source="def k(): pass", num_warps=4, num_stages=3)
+gk = types.SimpleNamespace(name="k", source="def k(): pass", key="0" * 64, num_warps=4,
+                           num_stages=3)
 identity = params._identity(gk, ("cuda", 90), params.Autotune(), "NVIDIA H200")
 assert params._load(params._cache_file(identity)) is None
 import importlib.metadata

@@ -149,7 +149,7 @@ def sampling_gaps(f) -> list[Finding]:
   if run is None or not run.total_samples:
     return []
   dropped = run.dropped_samples / run.total_samples
-  unranked = [ln for ln in f.lines if getattr(ln, "rank_note", None)]
+  unranked = [ln for ln in f.lines if ln.rank_note]
   if dropped < DROPPED_SHARE and not unranked:
     return []
   evidence = [fact("sampling", f"CUPTI dropped {run.dropped_samples:,} of {run.total_samples:,} "

@@ -16,7 +16,7 @@ from typing import Any
 
 from . import compile_cache, compile_worker, ptx_rewrites
 from .. import hooks
-from ..artifacts import CompiledKernel, GeneratedKernel
+from ..artifacts import DEFAULT_TARGET, CompiledKernel, GeneratedKernel, target_text
 from ..lowering.codegen import signature_type
 # clear_memory_cache, compile_options: part of this module's interface (tests, bench)
 from .compile_cache import (clear_memory_cache, compile_key, compile_options,  # noqa: F401
@@ -24,9 +24,6 @@ from .compile_cache import (clear_memory_cache, compile_key, compile_options,  #
 from .failures.compile_errors import TritonFailure, check_shared_memory, compile_error, next_stage
 from ..errors import CompileError
 from .triton_run import StageRecord, triton_lock  # noqa: F401 - triton_lock: Triton's global lock
-
-DEFAULT_TARGET = ("cuda", 90)
-
 
 @dataclasses.dataclass
 class CompileRecord:
@@ -109,7 +106,7 @@ def assemble_cubin(ck: CompiledKernel) -> CompiledKernel:
       stage_seconds={**ck.stage_seconds, "cubin": stage.seconds},
       compile_seconds=ck.compile_seconds + stage.seconds,   # the stages keep adding up to the whole
       **parse_ptxas(result["ptxas"]))
-  _notify(CompileRecord(ck.name, ck.key, f"{ck.target[0]}:{ck.target[1]}", stage.start_ns,
+  _notify(CompileRecord(ck.name, ck.key, target_text(ck.target), stage.start_ns,
                         stage.end_ns, [stage], "miss", full.resources(),
                         source_key=gk.key if gk is not None else None))
   remember(full)
@@ -120,7 +117,7 @@ def assemble_cubin(ck: CompiledKernel) -> CompiledKernel:
 def _notify_cache_hit(ck: CompiledKernel, start: int) -> None:
   obs = hooks.observer()
   if obs.enabled:
-    obs.compiled(CompileRecord(kernel=ck.name, key=ck.key, target=f"{ck.target[0]}:{ck.target[1]}",
+    obs.compiled(CompileRecord(kernel=ck.name, key=ck.key, target=target_text(ck.target),
                                start_ns=start, end_ns=time.time_ns(), stages=[], cache=ck.cache,
                                attributes=_attributes(ck),
                                source_key=ck.generated.key if ck.generated else None))
@@ -179,7 +176,7 @@ def _crash_error(gk: GeneratedKernel, key: str, target, crash) -> CompileError:
                              hint=f"{error.hint}; pallas-prof compiles in a worker process, "
                                   "so your program survives this")
   now = time.time_ns()
-  _notify(CompileRecord(gk.name, key, f"{target[0]}:{target[1]}", now, now, [], "miss",
+  _notify(CompileRecord(gk.name, key, target_text(target), now, now, [], "miss",
                         {"pallas.kernel": gk.name}, error, source_key=gk.key))
   return error
 
@@ -210,13 +207,13 @@ def _finish_compile(gk, target, key, result, requested: int | None = None,
                     request: dict | None = None) -> CompiledKernel:
   records = [StageRecord(*r) for r in result["records"]]
   start, end = result["start_ns"], result["end_ns"]
-  target_text = f"{target[0]}:{target[1]}"
+  target_name = target_text(target)
   wait = _worker_wait(result, requested)
   if "error" in result:
     failure = TritonFailure.from_answer(result["error"])
     error = compile_error(gk, failure, next_stage(records),
                           request or compile_request(gk, target))
-    _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
+    _notify(CompileRecord(gk.name, key, target_name, start, end, records, "miss",
                           {"pallas.kernel": gk.name, **wait}, error, source_key=gk.key,
                           requested_ns=requested))
     raise error
@@ -230,11 +227,11 @@ def _finish_compile(gk, target, key, result, requested: int | None = None,
   try:
     check_shared_memory(ck, gk)
   except CompileError as e:
-    _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
+    _notify(CompileRecord(gk.name, key, target_name, start, end, records, "miss",
                           {**ck.resources(), **wait}, e, source_key=gk.key,
                           requested_ns=requested))
     raise
-  _notify(CompileRecord(gk.name, key, target_text, start, end, records, "miss",
+  _notify(CompileRecord(gk.name, key, target_name, start, end, records, "miss",
                         {**_attributes(ck), **wait,
                          "libdevice_link": result.get("libdevice_link")}, source_key=gk.key,
                         requested_ns=requested))
@@ -244,7 +241,7 @@ def _finish_compile(gk, target, key, result, requested: int | None = None,
 def _attributes(ck: CompiledKernel) -> dict[str, Any]:
   """A compile's figures for observers, with what its kernel was lowered otherwise for
   (workarounds.py) when it was."""
-  notes = getattr(ck.generated, "workarounds", ()) if ck.generated is not None else ()
+  notes = ck.generated.workarounds if ck.generated is not None else ()
   return {**ck.resources(), **({"workarounds": list(notes)} if notes else {})}
 
 

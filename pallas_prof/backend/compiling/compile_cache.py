@@ -19,7 +19,7 @@ from typing import Any
 
 from .. import compat
 from . import ptx_rewrites, triton_compat
-from ..artifacts import CompiledKernel, GeneratedKernel
+from ..artifacts import DEFAULT_TARGET, CompiledKernel, GeneratedKernel, target_text
 from ..lowering.codegen import signature_type
 from ..kernel_files import cache_dir
 from .triton_run import triton_lock
@@ -31,7 +31,7 @@ _memory: dict[str, CompiledKernel] = {}
 
 # --- Triton's options ------------------------------------------------------------------
 
-def compile_options(gk: GeneratedKernel, target: tuple[str, int] = ("cuda", 90)
+def compile_options(gk: GeneratedKernel, target: tuple[str, int] = DEFAULT_TARGET
                     ) -> dict[str, Any]:
   """Triton options for a generated kernel, chosen so that a kernel computes what
   XLA and JAX's built-in backend compute, bit for bit where they agree:
@@ -48,7 +48,7 @@ def compile_options(gk: GeneratedKernel, target: tuple[str, int] = ("cuda", 90)
   (launch_ptx_version).
   """
   return triton_options(gk.num_warps, gk.num_stages,
-                        enable_fp_fusion=bool(getattr(gk, "enable_fp_fusion", False)),
+                        enable_fp_fusion=gk.enable_fp_fusion,
                         ptx_version=launch_ptx_version(int(target[1])))
 
 
@@ -99,7 +99,7 @@ def compile_key(gk: GeneratedKernel, target: tuple[str, int]) -> str:
   parts = [gk.source, f"options={sorted(options.items())}",
            f"libraries={[_file_digest(path) for _, path in options.get('extern_libs', ())]}",
            f"signature={[(p.name, signature_type(p.dtype)) for p in gk.params]}",
-           f"target={target[0]}:{target[1]}", f"triton={_triton_version()}",
+           f"target={target_text(target)}", f"triton={_triton_version()}",
            f"pallas_prof={__version__}", f"format={CACHE_FORMAT}",
            f"schema={CompiledKernel.SCHEMA}",
            f"ptxas={_ptxas_version(int(target[1]))}", f"prepared_libdevice={prepared_libdevice()}",

@@ -83,7 +83,7 @@ def _block_ref_body(kernel, bm, name, label, pids, closed, array_shape, dtype, i
       elif bs == 1:
         start = idx
       else:
-        start = b.value(f"{name}_start{axis}", f"{idx} * {bs}", index_dtype)
+        start = b.value(f"{name}_start{axis}", f"{idx} * {bs}", index_dtype, of=(idx,))
         note_multiple(kernel, start, bs)       # TMA's alignment check reads it
       dims.append(ViewDim("slice", start, bs, 1, 0, bs))
       ragged.append(size % bs != 0 or bs > size)

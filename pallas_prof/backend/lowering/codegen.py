@@ -1,9 +1,9 @@
 """KernelBuilder: emits one Triton-language module per Pallas kernel.
 
-The builder hands out fresh readable names, keeps typed values (dtype and
-logical shape), collects module-level helper functions (reduction combiners
-and the like), and remembers for every generated line which jaxpr equation
-produced it. Every line of the kernel body ends with a comment naming its
+The builder hands out fresh readable names, keeps typed values (dtype, logical
+shape, the loops they vary with), collects module-level helper functions
+(reduction combiners and the like), and remembers for every generated line
+which jaxpr equation produced it. Every line of the kernel body ends with a comment naming its
 equation and the user's file:line, so the source reads on its own.
 """
 from __future__ import annotations
@@ -125,11 +125,22 @@ class Value:
   hold unspecified values: rules that mix lanes (reductions, dot, reshape)
   mask them explicitly.
   `const` is set for literals known at lowering time.
+  `loops`: the loops being emitted (KernelBuilder.loop's ids) from one iteration of
+  which to the next the value may change. A value computed from operands varies with
+  the loops they vary with (KernelBuilder.value); a loop's counter and carries with it
+  and every loop around it; a value read from memory (or an atomic's, an inline asm's)
+  with every loop open where it is read; a branch's result with its condition too.
+  Constants with none. Derived, so not part of a value's identity (equality, hashing:
+  the dispatcher's common subexpressions). It describes the emitted code (a load stays
+  in its loop, so what is computed from it does too), not the user's program, whose
+  reads of a ref the loop never writes the advice counts as the same every iteration
+  (EquationRecord.invariant, control_flow.mark_invariant).
   """
   expr: str
   dtype: np.dtype
   shape: tuple[int, ...] = ()
   const: object = None
+  loops: frozenset[int] = dataclasses.field(default=frozenset(), compare=False)
 
   @property
   def padded(self) -> tuple[int, ...]:
@@ -229,12 +240,6 @@ _RESERVED = {"tl", "triton", "libdevice", "range", "float", "int", "min", "max",
              "import", "from", "as", "with", "class", "global", "try", "except"}
 
 
-_IDENT_RE = re.compile(r"(?<![.\w])[A-Za-z_]\w*")
-_ASSIGN_RE = re.compile(r"^\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*=(?!=)(.*)$")
-_CONSTANT_NAMES = {"tl", "libdevice", "triton"}   # an expression naming only these is constant
-_MEMORY_RE = re.compile(r"\btl\.(?:load|atomic_\w+|rand\w*|inline_asm_elementwise)\b|"
-                        r"\.load\(|\bprint\b")
-
 
 def sanitize(name: str) -> str:
   name = _NAME_RE.sub("_", name) or "v"
@@ -269,13 +274,12 @@ class KernelBuilder:
     self.current_note: str | None = None
     self.eqns: list[EqnInfo] = []
     self.module_constants: dict[str, str] = {}
-    # loops being emitted, innermost last (loop()): the names whose value may change from
-    # one iteration of that loop to the next; with each block opened inside the innermost
-    # loop, whether it runs on a condition that may change between iterations
-    self._loops: list[set[str]] = []
-    self._assigned: list[set[str]] = []        # per loop being emitted: every name it assigns
-    self._varying_blocks: list[list[bool]] = []
-    self._last_block_varied = False
+    # the ids of the loops being emitted, innermost last (Value.loops)
+    self._open_loops: list[int] = []
+    self._loops_made = 0
+    # the loops the current equation's operands vary with (equation()); None outside
+    # an equation: then a value is taken to vary with every loop being emitted
+    self._operand_loops: frozenset[int] | None = None
 
   # names ---------------------------------------------------------------
   def fresh(self, hint: str) -> str:
@@ -310,52 +314,45 @@ class KernelBuilder:
   def emit(self, statement: str) -> None:
     for part in statement.splitlines():
       self._lines.append(_Line(self._indent, part, self.current_eqn, self.current_note))
-      if self._loops:
-        self._note_assignment(part)
 
   # loop variance -------------------------------------------------------
-  def varies(self, expr: str) -> bool:
-    """Whether `expr` may change from one iteration of the innermost loop being emitted
-    to the next: it names a variable the loop reassigns (its counter, its carries) or
-    one assigned inside it from such a variable (or under a condition that is, or
-    from a load). False outside loops. Conservative: only what it finds invariant is."""
-    if not self._loops:
-      return False
-    varying = self._loops[-1]
-    return any(name in varying for name in _IDENT_RE.findall(expr))
+  @property
+  def open_loops(self) -> frozenset[int]:
+    """The loops being emitted here: what a value read from memory varies with."""
+    return frozenset(self._open_loops)
 
-  def _note_assignment(self, line: str) -> None:
-    m = _ASSIGN_RE.match(line)
-    if m is None:
-      return
-    targets = [t.strip() for t in m.group(1).split(",")]
-    self._assigned[-1].update(targets)
-    rhs = m.group(2)
-    # under a condition that may change between iterations a name may or may not be
-    # (re)assigned, unless its value is a constant (tl.arange(0, 64)): the same either way
-    constant = set(_IDENT_RE.findall(rhs)) <= _CONSTANT_NAMES
-    if (_MEMORY_RE.search(rhs) or self.varies(rhs)
-        or (any(self._varying_blocks[-1]) and not constant)):
-      self._loops[-1].update(targets)
+  def varies(self, *values: Value) -> bool:
+    """Whether any of `values` may change from one iteration of the innermost loop
+    being emitted to the next (Value.loops). False outside loops."""
+    return bool(self._open_loops) and any(self._open_loops[-1] in v.loops for v in values)
+
+  def loops_of(self, of=None, *, opaque: bool = False) -> frozenset[int]:
+    """The loops a value made here varies with: those of the Values in `of`, the
+    operands it is computed from (None: the current equation's operands, or outside
+    an equation every loop being emitted); `opaque` (a load, an atomic, inline
+    assembly: not a function of its operands alone): every loop being emitted, and
+    what the equation computes after it counts it among its operands."""
+    if opaque:
+      if self._operand_loops is not None:
+        self._operand_loops = self._operand_loops | self.open_loops
+      return self.open_loops
+    if of is None and self._operand_loops is None:
+      return self.open_loops
+    if of is None:
+      return self._operand_loops
+    return frozenset().union(*(v.loops for v in of))
 
   @contextlib.contextmanager
-  def loop(self, header: str, varying) -> Iterator[None]:
-    """A loop's block (`for ...:`, `while ...:`); `varying`: the names it reassigns
-    (counter, carries, a while's condition). What is assigned inside from them is
-    tracked too (varies); when the loop ends, the names it assigned, all of them,
-    count as varying in the enclosing loop."""
+  def loop(self, header: str) -> Iterator[frozenset[int]]:
+    """A loop's block (`for ...:`, `while ...:`). Yields the loops its counter and
+    carries vary with (their Value.loops): this one and every loop around it."""
     with self.block(header):
-      self._loops.append(set(varying))
-      self._assigned.append(set())
-      self._varying_blocks.append([])
+      self._loops_made += 1
+      self._open_loops.append(self._loops_made)
       try:
-        yield
+        yield self.open_loops
       finally:
-        inner, assigned = self._loops.pop(), self._assigned.pop()
-        self._varying_blocks.pop()
-        if self._loops:
-          self._loops[-1].update(inner | assigned)
-          self._assigned[-1].update(assigned)
+        self._open_loops.pop()
 
   @contextlib.contextmanager
   def note(self, text: str) -> Iterator[None]:
@@ -372,8 +369,12 @@ class KernelBuilder:
     self.emit(f"{name} = {expr}")
     return name
 
-  def value(self, hint: str, expr: str, dtype, shape=()) -> Value:
-    return Value(self.assign(hint, expr), np.dtype(dtype), tuple(shape))
+  def value(self, hint: str, expr: str, dtype, shape=(), *, of=None,
+            opaque: bool = False) -> Value:
+    """`hint = expr` as a Value; `of`, `opaque`: what its loop variance comes from
+    (loops_of)."""
+    loops = self.loops_of(of, opaque=opaque)
+    return Value(self.assign(hint, expr), np.dtype(dtype), tuple(shape), loops=loops)
 
   @contextlib.contextmanager
   def block(self, header: str) -> Iterator[None]:
@@ -381,27 +382,24 @@ class KernelBuilder:
     self.emit(header)
     self._indent += 1
     start = len(self._lines)
-    flags = self._varying_blocks[-1] if self._varying_blocks else None
-    if flags is not None:     # inside a loop: does this block run on a varying condition?
-      follows = header.lstrip().startswith(("elif", "else")) and self._last_block_varied
-      flags.append(self.varies(header) or follows)
     try:
       yield
     finally:
       if len(self._lines) == start:
         self.emit("pass")
       self._indent -= 1
-      if flags is not None:
-        self._last_block_varied = flags.pop()
 
   @contextlib.contextmanager
-  def equation(self, eqn_index: int | None) -> Iterator[None]:
-    previous = self.current_eqn
-    self.current_eqn = eqn_index
+  def equation(self, eqn_index: int | None,
+               operand_loops: frozenset[int] | None = None) -> Iterator[None]:
+    """Lines emitted inside belong to equation `eqn_index`; `operand_loops`: the loops
+    its operands vary with, which values its rule computes vary with (loops_of)."""
+    previous = self.current_eqn, self._operand_loops
+    self.current_eqn, self._operand_loops = eqn_index, operand_loops
     try:
       yield
     finally:
-      self.current_eqn = previous
+      self.current_eqn, self._operand_loops = previous
 
   def add_eqn(self, info: EqnInfo) -> None:
     self.eqns.append(info)

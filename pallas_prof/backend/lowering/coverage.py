@@ -98,10 +98,10 @@ def uncovered_outputs(grid_mapping, grid: tuple[int, ...], labels=None,
 
 def warn_uncovered(found: list[UncoveredOutput], kernel: str, site) -> None:
   """One UncoveredOutputWarning per output, pointing at the user's pallas_call
-  (`site`: an EqnInfo-like object with file and line)."""
+  (`site`: its EqnInfo, PallasCall.site)."""
   from .features.bounds import check_bounds_enabled
-  file = getattr(site, "file", None) or "<unknown>"
-  line = getattr(site, "line", None) or 0
+  file = site.file or "<unknown>"
+  line = site.line or 0
   held = ("check mode's poison: NaN, or all ones" if check_bounds_enabled() else
           "zeros on the CPU, whatever the memory held on a GPU")
   for u in found:

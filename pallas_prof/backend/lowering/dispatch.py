@@ -25,6 +25,7 @@ from .effects import ANY_REF, jaxpr_write_targets
 from ..errors import LoweringError, Unsupported
 from .folding import FOLDABLE, try_fold
 from .features.listeners import EquationEvent
+from .access.refs import RefValue
 from .rules import ALIASES, all_rules, rule_for
 
 
@@ -40,18 +41,13 @@ class RuleContext:
     self.avals_in = [v.aval for v in eqn.invars]
     self.avals_out = [v.aval for v in eqn.outvars]
 
-  # typed helpers shared by the rules
-  def value(self, hint: str, expr: str, dtype, shape=()) -> Value:
-    return self.b.value(hint, expr, dtype, shape)
-
-  def cast(self, v: Value, dtype, hint: str | None = None) -> Value:
-    return emit.cast(self.b, v, dtype, hint)
-
-  def broadcast_to(self, v: Value, shape) -> Value:
-    return emit.broadcast_to(self.b, v, shape)
-
-  def full(self, shape, value, dtype, hint="full") -> Value:
-    return emit.full(self.b, shape, value, dtype, hint)
+  # helpers that need the equation being lowered; the typed building blocks that need
+  # only the builder (casts, broadcasts, masks) are emit.py's, called as emit.cast(ctx.b, ...)
+  def value(self, hint: str, expr: str, dtype, shape=(), *, of=None,
+            opaque: bool = False) -> Value:
+    """`hint = expr` as a Value; `of`, `opaque`: KernelBuilder.loops_of (by default
+    the value varies with the loops the equation's operands vary with)."""
+    return self.b.value(hint, expr, dtype, shape, of=of, opaque=opaque)
 
   def assign_once(self, hint: str, expr: str, key: str | None = None) -> str:
     """`name = expr`, or the name an earlier line of this scope (or an
@@ -224,7 +220,7 @@ def _lower_equation(kernel: KernelContext, event: EquationEvent):
     b.add_eqn(info)
   first_line = b.num_lines
   watcher = hooks.NULL_SPAN if unrecorded else hooks.observer().equation(info)
-  with b.equation(info.index), watcher as span:
+  with b.equation(info.index, _operand_loops(invals)), watcher as span:
     folded = try_fold(eqn, invals)
     if folded is not None:
       return folded
@@ -261,6 +257,12 @@ def _lower_equation(kernel: KernelContext, event: EquationEvent):
       span.set("pallas.generated_lines",
                f"{b.line_number(first_line)}-{b.line_number(b.num_lines - 1)}")
   return out
+
+
+def _operand_loops(invals) -> frozenset[int]:
+  """The loops an equation's operands vary with (Value.loops): what the values its
+  rule computes from them vary with, unless the rule says otherwise."""
+  return frozenset().union(*(v.loops for v in invals if isinstance(v, (Value, RefValue))))
 
 
 # Primitives the dispatcher computes once per scope: pure functions of their

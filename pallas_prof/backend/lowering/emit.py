@@ -6,6 +6,8 @@ change spelled out (no reliance on Triton's implicit promotion).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from .. import compat
@@ -49,7 +51,7 @@ def full(b: KernelBuilder, shape, value, dtype, hint="full") -> Value:
     expr = f"tl.full({shape_expr(_padded(shape))}, {_scalar_text(v)}, tl.float32).to({tl_dtype(dtype)})"
   else:
     expr = f"tl.full({shape_expr(_padded(shape))}, {_scalar_text(v)}, {tl_dtype(dtype)})"
-  return b.value(hint, expr, dtype, shape)
+  return b.value(hint, expr, dtype, shape, of=())
 
 
 def materialize(b: KernelBuilder, v: Value, hint="c") -> Value:
@@ -59,7 +61,7 @@ def materialize(b: KernelBuilder, v: Value, hint="c") -> Value:
     return v
   expr = (f"tl.full((), {_scalar_text(v)}, tl.float32).to({tl_dtype(v.dtype)})"
           if is_low_float(v.dtype) else f"tl.full((), {_scalar_text(v)}, {tl_dtype(v.dtype)})")
-  return b.value(hint, expr, v.dtype, ())
+  return b.value(hint, expr, v.dtype, (), of=())
 
 
 def _scalar_text(v: Value) -> str:
@@ -100,14 +102,14 @@ def cast(b: KernelBuilder, v: Value, dtype, hint: str | None = None) -> Value:
     if is_low_float(src):
       # compare the value, not the bits: Triton's interpreter keeps bf16 as
       # raw uint16 bits, where -0.0 is not 0
-      v = b.value(hint + "_f32", f"{v}.to(tl.float32)", F32, v.shape)
+      v = b.value(hint + "_f32", f"{v}.to(tl.float32)", F32, v.shape, of=(v,))
     zero = literal(0, v.dtype) if not is_bool(v.dtype) else "False"
-    return b.value(hint, f"{v} != {zero}", dtype, v.shape)
+    return b.value(hint, f"{v} != {zero}", dtype, v.shape, of=(v,))
   if is_float(src) and is_int(dtype):
     return _float_to_int(b, v, dtype, hint)
   if _through_float32(src, dtype):
-    v = b.value(hint + "_f32", f"{v}.to(tl.float32)", F32, v.shape)
-  return b.value(hint, f"{v}.to({tl_dtype(dtype)})", dtype, v.shape)
+    v = b.value(hint + "_f32", f"{v}.to(tl.float32)", F32, v.shape, of=(v,))
+  return b.value(hint, f"{v}.to({tl_dtype(dtype)})", dtype, v.shape, of=(v,))
 
 
 def _through_float32(src, dst) -> bool:
@@ -126,7 +128,7 @@ def _cast_4bit(b: KernelBuilder, v: Value, dtype, hint: str) -> Value:
   floats saturate (NaN -> 0), integers wrap to the low 4 bits."""
   src = np.dtype(v.dtype)
   if is_packed4(src):
-    v = Value(v.expr, register_dtype(src), v.shape, v.const)   # the held 8-bit value
+    v = dataclasses.replace(v, dtype=register_dtype(src))   # the held 8-bit value
     if not is_packed4(dtype):
       return cast(b, v, dtype, hint)
     src = v.dtype
@@ -134,13 +136,13 @@ def _cast_4bit(b: KernelBuilder, v: Value, dtype, hint: str) -> Value:
   reg = tl_dtype(dtype)
   if is_float(src):
     lo, hi = (-8.0, 7.0) if signed else (0.0, 15.0)
-    x = b.value(hint + "_f", f"{v}.to(tl.float32)", F32, v.shape)
+    x = b.value(hint + "_f", f"{v}.to(tl.float32)", F32, v.shape, of=(v,))
     sat = f"tl.minimum(tl.maximum({x}, {lo!r}), {hi!r}).to({reg})"
     return b.value(hint, f"tl.where({x} != {x}, {literal(0, register_dtype(dtype))}, {sat})",
-                   dtype, v.shape)
+                   dtype, v.shape, of=(x,))
   low = b.assign(hint + "_bits", f"{v}.to(tl.int32) & 15")
   expr = f"(({low} ^ 8) - 8).to({reg})" if signed else f"{low}.to({reg})"
-  return b.value(hint, expr, dtype, v.shape)
+  return b.value(hint, expr, dtype, v.shape, of=(v,))
 
 
 def _convert_scalar(x, src, dst):
@@ -166,7 +168,7 @@ def _float_to_int(b: KernelBuilder, v: Value, dtype, hint: str) -> Value:
   info = np.iinfo(dtype)
   x = v
   if is_low_float(v.dtype):
-    x = b.value(hint + "_f", f"{v}.to(tl.float32)", F32, v.shape)
+    x = b.value(hint + "_f", f"{v}.to(tl.float32)", F32, v.shape, of=(v,))
   # 2**(bits-1) (2**bits unsigned) is exact in every float type; at and above
   # it the result is the largest int. Below it truncation fits.
   first_too_big = float(2.0 ** (info.bits - (1 if info.min < 0 else 0)))
@@ -174,7 +176,8 @@ def _float_to_int(b: KernelBuilder, v: Value, dtype, hint: str) -> Value:
   truncated = f"tl.maximum({x}, {lowest}).to({tl_dtype(dtype)})"
   saturated = b.assign(hint + "_sat", f"tl.where({x} >= {first_too_big!r}, "
                        f"{literal(int(info.max), dtype)}, {truncated})")
-  return b.value(hint, f"tl.where({x} != {x}, {literal(0, dtype)}, {saturated})", dtype, v.shape)
+  return b.value(hint, f"tl.where({x} != {x}, {literal(0, dtype)}, {saturated})", dtype, v.shape,
+                 of=(x,))
 
 
 def _short(dtype) -> str:
@@ -192,10 +195,12 @@ def broadcast_to(b: KernelBuilder, v: Value, shape, hint="bcast") -> Value:
   if not v.shape:
     if v.const is not None:
       return full(b, shape, v.const, v.dtype, hint)
-    return b.value(hint, f"tl.broadcast_to({v}, {shape_expr(_padded(shape))})", v.dtype, shape)
+    return b.value(hint, f"tl.broadcast_to({v}, {shape_expr(_padded(shape))})", v.dtype, shape,
+                   of=(v,))
   if len(v.shape) != len(shape) or any(s not in (1, d) for s, d in zip(v.shape, shape)):
     raise Unsupported(f"cannot broadcast shape {v.shape} to {shape}")
-  return b.value(hint, f"tl.broadcast_to({v}, {shape_expr(_padded(shape))})", v.dtype, shape)
+  return b.value(hint, f"tl.broadcast_to({v}, {shape_expr(_padded(shape))})", v.dtype, shape,
+                 of=(v,))
 
 
 def expand_to_rank(v: Value, positions: tuple[int, ...], rank: int) -> str:
@@ -226,7 +231,8 @@ def mask_padding(b: KernelBuilder, v: Value, axes, fill, hint="masked") -> Value
   mask = valid_lanes(b, v.shape, axes)
   if mask is None:
     return v
-  return b.value(hint, f"tl.where({mask}, {v}, {literal(fill, v.dtype)})", v.dtype, v.shape)
+  return b.value(hint, f"tl.where({mask}, {v}, {literal(fill, v.dtype)})", v.dtype, v.shape,
+                 of=(v,))
 
 
 def identity_of(kind: str, dtype):

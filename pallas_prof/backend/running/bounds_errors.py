@@ -54,10 +54,10 @@ def describe_site(site, kernel_name: str, eqns=()) -> tuple[str, str]:
   equation)."""
   eqn = eqns[site.eqn_index] if 0 <= site.eqn_index < len(eqns) else None
   where = ""
-  if eqn is not None and getattr(eqn, "file", None):
-    fn = f" (in {eqn.function})" if getattr(eqn, "function", None) else ""
+  if eqn is not None and eqn.file:
+    fn = f" (in {eqn.function})" if eqn.function else ""
     where = f" at {eqn.file}:{eqn.line}{fn}"
-  primitive = getattr(eqn, "primitive", "access")
+  primitive = eqn.primitive if eqn is not None else "access"
   head = f"out of bounds: `{primitive}` in kernel `{kernel_name}`{where} {access_words(site)}"
   eqn_text = _equation_text(eqn)
   return head, (f"\n  equation: {eqn_text}" if eqn_text else "")

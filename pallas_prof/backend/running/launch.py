@@ -46,6 +46,7 @@ def run_interpreted(gk: GeneratedKernel, inputs, out_shapes, input_output_aliase
   # int4/uint4: numpy holds one per byte; kernels (like XLA on a GPU) two
   arrays = [pack4(a) if is_packed4(a.dtype) else a for a in arrays]
   aliases = dict(input_output_aliases)
+  zeroed = gk.zeroed_outputs(input_output_aliases)     # atomics: from zero, as on the GPU
   outputs = []
   for i, (shape, dtype) in enumerate(out_shapes):
     aliased = [k for k, v in aliases.items() if v == i]
@@ -53,7 +54,7 @@ def run_interpreted(gk: GeneratedKernel, inputs, out_shapes, input_output_aliase
       # one buffer behind both refs, as on the GPU (XLA passes the same pointer)
       outputs.append(arrays[aliased[0]])
     else:
-      fill = poison_value(dtype) if poison and not _is_atomic_output(gk, i) else 0
+      fill = poison_value(dtype) if poison and i not in zeroed else 0
       out = np.full(shape, fill, dtype=dtype)
       outputs.append(pack4(out) if is_packed4(dtype) else out)
   flags = [np.zeros(p.shape, np.int32) for p in gk.params if p.role == "check"]
@@ -81,11 +82,6 @@ def poison_value(dtype):
   if np.issubdtype(dtype, np.signedinteger) or dtype.name == "int4":
     return np.array(-1).astype(dtype)
   return ml_dtypes.iinfo(dtype).max
-
-
-def _is_atomic_output(gk: GeneratedKernel, index: int) -> bool:
-  names = set(getattr(gk, "atomic_params", ()))
-  return any(p.role == "output" and p.index == index and p.name in names for p in gk.params)
 
 
 def pack4(a: np.ndarray) -> np.ndarray:
@@ -129,7 +125,7 @@ def interpreter_error(gk: GeneratedKernel, error: BaseException) -> Exception:
   outside = isinstance(cause or error, interpreter_runtime.OutOfBuffers)
   where = "Triton's interpreter on the CPU"
   if outside:
-    what = getattr(eqn, "primitive", None)
+    what = eqn.primitive if eqn is not None else None
     found = str(cause or error).split(" (on a GPU")[0].replace("the kernel ", "it ", 1)
     return remember(BoundsError(
         f"the kernel failed under Triton's interpreter: {found}",

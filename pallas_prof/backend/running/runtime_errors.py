@@ -72,11 +72,11 @@ class KernelRuntimeError(RuntimeError):
 
   @property
   def primitive(self) -> str | None:
-    return getattr(self.eqn, "primitive", None)
+    return self.eqn.primitive if self.eqn is not None else None
 
   @property
   def location(self) -> str | None:
-    if self.eqn is None or getattr(self.eqn, "file", None) is None:
+    if self.eqn is None or self.eqn.file is None:
       return None
     return f"{self.eqn.file}:{self.eqn.line}"
 
@@ -87,7 +87,7 @@ class KernelRuntimeError(RuntimeError):
       if text and "equation: " not in self.reason:
         parts.append(f"  equation: [{self.eqn.index}] {text}")
       if self.location and self.location not in self.reason:
-        fn = f" (in {self.eqn.function})" if getattr(self.eqn, "function", None) else ""
+        fn = f" (in {self.eqn.function})" if self.eqn.function else ""
         parts.append(f"  at {self.location}{fn}")
     for key, value in self.details.items():
       parts.append(f"  {key}: {value}")

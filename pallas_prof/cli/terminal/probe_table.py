@@ -14,7 +14,7 @@ from .layout import Col
 def probe_lines(report, kernel, width: int) -> list:
   """The table and the lines under it; [] when the kernel was not probed."""
   kp = report.kernel_profile(kernel.label)
-  pr = getattr(kp, "probes", None) if kp is not None else None
+  pr = kp.probes if kp is not None else None
   if pr is None:
     return []
   names, rows, basis = table_rows(pr)

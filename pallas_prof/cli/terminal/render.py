@@ -263,7 +263,7 @@ def hot_equations(report, kernel, width: int = MAX_WIDTH, top: int = 5) -> Table
   if kp is None:
     return None
   static = kp.static
-  att = getattr(kp, "attribution", None)
+  att = kp.attribution
   # narrow: the instruction mix or stall gives way first, then the source, then the labels
   cols = [Col("weight", right=True), Col("eqn", give=3), Col("your line", give=3),
           Col("source", give=2, least=16)]

@@ -82,7 +82,7 @@ def summarize(rows: ProbeRows, layout: ProbeLayout) -> ProbeResult:
         user_file=region.file, user_line=region.line, cycles_median=_pct(c, 50),
         cycles_p10=_pct(c, 10), cycles_p90=_pct(c, 90), ns_median=_pct(c, 50) * scale,
         share=float(c.sum() / total.sum()) if total.sum() else 0.0, loads=list(region.loads),
-        waits=bool(getattr(region, "waits", False))))
+        waits=region.waits))
   ctas = _ctas(rows, scale)
   if rows.unwritten:
     notes.append(f"{rows.unwritten} sampled rows were never written")

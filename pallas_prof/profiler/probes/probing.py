@@ -42,13 +42,13 @@ MOVED_PCT = 10.0           # a region with more of its code moved than this gets
 def variant(target, options=None):
   """(GeneratedKernel, CompiledKernel) of the probed variant, cubin assembled."""
   from ...backend.compiling.compile import assemble_cubin, compile_kernel
-  relower = getattr(target, "relower", None)
+  relower = target.relower
   ck = target.compiled
   if relower is None:
     raise ProfilerError(f"kernel {target.name}: probes need the pallas_call it came from "
                         "(kernels lowered by pallas-prof in this process); this one has none")
-  if 0 in tuple(getattr(ck.generated, "launch_grid", ()) or ()):
-    grid = tuple(getattr(ck.generated, "grid", ()) or ())
+  if ck.generated is not None and 0 in ck.generated.launch_grid:
+    grid = tuple(ck.generated.grid)
     raise ProfilerError(f"kernel {target.name}: its grid {grid} has no programs (a dimension "
                         "of 0), so nothing runs and there is nothing to probe; give every "
                         "grid dimension at least one program (pl.cdiv(size, block))")
@@ -232,9 +232,9 @@ def reconcile(result: ProbeResult, attribution: Any, basis: str,
       top = e.index
       while parent.get(top) is not None:
         top = parent[top]
-      stood[top] = stood.get(top, 0.0) + float(getattr(e, "share_at", 0.0) or 0.0)
+      stood[top] = stood.get(top, 0.0) + float(e.share_at or 0.0)
       if e.parent is None:
-        charged[top] = getattr(e, "inclusive_weight", None) or e.weight
+        charged[top] = e.inclusive_weight or e.weight
   rows, disagreements = [], []
   measured = basis in ("pc_sampling", "ncu")
   # a region of loads that ends in a wait holds the wait the samples see at the first

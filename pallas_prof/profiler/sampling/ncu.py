@@ -233,7 +233,7 @@ def run(ck, *, device: int = 0, launches: int = 5, warmup: int = 2, source: bool
     diff = (100 * (median - replay_median_s) / replay_median_s
             if median is not None and replay_median_s else None)
     counters, metrics, per_instruction = None, [], None
-    if source and getattr(ck, "generated", None) is not None:
+    if source and ck.generated is not None:
       try:
         counters, metrics, how, per_instruction = _source_counters(
             ncu, ck, spec, spec_dir, device, warmup, directory, timeout)

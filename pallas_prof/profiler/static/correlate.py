@@ -18,8 +18,9 @@ import threading
 from collections import Counter, defaultdict
 from typing import Iterable, Sequence
 
+from ...backend.artifacts import target_text
 from ...backend.compiling.lineinfo import (SASS_FILE, Loc, Resolver, SassUnavailable, chains_of,
-                                 disassemble, parse_sass, ptx_locations)
+                                           disassemble, parse_sass, ptx_locations)
 from ..schema import AnnotatedLine, EquationProfile, StaticProfile
 
 CATEGORIES = ("global_load", "global_store", "shared_load", "shared_store", "tensor_core",
@@ -361,7 +362,7 @@ def _static_profile(ck, gk, ptx, sass, sass_error, top) -> StaticProfile:
   ranked = sorted((e for e in equations if e.weight > 0), key=lambda e: -e.weight)
   unattributed = by_primary.get(None, [])
   return StaticProfile(
-      kernel=ck.name, target=f"{ck.target[0]}:{ck.target[1]}", generated_path=gk.path,
+      kernel=ck.name, target=target_text(ck.target), generated_path=gk.path,
       grid=list(gk.grid), launch_grid=list(gk.launch_grid), num_warps=ck.num_warps,
       num_stages=ck.num_stages, resources=ck.resources(),
       ptx_instructions=len(ptx), sass_instructions=len(sass),

@@ -59,7 +59,7 @@ def compare(outputs: Sequence[np.ndarray], references: Sequence[np.ndarray], wha
 def check(ck, r, outputs, reference, tolerance, aliases) -> Correctness:
   spec = r.spec
   if reference == "interpreter":
-    gk = getattr(ck, "generated", None)
+    gk = ck.generated
     if gk is None:
       return Correctness("interpreter", False, [], [], [], "no GeneratedKernel to interpret")
     from ...backend.running.launch import run_interpreted

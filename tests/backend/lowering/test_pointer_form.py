@@ -2,8 +2,8 @@
 `ref + (scalars) + (tensors the innermost loop does not change) + (tensors it does)`,
 a dynamic slice start a scalar term of its own. Grouping the terms cannot change an
 address (integer addition; index_dtype_for keeps every partial sum in its type), so a
-wrong grouping costs speed only and the fuzzer cannot see it: these tests pin the form,
-and what KernelBuilder.varies calls loop-varying, and check the results as well.
+wrong grouping costs speed only and the fuzzer cannot see it: these tests pin the form
+and check the results as well (what varies with a loop: test_loop_variance.py).
 """
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from jax.experimental import pallas as pl
 
 import pallas_prof
 from pallas_prof.backend import kernel_registry
-from pallas_prof.backend.lowering.codegen import KernelBuilder
 from pallas_prof.backend.lowering.access.addressing import Offset, pointer
 from tests.helpers import random_array
 
@@ -87,31 +86,8 @@ def test_a_tensor_the_loop_changes_goes_last(rng):
 def test_pointer_groups_scalars_then_fixed_then_moving():
   ref = type("Ref", (), {"name": "x_ref"})()
   off = Offset.of(["s * 64", "a[:, None] * 64", "b[None, :]", "c[None, :]"], {"s * 64"},
-                  varies=lambda t: t.startswith("c"))
+                  moving={"c[None, :]"})
   assert pointer(ref, off) == "x_ref + s * 64 + (a[:, None] * 64 + b[None, :]) + c[None, :]"
   assert str(off) == "s * 64 + a[:, None] * 64 + b[None, :] + c[None, :]"
-  assert pointer(ref, Offset.of([], set(), lambda t: False)) == "x_ref"
+  assert pointer(ref, Offset.of([], set(), set())) == "x_ref"
   assert pointer(ref, "i - 1") == "x_ref + (i - 1)"       # a plain offset: one term
-
-
-def test_varies_follows_the_loop_and_what_is_assigned_from_it():
-  b = KernelBuilder("k")
-  assert not b.varies("i")                                  # outside loops nothing varies
-  b.emit("base = tl.program_id(0) * 8")
-  with b.loop("for i in range(0, 4):", ["i", "acc"]):
-    b.emit("mul = i * 8")
-    b.emit("lanes = tl.arange(0, 8)")
-    b.emit("row = base + lanes")
-    b.emit("x = tl.load(x_ref + row)")
-    assert b.varies("mul") and b.varies("i") and b.varies("acc")
-    assert not b.varies("lanes") and not b.varies("row") and not b.varies("base")
-    assert b.varies("x")                                    # a load: memory may change
-    with b.block("if mul > 8:"):
-      b.emit("cst = tl.arange(0, 16)")                      # a constant: the same either way
-      b.emit("moved = base + 1")                            # assigned or not, by iteration
-    assert not b.varies("cst") and b.varies("moved")
-    with b.loop("for j in range(0, 2):", ["j"]):
-      b.emit("inner = base * 2")
-      assert not b.varies("inner") and not b.varies("mul")  # mul is fixed in the inner loop
-    assert b.varies("inner")       # the outer loop counts all the inner loop assigned as varying
-  assert not b.varies("mul")

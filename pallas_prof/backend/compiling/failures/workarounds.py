@@ -37,6 +37,7 @@ import json
 import os
 
 from . import silent_faults
+from ...artifacts import DEFAULT_TARGET
 from ..compile import compile_kernel
 from ..compile_cache import compile_key
 from .compile_errors import silent_fault_error
@@ -235,7 +236,7 @@ def classify_failure(error: BaseException) -> dict:
           "workaround": error.workaround, "reproducer": dict(error.reproducer)}
 
 
-def check_compile(gk, relower=None, target=("cuda", 90)) -> dict:
+def check_compile(gk, relower=None, target=DEFAULT_TARGET) -> dict:
   """Compiles `gk` for `target` as a finder of Triton bugs would: {"failure": None, or
   classify_failure of the plain compile's error; "compiled": whether the kernel, or with
   `relower` a workaround of it, compiled; "workarounds": what the one that compiled was

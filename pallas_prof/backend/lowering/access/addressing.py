@@ -83,6 +83,7 @@ def _address(ctx, ref: RefValue, user_mask, write: bool, access: str):
   strides = ref.strides
   terms, masks = [], []
   scalars = set()             # the terms that are scalars (int indices; split: slice starts)
+  moving = set()              # the tensor terms the innermost loop being emitted changes
   edge = None                 # (interior condition, the mask term only the edge needs)
   checking = ctx.kernel.bounds is not None
   active, checks = [], []     # check mode: the lanes really accessed; (local index, extent)
@@ -116,6 +117,8 @@ def _address(ctx, ref: RefValue, user_mask, write: bool, access: str):
       if ref.ragged[axis]:
         masks.append(f"({index} < {array_size})")
       terms.append(_scaled(index, strides[axis]))
+      if b.varies(g, d.start):
+        moving.add(terms[-1])
       continue
     # a slice: one output dimension
     out_axis = slice_pos if slice_pos < pos or not gathers else slice_pos + int_rank
@@ -167,7 +170,9 @@ def _address(ctx, ref: RefValue, user_mask, write: bool, access: str):
       terms.append(_scaled(emit.expand_to_rank(Value(lanes_name, dt, (d.size,)), (out_axis,), rank),
                            strides[axis]))
     else:
-      terms.append(_scaled(index, strides[axis]))
+      terms.append(_scaled(index, strides[axis]))     # `index` is assigned from d.start
+      if b.varies(d.start):
+        moving.add(terms[-1])
   # padded lanes of gathered dims hold garbage indices: mask them
   for k in range(int_rank):
     size = shape[pos + k]
@@ -176,7 +181,7 @@ def _address(ctx, ref: RefValue, user_mask, write: bool, access: str):
       masks.append(emit.expand_to_rank(cond, (pos + k,), rank))
       active.append(str(masks[-1]))
   terms = [t for t in terms if t != "0"]
-  offset = Offset.of(terms, scalars, ctx.b.varies)
+  offset = Offset.of(terms, scalars, moving)
   if user_mask is not None:
     if tuple(user_mask.shape) != tuple(shape) and user_mask.shape:
       user_mask = emit.broadcast_to(b, user_mask, shape)
@@ -252,7 +257,7 @@ def _bounded_gather_index(ctx, d: ViewDim, write: bool):
   g = d.index
   if write:
     cond = f"({g} >= 0) & ({g} < {d.size})"
-    return g, Value(ctx.assign_once("in_range", cond), np.dtype(bool), g.shape)
+    return g, Value(ctx.assign_once("in_range", cond), np.dtype(bool), g.shape, loops=g.loops)
   return g, None
 
 
@@ -303,19 +308,19 @@ class Offset(str):
   whole: tl.where, the packed int4 accesses), that also knows its terms: `scalar`
   (int indices, dynamic slice starts: one value for all lanes, which may change from one
   iteration of a loop to the next), `fixed` (tensors that do not change from one iteration
-  of the innermost loop being emitted to the next, codegen.KernelBuilder.varies) and
-  `moving` (the tensors that do)."""
+  of the innermost loop being emitted to the next) and `moving` (the tensors that do:
+  those made from Values that vary with that loop, KernelBuilder.varies)."""
   scalar: tuple[str, ...]
   fixed: tuple[str, ...]
   moving: tuple[str, ...]
 
   @classmethod
-  def of(cls, terms: list[str], scalars: set[str], varies) -> "Offset":
+  def of(cls, terms: list[str], scalars: set[str], moving: set[str]) -> "Offset":
     out = cls(" + ".join(terms) if terms else "0")
     out.scalar = tuple(t for t in terms if t in scalars)
     tensors = [t for t in terms if t not in scalars]
-    out.fixed = tuple(t for t in tensors if not varies(t))
-    out.moving = tuple(t for t in tensors if varies(t))
+    out.fixed = tuple(t for t in tensors if t not in moving)
+    out.moving = tuple(t for t in tensors if t in moving)
     return out
 
 

@@ -49,6 +49,12 @@ class RefValue:
     return tuple(d.size for d in self.dims if d.kind == "slice")
 
   @property
+  def loops(self) -> frozenset[int]:
+    """The loops its view varies with (Value.loops): its starts' and index arrays'."""
+    return frozenset().union(*(v.loops for d in self.dims for v in (d.start, d.index)
+                               if v is not None))
+
+  @property
   def strides(self) -> tuple[int, ...]:
     strides, acc = [], 1
     for d in reversed(self.array_shape):

@@ -37,13 +37,14 @@ def _add_scaled(ctx, base: Value, offset: Value, stride: int, dtype, hint) -> Va
     if offset.const == 0:
       return base
     scaled = str(offset.const * stride)
+  loops = base.loops | offset.loops
   if base.const == 0:
     if stride == 1 and offset.const is None:
       return offset
-    out = Value(ctx.assign_once(hint, scaled, f"{hint}: {scaled}"), np.dtype(dtype))
+    out = Value(ctx.assign_once(hint, scaled, f"{hint}: {scaled}"), np.dtype(dtype), loops=loops)
   else:
     expr = f"{base} + {scaled}"
-    out = Value(ctx.assign_once(hint, expr, f"{hint}: {expr}"), np.dtype(dtype))
+    out = Value(ctx.assign_once(hint, expr, f"{hint}: {expr}"), np.dtype(dtype), loops=loops)
   note_sum(ctx.kernel, out, [(base, 1), (offset, stride)])   # for TMA; a no-op otherwise
   return out
 

@@ -43,7 +43,7 @@ TRIANGULAR_MAX_ELEMENTS = 1 << 14  # elements of its (.., n, n, ..) intermediate
 
 def planned(ctx) -> str | None:
   """The form workarounds.py asked for this equation, if any."""
-  plan = getattr(ctx.kernel, "workarounds", None)
+  plan = ctx.kernel.workarounds
   return None if plan is None else plan.form_of(ctx.info.index)
 
 
@@ -76,8 +76,8 @@ def _squeeze(ctx, x, axis, kind, reverse, out_dtype, scan, reduce):
         ctx.value(f"cum{kind}", str(x), x.dtype, x.shape)
   keep = [i for i, d in enumerate(padded) if d != 1]
   small_shape = emit.shape_expr([padded[i] for i in keep])
-  small = Value(ctx.b.assign("squeezed", f"tl.reshape({x}, {small_shape})"), x.dtype,
-                tuple(x.shape[i] for i in keep))
+  small = ctx.value("squeezed", f"tl.reshape({x}, {small_shape})", x.dtype,
+                    tuple(x.shape[i] for i in keep))
   scanned = ctx.value(f"cum{kind}", scan(small, keep.index(axis)), out_dtype, small.shape)
   return ctx.value(f"cum{kind}", f"tl.reshape({scanned}, {emit.shape_expr(padded)})",
                    out_dtype, x.shape)
@@ -89,8 +89,8 @@ def _transpose(ctx, x, axis, kind, reverse, out_dtype, scan, reduce):
     return None
   perm = [i for i in range(rank) if i != axis] + [axis]
   back = [perm.index(i) for i in range(rank)]
-  moved = Value(ctx.b.assign("moved", f"tl.permute({x}, {tuple(perm)})"), x.dtype,
-                tuple(x.shape[i] for i in perm))
+  moved = ctx.value("moved", f"tl.permute({x}, {tuple(perm)})", x.dtype,
+                    tuple(x.shape[i] for i in perm))
   scanned = ctx.value(f"cum{kind}", scan(moved, rank - 1), out_dtype, moved.shape)
   return ctx.value(f"cum{kind}", f"tl.permute({scanned}, {tuple(back)})", out_dtype, x.shape)
 
@@ -107,6 +107,6 @@ def _triangular(ctx, x, axis, kind, reverse, out_dtype, scan, reduce):
   before = ctx.b.assign("included", f"{j} {'>=' if reverse else '<='} {i}")
   spread = emit.expand_to_rank(x, tuple(d for d in range(rank + 1) if d != axis), rank + 1)
   fill = emit.identity_of(kind, x.dtype)
-  terms = Value(ctx.b.assign("terms", f"tl.where({before}, {spread}, {literal(fill, x.dtype)})"),
-                x.dtype, tuple(x.shape[:axis]) + (x.shape[axis],) + tuple(x.shape[axis:]))
+  terms = ctx.value("terms", f"tl.where({before}, {spread}, {literal(fill, x.dtype)})",
+                    x.dtype, tuple(x.shape[:axis]) + (x.shape[axis],) + tuple(x.shape[axis:]))
   return ctx.value(f"cum{kind}", reduce(terms, axis + 1), out_dtype, x.shape)

@@ -98,14 +98,14 @@ def known_multiple(plan: TmaPlan, v: Value) -> int:
 
 
 def note_multiple(kernel, v: Value, m: int) -> None:
-  plan = getattr(kernel, "tma", None)
+  plan = kernel.tma
   if plan is not None and isinstance(v, Value) and v.const is None and not v.shape and m != 1:
     plan.multiples[v.expr] = m
 
 
 def note_sum(kernel, result: Value, terms) -> None:
   """result = sum of value * factor over `terms` ((Value, int) pairs)."""
-  plan = getattr(kernel, "tma", None)
+  plan = kernel.tma
   if plan is None:
     return
   m = 0
@@ -278,7 +278,7 @@ def read(ctx, ref, shape) -> Value | None:
   if tuple(shape) != key[1]:
     expr = f"tl.reshape({expr}, {list(shape)})"
   label = ref.label[:-4] if ref.label.endswith("_ref") else f"{ref.label}_val"
-  return ctx.value(label, expr, ref.dtype, shape)
+  return ctx.value(label, expr, ref.dtype, shape, opaque=True)
 
 
 def write(ctx, ref, value: Value) -> bool:

@@ -83,14 +83,20 @@ def _check_carry(v, what: str):
   return v
 
 
-def _as_values(names, templates) -> list[Value]:
-  return [Value(n, t.dtype, t.shape) for n, t in zip(names, templates)]
+def _as_values(names, templates, loops=None) -> list[Value]:
+  """The variables `names` as Values typed as `templates`. `loops`: the loops they
+  vary with (inside a loop, its carries: the loop and those around it); None: the
+  templates', whose values they hold (before their loop)."""
+  return [Value(n, t.dtype, t.shape, loops=t.loops if loops is None else loops)
+          for n, t in zip(names, templates)]
 
 
-def _loop_index(ctx, raw: str, dtype) -> Value:
+def _loop_index(ctx, raw: str, dtype, loops: frozenset[int]) -> Value:
   """The induction variable as a tensor of exactly the counter's dtype: Triton
-  types it from the bounds, and its interpreter hands out Python ints."""
-  return ctx.value("i", f"tl.cast({raw}, {tl_dtype(dtype)})", dtype, ())
+  types it from the bounds, and its interpreter hands out Python ints. `loops`:
+  those the counter `raw` varies with (its loop and those around it)."""
+  counter = Value(raw, np.dtype(dtype), (), loops=loops)
+  return ctx.value("i", f"tl.cast({raw}, {tl_dtype(dtype)})", dtype, (), of=(counter,))
 
 
 # Loops of up to this many iterations (static) are emitted straight-line...
@@ -146,7 +152,8 @@ def _run_straight(ctx, body, consts: list, lo: Value | None, carry: list, closed
         i = emit.const(lo.const + k, lo.dtype)
         binding = f"i = {i.const}"
       else:
-        i = lo if k == 0 else ctx.value("i", f"{lo} + {literal(k, lo.dtype)}", lo.dtype)
+        i = lo if k == 0 else ctx.value("i", f"{lo} + {literal(k, lo.dtype)}", lo.dtype,
+                                        of=(lo,))
         binding = f"i = {lo}" + (f" + {k}" if k else "")
       index = [i]
     what = "one iteration" if trips == 1 else f"iteration {k + 1} of {trips}"
@@ -226,7 +233,8 @@ def _scan(ctx, *args, jaxpr, length, reverse, unroll=1, **params):
     lower, carry = carry[0], carry[1:]
     lo = emit.cast(ctx.b, lower, lower.dtype)
     upper = (emit.const(lo.const + length, lo.dtype) if lo.const is not None
-             else ctx.value("loop_end", f"{lo} + {literal(length, lo.dtype)}", lo.dtype))
+             else ctx.value("loop_end", f"{lo} + {literal(length, lo.dtype)}", lo.dtype,
+                            of=(lo,)))
   straight = _straight_line(length, body)
   ctx.record(trips=length, unrolled=straight)
   if straight:
@@ -234,15 +242,16 @@ def _scan(ctx, *args, jaxpr, length, reverse, unroll=1, **params):
                          length)
     return ([upper] if has_index else []) + outs
   names = [_materialize(ctx, c, "carry") for c in carry]
-  carried = _as_values(names, carry)
   if has_index:
     i = ctx.b.fresh("i_raw")
     header = f"for {i} in range({_bound(lo)}, {_bound(upper)}):"
   else:
     i = ctx.b.fresh("_iter")
     header = f"for {i} in range(0, {length}):"
-  with ctx.b.loop(header, [i, *names]):
-    body_args = consts + ([_loop_index(ctx, i, lo.dtype)] if has_index else []) + carried
+  with ctx.b.loop(header) as varying:
+    carried = _as_values(names, carry, varying)
+    index = [_loop_index(ctx, i, lo.dtype, varying)] if has_index else []
+    body_args = consts + index + carried
     outs = ctx.lower_jaxpr(body, body_args, "body", consts=consts_closed, loop=True)
     _assign_all(ctx, names, outs)
   mark_invariant(ctx, body, len(consts), body_args)
@@ -303,10 +312,11 @@ def _while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
                            int(hi.const) - int(lo.const))
       return [hi, hi] + outs
     names = [_materialize(ctx, c, "carry") for c in rest]
-    carried = _as_values(names, rest)
     i = ctx.b.fresh("i_raw")
-    with ctx.b.loop(f"for {i} in range({_bound(lo)}, {_bound(hi)}):", [i, *names]):
-      outs = ctx.lower_jaxpr(fori_body, body_consts + [_loop_index(ctx, i, lo.dtype)] + carried,
+    with ctx.b.loop(f"for {i} in range({_bound(lo)}, {_bound(hi)}):") as varying:
+      carried = _as_values(names, rest, varying)
+      index = _loop_index(ctx, i, lo.dtype, varying)
+      outs = ctx.lower_jaxpr(fori_body, body_consts + [index] + carried,
                              "body", consts=body_jaxpr.consts, loop=True)
       _assign_all(ctx, names, outs)
     mark_invariant(ctx, fori_body, len(body_consts), body_consts)
@@ -314,19 +324,19 @@ def _while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     final = (emit.const(max(lo.const, hi.const), lo.dtype)
              if lo.const is not None and hi.const is not None
              else ctx.value("loop_end", f"tl.maximum({_typed_expr(lo)}, {_typed_expr(hi)})",
-                            lo.dtype))
+                            lo.dtype, of=(lo, hi)))
     return [final, hi] + carried
   # a general while loop may spin on memory another program writes: none of
   # it reuses a load from before the loop
   ctx.record(trips="dynamic")
   ctx.forget_loads()
   names = [_materialize(ctx, c, "carry") for c in carry]
-  carried = _as_values(names, carry)
   first_cond_eqn = ctx.kernel.peek_eqn_index()
-  (cond,) = ctx.lower_jaxpr(cond_jaxpr.jaxpr, cond_consts + carried, "cond",
+  (cond,) = ctx.lower_jaxpr(cond_jaxpr.jaxpr, cond_consts + _as_values(names, carry), "cond",
                             consts=cond_jaxpr.consts)
   go = _materialize(ctx, cond, "keep_going")
-  with ctx.b.loop(f"while {go}:", [go, *names]):
+  with ctx.b.loop(f"while {go}:") as varying:
+    carried = _as_values(names, carry, varying)
     outs = ctx.lower_jaxpr(body_jaxpr.jaxpr, body_consts + carried, "body",
                            consts=body_jaxpr.consts, loop=True)
     _assign_all(ctx, names, outs)
@@ -352,6 +362,7 @@ def _cond(ctx, index, *args, branches, **params):
                            straight_line=True)
     return outs
   sel = index if not np.dtype(index.dtype) == np.bool_ else emit.cast(ctx.b, index, np.int32)
+  loops = sel.loops        # the outputs vary with the branch taken, and with what it computes
   for k, branch in enumerate(branches):
     if k == 0:
       header = f"if {sel} == {literal(0, sel.dtype)}:"
@@ -363,7 +374,9 @@ def _cond(ctx, index, *args, branches, **params):
       outs = ctx.lower_jaxpr(branch.jaxpr, args, f"branch {k}", consts=branch.consts)
       for name, value in zip(names, outs):
         ctx.b.emit(f"{name} = {_typed_expr(value)}")
-  return [Value(n, np.dtype(a.dtype), tuple(a.shape)) for n, a in zip(names, outs_avals)]
+      loops = loops.union(*(v.loops for v in outs))
+  return [Value(n, np.dtype(a.dtype), tuple(a.shape), loops=loops)
+          for n, a in zip(names, outs_avals)]
 
 
 # --- calls ------------------------------------------------------------------------------------

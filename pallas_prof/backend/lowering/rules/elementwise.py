@@ -213,7 +213,7 @@ def _square(ctx, x):
 @elementwise(lax.integer_pow_p, work=ARITHMETIC)
 def _integer_pow(ctx, x, *, y):
   if y == 0:
-    return ctx.full(x.shape, 1, x.dtype, "pow")
+    return emit.full(ctx.b, x.shape, 1, x.dtype, "pow")
   if y < 0 and not is_float(x.dtype):
     raise Unsupported("integer_pow with a negative exponent on integers")
 
@@ -498,7 +498,7 @@ def _shift(kind: str):
         return ctx.value(kind, shifted(typed(amount)), dt, shape)
       if kind == "shr_arith":   # the sign fill is a shift by bits - 1
         return ctx.value(kind, shifted(typed(bits - 1)), dt, shape)
-      return ctx.full(shape, 0, dt, kind)
+      return emit.full(ctx.b, shape, 0, dt, kind)
     in_range = ctx.b.assign("in_range", f"({y} >= 0) & ({y} < {bits})" if is_signed(dt)
                             else f"{y} < {literal(bits, dt)}")
     if kind == "shr_arith":
@@ -652,7 +652,7 @@ def _reduce_precision(ctx, x, *, exponent_bits, mantissa_bits):
   xc = _compute(ctx, x)
   if mantissa_bits > 0:   # NaN stays NaN (rounding could carry it into an infinity)
     return ctx.value("reduced", f"tl.where({xc} != {xc}, {x}, {reduced})", dt, x.shape)
-  return Value(reduced, dt, x.shape)
+  return Value(reduced, dt, x.shape, loops=x.loops)
 
 
 elementwise(compat.copy_p, compat.stop_gradient_p)(_identity)

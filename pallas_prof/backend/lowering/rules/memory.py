@@ -92,7 +92,7 @@ def _emit_read(ctx, ref: RefValue, mask=None, other=None, **load_options) -> Val
   fill = other_value(ctx, ref, other) if full_mask else None
   expr = load_expr(ref, offset, full_mask, fill, shape, **load_options)
   if edge is None:
-    return ctx.value(hint, expr, ref.dtype, shape)
+    return ctx.value(hint, expr, ref.dtype, shape, opaque=True)
   # the programs whose block lies inside load whole vectors (addressing._splits_at_edge)
   inside, inner_mask = edge
   name = ctx.b.fresh(hint)
@@ -101,7 +101,7 @@ def _emit_read(ctx, ref: RefValue, mask=None, other=None, **load_options) -> Val
                                        shape, **load_options))
   with ctx.b.block("else:"):
     ctx.b.emit(f"{name} = {expr}")
-  return Value(name, np.dtype(ref.dtype), tuple(shape))
+  return Value(name, np.dtype(ref.dtype), tuple(shape), loops=ctx.b.loops_of(opaque=True))
 
 
 def _tma_read(ctx, ref: RefValue, mask, other, load_options) -> Value | None:
@@ -170,7 +170,7 @@ def _read_packed4(ctx, ref: RefValue, offset: str, mask, shape, other, load_opti
   signed = np.dtype(ref.dtype).name == "int4"
   expr = f"(({nibble} ^ 8) - 8).to(tl.int8)" if signed else f"{nibble}.to(tl.uint8)"
   value = ctx.value(ref.label[:-4] if ref.label.endswith("_ref") else f"{ref.label}_val",
-                    expr, ref.dtype, shape)
+                    expr, ref.dtype, shape, opaque=True)
   if mask is not None and other is not None:
     o = other_value(ctx, ref, other)
     value = ctx.value("masked", f"tl.where({mask}, {value}, {o})", ref.dtype, shape)
@@ -325,7 +325,7 @@ def _atomic(ctx, view: RefValue, value: Value, mask, kind: str) -> Value:
     args.append(f"mask=({full_mask}) != 0")
   args.append('sem="acq_rel"')
   return ctx.value(f"{view.label}_old", f"{_ATOMIC_FUNCS[kind]}({', '.join(args)})",
-                   view.dtype, shape)
+                   view.dtype, shape, opaque=True)
 
 
 def _atomic_rmw(ctx, *flat, args_tree, atomic_type):
@@ -351,7 +351,7 @@ def _atomic_cas(ctx, ref, cmp, value):
     value = ctx.value("cas_value", f"tl.where({in_bounds}, {value}, {cmp})", view.dtype, shape)
   return ctx.value(f"{view.label}_old",
                    f'tl.atomic_cas({pointer(view, offset)}, {cmp}, {value}, sem="acq_rel")',
-                   view.dtype, shape)
+                   view.dtype, shape, opaque=True)
 
 
 def _max_contiguous(ctx, x, *, values):
@@ -390,5 +390,5 @@ def _broadcast_index(ctx, x, *, shape):
     lead = len(shape) - len(x.shape)
     if x.shape:
       x = Value(emit.expand_to_rank(x, tuple(range(lead, len(shape))), len(shape)), x.dtype,
-                (1,) * lead + tuple(x.shape))
+                (1,) * lead + tuple(x.shape), loops=x.loops)
   return emit.broadcast_to(ctx.b, x, shape, "bcast_idx")

@@ -83,7 +83,8 @@ def _inline_asm(ctx, *args, asm, constraints, pack, result_shape_dtypes):
   arg_list = "[" + ", ".join(str(a) for a in args) + "]"
   call = (f"tl.inline_asm_elementwise({asm!r}, {constraints!r}, {arg_list}, dtype={dt}, "
           f"is_pure=True, pack={pack})")
+  # the assembly may read what changes between iterations (a clock, a special register)
   if len(outs) == 1:
-    return [ctx.value("asm", call, dtypes[0], shape)]
+    return [ctx.value("asm", call, dtypes[0], shape, opaque=True)]
   name = ctx.b.assign("asm", call)
-  return [ctx.value("asm", f"{name}[{i}]", d, shape) for i, d in enumerate(dtypes)]
+  return [ctx.value("asm", f"{name}[{i}]", d, shape, opaque=True) for i, d in enumerate(dtypes)]

@@ -25,7 +25,7 @@ def _broadcast_in_dim(ctx, x, *, shape, broadcast_dimensions, sharding=None):
   shape = tuple(shape)
   if not x.shape:
     if x.const is not None:
-      return ctx.full(shape, x.const, x.dtype, "bcast")
+      return emit.full(ctx.b, shape, x.const, x.dtype, "bcast")
     if not shape:
       return x
     return ctx.value("bcast", f"tl.broadcast_to({x}, {emit.shape_expr(padded_shape(shape))})",
@@ -49,7 +49,7 @@ def reshape_value(ctx, x: Value, shape: tuple[int, ...], hint="reshaped") -> Val
   if math.prod(x.shape) != math.prod(shape):
     raise Unsupported(f"reshape of {x.shape} to {shape} changes the size")
   if x.const is not None and not x.shape:
-    return ctx.full(shape, x.const, x.dtype, hint)
+    return emit.full(ctx.b, shape, x.const, x.dtype, hint)
   if not shape:
     return _to_scalar(ctx, x)
   if not x.shape:
