@@ -278,15 +278,22 @@ class PallasCall:
                          rule="pallas_call", eqn=self.site())
 
   def relowerer(self, options: LoweringOptions):
-    """The registry record's `relower(options=None, **changes)`: the call lowered again
-    with `options` (the call's own when None) with `changes`. Never the bounds-checked
-    build nor the debug print: the record's variants (workarounds, the profiler's probed
-    variant, the advice's trials) are of the kernel the program runs unchecked. Those
-    pass the compiled kernel's options (a tuner may have chosen another launch order or
-    TMA use than the call's own, and workarounds)."""
-    def relower(variant: LoweringOptions | None = None, **changes):
+    """The registry record's `relower(options=None, *, same_build=False, **changes)`: the
+    call lowered again with `options` (the call's own when None) with `changes`.
+
+    Variants measured in place of the kernel (the profiler's probed variant, the advice's
+    trials) are of the kernel the program runs unchecked: never the bounds-checked build
+    nor the debug print. A workaround is different: the GPU launches it in the kernel's
+    place, with the kernel's operands (the checked build's starting values and bounds
+    record among them), so it passes `same_build=True` and keeps both. Callers pass the
+    compiled kernel's options (a tuner may have chosen another launch order or TMA use
+    than the call's own, and workarounds)."""
+    def relower(variant: LoweringOptions | None = None, *, same_build: bool = False,
+                **changes):
       variant = (variant or options).replace(**changes)
-      return self.lower(variant.replace(check_bounds=False, debug=False))
+      if not same_build:
+        variant = variant.replace(check_bounds=False, debug=False)
+      return self.lower(variant)
     return relower
 
 

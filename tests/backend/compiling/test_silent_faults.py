@@ -175,3 +175,59 @@ def test_two_scans_folded_into_one_location_are_both_lowered_otherwise(rng):
   ck = workarounds.compile_working_around(rec.generated, ("cuda", 90), rec.relower,
                                           need_cubin=False)
   assert silent_faults.find(ck) is None
+
+
+def rowscan(x_ref, w_ref, o_ref):
+  # the GPU fuzzer's finding of 2026-12-03 (seed 20261216, a bounds-checked job): a row
+  # cumsum of a [1, 2] block, next to an unused input
+  o_ref[...] = jnp.cumsum(x_ref[...], axis=1)
+
+
+@pytest.mark.parametrize("case", ["rowscan", "colscan"])
+def test_a_workaround_keeps_the_bounds_checked_build(case, rng):
+  """The GPU launches a workaround in the kernel's place with the kernel's operands: in
+  the bounds-checked build those include the outputs' starting values and the bounds
+  record. A workaround lowered unchecked had neither, and the launch failed with
+  'safe_zip() argument 1 has length 1 but argument 0 has length 2'."""
+  from pallas_prof.backend.lowering.features import bounds
+  bounds.set_check_bounds(True)
+  try:
+    if case == "rowscan":
+      x = rng.uniform(-4, 4, (1, 2)).astype(np.float32)
+      w = rng.uniform(-4, 4, (2, 1)).astype(np.float32)
+      kernel_registry.clear()
+      out = pl.pallas_call(
+          rowscan, grid=(1,), out_shape=jax.ShapeDtypeStruct((1, 2), jnp.float32),
+          in_specs=[pl.BlockSpec((1, 2), lambda i: (i, 0)), pl.BlockSpec((2, 1), lambda i: (0, 0))],
+          out_specs=pl.BlockSpec((1, 2), lambda i: (i, 0)),
+          compiler_params=pallas_prof.CompilerParams(), name="rowscan")(x, w)
+      rec = kernel_registry.kernels()[-1]
+      np.testing.assert_allclose(np.asarray(out), np.cumsum(x, axis=1), rtol=1e-6)
+    else:
+      x = rng.uniform(-4, 4, 3).astype(np.float32)
+      out, rec = _lowered(colscan, x, out_shape=(3, 3))
+      np.testing.assert_allclose(out, np.cumsum(x)[:, None] * x[None, :], rtol=1e-5)
+  finally:
+    bounds.set_check_bounds(None)
+  gk = rec.generated
+  assert gk.check_bounds
+  ck = workarounds.compile_working_around(gk, ("cuda", 90), rec.relower, need_cubin=False,
+                                          use_disk_cache=False)
+  if AFFECTED:
+    assert ck.generated.workarounds, "the scan needed a workaround on this Triton"
+  assert ck.generated.check_bounds
+  assert [(p.name, p.role) for p in ck.generated.params] == [(p.name, p.role) for p in gk.params]
+
+
+def test_the_record_s_own_variants_stay_unchecked():
+  """What the profiler and the advice time in the kernel's place is the kernel the
+  program runs unchecked: relower without same_build drops the checked build."""
+  from pallas_prof.backend.lowering.features import bounds
+  bounds.set_check_bounds(True)
+  try:
+    _, rec = _lowered(colscan, np.ones(3, np.float32), out_shape=(3, 3))
+  finally:
+    bounds.set_check_bounds(None)
+  assert rec.generated.check_bounds
+  assert not rec.relower(num_warps=8).check_bounds
+  assert rec.relower(rec.generated.options, same_build=True).check_bounds

@@ -101,7 +101,22 @@ def compile_working_around(gk, target, relower, *, need_cubin: bool = True,
 
 
 def _lower(relower, gk, plan: WorkaroundPlan):
-  return relower(gk.options.replace(num_warps=plan.num_warps or gk.num_warps, workarounds=plan))
+  """The kernel lowered again with `plan`, in the same build (the bounds-checked one
+  stays checked): the GPU launches it in the kernel's place, with the kernel's operands."""
+  variant = relower(gk.options.replace(num_warps=plan.num_warps or gk.num_warps,
+                                       workarounds=plan), same_build=True)
+  if _operands(variant) != _operands(gk):
+    # launched with the kernel's operands, a variant of other operands would fail deep in
+    # the launch (or write the wrong buffers): say so here, with both lists
+    raise RuntimeError(
+        f"pallas-prof internal error: the workaround variant of {gk.name} has operands "
+        f"{_operands(variant)}, the kernel {_operands(gk)}; please report it "
+        f"(PALLAS_PROF_WORKAROUNDS=0 runs without workarounds)")
+  return variant
+
+
+def _operands(gk) -> list[tuple]:
+  return [(p.name, p.dtype, tuple(p.shape), p.role) for p in gk.params]
 
 
 def _search(gk, relower, error: CompileError, compile_):
