@@ -109,13 +109,15 @@ def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool
                                            f"does not compile: {str(ck)[:200]}"))
     else:
       actions[id(a)] = dataclasses.replace(a, compiled=_resources(ck))
-      ready.append((actions[id(a)], ck))
+      ready.append((id(a), ck))
   if gpu and ready:
-    measured = _measure(rec, ready, device, budget_s - (time.perf_counter() - started), say,
-                        min_launches, min_seconds)
-    for a, trial in measured:
-      actions[id(a)] = dataclasses.replace(a, trial=trial, status="measured" if trial.error is None
-                                           else a.status)
+    # keyed by the advice's own action (id(a) above): `actions` holds its latest copy
+    measured = _measure(rec, [(actions[key], ck) for key, ck in ready], device,
+                        budget_s - (time.perf_counter() - started), say, min_launches,
+                        min_seconds)
+    for (key, _), (a, trial) in zip(ready, measured, strict=True):
+      actions[key] = dataclasses.replace(a, trial=trial, status="measured" if trial.error is None
+                                         else a.status)
   for a in (x for x in advice.actions if x.kind == "b" and tuned is not None and gpu):
     left = budget_s - (time.perf_counter() - started)
     if left <= 1:
