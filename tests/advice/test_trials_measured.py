@@ -92,3 +92,18 @@ def test_a_variant_no_faster_than_its_noise_does_not_hold(planted, monkeypatch):
   measured = [a for a in out.actions if a.trial is not None and a.trial.error is None]
   assert measured and not any(a.trial.held for a in measured)
   assert out.kept is None
+
+
+def test_the_best_ranked_action_is_tried_when_compiling_spent_the_budget(planted, monkeypatch):
+  """The H200 run at d875290: the spills case's variants took its whole share to
+  compile, and none was timed ("the advice's -2 s budget was spent")."""
+  rec, advice = planted
+  _fake_replay(monkeypatch, lambda stages: 100e-6 if stages == 1 else 60e-6)
+  out = trials.try_actions(advice, rec, recipes.find(rec, recipes.recipes()), gpu=True,
+                           budget_s=-2, progress=None)
+  tried = [a for a in out.actions if a.kind in "ac" and a.trial is not None]
+  measured = [a for a in tried if a.trial.error is None]
+  spent = [a for a in tried if a.trial.error is not None]
+  assert len(measured) == 1 and measured[0].status == "measured", measured
+  assert measured[0].title == advice.actions[0].title      # the best ranked before trials
+  assert spent and all("budget was spent" in a.trial.error for a in spent)
