@@ -208,6 +208,8 @@ def check(program: Program, device=None, on_stage=None) -> Outcome:
 # the features (tests/fuzz/programs.py, scans.py) of a program that sums or multiplies along
 # an axis: a cumsum or cumprod, a reduction, a dot
 ACCUMULATING = frozenset({"cumsum", "cumprod", "cumlogsumexp", "reduce", "dot"})
+# the features of a program with a cumsum or cumprod whose order tests/fuzz/scan_order.py knows
+SCANNING = frozenset({"cumsum", "cumprod"})
 
 
 def _xla_agreeing_elsewhere(program: Program, inputs, got, device) -> str | None:
@@ -219,6 +221,8 @@ def _xla_agreeing_elsewhere(program: Program, inputs, got, device) -> str | None
   its GPU once), "xla_low_precision_accumulates" when it sums (ACCUMULATING) and
   equals the program run on float32 copies of its 16-bit float inputs and rounded
   back (pallas-prof accumulates 16-bit floats in float32 where XLA may not),
+  "gpu_scan_order" (on a GPU) when it equals the program with its 16-bit cumsums and
+  cumprods in a GPU warp's order (tests/fuzz/scan_order.py),
   "xla_less_precise_than_float64" when it equals the program run in float64 on
   its float32 inputs and rounded back; else None."""
   if program.kind != "values":
@@ -243,6 +247,14 @@ def _xla_agreeing_elsewhere(program: Program, inputs, got, device) -> str | None
                else np.asarray(r) for r, g in zip(jax.tree.leaves(result), got)]
     if compare(program, got, rounded)[0] is None:
       return "xla_low_precision_accumulates"
+  if any(low) and SCANNING.intersection(program.features) and device is not None \
+      and device.platform != "cpu":
+    # The same program with its 16-bit scans summed in a warp's order, op by op (every
+    # step rounded): Triton's GPU scan takes the lanes 1, 2, 4, 8, 16 before, where XLA
+    # takes one element after another; both are right, a sin or a clip and a product
+    # after the scan can make their last bits whole differences (tests/fuzz/scan_order.py)
+    if gpu_scan_order_agrees(program, inputs, got):
+      return "gpu_scan_order"
   if any(a.dtype == np.float32 for a in inputs):
     # The same program in float64, rounded back: where XLA's float32 is an ulp off and a
     # discontinuity turns the ulp into a jump (XLA's tanh(9) is 1.0, the float32 nearest
@@ -262,6 +274,18 @@ def _xla_agreeing_elsewhere(program: Program, inputs, got, device) -> str | None
   if compare(program, got, [np.asarray(r) for r in jax.tree.leaves(result)])[0] is None:
     return "xla_platforms_differ"
   return None
+
+
+def gpu_scan_order_agrees(program: Program, inputs, got) -> bool:
+  """Whether `got` equals the "values" program run op by op on the CPU with its 16-bit
+  cumsums and cumprods in a GPU warp's order (tests/fuzz/scan_order.py)."""
+  from .scan_order import namespace_with_warp_scans
+  warp = namespace_with_warp_scans(namespace())
+  exec(compile(program.source, f"<fuzz program {program.seed}>", "exec"), warp)
+  cpu = jax.devices("cpu")[0]
+  with jax.default_device(cpu):
+    result = warp["fn"](*[jax.device_put(a, cpu) for a in inputs])
+  return compare(program, got, [np.asarray(r) for r in jax.tree.leaves(result)])[0] is None
 
 
 def _is_limitation(error: BaseException, text: str) -> bool:
