@@ -132,7 +132,8 @@ def test_the_summarys_topic_links_reach_its_headings():
 def test_the_summary_keeps_the_latest_gpu_calls_and_issue_32s_fuzz_totals():
   text = _read(SUMMARY)
   assert "### The next session's three H200 calls" in text
-  assert "GPU fuzz programs in all, both sessions: 33,461" in text
+  assert "### The session of 2026-12-03, 18:14-18:52 UTC: three H200 calls" in text
+  assert "GPU fuzz programs in all, three sessions: 63,180" in text
 
 
 def test_patches_and_large_logs_are_compressed():
