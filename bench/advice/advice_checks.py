@@ -9,8 +9,8 @@ and the text record it writes beside its JSON.
                                            diagnosis with evidence, what the trials saved
     proof_lines(result)                    the Proof list, item by item, from those checks
 
-A check that could not be made (nothing timed on a CPU, a case cut by the budget) is
-None, never True.
+A check that could not be made (nothing timed on a CPU, a case cut by the budget, a
+planted defect whose hand fix saves less than the bar) is None, never True.
 """
 from __future__ import annotations
 
@@ -40,6 +40,16 @@ def case_checks(case, advice, hand, gpu: bool) -> dict:
       "noise_pct": best.trial.noise_pct}
   hand_pct = hand.get("saving_pct") if hand else None
   out["hand_saving_pct"] = hand_pct
+  if gpu and hand_pct is not None and hand_pct < POINTS:
+    # the hand fix saves less than the bar: on this GPU and toolchain the planted defect
+    # costs (almost) nothing, so the case cannot tell advice that finds it from advice
+    # that does nothing (any saving of 0 is within the bar). No verdict, and say why.
+    out["planted_costs"] = False
+    out["cause_named"] = None
+    out["within_points"] = None
+    out["note"] = (f"not a known answer here: the hand fix saves {hand_pct:.0f} %, under "
+                   f"the {POINTS:.0f}-point bar")
+    return out
   if case.fix_kind == "d":
     top = advice.actions[0] if advice.actions else None
     out["d_first"] = top is not None and top.kind == "d" and case.rule in top.rule.split(" and ")
@@ -105,8 +115,12 @@ def proof_lines(result: dict) -> list[str]:
                                                ": a CPU run, nothing measured: no GPU")]
   named = [f"{c['case']} {_mark(c['checks']['cause_named'])} ({c['checks']['cause_line']})"
            for c in planted]
-  lines.append(f"- cause and line named: {sum(bool(c['checks']['cause_named']) for c in planted)}"
-               f"/{len(planted)}: " + ", ".join(named))
+  judged = [c for c in planted if c["checks"]["cause_named"] is not None]
+  lines.append(f"- cause and line named: {sum(bool(c['checks']['cause_named']) for c in judged)}"
+               f"/{len(judged)}: " + ", ".join(named))
+  for c in planted:
+    if c["checks"].get("note"):
+      lines.append(f"  ({c['case']}: {c['checks']['note']})")
   abc = [c for c in planted if c["hand_fix_kind"] in "abc"]
   parts = []
   for c in abc:
@@ -119,8 +133,9 @@ def proof_lines(result: dict) -> list[str]:
       hand = "?" if ch.get("hand_saving_pct") is None else f"{-ch['hand_saving_pct']:+.0f} %"
       parts.append(f"{c['case']} {_mark(ch.get('within_points'))} (advice {mine}, hand {hand})")
   ok = sum(bool(c["checks"].get("within_points")) for c in abc)
+  judged = [c for c in abc if c["checks"].get("planted_costs") is not False]
   lines.append(f"- measured fix of kinds a-c within {POINTS:.0f} points of the hand fix: "
-               f"{ok if gpu else 'n/a'}/{len(abc)}: " + ", ".join(parts))
+               f"{ok if gpu else 'n/a'}/{len(judged)}: " + ", ".join(parts))
   for c in (c for c in planted if c["hand_fix_kind"] == "d"):
     ch = c["checks"]
     lines.append(f"- kind-d fix ranked first ({c['case']}): {_mark(ch.get('d_first'))}: "
