@@ -32,7 +32,7 @@ def _scan(b: Builder):
     return
   op = b.draw(st.sampled_from(SCAN_OPS), label="scan")
   if b.draw(st.integers(0, 24), label="cumlogsumexp") == 24:
-    op = "cumlogsumexp"     # rarely: pallas-prof has no rule for it (a documented refusal)
+    op = "cumlogsumexp"     # rarely: a scan of its own combiner (tl.associative_scan)
   if op == "cumlogsumexp" and not a.is_float:
     op = "cumsum"
   rank = len(a.shape)

@@ -241,6 +241,8 @@ def identity_of(kind: str, dtype):
     return False if is_bool(dtype) else 0
   if kind == "prod":
     return True if is_bool(dtype) else 1
+  if kind == "logsumexp":
+    return float("-inf")
   if kind in ("max", "argmax"):
     if is_float(dtype):
       return float("-inf")

@@ -31,6 +31,14 @@ def combine_min_nan(a, b):
 def combine_prod(a, b):
     return a * b
 """,
+    "logaddexp": """
+def combine_logaddexp(a, b):
+    # log(exp(a) + exp(b)) as jnp.logaddexp: the larger plus log1p of the other's share;
+    # equal arguments (both -inf or both inf too) take log1p(1), NaN wins
+    larger = tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+    apart = tl.where(a == b, 0.0, -tl.abs(a - b))
+    return larger + libdevice.log1p(tl.exp(apart))
+""",
     "and": """
 def combine_and(a, b):
     return a & b
@@ -166,8 +174,10 @@ def _cumulative(kind: str):
     dt = x.dtype
     # float16 scans in float16, as XLA (and JAX's Triton backend) accumulate it;
     # bfloat16 and 8-bit floats go through f32 (Triton's interpreter has no
-    # bf16 arithmetic).
-    xc = emit.cast(ctx.b, x, F32) if is_low_float(dt) and np.dtype(dt) != np.float16 else x
+    # bf16 arithmetic). A log-sum-exp takes every 16-bit float through f32: its
+    # exp and log1p have no 16-bit forms in libdevice.
+    low = is_low_float(dt) and (np.dtype(dt) != np.float16 or kind == "logsumexp")
+    xc = emit.cast(ctx.b, x, F32) if low else x
     if is_bool(xc.dtype):
       raise Unsupported(f"cum{kind} on bool", "convert to int32 first")
     if reverse:
@@ -194,6 +204,9 @@ def _scan_and_reduce(ctx, kind: str, dtype, reverse: bool):
   if kind == "prod":     # (its combiner is added to the source only where a form reduces)
     return (lambda v, a: f"tl.cumprod({v}, axis={a}{rev})",
             lambda v, a: f"tl.reduce({v}, {a}, {combiner(ctx, 'prod')})")
+  if kind == "logsumexp":
+    return (lambda v, a: f"tl.associative_scan({v}, {a}, {combiner(ctx, 'logaddexp')}{rev})",
+            lambda v, a: f"tl.reduce({v}, {a}, {combiner(ctx, 'logaddexp')})")
   fn = combiner(ctx, f"{kind}_nan") if is_float(dtype) else ctx.b.helper(
       f"combine_{kind}_int", f"""
 def combine_{kind}_int(a, b):
@@ -207,3 +220,4 @@ register(lax.cumsum_p, work=REDUCTION)(_cumulative("sum"))
 register(lax.cumprod_p, work=REDUCTION)(_cumulative("prod"))
 register(lax.cummax_p, work=REDUCTION)(_cumulative("max"))
 register(lax.cummin_p, work=REDUCTION)(_cumulative("min"))
+register(lax.cumlogsumexp_p, work=REDUCTION)(_cumulative("logsumexp"))

@@ -219,3 +219,33 @@ def test_reductions_compile_for_sm90(rng):
       "cummin": lax.cummin(x, axis=1), "cumprod": lax.cumprod(xi, axis=0, reverse=True),
   }, x, xi, b, name="reductions_sm90", atol=2e-2, rtol=2e-2)
   compiles_for_sm90("reductions_sm90")
+
+
+@pytest.mark.parametrize("shape,axis", [((5, 7), 0), ((5, 7), 1), ((3, 5, 6), 2), ((19,), 0)])
+@pytest.mark.parametrize("dtype", ("float32", "bfloat16", "float16"))
+def test_cumlogsumexp(rng, dtype, shape, axis):
+  x = random_array(rng, shape, dtype, low=-30, high=30)
+  out = check(lambda x: {"fwd": lax.cumlogsumexp(x, axis=axis),
+                         "rev": lax.cumlogsumexp(x, axis=axis, reverse=True)}, x,
+              name=f"cumlogsumexp_{dtype}_{len(shape)}_{axis}",
+              **({} if dtype == "float32" else {"atol": 0.1, "rtol": 2e-2}))
+  assert out["fwd"].dtype == np.dtype(x.dtype)
+
+
+def test_cumlogsumexp_of_infinities_and_nan(rng):
+  x = np.array(random_array(rng, (5, 7), "float32", low=-30, high=30))
+  x[1, 2] = -np.inf
+  x[3, :] = -np.inf           # log(0 + 0 + ...) stays -inf
+  x[4, 4] = np.inf            # and inf stays inf, inf + inf too
+  x[4, 5] = np.inf
+  x[0, 6] = np.nan
+  check(lambda x: {"fwd": lax.cumlogsumexp(x, axis=1),
+                   "rev": lax.cumlogsumexp(x, axis=0, reverse=True)}, x)
+
+
+def test_cumlogsumexp_compiles_for_sm90(rng):
+  x = random_array(rng, (6, 10), "float16", low=-8, high=8)
+  check(lambda x: {"fwd": lax.cumlogsumexp(x, axis=1),
+                   "rev": lax.cumlogsumexp(x.astype(jnp.float32), axis=0, reverse=True)},
+        x, name="cumlogsumexp_sm90", atol=2e-2, rtol=2e-2)
+  compiles_for_sm90("cumlogsumexp_sm90")
