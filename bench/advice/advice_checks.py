@@ -40,15 +40,15 @@ def case_checks(case, advice, hand, gpu: bool) -> dict:
       "noise_pct": best.trial.noise_pct}
   hand_pct = hand.get("saving_pct") if hand else None
   out["hand_saving_pct"] = hand_pct
-  if gpu and hand_pct is not None and hand_pct < POINTS:
+  if gpu and hand_pct is not None and hand_pct <= POINTS:
     # the hand fix saves less than the bar: on this GPU and toolchain the planted defect
     # costs (almost) nothing, so the case cannot tell advice that finds it from advice
     # that does nothing (any saving of 0 is within the bar). No verdict, and say why.
     out["planted_costs"] = False
     out["cause_named"] = None
     out["within_points"] = None
-    out["note"] = (f"not a known answer here: the hand fix saves {hand_pct:.0f} %, under "
-                   f"the {POINTS:.0f}-point bar")
+    out["note"] = (f"not a known answer here: the hand fix saves {hand_pct:.1f} %, within "
+                   f"the {POINTS:.0f}-point bar of doing nothing")
     return out
   if case.fix_kind == "d":
     top = advice.actions[0] if advice.actions else None

@@ -7,6 +7,7 @@ in report.json: each reads the fields it needs, none parses the text.
 from __future__ import annotations
 
 import dataclasses
+import os
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,6 +22,13 @@ class TmaNote:
       return self.reason
     where = f"{self.file}:{self.line}" if self.file else "an unknown line"
     return f"{self.access} at {where}: {self.reason}"
+
+  def portable(self) -> str:
+    """As str(), with the file's name for its path (the form of the generated source,
+    whose sha256 is the kernel's key: lowering/lower.py's portable_location)."""
+    if not self.access or not self.file:
+      return str(self)
+    return str(dataclasses.replace(self, file=os.path.basename(self.file)))
 
   def to_dict(self) -> dict:
     return dataclasses.asdict(self)

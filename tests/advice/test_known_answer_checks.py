@@ -124,7 +124,11 @@ def test_a_planted_defect_that_costs_nothing_here_gets_no_verdict():
   roof = _advice("at_roof", [], at_roof=True)
   c = checks.case_checks(CASE["too_few_warps"], roof, {"saving_pct": 2.4}, gpu=True)
   assert c["planted_costs"] is False and c["cause_named"] is None and c["within_points"] is None
-  assert "2 %" in c["note"] and "10-point" in c["note"]
+  assert "2.4 %" in c["note"] and "10-point" in c["note"]
+  lines = checks.proof_lines({"gpu": True, "norms": [], "skipped": [], "cases": [
+      {"case": "too_few_warps", "hand_fix_kind": "a", "checks": c}]})
+  assert "- cause and line named: 0/0" in lines[1] and "not a known answer" in lines[2]
+  assert "within 10 points of the hand fix: 0/0" in lines[3]
   costs = checks.case_checks(CASE["too_few_warps"], roof, {"saving_pct": 73.0}, gpu=True)
   assert costs["cause_named"] is False and costs["within_points"] is False
   assert "planted_costs" not in costs

@@ -1,7 +1,8 @@
 """A 16-bit float scan in the order a GPU sums it, for the fuzzer's reference.
 
-A cumsum or cumprod of float16 or bfloat16 rounds after every step, so its result
-depends on the order of the steps. XLA's CPU (the fuzzer's reference) steps through the
+A cumsum or cumprod of float16 rounds after every step, so its result depends on the
+order of the steps (pallas-prof scans bfloat16 in float32, rounding once; the order
+there is emulated too, and matches only where it makes no difference). XLA's CPU (the fuzzer's reference) steps through the
 axis one element after another. Triton's scan on the GPU combines lanes as a warp does:
 in segments of 32 lanes, each lane takes the lane 1, 2, 4, 8 and 16 before it
 (Hillis and Steele), then each segment takes the total of the segments before it. Both

@@ -46,6 +46,37 @@ def test_the_key_is_the_same_wherever_the_script_lives():
   assert first.source_info.endswith("/home/ada/project/kernels/scale.py:2")
 
 
+TMA_SCRIPT = '''
+def double_kernel(x_ref, o_ref):
+  o_ref[...] = x_ref[...] * 2
+
+def call(x):
+  spec = pl.BlockSpec((8, 32), lambda i, j: (i, j))
+  return pl.pallas_call(double_kernel, grid=(2, 3), in_specs=[spec], out_specs=spec,
+                        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                        compiler_params=pallas_prof.CompilerParams(tma=True))(x)
+'''
+
+
+def test_a_tma_fallback_note_does_not_move_the_key():
+  """The header's "TMA not used for x_ref at <file>:<line>" named the file's path."""
+  keys, notes = set(), []
+  for path in ("/home/ada/project/k.py", "/tmp/elsewhere/k.py"):
+    scope = {"pl": pl, "jax": jax, "pallas_prof": pallas_prof}
+    exec(compile(TMA_SCRIPT, path, "exec"), scope)
+    kernel_registry.clear()
+    import warnings
+    with warnings.catch_warnings():
+      warnings.simplefilter("ignore")
+      jax.jit(scope["call"]).lower(jax.ShapeDtypeStruct((16, 66), jnp.float32))
+    (rec,) = kernel_registry.kernels()
+    keys.add(rec.generated.key)
+    notes.extend(rec.generated.tma_notes)
+  assert notes and "TMA not used for x_ref at k.py:" in rec.generated.source
+  assert notes[0].file == "/home/ada/project/k.py"      # the warning still names the path
+  assert len(keys) == 1
+
+
 def test_another_file_or_line_is_another_kernel():
   a = _lowered_from("/x/scale.py").generated.key
   b = _lowered_from("/x/other.py").generated.key

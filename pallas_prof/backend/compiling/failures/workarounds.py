@@ -108,10 +108,12 @@ def _lower(relower, gk, plan: WorkaroundPlan):
   if _operands(variant) != _operands(gk):
     # launched with the kernel's operands, a variant of other operands would fail deep in
     # the launch (or write the wrong buffers): say so here, with both lists
-    raise RuntimeError(
+    # (a LoweringError: the search tries the next form, the CLI reports it per kernel)
+    raise LoweringError(
         f"pallas-prof internal error: the workaround variant of {gk.name} has operands "
-        f"{_operands(variant)}, the kernel {_operands(gk)}; please report it "
-        f"(PALLAS_PROF_WORKAROUNDS=0 runs without workarounds)")
+        f"{_operands(variant)}, the kernel {_operands(gk)}",
+        hint="please report it; PALLAS_PROF_WORKAROUNDS=0 runs without workarounds",
+        kernel=gk.name)
   return variant
 
 

@@ -325,4 +325,5 @@ def header_lines(plan: TmaPlan | None) -> list[str]:
   lines = (["TMA loads (tensor descriptors): blocks of " + ", ".join(loads)] if loads else []) \
       + (["TMA stores (tensor descriptors): blocks of " + ", ".join(stores)] if stores else [])
   lines = lines or ["TMA asked for, no load or store could use it"]
-  return lines + [f"TMA not used for {note}" for note in plan.notes]
+  # each note at its file's name, not its path: the header is part of the kernel's key
+  return lines + [f"TMA not used for {note.portable()}" for note in plan.notes]
