@@ -34,10 +34,11 @@ if [ "$part" = leads ]; then
   exit 0
 fi
 
-# FUZZ_SEED: a fresh seed for each session's run (the defaults are the first run's)
+# FUZZ_SEED: a fresh seed for each session's run (the defaults are the first run's);
+# part b takes the next one, so that a and b never run the same programs
 case "$part" in
   a) seed=${FUZZ_SEED:-20261213} ;;
-  b) seed=${FUZZ_SEED:-20261214} ;;
+  b) seed=$(( ${FUZZ_SEED:-20261213} + 1 )) ;;
   *) echo "bench/fuzz/fuzz_gpu.sh: a, b or leads, not '$part'" >&2; exit 2 ;;
 esac
 seconds=${FUZZ_SECONDS:-430}
