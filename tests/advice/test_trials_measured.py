@@ -20,14 +20,8 @@ from pallas_prof.backend.compiling.failures.workarounds import compile_working_a
 
 pallas_prof.install()
 
-
-def _matmul_kernel(a_ref, b_ref, o_ref):
-  def step(k, acc):
-    a = a_ref[:, pl.ds(k * 64, 64)]
-    b = b_ref[pl.ds(k * 64, 64), :]
-    return acc + jnp.dot(a, b, preferred_element_type=jnp.float32)
-  acc = jax.lax.fori_loop(0, a_ref.shape[1] // 64, step, jnp.zeros(o_ref.shape, jnp.float32))
-  o_ref[...] = acc.astype(o_ref.dtype)
+# the GPU test's K loop (test_advice_gpu.py times the same kernel on the H200)
+from .test_advice_gpu import _matmul_kernel  # noqa: E402
 
 
 @pytest.fixture
