@@ -5,7 +5,8 @@ random inputs, a CPU only lowers and compiles them at full size (their static fa
 
     case            planted                                    hand fix              expected
     no_pipelining   bf16 matmul 4096^3, K loop, num_stages=1   num_stages=3          unpipelined_loop, a
-    too_few_warps   8192 x 4096 f32 row kernel, num_warps=1    num_warps=4           too_few_warps, a
+    too_few_warps   2048 x 16384 f32 row kernel, num_warps=1   num_warps=4           too_few_warps, a
+                    (512 values a thread: spilled)
     spills          mean-centred rows, (16, 8192) f32 blocks,  (2, 8192) blocks      spills, c
                     4 warps
     tiny_blocks     add of 2^24 f32 in 64-element blocks       4096-element blocks   small_programs, c
@@ -78,7 +79,10 @@ def no_pipelining():
           (_spec(4096, 4096, dtype=jnp.bfloat16), _spec(4096, 4096, dtype=jnp.bfloat16)))
 
 
-# --- too few warps: one warp per row of 4096 floats -------------------------------------
+# --- too few warps: one warp per row of 16384 floats ------------------------------------
+# Rows of 16384: one warp holds 512 values a thread and spills them. Rows of 4096 would not
+# do: one warp holding 128 a thread streams at its roof on the H200 with Triton 3.6
+# (bench/advice/too_few_warps_probe.py measures both).
 
 def row_kernel(x_ref, o_ref):
   x = x_ref[...]
@@ -94,7 +98,7 @@ def _rows(x, warps):
 
 def too_few_warps():
   return (jax.jit(functools.partial(_rows, warps=1)), jax.jit(functools.partial(_rows, warps=4)),
-          (_spec(8192, 4096),))
+          (_spec(2048, 16384),))
 
 
 # --- spills: 512 values per thread ------------------------------------------------------
@@ -196,7 +200,7 @@ def at_roof():
 CASES = [
     Case("no_pipelining", "bf16 matmul 4096^3 whose K loop is compiled with num_stages=1",
          "unpipelined_loop", "a", no_pipelining),
-    Case("too_few_warps", "8192 x 4096 f32 row kernel with num_warps=1", "too_few_warps", "a",
+    Case("too_few_warps", "2048 x 16384 f32 row kernel with num_warps=1", "too_few_warps", "a",
          too_few_warps),
     Case("spills", "mean-centred rows in (16, 8192) f32 blocks over 4 warps: 1024 values a "
          "thread", "spills", "c", spills),
