@@ -111,6 +111,7 @@ def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool
       actions[id(a)] = dataclasses.replace(a, compiled=_resources(ck))
       ready.append((id(a), ck))
   if gpu and ready:
+    ready = _spill_free_first(rec, ready)
     # keyed by the advice's own action (id(a) above): `actions` holds its latest copy
     measured = _measure(rec, [(actions[key], ck) for key, ck in ready], device,
                         budget_s - (time.perf_counter() - started), say, min_launches,
@@ -135,6 +136,16 @@ def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool
     out.kept = held[0].apply if held else None
   out.summary = summary(out)
   return out
+
+
+def _spill_free_first(rec, ready: list) -> list:
+  """Where the original spills, the variants whose compile spills nothing are timed first
+  (in their ranked order): the compile has already told which fix removes the spills, and
+  a budget spent compiling spilled variants leaves time for the first few trials only."""
+  from ..backend.compiling.compile import assemble_cubin
+  if not assemble_cubin(rec.compiled).spills:     # the GPU path may have deferred the cubin
+    return ready
+  return sorted(ready, key=lambda item: bool(item[1].spills))     # stable: the ranking stays
 
 
 def _finalise(a: Action) -> Action:
