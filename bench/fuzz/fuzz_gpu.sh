@@ -13,8 +13,8 @@
 # (PALLAS_PROF_CHECK=bounds), FUZZ_SECONDS (default 430: two calls at 60 programs a second
 # make 51,600) of wall clock; at most 500 keeps a call under nine minutes. The summary is
 # written to $OUT every 15 s and at the end (also on the timeout's SIGTERM), the programs'
-# log as one gzip beside it; reproducers stay in /tmp (a summary carries each finding's
-# source). The scan jobs' kernels that Triton 3.6 cannot compile (issue 28) run in the
+# log as one gzip beside it, the reproducers as repro_<part>.tgz (a finding's inputs are only
+# in its reproducer; a summary carries its source). The scan jobs' kernels that Triton 3.6 cannot compile (issue 28) run in the
 # forms pallas-prof's workarounds pick: the GPU checks those forms' numbers.
 set -uo pipefail
 cd "$(dirname "$0")/../.."   # the repository root (this script is in bench/fuzz/)
@@ -49,3 +49,7 @@ timeout -s TERM $((seconds + 25)) python3 bench/fuzz/fuzz.py --device "${FUZZ_DE
   --seconds "$seconds" --examples 1000000 --seed "$seed" \
   --out "$out/fuzz_gpu_$part.json" --log "/tmp/fz/$part.jsonl" \
   --log-gz "$out/fuzz_gpu_$part.jsonl.gz" --corpus "/tmp/fz/repro_$part" 2>&1 | tail -40
+rc=$?
+# the findings' reproducers (their inputs), tarred: a copy of the folder loses its deep files
+if [ -d "/tmp/fz/repro_$part" ]; then tar czf "$out/repro_$part.tgz" -C /tmp/fz "repro_$part"; fi
+exit $rc

@@ -133,7 +133,8 @@ def test_the_summary_keeps_the_latest_gpu_calls_and_issue_32s_fuzz_totals():
   text = _read(SUMMARY)
   assert "### The next session's three H200 calls" in text
   assert "### The session of 2026-12-03, 18:14-18:52 UTC: three H200 calls" in text
-  assert "GPU fuzz programs in all, three sessions: 63,180" in text
+  assert "### The session of 2026-12-03 22:41 to 12-04 01:20 UTC: three H200 calls" in text
+  assert "GPU fuzz programs in all, four sessions: 99,772" in text
 
 
 def test_patches_and_large_logs_are_compressed():
