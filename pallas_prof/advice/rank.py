@@ -29,7 +29,11 @@ def saving_text(a: Action) -> str:
       return "not timed"
     text = (f"{-t.saving_pct:+.0f} % ({t.before_s * 1e6:.1f} -> {t.after_s * 1e6:.1f} us, "
             f"noise {t.noise_pct:.1f} %), outputs {'equal' if t.outputs_equal else 'DIFFER'}")
-    return text if t.held else text + ": within the noise, not kept"
+    if t.held:
+      return text
+    if t.outputs_equal and t.saving_pct < -max(t.noise_pct or 0.0, 1.0):
+      return text + ": slower, not kept"
+    return text + ": within the noise, not kept"
   if a.estimate_pct is not None:
     return f"estimate: -{a.estimate_pct:.0f} % ({a.estimate_basis})"
   return a.status

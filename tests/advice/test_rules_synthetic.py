@@ -181,6 +181,12 @@ def test_measured_savings_rank_above_estimates_and_failures_last():
   assert order == ["held", "estimate", "noise", "differs"]
   assert rank_mod.saving_text(held) == "-50 % (100.0 -> 50.0 us, noise 2.0 %), outputs equal"
   assert rank_mod.saving_text(noise).endswith("within the noise, not kept")
+  # the H200 at 0598928 said "+69 % ... within the noise" of num_warps 4 -> 2 (noise 0.4 %)
+  slower = Action("a", "slower", "r", trial=Trial(483.6e-6, 815.4e-6, -68.6, 0.4, True))
+  assert rank_mod.saving_text(slower).endswith("+69 % (483.6 -> 815.4 us, noise 0.4 %), "
+                                               "outputs equal: slower, not kept")
+  assert rank_mod.saving_text(Action("a", "x", "r", trial=Trial(100e-6, 101e-6, -1.0, 2.0,
+                                                                True))).endswith("noise, not kept")
 
 
 def test_sampling_gaps_list_the_lines_that_cannot_be_ranked():
