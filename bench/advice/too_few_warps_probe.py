@@ -73,6 +73,7 @@ CANDIDATES = {
 
 def probe(name: str, warps_list=(1, 4, 8)) -> dict:
   from bench.advice.advice_known_answers import _inputs, _lower_and_run
+  from pallas_prof.backend.compiling.compile import assemble_cubin
   from pallas_prof.tune.params import replay_candidate
   kernel, shape, rows, dtype, extra = CANDIDATES[name]
   specs = [jax.ShapeDtypeStruct(shape, dtype)] + [jax.ShapeDtypeStruct((1, shape[1]),
@@ -90,7 +91,6 @@ def probe(name: str, warps_list=(1, 4, 8)) -> dict:
       reference = outputs
     if differs:        # time it all the same, and say so
       _, times, _ = replay_candidate(ck, None, (), (), 0, 30, 0.05)
-    from pallas_prof.backend.compiling.compile import assemble_cubin
     ck = assemble_cubin(ck)
     median = statistics.median(times)
     moved = 2 * (shape[0] * shape[1] * jnp.dtype(dtype).itemsize)

@@ -13,9 +13,10 @@
 # (PALLAS_PROF_CHECK=bounds), FUZZ_SECONDS (default 430: two calls at 60 programs a second
 # make 51,600) of wall clock; at most 500 keeps a call under nine minutes. The summary is
 # written to $OUT every 15 s and at the end (also on the timeout's SIGTERM), the programs'
-# log as one gzip beside it, the reproducers as repro_<part>.tgz (a finding's inputs are only
-# in its reproducer; a summary carries its source). The scan jobs' kernels that Triton 3.6 cannot compile (issue 28) run in the
-# forms pallas-prof's workarounds pick: the GPU checks those forms' numbers.
+# log as one gzip beside it, the reproducers as repro_<part>.tgz (a finding's inputs are
+# only in its reproducer; a summary carries its source). The scan jobs' kernels that
+# Triton 3.6 cannot compile (issue 28) run in the forms pallas-prof's workarounds pick:
+# the GPU checks those forms' numbers.
 set -uo pipefail
 cd "$(dirname "$0")/../.."   # the repository root (this script is in bench/fuzz/)
 part=${1:?"a, b or leads"}

@@ -31,7 +31,7 @@ def saving_text(a: Action) -> str:
             f"noise {t.noise_pct:.1f} %), outputs {'equal' if t.outputs_equal else 'DIFFER'}")
     if t.held:
       return text
-    if t.outputs_equal and t.saving_pct < -max(t.noise_pct or 0.0, 1.0):
+    if t.slower:
       return text + ": slower, not kept"
     return text + ": within the noise, not kept"
   if a.estimate_pct is not None:

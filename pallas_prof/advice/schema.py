@@ -71,7 +71,16 @@ class Trial(Record):
   def held(self) -> bool:
     """Faster by more than the noise, with equal outputs."""
     return bool(self.outputs_equal and self.saving_pct is not None
-                and self.saving_pct > max(self.noise_pct or 0.0, 1.0))
+                and self.saving_pct > self._bar())
+
+  @property
+  def slower(self) -> bool:
+    """Slower by more than the noise (outputs equal)."""
+    return bool(self.outputs_equal and self.saving_pct is not None
+                and self.saving_pct < -self._bar())
+
+  def _bar(self) -> float:
+    return max(self.noise_pct or 0.0, 1.0)      # a saving under 1 % is not told from none
 
 
 @dataclasses.dataclass
