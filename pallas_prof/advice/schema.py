@@ -21,6 +21,10 @@ from typing import Any
 from ..serial import Record
 
 AT_ROOF_PCT = 95.0
+# A trial's saving is told from none only above its measured noise and never below this floor
+# (in percent): a quiet GPU's noise can read near zero, and a change that small is not worth
+# a line in anyone's CompilerParams.
+SMALLEST_TOLD_PCT = 1.0
 KINDS = {"a": "pallas-prof applies it (no change to your code)",
          "b": "a parameter your code exposes to pallas_prof.autotune",
          "c": "a block shape pallas-prof re-traces your kernel at",
@@ -80,7 +84,7 @@ class Trial(Record):
                 and self.saving_pct < -self._bar())
 
   def _bar(self) -> float:
-    return max(self.noise_pct or 0.0, 1.0)      # a saving under 1 % is not told from none
+    return max(self.noise_pct or 0.0, SMALLEST_TOLD_PCT)
 
 
 @dataclasses.dataclass
