@@ -50,6 +50,10 @@ def test_the_advice_panel_beside_the_heated_lines(page_path):
     assert cells[:2] == ["1", "a"] and cells[2].startswith("num_warps 1 -> 4")
     assert "compiler_params=pallas_prof.CompilerParams(num_warps=4" in cells[2]
     assert cells[3] == "not measured: no GPU"
+    # the line to paste wraps between its arguments and stays inside the panel
+    apply = row.locator(".apply")
+    assert apply.evaluate("d => d.scrollWidth <= d.clientWidth")
+    assert apply.locator("wbr").count() > 3
     # the add kernel's block-shape variant: kind c, compiled for sm_90, not timed
     add = page.locator("section.kernel", has_text="add_kernel#").locator("aside.advice")
     first_action = add.locator("table.actions tr.action").first.locator("td").all_inner_texts()

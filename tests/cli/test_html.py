@@ -178,3 +178,12 @@ def test_recorded_h200_samples_heat_the_lines_and_name_their_stalls(tmp_path):
   assert ptx.title == "PTX" and sum(1 for line in ptx.lines if line.weight) > 20
   page = html.render_html(RunReport.from_dict(run), d)
   assert 'class="stall"' in page
+
+
+def test_code_in_a_narrow_cell_is_escaped_and_wraps_between_arguments():
+  text = 'CompilerParams(num_warps=4, name="<b>&")'
+  out = str(html.code_breaks(text))
+  assert "<b>" not in out and "&lt;b&gt;&amp;" in out
+  assert out.replace("<wbr>", "") == 'CompilerParams(num_warps=4, name=&#34;&lt;b&gt;&amp;&#34;)'
+  assert "CompilerParams(<wbr>num_warps=<wbr>4,<wbr> " in out     # breaks after ( = and ,
+  assert "Compiler<wbr>" not in out and "num_<wbr>" not in out   # never inside a name

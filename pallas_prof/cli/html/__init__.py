@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from ... import __version__
 from ..report import RunReport
@@ -40,7 +40,18 @@ def _environment():
 
   env.globals.update(listing=listing, roofline=charts.roofline, waterfall=charts.waterfall,
                      clocks=charts.clocks)
+  env.filters["code_breaks"] = code_breaks
   return env
+
+
+def code_breaks(text: str) -> Markup:
+  """Code in a narrow cell, escaped, with line-break opportunities after its commas,
+  dots and opening brackets (a CompilerParams line wraps between its arguments, not
+  inside a name)."""
+  out = str(escape(text))
+  for mark in (",", ".", "(", "="):
+    out = out.replace(mark, mark + "<wbr>")
+  return Markup(out)
 
 
 def render_view(view: RunView) -> str:
