@@ -167,7 +167,7 @@ def summarize(args, started: float, jobs, final: bool, cut_off: str | None = Non
   summary = {
       "command": "python3 bench/fuzz/fuzz.py " + " ".join(sys.argv[1:]),
       "commit": stamp, "commit_from": stamp_from, "device": args.device, "seed": args.seed,
-      "jobs": len(jobs),
+      "versions": versions(), "jobs": len(jobs),
       "examples": sum(v for k, v in outcomes.items()
                       if not k.startswith("shrink steps") and k != "worker_error"),
       "examples_in_check_mode": checked,
@@ -191,6 +191,20 @@ def summarize(args, started: float, jobs, final: bool, cut_off: str | None = Non
     summary["cut_off"] = cut_off
   write_json(args.out, summary)
   return summary
+
+
+def versions() -> dict[str, str]:
+  """The releases the run checked (the CPU legs differ: jax 0.10 and triton 3.6, or
+  jax 0.12 and triton 3.9), read from the installed distributions."""
+  import importlib.metadata as metadata
+  import platform
+  found = {"python": platform.python_version()}
+  for name in ("jax", "jaxlib", "triton"):
+    try:
+      found[name] = metadata.version(name)
+    except metadata.PackageNotFoundError:
+      found[name] = "not installed"
+  return found
 
 
 def write_json(path: str, data: dict) -> None:

@@ -28,6 +28,10 @@ def test_two_jobs_run_distinct_seeds_into_one_summary(tmp_path):
   assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
   summary = json.loads(out.read_text())
   assert summary["final"] and summary["jobs"] == 2 and summary["crashes"] == []
+  # the releases it checked, as the interpreter running the test has them
+  import importlib.metadata as metadata
+  assert summary["versions"]["jax"] == metadata.version("jax")
+  assert summary["versions"]["triton"] == metadata.version("triton")
   jobs = summary["per_job"]
   assert [j["job"] for j in jobs] == [0, 1]
   seeds = [s for j in jobs for s in j["seeds"]]
