@@ -24,6 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from .proxy import ModuleProxy
+
 # float32 only: a 16-bit call worked in float64 would round a whole cumsum or dot once,
 # and so excuse pallas-prof skipping a 16-bit rounding XLA makes (check.py's
 # xla_low_precision_accumulates asks for something that accumulates first)
@@ -57,28 +59,17 @@ def rounded_from_float64(fn):
   return call
 
 
-class _Rounded(types.ModuleType):
-  """A module whose functions are rounded_from_float64 (its types and submodules as
-  they are)."""
-
-  def __init__(self, module, **replaced):
-    super().__init__(module.__name__)
-    self._module, self._replaced = module, replaced
-
-  def __getattr__(self, name):
-    if name in ("_module", "_replaced"):
-      raise AttributeError(name)
-    if name in self._replaced:
-      return self._replaced[name]
-    value = getattr(self._module, name)
-    if callable(value) and not isinstance(value, (type, types.ModuleType)):
-      return rounded_from_float64(value)
-    return value
+def _rounded_if_a_function(value):
+  """Functions rounded_from_float64; types and submodules as they are."""
+  if callable(value) and not isinstance(value, (type, types.ModuleType)):
+    return rounded_from_float64(value)
+  return value
 
 
 def namespace_rounded_from_float64(scope: dict, **replaced) -> dict:
   """`replaced`: names of jnp or lax to take as given ({"jnp.cumsum": f, ...})."""
   out = dict(scope)
-  out["jnp"] = _Rounded(jnp, **{k[4:]: v for k, v in replaced.items() if k.startswith("jnp.")})
-  out["lax"] = _Rounded(lax, **{k[4:]: v for k, v in replaced.items() if k.startswith("lax.")})
+  for name, module in (("jnp", jnp), ("lax", lax)):
+    given = {k[len(name) + 1:]: v for k, v in replaced.items() if k.startswith(name + ".")}
+    out[name] = ModuleProxy(module, _rounded_if_a_function, **given)
   return out

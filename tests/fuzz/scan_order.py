@@ -40,10 +40,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import types
 
 import jax.numpy as jnp
 from jax import lax
+
+from .proxy import ModuleProxy
 
 LANES = 32
 LOW_FLOATS = (jnp.float16, jnp.bfloat16)
@@ -131,23 +132,10 @@ def _jnp_cumprod(a, axis=None, dtype=None, out=None):
   return warp_scan(a, axis, False, "mul")
 
 
-class _Proxy(types.ModuleType):
-  """A module's names, some replaced."""
-
-  def __init__(self, module, **replaced):
-    super().__init__(module.__name__)
-    self._module, self._replaced = module, replaced
-
-  def __getattr__(self, name):
-    if name in ("_module", "_replaced"):
-      raise AttributeError(name)
-    return self._replaced.get(name) or getattr(self._module, name)
-
-
 def namespace_with_warp_scans(scope: dict) -> dict:
   out = dict(scope)
-  out["jnp"] = _Proxy(jnp, cumsum=_jnp_cumsum, cumprod=_jnp_cumprod)
-  out["lax"] = _Proxy(lax, cumsum=lambda x, axis=0, reverse=False: warp_scan(x, axis, reverse, "add"),
+  out["jnp"] = ModuleProxy(jnp, cumsum=_jnp_cumsum, cumprod=_jnp_cumprod)
+  out["lax"] = ModuleProxy(lax, cumsum=lambda x, axis=0, reverse=False: warp_scan(x, axis, reverse, "add"),
                       cumprod=lambda x, axis=0, reverse=False: warp_scan(x, axis, reverse, "mul"))
   return out
 
@@ -292,6 +280,6 @@ def namespace_with_triton_scans(scope: dict, layouts: list[ScanLayout]) -> dict:
   (triton_scans)."""
   scans = triton_scans(layouts)
   out = dict(scope)
-  out["jnp"] = _Proxy(jnp, cumsum=scans["jnp.cumsum"], cumprod=scans["jnp.cumprod"])
-  out["lax"] = _Proxy(lax, cumsum=scans["lax.cumsum"], cumprod=scans["lax.cumprod"])
+  out["jnp"] = ModuleProxy(jnp, cumsum=scans["jnp.cumsum"], cumprod=scans["jnp.cumprod"])
+  out["lax"] = ModuleProxy(lax, cumsum=scans["lax.cumsum"], cumprod=scans["lax.cumprod"])
   return out
