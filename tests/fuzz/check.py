@@ -281,11 +281,7 @@ def _xla_agreeing_elsewhere(program: Program, inputs, got, device) -> str | None
     # discontinuity turns the ulp into a jump (XLA's tanh(9) is 1.0, the float32 nearest
     # 1 - 3.05e-8 is 1 - 5.96e-8; through tanh(x*x)*0.5 + x*0.25 + 0.25 at x = -3 and
     # atan2(v, v), XLA gives -pi at its exact 0 where pallas-prof gives pi/4, 2026-12-02)
-    wide = [a.astype(np.float64) if a.dtype == np.float32 else a for a in inputs]
-    with jax.enable_x64(True), jax.default_device(cpu):
-      result = jax.jit(scope["fn"])(*[jax.device_put(a, cpu) for a in wide])
-      rounded = [np.asarray(r).astype(np.asarray(g).dtype)
-                 for r, g in zip(jax.tree.leaves(result), got)]
+    rounded = [r.astype(np.asarray(g).dtype) for r, g in zip(in_float64(program, inputs), got)]
     if compare(program, got, rounded, FLIPS)[0] is None:
       return "xla_less_precise_than_float64"
   if rounded_reference_agrees(program, inputs, got):
@@ -330,6 +326,16 @@ def gpu_scan_order_agrees(program: Program, inputs, got, layouts=None) -> bool:
   return False
 
 
+def in_float64(program: Program, inputs) -> list[np.ndarray]:
+  """The "values" program jitted by XLA on the CPU in float64, its float32 inputs widened."""
+  scope = build(program)
+  cpu = jax.devices("cpu")[0]
+  wide = [a.astype(np.float64) if a.dtype == np.float32 else a for a in inputs]
+  with jax.enable_x64(True), jax.default_device(cpu):
+    result = jax.jit(scope["fn"])(*[jax.device_put(a, cpu) for a in wide])
+    return [np.asarray(r) for r in jax.tree.leaves(result)]
+
+
 # pallas-prof's float32 may miss the float64 answer by at most this many times XLA's worst
 # miss in an output where XLA's misses it too: two float32 orders of one sum err alike in
 # size, not in which elements; a miscompiled element is off by the values' size instead
@@ -346,13 +352,8 @@ def as_far_from_float64(program: Program, inputs, got, want) -> bool:
   20261224: XLA off float64 in 99 of 1089 elements, pallas-prof in 83)."""
   if program.kind != "values" or not any(a.dtype == np.float32 for a in inputs):
     return False
-  scope = build(program)
-  cpu = jax.devices("cpu")[0]
-  wide = [a.astype(np.float64) if a.dtype == np.float32 else a for a in inputs]
   try:
-    with jax.enable_x64(True), jax.default_device(cpu):
-      exact = [np.asarray(r) for r in
-               jax.tree.leaves(jax.jit(scope["fn"])(*[jax.device_put(a, cpu) for a in wide]))]
+    exact = in_float64(program, inputs)
   except Exception:  # noqa: BLE001 - a program float64 cannot run is not explained by it
     return False
   if len(exact) != len(got) or len(want) != len(got):
