@@ -1,0 +1,117 @@
+"""The fault-injection suite's tools: what an unlucky or hostile world does to
+pallas-prof's files, folders and processes, made repeatable.
+
+Every fault test carries `@pytest.mark.fault(KIND, ...)` with the kinds below, and
+asserts all three of: the answer is right or the error is clear (it names the
+problem and what to do); nothing wrong was persisted (a later run does not
+inherit the fault); where a run was going on, its report exists.
+tools/fault_table.py runs the suite and counts the cases per kind.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import random
+import stat
+import subprocess
+import sys
+from typing import Iterator
+
+# the kinds of fault, as the closing note's table counts them
+KINDS = {
+    "truncate": "a file cut short",
+    "garble": "bytes of a file overwritten",
+    "empty": "a file emptied",
+    "append": "lines appended to a file",
+    "wrong_value": "a well-formed file whose values are invalid",
+    "readonly": "a folder made read-only",
+    "enospc": "the disk full (a small tmpfs, or ENOSPC injected)",
+    "kill_worker": "a compile worker killed from outside",
+    "signal": "SIGINT or SIGTERM sent to a run",
+    "concurrent": "two processes on one cache or one --out",
+    "hostile_path": "a run directory whose paths lead outside it, or to a FIFO",
+    "escape": "terminal control sequences in a run's texts",
+    "secret": "a secret among a run's arguments or endpoints",
+    "bad_input": "an invalid BlockSpec, grid or environment variable",
+}
+
+
+def mutations(data: bytes, seed: int = 0) -> dict[str, bytes]:
+  """Damaged versions of a file's bytes, by kind: cut in half and cut by one byte,
+  emptied, a run of bytes in the middle overwritten with random bytes, and junk
+  appended (a line of text, as an attacker or an editor would add)."""
+  r = random.Random(seed)
+  mid = len(data) // 2
+  span = max(1, min(64, len(data) // 4))
+  garbled = bytearray(data)
+  for i in range(mid, min(len(data), mid + span)):
+    garbled[i] = r.randrange(256)
+  return {
+      "truncate": data[:mid],
+      "truncate_1": data[:-1] if data else b"",
+      "empty": b"",
+      "garble": bytes(garbled),
+      "append": data + b"\nimport os; os.environ['PALLAS_PROF_INJECTED'] = '1'\n",
+  }
+
+
+def kind_of(mutation: str) -> str:
+  """The table's kind of a mutations() key."""
+  return {"truncate_1": "truncate"}.get(mutation, mutation)
+
+
+@contextlib.contextmanager
+def read_only(path: str) -> Iterator[str]:
+  """`path` (a folder) without write permission for anyone, restored after. As root,
+  permissions do not stop writes: callers that need the refusal should use
+  `unwritable()` instead, which works for root too."""
+  mode = os.stat(path).st_mode
+  os.chmod(path, stat.S_IRUSR | stat.S_IXUSR)
+  try:
+    yield path
+  finally:
+    os.chmod(path, mode)
+
+
+def _can_mount() -> bool:
+  return hasattr(os, "geteuid") and os.geteuid() == 0 and sys.platform.startswith("linux")
+
+
+@contextlib.contextmanager
+def small_disk(path: str, size_kb: int = 64) -> Iterator[str | None]:
+  """A tmpfs of `size_kb` mounted at `path` (made if missing), so that writes there
+  fail with ENOSPC for real; yields None where no tmpfs can be mounted (not root,
+  or a sandbox that refuses mount): then use `enospc_env`."""
+  os.makedirs(path, exist_ok=True)
+  if not _can_mount():
+    yield None
+    return
+  done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", path],
+                        capture_output=True)
+  if done.returncode != 0:
+    yield None
+    return
+  try:
+    yield path
+  finally:
+    subprocess.run(["umount", "-l", path], capture_output=True)
+
+
+SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")
+
+
+def enospc_env(under: str, after_bytes: int = 0, env: dict | None = None) -> dict:
+  """Environment for a child Python process in which every write to a file under
+  `under` fails with ENOSPC once `after_bytes` bytes have gone to that file
+  (tests/faults/site/sitecustomize.py does it): the injected form of a full disk,
+  for machines that cannot mount a tmpfs."""
+  env = dict(os.environ if env is None else env)
+  env["PYTHONPATH"] = SITE + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+  env["PALLAS_PROF_TEST_ENOSPC_UNDER"] = os.path.abspath(under)
+  env["PALLAS_PROF_TEST_ENOSPC_AFTER"] = str(after_bytes)
+  return env
+
+
+def disk_full_error(path: str = "") -> OSError:
+  return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
