@@ -1,7 +1,7 @@
 """Injected into a test's child Python process (tests/faults/inject.enospc_env): writes to
 files under PALLAS_PROF_TEST_ENOSPC_UNDER fail with ENOSPC, as on a full disk, once
 PALLAS_PROF_TEST_ENOSPC_AFTER bytes have been written to that file. Covers Python's
-open() (text and binary) and os.open + os.write, which is how pallas-prof and its
+open() (text and binary), os.open + os.write and os.fdopen, which is how pallas-prof and its
 libraries write files."""
 import builtins
 import errno
@@ -101,7 +101,21 @@ if _UNDER:
       budget.take(len(data))
     return _os_write(fd, data)
 
+  _fdopen = os.fdopen
+
+  def fdopen(fd, mode="r", buffering=-1, encoding=None, *args, **kwargs):
+    budget = _budgets.get(fd)
+    if budget is None or not any(c in mode for c in "wax+"):
+      return _fdopen(fd, mode, buffering, encoding, *args, **kwargs)
+    raw = _FullFile(fd, budget.path)
+    raw._budget = budget
+    buffered = io.BufferedRandom(raw) if "+" in mode else io.BufferedWriter(raw)
+    if "b" in mode:
+      return buffered
+    return io.TextIOWrapper(buffered, encoding=encoding or "utf-8", write_through=True)
+
   builtins.open = open
   io.open = open
   os.open = os_open
   os.write = os_write
+  os.fdopen = fdopen

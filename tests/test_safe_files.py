@@ -1,0 +1,71 @@
+"""safe_files: whole or nothing, private folders, reads that refuse what is not a file."""
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from pallas_prof import safe_files
+from tests.faults.inject import enospc_env
+
+
+def test_write_atomic_replaces_whole_and_leaves_no_temp(tmp_path):
+  path = tmp_path / "a.json"
+  path.write_text("old")
+  safe_files.write_atomic(str(path), '{"new": 1}')
+  assert path.read_text() == '{"new": 1}'
+  assert os.listdir(tmp_path) == ["a.json"]
+  assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_write_atomic_failure_keeps_old_file_and_removes_temp(tmp_path, monkeypatch):
+  path = tmp_path / "a.json"
+  path.write_text("old")
+  real_fsync = os.fsync
+
+  def full(fd):
+    raise OSError(28, "No space left on device")
+  monkeypatch.setattr(os, "fsync", full)
+  with pytest.raises(OSError):
+    safe_files.write_atomic(str(path), "new")
+  monkeypatch.setattr(os, "fsync", real_fsync)
+  assert path.read_text() == "old"
+  assert os.listdir(tmp_path) == ["a.json"]
+
+
+def test_write_atomic_on_a_full_disk_in_a_child(tmp_path):
+  import subprocess
+  import sys
+  full = tmp_path / "full"
+  full.mkdir()
+  (full / "a.json").write_text("old")
+  code = ("import sys; from pallas_prof import safe_files\n"
+          "try:\n  safe_files.write_atomic(sys.argv[1], 'x' * 1000)\n"
+          "except OSError as e:\n  print('refused', e.errno)\n")
+  done = subprocess.run([sys.executable, "-c", code, str(full / "a.json")], capture_output=True,
+                        text=True, env=enospc_env(str(full), after_bytes=10), timeout=60)
+  assert done.stdout.strip() == "refused 28", done.stderr
+  assert (full / "a.json").read_text() == "old" and os.listdir(full) == ["a.json"]
+
+
+def test_private_dir_is_owner_only(tmp_path):
+  path = tmp_path / "cache" / "kernels"
+  safe_files.private_dir(str(path))
+  assert stat.S_IMODE(os.stat(path).st_mode) == 0o700
+
+
+def test_read_regular_refuses_fifo_link_and_large_files(tmp_path):
+  fifo = tmp_path / "fifo"
+  os.mkfifo(fifo)
+  with pytest.raises(safe_files.UnsafeFile, match="not a regular file"):
+    safe_files.read_regular(str(fifo), 100)
+  target = tmp_path / "t"
+  target.write_bytes(b"abc")
+  link = tmp_path / "link"
+  link.symlink_to(target)
+  with pytest.raises(safe_files.UnsafeFile, match="symbolic link"):
+    safe_files.read_regular(str(link), 100)
+  with pytest.raises(safe_files.UnsafeFile, match="allowed"):
+    safe_files.read_regular(str(target), 2)
+  assert safe_files.read_regular(str(target), 3) == b"abc"
