@@ -1,23 +1,28 @@
 """In-situ runtimes: the user's program as it really ran, captured with CUPTI.
 
-Triton's Proton profiler (`triton.profiler`, shipped in the triton wheel)
-subscribes to CUPTI and records every kernel launched in the process,
-including the pallas-prof kernels XLA launches through its Triton custom
-call. Kernels are matched to the registry's records by name:
+Every kernel launched in the process while a capture runs is recorded, including
+the pallas-prof kernels XLA launches through its Triton custom call, and those
+launched from CUDA graphs XLA made before the capture began. Kernels are matched to
+the registry's records by name:
 
     with insitu.capture() as cap:
       run_the_program()
     cap.result.kernels["softmax_kernel"].launches
 
-CUPTI allows one subscriber per process: jax.profiler traces, Nsight
-Compute and Nsight Systems hold it while they run. `capture()` checks for
-them first and raises CuptiBusy saying which one, rather than recording
-nothing.
+The records come from CUPTI's activity API through NVIDIA's cupti-python
+(cupti_activity.py). Where cupti-python is missing, Triton's Proton stands in, but
+only on the Triton releases where it is proven not to end the process
+(proton_capture.py); elsewhere the capture is refused with the reason, and callers
+fall back (the tuner to the wall clock, `run` to no in-situ numbers), so no capture
+path can abort the user's program.
+
+CUPTI's activity records have one consumer per process: jax.profiler traces, Nsight
+Compute and Nsight Systems hold it while they run. `capture()` checks for them first
+and raises CuptiBusy saying which one, rather than recording nothing.
 """
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import tempfile
@@ -44,6 +49,7 @@ class KernelTimes:
   # per device, where the capture could tell devices apart (a trace with device marks)
   launches_by_device: dict[int, int] = dataclasses.field(default_factory=dict)
   ns_by_device: dict[int, float] = dataclasses.field(default_factory=dict)
+  from_graphs: int = 0      # launches that came from a CUDA graph (known from cupti only)
 
   @property
   def mean_s(self) -> float:
@@ -63,9 +69,10 @@ class KernelTimes:
 @dataclasses.dataclass
 class InsituResult:
   kernels: dict[str, KernelTimes]
-  devices: dict[str, Any]          # Proton's device info (arch, SMs, clocks)
+  devices: dict[str, Any]          # Proton's device info (arch, SMs, clocks); {} from cupti
   path: str | None
   notes: list[str]
+  source: str = "cupti"            # which of SOURCES recorded it
 
   def stats_for(self, name: str, shared_with: Iterable[str] = (),
                 device: int | None = None) -> InsituStats | None:
@@ -117,72 +124,20 @@ def _jax_trace_active() -> bool:
   return compat.jax_profiler_session_active()
 
 
-# --- Proton's output ---------------------------------------------------------------------------
+# --- Proton's output (kept for the Proton path and its tests) -------------------------------
 
 def parse_hatchet(data) -> tuple[dict[str, KernelTimes], dict[str, Any]]:
-  """Kernel name -> launches, total time, devices; from Proton's tree JSON
-  ([tree, device info]). The same kernel under several scopes is summed."""
-  if isinstance(data, list):
-    tree = data[0] if data else {}
-    devices = data[1] if len(data) > 1 and isinstance(data[1], dict) else {}
-  else:
-    tree, devices = data, {}
-  kernels: dict[str, KernelTimes] = {}
-
-  def visit(node):
-    frame = node.get("frame", {})
-    metrics = node.get("metrics", {})
-    name = frame.get("name")
-    time_ns = metrics.get("time (ns)")
-    count = metrics.get("count")
-    if name and name != "ROOT" and time_ns is not None and count and "device_id" in metrics:
-      k = kernels.setdefault(name, KernelTimes(name, 0, 0.0, []))
-      k.launches += int(count)
-      k.total_ns += float(time_ns)
-      dev = int(metrics["device_id"])
-      if dev not in k.device_ids:
-        k.device_ids.append(dev)
-    for child in node.get("children", []):
-      visit(child)
-
-  visit(tree)
-  return kernels, devices
+  from .proton_capture import parse_hatchet as parse
+  return parse(data, _empty)
 
 
 def parse_chrome_traces(text: str, device_count: int) -> tuple[dict[str, KernelTimes], list[str]]:
-  """Kernel name -> launches and time per device, from Proton's Chrome-trace output
-  (one JSON document per CUDA stream, each stream's GPU told by its device marks:
-  devicemarks.py)."""
-  from .devicemarks import NAME as MARKER, device_of_document
-  kernels: dict[str, KernelTimes] = {}
-  notes: list[str] = []
-  for doc in _json_documents(text):
-    events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
-    launches = [e for e in events if isinstance(e, dict) and "dur" in e and e.get("name")]
-    marks = sum(1 for e in launches if e["name"] == MARKER)
-    device = device_of_document(marks, device_count)
-    if device is None:
-      notes.append(f"{len(launches) - marks} launch(es) on a CUDA stream with {marks} device "
-                   "mark(s): counted, but on no particular GPU")
-    for e in launches:
-      if e["name"] == MARKER:
-        continue
-      # Chrome-trace times are in microseconds (Proton writes displayTimeUnit "us")
-      kernels.setdefault(e["name"], KernelTimes(e["name"], 0, 0.0, [])).add(
-          float(e["dur"]) * 1e3, device)
-  return kernels, notes
+  from .proton_capture import parse_chrome_traces as parse
+  return parse(text, device_count, _empty)
 
 
-def _json_documents(text: str):
-  decoder = json.JSONDecoder()
-  i = 0
-  while True:
-    while i < len(text) and text[i].isspace():
-      i += 1
-    if i >= len(text):
-      return
-    doc, i = decoder.raw_decode(text, i)
-    yield doc
+def _empty(name: str) -> KernelTimes:
+  return KernelTimes(name, 0, 0.0, [])
 
 
 def visible_gpus() -> int:
@@ -190,26 +145,34 @@ def visible_gpus() -> int:
     from .. import driver
     driver.init()
     return driver.device_count()
-  except Exception:  # noqa: BLE001 - no driver: Proton will say so
+  except Exception:  # noqa: BLE001 - no driver: the capture will say so
     return 0
 
 
 # --- the capture ------------------------------------------------------------------------------
 
+SOURCES = ("cupti", "proton")
+
+
 class capture:
-  """Context manager: records the kernels the program launches inside it."""
+  """Context manager: records the kernels the program launches inside it.
+
+  source: "cupti" (cupti-python), "proton", or None for the first that can run safely
+  here. `result.source` says which one recorded."""
 
   def __init__(self, directory: str | None = None, keep: bool = False,
-               devices: int | None = None):
+               devices: int | None = None, source: str | None = None):
+    if source not in (None, *SOURCES):
+      raise ValueError(f"source must be one of {SOURCES} or None, not {source!r}")
     self.directory = directory
     self.keep = keep or directory is not None
-    self.devices = devices          # visible GPUs (None: ask the driver)
+    self.devices = devices          # visible GPUs (None: ask the driver); Proton's layout
+    self.source = source
     self.result: InsituResult | None = None
-    self._session = None
+    self._kernels: dict[str, KernelTimes] = {}
+    self._activity = None
     self._proton = None
     self._tmp = None
-    self._data = "tree"
-    self._mark_error = ""
 
   def __enter__(self) -> "capture":
     holders = cupti_holders()
@@ -217,83 +180,85 @@ class capture:
       raise CuptiBusy("in-situ kernel times need CUPTI, which allows one subscriber per "
                       "process, and " + "; ".join(holders) + ". Stop that tool (or run "
                       "pallas-prof without it) to capture in-situ times.")
-    try:
-      import triton.profiler as proton
-    except Exception as e:  # noqa: BLE001 - libproton may fail to load without CUDA
-      raise InsituUnavailable(f"Triton's Proton profiler is unavailable: {e}") from None
-    self._proton = proton
-    self._tmp = self.directory or tempfile.mkdtemp(prefix="pallas-prof-insitu-")
-    os.makedirs(self._tmp, exist_ok=True)
-    name = os.path.join(self._tmp, "insitu")
-    if self.devices is None:
-      self.devices = visible_gpus()
-    # a tree per kernel on one GPU; on several, a trace with device marks (devicemarks.py)
-    self._data = "trace" if self.devices > 1 else "tree"
-    try:
-      self._session = proton.start(name, backend="cupti", context="shadow", data=self._data)
-    except Exception as e:  # noqa: BLE001
-      raise _explain(e) from e
-    if self._session is None:
-      raise InsituUnavailable("Proton ignored start(): profiling is disabled "
-                              "(TRITON_PROTON_DISABLE) or proton's command line is running")
+    reasons = []
+    if self.source in (None, "cupti"):
+      try:
+        self._start_cupti()
+        return self
+      except Exception as e:  # noqa: BLE001 - say why, then try Proton where it is safe
+        reasons.append(str(e))
+        if self.source == "cupti":
+          raise _explain(e) from None
+    from . import proton_capture
+    unsafe = proton_capture.why_unsafe() if self.source is None else None
+    if unsafe:
+      reasons.append(unsafe)
+      raise InsituUnavailable("in-situ capture is off: " + "; ".join(reasons))
+    self._start_proton()
     return self
 
-  def __exit__(self, exc_type, exc, tb) -> None:
-    if self._session is None:
-      return None
-    trace = self._data == "trace"
-    if trace:
-      self._mark_streams()
+  def _start_cupti(self) -> None:
+    from .cupti_activity import ActivityCapture
+    activity = ActivityCapture(self._add)
+    activity.start()
+    self._activity = activity
+    self.source = "cupti"
+
+  def _start_proton(self) -> None:
+    from .proton_capture import ProtonSession
+    self._tmp = self.directory or tempfile.mkdtemp(prefix="pallas-prof-insitu-")
+    os.makedirs(self._tmp, exist_ok=True)
+    if self.devices is None:
+      self.devices = visible_gpus()
+    session = ProtonSession(self._tmp, self.devices)
     try:
-      self._proton.finalize(self._session, "chrome_trace" if trace else "hatchet")
+      session.start()
+    except Exception as e:  # noqa: BLE001
+      raise _explain(e) from e
+    self._proton = session
+    self.source = "proton"
+
+  def _add(self, name: str, duration_ns: int, device: int, graph_id: int) -> None:
+    k = self._kernels.get(name)
+    if k is None:
+      k = self._kernels[name] = KernelTimes(name, 0, 0.0, [])
+    k.add(float(duration_ns), device)
+    if graph_id:
+      k.from_graphs += 1
+
+  def __exit__(self, exc_type, exc, tb) -> None:
+    if self._activity is not None:
+      activity, self._activity = self._activity, None
+      notes = activity.stop()
+      self._finish(dict(self._kernels), {}, None, notes)
+      return None
+    if self._proton is None:
+      return None
+    session, self._proton = self._proton, None
+    try:
+      kernels, devices, notes, path = session.stop(_empty)
     except Exception as e:  # noqa: BLE001
       if exc_type is None:
         raise _explain(e) from e
       return None
-    path = _output_file(self._tmp)
-    notes = [self._mark_error] if self._mark_error else []
-    try:
-      with open(path) as f:
-        if trace:
-          kernels, more = parse_chrome_traces(f.read(), self.devices)
-          devices: dict[str, Any] = {}
-          notes += more
-        else:
-          kernels, devices = parse_hatchet(json.load(f))
-    except (OSError, ValueError) as e:
-      kernels, devices = {}, {}
-      notes.append(f"could not read Proton's output {path}: {e}")
-    if not kernels:
-      notes.append("CUPTI recorded no kernel: nothing ran on the GPU inside the capture, or "
-                   "another tool took CUPTI (a jax.profiler trace started inside it?)")
-    self.result = InsituResult(kernels, devices, path if self.keep else None, notes)
+    self._finish(kernels, devices, path if self.keep else None, notes)
     if not self.keep:
       shutil.rmtree(self._tmp, ignore_errors=True)
     return None
 
-
-  def _mark_streams(self) -> None:
-    from .devicemarks import mark_jax_devices
-    try:
-      why_not = mark_jax_devices()
-    except Exception as e:  # noqa: BLE001 - the capture goes on, without per-device counts
-      why_not = f"{type(e).__name__}: {e}"
-    if why_not:
-      self._mark_error = f"launches not attributed to GPUs: could not mark XLA's streams ({why_not})"
-
-
-def _output_file(directory: str) -> str:
-  names = sorted(n for n in os.listdir(directory) if n.startswith("insitu"))
-  known = [n for n in names if n.endswith((".hatchet", ".chrome_trace"))]
-  return os.path.join(directory, (known or names or ["insitu.hatchet"])[0])
+  def _finish(self, kernels, devices, path, notes) -> None:
+    if not kernels:
+      notes.append("CUPTI recorded no kernel: nothing ran on the GPU inside the capture, or "
+                   "another tool took CUPTI (a jax.profiler trace started inside it?)")
+    self.result = InsituResult(kernels, devices, path, notes, self.source)
 
 
 def _explain(error: Exception) -> ProfilerError:
   text = str(error)
   if "MULTIPLE_SUBSCRIBERS" in text.upper() or "subscriber" in text.lower():
-    return CuptiBusy("CUPTI refused Proton: another subscriber (jax.profiler, ncu, nsys) holds "
-                     f"it in this process ({text})")
-  return InsituUnavailable(f"Proton failed: {type(error).__name__}: {text}")
+    return CuptiBusy("CUPTI refused the capture: another subscriber (jax.profiler, ncu, nsys) "
+                     f"holds it in this process ({text})")
+  return InsituUnavailable(f"in-situ capture failed: {type(error).__name__}: {text}")
 
 
 def match(result: InsituResult, records, device: int | None = None) -> dict[str, InsituStats]:

@@ -134,7 +134,7 @@ def test_capture_on_two_gpus_reads_a_marked_trace(monkeypatch):
   monkeypatch.setitem(sys.modules, "triton.profiler", fake)
   monkeypatch.setattr(insitu, "cupti_holders", lambda: [])
   monkeypatch.setattr(devicemarks, "mark_jax_devices", mark)
-  with insitu.capture(devices=2) as cap:
+  with insitu.capture(devices=2, source="proton") as cap:
     pass
   assert state["data"] == "trace" and state["order"] == ["mark", ("finalize", "chrome_trace")]
   assert cap.result.kernels["k"].launches_by_device == {0: 1, 1: 2}
@@ -159,7 +159,7 @@ def test_marks_that_cannot_be_made_are_a_note(monkeypatch):
   monkeypatch.setitem(sys.modules, "triton.profiler", fake)
   monkeypatch.setattr(insitu, "cupti_holders", lambda: [])
   monkeypatch.setattr(devicemarks, "mark_jax_devices", lambda: "JAX has no GPU")
-  with insitu.capture(devices=2) as cap:
+  with insitu.capture(devices=2, source="proton") as cap:
     pass
   assert cap.result.kernels["k"].launches == 1
   assert "could not mark XLA's streams (JAX has no GPU)" in cap.result.notes[0]
@@ -327,7 +327,7 @@ def test_capture_reads_protons_output(monkeypatch):
   fake.start, fake.finalize = start, finalize
   monkeypatch.setitem(sys.modules, "triton.profiler", fake)
   monkeypatch.setattr(insitu, "cupti_holders", lambda: [])
-  with insitu.capture(devices=1) as cap:
+  with insitu.capture(devices=1, source="proton") as cap:
     pass
   assert state["backend"] == "cupti"
   assert cap.result.kernels["matmul_kernel"].launches == 4
