@@ -18,7 +18,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /
 # PYTHONPYCACHEPREFIX left `import triton` at 0.37 s on this machine, against
 # 0.27-0.52 s without: the image's Triton import is slow for other reasons.)
 python3 -m compileall -q -j 0 pallas_prof bench /tmp/site >/dev/null 2>&1
-export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+# TRITON_PREFIX: a Triton carried to the machine (bench/triton_carry/carry.py unpack), first on the path
+export PYTHONPATH=${TRITON_PREFIX:+$TRITON_PREFIX:}$PWD:/tmp/site PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 export PALLAS_PROF_CACHE_DIR=${PALLAS_PROF_CACHE_DIR:-/tmp/pallas-prof-cache}
 log() { echo "== $(date +%H:%M:%S) $*"; }
 
@@ -76,6 +77,11 @@ step_process_first() {   # the process's first pallas_call, by its delay after i
 step_gap() {   # wall clock vs GPU time of a jitted call (rms_norm, every backend)
   timeout ${GAP_TIMEOUT:-200} python3 bench/suite/dispatch_gap.py --ops ${GAP_OPS:-rms_norm} --out "$OUT/dispatch_gap.json" 2>&1 \
     | grep -v Deprecation | tail -8
+}
+
+step_capture() {   # issue 38: in-situ capture over CUDA graphs made before it, each source in a
+  # child process whose exit status is kept (Proton on triton 3.9 aborted the process)
+  OUT="$OUT" timeout ${CAPTURE_TIMEOUT:-400} bash bench/probes/capture_abort_probe.sh ${CAPTURE_SOURCES:-cupti proton}
 }
 
 step_profiler() {   # replay timing, ncu, NVML, CUPTI in-situ, device index checks
