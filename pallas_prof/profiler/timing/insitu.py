@@ -10,11 +10,10 @@ the registry's records by name:
     cap.result.kernels["softmax_kernel"].launches
 
 The records come from CUPTI's activity API through NVIDIA's cupti-python
-(cupti_activity.py). Where cupti-python is missing, Triton's Proton stands in, but
-only on the Triton releases where it is proven not to end the process
-(proton_capture.py); elsewhere the capture is refused with the reason, and callers
-fall back (the tuner to the wall clock, `run` to no in-situ numbers), so no capture
-path can abort the user's program.
+(cupti_activity.py). Where cupti-python is missing the capture is refused with the
+reason, and callers fall back (the tuner to the wall clock, `run` to no in-situ
+numbers): Triton's Proton, the source before it, ends the process or loses launches
+over CUDA graphs (proton_capture.py), and is used only when asked for by name.
 
 CUPTI's activity records have one consumer per process: jax.profiler traces, Nsight
 Compute and Nsight Systems hold it while they run. `capture()` checks for them first
@@ -157,8 +156,9 @@ SOURCES = ("cupti", "proton")
 class capture:
   """Context manager: records the kernels the program launches inside it.
 
-  source: "cupti" (cupti-python), "proton", or None for the first that can run safely
-  here. `result.source` says which one recorded."""
+  source: "cupti" (cupti-python), "proton" (only by name: proton_capture.py says why),
+  or None for the first that can run safely here. `result.source` says which one
+  recorded."""
 
   def __init__(self, directory: str | None = None, keep: bool = False,
                devices: int | None = None, source: str | None = None):

@@ -1,11 +1,14 @@
-"""In-situ kernel times through Triton's Proton: kept only where it is proven safe.
+"""In-situ kernel times through Triton's Proton: never chosen on its own any more.
 
-Proton was pallas-prof's first in-situ source (it ships in the triton wheel). On
-triton 3.9 it aborts the process when a CUDA graph made before the capture runs
-inside it (cupti_activity.py says why), which XLA's command buffers do in any jitted
-program that ran before. So Proton is used only on the Triton releases where that
-pattern was run on a GPU and the process lived (PROVEN_SAFE), and only where
-cupti-python, the default source, is missing.
+Proton was pallas-prof's first in-situ source (it ships in the triton wheel). Run over
+jitted functions whose CUDA graphs XLA made before the capture began (any function that
+ran before), it fails on every Triton release tried on the H200: on triton 3.9 it ends
+the process (`std::out_of_range ... map::at` thrown on a CUPTI thread), and on triton
+3.6 it lives but loses the kernels launched from those graphs (most captures counted
+a backward kernel once where it ran three times; bench/results/README.md, "In-situ
+capture"). So the capture never picks it (PROVEN_SAFE is empty); it stays
+reachable as `capture(source="proton")` so that the probe can show the defect on a
+new release, and a release shown safe that way can be added here.
 
 Proton writes its results to a file: a tree per kernel on one GPU (hatchet), or, on
 several, one Chrome trace per CUDA stream whose GPU is told by device marks
@@ -18,9 +21,9 @@ import os
 from typing import Any
 
 # Triton releases (major.minor) on which many captures over jitted functions whose CUDA
-# graphs were made before the capture ran on a GPU without ending the process
-# (tests/profiler/timing/test_capture_gpu.py): the condition for using Proton at all
-PROVEN_SAFE = ("3.6",)
+# graphs were made before the capture both left the process alive and counted every
+# launch (bench/probes/capture_abort_probe.sh): the condition for choosing Proton at all
+PROVEN_SAFE: tuple[str, ...] = ()
 
 
 def triton_release() -> str:
@@ -33,8 +36,8 @@ def why_unsafe() -> str | None:
   release = triton_release()
   if release in PROVEN_SAFE:
     return None
-  return (f"Triton's Proton is not used on triton {release}: it can end the process when a CUDA "
-          "graph made before the capture runs inside it (it does on triton 3.9)")
+  return (f"Triton's Proton is not used on triton {release}: over CUDA graphs made before the "
+          "capture it ends the process (triton 3.9) or loses their launches (triton 3.6)")
 
 
 def parse_hatchet(data, kernel_times) -> tuple[dict, dict[str, Any]]:

@@ -142,19 +142,27 @@ def test_a_second_capture_inside_the_first_is_refused_plainly(fake_cupti):
         pass
 
 
-def test_without_cupti_python_proton_only_where_it_is_proven_safe(monkeypatch):
+def test_without_cupti_python_the_capture_is_refused_with_its_reason(monkeypatch):
   monkeypatch.setitem(sys.modules, "cupti", None)                 # `import cupti` fails
   monkeypatch.setattr(insitu, "cupti_holders", lambda: [])
-  monkeypatch.setattr(proton_capture, "triton_release", lambda: "3.9")
-  with pytest.raises(insitu.InsituUnavailable) as info:
-    with insitu.capture():
-      pass
-  text = str(info.value)
-  assert "cupti-python" in text and "pip install cupti-python" in text
-  assert "Proton is not used on triton 3.9" in text and "end the process" in text
+  for release in ("3.6", "3.9"):
+    monkeypatch.setattr(proton_capture, "triton_release", lambda: release)
+    with pytest.raises(insitu.InsituUnavailable) as info:
+      with insitu.capture():
+        pass
+    text = str(info.value)
+    assert "cupti-python" in text and "pip install cupti-python" in text
+    assert f"Proton is not used on triton {release}" in text and "ends the process" in text
+
+
+def test_proton_is_chosen_only_for_a_release_proven_safe(monkeypatch):
+  monkeypatch.setitem(sys.modules, "cupti", None)
+  monkeypatch.setattr(insitu, "cupti_holders", lambda: [])
+  assert proton_capture.PROVEN_SAFE == ()         # none yet: the probe found none
   started = []
   monkeypatch.setattr(proton_capture.ProtonSession, "start", lambda self: started.append(self))
-  monkeypatch.setattr(proton_capture, "triton_release", lambda: "3.6")
+  monkeypatch.setattr(proton_capture, "PROVEN_SAFE", ("3.99",))
+  monkeypatch.setattr(proton_capture, "triton_release", lambda: "3.99")
   cap = insitu.capture(devices=1)
   cap.__enter__()
   assert cap.source == "proton" and len(started) == 1
