@@ -125,6 +125,10 @@ def unpack(version: str, into: str, carry_dir: str = ".carry") -> str:
   with lzma.open(joined) as xz, tarfile.open(fileobj=xz, mode="r|") as tar:
     tar.extractall(into, filter="data") if sys.version_info >= (3, 12) else tar.extractall(into)
   os.remove(joined)
+  # a wheel is a zip, and unpacking a zip drops execute bits: Triton's tools (ptxas and
+  # friends) would refuse to start
+  for tool in glob.glob(os.path.join(into, "triton", "backends", "*", "bin", "*")):
+    os.chmod(tool, 0o755)
   return into
 
 
