@@ -68,13 +68,13 @@ def time_per_call(fn, args, *, min_batches=15, min_seconds=1.0) -> dict:
 
 def gpu_time_per_call(fn, args, calls=10 * BATCH) -> dict:
   """GPU time per call: the durations CUPTI records for every kernel the calls
-  launch (pallas-prof's in-situ capture, through Triton's Proton), summed over
+  launch (pallas-prof's in-situ capture, CUPTI's activity records), summed over
   `calls` calls and divided by them: a mean, with the host's launch gaps between
   calls left out. This, not the wall clock per call, is what compares with the
   copy bandwidth, which CUDA events time around the copy alone."""
   from pallas_prof.profiler.timing import insitu
   jax.block_until_ready(fn(*args))
-  with insitu.capture(devices=1) as cap:     # one GPU: Proton's per-kernel tree
+  with insitu.capture(devices=1) as cap:
     for _ in range(calls // BATCH):
       for _ in range(BATCH):
         out = fn(*args)

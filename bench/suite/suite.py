@@ -119,7 +119,7 @@ def wall_per_call(fn, args, seconds: float, min_batches: int = 5, warm_up: int =
 
 def gpu_per_call(fn, args, calls: int) -> dict:
   """GPU seconds per call: the durations CUPTI records for every kernel the calls
-  launch (pallas-prof's in-situ capture through Triton's Proton), summed, over
+  launch (pallas-prof's in-situ capture, CUPTI's activity records), summed, over
   the number of calls: a mean, without the host's gaps between launches."""
   from pallas_prof.tune.calltime import gpu_kernels     # the tuner's GPU clock
   jax.block_until_ready(fn(*args))

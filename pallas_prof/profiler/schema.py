@@ -316,7 +316,7 @@ class Rates(Record):
 
 @dataclasses.dataclass
 class InsituStats(Record):
-  """A kernel as the user's program ran it (CUPTI through Proton)."""
+  """A kernel as the user's program ran it (CUPTI's activity records)."""
   name: str
   launches: int
   total_s: float

@@ -6,7 +6,7 @@ drift in clocks and temperature falls on all of them alike.
 
 Two clocks:
   - "gpu": the GPU's own, where there is one. CUPTI's durations of every kernel the
-    batch launched (Triton's Proton, through profiler/timing/insitu.py), summed, per call:
+    batch launched (CUPTI's activity records, through profiler/timing/insitu.py), summed, per call:
     the time the call's kernels take on the GPU, XLA's ones between them included,
     without the host's gaps. The wall clock cannot tell that apart from the host's
     dispatch, and for a short kernel the dispatch can be the longer part and differ
@@ -15,7 +15,7 @@ Two clocks:
     whose kernel is slower can win (bench/results/archive/README.md, the suite at 999b43d).
   - "wall": seconds per call of a batch (the GPU runs one call while the host
     dispatches the next, as in triton.testing.do_bench). Used without a GPU, and where
-    CUPTI is taken (a jax.profiler trace, Nsight) or Proton fails: `pick_clock` says why.
+    CUPTI is taken (a jax.profiler trace, Nsight) or cupti-python is missing: `pick_clock` says why.
 One tuning uses one clock for every candidate: where the GPU's fails part way (another
 tool takes CUPTI), every candidate is timed again by the wall clock.
 """
@@ -31,7 +31,7 @@ MAX_BATCH = 64        # calls in a batch at most
 
 
 class ClockError(RuntimeError):
-  """The GPU's clock failed (CUPTI taken, Proton failing, nothing recorded), not the call."""
+  """The GPU's clock failed (CUPTI taken, no cupti-python, nothing recorded), not the call."""
 
 
 def gpu_seconds_per_call(call: Callable[[], Any], calls: int) -> float:
@@ -77,7 +77,7 @@ def pick_clock(call: Callable[[], Any]) -> tuple[str, str | None]:
     return "wall", f"no GPU (JAX's backend is {jax.default_backend()})"
   try:
     gpu_seconds_per_call(call, 1)
-  except Exception as e:  # noqa: BLE001 - CUPTI taken, Proton missing: the wall clock stands in
+  except Exception as e:  # noqa: BLE001 - CUPTI taken, no cupti-python: the wall clock stands in
     return "wall", f"the GPU's clock is unavailable ({type(e).__name__}: {str(e)[:200]})"
   return "gpu", None
 
