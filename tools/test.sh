@@ -74,7 +74,7 @@ run_leg() {
     b) leg b "${PYTHON312:-$(python312)}" "jax==0.12.* jaxlib==0.12.* triton==3.9.*" \
          tests/backend tests/profiler tests/cli tests/instrument tests/test_structure.py \
          tests/test_jax_kernels.py tests/test_versions.py tests/test_import_errors.py \
-         tests/removal tests/fuzz/test_fuzz.py \
+         tests/removal tests/fuzz/test_fuzz.py tests/faults tests/test_safe_files.py \
          --ignore=tests/cli/test_html_browser.py -m "not otlp_receiver" ;;
     *) echo "unknown leg $1 (a or b)"; return 2 ;;
   esac

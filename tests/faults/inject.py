@@ -115,3 +115,61 @@ def enospc_env(under: str, after_bytes: int = 0, env: dict | None = None) -> dic
 
 def disk_full_error(path: str = "") -> OSError:
   return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+
+
+# --- the three things every case asserts, each failing with its own kind -------------------
+# tools/fault_table.py counts failures by these classes: a wrong answer, a lost run and an
+# aborted process are the table's three columns that must stay at zero.
+
+class WrongAnswer(AssertionError):
+  """The result differs from the reference, and no error said so."""
+
+
+class LostRun(AssertionError):
+  """A run ended without its report."""
+
+
+class AbortedProcess(AssertionError):
+  """A process died by a signal it was not sent, or with a traceback instead of a message."""
+
+
+class UnclearError(AssertionError):
+  """An error that does not name the problem, or a fault that was persisted."""
+
+
+def assert_right(out, ref, *, atol=1e-5, rtol=1e-5, what="the result"):
+  import numpy as np
+  out, ref = np.asarray(out), np.asarray(ref)
+  if out.shape != ref.shape or not np.allclose(out, ref, atol=atol, rtol=rtol, equal_nan=True):
+    err = float(np.max(np.abs(out.astype(np.float64) - ref.astype(np.float64)))) \
+        if out.shape == ref.shape else float("nan")
+    raise WrongAnswer(f"{what} is wrong (max |error| {err:.3g}, shapes {out.shape} {ref.shape})")
+
+
+def assert_report(run_dir: str):
+  """The run's report.json exists and is whole JSON."""
+  import json
+  path = os.path.join(run_dir, "report.json")
+  try:
+    with open(path) as f:
+      json.load(f)
+  except (OSError, ValueError) as e:
+    raise LostRun(f"{path}: {e}") from None
+
+
+def assert_alive(returncode: int, stderr: str = "", *, sent: int | None = None):
+  """A child process ended on its own terms: no signal but the one the test sent, and no
+  Python traceback (a clear message instead)."""
+  if returncode < 0 and -returncode != sent:
+    raise AbortedProcess(f"died by signal {-returncode}: {stderr[-2000:]}")
+  if returncode in (134, 139) and sent is None:
+    raise AbortedProcess(f"exit {returncode} (abort/segfault): {stderr[-2000:]}")
+  if "Traceback (most recent call last)" in stderr:
+    raise AbortedProcess(f"a traceback instead of a message:\n{stderr[-3000:]}")
+
+
+def assert_clear(message: str, *needles: str):
+  """An error message that names each of `needles` (the file, variable, or line)."""
+  missing = [n for n in needles if n not in message]
+  if missing:
+    raise UnclearError(f"the message does not name {missing}:\n{message[-2000:]}")

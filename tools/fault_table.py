@@ -1,0 +1,82 @@
+"""The fault-injection suite's table: run tests/faults and count, per kind of fault, the
+cases injected and how each ended (issue 38's proof).
+
+    python tools/fault_table.py [--json out.json] [pytest args...]
+
+A case is one test (one parametrization) carrying @pytest.mark.fault(KIND, ...); a case
+with several kinds counts under each. A failing case is counted by what it failed on
+(tests/faults/inject.py): a wrong answer, a lost run, an aborted process, an unclear
+error, or another failure. Exits as pytest did.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUTCOMES = ("passed", "wrong_answer", "lost_run", "aborted_process", "unclear_error", "other_failure",
+            "skipped")
+
+
+class _Counter:
+  def __init__(self):
+    self.cases: dict[str, dict[str, int]] = {}
+
+  def pytest_runtest_makereport(self, item, call):
+    if call.when != "call" and not (call.when == "setup" and call.excinfo is not None):
+      return
+    kinds = [k for mark in item.iter_markers("fault") for k in mark.args]
+    if not kinds:
+      return
+    outcome = "passed"
+    if call.excinfo is not None:
+      outcome = _outcome(call.excinfo)
+    for kind in kinds:
+      row = self.cases.setdefault(kind, dict.fromkeys(OUTCOMES, 0))
+      row[outcome] += 1
+
+
+def _outcome(excinfo) -> str:
+  from tests.faults import inject
+  import _pytest.outcomes
+  if excinfo.errisinstance(_pytest.outcomes.Skipped):
+    return "skipped"
+  for cls, name in ((inject.WrongAnswer, "wrong_answer"), (inject.LostRun, "lost_run"),
+                    (inject.AbortedProcess, "aborted_process"), (inject.UnclearError, "unclear_error")):
+    if excinfo.errisinstance(cls):
+      return name
+  return "other_failure"
+
+
+def table(cases: dict[str, dict[str, int]]) -> str:
+  from tests.faults.inject import KINDS
+  head = ["kind", "cases", *OUTCOMES[:-1], "skipped"]
+  rows = [[k, str(sum(v.values())), *(str(v[o]) for o in OUTCOMES)] for k, v in sorted(cases.items())]
+  total = {o: sum(v[o] for v in cases.values()) for o in OUTCOMES}
+  rows.append(["all", str(sum(total.values())), *(str(total[o]) for o in OUTCOMES)])
+  lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+  lines += ["| " + " | ".join(r) + " |" for r in rows]
+  lines += ["", "kinds: " + "; ".join(f"{k}: {KINDS[k]}" for k in sorted(cases) if k in KINDS)]
+  return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--json", help="also write the counts here")
+  args, pytest_args = parser.parse_known_args(argv)
+  sys.path.insert(0, ROOT)
+  import pytest
+  counter = _Counter()
+  code = pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                      os.path.join(ROOT, "tests", "faults"), *pytest_args], plugins=[counter])
+  print(table(counter.cases))
+  if args.json:
+    with open(args.json, "w") as f:
+      json.dump({"cases": counter.cases, "pytest_exit": int(code)}, f, indent=1)
+  return int(code)
+
+
+if __name__ == "__main__":
+  sys.exit(main())
