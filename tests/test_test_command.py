@@ -50,3 +50,32 @@ def test_a_leg_whose_tests_fail_fails_the_command(tmp_path, pytest_exit, script_
   assert done.returncode == script_exit, out
   assert ("== FAILED leg(s): a" in out) == bool(script_exit), out
   assert ("== leg a passed" in out) != bool(script_exit), out
+
+
+def test_side_effects_are_announced_before_anything_is_done(tmp_path):
+  """The command says what it installs and downloads, and how to skip each, before the
+  first leg starts (it once apt-installed chromium and fetched Phoenix unannounced)."""
+  python, bin_dir = _tree(tmp_path)
+  env = dict(os.environ, LEGS="a", PYTHON311=str(python), FAKE_PYTEST_EXIT="0",
+             PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", XDG_CACHE_HOME=str(tmp_path / "cache"))
+  env.pop("PALLAS_PROF_NO_RECEIVER_INSTALL", None)
+  env.pop("PALLAS_PROF_PHOENIX", None)
+  done = subprocess.run(["bash", str(tmp_path / "tools" / "test.sh")], env=env,
+                        capture_output=True, text=True, timeout=120)
+  out = done.stdout
+  assert done.returncode == 0, out + done.stderr
+  phoenix = out.index("Arize Phoenix")
+  assert "PALLAS_PROF_NO_RECEIVER_INSTALL=1" in out[phoenix:phoenix + 300]
+  assert str(tmp_path / "cache" / "pallas-prof" / "phoenix-venv") in out
+  assert phoenix < out.index("== leg a:")
+  env["PALLAS_PROF_NO_RECEIVER_INSTALL"] = "1"
+  done = subprocess.run(["bash", str(tmp_path / "tools" / "test.sh")], env=env,
+                        capture_output=True, text=True, timeout=120)
+  assert "Arize Phoenix" not in done.stdout
+
+
+def test_the_browser_install_is_announced_with_its_switch():
+  text = open(os.path.join(ROOT, "tools", "test.sh")).read()
+  announce = text.index("installing it now with apt-get")
+  assert "PALLAS_PROF_NO_BROWSER_INSTALL=1" in text[announce:announce + 200]
+  assert announce < text.index("apt-get update")

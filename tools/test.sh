@@ -21,15 +21,22 @@ cd "$(dirname "$0")/.."
 LEGS=${LEGS:-a b}
 START=$SECONDS
 
-# The report.html browser test drives Debian's chromium; install it where we may.
-if ! command -v chromium >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "== installing Debian's chromium for the report.html browser test"
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt-get install -y -qq chromium >/dev/null
-  else
-    echo "== no chromium, and no root or apt-get to install it: the browser test will be skipped"
-  fi
+# What this command does besides testing, said before it is done, with how to skip each.
+cache_home=${XDG_CACHE_HOME:-$HOME/.cache}
+if [ "${PALLAS_PROF_NO_BROWSER_INSTALL:-0}" != 1 ] && ! command -v chromium >/dev/null 2>&1 \
+   && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "== the report.html browser tests need Debian's chromium: installing it now with apt-get"
+  echo "   (skip: PALLAS_PROF_NO_BROWSER_INSTALL=1; the browser tests are then skipped)"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+elif ! command -v chromium >/dev/null 2>&1; then
+  echo "== no chromium (and not installing it): the report.html browser tests will be skipped"
 fi
+if [ "${PALLAS_PROF_NO_RECEIVER_INSTALL:-0}" != 1 ] && [ -z "${PALLAS_PROF_PHOENIX:-}" ] \
+   && [ ! -x "$cache_home/pallas-prof/phoenix-venv/bin/phoenix" ]; then
+  echo "== the OTLP receiver tests will install Arize Phoenix (about 850 MB, once) into"
+  echo "   $cache_home/pallas-prof/phoenix-venv (skip: PALLAS_PROF_NO_RECEIVER_INSTALL=1)"
+fi
+echo "== the test legs each make a virtual environment here (.venv-a, .venv-b) on first use"
 
 python312() {   # pyenv's python3.12 need not be on PATH (pyenv's shim refuses it unless selected)
   if python3.12 --version >/dev/null 2>&1; then command -v python3.12; return; fi
