@@ -154,3 +154,17 @@ def test_the_windowed_order_is_xla_s_on_the_cpu(n, reverse):
   y = np.random.default_rng(n).uniform(0.95, 1.05, (2, n)).astype(np.float16)
   want = jax.jit(lambda v: lax.cumprod(v, 1, reverse=reverse))(y)
   np.testing.assert_array_equal(xla_cpu_scan(y, 1, reverse, "mul"), np.asarray(want))
+
+
+def test_a_model_that_fails_explains_nothing(monkeypatch):
+  """A program the interpreter's order cannot run (the model's own failure) stays the
+  difference it is, and the fuzzer records it as one, not as its own crash."""
+  from tests.fuzz import scan_order
+  program, *_ = _recorded()
+
+  def broken(*args, **kwargs):
+    raise RuntimeError("the model failed")
+
+  monkeypatch.setattr(scan_order, "interpreter_scan", broken)
+  with pytest.raises(check.Difference, match=r"\[10, 0\]"):
+    check.check(program)
