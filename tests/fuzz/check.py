@@ -13,7 +13,9 @@ from the jitted XLA-on-CPU reference but equals XLA on the GPU it ran on, or
 XLA run op by op: XLA disagrees with itself); "xla_less_precise_than_float64" (either
 kind: pallas-prof equals the program with its float32 calls rounded from float64, where
 XLA's CPU tanh or exp is ulps off); "gpu_scan_order" (on a GPU: it equals the program
-with its scans in the order the kernel's compiled code sums them);
+with its scans in the order the kernel's compiled code sums them); "interpreter_scan_order"
+(on the CPU: it equals the program with its scans summed as Triton's interpreter sums
+them, one element after another, where XLA's CPU sums windows and their totals);
 "xla_as_far_from_float64" (a float32 "values" program whose answer float32 does not fix
 to its tolerance: XLA's own float32 misses the float64 answer there, and pallas-prof
 misses it by no more); a `Difference` (wrong
@@ -59,6 +61,7 @@ class Difference(AssertionError):
 class Outcome:
   # "ok" | "unsupported" | "tolerated" | "xla_platforms_differ" | "xla_jit_and_eager_differ"
   # | "xla_low_precision_accumulates" | "xla_less_precise_than_float64" | "gpu_scan_order"
+  # | "interpreter_scan_order" | "xla_as_far_from_float64"
   status: str
   detail: str = ""
 
@@ -241,7 +244,9 @@ def _xla_agreeing_elsewhere(program: Program, inputs, got, device) -> str | None
   equals the program run on float32 copies of its 16-bit float inputs and rounded
   back (pallas-prof accumulates 16-bit floats in float32 where XLA may not),
   "gpu_scan_order" (on a GPU) when it equals the program with its 16-bit cumsums and
-  cumprods in a GPU warp's order (tests/fuzz/scan_order.py),
+  cumprods in a GPU warp's order (tests/fuzz/scan_order.py), "interpreter_scan_order"
+  (on the CPU) when it equals the program with its cumsums and cumprods in Triton's
+  interpreter's order,
   "xla_less_precise_than_float64" when it equals the program run in float64 on
   its float32 inputs and rounded back; else None."""
   if program.kind != "values":
@@ -271,11 +276,16 @@ def _xla_agreeing_elsewhere(program: Program, inputs, got, device) -> str | None
       and device.platform != "cpu":
     # The same program with its scans summed in the order the kernel's compiled code sums
     # them, op by op (every step rounded): Triton's GPU scan takes the lanes 1, 2, 4, ...
-    # before, then the chunks' totals, where XLA takes one element after another; both are
-    # right, a sin or a clip and a product after the scan can make their last bits whole
-    # differences (tests/fuzz/scan_order.py)
+    # before, then the chunks' totals, where XLA's CPU sums windows, then their totals; both
+    # are right, a sin or a clip and a product after the scan can make their last bits
+    # whole differences (tests/fuzz/scan_order.py)
     if gpu_scan_order_agrees(program, inputs, got, compiled_scan_layouts(program, device)):
       return "gpu_scan_order"
+  if SCANNING.intersection(program.features) and (device is None or device.platform == "cpu") \
+      and interpreter_scan_order_agrees(program, inputs, got):
+    # On the CPU the same, in Triton's interpreter's order: one element after another
+    # (a float16 double cumsum that cancels: tests/fuzz/test_interpreter_scan_order.py)
+    return "interpreter_scan_order"
   if any(a.dtype == np.float32 for a in inputs):
     # The same program in float64, rounded back: where XLA's float32 is an ulp off and a
     # discontinuity turns the ulp into a jump (XLA's tanh(9) is 1.0, the float32 nearest
@@ -304,7 +314,6 @@ def gpu_scan_order_agrees(program: Program, inputs, got, layouts=None) -> bool:
   from .rounded import namespace_rounded_from_float64
   from .scan_order import (OrderUnknown, namespace_with_triton_scans,
                            namespace_with_warp_scans, triton_scans)
-  cpu = jax.devices("cpu")[0]
   tries = [] if layouts is None else [
       (lambda: namespace_with_triton_scans(namespace(), layouts), False),
       (lambda: namespace_rounded_from_float64(namespace(), **triton_scans(layouts)), True)]
@@ -312,18 +321,36 @@ def gpu_scan_order_agrees(program: Program, inputs, got, layouts=None) -> bool:
   # one 16-bit element a lane, as the H200's 16-bit findings were
   tries.append((lambda: namespace_with_warp_scans(namespace()), False))
   for make, wide in tries:
-    scope = make()
-    exec(compile(program.source, f"<fuzz program {program.seed}>", "exec"), scope)
     try:
-      with jax.enable_x64(wide), jax.default_device(cpu):
-        result = scope["fn"](*[jax.device_put(a, cpu) for a in inputs])
-        result = [np.asarray(r).astype(np.asarray(g).dtype)
-                  for r, g in zip(jax.tree.leaves(result), got)]
+      if _agrees_op_by_op(program, inputs, got, make(), wide):
+        return True
     except OrderUnknown:
       continue
-    if compare(program, got, result, FLIPS)[0] is None:
-      return True
   return False
+
+
+def interpreter_scan_order_agrees(program: Program, inputs, got) -> bool:
+  """Whether `got` equals the "values" program run op by op on the CPU with its cumsums
+  and cumprods as Triton's interpreter runs pallas-prof's kernel (scan_order.py's
+  interpreter_scan), the other jnp and lax calls as XLA gives them."""
+  from .scan_order import interpreter_scan, namespace_with_scans
+  scope = namespace_with_scans(namespace(), interpreter_scan)
+  try:
+    return _agrees_op_by_op(program, inputs, got, scope)
+  except Exception:  # noqa: BLE001 - a program the model cannot run is not explained by it
+    return False
+
+
+def _agrees_op_by_op(program: Program, inputs, got, scope: dict, wide: bool = False) -> bool:
+  """Whether `got` equals the "values" program run op by op on the CPU with `scope` as its
+  namespace (some jnp and lax calls done another way), under jax.enable_x64(`wide`)."""
+  cpu = jax.devices("cpu")[0]
+  exec(compile(program.source, f"<fuzz program {program.seed}>", "exec"), scope)
+  with jax.enable_x64(wide), jax.default_device(cpu):
+    result = scope["fn"](*[jax.device_put(a, cpu) for a in inputs])
+    result = [np.asarray(r).astype(np.asarray(g).dtype)
+              for r, g in zip(jax.tree.leaves(result), got)]
+  return compare(program, got, result, FLIPS)[0] is None
 
 
 def in_float64(program: Program, inputs) -> list[np.ndarray]:

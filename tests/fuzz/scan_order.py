@@ -2,13 +2,17 @@
 
 A cumsum or cumprod of float16 rounds after every step, so its result depends on the
 order of the steps (pallas-prof scans bfloat16 in float32, rounding once; the order
-there is emulated too, and matches only where it makes no difference). XLA's CPU (the fuzzer's reference) steps through the
-axis one element after another. Triton's scan on the GPU combines lanes as a warp does:
-in segments of 32 lanes, each lane takes the lane 1, 2, 4, 8 and 16 before it
-(Hillis and Steele), then each segment takes the total of the segments before it. Both
-orders are right. Through an ill-conditioned step after the scan (sin of a value in
-the tens, a clip and a product over 33 elements), their last-bit differences become
-differences a tolerance cannot take.
+there is emulated too, and matches only where it makes no difference). XLA's CPU (the
+fuzzer's reference) cuts a long axis into windows of XLA_CPU_WINDOW elements, sums each
+element's window from that element outward, then adds the scan of the windows' totals
+(xla_cpu_scan). Triton's interpreter (pallas-prof on the CPU) steps through the axis one
+element after another from the scan's start (interpreter_scan). Triton's scan on the GPU
+combines lanes as a warp does: in segments of 32 lanes, each lane takes the lane 1, 2, 4,
+8 and 16 before it (Hillis and Steele), then each segment takes the total of the segments
+before it. All three orders are right. Through an ill-conditioned step after the scan (sin
+of a value in the tens, a clip and a product over 33 elements, the square of a double
+cumsum that cancels), their last-bit differences become differences a tolerance cannot
+take.
 
 The H200 fuzz run of 2026-12-03 at d875290 (seed 20261218) found two such programs, and
 this order reproduced the GPU's numbers bit for bit: float16[5, 1] `cumsum` then
@@ -19,6 +23,16 @@ one element at a time), and float16[33] `cumsum(reverse)`, clip, `cumprod(revers
     warp_scan(x, axis, reverse, "add" | "mul")   the scan in that order, in x's dtype
     namespace_with_warp_scans(scope)              the fuzzer's namespace with jnp's and
                                                   lax's cumsum and cumprod in that order
+    interpreter_scan(x, axis, reverse, op)        the scan as Triton's interpreter runs
+                                                  pallas-prof's kernel on the CPU
+    namespace_with_scans(scope, scan)             the namespace with any of these
+    xla_cpu_scan(x, axis, reverse, op)            the reference's own order (numpy), to
+                                                  explain a difference, not to excuse one
+
+The CPU fuzz at 6bd886f (seed 20261225) found a float16 double reverse cumsum over 64
+rows, clipped and squared, at 242.2 where XLA gave 248.2 (the program in float64 gives
+232.9): interpreter_scan gives pallas-prof's output and xla_cpu_scan XLA's, each bit
+for bit (tests/fuzz/test_interpreter_scan_order.py).
 
 The reference with these is run op by op (not jitted), so every step rounds to the
 dtype as the GPU's does.
@@ -42,6 +56,7 @@ import dataclasses
 import re
 
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from .proxy import ModuleProxy
@@ -118,26 +133,88 @@ def chunk_scan(x, axis: int = 0, reverse: bool = False, op: str = "add",
   return jnp.moveaxis(out[..., :n], -1, axis)
 
 
-def _jnp_cumsum(a, axis=None, dtype=None, out=None):
-  a = jnp.asarray(a) if dtype is None else jnp.asarray(a).astype(dtype)
-  if axis is None:
-    a, axis = a.reshape(-1), 0
-  return warp_scan(a, axis, False, "add")
+def namespace_with_scans(scope: dict, scan) -> dict:
+  """The fuzzer's namespace with jnp's and lax's cumsum and cumprod as
+  `scan(x, axis, reverse, "add" | "mul")` computes them."""
+  def jnp_scan(op):
+    def call(a, axis=None, dtype=None, out=None):
+      a = jnp.asarray(a) if dtype is None else jnp.asarray(a).astype(dtype)
+      if axis is None:
+        a, axis = a.reshape(-1), 0
+      return scan(a, axis, False, op)
+    return call
 
-
-def _jnp_cumprod(a, axis=None, dtype=None, out=None):
-  a = jnp.asarray(a) if dtype is None else jnp.asarray(a).astype(dtype)
-  if axis is None:
-    a, axis = a.reshape(-1), 0
-  return warp_scan(a, axis, False, "mul")
+  out = dict(scope)
+  out["jnp"] = ModuleProxy(jnp, cumsum=jnp_scan("add"), cumprod=jnp_scan("mul"))
+  out["lax"] = ModuleProxy(lax, cumsum=lambda x, axis=0, reverse=False: scan(x, axis, reverse, "add"),
+                           cumprod=lambda x, axis=0, reverse=False: scan(x, axis, reverse, "mul"))
+  return out
 
 
 def namespace_with_warp_scans(scope: dict) -> dict:
-  out = dict(scope)
-  out["jnp"] = ModuleProxy(jnp, cumsum=_jnp_cumsum, cumprod=_jnp_cumprod)
-  out["lax"] = ModuleProxy(lax, cumsum=lambda x, axis=0, reverse=False: warp_scan(x, axis, reverse, "add"),
-                      cumprod=lambda x, axis=0, reverse=False: warp_scan(x, axis, reverse, "mul"))
+  return namespace_with_scans(scope, warp_scan)
+
+
+# --- the CPU's orders: Triton's interpreter (pallas-prof) and XLA (the reference) ---------
+
+def interpreter_scan(x, axis: int = 0, reverse: bool = False, op: str = "add"):
+  """x's scan as pallas-prof's kernel computes it on the CPU. Triton's interpreter runs a
+  tl.cumsum or tl.cumprod as numpy's cumsum or cumprod (of the flipped axis, reversed):
+  one element after another from the scan's start, every step rounded. It scans in the
+  type pallas-prof's lowering gives the scan (backend/lowering/rules/reductions.py):
+  float16 in float16, as XLA does; bfloat16 in float32, rounded once at the end (the
+  interpreter has no bfloat16 arithmetic). The same order as chunk_scan's single thread
+  that holds the whole axis."""
+  x = jnp.asarray(x)
+  if not jnp.issubdtype(x.dtype, jnp.floating) or x.shape[axis % x.ndim] == 0:
+    return (lax.cumsum if op == "add" else lax.cumprod)(x, axis=axis, reverse=reverse)
+  work = jnp.float32 if x.dtype == jnp.bfloat16 else x.dtype
+  out = chunk_scan(x.astype(work), axis, reverse, op, x.shape[axis % x.ndim], 1)
+  return out.astype(x.dtype)
+
+
+# XLA's CPU compiler rewrites a long scan's reduce-window (ReduceWindowRewriter) into
+# windows of this many elements and a scan of their totals, level over level
+XLA_CPU_WINDOW = 16
+
+
+def xla_cpu_scan(x, axis: int = 0, reverse: bool = False, op: str = "add",
+                 window: int = XLA_CPU_WINDOW) -> np.ndarray:
+  """x's scan as jitted XLA computes it on the CPU, in x's dtype, every step rounded:
+  each output is a reduce-window of its own, summed from the identity and then from its
+  own element outward (towards the axis's end for a reverse scan, from the window's
+  start otherwise); an axis longer than `window` is cut into windows, each scanned so,
+  and each window's outputs then take the scan of the other windows' totals (those
+  before it, or after it for a reverse scan). For explaining a difference: the
+  fuzzer's reference is XLA itself."""
+  x = np.moveaxis(np.asarray(x), axis, -1)
+  return np.moveaxis(_xla_cpu_scan_last(x, reverse, op, window), -1, axis)
+
+
+def _reduce_windows(x: np.ndarray, reverse: bool, op: str) -> np.ndarray:
+  n = x.shape[-1]
+  out = np.empty_like(x)
+  for i in range(n):
+    acc = np.full(x.shape[:-1], 0 if op == "add" else 1, x.dtype)
+    for k in (range(i, n) if reverse else range(i + 1)):
+      acc = acc + x[..., k] if op == "add" else acc * x[..., k]
+    out[..., i] = acc
   return out
+
+
+def _xla_cpu_scan_last(x: np.ndarray, reverse: bool, op: str, window: int) -> np.ndarray:
+  n = x.shape[-1]
+  if n <= window:
+    return _reduce_windows(x, reverse, op)
+  lead, count = x.shape[:-1], -(-n // window)
+  identity = np.full(lead + (count * window - n,), 0 if op == "add" else 1, x.dtype)
+  inner = _reduce_windows(np.concatenate([x, identity], -1).reshape(lead + (count, window)),
+                          reverse, op)
+  totals = _xla_cpu_scan_last(inner[..., 0] if reverse else inner[..., -1], reverse, op, window)
+  none = np.full(lead + (1,), 0 if op == "add" else 1, x.dtype)
+  carry = np.concatenate([totals[..., 1:], none] if reverse else [none, totals[..., :-1]], -1)
+  out = inner + carry[..., None] if op == "add" else inner * carry[..., None]
+  return out.reshape(lead + (count * window,))[..., :n]
 
 
 # --- the orders a compiled kernel uses ---------------------------------------------------

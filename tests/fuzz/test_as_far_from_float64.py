@@ -45,7 +45,7 @@ def _float64(program, inputs):
         scope["fn"](*[a.astype(np.float64) for a in inputs]))]
 
 
-def test_the_finding_differs_from_xla_and_xla_from_float64(run):
+def test_the_finding_differs_from_xla_and_xla_from_float64(run, monkeypatch):
   inputs, want, got = run
   diff, _ = check.compare(SIN_OF_CUMSUM, got, want)
   assert diff is not None and diff.startswith("output 1")     # beyond the fragile share
@@ -55,6 +55,11 @@ def test_the_finding_differs_from_xla_and_xla_from_float64(run):
   ours_off = int(check._mismatches(SIN_OF_CUMSUM, np.asarray(got[1]), near).sum())
   assert xla_off > 50 and ours_off <= xla_off, (xla_off, ours_off)
   assert check.as_far_from_float64(SIN_OF_CUMSUM, inputs, got, want)
+  # the scans' order alone explains it first (Triton's interpreter sums one element after
+  # another, XLA's CPU in windows: tests/fuzz/test_interpreter_scan_order.py); without
+  # that check, the float64 one counts it apart
+  assert check.check(SIN_OF_CUMSUM).status == "interpreter_scan_order"
+  monkeypatch.setattr(check, "interpreter_scan_order_agrees", lambda *args: False)
   assert check.check(SIN_OF_CUMSUM).status == "xla_as_far_from_float64"
 
 

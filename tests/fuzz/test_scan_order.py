@@ -78,7 +78,8 @@ def test_wrong_elements_beside_the_order_stay_a_difference(program):
 
 
 def test_on_the_cpu_the_order_is_no_excuse():
-  # the interpreter sums one element after another, as XLA's CPU does
+  # the interpreter sums one element after another (and XLA's CPU in windows): neither
+  # is a warp's order, and the interpreter's order does not give the warp's numbers
   inputs = check.make_inputs(REVERSE)
   got = _warp_run(REVERSE)
   import jax
