@@ -153,7 +153,7 @@ def _load(digest: str, identity: dict, configs: list) -> Tuning | None:
     validate.warn_once(
         f"pallas_prof.autotune: the cached choice {path} for {identity['function']} "
         f"({identity['key'] or 'no key'}) is not used: {e}. The function is tuned again and "
-        "the file rewritten; if this repeats, delete the file.")
+        "the file rewritten; if this repeats, delete the file.", stacklevel=3)   # the user's call
     return None
 
 
@@ -197,13 +197,13 @@ def _cached_tuning(data, identity: dict, configs: list) -> Tuning:
                 tuple(candidates), t["tuning_seconds"], True, t["clock"], t.get("clock_note"))
 
 
-_is_object = validate.described("an object")(lambda v: isinstance(v, dict))
+_is_object = validate.an_object
 _TUNING_FIELDS = {
     "function": validate.is_text, "key": validate.is_text, "best": _is_object,
     "default_seconds": validate.maybe_seconds, "best_seconds": validate.maybe_seconds,
     "tuning_seconds": validate.seconds,
     "clock": validate.described("'gpu' or 'wall'")(lambda v: v in ("gpu", "wall")),
-    "candidates": validate.described("a list")(lambda v: isinstance(v, list))}
+    "candidates": validate.a_list}
 _CANDIDATE_FIELDS = {"config": _is_object, "seconds": validate.maybe_seconds,
                      "error": validate.maybe_text}
 
@@ -221,7 +221,7 @@ def _save(digest: str, tuning: Tuning, identity: dict) -> None:
     validate.warn_once(f"pallas_prof.autotune: the choice for {identity['function']} was not "
                        f"cached ({path}: {e.strerror or e}); this process uses it, the next "
                        "one tunes again. Free the disk or set PALLAS_PROF_CACHE_DIR to a "
-                       "writable folder.")
+                       "writable folder.", stacklevel=3)                        # the user's call
 
 
 # --- running and comparing candidates ------------------------------------------------------------

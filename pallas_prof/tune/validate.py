@@ -122,6 +122,8 @@ maybe_text = described("a string or null")(lambda v: v is None or isinstance(v, 
 maybe_seconds = described("seconds (a number >= 0) or null")(lambda v: v is None or is_seconds(v))
 seconds = described("seconds (a number >= 0)")(is_seconds)
 an_int = described("an int")(is_int)
+a_list = described("a list")(lambda v: isinstance(v, list))
+an_object = described("an object")(lambda v: isinstance(v, dict))
 
 
 def read_json(path: str):
@@ -149,12 +151,13 @@ def canonical(value) -> str:
 _warned: set = set()
 
 
-def warn_once(text: str) -> None:
-  """One TuningFileWarning per message and process: a file read again says nothing new."""
+def warn_once(text: str, stacklevel: int = 2) -> None:
+  """One TuningFileWarning per message and process: a file read again says nothing new.
+  stacklevel: as warnings.warn's, counted from the caller of warn_once."""
   if text in _warned:
     return
   _warned.add(text)
-  warnings.warn(text, TuningFileWarning, stacklevel=3)
+  warnings.warn(text, TuningFileWarning, stacklevel=stacklevel + 1)
 
 
 def short(value, limit: int = 80) -> str:
