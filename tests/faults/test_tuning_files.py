@@ -583,6 +583,7 @@ def test_a_run_with_a_damaged_cache_on_a_full_disk_keeps_its_answer_and_report(t
   code, got, said, text = _run([str(script)], env)
   assert code == 0 and got == {"right": True, "cached": False} and said == [], text
   [path] = list((cache / "tune").iterdir())
+  assert os.stat(cache / "tune").st_mode & 0o777 == 0o700       # made for its owner alone
   path.write_bytes(inject.mutations(path.read_bytes())["garble"])
   garbled = path.read_bytes()
   # the disk full: the answer stands, two warnings (the bad file, the write that failed)
