@@ -98,7 +98,6 @@ def tuning_entries(advice: list[KernelAdvice], records, report) -> list[dict]:
 
 
 def write_tuning_file(path: str, entries: list[dict]) -> None:
-  import json
-  from ..tune.params import CACHE_VERSION
-  with open(path, "w") as f:
-    json.dump({"version": CACHE_VERSION, "kernels": entries}, f, indent=1)
+  """The tuning file of these entries, whole or not at all (tune/tuned_file.py)."""
+  from ..tune import tuned_file
+  tuned_file.write(path, entries)

@@ -35,6 +35,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .. import safe_files
+from . import validate
 from .choice import MIN_GAIN, cache_path, keep_default_within, leaves, same_outputs
 
 # 2: choices made on a GPU are timed by the GPU's clock (version 1's wall clock
@@ -138,25 +140,88 @@ def _source_digest(fn) -> str:
   return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _load(digest: str) -> Tuning | None:
+def _load(digest: str, identity: dict, configs: list) -> Tuning | None:
+  """The cached tuning of this identity, if its file holds a valid one; a file that does
+  not (damaged, edited, another function's, a `best` that is not one of `configs`) is
+  dropped with one warning, and the caller tunes again and rewrites it."""
+  path = cache_path(digest)
+  if not os.path.lexists(path):
+    return None
   try:
-    with open(cache_path(digest)) as f:
-      data = json.load(f)
-  except (OSError, ValueError):
+    return _cached_tuning(validate.read_json(path), identity, configs)
+  except validate.Refused as e:
+    validate.warn_once(
+        f"pallas_prof.autotune: the cached choice {path} for {identity['function']} "
+        f"({identity['key'] or 'no key'}) is not used: {e}. The function is tuned again and "
+        "the file rewritten; if this repeats, delete the file.", stacklevel=3)   # the user's call
     return None
-  if data.get("version") != CACHE_VERSION:
-    return None
-  return Tuning.from_json(data["tuning"])
+
+
+def _cached_tuning(data, identity: dict, configs: list) -> Tuning:
+  """The Tuning in a cache file's JSON, its configs the caller's own objects (nothing of
+  the file reaches the call but which of them won); Refused if any part is not valid."""
+  problem = validate.shape_problem(data, {"version": validate.an_int, "identity": _is_object,
+                                          "tuning": _is_object})
+  if problem:
+    raise validate.Refused(problem)
+  if data["version"] != CACHE_VERSION:
+    raise validate.Refused(f"format version {data['version']}, this pallas-prof reads "
+                           f"version {CACHE_VERSION}")
+  if validate.canonical(data["identity"]) != validate.canonical(identity):
+    other = data["identity"]
+    raise validate.Refused(f"it was written for {other.get('function')!r} "
+                           f"({other.get('key')!r}) in another setting (source, configs, "
+                           "device or versions)")
+  t = data["tuning"]
+  problem = validate.shape_problem(t, _TUNING_FIELDS, {"clock_note": validate.maybe_text})
+  if problem:
+    raise validate.Refused(f"tuning: {problem}")
+  if t["key"] != identity["key"]:
+    raise validate.Refused(f"its key {t['key']!r} is not {identity['key']!r}")
+  wanted = [validate.canonical(c) for c in configs]
+  if len(t["candidates"]) != len(configs):
+    raise validate.Refused(f"{len(t['candidates'])} candidates for {len(configs)} configs")
+  candidates = []
+  for i, (c, config) in enumerate(zip(t["candidates"], configs)):
+    problem = validate.shape_problem(c, _CANDIDATE_FIELDS)
+    if problem or validate.canonical(c["config"]) != wanted[i]:
+      raise validate.Refused(f"candidate {i}: {problem or 'not the config ' + config_label(config)}")
+    candidates.append(Candidate(config, c["seconds"], c["error"]))
+  usable = [c for c in candidates if c.seconds is not None and c.error is None]
+  best = next((c.config for c in usable if validate.canonical(c.config)
+               == validate.canonical(t["best"])), None)
+  if best is None:
+    raise validate.Refused(f"its best {validate.short(t['best'])} is not one of the configs "
+                           "that ran and agreed with the default")
+  return Tuning(t["function"], t["key"], best, t["default_seconds"], t["best_seconds"],
+                tuple(candidates), t["tuning_seconds"], True, t["clock"], t.get("clock_note"))
+
+
+_is_object = validate.an_object
+_TUNING_FIELDS = {
+    "function": validate.is_text, "key": validate.is_text, "best": _is_object,
+    "default_seconds": validate.maybe_seconds, "best_seconds": validate.maybe_seconds,
+    "tuning_seconds": validate.seconds,
+    "clock": validate.described("'gpu' or 'wall'")(lambda v: v in ("gpu", "wall")),
+    "candidates": validate.a_list}
+_CANDIDATE_FIELDS = {"config": _is_object, "seconds": validate.maybe_seconds,
+                     "error": validate.maybe_text}
 
 
 def _save(digest: str, tuning: Tuning, identity: dict) -> None:
+  """Whole or not at all (safe_files); a cache that cannot be written costs the next
+  process a tuning, never this call: one warning says why."""
   path = cache_path(digest)
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  tmp = f"{path}.{os.getpid()}.tmp"
-  with open(tmp, "w") as f:
-    json.dump({"version": CACHE_VERSION, "identity": identity, "tuning": tuning.to_json()}, f,
-              indent=1)
-  os.replace(tmp, path)           # readers never see half a file
+  text = json.dumps({"version": CACHE_VERSION, "identity": identity, "tuning": tuning.to_json()},
+                    indent=1, default=str)
+  try:
+    safe_files.private_dir(os.path.dirname(path))
+    safe_files.write_atomic(path, text)
+  except OSError as e:
+    validate.warn_once(f"pallas_prof.autotune: the choice for {identity['function']} was not "
+                       f"cached ({path}: {e.strerror or e}); this process uses it, the next "
+                       "one tunes again. Free the disk or set PALLAS_PROF_CACHE_DIR to a "
+                       "writable folder.", stacklevel=3)                        # the user's call
 
 
 # --- running and comparing candidates ------------------------------------------------------------
@@ -345,7 +410,7 @@ def autotune(configs: Sequence[dict], key: Sequence[str] = (), *, budget_s: floa
                                 .encode()).hexdigest()[:24]
         if cache:
           began = time.time_ns()
-          tuning = _load(digest)
+          tuning = _load(digest, identity, configs)
           if tuning is not None:
             _notify(tuning, began, time.time_ns(), configs[0])
       if tuning is None:

@@ -99,11 +99,11 @@ def print_table(tunings: list[dict]) -> None:
 
 
 def write_tuning_file(path: str, tunings: list[dict]) -> None:
+  from . import tuned_file
   entries = {}
   for k in tunings:
     ident = k["identity"]
     entries[(ident["source"], tuple(ident["target"]), ident["gpu"])] = {
         "kernel": k["kernel"], "source": ident["source"], "target": ident["target"],
         "gpu": ident["gpu"], "best": k["best"], "default": k["default"]}
-  with open(path, "w") as f:
-    json.dump({"version": params.CACHE_VERSION, "kernels": list(entries.values())}, f, indent=1)
+  tuned_file.write(path, list(entries.values()))

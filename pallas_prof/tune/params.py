@@ -30,12 +30,13 @@ import threading
 import time
 from typing import Callable, Sequence
 
+from .. import safe_files
 from ..backend.options import TUNED_FIELDS, key_label
-from . import records
+from . import records, tuned_file, validate
 from .choice import MIN_GAIN, cache_path, keep_default_within, same_outputs
+from .tuned_file import TUNED_ENV, choice as tuned_file_choice  # noqa: F401 - the reader's names
 
 ENV = "PALLAS_PROF_AUTOTUNE"
-TUNED_ENV = "PALLAS_PROF_TUNED"          # a tuning file (`pallas-prof tune` writes one) to apply
 BUDGET_ENV = "PALLAS_PROF_AUTOTUNE_BUDGET_S"   # seconds per kernel when the environment asks
 CACHE_VERSION = 3      # 3: a config is (num_warps, num_stages, launch_group, tma)
 # warps x stages, and the default's warps and stages launched in groups (a grid of one
@@ -71,18 +72,12 @@ class Autotune:
                          f"and/or tma (unknown: {sorted(unknown)})" if unknown else
                          "Autotune config {}: give num_warps, num_stages, launch_group "
                          "and/or tma")
-      if "num_warps" in c and c["num_warps"] not in (1, 2, 4, 8, 16, 32):
-        raise ValueError(f"Autotune config {c}: num_warps must be a power of two up to 32")
-      if "num_stages" in c and not (isinstance(c["num_stages"], int) and c["num_stages"] >= 1):
-        raise ValueError(f"Autotune config {c}: num_stages must be an int >= 1")
-      if "launch_group" in c and not (isinstance(c["launch_group"], int)
-                                      and c["launch_group"] >= 0):
-        raise ValueError(f"Autotune config {c}: launch_group must be an int >= 0 "
-                         "(0: the plain launch order)")
-      if "tma" in c and c["tma"] not in (0, 1, False, True):
-        raise ValueError(f"Autotune config {c}: tma must be 0 or 1 (or a bool)")
-      if "tma" in c:
-        c["tma"] = int(c["tma"])
+      if "tma" in c and c["tma"] in (False, True):
+        c["tma"] = int(c["tma"])         # a bool is one spelling of 0 or 1
+      # the checker the disk's choices pass: a config tuned is one a cache may hold
+      problem = next(filter(None, (validate.field_problem(k, v) for k, v in c.items())), None)
+      if problem:
+        raise ValueError(f"Autotune config {c}: {problem}")
     object.__setattr__(self, "configs", tuple(tuple(sorted(c.items())) for c in configs))
 
   def config_dicts(self) -> list[dict]:
@@ -189,13 +184,27 @@ def select(ck, gk, compiler_params, relower, target, *, compile_fn, aliases=(), 
                        zeroed=zeroed, device_name=device_name)
   path = os.environ.get(TUNED_ENV)
   if path:
-    best = tuned_file_choice(path, gk, target, device_name or _device_name(0))
+    best = tuned_file.choice(path, gk, target, device_name or _device_name(0))
     if best is not None and best != default_config(gk):
-      return compile_fn(relower(gk.options.with_key(best)))
+      chosen = _compiled_choice(best, gk, relower, compile_fn)
+      if isinstance(chosen, Exception):
+        validate.warn_once(f"{TUNED_ENV}={path}: {gk.name}'s entry {config_label(best)} did not "
+                           f"build ({type(chosen).__name__}: {str(chosen)[:200]}); the kernel "
+                           f"runs with its default config. Delete the entry, or "
+                           f"{tuned_file.REWRITE}.")
+        return ck
+      return chosen
   return ck
 
 
-_tuned_files: dict = {}
+def _compiled_choice(best, gk, relower, compile_fn):
+  """The kernel compiled with a choice read from disk, or why it could not be: a choice
+  that passed every check can still fail to build here (another Triton, a kernel whose
+  shared memory does not fit those stages), and that must not fail the user's call."""
+  try:
+    return compile_fn(relower(gk.options.with_key(best)))
+  except Exception as e:  # noqa: BLE001 - reported by the caller, the default runs instead
+    return e
 
 
 def default_config(gk) -> tuple[int, int, int, int]:
@@ -203,41 +212,10 @@ def default_config(gk) -> tuple[int, int, int, int]:
   return gk.options.key
 
 
-def tuned_file_choice(path: str, gk, target, gpu: str) -> tuple[int, int, int, int] | None:
-  """The (num_warps, num_stages, launch_group, tma) a tuning file names for this kernel
-  on this GPU, if any."""
-  try:
-    stamp = os.stat(path).st_mtime_ns
-  except OSError as e:
-    raise ValueError(f"{TUNED_ENV}={path}: {e.strerror}; point it at the tuning file "
-                     "`pallas-prof tune` wrote, or unset it") from None
-  if _tuned_files.get(path, (None,))[0] != stamp:
-    try:
-      with open(path) as f:
-        data = json.load(f)
-      kernels = data["kernels"] if isinstance(data, dict) else None
-    except (OSError, ValueError, KeyError) as e:
-      raise ValueError(f"{TUNED_ENV}={path}: not a tuning file ({type(e).__name__}: {e}); "
-                       "`pallas-prof tune script.py` writes one") from None
-    if not isinstance(kernels, list):
-      raise ValueError(f"{TUNED_ENV}={path}: not a tuning file (no list of kernels); "
-                       "`pallas-prof tune script.py` writes one")
-    if data.get("version") != CACHE_VERSION:
-      raise ValueError(f"{TUNED_ENV}={path}: tuning file version {data.get('version')}, "
-                       f"this pallas-prof reads version {CACHE_VERSION}; run `pallas-prof tune` again")
-    try:
-      choices = {(e["source"], tuple(e["target"]), e["gpu"]): tuple(e["best"]) for e in kernels}
-    except (KeyError, TypeError) as e:
-      raise ValueError(f"{TUNED_ENV}={path}: a kernel entry lacks {e}; write the file again "
-                       "with `pallas-prof tune`") from None
-    _tuned_files[path] = (stamp, choices)
-  return _tuned_files[path][1].get((gk.key, tuple(target), gpu))   # key: the source's sha256
-
-
 def write_results(path: str) -> None:
   """Every tuning of this process, for `pallas-prof tune` (which runs it)."""
-  with open(path, "w") as f:
-    json.dump([{**dataclasses.asdict(t), "identity": t.identity} for t in results()], f, indent=1)
+  safe_files.write_atomic(path, json.dumps(
+      [{**dataclasses.asdict(t), "identity": t.identity} for t in results()], indent=1))
 
 
 def _identity(gk, target, settings: Autotune, device_name: str) -> dict:
@@ -300,17 +278,19 @@ def tune_kernel(gk, default_ck, relower: Callable[..., object], target, settings
   default = gk.options
   identity = _identity(gk, target, settings, device_name or _device_name(device))
   path = _cache_file(identity)
-  cached = _load(path)
-  if cached is not None:
-    best = tuple(cached["best"])
-    chosen = default_ck if best == default.key else compile_fn(relower(default.with_key(best)))
-    _record(KernelTuning(gk.name, default.key, best,
-                         tuple(Candidate(**c) for c in cached["candidates"]), 0.0,
-                         from_cache=True, identity=identity, start_ns=start_ns,
-                         end_ns=time.time_ns(), source_key=gk.key))
-    return chosen
-  start = time.perf_counter()
   wanted = [default] + [default.replace(**c) for c in settings.config_dicts()]
+  cached = _load(path, identity, {o.key for o in wanted}, default.key, target)
+  if cached is not None:
+    best, candidates = cached
+    chosen = default_ck if best == default.key else _compiled_choice(best, gk, relower, compile_fn)
+    if not isinstance(chosen, Exception):
+      _record(KernelTuning(gk.name, default.key, best, candidates, 0.0, from_cache=True,
+                           identity=identity, start_ns=start_ns, end_ns=time.time_ns(),
+                           source_key=gk.key))
+      return chosen
+    _refused(path, gk.name, f"its choice {config_label(best)} did not build "
+             f"({type(chosen).__name__}: {str(chosen)[:200]})")
+  start = time.perf_counter()
   wanted = list(dict.fromkeys(o for o in wanted if not (o.tma and _below_hopper(target))))
   compiled = {default: default_ck}
   errors: dict = {}            # LoweringOptions -> why the candidate dropped out
@@ -346,12 +326,7 @@ def tune_kernel(gk, default_ck, relower: Callable[..., object], target, settings
   return compiled[default.with_key(best)]
 
 
-def _below_hopper(target) -> bool:
-  """TMA needs sm_90: its candidates are left out for older targets."""
-  try:
-    return int(target[1]) < 90
-  except (TypeError, ValueError, IndexError):
-    return True
+_below_hopper = validate.below_hopper     # TMA needs sm_90: its candidates are left out below
 
 
 def measure(compiled: dict, order: Sequence, default, settings: Autotune, aliases, zeroed,
@@ -418,20 +393,74 @@ def _record(tuning: KernelTuning) -> None:
   _notify(tuning)
 
 
-def _load(path: str) -> dict | None:
-  try:
-    with open(path) as f:
-      data = json.load(f)
-  except (OSError, ValueError):
+def _load(path: str, identity: dict, tried: set, default: tuple, target):
+  """(best, candidates) of the cached tuning at `path`, if the file holds a valid one for
+  this identity; a file that does not is dropped with one warning (the kernel is tuned
+  again and the file rewritten)."""
+  if not os.path.lexists(path):
     return None
-  return data if data.get("version") == CACHE_VERSION else None
+  try:
+    return _cached(validate.read_json(path), identity, tried, default, target)
+  except validate.Refused as e:
+    _refused(path, identity["kernel"], str(e))
+    return None
+
+
+def _refused(path: str, kernel: str, problem: str) -> None:
+  validate.warn_once(f"pallas-prof: the cached tuning {path} of kernel {kernel} is not used: "
+                     f"{problem}. The kernel is tuned again and the file rewritten; if this "
+                     "repeats, delete the file.")
+
+
+def _cached(data, identity: dict, tried: set, default: tuple, target):
+  problem = validate.shape_problem(data, _CACHE_FIELDS)
+  if problem:
+    raise validate.Refused(problem)
+  if data["version"] != CACHE_VERSION:
+    raise validate.Refused(f"format version {data['version']}, this pallas-prof reads version "
+                           f"{CACHE_VERSION}")
+  if validate.canonical(data["identity"]) != validate.canonical(identity):
+    raise validate.Refused(f"it was written for kernel {data['identity'].get('kernel')!r} in "
+                           "another setting (source, target, GPU, configs or versions)")
+  candidates = []
+  for i, c in enumerate(data["candidates"]):
+    problem = validate.shape_problem(c, _CANDIDATE_FIELDS)
+    key = None if problem else (c["num_warps"], c["num_stages"], c["launch_group"], c["tma"])
+    if problem or key not in tried:
+      raise validate.Refused(f"candidate {i}: {problem or config_label(key) + ' was not tried'}")
+    candidates.append(Candidate(**c))
+  best = data["best"]
+  if validate.canonical(best) == validate.canonical(list(default)):
+    return tuple(default), tuple(candidates)      # the kernel's own options: nothing to apply
+  kept = {c.config for c in candidates if c.median_s is not None and c.error is None}
+  problem = validate.key_problem(best, target) or (
+      None if tuple(best) in kept else "not a candidate that ran and agreed with the default")
+  if problem:
+    raise validate.Refused(f"its best {validate.short(best)}: {problem}")
+  return tuple(best), tuple(candidates)
+
+
+_CACHE_FIELDS = {"version": validate.an_int, "identity": validate.an_object,
+                 "best": validate.a_list, "tuning_s": validate.seconds,
+                 "candidates": validate.a_list}
+_CANDIDATE_FIELDS = {
+    "num_warps": validate.an_int, "num_stages": validate.an_int,
+    "launch_group": validate.an_int, "tma": validate.an_int,
+    "median_s": validate.maybe_seconds, "error": validate.maybe_text,
+    "compile_s": validate.maybe_seconds, "start_ns": validate.an_int,
+    "end_ns": validate.an_int}
 
 
 def _save(path: str, identity: dict, tuning: KernelTuning) -> None:
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  tmp = f"{path}.{os.getpid()}.tmp"
-  with open(tmp, "w") as f:
-    json.dump({"version": CACHE_VERSION, "identity": identity, "best": list(tuning.best),
-               "tuning_s": tuning.tuning_s,
-               "candidates": [dataclasses.asdict(c) for c in tuning.candidates]}, f, indent=1)
-  os.replace(tmp, path)
+  """Whole or not at all (safe_files); a cache that cannot be written costs the next
+  process a tuning, never this launch: one warning says why."""
+  text = json.dumps({"version": CACHE_VERSION, "identity": identity, "best": list(tuning.best),
+                     "tuning_s": tuning.tuning_s,
+                     "candidates": [dataclasses.asdict(c) for c in tuning.candidates]}, indent=1)
+  try:
+    safe_files.private_dir(os.path.dirname(path))
+    safe_files.write_atomic(path, text)
+  except OSError as e:
+    validate.warn_once(f"pallas-prof: the tuning of kernel {tuning.kernel} was not cached "
+                       f"({path}: {e.strerror or e}); this process uses it, the next one tunes "
+                       "again. Free the disk or set PALLAS_PROF_CACHE_DIR to a writable folder.")

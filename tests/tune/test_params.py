@@ -357,7 +357,7 @@ from pallas_prof.tune import params
 gk = types.SimpleNamespace(name="k", source="def k(): pass", key="0" * 64, num_warps=4,
                            num_stages=3)
 identity = params._identity(gk, ("cuda", 90), params.Autotune(), "NVIDIA H200")
-assert params._load(params._cache_file(identity)) is None
+assert params._load(params._cache_file(identity), identity, set(), (4, 3, 0, 0), ("cuda", 90)) is None
 import importlib.metadata
 assert identity["triton"] == importlib.metadata.version("triton"), identity
 print("triton imported:", "triton" in sys.modules)
@@ -423,19 +423,27 @@ def test_tma_candidates_are_left_out_below_sm90_and_where_no_load_can_use_tma(so
 def test_a_bad_tuning_file_or_budget_in_the_environment_says_which_variable_and_what_to_do(
     softmax_gk, monkeypatch, tmp_path):
   """PALLAS_PROF_TUNED naming a missing or broken file raised FileNotFoundError or
-  JSONDecodeError from inside a lowering; PALLAS_PROF_AUTOTUNE_BUDGET_S=abc a bare
-  ValueError from float()."""
+  JSONDecodeError from inside a lowering, then a ValueError that failed the user's call;
+  now one warning names the variable and what to do, and the kernel keeps its default.
+  PALLAS_PROF_AUTOTUNE_BUDGET_S=abc raised a bare ValueError from float()."""
+  import warnings
+  from pallas_prof.tune import tuned_file, validate
   target, gpu = ("cuda", 90), "NVIDIA H200"
   broken = tmp_path / "broken.json"
   broken.write_text("{not json")
   partial = tmp_path / "partial.json"
-  partial.write_text(json.dumps({"version": params.CACHE_VERSION, "kernels": [{"gpu": gpu}]}))
+  partial.write_text(json.dumps({"version": tuned_file.FORMAT_VERSION, "kernels": [{"gpu": gpu}]}))
   for path, words in ((tmp_path / "missing.json", "No such file"), (broken, "not a tuning file"),
-                      (tmp_path, "not a tuning file"), (partial, "lacks 'source'")):
-    with pytest.raises(ValueError) as info:
-      params.tuned_file_choice(str(path), softmax_gk, target, gpu)
-    text = str(info.value)
+                      (tmp_path, "not a tuning file"), (partial, "entry 0: no 'kernel', 'source'")):
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter("always")
+      assert params.tuned_file_choice(str(path), softmax_gk, target, gpu) is None
+      assert params.tuned_file_choice(str(path), softmax_gk, target, gpu) is None   # said once
+    [warning] = caught
+    text = str(warning.message)
+    assert warning.category is validate.TuningFileWarning
     assert text.startswith(f"{params.TUNED_ENV}={path}") and words in text, text
+    assert "pallas-prof tune" in text, text
   monkeypatch.setenv(params.ENV, "1")
   for value in ("abc", "0", "-5"):
     monkeypatch.setenv(params.BUDGET_ENV, value)
