@@ -1,0 +1,267 @@
+"""Bad input gets a clear error, never a wrong number (issue 38, item 4): invalid block
+sizes and grids of a pallas_call, invalid PALLAS_PROF_* variables, and a grid the CPU
+interpreter would take hours on.
+
+Each case asserts the three properties of the fault suite: the error names the
+problem, the BlockSpec or grid and the user's file:line (or the answer is right); nothing
+ran or was persisted (no kernel recorded, no generated source in the cache, a script's
+marker file absent); where a run was going on, its report exists.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import traceback
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental import pallas as pl
+
+import pallas_prof
+from pallas_prof.backend import kernel_registry, kernel_files
+from tests.helpers import pallas
+
+S = jax.ShapeDtypeStruct
+F32 = jnp.float32
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _here() -> int:
+  """The caller's line: the line a BlockSpec is written on."""
+  return sys._getframe(1).f_lineno
+
+
+def _plus_one(x_ref, o_ref):
+  o_ref[...] = x_ref[...] + 1
+
+
+def _ones(x_ref, o_ref):
+  o_ref[...] = jnp.ones(o_ref.shape, o_ref.dtype)     # the input's block is never read
+
+
+def _writes_nothing(x_ref, o_ref):
+  pass
+
+
+# name -> a function returning (the call, its arguments, the BlockSpec's line or None
+# for the pallas_call's, what the message must say)
+BAD_CALLS: dict = {}
+
+
+def bad_call(name):
+  def register(builder):
+    BAD_CALLS[name] = builder
+    return builder
+  return register
+
+
+def _x(shape=(16,)):
+  return jnp.arange(int(np.prod(shape)), dtype=F32).reshape(shape)
+
+
+@bad_call("negative_block_in_and_out")
+def _negative(name):
+  # the issue's case: all zeros and exit 0
+  spec, line = pl.BlockSpec((-4,), lambda i: (i,)), _here()
+  fn = pallas(_plus_one, S((16,), F32), grid=(4,), in_specs=[spec], out_specs=spec, name=name)
+  return fn, (_x(),), line, ("BlockSpec of x_ref (input 0) is -4", "1 or more")
+
+
+@bad_call("negative_block_unread_input")
+def _negative_unread(name):
+  spec, line = pl.BlockSpec((-4,), lambda i: (i,)), _here()
+  fn = pallas(_ones, S((16,), F32), grid=(4,), in_specs=[spec],
+              out_specs=pl.BlockSpec((4,), lambda i: (i,)), name=name)
+  return fn, (_x(),), line, ("BlockSpec of x_ref (input 0) is -4",)
+
+
+@bad_call("negative_block_output_only")
+def _negative_out(name):
+  spec, line = pl.BlockSpec((-4,), lambda i: (i,)), _here()
+  fn = pallas(_writes_nothing, S((16,), F32), grid=(4,),
+              in_specs=[pl.BlockSpec((4,), lambda i: (i,))], out_specs=spec, name=name)
+  return fn, (_x(),), line, ("BlockSpec of o_ref (output 0) is -4",)
+
+
+@bad_call("zero_block_in_and_out")
+def _zero(name):
+  spec, line = pl.BlockSpec((0,), lambda i: (i,)), _here()
+  fn = pallas(_plus_one, S((16,), F32), grid=(4,), in_specs=[spec], out_specs=spec, name=name)
+  return fn, (_x(),), line, ("BlockSpec of x_ref (input 0) is 0", "1 or more")
+
+
+@bad_call("zero_block_unread_input")
+def _zero_unread(name):
+  spec, line = pl.BlockSpec((0,), lambda i: (i,)), _here()
+  fn = pallas(_ones, S((16,), F32), grid=(4,), in_specs=[spec],
+              out_specs=pl.BlockSpec((4,), lambda i: (i,)), name=name)
+  return fn, (_x(),), line, ("BlockSpec of x_ref (input 0) is 0",)
+
+
+@bad_call("negative_second_dimension")
+def _negative_2d(name):
+  spec, line = pl.BlockSpec((4, -8), lambda i: (i, 0)), _here()
+  fn = pallas(_plus_one, S((8, 8), F32), grid=(2,), in_specs=[spec], out_specs=spec, name=name)
+  return fn, (_x((8, 8)),), line, ("dimension 1 of the BlockSpec of x_ref", "(4, -8)")
+
+
+@bad_call("negative_beside_squeezed")
+def _negative_squeezed(name):
+  spec, line = pl.BlockSpec((None, -8), lambda i: (i, 0)), _here()
+  fn = pallas(_plus_one, S((8, 8), F32), grid=(8,), in_specs=[spec], out_specs=spec, name=name)
+  return fn, (_x((8, 8)),), line, ("dimension 1 of the BlockSpec of x_ref", "(None, -8)")
+
+
+@bad_call("element_zero")
+def _element_zero(name):
+  spec, line = pl.BlockSpec((pl.Element(0),), lambda i: (i * 4,)), _here()
+  fn = pallas(_plus_one, S((16,), F32), grid=(4,), in_specs=[spec], out_specs=spec, name=name)
+  return fn, (_x(),), line, ("BlockSpec of x_ref (input 0) is 0",)
+
+
+@bad_call("element_negative_unread_input")
+def _element_negative(name):
+  spec, line = pl.BlockSpec((pl.Element(-4),), lambda i: (i * 4,)), _here()
+  fn = pallas(_ones, S((16,), F32), grid=(4,), in_specs=[spec],
+              out_specs=pl.BlockSpec((4,), lambda i: (i,)), name=name)
+  return fn, (_x(),), line, ("BlockSpec of x_ref (input 0) is -4",)
+
+
+@bad_call("negative_block_under_vmap")
+def _negative_vmap(name):
+  spec, line = pl.BlockSpec((-4,), lambda i: (i,)), _here()
+  call = pallas(_plus_one, S((16,), F32), grid=(4,), in_specs=[spec], out_specs=spec, name=name)
+  return jax.vmap(call), (jnp.ones((3, 16), F32),), line, ("BlockSpec of x_ref", "-4")
+
+
+@bad_call("empty_array_whole_block")
+def _empty_array(name):
+  # the default BlockSpec of an empty array is a block of size 0 (JAX's interpret mode
+  # divides by it); its index map is JAX's, so the error is at the pallas_call
+  fn = pallas(_plus_one, S((0,), F32), name=name)
+  return fn, (jnp.zeros((0,), F32),), None, ("is 0", "empty along dimension 0")
+
+
+@bad_call("negative_grid")
+def _negative_grid(name):
+  spec = pl.BlockSpec((4,), lambda i: (i,))
+  fn = pallas(_plus_one, S((16,), F32), grid=(-4,), in_specs=[spec], out_specs=spec, name=name)
+  return fn, (_x(),), None, ("dimension 0 of the grid (-4,) is -4", "0 or more")
+
+
+@bad_call("negative_grid_second_dimension")
+def _negative_grid_2d(name):
+  spec = pl.BlockSpec((4, 4), lambda i, j: (i, j))
+  fn = pallas(_plus_one, S((8, 8), F32), grid=(2, -2), in_specs=[spec], out_specs=spec,
+              name=name)
+  return fn, (_x((8, 8)),), None, ("dimension 1 of the grid (2, -2) is -2",)
+
+
+@bad_call("two_negative_grid_dimensions")
+def _negative_grid_pair(name):
+  # JAX's interpret mode runs this one: (-2) * (-2) = 4 programs, at negative ids
+  spec = pl.BlockSpec((4, 4), lambda i, j: (i, j))
+  fn = pallas(_plus_one, S((8, 8), F32), grid=(-2, -2), in_specs=[spec], out_specs=spec,
+              name=name)
+  return fn, (_x((8, 8)),), None, ("dimension 0 of the grid (-2, -2) is -2",)
+
+
+@bad_call("negative_scratch_shape")
+def _negative_scratch(name):
+  from jax.experimental.pallas import tpu as pltpu
+
+  def kernel(x_ref, o_ref, scratch_ref):
+    o_ref[...] = x_ref[...]
+
+  spec = pl.BlockSpec((4,), lambda i: (i,))
+  fn = pallas(kernel, S((16,), F32), grid=(4,), in_specs=[spec], out_specs=spec, name=name,
+              scratch_shapes=[pltpu.VMEM((-4,), F32)])
+  return fn, (_x(),), None, ("scratch_shapes[0]: shape (-4,): dimension 0 is -4",)
+
+
+def _lowering_error(fn, args):
+  """The LoweringError of calling fn, and the line of the call (the pallas_call's, eager)."""
+  try:
+    jax.block_until_ready(fn(*args))
+  except pallas_prof.LoweringError as e:
+    [frame] = [f for f in traceback.extract_tb(e.__traceback__) if f.name == "_lowering_error"]
+    return e, frame.lineno
+  raise AssertionError("no LoweringError: the call ran")
+
+
+def _generated_sources(name: str) -> list[str]:
+  return glob.glob(os.path.join(kernel_files.cache_dir(), "kernels", f"{name}_*.py"))
+
+
+@pytest.mark.fault("bad_input")
+@pytest.mark.parametrize("case", sorted(BAD_CALLS))
+def test_bad_block_or_grid_is_a_lowering_error_at_the_users_line(case):
+  name = f"bad_input_{case}"
+  fn, args, spec_line, needles = BAD_CALLS[case](name)
+  kernel_registry.clear()
+  error, call_line = _lowering_error(fn, args)
+  message = str(error)
+  # the problem, the kernel, the user's line and what to do next
+  for needle in needles:
+    assert needle in message, message
+  assert f"kernel `{name}`" in message and "hint:" in message, message
+  assert error.eqn.file == __file__, message
+  if spec_line is not None:    # at the BlockSpec's line, the pallas_call's named beside it
+    assert error.eqn.line == spec_line, message
+    assert f"at {__file__}:{spec_line}" in message
+    assert f"pallas_call: {__file__}:{call_line}" in message, message
+  else:
+    assert error.eqn.line == call_line and f"at {__file__}:{call_line}" in message, message
+  # nothing ran, nothing was written for a later process to find
+  assert not [r for r in kernel_registry.kernels() if r.name == name]
+  assert not _generated_sources(name)
+  # and the same call fails the same way again (no state left half-made)
+  again, _ = _lowering_error(fn, args)
+  assert again.reason == error.reason
+
+
+@pytest.mark.fault("bad_input")
+def test_a_negative_block_under_run_is_reported_and_stops_the_script(tmp_path):
+  """The issue's case through `pallas-prof run`: it printed all zeros and exited 0."""
+  script = tmp_path / "negative_block.py"
+  marker = tmp_path / "went_on"
+  script.write_text(textwrap.dedent(f"""
+      import jax, jax.numpy as jnp
+      from jax.experimental import pallas as pl
+
+      def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1
+
+      spec = pl.BlockSpec((-4,), lambda i: (i,))
+      y = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((16,), jnp.float32),
+                         grid=(4,), in_specs=[spec], out_specs=spec)(jnp.arange(16.0))
+      open({str(marker)!r}, "w").write(str(y))
+      """))
+  out = tmp_path / "out"
+  result = _pallas_prof("run", "--no-analysis", "--out", str(out), str(script),
+                        env_cache=tmp_path / "cache")
+  text = result.stdout + result.stderr
+  assert result.returncode == 1, text
+  assert f"{script}:8" in text and "BlockSpec of x_ref (input 0) is -4" in text, text
+  assert not marker.exists()
+  assert not glob.glob(str(tmp_path / "cache" / "kernels" / "kernel_*.py"))
+  report = json.loads((out / "report.json").read_text())
+  (entry,) = report["errors"]
+  assert entry["location"] == f"{script}:8" and "is -4" in entry["reason"]
+  assert report["kernels"] == []
+
+
+def _pallas_prof(*args, env_cache, extra_env=None, timeout=600):
+  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+             PALLAS_PROF_CACHE_DIR=str(env_cache))
+  for key in [k for k in env if k.startswith("PALLAS_PROF_") and k != "PALLAS_PROF_CACHE_DIR"]:
+    del env[key]
+  env.update(extra_env or {})
+  return subprocess.run([sys.executable, "-m", "pallas_prof", *args], capture_output=True,
+                        text=True, env=env, cwd=ROOT, timeout=timeout)
