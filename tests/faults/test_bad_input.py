@@ -12,10 +12,12 @@ from __future__ import annotations
 import glob
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
 import traceback
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -24,8 +26,10 @@ import pytest
 from jax.experimental import pallas as pl
 
 import pallas_prof
+from pallas_prof import settings
 from pallas_prof.backend import kernel_registry, kernel_files
 from tests.helpers import pallas
+from tests.test_settings import CASES
 
 S = jax.ShapeDtypeStruct
 F32 = jnp.float32
@@ -265,3 +269,131 @@ def _pallas_prof(*args, env_cache, extra_env=None, timeout=600):
   env.update(extra_env or {})
   return subprocess.run([sys.executable, "-m", "pallas_prof", *args], capture_output=True,
                         text=True, env=env, cwd=ROOT, timeout=timeout)
+
+
+# --- PALLAS_PROF_* variables -------------------------------------------------------------
+
+def _marker_script(tmp_path) -> tuple:
+  """A script that runs a kernel and leaves a marker file: what must not happen when `run`
+  refuses."""
+  script, marker = tmp_path / "uses_a_kernel.py", tmp_path / "script_ran"
+  script.write_text(textwrap.dedent(f"""
+      import jax, jax.numpy as jnp
+      from jax.experimental import pallas as pl
+
+      def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1
+
+      y = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((16,), jnp.float32))(
+          jnp.arange(16.0))
+      open({str(marker)!r}, "w").write(str(y))
+      """))
+  return script, marker
+
+
+@pytest.mark.fault("bad_input")
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_run_refuses_a_bad_variable_before_the_script_runs(name, tmp_path):
+  """PALLAS_PROF_CUDA_DRIVER_VERSION=abc and PALLAS_PROF_LIBDEVICE=/nonexistent crashed
+  `run` after the script had run, so the run was lost."""
+  bad, why = CASES[name][1]
+  script, marker = _marker_script(tmp_path)
+  out, cache = tmp_path / "out", tmp_path / "cache"
+  extra = {name: bad}
+  if name == "PALLAS_PROF_CACHE_DIR":
+    cache = pathlib.Path(bad)
+  result = _pallas_prof("run", "--out", str(out), str(script), env_cache=cache, extra_env=extra,
+                        timeout=300)
+  text = result.stderr
+  assert result.returncode == 2, result.stdout + text
+  # the variable, its value, why and what it accepts; and that nothing ran
+  assert f"pallas-prof run: {name}={bad!r}: " in text and why in text, text
+  assert settings.variable(name).accepts in text and "the script was not run" in text, text
+  assert "Traceback" not in text, text
+  assert not marker.exists() and not out.exists()
+  if name != "PALLAS_PROF_CACHE_DIR":
+    assert not cache.exists()
+  # the same command without the bad value runs (nothing was left behind to trip on)
+  if name == "PALLAS_PROF_CUDA_DRIVER_VERSION":
+    good = _pallas_prof("run", "--no-analysis", "--out", str(out), str(script), env_cache=cache,
+                        timeout=600)
+    assert good.returncode == 0 and marker.exists(), good.stdout + good.stderr
+    assert (out / "report.json").exists()
+
+
+def _recorded(fn):
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    result = fn()
+  return result, caught
+
+
+@pytest.mark.fault("bad_input")
+def test_an_unknown_check_warns_at_the_users_pallas_call_and_runs_unchecked(monkeypatch):
+  """PALLAS_PROF_CHECK=garbage warned at pallas_call_rule.py, not at the user's line."""
+  monkeypatch.setattr(settings, "_warned", set())
+  monkeypatch.setenv("PALLAS_PROF_CHECK", "garbage")
+  x = _x()
+  fn = pallas(_plus_one, S((16,), F32), name="bad_input_check_garbage")
+  line = sys._getframe().f_lineno + 1
+  out, caught = _recorded(lambda: jax.block_until_ready(fn(x)))
+  np.testing.assert_array_equal(np.asarray(out), np.asarray(x) + 1)
+  mine = [w for w in caught if issubclass(w.category, settings.EnvironmentVariableWarning)]
+  assert len(mine) == 1, [str(w.message) for w in caught]
+  assert (mine[0].filename, mine[0].lineno) == (__file__, line), (mine[0].filename,
+                                                                   mine[0].lineno)
+  assert "PALLAS_PROF_CHECK='garbage'" in str(mine[0].message)
+  assert "it accepts bounds" in str(mine[0].message)
+  [rec] = [r for r in kernel_registry.kernels() if r.name == "bad_input_check_garbage"]
+  assert not rec.generated.check_bounds             # unchecked, as if unset
+  # said once: the next call is quiet
+  _, again = _recorded(lambda: jax.block_until_ready(fn(x)))
+  assert not [w for w in again if issubclass(w.category, settings.EnvironmentVariableWarning)]
+
+
+_LIBRARY_SCRIPT = """
+import jax, jax.numpy as jnp, numpy as np
+from jax.experimental import pallas as pl
+import pallas_prof
+from pallas_prof.backend import kernel_registry
+from pallas_prof.cli.run import ensure_compiled
+
+pallas_prof.install()
+
+def kernel(x_ref, o_ref):
+  o_ref[...] = jnp.exp(x_ref[...]) + 1
+
+x = jnp.linspace(-1.0, 1.0, 16)
+y = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((16,), jnp.float32))(x)
+np.testing.assert_allclose(np.asarray(y), np.exp(np.asarray(x)) + 1, rtol=1e-6)
+errors = []
+for rec in kernel_registry.kernels():
+  ensure_compiled(rec, errors)        # compiled for sm_90: where the bad values crashed
+assert not errors, errors
+print("compiled", rec.compiled.target)
+"""
+
+
+@pytest.mark.fault("bad_input")
+def test_install_warns_at_the_users_line_and_goes_on_with_the_defaults(tmp_path):
+  """In the user's own program, bad values are said at install() and read as unset: the
+  kernel runs and compiles (the compile read both variables where `run` had crashed)."""
+  script = tmp_path / "library_use.py"
+  script.write_text(_LIBRARY_SCRIPT)
+  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+             PALLAS_PROF_CACHE_DIR=str(tmp_path / "cache"))
+  for key in [k for k in env if k.startswith("PALLAS_PROF_") and k != "PALLAS_PROF_CACHE_DIR"]:
+    del env[key]
+  bad = dict(env, PALLAS_PROF_CUDA_DRIVER_VERSION="abc", PALLAS_PROF_LIBDEVICE="/nonexistent")
+  result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env=bad, timeout=600)
+  assert result.returncode == 0, result.stdout + result.stderr
+  assert "compiled" in result.stdout
+  said = [line for line in result.stderr.splitlines() if "EnvironmentVariableWarning" in line]
+  assert len(said) == 2, result.stderr
+  for line, name in zip(said, ("PALLAS_PROF_LIBDEVICE", "PALLAS_PROF_CUDA_DRIVER_VERSION")):
+    assert line.startswith(f"{script}:8: ") and f"{name}=" in line, line
+  # a later process without them inherits nothing: no warning, the same answer
+  clean = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                         timeout=600)
+  assert clean.returncode == 0 and "Warning" not in clean.stderr, clean.stderr

@@ -424,7 +424,7 @@ def test_a_bad_tuning_file_or_budget_in_the_environment_says_which_variable_and_
     softmax_gk, monkeypatch, tmp_path):
   """PALLAS_PROF_TUNED naming a missing or broken file raised FileNotFoundError or
   JSONDecodeError from inside a lowering; PALLAS_PROF_AUTOTUNE_BUDGET_S=abc a bare
-  ValueError from float()."""
+  ValueError from float(), now one warning (pallas_prof/settings.py) and the default."""
   target, gpu = ("cuda", 90), "NVIDIA H200"
   broken = tmp_path / "broken.json"
   broken.write_text("{not json")
@@ -436,10 +436,13 @@ def test_a_bad_tuning_file_or_budget_in_the_environment_says_which_variable_and_
       params.tuned_file_choice(str(path), softmax_gk, target, gpu)
     text = str(info.value)
     assert text.startswith(f"{params.TUNED_ENV}={path}") and words in text, text
+  from pallas_prof import settings
   monkeypatch.setenv(params.ENV, "1")
+  monkeypatch.setattr(settings, "_warned", set())
   for value in ("abc", "0", "-5"):
     monkeypatch.setenv(params.BUDGET_ENV, value)
-    with pytest.raises(ValueError, match=f"{params.BUDGET_ENV}='{value}': give the seconds"):
-      params.settings(None)
+    with pytest.warns(settings.EnvironmentVariableWarning,
+                      match=f"{params.BUDGET_ENV}='{value}': .* seconds above 0"):
+      assert params.settings(None).budget_s == params.Autotune().budget_s
   monkeypatch.setenv(params.BUDGET_ENV, "12.5")
   assert params.settings(None).budget_s == 12.5

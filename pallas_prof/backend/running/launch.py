@@ -19,6 +19,7 @@ import zlib
 
 import numpy as np
 
+from ... import settings
 from .. import compat
 from . import interpreter_runtime
 from ..artifacts import CompiledKernel, GeneratedKernel
@@ -194,7 +195,7 @@ def jaxlib_ptx(ptx: str) -> str:
   flags = set(os.environ.get("JAX_TRITON_PTXAS_EXTRA_FLAGS", "").split())
   if {"-lineinfo", "--generate-line-info", "-g", "--device-debug"} & flags or \
       os.environ.get("JAX_TRITON_PTXAS_DEVICE_DEBUG") in ("1", "true") or \
-      os.environ.get(JAXLIB_PTX_ENV, "").strip().lower() == "whole":
+      settings.value(JAXLIB_PTX_ENV) == "whole":
     return ptx
   out = []
   lines = iter(ptx.splitlines())
