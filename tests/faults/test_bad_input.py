@@ -13,9 +13,12 @@ import glob
 import json
 import os
 import pathlib
+import queue
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 import traceback
 import warnings
 
@@ -28,6 +31,7 @@ from jax.experimental import pallas as pl
 import pallas_prof
 from pallas_prof import settings
 from pallas_prof.backend import kernel_registry, kernel_files
+from pallas_prof.backend.running import long_runs
 from tests.helpers import pallas
 from tests.test_settings import CASES
 
@@ -397,3 +401,140 @@ def test_install_warns_at_the_users_line_and_goes_on_with_the_defaults(tmp_path)
   clean = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
                          timeout=600)
   assert clean.returncode == 0 and "Warning" not in clean.stderr, clean.stderr
+
+
+# --- a grid the interpreter would take long on ---------------------------------------------
+
+@pytest.mark.fault("bad_input")
+def test_a_long_interpreter_launch_is_said_once_with_its_estimate(monkeypatch):
+  """A grid of 2**31 - 1 programs ran under the interpreter without a word. With the budget
+  made small, a 512-program grid is long: one warning at the kernel, the answer right."""
+  monkeypatch.setenv("PALLAS_PROF_INTERPRETER_WARN_S", "0.01")
+  monkeypatch.setattr(long_runs, "_warned", set())
+  x = _x((512,))
+  spec = pl.BlockSpec((1,), lambda i: (i,))
+  fn = pallas(_plus_one, S((512,), F32), grid=(512,), in_specs=[spec], out_specs=spec,
+              name="bad_input_long_grid")
+  out, caught = _recorded(lambda: jax.block_until_ready(fn(x)))
+  np.testing.assert_array_equal(np.asarray(out), np.asarray(x) + 1)
+  said = [w for w in caught if issubclass(w.category, long_runs.LongInterpreterRunWarning)]
+  assert len(said) == 1, [str(w.message) for w in caught]
+  text = str(said[0].message)
+  assert text.startswith("kernel `bad_input_long_grid`: its grid (512,) is 512 programs"), text
+  assert "this launch will take about" in text and "smaller grid" in text and "GPU" in text
+  assert (said[0].filename, said[0].lineno) == (__file__, _plus_one.__code__.co_firstlineno)
+  # once per kernel, and nothing of the watch is left on Triton's interpreter
+  _, again = _recorded(lambda: jax.block_until_ready(fn(x)))
+  assert not [w for w in again if issubclass(w.category, long_runs.LongInterpreterRunWarning)]
+  from triton.runtime import interpreter
+  assert "set_grid_idx" not in vars(interpreter.interpreter_builder)
+
+
+@pytest.mark.fault("bad_input")
+def test_a_long_launch_under_run_is_said_and_the_run_reported(tmp_path):
+  script, marker = tmp_path / "long_grid.py", tmp_path / "answer_right"
+  script.write_text(textwrap.dedent(f"""
+      import jax, jax.numpy as jnp, numpy as np
+      from jax.experimental import pallas as pl
+
+      def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2
+
+      spec = pl.BlockSpec((1,), lambda i: (i,))
+      x = jnp.arange(256.0)
+      y = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((256,), jnp.float32),
+                         grid=(256,), in_specs=[spec], out_specs=spec)(x)
+      np.testing.assert_array_equal(np.asarray(y), np.asarray(x) * 2)
+      open({str(marker)!r}, "w").write("ok")
+      """))
+  out = tmp_path / "out"
+  result = _pallas_prof("run", "--no-analysis", "--out", str(out), str(script),
+                        env_cache=tmp_path / "cache",
+                        extra_env={"PALLAS_PROF_INTERPRETER_WARN_S": "0.001"})
+  assert result.returncode == 0, result.stdout + result.stderr
+  said = [line for line in result.stderr.splitlines() if "LongInterpreterRunWarning" in line]
+  assert len(said) == 1 and f"{script}:5: " in said[0] and "256 programs" in said[0], \
+      result.stderr
+  assert marker.exists() and (out / "report.json").exists()
+
+
+def test_a_short_launch_says_nothing(monkeypatch):
+  monkeypatch.delenv("PALLAS_PROF_INTERPRETER_WARN_S", raising=False)
+  monkeypatch.setattr(long_runs, "_warned", set())
+  spec = pl.BlockSpec((1,), lambda i: (i,))
+  fn = pallas(_plus_one, S((64,), F32), grid=(64,), in_specs=[spec], out_specs=spec,
+              name="bad_input_short_grid")
+  _, caught = _recorded(lambda: jax.block_until_ready(fn(_x((64,)))))
+  assert not [w for w in caught if issubclass(w.category, long_runs.LongInterpreterRunWarning)]
+
+
+class _Clock:
+  def __init__(self, step: float):
+    self.now, self.step = 0.0, step
+
+  def __call__(self) -> float:
+    self.now += self.step
+    return self.now
+
+
+@pytest.mark.parametrize("total, per_program, long", [
+    (2**31 - 1, 1e-3, True), (10_000, 1e-3, False), (100_000, 1e-3, True), (3, 40.0, True)])
+def test_the_estimate_is_the_pace_of_the_first_programs_times_the_grid(total, per_program, long):
+  said = []
+  pace = long_runs.Pace(total, 60.0, lambda *a: said.append(a), clock=_Clock(per_program))
+  for _ in range(min(total, 100)):
+    pace.tick()
+  assert bool(said) == long
+  if long:
+    [(each, timed, estimate)] = said
+    assert each == pytest.approx(per_program) and timed >= 1
+    assert estimate == pytest.approx(per_program * total)
+
+
+@pytest.mark.fault("bad_input")
+def test_the_issues_grid_of_2_31_programs_is_said_within_seconds(tmp_path):
+  """The issue's case, at the default budget, in a process of its own (stopped once the
+  warning is out: the launch would run for days)."""
+  script = tmp_path / "huge_grid.py"
+  script.write_text(textwrap.dedent("""
+      import jax, jax.numpy as jnp
+      from jax.experimental import pallas as pl
+      import pallas_prof
+
+      def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1
+
+      spec = pl.BlockSpec((1,), lambda i: (i % 16,))
+      pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((16,), jnp.float32), grid=(2**31 - 1,),
+                     in_specs=[spec], out_specs=spec,
+                     compiler_params=pallas_prof.CompilerParams())(jnp.arange(16.0))
+      """))
+  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+             PALLAS_PROF_CACHE_DIR=str(tmp_path / "cache"))
+  env.pop("PALLAS_PROF_INTERPRETER_WARN_S", None)
+  proc = subprocess.Popen([sys.executable, str(script)], stderr=subprocess.PIPE, text=True,
+                          env=env)
+  try:
+    line = _first_line_with(proc.stderr, "LongInterpreterRunWarning", timeout=300)
+  finally:
+    proc.kill()
+    proc.wait()
+  assert line is not None, "no warning"
+  assert f"{script}:6: LongInterpreterRunWarning: kernel `kernel`: its grid (2147483647,) " \
+      "is 2,147,483,647 programs" in line, line
+  assert " days" in line or " hours" in line, line
+
+
+def _first_line_with(stream, needle: str, timeout: float):
+  """The first line of `stream` with `needle`, or None after `timeout` seconds."""
+  lines: queue.Queue = queue.Queue()
+  threading.Thread(target=lambda: [lines.put(x) for x in stream], daemon=True).start()
+  end = time.monotonic() + timeout
+  while time.monotonic() < end:
+    try:
+      line = lines.get(timeout=max(0.0, end - time.monotonic()))
+    except queue.Empty:
+      return None
+    if needle in line:
+      return line
+  return None

@@ -21,7 +21,7 @@ import numpy as np
 
 from ... import settings
 from .. import compat
-from . import interpreter_runtime
+from . import interpreter_runtime, long_runs
 from ..artifacts import CompiledKernel, GeneratedKernel
 from ..lowering.codegen import is_packed4
 from .generated_modules import load_module
@@ -62,7 +62,7 @@ def run_interpreted(gk: GeneratedKernel, inputs, out_shapes, input_output_aliase
   # check mode: an output's starting values are a parameter of their own (the
   # same buffer, as on the GPU, where the launcher aliases them)
   initial = [outputs[p.index] for p in gk.params if p.role == "initial"]
-  with triton_lock():
+  with triton_lock(), long_runs.watched(gk):
     try:
       interpreter_runtime.launch(fn, gk.launch_grid, arrays + initial + outputs + flags)
     except Exception as e:  # noqa: BLE001 - re-raised with the equation that failed
