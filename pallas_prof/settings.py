@@ -257,12 +257,12 @@ def unknown_names(environ=None) -> dict[str, str]:
   """Set PALLAS_PROF_* names pallas-prof does not read that look like a known one
   (a typo: PALLAS_PROF_CHEK=bounds would otherwise run unchecked) -> the known one."""
   environ = os.environ if environ is None else environ
+  # compared after the prefix, which every name shares
+  suffixes = {known[len(PREFIX):]: known for known in VARIABLES}
   out = {}
   for name in environ:
     if not name.startswith(PREFIX) or name in VARIABLES or name.startswith(HARNESS_PREFIXES):
       continue
-    # compared after the prefix, which every name shares
-    suffixes = {known[len(PREFIX):]: known for known in VARIABLES}
     close = difflib.get_close_matches(name[len(PREFIX):], list(suffixes), n=1, cutoff=0.8)
     if close:
       out[name] = suffixes[close[0]]
