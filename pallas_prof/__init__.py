@@ -9,8 +9,7 @@ or per call: pl.pallas_call(kernel, ..., compiler_params=pallas_prof.CompilerPar
 """
 from __future__ import annotations
 
-import os as _os
-
+from . import settings as _settings
 from .version import __version__  # noqa: E402,F401
 from .import_errors import PallasProfImportError, reported as _reported  # noqa: E402,F401
 
@@ -38,7 +37,7 @@ class _Tuner(_hooks.Selector):
 
 _hooks.set_selector(_Tuner())
 
-if _os.environ.get("PALLAS_PROF_TRACE", "").strip().lower() in ("1", "true", "yes", "on"):
+if _settings.value("PALLAS_PROF_TRACE"):
   from .instrument import enable_from_env as _enable_from_env
   _enable_from_env()      # spans for the whole process, exported at exit
 

@@ -301,7 +301,8 @@ def xla_libdevice_path() -> str | None:
   --xla_gpu_cuda_data_dir, else in the CUDA directory JAX found (CUDA_ROOT, the
   nvidia-cuda-nvcc wheel), else in /usr/local/cuda. None: use Triton's own.
   PALLAS_PROF_LIBDEVICE=<path> chooses one; PALLAS_PROF_LIBDEVICE=triton keeps Triton's."""
-  chosen = os.environ.get("PALLAS_PROF_LIBDEVICE")
+  from .. import settings
+  chosen = settings.value("PALLAS_PROF_LIBDEVICE")
   if chosen:
     return None if chosen == "triton" else chosen
   roots = []

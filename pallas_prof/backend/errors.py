@@ -142,12 +142,18 @@ class Unsupported(Exception):
   """Raised by a rule for an unsupported parameter or operand.
 
   The dispatcher turns it into a LoweringError carrying the equation and the
-  user's line; rules only say what is wrong and what to do instead.
+  user's line; rules only say what is wrong and what to do instead. `where`:
+  (file, line, function) of the user's code the problem is written at, when that
+  is not the equation's line (a BlockSpec's, for a bad block size), and
+  `details`, more lines for the message.
   """
 
-  def __init__(self, reason: str, hint: str | None = None):
+  def __init__(self, reason: str, hint: str | None = None, *, where=None,
+               details: dict[str, Any] | None = None):
     self.reason = reason
     self.hint = hint
+    self.where = where
+    self.details = dict(details or {})
     super().__init__(reason)
 
 

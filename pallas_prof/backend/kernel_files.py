@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 
+from .. import settings
+
 
 def cache_dir() -> str:
-  root = os.environ.get("PALLAS_PROF_CACHE_DIR") or os.path.join(
+  root = settings.value("PALLAS_PROF_CACHE_DIR") or os.path.join(
       os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pallas-prof")
   return root
 

@@ -14,6 +14,7 @@ import numbers
 import os
 from typing import Any
 
+from .. import settings
 from . import builtin_triton, compat, hooks, kernel_registry, triton_primitives
 from .compiling.compile import compile_kernel
 from .compiling.failures.workarounds import compile_working_around
@@ -107,7 +108,11 @@ def install(check_bounds: bool | None = None) -> None:
   every load and store checks its indices against its ref, an access outside
   raises BoundsError (after the kernel, naming the equation and your line)
   instead of reading or writing past the buffer, and outputs start poisoned
-  (NaN, or all ones) so elements nothing writes show up. Slower; for debugging."""
+  (NaN, or all ones) so elements nothing writes show up. Slower; for debugging.
+
+  A PALLAS_PROF_* variable with a value pallas-prof cannot use is said here, at your line
+  (pallas_prof/settings.py), and goes on as if unset."""
+  settings.warn_about_environment()
   _ensure_registered()
   _takeover["active"] = True
   if check_bounds is not None:

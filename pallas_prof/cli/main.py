@@ -146,6 +146,12 @@ def _main(argv=None) -> int:
   args = parser.parse_args(argv)
   if args.command in ("run", "tune", "advise"):
     args = _with_script(args, argv)
+    # before the script runs: a bad value found after it would lose the run
+    from ..settings import refusal
+    refused = refusal(f"pallas-prof {args.command}")
+    if refused:
+      print(refused, file=sys.stderr)
+      return 2
   if args.command == "run":
     args.argv = argv          # stored in report.json as the command that made the run
     from .run import run

@@ -21,18 +21,14 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter
 from opentelemetry.trace import Status, StatusCode
 
+from .. import settings
 from ..backend import compat, hooks
 from .exporters import LosslessBatchSpanProcessor, OtlpJsonFileExporter, PerfettoExporter
 from . import conventions as cv
 from .observer import _OWNERS, SpanObserver, disown_span, own_span
 
-TRUE_VALUES = ("1", "true", "yes", "on")
 DEFAULT_OTLP_JSON_FILE = "pallas-prof-traces.jsonl"
 EXPORTER_NAMES = ("otlp", "otlp_http", "otlp_grpc", "otlp_json", "perfetto", "console", "none")
-
-
-def env_flag(name: str) -> bool:
-  return os.environ.get(name, "").strip().lower() in TRUE_VALUES
 
 
 # --- exporters -------------------------------------------------------------------------------
@@ -68,10 +64,10 @@ def exporter_named(name: str, *, path: str | None = None) -> SpanExporter | None
     protocol = {"otlp_http": "http/protobuf", "otlp_grpc": "grpc"}.get(name)
     return otlp_exporter(protocol)
   if name in ("otlp_json", "otlp_file", "file"):
-    return OtlpJsonFileExporter(path or os.environ.get("PALLAS_PROF_TRACE_FILE")
+    return OtlpJsonFileExporter(path or settings.value("PALLAS_PROF_TRACE_FILE")
                                 or DEFAULT_OTLP_JSON_FILE)
   if name == "perfetto":
-    return PerfettoExporter(path or os.environ.get("PALLAS_PROF_PERFETTO")
+    return PerfettoExporter(path or settings.value("PALLAS_PROF_PERFETTO")
                             or "pallas-prof-trace.perfetto.json")
   if name == "console":
     return ConsoleSpanExporter(out=sys.stdout)
@@ -97,9 +93,9 @@ def exporters_from_env() -> list[SpanExporter]:
     names = ["otlp"]
   else:
     names = ["otlp_json"]
-  if os.environ.get("PALLAS_PROF_TRACE_FILE") and "otlp_json" not in names:
+  if settings.value("PALLAS_PROF_TRACE_FILE") and "otlp_json" not in names:
     names.append("otlp_json")
-  if os.environ.get("PALLAS_PROF_PERFETTO") and "perfetto" not in names:
+  if settings.value("PALLAS_PROF_PERFETTO") and "perfetto" not in names:
     names.append("perfetto")
   exporters = []
   for name in names:
@@ -329,10 +325,10 @@ def enabled() -> bool:
 
 def enable_from_env() -> Tracing | None:
   """PALLAS_PROF_TRACE=1: trace the whole process, exporters from the environment."""
-  if not env_flag("PALLAS_PROF_TRACE"):
+  if not settings.value("PALLAS_PROF_TRACE"):
     return None
   script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
-  return enable(root_span=os.environ.get("PALLAS_PROF_TRACE_ROOT") or f"pallas-prof {script}")
+  return enable(root_span=settings.value("PALLAS_PROF_TRACE_ROOT") or f"pallas-prof {script}")
 
 
 atexit.register(disable)

@@ -9,6 +9,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .. import settings
+
 # a config replaces the default only when faster by more than this: timing noise
 # (a few percent between runs on the H200) must not pick a config that is no faster
 MIN_GAIN = 0.02
@@ -24,7 +26,7 @@ def keep_default_within(default, timed: list, seconds: Callable, min_gain: float
 
 
 def cache_path(digest: str) -> str:
-  root = os.environ.get("PALLAS_PROF_CACHE_DIR") or os.path.join(
+  root = settings.value("PALLAS_PROF_CACHE_DIR") or os.path.join(
       os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pallas-prof")
   return os.path.join(root, "tune", f"{digest}.json")
 

@@ -31,6 +31,7 @@ import time
 from typing import Callable, Sequence
 
 from .. import safe_files
+from .. import settings as variables   # (settings() is this module's own)
 from ..backend.options import TUNED_FIELDS, key_label
 from . import records, tuned_file, validate
 from .choice import MIN_GAIN, cache_path, keep_default_within, same_outputs
@@ -159,18 +160,10 @@ def settings(compiler_params) -> Autotune | None:
     return Autotune()
   if asked is False:                 # said no explicitly: the environment does not override
     return None
-  if os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on"):
-    budget = os.environ.get(BUDGET_ENV)
-    if not budget:
-      return Autotune()
-    try:
-      seconds = float(budget)
-    except ValueError:
-      seconds = -1.0
-    if not seconds > 0:
-      raise ValueError(f"{BUDGET_ENV}={budget!r}: give the seconds of tuning per kernel as a "
-                       "number above 0 (e.g. 30), or unset it for the default")
-    return Autotune(budget_s=seconds)
+  if variables.value(ENV):
+    # a bad budget was said (pallas_prof/settings.py): the default's
+    seconds = variables.value(BUDGET_ENV)
+    return Autotune() if seconds is None else Autotune(budget_s=seconds)
   return None
 
 
@@ -182,7 +175,7 @@ def select(ck, gk, compiler_params, relower, target, *, compile_fn, aliases=(), 
   if asked is not None:
     return tune_kernel(gk, ck, relower, target, asked, compile_fn=compile_fn, aliases=aliases,
                        zeroed=zeroed, device_name=device_name)
-  path = os.environ.get(TUNED_ENV)
+  path = variables.value(TUNED_ENV)
   if path:
     best = tuned_file.choice(path, gk, target, device_name or _device_name(0))
     if best is not None and best != default_config(gk):

@@ -17,6 +17,7 @@ import shutil
 import threading
 from typing import Any
 
+from ... import settings
 from .. import compat
 from . import ptx_rewrites, triton_compat
 from ..artifacts import DEFAULT_TARGET, CompiledKernel, GeneratedKernel, target_text
@@ -82,7 +83,7 @@ def launch_ptx_version(arch: int) -> int | None:
 def prepared_libdevice() -> bool:
   """Whether libdevice is linked with its reflect queries answered up front
   (libdevice_link.py). PALLAS_PROF_PREPARED_LIBDEVICE=0 links Triton's way."""
-  return os.environ.get("PALLAS_PROF_PREPARED_LIBDEVICE", "1") != "0"
+  return settings.value("PALLAS_PROF_PREPARED_LIBDEVICE")
 
 
 def libdevice_cache() -> str | None:

@@ -41,8 +41,10 @@ import time
 from typing import Any
 
 STAGE_MARK = "pallas-prof-worker: stage "
-WARM_UP_ENV = "PALLAS_PROF_WORKER_WARM_UP"    # the warm-up request's file, for the worker
-ARCH_ENV = "PALLAS_PROF_WORKER_ARCH"          # the GPU's compute capability, for ptxas's query
+# set by the parent for the worker, which reads them without the package (pallas_prof/settings.py
+# lists them): the warm-up request's file, the GPU's compute capability for ptxas's query
+WARM_UP_ENV = "PALLAS_PROF_WORKER_WARM_UP"
+ARCH_ENV = "PALLAS_PROF_WORKER_ARCH"
 
 
 class WorkerCrashed(RuntimeError):
@@ -72,7 +74,8 @@ def _recv(stream):
 
 
 def enabled() -> bool:
-  return os.environ.get("PALLAS_PROF_COMPILE_WORKER", "1") != "0"
+  from ... import settings      # here: the worker runs this file without the package
+  return settings.value("PALLAS_PROF_COMPILE_WORKER")
 
 
 class _Worker:

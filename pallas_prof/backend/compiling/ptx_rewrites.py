@@ -40,11 +40,11 @@ All three are applied to Triton's PTX stage (triton_run's stage hook), so the PT
 jaxlib, the cubin Triton assembles and the profiler's replays all come from the
 rewritten text. PALLAS_PROF_PTX_REWRITES=0 turns them off (to see what ptxas
 does without them; compile keys tell the two apart). Imports nothing of
-pallas-prof: the compile worker loads it by path.
+pallas-prof at import (pallas_prof/settings.py only in enabled(), which the worker never
+calls): the compile worker loads it by path.
 """
 from __future__ import annotations
 
-import os
 import re
 
 ENV = "PALLAS_PROF_PTX_REWRITES"
@@ -52,8 +52,10 @@ ENV = "PALLAS_PROF_PTX_REWRITES"
 
 def enabled() -> bool:
   """Read where a compile is asked for (compile.compile_request), not in the worker,
-  whose environment is the one it started with."""
-  return os.environ.get(ENV, "1") != "0"
+  whose environment is the one it started with (and which loads this file without the
+  package: hence the import here)."""
+  from ... import settings
+  return settings.value(ENV)
 
 # neg.s32 %r5, %r6;  /  neg.s16 %rs3, %rs4;
 _NEG = re.compile(r"^(\s*)neg\.s(16|32)(\s+)(%\w+),\s*(%\w+);", re.MULTILINE)

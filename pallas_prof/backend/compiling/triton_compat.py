@@ -1,8 +1,9 @@
 """The one place that knows how Triton releases differ (3.6 to 3.9).
 
 compat.py is JAX's counterpart. Everything here imports Triton lazily and
-nothing of pallas_prof: the compile worker loads this file by path, beside
-triton_run.py, with no package around it.
+nothing of pallas_prof at import (pallas_prof/settings.py only inside a function the
+worker never calls): the compile worker loads this file by path, beside triton_run.py,
+with no package around it.
 
 What differs, and where it is used:
 - the stage-inspection hook's protocol (triton_run): 3.9 also calls the hook
@@ -116,10 +117,12 @@ def cuda_driver_version() -> int | None:
   """cuDriverGetVersion (13000 for CUDA 13.0), or None without a CUDA driver.
 
   PALLAS_PROF_CUDA_DRIVER_VERSION stands in for it (tests; a machine whose
-  driver is not the one that will run the kernels)."""
-  stand_in = os.environ.get("PALLAS_PROF_CUDA_DRIVER_VERSION")
+  driver is not the one that will run the kernels). Asked in this process only: the
+  compile worker loads this file without the package, hence the import here."""
+  from ... import settings
+  stand_in = settings.value("PALLAS_PROF_CUDA_DRIVER_VERSION")
   if stand_in is not None:
-    return int(stand_in) or None
+    return stand_in or None
   return _driver_version()
 
 

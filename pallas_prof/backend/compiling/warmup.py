@@ -20,6 +20,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from ... import settings
 from . import compile_worker
 from .compile_cache import launch_ptx_version, libdevice_cache, triton_options
 
@@ -72,7 +73,7 @@ def start_warmup(compute_capability: int | Callable[[], int | None] | None) -> N
   """
   global _warmup_thread
   if (_warmup_thread is not None or compute_capability is None
-          or os.environ.get("PALLAS_PROF_WARMUP", "1") == "0"):
+          or not settings.value("PALLAS_PROF_WARMUP")):
     return
 
   def warm():

@@ -5,6 +5,7 @@ its offsets need, its name, and which operands may share memory.
 from __future__ import annotations
 
 import math
+import numbers
 import os
 
 import numpy as np
@@ -99,6 +100,70 @@ def _block_ref_body(kernel, bm, name, label, pids, closed, array_shape, dtype, i
   return RefValue(name=name, dtype=dtype, array_shape=array_shape, dims=tuple(dims),
                   ragged=tuple(ragged), index_dtype=index_dtype, label=label,
                   origin=tuple(d.start for d in dims))
+
+
+def check_block_shapes(grid_mapping, labels: list[str]) -> None:
+  """Every dimension of every BlockSpec, inputs and outputs, is a size the kernel can
+  have: a static integer of at least 1 (None, squeezed, stands for 1).
+
+  JAX's interpret mode fails on the others (a negative size in its slices, a zero one
+  dividing by zero); a kernel lowered with them would compute nothing, or at offsets
+  that mean nothing, and return a wrong answer without a word. A block larger than
+  its array is fine (JAX pads it), and so is an empty array in blocks of 1 or more
+  (a grid of 0 programs along it). Raises Unsupported at the BlockSpec's line where
+  its index map is the user's (a lambda in the BlockSpec, usually)."""
+  n_in = grid_mapping.num_inputs
+  for i, (bm, label) in enumerate(zip(grid_mapping.block_mappings, labels)):
+    for axis, bdim in enumerate(bm.block_shape):
+      size = None if isinstance(bdim, compat.Squeezed) else getattr(bdim, "block_size", None)
+      if size is None or (_is_int(size) and size >= 1):
+        continue
+      which = f"input {i}" if i < n_in else f"output {i - n_in}"
+      array_shape = tuple(bm.array_aval.shape)
+      raise Unsupported(
+          f"dimension {axis} of the BlockSpec of {label} ({which}) is {size!r}: "
+          + ("a block size must be a static integer" if not _is_int(size)
+             else "a block size must be 1 or more"),
+          _block_size_hint(array_shape, axis, size), where=index_map_site(bm),
+          details={"block_shape": _shape_text(bm.block_shape),
+                   "array shape": str(array_shape)})
+
+
+def _is_int(value) -> bool:
+  return isinstance(value, numbers.Integral)
+
+
+def _block_size_hint(array_shape, axis: int, size) -> str:
+  if axis < len(array_shape) and array_shape[axis] == 0 and size == 0:
+    return (f"the array is empty along dimension {axis}, and a block of it cannot be: "
+            "give that dimension a block size of 1 or more (the grid then has 0 programs "
+            "along it), or skip the pallas_call for empty arrays")
+  whole = f" ({array_shape[axis]} here)" if axis < len(array_shape) else ""
+  return ("give each block dimension as a Python int of at least 1, e.g. the whole "
+          f"dimension{whole}, or None to squeeze a dimension of size 1")
+
+
+def _shape_text(block_shape) -> str:
+  dims = []
+  for bdim in block_shape:
+    if isinstance(bdim, compat.Squeezed):
+      dims.append("None")
+    elif isinstance(bdim, compat.Blocked):
+      dims.append(repr(bdim.block_size))
+    else:
+      dims.append(str(bdim))
+  return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+
+
+def index_map_site(bm):
+  """(file, line, function) of a BlockSpec's index map when it is the user's code
+  (JAX's default index map is not), else None."""
+  info = getattr(bm.index_map_jaxpr.jaxpr.debug_info, "func_src_info", None) or ""
+  function, sep, where = info.rpartition(" at ")
+  path, _, line = where.rpartition(":")
+  if not sep or not line.isdigit() or not compat._is_user_file(path):
+    return None
+  return path, int(line), function
 
 
 def arg_labels(jaxpr, n_in: int, n_out: int) -> list[str]:

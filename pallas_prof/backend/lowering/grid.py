@@ -113,17 +113,33 @@ def check_call(grid_mapping) -> None:
   if getattr(grid_mapping, "num_index_operands", 0):
     raise Unsupported("scalar prefetch (num_scalar_prefetch)",
                       "pass the scalars as ordinary inputs and read them in the kernel")
-  if getattr(grid_mapping, "num_scratch_operands", 0) or getattr(grid_mapping, "scratch_avals", ()):
+  scratch = tuple(getattr(grid_mapping, "scratch_avals", ()))
+  if getattr(grid_mapping, "num_scratch_operands", 0) or scratch:
+    # a bad shape among them is said too: fixing it alone would not make the call lower
+    bad = {f"scratch_shapes[{i}]": f"shape {tuple(a.shape)}: dimension {d} is {n!r}, "
+           "not a size (0 or more)" for i, a in enumerate(scratch)
+           for d, n in enumerate(getattr(a, "shape", ()))
+           if not isinstance(n, (int, np.integer)) or n < 0}
     raise Unsupported("scratch_shapes", "Triton keeps intermediates in registers: compute "
-                      "them as values (carry them through loops) instead of scratch refs")
+                      "them as values (carry them through loops) instead of scratch refs",
+                      details=bad)
 
 
 def static_grid(grid_mapping) -> tuple[int, ...]:
+  """The grid as ints, each 0 or more. JAX's interpret mode runs a negative dimension
+  as if the product of the dimensions were the count (two negatives make a positive),
+  and a GPU cannot launch one: refused, as a count of programs must be 0 or more (0
+  runs none, as in JAX)."""
   grid = []
-  for g in grid_mapping.grid:
+  for axis, g in enumerate(grid_mapping.grid):
     if not isinstance(g, (int, np.integer)):
       raise Unsupported(f"grid dimension {g!r} is not a static int",
                         "use a static grid (Python ints)")
+    if g < 0:
+      raise Unsupported(f"dimension {axis} of the grid {tuple(grid_mapping.grid)} is {g}: a "
+                        "grid dimension counts programs, 0 or more",
+                        "give each grid dimension as a number of blocks, e.g. "
+                        "pl.cdiv(size, block_size); 0 runs no program along it")
     grid.append(int(g))
   return tuple(grid)
 

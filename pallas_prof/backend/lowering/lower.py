@@ -9,6 +9,7 @@ pallas_call line (pallas_call_info).
 """
 from __future__ import annotations
 
+import dataclasses
 import gc
 import hashlib
 import os
@@ -20,7 +21,7 @@ import numpy as np
 from .. import compat, hooks
 from ..artifacts import EquationRecord, GeneratedKernel, KernelParam
 from ..equation_text import Description
-from .blockspec import alias_sets, arg_labels, block_ref, operands_line
+from .blockspec import alias_sets, arg_labels, block_ref, check_block_shapes, operands_line
 from .codegen import KernelBuilder, UnsupportedDtype
 from .context import KernelContext
 from .dispatch import lower_jaxpr
@@ -104,10 +105,14 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, options: Lo
   src_info = getattr(jaxpr.debug_info, "func_src_info", None) or kname
   jaxpr_text, pp_context = compat.print_jaxpr(jaxpr)
 
-  def call_error(reason: str, hint: str | None) -> LoweringError:
+  def call_error(reason: str, hint: str | None, where=None, details=None) -> LoweringError:
     site = pallas_call_info(call_site, jaxpr, kname, grid_mapping)
+    more = {"kernel": src_info}
+    if where is not None:      # the user's line of the problem (a BlockSpec's) comes first
+      more["pallas_call"] = f"{site.file}:{site.line}"
+      site = dataclasses.replace(site, file=where[0], line=where[1], function=where[2])
     return LoweringError(reason, hint=hint, kernel=kname, eqn=site, jaxpr_text=jaxpr_text,
-                         rule="pallas_call", details={"kernel": src_info})
+                         rule="pallas_call", details={**more, **(details or {})})
 
   with hooks.observer().kernel(kname, {"pallas.kernel": kname,
                                        "pallas.grid": str(tuple(grid_mapping.grid)),
@@ -117,8 +122,10 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, options: Lo
     try:
       check_call(grid_mapping)
       grid = static_grid(grid_mapping)
+      check_block_shapes(grid_mapping, arg_labels(jaxpr, grid_mapping.num_inputs,
+                                                  grid_mapping.num_outputs))
     except Unsupported as e:
-      raise call_error(e.reason, e.hint) from None
+      raise call_error(e.reason, e.hint, e.where, e.details) from None
     # the file's name, not the path the script was started by: the source's sha256 is the
     # kernel's key (its label, its compile cache entry, its entry in a tuning file), which
     # must not change with the directory a script runs from or where a checkout lives
@@ -160,7 +167,7 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, options: Lo
           merged_notes(kernel.workaround_notes)
       b.header += workaround_header(notes, workarounds.because if workarounds else "")
     except Unsupported as e:
-      raise call_error(e.reason, e.hint) from None
+      raise call_error(e.reason, e.hint, e.where, e.details) from None
     except UnsupportedDtype as e:
       raise call_error(str(e), "cast to a supported dtype outside the kernel") from None
     source, line_map = b.render()

@@ -19,8 +19,9 @@ import zlib
 
 import numpy as np
 
+from ... import settings
 from .. import compat
-from . import interpreter_runtime
+from . import interpreter_runtime, long_runs
 from ..artifacts import CompiledKernel, GeneratedKernel
 from ..lowering.codegen import is_packed4
 from .generated_modules import load_module
@@ -61,7 +62,7 @@ def run_interpreted(gk: GeneratedKernel, inputs, out_shapes, input_output_aliase
   # check mode: an output's starting values are a parameter of their own (the
   # same buffer, as on the GPU, where the launcher aliases them)
   initial = [outputs[p.index] for p in gk.params if p.role == "initial"]
-  with triton_lock():
+  with triton_lock(), long_runs.watched(gk):
     try:
       interpreter_runtime.launch(fn, gk.launch_grid, arrays + initial + outputs + flags)
     except Exception as e:  # noqa: BLE001 - re-raised with the equation that failed
@@ -194,7 +195,7 @@ def jaxlib_ptx(ptx: str) -> str:
   flags = set(os.environ.get("JAX_TRITON_PTXAS_EXTRA_FLAGS", "").split())
   if {"-lineinfo", "--generate-line-info", "-g", "--device-debug"} & flags or \
       os.environ.get("JAX_TRITON_PTXAS_DEVICE_DEBUG") in ("1", "true") or \
-      os.environ.get(JAXLIB_PTX_ENV, "").strip().lower() == "whole":
+      settings.value(JAXLIB_PTX_ENV) == "whole":
     return ptx
   out = []
   lines = iter(ptx.splitlines())

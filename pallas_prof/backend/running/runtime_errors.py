@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import collections
 import logging
-import os
 import threading
+
+from ... import settings
 
 TRACEBACK_ENV = "PALLAS_PROF_TRACEBACK"
 _REMEMBERED = 32                      # recent errors kept to recognise in a JaxRuntimeError
@@ -145,7 +146,7 @@ def recognise(error: BaseException | None) -> KernelRuntimeError | None:
 
 
 def full_traceback() -> bool:
-  return os.environ.get(TRACEBACK_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+  return settings.value(TRACEBACK_ENV)
 
 
 def _as_raised(error: KernelRuntimeError, jax_error: BaseException) -> KernelRuntimeError:

@@ -17,6 +17,8 @@ import shutil
 import sys
 import tempfile
 
+from ... import settings
+
 # as the machine's notes give them: without the background-networking flags Chromium
 # keeps trying hosts that a closed network refuses
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -29,7 +31,7 @@ class BrowserMissing(RuntimeError):
 
 
 def chromium_path() -> str:
-  path = os.environ.get("PALLAS_PROF_CHROMIUM") or shutil.which("chromium") \
+  path = settings.value("PALLAS_PROF_CHROMIUM") or shutil.which("chromium") \
       or shutil.which("chromium-browser")
   if not path:
     raise BrowserMissing("no Chromium found: apt-get install -y chromium (.ci/run installs it), "

@@ -43,6 +43,8 @@ import sys
 import tempfile
 import time
 
+from ... import settings
+
 FORMAT = 1
 SAMPLES_WANTED = 200_000      # across all sampled launches
 MIN_KERNEL_SECONDS = 0.02     # sampled launches: at least this much kernel time ...
@@ -133,8 +135,8 @@ def library_candidates() -> list[str]:
   """libcupti paths, best first: PALLAS_PROF_CUPTI, the triton wheel's (Proton's),
   the nvidia-cuda-cupti wheel's, the CUDA toolkit's."""
   out = []
-  if os.environ.get("PALLAS_PROF_CUPTI"):
-    out.append(os.environ["PALLAS_PROF_CUPTI"])
+  if settings.value("PALLAS_PROF_CUPTI"):
+    out.append(settings.value("PALLAS_PROF_CUPTI"))
   spec = importlib.util.find_spec("triton")
   if spec and spec.origin:
     out += sorted(glob.glob(os.path.join(os.path.dirname(spec.origin), "backends", "nvidia",

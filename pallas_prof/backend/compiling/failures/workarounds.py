@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import os
 
+from .... import settings
 from . import silent_faults
 from ...artifacts import DEFAULT_TARGET
 from ..compile import compile_kernel
@@ -56,7 +57,7 @@ _memory: dict[str, WorkaroundPlan] = {}
 
 
 def enabled() -> bool:
-  return os.environ.get(ENV, "1") != "0"
+  return settings.value(ENV)
 
 
 def compile_working_around(gk, target, relower, *, need_cubin: bool = True,

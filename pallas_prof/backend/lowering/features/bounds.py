@@ -28,8 +28,7 @@ whose exception reaches the Python caller while the context stays usable.
 """
 from __future__ import annotations
 
-import os
-
+from .... import settings
 # the sites are part of the kernel's record, and the flag's encoding with them
 from ...check_sites import OFFSET, CheckSite
 FLAG_PARAM = "pp_bounds"   # the flag buffer's parameter in the generated kernel
@@ -49,23 +48,13 @@ def set_check_bounds(on: bool | None) -> None:
 
 
 def check_bounds_enabled() -> bool:
+  """install(check_bounds=...) when given, else PALLAS_PROF_CHECK. A value it does not know
+  (PALLAS_PROF_CHECK=1 or =bound) is said once, at the user's line (pallas_prof/settings.py):
+  it ran unchecked without a word, and the user debugging an illegal address would think the
+  kernel passed the check."""
   if _mode["bounds"] is not None:
     return bool(_mode["bounds"])
-  words = os.environ.get("PALLAS_PROF_CHECK", "").lower().replace(",", " ").split()
-  unknown = [w for w in words if w not in _KNOWN_CHECK_WORDS]
-  if unknown and tuple(unknown) not in _warned:
-    # PALLAS_PROF_CHECK=1 or =bound ran unchecked without a word: the user debugging an
-    # illegal address would think the kernel passed the check
-    _warned.add(tuple(unknown))
-    import warnings
-    warnings.warn(f"PALLAS_PROF_CHECK={os.environ['PALLAS_PROF_CHECK']!r}: pallas-prof knows "
-                  f"no check {', '.join(map(repr, unknown))}; the one it has is 'bounds' "
-                  "(PALLAS_PROF_CHECK=bounds, or install(check_bounds=True))", stacklevel=2)
-  return "bounds" in words
-
-
-_KNOWN_CHECK_WORDS = {"bounds", "0", "off", "none", "false", "no"}
-_warned: set = set()
+  return "bounds" in settings.value("PALLAS_PROF_CHECK")
 
 
 class SiteTable:
