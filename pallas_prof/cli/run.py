@@ -291,13 +291,16 @@ def run(args) -> int:
       if args.json:
         stdout.write(result.report.to_json(indent=1) + "\n")
         stdout.flush()
-    if not args.json:
-      from .terminal.render import render_run
-      if result.kernel_error is not None:
-        from ..instrument import render_error
-        render_error(result.kernel_error)
-      render_run(result.report, result.out_dir)
-    result.tell()
+    try:
+      if not args.json:
+        from .terminal.render import render_run
+        if result.kernel_error is not None:
+          from ..instrument import render_error
+          render_error(result.kernel_error)
+        render_run(result.report, result.out_dir)
+      result.tell()
+    except (KeyboardInterrupt, processes.Terminated) as stop:   # the run is written already
+      return 143 if isinstance(stop, processes.Terminated) else 130
   return result.exit_code
 
 
@@ -335,13 +338,16 @@ class _Found:
 
 
 def _run_and_report(args) -> "run_writes.RunResult":
-  folder = run_writes.claim(args.out, getattr(args, "force", False))
+  with processes.signals_held() as claiming:      # a folder made is a folder marked
+    folder = run_writes.claim(args.out, getattr(args, "force", False))
   out_dir = folder.path
   args.samples_dir = os.path.join(out_dir, "samples")     # raw PC samples, one file a kernel
   files = run_writes.RunFiles(out_dir)
   found = _Found()
   with contextlib.ExitStack() as running:
     try:
+      if claiming:
+        raise processes.Terminated() if processes.was_terminated() else KeyboardInterrupt()
       _find(args, found, files, running)
     except (KeyboardInterrupt, processes.Terminated) as stop:
       found.stopped(stop)
