@@ -448,3 +448,24 @@ def test_a_worker_whose_program_was_killed_removes_its_folder(tmp_path):
                          capture_output=True, text=True, timeout=120)
   assert again.returncode == 0, again.stderr
   _assert_no_worker_left(tmp_path)
+
+
+@pytest.mark.fault("signal")
+def test_a_compile_stopped_by_a_signal_ends_its_worker_and_the_next_starts_afresh(monkeypatch):
+  """Ctrl-C or SIGTERM while the worker answers: that answer would be read as the next
+  request's; the worker goes, with its folder, and the next compile starts another."""
+  from pallas_prof.backend.compiling import compile_worker
+  first = compile_worker.compile({"op": "ping"})
+  proc, workdir = compile_worker._worker.proc, compile_worker._worker.workdir
+  assert first["pid"] == proc.pid and os.path.isdir(workdir)
+
+  def stopped_while_waiting(stream):
+    raise KeyboardInterrupt()          # what SIGINT raises (SIGTERM's Terminated: the same path)
+
+  monkeypatch.setattr(compile_worker, "_recv", stopped_while_waiting)
+  with pytest.raises(KeyboardInterrupt):
+    compile_worker.compile({"op": "ping"})
+  monkeypatch.undo()
+  assert proc.wait(timeout=10) is not None and not os.path.exists(workdir)
+  again = compile_worker.compile({"op": "ping"})
+  assert again["pid"] != proc.pid and again["pid"] == compile_worker._worker.proc.pid
