@@ -21,7 +21,10 @@ def add_parser(sub):
   p = sub.add_parser("advise", help="diagnose each kernel a script runs and, on a GPU, measure "
                      "what each fix saves",
                      usage="pallas-prof advise [options] script.py [script args]")
-  p.add_argument("--out", help="output directory (default ./pallas-prof-out/<timestamp>/)")
+  p.add_argument("--out", help="output directory (default ./pallas-prof-out/<timestamp>/); "
+                 "refused if it holds files, unless --force")
+  p.add_argument("--force", action="store_true",
+                 help="let --out name a folder an earlier run wrote: this run replaces it")
   p.add_argument("--budget-s", type=float, default=60.0,
                  help="seconds of trials per kernel on the GPU (default 60)")
   p.add_argument("--kernel", help="only kernels whose name or label matches this regex")
@@ -64,20 +67,21 @@ def run(args) -> int:
     setattr(args, name, value)
   args.advise, args.progress = True, _say
   args.argv = getattr(args, "argv", None) or ["advise", args.script, *args.script_args]
-  with run_cli._stdout_to_stderr(args.json) as stdout:
-    report, out_dir, outcome, lowering_error = run_cli._run_and_report(args)
-    if args.json:
-      stdout.write(report.to_json(indent=1) + "\n")
-  if not args.json:
-    from ..cli.terminal.render import render_run
-    if lowering_error is not None:
-      from ..instrument import render_error
-      render_error(lowering_error)
-    render_run(report, out_dir)
-  _keep(report, args)
-  if lowering_error is not None and outcome.exit_code == 0:
-    return 1
-  return outcome.exit_code
+  from ..cli.processes import terminate_as_exception
+  with terminate_as_exception():
+    with run_cli._stdout_to_stderr(args.json) as stdout:
+      result = run_cli._run_and_report(args)
+      if args.json:
+        stdout.write(result.report.to_json(indent=1) + "\n")
+    if not args.json:
+      from ..cli.terminal.render import render_run
+      if result.kernel_error is not None:
+        from ..instrument import render_error
+        render_error(result.kernel_error)
+      render_run(result.report, result.out_dir)
+    _keep(result.report, args)
+    result.tell()
+  return result.exit_code
 
 
 def _keep(report, args) -> None:

@@ -21,8 +21,9 @@ import dataclasses
 import json
 import os
 import types
-from typing import Any, ClassVar, Mapping, Union
+from typing import Any, Callable, ClassVar, Mapping, Union
 
+from ..safe_files import write_atomic
 from ..serial import from_fields, plain
 from .check_sites import load_sites
 from .equation_text import Described, Description
@@ -210,12 +211,12 @@ class GeneratedKernel:
                                "lowering_seconds", "gc_seconds", "key", "enable_fp_fusion",
                                "check_bounds", "launch_group", "tma")
 
-  def save(self, directory: str, **extra) -> None:
+  def save(self, directory: str, *, write: "Writer" = write_atomic, **extra) -> None:
     """Writes source.py and kernel.json (with `extra`, e.g. the run's label and aliases),
-    the bounds-checked mode's sites with it (an ejected kernel names what it checks)."""
+    the bounds-checked mode's sites with it (an ejected kernel names what it checks).
+    `write(path, data)` writes each file (see Writer)."""
     os.makedirs(directory, exist_ok=True)
-    with open(os.path.join(directory, "source.py"), "w") as f:
-      f.write(self.source)
+    write(os.path.join(directory, "source.py"), self.source)
     meta = {"schema": self.SCHEMA, **extra, **{k: getattr(self, k) for k in self._SCALARS},
             "source_path": self.path, "line_map": self.line_map,
             "eqns": [e.to_dict() for e in self.eqns],
@@ -224,8 +225,7 @@ class GeneratedKernel:
             "bounds_sites": plain(self.bounds_sites),
             "tma_notes": [n.to_dict() for n in self.tma_notes],
             "workarounds": list(self.workarounds)}
-    with open(os.path.join(directory, "kernel.json"), "w") as f:
-      json.dump(meta, f, indent=1, default=str)
+    write(os.path.join(directory, "kernel.json"), json.dumps(meta, indent=1, default=str))
 
   @classmethod
   def load(cls, directory: str) -> "GeneratedKernel":
@@ -283,9 +283,13 @@ def _read_json(path: str, schema: str) -> dict:
   return meta
 
 
-def _write_json(path: str, meta: dict) -> None:
-  with open(path, "w") as f:
-    json.dump(meta, f, indent=1)
+# writes one file whole: safe_files.write_atomic (temp, fsync, rename), raising on failure;
+# a run folder's writer keeps each failure as a missing file and goes on (cli/run_writes.py)
+Writer = Callable[[str, Union[bytes, str]], Any]
+
+
+def _write_json(path: str, meta: dict, write: Writer = write_atomic) -> None:
+  write(path, json.dumps(meta, indent=1))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -369,16 +373,15 @@ class CompiledKernel:
       "name", "key", "metadata", "stage_seconds", "compile_seconds", "registers",
       "spill_stores", "spill_loads", "stack_bytes", "ptxas_log", "cache", "worker_wait_seconds")
 
-  def save(self, directory: str) -> None:
-    """Writes compiled.json and kernel.{ttir,ttgir,ll,ptx,cubin} into `directory`."""
+  def save(self, directory: str, write: Writer = write_atomic) -> None:
+    """Writes compiled.json and kernel.{ttir,ttgir,ll,ptx,cubin} into `directory`, each
+    whole (`write`), compiled.json last: a reader that finds it finds the stages too."""
     os.makedirs(directory, exist_ok=True)
     for stage, text in self.asm.items():
-      with open(os.path.join(directory, STAGE_FILES[stage]),
-                "wb" if isinstance(text, bytes) else "w") as f:
-        f.write(text)
+      write(os.path.join(directory, STAGE_FILES[stage]), text)
     meta = {"schema": self.SCHEMA, "target": list(self.target), "stages": sorted(self.asm),
             **{k: plain(getattr(self, k)) for k in self._FIELDS}}
-    _write_json(os.path.join(directory, "compiled.json"), meta)
+    _write_json(os.path.join(directory, "compiled.json"), meta, write)
 
   @classmethod
   def load(cls, directory: str, generated: Any = None) -> "CompiledKernel":
@@ -467,14 +470,13 @@ class LaunchSpec:
       n *= g
     return n
 
-  def save(self, directory: str) -> None:
-    """Writes spec.json and kernel.cubin into `directory`."""
+  def save(self, directory: str, write: Writer = write_atomic) -> None:
+    """Writes spec.json and kernel.cubin into `directory`, each whole (`write`)."""
     os.makedirs(directory, exist_ok=True)
-    with open(os.path.join(directory, "kernel.cubin"), "wb") as f:
-      f.write(self.cubin)
+    write(os.path.join(directory, "kernel.cubin"), self.cubin)
     meta = {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)
             if f.name != "cubin"}
-    _write_json(os.path.join(directory, "spec.json"), {"schema": self.SCHEMA, **meta})
+    _write_json(os.path.join(directory, "spec.json"), {"schema": self.SCHEMA, **meta}, write)
 
   @classmethod
   def load(cls, directory: str) -> "LaunchSpec":

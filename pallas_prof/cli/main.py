@@ -44,7 +44,12 @@ def _parser() -> argparse.ArgumentParser:
 
   run = sub.add_parser("run", help="run a script through pallas-prof and report on its kernels",
                        usage="pallas-prof run [options] script.py [script args]")
-  run.add_argument("--out", help="output directory (default ./pallas-prof-out/<timestamp>/)")
+  run.add_argument("--out", help="output directory (default ./pallas-prof-out/<timestamp>/, "
+                   "a new folder each run); refused if it holds files, unless --force")
+  run.add_argument("--force", action="store_true",
+                   help="let --out name a folder an earlier run wrote: this run is written "
+                   "beside it and replaces it whole when it ends (the old one stays until "
+                   "then, and stays if the swap fails)")
   run.add_argument("--no-profile", action="store_true", help="skip replay timing on the GPU")
   run.add_argument("--no-analysis", action="store_true",
                    help="skip profiling and static correlation altogether")

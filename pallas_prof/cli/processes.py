@@ -8,8 +8,11 @@ row per kernel per device per process (terminal and report.html).
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
+import threading
 
 from rich import box
 from rich.table import Table
@@ -35,17 +38,94 @@ def origin() -> dict:
   return out
 
 
+FRESH_DIR_TRIES = 1000
+
+
 def fresh_dir(path: str) -> str:
-  """`path`, created now, or `path`-<pid> when another process took it first: processes of
-  one jax.distributed program started in the same second would overwrite each other."""
+  """`path`, created now, or `path`-<pid> when another process took it first (processes of
+  one jax.distributed program started in the same second would overwrite each other), or
+  `path`-<pid>-<n> when that is taken too (two runs of one process in a second, or one pid
+  on two hosts sharing the folder). mkdir is the claim: no two callers get one folder."""
   os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  for candidate in (path, f"{path}-{os.getpid()}"):
+  candidates = [path, f"{path}-{os.getpid()}",
+                *(f"{path}-{os.getpid()}-{n}" for n in range(2, FRESH_DIR_TRIES))]
+  for candidate in candidates:
     try:
       os.mkdir(candidate)
       return candidate
     except FileExistsError:
       continue
-  raise SystemExit(f"pallas-prof: {path} and {path}-{os.getpid()} exist already; give --out")
+  raise SystemExit(f"pallas-prof: {path} and {len(candidates) - 1} names beside it exist "
+                   "already; give --out")
+
+
+# --- signals: SIGTERM ends a run as Ctrl-C does -------------------------------------------
+
+EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}    # the shell's 128 + the signal
+
+
+class Terminated(SystemExit):
+  """SIGTERM, raised in the main thread as SIGINT raises KeyboardInterrupt: the script's
+  `finally` blocks run, and the run writes its report before it exits 143."""
+
+  def __init__(self):
+    super().__init__(EXIT_CODES[signal.SIGTERM])
+
+
+received: list[int] = []      # the signals this run was sent, in order
+
+
+def _raise_terminated(signum, frame):
+  received.append(signum)
+  raise Terminated()
+
+
+def _in_main_thread() -> bool:
+  return threading.current_thread() is threading.main_thread()
+
+
+@contextlib.contextmanager
+def terminate_as_exception():
+  """While open, SIGTERM raises Terminated in the main thread (by default it would end the
+  process at once: no report, the compile worker's temp folder left behind)."""
+  if not _in_main_thread():        # signal handlers belong to the main thread
+    yield
+    return
+  received.clear()
+  previous = signal.signal(signal.SIGTERM, _raise_terminated)
+  try:
+    yield
+  finally:
+    signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def signals_held():
+  """While the run's files are written, SIGINT and SIGTERM are noted, not raised: a run
+  stopped then still ends with all its files whole. Yields the list of those held."""
+  held: list[int] = []
+  if not _in_main_thread():
+    yield held
+    return
+
+  def hold(signum, frame):
+    received.append(signum)
+    held.append(signum)
+
+  previous = {s: signal.signal(s, hold) for s in EXIT_CODES}
+  try:
+    yield held
+  finally:
+    for s, handler in previous.items():
+      signal.signal(s, handler)
+
+
+def was_terminated() -> bool:
+  return signal.SIGTERM in received
+
+
+def signal_name(signum: int) -> str:
+  return signal.Signals(signum).name
 
 
 def find_runs(paths: list[str]) -> list[str]:

@@ -184,10 +184,10 @@ class RunReport(Record):
     return cls.from_dict(json.loads(text))
 
   def save(self, run_dir: str) -> str:
-    path = os.path.join(run_dir, FILE)
-    with open(path, "w") as f:
-      f.write(self.to_json(indent=1))
-    return path
+    """Writes report.json whole or not at all (a temp file renamed over it): a reader
+    finds the old report or the new one, never a part of one; OSError if it cannot."""
+    from ..safe_files import write_atomic
+    return write_atomic(os.path.join(run_dir, FILE), self.to_json(indent=1), mode=0o644)
 
   @classmethod
   def load(cls, run_dir: str) -> "RunReport":

@@ -22,7 +22,7 @@ from ..backend.artifacts import DEFAULT_TARGET, target_text
 from ..backend.compiling.compile import assemble_cubin
 from ..backend.errors import CompileError
 from ..backend.compiling.failures.workarounds import compile_working_around
-from . import processes, run_directory
+from . import processes, run_directory, run_writes
 from .report import CompileInfo, ErrorEntry, KernelEntry, Platform, RunReport, Traces
 
 
@@ -285,20 +285,23 @@ def run(args) -> int:
     # before anything is written or imported: nothing to report on
     print(f"pallas-prof: {problem}", file=sys.stderr)
     return 2
-  with _stdout_to_stderr(args.json) as stdout:
-    run_report, out_dir, outcome, kernel_error = _run_and_report(args)
-    if args.json:
-      stdout.write(run_report.to_json(indent=1) + "\n")
-      stdout.flush()
-  if not args.json:
-    from .terminal.render import render_run
-    if kernel_error is not None:
-      from ..instrument import render_error
-      render_error(kernel_error)
-    render_run(run_report, out_dir)
-  if kernel_error is not None and outcome.exit_code == 0:
-    return 1
-  return outcome.exit_code
+  with processes.terminate_as_exception():
+    with _stdout_to_stderr(args.json) as stdout:
+      result = _run_and_report(args)
+      if args.json:
+        stdout.write(result.report.to_json(indent=1) + "\n")
+        stdout.flush()
+    try:
+      if not args.json:
+        from .terminal.render import render_run
+        if result.kernel_error is not None:
+          from ..instrument import render_error
+          render_error(result.kernel_error)
+        render_run(result.report, result.out_dir)
+      result.tell()
+    except (KeyboardInterrupt, processes.Terminated) as stop:   # the run is written already
+      return 143 if isinstance(stop, processes.Terminated) else 130
+  return result.exit_code
 
 
 def _command(args) -> list[str]:
@@ -309,65 +312,138 @@ def _command(args) -> list[str]:
   return ["pallas-prof", "run", args.script, *args.script_args]
 
 
-def _run_and_report(args):
-  out_dir = args.out or processes.fresh_dir(run_directory.default_out_dir())
-  os.makedirs(out_dir, exist_ok=True)
+class _Found:
+  """What the run has found so far: a run stopped part way (Ctrl-C, SIGTERM) reports this."""
+
+  def __init__(self):
+    self.outcome: ScriptOutcome | None = None
+    self.kernel_error = None
+    self.records: list = []
+    self.errors: list[ErrorEntry] = []
+    self.notes: list[str] = []
+    self.reports: list = []
+    self.advice: tuple = ()
+    self.doing = "starting"          # for the note of a run stopped part way
+    self.tracer = None
+    self.stopped_by: int | None = None
+
+  def stopped(self, error: BaseException) -> None:
+    import signal
+    self.stopped_by = (signal.SIGTERM if isinstance(error, processes.Terminated)
+                       else signal.SIGINT)
+    if self.outcome is None:
+      self.outcome = ScriptOutcome(processes.EXIT_CODES[self.stopped_by], None, 0.0)
+    self.notes.append(f"pallas-prof was stopped by {processes.signal_name(self.stopped_by)} "
+                      f"while {self.doing}; this report holds what it had done before")
+
+
+def _run_and_report(args) -> "run_writes.RunResult":
+  with processes.signals_held() as claiming:      # a folder made is a folder marked
+    folder = run_writes.claim(args.out, getattr(args, "force", False))
+  out_dir = folder.path
   args.samples_dir = os.path.join(out_dir, "samples")     # raw PC samples, one file a kernel
+  files = run_writes.RunFiles(out_dir)
+  found = _Found()
+  with contextlib.ExitStack() as running:
+    try:
+      if claiming:
+        raise processes.Terminated() if processes.was_terminated() else KeyboardInterrupt()
+      _find(args, found, files, running)
+    except (KeyboardInterrupt, processes.Terminated) as stop:
+      found.stopped(stop)
+    with processes.signals_held() as held:
+      run_report, report_state = run_writes.write_run(
+          files, _report(args, found), lambda: run_writes.stop_tracing(found.tracer, running,
+                                                                      files),
+          lambda: run_writes.save_kernels(out_dir, found.records, files),
+          lambda: _add_probe_tracks(args, out_dir, found.reports, files))
+      where, problem = run_writes.finish(folder)
+      if report_state != "none":
+        run_directory.remember_run(where)     # show and report without a directory find it
+  outcome = found.outcome
+  if outcome.error is not None and (found.kernel_error is None or
+                                    getattr(args, "traceback", False)):
+    print_script_traceback(outcome.error, args.script, getattr(args, "traceback", False))
+  stopped_by = found.stopped_by or (held[0] if held else None)
+  code = (processes.EXIT_CODES[stopped_by] if stopped_by is not None
+          else 1 if found.kernel_error is not None and outcome.exit_code == 0
+          else outcome.exit_code)
+  return run_writes.RunResult(run_report, where, outcome, found.kernel_error, code,
+                              [run_writes.closing_line(where, files, report_state), problem])
+
+
+def _find(args, found: _Found, files: "run_writes.RunFiles", running) -> None:
+  """Runs the script, then compiles, profiles and advises on its kernels, keeping in
+  `found` what each step gives (an interruption leaves what came before)."""
   import pallas_prof
   pallas_prof.install()
   kernel_registry.clear()
-  notes: list[str] = []
-  errors: list[ErrorEntry] = []
   from ..backend.running import runtime_errors
   failures_before = runtime_errors.raised()
-  with _tracing(args, out_dir), _recording_calls():
-    cap = _start_insitu(not args.no_insitu and not args.no_profile, notes)
-    outcome = run_script(args.script, args.script_args)
-    cap = _stop_insitu(cap, notes)
-    kernel_error = find_kernel_error(outcome.error)
-    if kernel_error is not None:
-      errors.append(error_entry(kernel_error))
-    notes += caught_failures(failures_before, kernel_error)
-    if outcome.error is not None and kernel_error is None:
-      notes.append(script_error_note(outcome.error))
-    records = selected_kernels(args.kernel)
-    if args.kernel and not records and kernel_registry.kernels():
-      lowered = [r.label for r in kernel_registry.kernels()]
-      notes.append(f"--kernel {args.kernel!r} matched none of the {len(lowered)} kernel(s) "
-                   f"the script lowered: {', '.join(lowered)}")
-    for rec in records:
-      ensure_compiled(rec, errors)
-    reports = []
-    if records and not args.no_analysis:
-      for device in _devices(args.device, notes):
-        reports.append(_profile(records, args, device, cap, notes))
-    advice = _advice(records, reports, args, notes)
-  if not args.no_trace and any(k.probes is not None for r in reports for k in r.kernels):
-    from ..instrument.probe_tracks import add_to_trace
-    add_to_trace(os.path.join(out_dir, PERFETTO_FILE), reports)
-  kernels = []
+  found.tracer = _start_tracing(args, files, running)
+  running.enter_context(_recording_calls())
+  notes = found.notes
+  cap = _start_insitu(not args.no_insitu and not args.no_profile, notes)
+  found.doing = "the script ran"
+  found.outcome = outcome = run_script(args.script, args.script_args)
+  cap = _stop_insitu(cap, notes)
+  found.kernel_error = kernel_error = find_kernel_error(outcome.error)
+  if kernel_error is not None:
+    found.errors.append(error_entry(kernel_error))
+  notes += caught_failures(failures_before, kernel_error)
+  if outcome.error is not None and kernel_error is None:
+    notes.append(script_error_note(outcome.error))
+  found.records = records = selected_kernels(args.kernel)
+  if args.kernel and not records and kernel_registry.kernels():
+    lowered = [r.label for r in kernel_registry.kernels()]
+    notes.append(f"--kernel {args.kernel!r} matched none of the {len(lowered)} kernel(s) "
+                 f"the script lowered: {', '.join(lowered)}")
+  if processes.was_terminated():
+    # a job's scheduler gives a stopped job seconds, not a profile's minutes
+    notes.append("the script was stopped by SIGTERM: its kernels were not compiled, profiled "
+                 "or advised on; run it again to see them")
+    return
+  found.doing = "its kernels were compiled"
   for rec in records:
-    # the source that was compiled (a tuned or worked-around lowering), with its stages
-    compiled_from = (rec.compiled.generated if rec.compiled is not None else None) \
-        or rec.generated
-    files = run_directory.save_kernel(out_dir, rec.label, compiled_from, rec.compiled,
-                                  aliases=rec.input_output_aliases)
-    kernels.append(kernel_entry(rec, files))
-  run_report = RunReport(
+    ensure_compiled(rec, found.errors)
+  found.doing = "its kernels were profiled"
+  if records and not args.no_analysis:
+    for device in _devices(args.device, notes):
+      found.reports.append(_profile(records, args, device, cap, notes))
+  found.doing = "the advice was prepared"
+  found.advice = _advice(records, found.reports, args, notes)
+
+
+def _start_tracing(args, files, running):
+  """The run's tracing (None with --no-trace, or where its file cannot be opened: the run
+  goes on without, and says so)."""
+  try:
+    return running.enter_context(_tracing(args, files.root))
+  except OSError as e:
+    for name in (OTLP_JSON_FILE, PERFETTO_FILE):
+      files.lost(os.path.join(files.root, name), e)
+    return None
+
+
+def _report(args, found: _Found) -> RunReport:
+  """The report of what was found; each kernel's files are those it will have (the
+  writes that fail are taken off them afterwards)."""
+  outcome = found.outcome
+  kernels = [kernel_entry(rec, run_directory.kernel_files(rec.label, rec.compiled))
+             for rec in found.records]
+  return RunReport(
       created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), command=tuple(_command(args)),
       script=os.path.abspath(args.script), exit_code=outcome.exit_code,
       script_seconds=outcome.seconds, platform=_platform(), origin=processes.origin(),
-      kernels=tuple(kernels), errors=tuple(errors), notes=tuple(notes),
-      profiles=tuple(reports), advice=advice,
+      kernels=tuple(kernels), errors=tuple(found.errors), notes=tuple(found.notes),
+      profiles=tuple(found.reports), advice=found.advice,
       traces=Traces() if args.no_trace else Traces(otlp_json=OTLP_JSON_FILE,
                                                    perfetto=PERFETTO_FILE))
-  run_report.save(out_dir)
-  run_directory.remember_run(out_dir)       # show and report without a directory find it
-  from . import html
-  html.write_or_warn(out_dir, run_report)
-  if outcome.error is not None and (kernel_error is None or getattr(args, "traceback", False)):
-    print_script_traceback(outcome.error, args.script, getattr(args, "traceback", False))
-  return run_report, out_dir, outcome, kernel_error
+
+
+def _add_probe_tracks(args, out_dir: str, reports, files) -> None:
+  if not args.no_trace and PERFETTO_FILE not in files.missing:
+    run_writes.add_probe_tracks(os.path.join(out_dir, PERFETTO_FILE), reports, files)
 
 
 def caught_failures(before: int, final) -> list[str]:

@@ -26,7 +26,8 @@ import sys
 import time
 
 from ..backend.artifacts import (STAGE_FILES, STAGES, CompiledKernel, GeneratedKernel,
-                                  LaunchSpec)
+                                  LaunchSpec, Writer)
+from ..safe_files import write_atomic
 
 REPORT = "report.json"    # written and read by cli/report.py's RunReport
 
@@ -39,28 +40,43 @@ def kernel_dir_name(label: str) -> str:
   return re.sub(r"[^0-9A-Za-z_.-]", "_", label.replace("#", "-"))
 
 
-def save_kernel(out_dir: str, label: str, gk: GeneratedKernel, ck: CompiledKernel | None,
-                aliases=()) -> dict:
-  """Writes one kernel's source, artifacts and metadata; returns {what: relative path}.
-
-  aliases: the call's input_output_aliases, (input index, output index) pairs."""
+def kernel_files(label: str, ck: CompiledKernel | None) -> dict[str, str]:
+  """{what: path relative to the run directory} of the files save_kernel writes."""
   rel = os.path.join("kernels", kernel_dir_name(label))
-  d = os.path.join(out_dir, rel)
-  os.makedirs(d, exist_ok=True)
   files = {"source": os.path.join(rel, "source.py"),
            "kernel": os.path.join(rel, "kernel.json")}
-  gk.save(d, label=label, input_output_aliases=[list(a) for a in aliases])
   if ck is not None:
-    ck.save(d)
     files.update({stage: os.path.join(rel, STAGE_FILES[stage]) for stage in ck.asm})
     files["compiled"] = os.path.join(rel, "compiled.json")
-    if not ck.cubin_deferred:
-      try:
-        LaunchSpec.from_compiled(ck, aliases).save(d)
-        files["launch"] = os.path.join(rel, "spec.json")
-      except ValueError:
-        pass                 # a launch the replay cannot do (cooperative grid): none to save
+    if _launch_spec(ck, ()) is not None:
+      files["launch"] = os.path.join(rel, "spec.json")
   return files
+
+
+def _launch_spec(ck: CompiledKernel, aliases) -> LaunchSpec | None:
+  if ck.cubin_deferred:
+    return None
+  try:
+    return LaunchSpec.from_compiled(ck, aliases)
+  except ValueError:
+    return None              # a launch the replay cannot do (cooperative grid): none to save
+
+
+def save_kernel(out_dir: str, label: str, gk: GeneratedKernel, ck: CompiledKernel | None,
+                aliases=(), write: Writer = write_atomic) -> dict:
+  """Writes one kernel's source, artifacts and metadata, each file whole through `write`
+  (a run's writer keeps a failed one as missing and goes on); returns kernel_files().
+
+  aliases: the call's input_output_aliases, (input index, output index) pairs."""
+  d = os.path.join(out_dir, "kernels", kernel_dir_name(label))
+  os.makedirs(d, exist_ok=True)
+  gk.save(d, write=write, label=label, input_output_aliases=[list(a) for a in aliases])
+  if ck is not None:
+    ck.save(d, write)
+    spec = _launch_spec(ck, aliases)
+    if spec is not None:
+      spec.save(d, write)
+  return kernel_files(label, ck)
 
 
 def load_kernel(kernel_dir: str) -> tuple[GeneratedKernel, CompiledKernel | None]:
@@ -162,10 +178,7 @@ def remember_run(out_dir: str) -> None:
   known = dict(list(known.items())[-_LAST_RUNS_KEPT:])
   try:
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}"
-    with open(tmp, "w") as f:
-      json.dump(known, f)
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(known))
   except OSError:
     pass
 

@@ -28,6 +28,8 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind, StatusCode
 
+from ..safe_files import write_atomic
+
 # --- OTLP/JSON ------------------------------------------------------------------------------
 
 # Span.SpanKind in the OTLP protobuf: the SDK's enum starts at INTERNAL = 0,
@@ -154,37 +156,59 @@ def otlp_json_request(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
 
 
 class OtlpJsonFileExporter(SpanExporter):
-  """Appends one OTLP/JSON ExportTraceServiceRequest per export call, one per line."""
+  """Appends one OTLP/JSON ExportTraceServiceRequest per export call, one per line.
+
+  A line that cannot be written whole (a full disk) is cut off again: the file keeps
+  only whole lines, stops growing, and `failure` says why."""
 
   def __init__(self, path: str):
     self.path = os.path.abspath(path)
     directory = os.path.dirname(self.path)
     if directory:
       os.makedirs(directory, exist_ok=True)
-    self._file = open(self.path, "a", encoding="utf-8")
+    self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    self._whole = os.fstat(self._fd).st_size       # the end of the last whole line
+    self.failure: OSError | None = None
     self._lock = threading.Lock()
 
   def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
     if not spans:
       return SpanExportResult.SUCCESS
-    line = json.dumps(otlp_json_request(spans), separators=(",", ":"))
+    line = (json.dumps(otlp_json_request(spans), separators=(",", ":")) + "\n").encode()
     with self._lock:
-      if self._file.closed:
+      if self._fd is None:
         return SpanExportResult.FAILURE
-      self._file.write(line + "\n")
-      self._file.flush()
+      try:
+        _write_all(self._fd, line)
+      except OSError as e:
+        self._give_up(e)
+        return SpanExportResult.FAILURE
+      self._whole += len(line)
     return SpanExportResult.SUCCESS
 
+  def _give_up(self, error: OSError) -> None:
+    self.failure = error
+    try:
+      os.ftruncate(self._fd, self._whole)       # no half line at the end
+    except OSError:
+      pass
+    os.close(self._fd)
+    self._fd = None
+
   def force_flush(self, timeout_millis: int = 30000) -> bool:
-    with self._lock:
-      if not self._file.closed:
-        self._file.flush()
-    return True
+    return True                                  # each line is written when exported
 
   def shutdown(self) -> None:
     with self._lock:
-      if not self._file.closed:
-        self._file.close()
+      if self._fd is not None:
+        os.close(self._fd)
+        self._fd = None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+  view = memoryview(data)
+  while view:
+    view = view[os.write(fd, view):]
 
 
 def read_otlp_json(path: str) -> list[dict[str, Any]]:
@@ -228,6 +252,7 @@ class PerfettoExporter(SpanExporter):
     self._spans: list[dict[str, Any]] = []
     self._lock = threading.Lock()
     self._closed = False
+    self.failure: OSError | None = None    # the last write's, when it could not be written
 
   def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
     compact = [_compact(s) for s in spans]
@@ -252,13 +277,15 @@ class PerfettoExporter(SpanExporter):
         return
       spans = list(self._spans)
     document = trace_events(spans, self.process_name)
-    directory = os.path.dirname(self.path)
-    if directory:
-      os.makedirs(directory, exist_ok=True)
-    tmp = f"{self.path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-      json.dump(document, f, separators=(",", ":"))
-    os.replace(tmp, self.path)
+    try:
+      directory = os.path.dirname(self.path)
+      if directory:
+        os.makedirs(directory, exist_ok=True)
+      # whole or not at all: the file a viewer opens is never half a document
+      write_atomic(self.path, json.dumps(document, separators=(",", ":")), mode=0o644)
+      self.failure = None
+    except OSError as e:
+      self.failure = e
 
 
 def _compact(span: ReadableSpan) -> dict[str, Any]:

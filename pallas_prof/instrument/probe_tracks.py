@@ -76,7 +76,5 @@ def add_to_trace(path: str, reports) -> None:
       if k.probes is not None:
         document["traceEvents"] += perfetto_events(k.label, k.probes, pid)
         pid += 1
-  tmp = f"{path}.{os.getpid()}.tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(document, f, separators=(",", ":"))
-  os.replace(tmp, path)
+  from ..safe_files import write_atomic
+  write_atomic(path, json.dumps(document, separators=(",", ":")), mode=0o644)   # whole or none

@@ -11,6 +11,7 @@ import os
 import socket
 import sys
 import threading
+import warnings
 from typing import Any
 from urllib.parse import urlparse
 
@@ -268,6 +269,15 @@ class Tracing(contextlib.ContextDecorator):
         processor.shutdown_keep_exporter()
     if self._owns_provider:
       self.provider.shutdown()
+    for path, error in self.file_failures():
+      warnings.warn(f"pallas-prof: the trace file {path} could not be written whole "
+                    f"({error.strerror or error}); it holds what was written before, if anything",
+                    RuntimeWarning, stacklevel=2)
+
+  def file_failures(self) -> list[tuple[str, OSError]]:
+    """(path, error) of each trace file that could not be written (a full disk): the
+    exporters keep only whole lines or whole documents, and say so here."""
+    return [(e.path, e.failure) for e in self.exporters if getattr(e, "failure", None)]
 
   def flush(self) -> bool:
     ok = True

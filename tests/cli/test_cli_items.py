@@ -167,7 +167,9 @@ def test_the_scripts_own_exception_is_in_the_report(tmp_path):
   assert "note: the script raised RuntimeError: boom (at boom.py:2)" in result.stdout
   assert "the script raised RuntimeError: boom (at boom.py:2)" in (out / "report.html").read_text()
   script.write_text("import sys\nsys.exit(3)\n")                # an exit is not an exception
-  result = pallas_prof("run", "--no-analysis", "--out", str(out), str(script), cwd=tmp_path)
+  # the same --out again: --force replaces the run there (without it, refused)
+  result = pallas_prof("run", "--no-analysis", "--force", "--out", str(out), str(script),
+                       cwd=tmp_path)
   assert result.returncode == 3
   assert not [n for n in RunReport.load(str(out)).notes if "the script raised" in n]
 

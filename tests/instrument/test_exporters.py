@@ -3,6 +3,7 @@ selection, lossless batching, export at process exit."""
 from __future__ import annotations
 
 import base64
+import errno
 import json
 import os
 import subprocess
@@ -86,6 +87,65 @@ def test_otlp_json_file_one_request_per_line(tmp_path):
   for line in lines:
     json_format.ParseDict(_hex_ids_to_base64(json.loads(line)), ExportTraceServiceRequest())
   assert [s["name"] for s in ex.read_otlp_json(str(path))] == [s.name for s in spans]
+
+
+def _disk_fills_after(monkeypatch, room: int):
+  """os.write that writes only `room` bytes more, part of a call included, then ENOSPC."""
+  real_write, left = os.write, [room]
+
+  def write(fd, data):
+    if left[0] <= 0:
+      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    n = real_write(fd, bytes(data[:left[0]]))
+    left[0] -= n
+    return n
+
+  monkeypatch.setattr(ex.os, "write", write)
+
+
+def test_otlp_json_file_on_a_full_disk_keeps_whole_lines_and_says_why(tmp_path, monkeypatch):
+  path = tmp_path / "spans.jsonl"
+  path.write_text('{"earlier": "run"}\n')            # appended to: what was there stays
+  exporter = ex.OtlpJsonFileExporter(str(path))
+  spans = _sample_spans()
+  first = len(json.dumps(ex.otlp_json_request(spans[:1]), separators=(",", ":"))) + 1
+  _disk_fills_after(monkeypatch, first + 10)          # the second line only partly fits
+  assert exporter.export(spans[:1]) is ex.SpanExportResult.SUCCESS
+  assert exporter.export(spans[1:]) is ex.SpanExportResult.FAILURE
+  assert exporter.export(spans[1:]) is ex.SpanExportResult.FAILURE   # stopped, not retried
+  exporter.shutdown()
+  lines = path.read_text().splitlines()
+  assert len(lines) == 2 and json.loads(lines[0]) == {"earlier": "run"}
+  assert [s["name"] for s in ex.read_otlp_json(str(path))] == [spans[0].name]
+  assert exporter.failure is not None and exporter.failure.errno == errno.ENOSPC
+
+
+def test_perfetto_file_on_a_full_disk_keeps_the_last_whole_one(tmp_path, monkeypatch):
+  from pallas_prof import safe_files
+  path = tmp_path / "trace.json"
+  exporter = ex.PerfettoExporter(str(path))
+  spans = _sample_spans()
+  exporter.export(spans[:1])
+  exporter.force_flush()
+  whole = path.read_bytes()
+  exporter.export(spans[1:])
+  real_fdopen = safe_files.os.fdopen
+
+  def full(fd, *args, **kwargs):
+    f = real_fdopen(fd, *args, **kwargs)
+    f.write = lambda data: (_ for _ in ()).throw(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+    return f
+
+  monkeypatch.setattr(safe_files.os, "fdopen", full)
+  exporter.shutdown()                                  # no exception out of the shutdown
+  assert exporter.failure is not None and exporter.failure.errno == errno.ENOSPC
+  assert path.read_bytes() == whole and os.listdir(tmp_path) == ["trace.json"]   # no temp
+  # tracing() that owns such an exporter ends whole, and says it once
+  with pytest.warns(RuntimeWarning, match="trace.json could not be written whole") as said:
+    with pallas_prof.tracing(perfetto=str(path), root_span="run"):
+      pass
+  assert len([w for w in said if issubclass(w.category, RuntimeWarning)]) == 1
+  assert path.read_bytes() == whole
 
 
 def test_hundred_thousand_spans_all_exported(tmp_path):

@@ -124,23 +124,24 @@ class _Worker:
     log.close()
 
   def close(self) -> None:
-    """Ends the worker and removes its folder (at exit, and in tests).
-
-    Does not wait for a compile in flight (the background warm-up's, say): a
-    short script must not linger at exit for it."""
+    """Ends the worker and removes its folder (at exit, in tests), not waiting for a compile
+    in flight (the warm-up's): a short script must not linger at exit for it."""
     holds = self.lock.acquire(timeout=0.05)
     try:
-      proc, self.proc = self.proc, None
-      if proc is not None and proc.poll() is None:
-        _kill_group(proc)       # the worker and its children (a warm-up compile in flight)
-        try:
-          proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-          pass
-      self._remove_workdir()
+      self._end()
     finally:
       if holds:
         self.lock.release()
+
+  def _end(self) -> None:
+    proc, self.proc = self.proc, None
+    if proc is not None and proc.poll() is None:
+      _kill_group(proc)         # the worker and its children (a warm-up compile in flight)
+      try:
+        proc.wait(timeout=5)
+      except subprocess.TimeoutExpired:
+        pass
+    self._remove_workdir()
 
   def _remove_workdir(self) -> None:
     if self.workdir:
@@ -174,6 +175,9 @@ class _Worker:
         result = _recv(self.proc.stdout)
       except (EOFError, BrokenPipeError, OSError, pickle.UnpicklingError):
         raise self._crashed() from None
+      except BaseException:    # Ctrl-C, SIGTERM: its answer would go to the next request
+        self._end()
+        raise
     result["queued_ns"] = queued
     return result
 
@@ -324,7 +328,8 @@ def _serve(compile_module) -> None:
   while True:
     try:
       request = _recv(inp)
-    except EOFError:
+    except EOFError:           # the parent died (close() kills us): the folder is ours to remove
+      shutil.rmtree(os.environ.get(_output.DIR_ENV) or "", ignore_errors=True)
       return
     if request.get("op") == "batch":
       _send(out, _compile_batch(compile_module, request, on_stage))

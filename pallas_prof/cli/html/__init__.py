@@ -14,6 +14,7 @@ import os
 from markupsafe import Markup, escape
 
 from ... import __version__
+from ...safe_files import write_atomic
 from ..report import RunReport
 from . import charts
 from .model import Listing, RunView, run_view
@@ -70,25 +71,23 @@ def write_html(run_dir: str, run: RunReport | None = None, out: str | None = Non
   if run is None:
     run = RunReport.load(run_dir)
   path = out or os.path.join(run_dir, HTML)
-  with open(path, "w", encoding="utf-8") as f:
-    f.write(render_html(run, run_dir))
-  return path
+  return write_atomic(path, render_html(run, run_dir), mode=0o644)    # whole or not at all
 
 
 def write_merged_html(runs: list[tuple[str, RunReport]], names: list[str], out: str) -> str:
   """One page for the runs of several processes (processes.py orders and names them)."""
   from .model import merged_view
   view = merged_view(runs, names)
-  with open(out, "w", encoding="utf-8") as f:
-    f.write(render_view(view))
-  return out
+  return write_atomic(out, render_view(view), mode=0o644)
 
 
 def write_or_warn(run_dir: str, run: RunReport) -> str | None:
   """`pallas-prof run`'s call: a page that fails to render costs the run nothing but
-  the page, and says why on stderr."""
+  the page, and says why on stderr; one that cannot be written raises OSError."""
   try:
     return write_html(run_dir, run)
+  except OSError:
+    raise                   # not written (a full disk): the caller keeps it as missing
   except Exception as e:  # noqa: BLE001 - the run's own results are already saved
     import sys
     print(f"pallas-prof: report.html not written: {type(e).__name__}: {e}", file=sys.stderr)
