@@ -64,8 +64,9 @@ def kind_of(mutation: str) -> str:
 @contextlib.contextmanager
 def read_only(path: str) -> Iterator[str]:
   """`path` (a folder) without write permission for anyone, restored after. As root,
-  permissions do not stop writes: callers that need the refusal should use
-  `unwritable()` instead, which works for root too."""
+  permissions do not stop writes: a test that needs the refusal as root remounts a
+  tmpfs read-only (`small_disk` then `mount -o remount,ro`), or puts a file where the
+  folder should be."""
   mode = os.stat(path).st_mode
   os.chmod(path, stat.S_IRUSR | stat.S_IXUSR)
   try:
