@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..check_sites import OFFSET
+from ..lowering.features.bounds import check_bounds_source
 from .runtime_errors import KernelRuntimeError, remember
 
 
@@ -93,13 +94,14 @@ def raise_if_violated(flag, sites, kernel_name: str, eqns=(), jaxpr_text=None) -
   flag = np.asarray(flag).reshape(-1)
   bad = [s for s in sites if int(flag[s.base]) > 0]
   eqn = eqns[bad[0].eqn_index] if 0 <= bad[0].eqn_index < len(eqns) else None
-  hint = ("the access was dropped (check mode); without PALLAS_PROF_CHECK=bounds it reads "
-          "or writes past the ref (on a GPU: CUDA_ERROR_ILLEGAL_ADDRESS, which ends the "
+  source = check_bounds_source()
+  hint = (f"the access was dropped (the bounds check, on through {source}); without the check "
+          "it reads or writes past the ref (on a GPU: CUDA_ERROR_ILLEGAL_ADDRESS, which ends the "
           "process's CUDA context)")
   raise remember(BoundsError(
       "\n".join(_short(s, flag, eqns, several=len(bad) > 1) for s in bad), kernel=kernel_name,
       eqn=eqn, jaxpr_text=jaxpr_text, hint=hint,
-      where="the bounds check after the kernel (PALLAS_PROF_CHECK=bounds)",
+      where=f"the bounds check after the kernel ({source})",
       message="\n".join(found) + f"\n  hint: {hint}"))
 
 

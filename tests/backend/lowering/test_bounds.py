@@ -57,6 +57,8 @@ def test_a_read_past_the_ref_raises_with_line_ref_shape_and_range(check_mode, rn
   assert f"{HERE}:{_line_of(_window_kernel, 'the line the error names')}" in text, text
   assert "reads x_ref (shape (128,), float32) at index [128:136]" in text, text
   assert "8 lane(s)" in text and "equation: " in text, text
+  # the hint names the switch the user turned (install), not a variable they never set
+  assert "pallas_prof.install(check_bounds=True)" in text and "PALLAS_PROF_CHECK" not in text, text
   # the process and its devices go on
   np.testing.assert_allclose(np.asarray(call(np.array([0], np.int32), x)), x[:16] * 2)
 
@@ -111,9 +113,10 @@ def test_gathers_and_scalar_reads_are_checked(check_mode, rng):
 def test_the_environment_variable_turns_it_on(monkeypatch, rng):
   monkeypatch.setenv("PALLAS_PROF_CHECK", "bounds")
   x = random_array(rng, (128,), "float32")
-  with pytest.raises(Exception, match="out of bounds"):
+  with pytest.raises(Exception, match="out of bounds") as info:
     jax.block_until_ready(pallas(_window_kernel, S((16,), jnp.float32), name="by_env")(
         np.array([127], np.int32), x))
+  assert "PALLAS_PROF_CHECK=bounds" in str(info.value) and "install(" not in str(info.value)
 
 
 def test_poisoned_outputs_show_what_nothing_writes(check_mode, rng):

@@ -57,6 +57,15 @@ def check_bounds_enabled() -> bool:
   return "bounds" in settings.value("PALLAS_PROF_CHECK")
 
 
+def check_bounds_source() -> str:
+  """How the user turned the check on, in the words they used: a hint that names
+  PALLAS_PROF_CHECK to someone who called install(check_bounds=True) sends them looking
+  for a variable they never set."""
+  if _mode["bounds"]:
+    return "pallas_prof.install(check_bounds=True)"
+  return "PALLAS_PROF_CHECK=bounds"
+
+
 class SiteTable:
   """The check sites of one kernel being lowered, in emission order."""
 
