@@ -28,14 +28,13 @@ import functools
 import hashlib
 import inspect
 import json
-import os
 import time
 import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .choice import MIN_GAIN, cache_path, keep_default_within, leaves, same_outputs
+from .choice import MIN_GAIN, cache_path, keep_default_within, leaves, same_outputs, store
 
 # 2: choices made on a GPU are timed by the GPU's clock (version 1's wall clock
 # measured jaxlib's dispatch of short kernels, which differs between configs)
@@ -150,13 +149,8 @@ def _load(digest: str) -> Tuning | None:
 
 
 def _save(digest: str, tuning: Tuning, identity: dict) -> None:
-  path = cache_path(digest)
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  tmp = f"{path}.{os.getpid()}.tmp"
-  with open(tmp, "w") as f:
-    json.dump({"version": CACHE_VERSION, "identity": identity, "tuning": tuning.to_json()}, f,
-              indent=1)
-  os.replace(tmp, path)           # readers never see half a file
+  store(cache_path(digest), {"version": CACHE_VERSION, "identity": identity,
+                             "tuning": tuning.to_json()})
 
 
 # --- running and comparing candidates ------------------------------------------------------------

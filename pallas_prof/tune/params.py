@@ -32,7 +32,7 @@ from typing import Callable, Sequence
 
 from ..backend.options import TUNED_FIELDS, key_label
 from . import records
-from .choice import MIN_GAIN, cache_path, keep_default_within, same_outputs
+from .choice import MIN_GAIN, cache_path, keep_default_within, same_outputs, store
 
 ENV = "PALLAS_PROF_AUTOTUNE"
 TUNED_ENV = "PALLAS_PROF_TUNED"          # a tuning file (`pallas-prof tune` writes one) to apply
@@ -428,10 +428,6 @@ def _load(path: str) -> dict | None:
 
 
 def _save(path: str, identity: dict, tuning: KernelTuning) -> None:
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  tmp = f"{path}.{os.getpid()}.tmp"
-  with open(tmp, "w") as f:
-    json.dump({"version": CACHE_VERSION, "identity": identity, "best": list(tuning.best),
+  store(path, {"version": CACHE_VERSION, "identity": identity, "best": list(tuning.best),
                "tuning_s": tuning.tuning_s,
-               "candidates": [dataclasses.asdict(c) for c in tuning.candidates]}, f, indent=1)
-  os.replace(tmp, path)
+               "candidates": [dataclasses.asdict(c) for c in tuning.candidates]})
