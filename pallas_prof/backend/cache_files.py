@@ -215,9 +215,10 @@ def entry_damage(directory: str) -> str | None:
                           min(int(sealed["bytes"]), MAX_ENTRY_FILE_BYTES))
     except (OSError, KeyError, TypeError, ValueError) as e:
       return f"{name}: {getattr(e, 'strerror', None) or e}"
-    if len(data) != sealed["bytes"] or _digest(data) != sealed.get("sha256"):
-      return (f"{name} is not what was stored ({len(data)} bytes, stored {sealed['bytes']}, "
-              "or the same size with other bytes)")
+    if len(data) != sealed["bytes"]:
+      return f"{name} has {len(data)} bytes; {sealed['bytes']} were stored"
+    if _digest(data) != sealed.get("sha256"):
+      return f"{name} holds other bytes than were stored"
   return None
 
 
