@@ -230,8 +230,11 @@ def test_a_damaged_prepared_library_is_never_linked(monkeypatch, tmp_path):
   (library,) = (tmp_path / "libdevice").glob("*.ll")
   whole = library.read_text()
   assert whole.startswith(libdevice_link.SEAL)
-  constant = re.search(r"float (0x[0-9A-F]{16})", whole).group(1)
-  changed = "0x3FF0000000000000" if constant != "0x3FF0000000000000" else "0x4000000000000000"
+  # a float constant, as this LLVM writes it (hexadecimal or decimal)
+  constant = re.search(r"float (0x[0-9A-F]{16}|-?\d\.\d{6}e[+-]\d\d)\b", whole).group(1)
+  candidates = (("0x3FF0000000000000", "0x4000000000000000") if constant.startswith("0x")
+                else ("1.500000e+00", "2.500000e+00"))
+  changed = next(c for c in candidates if c != constant)
   library.write_text(whole.replace(constant, changed, 1))
   second = _compile(gk, prepared=True, monkeypatch=monkeypatch, tmp_path=tmp_path)
   assert second["libdevice_link"] == "prepared-new-common"
