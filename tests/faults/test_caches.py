@@ -174,6 +174,39 @@ def test_a_damaged_kernel_module_is_written_again_not_run(pristine, tmp_path, mu
   assert not again["cache_warnings"] and open(path, "rb").read() == whole
 
 
+@pytest.mark.fault("append")
+def test_a_bytecode_file_beside_a_kernel_module_is_never_run(pristine, tmp_path):
+  """Python runs a module's cached bytecode when its header matches the source's time and
+  size. One planted beside a kernel module, holding the module with a line appended, is
+  neither run by the program nor by the compile worker; pallas-prof writes none itself."""
+  import importlib.util
+  import marshal
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+  cold = str(tmp_path / "cold")
+  _right(_child(cold, "--compile", env=env))
+  assert not glob.glob(os.path.join(cold, "**", "__pycache__"), recursive=True)
+
+  cache = _copy_cache(pristine, str(tmp_path / "cache"))
+  shutil.rmtree(os.path.join(cache, "compiled"))      # so that the compile worker loads it too
+  path = pristine["kernel"].replace(pristine["cache"], cache)
+  marker = tmp_path / "planted-line-ran"
+  planted = open(path).read() + f"\nopen({str(marker)!r}, 'w').close()\n"
+  info = os.stat(path)
+  pyc = importlib.util.cache_from_source(path)
+  os.makedirs(os.path.dirname(pyc))
+  with open(pyc, "wb") as f:
+    f.write(importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little")
+            + (int(info.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+            + (info.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+            + marshal.dumps(compile(planted, path, "exec")))
+  for cached in ("miss", "disk"):          # this process, compiling, and the next
+    result = _child(cache, "--compile", env=env)
+    _right(result)
+    assert result["cache"] == cached and not result["cache_warnings"]
+    assert not marker.exists(), "the planted bytecode ran"
+  assert os.listdir(os.path.dirname(pyc)) == [os.path.basename(pyc)]
+
+
 @pytest.mark.fault("garble", "truncate")
 def test_a_damaged_kernel_module_in_a_run_still_gives_the_report(pristine, tmp_path):
   """`pallas-prof run` of a program whose cached kernel module (garbled) and compile-cache
