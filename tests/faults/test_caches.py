@@ -295,6 +295,38 @@ def test_a_damaged_compile_cache_entry_is_compiled_again_and_moved_aside(
   assert later.cache == "disk" and later.cubin == compiled["ck"].cubin
 
 
+@pytest.mark.parametrize("mutation", [_fault(m) for m in MUTATIONS])
+def test_a_damaged_ptxas_version_memo_is_asked_again(compiled, tmp_path, monkeypatch,
+                                                      fresh_warnings, mutation):
+  """The ptxas version is part of every compile key and caps the PTX version written for
+  the driver: a damaged memo of it is not believed (moved aside, ptxas asked again)."""
+  from pallas_prof.backend import cache_files
+  from pallas_prof.backend.compiling import compile_cache
+  cache = str(tmp_path / "cache")
+  shutil.copytree(compiled["cache"], cache)
+  monkeypatch.setenv("PALLAS_PROF_CACHE_DIR", cache)
+  (memo,) = glob.glob(os.path.join(cache, "tools", "ptxas-*"))
+  whole = _damage(memo, mutation)
+  compile_cache._ptxas_version.cache_clear()
+  with pytest.warns(cache_files.CacheWarning, match="ptxas"):
+    key = compile_cache.compile_key(compiled["gk"], ("cuda", 90))
+  assert key == compiled["ck"].key
+  assert open(memo, "rb").read() == whole                  # written again, whole
+  assert len(glob.glob(memo + ".bad-*")) == 1 and not _leftovers(cache)
+  compile_cache._ptxas_version.cache_clear()         # the next process: believed, silently
+  with warnings_as_errors():
+    assert compile_cache.compile_key(compiled["gk"], ("cuda", 90)) == key
+  compile_cache._ptxas_version.cache_clear()
+
+
+@contextlib.contextmanager
+def warnings_as_errors():
+  import warnings
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    yield
+
+
 # --- a cache folder that cannot be written -------------------------------------------------
 
 @contextlib.contextmanager
@@ -351,6 +383,27 @@ def test_a_cache_folder_that_cannot_be_written_costs_one_warning(tmp_path, how):
   _right(again)
   assert not again["cache_warnings"] and again["path"].startswith(cache + os.sep)
   assert again["code"] == result["code"]
+
+
+@pytest.mark.fault("readonly")
+def test_a_read_only_cache_that_holds_everything_is_used_as_it_is(pristine, tmp_path):
+  """A cache made read-only once filled (a shared, prepared one): its whole files are used,
+  with no warning and no stand-in; nothing is written to it."""
+  if not inject._can_mount():
+    pytest.skip("cannot bind-mount read-only here (not root)")
+  cache = _copy_cache(pristine, str(tmp_path / "cache"))
+  if subprocess.run(["mount", "--bind", cache, cache], capture_output=True).returncode != 0:
+    pytest.skip("cannot bind-mount here (a sandbox)")
+  try:
+    assert subprocess.run(["mount", "-o", "remount,bind,ro", cache]).returncode == 0
+    before = sorted(os.path.join(d, n) for d, ds, fs in os.walk(cache) for n in ds + fs)
+    result = _child(cache, "--compile")
+    _right(result)
+    assert not result["cache_warnings"] and result["cache"] == "disk"
+    assert result["path"] == pristine["kernel"].replace(pristine["cache"], cache)
+    assert sorted(os.path.join(d, n) for d, ds, fs in os.walk(cache) for n in ds + fs) == before
+  finally:
+    subprocess.run(["umount", "-l", cache], capture_output=True)
 
 
 def _filled(folder: str) -> None:
