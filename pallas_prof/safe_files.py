@@ -20,8 +20,22 @@ class UnsafeFile(OSError):
 
 def private_dir(path: str) -> str:
   """`path` as a folder, made (with its parents) readable by its owner only: a cache
-  holds code that later runs, so no other user may put files there."""
-  os.makedirs(path, mode=0o700, exist_ok=True)
+  holds code that later runs, so no other user may put files there. Folders that
+  exist already keep their mode."""
+  missing, head = [], os.path.abspath(path)
+  while not os.path.isdir(head):
+    missing.append(head)
+    parent = os.path.dirname(head)
+    if parent == head:
+      break
+    head = parent
+  # one level at a time: os.makedirs gives the parents it makes the umask's mode
+  for folder in reversed(missing):
+    try:
+      os.mkdir(folder, 0o700)
+    except FileExistsError:
+      if not os.path.isdir(folder):
+        raise
   return path
 
 

@@ -55,6 +55,25 @@ def test_private_dir_is_owner_only(tmp_path):
   assert stat.S_IMODE(os.stat(path).st_mode) == 0o700
 
 
+def test_private_dir_makes_the_parents_it_makes_owner_only_too(tmp_path):
+  # os.makedirs would give "cache" and "compiled" the umask's mode (often 0755)
+  os.chmod(tmp_path, 0o755)
+  old = os.umask(0o022)
+  try:
+    safe_files.private_dir(str(tmp_path / "cache" / "compiled" / "ab"))
+  finally:
+    os.umask(old)
+  for level in ("cache", "cache/compiled", "cache/compiled/ab"):
+    assert stat.S_IMODE(os.stat(tmp_path / level).st_mode) == 0o700, level
+  assert stat.S_IMODE(os.stat(tmp_path).st_mode) == 0o755     # a folder that was there keeps its mode
+
+
+def test_private_dir_refuses_a_file_in_the_way(tmp_path):
+  (tmp_path / "cache").write_text("not a folder")
+  with pytest.raises(OSError):
+    safe_files.private_dir(str(tmp_path / "cache" / "kernels"))
+
+
 def test_read_regular_refuses_fifo_link_and_large_files(tmp_path):
   fifo = tmp_path / "fifo"
   os.mkfifo(fifo)

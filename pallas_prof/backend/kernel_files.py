@@ -1,28 +1,42 @@
 """Where generated kernels live: each one a real file named by its content,
-under the cache directory (PALLAS_PROF_CACHE_DIR, else ~/.cache/pallas-prof).
+under the cache directory (cache_files.py: PALLAS_PROF_CACHE_DIR, else
+~/.cache/pallas-prof), and checked against that content before it is used.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 
-from .. import settings
+from . import cache_files
 
 
 def cache_dir() -> str:
-  root = settings.value("PALLAS_PROF_CACHE_DIR") or os.path.join(
-      os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pallas-prof")
-  return root
+  """The folder this process keeps its cache in (cache_files.root)."""
+  return cache_files.root()
 
 
 def write_source(name: str, key: str, source: str) -> str:
+  """The path of a file holding exactly `source`: `kernels/<name>_<key[:16]>.py`, kept
+  from an earlier run when it still holds it, else (re)written, a damaged one moved
+  aside first. In the stand-in cache where the cache folder cannot be written."""
   # Triton reads kernel source back with inspect (and stamps the path into the
   # PTX line info), so each kernel is a real file, named by its content.
-  directory = os.path.join(cache_dir(), "kernels")
-  os.makedirs(directory, exist_ok=True)
-  path = os.path.join(directory, f"{name}_{key[:16]}.py")
-  if not os.path.exists(path):
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-      f.write(source)
-    os.replace(tmp, path)
-  return path
+  path = os.path.join(cache_files.root(), "kernels", f"{name}_{key[:16]}.py")
+  wanted = source.encode()
+  # read a little past the source's length: a longer file (lines appended) is then
+  # named as such, rather than only as too large
+  found = cache_files.read(path, 2 * len(wanted) + 4096)
+  if found == wanted:
+    return path
+  if found is not None:
+    cache_files.move_aside(path, f"it holds {len(found)} bytes, not the {len(wanted)}-byte "
+                                 "kernel source its name stands for")
+  return cache_files.write(path, wanted)
+
+
+def checked_source(path: str, source: str) -> str:
+  """write_source for the kernel module at `path`, as it wrote it: `path` when it still
+  holds `source`, else the path of that source written again (the damaged file moved
+  aside). Never writes outside the cache: the path is made again from the name."""
+  name = os.path.basename(path).rpartition("_")[0] or "kernel"
+  return write_source(name, hashlib.sha256(source.encode()).hexdigest(), source)

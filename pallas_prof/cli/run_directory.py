@@ -157,27 +157,34 @@ _LAST_RUNS_KEPT = 64
 
 
 def _last_runs_path() -> str:
-  from ..backend.kernel_files import cache_dir
-  return os.path.join(cache_dir(), _LAST_RUNS)
+  # the configured cache folder, not a temporary stand-in: a note that dies with the
+  # process would point no later `show` anywhere
+  from ..backend.cache_files import configured
+  return os.path.join(configured(), _LAST_RUNS)
+
+
+def _last_runs() -> dict:
+  from ..backend import cache_files
+  raw = cache_files.read(_last_runs_path(), cache_files.MAX_RECORD_BYTES)
+  try:
+    known = json.loads(raw) if raw is not None else {}
+  except ValueError:
+    known = {}
+  return known if isinstance(known, dict) else {}
 
 
 def remember_run(out_dir: str) -> None:
   """Notes `out_dir` as the last run made from the working directory, so that `show` and
   `report` without a directory find a run written with --out (best effort: a cache that
   cannot be written only costs that)."""
-  path = _last_runs_path()
-  try:
-    with open(path) as f:
-      known = json.load(f)
-  except (OSError, ValueError):
-    known = {}
-  if not isinstance(known, dict):
-    known = {}
+  from ..safe_files import private_dir, write_atomic
+  known = _last_runs()
   known.pop(os.getcwd(), None)
   known[os.getcwd()] = os.path.abspath(out_dir)
   known = dict(list(known.items())[-_LAST_RUNS_KEPT:])
+  path = _last_runs_path()
   try:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    private_dir(os.path.dirname(path))
     write_atomic(path, json.dumps(known))
   except OSError:
     pass
@@ -185,11 +192,7 @@ def remember_run(out_dir: str) -> None:
 
 def remembered_run() -> str | None:
   """The last run made from the working directory, if it is still there."""
-  try:
-    with open(_last_runs_path()) as f:
-      run = json.load(f).get(os.getcwd())
-  except (OSError, ValueError, AttributeError):
-    return None
+  run = _last_runs().get(os.getcwd())
   if isinstance(run, str) and os.path.exists(os.path.join(run, REPORT)):
     return os.path.relpath(run) if not os.path.relpath(run).startswith("..") else run
   return None

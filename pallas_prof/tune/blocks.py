@@ -28,14 +28,13 @@ import functools
 import hashlib
 import inspect
 import json
-import os
 import time
 import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .. import safe_files
+from ..backend import cache_files
 from . import validate
 from .choice import MIN_GAIN, cache_path, keep_default_within, leaves, same_outputs
 
@@ -209,14 +208,14 @@ _CANDIDATE_FIELDS = {"config": _is_object, "seconds": validate.maybe_seconds,
 
 
 def _save(digest: str, tuning: Tuning, identity: dict) -> None:
-  """Whole or not at all (safe_files); a cache that cannot be written costs the next
-  process a tuning, never this call: one warning says why."""
+  """Whole or not at all, in the cache or the process's stand-in for it (cache_files); where
+  no folder can take it, it costs the next process a tuning, never this call: one warning
+  says why."""
   path = cache_path(digest)
   text = json.dumps({"version": CACHE_VERSION, "identity": identity, "tuning": tuning.to_json()},
                     indent=1, default=str)
   try:
-    safe_files.private_dir(os.path.dirname(path))
-    safe_files.write_atomic(path, text)
+    cache_files.write(path, text)
   except OSError as e:
     validate.warn_once(f"pallas_prof.autotune: the choice for {identity['function']} was not "
                        f"cached ({path}: {e.strerror or e}); this process uses it, the next "

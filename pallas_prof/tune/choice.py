@@ -4,12 +4,13 @@ faster by more than the noise, a config counts only if its outputs equal the
 default's, and where choices are kept on disk."""
 from __future__ import annotations
 
+import json
 import os
 from typing import Callable, Sequence
 
 import numpy as np
 
-from .. import settings
+from ..backend import cache_files
 
 # a config replaces the default only when faster by more than this: timing noise
 # (a few percent between runs on the H200) must not pick a config that is no faster
@@ -26,9 +27,7 @@ def keep_default_within(default, timed: list, seconds: Callable, min_gain: float
 
 
 def cache_path(digest: str) -> str:
-  root = settings.value("PALLAS_PROF_CACHE_DIR") or os.path.join(
-      os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pallas-prof")
-  return os.path.join(root, "tune", f"{digest}.json")
+  return os.path.join(cache_files.root(), "tune", f"{digest}.json")
 
 
 def leaves(out) -> list[np.ndarray]:

@@ -4,7 +4,8 @@ A compile is addressed by its content: the generated source, Triton's
 options, the libraries linked, the target and every tool's version, and the
 layout its result is stored in (CompiledKernel.SCHEMA): an entry of an older
 layout is never found. Results are kept in memory for this process and on
-disk (CompiledKernel.save) for the next. Computing a key imports no Triton,
+disk (CompiledKernel.save, sealed with a manifest and checked when loaded:
+cache_files.py) for the next. Computing a key imports no Triton,
 except once per Triton install and machine, to learn which ptxas it runs.
 """
 from __future__ import annotations
@@ -13,19 +14,19 @@ import dataclasses
 import functools
 import hashlib
 import os
-import shutil
-import threading
 from typing import Any
 
 from ... import settings
-from .. import compat
+from .. import cache_files, compat
 from . import ptx_rewrites, triton_compat
-from ..artifacts import DEFAULT_TARGET, CompiledKernel, GeneratedKernel, target_text
+from ..artifacts import DEFAULT_TARGET, STAGE_FILES, CompiledKernel, GeneratedKernel, target_text
 from ..lowering.codegen import signature_type
 from ..kernel_files import cache_dir
 from .triton_run import triton_lock
 
-CACHE_FORMAT = 7   # 7: PTX rewritten around three ptxas miscompiles (ptx_rewrites.py)
+# 7: PTX rewritten around three ptxas miscompiles (ptx_rewrites.py); 8: entries sealed
+# with a manifest (an entry without one would read as damaged)
+CACHE_FORMAT = 8
 
 _memory: dict[str, CompiledKernel] = {}
 
@@ -88,7 +89,7 @@ def prepared_libdevice() -> bool:
 
 def libdevice_cache() -> str | None:
   """Where prepared libdevice libraries live; None: link Triton's way."""
-  return os.path.join(cache_dir(), "libdevice") if prepared_libdevice() else None
+  return cache_files.folder("libdevice") if prepared_libdevice() else None
 
 
 # --- the key -------------------------------------------------------------------------------
@@ -137,21 +138,20 @@ def _ptxas_version(arch: int = 90) -> str:
     return "none"
   stamp = hashlib.sha256(f"{spec.origin}:{st.st_mtime_ns}:{_triton_version()}:{arch}:"
                          f"{overrides}".encode()).hexdigest()[:16]
-  memo = os.path.join(cache_dir(), "tools", f"ptxas-sm{arch}-{stamp}.txt")
-  try:
-    with open(memo) as f:
-      return f.read()
-  except OSError:
-    pass
+  memo = os.path.join(cache_dir(), "tools", f"ptxas-sm{arch}-{stamp}.json")
+  known = cache_files.read_sealed(memo)
+  if known is not None:
+    return known
   path = triton_compat.ptxas_path(arch)
   if not os.path.exists(path):
     return "none"
   version = triton_compat.ptxas_release(path)
   if version == "unknown":
     return version
-  os.makedirs(os.path.dirname(memo), exist_ok=True)
-  with open(memo, "w") as f:
-    f.write(version)
+  try:
+    cache_files.write_sealed(memo, version)
+  except OSError:      # neither the cache nor a temporary folder: ask ptxas again next time
+    pass
   return version
 
 
@@ -179,27 +179,25 @@ def _disk_dir(key: str) -> str:
 
 
 def store_on_disk(ck: CompiledKernel) -> None:
-  """Saves ck under its key (atomically: a reader sees all of it or nothing)."""
+  """Saves ck under its key, whole or not at all, sealed with a manifest of its files
+  (cache_files.store_entry; not fatal where the cache cannot be written)."""
   directory = _disk_dir(ck.key)
-  tmp = f"{directory}.tmp{os.getpid()}_{threading.get_ident()}"
-  try:
-    ck.save(tmp)
-    os.makedirs(os.path.dirname(directory), exist_ok=True)
-    if os.path.isdir(directory) and not ck.cubin_deferred and not os.path.exists(
-        os.path.join(directory, "kernel.cubin")):
-      shutil.rmtree(directory, ignore_errors=True)   # the deferred entry, now completed
-    os.replace(tmp, directory)
-  except OSError:
-    # another process stored it first, or the disk is read-only: not fatal
-    shutil.rmtree(tmp, ignore_errors=True)
+  if not ck.cubin_deferred and os.path.isdir(directory) and \
+      STAGE_FILES["cubin"] not in cache_files.entry_files(directory):
+    cache_files.discard(directory)     # the deferred entry, now completed
+  cache_files.store_entry(directory, ck.save)
 
 
 def load_from_disk(key: str, gk: GeneratedKernel) -> CompiledKernel | None:
-  try:
-    ck = CompiledKernel.load(_disk_dir(key), generated=gk)
-  except (OSError, ValueError, KeyError, TypeError):   # absent, torn, or SchemaMismatch
-    return None
-  if ck.key != key:
+  """The entry stored under `key` if it is whole and is that key's (else it is moved
+  aside: cache_files.load_entry), as a disk hit; None otherwise."""
+  def load(directory: str) -> CompiledKernel:
+    ck = CompiledKernel.load(directory, generated=gk)
+    if ck.key != key:
+      raise ValueError(f"it holds the compile of key {ck.key[:16]}..., not {key[:16]}...")
+    return ck
+
+  ck = cache_files.load_entry(_disk_dir(key), load)
+  if ck is None:
     return None
   return dataclasses.replace(ck, cache="disk", worker_wait_seconds=0.0)
-

@@ -23,7 +23,9 @@ branch into a select), and on an H200 the results of 32 functions were the
 same bits either way (bench/probes/bitwise_probe.py).
 
 Anything unexpected (a query this does not know, a declaration it cannot
-restate) falls back to Triton's own link of the original library.
+restate) falls back to Triton's own link of the original library. A prepared
+library is cache data: its first line is the digest of the rest, checked before
+it is linked (a damaged one is moved aside and prepared again).
 
 JAX-free, like triton_run.py: the compile worker loads it by path.
 """
@@ -34,9 +36,11 @@ import os
 import re
 import tempfile
 import threading
+import time
 from typing import Callable, Sequence
 
-FORMAT = 2   # 2: libraries keyed by function names
+FORMAT = 3   # 2: libraries keyed by function names; 3: sealed with their digest
+MAX_LIBRARY_BYTES = 1 << 28
 # `declare !dbg !3 float @__nv_expf(float)`: the return type is the last word before the name
 _DECLARE = re.compile(r"^declare [^@\n]*?(\S+) @(__nv_\w+)\(([^)]*)\)", re.M)
 _STRING = re.compile(r'^(@[\w.$]+) = [^\n]*?c"([^"]*?)\\00"', re.M)
@@ -83,7 +87,7 @@ def link(llvm_mod, paths: Sequence[str], *, original_link: Callable, cache_dir: 
   # else the common one if it covers the set (text to parse); else prepare this set
   # (it links the bitcode)
   own = _path(cache_dir, paths, names, ftz, arch)
-  prepared, how = (own, "prepared") if os.path.exists(own) else (None, "")
+  prepared, how = (own, "prepared") if _whole(own) else (None, "")
   if prepared is None and set(names) <= COMMON.keys():
     prepared, how = _prepared(paths, COMMON, original_link, cache_dir, ftz, arch)
     how = how and how + "-common"
@@ -118,7 +122,7 @@ def _prepared(paths, functions, original_link, cache_dir: str, ftz: bool, arch: 
   """(path of the prepared library for `functions`, "prepared" | "prepared-new"),
   or (None, "") where it cannot be prepared."""
   path = _path(cache_dir, paths, functions, ftz, arch)
-  if os.path.exists(path):
+  if _whole(path):
     return path, "prepared"
   try:
     text = _prepare(paths, functions, original_link, ftz, arch)
@@ -217,9 +221,53 @@ def _triton_version() -> str:
   return f"triton={triton.__version__}"
 
 
+SEAL = "; pallas-prof sha256 "    # a prepared library's first line: an LLVM comment
+
+
 def _write_atomically(path: str, text: str) -> None:
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  tmp = f"{path}.tmp{os.getpid()}_{threading.get_ident()}"
-  with open(tmp, "w") as f:
-    f.write(text)
-  os.replace(tmp, path)
+  """Writes a prepared library whole or not at all, in an owner-only folder, sealed: its
+  first line the digest of the rest, which _whole() checks before it is linked."""
+  files = _safe_files()
+  files.private_dir(os.path.dirname(path))
+  files.write_atomic(path, f"{SEAL}{hashlib.sha256(text.encode()).hexdigest()}\n{text}")
+
+
+def _whole(path: str) -> bool:
+  """Whether the prepared library at `path` is there as it was written; a damaged one (its
+  digest line not that of the rest, or not a regular file) is moved aside."""
+  files = _safe_files()
+  try:
+    data = files.read_regular(path, MAX_LIBRARY_BYTES)
+  except FileNotFoundError:
+    return False
+  except OSError:
+    data = b""
+  head, _, body = data.partition(b"\n")
+  if head == f"{SEAL}{hashlib.sha256(body).hexdigest()}".encode():
+    return True
+  try:
+    os.rename(path, f"{path}.bad-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+  except OSError:
+    pass
+  return False
+
+
+def _safe_files():
+  """pallas_prof/safe_files.py: through the package, or by path in the compile worker,
+  which loads this module without it (safe_files imports the standard library only)."""
+  global _safe_files_module
+  if _safe_files_module is None:
+    if __package__:
+      from ... import safe_files as module
+    else:
+      import importlib.util
+      here = os.path.dirname(os.path.abspath(__file__))
+      spec = importlib.util.spec_from_file_location(
+          "pallas_prof_safe_files", os.path.join(here, os.pardir, os.pardir, "safe_files.py"))
+      module = importlib.util.module_from_spec(spec)
+      spec.loader.exec_module(module)
+    _safe_files_module = module
+  return _safe_files_module
+
+
+_safe_files_module = None

@@ -39,14 +39,20 @@ class StageRecord:
 
 
 def _load_kernel_module(path: str):
-  """A generated kernel's module, imported once (Triton reads kernels back from files)."""
+  """A generated kernel's module, imported once (Triton reads kernels back from files).
+
+  Run from the file's source, never from a bytecode file beside it: Python would trust
+  one whose header matches the source's time and size, and write new ones into the cache,
+  which nothing checks."""
   with _lock:
     module = _modules.get(path)
     if module is None:
       name = f"pallas_prof_generated.compile.{os.path.basename(path)[:-3]}"
       spec = importlib.util.spec_from_file_location(name, path)
       module = importlib.util.module_from_spec(spec)
-      spec.loader.exec_module(module)
+      with open(path, "rb") as f:
+        source = f.read()
+      exec(compile(source, path, "exec"), module.__dict__)   # noqa: S102 - the kernel's file
       _modules[path] = module
     return module
 

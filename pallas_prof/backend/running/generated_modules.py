@@ -14,6 +14,7 @@ from typing import Any
 
 from .. import compat
 from ..artifacts import GeneratedKernel
+from ..kernel_files import checked_source
 from ..compiling.triton_run import triton_lock
 
 _modules: dict[tuple[str, bool], Any] = {}
@@ -29,23 +30,24 @@ def _interpret_knob(enabled: bool):
 
 
 def load_module(gk: GeneratedKernel, *, interpret: bool):
-  """Imports the generated file; with interpret=True its @triton.jit functions
-  become Triton interpreter functions (and libdevice a numpy stand-in)."""
-  return load_module_from_path(gk.path, interpret=interpret)
+  """Imports the generated file, once per (file, mode); with interpret=True its
+  @triton.jit functions become Triton interpreter functions (and libdevice a numpy
+  stand-in).
 
-
-def load_module_from_path(path: str, *, interpret: bool = False):
-  """One import per (file, mode): Triton reads kernels back from real files."""
-  cache_key = (path, interpret)
+  The file is checked against gk.source first (a damaged one is written again:
+  kernel_files.checked_source), and the module runs from that checked source, not
+  from whatever the file, or a bytecode file beside it, holds by then."""
+  cache_key = (gk.path, interpret)
   with triton_lock():
     module = _modules.get(cache_key)
     if module is not None:
       return module
+    path = checked_source(gk.path, gk.source)
     name = f"pallas_prof_generated.{'interp' if interpret else 'jit'}.{os.path.basename(path)[:-3]}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     with _interpret_knob(interpret):
-      spec.loader.exec_module(module)
+      exec(compile(gk.source, path, "exec"), module.__dict__)   # noqa: S102 - checked source
     if interpret:
       from . import interpreter_libdevice
       module.libdevice = interpreter_libdevice

@@ -17,6 +17,7 @@ bytes/s and FLOP/s, percentages of those ceilings and a roofline verdict.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import time
@@ -24,6 +25,7 @@ from typing import Callable
 
 import numpy as np
 
+from ...backend import cache_files
 from .. import driver
 from ..driver import ProfilerError, call
 from ..launchspec import own_param
@@ -39,36 +41,44 @@ CACHE_FORMAT = 1
 # --- the cache ---------------------------------------------------------------------------------
 
 def cache_path(device: DeviceInfo) -> str:
-  from ...backend.kernel_files import cache_dir
   safe = re.sub(r"[^0-9A-Za-z_.-]", "_", f"{device.name}_{device.uuid}")
-  return os.path.join(cache_dir(), "ceilings", f"{safe}.json")
+  return os.path.join(cache_files.root(), "ceilings", f"{safe}.json")
 
 
 def load_cached(device: DeviceInfo) -> Ceilings | None:
+  """The device's ceilings as stored, None where there are none; a file that is not
+  ceilings pallas-prof stored for this device (damaged: unreadable, other fields,
+  rates that are not positive numbers) is moved aside, and they are measured again."""
+  path = cache_path(device)
+  raw = cache_files.read(path, cache_files.MAX_RECORD_BYTES)
+  if raw is None:
+    return None
   try:
-    with open(cache_path(device)) as f:
-      data = json.load(f)
-  except (OSError, ValueError):
-    return None
-  if data.get("format") != CACHE_FORMAT or data.get("device_uuid") != device.uuid:
-    return None
-  data.pop("format", None)
-  try:
-    return Ceilings(**data)
-  except TypeError:
-    return None
+    data = json.loads(raw)
+    if data.get("format") != CACHE_FORMAT:
+      return None                  # another layout: measured again, and replaced
+    data.pop("format", None)
+    found = Ceilings(**data)
+    if found.device_uuid == device.uuid and _plausible(found):
+      return found
+  except (ValueError, TypeError, AttributeError):
+    pass
+  cache_files.move_aside(path, "not the ceilings pallas-prof stored for this GPU")
+  return None
+
+
+def _plausible(found: Ceilings) -> bool:
+  rates = [found.copy_bytes_per_s] + list(dict(found.matrix_flops_per_s).values())
+  return all(r is None or (isinstance(r, (int, float)) and math.isfinite(r) and r > 0)
+             for r in rates)
 
 
 def store(device: DeviceInfo, ceilings: Ceilings) -> str:
-  path = cache_path(device)
-  os.makedirs(os.path.dirname(path), exist_ok=True)
+  """Keeps the ceilings in the cache, whole or not at all (the stand-in cache where the
+  cache folder cannot be written); returns the path written."""
   data = ceilings.to_dict()
   data["format"] = CACHE_FORMAT
-  tmp = f"{path}.{os.getpid()}.tmp"
-  with open(tmp, "w") as f:
-    json.dump(data, f, indent=1)
-  os.replace(tmp, path)
-  return path
+  return cache_files.write(cache_path(device), json.dumps(data, indent=1))
 
 
 def get(device: DeviceInfo, *, refresh: bool = False,
@@ -79,7 +89,10 @@ def get(device: DeviceInfo, *, refresh: bool = False,
     if cached is not None:
       return cached
   ceilings = (measure or measure_all)(device)
-  store(device, ceilings)
+  try:
+    store(device, ceilings)
+  except OSError:      # neither the cache nor a temporary folder: measured again next run
+    pass
   return ceilings
 
 

@@ -207,16 +207,41 @@ def test_declarations_are_read_with_their_signatures():
 
 
 def test_an_unreadable_prepared_library_is_dropped_not_fatal(monkeypatch, tmp_path):
+  """A library whose seal holds but which LLVM cannot read (another LLVM's text) is dropped
+  at the link, which falls back to Triton's own; the next compile prepares it again."""
   gk = _lower(_softmax_row, (1024,))
   first = _compile(gk, prepared=True, monkeypatch=monkeypatch, tmp_path=tmp_path)
   (library,) = (tmp_path / "libdevice").glob("*.ll")
-  library.write_text("this is not LLVM IR")
+  libdevice_link._write_atomically(str(library), "this is not LLVM IR")
   second = _compile(gk, prepared=True, monkeypatch=monkeypatch, tmp_path=tmp_path)
   assert second["libdevice_link"] == "original"
   assert not library.exists()
   assert _arithmetic(second["asm"]["ptx"]) == _arithmetic(first["asm"]["ptx"])
   third = _compile(gk, prepared=True, monkeypatch=monkeypatch, tmp_path=tmp_path)
   assert third["libdevice_link"] == "prepared-new-common"
+
+
+def test_a_damaged_prepared_library_is_never_linked(monkeypatch, tmp_path):
+  """A prepared library is checked against the digest on its first line before it is
+  linked: one with a constant changed (well-formed LLVM, other numbers) is moved aside and
+  prepared again, and the kernel gets the instructions of the whole one."""
+  gk = _lower(_softmax_row, (1024,))
+  first = _compile(gk, prepared=True, monkeypatch=monkeypatch, tmp_path=tmp_path)
+  (library,) = (tmp_path / "libdevice").glob("*.ll")
+  whole = library.read_text()
+  assert whole.startswith(libdevice_link.SEAL)
+  # a float constant, as this LLVM writes it (hexadecimal or decimal)
+  constant = re.search(r"float (0x[0-9A-F]{16}|-?\d\.\d{6}e[+-]\d\d)\b", whole).group(1)
+  candidates = (("0x3FF0000000000000", "0x4000000000000000") if constant.startswith("0x")
+                else ("1.500000e+00", "2.500000e+00"))
+  changed = next(c for c in candidates if c != constant)
+  library.write_text(whole.replace(constant, changed, 1))
+  second = _compile(gk, prepared=True, monkeypatch=monkeypatch, tmp_path=tmp_path)
+  assert second["libdevice_link"] == "prepared-new-common"
+  assert second["asm"]["ptx"] == first["asm"]["ptx"]
+  assert library.read_text() == whole
+  (aside,) = (tmp_path / "libdevice").glob("*.ll.bad-*")
+  assert aside.read_text() == whole.replace(constant, changed, 1)
 
 
 def test_a_cache_it_cannot_write_means_triton_s_own_link(monkeypatch, tmp_path):

@@ -114,8 +114,17 @@ if _UNDER:
       return buffered
     return io.TextIOWrapper(buffered, encoding=encoding or "utf-8", write_through=True)
 
+  _os_close = os.close
+
+  def os_close(fd):
+    # the number is free again: a file opened later under it (outside the folder) must
+    # not inherit this one's budget
+    _budgets.pop(fd, None)
+    return _os_close(fd)
+
   builtins.open = open
   io.open = open
   os.open = os_open
   os.write = os_write
   os.fdopen = fdopen
+  os.close = os_close

@@ -43,6 +43,7 @@ from ..compile import compile_kernel
 from ..compile_cache import compile_key
 from .compile_errors import silent_fault_error
 from ...errors import CompileError, LoweringError
+from ... import cache_files
 from ...kernel_files import cache_dir
 from ...lowering.features.scan_forms import WORDS as FORM_WORDS
 from .triton_faults import PRIMITIVES_OF_OP
@@ -213,14 +214,9 @@ def _remember(key: str, plan: WorkaroundPlan | None) -> None:
   if plan is None:
     return
   _memory[key] = plan
-  path = _plan_file(key)
   try:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-      json.dump(plan.to_dict(), f)
-    os.replace(tmp, path)
-  except OSError:
+    cache_files.write(_plan_file(key), json.dumps(plan.to_dict()))
+  except OSError:      # neither the cache nor a temporary folder: this process remembers it
     pass
 
 
