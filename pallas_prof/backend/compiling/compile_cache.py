@@ -166,6 +166,11 @@ def remember(ck: CompiledKernel) -> None:
     _memory[ck.key] = ck
 
 
+def forget(key: str) -> None:
+  with triton_lock():
+    _memory.pop(key, None)
+
+
 def clear_memory_cache() -> None:
   with triton_lock():
     _memory.clear()
@@ -202,3 +207,16 @@ def load_from_disk(key: str, gk: GeneratedKernel) -> CompiledKernel | None:
     return None
   return dataclasses.replace(ck, cache="disk", worker_wait_seconds=0.0)
 
+
+def set_aside_on_disk(key: str) -> None:
+  """Moves the entry of `key` aside (to `<key>.bad`, replacing an older one there): an
+  entry that turned out unusable, so that the next store_on_disk can replace it."""
+  directory = _disk_dir(key)
+  if not os.path.isdir(directory):
+    return
+  aside = f"{directory}.bad"
+  shutil.rmtree(aside, ignore_errors=True)
+  try:
+    os.replace(directory, aside)
+  except OSError:
+    shutil.rmtree(directory, ignore_errors=True)
