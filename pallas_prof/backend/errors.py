@@ -99,7 +99,7 @@ class CompileError(LoweringError):
 
   @property
   def fault(self) -> str | None:
-    """"triton", "kernel" or "pallas-prof" (None: not diagnosed)."""
+    """"triton", "kernel", "pallas-prof" or "machine" (None: not diagnosed)."""
     return None if self.diagnosis is None else self.diagnosis.fault
 
   def _message(self) -> str:

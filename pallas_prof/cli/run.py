@@ -210,6 +210,9 @@ def compile_failure(err: CompileError) -> dict:
 
 def kernel_entry(rec, files: dict[str, str]) -> KernelEntry:
   gk, ck = rec.generated, rec.compiled
+  # the kernel as compiled: where a workaround or a tuned choice lowered it otherwise
+  # (another num_warps, say), its settings are the ones the GPU runs, not the call's
+  used = ck.generated if ck is not None and ck.generated is not None else gk
   compiled = None
   if ck is not None:
     compiled = CompileInfo(target=target_text(ck.target), cache=ck.cache,
@@ -219,7 +222,7 @@ def kernel_entry(rec, files: dict[str, str]) -> KernelEntry:
   return KernelEntry(
       label=rec.label, name=rec.name, source_info=gk.source_info, platform=rec.platform,
       grid=tuple(gk.grid), launch_grid=tuple(gk.launch_grid),
-      num_warps=gk.num_warps, num_stages=gk.num_stages,
+      num_warps=used.num_warps, num_stages=used.num_stages,
       in_avals=tuple(rec.in_avals), out_avals=tuple(rec.out_avals),
       lowering_ms=gk.lowering_seconds * 1e3, equations=len(gk.eqns),
       lowering_gc_ms=gk.gc_seconds * 1e3, cpu_launches=rec.launches, files=dict(files),
@@ -228,8 +231,7 @@ def kernel_entry(rec, files: dict[str, str]) -> KernelEntry:
                      + [f"TMA not used for {note}" for note in gk.tma_notes]),
       # lowered otherwise where Triton failed on the plain lowering
       # (backend/compiling/failures/workarounds.py)
-      workarounds=tuple((ck.generated if ck is not None and ck.generated is not None
-                         else gk).workarounds))
+      workarounds=tuple(used.workarounds))
 
 
 def _platform() -> Platform:

@@ -4,7 +4,6 @@ faster by more than the noise, a config counts only if its outputs equal the
 default's, and where choices are kept on disk."""
 from __future__ import annotations
 
-import json
 import os
 from typing import Callable, Sequence
 

@@ -312,8 +312,9 @@ class Compiler:
     if request["i"] == 1:
       os.kill(os.getpid(), signal.SIGABRT)
     return {{"answer": request["i"] * 10}}
-got = cw._compile_batch(Compiler, {{"requests": [{{"i": i}} for i in range(4)], "parallel": 2}},
-                        lambda stage: None)
+got = cw._batch.compile_batch({{"requests": [{{"i": i}} for i in range(4)], "parallel": 2}},
+                              lambda one: cw._run_one(Compiler, one, lambda stage: None),
+                              cw._output)
 print(json.dumps(got))
 """
   done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

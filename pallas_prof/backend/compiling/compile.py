@@ -6,6 +6,11 @@ hook and its text kept; ptxas's own report gives registers, spills and stack.
 Triton runs in the compile worker (compile_worker.py); results are cached by
 content (compile_cache.py), so a second process reuses them. Failures become
 CompileErrors that name the equations and say why (compile_errors.py).
+
+A failure that may be the machine's (a worker that died, a full disk, a cached
+compile that turns out unusable) is retried once on a fresh worker with the
+cache bypassed before it is believed (failures/machine_faults.py): a crash
+that reproduces is Triton's, a machine failure that reproduces is raised as one.
 """
 from __future__ import annotations
 
@@ -20,7 +25,9 @@ from ..artifacts import DEFAULT_TARGET, CompiledKernel, GeneratedKernel, target_
 from ..lowering.codegen import signature_type
 # clear_memory_cache, compile_options: part of this module's interface (tests, bench)
 from .compile_cache import (clear_memory_cache, compile_key, compile_options,  # noqa: F401
-                            libdevice_cache, load_from_disk, remember, remembered, store_on_disk)
+                            forget, libdevice_cache, load_from_disk, remember, remembered,
+                            set_aside_on_disk, store_on_disk)
+from .failures import machine_faults
 from .failures.compile_errors import TritonFailure, check_shared_memory, compile_error, next_stage
 from ..errors import CompileError
 from .triton_run import StageRecord, triton_lock  # noqa: F401 - triton_lock: Triton's global lock
@@ -52,26 +59,40 @@ def compile_kernel(gk: GeneratedKernel, target: tuple[str, int] = DEFAULT_TARGET
   """
   key = compile_key(gk, target)
   start = time.time_ns()
-  hit = remembered(key)
-  if hit is not None:
-    if need_cubin:
-      hit = assemble_cubin(hit)
-    ck = dataclasses.replace(hit, generated=gk, cache="memory", worker_wait_seconds=0.0)
+  ck = _cached(gk, key, use_disk_cache, need_cubin)
+  if ck is not None:
     _notify_cache_hit(ck, start)
     return ck
-  if use_disk_cache:
-    ck = load_from_disk(key, gk)
-    if ck is not None:
-      remember(ck)
-      if need_cubin:
-        ck = assemble_cubin(ck)
-      _notify_cache_hit(ck, start)
-      return ck
   ck = _compile_now(gk, target, key, need_cubin)
   remember(ck)
   if use_disk_cache:
     store_on_disk(ck)
   return ck
+
+
+def _cached(gk: GeneratedKernel, key: str, use_disk_cache: bool,
+            need_cubin: bool) -> CompiledKernel | None:
+  """The compile of `key` this process remembers, else the disk's, else None. A cached
+  compile that cannot be used (no PTX, or ptxas fails on its PTX) is damaged data, not
+  Triton's failure: forgotten, set aside on disk, and compiled again."""
+  hit = remembered(key)
+  if hit is not None:
+    ck = dataclasses.replace(hit, generated=gk, cache="memory", worker_wait_seconds=0.0)
+  else:
+    ck = load_from_disk(key, gk) if use_disk_cache else None
+    if ck is None:
+      return None
+    remember(ck)
+  try:
+    if not ck.asm.get("ptx"):
+      raise ValueError("its PTX is empty")
+    return assemble_cubin(ck) if need_cubin else ck
+  except (CompileError, ValueError) as e:
+    forget(key)
+    set_aside_on_disk(key)
+    machine_faults.recovered(gk, f"its cached compile ({ck.cache}) could not be used "
+                                 f"({str(e).splitlines()[0][:200]})")
+    return None
 
 
 def assemble_cubin(ck: CompiledKernel) -> CompiledKernel:
@@ -91,8 +112,8 @@ def assemble_cubin(ck: CompiledKernel) -> CompiledKernel:
                                worker_wait_seconds=ck.worker_wait_seconds)
   gk = ck.generated
   options = compile_cache.compile_options(gk, ck.target) if gk is not None else {}
-  result = compile_worker.compile({"op": "ptxas", "ptx": ck.asm["ptx"], "target": ck.target,
-                                   "options": options})
+  result = _ptxas({"op": "ptxas", "ptx": ck.asm["ptx"], "target": ck.target,
+                   "options": options}, ck)
   if "error" in result:
     failure = TritonFailure.from_answer(result["error"])
     failure.ir.setdefault("ptx", ck.asm["ptx"])
@@ -112,6 +133,27 @@ def assemble_cubin(ck: CompiledKernel) -> CompiledKernel:
   remember(full)
   store_on_disk(full)
   return full
+
+
+def _ptxas(request: dict[str, Any], ck: CompiledKernel) -> dict[str, Any]:
+  """The worker's ptxas answer; a worker that dies is retried once on a fresh one, and a
+  second death is a CompileError (the machine's, or a crash of Triton's ptxas step)."""
+  try:
+    return compile_worker.compile(request)
+  except compile_worker.WorkerCrashed as crash:
+    first = crash
+  compile_worker.replace()
+  try:
+    return compile_worker.compile(request)
+  except compile_worker.WorkerCrashed as crash:
+    gk = ck.generated
+    if gk is None:
+      raise CompileError(f"ptxas's step died twice ({first.how}, then {crash.how} on a "
+                         "fresh worker)", kernel=ck.name, stage="cubin",
+                         hint="run again; if it keeps dying, look at the machine's memory "
+                              "(`dmesg`) and disk") from None
+    raise machine_faults.after_retry(gk, _crash_error(gk, ck.key, ck.target, first, True),
+                                     _crash_error(gk, ck.key, ck.target, crash)) from None
 
 
 def _notify_cache_hit(ck: CompiledKernel, start: int) -> None:
@@ -155,9 +197,14 @@ def compile_kernels(gks: list[GeneratedKernel], target: tuple[str, int] = DEFAUL
                                          for _, gk, _ in misses], parallel)
   for (i, gk, key), answer in zip(misses, answers):
     try:
-      if isinstance(answer, compile_worker.WorkerCrashed):
-        raise _crash_error(gk, key, target, answer)
-      ck = _finish_compile(gk, target, key, answer)    # no wait figures: a batch queues its own
+      try:
+        if isinstance(answer, compile_worker.WorkerCrashed):
+          raise _crash_error(gk, key, target, answer, first_try=True)
+        ck = _finish_compile(gk, target, key, answer)  # no wait figures: a batch queues its own
+      except CompileError as first:
+        if not machine_faults.worth_a_retry(first):
+          raise
+        ck = _compile_again(gk, target, key, need_cubin, first)
       remember(ck)
       store_on_disk(ck)
       out[i] = ck
@@ -166,15 +213,24 @@ def compile_kernels(gks: list[GeneratedKernel], target: tuple[str, int] = DEFAUL
   return out
 
 
-def _crash_error(gk: GeneratedKernel, key: str, target, crash) -> CompileError:
-  failure = TritonFailure("WorkerCrashed", f"Triton's compiler crashed ({crash.how})",
-                          output=crash.output_tail)
-  error = compile_error(gk, failure, crash.stage or "ttir", compile_request(gk, target),
-                        crashed=crash.how)
+def _crash_error(gk: GeneratedKernel, key: str, target, crash,
+                 first_try: bool = False) -> CompileError:
+  """A worker that died compiling `gk`, as a CompileError: the machine's when what ended
+  it was (machine_faults.of_crash), else Triton's crash (with its reproducer, once
+  it is not a first try, which a retry may yet get past)."""
   tail = crash.output_tail.strip().splitlines()
-  error = error.with_details({"compiler output": "\n".join(tail[-12:]) or "(none)"},
-                             hint=f"{error.hint}; pallas-prof compiles in a worker process, "
-                                  "so your program survives this")
+  cause = machine_faults.of_crash(crash)
+  if cause is not None:
+    error = machine_faults.machine_error(gk, cause, crash.stage or "ttir")
+    error = error.with_details({"compiler output": "\n".join(tail[-12:]) or "(none)"})
+  else:
+    failure = TritonFailure("WorkerCrashed", f"Triton's compiler crashed ({crash.how})",
+                            output=crash.output_tail)
+    error = compile_error(gk, failure, crash.stage or "ttir",
+                          None if first_try else compile_request(gk, target), crashed=crash.how)
+    error = error.with_details({"compiler output": "\n".join(tail[-12:]) or "(none)"},
+                               hint=f"{error.hint}; pallas-prof compiles in a worker process, "
+                                    "so your program survives this")
   now = time.time_ns()
   _notify(CompileRecord(gk.name, key, target_text(target), now, now, [], "miss",
                         {"pallas.kernel": gk.name}, error, source_key=gk.key))
@@ -183,12 +239,39 @@ def _crash_error(gk: GeneratedKernel, key: str, target, crash) -> CompileError:
 
 def _compile_now(gk: GeneratedKernel, target: tuple[str, int], key: str,
                  need_cubin: bool = True) -> CompiledKernel:
+  """A compile of `gk`; one that failed in a way the machine may have caused
+  (machine_faults.worth_a_retry) is retried once before its error is believed."""
+  try:
+    return _compile_once(gk, target, key, need_cubin, first_try=True)
+  except CompileError as first:
+    if not machine_faults.worth_a_retry(first):
+      raise
+    return _compile_again(gk, target, key, need_cubin, first)
+
+
+def _compile_again(gk: GeneratedKernel, target: tuple[str, int], key: str, need_cubin: bool,
+                   first: CompileError) -> CompiledKernel:
+  """The retry of a compile that failed with `first`: on a fresh worker (this one
+  compiles, never the cache); its failure is raised as machine_faults.after_retry says."""
+  compile_worker.replace()
+  try:
+    ck = _compile_once(gk, target, key, need_cubin)
+  except CompileError as again:
+    if again.fault == "machine":
+      compile_worker.replace()      # the next compile must not meet this worker's state
+    raise machine_faults.after_retry(gk, first, again) from None
+  machine_faults.recovered(gk, first.reason)
+  return ck
+
+
+def _compile_once(gk: GeneratedKernel, target: tuple[str, int], key: str, need_cubin: bool,
+                  first_try: bool = False) -> CompiledKernel:
   request = compile_request(gk, target, need_cubin)
   requested = time.time_ns()
   try:
     result = compile_worker.compile(request)
   except compile_worker.WorkerCrashed as crash:
-    raise _crash_error(gk, key, target, crash) from None
+    raise _crash_error(gk, key, target, crash, first_try) from None
   return _finish_compile(gk, target, key, result, requested, request)
 
 
@@ -210,9 +293,13 @@ def _finish_compile(gk, target, key, result, requested: int | None = None,
   target_name = target_text(target)
   wait = _worker_wait(result, requested)
   if "error" in result:
-    failure = TritonFailure.from_answer(result["error"])
-    error = compile_error(gk, failure, next_stage(records),
-                          request or compile_request(gk, target))
+    cause = machine_faults.of_answer(result["error"])
+    if cause is not None:
+      error = machine_faults.machine_error(gk, cause, next_stage(records))
+    else:
+      failure = TritonFailure.from_answer(result["error"])
+      error = compile_error(gk, failure, next_stage(records),
+                            request or compile_request(gk, target))
     _notify(CompileRecord(gk.name, key, target_name, start, end, records, "miss",
                           {"pallas.kernel": gk.name, **wait}, error, source_key=gk.key,
                           requested_ns=requested))

@@ -167,6 +167,11 @@ def remember(ck: CompiledKernel) -> None:
     _memory[ck.key] = ck
 
 
+def forget(key: str) -> None:
+  with triton_lock():
+    _memory.pop(key, None)
+
+
 def clear_memory_cache() -> None:
   with triton_lock():
     _memory.clear()
@@ -201,3 +206,11 @@ def load_from_disk(key: str, gk: GeneratedKernel) -> CompiledKernel | None:
   if ck is None:
     return None
   return dataclasses.replace(ck, cache="disk", worker_wait_seconds=0.0)
+
+
+def set_aside_on_disk(key: str, why: str = "its compile could not be used") -> None:
+  """Moves the entry of `key` aside (cache_files.move_aside): an entry that turned out
+  unusable after it loaded, so that the next store_on_disk can replace it."""
+  directory = _disk_dir(key)
+  if os.path.isdir(directory):
+    cache_files.move_aside(directory, why)

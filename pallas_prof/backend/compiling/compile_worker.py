@@ -8,6 +8,11 @@ worker.
 
 PALLAS_PROF_COMPILE_WORKER=0 compiles in-process instead.
 
+A death is not always Triton's: WorkerCrashed.from_outside says when the
+machine ended the worker (a signal Triton never sends itself, a disk that
+would not take an answer); compile.py retries such failures, and any crash,
+once on a fresh worker (replace()) before believing them.
+
 Imports nothing of pallas_prof: it runs as a script (triton_run.py loaded by
 path); compile.py and warmup.py call it, never the other way round.
 
@@ -48,11 +53,19 @@ ARCH_ENV = "PALLAS_PROF_WORKER_ARCH"
 
 
 class WorkerCrashed(RuntimeError):
-  def __init__(self, how: str, stage: str | None, output_tail: str):
+  """The worker (or its child) died during a compile: `how` (worker_output.how_it_ended),
+  in `stage`, having written `output_tail`; `from_outside`: ended by the machine (a
+  signal Triton never sends itself, a disk that would not take its answer, no worker
+  to be had), not by Triton."""
+
+  def __init__(self, how: str, stage: str | None, output_tail: str,
+               from_outside: bool | None = None):
     super().__init__(f"compile worker died ({how}) in stage {stage}")
     self.how = how
     self.stage = stage
     self.output_tail = output_tail
+    self.from_outside = (_output.ended_from_outside(how) if from_outside is None
+                         else from_outside)
 
 
 def _send(stream, obj) -> None:
@@ -143,6 +156,13 @@ class _Worker:
         pass
     self._remove_workdir()
 
+  def replace(self) -> None:
+    """Ends the worker once no compile is in flight, so that the next compile starts a
+    fresh one (with a folder, and a Triton cache, of its own): a retry must not meet
+    what the last worker was left with."""
+    with self.lock:
+      self._end()
+
   def _remove_workdir(self) -> None:
     if self.workdir:
       shutil.rmtree(self.workdir, ignore_errors=True)
@@ -152,7 +172,11 @@ class _Worker:
                      warm_up_here: dict[str, Any] | None = None) -> None:
     with self.lock:
       if self.proc is None or self.proc.poll() is not None:
-        self._start(warm_up, warm_up_here)
+        try:
+          self._start(warm_up, warm_up_here)
+        except OSError:         # the next compile tries again, and says why if it fails
+          self.proc = None
+          self._remove_workdir()
 
   def warm_up_answer(self) -> dict[str, Any] | None:
     """What the worker's warm-up child answered (run_triton's result), once it has."""
@@ -169,7 +193,7 @@ class _Worker:
     with self.lock:
       queued = time.time_ns() - asked        # behind other compiles (the warm-up's, say)
       if self.proc is None or self.proc.poll() is not None:
-        self._start()
+        self._start_for_a_request()
       try:
         _send(self.proc.stdin, request)
         result = _recv(self.proc.stdout)
@@ -181,6 +205,17 @@ class _Worker:
     result["queued_ns"] = queued
     return result
 
+  def _start_for_a_request(self) -> None:
+    """_start(); a worker that cannot be started (no room for its folder, no
+    processes left) is the machine's failure, said as a WorkerCrashed."""
+    try:
+      self._start()
+    except OSError as e:
+      self.proc = None
+      self._remove_workdir()
+      raise WorkerCrashed(f"could not be started: {e}", None, "(no output)",
+                          from_outside=True) from None
+
   def _crashed(self) -> WorkerCrashed:
     proc, self.proc = self.proc, None
     try:
@@ -189,13 +224,7 @@ class _Worker:
       proc.kill()
       code = proc.wait()
     _kill_group(proc)          # a child it left (its group keeps the id until they are gone)
-    if code < 0:
-      try:
-        how = f"signal {signal.Signals(-code).name}"
-      except ValueError:
-        how = f"signal {-code}"
-    else:
-      how = f"exit code {code}"
+    how = _output.how_it_ended(code)
     text = ""
     try:
       with open(self.log_path) as f:
@@ -248,6 +277,13 @@ def compile(request: dict[str, Any]) -> dict[str, Any]:  # noqa: A001 - the modu
       return _with_output(lambda: run_ptxas(request) if request.get("op") == "ptxas"
                           else run_triton(request))
   return _worker.call(request)
+
+
+def replace() -> None:
+  """A fresh worker for the next compile (a retry after a failure that may be the
+  machine's); nothing to do when compiles run in this process."""
+  if enabled():
+    _worker.replace()
 
 
 def compile_many(requests: list[dict[str, Any]], parallel: int | None = None) -> list[Any]:
@@ -314,6 +350,7 @@ def _serve(compile_module) -> None:
   gc.disable()
   inp, out = sys.stdin.buffer, sys.stdout.buffer
   sys.stdout = sys.stderr        # stray prints must not corrupt the protocol
+  _output.pause_for_test("start")
   compile_module.use_quick_triton_key()
   compile_module.import_compiler(int(os.environ.get(ARCH_ENV) or 90))
   gc.freeze()                    # Triton's modules: never walked by a collection
@@ -324,6 +361,7 @@ def _serve(compile_module) -> None:
   def on_stage(name: str) -> None:
     sys.stderr.write(f"{STAGE_MARK}{name}\n")
     sys.stderr.flush()
+    _output.pause_for_test(name)
 
   while True:
     try:
@@ -332,7 +370,8 @@ def _serve(compile_module) -> None:
       shutil.rmtree(os.environ.get(_output.DIR_ENV) or "", ignore_errors=True)
       return
     if request.get("op") == "batch":
-      _send(out, _compile_batch(compile_module, request, on_stage))
+      _send(out, _batch.compile_batch(
+          request, lambda one: _run_one(compile_module, one, on_stage), _output))
     else:
       _send(out, _run_one(compile_module, request, on_stage))
     gc.collect()                 # what this compile left (short: the imports are frozen)
@@ -448,57 +487,6 @@ def _with_output(run) -> dict[str, Any]:
   return result
 
 
-def _compile_batch(compile_module, batch: dict[str, Any], on_stage) -> dict[str, Any]:
-  """Several compiles at once (the tuner's candidates): each in a child forked
-  from this worker, which has Triton imported already, so a child starts in a
-  millisecond or so and compiles on a core of its own; at most `parallel` at a time.
-  A child that crashes (LLVM aborting) fails only its own compile. Each child
-  writes its answer to a file (an answer is up to a few MB of PTX and IR, more
-  than a pipe holds while the parent waits on the others)."""
-  requests = batch["requests"]
-  parallel = max(1, int(batch.get("parallel") or 1))
-  results: list[Any] = [None] * len(requests)
-  folder = tempfile.mkdtemp(prefix="batch-", dir=os.environ.get("TRITON_CACHE_DIR") and
-                            os.path.dirname(os.environ["TRITON_CACHE_DIR"]))
-  running: dict[int, int] = {}        # pid -> request index
-  waiting = list(range(len(requests)))
-  try:
-    while waiting or running:
-      while waiting and len(running) < parallel:
-        i = waiting.pop(0)
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:                    # the child: one compile, its answer in a file, gone
-          code = 1
-          try:
-            answer = _run_one(compile_module, requests[i], on_stage)
-            with open(os.path.join(folder, f"{i}.tmp"), "wb") as f:
-              pickle.dump(answer, f, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(os.path.join(folder, f"{i}.tmp"), os.path.join(folder, f"{i}.pickle"))
-            code = 0
-          finally:
-            sys.stderr.flush()
-            os._exit(code)
-        running[pid] = i
-      pid, status = os.wait()
-      i = running.pop(pid, None)
-      if i is None:
-        continue
-      try:
-        with open(os.path.join(folder, f"{i}.pickle"), "rb") as f:
-          results[i] = pickle.load(f)
-      except OSError:
-        how = (f"signal {signal.Signals(os.WTERMSIG(status)).name}" if os.WIFSIGNALED(status)
-               else f"exit code {os.WEXITSTATUS(status)}")
-        results[i] = {"crashed": how}
-        left = _output.left_by_child(pid)[-3000:].strip()
-        if left:
-          results[i]["output"] = left
-  finally:
-    shutil.rmtree(folder, ignore_errors=True)
-  return {"results": results}
-
-
 def _load_beside(name: str):
   """A module beside this file, loaded by path: not through the pallas_prof package,
   nor with this folder on sys.path (its module names would shadow others)."""
@@ -518,6 +506,7 @@ if __package__:
   from . import worker_output as _output
 else:                        # run as the worker's script: no package
   _output = _load_beside("worker_output")
+  _batch = _load_beside("worker_batch")
 
 if __name__ == "__main__":
   _serve(_load_beside("triton_run"))

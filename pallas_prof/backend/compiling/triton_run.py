@@ -245,7 +245,7 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
     except Exception as e:  # noqa: BLE001 - returned as data, rewrapped with the equation
       result["error"] = {"type": type(e).__name__, "message": str(e),
                          "lineno": getattr(getattr(e, "node", None), "lineno", None),
-                         "ir": stage_texts}
+                         "ir": stage_texts, "errno": os_errno(e)}
     finally:
       (knobs.runtime.add_stages_inspection_hook, knobs.compilation.always_compile,
        knobs.nvidia.dump_ptxas_log) = saved
@@ -276,11 +276,25 @@ def run_ptxas(request: dict[str, Any]) -> dict[str, Any]:
       with contextlib.redirect_stdout(out):
         result["cubin"] = backend.make_cubin(request["ptx"], {}, options, target[1])
     except Exception as e:  # noqa: BLE001 - returned as data
-      result["error"] = {"type": type(e).__name__, "message": str(e), "lineno": None}
+      result["error"] = {"type": type(e).__name__, "message": str(e), "lineno": None,
+                         "errno": os_errno(e)}
     finally:
       triton.knobs.nvidia.dump_ptxas_log = saved
   result.update(start_ns=start, end_ns=time.time_ns(), ptxas=out.getvalue())
   return result
+
+
+def os_errno(error: BaseException) -> int | None:
+  """The errno of the operating-system error in `error`'s chain (Triton writing its
+  cache onto a full disk, say), or None: the parent tells the machine's failures
+  from Triton's by it."""
+  seen = set()
+  while error is not None and id(error) not in seen:
+    seen.add(id(error))
+    if isinstance(error, OSError) and error.errno is not None:
+      return error.errno
+    error = error.__cause__ or error.__context__
+  return None
 
 
 def _metadata_dict(md) -> dict[str, Any]:

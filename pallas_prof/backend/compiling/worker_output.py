@@ -1,11 +1,14 @@
-"""What Triton writes to stderr while it compiles, kept per compile.
+"""What a compile in the worker leaves behind: what Triton wrote to stderr, kept
+per compile, and how a worker (or a child of it) that died ended.
 
 Triton's C++ writes MLIR's diagnostics, a failed assertion's text and the
 reproducer MLIR dumps to file descriptor 2, where its Python error never
 says them. The compile worker (compile_worker.py) runs each compile inside
 compiler_output(): the text comes back with a failed compile's error, and
 what a compile that killed its process had written is found afterwards
-(left_by_crash, left_by_child). Standard library only: the worker loads it
+(left_by_crash, left_by_child). how_it_ended() names a death, so that the
+parent can tell one that came from outside (a signal Triton never sends
+itself) from Triton's own crash. Standard library only: the worker loads it
 by path.
 """
 from __future__ import annotations
@@ -13,11 +16,24 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import signal
 import sys
 import tempfile
 
 DIR_ENV = "PALLAS_PROF_WORKER_DIR"     # the worker's folder: each compile's stderr, while it runs
 KEPT_OUTPUT = 1 << 20                  # of a failed compile's stderr, the bytes kept (head and tail)
+# Signals that end a process from outside it: a user, a process manager, the kernel's
+# out-of-memory killer. Triton's compiler dies by SIGSEGV or SIGABRT (LLVM's abort), never
+# by these, so a worker ended by one was ended by the machine, not by Triton.
+OUTSIDE_SIGNALS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP")
+# a batch child's exit status when its answer could not be written (a full disk, a
+# folder it may not write): the machine's failure, not the compile's
+ANSWER_NOT_WRITTEN = 75
+ANSWER_NOT_WRITTEN_HOW = "could not write its answer (the disk is full or not writable)"
+# tests only: "<point>[,<point>...]:<folder>": at each named point (start, or a stage's
+# name) the worker writes <folder>/<pid>.<point>.<n> and stops itself (SIGSTOP), so that a
+# test can end it from outside at a known point (tests/faults/test_compile_worker.py)
+TEST_PAUSE_ENV = "PALLAS_PROF_WORKER_TEST_PAUSE"
 
 
 def _folder() -> str:
@@ -107,3 +123,38 @@ def left_by_child(pid: int) -> str:
   except OSError:
     pass
   return text
+
+
+def how_it_ended(returncode: int) -> str:
+  """A process's end as the parent words it: "signal SIGKILL", "exit code 1"."""
+  if returncode == ANSWER_NOT_WRITTEN:
+    return ANSWER_NOT_WRITTEN_HOW
+  if returncode < 0:
+    try:
+      return f"signal {signal.Signals(-returncode).name}"
+    except ValueError:
+      return f"signal {-returncode}"
+  return f"exit code {returncode}"
+
+
+def ended_from_outside(how: str) -> bool:
+  """Whether an end (how_it_ended's words) came from outside the compile: a signal
+  Triton never sends itself, or an answer the disk would not take."""
+  return how == ANSWER_NOT_WRITTEN_HOW or how.removeprefix("signal ") in OUTSIDE_SIGNALS
+
+
+def pause_for_test(point: str) -> None:
+  """Stops this process at `point` when a test asked for it (TEST_PAUSE_ENV)."""
+  spec = os.environ.get(TEST_PAUSE_ENV)
+  if not spec:
+    return
+  points, _, folder = spec.partition(":")
+  if point not in points.split(","):
+    return
+  _paused.append(point)         # (a point may come twice in one compile: ttir does)
+  with open(os.path.join(folder, f"{os.getpid()}.{point}.{len(_paused)}"), "w"):
+    pass
+  os.kill(os.getpid(), signal.SIGSTOP)
+
+
+_paused: list[str] = []

@@ -379,7 +379,8 @@ def compile_failure_lines(failure: dict | None):
   if eqns:
     yield Text(f"  from {eqns}")
   fault = {"triton": "Triton's, not the kernel's", "kernel": "the kernel's",
-           "pallas-prof": "pallas-prof's"}.get(failure.get("fault"), failure.get("fault"))
+           "pallas-prof": "pallas-prof's", "machine": "the machine's, not Triton's nor the "
+           "kernel's"}.get(failure.get("fault"), failure.get("fault"))
   yield Text(f"  fault: {fault}")
   script = (failure.get("reproducer") or {}).get("script")
   if script:

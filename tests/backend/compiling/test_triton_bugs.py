@@ -234,8 +234,11 @@ def test_the_spans_say_what_failed_and_what_got_around_it(monkeypatch, tmp_path)
   spans = [s for s in exporter.get_finished_spans() if s.name == "compile cumsum_of_a_column"]
   failed = [s for s in spans if s.status.status_code.name == "ERROR"]
   worked = [s for s in spans if "pallas.workarounds" in s.attributes]
-  assert len(failed) == 1 and len(worked) == 1
-  a = failed[0].attributes
+  # the plain compile, then its retry on a fresh worker (a failure is Triton's only once
+  # it reproduces: backend/compiling/failures/machine_faults.py), then the workaround
+  assert len(failed) == 2 and len(worked) == 1
+  assert [s.attributes["pallas.compile.fault"] for s in failed] == ["triton", "triton"]
+  a = failed[-1].attributes
   assert (a["pallas.compile.fault"], a["triton.failed_pass"], a["pallas.compile.failed_op"]) == \
       ("triton", "ConvertTritonGPUToLLVM", "tt.scan")
   assert SCAN_ASSERTION in a["triton.assertion"]

@@ -69,7 +69,7 @@ class Diagnosis:
   """A failed compile, read: what failed, where in the kernel, and whose fault it is."""
   stage: str                        # the stage that failed: ttir, ttgir, llir, ptx, cubin
   kind: str                         # assertion | pass failure | llvm error | ptxas | crash |
-                                    # front end | resources | error
+                                    # front end | resources | error | machine (machine_faults.py)
   summary: str                      # one line: what failed
   failing_pass: str | None = None   # "ConvertTritonGPUToLLVM"
   assertion: str | None = None      # "ScanOpToLLVM.cpp:158 in AddPartialReduce: `cond`"
@@ -79,7 +79,7 @@ class Diagnosis:
   ops: tuple[FailedOp, ...] = ()    # the kernel's ops of that kind
   equations: tuple[int, ...] = ()   # the equations it points at (indices), most likely first
   mapped_by: str = ""               # how they were found
-  fault: str = "triton"             # triton | kernel | pallas-prof
+  fault: str = "triton"             # triton | kernel | pallas-prof | machine
   fault_reason: str = ""
   mlir_reproducer: str | None = None    # the module MLIR dumped with its pass pipeline
 

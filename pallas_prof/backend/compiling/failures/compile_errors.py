@@ -105,7 +105,7 @@ def silent_fault_error(gk: GeneratedKernel, d: Diagnosis, stage: str = "llir") -
 
 
 def _reason(d: Diagnosis) -> str:
-  whose = {"triton": f"Triton {triton_version()}: ", "kernel": "", "pallas-prof": ""}[d.fault]
+  whose = {"triton": f"Triton {triton_version()}: "}.get(d.fault, "")
   return f"{whose}{d.summary}"
 
 
@@ -139,7 +139,8 @@ def _details(gk: GeneratedKernel, d: Diagnosis, reproducer: dict) -> dict[str, s
 
 
 _FAULT_WORDS = {"triton": "Triton's, not your kernel's", "kernel": "the kernel's",
-                "pallas-prof": "pallas-prof's"}
+                "pallas-prof": "pallas-prof's",
+                "machine": "the machine's, not Triton's nor the kernel's"}
 
 
 def _hint(gk: GeneratedKernel, d: Diagnosis, reproducer: dict) -> str:

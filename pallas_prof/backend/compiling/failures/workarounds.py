@@ -26,6 +26,14 @@ and in GeneratedKernel.workarounds (report.json, the compile span). The plan
 that worked is remembered per compile key (in memory and on disk), so later
 compiles of the same kernel go straight to it.
 
+Only a failure that reproduces gets a plan: the plain compile's failure is
+compiled once more on a fresh worker with the cache bypassed first (unless
+compile.py's retry did that already), and a failure of the machine's
+(machine_faults.py: a worker killed from outside, a full disk) gets none. A
+saved plan is data an earlier run left: checked when read (it must be of this
+format, name a failure of Triton's and settings this kernel can take), and a
+bad one is moved aside with one warning, never applied.
+
 PALLAS_PROF_WORKAROUNDS=0 turns this off: the failure is raised, explained,
 with what pallas-prof would have tried.
 
@@ -35,12 +43,14 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 
 from .... import settings
-from . import silent_faults
+from . import machine_faults, silent_faults
 from ...artifacts import DEFAULT_TARGET
+from .. import compile_worker
 from ..compile import compile_kernel
-from ..compile_cache import compile_key
+from ..compile_cache import compile_key, forget
 from .compile_errors import silent_fault_error
 from ...errors import CompileError, LoweringError
 from ... import cache_files
@@ -48,11 +58,17 @@ from ...kernel_files import cache_dir
 from ...lowering.features.scan_forms import WORDS as FORM_WORDS
 from .triton_faults import PRIMITIVES_OF_OP
 from ...lowering.features.workaround_plan import WorkaroundPlan
+from ....safe_files import UnsafeFile, private_dir, read_regular, write_atomic
 
 ENV = "PALLAS_PROF_WORKAROUNDS"
 LADDERS = {"tt.scan": ("squeeze", "transpose", "triangular")}    # op kind -> forms, cheapest first
 OTHER_NUM_WARPS = {1: (2, 4), 2: (4, 1), 4: (8, 2), 8: (4, 16), 16: (8, 32), 32: (16, 8)}
 NARROW_AT_MOST = 4          # a form kept for more lines than this is not narrowed down
+# 2: saved only for a failure that reproduced on a fresh worker, never for the machine's;
+# the plans of format 1 include ones saved for a worker killed from outside
+PLAN_FORMAT = 2
+PLAN_FIELDS = ("format", "fault", "scan_forms", "num_warps", "notes", "because")
+MAX_PLAN_BYTES = 1 << 16
 
 _memory: dict[str, WorkaroundPlan] = {}
 
@@ -75,31 +91,71 @@ def compile_working_around(gk, target, relower, *, need_cubin: bool = True,
     return ck
 
   key = compile_key(gk, target)
-  known = _remembered(key) if relower is not None and enabled() else None
+  known = _remembered(key, gk) if relower is not None and enabled() else None
   if known is not None:
     try:
       return compile_(_lower(relower, gk, known))
-    except CompileError:
+    except CompileError as e:
+      if e.fault == "machine":      # says nothing of the plan
+        raise
       _forget(key)
   try:
     return compile_(gk)
-  except CompileError as error:
-    if error.fault != "triton":
+  except CompileError as first:
+    if first.fault != "triton":
       raise
-    if relower is None:
-      raise error.with_details({"workaround": "none: this kernel was not lowered by this "
-                                              "process, so it cannot be lowered otherwise"})
-    if not enabled():
-      raise error.with_details(
-          {"workaround": f"off ({ENV}=0); left on, pallas-prof would retry with "
-                         f"{_would_try(error, gk)}"},
-          workaround="off") from None
-    ck, tried = _search(gk, relower, error, compile_)
-    if ck is None:
-      raise error.with_details({"workaround": "tried, none compiled:\n" + "\n".join(tried)},
-                               workaround="failed") from None
-    _remember(key, ck.generated.workaround_plan)
-    return ck
+    error = first
+  if _worth_a_retry(error):
+    ck, error = _retried(gk, key, error, lambda variant: compile_kernel(
+        variant, target, need_cubin=need_cubin, use_disk_cache=False))
+    if ck is not None:
+      return ck
+  if error.fault != "triton":
+    raise error
+  return _worked_around(gk, key, relower, error, compile_)
+
+
+def _worth_a_retry(error: CompileError) -> bool:
+  """A failure not yet compiled again (compile.py retries crashes itself), and not one
+  read off code that compiled (silent_faults.py: the same code every time)."""
+  return (machine_faults.RETRIED not in error.details
+          and error.diagnosis is not None and error.diagnosis.kind != "silent miscompile")
+
+
+def _retried(gk, key, first: CompileError, compile_fresh):
+  """(the CompiledKernel, None) when a fresh worker with the cache bypassed compiles gk
+  after all (the first failure was not Triton's: no plan), else (None, the error to go on
+  with: machine_faults.after_retry's)."""
+  compile_worker.replace()
+  forget(key)
+  try:
+    ck = compile_fresh(gk)
+  except CompileError as again:
+    return None, machine_faults.after_retry(gk, first, again)
+  silent = silent_faults.find(ck)
+  if silent is not None:
+    return None, silent_fault_error(gk, silent)
+  machine_faults.recovered(gk, first.reason)
+  return ck, None
+
+
+def _worked_around(gk, key, relower, error: CompileError, compile_):
+  """The search for a lowering that compiles, after a failure of Triton's that reproduced;
+  the plan that worked is remembered."""
+  if relower is None:
+    raise error.with_details({"workaround": "none: this kernel was not lowered by this "
+                                            "process, so it cannot be lowered otherwise"})
+  if not enabled():
+    raise error.with_details(
+        {"workaround": f"off ({ENV}=0); left on, pallas-prof would retry with "
+                       f"{_would_try(error, gk)}"},
+        workaround="off") from None
+  ck, tried = _search(gk, relower, error, compile_)
+  if ck is None:
+    raise error.with_details({"workaround": "tried, none compiled:\n" + "\n".join(tried)},
+                             workaround="failed") from None
+  _remember(key, ck.generated.workaround_plan)
+  return ck
 
 
 def _lower(relower, gk, plan: WorkaroundPlan):
@@ -199,15 +255,96 @@ def _plan_file(key: str) -> str:
   return os.path.join(cache_dir(), "workarounds", f"{key}.json")
 
 
-def _remembered(key: str) -> WorkaroundPlan | None:
+def _remembered(key: str, gk) -> WorkaroundPlan | None:
+  """The plan that worked for `key`: this process's, else the disk's once it passed
+  _checked_plan (a bad one is moved aside, with one warning, and not applied)."""
   plan = _memory.get(key)
-  if plan is None:
-    try:
-      with open(_plan_file(key)) as f:
-        plan = _memory[key] = WorkaroundPlan.from_dict(json.load(f))
-    except (OSError, ValueError, TypeError, KeyError):
-      return None
+  if plan is not None:
+    return plan
+  path = _plan_file(key)
+  try:
+    plan, problem = _checked_plan(read_regular(path, MAX_PLAN_BYTES), gk)
+  except FileNotFoundError:
+    return None
+  except (UnsafeFile, OSError) as e:
+    plan, problem = None, f"it cannot be read ({e.strerror or e})"
+  if problem is not None:
+    _set_aside(path, problem)
+    return None
+  _memory[key] = plan
   return plan
+
+
+def _checked_plan(data: bytes, gk) -> tuple[WorkaroundPlan | None, str | None]:
+  """(the plan, None) when `data` is a plan of this format, for a failure of Triton's, with
+  settings `gk` can take (its scan equations, forms that exist, a num_warps the search
+  offers for the kernel's); else (None, what is wrong with it)."""
+  try:
+    d = json.loads(data.decode())
+  except (UnicodeDecodeError, ValueError):
+    return None, "it is not JSON"
+  if not isinstance(d, dict):
+    return None, "it is not a JSON object"
+  unknown = sorted(set(d) - set(PLAN_FIELDS))
+  if unknown:
+    return None, f"it has fields a plan does not have: {', '.join(map(str, unknown))[:200]}"
+  if d.get("format") != PLAN_FORMAT:
+    return None, (f"its format is {d.get('format')!r}, not {PLAN_FORMAT} (plans of earlier "
+                  "formats were saved for failures that may not have reproduced)")
+  because = d.get("because")
+  if d.get("fault") != "triton" or not isinstance(because, str) or not because.strip():
+    return None, "it names no failure of Triton's (fault and because)"
+  if machine_faults.names_machine_failure(because):
+    return None, f"the failure it names is the machine's, not Triton's: {because[:200]!r}"
+  problem = _bad_settings(d, gk)
+  if problem is not None:
+    return None, problem
+  return WorkaroundPlan.from_dict(d), None
+
+
+def _bad_settings(d: dict, gk) -> str | None:
+  """What is wrong with a plan's settings for `gk`, or None."""
+  warps, forms, notes = d.get("num_warps"), d.get("scan_forms", []), d.get("notes", [])
+  if warps is not None and (type(warps) is not int
+                            or warps not in OTHER_NUM_WARPS.get(gk.num_warps, ())):
+    return (f"num_warps {warps!r} is not one the search tries for a kernel of num_warps "
+            f"{gk.num_warps} ({', '.join(map(str, OTHER_NUM_WARPS.get(gk.num_warps, ())))})")
+  if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+    return "its notes are not a list of texts"
+  if not isinstance(forms, list) or not (forms or warps is not None):
+    return "it changes nothing (no scan forms, no num_warps)"
+  scans = {e.index for e in gk.eqns if e.primitive in PRIMITIVES_OF_OP["tt.scan"]}
+  for pair in forms:
+    if not (isinstance(pair, list) and len(pair) == 2 and type(pair[0]) is int
+            and pair[0] in scans and pair[1] in LADDERS["tt.scan"]):
+      return (f"scan form {pair!r} is not [a scan equation of this kernel, one of "
+              f"{', '.join(LADDERS['tt.scan'])}]")
+  return None
+
+
+_warned: list[str] = []      # the plan files set aside without a warning of their own
+
+
+def _set_aside(path: str, problem: str) -> None:
+  """Moves a bad plan file aside (to .bad); one warning per process, naming it."""
+  aside = f"{path}.bad"
+  try:
+    os.replace(path, aside)
+  except OSError:
+    aside = None
+    try:
+      os.unlink(path)
+    except OSError:
+      pass
+  if _warned:
+    _warned.append(path)
+    return
+  _warned.append(path)
+  where = f"moved to {aside}" if aside else "removed"
+  warnings.warn(f"pallas-prof: ignored the saved workaround plan {path}: {problem}. It was "
+                f"{where}, and the kernel is compiled as it is (a failure of Triton's that "
+                "reproduces gets a new plan). Later bad plans of this process are set aside "
+                "without a warning", RuntimeWarning, stacklevel=3)
 
 
 def _remember(key: str, plan: WorkaroundPlan | None) -> None:
@@ -215,7 +352,8 @@ def _remember(key: str, plan: WorkaroundPlan | None) -> None:
     return
   _memory[key] = plan
   try:
-    cache_files.write(_plan_file(key), json.dumps(plan.to_dict()))
+    cache_files.write(_plan_file(key), json.dumps({"format": PLAN_FORMAT, "fault": "triton",
+                                                   **plan.to_dict()}))
   except OSError:      # neither the cache nor a temporary folder: this process remembers it
     pass
 
