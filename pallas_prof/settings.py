@@ -38,6 +38,8 @@ class Variable:
   parse: Callable[[str], Any]      # its text -> its value; ValueError(why) when bad
   default: Any = None              # the value when unset or empty
   internal: bool = False           # set by pallas-prof for its own child processes
+  reader_says: bool = False        # a bad value is said by its reader, which knows what it
+                                   # does instead (one warning, not two)
 
 
 class PartlyBad(ValueError):
@@ -112,10 +114,12 @@ def file_or(*words: str) -> Callable[[str], str]:
 
 
 def folder(text: str) -> str:
-  """A folder, made when missing: refused only where a file already stands."""
+  """A folder, made when missing: refused only where a file already stands. The path stays
+  usable to its reader, which says what it does instead (the cache takes a stand-in for
+  the process: backend/cache_files.py)."""
   path = os.path.expanduser(text)
   if os.path.exists(path) and not os.path.isdir(path):
-    raise ValueError(f"{path} exists and is not a folder")
+    raise PartlyBad(f"{path} exists and is not a folder", path)
   return path
 
 
@@ -162,7 +166,7 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
              "bounds, or off (none, 0, false, no), comma or space separated",
              words_from(CHECK_WORDS), frozenset()),
     Variable("PALLAS_PROF_CACHE_DIR", "the cache folder (generated kernels, compiles, tuning)",
-             "a folder (made if missing)", folder),
+             "a folder (made if missing)", folder, reader_says=True),
     Variable("PALLAS_PROF_TRACE", "trace the whole process (spans exported at exit)",
              YES_NO, flag, False),
     Variable("PALLAS_PROF_TRACE_FILE", "also write OTLP-JSON lines of the spans to this file",
@@ -210,6 +214,9 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
              "path", text, internal=True),
     Variable("PALLAS_PROF_WORKER_ARCH", "the GPU's compute capability, for the compile "
              "worker", "an integer, 70 or more", integer(70), internal=True),
+    Variable("PALLAS_PROF_TEST_WORKER_PAUSE", "stops the compile worker at a stage, for the "
+             "fault tests that kill it there (worker_output.py)", "POINTS:FOLDER", text,
+             internal=True),
 )}
 
 
@@ -233,7 +240,7 @@ def value(name: str) -> Any:
     return var.parse(raw)
   except ValueError as e:
     level = user_stacklevel()
-    if level is not None:
+    if level is not None and not var.reader_says:
       _warn_once(BadValue(var, raw, e), stacklevel=level)
     return getattr(e, "usable", var.default)
 

@@ -43,7 +43,7 @@ CASES = {
     "PALLAS_PROF_WORKER_ARCH": (("90", 90), ("sm_90", "not an integer")),
 }
 # variables that take any text: nothing to refuse
-ANY_TEXT = {"PALLAS_PROF_TRACE_ROOT", "PALLAS_PROF_WORKER_WARM_UP"}
+ANY_TEXT = {"PALLAS_PROF_TRACE_ROOT", "PALLAS_PROF_WORKER_WARM_UP", "PALLAS_PROF_TEST_WORKER_PAUSE"}
 
 
 def test_every_declared_variable_has_a_case_here():

@@ -28,15 +28,15 @@ import functools
 import hashlib
 import inspect
 import json
+import os
 import time
 import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..backend import cache_files
 from . import validate
-from .choice import MIN_GAIN, cache_path, keep_default_within, leaves, same_outputs
+from .choice import MIN_GAIN, cache_path, keep_default_within, leaves, same_outputs, store
 
 # 2: choices made on a GPU are timed by the GPU's clock (version 1's wall clock
 # measured jaxlib's dispatch of short kernels, which differs between configs)
@@ -208,19 +208,16 @@ _CANDIDATE_FIELDS = {"config": _is_object, "seconds": validate.maybe_seconds,
 
 
 def _save(digest: str, tuning: Tuning, identity: dict) -> None:
-  """Whole or not at all, in the cache or the process's stand-in for it (cache_files); where
-  no folder can take it, it costs the next process a tuning, never this call: one warning
-  says why."""
+  """Whole or not at all, in the cache or the process's stand-in for it (choice.store);
+  where no folder can take it, it costs the next process a tuning, never this call: one
+  warning says why."""
   path = cache_path(digest)
-  text = json.dumps({"version": CACHE_VERSION, "identity": identity, "tuning": tuning.to_json()},
-                    indent=1, default=str)
-  try:
-    cache_files.write(path, text)
-  except OSError as e:
+  if store(path, {"version": CACHE_VERSION, "identity": identity,
+                  "tuning": tuning.to_json()}) is None:
     validate.warn_once(f"pallas_prof.autotune: the choice for {identity['function']} was not "
-                       f"cached ({path}: {e.strerror or e}); this process uses it, the next "
-                       "one tunes again. Free the disk or set PALLAS_PROF_CACHE_DIR to a "
-                       "writable folder.", stacklevel=3)                        # the user's call
+                       f"cached ({path} could not be written, nor a temporary folder); this "
+                       "process uses it, the next one tunes again. Free the disk or set "
+                       "PALLAS_PROF_CACHE_DIR to a writable folder.", stacklevel=3)  # the user's call
 
 
 # --- running and comparing candidates ------------------------------------------------------------

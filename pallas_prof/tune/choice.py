@@ -4,6 +4,7 @@ faster by more than the noise, a config counts only if its outputs equal the
 default's, and where choices are kept on disk."""
 from __future__ import annotations
 
+import json
 import os
 from typing import Callable, Sequence
 
@@ -27,6 +28,17 @@ def keep_default_within(default, timed: list, seconds: Callable, min_gain: float
 
 def cache_path(digest: str) -> str:
   return os.path.join(cache_files.root(), "tune", f"{digest}.json")
+
+
+def store(path: str, data: dict) -> str | None:
+  """Keeps a tuning choice in the cache, whole or not at all, in an owner-only folder (the
+  process's stand-in cache where the cache folder cannot be written: cache_files.write).
+  Returns the path written; None where no folder at all could take it (the choice then
+  lives as long as the process: the next one tunes again)."""
+  try:
+    return cache_files.write(path, json.dumps(data, indent=1, default=str))
+  except OSError:
+    return None
 
 
 def leaves(out) -> list[np.ndarray]:

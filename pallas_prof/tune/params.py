@@ -32,10 +32,9 @@ from typing import Callable, Sequence
 
 from .. import safe_files
 from .. import settings as variables   # (settings() is this module's own)
-from ..backend import cache_files
 from ..backend.options import TUNED_FIELDS, key_label
 from . import records, tuned_file, validate
-from .choice import MIN_GAIN, cache_path, keep_default_within, same_outputs
+from .choice import MIN_GAIN, cache_path, keep_default_within, same_outputs, store
 from .tuned_file import TUNED_ENV, choice as tuned_file_choice  # noqa: F401 - the reader's names
 
 ENV = "PALLAS_PROF_AUTOTUNE"
@@ -446,15 +445,14 @@ _CANDIDATE_FIELDS = {
 
 
 def _save(path: str, identity: dict, tuning: KernelTuning) -> None:
-  """Whole or not at all, in the cache or the process's stand-in for it (cache_files); where
-  no folder can take it, it costs the next process a tuning, never this launch: one
+  """Whole or not at all, in the cache or the process's stand-in for it (choice.store);
+  where no folder can take it, it costs the next process a tuning, never this launch: one
   warning says why."""
-  text = json.dumps({"version": CACHE_VERSION, "identity": identity, "best": list(tuning.best),
-                     "tuning_s": tuning.tuning_s,
-                     "candidates": [dataclasses.asdict(c) for c in tuning.candidates]}, indent=1)
-  try:
-    cache_files.write(path, text)
-  except OSError as e:
-    validate.warn_once(f"pallas-prof: the tuning of kernel {tuning.kernel} was not cached "
-                       f"({path}: {e.strerror or e}); this process uses it, the next one tunes "
-                       "again. Free the disk or set PALLAS_PROF_CACHE_DIR to a writable folder.")
+  data = {"version": CACHE_VERSION, "identity": identity, "best": list(tuning.best),
+          "tuning_s": tuning.tuning_s,
+          "candidates": [dataclasses.asdict(c) for c in tuning.candidates]}
+  if store(path, data) is None:
+    validate.warn_once(f"pallas-prof: the tuning of kernel {tuning.kernel} was not cached ({path} "
+                       "could not be written, nor a temporary folder); this process uses it, the "
+                       "next one tunes again. Free the disk or set PALLAS_PROF_CACHE_DIR to a "
+                       "writable folder.")

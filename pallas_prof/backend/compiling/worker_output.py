@@ -33,7 +33,7 @@ ANSWER_NOT_WRITTEN_HOW = "could not write its answer (the disk is full or not wr
 # tests only: "<point>[,<point>...]:<folder>": at each named point (start, or a stage's
 # name) the worker writes <folder>/<pid>.<point>.<n> and stops itself (SIGSTOP), so that a
 # test can end it from outside at a known point (tests/faults/test_compile_worker.py)
-TEST_PAUSE_ENV = "PALLAS_PROF_WORKER_TEST_PAUSE"
+TEST_PAUSE_ENV = "PALLAS_PROF_TEST_WORKER_PAUSE"
 
 
 def _folder() -> str:
