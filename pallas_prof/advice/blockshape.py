@@ -7,17 +7,24 @@ traced again with another block size along that axis and the grid rescaled to co
 the same array: a kind c action, whose variant trials.py compiles and checks for equal
 outputs. Otherwise, and for kernels that read their program id (their results may
 depend on the grid), it becomes an edit at the pallas_call line (kind d).
+
+Either way the factor an action states is one that fits the kernel's blocks: a power of
+two that divides the block (smaller), keeps every SM a program (larger), no larger than
+the rule asked. An intent no factor fits is left out, with a note saying why: advice
+ranked by a saving it cannot deliver would be the first thing a user tries in vain.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 
+from . import estimate
 from .schema import Action
 
 MAX_BLOCK_ELEMENTS = 1 << 16      # larger blocks than this do not fit a CTA's registers
 MIN_BLOCK = 16                    # nor, in a kernel with a dot, smaller ones along a split
                                   # dimension (a tensor-core tile is 16 wide at least)
+NO_AXIS = "no grid axis walks every BlockSpec in block units"
 
 
 def _flat_specs(recipe) -> tuple[list, list]:
@@ -124,7 +131,7 @@ def _candidates(recipe, goal: str, factor: int, operand_index: int | None,
     rank = len(_arrays(recipe)[operand_index])
     plans = [p for p in plans if p.ties[operand_index] == rank - 1]
   if not plans:
-    return [], "no grid axis walks every BlockSpec in block units"
+    return [], NO_AXIS
   out = []
   for p in sorted(plans, key=lambda p: -grid[p.axis]):
     if goal in ("larger", "wider"):
@@ -141,7 +148,8 @@ def _candidates(recipe, goal: str, factor: int, operand_index: int | None,
         enough = [b] if b > p.block else []
       sizes = enough
     else:
-      sizes = [p.block // factor] if p.block % factor == 0 else []
+      fits = smaller_factor(p.block, factor, min_block)
+      sizes = [p.block // fits] if fits > 1 else []
     for b in dict.fromkeys(sizes):
       change = change_for(recipe, p, b)
       if b != p.block and (goal != "smaller" or b >= min_block) and \
@@ -150,11 +158,51 @@ def _candidates(recipe, goal: str, factor: int, operand_index: int | None,
     if out:
       break
   blocks = ", ".join(f"{p.block} along grid axis {p.axis}" for p in plans)
-  return out, f"its blocks ({blocks}) cannot be made {goal} by {factor}x here"
+  dot = f" into blocks of {min_block} or more (a kernel with a dot)" if min_block > 1 else ""
+  why = (f"it does not split in two{dot}" if goal == "smaller" else
+         f"{goal} ones would leave some of the {sms} SMs without a program or not fit a CTA")
+  return out, f"its blocks ({blocks}) cannot be made {goal} here: {why}"
 
 
 def _pow2_at_least(n: int) -> int:
   return 1 << max(0, (n - 1).bit_length())
+
+
+def smaller_factor(block: int, factor: int, min_block: int = 1) -> int:
+  """The largest power of two, at most `factor`, that divides `block` and leaves blocks of
+  `min_block` or more: 1 when none does."""
+  fits = 1 << max(0, int(factor).bit_length() - 1)
+  while fits > 1 and (block % fits or block // fits < min_block):
+    fits //= 2
+  return fits
+
+
+def larger_factor(f, factor: int) -> int:
+  """Without a recorded pallas_call: the largest power of two, at most `factor`, by which
+  the kernel's largest block can grow and still fit a CTA, its grid still giving every SM
+  a program: 1 when none does."""
+  e = f.largest_block()
+  elements = math.prod(e.block_shape) if e is not None else None
+  fits = 1 << max(0, int(factor).bit_length() - 1)
+  while fits > 1 and (elements is None or elements * fits > MAX_BLOCK_ELEMENTS
+                      or f.programs // fits < f.sms):
+    fits //= 2
+  return fits
+
+
+def _facts_split(f, factor: int, min_block: int) -> tuple[int, str]:
+  """Without a grid axis to rescale: (the factor, the words) of splitting one dimension of
+  the kernel's largest block (1 when none splits)."""
+  e = f.largest_block()
+  if e is None:
+    return 1, "its block shapes are not known"
+  dims = [smaller_factor(d, factor, min_block) for d in e.block_shape]
+  best = max(range(len(dims)), key=lambda d: dims[d])
+  shape = "x".join(map(str, e.block_shape))
+  if dims[best] < 2:
+    least = f" (a kernel with a dot keeps {min_block} or more)" if min_block > 1 else ""
+    return 1, f"no dimension of its {shape} blocks splits in two{least}"
+  return dims[best], f"dimension {best} of its {shape} blocks"
 
 
 def _words(change: dict) -> str:
@@ -162,40 +210,81 @@ def _words(change: dict) -> str:
           f"{change['axis']}, grid {'x'.join(map(str, change['grid']))}")
 
 
-def resolve(action: Action, f, recipe, operand_index: int | None = None) -> list[Action]:
-  """A block intent (table.blocks) as concrete actions: kind c variants, else a kind d edit."""
+def _at_factor(action: Action, f, goal: str, factor: int) -> dict:
+  """The estimate at the factor that fits: smaller blocks' saving is the work spread over
+  more programs (estimate.spread), which depends on the factor; the others' do not."""
+  if goal != "smaller" or action.estimate_pct is None:
+    return {}
+  value, basis = estimate.capped(estimate.spread(f.programs, f.sms, factor), f)
+  return {"estimate_pct": value, "estimate_basis": basis}
+
+
+def _ratio(change: dict) -> int:
+  a, b = change["from_block"], change["to_block"]
+  return max(a, b) // min(a, b)
+
+
+def resolve(action: Action, f, recipe, operand_index: int | None = None,
+            notes: list[str] | None = None) -> list[Action]:
+  """A block intent (table.blocks) as concrete actions: kind c variants, else a kind d edit,
+  each at a factor that fits; none (and a line in `notes`) when no factor does."""
   goal, factor = action.change.get("block"), int(action.change.get("factor", 2))
-  why_not = None
-  if any(e.primitive in ("program_id", "num_programs") for e in f.equations.values()):
-    why_not = "the kernel reads its program id, so its results may depend on the grid"
-  elif recipe is None:
-    why_not = "its pallas_call was not recorded (run it through `pallas-prof advise` or `run`)"
-  changes = []
-  if not why_not:
-    dots = any(e.primitive == "dot_general" for e in f.equations.values())
+  reads_pid = any(e.primitive in ("program_id", "num_programs") for e in f.equations.values())
+  min_block = MIN_BLOCK if any(e.primitive == "dot_general" for e in f.equations.values()) else 1
+  changes, why_not = [], "its pallas_call was not recorded (run it through `pallas-prof " \
+      "advise` or `run`)"
+  if recipe is not None:
     changes, why_not = _candidates(recipe, goal, factor, operand_index,
-                                   action.change.get("last"), f.sms, MIN_BLOCK if dots else 1)
-  if changes:
+                                   action.change.get("last"), f.sms, min_block)
+  if changes and not reads_pid:
     return [dataclasses.replace(action, kind="c", title=f"{_words(c)} ({goal} blocks)",
                                 change=dict(c, block=goal), user_file=recipe.call_file,
                                 user_line=recipe.call_line,
-                                edit=f"at {recipe.location}: {_spec_edit(recipe, c)}")
+                                edit=f"at {recipe.location}: {_spec_edit(recipe, c)}",
+                                **_at_factor(action, f, goal, _ratio(c)))
             for c in changes]
+  if changes:         # the same change, made by the user: pallas-prof cannot check it
+    c = changes[-1]
+    how = (f"{_spec_edit(recipe, c)} (not tried: the kernel reads its program id, so its "
+           "results may depend on the grid: change what it computes from it to match)")
+    return [_edit(action, f, recipe, goal, _ratio(c) if goal != "wider" else None, how)]
+  if goal == "wider":
+    return [_edit(action, f, recipe, goal, None, f"make the block's last dimension longer "
+                  f"(not tried: {why_not})")]
+  if recipe is not None and why_not != NO_AXIS:
+    return _left_out(action, goal, why_not, notes)   # the axis the grid walks cannot take it
+  if goal == "larger":
+    fits, along = larger_factor(f, factor), "the grid's longest axis"
+  else:
+    fits, along = _facts_split(f, factor, min_block)
+  if fits < 2:
+    return _left_out(action, goal, why_not if goal == "larger" else along, notes)
+  how = ({"larger": f"make the blocks {fits}x larger along {along} and that grid axis "
+                    f"{fits}x shorter",
+          "smaller": f"split each program's work over {fits}x more programs (blocks {fits}x "
+                     f"smaller along {along}, if the kernel does not reduce over it; the grid "
+                     f"{fits}x longer)"}[goal] + f" (not tried: {why_not})")
+  return [_edit(action, f, recipe, goal, fits, how)]
+
+
+def _edit(action: Action, f, recipe, goal: str, factor: int | None, how: str) -> Action:
   where = recipe.location if recipe is not None else (
       f"{f.kernel_file.rsplit('/', 1)[-1]}:{f.kernel_line}" if f.kernel_file else "the pallas_call")
-  how = {"larger": f"make the blocks {factor}x larger along the grid's longest axis and "
-                   f"that grid axis {factor}x shorter",
-         "smaller": f"split each program's work over {factor}x more programs (blocks {factor}x "
-                    "smaller along a dimension the kernel does not reduce over, the grid "
-                    f"{factor}x longer)",
-         "wider": "make the block's last dimension longer"}.get(goal, goal)
-  return [dataclasses.replace(action, kind="d",
-                              title=f"{goal} blocks{f' ({factor}x)' if goal != 'wider' else ''}: "
-                                    "edit the pallas_call",
-                              change={"block": goal, "factor": factor},
-                              user_file=recipe.call_file if recipe else f.kernel_file,
-                              user_line=recipe.call_line if recipe else f.kernel_line,
-                              edit=f"at {where}: {how} (not tried: {why_not})")]
+  change = {"block": goal} if factor is None else {"block": goal, "factor": factor}
+  return dataclasses.replace(action, kind="d",
+                             title=f"{goal} blocks{f' ({factor}x)' if factor else ''}: "
+                                   "edit the pallas_call",
+                             change=change,
+                             user_file=recipe.call_file if recipe else f.kernel_file,
+                             user_line=recipe.call_line if recipe else f.kernel_line,
+                             edit=f"at {where}: {how}",
+                             **(_at_factor(action, f, goal, factor) if factor else {}))
+
+
+def _left_out(action: Action, goal: str, why: str, notes: list[str] | None) -> list[Action]:
+  if notes is not None:
+    notes.append(f"no {goal}-blocks action for {action.rule.replace('_', ' ')}: {why}")
+  return []
 
 
 def _spec_edit(recipe, change: dict) -> str:

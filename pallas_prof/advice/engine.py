@@ -41,14 +41,15 @@ def diagnose(kp, gk=None, device=None, ceilings=None, recipe=None, gpu: bool | N
     for action in finding.actions if not roof else ():
       if action.kind == "c" and "grid" not in action.change:
         actions += autotuned.actions(action, tuned) if tuned is not None else []
-        actions += blockshape.resolve(action, f, recipe, _operand_index(gk, action))
+        actions += blockshape.resolve(action, f, recipe, _operand_index(gk, action), notes)
       else:
         actions.append(action)
   actions = rank([_with_status(a, gpu, f) for a in _unique(actions)])
   advice = KernelAdvice(label=kp.label, name=kp.name, at_roof=bool(roof),
                         diagnoses=order_diagnoses([x.diagnosis for x in findings], actions),
                         actions=actions,
-                        measured=NO_GPU if not gpu else NOT_TRIED, notes=notes)
+                        measured=NO_GPU if not gpu else NOT_TRIED,
+                        notes=list(dict.fromkeys(notes)))
   advice.summary = summary(advice)
   return advice
 

@@ -7,9 +7,13 @@ Two kinds, both bounded by what the work model allows:
   by a share      an equation's share of the time (PC samples on a GPU, instructions
                   without one) times the part of its work a change removes (a hoisted
                   loop-invariant function keeps 1 of `trips` evaluations)
+  spread out     the same work over more, shorter programs: the waves of programs the
+                  GPU's SMs run before and after (smaller blocks)
 An estimate is never a measurement: the report says "estimate" beside it.
 """
 from __future__ import annotations
+
+import math
 
 REACH = 0.9      # a fixed kernel is expected at this fraction of its roofline bound, not at it
 
@@ -52,3 +56,20 @@ def capped(estimate: tuple[float | None, str], f) -> tuple[float | None, str]:
   if value is None or roof is None or value <= roof:
     return value, basis
   return roof, basis + f"; capped at {roof:.0f} % (the roofline's bound)"
+
+
+def programs_words(n: int) -> str:
+  return f"{n:,} program{'' if n == 1 else 's'}"
+
+
+def spread(programs: int, sms: int, factor: int) -> tuple[float, str]:
+  """(saving %, basis) of splitting each of `programs` programs into `factor` programs
+  1/factor as long: the SMs run them in waves of `sms` (an upper bound: starting more
+  programs costs nothing here)."""
+  before = math.ceil(programs / sms)
+  after = math.ceil(programs * factor / sms)
+  saving = max(0.0, 100.0 * (1 - after / (factor * before)))
+  waves = lambda n: f"{n} wave{'' if n == 1 else 's'}"
+  return saving, (f"the work of {programs_words(programs)} split {factor}x over {sms} SMs: "
+                  f"{waves(after)} 1/{factor} as long instead of {waves(before)} "
+                  "(an upper bound)")

@@ -1,16 +1,30 @@
 """`pallas-prof diff A B`: two saved runs compared kernel by kernel.
 
+A run that failed (the script's exit code, a kernel that failed to lower, compile or
+run, a failure the script caught: run_directory.run_failures) is the first thing said,
+and it fails `--fail-on-regression`: the figures of a failed run are not a baseline.
+
 Kernels are matched by label (name + content hash), then by name. Compared:
-the replayed median runtime (GPU runs), registers, shared memory, spills and
+the grid, the replayed median runtime (GPU runs), registers, shared memory, spills and
 the kernel's instruction count (SASS, else PTX: the static weight the CPU run
 has too). With `--fail-on-regression PCT` the command exits 1 when a kernel
 got slower, or its registers, shared memory or instructions grew, by more
 than PCT percent, or it spills more. Runs without runtimes (CPU runs) compare
 what they have and say that nothing timed was compared.
+
+Registers, shared memory and instructions are per program (per thread): where the
+programs' work changed (another grid or block shape: 8-row blocks become 16-row ones and
+the figures grow for the same work) they do not compare as they are. Then, with the work
+model of both runs, shared memory is compared per byte a program moves, instructions per
+byte of the kernel's work as executed (per program times programs), the runtime per byte
+of the kernel's work; registers (per thread, bounded by what a thread may have) are not
+compared, spills are. Without a work model in both runs a changed grid leaves the figures
+not comparable: said, and not counted as a regression.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from rich.text import Text
 
@@ -31,6 +45,21 @@ class Figures:
   spills: int | None
   instructions: int | None      # SASS (else PTX) instructions of the kernel
   instruction_basis: str | None
+  grid: tuple[int, ...] = ()
+  program_bytes: float | None = None    # the bytes one program moves (the work model's)
+  work_bytes: float | None = None       # the bytes the kernel must move
+
+
+@dataclasses.dataclass(frozen=True)
+class Basis:
+  """B's work over A's: per program (shared memory is compared per byte a program moves),
+  in programs and in all (instructions per byte of the kernel's work, as executed: per
+  program times programs; the runtime per byte); 1.0 where the work did not change."""
+  per_program: float = 1.0
+  programs: float = 1.0
+  in_all: float = 1.0
+  words: str = ""               # how they were compared, where not as they are
+  holds: bool = True            # False: the raw figures do not compare, nothing is counted
 
 
 def figures(report: RunReport) -> dict[str, Figures]:
@@ -50,9 +79,42 @@ def figures(report: RunReport) -> dict[str, Figures]:
       elif static.ptx_instructions:
         count, basis = static.ptx_instructions, "ptx"
     res = k.resources or {}
+    work = kp.work if kp is not None else None
+    moved = (work.block_bytes or work.bytes) if work is not None else None
+    per_program = moved / work.programs if moved and work.programs else None
     out[k.label] = Figures(k.name, median, res.get("registers"), res.get("shared_bytes"),
-                           k.spills, count, basis)
+                           k.spills, count, basis, tuple(k.grid), per_program,
+                           work.bytes if work is not None else None)
   return out
+
+
+def _grid(g) -> str:
+  return "x".join(map(str, g)) or "?"
+
+
+def _programs(grid) -> int:
+  return math.prod(grid) if grid else 1
+
+
+def basis(ka: Figures, kb: Figures) -> Basis:
+  """Whether the programs' work changed from A to B, and by how much (see the module's
+  docstring)."""
+  same_grid = ka.grid == kb.grid
+  if not (ka.program_bytes and kb.program_bytes and ka.work_bytes and kb.work_bytes):
+    if same_grid:
+      return Basis()
+    lacks = "A" if not (ka.program_bytes and ka.work_bytes) else "B"
+    return Basis(words=f"grid {_grid(ka.grid)} -> {_grid(kb.grid)}: the programs' figures do "
+                 f"not compare as they are, and run {lacks} has no work model to scale them by "
+                 "(run it without --no-analysis); not counted as regressions", holds=False)
+  per_program = kb.program_bytes / ka.program_bytes
+  if same_grid and per_program == 1.0:
+    return Basis()
+  in_all = kb.work_bytes / ka.work_bytes
+  words = (f"grid {_grid(ka.grid)} -> {_grid(kb.grid)}, each program moves "
+           f"{units.size(ka.program_bytes)} -> {units.size(kb.program_bytes)}: compared per "
+           "byte (registers are per thread and not compared; spills are)")
+  return Basis(per_program, _programs(kb.grid) / _programs(ka.grid), in_all, words)
 
 
 def _pairs(a: dict, b: dict):
@@ -83,72 +145,120 @@ def _change(old, new) -> float | None:
 
 
 def _fmt(old, new) -> str:
+  old, new = ("-" if x is None else x for x in (old, new))
   return f"{old} -> {new}" if old != new else f"{new}"
 
 
-def regressions(ka: Figures, kb: Figures, pct: float | None) -> list[str]:
-  """What got worse from A to B: more spills always; the rest beyond `pct` percent."""
+def _scaled(value, by: float):
+  return None if value is None else value / by
+
+
+def changes(ka: Figures, kb: Figures, b: Basis) -> dict[str, float]:
+  """Each figure's change from A to B in percent, B's scaled by the work (Basis)."""
+  scaled = bool(b.words)
+  pairs = [("runtime", ka.median_s, _scaled(kb.median_s, b.in_all)),
+           ("registers", ka.registers, None if scaled else kb.registers),
+           ("shared", ka.shared_bytes, _scaled(kb.shared_bytes, b.per_program))]
+  if ka.instruction_basis == kb.instruction_basis:
+    pairs.append(("instructions", ka.instructions,
+                  _scaled(kb.instructions, b.in_all / b.programs)))
+  out = {what: _change(old, new) for what, old, new in pairs}
+  return {what: c for what, c in out.items() if c is not None}
+
+
+def regressions(ka: Figures, kb: Figures, pct: float | None, b: Basis | None = None
+                ) -> list[str]:
+  """What got worse from A to B: more spills always; the rest beyond `pct` percent, per
+  byte where the work changed (none where the raw figures do not compare)."""
+  b = b if b is not None else basis(ka, kb)
   found = []
   if (kb.spills or 0) > (ka.spills or 0):
     found.append("new spills")
-  if pct is None:
+  if pct is None or not b.holds:
     return found
-  slower = _change(ka.median_s, kb.median_s)
-  if slower is not None and slower > pct:
-    found.append(f"SLOWER by {slower:.1f}%")
-  for what, old, new in (("registers", ka.registers, kb.registers),
-                         ("shared", ka.shared_bytes, kb.shared_bytes)):
-    grew = _change(old, new)
-    if grew is not None and grew > pct:
-      found.append(f"{what} +{grew:.1f}%")
-  if ka.instruction_basis == kb.instruction_basis:
-    grew = _change(ka.instructions, kb.instructions)
-    if grew is not None and grew > pct:
-      found.append(f"instructions +{grew:.1f}%")
+  per = " per byte" if b.words else ""
+  for what, grew in changes(ka, kb, b).items():
+    if grew > pct:
+      found.append(f"SLOWER{per} by {grew:.1f}%" if what == "runtime" else
+                   f"{what}{per} +{grew:.1f}%")
   return found
+
+
+def failure_lines(runs) -> list[tuple[str, str]]:
+  """(which, its line) for each run that failed (run_directory.run_failures): which run,
+  where, and what failed."""
+  from .run_directory import run_failures
+  out = []
+  for which, path, report in runs:
+    failures = run_failures(report)
+    if failures:
+      more = f"; and {len(failures) - 3} more" if len(failures) > 3 else ""
+      out.append((which, f"FAILED: run {which} ({path}): {'; '.join(failures[:3])}{more} "
+                         f"(`pallas-prof report {path}` shows it in full)"))
+  return out
+
+
+def _scaled_line(label: str, ka: Figures, kb: Figures, b: Basis) -> str:
+  """How the figures of a kernel whose work per program changed compare, scaled."""
+  if not b.holds:
+    return f"{label}: {b.words}"
+  said = ", ".join(f"{what} {grew:+.1f}%" for what, grew in changes(ka, kb, b).items())
+  return f"{label}: {b.words}: {said or 'nothing to compare'}"
 
 
 def diff(args) -> int:
   run_a, run_b = RunReport.load(args.a), RunReport.load(args.b)
+  con = console()
+  failures = failure_lines([("A", args.a, run_a), ("B", args.b, run_b)])
+  for _, line in failures:                    # before anything else: the figures of a
+    con.print(Text(line))                     # failed run are not what they seem
   rows = _pairs(figures(run_a), figures(run_b))
   both = [(ka, kb) for _, ka, kb in rows if ka is not None and kb is not None]
   # runtime columns only where there is a runtime to compare (a CPU run has none)
   timed = any(ka.median_s is not None or kb.median_s is not None for ka, kb in both)
-  cols = ([Col("kernel", give=2, least=12)]
+  cols = ([Col("kernel", give=2, least=12), Col("grid", right=True)]
           + ([Col("median µs", right=True), Col("change", right=True)] if timed else [])
           + [Col("registers", right=True), Col("shared", right=True), Col("spills", right=True),
              Col("instructions", right=True), Col("verdict")])
-  cells, failed, compared = [], [], 0
+  cells, failed, scaled, compared = [], [], [], 0
   us = lambda s: "-" if s is None else f"{s * 1e6:.1f}"
   for label, ka, kb in rows:
     if ka is None or kb is None:
-      cells.append([label] + ["-"] * (len(cols) - 2) + ["only in A" if kb is None else "only in B"])
+      only = ka or kb
+      cells.append([label, _grid(only.grid)] + ["-"] * (len(cols) - 3)
+                   + ["only in A" if kb is None else "only in B"])
       continue
     change = _change(ka.median_s, kb.median_s)
     compared += change is not None
-    worse = regressions(ka, kb, args.fail_on_regression)
+    b = basis(ka, kb)
+    if b.words:
+      scaled.append(_scaled_line(label, ka, kb, b))
+    worse = regressions(ka, kb, args.fail_on_regression, b)
     if worse:
       failed.append((label, worse))
     runtime = [f"{us(ka.median_s)} -> {us(kb.median_s)}",
                "-" if change is None else f"{change:+.1f}%"] if timed else []
-    cells.append([label, *runtime, _fmt(ka.registers, kb.registers),
+    cells.append([label, _fmt(_grid(ka.grid), _grid(kb.grid)), *runtime,
+                  _fmt(ka.registers, kb.registers),
                   _fmt(units.size(ka.shared_bytes), units.size(kb.shared_bytes)),
                   _fmt(ka.spills, kb.spills), _fmt(ka.instructions, kb.instructions),
-                  "worse" if worse else "ok"])
-  con = console()
+                  "worse" if worse else "ok" if b.holds else "n/a"])
   con.print(Text(f"{args.a}  ->  {args.b}", style="bold"))
   con.print(layout.table("kernels", cols, cells, con.width))
   if not compared and both:
     con.print(Text("no runtimes compared: the kernels were not timed in both runs (a run "
                    "without a GPU has none); compared registers, shared memory, spills and "
                    "instruction counts"))
+  for line in scaled:                         # a changed grid: how the figures compare
+    con.print(Text(line))
   # what got worse, a line per kernel under the table (in a cell it would wrap word by word)
   for label, worse in failed:
     con.print(Text(f"worse: {label}: {', '.join(worse)}"))
   from .advice_diff import lines as advice_lines      # did run A's advice hold in B?
   for line in advice_lines(run_a, run_b):
     con.print(Text(line))
-  if args.fail_on_regression is not None and failed:
-    con.print(Text(f"regressions: {', '.join(label for label, _ in failed)}"))
+  gate = [f"run {which} failed" for which, _ in failures] + [label for label, _ in failed]
+  if args.fail_on_regression is not None and gate:
+    con.print(Text(f"regressions: {', '.join(gate)}"))
     return 1
   return 0

@@ -262,3 +262,23 @@ def locate_kernel(name: str, run_dir: str | None = None,
                    f"{where}; the newest is {runs[0]} and they have: {have}. Give one of those "
                    "(a name or the start of a label), or --dir to look elsewhere")
 
+
+# the opening of run.caught_failures' note: failures the script caught and went on from
+CAUGHT_NOTE = "the script caught "
+
+
+def run_failures(report) -> list[str]:
+  """What failed in a run, in words, one item each, from what its report.json records: the
+  script's exit code, each kernel that failed to lower, compile or run, and the kernels'
+  failures the script caught. Empty for a run that went through."""
+  out = []
+  if report.exit_code:
+    out.append(f"the script exited with code {report.exit_code}")
+  for err in report.errors:
+    when = {"run": "at run time", None: "to lower", "lowering": "to lower"}.get(
+        err.stage, f"to compile ({err.stage})")
+    where = f" at {os.path.basename(err.location)}" if err.location else ""
+    reason = (err.reason or "").splitlines()[0] if err.reason else ""
+    out.append(f"kernel `{err.kernel}` failed {when}{where}" + (f": {reason}" if reason else ""))
+  out += [n for n in report.notes if n.startswith(CAUGHT_NOTE)]
+  return out

@@ -124,7 +124,102 @@ def test_smaller_blocks_go_below_16_only_in_a_kernel_without_dots():
   (variant,) = blockshape.resolve(_intent("smaller", 8), f, recipe)
   assert variant.kind == "c" and variant.change["to_block"] == 2
   assert variant.change["grid"] == [1 << 15]
+  # a kernel with a dot keeps 16 along a split dimension: blocks of 16 do not split, and the
+  # action is left out with a note rather than ranked at a factor nobody can apply
   dot = dataclasses.replace(f, equations={0: synthetic_eq(0, "dot_general")})
-  (edit,) = blockshape.resolve(_intent("smaller", 8), dot, recipe)
+  notes = []
+  assert blockshape.resolve(_intent("smaller", 8), dot, recipe, notes=notes) == []
+  (note,) = notes
+  assert "cannot be made smaller" in note and "16 or more" in note
+
+
+def _rows_call(kernel, block_rows=8, rows=64, dot=False):
+  """A row kernel (blocks of `block_rows` x 128 on a grid down the rows), or with `dot` an
+  8x8 dot on a grid of one program whose index maps read no grid index."""
+  recipes.clear()
+  with recipes.capture():
+    if dot:
+      x = jnp.ones((8, 8), jnp.float32)
+      spec = pl.BlockSpec((8, 8), lambda i: (0, 0))
+      pl.pallas_call(kernel, grid=(1,), in_specs=[spec, spec], out_specs=spec,
+                     out_shape=x)(x, x)
+    else:
+      x = jnp.ones((rows, 128), jnp.float32)
+      spec = pl.BlockSpec((block_rows, 128), lambda i: (i, 0))
+      pl.pallas_call(kernel, grid=(rows // block_rows,), in_specs=[spec], out_specs=spec,
+                     out_shape=x)(x)
+  return recipes.recipes()[-1]
+
+
+def double_kernel(x_ref, o_ref):
+  o_ref[...] = x_ref[...] * 2.0
+
+
+def pid_kernel(x_ref, o_ref):
+  o_ref[...] = x_ref[...] * 2.0 + pl.program_id(0).astype(jnp.float32)
+
+
+def dot_kernel(x_ref, y_ref, o_ref):
+  o_ref[...] = jnp.dot(x_ref[...], y_ref[...])
+
+
+def _few_programs_intent(grid):
+  from pallas_prof.advice.rules import RULES
+  f = synthetic_facts([synthetic_eq(0, "get", block_shape=(8, 128), dtype="float32")],
+                      grid=grid)
+  (finding,) = RULES["few_programs"](f)
+  (intent,) = finding.actions
+  return intent, f
+
+
+def test_smaller_blocks_state_the_factor_their_blocks_allow():
+  """Issue 39: 8 programs of 8-row blocks were told "smaller blocks (64x), estimate -94 %",
+  then "(not tried: its blocks (8 along grid axis 0) cannot be made smaller by 64x here)".
+  The action is the 8x that fits, its estimate the one for 8x."""
+  recipe = _rows_call(double_kernel)
+  intent, f = _few_programs_intent((8,))
+  assert intent.change["factor"] == 64          # what the rule asks: twice the SMs' programs
+  (variant,) = blockshape.resolve(intent, f, recipe)
+  assert variant.kind == "c" and (variant.change["from_block"], variant.change["to_block"]) \
+      == (8, 1) and variant.change["grid"] == [64]
+  # 64 programs on 132 SMs: one wave of programs an eighth as long
+  assert variant.estimate_pct == pytest.approx(100 * (1 - 1 / 8))
+  assert "split 8x" in variant.estimate_basis and "64x" not in variant.estimate_basis
+
+
+def test_a_kernel_that_reads_its_program_id_gets_the_edit_that_fits():
+  recipe = _rows_call(pid_kernel, rows=32)
+  intent, f = _few_programs_intent((4,))
+  pid = dataclasses.replace(f, equations={**f.equations, 1: synthetic_eq(1, "program_id")})
+  (edit,) = blockshape.resolve(intent, pid, recipe)
   assert edit.kind == "d" and edit.title == "smaller blocks (8x): edit the pallas_call"
-  assert "cannot be made smaller by 8x" in edit.edit
+  assert edit.change == {"block": "smaller", "factor": 8}
+  assert "grid=(4,) -> grid=(32,)" in edit.edit and "BlockSpec((1, 128), ...)" in edit.edit
+  assert "reads its program id" in edit.edit
+  assert edit.estimate_pct == pytest.approx(100 * (1 - 1 / 8))
+
+
+def test_blocks_that_cannot_shrink_leave_the_action_out_with_a_note():
+  """The issue's 8x8 dot on a grid of one program: its blocks do not walk the grid and a dot
+  keeps 16 along a split dimension; no smaller-blocks action, a note saying why."""
+  recipe = _rows_call(dot_kernel, dot=True)
+  intent, f = _few_programs_intent((1,))
+  dot = dataclasses.replace(f, equations={0: synthetic_eq(0, "get", block_shape=(8, 8)),
+                                          1: synthetic_eq(1, "dot_general",
+                                                          block_shape=(8, 8))})
+  notes = []
+  assert blockshape.resolve(intent, dot, recipe, notes=notes) == []
+  (note,) = notes
+  assert note.startswith("no smaller-blocks action for few programs") and "8x8" in note
+
+
+def test_larger_blocks_that_would_idle_sms_are_left_out():
+  recipe = _rows_call(double_kernel, block_rows=1, rows=200)    # 200 programs, 132 SMs
+  f = synthetic_facts([synthetic_eq(0, "get", block_shape=(1, 128), dtype="float32")],
+                      grid=(200,))
+  notes = []
+  assert blockshape.resolve(_intent("larger", 4), f, recipe, notes=notes) == []
+  assert "cannot be made larger" in notes[0] and "132 SMs" in notes[0]
+  # without the recorded call the same limit holds for the edit
+  assert blockshape.resolve(_intent("larger", 4), f, None, notes=notes) == []
+  assert len(notes) == 2 and "was not recorded" in notes[1]

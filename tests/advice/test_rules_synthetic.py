@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import types
 
+import pytest
+
 from pallas_prof.advice import rank as rank_mod
 from pallas_prof.advice.rules import RULES
 from pallas_prof.advice.schema import Action, Trial
@@ -112,6 +114,22 @@ def test_a_column_read_is_uncoalesced():
   assert not RULES["uncoalesced"](synthetic_facts(eqs, generated=gk))
 
 
+def test_a_layout_edit_only_where_the_block_has_longer_rows_the_other_way():
+  """Transposing a (1, 2) block of a wide array gives runs of one element: no better than
+  the two it reads, so the edit is not offered (widening the block is)."""
+  gk = types.SimpleNamespace(params=[types.SimpleNamespace(label="x_ref", shape=(4096, 8192))])
+  eqs = [synthetic_eq(0, "get", block_shape=(1, 2), dtype="float32", bytes_read=8,
+                      operand="x_ref", contiguous_bytes=8, weight=0.8)]
+  (finding,) = RULES["uncoalesced"](synthetic_facts(eqs, generated=gk))
+  assert [(a.kind, a.change.get("block")) for a in finding.actions] == [("c", "wider")]
+  # an (8, 2) block transposed reads runs of 8 floats, 32 B: the edit and its estimate
+  eqs = [dataclasses.replace(eqs[0], block_shape=(8, 2))]
+  (finding,) = RULES["uncoalesced"](synthetic_facts(eqs, generated=gk))
+  (edit,) = [a for a in finding.actions if a.kind == "d"]
+  assert "holds 8+ consecutive elements" in edit.edit
+  assert edit.estimate_pct == pytest.approx(100 * 0.8 * (1 - 8 / 32))
+
+
 def test_rereads_name_the_lines_that_read_again():
   eqs = [synthetic_eq(i, "get", line=10 * (i + 1), operand="x_ref", bytes_read=8192,
                       block_shape=(1, 2048), dtype="float32") for i in range(3)]
@@ -170,6 +188,18 @@ def test_few_programs():
   (finding,) = RULES["few_programs"](synthetic_facts(grid=(32,)))
   assert finding.diagnosis.text == "32 programs on 132 SMs: 100 SMs have nothing to do"
   assert finding.actions[0].change == {"block": "smaller", "factor": 16}
+  # 512 programs on 132 SMs: 4 waves, each a sixteenth of one before
+  assert finding.actions[0].estimate_pct == pytest.approx(100 * (1 - 4 / 16))
+
+
+def test_one_program_is_said_in_the_singular():
+  """Issue 39: the 8x8 dot's advice said "grid 1 = 1 programs"."""
+  (finding,) = RULES["few_programs"](synthetic_facts(grid=(1,)))
+  assert finding.diagnosis.text == "1 program on 132 SMs: 131 SMs have nothing to do"
+  assert finding.diagnosis.evidence[0].text == "grid 1 = 1 program, 132 SMs (assumed)"
+  assert "1 programs" not in finding.actions[0].estimate_basis
+  (almost,) = RULES["few_programs"](synthetic_facts(grid=(131,)))
+  assert almost.diagnosis.text.endswith("1 SM has nothing to do")
 
 
 def test_measured_savings_rank_above_estimates_and_failures_last():

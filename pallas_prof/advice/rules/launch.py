@@ -82,14 +82,15 @@ def few_programs(f) -> list[Finding]:
   if f.programs >= f.sms or f.median_s is not None and f.median_s < 5e-6:
     return []
   idle = f.sms - f.programs
-  d = about("few_programs", f"{f.programs} programs on {f.sms} SMs: {idle} SMs have nothing "
-            "to do", f, share=1.0, evidence=[
-                fact("grid", f"grid {'x'.join(map(str, f.grid))} = {f.programs} programs, "
+  programs = estimate.programs_words(f.programs)
+  d = about("few_programs", f"{programs} on {f.sms} SMs: {idle} SM{'s have' if idle != 1 else ' has'}"
+            " nothing to do", f, share=1.0, evidence=[
+                fact("grid", f"grid {'x'.join(map(str, f.grid))} = {programs}, "
                      f"{f.sms} SMs{' (assumed)' if f.sms_assumed else ''}",
                      value=f.programs)] + _time_evidence(f))
+  # as many programs as twice the SMs; blockshape.py states the factor the blocks allow
   factor = 2 ** math.ceil(math.log2(2 * f.sms / max(f.programs, 1)))
-  est = (100.0 * (1 - f.programs / f.sms), f"the work of {f.programs} programs spread over "
-         f"{f.sms} SMs (an upper bound)")
+  est = estimate.spread(f.programs, f.sms, factor)
   return [Finding(d, [blocks("few_programs", "smaller", f, f"/{factor}, {f.programs * factor} "
                              "programs", estimate.capped(est, f), factor=factor)])]
 

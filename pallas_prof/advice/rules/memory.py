@@ -134,12 +134,19 @@ def uncoalesced(f) -> list[Finding]:
                                             f.measured), f)
     wanted = -(-LINE // max(_itemsize(e.dtype), 1))
     actions = [blocks("uncoalesced", "wider", f, f"the last dimension of {e.operand}'s block "
-                      f"to {wanted} or more", est, operand=e.operand, last=wanted),
-               edit("uncoalesced", f"lay {e.operand} out so its block's rows are contiguous",
-                    f"{e.operand} is read {list(e.block_shape)} at a time from an array "
-                    f"{list(array) if array else ''}: transpose it (or swap the block's "
-                    f"dimensions) so the block's last dimension holds {wanted}+ consecutive "
-                    "elements", e, f, est)]
+                      f"to {wanted} or more", est, operand=e.operand, last=wanted)]
+    # laid out the other way, the block's longest other dimension is its rows: an edit only
+    # where those rows are longer than the runs it has
+    swapped = max(e.block_shape[:-1], default=0) * _itemsize(e.dtype)
+    if swapped > run:
+      est = estimate.capped(estimate.by_share(e.weight, 1 - run / min(SECTOR, swapped),
+                                              f"{e.operand}'s access", f.measured), f)
+      actions.append(edit("uncoalesced", f"lay {e.operand} out so its block's rows are "
+                          f"contiguous", f"{e.operand} is read {list(e.block_shape)} at a time "
+                          f"from an array {list(array) if array else ''}: transpose it (or swap "
+                          f"the block's dimensions) so the block's last dimension holds "
+                          f"{min(wanted, swapped // _itemsize(e.dtype))}+ consecutive elements",
+                          e, f, est))
     out.append(Finding(d, actions))
   return out
 

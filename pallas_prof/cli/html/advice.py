@@ -40,6 +40,7 @@ class AdviceView:
   diagnoses: tuple[DiagnosisView, ...]
   actions: tuple[ActionView, ...]
   notes: tuple[str, ...]
+  kinds: tuple[tuple[str, str], ...] = ()   # (kind, what it means) of the kinds listed
 
 
 def _action(i: int, a: Action) -> ActionView:
@@ -59,7 +60,9 @@ def advice_view(run: RunReport, label: str) -> AdviceView | None:
         str(d.text or ""), where, "" if d.eqn is None else str(d.eqn),
         tuple((str(e.what or ""), str(e.text or ""), bool(e.measured))
               for e in d.evidence)))
+  listed = {x.kind for x in a.actions}
   return AdviceView(str(a.measured or ""), str(a.summary or ""),
                     bool(a.at_roof), tuple(diagnoses),
                     tuple(_action(i, x) for i, x in enumerate(a.actions, 1)),
-                    tuple(str(n) for n in a.notes))
+                    tuple(str(n) for n in a.notes),
+                    tuple((k, words) for k, words in KINDS.items() if k in listed))

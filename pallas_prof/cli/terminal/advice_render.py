@@ -7,7 +7,8 @@
          keep: at add.py:30: grid=(262144,) -> grid=(4096,); BlockSpec((64,), ...) -> ...
 
 Kinds: a pallas-prof applies it, b an autotune parameter, c a block shape it re-traces,
-d an edit of your code (its saving an estimate).
+d an edit of your code (its saving an estimate). `kinds_legend` says so once, under the
+last kernel's advice, for the kinds shown.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ...advice.rank import saving_text
+from ...advice.schema import KINDS
 
 DIAGNOSES, EVIDENCE, ACTIONS = 3, 2, 3
 
@@ -59,3 +61,21 @@ def advice_lines(report, kernel, width: int) -> list:
   for note in advice.notes:
     out.append(_hang("  ", f"note: {note}", "dim"))
   return out
+
+
+def shown_kinds(report, kernels) -> list[str]:
+  """The kinds of the actions advice_lines shows for these kernels, in KINDS' order."""
+  shown = set()
+  for k in kernels:
+    advice = report.kernel_advice(k.label) if hasattr(report, "kernel_advice") else None
+    if advice is not None and not advice.at_roof:
+      shown.update(a.kind for a in advice.actions[:ACTIONS])
+  return [kind for kind in KINDS if kind in shown]
+
+
+def kinds_legend(report, kernels) -> list:
+  """One line naming what the kinds of the actions shown mean (none without actions)."""
+  kinds = shown_kinds(report, kernels)
+  if not kinds:
+    return []
+  return [_hang("  ", "kinds: " + "; ".join(f"[{k}] {KINDS[k]}" for k in kinds), "dim")]

@@ -24,7 +24,7 @@ from rich.text import Text
 from .. import units
 from . import layout
 from .layout import BREAK, Col
-from .advice_render import advice_lines
+from .advice_render import advice_lines, kinds_legend
 from .probe_table import probe_lines
 
 MIN_WIDTH, MAX_WIDTH, PIPE_WIDTH = 80, 200, 160
@@ -356,6 +356,7 @@ def render_report(report, con: Console, options: ConsoleOptions) -> Iterable:
       for note in k.workarounds:
         yield Text(f"{k.label}: Triton workaround: {note}")
       yield from advice_lines(report, k, options.max_width)     # cli/terminal/advice_render.py
+    yield from kinds_legend(report, report.kernels)             # once, under the last advice
   for note in (*report.notes, *(prof.notes if prof is not None else ())):
     yield Text(f"note: {note}")
   for err in report.errors:

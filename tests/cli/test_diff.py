@@ -1,0 +1,146 @@
+"""`pallas-prof diff` on real runs made here on the CPU (issue 39, item 3): a failed run
+is the first thing it says and fails the gate; a kernel whose grid changed for the same
+work is compared per byte, not called a regression for doing twice the work per program."""
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+
+import pytest
+
+from tests.cli.test_cli import pallas_prof
+
+ROWS = textwrap.dedent("""
+    import jax, jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def rows_kernel(x_ref, o_ref):
+      o_ref[...] = x_ref[...] * 2.0 + 1.0
+
+    x = jnp.ones((64, 128), jnp.float32)
+    spec = pl.BlockSpec((BLOCK_ROWS, 128), lambda i: (i, 0))
+    pl.pallas_call(rows_kernel, grid=(64 // BLOCK_ROWS,), in_specs=[spec], out_specs=spec,
+                   out_shape=x)(x).block_until_ready()
+    """)
+
+# reads x_ref[i * 8 + OFFSET : +8]: in bounds at 0, past the end at 4 (caught on a CPU)
+READS = textwrap.dedent("""
+    import jax, jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, o_ref):
+      i = pl.program_id(0)
+      o_ref[...] = x_ref[pl.ds(i * 8 + OFFSET, 8)] * 2.0
+
+    f = jax.jit(pl.pallas_call(kernel, grid=(4,), in_specs=[pl.BlockSpec((32,), lambda i: (0,))],
+                               out_specs=pl.BlockSpec((8,), lambda i: (i,)),
+                               out_shape=jax.ShapeDtypeStruct((32,), jnp.float32)))
+    CALL
+    """)
+CAUGHT = ("import pallas_prof\ntry:\n  f(jnp.arange(32, dtype=jnp.float32))\n"
+          "except pallas_prof.BoundsError as e:\n  print('caught', e)\n")
+
+SCRIPTS = {
+    "rows8": (ROWS.replace("BLOCK_ROWS", "8"), ()),
+    "rows16": (ROWS.replace("BLOCK_ROWS", "16"), ()),
+    "rows16_bare": (ROWS.replace("BLOCK_ROWS", "16"), ("--no-analysis",)),
+    "in_bounds": (READS.replace("OFFSET", "0").replace("CALL", "print(f(jnp.ones(32)))"), ()),
+    "reads_past": (READS.replace("OFFSET", "4").replace("CALL", "print(f(jnp.ones(32)))"), ()),
+    "caught": (READS.replace("OFFSET", "4").replace("CALL", CAUGHT), ()),
+}
+EXIT = {"reads_past": 1}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+  where = tmp_path_factory.mktemp("diff")
+  out = {}
+  for name, (text, options) in SCRIPTS.items():
+    script = where / f"{name}.py"
+    script.write_text(text)
+    result = pallas_prof("run", *options, "--out", str(where / name), str(script), cwd=where)
+    assert result.returncode == EXIT.get(name, 0), (name, result.stdout + result.stderr)
+    out[name] = where / name
+  return out
+
+
+def _diff(runs, a, b, *gate):
+  """(exit code, lines, the text with its wrapping undone) of `pallas-prof diff A B`."""
+  result = pallas_prof("diff", str(runs[a]), str(runs[b]), *gate)
+  assert "Traceback" not in result.stderr, result.stderr
+  return result.returncode, result.stdout.splitlines(), " ".join(result.stdout.split())
+
+
+pytestmark = pytest.mark.no_gpu      # what the CPU's runs hold: no runtimes
+
+
+def test_a_run_that_failed_at_run_time_is_said_first_and_fails_the_gate(runs):
+  """The issue: a run whose kernel read out of bounds (exit 1) diffed against one that
+  passed said only `instructions +25.0%`."""
+  for gate in (("--fail-on-regression", "5"), ("--fail-on-regression", "1000"), ()):
+    code, lines, text = _diff(runs, "in_bounds", "reads_past", *gate)
+    assert lines[0].startswith("FAILED: run B ("), lines
+    assert text.startswith(f"FAILED: run B ({runs['reads_past']}): the script exited with "
+                           "code 1; kernel `kernel` failed at run time at reads_past.py:7: ")
+    assert f"(`pallas-prof report {runs['reads_past']}` shows it in full)" in text
+    if gate:          # however lenient the threshold, a failed run fails it
+      assert code == 1 and lines[-1].startswith("regressions: run B failed"), lines
+    else:
+      assert code == 0
+
+
+def test_a_failed_run_with_other_kernels_still_fails_the_gate(runs):
+  """The issue: two runs with different kernels gave "only in A / only in B" and exit 0,
+  though B had failed."""
+  code, lines, _ = _diff(runs, "rows8", "reads_past", "--fail-on-regression", "5")
+  assert code == 1 and lines[0].startswith("FAILED: run B")
+  assert any(ln.endswith("only in A") for ln in lines) and \
+      any(ln.endswith("only in B") for ln in lines)
+  assert lines[-1] == "regressions: run B failed"
+
+
+def test_a_failed_baseline_and_a_caught_failure_are_failures_too(runs):
+  code, lines, _ = _diff(runs, "reads_past", "in_bounds", "--fail-on-regression", "5")
+  assert code == 1 and lines[0].startswith("FAILED: run A") and \
+      lines[-1].startswith("regressions: run A failed")
+  code, lines, text = _diff(runs, "in_bounds", "caught", "--fail-on-regression", "1000")
+  assert code == 1 and text.startswith(f"FAILED: run B ({runs['caught']}): the script caught "
+                                       "1 failure(s) of its kernels at run time")
+  code, _, text = _diff(runs, "in_bounds", "in_bounds", "--fail-on-regression", "5")
+  assert code == 0 and "FAILED" not in text
+
+
+def test_twice_the_rows_per_block_is_the_same_work_not_a_regression(runs, tmp_path):
+  """The issue: block_rows 8 -> 16 (same work, half the grid) was reported as registers,
+  shared memory and instructions regressions, exit 1; the grid was not among the columns."""
+  code, lines, text = _diff(runs, "rows8", "rows16", "--fail-on-regression", "5")
+  assert code == 0, lines
+  header = next(ln for ln in lines if ln.startswith("kernel "))
+  assert header.split()[1] == "grid"
+  row = next(ln for ln in lines if ln.startswith("rows_kernel#"))
+  assert " 8 -> 4 " in row and row.split()[-1] == "ok"
+  assert ": grid 8 -> 4, each program moves 8 KiB -> 16 KiB: compared per byte " in text
+  assert "): instructions -" in text          # fewer instructions executed per byte moved
+  assert "worse:" not in text
+  # a kernel that got worse per byte is still caught: B's instructions tripled
+  worse = tmp_path / "worse"
+  shutil.copytree(runs["rows16"], worse)
+  report = json.loads((worse / "report.json").read_text())
+  static = report["profile"]["kernels"][0]["static"]
+  static["sass_instructions"] *= 3                   # a test input
+  (worse / "report.json").write_text(json.dumps(report))
+  runs = dict(runs, worse=worse)
+  code, lines, text = _diff(runs, "rows8", "worse", "--fail-on-regression", "5")
+  assert code == 1 and lines[-1].startswith("regressions: rows_kernel#"), lines
+  assert "instructions per byte +" in text.split("worse: rows_kernel#")[1]
+
+
+def test_without_a_work_model_a_changed_grid_is_said_not_to_compare(runs):
+  code, lines, text = _diff(runs, "rows8", "rows16_bare", "--fail-on-regression", "5")
+  assert code == 0, lines
+  row = next(ln for ln in lines if ln.startswith("rows_kernel#"))
+  assert row.split()[-1] == "n/a" and "None" not in row
+  assert ("grid 8 -> 4: the programs' figures do not compare as they are, and run B has no "
+          "work model to scale them by (run it without --no-analysis); not counted as "
+          "regressions") in text
