@@ -10,7 +10,6 @@ resources; runtimes); cells that still do not fit end in an ellipsis.
 """
 from __future__ import annotations
 
-import linecache
 import os
 import re
 import shutil
@@ -22,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import units
+from ..run_files import source_line
 from . import layout
 from .layout import BREAK, Col
 from .advice_render import advice_lines
@@ -252,7 +252,7 @@ def _user_line(user_file, user_line) -> tuple[str, str]:
   if not user_file:
     return "?", ""
   return (f"{os.path.basename(user_file)}:{user_line}",
-          linecache.getline(user_file, user_line or 0).strip())
+          source_line(user_file, user_line).strip())
 
 
 def hot_equations(report, kernel, width: int = MAX_WIDTH, top: int = 5) -> Table | None:
