@@ -131,6 +131,13 @@ def main(argv=None) -> int:
     code = _main(argv)
     sys.stdout.flush()          # here, where a reader gone away is caught, not at exit
     return code
+  except SystemExit as e:
+    if not isinstance(e.code, str):
+      raise
+    # a message may quote a saved run's names and paths: no escape sequence of theirs
+    # reaches the terminal
+    from .terminal.safe_text import printable
+    raise SystemExit(printable(e.code)) from None
   except BrokenPipeError:
     # `pallas-prof rules | head`: the reader left; say nothing more (stdout is gone)
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -28,6 +28,7 @@ import time
 from ..backend.artifacts import (STAGE_FILES, STAGES, CompiledKernel, GeneratedKernel,
                                   LaunchSpec, SchemaMismatch)
 from . import run_files, saved_kernel
+from .terminal.safe_text import printable
 
 REPORT = "report.json"    # written and read by cli/report.py's RunReport
 
@@ -257,8 +258,8 @@ def locate_kernel(name: str, run_dir: str | None = None,
     hit = _pick(kernels, name)
     if hit is not None:
       if i:
-        print(f"pallas-prof: no kernel {name!r} in the newest run ({runs[0]}); "
-              f"showing it from {candidate}, {i} run(s) back", file=sys.stderr)
+        print(printable(f"pallas-prof: no kernel {name!r} in the newest run ({runs[0]}); "
+                        f"showing it from {candidate}, {i} run(s) back"), file=sys.stderr)
       return candidate, kernel_dir(candidate, hit)
   have = ", ".join(list(seen)[:12]) + (f" and {len(seen) - 12} more" if len(seen) > 12
                                        else "") if seen else "none"
