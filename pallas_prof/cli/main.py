@@ -56,6 +56,10 @@ def _parser() -> argparse.ArgumentParser:
   run.add_argument("--kernel", type=_regex,
                    help="only kernels whose name or label matches this regex")
   run.add_argument("--otlp-endpoint", help="also send spans to this OTLP collector")
+  run.add_argument("--no-redact", action="store_true",
+                   help="record the script's arguments and the endpoint as given: by default "
+                   "the values of arguments named like token, key, secret, password or auth, "
+                   "and the credentials in URLs, are masked in the report and the traces")
   run.add_argument("--ncu", action="store_true", help="also run Nsight Compute on each kernel")
   run.add_argument("--no-sampling", action="store_true",
                    help="weigh equations by static instruction shares instead of CUPTI PC "
