@@ -13,7 +13,8 @@ Each stage makes its artifact once and never changes it; work on an artifact
 (compiling, assembling a cubin) is a function that returns a new one.
 CompiledKernel and LaunchSpec have one save(dir)/load(dir) each, with a schema
 version, shared by the disk cache, the run directory and the profiler's child
-processes (the run directory keeps the GeneratedKernel: cli/run_directory.py).
+processes (the run directory keeps the GeneratedKernel: cli/run_directory.py, which
+reads it and the run's CompiledKernel back through cli/saved_kernel.py).
 """
 from __future__ import annotations
 
@@ -25,9 +26,7 @@ from typing import Any, Callable, ClassVar, Mapping, Union
 
 from ..safe_files import write_atomic
 from ..serial import from_fields, plain
-from .check_sites import load_sites
 from .equation_text import Described, Description
-from .tma_note import TmaNote
 
 # --- lowering: what the kernel takes ---------------------------------------------
 
@@ -214,7 +213,8 @@ class GeneratedKernel:
   def save(self, directory: str, *, write: "Writer" = write_atomic, **extra) -> None:
     """Writes source.py and kernel.json (with `extra`, e.g. the run's label and aliases),
     the bounds-checked mode's sites with it (an ejected kernel names what it checks).
-    `write(path, data)` writes each file (see Writer)."""
+    `write(path, data)` writes each file (see Writer). A run directory reads them back,
+    decoded by type (cli/saved_kernel.py)."""
     os.makedirs(directory, exist_ok=True)
     write(os.path.join(directory, "source.py"), self.source)
     meta = {"schema": self.SCHEMA, **extra, **{k: getattr(self, k) for k in self._SCALARS},
@@ -226,27 +226,6 @@ class GeneratedKernel:
             "tma_notes": [n.to_dict() for n in self.tma_notes],
             "workarounds": list(self.workarounds)}
     write(os.path.join(directory, "kernel.json"), json.dumps(meta, indent=1, default=str))
-
-  @classmethod
-  def load(cls, directory: str) -> "GeneratedKernel":
-    path = os.path.join(directory, "kernel.json")
-    with open(path) as f:
-      meta = json.load(f)
-    if meta.get("schema", cls.SCHEMA) != cls.SCHEMA:
-      raise SchemaMismatch(f"{path} has schema {meta['schema']!r}; this pallas-prof reads "
-                           f"{cls.SCHEMA!r}")
-    with open(os.path.join(directory, "source.py")) as f:
-      source = f.read()
-    return cls(source=source, path=meta["source_path"],
-               line_map={int(k): v for k, v in meta["line_map"].items()},
-               eqns=tuple(EquationRecord.from_dict(e) for e in meta["eqns"]),
-               params=tuple(from_fields(KernelParam, p, path) for p in meta["params"]),
-               grid=tuple(meta["grid"]), launch_grid=tuple(meta["launch_grid"]),
-               atomic_params=tuple(meta.get("atomic_params", ())),
-               bounds_sites=load_sites(meta.get("bounds_sites", ())),
-               tma_notes=tuple(TmaNote.from_saved(n) for n in meta.get("tma_notes", ())),
-               workarounds=tuple(meta.get("workarounds", ())),
-               **{k: meta[k] for k in cls._SCALARS if k in meta})
 
 
 # --- compile: the compiled kernel ------------------------------------------------------

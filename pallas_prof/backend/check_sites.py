@@ -33,12 +33,3 @@ class CheckSite:
 
   def to_dict(self) -> dict:
     return dataclasses.asdict(self)
-
-
-def load_sites(dicts) -> tuple:
-  """kernel.json's bounds-checked sites back as CheckSites."""
-  return tuple(CheckSite(**{**d, "block_shape": tuple(d["block_shape"]),
-                            "array_shape": tuple(d["array_shape"]),
-                            "checked_axes": tuple(d.get("checked_axes", ())),
-                            "static_ranges": tuple(d.get("static_ranges", ()))})
-               for d in dicts)

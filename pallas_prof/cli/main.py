@@ -61,6 +61,10 @@ def _parser() -> argparse.ArgumentParser:
   run.add_argument("--kernel", type=_regex,
                    help="only kernels whose name or label matches this regex")
   run.add_argument("--otlp-endpoint", help="also send spans to this OTLP collector")
+  run.add_argument("--no-redact", action="store_true",
+                   help="record the script's arguments and the endpoint as given: by default "
+                   "the values of arguments named like token, key, secret, password or auth, "
+                   "and the credentials in URLs, are masked in the report and the traces")
   run.add_argument("--ncu", action="store_true", help="also run Nsight Compute on each kernel")
   run.add_argument("--no-sampling", action="store_true",
                    help="weigh equations by static instruction shares instead of CUPTI PC "
@@ -136,6 +140,13 @@ def main(argv=None) -> int:
     code = _main(argv)
     sys.stdout.flush()          # here, where a reader gone away is caught, not at exit
     return code
+  except SystemExit as e:
+    if not isinstance(e.code, str):
+      raise
+    # a message may quote a saved run's names and paths: no escape sequence of theirs
+    # reaches the terminal
+    from .terminal.safe_text import printable
+    raise SystemExit(printable(e.code)) from None
   except BrokenPipeError:
     # `pallas-prof rules | head`: the reader left; say nothing more (stdout is gone)
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -191,27 +191,55 @@ class RunReport(Record):
 
   @classmethod
   def load(cls, run_dir: str) -> "RunReport":
-    path = run_dir if run_dir.endswith(".json") else os.path.join(run_dir, FILE)
-    try:
-      with open(path) as f:
-        text = f.read()
-    except FileNotFoundError:
+    """report.json of `run_dir` (or the .json file named), read through run_files.py
+    (a regular file of bounded size, no link out), decoded by type, and the files it
+    names checked to be the run's own; ReportError (or RunFileError) says what is wrong."""
+    from . import run_files
+    if run_dir.endswith(".json"):
+      run_dir, name = os.path.dirname(run_dir) or ".", os.path.basename(run_dir)
+    else:
+      name = FILE
+    path = os.path.join(run_dir, name)
+    if not os.path.lexists(path):
       raise ReportError(f"pallas-prof: no {FILE} in {run_dir!r}; give the directory a "
-                        "`pallas-prof run` wrote (its last line names it)") from None
+                        "`pallas-prof run` wrote (its last line names it)")
+    text = run_files.read_text(run_dir, name)
     try:
       data = json.loads(text)
-    except json.JSONDecodeError as e:
-      raise ReportError(f"pallas-prof: {path} is not JSON ({e})") from None
+    except (ValueError, RecursionError) as e:
+      raise ReportError(f"pallas-prof: {path} is not JSON ({e}); it was cut short or "
+                        "damaged: write the run again with `pallas-prof run`") from None
     if not isinstance(data, dict) or "schema" not in data:
-      raise ReportError(f"pallas-prof: {path} is not a pallas-prof run report (no schema)")
+      raise ReportError(f"pallas-prof: {path} is not a pallas-prof run report (no schema); "
+                        "give the directory a `pallas-prof run` wrote, or write the run again")
     try:
-      return cls.from_dict(data)
+      report = cls.from_dict(data)
     except ReportError as e:
       raise ReportError(f"{e.code} ({path})") from None
     except Misfit as e:
       raise ReportError(f"pallas-prof: {path} is damaged: "
                         f"{e.describe().replace('report.', '', 1)}; write the run again "
                         "with `pallas-prof run`") from None
+    outside = report.foreign_path()
+    if outside is not None:
+      raise ReportError(f"pallas-prof: {path} is damaged: {outside[0]} names {outside[1]!r}, "
+                        "not a file inside the run directory; write the run again with "
+                        "`pallas-prof run`")
+    return report
+
+  def foreign_path(self) -> tuple[str, str] | None:
+    """(field, path) of the first file the report names that is not a relative path
+    inside its run directory (absolute, or leading out through `..`); None if none is."""
+    named = [(f"kernels[{i}].files.{what}", rel) for i, k in enumerate(self.kernels)
+             for what, rel in k.files.items()]
+    named += [(f"traces.{what}", rel) for what, rel in (("otlp_json", self.traces.otlp_json),
+                                                        ("perfetto", self.traces.perfetto))
+              if rel is not None]
+    for field, rel in named:
+      parts = os.path.normpath(rel).split(os.sep) if isinstance(rel, str) else [".."]
+      if not rel or os.path.isabs(rel) or "\0" in rel or parts[0] == "..":
+        return field, rel
+    return None
 
   # rendering (render.py) ----------------------------------------------------------------
   def __rich_console__(self, console, options):

@@ -137,7 +137,8 @@ def _tracing(args, out_dir: str):
                  otlp_endpoint=args.otlp_endpoint or None,
                  root_span=conventions.root(os.path.basename(args.script)),
                  root_attributes={conventions.PALLAS_SCRIPT: os.path.abspath(args.script),
-                                  conventions.PALLAS_ARGV: " ".join(args.script_args)})
+                                  conventions.PALLAS_ARGV: " ".join(recorded(args,
+                                                                             args.script_args))})
 
 
 def _start_insitu(enabled: bool, notes: list[str]):
@@ -307,11 +308,19 @@ def run(args) -> int:
 
 
 def _command(args) -> list[str]:
-  """The command line as the user typed it (main() keeps the raw arguments)."""
+  """The command line as the user typed it (main() keeps the raw arguments), secrets
+  masked (recorded)."""
   argv = getattr(args, "argv", None)
   if argv is not None:
-    return ["pallas-prof", *argv]
-  return ["pallas-prof", "run", args.script, *args.script_args]
+    return ["pallas-prof", *recorded(args, argv)]
+  return ["pallas-prof", *recorded(args, ["run", args.script, *args.script_args])]
+
+
+def recorded(args, argv) -> list[str]:
+  """`argv` as the run records it: the values of arguments named like secrets masked
+  (redact.py), unless --no-redact."""
+  from .redact import redact_argv
+  return list(argv) if getattr(args, "no_redact", False) else redact_argv(argv)
 
 
 class _Found:

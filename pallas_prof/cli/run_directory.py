@@ -26,8 +26,10 @@ import sys
 import time
 
 from ..backend.artifacts import (STAGE_FILES, STAGES, CompiledKernel, GeneratedKernel,
-                                  LaunchSpec, Writer)
+                                  LaunchSpec, SchemaMismatch, Writer)
 from ..safe_files import write_atomic
+from . import run_files, saved_kernel
+from .terminal.safe_text import printable
 
 REPORT = "report.json"    # written and read by cli/report.py's RunReport
 
@@ -79,53 +81,77 @@ def save_kernel(out_dir: str, label: str, gk: GeneratedKernel, ck: CompiledKerne
   return kernel_files(label, ck)
 
 
-def load_kernel(kernel_dir: str) -> tuple[GeneratedKernel, CompiledKernel | None]:
-  gk = GeneratedKernel.load(kernel_dir)
-  with open(os.path.join(kernel_dir, "kernel.json")) as f:
-    meta = json.load(f)
-  if os.path.exists(os.path.join(kernel_dir, "compiled.json")):
-    return gk, CompiledKernel.load(kernel_dir, generated=gk)
+def load_kernel(kernel_dir: str, run_dir: str | None = None
+                ) -> tuple[GeneratedKernel, CompiledKernel | None]:
+  """The saved kernel in `kernel_dir` (inside `run_dir`, whose files alone it reads; the
+  kernel directory itself when not given). RunFileError for a file that is not what a
+  run writes, saved_kernel.Damaged or SchemaMismatch for values that are not."""
+  root = run_dir if run_dir is not None else kernel_dir
+  rel = os.path.relpath(kernel_dir, root)
+  name = lambda file: os.path.normpath(os.path.join(rel, file))
+  where = os.path.join(kernel_dir, "kernel.json")
+  meta = run_files.read_json(root, name("kernel.json"))
+  gk = saved_kernel.generated(meta, run_files.read_text(root, name("source.py")), where)
+  if os.path.lexists(os.path.join(kernel_dir, "compiled.json")):
+    where = os.path.join(kernel_dir, "compiled.json")
+    meta = run_files.read_json(root, name("compiled.json"))
+    asm = {stage: _stage_text(root, name(STAGE_FILES[stage]), stage)
+           for stage in saved_kernel.stages(meta, where)}
+    return gk, saved_kernel.compiled(meta, asm, gk, where)
   c = meta.get("compiled")      # a run saved before compiled.json
   if c is None:
     return gk, None
-  asm = {}
-  for stage in STAGES:
-    path = os.path.join(kernel_dir, STAGE_FILES[stage])
-    if os.path.exists(path):
-      with open(path, "rb" if stage == "cubin" else "r") as f:
-        asm[stage] = f.read()
-  ck = CompiledKernel(name=gk.name, key=c["key"], target=tuple(c["target"]), asm=asm,
-                      metadata=c["metadata"], stage_seconds=c["stage_seconds"],
-                      compile_seconds=c["compile_seconds"], registers=c["registers"],
-                      spill_stores=c["spill_stores"], spill_loads=c["spill_loads"],
-                      stack_bytes=c["stack_bytes"], ptxas_log=c["ptxas_log"], generated=gk,
-                      cache=c.get("cache", "disk"))
-  return gk, ck
+  asm = {stage: _stage_text(root, name(STAGE_FILES[stage]), stage) for stage in STAGES
+         if os.path.lexists(os.path.join(kernel_dir, STAGE_FILES[stage]))}
+  return gk, saved_kernel.compiled(c, asm, gk, f"{where}.compiled")
+
+
+def _stage_text(root: str, rel: str, stage: str) -> str | bytes:
+  return run_files.read_bytes(root, rel) if stage == "cubin" else run_files.read_text(root, rel)
 
 
 def load_kernel_or_exit(kernel_dir: str, run_dir: str):
   """load_kernel, or a message naming what is missing or damaged and what to do."""
   what = os.path.relpath(kernel_dir, run_dir)
-  if not os.path.isfile(os.path.join(kernel_dir, "kernel.json")):
+  if not os.path.lexists(os.path.join(kernel_dir, "kernel.json")):
     raise SystemExit(f"pallas-prof: {run_dir}/report.json lists this kernel, but its files "
                      f"({what}/) are not in the run directory any more; run the script again "
                      "with `pallas-prof run` to write them")
   try:
-    return load_kernel(kernel_dir)
-  except (OSError, ValueError, KeyError, TypeError) as e:
-    raise SystemExit(f"pallas-prof: the saved kernel in {kernel_dir} does not load "
-                     f"({type(e).__name__}: {e}); run the script again with `pallas-prof run` "
-                     "to write it afresh") from None
+    return load_kernel(kernel_dir, run_dir)
+  except (saved_kernel.Damaged, SchemaMismatch) as e:
+    raise SystemExit(f"pallas-prof: the saved kernel in {kernel_dir} is damaged: {e}; "
+                     f"{run_files.AGAIN}") from None
 
 
-def load_aliases(kernel_dir: str) -> tuple[tuple[int, int], ...]:
+def load_aliases(kernel_dir: str, run_dir: str | None = None) -> tuple[tuple[int, int], ...]:
   """The saved kernel's input_output_aliases: its LaunchSpec's, else kernel.json's
   (a kernel without a cubin); none in runs saved before either kept them."""
-  if os.path.exists(os.path.join(kernel_dir, "spec.json")):
-    return LaunchSpec.load(kernel_dir).aliases
-  with open(os.path.join(kernel_dir, "kernel.json")) as f:
-    meta = json.load(f)
-  return tuple((int(i), int(o)) for i, o in meta.get("input_output_aliases", ()))
+  root = run_dir if run_dir is not None else kernel_dir
+  rel = os.path.relpath(kernel_dir, root)
+  for file, key in (("spec.json", "aliases"), ("kernel.json", "input_output_aliases")):
+    if file == "spec.json" and not os.path.lexists(os.path.join(kernel_dir, file)):
+      continue
+    meta = run_files.read_json(root, os.path.normpath(os.path.join(rel, file)))
+    try:
+      return saved_kernel.aliases(meta.get(key), f"{os.path.join(kernel_dir, file)}.{key}")
+    except saved_kernel.Damaged as e:
+      raise SystemExit(f"pallas-prof: the saved kernel in {kernel_dir} is damaged: {e}; "
+                       f"{run_files.AGAIN}") from None
+  return ()
+
+
+def kernel_dir(run_dir: str, entry) -> str:
+  """The directory of the report's kernel `entry` (a KernelEntry), inside `run_dir`;
+  RunFileError when report.json names none there."""
+  rel = (entry.files or {}).get("kernel")
+  what = f"{os.path.join(run_dir, REPORT)} (kernel {entry.label})"
+  if not rel:
+    raise run_files.RunFileError(f"pallas-prof: {what} names no kernel.json for it; "
+                                 f"{run_files.AGAIN}")
+  folder = os.path.dirname(rel) or "."
+  run_files.inside(run_dir, folder, what)
+  return os.path.normpath(os.path.join(run_dir, folder))
 
 
 def read_report(run_dir: str):
@@ -164,11 +190,13 @@ def _last_runs_path() -> str:
 
 
 def _last_runs() -> dict:
+  """last-runs.json as a dict; {} where it is missing, damaged or not a regular file (a
+  FIFO there must not block `show`: cache_files.read does not wait on one)."""
   from ..backend import cache_files
   raw = cache_files.read(_last_runs_path(), cache_files.MAX_RECORD_BYTES)
   try:
     known = json.loads(raw) if raw is not None else {}
-  except ValueError:
+  except (ValueError, RecursionError):
     known = {}
   return known if isinstance(known, dict) else {}
 
@@ -177,7 +205,7 @@ def remember_run(out_dir: str) -> None:
   """Notes `out_dir` as the last run made from the working directory, so that `show` and
   `report` without a directory find a run written with --out (best effort: a cache that
   cannot be written only costs that)."""
-  from ..safe_files import private_dir, write_atomic
+  from ..safe_files import private_dir
   known = _last_runs()
   known.pop(os.getcwd(), None)
   known[os.getcwd()] = os.path.abspath(out_dir)
@@ -223,7 +251,7 @@ def find_kernel(run_dir: str, name: str) -> str:
   if hit is None:
     known = ", ".join(k.label for k in kernels) or "none"
     raise SystemExit(f"pallas-prof: no kernel {name!r} in {run_dir} (kernels: {known})")
-  return os.path.join(run_dir, os.path.dirname(hit.files["kernel"]))
+  return kernel_dir(run_dir, hit)
 
 
 def locate_kernel(name: str, run_dir: str | None = None,
@@ -247,9 +275,9 @@ def locate_kernel(name: str, run_dir: str | None = None,
     hit = _pick(kernels, name)
     if hit is not None:
       if i:
-        print(f"pallas-prof: no kernel {name!r} in the newest run ({runs[0]}); "
-              f"showing it from {candidate}, {i} run(s) back", file=sys.stderr)
-      return candidate, os.path.join(candidate, os.path.dirname(hit.files["kernel"]))
+        print(printable(f"pallas-prof: no kernel {name!r} in the newest run ({runs[0]}); "
+                        f"showing it from {candidate}, {i} run(s) back"), file=sys.stderr)
+      return candidate, kernel_dir(candidate, hit)
   have = ", ".join(list(seen)[:12]) + (f" and {len(seen) - 12} more" if len(seen) > 12
                                        else "") if seen else "none"
   # the last --out run made here is among them: say so (the message said "under

@@ -3,13 +3,13 @@ equation, your source line and (when profiled) its weight; `--eject FILE`
 writes the kernel as a standalone Triton program."""
 from __future__ import annotations
 
-import linecache
 import os
 import re
 
 from rich.text import Text
 
 from . import run_directory
+from .run_files import source_line, source_lines
 from .terminal.render import console
 
 STAGES = ("source", "ttir", "ttgir", "llir", "ptx", "sass")
@@ -40,7 +40,7 @@ def show(args) -> int:
   if args.eject:
     from .eject import eject
     try:
-      path = eject(gk, args.eject, aliases=run_directory.load_aliases(kdir))
+      path = eject(gk, args.eject, aliases=run_directory.load_aliases(kdir, run_dir))
     except OSError as e:
       raise SystemExit(f"pallas-prof: cannot write {args.eject}: {e.strerror or e}; give "
                        "--eject a path in a directory that exists and you can write") from None
@@ -70,7 +70,7 @@ def show(args) -> int:
     if ln.eqn is not None and ln.eqn not in described:
       described.add(ln.eqn)
       e = gk.eqns[ln.eqn]
-      user = linecache.getline(e.file, e.line).strip() if e.file and e.line else ""
+      user = source_line(e.file, e.line).strip()
       w = weights.get(ln.eqn, None if att else ln.weight)
       share = f"   ({100 * w:.1f}% {unit})" if w is not None else ""
       lead = f"── [{e.index}] {e.primitive} @ {e.location}: "
@@ -135,8 +135,11 @@ def show_user(con, gk, att: dict | None, run_dir: str, wide: bool = False) -> in
   path = max(set(files), key=files.count)
   lines = [e.line for e in gk.eqns if e.file == path and e.line]
   first, last = _function_span(path, min(lines), max(lines))
-  if not linecache.getline(path, first):
-    raise SystemExit(f"pallas-prof: {path} is not readable here (the run was elsewhere?)")
+  if not source_line(path, first):
+    raise SystemExit(f"pallas-prof: {path}, the kernel's source file the run names, is not "
+                     "readable here (it is read only as a regular .py file); run the script "
+                     "again with `pallas-prof run` where that file is, or show the generated "
+                     "source without --user")
   att = att or {}
   by_line = {ln["user_line"]: ln for ln in att.get("lines", []) if ln["user_file"] == path}
   loads = {e["user_line"]: e for e in att.get("equations", []) if e.get("waits")}
@@ -151,7 +154,7 @@ def show_user(con, gk, att: dict | None, run_dir: str, wide: bool = False) -> in
     cell = Text(f"{100 * ln['weight']:5.1f}%" if ln else "      ", style="yellow")
     t = Text(f"{n:5d} ")
     t.append_text(cell)
-    t.append(f"  {linecache.getline(path, n).rstrip()}")
+    t.append(f"  {source_line(path, n).rstrip()}")
     why = []
     if ln and measured and ln.get("top_stall"):
       why.append(ln["top_stall"])
@@ -175,9 +178,8 @@ def _function_span(path: str, lo: int, hi: int) -> tuple[int, int]:
   """The lines of the innermost function of `path` holding lines lo..hi."""
   import ast
   try:
-    with open(path) as f:
-      tree = ast.parse(f.read())
-  except (OSError, SyntaxError):
+    tree = ast.parse("\n".join(source_lines(path)))
+  except (SyntaxError, ValueError):
     return lo, hi
   best = None
   for node in ast.walk(tree):
@@ -192,7 +194,8 @@ def _attribution_by_dir(run_dir: str, kdir: str) -> dict | None:
   """The kernel's attribution in the run's report (weights measured or static)."""
   report = run_directory.read_report(run_dir)
   for k in report.kernels:
-    if os.path.dirname(k.files["kernel"]) == os.path.relpath(kdir, run_dir):
+    if os.path.normpath(os.path.dirname(k.files.get("kernel") or "")) == \
+        os.path.relpath(kdir, run_dir):
       p = report.kernel_profile(k.label)
       if p is not None and p.attribution is not None:
         return p.attribution.to_dict()

@@ -162,7 +162,7 @@ def test_a_generated_kernel_saves_and_loads_itself(softmax, tmp_path):
   gk, _ = softmax
   fused = dataclasses.replace(gk, enable_fp_fusion=True)   # a field kernel.json once lost
   fused.save(str(tmp_path), label="softmax_kernel#abc")
-  back = GeneratedKernel.load(str(tmp_path))
+  back, _ = run_dir.load_kernel(str(tmp_path))   # the run directory's reader
   for field in ("name", "source", "path", "line_map", "params", "grid", "launch_grid",
                 "num_warps", "num_stages", "jaxpr_text", "key", "enable_fp_fusion"):
     assert getattr(back, field) == getattr(fused, field), field
@@ -173,7 +173,7 @@ def test_a_generated_kernel_saves_and_loads_itself(softmax, tmp_path):
   with open(os.path.join(tmp_path, "kernel.json"), "w") as f:
     json.dump(meta, f)
   with pytest.raises(SchemaMismatch, match="generated/999"):
-    GeneratedKernel.load(str(tmp_path))
+    run_dir.load_kernel(str(tmp_path))
 
 
 def test_the_compile_worker_imports_nothing_that_imports_it():

@@ -9,11 +9,11 @@ a GPU run: the roofline's x axis without its measured point.
 from __future__ import annotations
 
 import dataclasses
-import linecache
 import os
 
 from ...profiler.schema import EquationProfile, KernelProfile, StallShare
 from .. import units
+from ..run_files import source_line
 
 MAX_ROWS = 16                      # the heaviest equations; the rest are summed in a last row
 
@@ -84,7 +84,7 @@ def equation_table(p: KernelProfile | None, eqs: list[WeightedEquation],
         weight=e.weight or 0.0,
         eqn=f"[{e.index}] {e.primitive if e.primitive is not None else '?'}", index=e.index,
         where=f"{os.path.basename(e.user_file)}:{line}" if e.user_file else "?",
-        source=linecache.getline(path, line).strip() if path and line else "",
+        source=source_line(path, line).strip() if path and line else "",
         detail=(e.stall if measured else
                 units.instruction_mix(e.counts(basis), e.instructions(basis))),
         instructions=e.instructions(basis),

@@ -4,10 +4,10 @@ model.equation_weights gives them, and the run's kernel files)."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 
 from ..report import KernelEntry, RunReport
+from ..run_files import source_lines
 from .equations import WeightedEquation
 
 
@@ -30,23 +30,22 @@ class Listing:
   missing: str = ""                 # why there is no listing (no cubin, no nvdisasm, old run)
 
 
-def _kernel_dir(run_dir: str | None, k: KernelEntry) -> str | None:
-  rel = (k.files or {}).get("kernel")
-  if run_dir is None or not rel:
-    return None
-  d = os.path.join(run_dir, os.path.dirname(rel))
-  return d if os.path.isdir(d) else None
-
-
-def _kernel_meta(run_dir: str | None, k: KernelEntry) -> dict:
-  d = _kernel_dir(run_dir, k)
-  if d is None:
-    return {}
+def _saved_kernel(run_dir: str | None, k: KernelEntry):
+  """(GeneratedKernel, CompiledKernel or None, why not) of the run's kernel `k`, read as
+  `show` reads it (run_directory.py: its own files only, decoded by type); why not: a
+  sentence for the page where they cannot be read."""
+  if run_dir is None or not (k.files or {}).get("kernel"):
+    return None, None, "this run directory holds no saved kernel (kernels/ was not saved with it)"
+  from .. import run_directory
+  from ..saved_kernel import Damaged, SchemaMismatch
   try:
-    with open(os.path.join(d, "kernel.json")) as f:
-      return json.load(f)
-  except (OSError, ValueError):
-    return {}
+    d = run_directory.kernel_dir(run_dir, k)
+    gk, ck = run_directory.load_kernel(d, run_dir)
+  except SystemExit as e:            # run_files.RunFileError: names the file and the fault
+    return None, None, str(e.code)
+  except (Damaged, SchemaMismatch) as e:
+    return None, None, f"the saved kernel does not load: {e}"
+  return gk, ck, ""
 
 
 def find_user_file(run: RunReport, path: str | None) -> str | None:
@@ -92,8 +91,10 @@ def user_listing(run: RunReport, k: KernelEntry, eqs: list[WeightedEquation]) ->
   if path is None:
     return Listing(title, (), missing=f"the source file {main_file!r} is not on this machine "
                                       "(the weights per equation are in the generated source)")
-  with open(path, errors="replace") as f:
-    text = f.read().splitlines()
+  text = list(source_lines(path))
+  if not text:
+    return Listing(title, (), missing=f"the source file {main_file!r} is not a readable Python "
+                                      "file here (a regular .py file)")
   by_line: dict[int, list[WeightedEquation]] = {}
   for e in eqs:
     if e.user_file == main_file and e.user_line:
@@ -132,15 +133,12 @@ def _block_end(text: list[str], start: int) -> int:
 
 def generated_listing(run_dir: str | None, k: KernelEntry,
                       eqs: list[WeightedEquation]) -> Listing:
-  meta = _kernel_meta(run_dir, k)
-  d = _kernel_dir(run_dir, k)
+  gk, _, why = _saved_kernel(run_dir, k)
   title = "generated Triton source"
-  if d is None or not os.path.exists(os.path.join(d, "source.py")):
-    return Listing(title, (), missing="this run directory holds no generated source "
-                                      "(kernels/ was not saved with it)")
-  with open(os.path.join(d, "source.py"), errors="replace") as f:
-    text = f.read().splitlines()
-  line_map = {int(n): i for n, i in (meta.get("line_map") or {}).items()}
+  if gk is None:
+    return Listing(title, (), missing=why)
+  text = gk.source.splitlines()
+  line_map = gk.line_map
   by_index = {e.index: e for e in eqs}
   lines = []
   for n, t in enumerate(text, start=1):
@@ -157,18 +155,12 @@ def generated_listing(run_dir: str | None, k: KernelEntry,
 def stage_listings(run_dir: str | None, k: KernelEntry,
                     weights: dict[int, float]) -> tuple[Listing, ...]:
   """PTX and SASS, each instruction heated by its equation (the profiler's correlation)."""
-  d = _kernel_dir(run_dir, k)
-  if d is None or not os.path.exists(os.path.join(d, "kernel.ptx")):
-    why = "this run directory holds no compiled stages"
+  _, ck, why = _saved_kernel(run_dir, k)
+  if ck is None or "ptx" not in ck.asm:
+    why = why or "this run directory holds no compiled stages"
     return (Listing("PTX", (), missing=why), Listing("SASS", (), missing=why))
   # nvdisasm for SASS: only when asked
   from ...profiler.static.correlate import annotated_listing
-  from ..run_directory import load_kernel
-  try:
-    _, ck = load_kernel(d)
-  except (OSError, ValueError, KeyError, TypeError) as e:
-    why = f"the saved kernel does not load: {type(e).__name__}: {e}"
-    return (Listing("PTX", (), missing=why), Listing("SASS", (), missing=why))
   out = []
   for stage in ("ptx", "sass"):
     try:

@@ -6,26 +6,31 @@ Colour and styles only on a terminal. Nothing the report prints is read as
 rich markup (a kernel line `b_ref[pl.ds(k, n), :]` or `pip install
 'pallas-prof[gpu]'` prints as written): every cell is a Text and the console
 has markup off. A table wider than the console is split in two (compile and
-resources; runtimes); cells that still do not fit end in an ellipsis.
+resources; runtimes); cells that still do not fit end in an ellipsis. No text
+reaches the terminal with its control characters: the console shows them as visible
+stand-ins (safe_text.py), whoever wrote the run.
 """
 from __future__ import annotations
 
-import linecache
 import os
 import re
 import shutil
 import sys
 from typing import Iterable
 
-from rich.console import Console, ConsoleOptions
+from rich.console import Console, ConsoleOptions, RenderHook
+from rich.measure import Measurement
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
 from .. import units
+from ..run_files import source_line
 from . import layout
 from .layout import BREAK, Col
 from .advice_render import advice_lines, kinds_legend
 from .probe_table import probe_lines
+from .safe_text import printable
 
 MIN_WIDTH, MAX_WIDTH, PIPE_WIDTH = 80, 200, 160
 # a compile that waited this long for the compile worker says so in the kernels table
@@ -47,9 +52,32 @@ def console_width(is_terminal: bool) -> int:
 def console(file=None) -> Console:
   stream = file if file is not None else sys.stdout
   tty = bool(getattr(stream, "isatty", lambda: False)())
-  return Console(file=file, width=console_width(tty), force_terminal=tty,
-                 no_color=not tty, highlight=False, markup=False, emoji=False,
-                 soft_wrap=False)
+  con = Console(file=file, width=console_width(tty), force_terminal=tty,
+                no_color=not tty, highlight=False, markup=False, emoji=False,
+                soft_wrap=False)
+  con.push_render_hook(_Printable())
+  return con
+
+
+class _Printable(RenderHook):
+  """Every renderable the console prints, its text passed through safe_text.printable
+  once laid out (a table's cells, a Text, a plain string alike)."""
+
+  def process_renderables(self, renderables):
+    return [_PrintableRenderable(r) for r in renderables]
+
+
+class _PrintableRenderable:
+  def __init__(self, inner):
+    self.inner = inner
+
+  def __rich_console__(self, con: Console, options: ConsoleOptions):
+    for segment in con.render(self.inner, options):
+      # control segments are rich's own cursor moves, not text
+      yield segment if segment.control else Segment(printable(segment.text), segment.style)
+
+  def __rich_measure__(self, con: Console, options: ConsoleOptions) -> Measurement:
+    return Measurement.get(con, options, self.inner)
 
 
 # --- figures -----------------------------------------------------------------------------
@@ -252,7 +280,7 @@ def _user_line(user_file, user_line) -> tuple[str, str]:
   if not user_file:
     return "?", ""
   return (f"{os.path.basename(user_file)}:{user_line}",
-          linecache.getline(user_file, user_line or 0).strip())
+          source_line(user_file, user_line).strip())
 
 
 def hot_equations(report, kernel, width: int = MAX_WIDTH, top: int = 5) -> Table | None:

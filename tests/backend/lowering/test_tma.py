@@ -21,7 +21,7 @@ from pallas_prof import triton as plgpu
 
 import pallas_prof
 from pallas_prof.backend import kernel_registry
-from pallas_prof.backend.artifacts import GeneratedKernel
+from pallas_prof.cli.run_directory import load_kernel
 from pallas_prof.backend.compiling.compile import compile_kernel
 from pallas_prof.backend.pallas_call_rule import TmaFallbackWarning
 
@@ -258,19 +258,19 @@ def test_tma_and_its_notes_survive_saving_the_kernel(rng, tmp_path):
   x = jnp.asarray(rng.standard_normal((24, 64)), jnp.float32)
   *_, gk, _ = _both(_double, (x,), **_elementwise((24, 64), (24, 32)))
   gk.save(str(tmp_path / "k"))
-  back = GeneratedKernel.load(str(tmp_path / "k"))
+  back = load_kernel(str(tmp_path / "k"))[0]
   assert back.tma == gk.tma is False and back.tma_notes == gk.tma_notes and gk.tma_notes
   # a kernel.json of an earlier pallas-prof kept each note as its text: it reads back as such
   meta_path = tmp_path / "k" / "kernel.json"
   meta = json.loads(meta_path.read_text())
   meta["tma_notes"] = [str(n) for n in gk.tma_notes]
   meta_path.write_text(json.dumps(meta))
-  assert [str(n) for n in GeneratedKernel.load(str(tmp_path / "k")).tma_notes] == \
+  assert [str(n) for n in load_kernel(str(tmp_path / "k"))[0].tma_notes] == \
       [str(n) for n in gk.tma_notes]
   a = jnp.asarray(rng.standard_normal((64, 64)), jnp.bfloat16)
   *_, gk, _ = _matmul(a, a, 32, 32, 32)
   gk.save(str(tmp_path / "m"))
-  assert GeneratedKernel.load(str(tmp_path / "m")).tma is True
+  assert load_kernel(str(tmp_path / "m"))[0].tma is True
 
 
 def test_the_planning_pass_leaves_no_trace(rng):
