@@ -1,0 +1,108 @@
+"""The user's script, run as `python script.py args` would run it, and what its end says.
+
+runpy runs it as __main__ with its sys.argv and sys.path[0]; its exit code and uncaught
+exception are kept rather than raised, so that `run` can still report on the kernels it
+lowered; the traceback printed is Python's, without pallas-prof's own frames.
+"""
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import time
+import traceback
+
+from ..backend import LoweringError
+
+
+class ScriptOutcome:
+  def __init__(self, exit_code: int, error: BaseException | None, seconds: float):
+    self.exit_code = exit_code
+    self.error = error
+    self.seconds = seconds
+
+
+def run_script(path: str, argv: list[str]) -> ScriptOutcome:
+  """Runs `path` as __main__ with sys.argv = [path, *argv]; never raises."""
+  saved_argv, saved_path = sys.argv, list(sys.path)
+  sys.argv = [path, *argv]
+  sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+  start = time.perf_counter()
+  try:
+    runpy.run_path(path, run_name="__main__")
+    code, error = 0, None
+  except SystemExit as e:
+    code, error = _exit_code(e.code), None
+  except KeyboardInterrupt as e:
+    code, error = 130, e
+  except BaseException as e:  # noqa: BLE001 - the script's own error, reported like Python
+    code, error = 1, e
+  finally:
+    sys.argv = saved_argv
+    sys.path[:] = saved_path
+  return ScriptOutcome(code, error, time.perf_counter() - start)
+
+
+def _exit_code(code) -> int:
+  if code is None:
+    return 0
+  if isinstance(code, int):
+    return code
+  print(code, file=sys.stderr)
+  return 1
+
+
+def find_kernel_error(error: BaseException | None):
+  """The LoweringError (JAX may wrap or chain it) or the kernel's failure at run time
+  (a KernelRuntimeError, or the JaxRuntimeError that carries one) behind an exception."""
+  from ..backend.running import runtime_errors
+  from ..backend.errors import in_chain
+  return in_chain(error, LoweringError) or runtime_errors.recognise(error)
+
+
+def script_error_note(error: BaseException) -> str:
+  """The script's own uncaught exception in one line, with the deepest line of the user's
+  code it passed through, for report.json and report.html (they said only "exit 1")."""
+  import site
+  import sysconfig
+  skip = [_PACKAGE,
+          *(os.path.abspath(p) for p in (sysconfig.get_paths().get("stdlib"),
+                                         sysconfig.get_paths().get("purelib"),
+                                         *getattr(site, "getsitepackages", lambda: [])())
+            if p)]
+  where = None
+  for frame in traceback.extract_tb(error.__traceback__):
+    path = os.path.abspath(frame.filename)
+    if not frame.filename.startswith("<") and not any(path.startswith(d + os.sep) for d in skip):
+      where = f"{os.path.relpath(path) if not os.path.relpath(path).startswith('..') else path}" \
+              f":{frame.lineno}"
+  first = (str(error).strip().splitlines() or [""])[0]
+  return (f"the script raised {type(error).__name__}" + (f": {first}" if first else "")
+          + (f" (at {where})" if where else ""))
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # pallas_prof/
+
+
+def print_script_traceback(error: BaseException, script: str, own_frames: bool = False) -> None:
+  """The traceback Python would print, without pallas-prof's own frames on top, nor (unless
+  `own_frames`: --traceback) the wrappers `run` puts around pl.pallas_call in between
+  (a frame of pallas_prof/advice/recipes.py sat between the user's call and JAX's)."""
+  tb = error.__traceback__
+  script = os.path.abspath(script)
+  probe = tb
+  while probe is not None and os.path.abspath(probe.tb_frame.f_code.co_filename) != script:
+    probe = probe.tb_next
+  report = traceback.TracebackException(type(error), error, probe or tb)
+  if not own_frames:
+    seen, todo = set(), [report]
+    while todo:
+      t = todo.pop()
+      if t is None or id(t) in seen:
+        continue
+      seen.add(id(t))
+      t.stack = traceback.StackSummary.from_list(
+          [f for f in t.stack if not os.path.abspath(f.filename).startswith(_PACKAGE + os.sep)]
+          or t.stack)
+      todo += [t.__cause__, t.__context__]
+  print("".join(report.format()), end="", file=sys.stderr)
