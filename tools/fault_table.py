@@ -21,31 +21,28 @@ OUTCOMES = ("passed", "wrong_answer", "lost_run", "aborted_process", "unclear_er
 
 
 class _Counter:
+  """Counts each fault case's outcome from its reports (on pytest-xdist's controller too:
+  tests/faults/conftest.py puts the kinds in the report's user_properties)."""
+
   def __init__(self):
     self.cases: dict[str, dict[str, int]] = {}
 
-  def pytest_runtest_makereport(self, item, call):
-    if call.when != "call" and not (call.when == "setup" and call.excinfo is not None):
-      return
-    kinds = [k for mark in item.iter_markers("fault") for k in mark.args]
+  def pytest_runtest_logreport(self, report):
+    kinds = dict(report.user_properties).get("fault_kinds")
     if not kinds:
       return
-    outcome = "passed"
-    if call.excinfo is not None:
-      outcome = _outcome(call.excinfo)
-    for kind in kinds:
-      row = self.cases.setdefault(kind, dict.fromkeys(OUTCOMES, 0))
-      row[outcome] += 1
+    if report.when == "call" or (report.when == "setup" and not report.passed):
+      outcome = "passed" if report.passed else "skipped" if report.skipped else _outcome(report)
+      for kind in kinds:
+        row = self.cases.setdefault(kind, dict.fromkeys(OUTCOMES, 0))
+        row[outcome] += 1
 
 
-def _outcome(excinfo) -> str:
-  from tests.faults import inject
-  import _pytest.outcomes
-  if excinfo.errisinstance(_pytest.outcomes.Skipped):
-    return "skipped"
-  for cls, name in ((inject.WrongAnswer, "wrong_answer"), (inject.LostRun, "lost_run"),
-                    (inject.AbortedProcess, "aborted_process"), (inject.UnclearError, "unclear_error")):
-    if excinfo.errisinstance(cls):
+def _outcome(report) -> str:
+  text = report.longreprtext
+  for cls, name in (("WrongAnswer", "wrong_answer"), ("LostRun", "lost_run"),
+                    ("AbortedProcess", "aborted_process"), ("UnclearError", "unclear_error")):
+    if f"{cls}:" in text or f"inject.{cls}" in text:
       return name
   return "other_failure"
 
@@ -69,8 +66,8 @@ def main(argv=None) -> int:
   sys.path.insert(0, ROOT)
   import pytest
   counter = _Counter()
-  code = pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                      os.path.join(ROOT, "tests", "faults"), *pytest_args], plugins=[counter])
+  code = pytest.main(["-q", "-p", "no:cacheprovider", os.path.join(ROOT, "tests", "faults"),
+                      *pytest_args], plugins=[counter])
   print(table(counter.cases))
   if args.json:
     with open(args.json, "w") as f:

@@ -45,10 +45,12 @@ def test_the_table_counts_cases_by_kind_and_outcome(tmp_path):
       "@pytest.mark.fault('truncate', 'empty')\ndef test_wrong():\n"
       "  inject.assert_right([1.0], [2.0])\n"
       "@pytest.mark.fault('signal')\ndef test_lost(tmp_path):\n  inject.assert_report(str(tmp_path))\n")
+  # the suite's conftest, which puts each case's kinds in its report
+  (tmp_path / "conftest.py").write_text("from tests.faults.conftest import *  # noqa\n")
   root = inject.SITE.rsplit("/tests/", 1)[0]
   code = ("import sys, tools.fault_table as t\n"
           "import pytest\nc = t._Counter()\n"
-          f"pytest.main(['-q', '-p', 'no:cacheprovider', '-p', 'no:xdist', {str(planted)!r}], plugins=[c])\n"
+          f"pytest.main(['-q', '-p', 'no:cacheprovider', '-n', '2', '--rootdir', {root!r}, '-c', {root + '/pyproject.toml'!r}, {str(planted)!r}], plugins=[c])\n"
           "import json; print(json.dumps(c.cases))\n")
   done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
                         timeout=120)
