@@ -190,9 +190,10 @@ def test_the_compile_worker_imports_nothing_that_imports_it():
           imported |= {"." * node.level + a.name for a in node.names}
       elif isinstance(node, ast.Import):
         imported |= {a.name for a in node.names}
-    return {m for m in imported if m.startswith((".", "pallas_prof")) and m != "."}
+    return {m for m in imported if m.startswith((".", "pallas_prof")) and m.strip(".")}
 
-  assert imports("compile_worker.py") == {".triton_run", ".worker_output"}
+  # settings: read by the parent's side alone (enabled()), a leaf of the standard library
+  assert imports("compile_worker.py") == {".triton_run", ".worker_output", "...settings"}
   assert imports("worker_output.py") == set()
 
 
