@@ -18,8 +18,6 @@ import subprocess
 import sys
 import tempfile
 
-from . import params
-
 _CHILD = """
 import atexit, runpy, sys
 import pallas_prof
@@ -54,6 +52,7 @@ def run(args) -> int:
           "not run. On a CPU, `pallas-prof run` shows each kernel's registers, instructions "
           "and generated code.", file=sys.stderr)
     return 2
+  from . import params      # here, not at the top: `pallas-prof --help` builds this parser
   with tempfile.TemporaryDirectory(prefix="pallas-prof-tune-") as tmp:
     results_path = os.path.join(tmp, "results.json")
     code = _CHILD.format(results=results_path, argv=[args.script, *args.script_args])
@@ -80,6 +79,7 @@ def run(args) -> int:
 def print_table(tunings: list[dict]) -> None:
   from rich.console import Console
   from rich.table import Table
+  from . import params
   t = Table(title="pallas-prof tune: cold replay time per launch (median); w warps, s stages, "
                   "g launch group, tma: TMA loads")
   t.add_column("kernel", no_wrap=True)
