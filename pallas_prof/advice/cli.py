@@ -20,7 +20,8 @@ import sys
 def add_parser(sub):
   p = sub.add_parser("advise", help="diagnose each kernel a script runs and, on a GPU, measure "
                      "what each fix saves",
-                     usage="pallas-prof advise [options] script.py [script args]")
+                     usage="pallas-prof advise [options] script.py [script args]",
+                     allow_abbrev=False)    # as run's: pallas_prof/cli/main.py says why
   p.add_argument("--out", help="output directory (default ./pallas-prof-out/<timestamp>/); "
                  "refused if it holds files, unless --force")
   p.add_argument("--force", action="store_true",

@@ -31,7 +31,8 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 def add_parser(sub) -> argparse.ArgumentParser:
   tune = sub.add_parser("tune", help="tune every kernel a script runs (GPU); write a tuning file",
-                        usage="pallas-prof tune [options] script.py [script args]")
+                        usage="pallas-prof tune [options] script.py [script args]",
+                        allow_abbrev=False)    # as run's: pallas_prof/cli/main.py says why
   tune.add_argument("--out", default="pallas-prof-tuning.json",
                     help="the tuning file to write (default ./pallas-prof-tuning.json)")
   tune.add_argument("--budget-s", type=float, default=30.0, help="seconds of tuning per kernel")
