@@ -1,12 +1,14 @@
 """The run report in a terminal (rich): tables sized to the console, text as written.
 
 Width: COLUMNS when set, else the terminal's width, else (output piped to a
-file or another program) PIPE_WIDTH; always between MIN_WIDTH and MAX_WIDTH.
-Colour and styles only on a terminal. Nothing the report prints is read as
-rich markup (a kernel line `b_ref[pl.ds(k, n), :]` or `pip install
-'pallas-prof[gpu]'` prints as written): every cell is a Text and the console
-has markup off. A table wider than the console is split in two (compile and
-resources; runtimes); cells that still do not fit end in an ellipsis.
+file or another program) PIPE_WIDTH, a common terminal's width (the file is
+read in one later); always between MIN_WIDTH and MAX_WIDTH. Colour and styles only on a
+terminal, and off a terminal no line ends in the spaces rich pads it with.
+Nothing the report prints is read as rich markup (a kernel line
+`b_ref[pl.ds(k, n), :]` or `pip install 'pallas-prof[gpu]'` prints as
+written): every cell is a Text and the console has markup off. A table wider
+than the console is split in two (compile and resources; runtimes); cells that
+still do not fit end in an ellipsis.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from .layout import BREAK, Col
 from .advice_render import advice_lines
 from .probe_table import probe_lines
 
-MIN_WIDTH, MAX_WIDTH, PIPE_WIDTH = 80, 200, 160
+MIN_WIDTH, MAX_WIDTH, PIPE_WIDTH = 80, 200, 100
 # a compile that waited this long for the compile worker says so in the kernels table
 _WAIT_WORTH_SHOWING_MS = 10
 _STAGES = ("ttir", "ttgir", "llir", "ptx", "cubin")
@@ -47,9 +49,27 @@ def console_width(is_terminal: bool) -> int:
 def console(file=None) -> Console:
   stream = file if file is not None else sys.stdout
   tty = bool(getattr(stream, "isatty", lambda: False)())
-  return Console(file=file, width=console_width(tty), force_terminal=tty,
-                 no_color=not tty, highlight=False, markup=False, emoji=False,
-                 soft_wrap=False)
+  return Console(file=file if tty else _NoTrailingSpaces(stream), width=console_width(tty),
+                 force_terminal=tty, no_color=not tty, highlight=False, markup=False,
+                 emoji=False, soft_wrap=False)
+
+
+_TRAILING_SPACES = re.compile(r"[ \t]+(?=\n)")
+
+
+class _NoTrailingSpaces:
+  """A stream that is not a terminal, written without the spaces rich pads a line with to
+  its table's width (a table's title, a wrapped cell): a file, a diff or a grep of the
+  output gets the text alone."""
+
+  def __init__(self, stream):
+    self._stream = stream
+
+  def write(self, text: str) -> int:
+    return self._stream.write(_TRAILING_SPACES.sub("", text))
+
+  def __getattr__(self, name):
+    return getattr(self._stream, name)
 
 
 # --- figures -----------------------------------------------------------------------------
