@@ -6,20 +6,17 @@
         ...
 
 or per call: pl.pallas_call(kernel, ..., compiler_params=pallas_prof.CompilerParams(num_warps=4)).
+
+The names above live in pallas_prof/api.py, loaded on the first use of any of them: it
+imports JAX and Triton, which the CLI's commands that only read a saved run do not need,
+and every module of the package, the CLI's among them, is imported through this one.
 """
 from __future__ import annotations
 
 from . import settings as _settings
-from .version import __version__  # noqa: E402,F401
-from .import_errors import PallasProfImportError, reported as _reported  # noqa: E402,F401
-
-with _reported("pallas_prof"):      # the real cause and the versions found, if it fails
-  from .backend import CompileError, CompilerParams, LoweringError, install, installed, uninstall
-  from .backend import hooks as _hooks, pallas_call_rule as _pallas_call_rule
-  from .backend.running.bounds_errors import BoundsError
-  from .backend.running.runtime_errors import KernelRuntimeError
-  from .backend.lowering.coverage import UncoveredOutputWarning
-  _pallas_call_rule._ensure_registered()
+from .version import __version__  # noqa: F401
+from .import_errors import PallasProfImportError  # noqa: F401
+from .backend import hooks as _hooks      # the standard library only: no JAX
 
 
 class _Tuner(_hooks.Selector):
@@ -35,56 +32,8 @@ class _Tuner(_hooks.Selector):
     return select(*args, **kwargs)
 
 
+# set here, not in api.py: a program may reach the backend through pallas_prof.backend alone
 _hooks.set_selector(_Tuner())
-
-if _settings.value("PALLAS_PROF_TRACE"):
-  from .instrument import enable_from_env as _enable_from_env
-  _enable_from_env()      # spans for the whole process, exported at exit
-
-
-def tracing(*args, **kwargs):
-  """Context manager / decorator that records OpenTelemetry spans (see pallas_prof.instrument)."""
-  from .instrument import tracing as _tracing
-  return _tracing(*args, **kwargs)
-
-
-def profile(*args, **kwargs):
-  """Replays and times the kernels this process compiled (see pallas_prof.profiler)."""
-  from .profiler import profile as _profile
-  return _profile(*args, **kwargs)
-
-
-def autotune(configs, key=(), **kwargs):
-  """Decorator: the fastest of `configs` (keyword arguments of the function, the first
-  the default) per distinct `key`, cached on disk (see pallas_prof.tune.blocks)."""
-  from .tune import autotune as _autotune
-  return _autotune(configs, key, **kwargs)
-
-
-def advise(*args, **kwargs):
-  """What to change in each kernel of this process, and on a GPU what it saves, measured
-  (see pallas_prof.advice.api.advise)."""
-  from .advice import advise as _advise
-  return _advise(*args, **kwargs)
-
-
-def __getattr__(name):
-  if name == "Autotune":     # CompilerParams(autotune=pallas_prof.Autotune(configs=..., budget_s=...))
-    with _reported("pallas_prof.tune.params"):
-      from .tune.params import Autotune
-    return Autotune
-  if name == "ProbeOptions":  # profile(probes=pallas_prof.ProbeOptions(max_programs=..., max_warps=...))
-    with _reported("pallas_prof.backend.lowering.features.probes"):
-      from .backend.lowering.features.probes import ProbeOptions
-    return ProbeOptions
-  raise AttributeError(f"module 'pallas_prof' has no attribute {name!r}")
-
-
-def kernels():
-  """The kernels this process lowered (pallas_prof.backend.kernel_registry records)."""
-  from .backend import kernel_registry
-  return kernel_registry.kernels()
-
 
 __all__ = ["CompilerParams", "LoweringError", "CompileError", "BoundsError",
            "KernelRuntimeError", "UncoveredOutputWarning", "install",
@@ -92,3 +41,24 @@ __all__ = ["CompilerParams", "LoweringError", "CompileError", "BoundsError",
            "ProbeOptions",
            "kernels",
            "__version__"]
+
+
+def _api():
+  from . import api
+  return api
+
+
+def __getattr__(name: str):
+  if name in __all__:
+    return getattr(_api(), name)
+  raise AttributeError(f"module 'pallas_prof' has no attribute {name!r}")
+
+
+def __dir__():
+  return sorted(set(globals()) | set(__all__))
+
+
+if _settings.value("PALLAS_PROF_TRACE"):
+  _api()                  # as before the API was loaded lazily: the backend, then the spans
+  from .instrument import enable_from_env as _enable_from_env
+  _enable_from_env()      # spans for the whole process, exported at exit

@@ -19,13 +19,18 @@ import dataclasses
 import enum
 import re
 
-from .backend import compat
-from .backend.running.launch import CUSTOM_CALL_TARGET_NAME
-from .backend.pallas_call_rule import CompilerParams
-from .backend.triton_primitives import (approx_tanh, atomic_add, atomic_and, atomic_cas,
-                                        atomic_max, atomic_min, atomic_or, atomic_xchg,
-                                        atomic_xor, debug_barrier, elementwise_inline_asm, load,
-                                        max_contiguous, store)
+from .import_errors import reported
+
+# the package no longer imports the backend (pallas_prof/api.py does, on first use): a
+# failure here is said as the package's was, the real cause and the versions found
+with reported("pallas_prof.triton"):
+  from .backend import compat
+  from .backend.running.launch import CUSTOM_CALL_TARGET_NAME
+  from .backend.pallas_call_rule import CompilerParams
+  from .backend.triton_primitives import (approx_tanh, atomic_add, atomic_and, atomic_cas,
+                                          atomic_max, atomic_min, atomic_or, atomic_xchg,
+                                          atomic_xor, debug_barrier, elementwise_inline_asm,
+                                          load, max_contiguous, store)
 
 dot = compat.pallas_dot
 

@@ -54,6 +54,7 @@ def _has_gpu() -> bool:
 @pytest.fixture(autouse=True)
 def _no_inherited_terminal_size(monkeypatch):
   """pytest-xdist's workers set COLUMNS=80 and LINES=24, which `pallas-prof` honours: a test
-  gets the width of a pipe (160) unless it sets COLUMNS itself, with or without -n."""
+  gets the width of a pipe (render.PIPE_WIDTH) unless it sets COLUMNS itself, with or
+  without -n."""
   monkeypatch.delenv("COLUMNS", raising=False)
   monkeypatch.delenv("LINES", raising=False)

@@ -53,7 +53,8 @@ def _versions() -> dict[str, str]:
 
 
 @pytest.mark.parametrize("statement", [
-    "import pallas_prof",
+    "import pallas_prof\npallas_prof.install",        # the API is loaded on its first use
+    "from pallas_prof import CompilerParams",
     "from pallas_prof.backend import CompilerParams",
     "from pallas_prof import triton",
 ])
@@ -83,6 +84,16 @@ def test_the_lazy_names_of_the_backend_say_it_too():
   assert "could not import pallas_prof.backend.pallas_call_rule: AttributeError: module " \
          "'jax._src.core' has no attribute 'PlantedName'" in done.stderr, done.stderr
   assert "found: jax " in done.stderr
+
+
+def test_the_package_alone_imports_neither_jax_nor_triton():
+  """`import pallas_prof` is light (the CLI's commands that read a run import it): a JAX
+  that would break the backend breaks nothing until the API is used."""
+  done = _import("import sys, pallas_prof\nprint(sorted({m.split('.')[0] for m in sys.modules} "
+                 "& {'jax', 'triton', 'numpy'}))", "pallas_prof.backend.compat",
+                 ERRORS["attribute"][0])
+  assert done.returncode == 0, done.stderr
+  assert done.stdout.strip() == "[]"
 
 
 def test_an_import_that_works_is_untouched():

@@ -287,8 +287,8 @@ def test_the_flow_check_sees_a_planted_import_inside_a_function(tmp_path):
 
 
 # What importing a module of backend/ loads, in a fresh process without pallas_prof's own
-# __init__ (which installs the pallas_call rule, and so loads every room): a stand-in
-# package over the same folder. Also lowers a kernel, bounds-checked and probed, so that
+# __init__ (nothing but the module asked for and what it imports): a stand-in package
+# over the same folder. Also lowers a kernel, bounds-checked and probed, so that
 # the imports inside the lowering's functions run too.
 _LOADED_BY_THE_LOWERING = r"""
 import sys, types

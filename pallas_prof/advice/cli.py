@@ -20,7 +20,8 @@ import sys
 def add_parser(sub):
   p = sub.add_parser("advise", help="diagnose each kernel a script runs and, on a GPU, measure "
                      "what each fix saves",
-                     usage="pallas-prof advise [options] script.py [script args]")
+                     usage="pallas-prof advise [options] script.py [script args]",
+                     allow_abbrev=False)    # as run's: pallas_prof/cli/main.py says why
   p.add_argument("--out", help="output directory (default ./pallas-prof-out/<timestamp>/); "
                  "refused if it holds files, unless --force")
   p.add_argument("--force", action="store_true",
@@ -46,9 +47,9 @@ def _say(text: str) -> None:
 
 
 def run(args) -> int:
-  from ..cli import run as run_cli
+  from ..cli.script_args import missing_script
   from ..profiler.driver import gpu_status
-  problem = run_cli.missing_script(args.script)
+  problem = missing_script(args.script)
   if problem is not None:
     print(f"pallas-prof advise: {problem}", file=sys.stderr)
     return 2
@@ -61,6 +62,7 @@ def run(args) -> int:
     _say(f"no NVIDIA GPU: {reason.rstrip('.')}; nothing can be tried or timed here. The "
          "advice comes from the kernels' static facts (compiled for sm_90), each action "
          "marked \"not measured: no GPU\". Running the script now.")
+  from ..cli import run as run_cli     # after the word on the GPU: it imports JAX
   for name, value in (("no_profile", False), ("no_analysis", False), ("no_trace", False),
                       ("no_insitu", False), ("reps", 100), ("ncu", False), ("probes", False),
                       ("otlp_endpoint", None)):

@@ -1,7 +1,7 @@
 """Plugging pallas-prof into pl.pallas_call.
 
-Importing pallas_prof registers one lowering rule for pallas_call on CPU and
-on CUDA. The rule lowers with pallas-prof when the call asks for it
+Importing this module (which pallas_prof.CompilerParams and pallas_prof.install do)
+registers one lowering rule for pallas_call on CPU and on CUDA. The rule lowers with pallas-prof when the call asks for it
 (`compiler_params=pallas_prof.CompilerParams(...)`) or when `install()` is in
 effect (then also for JAX's own Triton CompilerParams and for calls without
 params); everything else (interpret=True, Mosaic GPU params) goes to JAX's own
@@ -467,3 +467,8 @@ def _is_triton_style(params: dict) -> bool:
   if cp is None or isinstance(cp, CompilerParams):
     return params.get("mesh") is None
   return _is_builtin_triton_params(cp)
+
+
+# JAX knows the rule as soon as CompilerParams can be had, by whichever import: the package
+# used to register it when imported, but it no longer imports this module (JAX is heavy)
+_ensure_registered()

@@ -14,6 +14,7 @@ everything after `--` goes to the script.
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import re
 import sys
@@ -42,8 +43,12 @@ def _parser() -> argparse.ArgumentParser:
                               epilog="\n".join(__doc__.splitlines()[2:]))
   sub = p.add_subparsers(dest="command", required=True)
 
+  # allow_abbrev=False on run, tune and advise: argparse would otherwise read a script's own
+  # option after the script (`--n 100`) as an abbreviation of theirs (`--no-profile`, ...)
+  # before script_args.py decides whose it is, and refuse the run as ambiguous
   run = sub.add_parser("run", help="run a script through pallas-prof and report on its kernels",
-                       usage="pallas-prof run [options] script.py [script args]")
+                       usage="pallas-prof run [options] script.py [script args]",
+                       allow_abbrev=False)
   run.add_argument("--out", help="output directory (default ./pallas-prof-out/<timestamp>/, "
                    "a new folder each run); refused if it holds files, unless --force")
   run.add_argument("--force", action="store_true",
@@ -103,25 +108,41 @@ def _parser() -> argparse.ArgumentParser:
   report.add_argument("more", nargs="*", metavar="DIR",
                       help="more run directories (processes of one jax.distributed program): "
                            "merged into one report")
-  report.add_argument("--json", action="store_true")
+  report.add_argument("--json", action="store_true",
+                      help="print the run's report.json instead of tables")
   report.add_argument("--html", action="store_true",
                       help="write the run's self-contained report.html and print its path")
   report.add_argument("--html-out", metavar="FILE",
                       help="with --html: write the page here instead of DIR/report.html")
 
   diff = sub.add_parser("diff", help="compare two runs kernel by kernel")
-  diff.add_argument("a")
-  diff.add_argument("b")
+  diff.add_argument("a", help="the first run directory (the baseline)")
+  diff.add_argument("b", help="the second run directory, compared with the first")
   diff.add_argument("--fail-on-regression", type=float, metavar="PCT",
                     help="exit 1 if a kernel got slower, or its registers, shared memory or "
                          "instructions grew, by more than PCT percent, or it spills more")
 
-  sub.add_parser("rules", help="list the primitives pallas-prof can lower")
+  rules = sub.add_parser("rules", help="list the primitives pallas-prof can lower")
   from ..tune import cli as tune_cli
   from ..advice import cli as advice_cli        # `advise`: pallas_prof/advice/cli.py
-  commands = {"run": run, "tune": tune_cli.add_parser(sub), "advise": advice_cli.add_parser(sub)}
+  commands = {"run": run, "tune": tune_cli.add_parser(sub), "advise": advice_cli.add_parser(sub),
+              "show": show, "report": report, "diff": diff, "rules": rules}
   p.set_defaults(command_parsers=commands)
   return p
+
+
+def _refuse_unknown(parser: argparse.ArgumentParser, unknown: list[str]) -> None:
+  """Exits with the command's own usage (not the top level's), naming each option it does
+  not know and the one of its own that it is closest to."""
+  own = [opt for action in parser._actions for opt in action.option_strings
+         if opt.startswith("--")]
+  said = []
+  for token in unknown:
+    name = token.split("=", 1)[0]
+    close = difflib.get_close_matches(name, own, n=1, cutoff=0.6) if name.startswith("-") \
+        else []
+    said.append(f"{token} (did you mean {close[0]}?)" if close else token)
+  parser.error(f"unrecognized arguments: {' '.join(said)}")
 
 
 def _with_script(args, argv: list[str]):
@@ -133,6 +154,18 @@ def _with_script(args, argv: list[str]):
   from .script_args import split
   at = argv.index(args.command)
   return split(parser, argv[at:], args)
+
+
+def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
+  """The command line as its command reads it: an option it does not know refused with
+  its own usage, and for run, tune and advise their own options after the script taken
+  back from it (script_args.py). Exits as argparse does (2) on what it refuses."""
+  args, unknown = (parser or _parser()).parse_known_args(argv)
+  if unknown:
+    _refuse_unknown(args.command_parsers[args.command], unknown)
+  if args.command in ("run", "tune", "advise"):
+    args = _with_script(args, argv)
+  return args
 
 
 def main(argv=None) -> int:
@@ -159,9 +192,8 @@ def _main(argv=None) -> int:
   if not argv:               # a first try: the commands, not "arguments are required: command"
     parser.print_help(sys.stderr)
     return 2
-  args = parser.parse_args(argv)
+  args = parse(argv, parser)
   if args.command in ("run", "tune", "advise"):
-    args = _with_script(args, argv)
     # before the script runs: a bad value found after it would lose the run
     from ..settings import refusal
     refused = refusal(f"pallas-prof {args.command}")

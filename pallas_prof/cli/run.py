@@ -23,6 +23,7 @@ from ..backend.compiling.failures.workarounds import compile_working_around
 from . import processes, run_directory, run_writes
 from .script_run import (ScriptOutcome, find_kernel_error, print_script_traceback, run_script,
                          script_error_note)
+from .script_args import missing_script
 from .report import CompileInfo, ErrorEntry, KernelEntry, Platform, RunReport, Traces
 
 
@@ -152,17 +153,6 @@ def _platform() -> Platform:
   return Platform(jax=jax.__version__, triton=triton.__version__, pallas_prof=__version__,
                   python=sys.version.split()[0], backend=jax.default_backend(),
                   devices=devices)
-
-
-def missing_script(path: str) -> str | None:
-  """Why `path` cannot be run as a script (as `python path` would refuse it), or None."""
-  if os.path.isdir(path):
-    if os.path.exists(os.path.join(path, "__main__.py")):
-      return None
-    return f"{path} is a directory without a __main__.py"
-  if not os.path.exists(path):
-    return f"no such file: {path}"
-  return None
 
 
 @contextlib.contextmanager

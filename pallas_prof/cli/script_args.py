@@ -26,6 +26,17 @@ def script_text(path: str) -> str:
     return ""
 
 
+def missing_script(path: str) -> str | None:
+  """Why `path` cannot be run as a script (as `python path` would refuse it), or None."""
+  if os.path.isdir(path):
+    if os.path.exists(os.path.join(path, "__main__.py")):
+      return None
+    return f"{path} is a directory without a __main__.py"
+  if not os.path.exists(path):
+    return f"no such file: {path}"
+  return None
+
+
 def mentions(source: str, option: str) -> bool:
   """Whether the script names `option` (`--out`, not `--output`)."""
   return re.search(re.escape(option) + r"(?![\w-])", source) is not None

@@ -18,8 +18,6 @@ import subprocess
 import sys
 import tempfile
 
-from . import params
-
 _CHILD = """
 import atexit, runpy, sys
 import pallas_prof
@@ -33,7 +31,8 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 def add_parser(sub) -> argparse.ArgumentParser:
   tune = sub.add_parser("tune", help="tune every kernel a script runs (GPU); write a tuning file",
-                        usage="pallas-prof tune [options] script.py [script args]")
+                        usage="pallas-prof tune [options] script.py [script args]",
+                        allow_abbrev=False)    # as run's: pallas_prof/cli/main.py says why
   tune.add_argument("--out", default="pallas-prof-tuning.json",
                     help="the tuning file to write (default ./pallas-prof-tuning.json)")
   tune.add_argument("--budget-s", type=float, default=30.0, help="seconds of tuning per kernel")
@@ -54,6 +53,7 @@ def run(args) -> int:
           "not run. On a CPU, `pallas-prof run` shows each kernel's registers, instructions "
           "and generated code.", file=sys.stderr)
     return 2
+  from . import params      # here, not at the top: `pallas-prof --help` builds this parser
   with tempfile.TemporaryDirectory(prefix="pallas-prof-tune-") as tmp:
     results_path = os.path.join(tmp, "results.json")
     code = _CHILD.format(results=results_path, argv=[args.script, *args.script_args])
@@ -80,6 +80,7 @@ def run(args) -> int:
 def print_table(tunings: list[dict]) -> None:
   from rich.console import Console
   from rich.table import Table
+  from . import params
   t = Table(title="pallas-prof tune: cold replay time per launch (median); w warps, s stages, "
                   "g launch group, tma: TMA loads")
   t.add_column("kernel", no_wrap=True)

@@ -27,10 +27,16 @@ def test_the_advice_panel_beside_the_heated_lines(page_path):
     section = page.locator("section.kernel", has_text="exp_kernel#")
     panel = section.locator("aside.advice")
     assert panel.count() == 1 and "not measured: no GPU" in panel.locator("h3").inner_text()
+    page.set_viewport_size({"width": 1920, "height": 1000})
     sources = section.locator(".sources").bounding_box()
     box = panel.bounding_box()
     assert box["x"] >= sources["x"] + sources["width"] - 1      # to the right of the listings
     assert abs(box["y"] - sources["y"]) < 40                      # on the same row
+    # narrower, three columns would leave the code too little room (issue 39): it goes under
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    sources = section.locator(".sources").bounding_box()
+    box = panel.bounding_box()
+    assert box["y"] >= sources["y"] + sources["height"] - 1 and box["x"] == sources["x"]
     first = panel.locator("li.diagnosis").first
     assert first.inner_text().startswith("cos/exp/sin take")
     # hovering the diagnosis marks its equation's lines in the user's source

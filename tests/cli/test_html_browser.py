@@ -175,3 +175,94 @@ def test_run_wrote_the_page_and_report_rewrites_it(cpu_run, tmp_path):
   result = pallas_prof("report", str(run_dir), "--html", "--html-out", str(elsewhere))
   assert result.returncode == 0 and result.stdout.strip() == str(elsewhere)
   assert elsewhere.read_text() == page             # the page comes from report.json alone
+
+
+LONG_LINES = '''\
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+
+def long_lines_kernel(x_ref, o_ref):
+  x = x_ref[...].astype(jnp.float32)
+  scaled_by_a_name_long_enough_to_need_its_own_line = x * 0.5 + jnp.exp(-x) * 0.25 + jnp.abs(x) * 0.125 + jnp.sin(x) * 0.0625 + jnp.cos(x) * 0.03125
+  o_ref[...] = (scaled_by_a_name_long_enough_to_need_its_own_line / jnp.sum(scaled_by_a_name_long_enough_to_need_its_own_line, axis=-1, keepdims=True)).astype(o_ref.dtype)
+
+
+x = jnp.arange(8 * 128, dtype=jnp.float32).reshape(8, 128) / 1000
+y = pl.pallas_call(long_lines_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+print(float(y.sum()))
+'''
+
+# a user line is clipped when some of its text lies outside what its box shows: the
+# listing's own box for the kernel's lines, the cell's for the table of equations
+_CLIPPED_USER_LINES = """() => {
+  const clipped = [];
+  const within = (range, box) => [...range.getClientRects()].every(r =>
+      r.left >= box.left - 0.5 && r.right <= box.left + box.width + 0.5);
+  const check = (cell, holder, what) => {
+    const range = document.createRange();
+    range.selectNodeContents(cell);
+    const r = holder.getBoundingClientRect();
+    const shown = {left: r.left + holder.clientLeft, width: holder.clientWidth};
+    if (holder.scrollWidth > holder.clientWidth || cell.scrollWidth > cell.clientWidth
+        || !within(range, shown))
+      clipped.push(what + ": " + cell.textContent);
+  };
+  for (const cell of document.querySelectorAll('.user-source td.src'))
+    check(cell, cell.closest('.listing'), 'your kernel');
+  for (const cell of document.querySelectorAll('figure.equations td.src-cell'))
+    check(cell, cell, 'equations');
+  return clipped;
+}"""
+
+
+def _user_lines_shown(page) -> list[str]:
+  return [cell.evaluate("c => c.firstChild ? c.firstChild.textContent : ''")
+          for cell in page.locator(".user-source td.src").all()]
+
+
+@pytest.fixture(scope="module")
+def long_lines_run(tmp_path_factory):
+  """A kernel whose lines are longer than any pane: the page `run` wrote, and the lines."""
+  from tests.cli.test_cli import pallas_prof
+  d = tmp_path_factory.mktemp("long_lines")
+  script = d / "long_lines.py"
+  script.write_text(LONG_LINES)
+  result = pallas_prof("run", "--no-trace", "--out", str(d / "out"), str(script))
+  assert result.returncode == 0, result.stdout + result.stderr
+  return d / "out" / "report.html", LONG_LINES.splitlines()
+
+
+@pytest.mark.parametrize("width", [1280, 1400, 1920])
+def test_no_user_line_is_clipped_at_common_widths(chromium, cpu_run, long_lines_run, width):
+  """Issue 39, item 6: at 1400 px the softmax kernel's last line was cut behind a scroll
+  bar (`o_ref[...] = (e / jnp.sum(e, axis=1, keep`). Each line of the user's kernel, and
+  each user line of the table of equations, is shown whole: its text as in the file, none
+  of it outside the box that shows it, no horizontal scroll bar."""
+  long_page, long_source = long_lines_run
+  softmax_source = open(os.path.join(ROOT, "examples", "softmax.py")).read().splitlines()
+  for path, source in ((cpu_run, softmax_source), (long_page, long_source)):
+    with open_report(chromium, str(path)) as (page, errors, remote):
+      page.set_viewport_size({"width": width, "height": 1000})
+      shown = _user_lines_shown(page)
+      numbers = [int(n) for n in page.locator(".user-source td.n").all_inner_texts()]
+      assert shown and shown == [source[n - 1] for n in numbers]
+      assert max(map(len, shown)) > 70                 # lines long enough to be at risk
+      assert page.evaluate(_CLIPPED_USER_LINES) == [], (path, width)
+      # the generated source beside them keeps a third of the row or more
+      generated = page.locator(".listing.generated").first.bounding_box()
+      row = page.locator(".sources").first.bounding_box()
+      assert generated["width"] >= row["width"] / 3 and generated["y"] == row["y"], generated
+      assert errors == [] and remote == []
+
+
+def test_the_clipping_check_finds_a_cut_line(chromium, cpu_run):
+  """The check above, on the page with the listings' old rule (lines never wrap): the
+  long softmax line at 1400 px is found."""
+  with open_report(chromium, str(cpu_run)) as (page, errors, remote):
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.add_style_tag(content=".user-source table.code td.src { white-space: pre; }"
+                               ".sources { grid-template-columns: 1fr 1fr; }")
+    clipped = page.evaluate(_CLIPPED_USER_LINES)
+    assert any("jnp.sum(e, axis=1, keepdims=True)" in c for c in clipped), clipped

@@ -193,7 +193,8 @@ def test_a_cpu_run_says_what_it_shows_and_no_wait_for_a_worker(softmax_run):
   assert report["kernels"][0]["compile"]["worker_wait_ms"] is not None
 
 
-def test_report_names_the_run_and_does_not_say_it_wrote_it(softmax_run):
+def test_report_names_the_run_and_does_not_say_it_wrote_it(softmax_run, monkeypatch):
+  monkeypatch.setenv("COLUMNS", "200")       # the closing line on one line, its folder long
   out, _ = softmax_run
   result = pallas_prof("report", str(out))
   assert result.returncode == 0

@@ -9,6 +9,7 @@ import re
 
 import pytest
 from rich.console import Console
+from rich.text import Text
 
 from pallas_prof.cli.terminal import render
 from pallas_prof.cli.terminal.render import kernel_table, render_run
@@ -136,6 +137,36 @@ def test_width_comes_from_columns_and_is_clamped(monkeypatch):
   assert render.console().width == 133
   monkeypatch.delenv("COLUMNS")
   assert render.console_width(False) == render.PIPE_WIDTH
+
+
+def test_piped_output_is_a_terminals_width_without_trailing_spaces(tmp_path):
+  """Issue 39, item 5: `pallas-prof report` into a pipe, COLUMNS unset, printed 160
+  columns with each table title padded by spaces to the table's width."""
+  import subprocess
+  import sys
+  from tests.cli.test_cli import EXAMPLES, pallas_prof
+  out = tmp_path / "run"
+  made = pallas_prof("run", "--no-trace", "--out", str(out), os.path.join(EXAMPLES, "softmax.py"))
+  assert made.returncode == 0, made.stderr
+  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+  env.pop("COLUMNS", None)
+  for args in (["report", str(out)], ["diff", str(out), str(out)]):
+    piped = subprocess.run([sys.executable, "-m", "pallas_prof", *args], capture_output=True,
+                           text=True, env=env, cwd=ROOT, timeout=600)
+    assert piped.returncode == 0, piped.stderr
+    lines = piped.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 100, max(lines, key=len)
+    assert [line for line in lines if line != line.rstrip()] == []
+    assert piped.stdout.strip()
+
+
+def test_the_pipe_stream_keeps_what_is_not_padding():
+  import io
+  buffer = io.StringIO()
+  con = render.console(buffer)
+  con.print(Text("title   "), Text("  indented  line  "), Text("last"))
+  con.print(Text("a b \nc "), end="")
+  assert buffer.getvalue() == "title      indented  line   last\na b\nc "
 
 
 @pytest.mark.skipif(not RECORDED, reason="no recorded GPU runs under bench/results")

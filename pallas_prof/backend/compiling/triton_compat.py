@@ -174,6 +174,18 @@ def ptxas_release(path: str) -> str:
 # --- tools ----------------------------------------------------------------------------------
 
 def tool_path(name: str) -> str:
-  """One of the CUDA tools in Triton's wheel (nvdisasm, cuobjdump), by Triton's own lookup."""
+  """One of the CUDA tools in Triton's wheel (nvdisasm, cuobjdump), where Triton's own
+  lookup (triton/knobs.py, env_nvidia_tool) finds it: TRITON_<NAME>_PATH, else the wheel's
+  backends/nvidia/bin. Found without importing Triton where the file is there, since
+  `pallas-prof show` needs nvdisasm and nothing else of Triton; else Triton says why not."""
+  import importlib.util
+  import sysconfig
+  binary = name + (sysconfig.get_config_var("EXE") or "")
+  spec = importlib.util.find_spec("triton")
+  wheel = os.path.dirname(spec.origin) if spec and spec.origin else None
+  for path in (os.environ.get(f"TRITON_{binary.upper().replace('-', '_')}_PATH"),
+               wheel and os.path.join(wheel, "backends", "nvidia", "bin", binary)):
+    if path and os.path.isfile(path) and os.access(path, os.X_OK):
+      return path
   import triton
   return getattr(triton.knobs.nvidia, name).path

@@ -33,6 +33,8 @@ def _environment():
   env = jinja2.Environment(loader=jinja2.FileSystemLoader(_HERE), autoescape=True,
                            trim_blocks=True, lstrip_blocks=True,
                            undefined=jinja2.StrictUndefined)
+  env.filters["code_breaks"] = code_breaks
+  env.filters["indent_columns"] = indent_columns
   listing_template = env.get_template("listing.html.j2")
 
   def listing(lst: Listing, cls: str) -> Markup:
@@ -41,8 +43,14 @@ def _environment():
 
   env.globals.update(listing=listing, roofline=charts.roofline, waterfall=charts.waterfall,
                      clocks=charts.clocks)
-  env.filters["code_breaks"] = code_breaks
   return env
+
+
+def indent_columns(text: str) -> int:
+  """The columns of a code line's leading whitespace (tabs as the browser's 8): where a
+  wrapped line's continuation hangs (report.css)."""
+  expanded = text.expandtabs(8)
+  return len(expanded) - len(expanded.lstrip())
 
 
 def code_breaks(text: str) -> Markup:

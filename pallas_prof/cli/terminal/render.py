@@ -1,14 +1,16 @@
 """The run report in a terminal (rich): tables sized to the console, text as written.
 
 Width: COLUMNS when set, else the terminal's width, else (output piped to a
-file or another program) PIPE_WIDTH; always between MIN_WIDTH and MAX_WIDTH.
-Colour and styles only on a terminal. Nothing the report prints is read as
-rich markup (a kernel line `b_ref[pl.ds(k, n), :]` or `pip install
-'pallas-prof[gpu]'` prints as written): every cell is a Text and the console
-has markup off. A table wider than the console is split in two (compile and
-resources; runtimes); cells that still do not fit end in an ellipsis. No text
-reaches the terminal with its control characters: the console shows them as visible
-stand-ins (safe_text.py), whoever wrote the run.
+file or another program) PIPE_WIDTH, a common terminal's width (the file is
+read in one later); always between MIN_WIDTH and MAX_WIDTH. Colour and styles only on a
+terminal, and off a terminal no line ends in the spaces rich pads it with.
+Nothing the report prints is read as rich markup (a kernel line
+`b_ref[pl.ds(k, n), :]` or `pip install 'pallas-prof[gpu]'` prints as
+written): every cell is a Text and the console has markup off. A table wider
+than the console is split in two (compile and resources; runtimes); cells that
+still do not fit end in an ellipsis. No text reaches the terminal with its control
+characters: the console shows them as visible stand-ins (safe_text.py), whoever wrote
+the run.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from .advice_render import advice_lines, kinds_legend
 from .probe_table import probe_lines
 from .safe_text import printable
 
-MIN_WIDTH, MAX_WIDTH, PIPE_WIDTH = 80, 200, 160
+MIN_WIDTH, MAX_WIDTH, PIPE_WIDTH = 80, 200, 100
 # a compile that waited this long for the compile worker says so in the kernels table
 _WAIT_WORTH_SHOWING_MS = 10
 _STAGES = ("ttir", "ttgir", "llir", "ptx", "cubin")
@@ -52,9 +54,9 @@ def console_width(is_terminal: bool) -> int:
 def console(file=None) -> Console:
   stream = file if file is not None else sys.stdout
   tty = bool(getattr(stream, "isatty", lambda: False)())
-  con = Console(file=file, width=console_width(tty), force_terminal=tty,
-                no_color=not tty, highlight=False, markup=False, emoji=False,
-                soft_wrap=False)
+  con = Console(file=file if tty else _NoTrailingSpaces(stream), width=console_width(tty),
+                force_terminal=tty, no_color=not tty, highlight=False, markup=False,
+                emoji=False, soft_wrap=False)
   con.push_render_hook(_Printable())
   return con
 
@@ -78,6 +80,24 @@ class _PrintableRenderable:
 
   def __rich_measure__(self, con: Console, options: ConsoleOptions) -> Measurement:
     return Measurement.get(con, options, self.inner)
+
+
+_TRAILING_SPACES = re.compile(r"[ \t]+(?=\n)")
+
+
+class _NoTrailingSpaces:
+  """A stream that is not a terminal, written without the spaces rich pads a line with to
+  its table's width (a table's title, a wrapped cell): a file, a diff or a grep of the
+  output gets the text alone."""
+
+  def __init__(self, stream):
+    self._stream = stream
+
+  def write(self, text: str) -> int:
+    return self._stream.write(_TRAILING_SPACES.sub("", text))
+
+  def __getattr__(self, name):
+    return getattr(self._stream, name)
 
 
 # --- figures -----------------------------------------------------------------------------

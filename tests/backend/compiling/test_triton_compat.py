@@ -101,3 +101,17 @@ def test_a_driver_older_than_tritons_ptx_caps_it(monkeypatch, driver):
   monkeypatch.setenv("PALLAS_PROF_CUDA_DRIVER_VERSION", "0")
   if expected is not None:
     assert compile_cache.compile_key(gk, ("cuda", 90)) != ck.key
+
+
+@pytest.mark.parametrize("name", ["nvdisasm", "cuobjdump"])
+def test_the_tools_are_found_where_triton_finds_them(name, tmp_path, monkeypatch):
+  """tool_path looks without importing Triton (pallas-prof show needs nvdisasm alone): the
+  wheel's own binary, or the one TRITON_<NAME>_PATH names, as Triton's lookup gives."""
+  import shutil
+  import triton
+  monkeypatch.delenv(f"TRITON_{name.upper()}_PATH", raising=False)
+  assert triton_compat.tool_path(name) == getattr(triton.knobs.nvidia, name).path
+  own = tmp_path / name
+  shutil.copy2(triton_compat.tool_path(name), own)
+  monkeypatch.setenv(f"TRITON_{name.upper()}_PATH", str(own))
+  assert triton_compat.tool_path(name) == getattr(triton.knobs.nvidia, name).path == str(own)

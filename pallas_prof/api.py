@@ -1,0 +1,64 @@
+"""The public API behind `pallas_prof.install`, `pallas_prof.CompilerParams`, ...: what
+`import pallas_prof` loaded before it became light. pallas_prof/__init__.py imports this
+module on the first use of one of its names (PEP 562), because it imports JAX and Triton
+and the CLI's commands that only read a run (--help, show, report, diff) must not.
+"""
+from __future__ import annotations
+
+from .import_errors import reported as _reported
+
+with _reported("pallas_prof"):      # the real cause and the versions found, if it fails
+  from .backend import CompileError, CompilerParams, LoweringError, install, installed, uninstall
+  from .backend.running.bounds_errors import BoundsError
+  from .backend.running.runtime_errors import KernelRuntimeError
+  from .backend.lowering.coverage import UncoveredOutputWarning
+
+
+def tracing(*args, **kwargs):
+  """Context manager / decorator that records OpenTelemetry spans (see pallas_prof.instrument)."""
+  from .instrument import tracing as _tracing
+  return _tracing(*args, **kwargs)
+
+
+def profile(*args, **kwargs):
+  """Replays and times the kernels this process compiled (see pallas_prof.profiler)."""
+  from .profiler import profile as _profile
+  return _profile(*args, **kwargs)
+
+
+def autotune(configs, key=(), **kwargs):
+  """Decorator: the fastest of `configs` (keyword arguments of the function, the first
+  the default) per distinct `key`, cached on disk (see pallas_prof.tune.blocks)."""
+  from .tune import autotune as _autotune
+  return _autotune(configs, key, **kwargs)
+
+
+def advise(*args, **kwargs):
+  """What to change in each kernel of this process, and on a GPU what it saves, measured
+  (see pallas_prof.advice.api.advise)."""
+  from .advice import advise as _advise
+  return _advise(*args, **kwargs)
+
+
+def kernels():
+  """The kernels this process lowered (pallas_prof.backend.kernel_registry records)."""
+  from .backend import kernel_registry
+  return kernel_registry.kernels()
+
+
+def __getattr__(name):
+  if name == "Autotune":     # CompilerParams(autotune=pallas_prof.Autotune(configs=..., budget_s=...))
+    with _reported("pallas_prof.tune.params"):
+      from .tune.params import Autotune
+    return Autotune
+  if name == "ProbeOptions":  # profile(probes=pallas_prof.ProbeOptions(max_programs=..., max_warps=...))
+    with _reported("pallas_prof.backend.lowering.features.probes"):
+      from .backend.lowering.features.probes import ProbeOptions
+    return ProbeOptions
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["CompilerParams", "LoweringError", "CompileError", "BoundsError",
+           "KernelRuntimeError", "UncoveredOutputWarning", "install",
+           "installed", "uninstall", "tracing", "profile", "autotune", "advise", "Autotune",
+           "ProbeOptions", "kernels"]
