@@ -14,7 +14,7 @@ Each stage makes its artifact once and never changes it; work on an artifact
 CompiledKernel and LaunchSpec have one save(dir)/load(dir) each, with a schema
 version, shared by the disk cache, the run directory and the profiler's child
 processes (the run directory keeps the GeneratedKernel: cli/run_directory.py, which
-reads it and the run's CompiledKernel back through cli/saved_kernel.py).
+reads it and the run's CompiledKernel back through cli/saved_runs/kernel.py).
 """
 from __future__ import annotations
 
@@ -214,7 +214,7 @@ class GeneratedKernel:
     """Writes source.py and kernel.json (with `extra`, e.g. the run's label and aliases),
     the bounds-checked mode's sites with it (an ejected kernel names what it checks).
     `write(path, data)` writes each file (see Writer). A run directory reads them back,
-    decoded by type (cli/saved_kernel.py)."""
+    decoded by type (cli/saved_runs/kernel.py)."""
     os.makedirs(directory, exist_ok=True)
     write(os.path.join(directory, "source.py"), self.source)
     meta = {"schema": self.SCHEMA, **extra, **{k: getattr(self, k) for k in self._SCALARS},

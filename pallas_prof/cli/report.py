@@ -191,10 +191,10 @@ class RunReport(Record):
 
   @classmethod
   def load(cls, run_dir: str) -> "RunReport":
-    """report.json of `run_dir` (or the .json file named), read through run_files.py
+    """report.json of `run_dir` (or the .json file named), read through saved_runs/files.py
     (a regular file of bounded size, no link out), decoded by type, and the files it
     names checked to be the run's own; ReportError (or RunFileError) says what is wrong."""
-    from . import run_files
+    from .saved_runs import files as run_files
     if run_dir.endswith(".json"):
       run_dir, name = os.path.dirname(run_dir) or ".", os.path.basename(run_dir)
     else:

@@ -28,7 +28,7 @@ import time
 from ..backend.artifacts import (STAGE_FILES, STAGES, CompiledKernel, GeneratedKernel,
                                   LaunchSpec, SchemaMismatch, Writer)
 from ..safe_files import write_atomic
-from . import run_files, saved_kernel
+from .saved_runs import files as run_files, kernel as saved_kernel
 from .terminal.safe_text import printable
 
 REPORT = "report.json"    # written and read by cli/report.py's RunReport

@@ -9,7 +9,7 @@ import re
 from rich.text import Text
 
 from . import run_directory
-from .run_files import source_line, source_lines
+from .saved_runs.files import source_line, source_lines
 from .terminal.render import console
 
 STAGES = ("source", "ttir", "ttgir", "llir", "ptx", "sass")

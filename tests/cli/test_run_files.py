@@ -1,4 +1,4 @@
-"""Reading a run directory's files (cli/run_files.py): inside the run, regular files of
+"""Reading a run directory's files (cli/saved_runs/files.py): inside the run, regular files of
 bounded size, JSON objects; the user's source lines only from regular .py files."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from pallas_prof.cli import run_files
-from pallas_prof.cli.run_files import RunFileError
+from pallas_prof.cli.saved_runs import files as run_files
+from pallas_prof.cli.saved_runs.files import RunFileError
 
 
 def _run(tmp_path):

@@ -228,7 +228,7 @@ def test_a_fifo_in_place_of_a_file_never_blocks(softmax_run, tmp_path, name):
 
 @pytest.mark.fault("hostile_path")
 def test_a_file_over_the_size_cap_is_refused(softmax_run, tmp_path):
-  from pallas_prof.cli.run_files import MAX_FILE_BYTES
+  from pallas_prof.cli.saved_runs.files import MAX_FILE_BYTES
   run, kdir = _copy(softmax_run, tmp_path)
   with open(kdir / "kernel.ptx", "wb") as f:          # sparse: costs no disk
     f.truncate(MAX_FILE_BYTES + 1)

@@ -13,7 +13,7 @@ import os
 
 from ...profiler.schema import EquationProfile, KernelProfile, StallShare
 from .. import units
-from ..run_files import source_line
+from ..saved_runs.files import source_line
 
 MAX_ROWS = 16                      # the heaviest equations; the rest are summed in a last row
 

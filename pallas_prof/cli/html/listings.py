@@ -7,7 +7,7 @@ import dataclasses
 import os
 
 from ..report import KernelEntry, RunReport
-from ..run_files import source_lines
+from ..saved_runs.files import source_lines
 from .equations import WeightedEquation
 
 
@@ -37,7 +37,7 @@ def _saved_kernel(run_dir: str | None, k: KernelEntry):
   if run_dir is None or not (k.files or {}).get("kernel"):
     return None, None, "this run directory holds no saved kernel (kernels/ was not saved with it)"
   from .. import run_directory
-  from ..saved_kernel import Damaged, SchemaMismatch
+  from ..saved_runs.kernel import Damaged, SchemaMismatch
   try:
     d = run_directory.kernel_dir(run_dir, k)
     gk, ck = run_directory.load_kernel(d, run_dir)

@@ -27,7 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import units
-from ..run_files import source_line
+from ..saved_runs.files import source_line
 from . import layout
 from .layout import BREAK, Col
 from .advice_render import advice_lines, kinds_legend

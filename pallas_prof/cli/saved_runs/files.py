@@ -22,7 +22,7 @@ import functools
 import json
 import os
 
-from ..safe_files import UnsafeFile, read_regular
+from ...safe_files import UnsafeFile, read_regular
 
 # the most a file of a run may hold: far more than any report, listing or cubin a run
 # writes, far less than what would exhaust the reader's memory

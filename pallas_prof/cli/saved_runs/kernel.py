@@ -15,12 +15,12 @@ import functools
 import typing
 from typing import Any
 
-from ..backend.artifacts import (STAGE_FILES, CompiledKernel, DotFacts, EquationRecord,
+from ...backend.artifacts import (STAGE_FILES, CompiledKernel, DotFacts, EquationRecord,
                                  GeneratedKernel, KernelParam, SchemaMismatch)
-from ..backend.check_sites import CheckSite
-from ..backend.equation_text import Description
-from ..backend.tma_note import TmaNote
-from ..serial import Misfit, decode, from_fields
+from ...backend.check_sites import CheckSite
+from ...backend.equation_text import Description
+from ...backend.tma_note import TmaNote
+from ...serial import Misfit, decode, from_fields
 
 
 class Damaged(ValueError):
