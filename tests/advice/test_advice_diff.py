@@ -32,7 +32,11 @@ def _advice(saving):
 
 
 def _diff(capsys, a, b):
-  code = diff(argparse.Namespace(a=a, b=b, fail_on_regression=None))
+  # wide enough that the verdict stays on one line (a pipe gets 100 columns)
+  import os
+  from unittest import mock
+  with mock.patch.dict(os.environ, {"COLUMNS": "200"}):
+    code = diff(argparse.Namespace(a=a, b=b, fail_on_regression=None))
   return code, capsys.readouterr().out
 
 
