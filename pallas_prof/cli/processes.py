@@ -80,6 +80,14 @@ def _raise_terminated(signum, frame):
   raise Terminated()
 
 
+def _raise_interrupt(signum, frame):
+  # Python's own SIGINT handler, and a note of it: a KeyboardInterrupt that lands in a
+  # finalizer or a callback is dropped by Python ("Exception ignored in ..."), and the run
+  # must still end as a stopped one
+  received.append(signum)
+  raise KeyboardInterrupt()
+
+
 def _in_main_thread() -> bool:
   return threading.current_thread() is threading.main_thread()
 
@@ -87,16 +95,20 @@ def _in_main_thread() -> bool:
 @contextlib.contextmanager
 def terminate_as_exception():
   """While open, SIGTERM raises Terminated in the main thread (by default it would end the
-  process at once: no report, the compile worker's temp folder left behind)."""
+  process at once: no report, the compile worker's temp folder left behind), and SIGINT its
+  KeyboardInterrupt as ever; both are noted in `received`."""
   if not _in_main_thread():        # signal handlers belong to the main thread
     yield
     return
   received.clear()
-  previous = signal.signal(signal.SIGTERM, _raise_terminated)
+  previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, _raise_terminated)}
+  if signal.getsignal(signal.SIGINT) is signal.default_int_handler:    # not one of the user's
+    previous[signal.SIGINT] = signal.signal(signal.SIGINT, _raise_interrupt)
   try:
     yield
   finally:
-    signal.signal(signal.SIGTERM, previous)
+    for s, handler in previous.items():
+      signal.signal(s, handler)
 
 
 @contextlib.contextmanager

@@ -259,6 +259,7 @@ def _run_and_report(args) -> "run_writes.RunResult":
       _find(args, found, files, running)
     except (KeyboardInterrupt, processes.Terminated) as stop:
       found.stopped(stop)
+    _dropped_interruption(found)
     with processes.signals_held() as held:
       run_report, report_state = run_writes.write_run(
           files, _report(args, found), lambda: run_writes.stop_tracing(found.tracer, running,
@@ -278,6 +279,17 @@ def _run_and_report(args) -> "run_writes.RunResult":
           else outcome.exit_code)
   return run_writes.RunResult(run_report, where, outcome, found.kernel_error, code,
                               [run_writes.closing_line(where, files, report_state), problem])
+
+
+def _dropped_interruption(found: _Found) -> None:
+  """A signal the run was sent whose exception Python dropped (raised in a finalizer or a
+  callback, it is "ignored"): the run went on, but it was asked to stop, and ends so."""
+  script_stopped = found.outcome is not None and isinstance(found.outcome.error,
+                                                            KeyboardInterrupt)
+  if found.stopped_by is None and processes.received and not script_stopped:
+    found.stopped_by = processes.received[0]
+    found.notes.append(f"pallas-prof was sent {processes.signal_name(found.stopped_by)}, whose "
+                       "interruption Python dropped inside a library; the run went on to the end")
 
 
 def _find(args, found: _Found, files: "run_writes.RunFiles", running) -> None:
