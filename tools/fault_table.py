@@ -26,6 +26,7 @@ class _Counter:
 
   def __init__(self):
     self.cases: dict[str, dict[str, int]] = {}
+    self.distinct: dict[str, int] = dict.fromkeys(OUTCOMES, 0)   # each case once
 
   def pytest_runtest_logreport(self, report):
     kinds = dict(report.user_properties).get("fault_kinds")
@@ -33,6 +34,7 @@ class _Counter:
       return
     if report.when == "call" or (report.when == "setup" and not report.passed):
       outcome = "passed" if report.passed else "skipped" if report.skipped else _outcome(report)
+      self.distinct[outcome] += 1
       for kind in kinds:
         row = self.cases.setdefault(kind, dict.fromkeys(OUTCOMES, 0))
         row[outcome] += 1
@@ -47,12 +49,13 @@ def _outcome(report) -> str:
   return "other_failure"
 
 
-def table(cases: dict[str, dict[str, int]]) -> str:
+def table(cases: dict[str, dict[str, int]], distinct: dict[str, int] | None = None) -> str:
+  """One row per kind; the last, every case once (a case of two kinds is in two rows)."""
   from tests.faults.inject import KINDS
   head = ["kind", "cases", *OUTCOMES[:-1], "skipped"]
   rows = [[k, str(sum(v.values())), *(str(v[o]) for o in OUTCOMES)] for k, v in sorted(cases.items())]
-  total = {o: sum(v[o] for v in cases.values()) for o in OUTCOMES}
-  rows.append(["all", str(sum(total.values())), *(str(total[o]) for o in OUTCOMES)])
+  total = distinct or {o: sum(v[o] for v in cases.values()) for o in OUTCOMES}
+  rows.append(["all cases", str(sum(total.values())), *(str(total[o]) for o in OUTCOMES)])
   lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
   lines += ["| " + " | ".join(r) + " |" for r in rows]
   lines += ["", "kinds: " + "; ".join(f"{k}: {KINDS[k]}" for k in sorted(cases) if k in KINDS)]
@@ -68,10 +71,11 @@ def main(argv=None) -> int:
   counter = _Counter()
   code = pytest.main(["-q", "-p", "no:cacheprovider", os.path.join(ROOT, "tests", "faults"),
                       *pytest_args], plugins=[counter])
-  print(table(counter.cases))
+  print(table(counter.cases, counter.distinct))
   if args.json:
     with open(args.json, "w") as f:
-      json.dump({"cases": counter.cases, "pytest_exit": int(code)}, f, indent=1)
+      json.dump({"cases": counter.cases, "all_cases": counter.distinct, "pytest_exit": int(code)},
+                f, indent=1)
   return int(code)
 
 

@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 import socket
+import sys
 import threading
 
 from rich import box
@@ -104,11 +105,25 @@ def terminate_as_exception():
   previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, _raise_terminated)}
   if signal.getsignal(signal.SIGINT) is signal.default_int_handler:    # not one of the user's
     previous[signal.SIGINT] = signal.signal(signal.SIGINT, _raise_interrupt)
+  hook = sys.unraisablehook
+  sys.unraisablehook = _quiet_stops(hook)
   try:
     yield
   finally:
+    sys.unraisablehook = hook
     for s, handler in previous.items():
       signal.signal(s, handler)
+
+
+def _quiet_stops(hook):
+  """sys.unraisablehook without the traceback Python prints for a stop it drops (a
+  KeyboardInterrupt or Terminated raised in a finalizer or a GC callback): the run says
+  it was stopped, in a note; other unraisable errors are printed as before."""
+  def quiet(unraisable):
+    if isinstance(unraisable.exc_value, (KeyboardInterrupt, Terminated)):
+      return
+    hook(unraisable)
+  return quiet
 
 
 @contextlib.contextmanager

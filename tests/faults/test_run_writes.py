@@ -499,5 +499,6 @@ def test_an_interruption_python_drops_still_ends_the_run_as_stopped(tmp_path):
   done = _run(out, str(script), _env(tmp_path, str(tmp_path / "cache")))
   assert "went on" in done.stdout                 # the script did go on (Python dropped it)
   assert done.returncode == 130, done.stdout + done.stderr
+  assert "Traceback" not in done.stderr, done.stderr      # the note says it, not Python
   report = RunReport.load(str(out))
   assert any("sent SIGINT" in n and "dropped" in n for n in report.notes), report.notes
