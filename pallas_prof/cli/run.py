@@ -281,6 +281,19 @@ def _run_and_report(args) -> "run_writes.RunResult":
                               [run_writes.closing_line(where, files, report_state), problem])
 
 
+def _stop_if_signalled(outcome) -> None:
+  """A run sent SIGINT or SIGTERM while its script ran stops here, before compiling and
+  profiling, whatever the script made of the signal: one that landed in a kernel's host
+  callback comes back as a JaxRuntimeError (the script then failed, exit 1, and the run
+  went on to profile) rather than as the signal's own exception."""
+  if not processes.received or isinstance(outcome.error, KeyboardInterrupt):
+    return
+  if outcome.error is not None:
+    # the script's error is the signal's doing: said as a stop, not as a failure
+    outcome.error = None
+  raise processes.Terminated() if processes.was_terminated() else KeyboardInterrupt()
+
+
 def _dropped_interruption(found: _Found) -> None:
   """A signal the run was sent whose exception Python dropped (raised in a finalizer or a
   callback, it is "ignored"): the run went on, but it was asked to stop, and ends so."""
@@ -307,6 +320,7 @@ def _find(args, found: _Found, files: "run_writes.RunFiles", running) -> None:
   found.doing = "the script ran"
   found.outcome = outcome = run_script(args.script, args.script_args)
   cap = _stop_insitu(cap, notes)
+  _stop_if_signalled(outcome)
   found.kernel_error = kernel_error = find_kernel_error(outcome.error)
   if kernel_error is not None:
     found.errors.append(error_entry(kernel_error))

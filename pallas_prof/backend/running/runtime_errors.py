@@ -184,10 +184,13 @@ def _execute(run, has_host_callbacks: bool):
 class _DropOurCallbackTracebacks(logging.Filter):
   """JAX logs every failing callback with its traceback before jaxlib raises it; the
   error is raised to the caller whole, so that copy is left out (kept with
-  PALLAS_PROF_TRACEBACK=1)."""
+  PALLAS_PROF_TRACEBACK=1). So is the copy of a stop (Ctrl-C, SIGTERM: KeyboardInterrupt
+  or SystemExit) that landed in a kernel's callback: the run says it was stopped."""
 
   def filter(self, record: logging.LogRecord) -> bool:
     exc = record.exc_info[1] if record.exc_info else None
+    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+      return full_traceback()
     return full_traceback() or not isinstance(exc, KernelRuntimeError) and \
         not isinstance(getattr(exc, "__cause__", None), KernelRuntimeError)
 
