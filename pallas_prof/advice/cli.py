@@ -43,7 +43,8 @@ def add_parser(sub):
 
 
 def _say(text: str) -> None:
-  print(f"pallas-prof advise: {text}", file=sys.stderr, flush=True)
+  from ..cli.terminal.render import say
+  say(f"pallas-prof advise: {text}")
 
 
 def run(args) -> int:

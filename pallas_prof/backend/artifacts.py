@@ -177,6 +177,9 @@ class GeneratedKernel:
   # the kernel's other variants (probes, tuning) are lowered with too
   workarounds: tuple[str, ...] = ()
   workaround_plan: Any = dataclasses.field(default=None, compare=False)
+  # (the jaxpr's name, the kernel's name) of each variable that is one of the kernel's
+  # operand refs (`b`, `x_ref`): errors name refs as the kernel does (with_ref_names)
+  ref_names: tuple[tuple[str, str], ...] = ()
   # options.LoweringOptions that lower it again as it runs (launch_group, tma and the
   # workarounds as they took effect); not saved: None for a kernel loaded from disk
   options: Any = dataclasses.field(default=None, compare=False, repr=False)
@@ -224,7 +227,7 @@ class GeneratedKernel:
             "launch_grid": list(self.launch_grid), "atomic_params": list(self.atomic_params),
             "bounds_sites": plain(self.bounds_sites),
             "tma_notes": [n.to_dict() for n in self.tma_notes],
-            "workarounds": list(self.workarounds)}
+            "workarounds": list(self.workarounds), "ref_names": plain(self.ref_names)}
     write(os.path.join(directory, "kernel.json"), json.dumps(meta, indent=1, default=str))
 
 

@@ -407,9 +407,11 @@ def pp_equation(eqn, context) -> str:
   return _plain(jax_core.pp_eqn(eqn, context, _pp_settings()))
 
 
-def pp_var(var, context) -> str:
+def pp_var(var, context, *, named_only: bool = False) -> str | None:
   if isinstance(var, jax_core.Literal):
     return str(var)
+  if named_only and var not in getattr(context, "var_names", ()):
+    return None        # naming it now would rename the variables printed after it
   doc = jax_core.pp_var(var, context)
   return doc if isinstance(doc, str) else _plain(doc)
 

@@ -5,7 +5,8 @@ EquationRecord). Imports nothing of JAX: artifacts load without it.
 from __future__ import annotations
 
 import os
-from typing import Callable
+import re
+from typing import Callable, Iterable
 
 
 class Description:
@@ -63,3 +64,27 @@ class Described:
     if self.file is None:
       return "unknown"
     return f"{os.path.basename(self.file)}:{self.line}"
+
+
+def with_ref_names(text: str | None, ref_names: Iterable[tuple[str, str]] | None) -> str | None:
+  """`text` (an equation, a printed jaxpr) with the jaxpr's letters for the kernel's refs
+  replaced by the kernel's own names for them: `e:f32[8] <- b[d:d+8]` as
+  `e:f32[8] <- x_ref[d:d+8]`, the names the kernel's code and the bounds check use.
+
+  `ref_names`: (letter, name) pairs (GeneratedKernel.ref_names). A pair read back from
+  a file is used only when both are plain identifiers, so that a damaged file can
+  neither match every position nor write control characters into a report."""
+  pairs = [pair for pair in (ref_names or ()) if isinstance(pair, (tuple, list))
+           and len(pair) == 2]
+  names = {letter: name for letter, name in pairs if _plain_name(letter) and _plain_name(name)}
+  if not text or not names:
+    return text
+  # a whole variable only: not part of a longer word, a number (1e-05), a
+  # parameter's name or value (name=f) or a string ('i')
+  letters = "|".join(re.escape(letter) for letter in sorted(names, key=len, reverse=True))
+  pattern = re.compile(rf"(?<![\w.='\"])(?:{letters})(?![\w='\"])")
+  return pattern.sub(lambda match: names[match.group(0)], text)
+
+
+def _plain_name(name) -> bool:
+  return isinstance(name, str) and name.isidentifier() and name.isascii()

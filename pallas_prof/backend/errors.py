@@ -5,6 +5,7 @@ import os
 from typing import Any
 
 from . import compat
+from .equation_text import with_ref_names
 
 
 class LoweringError(compat.ErrorWithUserContext):
@@ -12,7 +13,9 @@ class LoweringError(compat.ErrorWithUserContext):
 
   The message names the kernel, the primitive, the equation and the user's
   file:line, and says what is supported instead. The structured fields let
-  pallas_prof.instrument render an annotated report.
+  pallas_prof.instrument render an annotated report. `ref_names`: (the jaxpr's
+  name, the kernel's name) of the kernel's refs (GeneratedKernel.ref_names), so
+  that the equation names a ref as the kernel does (`x_ref`, not `b`).
 
   Its base class tells JAX the error already carries the user's context, so
   JAX does not chain a copy of it (the message printed twice); the backend's
@@ -23,7 +26,8 @@ class LoweringError(compat.ErrorWithUserContext):
   def __init__(self, reason: str, *, hint: str | None = None, kernel: str | None = None,
                eqn=None, jaxpr_text: str | None = None, rule: str | None = None,
                stage: str | None = None, details: dict[str, Any] | None = None,
-               cause: BaseException | None = None, source_excerpt: str | None = None):
+               cause: BaseException | None = None, source_excerpt: str | None = None,
+               ref_names=()):
     self.reason = reason
     self.hint = hint
     self.kernel = kernel
@@ -34,7 +38,12 @@ class LoweringError(compat.ErrorWithUserContext):
     self.details = dict(details or {})
     self.cause = cause
     self.source_excerpt = source_excerpt
+    self.ref_names = tuple(ref_names or ())
     super().__init__(self._message())
+
+  def named(self, text: str | None) -> str | None:
+    """`text` (an equation, the jaxpr) with the kernel's names for its refs."""
+    return with_ref_names(text, self.ref_names)
 
   @property
   def primitive(self) -> str | None:
@@ -51,7 +60,7 @@ class LoweringError(compat.ErrorWithUserContext):
     where = f" in kernel `{self.kernel}`" if self.kernel else ""
     if self.eqn is not None:
       parts.append(f"cannot lower `{self.eqn.primitive}`{where}: {self.reason}")
-      parts.append(f"  equation: {self.eqn.text}")
+      parts.append(f"  equation: {self.named(self.eqn.text)}")
       if self.eqn.in_avals:
         parts.append(f"  operands: {', '.join(self.eqn.in_avals)}")
       if self.eqn.file is not None:
@@ -108,7 +117,8 @@ class CompileError(LoweringError):
     parts = [f"cannot compile kernel{where}{stage}: {self.reason}"]
     for indices, e in by_line(self.equations or ((self.eqn,) if self.eqn is not None else ())):
       at = f" at {e.file}:{e.line}" if e.file is not None else ""
-      parts.append(f"  from [{', '.join(map(str, indices))}] {e.primitive}{at}: {e.text}")
+      parts.append(f"  from [{', '.join(map(str, indices))}] {e.primitive}{at}: "
+                   f"{self.named(e.text)}")
     for key, value in self.details.items():
       first, *rest = str(value).splitlines() or [""]
       parts.append(f"  {key}: {first}")
@@ -125,7 +135,8 @@ class CompileError(LoweringError):
                         reproducer=self.reproducer, workaround=workaround or self.workaround,
                         hint=hint or self.hint, kernel=self.kernel, eqn=self.eqn,
                         jaxpr_text=self.jaxpr_text, rule=self.rule, stage=self.stage,
-                        details={**self.details, **details}, cause=self.cause)
+                        details={**self.details, **details}, cause=self.cause,
+                        ref_names=self.ref_names)
 
 
 def by_line(equations) -> list[tuple[list[int], Any]]:

@@ -420,7 +420,7 @@ def _after_kernel(gk):
   import jax
   raise_if = functools.partial(bounds_errors.raise_if_violated, sites=gk.bounds_sites,
                                kernel_name=gk.name, eqns=tuple(gk.eqns),
-                               jaxpr_text=gk.jaxpr_text)
+                               jaxpr_text=gk.jaxpr_text, ref_names=gk.ref_names)
 
   def after(results):
     results = list(results)

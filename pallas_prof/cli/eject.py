@@ -371,7 +371,7 @@ def eject(gk, path: str, aliases=()) -> str:
                 for out in gk.params if out.role == "output" and out.index == p.index}
   sites = []
   for site in gk.bounds_sites:
-    head, tail = bounds_errors.describe_site(site, gk.name, gk.eqns)
+    head, tail = bounds_errors.describe_site(site, gk.name, gk.eqns, gk.ref_names)
     sites.append({"base": site.base, "checked_axes": list(site.checked_axes),
                   "static_ranges": list(site.static_ranges),
                   "block_shape": list(site.block_shape), "head": head, "tail": tail})

@@ -45,8 +45,9 @@ class RunResult:
     self.closing = [line for line in closing if line]
 
   def tell(self) -> None:
+    from .terminal.render import say
     for line in self.closing:
-      print(line, file=sys.stderr)
+      say(line)
 
 
 class OutFolder:

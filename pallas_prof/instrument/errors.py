@@ -10,7 +10,8 @@ A report shows the kernel, the user's source line with context, the jaxpr
 with the failing equation marked, its avals and the kernel's block shapes,
 the rule that failed (or the compiler stage), the underlying error, and a
 hint. It works from the error alone (backend/errors.py: reason, hint,
-kernel, eqn, jaxpr_text, rule, stage, details, cause).
+kernel, eqn, jaxpr_text, rule, stage, details, cause, ref_names). Refs are
+named as the kernel names them (`x_ref`, not the jaxpr's `b`).
 """
 from __future__ import annotations
 
@@ -75,6 +76,7 @@ def build_report(err) -> Report:
   # a run-time report stays short: the equation and the line, not the whole jaxpr
   jaxpr, note = ([], None) if run_time else _marked_jaxpr(getattr(err, "jaxpr_text", None) or "",
                                                           eqn)
+  jaxpr = [(_named(err, line), marked) for line, marked in jaxpr]
   return Report(title=title, reason=getattr(err, "reason", str(err)), location=location,
                 source=_source_lines(file, line), jaxpr=jaxpr, jaxpr_note=note,
                 equation=_equation_facts(err), hint=getattr(err, "hint", None),
@@ -117,6 +119,12 @@ def _source_lines(file: str | None, line: int | None) -> list[SourceLine]:
       break
     out.append(SourceLine(number, text.rstrip("\n"), number == line))
   return out
+
+
+def _named(err, text: str | None) -> str | None:
+  """`text` with the kernel's names for the jaxpr's refs (the error's ref_names)."""
+  from ..backend.equation_text import with_ref_names
+  return with_ref_names(text, getattr(err, "ref_names", ()))
 
 
 def _block_shapes(jaxpr_text: str) -> str | None:
@@ -163,12 +171,12 @@ def _equation_facts(err) -> list[tuple[str, str]]:
   facts: list[tuple[str, str]] = []
   if eqn is not None:
     region = eqn.region if eqn.parent is None else f"{eqn.region} of equation [{eqn.parent}]"
-    facts.append(("equation", f"[{eqn.index}] {eqn.text}   ({region})"))
+    facts.append(("equation", f"[{eqn.index}] {_named(err, eqn.text)}   ({region})"))
     if eqn.in_avals:
       facts.append(("operands", ", ".join(eqn.in_avals)))
     if eqn.out_avals:
       facts.append(("results", ", ".join(eqn.out_avals)))
-  blocks = _block_shapes(getattr(err, "jaxpr_text", None) or "")
+  blocks = _named(err, _block_shapes(getattr(err, "jaxpr_text", None) or ""))
   if blocks:
     facts.append(("blocks", blocks))
   stage = getattr(err, "stage", None)

@@ -202,6 +202,12 @@ def test_one_program_is_said_in_the_singular():
   assert almost.diagnosis.text.endswith("1 SM has nothing to do")
 
 
+def test_a_call_without_a_grid_names_its_grid_as_the_kernels_table_does():
+  """`pallas-prof run` in a terminal said "grid  = 1 program" of a call without a grid."""
+  (finding,) = RULES["few_programs"](synthetic_facts(grid=()))
+  assert finding.diagnosis.evidence[0].text == "grid () = 1 program, 132 SMs (assumed)"
+
+
 def test_measured_savings_rank_above_estimates_and_failures_last():
   held = Action("a", "held", "r", trial=Trial(100e-6, 50e-6, 50.0, 2.0, True))
   noise = Action("a", "noise", "r", trial=Trial(100e-6, 99e-6, 1.0, 2.0, True))

@@ -164,8 +164,11 @@ def test_a_generated_kernel_saves_and_loads_itself(softmax, tmp_path):
   fused.save(str(tmp_path), label="softmax_kernel#abc")
   back, _ = run_dir.load_kernel(str(tmp_path))   # the run directory's reader
   for field in ("name", "source", "path", "line_map", "params", "grid", "launch_grid",
-                "num_warps", "num_stages", "jaxpr_text", "key", "enable_fp_fusion"):
+                "num_warps", "num_stages", "jaxpr_text", "key", "enable_fp_fusion",
+                "ref_names"):
     assert getattr(back, field) == getattr(fused, field), field
+  # an ejected kernel names its refs as the kernel does (its bounds findings' equations)
+  assert dict(back.ref_names) == {"a": "x_ref", "b": "o_ref"}, back.ref_names
   assert [e.to_dict() for e in back.eqns] == [e.to_dict() for e in gk.eqns]
   meta = json.loads(open(os.path.join(tmp_path, "kernel.json")).read())
   assert meta["schema"] == GeneratedKernel.SCHEMA and meta["label"] == "softmax_kernel#abc"
@@ -173,6 +176,19 @@ def test_a_generated_kernel_saves_and_loads_itself(softmax, tmp_path):
   with open(os.path.join(tmp_path, "kernel.json"), "w") as f:
     json.dump(meta, f)
   with pytest.raises(SchemaMismatch, match="generated/999"):
+    run_dir.load_kernel(str(tmp_path))
+
+
+@pytest.mark.parametrize("saved", [[["a", 3]], [["a"]], {"a": "x_ref"}, "x_ref"])
+def test_a_damaged_ref_names_is_refused_by_name(softmax, tmp_path, saved):
+  gk, _ = softmax
+  gk.save(str(tmp_path))
+  path = os.path.join(tmp_path, "kernel.json")
+  meta = json.loads(open(path).read())
+  meta["ref_names"] = saved
+  with open(path, "w") as f:
+    json.dump(meta, f)
+  with pytest.raises(run_dir.saved_kernel.Damaged, match=r"kernel\.json\.ref_names"):
     run_dir.load_kernel(str(tmp_path))
 
 

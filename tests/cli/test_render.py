@@ -285,3 +285,33 @@ def test_spills_are_counted_alike_for_a_run_a_profile_and_the_page(resources, sp
   assert entry.spills == spills
   assert ProfiledKernel(label="k#1", name="k", platform="cpu", resources=resources).spills == spills
   assert dict(_kernel_facts(entry, None, False))["spills"] == shown
+
+
+class _Terminal:
+  """A stream that says it is a terminal (tests/cli/test_pty.py runs a real one)."""
+
+  def __init__(self):
+    self.written = []
+
+  def isatty(self):
+    return True
+
+  def write(self, text):
+    self.written.append(text)
+
+  def flush(self):
+    pass
+
+
+def test_the_clis_own_messages_fit_a_terminal_and_stay_whole_in_a_log(monkeypatch, capsys):
+  """advise's first line was 259 columns on a terminal of 100 (tests/cli/test_pty.py)."""
+  monkeypatch.setenv("COLUMNS", "90")
+  message = "pallas-prof advise: " + " ".join(["nothing can be tried or timed here"] * 8) + \
+      " \x1b]0;title\x07"
+  terminal = _Terminal()
+  render.say(message, terminal)
+  lines = "".join(terminal.written).rstrip("\n").split("\n")
+  assert len(lines) > 1 and all(len(line) <= 90 for line in lines), lines
+  assert " ".join(lines).endswith("\u241b]0;title\u2407")       # the escapes shown, not sent
+  render.say(message)                                           # stderr: not a terminal here
+  assert capsys.readouterr().err == message + "\n"             # one line, as written

@@ -55,6 +55,14 @@ def scratch_kernel(x_ref, o_ref, tmp_ref):  # FAILS: scratch_shapes
   o_ref[...] = tmp_ref[...]
 
 
+def ref_names(case: str) -> list[str]:
+  """The refs of the case's kernel, as its parameters name them."""
+  two = ["x_ref", "o_ref"]
+  return {"unsupported_parameter": ["a_ref", "b_ref", "o_ref"],
+          "scratch_shapes": two + ["tmp_ref"],
+          "shared_memory": ["a_ref", "b_ref", "o_ref"]}.get(case, two)
+
+
 def cases():
   """name -> (jitted function, example arguments, stage where it fails)."""
   f32 = jnp.float32

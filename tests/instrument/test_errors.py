@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 
 import jax
 import pytest
@@ -85,8 +86,12 @@ def test_error_report(case):
   assert reason_words in text and err.reason in text
   assert err.hint and hint_words in err.hint and f"hint: {err.hint}" in text
   assert f"kernel `{err.kernel}`" in text
-  assert "blocks:" in text
+  # the refs as the kernel names them, not by the jaxpr's letters
+  refs = failing_kernels.ref_names(case)
+  (blocks,) = [t for t in text.splitlines() if t.lstrip().startswith("blocks:")]
+  assert re.findall(r"(\w+): \w+\[", blocks.split("blocks:")[1]) == refs, blocks
   jaxpr = _section(text, "jaxpr of the kernel")
+  assert all(f" {ref}:Ref" in jaxpr[0] for ref in refs), jaxpr[0]
   marked = [j for j in jaxpr if j.lstrip().startswith(">>")]
   if primitive is None:
     # a kernel-level error: the pallas_call itself stands for the equation; no
@@ -103,15 +108,17 @@ def test_error_report(case):
     else:
       assert f"= {primitive}" in first
     (facts,) = [t for t in text.splitlines() if t.lstrip().startswith("equation:")]
-    assert f"[{err.eqn.index}] {err.eqn.text}" in facts
+    eqn_text = err.named(err.eqn.text)          # its refs as the kernel names them
+    assert f"[{err.eqn.index}] {eqn_text}" in facts
     # one naming throughout: the equation line says what the marked jaxpr line says
     # the mark is where the lowering recorded the equation in the printed jaxpr
     assert err.eqn.jaxpr_line is not None
-    assert err.jaxpr_text.splitlines()[err.eqn.jaxpr_line].strip() == first.lstrip(" >").strip()
+    printed = err.jaxpr_text.splitlines()[err.eqn.jaxpr_line].strip()
+    assert err.named(printed) == first.lstrip(" >").strip()
     binder = first.lstrip(" >").split()[0].split(":")[0]
-    assert err.eqn.text.split()[0].split(":")[0] == binder
-    if "[...]" not in err.eqn.text:
-      assert " ".join(first.lstrip(" >").split()) in " ".join(err.eqn.text.split())
+    assert eqn_text.split()[0].split(":")[0] == binder
+    if "[...]" not in eqn_text:
+      assert " ".join(first.lstrip(" >").split()) in " ".join(eqn_text.split())
     assert "operands:" in text and ", ".join(err.eqn.in_avals) in text
     assert "rule:" in text
   # spans: the failing equation's span (lowering) or the compile's (Triton) is ERROR

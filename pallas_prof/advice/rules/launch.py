@@ -85,7 +85,8 @@ def few_programs(f) -> list[Finding]:
   programs = estimate.programs_words(f.programs)
   d = about("few_programs", f"{programs} on {f.sms} SMs: {idle} SM{'s have' if idle != 1 else ' has'}"
             " nothing to do", f, share=1.0, evidence=[
-                fact("grid", f"grid {'x'.join(map(str, f.grid))} = {programs}, "
+                # a call without a grid: "()", as the kernels table writes it
+                fact("grid", f"grid {'x'.join(map(str, f.grid)) or '()'} = {programs}, "
                      f"{f.sms} SMs{' (assumed)' if f.sms_assumed else ''}",
                      value=f.programs)] + _time_evidence(f))
   # as many programs as twice the SMs; blockshape.py states the factor the blocks allow

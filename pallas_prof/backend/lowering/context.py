@@ -72,6 +72,11 @@ class KernelContext:
     self.jaxpr = None                 # the kernel's jaxpr (printed as jaxpr_text)
     self.eqn_lines: dict[int, int] | None = None   # id(eqn) -> line of jaxpr_text
     self.pp_named: dict[int, Any] = {}
+    # the kernel's operands as the lowering binds them to its jaxpr's refs, and each
+    # variable bound to one of them (the kernel's and its nested jaxprs'), with the
+    # operand's name: an error names the ref by it (describe.ref_names)
+    self.operand_refs: tuple = ()
+    self.ref_binders: list[tuple[Any, str]] = []
     # one Scope per jaxpr being lowered, innermost last
     self.scopes: list[Scope] = []
     # ref (param) name -> the names of the refs that may share its memory
@@ -88,6 +93,13 @@ class KernelContext:
     # need the addresses, and a barrier between every two writes of a ref
     # would slow kernels that write a block in parts (the norms: one per row).
     self.unsynced: set[str] | object = set()
+
+  def bind(self, var, value) -> None:
+    """`var` of a jaxpr being lowered stands for `value`: noted when it is an operand."""
+    for ref in self.operand_refs:
+      if value is ref:
+        self.ref_binders.append((var, ref.label))
+        return
 
   def next_eqn_index(self) -> int:
     i = self._eqn_counter

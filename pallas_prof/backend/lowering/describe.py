@@ -62,3 +62,35 @@ def _jaxpr_line(kernel: KernelContext, eqn) -> int | None:
     except Exception:  # noqa: BLE001 - a report without the mark beats no text at all
       kernel.eqn_lines = {}
   return kernel.eqn_lines.get(id(eqn))
+
+
+# words of a printed jaxpr that are not variables: a ref printed as one of them keeps
+# its letters, so that naming it does not rename the keyword or literal as well
+_JAXPR_WORDS = frozenset({"in", "let", "lambda", "inf", "nan"})
+
+
+def ref_names(jaxpr, context, binders) -> tuple[tuple[str, str], ...]:
+  """(the jaxpr's name, the kernel's name) of each of `binders`, (variable, name)
+  pairs of the variables bound to the kernel's operand refs (KernelContext.ref_binders),
+  as `context` printed them in `jaxpr` (GeneratedKernel.ref_names): `b` -> `x_ref`,
+  and the letter a loop body gives the same ref. A name that is also a primitive's
+  (`ge`, `add`) is left out: renaming it would rename the primitive."""
+  if context is None or jaxpr is None:
+    return ()
+  words = set(_JAXPR_WORDS)
+  _primitive_names(jaxpr, words)
+  found: dict[str, str] = {}
+  for var, label in binders:
+    printed = compat.pp_var(var, context, named_only=True)
+    if printed and printed not in words:
+      found.setdefault(printed, label)
+  return tuple(found.items())
+
+
+def _primitive_names(jaxpr, into: set) -> None:
+  for eqn in jaxpr.eqns:
+    into.add(eqn.primitive.name)
+    for param in eqn.params.values():
+      for sub in param if isinstance(param, (tuple, list)) else (param,):
+        if isinstance(sub, compat.JAXPR_TYPES):
+          _primitive_names(compat.open_jaxpr(sub)[0], into)

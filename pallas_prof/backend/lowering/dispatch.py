@@ -20,7 +20,7 @@ from .. import compat, hooks
 from . import emit
 from .codegen import EqnInfo, UnsupportedDtype, Value
 from .context import KernelContext, Scope
-from .describe import describe
+from .describe import describe, ref_names
 from .effects import ANY_REF, jaxpr_write_targets
 from ..errors import LoweringError, Unsupported
 from .folding import FOLDABLE, try_fold
@@ -147,6 +147,7 @@ def lower_jaxpr(kernel: KernelContext, jaxpr, args: list[Any], *, parent: EqnInf
     raise AssertionError(f"{len(args)} args for {len(jaxpr.invars)} invars")
   for var, value in zip(jaxpr.invars, args):
     env[var] = value
+    kernel.bind(var, value)
   live = _live_vars(jaxpr)
   if not new_scope and kernel.scopes:
     _lower_equations(kernel, jaxpr, env, live, parent, region)
@@ -300,6 +301,7 @@ def _unsupported_hint(eqn) -> str:
 
 def _lowering_error(kernel: KernelContext, info: EqnInfo, reason: str, hint, cause):
   return LoweringError(reason, hint=hint, kernel=kernel.name, eqn=info.record(),
-                       jaxpr_text=kernel.jaxpr_text, rule=info.primitive, cause=cause)
+                       jaxpr_text=kernel.jaxpr_text, rule=info.primitive, cause=cause,
+                       ref_names=ref_names(kernel.jaxpr, kernel.pp_context, kernel.ref_binders))
 
 

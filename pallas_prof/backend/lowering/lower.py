@@ -24,6 +24,7 @@ from ..equation_text import Description
 from .blockspec import alias_sets, arg_labels, block_ref, check_block_shapes, operands_line
 from .codegen import KernelBuilder, UnsupportedDtype
 from .context import KernelContext
+from .describe import ref_names
 from .dispatch import lower_jaxpr
 from ..errors import LoweringError, Unsupported
 from .grid import (check_call, emit_grouped_program_ids, emit_program_ids, grouped_launch,
@@ -111,8 +112,12 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, options: Lo
     if where is not None:      # the user's line of the problem (a BlockSpec's) comes first
       more["pallas_call"] = f"{site.file}:{site.line}"
       site = dataclasses.replace(site, file=where[0], line=where[1], function=where[2])
+    # every ref the kernel takes: its outputs' and scratch buffers' after its inputs'
+    labels = arg_labels(jaxpr, grid_mapping.num_inputs,
+                        len(jaxpr.invars) - grid_mapping.num_inputs)
     return LoweringError(reason, hint=hint, kernel=kname, eqn=site, jaxpr_text=jaxpr_text,
-                         rule="pallas_call", details={**more, **(details or {})})
+                         rule="pallas_call", details={**more, **(details or {})},
+                         ref_names=ref_names(jaxpr, pp_context, zip(jaxpr.invars, labels)))
 
   with hooks.observer().kernel(kname, {"pallas.kernel": kname,
                                        "pallas.grid": str(tuple(grid_mapping.grid)),
@@ -183,6 +188,7 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, options: Lo
                        launch_grid=launch, num_warps=num_warps, num_stages=num_stages,
                        enable_fp_fusion=options.enable_fp_fusion,
                        jaxpr_text=jaxpr_text, source_info=src_info,
+                       ref_names=ref_names(jaxpr, pp_context, kernel.ref_binders),
                        lowering_seconds=time.perf_counter() - start_time, key=key,
                        atomic_params=tuple(sorted(kernel.atomic_refs)),
                        gc_seconds=collections.seconds,
@@ -315,6 +321,7 @@ def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping,
                       f"{len(refs)} operands", None)
   for listener in listeners:
     listener.prologue_done(kernel, jaxpr, refs)
+  kernel.operand_refs = tuple(refs)
   lower_jaxpr(kernel, jaxpr, refs, parent=None, region="kernel")
   for listener in listeners:
     params.extend(listener.end(kernel))

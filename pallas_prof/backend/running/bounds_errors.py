@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..check_sites import OFFSET
+from ..equation_text import with_ref_names
 from ..lowering.features.bounds import check_bounds_source
 from .runtime_errors import KernelRuntimeError, remember
 
@@ -22,15 +23,16 @@ class BoundsError(KernelRuntimeError, IndexError):
   __module__ = "pallas_prof"
 
 
-def violations(flag: np.ndarray, sites, kernel_name: str, eqns=()) -> list[str]:
-  """One message per site whose lanes went outside their ref."""
+def violations(flag: np.ndarray, sites, kernel_name: str, eqns=(), ref_names=()) -> list[str]:
+  """One message per site whose lanes went outside their ref (`ref_names`: the
+  kernel's names for the jaxpr's refs, GeneratedKernel.ref_names)."""
   flag = np.asarray(flag).reshape(-1)
   found = []
   for site in sites:
     count = int(flag[site.base])
     if count <= 0:
       continue
-    head, tail = describe_site(site, kernel_name, eqns)
+    head, tail = describe_site(site, kernel_name, eqns, ref_names)
     found.append(f"{head} at index [{', '.join(index_ranges(flag, site))}]: {count} lane(s) "
                  f"outside the ref, dropped{tail}")
   return found
@@ -49,7 +51,7 @@ def index_ranges(flag, site) -> list[str]:
   return [str(r) for r in ranges]
 
 
-def describe_site(site, kernel_name: str, eqns=()) -> tuple[str, str]:
+def describe_site(site, kernel_name: str, eqns=(), ref_names=()) -> tuple[str, str]:
   """What a violation message says about its site: the text before the index
   range (the access, the kernel, the user's line, the ref) and after it (the
   equation)."""
@@ -60,7 +62,7 @@ def describe_site(site, kernel_name: str, eqns=()) -> tuple[str, str]:
     where = f" at {eqn.file}:{eqn.line}{fn}"
   primitive = eqn.primitive if eqn is not None else "access"
   head = f"out of bounds: `{primitive}` in kernel `{kernel_name}`{where} {access_words(site)}"
-  eqn_text = _equation_text(eqn)
+  eqn_text = with_ref_names(_equation_text(eqn), ref_names)
   return head, (f"\n  equation: {eqn_text}" if eqn_text else "")
 
 
@@ -87,8 +89,9 @@ def _equation_text(eqn) -> str | None:
   return None
 
 
-def raise_if_violated(flag, sites, kernel_name: str, eqns=(), jaxpr_text=None) -> None:
-  found = violations(flag, sites, kernel_name, eqns)
+def raise_if_violated(flag, sites, kernel_name: str, eqns=(), jaxpr_text=None,
+                      ref_names=()) -> None:
+  found = violations(flag, sites, kernel_name, eqns, ref_names)
   if not found:
     return
   flag = np.asarray(flag).reshape(-1)
@@ -100,7 +103,7 @@ def raise_if_violated(flag, sites, kernel_name: str, eqns=(), jaxpr_text=None) -
           "process's CUDA context)")
   raise remember(BoundsError(
       "\n".join(_short(s, flag, eqns, several=len(bad) > 1) for s in bad), kernel=kernel_name,
-      eqn=eqn, jaxpr_text=jaxpr_text, hint=hint,
+      eqn=eqn, jaxpr_text=jaxpr_text, hint=hint, ref_names=ref_names,
       where=f"the bounds check after the kernel ({source})",
       message="\n".join(found) + f"\n  hint: {hint}"))
 

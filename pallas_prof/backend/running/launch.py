@@ -131,6 +131,7 @@ def interpreter_error(gk: GeneratedKernel, error: BaseException) -> Exception:
     return remember(BoundsError(
         f"the kernel failed under Triton's interpreter: {found}",
         kernel=gk.name, eqn=eqn, details=details, jaxpr_text=gk.jaxpr_text, where=where,
+        ref_names=gk.ref_names,
         hint=f"an index of this {'`' + what + '` ' if what else ''}lies outside its ref: "
              "PALLAS_PROF_CHECK=bounds (or pallas_prof.install(check_bounds=True)) names the "
              "ref, its shape and the index range. On a GPU this access is an illegal "
@@ -139,7 +140,7 @@ def interpreter_error(gk: GeneratedKernel, error: BaseException) -> Exception:
       f"the kernel failed under Triton's interpreter: {type(cause or error).__name__}: "
       f"{cause or error}",
       kernel=gk.name, eqn=eqn, details=details, jaxpr_text=gk.jaxpr_text, where=where,
-      cause=cause or error,
+      cause=cause or error, ref_names=gk.ref_names,
       hint="this is a pallas-prof bug if the kernel is valid Pallas (please report it with "
            "the kernel); `pallas-prof show KERNEL` prints the generated code, and "
            "PALLAS_PROF_TRACEBACK=1 keeps the interpreter's traceback"))

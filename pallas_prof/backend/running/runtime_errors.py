@@ -36,6 +36,7 @@ import logging
 import threading
 
 from ... import settings
+from ..equation_text import with_ref_names
 
 TRACEBACK_ENV = "PALLAS_PROF_TRACEBACK"
 _REMEMBERED = 32                      # recent errors kept to recognise in a JaxRuntimeError
@@ -46,8 +47,8 @@ class KernelRuntimeError(RuntimeError):
 
   Fields as LoweringError's, so that the same report renders it (instrument/errors.py):
   reason, hint, kernel, eqn (the equation whose line failed, when known), jaxpr_text,
-  details (label -> text), cause; `where` says what ran it ("Triton's interpreter on
-  the CPU", "the GPU")."""
+  details (label -> text), cause, ref_names (the kernel's names for the jaxpr's refs);
+  `where` says what ran it ("Triton's interpreter on the CPU", "the GPU")."""
 
   __module__ = "pallas_prof"          # as the user names it: pallas_prof.KernelRuntimeError
   at_run_time = True                  # instrument/errors.py titles the report by it
@@ -58,7 +59,7 @@ class KernelRuntimeError(RuntimeError):
   def __init__(self, reason: str, *, kernel: str | None = None, eqn=None,
                hint: str | None = None, details: dict | None = None,
                jaxpr_text: str | None = None, cause: BaseException | None = None,
-               where: str | None = None, message: str | None = None):
+               where: str | None = None, message: str | None = None, ref_names=()):
     self.reason = reason
     self.kernel = kernel
     self.eqn = eqn
@@ -67,6 +68,7 @@ class KernelRuntimeError(RuntimeError):
     self.jaxpr_text = jaxpr_text
     self.cause = cause
     self.where = where
+    self.ref_names = tuple(ref_names or ())
     self.jax_error = None             # the JaxRuntimeError it arrived in, when it did
     # str(error): `message` where the raiser words it whole, else composed from the fields
     super().__init__(message or self._message())
@@ -74,6 +76,10 @@ class KernelRuntimeError(RuntimeError):
   @property
   def primitive(self) -> str | None:
     return self.eqn.primitive if self.eqn is not None else None
+
+  def named(self, text: str | None) -> str | None:
+    """`text` (an equation, the jaxpr) with the kernel's names for its refs."""
+    return with_ref_names(text, self.ref_names)
 
   @property
   def location(self) -> str | None:
@@ -84,7 +90,7 @@ class KernelRuntimeError(RuntimeError):
   def _message(self) -> str:
     parts = [self.reason]
     if self.eqn is not None:
-      text = _equation_text(self.eqn)
+      text = self.named(_equation_text(self.eqn))
       if text and "equation: " not in self.reason:
         parts.append(f"  equation: [{self.eqn.index}] {text}")
       if self.location and self.location not in self.reason:

@@ -117,6 +117,10 @@ def _generated(meta: dict, source: str, where: str) -> GeneratedKernel:
   notes = meta.get("tma_notes") or []
   if not isinstance(notes, list):
     raise Misfit(f"{where}.tma_notes", list, notes)
+  for i, pair in enumerate(field("ref_names", required=False) or ()):
+    if len(pair) != 2:
+      raise Damaged(f"{where}.ref_names[{i}] has {len(pair)} names where 2 belong "
+                    "(the jaxpr's and the kernel's)")
   grid, launch_grid = field("grid"), field("launch_grid")
   if len(launch_grid) != 3:
     raise Damaged(f"{where}.launch_grid has {len(launch_grid)} dimensions where 3 belong")
@@ -125,7 +129,7 @@ def _generated(meta: dict, source: str, where: str) -> GeneratedKernel:
       raise Misfit(f"{where}.{name}[{sizes.index(None)}]", int, None)
   optional = {name: field(name, required=False)
               for name in ("gc_seconds", "enable_fp_fusion", "check_bounds", "launch_group",
-                           "tma", "atomic_params", "workarounds")}
+                           "tma", "atomic_params", "workarounds", "ref_names")}
   return GeneratedKernel(
       name=field("name"), source=source, path=field("path", key="source_path"),
       line_map=line_map, eqns=eqns, params=params, grid=grid,

@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import sys
+import textwrap
 from typing import Iterable
 
 from rich.console import Console, ConsoleOptions, RenderHook
@@ -456,5 +457,17 @@ def render_run(report, out_dir: str | None = None, con: Console | None = None,
     con.print(Text(f"{head} {out_dir}/ ({', '.join(present)})"))
 
 
+def say(text: str, stream=None) -> None:
+  """A message of the CLI's own (advise's progress, a run's closing line) on `stream`
+  (stderr): on a terminal wrapped to its width as the report is, and its control
+  characters shown; elsewhere each line whole, as a log's reader greps it."""
+  stream = stream if stream is not None else sys.stderr
+  if getattr(stream, "isatty", lambda: False)():
+    width = console_width(True)
+    text = "\n".join(textwrap.fill(line, width, break_on_hyphens=False) if line else line
+                     for line in printable(text).split("\n"))
+  print(text, file=stream, flush=True)
+
+
 __all__ = ["console", "render_run", "render_report", "kernel_table", "kernel_tables",
-           "hot_equations", "gpu_context_lines"]
+           "hot_equations", "gpu_context_lines", "say"]

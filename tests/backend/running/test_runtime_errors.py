@@ -4,7 +4,9 @@ JAX would run the program from C++); it names the equation and the user's line; 
 once, without the callback's traceback; an error of the user's own callback is untouched."""
 from __future__ import annotations
 
+import io
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -17,6 +19,7 @@ from jax.experimental import pallas as pl
 
 import pallas_prof
 from pallas_prof.backend.lowering.features import bounds
+from pallas_prof.instrument import error_text, render_error
 from pallas_prof.backend.running import interpreter_runtime, runtime_errors
 from tests.helpers import pallas, random_array
 
@@ -110,6 +113,44 @@ def test_another_failure_under_the_interpreter_is_a_kernel_runtime_error(monkeyp
   assert not isinstance(e, pallas_prof.BoundsError)
   assert "ZeroDivisionError: a failure inside the interpreter" in e.reason
   assert "pallas-prof bug" in e.hint
+
+
+def _loop_kernel(x_ref, o_ref):
+  def body(i, acc):
+    return acc + x_ref[pl.ds(i * 8, 8)]         # a loop body gives the ref a letter of its own
+  o_ref[...] = jax.lax.fori_loop(0, 40, body, jnp.zeros((8,), jnp.float32))
+
+
+@pytest.mark.parametrize("case", ["window", "loop"])
+def test_the_report_names_the_refs_as_the_kernel_does(mode, case, rng):
+  """Issue 39: the run-time report said `e:f32[24] <- b[d:d+24]` beside `reads x_ref`;
+  the equation, the blocks and the message now name the ref `x_ref`, as the kernel
+  (and the bounds check) does."""
+  if case == "window":
+    call = pallas(_window_kernel, S((24,), jnp.float32), name=f"named_window_{mode}")
+    args, refs = (np.array([95], np.int32), random_array(rng, (100,), "float32")), \
+        "s_ref: i32[1], x_ref: f32[100], o_ref: f32[24]"
+  else:
+    call = pallas(_loop_kernel, S((8,), jnp.float32), name=f"named_loop_{mode}")
+    args, refs = (random_array(rng, (24,), "float32"),), "x_ref: f32[24], o_ref: f32[8]"
+  with pytest.raises(pallas_prof.BoundsError) as info:
+    jax.block_until_ready(call(*args))
+  e = info.value
+  reports = {"message": str(e), "report": error_text(e), "terminal": _on_a_terminal(e)}
+  for kind, text in reports.items():
+    (equation,) = [line for line in text.splitlines() if re.search(r"\bequation:? ", line)]
+    assert re.search(r"<- x_ref\[\w+:\w+\+(24|8)\]", equation), (kind, text)
+    # no ref is named by a letter of the jaxpr: `<- b[`, `<- e[`
+    assert not re.search(r"<- [a-z]{1,2}\[", equation), (kind, text)
+  assert re.search(r"blocks: +" + re.escape(refs) + "\n", reports["report"]), reports["report"]
+  assert "x_ref" not in e.eqn.text        # the record keeps JAX's text: renamed as it is said
+
+
+def _on_a_terminal(error) -> str:
+  from rich.console import Console
+  out = io.StringIO()
+  render_error(error, Console(file=out, force_terminal=True, width=200, color_system=None))
+  return out.getvalue()
 
 
 def test_a_failure_of_the_users_own_callback_is_left_as_jax_raises_it():

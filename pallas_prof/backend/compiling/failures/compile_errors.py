@@ -72,7 +72,7 @@ def check_shared_memory(ck, gk: GeneratedKernel) -> None:
       details={"shared memory users": ", ".join(f"[{e.index}] {e.primitive} @ {e.location}"
                                                for e in eqns) or "unknown",
                "num_stages": gk.num_stages},
-      jaxpr_text=gk.jaxpr_text)
+      jaxpr_text=gk.jaxpr_text, ref_names=gk.ref_names)
 
 
 def compile_error(gk: GeneratedKernel, error: BaseException, stage: str,
@@ -92,7 +92,8 @@ def compile_error(gk: GeneratedKernel, error: BaseException, stage: str,
   return CompileError(
       _reason(diagnosis), diagnosis=diagnosis, equations=eqns, reproducer=reproducer,
       hint=_hint(gk, diagnosis, reproducer), kernel=gk.name, stage=stage, cause=error,
-      details=_details(gk, diagnosis, reproducer), jaxpr_text=gk.jaxpr_text)
+      details=_details(gk, diagnosis, reproducer), jaxpr_text=gk.jaxpr_text,
+      ref_names=gk.ref_names)
 
 
 def silent_fault_error(gk: GeneratedKernel, d: Diagnosis, stage: str = "llir") -> CompileError:
@@ -101,7 +102,7 @@ def silent_fault_error(gk: GeneratedKernel, d: Diagnosis, stage: str = "llir") -
   eqns = [gk.eqns[i] for i in d.equations]
   return CompileError(_reason(d), diagnosis=d, equations=eqns, hint=_hint(gk, d, {}),
                       kernel=gk.name, stage=stage, details=_details(gk, d, {}),
-                      jaxpr_text=gk.jaxpr_text)
+                      jaxpr_text=gk.jaxpr_text, ref_names=gk.ref_names)
 
 
 def _reason(d: Diagnosis) -> str:

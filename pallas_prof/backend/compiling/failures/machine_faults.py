@@ -93,7 +93,7 @@ def machine_error(gk, cause: str, stage: str, first: str | None = None) -> Compi
                         f"{first}: it failed again")
   return CompileError(
       cause, diagnosis=diagnosis, kernel=gk.name, stage=stage, details=details,
-      jaxpr_text=gk.jaxpr_text,
+      jaxpr_text=gk.jaxpr_text, ref_names=gk.ref_names,
       hint=("nothing was saved for this kernel (no workaround, no cache entry); if memory "
             "is short (`dmesg` shows the out-of-memory killer), free some; if a disk is "
             f"full, free space in {tempfile.gettempdir()} and {cache_dir()} (or set TMPDIR "
