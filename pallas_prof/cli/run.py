@@ -144,15 +144,31 @@ def kernel_entry(rec, files: dict[str, str]) -> KernelEntry:
 
 
 def _platform() -> Platform:
-  import jax
-  import triton
+  """What the run ran on. Versions come from the modules the run imported or the installed
+  packages' records, never from a new import: a run stopped while the script imported triton (a Ctrl-C at the start)
+  leaves half-made modules behind, and a second `import triton` fails on them."""
   try:
+    import jax
     devices = tuple(d.device_kind for d in jax.devices())
-  except RuntimeError:
-    devices = ()
-  return Platform(jax=jax.__version__, triton=triton.__version__, pallas_prof=__version__,
-                  python=sys.version.split()[0], backend=jax.default_backend(),
+    backend = jax.default_backend()
+  except Exception:    # no backend would start (or jax itself is half made): said as unknown
+    devices, backend = (), "unknown"
+  return Platform(jax=_installed_version("jax"), triton=_installed_version("triton"),
+                  pallas_prof=__version__, python=sys.version.split()[0], backend=backend,
                   devices=devices)
+
+
+def _installed_version(package: str) -> str:
+  """The version of the module the run used where it imported whole (a failed import
+  takes the package out of sys.modules); else the installed package's record."""
+  version = getattr(sys.modules.get(package), "__version__", None)
+  if version is not None:
+    return str(version)
+  from importlib import metadata
+  try:
+    return metadata.version(package)
+  except metadata.PackageNotFoundError:
+    return "unknown"
 
 
 @contextlib.contextmanager
