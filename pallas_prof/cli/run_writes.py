@@ -13,6 +13,7 @@ files and report.html, then report.json again with what went missing.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import os
@@ -170,13 +171,36 @@ def _writer_alive(out: str) -> bool:
 
 
 def _mark(path: str) -> None:
+  """MARKER, made whole in one step: written under a name of this process's own, then linked
+  to MARKER, which fails where another run's is there. (Made empty and then written, another
+  run that read it in between took a live run for a dead one.)"""
+  mine = os.path.join(path, f"{MARKER}.{os.getpid()}")
+  try:
+    fd = os.open(mine, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, FILE_MODE)
+    try:
+      os.write(fd, f"{socket.gethostname()} {os.getpid()}\n".encode())
+    finally:
+      os.close(fd)
+    try:
+      os.link(mine, os.path.join(path, MARKER))
+    except FileExistsError:
+      refuse(f"--out {path} was taken by another pallas-prof run as this one started "
+             f"({_marker(path) or 'its marker is there'}); give each run its own --out")
+    except OSError:     # a file system without hard links: made exclusively, then written
+      _mark_in_place(path)
+  except OSError as e:
+    refuse(f"cannot write in {path} ({_reason(e)}); {_what_to_do(e)}")
+  finally:
+    with contextlib.suppress(OSError):
+      os.unlink(mine)
+
+
+def _mark_in_place(path: str) -> None:
   try:
     fd = os.open(os.path.join(path, MARKER), os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
   except FileExistsError:
     refuse(f"--out {path} was taken by another pallas-prof run as this one started "
            f"({_marker(path) or 'its marker is there'}); give each run its own --out")
-  except OSError as e:
-    refuse(f"cannot write in {path} ({_reason(e)}); {_what_to_do(e)}")
   try:
     os.write(fd, f"{socket.gethostname()} {os.getpid()}\n".encode())
   except OSError as e:
