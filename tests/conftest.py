@@ -8,12 +8,19 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
 import zlib
 import tempfile
 
 _CACHE = tempfile.mkdtemp(prefix="pallas-prof-test-cache-")
 os.environ.setdefault("PALLAS_PROF_CACHE_DIR", _CACHE)
 atexit.register(shutil.rmtree, _CACHE, True)   # ~24 MB per test process otherwise
+
+# A suite started in the background by a shell without job control (`cmd &` in a script)
+# inherits SIGINT ignored, and so would every run the tests start: their Ctrl-C tests would
+# then test nothing. A handler of ours is reset to the default in each child.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+  signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

@@ -113,7 +113,8 @@ def test_run_still_installs_the_backend_before_the_script(tmp_path):
                                     str(script), JAX_PLATFORMS="cpu")
   assert code == 0, done.stderr[-3000:]
   assert "installed before the script: True" in done.stdout
-  assert {"jax", "triton"} <= set(heavy(modules))
+  # jax for the backend's rules; triton only once a kernel is lowered (this script has none)
+  assert "jax" in heavy(modules)
 
 
 def test_the_public_api_is_the_same_when_loaded_on_first_use(tmp_path):
