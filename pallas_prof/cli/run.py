@@ -343,6 +343,9 @@ def _find(args, found: _Found, files: "run_writes.RunFiles", running) -> None:
   notes += caught_failures(failures_before, kernel_error) + interpreted_by_jax()
   if outcome.error is not None and kernel_error is None:
     notes.append(script_error_note(outcome.error))
+  if outcome.reader_gone:
+    notes.append("the reader of the script's output left (a pipe into `head`, say): the "
+                 "script ended there, as a Unix tool does (exit 141, SIGPIPE's)")
   found.records = records = selected_kernels(args.kernel)
   if args.kernel and not records and kernel_registry.kernels():
     lowered = [r.label for r in kernel_registry.kernels()]

@@ -2,9 +2,14 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import textwrap
 
-from tests.cli.test_cli import pallas_prof
+import pytest
+
+from tests.cli.test_cli import ROOT, pallas_prof
 
 INTERPRETED = textwrap.dedent("""\
     import jax, jax.numpy as jnp
@@ -36,3 +41,66 @@ def test_a_kernel_jax_interprets_is_said_not_silently_missing(tmp_path):
   notes = json.loads((tmp_path / "out" / "report.json").read_text())["notes"]
   assert any(f"`add_kernel` at {script}:8" in n and "Drop interpret=True" in n
              for n in notes), notes
+
+
+# --- item 4: a reader that leaves (`| head`) ---------------------------------------------
+
+SMALL_KERNEL = textwrap.dedent("""\
+    import jax, jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def double_kernel(x_ref, o_ref):
+      o_ref[...] = x_ref[...] * 2
+
+    x = jnp.arange(64, dtype=jnp.float32)
+    y = pl.pallas_call(double_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+    for i in range(5000):          # more than a pipe holds: the writer meets the closed end
+      print("VALUE", i, float(y[1]))
+    """)
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+  where = tmp_path_factory.mktemp("small")
+  script = where / "small.py"
+  script.write_text(SMALL_KERNEL)
+  result = pallas_prof("run", "--no-analysis", "--out", str(where / "run"), str(script),
+                       cwd=where)
+  assert result.returncode == 0, result.stderr
+  return where
+
+
+def _into_a_closed_pipe(args, cwd):
+  """`pallas-prof ARGS | head -1` with a reader that left before anything was written: the
+  exit status and what was said on stderr."""
+  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+  child = subprocess.Popen([sys.executable, "-m", "pallas_prof", *args], env=env, cwd=cwd,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+  child.stdout.close()
+  err = child.stderr.read().decode()
+  return child.wait(timeout=300), err
+
+
+@pytest.mark.parametrize("command", ["run", "run --json", "show", "report", "diff", "rules"])
+def test_a_closed_pipe_ends_every_command_as_sigpipe_and_keeps_the_run(small_run, command):
+  """`pallas-prof run script.py | head` exited 1 without a word (rich's console ends a write
+  into a closed pipe with SystemExit(1)), and a script printing more than the pipe held
+  died of BrokenPipeError with a traceback. Every command now ends as a Unix tool a closed
+  pipe ended: no traceback, no message, exit 141; a run's directory is written first."""
+  out = small_run / ("piped_" + command.replace(" --", "_"))
+  args = {"run": ["run", "--no-analysis", "--out", str(out), "small.py"],
+          "run --json": ["run", "--json", "--no-analysis", "--out", str(out), "small.py"],
+          "show": ["show", "--dir", "run", "double_kernel"],
+          "report": ["report", "run"],
+          "diff": ["diff", "run", "run"],
+          "rules": ["rules"]}[command]
+  code, err = _into_a_closed_pipe(args, small_run)
+  assert code == 141, err
+  for word in ("Traceback", "BrokenPipe", "Exception ignored", "Errno"):
+    assert word not in err, err
+  if command.startswith("run"):
+    report = json.loads((out / "report.json").read_text())
+    assert [k["name"] for k in report["kernels"]] == ["double_kernel"]
+    if command == "run":       # the script's own output met the closed pipe first
+      assert report["exit_code"] == 141 and any("the reader of the script's output left" in n
+                                                for n in report["notes"]), report["notes"]
