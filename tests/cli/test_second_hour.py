@@ -104,3 +104,26 @@ def test_a_closed_pipe_ends_every_command_as_sigpipe_and_keeps_the_run(small_run
     if command == "run":       # the script's own output met the closed pipe first
       assert report["exit_code"] == 141 and any("the reader of the script's output left" in n
                                                 for n in report["notes"]), report["notes"]
+
+
+# --- item 6: the runs stay out of the user's git -----------------------------------------
+
+def test_a_folder_of_runs_pallas_prof_made_is_ignored_by_git_and_no_other_is(tmp_path):
+  """pallas-prof-out/ (or --out runs/a's runs/) showed up in `git status` of the user's
+  repository. The folder pallas-prof makes for its runs holds a .gitignore of `*` (as
+  pytest's cache does); one that was there, the current folder, a user's file: untouched."""
+  script = tmp_path / "plain.py"
+  script.write_text("print('hello')\n")
+  user_ignore = "my own rules\n"
+  (tmp_path / "mine").mkdir()
+  (tmp_path / "mine" / ".gitignore").write_text(user_ignore)
+  for out in (None, None, "runs/a", "mine/a"):
+    args = ["run", "--no-analysis", *(["--out", out] if out else []), str(script)]
+    result = pallas_prof(*args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+  for made in ("pallas-prof-out", "runs"):
+    lines = (tmp_path / made / ".gitignore").read_text().splitlines()
+    assert lines[-1] == "*" and all(line.startswith("#") for line in lines[:-1]), lines
+  assert (tmp_path / "mine" / ".gitignore").read_text() == user_ignore
+  assert not (tmp_path / ".gitignore").exists()          # the current folder is the user's
+  assert len(list((tmp_path / "pallas-prof-out").iterdir())) == 3    # two runs and the file
