@@ -133,12 +133,29 @@ def output_file(text: str) -> str:
 def words_from(known: tuple[str, ...]) -> Callable[[str], frozenset]:
   def parse(text: str) -> frozenset:
     words = text.lower().replace(",", " ").split()
+    if not words:
+      raise ValueError("no word in it")
     unknown = [w for w in words if w not in known]
     usable = frozenset(w for w in words if w in known)
     if unknown:
       why = f"pallas-prof knows no {', '.join(map(repr, unknown))}"
       raise PartlyBad(why, usable) if usable else ValueError(why)
     return usable
+  return parse
+
+
+def checks(on: tuple[str, ...], off: tuple[str, ...]) -> Callable[[str], frozenset]:
+  """Checks to make, or off: both at once (`bounds, off`) is refused, not read as one of
+  them (it was read as checks on, which the user who wrote off did not ask for)."""
+  known = words_from(on + off)
+
+  def parse(text: str) -> frozenset:
+    words = set(text.lower().replace(",", " ").split())
+    asked, refused = sorted(words & set(on)), sorted(words & set(off))
+    if asked and refused:
+      raise ValueError(f"{' and '.join(map(repr, asked))} and {' and '.join(map(repr, refused))}"
+                       " contradict each other: name the checks, or off alone")
+    return known(text)
   return parse
 
 
@@ -158,13 +175,13 @@ def text(value: str) -> str:
 # --- the variables -----------------------------------------------------------------------
 
 YES_NO = "1, true, yes, on or 0, false, no, off"
-CHECK_WORDS = ("bounds", "0", "off", "none", "false", "no")
+CHECKS_ON, CHECKS_OFF = ("bounds",), ("0", "off", "none", "false", "no")
 
 VARIABLES: dict[str, Variable] = {v.name: v for v in (
     Variable("PALLAS_PROF_CHECK", "`bounds`: every load and store checks its indices "
              "(the bounds-checked debug mode, as `install(check_bounds=True)`)",
-             "bounds, or off (none, 0, false, no), comma or space separated",
-             words_from(CHECK_WORDS), frozenset()),
+             "bounds, or off (none, 0, false, no) alone",
+             checks(CHECKS_ON, CHECKS_OFF), frozenset()),
     Variable("PALLAS_PROF_CACHE_DIR", "the cache folder (generated kernels, compiles, tuning)",
              "a folder (made if missing)", folder, reader_says=True),
     Variable("PALLAS_PROF_TRACE", "trace the whole process (spans exported at exit)",

@@ -19,7 +19,7 @@ DOCS = PACKAGE.parent / "docs" / "running.md"
 
 # (a value it accepts, what it reads as), (a value it refuses, what the refusal says)
 CASES = {
-    "PALLAS_PROF_CHECK": (("bounds, off", frozenset({"bounds", "off"})), ("garbage", "no 'garbage'")),
+    "PALLAS_PROF_CHECK": (("Bounds ", frozenset({"bounds"})), ("bounds, off", "contradict")),
     "PALLAS_PROF_CACHE_DIR": (("~/x", os.path.expanduser("~/x")), (__file__, "not a folder")),
     "PALLAS_PROF_TRACE": ((" Yes ", True), ("maybe", "not a yes or no")),
     "PALLAS_PROF_TRACE_FILE": (("t.jsonl", "t.jsonl"), (os.path.dirname(__file__), "a folder")),
@@ -172,3 +172,26 @@ def test_the_read_check_finds_planted_reads(tmp_path):
                      'os.environ["PALLAS_PROF_TRACE"] = "0"\nd = os.environ.get("HOME")\n')
   assert environment_reads(planted) == [(3, "PALLAS_PROF_CHECK"), (4, "PALLAS_PROF_TRACE"),
                                         (5, "PALLAS_PROF_TUNED")]
+
+
+@pytest.mark.parametrize("value, why", [
+    ("bounds, off", "'bounds' and 'off' contradict each other"),
+    ("no bounds", "'bounds' and 'no' contradict each other"),
+    ("bounds,races,0", "'bounds' and '0' contradict each other"),
+    (" , ", "no word in it")])
+def test_a_contradictory_or_empty_check_is_refused_not_read_as_one_of_its_words(value, why,
+                                                                             monkeypatch):
+  """PALLAS_PROF_CHECK="bounds, off" ran checked, without a word (issue 39): the one who
+  wrote off did not ask for checks. Refused now, naming the variable, the value and what it
+  accepts; as a read (a script that set it itself) it warns and reads as unset (off)."""
+  monkeypatch.setattr(settings, "_warned", set())
+  monkeypatch.setenv("PALLAS_PROF_CHECK", value)
+  [problem] = settings.problems()
+  assert str(problem).startswith(f"PALLAS_PROF_CHECK={value!r}: {why}"), problem
+  assert "it accepts bounds, or off (none, 0, false, no) alone" in str(problem)
+  with pytest.warns(settings.EnvironmentVariableWarning, match="as if it were unset"):
+    assert settings.value("PALLAS_PROF_CHECK") == frozenset()
+  # the same words apart are what they were
+  for alone, reads in (("bounds", {"bounds"}), ("off", {"off"}), ("none, 0", {"none", "0"})):
+    monkeypatch.setenv("PALLAS_PROF_CHECK", alone)
+    assert settings.value("PALLAS_PROF_CHECK") == reads and not settings.problems()

@@ -55,6 +55,10 @@ class KernelRecord:
 
 _lock = threading.Lock()
 _records: dict[tuple, KernelRecord] = {}
+# pallas_calls with interpret=True, which JAX's own interpreter runs and pallas-prof never
+# sees: (kernel name, the user's file:line), said by `pallas-prof run` (a run that reported
+# no kernel without a word left the user looking for what went wrong)
+_interpreted_by_jax: dict[tuple[str, str], None] = {}
 
 
 def record(rec: KernelRecord) -> KernelRecord:
@@ -96,6 +100,18 @@ def forget(name: str) -> None:
 def clear() -> None:
   with _lock:
     _records.clear()
+    _interpreted_by_jax.clear()
+
+
+def note_interpreted_by_jax(name: str, location: str) -> None:
+  with _lock:
+    _interpreted_by_jax[(name, location)] = None
+
+
+def interpreted_by_jax() -> list[tuple[str, str]]:
+  """(kernel name, file:line) of the pallas_calls JAX's interpreter ran (interpret=True)."""
+  with _lock:
+    return list(_interpreted_by_jax)
 
 
 def discard(rec: KernelRecord) -> None:

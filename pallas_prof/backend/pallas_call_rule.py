@@ -431,7 +431,22 @@ def _after_kernel(gk):
 
 
 def _delegate(ctx, in_nodes, params):
+  if params.get("interpret"):
+    _note_interpreted_by_jax(params)
   return compat.default_pallas_call_lowering()(ctx, *in_nodes, **params)
+
+
+def _note_interpreted_by_jax(params: dict) -> None:
+  """Keeps the kernel's name and the user's line of a call JAX's interpreter runs, for the
+  run to say why it is missing. What JAX does is left as it is: a call this cannot
+  describe goes unsaid rather than fail the user's program."""
+  try:
+    call = PallasCall.of(params, "cpu")
+    site = call.site()
+    where = f"{site.file}:{site.line}" if site.file else "an unknown line"
+    kernel_registry.note_interpreted_by_jax(kernel_name_of(call.jaxpr, call.name), where)
+  except Exception:  # noqa: BLE001 - a note, never the user's failure
+    pass
 
 
 def _lower_cpu(ctx, *in_nodes, **params):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import os
 import re
 import sys
 
@@ -174,6 +173,9 @@ def main(argv=None) -> int:
     sys.stdout.flush()          # here, where a reader gone away is caught, not at exit
     return code
   except SystemExit as e:
+    if e.code == 1 and isinstance(e.__context__, BrokenPipeError):
+      # rich's console ends a write into a closed pipe so (stdout already put on /dev/null)
+      return _reader_left()
     if not isinstance(e.code, str):
       raise
     # a message may quote a saved run's names and paths: no escape sequence of theirs
@@ -181,9 +183,14 @@ def main(argv=None) -> int:
     from .terminal.safe_text import printable
     raise SystemExit(printable(e.code)) from None
   except BrokenPipeError:
-    # `pallas-prof rules | head`: the reader left; say nothing more (stdout is gone)
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 141
+    return _reader_left()
+
+
+def _reader_left() -> int:
+  """`pallas-prof rules | head`: the reader left; say nothing more (stdout is gone) and end
+  as a Unix tool a closed pipe ended (141; a run's directory is written before its output)."""
+  from .processes import stdout_to_nowhere
+  return stdout_to_nowhere()
 
 
 def _main(argv=None) -> int:

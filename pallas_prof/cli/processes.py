@@ -147,6 +147,31 @@ def signals_held():
       signal.signal(s, handler)
 
 
+# --- a reader that left: `pallas-prof ... | head` -----------------------------------------
+
+SIGPIPE_EXIT = 128 + signal.SIGPIPE    # the shell's status of a process a closed pipe ended
+
+
+def reader_gone(stream=None) -> bool:
+  """Whether the pipe `stream` (stdout) writes into has no reader left: a BrokenPipeError
+  of the script's on stdout is the end `| head` asks for; one on a socket of its own is a
+  failure like any other. A pipe's writing end polls as an error once its reader left."""
+  import select
+  try:
+    poller = select.poll()
+    poller.register((stream or sys.stdout).fileno(), select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+  except (AttributeError, OSError, ValueError):     # no poll, no file behind the stream
+    return False
+
+
+def stdout_to_nowhere() -> int:
+  """After the reader of stdout left: what is still buffered for it goes nowhere (not into
+  a BrokenPipeError at exit); the status a Unix tool ends with there."""
+  os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+  return SIGPIPE_EXIT
+
+
 def was_terminated() -> bool:
   return signal.SIGTERM in received
 

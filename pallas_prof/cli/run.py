@@ -340,9 +340,12 @@ def _find(args, found: _Found, files: "run_writes.RunFiles", running) -> None:
   found.kernel_error = kernel_error = find_kernel_error(outcome.error)
   if kernel_error is not None:
     found.errors.append(error_entry(kernel_error))
-  notes += caught_failures(failures_before, kernel_error)
+  notes += caught_failures(failures_before, kernel_error) + interpreted_by_jax()
   if outcome.error is not None and kernel_error is None:
     notes.append(script_error_note(outcome.error))
+  if outcome.reader_gone:
+    notes.append("the reader of the script's output left (a pipe into `head`, say): the "
+                 "script ended there, as a Unix tool does (exit 141, SIGPIPE's)")
   found.records = records = selected_kernels(args.kernel)
   if args.kernel and not records and kernel_registry.kernels():
     lowered = [r.label for r in kernel_registry.kernels()]
@@ -408,6 +411,19 @@ def caught_failures(before: int, final) -> list[str]:
   return [f"the script caught {len(failures)} failure(s) of its kernels at run time and went "
           f"on; the first: {type(first).__name__} in kernel `{first.kernel}`{where}: "
           f"{first.reason.splitlines()[0]}"]
+
+
+def interpreted_by_jax() -> list[str]:
+  """A note on the pallas_calls with interpret=True: JAX's own interpreter ran them, so the
+  run has nothing of them to show, and said nothing of why."""
+  calls = kernel_registry.interpreted_by_jax()
+  if not calls:
+    return []
+  which = ", ".join(f"`{name}` at {where}" for name, where in calls)
+  return [f"pl.pallas_call(..., interpret=True) ran {len(calls)} kernel(s) under JAX's own "
+          f"Pallas interpreter, which pallas-prof does not see, so they are not in this report: "
+          f"{which}. Drop interpret=True to see them: on a CPU pallas-prof already runs "
+          "kernels under Triton's interpreter"]
 
 
 # --- the advice (pallas_prof/advice): a hook, kept apart ----------------------------------

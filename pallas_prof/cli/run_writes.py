@@ -73,14 +73,18 @@ def claim(out: str | None, force: bool = False) -> OutFolder:
   """The run's folder, marked as this run's (MARKER, created exclusively: of two runs
   started at once on one --out, one gets it, the other is refused)."""
   if out is None:
+    new_parent = _missing_parent(run_directory.default_out_dir())
     path = _or_refuse(lambda: processes.fresh_dir(run_directory.default_out_dir()),
                       run_directory.default_out_dir())
     _mark(path)
+    _ignore_in_git(new_parent)
     return OutFolder(path, path)
   taken = _taken_by(out)
   if taken is None:
+    new_parent = _missing_parent(out)
     _or_refuse(lambda: os.makedirs(out, exist_ok=True), out)
     _mark(out)
+    _ignore_in_git(new_parent)
     return OutFolder(out, out)
   if _writer_alive(out):
     refuse(f"{taken}; give each run its own --out")
@@ -96,6 +100,29 @@ def claim(out: str | None, force: bool = False) -> OutFolder:
                      parent)
   os.chmod(aside, 0o755)
   return OutFolder(aside, out)
+
+
+GITIGNORE = ("# made by pallas-prof with the folder: its runs are records, not sources "
+             "(remove this file to keep them in git)\n*\n")
+
+
+def _missing_parent(run_dir: str) -> str | None:
+  """The folder the run's folder goes in, where it does not exist yet (pallas-prof makes it)."""
+  parent = os.path.dirname(os.path.abspath(run_dir))
+  return None if os.path.exists(parent) else parent
+
+
+def _ignore_in_git(made: str | None) -> None:
+  """A folder of runs pallas-prof made (pallas-prof-out/, runs/) keeps out of the user's git,
+  as pytest's .pytest_cache does: a .gitignore of `*` in it. Never in a folder that was
+  there before, never over a file of the user's; a convenience, so a failure is no error."""
+  if made is None:
+    return
+  try:
+    with open(os.path.join(made, ".gitignore"), "x") as f:
+      f.write(GITIGNORE)
+  except OSError:
+    pass
 
 
 def _or_refuse(make, where: str):

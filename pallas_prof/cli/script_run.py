@@ -16,10 +16,12 @@ from ..backend import LoweringError
 
 
 class ScriptOutcome:
-  def __init__(self, exit_code: int, error: BaseException | None, seconds: float):
+  def __init__(self, exit_code: int, error: BaseException | None, seconds: float,
+               reader_gone: bool = False):
     self.exit_code = exit_code
     self.error = error
     self.seconds = seconds
+    self.reader_gone = reader_gone      # its stdout's reader left (`| head`): it ended there
 
 
 def run_script(path: str, argv: list[str]) -> ScriptOutcome:
@@ -27,7 +29,7 @@ def run_script(path: str, argv: list[str]) -> ScriptOutcome:
   saved_argv, saved_path = sys.argv, list(sys.path)
   sys.argv = [path, *argv]
   sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-  start = time.perf_counter()
+  start, gone = time.perf_counter(), False
   try:
     runpy.run_path(path, run_name="__main__")
     code, error = 0, None
@@ -35,12 +37,17 @@ def run_script(path: str, argv: list[str]) -> ScriptOutcome:
     code, error = _exit_code(e.code), None
   except KeyboardInterrupt as e:
     code, error = 130, e
+  except BrokenPipeError as e:
+    # `pallas-prof run script.py | head`: the end a Unix tool makes, not the script's failure
+    from .processes import SIGPIPE_EXIT, reader_gone
+    gone = reader_gone()
+    code, error = (SIGPIPE_EXIT, None) if gone else (1, e)
   except BaseException as e:  # noqa: BLE001 - the script's own error, reported like Python
     code, error = 1, e
   finally:
     sys.argv = saved_argv
     sys.path[:] = saved_path
-  return ScriptOutcome(code, error, time.perf_counter() - start)
+  return ScriptOutcome(code, error, time.perf_counter() - start, reader_gone=gone)
 
 
 def _exit_code(code) -> int:

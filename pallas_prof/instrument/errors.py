@@ -151,6 +151,18 @@ def _rule_name(primitive: str | None) -> str | None:
   return f"no rule for `{primitive}` is registered"
 
 
+def _failed_inside_a_rule(err) -> bool:
+  """A rule that broke (pallas-prof's bug): the report names the rule, for the bug report.
+  One that refused the equation (unsupported, or no rule at all), or a later stage's
+  failure, is said in the user's terms: the equation, their line, what to do; a path into
+  pallas-prof's rule table only sent them reading our source."""
+  from ..backend.errors import Unsupported
+  from ..backend.lowering.codegen import UnsupportedDtype
+  cause = getattr(err, "cause", None)
+  return (not getattr(err, "at_run_time", False) and getattr(err, "stage", None) is None
+          and cause is not None and not isinstance(cause, (Unsupported, UnsupportedDtype)))
+
+
 def _cause_text(err) -> str | None:
   cause = getattr(err, "cause", None)
   if cause is None:
@@ -180,8 +192,8 @@ def _equation_facts(err) -> list[tuple[str, str]]:
   if blocks:
     facts.append(("blocks", blocks))
   stage = getattr(err, "stage", None)
-  rule = None if getattr(err, "at_run_time", False) else \
-      _rule_name(getattr(err, "rule", None) or (eqn.primitive if eqn is not None else None))
+  rule = _rule_name(getattr(err, "rule", None) or (eqn.primitive if eqn is not None else None)) \
+      if _failed_inside_a_rule(err) else None
   if rule:
     facts.append(("rule", rule))
   if getattr(err, "at_run_time", False):

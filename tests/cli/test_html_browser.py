@@ -118,7 +118,7 @@ def test_a_run_time_failure_page_marks_the_line(chromium, tmp_path):
   with open_report(chromium, str(out / "report.html")) as (page, errors, remote):
     panel = page.inner_text("section.error")
     assert panel.startswith("failed at run time: kernel"), panel
-    assert "outside every buffer it was given" in panel and "what to do:" in panel
+    assert "element(s) outside x_ref" in panel and "what to do:" in panel
     assert page.locator("pre.error-report .failing").all_inner_texts() == [
         "  >> 7 |   o_ref[...] = x_ref[pl.ds(i * 8 + 4, 8)] * 2.0"]
     failing = page.locator(".user-source tr.failing")

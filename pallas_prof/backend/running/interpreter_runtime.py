@@ -392,9 +392,10 @@ def _libm():
   return _LIBM[0]
 
 
-def launch(kernel, grid, arrays) -> None:
+def launch(kernel, grid, arrays, owner=None) -> None:
   """Runs an interpreted kernel (`@triton.jit` loaded with the interpret knob on)
   on numpy arrays, in place: each array is one pointer argument, in order.
+  `owner`: MemoryGuard's, the ref an access indexes.
 
   numpy's floating-point warnings are off for the launch only: the kernel
   defines those results the GPU's way (a NaN cast to an integer under the
@@ -402,7 +403,7 @@ def launch(kernel, grid, arrays) -> None:
   in cast" would only alarm the user about numbers the kernel then handles.
   """
   args = [NumpyArg(a) for a in arrays]
-  with InterpreterPatches(), ieee_subnormals(), MemoryGuard(arrays), \
+  with InterpreterPatches(), ieee_subnormals(), MemoryGuard(arrays, owner), \
       np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
     kernel[grid](*args)
 
@@ -419,9 +420,15 @@ class MemoryGuard:
   host memory (zeros, other data) or ending the process with a segmentation
   fault. Only lanes the access really performs (its mask) are checked; the
   generated code is not changed (PALLAS_PROF_CHECK=bounds checks each ref
-  against its own extent and names the index)."""
+  against its own extent and names the index).
 
-  def __init__(self, arrays):
+  `owner()`, called inside an access, gives the ref it indexes (its name and array), or None
+  where not known: a failed access then counts its elements outside that ref, not only
+  those outside every buffer (a read past one array's end lands mostly in the next one,
+  and counted so it understated the overrun)."""
+
+  def __init__(self, arrays, owner=None):
+    self._owner = owner
     spans = sorted((a.ctypes.data, a.ctypes.data + a.nbytes) for a in arrays if a.nbytes)
     self._starts = np.array([b for b, _ in spans], dtype=np.uint64)
     self._ends = np.array([e for _, e in spans], dtype=np.uint64)
@@ -439,9 +446,22 @@ class MemoryGuard:
         if self._ends.size else np.zeros(p.shape, bool)
     if inside.all():
       return
-    raise OutOfBuffers(f"the kernel {what} {int((~inside).sum())} element(s) outside every "
-                       "buffer it was given (on a GPU: an illegal address); "
-                       "PALLAS_PROF_CHECK=bounds names the ref and the index")
+    raise OutOfBuffers(f"the kernel {self._outside(p, itemsize, what, int((~inside).sum()))} "
+                       "(on a GPU: an illegal address); PALLAS_PROF_CHECK=bounds names the "
+                       "ref and the index")
+
+  def _outside(self, p, itemsize: int, what: str, outside_all: int) -> str:
+    """What the failed access did, counted in elements: outside its own ref where known."""
+    own = self._owner() if self._owner is not None else None
+    if own is None:
+      return f"{what} {outside_all} element(s) outside every buffer it was given"
+    name, array = own
+    start = np.uint64(array.ctypes.data)
+    outside_own = int(((p < start) | (p + np.uint64(itemsize) > start + np.uint64(array.nbytes)))
+                      .sum())
+    elsewhere = outside_own - outside_all
+    return (f"{what} {outside_own} element(s) outside {name}"
+            + (f", {elsewhere} of them inside another of its buffers" if elsewhere else ""))
 
   def __enter__(self):
     from triton.runtime.interpreter import InterpreterBuilder, _get_np_dtype

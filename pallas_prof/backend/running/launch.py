@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import zlib
 
 import numpy as np
@@ -64,11 +65,31 @@ def run_interpreted(gk: GeneratedKernel, inputs, out_shapes, input_output_aliase
   initial = [outputs[p.index] for p in gk.params if p.role == "initial"]
   with triton_lock(), long_runs.watched(gk):
     try:
-      interpreter_runtime.launch(fn, gk.launch_grid, arrays + initial + outputs + flags)
+      interpreter_runtime.launch(fn, gk.launch_grid, arrays + initial + outputs + flags,
+                                 owner=access_owner(gk, arrays, outputs))
     except Exception as e:  # noqa: BLE001 - re-raised with the equation that failed
       raise interpreter_error(gk, e) from e
   return [unpack4(o, shape, dtype) if is_packed4(dtype) else o
           for o, (shape, dtype) in zip(outputs, out_shapes)] + flags
+
+
+def access_owner(gk: GeneratedKernel, inputs, outputs):
+  """For MemoryGuard: a function that, called inside an interpreted access, gives the ref
+  that access indexes (its name and buffer), found from the generated line running it and
+  that line's equation; None where that is not known (a scratch ref, no equation)."""
+  buffers = {}
+  for p in gk.params:
+    if p.role in ("input", "output"):
+      buffers[p.label] = (inputs if p.role == "input" else outputs)[p.index]
+
+  def owner():
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename != gk.path:
+      frame = frame.f_back
+    eqn = gk.eqn_at_line(frame.f_lineno) if frame is not None else None
+    label = getattr(eqn, "operand", None)
+    return (label, buffers[label]) if label in buffers else None
+  return owner
 
 
 def poison_value(dtype):

@@ -87,3 +87,38 @@ def test_no_numpy_warnings_where_the_kernel_defines_the_result():
   # narrowly: only the kernel's run; numpy warns in the rest of the program
   with pytest.warns(RuntimeWarning, match="invalid value"):
     np.array([np.nan], np.float32).astype(np.int32)
+
+
+def test_a_read_past_an_arrays_end_counts_every_element_outside_it():
+  """A newcomer's kernel read a block of 1024 wholly past its input's end and was told of
+  4 elements: the rest landed in the output the allocator had placed next to it, and only
+  the gap between the two counted (issue 39). Two views of one allocation make that layout
+  here whatever the allocator does."""
+  memory = np.zeros(1024 + 4 + 1024, np.float32)
+  x, out = memory[:1024], memory[1028:]
+  past_the_end = x.ctypes.data + 4 * np.arange(1024, 2048, dtype=np.uint64)
+  guard = interpreter_runtime.MemoryGuard([x, out], owner=lambda: ("x_ref", x))
+  with pytest.raises(interpreter_runtime.OutOfBuffers) as info:
+    guard.check(past_the_end, None, 4, "reads")
+  assert str(info.value).startswith("the kernel reads 1024 element(s) outside x_ref, 1020 of "
+                                    "them inside another of its buffers (on a GPU"), info.value
+  # where the ref is not known, what is counted is said as it is
+  with pytest.raises(interpreter_runtime.OutOfBuffers, match=r"reads 4 element\(s\) outside "
+                     "every buffer it was given"):
+    interpreter_runtime.MemoryGuard([x, out]).check(past_the_end, None, 4, "reads")
+  # an access inside its own ref passes
+  interpreter_runtime.MemoryGuard([x, out], owner=lambda: ("x_ref", x)).check(
+      x.ctypes.data + 4 * np.arange(1024, dtype=np.uint64), None, 4, "reads")
+
+
+def test_a_kernel_reading_past_its_input_is_told_the_whole_overrun():
+  """The same under Triton's interpreter: the ref the failing line reads is found from the
+  generated line, and all its elements past the end are counted."""
+  def kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[pl.ds(pl.program_id(0) * 256 + 256, 256)]
+
+  x = jnp.arange(256, dtype=jnp.float32)
+  with pytest.raises(pallas_prof.BoundsError, match=r"reads 256 element\(s\) outside x_ref"):
+    jax.block_until_ready(pl.pallas_call(
+        kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(1,),
+        compiler_params=pallas_prof.CompilerParams())(x))
