@@ -190,3 +190,22 @@ def test_a_runtime_within_its_noise_is_the_same_beyond_it_worse(runs, tmp_path):
   # a gate tighter than the noise: what fails it is not called `same`
   code, lines, text = _diff(runs, "base", "noisy", "--fail-on-regression", "2")
   assert code == 1 and _verdict(lines) == "worse" and "SLOWER by 3.0%" in text
+
+
+def test_the_report_a_failed_line_points_to_shows_the_failure_in_full(runs):
+  """The issue: diff's FAILED line said `pallas-prof report DIR` shows it in full; that
+  printed one line of it. It prints the error as the live run did: the kernel, the
+  reason, the user's line marked, the hint."""
+  _, _, text = _diff(runs, "in_bounds", "reads_past")
+  assert f"`pallas-prof report {runs['reads_past']}` shows it in full" in text
+  shown = pallas_prof("report", str(runs["reads_past"]))
+  assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+  out = shown.stdout
+  assert "pallas-prof: kernel `kernel` failed at run time, at `get`" in out
+  assert "it reads 4 element(s) outside every buffer it was given" in out
+  assert f"--> {runs['reads_past'].parent / 'reads_past.py'}:7 in kernel" in out
+  assert "  >> 7 |   o_ref[...] = x_ref[pl.ds(i * 8 + 4, 8)] * 2.0" in out
+  assert "  hint: an index of this `get` lies outside its ref: PALLAS_PROF_CHECK=bounds" in out
+  # a run that went through prints no error
+  fine = pallas_prof("report", str(runs["in_bounds"]))
+  assert fine.returncode == 0 and "failed" not in fine.stdout, fine.stdout
