@@ -95,6 +95,8 @@ class KernelEntry(Record):
   warnings: tuple[str, ...] = ()
   # what was lowered otherwise because Triton failed on the plain lowering
   workarounds: tuple[str, ...] = ()
+  # how the kernel failed (to compile, at run time), where it did: it then has no advice
+  failed: str | None = None
 
   @property
   def spills(self) -> int | None:
@@ -144,6 +146,11 @@ class RunReport(Record):
 
   def kernel_advice(self, label: str) -> KernelAdvice | None:
     return next((a for a in self.advice if a.label == label), None)
+
+  def kernel_failure(self, kernel: KernelEntry) -> str | None:
+    """How `kernel` failed, in words (a report written before `failed`: from its errors)."""
+    from .kernel_failures import by_kernel, of
+    return kernel.failed or of(kernel, by_kernel(self.errors))
 
   @property
   def profile(self) -> ProfileReport | None:

@@ -209,3 +209,23 @@ def test_the_report_a_failed_line_points_to_shows_the_failure_in_full(runs):
   # a run that went through prints no error
   fine = pallas_prof("report", str(runs["in_bounds"]))
   assert fine.returncode == 0 and "failed" not in fine.stdout, fine.stdout
+
+
+def test_a_kernel_that_failed_gets_no_advice_but_says_it_failed(runs):
+  """Issue 39, item 4: a kernel that read out of bounds (the script ended, or caught it
+  and went on) was given advice on its blocks. It gets none, in report.json, the terminal
+  and report.html, and each says the kernel failed instead."""
+  for name, how in (("reads_past", "at run time at reads_past.py:7: "),
+                    ("caught", "at run time (the script caught it) at caught.py:7: ")):
+    report = json.loads((runs[name] / "report.json").read_text())
+    (kernel,) = report["kernels"]
+    assert report["advice"] == [] and kernel["failed"].startswith(how), kernel["failed"]
+    shown = pallas_prof("report", str(runs[name]))
+    text = " ".join(shown.stdout.split())
+    assert f"no advice for {kernel['label']}: it failed {how}" in text, shown.stdout
+    assert f"advice for {kernel['label']} (" not in text and "kinds:" not in text
+    page = (runs[name] / "report.html").read_text()
+    assert "<dt>failed</dt>" in page and 'class="advice"' not in page
+  # a kernel that worked keeps its advice
+  shown = pallas_prof("report", str(runs["in_bounds"]))
+  assert "advice for kernel#" in shown.stdout and "no advice" not in shown.stdout
