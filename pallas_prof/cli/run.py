@@ -141,7 +141,7 @@ def kernel_entry(rec, files: dict[str, str]) -> KernelEntry:
                      + [f"TMA not used for {note}" for note in gk.tma_notes]),
       # lowered otherwise where Triton failed on the plain lowering
       # (backend/compiling/failures/workarounds.py)
-      workarounds=tuple(used.workarounds))
+      workarounds=tuple(used.workarounds), bounds_checked=bool(gk.check_bounds))
 
 
 def _platform() -> Platform:

@@ -114,7 +114,8 @@ def run_view(run: RunReport, run_dir: str | None, *, origin: dict | None = None)
            ("created", str(run.created or "")),
            ("devices", devices),
            ("jax", str(plat.jax)), ("triton", str(plat.triton)),
-           ("command", " ".join(run.command))]
+           ("command", " ".join(run.command)),
+           ("bounds checks", run.bounds_checked_line() or "")]
   kernels = []
   for k in run.kernels:
     for prof in profiles:

@@ -381,6 +381,9 @@ def render_report(report, con: Console, options: ConsoleOptions) -> Iterable:
   head.append(title or f"{os.path.basename(report.script or '?')}  exit {report.exit_code}  "
               f"{report.platform.describe()}")
   yield head
+  checked = report.bounds_checked_line() if hasattr(report, "bounds_checked_line") else None
+  if checked:             # before any figure: they are the checked build's
+    yield Text(checked, style="bold")
   if prof is not None and prof.message:
     yield Text(prof.message)
   ceilings = _ceilings_line(prof)
