@@ -60,7 +60,12 @@ def for_report(records, report, *, trials: bool = False, device: int = 0,
     recipe = recipes.find(rec, found)
     advice = diagnose(kp, rec.generated, report.device, report.ceilings, recipe,
                       gpu=report.gpu_present, tuned=autotuned.find(rec, calls))
-    if trials and not advice.at_roof and (report.gpu_present or static):
+    tried = trials and not advice.at_roof and (report.gpu_present or static)
+    if not tried and recipe is not None:
+      from .trials import lowering_checked      # rank only the variants that lower
+      advice = lowering_checked(advice, recipe)
+      advice.diagnoses = order_diagnoses(advice.diagnoses, advice.actions)
+    if tried:
       from .trials import try_actions
       try:
         advice = try_actions(advice, rec, recipe, device=device, gpu=report.gpu_present,

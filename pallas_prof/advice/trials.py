@@ -50,14 +50,19 @@ def lower_variant(action: Action, rec, recipe):
   return _trace_block_variant(action, recipe)
 
 
-def _trace_block_variant(action: Action, recipe):
+def _trace_block_variant(action: Action, recipe, platform: str | None = None):
+  """The variant's GeneratedKernel, traced and lowered for the default backend, or for
+  `platform` ("cpu": the lowering to Triton alone, which compiles nothing)."""
   import jax
   from ..backend import kernel_registry
   fn = blockshape.build(recipe, action.change)
   structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in recipe.arg_shapes]
   for attempt in range(2):
     before = {id(r): r.lowerings for r in kernel_registry.kernels()}
-    jax.jit(fn).lower(*structs)
+    if platform is None:
+      jax.jit(fn).lower(*structs)
+    else:
+      jax.jit(fn).trace(*structs).lower(lowering_platforms=(platform,))
     new = [r for r in kernel_registry.kernels() if id(r) not in before]
     again = [r for r in kernel_registry.kernels() if before.get(id(r), r.lowerings) != r.lowerings]
     for r in new:
@@ -67,6 +72,29 @@ def _trace_block_variant(action: Action, recipe):
     if attempt == 0 and not new and not again:
       jax.clear_caches()        # JAX had lowered this very call before (the script did)
   raise ValueError(f"tracing the variant lowered {len(new) + len(again)} kernels, not one")
+
+
+def lowering_checked(advice: KernelAdvice, recipe) -> KernelAdvice:
+  """The advice of a run that tries nothing (`pallas-prof run`) with each block-shape
+  action (kind c) traced and lowered as `advise` does first, for the CPU (the lowering
+  alone: no compile on any machine). One that does not lower is left out, with a note
+  saying why: what the advice ranks is what can be applied."""
+  kept, notes = [], list(advice.notes)
+  for a in advice.actions:
+    if a.kind == "c" and recipe is not None:
+      try:
+        _trace_block_variant(a, recipe, platform="cpu")
+      except Exception as e:  # noqa: BLE001 - a variant that does not lower is left out
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        notes.append(f"left out [c] {a.title}: it does not lower ({type(e).__name__}: "
+                     f"{first}); `pallas-prof advise` shows the variants it tries")
+        continue
+    kept.append(a)
+  if len(kept) == len(advice.actions):
+    return advice
+  out = dataclasses.replace(advice, actions=kept, notes=notes)
+  out.summary = summary(out)
+  return out
 
 
 def _resources(ck) -> str:

@@ -20,6 +20,11 @@ byte of the kernel's work as executed (per program times programs), the runtime 
 of the kernel's work; registers (per thread, bounded by what a thread may have) are not
 compared, spills are. Without a work model in both runs a changed grid leaves the figures
 not comparable: said, and not counted as a regression.
+
+A row's verdict says what changed, gate or not: `worse` where a figure grew beyond its
+noise (NOISE_PCT, or the gate's PCT where that is smaller), `better` where one fell beyond
+it and none grew, `same` where none moved beyond it; what moved is listed under the table.
+The gate decides the exit code alone: a lenient PCT passes a kernel still called `worse`.
 """
 from __future__ import annotations
 
@@ -166,6 +171,46 @@ def changes(ka: Figures, kb: Figures, b: Basis) -> dict[str, float]:
   return {what: c for what, c in out.items() if c is not None}
 
 
+# how far a figure moves before the verdict calls it worse or better: a replayed runtime
+# varies from one run to the next, so a small move is noise; the static figures of a
+# compile do not vary (the same kernel compiles to the same code), so any move counts
+NOISE_PCT = {"runtime": 5.0, "registers": 0.0, "shared": 0.0, "instructions": 0.0}
+VERDICT_CAPTION = ("verdict: worse or better where a figure moved beyond its noise (the "
+                   "runtime by more than {runtime:g}%, registers, shared memory, instructions "
+                   "and spills by any amount), same where none did")
+
+
+def moved(ka: Figures, kb: Figures, b: Basis, pct: float | None = None
+          ) -> tuple[list[str], list[str]]:
+  """(what got worse, what got better) from A to B beyond each figure's noise (NOISE_PCT,
+  or `pct`, the gate, where it is smaller), per byte where the work changed."""
+  worse, better = [], []
+  if (kb.spills or 0) > (ka.spills or 0):
+    worse.append("new spills")
+  elif (kb.spills or 0) < (ka.spills or 0):
+    better.append("fewer spills")
+  if not b.holds:
+    return worse, better
+  per = " per byte" if b.words else ""
+  for what, change in changes(ka, kb, b).items():
+    noise = NOISE_PCT[what] if pct is None else min(NOISE_PCT[what], pct)
+    if change > noise:
+      worse.append(f"SLOWER{per} by {change:.1f}%" if what == "runtime" else
+                   f"{what}{per} +{change:.1f}%")
+    elif change < -noise:
+      better.append(f"faster{per} by {-change:.1f}%" if what == "runtime" else
+                    f"{what}{per} {change:.1f}%")
+  return worse, better
+
+
+def verdict(worse: list[str], better: list[str], b: Basis) -> str:
+  if worse:
+    return "worse"
+  if not b.holds:
+    return "n/a"
+  return "better" if better else "same"
+
+
 def regressions(ka: Figures, kb: Figures, pct: float | None, b: Basis | None = None
                 ) -> list[str]:
   """What got worse from A to B: more spills always; the rest beyond `pct` percent, per
@@ -220,7 +265,7 @@ def diff(args) -> int:
           + ([Col("median µs", right=True), Col("change", right=True)] if timed else [])
           + [Col("registers", right=True), Col("shared", right=True), Col("spills", right=True),
              Col("instructions", right=True), Col("verdict")])
-  cells, failed, scaled, compared = [], [], [], 0
+  cells, failed, moves, scaled, compared = [], [], [], [], 0
   us = lambda s: "-" if s is None else f"{s * 1e6:.1f}"
   for label, ka, kb in rows:
     if ka is None or kb is None:
@@ -233,31 +278,34 @@ def diff(args) -> int:
     b = basis(ka, kb)
     if b.words:
       scaled.append(_scaled_line(label, ka, kb, b))
-    worse = regressions(ka, kb, args.fail_on_regression, b)
-    if worse:
-      failed.append((label, worse))
+    gated = regressions(ka, kb, args.fail_on_regression, b)
+    if gated:
+      failed.append(label)
+    worse, better = moved(ka, kb, b, args.fail_on_regression)
+    moves += [("worse", label, worse)] * bool(worse) + [("better", label, better)] * bool(better)
     runtime = [f"{us(ka.median_s)} -> {us(kb.median_s)}",
                "-" if change is None else f"{change:+.1f}%"] if timed else []
     cells.append([label, _fmt(_grid(ka.grid), _grid(kb.grid)), *runtime,
                   _fmt(ka.registers, kb.registers),
                   _fmt(units.size(ka.shared_bytes), units.size(kb.shared_bytes)),
                   _fmt(ka.spills, kb.spills), _fmt(ka.instructions, kb.instructions),
-                  "worse" if worse else "ok" if b.holds else "n/a"])
+                  verdict(worse, better, b)])
   con.print(Text(f"{args.a}  ->  {args.b}", style="bold"))
-  con.print(layout.table("kernels", cols, cells, con.width))
+  caption = VERDICT_CAPTION.format(**NOISE_PCT) if both else None
+  con.print(layout.table("kernels", cols, cells, con.width, caption))
   if not compared and both:
     con.print(Text("no runtimes compared: the kernels were not timed in both runs (a run "
                    "without a GPU has none); compared registers, shared memory, spills and "
                    "instruction counts"))
   for line in scaled:                         # a changed grid: how the figures compare
     con.print(Text(line))
-  # what got worse, a line per kernel under the table (in a cell it would wrap word by word)
-  for label, worse in failed:
-    con.print(Text(f"worse: {label}: {', '.join(worse)}"))
+  # what moved, a line per kernel under the table (in a cell it would wrap word by word)
+  for which, label, what in moves:
+    con.print(Text(f"{which}: {label}: {', '.join(what)}"))
   from .advice_diff import lines as advice_lines      # did run A's advice hold in B?
   for line in advice_lines(run_a, run_b):
     con.print(Text(line))
-  gate = [f"run {which} failed" for which, _ in failures] + [label for label, _ in failed]
+  gate = [f"run {which} failed" for which, _ in failures] + failed
   if args.fail_on_regression is not None and gate:
     con.print(Text(f"regressions: {', '.join(gate)}"))
     return 1

@@ -41,6 +41,12 @@ FILE = "report.json"
 READABLE_SCHEMAS = (SCHEMA,)
 
 
+BOUNDS_CHECKED = ("bounds-checked run (PALLAS_PROF_CHECK=bounds or "
+                  "install(check_bounds=True)): every load and store of {which} was checked, "
+                  "so the timings, registers and instructions here are the checked build's, "
+                  "not the kernel's; run without it to measure the kernel")
+
+
 class ReportError(SystemExit):
   """A report that cannot be read; the message says what to do."""
 
@@ -95,6 +101,11 @@ class KernelEntry(Record):
   warnings: tuple[str, ...] = ()
   # what was lowered otherwise because Triton failed on the plain lowering
   workarounds: tuple[str, ...] = ()
+  # how the kernel failed (to compile, at run time), where it did: it then has no advice
+  failed: str | None = None
+  # built with a check of every access (PALLAS_PROF_CHECK=bounds): its figures are the
+  # checked build's
+  bounds_checked: bool = False
 
   @property
   def spills(self) -> int | None:
@@ -144,6 +155,20 @@ class RunReport(Record):
 
   def kernel_advice(self, label: str) -> KernelAdvice | None:
     return next((a for a in self.advice if a.label == label), None)
+
+  def bounds_checked_line(self) -> str | None:
+    """Says that kernels ran bounds-checked, and which, where any did."""
+    checked = [k.label for k in self.kernels if k.bounds_checked]
+    if not checked:
+      return None
+    which = ("the kernels" if len(checked) == len(self.kernels) else
+             "kernel" + "s" * (len(checked) > 1) + " " + ", ".join(checked))
+    return BOUNDS_CHECKED.format(which=which)
+
+  def kernel_failure(self, kernel: KernelEntry) -> str | None:
+    """How `kernel` failed, in words (a report written before `failed`: from its errors)."""
+    from .kernel_failures import by_kernel, of
+    return kernel.failed or of(kernel, by_kernel(self.errors))
 
   @property
   def profile(self) -> ProfileReport | None:

@@ -9,6 +9,7 @@ the run's directory (see run_directory.py).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import sys
@@ -20,7 +21,7 @@ from ..backend.artifacts import DEFAULT_TARGET, target_text
 from ..backend.compiling.compile import assemble_cubin
 from ..backend.errors import CompileError
 from ..backend.compiling.failures.workarounds import compile_working_around
-from . import processes, run_directory, run_writes
+from . import kernel_failures, processes, run_directory, run_writes
 from .script_run import (ScriptOutcome, find_kernel_error, print_script_traceback, run_script,
                          script_error_note)
 from .script_args import missing_script
@@ -140,7 +141,7 @@ def kernel_entry(rec, files: dict[str, str]) -> KernelEntry:
                      + [f"TMA not used for {note}" for note in gk.tma_notes]),
       # lowered otherwise where Triton failed on the plain lowering
       # (backend/compiling/failures/workarounds.py)
-      workarounds=tuple(used.workarounds))
+      workarounds=tuple(used.workarounds), bounds_checked=bool(gk.check_bounds))
 
 
 def _platform() -> Platform:
@@ -247,6 +248,7 @@ class _Found:
     self.notes: list[str] = []
     self.reports: list = []
     self.advice: tuple = ()
+    self.failed: dict[str, str] = {}   # label or name -> how it failed (kernel_failures.py)
     self.doing = "starting"          # for the note of a run stopped part way
     self.tracer = None
     self.stopped_by: int | None = None
@@ -364,7 +366,9 @@ def _find(args, found: _Found, files: "run_writes.RunFiles", running) -> None:
     for device in _devices(args.device, notes):
       found.reports.append(_profile(records, args, device, cap, notes))
   found.doing = "the advice was prepared"
-  found.advice = _advice(records, found.reports, args, notes)
+  found.failed = kernel_failures.by_kernel(found.errors, runtime_errors.recent(failures_before))
+  working = [r for r in records if not kernel_failures.of(r, found.failed)]
+  found.advice = _advice(working, found.reports, args, notes)
 
 
 def _start_tracing(args, files, running):
@@ -382,7 +386,8 @@ def _report(args, found: _Found) -> RunReport:
   """The report of what was found; each kernel's files are those it will have (the
   writes that fail are taken off them afterwards)."""
   outcome = found.outcome
-  kernels = [kernel_entry(rec, run_directory.kernel_files(rec.label, rec.compiled))
+  kernels = [dataclasses.replace(kernel_entry(rec, run_directory.kernel_files(
+      rec.label, rec.compiled)), failed=kernel_failures.of(rec, found.failed))
              for rec in found.records]
   return RunReport(
       created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), command=tuple(_command(args)),

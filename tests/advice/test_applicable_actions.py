@@ -39,6 +39,11 @@ SCRIPT = textwrap.dedent("""
     r = pl.BlockSpec((8, 128), lambda i: (i, 0))
     pl.pallas_call(rows_kernel, grid=(8,), in_specs=[r], out_specs=r, out_shape=rows)(rows)
     pl.pallas_call(pid_kernel, grid=(8,), in_specs=[r], out_specs=r, out_shape=rows)(rows)
+
+    def fixed_kernel(x_ref, o_ref):      # its shapes written for 8-row blocks
+      o_ref[...] = x_ref[...] + jnp.zeros((8, 128), jnp.float32)
+
+    pl.pallas_call(fixed_kernel, grid=(8,), in_specs=[r], out_specs=r, out_shape=rows)(rows)
     """)
 
 
@@ -91,3 +96,21 @@ def test_the_terminal_and_page_say_what_the_kinds_mean(run):
       legend[0], result.stdout
   page = (out / "report.html").read_text()
   assert page.count('class="muted kinds"') == 2     # the two panels with actions
+
+
+def test_a_block_variant_that_does_not_lower_is_left_out_not_ranked(run):
+  """Issue 39, item 3: `run` ranked "smaller blocks" for a kernel whose shapes are written
+  for its blocks; `advise` then showed that variant failing to lower ("add got incompatible
+  shapes"). `run` lowers each block variant (no compile) and leaves out one that fails."""
+  result, advice, _ = run
+  fixed = advice["fixed_kernel"]
+  assert not [a for a in fixed.actions if a.kind == "c"], fixed.actions
+  (note,) = [n for n in fixed.notes if n.startswith("left out [c] ")]
+  # JAX's own words for the shapes' mismatch (they differ between versions)
+  assert note.startswith("left out [c] block 8 -> 1 along grid axis 0, grid 64 (smaller "
+                         "blocks): it does not lower (") and "(1, 128)" in note, note
+  assert "try:" not in fixed.summary
+  section = result.stdout.split("advice for fixed_kernel#")[1]
+  assert "1. [c]" not in section and "note: left out [c] block 8 -> 1" in section
+  # the variants that lower are still ranked
+  assert advice["rows_kernel"].actions[0].kind == "c"

@@ -119,7 +119,7 @@ def test_twice_the_rows_per_block_is_the_same_work_not_a_regression(runs, tmp_pa
   header = next(ln for ln in lines if ln.startswith("kernel "))
   assert header.split()[1] == "grid"
   row = next(ln for ln in lines if ln.startswith("rows_kernel#"))
-  assert " 8 -> 4 " in row and row.split()[-1] == "ok"
+  assert " 8 -> 4 " in row and row.split()[-1] == "better"     # fewer instructions per byte
   assert ": grid 8 -> 4, each program moves 8 KiB -> 16 KiB: compared per byte " in text
   assert "): instructions -" in text          # fewer instructions executed per byte moved
   assert "worse:" not in text
@@ -144,3 +144,88 @@ def test_without_a_work_model_a_changed_grid_is_said_not_to_compare(runs):
   assert ("grid 8 -> 4: the programs' figures do not compare as they are, and run B has no "
           "work model to scale them by (run it without --no-analysis); not counted as "
           "regressions") in text
+
+
+def _edited(runs, tmp_path, name, edit):
+  """A copy of the run `name` whose report.json `edit` changed (a test input)."""
+  copy = tmp_path / name
+  shutil.copytree(runs["rows8"], copy)
+  report = json.loads((copy / "report.json").read_text())
+  edit(report["profile"]["kernels"][0])
+  (copy / "report.json").write_text(json.dumps(report))
+  return dict(runs, **{name: copy})
+
+
+def _verdict(lines) -> str:
+  return next(ln for ln in lines if ln.startswith("rows_kernel#")).split()[-1]
+
+
+def test_without_a_gate_a_regression_is_called_worse_not_ok(runs, tmp_path):
+  """The issue: without --fail-on-regression, instructions that tripled were shown `ok`."""
+  runs = _edited(runs, tmp_path, "tripled", lambda k: k["static"].update(
+      sass_instructions=k["static"]["sass_instructions"] * 3))
+  for gate in ((), ("--fail-on-regression", "1000")):
+    code, lines, text = _diff(runs, "rows8", "tripled", *gate)
+    assert code == 0 and _verdict(lines) == "worse", lines
+    assert "worse: rows_kernel#" in text and "instructions +200.0%" in text
+    assert "regressions:" not in text         # the gate alone decides the exit code
+  code, lines, text = _diff(runs, "tripled", "rows8")
+  assert code == 0 and _verdict(lines) == "better" and "instructions -66.7%" in text
+  code, lines, text = _diff(runs, "rows8", "rows8")
+  assert code == 0 and _verdict(lines) == "same" and "worse:" not in text
+  assert "verdict: worse or better where a figure moved beyond its noise" in text
+
+
+def test_a_runtime_within_its_noise_is_the_same_beyond_it_worse(runs, tmp_path):
+  timed = lambda median: lambda k: k.update(runtime={"median_s": median})
+  runs = _edited(runs, tmp_path, "base", timed(100e-6))
+  runs = _edited(runs, tmp_path, "noisy", timed(103e-6))
+  runs = _edited(runs, tmp_path, "slower", timed(150e-6))
+  code, lines, _ = _diff(runs, "base", "noisy")
+  assert code == 0 and _verdict(lines) == "same", lines
+  code, lines, text = _diff(runs, "base", "slower")
+  assert code == 0 and _verdict(lines) == "worse" and "SLOWER by 50.0%" in text
+  code, lines, text = _diff(runs, "slower", "base")
+  assert code == 0 and _verdict(lines) == "better" and "faster by 33.3%" in text
+  # a gate tighter than the noise: what fails it is not called `same`
+  code, lines, text = _diff(runs, "base", "noisy", "--fail-on-regression", "2")
+  assert code == 1 and _verdict(lines) == "worse" and "SLOWER by 3.0%" in text
+
+
+def test_the_report_a_failed_line_points_to_shows_the_failure_in_full(runs):
+  """The issue: diff's FAILED line said `pallas-prof report DIR` shows it in full; that
+  printed one line of it. It prints the error as the live run did: the kernel, the
+  reason, the user's line marked, the hint."""
+  _, _, text = _diff(runs, "in_bounds", "reads_past")
+  assert f"`pallas-prof report {runs['reads_past']}` shows it in full" in text
+  shown = pallas_prof("report", str(runs["reads_past"]))
+  assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+  out = shown.stdout
+  assert "pallas-prof: kernel `kernel` failed at run time, at `get`" in out
+  assert "it reads 4 element(s) outside every buffer it was given" in out
+  assert f"--> {runs['reads_past'].parent / 'reads_past.py'}:7 in kernel" in out
+  assert "  >> 7 |   o_ref[...] = x_ref[pl.ds(i * 8 + 4, 8)] * 2.0" in out
+  assert "  hint: an index of this `get` lies outside its ref: PALLAS_PROF_CHECK=bounds" in out
+  # a run that went through prints no error
+  fine = pallas_prof("report", str(runs["in_bounds"]))
+  assert fine.returncode == 0 and "failed" not in fine.stdout, fine.stdout
+
+
+def test_a_kernel_that_failed_gets_no_advice_but_says_it_failed(runs):
+  """Issue 39, item 4: a kernel that read out of bounds (the script ended, or caught it
+  and went on) was given advice on its blocks. It gets none, in report.json, the terminal
+  and report.html, and each says the kernel failed instead."""
+  for name, how in (("reads_past", "at run time at reads_past.py:7: "),
+                    ("caught", "at run time (the script caught it) at caught.py:7: ")):
+    report = json.loads((runs[name] / "report.json").read_text())
+    (kernel,) = report["kernels"]
+    assert report["advice"] == [] and kernel["failed"].startswith(how), kernel["failed"]
+    shown = pallas_prof("report", str(runs[name]))
+    text = " ".join(shown.stdout.split())
+    assert f"no advice for {kernel['label']}: it failed {how}" in text, shown.stdout
+    assert f"advice for {kernel['label']} (" not in text and "kinds:" not in text
+    page = (runs[name] / "report.html").read_text()
+    assert "<dt>failed</dt>" in page and 'class="advice"' not in page
+  # a kernel that worked keeps its advice
+  shown = pallas_prof("report", str(runs["in_bounds"]))
+  assert "advice for kernel#" in shown.stdout and "no advice" not in shown.stdout

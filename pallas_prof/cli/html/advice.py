@@ -50,8 +50,10 @@ def _action(i: int, a: Action) -> ActionView:
 
 
 def advice_view(run: RunReport, label: str) -> AdviceView | None:
+  """The kernel's advice panel; none for a kernel that failed (its facts say how)."""
   a = run.kernel_advice(label)
-  if a is None:
+  kernel = next((k for k in run.kernels if k.label == label), None)
+  if a is None or (kernel is not None and run.kernel_failure(kernel)):
     return None
   diagnoses = []
   for d in a.diagnoses:

@@ -114,7 +114,8 @@ def run_view(run: RunReport, run_dir: str | None, *, origin: dict | None = None)
            ("created", str(run.created or "")),
            ("devices", devices),
            ("jax", str(plat.jax)), ("triton", str(plat.triton)),
-           ("command", " ".join(run.command))]
+           ("command", " ".join(run.command)),
+           ("bounds checks", run.bounds_checked_line() or "")]
   kernels = []
   for k in run.kernels:
     for prof in profiles:
@@ -158,7 +159,8 @@ def kernel_view(run: RunReport, k: KernelEntry, prof: ProfileReport | None,
     anchor += "-p" + "".join(c if c.isalnum() else "-" for c in _origin_words(origin))
   return KernelView(
       label=k.label, name=k.name or "", anchor=anchor, device=device_text,
-      process=_origin_words(origin), facts=_kernel_facts(k, p, gpu),
+      process=_origin_words(origin),
+      facts=_kernel_facts(k, p, gpu) + _failure_fact(run, k),
       weight_basis=_basis_words(p),
       user_source=user_listing(run, k, eqs),
       generated=generated_listing(run_dir, k, eqs),
@@ -169,6 +171,12 @@ def kernel_view(run: RunReport, k: KernelEntry, prof: ProfileReport | None,
       gpu=gpu,
       equations=equation_table(p, eqs, lambda path: find_user_file(run, path)),
       work=work_facts(p), advice=advice_view(run, k.label))
+
+
+def _failure_fact(run: RunReport, k: KernelEntry) -> tuple[tuple[str, str], ...]:
+  """A kernel that failed says so among its facts, where its advice panel would be."""
+  failed = run.kernel_failure(k)
+  return (("failed", f"{failed}; no advice: fix the failure first"),) if failed else ()
 
 
 def _verdict(p: KernelProfile | None) -> str:

@@ -32,6 +32,10 @@ def _hang(prefix: str, body: str, style: str = ""):
 
 
 def advice_lines(report, kernel, width: int) -> list:
+  failed = report.kernel_failure(kernel) if hasattr(report, "kernel_failure") else None
+  if failed:              # advice on a kernel that does not work would be tuning it
+    from ..kernel_failures import no_advice_line
+    return [_hang("", no_advice_line(kernel.label, failed), "bold")]
   advice = report.kernel_advice(kernel.label) if hasattr(report, "kernel_advice") else None
   if advice is None:
     return []
@@ -68,7 +72,8 @@ def shown_kinds(report, kernels) -> list[str]:
   shown = set()
   for k in kernels:
     advice = report.kernel_advice(k.label) if hasattr(report, "kernel_advice") else None
-    if advice is not None and not advice.at_roof:
+    failed = report.kernel_failure(k) if hasattr(report, "kernel_failure") else None
+    if advice is not None and not advice.at_roof and not failed:
       shown.update(a.kind for a in advice.actions[:ACTIONS])
   return [kind for kind in KINDS if kind in shown]
 

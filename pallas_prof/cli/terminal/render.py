@@ -381,6 +381,9 @@ def render_report(report, con: Console, options: ConsoleOptions) -> Iterable:
   head.append(title or f"{os.path.basename(report.script or '?')}  exit {report.exit_code}  "
               f"{report.platform.describe()}")
   yield head
+  checked = report.bounds_checked_line() if hasattr(report, "bounds_checked_line") else None
+  if checked:             # before any figure: they are the checked build's
+    yield Text(checked, style="bold")
   if prof is not None and prof.message:
     yield Text(prof.message)
   ceilings = _ceilings_line(prof)
@@ -444,9 +447,14 @@ def compile_failure_lines(failure: dict | None):
 def render_run(report, out_dir: str | None = None, con: Console | None = None,
                wrote: bool = True) -> None:
   """Prints the report (a RunReport: it renders itself) and where the run is: `wrote`
-  after `pallas-prof run`, which wrote it; a saved run printed again only names it."""
+  after `pallas-prof run`, which wrote it and printed its errors in full as they happened;
+  a saved run printed again only names it, and prints them (report.json keeps them)."""
   con = con or console()
   con.print(report)
+  if not wrote:       # a saved run's failures as the live run printed them, not a line each
+    for err in report.errors:
+      if err.report:
+        con.print(Text(err.report.rstrip("\n")), soft_wrap=not con.is_terminal)
   if out_dir:
     out_dir = out_dir.rstrip("/")
     present = [f for f in ("report.json", "report.html", *report.traces.files())
