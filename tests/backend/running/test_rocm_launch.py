@@ -10,6 +10,8 @@ with, and both must declare the kernel with the same parameters; the operations 
 """
 from __future__ import annotations
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -20,7 +22,7 @@ from jaxlib.mlir import ir as jaxlib_ir
 
 import pallas_prof
 from pallas_prof import triton as plgpu
-from pallas_prof.backend import pallas_call_rule
+from pallas_prof.backend import kernel_registry, pallas_call_rule
 from pallas_prof.backend.lowering.features import bounds
 from pallas_prof.backend.running import rocm
 from tests.helpers import JAX_TRITON_GONE, jax_plgpu
@@ -118,6 +120,29 @@ def _kernel_signature(bytecode: bytes, name: str) -> list[str]:
   raise AssertionError(f"no tt.func @{name} in the module")
 
 
+def _extern_calls(bytecode: bytes) -> set[tuple[str, str, str]]:
+  """(symbol, libname, libpath) of every device-library call of a TTIR module."""
+  from jaxlib.triton import dialect
+  context = jaxlib_ir.Context()
+  dialect.register_dialect(context)
+  context.load_all_available_dialects()
+  found = set()
+  with context:
+    module = jaxlib_ir.Module.parse(bytecode)
+
+    def visit(op):
+      for region in op.regions:
+        for block in region.blocks:
+          for inner in block.operations:
+            if inner.operation.name == "tt.extern_elementwise":
+              attrs = _named(inner.operation.attributes)
+              found.add(tuple(jaxlib_ir.StringAttr(attrs[k]).value
+                              for k in ("symbol", "libname", "libpath")))
+            visit(inner.operation)
+    visit(module.operation)
+  return found
+
+
 def _add_one(x_ref, o_ref):
   o_ref[...] = x_ref[...] + 1.0
 
@@ -128,6 +153,11 @@ def _scaled_blocks(x_ref, y_ref, o_ref):
 
 def _accumulate(x_ref, acc_ref, o_ref):
   o_ref[...] = acc_ref[...] + jnp.exp(x_ref[...])
+
+
+def _special_functions(x_ref, o_ref):
+  x = x_ref[...]
+  o_ref[...] = jnp.sin(x) + jnp.tanh(x) + x ** 2.5
 
 
 def _cases():
@@ -142,6 +172,8 @@ def _cases():
       "aliased_with_metadata": (
           dict(out_shape=S((256,), jnp.float32), input_output_aliases={1: 0},
                metadata={"origin": "test"}), _accumulate, (x, x * 3), dict(num_warps=8)),
+      "device_library": (dict(out_shape=S((256,), jnp.float32)), _special_functions,
+                         (x + 1.5,), {}),
   }
 
 
@@ -171,6 +203,13 @@ def test_the_rocm_custom_call_is_the_builtins_field_by_field(case):
   name = config["name"].decode()
   assert _kernel_signature(my_ir, name) == _kernel_signature(their_ir, name)
   assert my_ir != their_ir            # two front ends' IR (the module docstring says why)
+  # the same AMD device-library (ocml) functions, named as XLA links them (no library
+  # path: XLA brings its own), never an NVIDIA libdevice one
+  calls = _extern_calls(my_ir)
+  assert calls == _extern_calls(their_ir)
+  assert all(symbol.startswith("__ocml_") and not path for symbol, _, path in calls), calls
+  if case == "device_library":
+    assert {"__ocml_sin_f32", "__ocml_tanh_f32", "__ocml_pow_f32"} <= {c[0] for c in calls}
 
 
 def test_the_rocm_path_lowers_without_jaxs_triton_backend_or_a_rocm_plugin():
@@ -185,6 +224,11 @@ def test_the_rocm_path_lowers_without_jaxs_triton_backend_or_a_rocm_plugin():
   compiled = [k for k in rocm._compiled.values() if k.name == "_add_one"]
   assert {k.arch for k in compiled} >= {"gfx90a"}
   assert all(k.hsaco[:4] == b"\x7fELF" for k in compiled)      # Triton's AMD binary
+  # with a DWARF line table naming the generated file: what a PC sample's offset would be
+  # mapped through to a generated line and an equation (docs/rocm.md, profiling)
+  gk = next(r.generated for r in kernel_registry.find("_add_one"))
+  assert all(b".debug_line" in k.hsaco and os.path.basename(gk.path).encode() in k.hsaco
+             for k in compiled)
 
 
 def _atomic_counter(x_ref, o_ref):
@@ -240,6 +284,26 @@ def test_ir_that_jaxlibs_triton_cannot_read_is_named_with_both_versions(monkeypa
   monkeypatch.undo()                   # the damaged IR was never kept: it lowers again
   [mine] = _custom_calls(_export_for_rocm(call, x))
   assert _kernel_signature(mine["backend_config"]["ir"], "_add_one") == ["!tt.ptr<f32>"] * 2
+
+
+def test_a_kernel_triton_cannot_compile_for_amd_is_named_with_its_arch(monkeypatch):
+  import triton
+
+  def refuse(src, target=None, options=None):
+    raise RuntimeError("PassManager::run failed (a made-up AMD backend failure)")
+
+  monkeypatch.setattr(triton, "compile", refuse)
+  x = np.arange(256, dtype=np.float32)
+  call = _plus_one_call()
+  with pytest.raises(pallas_prof.LoweringError) as info:
+    _export_for_rocm(call, x, arch="gfx90a")
+  text = str(info.value)
+  assert "Triton could not compile the kernel for AMD gfx90a" in text, text
+  assert "a made-up AMD backend failure" in text and __file__ in text, text
+  assert "not checked on AMD hardware" in text and "pallas-prof show" in text, text
+  monkeypatch.undo()                   # the failure was not kept: the call lowers now
+  [mine] = _custom_calls(_export_for_rocm(call, x, arch="gfx90a"))
+  assert mine["target"] == rocm.XLA_TRITON_TARGET
 
 
 def _plus_one_call():
