@@ -329,3 +329,35 @@ def test_routing_to_the_builtin_on_rocm_keeps_its_num_stages():
     pallas_call_rule.route_to_builtin(False)
   assert len(rocm._compiled) == compiled          # it did route: pallas-prof compiled nothing
   assert ours["backend_config"]["num_stages"] == theirs["backend_config"]["num_stages"] == 1
+
+
+class _AmdDevice:
+  """What JAX's ROCm plugin reports for an MI300X: its arch, with feature flags, where a
+  CUDA device has its compute capability ("9.0")."""
+  platform = "gpu"
+  device_kind = "AMD Instinct MI300X"
+  compute_capability = "gfx942:sramecc+:xnack-"
+
+
+def test_an_amd_device_is_read_as_its_arch_not_as_a_compute_capability(monkeypatch):
+  """install() and the CUDA path ask for the GPU's compute capability: an AMD device's
+  `gfx942` made int() fail (ValueError) in pallas_prof.install() on a ROCm machine."""
+  from pallas_prof import triton as pallas_prof_triton
+  from pallas_prof.backend import compat
+  monkeypatch.setattr(jax, "local_devices", lambda *a, **k: [_AmdDevice()])
+  monkeypatch.setattr(jax, "devices", lambda *a, **k: [_AmdDevice()])
+  monkeypatch.setattr(compat, "backends_initialized", lambda: True)
+  assert compat.gpu_compute_capability() is None
+  assert compat.gpu_compute_capability(_AmdDevice()) is None
+  monkeypatch.setenv("PALLAS_PROF_WARMUP", "0")
+  was_installed = pallas_call_rule.installed()
+  try:
+    pallas_prof.install()
+  finally:
+    if not was_installed:
+      pallas_prof.uninstall()
+  with pytest.raises(ValueError, match="Unsupported GPU device kind: AMD Instinct MI300X"):
+    pallas_prof_triton.get_gpu_info()
+  assert rocm.gfx_arch() == "gfx942"               # the device's arch, without its flags
+  with _abstract_gfx("gfx90a"):
+    assert rocm.gfx_arch() == "gfx90a"             # an abstract mesh's device comes first
