@@ -1,7 +1,8 @@
 """Plugging pallas-prof into pl.pallas_call.
 
 Importing this module (which pallas_prof.CompilerParams and pallas_prof.install do)
-registers one lowering rule for pallas_call on CPU, CUDA and ROCm. The rule lowers with pallas-prof when the call asks for it
+registers one lowering rule for pallas_call on CPU, CUDA and ROCm (running/rocm.py).
+The rule lowers with pallas-prof when the call asks for it
 (`compiler_params=pallas_prof.CompilerParams(...)`) or when `install()` is in
 effect (then also for JAX's own Triton CompilerParams and for calls without
 params); everything else (interpret=True, Mosaic GPU params) goes to JAX's own

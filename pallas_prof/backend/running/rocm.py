@@ -1,11 +1,11 @@
 """Running a generated kernel on an AMD GPU (JAX's `rocm` platform).
 
 JAX's built-in Pallas Triton backend, in every JAX pallas-prof supports (0.10.2 to
-0.12), lowers a pallas_call for `rocm` (and for `cuda`) to XLA's own Triton custom call,
-`__gpu$xla.gpu.triton` (api_version 4, which JAX writes as a dictionary
-`mhlo.backend_config` under the default version): its backend_config carries the kernel's Triton IR
-(TTIR, as MLIR bytecode), its name, num_warps, num_stages (1 on ROCm unless asked),
-the grid and a debug flag, and XLA compiles that IR for the GPU it runs on. pallas-prof
+0.12), lowers a pallas_call for `rocm` (and for `cuda`) to XLA's own Triton custom
+call, `__gpu$xla.gpu.triton`. Its backend_config (api_version 4, which JAX writes as a
+dictionary `mhlo.backend_config` under the default version) carries the kernel's Triton
+IR (TTIR, as MLIR bytecode), its name, num_warps, num_stages (1 on ROCm unless asked),
+the grid and a debug flag; XLA compiles that IR for the GPU it runs on. pallas-prof
 emits the same call on ROCm, field for field, with the TTIR that Triton's own front end
 made from the generated kernel when compiling it for a gfx target (docs/rocm.md).
 
@@ -14,8 +14,8 @@ What differs from pallas-prof's CUDA path (launch.py), and why:
   here is what Triton makes of the kernel, kept to check that it compiles for AMD and for
   reading, not the binary that runs;
 - XLA's call zeroes nothing and allocates no global scratch: kernels that need either
-  (atomics, zero_outputs, the bounds-checked mode, some TMA or scratch kernels) are refused
-  with what to do instead;
+  (atomics, zero_outputs, the bounds-checked mode, global scratch) are refused with what
+  to do instead; TMA, which is NVIDIA's, is lowered as plain accesses;
 - no tuner: it times kernels through CUDA.
 
 None of this has been run on AMD hardware: the tests lower for ROCm on the CPU and compare
@@ -55,6 +55,10 @@ class AmdKernel:
   metadata: dict
 
 
+class UnreadableIR(Exception):
+  """The kernel's TTIR cannot be read by the Triton inside jaxlib (ttir_bytecode)."""
+
+
 _compiled: dict[tuple[str, str, int, int], AmdKernel] = {}
 _compiled_lock = threading.Lock()
 
@@ -83,8 +87,9 @@ def compile_for_gfx(gk: GeneratedKernel, arch: str) -> AmdKernel:
   """triton.compile of `gk` for GPUTarget("hip", arch, 64), once per kernel and arch.
 
   Stands in for the typed compile targets (NVIDIA sm_*, AMD gfx*) of the compiling/
-  package until those land; in this process, not the compile worker, as the worker's
-  requests are CUDA's."""
+  package until those land; in this process, not in the compile worker that keeps
+  Triton's crashes out of the user's process (its requests are CUDA's). Like the worker,
+  it never takes a kernel from Triton's own cache (always_compile)."""
   key = (gk.key, arch, gk.num_warps, gk.num_stages)
   with _compiled_lock:
     if key in _compiled:
@@ -99,8 +104,13 @@ def compile_for_gfx(gk: GeneratedKernel, arch: str) -> AmdKernel:
   options = {"num_warps": gk.num_warps, "num_stages": gk.num_stages,
              "enable_fp_fusion": gk.enable_fp_fusion}
   with triton_lock():
-    compiled = triton.compile(source, target=GPUTarget("hip", arch, AMD_WARP_SIZE),
-                              options=options)
+    knobs = triton.knobs.compilation
+    saved, knobs.always_compile = knobs.always_compile, True
+    try:
+      compiled = triton.compile(source, target=GPUTarget("hip", arch, AMD_WARP_SIZE),
+                                options=options)
+    finally:
+      knobs.always_compile = saved
   md = compiled.metadata
   metadata = md._asdict() if hasattr(md, "_asdict") else dict(md)
   kernel = AmdKernel(name=str(metadata.get("name", gk.name)), arch=arch,
@@ -114,8 +124,8 @@ def compile_for_gfx(gk: GeneratedKernel, arch: str) -> AmdKernel:
 
 def ttir_bytecode(kernel: AmdKernel) -> bytes:
   """The kernel's TTIR as MLIR bytecode, read by the Triton dialect inside jaxlib (the one
-  XLA compiles with), as the built-in backend ships it. A LookupError naming the kernel,
-  both Triton versions and the parser's words when that Triton cannot read it."""
+  XLA compiles with), as the built-in backend ships it. UnreadableIR, naming the kernel,
+  both Triton versions and the parser's words, when that Triton cannot read it."""
   from jaxlib.mlir import ir
   from jaxlib.triton import dialect
   context = ir.Context()
@@ -126,7 +136,7 @@ def ttir_bytecode(kernel: AmdKernel) -> bytes:
       module = ir.Module.parse(kernel.ttir)
     except Exception as e:  # noqa: BLE001 - MLIRError, re-raised with what to do
       import jax
-      raise LookupError(
+      raise UnreadableIR(
           f"the Triton IR of kernel `{kernel.name}` (made by triton "
           f"{compat.triton_version()}) cannot be read by the Triton inside jaxlib "
           f"{jax.__version__}, which XLA compiles it with on ROCm: "
@@ -184,7 +194,7 @@ def launch(ctx, in_nodes, gk: GeneratedKernel, zeroed, *, aliases, error, metada
   try:
     return custom_call(ctx, in_nodes, gk, kernel, input_output_aliases=aliases,
                        metadata=metadata, debug=debug)
-  except LookupError as e:
+  except UnreadableIR as e:
     raise error(str(e), "use the triton release this jaxlib's Triton matches (the one JAX "
                 "names for its own Triton backend), or run on the CPU") from e
 

@@ -306,6 +306,24 @@ def test_a_kernel_triton_cannot_compile_for_amd_is_named_with_its_arch(monkeypat
   assert mine["target"] == rocm.XLA_TRITON_TARGET
 
 
+def test_the_amd_compile_never_takes_a_kernel_from_tritons_cache(monkeypatch):
+  """What an earlier process left in Triton's cache is not trusted (as the compile worker's
+  always_compile): the gfx compile runs whole, and the knob is the user's again after."""
+  import triton
+  real, seen = triton.compile, []
+
+  def compile_and_look(*args, **kwargs):
+    seen.append(triton.knobs.compilation.always_compile)
+    return real(*args, **kwargs)
+
+  monkeypatch.setattr(triton, "compile", compile_and_look)
+  monkeypatch.setattr(rocm, "_compiled", {})          # this process's own kernels: none yet
+  before = triton.knobs.compilation.always_compile
+  _custom_calls(_export_for_rocm(_plus_one_call(), np.arange(256, dtype=np.float32),
+                                 arch="gfx90a"))
+  assert seen == [True] and triton.knobs.compilation.always_compile == before
+
+
 def _plus_one_call():
   """A new pallas_call each time (JAX keeps a lowering per function, whichever backend
   made it)."""
