@@ -379,3 +379,14 @@ def test_an_amd_device_is_read_as_its_arch_not_as_a_compute_capability(monkeypat
   assert rocm.gfx_arch() == "gfx942"               # the device's arch, without its flags
   with _abstract_gfx("gfx90a"):
     assert rocm.gfx_arch() == "gfx90a"             # an abstract mesh's device comes first
+
+
+def test_tma_asked_for_on_rocm_warns_once_at_the_users_line_and_lowers_plain():
+  call = pl.pallas_call(_add_one, out_shape=S((256,), jnp.float32),
+                        compiler_params=plgpu.CompilerParams(tma=True))
+  with pytest.warns(pallas_call_rule.TmaFallbackWarning) as caught:
+    [mine] = _custom_calls(_export_for_rocm(call, np.arange(256, dtype=np.float32)))
+  assert len(caught) == 1 and caught[0].filename == __file__, [str(w) for w in caught]
+  assert "TMA is NVIDIA's" in str(caught[0].message) and "on ROCm" in str(caught[0].message)
+  assert mine["target"] == rocm.XLA_TRITON_TARGET
+  assert b"descriptor" not in mine["backend_config"]["ir"]      # plain loads and stores
