@@ -236,17 +236,15 @@ def make_triton_kernel(lib, *, name, num_warps, shared_bytes, ptx, ttir, compute
 
 
 def gpu_compute_capability(device=None) -> int | None:
-  """The compute capability (e.g. 90) of a CUDA device, None without one."""
+  """The compute capability (e.g. 90) of a CUDA device, None without one (or on ROCm)."""
   try:
     devices = [device] if device is not None else jax.local_devices(backend="gpu")
   except RuntimeError:
     return None
   if not devices:
     return None
-  cc = getattr(devices[0], "compute_capability", None)
-  if cc is None:
-    return None
-  return int(str(cc).replace(".", ""))
+  cc = str(getattr(devices[0], "compute_capability", None) or "").replace(".", "")
+  return int(cc) if cc.isdigit() else None     # an AMD GPU's is its arch: "gfx942"
 
 
 def backends_initialized() -> bool:

@@ -1,7 +1,8 @@
 """Plugging pallas-prof into pl.pallas_call.
 
 Importing this module (which pallas_prof.CompilerParams and pallas_prof.install do)
-registers one lowering rule for pallas_call on CPU and on CUDA. The rule lowers with pallas-prof when the call asks for it
+registers one lowering rule for pallas_call on CPU, CUDA and ROCm (running/rocm.py).
+The rule lowers with pallas-prof when the call asks for it
 (`compiler_params=pallas_prof.CompilerParams(...)`) or when `install()` is in
 effect (then also for JAX's own Triton CompilerParams and for calls without
 params); everything else (interpret=True, Mosaic GPU params) goes to JAX's own
@@ -23,7 +24,7 @@ from .lowering import coverage
 from .lowering.features import bounds
 from .lowering.lower import kernel_name_of, lower_kernel, pallas_call_info
 from .options import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS, LoweringOptions
-from .running import bounds_errors, runtime_errors
+from .running import bounds_errors, rocm, runtime_errors
 from .running.launch import cpu_call, gpu_custom_call, no_programs
 
 
@@ -184,9 +185,10 @@ def _builtin_triton(what: str):
   return builtin
 
 
-def _lower_with_builtin(ctx, in_nodes, params):
+def _lower_with_builtin(ctx, in_nodes, params, platform: str = "cuda"):
   cp = params.get("compiler_params")
-  warps, stages = _num_warps_stages(cp)
+  options = lowering_options(cp, platform) if platform == "rocm" else None
+  warps, stages = (options.num_warps, options.num_stages) if options else _num_warps_stages(cp)
   params_cls, lowering = _builtin_triton("comparing with JAX's built-in backend")
   params = dict(params, compiler_params=params_cls(num_warps=warps, num_stages=stages))
   return lowering(ctx, *in_nodes, **params)
@@ -197,6 +199,7 @@ def _ensure_registered() -> None:
     return
   compat.register_platform_lowering(compat.pallas_call_p, _lower_cpu, "cpu")
   compat.register_platform_lowering(compat.pallas_call_p, _lower_cuda, "cuda")
+  compat.register_platform_lowering(compat.pallas_call_p, _lower_rocm, "rocm")
   compat.register_backend_lowering_rule(CompilerParams, _lower_cuda_explicit, "gpu")
   # the lowering's frames are not the user's: out of JAX's filtered tracebacks
   compat.hide_frames_in_tracebacks(os.path.dirname(os.path.abspath(__file__)))
@@ -235,6 +238,8 @@ def lowering_options(cp, platform: str, check_bounds: bool = False,
   """What the call's CompilerParams (pallas-prof's, JAX's Triton ones or None) and the
   process's modes ask of its lowering."""
   num_warps, num_stages = _num_warps_stages(cp)
+  if platform == "rocm" and getattr(cp, "num_stages", None) is None:
+    num_stages = rocm.ROCM_DEFAULT_NUM_STAGES      # what JAX's built-in backend takes there
   ours = isinstance(cp, CompilerParams)
   cc = cp.compute_capability if ours else None
   if platform == "cuda":
@@ -244,7 +249,8 @@ def lowering_options(cp, platform: str, check_bounds: bool = False,
   return LoweringOptions(num_warps=num_warps, num_stages=num_stages, compute_capability=cc,
                          enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
                          launch_group=int(cp.launch_group or 0) if ours else 0,
-                         tma=bool(cp.tma) if ours else False, check_bounds=check_bounds,
+                         tma=bool(cp.tma) if ours and platform != "rocm" else False,
+                         check_bounds=check_bounds,
                          debug=debug)
 
 
@@ -323,6 +329,8 @@ def _lower(ctx, in_nodes, params, platform: str):
     return compat.lower_fun(no_programs(ctx.avals_out, call.aliases, poison=check),
                             multiple_results=True)(ctx, *in_nodes)
   zeroed = set(getattr(cp, "zero_outputs", ()) or ()) | set(gk.zeroed_outputs(call.aliases))
+  if platform == "rocm":
+    return _launch_on_rocm(ctx, in_nodes, call, gk, zeroed, params)
   rec.compiled = _compiled_for_gpu(rec, call, cp, zeroed, tuned=not check)
   return _custom_call(ctx, in_nodes, rec, call, zeroed, params.get("metadata"))
 
@@ -377,15 +385,33 @@ def _compiled_for_gpu(rec, call: PallasCall, cp, zeroed, tuned: bool):
                                  aliases=call.aliases, zeroed=tuple(sorted(zeroed)))
 
 
+def _launch_on_rocm(ctx, in_nodes, call: PallasCall, gk, zeroed, params):
+  """The ROCm path: XLA's Triton custom call of the kernel's Triton IR, as JAX's built-in
+  backend emits it (running/rocm.py); what that call cannot run is refused at the call."""
+  if getattr(params.get("compiler_params"), "tma", None):
+    import warnings
+    site = call.site(gk.name)
+    warnings.warn_explicit(f"kernel `{gk.name}`: TMA is NVIDIA's (sm_90 or newer); on ROCm "
+                           "every access stays a plain one (same results)",
+                           TmaFallbackWarning, site.file or "an unknown line", site.line or 0)
+  return rocm.launch(ctx, in_nodes, gk, zeroed, aliases=call.aliases, error=call.error,
+                     metadata=_metadata_json(params.get("metadata")),
+                     debug=bool(params.get("debug")))
+
+
+def _metadata_json(metadata) -> str:
+  if not metadata:
+    return ""
+  import json
+  return json.dumps(dict(metadata))
+
+
 def _custom_call(ctx, in_nodes, rec, call: PallasCall, zeroed, metadata):
   """The GPU path: jaxlib's Triton custom call of the compiled kernel."""
   gk = rec.generated
-  meta_text = ""
-  if metadata:
-    import json
-    meta_text = json.dumps(dict(metadata))
   results = gpu_custom_call(ctx, in_nodes, rec.compiled, input_output_aliases=call.aliases,
-                            zeroed_outputs=tuple(sorted(zeroed)), metadata=meta_text)
+                            zeroed_outputs=tuple(sorted(zeroed)),
+                            metadata=_metadata_json(metadata))
   # check mode: the outputs started poisoned (gpu_custom_call aliases them to
   # poisoned starting values), as the interpreter's do
   after = _after_kernel(gk)
@@ -456,8 +482,16 @@ def _lower_cpu(ctx, *in_nodes, **params):
 
 
 def _lower_cuda(ctx, *in_nodes, **params):
+  return _lower_gpu(ctx, in_nodes, params, "cuda")
+
+
+def _lower_rocm(ctx, *in_nodes, **params):
+  return _lower_gpu(ctx, in_nodes, params, "rocm")
+
+
+def _lower_gpu(ctx, in_nodes, params, platform: str):
   if _compare_with_builtin["active"] and not params.get("interpret") and _is_triton_style(params):
-    return _lower_with_builtin(ctx, in_nodes, params)
+    return _lower_with_builtin(ctx, in_nodes, params, platform)
   if not _wants_us(params):
     try:
       return _delegate(ctx, in_nodes, params)
@@ -468,7 +502,7 @@ def _lower_cuda(ctx, *in_nodes, **params):
           and builtin_triton.lowering() is None):
         _builtin_triton("a pl.pallas_call without compiler_params, pallas-prof not installed,")
       raise
-  return _lower(ctx, in_nodes, params, "cuda")
+  return _lower(ctx, in_nodes, params, platform)
 
 
 def _lower_cuda_explicit(ctx, *in_nodes, **params):
