@@ -26,6 +26,7 @@ from .lowering.lower import kernel_name_of, lower_kernel, pallas_call_info
 from .options import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS, LoweringOptions
 from .running import bounds_errors, rocm, runtime_errors
 from .running.launch import cpu_call, gpu_custom_call, no_programs
+from .tma_note import TmaFallbackWarning
 
 
 @dataclasses.dataclass(frozen=True)
@@ -388,15 +389,11 @@ def _compiled_for_gpu(rec, call: PallasCall, cp, zeroed, tuned: bool):
 def _launch_on_rocm(ctx, in_nodes, call: PallasCall, gk, zeroed, params):
   """The ROCm path: XLA's Triton custom call of the kernel's Triton IR, as JAX's built-in
   backend emits it (running/rocm.py); what that call cannot run is refused at the call."""
-  if getattr(params.get("compiler_params"), "tma", None):
-    import warnings
-    site = call.site(gk.name)
-    warnings.warn_explicit(f"kernel `{gk.name}`: TMA is NVIDIA's (sm_90 or newer); on ROCm "
-                           "every access stays a plain one (same results)",
-                           TmaFallbackWarning, site.file or "an unknown line", site.line or 0)
   return rocm.launch(ctx, in_nodes, gk, zeroed, aliases=call.aliases, error=call.error,
                      metadata=_metadata_json(params.get("metadata")),
-                     debug=bool(params.get("debug")))
+                     debug=bool(params.get("debug")),
+                     tma_asked_at=call.site(gk.name) if getattr(
+                         params.get("compiler_params"), "tma", None) else None)
 
 
 def _metadata_json(metadata) -> str:
@@ -421,10 +418,6 @@ def _custom_call(ctx, in_nodes, rec, call: PallasCall, zeroed, metadata):
   avals = list(ctx.avals_out) + check_avals(gk)
   return compat.lower_fun(lambda *r: after(r), multiple_results=True)(
       ctx.replace(avals_in=avals), *results)
-
-
-class TmaFallbackWarning(UserWarning):
-  """CompilerParams(tma=True): a load of the kernel could not use TMA (it stays a plain load)."""
 
 
 def warn_tma_fallbacks(gk) -> None:

@@ -10,6 +10,10 @@ import dataclasses
 import os
 
 
+class TmaFallbackWarning(UserWarning):
+  """CompilerParams(tma=True): a load of the kernel could not use TMA (it stays a plain load)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class TmaNote:
   access: str             # the ref read ("x_ref"), or "the store to o_ref"

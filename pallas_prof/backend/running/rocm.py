@@ -26,12 +26,14 @@ from __future__ import annotations
 import dataclasses
 import io
 import threading
+import warnings
 from typing import Any
 
 from .. import compat
 from ..artifacts import GeneratedKernel
 from ..compiling.compile import signature_type
 from ..compiling.triton_run import triton_lock
+from ..tma_note import TmaFallbackWarning
 from .generated_modules import load_module
 
 # XLA's Triton custom call: what JAX's built-in backend emits for ROCm and CUDA alike
@@ -174,9 +176,14 @@ def refusal(gk: GeneratedKernel, zeroed, kernel: AmdKernel | None = None
 
 
 def launch(ctx, in_nodes, gk: GeneratedKernel, zeroed, *, aliases, error, metadata: str = "",
-           debug: bool = False):
+           debug: bool = False, tma_asked_at=None):
   """The kernel's custom call on ROCm; `error(reason, hint)` makes the exception raised
-  where the kernel cannot run there (pallas_call_rule's LoweringError at the user's line)."""
+  where the kernel cannot run there (pallas_call_rule's LoweringError at the user's line).
+  `tma_asked_at`: the user's line of a call that asked for TMA, which is NVIDIA's."""
+  if tma_asked_at is not None:
+    warnings.warn_explicit(f"kernel `{gk.name}`: TMA is NVIDIA's (sm_90 or newer); on ROCm "
+                           "every access stays a plain one (same results)", TmaFallbackWarning,
+                           tma_asked_at.file or "an unknown line", tma_asked_at.line or 0)
   kernel = None
   if refusal(gk, zeroed) is None:
     arch = gfx_arch()
