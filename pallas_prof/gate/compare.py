@@ -52,10 +52,10 @@ def equation_growth(before: KernelFigures, now: KernelFigures, tolerance_pct: fl
                     ) -> list[str]:
   """The equations whose instructions grew past the tolerance (new ones from zero), most
   grown first, each with before and after."""
-  old = {e.key: e for e in before.equations}
+  matched = matching(before.equations, now.equations)
   grown = []
   for e in now.equations:
-    was = old[e.key].instructions if e.key in old else 0
+    was = matched[e.key].instructions if e.key in matched else 0
     more = e.instructions - was
     if more >= MIN_EQUATION_GROWTH and (was == 0 or 100.0 * more / was > tolerance_pct):
       what = f"{was} -> {e.instructions} instructions" if was else \
@@ -63,6 +63,24 @@ def equation_growth(before: KernelFigures, now: KernelFigures, tolerance_pct: fl
       grown.append((more, f"{_equation_text(e)}: {what}"))
   grown.sort(key=lambda g: -g[0])
   return [text for _, text in grown]
+
+
+def matching(before: list[EquationFigures], now: list[EquationFigures]
+             ) -> dict[str, EquationFigures]:
+  """Each equation of `now` (by key) with its counterpart in `before`: the same primitive on
+  the same line of code; else, where the line was edited, the same primitive among those
+  left unmatched, in order (an edited line keeps its store, say, though its text changed)."""
+  old = {e.key: e for e in before}
+  out = {e.key: old[e.key] for e in now if e.key in old}
+  used = {e.key for e in out.values()}
+  left: dict[str, list[EquationFigures]] = {}
+  for e in before:
+    if e.key not in used:
+      left.setdefault(e.primitive, []).append(e)
+  for e in now:
+    if e.key not in out and left.get(e.primitive):
+      out[e.key] = left[e.primitive].pop(0)
+  return out
 
 
 def kernel_regressions(before: KernelFigures, now: KernelFigures, tolerance_pct: float
@@ -189,7 +207,7 @@ def against_budgets(budgets: dict, now: dict[str, KernelFigures], why_untimed: s
                                 f"{budget}={budgets[budget]}")
     if "max_time_us" in budgets:
       if k.runtime is None:
-        verdict.unchecked.append(f"max_time_us on {key}: not checked ({why_untimed})")
+        verdict.unchecked.append(f"max_time_us on {key}: {why_untimed}")
       elif k.runtime.median_us - k.runtime.noise_us > budgets["max_time_us"]:
         verdict.failures.append(
             f"kernel {k.name}{where} takes {k.runtime.median_us:.2f} µs "
