@@ -32,6 +32,7 @@ class GateSession:
     self.launches = config.getoption("pallas_prof_launches")
     self.gated: list[str] = []
     self.written: list[str] = []
+    self.removed: list[str] = []
     self.no_baseline: list[str] = []
     self.unchecked: list[str] = []
     self.notes: list[str] = []
@@ -42,55 +43,72 @@ class GateSession:
     _start_recording()
     result = yield
     from ..backend import kernel_registry
-    records = kernel_registry.kernels()
-    if records or budgets:
-      self._gate(item, records, budgets)
+    self._gate(item, kernel_registry.kernels(), budgets)
     return result
 
   def _gate(self, item, records, budgets: dict) -> None:
     from .timing import measure
+    path = baseline_files.path_for(self.folder, item.nodeid)
+    # read first: a damaged baseline fails the test before its kernels are profiled
+    old = None if self.update else self._read(path, item.nodeid)
     if not records:
-      self.unchecked.append(f"{item.nodeid}: its pallas_prof budgets found no kernel (the test "
-                            "lowered none)")
+      self._without_kernels(item.nodeid, path, old, budgets)
       return
     try:
       figures, why_untimed = measure(records, repeats=self.repeats, launches=self.launches)
     except Exception as e:  # noqa: BLE001 - the test fails saying so, the session goes on
-      pytest.fail(f"pallas-prof: profiling the kernels of {item.nodeid} failed: "
-                  f"{type(e).__name__}: {e}", pytrace=False)
+      _fail(f"pallas-prof: profiling the kernels of {item.nodeid} failed: "
+            f"{type(e).__name__}: {e}")
     now = by_key(figures)
     tools = toolchain(",".join(sorted({k.target or "?" for k in figures})))
-    path = baseline_files.path_for(self.folder, item.nodeid)
-    verdict = self._against_baseline(item.nodeid, path, now, tools)
+    verdict = Verdict()
+    if self.update:
+      self._write(path, Baseline(SCHEMA, item.nodeid, tools, now))
+    elif old is None:
+      self.no_baseline.append(item.nodeid)
+    else:
+      self.gated.append(item.nodeid)
+      verdict = against_baseline(old, now, tools, self.tolerance, os.path.relpath(path))
     against_budgets(budgets, now, why_untimed or "", verdict)
     item.user_properties.append(("pallas_prof", json.dumps(
         {key: k.to_dict() for key, k in now.items()}, sort_keys=True)))
     self.unchecked += [f"{item.nodeid}: {u}" for u in verdict.unchecked]
     self.notes += [f"{item.nodeid}: {n}" for n in verdict.notes]
     if verdict.failures:
-      pytest.fail("pallas-prof: the kernels of this test grew past their baseline or "
-                  "budget:\n" + "\n".join(verdict.failures)
-                  + f"\n(baseline: {os.path.relpath(path)}; if the change is meant, "
-                  "run with --pallas-prof-update and commit the file)", pytrace=False)
+      _fail("pallas-prof: the kernels of this test grew past their baseline or budget:\n"
+            + "\n".join(verdict.failures) + f"\n(baseline: {os.path.relpath(path)}; if the "
+            "change is meant, run with --pallas-prof-update and commit the file)")
 
-  def _against_baseline(self, nodeid: str, path: str, now: dict, tools: dict) -> Verdict:
-    if self.update:
-      try:
-        baseline_files.write(path, Baseline(SCHEMA, nodeid, tools, now))
-      except OSError as e:
-        pytest.fail(f"pallas-prof: could not write baseline {path}: {e.strerror or e}; "
-                    "the old file, if any, is as it was", pytrace=False)
-      self.written.append(nodeid)
-      return Verdict()
+  def _read(self, path: str, nodeid: str):
     try:
-      old = baseline_files.read(path, nodeid)
+      return baseline_files.read(path, nodeid)
     except baseline_files.BaselineError as e:
-      pytest.fail(str(e), pytrace=False)
-    if old is None:
-      self.no_baseline.append(nodeid)
-      return Verdict()
-    self.gated.append(nodeid)
-    return against_baseline(old, now, tools, self.tolerance, os.path.relpath(path))
+      _fail(str(e))
+
+  def _write(self, path: str, baseline: Baseline) -> None:
+    try:
+      baseline_files.write(path, baseline)
+    except OSError as e:
+      _fail(f"pallas-prof: could not write baseline {path}: {e.strerror or e}; "
+            "the old file, if any, is as it was")
+    self.written.append(baseline.test)
+
+  def _without_kernels(self, nodeid: str, path: str, old, budgets: dict) -> None:
+    """A test that lowered no kernel: its budgets said unchecked; a baseline it left from
+    when it did is removed by an update, else said."""
+    if budgets:
+      self.unchecked.append(f"{nodeid}: its pallas_prof budgets found no kernel (the test "
+                            "lowered none)")
+    if self.update and os.path.lexists(path):
+      try:
+        os.unlink(path)
+      except OSError as e:
+        _fail(f"pallas-prof: could not remove the baseline {path} of a test that runs no "
+              f"kernel now: {e.strerror or e}")
+      self.removed.append(nodeid)
+    elif old is not None and old.kernels:
+      self.notes.append(f"{nodeid}: ran no kernel; its baseline {os.path.relpath(path)} holds "
+                        f"{', '.join(old.kernels)} (--pallas-prof-update removes it)")
 
   def pytest_terminal_summary(self, terminalreporter):
     tr = terminalreporter
@@ -98,6 +116,9 @@ class GateSession:
     where = os.path.relpath(self.folder)
     if self.update:
       tr.write_line(f"wrote {len(self.written)} baseline(s) under {where}/")
+      if self.removed:
+        tr.write_line(f"removed {len(self.removed)} baseline(s) of tests that ran no kernel: "
+                      f"{_listed(self.removed)}")
     else:
       tr.write_line(f"{len(self.gated)} test(s) gated against their baselines under {where}/ "
                     f"(tolerance {self.tolerance:g}%)")
@@ -109,6 +130,14 @@ class GateSession:
       tr.write_line(f"not checked: {line}")
     for line in self.notes:
       tr.write_line(f"note: {line}")
+
+
+def _fail(message: str):
+  """Fails the test with `message` alone: raised inside an `except`, pytest.fail would print
+  the error it handles before it (Python's implicit chaining)."""
+  error = pytest.fail.Exception(message, pytrace=False)
+  error.__suppress_context__ = True
+  raise error
 
 
 def _listed(names: list[str]) -> str:
