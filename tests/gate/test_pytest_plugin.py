@@ -41,8 +41,10 @@ def test_update_then_an_unchanged_kernel_passes_and_a_planted_spill_and_growth_f
   grown.stdout.fnmatch_lines([
       "*kernel scale_kernel (test_user.py:9): spills 0 -> *; *instructions +*"
       "(*spills 0 -> *, instructions * -> *)",
-      "*grew: * sin at test_user.py:11 `o_ref?...? = jnp.exp(x) * jnp.sin(x) + jnp.cos(x)`: "
-      "new, * instructions",
+      # which equations grew most is the compiler's doing (it differs between Triton
+      # releases): each named with the user's line, before and after
+      "*grew: * at test_user.py:11 `o_ref?...? = jnp.exp(x) * jnp.sin(x) + "
+      "jnp.cos(x)`: * instructions",
       "*kernel scale_kernel (test_user.py:9) spills * register(s); the budget is "
       "no_spills=True*",
       "*has * registers; the budget is max_registers=64*",
