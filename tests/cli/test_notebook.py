@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import html.parser
+import linecache
 import os
 import re
 import types
@@ -103,8 +104,16 @@ def test_a_profile_of_this_process_shows_inline_with_heat_on_the_users_lines(tmp
   import pallas_prof
   from pallas_prof.backend import kernel_registry
 
-  def double_exp_kernel(x_ref, o_ref):
-    o_ref[...] = jnp.exp(x_ref[...]) * 2.0
+  # the kernel defined in a notebook cell: code run from no file, which IPython keeps in
+  # linecache under a name of its own with no modification time (its compilerop does so)
+  cell_name = str(tmp_path / "ipykernel_0" / "3041493352.py")     # never written to disk
+  cell = ("import jax.numpy as jnp\n\n"
+          "def double_exp_kernel(x_ref, o_ref):\n"
+          "  o_ref[...] = jnp.exp(x_ref[...]) * 2.0\n")
+  linecache.cache[cell_name] = (len(cell), None, cell.splitlines(keepends=True), cell_name)
+  scope: dict = {}
+  exec(compile(cell, cell_name, "exec"), scope)
+  double_exp_kernel = scope["double_exp_kernel"]
 
   pallas_prof.install()
   try:
@@ -115,6 +124,7 @@ def test_a_profile_of_this_process_shows_inline_with_heat_on_the_users_lines(tmp
     report = pallas_prof.profile()
   finally:
     pallas_prof.uninstall()
+  assert not os.path.exists(cell_name)
   markup = notebook.profile_html(report)
   _inline_page(markup)
   page = _page(markup)
@@ -125,7 +135,8 @@ def test_a_profile_of_this_process_shows_inline_with_heat_on_the_users_lines(tmp
   # in a terminal: the tables `pallas-prof run` prints
   assert "double_exp_kernel" in str(report) and "hot equations" in str(report)
   # saved as a run and loaded back: the page of the folder RunReport.load read
-  run_dir = str(tmp_path)
+  run_dir = str(tmp_path / "run")
+  os.mkdir(run_dir)
   notebook.profile_run(report, run_dir).save(run_dir)
   run = RunReport.load(run_dir)
   saved = notebook.run_html(run)
@@ -134,6 +145,11 @@ def test_a_profile_of_this_process_shows_inline_with_heat_on_the_users_lines(tmp
   assert _page(saved) == render_html(run, run_dir)              # report.html's own page
   assert _heated_rows(_listing(_page(saved), "user-source")) == user
   assert _heated_rows(_listing(_page(saved), "generated"))
+  linecache.cache.pop(cell_name)
+  # where the cell is gone (another process): said, not invented
+  gone = _page(notebook.run_html(run))
+  assert "is not on this machine" in gone and "jnp.exp(x_ref" not in gone.split(
+      "listing user-source", 1)[1].split("listing generated", 1)[0]
 
 
 def test_a_run_report_prints_its_tables_as_text(tmp_path):
