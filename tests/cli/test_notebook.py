@@ -152,7 +152,11 @@ def test_a_profile_of_this_process_shows_inline_with_heat_on_the_users_lines(tmp
       "listing user-source", 1)[1].split("listing generated", 1)[0]
 
 
-def test_a_run_report_prints_its_tables_as_text(tmp_path):
+def test_a_run_report_prints_its_tables_as_text_inside_jupyter_too(tmp_path, monkeypatch):
+  """Inside Jupyter rich sends what a console prints to the notebook as a display of its
+  own: the tables must come back as text all the same (they are the text/plain output)."""
+  import rich.console
+  monkeypatch.setattr(rich.console, "_is_jupyter", lambda: True)
   run = RunReport.load(gpu_pipeline_run(tmp_path))
   text = notebook.run_text(run)
   assert text.startswith("pallas-prof pipeline.py") and "kernels" in text
