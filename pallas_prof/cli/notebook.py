@@ -15,6 +15,7 @@ it back.
 """
 from __future__ import annotations
 
+import dataclasses
 import html
 import io
 import os
@@ -76,7 +77,11 @@ def profile_run(report, run_dir: str) -> RunReport:
     files = {what: rel for what, rel in run_directory.kernel_files(rec.label,
                                                                    rec.compiled).items()
              if os.path.isfile(os.path.join(run_dir, rel))}
-    kernels.append(kernel_entry(rec, files))
+    entry = kernel_entry(rec, files)
+    if entry.resources is None and k.static is not None:
+      # compiled by the profiler for the figures (a CPU run's records were never compiled)
+      entry = dataclasses.replace(entry, resources=dict(k.static.resources))
+    kernels.append(entry)
   platform = Platform(backend="gpu" if report.gpu_present else "cpu",
                       devices=(report.device.name,) if report.device is not None else ())
   return RunReport(script=PROFILE_SCRIPT, platform=platform, kernels=tuple(kernels),

@@ -128,6 +128,8 @@ def test_a_profile_of_this_process_shows_inline_with_heat_on_the_users_lines(tmp
   markup = notebook.profile_html(report)
   _inline_page(markup)
   page = _page(markup)
+  registers = report.kernels[0].static.resources["registers"]
+  assert re.search(rf"<dt>registers</dt><dd>{registers}</dd>", page), "no registers shown"
   user = _heated_rows(_listing(page, "user-source"))
   assert user.get("o_ref[...] = jnp.exp(x_ref[...]) * 2.0") == 1.0, user
   generated = _listing(page, "generated")
