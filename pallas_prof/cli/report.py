@@ -250,6 +250,9 @@ class RunReport(Record):
       raise ReportError(f"pallas-prof: {path} is damaged: {outside[0]} names {outside[1]!r}, "
                         "not a file inside the run directory; write the run again with "
                         "`pallas-prof run`")
+    # not a field (report.json does not hold it): where its kernels' files are, for the
+    # page a notebook shows of it (notebook.py)
+    object.__setattr__(report, "loaded_from", run_dir)
     return report
 
   def foreign_path(self) -> tuple[str, str] | None:

@@ -68,6 +68,18 @@ def find_user_file(run: RunReport, path: str | None) -> str | None:
   return None
 
 
+def interactive_lines(name: str | None) -> tuple[str, ...]:
+  """The lines of code this process ran from no file, by the name it ran them under: a
+  Jupyter or IPython cell ('/tmp/ipykernel_1234/3041493352.py'), which IPython keeps in
+  linecache with no modification time (it is on no disk). Files are never read here: a
+  name not so kept gives ()."""
+  import linecache
+  entry = linecache.cache.get(name) if isinstance(name, str) else None
+  if not entry or len(entry) < 3 or entry[1] is not None:
+    return ()
+  return tuple(line.rstrip("\r\n") for line in entry[2])
+
+
 def _failing_lines(run: RunReport, path: str) -> set[int]:
   """The lines of `path` that the run's errors name (their file:line)."""
   out = set()
@@ -88,10 +100,11 @@ def user_listing(run: RunReport, k: KernelEntry, eqs: list[WeightedEquation]) ->
   main_file = file_part if file_part in files or not eqs else sorted(f for f in files if f)[0]
   path = find_user_file(run, main_file)
   title = f"your kernel: {main_file or '?'}"
-  if path is None:
+  cell = interactive_lines(main_file) if path is None else ()
+  if path is None and not cell:
     return Listing(title, (), missing=f"the source file {main_file!r} is not on this machine "
                                       "(the weights per equation are in the generated source)")
-  text = list(source_lines(path))
+  text = list(source_lines(path)) if path is not None else list(cell)
   if not text:
     return Listing(title, (), missing=f"the source file {main_file!r} is not a readable Python "
                                       "file here (a regular .py file)")
@@ -103,7 +116,7 @@ def user_listing(run: RunReport, k: KernelEntry, eqs: list[WeightedEquation]) ->
   end = _block_end(text, start)
   if by_line:
     start, end = min(start, min(by_line)), max(end, max(by_line))
-  failing = _failing_lines(run, path)
+  failing = _failing_lines(run, path) if path is not None else set()
   lines = []
   for n in range(max(1, start), min(len(text), end) + 1):
     mine = by_line.get(n, [])

@@ -55,9 +55,11 @@ def console_width(is_terminal: bool) -> int:
 def console(file=None) -> Console:
   stream = file if file is not None else sys.stdout
   tty = bool(getattr(stream, "isatty", lambda: False)())
+  # force_jupyter=False: inside Jupyter rich would otherwise send what it prints to the
+  # notebook as a display of its own and leave the stream empty (str(report) came back "")
   con = Console(file=file if tty else _NoTrailingSpaces(stream), width=console_width(tty),
                 force_terminal=tty, no_color=not tty, highlight=False, markup=False,
-                emoji=False, soft_wrap=False)
+                emoji=False, soft_wrap=False, force_jupyter=False)
   con.push_render_hook(_Printable())
   return con
 
