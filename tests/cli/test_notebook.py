@@ -1,4 +1,4 @@
-"""Reports inline in Jupyter and IPython (cli/notebook.py): the page in an iframe, well
+"""Reports inline in Jupyter and IPython (pallas_prof/notebook.py): the page in an iframe, well
 formed, self-contained, with the user's lines heated; the tables as text."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 import re
 import types
 
-from pallas_prof.cli import notebook
+from pallas_prof import notebook
 from pallas_prof.cli.report import RunReport
 
 from .test_html import gpu_pipeline_run
