@@ -19,10 +19,11 @@ import re
 import time
 from typing import Any
 
-from . import compile_cache, compile_worker, ptx_rewrites
+from . import amd_resources, compile_cache, compile_worker, ptx_rewrites
 from .. import hooks
 from ..artifacts import DEFAULT_TARGET, CompiledKernel, GeneratedKernel, target_text
 from ..lowering.codegen import signature_type
+from ..targets import as_target
 # clear_memory_cache, compile_options: part of this module's interface (tests, bench)
 from .compile_cache import (clear_memory_cache, compile_key, compile_options,  # noqa: F401
                             forget, libdevice_cache, load_from_disk, remember, remembered,
@@ -52,11 +53,14 @@ class CompileRecord:
 
 def compile_kernel(gk: GeneratedKernel, target: tuple[str, int] = DEFAULT_TARGET,
                    *, use_disk_cache: bool = True, need_cubin: bool = True) -> CompiledKernel:
-  """Compiles a generated kernel for `target` (backend, compute capability).
+  """Compiles a generated kernel for `target`: a targets.Target, ("cuda", 90) or
+  ("hip", "gfx942") (targets.parse_target reads "sm_80" or "gfx942").
 
   need_cubin=False stops after PTX (what jaxlib needs to launch it); the
-  cubin is assembled later by assemble_cubin() if anyone asks.
+  cubin is assembled later by assemble_cubin() if anyone asks. An AMD
+  target's hsaco is always made (LLVM assembles it in the same process).
   """
+  target = as_target(target)
   key = compile_key(gk, target)
   start = time.time_ns()
   ck = _cached(gk, key, use_disk_cache, need_cubin)
@@ -84,8 +88,8 @@ def _cached(gk: GeneratedKernel, key: str, use_disk_cache: bool,
       return None
     remember(ck)
   try:
-    if not ck.asm.get("ptx"):
-      raise ValueError("its PTX is empty")
+    if not ck.asm.get(ck.target.assembly_stage):
+      raise ValueError(f"its {ck.target.assembly_stage} is empty")
     return assemble_cubin(ck) if need_cubin else ck
   except (CompileError, ValueError) as e:
     forget(key)
@@ -169,6 +173,7 @@ def compile_request(gk: GeneratedKernel, target: tuple[str, int],
                     need_cubin: bool = True) -> dict[str, Any]:
   """Everything triton.compile needs, as plain data (it may go to a worker process)."""
   return {"op": "compile", "path": gk.path, "name": gk.name,
+          "warp_size": as_target(target).warp_size,
           "signature": {p.name: "*" + signature_type(p.dtype) for p in gk.params},
           "attrs": {(i,): [["tt.divisibility", 16]] for i in range(len(gk.params))},
           "options": compile_cache.compile_options(gk, target), "target": tuple(target),
@@ -183,6 +188,7 @@ def compile_kernels(gks: list[GeneratedKernel], target: tuple[str, int] = DEFAUL
   default the cores) by children of the compile worker: the tuner's candidates.
   A compile that fails gives its CompileError in its place; the others go on."""
   out: list[CompiledKernel | CompileError | None] = [None] * len(gks)
+  target = as_target(target)
   misses = []
   for i, gk in enumerate(gks):
     key = compile_key(gk, target)
@@ -289,28 +295,29 @@ def _worker_wait(result: dict[str, Any], requested: int | None) -> dict[str, flo
 def _finish_compile(gk, target, key, result, requested: int | None = None,
                     request: dict | None = None) -> CompiledKernel:
   records = [StageRecord(*r) for r in result["records"]]
+  target = as_target(target)
   start, end = result["start_ns"], result["end_ns"]
   target_name = target_text(target)
   wait = _worker_wait(result, requested)
   if "error" in result:
     cause = machine_faults.of_answer(result["error"])
     if cause is not None:
-      error = machine_faults.machine_error(gk, cause, next_stage(records))
+      error = machine_faults.machine_error(gk, cause, next_stage(records, target.backend))
     else:
       failure = TritonFailure.from_answer(result["error"])
-      error = compile_error(gk, failure, next_stage(records),
+      error = compile_error(gk, failure, next_stage(records, target.backend),
                             request or compile_request(gk, target))
     _notify(CompileRecord(gk.name, key, target_name, start, end, records, "miss",
                           {"pallas.kernel": gk.name, **wait}, error, source_key=gk.key,
                           requested_ns=requested))
     raise error
-  ck = CompiledKernel(name=gk.name, key=key, target=tuple(target), asm=result["asm"],
+  ck = CompiledKernel(name=gk.name, key=key, target=target, asm=result["asm"],
                       metadata=result["metadata"],
                       stage_seconds={r.stage: r.seconds for r in records},
                       compile_seconds=(end - start) / 1e9, ptxas_log=result["ptxas"],
                       generated=gk, cache="miss",
                       worker_wait_seconds=sum(wait.values()) / 1e3,
-                      **parse_ptxas(result["ptxas"]))
+                      **_resource_fields(target, result))
   try:
     check_shared_memory(ck, gk)
   except CompileError as e:
@@ -344,6 +351,13 @@ _PTXAS_PATTERNS = {
     "spill_stores": re.compile(r"(\d+) bytes spill stores"),
     "spill_loads": re.compile(r"(\d+) bytes spill loads"),
 }
+
+
+def _resource_fields(target, result: dict[str, Any]) -> dict[str, Any]:
+  """Registers, spills and stack from ptxas's report (NVIDIA) or the AMDGCN assembly."""
+  if target.backend == "hip":
+    return amd_resources.compiled_fields(result["asm"].get("amdgcn", ""), result["metadata"])
+  return parse_ptxas(result["ptxas"])
 
 
 def parse_ptxas(log: str) -> dict[str, int | None]:
