@@ -142,6 +142,7 @@ def assemble_cubin(ck: CompiledKernel) -> CompiledKernel:
 def _ptxas(request: dict[str, Any], ck: CompiledKernel) -> dict[str, Any]:
   """The worker's ptxas answer; a worker that dies is retried once on a fresh one, and a
   second death is a CompileError (the machine's, or a crash of Triton's ptxas step)."""
+  worker_for(ck.target)
   try:
     return compile_worker.compile(request)
   except compile_worker.WorkerCrashed as crash:
@@ -177,7 +178,9 @@ def compile_request(gk: GeneratedKernel, target: tuple[str, int],
           "signature": {p.name: "*" + signature_type(p.dtype) for p in gk.params},
           "attrs": {(i,): [["tt.divisibility", 16]] for i in range(len(gk.params))},
           "options": compile_cache.compile_options(gk, target), "target": tuple(target),
-          "need_cubin": need_cubin, "libdevice_cache": libdevice_cache(),
+          "need_cubin": need_cubin,
+          # an AMD compile links Triton's ocml and ockl its own way (no NVIDIA libdevice)
+          "libdevice_cache": libdevice_cache() if as_target(target).backend == "cuda" else None,
           "ptx_rewrites": ptx_rewrites.enabled()}
 
 
@@ -199,6 +202,7 @@ def compile_kernels(gks: list[GeneratedKernel], target: tuple[str, int] = DEFAUL
         out[i] = e
     else:
       misses.append((i, gk, key))
+  worker_for(target)
   answers = compile_worker.compile_many([compile_request(gk, target, need_cubin)
                                          for _, gk, _ in misses], parallel)
   for (i, gk, key), answer in zip(misses, answers):
@@ -273,12 +277,30 @@ def _compile_again(gk: GeneratedKernel, target: tuple[str, int], key: str, need_
 def _compile_once(gk: GeneratedKernel, target: tuple[str, int], key: str, need_cubin: bool,
                   first_try: bool = False) -> CompiledKernel:
   request = compile_request(gk, target, need_cubin)
+  worker_for(target)
   requested = time.time_ns()
   try:
     result = compile_worker.compile(request)
   except compile_worker.WorkerCrashed as crash:
     raise _crash_error(gk, key, target, crash, first_try) from None
   return _finish_compile(gk, target, key, result, requested, request)
+
+
+_worker_target: list = [None]    # the target the compile worker last compiled for
+
+
+def worker_for(target) -> None:
+  """A fresh compile worker when `target` is not the one the worker last compiled for:
+  Triton 3.6 carries what one target's compile set up into the next compile in the same
+  process (an fp8 e5m2 dot compiled for sm_80 after an e4m3 kernel for sm_90 gets
+  sm_89's instructions: bench/targets/triton_fp8_order_repro.py), so each target's
+  compiles keep to a worker of their own. Compiles in this process have no such guard."""
+  target = as_target(target)
+  with triton_lock():
+    switched = _worker_target[0] is not None and _worker_target[0] != target
+    _worker_target[0] = target
+  if switched:
+    compile_worker.replace()
 
 
 def _worker_wait(result: dict[str, Any], requested: int | None) -> dict[str, float]:

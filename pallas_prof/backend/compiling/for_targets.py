@@ -20,6 +20,7 @@ from ..artifacts import CompiledKernel, GeneratedKernel
 from ..errors import CompileError
 from ..targets import Target, as_target
 from .compile import compile_kernel
+from .failures import workarounds
 
 # what a refusal's diagnosis is: a feature the target lacks, or more than it has
 REFUSED_KINDS = ("target", "resources")
@@ -60,16 +61,23 @@ def is_refusal(error: CompileError) -> bool:
   return d is not None and d.fault == "kernel" and d.kind in REFUSED_KINDS
 
 
-def compile_for(gk: GeneratedKernel, target, *, use_disk_cache: bool = True) -> TargetOutcome:
-  """gk compiled for `target` (a Target, ("cuda", 80), or text: "sm_80", "gfx942")."""
+def compile_for(gk: GeneratedKernel, target, *, relower=None,
+                use_disk_cache: bool = True) -> TargetOutcome:
+  """gk compiled for `target` (a Target, ("cuda", 80), or text: "sm_80", "gfx942"); with
+  `relower` (the kernel's registry record's), through the workarounds a run would take
+  where Triton fails (failures/workarounds.py)."""
   target = as_target(target)
   try:
-    ck = compile_kernel(gk, target, use_disk_cache=use_disk_cache)
+    if relower is not None:
+      ck = workarounds.compile_working_around(gk, target, relower,
+                                              use_disk_cache=use_disk_cache)
+    else:
+      ck = compile_kernel(gk, target, use_disk_cache=use_disk_cache)
   except CompileError as e:
     return TargetOutcome(gk.name, target, "refused" if is_refusal(e) else "failed", error=e)
   return TargetOutcome(gk.name, target, "compiled", compiled=ck)
 
 
-def compile_for_targets(gk: GeneratedKernel, targets, *,
+def compile_for_targets(gk: GeneratedKernel, targets, *, relower=None,
                         use_disk_cache: bool = True) -> list[TargetOutcome]:
-  return [compile_for(gk, t, use_disk_cache=use_disk_cache) for t in targets]
+  return [compile_for(gk, t, relower=relower, use_disk_cache=use_disk_cache) for t in targets]

@@ -149,3 +149,37 @@ def test_shared_memory_each_target_has():
   assert "of LDS (shared memory); gfx942 allows 65536 per block" in outs["gfx942"].reason
   assert outs["gfx950"].figures()["lds_bytes"] <= 163840
   assert f"{__file__}:{_mm.__code__.co_firstlineno + 1}" in str(outs["gfx942"].error)
+
+
+def test_a_target_switch_compiles_in_a_worker_of_its_own():
+  """Triton 3.6 carries an e4m3 kernel's compile for sm_90 into the next compile in the
+  process: an e5m2 dot for sm_80 then got sm_89's cvt and ptxas refused it
+  (bench/targets/triton_fp8_order_repro.py); each target compiles in a fresh worker."""
+  x = jnp.ones((128,), jnp.float32)
+  e4m3 = _lower(_fp8_convert, (x,), "targets_order_e4m3",
+                out_shape=jax.ShapeDtypeStruct((128,), jnp.float32))
+  e5 = jnp.ones((64, 64), jnp.float8_e5m2)
+  dot = _lower(_mm, (e5, e5), "targets_order_dot", out_shape=jax.ShapeDtypeStruct((64, 64), jnp.float32))
+  assert compile_for(e4m3, "sm_90", use_disk_cache=False).status == "compiled"
+  out = compile_for(dot, "sm_80", use_disk_cache=False)
+  assert out.status == "compiled", out.reason
+  assert ".target sm_80" in out.compiled.ptx and "e5m2x2" not in out.compiled.ptx
+
+
+def _rms(x_ref, o_ref):
+  x = x_ref[...]
+  o_ref[...] = x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) + jnp.exp(x)
+
+
+def test_math_functions_link_amds_own_libraries():
+  """rsqrt and exp come from a device library: NVIDIA's libdevice (prepared by pallas-prof,
+  libdevice_link.py) for sm_80, Triton's ocml for gfx942, which takes none of libdevice's."""
+  x = jnp.ones((8, 256), jnp.float32)
+  spec = pl.BlockSpec((1, 256), lambda i: (i, 0))
+  gk = _lower(_rms, (x,), "targets_rms", grid=(8,), in_specs=[spec], out_specs=spec,
+              out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))
+  for target in ("sm_80", "gfx942"):
+    out = compile_for(gk, target, use_disk_cache=False)
+    assert out.status == "compiled", out.reason
+  llir = out.compiled.asm["llir"]
+  assert "@llvm.amdgcn.rsq" in llir and "@__nv_" not in llir    # AMD's rsq, no libdevice
