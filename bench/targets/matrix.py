@@ -10,7 +10,7 @@ No GPU: Triton compiles NVIDIA targets with its own ptxas and AMD ones with its
 LLVM. The kernels are lowered once (jax.jit(...).lower on the CPU: nothing runs)
 at the examples' GPU sizes, and each GeneratedKernel goes through pallas-prof's
 compile (pallas_prof.backend.compiling.for_targets) for every target, the cache
-bypassed. Writes targets_cpu_<commit>_triton<version>.{json,md} under --out: the
+bypassed. Writes targets_cpu_<commit>_triton<version>.{json.gz,md} under --out: the
 markdown is the section bench/results/README.md and docs/targets.md quote.
 """
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import gzip
 import importlib.util
 import json
 import os
@@ -302,10 +303,10 @@ def main(argv=None) -> int:
     stem = os.path.join(args.out, f"targets_cpu_{commit}_triton{triton}")
     with open(stem + ".md", "w") as f:
       f.write(text)
-    with open(stem + ".json", "w") as f:
+    with gzip.open(stem + ".json.gz", "wt") as f:
       json.dump({"command": command, "commit": commit, "triton": triton,
                  "targets": [t.name for t in targets], "rows": rows}, f, indent=1)
-    print(f"wrote {stem}.md and .json")
+    print(f"wrote {stem}.md and .json.gz")
   return 0
 
 
