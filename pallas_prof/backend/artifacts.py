@@ -331,7 +331,13 @@ class CompiledKernel:
 
   @property
   def ptx(self) -> str:
+    self._need_nvidia("PTX")
     return self.asm["ptx"]
+
+  def _need_nvidia(self, what: str) -> None:
+    if self.target.backend != "cuda":
+      raise ValueError(f"kernel {self.name} was compiled for {self.target.name}: it has no "
+                       f"{what} (its stages: {', '.join(self.target.stages)})")
 
   @property
   def cubin_deferred(self) -> bool:
@@ -340,6 +346,7 @@ class CompiledKernel:
 
   @property
   def cubin(self) -> bytes:
+    self._need_nvidia("cubin")
     if self.cubin_deferred:
       raise ValueError(f"kernel {self.name}: the cubin was deferred (the GPU launch path "
                        "needs only PTX); compile.assemble_cubin(ck) returns one with it")

@@ -183,3 +183,28 @@ def test_math_functions_link_amds_own_libraries():
     assert out.status == "compiled", out.reason
   llir = out.compiled.asm["llir"]
   assert "@llvm.amdgcn.rsq" in llir and "@__nv_" not in llir    # AMD's rsq, no libdevice
+
+
+def test_an_amd_compile_says_it_has_no_ptx_or_cubin():
+  """What reads PTX or a cubin (the profiler's replay, ncu) gets a sentence, not a KeyError."""
+  ck = compile_for(_vector_add(), "gfx942", use_disk_cache=False).compiled
+  for what in ("ptx", "cubin"):
+    with pytest.raises(ValueError, match="compiled for gfx942: it has no .*amdgcn, hsaco"):
+      getattr(ck, what)
+
+
+def test_the_tuners_batch_compiles_for_an_amd_target():
+  """compile_kernels (the tuner's candidates, compiled at once by the worker's children)
+  takes a target as text too, and each candidate's compile is the AMD one."""
+  x = jnp.ones((4096,), jnp.float32)
+  gks = []
+  for block in (512, 1024):
+    spec = pl.BlockSpec((block,), lambda i: (i,))
+    gks.append(_lower(_add, (x, x), f"targets_batch_{block}", grid=(4096 // block,),
+                      in_specs=[spec, spec], out_specs=spec,
+                      out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype)))
+  compile_cache.clear_memory_cache()
+  out = pcompile.compile_kernels(gks, "gfx942", parallel=2)
+  assert [type(ck).__name__ for ck in out] == ["CompiledKernel"] * 2, out
+  assert all(ck.target == Target("hip", "gfx942") and ck.asm["hsaco"][:4] == b"\x7fELF"
+             and ck.metadata["target"]["warp_size"] == 64 for ck in out)
