@@ -118,10 +118,12 @@ def as_target(value) -> Target:
     return parse_target(value)
   if hasattr(value, "backend") and hasattr(value, "arch"):   # Triton's GPUTarget
     value = (value.backend, value.arch)
-  backend, arch = str(value[0]), value[1]
-  if backend == "cuda":
-    return Target("cuda", int(arch))
-  if backend == "hip" and isinstance(arch, str):
-    return Target("hip", arch)
-  raise UnknownTarget(f"{tuple(value)!r} is not a GPU target: pallas-prof compiles for "
+  pair = tuple(value) if isinstance(value, (tuple, list)) else ()
+  if len(pair) == 2 and pair[0] == "cuda" and isinstance(pair[1], (int, str)) and \
+      str(pair[1]).isdigit():
+    return Target("cuda", int(pair[1]))
+  if len(pair) == 2 and pair[0] == "hip" and isinstance(pair[1], str) and \
+      _HIP_FORMS.match(pair[1]):
+    return Target("hip", pair[1])
+  raise UnknownTarget(f"{value!r} is not a GPU target: pallas-prof compiles for "
                       f"('cuda', <compute capability>) or ('hip', '<gfx name>')")
