@@ -27,6 +27,7 @@ from typing import Any, Callable, ClassVar, Mapping, Union
 from ..safe_files import write_atomic
 from ..serial import from_fields, plain
 from .equation_text import Described, Description
+from .targets import Target, as_target
 
 # --- lowering: what the kernel takes ---------------------------------------------
 
@@ -233,19 +234,24 @@ class GeneratedKernel:
 
 # --- compile: the compiled kernel ------------------------------------------------------
 
-# what kernels compile for when no GPU names a target (CPU runs, the static figures)
-DEFAULT_TARGET = ("cuda", 90)
+# what kernels compile for when no GPU names a target (CPU runs, the static figures);
+# equal to the ("cuda", 90) pair it always was (targets.py)
+DEFAULT_TARGET = Target("cuda", 90)
 
 
 def target_text(target) -> str:
-  """A compile target, ("cuda", 90), as reports, spans and cache keys write it: "cuda:90"."""
-  return f"{target[0]}:{target[1]}"
+  """A compile target, ("cuda", 90), as reports, spans and cache keys write it: "cuda:90"
+  ("hip:gfx942" for AMD's)."""
+  return as_target(target).text
 
 
 STAGES = ("ttir", "ttgir", "llir", "ptx", "cubin")
-# each stage's file in a saved CompiledKernel (a run directory's kernels/<label>/ too)
+# each stage's file in a saved CompiledKernel (a run directory's kernels/<label>/ too);
+# amdgcn and hsaco: an AMD target's assembly and binary (targets.HIP_STAGES)
 STAGE_FILES = {"ttir": "kernel.ttir", "ttgir": "kernel.ttgir", "llir": "kernel.ll",
-               "ptx": "kernel.ptx", "cubin": "kernel.cubin"}
+               "ptx": "kernel.ptx", "cubin": "kernel.cubin", "amdgcn": "kernel.amdgcn",
+               "hsaco": "kernel.hsaco"}
+BINARY_STAGES = ("cubin", "hsaco")
 
 
 class SchemaMismatch(ValueError):
@@ -286,8 +292,8 @@ class CompiledKernel:
 
   name: str
   key: str
-  target: tuple[str, int]
-  asm: Mapping[str, str | bytes]   # stage -> text (cubin: bytes)
+  target: Target                   # ("cuda", 90), ("hip", "gfx942")
+  asm: Mapping[str, str | bytes]   # stage -> text (cubin, hsaco: bytes)
   metadata: Mapping[str, Any]      # Triton's metadata (shared, num_warps, scratch sizes, ...)
   stage_seconds: Mapping[str, float]
   compile_seconds: float
@@ -302,10 +308,13 @@ class CompiledKernel:
   # queued behind other compiles (the background warm-up's) plus the worker's
   # start-up (Python, `import triton`) when it was not ready yet
   worker_wait_seconds: float = 0.0
+  # what an AMD target's assembly reports beside `registers` (its VGPRs): SGPRs, AGPRs,
+  # registers spilled, LDS, scratch, LLVM's occupancy (compiling/amd_resources.py)
+  target_resources: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
   def __post_init__(self):
-    object.__setattr__(self, "target", (str(self.target[0]), int(self.target[1])))
-    for name in ("asm", "metadata", "stage_seconds"):
+    object.__setattr__(self, "target", as_target(self.target))
+    for name in ("asm", "metadata", "stage_seconds", "target_resources"):
       object.__setattr__(self, name, _frozen(getattr(self, name)))
 
   @property
@@ -322,14 +331,22 @@ class CompiledKernel:
 
   @property
   def ptx(self) -> str:
+    self._need_nvidia("PTX")
     return self.asm["ptx"]
+
+  def _need_nvidia(self, what: str) -> None:
+    if self.target.backend != "cuda":
+      raise ValueError(f"kernel {self.name} was compiled for {self.target.name}: it has no "
+                       f"{what} (its stages: {', '.join(self.target.stages)})")
 
   @property
   def cubin_deferred(self) -> bool:
-    return not self.asm.get("cubin")
+    """Whether the binary (an NVIDIA target's cubin, an AMD one's hsaco) is still to make."""
+    return not self.asm.get(self.target.binary_stage)
 
   @property
   def cubin(self) -> bytes:
+    self._need_nvidia("cubin")
     if self.cubin_deferred:
       raise ValueError(f"kernel {self.name}: the cubin was deferred (the GPU launch path "
                        "needs only PTX); compile.assemble_cubin(ck) returns one with it")
@@ -347,13 +364,16 @@ class CompiledKernel:
     return {"shared_bytes": self.shared_bytes, "registers": self.registers,
             "spill_stores": self.spill_stores, "spill_loads": self.spill_loads,
             "stack_bytes": self.stack_bytes, "num_warps": self.num_warps,
-            "num_stages": self.num_stages, "target": target_text(self.target)}
+            "num_stages": self.num_stages, "target": target_text(self.target),
+            **self.target_resources}
 
   # --- one layout on disk: compiled.json and a file per stage ---
 
   _FIELDS: ClassVar[tuple[str, ...]] = (
       "name", "key", "metadata", "stage_seconds", "compile_seconds", "registers",
       "spill_stores", "spill_loads", "stack_bytes", "ptxas_log", "cache", "worker_wait_seconds")
+  # fields an entry saved before them lacks (read as their defaults)
+  _LATER_FIELDS: ClassVar[tuple[str, ...]] = ("target_resources",)
 
   def save(self, directory: str, write: Writer = write_atomic) -> None:
     """Writes compiled.json and kernel.{ttir,ttgir,ll,ptx,cubin} into `directory`, each
@@ -363,6 +383,8 @@ class CompiledKernel:
       write(os.path.join(directory, STAGE_FILES[stage]), text)
     meta = {"schema": self.SCHEMA, "target": list(self.target), "stages": sorted(self.asm),
             **{k: plain(getattr(self, k)) for k in self._FIELDS}}
+    if self.target_resources:
+      meta["target_resources"] = plain(self.target_resources)
     _write_json(os.path.join(directory, "compiled.json"), meta, write)
 
   @classmethod
@@ -372,10 +394,11 @@ class CompiledKernel:
     asm = {}
     for stage in meta["stages"]:
       with open(os.path.join(directory, STAGE_FILES[stage]),
-                "rb" if stage == "cubin" else "r") as f:
+                "rb" if stage in BINARY_STAGES else "r") as f:
         asm[stage] = f.read()
+    later = {k: meta[k] for k in cls._LATER_FIELDS if k in meta}
     return cls(target=tuple(meta["target"]), asm=asm, generated=generated,
-               **{k: meta[k] for k in cls._FIELDS})
+               **{k: meta[k] for k in cls._FIELDS}, **later)
 
   def __repr__(self) -> str:
     return (f"CompiledKernel({self.name}, {target_text(self.target)}, "

@@ -19,10 +19,11 @@ import re
 import time
 from typing import Any
 
-from . import compile_cache, compile_worker, ptx_rewrites
+from . import amd_resources, compile_cache, compile_worker, ptx_rewrites
 from .. import hooks
 from ..artifacts import DEFAULT_TARGET, CompiledKernel, GeneratedKernel, target_text
 from ..lowering.codegen import signature_type
+from ..targets import as_target
 # clear_memory_cache, compile_options: part of this module's interface (tests, bench)
 from .compile_cache import (clear_memory_cache, compile_key, compile_options,  # noqa: F401
                             forget, libdevice_cache, load_from_disk, remember, remembered,
@@ -52,11 +53,14 @@ class CompileRecord:
 
 def compile_kernel(gk: GeneratedKernel, target: tuple[str, int] = DEFAULT_TARGET,
                    *, use_disk_cache: bool = True, need_cubin: bool = True) -> CompiledKernel:
-  """Compiles a generated kernel for `target` (backend, compute capability).
+  """Compiles a generated kernel for `target`: a targets.Target, ("cuda", 90) or
+  ("hip", "gfx942") (targets.parse_target reads "sm_80" or "gfx942").
 
   need_cubin=False stops after PTX (what jaxlib needs to launch it); the
-  cubin is assembled later by assemble_cubin() if anyone asks.
+  cubin is assembled later by assemble_cubin() if anyone asks. An AMD
+  target's hsaco is always made (LLVM assembles it in the same process).
   """
+  target = as_target(target)
   key = compile_key(gk, target)
   start = time.time_ns()
   ck = _cached(gk, key, use_disk_cache, need_cubin)
@@ -84,8 +88,8 @@ def _cached(gk: GeneratedKernel, key: str, use_disk_cache: bool,
       return None
     remember(ck)
   try:
-    if not ck.asm.get("ptx"):
-      raise ValueError("its PTX is empty")
+    if not ck.asm.get(ck.target.assembly_stage):
+      raise ValueError(f"its {ck.target.assembly_stage} is empty")
     return assemble_cubin(ck) if need_cubin else ck
   except (CompileError, ValueError) as e:
     forget(key)
@@ -138,6 +142,7 @@ def assemble_cubin(ck: CompiledKernel) -> CompiledKernel:
 def _ptxas(request: dict[str, Any], ck: CompiledKernel) -> dict[str, Any]:
   """The worker's ptxas answer; a worker that dies is retried once on a fresh one, and a
   second death is a CompileError (the machine's, or a crash of Triton's ptxas step)."""
+  worker_for(ck.target)
   try:
     return compile_worker.compile(request)
   except compile_worker.WorkerCrashed as crash:
@@ -169,10 +174,13 @@ def compile_request(gk: GeneratedKernel, target: tuple[str, int],
                     need_cubin: bool = True) -> dict[str, Any]:
   """Everything triton.compile needs, as plain data (it may go to a worker process)."""
   return {"op": "compile", "path": gk.path, "name": gk.name,
+          "warp_size": as_target(target).warp_size,
           "signature": {p.name: "*" + signature_type(p.dtype) for p in gk.params},
           "attrs": {(i,): [["tt.divisibility", 16]] for i in range(len(gk.params))},
           "options": compile_cache.compile_options(gk, target), "target": tuple(target),
-          "need_cubin": need_cubin, "libdevice_cache": libdevice_cache(),
+          "need_cubin": need_cubin,
+          # an AMD compile links Triton's ocml and ockl its own way (no NVIDIA libdevice)
+          "libdevice_cache": libdevice_cache() if as_target(target).backend == "cuda" else None,
           "ptx_rewrites": ptx_rewrites.enabled()}
 
 
@@ -183,6 +191,7 @@ def compile_kernels(gks: list[GeneratedKernel], target: tuple[str, int] = DEFAUL
   default the cores) by children of the compile worker: the tuner's candidates.
   A compile that fails gives its CompileError in its place; the others go on."""
   out: list[CompiledKernel | CompileError | None] = [None] * len(gks)
+  target = as_target(target)
   misses = []
   for i, gk in enumerate(gks):
     key = compile_key(gk, target)
@@ -193,6 +202,7 @@ def compile_kernels(gks: list[GeneratedKernel], target: tuple[str, int] = DEFAUL
         out[i] = e
     else:
       misses.append((i, gk, key))
+  worker_for(target)
   answers = compile_worker.compile_many([compile_request(gk, target, need_cubin)
                                          for _, gk, _ in misses], parallel)
   for (i, gk, key), answer in zip(misses, answers):
@@ -267,12 +277,30 @@ def _compile_again(gk: GeneratedKernel, target: tuple[str, int], key: str, need_
 def _compile_once(gk: GeneratedKernel, target: tuple[str, int], key: str, need_cubin: bool,
                   first_try: bool = False) -> CompiledKernel:
   request = compile_request(gk, target, need_cubin)
+  worker_for(target)
   requested = time.time_ns()
   try:
     result = compile_worker.compile(request)
   except compile_worker.WorkerCrashed as crash:
     raise _crash_error(gk, key, target, crash, first_try) from None
   return _finish_compile(gk, target, key, result, requested, request)
+
+
+_worker_target: list = [None]    # the target the compile worker last compiled for
+
+
+def worker_for(target) -> None:
+  """A fresh compile worker when `target` is not the one the worker last compiled for:
+  Triton 3.6 carries what one target's compile set up into the next compile in the same
+  process (an fp8 e5m2 dot compiled for sm_80 after an e4m3 kernel for sm_90 gets
+  sm_89's instructions: bench/targets/triton_fp8_order_repro.py), so each target's
+  compiles keep to a worker of their own. Compiles in this process have no such guard."""
+  target = as_target(target)
+  with triton_lock():
+    switched = _worker_target[0] is not None and _worker_target[0] != target
+    _worker_target[0] = target
+  if switched:
+    compile_worker.replace()
 
 
 def _worker_wait(result: dict[str, Any], requested: int | None) -> dict[str, float]:
@@ -289,28 +317,29 @@ def _worker_wait(result: dict[str, Any], requested: int | None) -> dict[str, flo
 def _finish_compile(gk, target, key, result, requested: int | None = None,
                     request: dict | None = None) -> CompiledKernel:
   records = [StageRecord(*r) for r in result["records"]]
+  target = as_target(target)
   start, end = result["start_ns"], result["end_ns"]
   target_name = target_text(target)
   wait = _worker_wait(result, requested)
   if "error" in result:
     cause = machine_faults.of_answer(result["error"])
     if cause is not None:
-      error = machine_faults.machine_error(gk, cause, next_stage(records))
+      error = machine_faults.machine_error(gk, cause, next_stage(records, target.backend))
     else:
       failure = TritonFailure.from_answer(result["error"])
-      error = compile_error(gk, failure, next_stage(records),
+      error = compile_error(gk, failure, next_stage(records, target.backend),
                             request or compile_request(gk, target))
     _notify(CompileRecord(gk.name, key, target_name, start, end, records, "miss",
                           {"pallas.kernel": gk.name, **wait}, error, source_key=gk.key,
                           requested_ns=requested))
     raise error
-  ck = CompiledKernel(name=gk.name, key=key, target=tuple(target), asm=result["asm"],
+  ck = CompiledKernel(name=gk.name, key=key, target=target, asm=result["asm"],
                       metadata=result["metadata"],
                       stage_seconds={r.stage: r.seconds for r in records},
                       compile_seconds=(end - start) / 1e9, ptxas_log=result["ptxas"],
                       generated=gk, cache="miss",
                       worker_wait_seconds=sum(wait.values()) / 1e3,
-                      **parse_ptxas(result["ptxas"]))
+                      **_resource_fields(target, result))
   try:
     check_shared_memory(ck, gk)
   except CompileError as e:
@@ -344,6 +373,13 @@ _PTXAS_PATTERNS = {
     "spill_stores": re.compile(r"(\d+) bytes spill stores"),
     "spill_loads": re.compile(r"(\d+) bytes spill loads"),
 }
+
+
+def _resource_fields(target, result: dict[str, Any]) -> dict[str, Any]:
+  """Registers, spills and stack from ptxas's report (NVIDIA) or the AMDGCN assembly."""
+  if target.backend == "hip":
+    return amd_resources.compiled_fields(result["asm"].get("amdgcn", ""), result["metadata"])
+  return parse_ptxas(result["ptxas"])
 
 
 def parse_ptxas(log: str) -> dict[str, int | None]:

@@ -22,6 +22,7 @@ from . import ptx_rewrites, triton_compat
 from ..artifacts import DEFAULT_TARGET, STAGE_FILES, CompiledKernel, GeneratedKernel, target_text
 from ..lowering.codegen import signature_type
 from ..kernel_files import cache_dir
+from ..targets import as_target
 from .triton_run import triton_lock
 
 # 7: PTX rewritten around three ptxas miscompiles (ptx_rewrites.py); 8: entries sealed
@@ -48,7 +49,12 @@ def compile_options(gk: GeneratedKernel, target: tuple[str, int] = DEFAULT_TARGE
   differ in the last bit for many inputs).
   ptx_version: on a machine with a CUDA driver, no newer PTX than it loads
   (launch_ptx_version).
+  An AMD target takes none of libdevice, its reflect flag or PTX (Triton links
+  its own ocml and ockl); it keeps the separate roundings.
   """
+  if as_target(target).backend == "hip":
+    return {"num_warps": gk.num_warps, "num_stages": gk.num_stages,
+            "enable_fp_fusion": gk.enable_fp_fusion}
   return triton_options(gk.num_warps, gk.num_stages,
                         enable_fp_fusion=gk.enable_fp_fusion,
                         ptx_version=launch_ptx_version(int(target[1])))
@@ -97,16 +103,24 @@ def libdevice_cache() -> str | None:
 def compile_key(gk: GeneratedKernel, target: tuple[str, int]) -> str:
   """Content address of a compile. Cheap: a cache hit never imports triton."""
   from ...version import __version__
+  target = as_target(target)
   options = compile_options(gk, target)
   parts = [gk.source, f"options={sorted(options.items())}",
            f"libraries={[_file_digest(path) for _, path in options.get('extern_libs', ())]}",
            f"signature={[(p.name, signature_type(p.dtype)) for p in gk.params]}",
            f"target={target_text(target)}", f"triton={_triton_version()}",
            f"pallas_prof={__version__}", f"format={CACHE_FORMAT}",
-           f"schema={CompiledKernel.SCHEMA}",
-           f"ptxas={_ptxas_version(int(target[1]))}", f"prepared_libdevice={prepared_libdevice()}",
-           f"ptx_rewrites={ptx_rewrites.enabled()}"]
+           f"schema={CompiledKernel.SCHEMA}", *_assembler_parts(target)]
   return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _assembler_parts(target) -> list[str]:
+  """What turns the target's IR into its binary: ptxas, libdevice's link and the PTX
+  rewrites for NVIDIA; for AMD, LLVM inside Triton (its version is in the key)."""
+  if as_target(target).backend == "hip":
+    return ["assembler=triton-llvm-amdgpu"]
+  return [f"ptxas={_ptxas_version(int(target[1]))}", f"prepared_libdevice={prepared_libdevice()}",
+          f"ptx_rewrites={ptx_rewrites.enabled()}"]
 
 
 @functools.lru_cache(maxsize=8)
@@ -188,7 +202,7 @@ def store_on_disk(ck: CompiledKernel) -> None:
   (cache_files.store_entry; not fatal where the cache cannot be written)."""
   directory = _disk_dir(ck.key)
   if not ck.cubin_deferred and os.path.isdir(directory) and \
-      STAGE_FILES["cubin"] not in cache_files.entry_files(directory):
+      STAGE_FILES[ck.target.binary_stage] not in cache_files.entry_files(directory):
     cache_files.discard(directory)     # the deferred entry, now completed
   cache_files.store_entry(directory, ck.save)
 

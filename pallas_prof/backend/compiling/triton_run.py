@@ -18,6 +18,12 @@ import time
 from typing import Any
 
 STAGES = ("ttir", "ttgir", "llir", "ptx", "cubin")
+# an AMD target's (the worker has no package: targets.HIP_STAGES, written out again)
+HIP_STAGES = ("ttir", "ttgir", "llir", "amdgcn", "hsaco")
+
+
+def stages_of(backend: str) -> tuple[str, ...]:
+  return HIP_STAGES if backend == "hip" else STAGES
 _lock = threading.RLock()   # Triton's knobs and interpreter are process-global
 _modules: dict[str, Any] = {}
 
@@ -184,7 +190,7 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
     on_stage("ttir")
 
   def inspect_stages(backend, stages, options, language, capability):
-    if not request.get("need_cubin", True):
+    if not request.get("need_cubin", True) and "cubin" in stages:
       # Triton insists on a binary; an empty one marks the cubin as deferred
       stages["cubin"] = lambda src_module, metadata: b""
     for name in list(stages):
@@ -213,7 +219,7 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
           result, captured["ptx_rewrites"] = _sibling("ptx_rewrites").rewrite(result)
         end = time.time_ns()
         text = result if isinstance(result, (bytes, str)) else str(result)
-        if _name != "cubin":
+        if not isinstance(result, bytes):
           # printed now: a later stage may change the module in place (a failed
           # compile's error carries the stages it finished, for its diagnosis)
           stage_texts[_name] = text
@@ -233,14 +239,15 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
     knobs.nvidia.dump_ptxas_log = True
     try:
       target = request["target"]
-      compiled = triton.compile(src, target=GPUTarget(target[0], target[1], 32),
+      compiled = triton.compile(src, target=GPUTarget(target[0], target[1],
+                                                      request.get("warp_size", 32)),
                                 options=request["options"])
       if records:
         # the last stage also carries Triton storing its results (metadata,
         # cache group, loading the CompiledKernel back): the stages tile the compile
         records[-1].end_ns = time.time_ns()
       result["metadata"] = _metadata_dict(compiled.metadata)
-      result["asm"] = {stage: compiled.asm[stage] for stage in STAGES
+      result["asm"] = {stage: compiled.asm[stage] for stage in stages_of(target[0])
                        if stage in compiled.asm and compiled.asm[stage]}
     except Exception as e:  # noqa: BLE001 - returned as data, rewrapped with the equation
       result["error"] = {"type": type(e).__name__, "message": str(e),

@@ -12,13 +12,19 @@ from ...artifacts import GeneratedKernel
 from .compile_diagnostics import Diagnosis, diagnose
 from ...errors import CompileError
 from ..lineinfo import equations_in_ir
+from . import target_features
 from .reproducer import triton_version, write as write_reproducer
 from .triton_faults import ADVICE_OF_OP
-from ..triton_run import STAGES, StageRecord
+from ..triton_run import StageRecord, stages_of
 
-# Per-block shared memory a kernel may use (opt-in maximum), by compute capability.
+# Per-block shared memory a kernel may use (opt-in maximum), by compute capability
+# (CUDA C Programming Guide, "Technical Specifications per Compute Capability");
+# AMD's by gfx name, the LDS a workgroup may allocate (AMD's CDNA3 ISA guide for
+# gfx942; CDNA4's for gfx950, which grew it; RDNA's per workgroup likewise).
 SHARED_MEMORY_LIMIT = {70: 98304, 75: 65536, 80: 166912, 86: 101376, 87: 166912,
-                       89: 101376, 90: 232448, 100: 232448, 120: 101376}
+                       89: 101376, 90: 232448, 100: 232448, 103: 232448, 120: 101376,
+                       "gfx90a": 65536, "gfx942": 65536, "gfx950": 163840,
+                       "gfx1100": 65536, "gfx1200": 65536, "gfx1201": 65536}
 
 
 class TritonFailure(Exception):
@@ -43,13 +49,14 @@ class TritonFailure(Exception):
     return f"{self.kind}: {self.args[0]}" if self.args[0] else self.kind
 
 
-def next_stage(records: list[StageRecord]) -> str:
+def next_stage(records: list[StageRecord], backend: str = "cuda") -> str:
   """The stage a compile failed in: the first it did not finish."""
   done = {r.stage for r in records}
-  for s in STAGES:
+  stages = stages_of(backend)
+  for s in stages:
     if s not in done:
       return s
-  return "cubin"
+  return stages[-1]
 
 
 def check_shared_memory(ck, gk: GeneratedKernel) -> None:
@@ -58,7 +65,8 @@ def check_shared_memory(ck, gk: GeneratedKernel) -> None:
   if limit is None or ck.shared_bytes <= limit:
     return
   eqns = equations_in_ir(gk, ck.asm.get("ttgir", ""), ("local_alloc",))
-  reason = (f"the kernel needs {ck.shared_bytes} bytes of shared memory; sm_{ck.target[1]} "
+  memory = "shared memory" if ck.target.backend == "cuda" else "LDS (shared memory)"
+  reason = (f"the kernel needs {ck.shared_bytes} bytes of {memory}; {ck.target.name} "
             f"allows {limit} per block")
   diagnosis = Diagnosis(stage="ttgir", kind="resources", summary=reason,
                         op_kind="ttg.local_alloc", equations=tuple(e.index for e in eqns),
@@ -84,6 +92,9 @@ def compile_error(gk: GeneratedKernel, error: BaseException, stage: str,
   diagnosis = diagnose(gk, stage, getattr(error, "kind", type(error).__name__),
                        error.args[0] if error.args else text, output=output,
                        ir=getattr(error, "ir", None), lineno=lineno, crashed=crashed)
+  refused = target_features.refusal(gk, diagnosis, text, request)
+  if refused is not None:        # no bug to reproduce: the target lacks what the kernel uses
+    return refused
   reproducer = {}
   if diagnosis.fault == "triton" and request is not None:
     reproducer = write_reproducer(gk, request, diagnosis.summary, output,

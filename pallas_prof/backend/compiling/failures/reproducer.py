@@ -53,7 +53,7 @@ def main():
     options["extern_libs"] = tuple(libs)
   try:
     triton.compile(ASTSource(fn=getattr(module, NAME), signature=SIGNATURE, attrs=ATTRS),
-                   target=GPUTarget({backend!r}, {arch}, 32), options=options)
+                   target=GPUTarget({backend!r}, {arch!r}, {warp_size}), options=options)
   except Exception as e:  # noqa: BLE001 - what this script is for
     print(f"reproduced with triton {{triton.__version__}}: {{type(e).__name__}}: {{e}}")
     return 1
@@ -71,11 +71,13 @@ def write(gk, request: dict[str, Any], summary: str, output: str = "",
   """Writes the reproducer of a failed compile of `gk` (`request`: compile.compile_request's)
   and returns {"script": path, "source": gk.path, "mlir": path, "log": path} (those written)."""
   backend, arch = request["target"]
-  stem = f"{os.path.splitext(gk.path)[0]}.sm{arch}"
+  arch = int(arch) if backend == "cuda" else str(arch)
+  stem = f"{os.path.splitext(gk.path)[0]}.{f'sm{arch}' if backend == 'cuda' else arch}"
   files = {"source": gk.path}
   script = f"{stem}.repro.py"
   text = _SCRIPT.format(
-      triton=triton_version(), backend=backend, arch=int(arch), summary=summary,
+      triton=triton_version(), backend=backend, arch=arch, summary=summary,
+      warp_size=int(request.get("warp_size", 32)),
       name=gk.name, source_info=gk.source_info, script=os.path.basename(script),
       source=gk.source, signature=dict(request["signature"]), attrs=dict(request["attrs"]),
       options={k: v for k, v in request["options"].items()}, file=os.path.basename(gk.path))

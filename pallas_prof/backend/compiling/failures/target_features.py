@@ -1,0 +1,74 @@
+"""A compile that failed because the target GPU lacks what the kernel uses, said so.
+
+Compiling for a GPU other than the one a kernel was written on meets what that
+GPU does not have before anything else: Triton's front end refuses an fp8 type
+the target lacks ("type fp8e4nv not supported in this architecture"), ptxas
+refuses an instruction an older target lacks ("Feature 'cvt with .e4m3x2'
+requires .target sm_89 or higher"). Read as compile_diagnostics reads any
+failure, these look like pallas-prof's or Triton's bugs; they are the kernel's
+use of a feature the target lacks: a refusal, at the user's line, with what to do.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from ...errors import CompileError
+from ...targets import as_target
+
+# Triton's names of the fp8 types -> JAX's (jnp.float8_*), and the jaxpr's short names
+FP8_NAMES = {"fp8e4nv": ("float8_e4m3fn", "f8_e4m3fn"), "fp8e5": ("float8_e5m2", "f8_e5m2"),
+             "fp8e4b8": ("float8_e4m3fnuz", "f8_e4m3fnuz"),
+             "fp8e5b16": ("float8_e5m2fnuz", "f8_e5m2fnuz"), "fp8e4b15": ("fp8e4b15", "fp8e4b15")}
+
+_FP8_REFUSED = re.compile(r"type (fp8\w+) not supported in this architecture")
+_PTX_FEATURE = re.compile(r"Feature '([^']+)' requires \.target (sm_\d+a?) or higher")
+
+
+def refusal(gk, diagnosis, message: str, request: dict | None) -> CompileError | None:
+  """The CompileError of a compile that failed on a feature its target lacks, or None
+  when the failure (`message`: Triton's error; `diagnosis`: as diagnosed) is another."""
+  if request is None:
+    return None
+  target = as_target(request["target"])
+  text = "\n".join((message, *diagnosis.messages))
+  fp8 = _FP8_REFUSED.search(text)
+  if fp8:
+    return _fp8_refusal(gk, diagnosis, target, fp8.group(1))
+  feature = _PTX_FEATURE.search(text)
+  if feature:
+    summary = (f"{target.name} lacks {feature.group(1)!r}, which the kernel's code needs "
+               f"(PTX has it from {feature.group(2)})")
+    hint = (f"compile for {feature.group(2)} or later; on {target.name}, convert the fp8 "
+            "operands to bfloat16 or float16 first" if "e4m3" in feature.group(1) or
+            "e5m2" in feature.group(1) else f"compile for {feature.group(2)} or later")
+    return _error(gk, diagnosis, target, summary, hint, diagnosis.equations)
+  return None
+
+
+def _fp8_refusal(gk, diagnosis, target, triton_name: str) -> CompileError:
+  jax_name, short = FP8_NAMES.get(triton_name, (triton_name, triton_name))
+  since = " (NVIDIA GPUs have it from sm_89)" if target.backend == "cuda" else ""
+  summary = f"{target.name} has no {jax_name}{since}"
+  later = "sm_89 or later" if target.backend == "cuda" else f"a target that has {jax_name}"
+  hint = f"convert the {jax_name} values to bfloat16 or float16 before using them, " \
+         f"or compile for {later}"
+  equations = diagnosis.equations or tuple(
+      e.index for e in gk.eqns if short in getattr(e, "text", ""))
+  return _error(gk, diagnosis, target, summary, hint, equations)
+
+
+def _error(gk, diagnosis, target, summary: str, hint: str, equations) -> CompileError:
+  d = dataclasses.replace(
+      diagnosis, kind="target", summary=summary, equations=tuple(equations), fault="kernel",
+      fault_reason=f"the kernel uses a feature {target.name} does not have (not a bug)",
+      mapped_by=diagnosis.mapped_by or "the equations of the type the target lacks")
+  eqns = [gk.eqns[i] for i in d.equations]
+  return CompileError(summary, diagnosis=d, equations=eqns, hint=hint, kernel=gk.name,
+                      stage=d.stage, details={"target": target.name,
+                                              "Triton said": _first_line(diagnosis)},
+                      jaxpr_text=gk.jaxpr_text, ref_names=gk.ref_names)
+
+
+def _first_line(diagnosis) -> str:
+  return (diagnosis.messages[0] if diagnosis.messages else diagnosis.summary)[:300]
