@@ -177,9 +177,20 @@ def _cases():
   }
 
 
+@pytest.fixture
+def not_installed():
+  """JAX's own CompilerParams reach JAX's backend only while pallas-prof is not installed
+  (another test module of the same process may have installed it)."""
+  was = pallas_prof.installed()
+  pallas_prof.uninstall()
+  yield
+  if was:
+    pallas_prof.install()
+
+
 @pytest.mark.skipif(jax_plgpu() is None, reason=JAX_TRITON_GONE + ": nothing to compare with")
 @pytest.mark.parametrize("case", list(_cases()))
-def test_the_rocm_custom_call_is_the_builtins_field_by_field(case):
+def test_the_rocm_custom_call_is_the_builtins_field_by_field(case, not_installed):
   pallas, kernel, args, params = _cases()[case]
   builtin = pl.pallas_call(kernel, **pallas, compiler_params=jax_plgpu().CompilerParams(**params))
   ours = pl.pallas_call(kernel, **pallas, compiler_params=plgpu.CompilerParams(**params))
