@@ -100,7 +100,7 @@ def test_show_looks_through_recent_runs(tmp_path):
   plain.write_text("print('no kernels here')\n")
   second = pallas_prof("run", "--no-analysis", str(plain), cwd=tmp_path)
   assert second.returncode == 0, second.stderr
-  runs = sorted((tmp_path / "pallas-prof-out").iterdir())
+  runs = sorted(p for p in (tmp_path / "pallas-prof-out").iterdir() if p.is_dir())
   assert len(runs) == 2
   shown = pallas_prof("show", "softmax_kernel", cwd=tmp_path)
   assert shown.returncode == 0, shown.stderr
