@@ -563,3 +563,43 @@ def test_the_profiler_flow_check_sees_imports_inside_functions(tmp_path):
   graph = {module: {t for t, _ in _imports(module, path) if t in MODULES}}
   assert graph[module] == {f"{PROFILER}.sampling.stalls"}
   assert profiler_flow_violations(graph)
+
+
+# --- the span attribute keys, written once ------------------------------------------------
+# instrument/conventions.py names every attribute key; the backend, which may not import it,
+# takes the keys it sets from pallas_prof/events.py (conventions.py re-exports them). A key
+# spelled out as a string under backend/ is a second definition that can drift from the first.
+CONVENTIONS = ("pallas_prof.instrument.conventions", "pallas_prof.events")
+_KEY_SHAPE = re.compile(r"[a-z_]+(?:\.[a-z_]+)+")
+
+
+def _key_literals(source: str) -> list[tuple[int, str]]:
+  return [(node.lineno, node.value) for node in ast.walk(ast.parse(source))
+          if isinstance(node, ast.Constant) and isinstance(node.value, str)
+          and _KEY_SHAPE.fullmatch(node.value)]
+
+
+def _declared_keys() -> set[str]:
+  return {key for module in CONVENTIONS for _, key in _key_literals(MODULES[module].read_text())}
+
+
+def attribute_keys_spelled_out(module_sources: dict[str, str]) -> list[str]:
+  declared = _declared_keys()
+  return [f"{module}:{line}: {key!r}" for module, source in sorted(module_sources.items())
+          for line, key in _key_literals(source) if key in declared]
+
+
+def test_the_backend_spells_out_no_attribute_key():
+  assert {"pallas.kernel", "pallas.source_key", "jaxpr.primitive"} <= _declared_keys()
+  found = attribute_keys_spelled_out({m: p.read_text() for m, p in MODULES.items()
+                                      if _room(m) is not None})
+  assert not found, ("attribute keys written as strings under backend/ (use "
+                     "pallas_prof.events' names):\n" + "\n".join(found))
+
+
+def test_the_key_check_finds_a_planted_literal():
+  source = MODULES["pallas_prof.backend.lowering.lower"].read_text()
+  planted = source + '\n\ndef _planted(span):\n  span.set("pallas.source_key", "k")\n'
+  assert attribute_keys_spelled_out({"lower": source}) == []
+  assert attribute_keys_spelled_out({"lower": planted}) == [
+      f"lower:{planted.count(chr(10))}: 'pallas.source_key'"]
