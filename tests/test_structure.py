@@ -603,3 +603,52 @@ def test_the_key_check_finds_a_planted_literal():
   assert attribute_keys_spelled_out({"lower": source}) == []
   assert attribute_keys_spelled_out({"lower": planted}) == [
       f"lower:{planted.count(chr(10))}: 'pallas.source_key'"]
+
+
+# --- the transcendental primitives, known once ---------------------------------------------
+# The lowering's rule table records which primitives evaluate transcendental functions (each
+# rule's `work`); a collection of their names written out anywhere else is a second list that
+# misses the next rule added (the advice's missed log2).
+RULE_MODULES = "pallas_prof.backend.lowering.rules"
+# Modules whose lists of such names are of something else, each with the reason
+OTHER_NAMES = {"pallas_prof.backend.compiling.libdevice_link":
+               "libdevice's functions (__nv_expf, ...) that one link prepares together"}
+
+
+def _transcendental_names() -> frozenset[str]:
+  from pallas_prof.backend.lowering import rules
+  return rules.primitives_doing(rules.TRANSCENDENTAL)
+
+
+def transcendental_lists(module_sources: dict[str, str], names: frozenset[str]) -> list[str]:
+  """module:line of every set, list, tuple or dict literal of strings that is a list of
+  transcendental primitives: three or more of them, and most of its strings (a list of
+  something else, the foldable primitives or libdevice's common functions, names a few in
+  passing)."""
+  out = []
+  for module, source in sorted(module_sources.items()):
+    for node in ast.walk(ast.parse(source)):
+      items = node.keys if isinstance(node, ast.Dict) else \
+          node.elts if isinstance(node, (ast.Set, ast.List, ast.Tuple)) else []
+      strings = {i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)}
+      named = strings & names
+      if len(named) >= 3 and len(named) >= 0.75 * len(strings):
+        out.append(f"{module}:{node.lineno}: {sorted(named)}")
+  return out
+
+
+def test_transcendental_primitives_are_listed_by_the_rule_table_alone():
+  names = _transcendental_names()
+  assert {"exp", "tanh", "logistic"} <= names
+  found = transcendental_lists({m: p.read_text() for m, p in MODULES.items()
+                                if m != RULE_MODULES and not m.startswith(RULE_MODULES + ".")
+                                and m not in OTHER_NAMES},
+                               names)
+  assert not found, ("transcendental primitives listed outside the rule table (use "
+                     "rules.primitives_doing(TRANSCENDENTAL)):\n" + "\n".join(found))
+
+
+def test_the_transcendental_check_finds_a_planted_list():
+  planted = 'SLOW = {"exp", "log", "tanh", "digamma"}\nOK = ("exp", "log", "tanh", "add", "mul")\n'
+  assert transcendental_lists({"m": planted}, _transcendental_names()) == [
+      "m:1: ['exp', 'log', 'tanh']"]

@@ -10,19 +10,24 @@ work model, and the facts only the lowering knows (runs, invariance) are absent.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from typing import Any
 
 from .hardware import Occupancy, SmLimits, limits, occupancy
 
-TRANSCENDENTAL = {"exp", "exp2", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh",
-                  "logistic", "erf", "erf_inv", "pow", "rsqrt", "sqrt", "cbrt", "atan2",
-                  "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "lgamma",
-                  "digamma", "erfc"}
 LOOPS = {"scan", "while", "fori_loop"}
 IN_LOOP = 0.9     # of an equation's instructions in a machine loop: it runs in the loop
 _AVAL = re.compile(r":(\w+)\[([\d,]*)\]")
+
+
+@functools.cache
+def transcendental_primitives() -> frozenset[str]:
+  """The primitives whose equations evaluate transcendental functions: the lowering's rule
+  table records it with each rule (its work), so a rule added there counts here too."""
+  from ..backend.lowering.rules import TRANSCENDENTAL, primitives_doing
+  return primitives_doing(TRANSCENDENTAL)
 
 
 @dataclasses.dataclass(frozen=True)
