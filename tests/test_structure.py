@@ -652,3 +652,37 @@ def test_the_transcendental_check_finds_a_planted_list():
   planted = 'SLOW = {"exp", "log", "tanh", "digamma"}\nOK = ("exp", "log", "tanh", "add", "mul")\n'
   assert transcendental_lists({"m": planted}, _transcendental_names()) == [
       "m:1: ['exp', 'log', 'tanh']"]
+
+
+# --- the generated line's equation comment, written and read in one module -----------------
+# codegen keeps a line's code, equation and note apart; the comment `  # [4] exp @ k.py:31` is
+# made from the equation's record and taken off through GeneratedKernel.code_lines, both in
+# backend/equation_text.py. Another module cutting "# [" out of the source's text is a second
+# reading of it that misses what the first one knows (a file name with a space).
+LINE_COMMENT_MODULE = "pallas_prof.backend.equation_text"
+
+
+def line_comment_readers(module_sources: dict[str, str]) -> list[str]:
+  found = []
+  for module, source in sorted(module_sources.items()):
+    tree = ast.parse(source)
+    docstrings = {id(parent.body[0].value) for parent in ast.walk(tree)
+                  if isinstance(parent, (ast.Module, ast.FunctionDef, ast.ClassDef))
+                  and parent.body and isinstance(parent.body[0], ast.Expr)}
+    for node in ast.walk(tree):
+      if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+          "# [" in node.value and id(node) not in docstrings:
+        found.append(f"{module}:{node.lineno}: {node.value!r}")
+  return found
+
+
+def test_the_line_comment_is_made_and_read_in_one_module():
+  found = line_comment_readers({m: p.read_text() for m, p in MODULES.items()
+                                if m != LINE_COMMENT_MODULE})
+  assert not found, ("the generated line's comment handled outside backend/equation_text.py "
+                     "(use GeneratedKernel.code_lines):\n" + "\n".join(found))
+
+
+def test_the_line_comment_check_finds_a_planted_reader():
+  planted = 'def f(t):\n  """Cuts `# [n]` off."""\n  return t.split("  # [")[0]\n'
+  assert line_comment_readers({"m": planted}) == ["m:3: '  # ['"]

@@ -26,7 +26,7 @@ from typing import Any, Callable, ClassVar, Mapping, Union
 
 from ..safe_files import write_atomic
 from ..serial import from_fields, plain
-from .equation_text import Described, Description
+from .equation_text import Described, Description, without_line_comment
 
 # --- lowering: what the kernel takes ---------------------------------------------
 
@@ -206,6 +206,15 @@ class GeneratedKernel:
   def eqn_at_line(self, line: int) -> EquationRecord | None:
     i = self.line_map.get(line)
     return None if i is None else self.eqns[i]
+
+  def code_lines(self) -> list[str]:
+    """The source's lines as code: each equation's line without the comment the lowering
+    wrote after it (its record's line_comment); the kernel's set-up and notes as they are."""
+    lines = self.source.splitlines()
+    for n, i in self.line_map.items():
+      if 1 <= n <= len(lines) and 0 <= i < len(self.eqns):
+        lines[n - 1] = without_line_comment(lines[n - 1], self.eqns[i].line_comment)
+    return lines
 
   # kernel.json's layout; runs saved before it had a schema read as this one
   SCHEMA: ClassVar[str] = "pallas-prof/generated/1"

@@ -65,6 +65,21 @@ class Described:
       return "unknown"
     return f"{os.path.basename(self.file)}:{self.line}"
 
+  @property
+  def line_comment(self) -> str:
+    """What the lowering writes after each generated line of the equation, `  # [4] exp @
+    kernel.py:31` (codegen.py renders it; GeneratedKernel.code_lines takes it off again)."""
+    return f"  # [{self.index}] {self.primitive} @ {self.location}"
+
+
+def without_line_comment(text: str, comment: str) -> str:
+  """A generated line without its equation's `comment` (Described.line_comment). A kernel
+  saved by an older pallas-prof may have written the comment otherwise: its line is then
+  cut where an equation's tag starts, the one place the text is parsed."""
+  if text.endswith(comment):
+    return text[:-len(comment)].rstrip()
+  return text.partition("  # [")[0].rstrip()
+
 
 def with_ref_names(text: str | None, ref_names: Iterable[tuple[str, str]] | None) -> str | None:
   """`text` (an equation, a printed jaxpr) with the jaxpr's letters for the kernel's refs
