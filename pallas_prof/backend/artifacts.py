@@ -115,8 +115,8 @@ class EquationRecord(Described):
 
   def to_dict(self) -> dict:
     out = {"index": self.index, "path": self.path, "primitive": self.primitive,
-           "text": self.text, "in_avals": list(self.in_avals),
-           "out_avals": list(self.out_avals), "file": self.file, "line": self.line,
+           "text": self.text, "in_avals": [str(a) for a in self.in_avals],
+           "out_avals": [str(a) for a in self.out_avals], "file": self.file, "line": self.line,
            "function": self.function, "parent": self.parent, "region": self.region,
            "lines": list(self.lines), "jaxpr_line": self.jaxpr_line}
     out.update({name: getattr(self, name) for name in self._FACTS})
