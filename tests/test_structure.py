@@ -686,3 +686,29 @@ def test_the_line_comment_is_made_and_read_in_one_module():
 def test_the_line_comment_check_finds_a_planted_reader():
   planted = 'def f(t):\n  """Cuts `# [n]` off."""\n  return t.split("  # [")[0]\n'
   assert line_comment_readers({"m": planted}) == ["m:3: '  # ['"]
+
+
+# --- the tuning file, written and read through one record ----------------------------------
+# tune/tuned_file.py's TuningFile (of TuningEntry) is the one writer and the one checked
+# reader of the file PALLAS_PROF_TUNED applies; a module building the file's entries as dicts
+# of its own is a second writer, which can write what the reader refuses.
+TUNED_FILE = "pallas_prof.tune.tuned_file"
+_ENTRY_KEYS = {"source", "target", "gpu", "best", "default"}
+
+
+def tuning_entry_dicts(module_sources: dict[str, str]) -> list[str]:
+  return [f"{module}:{node.lineno}" for module, source in sorted(module_sources.items())
+          for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Dict)
+          and _ENTRY_KEYS <= {k.value for k in node.keys if isinstance(k, ast.Constant)}]
+
+
+def test_tuning_files_are_written_through_the_record_alone():
+  found = tuning_entry_dicts({m: p.read_text() for m, p in MODULES.items() if m != TUNED_FILE})
+  assert not found, ("tuning file entries built outside tune/tuned_file.py (make a "
+                     "TuningEntry and write a TuningFile):\n" + "\n".join(found))
+
+
+def test_the_tuning_entry_check_finds_a_planted_dict():
+  planted = ('e = {"kernel": k, "source": s, "target": t, "gpu": g, "best": b, '
+             '"default": d}\nother = {"best": 1}\n')
+  assert tuning_entry_dicts({"m": planted}) == ["m:1"]
