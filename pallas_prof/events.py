@@ -61,6 +61,21 @@ class NullSpan:
 
 NULL_SPAN = NullSpan()
 
+# The attribute keys the backend sets on the spans it opens (kernel(), equation()) and hands
+# observers in CompileRecord.attributes: defined here, the seam both sides import, since
+# backend/ may not import instrument/; instrument/conventions.py re-exports them.
+PALLAS_KERNEL = "pallas.kernel"                  # kernel name (profile spans: its label)
+PALLAS_GRID = "pallas.grid"
+PALLAS_NUM_WARPS = "pallas.num_warps"
+PALLAS_NUM_STAGES = "pallas.num_stages"
+PALLAS_SOURCE = "pallas.source"                  # the user's pallas_call, file:line
+PALLAS_SOURCE_KEY = "pallas.source_key"          # hash of the generated source
+PALLAS_LOWERING_GC_MS = "pallas.lowering.gc_ms"  # of the lowering: the garbage collector
+PALLAS_GENERATED_LINES = "pallas.generated_lines"
+BACKEND_KEYS = frozenset({PALLAS_KERNEL, PALLAS_GRID, PALLAS_NUM_WARPS, PALLAS_NUM_STAGES,
+                          PALLAS_SOURCE, PALLAS_SOURCE_KEY, PALLAS_LOWERING_GC_MS,
+                          PALLAS_GENERATED_LINES})
+
 
 class Observer:
   """Watches nothing, costs (almost) nothing: override the events you want."""

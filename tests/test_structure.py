@@ -563,3 +563,152 @@ def test_the_profiler_flow_check_sees_imports_inside_functions(tmp_path):
   graph = {module: {t for t, _ in _imports(module, path) if t in MODULES}}
   assert graph[module] == {f"{PROFILER}.sampling.stalls"}
   assert profiler_flow_violations(graph)
+
+
+# --- the span attribute keys, written once ------------------------------------------------
+# instrument/conventions.py names every attribute key; the backend, which may not import it,
+# takes the keys it sets from pallas_prof/events.py (conventions.py re-exports them). A key
+# spelled out as a string under backend/ is a second definition that can drift from the first.
+CONVENTIONS = ("pallas_prof.instrument.conventions", "pallas_prof.events")
+_KEY_SHAPE = re.compile(r"[a-z_]+(?:\.[a-z_]+)+")
+
+
+def _key_literals(source: str) -> list[tuple[int, str]]:
+  return [(node.lineno, node.value) for node in ast.walk(ast.parse(source))
+          if isinstance(node, ast.Constant) and isinstance(node.value, str)
+          and _KEY_SHAPE.fullmatch(node.value)]
+
+
+def _declared_keys() -> set[str]:
+  return {key for module in CONVENTIONS for _, key in _key_literals(MODULES[module].read_text())}
+
+
+def attribute_keys_spelled_out(module_sources: dict[str, str]) -> list[str]:
+  declared = _declared_keys()
+  return [f"{module}:{line}: {key!r}" for module, source in sorted(module_sources.items())
+          for line, key in _key_literals(source) if key in declared]
+
+
+def test_the_backend_spells_out_no_attribute_key():
+  assert {"pallas.kernel", "pallas.source_key", "jaxpr.primitive"} <= _declared_keys()
+  found = attribute_keys_spelled_out({m: p.read_text() for m, p in MODULES.items()
+                                      if _room(m) is not None})
+  assert not found, ("attribute keys written as strings under backend/ (use "
+                     "pallas_prof.events' names):\n" + "\n".join(found))
+
+
+def test_the_key_check_finds_a_planted_literal():
+  source = MODULES["pallas_prof.backend.lowering.lower"].read_text()
+  planted = source + '\n\ndef _planted(span):\n  span.set("pallas.source_key", "k")\n'
+  assert attribute_keys_spelled_out({"lower": source}) == []
+  assert attribute_keys_spelled_out({"lower": planted}) == [
+      f"lower:{planted.count(chr(10))}: 'pallas.source_key'"]
+
+
+# --- the transcendental primitives, known once ---------------------------------------------
+# The lowering's rule table records which primitives evaluate transcendental functions (each
+# rule's `work`); a collection of their names written out anywhere else is a second list that
+# misses the next rule added (the advice's missed log2).
+RULE_MODULES = "pallas_prof.backend.lowering.rules"
+# Modules whose lists of such names are of something else, each with the reason
+OTHER_NAMES = {"pallas_prof.backend.compiling.libdevice_link":
+               "libdevice's functions (__nv_expf, ...) that one link prepares together"}
+
+
+def _transcendental_names() -> frozenset[str]:
+  from pallas_prof.backend.lowering import rules
+  return rules.primitives_doing(rules.TRANSCENDENTAL)
+
+
+def transcendental_lists(module_sources: dict[str, str], names: frozenset[str]) -> list[str]:
+  """module:line of every set, list, tuple or dict literal of strings that is a list of
+  transcendental primitives: three or more of them, and most of its strings (a list of
+  something else, the foldable primitives or libdevice's common functions, names a few in
+  passing)."""
+  out = []
+  for module, source in sorted(module_sources.items()):
+    for node in ast.walk(ast.parse(source)):
+      items = node.keys if isinstance(node, ast.Dict) else \
+          node.elts if isinstance(node, (ast.Set, ast.List, ast.Tuple)) else []
+      strings = {i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)}
+      named = strings & names
+      if len(named) >= 3 and len(named) >= 0.75 * len(strings):
+        out.append(f"{module}:{node.lineno}: {sorted(named)}")
+  return out
+
+
+def test_transcendental_primitives_are_listed_by_the_rule_table_alone():
+  names = _transcendental_names()
+  assert {"exp", "tanh", "logistic"} <= names
+  found = transcendental_lists({m: p.read_text() for m, p in MODULES.items()
+                                if m != RULE_MODULES and not m.startswith(RULE_MODULES + ".")
+                                and m not in OTHER_NAMES},
+                               names)
+  assert not found, ("transcendental primitives listed outside the rule table (use "
+                     "rules.primitives_doing(TRANSCENDENTAL)):\n" + "\n".join(found))
+
+
+def test_the_transcendental_check_finds_a_planted_list():
+  planted = 'SLOW = {"exp", "log", "tanh", "digamma"}\nOK = ("exp", "log", "tanh", "add", "mul")\n'
+  assert transcendental_lists({"m": planted}, _transcendental_names()) == [
+      "m:1: ['exp', 'log', 'tanh']"]
+
+
+# --- the generated line's equation comment, written and read in one module -----------------
+# codegen keeps a line's code, equation and note apart; the comment `  # [4] exp @ k.py:31` is
+# made from the equation's record and taken off through GeneratedKernel.code_lines, both in
+# backend/equation_text.py. Another module cutting "# [" out of the source's text is a second
+# reading of it that misses what the first one knows (a file name with a space).
+LINE_COMMENT_MODULE = "pallas_prof.backend.equation_text"
+
+
+def line_comment_readers(module_sources: dict[str, str]) -> list[str]:
+  found = []
+  for module, source in sorted(module_sources.items()):
+    tree = ast.parse(source)
+    docstrings = {id(parent.body[0].value) for parent in ast.walk(tree)
+                  if isinstance(parent, (ast.Module, ast.FunctionDef, ast.ClassDef))
+                  and parent.body and isinstance(parent.body[0], ast.Expr)}
+    for node in ast.walk(tree):
+      if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+          "# [" in node.value and id(node) not in docstrings:
+        found.append(f"{module}:{node.lineno}: {node.value!r}")
+  return found
+
+
+def test_the_line_comment_is_made_and_read_in_one_module():
+  found = line_comment_readers({m: p.read_text() for m, p in MODULES.items()
+                                if m != LINE_COMMENT_MODULE})
+  assert not found, ("the generated line's comment handled outside backend/equation_text.py "
+                     "(use GeneratedKernel.code_lines):\n" + "\n".join(found))
+
+
+def test_the_line_comment_check_finds_a_planted_reader():
+  planted = 'def f(t):\n  """Cuts `# [n]` off."""\n  return t.split("  # [")[0]\n'
+  assert line_comment_readers({"m": planted}) == ["m:3: '  # ['"]
+
+
+# --- the tuning file, written and read through one record ----------------------------------
+# tune/tuned_file.py's TuningFile (of TuningEntry) is the one writer and the one checked
+# reader of the file PALLAS_PROF_TUNED applies; a module building the file's entries as dicts
+# of its own is a second writer, which can write what the reader refuses.
+TUNED_FILE = "pallas_prof.tune.tuned_file"
+_ENTRY_KEYS = {"source", "target", "gpu", "best", "default"}
+
+
+def tuning_entry_dicts(module_sources: dict[str, str]) -> list[str]:
+  return [f"{module}:{node.lineno}" for module, source in sorted(module_sources.items())
+          for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Dict)
+          and _ENTRY_KEYS <= {k.value for k in node.keys if isinstance(k, ast.Constant)}]
+
+
+def test_tuning_files_are_written_through_the_record_alone():
+  found = tuning_entry_dicts({m: p.read_text() for m, p in MODULES.items() if m != TUNED_FILE})
+  assert not found, ("tuning file entries built outside tune/tuned_file.py (make a "
+                     "TuningEntry and write a TuningFile):\n" + "\n".join(found))
+
+
+def test_the_tuning_entry_check_finds_a_planted_dict():
+  planted = ('e = {"kernel": k, "source": s, "target": t, "gpu": g, "best": b, '
+             '"default": d}\nother = {"best": 1}\n')
+  assert tuning_entry_dicts({"m": planted}) == ["m:1"]

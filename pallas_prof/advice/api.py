@@ -81,11 +81,12 @@ def for_report(records, report, *, trials: bool = False, device: int = 0,
   return out
 
 
-def tuning_entries(advice: list[KernelAdvice], records, report) -> list[dict]:
+def tuning_entries(advice: list[KernelAdvice], records, report) -> list:
   """Each kernel whose best measured action is of kind a, as `pallas-prof tune`'s tuning
   file names it (tune/cli.py: PALLAS_PROF_TUNED=file applies it)."""
   from ..backend.artifacts import DEFAULT_TARGET
   from ..tune.params import default_config
+  from ..tune.tuned_file import TuningEntry
   from .trials import _config
   by_label = {r.label: r for r in records}
   gpu = report.device.name if report.device is not None else None
@@ -95,14 +96,15 @@ def tuning_entries(advice: list[KernelAdvice], records, report) -> list[dict]:
     top = next((x for x in a.actions if x.trial is not None and x.trial.held), None)
     if rec is None or top is None or top.kind != "a" or gpu is None:
       continue
-    target = list(rec.compiled.target if rec.compiled is not None else DEFAULT_TARGET)
-    out.append({"kernel": rec.name, "source": rec.generated.key, "target": target,
-                "gpu": gpu, "best": list(_config(top.change, rec.generated)),
-                "default": list(default_config(rec.generated))})
+    target = tuple(rec.compiled.target if rec.compiled is not None else DEFAULT_TARGET)
+    out.append(TuningEntry(rec.name, rec.generated.key, target, gpu,
+                           tuple(_config(top.change, rec.generated)),
+                           tuple(default_config(rec.generated))))
   return out
 
 
-def write_tuning_file(path: str, entries: list[dict]) -> None:
-  """The tuning file of these entries, whole or not at all (tune/tuned_file.py)."""
-  from ..tune import tuned_file
-  tuned_file.write(path, entries)
+def write_tuning_file(path: str, entries: list) -> None:
+  """The tuning file of these entries (tune/tuned_file.py's TuningEntry), whole or not at
+  all."""
+  from ..tune.tuned_file import TuningFile
+  TuningFile.of(entries).write(path)

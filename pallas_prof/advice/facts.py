@@ -10,19 +10,24 @@ work model, and the facts only the lowering knows (runs, invariance) are absent.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from typing import Any
 
+from ..backend.equation_text import Aval
 from .hardware import Occupancy, SmLimits, limits, occupancy
 
-TRANSCENDENTAL = {"exp", "exp2", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh",
-                  "logistic", "erf", "erf_inv", "pow", "rsqrt", "sqrt", "cbrt", "atan2",
-                  "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "lgamma",
-                  "digamma", "erfc"}
 LOOPS = {"scan", "while", "fori_loop"}
 IN_LOOP = 0.9     # of an equation's instructions in a machine loop: it runs in the loop
-_AVAL = re.compile(r":(\w+)\[([\d,]*)\]")
+
+
+@functools.cache
+def transcendental_primitives() -> frozenset[str]:
+  """The primitives whose equations evaluate transcendental functions: the lowering's rule
+  table records it with each rule (its work), so a rule added there counts here too."""
+  from ..backend.lowering.rules import TRANSCENDENTAL, primitives_doing
+  return primitives_doing(TRANSCENDENTAL)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,19 +175,14 @@ class KernelFacts:
 
 
 def _shape_from_text(text: str) -> tuple[tuple[int, ...] | None, str | None]:
-  m = _AVAL.search(text or "")
-  if not m:
-    return None, None
-  dims = tuple(int(d) for d in m.group(2).split(",") if d)
-  return (dims or None), m.group(1)
+  """A saved profile's equation (no GeneratedKernel at hand): its first result's aval, read
+  from its text (`b:f32[8,128] = exp a`) as a saved run's avals are (Aval.parse)."""
+  name, _, rest = (text or "").partition(":")
+  return _shape_of(Aval.parse(rest.split(" ")[0])) if rest and name else (None, None)
 
 
-def _shape_from_aval(aval: str) -> tuple[tuple[int, ...] | None, str | None]:
-  m = re.match(r"~?(\w+)\[([\d,]*)\]", aval or "")
-  if not m:
-    return None, None
-  dims = tuple(int(d) for d in m.group(2).split(",") if d)
-  return (dims or None), m.group(1)
+def _shape_of(aval) -> tuple[tuple[int, ...] | None, str | None]:
+  return (aval.shape or None), aval.dtype
 
 
 def _stalls(shares) -> tuple[Stall, ...]:
@@ -213,7 +213,7 @@ def kernel_facts(kp, gk=None, device=None, ceilings=None) -> KernelFacts:
     w = weights.get(e.index)
     rec = records.get(e.index)
     if rec is not None and rec.out_avals:
-      shape, dtype = _shape_from_aval(rec.out_avals[0])
+      shape, dtype = _shape_of(rec.out_avals[0])
     else:
       shape, dtype = _shape_from_text(e.text)
     facts = dict(index=e.index, path=e.path, primitive=e.primitive, parent=e.parent,

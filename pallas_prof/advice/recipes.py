@@ -30,7 +30,7 @@ class Recipe:
   call_file: str | None
   call_line: int | None
   original: Callable              # the unwrapped pallas_call, to make variants with
-  in_avals: tuple[str, ...] = ()  # "float32[4096,64]" per argument, once called
+  in_avals: tuple = ()            # backend.equation_text.Aval per argument, once called
   arg_shapes: tuple = ()          # (shape, dtype) per argument
 
   @property
@@ -76,9 +76,15 @@ def _user_frame() -> tuple[str | None, int | None]:
   return None, None
 
 
-def aval_text(shape, dtype) -> str:
+def _aval(shape, dtype):
   import numpy as np
-  return f"{np.dtype(dtype).name}[{','.join(map(str, shape))}]"
+  from ..backend.equation_text import Aval
+  return Aval(tuple(int(d) for d in shape), np.dtype(dtype).name)
+
+
+def _arrays(avals) -> tuple:
+  """(shape, dtype) of each: what tells two calls' operands apart (not JAX's weak typing)."""
+  return tuple((a.shape, a.dtype) for a in avals)
 
 
 @contextlib.contextmanager
@@ -103,7 +109,7 @@ def capture():
       if not recipe.in_avals:
         try:
           recipe.arg_shapes = tuple((tuple(x.shape), x.dtype) for x in xs)
-          recipe.in_avals = tuple(aval_text(s, d) for s, d in recipe.arg_shapes)
+          recipe.in_avals = tuple(_aval(s, d) for s, d in recipe.arg_shapes)
           with _lock:
             _recipes.append(recipe)
         except AttributeError:  # an argument without a shape: nothing to vary
@@ -127,9 +133,9 @@ def find(record, found: list[Recipe] | None = None) -> Recipe | None:
   """The recipe of a registry record: the same kernel name, operand shapes and grid (a
   script may call one kernel at two block shapes); None unless exactly one fits."""
   found = recipes() if found is None else found
-  want = tuple(a.lstrip("~") for a in record.in_avals)
+  want = _arrays(record.in_avals)
   grid = tuple(record.generated.grid) if record.generated is not None else ()   # read back
-  same = [r for r in found if r.in_avals == want and r.name == record.name
+  same = [r for r in found if _arrays(r.in_avals) == want and r.name == record.name
           and tuple(r.kwargs.get("grid") or ()) == grid]
   return same[-1] if same and len({_blocks(r) for r in same}) == 1 else None
 

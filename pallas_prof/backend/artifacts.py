@@ -26,8 +26,9 @@ from typing import Any, Callable, ClassVar, Mapping, Union
 
 from ..safe_files import write_atomic
 from ..serial import from_fields, plain
-from .equation_text import Described, Description
-from .targets import Target, as_target
+from .equation_text import Described, Description, without_line_comment
+# DEFAULT_TARGET and target_text lived here before targets.py: still importable from here
+from .targets import DEFAULT_TARGET, Target, as_target, target_text  # noqa: F401
 
 # --- lowering: what the kernel takes ---------------------------------------------
 
@@ -116,8 +117,8 @@ class EquationRecord(Described):
 
   def to_dict(self) -> dict:
     out = {"index": self.index, "path": self.path, "primitive": self.primitive,
-           "text": self.text, "in_avals": list(self.in_avals),
-           "out_avals": list(self.out_avals), "file": self.file, "line": self.line,
+           "text": self.text, "in_avals": [str(a) for a in self.in_avals],
+           "out_avals": [str(a) for a in self.out_avals], "file": self.file, "line": self.line,
            "function": self.function, "parent": self.parent, "region": self.region,
            "lines": list(self.lines), "jaxpr_line": self.jaxpr_line}
     out.update({name: getattr(self, name) for name in self._FACTS})
@@ -208,6 +209,15 @@ class GeneratedKernel:
     i = self.line_map.get(line)
     return None if i is None else self.eqns[i]
 
+  def code_lines(self) -> list[str]:
+    """The source's lines as code: each equation's line without the comment the lowering
+    wrote after it (its record's line_comment); the kernel's set-up and notes as they are."""
+    lines = self.source.splitlines()
+    for n, i in self.line_map.items():
+      if 1 <= n <= len(lines) and 0 <= i < len(self.eqns):
+        lines[n - 1] = without_line_comment(lines[n - 1], self.eqns[i].line_comment)
+    return lines
+
   # kernel.json's layout; runs saved before it had a schema read as this one
   SCHEMA: ClassVar[str] = "pallas-prof/generated/1"
   _SCALARS: ClassVar[tuple] = ("name", "num_warps", "num_stages", "jaxpr_text", "source_info",
@@ -233,17 +243,6 @@ class GeneratedKernel:
 
 
 # --- compile: the compiled kernel ------------------------------------------------------
-
-# what kernels compile for when no GPU names a target (CPU runs, the static figures);
-# equal to the ("cuda", 90) pair it always was (targets.py)
-DEFAULT_TARGET = Target("cuda", 90)
-
-
-def target_text(target) -> str:
-  """A compile target, ("cuda", 90), as reports, spans and cache keys write it: "cuda:90"
-  ("hip:gfx942" for AMD's)."""
-  return as_target(target).text
-
 
 STAGES = ("ttir", "ttgir", "llir", "ptx", "cubin")
 # each stage's file in a saved CompiledKernel (a run directory's kernels/<label>/ too);

@@ -1,12 +1,66 @@
 """An equation as text: its description, rendered only when first asked for, and
 the properties that read it (shared by the lowering's EqnInfo and the frozen
-EquationRecord). Imports nothing of JAX: artifacts load without it.
+EquationRecord); the abstract values it and a call work on (Aval). Imports nothing
+of JAX: artifacts load without it.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from typing import Callable, Iterable
+
+_ARRAY = re.compile(r"(~?)(\w+)\[([\d,]*)\]")
+
+
+@dataclasses.dataclass(frozen=True)
+class Aval:
+  """An abstract value as JAX hands it over: an array's shape and dtype name, weakly typed
+  (a Python scalar's type) or not; None for what has neither (a token). Kept typed from
+  where JAX gives it; `str()` is JAX's own text, for showing. `shown` holds that text
+  where it is more than the array's (a ref's `Ref<default>{float32[8]}`)."""
+  shape: tuple[int, ...] | None
+  dtype: str | None
+  weak_type: bool = False
+  shown: str = ""
+
+  def __str__(self) -> str:
+    return self.shown or self.array_text(weak=True)
+
+  def array_text(self, weak: bool = False) -> str:
+    """`float32[8,128]` (`~int32[]` weakly typed, with `weak`)."""
+    mark = "~" if weak and self.weak_type else ""
+    return f"{mark}{self.dtype}[{','.join(map(str, self.shape or ()))}]"
+
+  @classmethod
+  def of(cls, aval) -> "Aval":
+    """From JAX's abstract value (a ShapedArray, a ref's, any other)."""
+    shape, dtype = getattr(aval, "shape", None), getattr(aval, "dtype", None)
+    if shape is None or dtype is None:
+      return cls(None, None, shown=str(aval))
+    typed = cls(tuple(int(d) for d in shape), getattr(dtype, "name", str(dtype)),
+                bool(getattr(aval, "weak_type", False)))
+    text = str(aval)
+    return typed if text == str(typed) else dataclasses.replace(typed, shown=text)
+
+  @classmethod
+  def parse(cls, text) -> "Aval":
+    """From its text, as a saved run (kernel.json, report.json) holds it: the one place
+    an aval is read back from text."""
+    if isinstance(text, Aval):
+      return text
+    text = str(text)
+    m = _ARRAY.search(text)
+    if m is None:
+      return cls(None, None, shown=text)
+    typed = cls(tuple(int(d) for d in m.group(3).split(",") if d), m.group(2),
+                bool(m.group(1)))
+    return typed if text == str(typed) else dataclasses.replace(typed, shown=text)
+
+
+def aval_texts(avals: Iterable) -> str:
+  """Avals as a report line shows them: `float32[8,128], ~int32[]`."""
+  return ", ".join(map(str, avals))
 
 
 class Description:
@@ -22,7 +76,9 @@ class Description:
 
   @classmethod
   def fixed(cls, text: str, in_avals=(), out_avals=(), jaxpr_line: int | None = None):
-    return cls(value=(text, tuple(in_avals), tuple(out_avals), jaxpr_line))
+    """A description known already; avals saved as text (kernel.json) are read here."""
+    return cls(value=(text, tuple(map(Aval.parse, in_avals)), tuple(map(Aval.parse, out_avals)),
+                      jaxpr_line))
 
   def get(self, primitive: str) -> tuple:
     """(text, in_avals, out_avals, jaxpr_line)"""
@@ -47,11 +103,11 @@ class Described:
     return self.description.get(self.primitive)[0]
 
   @property
-  def in_avals(self) -> tuple[str, ...]:
+  def in_avals(self) -> tuple[Aval, ...]:
     return self.description.get(self.primitive)[1]
 
   @property
-  def out_avals(self) -> tuple[str, ...]:
+  def out_avals(self) -> tuple[Aval, ...]:
     return self.description.get(self.primitive)[2]
 
   @property
@@ -64,6 +120,21 @@ class Described:
     if self.file is None:
       return "unknown"
     return f"{os.path.basename(self.file)}:{self.line}"
+
+  @property
+  def line_comment(self) -> str:
+    """What the lowering writes after each generated line of the equation, `  # [4] exp @
+    kernel.py:31` (codegen.py renders it; GeneratedKernel.code_lines takes it off again)."""
+    return f"  # [{self.index}] {self.primitive} @ {self.location}"
+
+
+def without_line_comment(text: str, comment: str) -> str:
+  """A generated line without its equation's `comment` (Described.line_comment). A kernel
+  saved by an older pallas-prof may have written the comment otherwise: its line is then
+  cut where an equation's tag starts, the one place the text is parsed."""
+  if text.endswith(comment):
+    return text[:-len(comment)].rstrip()
+  return text.partition("  # [")[0].rstrip()
 
 
 def with_ref_names(text: str | None, ref_names: Iterable[tuple[str, str]] | None) -> str | None:

@@ -5,7 +5,7 @@ import os
 from typing import Any
 
 from . import compat
-from .equation_text import with_ref_names
+from .equation_text import aval_texts, with_ref_names
 
 
 class LoweringError(compat.ErrorWithUserContext):
@@ -62,7 +62,7 @@ class LoweringError(compat.ErrorWithUserContext):
       parts.append(f"cannot lower `{self.eqn.primitive}`{where}: {self.reason}")
       parts.append(f"  equation: {self.named(self.eqn.text)}")
       if self.eqn.in_avals:
-        parts.append(f"  operands: {', '.join(self.eqn.in_avals)}")
+        parts.append(f"  operands: {aval_texts(self.eqn.in_avals)}")
       if self.eqn.file is not None:
         fn = f" (in {self.eqn.function})" if self.eqn.function else ""
         parts.append(f"  at {self.eqn.file}:{self.eqn.line}{fn}")

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from .artifacts import GeneratedKernel
+from .equation_text import Aval, aval_texts
 
 
 @dataclasses.dataclass
@@ -19,8 +20,8 @@ class KernelRecord:
   name: str
   generated: GeneratedKernel
   platform: str                       # "cpu" (interpreter) or "cuda"
-  in_avals: tuple[str, ...]
-  out_avals: tuple[str, ...]
+  in_avals: tuple[Aval, ...]          # the call's operands and results, as JAX gave them
+  out_avals: tuple[Aval, ...]
   input_output_aliases: tuple[tuple[int, int], ...]
   compiled: Any = None                # CompiledKernel once compiled
   cost_estimate: Any = None
@@ -49,8 +50,8 @@ class KernelRecord:
     grid = "x".join(str(g) for g in self.generated.grid) or "1"
     launches = f", {self.launches} launch{'es' if self.launches != 1 else ''}" \
         if self.platform == "cpu" else ""
-    return (f"<KernelRecord {self.label}: grid {grid}, {', '.join(self.in_avals) or 'no inputs'}"
-            f" -> {', '.join(self.out_avals)}, {self.platform}{launches}>")
+    return (f"<KernelRecord {self.label}: grid {grid}, {aval_texts(self.in_avals) or 'no inputs'}"
+            f" -> {aval_texts(self.out_avals)}, {self.platform}{launches}>")
 
 
 _lock = threading.Lock()

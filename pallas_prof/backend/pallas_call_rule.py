@@ -19,6 +19,7 @@ from .. import settings
 from . import builtin_triton, compat, hooks, kernel_registry, triton_primitives
 from .compiling.compile import compile_kernel
 from .compiling.failures.workarounds import compile_working_around
+from .equation_text import Aval
 from .errors import LoweringError
 from .lowering import coverage
 from .lowering.features import bounds
@@ -319,7 +320,7 @@ def _lower(ctx, in_nodes, params, platform: str):
   uncovered = _warn_about(call, gk)
   rec = kernel_registry.record(kernel_registry.KernelRecord(
       name=gk.name, generated=gk, platform=platform,
-      in_avals=tuple(str(a) for a in ctx.avals_in), out_avals=tuple(str(a) for a in ctx.avals_out),
+      in_avals=tuple(map(Aval.of, ctx.avals_in)), out_avals=tuple(map(Aval.of, ctx.avals_out)),
       input_output_aliases=call.aliases, cost_estimate=params.get("cost_estimate"),
       uncovered_outputs=tuple(uncovered), relower=call.relowerer(options)))
   if platform == "cpu" or check:

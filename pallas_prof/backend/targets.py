@@ -127,3 +127,14 @@ def as_target(value) -> Target:
     return Target("hip", pair[1])
   raise UnknownTarget(f"{value!r} is not a GPU target: pallas-prof compiles for "
                       f"('cuda', <compute capability>) or ('hip', '<gfx name>')")
+
+
+# what kernels compile for when no GPU names a target (CPU runs, the static figures);
+# equal to the ("cuda", 90) pair it always was
+DEFAULT_TARGET = Target("cuda", 90)
+
+
+def target_text(target) -> str:
+  """A compile target, ("cuda", 90), as reports, spans and cache keys write it: "cuda:90"
+  ("hip:gfx942" for AMD's)."""
+  return as_target(target).text

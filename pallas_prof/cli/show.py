@@ -64,6 +64,7 @@ def show(args) -> int:
   con.print(Text(fit("[n]: the line's equation, described where it first appears; lines "
                      "without one are the kernel's set-up (program ids, block offsets)"),
                  style="dim"))
+  code = gk.code_lines() if stage == "source" else None
   described = set()
   tag_width = len(f"[{max((ln.eqn for ln in lines if ln.eqn is not None), default=0)}]")
   for ln in lines:
@@ -84,15 +85,15 @@ def show(args) -> int:
     if ln.number in per_line:
       share, reason = per_line[ln.number]
       text += f"{100 * share:5.1f}% {reason}: "
-    con.print(Text(fit(text + _clean(stage, ln.text))))
+    line_text = code[ln.number - 1] if code and 1 <= ln.number <= len(code) else ln.text
+    con.print(Text(fit(text + _clean(stage, line_text))))
   return 0
 
 
-# what each stage's lines carry that the equation tags already say (the generated
-# source's `# [4] exp @ file:line` comments, MLIR's loc(#locN), LLVM's !dbg), and
-# SASS's column of spaces between an instruction's address and its text
-_NOISE = {"source": re.compile(r"\s+# \[\d+\] \S+ @ \S+$"),
-          "ttir": re.compile(r"\s+loc\(#loc\d*\)$"), "ttgir": re.compile(r"\s+loc\(#loc\d*\)$"),
+# what each stage's lines carry that the equation tags already say (MLIR's loc(#locN),
+# LLVM's !dbg; the generated source's own comments come off through GeneratedKernel.code_lines),
+# and SASS's column of spaces between an instruction's address and its text
+_NOISE = {"ttir": re.compile(r"\s+loc\(#loc\d*\)$"), "ttgir": re.compile(r"\s+loc\(#loc\d*\)$"),
           "llir": re.compile(r",\s*!dbg !\d+$")}
 _SASS_GAP = re.compile(r"^\s*(/\*[0-9a-f]+\*/)\s+")
 

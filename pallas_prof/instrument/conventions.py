@@ -4,8 +4,9 @@ In the style of OpenTelemetry's semantic-convention modules: a constant per
 attribute key, a function per span name. Keys of OpenTelemetry's own
 conventions (code.*) are used where they mean the same thing.
 
-The backend sets a few keys itself through its hook (backend/hooks.py) and,
-knowing nothing of instrument/, spells them out: BACKEND_KEYS lists them, and
+The backend sets a few keys itself through its hook (backend/hooks.py); knowing
+nothing of instrument/, it takes them from pallas_prof/events.py, which defines
+them (BACKEND_KEYS lists them) and this module re-exports.
 tests/instrument/test_conventions.py fails when a span carries a key that is
 not declared here.
 """
@@ -66,14 +67,11 @@ SPAN_PREFIXES = ("pallas_call ", "lower ", "compile ", "profile ", "tune ", "adv
 
 # --- attributes: the kernel -------------------------------------------------------------------
 
-PALLAS_KERNEL = "pallas.kernel"                  # kernel name (profile spans: its label)
-PALLAS_GRID = "pallas.grid"
-PALLAS_NUM_WARPS = "pallas.num_warps"
-PALLAS_NUM_STAGES = "pallas.num_stages"
-PALLAS_SOURCE = "pallas.source"                  # the user's pallas_call, file:line
-PALLAS_SOURCE_KEY = "pallas.source_key"          # hash of the generated source
-PALLAS_LOWERING_GC_MS = "pallas.lowering.gc_ms"  # of the lowering: the garbage collector
-PALLAS_GENERATED_LINES = "pallas.generated_lines"
+# the keys the backend sets itself (pallas_prof/events.py defines them: backend/ cannot
+# import this module)
+from ..events import (BACKEND_KEYS, PALLAS_GENERATED_LINES, PALLAS_GRID,  # noqa: E402,F401
+                      PALLAS_KERNEL, PALLAS_LOWERING_GC_MS, PALLAS_NUM_STAGES, PALLAS_NUM_WARPS,
+                      PALLAS_SOURCE, PALLAS_SOURCE_KEY)
 PALLAS_FAILED_EQN_INDEX = "pallas.failed_eqn_index"
 PALLAS_LINK = "pallas.link"                      # on a span link: "lowering", "failing equation"
 PALLAS_SCRIPT = "pallas.script"                  # root span of `pallas-prof run`
@@ -174,10 +172,6 @@ SERVICE_NAME = "service.name"
 JAX_PROCESS_INDEX = "jax.process_index"
 JAX_PROCESS_COUNT = "jax.process_count"
 
-# keys the backend writes through its events.Observer spans (it does not import this module)
-BACKEND_KEYS = frozenset({PALLAS_KERNEL, PALLAS_GRID, PALLAS_NUM_WARPS, PALLAS_NUM_STAGES,
-                          PALLAS_SOURCE, PALLAS_SOURCE_KEY, PALLAS_LOWERING_GC_MS,
-                          PALLAS_GENERATED_LINES})
 
 
 def declared(key: str) -> bool:

@@ -179,15 +179,16 @@ def _cause_text(err) -> str | None:
 
 
 def _equation_facts(err) -> list[tuple[str, str]]:
+  from ..backend.equation_text import aval_texts
   eqn = getattr(err, "eqn", None)
   facts: list[tuple[str, str]] = []
   if eqn is not None:
     region = eqn.region if eqn.parent is None else f"{eqn.region} of equation [{eqn.parent}]"
     facts.append(("equation", f"[{eqn.index}] {_named(err, eqn.text)}   ({region})"))
     if eqn.in_avals:
-      facts.append(("operands", ", ".join(eqn.in_avals)))
+      facts.append(("operands", aval_texts(eqn.in_avals)))
     if eqn.out_avals:
-      facts.append(("results", ", ".join(eqn.out_avals)))
+      facts.append(("results", aval_texts(eqn.out_avals)))
   blocks = _named(err, _block_shapes(getattr(err, "jaxpr_text", None) or ""))
   if blocks:
     facts.append(("blocks", blocks))

@@ -180,8 +180,8 @@ def equation_attributes(eqn) -> dict[str, Any]:
   """The attributes of a `lower <primitive>` span (docs/tracing.md, the spans)."""
   attributes = {
       cv.JAXPR_EQN: eqn.text, cv.JAXPR_EQN_INDEX: eqn.index, cv.JAXPR_EQN_PATH: eqn.path,
-      cv.JAXPR_PRIMITIVE: eqn.primitive, cv.JAXPR_IN_AVALS: list(eqn.in_avals),
-      cv.JAXPR_OUT_AVALS: list(eqn.out_avals), cv.JAXPR_REGION: eqn.region,
+      cv.JAXPR_PRIMITIVE: eqn.primitive, cv.JAXPR_IN_AVALS: [str(a) for a in eqn.in_avals],
+      cv.JAXPR_OUT_AVALS: [str(a) for a in eqn.out_avals], cv.JAXPR_REGION: eqn.region,
   }
   if eqn.parent is not None:
     attributes[cv.JAXPR_PARENT_EQN_INDEX] = eqn.parent

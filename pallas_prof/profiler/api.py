@@ -4,7 +4,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-import re
 import time
 from typing import Any, Callable
 
@@ -20,8 +19,8 @@ class _Target:
   """What profile() works on: a registry record or a bare CompiledKernel."""
   name: str
   label: str
-  in_avals: tuple[str, ...]
-  out_avals: tuple[str, ...]
+  in_avals: tuple  # backend.equation_text.Aval each
+  out_avals: tuple
   aliases: tuple[tuple[int, int], ...]
   cost_estimate: Any
   generated: Any
@@ -33,6 +32,7 @@ def _targets(kernels) -> list[_Target]:
   from ..backend import kernel_registry
   from ..backend.artifacts import CompiledKernel
   from ..backend.compiling.compile import assemble_cubin
+  from ..backend.equation_text import Aval
   if kernels is None:
     items = kernel_registry.kernels()
   elif isinstance(kernels, str):
@@ -52,8 +52,8 @@ def _targets(kernels) -> list[_Target]:
     if isinstance(item, CompiledKernel):
       gk = item.generated
       out.append(_Target(item.name, f"{item.name}#{item.key[:6]}",
-                         tuple(f"{p.dtype}{list(p.shape)}" for p in gk.inputs) if gk else (),
-                         tuple(f"{p.dtype}{list(p.shape)}" for p in gk.outputs) if gk else (),
+                         tuple(Aval(tuple(p.shape), p.dtype) for p in gk.inputs) if gk else (),
+                         tuple(Aval(tuple(p.shape), p.dtype) for p in gk.outputs) if gk else (),
                          (), None, gk, compiled))
     else:
       out.append(_Target(item.name, item.label, tuple(item.in_avals), tuple(item.out_avals),
@@ -200,7 +200,7 @@ def replay_against_program(targets, profiles) -> list[str]:
     ratio = p.insitu.mean_s / p.runtime.median_s
     if 1 / REPLAY_DISAGREES <= ratio <= REPLAY_DISAGREES:
       continue
-    drawn = [f"input {i} ({a.lstrip('~')}) {text}" for i, a in enumerate(t.in_avals)
+    drawn = [f"input {i} ({a.array_text()}) {text}" for i, a in enumerate(t.in_avals)
              if (text := _random_text(a))]
     cache = "a cold L2" if p.runtime.mode == "cold" else "a warm L2"
     why = ("the replay's " + "; ".join(drawn) + ": where such inputs steer the kernel's work "
@@ -212,25 +212,24 @@ def replay_against_program(targets, profiles) -> list[str]:
   return notes
 
 
-def _random_text(aval: str) -> str | None:
-  """What the replay drew for an input of this aval ('int32[16]', '~int32[]' weakly
-  typed), for integer and bool inputs; None for the others."""
+def _random_text(aval) -> str | None:
+  """What the replay drew for an input of this aval (a backend.equation_text.Aval), for
+  integer and bool inputs; None for the others."""
   import ml_dtypes
   import numpy as np
   from .timing.policy import random_range_text
-  m = re.match(r"~?([a-z]+\d*)\[", str(aval))
-  if m is None:
+  if aval.dtype is None:
     return None
   try:
-    dtype = np.dtype(getattr(ml_dtypes, m.group(1), m.group(1)))
+    dtype = np.dtype(getattr(ml_dtypes, aval.dtype, aval.dtype))
   except TypeError:
     return None
   return random_range_text(dtype)
 
 
 def _static(t: _Target, cc: int, top: int) -> KernelProfile:
-  p = KernelProfile(label=t.label, name=t.name, in_avals=list(t.in_avals),
-                    out_avals=list(t.out_avals), static=None, work=None)
+  p = KernelProfile(label=t.label, name=t.name, in_avals=[str(a) for a in t.in_avals],
+                    out_avals=[str(a) for a in t.out_avals], static=None, work=None)
   if t.generated is None:
     p.errors.append("static: no GeneratedKernel")
     return p

@@ -100,11 +100,7 @@ def print_table(tunings: list[dict]) -> None:
 
 
 def write_tuning_file(path: str, tunings: list[dict]) -> None:
-  from . import tuned_file
-  entries = {}
-  for k in tunings:
-    ident = k["identity"]
-    entries[(ident["source"], tuple(ident["target"]), ident["gpu"])] = {
-        "kernel": k["kernel"], "source": ident["source"], "target": ident["target"],
-        "gpu": ident["gpu"], "best": k["best"], "default": k["default"]}
-  tuned_file.write(path, list(entries.values()))
+  from .tuned_file import TuningEntry, TuningFile
+  TuningFile.of(TuningEntry(k["kernel"], k["identity"]["source"],
+                            tuple(k["identity"]["target"]), k["identity"]["gpu"],
+                            tuple(k["best"]), tuple(k["default"])) for k in tunings).write(path)

@@ -13,6 +13,7 @@ at its default config, with one warning. Nothing here raises at the user's call.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -38,6 +39,65 @@ _ENTRY_FIELDS = {
 _read: dict = {}        # path -> (the file's stat stamp, {(source, target, gpu): best})
 
 
+@dataclasses.dataclass(frozen=True)
+class TuningEntry:
+  """One kernel's tuned config: for its generated source (sha256), on one target and GPU."""
+  kernel: str
+  source: str
+  target: tuple[str, int]
+  gpu: str
+  best: tuple[int, int, int, int]       # (num_warps, num_stages, launch_group, tma)
+  default: tuple[int, int, int, int]
+
+  @property
+  def key(self) -> tuple:
+    """What the entry is for: a later entry for the same one replaces it."""
+    return (self.source, self.target, self.gpu)
+
+  def to_json(self) -> dict:
+    return {"kernel": self.kernel, "source": self.source, "target": list(self.target),
+            "gpu": self.gpu, "best": list(self.best), "default": list(self.default)}
+
+  @classmethod
+  def from_json(cls, entry: dict) -> "TuningEntry":
+    """An entry that passed entry_problem."""
+    return cls(entry["kernel"], entry["source"], tuple(entry["target"]), entry["gpu"],
+               tuple(entry["best"]), tuple(entry["default"]))
+
+
+@dataclasses.dataclass(frozen=True)
+class TuningFile:
+  """A tuning file's contents: written by `write` alone (`pallas-prof tune` and `pallas-prof
+  advise` both), read by `read` alone, which checks every entry."""
+  entries: tuple[TuningEntry, ...] = ()
+
+  @classmethod
+  def of(cls, entries) -> "TuningFile":
+    """One entry per kernel, source, target and GPU: the last given wins."""
+    return cls(tuple({e.key: e for e in entries}.values()))
+
+  def write(self, path: str) -> None:
+    """Whole or not at all; readable by others, since the user may commit it."""
+    safe_files.write_atomic(path, json.dumps(
+        {"version": FORMAT_VERSION, "kernels": [e.to_json() for e in self.entries]},
+        indent=1), mode=0o644)
+
+  @classmethod
+  def read(cls, path: str) -> tuple["TuningFile", list[str]]:
+    """The file's valid entries and, for each other one, what is wrong with it (`entry 2
+    ('softmax_kernel'): best: ...`). validate.Refused for a file that is no tuning file."""
+    entries, bad = [], []
+    for i, entry in enumerate(_entries(validate.read_json(path))):
+      problem = entry_problem(entry)
+      if problem:
+        name = entry.get("kernel") if isinstance(entry, dict) else None
+        bad.append(f"entry {i}" + (f" ({name!r})" if isinstance(name, str) else "")
+                   + f": {problem}")
+      else:
+        entries.append(TuningEntry.from_json(entry))
+    return cls.of(entries), bad
+
+
 def choice(path: str, gk, target, gpu: str) -> tuple[int, int, int, int] | None:
   """The (num_warps, num_stages, launch_group, tma) the tuning file at `path` names for
   this kernel on this GPU, if it names a valid one."""
@@ -57,20 +117,11 @@ def _choices(path: str) -> dict:
   """Every valid entry of the file; one warning for the rest, or for the whole file."""
   # the user names this file: a link they made to it is followed, a FIFO or a huge file is not
   try:
-    data = validate.read_json(os.path.realpath(path))
-    entries = _entries(data)
+    tuning, bad = TuningFile.read(os.path.realpath(path))
   except validate.Refused as e:
     _warn(path, f"not a tuning file: {e}", f"{REWRITE}, or unset it")
     return {}
-  choices, bad = {}, []
-  for i, entry in enumerate(entries):
-    problem = entry_problem(entry)
-    if problem:
-      name = entry.get("kernel") if isinstance(entry, dict) else None
-      bad.append(f"entry {i}" + (f" ({name!r})" if isinstance(name, str) else "")
-                 + f": {problem}")
-      continue
-    choices[(entry["source"], tuple(entry["target"]), entry["gpu"])] = tuple(entry["best"])
+  choices = {e.key: e.best for e in tuning.entries}
   if bad:
     more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
     _warn(path, "; ".join(bad[:3]) + more, f"those kernels run with their default config. "
@@ -101,10 +152,3 @@ def _warn(path: str, problem: str, todo: str) -> None:
 def forget() -> None:
   """Reads every tuning file afresh (as a new process would)."""
   _read.clear()
-
-
-def write(path: str, entries: list[dict]) -> None:
-  """The tuning file of these entries, whole or not at all; readable by others, since the
-  user may commit it."""
-  safe_files.write_atomic(path, json.dumps({"version": FORMAT_VERSION, "kernels": entries},
-                                           indent=1), mode=0o644)

@@ -15,6 +15,7 @@ import pallas_prof
 from pallas_prof.advice import blockshape, recipes
 from pallas_prof.advice.schema import Action
 from pallas_prof.backend import kernel_registry
+from pallas_prof.backend.equation_text import Aval
 
 from .synthetic import synthetic_eq, synthetic_facts
 
@@ -40,7 +41,7 @@ def test_a_call_is_recorded_with_its_shapes_and_line():
   kernel_registry.clear()
   _add()
   (recipe,) = recipes.recipes()
-  assert recipe.name == "add_kernel" and recipe.in_avals == ("float32[1000]", "float32[1000]")
+  assert recipe.name == "add_kernel" and recipe.in_avals == (Aval((1000,), "float32"),) * 2
   assert recipe.call_file == __file__ and recipe.location.startswith("test_blockshape.py:")
   (rec,) = kernel_registry.kernels()
   assert recipes.find(rec) is recipe

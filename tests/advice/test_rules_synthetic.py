@@ -300,3 +300,41 @@ def test_below_its_roof_with_no_cause_the_neighbouring_settings_are_to_be_measur
   assert not RULES["below_roof"](synthetic_facts([hot], rates=synthetic_rates(60.0)))
   assert not RULES["below_roof"](synthetic_facts([hot], measured=True, median_s=1e-4,
                                                  rates=synthetic_rates(80.0)))
+
+
+def _forget_transcendentals():
+  from pallas_prof.advice import facts
+  clear = getattr(getattr(facts, "transcendental_primitives", None), "cache_clear", None)
+  if clear is not None:
+    clear()
+
+
+def test_a_primitive_the_rule_table_records_as_transcendental_counts_as_one(monkeypatch):
+  """The advice's transcendental primitives are the ones the lowering's rule table records
+  as such (a rule's `work`): one registered there is counted, with no second list to edit."""
+  import jax
+  from pallas_prof.backend.lowering import rules
+  special = jax.extend.core.Primitive("planted_special_fn")
+  monkeypatch.setitem(rules.table.WORK, special, rules.TRANSCENDENTAL)
+  _forget_transcendentals()
+  try:
+    eqs = [synthetic_eq(0, "planted_special_fn", line=21, weight=0.5),
+           synthetic_eq(1, "add", line=22, weight=0.5)]
+    (finding,) = RULES["transcendental_bound"](synthetic_facts(eqs))
+    assert finding.diagnosis.text.startswith("planted_special_fn takes 50 %")
+  finally:
+    monkeypatch.undo()
+    _forget_transcendentals()
+
+
+def test_every_transcendental_rule_of_this_jax_is_one_for_the_advice():
+  """log2 (a primitive of jax 0.11 and later, lowered to libdevice.log2) was missing from
+  the advice's hand-written list; each primitive the table records counts."""
+  from jax import lax
+  from pallas_prof.backend.lowering import rules
+  recorded = rules.primitives_doing(rules.TRANSCENDENTAL)
+  assert {"exp", "tanh", "logistic", "erf_inv", "pow", "atan2"} <= recorded
+  assert ("log2" in recorded) == (getattr(lax, "log2_p", None) is not None)
+  for name in sorted(recorded):
+    eqs = [synthetic_eq(0, name, line=21, weight=0.5), synthetic_eq(1, "add", line=22)]
+    assert RULES["transcendental_bound"](synthetic_facts(eqs)), name

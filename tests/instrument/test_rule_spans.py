@@ -72,8 +72,8 @@ def _check_kernel_spans(spans, gk, expected_count):
     assert span.name == f"lower {eqn.primitive}"
     assert span.attributes["jaxpr.primitive"] == eqn.primitive
     assert span.attributes["jaxpr.eqn"] == eqn.text
-    assert tuple(span.attributes["jaxpr.in_avals"]) == eqn.in_avals
-    assert tuple(span.attributes["jaxpr.out_avals"]) == eqn.out_avals
+    assert tuple(span.attributes["jaxpr.in_avals"]) == tuple(map(str, eqn.in_avals))
+    assert tuple(span.attributes["jaxpr.out_avals"]) == tuple(map(str, eqn.out_avals))
     parent = parent_of(span, index)
     if eqn.parent is None:
       assert parent.context.span_id == kernel.context.span_id, (eqn, parent.name)

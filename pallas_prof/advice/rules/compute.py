@@ -3,7 +3,7 @@ whether the samples were enough to rank the lines."""
 from __future__ import annotations
 
 from .. import estimate
-from ..facts import TRANSCENDENTAL
+from ..facts import transcendental_primitives
 from .table import Finding, about, config, edit, fact, rule
 
 # transcendental equations with at least this share of the time make the kernel theirs
@@ -24,7 +24,8 @@ def _stall_words(es) -> str:
 
 @rule("transcendental_bound")
 def transcendental_bound(f) -> list[Finding]:
-  trans = [e for e in f.equations.values() if e.primitive in TRANSCENDENTAL]
+  transcendental = transcendental_primitives()
+  trans = [e for e in f.equations.values() if e.primitive in transcendental]
   share = sum(e.weight for e in trans)
   if not trans or share < TRANSCENDENTAL_SHARE:
     return []
@@ -54,9 +55,9 @@ def transcendental_bound(f) -> list[Finding]:
 
 
 def _work(e) -> bool:
-  return e.primitive in TRANSCENDENTAL or e.primitive in ("div", "mul", "add", "sub", "pow",
-                                                         "dot_general", "reduce_sum",
-                                                         "reduce_max", "exp2", "integer_pow")
+  return e.primitive in transcendental_primitives() or \
+      e.primitive in ("div", "mul", "add", "sub", "dot_general", "reduce_sum", "reduce_max",
+                      "integer_pow")
 
 
 def _in_machine_loop(f, e, loop) -> bool:

@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from . import amd_resources, compile_cache, compile_worker, ptx_rewrites
+from ... import events as keys
 from .. import hooks
 from ..artifacts import DEFAULT_TARGET, CompiledKernel, GeneratedKernel, target_text
 from ..lowering.codegen import signature_type
@@ -243,7 +244,7 @@ def _crash_error(gk: GeneratedKernel, key: str, target, crash,
                                     "so your program survives this")
   now = time.time_ns()
   _notify(CompileRecord(gk.name, key, target_text(target), now, now, [], "miss",
-                        {"pallas.kernel": gk.name}, error, source_key=gk.key))
+                        {keys.PALLAS_KERNEL: gk.name}, error, source_key=gk.key))
   return error
 
 
@@ -330,7 +331,7 @@ def _finish_compile(gk, target, key, result, requested: int | None = None,
       error = compile_error(gk, failure, next_stage(records, target.backend),
                             request or compile_request(gk, target))
     _notify(CompileRecord(gk.name, key, target_name, start, end, records, "miss",
-                          {"pallas.kernel": gk.name, **wait}, error, source_key=gk.key,
+                          {keys.PALLAS_KERNEL: gk.name, **wait}, error, source_key=gk.key,
                           requested_ns=requested))
     raise error
   ck = CompiledKernel(name=gk.name, key=key, target=target, asm=result["asm"],

@@ -435,7 +435,7 @@ class KernelBuilder:
       code = "    " * ln.indent + ln.text
       if ln.eqn is not None and ln.eqn in eqns:
         e = eqns[ln.eqn]
-        code = f"{code.ljust(width)}  # [{e.index}] {e.primitive} @ {e.location}"
+        code = code.ljust(width) + e.line_comment
         line_map[len(out) + 1] = ln.eqn
       elif ln.note:
         code = f"{code.ljust(width)}  # {ln.note}"

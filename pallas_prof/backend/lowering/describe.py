@@ -5,6 +5,7 @@ prints it (rendered only when asked for).
 from __future__ import annotations
 
 from .. import compat
+from ..equation_text import Aval
 from .codegen import EqnInfo, sanitize
 from .context import KernelContext
 
@@ -15,8 +16,8 @@ def describe(kernel: KernelContext, jaxpr, eqn, position: int, parent: EqnInfo |
   path = str(position) if parent is None else f"{parent.path}.{_region_tag(region)}{position}"
 
   def text_and_avals():
-    return (_eqn_text(kernel, jaxpr, eqn), tuple(str(v.aval) for v in eqn.invars),
-            tuple(str(v.aval) for v in eqn.outvars), _jaxpr_line(kernel, eqn))
+    return (_eqn_text(kernel, jaxpr, eqn), tuple(Aval.of(v.aval) for v in eqn.invars),
+            tuple(Aval.of(v.aval) for v in eqn.outvars), _jaxpr_line(kernel, eqn))
 
   file, line, function = ((frame.file_name, frame.start_line, frame.function_name) if frame
                           # inside a library's jit (jnp.sort, ...): the user's call of it

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ... import events as keys
 from .. import compat, hooks
 from . import emit
 from .codegen import EqnInfo, UnsupportedDtype, Value
@@ -255,7 +256,7 @@ def _lower_equation(kernel: KernelContext, event: EquationEvent):
     if key is not None:
       kernel.remember("values", key, tuple(out) if eqn.primitive.multiple_results else out)
     if b.num_lines > first_line:
-      span.set("pallas.generated_lines",
+      span.set(keys.PALLAS_GENERATED_LINES,
                f"{b.line_number(first_line)}-{b.line_number(b.num_lines - 1)}")
   return out
 

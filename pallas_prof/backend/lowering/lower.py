@@ -18,6 +18,7 @@ import traceback
 
 import numpy as np
 
+from ... import events as keys
 from .. import compat, hooks
 from ..artifacts import EquationRecord, GeneratedKernel, KernelParam
 from ..equation_text import Description
@@ -119,11 +120,11 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, options: Lo
                          rule="pallas_call", details={**more, **(details or {})},
                          ref_names=ref_names(jaxpr, pp_context, zip(jaxpr.invars, labels)))
 
-  with hooks.observer().kernel(kname, {"pallas.kernel": kname,
-                                       "pallas.grid": str(tuple(grid_mapping.grid)),
-                                       "pallas.num_warps": num_warps,
-                                       "pallas.num_stages": num_stages,
-                                       "pallas.source": src_info}) as kernel_span:
+  with hooks.observer().kernel(kname, {keys.PALLAS_KERNEL: kname,
+                                       keys.PALLAS_GRID: str(tuple(grid_mapping.grid)),
+                                       keys.PALLAS_NUM_WARPS: num_warps,
+                                       keys.PALLAS_NUM_STAGES: num_stages,
+                                       keys.PALLAS_SOURCE: src_info}) as kernel_span:
     try:
       check_call(grid_mapping)
       grid = static_grid(grid_mapping)
@@ -177,9 +178,9 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, options: Lo
       raise call_error(str(e), "cast to a supported dtype outside the kernel") from None
     source, line_map = b.render()
     key = hashlib.sha256(source.encode()).hexdigest()
-    kernel_span.set("pallas.source_key", key)   # ties the kernel's compile spans to this one
+    kernel_span.set(keys.PALLAS_SOURCE_KEY, key)   # ties the kernel's compile spans to this one
     if collections.seconds:
-      kernel_span.set("pallas.lowering.gc_ms", collections.seconds * 1e3)
+      kernel_span.set(keys.PALLAS_LOWERING_GC_MS, collections.seconds * 1e3)
   path = write_source(kname, key, source)
   used_tma = bool(plan and plan.used)
   used_plan = workarounds.only(kernel.workaround_applied) if notes else None

@@ -142,7 +142,8 @@ def interpreter_error(gk: GeneratedKernel, error: BaseException) -> Exception:
         line = tb.tb_lineno
       tb = tb.tb_next
   eqn = gk.eqn_at_line(line) if line is not None else None
-  text = gk.source.splitlines()[line - 1].split("  # [")[0].strip() if line else None
+  code = gk.code_lines()
+  text = code[line - 1].strip() if line and line <= len(code) else None
   details = {"generated line": f"{gk.path}:{line}: {text}"} if line else {}
   outside = isinstance(cause or error, interpreter_runtime.OutOfBuffers)
   where = "Triton's interpreter on the CPU"

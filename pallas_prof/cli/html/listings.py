@@ -150,15 +150,13 @@ def generated_listing(run_dir: str | None, k: KernelEntry,
   title = "generated Triton source"
   if gk is None:
     return Listing(title, (), missing=why)
-  text = gk.source.splitlines()
   line_map = gk.line_map
   by_index = {e.index: e for e in eqs}
   lines = []
-  for n, t in enumerate(text, start=1):
+  for n, code in enumerate(gk.code_lines(), start=1):
     i = line_map.get(n)
     e = by_index.get(i) if i is not None else None
-    code, _, _ = t.partition("  # [") if i is not None else (t, "", "")
-    lines.append(Line(n, code.rstrip() if i is not None else t,
+    lines.append(Line(n, code,
                       (e.weight or 0.0) if e else None, (i,) if i is not None else (),
                       f"[{e.index}] {e.primitive}" if e else "",
                       e.stall if e else ""))

@@ -13,6 +13,7 @@ from jax.experimental import pallas as pl
 import pallas_prof
 from pallas_prof.backend.lowering import blockspec
 from pallas_prof.backend import kernel_registry
+from pallas_prof.backend.equation_text import Aval
 from pallas_prof.backend.lowering import grid as launch_grid
 from tests.backend.lowering.rules.test_memory import CASES as MEMORY_CASES
 from tests.backend.lowering.rules.test_memory import (check_case, compiles_for_sm90,
@@ -349,13 +350,13 @@ def test_jit_repeated_calls_reuse_the_kernel(rng):
   [record] = kernel_registry.find("add_one_cached")
   # launches counts the interpreter's; on a GPU XLA launches the kernel
   assert record.lowerings == 1 and record.launches == (3 if jax.default_backend() == "cpu" else 0)
-  assert record.in_avals == ("float32[8,8]",)
+  assert record.in_avals == (Aval((8, 8), "float32"),)   # typed, as JAX gave them
 
   call16 = jax.jit(pallas(add_one, S((16, 8), F32), name="add_one_cached"))
   y = rand(rng, (16, 8))
   assert_close(call16(y), y + 1)
   records = kernel_registry.find("add_one_cached")
-  assert sorted(r.in_avals for r in records) == [("float32[16,8]",), ("float32[8,8]",)]
+  assert sorted(str(r.in_avals[0]) for r in records) == ["float32[16,8]", "float32[8,8]"]
 
 
 # --- 64-bit offsets ---------------------------------------------------------------------

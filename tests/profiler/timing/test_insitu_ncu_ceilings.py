@@ -336,7 +336,8 @@ def test_capture_reads_protons_output(monkeypatch):
 
 def _timed(label, in_avals, program_s, replay_s, mode="cold"):
   from pallas_prof.profiler import api
-  target = types.SimpleNamespace(label=label, in_avals=tuple(in_avals))
+  from pallas_prof.backend.equation_text import Aval
+  target = types.SimpleNamespace(label=label, in_avals=tuple(map(Aval.parse, in_avals)))
   profile = types.SimpleNamespace(
       label=label, runtime=types.SimpleNamespace(median_s=replay_s, mode=mode),
       insitu=types.SimpleNamespace(launches=10, mean_s=program_s))

@@ -80,6 +80,14 @@ def work_of(primitive) -> str | None:
   return WORK.get(primitive)
 
 
+def primitives_doing(work: str) -> frozenset[str]:
+  """The names of the primitives whose rules record `work` (ARITHMETIC, TRANSCENDENTAL or
+  REDUCTION): whoever needs to know which equations evaluate a transcendental function
+  (the advice) reads it here, from the rules that emit them, not from a list of its own.
+  Complete once the rule families are imported (import it from the rules package)."""
+  return frozenset(p.name for p, kind in WORK.items() if kind == work)
+
+
 def _bind_deferred() -> None:
   with _deferred_lock:
     for item in list(_DEFERRED):
