@@ -24,11 +24,19 @@ class SmLimits:
   part: str = "H100/H200"
 
 
+# per compute capability: CUDA C++ Programming Guide, "Technical Specifications per
+# Compute Capability" (resident warps and blocks per SM, shared memory per SM); the SM
+# counts are the named part's, for the advice that spreads a grid over the SMs
 LIMITS = {
+    75: SmLimits(warps=32, blocks=16, shared_bytes=65536, sms=40, part="T4"),
     80: SmLimits(warps=64, blocks=32, shared_bytes=167936, sms=108, part="A100"),
     86: SmLimits(warps=48, blocks=16, shared_bytes=102400, sms=84, part="RTX 30x0 / A40"),
     89: SmLimits(warps=48, blocks=24, shared_bytes=102400, sms=128, part="RTX 40x0 / L40"),
+    87: SmLimits(warps=48, blocks=16, shared_bytes=167936, sms=16, part="Jetson AGX Orin"),
     90: SmLimits(),
+    100: SmLimits(sms=148, part="B200"),
+    103: SmLimits(sms=148, part="sm_103 (B200's SM count)"),
+    120: SmLimits(warps=48, blocks=32, shared_bytes=131072, sms=170, part="RTX 5090"),
 }
 
 
@@ -66,3 +74,44 @@ def occupancy(num_warps: int, registers: int | None, shared_bytes: int | None,
   ctas = max(0, by[limiter])
   warps = ctas * num_warps
   return Occupancy(ctas, warps, 100.0 * warps / lim.warps, limiter, by)
+
+
+@dataclasses.dataclass(frozen=True)
+class CuLimits:
+  """What an AMD compute unit holds (a workgroup processor of two CUs on RDNA, where
+  a workgroup's waves spread over its four SIMDs)."""
+  waves_per_simd: int                # resident waves per SIMD
+  simds: int                         # SIMDs a workgroup's waves are spread over
+  lds_bytes: int                     # LDS per CU (per WGP on RDNA)
+  part: str
+
+
+# LDS and SIMDs: AMD's CDNA2, CDNA3 and CDNA4 ISA reference guides (64 KiB of LDS per CU
+# on MI200 and MI300, 160 KiB on MI350; four SIMDs per CU) and the RDNA3 and RDNA4 ISA
+# guides (128 KiB of LDS per WGP of four SIMDs); resident waves per SIMD as LLVM's AMDGPU
+# backend counts them (AMDGPUBaseInfo getMaxWavesPerEU: 8 from gfx90a on CDNA, 16 from
+# gfx10.3), the limit its "; Occupancy:" figure is taken against
+CU_LIMITS = {
+    "gfx90a": CuLimits(8, 4, 65536, "MI200"),
+    "gfx942": CuLimits(8, 4, 65536, "MI300"),
+    "gfx950": CuLimits(8, 4, 163840, "MI350"),
+    "gfx1100": CuLimits(16, 4, 131072, "RX 7900"),
+    "gfx1200": CuLimits(16, 4, 131072, "RX 9060"),
+    "gfx1201": CuLimits(16, 4, 131072, "RX 9070"),
+}
+
+
+def amd_occupancy(num_warps: int, llvm_waves: int | None, lds_bytes: int | None,
+                  lim: CuLimits) -> Occupancy:
+  """Workgroups per CU (in Occupancy's CTA fields) as LLVM's occupancy (the waves per SIMD
+  its registers allow), the LDS and the waves a SIMD holds allow; `pct` is of those waves."""
+  per_simd = -(-max(num_warps, 1) // lim.simds)     # each workgroup's waves on one SIMD
+  by = {"waves": lim.waves_per_simd // per_simd}
+  if llvm_waves:
+    by["registers"] = min(llvm_waves, lim.waves_per_simd) // per_simd
+  if lds_bytes:
+    by["LDS"] = lim.lds_bytes // lds_bytes
+  limiter = min(by, key=lambda k: (by[k], ["registers", "LDS", "waves"].index(k)))
+  groups = max(0, by[limiter])
+  return Occupancy(groups, groups * num_warps, 100.0 * groups * per_simd / lim.waves_per_simd,
+                   limiter, by)

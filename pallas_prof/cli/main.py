@@ -100,6 +100,12 @@ def _parser() -> argparse.ArgumentParser:
   show.add_argument("--user", action="store_true",
                     help="your kernel's source, each line with its measured share and top "
                     "stall reason")
+  show.add_argument("--target", action="append", metavar="GPU",
+                    help="compile the kernel for another GPU (sm_80, gfx942, ...; repeat it "
+                    "or give a comma list to compare several): compiled, refused or failed, "
+                    "registers, spills, shared memory, occupancy; with --ptx/--sass its "
+                    "assembly (amdgcn for AMD)")
+  show.add_argument("--json", action="store_true", help="with --target: print the figures as JSON")
 
   report = sub.add_parser("report", help="re-render a saved run")
   report.add_argument("dir", nargs="?", help="run directory (default: the latest), or a "

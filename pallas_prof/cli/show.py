@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 
 from rich.text import Text
 
@@ -35,6 +36,8 @@ def annotated(gk, ck, stage: str):
 
 
 def show(args) -> int:
+  from . import show_targets
+  targets = show_targets.targets_or_exit(args)   # a typo ends here, before a run is read
   run_dir, kdir = run_directory.locate_kernel(args.kernel, args.dir)
   gk, ck = run_directory.load_kernel_or_exit(kdir, run_dir)
   if args.eject:
@@ -46,11 +49,42 @@ def show(args) -> int:
                        "--eject a path in a directory that exists and you can write") from None
     print(f"wrote {path}: python {path} --interpret (CPU) or python {path} (GPU)")
     return 0
-  att = _attribution_by_dir(run_dir, kdir)
   con = console()
+  stage = next((s for s in STAGES if getattr(args, s, False)), "source")
+  if targets:
+    return _for_targets(args, con, gk, run_dir, targets, stage)
+  att = _attribution_by_dir(run_dir, kdir)
   if getattr(args, "user", False):
     return show_user(con, gk, att, run_dir, wide=getattr(args, "wide", False))
-  stage = next((s for s in STAGES if getattr(args, s, False)), "source")
+  return _listing(args, con, gk, ck, stage, att, run_dir)
+
+
+def _for_targets(args, con, gk, run_dir: str, targets, stage: str) -> int:
+  """--target: the targets side by side, or with a stage flag each target's listing
+  (the run's measured weights belong to the run's binary, so none are shown)."""
+  from . import show_targets
+  if getattr(args, "user", False):
+    raise SystemExit("pallas-prof: --user shows the run's measured lines; it does not "
+                     "combine with --target")
+  if stage == "source":
+    return show_targets.show_table(con, gk, run_dir, targets, getattr(args, "json", False))
+  fit = (lambda text: text) if getattr(args, "wide", False) else \
+      (lambda text: _cut(text, con.width))
+  code = 0
+  for outcome in show_targets.compile_each(gk, targets):
+    if outcome.compiled is None:
+      print(f"pallas-prof: {outcome.target.name} {outcome.status}:\n{outcome.error}",
+            file=sys.stderr)
+      code = 1
+    elif outcome.target.backend == "hip":
+      show_targets.amd_listing(con, outcome, stage, fit)
+    else:
+      _listing(args, con, gk, outcome.compiled, stage, None, run_dir,
+               f" compiled for {outcome.target.name}")
+  return code
+
+
+def _listing(args, con, gk, ck, stage: str, att, run_dir: str, compiled_for: str = "") -> int:
   lines = annotated(gk, ck, stage)
   weights = {e["index"]: e["weight"] for e in (att or {}).get("equations", [])}
   measured = bool(att) and att.get("basis") != "static"
@@ -58,7 +92,7 @@ def show(args) -> int:
   per_line = _instruction_samples(ck, att) if stage == "sass" and measured else {}
   fit = (lambda text: text) if getattr(args, "wide", False) else \
       (lambda text: _cut(text, con.width))
-  con.print(Text(fit(f"{stage} of {gk.name} ({gk.source_info}) from {run_dir}")))
+  con.print(Text(fit(f"{stage} of {gk.name}{compiled_for} ({gk.source_info}) from {run_dir}")))
   if att:
     con.print(Text(fit(f"weights: {att.get('description')}"), style="dim"))
   con.print(Text(fit("[n]: the line's equation, described where it first appears; lines "

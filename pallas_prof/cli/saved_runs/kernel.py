@@ -19,6 +19,7 @@ from ...backend.artifacts import (STAGE_FILES, CompiledKernel, DotFacts, Equatio
                                  GeneratedKernel, KernelParam, SchemaMismatch)
 from ...backend.check_sites import CheckSite
 from ...backend.equation_text import Description
+from ...backend.targets import Target, UnknownTarget, as_target
 from ...backend.tma_note import TmaNote
 from ...serial import Misfit, decode, from_fields
 
@@ -185,10 +186,7 @@ def _compiled(meta: dict, asm: dict, gk: GeneratedKernel, where: str) -> Compile
   if "schema" in meta and meta["schema"] != CompiledKernel.SCHEMA:
     raise SchemaMismatch(f"{where} has schema {meta['schema']!r}; this pallas-prof reads "
                          f"{CompiledKernel.SCHEMA!r}")
-  target = meta.get("target")
-  if not (isinstance(target, list) and len(target) == 2 and isinstance(target[0], str)
-          and isinstance(target[1], int) and not isinstance(target[1], bool)):
-    raise Damaged(f"{where}.target is {target!r} where a target like [\"cuda\", 90] belongs")
+  target = _target(meta.get("target"), where)
   value = functools.partial(_value, CompiledKernel, data=meta, where=where)
   optional = functools.partial(value, required=False)
   metadata = value("metadata")
@@ -197,13 +195,39 @@ def _compiled(meta: dict, asm: dict, gk: GeneratedKernel, where: str) -> Compile
       raise Misfit(f"{where}.metadata.{name}", int, None)
   decode(int, metadata.get("shared"), f"{where}.metadata.shared")
   return CompiledKernel(
-      name=optional("name") or gk.name, key=value("key"), target=tuple(target), asm=asm,
+      name=optional("name") or gk.name, key=value("key"), target=target, asm=asm,
       metadata=metadata, stage_seconds=value("stage_seconds"),
       compile_seconds=value("compile_seconds"), registers=optional("registers"),
       spill_stores=optional("spill_stores"), spill_loads=optional("spill_loads"),
       stack_bytes=optional("stack_bytes"), ptxas_log=optional("ptxas_log") or "",
       generated=gk, cache=optional("cache") or "disk",
-      worker_wait_seconds=optional("worker_wait_seconds") or 0.0)
+      worker_wait_seconds=optional("worker_wait_seconds") or 0.0,
+      target_resources=_resources(meta.get("target_resources"), where))
+
+
+def _target(saved, where: str) -> Target:
+  """compiled.json's target, ["cuda", 90] or ["hip", "gfx942"], as the Target it names."""
+  shape_ok = isinstance(saved, list) and len(saved) == 2 and (
+      (saved[0] == "cuda" and isinstance(saved[1], int) and not isinstance(saved[1], bool))
+      or (saved[0] == "hip" and isinstance(saved[1], str)))
+  try:
+    if shape_ok:
+      return as_target(saved)
+  except UnknownTarget:
+    pass
+  raise Damaged(f"{where}.target is {saved!r} where a target like [\"cuda\", 90] or "
+                f"[\"hip\", \"gfx942\"] belongs")
+
+
+def _resources(saved, where: str) -> dict[str, int]:
+  """An AMD compile's figures (amd_resources.py): whole numbers by name."""
+  if saved is None:
+    return {}
+  saved = _object(saved, f"{where}.target_resources")
+  for name, value in saved.items():
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+      raise Damaged(f"{where}.target_resources.{name} is {value!r} where a count belongs")
+  return dict(saved)
 
 
 def aliases(meta, where: str) -> tuple[tuple[int, int], ...]:
