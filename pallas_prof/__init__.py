@@ -39,7 +39,7 @@ __all__ = ["CompilerParams", "LoweringError", "CompileError", "BoundsError",
            "KernelRuntimeError", "UncoveredOutputWarning", "install",
            "installed", "uninstall", "tracing", "profile", "autotune", "advise", "Autotune",
            "ProbeOptions",
-           "kernels",
+           "kernels", "compile_for",
            "__version__"]
 
 

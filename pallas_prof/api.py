@@ -46,6 +46,42 @@ def kernels():
   return kernel_registry.kernels()
 
 
+def compile_for(kernel, target, *, use_disk_cache: bool = True):
+  """`kernel` compiled for another GPU than this process's: a TargetOutcome, compiled
+  (`.figures()`: registers, spills, shared memory/LDS), refused (the kernel uses what
+  the target lacks: `.error` at your line, with what to do) or failed (`.error`).
+
+  kernel: a record of pallas_prof.kernels(), a GeneratedKernel, or a kernel's name or
+  label ("softmax_kernel", "softmax_kernel#1f22e0") among those this process lowered.
+  target: "sm_80", "gfx942", "cuda:80", a Target, or ("cuda", 80); an unknown one raises
+  UnknownTarget (a ValueError) naming the nearest known target."""
+  from .backend.compiling.for_targets import compile_for as _compile_for
+  from .backend.targets import as_target
+  target = as_target(target)          # a typo is said before the kernel is looked for
+  record = _kernel_record(kernel)
+  gk, relower = (record.generated, record.relower) if hasattr(record, "generated") \
+      else (record, None)
+  return _compile_for(gk, target, relower=relower, use_disk_cache=use_disk_cache)
+
+
+def _kernel_record(kernel):
+  """A KernelRecord or GeneratedKernel as given; a name or label, the one record of
+  this process's kernels it names."""
+  if not isinstance(kernel, str):
+    if not hasattr(kernel, "generated") and not hasattr(kernel, "eqns"):
+      raise TypeError(f"compile_for takes a kernel of pallas_prof.kernels(), a "
+                      f"GeneratedKernel or a kernel's name, not {type(kernel).__name__}")
+    return kernel
+  from .backend import kernel_registry
+  hits = kernel_registry.find(kernel)
+  if len(hits) == 1:
+    return hits[0]
+  known = ", ".join(r.label for r in kernel_registry.kernels()) or "none yet"
+  what = "several kernels: give a full label" if hits else "no kernel this process lowered"
+  raise ValueError(f"compile_for: {kernel!r} names {what} (lowered: {known}); lower the "
+                   "kernel first (call the function, or jax.jit(f).lower(*args))")
+
+
 def __getattr__(name):
   if name == "Autotune":     # CompilerParams(autotune=pallas_prof.Autotune(configs=..., budget_s=...))
     with _reported("pallas_prof.tune.params"):
@@ -61,4 +97,4 @@ def __getattr__(name):
 __all__ = ["CompilerParams", "LoweringError", "CompileError", "BoundsError",
            "KernelRuntimeError", "UncoveredOutputWarning", "install",
            "installed", "uninstall", "tracing", "profile", "autotune", "advise", "Autotune",
-           "ProbeOptions", "kernels"]
+           "ProbeOptions", "kernels", "compile_for"]
