@@ -25,8 +25,8 @@ import re
 import sys
 import time
 
-from ..backend.artifacts import (STAGE_FILES, STAGES, CompiledKernel, GeneratedKernel,
-                                  LaunchSpec, SchemaMismatch, Writer)
+from ..backend.artifacts import (BINARY_STAGES, STAGE_FILES, STAGES, CompiledKernel,
+                                  GeneratedKernel, LaunchSpec, SchemaMismatch, Writer)
 from ..safe_files import write_atomic
 from .saved_runs import files as run_files, kernel as saved_kernel
 from .terminal.safe_text import printable
@@ -107,7 +107,8 @@ def load_kernel(kernel_dir: str, run_dir: str | None = None
 
 
 def _stage_text(root: str, rel: str, stage: str) -> str | bytes:
-  return run_files.read_bytes(root, rel) if stage == "cubin" else run_files.read_text(root, rel)
+  return run_files.read_bytes(root, rel) if stage in BINARY_STAGES else \
+      run_files.read_text(root, rel)
 
 
 def load_kernel_or_exit(kernel_dir: str, run_dir: str):

@@ -36,7 +36,7 @@ def annotated(gk, ck, stage: str):
 
 
 def show(args) -> int:
-  from . import show_targets
+  from .targets import view as show_targets
   targets = show_targets.targets_or_exit(args)   # a typo ends here, before a run is read
   run_dir, kdir = run_directory.locate_kernel(args.kernel, args.dir)
   gk, ck = run_directory.load_kernel_or_exit(kdir, run_dir)
@@ -62,7 +62,7 @@ def show(args) -> int:
 def _for_targets(args, con, gk, run_dir: str, targets, stage: str) -> int:
   """--target: the targets side by side, or with a stage flag each target's listing
   (the run's measured weights belong to the run's binary, so none are shown)."""
-  from . import show_targets
+  from .targets import view as show_targets
   if getattr(args, "user", False):
     raise SystemExit("pallas-prof: --user shows the run's measured lines; it does not "
                      "combine with --target")

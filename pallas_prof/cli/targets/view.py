@@ -17,8 +17,8 @@ import sys
 from rich.table import Table
 from rich.text import Text
 
-from ..backend.targets import UnknownTarget, parse_target
-from .terminal.safe_text import printable
+from ...backend.targets import UnknownTarget, parse_target
+from ..terminal.safe_text import printable
 
 
 def parse_targets(values) -> list:
@@ -47,14 +47,14 @@ def targets_or_exit(args) -> list:
 
 
 def compile_each(gk, targets) -> list:
-  from ..backend.compiling.for_targets import compile_for
+  from ...backend.compiling.for_targets import compile_for
   return [compile_for(gk, t) for t in targets]
 
 
 def occupancy_of(outcome):
   """hardware.Occupancy of a compiled outcome on its target (None: not compiled, or
   the compile reported no registers)."""
-  from ..advice import hardware
+  from ...advice import hardware
   ck, target = outcome.compiled, outcome.target
   if ck is None or ck.registers is None:
     return None
@@ -81,9 +81,9 @@ def advice_of(outcome, gk) -> list[str]:
   SASS, so AMD targets get none (their figures are in the table)."""
   if outcome.compiled is None or outcome.target.backend != "cuda":
     return []
-  from ..advice.engine import diagnose
-  from ..profiler.schema import KernelProfile
-  from ..profiler.static.correlate import correlate
+  from ...advice.engine import diagnose
+  from ...profiler.schema import KernelProfile
+  from ...profiler.static.correlate import correlate
   kp = KernelProfile(label=gk.name, name=gk.name, in_avals=[], out_avals=[],
                      static=correlate(outcome.compiled).profile, work=None)
   advice = diagnose(kp, gk, device=None, gpu=False)

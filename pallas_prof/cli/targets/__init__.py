@@ -1,0 +1,1 @@
+"""`pallas-prof show --target`: a saved kernel compiled for the GPUs it is deployed on."""
