@@ -97,7 +97,9 @@ def test_target_with_ptx_shows_that_targets_assembly(saved):
   code, out, _ = in_process("show", "add_kernel", "--dir", saved[0], "--target", "gfx942",
                             "--target", "sm_80", "--ptx", "--wide")
   assert code == 0
-  assert "amdgcn of add_kernel compiled for gfx942" in out and '"amdgcn-amd-amdhsa--gfx942"' in out
+  assert "amdgcn of add_kernel compiled for gfx942" in out
+  # the assembly's own target line (its triple's spelling differs between Triton versions)
+  assert any(".amdgcn_target" in line and "gfx942" in line for line in out.splitlines())
   assert "ptx of add_kernel compiled for sm_80" in out and ".target sm_80" in out
 
 
