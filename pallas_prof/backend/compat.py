@@ -122,6 +122,7 @@ swap_abstract_eval = pallas_primitives._swap_abstract_eval
 transform_array = _state_discharge.transform_array
 pallas_load, pallas_store = pallas_primitives.load, pallas_primitives.store
 pallas_dot = getattr(pallas_primitives, "dot", None)
+source_info_to_location = mlir.source_info_to_location    # an op's location: name stack, user line
 
 
 def register_discharge_rule(prim, rule) -> None:

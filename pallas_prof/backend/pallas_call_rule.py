@@ -25,7 +25,7 @@ from .lowering import coverage
 from .lowering.features import bounds
 from .lowering.lower import kernel_name_of, lower_kernel, pallas_call_info
 from .options import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS, LoweringOptions
-from .running import bounds_errors, rocm, runtime_errors
+from .running import bounds_errors, rocm, runtime_errors, xla_names
 from .running.launch import cpu_call, gpu_custom_call, no_programs
 from .tma_note import TmaFallbackWarning
 
@@ -325,16 +325,18 @@ def _lower(ctx, in_nodes, params, platform: str):
       uncovered_outputs=tuple(uncovered), relower=call.relowerer(options)))
   if platform == "cpu" or check:
     runtime_errors.callbacks_lowered()      # its failures come back through a host callback
+  scope = xla_names.scope_name(rec.label, call.site(gk.name))
   if platform == "cpu":
-    return _interpreted(ctx, in_nodes, rec, call)
+    return _interpreted(xla_names.named(ctx, scope), in_nodes, rec, call)
   if 0 in gk.launch_grid:     # no program to run: CUDA refuses a launch of none
     return compat.lower_fun(no_programs(ctx.avals_out, call.aliases, poison=check),
                             multiple_results=True)(ctx, *in_nodes)
   zeroed = set(getattr(cp, "zero_outputs", ()) or ()) | set(gk.zeroed_outputs(call.aliases))
-  if platform == "rocm":
-    return _launch_on_rocm(ctx, in_nodes, call, gk, zeroed, params)
-  rec.compiled = _compiled_for_gpu(rec, call, cp, zeroed, tuned=not check)
-  return _custom_call(ctx, in_nodes, rec, call, zeroed, params.get("metadata"))
+  with xla_names.located(ctx, scope):      # XProf names the kernel's op as the report does
+    if platform == "rocm":
+      return _launch_on_rocm(ctx, in_nodes, call, gk, zeroed, params)
+    rec.compiled = _compiled_for_gpu(rec, call, cp, zeroed, tuned=not check)
+    return _custom_call(ctx, in_nodes, rec, call, zeroed, params.get("metadata"))
 
 
 def _refuse_unsupported(call: PallasCall, params: dict) -> None:

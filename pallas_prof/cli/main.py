@@ -59,6 +59,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="skip profiling and static correlation altogether")
   run.add_argument("--no-trace", action="store_true", help="do not record OpenTelemetry spans")
   run.add_argument("--no-insitu", action="store_true", help="do not capture launches with CUPTI")
+  run.add_argument("--xprof", metavar="DIR", default=None,
+                   help="also profile the script with jax.profiler into DIR, with pallas-prof's "
+                        "own plane added, for XProf or TensorBoard (docs/xprof.md)")
   run.add_argument("--reps", type=int, default=100, help="timed launches per kernel (default 100)")
   run.add_argument("--device", default="0", type=_device_spec,
                    help="GPU(s) to profile on: an index, a list like 0,1, or all (default 0)")

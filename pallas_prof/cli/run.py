@@ -287,6 +287,7 @@ def _run_and_report(args) -> "run_writes.RunResult":
       where, problem = run_writes.finish(folder)
       if report_state != "none":
         run_directory.remember_run(where)     # show and report without a directory find it
+  xprof_problem = _add_xprof_plane(args, where)
   outcome = found.outcome
   if outcome.error is not None and (found.kernel_error is None or
                                     getattr(args, "traceback", False)):
@@ -296,7 +297,8 @@ def _run_and_report(args) -> "run_writes.RunResult":
           else 1 if found.kernel_error is not None and outcome.exit_code == 0
           else outcome.exit_code)
   return run_writes.RunResult(run_report, where, outcome, found.kernel_error, code,
-                              [run_writes.closing_line(where, files, report_state), problem])
+                              [run_writes.closing_line(where, files, report_state), problem,
+                               xprof_problem])
 
 
 def _stop_if_signalled(outcome) -> None:
@@ -336,7 +338,8 @@ def _find(args, found: _Found, files: "run_writes.RunFiles", running) -> None:
   notes = found.notes
   cap = _start_insitu(not args.no_insitu and not args.no_profile, notes)
   found.doing = "the script ran"
-  found.outcome = outcome = run_script(args.script, args.script_args)
+  with _jax_profile(getattr(args, "xprof", None)):
+    found.outcome = outcome = run_script(args.script, args.script_args)
   cap = _stop_insitu(cap, notes)
   _stop_if_signalled(outcome)
   found.kernel_error = kernel_error = find_kernel_error(outcome.error)
@@ -369,6 +372,27 @@ def _find(args, found: _Found, files: "run_writes.RunFiles", running) -> None:
   found.failed = kernel_failures.by_kernel(found.errors, runtime_errors.recent(failures_before))
   working = [r for r in records if not kernel_failures.of(r, found.failed)]
   found.advice = _advice(working, found.reports, args, notes)
+
+
+def _jax_profile(logdir: str | None):
+  """The script under jax.profiler (`--xprof DIR`), for XProf."""
+  import jax
+  return jax.profiler.trace(logdir) if logdir else contextlib.nullcontext()
+
+
+def _add_xprof_plane(args, where: str) -> str | None:
+  """`--xprof DIR`: pallas-prof's plane added to the profile JAX wrote; a problem to tell."""
+  logdir = getattr(args, "xprof", None)
+  if not logdir:
+    return None
+  if args.no_trace:
+    return f"--xprof {logdir}: pallas-prof's plane was not added: --no-trace recorded none"
+  from ..instrument import xplane
+  try:
+    xplane.add_to_profile(os.path.join(where, PERFETTO_FILE), logdir)
+  except (OSError, ValueError, xplane.ProfileNotFound) as e:
+    return f"--xprof {logdir}: pallas-prof's plane was not added: {e}"
+  return None
 
 
 def _start_tracing(args, files, running):

@@ -1,0 +1,44 @@
+"""`pallas-prof run --xprof DIR`: the script profiled by jax.profiler into DIR, the profile
+holding pallas-prof's plane beside JAX's own, and the kernel's op there named for it (issue
+41 item 1; docs/xprof.md). XProf's own converter reading such a plane back is checked in
+tests/instrument/test_xplane.py."""
+from __future__ import annotations
+
+import glob
+import os
+
+from pallas_prof.instrument import xplane
+
+from .test_cli import EXAMPLES, pallas_prof
+
+
+def test_run_writes_a_jax_profile_with_pallas_profs_plane(tmp_path):
+  logdir, out = tmp_path / "xprof", tmp_path / "run"
+  result = pallas_prof("run", "--out", str(out), "--xprof", str(logdir),
+                       os.path.join(EXAMPLES, "vector_add.py"), cache_dir=tmp_path / "cache")
+  assert result.returncode == 0, result.stdout + result.stderr
+  assert "--xprof" not in result.stdout + result.stderr     # no problem told
+  [path] = glob.glob(os.path.join(str(logdir), "plugins", "profile", "*", "*.xplane.pb"))
+  space = xplane.messages()["XSpace"].FromString(open(path, "rb").read())
+  planes = {p.name: p for p in space.planes}
+  assert "/host:CPU" in planes, list(planes)            # JAX's own profile of the script
+  ours = planes[xplane.PLANE_NAME]
+  names = {v.name for v in ours.event_metadata.values()}
+  assert {"pallas_call add_kernel", "compile add_kernel", "advise add_kernel"} <= names, names
+  assert "kernel add_kernel" in {line.name for line in ours.lines}
+  # the run's own files are written as without --xprof
+  assert (out / "report.json").is_file() and (out / "trace.perfetto.json").is_file()
+
+
+def test_run_says_when_there_is_no_trace_to_add(tmp_path):
+  logdir = tmp_path / "xprof"
+  result = pallas_prof("run", "--out", str(tmp_path / "run"), "--no-trace", "--no-analysis",
+                       "--xprof", str(logdir), os.path.join(EXAMPLES, "vector_add.py"),
+                       cache_dir=tmp_path / "cache")
+  assert result.returncode == 0, result.stdout + result.stderr
+  said = result.stdout + result.stderr
+  assert f"--xprof {logdir}: pallas-prof's plane was not added: --no-trace recorded none" in said
+  # JAX's profile of the script is there all the same, without pallas-prof's plane
+  [path] = glob.glob(os.path.join(str(logdir), "plugins", "profile", "*", "*.xplane.pb"))
+  space = xplane.messages()["XSpace"].FromString(open(path, "rb").read())
+  assert xplane.PLANE_NAME not in {p.name for p in space.planes}
