@@ -66,7 +66,7 @@ def run(args, argv=None) -> int:
          "advice comes from the kernels' static facts (compiled for sm_90), each action "
          "marked \"not measured: no GPU\". Running the script now.")
   from ..cli import run as run_cli     # after the word on the GPU: it imports JAX
-  from ..cli.run_options import RunOptions
+  from ..cli.script_args import RunOptions
   # advise profiles as run does by default, then tries the actions: run's other options
   # are not advise's
   options = RunOptions.of(args, argv, advise=True, progress=_say)

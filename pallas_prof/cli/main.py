@@ -209,7 +209,7 @@ def _main(argv=None) -> int:
       return 2
   if args.command == "run":
     from .run import run
-    from .run_options import RunOptions
+    from .script_args import RunOptions
     # argv: stored in report.json as the command that made the run
     return run(RunOptions.of(args, argv))
   if args.command == "show":

@@ -24,9 +24,8 @@ from ..backend.compiling.failures.workarounds import compile_working_around
 from . import kernel_failures, processes, run_directory, run_writes
 from .script_run import (ScriptOutcome, find_kernel_error, print_script_traceback, run_script,
                          script_error_note)
-from .script_args import missing_script
+from .script_args import SAMPLES_FOLDER, RunOptions, missing_script
 from .report import CompileInfo, ErrorEntry, KernelEntry, Platform, RunReport, Traces
-from .run_options import SAMPLES_FOLDER, RunOptions
 
 
 # --- tracing ----------------------------------------------------------------------------

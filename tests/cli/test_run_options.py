@@ -1,5 +1,5 @@
 """`pallas-prof run` and `advise` build one frozen RunOptions from argparse's Namespace at
-the CLI's edge (cli/run_options.py); nothing downstream sets attributes on the Namespace,
+the CLI's edge (cli/script_args.py); nothing downstream sets attributes on the Namespace,
 as main() (args.argv), run (args.samples_dir) and advise (its fixed choices, progress,
 argv) did before (issue 42 item 2). The script is never run here: the run's work is
 stopped where it would begin."""
@@ -13,7 +13,7 @@ import pytest
 from pallas_prof.advice import cli as advice_cli
 from pallas_prof.cli import main as cli_main
 from pallas_prof.cli import run as run_cli
-from pallas_prof.cli.run_options import RunOptions
+from pallas_prof.cli.script_args import RunOptions
 
 
 def _subparser(name: str) -> argparse.ArgumentParser:
