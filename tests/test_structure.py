@@ -479,7 +479,8 @@ def test_the_figure_check_finds_planted_figures(source, found):
 # --- the profiler's rooms ----------------------------------------------------------------
 # profiler/ is cut along its data flow (profiler/__init__.py draws it): each room may import
 # the rooms named here and the shared modules at the profiler's top (the report's types, the
-# CUDA driver, the launch spec), never the conductor (api.py, the package's __init__), which
+# CUDA driver, the launch spec), never the conductor (api.py, the package's __init__, and
+# options.py, what profile() was asked, which checks it against the timing room's modes), which
 # alone imports every room. A shared module imports no room. Imports inside functions count.
 PROFILER = "pallas_prof.profiler"
 PROFILER_ROOMS = {
@@ -488,7 +489,7 @@ PROFILER_ROOMS = {
     "sampling": {"static", "timing"},    # PC samples and ncu counters -> Attribution
     "probes": {"static", "timing"},      # the probed variant, replayed
 }
-PROFILER_CONDUCTORS = {PROFILER, f"{PROFILER}.api"}
+PROFILER_CONDUCTORS = {PROFILER, f"{PROFILER}.api", f"{PROFILER}.options"}
 
 
 def _profiler_room(module: str) -> str | None:

@@ -87,7 +87,7 @@ def tuning_entries(advice: list[KernelAdvice], records, report) -> list:
   from ..backend.artifacts import DEFAULT_TARGET
   from ..tune.params import default_config
   from ..tune.tuned_file import TuningEntry
-  from .trials import _config
+  from .trials import settings_of
   by_label = {r.label: r for r in records}
   gpu = report.device.name if report.device is not None else None
   out = []
@@ -98,7 +98,7 @@ def tuning_entries(advice: list[KernelAdvice], records, report) -> list:
       continue
     target = tuple(rec.compiled.target if rec.compiled is not None else DEFAULT_TARGET)
     out.append(TuningEntry(rec.name, rec.generated.key, target, gpu,
-                           tuple(_config(top.change, rec.generated)),
+                           settings_of(top.change, rec.generated).key,
                            tuple(default_config(rec.generated))))
   return out
 

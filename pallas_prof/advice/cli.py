@@ -47,7 +47,9 @@ def _say(text: str) -> None:
   say(f"pallas-prof advise: {text}")
 
 
-def run(args) -> int:
+def run(args, argv=None) -> int:
+  """The advise command on its parsed arguments; argv: the command line as typed (what the
+  run's report records)."""
   from ..cli.script_args import missing_script
   from ..profiler.driver import gpu_status
   problem = missing_script(args.script)
@@ -64,17 +66,15 @@ def run(args) -> int:
          "advice comes from the kernels' static facts (compiled for sm_90), each action "
          "marked \"not measured: no GPU\". Running the script now.")
   from ..cli import run as run_cli     # after the word on the GPU: it imports JAX
-  for name, value in (("no_profile", False), ("no_analysis", False), ("no_trace", False),
-                      ("no_insitu", False), ("reps", 100), ("ncu", False), ("probes", False),
-                      ("otlp_endpoint", None)):
-    setattr(args, name, value)
-  args.advise, args.progress = True, _say
-  args.argv = getattr(args, "argv", None) or ["advise", args.script, *args.script_args]
+  from ..cli.script_args import RunOptions
+  # advise profiles as run does by default, then tries the actions: run's other options
+  # are not advise's
+  options = RunOptions.of(args, argv, advise=True, progress=_say)
   from ..cli.processes import terminate_as_exception
   with terminate_as_exception():
-    with run_cli._stdout_to_stderr(args.json) as stdout:
-      result = run_cli._run_and_report(args)
-      if args.json:
+    with run_cli._stdout_to_stderr(options.json) as stdout:
+      result = run_cli._run_and_report(options)
+      if options.json:
         stdout.write(result.report.to_json(indent=1) + "\n")
     if not args.json:
       from ..cli.terminal.render import render_run

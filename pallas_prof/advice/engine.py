@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..backend.options import TunedSettings
 from . import autotuned, blockshape
 from .facts import kernel_facts
 from .rank import rank, summary
@@ -110,12 +111,10 @@ def _with_status(a: Action, gpu: bool, f) -> Action:
 
 def compiler_params_line(change: dict, f) -> str:
   """The exact line to paste: the kernel's settings with the change."""
-  now = {"num_warps": f.num_warps, "num_stages": f.num_stages, "launch_group": f.launch_group,
-         "tma": int(f.tma)}
-  now.update(change)
-  parts = [f"num_warps={now['num_warps']}", f"num_stages={now['num_stages']}"]
-  if now["launch_group"]:
-    parts.append(f"launch_group={now['launch_group']}")
-  if now["tma"]:
+  now = TunedSettings(f.num_warps, f.num_stages, f.launch_group, f.tma).changed(change)
+  parts = [f"num_warps={now.num_warps}", f"num_stages={now.num_stages}"]
+  if now.launch_group:
+    parts.append(f"launch_group={now.launch_group}")
+  if now.tma:
     parts.append("tma=True")
   return f"compiler_params=pallas_prof.CompilerParams({', '.join(parts)})"

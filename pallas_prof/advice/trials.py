@@ -19,6 +19,7 @@ import statistics
 import time
 from typing import Callable
 
+from ..backend.options import TunedSettings
 from . import autotuned, blockshape
 from .rank import rank, summary
 from .schema import Action, KernelAdvice, Trial
@@ -33,11 +34,9 @@ def _spread(times: list[float]) -> float:
   return (qs[-1] - qs[0]) / 2 / statistics.median(times)
 
 
-def _config(change: dict, gk) -> tuple[int, int, int, int]:
-  from ..tune.params import default_config
-  w, s, g, t = default_config(gk)
-  return (int(change.get("num_warps", w)), int(change.get("num_stages", s)),
-          int(change.get("launch_group", g)), int(change.get("tma", t)))
+def settings_of(change: dict, gk) -> TunedSettings:
+  """The tuned settings an action of kind a asks for: the kernel's own with the change."""
+  return gk.options.settings.changed(change)
 
 
 def lower_variant(action: Action, rec, recipe):
@@ -45,8 +44,7 @@ def lower_variant(action: Action, rec, recipe):
   if action.kind == "a":
     if rec.relower is None:
       raise ValueError("this kernel cannot be lowered again (no relower)")
-    w, s, g, t = _config(action.change, rec.generated)
-    return rec.relower(num_warps=w, num_stages=s, launch_group=g, tma=bool(t))
+    return rec.relower(**settings_of(action.change, rec.generated).fields())
   return _trace_block_variant(action, recipe)
 
 

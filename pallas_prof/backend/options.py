@@ -6,9 +6,10 @@ tuner's candidates, the workaround search and the profiler's probed variant
 are the same options with a field or two replaced (`replace`), lowered again
 through the registry record's `relower`. Nothing re-declares the fields.
 
-`key` is the tuned part, (num_warps, num_stages, launch_group, tma): what the
-tuner's disk cache and tuning files store of a configuration (`with_key` reads
-one back onto the options of a kernel).
+`settings` is the tuned part, a TunedSettings (num_warps, num_stages,
+launch_group, tma): what the tuner tries, the advice's trials change and the
+tuning files name. `key` is its tuple, as the tuner's disk cache and tuning files
+store it (`with_key` reads one back onto the options of a kernel).
 """
 from __future__ import annotations
 
@@ -18,6 +19,44 @@ from typing import Any
 DEFAULT_NUM_WARPS = 4
 DEFAULT_NUM_STAGES = 3
 TUNED_FIELDS = ("num_warps", "num_stages", "launch_group", "tma")
+
+
+@dataclasses.dataclass(frozen=True)
+class TunedSettings:
+  """The tuned part of LoweringOptions, by name: what a tuner config, an advice action
+  of kind a and a tuning file's entry set."""
+  num_warps: int = DEFAULT_NUM_WARPS
+  num_stages: int = DEFAULT_NUM_STAGES
+  launch_group: int = 0
+  tma: bool = False
+
+  def __post_init__(self):
+    # one spelling per value, as LoweringOptions keeps them: {"tma": 1} is tma=True
+    for name in ("num_warps", "num_stages", "launch_group"):
+      object.__setattr__(self, name, int(getattr(self, name) or 0))
+    object.__setattr__(self, "tma", bool(self.tma))
+
+  @classmethod
+  def from_key(cls, key) -> "TunedSettings":
+    """The settings of a stored key (a shorter key leaves the rest at their defaults)."""
+    return cls(**dict(zip(TUNED_FIELDS, key)))
+
+  def changed(self, change: dict) -> "TunedSettings":
+    """These settings with the tuned fields a change names (an action's or a config's);
+    the change's other fields (a block shape's operand) are not settings."""
+    return dataclasses.replace(self, **{k: v for k, v in change.items() if k in TUNED_FIELDS})
+
+  def fields(self) -> dict:
+    return dataclasses.asdict(self)
+
+  @property
+  def key(self) -> tuple[int, int, int, int]:
+    """(num_warps, num_stages, launch_group, tma), as stored on disk."""
+    return (self.num_warps, self.num_stages, self.launch_group, int(self.tma))
+
+  @property
+  def label(self) -> str:
+    return key_label(self.key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,10 +96,17 @@ class LoweringOptions:
     return dataclasses.replace(self, **changes)
 
   @property
+  def settings(self) -> TunedSettings:
+    """The tuned part, by name."""
+    return TunedSettings(self.num_warps, self.num_stages, self.launch_group, self.tma)
+
+  def with_settings(self, settings: TunedSettings) -> "LoweringOptions":
+    return self.replace(**settings.fields())
+
+  @property
   def key(self) -> tuple[int, int, int, int]:
     """(num_warps, num_stages, launch_group, tma): the tuned part, as stored on disk."""
-    return (int(self.num_warps), int(self.num_stages), int(self.launch_group or 0),
-            int(bool(self.tma)))
+    return self.settings.key
 
   def with_key(self, key) -> "LoweringOptions":
     """These options with a stored key's fields (a shorter key leaves the rest)."""

@@ -217,9 +217,10 @@ def _main(argv=None) -> int:
       print(refused, file=sys.stderr)
       return 2
   if args.command == "run":
-    args.argv = argv          # stored in report.json as the command that made the run
     from .run import run
-    return run(args)
+    from .script_args import RunOptions
+    # argv: stored in report.json as the command that made the run
+    return run(RunOptions.of(args, argv))
   if args.command == "show":
     from .show import show
     return show(args)
@@ -251,9 +252,8 @@ def _main(argv=None) -> int:
     from ..tune import cli as tune_cli
     return tune_cli.run(args)
   if args.command == "advise":
-    args.argv = argv
     from ..advice import cli as advice_cli
-    return advice_cli.run(args)
+    return advice_cli.run(args, argv)
   if args.command == "rules":
     from ..backend.lowering.rules import rule_limits
     print(_rules_text(rule_limits()))

@@ -24,7 +24,7 @@ from ..backend.compiling.failures.workarounds import compile_working_around
 from . import kernel_failures, processes, run_directory, run_writes
 from .script_run import (ScriptOutcome, find_kernel_error, print_script_traceback, run_script,
                          script_error_note)
-from .script_args import missing_script
+from .script_args import SAMPLES_FOLDER, RunOptions, missing_script
 from .report import CompileInfo, ErrorEntry, KernelEntry, Platform, RunReport, Traces
 
 
@@ -37,7 +37,7 @@ OTLP_JSON_FILE = "trace.otlp.jsonl"
 PERFETTO_FILE = "trace.perfetto.json"
 
 
-def _tracing(args, out_dir: str):
+def _tracing(args: RunOptions, out_dir: str):
   if args.no_trace:
     return contextlib.nullcontext(None)
   from ..instrument import conventions, tracing
@@ -196,7 +196,7 @@ def _stdout_to_stderr(enabled: bool):
     real.close()
 
 
-def run(args) -> int:
+def run(args: RunOptions) -> int:
   problem = missing_script(args.script)
   if problem is not None:
     # before anything is written or imported: nothing to report on
@@ -221,20 +221,17 @@ def run(args) -> int:
   return result.exit_code
 
 
-def _command(args) -> list[str]:
+def _command(args: RunOptions) -> list[str]:
   """The command line as the user typed it (main() keeps the raw arguments), secrets
   masked (recorded)."""
-  argv = getattr(args, "argv", None)
-  if argv is not None:
-    return ["pallas-prof", *recorded(args, argv)]
-  return ["pallas-prof", *recorded(args, ["run", args.script, *args.script_args])]
+  return ["pallas-prof", *recorded(args, args.command)]
 
 
-def recorded(args, argv) -> list[str]:
+def recorded(args: RunOptions, argv) -> list[str]:
   """`argv` as the run records it: the values of arguments named like secrets masked
   (redact.py), unless --no-redact."""
   from .redact import redact_argv
-  return list(argv) if getattr(args, "no_redact", False) else redact_argv(argv)
+  return list(argv) if args.no_redact else redact_argv(argv)
 
 
 class _Found:
@@ -263,11 +260,10 @@ class _Found:
                       f"while {self.doing}; this report holds what it had done before")
 
 
-def _run_and_report(args) -> "run_writes.RunResult":
+def _run_and_report(args: RunOptions) -> "run_writes.RunResult":
   with processes.signals_held() as claiming:      # a folder made is a folder marked
-    folder = run_writes.claim(args.out, getattr(args, "force", False))
+    folder = run_writes.claim(args.out, args.force)
   out_dir = folder.path
-  args.samples_dir = os.path.join(out_dir, "samples")     # raw PC samples, one file a kernel
   files = run_writes.RunFiles(out_dir)
   found = _Found()
   with contextlib.ExitStack() as running:
@@ -289,9 +285,8 @@ def _run_and_report(args) -> "run_writes.RunResult":
         run_directory.remember_run(where)     # show and report without a directory find it
   xprof_problem = _add_xprof_plane(args, where)
   outcome = found.outcome
-  if outcome.error is not None and (found.kernel_error is None or
-                                    getattr(args, "traceback", False)):
-    print_script_traceback(outcome.error, args.script, getattr(args, "traceback", False))
+  if outcome.error is not None and (found.kernel_error is None or args.traceback):
+    print_script_traceback(outcome.error, args.script, args.traceback)
   stopped_by = found.stopped_by or (held[0] if held else None)
   code = (processes.EXIT_CODES[stopped_by] if stopped_by is not None
           else 1 if found.kernel_error is not None and outcome.exit_code == 0
@@ -325,7 +320,7 @@ def _dropped_interruption(found: _Found) -> None:
                        "interruption Python dropped inside a library; the run went on to the end")
 
 
-def _find(args, found: _Found, files: "run_writes.RunFiles", running) -> None:
+def _find(args: RunOptions, found: _Found, files: "run_writes.RunFiles", running) -> None:
   """Runs the script, then compiles, profiles and advises on its kernels, keeping in
   `found` what each step gives (an interruption leaves what came before)."""
   import pallas_prof
@@ -367,7 +362,8 @@ def _find(args, found: _Found, files: "run_writes.RunFiles", running) -> None:
   found.doing = "its kernels were profiled"
   if records and not args.no_analysis:
     for device in _devices(args.device, notes):
-      found.reports.append(_profile(records, args, device, cap, notes))
+      found.reports.append(_profile(records, args, device, cap, notes,
+                                    os.path.join(files.root, SAMPLES_FOLDER)))
   found.doing = "the advice was prepared"
   found.failed = kernel_failures.by_kernel(found.errors, runtime_errors.recent(failures_before))
   working = [r for r in records if not kernel_failures.of(r, found.failed)]
@@ -465,19 +461,17 @@ def _recording_calls():
   return recipes.capture()
 
 
-def _advice(records, reports, args, notes: list[str]) -> tuple:
+def _advice(records, reports, args: RunOptions, notes: list[str]) -> tuple:
   """Each kernel's advice from the first device's profile; `pallas-prof advise` (args.advise)
   also tries the actions on the GPU."""
   if not records or not reports:
     return ()
   try:
     from ..advice.api import for_report
-    return tuple(for_report(records, reports[0], trials=getattr(args, "advise", False),
+    return tuple(for_report(records, reports[0], trials=args.advise,
                             device=reports[0].device.index if reports[0].device else 0,
-                            budget_s=getattr(args, "budget_s", 60.0),
-                            progress=getattr(args, "progress", None),
-                            try_tma=getattr(args, "try_tma", False),
-                            static=getattr(args, "advise", False)))
+                            budget_s=args.budget_s, progress=args.progress,
+                            try_tma=args.try_tma, static=args.advise))
   except Exception as e:  # noqa: BLE001 - the report stands without its advice
     notes.append(f"advice failed: {type(e).__name__}: {e}")
     return ()
@@ -496,16 +490,14 @@ def _devices(spec: str, notes: list[str]) -> list[int]:
                      f"got {spec!r}") from None
 
 
-def _profile(records, args, device, cap, notes):
+def _profile(records, args: RunOptions, device, cap, notes, samples_dir: str):
   from ..profiler import profile
   from ..profiler.driver import BadDevice
   insitu_result = cap.result if cap is not None else None
   try:
     return profile(records, device=device, replay=not args.no_profile,
                    min_launches=args.reps, ncu=args.ncu, insitu=insitu_result,
-                   sample=not getattr(args, "no_sampling", False),
-                   keep_samples=getattr(args, "samples_dir", None),
-                   probes=getattr(args, "probes", False))
+                   sample=not args.no_sampling, keep_samples=samples_dir, probes=args.probes)
   except BadDevice:
     raise
   except Exception as e:  # noqa: BLE001 - report what we have, say what failed

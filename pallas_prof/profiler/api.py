@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from . import driver
 from .driver import ProfilerError
+from .options import ProfileOptions
 from .sampling import attribution
 from .schema import KernelProfile, ProfileReport
 from .static import correlate, cost
@@ -116,15 +117,23 @@ def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches:
   Without a GPU the report says so plainly and carries the static correlation
   (per-equation weights from PTX/SASS compiled for sm_90) and the work model.
   """
-  targets = _targets(kernels)
+  options = ProfileOptions(
+      device=device, replay=replay, min_launches=min_launches, min_seconds=min_seconds,
+      nvml=nvml, ceilings=ceilings, refresh_ceilings=refresh_ceilings, ncu=ncu, insitu=insitu,
+      reference=reference, tolerance=tolerance, top=top, mode=mode, sample=sample,
+      keep_samples=keep_samples, probes=probes)
+  return _profile(_targets(kernels), options)
+
+
+def _profile(targets: list[_Target], options: ProfileOptions) -> ProfileReport:
   notes: list[str] = []
   present, reason = driver.gpu_status()
   info = None
   if present:
-    info = driver.device_info(device)         # BadDevice for a bad index
+    info = driver.device_info(options.device)         # BadDevice for a bad index
   from ..backend.artifacts import DEFAULT_TARGET
   cc = info.compute_capability if info else DEFAULT_TARGET[1]
-  profiles = [_static(t, cc, top) for t in targets]
+  profiles = [_static(t, cc, options.top) for t in targets]
   if not present:
     message = (f"no NVIDIA GPU: {reason.rstrip('.')}. The kernels ran under Triton's "
                f"interpreter; compiled for sm_{cc}, they show their code, registers and each "
@@ -133,56 +142,65 @@ def profile(kernels=None, *, device: int = 0, replay: bool = True, min_launches:
     for t, p in zip(targets, profiles):
       _attribute_statically(t, p, "no GPU")
       p.verdict = _static_verdict(p)
-    if probes:
+    if options.probes:
       notes.append("probes: not run, they need a GPU (the probed variant is launched by the "
                    "replay)")
     return ProfileReport(gpu_present=False, message=message, device=None, ceilings=None,
                          kernels=profiles, notes=notes, created=time.time())
-  handle = _nvml_handle(info, notes) if nvml else None
-  if replay:
+  handle = _nvml_handle(info, notes) if options.nvml else None
+  if options.replay:
     for t, p in zip(targets, profiles):
-      _replay_one(t, p, device, min_launches, min_seconds, handle, reference, tolerance, mode)
-  ceil = None
-  if ceilings is True:
-    try:
-      ceil = ceilings_mod.get(info, refresh=refresh_ceilings)
-    except Exception as e:  # noqa: BLE001
-      notes.append(f"ceilings: {type(e).__name__}: {e}")
-  elif ceilings:
-    ceil = ceilings
+      _replay_one(t, p, options, handle)
+  ceil = _ceilings(info, options, notes)
   for t, p in zip(targets, profiles):
     if p.runtime is not None:
       p.rates = ceilings_mod.rates(p.work, p.runtime.median_s, ceil)
-  if insitu is not None:
+  if options.insitu is not None:
     from .timing.insitu import match
-    matched = match(insitu, targets, device)
+    matched = match(options.insitu, targets, options.device)
     for p in profiles:
       p.insitu = matched.get(p.label)
-    notes += list(insitu.notes)
+    notes += list(options.insitu.notes)
     notes += replay_against_program(targets, profiles)
-  if ncu:
-    from .sampling import ncu as ncu_mod
-    for t, p in zip(targets, profiles):
-      if t.compiled is None:
-        continue
-      try:
-        p.ncu = ncu_mod.run(t.compiled, device=device, aliases=t.aliases,
-                            replay_median_s=p.runtime.median_s if p.runtime else None,
-                            instructions=True)
-        _attach_counters(p)
-      except Exception as e:  # noqa: BLE001
-        p.errors.append(f"ncu: {type(e).__name__}: {e}")
+  if options.ncu:
+    _run_ncu(targets, profiles, options.device)
   for t, p in zip(targets, profiles):
-    _attribute(t, p, device, sample and replay, keep_samples)
-    if probes:
-      _probe(t, p, device, probes)
+    _attribute(t, p, options)
+    if options.probes:
+      _probe(t, p, options)
     p.verdict = _verdict(p)
   timed = sum(1 for p in profiles if p.runtime is not None)
-  if nvml and handle is None:
+  if options.nvml and handle is None:
     notes.append("NVML readings unavailable (see notes above)")
-  message = (f"replayed {timed} of {len(profiles)} kernel(s) on GPU {device} ({info.name})")
+  message = (f"replayed {timed} of {len(profiles)} kernel(s) on GPU {options.device} "
+             f"({info.name})")
   return ProfileReport(gpu_present=True, message=message, device=info, ceilings=ceil,
                        kernels=profiles, notes=notes, created=time.time())
+
+
+def _ceilings(info, options: ProfileOptions, notes: list[str]):
+  """The ceilings the rates are of: measured or loaded (True), given, or none (False)."""
+  if options.ceilings is True:
+    try:
+      return ceilings_mod.get(info, refresh=options.refresh_ceilings)
+    except Exception as e:  # noqa: BLE001
+      notes.append(f"ceilings: {type(e).__name__}: {e}")
+      return None
+  return options.ceilings or None
+
+
+def _run_ncu(targets, profiles, device: int) -> None:
+  from .sampling import ncu as ncu_mod
+  for t, p in zip(targets, profiles):
+    if t.compiled is None:
+      continue
+    try:
+      p.ncu = ncu_mod.run(t.compiled, device=device, aliases=t.aliases,
+                          replay_median_s=p.runtime.median_s if p.runtime else None,
+                          instructions=True)
+      _attach_counters(p)
+    except Exception as e:  # noqa: BLE001
+      p.errors.append(f"ncu: {type(e).__name__}: {e}")
 
 
 REPLAY_DISAGREES = 1.5      # program / replay time outside [1/1.5, 1.5]: say why it may be
@@ -256,20 +274,19 @@ def _nvml_handle(info, notes):
     return None
 
 
-def _replay_one(t, p, device, min_launches, min_seconds, handle, reference, tolerance,
-                mode) -> None:
+def _replay_one(t: _Target, p: KernelProfile, options: ProfileOptions, handle) -> None:
   from .timing import nvml, runner
   if t.compiled is None:
     return
   sampler = nvml.Sampler(handle) if handle is not None else None
-  ref = reference.get(t.label, reference.get(t.name)) if isinstance(reference, dict) else reference
-  tol = tolerance.get(t.label, tolerance.get(t.name)) if isinstance(tolerance, dict) else tolerance
+  ref, tol = options.reference_for(t), options.tolerance_for(t)
   if tol is None and p.work is not None and p.work.dot_dtype == "tf32":
     tol = (1e-2, 1e-2)     # TF32 dots round operands to 10 mantissa bits
   try:
-    p.runtime = runner.replay(t.compiled, device=device, min_launches=min_launches,
-                              min_seconds=min_seconds, aliases=t.aliases, reference=ref,
-                              tolerance=tol, sampler=sampler, mode=mode)
+    p.runtime = runner.replay(t.compiled, device=options.device,
+                              min_launches=options.min_launches,
+                              min_seconds=options.min_seconds, aliases=t.aliases, reference=ref,
+                              tolerance=tol, sampler=sampler, mode=options.mode)
     if sampler is not None:
       p.nvml = sampler.window()
   except Exception as e:  # noqa: BLE001
@@ -301,10 +318,10 @@ def _dropped_text(run) -> str:
   return f" ({run.dropped_samples:,} of {run.total_samples:,} dropped by CUPTI, {share_text} %)"
 
 
-def _attribute(t: _Target, p: KernelProfile, device: int, sample: bool,
-               keep_samples: str | None) -> None:
+def _attribute(t: _Target, p: KernelProfile, options: ProfileOptions) -> None:
   """The weights the report shows: PC samples of a replay when they could be taken,
   else Nsight Compute's source counters when it ran, else static instruction shares."""
+  device, sample, keep_samples = options.device, options.samples_taken, options.keep_samples
   why = "PC sampling is off" if not sample else "the kernel was not replayed"
   median = p.runtime.median_s if p.runtime is not None else None
   gk = t.generated
@@ -346,13 +363,15 @@ def _attribute(t: _Target, p: KernelProfile, device: int, sample: bool,
     _attribute_statically(t, p, why)
 
 
-def _probe(t: _Target, p: KernelProfile, device: int, options) -> None:
+def _probe(t: _Target, p: KernelProfile, options: ProfileOptions) -> None:
   from ..backend.lowering.features.probes import ProbeOptions
   from .probes import probing
   if t.compiled is None:
     return
+  asked = options.probes
   try:
-    p.probes = probing.measure(t, device, options if isinstance(options, ProbeOptions) else None)
+    p.probes = probing.measure(t, options.device, asked if isinstance(asked, ProbeOptions)
+                               else None)
     p.probes.reconciliation = probing.reconcile(
         p.probes, p.attribution, p.weight_basis, p.runtime.median_s if p.runtime else None)
   except Exception as e:  # noqa: BLE001 - the rest of the report stands

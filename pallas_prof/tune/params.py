@@ -32,7 +32,7 @@ from typing import Callable, Sequence
 
 from .. import safe_files
 from .. import settings as variables   # (settings() is this module's own)
-from ..backend.options import TUNED_FIELDS, key_label
+from ..backend.options import TUNED_FIELDS, TunedSettings, key_label
 from . import records, tuned_file, validate
 from .choice import MIN_GAIN, cache_path, keep_default_within, same_outputs, store
 from .tuned_file import TUNED_ENV, choice as tuned_file_choice  # noqa: F401 - the reader's names
@@ -98,9 +98,13 @@ class Candidate:
   tma: int = 0
 
   @property
+  def settings(self) -> TunedSettings:
+    return TunedSettings(self.num_warps, self.num_stages, self.launch_group, self.tma)
+
+  @property
   def config(self) -> tuple[int, int, int, int]:
     """Its LoweringOptions' key: (num_warps, num_stages, launch_group, tma)."""
-    return (self.num_warps, self.num_stages, self.launch_group, self.tma)
+    return self.settings.key
 
   @property
   def label(self) -> str:
@@ -113,8 +117,9 @@ config_label = key_label      # "8w 3s", "8w 3s g8", "8w 3s tma"
 def _candidate(options, median_s, error=None, compile_s=None, start_ns=0,
                end_ns=0) -> Candidate:
   """A candidate of these LoweringOptions (or their key)."""
-  w, s, g, t = getattr(options, "key", options)
-  return Candidate(w, s, median_s, error, compile_s, start_ns, end_ns, g, t)
+  tried = getattr(options, "settings", None) or TunedSettings.from_key(options)
+  return Candidate(tried.num_warps, tried.num_stages, median_s, error, compile_s, start_ns,
+                   end_ns, tried.launch_group, int(tried.tma))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,6 +5,7 @@ use of it on PC samples recorded on the H200 whose dropped counts are made up; t
 check is tests/advice/test_advice_gpu.py."""
 from __future__ import annotations
 
+from pallas_prof.profiler.options import ProfileOptions
 from pallas_prof.profiler.sampling import pcsampling, sampling_rounds
 
 
@@ -95,7 +96,7 @@ def test_the_profiler_samples_again_and_keeps_the_last_round(monkeypatch):
   target, kp, data = _recorded_target()
   sample, calls = _dropping(data, [0.75, 0.0])
   monkeypatch.setattr(pcsampling, "sample", sample)
-  api._attribute(target, kp, device=0, sample=True, keep_samples=None)
+  api._attribute(target, kp, ProfileOptions(device=0))
   assert kp.weight_basis == "pc_sampling", kp.errors
   assert calls == [None, data["period_log2"] + 3]        # kept 1/4: two steps, one for margin
   att = kp.attribution
@@ -115,7 +116,7 @@ def test_lines_the_kept_samples_cannot_rank_are_named_in_the_advice(monkeypatch)
   target, kp, data = _recorded_target()
   sample, calls = _dropping(data, [0.9, 0.9, 0.9])
   monkeypatch.setattr(pcsampling, "sample", sample)
-  api._attribute(target, kp, device=0, sample=True, keep_samples=None)
+  api._attribute(target, kp, ProfileOptions(device=0))
   # recorded at 2^15 cycles: 90 % lost asks for 2^20, then 2^25, past the longest (2^24)
   assert calls == [None, 20]
   att = kp.attribution
