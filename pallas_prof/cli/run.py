@@ -333,7 +333,7 @@ def _find(args: RunOptions, found: _Found, files: "run_writes.RunFiles", running
   notes = found.notes
   cap = _start_insitu(not args.no_insitu and not args.no_profile, notes)
   found.doing = "the script ran"
-  with _jax_profile(getattr(args, "xprof", None)):
+  with _jax_profile(args.xprof):
     found.outcome = outcome = run_script(args.script, args.script_args)
   cap = _stop_insitu(cap, notes)
   _stop_if_signalled(outcome)
@@ -378,7 +378,7 @@ def _jax_profile(logdir: str | None):
 
 def _add_xprof_plane(args, where: str) -> str | None:
   """`--xprof DIR`: pallas-prof's plane added to the profile JAX wrote; a problem to tell."""
-  logdir = getattr(args, "xprof", None)
+  logdir = args.xprof
   if not logdir:
     return None
   if args.no_trace:

@@ -124,6 +124,7 @@ class RunOptions:
   probes: bool = False
   json: bool = False
   traceback: bool = False
+  xprof: str | None = None                # a jax.profiler log folder, for XProf (docs/xprof.md)
   argv: tuple[str, ...] | None = None     # the command line as typed, after `pallas-prof`
   # `advise`'s: its trials on the GPU (advice/cli.py)
   advise: bool = False
