@@ -137,7 +137,7 @@ def kernel_figures(profile, record, runtime: Runtime | None = None) -> KernelFig
   gk = record.generated
   return KernelFigures(
       name=record.name, label=record.label,
-      signature="(" + ", ".join(record.in_avals) + ")",
+      signature="(" + ", ".join(str(a) for a in record.in_avals) + ")",
       where=_call_site(gk.source_info), target=static.target if static is not None else None,
       grid=list(gk.grid), instruction_basis=basis,
       instructions=count, registers=resources.get("registers"),
