@@ -9,6 +9,7 @@ import atexit
 import os
 import shutil
 import signal
+import sys
 import zlib
 import tempfile
 
@@ -65,3 +66,20 @@ def _no_inherited_terminal_size(monkeypatch):
   without -n."""
   monkeypatch.delenv("COLUMNS", raising=False)
   monkeypatch.delenv("LINES", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _install_state_kept():
+  """Each test leaves pallas-prof installed, or not, as it found it. Modules install it at
+  import (collection), and a fixture that uninstalls on its way out left every later test of
+  its process (pytest-xdist sends them in no fixed order) on JAX's own backend."""
+  rule = sys.modules.get("pallas_prof.backend.pallas_call_rule")
+  if rule is None:
+    yield
+    return
+  from pallas_prof.backend.lowering.features import bounds
+  active, mode = rule._takeover["active"], bounds._mode["bounds"]
+  yield
+  rule._takeover["active"] = active
+  if bounds._mode["bounds"] != mode:
+    bounds.set_check_bounds(mode)
