@@ -4,6 +4,7 @@
     python3 bench/fuzz/fuzz.py --device gpu --seconds 240 --jobs 14    # H200: compiled kernels
     python3 bench/fuzz/fuzz.py --device gpu --examples 60 --seed 1 --no-isolate   # under compute-sanitizer
     python3 bench/fuzz/fuzz.py --kind scans --compile-sm90 --examples 300   # CPU: also compile for sm_90
+    python3 bench/fuzz/fuzz.py --second-target --examples 5000   # CPU: sm_90, and sm_80 or gfx942
 
 Random Pallas programs (tests/fuzz/programs.py; hazards.py: grown toward the GPU
 fuzzer's first miss; scans.py: scans, issue 28) run through pallas-prof and
@@ -24,6 +25,11 @@ where Triton fails; PALLAS_PROF_WORKAROUNDS=0 for Triton's own failures), and
 reads their SASS (tests/fuzz/sm90.py): a stage failure is a finding (shrunk,
 with a reproducer, once per distinct failure in a job), a workaround used is
 counted, an in-place predicated select is a hazard lead (tests/fuzz/sass_hazards.py).
+--second-target (with --compile-sm90) also compiles each program's kernels for
+sm_80 and gfx942 in turns (tests/fuzz/second_target.py): compiled, refused (the
+target lacks what the kernel uses, with the reason) or a stage failure, a finding
+classified as sm_90's are, its first program per signature kept as a reproducer
+(not shrunk). The summary's "targets" counts each target's answers.
 
 Writes --out (JSON): examples run, outcomes, differences and crashes with
 their reproducers, the limitations pallas-prof reported, each job's seeds and
@@ -88,10 +94,13 @@ def worker(args) -> None:
   from tests.fuzz.check import Difference, check, save_reproducer
   from hypothesis import strategies as st
   from tests.fuzz.programs import tma_kernel_programs
-  from tests.fuzz import sm90
+  from tests.fuzz import second_target, sm90
   device = jax.devices(args.device)[0] if args.device != "cpu" else jax.devices("cpu")[0]
   strategy = strategy_for(args.kind)
   compile_sm90 = getattr(args, "compile_sm90", False)
+  second = getattr(args, "second_target", False)
+  programs_seen = [0]                 # this child's programs, shrink steps too: picks the target
+  second_failures: dict[str, str] = {}   # second-target failures: signature -> target
   signatures_seen: set[str] = set()     # sm_90 stage failures this job already shrank
   if os.environ.get("PALLAS_PROF_FUZZ_TMA") == "1":   # --tma: also kernels in TMA's shapes
     strategy = st.one_of(strategy, tma_kernel_programs())
@@ -169,6 +178,11 @@ def worker(args) -> None:
       if compile_sm90 and outcome.status != "unsupported":
         on_stage("sm90")
         _compile_for_sm90(args, program, extra, failure, signatures_seen, emit, t0)
+      if second and outcome.status != "unsupported":
+        on_stage("second target")
+        _compile_for_second(args, program, second_target.second_target(programs_seen[0]),
+                            extra, second_failures)
+      programs_seen[0] += 1
       emit(status=outcome.status, detail=outcome.detail[:300], kind=program.kind,
            features=list(program.features), seconds=time.perf_counter() - t0, **extra)
 
@@ -228,6 +242,23 @@ def _compile_for_sm90(args, program, extra, failure, signatures_seen, emit, t0) 
     extra["source"] = program.source
 
 
+def _compile_for_second(args, program, target: str, extra: dict, seen: dict) -> None:
+  """--second-target: the program's kernels compiled for `target` (sm_80 or gfx942); the
+  first program of each stage failure's signature in this job kept as a reproducer."""
+  from tests.fuzz import second_target
+  from tests.fuzz.check import save_reproducer
+  compiled = second_target.compile_for_target(program, target)
+  extra["second_target"] = compiled.to_dict()
+  if compiled.status != "stage_failure":
+    return
+  extra["describe"] = program.describe()
+  if compiled.signature not in seen:
+    seen[compiled.signature] = target
+    extra["second_target"]["reproducer"] = save_reproducer(
+        program, compiled.reason, os.path.join(args.corpus, "targets"))
+    extra["source"] = program.source
+
+
 def _hazard_lead(args, program, compiled) -> dict:
   """A program whose SASS has the ptxas hazard's signature with packed 16-bit math
   after it: its reproducer (run it on a GPU: `python3 REPRO gpu`) and the lines."""
@@ -267,6 +298,10 @@ def main() -> None:
   parser.add_argument("--compile-sm90", action="store_true",
                       help="also compile each program's kernels for sm_90 (on the CPU, "
                            "Triton's ptxas) and scan the SASS for the ptxas hazard")
+  parser.add_argument("--second-target", action="store_true",
+                      help="with --compile-sm90 (which it turns on): also compile each "
+                           "program's kernels for sm_80 and gfx942 in turns "
+                           "(tests/fuzz/second_target.py)")
   parser.add_argument("--tma", action="store_true",
                       help="pallas-prof's kernels with CompilerParams(tma=True) (TMA loads and "
                            "stores where legal, tests/fuzz/check.py; PALLAS_PROF_FUZZ_TMA=1 "
@@ -285,6 +320,7 @@ def main() -> None:
   parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
   parser.add_argument("--once", action="store_true", help=argparse.SUPPRESS)
   args = parser.parse_args()
+  args.compile_sm90 = args.compile_sm90 or args.second_target
   if args.seed is None:
     args.seed = int.from_bytes(os.urandom(3), "little")
   args.commit = commit(ROOT)
@@ -315,6 +351,9 @@ def main() -> None:
     print(json.dumps({k: summary["sm90"][k] for k in (
         "programs", "stage_failures_found", "stage_failure_signatures", "hazard_selects",
         "strong_hazard_selects")}, indent=1))
+  if "targets" in summary:
+    print(json.dumps({t: {k: v for k, v in part.items() if k != "failures"}
+                      for t, part in summary["targets"].items()}, indent=1))
 
 
 class Job:
@@ -339,7 +378,8 @@ def _worker_command(args, log: str, seed: int, kind: str | None = None) -> list[
            "--kind", kind or args.kind, "--seed", str(seed), "--batch", str(args.batch),
            "--log", log, "--corpus", args.corpus, "--out", args.out]
           + ([] if args.shrink else ["--no-shrink"])
-          + (["--compile-sm90"] if getattr(args, "compile_sm90", False) else []))
+          + (["--compile-sm90"] if getattr(args, "compile_sm90", False) else [])
+          + (["--second-target"] if getattr(args, "second_target", False) else []))
 
 
 def _job_log(args, index: int) -> str:

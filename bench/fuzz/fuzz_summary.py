@@ -130,6 +130,51 @@ def _sm90_part(recs) -> dict:
           "strong_hazard_selects": strong, "strong_hazard_leads": leads[:50]}
 
 
+# sm_90's answers (tests/fuzz/sm90.py) in the terms of every target's: a kernel over the
+# GPU's shared memory or registers is refused, as a second target refuses what it lacks
+_SM90_AS_TARGET = {"compiled": "compiled", "limitation": "refused", "stage_failure": "failed"}
+_TARGET_ANSWERS = ("compiled", "refused", "failed")
+
+
+def _targets_part(recs) -> dict:
+  """Per target (sm_90 and the second targets, tests/fuzz/second_target.py): programs
+  compiled, refused (by reason) and failed (by signature, with the reproducers kept)."""
+  parts: dict = {}
+
+  def part(target: str) -> dict:
+    return parts.setdefault(target, {"programs": 0, **{a: 0 for a in _TARGET_ANSWERS},
+                                     "refusal_reasons": {}, "failure_signatures": {},
+                                     "failures": []})
+
+  def count(target: str, answer: str, why: str = "") -> None:
+    p = part(target)
+    p["programs"] += 1
+    p[answer] += 1
+    if answer != "compiled":
+      table = p["refusal_reasons" if answer == "refused" else "failure_signatures"]
+      table[why] = table.get(why, 0) + 1
+
+  for rec in recs:
+    if rec["status"] == "sm90_failure":          # a shrunk sm_90 failure: its own record
+      count("sm_90", "failed", rec.get("signature", "?"))
+    sm90 = rec.get("sm90") or {}
+    if sm90.get("status") in _SM90_AS_TARGET:
+      answer = _SM90_AS_TARGET[sm90["status"]]
+      count("sm_90", answer, sm90.get("signature") if answer == "failed" else
+            (sm90.get("detail") or "")[:200])
+    second = rec.get("second_target") or {}
+    if second.get("status") in ("compiled", "refused", "stage_failure"):
+      answer = "failed" if second["status"] == "stage_failure" else second["status"]
+      count(second["target"], answer, second.get("signature") if answer == "failed" else
+            second.get("reason", "")[:200])
+      if "reproducer" in second:
+        part(second["target"])["failures"].append(
+            {"signature": second.get("signature"), "fault": second.get("fault"),
+             "message": second.get("reason"), "reproducer": second["reproducer"],
+             "source": rec.get("source"), "describe": rec.get("describe")})
+  return parts if any(t != "sm_90" for t in parts) else {}
+
+
 def summarize(args, started: float, jobs, final: bool, cut_off: str | None = None) -> dict:
   outcomes, unsupported, features = collections.Counter(), collections.Counter(), \
       collections.Counter()
@@ -187,6 +232,9 @@ def summarize(args, started: float, jobs, final: bool, cut_off: str | None = Non
   sm90 = _sm90_part(recs)
   if sm90:
     summary["sm90"] = sm90
+  targets = _targets_part(recs)
+  if targets:
+    summary["targets"] = targets
   if cut_off:
     summary["cut_off"] = cut_off
   write_json(args.out, summary)
@@ -261,6 +309,16 @@ def merge(summaries: list[dict]) -> dict:
           sm90[key] = round(sm90.get(key, 0) + value, 1)
     sm90["stage_failures_found"] = len(sm90.get("stage_failure_signatures", {}))
     merged["sm90"] = sm90
+  for s in summaries:
+    for target, part in s.get("targets", {}).items():
+      into = merged.setdefault("targets", {}).setdefault(target, {})
+      for key, value in part.items():
+        if isinstance(value, dict):
+          _add_counts(into.setdefault(key, {}), value)
+        elif isinstance(value, list):
+          into[key] = into.get(key, []) + value
+        else:
+          into[key] = into.get(key, 0) + value
   if len(merged["commit"]) == 1:
     merged["commit"] = merged["commit"][0]
   return merged

@@ -471,7 +471,8 @@ def _first_line(error: BaseException) -> str:
 
 def reproducer(program: Program, message: str) -> str:
   """A script that re-runs the program and prints what happened: on the CPU, on a
-  GPU (`gpu`), and compiled for sm_90 with its SASS read (`sm90`, tests/fuzz/sm90.py)."""
+  GPU (`gpu`), compiled for sm_90 with its SASS read (`sm90`, tests/fuzz/sm90.py), and for
+  a second target (`sm_80`, `gfx942`: tests/fuzz/second_target.py)."""
   spec = json.dumps(dataclasses.asdict(program), indent=1)
   return textwrap.dedent('''\
       """A finding of the pallas-prof fuzzer (a difference shrunk by hypothesis, a failed
@@ -479,7 +480,7 @@ def reproducer(program: Program, message: str) -> str:
 
       {message}
 
-      Run from the repository root: python3 {{this file}} [gpu] [sm90]
+      Run from the repository root: python3 {{this file}} [gpu] [sm90] [sm_80] [gfx942]
       """
       import json
       import os
@@ -504,6 +505,9 @@ def reproducer(program: Program, message: str) -> str:
       if "sm90" in sys.argv[1:]:
         from tests.fuzz.sm90 import compile_sm90
         print(compile_sm90(program))
+      for target in [a for a in sys.argv[1:] if a in ("sm_80", "gfx942")]:
+        from tests.fuzz.second_target import compile_for_target
+        print(compile_for_target(program, target))
       ''').format(message=textwrap.indent(message.replace('"""', "'''"), "").strip()[:3000],
                   spec=spec)
 
