@@ -118,20 +118,22 @@ def from_trace_events(events: list[dict], start_ns: int, hostname: str | None = 
   return space.SerializeToString()
 
 
-def _metadata_id(plane, ids: dict, name: str) -> int:
+def _interned(table, ids: dict, name: str) -> int:
+  """The id of `name` in one of the plane's metadata tables (events' or stats'), added there
+  the first time it is asked for."""
   if name not in ids:
     ids[name] = len(ids) + 1
-    plane.event_metadata[ids[name]].id = ids[name]
-    plane.event_metadata[ids[name]].name = name
+    table[ids[name]].id = ids[name]
+    table[ids[name]].name = name
   return ids[name]
+
+
+def _metadata_id(plane, ids: dict, name: str) -> int:
+  return _interned(plane.event_metadata, ids, name)
 
 
 def _stat_id(plane, ids: dict, name: str) -> int:
-  if name not in ids:
-    ids[name] = len(ids) + 1
-    plane.stat_metadata[ids[name]].id = ids[name]
-    plane.stat_metadata[ids[name]].name = name
-  return ids[name]
+  return _interned(plane.stat_metadata, ids, name)
 
 
 def _set_value(stat, value) -> None:
