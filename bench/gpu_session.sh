@@ -246,6 +246,20 @@ step_advice() {   # issue 29's Proof: the known-answer kernels (one planted defe
     2>&1 | grep -v Deprecation | tail -120
 }
 
+step_gate() {   # issue 41: the pytest gate on the GPU: a baseline, GATE_RUNS unchanged runs
+  # (each must pass), then num_stages 3 -> 1 on a matmul (must fail): $OUT/gate/
+  OUT="$OUT" timeout ${GATE_TIMEOUT:-480} bash bench/gate/gpu_proof.sh 2>&1 | tail -50
+}
+
+step_xprof() {   # issue 41: flash attention fwd+bwd profiled the JAX way ($OUT/xprof_jax), and
+  # through `pallas-prof run --xprof` with probes ($OUT/xprof_run): read back by
+  # bench/xprof/read_profile.py on a machine with the xprof package
+  timeout ${XPROF_TIMEOUT:-150} python3 bench/xprof/flash_attention_gpu.py --trace "$OUT/xprof_jax" 2>&1 \
+    | grep -v Deprecation | tail -5
+  timeout ${XPROF_RUN_TIMEOUT:-240} python3 -m pallas_prof run --probes --xprof "$OUT/xprof_run" \
+    --out "$OUT/xprof_cli" bench/xprof/flash_attention_gpu.py 2>&1 | tee "$OUT/xprof_cli.txt" | tail -40
+}
+
 for s in "${@:-env}"; do
   log "step $s"
   "step_$s" 2>&1 | tee "$OUT/step_$s.log"
