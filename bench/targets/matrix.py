@@ -5,6 +5,11 @@ spills and shared memory per target.
     python3 bench/targets/matrix.py                          # the default targets, 40 fuzz programs
     python3 bench/targets/matrix.py --fuzz 200 --targets sm_80,gfx942
     python3 bench/targets/matrix.py --out bench/results      # writes the table there too
+    python3 bench/targets/matrix.py --saved DIR              # and kernels another process saved
+
+Groups: the examples, feature kernels, JAX's own Pallas GPU ops (jax_ops.py: forward and
+backward), a fuzz sample, and with --saved the kernels bench/targets/dump_kernels.py saved
+(JAX's conformance tests, run on a GPU machine under that pytest plugin).
 
 No GPU: Triton compiles NVIDIA targets with its own ptxas and AMD ones with its
 LLVM. The kernels are lowered once (jax.jit(...).lower on the CPU: nothing runs)
@@ -30,12 +35,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 
+from bench.targets import jax_ops  # noqa: E402 - after ROOT is on the path
+
 DEFAULT_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "gfx942", "gfx950")
 
 
 @dataclasses.dataclass
 class Lowered:
-  group: str          # "example", "feature", "fuzz"
+  group: str          # "example", "feature", "jax_ops", "fuzz", "conformance"
   label: str          # where it came from: "matmul.py", "fuzz seed 12"
   gk: object          # the GeneratedKernel
   relower: object = None   # its registry record's: the workarounds a run would take
@@ -249,12 +256,14 @@ def _not_compiled(rows: list[dict]) -> list[str]:
 
 
 def markdown(rows, targets, command: str, commit: str, triton: str, seconds: float,
-             fuzz_programs: int, not_lowered: int) -> str:
+             fuzz_programs: int, not_lowered: int, ops_not_lowered=(), saved_bad=()) -> str:
   groups = {g: len({r["kernel"] for r in rows if r["group"] == g})
-            for g in ("example", "feature", "fuzz")}
+            for g in ("example", "feature", "jax_ops", "fuzz", "conformance")}
   out = [f"## Target matrix, CPU, triton {triton}, commit {commit}", "",
          f"    {command}", "",
          f"{groups['example']} example kernels, {groups['feature']} feature kernels, "
+         f"{groups['jax_ops']} kernels of JAX's own Pallas GPU ops, "
+         f"{groups['conformance']} saved (conformance) kernels, "
          f"{groups['fuzz']} fuzz kernels (from {fuzz_programs} programs drawn; "
          f"{not_lowered} pallas-prof refused to lower, a limitation it reports), "
          f"each compiled for {len(targets)} targets "
@@ -263,7 +272,15 @@ def markdown(rows, targets, command: str, commit: str, triton: str, seconds: flo
          "registers spilled on AMD.", "", *_summary(rows, targets), "",
          "Examples (registers, shared memory or LDS, spills):", "",
          *_detail(rows, targets, "example"), "", "Feature kernels:", "",
-         *_detail(rows, targets, "feature"), "", "Not compiled, by reason:", "",
+         *_detail(rows, targets, "feature"), "",
+         "JAX's own Pallas GPU ops (jax.experimental.pallas.ops.gpu, forward and backward):", "",
+         *_detail(rows, targets, "jax_ops"), "",
+         *[f"- not lowered: {op}: {why}" for op, why in ops_not_lowered], "",
+         *(["Saved kernels (--saved; the test that lowered each):", "",
+            *_detail(rows, targets, "conformance"), "",
+            *[f"- not read: {path}: {why}" for path, why in saved_bad], ""]
+           if groups["conformance"] or saved_bad else []),
+         "Not compiled, by reason:", "",
          *(_not_compiled(rows) or ["- none"]), ""]
   return "\n".join(out)
 
@@ -283,6 +300,9 @@ def main(argv=None) -> int:
   parser.add_argument("--fuzz", type=int, default=40, help="fuzz programs in the sample")
   parser.add_argument("--seed", type=int, default=0, help="the fuzz sample's seed")
   parser.add_argument("--no-examples", action="store_true")
+  parser.add_argument("--no-jax-ops", action="store_true", help="leave JAX's own ops out")
+  parser.add_argument("--saved", default=None,
+                      help="a folder of kernels bench/targets/dump_kernels.py saved")
   parser.add_argument("--out", default=None, help="folder for the .json and .md (else printed)")
   args = parser.parse_args(argv)
   import pallas_prof
@@ -293,11 +313,18 @@ def main(argv=None) -> int:
   t0 = time.perf_counter()
   fuzzed, not_lowered = fuzz_kernels(args.fuzz, args.seed)
   kernels = ([] if args.no_examples else example_kernels() + feature_kernels()) + fuzzed
+  ops_not_lowered, saved_bad = [], []
+  if not args.no_jax_ops:
+    ops, ops_not_lowered = jax_ops.jax_op_kernels(_lowered)
+    kernels += ops
+  if args.saved:
+    saved, saved_bad = jax_ops.saved_kernels(args.saved, Lowered)
+    kernels += saved
   rows = compile_all(kernels, targets)
   triton, commit = metadata.version("triton"), _commit()
   command = "python3 bench/targets/matrix.py " + " ".join(sys.argv[1:] if argv is None else argv)
   text = markdown(rows, targets, command.strip(), commit, triton, time.perf_counter() - t0,
-                  args.fuzz, not_lowered)
+                  args.fuzz, not_lowered, ops_not_lowered, saved_bad)
   print(text)
   if args.out:
     stem = os.path.join(args.out, f"targets_cpu_{commit}_triton{triton}")
@@ -305,7 +332,8 @@ def main(argv=None) -> int:
       f.write(text)
     with gzip.open(stem + ".json.gz", "wt") as f:
       json.dump({"command": command, "commit": commit, "triton": triton,
-                 "targets": [t.name for t in targets], "rows": rows}, f, indent=1)
+                 "targets": [t.name for t in targets], "rows": rows,
+                 "ops_not_lowered": ops_not_lowered, "saved_not_read": saved_bad}, f, indent=1)
     print(f"wrote {stem}.md and .json.gz")
   return 0
 

@@ -13,10 +13,12 @@ complete events become events with their args as stats, at the wall-clock time t
 from __future__ import annotations
 
 import functools
+import re
 import socket
 
 PLANE_NAME = "/device:CUSTOM:pallas-prof"  # XProf's trace viewer shows these as devices
 FILE_SUFFIX = ".xplane.pb"
+GPU_PLANE_PREFIX = "/device:GPU:"       # XLA's GPU profiler's planes, one per device
 
 _INT64, _UINT64, _DOUBLE, _STRING, _BYTES = 3, 4, 1, 9, 12     # FieldDescriptorProto types
 _REPEATED = 3
@@ -86,20 +88,26 @@ def _add_field(message, name, number, kind, repeated, oneof, package) -> None:
     field.oneof_index = oneof
 
 
-def from_trace_events(events: list[dict], start_ns: int, hostname: str | None = None) -> bytes:
+def from_trace_events(events: list[dict], start_ns: int, hostname: str | None = None,
+                      launches: dict | None = None) -> bytes:
   """An XSpace of one plane (PLANE_NAME) holding `events` (Chrome trace-event dicts, `ts` and
   `dur` in microseconds from the trace's start) at `start_ns` (the lines' time base: ns
   since the Unix epoch, or since the profile's start where one is joined). Thread names
-  become line names."""
+  become line names. A probed kernel's tracks (probe_tracks.py: its own clock, not the
+  trace's) become one line of its equations under each of its launches in `launches`
+  (kernel_launches: the profile's own), or nothing where it has none there."""
   m = messages()
   space = m["XSpace"](hostnames=[hostname or socket.gethostname()])
   plane = space.planes.add(id=1, name=PLANE_NAME)
   names = {(e.get("pid"), e.get("tid")): str(e.get("args", {}).get("name", ""))
            for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
+  probed = _probed_kernels(events)
   lines: dict = {}
   event_ids: dict[str, int] = {}
   stat_ids: dict[str, int] = {}
-  for e in sorted((e for e in events if e.get("ph") == "X"), key=lambda e: float(e["ts"])):
+  for e in sorted((e for e in events if e.get("ph") == "X"
+                                and e.get("pid") not in probed.values()),
+                  key=lambda e: float(e["ts"])):
     key = (e.get("pid"), e.get("tid"))
     if key not in lines:
       name = names.get(key) or f"thread {key[1]}"
@@ -112,10 +120,108 @@ def from_trace_events(events: list[dict], start_ns: int, hostname: str | None = 
     for stat_name, value in (e.get("args") or {}).items():
       stat = event.stats.add(metadata_id=_stat_id(plane, stat_ids, str(stat_name)))
       _set_value(stat, value)
-  for line in lines.values():
+  for n, (label, pid) in enumerate(probed.items(), start=len(lines) + 1):
+    shares = equation_shares([e for e in events if e.get("pid") == pid])
+    _add_equations_line(plane, n, label, shares, launches_of(label, launches or {}),
+                        event_ids, stat_ids)
+  for line in plane.lines:
     end = max((ev.offset_ps + ev.duration_ps for ev in line.events), default=0)
     line.duration_ps = end
   return space.SerializeToString()
+
+
+def _probed_kernels(events: list[dict]) -> dict[str, int]:
+  """kernel label -> the trace's process of its probe tracks ("probes <label>: ...")."""
+  out = {}
+  for e in events:
+    name = str((e.get("args") or {}).get("name", ""))
+    if e.get("ph") == "M" and e.get("name") == "process_name" and name.startswith("probes "):
+      out[name[len("probes "):].split(":")[0]] = e.get("pid")
+  return out
+
+
+def equation_shares(events: list[dict]) -> list[tuple[str, dict, float]]:
+  """(region name, its args, its share of the sampled CTAs' time) of one probed kernel's
+  tracks, in the order its regions first run: the part of each launch each region takes."""
+  total = sum(float(e.get("dur", 0)) for e in events if e.get("cat") == "cta")
+  regions: dict[str, list] = {}
+  for e in sorted((e for e in events if e.get("cat") == "probe"), key=lambda e: float(e["ts"])):
+    entry = regions.setdefault(str(e.get("name", "")), [e.get("args") or {}, 0.0])
+    entry[1] += float(e.get("dur", 0))
+  return [(name, args, took / total) for name, (args, took) in regions.items() if total > 0]
+
+
+def hlo_name_prefix(label: str) -> str:
+  """The start of the HLO instruction name XLA gives the op of kernel `label`: its
+  name-stack scope (backend/running/xla_names.py) with what is not a letter, digit or
+  underscore made an underscore, as XLA names instructions."""
+  return re.sub(r"[^A-Za-z0-9_]", "_", f"pallas_prof[{label}")
+
+
+def kernel_launches(space) -> dict[str, list[tuple[int, int]]]:
+  """HLO op name -> (start, duration) in ps on the profile's timeline, of each launch of a
+  pallas-prof kernel on the profile's GPU planes: the events whose `hlo_op` stat (XLA's
+  GPU profiler sets it on each kernel it records), or name, is a pallas-prof op."""
+  out: dict[str, set] = {}
+  for plane in space.planes:
+    if not plane.name.startswith(GPU_PLANE_PREFIX):
+      continue
+    stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
+    hlo_stat = next((k for k, name in stat_names.items() if name == "hlo_op"), None)
+    for line in plane.lines:
+      for event in line.events:
+        # a kernel under several annotations has their ops joined by commas
+        for op in _hlo_op(plane, event, hlo_stat).split(","):
+          if op.strip().startswith("pallas_prof_"):
+            start = line.timestamp_ns * 1000 + event.offset_ps
+            out.setdefault(op.strip(), set()).add((start, event.duration_ps))
+  return {op: sorted(spans) for op, spans in out.items()}
+
+
+def _hlo_op(plane, event, hlo_stat) -> str:
+  """The event's `hlo_op` stat (a string, or a reference to one), else its name."""
+  for stat in list(event.stats) + list(plane.event_metadata[event.metadata_id].stats):
+    if stat.metadata_id == hlo_stat:
+      if stat.WhichOneof("value") == "ref_value":
+        return plane.stat_metadata[stat.ref_value].name
+      return stat.str_value
+  return plane.event_metadata[event.metadata_id].name
+
+
+def launches_of(label: str, launches: dict) -> list[tuple[str, int, int]]:
+  """(HLO op name, start ps, duration ps) of each launch of kernel `label`, in time order."""
+  prefix = hlo_name_prefix(label)
+  return sorted(((op, start, dur) for op, spans in launches.items()
+                 if op.startswith(prefix) for start, dur in spans), key=lambda x: x[1])
+
+
+def _add_equations_line(plane, line_id: int, label: str, shares, launches, event_ids,
+                        stat_ids) -> None:
+  """One line, `equations <label>`: each launch of the kernel as an event named for its
+  op, spanning it, with the kernel's regions nested inside in program order, each as
+  wide as its measured share (the probes measured a replay, not this launch: the widths
+  are shares of it, the order the kernel's). None without a launch in the profile."""
+  if not launches or not shares:
+    return
+  line = plane.lines.add(id=line_id, display_id=line_id, name=f"equations {label}",
+                         timestamp_ns=0)       # offsets on the profile's own time base
+
+  def add(name: str, start: int, duration: int, stats: dict) -> None:
+    event = line.events.add(metadata_id=_metadata_id(plane, event_ids, name),
+                            offset_ps=start, duration_ps=max(0, duration))
+    for stat_name, value in stats.items():
+      _set_value(event.stats.add(metadata_id=_stat_id(plane, stat_ids, stat_name)), value)
+
+  for op, start, duration in launches:
+    add(op, start, duration, {"pallas.kernel": label, "pallas.hlo_op": op})
+    done = 0.0
+    for name, args, share in shares:
+      # edges from the running sum, kept inside the launch: children never overhang it
+      lo = start + min(duration, round(duration * done))
+      done += share
+      hi = start + min(duration, round(duration * done))
+      add(name, lo, hi - lo, {"pallas.kernel": label, "pallas.share": round(share, 4),
+                              **{f"pallas.{k}": v for k, v in args.items()}})
 
 
 def _interned(table, ids: dict, name: str) -> int:
@@ -170,8 +276,10 @@ def add_to_profile(perfetto_path: str, logdir: str) -> str:
   # JAX's profile keeps its lines' times from the session's start (the "Task Environment"
   # plane's profile_start_time): ours are put on the same base
   start_ns -= _profile_start_ns(space)
-  ours = space_class.FromString(from_trace_events(document.get("traceEvents", []), start_ns))
   kept = [p for p in space.planes if p.name != PLANE_NAME]
+  launches = kernel_launches(space)
+  ours = space_class.FromString(from_trace_events(document.get("traceEvents", []), start_ns,
+                                                  launches=launches))
   plane = ours.planes[0]
   plane.id = max((p.id for p in kept), default=0) + 1
   del space.planes[:]

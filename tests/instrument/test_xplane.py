@@ -199,3 +199,120 @@ def test_xprofs_own_converter_shows_the_plane(tmp_path):
   assert advise["ts"] - lowered["ts"] == pytest.approx(40.0 - 10.5, abs=0.01)
   first, last = converted["jax"]
   assert first <= lowered["ts"] <= last, (first, lowered["ts"], last)
+
+
+# --- a probed kernel's equations under each of its launches (issue 41: "under each kernel")
+
+LABEL = "add_kernel#1f22e0"
+HLO_OP = "pallas_prof_add_kernel_1f22e0_add_py_line_12_.1"     # as XLA names the op
+PROBES = {"regions": [{"label": "line 10: load", "eqns": [0, 1], "kind": "load"},
+                      {"label": "line 11: add", "eqns": [2], "kind": "compute"},
+                      {"label": "line 12: store", "eqns": [3], "kind": "store"}],
+          # two CTAs, each 100 ns: load 50, add 20, store 30 (shares 0.5, 0.2, 0.3)
+          "ctas": [{"sm": 0, "program": p, "start_ns": 1000 * p, "end_ns": 1000 * p + 100,
+                    "boundaries_ns": [1000 * p + b for b in (0, 50, 70, 100)]}
+                   for p in (0, 1)]}
+LAUNCHES_PS = [(7_000_000, 4_000_000), (20_000_000, 2_000_000)]   # (offset, duration)
+
+
+def _with_gpu_launches(target: str, hlo_op: str = HLO_OP) -> None:
+  """Adds a GPU plane to a real (CPU) profile, as XLA's GPU profiler writes one: a stream
+  line whose kernel events carry the op in an `hlo_op` stat, one by reference."""
+  m = xplane.messages()
+  space = m["XSpace"].FromString(open(target, "rb").read())
+  gpu = space.planes.add(id=len(space.planes) + 1, name="/device:GPU:0")
+  gpu.event_metadata[1].id, gpu.event_metadata[1].name = 1, "add_kernel"
+  gpu.stat_metadata[1].id, gpu.stat_metadata[1].name = 1, "hlo_op"
+  gpu.stat_metadata[2].id, gpu.stat_metadata[2].name = 2, hlo_op
+  line = gpu.lines.add(id=7, display_id=7, name="Stream #7(Compute)", timestamp_ns=1000)
+  for i, (offset, duration) in enumerate(LAUNCHES_PS):
+    event = line.events.add(metadata_id=1, offset_ps=offset, duration_ps=duration)
+    if i == 0:
+      event.stats.add(metadata_id=1, str_value=hlo_op)
+    else:
+      event.stats.add(metadata_id=1, ref_value=2)
+  with open(target, "wb") as f:
+    f.write(space.SerializeToString())
+
+
+def _probed_document(start_ns: int = START_NS) -> dict:
+  from pallas_prof.instrument import probe_tracks
+  events = DOCUMENT["traceEvents"] + probe_tracks.perfetto_events(LABEL, PROBES)
+  return {"traceEvents": events, "otherData": {"trace_start_unix_ns": start_ns}}
+
+
+def _equations(target: str):
+  space = xplane.messages()["XSpace"].FromString(open(target, "rb").read())
+  [plane] = [p for p in space.planes if p.name == xplane.PLANE_NAME]
+  names = {k: v.name for k, v in plane.event_metadata.items()}
+  lines = {line.name: line for line in plane.lines}
+  line = lines.get(f"equations {LABEL}")
+  return lines, [(names[e.metadata_id], (e.offset_ps, e.duration_ps))
+                 for e in (line.events if line is not None else [])]
+
+
+def test_the_equations_nest_inside_each_launch_of_their_kernel(tmp_path):
+  target = _jax_profile(tmp_path / "logdir")
+  _with_gpu_launches(target)
+  xplane.add_to_profile(_perfetto(tmp_path, _probed_document()), str(tmp_path / "logdir"))
+  lines, events = _equations(target)
+  # the probe tracks' own clock is not the profile's: they are not lines of their own
+  assert not any(name.startswith("SM ") for name in lines)
+  base = 1000 * 1000                                   # the stream line's timestamp, in ps
+  expected = []
+  for offset, duration in LAUNCHES_PS:
+    start = base + offset
+    expected += [(HLO_OP, (start, duration)),
+                 ("line 10: load", (start, duration // 2)),
+                 ("line 11: add", (start + duration // 2, duration // 5)),
+                 ("line 12: store", (start + duration // 2 + duration // 5,
+                                     duration * 3 // 10))]
+  assert events == expected
+
+
+def test_a_kernel_with_no_launch_in_the_profile_gets_no_equations_line(tmp_path):
+  target = _jax_profile(tmp_path / "logdir")
+  _with_gpu_launches(target, hlo_op="pallas_prof_other_kernel_abcdef_x_py_line_1_.1")
+  xplane.add_to_profile(_perfetto(tmp_path, _probed_document()), str(tmp_path / "logdir"))
+  lines, events = _equations(target)
+  assert events == [] and set(lines) == {"pallas-prof", "kernel add_kernel"}
+
+
+NESTED = textwrap.dedent("""
+    import json, sys
+    from xprof.convert import raw_to_tool_data
+    # the streaming trace viewer's converter: the one XProf's UI asks for
+    data, _ = raw_to_tool_data.xspace_to_tool_data([sys.argv[1]], "trace_viewer@", {})
+    print(json.dumps(json.loads(data)["traceEvents"]))
+""")
+
+
+@pytest.mark.skipif(_xprof_python() is None,
+                    reason="xprof is not importable here (it is no dependency of pallas-prof): "
+                           "pip install xprof, or set PALLAS_PROF_XPROF_PYTHON to a Python "
+                           "that has it, to check the nesting with XProf's own converter")
+def test_xprofs_trace_viewer_shows_the_equations_inside_each_launch(tmp_path):
+  target = _jax_profile(tmp_path / "logdir")
+  _with_gpu_launches(target)
+  xplane.add_to_profile(_perfetto(tmp_path, _probed_document()), str(tmp_path / "logdir"))
+  done = subprocess.run([_xprof_python(), "-c", NESTED, target], capture_output=True,
+                        text=True, timeout=300)
+  assert done.returncode == 0, done.stderr[-3000:]
+  events = json.loads(done.stdout.strip().splitlines()[-1])
+  processes = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+  [gpu] = [pid for pid, name in processes.items() if name.endswith("/device:GPU:0")]
+  [ours] = [pid for pid, name in processes.items() if name.endswith(xplane.PLANE_NAME)]
+  [tid] = [e["tid"] for e in events if e["name"] == "thread_name" and e["pid"] == ours
+           and e["args"]["name"] == f"equations {LABEL}"]
+  launches = sorted((e["ts"], e["dur"]) for e in events
+                    if e.get("ph") == "X" and e["pid"] == gpu and e["name"] == "add_kernel")
+  assert len(launches) == 2
+  mine = [e for e in events if e.get("ph") == "X" and e["pid"] == ours and e["tid"] == tid]
+  for ts, dur in launches:
+    inside = [e for e in mine if ts <= e["ts"] and e["ts"] + e["dur"] <= ts + dur + 1e-6]
+    names = [e["name"] for e in sorted(inside, key=lambda e: (e["ts"], -e["dur"]))]
+    # the kernel's op spanning the launch, its regions in program order under it
+    assert names == [HLO_OP, "line 10: load", "line 11: add", "line 12: store"], names
+    [parent] = [e for e in inside if e["name"] == HLO_OP]
+    assert (parent["ts"], parent["dur"]) == (ts, dur)
+  assert len(mine) == 8
