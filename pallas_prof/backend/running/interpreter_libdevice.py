@@ -130,6 +130,7 @@ floor = _float_op(np.floor)
 ceil = _float_op(np.ceil)
 trunc = _float_op(np.trunc)
 rint = _float_op(np.rint)
+nearbyint = _float_op(np.rint)   # under the default rounding mode, rint
 round = _float_op(_round_half_away)  # noqa: A001 - libdevice's name
 pow = _float_op(np.power)  # noqa: A001
 atan2 = _float_op(np.arctan2)

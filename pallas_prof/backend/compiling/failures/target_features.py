@@ -23,6 +23,18 @@ FP8_NAMES = {"fp8e4nv": ("float8_e4m3fn", "f8_e4m3fn"), "fp8e5": ("float8_e5m2",
 
 _FP8_REFUSED = re.compile(r"type (fp8\w+) not supported in this architecture")
 _PTX_FEATURE = re.compile(r"Feature '([^']+)' requires \.target (sm_\d+a?) or higher")
+_NO_LIBRARY_FUNCTION = re.compile(
+    r"module 'triton\.language\.extra\.(hip|cuda)\.libdevice' has no attribute '(\w+)'")
+
+# What to write instead, for the device-library functions some Triton's AMD library lacks
+_LIBRARY_WORKAROUNDS = {
+    "cbrt": "write jnp.sign(x) * jnp.abs(x) ** (1 / 3) instead of jnp.cbrt",
+    "popc": "count the bits with shifts and masks, or compile with a Triton whose AMD "
+            "library has popc (3.9 has it)",
+    "clz": "find the leading zeros with shifts and comparisons, or compile with a Triton "
+           "whose AMD library has clz (3.9 has it)",
+    "mulhi": "widen to int64, multiply, and shift right by 32",
+}
 
 
 def refusal(gk, diagnosis, message: str, request: dict | None) -> CompileError | None:
@@ -35,6 +47,9 @@ def refusal(gk, diagnosis, message: str, request: dict | None) -> CompileError |
   fp8 = _FP8_REFUSED.search(text)
   if fp8:
     return _fp8_refusal(gk, diagnosis, target, fp8.group(1))
+  missing = _NO_LIBRARY_FUNCTION.search(text)
+  if missing:
+    return _library_refusal(gk, diagnosis, target, missing.group(2))
   feature = _PTX_FEATURE.search(text)
   if feature:
     summary = (f"{target.name} lacks {feature.group(1)!r}, which the kernel's code needs "
@@ -55,6 +70,20 @@ def _fp8_refusal(gk, diagnosis, target, triton_name: str) -> CompileError:
          f"or compile for {later}"
   equations = diagnosis.equations or tuple(
       e.index for e in gk.eqns if short in getattr(e, "text", ""))
+  return _error(gk, diagnosis, target, summary, hint, equations)
+
+
+def _library_refusal(gk, diagnosis, target, function: str) -> CompileError:
+  """Triton's device library for the target (libdevice on NVIDIA, ocml on AMD, as
+  triton.language.extra.libdevice picks it) lacks a function the kernel calls."""
+  import triton
+  library = "AMD" if target.backend == "hip" else "NVIDIA"
+  summary = (f"Triton {triton.__version__}'s {library} device library has no {function}, "
+             f"which the kernel calls: it cannot compile for {target.name}")
+  hint = _LIBRARY_WORKAROUNDS.get(function, "compute it from other operations, or compile "
+                                            "with a Triton whose device library has it")
+  equations = diagnosis.equations or tuple(
+      e.index for e in gk.eqns if function in getattr(e, "text", ""))
   return _error(gk, diagnosis, target, summary, hint, equations)
 
 

@@ -152,7 +152,10 @@ def _logistic(ctx, x, **params):
 @elementwise(lax.round_p, work=ARITHMETIC)
 def _round(ctx, x, *, rounding_method):
   _require_float("round", x)
-  fn = "rint" if int(rounding_method) == int(lax.RoundingMethod.TO_NEAREST_EVEN) else "round"
+  # nearbyint, not rint: the same rounding (to nearest even), and every Triton's AMD
+  # device library has it (Triton 3.6's lacks rint)
+  fn = "nearbyint" if int(rounding_method) == int(lax.RoundingMethod.TO_NEAREST_EVEN) \
+      else "round"
   return _float_op(ctx, "rounded", lambda a: f"libdevice.{fn}({a})", x)
 
 
