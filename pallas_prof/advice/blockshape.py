@@ -153,7 +153,7 @@ def _candidates(recipe, goal: str, factor: int, operand_index: int | None,
     for b in dict.fromkeys(sizes):
       change = change_for(recipe, p, b)
       if b != p.block and (goal != "smaller" or b >= min_block) and \
-          max(math.prod(s) for s in change["blocks"]) <= MAX_BLOCK_ELEMENTS:
+          max(block_elements(s) for s in change["blocks"]) <= MAX_BLOCK_ELEMENTS:
         out.append(change)
     if out:
       break
@@ -162,6 +162,13 @@ def _candidates(recipe, goal: str, factor: int, operand_index: int | None,
   why = (f"it does not split in two{dot}" if goal == "smaller" else
          f"{goal} ones would leave some of the {sms} SMs without a program or not fit a CTA")
   return out, f"its blocks ({blocks}) cannot be made {goal} here: {why}"
+
+
+def block_elements(block_shape) -> int:
+  """Elements in one block: a squeezed dimension (None, pl.squeezed) holds one; pl.Element
+  and the other block-dimension objects hold their block_size."""
+  return math.prod(d if isinstance(d, int) else getattr(d, "block_size", 1) or 1
+                   for d in block_shape)
 
 
 def _pow2_at_least(n: int) -> int:

@@ -224,3 +224,25 @@ def test_larger_blocks_that_would_idle_sms_are_left_out():
   # without the recorded call the same limit holds for the edit
   assert blockshape.resolve(_intent("larger", 4), f, None, notes=notes) == []
   assert len(notes) == 2 and "was not recorded" in notes[1]
+
+
+def squeezed_double_kernel(x_ref, o_ref):
+  o_ref[...] = x_ref[...] * 2.0
+
+
+def test_blocks_with_a_squeezed_dimension_get_variants():
+  """JAX's mha backward on the H200: BlockSpec((None, 128, None, 64), ...) made `pallas-prof
+  run` say "advice failed: TypeError" (a None multiplied into the block's elements), and
+  every kernel of the run lost its advice. A squeezed dimension holds one element."""
+  x = jnp.ones((2, 256, 3, 64), jnp.float32)
+  spec = pl.BlockSpec((None, 128, None, 64), lambda b, i, h: (b, i, h, 0))
+  recipes.clear()
+  with recipes.capture():
+    pl.pallas_call(squeezed_double_kernel, grid=(2, 2, 3), in_specs=[spec], out_specs=spec,
+                   out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+  recipe = recipes.recipes()[-1]
+  f = synthetic_facts([synthetic_eq(0, "get", block_shape=(128, 64), dtype="float32")],
+                      grid=(2, 2, 3))
+  (variant,) = blockshape.resolve(_intent("smaller", 2), f, recipe)
+  assert variant.kind == "c" and variant.change["blocks"][0] == [None, 64, None, 64]
+  assert blockshape.block_elements((None, 64, None, 64)) == 64 * 64
