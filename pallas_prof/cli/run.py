@@ -50,14 +50,23 @@ def _tracing(args: RunOptions, out_dir: str):
                                                                              args.script_args))})
 
 
-def _start_insitu(enabled: bool, notes: list[str]):
-  """Starts CUPTI capture of the script's kernel launches (GPU only); None if not."""
+XPROF_HOLDS_CUPTI = ("--xprof: JAX's profiler holds CUPTI while the script runs, so its kernel "
+                     "launches were not captured in place (the replay still times each kernel; "
+                     "XProf's timeline shows the launches)")
+
+
+def _start_insitu(enabled: bool, notes: list[str], xprof: bool = False):
+  """Starts CUPTI capture of the script's kernel launches (GPU only); None if not. Under
+  --xprof it does not start: two CUPTI subscribers in one process leave one of them empty."""
   if not enabled:
     return None
   try:
     from ..profiler.timing import insitu
     from ..profiler.driver import gpu_status
     if not gpu_status()[0]:
+      return None
+    if xprof:
+      notes.append(XPROF_HOLDS_CUPTI)
       return None
     cap = insitu.capture()
     cap.__enter__()
@@ -331,7 +340,7 @@ def _find(args: RunOptions, found: _Found, files: "run_writes.RunFiles", running
   found.tracer = _start_tracing(args, files, running)
   running.enter_context(_recording_calls())
   notes = found.notes
-  cap = _start_insitu(not args.no_insitu and not args.no_profile, notes)
+  cap = _start_insitu(not args.no_insitu and not args.no_profile, notes, bool(args.xprof))
   found.doing = "the script ran"
   with _jax_profile(args.xprof):
     found.outcome = outcome = run_script(args.script, args.script_args)
