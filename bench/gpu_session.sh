@@ -43,8 +43,13 @@ step_pytest() {   # the whole test suite, on the GPU (the CPU suite's kernels th
 step_conformance() {   # JAX's own Pallas tests against pallas-prof (as .conformance/run.sh runs
   # them, keeping the whole log and the junit xml)
   local backend=${CONFORMANCE_BACKEND:-pallas_prof}
+  # CONFORMANCE_DUMP=1: every kernel pallas-prof lowered is saved under $OUT/conformance_kernels
+  # (bench/targets/dump_kernels.py), for `bench/targets/matrix.py --saved` to compile elsewhere
+  local dump=()
+  [ "${CONFORMANCE_DUMP:-0}" = 1 ] && dump=(-p bench.targets.dump_kernels) \
+    && export PALLAS_PROF_DUMP_KERNELS="$OUT/conformance_kernels"
   (cd .conformance && CONFORMANCE_BACKEND=$backend timeout ${CONFORMANCE_TIMEOUT:-280} \
-     python3 -m pytest -q -p no:cacheprovider --timeout=120 -n ${CONFORMANCE_WORKERS:-14} \
+     python3 -m pytest -q -p no:cacheprovider --timeout=120 -n ${CONFORMANCE_WORKERS:-14} "${dump[@]}" \
      -rfE --junitxml="$OUT/conformance-$backend.xml" ./*_test.py > "$OUT/conformance-$backend.log" 2>&1)
   tail -5 "$OUT/conformance-$backend.log"
   python3 .conformance/summary.py "$OUT/conformance-$backend.xml"

@@ -48,7 +48,8 @@ def pytest_sessionfinish(session, exitstatus):
   if not folder:
     return
   _keep(None)
-  written = write_kernels(folder, _kept.values())
+  worker = os.environ.get("PYTEST_XDIST_WORKER")   # each xdist worker numbers its own folder
+  written = write_kernels(os.path.join(folder, worker) if worker else folder, _kept.values())
   reporter = session.config.pluginmanager.get_plugin("terminalreporter")
   if reporter is not None:
     reporter.write_line(f"pallas-prof: {written} kernels saved in {folder} ({ENV})")

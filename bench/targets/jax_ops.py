@@ -95,7 +95,8 @@ def saved_kernels(folder: str, make_row) -> tuple[list, list[tuple[str, str]]]:
   name; and (file, reason) for each file that is not such a kernel (a saved file is data
   from another process: checked, not trusted)."""
   from bench.targets.dump_kernels import read_kernel
-  files = sorted(glob.glob(os.path.join(glob.escape(folder), "*.json")),
+  files = sorted(glob.glob(os.path.join(glob.escape(folder), "*.json"))
+                 + glob.glob(os.path.join(glob.escape(folder), "*", "*.json")),   # xdist workers'
                  key=lambda p: (len(p), p))
   if not files:
     raise FileNotFoundError(

@@ -115,3 +115,26 @@ def test_every_jax_op_lowers_forward_and_backward():
   assert ln.gk.grid == (4, 750)
   outcome = compile_for(ln.gk, "gfx942", relower=ln.relower, use_disk_cache=False)
   assert outcome.status == "compiled", outcome.reason
+
+
+class _Session:
+  class config:
+    class pluginmanager:
+      get_plugin = staticmethod(lambda name: None)
+
+
+def test_xdist_workers_save_into_folders_of_their_own(saved, tmp_path, monkeypatch):
+  """JAX's conformance tests run under pytest-xdist: workers numbering files in one folder
+  at once would overwrite each other's <n>.json."""
+  kernels, _ = jax_ops.saved_kernels(str(saved), matrix.Lowered)
+  monkeypatch.setenv(dump_kernels.ENV, str(tmp_path))
+  for worker in ("gw0", "gw1"):
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+    monkeypatch.setattr(dump_kernels, "_kept", {k.gk.key: (k.label, k.gk) for k in kernels})
+    dump_kernels.pytest_sessionfinish(_Session, 0)
+  assert sorted(os.listdir(tmp_path)) == ["gw0", "gw1"]
+  counts = [len(os.listdir(tmp_path / w)) for w in ("gw0", "gw1")]
+  assert counts[0] == counts[1] >= len(kernels)
+  again, bad = jax_ops.saved_kernels(str(tmp_path), matrix.Lowered)
+  assert not bad and {k.gk.key for k in again} >= {k.gk.key for k in kernels}
+  assert len(again) == counts[0]         # the second worker's copies are the same kernels
