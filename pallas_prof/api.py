@@ -9,6 +9,7 @@ from .import_errors import reported as _reported
 
 with _reported("pallas_prof"):      # the real cause and the versions found, if it fails
   from .backend import CompileError, CompilerParams, LoweringError, install, installed, uninstall
+  from .backend.errors import KernelError
   from .backend.running.bounds_errors import BoundsError
   from .backend.running.runtime_errors import KernelRuntimeError
   from .backend.lowering.coverage import UncoveredOutputWarning
@@ -94,7 +95,7 @@ def __getattr__(name):
   raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["CompilerParams", "LoweringError", "CompileError", "BoundsError",
+__all__ = ["CompilerParams", "KernelError", "LoweringError", "CompileError", "BoundsError",
            "KernelRuntimeError", "UncoveredOutputWarning", "install",
            "installed", "uninstall", "tracing", "profile", "autotune", "advise", "Autotune",
            "ProbeOptions", "kernels", "compile_for"]

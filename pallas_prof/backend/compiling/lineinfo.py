@@ -159,7 +159,9 @@ def _nvdisasm_path() -> str:
   try:
     from .triton_compat import tool_path
     return tool_path("nvdisasm")
-  except Exception as e:  # noqa: BLE001
+  except (ImportError, AttributeError, RuntimeError, OSError) as e:
+    # Triton absent or broken, a Triton without this tool's knob, its lookup finding no
+    # binary (RuntimeError), or one it cannot run: try PATH; a bug of ours still raises
     import shutil
     path = shutil.which("nvdisasm")
     if path:
