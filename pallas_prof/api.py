@@ -5,6 +5,8 @@ and the CLI's commands that only read a run (--help, show, report, diff) must no
 """
 from __future__ import annotations
 
+import importlib
+
 from .import_errors import reported as _reported
 
 with _reported("pallas_prof"):      # the real cause and the versions found, if it fails
@@ -13,32 +15,6 @@ with _reported("pallas_prof"):      # the real cause and the versions found, if 
   from .backend.running.bounds_errors import BoundsError
   from .backend.running.runtime_errors import KernelRuntimeError
   from .backend.lowering.coverage import UncoveredOutputWarning
-
-
-def tracing(*args, **kwargs):
-  """Context manager / decorator that records OpenTelemetry spans (see pallas_prof.instrument)."""
-  from .instrument import tracing as _tracing
-  return _tracing(*args, **kwargs)
-
-
-def profile(*args, **kwargs):
-  """Replays and times the kernels this process compiled (see pallas_prof.profiler)."""
-  from .profiler import profile as _profile
-  return _profile(*args, **kwargs)
-
-
-def autotune(configs, key=(), **kwargs):
-  """Decorator: the fastest of `configs` (keyword arguments of the function, the first
-  the default) per distinct `key`, cached on disk (see pallas_prof.tune.blocks)."""
-  from .tune import autotune as _autotune
-  return _autotune(configs, key, **kwargs)
-
-
-def advise(*args, **kwargs):
-  """What to change in each kernel of this process, and on a GPU what it saves, measured
-  (see pallas_prof.advice.api.advise)."""
-  from .advice import advise as _advise
-  return _advise(*args, **kwargs)
 
 
 def kernels():
@@ -83,7 +59,20 @@ def _kernel_record(kernel):
                    "kernel first (call the function, or jax.jit(f).lower(*args))")
 
 
+# The functions these names give live in modules that JAX alone does not need (the
+# spans' OpenTelemetry, the profiler, advice, tuning): imported on first use (PEP 562),
+# and given as they are, so that help() and inspect.signature show their own parameters.
+_LOADED_ON_USE = {"tracing": ("pallas_prof.instrument.tracer", "tracing"),
+                  "profile": ("pallas_prof.profiler.api", "profile"),
+                  "advise": ("pallas_prof.advice.api", "advise"),
+                  "autotune": ("pallas_prof.tune.blocks", "autotune")}
+
+
 def __getattr__(name):
+  if name in _LOADED_ON_USE:
+    module, attribute = _LOADED_ON_USE[name]
+    with _reported(module):
+      return getattr(importlib.import_module(module), attribute)
   if name == "Autotune":     # CompilerParams(autotune=pallas_prof.Autotune(configs=..., budget_s=...))
     with _reported("pallas_prof.tune.params"):
       from .tune.params import Autotune
