@@ -391,7 +391,7 @@ def equations_in_ir(gk, ir_text: str, ops: tuple[str, ...] = (), stage: str = "t
   produced the IR ops whose line contains one of `ops` (all ops when empty)."""
   resolver = Resolver(gk)
   found, seen = [], set()
-  for line, chain in zip(ir_text.splitlines(), chains_of(stage, ir_text)):
+  for line, chain in zip(ir_text.splitlines(), chains_of(stage, ir_text), strict=True):
     if not chain or (ops and not any(op in line for op in ops)):
       continue
     _, index = resolver.resolve(chain)
