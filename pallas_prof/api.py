@@ -15,11 +15,12 @@ with _reported("pallas_prof"):      # the real cause and the versions found, if 
   from .backend.running.bounds_errors import BoundsError
   from .backend.running.runtime_errors import KernelRuntimeError
   from .backend.lowering.coverage import UncoveredOutputWarning
+  from .backend import kernel_registry
+  from .backend.targets import as_target
 
 
 def kernels():
   """The kernels this process lowered (pallas_prof.backend.kernel_registry records)."""
-  from .backend import kernel_registry
   return kernel_registry.kernels()
 
 
@@ -32,8 +33,8 @@ def compile_for(kernel, target, *, use_disk_cache: bool = True):
   label ("softmax_kernel", "softmax_kernel#1f22e0") among those this process lowered.
   target: "sm_80", "gfx942", "cuda:80", a Target, or ("cuda", 80); an unknown one raises
   UnknownTarget (a ValueError) naming the nearest known target."""
+  # on first use: compiling for other targets loads their compilers' stages
   from .backend.compiling.for_targets import compile_for as _compile_for
-  from .backend.targets import as_target
   target = as_target(target)          # a typo is said before the kernel is looked for
   record = _kernel_record(kernel)
   gk, relower = (record.generated, record.relower) if hasattr(record, "generated") \
@@ -49,7 +50,6 @@ def _kernel_record(kernel):
       raise TypeError(f"compile_for takes a kernel of pallas_prof.kernels(), a "
                       f"GeneratedKernel or a kernel's name, not {type(kernel).__name__}")
     return kernel
-  from .backend import kernel_registry
   hits = kernel_registry.find(kernel)
   if len(hits) == 1:
     return hits[0]

@@ -19,10 +19,10 @@ import dataclasses
 import linecache
 import os
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:            # the report's input; backend/errors.py imports JAX
-  from ..backend.errors import KernelError
+from ..backend.equation_text import aval_texts
+from ..backend.errors import KernelError, Unsupported, by_line
 
 CONTEXT_LINES = 2          # source lines shown around the user's line
 JAXPR_WINDOW = 12          # jaxpr lines shown around the marked equation of a long jaxpr
@@ -86,7 +86,6 @@ def build_report(err: KernelError) -> Report:
 
 def _other_equations(err: KernelError) -> list[tuple[str, list[SourceLine]]]:
   """The equations besides `eqn` a compile failure points at, at the user's lines."""
-  from ..backend.errors import by_line
   out = []
   main = err.eqn
   for indices, e in by_line(err.equations):
@@ -156,7 +155,7 @@ def _failed_inside_a_rule(err: KernelError) -> bool:
   One that refused the equation (unsupported, or no rule at all), or a later stage's
   failure, is said in the user's terms: the equation, their line, what to do; a path into
   pallas-prof's rule table only sent them reading our source."""
-  from ..backend.errors import Unsupported
+  # on first use: the lowering's modules load with the first kernel, not with the spans
   from ..backend.lowering.codegen import UnsupportedDtype
   cause = err.cause
   return (not err.at_run_time and err.stage is None
@@ -179,7 +178,6 @@ def _cause_text(err: KernelError) -> str | None:
 
 
 def _equation_facts(err: KernelError) -> list[tuple[str, str]]:
-  from ..backend.equation_text import aval_texts
   eqn = err.eqn
   facts: list[tuple[str, str]] = []
   if eqn is not None:
