@@ -47,7 +47,8 @@ class KernelError(Exception):
     super().__init__(message or self._message())
 
   def _message(self) -> str:
-    raise NotImplementedError
+    """str(error): each kind words its own; this is the plain reason and hint."""
+    return self.reason + (f"\n  hint: {self.hint}" if self.hint else "")
 
   def named(self, text: str | None) -> str | None:
     """`text` (an equation, the jaxpr) with the kernel's names for its refs."""

@@ -97,3 +97,9 @@ def test_a_missing_ptxas_falls_back_and_a_bug_is_not_hidden(monkeypatch):
   monkeypatch.setattr(triton_compat, "ptxas_tool", broken)
   with pytest.raises(TypeError, match="a bug in the lookup"):
     triton_compat.ptxas_path(90)
+
+
+def test_the_base_alone_says_its_reason_and_hint():
+  error = KernelError("a kernel failed", hint="look at its line", kernel="k")
+  assert str(error) == "a kernel failed\n  hint: look at its line"
+  assert error_text(error).startswith("pallas-prof: cannot lower in kernel `k`")
