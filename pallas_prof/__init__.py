@@ -35,7 +35,7 @@ class _Tuner(_hooks.Selector):
 # set here, not in api.py: a program may reach the backend through pallas_prof.backend alone
 _hooks.set_selector(_Tuner())
 
-__all__ = ["CompilerParams", "LoweringError", "CompileError", "BoundsError",
+__all__ = ["CompilerParams", "KernelError", "LoweringError", "CompileError", "BoundsError",
            "KernelRuntimeError", "UncoveredOutputWarning", "install",
            "installed", "uninstall", "tracing", "profile", "autotune", "advise", "Autotune",
            "ProbeOptions",

@@ -5,44 +5,22 @@ and the CLI's commands that only read a run (--help, show, report, diff) must no
 """
 from __future__ import annotations
 
+import importlib
+
 from .import_errors import reported as _reported
 
 with _reported("pallas_prof"):      # the real cause and the versions found, if it fails
   from .backend import CompileError, CompilerParams, LoweringError, install, installed, uninstall
+  from .backend.errors import KernelError
   from .backend.running.bounds_errors import BoundsError
   from .backend.running.runtime_errors import KernelRuntimeError
   from .backend.lowering.coverage import UncoveredOutputWarning
-
-
-def tracing(*args, **kwargs):
-  """Context manager / decorator that records OpenTelemetry spans (see pallas_prof.instrument)."""
-  from .instrument import tracing as _tracing
-  return _tracing(*args, **kwargs)
-
-
-def profile(*args, **kwargs):
-  """Replays and times the kernels this process compiled (see pallas_prof.profiler)."""
-  from .profiler import profile as _profile
-  return _profile(*args, **kwargs)
-
-
-def autotune(configs, key=(), **kwargs):
-  """Decorator: the fastest of `configs` (keyword arguments of the function, the first
-  the default) per distinct `key`, cached on disk (see pallas_prof.tune.blocks)."""
-  from .tune import autotune as _autotune
-  return _autotune(configs, key, **kwargs)
-
-
-def advise(*args, **kwargs):
-  """What to change in each kernel of this process, and on a GPU what it saves, measured
-  (see pallas_prof.advice.api.advise)."""
-  from .advice import advise as _advise
-  return _advise(*args, **kwargs)
+  from .backend import kernel_registry
+  from .backend.targets import as_target
 
 
 def kernels():
   """The kernels this process lowered (pallas_prof.backend.kernel_registry records)."""
-  from .backend import kernel_registry
   return kernel_registry.kernels()
 
 
@@ -55,8 +33,8 @@ def compile_for(kernel, target, *, use_disk_cache: bool = True):
   label ("softmax_kernel", "softmax_kernel#1f22e0") among those this process lowered.
   target: "sm_80", "gfx942", "cuda:80", a Target, or ("cuda", 80); an unknown one raises
   UnknownTarget (a ValueError) naming the nearest known target."""
+  # on first use: compiling for other targets loads their compilers' stages
   from .backend.compiling.for_targets import compile_for as _compile_for
-  from .backend.targets import as_target
   target = as_target(target)          # a typo is said before the kernel is looked for
   record = _kernel_record(kernel)
   gk, relower = (record.generated, record.relower) if hasattr(record, "generated") \
@@ -72,7 +50,6 @@ def _kernel_record(kernel):
       raise TypeError(f"compile_for takes a kernel of pallas_prof.kernels(), a "
                       f"GeneratedKernel or a kernel's name, not {type(kernel).__name__}")
     return kernel
-  from .backend import kernel_registry
   hits = kernel_registry.find(kernel)
   if len(hits) == 1:
     return hits[0]
@@ -82,7 +59,20 @@ def _kernel_record(kernel):
                    "kernel first (call the function, or jax.jit(f).lower(*args))")
 
 
+# The functions these names give live in modules that JAX alone does not need (the
+# spans' OpenTelemetry, the profiler, advice, tuning): imported on first use (PEP 562),
+# and given as they are, so that help() and inspect.signature show their own parameters.
+_LOADED_ON_USE = {"tracing": ("pallas_prof.instrument.tracer", "tracing"),
+                  "profile": ("pallas_prof.profiler.api", "profile"),
+                  "advise": ("pallas_prof.advice.api", "advise"),
+                  "autotune": ("pallas_prof.tune.blocks", "autotune")}
+
+
 def __getattr__(name):
+  if name in _LOADED_ON_USE:
+    module, attribute = _LOADED_ON_USE[name]
+    with _reported(module):
+      return getattr(importlib.import_module(module), attribute)
   if name == "Autotune":     # CompilerParams(autotune=pallas_prof.Autotune(configs=..., budget_s=...))
     with _reported("pallas_prof.tune.params"):
       from .tune.params import Autotune
@@ -94,7 +84,7 @@ def __getattr__(name):
   raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["CompilerParams", "LoweringError", "CompileError", "BoundsError",
+__all__ = ["CompilerParams", "KernelError", "LoweringError", "CompileError", "BoundsError",
            "KernelRuntimeError", "UncoveredOutputWarning", "install",
            "installed", "uninstall", "tracing", "profile", "autotune", "advise", "Autotune",
            "ProbeOptions", "kernels", "compile_for"]

@@ -328,7 +328,7 @@ def main() -> None:
   if args.tma:
     os.environ["PALLAS_PROF_FUZZ_TMA"] = "1"     # tests/fuzz/check.py reads it; workers inherit it
   args.out = args.out or os.path.join(ROOT, "bench", "results", f"fuzz_{tag}.json")
-  args.corpus = args.corpus or os.path.join(ROOT, "bench", "results", f"fuzz_{tag}_repro")
+  args.corpus = args.corpus or os.path.join(ROOT, "bench", "corpus", f"fuzz_{tag}_repro")
   args.log = args.log or args.out.replace(".json", "") + ".jsonl"
   if args.worker:
     worker(args)

@@ -34,7 +34,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-RESULTS = os.path.join(ROOT, "bench/results/fuzz_gpu_h200_04b520d_seed20261215_repro")
+RESULTS = os.path.join(ROOT, "bench/corpus/fuzz_gpu_h200_04b520d_seed20261215_repro")
 REPROS = {  # reproducer, its element, (GPU, reference) as the fuzzer recorded them
     "shrunk": ("repro_kernel_0_b93cd438.py", 17, (0.5664, 0.665)),
     "unshrunk": ("unshrunk/repro_kernel_3628800_7d8625bf.py", 46, (0.793, 0.342)),

@@ -32,7 +32,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-REPRO = os.path.join(ROOT, "bench/results/fuzz_gpu_h200_12c95b8_seed20261203_repro/unshrunk/"
+REPRO = os.path.join(ROOT, "bench/corpus/fuzz_gpu_h200_12c95b8_seed20261203_repro/unshrunk/"
                      "repro_values_1250_0a2a75a5.py")
 T0 = time.time()
 BUDGET_S = 110      # seconds; later variants are skipped past it

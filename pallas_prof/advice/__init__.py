@@ -15,14 +15,14 @@ from .schema import Action, Diagnosis, Evidence, KernelAdvice, Trial
 __all__ = ["Action", "Diagnosis", "Evidence", "KernelAdvice", "Trial", "advise", "diagnose"]
 
 
-def diagnose(*args, **kwargs):
-  """The advice for one kernel from its profile (engine.diagnose)."""
-  from .engine import diagnose as _diagnose
-  return _diagnose(*args, **kwargs)
-
-
-def advise(*args, **kwargs):
-  """Profiles this process's kernels, diagnoses them and, on a GPU, measures the actions
-  pallas-prof can apply (api.advise)."""
-  from .api import advise as _advise
-  return _advise(*args, **kwargs)
+def __getattr__(name: str):
+  # loaded on first use (PEP 562): the engine and api.py import the profiler and the rules,
+  # which reading a saved advice (schema.py) does not need; given as they are, so help()
+  # shows their parameters
+  if name == "diagnose":
+    from .engine import diagnose
+    return diagnose
+  if name == "advise":
+    from .api import advise
+    return advise
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

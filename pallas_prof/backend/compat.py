@@ -163,7 +163,7 @@ def user_frame(source_info):
   if traceback is None:
     return None
   code, lasti = traceback.raw_frames()
-  for c, i in zip(code, lasti):
+  for c, i in zip(code, lasti, strict=True):
     if _is_user_file(c.co_filename):
       return source_info_util.raw_frame_to_frame(c, i)
   return None

@@ -1,4 +1,4 @@
-"""LoweringError: what went wrong, where in the user's code, and what to do."""
+"""KernelError and its kinds: what went wrong, where in the user's code, and what to do."""
 from __future__ import annotations
 
 import os
@@ -8,38 +8,47 @@ from . import compat
 from .equation_text import aval_texts, with_ref_names
 
 
-class LoweringError(compat.ErrorWithUserContext):
-  """A Pallas kernel could not be lowered (or compiled) by pallas-prof.
+class KernelError(Exception):
+  """A kernel that failed: LoweringError (and CompileError) before it ran,
+  running/runtime_errors.KernelRuntimeError while it ran. One set of typed fields, so
+  that instrument/errors.py renders any of them from the error alone:
 
-  The message names the kernel, the primitive, the equation and the user's
-  file:line, and says what is supported instead. The structured fields let
-  pallas_prof.instrument render an annotated report. `ref_names`: (the jaxpr's
-  name, the kernel's name) of the kernel's refs (GeneratedKernel.ref_names), so
-  that the equation names a ref as the kernel does (`x_ref`, not `b`).
-
-  Its base class tells JAX the error already carries the user's context, so
-  JAX does not chain a copy of it (the message printed twice); the backend's
-  frames leave JAX's filtered tracebacks (pallas_call_rule.py), so outside
-  `pallas-prof run` the user sees their own frames and this message once.
+  reason (what went wrong), hint (what to do), kernel (its name), eqn (the
+  EquationRecord of the failing equation, with the user's file:line), jaxpr_text
+  (the kernel's printed jaxpr), rule (the primitive whose rule failed), stage (the
+  compiler stage, "run" at run time), details (label -> text, more lines), cause (the
+  underlying exception), source_excerpt, ref_names ((the jaxpr's name, the kernel's
+  name) of its refs, so that an equation names a ref as the kernel does: `x_ref`, not
+  `b`); equations (every equation a failure points at, `eqn` the first) and where
+  (what ran a kernel that failed at run time) where a kind has them.
   """
+
+  at_run_time: bool = False           # instrument/errors.py titles the report by it
+  where: str | None = None
+  equations: tuple = ()
 
   def __init__(self, reason: str, *, hint: str | None = None, kernel: str | None = None,
                eqn=None, jaxpr_text: str | None = None, rule: str | None = None,
                stage: str | None = None, details: dict[str, Any] | None = None,
                cause: BaseException | None = None, source_excerpt: str | None = None,
-               ref_names=()):
-    self.reason = reason
-    self.hint = hint
-    self.kernel = kernel
+               ref_names=(), message: str | None = None):
+    self.reason: str = reason
+    self.hint: str | None = hint
+    self.kernel: str | None = kernel
     self.eqn = eqn
-    self.jaxpr_text = jaxpr_text
-    self.rule = rule
-    self.stage = stage
-    self.details = dict(details or {})
-    self.cause = cause
-    self.source_excerpt = source_excerpt
-    self.ref_names = tuple(ref_names or ())
-    super().__init__(self._message())
+    self.jaxpr_text: str | None = jaxpr_text
+    self.rule: str | None = rule
+    self.stage: str | None = stage
+    self.details: dict[str, Any] = dict(details or {})
+    self.cause: BaseException | None = cause
+    self.source_excerpt: str | None = source_excerpt
+    self.ref_names: tuple = tuple(ref_names or ())
+    # str(error): `message` where the raiser words it whole, else composed from the fields
+    super().__init__(message or self._message())
+
+  def _message(self) -> str:
+    """str(error): each kind words its own; this is the plain reason and hint."""
+    return self.reason + (f"\n  hint: {self.hint}" if self.hint else "")
 
   def named(self, text: str | None) -> str | None:
     """`text` (an equation, the jaxpr) with the kernel's names for its refs."""
@@ -54,6 +63,19 @@ class LoweringError(compat.ErrorWithUserContext):
     if self.eqn is None or self.eqn.file is None:
       return None
     return f"{self.eqn.file}:{self.eqn.line}"
+
+
+class LoweringError(KernelError, compat.ErrorWithUserContext):
+  """A Pallas kernel could not be lowered (or compiled) by pallas-prof.
+
+  The message names the kernel, the primitive, the equation and the user's
+  file:line, and says what is supported instead; the fields are KernelError's.
+
+  Its base class tells JAX the error already carries the user's context, so
+  JAX does not chain a copy of it (the message printed twice); the backend's
+  frames leave JAX's filtered tracebacks (pallas_call_rule.py), so outside
+  `pallas-prof run` the user sees their own frames and this message once.
+  """
 
   def _message(self) -> str:
     parts = []

@@ -9,9 +9,9 @@
 A report shows the kernel, the user's source line with context, the jaxpr
 with the failing equation marked, its avals and the kernel's block shapes,
 the rule that failed (or the compiler stage), the underlying error, and a
-hint. It works from the error alone (backend/errors.py: reason, hint,
-kernel, eqn, jaxpr_text, rule, stage, details, cause, ref_names). Refs are
-named as the kernel names them (`x_ref`, not the jaxpr's `b`).
+hint. It works from the error alone: a KernelError's typed fields (backend/errors.py),
+which LoweringError, CompileError and KernelRuntimeError share. Refs are named as the
+kernel names them (`x_ref`, not the jaxpr's `b`).
 """
 from __future__ import annotations
 
@@ -20,6 +20,9 @@ import linecache
 import os
 import re
 from typing import Any
+
+from ..backend.equation_text import aval_texts
+from ..backend.errors import KernelError, Unsupported, by_line
 
 CONTEXT_LINES = 2          # source lines shown around the user's line
 JAXPR_WINDOW = 12          # jaxpr lines shown around the marked equation of a long jaxpr
@@ -51,12 +54,10 @@ class Report:
   also: list[tuple[str, list[SourceLine]]] = dataclasses.field(default_factory=list)
 
 
-def build_report(err) -> Report:
-  eqn = getattr(err, "eqn", None)
-  kernel = getattr(err, "kernel", None)
-  stage = getattr(err, "stage", None)
+def build_report(err: KernelError) -> Report:
+  eqn, kernel, stage = err.eqn, err.kernel, err.stage
   where = f" in kernel `{kernel}`" if kernel else ""
-  run_time = bool(getattr(err, "at_run_time", False))
+  run_time = err.at_run_time
   if run_time:
     # lowering and compiling succeeded: the kernel failed while it ran
     at = f", at `{eqn.primitive}`" if eqn is not None else ""
@@ -74,21 +75,20 @@ def build_report(err) -> Report:
   if file is not None:
     location = f"{file}:{line}" + (f" in {function}" if function else "")
   # a run-time report stays short: the equation and the line, not the whole jaxpr
-  jaxpr, note = ([], None) if run_time else _marked_jaxpr(getattr(err, "jaxpr_text", None) or "",
+  jaxpr, note = ([], None) if run_time else _marked_jaxpr(err.jaxpr_text or "",
                                                           eqn)
   jaxpr = [(_named(err, line), marked) for line, marked in jaxpr]
-  return Report(title=title, reason=getattr(err, "reason", str(err)), location=location,
+  return Report(title=title, reason=err.reason, location=location,
                 source=_source_lines(file, line), jaxpr=jaxpr, jaxpr_note=note,
-                equation=_equation_facts(err), hint=getattr(err, "hint", None),
+                equation=_equation_facts(err), hint=err.hint,
                 also=_other_equations(err))
 
 
-def _other_equations(err) -> list[tuple[str, list[SourceLine]]]:
+def _other_equations(err: KernelError) -> list[tuple[str, list[SourceLine]]]:
   """The equations besides `eqn` a compile failure points at, at the user's lines."""
-  from ..backend.errors import by_line
   out = []
-  main = getattr(err, "eqn", None)
-  for indices, e in by_line(getattr(err, "equations", ()) or ()):
+  main = err.eqn
+  for indices, e in by_line(err.equations):
     if e.file is None or (main is not None and (e.file, e.line) == (main.file, main.line)):
       continue
     where = f"{e.file}:{e.line}" + (f" in {e.function}" if e.function else "")
@@ -97,12 +97,12 @@ def _other_equations(err) -> list[tuple[str, list[SourceLine]]]:
   return out
 
 
-def _user_location(err) -> tuple[str | None, int | None, str | None]:
-  eqn = getattr(err, "eqn", None)
+def _user_location(err: KernelError) -> tuple[str | None, int | None, str | None]:
+  eqn = err.eqn
   if eqn is not None and eqn.file is not None:
     return eqn.file, eqn.line, eqn.function
   # a kernel-level error: the kernel's own definition ("name at file:line")
-  for value in (getattr(err, "details", {}) or {}).values():
+  for value in err.details.values():
     m = re.search(r"^(\S+) at (.+):(\d+)$", str(value))
     if m and os.path.exists(m.group(2)):
       return m.group(2), int(m.group(3)), m.group(1)
@@ -121,10 +121,9 @@ def _source_lines(file: str | None, line: int | None) -> list[SourceLine]:
   return out
 
 
-def _named(err, text: str | None) -> str | None:
+def _named(err: KernelError, text: str | None) -> str | None:
   """`text` with the kernel's names for the jaxpr's refs (the error's ref_names)."""
-  from ..backend.equation_text import with_ref_names
-  return with_ref_names(text, getattr(err, "ref_names", ()))
+  return err.named(text)
 
 
 def _block_shapes(jaxpr_text: str) -> str | None:
@@ -151,26 +150,26 @@ def _rule_name(primitive: str | None) -> str | None:
   return f"no rule for `{primitive}` is registered"
 
 
-def _failed_inside_a_rule(err) -> bool:
+def _failed_inside_a_rule(err: KernelError) -> bool:
   """A rule that broke (pallas-prof's bug): the report names the rule, for the bug report.
   One that refused the equation (unsupported, or no rule at all), or a later stage's
   failure, is said in the user's terms: the equation, their line, what to do; a path into
   pallas-prof's rule table only sent them reading our source."""
-  from ..backend.errors import Unsupported
+  # on first use: the lowering's modules load with the first kernel, not with the spans
   from ..backend.lowering.codegen import UnsupportedDtype
-  cause = getattr(err, "cause", None)
-  return (not getattr(err, "at_run_time", False) and getattr(err, "stage", None) is None
+  cause = err.cause
+  return (not err.at_run_time and err.stage is None
           and cause is not None and not isinstance(cause, (Unsupported, UnsupportedDtype)))
 
 
-def _cause_text(err) -> str | None:
-  cause = getattr(err, "cause", None)
+def _cause_text(err: KernelError) -> str | None:
+  cause = err.cause
   if cause is None:
     return None
   text = str(cause).strip()
   if not text:
     return type(cause).__name__
-  if text in getattr(err, "reason", ""):
+  if text in err.reason:
     return None
   lines = text.splitlines()
   if len(lines) > MAX_CAUSE_LINES:
@@ -178,9 +177,8 @@ def _cause_text(err) -> str | None:
   return f"{type(cause).__name__}: " + "\n".join(lines)
 
 
-def _equation_facts(err) -> list[tuple[str, str]]:
-  from ..backend.equation_text import aval_texts
-  eqn = getattr(err, "eqn", None)
+def _equation_facts(err: KernelError) -> list[tuple[str, str]]:
+  eqn = err.eqn
   facts: list[tuple[str, str]] = []
   if eqn is not None:
     region = eqn.region if eqn.parent is None else f"{eqn.region} of equation [{eqn.parent}]"
@@ -189,21 +187,19 @@ def _equation_facts(err) -> list[tuple[str, str]]:
       facts.append(("operands", aval_texts(eqn.in_avals)))
     if eqn.out_avals:
       facts.append(("results", aval_texts(eqn.out_avals)))
-  blocks = _named(err, _block_shapes(getattr(err, "jaxpr_text", None) or ""))
+  blocks = _named(err, _block_shapes(err.jaxpr_text or ""))
   if blocks:
     facts.append(("blocks", blocks))
-  stage = getattr(err, "stage", None)
-  rule = _rule_name(getattr(err, "rule", None) or (eqn.primitive if eqn is not None else None)) \
-      if _failed_inside_a_rule(err) else None
+  stage = err.stage
+  rule = _rule_name(err.rule or err.primitive) if _failed_inside_a_rule(err) else None
   if rule:
     facts.append(("rule", rule))
-  if getattr(err, "at_run_time", False):
-    where = getattr(err, "where", None)
-    facts.append(("stage", "run time" + (f", found by {where}" if where else "")
+  if err.at_run_time:
+    facts.append(("stage", "run time" + (f", found by {err.where}" if err.where else "")
                   + "; lowering and compiling had succeeded"))
   else:
     facts.append(("stage", f"Triton {stage}" if stage else "lowering (jaxpr -> Triton source)"))
-  for key, value in (getattr(err, "details", {}) or {}).items():
+  for key, value in err.details.items():
     facts.append((str(key), str(value)))
   cause = _cause_text(err)
   if cause:
@@ -270,7 +266,7 @@ def _marked_jaxpr(jaxpr_text: str, eqn) -> tuple[list[tuple[str, bool]], str | N
 
 # --- rendering ------------------------------------------------------------------------------------
 
-def error_text(err) -> str:
+def error_text(err: KernelError) -> str:
   """The report as plain text (no colour, no box drawing)."""
   r = build_report(err)
   out = [f"pallas-prof: {r.title}", f"  {r.reason}"]
@@ -302,7 +298,7 @@ def error_text(err) -> str:
   return "\n".join(out) + "\n"
 
 
-def render_error(err, console=None) -> None:
+def render_error(err: KernelError, console=None) -> None:
   """Prints the report: with colour and panels on a terminal, plain text otherwise."""
   from rich.console import Console
   console = console or Console(stderr=True)
@@ -312,7 +308,7 @@ def render_error(err, console=None) -> None:
   console.print(rich_report(err))
 
 
-def rich_report(err):
+def rich_report(err: KernelError):
   """The report as a rich renderable (a Panel)."""
   from rich.console import Group
   from rich.panel import Panel

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import inspect
 import os
 import socket
 import sys
@@ -300,6 +301,10 @@ class Tracing(contextlib.ContextDecorator):
 def tracing(*exporters, **kwargs) -> Tracing:
   """See `Tracing`."""
   return Tracing(*exporters, **kwargs)
+
+
+# help() and inspect.signature show Tracing's parameters, not the forwarding ones
+tracing.__signature__ = inspect.signature(Tracing).replace(return_annotation="Tracing")
 
 
 # --- process-wide tracing (PALLAS_PROF_TRACE=1, the CLI) --------------------------------------

@@ -26,10 +26,13 @@ from .schema import (AnnotatedLine, Ceilings, DeviceInfo, EquationProfile, Insit
                      StaticProfile, ThrottleStats, TimingStats, WorkModel)
 
 
-def profile(*args, **kwargs):
-  """See pallas_prof.profiler.api.profile."""
-  from .api import profile as _profile
-  return _profile(*args, **kwargs)
+def __getattr__(name: str):
+  # profile() loads on first use (PEP 562): api.py imports every room, which the readers of
+  # a saved report (schema.py) do not need; given as it is, so help() shows its parameters
+  if name == "profile":
+    from .api import profile
+    return profile
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def annotated_listing(ck, stage: str):

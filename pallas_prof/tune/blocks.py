@@ -181,7 +181,7 @@ def _cached_tuning(data, identity: dict, configs: list) -> Tuning:
   if len(t["candidates"]) != len(configs):
     raise validate.Refused(f"{len(t['candidates'])} candidates for {len(configs)} configs")
   candidates = []
-  for i, (c, config) in enumerate(zip(t["candidates"], configs)):
+  for i, (c, config) in enumerate(zip(t["candidates"], configs, strict=True)):
     problem = validate.shape_problem(c, _CANDIDATE_FIELDS)
     if problem or validate.canonical(c["config"]) != wanted[i]:
       raise validate.Refused(f"candidate {i}: {problem or 'not the config ' + config_label(config)}")
@@ -274,7 +274,7 @@ def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
     for timer in timers.values():
       timer.clock, timer.samples, timer.error = "wall", [], None
     medians = time_in_turns(list(timers.values()), repeats, min(float(len(timers)), left))
-  for (index, timer), seconds in zip(timers.items(), medians):
+  for (index, timer), seconds in zip(timers.items(), medians, strict=True):
     candidates[index] = dataclasses.replace(candidates[index], seconds=seconds,
                                             error=timer.error, end_ns=timer.end_ns)
   if candidates[0].seconds is None and candidates[0].error is not None:

@@ -64,7 +64,7 @@ def same_outputs(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> str |
   """None when the outputs match (bit for bit for integers and booleans); else what differs."""
   if len(got) != len(want):
     return f"{len(got)} outputs, the default gives {len(want)}"
-  for i, (g, w) in enumerate(zip(got, want)):
+  for i, (g, w) in enumerate(zip(got, want, strict=True)):
     if g.shape != w.shape or g.dtype != w.dtype:
       return f"output {i}: {g.dtype}{list(g.shape)}, the default gives {w.dtype}{list(w.shape)}"
     rtol, atol = _tolerance(g.dtype)

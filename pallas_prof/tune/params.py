@@ -306,7 +306,7 @@ def tune_kernel(gk, default_ck, relower: Callable[..., object], target, settings
     lowered.append((options, candidate))
   gks = [g for _, g in lowered]
   compile_all = compile_all or (lambda gs: _compile_all(gs, target))
-  for (w, _), ck in zip(lowered, compile_all(gks)):
+  for (w, _), ck in zip(lowered, compile_all(gks), strict=True):
     if isinstance(ck, Exception):   # a candidate that does not compile is dropped
       errors[w] = f"{type(ck).__name__}: {str(ck)[:300]}"
     else:

@@ -79,7 +79,7 @@ def key_problem(key, target=None) -> str | None:
   can be compiled with (None: it is)."""
   if not isinstance(key, (list, tuple)) or len(key) != len(TUNED_FIELDS):
     return f"{short(key)} is not [{', '.join(TUNED_FIELDS)}]"
-  for name, value in zip(TUNED_FIELDS, key):
+  for name, value in zip(TUNED_FIELDS, key, strict=True):
     problem = field_problem(name, value)
     if problem:
       return problem

@@ -206,7 +206,7 @@ def compile_kernels(gks: list[GeneratedKernel], target: tuple[str, int] = DEFAUL
   worker_for(target)
   answers = compile_worker.compile_many([compile_request(gk, target, need_cubin)
                                          for _, gk, _ in misses], parallel)
-  for (i, gk, key), answer in zip(misses, answers):
+  for (i, gk, key), answer in zip(misses, answers, strict=True):
     try:
       try:
         if isinstance(answer, compile_worker.WorkerCrashed):

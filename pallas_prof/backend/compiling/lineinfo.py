@@ -159,7 +159,9 @@ def _nvdisasm_path() -> str:
   try:
     from .triton_compat import tool_path
     return tool_path("nvdisasm")
-  except Exception as e:  # noqa: BLE001
+  except (ImportError, AttributeError, RuntimeError, OSError) as e:
+    # Triton absent or broken, a Triton without this tool's knob, its lookup finding no
+    # binary (RuntimeError), or one it cannot run: try PATH; a bug of ours still raises
     import shutil
     path = shutil.which("nvdisasm")
     if path:
@@ -389,7 +391,7 @@ def equations_in_ir(gk, ir_text: str, ops: tuple[str, ...] = (), stage: str = "t
   produced the IR ops whose line contains one of `ops` (all ops when empty)."""
   resolver = Resolver(gk)
   found, seen = [], set()
-  for line, chain in zip(ir_text.splitlines(), chains_of(stage, ir_text)):
+  for line, chain in zip(ir_text.splitlines(), chains_of(stage, ir_text), strict=True):
     if not chain or (ops and not any(op in line for op in ops)):
       continue
     _, index = resolver.resolve(chain)

@@ -71,7 +71,9 @@ def ptxas_path(arch: int = 90) -> str:
   Without Triton's tools (a broken install), the wheel's plain `ptxas`."""
   try:
     return ptxas_tool(arch).path
-  except Exception:  # noqa: BLE001 - Triton's lookup raises when the binary is missing
+  except (ImportError, RuntimeError, OSError):
+    # Triton's lookup raises RuntimeError when the binary is missing, OSError when it
+    # cannot run it, ImportError without Triton's NVIDIA backend
     import importlib.util
     spec = importlib.util.find_spec("triton")
     root = os.path.dirname(spec.origin) if spec and spec.origin else ""

@@ -34,7 +34,7 @@ def index_dtype_for(array_shape, block_shape) -> np.dtype:
   if math.prod(array_shape) >= INT32_OFFSETS_BELOW:
     return np.dtype(np.int64)
   stride, reach = 1, 0
-  for size, bdim in reversed(list(zip(array_shape, block_shape))):
+  for size, bdim in reversed(list(zip(array_shape, block_shape, strict=True))):
     block = 1 if isinstance(bdim, compat.Squeezed) else compat.block_dim_size(bdim)
     blocks = -(-size // block) if isinstance(bdim, compat.Blocked) else 1
     extent = size if isinstance(bdim, compat.Squeezed) else \
@@ -69,7 +69,7 @@ def _block_ref_body(kernel, bm, name, label, pids, closed, array_shape, dtype, i
   indices = lower_jaxpr(kernel, closed.jaxpr, list(pids), parent=None,
                         region=f"index_map {label}", consts=closed.consts)
   dims, ragged = [], []
-  for axis, (bdim, idx, size) in enumerate(zip(bm.block_shape, indices, array_shape)):
+  for axis, (bdim, idx, size) in enumerate(zip(bm.block_shape, indices, array_shape, strict=True)):
     if not isinstance(idx, Value):
       raise Unsupported(f"index map of {label} returned {type(idx).__name__}",
                         "index maps must return integer block indices")

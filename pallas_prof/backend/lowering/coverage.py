@@ -156,7 +156,7 @@ def _visited_blocks(bm, ids):
       sizes.append(int(bdim.block_size))
     else:
       raise _NotAnalysed       # Element / BoundedSlice: offsets, not block indices
-  blocks = [-(-s // b) for s, b in zip(shape, sizes)]
+  blocks = [-(-s // b) for s, b in zip(shape, sizes, strict=True)]
   if math.prod(blocks) > MAX_BLOCK_GRID:
     raise _NotAnalysed
   closed = bm.index_map_jaxpr
@@ -180,14 +180,14 @@ def _eval(jaxpr, consts, args, n):
       return np.asarray(atom.val)
     return env[atom]
 
-  for var, value in zip(jaxpr.constvars, consts):
+  for var, value in zip(jaxpr.constvars, consts, strict=True):
     value = np.asarray(value)
     if value.shape:
       raise _NotAnalysed
     env[var] = value
   if len(args) != len(jaxpr.invars):
     raise _NotAnalysed
-  for var, value in zip(jaxpr.invars, args):
+  for var, value in zip(jaxpr.invars, args, strict=True):
     env[var] = value
   for eqn in jaxpr.eqns:
     name = eqn.primitive.name
@@ -205,7 +205,7 @@ def _eval(jaxpr, consts, args, n):
           outs = [fn(*ins, **eqn.params)]
       except (TypeError, ValueError, ZeroDivisionError):
         raise _NotAnalysed from None
-    for var, value in zip(eqn.outvars, outs):
+    for var, value in zip(eqn.outvars, outs, strict=True):
       if np.asarray(value).dtype.kind == "f":
         raise _NotAnalysed
       env[var] = np.asarray(value)

@@ -142,11 +142,11 @@ def _const_value(value, aval) -> Value:
 def lower_jaxpr(kernel: KernelContext, jaxpr, args: list[Any], *, parent: EqnInfo | None,
                 region: str, consts=(), new_scope: bool = True, loop: bool = False) -> list[Any]:
   env: dict[Any, Any] = {}
-  for var, value in zip(jaxpr.constvars, consts):
+  for var, value in zip(jaxpr.constvars, consts, strict=True):
     env[var] = _const_value(value, var.aval)
   if len(args) != len(jaxpr.invars):
     raise AssertionError(f"{len(args)} args for {len(jaxpr.invars)} invars")
-  for var, value in zip(jaxpr.invars, args):
+  for var, value in zip(jaxpr.invars, args, strict=True):
     env[var] = value
     kernel.bind(var, value)
   live = _live_vars(jaxpr)
@@ -193,7 +193,7 @@ def _lower_equations(kernel: KernelContext, jaxpr, env: dict, live: set,
       if len(outvals) != len(eqn.outvars):
         raise _lowering_error(kernel, info, f"rule returned {len(outvals)} values for "
                               f"{len(eqn.outvars)} outputs", None, None)
-      for var, value in zip(eqn.outvars, outvals):
+      for var, value in zip(eqn.outvars, outvals, strict=True):
         env[var] = value
     elif eqn.outvars:
       env[eqn.outvars[0]] = outvals

@@ -197,7 +197,8 @@ def broadcast_to(b: KernelBuilder, v: Value, shape, hint="bcast") -> Value:
       return full(b, shape, v.const, v.dtype, hint)
     return b.value(hint, f"tl.broadcast_to({v}, {shape_expr(_padded(shape))})", v.dtype, shape,
                    of=(v,))
-  if len(v.shape) != len(shape) or any(s not in (1, d) for s, d in zip(v.shape, shape)):
+  if len(v.shape) != len(shape) or any(s not in (1, d)
+                                        for s, d in zip(v.shape, shape, strict=True)):
     raise Unsupported(f"cannot broadcast shape {v.shape} to {shape}")
   return b.value(hint, f"tl.broadcast_to({v}, {shape_expr(_padded(shape))})", v.dtype, shape,
                  of=(v,))

@@ -38,7 +38,7 @@ def lower_scan_over_arrays(ctx, args, jaxpr, consts_closed, *, length: int, reve
       x_k = [lax.dynamic_index_in_dim(x, k, 0, keepdims=False) for x in xs]
       outs = compat.eval_jaxpr(jaxpr, consts_closed, *consts, *carry, *x_k)
       ys = [lax.dynamic_update_index_in_dim(y, lax.convert_element_type(y_k, y.dtype), k, 0)
-            for y, y_k in zip(ys, outs[num_carry:])]
+            for y, y_k in zip(ys, outs[num_carry:], strict=True)]
       return list(outs[:num_carry]), ys
 
     carry, ys = lax.fori_loop(0, length, body, (init, ys0))

@@ -70,7 +70,7 @@ def run_interpreted(gk: GeneratedKernel, inputs, out_shapes, input_output_aliase
     except Exception as e:  # noqa: BLE001 - re-raised with the equation that failed
       raise interpreter_error(gk, e) from e
   return [unpack4(o, shape, dtype) if is_packed4(dtype) else o
-          for o, (shape, dtype) in zip(outputs, out_shapes)] + flags
+          for o, (shape, dtype) in zip(outputs, out_shapes, strict=True)] + flags
 
 
 def access_owner(gk: GeneratedKernel, inputs, outputs):
@@ -321,7 +321,8 @@ def _with_initial_values(ctx, in_nodes, initial, input_output_aliases, zeroed_ou
 
   def starting_values():
     return [jnp.zeros(a.shape, a.dtype) if p.index in zeroed_outputs else
-            jnp.full(a.shape, poison_value(a.dtype), a.dtype) for p, a in zip(initial, avals)]
+            jnp.full(a.shape, poison_value(a.dtype), a.dtype)
+            for p, a in zip(initial, avals, strict=True)]
 
   nodes = compat.lower_fun(starting_values, multiple_results=True)(
       ctx.replace(avals_in=[], avals_out=avals))

@@ -36,56 +36,32 @@ import logging
 import threading
 
 from ... import settings
-from ..equation_text import with_ref_names
+from ..errors import KernelError
 
 TRACEBACK_ENV = "PALLAS_PROF_TRACEBACK"
 _REMEMBERED = 32                      # recent errors kept to recognise in a JaxRuntimeError
 
 
-class KernelRuntimeError(RuntimeError):
+class KernelRuntimeError(KernelError, RuntimeError):
   """A kernel failed while it ran (after lowering and compiling succeeded).
 
-  Fields as LoweringError's, so that the same report renders it (instrument/errors.py):
-  reason, hint, kernel, eqn (the equation whose line failed, when known), jaxpr_text,
-  details (label -> text), cause, ref_names (the kernel's names for the jaxpr's refs);
-  `where` says what ran it ("Triton's interpreter on the CPU", "the GPU")."""
+  A KernelError, so that the same report renders it (instrument/errors.py): reason,
+  hint, kernel, eqn (the equation whose line failed, when known), jaxpr_text, details
+  (label -> text), cause, ref_names; `where` says what ran it ("Triton's interpreter on
+  the CPU", "the GPU")."""
 
   __module__ = "pallas_prof"          # as the user names it: pallas_prof.KernelRuntimeError
-  at_run_time = True                  # instrument/errors.py titles the report by it
-  stage = "run"
-  rule = None
-  source_excerpt = None
+  at_run_time = True
 
   def __init__(self, reason: str, *, kernel: str | None = None, eqn=None,
                hint: str | None = None, details: dict | None = None,
                jaxpr_text: str | None = None, cause: BaseException | None = None,
                where: str | None = None, message: str | None = None, ref_names=()):
-    self.reason = reason
-    self.kernel = kernel
-    self.eqn = eqn
-    self.hint = hint
-    self.details = dict(details or {})
-    self.jaxpr_text = jaxpr_text
-    self.cause = cause
     self.where = where
-    self.ref_names = tuple(ref_names or ())
     self.jax_error = None             # the JaxRuntimeError it arrived in, when it did
-    # str(error): `message` where the raiser words it whole, else composed from the fields
-    super().__init__(message or self._message())
-
-  @property
-  def primitive(self) -> str | None:
-    return self.eqn.primitive if self.eqn is not None else None
-
-  def named(self, text: str | None) -> str | None:
-    """`text` (an equation, the jaxpr) with the kernel's names for its refs."""
-    return with_ref_names(text, self.ref_names)
-
-  @property
-  def location(self) -> str | None:
-    if self.eqn is None or self.eqn.file is None:
-      return None
-    return f"{self.eqn.file}:{self.eqn.line}"
+    super().__init__(reason, kernel=kernel, eqn=eqn, hint=hint, details=details,
+                     jaxpr_text=jaxpr_text, cause=cause, stage="run", message=message,
+                     ref_names=ref_names)
 
   def _message(self) -> str:
     parts = [self.reason]

@@ -441,7 +441,8 @@ def annotated_listing(ck, stage: str) -> list[AnnotatedLine]:
     text = ck.asm.get(stage)
     if text is None:
       raise ValueError(f"the compile output has no {stage} stage")
-    for n, (line, chain) in enumerate(zip(text.splitlines(), chains_of(stage, text)), start=1):
+    for n, (line, chain) in enumerate(zip(text.splitlines(), chains_of(stage, text), strict=True),
+                                start=1):
       gen_line, eqn = resolver.resolve(chain) if chain else (None, None)
       out.append(line_for(n, line, gen_line, eqn))
   return out

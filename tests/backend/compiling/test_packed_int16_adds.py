@@ -189,7 +189,7 @@ def test_the_fuzzers_sm90_mode_counts_a_lost_constant(monkeypatch):
   from tests.fuzz.check import check
   program = load_program(os.path.join(
       os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
-      "bench/results/fuzz_gpu_h200_12c95b8_seed20261203_repro/"
+      "bench/corpus/fuzz_gpu_h200_12c95b8_seed20261203_repro/"
       "unshrunk/repro_values_1250_0a2a75a5.py"))
   counts, records = {}, {}
   for flag in ("0", "1"):

@@ -224,11 +224,11 @@ def _check_access(ctx, ref: RefValue, checks, active, shape, access: str) -> str
   run time; the others are statically inside and described as they are."""
   from ..features.bounds import emit_check
   static = [_constant(i) for _, i, _ in checks]
-  if all(c is not None and 0 <= c < e for c, (_, _, e) in zip(static, checks)):
+  if all(c is not None and 0 <= c < e for c, (_, _, e) in zip(static, checks, strict=True)):
     return None          # also when no dimension needs a check
 
   checks = [(axis, f"tl.full((), {c}, tl.int32)" if c is not None else i, e)
-            for c, (axis, i, e) in zip(static, checks)]
+            for c, (axis, i, e) in zip(static, checks, strict=True)]
   checked = {axis: e for axis, _, e in checks}
   extents, fixed = [], []
   for axis, d in enumerate(ref.dims):

@@ -58,7 +58,7 @@ def apply_indexer(ctx, ref: RefValue, indexer, read) -> RefValue:
     raise Unsupported(f"indexer of rank {len(indexer.indices)} on a ref of rank {len(visible)}")
   dims = list(ref.dims)
   dt = ref.index_dtype
-  for axis, idx in zip(visible, indexer.indices):
+  for axis, idx in zip(visible, indexer.indices, strict=True):
     d = ref.dims[axis]
     if isinstance(idx, compat.Slice):
       dims[axis] = _slice_dim(ctx, ref, axis, d, idx)

@@ -68,7 +68,7 @@ def _bound(v: Value) -> str:
 
 def _assign_all(ctx, names: list[str], values: list) -> None:
   """names = values, simultaneously (a carry may feed another)."""
-  pairs = [(n, _typed_expr(v)) for n, v in zip(names, values) if n != str(v)]
+  pairs = [(n, _typed_expr(v)) for n, v in zip(names, values, strict=True) if n != str(v)]
   if not pairs:
     return
   if len(pairs) == 1:
@@ -88,7 +88,7 @@ def _as_values(names, templates, loops=None) -> list[Value]:
   vary with (inside a loop, its carries: the loop and those around it); None: the
   templates', whose values they hold (before their loop)."""
   return [Value(n, t.dtype, t.shape, loops=t.loops if loops is None else loops)
-          for n, t in zip(names, templates)]
+          for n, t in zip(names, templates, strict=True)]
 
 
 def _loop_index(ctx, raw: str, dtype, loops: frozenset[int]) -> Value:
@@ -173,8 +173,9 @@ def mark_invariant(ctx, body, fixed: int, args=()) -> None:
   literals, the body's constants, its first `fixed` inputs (the loop's constants)
   or results of such equations, and the reads (`get`) of a ref nothing in the body
   writes (nor a ref that may share its memory); never an equation that holds a jaxpr.
-  `args`: what the body's inputs are bound to (the refs' RefValues among them)."""
-  names = {v: a.name for v, a in zip(body.invars, args) if isinstance(a, RefValue)}
+  `args`: what the body's first inputs are bound to (the refs' RefValues among them): a
+  fori_loop gives its constants only, hence strict=False."""
+  names = {v: a.name for v, a in zip(body.invars, args, strict=False) if isinstance(a, RefValue)}
   written: set | None = set()
   for e in body.eqns:
     if any(_holds_jaxpr(p) for p in e.params.values()):
@@ -372,11 +373,11 @@ def _cond(ctx, index, *args, branches, **params):
       header = "else:"
     with ctx.b.block(header):
       outs = ctx.lower_jaxpr(branch.jaxpr, args, f"branch {k}", consts=branch.consts)
-      for name, value in zip(names, outs):
+      for name, value in zip(names, outs, strict=True):
         ctx.b.emit(f"{name} = {_typed_expr(value)}")
       loops = loops.union(*(v.loops for v in outs))
   return [Value(n, np.dtype(a.dtype), tuple(a.shape), loops=loops)
-          for n, a in zip(names, outs_avals)]
+          for n, a in zip(names, outs_avals, strict=True)]
 
 
 # --- calls ------------------------------------------------------------------------------------

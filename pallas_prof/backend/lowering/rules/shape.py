@@ -195,7 +195,7 @@ def _take_one(ctx, x: Value, axis: int, start, out_shape) -> Value:
 def _slice(ctx, x, *, start_indices, limit_indices, strides):
   strides = strides or (1,) * x.ndim
   out = x
-  for axis, (s, l, st) in enumerate(zip(start_indices, limit_indices, strides)):
+  for axis, (s, l, st) in enumerate(zip(start_indices, limit_indices, strides, strict=True)):
     size = max(0, -(-(l - s) // st))
     out = _take_lanes(ctx, out, axis, int(s), size, int(st))
   return out
@@ -204,7 +204,7 @@ def _slice(ctx, x, *, start_indices, limit_indices, strides):
 @register(lax.dynamic_slice_p)
 def _dynamic_slice(ctx, x, *starts, slice_sizes):
   out = x
-  for axis, (start, size) in enumerate(zip(starts, slice_sizes)):
+  for axis, (start, size) in enumerate(zip(starts, slice_sizes, strict=True)):
     if size == x.shape[axis]:
       continue
     out = _take_lanes(ctx, out, axis, _clamped_start(ctx, start, x.shape[axis] - size), int(size))
@@ -336,7 +336,7 @@ def _concatenate(ctx, *xs, dimension):
   lane = emit.expand_to_rank(Value(f"tl.arange(0, {next_pow2(total)})", np.dtype(np.int32),
                                    (total,)), (dimension,), len(shape))
   result = placed[-1]
-  for piece, end in zip(reversed(placed[:-1]), reversed(ends[:-1])):
+  for piece, end in zip(reversed(placed[:-1]), reversed(ends[:-1]), strict=True):
     result = ctx.value("concat", f"tl.where({lane} < {end}, {piece}, {result})",
                        result.dtype, shape)
   return result
