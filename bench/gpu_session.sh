@@ -259,7 +259,10 @@ step_gate() {   # issue 41: the pytest gate on the GPU: a baseline, GATE_RUNS un
 step_xprof() {   # issue 41: flash attention fwd+bwd profiled the JAX way ($OUT/xprof_jax), and
   # through `pallas-prof run --xprof` with probes ($OUT/xprof_run): read back by
   # bench/xprof/read_profile.py on a machine with the xprof package
-  timeout ${XPROF_TIMEOUT:-150} python3 bench/xprof/flash_attention_gpu.py --trace "$OUT/xprof_jax" 2>&1 \
+  # the JAX way, with XLA's command buffers off (inside one, a kernel's launch carries the
+  # buffer's op, not its own: docs/xprof.md)
+  XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_command_buffer=" timeout ${XPROF_TIMEOUT:-150} \
+    python3 bench/xprof/flash_attention_gpu.py --trace "$OUT/xprof_jax" 2>&1 \
     | grep -v Deprecation | tail -5
   timeout ${XPROF_RUN_TIMEOUT:-240} python3 -m pallas_prof run --probes --xprof "$OUT/xprof_run" \
     --out "$OUT/xprof_cli" bench/xprof/flash_attention_gpu.py 2>&1 | tee "$OUT/xprof_cli.txt" | tail -40

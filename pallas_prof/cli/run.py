@@ -21,6 +21,7 @@ from ..backend.artifacts import DEFAULT_TARGET, target_text
 from ..backend.compiling.compile import assemble_cubin
 from ..backend.errors import CompileError
 from ..backend.compiling.failures.workarounds import compile_working_around
+from ..instrument import xprof_run
 from . import kernel_failures, processes, run_directory, run_writes
 from .script_run import (ScriptOutcome, find_kernel_error, print_script_traceback, run_script,
                          script_error_note)
@@ -53,6 +54,11 @@ def _tracing(args: RunOptions, out_dir: str):
 XPROF_HOLDS_CUPTI = ("--xprof: JAX's profiler holds CUPTI while the script runs, so its kernel "
                      "launches were not captured in place (the replay still times each kernel; "
                      "XProf's timeline shows the launches)")
+
+
+def _gpu_present() -> bool:
+  from ..profiler.driver import gpu_status
+  return gpu_status()[0]
 
 
 def _start_insitu(enabled: bool, notes: list[str], xprof: bool = False):
@@ -292,7 +298,8 @@ def _run_and_report(args: RunOptions) -> "run_writes.RunResult":
       where, problem = run_writes.finish(folder)
       if report_state != "none":
         run_directory.remember_run(where)     # show and report without a directory find it
-  xprof_problem = _add_xprof_plane(args, where)
+  xprof_problem = xprof_run.add_plane(args.xprof, args.no_trace,
+                                     os.path.join(where, PERFETTO_FILE))
   outcome = found.outcome
   if outcome.error is not None and (found.kernel_error is None or args.traceback):
     print_script_traceback(outcome.error, args.script, args.traceback)
@@ -340,9 +347,13 @@ def _find(args: RunOptions, found: _Found, files: "run_writes.RunFiles", running
   found.tracer = _start_tracing(args, files, running)
   running.enter_context(_recording_calls())
   notes = found.notes
+  if args.xprof:
+    said = xprof_run.without_command_buffers()
+    if _gpu_present():
+      notes.append(said)
   cap = _start_insitu(not args.no_insitu and not args.no_profile, notes, bool(args.xprof))
   found.doing = "the script ran"
-  with _jax_profile(args.xprof):
+  with xprof_run.jax_profile(args.xprof):
     found.outcome = outcome = run_script(args.script, args.script_args)
   cap = _stop_insitu(cap, notes)
   _stop_if_signalled(outcome)
@@ -377,27 +388,6 @@ def _find(args: RunOptions, found: _Found, files: "run_writes.RunFiles", running
   found.failed = kernel_failures.by_kernel(found.errors, runtime_errors.recent(failures_before))
   working = [r for r in records if not kernel_failures.of(r, found.failed)]
   found.advice = _advice(working, found.reports, args, notes)
-
-
-def _jax_profile(logdir: str | None):
-  """The script under jax.profiler (`--xprof DIR`), for XProf."""
-  import jax
-  return jax.profiler.trace(logdir) if logdir else contextlib.nullcontext()
-
-
-def _add_xprof_plane(args, where: str) -> str | None:
-  """`--xprof DIR`: pallas-prof's plane added to the profile JAX wrote; a problem to tell."""
-  logdir = args.xprof
-  if not logdir:
-    return None
-  if args.no_trace:
-    return f"--xprof {logdir}: pallas-prof's plane was not added: --no-trace recorded none"
-  from ..instrument import xplane
-  try:
-    xplane.add_to_profile(os.path.join(where, PERFETTO_FILE), logdir)
-  except (OSError, ValueError, xplane.ProfileNotFound) as e:
-    return f"--xprof {logdir}: pallas-prof's plane was not added: {e}"
-  return None
 
 
 def _start_tracing(args, files, running):

@@ -63,3 +63,35 @@ def test_under_xprof_in_situ_capture_gives_way_to_jaxs_profiler(monkeypatch):
 class _Capture:
   def __enter__(self):
     return self
+
+
+def test_the_profiled_run_turns_xlas_command_buffers_off(tmp_path):
+  """On the H200 (jax 0.11.2) XLA launched every kernel of a jitted step from a command
+  buffer, and the profile named each launch's op `command_buffer_1`: pallas-prof's label
+  and line were nowhere. The profiled script runs with the buffers off, before JAX starts
+  its backends; the CPU's XLA takes the flag too."""
+  script = tmp_path / "flags.py"
+  script.write_text("import os\nimport jax\n"
+                    "print('XLA_FLAGS', os.environ.get('XLA_FLAGS'))\n"
+                    "print(jax.numpy.ones(3).sum())\n")
+  result = pallas_prof("run", "--out", str(tmp_path / "run"), "--xprof", str(tmp_path / "x"),
+                       str(script), cache_dir=tmp_path / "cache")
+  assert result.returncode == 0, result.stdout + result.stderr
+  # set only while JAX's backends had not started (else the run says it was too late)
+  assert "XLA_FLAGS --xla_gpu_enable_command_buffer=" in result.stdout
+  assert "3.0" in result.stdout
+
+
+def test_a_users_command_buffer_flag_is_kept_and_a_late_start_is_said(monkeypatch):
+  from jax._src import xla_bridge
+  from pallas_prof.instrument import xprof_run
+  env = {"XLA_FLAGS": "--xla_gpu_enable_command_buffer=FUSION --xla_dump_to=/tmp/d"}
+  assert xprof_run.without_command_buffers(env) == xprof_run.USERS_COMMAND_BUFFERS
+  assert env["XLA_FLAGS"] == "--xla_gpu_enable_command_buffer=FUSION --xla_dump_to=/tmp/d"
+  env = {"XLA_FLAGS": "--xla_dump_to=/tmp/d"}
+  monkeypatch.setattr(xla_bridge, "backends_are_initialized", lambda: False)
+  assert xprof_run.without_command_buffers(env) == xprof_run.NO_COMMAND_BUFFERS
+  assert env["XLA_FLAGS"] == "--xla_dump_to=/tmp/d --xla_gpu_enable_command_buffer="
+  env = {}
+  monkeypatch.setattr(xla_bridge, "backends_are_initialized", lambda: True)
+  assert xprof_run.without_command_buffers(env) == xprof_run.TOO_LATE and env == {}

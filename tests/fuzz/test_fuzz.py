@@ -373,11 +373,30 @@ def test_a_periodic_function_of_a_large_inexact_value_is_fragile():
   assert not b.fragile and d.inexact
   b.add(f"jnp.sin({d.name})", 1.0, "unary")
   assert b.fragile
-  small = Builder(None, [Var("x1", (5, 1), "float16", 4.0, False, False)])
-  s = small.add("jnp.cumsum(x1, axis=0)", 20.0, "cumsum")
+  small = Builder(None, [Var("x1", (5, 1), "float16", 1.0, False, False)])
+  s = small.add("jnp.cumsum(x1, axis=0)", 5.0, "cumsum")
   small.add("jnp.sin(x1 * 100)", 1.0, "unary")      # large, but exact: an input
-  small.add(f"jnp.sin({s.name})", 1.0, "unary")     # inexact, but 20 at most
+  small.add(f"jnp.sin({s.name})", 1.0, "unary")     # inexact, but 5 at most
   assert not small.fragile
+  wide = Builder(None, [Var("x1", (5, 1), "float32", 4.0, False, False)])
+  w = wide.add("jnp.cumsum(x1, axis=0)", 20.0, "cumsum")
+  wide.add(f"jnp.sin({w.name})", 1.0, "unary")      # float32: a last bit at 20 is tiny
+  assert not wide.fragile
+
+
+def test_a_periodic_function_of_a_float16_value_past_its_tolerance_is_fragile():
+  """The GPU fuzzer's seed 20261207 (triton 3.9, the H200): float16 v2 = x1 * x1 + 1 (at
+  most 17), sin(v2) squared. XLA's fused reference rounds x1 * x1 + 1 once, pallas-prof
+  twice as JAX's float16 op by op does: 16.27 against 16.25 at element 35, and 0.2803
+  against 0.2664 after sin and the square, past float16's tolerance of 0.01. One unit in
+  the last place at 16 (0.0156) is already more than the tolerance: such a sin is
+  ill-conditioned in float16, as one of a value in the hundreds is in float32."""
+  from tests.fuzz.programs import Builder, Var
+  b = Builder(None, [Var("x1", (67,), "float16", 4.0, False, False)])
+  v2 = b.add("x1 * x1 + 1", 17.0, "binary")
+  assert v2.inexact and not b.fragile              # contractible into an FMA
+  b.add(f"jnp.sin({v2.name})", 1.0, "unary")
+  assert b.fragile
 
 
 @pytest.mark.parametrize("dtype", ["int32", "uint32"])
