@@ -18,13 +18,15 @@ from .. import compat
 
 SCOPE_PREFIX = "pallas_prof"
 # XLA cuts an op name at its first '@' (a function's name follows), a '/' opens a scope,
-# and XProf reads a ':' in a framework op's name as the op's type: none stay in a scope
-_NOT_IN_A_SCOPE = re.compile(r"[@/:\\]+")
+# XProf reads a ':' in a framework op's name as the op's type, and a '#' starts the
+# metadata of the profiler's annotation (TraceMe's `name#key=value#`): on the H200 a label's
+# '#' cut the kernel's name there and lost its hlo_op. None stay in a scope.
+_NOT_IN_A_SCOPE = re.compile(r"[@/:#\\]+")
 
 
 def scope_name(kernel_label: str, site) -> str:
-  """`pallas_prof[softmax_kernel#1f22e0 softmax.py line 20]`: the kernel's label (the
-  report's) and the user's pallas_call line (`site`, the call's EquationRecord), as one
+  """`pallas_prof[softmax_kernel_1f22e0 softmax.py line 20]`: the kernel's label (the
+  report's, its '#' an underscore) and the user's pallas_call line (`site`, the call's EquationRecord), as one
   name-stack scope."""
   file, line = getattr(site, "file", None), getattr(site, "line", None)
   where = f" {os.path.basename(file)} line {int(line)}" if file and line else ""

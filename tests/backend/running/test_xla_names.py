@@ -42,7 +42,7 @@ CALL_LINE = next(i for i, text in enumerate(inspect.getsource(exp_add).splitline
 
 def _scope() -> str:
   [rec] = kernel_registry.find("exp_add_kernel")
-  return f"pallas_prof[{rec.label} {THIS_FILE} line {CALL_LINE}]"
+  return f"pallas_prof[{rec.label.replace('#', '_')} {THIS_FILE} line {CALL_LINE}]"
 
 
 def test_the_cpu_op_is_named_for_the_kernel_and_the_users_line():
@@ -99,9 +99,9 @@ def test_the_gpu_custom_call_is_named_for_the_kernel_and_the_users_line(monkeypa
 
 
 @pytest.mark.parametrize("label, file, line, expected", [
-    ("k#1f22e0", "/home/me/my model.py", 7, "pallas_prof[k#1f22e0 my model.py line 7]"),
+    ("k#1f22e0", "/home/me/my model.py", 7, "pallas_prof[k_1f22e0 my model.py line 7]"),
     ("k@x", "a/b:c.py", 3, "pallas_prof[k_x b_c.py line 3]"),
-    ("k#1", None, None, "pallas_prof[k#1]"),
+    ("k#1", None, None, "pallas_prof[k_1]"),
 ])
 def test_the_scope_holds_no_character_xla_or_xprof_reads_as_structure(label, file, line,
                                                                        expected):
