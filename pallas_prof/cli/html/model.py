@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from ...profiler.schema import KernelProfile, ProfileReport
-from .. import units
+from ... import units
 from ..report import CompileInfo, ErrorEntry, KernelEntry, RunReport
 from .equations import WeightedEquation, equation_table, work_facts
 from .listings import (Line, Listing, find_user_file, generated_listing,  # noqa: F401

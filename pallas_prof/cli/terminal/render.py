@@ -27,7 +27,7 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from .. import units
+from ... import units
 from ..saved_runs.files import source_line
 from . import layout
 from .layout import BREAK, Col
