@@ -56,11 +56,11 @@ def _is_cli(module: str) -> bool:
 def cli_imports(modules: dict[str, pathlib.Path]) -> list[str]:
   """'file:line: imports X' for each import of pallas_prof.cli from outside it, but by
   the modules CLI_IMPORTERS names."""
-  return sorted(f"{path.relative_to(path.parents[len(module.split('.')) - 1])}:{line}: "
+  return sorted({f"{path.relative_to(path.parents[len(module.split('.')) - 1])}:{line}: "
                 f"imports {target}"
                 for module, path in modules.items()
                 if not _is_cli(module) and module not in CLI_IMPORTERS
-                for target, line in _every_import(module, path) if _is_cli(target))
+                for target, line in _every_import(module, path) if _is_cli(target)})
 
 
 def room(module: str) -> str:
