@@ -35,6 +35,12 @@ class _Tuner(_hooks.Selector):
 # set here, not in api.py: a program may reach the backend through pallas_prof.backend alone
 _hooks.set_selector(_Tuner())
 
+# how a ProfileReport prints itself (the profiler imports no view: profiler/presentation.py);
+# profile_view imports nothing heavy until a report is drawn
+from .profiler import presentation as _presentation  # noqa: E402
+from .cli.terminal import profile_view as _profile_view  # noqa: E402
+_presentation.set_view(_profile_view)
+
 __all__ = ["CompilerParams", "KernelError", "LoweringError", "CompileError", "BoundsError",
            "KernelRuntimeError", "UncoveredOutputWarning", "install",
            "installed", "uninstall", "tracing", "profile", "autotune", "advise", "Autotune",

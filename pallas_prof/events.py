@@ -25,14 +25,12 @@ the backend nor the generated code depends on whether anyone is watching.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:     # the events' payloads; never imported at run time (no cycle)
-  from .advice.schema import KernelAdvice
-  from .backend.lowering.codegen import EqnInfo
-  from .backend.compiling.compile import CompileRecord
-  from .profiler.schema import DeviceInfo, KernelProfile
-  from .tune.records import TuningRecord
+# the payloads live below this module (event_payloads.py says why): nothing here
+# imports the backend, tune/, profiler/ or advice/ that send them
+from .event_payloads import (AdvisedKernel, CompileRecord, Device, Equation, ProfiledKernel,
+                             TuningRecord)
 
 
 class Span(Protocol):
@@ -85,21 +83,21 @@ class Observer:
     """A span around the lowering of kernel `name`."""
     return NULL_SPAN
 
-  def equation(self, eqn: "EqnInfo") -> Span:
+  def equation(self, eqn: Equation) -> Span:
     """A span around one equation's lowering rule."""
     return NULL_SPAN
 
-  def compiled(self, record: "CompileRecord") -> None:
+  def compiled(self, record: CompileRecord) -> None:
     """Once per compile (or cache hit)."""
 
-  def profiled(self, kernel_profile: "KernelProfile", start_ns: int, end_ns: int,
-               device: "DeviceInfo | None") -> None:
+  def profiled(self, kernel_profile: ProfiledKernel, start_ns: int, end_ns: int,
+               device: Device | None) -> None:
     """Once per kernel profile() profiled, with the interval spent on it and the GPU."""
 
-  def tuned(self, record: "TuningRecord") -> None:
+  def tuned(self, record: TuningRecord) -> None:
     """Once per tuning (pallas_prof/tune/records.py), or cached choice."""
 
-  def advised(self, advice: "KernelAdvice", start_ns: int, end_ns: int) -> None:
+  def advised(self, advice: AdvisedKernel, start_ns: int, end_ns: int) -> None:
     """Once per kernel advised (pallas_prof/advice)."""
 
 

@@ -83,7 +83,7 @@ def for_report(records, report, *, trials: bool = False, device: int = 0,
 
 def tuning_entries(advice: list[KernelAdvice], records, report) -> list:
   """Each kernel whose best measured action is of kind a, as `pallas-prof tune`'s tuning
-  file names it (tune/cli.py: PALLAS_PROF_TUNED=file applies it)."""
+  file names it (cli/tune.py: PALLAS_PROF_TUNED=file applies it)."""
   from ..backend.artifacts import DEFAULT_TARGET
   from ..tune.params import default_config
   from ..tune.tuned_file import TuningEntry

@@ -131,9 +131,8 @@ def _parser() -> argparse.ArgumentParser:
                          "instructions grew, by more than PCT percent, or it spills more")
 
   rules = sub.add_parser("rules", help="list the primitives pallas-prof can lower")
-  from ..tune import cli as tune_cli
-  from ..advice import cli as advice_cli        # `advise`: pallas_prof/advice/cli.py
-  commands = {"run": run, "tune": tune_cli.add_parser(sub), "advise": advice_cli.add_parser(sub),
+  from . import advise, tune
+  commands = {"run": run, "tune": tune.add_parser(sub), "advise": advise.add_parser(sub),
               "show": show, "report": report, "diff": diff, "rules": rules}
   p.set_defaults(command_parsers=commands)
   return p
@@ -246,14 +245,14 @@ def _main(argv=None) -> int:
       render_run(report, run_dir, wrote=False)
     return 0
   if args.command == "diff":
-    from .diff import diff
+    from .compare.diff import diff
     return diff(args)
   if args.command == "tune":
-    from ..tune import cli as tune_cli
-    return tune_cli.run(args)
+    from . import tune
+    return tune.run(args)
   if args.command == "advise":
-    from ..advice import cli as advice_cli
-    return advice_cli.run(args, argv)
+    from . import advise
+    return advise.run(args, argv)
   if args.command == "rules":
     from ..backend.lowering.rules import rule_limits
     print(_rules_text(rule_limits()))

@@ -21,6 +21,7 @@ from rich.text import Text
 
 from . import run_directory
 from .report import RunReport
+from .summary import Origin, summaries
 
 
 def origin() -> dict:
@@ -204,55 +205,45 @@ def load_runs(run_dirs: list[str]) -> list[tuple[str, RunReport]]:
   loaded = [(d, RunReport.load(d)) for d in run_dirs]
 
   def key(item):
-    o = item[1].origin or {}
-    return (o.get("jax.process_index", 1 << 30), o.get("host.name", ""),
-            o.get("process.pid", 0), item[0])
+    o = Origin.of(item[1].origin) or Origin()
+    return (1 << 30 if o.process_index is None else o.process_index, o.host or "",
+            o.pid or 0, item[0])
 
   return sorted(loaded, key=key)
 
 
 def process_name(run_dir: str, run: RunReport) -> str:
-  o = run.origin or {}
-  if not o:
-    return os.path.basename(os.path.normpath(run_dir))     # a run from before "origin"
-  name = f"{o.get('host.name', '?')} pid {o.get('process.pid', '?')}"
-  if o.get("jax.process_index") is not None:
-    name = f"process {o['jax.process_index']}/{o.get('jax.process_count', '?')} {name}"
-  return name
+  """"process 0/2 vm pid 11917" (summary.Origin.words); a run from before report.json said
+  where it ran: its directory's name."""
+  origin = Origin.of(run.origin)
+  return origin.words if origin else os.path.basename(os.path.normpath(run_dir))
 
 
 def short_name(run_dir: str, run: RunReport) -> str:
   """"0/2 vm:11917": JAX process index/count, host:pid (the terminal table's cell)."""
-  o = run.origin or {}
-  if not o:
-    return os.path.basename(os.path.normpath(run_dir))
-  where = f"{o.get('host.name', '?')}:{o.get('process.pid', '?')}"
-  if o.get("jax.process_index") is not None:
-    return f"{o['jax.process_index']}/{o.get('jax.process_count', '?')} {where}"
-  return where
+  origin = Origin.of(run.origin)
+  return origin.short if origin else os.path.basename(os.path.normpath(run_dir))
 
 
 def rows(runs: list[tuple[str, RunReport]]) -> list[dict]:
   """One row per kernel per device profile per process."""
   out = []
   for run_dir, run in runs:
-    for k in run.kernels:
-      comp = k.compile
-      for prof in run.profiles or (None,):
-        p = run.kernel_profile(k.label, prof) if prof is not None else None
-        device = prof.device if prof is not None else None
-        rt = p.runtime if p is not None else None
-        median_s = rt.median_s if rt is not None else None
-        out.append({
-            "process": short_name(run_dir, run), "run_dir": run_dir,
-            "devices": ", ".join((run.origin or {}).get("devices") or []),
-            "device": f"{device.index}: {device.name}" if device is not None else "",
-            "kernel": k.label, "grid": "x".join(map(str, k.grid)) or "()",
-            "compile_ms": comp.total_ms if comp is not None else None,
-            "cache": comp.cache if comp is not None else None,
-            "median_us": median_s * 1e6 if median_s is not None else None,
-            "launches": k.cpu_launches, "exit_code": run.exit_code,
-        })
+    origin = Origin.of(run.origin) or Origin()
+    for s in summaries(run):
+      k, comp = s.kernel, s.kernel.compile
+      rt = s.profile.runtime if s.profile is not None else None
+      median_s = rt.median_s if rt is not None else None
+      out.append({
+          "process": short_name(run_dir, run), "run_dir": run_dir,
+          "devices": ", ".join(origin.devices),
+          "device": s.device_text,
+          "kernel": k.label, "grid": s.grid_text,
+          "compile_ms": comp.total_ms if comp is not None else None,
+          "cache": comp.cache if comp is not None else None,
+          "median_us": median_s * 1e6 if median_s is not None else None,
+          "launches": k.cpu_launches, "exit_code": run.exit_code,
+      })
   return out
 
 

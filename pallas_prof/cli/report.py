@@ -32,7 +32,7 @@ from typing import Any
 from ..advice.schema import KernelAdvice
 from ..profiler.schema import ProfileReport
 from ..serial import Misfit, Record, decode, from_fields, plain, to_json  # noqa: F401 (their home)
-from . import units
+from .. import units
 
 SCHEMA = "pallas-prof/run/1"
 FILE = "report.json"

@@ -15,7 +15,7 @@ import re
 import sys
 import time
 
-from .. import __version__
+from ..version import __version__
 from ..backend import LoweringError, kernel_registry
 from ..backend.artifacts import DEFAULT_TARGET, target_text
 from ..backend.compiling.compile import assemble_cubin
@@ -188,7 +188,7 @@ def _installed_version(package: str) -> str:
 
 
 @contextlib.contextmanager
-def _stdout_to_stderr(enabled: bool):
+def stdout_to_stderr(enabled: bool):
   """While enabled, everything written to stdout (Python's and file descriptor 1,
   which child processes inherit) goes to stderr; yields a stream on the real stdout."""
   if not enabled:
@@ -218,8 +218,8 @@ def run(args: RunOptions) -> int:
     print(f"pallas-prof: {problem}", file=sys.stderr)
     return 2
   with processes.terminate_as_exception():
-    with _stdout_to_stderr(args.json) as stdout:
-      result = _run_and_report(args)
+    with stdout_to_stderr(args.json) as stdout:
+      result = run_and_report(args)
       if args.json:
         stdout.write(result.report.to_json(indent=1) + "\n")
         stdout.flush()
@@ -275,7 +275,10 @@ class _Found:
                       f"while {self.doing}; this report holds what it had done before")
 
 
-def _run_and_report(args: RunOptions) -> "run_writes.RunResult":
+def run_and_report(args: RunOptions) -> "run_writes.RunResult":
+  """The run API every command that runs a script uses (run, advise): the script run,
+  its kernels found, profiled and advised as `args` asks, the run directory written.
+  Prints nothing of the report: the caller renders the result it returns."""
   with processes.signals_held() as claiming:      # a folder made is a folder marked
     folder = run_writes.claim(args.out, args.force)
   out_dir = folder.path
@@ -339,8 +342,8 @@ def _dropped_interruption(found: _Found) -> None:
 def _find(args: RunOptions, found: _Found, files: "run_writes.RunFiles", running) -> None:
   """Runs the script, then compiles, profiles and advises on its kernels, keeping in
   `found` what each step gives (an interruption leaves what came before)."""
-  import pallas_prof
-  pallas_prof.install()
+  from .. import api
+  api.install()
   kernel_registry.clear()
   from ..backend.running import runtime_errors
   failures_before = runtime_errors.raised()

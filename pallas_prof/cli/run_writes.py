@@ -36,7 +36,7 @@ WRITING = ("pallas-prof was still writing this run's other files when it saved t
 
 
 class RunResult:
-  """What `_run_and_report` gives `run` and `advise`: the report, where the run is, the
+  """What `run.run_and_report` gives `run` and `advise`: the report, where the run is, the
   script's outcome, the kernel's error that ended it, the command's exit code, and the
   lines to print last (what could not be written, or put in place)."""
 

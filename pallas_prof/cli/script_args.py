@@ -126,7 +126,7 @@ class RunOptions:
   traceback: bool = False
   xprof: str | None = None                # a jax.profiler log folder, for XProf (docs/xprof.md)
   argv: tuple[str, ...] | None = None     # the command line as typed, after `pallas-prof`
-  # `advise`'s: its trials on the GPU (advice/cli.py)
+  # `advise`'s: its trials on the GPU (cli/advise.py)
   advise: bool = False
   budget_s: float = 60.0
   try_tma: bool = False

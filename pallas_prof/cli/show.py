@@ -3,17 +3,43 @@ equation, your source line and (when profiled) its weight; `--eject FILE`
 writes the kernel as a standalone Triton program."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import sys
 
 from rich.text import Text
 
+from ..profiler.schema import Attribution, EquationWeight, LineWeight
+
 from . import run_directory
 from .saved_runs.files import source_line, source_lines
 from .terminal.render import console
 
 STAGES = ("source", "ttir", "ttgir", "llir", "ptx", "sass")
+
+
+@dataclasses.dataclass(frozen=True)
+class Weights:
+  """What show reads of a kernel's attribution, typed: the profiler's Attribution, or for a
+  run from before attribution the static shares alone."""
+  basis: str
+  description: str
+  shares: tuple[tuple[int, float], ...]        # (equation index, weight)
+  lines: tuple[LineWeight, ...] = ()
+  equations: tuple[EquationWeight, ...] = ()
+  total: float = 0.0
+  instructions: tuple[tuple, ...] = ()         # (SASS address, samples, top reason)
+
+  @classmethod
+  def of(cls, att: Attribution) -> "Weights":
+    return cls(att.basis, att.description, tuple((e.index, e.weight) for e in att.equations),
+               tuple(att.lines), tuple(att.equations), att.total,
+               tuple(tuple(i) for i in att.instructions))
+
+  @property
+  def measured(self) -> bool:
+    return self.basis != "static"
 
 
 def annotated(gk, ck, stage: str):
@@ -86,15 +112,15 @@ def _for_targets(args, con, gk, run_dir: str, targets, stage: str) -> int:
 
 def _listing(args, con, gk, ck, stage: str, att, run_dir: str, compiled_for: str = "") -> int:
   lines = annotated(gk, ck, stage)
-  weights = {e["index"]: e["weight"] for e in (att or {}).get("equations", [])}
-  measured = bool(att) and att.get("basis") != "static"
+  weights = dict(att.shares) if att is not None else {}
+  measured = att is not None and att.measured
   unit = "of the time" if measured else "of instructions"
   per_line = _instruction_samples(ck, att) if stage == "sass" and measured else {}
   fit = (lambda text: text) if getattr(args, "wide", False) else \
       (lambda text: _cut(text, con.width))
   con.print(Text(fit(f"{stage} of {gk.name}{compiled_for} ({gk.source_info}) from {run_dir}")))
-  if att:
-    con.print(Text(fit(f"weights: {att.get('description')}"), style="dim"))
+  if att is not None:
+    con.print(Text(fit(f"weights: {att.description}"), style="dim"))
   con.print(Text(fit("[n]: the line's equation, described where it first appears; lines "
                      "without one are the kernel's set-up (program ids, block offsets)"),
                  style="dim"))
@@ -106,7 +132,7 @@ def _listing(args, con, gk, ck, stage: str, att, run_dir: str, compiled_for: str
       described.add(ln.eqn)
       e = gk.eqns[ln.eqn]
       user = source_line(e.file, e.line).strip()
-      w = weights.get(ln.eqn, None if att else ln.weight)
+      w = weights.get(ln.eqn, None if att is not None else ln.weight)
       share = f"   ({100 * w:.1f}% {unit})" if w is not None else ""
       lead = f"── [{e.index}] {e.primitive} @ {e.location}: "
       if not getattr(args, "wide", False):     # the user's line gives way, not the share
@@ -148,12 +174,12 @@ def _cut(text: str, width: int) -> str:
   return text if len(text) <= width else text[:width - 1] + "…"
 
 
-def _instruction_samples(ck, att: dict) -> dict[int, tuple[float, str]]:
+def _instruction_samples(ck, att: Weights) -> dict[int, tuple[float, str]]:
   """SASS listing line -> (share of the samples, top stall in words)."""
   from ..profiler.static.correlate import correlate
   from ..profiler.sampling.stalls import words
-  total = att.get("total") or 0
-  by_address = {int(a): (n, r) for a, n, r in att.get("instructions", [])}
+  total = att.total or 0
+  by_address = {int(a): (n, r) for a, n, r in att.instructions}
   out = {}
   for ins in correlate(ck).sass:
     hit = by_address.get(ins.address)
@@ -162,7 +188,7 @@ def _instruction_samples(ck, att: dict) -> dict[int, tuple[float, str]]:
   return out
 
 
-def show_user(con, gk, att: dict | None, run_dir: str, wide: bool = False) -> int:
+def show_user(con, gk, att: Weights | None, run_dir: str, wide: bool = False) -> int:
   """The user's kernel source, each line with its share and top stall reason."""
   files = [e.file for e in gk.eqns if e.file and e.line]
   if not files:
@@ -175,31 +201,32 @@ def show_user(con, gk, att: dict | None, run_dir: str, wide: bool = False) -> in
                      "readable here (it is read only as a regular .py file); run the script "
                      "again with `pallas-prof run` where that file is, or show the generated "
                      "source without --user")
-  att = att or {}
-  by_line = {ln["user_line"]: ln for ln in att.get("lines", []) if ln["user_file"] == path}
-  loads = {e["user_line"]: e for e in att.get("equations", []) if e.get("waits")}
-  measured = att.get("basis") not in (None, "static")
+  by_line = {ln.user_line: ln for ln in (att.lines if att is not None else ())
+             if ln.user_file == path}
+  loads = {e.user_line: e for e in (att.equations if att is not None else ()) if e.waits}
+  measured = att is not None and att.measured
   con.print(Text(f"{os.path.basename(path)} ({gk.name}) from {run_dir}"))
-  for words in (f"weights: {att.get('description') or 'none recorded'}",
+  described = att.description if att is not None else None
+  for words in (f"weights: {described or 'none recorded'}",
                 "" if measured else "not measured: share of instructions, no stall reasons"):
     if words:
       con.print(Text(words if wide else _cut(words, con.width), style="dim"))
   for n in range(first, last + 1):
     ln = by_line.get(n)
-    cell = Text(f"{100 * ln['weight']:5.1f}%" if ln else "      ", style="yellow")
+    cell = Text(f"{100 * ln.weight:5.1f}%" if ln else "      ", style="yellow")
     t = Text(f"{n:5d} ")
     t.append_text(cell)
     t.append(f"  {source_line(path, n).rstrip()}")
     why = []
-    if ln and measured and ln.get("top_stall"):
-      why.append(ln["top_stall"])
+    if ln and measured and ln.top_stall:
+      why.append(ln.top_stall)
     e = loads.get(n)
-    w = next((w for w in (e or {}).get("waits", []) if w["reason"] == "long_scoreboard"
-              and w["consumer_line"] != n), None)
+    w = next((w for w in (e.waits if e is not None else ()) if w.reason == "long_scoreboard"
+              and w.consumer_line != n), None)
     if w and measured:
-      why.append(f"first used by {w['consumer_primitive']} at :{w['consumer_line']}")
-    if ln and ln.get("time_s") is not None:
-      why.insert(0, f"{ln['time_s'] * 1e6:.1f} µs")
+      why.append(f"first used by {w.consumer_primitive} at :{w.consumer_line}")
+    if ln and ln.time_s is not None:
+      why.insert(0, f"{ln.time_s * 1e6:.1f} µs")
     if why:
       t.append(f"   # {'; '.join(why)}", style="dim")
     if not wide and len(t.plain) > con.width:
@@ -225,7 +252,7 @@ def _function_span(path: str, lo: int, hi: int) -> tuple[int, int]:
   return (best.lineno, best.end_lineno) if best else (lo, hi)
 
 
-def _attribution_by_dir(run_dir: str, kdir: str) -> dict | None:
+def _attribution_by_dir(run_dir: str, kdir: str) -> Weights | None:
   """The kernel's attribution in the run's report (weights measured or static)."""
   report = run_directory.read_report(run_dir)
   for k in report.kernels:
@@ -233,9 +260,8 @@ def _attribution_by_dir(run_dir: str, kdir: str) -> dict | None:
         os.path.relpath(kdir, run_dir):
       p = report.kernel_profile(k.label)
       if p is not None and p.attribution is not None:
-        return p.attribution.to_dict()
+        return Weights.of(p.attribution)
       if p is not None and p.static is not None:   # a run from before attribution
-        return {"basis": "static", "description": "static instruction share",
-                "equations": [{"index": e.index, "weight": e.weight}
-                              for e in p.static.equations]}
+        return Weights("static", "static instruction share",
+                       tuple((e.index, e.weight) for e in p.static.equations))
   return None

@@ -1,7 +1,7 @@
 """A test's kernels against their baseline, and against the budgets of its marker.
 
 The kernel-wide figures are compared as `pallas-prof diff --fail-on-regression` compares
-them (cli/diff.py: more spills always fail; registers, shared memory and instructions
+them (cli/compare/diff.py: more spills always fail; registers, shared memory and instructions
 beyond the tolerance; per byte where the grid or the programs' work changed). The gate
 adds what diff has no place for: each equation's instructions, so that a failure names
 the equation and the user's line that grew, and the replay's time against its measured
@@ -37,7 +37,7 @@ class Verdict:
 
 
 def _diff_figures(k: KernelFigures):
-  from ..cli.diff import Figures
+  from ..comparison import Figures
   # runtime is compared here against its noise, not by diff's percentage
   return Figures(k.name, None, k.registers, k.shared_bytes, k.spills, k.instructions,
                  k.instruction_basis, tuple(k.grid), k.program_bytes, k.work_bytes)
@@ -86,7 +86,7 @@ def matching(before: list[EquationFigures], now: list[EquationFigures]
 def kernel_regressions(before: KernelFigures, now: KernelFigures, tolerance_pct: float
                        ) -> list[str]:
   """Sentences for what grew in `now` over `before`; empty where nothing did."""
-  from ..cli.diff import basis, regressions
+  from ..comparison import basis, regressions
   a, b = _diff_figures(before), _diff_figures(now)
   worse = regressions(a, b, tolerance_pct, basis(a, b))
   slower = time_regression(before, now, tolerance_pct)

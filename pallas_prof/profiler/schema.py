@@ -48,6 +48,7 @@ import dataclasses
 from typing import Any
 
 from ..serial import Record, plain, to_json
+from . import presentation
 from .probe_schema import ProbeResult
 
 SCHEMA_VERSION = 2
@@ -492,20 +493,17 @@ class ProfileReport(Record):
   def to_json(self, **kwargs) -> str:
     return to_json(self, **kwargs)
 
-  # printed as `pallas-prof run` prints a run's kernels (cli/terminal/profile_view.py): rich's
-  # protocol for console.print(report), the same as text for print(report), and a repr
-  # of one line for the interactive prompt
+  # printed as `pallas-prof run` prints a run's kernels, by the view installed from above
+  # (presentation.py): rich's protocol for console.print(report), the same as text for
+  # print(report), and a repr of one line for the interactive prompt
   def __rich_console__(self, console, options):
-    from ..cli.terminal.profile_view import render_profile
-    yield from render_profile(self, console, options)
+    yield from presentation.view().render_profile(self, console, options)
 
   def __str__(self) -> str:
-    from ..cli.terminal.profile_view import profile_text
-    return profile_text(self)
+    return presentation.view().profile_text(self)
 
   def __repr__(self) -> str:
-    from ..cli.terminal.profile_view import short_repr
-    return short_repr(self)
+    return presentation.view().short_repr(self)
 
   def kernel(self, label_or_name: str) -> KernelProfile:
     for k in self.kernels:

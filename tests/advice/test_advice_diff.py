@@ -7,7 +7,7 @@ import argparse
 import time
 
 from pallas_prof.advice.schema import Action, KernelAdvice, Trial
-from pallas_prof.cli.diff import diff
+from pallas_prof.cli.compare.diff import diff
 from pallas_prof.cli.report import KernelEntry, RunReport
 from pallas_prof.profiler.schema import KernelProfile, ProfileReport, RuntimeStats, TimingStats
 

@@ -14,7 +14,8 @@ from rich.text import Text
 from pallas_prof.cli.terminal import render
 from pallas_prof.cli.terminal.render import kernel_table, render_run
 from pallas_prof.cli.report import ReportError, RunReport
-from pallas_prof.profiler.schema import EquationProfile, KernelProfile, ProfileReport, StaticProfile
+from pallas_prof.profiler.schema import (EquationProfile, InsituStats, KernelProfile, ProfileReport,
+                                         StaticProfile)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # `pallas-prof run` directories recorded on the H200 by earlier versions (bench/results)
@@ -62,10 +63,11 @@ def test_kernel_table_shows_a_compile_s_wait_for_the_worker():
 
 
 def test_insitu_cell_per_device():
-  assert render._insitu_cell({}) == "-"
-  assert render._insitu_cell({"launches": 0, "mean_s": 0.0, "device_ids": []}) \
-      == "not launched on this GPU"
-  assert render._insitu_cell({"launches": 3, "mean_s": 35e-6, "device_ids": [1]}).startswith("3 x ")
+  def stats(launches, mean_s, device_ids):
+    return InsituStats("k", launches, launches * mean_s, mean_s, device_ids, [])
+  assert render._insitu_cell(None) == "-"
+  assert render._insitu_cell(stats(0, 0.0, [])) == "not launched on this GPU"
+  assert render._insitu_cell(stats(3, 35e-6, [1])) == "3 x 35.0 µs on gpu 1"
 
 
 def _report_with_brackets(tmp_path) -> RunReport:
@@ -280,11 +282,14 @@ def test_the_instruction_mix_is_worded_as_the_page_words_it_and_never_blank(tmp_
 def test_spills_are_counted_alike_for_a_run_a_profile_and_the_page(resources, spills, shown):
   from pallas_prof.cli.html.model import _kernel_facts
   from pallas_prof.cli.report import KernelEntry
+  from pallas_prof.cli.summary import KernelSummary, Resources
   from pallas_prof.cli.terminal.profile_view import ProfiledKernel
   entry = KernelEntry(label="k#1", name="k", resources=resources)
   assert entry.spills == spills
   assert ProfiledKernel(label="k#1", name="k", platform="cpu", resources=resources).spills == spills
-  assert dict(_kernel_facts(entry, None, False))["spills"] == shown
+  assert dict(_kernel_facts(KernelSummary(entry, resources=Resources.of(resources)),
+                            False))["spills"] == shown
+  assert Resources.of(resources).spills_text == shown     # the terminal's cell
 
 
 class _Terminal:

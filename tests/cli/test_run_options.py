@@ -10,7 +10,7 @@ import dataclasses
 
 import pytest
 
-from pallas_prof.advice import cli as advice_cli
+from pallas_prof.cli import advise as advice_cli
 from pallas_prof.cli import main as cli_main
 from pallas_prof.cli import run as run_cli
 from pallas_prof.cli.script_args import RunOptions
@@ -71,7 +71,7 @@ def test_advise_sets_its_own_choices_on_the_options_not_the_namespace(monkeypatc
   def stop(options):
     handed.append(options)
     raise _Stop
-  monkeypatch.setattr(run_cli, "_run_and_report", stop)
+  monkeypatch.setattr(run_cli, "run_and_report", stop)
   argv = ["advise", "--budget-s", "5", "--try-tma", str(script), "x"]
   with pytest.raises(_Stop):
     cli_main._main(argv)

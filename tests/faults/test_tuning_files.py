@@ -612,7 +612,7 @@ def test_a_run_with_a_damaged_cache_on_a_full_disk_keeps_its_answer_and_report(t
 _WRITERS = """
 import json, sys
 from pallas_prof.advice import api
-from pallas_prof.tune import cli
+from pallas_prof.cli import tune as cli
 from pallas_prof.tune.tuned_file import TuningEntry
 path, entry = sys.argv[1], json.loads(sys.argv[2])
 tuning = {"kernel": entry["kernel"], "best": entry["best"], "default": entry["default"],

@@ -167,7 +167,7 @@ def test_a_tuning_file_written_from_results_is_applied_without_tuning(softmax_gk
                                                                         tmp_path, capsys):
   """What `pallas-prof tune` does after its child process: results -> table -> tuning
   file; then PALLAS_PROF_TUNED=file makes the GPU path compile the chosen config."""
-  from pallas_prof.tune import cli
+  from pallas_prof.cli import tune as cli
   params.clear_results()
   monkeypatch.setenv("COLUMNS", "100")
   _install(monkeypatch, softmax_gk)

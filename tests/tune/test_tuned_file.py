@@ -52,7 +52,7 @@ def test_the_reader_keeps_the_good_entries_and_names_the_bad(tmp_path):
 def test_both_commands_write_the_same_file_for_the_same_choice(tmp_path):
   """`pallas-prof tune` (from its tunings) and `pallas-prof advise` (from its entries)."""
   from pallas_prof.advice import api
-  from pallas_prof.tune import cli
+  from pallas_prof.cli import tune as cli
   tuning = {"kernel": "softmax_kernel", "best": [8, 3, 0, 0], "default": [4, 3, 0, 0],
             "identity": {"source": SOURCE, "target": ["cuda", 90], "gpu": "NVIDIA H200"}}
   cli.write_tuning_file(str(tmp_path / "tune.json"), [tuning, tuning])

@@ -21,6 +21,7 @@ from typing import Any
 
 from . import amd_resources, compile_cache, compile_worker, ptx_rewrites
 from ... import events as keys
+from ...event_payloads import CompileRecord  # noqa: F401 - its old home, still importable
 from .. import hooks
 from ..artifacts import DEFAULT_TARGET, CompiledKernel, GeneratedKernel, target_text
 from ..lowering.codegen import signature_type
@@ -33,24 +34,6 @@ from .failures import machine_faults
 from .failures.compile_errors import TritonFailure, check_shared_memory, compile_error, next_stage
 from ..errors import CompileError
 from .triton_run import StageRecord, triton_lock  # noqa: F401 - triton_lock: Triton's global lock
-
-@dataclasses.dataclass
-class CompileRecord:
-  """What one compile did, for observers: times, stages, resources, error."""
-  kernel: str
-  key: str
-  target: str
-  start_ns: int
-  end_ns: int
-  stages: list[StageRecord]
-  cache: str                    # "miss", "memory" or "disk"
-  attributes: dict[str, Any]
-  error: BaseException | None = None
-  source_key: str | None = None  # GeneratedKernel.key: which lowering this compile belongs to
-  # when the compile was asked for; before start_ns when it waited for the compile
-  # worker (behind other compiles, or for the worker's start-up and Triton's import)
-  requested_ns: int | None = None
-
 
 def compile_kernel(gk: GeneratedKernel, target: tuple[str, int] = DEFAULT_TARGET,
                    *, use_disk_cache: bool = True, need_cubin: bool = True) -> CompiledKernel:

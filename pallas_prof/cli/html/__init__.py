@@ -13,7 +13,7 @@ import os
 
 from markupsafe import Markup, escape
 
-from ... import __version__
+from ...version import __version__
 from ...safe_files import write_atomic
 from ..report import RunReport
 from . import charts

@@ -12,7 +12,7 @@ import dataclasses
 import os
 
 from ...profiler.schema import EquationProfile, KernelProfile, StallShare
-from .. import units
+from ... import units
 from ..saved_runs.files import source_line
 
 MAX_ROWS = 16                      # the heaviest equations; the rest are summed in a last row

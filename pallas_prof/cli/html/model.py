@@ -11,16 +11,16 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from typing import Any
 
 from ...profiler.schema import KernelProfile, ProfileReport
-from .. import units
+from ... import units
 from ..report import CompileInfo, ErrorEntry, KernelEntry, RunReport
-from .equations import WeightedEquation, equation_table, work_facts
+from ..summary import KernelSummary, Origin, summaries
+from .equations import EquationTable, WeightedEquation, equation_table, work_facts
 from .listings import (Line, Listing, find_user_file, generated_listing,  # noqa: F401
                        stage_listings, user_listing)
-from .advice import advice_view
-from .probes import probes_view
+from .advice import AdviceView, advice_view
+from .probes import ProbesView, probes_view
 
 # the stages in the order Triton runs them (a waterfall draws them one after another)
 COMPILE_STAGES = ("ttir", "ttgir", "llir", "ptx", "cubin")
@@ -69,11 +69,11 @@ class KernelView:
   waterfall_note: str               # "from the cache: ..." when this run compiled nothing
   clocks: Clocks
   verdict: str
-  probes: Any = None                # probes.ProbesView with `--probes`
+  probes: ProbesView | None = None  # with `--probes`
   gpu: bool = False                 # timed on a GPU (else: a CPU run, its static figures)
-  equations: Any = None             # equations.EquationTable: the per-equation breakdown
+  equations: EquationTable | None = None   # the per-equation breakdown
   work: tuple[tuple[str, str], ...] = ()   # the work model, in words
-  advice: Any = None                # advice.AdviceView: the panel beside the heated lines
+  advice: AdviceView | None = None  # the panel beside the heated lines
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,7 +104,7 @@ def _profiles(run: RunReport) -> tuple[ProfileReport | None, ...]:
   return run.profiles or (None,)
 
 
-def run_view(run: RunReport, run_dir: str | None, *, origin: dict | None = None) -> RunView:
+def run_view(run: RunReport, run_dir: str | None) -> RunView:
   """The page's content for one run saved in `run_dir`."""
   plat = run.platform
   profiles = _profiles(run)
@@ -116,11 +116,7 @@ def run_view(run: RunReport, run_dir: str | None, *, origin: dict | None = None)
            ("jax", str(plat.jax)), ("triton", str(plat.triton)),
            ("command", " ".join(run.command)),
            ("bounds checks", run.bounds_checked_line() or "")]
-  kernels = []
-  for k in run.kernels:
-    for prof in profiles:
-      kernels.append(kernel_view(run, k, prof, run_dir, several=len(profiles) > 1,
-                                 origin=origin))
+  kernels = [kernel_view(run, s, run_dir, several=len(profiles) > 1) for s in summaries(run)]
   first = profiles[0]
   return RunView(
       title=f"pallas-prof {os.path.basename(run.script or '?')}",
@@ -145,22 +141,22 @@ def error_view(err: ErrorEntry) -> ErrorView:
                    report=lines)
 
 
-def kernel_view(run: RunReport, k: KernelEntry, prof: ProfileReport | None,
-                run_dir: str | None, *, several: bool, origin: dict | None = None) -> KernelView:
-  p = run.kernel_profile(k.label, prof) if prof is not None else None
+def kernel_view(run: RunReport, s: KernelSummary, run_dir: str | None, *, several: bool,
+                process: str = "") -> KernelView:
+  """One kernel on one device; `process`: which process ran it, on a page of several
+  (processes.process_name, summary.Origin.words)."""
+  k, p, prof, device = s.kernel, s.profile, s.device_profile, s.device
   eqs = equation_weights(p)
-  device = prof.device if prof is not None else None
-  device_text = f"{device.index}: {device.name}" if device is not None else ""
   gpu = bool(prof is not None and prof.gpu_present)
   anchor = "k-" + "".join(c if c.isalnum() else "-" for c in k.label)
-  if several or origin:
+  if several or process:
     anchor += f"-{device.index if device is not None else 'x'}"
-  if origin:
-    anchor += "-p" + "".join(c if c.isalnum() else "-" for c in _origin_words(origin))
+  if process:
+    anchor += "-p" + "".join(c if c.isalnum() else "-" for c in process)
   return KernelView(
-      label=k.label, name=k.name or "", anchor=anchor, device=device_text,
-      process=_origin_words(origin),
-      facts=_kernel_facts(k, p, gpu) + _failure_fact(run, k),
+      label=k.label, name=k.name or "", anchor=anchor, device=s.device_text,
+      process=process,
+      facts=_kernel_facts(s, gpu) + _failure_fact(run, k),
       weight_basis=_basis_words(p),
       user_source=user_listing(run, k, eqs),
       generated=generated_listing(run_dir, k, eqs),
@@ -184,18 +180,6 @@ def _verdict(p: KernelProfile | None) -> str:
   static verdict says nothing else)."""
   verdict = re.split(r"\bheaviest equations\b", (p.verdict if p else "") or "")[0].rstrip("; ")
   return "" if verdict == "static only" else verdict
-
-
-def _origin_words(origin: dict | None) -> str:
-  if not origin:
-    return ""
-  if origin.get("name"):
-    return str(origin["name"])
-  parts = [origin.get("host.name"), f"pid {origin['process.pid']}" if origin.get("process.pid")
-           else None]
-  if origin.get("jax.process_index") is not None:
-    parts.append(f"process {origin['jax.process_index']}/{origin.get('jax.process_count', '?')}")
-  return " ".join(str(x) for x in parts if x)
 
 
 def _measured(p: KernelProfile | None) -> bool:
@@ -250,17 +234,16 @@ def _fmt(x, unit="", digits=1) -> str:
   return f"{x:.{digits}f}{unit}"
 
 
-def _kernel_facts(k: KernelEntry, p: KernelProfile | None,
-                  gpu: bool) -> tuple[tuple[str, str], ...]:
-  res = k.resources or {}
+def _kernel_facts(s: KernelSummary, gpu: bool) -> tuple[tuple[str, str], ...]:
+  k, p, res = s.kernel, s.profile, s.resources
   comp = k.compile or CompileInfo()
-  facts = [("grid", "x".join(map(str, k.grid)) or "()"),
+  facts = [("grid", s.grid_text),
            ("warps / stages", f"{k.num_warps} / {k.num_stages}"),
            ("operands", ", ".join(k.in_avals) + " -> " + ", ".join(k.out_avals)
             if k.in_avals or k.out_avals else ""),
-           ("registers", str(res.get("registers", "-"))),
-           ("shared memory", units.size(res.get("shared_bytes"))),
-           ("spills", str(units.spills(res)) if units.spills(res) is not None else "-"),
+           ("registers", res.registers_text),
+           ("shared memory", res.shared_text),
+           ("spills", res.spills_text),
            ("lowering", _fmt(k.lowering_ms, " ms")),
            ("compile", f"cached ({comp.cache})" if comp.cache in ("memory", "disk")
             else _fmt(comp.total_ms, " ms"))]
@@ -353,18 +336,15 @@ def merged_view(runs: list[tuple[str, RunReport]], names: list[str]) -> RunView:
   """One page for the runs of several processes: every kernel of every process and device,
   and a table of the processes. `names` says which process each run is."""
   kernels, errors, notes, table = [], [], [], []
-  for (run_dir, run), name in zip(runs, names):
-    origin = dict(run.origin)
-    origin.setdefault("name", name)
-    profiles = _profiles(run)
-    for k in run.kernels:
-      for prof in profiles:
-        kernels.append(kernel_view(run, k, prof, run_dir, several=len(profiles) > 1,
-                                   origin=origin))
+  for (run_dir, run), name in zip(runs, names, strict=True):
+    origin = Origin.of(run.origin) or Origin()
+    several = len(_profiles(run)) > 1
+    kernels += [kernel_view(run, s, run_dir, several=several, process=name)
+                for s in summaries(run)]
     errors += [error_view(e) for e in run.errors]
     notes += [f"{name}: {n}" for n in run.notes]
-    table.append((name, str(origin.get("host.name", "?")), str(origin.get("process.pid", "?")),
-                  ", ".join(origin.get("devices") or []) or run.platform.backend or "",
+    table.append((name, origin.host or "?", "?" if origin.pid is None else str(origin.pid),
+                  ", ".join(origin.devices) or run.platform.backend or "",
                   str(len(run.kernels)), str(run.exit_code), run_dir))
   first = runs[0][1]
   plat = first.platform

@@ -18,7 +18,7 @@ import io
 import sys
 from typing import Any
 
-from .. import units
+from ... import units
 
 
 @dataclasses.dataclass(frozen=True)

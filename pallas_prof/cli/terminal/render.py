@@ -27,8 +27,10 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from .. import units
+from ... import units
+from ...profiler.schema import InsituStats
 from ..saved_runs.files import source_line
+from ..summary import CompileFailure, KernelSummary, summaries
 from . import layout
 from .layout import BREAK, Col
 from .advice_render import advice_lines, kinds_legend
@@ -158,24 +160,16 @@ def _achieved(rates) -> str:
   return f",{BREAK}".join(p for p in parts if p) or "-"
 
 
-def _insitu_cell(ins) -> str:
-  if not ins:
+def _insitu_cell(ins: InsituStats | None) -> str:
+  if ins is None:
     return "-"
-  launches = ins["launches"] if isinstance(ins, dict) else ins.launches
-  mean_s = ins["mean_s"] if isinstance(ins, dict) else ins.mean_s
-  devices = ins.get("device_ids", []) if isinstance(ins, dict) else ins.device_ids
-  if not launches:
+  if not ins.launches:
     return "not launched on this GPU"
-  return f"{launches} x {_us(mean_s)} µs on gpu {','.join(map(str, devices or []))}"
+  return f"{ins.launches} x {_us(ins.mean_s)} µs on gpu {','.join(map(str, ins.device_ids))}"
 
 
 # --- tables ------------------------------------------------------------------------------
 
-def _rows(report) -> list[tuple]:
-  """(kernel entry, kernel profile or None, device profile or None), per device profiled."""
-  profiles = list(report.profiles) or [None]
-  return [(k, report.kernel_profile(k.label, p) if p is not None else None, p)
-          for k in report.kernels for p in profiles]
 
 
 def _gpu(report) -> bool:
@@ -194,8 +188,8 @@ def kernel_tables(report, width: int) -> list[Table]:
   fits in `width`, else two (then the compile header is short, its stages in a caption)."""
   several = len(report.profiles) > 1
   gpu = _gpu(report)
-  rows = _rows(report)
-  insitu = gpu and any(kp is not None and kp.insitu is not None for _, kp, _ in rows)
+  rows = summaries(report)
+  insitu = gpu and any(s.profile is not None and s.profile.insitu is not None for s in rows)
   lead = [Col("kernel", give=2, least=12)] + ([Col("device", give=2)] if several else [])
 
   # a profile's report (profile_view.py) has neither compile times nor launch counts
@@ -216,19 +210,17 @@ def kernel_tables(report, width: int) -> list[Table]:
                 Col("%\nceiling", right=True), Col("bound")]
   insitu_col = [Col("in the program\n(CUPTI)", right=True, give=1, wrap=True)] if insitu else []
 
-  def lead_cells(k, prof):
-    device = prof.device if prof is not None else None
+  def lead_cells(s: KernelSummary):
     # the device's name is in the GPU lines under the table
-    where = [str(device.index) if device is not None else "?"] if several else []
-    return [k.label, *where]
+    where = [str(s.device.index) if s.device is not None else "?"] if several else []
+    return [s.label, *where]
 
-  def static_cells(k):
-    res = k.resources or {}
-    cells = ["x".join(map(str, k.grid)) or "()", f"{k.num_warps}/{k.num_stages}"]
+  def static_cells(s: KernelSummary):
+    k, res = s.kernel, s.resources
+    cells = [s.grid_text, f"{k.num_warps}/{k.num_stages}"]
     if compiled:
       cells.append(_compile_cell(k))
-    cells += [_bytes(res.get("shared_bytes")), str(res.get("registers", "-")),
-              "-" if k.spills is None else str(k.spills)]
+    cells += [res.shared_text, res.registers_text, res.spills_text]
     if launched:
       cells.append("-" if k.cpu_launches is None else str(k.cpu_launches))
     return cells
@@ -245,9 +237,9 @@ def kernel_tables(report, width: int) -> list[Table]:
     return [_insitu_cell(kp.insitu if kp is not None else None)] if insitu else []
 
   waited = any(_waited(k) for k in report.kernels)
-  static_rows = [lead_cells(k, prof) + static_cells(k) for k, _, prof in rows]
-  both_rows = [lead_cells(k, prof) + static_cells(k)
-               + (timed_cells(kp) + insitu_cells(kp) if gpu else []) for k, kp, prof in rows]
+  static_rows = [lead_cells(s) + static_cells(s) for s in rows]
+  both_rows = [lead_cells(s) + static_cells(s)
+               + (timed_cells(s.profile) + insitu_cells(s.profile) if gpu else []) for s in rows]
   for header in (_COMPILE_LONG, _COMPILE_SHORT):
     cols = lead + static_cols(header) + (timed_cols + insitu_col if gpu else [])
     if layout.natural_width(cols, both_rows) <= width:
@@ -259,7 +251,7 @@ def kernel_tables(report, width: int) -> list[Table]:
   if not gpu:
     return [layout.table("kernels", lead + static_cols(_COMPILE_SHORT), static_rows, width,
                          caption)]
-  timed_rows = [lead_cells(k, prof) + timed_cells(kp) for k, kp, prof in rows]
+  timed_rows = [lead_cells(s) + timed_cells(s.profile) for s in rows]
   return [layout.table("kernels", lead + static_cols(_COMPILE_SHORT), static_rows, width, caption),
           layout.table("runtimes (replayed)", lead + timed_cols, timed_rows, width)]
 
@@ -276,15 +268,15 @@ def gpu_context_lines(report, width: int = MAX_WIDTH) -> list[Text]:
   lines = []
   tables = kernel_tables(report, width) if _gpu(report) else []
   insitu_in_table = any("in the program" in str(c.header) for t in tables for c in t.columns)
-  for k, kp, prof in _rows(report):
+  for s in summaries(report):
+    kp = s.profile
     if kp is None:
       continue
-    device = prof.device if prof is not None else None
-    gpu = f"GPU {device.index} ({device.name})" if device is not None else "GPU"
+    gpu = f"GPU {s.device.index} ({s.device.name})" if s.device is not None else "GPU"
     if kp.nvml is not None and kp.nvml.summary:
-      lines.append(Text(f"{gpu} while timing {k.label}: {kp.nvml.summary}"))
+      lines.append(Text(f"{gpu} while timing {s.label}: {kp.nvml.summary}"))
     if kp.insitu is not None and not insitu_in_table:
-      lines.append(Text(f"{k.label} in the program (CUPTI): {_insitu_cell(kp.insitu)}"))
+      lines.append(Text(f"{s.label} in the program (CUPTI): {_insitu_cell(kp.insitu)}"))
   return lines
 
 
@@ -419,29 +411,25 @@ def render_report(report, con: Console, options: ConsoleOptions) -> Iterable:
     where = f" at {err.location}" if err.location else ""
     first = (err.reason or "").splitlines()[0] if err.reason else ""
     yield Text(f"error: kernel `{err.kernel}` failed {when}{where}: {first}")
-    yield from compile_failure_lines(err.compile_failure)
+    yield from compile_failure_lines(CompileFailure.of(err.compile_failure))
 
 
-def compile_failure_lines(failure: dict | None):
+def compile_failure_lines(failure: CompileFailure | None):
   """A compile failure's equations, fault, reproducer and workaround, a line each."""
-  if not failure:
+  if failure is None:
     return
   lines: dict[tuple, list[int]] = {}      # an unrolled loop's equations of one line, together
-  for e in failure.get("equations") or []:
-    lines.setdefault((e["primitive"], e["location"]), []).append(e["index"])
+  for e in failure.equations:
+    lines.setdefault((e.primitive, e.location), []).append(e.index)
   eqns = ", ".join(f"[{', '.join(map(str, indices))}] {primitive} at {location}"
                    for (primitive, location), indices in lines.items())
   if eqns:
     yield Text(f"  from {eqns}")
-  fault = {"triton": "Triton's, not the kernel's", "kernel": "the kernel's",
-           "pallas-prof": "pallas-prof's", "machine": "the machine's, not Triton's nor the "
-           "kernel's"}.get(failure.get("fault"), failure.get("fault"))
-  yield Text(f"  fault: {fault}")
-  script = (failure.get("reproducer") or {}).get("script")
-  if script:
-    yield Text(f"  reproducer: python {script}")
-  if failure.get("workaround"):
-    first, *rest = str(failure["workaround"]).splitlines()
+  yield Text(f"  fault: {failure.fault_words}")
+  if failure.reproducer_script:
+    yield Text(f"  reproducer: python {failure.reproducer_script}")
+  if failure.workaround:
+    first, *rest = failure.workaround.splitlines()
     yield Text(f"  workaround: {first}" + (f" (+{len(rest)} more lines in report.json)"
                                             if rest else ""))
 

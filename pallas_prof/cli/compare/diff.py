@@ -28,43 +28,15 @@ The gate decides the exit code alone: a lenient PCT passes a kernel still called
 """
 from __future__ import annotations
 
-import dataclasses
-import math
-
 from rich.text import Text
 
-from . import units
-from .terminal import layout
-from .terminal.layout import Col
-from .terminal.render import console
-from .report import RunReport
-
-
-@dataclasses.dataclass(frozen=True)
-class Figures:
-  """What diff compares of one kernel in one run."""
-  name: str
-  median_s: float | None
-  registers: int | None
-  shared_bytes: int | None
-  spills: int | None
-  instructions: int | None      # SASS (else PTX) instructions of the kernel
-  instruction_basis: str | None
-  grid: tuple[int, ...] = ()
-  program_bytes: float | None = None    # the bytes one program moves (the work model's)
-  work_bytes: float | None = None       # the bytes the kernel must move
-
-
-@dataclasses.dataclass(frozen=True)
-class Basis:
-  """B's work over A's: per program (shared memory is compared per byte a program moves),
-  in programs and in all (instructions per byte of the kernel's work, as executed: per
-  program times programs; the runtime per byte); 1.0 where the work did not change."""
-  per_program: float = 1.0
-  programs: float = 1.0
-  in_all: float = 1.0
-  words: str = ""               # how they were compared, where not as they are
-  holds: bool = True            # False: the raw figures do not compare, nothing is counted
+from ... import units
+from ...comparison import (NOISE_PCT, VERDICT_CAPTION, Basis, Figures, basis, change_pct,
+                           changes, grid_text, moved, regressions, verdict)
+from ..terminal import layout
+from ..terminal.layout import Col
+from ..terminal.render import console
+from ..report import RunReport
 
 
 def figures(report: RunReport) -> dict[str, Figures]:
@@ -93,35 +65,6 @@ def figures(report: RunReport) -> dict[str, Figures]:
   return out
 
 
-def _grid(g) -> str:
-  return "x".join(map(str, g)) or "?"
-
-
-def _programs(grid) -> int:
-  return math.prod(grid) if grid else 1
-
-
-def basis(ka: Figures, kb: Figures) -> Basis:
-  """Whether the programs' work changed from A to B, and by how much (see the module's
-  docstring)."""
-  same_grid = ka.grid == kb.grid
-  if not (ka.program_bytes and kb.program_bytes and ka.work_bytes and kb.work_bytes):
-    if same_grid:
-      return Basis()
-    lacks = "A" if not (ka.program_bytes and ka.work_bytes) else "B"
-    return Basis(words=f"grid {_grid(ka.grid)} -> {_grid(kb.grid)}: the programs' figures do "
-                 f"not compare as they are, and run {lacks} has no work model to scale them by "
-                 "(run it without --no-analysis); not counted as regressions", holds=False)
-  per_program = kb.program_bytes / ka.program_bytes
-  if same_grid and per_program == 1.0:
-    return Basis()
-  in_all = kb.work_bytes / ka.work_bytes
-  words = (f"grid {_grid(ka.grid)} -> {_grid(kb.grid)}, each program moves "
-           f"{units.size(ka.program_bytes)} -> {units.size(kb.program_bytes)}: compared per "
-           "byte (registers are per thread and not compared; spills are)")
-  return Basis(per_program, _programs(kb.grid) / _programs(ka.grid), in_all, words)
-
-
 def _pairs(a: dict, b: dict):
   matched, used = [], set()
   for label, ka in a.items():
@@ -143,96 +86,15 @@ def _pairs(a: dict, b: dict):
   return matched
 
 
-def _change(old, new) -> float | None:
-  if old is None or new is None or old == 0:
-    return None
-  return 100.0 * (new - old) / old
-
-
 def _fmt(old, new) -> str:
   old, new = ("-" if x is None else x for x in (old, new))
   return f"{old} -> {new}" if old != new else f"{new}"
 
 
-def _scaled(value, by: float):
-  return None if value is None else value / by
-
-
-def changes(ka: Figures, kb: Figures, b: Basis) -> dict[str, float]:
-  """Each figure's change from A to B in percent, B's scaled by the work (Basis)."""
-  scaled = bool(b.words)
-  pairs = [("runtime", ka.median_s, _scaled(kb.median_s, b.in_all)),
-           ("registers", ka.registers, None if scaled else kb.registers),
-           ("shared", ka.shared_bytes, _scaled(kb.shared_bytes, b.per_program))]
-  if ka.instruction_basis == kb.instruction_basis:
-    pairs.append(("instructions", ka.instructions,
-                  _scaled(kb.instructions, b.in_all / b.programs)))
-  out = {what: _change(old, new) for what, old, new in pairs}
-  return {what: c for what, c in out.items() if c is not None}
-
-
-# how far a figure moves before the verdict calls it worse or better: a replayed runtime
-# varies from one run to the next, so a small move is noise; the static figures of a
-# compile do not vary (the same kernel compiles to the same code), so any move counts
-NOISE_PCT = {"runtime": 5.0, "registers": 0.0, "shared": 0.0, "instructions": 0.0}
-VERDICT_CAPTION = ("verdict: worse or better where a figure moved beyond its noise (the "
-                   "runtime by more than {runtime:g}%, registers, shared memory, instructions "
-                   "and spills by any amount), same where none did")
-
-
-def moved(ka: Figures, kb: Figures, b: Basis, pct: float | None = None
-          ) -> tuple[list[str], list[str]]:
-  """(what got worse, what got better) from A to B beyond each figure's noise (NOISE_PCT,
-  or `pct`, the gate, where it is smaller), per byte where the work changed."""
-  worse, better = [], []
-  if (kb.spills or 0) > (ka.spills or 0):
-    worse.append("new spills")
-  elif (kb.spills or 0) < (ka.spills or 0):
-    better.append("fewer spills")
-  if not b.holds:
-    return worse, better
-  per = " per byte" if b.words else ""
-  for what, change in changes(ka, kb, b).items():
-    noise = NOISE_PCT[what] if pct is None else min(NOISE_PCT[what], pct)
-    if change > noise:
-      worse.append(f"SLOWER{per} by {change:.1f}%" if what == "runtime" else
-                   f"{what}{per} +{change:.1f}%")
-    elif change < -noise:
-      better.append(f"faster{per} by {-change:.1f}%" if what == "runtime" else
-                    f"{what}{per} {change:.1f}%")
-  return worse, better
-
-
-def verdict(worse: list[str], better: list[str], b: Basis) -> str:
-  if worse:
-    return "worse"
-  if not b.holds:
-    return "n/a"
-  return "better" if better else "same"
-
-
-def regressions(ka: Figures, kb: Figures, pct: float | None, b: Basis | None = None
-                ) -> list[str]:
-  """What got worse from A to B: more spills always; the rest beyond `pct` percent, per
-  byte where the work changed (none where the raw figures do not compare)."""
-  b = b if b is not None else basis(ka, kb)
-  found = []
-  if (kb.spills or 0) > (ka.spills or 0):
-    found.append("new spills")
-  if pct is None or not b.holds:
-    return found
-  per = " per byte" if b.words else ""
-  for what, grew in changes(ka, kb, b).items():
-    if grew > pct:
-      found.append(f"SLOWER{per} by {grew:.1f}%" if what == "runtime" else
-                   f"{what}{per} +{grew:.1f}%")
-  return found
-
-
 def failure_lines(runs) -> list[tuple[str, str]]:
   """(which, its line) for each run that failed (run_directory.run_failures): which run,
   where, and what failed."""
-  from .run_directory import run_failures
+  from ..run_directory import run_failures
   out = []
   for which, path, report in runs:
     failures = run_failures(report)
@@ -270,10 +132,10 @@ def diff(args) -> int:
   for label, ka, kb in rows:
     if ka is None or kb is None:
       only = ka or kb
-      cells.append([label, _grid(only.grid)] + ["-"] * (len(cols) - 3)
+      cells.append([label, grid_text(only.grid)] + ["-"] * (len(cols) - 3)
                    + ["only in A" if kb is None else "only in B"])
       continue
-    change = _change(ka.median_s, kb.median_s)
+    change = change_pct(ka.median_s, kb.median_s)
     compared += change is not None
     b = basis(ka, kb)
     if b.words:
@@ -285,7 +147,7 @@ def diff(args) -> int:
     moves += [("worse", label, worse)] * bool(worse) + [("better", label, better)] * bool(better)
     runtime = [f"{us(ka.median_s)} -> {us(kb.median_s)}",
                "-" if change is None else f"{change:+.1f}%"] if timed else []
-    cells.append([label, _fmt(_grid(ka.grid), _grid(kb.grid)), *runtime,
+    cells.append([label, _fmt(grid_text(ka.grid), grid_text(kb.grid)), *runtime,
                   _fmt(ka.registers, kb.registers),
                   _fmt(units.size(ka.shared_bytes), units.size(kb.shared_bytes)),
                   _fmt(ka.spills, kb.spills), _fmt(ka.instructions, kb.instructions),

@@ -43,14 +43,14 @@ def add_parser(sub):
 
 
 def _say(text: str) -> None:
-  from ..cli.terminal.render import say
+  from .terminal.render import say
   say(f"pallas-prof advise: {text}")
 
 
 def run(args, argv=None) -> int:
   """The advise command on its parsed arguments; argv: the command line as typed (what the
   run's report records)."""
-  from ..cli.script_args import missing_script
+  from .script_args import missing_script
   from ..profiler.driver import gpu_status
   problem = missing_script(args.script)
   if problem is not None:
@@ -65,19 +65,19 @@ def run(args, argv=None) -> int:
     _say(f"no NVIDIA GPU: {reason.rstrip('.')}; nothing can be tried or timed here. The "
          "advice comes from the kernels' static facts (compiled for sm_90), each action "
          "marked \"not measured: no GPU\". Running the script now.")
-  from ..cli import run as run_cli     # after the word on the GPU: it imports JAX
-  from ..cli.script_args import RunOptions
+  from . import run as run_cli     # after the word on the GPU: it imports JAX
+  from .script_args import RunOptions
   # advise profiles as run does by default, then tries the actions: run's other options
   # are not advise's
   options = RunOptions.of(args, argv, advise=True, progress=_say)
-  from ..cli.processes import terminate_as_exception
+  from .processes import terminate_as_exception
   with terminate_as_exception():
-    with run_cli._stdout_to_stderr(options.json) as stdout:
-      result = run_cli._run_and_report(options)
+    with run_cli.stdout_to_stderr(options.json) as stdout:
+      result = run_cli.run_and_report(options)
       if options.json:
         stdout.write(result.report.to_json(indent=1) + "\n")
     if not args.json:
-      from ..cli.terminal.render import render_run
+      from .terminal.render import render_run
       if result.kernel_error is not None:
         from ..instrument import render_error
         render_error(result.kernel_error)
@@ -90,7 +90,7 @@ def run(args, argv=None) -> int:
 def _keep(report, args) -> None:
   """What to keep: each kernel's best held action, and the tuning file of the kind-a ones."""
   from ..backend import kernel_registry
-  from .api import tuning_entries, write_tuning_file
+  from ..advice.api import tuning_entries, write_tuning_file
   for a in report.advice:
     if a.kept:
       _say(f"keep for {a.label}: {a.kept}")

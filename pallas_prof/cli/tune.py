@@ -53,7 +53,7 @@ def run(args) -> int:
           "not run. On a CPU, `pallas-prof run` shows each kernel's registers, instructions "
           "and generated code.", file=sys.stderr)
     return 2
-  from . import params      # here, not at the top: `pallas-prof --help` builds this parser
+  from ..tune import params      # here, not at the top: `pallas-prof --help` builds this parser
   with tempfile.TemporaryDirectory(prefix="pallas-prof-tune-") as tmp:
     results_path = os.path.join(tmp, "results.json")
     code = _CHILD.format(results=results_path, argv=[args.script, *args.script_args])
@@ -80,7 +80,7 @@ def run(args) -> int:
 def print_table(tunings: list[dict]) -> None:
   from rich.console import Console
   from rich.table import Table
-  from . import params
+  from ..tune import params
   t = Table(title="pallas-prof tune: cold replay time per launch (median); w warps, s stages, "
                   "g launch group, tma: TMA loads")
   t.add_column("kernel", no_wrap=True)
@@ -100,7 +100,7 @@ def print_table(tunings: list[dict]) -> None:
 
 
 def write_tuning_file(path: str, tunings: list[dict]) -> None:
-  from .tuned_file import TuningEntry, TuningFile
+  from ..tune.tuned_file import TuningEntry, TuningFile
   TuningFile.of(TuningEntry(k["kernel"], k["identity"]["source"],
                             tuple(k["identity"]["target"]), k["identity"]["gpu"],
                             tuple(k["best"]), tuple(k["default"])) for k in tunings).write(path)

@@ -1,0 +1,34 @@
+"""How a ProfileReport prints itself, without the profiler knowing who draws it.
+
+`print(report)`, `rich.print(report)` and the prompt's repr draw the same tables as
+`pallas-prof run` (cli/terminal/profile_view.py). The profiler sits below the CLI and
+imports none of it: the package's root (pallas_prof/__init__.py) installs the CLI's view
+here when pallas_prof is imported, as it installs the tuner into the backend's hooks.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Protocol
+
+
+class ReportView(Protocol):
+  """What draws a ProfileReport: rich's renderables, plain text, a repr of one line."""
+
+  def render_profile(self, report: Any, console: Any, options: Any) -> Iterable: ...
+  def profile_text(self, report: Any) -> str: ...
+  def short_repr(self, report: Any) -> str: ...
+
+
+_view: ReportView | None = None
+
+
+def set_view(view: ReportView) -> None:
+  global _view
+  _view = view
+
+
+def view() -> ReportView:
+  if _view is None:       # only a stand-in package that skipped pallas_prof/__init__.py
+    raise RuntimeError("no view of ProfileReport is installed: import pallas_prof (its "
+                       "__init__ installs the CLI's), or call "
+                       "pallas_prof.profiler.presentation.set_view first")
+  return _view
