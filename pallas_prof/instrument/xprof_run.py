@@ -32,9 +32,8 @@ def without_command_buffers(environ=os.environ) -> str:
   flags = environ.get("XLA_FLAGS", "")
   if COMMAND_BUFFER_FLAG in flags:
     return USERS_COMMAND_BUFFERS
-  from jax._src import xla_bridge
-  started = getattr(xla_bridge, "backends_are_initialized", None)
-  if started is not None and started():
+  from ..backend.running.compat_dispatch import backends_started
+  if backends_started():
     return TOO_LATE
   environ["XLA_FLAGS"] = f"{flags} {COMMAND_BUFFER_FLAG}=".strip()
   return NO_COMMAND_BUFFERS

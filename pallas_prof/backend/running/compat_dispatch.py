@@ -52,3 +52,10 @@ def forget_failed_tokens() -> None:
     if hasattr(tokens, "clear"):
       tokens.clear()
 
+
+
+def backends_started() -> bool:
+  """Whether JAX has started its backends (XLA has read XLA_FLAGS by then)."""
+  from jax._src import xla_bridge
+  started = getattr(xla_bridge, "backends_are_initialized", None)
+  return bool(started()) if started is not None else bool(getattr(xla_bridge, "_backends", {}))
