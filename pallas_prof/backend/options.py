@@ -14,6 +14,7 @@ store it (`with_key` reads one back onto the options of a kernel).
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from typing import ClassVar
 
 DEFAULT_NUM_WARPS = 4
@@ -261,6 +262,28 @@ class LoweringOptions:
   @property
   def label(self) -> str:
     return key_label(self.key)
+
+
+# what each tuned option may be, in words (Triton refuses another value deep in a compile, or
+# CUDA the launch): CompilerParams refuses one at the user's line, a saved kernel's reader
+# one in its file (cli/saved_runs/kernel.py)
+_ALLOWED = {
+    "num_warps": (lambda w: 1 <= w <= 32 and not w & (w - 1),
+                  "must be a power of two from 1 to 32 (a program runs 32 threads per warp, "
+                  "at most 1024)"),
+    "num_stages": (lambda s: s >= 1, "must be an integer >= 1 (1: no software pipelining)"),
+    "launch_group": (lambda g: g >= 0,
+                     "must be an integer >= 0 (0 or 1: the plain launch order)"),
+}
+
+
+def option_problem(name: str, value) -> str | None:
+  """What is wrong with `value` as the option `name`, None if nothing (or no rule)."""
+  if name not in _ALLOWED:
+    return None
+  allowed, want = _ALLOWED[name]
+  whole = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+  return None if whole and allowed(value) else want
 
 
 def option_property(name: str) -> property:

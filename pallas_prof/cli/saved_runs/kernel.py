@@ -19,7 +19,7 @@ from ...backend.artifacts import (STAGE_FILES, CompiledKernel, DotFacts, Equatio
                                  GeneratedKernel, KernelParam, SchemaMismatch)
 from ...backend.check_sites import CheckSite
 from ...backend.equation_text import Description
-from ...backend.options import LoweringOptions
+from ...backend.options import LoweringOptions, option_problem
 from ...backend.targets import Target, UnknownTarget, as_target
 from ...backend.tma_note import TmaNote
 from ...serial import Misfit, decode, from_fields
@@ -148,6 +148,10 @@ def _options(meta: dict, where: str) -> LoweringOptions:
   saved = {name: _value(LoweringOptions, name, meta, where,
                         required=name in ("num_warps", "num_stages"))
            for name in LoweringOptions.SAVED}
+  for name, value in saved.items():
+    if value is not None and option_problem(name, value):
+      raise Damaged(f"{where}.{name} is {value!r}, which pallas-prof never writes: it "
+                    f"{option_problem(name, value)}")
   return LoweringOptions(**{k: v for k, v in saved.items() if v is not None})
 
 

@@ -13,7 +13,7 @@ passes a null one); an instrumented launch took thousands of times the plain
 one's wall time on the H200, and its buffer for a 65,536-program grid was
 refused, over its size limit (bench/results/archive/comment_figures.md). Here a probe is a few PTX instructions
 in `tl.inline_asm_elementwise` (the same code on every Triton the project
-supports), the buffer is sized by sampling (at most MAX_PROGRAMS programs,
+supports), the buffer is sized by sampling (at most options.MAX_PROGRAMS programs,
 MAX_WARPS warps of each), and the launch is the replay's own cuLaunchKernel.
 
 Per sampled (program, warp) one row of `row_words` uint64 words:
@@ -43,14 +43,16 @@ says how far it is from the plain kernel.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
 import numpy as np
 
-from ...options import (HEADER_WORDS, MAX_PROGRAMS, MAX_WARPS, PARAM,  # noqa: F401
-                       ProbeLayout, ProbeOptions, ProbeRegion)
+# the buffer's layout and what the options ask of it live with LoweringOptions (their records
+# are held by the options and the GeneratedKernel, which may not import the lowering); the
+# profiler and the tests still import them from here
+from ...options import (HEADER_WORDS, PARAM, ProbeLayout, ProbeOptions,  # noqa: F401
+                       ProbeRegion)
 
 MAX_REGIONS = 64             # boundaries past this merge into the last region
 # an equation whose result holds more values per thread than this joins the next region
