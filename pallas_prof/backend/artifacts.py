@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import types
 from typing import Any, Callable, ClassVar, Mapping, Union
 
 from ..safe_files import write_atomic
 from ..serial import from_fields, plain
+from .options import LoweringOptions, ProbeLayout, option_property as _option
 from .equation_text import Described, Description, without_line_comment
 # DEFAULT_TARGET and target_text lived here before targets.py: still importable from here
 from .targets import DEFAULT_TARGET, Target, as_target, target_text  # noqa: F401
@@ -154,37 +156,46 @@ class GeneratedKernel:
   params: tuple[KernelParam, ...]
   grid: tuple[int, ...]
   launch_grid: tuple[int, int, int]
-  num_warps: int
-  num_stages: int
   jaxpr_text: str
   source_info: str
   lowering_seconds: float
   key: str                           # sha256 of `source` (hex): its file, compiles, tuning files
+  # its options as they took effect (no tma where no access could use it, the workaround plan
+  # the rules used): num_warps etc. below read them; from disk, LoweringOptions.SAVED's alone
+  options: LoweringOptions = dataclasses.field(compare=False, repr=False)
   atomic_params: tuple[str, ...] = ()
-  enable_fp_fusion: bool = False     # Triton may contract a*b+c into one FMA
   # of lowering_seconds, Python's garbage collections meanwhile (CollectionClock)
   gc_seconds: float = 0.0
   # bounds-checked mode: each checked access (check_sites.CheckSite); the kernel
   # then has one more parameter, the flag buffer (role "check")
   bounds_sites: tuple = ()
-  check_bounds: bool = False
   # the profiler's probed variant (probes.py): what its probe buffer holds; the
   # kernel then has one more parameter, that buffer (role "probes")
-  probe_layout: Any = None
-  launch_group: int = 0              # > 1: programs launched in groups (grid.grouped_launch)
-  tma: bool = False                  # some loads go through TMA tensor descriptors (tma.py)
+  probe_layout: ProbeLayout | None = None
   tma_notes: tuple = ()              # TMA asked for: accesses that could not use it (TmaNote)
-  # lowered otherwise because Triton failed on the plain lowering (workarounds.py): what
-  # changed, one note each; the plan that made it (workaround_plan.py; not saved), which
-  # the kernel's other variants (probes, tuning) are lowered with too
+  # a note per change made as Triton failed on the plain lowering (workarounds.py)
   workarounds: tuple[str, ...] = ()
-  workaround_plan: Any = dataclasses.field(default=None, compare=False)
   # (the jaxpr's name, the kernel's name) of each variable that is one of the kernel's
   # operand refs (`b`, `x_ref`): errors name refs as the kernel does (with_ref_names)
   ref_names: tuple[tuple[str, str], ...] = ()
-  # options.LoweringOptions that lower it again as it runs (launch_group, tma and the
-  # workarounds as they took effect); not saved: None for a kernel loaded from disk
-  options: Any = dataclasses.field(default=None, compare=False, repr=False)
+
+  num_warps = _option("num_warps")
+  num_stages = _option("num_stages")
+  enable_fp_fusion = _option("enable_fp_fusion")    # Triton may contract a*b+c into one FMA
+  check_bounds = _option("check_bounds")
+  launch_group = _option("launch_group")    # > 1: programs launched in groups (grid.py)
+  tma = _option("tma")                      # some loads go through TMA descriptors (tma.py)
+  workaround_plan = _option("workarounds")
+
+  def __eq__(self, other) -> bool:
+    # the saved options count as when they were fields; the plan and the target, unsaved, do not
+    if type(other) is not type(self):
+      return NotImplemented
+    return self._compared() == other._compared()
+
+  def _compared(self) -> tuple:
+    return (*(getattr(self, f.name) for f in dataclasses.fields(self) if f.compare),
+            self.options.saved())
 
   @property
   def inputs(self) -> list[KernelParam]:
@@ -220,9 +231,8 @@ class GeneratedKernel:
 
   # kernel.json's layout; runs saved before it had a schema read as this one
   SCHEMA: ClassVar[str] = "pallas-prof/generated/1"
-  _SCALARS: ClassVar[tuple] = ("name", "num_warps", "num_stages", "jaxpr_text", "source_info",
-                               "lowering_seconds", "gc_seconds", "key", "enable_fp_fusion",
-                               "check_bounds", "launch_group", "tma")
+  _SCALARS: ClassVar[tuple] = ("name", "jaxpr_text", "source_info", "lowering_seconds",
+                               "gc_seconds", "key")
 
   def save(self, directory: str, *, write: "Writer" = write_atomic, **extra) -> None:
     """Writes source.py and kernel.json (with `extra`, e.g. the run's label and aliases),
@@ -232,6 +242,7 @@ class GeneratedKernel:
     os.makedirs(directory, exist_ok=True)
     write(os.path.join(directory, "source.py"), self.source)
     meta = {"schema": self.SCHEMA, **extra, **{k: getattr(self, k) for k in self._SCALARS},
+            **self.options.saved(),
             "source_path": self.path, "line_map": self.line_map,
             "eqns": [e.to_dict() for e in self.eqns],
             "params": plain(self.params), "grid": list(self.grid),
@@ -301,7 +312,7 @@ class CompiledKernel:
   spill_loads: int | None
   stack_bytes: int | None
   ptxas_log: str
-  generated: Any = None            # the GeneratedKernel it was compiled from
+  generated: GeneratedKernel | None = None   # the GeneratedKernel it was compiled from
   cache: str = "miss"              # "miss", "memory" or "disk"
   # seconds this compile waited for the compile worker before Triton started on it:
   # queued behind other compiles (the background warm-up's) plus the worker's
@@ -353,9 +364,7 @@ class CompiledKernel:
 
   @property
   def spills(self) -> int | None:
-    if self.spill_stores is None:
-      return None
-    return (self.spill_stores or 0) + (self.spill_loads or 0)
+    return None if self.spill_stores is None else self.spill_stores + (self.spill_loads or 0)
 
   def resources(self) -> dict[str, Any]:
     """Shared memory, registers, spills, stack, warps, stages, target (registers
@@ -387,7 +396,7 @@ class CompiledKernel:
     _write_json(os.path.join(directory, "compiled.json"), meta, write)
 
   @classmethod
-  def load(cls, directory: str, generated: Any = None) -> "CompiledKernel":
+  def load(cls, directory: str, generated: GeneratedKernel | None = None) -> "CompiledKernel":
     """What save() wrote; SchemaMismatch for another layout, OSError if absent."""
     meta = _read_json(os.path.join(directory, "compiled.json"), cls.SCHEMA)
     asm = {}
@@ -469,10 +478,7 @@ class LaunchSpec:
 
   @property
   def programs(self) -> int:
-    n = 1
-    for g in self.launch_grid:
-      n *= g
-    return n
+    return math.prod(self.launch_grid)
 
   def save(self, directory: str, write: Writer = write_atomic) -> None:
     """Writes spec.json and kernel.cubin into `directory`, each whole (`write`)."""

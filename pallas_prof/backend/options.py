@@ -14,7 +14,8 @@ store it (`with_key` reads one back onto the options of a kernel).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import numbers
+from typing import ClassVar
 
 DEFAULT_NUM_WARPS = 4
 DEFAULT_NUM_STAGES = 3
@@ -59,6 +60,142 @@ class TunedSettings:
     return key_label(self.key)
 
 
+# --- the records two of LoweringOptions' fields hold --------------------------------------
+# (here, with the options, because artifacts.py and the registry hold them and neither may
+# import the lowering's features; features/probes.py and features/workaround_plan.py use them)
+
+# the profiler's probed variant (lowering/features/probes.py describes its buffer)
+PARAM = "pp_probes"          # the buffer's parameter in the generated source
+HEADER_WORDS = 3             # header, globaltimer at entry, globaltimer at end
+MAX_PROGRAMS = 4096          # sampled programs at most (every stride-th program)
+MAX_WARPS = 4                # sampled warps per program at most
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeOptions:
+  """How much of the grid the probed variant records."""
+  max_programs: int = MAX_PROGRAMS
+  max_warps: int = MAX_WARPS
+
+  def __post_init__(self):
+    if self.max_programs < 1 or self.max_warps < 1:
+      raise ValueError(f"ProbeOptions: max_programs and max_warps must be >= 1, got "
+                       f"{self.max_programs} and {self.max_warps}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeRegion:
+  """The code between two probes: the prologue, or top-level equations."""
+  slot: int                        # its end boundary: clock word HEADER_WORDS + slot
+  eqns: tuple[int, ...]            # equation indices (empty: the prologue)
+  primitive: str                   # of its first equation ("prologue")
+  kind: str                        # load | store | dot | loop | conditional | prologue | ...
+  file: str | None
+  line: int | None
+  main: int | None = None          # the equation it is named after (not a view)
+  loads: tuple[str, ...] = ()      # loads it begins with, as "[0] get @ file.py:19"
+  waits: bool = False              # a run of loads whose end waits for their data
+
+  @property
+  def label(self) -> str:
+    if not self.eqns:
+      return {"prologue": "prologue (program ids, block offsets)",
+              "epilogue": "end of the kernel"}.get(self.kind, self.kind)
+    where = f" @ {self.file.rsplit('/', 1)[-1]}:{self.line}" if self.file else ""
+    more = f" (+{len(self.eqns) - 1 - len(self.loads)})" \
+        if len(self.eqns) > 1 + len(self.loads) else ""
+    name = f"[{self.eqns[0] if self.main is None else self.main}] {self.primitive}{where}{more}"
+    if not self.loads:
+      return name
+    loads = self.loads[0] + (f" +{len(self.loads) - 1} loads" if len(self.loads) > 1 else "")
+    return f"{loads} → {name}"
+
+  def to_dict(self) -> dict:
+    return {**dataclasses.asdict(self), "eqns": list(self.eqns), "label": self.label}
+
+  @classmethod
+  def from_dict(cls, d: dict) -> "ProbeRegion":
+    return cls(slot=d["slot"], eqns=tuple(d["eqns"]), primitive=d["primitive"], kind=d["kind"],
+               file=d["file"], line=d["line"], main=d.get("main"),
+               loads=tuple(d.get("loads", ())), waits=bool(d.get("waits", False)))
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeLayout:
+  """Where the probed variant writes what (the buffer's layout above)."""
+  regions: tuple[ProbeRegion, ...]
+  programs: int                    # programs of the launch grid
+  program_stride: int              # every program_stride-th program is sampled
+  num_warps: int
+  warp_stride: int                 # every warp_stride-th warp of a sampled program
+  row_words: int
+  param: str = PARAM
+
+  @property
+  def sampled_programs(self) -> int:
+    return -(-self.programs // self.program_stride)
+
+  @property
+  def sampled_warps(self) -> int:
+    return -(-self.num_warps // self.warp_stride)
+
+  @property
+  def rows(self) -> int:
+    return self.sampled_programs * self.sampled_warps
+
+  @property
+  def words(self) -> int:
+    return self.rows * self.row_words
+
+  @property
+  def nbytes(self) -> int:
+    return 8 * self.words
+
+  def to_dict(self) -> dict:
+    d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "regions"}
+    return {**d, "regions": [r.to_dict() for r in self.regions]}
+
+  @classmethod
+  def from_dict(cls, d: dict) -> "ProbeLayout":
+    fields = {f.name for f in dataclasses.fields(cls)} - {"regions"}
+    return cls(regions=tuple(ProbeRegion.from_dict(r) for r in d["regions"]),
+               **{k: d[k] for k in fields if k in d})
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkaroundPlan:
+  """Lowerings that keep Triton off a failing path: what workarounds.py asks lower_kernel
+  for after a compile failed with a fault of Triton's. It names equations (by index) and
+  the form each is lowered in instead of its plain one (for a scan: scan_forms.py), plus
+  notes of changes made outside the lowering (another num_warps)."""
+  scan_forms: tuple[tuple[int, str], ...] = ()   # (equation index, form), scan_forms.py
+  num_warps: int | None = None                   # lowered with these instead of the kernel's
+  notes: tuple[str, ...] = ()                    # changes made outside the rules (num_warps)
+  because: str = ""                              # the failure it avoids, in one line
+
+  def form_of(self, index: int) -> str | None:
+    for i, form in self.scan_forms:
+      if i == index:
+        return form
+    return None
+
+  def only(self, indices) -> "WorkaroundPlan":
+    """The plan for these equations only."""
+    keep = set(indices)
+    return dataclasses.replace(self, scan_forms=tuple(p for p in self.scan_forms
+                                                      if p[0] in keep))
+
+  def to_dict(self) -> dict:
+    return {"scan_forms": [list(p) for p in self.scan_forms], "num_warps": self.num_warps,
+            "notes": list(self.notes), "because": self.because}
+
+  @classmethod
+  def from_dict(cls, d: dict) -> "WorkaroundPlan":
+    return cls(scan_forms=tuple((int(i), str(f)) for i, f in d.get("scan_forms", ())),
+               num_warps=d.get("num_warps"), notes=tuple(d.get("notes", ())),
+               because=str(d.get("because", "")))
+
+
 @dataclasses.dataclass(frozen=True)
 class LoweringOptions:
   """Everything lower_kernel needs besides the call itself (jaxpr, grid mapping,
@@ -69,10 +206,10 @@ class LoweringOptions:
   `tma`: dense blocks load (and an output's one block stores) through Hopper's
   TMA where that provably moves the same elements (tma.py).
   `check_bounds`: the bounds-checked debug build (lowering/features/bounds.py).
-  `probes`: True or a probes.ProbeOptions for the profiler's probed variant
-  (probes.py); None or False for the kernel as the user's program runs it.
-  `workarounds`: a workaround_plan.WorkaroundPlan, equations lowered in other
-  forms because Triton fails on their plain ones (workarounds.py).
+  `probes`: True or a ProbeOptions for the profiler's probed variant
+  (lowering/features/probes.py); None or False for the kernel as the user's program runs it.
+  `workarounds`: a WorkaroundPlan, equations lowered in other forms because Triton
+  fails on their plain ones (compiling/failures/workarounds.py).
   `debug`: print the jaxpr and the generated source (pallas_call(debug=True));
   it changes no code, so it takes no part in equality.
   """
@@ -83,17 +220,27 @@ class LoweringOptions:
   launch_group: int = 0
   tma: bool = False
   check_bounds: bool = False
-  probes: Any = None
-  workarounds: Any = None
+  probes: bool | ProbeOptions | None = None
+  workarounds: WorkaroundPlan | None = None
   debug: bool = dataclasses.field(default=False, compare=False)
+
+  # what a kernel's file (kernel.json) keeps of them, under these names: GeneratedKernel.save
+  # writes them, a saved run's reader makes a kernel's options of them (cli/saved_runs/kernel.py)
+  SAVED: ClassVar[tuple[str, ...]] = ("num_warps", "num_stages", "enable_fp_fusion",
+                                      "check_bounds", "launch_group", "tma")
 
   def __post_init__(self):
     # one spelling per value: a tuner config's {"tma": 1} and tma=True are one candidate
     object.__setattr__(self, "tma", bool(self.tma))
     object.__setattr__(self, "launch_group", int(self.launch_group or 0))
+    object.__setattr__(self, "check_bounds", bool(self.check_bounds))
 
   def replace(self, **changes) -> "LoweringOptions":
     return dataclasses.replace(self, **changes)
+
+  def saved(self) -> dict:
+    """The fields SAVED names, by name."""
+    return {name: getattr(self, name) for name in self.SAVED}
 
   @property
   def settings(self) -> TunedSettings:
@@ -115,6 +262,34 @@ class LoweringOptions:
   @property
   def label(self) -> str:
     return key_label(self.key)
+
+
+# what each tuned option may be, in words (Triton refuses another value deep in a compile, or
+# CUDA the launch): CompilerParams refuses one at the user's line, a saved kernel's reader
+# one in its file (cli/saved_runs/kernel.py)
+_ALLOWED = {
+    "num_warps": (lambda w: 1 <= w <= 32 and not w & (w - 1),
+                  "must be a power of two from 1 to 32 (a program runs 32 threads per warp, "
+                  "at most 1024)"),
+    "num_stages": (lambda s: s >= 1, "must be an integer >= 1 (1: no software pipelining)"),
+    "launch_group": (lambda g: g >= 0,
+                     "must be an integer >= 0 (0 or 1: the plain launch order)"),
+}
+
+
+def option_problem(name: str, value) -> str | None:
+  """What is wrong with `value` as the option `name`, None if nothing (or no rule)."""
+  if name not in _ALLOWED:
+    return None
+  allowed, want = _ALLOWED[name]
+  whole = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+  return None if whole and allowed(value) else want
+
+
+def option_property(name: str) -> property:
+  """A read-only view of one of the options of a record that keeps them as `options` (a
+  GeneratedKernel's num_warps): the record keeps no copy of its own."""
+  return property(lambda record: getattr(record.options, name), doc=f"options.{name}")
 
 
 def key_label(key) -> str:

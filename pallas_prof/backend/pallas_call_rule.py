@@ -24,7 +24,7 @@ from .errors import LoweringError
 from .lowering import coverage
 from .lowering.features import bounds
 from .lowering.lower import kernel_name_of, lower_kernel, pallas_call_info
-from .options import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS, LoweringOptions
+from .options import DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS, LoweringOptions, option_problem
 from .running import bounds_errors, rocm, runtime_errors, xla_names
 from .running.launch import cpu_call, gpu_custom_call, no_programs
 from .tma_note import TmaFallbackWarning
@@ -79,16 +79,10 @@ class CompilerParams:
     # threads), or the value would be ignored without a word
     def bad(field, value, want):
       raise ValueError(f"CompilerParams({field}={value!r}): {want}")
-    w = self.num_warps
-    if w is not None and (not _is_int(w) or w < 1 or w > 32 or w & (w - 1)):
-      bad("num_warps", w, "must be a power of two from 1 to 32 (a program runs 32 threads "
-          "per warp, at most 1024)")
-    if self.num_stages is not None and (not _is_int(self.num_stages) or self.num_stages < 1):
-      bad("num_stages", self.num_stages, "must be an integer >= 1 (1: no software pipelining)")
-    if self.launch_group is not None and (not _is_int(self.launch_group)
-                                          or self.launch_group < 0):
-      bad("launch_group", self.launch_group, "must be an integer >= 0 (0 or 1: the plain "
-          "launch order)")
+    for name in ("num_warps", "num_stages", "launch_group"):
+      value = getattr(self, name)
+      if value is not None and option_problem(name, value):
+        bad(name, value, option_problem(name, value))
     cc = self.compute_capability
     if cc is not None and (not _is_int(cc) or cc < 70):
       bad("compute_capability", cc, "must be an integer like 80 or 90 (sm_80, sm_90), "

@@ -160,7 +160,8 @@ def test_run_directory_keeps_the_artifacts_and_reads_older_runs(softmax, tmp_pat
 
 def test_a_generated_kernel_saves_and_loads_itself(softmax, tmp_path):
   gk, _ = softmax
-  fused = dataclasses.replace(gk, enable_fp_fusion=True)   # a field kernel.json once lost
+  # a field kernel.json once lost
+  fused = dataclasses.replace(gk, options=gk.options.replace(enable_fp_fusion=True))
   fused.save(str(tmp_path), label="softmax_kernel#abc")
   back, _ = run_dir.load_kernel(str(tmp_path))   # the run directory's reader
   for field in ("name", "source", "path", "line_map", "params", "grid", "launch_grid",

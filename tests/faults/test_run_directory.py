@@ -128,6 +128,10 @@ WRONG_VALUES = [
     ("K/kernel.json", _set("source_path", value=None), "source_path"),
     ("K/kernel.json", _set("params", 0, value=None), "params[0]"),
     ("K/kernel.json", _set("launch_grid", value=[1, 2]), "launch_grid"),
+    # options CompilerParams refuses at the user's line, so no run writes them
+    ("K/kernel.json", _set("num_warps", value=3), "kernel.json.num_warps"),
+    ("K/kernel.json", _set("num_stages", value=0), "kernel.json.num_stages"),
+    ("K/kernel.json", _set("launch_group", value=-2), "kernel.json.launch_group"),
     ("K/compiled.json", _set("stages", value=["ptx", "../../x"]), "stages"),
     ("K/compiled.json", _set("target", value="cuda"), "target"),
     ("K/compiled.json", _set("target", value=["hip", 942]), "target"),

@@ -66,12 +66,10 @@ def softmax_gk(tmp_path, monkeypatch):
 
 def _lowered_as(gk, options, **took_effect):
   """What lowering gk's pallas_call again with `options` gives, without lowering it: gk
-  with their fields; `took_effect` overrides what the lowering could not use (a grid of
-  no grouped order, no load TMA can serve), on the kernel and on its options."""
+  with them as its options; `took_effect` overrides what the lowering could not use (a
+  grid of no grouped order, no load TMA can serve)."""
   options = options.replace(**took_effect)
-  return dataclasses.replace(gk, num_warps=options.num_warps, num_stages=options.num_stages,
-                             launch_group=options.launch_group, tma=options.tma,
-                             options=options)
+  return dataclasses.replace(gk, options=options)
 
 
 def _install(monkeypatch, gk, **kwargs):
@@ -277,7 +275,9 @@ def test_candidates_compile_at_the_same_time_in_the_worker(softmax_gk):
 
   if not compile_worker.enabled():
     pytest.skip("PALLAS_PROF_COMPILE_WORKER=0")
-  gks = [dataclasses.replace(softmax_gk, num_warps=w, num_stages=2) for w in (1, 2, 8)]
+  gks = [dataclasses.replace(softmax_gk, options=softmax_gk.options.replace(num_warps=w,
+                                                                          num_stages=2))
+         for w in (1, 2, 8)]
   watcher = Records()
   hooks.add_observer(watcher)
   try:

@@ -52,11 +52,12 @@ def compile_options(gk: GeneratedKernel, target: tuple[str, int] = DEFAULT_TARGE
   An AMD target takes none of libdevice, its reflect flag or PTX (Triton links
   its own ocml and ockl); it keeps the separate roundings.
   """
+  options = gk.options
   if as_target(target).backend == "hip":
-    return {"num_warps": gk.num_warps, "num_stages": gk.num_stages,
-            "enable_fp_fusion": gk.enable_fp_fusion}
-  return triton_options(gk.num_warps, gk.num_stages,
-                        enable_fp_fusion=gk.enable_fp_fusion,
+    return {"num_warps": options.num_warps, "num_stages": options.num_stages,
+            "enable_fp_fusion": options.enable_fp_fusion}
+  return triton_options(options.num_warps, options.num_stages,
+                        enable_fp_fusion=options.enable_fp_fusion,
                         ptx_version=launch_ptx_version(int(target[1])))
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ..options import LoweringOptions
 from .codegen import KernelBuilder, Value
 from .effects import ANY_REF, load_ref_name
 
@@ -38,13 +39,14 @@ class KernelContext:
   """State shared by all rules while one kernel is lowered."""
 
   def __init__(self, builder: KernelBuilder, name: str, grid: tuple[int, ...],
-               program_ids: list[Value], compute_capability: int,
+               program_ids: list[Value], options: LoweringOptions,
                grid_names=None, jaxpr_text: str = ""):
     self.builder = builder
     self.name = name
     self.grid = grid
     self.program_ids = program_ids
-    self.compute_capability = compute_capability
+    self.options = options        # what the kernel is lowered with (launch_group as asked)
+    self.compute_capability = options.compute_capability
     self.grid_names = grid_names
     self.jaxpr_text = jaxpr_text
     self.launch_grid = (1, 1, 1)

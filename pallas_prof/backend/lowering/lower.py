@@ -101,8 +101,7 @@ def lower_kernel(jaxpr, grid_mapping, options: LoweringOptions = LoweringOptions
 def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, options: LoweringOptions,
                   *, name, call_site, input_output_aliases) -> GeneratedKernel:
   start_time = time.perf_counter()
-  num_warps, num_stages = options.num_warps, options.num_stages
-  launch_group, workarounds = options.launch_group, options.workarounds
+  num_warps, num_stages, workarounds = options.num_warps, options.num_stages, options.workarounds
   kname = kernel_name_of(jaxpr, name)
   src_info = getattr(jaxpr.debug_info, "func_src_info", None) or kname
   jaxpr_text, pp_context = compat.print_jaxpr(jaxpr)
@@ -144,7 +143,7 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, options: Lo
 
     def new_context(plan: TmaPlan | None, planning: bool = False):
       b = KernelBuilder(kname, header)
-      kernel = KernelContext(b, kname, grid, [], options.compute_capability,
+      kernel = KernelContext(b, kname, grid, [], options,
                              getattr(grid_mapping, "grid_names", None), jaxpr_text)
       kernel.pp_context, kernel.jaxpr = pp_context, jaxpr
       if options.check_bounds:
@@ -160,13 +159,12 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, options: Lo
       kernel.listeners = listeners_for(kernel)
       return b, kernel
 
-    plan = _plan_tma(new_context, jaxpr, grid_mapping, input_output_aliases,
-                     launch_group) if options.tma else None
+    plan = _plan_tma(new_context, jaxpr, grid_mapping, input_output_aliases) \
+        if options.tma else None
     b, kernel = new_context(plan)
     kernel.workarounds = workarounds
     try:
-      params = _lower_kernel_body(kernel, jaxpr, grid_mapping, input_output_aliases,
-                                  launch_group)
+      params = _lower_kernel_body(kernel, jaxpr, grid_mapping, input_output_aliases)
       launch = kernel.launch_grid
       b.header += header_lines(plan)
       notes = (tuple(workarounds.notes) if workarounds else ()) + \
@@ -186,31 +184,26 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, options: Lo
   used_plan = workarounds.only(kernel.workaround_applied) if notes else None
   gk = GeneratedKernel(name=b.kernel_name, source=source, path=path, line_map=line_map,
                        eqns=_records(b.eqns, line_map), params=tuple(params), grid=grid,
-                       launch_grid=launch, num_warps=num_warps, num_stages=num_stages,
-                       enable_fp_fusion=options.enable_fp_fusion,
-                       jaxpr_text=jaxpr_text, source_info=src_info,
+                       launch_grid=launch, jaxpr_text=jaxpr_text, source_info=src_info,
                        ref_names=ref_names(jaxpr, pp_context, kernel.ref_binders),
                        lowering_seconds=time.perf_counter() - start_time, key=key,
                        atomic_params=tuple(sorted(kernel.atomic_refs)),
                        gc_seconds=collections.seconds,
                        bounds_sites=tuple(kernel.bounds.sites) if kernel.bounds else (),
-                       check_bounds=bool(options.check_bounds),
                        probe_layout=kernel.probes.layout() if kernel.probes else None,
-                       launch_group=kernel.launch_group, tma=used_tma,
                        tma_notes=tuple(plan.notes) if plan else (), workarounds=notes,
-                       workaround_plan=used_plan,
                        options=options.replace(launch_group=kernel.launch_group, tma=used_tma,
                                                workarounds=used_plan))
   return gk
 
 
-def _plan_tma(new_context, jaxpr, grid_mapping, input_output_aliases, launch_group) -> TmaPlan:
+def _plan_tma(new_context, jaxpr, grid_mapping, input_output_aliases) -> TmaPlan:
   """The planning pass of a kernel with TMA asked for: lowered once, its code
   thrown away (no spans, no equation records), to learn which (ref, block)
   pairs load through descriptors, which the real pass makes in its prologue."""
   b, kernel = new_context(TmaPlan(), planning=True)
   try:
-    _lower_kernel_body(kernel, jaxpr, grid_mapping, input_output_aliases, launch_group)
+    _lower_kernel_body(kernel, jaxpr, grid_mapping, input_output_aliases)
   except Exception:  # noqa: BLE001 - the real pass raises it again, with its spans
     return TmaPlan()
   return TmaPlan(wanted=dict(kernel.tma.wanted))
@@ -276,7 +269,7 @@ def _definition_site(jaxpr):
 
 
 def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping,
-                       input_output_aliases=None, launch_group: int = 0) -> list[KernelParam]:
+                       input_output_aliases=None) -> list[KernelParam]:
   """The kernel's parameters and prologue (program ids, each operand's block), then
   its body; the listeners (listeners.py) add their parameters and code at set points."""
   b = kernel.builder
@@ -293,6 +286,7 @@ def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping,
     listener.after_outputs(kernel)
   kernel.may_alias = alias_sets(names, n_in, input_output_aliases)
   launch, axes = launch_grid_for(kernel.grid, tuple(grid_mapping.vmapped_dims))
+  launch_group = kernel.options.launch_group   # as asked; kernel.launch_group: as it took effect
   grouped = grouped_launch(launch, axes, launch_group)
   kernel.launch_grid = grouped or launch
   kernel.launch_group = launch_group if grouped else 0

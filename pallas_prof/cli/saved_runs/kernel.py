@@ -19,6 +19,7 @@ from ...backend.artifacts import (STAGE_FILES, CompiledKernel, DotFacts, Equatio
                                  GeneratedKernel, KernelParam, SchemaMismatch)
 from ...backend.check_sites import CheckSite
 from ...backend.equation_text import Description
+from ...backend.options import LoweringOptions, option_problem
 from ...backend.targets import Target, UnknownTarget, as_target
 from ...backend.tma_note import TmaNote
 from ...serial import Misfit, decode, from_fields
@@ -129,16 +130,29 @@ def _generated(meta: dict, source: str, where: str) -> GeneratedKernel:
     if None in sizes:
       raise Misfit(f"{where}.{name}[{sizes.index(None)}]", int, None)
   optional = {name: field(name, required=False)
-              for name in ("gc_seconds", "enable_fp_fusion", "check_bounds", "launch_group",
-                           "tma", "atomic_params", "workarounds", "ref_names")}
+              for name in ("gc_seconds", "atomic_params", "workarounds", "ref_names")}
   return GeneratedKernel(
       name=field("name"), source=source, path=field("path", key="source_path"),
-      line_map=line_map, eqns=eqns, params=params, grid=grid,
-      launch_grid=launch_grid, num_warps=field("num_warps"), num_stages=field("num_stages"),
-      jaxpr_text=field("jaxpr_text"), source_info=field("source_info"),
+      line_map=line_map, eqns=eqns, params=params, grid=grid, launch_grid=launch_grid,
+      options=_options(meta, where), jaxpr_text=field("jaxpr_text"),
+      source_info=field("source_info"),
       lowering_seconds=field("lowering_seconds"), key=field("key"), bounds_sites=sites,
       tma_notes=tuple(_tma_note(n, f"{where}.tma_notes[{i}]") for i, n in enumerate(notes)),
       **{k: v for k, v in optional.items() if v is not None})
+
+
+def _options(meta: dict, where: str) -> LoweringOptions:
+  """The kernel's LoweringOptions, of what kernel.json keeps of them (LoweringOptions.SAVED;
+  num_warps and num_stages required, the rest as an older file may lack them); the options
+  no file keeps (the target, probes, a workaround plan) at their defaults."""
+  saved = {name: _value(LoweringOptions, name, meta, where,
+                        required=name in ("num_warps", "num_stages"))
+           for name in LoweringOptions.SAVED}
+  for name, value in saved.items():
+    if value is not None and option_problem(name, value):
+      raise Damaged(f"{where}.{name} is {value!r}, which pallas-prof never writes: it "
+                    f"{option_problem(name, value)}")
+  return LoweringOptions(**{k: v for k, v in saved.items() if v is not None})
 
 
 def _check_indices(eqns, line_map: dict, where: str) -> None:

@@ -57,7 +57,7 @@ from ... import cache_files
 from ...kernel_files import cache_dir
 from ...lowering.features.scan_forms import WORDS as FORM_WORDS
 from .triton_faults import PRIMITIVES_OF_OP
-from ...lowering.features.workaround_plan import WorkaroundPlan
+from ...options import WorkaroundPlan
 from ....safe_files import UnsafeFile, private_dir, read_regular, write_atomic
 
 ENV = "PALLAS_PROF_WORKAROUNDS"
@@ -154,14 +154,14 @@ def _worked_around(gk, key, relower, error: CompileError, compile_):
   if ck is None:
     raise error.with_details({"workaround": "tried, none compiled:\n" + "\n".join(tried)},
                              workaround="failed") from None
-  _remember(key, ck.generated.workaround_plan)
+  _remember(key, ck.generated.options.workarounds)
   return ck
 
 
 def _lower(relower, gk, plan: WorkaroundPlan):
   """The kernel lowered again with `plan`, in the same build (the bounds-checked one
   stays checked): the GPU launches it in the kernel's place, with the kernel's operands."""
-  variant = relower(gk.options.replace(num_warps=plan.num_warps or gk.num_warps,
+  variant = relower(gk.options.replace(num_warps=plan.num_warps or gk.options.num_warps,
                                        workarounds=plan), same_build=True)
   if _operands(variant) != _operands(gk):
     # launched with the kernel's operands, a variant of other operands would fail deep in
@@ -218,7 +218,7 @@ def _narrowed(ck, gk, relower, compile_):
   """ck, or a variant with the form kept only for the scans that need it (the plain
   scan is the cheaper one): each of the user's lines (the equations an unrolled loop
   makes of one line go together) is tried back in its plain form."""
-  plan = ck.generated.workaround_plan
+  plan = ck.generated.options.workarounds
   lines: dict[tuple, list[int]] = {}
   for index, _ in plan.scan_forms:
     e = gk.eqns[index]

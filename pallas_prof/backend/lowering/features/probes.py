@@ -13,7 +13,7 @@ passes a null one); an instrumented launch took thousands of times the plain
 one's wall time on the H200, and its buffer for a 65,536-program grid was
 refused, over its size limit (bench/results/archive/comment_figures.md). Here a probe is a few PTX instructions
 in `tl.inline_asm_elementwise` (the same code on every Triton the project
-supports), the buffer is sized by sampling (at most MAX_PROGRAMS programs,
+supports), the buffer is sized by sampling (at most options.MAX_PROGRAMS programs,
 MAX_WARPS warps of each), and the launch is the replay's own cuLaunchKernel.
 
 Per sampled (program, warp) one row of `row_words` uint64 words:
@@ -43,16 +43,17 @@ says how far it is from the plain kernel.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
 import numpy as np
 
-PARAM = "pp_probes"          # the buffer's parameter in the generated source
-HEADER_WORDS = 3             # header, globaltimer at entry, globaltimer at end
-MAX_PROGRAMS = 4096          # sampled programs at most (every stride-th program)
-MAX_WARPS = 4                # sampled warps per program at most
+# the buffer's layout and what the options ask of it live with LoweringOptions (their records
+# are held by the options and the GeneratedKernel, which may not import the lowering); the
+# profiler and the tests still import them from here
+from ...options import (HEADER_WORDS, PARAM, ProbeLayout, ProbeOptions,  # noqa: F401
+                       ProbeRegion)
+
 MAX_REGIONS = 64             # boundaries past this merge into the last region
 # an equation whose result holds more values per thread than this joins the next region
 # unless it is a load, store, dot, loop or conditional: a probe after it would keep the
@@ -68,97 +69,6 @@ _KINDS = {"get": "load", "load": "load", "swap": "store", "store": "store",
           "scan": "loop", "while": "loop", "cond": "conditional"}
 # equations that only rename registers: no boundary after them (they join the next region)
 _VIEWS = frozenset({"broadcast_in_dim", "reshape", "squeeze", "expand_dims"})
-
-
-@dataclasses.dataclass(frozen=True)
-class ProbeOptions:
-  """How much of the grid the probed variant records."""
-  max_programs: int = MAX_PROGRAMS
-  max_warps: int = MAX_WARPS
-
-  def __post_init__(self):
-    if self.max_programs < 1 or self.max_warps < 1:
-      raise ValueError(f"ProbeOptions: max_programs and max_warps must be >= 1, got "
-                       f"{self.max_programs} and {self.max_warps}")
-
-
-@dataclasses.dataclass(frozen=True)
-class ProbeRegion:
-  """The code between two probes: the prologue, or top-level equations."""
-  slot: int                        # its end boundary: clock word HEADER_WORDS + slot
-  eqns: tuple[int, ...]            # equation indices (empty: the prologue)
-  primitive: str                   # of its first equation ("prologue")
-  kind: str                        # load | store | dot | loop | conditional | prologue | ...
-  file: str | None
-  line: int | None
-  main: int | None = None          # the equation it is named after (not a view)
-  loads: tuple[str, ...] = ()      # loads it begins with, as "[0] get @ file.py:19"
-  waits: bool = False              # a run of loads whose end waits for their data
-
-  @property
-  def label(self) -> str:
-    if not self.eqns:
-      return {"prologue": "prologue (program ids, block offsets)",
-              "epilogue": "end of the kernel"}.get(self.kind, self.kind)
-    where = f" @ {self.file.rsplit('/', 1)[-1]}:{self.line}" if self.file else ""
-    more = f" (+{len(self.eqns) - 1 - len(self.loads)})" \
-        if len(self.eqns) > 1 + len(self.loads) else ""
-    name = f"[{self.eqns[0] if self.main is None else self.main}] {self.primitive}{where}{more}"
-    if not self.loads:
-      return name
-    loads = self.loads[0] + (f" +{len(self.loads) - 1} loads" if len(self.loads) > 1 else "")
-    return f"{loads} → {name}"
-
-  def to_dict(self) -> dict:
-    return {**dataclasses.asdict(self), "eqns": list(self.eqns), "label": self.label}
-
-  @classmethod
-  def from_dict(cls, d: dict) -> "ProbeRegion":
-    return cls(slot=d["slot"], eqns=tuple(d["eqns"]), primitive=d["primitive"], kind=d["kind"],
-               file=d["file"], line=d["line"], main=d.get("main"),
-               loads=tuple(d.get("loads", ())), waits=bool(d.get("waits", False)))
-
-
-@dataclasses.dataclass(frozen=True)
-class ProbeLayout:
-  """Where the probed variant writes what (the buffer's layout above)."""
-  regions: tuple[ProbeRegion, ...]
-  programs: int                    # programs of the launch grid
-  program_stride: int              # every program_stride-th program is sampled
-  num_warps: int
-  warp_stride: int                 # every warp_stride-th warp of a sampled program
-  row_words: int
-  param: str = PARAM
-
-  @property
-  def sampled_programs(self) -> int:
-    return -(-self.programs // self.program_stride)
-
-  @property
-  def sampled_warps(self) -> int:
-    return -(-self.num_warps // self.warp_stride)
-
-  @property
-  def rows(self) -> int:
-    return self.sampled_programs * self.sampled_warps
-
-  @property
-  def words(self) -> int:
-    return self.rows * self.row_words
-
-  @property
-  def nbytes(self) -> int:
-    return 8 * self.words
-
-  def to_dict(self) -> dict:
-    d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "regions"}
-    return {**d, "regions": [r.to_dict() for r in self.regions]}
-
-  @classmethod
-  def from_dict(cls, d: dict) -> "ProbeLayout":
-    fields = {f.name for f in dataclasses.fields(cls)} - {"regions"}
-    return cls(regions=tuple(ProbeRegion.from_dict(r) for r in d["regions"]),
-               **{k: d[k] for k in fields if k in d})
 
 
 # --- the PTX of a probe ----------------------------------------------------------------------
