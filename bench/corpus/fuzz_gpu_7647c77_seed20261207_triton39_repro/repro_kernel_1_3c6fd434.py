@@ -1,0 +1,69 @@
+"""A finding of the pallas-prof fuzzer (a difference shrunk by hypothesis, a failed
+sm_90 compile, or a hazard lead to run on a GPU).
+
+output 0 (float16[67]): 1 of 67 elements differ: [35]: np.float16(0.2664) vs np.float16(0.2803)
+
+Run from the repository root: python3 {this file} [gpu] [sm90] [sm_80] [gfx942]
+"""
+import json
+import os
+import sys
+sys.path.insert(0, os.getcwd())
+from tests.fuzz.programs import InputSpec, Program
+from tests.fuzz.check import check
+
+PROGRAM = json.loads(r'''
+{
+ "kind": "kernel",
+ "source": "def kernel(x0_ref, x1_ref, o_ref, live_ref):\n  gi = pl.program_id(0) * 17 + lax.broadcasted_iota(jnp.int32, (17,), 0)\n  x1 = x1_ref[...]\n  v2 = x1 * x1 + 1\n  x0 = plgpu.load(x0_ref, mask=((gi % 3) != 1) & (gi < 112), other=v2)\n  v4 = x0 * v2\n  v5 = jnp.log1p(jnp.abs(v4))\n  v6 = jnp.sin(v2)\n  v7 = v6 * v6\n  v8 = v6 * v6\n  o_ref[...] = v8\n  live_ref[...] = v2 * x1\n\ncall = dict(grid=(4,), in_specs=[pl.BlockSpec((17,), lambda i: (i,)), pl.BlockSpec((17,), lambda i: (i,))],\n            out_specs=[pl.BlockSpec((17,), lambda i: (i,)), pl.BlockSpec((17,), lambda i: (i,))],\n            out_shape=[jax.ShapeDtypeStruct((67,), jnp.float16),\n                       jax.ShapeDtypeStruct((67,), jnp.float16)])\n",
+ "inputs": [
+  {
+   "shape": [
+    67
+   ],
+   "dtype": "float16",
+   "low": -4,
+   "high": 4,
+   "special": false
+  },
+  {
+   "shape": [
+    67
+   ],
+   "dtype": "float16",
+   "low": -4,
+   "high": 4,
+   "special": false
+  }
+ ],
+ "seed": 1,
+ "tolerance": 0.01,
+ "scale": 289.0,
+ "features": [
+  "binary",
+  "grid overhang 1",
+  "live",
+  "live use",
+  "masked_load other=live",
+  "unary"
+ ],
+ "fragile": false,
+ "num_warps": null
+}
+''')
+PROGRAM["inputs"] = tuple(InputSpec(**dict(i, shape=tuple(i["shape"])))
+                          for i in PROGRAM["inputs"])
+PROGRAM["features"] = tuple(PROGRAM["features"])
+program = Program(**PROGRAM)
+print(program.source)
+if "gpu" in sys.argv[1:]:
+  import jax
+  print(check(program, jax.devices("gpu")[0]))
+else:
+  print(check(program))
+if "sm90" in sys.argv[1:]:
+  from tests.fuzz.sm90 import compile_sm90
+  print(compile_sm90(program))
+for target in [a for a in sys.argv[1:] if a in ("sm_80", "gfx942")]:
+  from tests.fuzz.second_target import compile_for_target
+  print(compile_for_target(program, target))
