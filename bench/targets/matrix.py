@@ -327,6 +327,7 @@ def main(argv=None) -> int:
                   args.fuzz, not_lowered, ops_not_lowered, saved_bad)
   print(text)
   if args.out:
+    os.makedirs(args.out, exist_ok=True)     # a new folder, as --out folders are elsewhere
     stem = os.path.join(args.out, f"targets_cpu_{commit}_triton{triton}")
     with open(stem + ".md", "w") as f:
       f.write(text)

@@ -47,8 +47,9 @@ def xla_rounds_tf32_dot_operands() -> bool:
   """Whether XLA, on the platform being lowered for, rounds the float32 operands of a
   TF32 dot to TF32 first: its GPU Triton pipeline does, for JAX's built-in backend
   (RoundF32ToTF32ForTf32DotRewritePass, cvt.rna.tf32.f32), where the tensor cores
-  alone would truncate; its CPU computes such a dot in float32."""
-  return _lowering_platform.get() != "cpu"
+  alone would truncate; its CPU computes such a dot in float32, and its ROCm pipeline
+  has no such pass (and AMD GPUs no PTX)."""
+  return _lowering_platform.get() == "cuda"
 
 
 def xla_rounds_f64_to_16bit_twice(dtype) -> bool:

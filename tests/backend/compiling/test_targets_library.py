@@ -95,3 +95,37 @@ def test_every_emitted_function_is_in_nvidias_library_and_amds_or_explained():
     ("module 'triton.language.extra.cuda.libdevice' has no attribute 'foo'", "foo")])
 def test_the_refusal_reads_tritons_message(message, function):
   assert target_features._NO_LIBRARY_FUNCTION.search(message).group(2) == function
+
+
+def _f32_dot(x_ref, y_ref, o_ref):
+  o_ref[...] = jnp.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32)
+
+
+def test_a_kernel_lowered_for_nvidia_compiled_for_amd_is_refused_with_why(monkeypatch):
+  """JAX's conformance kernels, lowered on the H200 and compiled here for gfx942: a float32
+  dot carries XLA's CUDA TF32 rounding as NVIDIA PTX, which AMD's assembler rejected
+  ("invalid instruction"), and the failure was put down to Triton. (Lowered here as for
+  CUDA: a CPU's jaxlib cannot lower the CUDA custom call itself.)"""
+  from pallas_prof.backend import compat
+  monkeypatch.setattr(compat, "xla_rounds_tf32_dot_operands", lambda: True)
+  x = jnp.ones((32, 32), jnp.float32)
+  jax.jit(pl.pallas_call(_f32_dot, name="library_dot_cuda",
+                         out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))).lower(x, x)
+  gk = kernel_registry.find("library_dot_cuda")[-1].generated
+  assert "cvt.rna.tf32.f32" in gk.source
+  out = compile_for(gk, "gfx942", use_disk_cache=False)
+  assert out.status == "refused", (out.status, out.reason)
+  text = str(out.error)
+  assert "lowered for an NVIDIA GPU and holds NVIDIA PTX" in text and "gfx942" in text
+  assert f"{__file__}:{_f32_dot.__code__.co_firstlineno + 1}" in text     # the dot's line
+  assert "precision=HIGHEST" in text and "Triton's, not your kernel's" not in text
+  assert compile_for(gk, "sm_80", use_disk_cache=False).status == "compiled"
+
+
+def test_a_dot_lowered_for_rocm_carries_no_ptx():
+  """XLA's ROCm pipeline has no TF32 rounding pass, and AMD GPUs run no PTX."""
+  from pallas_prof.backend import compat
+  with compat.lowering_for("rocm"):
+    assert not compat.xla_rounds_tf32_dot_operands()
+  with compat.lowering_for("cuda"):
+    assert compat.xla_rounds_tf32_dot_operands()

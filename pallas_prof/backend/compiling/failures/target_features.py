@@ -47,6 +47,8 @@ def refusal(gk, diagnosis, message: str, request: dict | None) -> CompileError |
   fp8 = _FP8_REFUSED.search(text)
   if fp8:
     return _fp8_refusal(gk, diagnosis, target, fp8.group(1))
+  if target.backend == "hip" and _PTX_ASM in gk.source:
+    return _ptx_refusal(gk, diagnosis, target)
   missing = _NO_LIBRARY_FUNCTION.search(text)
   if missing:
     return _library_refusal(gk, diagnosis, target, missing.group(2))
@@ -71,6 +73,24 @@ def _fp8_refusal(gk, diagnosis, target, triton_name: str) -> CompileError:
   equations = diagnosis.equations or tuple(
       e.index for e in gk.eqns if short in getattr(e, "text", ""))
   return _error(gk, diagnosis, target, summary, hint, equations)
+
+
+_PTX_ASM = "tl.inline_asm_elementwise("   # pallas-prof emits it with NVIDIA PTX only
+
+
+def _ptx_refusal(gk, diagnosis, target) -> CompileError:
+  """A kernel lowered for an NVIDIA GPU, compiled for an AMD one: the PTX pallas-prof put
+  in it (XLA's CUDA pipeline's TF32 rounding of a float32 dot's operands) is no AMDGCN."""
+  lines = gk.code_lines()
+  equations = tuple(dict.fromkeys(
+      gk.line_map[n] for n, text in enumerate(lines, 1)
+      if _PTX_ASM in text and gk.line_map.get(n) is not None))
+  summary = (f"the kernel was lowered for an NVIDIA GPU and holds NVIDIA PTX (a float32 dot's "
+             f"TF32 rounding, as XLA's CUDA pipeline does it), which {target.name} cannot run")
+  hint = ("lower it for the GPU it will run on: on a ROCm machine, or on a CPU "
+          "(`pallas-prof show KERNEL --target " + target.name + "` there); or give the dot "
+          "precision=HIGHEST, which takes no TF32 rounding")
+  return _error(gk, diagnosis, target, summary, hint, equations or diagnosis.equations)
 
 
 def _library_refusal(gk, diagnosis, target, function: str) -> CompileError:
