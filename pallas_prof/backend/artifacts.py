@@ -24,17 +24,21 @@ import os
 import types
 from typing import Any, Callable, ClassVar, Mapping, Union
 
+from .. import serial
 from ..safe_files import write_atomic
-from ..serial import from_fields, plain
-from .equation_text import Described, Description, without_line_comment
+from ..serial import Saved, decode
+from .check_sites import CheckSite
+from .equation_text import (SAVED_KEYS, Described, Description, saved_description,
+                            without_line_comment)
 # DEFAULT_TARGET and target_text lived here before targets.py: still importable from here
-from .targets import DEFAULT_TARGET, Target, as_target, target_text  # noqa: F401
+from .targets import DEFAULT_TARGET, Target, as_target, saved_target, target_text  # noqa: F401
+from .tma_note import TmaNote
 
 # --- lowering: what the kernel takes ---------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
-class KernelParam:
+class KernelParam(Saved):
   """One pointer parameter of the generated kernel: a pallas_call operand."""
   name: str                     # the parameter's name in the generated source
   label: str                    # the user's name for it (x_ref)
@@ -55,7 +59,7 @@ class KernelParam:
 # --- lowering: one record per jaxpr equation ----------------------------------------
 
 @dataclasses.dataclass(frozen=True)
-class DotFacts:
+class DotFacts(Saved):
   """A dot_general as its rule emitted it: out[batch, m, n] = sum_k lhs * rhs."""
   batch: int
   m: int
@@ -73,7 +77,7 @@ Trips = Union[int, str, None]   # a loop's iterations: a count, "dynamic", None 
 
 
 @dataclasses.dataclass(frozen=True)
-class EquationRecord(Described):
+class EquationRecord(Described, Saved):
   """One jaxpr equation as lowered: where it came from, what it generated,
   and what its rule knows about the work it does.
 
@@ -91,8 +95,9 @@ class EquationRecord(Described):
   function: str | None
   parent: int | None            # index of the control-flow equation containing it
   region: str = "kernel"        # kernel | index_map x_ref | body | cond | branch 1 ...
-  description: Description = dataclasses.field(default_factory=Description, repr=False,
-                                                compare=False)
+  description: Description = serial.field(
+      flat=SAVED_KEYS, write=saved_description, read=Description.from_saved,
+      default_factory=Description, repr=False, compare=False)
   lines: tuple[int, ...] = ()   # the generated source's lines it emitted (1-based)
   # what the rule knows
   bytes_read: int = 0
@@ -111,32 +116,6 @@ class EquationRecord(Described):
   # does not change), so it could run once before the loop
   invariant: bool = False
 
-  _FACTS = ("bytes_read", "bytes_written", "dot_flops", "elementwise_flops",
-            "transcendentals", "trips", "unrolled", "operand", "contiguous_bytes",
-            "invariant")
-
-  def to_dict(self) -> dict:
-    out = {"index": self.index, "path": self.path, "primitive": self.primitive,
-           "text": self.text, "in_avals": [str(a) for a in self.in_avals],
-           "out_avals": [str(a) for a in self.out_avals], "file": self.file, "line": self.line,
-           "function": self.function, "parent": self.parent, "region": self.region,
-           "lines": list(self.lines), "jaxpr_line": self.jaxpr_line}
-    out.update({name: getattr(self, name) for name in self._FACTS})
-    out["dot"] = plain(self.dot)
-    return out
-
-  @classmethod
-  def from_dict(cls, d: dict) -> "EquationRecord":
-    """Also reads records saved before the work facts existed (they read as none)."""
-    facts = {name: d[name] for name in cls._FACTS if name in d}
-    dot = d.get("dot")
-    return cls(index=d["index"], path=d["path"], primitive=d["primitive"], file=d["file"],
-               line=d["line"], function=d["function"], parent=d["parent"],
-               region=d.get("region", "kernel"),
-               description=Description.fixed(d["text"], d["in_avals"], d["out_avals"],
-                                             d.get("jaxpr_line")),
-               lines=tuple(d.get("lines", ())), dot=DotFacts(**dot) if dot else None, **facts)
-
   def __repr__(self) -> str:
     return f"EquationRecord({self.index}, {self.primitive}, {self.location})"
 
@@ -144,11 +123,11 @@ class EquationRecord(Described):
 # --- lowering: the kernel ------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
-class GeneratedKernel:
+class GeneratedKernel(Saved):
   """A lowered kernel: Triton source in a real file plus everything about it."""
   name: str
-  source: str
-  path: str
+  source: str = serial.field(saved=False)       # source.py, beside kernel.json
+  path: str = serial.field(key="source_path")
   line_map: dict[int, int]           # generated line (1-based) -> equation index
   eqns: tuple[EquationRecord, ...]   # by index
   params: tuple[KernelParam, ...]
@@ -166,25 +145,25 @@ class GeneratedKernel:
   gc_seconds: float = 0.0
   # bounds-checked mode: each checked access (check_sites.CheckSite); the kernel
   # then has one more parameter, the flag buffer (role "check")
-  bounds_sites: tuple = ()
+  bounds_sites: tuple[CheckSite, ...] = ()
   check_bounds: bool = False
   # the profiler's probed variant (probes.py): what its probe buffer holds; the
   # kernel then has one more parameter, that buffer (role "probes")
-  probe_layout: Any = None
+  probe_layout: Any = serial.field(saved=False, default=None)
   launch_group: int = 0              # > 1: programs launched in groups (grid.grouped_launch)
   tma: bool = False                  # some loads go through TMA tensor descriptors (tma.py)
-  tma_notes: tuple = ()              # TMA asked for: accesses that could not use it (TmaNote)
+  tma_notes: tuple[TmaNote, ...] = ()    # TMA asked for: accesses that could not use it (TmaNote)
   # lowered otherwise because Triton failed on the plain lowering (workarounds.py): what
   # changed, one note each; the plan that made it (workaround_plan.py; not saved), which
   # the kernel's other variants (probes, tuning) are lowered with too
   workarounds: tuple[str, ...] = ()
-  workaround_plan: Any = dataclasses.field(default=None, compare=False)
+  workaround_plan: Any = serial.field(saved=False, default=None, compare=False)
   # (the jaxpr's name, the kernel's name) of each variable that is one of the kernel's
   # operand refs (`b`, `x_ref`): errors name refs as the kernel does (with_ref_names)
   ref_names: tuple[tuple[str, str], ...] = ()
   # options.LoweringOptions that lower it again as it runs (launch_group, tma and the
   # workarounds as they took effect); not saved: None for a kernel loaded from disk
-  options: Any = dataclasses.field(default=None, compare=False, repr=False)
+  options: Any = serial.field(saved=False, default=None, compare=False, repr=False)
 
   @property
   def inputs(self) -> list[KernelParam]:
@@ -220,9 +199,10 @@ class GeneratedKernel:
 
   # kernel.json's layout; runs saved before it had a schema read as this one
   SCHEMA: ClassVar[str] = "pallas-prof/generated/1"
-  _SCALARS: ClassVar[tuple] = ("name", "num_warps", "num_stages", "jaxpr_text", "source_info",
-                               "lowering_seconds", "gc_seconds", "key", "enable_fp_fusion",
-                               "check_bounds", "launch_group", "tma")
+  # written beside the fields: the run's label and aliases (save's `extra`), and the
+  # compile of a run saved before compiled.json (cli/run_directory.py reads it)
+  OTHER_KEYS: ClassVar[tuple[str, ...]] = ("schema", "label", "input_output_aliases",
+                                           "compiled")
 
   def save(self, directory: str, *, write: "Writer" = write_atomic, **extra) -> None:
     """Writes source.py and kernel.json (with `extra`, e.g. the run's label and aliases),
@@ -231,15 +211,19 @@ class GeneratedKernel:
     decoded by type (cli/saved_runs/kernel.py)."""
     os.makedirs(directory, exist_ok=True)
     write(os.path.join(directory, "source.py"), self.source)
-    meta = {"schema": self.SCHEMA, **extra, **{k: getattr(self, k) for k in self._SCALARS},
-            "source_path": self.path, "line_map": self.line_map,
-            "eqns": [e.to_dict() for e in self.eqns],
-            "params": plain(self.params), "grid": list(self.grid),
-            "launch_grid": list(self.launch_grid), "atomic_params": list(self.atomic_params),
-            "bounds_sites": plain(self.bounds_sites),
-            "tma_notes": [n.to_dict() for n in self.tma_notes],
-            "workarounds": list(self.workarounds), "ref_names": plain(self.ref_names)}
+    meta = {"schema": self.SCHEMA, **extra, **serial.dump(self)}
     write(os.path.join(directory, "kernel.json"), json.dumps(meta, indent=1, default=str))
+
+  @classmethod
+  def from_saved(cls, meta, source: str, where: str) -> "GeneratedKernel":
+    """kernel.json's values (`meta`, from the file `where`) and source.py's text: Misfit
+    naming the field for a value its writer did not write, SchemaMismatch for a file of
+    another layout."""
+    schema = meta.get("schema", cls.SCHEMA) if isinstance(meta, dict) else cls.SCHEMA
+    if schema != cls.SCHEMA:
+      raise SchemaMismatch(f"{where} has schema {schema!r}; this pallas-prof reads "
+                           f"{cls.SCHEMA!r}")
+    return serial.load(cls, meta, where, source=source)
 
 
 # --- compile: the compiled kernel ------------------------------------------------------
@@ -279,8 +263,18 @@ def _write_json(path: str, meta: dict, write: Writer = write_atomic) -> None:
   write(path, json.dumps(meta, indent=1))
 
 
+def saved_stages(meta: dict, where: str) -> tuple[str, ...]:
+  """The stages compiled.json (the file `where`) says it saved, each one of STAGE_FILES'."""
+  saved = decode(tuple[str, ...], meta.get("stages"), f"{where}.stages", strict=True)
+  unknown = [s for s in saved if s not in STAGE_FILES]
+  if unknown:
+    raise ValueError(f"{where}.stages names {unknown[0]!r}, not a compile stage "
+                     f"({', '.join(STAGE_FILES)})")
+  return saved
+
+
 @dataclasses.dataclass(frozen=True)
-class CompiledKernel:
+class CompiledKernel(Saved):
   """A kernel compiled for one target.
 
   The GPU launch path stops at PTX (jaxlib assembles its own cubin): `asm`
@@ -288,11 +282,14 @@ class CompiledKernel:
   compile.assemble_cubin returns the artifact that has them.
   """
   SCHEMA: ClassVar[str] = "pallas-prof/compiled/1"
+  OTHER_KEYS: ClassVar[tuple[str, ...]] = ("schema", "stages")     # save's, beside the fields
 
   name: str
   key: str
-  target: Target                   # ("cuda", 90), ("hip", "gfx942")
-  asm: Mapping[str, str | bytes]   # stage -> text (cubin, hsaco: bytes)
+  # ("cuda", 90), ("hip", "gfx942"); saved as a list
+  target: Target = serial.field(write=list, read=saved_target)
+  # stage -> text (cubin, hsaco: bytes), a file each (STAGE_FILES)
+  asm: Mapping[str, str | bytes] = serial.field(saved=False)
   metadata: Mapping[str, Any]      # Triton's metadata (shared, num_warps, scratch sizes, ...)
   stage_seconds: Mapping[str, float]
   compile_seconds: float
@@ -301,7 +298,8 @@ class CompiledKernel:
   spill_loads: int | None
   stack_bytes: int | None
   ptxas_log: str
-  generated: Any = None            # the GeneratedKernel it was compiled from
+  # the GeneratedKernel it was compiled from (not saved: its loader gives it)
+  generated: Any = serial.field(saved=False, default=None)
   cache: str = "miss"              # "miss", "memory" or "disk"
   # seconds this compile waited for the compile worker before Triton started on it:
   # queued behind other compiles (the background warm-up's) plus the worker's
@@ -309,7 +307,7 @@ class CompiledKernel:
   worker_wait_seconds: float = 0.0
   # what an AMD target's assembly reports beside `registers` (its VGPRs): SGPRs, AGPRs,
   # registers spilled, LDS, scratch, LLVM's occupancy (compiling/amd_resources.py)
-  target_resources: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  target_resources: Mapping[str, int] = serial.field(default_factory=dict, omit_empty=True)
 
   def __post_init__(self):
     object.__setattr__(self, "target", as_target(self.target))
@@ -368,36 +366,39 @@ class CompiledKernel:
 
   # --- one layout on disk: compiled.json and a file per stage ---
 
-  _FIELDS: ClassVar[tuple[str, ...]] = (
-      "name", "key", "metadata", "stage_seconds", "compile_seconds", "registers",
-      "spill_stores", "spill_loads", "stack_bytes", "ptxas_log", "cache", "worker_wait_seconds")
-  # fields an entry saved before them lacks (read as their defaults)
-  _LATER_FIELDS: ClassVar[tuple[str, ...]] = ("target_resources",)
-
   def save(self, directory: str, write: Writer = write_atomic) -> None:
     """Writes compiled.json and kernel.{ttir,ttgir,ll,ptx,cubin} into `directory`, each
     whole (`write`), compiled.json last: a reader that finds it finds the stages too."""
     os.makedirs(directory, exist_ok=True)
     for stage, text in self.asm.items():
       write(os.path.join(directory, STAGE_FILES[stage]), text)
-    meta = {"schema": self.SCHEMA, "target": list(self.target), "stages": sorted(self.asm),
-            **{k: plain(getattr(self, k)) for k in self._FIELDS}}
-    if self.target_resources:
-      meta["target_resources"] = plain(self.target_resources)
+    meta = {"schema": self.SCHEMA, "stages": sorted(self.asm), **serial.dump(self)}
     _write_json(os.path.join(directory, "compiled.json"), meta, write)
 
   @classmethod
   def load(cls, directory: str, generated: Any = None) -> "CompiledKernel":
-    """What save() wrote; SchemaMismatch for another layout, OSError if absent."""
-    meta = _read_json(os.path.join(directory, "compiled.json"), cls.SCHEMA)
+    """What save() wrote; SchemaMismatch for another layout, OSError if absent, Misfit
+    (a ValueError) naming the field for a value save() does not write."""
+    where = os.path.join(directory, "compiled.json")
+    meta = _read_json(where, cls.SCHEMA)
     asm = {}
-    for stage in meta["stages"]:
+    for stage in saved_stages(meta, where):
       with open(os.path.join(directory, STAGE_FILES[stage]),
                 "rb" if stage in BINARY_STAGES else "r") as f:
         asm[stage] = f.read()
-    later = {k: meta[k] for k in cls._LATER_FIELDS if k in meta}
-    return cls(target=tuple(meta["target"]), asm=asm, generated=generated,
-               **{k: meta[k] for k in cls._FIELDS}, **later)
+    return cls.from_saved(meta, asm, generated, where)
+
+  @classmethod
+  def from_saved(cls, meta: dict, asm: dict, generated: Any, where: str) -> "CompiledKernel":
+    """compiled.json's values (`meta`, from the file `where`; or a run's kernel.json's
+    "compiled", saved before compiled.json and without a name) and the stages' texts."""
+    if "schema" in meta and meta["schema"] != cls.SCHEMA:
+      raise SchemaMismatch(f"{where} has schema {meta['schema']!r}; this pallas-prof reads "
+                           f"{cls.SCHEMA!r}")
+    given = {"asm": asm, "generated": generated}
+    if "name" not in meta and generated is not None:
+      given["name"] = generated.name
+    return serial.load(cls, meta, where, **given)
 
   def __repr__(self) -> str:
     return (f"CompiledKernel({self.name}, {target_text(self.target)}, "
@@ -407,13 +408,14 @@ class CompiledKernel:
 # --- launch: what a launch outside JAX needs -------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
-class LaunchSpec:
+class LaunchSpec(Saved):
   """A compiled kernel's launch, as the profiler's replay (in this process or a
   child, under ncu) performs it: cubin, grid, launch figures, parameters."""
   SCHEMA: ClassVar[str] = "pallas-prof/launch/1"
+  OTHER_KEYS: ClassVar[tuple[str, ...]] = ("schema",)
 
   name: str                              # the kernel's symbol in the cubin
-  cubin: bytes
+  cubin: bytes = serial.field(saved=False)     # kernel.cubin, beside spec.json
   launch_grid: tuple[int, int, int]
   num_warps: int
   warp_size: int
@@ -423,7 +425,7 @@ class LaunchSpec:
   global_scratch_align: int
   profile_scratch_size: int
   profile_scratch_align: int
-  params: tuple                          # KernelParam, in the kernel's order
+  params: tuple[KernelParam, ...]        # in the kernel's order
   aliases: tuple[tuple[int, int], ...]   # (input index, output index)
   zeroed_outputs: tuple[int, ...]        # output indices zeroed before each launch
   ptx_param_count: int | None            # .param entries of the PTX's .entry
@@ -478,18 +480,18 @@ class LaunchSpec:
     """Writes spec.json and kernel.cubin into `directory`, each whole (`write`)."""
     os.makedirs(directory, exist_ok=True)
     write(os.path.join(directory, "kernel.cubin"), self.cubin)
-    meta = {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)
-            if f.name != "cubin"}
-    _write_json(os.path.join(directory, "spec.json"), {"schema": self.SCHEMA, **meta}, write)
+    _write_json(os.path.join(directory, "spec.json"),
+                {"schema": self.SCHEMA, **serial.dump(self)}, write)
 
   @classmethod
   def load(cls, directory: str) -> "LaunchSpec":
-    meta = _read_json(os.path.join(directory, "spec.json"), cls.SCHEMA)
-    meta.pop("schema")
+    """What save() wrote; SchemaMismatch for another layout, OSError if absent, Misfit
+    (a ValueError) naming the field for a value save() does not write."""
+    where = os.path.join(directory, "spec.json")
+    meta = _read_json(where, cls.SCHEMA)
     with open(os.path.join(directory, "kernel.cubin"), "rb") as f:
       cubin = f.read()
-    meta["params"] = [from_fields(KernelParam, p) for p in meta["params"]]
-    return cls(cubin=cubin, **meta)
+    return serial.load(cls, meta, where, cubin=cubin)
 
 
 def param_nbytes(dtype: str, shape: tuple[int, ...]) -> int:

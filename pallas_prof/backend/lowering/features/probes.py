@@ -45,9 +45,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
+
+from ....serial import Saved
 
 PARAM = "pp_probes"          # the buffer's parameter in the generated source
 HEADER_WORDS = 3             # header, globaltimer at entry, globaltimer at end
@@ -83,7 +85,7 @@ class ProbeOptions:
 
 
 @dataclasses.dataclass(frozen=True)
-class ProbeRegion:
+class ProbeRegion(Saved):
   """The code between two probes: the prologue, or top-level equations."""
   slot: int                        # its end boundary: clock word HEADER_WORDS + slot
   eqns: tuple[int, ...]            # equation indices (empty: the prologue)
@@ -109,18 +111,11 @@ class ProbeRegion:
     loads = self.loads[0] + (f" +{len(self.loads) - 1} loads" if len(self.loads) > 1 else "")
     return f"{loads} → {name}"
 
-  def to_dict(self) -> dict:
-    return {**dataclasses.asdict(self), "eqns": list(self.eqns), "label": self.label}
-
-  @classmethod
-  def from_dict(cls, d: dict) -> "ProbeRegion":
-    return cls(slot=d["slot"], eqns=tuple(d["eqns"]), primitive=d["primitive"], kind=d["kind"],
-               file=d["file"], line=d["line"], main=d.get("main"),
-               loads=tuple(d.get("loads", ())), waits=bool(d.get("waits", False)))
+  DERIVED: ClassVar[tuple[str, ...]] = ("label",)      # written for the file's readers
 
 
 @dataclasses.dataclass(frozen=True)
-class ProbeLayout:
+class ProbeLayout(Saved):
   """Where the probed variant writes what (the buffer's layout above)."""
   regions: tuple[ProbeRegion, ...]
   programs: int                    # programs of the launch grid
@@ -149,16 +144,6 @@ class ProbeLayout:
   @property
   def nbytes(self) -> int:
     return 8 * self.words
-
-  def to_dict(self) -> dict:
-    d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "regions"}
-    return {**d, "regions": [r.to_dict() for r in self.regions]}
-
-  @classmethod
-  def from_dict(cls, d: dict) -> "ProbeLayout":
-    fields = {f.name for f in dataclasses.fields(cls)} - {"regions"}
-    return cls(regions=tuple(ProbeRegion.from_dict(r) for r in d["regions"]),
-               **{k: d[k] for k in fields if k in d})
 
 
 # --- the PTX of a probe ----------------------------------------------------------------------

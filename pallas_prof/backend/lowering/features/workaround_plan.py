@@ -11,14 +11,19 @@ compile span. A form that does not fit an equation leaves it plain.
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
+
+from ....serial import Saved
 
 
 @dataclasses.dataclass(frozen=True)
-class WorkaroundPlan:
+class WorkaroundPlan(Saved):
   scan_forms: tuple[tuple[int, str], ...] = ()   # (equation index, form), scan_forms.py
   num_warps: int | None = None                   # lowered with these instead of the kernel's
   notes: tuple[str, ...] = ()                    # changes made outside the rules (num_warps)
   because: str = ""                              # the failure it avoids, in one line
+  # a saved plan's file says what it is for beside the plan (workarounds.py)
+  OTHER_KEYS: ClassVar[tuple[str, ...]] = ("format", "fault")
 
   def form_of(self, index: int) -> str | None:
     for i, form in self.scan_forms:
@@ -31,16 +36,6 @@ class WorkaroundPlan:
     keep = set(indices)
     return dataclasses.replace(self, scan_forms=tuple(p for p in self.scan_forms
                                                       if p[0] in keep))
-
-  def to_dict(self) -> dict:
-    return {"scan_forms": [list(p) for p in self.scan_forms], "num_warps": self.num_warps,
-            "notes": list(self.notes), "because": self.because}
-
-  @classmethod
-  def from_dict(cls, d: dict) -> "WorkaroundPlan":
-    return cls(scan_forms=tuple((int(i), str(f)) for i, f in d.get("scan_forms", ())),
-               num_warps=d.get("num_warps"), notes=tuple(d.get("notes", ())),
-               because=str(d.get("because", "")))
 
 
 def merged_notes(noted) -> tuple[str, ...]:
