@@ -152,7 +152,7 @@ class GeneratedKernel(Saved):
   probe_layout: Any = serial.field(saved=False, default=None)
   launch_group: int = 0              # > 1: programs launched in groups (grid.grouped_launch)
   tma: bool = False                  # some loads go through TMA tensor descriptors (tma.py)
-  tma_notes: tuple[TmaNote, ...] = ()    # TMA asked for: accesses that could not use it (TmaNote)
+  tma_notes: tuple[TmaNote, ...] = ()    # TMA asked for: accesses that could not use it
   # lowered otherwise because Triton failed on the plain lowering (workarounds.py): what
   # changed, one note each; the plan that made it (workaround_plan.py; not saved), which
   # the kernel's other variants (probes, tuning) are lowered with too
