@@ -73,3 +73,19 @@ def test_a_field_of_another_kind_is_refused_naming_the_file_and_field(tmp_path, 
     run_directory.load_kernel(str(copy))
   with pytest.raises(Misfit, match=named):       # the artifact's own reader says the same
     GeneratedKernel.from_saved(meta, "", str(copy / "kernel.json"))
+
+
+@pytest.mark.parametrize("key,value,named", [
+    ("compile_seconds", "slow", r"compiled\.json\.compile_seconds is a string where a number"),
+    ("colour", 1, r"compiled\.json\.colour.*CompiledKernel does not have"),
+    ("registers", [], r"compiled\.json\.registers is a list"),
+])
+def test_the_disk_caches_reader_refuses_a_field_of_another_kind(tmp_path, key, value, named):
+  """CompiledKernel.load (the disk cache, the profiler's children) read a string where
+  seconds belong, and a key it does not know, without a word."""
+  copy = shutil.copytree(KERNEL, tmp_path / "k")
+  meta = _json(copy / "compiled.json")
+  meta[key] = value
+  (copy / "compiled.json").write_text(json.dumps(meta))
+  with pytest.raises(ValueError, match=named):
+    CompiledKernel.load(str(copy))
