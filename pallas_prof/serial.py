@@ -9,6 +9,19 @@
     to_json(x, **kwargs)   plain(x) as JSON text (a value of no JSON kind as its str())
     Record                 the mixin giving a dataclass to_dict() and from_dict()
 
+and, for the files the kernel artifacts keep (kernel.json, compiled.json, spec.json, the
+saved workaround plans: what a later process executes, so nothing is guessed):
+
+    dump(x)                a dataclass as its saved fields, each as its serial.field says
+    load(cls, data, where) the dataclass back: a key it does not know, a field missing that
+                           has no default, a value of another type (null included, where
+                           the type does not say "| None") raise Misfit naming `where` (the
+                           file) and the field
+    field(...)             a dataclass field with how it is saved (under another key, not
+                           at all, written and read by functions of its own, left out when
+                           empty)
+    Saved                  the mixin giving such a dataclass to_dict() and from_dict()
+
 The kernel artifacts (backend/artifacts.py), the profiler's and the advice's reports and
 the run report (cli/report.py) all write and read through these. Reading is by field
 name: a field added later is read back without a change here, a field an older file
@@ -24,7 +37,7 @@ import json
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Callable
 
 
 def plain(x):
@@ -75,47 +88,88 @@ class Misfit(ValueError):
   """A plain value that is not of its field's type; args: (where, the type, the value)."""
 
   def describe(self) -> str:
-    """'<where> is <kind> where <wanted> belongs', for a message about a damaged file."""
+    """'<where> is <kind> where <wanted> belongs', for a message about a damaged file (or
+    the one sentence it was raised with)."""
+    if len(self.args) != 3:
+      return str(self.args[0]) if self.args else "a value its writer does not write"
     where, tp, value = self.args
+    if isinstance(value, list) and typing.get_origin(tp) is tuple:
+      return f"{where} is a list of {len(value)} items where {_wanted(tp)} belongs"
     return f"{where} is {_kind(value)} where {_wanted(tp)} belongs"
 
+  def __str__(self) -> str:
+    return self.describe() if len(self.args) == 3 else super().__str__()
 
-def decode(tp, value, where: str = "report"):
+
+class Missing(Misfit):
+  """Fields a saved record must have that its file lacks; args: (where, the class, keys)."""
+
+  def describe(self) -> str:
+    where, cls, keys = self.args
+    return f"{where} lacks the fields {', '.join(keys)} of a saved {cls.__name__}"
+
+
+class Unknown(Misfit):
+  """A key a saved record does not have; args: (where, the record's class, the key)."""
+
+  def describe(self) -> str:
+    where, cls, key = self.args
+    return f"{where} has the field {key!r}, which a saved {cls.__name__} does not have"
+
+
+def decode(tp, value, where: str = "report", strict: bool = False):
   """`value` (as json.load gives it) as an instance of the type `tp`; a value of another
   kind (a list where a record belongs, a string for a number) raises Misfit naming
-  `where`, so that a damaged file is refused instead of shown as garbage."""
+  `where`, so that a damaged file is refused instead of shown as garbage. `strict`: null
+  too, where `tp` does not allow None, and a fixed tuple of another length (load's rules)."""
   if value is None:
+    if strict and not _optional(tp):
+      raise Misfit(where, tp, None)
     return None
   origin = typing.get_origin(tp)
   if origin in (typing.Union, types.UnionType):
     options = [a for a in typing.get_args(tp) if a is not type(None)]
     for option in options:
       if _fits(option, value):
-        return decode(option, value, where)
+        return decode(option, value, where, strict)
     raise Misfit(where, options[0] if options else tp, value)
+  if dataclasses.is_dataclass(tp) and isinstance(tp, type) and isinstance(tp, _SavedType):
+    return load(tp, value, where)
   if not _fits(tp, value):
     raise Misfit(where, tp, value)
   if dataclasses.is_dataclass(tp) and isinstance(tp, type):
     return from_fields(tp, value, where)
   if origin in (list, tuple, typing.Sequence) or tp in (list, tuple):
-    args = typing.get_args(tp)
-    item = args[0] if args else Any
-    items = [decode(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
-    return tuple(items) if origin is tuple or tp is tuple else items
-  if origin is dict or tp is dict:
+    return _sequence(tp, value, where, strict)
+  if origin in (dict, Mapping) or tp is dict:
     args = typing.get_args(tp)
     key_type, value_type = args if args else (Any, Any)
-    return {_key(key_type, k): decode(value_type, v, f"{where}.{k}") for k, v in value.items()}
+    return {_key(key_type, k): decode(value_type, v, f"{where}.{k}", strict)
+            for k, v in value.items()}
   if tp is float and isinstance(value, int):
     return float(value)
   return value
+
+
+def _sequence(tp, value: list, where: str, strict: bool):
+  args = typing.get_args(tp)
+  fixed = args and args[-1] is not Ellipsis and typing.get_origin(tp) is tuple
+  if strict and fixed and len(value) != len(args):
+    raise Misfit(where, tp, value)
+  items = [decode(args[i] if fixed else args[0] if args else Any, v, f"{where}[{i}]", strict)
+           for i, v in enumerate(value)]
+  return tuple(items) if typing.get_origin(tp) is tuple or tp is tuple else items
+
+
+def _optional(tp) -> bool:
+  return tp is Any or type(None) in typing.get_args(tp)
 
 
 def _fits(tp, value) -> bool:
   origin = typing.get_origin(tp) or tp
   if tp is Any or origin in (typing.Union, types.UnionType):
     return True
-  if dataclasses.is_dataclass(tp) or origin is dict:
+  if dataclasses.is_dataclass(tp) or origin in (dict, Mapping):
     return isinstance(value, dict)
   if origin in (list, tuple, typing.Sequence):
     return isinstance(value, list)
@@ -124,6 +178,11 @@ def _fits(tp, value) -> bool:
   if isinstance(origin, type):
     return isinstance(value, origin)
   return True
+
+
+def _count(tp) -> str:
+  args = typing.get_args(tp)
+  return f"a list of {len(args)} items" if args and args[-1] is not Ellipsis else "a list"
 
 
 def _kind(value) -> str:
@@ -135,10 +194,10 @@ def _kind(value) -> str:
 
 def _wanted(tp) -> str:
   origin = typing.get_origin(tp) or tp
-  if dataclasses.is_dataclass(tp) or origin is dict:
+  if dataclasses.is_dataclass(tp) or origin in (dict, Mapping):
     return "an object"
   if origin in (list, tuple, typing.Sequence):
-    return "a list"
+    return _count(tp)
   return {str: "a string", int: "a whole number", float: "a number",
           bool: "true/false"}.get(tp, str(tp))
 
@@ -175,3 +234,105 @@ def _empty(tp):
   """What a field without a default holds when a file lacks it: an empty collection, or None."""
   origin = typing.get_origin(tp) or tp
   return {list: [], dict: {}, tuple: ()}.get(origin) if isinstance(origin, type) else None
+
+
+# --- saved records: the kernel artifacts' files ------------------------------------------
+
+_HOW = "pallas_prof.serial"
+
+
+@dataclasses.dataclass(frozen=True)
+class How:
+  """How a field is saved (serial.field's arguments)."""
+  key: str | None = None        # its key in the file (None: the field's name)
+  saved: bool = True            # False: kept elsewhere (its own file) or not at all
+  write: Callable[[Any], Any] | None = None            # the value -> what the file holds
+  read: Callable[[Any, str], Any] | None = None        # (what the file holds, where) -> value
+  # written as these keys of the record's own: write(the record) gives them as a dict,
+  # read(that dict, where) the field's value
+  flat: tuple[str, ...] = ()
+  omit_empty: bool = False      # an empty value is not written (files before it lack it)
+
+
+_PLAIN_FIELD = How()
+
+
+def field(*, key: str | None = None, saved: bool = True, write=None, read=None, flat=(),
+          omit_empty: bool = False, **kwargs):
+  """dataclasses.field, with how the field is saved (How); `kwargs` go to dataclasses.field."""
+  how = How(key, saved, write, read, tuple(flat), omit_empty)
+  return dataclasses.field(metadata={_HOW: how}, **kwargs)
+
+
+def _how(f: dataclasses.Field) -> How:
+  return f.metadata.get(_HOW, _PLAIN_FIELD)
+
+
+def dump(x) -> dict[str, Any]:
+  """A saved record's fields as its file holds them, in their declared order."""
+  out: dict[str, Any] = {}
+  for f in dataclasses.fields(x):
+    how, value = _how(f), getattr(x, f.name)
+    if not how.saved or (how.omit_empty and not value):
+      continue
+    if how.flat:                  # written from the record: what its properties say
+      out.update(how.write(x))
+    else:
+      out[how.key or f.name] = how.write(value) if how.write is not None else plain(value)
+  out.update({name: plain(getattr(x, name)) for name in getattr(type(x), "DERIVED", ())})
+  return out
+
+
+def load(cls, data, where: str, **given):
+  """The saved record `cls` from what its file holds (`data`), by its fields' types; the
+  fields in `given` (kept in files of their own) as they are. Misfit, naming `where` and
+  the field, for a key `cls` does not know (its OTHER_KEYS are written beside it by
+  others; its DERIVED keys, properties dump writes for readers of the file, are not read
+  back), a field missing that has no default, and a value that is not of its type."""
+  upgrade = getattr(cls, "upgrade_layout", None)
+  if upgrade is not None:
+    data = upgrade(data)
+  if not isinstance(data, dict):
+    raise Misfit(where, cls, data)
+  hints = _hints(cls)
+  known = {*getattr(cls, "OTHER_KEYS", ()), *getattr(cls, "DERIVED", ())}
+  kwargs, missing = dict(given), []
+  for f in dataclasses.fields(cls):
+    how = _how(f)
+    if not how.saved or f.name in given:
+      continue
+    if how.flat:
+      known.update(how.flat)
+      kwargs[f.name] = how.read({k: data.get(k) for k in how.flat}, where)
+      continue
+    key = how.key or f.name
+    known.add(key)
+    if key not in data:
+      if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+        missing.append((key, hints[f.name]))
+      continue
+    kwargs[f.name] = how.read(data[key], f"{where}.{key}") if how.read is not None else \
+        decode(hints[f.name], data[key], f"{where}.{key}", strict=True)
+  unknown = sorted(set(data) - known)
+  if unknown:
+    raise Unknown(f"{where}.{unknown[0]}", cls, unknown[0])
+  if len(missing) == 1:
+    raise Misfit(f"{where}.{missing[0][0]}", missing[0][1], None)
+  if missing:
+    raise Missing(where, cls, tuple(key for key, _ in missing))
+  return cls(**kwargs)
+
+
+class _SavedType(type):
+  """The metaclass that marks a saved record (decode loads one strictly, wherever it is)."""
+
+
+class Saved(metaclass=_SavedType):
+  """A dataclass saved by dump and read back by load: to_dict() and from_dict() are they."""
+
+  def to_dict(self) -> dict[str, Any]:
+    return dump(self)
+
+  @classmethod
+  def from_dict(cls, data, where: str = "record"):
+    return load(cls, data, where)

@@ -147,7 +147,7 @@ def launch_both(ck, xla_ck, seed: int = 7) -> dict:
   inputs: whether XLA's build gives the wheel's outputs bit for bit (else the largest
   difference), and each one's median cold time (L2 flushed before each launch)."""
   import numpy as np
-  from pallas_prof.backend.artifacts import LaunchSpec
+  from pallas_prof.backend.running.launch_spec import LaunchSpec
   from pallas_prof.backend.compiling.compile import assemble_cubin
   from pallas_prof.profiler.timing.replayer import Replayer
   out, results = {}, {}

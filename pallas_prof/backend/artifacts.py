@@ -20,23 +20,27 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import types
 from typing import Any, Callable, ClassVar, Mapping, Union
 
+from .. import serial
 from ..safe_files import write_atomic
-from ..serial import from_fields, plain
-from .options import LoweringOptions, ProbeLayout, option_property as _option
-from .equation_text import Described, Description, without_line_comment
+from ..serial import Saved, decode
+from .check_sites import CheckSite
+from .equation_text import (SAVED_KEYS, Described, Description, saved_description,
+                            without_line_comment)
+from .options import (LoweringOptions, ProbeLayout, read_saved_options,
+                      option_property as _option)
 # DEFAULT_TARGET and target_text lived here before targets.py: still importable from here
-from .targets import DEFAULT_TARGET, Target, as_target, target_text  # noqa: F401
+from .targets import DEFAULT_TARGET, Target, as_target, saved_target, target_text  # noqa: F401
+from .tma_note import TmaNote
 
 # --- lowering: what the kernel takes ---------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
-class KernelParam:
+class KernelParam(Saved):
   """One pointer parameter of the generated kernel: a pallas_call operand."""
   name: str                     # the parameter's name in the generated source
   label: str                    # the user's name for it (x_ref)
@@ -57,7 +61,7 @@ class KernelParam:
 # --- lowering: one record per jaxpr equation ----------------------------------------
 
 @dataclasses.dataclass(frozen=True)
-class DotFacts:
+class DotFacts(Saved):
   """A dot_general as its rule emitted it: out[batch, m, n] = sum_k lhs * rhs."""
   batch: int
   m: int
@@ -75,7 +79,7 @@ Trips = Union[int, str, None]   # a loop's iterations: a count, "dynamic", None 
 
 
 @dataclasses.dataclass(frozen=True)
-class EquationRecord(Described):
+class EquationRecord(Described, Saved):
   """One jaxpr equation as lowered: where it came from, what it generated,
   and what its rule knows about the work it does.
 
@@ -93,8 +97,9 @@ class EquationRecord(Described):
   function: str | None
   parent: int | None            # index of the control-flow equation containing it
   region: str = "kernel"        # kernel | index_map x_ref | body | cond | branch 1 ...
-  description: Description = dataclasses.field(default_factory=Description, repr=False,
-                                                compare=False)
+  description: Description = serial.field(
+      flat=SAVED_KEYS, write=saved_description, read=Description.from_saved,
+      default_factory=Description, repr=False, compare=False)
   lines: tuple[int, ...] = ()   # the generated source's lines it emitted (1-based)
   # what the rule knows
   bytes_read: int = 0
@@ -113,32 +118,6 @@ class EquationRecord(Described):
   # does not change), so it could run once before the loop
   invariant: bool = False
 
-  _FACTS = ("bytes_read", "bytes_written", "dot_flops", "elementwise_flops",
-            "transcendentals", "trips", "unrolled", "operand", "contiguous_bytes",
-            "invariant")
-
-  def to_dict(self) -> dict:
-    out = {"index": self.index, "path": self.path, "primitive": self.primitive,
-           "text": self.text, "in_avals": [str(a) for a in self.in_avals],
-           "out_avals": [str(a) for a in self.out_avals], "file": self.file, "line": self.line,
-           "function": self.function, "parent": self.parent, "region": self.region,
-           "lines": list(self.lines), "jaxpr_line": self.jaxpr_line}
-    out.update({name: getattr(self, name) for name in self._FACTS})
-    out["dot"] = plain(self.dot)
-    return out
-
-  @classmethod
-  def from_dict(cls, d: dict) -> "EquationRecord":
-    """Also reads records saved before the work facts existed (they read as none)."""
-    facts = {name: d[name] for name in cls._FACTS if name in d}
-    dot = d.get("dot")
-    return cls(index=d["index"], path=d["path"], primitive=d["primitive"], file=d["file"],
-               line=d["line"], function=d["function"], parent=d["parent"],
-               region=d.get("region", "kernel"),
-               description=Description.fixed(d["text"], d["in_avals"], d["out_avals"],
-                                             d.get("jaxpr_line")),
-               lines=tuple(d.get("lines", ())), dot=DotFacts(**dot) if dot else None, **facts)
-
   def __repr__(self) -> str:
     return f"EquationRecord({self.index}, {self.primitive}, {self.location})"
 
@@ -146,11 +125,11 @@ class EquationRecord(Described):
 # --- lowering: the kernel ------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
-class GeneratedKernel:
+class GeneratedKernel(Saved):
   """A lowered kernel: Triton source in a real file plus everything about it."""
   name: str
-  source: str
-  path: str
+  source: str = serial.field(saved=False)       # source.py, beside kernel.json
+  path: str = serial.field(key="source_path")
   line_map: dict[int, int]           # generated line (1-based) -> equation index
   eqns: tuple[EquationRecord, ...]   # by index
   params: tuple[KernelParam, ...]
@@ -162,17 +141,19 @@ class GeneratedKernel:
   key: str                           # sha256 of `source` (hex): its file, compiles, tuning files
   # its options as they took effect (no tma where no access could use it, the workaround plan
   # the rules used): num_warps etc. below read them; from disk, LoweringOptions.SAVED's alone
-  options: LoweringOptions = dataclasses.field(compare=False, repr=False)
+  options: LoweringOptions = serial.field(flat=LoweringOptions.SAVED, compare=False, repr=False,
+                                          write=lambda gk: gk.options.saved(),
+                                          read=read_saved_options)
   atomic_params: tuple[str, ...] = ()
   # of lowering_seconds, Python's garbage collections meanwhile (CollectionClock)
   gc_seconds: float = 0.0
   # bounds-checked mode: each checked access (check_sites.CheckSite); the kernel
   # then has one more parameter, the flag buffer (role "check")
-  bounds_sites: tuple = ()
+  bounds_sites: tuple[CheckSite, ...] = ()
   # the profiler's probed variant (probes.py): what its probe buffer holds; the
-  # kernel then has one more parameter, that buffer (role "probes")
-  probe_layout: ProbeLayout | None = None
-  tma_notes: tuple = ()              # TMA asked for: accesses that could not use it (TmaNote)
+  # kernel then has one more parameter, that buffer (role "probes"); not saved
+  probe_layout: ProbeLayout | None = serial.field(saved=False, default=None)
+  tma_notes: tuple[TmaNote, ...] = ()    # TMA asked for: accesses that could not use it
   # a note per change made as Triton failed on the plain lowering (workarounds.py)
   workarounds: tuple[str, ...] = ()
   # (the jaxpr's name, the kernel's name) of each variable that is one of the kernel's
@@ -231,8 +212,10 @@ class GeneratedKernel:
 
   # kernel.json's layout; runs saved before it had a schema read as this one
   SCHEMA: ClassVar[str] = "pallas-prof/generated/1"
-  _SCALARS: ClassVar[tuple] = ("name", "jaxpr_text", "source_info", "lowering_seconds",
-                               "gc_seconds", "key")
+  # written beside the fields: the run's label and aliases (save's `extra`), and the
+  # compile of a run saved before compiled.json (cli/run_directory.py reads it)
+  OTHER_KEYS: ClassVar[tuple[str, ...]] = ("schema", "label", "input_output_aliases",
+                                           "compiled")
 
   def save(self, directory: str, *, write: "Writer" = write_atomic, **extra) -> None:
     """Writes source.py and kernel.json (with `extra`, e.g. the run's label and aliases),
@@ -241,16 +224,19 @@ class GeneratedKernel:
     decoded by type (cli/saved_runs/kernel.py)."""
     os.makedirs(directory, exist_ok=True)
     write(os.path.join(directory, "source.py"), self.source)
-    meta = {"schema": self.SCHEMA, **extra, **{k: getattr(self, k) for k in self._SCALARS},
-            **self.options.saved(),
-            "source_path": self.path, "line_map": self.line_map,
-            "eqns": [e.to_dict() for e in self.eqns],
-            "params": plain(self.params), "grid": list(self.grid),
-            "launch_grid": list(self.launch_grid), "atomic_params": list(self.atomic_params),
-            "bounds_sites": plain(self.bounds_sites),
-            "tma_notes": [n.to_dict() for n in self.tma_notes],
-            "workarounds": list(self.workarounds), "ref_names": plain(self.ref_names)}
+    meta = {"schema": self.SCHEMA, **extra, **serial.dump(self)}
     write(os.path.join(directory, "kernel.json"), json.dumps(meta, indent=1, default=str))
+
+  @classmethod
+  def from_saved(cls, meta, source: str, where: str) -> "GeneratedKernel":
+    """kernel.json's values (`meta`, from the file `where`) and source.py's text: Misfit
+    naming the field for a value its writer did not write, SchemaMismatch for a file of
+    another layout."""
+    schema = meta.get("schema", cls.SCHEMA) if isinstance(meta, dict) else cls.SCHEMA
+    if schema != cls.SCHEMA:
+      raise SchemaMismatch(f"{where} has schema {schema!r}; this pallas-prof reads "
+                           f"{cls.SCHEMA!r}")
+    return serial.load(cls, meta, where, source=source)
 
 
 # --- compile: the compiled kernel ------------------------------------------------------
@@ -272,7 +258,7 @@ def _frozen(mapping: Mapping | None) -> Mapping:
   return types.MappingProxyType(dict(mapping or {}))
 
 
-def _read_json(path: str, schema: str) -> dict:
+def read_json(path: str, schema: str) -> dict:
   with open(path) as f:
     meta = json.load(f)
   if meta.get("schema") != schema:
@@ -286,12 +272,22 @@ def _read_json(path: str, schema: str) -> dict:
 Writer = Callable[[str, Union[bytes, str]], Any]
 
 
-def _write_json(path: str, meta: dict, write: Writer = write_atomic) -> None:
+def write_json(path: str, meta: dict, write: Writer = write_atomic) -> None:
   write(path, json.dumps(meta, indent=1))
 
 
+def saved_stages(meta: dict, where: str) -> tuple[str, ...]:
+  """The stages compiled.json (the file `where`) says it saved, each one of STAGE_FILES'."""
+  saved = decode(tuple[str, ...], meta.get("stages"), f"{where}.stages", strict=True)
+  unknown = [s for s in saved if s not in STAGE_FILES]
+  if unknown:
+    raise ValueError(f"{where}.stages names {unknown[0]!r}, not a compile stage "
+                     f"({', '.join(STAGE_FILES)})")
+  return saved
+
+
 @dataclasses.dataclass(frozen=True)
-class CompiledKernel:
+class CompiledKernel(Saved):
   """A kernel compiled for one target.
 
   The GPU launch path stops at PTX (jaxlib assembles its own cubin): `asm`
@@ -299,11 +295,14 @@ class CompiledKernel:
   compile.assemble_cubin returns the artifact that has them.
   """
   SCHEMA: ClassVar[str] = "pallas-prof/compiled/1"
+  OTHER_KEYS: ClassVar[tuple[str, ...]] = ("schema", "stages")     # save's, beside the fields
 
   name: str
   key: str
-  target: Target                   # ("cuda", 90), ("hip", "gfx942")
-  asm: Mapping[str, str | bytes]   # stage -> text (cubin, hsaco: bytes)
+  # ("cuda", 90), ("hip", "gfx942"); saved as a list
+  target: Target = serial.field(write=list, read=saved_target)
+  # stage -> text (cubin, hsaco: bytes), a file each (STAGE_FILES)
+  asm: Mapping[str, str | bytes] = serial.field(saved=False)
   metadata: Mapping[str, Any]      # Triton's metadata (shared, num_warps, scratch sizes, ...)
   stage_seconds: Mapping[str, float]
   compile_seconds: float
@@ -312,7 +311,8 @@ class CompiledKernel:
   spill_loads: int | None
   stack_bytes: int | None
   ptxas_log: str
-  generated: GeneratedKernel | None = None   # the GeneratedKernel it was compiled from
+  # the GeneratedKernel it was compiled from (not saved: its loader gives it)
+  generated: GeneratedKernel | None = serial.field(saved=False, default=None)
   cache: str = "miss"              # "miss", "memory" or "disk"
   # seconds this compile waited for the compile worker before Triton started on it:
   # queued behind other compiles (the background warm-up's) plus the worker's
@@ -320,7 +320,7 @@ class CompiledKernel:
   worker_wait_seconds: float = 0.0
   # what an AMD target's assembly reports beside `registers` (its VGPRs): SGPRs, AGPRs,
   # registers spilled, LDS, scratch, LLVM's occupancy (compiling/amd_resources.py)
-  target_resources: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  target_resources: Mapping[str, int] = serial.field(default_factory=dict, omit_empty=True)
 
   def __post_init__(self):
     object.__setattr__(self, "target", as_target(self.target))
@@ -377,125 +377,43 @@ class CompiledKernel:
 
   # --- one layout on disk: compiled.json and a file per stage ---
 
-  _FIELDS: ClassVar[tuple[str, ...]] = (
-      "name", "key", "metadata", "stage_seconds", "compile_seconds", "registers",
-      "spill_stores", "spill_loads", "stack_bytes", "ptxas_log", "cache", "worker_wait_seconds")
-  # fields an entry saved before them lacks (read as their defaults)
-  _LATER_FIELDS: ClassVar[tuple[str, ...]] = ("target_resources",)
-
   def save(self, directory: str, write: Writer = write_atomic) -> None:
     """Writes compiled.json and kernel.{ttir,ttgir,ll,ptx,cubin} into `directory`, each
     whole (`write`), compiled.json last: a reader that finds it finds the stages too."""
     os.makedirs(directory, exist_ok=True)
     for stage, text in self.asm.items():
       write(os.path.join(directory, STAGE_FILES[stage]), text)
-    meta = {"schema": self.SCHEMA, "target": list(self.target), "stages": sorted(self.asm),
-            **{k: plain(getattr(self, k)) for k in self._FIELDS}}
-    if self.target_resources:
-      meta["target_resources"] = plain(self.target_resources)
-    _write_json(os.path.join(directory, "compiled.json"), meta, write)
+    meta = {"schema": self.SCHEMA, "stages": sorted(self.asm), **serial.dump(self)}
+    write_json(os.path.join(directory, "compiled.json"), meta, write)
 
   @classmethod
   def load(cls, directory: str, generated: GeneratedKernel | None = None) -> "CompiledKernel":
-    """What save() wrote; SchemaMismatch for another layout, OSError if absent."""
-    meta = _read_json(os.path.join(directory, "compiled.json"), cls.SCHEMA)
+    """What save() wrote; SchemaMismatch for another layout, OSError if absent, Misfit
+    (a ValueError) naming the field for a value save() does not write."""
+    where = os.path.join(directory, "compiled.json")
+    meta = read_json(where, cls.SCHEMA)
     asm = {}
-    for stage in meta["stages"]:
+    for stage in saved_stages(meta, where):
       with open(os.path.join(directory, STAGE_FILES[stage]),
                 "rb" if stage in BINARY_STAGES else "r") as f:
         asm[stage] = f.read()
-    later = {k: meta[k] for k in cls._LATER_FIELDS if k in meta}
-    return cls(target=tuple(meta["target"]), asm=asm, generated=generated,
-               **{k: meta[k] for k in cls._FIELDS}, **later)
+    return cls.from_saved(meta, asm, generated, where)
+
+  @classmethod
+  def from_saved(cls, meta: dict, asm: dict, generated: Any, where: str) -> "CompiledKernel":
+    """compiled.json's values (`meta`, from the file `where`; or a run's kernel.json's
+    "compiled", saved before compiled.json and without a name) and the stages' texts."""
+    if "schema" in meta and meta["schema"] != cls.SCHEMA:
+      raise SchemaMismatch(f"{where} has schema {meta['schema']!r}; this pallas-prof reads "
+                           f"{cls.SCHEMA!r}")
+    given = {"asm": asm, "generated": generated}
+    if "name" not in meta and generated is not None:
+      given["name"] = generated.name
+    return serial.load(cls, meta, where, **given)
 
   def __repr__(self) -> str:
     return (f"CompiledKernel({self.name}, {target_text(self.target)}, "
             f"stages={sorted(self.asm)}, cache={self.cache})")
-
-
-# --- launch: what a launch outside JAX needs -------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class LaunchSpec:
-  """A compiled kernel's launch, as the profiler's replay (in this process or a
-  child, under ncu) performs it: cubin, grid, launch figures, parameters."""
-  SCHEMA: ClassVar[str] = "pallas-prof/launch/1"
-
-  name: str                              # the kernel's symbol in the cubin
-  cubin: bytes
-  launch_grid: tuple[int, int, int]
-  num_warps: int
-  warp_size: int
-  shared: int
-  num_ctas: int
-  global_scratch_size: int
-  global_scratch_align: int
-  profile_scratch_size: int
-  profile_scratch_align: int
-  params: tuple                          # KernelParam, in the kernel's order
-  aliases: tuple[tuple[int, int], ...]   # (input index, output index)
-  zeroed_outputs: tuple[int, ...]        # output indices zeroed before each launch
-  ptx_param_count: int | None            # .param entries of the PTX's .entry
-
-  def __post_init__(self):
-    object.__setattr__(self, "launch_grid", tuple(int(g) for g in self.launch_grid))
-    object.__setattr__(self, "params", tuple(self.params))
-    object.__setattr__(self, "aliases", tuple((int(i), int(o)) for i, o in self.aliases))
-    object.__setattr__(self, "zeroed_outputs", tuple(sorted(int(i) for i in self.zeroed_outputs)))
-
-  @classmethod
-  def from_compiled(cls, ck: CompiledKernel, aliases=(), zeroed_outputs=()) -> "LaunchSpec":
-    """ck's launch (its cubin must be assembled: compile.assemble_cubin).
-    ValueError where the replay cannot launch it."""
-    gk = ck.generated
-    if gk is None:
-      raise ValueError(f"kernel {ck.name}: no GeneratedKernel, so its parameters are unknown")
-    md = ck.metadata
-    zeroed = set(zeroed_outputs) | set(gk.zeroed_outputs(aliases))   # as the GPU path does
-    target = md.get("target") or {}
-    if md.get("launch_cooperative_grid") or md.get("launch_pdl"):
-      raise ValueError(f"kernel {ck.name}: cooperative-grid / PDL launches are not supported "
-                       "by the replay")
-    name = str(md.get("name") or ck.name)
-    return cls(
-        name=name, cubin=ck.cubin, launch_grid=gk.launch_grid, num_warps=int(md["num_warps"]),
-        warp_size=int(target.get("warp_size", md.get("warp_size", 32)) or 32),
-        shared=int(md.get("shared", 0) or 0), num_ctas=int(md.get("num_ctas", 1) or 1),
-        global_scratch_size=int(md.get("global_scratch_size", 0) or 0),
-        global_scratch_align=int(md.get("global_scratch_align", 1) or 1),
-        profile_scratch_size=int(md.get("profile_scratch_size", 0) or 0),
-        profile_scratch_align=int(md.get("profile_scratch_align", 1) or 1),
-        params=gk.params, aliases=aliases, zeroed_outputs=zeroed,
-        ptx_param_count=ptx_param_count(ck.asm.get("ptx", ""), name))
-
-  @property
-  def inputs(self) -> list:
-    return [p for p in self.params if p.role == "input"]
-
-  @property
-  def outputs(self) -> list:
-    return [p for p in self.params if p.role == "output"]
-
-  @property
-  def programs(self) -> int:
-    return math.prod(self.launch_grid)
-
-  def save(self, directory: str, write: Writer = write_atomic) -> None:
-    """Writes spec.json and kernel.cubin into `directory`, each whole (`write`)."""
-    os.makedirs(directory, exist_ok=True)
-    write(os.path.join(directory, "kernel.cubin"), self.cubin)
-    meta = {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)
-            if f.name != "cubin"}
-    _write_json(os.path.join(directory, "spec.json"), {"schema": self.SCHEMA, **meta}, write)
-
-  @classmethod
-  def load(cls, directory: str) -> "LaunchSpec":
-    meta = _read_json(os.path.join(directory, "spec.json"), cls.SCHEMA)
-    meta.pop("schema")
-    with open(os.path.join(directory, "kernel.cubin"), "rb") as f:
-      cubin = f.read()
-    meta["params"] = [from_fields(KernelParam, p) for p in meta["params"]]
-    return cls(cubin=cubin, **meta)
 
 
 def param_nbytes(dtype: str, shape: tuple[int, ...]) -> int:
@@ -509,12 +427,3 @@ def param_nbytes(dtype: str, shape: tuple[int, ...]) -> int:
     import ml_dtypes
     itemsize = np.dtype(getattr(ml_dtypes, dtype)).itemsize
   return n * itemsize
-
-
-def ptx_param_count(ptx: str, name: str) -> int | None:
-  """Number of .param entries of the kernel's .entry in the PTX."""
-  import re
-  m = re.search(r"\.entry\s+" + re.escape(name) + r"\s*\((.*?)\)", ptx, re.S)
-  if m is None:
-    return None
-  return len(re.findall(r"\.param\b", m.group(1)))

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..serial import Saved
+
 # a checked index is recorded in the flag buffer as OFFSET - index and index + OFFSET,
 # clamped to (-OFFSET, OFFSET): the lowering writes it so, the run-time check reads it back
 OFFSET = 1 << 30
 
 
 @dataclasses.dataclass(frozen=True)
-class CheckSite:
+class CheckSite(Saved):
   """One checked access: where its record starts in the flag buffer, and what
   to say about it."""
   base: int
@@ -30,6 +32,3 @@ class CheckSite:
   @property
   def slots(self) -> int:
     return 1 + 2 * len(self.checked_axes)
-
-  def to_dict(self) -> dict:
-    return dataclasses.asdict(self)

@@ -10,6 +10,8 @@ import os
 import re
 from typing import Callable, Iterable
 
+from ..serial import decode
+
 _ARRAY = re.compile(r"(~?)(\w+)\[([\d,]*)\]")
 
 
@@ -80,6 +82,15 @@ class Description:
     return cls(value=(text, tuple(map(Aval.parse, in_avals)), tuple(map(Aval.parse, out_avals)),
                       jaxpr_line))
 
+  @staticmethod
+  def from_saved(saved: dict, where: str) -> "Description":
+    """A saved equation's description (SAVED_KEYS of the file `where`; Aval.parse reads the
+    avals); serial.Misfit naming the key for a value saved_description does not write."""
+    value = lambda key, tp: decode(tp, saved[key], f"{where}.{key}", strict=True)
+    return Description.fixed(value("text", str), value("in_avals", tuple[str, ...]),
+                             value("out_avals", tuple[str, ...]),
+                             value("jaxpr_line", int | None))
+
   def get(self, primitive: str) -> tuple:
     """(text, in_avals, out_avals, jaxpr_line)"""
     if self._value is None:
@@ -91,6 +102,16 @@ class Description:
           pass
       self._value, self._describe = value, None
     return self._value
+
+
+# an equation's description as kernel.json keeps it, beside the record's fields
+SAVED_KEYS = ("text", "in_avals", "out_avals", "jaxpr_line")
+
+
+def saved_description(e: "Described") -> dict:
+  """The record `e`'s description as SAVED_KEYS (its avals as text)."""
+  return {"text": e.text, "in_avals": [str(a) for a in e.in_avals],
+          "out_avals": [str(a) for a in e.out_avals], "jaxpr_line": e.jaxpr_line}
 
 
 class Described:

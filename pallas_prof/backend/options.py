@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import typing
 from typing import ClassVar
+
+from ..serial import Misfit, Saved, decode
 
 DEFAULT_NUM_WARPS = 4
 DEFAULT_NUM_STAGES = 3
@@ -84,7 +87,7 @@ class ProbeOptions:
 
 
 @dataclasses.dataclass(frozen=True)
-class ProbeRegion:
+class ProbeRegion(Saved):
   """The code between two probes: the prologue, or top-level equations."""
   slot: int                        # its end boundary: clock word HEADER_WORDS + slot
   eqns: tuple[int, ...]            # equation indices (empty: the prologue)
@@ -110,18 +113,11 @@ class ProbeRegion:
     loads = self.loads[0] + (f" +{len(self.loads) - 1} loads" if len(self.loads) > 1 else "")
     return f"{loads} → {name}"
 
-  def to_dict(self) -> dict:
-    return {**dataclasses.asdict(self), "eqns": list(self.eqns), "label": self.label}
-
-  @classmethod
-  def from_dict(cls, d: dict) -> "ProbeRegion":
-    return cls(slot=d["slot"], eqns=tuple(d["eqns"]), primitive=d["primitive"], kind=d["kind"],
-               file=d["file"], line=d["line"], main=d.get("main"),
-               loads=tuple(d.get("loads", ())), waits=bool(d.get("waits", False)))
+  DERIVED: ClassVar[tuple[str, ...]] = ("label",)      # written for the file's readers
 
 
 @dataclasses.dataclass(frozen=True)
-class ProbeLayout:
+class ProbeLayout(Saved):
   """Where the probed variant writes what (the buffer's layout above)."""
   regions: tuple[ProbeRegion, ...]
   programs: int                    # programs of the launch grid
@@ -151,19 +147,9 @@ class ProbeLayout:
   def nbytes(self) -> int:
     return 8 * self.words
 
-  def to_dict(self) -> dict:
-    d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "regions"}
-    return {**d, "regions": [r.to_dict() for r in self.regions]}
-
-  @classmethod
-  def from_dict(cls, d: dict) -> "ProbeLayout":
-    fields = {f.name for f in dataclasses.fields(cls)} - {"regions"}
-    return cls(regions=tuple(ProbeRegion.from_dict(r) for r in d["regions"]),
-               **{k: d[k] for k in fields if k in d})
-
 
 @dataclasses.dataclass(frozen=True)
-class WorkaroundPlan:
+class WorkaroundPlan(Saved):
   """Lowerings that keep Triton off a failing path: what workarounds.py asks lower_kernel
   for after a compile failed with a fault of Triton's. It names equations (by index) and
   the form each is lowered in instead of its plain one (for a scan: scan_forms.py), plus
@@ -172,6 +158,8 @@ class WorkaroundPlan:
   num_warps: int | None = None                   # lowered with these instead of the kernel's
   notes: tuple[str, ...] = ()                    # changes made outside the rules (num_warps)
   because: str = ""                              # the failure it avoids, in one line
+  # a saved plan's file says what it is for beside the plan (workarounds.py)
+  OTHER_KEYS: ClassVar[tuple[str, ...]] = ("format", "fault")
 
   def form_of(self, index: int) -> str | None:
     for i, form in self.scan_forms:
@@ -184,16 +172,6 @@ class WorkaroundPlan:
     keep = set(indices)
     return dataclasses.replace(self, scan_forms=tuple(p for p in self.scan_forms
                                                       if p[0] in keep))
-
-  def to_dict(self) -> dict:
-    return {"scan_forms": [list(p) for p in self.scan_forms], "num_warps": self.num_warps,
-            "notes": list(self.notes), "because": self.because}
-
-  @classmethod
-  def from_dict(cls, d: dict) -> "WorkaroundPlan":
-    return cls(scan_forms=tuple((int(i), str(f)) for i, f in d.get("scan_forms", ())),
-               num_warps=d.get("num_warps"), notes=tuple(d.get("notes", ())),
-               because=str(d.get("because", "")))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -297,3 +275,25 @@ def key_label(key) -> str:
   text = f"{key[0]}w {key[1]}s"
   text += f" g{key[2]}" if len(key) > 2 and key[2] else ""
   return text + (" tma" if len(key) > 3 and key[3] else "")
+
+
+def read_saved_options(saved: dict, where: str) -> "LoweringOptions":
+  """A kernel's LoweringOptions from what kernel.json keeps of them (LoweringOptions.SAVED:
+  num_warps and num_stages required, the rest as an older file may lack them); what no file
+  keeps (the target, probes, a workaround plan) at its defaults. A value pallas-prof never
+  writes (num_warps=3) is refused, naming the field and the rule."""
+  hints = typing.get_type_hints(LoweringOptions)
+  values = {}
+  for name in LoweringOptions.SAVED:
+    value = saved.get(name)
+    if value is None:
+      if name in ("num_warps", "num_stages"):
+        raise Misfit(f"{where}.{name}", hints[name], None)
+      continue
+    value = decode(hints[name], value, f"{where}.{name}", strict=True)
+    problem = option_problem(name, value)
+    if problem:
+      raise Misfit(f"{where}.{name} is {value!r}, which pallas-prof never writes: it "
+                          f"{problem}")
+    values[name] = value
+  return LoweringOptions(**values)

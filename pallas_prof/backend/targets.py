@@ -138,3 +138,17 @@ def target_text(target) -> str:
   """A compile target, ("cuda", 90), as reports, spans and cache keys write it: "cuda:90"
   ("hip:gfx942" for AMD's)."""
   return as_target(target).text
+
+
+def saved_target(saved, where: str) -> Target:
+  """compiled.json's target, ["cuda", 90] or ["hip", "gfx942"], as the Target it names."""
+  shape_ok = isinstance(saved, list) and len(saved) == 2 and (
+      (saved[0] == "cuda" and isinstance(saved[1], int) and not isinstance(saved[1], bool))
+      or (saved[0] == "hip" and isinstance(saved[1], str)))
+  try:
+    if shape_ok:
+      return as_target(saved)
+  except UnknownTarget:
+    pass
+  raise ValueError(f"{where} is {saved!r} where a target like [\"cuda\", 90] or "
+                   f"[\"hip\", \"gfx942\"] belongs")

@@ -9,13 +9,15 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from ..serial import Saved
+
 
 class TmaFallbackWarning(UserWarning):
   """CompilerParams(tma=True): a load of the kernel could not use TMA (it stays a plain load)."""
 
 
 @dataclasses.dataclass(frozen=True)
-class TmaNote:
+class TmaNote(Saved):
   access: str             # the ref read ("x_ref"), or "the store to o_ref"
   file: str | None        # the user's line of the access
   line: int | None
@@ -34,12 +36,9 @@ class TmaNote:
       return str(self)
     return str(dataclasses.replace(self, file=os.path.basename(self.file)))
 
-  def to_dict(self) -> dict:
-    return dataclasses.asdict(self)
-
   @classmethod
-  def from_saved(cls, saved) -> "TmaNote":
-    """From kernel.json: a dict, or the text an earlier pallas-prof saved."""
+  def upgrade_layout(cls, saved):
+    """kernel.json's note: a dict, or the text an earlier pallas-prof saved (its reason)."""
     if isinstance(saved, str):
-      return cls(access="", file=None, line=None, reason=saved)
-    return cls(**saved)
+      return {"access": "", "file": None, "line": None, "reason": saved}
+    return saved

@@ -26,7 +26,8 @@ import sys
 import time
 
 from ..backend.artifacts import (BINARY_STAGES, STAGE_FILES, STAGES, CompiledKernel,
-                                  GeneratedKernel, LaunchSpec, SchemaMismatch, Writer)
+                                  GeneratedKernel, SchemaMismatch, Writer)
+from ..backend.running.launch_spec import LaunchSpec
 from ..safe_files import write_atomic
 from .saved_runs import files as run_files, kernel as saved_kernel
 from .terminal.safe_text import printable

@@ -12,7 +12,6 @@ runs each kernel it names with its tuned config, without tuning.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -53,17 +52,21 @@ def run(args) -> int:
           "not run. On a CPU, `pallas-prof run` shows each kernel's registers, instructions "
           "and generated code.", file=sys.stderr)
     return 2
-  from ..tune import params      # here, not at the top: `pallas-prof --help` builds this parser
+  from ..tune import params, validate    # here, not at the top: `pallas-prof --help` builds this parser
   with tempfile.TemporaryDirectory(prefix="pallas-prof-tune-") as tmp:
     results_path = os.path.join(tmp, "results.json")
     code = _CHILD.format(results=results_path, argv=[args.script, *args.script_args])
     env = dict(os.environ, **{params.ENV: "1", params.BUDGET_ENV: str(args.budget_s)})
     env.pop(params.TUNED_ENV, None)
     proc = subprocess.run([sys.executable, "-c", code], env=env)
-    tunings = []
+    tunings = ()
     if os.path.exists(results_path):
-      with open(results_path) as f:
-        tunings = json.load(f)
+      try:
+        tunings = params.read_results(results_path)
+      except validate.Refused as e:
+        print(f"pallas-prof tune: the tuning results of {args.script} could not be read: "
+              f"{e}", file=sys.stderr)
+        return proc.returncode or 1
   if proc.returncode != 0:
     print(f"pallas-prof tune: {args.script} exited with status {proc.returncode}", file=sys.stderr)
   if not tunings:
@@ -77,7 +80,8 @@ def run(args) -> int:
   return proc.returncode
 
 
-def print_table(tunings: list[dict]) -> None:
+def print_table(tunings) -> None:
+  """A row per params.KernelTuning of `tunings`."""
   from rich.console import Console
   from rich.table import Table
   from ..tune import params
@@ -87,20 +91,20 @@ def print_table(tunings: list[dict]) -> None:
   for c in ("default", "best", "speedup", "tried", "tuning s"):
     t.add_column(c, no_wrap=True)
   for k in tunings:
-    times = {(c["num_warps"], c["num_stages"], c.get("launch_group", 0), c.get("tma", 0)):
-             c["median_s"] for c in k["candidates"]}
-    d, b = tuple(k["default"]), tuple(k["best"])
+    times = {c.config: c.median_s for c in k.candidates}
+    d, b = tuple(k.default), tuple(k.best)
     fmt = lambda w: f"{params.config_label(w)} " + (f"{times[w] * 1e6:.1f}us" if times.get(w)
                                                      else "-")
     speed = times.get(d) / times.get(b) if times.get(d) and times.get(b) else None
     tried = f"{sum(1 for v in times.values() if v)} of {len(times)}"
-    t.add_row(k["kernel"], fmt(d), fmt(b), f"{speed:.2f}x" if speed else "-", tried,
-              "cached" if k["from_cache"] else f"{k['tuning_s']:.1f}")
+    t.add_row(k.kernel, fmt(d), fmt(b), f"{speed:.2f}x" if speed else "-", tried,
+              "cached" if k.from_cache else f"{k.tuning_s:.1f}")
   Console().print(t)
 
 
-def write_tuning_file(path: str, tunings: list[dict]) -> None:
+def write_tuning_file(path: str, tunings) -> None:
+  """The tuning file of these params.KernelTuning (their identity says for what)."""
   from ..tune.tuned_file import TuningEntry, TuningFile
-  TuningFile.of(TuningEntry(k["kernel"], k["identity"]["source"],
-                            tuple(k["identity"]["target"]), k["identity"]["gpu"],
-                            tuple(k["best"]), tuple(k["default"])) for k in tunings).write(path)
+  TuningFile.of(TuningEntry(k.kernel, k.identity["source"], tuple(k.identity["target"]),
+                            k.identity["gpu"], tuple(k.best), tuple(k.default))
+                for k in tunings).write(path)

@@ -6,7 +6,8 @@ import numpy as np
 
 # One launch spec for the run directory, these child processes and eject: the
 # backend's artifact (one save/load with a schema), its parameters the lowering's.
-from ..backend.artifacts import KernelParam, LaunchSpec, ptx_param_count  # noqa: F401
+from ..backend.artifacts import KernelParam  # noqa: F401
+from ..backend.running.launch_spec import LaunchSpec, ptx_param_count  # noqa: F401
 from .driver import ProfilerError
 
 

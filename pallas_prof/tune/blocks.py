@@ -35,6 +35,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .. import serial
 from . import validate
 from .choice import MIN_GAIN, cache_path, keep_default_within, leaves, same_outputs, store
 
@@ -44,12 +45,12 @@ CACHE_VERSION = 2
 
 
 @dataclasses.dataclass(frozen=True)
-class Candidate:
-  config: dict
+class Candidate(serial.Saved):
+  config: dict[str, Any]
   seconds: float | None          # median seconds per call (Tuning.clock's); None when not timed
   error: str | None = None       # why it was dropped (an exception, or outputs that differ)
-  start_ns: int = 0              # its run, check and timing
-  end_ns: int = 0
+  start_ns: int = serial.field(saved=False, default=0)    # its run, check and timing
+  end_ns: int = serial.field(saved=False, default=0)
 
 
 def config_label(config: dict) -> str:
@@ -57,20 +58,20 @@ def config_label(config: dict) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class Tuning:
+class Tuning(serial.Saved):
   """What tuning one key found: every candidate, the choice, the time it took."""
   function: str
   key: str
-  best: dict
+  best: dict[str, Any]
   default_seconds: float | None
   best_seconds: float | None
   candidates: tuple[Candidate, ...]
   tuning_seconds: float
-  from_cache: bool = False
+  from_cache: bool = serial.field(saved=False, default=False)     # read back: True
   clock: str = "wall"            # what timed the candidates: "gpu" (CUPTI) or "wall"
   clock_note: str | None = None  # why the wall clock, on a machine with a GPU
   # config label -> the registry labels its first call lowered (not saved: this process's)
-  kernels: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+  kernels: dict = serial.field(saved=False, default_factory=dict, compare=False, repr=False)
 
   @property
   def speedup(self) -> float | None:
@@ -78,19 +79,15 @@ class Tuning:
       return self.default_seconds / self.best_seconds
     return None
 
-  def to_json(self) -> dict:
-    return {"function": self.function, "key": self.key, "best": self.best,
-            "default_seconds": self.default_seconds, "best_seconds": self.best_seconds,
-            "tuning_seconds": self.tuning_seconds, "clock": self.clock,
-            "clock_note": self.clock_note,
-            "candidates": [{k: v for k, v in dataclasses.asdict(c).items()
-                            if k not in ("start_ns", "end_ns")} for c in self.candidates]}
 
-  @classmethod
-  def from_json(cls, d: dict) -> "Tuning":
-    return cls(d["function"], d["key"], d["best"], d["default_seconds"], d["best_seconds"],
-               tuple(Candidate(**c) for c in d["candidates"]), d["tuning_seconds"], True,
-               d.get("clock", "wall"), d.get("clock_note"))
+
+@dataclasses.dataclass(frozen=True)
+class CachedChoice(serial.Saved):
+  """A function's tuning in the cache: the identity it is for and what tuning found;
+  _cached_tuning checks one read back."""
+  version: int
+  identity: dict[str, Any]
+  tuning: Tuning
 
 
 # --- keys and the disk cache ---------------------------------------------------------------------
@@ -212,8 +209,7 @@ def _save(digest: str, tuning: Tuning, identity: dict) -> None:
   where no folder can take it, it costs the next process a tuning, never this call: one
   warning says why."""
   path = cache_path(digest)
-  if store(path, {"version": CACHE_VERSION, "identity": identity,
-                  "tuning": tuning.to_json()}) is None:
+  if store(path, CachedChoice(CACHE_VERSION, identity, tuning)) is None:
     validate.warn_once(f"pallas_prof.autotune: the choice for {identity['function']} was not "
                        f"cached ({path} could not be written, nor a temporary folder); this "
                        "process uses it, the next one tunes again. Free the disk or set "

@@ -4,12 +4,12 @@ faster by more than the noise, a config counts only if its outputs equal the
 default's, and where choices are kept on disk."""
 from __future__ import annotations
 
-import json
 import os
 from typing import Callable, Sequence
 
 import numpy as np
 
+from .. import serial
 from ..backend import cache_files
 
 # a config replaces the default only when faster by more than this: timing noise
@@ -30,13 +30,14 @@ def cache_path(digest: str) -> str:
   return os.path.join(cache_files.root(), "tune", f"{digest}.json")
 
 
-def store(path: str, data: dict) -> str | None:
-  """Keeps a tuning choice in the cache, whole or not at all, in an owner-only folder (the
-  process's stand-in cache where the cache folder cannot be written: cache_files.write).
+def store(path: str, record) -> str | None:
+  """Keeps a tuning choice, a serial.Saved record (the one way a tuning cache file is
+  written), in the cache, whole or not at all, in an owner-only folder (the process's
+  stand-in cache where the cache folder cannot be written: cache_files.write).
   Returns the path written; None where no folder at all could take it (the choice then
   lives as long as the process: the next one tunes again)."""
   try:
-    return cache_files.write(path, json.dumps(data, indent=1, default=str))
+    return cache_files.write(path, serial.to_json(record, indent=1))
   except OSError:
     return None
 

@@ -28,9 +28,9 @@ import json
 import os
 import threading
 import time
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
-from .. import safe_files
+from .. import safe_files, serial
 from .. import settings as variables   # (settings() is this module's own)
 from ..backend.options import TUNED_FIELDS, TunedSettings, key_label
 from . import records, tuned_file, validate
@@ -86,7 +86,7 @@ class Autotune:
 
 
 @dataclasses.dataclass(frozen=True)
-class Candidate:
+class Candidate(serial.Saved):
   num_warps: int
   num_stages: int
   median_s: float | None
@@ -123,14 +123,14 @@ def _candidate(options, median_s, error=None, compile_s=None, start_ns=0,
 
 
 @dataclasses.dataclass(frozen=True)
-class KernelTuning:
+class KernelTuning(serial.Saved):
   kernel: str
   default: tuple[int, int, int, int]      # LoweringOptions.key: as the disk cache stores it
   best: tuple[int, int, int, int]
   candidates: tuple[Candidate, ...]
   tuning_s: float
   from_cache: bool = False
-  identity: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+  identity: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
   start_ns: int = dataclasses.field(default=0, compare=False, repr=False)
   end_ns: int = dataclasses.field(default=0, compare=False, repr=False)
   source_key: str | None = dataclasses.field(default=None, compare=False, repr=False)
@@ -211,9 +211,28 @@ def default_config(gk) -> tuple[int, int, int, int]:
 
 
 def write_results(path: str) -> None:
-  """Every tuning of this process, for `pallas-prof tune` (which runs it)."""
-  safe_files.write_atomic(path, json.dumps(
-      [{**dataclasses.asdict(t), "identity": t.identity} for t in results()], indent=1))
+  """Every tuning of this process, for `pallas-prof tune` (which runs it: read_results)."""
+  safe_files.write_atomic(path, serial.to_json(results(), indent=1))
+
+
+def read_results(path: str) -> tuple[KernelTuning, ...]:
+  """What write_results wrote (the child process of `pallas-prof tune`, this version's);
+  validate.Refused naming the file and the field for anything else."""
+  try:
+    return serial.decode(tuple[KernelTuning, ...], validate.read_json(path), path, strict=True)
+  except serial.Misfit as e:
+    raise validate.Refused(e.describe()) from None
+
+
+@dataclasses.dataclass(frozen=True)
+class CachedTuning(serial.Saved):
+  """A kernel's tuning in the cache (params-<digest>.json): the identity it is for, its
+  choice and every candidate; _cached checks one read back."""
+  version: int
+  identity: dict[str, Any]
+  best: tuple[int, int, int, int]
+  tuning_s: float
+  candidates: tuple[Candidate, ...]
 
 
 def _identity(gk, target, settings: Autotune, device_name: str) -> dict:
@@ -453,10 +472,8 @@ def _save(path: str, identity: dict, tuning: KernelTuning) -> None:
   """Whole or not at all, in the cache or the process's stand-in for it (choice.store);
   where no folder can take it, it costs the next process a tuning, never this launch: one
   warning says why."""
-  data = {"version": CACHE_VERSION, "identity": identity, "best": list(tuning.best),
-          "tuning_s": tuning.tuning_s,
-          "candidates": [dataclasses.asdict(c) for c in tuning.candidates]}
-  if store(path, data) is None:
+  if store(path, CachedTuning(CACHE_VERSION, identity, tuning.best, tuning.tuning_s,
+                             tuning.candidates)) is None:
     validate.warn_once(f"pallas-prof: the tuning of kernel {tuning.kernel} was not cached ({path} "
                        "could not be written, nor a temporary folder); this process uses it, the "
                        "next one tunes again. Free the disk or set PALLAS_PROF_CACHE_DIR to a "

@@ -14,10 +14,9 @@ at its default config, with one warning. Nothing here raises at the user's call.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 
-from .. import safe_files
+from .. import safe_files, serial
 from . import validate
 
 TUNED_ENV = "PALLAS_PROF_TUNED"          # a tuning file (`pallas-prof tune` writes one) to apply
@@ -40,7 +39,7 @@ _read: dict = {}        # path -> (the file's stat stamp, {(source, target, gpu)
 
 
 @dataclasses.dataclass(frozen=True)
-class TuningEntry:
+class TuningEntry(serial.Saved):
   """One kernel's tuned config: for its generated source (sha256), on one target and GPU."""
   kernel: str
   source: str
@@ -54,22 +53,14 @@ class TuningEntry:
     """What the entry is for: a later entry for the same one replaces it."""
     return (self.source, self.target, self.gpu)
 
-  def to_json(self) -> dict:
-    return {"kernel": self.kernel, "source": self.source, "target": list(self.target),
-            "gpu": self.gpu, "best": list(self.best), "default": list(self.default)}
-
-  @classmethod
-  def from_json(cls, entry: dict) -> "TuningEntry":
-    """An entry that passed entry_problem."""
-    return cls(entry["kernel"], entry["source"], tuple(entry["target"]), entry["gpu"],
-               tuple(entry["best"]), tuple(entry["default"]))
 
 
 @dataclasses.dataclass(frozen=True)
-class TuningFile:
+class TuningFile(serial.Saved):
   """A tuning file's contents: written by `write` alone (`pallas-prof tune` and `pallas-prof
   advise` both), read by `read` alone, which checks every entry."""
-  entries: tuple[TuningEntry, ...] = ()
+  entries: tuple[TuningEntry, ...] = serial.field(key="kernels", default=())
+  version: int = FORMAT_VERSION
 
   @classmethod
   def of(cls, entries) -> "TuningFile":
@@ -78,9 +69,7 @@ class TuningFile:
 
   def write(self, path: str) -> None:
     """Whole or not at all; readable by others, since the user may commit it."""
-    safe_files.write_atomic(path, json.dumps(
-        {"version": FORMAT_VERSION, "kernels": [e.to_json() for e in self.entries]},
-        indent=1), mode=0o644)
+    safe_files.write_atomic(path, serial.to_json(self, indent=1), mode=0o644)
 
   @classmethod
   def read(cls, path: str) -> tuple["TuningFile", list[str]]:
@@ -94,7 +83,7 @@ class TuningFile:
         bad.append(f"entry {i}" + (f" ({name!r})" if isinstance(name, str) else "")
                    + f": {problem}")
       else:
-        entries.append(TuningEntry.from_json(entry))
+        entries.append(serial.load(TuningEntry, entry, f"{path} entry {i}"))
     return cls.of(entries), bad
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from pallas_prof.backend import artifacts
 from pallas_prof.backend.compiling import compile as pcompile, compile_cache
-from pallas_prof.backend.artifacts import (CompiledKernel, GeneratedKernel, LaunchSpec,
-                                          SchemaMismatch)
+from pallas_prof.backend.artifacts import CompiledKernel, GeneratedKernel, SchemaMismatch
+from pallas_prof.backend.running.launch_spec import LaunchSpec
 from pallas_prof.cli import run_directory as run_dir
 from tests.backend.compiling.test_compile import _lower_example
 
@@ -122,7 +122,7 @@ def test_a_child_process_loads_a_launch_spec_without_jax(softmax, tmp_path):
   code = ("import sys, types\n"
           f"p = types.ModuleType('pallas_prof'); p.__path__ = [{root!r} + '/pallas_prof']\n"
           "sys.modules['pallas_prof'] = p\n"
-          "from pallas_prof.backend.artifacts import LaunchSpec\n"
+          "from pallas_prof.backend.running.launch_spec import LaunchSpec\n"
           f"spec = LaunchSpec.load({str(tmp_path)!r})\n"
           "print(spec.name, sum(p.nbytes for p in spec.params),\n"
           "      sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'triton')))\n")

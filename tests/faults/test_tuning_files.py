@@ -613,12 +613,14 @@ _WRITERS = """
 import json, sys
 from pallas_prof.advice import api
 from pallas_prof.cli import tune as cli
+from pallas_prof.tune.params import KernelTuning
 from pallas_prof.tune.tuned_file import TuningEntry
 path, entry = sys.argv[1], json.loads(sys.argv[2])
-tuning = {"kernel": entry["kernel"], "best": entry["best"], "default": entry["default"],
-          "identity": {k: entry[k] for k in ("source", "target", "gpu")}}
+tuning = KernelTuning(entry["kernel"], best=entry["best"], default=entry["default"],
+                      candidates=(), tuning_s=0.0,
+                      identity={k: entry[k] for k in ("source", "target", "gpu")})
 done = []
-for write in (lambda: cli.write_tuning_file(path, [tuning]), lambda: api.write_tuning_file(path, [TuningEntry.from_json(entry)])):
+for write in (lambda: cli.write_tuning_file(path, [tuning]), lambda: api.write_tuning_file(path, [TuningEntry.from_dict(entry)])):
   try:
     write()
     done.append("written")

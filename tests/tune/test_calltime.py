@@ -180,7 +180,7 @@ def test_on_a_gpu_the_gpus_clock_decides_not_the_hosts_dispatch(monkeypatch):
   t = blocks.tune(fn, [{}, {"which": "16 warps"}], (), {}, repeats=3, warm_up=1, name="softmax")
   assert t.clock == "wall" and "MULTIPLE_SUBSCRIBERS" in t.clock_note
   assert t.best == {"which": "16 warps"}            # the wall clock sees the dispatch
-  assert blocks.Tuning.from_json(t.to_json()).clock == "wall"
+  assert blocks.Tuning.from_dict(t.to_dict()).clock == "wall"
 
 
 def _scripted_gpu(monkeypatch, scripted, fail_after=None):

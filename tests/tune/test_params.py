@@ -172,7 +172,7 @@ def test_a_tuning_file_written_from_results_is_applied_without_tuning(softmax_gk
   _tune(softmax_gk, params.Autotune(configs=[{"num_warps": 8}], min_launches=5, min_seconds=0.0,
                                     budget_s=UNHURRIED))
   params.write_results(str(tmp_path / "results.json"))
-  tunings = json.loads((tmp_path / "results.json").read_text())
+  tunings = params.read_results(str(tmp_path / "results.json"))
   cli.print_table(tunings)
   table = capsys.readouterr().out
   assert "softmax_kernel" in table and "2.50x" in table and "2 of 2" in table, table

@@ -38,8 +38,8 @@ def test_a_file_of_the_layout_written_before_the_record_still_loads(tmp_path):
 
 def test_the_reader_keeps_the_good_entries_and_names_the_bad(tmp_path):
   path = tmp_path / "tuning.json"
-  bad = {**_entry(kernel="k2").to_json(), "best": [3, 3, 0, 0]}
-  path.write_text(json.dumps({"version": 3, "kernels": [_entry().to_json(), bad]}))
+  bad = {**_entry(kernel="k2").to_dict(), "best": [3, 3, 0, 0]}
+  path.write_text(json.dumps({"version": 3, "kernels": [_entry().to_dict(), bad]}))
   tuning, problems = TuningFile.read(str(path))
   assert tuning.entries == (_entry(),)
   assert len(problems) == 1 and problems[0].startswith("entry 1 ('k2'): ") and "num_warps" in \
@@ -53,8 +53,10 @@ def test_both_commands_write_the_same_file_for_the_same_choice(tmp_path):
   """`pallas-prof tune` (from its tunings) and `pallas-prof advise` (from its entries)."""
   from pallas_prof.advice import api
   from pallas_prof.cli import tune as cli
-  tuning = {"kernel": "softmax_kernel", "best": [8, 3, 0, 0], "default": [4, 3, 0, 0],
-            "identity": {"source": SOURCE, "target": ["cuda", 90], "gpu": "NVIDIA H200"}}
+  from pallas_prof.tune.params import KernelTuning
+  tuning = KernelTuning("softmax_kernel", best=(8, 3, 0, 0), default=(4, 3, 0, 0),
+                        candidates=(), tuning_s=1.0,
+                        identity={"source": SOURCE, "target": ["cuda", 90], "gpu": "NVIDIA H200"})
   cli.write_tuning_file(str(tmp_path / "tune.json"), [tuning, tuning])
   api.write_tuning_file(str(tmp_path / "advise.json"), [_entry()])
   assert (tmp_path / "tune.json").read_bytes() == (tmp_path / "advise.json").read_bytes()
