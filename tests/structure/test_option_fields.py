@@ -62,7 +62,7 @@ def test_a_generated_kernel_copies_no_option():
                      "there (options.option_property) instead of copying:\n" + "\n".join(found))
 
 
-_GK = "\nclass GeneratedKernel:\n"
+_GK = "\nclass GeneratedKernel(Saved):\n"
 
 
 @pytest.mark.parametrize("planted, found", [

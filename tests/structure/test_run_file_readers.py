@@ -23,7 +23,8 @@ READERS = {
     "pallas_prof.cli.report": "report.json's decoder, over saved_runs/files.py",
     # compiled.json and spec.json are the artifacts' own layout: the disk cache and the
     # profiler's child processes load them, and backend/ may not import cli/
-    "pallas_prof.backend.artifacts": "CompiledKernel.load and LaunchSpec.load",
+    "pallas_prof.backend.artifacts": "CompiledKernel.load",
+    "pallas_prof.backend.running.launch_spec": "LaunchSpec.load (the profiler's children)",
 }
 # builtin open() (os.open, which the run's writer uses, is not a reader), json.load, the
 # safe readers (safe_files.read_regular, saved_runs/files.py's) and pathlib's
