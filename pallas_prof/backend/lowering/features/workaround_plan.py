@@ -4,7 +4,7 @@ asks lower_kernel for after a compile failed with a fault of Triton's.
 The plan names equations (by index) and the form each is lowered in instead
 of its plain one (for a scan: scan_forms.py), plus notes of changes
 made outside the lowering (another num_warps). The rules write down what
-they did (KernelContext.workaround_notes): those notes go into the
+they did (listeners.ScanWorkarounds' notes): those notes go into the
 generated source's header, GeneratedKernel.workarounds, report.json and the
 compile span. A form that does not fit an equation leaves it plain.
 """
