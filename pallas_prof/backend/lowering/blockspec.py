@@ -17,7 +17,6 @@ from .context import KernelContext
 from .dispatch import lower_jaxpr
 from ..errors import Unsupported
 from .access.refs import RefValue, ViewDim
-from .features.tma import note_multiple
 
 INT32_OFFSETS_BELOW = 2**31     # offsets at or past this need int64 index arithmetic
 
@@ -85,7 +84,7 @@ def _block_ref_body(kernel, bm, name, label, pids, closed, array_shape, dtype, i
         start = idx
       else:
         start = b.value(f"{name}_start{axis}", f"{idx} * {bs}", index_dtype, of=(idx,))
-        note_multiple(kernel, start, bs)       # TMA's alignment check reads it
+        kernel.listeners.index_multiple(kernel, start, bs)   # TMA's alignment check reads it
       dims.append(ViewDim("slice", start, bs, 1, 0, bs))
       ragged.append(size % bs != 0 or bs > size)
     elif isinstance(bdim, compat.Element):

@@ -315,6 +315,12 @@ class KernelBuilder:
     for part in statement.splitlines():
       self._lines.append(_Line(self._indent, part, self.current_eqn, self.current_note))
 
+  def emit_at(self, body_index: int, statement: str, note: str | None = None) -> None:
+    """A line of the kernel's top level before body line `body_index`, for prologue
+    code whose need shows only later in the body (the TMA descriptors it uses); the
+    lines after it move down."""
+    self._lines.insert(body_index, _Line(1, statement, None, note))
+
   # loop variance -------------------------------------------------------
   @property
   def open_loops(self) -> frozenset[int]:

@@ -1,6 +1,8 @@
 """The state one kernel's lowering shares across rules: the builder, the grid's
 program ids, what each jaxpr being lowered has computed and loaded (Scope),
-which refs may share memory and which were written since the last barrier.
+which refs may share memory. What a feature of the lowering keeps (bounds
+sites, the TMA plan, probes, barriers, workarounds) is its listener's
+(feature_hooks.py), not a field here.
 """
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ from typing import Any
 
 from ..options import LoweringOptions
 from .codegen import KernelBuilder, Value
-from .effects import ANY_REF, load_ref_name
+from .effects import load_ref_name
+from .feature_hooks import Listeners
 
 
 @dataclasses.dataclass
@@ -53,21 +56,12 @@ class KernelContext:
     self.launch_group = 0         # > 1: the grid is launched in groups (grid.grouped_launch)
     self.num_programs: list[int] = []
     self._eqn_counter = 0
-    # equations lowered without being recorded (no equation records, no spans): the
-    # TMA planning pass, whose code is thrown away (lower._plan_tma), and a jaxpr
+    # equations lowered without being recorded (no equation records, no spans): a jaxpr
     # emitted once more under the indices it was recorded with (RuleContext.reemit_jaxpr)
-    self.planning = False
     self.reemitting = False
-    self.listeners: tuple = ()   # listeners.LoweringListener: the features watching
+    # the features watching the lowering, each holding its own state (feature_hooks.py)
+    self.listeners = Listeners()
     self.atomic_refs: set[str] = set()     # params updated with atomics (zeroed on GPU)
-    self.bounds = None     # bounds.SiteTable in the bounds-checked mode
-    self.probes = None     # probes.ProbeEmitter in the profiler's probed variant
-    self.tma = None        # tma.TmaPlan when TMA loads are asked for
-    # workaround_plan.WorkaroundPlan: other lowerings of equations Triton fails to compile;
-    # the rules note here what they lowered otherwise
-    self.workarounds = None
-    self.workaround_notes: list[tuple[int, str]] = []    # (equation index, what changed)
-    self.workaround_applied: set[int] = set()     # equations a planned form did fit
     # names the kernel's variables as jaxpr_text does (compat.print_jaxpr);
     # pp_named: the jaxprs whose variables it has named, by id
     self.pp_context = None
@@ -84,17 +78,6 @@ class KernelContext:
     # ref (param) name -> the names of the refs that may share its memory
     # (itself included); None: unknown, any ref may alias any other
     self.may_alias: dict[str, frozenset[str]] | None = None
-    # refs written since the last barrier, or ANY_REF. A program's threads
-    # each store their part of a block, and nothing orders one thread's store
-    # before another thread's later load of the same address: on a GPU a read
-    # after a write of a ref by the same program needs a barrier in between
-    # (sync_before). The interpreter runs a program's lanes in lockstep and
-    # never shows the difference. Two writes of the same address by different
-    # threads of one program, with no read between them, are not ordered
-    # (neither are they by JAX's backend): telling which writes overlap would
-    # need the addresses, and a barrier between every two writes of a ref
-    # would slow kernels that write a block in parts (the norms: one per row).
-    self.unsynced: set[str] | object = set()
 
   def bind(self, var, value) -> None:
     """`var` of a jaxpr being lowered stands for `value`: noted when it is an operand."""
@@ -139,27 +122,6 @@ class KernelContext:
         for key in [k for k in scope.loads if load_ref_name(k) in hit or
                     load_ref_name(k) is None]:
           del scope.loads[key]
-
-  def note_writes(self, writes) -> None:
-    """`writes` (effects.write_targets) happened: later accesses to them need a barrier."""
-    if writes is None:
-      return
-    if writes is ANY_REF or self.unsynced is ANY_REF:
-      self.unsynced = ANY_REF
-    else:
-      self.unsynced = self.unsynced | set(writes)
-
-  def sync_before(self, refs: set[str]) -> None:
-    """Emits a barrier (__syncthreads) before an access to `refs` if one of them,
-    or a ref that may share its memory, was written since the last barrier."""
-    if not refs or not self.unsynced:
-      return
-    if self.unsynced is not ANY_REF:
-      hit = self.aliases_of(refs)
-      if hit is not None and not (hit & self.unsynced):
-        return
-    self.builder.emit("tl.debug_barrier()   # other threads' writes to this memory land first")
-    self.unsynced = set()
 
   def aliases_of(self, refs) -> frozenset[str] | None:
     """The refs that may share memory with any of `refs`; None: any ref."""

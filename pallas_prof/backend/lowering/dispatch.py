@@ -8,7 +8,7 @@ outputs, looks up the rule of its primitive, and turns anything a rule raises
 into a LoweringError that names the equation and the user's line. Rules get
 a RuleContext. Everything else that happens around an equation (barriers,
 forgetting loads after writes, work facts, TMA, probes) is a listener of the
-kernel's (listeners.py), told before and after.
+kernel's (feature_hooks.py), told before and after.
 """
 from __future__ import annotations
 
@@ -22,10 +22,9 @@ from . import emit
 from .codegen import EqnInfo, UnsupportedDtype, Value
 from .context import KernelContext, Scope
 from .describe import describe, ref_names
-from .effects import ANY_REF, jaxpr_write_targets
 from ..errors import LoweringError, Unsupported
 from .folding import FOLDABLE, try_fold
-from .features.listeners import EquationEvent
+from .feature_hooks import EquationEvent
 from .access.refs import RefValue
 from .rules import ALIASES, all_rules, rule_for
 
@@ -153,24 +152,15 @@ def lower_jaxpr(kernel: KernelContext, jaxpr, args: list[Any], *, parent: EqnInf
   if not new_scope and kernel.scopes:
     _lower_equations(kernel, jaxpr, env, live, parent, region)
     return [_read(env, v) for v in jaxpr.outvars]
-  written = jaxpr_write_targets(jaxpr, env)
-  if written is not None:
-    # a loop body runs again after its own writes: nothing loaded before the
-    # loop (or before the write, in an earlier iteration) of a ref it writes
-    # (or one aliasing it) may be reused in it
-    kernel.forget_loads(None if written is ANY_REF else written)
-  unsynced_before = kernel.unsynced
-  if loop:
-    kernel.note_writes(written)        # the previous iteration's writes
+  # what a loop body or a branch may write, for the features that order memory
+  kernel.listeners.enter_jaxpr(kernel, jaxpr, env, loop)
   kernel.scopes.append(Scope())
   try:
     _lower_equations(kernel, jaxpr, env, live, parent, region)
     return [_read(env, v) for v in jaxpr.outvars]
   finally:
     kernel.scopes.pop()
-    # a barrier inside may not have run (a branch not taken, no iteration)
-    kernel.unsynced = unsynced_before
-    kernel.note_writes(written)
+    kernel.listeners.leave_jaxpr(kernel)
 
 
 def _lower_equations(kernel: KernelContext, jaxpr, env: dict, live: set,
@@ -217,7 +207,7 @@ def _lower_equation(kernel: KernelContext, event: EquationEvent):
   """THE dispatcher: every equation of every kernel goes through here."""
   b = kernel.builder
   eqn, info, invals, live = event.eqn, event.info, event.invals, event.live
-  unrecorded = kernel.planning or kernel.reemitting
+  unrecorded = kernel.reemitting
   if not unrecorded:
     b.add_eqn(info)
   first_line = b.num_lines

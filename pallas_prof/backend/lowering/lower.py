@@ -32,8 +32,9 @@ from .grid import (check_call, emit_grouped_program_ids, emit_program_ids, group
                    launch_grid_for, static_grid)
 from ..kernel_files import write_source
 from ..options import LoweringOptions
-from .features.listeners import ParamLayout, listeners_for
-from .features.tma import TmaPlan, header_lines
+from .feature_hooks import ParamLayout
+from .features.listeners import Features
+from .features.tma import header_lines
 from .features.workaround_plan import header_lines as workaround_header, merged_notes
 
 
@@ -141,34 +142,21 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, options: Lo
               operands_line(jaxpr, grid_mapping),
               "each line's comment: [equation index] primitive @ your file:line"]
 
-    def new_context(plan: TmaPlan | None, planning: bool = False):
-      b = KernelBuilder(kname, header)
-      kernel = KernelContext(b, kname, grid, [], options,
-                             getattr(grid_mapping, "grid_names", None), jaxpr_text)
-      kernel.pp_context, kernel.jaxpr = pp_context, jaxpr
-      if options.check_bounds:
-        from .features.bounds import SiteTable
-        kernel.bounds = SiteTable()
-      if options.probes:
-        from .features.probes import ProbeEmitter, ProbeOptions
-        probe_options = options.probes if isinstance(options.probes, ProbeOptions) \
-            else ProbeOptions()
-        kernel.probes = ProbeEmitter(probe_options, num_warps, len(jaxpr.eqns))
-        b.header.insert(1, "PROFILING VARIANT with probes (launched only by pallas-prof's replay)")
-      kernel.tma, kernel.planning = plan, planning
-      kernel.listeners = listeners_for(kernel)
-      return b, kernel
-
-    plan = _plan_tma(new_context, jaxpr, grid_mapping, input_output_aliases) \
-        if options.tma else None
-    b, kernel = new_context(plan)
-    kernel.workarounds = workarounds
+    b = KernelBuilder(kname, header)
+    kernel = KernelContext(b, kname, grid, [], options,
+                           getattr(grid_mapping, "grid_names", None), jaxpr_text)
+    kernel.pp_context, kernel.jaxpr = pp_context, jaxpr
+    features = Features.asked_by(options, len(jaxpr.eqns))
+    if features.probes:
+      b.header.insert(1, "PROFILING VARIANT with probes (launched only by pallas-prof's replay)")
+    kernel.listeners = features.listeners()
+    plan = features.tma.plan if features.tma else None
     try:
       params = _lower_kernel_body(kernel, jaxpr, grid_mapping, input_output_aliases)
       launch = kernel.launch_grid
       b.header += header_lines(plan)
       notes = (tuple(workarounds.notes) if workarounds else ()) + \
-          merged_notes(kernel.workaround_notes)
+          merged_notes(features.workarounds.notes if features.workarounds else ())
       b.header += workaround_header(notes, workarounds.because if workarounds else "")
     except Unsupported as e:
       raise call_error(e.reason, e.hint, e.where, e.details) from None
@@ -181,7 +169,7 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, options: Lo
       kernel_span.set(keys.PALLAS_LOWERING_GC_MS, collections.seconds * 1e3)
   path = write_source(kname, key, source)
   used_tma = bool(plan and plan.used)
-  used_plan = workarounds.only(kernel.workaround_applied) if notes else None
+  used_plan = workarounds.only(features.workarounds.applied) if notes else None
   gk = GeneratedKernel(name=b.kernel_name, source=source, path=path, line_map=line_map,
                        eqns=_records(b.eqns, line_map), params=tuple(params), grid=grid,
                        launch_grid=launch, jaxpr_text=jaxpr_text, source_info=src_info,
@@ -189,24 +177,12 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, options: Lo
                        lowering_seconds=time.perf_counter() - start_time, key=key,
                        atomic_params=tuple(sorted(kernel.atomic_refs)),
                        gc_seconds=collections.seconds,
-                       bounds_sites=tuple(kernel.bounds.sites) if kernel.bounds else (),
-                       probe_layout=kernel.probes.layout() if kernel.probes else None,
+                       bounds_sites=features.bounds.sites if features.bounds else (),
+                       probe_layout=features.probes.layout() if features.probes else None,
                        tma_notes=tuple(plan.notes) if plan else (), workarounds=notes,
                        options=options.replace(launch_group=kernel.launch_group, tma=used_tma,
                                                workarounds=used_plan))
   return gk
-
-
-def _plan_tma(new_context, jaxpr, grid_mapping, input_output_aliases) -> TmaPlan:
-  """The planning pass of a kernel with TMA asked for: lowered once, its code
-  thrown away (no spans, no equation records), to learn which (ref, block)
-  pairs load through descriptors, which the real pass makes in its prologue."""
-  b, kernel = new_context(TmaPlan(), planning=True)
-  try:
-    _lower_kernel_body(kernel, jaxpr, grid_mapping, input_output_aliases)
-  except Exception:  # noqa: BLE001 - the real pass raises it again, with its spans
-    return TmaPlan()
-  return TmaPlan(wanted=dict(kernel.tma.wanted))
 
 
 def _records(infos, line_map: dict[int, int]) -> tuple[EquationRecord, ...]:
@@ -271,7 +247,7 @@ def _definition_site(jaxpr):
 def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping,
                        input_output_aliases=None) -> list[KernelParam]:
   """The kernel's parameters and prologue (program ids, each operand's block), then
-  its body; the listeners (listeners.py) add their parameters and code at set points."""
+  its body; the listeners (feature_hooks.py) add their parameters and code at set points."""
   b = kernel.builder
   listeners = kernel.listeners
   n_in = grid_mapping.num_inputs

@@ -23,8 +23,8 @@ def address(ctx, ref: RefValue, user_mask: Value | None = None, *, write: bool =
 
   Integer-array indices out of range have their lanes dropped for writes;
   reads use them as given (see gather_index). In the bounds-checked mode
-  (ctx.kernel.bounds) every index is also checked against the ref's extent
-  (bounds.emit_check) and lanes outside are dropped. `access` names the
+  (a listener that checks_indices) every index is also checked against the
+  ref's extent (the listener's check_access) and lanes outside are dropped. `access` names the
   access in a bounds error: "read", "write" (the default from `write`) or
   "atomic".
   """
@@ -85,7 +85,7 @@ def _address(ctx, ref: RefValue, user_mask, write: bool, access: str):
   scalars = set()             # the terms that are scalars (int indices; split: slice starts)
   moving = set()              # the tensor terms the innermost loop being emitted changes
   edge = None                 # (interior condition, the mask term only the edge needs)
-  checking = ctx.kernel.bounds is not None
+  checking = ctx.kernel.listeners.checks_indices
   active, checks = [], []     # check mode: the lanes really accessed; (local index, extent)
   slice_pos = 0
   pos = ref.gather_position
@@ -222,7 +222,6 @@ def _check_access(ctx, ref: RefValue, checks, active, shape, access: str) -> str
   constant inside its ref (nothing to check at run time). `checks`: (axis,
   index relative to the ref, the ref's extent) for each dimension checked at
   run time; the others are statically inside and described as they are."""
-  from ..features.bounds import emit_check
   static = [_constant(i) for _, i, _ in checks]
   if all(c is not None and 0 <= c < e for c, (_, _, e) in zip(static, checks, strict=True)):
     return None          # also when no dimension needs a check
@@ -234,13 +233,11 @@ def _check_access(ctx, ref: RefValue, checks, active, shape, access: str) -> str
   for axis, d in enumerate(ref.dims):
     extents.append(checked[axis] if axis in checked else _local_index(ref, axis, "0")[1])
     fixed.append(None if axis in checked else _static_range(d))
-  site = ctx.kernel.bounds.add(eqn_index=ctx.info.index, access=access,
-                               ref=ref.label, block_shape=tuple(extents),
-                               array_shape=tuple(ref.array_shape),
-                               dtype=np.dtype(ref.dtype).name,
-                               checked_axes=tuple(axis for axis, _, _ in checks),
-                               static_ranges=tuple(fixed))
-  return emit_check(ctx, site, [i for _, i, _ in checks], " & ".join(active) or None, shape)
+  site = dict(access=access, ref=ref.label, block_shape=tuple(extents),
+              array_shape=tuple(ref.array_shape), dtype=np.dtype(ref.dtype).name,
+              checked_axes=tuple(axis for axis, _, _ in checks), static_ranges=tuple(fixed))
+  return ctx.kernel.listeners.check_access(ctx, site, [i for _, i, _ in checks],
+                                           " & ".join(active) or None, shape)
 
 
 def _static_range(d: ViewDim) -> str:

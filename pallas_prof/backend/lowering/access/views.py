@@ -12,7 +12,6 @@ from .. import emit
 from ..codegen import Value
 from ...errors import Unsupported
 from .refs import RefValue, ViewDim
-from ..features.tma import note_multiple, note_sum
 
 
 # --- views -----------------------------------------------------------------------
@@ -20,8 +19,8 @@ from ..features.tma import note_multiple, note_sum
 def _as_int(ctx, v, dtype) -> Value:
   if isinstance(v, Value):
     out = emit.cast(ctx.b, v, dtype, "idx")
-    if out is not v and ctx.kernel.tma is not None:      # what TMA needs to know of starts
-      note_sum(ctx.kernel, out, [(v, 1)])
+    if out is not v:      # what a feature (TMA) needs to know of starts
+      ctx.kernel.listeners.index_sum(ctx.kernel, out, [(v, 1)])
     return out
   if isinstance(v, (int, np.integer)):
     return emit.const(int(v), dtype)
@@ -45,7 +44,7 @@ def _add_scaled(ctx, base: Value, offset: Value, stride: int, dtype, hint) -> Va
   else:
     expr = f"{base} + {scaled}"
     out = Value(ctx.assign_once(hint, expr, f"{hint}: {expr}"), np.dtype(dtype), loops=loops)
-  note_sum(ctx.kernel, out, [(base, 1), (offset, stride)])   # for TMA; a no-op otherwise
+  ctx.kernel.listeners.index_sum(ctx.kernel, out, [(base, 1), (offset, stride)])   # for TMA
   return out
 
 

@@ -85,9 +85,10 @@ def flag_length(sites) -> int:
   return max(1, sum(s.slots for s in sites))
 
 
-def emit_check(ctx, site: CheckSite, locals_: list[str], active: str | None, shape) -> str:
-  """Emits the check of one access; returns the name of its in-bounds mask
-  (a tensor of the access's padded shape, or a scalar).
+def emit_check(ctx, param: str, site: CheckSite, locals_: list[str], active: str | None,
+               shape) -> str:
+  """Emits the check of one access into the flag buffer `param`; returns the name of
+  its in-bounds mask (a tensor of the access's padded shape, or a scalar).
 
   `locals_`: per checked dimension of the ref (site.checked_axes), the index
   relative to the ref (an expression broadcast to the access's rank); `active`: the lanes the access
@@ -100,7 +101,6 @@ def emit_check(ctx, site: CheckSite, locals_: list[str], active: str | None, sha
   ok = b.assign("in_bounds", " & ".join(conds) if conds else "True")
   bad_expr = f"~{ok}" if active is None else f"({active}) & ~{ok}"
   bad = b.assign("out_of_bounds", bad_expr)
-  param = ctx.kernel.bounds.param
   flag = f"{param} + {site.base}"
   if shape:
     # a dimension no index depends on still counts its lanes

@@ -1,90 +1,34 @@
-"""What the lowering tells the features that watch it, instead of branching for each.
+"""The features of the lowering, each a listener (feature_hooks.py) that keeps its
+own state, and which of them a kernel gets.
 
-The kernel's lowering (lower.py) and the jaxpr walker (dispatch.py) call
-every listener of the kernel (KernelContext.listeners, in order) at fixed
-points; a listener overrides the ones it needs, the rest do nothing:
-
-  kernel set-up     after_inputs (parameters between the inputs and the outputs),
-                    after_outputs (parameters after them), launch (the launch
-                    grid is known, no code yet), prologue_done (every operand's
-                    block is set up; the body comes next)
-  each equation     before_equation / after_equation around it, whatever
-                    lowered it (a rule, constant folding, an earlier equal
-                    equation); before_rule / after_rule around its rule only
-  kernel end        end: parameters after the body's
-
-The features: WorkFacts (FLOPs of elementwise and reduction equations), MemoryOrder
-(barriers before reads of memory written since the last one; loads forgotten after
-writes), BoundsChecks (the bounds-checked mode's parameters), TmaDescriptors (what
-TMA needs: the written refs, the descriptors, known multiples) and Probes (the
-profiler's probed variant). A new feature is one more listener in `listeners_for`.
+WorkFacts (FLOPs of elementwise and reduction equations) and MemoryOrder (barriers
+before reads of memory written since the last one; loads forgotten after writes)
+are here; each feature asked for by the options has its listener beside its code:
+BoundsChecks (the bounds-checked mode's parameters, sites and checks: bounds.py),
+TmaDescriptors (tma.py: what TMA needs, the descriptors and the accesses through
+them), Probes (the profiler's probed variant: probes.py) and ScanWorkarounds
+(other lowerings of scans Triton fails to compile: scan_forms.py). A new feature
+is one more listener in `Features`.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
 from ... import compat
 from ...artifacts import KernelParam
+from ...check_sites import CheckSite
 from ..codegen import is_float
 from ..effects import ANY_REF, jaxpr_write_targets, refs_read, write_targets
+from ..feature_hooks import EquationEvent, LoweringListener, Listeners
 from ..rules.table import REDUCTION, TRANSCENDENTAL, work_of
-
-
-class EquationEvent:
-  """One equation as the walker lowers it: what listeners are told."""
-  __slots__ = ("eqn", "info", "invals", "live", "parent", "region", "first_line")
-
-  def __init__(self, eqn, info, invals, live, parent, region: str):
-    self.eqn = eqn
-    self.info = info                # codegen.EqnInfo: index, line, facts
-    self.invals = invals            # its operands' values
-    self.live = live                # variables something reads after (None: unknown)
-    self.parent = parent            # the EqnInfo of the equation it is nested in, or None
-    self.region = region            # "kernel", "body", "branch 1", ...
-    # the builder's line count where its lowering began (after before_equation's lines)
-    self.first_line = 0
-
-
-class LoweringListener:
-  """A feature of the lowering: override the points it acts at."""
-
-  def after_inputs(self, kernel, layout: "ParamLayout") -> list[KernelParam]:
-    return []
-
-  def after_outputs(self, kernel) -> None:
-    pass
-
-  def launch(self, kernel) -> None:
-    pass
-
-  def prologue_done(self, kernel, jaxpr, refs) -> None:
-    pass
-
-  def before_equation(self, kernel, event: EquationEvent) -> None:
-    pass
-
-  def before_rule(self, kernel, event: EquationEvent) -> None:
-    pass
-
-  def after_rule(self, kernel, event: EquationEvent, out) -> None:
-    pass
-
-  def after_equation(self, kernel, event: EquationEvent, out) -> None:
-    pass
-
-  def end(self, kernel) -> list[KernelParam]:
-    return []
-
-
-class ParamLayout:
-  """The kernel's operands, for listeners that add parameters beside them."""
-  __slots__ = ("labels", "n_in", "n_out", "block_mappings", "input_output_aliases")
-
-  def __init__(self, labels, n_in, n_out, block_mappings, input_output_aliases):
-    self.labels, self.n_in, self.n_out = labels, n_in, n_out
-    self.block_mappings, self.input_output_aliases = block_mappings, input_output_aliases
+from . import scan_forms
+from .bounds import SiteTable, emit_check, flag_length
+from .probes import ProbeEmitter, ProbeLayout, ProbeOptions
+from .tma import TmaDescriptors
+from .workaround_plan import WorkaroundPlan
 
 
 class WorkFacts(LoweringListener):
@@ -103,19 +47,72 @@ class WorkFacts(LoweringListener):
 
 
 class MemoryOrder(LoweringListener):
-  """A barrier before an access to memory written since the last one (KernelContext.
-  sync_before); after an equation that may write, every load of what it wrote is
-  forgotten (also what the rule itself loaded, a swap's old value; a loop body that
-  writes forgets them on entry too: dispatch.lower_jaxpr)."""
+  """The order of a program's accesses to memory: a barrier (__syncthreads) before an
+  access to memory written since the last one, and, after an equation that may write,
+  every load of what it wrote forgotten (also what the rule itself loaded, a swap's old
+  value); a jaxpr lowered in its own scope that writes (a loop body) forgets them on
+  entry too.
+
+  A program's threads each store their part of a block, and nothing orders one
+  thread's store before another thread's later load of the same address: on a GPU a
+  read after a write of a ref by the same program needs a barrier in between. The
+  interpreter runs a program's lanes in lockstep and never shows the difference. Two
+  writes of the same address by different threads of one program, with no read between
+  them, are not ordered (neither are they by JAX's backend): telling which writes
+  overlap would need the addresses, and a barrier between every two writes of a ref
+  would slow kernels that write a block in parts (the norms: one per row)."""
+
+  def __init__(self):
+    # refs written since the last barrier, or ANY_REF
+    self.unsynced: set[str] | object = set()
+    # per jaxpr being lowered in its own scope: (unsynced on entry, what it may write)
+    self._entered: list[tuple[object, object]] = []
 
   def before_rule(self, kernel, event) -> None:
-    kernel.sync_before(refs_read(event.eqn, event.invals, event.live))
+    self.sync_before(kernel, refs_read(event.eqn, event.invals, event.live))
 
   def after_rule(self, kernel, event, out) -> None:
     writes = write_targets(event.eqn, _operand_values(event.eqn, event.invals))
     if writes is not None:
       kernel.forget_loads(None if writes is ANY_REF else writes)
-      kernel.note_writes(writes)
+      self.note_writes(writes)
+
+  def enter_jaxpr(self, kernel, jaxpr, env, loop) -> None:
+    written = jaxpr_write_targets(jaxpr, env)
+    if written is not None:
+      # a loop body runs again after its own writes: nothing loaded before the
+      # loop (or before the write, in an earlier iteration) of a ref it writes
+      # (or one aliasing it) may be reused in it
+      kernel.forget_loads(None if written is ANY_REF else written)
+    self._entered.append((self.unsynced, written))
+    if loop:
+      self.note_writes(written)        # the previous iteration's writes
+
+  def leave_jaxpr(self, kernel) -> None:
+    # a barrier inside may not have run (a branch not taken, no iteration)
+    self.unsynced, written = self._entered.pop()
+    self.note_writes(written)
+
+  def note_writes(self, writes) -> None:
+    """`writes` (effects.write_targets) happened: later accesses to them need a barrier."""
+    if writes is None:
+      return
+    if writes is ANY_REF or self.unsynced is ANY_REF:
+      self.unsynced = ANY_REF
+    else:
+      self.unsynced = self.unsynced | set(writes)
+
+  def sync_before(self, kernel, refs: set[str]) -> None:
+    """Emits a barrier before an access to `refs` if one of them, or a ref that may
+    share its memory, was written since the last barrier."""
+    if not refs or not self.unsynced:
+      return
+    if self.unsynced is not ANY_REF:
+      hit = kernel.aliases_of(refs)
+      if hit is not None and not (hit & self.unsynced):
+        return
+    kernel.builder.emit("tl.debug_barrier()   # other threads' writes to this memory land first")
+    self.unsynced = set()
 
 
 def _operand_values(eqn, invals):
@@ -128,12 +125,19 @@ def _operand_values(eqn, invals):
 
 
 class BoundsChecks(LoweringListener):
-  """The bounds-checked mode's parameters: one after the inputs per output that no input
-  is aliased to, holding its starting values (the launcher aliases it to the output and
-  fills it with poison, NaN or all ones, or zeros where the output must start at zero,
-  atomics, so that on every platform what the kernel never writes shows; the kernel
-  never reads it); the flag buffer after the outputs. The checks themselves are the
-  memory rules' (bounds.emit_check)."""
+  """The bounds-checked mode, which owns the kernel's check sites (SiteTable): one
+  parameter after the inputs per output that no input is aliased to, holding its
+  starting values (the launcher aliases it to the output and fills it with poison, NaN
+  or all ones, or zeros where the output must start at zero, atomics, so that on every
+  platform what the kernel never writes shows; the kernel never reads it); the flag
+  buffer after the outputs; the check of each access the addressing asks for."""
+
+  def __init__(self):
+    self.table = SiteTable()
+
+  @property
+  def sites(self) -> tuple[CheckSite, ...]:
+    return tuple(self.table.sites)
 
   def after_inputs(self, kernel, layout) -> list[KernelParam]:
     aliased = {int(o) for _, o in (layout.input_output_aliases or ())}
@@ -149,54 +153,46 @@ class BoundsChecks(LoweringListener):
     return params
 
   def after_outputs(self, kernel) -> None:
-    kernel.bounds.param = kernel.builder.add_param(kernel.bounds.param)
+    self.table.param = kernel.builder.add_param(self.table.param)
+
+  @property
+  def checks_indices(self) -> bool:
+    return True
+
+  def check_access(self, ctx, site_fields, local_indices, active, shape) -> str:
+    site = self.table.add(eqn_index=ctx.info.index, **site_fields)
+    return emit_check(ctx, self.table.param, site, local_indices, active, shape)
 
   def end(self, kernel) -> list[KernelParam]:
-    from .bounds import flag_length
-    return [KernelParam(name=kernel.bounds.param, label="bounds flags", dtype="int32",
-                        shape=(flag_length(kernel.bounds.sites),), role="check", index=0)]
-
-
-class TmaDescriptors(LoweringListener):
-  """What TMA needs: before the body, the refs the kernel may write (never read
-  through TMA), the outputs stored once, and in the real pass the descriptors the
-  planning pass wants; after each integer scalar equation, what its result is a
-  known multiple of (tma.note_equation)."""
-
-  def prologue_done(self, kernel, jaxpr, refs) -> None:
-    from .tma import emit_descriptors, stored_once
-    plan = kernel.tma
-    written = jaxpr_write_targets(jaxpr, dict(zip(jaxpr.invars, refs)))
-    plan.written = (frozenset() if written is None else
-                    None if written is ANY_REF else kernel.aliases_of(written))
-    plan.store_once = stored_once(kernel, jaxpr, refs)
-    if plan.wanted:
-      plan.names = emit_descriptors(kernel, plan.wanted)
-
-  def after_rule(self, kernel, event, out) -> None:
-    from .tma import note_equation
-    note_equation(kernel, event.eqn, event.invals, out)
+    return [KernelParam(name=self.table.param, label="bounds flags", dtype="int32",
+                        shape=(flag_length(self.table.sites),), role="check", index=0)]
 
 
 class Probes(LoweringListener):
-  """The profiler's probed variant (probes.ProbeEmitter): its buffer parameter, the
-  entry probe, and a boundary between top-level equations."""
+  """The profiler's probed variant, which owns its ProbeEmitter (probes.py): its
+  buffer parameter, the entry probe, and a boundary between top-level equations."""
+
+  def __init__(self, options: ProbeOptions, num_warps: int, top_level_eqns: int):
+    self.emitter = ProbeEmitter(options, num_warps, top_level_eqns)
+
+  def layout(self) -> ProbeLayout:
+    return self.emitter.layout()
 
   def after_outputs(self, kernel) -> None:
-    kernel.probes.add_param(kernel.builder)
+    self.emitter.add_param(kernel.builder)
 
   def launch(self, kernel) -> None:
-    kernel.probes.start(kernel.builder, kernel.launch_grid)
+    self.emitter.start(kernel.builder, kernel.launch_grid)
 
   def prologue_done(self, kernel, jaxpr, refs) -> None:
-    kernel.probes.prologue_done(kernel.builder)
+    self.emitter.prologue_done(kernel.builder)
 
   def before_equation(self, kernel, event) -> None:
     if _top_level(event):
       eqn = event.eqn
       # index math (scalars in, scalars out: program ids, offsets) keeps a run of loads
       # going; an equation that makes a block (an iota, even of no operands) does not
-      kernel.probes.before_equation(kernel.builder, event.info, all(
+      self.emitter.before_equation(kernel.builder, event.info, all(
           getattr(getattr(v, "aval", None), "shape", ()) == ()
           for v in (*eqn.invars, *eqn.outvars)))
 
@@ -205,14 +201,14 @@ class Probes(LoweringListener):
       eqn, b = event.eqn, kernel.builder
       shapes = [getattr(v.aval, "shape", ()) for v in eqn.outvars]
       results = tuple(out or ()) if eqn.primitive.multiple_results else (out,)
-      kernel.probes.after_equation(b, event.info, b.num_lines > event.first_line,
-                                   all(s == () for s in shapes), sum(map(math.prod, shapes)),
-                                   results)
+      self.emitter.after_equation(b, event.info, b.num_lines > event.first_line,
+                                  all(s == () for s in shapes), sum(map(math.prod, shapes)),
+                                  results)
 
   def end(self, kernel) -> list[KernelParam]:
     # its parameter comes last, after the bounds flags
-    kernel.probes.end(kernel.builder)
-    layout = kernel.probes.layout()
+    self.emitter.end(kernel.builder)
+    layout = self.emitter.layout()
     return [KernelParam(name=layout.param, label="probe buffer", dtype="uint64",
                         shape=(layout.words,), role="probes", index=0)]
 
@@ -221,15 +217,53 @@ def _top_level(event: EquationEvent) -> bool:
   return event.parent is None and event.region == "kernel"
 
 
-def listeners_for(kernel) -> tuple[LoweringListener, ...]:
-  """The kernel's listeners, in the order they act (the order of the parameters and
-  prologue code they add): what every kernel has, then the features it was asked for."""
-  out: list[LoweringListener] = [WorkFacts()]
-  if kernel.bounds is not None:
-    out.append(BoundsChecks())
-  if kernel.tma is not None:
-    out.append(TmaDescriptors())
-  if kernel.probes is not None:
-    out.append(Probes())
-  out.append(MemoryOrder())
-  return tuple(out)
+class ScanWorkarounds(LoweringListener):
+  """Other lowerings of the scans a WorkaroundPlan names (scan_forms.py), and what was
+  lowered otherwise: (equation index, what changed) notes for the source's header and
+  the equations a planned form did fit."""
+
+  def __init__(self, plan: WorkaroundPlan):
+    self.plan = plan
+    self.notes: list[tuple[int, str]] = []
+    self.applied: set[int] = set()
+
+  def lower_scan(self, ctx, x, axis, kind, reverse, out_dtype, scan, reduce):
+    form = self.plan.form_of(ctx.info.index)
+    if form is None:
+      return None
+    out = scan_forms.lower(ctx, form, x, axis, kind, reverse, out_dtype, scan, reduce)
+    if out is not None:
+      self.applied.add(ctx.info.index)
+      self.notes.append((ctx.info.index, scan_forms.note(ctx, form, x, axis, kind)))
+    return out
+
+
+@dataclasses.dataclass
+class Features:
+  """A kernel's features as its options ask for them (None: not asked for), which the
+  lowering reads back when the body is done (bounds sites, the TMA plan, probes'
+  layout, the workarounds used)."""
+  bounds: BoundsChecks | None = None
+  tma: TmaDescriptors | None = None
+  probes: Probes | None = None
+  workarounds: ScanWorkarounds | None = None
+
+  @classmethod
+  def asked_by(cls, options, num_eqns: int) -> "Features":
+    """The features `options` (options.LoweringOptions) ask for, for a kernel of
+    `num_eqns` top-level equations."""
+    probes = None
+    if options.probes:
+      probe_options = options.probes if isinstance(options.probes, ProbeOptions) \
+          else ProbeOptions()
+      probes = Probes(probe_options, options.num_warps, num_eqns)
+    return cls(bounds=BoundsChecks() if options.check_bounds else None,
+               tma=TmaDescriptors() if options.tma else None, probes=probes,
+               workarounds=ScanWorkarounds(options.workarounds) if options.workarounds
+               else None)
+
+  def listeners(self) -> Listeners:
+    """The listeners, in the order they act (the order of the parameters and prologue
+    code they add): what every kernel has, then the features it was asked for."""
+    asked = (self.bounds, self.tma, self.probes, self.workarounds)
+    return Listeners((WorkFacts(), *(f for f in asked if f is not None), MemoryOrder()))

@@ -41,26 +41,20 @@ TRIANGULAR_MAX_AXIS = 64          # the longest axis the triangular form takes
 TRIANGULAR_MAX_ELEMENTS = 1 << 14  # elements of its (.., n, n, ..) intermediate
 
 
-def planned(ctx) -> str | None:
-  """The form workarounds.py asked for this equation, if any."""
-  plan = ctx.kernel.workarounds
-  return None if plan is None else plan.form_of(ctx.info.index)
-
-
 def lower(ctx, form: str, x: Value, axis: int, kind: str, reverse: bool, out_dtype,
           scan, reduce) -> Value | None:
   """x scanned along `axis` in `form`, or None where the form does not fit.
   `scan(value, axis)`: the plain scan's expression; `reduce(value, axis)`: the
   reduction's of the same kind (for the triangular form)."""
-  out = {"squeeze": _squeeze, "transpose": _transpose, "triangular": _triangular}[form](
+  return {"squeeze": _squeeze, "transpose": _transpose, "triangular": _triangular}[form](
       ctx, x, axis, kind, reverse, out_dtype, scan, reduce)
-  if out is not None:
-    info = ctx.info
-    at = f" at {os.path.basename(info.file)}:{info.line}" if info.file else ""
-    ctx.kernel.workaround_applied.add(info.index)
-    ctx.kernel.workaround_notes.append(
-        (info.index, f"cum{kind}{at} ({_aval(x)} along axis {axis}): {WORDS[form]}"))
-  return out
+
+
+def note(ctx, form: str, x: Value, axis: int, kind: str) -> str:
+  """What lowering this scan in `form` changed, for the source's header."""
+  info = ctx.info
+  at = f" at {os.path.basename(info.file)}:{info.line}" if info.file else ""
+  return f"cum{kind}{at} ({_aval(x)} along axis {axis}): {WORDS[form]}"
 
 
 def _aval(x: Value) -> str:

@@ -41,7 +41,12 @@ that shares memory with no other ref (a TMA store is not ordered against the
 program's other accesses to that memory); any other store stays plain and says why.
 
 Which starts are multiples of what is recorded as equations are lowered
-(`note_equation`, `note_sum`), only while TMA is asked for.
+(`note_equation`, and the index_sum / index_multiple hooks the views and the
+BlockSpecs call), only while TMA is asked for.
+
+The kernel is lowered once. A descriptor is named where the body first reads or
+writes through it, and made in the prologue (at the point the prologue ended)
+when the body is done: TmaDescriptors, the feature's listener, keeps all of it.
 
 Status: checked under Triton's interpreter (bit for bit against the plain kernel)
 and compiled for sm_90 (TMA copies pipelined in the TTGIR, cp.async.bulk.tensor in
@@ -57,8 +62,8 @@ import numpy as np
 
 from ... import compat
 from ..codegen import Value, is_bool, is_packed4
-from ..effects import ANY_REF, REF_READERS, REF_SWAPS, write_targets
-from ..access.refs import RefValue
+from ..effects import ANY_REF, REF_READERS, REF_SWAPS, jaxpr_write_targets, write_targets
+from ..feature_hooks import LoweringListener
 from ...tma_note import TmaNote
 
 MAX_BOX = 256          # TMA's largest block dimension
@@ -68,17 +73,17 @@ ALIGN_BYTES = 16
 
 @dataclasses.dataclass
 class TmaPlan:
-  """One kernel's tensor descriptors. The kernel is lowered twice: the first
-  (planning) pass finds which (ref, block shape) pairs load through TMA, the
-  second makes their descriptors in the prologue and uses them."""
-  names: dict | None = None            # (param, block shape) -> descriptor variable; None: planning
+  """One kernel's tensor descriptors: which (ref, block shape) pairs the body reads
+  or writes through one, under which variable, and why the other accesses do not."""
+  names: dict = dataclasses.field(default_factory=dict)    # (param, block shape) -> variable
   wanted: dict = dataclasses.field(default_factory=dict)   # (param, block shape) -> RefValue
   written: frozenset | None = None     # refs the kernel may write (aliases included); None: any
   notes: dict = dataclasses.field(default_factory=dict)    # TmaNote -> None (ordered set)
   multiples: dict = dataclasses.field(default_factory=dict)   # variable -> known multiple
   store_once: frozenset = frozenset()  # refs one top-level store writes and nothing reads
-  loaded: set = dataclasses.field(default_factory=set)     # keys the real pass loaded through
-  stored: set = dataclasses.field(default_factory=set)     # keys the real pass stored through
+  loaded: set = dataclasses.field(default_factory=set)     # keys the body loaded through
+  stored: set = dataclasses.field(default_factory=set)     # keys the body stored through
+  prologue_end: int = 0                # the body line the descriptors go before
 
   @property
   def used(self) -> bool:
@@ -97,36 +102,31 @@ def known_multiple(plan: TmaPlan, v: Value) -> int:
   return plan.multiples.get(v.expr, 1)
 
 
-def note_multiple(kernel, v: Value, m: int) -> None:
-  plan = kernel.tma
-  if plan is not None and isinstance(v, Value) and v.const is None and not v.shape and m != 1:
+def note_multiple(plan: TmaPlan, v: Value, m: int) -> None:
+  if isinstance(v, Value) and v.const is None and not v.shape and m != 1:
     plan.multiples[v.expr] = m
 
 
-def note_sum(kernel, result: Value, terms) -> None:
+def note_sum(plan: TmaPlan, result: Value, terms) -> None:
   """result = sum of value * factor over `terms` ((Value, int) pairs)."""
-  plan = kernel.tma
-  if plan is None:
-    return
   m = 0
   for v, factor in terms:
     m = math.gcd(m, known_multiple(plan, v) * abs(int(factor)))
-  note_multiple(kernel, result, m)
+  note_multiple(plan, result, m)
 
 
-def note_equation(kernel, eqn, invals, out) -> None:
+def note_equation(plan: TmaPlan, eqn, invals, out) -> None:
   """Records what an integer scalar equation's result is a known multiple of."""
-  plan = kernel.tma
-  if plan is None or not isinstance(out, Value) or out.shape or out.const is not None:
+  if not isinstance(out, Value) or out.shape or out.const is not None:
     return
   if not np.issubdtype(np.dtype(out.dtype), np.integer):
     return
   name = eqn.primitive.name
   ms = [known_multiple(plan, v) if isinstance(v, Value) else 1 for v in invals]
   if name == "mul" and len(ms) == 2:
-    note_multiple(kernel, out, ms[0] * ms[1])
+    note_multiple(plan, out, ms[0] * ms[1])
   elif name in ("add", "sub") and len(ms) == 2:
-    note_multiple(kernel, out, math.gcd(ms[0], ms[1]))
+    note_multiple(plan, out, math.gcd(ms[0], ms[1]))
   elif name in ("convert_element_type", "multiple_of") and ms:
     m = ms[0]
     if name == "multiple_of":
@@ -134,12 +134,12 @@ def note_equation(kernel, eqn, invals, out) -> None:
       m = math.lcm(m, int(values[0])) if values and m else m
     if name == "convert_element_type" and not np.issubdtype(np.dtype(invals[0].dtype), np.integer):
       return
-    note_multiple(kernel, out, m)
+    note_multiple(plan, out, m)
 
 
 # --- which reads and writes may use TMA ----------------------------------------------
 
-def refusal(ctx, ref, mask=None, other=None, load_options=None) -> str | None:
+def refusal(plan: TmaPlan, ctx, ref, mask=None, other=None, load_options=None) -> str | None:
   """Why this read cannot load through a tensor descriptor; None if it can."""
   why = _access_refusal(ctx.kernel, ref)
   if why is not None:
@@ -149,14 +149,13 @@ def refusal(ctx, ref, mask=None, other=None, load_options=None) -> str | None:
     return "a masked pl.load"
   if options:
     return f"load options {sorted(options)}"
-  plan = ctx.kernel.tma
   if plan.written is None or ref.name in plan.written:
     return ("the kernel writes this ref or one that may share its memory (a TMA load is "
             "not ordered after the kernel's plain stores)")
   return _block_refusal(plan, ref)
 
 
-def store_refusal(ctx, ref, mask=None, eviction_policy=None) -> str | None:
+def store_refusal(plan: TmaPlan, ctx, ref, mask=None, eviction_policy=None) -> str | None:
   """Why this write cannot store through a tensor descriptor; None if it can. Only
   the one write of an output the kernel never reads, outside loops and branches:
   a TMA store is not ordered against the kernel's other accesses to that memory."""
@@ -167,16 +166,16 @@ def store_refusal(ctx, ref, mask=None, eviction_policy=None) -> str | None:
     return "a masked store or one with an eviction policy"
   if ctx.info.parent is not None:
     return "a store inside a loop or branch"
-  if ref.name not in ctx.kernel.tma.store_once:
+  if ref.name not in plan.store_once:
     return ("the kernel writes this ref more than once, reads it, or it may share memory "
             "with another ref")
-  return _block_refusal(ctx.kernel.tma, ref)
+  return _block_refusal(plan, ref)
 
 
 def _access_refusal(kernel, ref) -> str | None:
   if kernel.compute_capability < 90:
     return f"TMA needs sm_90 or newer (compiling for sm_{kernel.compute_capability})"
-  if kernel.bounds is not None:
+  if kernel.listeners.checks_indices:
     return "the bounds-checked mode checks every index of a plain access"
   dtype = np.dtype(ref.dtype)
   if is_packed4(dtype) or is_bool(dtype) or dtype.itemsize not in (1, 2, 4, 8):
@@ -240,12 +239,12 @@ def stored_once(kernel, jaxpr, refs) -> frozenset:
         index = getattr(e, "input", None)
         var = eqn.invars[index] if isinstance(index, int) and index < len(eqn.invars) else index
         value = env.get(var) if not isinstance(var, (int, type(None), compat.Literal)) else None
-        if not isinstance(value, RefValue):
-          return frozenset()             # a read of something unknown
+        if value is None:
+          return frozenset()             # a read of something other than a kernel ref
         reads.add(value.name)
     if name in REF_READERS:
       reads |= {env[v].name for v in eqn.invars
-                if not isinstance(v, compat.Literal) and isinstance(env.get(v), RefValue)}
+                if not isinstance(v, compat.Literal) and env.get(v) is not None}
   return frozenset(n for n in stores if writes.get(n) == 1 and n not in reads
                    and kernel.aliases_of([n]) == frozenset([n]))
 
@@ -257,22 +256,20 @@ def block_shape(ref) -> tuple[int, ...] | None:
   return tuple(d.size if d.kind == "slice" else 1 for d in ref.dims)
 
 
-def _descriptor(plan: TmaPlan, ref, key) -> str | None:
-  """The descriptor's variable (None while planning, where the key is noted)."""
-  if plan.names is None:
-    plan.wanted.setdefault(key, ref)
-    return None
-  return plan.names.get(key)   # None: not seen while planning (lowering is deterministic)
+def _descriptor(kernel, plan: TmaPlan, ref, key) -> str:
+  """The descriptor's variable, named where the body first uses it (made in the
+  prologue when the body is done: emit_descriptors)."""
+  if key not in plan.names:
+    plan.wanted[key] = ref
+    plan.names[key] = kernel.builder.fresh(f"{ref.label}_desc")
+  return plan.names[key]
 
 
-def read(ctx, ref, shape) -> Value | None:
-  """The descriptor load of a view that `refusal` accepted (None while planning:
-  the caller emits the plain load, whose code is thrown away)."""
+def read(plan: TmaPlan, ctx, ref, shape) -> Value:
+  """The descriptor load of a view that `refusal` accepted."""
   key = (ref.name, block_shape(ref))
-  desc = _descriptor(ctx.kernel.tma, ref, key)
-  if desc is None:
-    return None
-  ctx.kernel.tma.loaded.add(key)
+  desc = _descriptor(ctx.kernel, plan, ref, key)
+  plan.loaded.add(key)
   starts = ", ".join(str(d.start) for d in ref.dims)
   expr = f"{desc}.load([{starts}])"
   if tuple(shape) != key[1]:
@@ -281,40 +278,34 @@ def read(ctx, ref, shape) -> Value | None:
   return ctx.value(label, expr, ref.dtype, shape, opaque=True)
 
 
-def write(ctx, ref, value: Value) -> bool:
+def write(plan: TmaPlan, ctx, ref, value: Value) -> None:
   """Stores `value` (the view's shape) through a descriptor, for a write that
-  `store_refusal` accepted; False while planning (the caller stores plainly)."""
+  `store_refusal` accepted."""
   box = block_shape(ref)
   key = (ref.name, box)
-  desc = _descriptor(ctx.kernel.tma, ref, key)
-  if desc is None:
-    return False
-  ctx.kernel.tma.stored.add(key)
+  desc = _descriptor(ctx.kernel, plan, ref, key)
+  plan.stored.add(key)
   if tuple(value.shape) != box:
     value = ctx.value(f"{value}_box", f"tl.reshape({value}, {list(box)})", value.dtype, box)
   starts = ", ".join(str(d.start) for d in ref.dims)
   ctx.b.emit(f"{desc}.store([{starts}], {value})")
-  return True
 
 
-def note_refused(ctx, ref, reason: str, store: bool = False) -> None:
+def note_refused(plan: TmaPlan, ctx, ref, reason: str, store: bool = False) -> None:
   info = ctx.info
   what = f"the store to {ref.label}" if store else ref.label
-  ctx.kernel.tma.notes.setdefault(TmaNote(what, info.file, info.line, reason))
+  plan.notes.setdefault(TmaNote(what, info.file, info.line, reason))
 
 
-def emit_descriptors(kernel, planned: dict) -> dict:
-  """The prologue's descriptors, one per (ref, block shape) the planning pass
-  found; returns their names by key."""
+def emit_descriptors(kernel, plan: TmaPlan) -> None:
+  """The prologue's descriptors, one per (ref, block shape) the body used, where the
+  prologue ended."""
   b = kernel.builder
-  names = {}
-  for (param, box), ref in planned.items():
-    with b.note(f"TMA descriptor of {ref.label}'s {box} blocks"):
-      names[(param, box)] = b.assign(
-          f"{ref.label}_desc",
-          f"tl.make_tensor_descriptor({param}, shape={list(ref.array_shape)}, "
-          f"strides={list(ref.strides)}, block_shape={list(box)})")
-  return names
+  for at, ((param, box), ref) in enumerate(plan.wanted.items(), start=plan.prologue_end):
+    b.emit_at(at, f"{plan.names[(param, box)]} = tl.make_tensor_descriptor("
+                  f"{param}, shape={list(ref.array_shape)}, strides={list(ref.strides)}, "
+                  f"block_shape={list(box)})",
+              note=f"TMA descriptor of {ref.label}'s {box} blocks")
 
 
 def header_lines(plan: TmaPlan | None) -> list[str]:
@@ -327,3 +318,50 @@ def header_lines(plan: TmaPlan | None) -> list[str]:
   lines = lines or ["TMA asked for, no load or store could use it"]
   # each note at its file's name, not its path: the header is part of the kernel's key
   return lines + [f"TMA not used for {note.portable()}" for note in plan.notes]
+
+
+class TmaDescriptors(LoweringListener):
+  """The TMA feature, which owns the kernel's TmaPlan: before the body, the refs the
+  kernel may write (never read through TMA) and the outputs stored once; after each
+  integer scalar equation, and for each index the views and BlockSpecs compute, what
+  it is a known multiple of; each read and write it can take, through a descriptor;
+  after the body, the descriptors in the prologue."""
+
+  def __init__(self):
+    self.plan = TmaPlan()
+
+  def prologue_done(self, kernel, jaxpr, refs) -> None:
+    plan = self.plan
+    written = jaxpr_write_targets(jaxpr, dict(zip(jaxpr.invars, refs)))
+    plan.written = (frozenset() if written is None else
+                    None if written is ANY_REF else kernel.aliases_of(written))
+    plan.store_once = stored_once(kernel, jaxpr, refs)
+    plan.prologue_end = kernel.builder.num_lines
+
+  def after_rule(self, kernel, event, out) -> None:
+    note_equation(self.plan, event.eqn, event.invals, out)
+
+  def index_sum(self, kernel, result, terms) -> None:
+    note_sum(self.plan, result, terms)
+
+  def index_multiple(self, kernel, value, multiple) -> None:
+    note_multiple(self.plan, value, multiple)
+
+  def read(self, ctx, ref, shape, mask, other, load_options):
+    why = refusal(self.plan, ctx, ref, mask, other, load_options)
+    if why is not None:
+      note_refused(self.plan, ctx, ref, why)
+      return None
+    return read(self.plan, ctx, ref, shape)
+
+  def write(self, ctx, ref, shape, value_for, mask, eviction_policy) -> bool:
+    why = store_refusal(self.plan, ctx, ref, mask, eviction_policy)
+    if why is not None:
+      note_refused(self.plan, ctx, ref, why, store=True)
+      return False
+    write(self.plan, ctx, ref, value_for())
+    return True
+
+  def end(self, kernel) -> list:
+    emit_descriptors(kernel, self.plan)
+    return []

@@ -1,10 +1,9 @@
 """The notes of a workaround plan's lowering: what the rules did with it.
 
 The plan itself (WorkaroundPlan) is one of LoweringOptions' fields, so it lives with
-them (backend/options.py). The rules write down what they did
-(KernelContext.workaround_notes): those notes go into the generated source's header,
-GeneratedKernel.workarounds, report.json and the compile span. A form that does not
-fit an equation leaves it plain.
+them (backend/options.py). The rules write down what they did (listeners.ScanWorkarounds'
+notes): those notes go into the generated source's header, GeneratedKernel.workarounds,
+report.json and the compile span. A form that does not fit an equation leaves it plain.
 """
 from __future__ import annotations
 

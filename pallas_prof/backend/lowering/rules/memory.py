@@ -13,7 +13,6 @@ import numpy as np
 
 from ... import compat, triton_primitives
 from .. import emit
-from ..features import tma
 from ..codegen import is_packed4, Value, is_bool, is_float, next_pow2
 from ...errors import Unsupported
 from ..access.refs import RefValue
@@ -80,10 +79,11 @@ def _access(ref: RefValue) -> dict:
 
 
 def _emit_read(ctx, ref: RefValue, mask=None, other=None, **load_options) -> Value:
-  if ctx.kernel.tma is not None:
-    loaded = _tma_read(ctx, ref, mask, other, load_options)
-    if loaded is not None:
-      return loaded
+  shape = result_shape(ref)
+  loaded = ctx.kernel.listeners.read(ctx, ref, shape, mask, other, load_options)
+  if loaded is not None:                # another way to read (TMA's descriptors)
+    ctx.record(bytes_read=_moved_bytes(shape, ref.dtype), **_access(ref))
+    return loaded
   offset, full_mask, shape, edge = address_at_edge(ctx, ref, mask)
   ctx.record(bytes_read=_moved_bytes(shape, ref.dtype), **_access(ref))
   if is_packed4(ref.dtype):
@@ -104,34 +104,11 @@ def _emit_read(ctx, ref: RefValue, mask=None, other=None, **load_options) -> Val
   return Value(name, np.dtype(ref.dtype), tuple(shape), loops=ctx.b.loops_of(opaque=True))
 
 
-def _tma_read(ctx, ref: RefValue, mask, other, load_options) -> Value | None:
-  """The read through a tensor descriptor (tma.py), or None: the plain load then."""
-  why = tma.refusal(ctx, ref, mask, other, load_options)
-  if why is not None:
-    tma.note_refused(ctx, ref, why)
-    return None
-  shape = result_shape(ref)
-  loaded = tma.read(ctx, ref, shape)
-  if loaded is not None:
-    ctx.record(bytes_read=_moved_bytes(shape, ref.dtype), **_access(ref))
-  return loaded
-
-
-def _tma_write(ctx, ref: RefValue, value: Value, mask, eviction_policy) -> bool:
-  """The write through a tensor descriptor (tma.py); False: the plain store then."""
-  why = tma.store_refusal(ctx, ref, mask, eviction_policy)
-  if why is not None:
-    tma.note_refused(ctx, ref, why, store=True)
-    return False
-  shape = result_shape(ref)
-  if not tma.write(ctx, ref, check_value(ctx, ref, value, shape)):
-    return False
-  ctx.record(bytes_written=_moved_bytes(shape, ref.dtype), **_access(ref))
-  return True
-
-
 def _write(ctx, ref: RefValue, value: Value, mask=None, eviction_policy=None) -> None:
-  if ctx.kernel.tma is not None and _tma_write(ctx, ref, value, mask, eviction_policy):
+  shape = result_shape(ref)
+  if ctx.kernel.listeners.write(ctx, ref, shape, lambda: check_value(ctx, ref, value, shape),
+                                mask, eviction_policy):   # another way (TMA's descriptors)
+    ctx.record(bytes_written=_moved_bytes(shape, ref.dtype), **_access(ref))
     return
   offset, full_mask, shape, edge = address_at_edge(ctx, ref, mask, write=True)
   ctx.record(bytes_written=_moved_bytes(shape, ref.dtype), **_access(ref))

@@ -11,7 +11,6 @@ from jax import lax
 from .. import emit
 from ..codegen import Value, is_bool, is_float, is_low_float, next_pow2
 from ...errors import Unsupported
-from ..features import scan_forms
 from .table import REDUCTION, register
 
 F32 = np.dtype(np.float32)
@@ -185,9 +184,8 @@ def _cumulative(kind: str):
       xc = emit.mask_padding(ctx.b, xc, (axis,), emit.identity_of(kind, xc.dtype))
     out_dtype = sum_dtype(xc.dtype) if kind == "sum" else xc.dtype
     scan, reduce = _scan_and_reduce(ctx, kind, xc.dtype, reverse)
-    form = scan_forms.planned(ctx)     # another lowering, where Triton fails on this one
-    out = scan_forms.lower(ctx, form, xc, axis, kind, reverse, out_dtype, scan, reduce) \
-        if form else None
+    # another lowering, where Triton fails on this one (a workaround's)
+    out = ctx.kernel.listeners.lower_scan(ctx, xc, axis, kind, reverse, out_dtype, scan, reduce)
     if out is None:
       out = ctx.value(f"cum{kind}", scan(xc, axis), out_dtype, x.shape)
     return emit.cast(ctx.b, out, dt) if out.dtype != dt else out
