@@ -35,7 +35,7 @@ step_pytest() {   # the whole test suite, on the GPU (the CPU suite's kernels th
   # H200: a run of it there found a missing barrier and tests that assumed the interpreter).
   # Left out: the exporters' schema test (jsonschema is not on the device) and the OTLP
   # receiver (it installs one from the network).
-  timeout ${PYTEST_TIMEOUT:-240} python3 -m pytest -q -p no:cacheprovider -n 12 tests \
+  timeout ${PYTEST_TIMEOUT:-240} python3 -m pytest -q -p no:cacheprovider -n 12 tests bench/tests \
     -m "not otlp_receiver" --ignore=tests/instrument/test_exporters.py -rfE \
     --junitxml="$OUT/pytest-gpu.xml" 2>&1 | tail -25
 }

@@ -77,11 +77,13 @@ leg() {
 
 run_leg() {
   case $1 in
-    a) leg a "${PYTHON311:-python3}" "jax==0.10.2 jaxlib==0.10.2 triton==3.6.*" tests ;;
+    a) leg a "${PYTHON311:-python3}" "jax==0.10.2 jaxlib==0.10.2 triton==3.6.*" tests bench/tests ;;
     b) leg b "${PYTHON312:-$(python312)}" "jax==0.12.* jaxlib==0.12.* triton==3.9.*" \
          tests/backend tests/profiler tests/cli tests/instrument tests/test_structure.py \
          tests/test_jax_kernels.py tests/test_versions.py tests/test_import_errors.py \
          tests/removal tests/fuzz/test_fuzz.py tests/faults tests/test_safe_files.py \
+         bench/tests/test_saved_kernels_for_targets.py bench/tests/test_examples_for_targets.py \
+         bench/tests/test_packed_int16_adds.py \
          --ignore=tests/cli/test_html_browser.py -m "not otlp_receiver" ;;
     *) echo "unknown leg $1 (a or b)"; return 2 ;;
   esac

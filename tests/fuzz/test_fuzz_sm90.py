@@ -1,21 +1,18 @@
-"""bench/fuzz/fuzz.py --compile-sm90 (tests/fuzz/sm90.py): each program's kernels compiled
-for sm_90 on the CPU; a stage failure is a finding, shrunk, with a reproducer; the
-SASS is read for the ptxas hazard of issue 32, whose strong leads come with theirs."""
+"""bench/fuzz/fuzz.py --compile-sm90's checks (tests/fuzz/sm90.py): each program's kernels
+compiled for sm_90 on the CPU; a stage failure is a finding, shrunk, with a reproducer; the
+SASS is read for the ptxas hazard of issue 32, whose strong leads come with theirs. The
+runner's side (its worker, summary and replay) is tested in bench/tests/test_fuzz_sm90.py."""
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import subprocess
 import sys
 
 import pytest
 
-from bench.fuzz import fuzz
 from tests.fuzz import sm90
 from tests.fuzz.check import check, save_reproducer
 from tests.fuzz.programs import InputSpec, Program
-from tests.fuzz.sass_hazards import HazardLead
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -116,54 +113,6 @@ def test_a_signature_is_the_assertion_else_the_pass_else_the_summary():
       "ptx: ptxas: line N of N"
 
 
-def _fake_compiles(monkeypatch, outcome):
-  monkeypatch.setattr(sm90, "compile_sm90", lambda program: outcome)
-
-
-def _worker_args(tmp_path, **more):
-  return argparse.Namespace(device="cpu", kind="scans", log=str(tmp_path / "fuzz.jsonl"), seed=3,
-                            batch=4, examples=100, seconds=None, shrink=True, once=True,
-                            corpus=str(tmp_path / "repro"), compile_sm90=True, **more)
-
-
-def test_a_stage_failure_is_kept_unshrunk_then_shrunk_and_summarized(tmp_path, monkeypatch):
-  _fake_compiles(monkeypatch, sm90.Sm90Outcome("stage_failure", 1, "LoweringError: made up",
-                                               "llir: made up"))
-  args = _worker_args(tmp_path)
-  fuzz.worker(args)
-  records = [json.loads(line) for line in open(args.log)]
-  first = [r for r in records if r["status"] == "sm90_candidate" and "reproducer" in r]
-  assert len(first) == 1 and "/unshrunk/" in first[0]["reproducer"], records[:3]
-  [final] = [r for r in records if r["status"] == "sm90_failure"]
-  assert "/sm90/" in final["reproducer"] and final["signature"] == "llir: made up"
-  assert "made up" in open(final["reproducer"]).read()
-  summary = fuzz.summarize(argparse.Namespace(out=str(tmp_path / "s.json"), device="cpu", seed=3),
-                           0.0, [fuzz.Job(0, args.log, [3])], final=True)
-  assert summary["sm90"]["stage_failures_found"] == 1
-  assert summary["sm90"]["stage_failure_signatures"] == {"llir: made up": 1}
-  assert summary["examples"] == 1 and summary["outcomes"]["sm90_failure"] == 1, summary
-
-
-def test_a_strong_hazard_lead_comes_with_its_reproducer_and_program(tmp_path, monkeypatch):
-  lead = HazardLead("@P0 SEL R3, R14, R3, !P3 ;", ("HMUL2 R5, R3.H0_H0, R6 ;",))
-  _fake_compiles(monkeypatch, sm90.Sm90Outcome("compiled", 1, leads=[lead]))
-  args = _worker_args(tmp_path)
-  args.batch = 3
-  fuzz.worker(args)
-  records = [json.loads(line) for line in open(args.log)]
-  assert len(records) == 3 and all(r["sm90"]["strong"] == 1 for r in records), records
-  summary = fuzz.summarize(argparse.Namespace(out=str(tmp_path / "s.json"), device="cpu", seed=3),
-                           0.0, [fuzz.Job(0, args.log, [3])], final=True)
-  part = summary["sm90"]
-  assert part["hazard_selects"] == part["strong_hazard_selects"] == 3
-  assert summary["differences_found"] == 0 and part["stage_failures_found"] == 0
-  found = part["strong_hazard_leads"][0]
-  assert "/hazard_leads/" in found["reproducer"] and found["leads"][0]["readers"]
-  program = Program(**dict(found["program"], inputs=tuple(
-      InputSpec(**dict(i, shape=tuple(i["shape"]))) for i in found["program"]["inputs"])))
-  assert json.dumps(program.source) in open(found["reproducer"]).read()
-
-
 def test_a_reproducer_compiles_for_sm90_when_asked(tmp_path):
   program = Program("values", "def fn(x0):\n  v1 = lax.cummax(x0, axis=0, reverse=True)\n"
                     "  return (v1,)\n", (InputSpec((7, 3), "int32", -9, 9),), 11, 0.0,
@@ -205,43 +154,3 @@ def test_a_users_window_select_with_its_else_value_live_is_right_on_the_gpu(dtyp
                     ("compound select", "reduce", "binary"))
   for seed in range(12):      # starts 0 .. 20 from the data: inside, at the edge, past it
     assert check(dataclasses.replace(program, seed=seed), gpu).status == "ok"
-
-
-def test_the_replay_runs_each_lead_on_several_inputs(tmp_path, monkeypatch):
-  """bench/fuzz/fuzz_replay.py, here on the CPU (on the H200 with --device gpu): each strong
-  lead a summary kept, rebuilt from its program and checked on --inputs input seeds."""
-  from bench.fuzz import fuzz_replay
-  from bench.fuzz.fuzz_summary import write_json
-  program = dataclasses_asdict(FUZZ_18680)
-  write_json(str(tmp_path / "s.json"), {"sm90": {"strong_hazard_leads": [
-      {"reproducer": "r", "program": program}, {"reproducer": "no program kept"}]}})
-  out = tmp_path / "replay.json"
-  monkeypatch.setattr(sys, "argv", ["fuzz_replay.py", str(tmp_path / "s.json"), "--device",
-                                    "cpu", "--inputs", "2", "--out", str(out)])
-  fuzz_replay.main()
-  result = json.loads(out.read_text())
-  assert result["programs"] == 1 and result["runs"] == 2 and result["outcomes"] == {"ok": 2}
-  assert [r["input_seed"] for r in result["each"]] == [18680, 18680 + 7919]
-
-
-def dataclasses_asdict(program):
-  import dataclasses
-  return json.loads(json.dumps(dataclasses.asdict(program)))
-
-
-def test_a_second_failure_met_while_shrinking_the_first_is_kept_too(tmp_path, monkeypatch):
-  """Programs fail in two ways (by their source's length): the first met is shrunk; the
-  other, met while the first shrinks (so not raised), still comes with its reproducer."""
-  def two_ways(program):
-    sig = ("llir: one", "ptx: two")[len(program.source) % 2]
-    return sm90.Sm90Outcome("stage_failure", 1, f"LoweringError: {sig}", sig)
-
-  monkeypatch.setattr(sm90, "compile_sm90", two_ways)
-  args = _worker_args(tmp_path)
-  fuzz.worker(args)
-  summary = fuzz.summarize(argparse.Namespace(out=str(tmp_path / "s.json"), device="cpu", seed=3),
-                           0.0, [fuzz.Job(0, args.log, [3])], final=True)["sm90"]
-  assert set(summary["stage_failure_signatures"]) == {"llir: one", "ptx: two"}, summary
-  kept = {f["signature"]: f["reproducer"] for f in summary["stage_failures_unshrunk"]}
-  assert set(kept) == {"llir: one", "ptx: two"} and all(os.path.exists(p) for p in kept.values())
-  assert len(summary["stage_failures"]) == 1, summary     # the first, shrunk

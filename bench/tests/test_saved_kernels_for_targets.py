@@ -14,8 +14,7 @@ import pytest
 from bench.targets import dump_kernels, jax_ops, matrix
 from pallas_prof.backend.compiling.for_targets import compile_for
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__)))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LOWERING_TESTS = "tests/backend/lowering/test_kernel_key.py"
 
 

@@ -24,7 +24,7 @@ def example_kernels():
 def test_the_examples_lowered_are_the_examples_folders(example_kernels):
   """A new example's kernels must join the list in bench/targets/matrix.py to be checked."""
   here = os.path.dirname(os.path.abspath(__file__))
-  folder = os.path.join(here, "..", "..", "..", "examples")
+  folder = os.path.join(here, "..", "..", "examples")
   with_kernels = {f for f in os.listdir(folder) if f.endswith(".py")} - {"pipeline.py"}
   lowered = {k.label.split(" ")[0].rstrip(":") for k in example_kernels}
   assert lowered == set(EXAMPLES) and with_kernels <= lowered, \
