@@ -155,6 +155,10 @@ NVML_PREFIX = "nvml."                # + an NvmlWindow field
 PROFILE_RUNTIME = ("median_s", "p10_s", "p90_s", "min_s", "launches", "mode")
 PROFILE_SUSTAINED_MEDIAN_S = "profile.sustained_median_s"
 PROFILE_VERDICT = "profile.verdict"
+# + flops, bytes, transcendentals, exact: the work model's cost of one launch (XProf's roofline
+# takes no cost for a Triton custom call: in a profile, pallas-prof's plane carries it)
+PROFILE_WORK_PREFIX = "profile.work."
+PROFILE_WORK = ("flops", "bytes", "transcendentals", "exact")
 PROFILE_WEIGHT_BASIS = "profile.weight_basis"
 PROFILE_WEIGHTS = "profile.weights"  # the attribution's description (what the weights are)
 PROFILE_HOT_EQUATIONS = "profile.hot_equations"

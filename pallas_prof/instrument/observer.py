@@ -481,6 +481,10 @@ def profile_attributes(kp, device=None) -> dict[str, Any]:
     out[cv.PROFILE_PROBES] = [f"{r.label}: {100 * r.share:.1f}%" for r in probes.regions]
     if probes.distortion_pct is not None:
       out[cv.PROFILE_PROBES_DISTORTION_PCT] = probes.distortion_pct
+  work = kp.work
+  for key in cv.PROFILE_WORK if work is not None else ():
+    if getattr(work, key) is not None:
+      out[cv.PROFILE_WORK_PREFIX + key] = getattr(work, key)
   rt = kp.runtime
   if rt is not None:
     for key in cv.PROFILE_RUNTIME:
