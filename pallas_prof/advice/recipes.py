@@ -19,6 +19,8 @@ import sys
 import threading
 from typing import Any, Callable
 
+from ..backend.equation_text import Aval
+
 _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -78,7 +80,6 @@ def _user_frame() -> tuple[str | None, int | None]:
 
 def _aval(shape, dtype):
   import numpy as np
-  from ..backend.equation_text import Aval
   return Aval(tuple(int(d) for d in shape), np.dtype(dtype).name)
 
 

@@ -19,6 +19,7 @@ import statistics
 import time
 from typing import Callable
 
+from ..backend import kernel_registry
 from ..backend.options import TunedSettings
 from . import autotuned, blockshape
 from .rank import rank, summary
@@ -52,7 +53,6 @@ def _trace_block_variant(action: Action, recipe, platform: str | None = None):
   """The variant's GeneratedKernel, traced and lowered for the default backend, or for
   `platform` ("cpu": the lowering to Triton alone, which compiles nothing)."""
   import jax
-  from ..backend import kernel_registry
   fn = blockshape.build(recipe, action.change)
   structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in recipe.arg_shapes]
   for attempt in range(2):

@@ -10,6 +10,9 @@ pallas_call rule, and the errors (LoweringError derives from a JAX exception cla
 so that JAX shows it once, at the user's line). The profiler's child processes
 load artifacts.py (a LaunchSpec) with no JAX in the process.
 """
+import importlib
+
+from ..import_errors import reported
 
 __all__ = ["CompilerParams", "CompileError", "LoweringError", "Unsupported", "install",
            "installed", "uninstall"]
@@ -23,8 +26,6 @@ def __getattr__(name: str):
   module = _LAZY.get(name)
   if module is None:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-  import importlib
-  from ..import_errors import reported
   # an AttributeError from inside that import would reach the user as "cannot import
   # name {name!r}": reported() says what it was, and the versions found
   with reported(f"{__name__}.{module}"):

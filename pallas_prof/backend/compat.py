@@ -25,6 +25,8 @@ from jax._src.state import indexing as state_indexing
 from jax._src.state import primitives as state_primitives
 from jax._src.state import types as state_types
 
+from .. import settings
+
 JAX_VERSION = tuple(int(p) for p in jax.__version__.split(".")[:3] if p.isdigit())
 
 
@@ -301,7 +303,6 @@ def xla_libdevice_path() -> str | None:
   --xla_gpu_cuda_data_dir, else in the CUDA directory JAX found (CUDA_ROOT, the
   nvidia-cuda-nvcc wheel), else in /usr/local/cuda. None: use Triton's own.
   PALLAS_PROF_LIBDEVICE=<path> chooses one; PALLAS_PROF_LIBDEVICE=triton keeps Triton's."""
-  from .. import settings
   chosen = settings.value("PALLAS_PROF_LIBDEVICE")
   if chosen:
     return None if chosen == "triton" else chosen

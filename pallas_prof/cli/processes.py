@@ -22,6 +22,7 @@ from rich.text import Text
 from . import run_directory
 from .report import RunReport
 from .summary import Origin, summaries
+from ..serial import to_json
 
 
 def origin() -> dict:
@@ -273,7 +274,6 @@ def report_merged(paths: list[str], *, html: bool = False, html_out: str | None 
   """`pallas-prof report DIR...` for several runs."""
   runs = load_runs(find_runs(paths))
   if as_json:
-    from ..serial import to_json
     print(to_json({"runs": [{"dir": d, "process": process_name(d, r), "report": r}
                            for d, r in runs]}, indent=1))
     return 0

@@ -31,8 +31,11 @@ from typing import Any
 
 from ..advice.schema import KernelAdvice
 from ..profiler.schema import ProfileReport
+from ..safe_files import write_atomic
 from ..serial import Misfit, Record, decode, from_fields, plain, to_json  # noqa: F401 (their home)
 from .. import units
+from .kernel_failures import by_kernel, of
+from .saved_runs import files as run_files
 
 SCHEMA = "pallas-prof/run/1"
 FILE = "report.json"
@@ -167,7 +170,6 @@ class RunReport(Record):
 
   def kernel_failure(self, kernel: KernelEntry) -> str | None:
     """How `kernel` failed, in words (a report written before `failed`: from its errors)."""
-    from .kernel_failures import by_kernel, of
     return kernel.failed or of(kernel, by_kernel(self.errors))
 
   @property
@@ -211,7 +213,6 @@ class RunReport(Record):
   def save(self, run_dir: str) -> str:
     """Writes report.json whole or not at all (a temp file renamed over it): a reader
     finds the old report or the new one, never a part of one; OSError if it cannot."""
-    from ..safe_files import write_atomic
     return write_atomic(os.path.join(run_dir, FILE), self.to_json(indent=1), mode=0o644)
 
   @classmethod
@@ -219,7 +220,6 @@ class RunReport(Record):
     """report.json of `run_dir` (or the .json file named), read through saved_runs/files.py
     (a regular file of bounded size, no link out), decoded by type, and the files it
     names checked to be the run's own; ReportError (or RunFileError) says what is wrong."""
-    from .saved_runs import files as run_files
     if run_dir.endswith(".json"):
       run_dir, name = os.path.dirname(run_dir) or ".", os.path.basename(run_dir)
     else:

@@ -25,10 +25,12 @@ import re
 import sys
 import time
 
+from ..backend import cache_files
 from ..backend.artifacts import (BINARY_STAGES, STAGE_FILES, STAGES, CompiledKernel,
                                   GeneratedKernel, SchemaMismatch, Writer)
 from ..backend.running.launch_spec import LaunchSpec
-from ..safe_files import write_atomic
+from ..safe_files import private_dir, write_atomic
+from .report import RunReport
 from .saved_runs import files as run_files, kernel as saved_kernel
 from .terminal.safe_text import printable
 
@@ -159,7 +161,6 @@ def kernel_dir(run_dir: str, entry) -> str:
 def read_report(run_dir: str):
   """report.json as a RunReport (cli/report.py: the one reader and writer of report.json,
   which also says what an unreadable one is)."""
-  from .report import RunReport
   return RunReport.load(run_dir)
 
 
@@ -187,14 +188,12 @@ _LAST_RUNS_KEPT = 64
 def _last_runs_path() -> str:
   # the configured cache folder, not a temporary stand-in: a note that dies with the
   # process would point no later `show` anywhere
-  from ..backend.cache_files import configured
-  return os.path.join(configured(), _LAST_RUNS)
+  return os.path.join(cache_files.configured(), _LAST_RUNS)
 
 
 def _last_runs() -> dict:
   """last-runs.json as a dict; {} where it is missing, damaged or not a regular file (a
   FIFO there must not block `show`: cache_files.read does not wait on one)."""
-  from ..backend import cache_files
   raw = cache_files.read(_last_runs_path(), cache_files.MAX_RECORD_BYTES)
   try:
     known = json.loads(raw) if raw is not None else {}
@@ -207,7 +206,6 @@ def remember_run(out_dir: str) -> None:
   """Notes `out_dir` as the last run made from the working directory, so that `show` and
   `report` without a directory find a run written with --out (best effort: a cache that
   cannot be written only costs that)."""
-  from ..safe_files import private_dir
   known = _last_runs()
   known.pop(os.getcwd(), None)
   known[os.getcwd()] = os.path.abspath(out_dir)

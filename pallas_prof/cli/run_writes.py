@@ -24,6 +24,7 @@ import tempfile
 
 from ..safe_files import write_atomic
 from . import processes, run_directory
+from .report import Traces
 
 REPORT = run_directory.REPORT
 MARKER = ".pallas-prof-writing"   # "host pid" of the run writing the folder; gone when it ends
@@ -424,7 +425,6 @@ def _room_with(root: str, names: list[str], needed: int) -> bool:
 
 def _final(report, files: RunFiles):
   """`report` without the files that are missing, with a note on each reason."""
-  from .report import Traces
   missing = files.missing
   kernels = tuple(dataclasses.replace(k, files={what: p for what, p in k.files.items()
                                                 if not _under_missing(p, missing)})

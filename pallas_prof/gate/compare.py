@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..comparison import Figures, basis, regressions
 from .figures import Baseline, EquationFigures, KernelFigures, kernel_key
 
 # an equation is said to have grown only past the tolerance and by at least this many
@@ -37,7 +38,6 @@ class Verdict:
 
 
 def _diff_figures(k: KernelFigures):
-  from ..comparison import Figures
   # runtime is compared here against its noise, not by diff's percentage
   return Figures(k.name, None, k.registers, k.shared_bytes, k.spills, k.instructions,
                  k.instruction_basis, tuple(k.grid), k.program_bytes, k.work_bytes)
@@ -86,7 +86,6 @@ def matching(before: list[EquationFigures], now: list[EquationFigures]
 def kernel_regressions(before: KernelFigures, now: KernelFigures, tolerance_pct: float
                        ) -> list[str]:
   """Sentences for what grew in `now` over `before`; empty where nothing did."""
-  from ..comparison import basis, regressions
   a, b = _diff_figures(before), _diff_figures(now)
   worse = regressions(a, b, tolerance_pct, basis(a, b))
   slower = time_regression(before, now, tolerance_pct)

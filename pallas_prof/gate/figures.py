@@ -11,6 +11,7 @@ import dataclasses
 import linecache
 import os
 
+from .. import units
 from ..serial import Record
 
 SCHEMA = "pallas-prof/baseline/1"
@@ -125,7 +126,6 @@ def equation_figures(static, attribution) -> list[EquationFigures]:
 
 def kernel_figures(profile, record, runtime: Runtime | None = None) -> KernelFigures:
   """A KernelProfile (pallas_prof.profile's) and its registry record, as the gate keeps them."""
-  from .. import units
   static, work = profile.static, profile.work
   resources = static.resources if static is not None else {}
   count, basis = None, None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 
+from .. import profiler
 from .figures import KernelFigures, Runtime, kernel_figures
 
 
@@ -38,7 +39,7 @@ def measure(records, *, repeats: int, launches: int, profile=None
   """(each record's figures, why nothing was timed or None). `profile` is
   pallas_prof.profile unless given (the tests give a stand-in for a GPU)."""
   if profile is None:
-    from ..profiler import profile
+    profile = profiler.profile
   first = profile(records, replay=True, min_launches=launches, nvml=False, ceilings=False)
   if not first.gpu_present:
     return [kernel_figures(p, r) for p, r in zip(first.kernels, records)], \

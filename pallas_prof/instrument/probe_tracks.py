@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..safe_files import write_atomic
+
 PID_BASE = 1000          # apart from the span tracks' process (exporters.PID)
 
 
@@ -76,5 +78,4 @@ def add_to_trace(path: str, reports) -> None:
       if k.probes is not None:
         document["traceEvents"] += perfetto_events(k.label, k.probes, pid)
         pid += 1
-  from ..safe_files import write_atomic
   write_atomic(path, json.dumps(document, separators=(",", ":")), mode=0o644)   # whole or none

@@ -25,6 +25,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from .. import settings
 from ..backend import compat, hooks
+from ..version import __version__
 from .exporters import LosslessBatchSpanProcessor, OtlpJsonFileExporter, PerfettoExporter
 from . import conventions as cv
 from .observer import _OWNERS, SpanObserver, disown_span, own_span
@@ -108,7 +109,6 @@ def exporters_from_env() -> list[SpanExporter]:
 
 
 def _resource(service_name: str | None) -> Resource:
-  from ..version import __version__
   attributes: dict[str, Any] = {cv.PALLAS_PROF_VERSION: __version__, cv.PROCESS_PID: os.getpid(),
                                 cv.HOST_NAME: socket.gethostname()}
   known = compat.distributed_process()
@@ -212,7 +212,6 @@ class Tracing(contextlib.ContextDecorator):
     return out
 
   def start(self) -> "Tracing":
-    from ..version import __version__
     if self._active:
       raise RuntimeError("this tracing() is already active")
     c = self._config

@@ -36,7 +36,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .. import serial
-from . import validate
+from ..backend import kernel_registry
+from ..version import __version__
+from . import records, validate
 from .choice import MIN_GAIN, cache_path, keep_default_within, leaves, same_outputs, store
 
 # 2: choices made on a GPU are timed by the GPU's clock (version 1's wall clock
@@ -122,7 +124,6 @@ def _environment_now() -> dict:
     triton_version = triton.__version__
   except ImportError:
     triton_version = None
-  from ..version import __version__
   dev = jax.devices()[0]
   return {"device": f"{dev.platform}:{getattr(dev, 'device_kind', '')}", "jax": jax.__version__,
           "triton": triton_version, "pallas_prof": __version__}
@@ -288,7 +289,6 @@ def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
 
 def _notify(tuning: Tuning, start_ns: int, end_ns: int, default: dict) -> None:
   """Observers (tracing) get `tune <function>` with a child per config (tune/records.py)."""
-  from . import records
   records.notify(records.TuningRecord(
       kind="blocks", name=tuning.function, start_ns=start_ns, end_ns=end_ns,
       default=config_label(default), best=config_label(tuning.best),
@@ -341,7 +341,6 @@ def clear_tuned_calls() -> None:
 @contextlib.contextmanager
 def _lowered_by(into: dict, label: str):
   """Notes in `into[label]` the registry labels lowered meanwhile."""
-  from ..backend import kernel_registry
   before = {r.label: r.lowerings for r in kernel_registry.kernels()}
   try:
     yield

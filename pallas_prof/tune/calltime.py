@@ -26,6 +26,8 @@ import sys
 import time
 from typing import Any, Callable, Sequence
 
+from ..profiler.timing import insitu
+
 BATCH_S = 2e-3        # a batch lasts about this long (one call, if a call is longer)
 MAX_BATCH = 64        # calls in a batch at most
 
@@ -47,7 +49,6 @@ def gpu_kernels(call: Callable[[], Any], calls: int) -> dict:
   what the call raises passes through."""
   import jax
 
-  from ..profiler.timing import insitu
   cap = insitu.capture(devices=1)
   try:
     cap.__enter__()

@@ -6,12 +6,12 @@ pallas_prof/event_payloads.py: the tuners fill it in, the observer only reads it
 """
 from __future__ import annotations
 
+from ..backend import hooks
 from ..event_payloads import CandidateRecord, TuningRecord  # noqa: F401 - the tuners' names
 
 
 def notify(record: TuningRecord) -> None:
   """Hands the record to whoever watches (nothing when nobody does)."""
-  from ..backend import hooks
   obs = hooks.observer()
   if obs.enabled:
     obs.tuned(record)

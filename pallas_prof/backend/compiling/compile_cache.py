@@ -17,6 +17,7 @@ import os
 from typing import Any
 
 from ... import settings
+from ...version import __version__
 from .. import cache_files, compat
 from . import ptx_rewrites, triton_compat
 from ..artifacts import DEFAULT_TARGET, STAGE_FILES, CompiledKernel, GeneratedKernel, target_text
@@ -103,7 +104,6 @@ def libdevice_cache() -> str | None:
 
 def compile_key(gk: GeneratedKernel, target: tuple[str, int]) -> str:
   """Content address of a compile. Cheap: a cache hit never imports triton."""
-  from ...version import __version__
   target = as_target(target)
   options = compile_options(gk, target)
   parts = [gk.source, f"options={sorted(options.items())}",

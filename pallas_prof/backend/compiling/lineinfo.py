@@ -29,6 +29,8 @@ import subprocess
 import tempfile
 from typing import Sequence
 
+from . import triton_compat
+
 
 # --- locations -----------------------------------------------------------------------------
 
@@ -157,8 +159,7 @@ class SassUnavailable(RuntimeError):
 
 def _nvdisasm_path() -> str:
   try:
-    from .triton_compat import tool_path
-    return tool_path("nvdisasm")
+    return triton_compat.tool_path("nvdisasm")
   except (ImportError, AttributeError, RuntimeError, OSError) as e:
     # Triton absent or broken, a Triton without this tool's knob, its lookup finding no
     # binary (RuntimeError), or one it cannot run: try PATH; a bug of ours still raises

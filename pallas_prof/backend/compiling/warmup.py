@@ -21,6 +21,7 @@ import time
 from typing import Any, Callable
 
 from ... import settings
+from .. import hooks
 from . import compile_worker
 from .compile_cache import launch_ptx_version, libdevice_cache, triton_options
 
@@ -91,7 +92,6 @@ def start_warmup(compute_capability: int | Callable[[], int | None] | None) -> N
       from ..lowering import rules  # noqa: F401 - ... while this process imports the lowering rules
       # and what a first lowering imports on its own (the tuner, which picks the compile
       # the GPU path launches: hooks.selector())
-      from .. import hooks
       hooks.selector().prepare()
       warmup_status["rules_imported_s"] = time.perf_counter() - t0
     except Exception as e:  # noqa: BLE001 - a failed warm-up only loses the head start

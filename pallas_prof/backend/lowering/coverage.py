@@ -23,6 +23,7 @@ import warnings
 import numpy as np
 
 from .. import compat
+from .features.bounds import check_bounds_enabled
 
 MAX_GRID_POINTS = 1 << 22      # beyond this, the analysis is skipped (its cost)
 MAX_BLOCK_GRID = 1 << 24       # blocks per output tracked one by one
@@ -99,7 +100,6 @@ def uncovered_outputs(grid_mapping, grid: tuple[int, ...], labels=None,
 def warn_uncovered(found: list[UncoveredOutput], kernel: str, site) -> None:
   """One UncoveredOutputWarning per output, pointing at the user's pallas_call
   (`site`: its EqnInfo, PallasCall.site)."""
-  from .features.bounds import check_bounds_enabled
   file = site.file or "<unknown>"
   line = site.line or 0
   held = ("check mode's poison: NaN, or all ones" if check_bounds_enabled() else

@@ -36,7 +36,7 @@ import logging
 import threading
 
 from ... import settings
-from ..errors import KernelError
+from ..errors import KernelError, in_chain
 
 TRACEBACK_ENV = "PALLAS_PROF_TRACEBACK"
 _REMEMBERED = 32                      # recent errors kept to recognise in a JaxRuntimeError
@@ -115,7 +115,6 @@ def recent(since: int = 0) -> list[KernelRuntimeError]:
 def recognise(error: BaseException | None) -> KernelRuntimeError | None:
   """The KernelRuntimeError behind `error`: itself, one it was raised from, or the
   remembered one whose text a JaxRuntimeError carries (the newest that fits)."""
-  from ..errors import in_chain
   found = in_chain(error, KernelRuntimeError)
   if found is not None or error is None:
     return found

@@ -37,6 +37,8 @@ from ..terminal import layout
 from ..terminal.layout import Col
 from ..terminal.render import console
 from ..report import RunReport
+from ..run_directory import run_failures
+from .advice_diff import lines as advice_lines
 
 
 def figures(report: RunReport) -> dict[str, Figures]:
@@ -94,7 +96,6 @@ def _fmt(old, new) -> str:
 def failure_lines(runs) -> list[tuple[str, str]]:
   """(which, its line) for each run that failed (run_directory.run_failures): which run,
   where, and what failed."""
-  from ..run_directory import run_failures
   out = []
   for which, path, report in runs:
     failures = run_failures(report)
@@ -164,7 +165,7 @@ def diff(args) -> int:
   # what moved, a line per kernel under the table (in a cell it would wrap word by word)
   for which, label, what in moves:
     con.print(Text(f"{which}: {label}: {', '.join(what)}"))
-  from .advice_diff import lines as advice_lines      # did run A's advice hold in B?
+  # did run A's advice hold in B?
   for line in advice_lines(run_a, run_b):
     con.print(Text(line))
   gate = [f"run {which} failed" for which, _ in failures] + failed

@@ -18,6 +18,7 @@ import sys
 import tempfile
 
 from ... import settings
+from . import write_html
 
 # as the machine's notes give them: without the background-networking flags Chromium
 # keeps trying hosts that a closed network refuses
@@ -82,7 +83,6 @@ def screenshot(run_dirs: list[str], png: str, *, width: int = 1440, top: int = 0
                height: int | None = None) -> list[str]:
   """Renders each run's report.html and saves screenshots (png, png-2, ...): the whole
   page, or `height` pixels of it from `top`."""
-  from . import write_html
   written = []
   with browser() as ctx:
     for i, d in enumerate(run_dirs):

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from ...advice.rank import saving_text
 from ...advice.schema import KINDS
+from ..kernel_failures import no_advice_line
 
 DIAGNOSES, EVIDENCE, ACTIONS = 3, 2, 3
 
@@ -34,7 +35,6 @@ def _hang(prefix: str, body: str, style: str = ""):
 def advice_lines(report, kernel, width: int) -> list:
   failed = report.kernel_failure(kernel) if hasattr(report, "kernel_failure") else None
   if failed:              # advice on a kernel that does not work would be tuning it
-    from ..kernel_failures import no_advice_line
     return [_hang("", no_advice_line(kernel.label, failed), "bold")]
   advice = report.kernel_advice(kernel.label) if hasattr(report, "kernel_advice") else None
   if advice is None:

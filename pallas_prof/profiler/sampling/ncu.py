@@ -29,6 +29,8 @@ import numpy as np
 from ..driver import ProfilerError
 from ..launchspec import LaunchSpec
 from ..schema import NcuResult
+from ..static.correlate import correlate
+from .stalls import canonical
 
 UNITS = {"nsecond": 1e-9, "ns": 1e-9, "usecond": 1e-6, "us": 1e-6, "msecond": 1e-3, "ms": 1e-3,
          "second": 1.0, "s": 1.0}
@@ -250,7 +252,6 @@ def run(ck, *, device: int = 0, launches: int = 5, warmup: int = 2, source: bool
 
 
 def _source_counters(ncu, ck, spec, spec_dir, device, warmup, directory, timeout):
-  from ..static.correlate import correlate
   report = os.path.join(directory, "source")
   result = subprocess.run(source_command(ncu, spec.name, spec_dir, device, warmup, report),
                           capture_output=True, text=True, timeout=timeout, env=_env())
@@ -275,7 +276,6 @@ ALL_SAMPLES = "Warp Stall Sampling (All Samples)"
 def instruction_samples(rows, sass) -> dict[str, dict[str, float]]:
   """SASS address (hex) -> stall reason (stalls.py's names) -> warp-stall samples,
   from the Source page's stall_* columns (the not-issued duplicates left out)."""
-  from .stalls import canonical
   mapping, _ = align_to_sass(rows, sass)
   out: dict[str, dict[str, float]] = {}
   for i, k in mapping.items():

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import sys
 
+from ...backend import kernel_registry
+
 NAME = "pallas_prof_device_marker"
 
 
@@ -42,7 +44,7 @@ def mark_jax_devices() -> str:
   from jax.experimental import pallas as pl
 
   from ...backend.pallas_call_rule import CompilerParams
-  from ...backend import compat, kernel_registry
+  from ...backend import compat
   if not compat.backends_initialized():
     return "JAX never started a backend"
   gpus = [d for d in jax.devices() if d.platform == "gpu"]

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import driver
 from ..schema import NvmlWindow, Stat
 
 # nvmlClocksEventReason* bits (nvml.h); GpuIdle is not a slowdown.
@@ -90,7 +91,6 @@ def shutdown(nvml=None) -> None:
 def device_handle(index: int):
   """NVML's handle of CUDA device `index` (NVML initialised for it): NvmlUnavailable, or
   the driver's error, where there is none."""
-  from .. import driver
   info = driver.device_info(index)
   return handle_for(init(), info.uuid, info.pci_bus_id)
 

@@ -20,6 +20,8 @@ import json
 import os
 from typing import Any
 
+from . import devicemarks
+
 # Triton releases (major.minor) on which many captures over jitted functions whose CUDA
 # graphs were made before the capture both left the process alive and counted every
 # launch (bench/probes/capture_abort_probe.sh): the condition for choosing Proton at all
@@ -74,19 +76,18 @@ def parse_hatchet(data, kernel_times) -> tuple[dict, dict[str, Any]]:
 def parse_chrome_traces(text: str, device_count: int, kernel_times) -> tuple[dict, list[str]]:
   """Kernel name -> launches and time per device, from Proton's Chrome-trace output
   (one JSON document per CUDA stream, each stream's GPU told by its device marks)."""
-  from .devicemarks import NAME as MARKER, device_of_document
   kernels: dict = {}
   notes: list[str] = []
   for doc in _json_documents(text):
     events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
     launches = [e for e in events if isinstance(e, dict) and "dur" in e and e.get("name")]
-    marks = sum(1 for e in launches if e["name"] == MARKER)
-    device = device_of_document(marks, device_count)
+    marks = sum(1 for e in launches if e["name"] == devicemarks.NAME)
+    device = devicemarks.device_of_document(marks, device_count)
     if device is None:
       notes.append(f"{len(launches) - marks} launch(es) on a CUDA stream with {marks} device "
                    "mark(s): counted, but on no particular GPU")
     for e in launches:
-      if e["name"] == MARKER:
+      if e["name"] == devicemarks.NAME:
         continue
       # Chrome-trace times are in microseconds (Proton writes displayTimeUnit "us")
       kernels.setdefault(e["name"], kernel_times(e["name"])).add(float(e["dur"]) * 1e3, device)
@@ -146,9 +147,8 @@ class ProtonSession:
     return kernels, devices, notes, path
 
   def _mark_streams(self) -> None:
-    from .devicemarks import mark_jax_devices
     try:
-      why_not = mark_jax_devices()
+      why_not = devicemarks.mark_jax_devices()
     except Exception as e:  # noqa: BLE001 - the capture goes on, without per-device counts
       why_not = f"{type(e).__name__}: {e}"
     if why_not:

@@ -32,6 +32,7 @@ import dataclasses
 import time
 from typing import Any, Callable
 
+from .. import driver
 from ..schema import ThrottleStats
 
 THRESHOLD = 0.95
@@ -127,7 +128,6 @@ class ThrottleGuard:
 def for_device(device: int, **options) -> ThrottleGuard:
   """A guard reading device `device` through NVML, or one that is off (and says why);
   options: ThrottleGuard's threshold, recovery_delay_s, max_recovery_s."""
-  from .. import driver
   from . import nvml
   try:
     api = nvml.init()

@@ -22,6 +22,7 @@ import re
 
 from .compile_diagnostics import Diagnosis, _ops_in_ir
 from ..lineinfo import Resolver
+from .. import triton_compat
 
 _BLOCKED = re.compile(r"#ttg\.blocked<\{(.*)\}>")
 _FIELD = re.compile(r"(\w+)\s*=\s*\[([\d,\s]*)\]")
@@ -29,7 +30,6 @@ _TENSOR = re.compile(r"tensor<([\dx]+)x[a-z]+\d*\s*,\s*(#[a-z]+\d*)")
 
 
 def scan_stride_bug_present() -> bool:
-  from .. import triton_compat
   return triton_compat.triton_version() < (3, 9)
 
 
