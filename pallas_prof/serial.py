@@ -303,7 +303,12 @@ def load(cls, data, where: str, **given):
       continue
     if how.flat:
       known.update(how.flat)
-      kwargs[f.name] = how.read({k: data.get(k) for k in how.flat}, where)
+      flat = {k: data.get(k) for k in how.flat}
+      if all(v is None for v in flat.values()) and f.default is dataclasses.MISSING \
+          and f.default_factory is dataclasses.MISSING:
+        missing.append((how.flat[0], hints[f.name]))   # named with the others missing
+        continue
+      kwargs[f.name] = how.read(flat, where)
       continue
     key = how.key or f.name
     known.add(key)
