@@ -21,6 +21,9 @@ python3 -m compileall -q -j 0 pallas_prof bench /tmp/site >/dev/null 2>&1
 # TRITON_PREFIX: a Triton carried to the machine (bench/triton_carry/carry.py unpack), first on the path
 export PYTHONPATH=${TRITON_PREFIX:+$TRITON_PREFIX:}$PWD:/tmp/site PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 export PALLAS_PROF_CACHE_DIR=${PALLAS_PROF_CACHE_DIR:-/tmp/pallas-prof-cache}
+# the commit records name (the device copy's .git HEAD can lag its files): .pallas-prof-commit,
+# which the caller writes, unless PALLAS_PROF_COMMIT is set
+export PALLAS_PROF_COMMIT=${PALLAS_PROF_COMMIT:-$(cat .pallas-prof-commit 2>/dev/null)}
 log() { echo "== $(date +%H:%M:%S) $*"; }
 
 step_env() {
