@@ -48,7 +48,9 @@ def pytest_sessionfinish(session, exitstatus):
   if not folder:
     return
   _keep(None)
-  worker = os.environ.get("PYTEST_XDIST_WORKER")   # each xdist worker numbers its own folder
+  # each xdist worker numbers its own folder (its config says it is one: a pytest started
+  # from inside a worker inherits the worker's environment, not its workerinput)
+  worker = getattr(session.config, "workerinput", {}).get("workerid")
   written = write_kernels(os.path.join(folder, worker) if worker else folder, _kept.values())
   reporter = session.config.pluginmanager.get_plugin("terminalreporter")
   if reporter is not None:

@@ -116,10 +116,14 @@ def test_every_jax_op_lowers_forward_and_backward():
   assert outcome.status == "compiled", outcome.reason
 
 
-class _Session:
-  class config:
-    class pluginmanager:
-      get_plugin = staticmethod(lambda name: None)
+def _session(worker: str):
+  class Session:
+    class config:
+      workerinput = {"workerid": worker}
+
+      class pluginmanager:
+        get_plugin = staticmethod(lambda name: None)
+  return Session
 
 
 def test_xdist_workers_save_into_folders_of_their_own(saved, tmp_path, monkeypatch):
@@ -128,9 +132,8 @@ def test_xdist_workers_save_into_folders_of_their_own(saved, tmp_path, monkeypat
   kernels, _ = jax_ops.saved_kernels(str(saved), matrix.Lowered)
   monkeypatch.setenv(dump_kernels.ENV, str(tmp_path))
   for worker in ("gw0", "gw1"):
-    monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
     monkeypatch.setattr(dump_kernels, "_kept", {k.gk.key: (k.label, k.gk) for k in kernels})
-    dump_kernels.pytest_sessionfinish(_Session, 0)
+    dump_kernels.pytest_sessionfinish(_session(worker), 0)
   assert sorted(os.listdir(tmp_path)) == ["gw0", "gw1"]
   counts = [len(os.listdir(tmp_path / w)) for w in ("gw0", "gw1")]
   assert counts[0] == counts[1] >= len(kernels)
