@@ -79,16 +79,53 @@ received: list[int] = []      # the signals this run was sent, in order
 
 
 def _raise_terminated(signum, frame):
-  received.append(signum)
-  raise Terminated()
+  _stop_outside_imports(signum, frame, Terminated)
 
 
 def _raise_interrupt(signum, frame):
   # Python's own SIGINT handler, and a note of it: a KeyboardInterrupt that lands in a
   # finalizer or a callback is dropped by Python ("Exception ignored in ..."), and the run
   # must still end as a stopped one
-  received.append(signum)
-  raise KeyboardInterrupt()
+  _stop_outside_imports(signum, frame, KeyboardInterrupt)
+
+
+RESEND_S = 0.05       # how soon a signal held over an import is sent again
+_deferred: set[int] = set()      # signals held over an import, not yet raised
+
+
+def _stop_outside_imports(signum, frame, stop) -> None:
+  """Raises `stop`, unless the main thread is importing: then the signal is sent again
+  shortly, until it lands after the import. An import runs Python that C++ calls (nanobind
+  makes jaxlib's enums with Python's enum module while the extension initialises), and an
+  exception raised there reaches C++ that cannot pass it on: the process aborts
+  (std::terminate), with no report. Seen in CI: Ctrl-C during the script's `import jax`."""
+  if signum not in _deferred:
+    received.append(signum)
+  if _importing(frame):
+    _deferred.add(signum)
+    _send_again_soon(signum)
+    return
+  _deferred.discard(signum)
+  raise stop()
+
+
+def _importing(frame) -> bool:
+  while frame is not None:
+    if frame.f_globals.get("__name__", "").startswith("importlib._bootstrap"):
+      return True
+    frame = frame.f_back
+  return False
+
+
+def _send_again_soon(signum: int) -> None:
+  def again():
+    # only while the run still listens: after it, a SIGTERM sent again would kill the process
+    if signum in _deferred and signal.getsignal(signum) in (_raise_interrupt,
+                                                            _raise_terminated):
+      signal.pthread_kill(threading.main_thread().ident, signum)
+  timer = threading.Timer(RESEND_S, again)
+  timer.daemon = True
+  timer.start()
 
 
 def _in_main_thread() -> bool:
@@ -104,6 +141,7 @@ def terminate_as_exception():
     yield
     return
   received.clear()
+  _deferred.clear()
   previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, _raise_terminated)}
   if signal.getsignal(signal.SIGINT) is signal.default_int_handler:    # not one of the user's
     previous[signal.SIGINT] = signal.signal(signal.SIGINT, _raise_interrupt)
@@ -112,6 +150,7 @@ def terminate_as_exception():
   try:
     yield
   finally:
+    _deferred.clear()
     sys.unraisablehook = hook
     for s, handler in previous.items():
       signal.signal(s, handler)
@@ -140,6 +179,9 @@ def signals_held():
   def hold(signum, frame):
     received.append(signum)
     held.append(signum)
+
+  held.extend(sorted(_deferred))      # held over an import that is not over yet
+  _deferred.clear()
 
   previous = {s: signal.signal(s, hold) for s in EXIT_CODES}
   try:
