@@ -15,6 +15,9 @@ from __future__ import annotations
 import functools
 import re
 import socket
+import stat
+
+from ..safe_files import write_atomic
 
 PLANE_NAME = "/device:CUSTOM:pallas-prof"  # XProf's trace viewer shows these as devices
 FILE_SUFFIX = ".xplane.pb"
@@ -260,7 +263,8 @@ def add_to_profile(perfetto_path: str, logdir: str) -> str:
   session jax.profiler wrote under `logdir`, inside that session's XSpace file for this
   host, so that XProf's trace viewer shows it on the program's own timeline. Returns the
   file's path. The file is replaced whole (written beside it, then renamed): a failure
-  leaves JAX's profile as it was. A plane of an earlier call is replaced, not repeated."""
+  (a full disk) leaves JAX's profile as it was, no part of the new one beside it, and
+  raises an OSError naming the file. A plane of an earlier call is replaced, not repeated."""
   import json
   import os
   with open(perfetto_path) as f:
@@ -284,10 +288,11 @@ def add_to_profile(perfetto_path: str, logdir: str) -> str:
   plane.id = max((p.id for p in kept), default=0) + 1
   del space.planes[:]
   space.planes.extend(kept + [plane])
-  partial = f"{target}.pallas-prof.partial"
-  with open(partial, "wb") as f:
-    f.write(space.SerializeToString())
-  os.replace(partial, target)
+  try:
+    write_atomic(target, space.SerializeToString(), mode=stat.S_IMODE(os.stat(target).st_mode))
+  except OSError as e:
+    # the temporary file is gone and JAX's file as it was: the error names the file kept
+    raise OSError(e.errno, e.strerror, target) from None
   return target
 
 

@@ -54,6 +54,23 @@ def add_plane(logdir: str | None, no_trace: bool, perfetto: str) -> str | None:
   from . import xplane
   try:
     xplane.add_to_profile(perfetto, logdir)
-  except (OSError, ValueError, xplane.ProfileNotFound) as e:
+  except OSError as e:
+    return _not_written(logdir, perfetto, e)
+  except (ValueError, xplane.ProfileNotFound) as e:
     return f"--xprof {logdir}: pallas-prof's plane was not added: {e}"
   return None
+
+
+def _not_written(logdir: str, perfetto: str, error: OSError) -> str:
+  """A plane that could not be read or written (a full disk): which file, what it holds
+  now, and the call that adds the plane once there is room, from the run's own trace."""
+  where = error.filename or logdir
+  if os.path.abspath(where) == os.path.abspath(perfetto):
+    return (f"--xprof {logdir}: pallas-prof's plane was not added: the run's trace {perfetto} "
+            f"cannot be read ({error.strerror or error}); JAX's profile is there without it")
+  return (f"--xprof {logdir}: pallas-prof's plane was not added to {where} "
+          f"({error.strerror or error}): JAX's profile there is whole, without pallas-prof's "
+          "tracks. Once the file can be written (room on its disk, a folder you may write), "
+          "add them from the run's trace: python -c "
+          f"\"from pallas_prof.instrument import xplane; xplane.add_to_profile({perfetto!r}, "
+          f"{logdir!r})\"")
