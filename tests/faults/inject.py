@@ -28,6 +28,7 @@ KINDS = {
     "readonly": "a folder made read-only",
     "enospc": "the disk full (a small tmpfs, or ENOSPC injected)",
     "kill_worker": "a compile worker killed from outside",
+    "kill_writer": "a process killed (SIGKILL) half-way through writing a file",
     "signal": "SIGINT or SIGTERM sent to a run",
     "concurrent": "two processes on one cache or one --out",
     "hostile_path": "a run directory whose paths lead outside it, or to a FIFO",
@@ -111,6 +112,15 @@ def enospc_env(under: str, after_bytes: int = 0, env: dict | None = None) -> dic
   env["PYTHONPATH"] = SITE + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
   env["PALLAS_PROF_TEST_ENOSPC_UNDER"] = os.path.abspath(under)
   env["PALLAS_PROF_TEST_ENOSPC_AFTER"] = str(after_bytes)
+  return env
+
+
+def killed_in_write_env(under: str, after_bytes: int = 0, env: dict | None = None) -> dict:
+  """Environment for a child Python process that is killed (SIGKILL) once `after_bytes`
+  bytes of a file under `under` are written: a process killed half-way through a write,
+  at a point a test chooses (tests/faults/site/sitecustomize.py does it)."""
+  env = enospc_env(under, after_bytes, env)
+  env["PALLAS_PROF_TEST_KILL_IN_WRITE"] = "1"
   return env
 
 

@@ -2,14 +2,18 @@
 files under PALLAS_PROF_TEST_ENOSPC_UNDER fail with ENOSPC, as on a full disk, once
 PALLAS_PROF_TEST_ENOSPC_AFTER bytes have been written to that file. Covers Python's
 open() (text and binary), os.open + os.write and os.fdopen, which is how pallas-prof and its
-libraries write files."""
+libraries write files. With PALLAS_PROF_TEST_KILL_IN_WRITE set the process is killed
+(SIGKILL) instead, once the budget's bytes are on disk: a writer killed half-way
+(tests/faults/inject.killed_in_write_env)."""
 import builtins
 import errno
 import io
 import os
+import signal
 
 _UNDER = os.environ.get("PALLAS_PROF_TEST_ENOSPC_UNDER")
 _AFTER = int(os.environ.get("PALLAS_PROF_TEST_ENOSPC_AFTER") or 0)
+_KILL = bool(os.environ.get("PALLAS_PROF_TEST_KILL_IN_WRITE"))
 
 
 def _inside(path) -> bool:
@@ -28,8 +32,11 @@ class _Budget:
   def __init__(self, path):
     self.path, self.left = path, _AFTER
 
-  def take(self, n):
+  def take(self, n, fd=None, data=b""):
     if n > self.left:
+      if _KILL and fd is not None:
+        _os_write(fd, bytes(data[:self.left]))      # what fits is on disk, then the end
+        os.kill(os.getpid(), signal.SIGKILL)
       self.left = 0
       raise _full(self.path)
     self.left -= n
@@ -51,7 +58,7 @@ class _FullFile(io.RawIOBase):
     return True
 
   def write(self, b):
-    self._budget.take(len(b))
+    self._budget.take(len(b), self._fd, b)
     return os.write(self._fd, b)
 
   def readinto(self, b):
@@ -98,7 +105,7 @@ if _UNDER:
   def os_write(fd, data):
     budget = _budgets.get(fd)
     if budget is not None:
-      budget.take(len(data))
+      budget.take(len(data), fd, data)
     return _os_write(fd, data)
 
   _fdopen = os.fdopen
