@@ -9,6 +9,7 @@ naming the kernel, the equation, the user's line, before and after.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 
@@ -36,21 +37,30 @@ class GateSession:
     self.no_baseline: list[str] = []
     self.unchecked: list[str] = []
     self.notes: list[str] = []
+    self.kept_theirs: list[str] = []
+
+  def _path(self, item) -> str:
+    return baseline_files.path_for(self.folder, item.nodeid)
 
   @pytest.hookimpl(wrapper=True)
   def pytest_runtest_call(self, item):
     budgets = _budgets(item)
+    # the file as this test found it: one another process writes meanwhile is not replaced
+    before = baseline_files.state(self._path(item))
     _start_recording()
     result = yield
     from ..backend import kernel_registry
-    self._gate(item, kernel_registry.kernels(), budgets)
+    self._gate(item, kernel_registry.kernels(), budgets, before)
     return result
 
-  def _gate(self, item, records, budgets: dict) -> None:
+  def _gate(self, item, records, budgets: dict, before=None) -> None:
     from .timing import measure
-    path = baseline_files.path_for(self.folder, item.nodeid)
-    # read first: a damaged baseline fails the test before its kernels are profiled
-    old = None if self.update else self._read(path, item.nodeid)
+    path = self._path(item)
+    self._remove_stale_parts(item.nodeid, path)
+    # read first: a damaged baseline fails the test before its kernels are profiled (an
+    # update replaces it, and says what it replaced)
+    old, damage = (None, self._damage(path, item.nodeid)) if self.update \
+        else (self._read(path, item.nodeid), None)
     if not records:
       self._without_kernels(item.nodeid, path, old, budgets)
       return
@@ -63,7 +73,7 @@ class GateSession:
     tools = toolchain(",".join(sorted({k.target or "?" for k in figures})))
     verdict = Verdict()
     if self.update:
-      self._write(path, Baseline(SCHEMA, item.nodeid, tools, now))
+      self._write(path, Baseline(SCHEMA, item.nodeid, tools, now), before, damage)
     elif old is None:
       self.no_baseline.append(item.nodeid)
     else:
@@ -85,13 +95,35 @@ class GateSession:
     except baseline_files.BaselineError as e:
       _fail(str(e))
 
-  def _write(self, path: str, baseline: Baseline) -> None:
+  def _damage(self, path: str, nodeid: str) -> str | None:
     try:
-      baseline_files.write(path, baseline)
+      baseline_files.read(path, nodeid)
+    except baseline_files.BaselineError as e:
+      return e.problem
+    return None
+
+  def _remove_stale_parts(self, nodeid: str, path: str) -> None:
+    removed, kept = baseline_files.remove_stale_parts(path)
+    self.notes += [f"{nodeid}: removed {part}, a part of its baseline whose writer was stopped "
+                   "before it finished (the baseline itself was not touched)" for part in removed]
+    self.notes += [f"{nodeid}: {part} is a part of its baseline whose writer was stopped; it "
+                   "could not be removed: delete it" for part in kept]
+
+  def _write(self, path: str, baseline: Baseline, before=None, damage=None) -> None:
+    try:
+      baseline_files.write(path, baseline, expected=before)
+    except baseline_files.WrittenMeanwhile:
+      self.kept_theirs.append(baseline.test)
+      return
     except OSError as e:
-      _fail(f"pallas-prof: could not write baseline {path}: {e.strerror or e}; "
-            "the old file, if any, is as it was")
+      fix = ("free space on its disk" if e.errno == errno.ENOSPC else
+             f"make {self.folder} writable or give --pallas-prof-baseline a folder you can write")
+      _fail(f"pallas-prof: could not write baseline {path}: {e.strerror or e}; the old file, "
+            f"if any, is as it was; {fix}")
     self.written.append(baseline.test)
+    if damage:
+      self.notes.append(f"{baseline.test}: replaced its baseline {os.path.relpath(path)}, "
+                        f"which {damage}")
 
   def _without_kernels(self, nodeid: str, path: str, old, budgets: dict) -> None:
     """A test that lowered no kernel: its budgets said unchecked; a baseline it left from
@@ -122,6 +154,10 @@ class GateSession:
     else:
       tr.write_line(f"{len(self.gated)} test(s) gated against their baselines under {where}/ "
                     f"(tolerance {self.tolerance:g}%)")
+    if self.kept_theirs:
+      tr.write_line(f"not written: {len(self.kept_theirs)} baseline(s) another process wrote "
+                    f"while these tests ran (theirs kept, whole): {_listed(self.kept_theirs)}; "
+                    "run --pallas-prof-update again to write this run's")
     if self.no_baseline:
       tr.write_line(f"{len(self.no_baseline)} test(s) ran kernels but have no baseline, not "
                     f"gated: {_listed(self.no_baseline)}; write theirs with "
