@@ -50,7 +50,7 @@ NOT_YET_REVIEWED: dict[str, int] = {
     "cli/tune.py": 3, "gate/session.py": 4, "instrument/errors.py": 2,
     "instrument/xprof_run.py": 2, "notebook.py": 3, "profiler/api.py": 15,
     "profiler/probes/probing.py": 5,
-    "profiler/sampling/pcsampling.py": 6, "profiler/timing/insitu.py": 6,
+    "profiler/timing/insitu.py": 6,
     "profiler/timing/runner.py": 1,
     "tune/blocks.py": 1, "tune/params.py": 4,
 }
