@@ -65,7 +65,7 @@ def profile_run(report, run_dir: str) -> RunReport:
   file:line, the generated source, saved under `run_dir`), the profile as the run's."""
   from .backend import kernel_registry
   from .cli import run_directory, run_writes
-  from .cli.run import kernel_entry
+  from .cli.run_steps.entries import kernel_entry
   records = {r.label: r for r in kernel_registry.kernels()}
   kept = [records[k.label] for k in report.kernels if k.label in records]
   run_writes.save_kernels(run_dir, kept, run_writes.RunFiles(run_dir))

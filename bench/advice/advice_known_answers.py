@@ -73,7 +73,7 @@ def _lower_and_run(fn, specs, args) -> tuple[list, object]:
   lowered at the shapes of `specs` (a CPU: None for the outputs)."""
   import jax
   from pallas_prof.backend import kernel_registry
-  from pallas_prof.cli.run import ensure_compiled
+  from pallas_prof.cli.run_steps.kernels import ensure_compiled
   before = {id(r) for r in kernel_registry.kernels()}
   out = None
   if args is not None:

@@ -47,7 +47,7 @@ import numpy as np  # noqa: E402
 import pallas_prof  # noqa: E402
 from pallas_prof.backend.compiling import compile as backend_compile  # noqa: E402
 from pallas_prof.backend import hooks, kernel_registry  # noqa: E402
-from pallas_prof.instrument import exporters, observer, read_otlp_json, tracer  # noqa: E402
+from pallas_prof.instrument import lossless_batch, observer, read_otlp_json, tracer  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LIMIT = 1.05
@@ -139,7 +139,7 @@ _ENTRY_POINTS = [
     (observer._EquationScope, "__enter__"), (observer._EquationScope, "__exit__"),
     (observer._Scope, "set"), (observer._Scope, "set_many"), (observer.SpanObserver, "compiled"),
     (tracer.Tracing, "start"), (tracer.Tracing, "stop"),
-    (exporters.LosslessBatchSpanProcessor, "_export_now"),
+    (lossless_batch.LosslessBatchSpanProcessor, "_export_now"),
 ]
 
 

@@ -291,7 +291,8 @@ def locate_kernel(name: str, run_dir: str | None = None,
                    "(a name or the start of a label), or --dir to look elsewhere")
 
 
-# the opening of run.caught_failures' note: failures the script caught and went on from
+# the opening of caught_failures' note (run_steps/kernels.py): failures the script caught
+# and went on from
 CAUGHT_NOTE = "the script caught "
 
 

@@ -10,7 +10,7 @@ import sys
 
 from rich.text import Text
 
-from ..profiler.schema import Attribution, EquationWeight, LineWeight
+from ..profiler.attribution_schema import Attribution, EquationWeight, LineWeight
 
 from . import run_directory
 from .saved_runs.files import source_line, source_lines

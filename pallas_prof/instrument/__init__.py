@@ -49,8 +49,9 @@ the same as plain text.
 from __future__ import annotations
 
 from .errors import error_text, render_error
-from .exporters import (LosslessBatchSpanProcessor, OtlpJsonFileExporter, PerfettoExporter,
-                        read_otlp_json)
+from .lossless_batch import LosslessBatchSpanProcessor
+from .otlp_json import OtlpJsonFileExporter, read_otlp_json
+from .perfetto_trace import PerfettoExporter
 from .observer import SpanObserver
 from .tracer import (Tracing, disable, enable, enable_from_env, enabled, exporters_from_env,
                      otlp_exporter, tracing)

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..safe_files import write_atomic
 
-PID_BASE = 1000          # apart from the span tracks' process (exporters.PID)
+PID_BASE = 1000          # apart from the span tracks' process (perfetto_trace.PID)
 
 
 def perfetto_events(label: str, result, pid: int = PID_BASE) -> list[dict[str, Any]]:

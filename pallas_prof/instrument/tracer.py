@@ -26,7 +26,9 @@ from opentelemetry.trace import Status, StatusCode
 from .. import settings
 from ..backend import compat, hooks
 from ..version import __version__
-from .exporters import LosslessBatchSpanProcessor, OtlpJsonFileExporter, PerfettoExporter
+from .lossless_batch import LosslessBatchSpanProcessor
+from .otlp_json import OtlpJsonFileExporter
+from .perfetto_trace import PerfettoExporter
 from . import conventions as cv
 from .observer import _OWNERS, SpanObserver, disown_span, own_span
 

@@ -14,10 +14,10 @@ Its rooms, in the order profile() (api.py) runs them:
     sampling/   PC samples and ncu counters -> the Attribution (where the time goes)
     probes/     the probed variant replayed -> cycles per region
 
-At the top, shared by every room: schema.py and probe_schema.py (the report's types),
-driver.py (the CUDA driver), launchspec.py (what a launch needs). A room imports those,
-never api.py; static/ and timing/ import no other room; sampling/ and probes/ import
-static/ and timing/, not each other (tests/test_structure.py holds it).
+At the top, shared by every room: schema.py, attribution_schema.py and probe_schema.py (the
+report's types), driver.py (the CUDA driver), launchspec.py (what a launch needs). A room
+imports those, never api.py; static/ and timing/ import no other room; sampling/ and
+probes/ import static/ and timing/, not each other (tests/test_structure.py holds it).
 """
 from __future__ import annotations
 

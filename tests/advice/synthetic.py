@@ -7,7 +7,8 @@ import dataclasses
 
 from pallas_prof.advice.facts import EqFacts, KernelFacts, Stall
 from pallas_prof.advice.hardware import limits, occupancy
-from pallas_prof.profiler.schema import Rates, SamplingRun, WorkModel
+from pallas_prof.profiler.attribution_schema import SamplingRun
+from pallas_prof.profiler.schema import Rates, WorkModel
 
 
 def synthetic_eq(index, primitive, *, parent=None, line=10, **kw) -> EqFacts:

@@ -226,7 +226,7 @@ def test_measured_savings_rank_above_estimates_and_failures_last():
 
 
 def test_sampling_gaps_list_the_lines_that_cannot_be_ranked():
-  from pallas_prof.profiler.schema import LineWeight, SamplingRun
+  from pallas_prof.profiler.attribution_schema import LineWeight, SamplingRun
   run = SamplingRun("cupti", "lib", 26, 32, 3, 1000, 300, 0, None, None, None, 1.0)
   lines = [LineWeight("/u/k.py", 7, 0.5, 350.0, [0], None, rank_note="not told apart from k.py:8")]
   (finding,) = RULES["sampling_gaps"](synthetic_facts(sampling=run, lines=lines, measured=True))

@@ -232,7 +232,7 @@ def test_another_schema_is_named(tmp_path):
 def test_measured_attribution_is_what_the_hot_equations_show(tmp_path):
   """The profiler's measured weights (PC samples) with each equation's top stall reason
   come through report.json and into the table."""
-  from pallas_prof.profiler.schema import Attribution, EquationWeight, StallShare
+  from pallas_prof.profiler.attribution_schema import Attribution, EquationWeight, StallShare
   report = _report_with_brackets(tmp_path)
   eqn = report.profile.kernels[0].static.equations[0]
   stall = StallShare(reason="long_scoreboard", words="waiting for global memory",

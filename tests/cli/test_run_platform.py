@@ -3,7 +3,7 @@ import importlib.metadata
 import sys
 import types
 
-from pallas_prof.cli import run
+from pallas_prof.cli.run_steps import entries
 
 
 def test_the_platform_is_recorded_after_an_import_of_triton_was_interrupted(monkeypatch):
@@ -11,7 +11,7 @@ def test_the_platform_is_recorded_after_an_import_of_triton_was_interrupted(monk
   # half-made submodule still there (a new `import triton` then fails on it)
   monkeypatch.delitem(sys.modules, "triton", raising=False)
   monkeypatch.setitem(sys.modules, "triton.language", types.ModuleType("triton.language"))
-  platform = run._platform()
+  platform = entries.platform()
   assert platform.triton == importlib.metadata.version("triton")
   assert "triton" not in sys.modules           # no new import was tried
 
@@ -22,4 +22,4 @@ def test_the_platform_names_the_triton_the_run_imported(monkeypatch):
   fake = types.ModuleType("triton")
   fake.__version__ = "9.9.9"
   monkeypatch.setitem(sys.modules, "triton", fake)
-  assert run._platform().triton == "9.9.9"
+  assert entries.platform().triton == "9.9.9"

@@ -48,16 +48,16 @@ def test_under_xprof_in_situ_capture_gives_way_to_jaxs_profiler(monkeypatch):
   """On the H200, `run --xprof` started CUPTI capture beside jax.profiler's own: the capture
   came back empty ("CUPTI recorded no kernel ... a jax.profiler trace started inside it?").
   Under --xprof it is not started, and the run says why."""
-  from pallas_prof.cli import run
+  from pallas_prof.cli.run_steps import capture
   from pallas_prof.profiler import driver
   from pallas_prof.profiler.timing import insitu
   started = []
   monkeypatch.setattr(driver, "gpu_status", lambda: (True, "a GPU"))
   monkeypatch.setattr(insitu, "capture", lambda: started.append(1) or _Capture())
   notes = []
-  assert run._start_insitu(True, notes, xprof=True) is None
-  assert started == [] and notes == [run.XPROF_HOLDS_CUPTI]
-  assert run._start_insitu(True, notes, xprof=False) is not None and started == [1]
+  assert capture.start_insitu(True, notes, xprof=True) is None
+  assert started == [] and notes == [capture.XPROF_HOLDS_CUPTI]
+  assert capture.start_insitu(True, notes, xprof=False) is not None and started == [1]
 
 
 class _Capture:

@@ -12,7 +12,7 @@ from pallas_prof.cli.html import model
 from pallas_prof.cli.report import RunReport
 from pallas_prof.cli.summary import CompileFailure, Origin, Resources, summaries
 from pallas_prof.cli.terminal.render import compile_failure_lines, kernel_table
-from pallas_prof.profiler.schema import Attribution, EquationWeight, LineWeight, WaitCharge
+from pallas_prof.profiler.attribution_schema import Attribution, EquationWeight, LineWeight, WaitCharge
 
 
 def _text(renderable, width=250) -> str:

@@ -360,7 +360,7 @@ import jax, jax.numpy as jnp, numpy as np
 from jax.experimental import pallas as pl
 import pallas_prof
 from pallas_prof.backend import kernel_registry
-from pallas_prof.cli.run import ensure_compiled
+from pallas_prof.cli.run_steps.kernels import ensure_compiled
 
 pallas_prof.install()
 

@@ -17,14 +17,14 @@ from google.protobuf import json_format
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, Status, StatusCode
 
 import pallas_prof
 from pallas_prof import instrument
 from pallas_prof.backend.compiling import compile as backend_compile
-from pallas_prof.instrument import exporters as ex
+from pallas_prof.instrument import lossless_batch, otlp_json, perfetto_trace
 from tests.helpers import random_array
 from tests.instrument.spans import ROOT, load_example, lower_fresh
 
@@ -65,7 +65,7 @@ def _hex_ids_to_base64(obj):
 
 def test_otlp_json_encodes_what_the_official_encoder_encodes():
   spans = _sample_spans()
-  request = ex.otlp_json_request(spans)
+  request = otlp_json.otlp_json_request(spans)
   text = json.dumps(request)
   decoded = json.loads(text)
   first = decoded["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
@@ -77,7 +77,7 @@ def test_otlp_json_encodes_what_the_official_encoder_encodes():
 
 def test_otlp_json_file_one_request_per_line(tmp_path):
   path = tmp_path / "spans.jsonl"
-  exporter = ex.OtlpJsonFileExporter(str(path))
+  exporter = otlp_json.OtlpJsonFileExporter(str(path))
   spans = _sample_spans()
   exporter.export(spans[:2])
   exporter.export(spans[2:])
@@ -86,7 +86,7 @@ def test_otlp_json_file_one_request_per_line(tmp_path):
   assert len(lines) == 2
   for line in lines:
     json_format.ParseDict(_hex_ids_to_base64(json.loads(line)), ExportTraceServiceRequest())
-  assert [s["name"] for s in ex.read_otlp_json(str(path))] == [s.name for s in spans]
+  assert [s["name"] for s in otlp_json.read_otlp_json(str(path))] == [s.name for s in spans]
 
 
 def _disk_fills_after(monkeypatch, room: int):
@@ -100,30 +100,30 @@ def _disk_fills_after(monkeypatch, room: int):
     left[0] -= n
     return n
 
-  monkeypatch.setattr(ex.os, "write", write)
+  monkeypatch.setattr(otlp_json.os, "write", write)
 
 
 def test_otlp_json_file_on_a_full_disk_keeps_whole_lines_and_says_why(tmp_path, monkeypatch):
   path = tmp_path / "spans.jsonl"
   path.write_text('{"earlier": "run"}\n')            # appended to: what was there stays
-  exporter = ex.OtlpJsonFileExporter(str(path))
+  exporter = otlp_json.OtlpJsonFileExporter(str(path))
   spans = _sample_spans()
-  first = len(json.dumps(ex.otlp_json_request(spans[:1]), separators=(",", ":"))) + 1
+  first = len(json.dumps(otlp_json.otlp_json_request(spans[:1]), separators=(",", ":"))) + 1
   _disk_fills_after(monkeypatch, first + 10)          # the second line only partly fits
-  assert exporter.export(spans[:1]) is ex.SpanExportResult.SUCCESS
-  assert exporter.export(spans[1:]) is ex.SpanExportResult.FAILURE
-  assert exporter.export(spans[1:]) is ex.SpanExportResult.FAILURE   # stopped, not retried
+  assert exporter.export(spans[:1]) is SpanExportResult.SUCCESS
+  assert exporter.export(spans[1:]) is SpanExportResult.FAILURE
+  assert exporter.export(spans[1:]) is SpanExportResult.FAILURE   # stopped, not retried
   exporter.shutdown()
   lines = path.read_text().splitlines()
   assert len(lines) == 2 and json.loads(lines[0]) == {"earlier": "run"}
-  assert [s["name"] for s in ex.read_otlp_json(str(path))] == [spans[0].name]
+  assert [s["name"] for s in otlp_json.read_otlp_json(str(path))] == [spans[0].name]
   assert exporter.failure is not None and exporter.failure.errno == errno.ENOSPC
 
 
 def test_perfetto_file_on_a_full_disk_keeps_the_last_whole_one(tmp_path, monkeypatch):
   from pallas_prof import safe_files
   path = tmp_path / "trace.json"
-  exporter = ex.PerfettoExporter(str(path))
+  exporter = perfetto_trace.PerfettoExporter(str(path))
   spans = _sample_spans()
   exporter.export(spans[:1])
   exporter.force_flush()
@@ -156,7 +156,7 @@ def test_hundred_thousand_spans_all_exported(tmp_path):
     tracer = t.provider.get_tracer("load")
     for i in range(n):
       tracer.start_span("lower add", attributes={"jaxpr.eqn_index": i}).end()
-  spans = ex.read_otlp_json(str(path))
+  spans = otlp_json.read_otlp_json(str(path))
   assert len(spans) == n
   assert len({s["spanId"] for s in spans}) == n
   assert sorted(int(s["attributes"][0]["value"]["intValue"]) for s in spans) == list(range(n))
@@ -175,7 +175,7 @@ def test_batching_blocks_instead_of_dropping():
       return super().export(spans)
 
   slow = Slow()
-  processor = ex.LosslessBatchSpanProcessor(slow, max_queue_size=16, max_export_batch_size=4)
+  processor = lossless_batch.LosslessBatchSpanProcessor(slow, max_queue_size=16, max_export_batch_size=4)
   provider = TracerProvider()
   provider.add_span_processor(processor)
   tracer = provider.get_tracer("t")
@@ -278,7 +278,7 @@ def test_perfetto_trace_is_valid_and_has_a_track_per_kernel(rng, tmp_path):
                for e in stages)
     assert all("code.lineno" in e["args"] for e in lowers if e["args"].get("code.filepath"))
   # the root span is on the main track, kernels each on their own
-  assert names[ex.MAIN_TID] == "pallas-prof"
+  assert names[perfetto_trace.MAIN_TID] == "pallas-prof"
   assert len([n for n in names.values() if n.startswith("kernel ")]) == len(gks) == 2
 
 
@@ -304,7 +304,7 @@ def test_exporters_from_environment(monkeypatch, tmp_path):
     monkeypatch.delenv(var, raising=False)
   monkeypatch.chdir(tmp_path)
   (default,) = instrument.exporters_from_env()
-  assert isinstance(default, ex.OtlpJsonFileExporter)
+  assert isinstance(default, otlp_json.OtlpJsonFileExporter)
   assert default.path == str(tmp_path / "pallas-prof-traces.jsonl")
   default.shutdown()
 
@@ -318,8 +318,8 @@ def test_exporters_from_environment(monkeypatch, tmp_path):
   monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console,perfetto")
   monkeypatch.setenv("PALLAS_PROF_TRACE_FILE", str(tmp_path / "x.jsonl"))
   chosen = instrument.exporters_from_env()
-  assert [type(e) for e in chosen] == [ConsoleSpanExporter, ex.PerfettoExporter,
-                                       ex.OtlpJsonFileExporter]
+  assert [type(e) for e in chosen] == [ConsoleSpanExporter, perfetto_trace.PerfettoExporter,
+                                       otlp_json.OtlpJsonFileExporter]
   monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
   monkeypatch.delenv("PALLAS_PROF_TRACE_FILE")
   assert instrument.exporters_from_env() == []
@@ -353,7 +353,7 @@ def test_env_var_traces_a_plain_script_and_exports_at_exit(tmp_path):
                           capture_output=True, text=True, timeout=300)
   assert result.returncode == 0, result.stderr
   # the default exporter: OTLP-JSON lines in the current directory
-  spans = ex.read_otlp_json(str(tmp_path / "pallas-prof-traces.jsonl"))
+  spans = otlp_json.read_otlp_json(str(tmp_path / "pallas-prof-traces.jsonl"))
   names = [s["name"] for s in spans]
   assert names.count("pallas_call kernel") == 1
   assert sorted(n for n in names if n.startswith("lower ")) == \

@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from ...profiler.schema import EquationProfile, KernelProfile, StallShare
+from ...profiler.attribution_schema import StallShare
+from ...profiler.schema import EquationProfile, KernelProfile
 from ... import units
 from ..saved_runs.files import source_line
 

@@ -20,8 +20,9 @@ from typing import Mapping
 from ...backend.compiling.lineinfo import parse_sass
 from . import contention, sassdeps, stalls
 from ..static.correlate import Correlation, user_location
-from ..schema import (Attribution, EquationWeight, LineWeight, SamplingRun, StallShare,
-                      StaticProfile, WaitCharge)
+from ..attribution_schema import (Attribution, EquationWeight, LineWeight, SamplingRun,
+                                  StallShare, WaitCharge)
+from ..schema import StaticProfile
 
 TOP_STALLS = 4
 

@@ -144,7 +144,7 @@ def test_report_json_records_the_warning(rng, tmp_path):
   """The run report's kernel entry carries the warning, and reads back."""
   import json
   from pallas_prof.cli.report import KernelEntry
-  from pallas_prof.cli.run import kernel_entry
+  from pallas_prof.cli.run_steps.entries import kernel_entry
   x = random_array(rng, (100,), "float32")
   call = pallas(_copy, S((100,), jnp.float32), grid=(2,),
                 in_specs=[pl.BlockSpec((48,), lambda i: (i,))],

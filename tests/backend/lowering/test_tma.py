@@ -374,7 +374,7 @@ def test_an_output_that_is_also_read_keeps_its_plain_store(rng):
 def test_the_run_report_carries_why_tma_was_not_used(rng):
   import json
   from pallas_prof.cli.report import KernelEntry
-  from pallas_prof.cli.run import kernel_entry
+  from pallas_prof.cli.run_steps.entries import kernel_entry
   x = jnp.asarray(rng.standard_normal((24, 64)), jnp.float32)
   _both(_double, (x,), **_elementwise((24, 64), (24, 32)))
   entry = kernel_entry(kernel_registry.find(f"k{_counter[0]}_tma")[-1], {})

@@ -385,7 +385,7 @@ def test_regions_past_the_limit_merge_into_the_last(installed):
 def test_the_profile_span_carries_the_probe_shares(tmp_path):
   pytest.importorskip("opentelemetry")
   from pallas_prof.instrument import conventions as cv
-  from pallas_prof.instrument.observer import profile_attributes
+  from pallas_prof.instrument.span_attributes import profile_attributes
   run, result = _probed_report(tmp_path)
   attrs = profile_attributes(run.kernel_profile("k#1"))
   assert attrs[cv.PROFILE_PROBES] == ["[0] get @ k.py:10: 10.0%", "[1] scan @ k.py:11: 70.0%",

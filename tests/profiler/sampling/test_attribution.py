@@ -10,7 +10,7 @@ import pytest
 
 from pallas_prof.cli import run_directory
 from pallas_prof.profiler import driver
-from pallas_prof.profiler.sampling import attribution, pcsampling, sassdeps, stalls
+from pallas_prof.profiler.sampling import attribution, cupti_pcs, pcsampling, sassdeps, stalls
 from pallas_prof.profiler.static import correlate
 from pallas_prof.profiler.schema import (KernelProfile, ProfileReport, RuntimeStats,
                                          TimingStats)
@@ -221,15 +221,15 @@ def test_cupti_struct_layouts_match_the_header():
   # sizes and offsets printed by a C program compiled against CUDA 13.0's
   # cupti_pcsampling.h (PACKED_ALIGNMENT: packed, aligned to 8)
   import ctypes
-  assert ctypes.sizeof(pcsampling._PCData) == 64
-  assert pcsampling._PCData.correlationId.offset == 56
-  assert ctypes.sizeof(pcsampling._SamplingData) == 80
-  assert pcsampling._SamplingData.hardwareBufferFull.offset == 72
-  assert ctypes.sizeof(pcsampling._ConfigInfo) == 32
-  assert pcsampling._ConfigInfo.attributeData.offset == 8
-  assert ctypes.sizeof(pcsampling._ConfigParams) == 40
-  assert ctypes.sizeof(pcsampling._StallNamesParams) == 48
-  assert ctypes.sizeof(pcsampling._GetDataParams) == 32
+  assert ctypes.sizeof(cupti_pcs._PCData) == 64
+  assert cupti_pcs._PCData.correlationId.offset == 56
+  assert ctypes.sizeof(cupti_pcs._SamplingData) == 80
+  assert cupti_pcs._SamplingData.hardwareBufferFull.offset == 72
+  assert ctypes.sizeof(cupti_pcs._ConfigInfo) == 32
+  assert cupti_pcs._ConfigInfo.attributeData.offset == 8
+  assert ctypes.sizeof(cupti_pcs._ConfigParams) == 40
+  assert ctypes.sizeof(cupti_pcs._StallNamesParams) == 48
+  assert ctypes.sizeof(cupti_pcs._GetDataParams) == 32
 
 
 def test_contention_is_charged_to_the_issuers():
