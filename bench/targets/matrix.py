@@ -6,6 +6,7 @@ spills and shared memory per target.
     python3 bench/targets/matrix.py --fuzz 200 --targets sm_80,gfx942
     python3 bench/targets/matrix.py --out bench/results      # writes the table there too
     python3 bench/targets/matrix.py --saved DIR              # and kernels another process saved
+    python3 bench/targets/matrix.py --groups jax_ops         # one group (compiles one at a time)
 
 Groups: the examples, feature kernels, JAX's own Pallas GPU ops (jax_ops.py: forward and
 backward), a fuzz sample, and with --saved the kernels bench/targets/dump_kernels.py saved
@@ -38,6 +39,8 @@ if ROOT not in sys.path:
 from bench.targets import jax_ops  # noqa: E402 - after ROOT is on the path
 
 DEFAULT_TARGETS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "gfx942", "gfx950")
+# what --groups names: "conformance" is the kernels --saved reads
+GROUPS = ("example", "feature", "jax_ops", "fuzz", "conformance")
 
 
 @dataclasses.dataclass
@@ -245,6 +248,13 @@ def _detail(rows: list[dict], targets, group: str) -> list[str]:
   return lines
 
 
+def _section(rows: list[dict], targets, group: str, title: str) -> list[str]:
+  """The group's table under its title; nothing where the group was not compiled."""
+  if not any(r["group"] == group for r in rows):
+    return []
+  return [title, "", *_detail(rows, targets, group), ""]
+
+
 def _not_compiled(rows: list[dict]) -> list[str]:
   """Each distinct refusal or failure once, with the kernels and targets it met."""
   seen: dict[tuple, list[str]] = {}
@@ -271,12 +281,13 @@ def markdown(rows, targets, command: str, commit: str, triton: str, seconds: flo
          f"({len(rows)} compiles, {seconds:.0f} s on this machine). Registers: ptxas's per "
          "thread on NVIDIA; VGPRs (AGPRs included) per lane on AMD. Spills: bytes on NVIDIA, "
          "registers spilled on AMD.", "", *_summary(rows, targets), "",
-         "Examples (registers, shared memory or LDS, spills):", "",
-         *_detail(rows, targets, "example"), "", "Feature kernels:", "",
-         *_detail(rows, targets, "feature"), "",
-         "JAX's own Pallas GPU ops (jax.experimental.pallas.ops.gpu, forward and backward):", "",
-         *_detail(rows, targets, "jax_ops"), "",
-         *[f"- not lowered: {op}: {why}" for op, why in ops_not_lowered], "",
+         *_section(rows, targets, "example", "Examples (registers, shared memory or LDS, "
+                                             "spills):"),
+         *_section(rows, targets, "feature", "Feature kernels:"),
+         *(["JAX's own Pallas GPU ops (jax.experimental.pallas.ops.gpu, forward and "
+            "backward):", "", *_detail(rows, targets, "jax_ops"), "",
+            *[f"- not lowered: {op}: {why}" for op, why in ops_not_lowered], ""]
+           if groups["jax_ops"] or ops_not_lowered else []),
          *(["Saved kernels (--saved; the test that lowered each):", "",
             *_detail(rows, targets, "conformance"), "",
             *[f"- not read: {path}: {why}" for path, why in saved_bad], ""]
@@ -294,6 +305,29 @@ def _commit() -> str:
     return os.environ.get("PALLAS_PROF_COMMIT", "unknown")
 
 
+def chosen_groups(parser: argparse.ArgumentParser, args) -> set[str]:
+  """The groups to compile: --groups's, else every group but those --no-examples (the
+  examples and feature kernels) and --no-jax-ops leave out, with --saved's when given."""
+  if args.groups is None:
+    groups = set(GROUPS) - {"conformance"}
+    if args.no_examples:
+      groups -= {"example", "feature"}
+    if args.no_jax_ops:
+      groups.discard("jax_ops")
+    return groups | ({"conformance"} if args.saved else set())
+  groups = {g.strip() for g in args.groups.split(",") if g.strip()}
+  unknown = sorted(groups - set(GROUPS))
+  if unknown or not groups:
+    parser.error(f"--groups {args.groups!r}: {', '.join(unknown) or 'no group'} is not a "
+                 f"group; name some of {', '.join(GROUPS)}")
+  if "conformance" in groups and not args.saved:
+    parser.error("--groups conformance compiles the kernels of --saved DIR: give --saved")
+  if args.saved and "conformance" not in groups:
+    parser.error(f"--saved {args.saved} with --groups {args.groups}: add conformance to the "
+                 "groups, or leave --saved out")
+  return groups
+
+
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--targets", default=",".join(DEFAULT_TARGETS),
@@ -304,32 +338,39 @@ def main(argv=None) -> int:
   parser.add_argument("--no-jax-ops", action="store_true", help="leave JAX's own ops out")
   parser.add_argument("--saved", default=None,
                       help="a folder of kernels bench/targets/dump_kernels.py saved")
+  parser.add_argument("--groups", default=None,
+                      help=f"comma-separated, of {', '.join(GROUPS)} (the last is --saved's "
+                           "kernels): only these; the record's name ends with them")
   parser.add_argument("--out", default=None, help="folder for the .json and .md (else printed)")
   args = parser.parse_args(argv)
+  groups = chosen_groups(parser, args)
   import pallas_prof
   from pallas_prof.backend.targets import parse_target
   from importlib import metadata
   targets = [parse_target(t) for t in args.targets.split(",") if t.strip()]
   pallas_prof.install()
   t0 = time.perf_counter()
-  fuzzed, not_lowered = fuzz_kernels(args.fuzz, args.seed)
-  kernels = ([] if args.no_examples else example_kernels() + feature_kernels()) + fuzzed
+  fuzz = args.fuzz if "fuzz" in groups else 0
+  fuzzed, not_lowered = fuzz_kernels(fuzz, args.seed)
+  kernels = ((example_kernels() if "example" in groups else [])
+             + (feature_kernels() if "feature" in groups else []) + fuzzed)
   ops_not_lowered, saved_bad = [], []
-  if not args.no_jax_ops:
+  if "jax_ops" in groups:
     ops, ops_not_lowered = jax_ops.jax_op_kernels(_lowered)
     kernels += ops
-  if args.saved:
+  if "conformance" in groups:
     saved, saved_bad = jax_ops.saved_kernels(args.saved, Lowered)
     kernels += saved
   rows = compile_all(kernels, targets)
   triton, commit = metadata.version("triton"), _commit()
   command = "python3 bench/targets/matrix.py " + " ".join(sys.argv[1:] if argv is None else argv)
   text = markdown(rows, targets, command.strip(), commit, triton, time.perf_counter() - t0,
-                  args.fuzz, not_lowered, ops_not_lowered, saved_bad)
+                  fuzz, not_lowered, ops_not_lowered, saved_bad)
   print(text)
   if args.out:
     os.makedirs(args.out, exist_ok=True)     # a new folder, as --out folders are elsewhere
-    stem = os.path.join(args.out, f"targets_cpu_{commit}_triton{triton}")
+    only = "".join(f"_{g}" for g in GROUPS if g in groups) if args.groups else ""
+    stem = os.path.join(args.out, f"targets_cpu_{commit}_triton{triton}{only}")
     with open(stem + ".md", "w") as f:
       f.write(text)
     with gzip.open(stem + ".json.gz", "wt") as f:

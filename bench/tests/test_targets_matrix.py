@@ -6,6 +6,8 @@ import gzip
 import json
 import os
 
+import pytest
+
 from bench.targets import matrix
 from pallas_prof.backend.targets import parse_target
 
@@ -47,3 +49,27 @@ def test_the_table_counts_refusals_and_names_each_reason_once():
   assert "- refused: sm_80 has no float8_e4m3fn (2x: b on sm_80; c on sm_80)" in text
   assert "- failed: Triton 3.6.0: boom (1x: b on gfx942)" in text
   assert "| a | 40 regs, 0 KiB, spills 8 | 20 regs, 0 KiB, spills 2 |" in text
+
+
+def test_groups_compiles_only_those_and_names_the_record_by_them(tmp_path, capsys):
+  assert matrix.main(["--groups", "fuzz", "--fuzz", "2", "--seed", "7", "--targets", "sm_80",
+                      "--out", str(tmp_path)]) == 0
+  (md,) = [f for f in os.listdir(tmp_path) if f.endswith(".md")]
+  assert md.endswith("_fuzz.md"), md
+  with gzip.open(tmp_path / md.replace(".md", ".json.gz"), "rt") as f:
+    record = json.load(f)
+  assert record["rows"] and {r["group"] for r in record["rows"]} == {"fuzz"}
+  text = (tmp_path / md).read_text()
+  # no tables of the groups left out (no example, feature or JAX ops lowered)
+  assert "Examples (" not in text and "Feature kernels" not in text, text
+  assert "JAX's own Pallas GPU ops (" not in text and "0 example kernels" in text, text
+
+
+def test_groups_names_a_bad_group_and_what_conformance_needs(capsys):
+  for argv, said in ((["--groups", "jax_ops,examples"], "examples is not a group"),
+                     (["--groups", "conformance"], "give --saved"),
+                     (["--groups", "fuzz", "--saved", "/nowhere"], "add conformance")):
+    with pytest.raises(SystemExit) as info:
+      matrix.main(argv)
+    assert info.value.code == 2
+    assert said in capsys.readouterr().err, argv

@@ -7,7 +7,9 @@ dictionary `mhlo.backend_config` under the default version) carries the kernel's
 IR (TTIR, as MLIR bytecode), its name, num_warps, num_stages (1 on ROCm unless asked),
 the grid and a debug flag; XLA compiles that IR for the GPU it runs on. pallas-prof
 emits the same call on ROCm, field for field, with the TTIR that Triton's own front end
-made from the generated kernel when compiling it for a gfx target (docs/rocm.md).
+made from the generated kernel when compiling it for a gfx target (docs/rocm.md). That
+compile is every other one's (compiling/for_targets.py): in the compile worker, so a crash
+of Triton's AMD backend is a CompileError and the user's program lives on.
 
 What differs from pallas-prof's CUDA path (launch.py), and why:
 - the IR goes to XLA, which compiles it with the Triton inside jaxlib: the hsaco compiled
@@ -31,10 +33,9 @@ from typing import Any
 
 from .. import compat
 from ..artifacts import GeneratedKernel
-from ..compiling.compile import signature_type
-from ..compiling.triton_run import triton_lock
+from ..compiling import for_targets
+from ..errors import CompileError
 from ..tma_note import TmaFallbackWarning
-from .generated_modules import load_module
 
 # XLA's Triton custom call: what JAX's built-in backend emits for ROCm and CUDA alike
 XLA_TRITON_TARGET = "__gpu$xla.gpu.triton"
@@ -43,7 +44,6 @@ XLA_TRITON_API_VERSION = 4
 ROCM_DEFAULT_NUM_STAGES = 1
 # MI300 (CDNA3): the arch compiled for when neither a device nor an abstract mesh says one
 DEFAULT_GFX_ARCH = "gfx942"
-AMD_WARP_SIZE = 64
 NOT_CHECKED = "not checked on AMD hardware"
 
 
@@ -86,35 +86,22 @@ def gfx_arch() -> str:
 
 
 def compile_for_gfx(gk: GeneratedKernel, arch: str) -> AmdKernel:
-  """triton.compile of `gk` for GPUTarget("hip", arch, 64), once per kernel and arch.
+  """`gk` compiled for AMD `arch` as every other compile is (for_targets.compile_for): in
+  the compile worker, so that a crash of Triton's AMD backend ends the worker, not the
+  user's program; through the compile cache, which checks what it reads; never from
+  Triton's own cache. Once per kernel and arch in this process.
 
-  Stands in for the typed compile targets (NVIDIA sm_*, AMD gfx*) of the compiling/
-  package until those land; in this process, not in the compile worker that keeps
-  Triton's crashes out of the user's process (its requests are CUDA's). Like the worker,
-  it never takes a kernel from Triton's own cache (always_compile)."""
+  Raises the compile's CompileError (naming the kernel, its stage and the equations it
+  points at); a compile that failed is not remembered."""
   key = (gk.key, arch, gk.num_warps, gk.num_stages)
   with _compiled_lock:
     if key in _compiled:
       return _compiled[key]
-  import triton
-  from triton.backends.compiler import GPUTarget
-  from triton.compiler import ASTSource
-  module = load_module(gk, interpret=False)
-  source = ASTSource(fn=getattr(module, gk.name),
-                     signature={p.name: "*" + signature_type(p.dtype) for p in gk.params},
-                     attrs={(i,): [["tt.divisibility", 16]] for i in range(len(gk.params))})
-  options = {"num_warps": gk.num_warps, "num_stages": gk.num_stages,
-             "enable_fp_fusion": gk.enable_fp_fusion}
-  with triton_lock():
-    knobs = triton.knobs.compilation
-    saved, knobs.always_compile = knobs.always_compile, True
-    try:
-      compiled = triton.compile(source, target=GPUTarget("hip", arch, AMD_WARP_SIZE),
-                                options=options)
-    finally:
-      knobs.always_compile = saved
-  md = compiled.metadata
-  metadata = md._asdict() if hasattr(md, "_asdict") else dict(md)
+  outcome = for_targets.compile_for(gk, ("hip", arch))
+  if outcome.error is not None:
+    raise outcome.error
+  compiled = outcome.compiled
+  metadata = dict(compiled.metadata)
   kernel = AmdKernel(name=str(metadata.get("name", gk.name)), arch=arch,
                      ttir=compiled.asm["ttir"], hsaco=bytes(compiled.asm.get("hsaco", b"")),
                      metadata={k: v for k, v in metadata.items()
@@ -189,8 +176,10 @@ def launch(ctx, in_nodes, gk: GeneratedKernel, zeroed, *, aliases, error, metada
     arch = gfx_arch()
     try:
       kernel = compile_for_gfx(gk, arch)
-    except Exception as e:  # noqa: BLE001 - Triton's own error, with the kernel and the arch
-      raise error(f"Triton could not compile the kernel for AMD {arch}: "
+    except CompileError as e:
+      raise _at_the_call(e, arch, error) from None
+    except Exception as e:  # noqa: BLE001 - pallas-prof's own failure, with the kernel and arch
+      raise error(f"the kernel could not be compiled for AMD {arch}: "
                   f"{type(e).__name__}: {str(e).strip()[:500]}",
                   "`pallas-prof show KERNEL` prints the generated code; the same kernel on "
                   "the CPU (JAX_PLATFORMS=cpu) tells the kernel's faults from the AMD "
@@ -204,6 +193,17 @@ def launch(ctx, in_nodes, gk: GeneratedKernel, zeroed, *, aliases, error, metada
   except UnreadableIR as e:
     raise error(str(e), "use the triton release this jaxlib's Triton matches (the one JAX "
                 "names for its own Triton backend), or run on the CPU") from e
+
+
+def _at_the_call(e: CompileError, arch: str, error) -> CompileError:
+  """The compile's error with the arch it was for and, where it names no equation of the
+  kernel (a pass of Triton's failed, the worker died), the user's pallas_call line."""
+  details = {"target": f"AMD {arch}, for XLA's Triton custom call on ROCm ({NOT_CHECKED})"}
+  if e.eqn is None:
+    call = error(e.reason, e.hint).eqn         # the LoweringError's: at the pallas_call
+    if call is not None and call.file is not None:
+      details["pallas_call"] = f"{call.file}:{call.line}"
+  return e.with_details(details)
 
 
 def custom_call(ctx, in_nodes, gk: GeneratedKernel, kernel: AmdKernel, *,
