@@ -129,3 +129,26 @@ def test_a_dot_lowered_for_rocm_carries_no_ptx():
     assert not compat.xla_rounds_tf32_dot_operands()
   with compat.lowering_for("cuda"):
     assert compat.xla_rounds_tf32_dot_operands()
+
+
+def _tf32x3_dot(x_ref, y_ref, o_ref):
+  o_ref[...] = jnp.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32,
+                       precision=jax.lax.DotAlgorithmPreset.TF32_TF32_F32_X3)
+
+
+def test_a_dot_algorithm_amd_lacks_is_refused_at_its_line_with_one_it_has():
+  """tf32x3 (three TF32 products, lax.DotAlgorithmPreset.TF32_TF32_F32_X3): Triton's AMD
+  backend takes ieee, bf16x3, bf16x6 (and tf32 on some archs), and its ttir stage failed;
+  the matrix of our own rule tests listed it as a failure, not the kernel's choice."""
+  x = jnp.ones((32, 32), jnp.float32)
+  jax.jit(pl.pallas_call(_tf32x3_dot, name="library_dot_tf32x3",
+                         out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))).lower(x, x)
+  gk = kernel_registry.find("library_dot_tf32x3")[-1].generated
+  assert 'input_precision="tf32x3"' in gk.source
+  out = compile_for(gk, "gfx942", use_disk_cache=False)
+  assert out.status == "refused", (out.status, out.reason)
+  text = str(out.error)
+  assert "gfx942 has no tf32x3 dot" in text and "bf16x3" in text, text
+  assert f"{__file__}:{_tf32x3_dot.__code__.co_firstlineno + 1}" in text     # the dot's line
+  assert "BF16_BF16_F32_X3" in out.error.hint and out.error.fault == "kernel"
+  assert compile_for(gk, "sm_80", use_disk_cache=False).status == "compiled"

@@ -23,6 +23,7 @@ FP8_NAMES = {"fp8e4nv": ("float8_e4m3fn", "f8_e4m3fn"), "fp8e5": ("float8_e5m2",
 
 _FP8_REFUSED = re.compile(r"type (fp8\w+) not supported in this architecture")
 _PTX_FEATURE = re.compile(r"Feature '([^']+)' requires \.target (sm_\d+a?) or higher")
+_NO_DOT_PRECISION = re.compile(r"input_precision must be one of \(([^)]*)\)\. Got (\w+)")
 _NO_LIBRARY_FUNCTION = re.compile(
     r"module 'triton\.language\.extra\.(hip|cuda)\.libdevice' has no attribute '(\w+)'")
 
@@ -49,6 +50,10 @@ def refusal(gk, diagnosis, message: str, request: dict | None) -> CompileError |
     return _fp8_refusal(gk, diagnosis, target, fp8.group(1))
   if target.backend == "hip" and _PTX_ASM in gk.source:
     return _ptx_refusal(gk, diagnosis, target)
+  precision = _NO_DOT_PRECISION.search(text)
+  if precision:
+    return _precision_refusal(gk, diagnosis, target, precision.group(2),
+                              re.findall(r"\w+", precision.group(1)))
   missing = _NO_LIBRARY_FUNCTION.search(text)
   if missing:
     return _library_refusal(gk, diagnosis, target, missing.group(2))
@@ -78,19 +83,42 @@ def _fp8_refusal(gk, diagnosis, target, triton_name: str) -> CompileError:
 _PTX_ASM = "tl.inline_asm_elementwise("   # pallas-prof emits it with NVIDIA PTX only
 
 
+def _equations_with(gk, needle: str) -> tuple[int, ...]:
+  """The equations whose generated lines hold `needle`, in order."""
+  return tuple(dict.fromkeys(
+      gk.line_map[n] for n, text in enumerate(gk.code_lines(), 1)
+      if needle in text and gk.line_map.get(n) is not None))
+
+
 def _ptx_refusal(gk, diagnosis, target) -> CompileError:
   """A kernel lowered for an NVIDIA GPU, compiled for an AMD one: the PTX pallas-prof put
   in it (XLA's CUDA pipeline's TF32 rounding of a float32 dot's operands) is no AMDGCN."""
-  lines = gk.code_lines()
-  equations = tuple(dict.fromkeys(
-      gk.line_map[n] for n, text in enumerate(lines, 1)
-      if _PTX_ASM in text and gk.line_map.get(n) is not None))
+  equations = _equations_with(gk, _PTX_ASM)
   summary = (f"the kernel was lowered for an NVIDIA GPU and holds NVIDIA PTX (a float32 dot's "
              f"TF32 rounding, as XLA's CUDA pipeline does it), which {target.name} cannot run")
   hint = ("lower it for the GPU it will run on: on a ROCm machine, or on a CPU "
           "(`pallas-prof show KERNEL --target " + target.name + "` there); or give the dot "
           "precision=HIGHEST, which takes no TF32 rounding")
   return _error(gk, diagnosis, target, summary, hint, equations or diagnosis.equations)
+
+
+# what a dot algorithm the target lacks can become, in lax.DotAlgorithmPreset's words
+_PRECISION_WORKAROUNDS = {
+    "tf32x3": "BF16_BF16_F32_X3 (bf16x3) is as close to float32 and {target} has it; or "
+              "precision=HIGHEST for exact float32 products",
+    "tf32": "precision=HIGHEST for exact float32 products, or BF16_BF16_F32_X3 (bf16x3)",
+}
+
+
+def _precision_refusal(gk, diagnosis, target, precision: str, allowed) -> CompileError:
+  """A float32 dot's algorithm (tl.dot's input_precision, from lax.DotAlgorithmPreset or
+  precision=) that Triton's backend for the target does not take: AMD has no tf32x3."""
+  summary = (f"{target.name} has no {precision} dot (Triton's backend for it takes "
+             f"{', '.join(allowed)}), which a float32 dot of the kernel asks for")
+  hint = ("give the dot another algorithm: " + _PRECISION_WORKAROUNDS.get(
+      precision, "one of those").format(target=target.name))
+  equations = diagnosis.equations or _equations_with(gk, f'input_precision="{precision}"')
+  return _error(gk, diagnosis, target, summary, hint, equations)
 
 
 def _library_refusal(gk, diagnosis, target, function: str) -> CompileError:
