@@ -133,7 +133,7 @@ def test_a_dot_lowered_for_rocm_carries_no_ptx():
 
 def _tf32x3_dot(x_ref, y_ref, o_ref):
   o_ref[...] = jnp.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32,
-                       precision=jax.lax.DotAlgorithmPreset.TF32_TF32_F32_X3)
+                       precision=lax.DotAlgorithmPreset.TF32_TF32_F32_X3)
 
 
 def test_a_dot_algorithm_amd_lacks_is_refused_at_its_line_with_one_it_has():
