@@ -14,9 +14,12 @@ import os
 
 import pytest
 
+import pallas_prof
 from . import baseline as baseline_files
 from .compare import Verdict, against_baseline, against_budgets, budget_errors, by_key
 from .figures import SCHEMA, Baseline, toolchain
+from .timing import measure
+from ..backend import kernel_registry
 
 SHOWN = 10          # tests listed by name in the summary before "and N more"
 
@@ -42,12 +45,10 @@ class GateSession:
     budgets = _budgets(item)
     _start_recording()
     result = yield
-    from ..backend import kernel_registry
     self._gate(item, kernel_registry.kernels(), budgets)
     return result
 
   def _gate(self, item, records, budgets: dict) -> None:
-    from .timing import measure
     path = baseline_files.path_for(self.folder, item.nodeid)
     # read first: a damaged baseline fails the test before its kernels are profiled
     old = None if self.update else self._read(path, item.nodeid)
@@ -177,9 +178,6 @@ def _start_recording() -> None:
   backend (as `pallas-prof run` does), JAX's caches emptied so that every kernel the test
   runs is lowered again while it runs."""
   import jax
-
-  import pallas_prof
-  from ..backend import kernel_registry
   pallas_prof.install()
   jax.clear_caches()
   kernel_registry.clear()
