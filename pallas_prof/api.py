@@ -17,6 +17,9 @@ with _reported("pallas_prof"):      # the real cause and the versions found, if 
   from .backend.lowering.coverage import UncoveredOutputWarning
   from .backend import kernel_registry
   from .backend.targets import as_target
+  from .backend.compiling import for_targets
+  from .backend.lowering.features.probes import ProbeOptions
+  from .tune.params import Autotune
 
 
 def kernels():
@@ -33,13 +36,11 @@ def compile_for(kernel, target, *, use_disk_cache: bool = True):
   label ("softmax_kernel", "softmax_kernel#1f22e0") among those this process lowered.
   target: "sm_80", "gfx942", "cuda:80", a Target, or ("cuda", 80); an unknown one raises
   UnknownTarget (a ValueError) naming the nearest known target."""
-  # on first use: compiling for other targets loads their compilers' stages
-  from .backend.compiling.for_targets import compile_for as _compile_for
   target = as_target(target)          # a typo is said before the kernel is looked for
   record = _kernel_record(kernel)
   gk, relower = (record.generated, record.relower) if hasattr(record, "generated") \
       else (record, None)
-  return _compile_for(gk, target, relower=relower, use_disk_cache=use_disk_cache)
+  return for_targets.compile_for(gk, target, relower=relower, use_disk_cache=use_disk_cache)
 
 
 def _kernel_record(kernel):
@@ -73,14 +74,6 @@ def __getattr__(name):
     module, attribute = _LOADED_ON_USE[name]
     with _reported(module):
       return getattr(importlib.import_module(module), attribute)
-  if name == "Autotune":     # CompilerParams(autotune=pallas_prof.Autotune(configs=..., budget_s=...))
-    with _reported("pallas_prof.tune.params"):
-      from .tune.params import Autotune
-    return Autotune
-  if name == "ProbeOptions":  # profile(probes=pallas_prof.ProbeOptions(max_programs=..., max_warps=...))
-    with _reported("pallas_prof.backend.lowering.features.probes"):
-      from .backend.lowering.features.probes import ProbeOptions
-    return ProbeOptions
   raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

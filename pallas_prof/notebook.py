@@ -22,7 +22,10 @@ import io
 import os
 import tempfile
 
+from .backend import kernel_registry
+from .cli import run_directory
 from .cli.report import KernelEntry, Platform, RunReport
+from .profiler.schema import ProfileReport
 
 # the frame grows to its page once loaded, up to this many pixels (then it scrolls)
 FRAME_MAX_HEIGHT = 1400
@@ -63,8 +66,7 @@ def _render(run: RunReport, run_dir: str | None) -> str:
 def profile_run(report, run_dir: str) -> RunReport:
   """The run report of a ProfileReport: its kernels as the registry knows them (the call's
   file:line, the generated source, saved under `run_dir`), the profile as the run's."""
-  from .backend import kernel_registry
-  from .cli import run_directory, run_writes
+  from .cli import run_writes
   from .cli.run_steps.entries import kernel_entry
   records = {r.label: r for r in kernel_registry.kernels()}
   kept = [records[k.label] for k in report.kernels if k.label in records]
@@ -103,7 +105,6 @@ def run_text(run: RunReport) -> str:
 
 def register(ipython) -> None:
   """IPython's formatters for both reports: HTML in a notebook, the tables as text."""
-  from .profiler.schema import ProfileReport
   formatters = ipython.display_formatter.formatters
   formatters["text/html"].for_type(RunReport, run_html)
   formatters["text/html"].for_type(ProfileReport, profile_html)

@@ -13,9 +13,13 @@ import sys
 import time
 from typing import Callable
 
-from . import recipes
+from . import autotuned, recipes
 from .engine import diagnose, order_diagnoses
 from .schema import KernelAdvice
+from .trials import lowering_checked, settings_of, try_actions
+from ..backend import hooks, kernel_registry
+from ..backend.artifacts import DEFAULT_TARGET
+from ..tune.tuned_file import TuningEntry, TuningFile
 
 
 def _progress(text: str) -> None:
@@ -29,7 +33,6 @@ def advise(kernels=None, *, report=None, device: int = 0, trials: bool = True,
   name). On a GPU each kernel's actions of kinds a-c are tried within `budget_s`
   seconds (per kernel), with progress on stderr; without one the advice says
   "not measured: no GPU" and, with `static`, shows each variant compiled for sm_90."""
-  from ..backend import kernel_registry
   if kernels is None:
     records = kernel_registry.kernels()
   elif isinstance(kernels, str):
@@ -46,9 +49,7 @@ def advise(kernels=None, *, report=None, device: int = 0, trials: bool = True,
 def for_report(records, report, *, trials: bool = False, device: int = 0,
                budget_s: float = 60.0, progress=None, try_tma: bool = False,
                static: bool = False) -> list[KernelAdvice]:
-  from ..backend import hooks
   from ..tune.blocks import tuned_calls
-  from . import autotuned
   found, calls = recipes.recipes(), tuned_calls()
   out = []
   for rec in records:
@@ -62,11 +63,9 @@ def for_report(records, report, *, trials: bool = False, device: int = 0,
                       gpu=report.gpu_present, tuned=autotuned.find(rec, calls))
     tried = trials and not advice.at_roof and (report.gpu_present or static)
     if not tried and recipe is not None:
-      from .trials import lowering_checked      # rank only the variants that lower
-      advice = lowering_checked(advice, recipe)
+      advice = lowering_checked(advice, recipe)   # rank only the variants that lower
       advice.diagnoses = order_diagnoses(advice.diagnoses, advice.actions)
     if tried:
-      from .trials import try_actions
       try:
         advice = try_actions(advice, rec, recipe, device=device, gpu=report.gpu_present,
                              budget_s=budget_s, progress=progress, try_tma=try_tma,
@@ -84,10 +83,7 @@ def for_report(records, report, *, trials: bool = False, device: int = 0,
 def tuning_entries(advice: list[KernelAdvice], records, report) -> list:
   """Each kernel whose best measured action is of kind a, as `pallas-prof tune`'s tuning
   file names it (cli/tune.py: PALLAS_PROF_TUNED=file applies it)."""
-  from ..backend.artifacts import DEFAULT_TARGET
   from ..tune.params import default_config
-  from ..tune.tuned_file import TuningEntry
-  from .trials import settings_of
   by_label = {r.label: r for r in records}
   gpu = report.device.name if report.device is not None else None
   out = []
@@ -106,5 +102,4 @@ def tuning_entries(advice: list[KernelAdvice], records, report) -> list:
 def write_tuning_file(path: str, entries: list) -> None:
   """The tuning file of these entries (tune/tuned_file.py's TuningEntry), whole or not at
   all."""
-  from ..tune.tuned_file import TuningFile
   TuningFile.of(entries).write(path)

@@ -16,6 +16,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .script_args import RunOptions, missing_script
+from ..profiler import driver
+
 
 def add_parser(sub):
   p = sub.add_parser("advise", help="diagnose each kernel a script runs and, on a GPU, measure "
@@ -50,8 +53,6 @@ def _say(text: str) -> None:
 def run(args, argv=None) -> int:
   """The advise command on its parsed arguments; argv: the command line as typed (what the
   run's report records)."""
-  from .script_args import missing_script
-  from ..profiler.driver import gpu_status
   problem = missing_script(args.script)
   if problem is not None:
     print(f"pallas-prof advise: {problem}", file=sys.stderr)
@@ -60,13 +61,12 @@ def run(args, argv=None) -> int:
     print(f"pallas-prof advise: --device takes one GPU index, got {args.device!r}",
           file=sys.stderr)
     return 2
-  present, reason = gpu_status()
+  present, reason = driver.gpu_status()
   if not present:
     _say(f"no NVIDIA GPU: {reason.rstrip('.')}; nothing can be tried or timed here. The "
          "advice comes from the kernels' static facts (compiled for sm_90), each action "
          "marked \"not measured: no GPU\". Running the script now.")
   from . import run as run_cli     # after the word on the GPU: it imports JAX
-  from .script_args import RunOptions
   # advise profiles as run does by default, then tries the actions: run's other options
   # are not advise's
   options = RunOptions.of(args, argv, advise=True, progress=_say)

@@ -18,6 +18,11 @@ import difflib
 import re
 import sys
 
+from . import advise, tune
+from .script_args import RunOptions, split
+from .terminal.safe_text import printable
+from ..settings import refusal
+
 
 def _regex(text: str) -> str:
   """--kernel, checked before the script runs (a typo found after it would lose the run)."""
@@ -131,7 +136,6 @@ def _parser() -> argparse.ArgumentParser:
                          "instructions grew, by more than PCT percent, or it spills more")
 
   rules = sub.add_parser("rules", help="list the primitives pallas-prof can lower")
-  from . import advise, tune
   commands = {"run": run, "tune": tune.add_parser(sub), "advise": advise.add_parser(sub),
               "show": show, "report": report, "diff": diff, "rules": rules}
   p.set_defaults(command_parsers=commands)
@@ -158,7 +162,6 @@ def _with_script(args, argv: list[str]):
   parser = args.command_parsers[args.command]
   if not args.script:
     parser.error(f"which script? pallas-prof {args.command} [options] script.py [script args]")
-  from .script_args import split
   at = argv.index(args.command)
   return split(parser, argv[at:], args)
 
@@ -188,7 +191,6 @@ def main(argv=None) -> int:
       raise
     # a message may quote a saved run's names and paths: no escape sequence of theirs
     # reaches the terminal
-    from .terminal.safe_text import printable
     raise SystemExit(printable(e.code)) from None
   except BrokenPipeError:
     return _reader_left()
@@ -210,14 +212,12 @@ def _main(argv=None) -> int:
   args = parse(argv, parser)
   if args.command in ("run", "tune", "advise"):
     # before the script runs: a bad value found after it would lose the run
-    from ..settings import refusal
     refused = refusal(f"pallas-prof {args.command}")
     if refused:
       print(refused, file=sys.stderr)
       return 2
   if args.command == "run":
     from .run import run
-    from .script_args import RunOptions
     # argv: stored in report.json as the command that made the run
     return run(RunOptions.of(args, argv))
   if args.command == "show":
@@ -248,10 +248,8 @@ def _main(argv=None) -> int:
     from .compare.diff import diff
     return diff(args)
   if args.command == "tune":
-    from . import tune
     return tune.run(args)
   if args.command == "advise":
-    from . import advise
     return advise.run(args, argv)
   if args.command == "rules":
     from ..backend.lowering.rules import rule_limits

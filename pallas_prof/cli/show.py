@@ -10,10 +10,15 @@ import sys
 
 from rich.text import Text
 
+from ..profiler import annotated_listing
 from ..profiler.attribution_schema import Attribution, EquationWeight, LineWeight
+from ..profiler.sampling import stalls
+from ..profiler.schema import AnnotatedLine
+from ..profiler.static.correlate import correlate
 
 from . import run_directory
 from .saved_runs.files import source_line, source_lines
+from .targets import view as show_targets
 from .terminal.render import console
 
 STAGES = ("source", "ttir", "ttgir", "llir", "ptx", "sass")
@@ -44,11 +49,9 @@ class Weights:
 
 def annotated(gk, ck, stage: str):
   """AnnotatedLine objects for a stage (source works without a compile)."""
-  from ..profiler import annotated_listing
   if ck is None and stage != "source":
     raise SystemExit(f"pallas-prof: the kernel was not compiled, so there is no {stage}")
   if ck is None:
-    from ..profiler.schema import AnnotatedLine
     lines = []
     for n, text in enumerate(gk.source.splitlines(), start=1):
       i = gk.line_map.get(n)
@@ -62,7 +65,6 @@ def annotated(gk, ck, stage: str):
 
 
 def show(args) -> int:
-  from .targets import view as show_targets
   targets = show_targets.targets_or_exit(args)   # a typo ends here, before a run is read
   run_dir, kdir = run_directory.locate_kernel(args.kernel, args.dir)
   gk, ck = run_directory.load_kernel_or_exit(kdir, run_dir)
@@ -88,7 +90,6 @@ def show(args) -> int:
 def _for_targets(args, con, gk, run_dir: str, targets, stage: str) -> int:
   """--target: the targets side by side, or with a stage flag each target's listing
   (the run's measured weights belong to the run's binary, so none are shown)."""
-  from .targets import view as show_targets
   if getattr(args, "user", False):
     raise SystemExit("pallas-prof: --user shows the run's measured lines; it does not "
                      "combine with --target")
@@ -176,15 +177,13 @@ def _cut(text: str, width: int) -> str:
 
 def _instruction_samples(ck, att: Weights) -> dict[int, tuple[float, str]]:
   """SASS listing line -> (share of the samples, top stall in words)."""
-  from ..profiler.static.correlate import correlate
-  from ..profiler.sampling.stalls import words
   total = att.total or 0
   by_address = {int(a): (n, r) for a, n, r in att.instructions}
   out = {}
   for ins in correlate(ck).sass:
     hit = by_address.get(ins.address)
     if hit and total:
-      out[ins.number] = (hit[0] / total, words(hit[1]) if hit[1] else "")
+      out[ins.number] = (hit[0] / total, stalls.words(hit[1]) if hit[1] else "")
   return out
 
 

@@ -17,6 +17,8 @@ import subprocess
 import sys
 import tempfile
 
+from ..profiler import driver
+
 _CHILD = """
 import atexit, runpy, sys
 import pallas_prof
@@ -44,8 +46,7 @@ def run(args) -> int:
   if not os.path.isfile(args.script):
     print(f"pallas-prof tune: no such file: {args.script}", file=sys.stderr)
     return 2
-  from ..profiler.driver import gpu_status
-  present, reason = gpu_status()
+  present, reason = driver.gpu_status()
   if not present:
     # said before the script runs: on a CPU it would run to the end for nothing
     print(f"pallas-prof tune: tuning times kernels on an NVIDIA GPU: {reason}; the script was "

@@ -15,9 +15,12 @@ import os
 
 import pytest
 
+import pallas_prof
 from . import baseline as baseline_files
 from .compare import Verdict, against_baseline, against_budgets, budget_errors, by_key
 from .figures import SCHEMA, Baseline, toolchain
+from .timing import measure
+from ..backend import kernel_registry
 
 SHOWN = 10          # tests listed by name in the summary before "and N more"
 
@@ -49,12 +52,10 @@ class GateSession:
     before = baseline_files.state(self._path(item))
     _start_recording()
     result = yield
-    from ..backend import kernel_registry
     self._gate(item, kernel_registry.kernels(), budgets, before)
     return result
 
   def _gate(self, item, records, budgets: dict, before=None) -> None:
-    from .timing import measure
     path = self._path(item)
     self._remove_stale_parts(item.nodeid, path)
     # read first: a damaged baseline fails the test before its kernels are profiled (an
@@ -213,9 +214,6 @@ def _start_recording() -> None:
   backend (as `pallas-prof run` does), JAX's caches emptied so that every kernel the test
   runs is lowered again while it runs."""
   import jax
-
-  import pallas_prof
-  from ..backend import kernel_registry
   pallas_prof.install()
   jax.clear_caches()
   kernel_registry.clear()

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..backend.equation_text import aval_texts
 from ..backend.errors import KernelError, Unsupported, by_line
+from ..backend.lowering.codegen import UnsupportedDtype
 
 CONTEXT_LINES = 2          # source lines shown around the user's line
 JAXPR_WINDOW = 12          # jaxpr lines shown around the marked equation of a long jaxpr
@@ -155,8 +156,6 @@ def _failed_inside_a_rule(err: KernelError) -> bool:
   One that refused the equation (unsupported, or no rule at all), or a later stage's
   failure, is said in the user's terms: the equation, their line, what to do; a path into
   pallas-prof's rule table only sent them reading our source."""
-  # on first use: the lowering's modules load with the first kernel, not with the spans
-  from ..backend.lowering.codegen import UnsupportedDtype
   cause = err.cause
   return (not err.at_run_time and err.stage is None
           and cause is not None and not isinstance(cause, (Unsupported, UnsupportedDtype)))

@@ -13,6 +13,9 @@ from __future__ import annotations
 import contextlib
 import os
 
+from . import xplane
+from ..backend.running.compat_dispatch import backends_started
+
 COMMAND_BUFFER_FLAG = "--xla_gpu_enable_command_buffer"
 NO_COMMAND_BUFFERS = (
     "--xprof: XLA's command buffers (CUDA graphs) were off for this run "
@@ -32,7 +35,6 @@ def without_command_buffers(environ=os.environ) -> str:
   flags = environ.get("XLA_FLAGS", "")
   if COMMAND_BUFFER_FLAG in flags:
     return USERS_COMMAND_BUFFERS
-  from ..backend.running.compat_dispatch import backends_started
   if backends_started():
     return TOO_LATE
   environ["XLA_FLAGS"] = f"{flags} {COMMAND_BUFFER_FLAG}=".strip()
@@ -51,7 +53,6 @@ def add_plane(logdir: str | None, no_trace: bool, perfetto: str) -> str | None:
     return None
   if no_trace:
     return f"--xprof {logdir}: pallas-prof's plane was not added: --no-trace recorded none"
-  from . import xplane
   try:
     xplane.add_to_profile(perfetto, logdir)
   except OSError as e:

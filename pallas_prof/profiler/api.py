@@ -10,10 +10,19 @@ from typing import Any, Callable
 from . import driver
 from .driver import ProfilerError
 from .options import ProfileOptions
-from .sampling import attribution
+from .probes import probing
+from .sampling import attribution, pcsampling, sampling_rounds
+from .sampling import ncu as ncu_mod
 from .schema import KernelProfile, ProfileReport
 from .static import correlate, cost
 from .timing import ceilings as ceilings_mod
+from .timing import nvml, runner
+from .timing.insitu import match
+from .timing.policy import random_range_text
+from ..backend import hooks, kernel_registry
+from ..backend.artifacts import DEFAULT_TARGET, CompiledKernel
+from ..backend.equation_text import Aval
+from ..backend.lowering.features.probes import ProbeOptions
 
 @dataclasses.dataclass
 class _Target:
@@ -30,10 +39,7 @@ class _Target:
 
 
 def _targets(kernels) -> list[_Target]:
-  from ..backend import kernel_registry
-  from ..backend.artifacts import CompiledKernel
   from ..backend.compiling.compile import assemble_cubin
-  from ..backend.equation_text import Aval
   if kernels is None:
     items = kernel_registry.kernels()
   elif isinstance(kernels, str):
@@ -70,7 +76,6 @@ def _observed(fn):
   rates), not one kernel after another."""
   @functools.wraps(fn)
   def profile_and_tell(*args, **kwargs):
-    from ..backend import hooks
     start_ns = time.time_ns()
     report = fn(*args, **kwargs)
     obs = hooks.observer()
@@ -131,7 +136,6 @@ def _profile(targets: list[_Target], options: ProfileOptions) -> ProfileReport:
   info = None
   if present:
     info = driver.device_info(options.device)         # BadDevice for a bad index
-  from ..backend.artifacts import DEFAULT_TARGET
   cc = info.compute_capability if info else DEFAULT_TARGET[1]
   profiles = [_static(t, cc, options.top) for t in targets]
   if not present:
@@ -156,7 +160,6 @@ def _profile(targets: list[_Target], options: ProfileOptions) -> ProfileReport:
     if p.runtime is not None:
       p.rates = ceilings_mod.rates(p.work, p.runtime.median_s, ceil)
   if options.insitu is not None:
-    from .timing.insitu import match
     matched = match(options.insitu, targets, options.device)
     for p in profiles:
       p.insitu = matched.get(p.label)
@@ -190,7 +193,6 @@ def _ceilings(info, options: ProfileOptions, notes: list[str]):
 
 
 def _run_ncu(targets, profiles, device: int) -> None:
-  from .sampling import ncu as ncu_mod
   for t, p in zip(targets, profiles):
     if t.compiled is None:
       continue
@@ -235,7 +237,6 @@ def _random_text(aval) -> str | None:
   integer and bool inputs; None for the others."""
   import ml_dtypes
   import numpy as np
-  from .timing.policy import random_range_text
   if aval.dtype is None:
     return None
   try:
@@ -266,7 +267,6 @@ def _static(t: _Target, cc: int, top: int) -> KernelProfile:
 
 
 def _nvml_handle(info, notes):
-  from .timing import nvml
   try:
     return nvml.device_handle(info.index)
   except Exception as e:  # noqa: BLE001
@@ -275,7 +275,6 @@ def _nvml_handle(info, notes):
 
 
 def _replay_one(t: _Target, p: KernelProfile, options: ProfileOptions, handle) -> None:
-  from .timing import nvml, runner
   if t.compiled is None:
     return
   sampler = nvml.Sampler(handle) if handle is not None else None
@@ -326,7 +325,6 @@ def _attribute(t: _Target, p: KernelProfile, options: ProfileOptions) -> None:
   median = p.runtime.median_s if p.runtime is not None else None
   gk = t.generated
   if sample and gk is not None and t.compiled is not None and p.runtime is not None:
-    from .sampling import pcsampling, sampling_rounds
     try:
       keep = os.path.join(keep_samples, f"{p.label}.samples.json") if keep_samples else None
       data, rounds = sampling_rounds.sample_until_kept(
@@ -364,8 +362,6 @@ def _attribute(t: _Target, p: KernelProfile, options: ProfileOptions) -> None:
 
 
 def _probe(t: _Target, p: KernelProfile, options: ProfileOptions) -> None:
-  from ..backend.lowering.features.probes import ProbeOptions
-  from .probes import probing
   if t.compiled is None:
     return
   asked = options.probes

@@ -38,7 +38,7 @@ import numpy as np
 from .. import serial
 from ..backend import kernel_registry
 from ..version import __version__
-from . import records, validate
+from . import calltime, records, validate
 from .choice import MIN_GAIN, cache_path, keep_default_within, leaves, same_outputs, store
 
 # 2: choices made on a GPU are timed by the GPU's clock (version 1's wall clock
@@ -224,12 +224,11 @@ def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
          key: str = "", min_gain: float = MIN_GAIN) -> Tuning:
   """Runs every config on (args, kwargs) and returns the Tuning; configs[0] is the default,
   kept unless another is faster by more than `min_gain` (a fraction of its time)."""
-  from .calltime import CallTimer, ClockError, pick_clock, time_in_turns
   start = time.perf_counter()
   start_ns = time.time_ns()
   candidates: list[Candidate] = []
   lowered: dict[str, tuple] = {}
-  timers: dict[int, CallTimer] = {}       # candidate index -> its warmed-up call
+  timers: dict[int, calltime.CallTimer] = {}       # candidate index -> its warmed-up call
   reference = None
   for i, config in enumerate(configs):
     began = time.time_ns()
@@ -246,7 +245,7 @@ def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
         if differs:
           candidates.append(Candidate(dict(config), None, differs, began, time.time_ns()))
           continue
-      timer = CallTimer(call, warm_up)
+      timer = calltime.CallTimer(call, warm_up)
     except Exception as e:  # noqa: BLE001 - a config that fails to build is dropped, and says why
       candidates.append(Candidate(dict(config), None, f"{type(e).__name__}: {str(e)[:300]}",
                                   began, time.time_ns()))
@@ -258,19 +257,22 @@ def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
     timers[len(candidates)] = timer
     candidates.append(Candidate(dict(config), None, None, began, time.time_ns()))
   # one clock for every candidate: the GPU's where it works on the default's call
-  clock, clock_note = pick_clock(next(iter(timers.values())).call) if timers else ("wall", None)
+  clock, clock_note = calltime.pick_clock(next(iter(timers.values())).call) if timers \
+      else ("wall", None)
   for timer in timers.values():
     timer.clock = clock
   # every config that built and agreed, timed in turns (drift falls on all alike), within
   # what is left of the budget and about a second per config
   left = max(0.05, budget_s - (time.perf_counter() - start))
   try:
-    medians = time_in_turns(list(timers.values()), repeats, min(float(len(timers)), left))
-  except ClockError as e:       # the GPU's clock failed part way: all again by the wall clock
+    medians = calltime.time_in_turns(list(timers.values()), repeats,
+                                     min(float(len(timers)), left))
+  except calltime.ClockError as e:       # the GPU's clock failed part way: all again by the wall clock
     clock, clock_note = "wall", f"the GPU's clock failed while timing ({str(e)[:200]})"
     for timer in timers.values():
       timer.clock, timer.samples, timer.error = "wall", [], None
-    medians = time_in_turns(list(timers.values()), repeats, min(float(len(timers)), left))
+    medians = calltime.time_in_turns(list(timers.values()), repeats,
+                                     min(float(len(timers)), left))
   for (index, timer), seconds in zip(timers.items(), medians, strict=True):
     candidates[index] = dataclasses.replace(candidates[index], seconds=seconds,
                                             error=timer.error, end_ns=timer.end_ns)

@@ -33,6 +33,8 @@ from typing import Any, Callable, Sequence
 from .. import safe_files, serial
 from .. import settings as variables   # (settings() is this module's own)
 from ..backend.options import TUNED_FIELDS, TunedSettings, key_label
+from ..profiler import driver
+from ..version import __version__
 from . import records, tuned_file, validate
 from .choice import MIN_GAIN, cache_path, keep_default_within, same_outputs, store
 from .tuned_file import TUNED_ENV, choice as tuned_file_choice  # noqa: F401 - the reader's names
@@ -239,7 +241,6 @@ def _identity(gk, target, settings: Autotune, device_name: str) -> dict:
   import jax
   # the wheel's, without importing it
   from ..backend.compiling.compile_cache import _triton_version
-  from ..version import __version__
   return {"kernel": gk.name, "source": gk.key,
           "target": list(target), "gpu": device_name, "jax": jax.__version__,
           "triton": _triton_version(), "pallas_prof": __version__,
@@ -255,7 +256,6 @@ def _device_name(device: int) -> str:
   try:
     return jax.local_devices(backend="gpu")[device].device_kind
   except (RuntimeError, IndexError):
-    from ..profiler import driver
     return driver.device_info(device).name
 
 

@@ -26,6 +26,7 @@ from . import interpreter_runtime, long_runs
 from ..artifacts import CompiledKernel, GeneratedKernel
 from ..lowering.codegen import is_packed4
 from .bounds_errors import BoundsError
+from .runtime_errors import KernelRuntimeError, remember
 from .generated_modules import load_module
 from ..compiling.triton_run import triton_lock
 
@@ -131,7 +132,6 @@ def interpreter_error(gk: GeneratedKernel, error: BaseException) -> Exception:
   """A failure under Triton's interpreter as a run-time error at the generated line and
   its equation: an access outside every buffer the kernel was given is a BoundsError
   (without the bounds-checked mode's ref and index: its hint says how to get them)."""
-  from .runtime_errors import KernelRuntimeError, remember
   line = None
   tb = error.__traceback__
   cause = error.__cause__ or error.__context__

@@ -37,6 +37,7 @@ import threading
 
 from ... import settings
 from ..errors import KernelError, in_chain
+from . import compat_dispatch
 
 TRACEBACK_ENV = "PALLAS_PROF_TRACEBACK"
 _REMEMBERED = 32                      # recent errors kept to recognise in a JaxRuntimeError
@@ -156,7 +157,6 @@ def _execute(run, has_host_callbacks: bool):
     error = recognise(e)
     if error is None:
       raise
-    from . import compat_dispatch
     compat_dispatch.forget_failed_tokens()      # else JAX's exit prints it again
     raise _as_raised(error, e) from (e if full_traceback() else None)
   return out
@@ -180,7 +180,6 @@ def install() -> None:
   """Once per process, from the backend's registration."""
   if _state["installed"]:
     return
-  from . import compat_dispatch
   if not compat_dispatch.wrap_python_executions(_execute,
                                                 keep_in_python=lambda: _state["callbacks"]):
     import warnings

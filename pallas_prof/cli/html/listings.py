@@ -6,9 +6,12 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from .. import run_directory
 from ..report import KernelEntry, RunReport
+from ..saved_runs.kernel import Damaged, SchemaMismatch
 from ..saved_runs.files import source_lines
 from .equations import WeightedEquation
+from ...profiler.static.correlate import annotated_listing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,8 +39,6 @@ def _saved_kernel(run_dir: str | None, k: KernelEntry):
   sentence for the page where they cannot be read."""
   if run_dir is None or not (k.files or {}).get("kernel"):
     return None, None, "this run directory holds no saved kernel (kernels/ was not saved with it)"
-  from .. import run_directory
-  from ..saved_runs.kernel import Damaged, SchemaMismatch
   try:
     d = run_directory.kernel_dir(run_dir, k)
     gk, ck = run_directory.load_kernel(d, run_dir)
@@ -170,8 +171,6 @@ def stage_listings(run_dir: str | None, k: KernelEntry,
   if ck is None or "ptx" not in ck.asm:
     why = why or "this run directory holds no compiled stages"
     return (Listing("PTX", (), missing=why), Listing("SASS", (), missing=why))
-  # nvdisasm for SASS: only when asked
-  from ...profiler.static.correlate import annotated_listing
   out = []
   for stage in ("ptx", "sass"):
     try:

@@ -17,7 +17,10 @@ import sys
 from rich.table import Table
 from rich.text import Text
 
+from ...advice import hardware
 from ...backend.targets import UnknownTarget, parse_target
+from ...profiler.schema import KernelProfile
+from ...profiler.static.correlate import correlate
 from ..terminal.safe_text import printable
 
 
@@ -54,7 +57,6 @@ def compile_each(gk, targets) -> list:
 def occupancy_of(outcome):
   """hardware.Occupancy of a compiled outcome on its target (None: not compiled, or
   the compile reported no registers)."""
-  from ...advice import hardware
   ck, target = outcome.compiled, outcome.target
   if ck is None or ck.registers is None:
     return None
@@ -82,8 +84,6 @@ def advice_of(outcome, gk) -> list[str]:
   if outcome.compiled is None or outcome.target.backend != "cuda":
     return []
   from ...advice.engine import diagnose
-  from ...profiler.schema import KernelProfile
-  from ...profiler.static.correlate import correlate
   kp = KernelProfile(label=gk.name, name=gk.name, in_avals=[], out_avals=[],
                      static=correlate(outcome.compiled).profile, work=None)
   advice = diagnose(kp, gk, device=None, gpu=False)

@@ -31,6 +31,10 @@ from typing import Any
 
 from . import probe_results
 from ..driver import ProfilerError
+from ..launchspec import LaunchSpec
+from ..static.correlate import correlate
+from ..timing.replayer import Replayer
+from ..timing.throttle import ThrottleGuard
 from ..probe_schema import (Distortion, ProbeResult, ReconciledRegion, Reconciliation,
                             RegionPlacement)
 
@@ -59,7 +63,6 @@ def variant(target, options=None):
 
 def sass_counts(ck) -> tuple[int | None, int | None]:
   """(SASS instructions, those from the probes' source lines: `pp_...`)."""
-  from ..static.correlate import correlate
   corr = correlate(ck)
   if corr.sass_error is not None or not corr.sass:
     return None, None
@@ -83,7 +86,6 @@ def static_distortion(plain, probed) -> Distortion:
 def placement(gk, ck) -> tuple[list[RegionPlacement], list[str]]:
   """Per region, how much of its equations' SASS lies between its two clock reads (the
   k-th `CS2R ... SR_CLOCKLO` is boundary k), and sentences for regions above MOVED_PCT."""
-  from ..static.correlate import correlate
   layout = gk.probe_layout
   sass = correlate(ck).sass
   bounds = [n for n, ins in enumerate(sass) if "SR_CLOCKLO" in ins.text]
@@ -116,9 +118,6 @@ def measure(target, device: int = 0, options=None, *, min_launches: int = 100,
             min_seconds: float = 0.2) -> ProbeResult:
   """Replays the probed variant: one launch read back, then the plain and the probed
   kernel timed alike for the distortion."""
-  from ..launchspec import LaunchSpec
-  from ..timing.replayer import Replayer
-  from ..timing.throttle import ThrottleGuard
   gk, probed = variant(target, options)
   layout = gk.probe_layout
   spec = LaunchSpec.from_compiled(probed, target.aliases)

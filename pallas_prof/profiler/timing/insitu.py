@@ -27,6 +27,9 @@ import shutil
 import tempfile
 from typing import Any, Iterable
 
+from . import proton_capture
+from .cupti_activity import ActivityCapture
+from .. import driver
 from ..driver import ProfilerError
 from ..schema import InsituStats
 
@@ -126,13 +129,11 @@ def _jax_trace_active() -> bool:
 # --- Proton's output (kept for the Proton path and its tests) -------------------------------
 
 def parse_hatchet(data) -> tuple[dict[str, KernelTimes], dict[str, Any]]:
-  from .proton_capture import parse_hatchet as parse
-  return parse(data, _empty)
+  return proton_capture.parse_hatchet(data, _empty)
 
 
 def parse_chrome_traces(text: str, device_count: int) -> tuple[dict[str, KernelTimes], list[str]]:
-  from .proton_capture import parse_chrome_traces as parse
-  return parse(text, device_count, _empty)
+  return proton_capture.parse_chrome_traces(text, device_count, _empty)
 
 
 def _empty(name: str) -> KernelTimes:
@@ -141,7 +142,6 @@ def _empty(name: str) -> KernelTimes:
 
 def visible_gpus() -> int:
   try:
-    from .. import driver
     driver.init()
     return driver.device_count()
   except Exception:  # noqa: BLE001 - no driver: the capture will say so
@@ -189,7 +189,6 @@ class capture:
         reasons.append(str(e))
         if self.source == "cupti":
           raise _explain(e) from None
-    from . import proton_capture
     unsafe = proton_capture.why_unsafe() if self.source is None else None
     if unsafe:
       reasons.append(unsafe)
@@ -198,19 +197,17 @@ class capture:
     return self
 
   def _start_cupti(self) -> None:
-    from .cupti_activity import ActivityCapture
     activity = ActivityCapture(self._add)
     activity.start()
     self._activity = activity
     self.source = "cupti"
 
   def _start_proton(self) -> None:
-    from .proton_capture import ProtonSession
     self._tmp = self.directory or tempfile.mkdtemp(prefix="pallas-prof-insitu-")
     os.makedirs(self._tmp, exist_ok=True)
     if self.devices is None:
       self.devices = visible_gpus()
-    session = ProtonSession(self._tmp, self.devices)
+    session = proton_capture.ProtonSession(self._tmp, self.devices)
     try:
       session.start()
     except Exception as e:  # noqa: BLE001

@@ -60,6 +60,7 @@ from ..launchspec import LaunchSpec
 from .policy import MAX_SECONDS, MODES, check_mode, summarize
 from .replayer import Replayer
 from ..schema import RuntimeStats, TimingStats
+from . import throttle as throttle_mod
 from .throttle import ThrottleGuard
 
 
@@ -106,8 +107,7 @@ def _guard(throttle, device: int) -> ThrottleGuard:
     return throttle
   if not throttle:
     return ThrottleGuard.off("turned off by the caller")
-  from .throttle import for_device
-  return for_device(device)
+  return throttle_mod.for_device(device)
 
 
 def _time_modes(r: Replayer, modes, min_launches, min_seconds, guard, sampler,
