@@ -32,8 +32,8 @@ def without_command_buffers(environ=os.environ) -> str:
   flags = environ.get("XLA_FLAGS", "")
   if COMMAND_BUFFER_FLAG in flags:
     return USERS_COMMAND_BUFFERS
-  from ..backend.running.compat_dispatch import backends_started
-  if backends_started():
+  from ..backend.compat import backends_initialized
+  if backends_initialized():
     return TOO_LATE
   environ["XLA_FLAGS"] = f"{flags} {COMMAND_BUFFER_FLAG}=".strip()
   return NO_COMMAND_BUFFERS

@@ -7,7 +7,7 @@ what the in-process CPU path computes. launch.py runs kernels through
 `launch()`; an ejected program through the same function.
 
 Also the one place that knows the interpreter's internals (what it needs of
-a tensor, the functions patched below); compat.py knows JAX's.
+a tensor, the functions patched below); compat/ knows JAX's.
 
 No `from __future__` here: the source is pasted into the middle of a file.
 """
