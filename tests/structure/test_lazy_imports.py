@@ -30,7 +30,7 @@ ROOT = "pallas_prof"
 _RUN_BY_THE_WORKER = ("the compile worker runs this file by its path, without the package: "
                       "an import of the package works only in what the package's side calls")
 EXCEPTIONS: dict[str, str] = {
-    "backend/compiling/compile_worker.py": _RUN_BY_THE_WORKER,
+    "backend/compiling/worker_main.py": _RUN_BY_THE_WORKER,
     "backend/compiling/triton_run.py": _RUN_BY_THE_WORKER,
     "backend/compiling/triton_compat.py": _RUN_BY_THE_WORKER,
     "backend/compiling/ptx_rewrites.py": _RUN_BY_THE_WORKER,
