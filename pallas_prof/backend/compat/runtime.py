@@ -37,10 +37,10 @@ def gpu_compute_capability(device=None) -> int | None:
 def backends_initialized() -> bool:
   """Whether JAX has created its XLA backends. Until it has, jax.distributed.initialize()
   may still be called, so nothing before a user's program may ask JAX for devices; once it
-  has, XLA has read XLA_FLAGS."""
+  has, XLA has read XLA_FLAGS. Read without JAX's backend lock (backends_are_initialized
+  takes it): install() must not wait for another thread's backend start."""
   from jax._src import xla_bridge
-  started = getattr(xla_bridge, "backends_are_initialized", None)
-  return bool(started()) if started is not None else bool(getattr(xla_bridge, "_backends", None))
+  return bool(getattr(xla_bridge, "_backends", None))
 
 
 def distributed_process() -> tuple[int, int] | None:
