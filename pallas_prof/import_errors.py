@@ -1,6 +1,6 @@
 """Failures while pallas-prof imports, said as what they are.
 
-pallas-prof reaches into JAX's and Triton's internals (backend/compat.py), so a JAX or
+pallas-prof reaches into JAX's and Triton's internals (backend/compat/), so a JAX or
 Triton it does not know can break its import. Python would then say the least useful
 thing: an AttributeError inside a module's lazy `__getattr__` becomes "cannot import
 name 'CompilerParams'". Every import of the package goes through `reported()`, which

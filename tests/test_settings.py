@@ -122,7 +122,7 @@ def test_every_variable_the_package_names_is_declared():
 
 # the compile worker runs these files without the package and reads the variables its
 # parent set for it directly
-READ_WITHOUT_THE_PACKAGE = {"backend/compiling/compile_worker.py",
+READ_WITHOUT_THE_PACKAGE = {"backend/compiling/worker_main.py",
                             "backend/compiling/worker_output.py", "settings.py"}
 
 

@@ -43,22 +43,22 @@ from pallas_prof.backend import kernel_registry
 from pallas_prof.backend.compiling.compile import compile_kernel
 from pallas_prof.tune import params
 from tests.profiler.conftest import load_example, lowered_record, sds
-from pallas_prof.backend import pallas_call_rule
+from pallas_prof.backend.lowering import pallas_call
 pallas_prof.install()
 target, gpu = ("cuda", 90), "bench/cost/tune_cost.py: no GPU"
 calls = []                  # the lowering's arguments: a candidate is lowered as registration does
-real_lower = pallas_call_rule.lower_kernel
+real_lower = pallas_call.lower_kernel
 def recording_lower(*args, **kwargs):
   calls.append((args, kwargs))
   return real_lower(*args, **kwargs)
-pallas_call_rule.lower_kernel = recording_lower
+pallas_call.lower_kernel = recording_lower
 if kernel == "softmax":
   rec = lowered_record(load_example("softmax").softmax, sds((4096, 4096), "float32"))
 else:
   rec = lowered_record(load_example("matmul").matmul, sds((4096, 4096), "bfloat16"),
                        sds((4096, 4096), "bfloat16"))
 gk = rec.generated
-pallas_call_rule.lower_kernel = real_lower
+pallas_call.lower_kernel = real_lower
 (largs, lkwargs), = calls
 def relower(options):          # registration's: lower_kernel(jaxpr, grid_mapping, options, ...)
   return real_lower(largs[0], largs[1], options, *largs[3:], **lkwargs)

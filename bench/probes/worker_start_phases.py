@@ -7,7 +7,7 @@ Per fresh process, medians in milliseconds:
 - Python's own start (`python -c pass`), and without site (`python -S -c pass`:
   not used, since Triton then imports what site's .pth files had imported);
 - in a process started as the worker is (TRITON_BACKENDS_IN_TREE=1), what
-  compile_worker._serve does before its first
+  worker_main._serve does before its first
   request: loading triton_run.py, use_quick_triton_key (which imports triton),
   import_compiler (the compiler's modules, libdevice_link.py, and ptxas's two
   `--version` runs in a thread beside them), and ptxas's two runs alone, for

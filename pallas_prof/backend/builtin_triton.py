@@ -3,7 +3,7 @@ to be removed: whether it is there, and its lowering, for comparing pallas-prof 
 (pallas_call_rule.route_to_builtin) and for the calls pallas-prof hands back to JAX.
 
 pallas-prof's own path needs none of it: nothing here imports it unless asked for its
-lowering, and all of it may be absent. Beside compat.py, the one other module that
+lowering, and all of it may be absent. Beside compat/, the one other module that
 reaches into JAX's internals (this one, for a part of JAX that is going away).
 """
 from __future__ import annotations

@@ -22,6 +22,8 @@ from ..serial import Misfit, Saved, decode
 
 DEFAULT_NUM_WARPS = 4
 DEFAULT_NUM_STAGES = 3
+# JAX's built-in backend pipelines no loops on ROCm unless asked (num_stages=1)
+ROCM_DEFAULT_NUM_STAGES = 1
 TUNED_FIELDS = ("num_warps", "num_stages", "launch_group", "tma")
 
 

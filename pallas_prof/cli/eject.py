@@ -14,7 +14,8 @@ from __future__ import annotations
 import inspect
 import os
 
-from ..backend.running import interpreter_libdevice, interpreter_reductions, interpreter_runtime
+from ..backend.running import (interpreter_libdevice, interpreter_memory, interpreter_reductions,
+                               interpreter_runtime)
 
 _LAUNCHER = r'''
 
@@ -185,8 +186,9 @@ def run_interpreted(inputs):
     global libdevice
     libdevice = _module_from_source("libdevice_numpy", _LIBDEVICE_SOURCE)
     reductions = _module_from_source("interpreter_reductions", _REDUCTIONS_SOURCE)
+    memory = _module_from_source("interpreter_memory", _MEMORY_SOURCE)
     runtime = _module_from_source("interpreter_runtime", _RUNTIME_SOURCE,
-                                  _REDUCTIONS=reductions)
+                                  _REDUCTIONS=reductions, _MEMORY=memory)
     arrays = [np.array(a, order="C", copy=True) for a in inputs]
     args, outputs, flag = _arguments(arrays)
     runtime.launch(globals()[KERNEL], GRID, args)
@@ -294,11 +296,13 @@ def main(argv):
     return 3 if found else 0
 
 
-# pallas_prof/backend/running/interpreter_libdevice.py, interpreter_runtime.py and
-# interpreter_reductions.py, verbatim
+# pallas_prof/backend/running/interpreter_libdevice.py, interpreter_runtime.py,
+# interpreter_reductions.py and interpreter_memory.py, verbatim
 _LIBDEVICE_SOURCE = {libdevice_source}
 
 _REDUCTIONS_SOURCE = {reductions_source}
+
+_MEMORY_SOURCE = {memory_source}
 
 _RUNTIME_SOURCE = {runtime_source}
 
@@ -386,7 +390,8 @@ def eject(gk, path: str, aliases=()) -> str:
               initial_of=initial_of, check_offset=bounds_errors.OFFSET, check_sites=sites,
               libdevice_source=_as_literal(inspect.getsource(interpreter_libdevice)),
               runtime_source=_as_literal(inspect.getsource(interpreter_runtime)),
-              reductions_source=_as_literal(inspect.getsource(interpreter_reductions))))
+              reductions_source=_as_literal(inspect.getsource(interpreter_reductions)),
+              memory_source=_as_literal(inspect.getsource(interpreter_memory))))
   with open(path, "w") as f:
     f.write(text)
   return path

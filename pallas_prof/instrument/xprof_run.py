@@ -14,7 +14,7 @@ import contextlib
 import os
 
 from . import xplane
-from ..backend.running.compat_dispatch import backends_started
+from ..backend.compat import backends_initialized
 
 COMMAND_BUFFER_FLAG = "--xla_gpu_enable_command_buffer"
 NO_COMMAND_BUFFERS = (
@@ -35,7 +35,7 @@ def without_command_buffers(environ=os.environ) -> str:
   flags = environ.get("XLA_FLAGS", "")
   if COMMAND_BUFFER_FLAG in flags:
     return USERS_COMMAND_BUFFERS
-  if backends_started():
+  if backends_initialized():
     return TOO_LATE
   environ["XLA_FLAGS"] = f"{flags} {COMMAND_BUFFER_FLAG}=".strip()
   return NO_COMMAND_BUFFERS

@@ -194,9 +194,9 @@ def test_a_damaged_ref_names_is_refused_by_name(softmax, tmp_path, saved):
 
 
 def test_the_compile_worker_imports_nothing_that_imports_it():
-  """compile.py and warmup.py call the worker; the worker imports only
-  triton_run.py and worker_output.py (free of pallas_prof itself), so the
-  compile <-> compile_worker cycle is gone."""
+  """compile.py and warmup.py call the worker; the worker's parent side imports only
+  triton_run.py and the worker's own modules (free of pallas_prof itself), and the worker
+  process (worker_main.py) only those, so the compile <-> compile_worker cycle is gone."""
   def imports(name):
     path = os.path.join(os.path.dirname(artifacts.__file__), "compiling", name)
     imported = set()
@@ -210,7 +210,9 @@ def test_the_compile_worker_imports_nothing_that_imports_it():
     return {m for m in imported if m.startswith((".", "pallas_prof")) and m.strip(".")}
 
   # settings: read by the parent's side alone (enabled()), a leaf of the standard library
-  assert imports("compile_worker.py") == {".triton_run", ".worker_output", "...settings"}
+  assert imports("compile_worker.py") == {".triton_run", ".worker_main", ".worker_output",
+                                          "...settings"}
+  assert imports("worker_main.py") == {".worker_batch", ".worker_output"}
   assert imports("worker_output.py") == set()
 
 

@@ -83,15 +83,15 @@ def test_the_profiled_run_turns_xlas_command_buffers_off(tmp_path):
 
 
 def test_a_users_command_buffer_flag_is_kept_and_a_late_start_is_said(monkeypatch):
-  from jax._src import xla_bridge
+  from pallas_prof.backend import compat
   from pallas_prof.instrument import xprof_run
   env = {"XLA_FLAGS": "--xla_gpu_enable_command_buffer=FUSION --xla_dump_to=/tmp/d"}
   assert xprof_run.without_command_buffers(env) == xprof_run.USERS_COMMAND_BUFFERS
   assert env["XLA_FLAGS"] == "--xla_gpu_enable_command_buffer=FUSION --xla_dump_to=/tmp/d"
   env = {"XLA_FLAGS": "--xla_dump_to=/tmp/d"}
-  monkeypatch.setattr(xla_bridge, "backends_are_initialized", lambda: False)
+  monkeypatch.setattr(compat, "backends_initialized", lambda: False)
   assert xprof_run.without_command_buffers(env) == xprof_run.NO_COMMAND_BUFFERS
   assert env["XLA_FLAGS"] == "--xla_dump_to=/tmp/d --xla_gpu_enable_command_buffer="
   env = {}
-  monkeypatch.setattr(xla_bridge, "backends_are_initialized", lambda: True)
+  monkeypatch.setattr(compat, "backends_initialized", lambda: True)
   assert xprof_run.without_command_buffers(env) == xprof_run.TOO_LATE and env == {}

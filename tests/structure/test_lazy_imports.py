@@ -35,7 +35,7 @@ _HELP = ("start-up of --help: cli/main.py builds every command's parser, so `pal
 _TUNED_ONLY = ("the first GPU lowering imports tune/params.py (the warm-up thread ahead of it): "
                "the profiler's replay modules load only when a kernel is tuned")
 EXCEPTIONS: dict[str, str] = {
-    "backend/compiling/compile_worker.py": _RUN_BY_THE_WORKER,
+    "backend/compiling/worker_main.py": _RUN_BY_THE_WORKER,
     "backend/compiling/triton_run.py": _RUN_BY_THE_WORKER,
     "backend/compiling/triton_compat.py": _RUN_BY_THE_WORKER,
     "backend/compiling/ptx_rewrites.py": _RUN_BY_THE_WORKER,
@@ -61,12 +61,6 @@ EXCEPTIONS: dict[str, str] = {
         "hoisted, that failure would stop instrument/ (the spans) from importing at all",
     "tune/params.py -> pallas_prof.profiler.launchspec": _TUNED_ONLY,
     "tune/params.py -> pallas_prof.profiler.timing.replayer": _TUNED_ONLY,
-}
-# NOT DONE: files whose lazy imports the rule does not justify and that were not reviewed
-# yet (issue 42, item 8), with how many there are; the counts may only fall, and a file
-# leaves the list when its imports are hoisted or justified.
-NOT_YET_REVIEWED: dict[str, int] = {
-    "backend/pallas_call_rule.py": 2,
 }
 
 
@@ -181,31 +175,17 @@ class ImportTime:
     return out
 
 
-def unreviewed_beyond_their_count(found: dict[str, list[str]],
-                                  not_yet_reviewed: dict[str, int]) -> list[str]:
-  return [line for file, lines in sorted(found.items())
-          if len(lines) > not_yet_reviewed.get(file, 0) for line in lines]
-
-
 @functools.cache
 def _package_tree() -> ImportTime:
   return ImportTime(MODULES)
 
 
 def test_every_lazy_import_buys_start_up_time_or_breaks_a_circle():
-  found = unreviewed_beyond_their_count(_package_tree().unjustified(), NOT_YET_REVIEWED)
+  found = [line for lines in _package_tree().unjustified().values() for line in lines]
   assert not found, (
       "imports inside functions that neither keep a package from loading at import time "
       "nor break an import circle: move them to the module's top-level imports (or list "
       "the file in EXCEPTIONS with the reason):\n" + "\n".join(found))
-
-
-def test_the_not_yet_reviewed_counts_only_fall():
-  """A file hoisted or justified leaves NOT_YET_REVIEWED, and a count says how many are left."""
-  found = _package_tree().unjustified()
-  stale = {file: (count, len(found.get(file, [])))
-           for file, count in NOT_YET_REVIEWED.items() if len(found.get(file, [])) != count}
-  assert not stale, f"NOT_YET_REVIEWED's counts (listed, found) are out of date: {stale}"
 
 
 def _planted(tmp_path, relative: str, source: str) -> tuple[str, pathlib.Path]:
@@ -225,8 +205,6 @@ def test_the_rule_finds_a_planted_lazy_import(tmp_path):
   found = _package_tree().with_file(module, path).unjustified()
   assert f"pallas_prof/cli/processes.py:{line}: imports pallas_prof.serial inside a function" \
       in found["cli/processes.py"]
-  # a file's count in NOT_YET_REVIEWED does not hide a new one
-  assert unreviewed_beyond_their_count(found, {**NOT_YET_REVIEWED, "cli/processes.py": 0})
 
 
 def test_a_lazy_import_that_keeps_jax_out_is_justified(tmp_path):
@@ -257,7 +235,7 @@ def test_the_warm_up_thread_and_the_worker_files_are_the_listed_exceptions():
   assert tree.verdict("pallas_prof.backend.compiling.warmup",
                       "pallas_prof.backend.lowering.rules").startswith("(c)")
   listed = {key.split(" -> ")[0] for key in EXCEPTIONS}
-  assert all((PACKAGE / file).exists() for file in listed | set(NOT_YET_REVIEWED)), listed
+  assert all((PACKAGE / file).exists() for file in listed), listed
 
 
 def _needless_exceptions(tree: ImportTime, exceptions: dict[str, str]) -> list[str]:

@@ -301,10 +301,10 @@ def test_a_crash_in_a_batch_fails_only_its_own_compile():
   JAX, as the worker is (forking JAX's threads is not safe)."""
   import subprocess
   import sys
-  from pallas_prof.backend.compiling import compile_worker
+  from pallas_prof.backend.compiling import worker_main
   code = f"""
 import importlib.util, json, os, signal
-spec = importlib.util.spec_from_file_location("cw", {compile_worker.__file__!r})
+spec = importlib.util.spec_from_file_location("cw", {worker_main.__file__!r})
 cw = importlib.util.module_from_spec(spec); spec.loader.exec_module(cw)
 class Compiler:
   @staticmethod

@@ -13,22 +13,11 @@ machine ended the worker (a signal Triton never sends itself, a disk that
 would not take an answer); compile.py retries such failures, and any crash,
 once on a fresh worker (replace()) before believing them.
 
-Imports nothing of pallas_prof: it runs as a script (triton_run.py loaded by
-path); compile.py and warmup.py call it, never the other way round.
-
-Protocol: length-prefixed pickles over the worker's stdin/stdout; the
-worker's stderr (LLVM's assertion messages, progress lines naming the stage
-being compiled) goes to a log file the parent reads after a crash.
-Each compile's own stderr also comes back with its error (worker_output.py).
-
-Start-up (install() starts it on a GPU machine; a first pallas_call right
-after waits for it): Triton's backends found in its folder, ptxas asked
-beside the imports, and install()'s warm-ups never ahead of a request: one
-in a child (_warm_up_in_child), one here only while no request waits
-(_warm_up_here). Its own process group: closing it ends that child too (and
-Ctrl-C in the user's terminal does not reach it). (Starting it without site,
-`python -S`, did not shorten the start on the CPU machine: 420 against 400
-ms, medians of 15: Triton imports what site's .pth files had imported.)
+The worker process runs worker_main.py, by path and without the package; this module is
+the parent's side: it starts the worker (in a process group of its own: closing it ends
+the worker's children too, and Ctrl-C in the user's terminal does not reach them), sends it
+requests (worker_main.py's protocol), reads what a dead one left, and ends it. Each compile's own
+stderr comes back with its error (worker_output.py).
 """
 from __future__ import annotations
 
@@ -37,7 +26,6 @@ import os
 import pickle
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -45,11 +33,14 @@ import threading
 import time
 from typing import Any
 
-STAGE_MARK = "pallas-prof-worker: stage "
-# set by the parent for the worker, which reads them without the package (pallas_prof/settings.py
-# lists them): the warm-up request's file, the GPU's compute capability for ptxas's query
-WARM_UP_ENV = "PALLAS_PROF_WORKER_WARM_UP"
-ARCH_ENV = "PALLAS_PROF_WORKER_ARCH"
+from ... import settings
+from . import worker_output as _output
+from . import worker_main
+from .triton_run import run_ptxas, run_triton, triton_lock
+from .worker_main import ARCH_ENV, STAGE_MARK, WARM_UP_ENV, recv, send
+
+# the worker process's script, run by path
+WORKER_SCRIPT = worker_main.__file__
 
 
 class WorkerCrashed(RuntimeError):
@@ -68,26 +59,7 @@ class WorkerCrashed(RuntimeError):
                          else from_outside)
 
 
-def _send(stream, obj) -> None:
-  data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-  stream.write(struct.pack("<Q", len(data)))
-  stream.write(data)
-  stream.flush()
-
-
-def _recv(stream):
-  header = stream.read(8)
-  if len(header) < 8:
-    raise EOFError("worker closed its output")
-  (size,) = struct.unpack("<Q", header)
-  data = stream.read(size)
-  if len(data) < size:
-    raise EOFError("worker output cut short")
-  return pickle.loads(data)
-
-
 def enabled() -> bool:
-  from ... import settings      # here: the worker runs this file without the package
   return settings.value("PALLAS_PROF_COMPILE_WORKER")
 
 
@@ -131,7 +103,7 @@ class _Worker:
     log = open(self.log_path, "w")
     # run as a script, not `-m pallas_prof...`: importing the package would import
     # JAX, which the worker never needs (its start-up delays the first compile)
-    self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__)],
+    self.proc = subprocess.Popen([sys.executable, WORKER_SCRIPT],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                  env=env, close_fds=True, process_group=0)
     log.close()
@@ -195,8 +167,8 @@ class _Worker:
       if self.proc is None or self.proc.poll() is not None:
         self._start_for_a_request()
       try:
-        _send(self.proc.stdin, request)
-        result = _recv(self.proc.stdout)
+        send(self.proc.stdin, request)
+        result = recv(self.proc.stdout)
       except (EOFError, BrokenPipeError, OSError, pickle.UnpicklingError):
         raise self._crashed() from None
       except BaseException:    # Ctrl-C, SIGTERM: its answer would go to the next request
@@ -272,10 +244,9 @@ if hasattr(os, "register_at_fork"):
 def compile(request: dict[str, Any]) -> dict[str, Any]:  # noqa: A001 - the module's verb
   """run_triton(request), in the worker process (or in-process when disabled)."""
   if not enabled():
-    from .triton_run import run_ptxas, run_triton, triton_lock
     with triton_lock():      # file descriptor 2 is the process's: one compile at a time
-      return _with_output(lambda: run_ptxas(request) if request.get("op") == "ptxas"
-                          else run_triton(request))
+      return _output.with_output(lambda: run_ptxas(request) if request.get("op") == "ptxas"
+                                 else run_triton(request))
   return _worker.call(request)
 
 
@@ -328,185 +299,3 @@ def start(warm_up: dict[str, Any] | None = None,
 
 def warm_up_answer() -> dict[str, Any] | None:
   return _worker.warm_up_answer()
-
-
-def _serve(compile_module) -> None:
-  """The worker's loop: requests in on stdin, results out on stdout.
-
-  The worker imports Triton's compiler as it starts, before any request.
-  Python's cyclic garbage collector then runs only between requests, once the
-  answer is on its way: left to itself it would start a full collection in
-  the middle of a compile, which after `import triton` walks every object
-  Triton made (about half the compile of a norm kernel). Those objects are
-  frozen (gc.freeze) once Triton is imported, so each collection only looks
-  at what compiles left behind. They are frozen without a collection first:
-  that one would walk them all (in the start-up a first pallas_call may wait
-  for; figures in bench/results/archive/comment_figures.md) to free the
-  ~500 objects the imports left unreachable, which now stay. (Freezing after
-  every collection too cost the same, and would keep for good whatever
-  became garbage later.)
-  """
-  import gc
-  gc.disable()
-  inp, out = sys.stdin.buffer, sys.stdout.buffer
-  sys.stdout = sys.stderr        # stray prints must not corrupt the protocol
-  _output.pause_for_test("start")
-  compile_module.use_quick_triton_key()
-  compile_module.import_compiler(int(os.environ.get(ARCH_ENV) or 90))
-  gc.freeze()                    # Triton's modules: never walked by a collection
-  warm_ups = _warm_up_requests()
-  _warm_up_in_child(compile_module, warm_ups.get("child"))
-  _warm_up_here(compile_module, warm_ups.get("here"), inp)
-
-  def on_stage(name: str) -> None:
-    sys.stderr.write(f"{STAGE_MARK}{name}\n")
-    sys.stderr.flush()
-    _output.pause_for_test(name)
-
-  while True:
-    try:
-      request = _recv(inp)
-    except EOFError:           # the parent died (close() kills us): the folder is ours to remove
-      shutil.rmtree(os.environ.get(_output.DIR_ENV) or "", ignore_errors=True)
-      return
-    if request.get("op") == "batch":
-      _send(out, _batch.compile_batch(
-          request, lambda one: _run_one(compile_module, one, on_stage), _output))
-    else:
-      _send(out, _run_one(compile_module, request, on_stage))
-    gc.collect()                 # what this compile left (short: the imports are frozen)
-    _reap_children()
-
-
-def _warm_up_requests() -> dict[str, Any]:
-  """The warm-up requests the parent left for this worker (see _Worker._start)."""
-  path = os.environ.get(WARM_UP_ENV)
-  if not path:
-    return {}
-  try:
-    with open(path, "rb") as f:
-      return pickle.load(f)
-  except (OSError, EOFError, pickle.UnpicklingError):
-    return {}
-
-
-class _RequestWaiting(Exception):
-  pass
-
-
-_warmed_here = ["no"]      # "no", "done", "skipped" (a request waited) or "stopped at <stage>"
-
-
-def _warm_up_here(compile_module, request: dict[str, Any] | None, inp) -> None:
-  """Compiles `request` (a tiny kernel) in this process while no request waits on
-  `inp`: a process's first compile pays one-time costs of Triton and LLVM that a
-  compile of anything pays (first minus second compile of one kernel,
-  bench/first_call/first_call_cpu.py; an MLIR context and LLVM's targets made up front did
-  not remove them). A request that comes meanwhile stops it before
-  Triton's next stage, so it waits at most for one stage of a tiny kernel."""
-  if request is None:
-    return
-  import select
-
-  def waiting() -> bool:
-    return bool(select.select([inp], [], [], 0)[0])
-
-  def stop_if_asked(stage: str) -> None:
-    if waiting():
-      raise _RequestWaiting(stage)
-
-  status = "skipped"
-  if not waiting():
-    try:
-      error = compile_module.run_triton(request, on_stage=stop_if_asked).get("error") or {}
-    except _RequestWaiting as stopped:       # before the first stage
-      error = {"type": "_RequestWaiting", "message": str(stopped)}
-    status = ("done" if not error else f"stopped at {error['message']}"
-              if error["type"] == "_RequestWaiting" else f"failed: {error['type']}")
-  _warmed_here[0] = status
-
-
-def _warm_up_in_child(compile_module, request: dict[str, Any] | None) -> None:
-  """install()'s warm-up compile (warmup.py), in a child forked now that Triton
-  is imported, its answer in a file beside the request. What it prepares on
-  disk (libdevice's common functions, libdevice_link.py) serves later compiles,
-  and this process takes requests at once: a first pallas_call right after
-  install() waits for the worker's start-up only, never for a warm-up compile
-  ahead of it (it did, on the H200 machine). Forked before any
-  compile, while this process has no other thread."""
-  path = os.environ.get(WARM_UP_ENV)
-  if not path or request is None:
-    return
-  sys.stderr.flush()
-  if os.fork() != 0:
-    return
-  code = 1
-  try:
-    # the protocol's pipes are the worker's: a child holding them open would hide
-    # the worker's death from the parent until the child ended too
-    devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 0)
-    os.dup2(devnull, 1)
-    os.nice(10)         # where cores are few, the compiles a program waits for go first
-    answer = _run_one(compile_module, request, lambda name: None)   # no stage marks in the log
-    with open(path + ".tmp", "wb") as f:
-      pickle.dump(answer, f, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(path + ".tmp", path + ".answer")
-    code = 0
-  finally:
-    sys.stderr.flush()
-    os._exit(code)
-
-
-def _reap_children() -> None:
-  """Collects the warm-up child once it has ended (batches wait for their own)."""
-  try:
-    while os.waitpid(-1, os.WNOHANG)[0] > 0:
-      pass
-  except ChildProcessError:
-    pass
-
-
-def _run_one(compile_module, request: dict[str, Any], on_stage) -> dict[str, Any]:
-  if request.get("op") == "ping":          # the worker is up (benchmarks of its start, tests)
-    import gc
-    return {"pid": os.getpid(), "end_ns": time.time_ns(), "frozen": gc.get_freeze_count(),
-            "full_collections": gc.get_stats()[2]["collections"], "warmed_here": _warmed_here[0]}
-  if request.get("op") == "ptxas":
-    on_stage("cubin")
-    return _with_output(lambda: compile_module.run_ptxas(request))
-  return _with_output(lambda: compile_module.run_triton(request, on_stage=on_stage))
-
-
-def _with_output(run) -> dict[str, Any]:
-  """run() (a compile, or ptxas) with its stderr kept: a failed one's error carries it."""
-  with _output.compiler_output() as output:
-    result = run()
-  if "error" in result and output:
-    result["error"]["stderr"] = output[0]
-  return result
-
-
-def _load_beside(name: str):
-  """A module beside this file, loaded by path: not through the pallas_prof package,
-  nor with this folder on sys.path (its module names would shadow others)."""
-  import importlib.util
-  here = os.path.dirname(os.path.abspath(__file__))
-  if sys.path and os.path.abspath(sys.path[0] or os.curdir) == here:
-    sys.path.pop(0)              # Python put the script's folder first
-  spec = importlib.util.spec_from_file_location(f"pallas_prof_{name}",
-                                                os.path.join(here, f"{name}.py"))
-  module = importlib.util.module_from_spec(spec)
-  sys.modules[spec.name] = module      # dataclasses look their module up there
-  spec.loader.exec_module(module)
-  return module
-
-
-if __package__:
-  from . import worker_output as _output
-else:                        # run as the worker's script: no package
-  _output = _load_beside("worker_output")
-  _batch = _load_beside("worker_batch")
-
-if __name__ == "__main__":
-  _serve(_load_beside("triton_run"))

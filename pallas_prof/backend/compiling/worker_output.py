@@ -158,3 +158,12 @@ def pause_for_test(point: str) -> None:
 
 
 _paused: list[str] = []
+
+
+def with_output(run) -> dict:
+  """run() (a compile, or ptxas) with its stderr kept: a failed one's error carries it."""
+  with compiler_output() as output:
+    result = run()
+  if "error" in result and output:
+    result["error"]["stderr"] = output[0]
+  return result

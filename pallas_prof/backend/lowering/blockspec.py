@@ -160,7 +160,7 @@ def index_map_site(bm):
   info = getattr(bm.index_map_jaxpr.jaxpr.debug_info, "func_src_info", None) or ""
   function, sep, where = info.rpartition(" at ")
   path, _, line = where.rpartition(":")
-  if not sep or not line.isdigit() or not compat._is_user_file(path):
+  if not sep or not line.isdigit() or not compat.is_user_file(path):
     return None
   return path, int(line), function
 

@@ -228,7 +228,7 @@ def pallas_call_info(call_site, jaxpr, kname: str, grid_mapping=None) -> Equatio
 
 def _live_user_frame():
   for summary in reversed(traceback.extract_stack()):
-    if compat._is_user_file(summary.filename):
+    if compat.is_user_file(summary.filename):
       return summary.filename, summary.lineno, summary.name
   return None
 

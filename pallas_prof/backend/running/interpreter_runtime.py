@@ -7,7 +7,10 @@ what the in-process CPU path computes. launch.py runs kernels through
 `launch()`; an ejected program through the same function.
 
 Also the one place that knows the interpreter's internals (what it needs of
-a tensor, the functions patched below); compat.py knows JAX's.
+a tensor, the functions patched below), with the modules beside it that an
+ejected program inlines too: interpreter_memory.py (every access checked
+against the launch's arrays) and interpreter_reductions.py (reductions and
+scans a slice at a time); compat/ knows JAX's.
 
 No `from __future__` here: the source is pasted into the middle of a file.
 """
@@ -20,8 +23,10 @@ import dataclasses
 import numpy as np
 
 
-# interpreter_reductions.py (see _reductions); an ejected program sets it first
+# interpreter_reductions.py and interpreter_memory.py (see _beside); an ejected program
+# inlines them and sets these first
 _REDUCTIONS = globals().get("_REDUCTIONS")
+_MEMORY = globals().get("_MEMORY")
 
 
 class _Storage:
@@ -298,21 +303,33 @@ def _forget_rewritten_language_functions() -> None:
 
 
 def _reductions():
-  """interpreter_reductions.py: inlined beside this module in an ejected program
-  (its `_REDUCTIONS`), else the package's module, else the file next to this one."""
   global _REDUCTIONS
   if _REDUCTIONS is None:
-    import importlib
-    import importlib.util
-    import os
-    if __package__:
-      _REDUCTIONS = importlib.import_module(f"{__package__}.interpreter_reductions")
-    else:     # loaded by path, with no package around it
-      path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "interpreter_reductions.py")
-      spec = importlib.util.spec_from_file_location("interpreter_reductions", path)
-      _REDUCTIONS = importlib.util.module_from_spec(spec)
-      spec.loader.exec_module(_REDUCTIONS)
+    _REDUCTIONS = _beside("interpreter_reductions")
   return _REDUCTIONS
+
+
+def _memory():
+  global _MEMORY
+  if _MEMORY is None:
+    _MEMORY = _beside("interpreter_memory")
+  return _MEMORY
+
+
+def _beside(name: str):
+  """The module `name` beside this one (an ejected program inlines it and sets it first,
+  as _REDUCTIONS or _MEMORY): the package's module, else the file next to this one."""
+  import importlib
+  import importlib.util
+  import os
+  if __package__:
+    return importlib.import_module(f"{__package__}.{name}")
+  # loaded by path, with no package around it
+  path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+  spec = importlib.util.spec_from_file_location(name, path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
 
 
 def _language_objects():
@@ -395,7 +412,7 @@ def _libm():
 def launch(kernel, grid, arrays, owner=None) -> None:
   """Runs an interpreted kernel (`@triton.jit` loaded with the interpret knob on)
   on numpy arrays, in place: each array is one pointer argument, in order.
-  `owner`: MemoryGuard's, the ref an access indexes.
+  `owner`: interpreter_memory.MemoryGuard's, the ref an access indexes.
 
   numpy's floating-point warnings are off for the launch only: the kernel
   defines those results the GPU's way (a NaN cast to an integer under the
@@ -403,101 +420,6 @@ def launch(kernel, grid, arrays, owner=None) -> None:
   in cast" would only alarm the user about numbers the kernel then handles.
   """
   args = [NumpyArg(a) for a in arrays]
-  with InterpreterPatches(), ieee_subnormals(), MemoryGuard(arrays, owner), \
+  with InterpreterPatches(), ieee_subnormals(), _memory().MemoryGuard(arrays, owner), \
       np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):
     kernel[grid](*args)
-
-
-class OutOfBuffers(IndexError):
-  """An interpreted kernel tried to read or write memory outside every array
-  it was given (on a GPU: an illegal address, or another buffer's data)."""
-
-
-class MemoryGuard:
-  """While active, every load, store and atomic of an interpreted kernel is
-  checked against the arrays it was launched with, before it happens: an
-  access outside all of them raises OutOfBuffers instead of reading stray
-  host memory (zeros, other data) or ending the process with a segmentation
-  fault. Only lanes the access really performs (its mask) are checked; the
-  generated code is not changed (PALLAS_PROF_CHECK=bounds checks each ref
-  against its own extent and names the index).
-
-  `owner()`, called inside an access, gives the ref it indexes (its name and array), or None
-  where not known: a failed access then counts its elements outside that ref, not only
-  those outside every buffer (a read past one array's end lands mostly in the next one,
-  and counted so it understated the overrun)."""
-
-  def __init__(self, arrays, owner=None):
-    self._owner = owner
-    spans = sorted((a.ctypes.data, a.ctypes.data + a.nbytes) for a in arrays if a.nbytes)
-    self._starts = np.array([b for b, _ in spans], dtype=np.uint64)
-    self._ends = np.array([e for _, e in spans], dtype=np.uint64)
-
-  def check(self, ptrs, mask, itemsize: int, what: str) -> None:
-    p = np.asarray(ptrs).astype(np.uint64)
-    if mask is not None:
-      active = np.broadcast_to(np.asarray(mask, dtype=bool), p.shape)
-      p = p[active]
-    p = p.reshape(-1)
-    if not p.size:
-      return
-    k = np.searchsorted(self._starts, p, side="right").astype(np.int64) - 1
-    inside = (k >= 0) & (p + np.uint64(itemsize) <= self._ends[np.maximum(k, 0)]) \
-        if self._ends.size else np.zeros(p.shape, bool)
-    if inside.all():
-      return
-    raise OutOfBuffers(f"the kernel {self._outside(p, itemsize, what, int((~inside).sum()))} "
-                       "(on a GPU: an illegal address); PALLAS_PROF_CHECK=bounds names the "
-                       "ref and the index")
-
-  def _outside(self, p, itemsize: int, what: str, outside_all: int) -> str:
-    """What the failed access did, counted in elements: outside its own ref where known."""
-    own = self._owner() if self._owner is not None else None
-    if own is None:
-      return f"{what} {outside_all} element(s) outside every buffer it was given"
-    name, array = own
-    start = np.uint64(array.ctypes.data)
-    outside_own = int(((p < start) | (p + np.uint64(itemsize) > start + np.uint64(array.nbytes)))
-                      .sum())
-    elsewhere = outside_own - outside_all
-    return (f"{what} {outside_own} element(s) outside {name}"
-            + (f", {elsewhere} of them inside another of its buffers" if elsewhere else ""))
-
-  def __enter__(self):
-    from triton.runtime.interpreter import InterpreterBuilder, _get_np_dtype
-    self._saved = {name: getattr(InterpreterBuilder, name) for name in
-                   ("create_masked_load", "create_masked_store", "create_atomic_rmw",
-                    "create_atomic_cas")}
-    guard, saved = self, self._saved
-
-    def size_of(ptrs) -> int:
-      return np.dtype(_get_np_dtype(ptrs.get_element_ty())).itemsize
-
-    # keywords too: the interpreter's tensor-descriptor loads pass their options so
-    def masked_load(builder, ptrs, mask, *rest, **options):
-      guard.check(ptrs.data, mask.data, size_of(ptrs), "reads")
-      return saved["create_masked_load"](builder, ptrs, mask, *rest, **options)
-
-    def masked_store(builder, ptrs, value, mask, *rest, **options):
-      guard.check(ptrs.data, mask.data, size_of(ptrs), "writes")
-      return saved["create_masked_store"](builder, ptrs, value, mask, *rest, **options)
-
-    def atomic_rmw(builder, op, ptr, val, mask, *rest):
-      guard.check(ptr.data, mask.data, size_of(ptr), "updates")
-      return saved["create_atomic_rmw"](builder, op, ptr, val, mask, *rest)
-
-    def atomic_cas(builder, ptr, cmp, val, *rest):
-      guard.check(ptr.data, None, size_of(ptr), "updates")
-      return saved["create_atomic_cas"](builder, ptr, cmp, val, *rest)
-
-    InterpreterBuilder.create_masked_load = masked_load
-    InterpreterBuilder.create_masked_store = masked_store
-    InterpreterBuilder.create_atomic_rmw = atomic_rmw
-    InterpreterBuilder.create_atomic_cas = atomic_cas
-    return self
-
-  def __exit__(self, *exc):
-    from triton.runtime.interpreter import InterpreterBuilder
-    for name, fn in self._saved.items():
-      setattr(InterpreterBuilder, name, fn)
-    return None

@@ -22,7 +22,7 @@ import numpy as np
 
 from ... import settings
 from .. import compat
-from . import interpreter_runtime, long_runs
+from . import interpreter_memory, interpreter_runtime, long_runs
 from ..artifacts import CompiledKernel, GeneratedKernel
 from ..lowering.codegen import is_packed4
 from .bounds_errors import BoundsError
@@ -145,7 +145,7 @@ def interpreter_error(gk: GeneratedKernel, error: BaseException) -> Exception:
   code = gk.code_lines()
   text = code[line - 1].strip() if line and line <= len(code) else None
   details = {"generated line": f"{gk.path}:{line}: {text}"} if line else {}
-  outside = isinstance(cause or error, interpreter_runtime.OutOfBuffers)
+  outside = isinstance(cause or error, interpreter_memory.OutOfBuffers)
   where = "Triton's interpreter on the CPU"
   if outside:
     what = eqn.primitive if eqn is not None else None

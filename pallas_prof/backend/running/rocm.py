@@ -40,8 +40,6 @@ from ..tma_note import TmaFallbackWarning
 # XLA's Triton custom call: what JAX's built-in backend emits for ROCm and CUDA alike
 XLA_TRITON_TARGET = "__gpu$xla.gpu.triton"
 XLA_TRITON_API_VERSION = 4
-# JAX's built-in backend pipelines no loops on ROCm unless asked (num_stages=1)
-ROCM_DEFAULT_NUM_STAGES = 1
 # MI300 (CDNA3): the arch compiled for when neither a device nor an abstract mesh says one
 DEFAULT_GFX_ARCH = "gfx942"
 NOT_CHECKED = "not checked on AMD hardware"

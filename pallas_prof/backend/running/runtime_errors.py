@@ -16,7 +16,7 @@ only its text ("CpuCallback error calling callback: Traceback ...": the whole
 traceback, under a logged copy of the same traceback).
 
 So each error is remembered as it is raised (`remember`), and the executions that
-JAX runs from Python pass through `_execute` (compat_dispatch.wrap_python_executions): a
+JAX runs from Python pass through `_execute` (compat.wrap_python_executions): a
 JaxRuntimeError whose text holds a remembered error is raised as that error, once,
 without the callback's frames; JAX's logged copy is left out (a logging filter).
 Once the backend lowered a kernel with a host callback, programs with host callbacks
@@ -37,7 +37,7 @@ import threading
 
 from ... import settings
 from ..errors import KernelError, in_chain
-from . import compat_dispatch
+from .. import compat
 
 TRACEBACK_ENV = "PALLAS_PROF_TRACEBACK"
 _REMEMBERED = 32                      # recent errors kept to recognise in a JaxRuntimeError
@@ -147,7 +147,7 @@ def callbacks_lowered() -> None:
 
 
 def _execute(run, has_host_callbacks: bool):
-  """One execution of a compiled program (compat_dispatch.wrap_python_executions)."""
+  """One execution of a compiled program (compat.wrap_python_executions)."""
   import jax
   try:
     out = run()
@@ -157,7 +157,7 @@ def _execute(run, has_host_callbacks: bool):
     error = recognise(e)
     if error is None:
       raise
-    compat_dispatch.forget_failed_tokens()      # else JAX's exit prints it again
+    compat.forget_failed_tokens()      # else JAX's exit prints it again
     raise _as_raised(error, e) from (e if full_traceback() else None)
   return out
 
@@ -180,12 +180,12 @@ def install() -> None:
   """Once per process, from the backend's registration."""
   if _state["installed"]:
     return
-  if not compat_dispatch.wrap_python_executions(_execute,
-                                                keep_in_python=lambda: _state["callbacks"]):
+  if not compat.wrap_python_executions(_execute,
+                               keep_in_python=lambda: _state["callbacks"]):
     import warnings
     warnings.warn("pallas-prof does not know how this JAX runs compiled programs: a kernel "
                   "that fails while running reaches you as JAX's JaxRuntimeError, not as "
                   "pallas_prof.KernelRuntimeError/BoundsError", RuntimeWarning, stacklevel=2)
-  for name in compat_dispatch.CALLBACK_LOGGERS:
+  for name in compat.CALLBACK_LOGGERS:
     logging.getLogger(name).addFilter(_DropOurCallbackTracebacks())
   _state["installed"] = True

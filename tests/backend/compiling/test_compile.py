@@ -199,17 +199,17 @@ def test_the_quick_triton_key_names_the_installed_triton():
 def test_the_compile_worker_runs_without_jax(tmp_path):
   """The worker imports Triton and triton_run.py only: JAX's import would delay
   every process's first compile."""
-  from pallas_prof.backend.compiling import compile_worker, warmup_kernel
+  from pallas_prof.backend.compiling import warmup_kernel, worker_main
   request = {"path": warmup_kernel.__file__, "name": "pallas_prof_warmup",
              "signature": {"x_ref": "*fp16", "y_ref": "*fp16", "o_ref": "*fp16"},
              "attrs": {(i,): [["tt.divisibility", 16]] for i in range(3)},
              "options": {"num_warps": 4, "num_stages": 2}, "target": ("cuda", 90),
              "need_cubin": False}
-  proc = subprocess.Popen([sys.executable, "-X", "importtime", compile_worker.__file__],
+  proc = subprocess.Popen([sys.executable, "-X", "importtime", worker_main.__file__],
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                           stderr=open(tmp_path / "stderr", "w"))
-  compile_worker._send(proc.stdin, request)
-  result = compile_worker._recv(proc.stdout)
+  worker_main.send(proc.stdin, request)
+  result = worker_main.recv(proc.stdout)
   proc.stdin.close()
   assert proc.wait(timeout=60) == 0
   assert "error" not in result and ".entry pallas_prof_warmup" in result["asm"]["ptx"]

@@ -186,7 +186,7 @@ def test_valid_kernels_compute_the_same_in_check_mode(program):
 def test_without_check_mode_a_wild_read_on_the_cpu_is_an_error_not_a_crash(tmp_path):
   """Triton's interpreter reads through raw pointers: a read 4 GiB before a
   buffer ended the process with a segmentation fault. Every interpreted access
-  is now checked against the kernel's buffers (interpreter_runtime.MemoryGuard).
+  is now checked against the kernel's buffers (interpreter_memory.MemoryGuard).
   In a child process, so a regression cannot take pytest down with it."""
   import os
   import subprocess

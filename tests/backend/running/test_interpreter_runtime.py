@@ -16,13 +16,14 @@ import pytest
 from jax.experimental import pallas as pl
 
 import pallas_prof
-from pallas_prof.backend.running import interpreter_runtime
+from pallas_prof.backend.running import interpreter_memory, interpreter_runtime
 
 RUNTIME = interpreter_runtime.__file__
 
 
-def test_runtime_imports_neither_jax_nor_pallas_prof():
-  tree = ast.parse(open(RUNTIME).read())
+@pytest.mark.parametrize("path", [RUNTIME, interpreter_memory.__file__])
+def test_runtime_imports_neither_jax_nor_pallas_prof(path):
+  tree = ast.parse(open(path).read())
   imported = set()
   for node in ast.walk(tree):
     if isinstance(node, ast.Import):
@@ -30,15 +31,16 @@ def test_runtime_imports_neither_jax_nor_pallas_prof():
     elif isinstance(node, ast.ImportFrom):
       assert node.level == 0, "a relative import would not survive being inlined"
       imported.add(node.module.split(".")[0])
-  # importlib: interpreter_reductions.py beside it, in the package (inlined with it
-  # in an ejected program)
+  # importlib: interpreter_reductions.py and interpreter_memory.py beside it, in the
+  # package (inlined with it in an ejected program)
   assert imported <= {"ast", "contextlib", "ctypes", "dataclasses", "importlib", "numpy", "os",
                       "triton", "ml_dtypes"}, imported
-  # loaded by path, as an ejected program loads it: nothing pulls JAX in
+  # loaded by path, as an ejected program loads it, with the guard beside it: nothing pulls
+  # JAX in
   code = ("import importlib.util, sys\n"
           f"spec = importlib.util.spec_from_file_location('rt', {RUNTIME!r})\n"
           "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
-          "with m.InterpreterPatches(): pass\n"
+          "with m.InterpreterPatches(), m._memory().MemoryGuard([]): pass\n"
           "print(sorted(n for n in sys.modules if n.split('.')[0] in ('jax', 'pallas_prof')))\n")
   env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
@@ -97,17 +99,17 @@ def test_a_read_past_an_arrays_end_counts_every_element_outside_it():
   memory = np.zeros(1024 + 4 + 1024, np.float32)
   x, out = memory[:1024], memory[1028:]
   past_the_end = x.ctypes.data + 4 * np.arange(1024, 2048, dtype=np.uint64)
-  guard = interpreter_runtime.MemoryGuard([x, out], owner=lambda: ("x_ref", x))
-  with pytest.raises(interpreter_runtime.OutOfBuffers) as info:
+  guard = interpreter_memory.MemoryGuard([x, out], owner=lambda: ("x_ref", x))
+  with pytest.raises(interpreter_memory.OutOfBuffers) as info:
     guard.check(past_the_end, None, 4, "reads")
   assert str(info.value).startswith("the kernel reads 1024 element(s) outside x_ref, 1020 of "
                                     "them inside another of its buffers (on a GPU"), info.value
   # where the ref is not known, what is counted is said as it is
-  with pytest.raises(interpreter_runtime.OutOfBuffers, match=r"reads 4 element\(s\) outside "
+  with pytest.raises(interpreter_memory.OutOfBuffers, match=r"reads 4 element\(s\) outside "
                      "every buffer it was given"):
-    interpreter_runtime.MemoryGuard([x, out]).check(past_the_end, None, 4, "reads")
+    interpreter_memory.MemoryGuard([x, out]).check(past_the_end, None, 4, "reads")
   # an access inside its own ref passes
-  interpreter_runtime.MemoryGuard([x, out], owner=lambda: ("x_ref", x)).check(
+  interpreter_memory.MemoryGuard([x, out], owner=lambda: ("x_ref", x)).check(
       x.ctypes.data + 4 * np.arange(1024, dtype=np.uint64), None, 4, "reads")
 
 

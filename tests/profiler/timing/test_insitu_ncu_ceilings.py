@@ -215,7 +215,7 @@ def test_a_jax_whose_profiler_state_is_unknown_is_said_not_ignored(monkeypatch):
   class Unknown:
     pass
   monkeypatch.setattr(jax_profiler, "_profile_state", Unknown())
-  monkeypatch.setattr(compat, "_warned", set())
+  monkeypatch.setattr(compat.runtime, "_warned", set())
   with pytest.warns(RuntimeWarning, match="cannot tell whether jax.profiler is tracing"):
     assert compat.jax_profiler_session_active() is False
 

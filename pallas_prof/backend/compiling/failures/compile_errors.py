@@ -41,7 +41,7 @@ class TritonFailure(Exception):
 
   @classmethod
   def from_answer(cls, err: dict) -> "TritonFailure":
-    """From a worker's answer's "error" (triton_run.run_triton, compile_worker._with_output)."""
+    """From a worker's answer's "error" (triton_run.run_triton, worker_output.with_output)."""
     return cls(err["type"], err["message"], err.get("lineno"), output=err.get("stderr", ""),
                ir=err.get("ir"))
 

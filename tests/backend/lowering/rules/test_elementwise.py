@@ -1069,7 +1069,7 @@ def test_float64_to_16bit_rounding_follows_the_xla_of_the_platform_lowered_for(m
   platform it is lowered for, asked on a tie, and falls back by version where that
   platform has no XLA backend (here: no GPU)."""
   from pallas_prof.backend import compat
-  compat._xla_rounds_twice.cache_clear()
+  compat.xla_numerics._xla_rounds_twice.cache_clear()
   cpu_twice = {}
   with jax.enable_x64(True):
     tie = {"float16": 1 + 2 ** -11 + 2 ** -40, "bfloat16": 1 + 2 ** -8 + 2 ** -40}
@@ -1090,4 +1090,4 @@ def test_float64_to_16bit_rounding_follows_the_xla_of_the_platform_lowered_for(m
     with compat.lowering_for(platform):
       twice = compat.xla_rounds_f64_to_16bit_twice("bfloat16")
       assert emit._through_float32(np.float64, jnp.bfloat16) == twice
-  compat._xla_rounds_twice.cache_clear()
+  compat.xla_numerics._xla_rounds_twice.cache_clear()
