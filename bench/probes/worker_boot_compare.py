@@ -4,7 +4,7 @@ start_ns), without install()'s warm-ups, medians in milliseconds.
 
     python bench/probes/worker_boot_compare.py CHECKOUT_A,CHECKOUT_B [--processes 15] [--out f.json]
 
-Each checkout's compile_worker.py is loaded by path in a fresh process that
+Each checkout's compile_worker is imported from that checkout in a fresh process that
 compiles one tiny kernel for sm_90 (the request is made here, from this
 checkout's warm-up kernel), so the two start their own workers the way they do.
 """
@@ -23,10 +23,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 
 _CHILD = r"""
-import importlib.util, json, pickle, sys, time
+import json, pickle, sys, time
 root, request_path = sys.argv[1], sys.argv[2]
-spec = importlib.util.spec_from_file_location("cw", root + "/pallas_prof/backend/compiling/compile_worker.py")
-cw = importlib.util.module_from_spec(spec); spec.loader.exec_module(cw)
+sys.path.insert(0, root)      # the checkout's package; importing it installs nothing
+from pallas_prof.backend.compiling import compile_worker as cw
 request = pickle.load(open(request_path, "rb"))
 t0 = time.time_ns()
 cw._worker.ensure_started()
