@@ -372,8 +372,8 @@ def crashing(rec, tmp_path):
   saying so on stderr first; its relower gives kernels that compile."""
   path = tmp_path / "crashing_kernel.py"
   path.write_text("import os\nos.write(2, b'LLVM says: something broke\\n')\nos.abort()\n")
-  return dataclasses.replace(rec.generated, path=str(path),
-                             source=rec.generated.source + "# crash\n")
+  # (the file is checked against the source before the compile: the source is its text)
+  return dataclasses.replace(rec.generated, path=str(path), source=path.read_text())
 
 
 @pytest.mark.fault("kill_worker")

@@ -125,7 +125,7 @@ SCRIPT = textwrap.dedent("""\
     # would in Triton's AMD backend
     real = rocm.compile_for_gfx
     rocm.compile_for_gfx = lambda gk, arch: real(dataclasses.replace(
-        gk, path=sys.argv[1], source=gk.source + "# crash\\n"), arch)
+        gk, path=sys.argv[1], source=open(sys.argv[1]).read()), arch)
     try:
       export_for_rocm()
       print("no error")

@@ -15,6 +15,7 @@ that reproduces is Triton's, a machine failure that reproduces is raised as one.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 import time
 from typing import Any
@@ -24,6 +25,7 @@ from ... import events as keys
 from ...event_payloads import CompileRecord  # noqa: F401 - its old home, still importable
 from .. import hooks
 from ..artifacts import DEFAULT_TARGET, CompiledKernel, GeneratedKernel, target_text
+from ..kernel_files import checked_source
 from ..lowering.codegen import signature_type
 from ..targets import as_target
 # clear_memory_cache, compile_options: part of this module's interface (tests, bench)
@@ -157,7 +159,10 @@ def _notify_cache_hit(ck: CompiledKernel, start: int) -> None:
 def compile_request(gk: GeneratedKernel, target: tuple[str, int],
                     need_cubin: bool = True) -> dict[str, Any]:
   """Everything triton.compile needs, as plain data (it may go to a worker process)."""
-  return {"op": "compile", "path": gk.path, "name": gk.name,
+  # checked now, as the launch path checks it (kernel_files.checked_source): the worker
+  # compiles the file only if it still holds these bytes
+  return {"op": "compile", "path": checked_source(gk.path, gk.source), "name": gk.name,
+          "source_sha256": hashlib.sha256(gk.source.encode()).hexdigest(),
           "warp_size": as_target(target).warp_size,
           "signature": {p.name: "*" + signature_type(p.dtype) for p in gk.params},
           "attrs": {(i,): [["tt.divisibility", 16]] for i in range(len(gk.params))},

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import importlib.util
 import io
 import json
+import linecache
 import os
 import threading
 import time
@@ -44,22 +46,35 @@ class StageRecord:
     return (self.end_ns - self.start_ns) / 1e9
 
 
-def _load_kernel_module(path: str):
+class KernelFileChanged(Exception):
+  """The kernel's file no longer holds the source the request was made from."""
+
+
+def _load_kernel_module(path: str, sha256: str | None = None):
   """A generated kernel's module, imported once (Triton reads kernels back from files).
 
   Run from the file's source, never from a bytecode file beside it: Python would trust
   one whose header matches the source's time and size, and write new ones into the cache,
-  which nothing checks."""
+  which nothing checks. With `sha256` (the request's source), a file that holds other
+  bytes is refused (KernelFileChanged), and Triton's reading of the source (inspect, via
+  linecache) is given the checked bytes, not the file read again."""
   with _lock:
-    module = _modules.get(path)
+    module = _modules.get((path, sha256))
     if module is None:
+      with open(path, "rb") as f:
+        source = f.read()
+      if sha256 is not None and hashlib.sha256(source).hexdigest() != sha256:
+        raise KernelFileChanged(
+            f"the kernel file {path} no longer holds the source it was lowered to "
+            f"({len(source)} bytes of other content): something else wrote to pallas-prof's "
+            "cache folder meanwhile")
       name = f"pallas_prof_generated.compile.{os.path.basename(path)[:-3]}"
       spec = importlib.util.spec_from_file_location(name, path)
       module = importlib.util.module_from_spec(spec)
-      with open(path, "rb") as f:
-        source = f.read()
+      text = source.decode("utf-8")
+      linecache.cache[path] = (len(text), None, text.splitlines(True), path)
       exec(compile(source, path, "exec"), module.__dict__)   # noqa: S102 - the kernel's file
-      _modules[path] = module
+      _modules[(path, sha256)] = module
     return module
 
 
@@ -179,7 +194,14 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
   from triton.backends.compiler import GPUTarget
   from triton.compiler import ASTSource
 
-  module = _load_kernel_module(request["path"])
+  try:
+    module = _load_kernel_module(request["path"], request.get("source_sha256"))
+  except KernelFileChanged as e:    # no compile of other code: said as the compile's error
+    now = time.time_ns()
+    return {"start_ns": now, "end_ns": now, "records": [], "ptxas": "", "libdevice_link": None,
+            "quick_triton_key": False,
+            "error": {"type": type(e).__name__, "message": str(e), "lineno": None, "ir": {},
+                      "errno": None}}
   src = ASTSource(fn=getattr(module, request["name"]), signature=request["signature"],
                   attrs=request["attrs"])
   records: list[StageRecord] = []

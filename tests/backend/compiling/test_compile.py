@@ -135,7 +135,8 @@ def test_a_compiler_crash_is_a_lowering_error_and_the_worker_recovers(tmp_path):
   # the worker imports the kernel's file; this one aborts the process on import
   crashing.write_text("import os\nos.abort()\n")
   import dataclasses
-  bad = dataclasses.replace(good, path=str(crashing), source=good.source + "# crash\n",
+  # (the file is checked against the source before the compile: the source is its text)
+  bad = dataclasses.replace(good, path=str(crashing), source=crashing.read_text(),
                             name=good.name)
   with pytest.raises(pallas_prof.LoweringError) as info:
     pcompile.compile_kernel(bad, ("cuda", 90), use_disk_cache=False)

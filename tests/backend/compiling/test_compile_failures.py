@@ -85,7 +85,8 @@ def test_a_crash_with_an_assertion_on_stderr_is_read(tmp_path):
       "os.write(2, b\"python: /project/lib/Conversion/TritonGPUToLLVM/ScanOpToLLVM.cpp:158: "
       "void AddPartialReduce(int &): Assertion `a == b' failed.\\n\")\n"
       "os.abort()\n")
-  bad = dataclasses.replace(good, path=str(crashing), source=good.source + "# crash\n")
+  # (the file is checked against the source before the compile: the source is its text)
+  bad = dataclasses.replace(good, path=str(crashing), source=crashing.read_text())
   backend_compile.clear_memory_cache()
   with pytest.raises(pallas_prof.CompileError) as info:
     backend_compile.compile_kernel(bad, ("cuda", 90), use_disk_cache=False)
@@ -141,7 +142,8 @@ def test_what_a_compile_writes_to_stderr_comes_back_with_its_error(tmp_path):
         "@triton.jit\ndef noisy(x_ref, o_ref):\n"
         "    tl.store(o_ref + tl.arange(0, 32), not_defined)\n")
     request = backend_compile.compile_request(
-        dataclasses.replace(rec.generated, path=str(noisy)), ("cuda", 90))
+        dataclasses.replace(rec.generated, path=str(noisy), source=noisy.read_text()),
+        ("cuda", 90))
     os.environ["PALLAS_PROF_COMPILE_WORKER"] = worker
     try:
       answer = compile_worker.compile(request)

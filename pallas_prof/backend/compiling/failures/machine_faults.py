@@ -75,6 +75,8 @@ def of_answer(error: dict) -> str | None:
   error data, triton_run), or None."""
   if error.get("type") == "MemoryError":
     return "the compile ran out of memory (MemoryError)"
+  if error.get("type") == "KernelFileChanged":   # another writer in the cache: checked again
+    return str(error.get("message", "the kernel's file changed while it was compiled"))[:300]
   words = MACHINE_ERRNOS.get(error.get("errno"))
   if words is None:
     return None
