@@ -21,6 +21,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 EXAMPLES = ["vector_add", "softmax", "layer_norm", "matmul", "flash_attention"]
 
 
+@pytest.fixture(autouse=True)
+def _installed():
+  """The examples install pallas-prof when first imported, once a process: a later test
+  of this file finds them imported and must not depend on what other files' tests left
+  (conftest's _install_state_kept puts the state back after each test)."""
+  pallas_prof.install()
+
+
 def _lower_example(name):
   """Lowers the example's kernel (no run) and returns its GeneratedKernel."""
   sys.path.insert(0, os.path.join(ROOT, "examples"))

@@ -22,8 +22,14 @@ import pallas_prof
 from pallas_prof.backend import compat, kernel_registry
 from pallas_prof.backend.running import xla_names
 
-pallas_prof.install()
 THIS_FILE = os.path.basename(__file__)
+
+
+@pytest.fixture(autouse=True)
+def _installed():
+  """Installed for each test, not only at import: another file's test in this process
+  may have left it uninstalled (conftest's _install_state_kept puts it back after)."""
+  pallas_prof.install()
 
 
 def exp_add_kernel(x_ref, y_ref, o_ref):
