@@ -8,6 +8,7 @@ import hashlib
 import os
 
 from . import cache_files
+from ..safe_files import read_regular
 
 
 def cache_dir() -> str:
@@ -32,6 +33,19 @@ def write_source(name: str, key: str, source: str) -> str:
     cache_files.move_aside(path, f"it holds {len(found)} bytes, not the {len(wanted)}-byte "
                                  "kernel source its name stands for")
   return cache_files.write(path, wanted)
+
+
+def checked_in_place(path: str, source: str) -> str:
+  """`path` where it holds `source`, wherever it is (the cache a kernel was lowered in may
+  not be this process's now, and the path is in the compiled code's line info); else
+  checked_source's path, the source written again in this process's cache."""
+  wanted = source.encode()
+  try:
+    if read_regular(path, len(wanted)) == wanted:     # (read only: it may be no cache's)
+      return path
+  except OSError:       # missing, a link, longer than the source: not the kernel's file
+    pass
+  return checked_source(path, source)
 
 
 def checked_source(path: str, source: str) -> str:

@@ -14,7 +14,7 @@ import contextlib
 import os
 
 from . import xplane
-from ..backend.compat import backends_initialized
+from ..backend import compat
 
 COMMAND_BUFFER_FLAG = "--xla_gpu_enable_command_buffer"
 NO_COMMAND_BUFFERS = (
@@ -35,7 +35,7 @@ def without_command_buffers(environ=os.environ) -> str:
   flags = environ.get("XLA_FLAGS", "")
   if COMMAND_BUFFER_FLAG in flags:
     return USERS_COMMAND_BUFFERS
-  if backends_initialized():
+  if compat.backends_initialized():   # through the module: a test patches it
     return TOO_LATE
   environ["XLA_FLAGS"] = f"{flags} {COMMAND_BUFFER_FLAG}=".strip()
   return NO_COMMAND_BUFFERS

@@ -466,7 +466,7 @@ def test_a_compile_stopped_by_a_signal_ends_its_worker_and_the_next_starts_afres
   def stopped_while_waiting(stream):
     raise KeyboardInterrupt()          # what SIGINT raises (SIGTERM's Terminated: the same path)
 
-  monkeypatch.setattr(compile_worker, "_recv", stopped_while_waiting)
+  monkeypatch.setattr(compile_worker, "recv", stopped_while_waiting)
   with pytest.raises(KeyboardInterrupt):
     compile_worker.compile({"op": "ping"})
   monkeypatch.undo()

@@ -135,7 +135,7 @@ def _the_shim_stands_on_jax_module(root):
 
 
 def _compat_imports_jax_triton_backend(root):
-  path = root / "pallas_prof" / "backend" / "compat.py"
+  path = root / "pallas_prof" / "backend" / "compat" / "mlir_lowering.py"
   source = path.read_text()
   anchor = "from jax._src.pallas import core as pallas_core\n"
   assert anchor in source

@@ -25,7 +25,7 @@ from ... import events as keys
 from ...event_payloads import CompileRecord  # noqa: F401 - its old home, still importable
 from .. import hooks
 from ..artifacts import DEFAULT_TARGET, CompiledKernel, GeneratedKernel, target_text
-from ..kernel_files import checked_source
+from ..kernel_files import checked_in_place
 from ..lowering.codegen import signature_type
 from ..targets import as_target
 # clear_memory_cache, compile_options: part of this module's interface (tests, bench)
@@ -161,7 +161,7 @@ def compile_request(gk: GeneratedKernel, target: tuple[str, int],
   """Everything triton.compile needs, as plain data (it may go to a worker process)."""
   # checked now, as the launch path checks it (kernel_files.checked_source): the worker
   # compiles the file only if it still holds these bytes
-  return {"op": "compile", "path": checked_source(gk.path, gk.source), "name": gk.name,
+  return {"op": "compile", "path": checked_in_place(gk.path, gk.source), "name": gk.name,
           "source_sha256": hashlib.sha256(gk.source.encode()).hexdigest(),
           "warp_size": as_target(target).warp_size,
           "signature": {p.name: "*" + signature_type(p.dtype) for p in gk.params},
