@@ -201,6 +201,7 @@ def _fuzz_call(program, index: int):
 def compile_all(kernels: list[Lowered], targets) -> list[dict]:
   from pallas_prof.backend.compiling.for_targets import compile_for
   rows = []
+  total, started = len(kernels) * len(targets), time.perf_counter()
   for target in targets:      # target by target: each in a compile worker of its own
     for k in kernels:
       t0 = time.perf_counter()
@@ -208,7 +209,21 @@ def compile_all(kernels: list[Lowered], targets) -> list[dict]:
       rows.append({"group": k.group, "kernel": k.label, "target": target.name,
                    "status": outcome.status, "reason": outcome.reason,
                    "seconds": round(time.perf_counter() - t0, 3), **outcome.figures()})
+      _progress(rows, total, started)
   return rows
+
+
+def _progress(rows: list[dict], total: int, started: float) -> None:
+  """A line on stderr every 100 compiles (and at the last): how far, what failed, how long
+  is left at the pace so far. A full matrix is thousands of compiles."""
+  done = len(rows)
+  if done % 100 and done != total:
+    return
+  spent = time.perf_counter() - started
+  not_compiled = sum(r["status"] != "compiled" for r in rows)
+  print(f"  compiled {done}/{total} ({rows[-1]['target']}; {not_compiled} refused or failed) "
+        f"{spent:.0f} s, about {spent / done * (total - done):.0f} s left",
+        file=sys.stderr, flush=True)
 
 
 def _summary(rows: list[dict], targets) -> list[str]:
@@ -349,6 +364,7 @@ def main(argv=None) -> int:
   from importlib import metadata
   targets = [parse_target(t) for t in args.targets.split(",") if t.strip()]
   pallas_prof.install()
+  commit = _commit()     # the code that runs: read before the compiles, which take long
   t0 = time.perf_counter()
   fuzz = args.fuzz if "fuzz" in groups else 0
   fuzzed, not_lowered = fuzz_kernels(fuzz, args.seed)
@@ -362,7 +378,7 @@ def main(argv=None) -> int:
     saved, saved_bad = jax_ops.saved_kernels(args.saved, Lowered)
     kernels += saved
   rows = compile_all(kernels, targets)
-  triton, commit = metadata.version("triton"), _commit()
+  triton = metadata.version("triton")
   command = "python3 bench/targets/matrix.py " + " ".join(sys.argv[1:] if argv is None else argv)
   text = markdown(rows, targets, command.strip(), commit, triton, time.perf_counter() - t0,
                   fuzz, not_lowered, ops_not_lowered, saved_bad)
