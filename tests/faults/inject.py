@@ -13,9 +13,12 @@ import contextlib
 import errno
 import os
 import random
+import signal
 import stat
 import subprocess
 import sys
+import threading
+import time
 from typing import Iterator
 
 # the kinds of fault, as the closing note's table counts them
@@ -184,3 +187,52 @@ def assert_clear(message: str, *needles: str):
   missing = [n for n in needles if n not in message]
   if missing:
     raise UnclearError(f"the message does not name {missing}:\n{message[-2000:]}")
+
+
+class Killer(threading.Thread):
+  """Ends compile workers from outside at the points they pause at (worker_output's
+  TEST_PAUSE_ENV): the first `kills` pauses get `sig`, later ones go on (SIGCONT)."""
+
+  def __init__(self, folder: str, sig: signal.Signals, kills: int = 1):
+    super().__init__(daemon=True)
+    self.folder, self.sig, self.kills = folder, sig, kills
+    self.killed: list[str] = []
+    self.resumed: list[str] = []
+    self.done = threading.Event()
+
+  def run(self):
+    seen = set()
+    while not self.done.is_set():
+      for name in sorted(set(os.listdir(self.folder)) - seen):
+        seen.add(name)
+        pid = int(name.split(".")[0])
+        wait_stopped(pid)
+        if len(self.killed) < self.kills:
+          os.kill(pid, self.sig)
+          self.killed.append(name)
+        else:
+          self.resumed.append(name)
+        if self.sig != signal.SIGKILL or name in self.resumed:
+          os.kill(pid, signal.SIGCONT)     # (a stopped process takes other signals on waking)
+      time.sleep(0.005)
+
+  def __enter__(self):
+    self.start()
+    return self
+
+  def __exit__(self, *exc):
+    self.done.set()
+    self.join(timeout=10)
+
+
+def wait_stopped(pid: int, timeout: float = 60) -> None:
+  end = time.monotonic() + timeout
+  while time.monotonic() < end:
+    try:
+      with open(f"/proc/{pid}/stat") as f:
+        state = f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+      return                      # gone already
+    if state in ("T", "t"):
+      return
+    time.sleep(0.002)

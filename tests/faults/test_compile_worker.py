@@ -22,8 +22,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
-import time
 import warnings
 
 import jax
@@ -36,6 +34,7 @@ from pallas_prof.backend.compiling import compile as backend_compile
 from pallas_prof.backend.compiling import compile_cache, compile_worker, worker_output
 from pallas_prof.backend.compiling.failures import machine_faults, workarounds
 from tests.faults import inject
+from tests.faults.inject import Killer
 from tests.helpers import pallas
 
 TARGET = ("cuda", 90)
@@ -106,55 +105,6 @@ def assert_nothing_persisted(rec):
 def machine_warnings(caught) -> list[str]:
   return [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)
           and "pallas-prof" in str(w.message)]
-
-
-class Killer(threading.Thread):
-  """Ends compile workers from outside at the points they pause at (worker_output's
-  TEST_PAUSE_ENV): the first `kills` pauses get `sig`, later ones go on (SIGCONT)."""
-
-  def __init__(self, folder: str, sig: signal.Signals, kills: int = 1):
-    super().__init__(daemon=True)
-    self.folder, self.sig, self.kills = folder, sig, kills
-    self.killed: list[str] = []
-    self.resumed: list[str] = []
-    self.done = threading.Event()
-
-  def run(self):
-    seen = set()
-    while not self.done.is_set():
-      for name in sorted(set(os.listdir(self.folder)) - seen):
-        seen.add(name)
-        pid = int(name.split(".")[0])
-        _wait_stopped(pid)
-        if len(self.killed) < self.kills:
-          os.kill(pid, self.sig)
-          self.killed.append(name)
-        else:
-          self.resumed.append(name)
-        if self.sig != signal.SIGKILL or name in self.resumed:
-          os.kill(pid, signal.SIGCONT)     # (a stopped process takes other signals on waking)
-      time.sleep(0.005)
-
-  def __enter__(self):
-    self.start()
-    return self
-
-  def __exit__(self, *exc):
-    self.done.set()
-    self.join(timeout=10)
-
-
-def _wait_stopped(pid: int, timeout: float = 60) -> None:
-  end = time.monotonic() + timeout
-  while time.monotonic() < end:
-    try:
-      with open(f"/proc/{pid}/stat") as f:
-        state = f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-      return                      # gone already
-    if state in ("T", "t"):
-      return
-    time.sleep(0.002)
 
 
 def pausing_at(monkeypatch, tmp_path, point: str) -> str:

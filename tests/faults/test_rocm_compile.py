@@ -31,7 +31,7 @@ from pallas_prof.backend.compiling import compile_worker, worker_output
 from pallas_prof.backend.compiling.failures import machine_faults
 from pallas_prof.backend.running import rocm
 from tests.faults import inject
-from tests.faults.test_compile_worker import Killer
+from tests.faults.inject import Killer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 pytestmark = pytest.mark.skipif(
