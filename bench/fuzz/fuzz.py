@@ -29,7 +29,10 @@ counted, an in-place predicated select is a hazard lead (tests/fuzz/sass_hazards
 sm_80 and gfx942 in turns (tests/fuzz/second_target.py): compiled, refused (the
 target lacks what the kernel uses, with the reason) or a stage failure, a finding
 classified as sm_90's are, its first program per signature kept as a reproducer
-(not shrunk). The summary's "targets" counts each target's answers.
+(not shrunk). The summary's "targets" counts each target's answers. --no-sm90 leaves
+the sm_90 compile and its SASS scan out of a --second-target run: the second target
+alone, for a long run on the CPU (the sm_90 compile with its disassembly is the larger
+part of a program's time there, and the GPU runs and earlier runs cover it).
 
 Writes --out (JSON): examples run, outcomes, differences and crashes with
 their reproducers, the limitations pallas-prof reported, each job's seeds and
@@ -302,6 +305,9 @@ def main() -> None:
                       help="with --compile-sm90 (which it turns on): also compile each "
                            "program's kernels for sm_80 and gfx942 in turns "
                            "(tests/fuzz/second_target.py)")
+  parser.add_argument("--no-sm90", action="store_true",
+                      help="with --second-target: compile for the second target only, not "
+                           "for sm_90 too (no SASS scan)")
   parser.add_argument("--tma", action="store_true",
                       help="pallas-prof's kernels with CompilerParams(tma=True) (TMA loads and "
                            "stores where legal, tests/fuzz/check.py; PALLAS_PROF_FUZZ_TMA=1 "
@@ -320,7 +326,9 @@ def main() -> None:
   parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
   parser.add_argument("--once", action="store_true", help=argparse.SUPPRESS)
   args = parser.parse_args()
-  args.compile_sm90 = args.compile_sm90 or args.second_target
+  if args.no_sm90 and (args.compile_sm90 or not args.second_target):
+    parser.error("--no-sm90 goes with --second-target, and not with --compile-sm90")
+  args.compile_sm90 = args.compile_sm90 or (args.second_target and not args.no_sm90)
   if args.seed is None:
     args.seed = int.from_bytes(os.urandom(3), "little")
   args.commit = commit(ROOT)
@@ -379,7 +387,8 @@ def _worker_command(args, log: str, seed: int, kind: str | None = None) -> list[
            "--log", log, "--corpus", args.corpus, "--out", args.out]
           + ([] if args.shrink else ["--no-shrink"])
           + (["--compile-sm90"] if getattr(args, "compile_sm90", False) else [])
-          + (["--second-target"] if getattr(args, "second_target", False) else []))
+          + (["--second-target"] if getattr(args, "second_target", False) else [])
+          + (["--no-sm90"] if getattr(args, "no_sm90", False) else []))
 
 
 def _job_log(args, index: int) -> str:

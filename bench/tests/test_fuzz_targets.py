@@ -54,3 +54,23 @@ def test_a_summary_without_second_targets_has_no_targets_part(tmp_path, monkeypa
   fuzz.worker(args)
   summary = fuzz.summarize(args, 0.0, [fuzz.Job(0, args.log, [3])], final=True)
   assert summary["sm90"]["programs"] == 4 and "targets" not in summary
+
+
+def test_no_sm90_compiles_the_second_target_alone_in_every_worker(tmp_path, monkeypatch):
+  """--second-target --no-sm90 (a long CPU run): no sm_90 compile, each program still
+  compiled for its second target; the workers' command keeps it so (a worker given only
+  --second-target would turn the sm_90 compile back on)."""
+  def no_sm90(program):
+    raise AssertionError("sm_90 compiled under --no-sm90")
+  monkeypatch.setattr(sm90, "compile_sm90", no_sm90)
+  monkeypatch.setattr(second_target, "compile_for_target",
+                      lambda program, target: second_target.TargetCompile(target, "compiled", 1))
+  args = _args(tmp_path)
+  args.compile_sm90, args.no_sm90 = False, True
+  fuzz.worker(args)
+  summary = fuzz.summarize(args, 0.0, [fuzz.Job(0, args.log, [3])], final=True)
+  assert "sm90" not in summary
+  assert {t: p["compiled"] for t, p in summary["targets"].items()} == {"sm_80": 2, "gfx942": 2}
+  command = fuzz._worker_command(args, args.log, 3)
+  assert "--second-target" in command and "--no-sm90" in command
+  assert "--compile-sm90" not in command

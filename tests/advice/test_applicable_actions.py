@@ -35,13 +35,14 @@ SCRIPT = textwrap.dedent("""
     x = jnp.ones((8, 8), jnp.float32)
     s = pl.BlockSpec((8, 8), lambda i: (0, 0))
     pl.pallas_call(dot_kernel, grid=(1,), in_specs=[s, s], out_specs=s, out_shape=x)(x, x)
-    rows = jnp.ones((64, 128), jnp.float32)
-    r = pl.BlockSpec((8, 128), lambda i: (i, 0))
+    # 8 programs of 128 KiB each: split 8x, each still moves enough to be worth a program
+    rows = jnp.ones((64, 2048), jnp.float32)
+    r = pl.BlockSpec((8, 2048), lambda i: (i, 0))
     pl.pallas_call(rows_kernel, grid=(8,), in_specs=[r], out_specs=r, out_shape=rows)(rows)
     pl.pallas_call(pid_kernel, grid=(8,), in_specs=[r], out_specs=r, out_shape=rows)(rows)
 
     def fixed_kernel(x_ref, o_ref):      # its shapes written for 8-row blocks
-      o_ref[...] = x_ref[...] + jnp.zeros((8, 128), jnp.float32)
+      o_ref[...] = x_ref[...] + jnp.zeros((8, 2048), jnp.float32)
 
     pl.pallas_call(fixed_kernel, grid=(8,), in_specs=[r], out_specs=r, out_shape=rows)(rows)
     """)
@@ -108,7 +109,7 @@ def test_a_block_variant_that_does_not_lower_is_left_out_not_ranked(run):
   (note,) = [n for n in fixed.notes if n.startswith("left out [c] ")]
   # JAX's own words for the shapes' mismatch (they differ between versions)
   assert note.startswith("left out [c] block 8 -> 1 along grid axis 0, grid 64 (smaller "
-                         "blocks): it does not lower (") and "(1, 128)" in note, note
+                         "blocks): it does not lower (") and "(1, 2048)" in note, note
   assert "try:" not in fixed.summary
   section = result.stdout.split("advice for fixed_kernel#")[1]
   assert "1. [c]" not in section and "note: left out [c] block 8 -> 1" in section

@@ -338,3 +338,41 @@ def test_every_transcendental_rule_of_this_jax_is_one_for_the_advice():
   for name in sorted(recorded):
     eqs = [synthetic_eq(0, name, line=21, weight=0.5), synthetic_eq(1, "add", line=22)]
     assert RULES["transcendental_bound"](synthetic_facts(eqs)), name
+
+
+def test_few_programs_are_not_split_finer_than_small_programs_allow():
+  """A 2-program kernel of 128-row blocks was told "block 128 -> 1": 128 programs of a few
+  hundred bytes each, which small_programs would then tell to grow again. The split stops
+  where each program still moves SMALL_PROGRAM_BYTES, and where even a halving would go
+  below, the diagnosis stays and no block action is given."""
+  from pallas_prof.advice.rules.launch import SMALL_PROGRAM_BYTES
+  # 2 programs of 64 KiB each: 4x keeps 16 KiB per program (the rule asks 256x)
+  (finding,) = RULES["few_programs"](synthetic_facts(
+      grid=(2,), work=synthetic_work(bytes=2 * 64 * 1024, block_bytes=2 * 64 * 1024, programs=2)))
+  assert finding.actions[0].change == {"block": "smaller", "factor": 4}
+  (why,) = [e for e in finding.diagnosis.evidence if e.what == "work per program"]
+  assert why.text == "each program moves 64.0 KiB: split at most 4x, to keep 16.0 KiB or more each"
+  # 2 programs of 24 KiB: no halving keeps 16 KiB; the diagnosis is said, nothing is proposed
+  (finding,) = RULES["few_programs"](synthetic_facts(
+      grid=(2,), work=synthetic_work(bytes=2 * 24 * 1024, block_bytes=2 * 24 * 1024, programs=2)))
+  assert finding.actions == []
+  assert finding.diagnosis.text == "2 programs on 132 SMs: 130 SMs have nothing to do"
+  (why,) = [e for e in finding.diagnosis.evidence if e.what == "work per program"]
+  assert "too little to split" in why.text
+  # a kernel whose time is its arithmetic is split as before (a dot's tile has its own floor)
+  (dot,) = RULES["few_programs"](synthetic_facts(
+      grid=(2,), work=synthetic_work(bytes=4096, block_bytes=4096, programs=2, dot_flops=1 << 30)))
+  assert dot.actions[0].change["factor"] == 256
+  assert SMALL_PROGRAM_BYTES == 16 * 1024     # what the sizes above are chosen around
+
+
+def test_underfilled_is_not_split_finer_than_small_programs_allow():
+  facts = synthetic_facts(grid=(200,),
+                          work=synthetic_work(bytes=200 * 20 * 1024, block_bytes=200 * 20 * 1024,
+                                              programs=200))
+  findings = RULES["underfilled"](facts)
+  if facts.waves is None or facts.waves >= 1:
+    pytest.fail(f"the synthetic kernel must underfill the GPU: waves {facts.waves}")
+  (finding,) = findings
+  assert finding.actions == []
+  assert any("too little to split" in e.text for e in finding.diagnosis.evidence)

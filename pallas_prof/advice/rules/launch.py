@@ -77,20 +77,42 @@ def small_programs(f) -> list[Finding]:
                              estimate.to_roof(f), factor=factor)])]
 
 
+def _split_cap(f, factor: int) -> tuple[int, list]:
+  """(the split factor, evidence) for rules that want more programs: at most `factor`, and
+  no finer than leaves each program SMALL_PROGRAM_BYTES to move where the kernel's time is
+  its memory traffic (no dot, no transcendentals). Finer, starting programs costs more than
+  the idle SMs they fill: a 128-row block split into single rows was proposed for a kernel
+  of a few microseconds. 1 (no split) with the fact that says so where even 2 is too fine."""
+  bpp = f.bytes_per_program
+  if bpp is None or f.work is None or f.work.dot_flops or f.work.transcendentals:
+    return factor, []
+  cap = 1 << max(0, int(bpp // SMALL_PROGRAM_BYTES).bit_length() - 1)
+  if cap >= factor:
+    return factor, []
+  words = (f"each program moves {fmt_bytes(bpp)}: "
+           + (f"split at most {cap}x, to keep {fmt_bytes(SMALL_PROGRAM_BYTES)} or more each"
+              if cap > 1 else f"too little to split (programs under "
+                              f"{fmt_bytes(SMALL_PROGRAM_BYTES)} spend most of their time "
+                              "starting); a problem this small does not fill the GPU"))
+  return cap, [fact("work per program", words, value=bpp)]
+
+
 @rule("few_programs")
 def few_programs(f) -> list[Finding]:
   if f.programs >= f.sms or f.median_s is not None and f.median_s < 5e-6:
     return []
   idle = f.sms - f.programs
   programs = estimate.programs_words(f.programs)
+  # as many programs as twice the SMs; blockshape.py states the factor the blocks allow
+  factor, why = _split_cap(f, 2 ** math.ceil(math.log2(2 * f.sms / max(f.programs, 1))))
   d = about("few_programs", f"{programs} on {f.sms} SMs: {idle} SM{'s have' if idle != 1 else ' has'}"
             " nothing to do", f, share=1.0, evidence=[
                 # a call without a grid: "()", as the kernels table writes it
                 fact("grid", f"grid {'x'.join(map(str, f.grid)) or '()'} = {programs}, "
                      f"{f.sms} SMs{' (assumed)' if f.sms_assumed else ''}",
-                     value=f.programs)] + _time_evidence(f))
-  # as many programs as twice the SMs; blockshape.py states the factor the blocks allow
-  factor = 2 ** math.ceil(math.log2(2 * f.sms / max(f.programs, 1)))
+                     value=f.programs)] + _time_evidence(f) + why)
+  if factor < 2:
+    return [Finding(d)]
   est = estimate.spread(f.programs, f.sms, factor)
   return [Finding(d, [blocks("few_programs", "smaller", f, f"/{factor}, {f.programs * factor} "
                              "programs", estimate.capped(est, f), factor=factor)])]
@@ -108,11 +130,13 @@ def underfilled(f) -> list[Finding]:
     return []        # it does not wait on memory: more warps would not help it
   occ = f.occupancy
   slots = f.sms * occ.ctas_per_sm
-  factor = 2 ** math.ceil(math.log2(slots / f.programs))
+  factor, why = _split_cap(f, 2 ** math.ceil(math.log2(slots / f.programs)))
   d = about("underfilled", f"{f.programs} programs fill {100 * waves:.0f} % of the GPU's CTA "
             f"slots ({f.sms} SMs x {occ.ctas_per_sm})", f, share=1.0, evidence=[
                 fact("grid", f"grid {'x'.join(map(str, f.grid))} = {f.programs} programs; "
-                     f"{occ.text()}", value=waves)] + _time_evidence(f))
+                     f"{occ.text()}", value=waves)] + _time_evidence(f) + why)
+  if factor < 2:
+    return [Finding(d)]
   return [Finding(d, [blocks("underfilled", "smaller", f, f"/{factor}, {f.programs * factor} "
                              "programs", (None, "no estimate: measured where tried"),
                              factor=factor)])]
