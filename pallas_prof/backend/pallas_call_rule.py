@@ -161,7 +161,9 @@ def _is_builtin_triton_params(cp) -> bool:
 
 
 def _lower(ctx, in_nodes, params, platform: str):
-  call = PallasCall.of(params, platform)
+  # an AMD GPU without TF32 dots: a float32 dot that allows TF32 multiplies in float32 there
+  call = PallasCall.of(params, platform, platform_paths.rocm_arch_without_tf32_dots()
+                       if platform == "rocm" else None)
   _refuse_unsupported(call, params)
   cp = params.get("compiler_params")
   check = bounds.check_bounds_enabled()

@@ -47,5 +47,5 @@ from .runtime import (
 from .source_info import (
     ErrorWithUserContext, hide_frames_in_tracebacks, is_user_file, user_frame)
 from .xla_numerics import (
-    lowering_for, xla_libdevice_path, xla_rounds_f64_to_16bit_twice,
+    arch_without_tf32_dots, lowering_for, xla_libdevice_path, xla_rounds_f64_to_16bit_twice,
     xla_rounds_tf32_dot_operands)

@@ -19,17 +19,28 @@ from .jax_names import JAX_VERSION
 
 # the platform a pallas_call is being lowered for ("cpu": Triton's interpreter, "cuda")
 _lowering_platform = contextvars.ContextVar("pallas_prof_lowering_platform", default="cpu")
+# the GPU being lowered for where it has no TF32 dot (an AMD arch but gfx942), else None
+_no_tf32_arch = contextvars.ContextVar("pallas_prof_no_tf32_arch", default=None)
 
 
 @contextlib.contextmanager
-def lowering_for(platform: str):
+def lowering_for(platform: str, no_tf32_arch: str | None = None):
   """Lowering inside this block is for `platform`: conversions whose rounding XLA's
-  backends do not agree on follow that platform's XLA."""
+  backends do not agree on follow that platform's XLA. `no_tf32_arch`: the GPU lowered for
+  multiplies no float32 dot in TF32 (Triton's backend for it takes no tf32)."""
   token = _lowering_platform.set(platform)
+  arch_token = _no_tf32_arch.set(no_tf32_arch)
   try:
     yield
   finally:
+    _no_tf32_arch.reset(arch_token)
     _lowering_platform.reset(token)
+
+
+def arch_without_tf32_dots() -> str | None:
+  """The GPU being lowered for (lowering_for) where it has no TF32 dot, else None: a float32
+  dot at DEFAULT or HIGH precision, which allows TF32, then multiplies in float32."""
+  return _no_tf32_arch.get()
 
 
 def xla_rounds_tf32_dot_operands() -> bool:

@@ -99,6 +99,17 @@ def default_ptx_isa(arch: int = 90) -> int:
   return ptx_isa_for_cuda(ptxas_tool(arch).version)
 
 
+@functools.lru_cache(maxsize=None)
+def hip_dot_input_precisions(arch: str) -> tuple[str, ...]:
+  """The input precisions Triton's AMD backend takes for a float32 dot on `arch` (tl.dot's
+  input_precision): tf32 only where the arch has it. Triton's own answer, so each release's."""
+  from triton.backends.amd.compiler import HIPBackend
+  from triton.backends.compiler import GPUTarget
+  # fp fusion given: Triton 3.9 warns about its unset default otherwise
+  options = HIPBackend(GPUTarget("hip", arch, 64)).parse_options({"enable_fp_fusion": False})
+  return tuple(options.allowed_dot_input_precisions)
+
+
 def cuda_version_of_driver(driver_version: int) -> str:
   """cuDriverGetVersion's integer (13000) as a CUDA release ("13.0")."""
   return f"{driver_version // 1000}.{(driver_version % 1000) // 10}"

@@ -25,18 +25,20 @@ class PallasCall:
   call_site: Any            # JAX's source info of the equation: the user's line
   aliases: tuple[tuple[int, int], ...]
   platform: str
+  no_tf32_arch: str | None = None   # the GPU's arch where it has no TF32 dot (ROCm)
 
   @classmethod
-  def of(cls, params: dict, platform: str) -> "PallasCall":
+  def of(cls, params: dict, platform: str, no_tf32_arch: str | None = None) -> "PallasCall":
     # JAX lowers each equation inside its user context: the source info there
     # holds the pallas_call's traceback (the lowering context's own is None
     # for cached lowerings).
     return cls(params["jaxpr"], params["grid_mapping"], params.get("name"),
                compat.source_info_util.current(),
-               tuple(tuple(a) for a in params.get("input_output_aliases", ())), platform)
+               tuple(tuple(a) for a in params.get("input_output_aliases", ())), platform,
+               no_tf32_arch)
 
   def lower(self, options: LoweringOptions):
-    with compat.lowering_for(self.platform):
+    with compat.lowering_for(self.platform, self.no_tf32_arch):
       return lower_kernel(self.jaxpr, self.grid_mapping, options, name=self.name,
                           call_site=self.call_site, input_output_aliases=self.aliases)
 

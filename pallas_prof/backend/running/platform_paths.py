@@ -15,6 +15,7 @@ import json
 import jax
 
 from .. import compat, hooks
+from ..compiling import triton_compat
 from ..compiling.compile import compile_kernel
 from ..compiling.failures.workarounds import compile_working_around
 from . import bounds_errors, rocm
@@ -48,6 +49,13 @@ def compiled_for_gpu(rec, call, cp, zeroed, tuned: bool):
   return hooks.selector().select(ck, ck.generated or gk, cp, call.lower, target,
                                  compile_fn=lambda g: compile_kernel(g, target, need_cubin=False),
                                  aliases=call.aliases, zeroed=tuple(sorted(zeroed)))
+
+
+def rocm_arch_without_tf32_dots() -> str | None:
+  """The gfx arch the ROCm path compiles for (rocm.gfx_arch) where Triton's backend for it
+  takes no tf32 dot (every AMD arch but gfx942), else None."""
+  arch = rocm.gfx_arch()
+  return None if "tf32" in triton_compat.hip_dot_input_precisions(arch) else arch
 
 
 def launch_on_rocm(ctx, in_nodes, call, gk, zeroed, params):

@@ -9,10 +9,16 @@ and the result is folded back. Padded K lanes (a non-power-of-two contraction)
 are zeroed on both sides. Integer dots other than int8 have no tensor-core
 path: they multiply and sum in registers, in the result's integer type, which
 wraps exactly like XLA.
+
+A float32 dot at DEFAULT or HIGH precision multiplies in TF32, as XLA's GPU
+backend and JAX's Triton backend do; on an AMD GPU whose Triton backend has no
+TF32 dot (every AMD arch but gfx942) it multiplies in float32, which those
+precisions allow, and says so at the dot's line (Tf32FallbackWarning).
 """
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import numpy as np
 import jax.numpy as jnp
@@ -41,6 +47,10 @@ class _Algorithm:
 
 
 _TF32_PRECISIONS = (lax.Precision.DEFAULT, lax.Precision.HIGH, None)
+
+
+class Tf32FallbackWarning(UserWarning):
+  """A float32 dot that allows TF32 multiplies in float32: the GPU has no TF32 dot."""
 
 
 def _preset_algorithm(preset) -> _Algorithm:
@@ -81,6 +91,23 @@ def _algorithm(precision, operand_dtype) -> _Algorithm:
   # As JAX's Triton backend and XLA on GPU: DEFAULT and HIGH multiply in TF32.
   tf32 = any(p in _TF32_PRECISIONS for p in precision)
   return _Algorithm("tf32" if tf32 else "ieee", None, None)
+
+
+def _asks_tf32_by_name(precision) -> bool:
+  """A DotAlgorithmPreset that names TF32: what the user asked for, refused where missing."""
+  preset = getattr(lax, "DotAlgorithmPreset", None)
+  return preset is not None and isinstance(precision, preset) and "TF32" in precision.name
+
+
+def _float32_instead(ctx, algorithm: _Algorithm) -> _Algorithm:
+  arch = compat.arch_without_tf32_dots()
+  info = ctx.info
+  warnings.warn_explicit(
+      f"kernel `{ctx.kernel.name}`: {arch} has no TF32 dot, so this float32 dot multiplies "
+      "in float32, as precision=HIGHEST would (its precision allows TF32 or better; a "
+      "DotAlgorithmPreset of BF16_BF16_F32_X3 is faster and nearly as close)",
+      Tf32FallbackWarning, info.file or "an unknown line", info.line or 0)
+  return dataclasses.replace(algorithm, input_precision="ieee")
 
 
 def _common_dtype(a: Value, b: Value) -> np.dtype:
@@ -164,6 +191,9 @@ def _dot_general(ctx, a, b, *, dimension_numbers, precision=None, preferred_elem
     b = _swap_last(ctx, b)
   common = _common_dtype(a, b)
   algorithm = _algorithm(precision, common)
+  if algorithm.input_precision == "tf32" and compat.arch_without_tf32_dots() and \
+      not _asks_tf32_by_name(precision):
+    algorithm = _float32_instead(ctx, algorithm)
   operand_dtype = algorithm.operand_dtype or common
   ctx.record(dot=DotFacts(
       batch=a.shape[0] if batched else 1, m=a.shape[-2], n=b.shape[-1], k=a.shape[-1],
