@@ -302,9 +302,9 @@ def main() -> None:
                       help="also compile each program's kernels for sm_90 (on the CPU, "
                            "Triton's ptxas) and scan the SASS for the ptxas hazard")
   parser.add_argument("--second-target", action="store_true",
-                      help="with --compile-sm90 (which it turns on): also compile each "
-                           "program's kernels for sm_80 and gfx942 in turns "
-                           "(tests/fuzz/second_target.py)")
+                      help="also compile each program's kernels for sm_80 and gfx942 in "
+                           "turns (tests/fuzz/second_target.py); turns --compile-sm90 on "
+                           "unless --no-sm90")
   parser.add_argument("--no-sm90", action="store_true",
                       help="with --second-target: compile for the second target only, not "
                            "for sm_90 too (no SASS scan)")

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 40's fuzz run with second-target compiles, on the device machine's host: a CPU run
 # (JAX_PLATFORMS=cpu, so pallas-prof runs each kernel in Triton's interpreter on the host's
-# cores, as on a CPU-only machine) and a GPU run beside it. Both compile each program's kernels
-# for sm_90 and for a second target, sm_80 and gfx942 in turns (tests/fuzz/second_target.py).
+# cores, as on a CPU-only machine) and a GPU run beside it. By default both compile each
+# program's kernels for sm_90 and for a second target, sm_80 and gfx942 in turns
+# (tests/fuzz/second_target.py).
 # A run too long for one call is made of parts with consecutive seeds, merged here afterwards
 # with `python3 bench/fuzz/fuzz_summary.py --merge ...`, as the GPU runs are.
 #
@@ -38,15 +39,15 @@ run_part() {   # device jobs seed [options]: one fuzz run in the background, its
 pids=()
 if [ "$cpu_jobs" -gt 0 ]; then
   # shellcheck disable=SC2086
-  JAX_PLATFORMS=cpu run_part cpu "$cpu_jobs" "${CPU_SEED:?set CPU_SEED}" ${CPU_ARGS:---second-target} &
+  JAX_PLATFORMS=cpu run_part cpu "$cpu_jobs" "${CPU_SEED:?set CPU_SEED}" ${CPU_ARGS---second-target} &
   pids+=($!)
 fi
 if [ "$gpu_jobs" -gt 0 ]; then
   # shellcheck disable=SC2086
-  run_part gpu "$gpu_jobs" "${GPU_SEED:?set GPU_SEED}" ${GPU_ARGS:---second-target} & pids+=($!)
+  run_part gpu "$gpu_jobs" "${GPU_SEED:?set GPU_SEED}" ${GPU_ARGS---second-target} & pids+=($!)
 fi
 rc=0
-for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
+for pid in ${pids[@]+"${pids[@]}"}; do wait "$pid" || rc=$?; done
 for device in cpu gpu; do
   [ -f "$out/fuzz_$device.txt" ] && { echo "== $device"; tail -30 "$out/fuzz_$device.txt"; }
   # the findings' reproducers (their inputs), tarred: a copy of the folder loses its deep files

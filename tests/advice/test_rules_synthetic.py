@@ -376,3 +376,17 @@ def test_underfilled_is_not_split_finer_than_small_programs_allow():
   (finding,) = findings
   assert finding.actions == []
   assert any("too little to split" in e.text for e in finding.diagnosis.evidence)
+
+
+def test_a_split_cap_needs_the_bytes_each_program_moves():
+  """Without a work model's bytes the rule's own factor stands (nothing to cap it by); with
+  a partial cap, underfilled proposes that cap, not its own factor."""
+  from pallas_prof.advice.rules.launch import _split_cap
+  unknown = dataclasses.replace(synthetic_facts(grid=(2,)), work=None)
+  assert unknown.bytes_per_program is None
+  assert _split_cap(unknown, 256) == (256, [])
+  facts = synthetic_facts(grid=(200,), work=synthetic_work(
+      bytes=200 * 40 * 1024, block_bytes=200 * 40 * 1024, programs=200))
+  (finding,) = RULES["underfilled"](facts)
+  # the rule asks 16x (16 CTA slots on each of 132 SMs); 40 KiB a program: halved keeps 20 KiB
+  assert finding.actions[0].change["factor"] == 2

@@ -19,7 +19,7 @@ from .jax_names import JAX_VERSION
 
 # the platform a pallas_call is being lowered for ("cpu": Triton's interpreter, "cuda")
 _lowering_platform = contextvars.ContextVar("pallas_prof_lowering_platform", default="cpu")
-# the GPU being lowered for where it has no TF32 dot (an AMD arch but gfx942), else None
+# the GPU being lowered for where Triton gives it no tf32 dot (AMD archs but gfx942), else None
 _no_tf32_arch = contextvars.ContextVar("pallas_prof_no_tf32_arch", default=None)
 
 

@@ -13,7 +13,9 @@ What differs, and where it is used:
   `ptxas` beside it rejects;
 - the PTX ISA version Triton emits by default, and its cap for a driver
   (launch through jaxlib: the driver or jaxlib's own ptxas must accept it);
-- where its tools live (nvdisasm, for lineinfo).
+- where its tools live (nvdisasm, for lineinfo);
+- which AMD archs take a tf32 dot (platform_paths, for the ROCm lowering): Triton's
+  own answer per release.
 
 Not here: the interpreter's internals that interpreter_runtime.py patches.
 That module is inlined verbatim into ejected programs, which run without

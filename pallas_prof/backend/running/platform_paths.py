@@ -53,9 +53,15 @@ def compiled_for_gpu(rec, call, cp, zeroed, tuned: bool):
 
 def rocm_arch_without_tf32_dots() -> str | None:
   """The gfx arch the ROCm path compiles for (rocm.gfx_arch) where Triton's backend for it
-  takes no tf32 dot (every AMD arch but gfx942), else None."""
+  takes no tf32 dot (its allowed_dot_input_precisions), else None. None too where Triton
+  cannot answer (no AMD backend, an arch name it cannot parse): the gfx compile that
+  follows then fails the usual way, at the user's line, with the arch named."""
   arch = rocm.gfx_arch()
-  return None if "tf32" in triton_compat.hip_dot_input_precisions(arch) else arch
+  try:
+    precisions = triton_compat.hip_dot_input_precisions(arch)
+  except Exception:  # noqa: BLE001 - asked again, and reported, by the compile
+    return None
+  return None if "tf32" in precisions else arch
 
 
 def launch_on_rocm(ctx, in_nodes, call, gk, zeroed, params):

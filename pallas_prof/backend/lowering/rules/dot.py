@@ -11,9 +11,9 @@ path: they multiply and sum in registers, in the result's integer type, which
 wraps exactly like XLA.
 
 A float32 dot at DEFAULT or HIGH precision multiplies in TF32, as XLA's GPU
-backend and JAX's Triton backend do; on an AMD GPU whose Triton backend has no
-TF32 dot (every AMD arch but gfx942) it multiplies in float32, which those
-precisions allow, and says so at the dot's line (Tf32FallbackWarning).
+backend and JAX's Triton backend do; on an AMD GPU whose Triton backend takes no
+tf32 dot (its allowed_dot_input_precisions) it multiplies in float32, which those
+precisions allow, and says so at the dot's line once (Tf32FallbackWarning).
 """
 from __future__ import annotations
 
@@ -99,14 +99,23 @@ def _asks_tf32_by_name(precision) -> bool:
   return preset is not None and isinstance(precision, preset) and "TF32" in precision.name
 
 
+# warned once per kernel, line and arch in this process: the tuner, the workarounds, the
+# profiler and the advice lower the same call again
+_warned: set[tuple] = set()
+
+
 def _float32_instead(ctx, algorithm: _Algorithm) -> _Algorithm:
   arch = compat.arch_without_tf32_dots()
   info = ctx.info
+  key = (ctx.kernel.name, info.file, info.line, arch)
+  if key in _warned:
+    return dataclasses.replace(algorithm, input_precision="ieee")
+  _warned.add(key)
   warnings.warn_explicit(
-      f"kernel `{ctx.kernel.name}`: {arch} has no TF32 dot, so this float32 dot multiplies "
-      "in float32, as precision=HIGHEST would (its precision allows TF32 or better; a "
-      "DotAlgorithmPreset of BF16_BF16_F32_X3 is faster and nearly as close)",
-      Tf32FallbackWarning, info.file or "an unknown line", info.line or 0)
+      f"kernel `{ctx.kernel.name}`: {arch} has no TF32 dot, so this DEFAULT/HIGH-precision "
+      "float32 dot multiplies in full float32. Pass precision=HIGHEST to ask for that (no "
+      "warning), or lax.DotAlgorithmPreset.BF16_BF16_F32_X3 for speed at near-float32 "
+      "accuracy", Tf32FallbackWarning, info.file or "an unknown line", info.line or 0)
   return dataclasses.replace(algorithm, input_precision="ieee")
 
 
