@@ -122,14 +122,16 @@ def assert_actions_and_their_legend(words: str) -> None:
   assert legend.startswith("; ".join(f"[{k}] {KINDS[k]}" for k in kinds)), legend
 
 
+# the matmul example: its CPU run's advice has actions to show (vector_add's programs are
+# too small to split, so its advice proposes none)
 def test_run_in_a_terminal(tmp_path):
   out = tmp_path / "run"
   code, raw = in_a_terminal(tmp_path, "run", "--out", str(out),
-                            os.path.join(EXAMPLES, "vector_add.py"))
+                            os.path.join(EXAMPLES, "matmul.py"))
   assert code == 0, raw
   words = assert_fits_the_terminal(raw)
-  assert "vector_add n=100003: max |error| = 0" in words        # the script's own output
-  assert_report_parts(words, "add_kernel", out)
+  assert "matmul 256x256x256 bfloat16: relative error = " in words   # the script's own output
+  assert_report_parts(words, "matmul_kernel", out)
   assert_actions_and_their_legend(words)
   assert (out / "report.json").exists()
 
@@ -137,13 +139,13 @@ def test_run_in_a_terminal(tmp_path):
 def test_advise_in_a_terminal(tmp_path):
   out = tmp_path / "advise"
   code, raw = in_a_terminal(tmp_path, "advise", "--out", str(out), "--tuning-file",
-                            str(tmp_path / "tuning.json"), os.path.join(EXAMPLES, "vector_add.py"))
+                            str(tmp_path / "tuning.json"), os.path.join(EXAMPLES, "matmul.py"))
   assert code == 0, raw
   words = assert_fits_the_terminal(raw)
   # said before the script runs (its first line), as long as the terminal is wide
   assert screen_lines(raw)[0].startswith("pallas-prof advise: no NVIDIA GPU"), raw
   assert 'each action marked "not measured: no GPU". Running the script now.' in words
-  assert_report_parts(words, "add_kernel", out)
+  assert_report_parts(words, "matmul_kernel", out)
   assert_actions_and_their_legend(words)
   assert (out / "report.json").exists()
 
