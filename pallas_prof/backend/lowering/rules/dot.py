@@ -108,14 +108,13 @@ def _float32_instead(ctx, algorithm: _Algorithm) -> _Algorithm:
   arch = compat.arch_without_tf32_dots()
   info = ctx.info
   key = (ctx.kernel.name, info.file, info.line, arch)
-  if key in _warned:
-    return dataclasses.replace(algorithm, input_precision="ieee")
-  _warned.add(key)
-  warnings.warn_explicit(
-      f"kernel `{ctx.kernel.name}`: {arch} has no TF32 dot, so this DEFAULT/HIGH-precision "
-      "float32 dot multiplies in full float32. Pass precision=HIGHEST to ask for that (no "
-      "warning), or lax.DotAlgorithmPreset.BF16_BF16_F32_X3 for speed at near-float32 "
-      "accuracy", Tf32FallbackWarning, info.file or "an unknown line", info.line or 0)
+  if key not in _warned:
+    _warned.add(key)
+    warnings.warn_explicit(
+        f"kernel `{ctx.kernel.name}`: {arch} has no TF32 dot, so this DEFAULT/HIGH-precision "
+        "float32 dot multiplies in full float32. Pass precision=HIGHEST to ask for that (no "
+        "warning), or lax.DotAlgorithmPreset.BF16_BF16_F32_X3 for speed at near-float32 "
+        "accuracy", Tf32FallbackWarning, info.file or "an unknown line", info.line or 0)
   return dataclasses.replace(algorithm, input_precision="ieee")
 
 
