@@ -95,21 +95,20 @@ def ptx_locations(ptx: str):
   recent_parent: dict[tuple[int, int, int], tuple[int, int, int]] = {}
   current: tuple[Loc, ...] = ()
   per_line = []
-  in_asm = asm_located = False
+  in_asm = False
   for line in lines:
     stripped = line.strip()
     if stripped == "// begin inline asm":
-      in_asm, asm_located = True, False
+      in_asm = True
     elif stripped == "// end inline asm":
       in_asm = False
     m = _LOC_DIRECTIVE.match(line)
-    if m and in_asm and asm_located:
+    if m and in_asm and current:
       # LLVM 21 (Triton 3.9) numbers each line of an inline asm block from the
-      # statement's line on (`.loc 1 15 9`, `.loc 1 16 9`, ...): only the first
-      # is a source location; the rest would charge a load to later lines
+      # statement's line on (`.loc 1 15 9`, `.loc 1 16 9`, ...): the statement's
+      # location is the one in effect at the block (ptx_lineinfo.py drops these before
+      # ptxas; a PTX saved by an older pallas-prof still has them)
       m = None
-    elif m and in_asm:
-      asm_located = True
     if m:
       file = files.get(int(m.group(1)), "")
       chain = [Loc(file, int(m.group(2)))]

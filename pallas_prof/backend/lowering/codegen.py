@@ -46,6 +46,9 @@ _SIGNATURE_TYPES = {
 
 SUPPORTED_DTYPES = tuple(_TL_DTYPES)
 
+# the region of a jaxpr a rule traces and lowers in its equation's place (erf_inv's polynomial)
+DECOMPOSITION = "decomposition"
+
 
 class UnsupportedDtype(TypeError):
   pass

@@ -23,7 +23,7 @@ from jax import lax
 
 from ... import compat
 from .. import emit
-from ..codegen import Value, is_bool, is_float, is_int, is_low_float, is_signed, literal, tl_dtype
+from ..codegen import DECOMPOSITION, Value, is_bool, is_float, is_int, is_low_float, is_signed, literal, tl_dtype
 from ...errors import Unsupported
 from .table import ARITHMETIC, REDUCTION, TRANSCENDENTAL, register
 
@@ -127,7 +127,7 @@ def _erf_inv(ctx, x, **params):
   xc = _compute(ctx, x)
   closed = jax.make_jaxpr(compat.erf_inv_lowering_helper())(
       jax.ShapeDtypeStruct(xc.shape, xc.dtype))
-  (out,) = ctx.lower_jaxpr(closed.jaxpr, [xc], "decomposition", consts=closed.consts)
+  (out,) = ctx.lower_jaxpr(closed.jaxpr, [xc], DECOMPOSITION, consts=closed.consts)
   return _finish(ctx, out, x.dtype)
 
 
@@ -699,7 +699,7 @@ def _decomposed(impl_name: str, broadcast_and_upcast: bool):
                         "compute it outside the kernel and pass the result in")
     avals = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in ctx.avals_in]
     closed = jax.make_jaxpr(lambda *args: impl(*args, **params))(*avals)
-    (out,) = ctx.lower_jaxpr(closed.jaxpr, list(operands), "decomposition",
+    (out,) = ctx.lower_jaxpr(closed.jaxpr, list(operands), DECOMPOSITION,
                              consts=closed.consts)
     return out
   rule.__name__ = f"_{impl_name}_rule"
