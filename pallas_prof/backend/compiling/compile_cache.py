@@ -28,7 +28,7 @@ from .triton_run import triton_lock
 
 # 7: PTX rewritten around three ptxas miscompiles (ptx_rewrites.py); 8: entries sealed
 # with a manifest (an entry without one would read as damaged); 9: one source location per
-# inline asm block (ptx_lineinfo.py: an older cubin's line info charges code to later lines)
+# inline asm block (ptx_rewrites.py: an older cubin's line info charges code to later lines)
 CACHE_FORMAT = 9
 
 _memory: dict[str, CompiledKernel] = {}

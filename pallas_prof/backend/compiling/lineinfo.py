@@ -106,7 +106,7 @@ def ptx_locations(ptx: str):
     if m and in_asm and current:
       # LLVM 21 (Triton 3.9) numbers each line of an inline asm block from the
       # statement's line on (`.loc 1 15 9`, `.loc 1 16 9`, ...): the statement's
-      # location is the one in effect at the block (ptx_lineinfo.py drops these before
+      # location is the one in effect at the block (ptx_rewrites.py drops these before
       # ptxas; a PTX saved by an older pallas-prof still has them)
       m = None
     if m:

@@ -1,4 +1,5 @@
-"""PTX rewrites that keep ptxas from miscompiling a kernel: exact, local, logged.
+"""PTX rewrites before ptxas: three keep it from miscompiling a kernel, one keeps its line
+table true. Exact, local, logged.
 
 Integer negations:
 
@@ -36,9 +37,31 @@ the H200 that row's floor division was off by one wherever the test flipped
 right). Each packed integer add is written as two 16-bit adds of its halves,
 the same values, which ptxas compiles to plain 32-bit adds that keep it.
 
-All three are applied to Triton's PTX stage (triton_run's stage hook), so the PTX handed to
+One source location per inline asm block (always applied; only debug directives change):
+
+LLVM 21 (Triton 3.9's) writes a `.loc` for every line of an inline asm block, numbering
+them from the statement's own line on: a three-line load (`mov; mov; ld.global`) at
+kernel line 15 carries `.loc 1 15 9`, `.loc 1 16 9`, `.loc 1 17 9`. Those are not
+source locations, but ptxas takes them as such, and the last one stays in effect after
+the block. So the cubin's line table charged the load to the next two lines of the
+generated source, and libdevice's code after an inline asm block to whatever lines
+followed the call: `sin` of a large argument takes libdevice's slow argument reduction,
+whose `mad.lo.cc`/`madc.hi` block is two lines long, and the rest of the slow path (the
+loop, its local-memory table and the float64 multiply) went to the kernel's next
+equations, most of a sin kernel's instructions and samples to the multiply after it.
+Every reader of the cubin's line info saw it: static counts, PC sampling, ncu's source
+counters, the pytest gate and `show --sass`. The statement's location is the one in
+effect where the block begins (LLVM writes it before `// begin inline asm` when it
+changes); a block opening with `{` has no `.loc` for that line, so its first `.loc` is
+already the next line. Every `.loc` inside a block is dropped, so the block and what
+follows it keep the statement's location; a block before any location keeps its first
+(there is nothing better to keep). No instruction changes
+(tests/backend/compiling/test_ptx_lineinfo.py compares the SASS). Triton 3.6's LLVM
+writes no `.loc` inside a block: its PTX passes through unchanged.
+
+All are applied to Triton's PTX stage (triton_run's stage hook), so the PTX handed to
 jaxlib, the cubin Triton assembles and the profiler's replays all come from the
-rewritten text. PALLAS_PROF_PTX_REWRITES=0 turns them off (to see what ptxas
+rewritten text. PALLAS_PROF_PTX_REWRITES=0 turns the three miscompile rewrites off (to see what ptxas
 does without them; compile keys tell the two apart). Imports nothing of
 pallas-prof at import (pallas_prof/settings.py only in enabled(), which the worker never
 calls): the compile worker loads it by path.
@@ -166,3 +189,31 @@ def _note(ptx: str, line: str) -> str:
   """The note after PTX's leading comment block (where `pallas-prof show --ptx` shows it)."""
   head, sep, rest = ptx.partition("\n.version")
   return f"{head}\n{line}{sep}{rest}" if sep else f"{line}\n{ptx}"
+
+_LOC = re.compile(r"^\s*\.loc\s")
+_FUNCTION = re.compile(r"^\s*(?:\.\w+\s+)*\.(?:entry|func)\b")     # `.visible .entry k(`
+BEGIN, END = "// begin inline asm", "// end inline asm"
+
+
+def one_location_per_asm_block(ptx: str) -> tuple[str, int]:
+  """(the PTX with the `.loc` lines inside inline asm blocks dropped, how many were)."""
+  if BEGIN not in ptx:
+    return ptx, 0
+  out: list[str] = []
+  dropped = 0
+  in_block = located = False      # located: a `.loc` is in effect (before or in the block)
+  for line in ptx.splitlines(keepends=True):
+    stripped = line.strip()
+    if stripped == BEGIN:
+      in_block = True
+    elif stripped == END:
+      in_block = False
+    elif _FUNCTION.match(line):
+      located = False             # (each function's line table starts afresh)
+    elif _LOC.match(line):
+      if in_block and located:
+        dropped += 1
+        continue
+      located = True
+    out.append(line)
+  return "".join(out), dropped

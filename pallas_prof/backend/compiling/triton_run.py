@@ -239,7 +239,7 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
         if _name == "ptx" and isinstance(result, str):
           # before ptxas sees it: the cubin, jaxlib's copy and the replays agree
           result, captured["ptx_asm_locs_dropped"] = (
-              _sibling("ptx_lineinfo").one_location_per_asm_block(result))
+              _sibling("ptx_rewrites").one_location_per_asm_block(result))
           if request.get("ptx_rewrites", True):
             result, captured["ptx_rewrites"] = _sibling("ptx_rewrites").rewrite(result)
         end = time.time_ns()
