@@ -254,6 +254,12 @@ step_advice() {   # issue 29's Proof: the known-answer kernels (one planted defe
     2>&1 | grep -v Deprecation | tail -120
 }
 
+step_ground_truth() {   # issue 47: the known-answer corpus measured (PC sampling, ncu for the
+  # sin kernel) and judged, every line's weight printed: $OUT/ground_truth_$GT_TAG.tar.gz
+  OUT="$OUT" TAG=${GT_TAG:-run} timeout ${GT_STEP_TIMEOUT:-420} bash bench/profiler/ground_truth_gpu.sh 2>&1 \
+    | grep -v Deprecation | tail -200
+}
+
 step_gate() {   # issue 41: the pytest gate on the GPU: a baseline, GATE_RUNS unchanged runs
   # (each must pass), then num_stages 3 -> 1 on a matmul (must fail): $OUT/gate/
   OUT="$OUT" timeout ${GATE_TIMEOUT:-480} bash bench/gate/gpu_proof.sh 2>&1 | tail -50

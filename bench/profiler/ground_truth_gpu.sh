@@ -20,5 +20,5 @@ if [ "${GT_NCU:-1}" = 1 ]; then
     tests/profiler/ground_truth.py --large > "$W/ncu.log" 2>&1
   echo "ncu run exit $?"
 fi
-python3 tests/profiler/ground_truth_checks.py "$W/sampled/report.json" ${GT_NCU:+"$W/ncu/report.json"} 2>&1 | tee "$W/table.txt"
+python3 tests/profiler/ground_truth_checks.py --lines "$W/sampled/report.json" ${GT_NCU:+"$W/ncu/report.json"} 2>&1 | tee "$W/table.txt"
 tar czf "$FINAL_OUT/ground_truth_$TAG.tar.gz" -C /tmp "gt_$TAG"

@@ -19,9 +19,10 @@ def describe(kernel: KernelContext, jaxpr, eqn, position: int, parent: EqnInfo |
     return (_eqn_text(kernel, jaxpr, eqn), tuple(Aval.of(v.aval) for v in eqn.invars),
             tuple(Aval.of(v.aval) for v in eqn.outvars), _jaxpr_line(kernel, eqn))
 
-  if parent is not None and region == DECOMPOSITION:
-    # a jaxpr a rule traced while lowering (erf_inv's polynomial): its frames are the
-    # lowering's, whose user frame is the pallas_call's line; the work is the parent's
+  if parent is not None and (region == DECOMPOSITION or f".{DECOMPOSITION}." in parent.path):
+    # a jaxpr a rule traced while lowering (erf_inv's polynomial), and the jaxprs nested in
+    # it (a jnp.where's call): their frames are the lowering's, whose user frame is the
+    # pallas_call's line; the work is the equation's the rule lowered
     frame = None
   file, line, function = ((frame.file_name, frame.start_line, frame.function_name) if frame
                           # inside a library's jit (jnp.sort, ...): the user's call of it

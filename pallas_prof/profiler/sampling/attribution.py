@@ -194,16 +194,28 @@ def _line_weights(gk, equations, effective, replay_median_s) -> list[LineWeight]
 
 
 def static(gk, profile: StaticProfile, reason: str) -> Attribution:
-  """Each equation's share of the SASS (else PTX) instructions, labelled as such."""
+  """Each equation's share of the SASS (else PTX) instructions one program executes as far
+  as the code says: an equation's instructions times the trips of the loops it is in (its
+  own too, for a loop's control). Branches weigh as if each ran, and a loop whose trips are
+  known only at run time counts once; the description says so where it applies."""
+  from ..static.cost import runs_per_program
   stage = profile.weight_basis          # "sass" or "ptx"
   count = "sass_instructions" if stage == "sass" else "ptx_instructions"
-  total = float(getattr(profile, count) or 0)
-  own = {e.index: float(getattr(e, count)) for e in profile.equations}
+  runs, dynamic = runs_per_program(gk)
+  own = {e.index: float(getattr(e, count)) * runs.get(e.index, 1) for e in profile.equations}
+  unattributed = float(profile.unattributed_instructions)
+  total = sum(own.values()) + unattributed
   equations = _equation_weights(gk, total, own, own, None)
   lines = _line_weights(gk, equations, {}, None)
+  what = f"static {stage.upper()} instructions times loop trips: {reason}"
+  if dynamic:
+    what += (f"; loop(s) {', '.join(f'[{i}]' for i in dynamic)} run a number of times "
+             "known only at run time, counted once")
+  if any(e.region.startswith("branch") for e in gk.eqns):
+    what += "; every cond branch weighs as if it ran"
   return Attribution(
-      basis="static", description=f"static {stage.upper()} instruction share: {reason}",
-      unit="instructions", total=total, unattributed=float(profile.unattributed_instructions),
+      basis="static", description=what,
+      unit="instructions", total=total, unattributed=unattributed,
       equations=equations, lines=lines)
 
 

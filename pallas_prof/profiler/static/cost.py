@@ -55,6 +55,32 @@ def dot_class(dot) -> str | None:
   return name
 
 
+def runs_per_program(gk) -> tuple[dict[int, int], list[int]]:
+  """({equation index: how often one program runs it}, loops whose trips are known only at
+  run time). A loop's own code (its test, its counter) runs once per trip, so a loop
+  equation counts its own trips as well as those of the loops around it; a loop emitted
+  straight-line (unrolled) multiplies nothing, and one of run-time trips counts once."""
+  by_index = {e.index: e for e in gk.eqns}
+  dynamic: set[int] = set()
+
+  def trips(e) -> int:
+    if e.trips is None or e.unrolled:
+      return 1
+    if not isinstance(e.trips, int):
+      dynamic.add(e.index)
+      return 1
+    return max(int(e.trips), 0)
+
+  runs = {}
+  for e in gk.eqns:
+    m, node = trips(e), e
+    while node.parent is not None:
+      node = by_index[node.parent]
+      m *= trips(node)
+    runs[e.index] = m
+  return runs, sorted(dynamic)
+
+
 def work_model(gk, cost_estimate=None) -> WorkModel:
   """Bytes and FLOPs of one launch of a GeneratedKernel."""
   programs = int(np.prod(gk.grid, dtype=np.int64)) if gk.grid else 1

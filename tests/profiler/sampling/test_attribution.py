@@ -203,7 +203,7 @@ def test_static_basis_without_a_gpu(softmax_kernel):
   assert not report.gpu_present
   (k,) = report.to_dict()["kernels"]
   assert k["weight_basis"] == "static"
-  assert k["attribution"]["description"].startswith("static SASS instruction share: no GPU")
+  assert k["attribution"]["description"].startswith("static SASS instructions times loop trips: no GPU")
   assert k["attribution"]["unit"] == "instructions"
   assert "share of instructions" in k["verdict"]
 

@@ -242,7 +242,7 @@ def test_profile_gpu_path_on_the_stand_in(fake_driver, matmul_mma):
   assert k.rates.flops_per_s == pytest.approx(k.work.flops / 4e-6)
   assert k.verdict.startswith(k.rates.verdict)
   assert k.weight_basis == "static"
-  assert k.attribution.description == "static SASS instruction share: PC sampling is off"
+  assert k.attribution.description == "static SASS instructions times loop trips: PC sampling is off"
   json.loads(report.to_json())
 
 
@@ -258,7 +258,7 @@ def test_failed_sampling_falls_back_to_static_weights_and_says_why(fake_driver, 
                                min_seconds=0.0)
   k = report.kernels[0]
   assert k.runtime is not None and k.weight_basis == "static"
-  assert k.attribution.description.startswith("static SASS instruction share: PC sampling "
+  assert k.attribution.description.startswith("static SASS instructions times loop trips: PC sampling "
                                                "failed: ProfilerError: the PC-sampling child")
   assert any(e.startswith("pc sampling: ") for e in k.errors)
 
