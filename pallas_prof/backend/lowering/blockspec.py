@@ -128,6 +128,82 @@ def check_block_shapes(grid_mapping, labels: list[str]) -> None:
                    "array shape": str(array_shape)})
 
 
+# accesses of a whole ref, or a view of it, that take no mask: every lane is really read
+# or written (masked_load and the atomics may touch nothing)
+_UNMASKED_ACCESSES = frozenset({"get", "swap", "addupdate"})
+
+
+def check_block_indices(grid_mapping, grid: tuple[int, ...], labels: list[str], jaxpr) -> None:
+  """No program picks a block that starts outside its array, for an operand the kernel
+  reads or writes on every program (an unmasked access at its top level): such a block
+  is read or written past the array's end (or before its start) whatever the data, and
+  the kernel's line that reads it is not where the mistake is. Raises Unsupported at the
+  BlockSpec's line, naming the program, the block index and the array's extent.
+
+  The index maps are evaluated over the whole grid on the host (coverage.blocks_outside);
+  where that is not possible (a scalar-prefetch operand, a grid too large), or the access
+  is conditional (under pl.when, masked: it may never happen), the bounds-checked mode
+  finds it at run time."""
+  from .coverage import blocks_outside
+  touched = _accessed_on_every_program(jaxpr, getattr(grid_mapping, "num_index_operands", 0))
+  n_in = grid_mapping.num_inputs
+  for found in blocks_outside(grid_mapping, grid, labels):
+    if found.operand not in touched:
+      continue
+    bm = grid_mapping.block_mappings[found.operand]
+    which = (f"input {found.operand}" if found.operand < n_in
+             else f"output {found.operand - n_in}")
+    raise Unsupported(_outside_reason(found, bm, which, grid), _OUTSIDE_HINT,
+                      where=index_map_site(bm), details=_outside_details(found, bm))
+
+
+_OUTSIDE_HINT = ("an index map returns block indices (element offsets divided by the block "
+                 "size), each in 0 to cdiv(size, block size) - 1 for every program of the "
+                 "grid (the last block may be partial: its lanes past the end are masked). "
+                 "Make the grid match the array (pl.cdiv(size, block)), or clamp the index "
+                 "(jnp.minimum(i + 1, blocks - 1)) and guard the access with pl.when")
+
+
+def _outside_reason(found, bm, which: str, grid) -> str:
+  axis, b = found.axis, found.block[found.axis]
+  size = found.shape[axis]
+  block = found.block[0] if len(found.block) == 1 else found.block
+  program = found.program[0] if len(found.program) == 1 else found.program
+  head = (f"the BlockSpec of {found.label} ({which}) picks block {block} for program "
+          f"{program} of grid {tuple(grid)}: ")
+  if isinstance(bm.block_shape[axis], compat.Squeezed):
+    where = (f"index {b} along dimension {axis}, a squeezed dimension of {size}, is outside "
+             f"0 to {size - 1}")
+  else:
+    edge = "before the array's start" if b < 0 else f"at or past the end ({size} elements)"
+    where = (f"along dimension {axis}, block {b} starts at element {found.first_element}, "
+             f"{edge}; blocks of {found.block_sizes[axis]} make block indices 0 to "
+             f"{found.blocks - 1} there")
+  more = (f" ({found.programs} of {found.total} programs pick a block outside)"
+          if found.programs > 1 else "")
+  return head + where + more
+
+
+def _outside_details(found, bm) -> dict:
+  dtype = np.dtype(bm.array_aval.dtype).name
+  return {"block_shape": _shape_text(bm.block_shape),
+          "array": f"{dtype}[{','.join(map(str, found.shape))}]",
+          "programs outside": f"{found.programs} of {found.total}, the first {found.program}"}
+
+
+def _accessed_on_every_program(jaxpr, skipped: int = 0) -> set[int]:
+  """The operands (their place among the block mappings) the kernel's top level reads or
+  writes without a mask: every program touches their whole view."""
+  position = {v: k - skipped for k, v in enumerate(jaxpr.invars) if k >= skipped}
+  touched = set()
+  for eqn in jaxpr.eqns:
+    if eqn.primitive.name in _UNMASKED_ACCESSES and eqn.invars:
+      k = position.get(eqn.invars[0]) if not isinstance(eqn.invars[0], compat.Literal) else None
+      if k is not None:
+        touched.add(k)
+  return touched
+
+
 def _is_int(value) -> bool:
   return isinstance(value, numbers.Integral)
 
