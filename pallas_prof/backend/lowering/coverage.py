@@ -171,6 +171,22 @@ def blocks_outside(grid_mapping, grid: tuple[int, ...], labels=None) -> list[Blo
   return found
 
 
+def every_block_inside(bm, grid: tuple[int, ...]) -> bool:
+  """Whether the index map of `bm` is known to pick, for every program of the grid, a
+  block that starts inside its array (False where it cannot be evaluated)."""
+  points = math.prod(grid) if grid else 1
+  if points > MAX_GRID_POINTS:
+    return False
+  try:
+    found = _picked_blocks(bm, _grid_points(grid))
+  except Exception:  # noqa: BLE001 - not analysed: not known to be inside
+    return False
+  if found is None:
+    return False
+  picked, _, blocks, _ = found
+  return bool(np.all((picked >= 0) & (picked < np.asarray(blocks)[:, None])))
+
+
 # --- the analysis ------------------------------------------------------------------
 
 class _NotAnalysed(Exception):

@@ -282,7 +282,8 @@ def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping,
   kernel.num_programs = [g for i, g in enumerate(kernel.grid) if i not in vmapped]
   refs, params = [], []
   for i, (bm, name, label) in enumerate(zip(block_mappings, names, labels)):
-    refs.append(block_ref(kernel, bm, name, label, pids))
+    refs.append(block_ref(kernel, bm, name, label, pids,
+                          which=f"input {i}" if i < n_in else f"output {i - n_in}"))
     role = "input" if i < n_in else "output"
     if i == n_in:
       params.extend(between)

@@ -14,11 +14,23 @@ import pytest
 from jax.experimental import pallas as pl
 
 import pallas_prof
+from pallas_prof import serial
+from pallas_prof.backend.check_sites import CheckSite
+from pallas_prof.backend.lowering.features import bounds
 from tests.helpers import pallas
 
 S = jax.ShapeDtypeStruct
 F32 = jnp.float32
 HERE = __file__.rsplit("/", 1)[-1]
+
+
+@pytest.fixture
+def check_mode():
+  bounds.set_check_bounds(True)
+  try:
+    yield
+  finally:
+    bounds.set_check_bounds(None)
 
 
 def _double(x_ref, o_ref):
@@ -39,7 +51,18 @@ def _lowering_error(call, *args) -> pallas_prof.LoweringError:
   return info.value
 
 
-def test_a_block_past_the_end_is_named_at_the_blockspec_line():
+@pytest.mark.parametrize("checked", [False, True], ids=["plain", "bounds_mode"])
+def test_a_block_past_the_end_is_named_at_the_blockspec_line(checked):
+  """The same error before launch with or without the bounds-checked mode (which said the
+  body's line and the interpreter's words before)."""
+  bounds.set_check_bounds(checked)
+  try:
+    _a_block_past_the_end()
+  finally:
+    bounds.set_check_bounds(None)
+
+
+def _a_block_past_the_end():
   shifted = pl.BlockSpec((128,), lambda i: (i + 1,))     # reads one block ahead
   call = pallas(_double, S((512,), F32), grid=(4,), in_specs=[shifted],
                 out_specs=pl.BlockSpec((128,), lambda i: (i,)))
@@ -119,3 +142,96 @@ def test_a_guarded_access_is_not_refused_before_it_runs():
   out = pallas(kernel, S((512,), F32), grid=(4,), in_specs=[shifted], out_specs=plain)(x)
   np.testing.assert_array_equal(np.asarray(out),
                                 np.concatenate([np.asarray(x[128:]), np.zeros(128)]))
+
+
+# --- the bounds-checked mode: what the check before launch cannot know ------------------
+
+def _read_ahead_when(keep_on):
+  """A kernel that reads its (shifted) input block only where `keep_on(program id)`:
+  a condition the check before launch does not evaluate."""
+  def kernel(x_ref, o_ref):
+    o_ref[...] = jnp.zeros_like(o_ref)
+
+    @pl.when(keep_on(pl.program_id(0)))
+    def _():
+      o_ref[...] = x_ref[...] * 2.0      # the read of the guarded block
+  return kernel
+
+
+def test_bounds_mode_names_the_blockspec_the_program_and_the_block(check_mode):
+  shifted = pl.BlockSpec((128,), lambda i: (i + 1,))     # guarded, still one block ahead
+  call = pallas(_read_ahead_when(lambda i: i < 4), S((512,), F32), grid=(4,),
+                in_specs=[shifted], out_specs=pl.BlockSpec((128,), lambda i: (i,)))
+  x = jnp.arange(512, dtype=F32)
+  with pytest.raises(pallas_prof.BoundsError) as info:
+    jax.block_until_ready(call(x))
+  e = info.value
+  assert e.location.endswith(f"{HERE}:{_line_of('guarded, still one block ahead')}")
+  text = str(e)
+  assert ("the BlockSpec of x_ref (input 0) at " in text
+          and "picks block 4 for program 3 of grid (4,): along dimension 0, block 4 starts at "
+              "element 512, at or past the end (512 elements)" in text)
+  assert f"`get` at line {_line_of('the read of the guarded block')} reads nothing of it" in text
+  assert "clamp the index" in e.hint
+
+
+def test_bounds_mode_two_dimensions_name_the_programs(check_mode):
+  def kernel(x_ref, o_ref):
+    o_ref[...] = jnp.zeros_like(o_ref)
+
+    @pl.when(pl.program_id(1) >= 0)
+    def _():
+      o_ref[...] = x_ref[...]
+
+  right = pl.BlockSpec((8, 128), lambda i, j: (i, j + 1))
+  plain = pl.BlockSpec((8, 128), lambda i, j: (i, j))
+  call = pallas(kernel, S((16, 256), F32), grid=(2, 2), in_specs=[right], out_specs=plain)
+  with pytest.raises(pallas_prof.BoundsError) as info:
+    jax.block_until_ready(call(jnp.ones((16, 256), F32)))
+  assert ("picks block (0 to 1, 2) for programs (0 to 1, 1) of grid (2, 2): along dimension "
+          "1, block 2 starts at element 256") in str(info.value)
+
+
+# the first block of the output is in no program's block: said, and not what is tested here
+@pytest.mark.filterwarnings("ignore::pallas_prof.UncoveredOutputWarning")
+def test_bounds_mode_an_output_block_before_the_start(check_mode):
+  def kernel(x_ref, o_ref):
+    @pl.when(pl.program_id(0) >= 0)
+    def _():
+      o_ref[...] = x_ref[...]            # the guarded write
+
+  behind = pl.BlockSpec((128,), lambda i: (i - 1,))     # guarded, one block behind
+  call = pallas(kernel, S((512,), F32), grid=(4,),
+                in_specs=[pl.BlockSpec((128,), lambda i: (i,))], out_specs=behind)
+  with pytest.raises(pallas_prof.BoundsError) as info:
+    jax.block_until_ready(call(jnp.ones((512,), F32)))
+  e = info.value
+  assert e.location.endswith(f"{HERE}:{_line_of('guarded, one block behind')}")
+  assert ("the BlockSpec of o_ref (output 0) at " in str(e) and "picks block -1 for program 0 "
+          "of grid (4,): along dimension 0, block -1 starts at element -128, before the "
+          "array's start" in str(e))
+  assert f"`swap` at line {_line_of('the guarded write')} writes nothing of it" in str(e)
+
+
+def test_bounds_mode_passes_a_partial_last_block_and_an_access_that_never_happens(check_mode):
+  shifted = pl.BlockSpec((32,), lambda i: (i + 1,))
+  plain = pl.BlockSpec((32,), lambda i: (i,))
+  x = jnp.arange(100, dtype=F32)
+  out = pallas(_read_ahead_when(lambda i: i >= 0), S((96,), F32), grid=(3,),
+               in_specs=[shifted], out_specs=plain)(x)
+  np.testing.assert_array_equal(np.asarray(out)[:68], np.asarray(x[32:]) * 2)
+  # the last program's block is past the end, and the guard keeps it from reading it
+  guarded = pallas(_read_ahead_when(lambda i: i < 3), S((512,), F32), grid=(4,),
+                   in_specs=[pl.BlockSpec((128,), lambda i: (i + 1,))],
+                   out_specs=pl.BlockSpec((128,), lambda i: (i,)))
+  y = jnp.arange(512, dtype=F32)
+  np.testing.assert_array_equal(np.asarray(guarded(y)),
+                                np.concatenate([np.asarray(y[128:]) * 2, np.zeros(128)]))
+
+
+def test_a_block_site_is_saved_and_read_back():
+  site = CheckSite(base=0, eqn_index=2, access="read", ref="x_ref", block_shape=(128,),
+                   array_shape=(512,), dtype="float32", checked_axes=(0,), kind="block",
+                   operand="input 0", where=("k.py", 12, "<lambda>"), grid=(4,),
+                   squeezed=(False,), static_ranges=(None,))
+  assert serial.load(CheckSite, serial.dump(site), "kernel.json") == site
