@@ -85,12 +85,7 @@ def uncovered_outputs(grid_mapping, grid: tuple[int, ...], labels=None,
       continue
     bm = grid_mapping.block_mappings[n_in + k]
     label = labels[n_in + k] if labels else f"out{k}_ref"
-    try:
-      hole = _uncovered(bm, ids)
-    except _NotAnalysed:
-      continue
-    except Exception:  # noqa: BLE001 - an analysis never fails a lowering
-      continue
+    hole = _uncovered(_analysed(bm, ids))
     if hole is not None:
       aval = bm.array_aval
       found.append(UncoveredOutput(k, label, tuple(aval.shape), np.dtype(aval.dtype).name,
@@ -151,10 +146,7 @@ def blocks_outside(grid_mapping, grid: tuple[int, ...], labels=None) -> list[Blo
   ids = _grid_points(grid)
   found = []
   for k, bm in enumerate(grid_mapping.block_mappings):
-    try:
-      picked_found = _picked_blocks(bm, ids)
-    except Exception:  # noqa: BLE001 - an analysis never fails a lowering (_NotAnalysed too)
-      continue
+    picked_found = _analysed(bm, ids)
     if picked_found is None:
       continue
     picked, sizes, blocks, shape = picked_found
@@ -177,10 +169,7 @@ def every_block_inside(bm, grid: tuple[int, ...]) -> bool:
   points = math.prod(grid) if grid else 1
   if points > MAX_GRID_POINTS:
     return False
-  try:
-    found = _picked_blocks(bm, _grid_points(grid))
-  except Exception:  # noqa: BLE001 - not analysed: not known to be inside
-    return False
+  found = _analysed(bm, _grid_points(grid))
   if found is None:
     return False
   picked, _, blocks, _ = found
@@ -200,8 +189,8 @@ def _grid_points(grid) -> list[np.ndarray]:
   return [m.reshape(-1) for m in mesh]
 
 
-def _uncovered(bm, ids):
-  found = _visited_blocks(bm, ids)
+def _uncovered(picked_found):
+  found = _visited_blocks(picked_found)
   if found is None:
     return None
   visited, sizes, shape = found
@@ -218,18 +207,26 @@ def _uncovered(bm, ids):
   return count, box
 
 
-def _visited_blocks(bm, ids):
-  """(visited blocks as a boolean array, block sizes, array shape), or None."""
-  found = _picked_blocks(bm, ids)
+def _visited_blocks(found):
+  """(visited blocks as a boolean array, block sizes, array shape) from _picked_blocks'
+  answer, or None."""
   if found is None:
     return None
   picked, sizes, blocks, shape = found
   if math.prod(blocks) > MAX_BLOCK_GRID:
-    raise _NotAnalysed
+    return None
   visited = np.zeros(blocks, dtype=bool)
   inside = np.all((picked >= 0) & (picked < np.asarray(blocks)[:, None]), axis=0)
   visited[tuple(picked[:, inside])] = True
   return visited, sizes, shape
+
+
+def _analysed(bm, ids):
+  """_picked_blocks, or None where the index map is not analysed."""
+  try:
+    return _picked_blocks(bm, ids)
+  except Exception:  # noqa: BLE001 - an analysis never fails a lowering (_NotAnalysed too)
+    return None
 
 
 def _picked_blocks(bm, ids):

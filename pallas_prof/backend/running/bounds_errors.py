@@ -64,7 +64,7 @@ def block_violation(flag, site, eqns=(), ref_names=(), short: bool = False) -> s
   programs = _ranges(flag, site, len(site.checked_axes), len(site.grid))
   per_axis = list(site.static_ranges) or [None] * len(site.array_shape)
   outside = None
-  for axis, (lo, hi) in zip(site.checked_axes, blocks):
+  for axis, (lo, hi) in zip(site.checked_axes, blocks, strict=True):
     per_axis[axis] = (lo, hi)
     size, bs = site.array_shape[axis], site.block_shape[axis]
     count = size if site.squeezed and site.squeezed[axis] else -(-size // bs)
