@@ -113,6 +113,11 @@ def describe_site(site, kernel_name: str, eqns=(), ref_names=()) -> tuple[str, s
     where = f" at {eqn.file}:{eqn.line}{fn}"
   primitive = eqn.primitive if eqn is not None else "access"
   head = f"out of bounds: `{primitive}` in kernel `{kernel_name}`{where} {access_words(site)}"
+  if site.kind == "block":
+    # (an ejected kernel's words: the index range that follows is the block index's)
+    spec = f" at {site.where[0]}:{site.where[1]}" if site.where else ""
+    head = (f"{head}: the BlockSpec of {site.ref} ({site.operand}){spec} picks a block "
+            f"outside the array, block index")
   eqn_text = with_ref_names(_equation_text(eqn), ref_names)
   return head, (f"\n  equation: {eqn_text}" if eqn_text else "")
 
