@@ -135,13 +135,14 @@ def emit_block_check(ctx, param: str, site: CheckSite, block, active: str | None
   into the flag buffer `param`; returns the name of a scalar, true where the block lies
   inside its array. Only an access that really touches a lane counts (`active`: its lanes,
   None for all): a block outside that a masked or guarded access never touches is no error."""
+  from ..codegen import next_pow2
   b = ctx.b
-  conds = [f"(({i}) >= 0) & (({i}) < {n})" for i, n in zip(block.indices, block.counts)]
+  conds = [f"(({i}) >= 0) & (({i}) < {n})" for i, n in zip(block.indices, block.counts,
+                                                          strict=True)]
   ok = b.assign("block_inside", " & ".join(conds))
   bad = f"~{ok}"
+  padded = ", ".join(str(next_pow2(n)) for n in shape)
   if active is not None:
-    from ..codegen import next_pow2
-    padded = ", ".join(str(next_pow2(n)) for n in shape)
     lanes = f"tl.broadcast_to({active}, ({padded},))" if shape else f"({active})"
     touched = f"tl.max({lanes}.to(tl.int32))" if shape else f"{lanes}.to(tl.int32)"
     bad = f"{bad} & ({touched} > 0)"
@@ -152,4 +153,7 @@ def emit_block_check(ctx, param: str, site: CheckSite, block, active: str | None
                               f"{OFFSET - 1}).to(tl.int32)")
     for k, value in ((1, f"{OFFSET} - {clamped}"), (2, f"{clamped} + {OFFSET}")):
       b.emit(f"tl.atomic_max({param} + {site.base + 1 + 2 * d + (k - 1)}, {value}, mask={bad})")
-  return ok
+  # a block access's mask as a tensor of its shape, made by a comparison: Triton 3.9's
+  # interpreter hands a scalar condition to its load as int32, which it refuses as a mask
+  return b.assign("block_inside", f"(tl.zeros(({padded},), tl.int32) + {ok}.to(tl.int32)) != 0") \
+      if shape else ok
