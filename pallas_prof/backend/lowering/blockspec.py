@@ -4,6 +4,7 @@ its offsets need, its name, and which operands may share memory.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 import os
@@ -14,9 +15,11 @@ from .. import compat
 from . import emit
 from .codegen import Value, next_pow2, sanitize, signature_type
 from .context import KernelContext
+from .coverage import blocks_outside, every_block_inside
 from .dispatch import lower_jaxpr
+from ..check_sites import OUTSIDE_HINT, block_outside_words
 from ..errors import Unsupported
-from .access.refs import RefValue, ViewDim
+from .access.refs import BlockIndices, RefValue, ViewDim
 
 INT32_OFFSETS_BELOW = 2**31     # offsets at or past this need int64 index arithmetic
 
@@ -44,7 +47,8 @@ def index_dtype_for(array_shape, block_shape) -> np.dtype:
 
 
 def block_ref(kernel: KernelContext, bm, name: str, label: str, pids: list[Value],
-               eqn_info_parent=None) -> RefValue:
+              eqn_info_parent=None, which: str = "") -> RefValue:
+  """The ref of one operand (`which`: "input 0", "output 1", for the bounds check's words)."""
   b = kernel.builder
   array_shape = tuple(bm.array_aval.shape)
   dtype = np.dtype(bm.array_aval.dtype)
@@ -60,19 +64,56 @@ def block_ref(kernel: KernelContext, bm, name: str, label: str, pids: list[Value
   where = getattr(closed.jaxpr.debug_info, "func_src_info", None) or "index_map"
   where = where.replace(os.path.dirname(where.split(" at ")[-1]) + os.sep, "") if " at " in where else where
   with b.note(f"block of {label}: BlockSpec {where}"):
-    return _block_ref_body(kernel, bm, name, label, pids, closed, array_shape, dtype, index_dtype)
+    ref, picked = _block_ref_body(kernel, bm, name, label, pids, closed, array_shape, dtype,
+                                  index_dtype)
+  if kernel.listeners.checks_indices and not every_block_inside(bm, tuple(kernel.grid)):
+    ref = dataclasses.replace(ref, block=_block_indices(kernel, bm, ref, picked, pids, which))
+  return ref
+
+
+def _block_indices(kernel, bm, ref: RefValue, picked, pids, which: str) -> BlockIndices | None:
+  """What the bounds-checked mode checks of the block at each access of `ref`: the block
+  indices along the dimensions whose index is not a constant inside the array."""
+  axes, indices, counts = [], [], []
+  fixed = [str(i.const) if i.const is not None else None for i in picked]
+  for axis, (bdim, index, size) in enumerate(zip(bm.block_shape, picked, ref.array_shape,
+                                                 strict=True)):
+    if isinstance(bdim, compat.Squeezed):
+      count = size
+    elif isinstance(bdim, compat.Blocked):
+      count = -(-size // int(bdim.block_size))
+    else:
+      continue          # pl.Element: an element offset, checked by the access itself
+    if index.const is not None and 0 <= index.const < count:
+      continue
+    axes.append(axis)
+    indices.append(str(index))
+    counts.append(count)
+  if not axes:
+    return None
+  site = dict(kind="block", ref=ref.label, operand=which,
+              where=index_map_site(bm) or (), grid=tuple(kernel.grid),
+              block_shape=tuple(1 if isinstance(bd, compat.Squeezed) else int(bd.block_size)
+                                for bd in bm.block_shape),
+              array_shape=tuple(ref.array_shape), dtype=np.dtype(ref.dtype).name,
+              squeezed=tuple(isinstance(bd, compat.Squeezed) for bd in bm.block_shape),
+              static_ranges=tuple(None if axis in axes else fixed[axis]
+                                  for axis in range(len(picked))))
+  return BlockIndices(tuple(axes), tuple(indices), tuple(counts), tuple(map(str, pids)),
+                      tuple(site.items()))
 
 
 def _block_ref_body(kernel, bm, name, label, pids, closed, array_shape, dtype, index_dtype):
   b = kernel.builder
   indices = lower_jaxpr(kernel, closed.jaxpr, list(pids), parent=None,
                         region=f"index_map {label}", consts=closed.consts)
-  dims, ragged = [], []
+  dims, ragged, picked = [], [], []     # picked: the block index per axis
   for axis, (bdim, idx, size) in enumerate(zip(bm.block_shape, indices, array_shape, strict=True)):
     if not isinstance(idx, Value):
       raise Unsupported(f"index map of {label} returned {type(idx).__name__}",
                         "index maps must return integer block indices")
     idx = emit.cast(b, idx, index_dtype, f"{name}_idx{axis}")
+    picked.append(idx)
     if isinstance(bdim, compat.Squeezed):
       dims.append(ViewDim("int", idx, 1, 1, 0, 1))
       ragged.append(False)
@@ -96,9 +137,10 @@ def _block_ref_body(kernel, bm, name, label, pids, closed, array_shape, dtype, i
     else:
       raise Unsupported(f"block dimension {bdim!r} of {label}",
                         "use pl.BlockSpec with block sizes (ints) or None (squeezed)")
-  return RefValue(name=name, dtype=dtype, array_shape=array_shape, dims=tuple(dims),
-                  ragged=tuple(ragged), index_dtype=index_dtype, label=label,
-                  origin=tuple(d.start for d in dims))
+  ref = RefValue(name=name, dtype=dtype, array_shape=array_shape, dims=tuple(dims),
+                 ragged=tuple(ragged), index_dtype=index_dtype, label=label,
+                 origin=tuple(d.start for d in dims))
+  return ref, picked
 
 
 def check_block_shapes(grid_mapping, labels: list[str]) -> None:
@@ -126,6 +168,68 @@ def check_block_shapes(grid_mapping, labels: list[str]) -> None:
           _block_size_hint(array_shape, axis, size), where=index_map_site(bm),
           details={"block_shape": _shape_text(bm.block_shape),
                    "array shape": str(array_shape)})
+
+
+# accesses of a whole ref, or a view of it, that take no mask: every lane is really read
+# or written (masked_load and the atomics may touch nothing)
+_UNMASKED_ACCESSES = frozenset({"get", "swap", "addupdate"})
+
+
+def check_block_indices(grid_mapping, grid: tuple[int, ...], labels: list[str], jaxpr) -> None:
+  """No program picks a block that starts outside its array, for an operand the kernel
+  reads or writes on every program (an unmasked access at its top level): such a block
+  is read or written past the array's end (or before its start) whatever the data, and
+  the kernel's line that reads it is not where the mistake is. Raises Unsupported at the
+  BlockSpec's line, naming the program, the block index and the array's extent.
+
+  The index maps are evaluated over the whole grid on the host (coverage.blocks_outside);
+  where that is not possible (a scalar-prefetch operand, a grid too large), or the access
+  is conditional (under pl.when, masked: it may never happen), the bounds-checked mode
+  finds it at run time."""
+  touched = _accessed_on_every_program(jaxpr, getattr(grid_mapping, "num_index_operands", 0))
+  n_in = grid_mapping.num_inputs
+  for found in blocks_outside(grid_mapping, grid, labels):
+    if found.operand not in touched:
+      continue
+    bm = grid_mapping.block_mappings[found.operand]
+    which = (f"input {found.operand}" if found.operand < n_in
+             else f"output {found.operand - n_in}")
+    raise Unsupported(_outside_reason(found, bm, which, grid), OUTSIDE_HINT,
+                      where=index_map_site(bm), details=_outside_details(found, bm))
+
+
+def _outside_reason(found, bm, which: str, grid) -> str:
+  axis, b = found.axis, found.block[found.axis]
+  size = found.shape[axis]
+  block = found.block[0] if len(found.block) == 1 else found.block
+  program = found.program[0] if len(found.program) == 1 else found.program
+  head = (f"the BlockSpec of {found.label} ({which}) picks block {block} for program "
+          f"{program} of grid {tuple(grid)}: ")
+  where = block_outside_words(axis, b, found.block_sizes[axis], size,
+                              isinstance(bm.block_shape[axis], compat.Squeezed))
+  more = (f" ({found.programs} of {found.total} programs pick a block outside)"
+          if found.programs > 1 else "")
+  return head + where + more
+
+
+def _outside_details(found, bm) -> dict:
+  dtype = np.dtype(bm.array_aval.dtype).name
+  return {"block_shape": _shape_text(bm.block_shape),
+          "array": f"{dtype}[{','.join(map(str, found.shape))}]",
+          "programs outside": f"{found.programs} of {found.total}, the first {found.program}"}
+
+
+def _accessed_on_every_program(jaxpr, skipped: int = 0) -> set[int]:
+  """The operands (their place among the block mappings) the kernel's top level reads or
+  writes without a mask: every program touches their whole view."""
+  position = {v: k - skipped for k, v in enumerate(jaxpr.invars) if k >= skipped}
+  touched = set()
+  for eqn in jaxpr.eqns:
+    if eqn.primitive.name in _UNMASKED_ACCESSES and eqn.invars:
+      k = position.get(eqn.invars[0]) if not isinstance(eqn.invars[0], compat.Literal) else None
+      if k is not None:
+        touched.add(k)
+  return touched
 
 
 def _is_int(value) -> bool:

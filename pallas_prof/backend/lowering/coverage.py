@@ -1,4 +1,5 @@
-"""Outputs the grid does not cover: which elements no program's block writes.
+"""What the grid's blocks cover: which output elements no program's block writes
+(uncovered_outputs), and which programs pick a block outside its array (blocks_outside).
 
 A pallas_call writes each output through the blocks its BlockSpec's index
 map picks for the grid's programs. Elements in no picked block are never
@@ -84,12 +85,7 @@ def uncovered_outputs(grid_mapping, grid: tuple[int, ...], labels=None,
       continue
     bm = grid_mapping.block_mappings[n_in + k]
     label = labels[n_in + k] if labels else f"out{k}_ref"
-    try:
-      hole = _uncovered(bm, ids)
-    except _NotAnalysed:
-      continue
-    except Exception:  # noqa: BLE001 - an analysis never fails a lowering
-      continue
+    hole = _uncovered(_analysed(bm, ids))
     if hole is not None:
       aval = bm.array_aval
       found.append(UncoveredOutput(k, label, tuple(aval.shape), np.dtype(aval.dtype).name,
@@ -112,6 +108,74 @@ def warn_uncovered(found: list[UncoveredOutput], kernel: str, site) -> None:
     warnings.warn_explicit(message, UncoveredOutputWarning, file, line)
 
 
+@dataclasses.dataclass(frozen=True)
+class BlockOutside:
+  """Programs whose BlockSpec picks a block of operand `operand` (its place among the
+  call's inputs then outputs) that starts outside the array: at or past its end, or
+  before its start. A partial last block (the array's size not a multiple of the block
+  size) is inside: its start is in the array, and its lanes past the end are masked."""
+  operand: int
+  label: str
+  shape: tuple[int, ...]
+  block_sizes: tuple[int, ...]            # elements per block (1: a squeezed dimension)
+  programs: int                           # how many programs pick such a block
+  total: int                              # programs in the grid
+  program: tuple[int, ...]                # the first of them, as its grid indices
+  block: tuple[int, ...]                  # the block index it picks
+  axis: int                               # the first dimension where that block is outside
+
+  @property
+  def blocks(self) -> int:
+    """Blocks of the array along `axis` (valid block indices: 0 to blocks - 1)."""
+    return -(-self.shape[self.axis] // self.block_sizes[self.axis])
+
+  @property
+  def first_element(self) -> int:
+    """Where the block starts along `axis`."""
+    return self.block[self.axis] * self.block_sizes[self.axis]
+
+
+def blocks_outside(grid_mapping, grid: tuple[int, ...], labels=None) -> list[BlockOutside]:
+  """Each operand (inputs, then outputs) whose index map picks, for some program of the
+  grid, a block that starts outside its array: the first such program and block. Index
+  maps this cannot evaluate (scalar-prefetch operands, primitives the evaluator does not
+  know, offsets rather than block indices) are left to the bounds-checked mode."""
+  points = math.prod(grid) if grid else 1
+  if points == 0 or points > MAX_GRID_POINTS:
+    return []
+  ids = _grid_points(grid)
+  found = []
+  for k, bm in enumerate(grid_mapping.block_mappings):
+    picked_found = _analysed(bm, ids)
+    if picked_found is None:
+      continue
+    picked, sizes, blocks, shape = picked_found
+    outside = (picked < 0) | (picked >= np.asarray(blocks)[:, None])
+    bad = np.flatnonzero(outside.any(axis=0))
+    if not bad.size:
+      continue
+    first = int(bad[0])
+    program = tuple(int(i[first]) for i in ids)
+    found.append(BlockOutside(
+        k, labels[k] if labels else f"operand{k}", shape, tuple(sizes), int(bad.size), points,
+        program, tuple(int(b) for b in picked[:, first]),
+        int(np.flatnonzero(outside[:, first])[0])))
+  return found
+
+
+def every_block_inside(bm, grid: tuple[int, ...]) -> bool:
+  """Whether the index map of `bm` is known to pick, for every program of the grid, a
+  block that starts inside its array (False where it cannot be evaluated)."""
+  points = math.prod(grid) if grid else 1
+  if points > MAX_GRID_POINTS:
+    return False
+  found = _analysed(bm, _grid_points(grid))
+  if found is None:
+    return False
+  picked, _, blocks, _ = found
+  return bool(np.all((picked >= 0) & (picked < np.asarray(blocks)[:, None])))
+
+
 # --- the analysis ------------------------------------------------------------------
 
 class _NotAnalysed(Exception):
@@ -125,8 +189,8 @@ def _grid_points(grid) -> list[np.ndarray]:
   return [m.reshape(-1) for m in mesh]
 
 
-def _uncovered(bm, ids):
-  found = _visited_blocks(bm, ids)
+def _uncovered(picked_found):
+  found = _visited_blocks(picked_found)
   if found is None:
     return None
   visited, sizes, shape = found
@@ -143,8 +207,31 @@ def _uncovered(bm, ids):
   return count, box
 
 
-def _visited_blocks(bm, ids):
-  """(visited blocks as a boolean array, block sizes, array shape), or None."""
+def _visited_blocks(found):
+  """(visited blocks as a boolean array, block sizes, array shape) from _picked_blocks'
+  answer, or None."""
+  if found is None:
+    return None
+  picked, sizes, blocks, shape = found
+  if math.prod(blocks) > MAX_BLOCK_GRID:
+    return None
+  visited = np.zeros(blocks, dtype=bool)
+  inside = np.all((picked >= 0) & (picked < np.asarray(blocks)[:, None]), axis=0)
+  visited[tuple(picked[:, inside])] = True
+  return visited, sizes, shape
+
+
+def _analysed(bm, ids):
+  """_picked_blocks, or None where the index map is not analysed."""
+  try:
+    return _picked_blocks(bm, ids)
+  except Exception:  # noqa: BLE001 - an analysis never fails a lowering (_NotAnalysed too)
+    return None
+
+
+def _picked_blocks(bm, ids):
+  """(the block index each program picks, [rank, programs]; block sizes; blocks per
+  dimension; array shape), or None for an array of no elements."""
   shape = tuple(int(s) for s in bm.array_aval.shape)
   if not shape or math.prod(shape) == 0:
     return None
@@ -157,18 +244,13 @@ def _visited_blocks(bm, ids):
     else:
       raise _NotAnalysed       # Element / BoundedSlice: offsets, not block indices
   blocks = [-(-s // b) for s, b in zip(shape, sizes, strict=True)]
-  if math.prod(blocks) > MAX_BLOCK_GRID:
-    raise _NotAnalysed
   closed = bm.index_map_jaxpr
   n = len(ids[0]) if ids else 1
   indices = _eval(closed.jaxpr, list(closed.consts), [i for i in ids], n)
   if len(indices) != len(shape):
     raise _NotAnalysed
-  visited = np.zeros(blocks, dtype=bool)
   picked = np.stack([np.broadcast_to(np.asarray(i, np.int64), (n,)) for i in indices])
-  inside = np.all((picked >= 0) & (picked < np.asarray(blocks)[:, None]), axis=0)
-  visited[tuple(picked[:, inside])] = True
-  return visited, sizes, shape
+  return picked, sizes, blocks, shape
 
 
 def _eval(jaxpr, consts, args, n):

@@ -109,6 +109,11 @@ class LoweringListener:
     """The in-bounds mask's name of a checked access, or None (this one checks nothing)."""
     return None
 
+  def check_block(self, ctx, block, access: str, active, shape) -> str | None:
+    """The name of a scalar that is true where the block an access reads or writes
+    (access.refs.BlockIndices) lies inside its array, or None (this one checks nothing)."""
+    return None
+
   def index_sum(self, kernel, result, terms) -> None:
     """result = the sum of value * factor over `terms` ((Value, int) pairs)."""
 
@@ -156,6 +161,13 @@ class Listeners(tuple):
   def check_access(self, ctx, site_fields, local_indices, active, shape) -> str | None:
     for listener in self:
       ok = listener.check_access(ctx, site_fields, local_indices, active, shape)
+      if ok is not None:
+        return ok
+    return None
+
+  def check_block(self, ctx, block, access, active, shape) -> str | None:
+    for listener in self:
+      ok = listener.check_block(ctx, block, access, active, shape)
       if ok is not None:
         return ok
     return None

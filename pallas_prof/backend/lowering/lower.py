@@ -22,7 +22,8 @@ from ... import events as keys
 from .. import compat, hooks
 from ..artifacts import EquationRecord, GeneratedKernel, KernelParam
 from ..equation_text import Description
-from .blockspec import alias_sets, arg_labels, block_ref, check_block_shapes, operands_line
+from .blockspec import (alias_sets, arg_labels, block_ref, check_block_indices, check_block_shapes,
+                        operands_line)
 from .codegen import KernelBuilder, UnsupportedDtype
 from .context import KernelContext
 from .describe import ref_names
@@ -128,8 +129,9 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, options: Lo
     try:
       check_call(grid_mapping)
       grid = static_grid(grid_mapping)
-      check_block_shapes(grid_mapping, arg_labels(jaxpr, grid_mapping.num_inputs,
-                                                  grid_mapping.num_outputs))
+      labels = arg_labels(jaxpr, grid_mapping.num_inputs, grid_mapping.num_outputs)
+      check_block_shapes(grid_mapping, labels)
+      check_block_indices(grid_mapping, grid, labels, jaxpr)
     except Unsupported as e:
       raise call_error(e.reason, e.hint, e.where, e.details) from None
     # the file's name, not the path the script was started by: the source's sha256 is the
@@ -280,7 +282,8 @@ def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping,
   kernel.num_programs = [g for i, g in enumerate(kernel.grid) if i not in vmapped]
   refs, params = [], []
   for i, (bm, name, label) in enumerate(zip(block_mappings, names, labels)):
-    refs.append(block_ref(kernel, bm, name, label, pids))
+    refs.append(block_ref(kernel, bm, name, label, pids,
+                          which=f"input {i}" if i < n_in else f"output {i - n_in}"))
     role = "input" if i < n_in else "output"
     if i == n_in:
       params.extend(between)

@@ -156,8 +156,9 @@ def interpreter_error(gk: GeneratedKernel, error: BaseException) -> Exception:
         ref_names=gk.ref_names,
         hint=f"an index of this {'`' + what + '` ' if what else ''}lies outside its ref: "
              "PALLAS_PROF_CHECK=bounds (or pallas_prof.install(check_bounds=True)) names the "
-             "ref, its shape and the index range. On a GPU this access is an illegal "
-             "address, which ends the process's CUDA context"))
+             "ref, its shape and the index range, or, where the block itself lies outside "
+             "the array, the BlockSpec's line, the program and the block index. On a GPU "
+             "this access is an illegal address, which ends the process's CUDA context"))
   return remember(KernelRuntimeError(
       f"the kernel failed under Triton's interpreter: {type(cause or error).__name__}: "
       f"{cause or error}",

@@ -188,6 +188,12 @@ def _address(ctx, ref: RefValue, user_mask, write: bool, access: str):
     masks.append(str(user_mask))
     active.append(str(user_mask))
   in_bounds = _check_access(ctx, ref, checks, active, shape, access) if checking else None
+  if checking and ref.block is not None:
+    # the block itself may lie outside the array (its index map's fault, not this index's)
+    block_ok = ctx.kernel.listeners.check_block(ctx, ref.block, access,
+                                                " & ".join(active) or None, shape)
+    in_bounds = block_ok if in_bounds is None else ctx.b.assign(
+        "in_bounds", f"{in_bounds} & {block_ok}")
   return offset, masks, shape, in_bounds, edge
 
 

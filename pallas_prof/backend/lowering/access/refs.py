@@ -30,6 +30,18 @@ class ViewDim:
 
 
 @dataclasses.dataclass(frozen=True)
+class BlockIndices:
+  """The bounds-checked mode's view of a ref's block (lowering/blockspec.py): the block
+  index the index map picked along each checked dimension, how many blocks there are
+  there, the program ids, and what a violation says (check_sites.CheckSite's fields)."""
+  axes: tuple[int, ...]
+  indices: tuple[str, ...]        # the block index's expression, per axis in `axes`
+  counts: tuple[int, ...]         # valid block indices along it: 0 to count - 1
+  program_ids: tuple[str, ...]    # per dimension of the grid
+  site: tuple = ()                # (field, value) pairs of its CheckSite
+
+
+@dataclasses.dataclass(frozen=True)
 class RefValue:
   """A kernel operand in global memory: a pointer plus the block it sees."""
   name: str
@@ -43,6 +55,9 @@ class RefValue:
   # the block's first element per dimension (bounds-checked mode: indices
   # relative to it must lie in [0, extent)); () when not known
   origin: tuple = ()
+  # the bounds-checked mode: the block's indices, checked at each access (None: off, or
+  # every index a constant inside the array)
+  block: BlockIndices | None = None
 
   @property
   def shape(self) -> tuple[int, ...]:

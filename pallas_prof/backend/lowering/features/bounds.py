@@ -12,6 +12,14 @@ recorded in a flag buffer, an extra int32 output of the kernel:
 
     per check site: [lanes outside, then per dimension checked at run time:
                      max(OFFSET - index) and max(index + OFFSET) over those lanes]
+    per block site:  [accesses of a block outside the array, then the same two per
+                      dimension checked for the block index, then per grid dimension for
+                      the program id]
+
+A block site is the BlockSpec's: at each access, the block the index map picked is
+checked against the array (a block that starts past its end or before its start; a
+partial last block is inside), so the error names the BlockSpec's line, the program and
+the block index, not the line of the kernel that happens to read the block.
 
 (all `atomic_max`/`atomic_add` from zero, so a zeroed buffer is the initial
 state on both platforms). After the kernel the launcher reads the buffer
@@ -120,3 +128,32 @@ def emit_check(ctx, param: str, site: CheckSite, locals_: list[str], active: str
       b.emit(f"tl.atomic_max({param} + {site.base + 1 + 2 * d + (k - 1)}, "
              f"{reduced}, mask={count} > 0)")
   return ok
+
+
+def emit_block_check(ctx, param: str, site: CheckSite, block, active: str | None, shape) -> str:
+  """Emits the check of the block an access reads or writes (access.refs.BlockIndices)
+  into the flag buffer `param`; returns the name of a scalar, true where the block lies
+  inside its array. Only an access that really touches a lane counts (`active`: its lanes,
+  None for all): a block outside that a masked or guarded access never touches is no error."""
+  from ..codegen import next_pow2
+  b = ctx.b
+  conds = [f"(({i}) >= 0) & (({i}) < {n})" for i, n in zip(block.indices, block.counts,
+                                                          strict=True)]
+  ok = b.assign("block_inside", " & ".join(conds))
+  bad = f"~{ok}"
+  padded = ", ".join(str(next_pow2(n)) for n in shape)
+  if active is not None:
+    lanes = f"tl.broadcast_to({active}, ({padded},))" if shape else f"({active})"
+    touched = f"tl.max({lanes}.to(tl.int32))" if shape else f"{lanes}.to(tl.int32)"
+    bad = f"{bad} & ({touched} > 0)"
+  bad = b.assign("block_outside", bad)
+  b.emit(f"tl.atomic_add({param} + {site.base}, {bad}.to(tl.int32), mask={bad})")
+  for d, expr in enumerate((*block.indices, *block.program_ids)):
+    clamped = b.assign("idx", f"tl.minimum(tl.maximum(({expr}).to(tl.int64), {1 - OFFSET}), "
+                              f"{OFFSET - 1}).to(tl.int32)")
+    for k, value in ((1, f"{OFFSET} - {clamped}"), (2, f"{clamped} + {OFFSET}")):
+      b.emit(f"tl.atomic_max({param} + {site.base + 1 + 2 * d + (k - 1)}, {value}, mask={bad})")
+  # a block access's mask as a tensor of its shape, made by a comparison: Triton 3.9's
+  # interpreter hands a scalar condition to its load as int32, which it refuses as a mask
+  return b.assign("block_inside", f"(tl.zeros(({padded},), tl.int32) + {ok}.to(tl.int32)) != 0") \
+      if shape else ok

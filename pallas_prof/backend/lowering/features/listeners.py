@@ -25,7 +25,7 @@ from ..effects import ANY_REF, jaxpr_write_targets, refs_read, write_targets
 from ..feature_hooks import EquationEvent, LoweringListener, Listeners
 from ..rules.table import REDUCTION, TRANSCENDENTAL, work_of
 from . import scan_forms
-from .bounds import SiteTable, emit_check, flag_length
+from .bounds import SiteTable, emit_block_check, emit_check, flag_length
 from .probes import ProbeEmitter, ProbeLayout, ProbeOptions
 from .tma import TmaDescriptors
 from .workaround_plan import WorkaroundPlan
@@ -162,6 +162,11 @@ class BoundsChecks(LoweringListener):
   def check_access(self, ctx, site_fields, local_indices, active, shape) -> str:
     site = self.table.add(eqn_index=ctx.info.index, **site_fields)
     return emit_check(ctx, self.table.param, site, local_indices, active, shape)
+
+  def check_block(self, ctx, block, access, active, shape) -> str:
+    site = self.table.add(eqn_index=ctx.info.index, access=access, checked_axes=block.axes,
+                          **dict(block.site))
+    return emit_block_check(ctx, self.table.param, site, block, active, shape)
 
   def end(self, kernel) -> list[KernelParam]:
     return [KernelParam(name=self.table.param, label="bounds flags", dtype="int32",
