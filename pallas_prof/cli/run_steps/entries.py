@@ -11,7 +11,7 @@ from ...backend.artifacts import target_text
 from ...backend.errors import CompileError
 from ...instrument import error_text
 from ...version import __version__
-from ..redact import redact_argv
+from ...redaction import redact_argv
 from ..report import CompileInfo, ErrorEntry, KernelEntry, Platform
 from ..script_args import RunOptions
 
@@ -88,5 +88,5 @@ def installed_version(package: str) -> str:
 
 def recorded(args: RunOptions, argv) -> list[str]:
   """`argv` as the run records it: the values of arguments named like secrets masked
-  (redact.py), unless --no-redact."""
+  (pallas_prof/redaction), unless --no-redact."""
   return list(argv) if args.no_redact else redact_argv(argv)

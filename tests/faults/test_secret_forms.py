@@ -1,0 +1,65 @@
+"""Secrets in the forms the redactor missed (issue 48, items 10 to 12): a short option, a
+header, a bare token, credentials without a scheme among the script's arguments; a secret
+in the script's exception; a secret in the script's path. A run records none of them: not
+in any file it writes, not on the terminal. The script still gets its arguments as given.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tests.faults.cli_runs import pallas_prof
+from tests.faults.test_secrets import _files_holding
+
+ARGS_SCRIPT = """
+import json, sys
+# what the script was given, kept outside the run (the marker's path is its last argument)
+with open(sys.argv[-1], "w") as f:
+  json.dump(sys.argv[1:-1], f)
+"""
+
+
+def _leaks(out, done, secrets) -> dict[str, list[str]]:
+  """{secret: the run's files and streams that hold it} for each secret found anywhere."""
+  found = {}
+  for secret in secrets:
+    where = _files_holding(out, secret)
+    where += [stream for stream, text in (("stdout", done.stdout), ("stderr", done.stderr))
+              if secret in text]
+    if where:
+      found[secret] = where
+  return found
+
+
+@pytest.mark.fault("secret_forms")
+def test_argument_forms_are_recorded_nowhere(tmp_path):
+  script, marker = tmp_path / "script.py", tmp_path / "given.json"
+  script.write_text(ARGS_SCRIPT)
+  tokens = {"ghp_" + "Gh1" * 12: "ghp_", "github_pat_" + "Pat2" * 8: "github_pat_",
+            "hf_" + "Hf3x" * 9: "hf_", "sk-proj-" + "Sk4y" * 8: "sk-",
+            "xoxb-1234-5678-" + "Sl5z" * 5: "xoxb-", "AKIAZ7Q3EXAMPLEKEY99": "AKIA",
+            "eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.Jw6sig": "eyJ"}
+  secrets = {f"s3cr3t{i}" for i in range(1, 9)} | set(tokens)
+  args = ["-p", "s3cr3t1", "--pass", "s3cr3t2", "--pwd=s3cr3t3",
+          "--header", "Authorization: Bearer s3cr3t4", "-H", "X-Api-Key: s3cr3t5",
+          "--dsn", "admin:s3cr3t6@db.internal:5432", "--url", "https://h/?token=s3cr3t7&n=1",
+          "-u", "joe:s3cr3t8", *tokens,
+          # ordinary arguments beside them stay as they are
+          "--port", "-p", "8", "--max-tokens", "128", str(marker)]
+  out = tmp_path / "out"
+  done = pallas_prof("run", "--out", str(out), str(script), *args, cache_dir=tmp_path / "cache",
+                     timeout=300)
+  assert done.returncode == 0, done.stdout + done.stderr
+  assert json.loads(marker.read_text()) == args[:-1]           # the script got them as given
+  assert {"report.json", "report.html", "trace.otlp.jsonl", "trace.perfetto.json"} <= \
+      set(os.listdir(out))
+  assert _leaks(out, done, secrets) == {}
+  command = json.loads((out / "report.json").read_text())["command"]
+  assert command[-len(args):-1] == [
+      "-p", "***", "--pass", "***", "--pwd=***", "--header", "Authorization: Bearer ***",
+      "-H", "X-Api-Key: ***", "--dsn", "admin:***@db.internal:5432",
+      "--url", "https://h/?token=***&n=1", "-u", "joe:***",
+      *(prefix + "***" for prefix in tokens.values()),
+      "--port", "-p", "8", "--max-tokens", "128"]
