@@ -38,11 +38,14 @@ WRITING = ("pallas-prof was still writing this run's other files when it saved t
 
 class RunResult:
   """What `run.run_and_report` gives `run` and `advise`: the report, where the run is, the
-  script's outcome, the kernel's error that ended it, the command's exit code, and the
-  lines to print last (what could not be written, or put in place)."""
+  script's outcome, the kernel's error that ended it, the command's exit code, the
+  lines to print last (what could not be written, or put in place), and what masks the
+  secrets in what is printed of the error (the report is masked already)."""
 
-  def __init__(self, report, out_dir, outcome, kernel_error, exit_code, closing):
+  def __init__(self, report, out_dir, outcome, kernel_error, exit_code, closing,
+               redact=None):
     self.report, self.out_dir, self.outcome = report, out_dir, outcome
+    self.redact = redact
     self.kernel_error, self.exit_code = kernel_error, exit_code
     self.closing = [line for line in closing if line]
 

@@ -30,6 +30,8 @@ MASK = "***"
 # an environment variable's value shorter than this, or one of these words, is too common
 # to mask wherever it appears (AUTH_MODE=normal would mask every "normal")
 MIN_ENV_SECRET = 8
+# the shell's working folders: their word "pwd" is no password
+NOT_SECRET_VARIABLES = frozenset({"PWD", "OLDPWD"})
 _NOT_SECRET_VALUE = re.compile(r"(?i)^(true|false|yes|no|on|off|none|null|enabled|disabled|"
                                r"\d+)$")
 
@@ -99,7 +101,8 @@ def env_secrets(environ=None) -> list[str]:
   """The values of the environment's variables whose names look like a secret's, long
   enough to mask wherever they appear, longest first."""
   environ = os.environ if environ is None else environ
-  values = {v for k, v in environ.items() if secret_name(k) and len(v) >= MIN_ENV_SECRET
+  values = {v for k, v in environ.items() if secret_name(k) and k not in NOT_SECRET_VARIABLES
+            and len(v) >= MIN_ENV_SECRET
             and not _NOT_SECRET_VALUE.match(v) and MASK not in v}
   return sorted(values, key=len, reverse=True)
 

@@ -63,3 +63,37 @@ def test_argument_forms_are_recorded_nowhere(tmp_path):
       "--url", "https://h/?token=***&n=1", "-u", "joe:***",
       *(prefix + "***" for prefix in tokens.values()),
       "--port", "-p", "8", "--max-tokens", "128"]
+
+
+FAILING_SCRIPT = """
+import os
+def connect():
+  raise OSError("auth failed: password=s3cr3t1 for host db")
+try:
+  connect()
+except OSError as e:
+  raise ConnectionError("cannot reach postgresql://admin:s3cr3t2@db:5432/app with headers "
+                        "{'Authorization': 'Bearer s3cr3t3'} and token "
+                        + os.environ["SERVICE_TOKEN"]) from e
+"""
+
+
+@pytest.mark.fault("secret_forms")
+def test_an_exception_s_secrets_are_recorded_nowhere(tmp_path):
+  """Item 11: the script's exception (a connection string, a header, a token from the
+  environment, in the exception and in its cause) is masked in report.json, report.html
+  and the traceback on the terminal."""
+  script, out = tmp_path / "script.py", tmp_path / "out"
+  script.write_text(FAILING_SCRIPT)
+  env = dict(os.environ, SERVICE_TOKEN="tok-s3cr3t4-from-the-environment")
+  done = pallas_prof("run", "--out", str(out), str(script), cache_dir=tmp_path / "cache",
+                     timeout=300, env=env)
+  assert done.returncode == 1, done.stdout + done.stderr        # the script's own failure
+  secrets = ["s3cr3t1", "s3cr3t2", "s3cr3t3", "s3cr3t4"]
+  assert _leaks(out, done, secrets) == {}
+  # what failed is still said, with the secrets masked
+  assert "ConnectionError: cannot reach postgresql://admin:***@db:5432/app" in done.stderr
+  assert "OSError: auth failed: password=*** for host db" in done.stderr
+  notes = json.loads((out / "report.json").read_text())["notes"]
+  assert any("the script raised ConnectionError" in n and "'Authorization': '***'" in n
+             and n.endswith("token *** (at " + str(script) + ":8)") for n in notes), notes

@@ -132,10 +132,11 @@ def test_secrets_in_texts_are_masked(text, recorded):
 def test_secret_valued_environment_variables_are_masked_anywhere():
   environ = {"MY_SERVICE_TOKEN": "tok-" + S + "-42", "AWS_SECRET_ACCESS_KEY": "wJalr/" + S,
              "HF_TOKEN_PATH": "/home/u/.hf/token-file", "USE_AUTH": "true", "AUTH_PORT": "8080",
-             "HOME": "/home/u", "EDITOR": "vim-" + S + "-no"}
+             "HOME": "/home/u", "EDITOR": "vim-" + S + "-no", "PWD": "/home/u/work",
+             "OLDPWD": "/home/u/old-work"}
   r = Redactor(environ)
-  text = f"failed: header x-thing tok-{S}-42; key wJalr/{S}; home /home/u; vim-{S}-no"
-  assert r.text(text) == f"failed: header x-thing {MASK}; key {MASK}; home /home/u; vim-{S}-no"
+  text = f"failed: header x-thing tok-{S}-42; key wJalr/{S}; in /home/u/work; vim-{S}-no"
+  assert r.text(text) == f"failed: header x-thing {MASK}; key {MASK}; in /home/u/work; vim-{S}-no"
   # common values of secret-named variables are not masked wherever they appear
   assert r.text("true 8080") == "true 8080"
 
