@@ -134,7 +134,7 @@ def run_and_report(args: RunOptions) -> "run_writes.RunResult":
       run_report, report_state = run_writes.write_run(
           files, _report(args, found), lambda: run_writes.stop_tracing(found.tracer, running,
                                                                       files),
-          lambda: run_writes.save_kernels(out_dir, found.records, files),
+          lambda: run_writes.save_kernels(out_dir, found.records, files, redactor(args)),
           lambda: _add_probe_tracks(args, out_dir, found.reports, files))
       where, problem = run_writes.finish(folder)
       if report_state != "none":

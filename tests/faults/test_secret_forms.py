@@ -97,3 +97,45 @@ def test_an_exception_s_secrets_are_recorded_nowhere(tmp_path):
   notes = json.loads((out / "report.json").read_text())["notes"]
   assert any("the script raised ConnectionError" in n and "'Authorization': '***'" in n
              and n.endswith("token *** (at " + str(script) + ":8)") for n in notes), notes
+
+
+KERNELS_SCRIPT = """
+import jax, jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+def double(x_ref, o_ref):
+  o_ref[...] = x_ref[...] * 2.0
+
+def sort(x_ref, o_ref):
+  o_ref[...] = jnp.sort(x_ref[...])   # not lowerable: a kernel's error report
+
+x = jnp.arange(16.0)
+print(pl.pallas_call(double, out_shape=jax.ShapeDtypeStruct((16,), jnp.float32))(x)[1])
+pl.pallas_call(sort, out_shape=jax.ShapeDtypeStruct((16,), jnp.float32))(x)
+"""
+
+
+@pytest.mark.fault("secret_forms")
+def test_a_path_holding_a_secret_is_masked_everywhere(tmp_path):
+  """Item 12: a script in a folder whose name holds credentials and a token is masked
+  wherever its path is recorded: report.json's `command`, `script`, the kernels'
+  source_info and source locations, kernel.json, report.html, both traces, the kernel's
+  error report and the terminal."""
+  folder = tmp_path / "admin:s3cr3tA@db" / "run;token=s3cr3tB"
+  folder.mkdir(parents=True)
+  script, out = folder / "script.py", tmp_path / "out"
+  script.write_text(KERNELS_SCRIPT)
+  done = pallas_prof("run", "--out", str(out), str(script), cache_dir=tmp_path / "cache",
+                     timeout=300)
+  assert done.returncode == 1, done.stdout + done.stderr       # the sort kernel's error
+  assert "cannot lower `sort`" in done.stderr
+  report = json.loads((out / "report.json").read_text())
+  (kernel,) = report["kernels"]
+  assert {"report.json", "report.html", "trace.otlp.jsonl", "trace.perfetto.json",
+          "kernels"} <= set(os.listdir(out))
+  assert any(f.endswith("kernel.json") for _, _, fs in os.walk(out / "kernels") for f in fs)
+  assert _leaks(out, done, ["s3cr3tA", "s3cr3tB"]) == {}
+  masked = str(tmp_path / "admin:***@db" / "run;token=***")
+  assert report["script"] == masked and report["command"][-1] == masked
+  assert kernel["source_info"].startswith("double at " + masked), kernel["source_info"]
+  assert report["errors"][0]["location"].startswith(masked)
