@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import re
 
-from .names import SECRET_WORDS, SUFFIX_WORDS, secret_name, secret_name_last
+from .names import SECRET_WORDS, SUFFIX_WORDS, secret_name, secret_name_last, words
 
 MASK = "***"
 # an environment variable's value shorter than this, or one of these words, is too common
@@ -76,14 +76,33 @@ _TOKENS = [re.compile(rf"(?<![A-Za-z0-9_\-])({prefix}){rest}") for prefix, rest 
 )]
 
 
+# cheap tests that let most texts (a path, an equation) skip the rules that cannot apply
+_ANY_WORD = re.compile(r"(?i)token|key|secret|pass|pwd|cred|auth|cookie|signature|jwt")
+_ANY_TOKEN = re.compile(r"gh[pousr]_|github_pat_|hf_|sk-|[rs]k_live_|xox|glpat-|npm_|pypi-|"
+                        r"AIza|A[KS]IA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA|eyJ")
+
+
 def _userinfo(match: re.Match) -> str:
   user, colon, _ = match.group("info").partition(":")
   masked = f"{user}:{MASK}" if colon else MASK     # a lone userinfo is often a token
   return f"{match.group('scheme')}{masked}@"
 
 
+def _is_code(match: re.Match) -> bool:
+  """Whether a match reads as Python source a report quotes (`key = jax.random.key(0)`,
+  `def f(key: jax.Array)`) rather than a value given: an assignment with spaces around
+  its `=` and no string after it, or `key:` unquoted and no header's name."""
+  sep, name = match.group("sep"), match.group("name")
+  quoted = match.group("quote") is not None or sep[:1] in "'\""
+  if quoted:
+    return False
+  if "=" in sep:
+    return sep.strip() != sep
+  return "-" not in name and words(name)[-1] in ("key", "keys")
+
+
 def _named(match: re.Match) -> str:
-  if not secret_name_last(match.group("name")):
+  if not secret_name_last(match.group("name")) or _is_code(match):
     return match.group(0)
   head = match.group("name") + match.group("sep")
   if match.group("quote") is not None:
@@ -117,16 +136,21 @@ class TextRedactor:
   def __call__(self, text: str) -> str:
     if self._env is not None:
       text = self._env.sub(MASK, text)
-    text = _PRIVATE_KEY.sub(rf"\1 {MASK} \2", text)
-    text = _USERINFO.sub(_userinfo, text)
-    text = _BARE_USERINFO.sub(lambda m: f"{m.group('user')}:{MASK}@", text)
-    text = _COOKIE.sub(lambda m: m.group(1) + MASK, text)
-    text = _NAMED.sub(_named, text)
-    text = _OPTION.sub(_option, text)
-    text = _BEARER.sub(lambda m: m.group(1) + MASK, text)
-    text = _QUERY_SIG.sub(lambda m: m.group(1) + MASK, text)
-    for token in _TOKENS:
-      text = token.sub(lambda m: m.group(1) + MASK, text)
+    if "@" in text:
+      text = _USERINFO.sub(_userinfo, text)
+      text = _BARE_USERINFO.sub(lambda m: f"{m.group('user')}:{MASK}@", text)
+    if _ANY_WORD.search(text):
+      text = _PRIVATE_KEY.sub(rf"\1 {MASK} \2", text)
+      text = _COOKIE.sub(lambda m: m.group(1) + MASK, text)
+      text = _NAMED.sub(_named, text)
+      text = _OPTION.sub(_option, text)
+    if "Bearer" in text:
+      text = _BEARER.sub(lambda m: m.group(1) + MASK, text)
+    if "sig=" in text.lower():
+      text = _QUERY_SIG.sub(lambda m: m.group(1) + MASK, text)
+    if _ANY_TOKEN.search(text):
+      for token in _TOKENS:
+        text = token.sub(lambda m: m.group(1) + MASK, text)
     return text
 
 

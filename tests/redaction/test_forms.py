@@ -123,6 +123,13 @@ def test_ordinary_arguments_stay_as_they_are(argv):
     ("expected token_count: 5, max_tokens=64", "expected token_count: 5, max_tokens=64"),
     ("File \"/home/u/run.py\", line 3, in <module>", "File \"/home/u/run.py\", line 3, in <module>"),
     ("x = jnp.dot(a, b) at kernel.py:12", "x = jnp.dot(a, b) at kernel.py:12"),
+    # the user's source a report quotes
+    ("  > 6 | key = jax.random.key(0)", "  > 6 | key = jax.random.key(0)"),
+    ("def kernel(key: jax.Array, x_ref, o_ref):", "def kernel(key: jax.Array, x_ref, o_ref):"),
+    ("sort[dimension=0 is_stable=True num_keys=1]", "sort[dimension=0 is_stable=True num_keys=1]"),
+    # ... unless it holds a string given to a secret's name
+    ("API_KEY = 's3cr3t'", f"API_KEY = '{MASK}'"),
+    ("password: s3cr3t", f"password: {MASK}"),
 ])
 def test_secrets_in_texts_are_masked(text, recorded):
   assert redact_text(text) == recorded
