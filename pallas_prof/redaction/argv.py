@@ -7,7 +7,10 @@ the argument after its option.
     -p X, -pX                                    the short option that means a password
                                                  (mysql, sshpass, ...), unless its value
                                                  is a number: `-p 8`, `-p 8080:80` are a
-                                                 port or a count and stay
+                                                 port or a count and stay; `-pX` also
+                                                 stays where X is lower-case letters
+                                                 alone: a one-dash option (`-path`,
+                                                 `-pretrained`) or bundled flags (`-pv`)
     -u user:X, --user user:X                     curl's credentials (the user stays; a
                                                  number pair such as `-u 1000:1000` stays)
     anything else                                text.py's rules (a URL, a header such as
@@ -28,10 +31,11 @@ PASSWORD_SHORT = ("-p",)
 USER_OPTIONS = ("-u", "--user", "-U", "--proxy-user")
 # a port, a count, a uid:gid pair, a version: no password
 _NUMBER_LIKE = re.compile(r"^[0-9][0-9.:,\-]*$")
+_OPTION_LIKE = re.compile(r"^[a-z][a-z\-]*$")
 
 
 def _masked_user(value: str) -> str:
-  user, colon, password = value.partition(":")
+  user, colon, _ = value.partition(":")
   return value if not colon or _NUMBER_LIKE.match(value) else f"{user}:{MASK}"
 
 
@@ -49,7 +53,10 @@ def redact_argv(argv, text: TextRedactor | None = None) -> list[str]:
   out: list[str] = []
   pending = None       # what the previous argument said this one is: "option", "short", "user"
   for arg in map(str, argv):
-    if pending is not None and not arg.startswith("--"):
+    # a value may start with one dash (a password), but not after `-p` alone (mysql's
+    # prompt: `-p -h db`), and never with two (the next option)
+    if pending is not None and not arg.startswith("--") and \
+        not (pending == "short" and arg.startswith("-")):
       out.append(_value(pending, arg))
       pending = None
       continue
@@ -62,7 +69,7 @@ def redact_argv(argv, text: TextRedactor | None = None) -> list[str]:
         pending = "user"
       else:
         out.append(f"{name}={_masked_user(option.group(2)[1:])}")
-    elif option and secret_name(name.lstrip("-")) and name not in USER_OPTIONS:
+    elif option and secret_name(name.lstrip("-")):
       if option.group(2) is None:
         out.append(arg)
         pending = "option"
@@ -73,7 +80,8 @@ def redact_argv(argv, text: TextRedactor | None = None) -> list[str]:
       pending = "short"
     elif arg[:2] in PASSWORD_SHORT and not arg.startswith("--"):
       value = arg[3:] if arg[2:3] == "=" else arg[2:]
-      out.append(arg if _NUMBER_LIKE.match(value) else arg[:len(arg) - len(value)] + MASK)
+      kept = _NUMBER_LIKE.match(value) or (_OPTION_LIKE.match(value) and arg[2:3] != "=")
+      out.append(arg if kept else arg[:len(arg) - len(value)] + MASK)
     elif arg[:2] == "-u" and len(arg) > 2 and not arg.startswith("--"):
       out.append("-u" + _masked_user(arg[2:]))
     elif (assignment := _ASSIGNMENT.match(arg)) and secret_name(assignment.group(1)):

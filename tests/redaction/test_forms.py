@@ -39,6 +39,7 @@ TOKENS = {
     # issue 48, item 10: the forms the redactor missed
     (["-p", S], ["-p", MASK]),
     (["-p" + S], ["-p" + MASK]),                              # mysql's attached form
+    (["-pHunter2!"], ["-p" + MASK]),
     (["--pass", S, "--pwd", S, "--pwd=" + S], ["--pass", MASK, "--pwd", MASK, f"--pwd={MASK}"]),
     (["--passphrase", S], ["--passphrase", MASK]),
     (["--header", "Authorization: Bearer " + S], ["--header", f"Authorization: Bearer {MASK}"]),
@@ -76,6 +77,8 @@ def test_bare_tokens_are_masked_wherever_they_are(token, prefix):
 @pytest.mark.parametrize("argv", [
     # short options that mean no password: a port, a count, a uid:gid pair
     ["-p", "8"], ["-p", "8080"], ["-p8080"], ["-p", "8080:80"], ["-u", "1000:1000"],
+    # one-dash options and bundled flags that start with p
+    ["-path", "/data", "-pretrained", "-pv"], ["-p", "-h", "db"],
     ["-u", "root"], ["-n", "4", "-k", "v", "-t", "10"],
     # names that hold a secret's word but count or name something else
     ["--max-tokens", "128", "--num-keys", "4", "--n-tokens", "7", "--tokenizer", "gpt2",
