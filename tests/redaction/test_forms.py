@@ -124,7 +124,7 @@ def test_ordinary_arguments_stay_as_they_are(argv):
     # what holds no secret
     ("KeyError: 'missing_column'", "KeyError: 'missing_column'"),
     ("expected token_count: 5, max_tokens=64", "expected token_count: 5, max_tokens=64"),
-    ("File \"/home/u/run.py\", line 3, in <module>", "File \"/home/u/run.py\", line 3, in <module>"),
+    ('File "/home/u/run.py", line 3, in <module>', 'File "/home/u/run.py", line 3, in <module>'),
     ("x = jnp.dot(a, b) at kernel.py:12", "x = jnp.dot(a, b) at kernel.py:12"),
     # the user's source a report quotes
     ("  > 6 | key = jax.random.key(0)", "  > 6 | key = jax.random.key(0)"),
