@@ -80,7 +80,7 @@ def run(args, argv=None) -> int:
       from .terminal.render import render_run
       if result.kernel_error is not None:
         from ..instrument import render_error
-        render_error(result.kernel_error)
+        render_error(result.kernel_error, redact=result.redact)
       render_run(result.report, result.out_dir)
     _keep(result.report, args)
     result.tell()

@@ -28,7 +28,7 @@ from . import kernel_failures, processes, run_directory, run_writes
 from .report import ErrorEntry, RunReport, Traces
 from .run_steps import capture, kernels
 from .run_steps.capture import OTLP_JSON_FILE, PERFETTO_FILE
-from .run_steps.entries import error_entry, kernel_entry, platform, recorded
+from .run_steps.entries import error_entry, kernel_entry, platform, recorded, redactor
 from .script_args import SAMPLES_FOLDER, RunOptions, missing_script
 from .script_run import (ScriptOutcome, find_kernel_error, print_script_traceback, run_script,
                          script_error_note)
@@ -74,7 +74,7 @@ def run(args: RunOptions) -> int:
     try:
       if not args.json:
         if result.kernel_error is not None:
-          render_error(result.kernel_error)
+          render_error(result.kernel_error, redact=result.redact)
         render_run(result.report, result.out_dir)
       result.tell()
     except (KeyboardInterrupt, processes.Terminated) as stop:   # the run is written already
@@ -134,7 +134,7 @@ def run_and_report(args: RunOptions) -> "run_writes.RunResult":
       run_report, report_state = run_writes.write_run(
           files, _report(args, found), lambda: run_writes.stop_tracing(found.tracer, running,
                                                                       files),
-          lambda: run_writes.save_kernels(out_dir, found.records, files),
+          lambda: run_writes.save_kernels(out_dir, found.records, files, redactor(args)),
           lambda: _add_probe_tracks(args, out_dir, found.reports, files))
       where, problem = run_writes.finish(folder)
       if report_state != "none":
@@ -143,14 +143,14 @@ def run_and_report(args: RunOptions) -> "run_writes.RunResult":
                                      os.path.join(where, PERFETTO_FILE))
   outcome = found.outcome
   if outcome.error is not None and (found.kernel_error is None or args.traceback):
-    print_script_traceback(outcome.error, args.script, args.traceback)
+    print_script_traceback(outcome.error, args.script, args.traceback, redactor(args))
   stopped_by = found.stopped_by or (held[0] if held else None)
   code = (processes.EXIT_CODES[stopped_by] if stopped_by is not None
           else 1 if found.kernel_error is not None and outcome.exit_code == 0
           else outcome.exit_code)
   return run_writes.RunResult(run_report, where, outcome, found.kernel_error, code,
                               [run_writes.closing_line(where, files, report_state), problem,
-                               xprof_problem])
+                               xprof_problem], redact=redactor(args))
 
 
 def _stop_if_signalled(outcome) -> None:
@@ -230,20 +230,21 @@ def _find(args: RunOptions, found: _Found, files: "run_writes.RunFiles", running
 
 
 def _report(args, found: _Found) -> RunReport:
-  """The report of what was found; each kernel's files are those it will have (the
-  writes that fail are taken off them afterwards)."""
+  """The report of what was found, its secrets masked (entries.redactor: report.json, the
+  page and the terminal all show this report); each kernel's files are those it will have
+  (the writes that fail are taken off them afterwards)."""
   outcome = found.outcome
   entries = [dataclasses.replace(kernel_entry(rec, run_directory.kernel_files(
       rec.label, rec.compiled)), failed=kernel_failures.of(rec, found.failed))
              for rec in found.records]
-  return RunReport(
+  return redactor(args)(RunReport(
       created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), command=tuple(_command(args)),
       script=os.path.abspath(args.script), exit_code=outcome.exit_code,
       script_seconds=outcome.seconds, platform=platform(), origin=processes.origin(),
       kernels=tuple(entries), errors=tuple(found.errors), notes=tuple(found.notes),
       profiles=tuple(found.reports), advice=found.advice,
       traces=Traces() if args.no_trace else Traces(otlp_json=OTLP_JSON_FILE,
-                                                   perfetto=PERFETTO_FILE))
+                                                   perfetto=PERFETTO_FILE)))
 
 
 def _add_probe_tracks(args, out_dir: str, reports, files) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import json
 import os
 import shutil
 import socket
@@ -38,11 +39,14 @@ WRITING = ("pallas-prof was still writing this run's other files when it saved t
 
 class RunResult:
   """What `run.run_and_report` gives `run` and `advise`: the report, where the run is, the
-  script's outcome, the kernel's error that ended it, the command's exit code, and the
-  lines to print last (what could not be written, or put in place)."""
+  script's outcome, the kernel's error that ended it, the command's exit code, the
+  lines to print last (what could not be written, or put in place), and what masks the
+  secrets in what is printed of the error (the report is masked already)."""
 
-  def __init__(self, report, out_dir, outcome, kernel_error, exit_code, closing):
+  def __init__(self, report, out_dir, outcome, kernel_error, exit_code, closing,
+               redact=None):
     self.report, self.out_dir, self.outcome = report, out_dir, outcome
+    self.redact = redact
     self.kernel_error, self.exit_code = kernel_error, exit_code
     self.closing = [line for line in closing if line]
 
@@ -454,8 +458,11 @@ def stop_tracing(tracer, running, files: RunFiles) -> None:
     files.lost(path, error)
 
 
-def save_kernels(out_dir: str, records, files: RunFiles) -> None:
-  """Each kernel's files (run_directory.save_kernel), each failure kept as missing."""
+def save_kernels(out_dir: str, records, files: RunFiles, redact=None) -> None:
+  """Each kernel's files (run_directory.save_kernel), each failure kept as missing; with
+  `redact` (entries.redactor), the secrets in their JSON files masked (kernel.json's
+  source locations name the user's files)."""
+  write = files.write if redact is None else masked_json(files.write, redact)
   for rec in records:
     # the source that was compiled (a tuned or worked-around lowering), with its stages
     compiled_from = (rec.compiled.generated if rec.compiled is not None else None) \
@@ -463,9 +470,22 @@ def save_kernels(out_dir: str, records, files: RunFiles) -> None:
     kernel_dir = os.path.join(out_dir, "kernels", run_directory.kernel_dir_name(rec.label))
     files.attempt(kernel_dir, lambda: run_directory.save_kernel(
         out_dir, rec.label, compiled_from, rec.compiled, aliases=rec.input_output_aliases,
-        write=files.write))
+        write=write))
     _remove_if_empty(kernel_dir)      # none of its files written: no folder that says otherwise
   _remove_if_empty(os.path.join(out_dir, "kernels"))
+
+
+def masked_json(write, redact):
+  """`write(path, data)`, with every string of a JSON file's data masked by `redact`; the
+  file is written as it was made where nothing in it needed masking."""
+  def masked(path: str, data) -> None:
+    if path.endswith(".json") and isinstance(data, str):
+      meta = json.loads(data)
+      masked_meta = redact(meta)
+      if masked_meta is not meta:
+        data = json.dumps(masked_meta, indent=1)
+    return write(path, data)
+  return masked
 
 
 def _remove_if_empty(folder: str) -> None:

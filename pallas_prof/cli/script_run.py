@@ -91,10 +91,12 @@ def script_error_note(error: BaseException) -> str:
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # pallas_prof/
 
 
-def print_script_traceback(error: BaseException, script: str, own_frames: bool = False) -> None:
+def print_script_traceback(error: BaseException, script: str, own_frames: bool = False,
+                           redact=lambda text: text) -> None:
   """The traceback Python would print, without pallas-prof's own frames on top, nor (unless
   `own_frames`: --traceback) the wrappers `run` puts around pl.pallas_call in between
-  (a frame of pallas_prof/advice/recipes.py sat between the user's call and JAX's)."""
+  (a frame of pallas_prof/advice/recipes.py sat between the user's call and JAX's);
+  `redact` masks the secrets in it (its message, its paths: entries.redactor)."""
   tb = error.__traceback__
   script = os.path.abspath(script)
   probe = tb
@@ -112,4 +114,4 @@ def print_script_traceback(error: BaseException, script: str, own_frames: bool =
           [f for f in t.stack if not os.path.abspath(f.filename).startswith(_PACKAGE + os.sep)]
           or t.stack)
       todo += [t.__cause__, t.__context__]
-  print("".join(report.format()), end="", file=sys.stderr)
+  print(redact("".join(report.format())), end="", file=sys.stderr)

@@ -297,24 +297,30 @@ def error_text(err: KernelError) -> str:
   return "\n".join(out) + "\n"
 
 
-def render_error(err: KernelError, console=None) -> None:
-  """Prints the report: with colour and panels on a terminal, plain text otherwise."""
+def render_error(err: KernelError, console=None, redact=None) -> None:
+  """Prints the report: with colour and panels on a terminal, plain text otherwise.
+  `redact` (pallas_prof/redaction's Redactor, as `pallas-prof run` passes it) masks the
+  secrets in its texts (a path, a message) before they are printed."""
   from rich.console import Console
   console = console or Console(stderr=True)
   if not console.is_terminal:
-    console.print(error_text(err), markup=False, highlight=False, soft_wrap=True, end="")
+    text = error_text(err)
+    console.print(redact(text) if redact is not None else text, markup=False,
+                  highlight=False, soft_wrap=True, end="")
     return
-  console.print(rich_report(err))
+  console.print(rich_report(err, redact))
 
 
-def rich_report(err: KernelError):
-  """The report as a rich renderable (a Panel)."""
+def rich_report(err: KernelError, redact=None):
+  """The report as a rich renderable (a Panel); `redact` as render_error's."""
   from rich.console import Group
   from rich.panel import Panel
   from rich.table import Table
   from rich.text import Text
 
   r = build_report(err)
+  if redact is not None:
+    r = redact(r)             # every text of it: the location, the source, the reason
   parts: list[Any] = [Text(r.reason, style="bold")]
   if r.location:
     parts.append(Text(f"\n--> {r.location}", style="cyan"))

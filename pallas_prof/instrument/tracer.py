@@ -29,6 +29,7 @@ from ..version import __version__
 from .lossless_batch import LosslessBatchSpanProcessor
 from .otlp_json import OtlpJsonFileExporter
 from .perfetto_trace import PerfettoExporter
+from .redacted_spans import RedactingExporter
 from . import conventions as cv
 from .observer import _OWNERS, SpanObserver, disown_span, own_span
 
@@ -155,6 +156,8 @@ class Tracing(contextlib.ContextDecorator):
     console: print spans on stdout.
     tracer_provider: an SDK TracerProvider of your own (your pipeline);
       nothing is added to it and it is not shut down.
+    redact: mask the secrets in every span's texts before any exporter gets
+      it (pallas_prof/redaction; `pallas-prof run` does, unless --no-redact).
   With none of these, the exporters come from the environment
   (`exporters_from_env`). `root_span` names the span that contains the
   whole traced region (None: no root span).
@@ -169,12 +172,12 @@ class Tracing(contextlib.ContextDecorator):
                perfetto: str | None = None, console: bool = False,
                tracer_provider: TracerProvider | None = None,
                service_name: str | None = "pallas-prof", root_span: str | None = "pallas-prof",
-               root_attributes: dict[str, Any] | None = None):
+               root_attributes: dict[str, Any] | None = None, redact: bool = False):
     self._config = dict(exporters=exporters, otlp_endpoint=otlp_endpoint,
                         otlp_protocol=otlp_protocol, otlp_json=otlp_json, perfetto=perfetto,
                         console=console, tracer_provider=tracer_provider,
                         service_name=service_name, root_span=root_span,
-                        root_attributes=root_attributes)
+                        root_attributes=root_attributes, redact=redact)
     self.provider: TracerProvider | None = None
     self.processors: list[LosslessBatchSpanProcessor] = []
     self.exporters: list[SpanExporter] = []
@@ -227,6 +230,8 @@ class Tracing(contextlib.ContextDecorator):
       self.provider.add_span_processor(ProcessStamp())
     self._owned: list[LosslessBatchSpanProcessor] = []
     for exporter, owned in self._exporters():
+      if c["redact"]:
+        exporter = RedactingExporter(exporter)
       processor = LosslessBatchSpanProcessor(exporter)
       self.provider.add_span_processor(processor)
       self.processors.append(processor)

@@ -38,6 +38,8 @@ KINDS = {
     "escape": "terminal control sequences in a run's texts",
     "secret": "a secret among a run's arguments or endpoints",
     "bad_input": "an invalid BlockSpec, grid or environment variable",
+    "secret_forms": "a secret in another form: a short option, a header, a bare token, "
+                    "user:X@host, an exception's text, a path",
 }
 
 

@@ -269,3 +269,18 @@ def test_a_rule_that_breaks_still_names_itself_for_the_bug_report(monkeypatch):
                       if primitive.name == "digamma" else original(primitive))
   text = error_text(_lower_digamma())
   assert "internal error in the `digamma` rule" in text and "rule:" in text, text
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_render_masks_what_the_redactor_masks(terminal):
+  """`pallas-prof run` passes its redactor (pallas_prof/redaction): a secret in the error's
+  texts (here an environment variable's value in the user's path) is printed masked, on
+  a terminal's panel and in plain text alike."""
+  from pallas_prof.redaction import Redactor
+  err = _fail("non_pow2_reshape")
+  folder = os.path.dirname(KERNELS_FILE)
+  out = io.StringIO()
+  render_error(err, Console(file=out, force_terminal=terminal, width=400, color_system=None),
+               redact=Redactor({"TEST_SERVICE_TOKEN": folder}))
+  assert folder not in out.getvalue() and f"***{os.sep}failing_kernels.py" in out.getvalue()
+  assert "cannot lower `reshape`" in out.getvalue()

@@ -34,6 +34,7 @@ def _tracing(args: RunOptions, out_dir: str):
                  perfetto=os.path.join(out_dir, PERFETTO_FILE),
                  otlp_endpoint=args.otlp_endpoint or None,
                  root_span=conventions.root(os.path.basename(args.script)),
+                 redact=not args.no_redact,
                  root_attributes={conventions.PALLAS_SCRIPT: os.path.abspath(args.script),
                                   conventions.PALLAS_ARGV: " ".join(recorded(args,
                                                                              args.script_args))})

@@ -11,7 +11,7 @@ from ...backend.artifacts import target_text
 from ...backend.errors import CompileError
 from ...instrument import error_text
 from ...version import __version__
-from ..redact import redact_argv
+from ...redaction import Redactor, redact_argv
 from ..report import CompileInfo, ErrorEntry, KernelEntry, Platform
 from ..script_args import RunOptions
 
@@ -86,7 +86,18 @@ def installed_version(package: str) -> str:
     return "unknown"
 
 
+def redactor(args: RunOptions):
+  """What masks the secrets in everything the run records and prints (a Redactor, with the
+  environment as it is now: a script may have loaded its secrets into it), or nothing
+  with --no-redact. One callable for a text and for a whole report."""
+  return _as_given if args.no_redact else Redactor()
+
+
+def _as_given(obj):
+  return obj
+
+
 def recorded(args: RunOptions, argv) -> list[str]:
   """`argv` as the run records it: the values of arguments named like secrets masked
-  (redact.py), unless --no-redact."""
+  (pallas_prof/redaction), unless --no-redact."""
   return list(argv) if args.no_redact else redact_argv(argv)
