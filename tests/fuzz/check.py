@@ -555,3 +555,14 @@ def save_reproducer(program: Program, message: str, directory: str) -> str:
   with open(path, "w") as f:
     f.write(reproducer(program, message))
   return path
+
+
+def load_reproducer(path: str) -> Program:
+  """The Program a script of save_reproducer's holds."""
+  with open(path) as f:
+    text = f.read()
+  start = text.index("json.loads(r'''") + len("json.loads(r'''")
+  data = json.loads(text[start:text.index("''')", start)])
+  return Program(**dict(data, features=tuple(data["features"]),
+                        inputs=tuple(InputSpec(**dict(i, shape=tuple(i["shape"])))
+                                     for i in data["inputs"])))

@@ -3,7 +3,6 @@
 check.py judges the recorded float16 "reference's differences" with it (issue 47 item 6)."""
 from __future__ import annotations
 
-import json
 import pathlib
 
 import jax
@@ -15,23 +14,12 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from tests.fuzz import check, op_by_op
-from tests.fuzz.programs import InputSpec, Program
 
 CORPUS = pathlib.Path(__file__).resolve().parents[2] / "bench" / "corpus"
 # the CPU fuzz's one difference of 2026-12-05 (x1 * x1 + 1, its fourth power, a sin), and the
 # GPU fuzz's float16 finding of 2026-12-15 read then as XLA's FMA
 RECORDED = ["fuzz_cpu_04e1a5d_seed20261240_jax012_triton39_targets_repro/repro_kernel_0_eb4dd29e.py",
             "fuzz_gpu_h200_04b520d_seed20261215_repro/repro_kernel_0_b93cd438.py"]
-
-
-def load_reproducer(path: pathlib.Path) -> Program:
-  """The Program a saved reproducer (check.save_reproducer) holds."""
-  text = path.read_text()
-  start = text.index("json.loads(r'''") + len("json.loads(r'''")
-  data = json.loads(text[start:text.index("''')", start)])
-  return Program(**dict(data, features=tuple(data["features"]),
-                        inputs=tuple(InputSpec(**dict(i, shape=tuple(i["shape"])))
-                                     for i in data["inputs"])))
 
 
 def _grid(dtype, n=4096, seed=0):
@@ -110,7 +98,7 @@ def test_the_recorded_float16_differences_are_xlas_decided_not_asserted(name):
   """The recorded "reference's difference" cases: pallas-prof (Triton's interpreter) equals
   the op-by-op reference bit for bit, XLA's jitted interpreter differs, and the check says
   so ("xla_skips_16bit_rounding"); the old check raised a Difference on both."""
-  program = load_reproducer(CORPUS / name)
+  program = check.load_reproducer(str(CORPUS / name))
   inputs = check.make_inputs(program)
   got = check.run_pallas_prof(program, inputs)
   reference = op_by_op.run_program(program, inputs)
@@ -125,7 +113,7 @@ def test_a_tolerated_flip_that_the_op_by_op_reference_does_not_give_is_ours(monk
   """A fragile float16 program whose pallas-prof answer is XLA's fused one with one element
   wrong: one flip from XLA is tolerated, but against the op-by-op reference it differs in
   more elements than a fragile program may, so it is a Difference, pallas-prof's."""
-  program = load_reproducer(CORPUS / RECORDED[0])
+  program = check.load_reproducer(str(CORPUS / RECORDED[0]))
   assert program.fragile
   inputs = check.make_inputs(program)
   xla = check.run_reference(program, inputs)

@@ -1,0 +1,83 @@
+"""Re-judges saved fuzz reproducers with the op-by-op reference (tests/fuzz/op_by_op.py):
+for each program, on the CPU, pallas-prof's answer (Triton's interpreter), XLA's jitted
+reference (the fuzzer's main one) and the op-by-op reference (every equation rounded to its
+dtype), compared as the fuzzer compares (tests/fuzz/check.py), and the check's outcome now.
+
+    python3 bench/fuzz/fuzz_rejudge.py bench/corpus/*/repro_*.py --out OUT.json
+
+A difference from XLA's jit is the reference's where pallas-prof equals the op-by-op
+reference; pallas-prof's own where it differs from that reference as well.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)
+
+
+def judge(path: str) -> dict:
+  from tests.fuzz import check, op_by_op
+  program = check.load_reproducer(path)
+  inputs = check.make_inputs(program)
+  xla = check.run_reference(program, inputs)
+  reference = op_by_op.run_program(program, inputs)
+  ours = check.run_pallas_prof(program, inputs)
+  against_xla = check.compare(program, ours, xla)
+  against_op = check.compare(program, ours, reference, check.FLIPS)[0]
+  if against_xla[0] is None and not against_xla[1]:
+    verdict = "no difference from XLA's jit"
+  elif against_op is None:
+    verdict = "the reference's (pallas-prof equals the op-by-op reference)"
+  else:
+    verdict = "pallas-prof's (it differs from the op-by-op reference too)"
+  try:
+    outcome = check.check(program).status
+  except check.Difference as e:
+    outcome = f"Difference: {str(e)[:300]}"
+  return {"reproducer": os.path.relpath(path, ROOT), "describe": program.describe(),
+          "fragile": program.fragile, "verdict": verdict, "check_now": outcome,
+          "ours_vs_xla_jit": against_xla[0] or against_xla[1] or None,
+          "ours_vs_op_by_op": against_op,
+          "elements_ours_not_equal_op_by_op": [int((~_same(g, r)).sum())
+                                               for g, r in zip(ours, reference)],
+          "elements_xla_jit_not_equal_op_by_op": [int((~_same(x, r)).sum())
+                                                  for x, r in zip(xla, reference)]}
+
+
+def _same(a, b):
+  import numpy as np
+  a, b = np.asarray(a), np.asarray(b)
+  if a.dtype.kind == "f" or str(a.dtype) == "bfloat16":
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    return (a == b) | (np.isnan(a) & np.isnan(b))
+  return a == b
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("reproducers", nargs="+")
+  parser.add_argument("--out", required=True)
+  args = parser.parse_args()
+  from bench.fuzz.fuzz_summary import commit, versions, write_json
+  started = time.time()
+  cases = [judge(path) for path in args.reproducers]
+  stamp, stamp_from = commit(ROOT)
+  write_json(args.out, {
+      "command": "python3 bench/fuzz/fuzz_rejudge.py " + " ".join(
+          os.path.relpath(a, ROOT) if os.path.exists(a) else a for a in sys.argv[1:]),
+      "commit": stamp, "commit_from": stamp_from, "device": "cpu", "versions": versions(),
+      "seconds": round(time.time() - started, 1),
+      "verdicts": {v: sum(c["verdict"] == v for c in cases)
+                   for v in sorted({c["verdict"] for c in cases})},
+      "cases": cases})
+  for case in cases:
+    print(f"{case['reproducer']}: {case['verdict']}; check now: {case['check_now']}")
+
+
+if __name__ == "__main__":
+  main()
