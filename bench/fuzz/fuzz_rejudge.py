@@ -4,6 +4,9 @@ reference (the fuzzer's main one) and the op-by-op reference (every equation rou
 dtype), compared as the fuzzer compares (tests/fuzz/check.py), and the check's outcome now.
 
     python3 bench/fuzz/fuzz_rejudge.py bench/corpus/*/repro_*.py --out OUT.json
+    python3 bench/fuzz/fuzz_rejudge.py --log RUN.jsonl.gz --out OUT.json   # the programs
+        a fuzz log kept whole (counted apart or tolerated; logs before 2026-12-05 kept
+        only their source, which cannot be run again)
 
 A difference from XLA's jit is the reference's where pallas-prof equals the op-by-op
 reference; pallas-prof's own where it differs from that reference as well.
@@ -25,9 +28,29 @@ if ROOT not in sys.path:
 ORDERS = ("interpreter_scan_order", "gpu_scan_order", "xla_low_precision_accumulates")
 
 
+def logged_programs(path: str) -> list[tuple[str, object]]:
+  """(where, Program) for each record of a fuzz log that keeps its program whole."""
+  import gzip
+  import json
+  from bench.fuzz.fuzz_replay import to_program
+  opener = gzip.open if path.endswith(".gz") else open
+  found = []
+  with opener(path, "rt") as f:
+    for line_number, line in enumerate(f, 1):
+      record = json.loads(line)
+      if "program" in record:
+        where = f"{os.path.relpath(path, ROOT)}:{line_number} ({record.get('status')})"
+        found.append((where, to_program(record["program"])))
+  return found
+
+
 def judge(path: str) -> dict:
+  from tests.fuzz import check
+  return judge_program(os.path.relpath(path, ROOT), check.load_reproducer(path))
+
+
+def judge_program(where: str, program) -> dict:
   from tests.fuzz import check, op_by_op
-  program = check.load_reproducer(path)
   inputs = check.make_inputs(program)
   xla = check.run_reference(program, inputs)
   reference = op_by_op.run_program(program, inputs)
@@ -46,7 +69,7 @@ def judge(path: str) -> dict:
     verdict = f"an order, not a rounding ({outcome}: the op-by-op reference sums in XLA's order)"
   elif against_op is not None:
     verdict = "pallas-prof's (it differs from the op-by-op reference too)"
-  return {"reproducer": os.path.relpath(path, ROOT), "describe": program.describe(),
+  return {"reproducer": where, "describe": program.describe(),
           "fragile": program.fragile, "verdict": verdict, "check_now": outcome,
           "ours_vs_xla_jit": against_xla[0] or against_xla[1] or None,
           "ours_vs_op_by_op": against_op,
@@ -67,12 +90,16 @@ def _same(a, b):
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("reproducers", nargs="+")
+  parser.add_argument("reproducers", nargs="*")
+  parser.add_argument("--log", action="append", default=[],
+                      help="a fuzz log (.jsonl or .jsonl.gz) whose kept programs to judge")
   parser.add_argument("--out", required=True)
   args = parser.parse_args()
   from bench.fuzz.fuzz_summary import commit, versions, write_json
   started = time.time()
   cases = [judge(path) for path in args.reproducers]
+  cases += [judge_program(where, program) for log in args.log
+            for where, program in logged_programs(log)]
   stamp, stamp_from = commit(ROOT)
   write_json(args.out, {
       "command": "python3 bench/fuzz/fuzz_rejudge.py " + " ".join(
