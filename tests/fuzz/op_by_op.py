@@ -32,7 +32,7 @@ from jax._src import core as jax_core
 CALLS = {"jit": "jaxpr", "pjit": "jaxpr", "closed_call": "call_jaxpr",
          "core_call": "call_jaxpr", "custom_jvp_call": "call_jaxpr",
          "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr",
-         "remat": "jaxpr", "checkpoint": "jaxpr", "custom_lin": None}
+         "remat": "jaxpr", "checkpoint": "jaxpr"}
 
 
 class NotRoundedError(AssertionError):
