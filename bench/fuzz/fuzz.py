@@ -171,9 +171,11 @@ def worker(args) -> None:
       except AssertionError as e:   # the generator made an invalid program
         emit(status="generator_error", message=str(e)[:2000])
         return
-      # an outcome counted apart keeps its program, to be read again
-      extra = {"source": program.source} \
-          if outcome.status.startswith(("xla_", "gpu_", "interpreter_")) else {}
+      # an outcome counted apart, or a fragile program's tolerated flips, keeps its program
+      # whole (its inputs' specs and seed too), to be judged again (fuzz_rejudge.py --log)
+      extra = {"source": program.source, "program": dataclasses.asdict(program)} \
+          if outcome.status.startswith(("xla_", "gpu_", "interpreter_")) \
+          or outcome.status == "tolerated" else {}
       if os.environ.get("PALLAS_PROF_FUZZ_TMA") == "1":   # --tma: did this kernel use TMA?
         from pallas_prof.backend import kernel_registry
         lowered = kernel_registry.find(f"fuzz_{program.seed}")

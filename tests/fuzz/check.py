@@ -16,9 +16,12 @@ XLA's CPU tanh or exp is ulps off); "gpu_scan_order" (on a GPU: it equals the pr
 with its scans in the order the kernel's compiled code sums them); "interpreter_scan_order"
 (on the CPU: it equals the program with its scans summed as Triton's interpreter sums
 them, one element after another, where XLA's CPU sums windows and their totals);
-"xla_as_far_from_float64" (a float32 "values" program whose answer float32 does not fix
-to its tolerance: XLA's own float32 misses the float64 answer there, and pallas-prof
-misses it by no more); a `Difference` (wrong
+"xla_skips_16bit_rounding" (either kind, a 16-bit float program: pallas-prof equals the
+op-by-op reference, tests/fuzz/op_by_op.py, each equation rounded to its dtype, where XLA's
+jit keeps float32 between equations; where it differs from that reference too, a
+fragile program's tolerated flips are a Difference); "xla_as_far_from_float64" (a float32
+"values" program whose answer float32 does not fix to its tolerance: XLA's own float32
+misses the float64 answer there, and pallas-prof misses it by no more); a `Difference` (wrong
 numbers, wrong dtype or shape, or pallas-prof failing where the reference
 ran: a bug). A Difference is saved as a standalone reproducer script.
 """
@@ -34,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tests.fuzz import op_by_op
 from tests.fuzz.programs import InputSpec, Program, namespace
 
 # LoweringError reasons that are documented limitations, not bugs (each
@@ -60,6 +64,7 @@ class Difference(AssertionError):
 @dataclasses.dataclass
 class Outcome:
   # "ok" | "unsupported" | "tolerated" | "xla_platforms_differ" | "xla_jit_and_eager_differ"
+  # | "xla_skips_16bit_rounding"
   # | "xla_low_precision_accumulates" | "xla_less_precise_than_float64" | "gpu_scan_order"
   # | "interpreter_scan_order" | "xla_as_far_from_float64"
   status: str
@@ -215,16 +220,41 @@ def check(program: Program, device=None, on_stage=None) -> Outcome:
       return Outcome("unsupported", _first_line(e))
     raise Difference(f"pallas-prof failed where the reference ran: {text}") from e
   diff, note = compare(program, got, want)
+  op_by_op_agrees = None
+  if (diff is not None or note) and op_by_op.has_16bit_floats(program, inputs, got):
+    judged, op_by_op_agrees = _judged_op_by_op(program, inputs, got, diff or note)
+    if judged is not None:
+      return judged
   if diff is not None:
     # where XLA disagrees with itself and pallas-prof agrees with one of its
     # answers: counted apart, with what differed, not a bug
-    other = _xla_agreeing_elsewhere(program, inputs, got, device)
+    other = _xla_agreeing_elsewhere(program, inputs, got, device, op_by_op_agrees)
     if other is None and as_far_from_float64(program, inputs, got, want):
       other = "xla_as_far_from_float64"
     if other is not None:
       return Outcome(other, diff)
     raise Difference(diff)
   return Outcome("tolerated" if note else "ok", note)
+
+
+def _judged_op_by_op(program: Program, inputs, got, what: str) -> tuple[Outcome | None, bool | None]:
+  """A 16-bit float program that differs from XLA's jitted reference (`what`: the
+  difference, or the tolerated flips of a fragile one), judged by the op-by-op reference
+  (tests/fuzz/op_by_op.py: every equation rounded to its dtype, as JAX's semantics say):
+  pallas-prof equal to it is "xla_skips_16bit_rounding", the jit's fused float32 being
+  the difference; pallas-prof beyond a fragile program's flips from it too is a
+  Difference. Returns (the outcome or None: judge on, whether it agreed or None: no
+  op-by-op answer)."""
+  reference = op_by_op.reference_or_none(program, inputs)
+  if reference is None:
+    return None, None
+  if compare(program, got, reference, FLIPS)[0] is None:
+    return Outcome("xla_skips_16bit_rounding", what), True
+  beyond, _ = compare(program, got, reference)
+  if beyond is not None and what.startswith("tolerated"):
+    raise Difference(f"{beyond} (against the op-by-op reference, every 16-bit rounding kept; "
+                     f"against XLA's jit: {what})")
+  return None, False
 
 
 # the features (tests/fuzz/programs.py, scans.py) of a program that sums or multiplies along
@@ -234,7 +264,8 @@ ACCUMULATING = frozenset({"cumsum", "cumprod", "cumlogsumexp", "reduce", "dot"})
 SCANNING = frozenset({"cumsum", "cumprod"})
 
 
-def _xla_agreeing_elsewhere(program: Program, inputs, got, device) -> str | None:
+def _xla_agreeing_elsewhere(program: Program, inputs, got, device,
+                            op_by_op_agrees: bool | None = None) -> str | None:
   """For a "values" program that differs from the jitted XLA-on-CPU reference:
   "xla_jit_and_eager_differ" when pallas-prof equals XLA run op by op on the
   CPU (jit folds constants its own way: atan2(0, 0) of an iota folds to NaN,
@@ -256,7 +287,10 @@ def _xla_agreeing_elsewhere(program: Program, inputs, got, device) -> str | None
   cpu = jax.devices("cpu")[0]
   with jax.default_device(cpu):
     eager = scope["fn"](*[jax.device_put(a, cpu) for a in inputs])
-  if compare(program, got, [np.asarray(r) for r in jax.tree.leaves(eager)], FLIPS)[0] is None:
+  # eager jnp still compiles a jnp function whole: where the op-by-op reference ran and
+  # pallas-prof differs from it, eager's agreement is a rounding skipped on both sides
+  if op_by_op_agrees is not False and compare(
+      program, got, [np.asarray(r) for r in jax.tree.leaves(eager)], FLIPS)[0] is None:
     return "xla_jit_and_eager_differ"
   low = [a.dtype in (jnp.bfloat16, jnp.float16) for a in inputs]
   # only where something accumulates: a program of 16-bit elementwise steps must round
@@ -521,3 +555,14 @@ def save_reproducer(program: Program, message: str, directory: str) -> str:
   with open(path, "w") as f:
     f.write(reproducer(program, message))
   return path
+
+
+def load_reproducer(path: str) -> Program:
+  """The Program a script of save_reproducer's holds."""
+  with open(path) as f:
+    text = f.read()
+  start = text.index("json.loads(r'''") + len("json.loads(r'''")
+  data = json.loads(text[start:text.index("''')", start)])
+  return Program(**dict(data, features=tuple(data["features"]),
+                        inputs=tuple(InputSpec(**dict(i, shape=tuple(i["shape"])))
+                                     for i in data["inputs"])))
