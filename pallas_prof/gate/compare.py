@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..comparison import Figures, basis, regressions
+from ..comparison import Figures, basis, labelled, regressions
 from .figures import Baseline, EquationFigures, KernelFigures, kernel_key
 
 # an equation is said to have grown only past the tolerance and by at least this many
@@ -112,8 +112,9 @@ def kernel_regressions(before: KernelFigures, now: KernelFigures, tolerance_pct:
 
 
 def _figures_before_after(before: KernelFigures, now: KernelFigures) -> str:
-  pairs = [(name, getattr(before, name), getattr(now, name))
-           for name in ("registers", "spills", "shared_bytes", "instructions")]
+  pairs = [(labelled(what, False), getattr(before, name), getattr(now, name))
+           for what, name in (("registers", "registers"), ("spills", "spills"),
+                              ("shared", "shared_bytes"), ("instructions", "instructions"))]
   changed = [f"{name} {old} -> {new}" for name, old, new in pairs if old != new]
   return f" ({', '.join(changed)})" if changed else ""
 

@@ -31,7 +31,7 @@ def test_a_baseline_of_another_toolchain_is_said_not_compared():
                                "compared; update it with --pallas-prof-update"]
   same = compare.against_baseline(_baseline({"k(f32[8])": BEFORE}), {"k(f32[8])": grown},
                                   dict(TOOLS), 5.0, "b.json")
-  assert same.failures[0].startswith("kernel k (k.py:9): instructions +720.0%")
+  assert same.failures[0].startswith("kernel k (k.py:9): instructions (per program) +720.0%")
   assert same.failures[1] == "  grew: [0] exp at k.py:10 `e = jnp.exp(x)`: 40 -> 400 instructions"
 
 

@@ -39,8 +39,8 @@ def test_update_then_an_unchanged_kernel_passes_and_a_planted_spill_and_growth_f
   out = grown.stdout.str()
   assert grown.ret == 1, out
   grown.stdout.fnmatch_lines([
-      "*kernel scale_kernel (test_user.py:9): spills 0 -> *; *instructions +*"
-      "(*spills 0 -> *, instructions * -> *)",
+      "*kernel scale_kernel (test_user.py:9): spills 0 -> *; *instructions (per program) +*"
+      "(*spills (per thread) 0 -> *, instructions (per program) * -> *)",
       # which equations grew most is the compiler's doing (it differs between Triton
       # releases): each named with the user's line, before and after
       "*grew: * at test_user.py:11 `o_ref?...? = jnp.exp(x) * jnp.sin(x) + "
