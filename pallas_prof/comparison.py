@@ -66,7 +66,9 @@ def basis(ka: Figures, kb: Figures) -> Basis:
   in_all = kb.work_bytes / ka.work_bytes
   words = (f"grid {grid_text(ka.grid)} -> {grid_text(kb.grid)}, each program moves "
            f"{units.size(ka.program_bytes)} -> {units.size(kb.program_bytes)}: compared per "
-           "byte (registers are per thread and not compared; spills are)")
+           "byte of work (instructions and runtime of the whole grid over the bytes it moves, "
+           "shared memory per byte a program moves; registers are per thread and not "
+           "compared; spills are)")
   return Basis(per_program, _programs(kb.grid) / _programs(ka.grid), in_all, words)
 
 
@@ -93,6 +95,33 @@ def changes(ka: Figures, kb: Figures, b: Basis) -> dict[str, float]:
   return {what: c for what, c in out.items() if c is not None}
 
 
+# What each figure is of: one program's (one thread's, for registers and spills) or the
+# whole grid's (the launch). A table of per-program figures beside a verdict over the whole
+# grid read as a contradiction (fewer instructions in the table, "worse" for instructions
+# in the verdict): the same labels head diff's columns and mark every change diff and the
+# gate say.
+OF = {"runtime": "per launch", "registers": "per thread", "spills": "per thread",
+      "shared": "per program", "instructions": "per program"}
+# where the programs' work changed, a figure compared per byte of work, and whose work
+OF_PER_BYTE = {"runtime": "per byte, whole grid", "shared": "per byte, per program",
+               "instructions": "per byte, whole grid"}
+LABELS_CAPTION = ("per thread, per program: one program's figures; per launch, whole grid: "
+                  "all the grid's programs together")
+
+
+def labelled(what: str, scaled: bool) -> str:
+  """'instructions (per program)', or where compared per byte 'instructions (per byte,
+  whole grid)'."""
+  return f"{what} ({(OF_PER_BYTE if scaled else OF)[what]})"
+
+
+def _said(what: str, change: float, scaled: bool) -> str:
+  if what == "runtime":
+    return (f"SLOWER ({(OF_PER_BYTE if scaled else OF)[what]}) by {change:.1f}%" if change > 0
+            else f"faster ({(OF_PER_BYTE if scaled else OF)[what]}) by {-change:.1f}%")
+  return f"{labelled(what, scaled)} {change:+.1f}%"
+
+
 # how far a figure moves before the verdict calls it worse or better: a replayed runtime
 # varies from one run to the next, so a small move is noise; the static figures of a
 # compile do not vary (the same kernel compiles to the same code), so any move counts
@@ -113,15 +142,12 @@ def moved(ka: Figures, kb: Figures, b: Basis, pct: float | None = None
     better.append("fewer spills")
   if not b.holds:
     return worse, better
-  per = " per byte" if b.words else ""
   for what, change in changes(ka, kb, b).items():
     noise = NOISE_PCT[what] if pct is None else min(NOISE_PCT[what], pct)
     if change > noise:
-      worse.append(f"SLOWER{per} by {change:.1f}%" if what == "runtime" else
-                   f"{what}{per} +{change:.1f}%")
+      worse.append(_said(what, change, bool(b.words)))
     elif change < -noise:
-      better.append(f"faster{per} by {-change:.1f}%" if what == "runtime" else
-                    f"{what}{per} {change:.1f}%")
+      better.append(_said(what, change, bool(b.words)))
   return worse, better
 
 
@@ -143,9 +169,7 @@ def regressions(ka: Figures, kb: Figures, pct: float | None, b: Basis | None = N
     found.append("new spills")
   if pct is None or not b.holds:
     return found
-  per = " per byte" if b.words else ""
   for what, grew in changes(ka, kb, b).items():
     if grew > pct:
-      found.append(f"SLOWER{per} by {grew:.1f}%" if what == "runtime" else
-                   f"{what}{per} +{grew:.1f}%")
+      found.append(_said(what, grew, bool(b.words)))
   return found

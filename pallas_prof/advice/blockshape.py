@@ -19,6 +19,7 @@ import dataclasses
 import math
 
 from . import estimate
+from .floors import program_work
 from .schema import Action
 
 MAX_BLOCK_ELEMENTS = 1 << 16      # larger blocks than this do not fit a CTA's registers
@@ -222,7 +223,8 @@ def _at_factor(action: Action, f, goal: str, factor: int) -> dict:
   more programs (estimate.spread), which depends on the factor; the others' do not."""
   if goal != "smaller" or action.estimate_pct is None:
     return {}
-  value, basis = estimate.capped(estimate.spread(f.programs, f.sms, factor), f)
+  value, basis = estimate.capped(
+      estimate.spread(f.programs, f.sms, factor, program_work(f).in_floors), f)
   return {"estimate_pct": value, "estimate_basis": basis}
 
 

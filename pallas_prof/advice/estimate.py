@@ -7,8 +7,8 @@ Two kinds, both bounded by what the work model allows:
   by a share      an equation's share of the time (PC samples on a GPU, instructions
                   without one) times the part of its work a change removes (a hoisted
                   loop-invariant function keeps 1 of `trips` evaluations)
-  spread out     the same work over more, shorter programs: the waves of programs the
-                  GPU's SMs run before and after (smaller blocks)
+  spread out      the same work over more, shorter programs: the waves of programs the
+                  GPU's SMs run before and after (smaller blocks), each program's start kept
 An estimate is never a measurement: the report says "estimate" beside it.
 """
 from __future__ import annotations
@@ -62,14 +62,23 @@ def programs_words(n: int) -> str:
   return f"{n:,} program{'' if n == 1 else 's'}"
 
 
-def spread(programs: int, sms: int, factor: int) -> tuple[float, str]:
+def spread(programs: int, sms: int, factor: int, in_floors: float | None = None
+           ) -> tuple[float, str]:
   """(saving %, basis) of splitting each of `programs` programs into `factor` programs
-  1/factor as long: the SMs run them in waves of `sms` (an upper bound: starting more
-  programs costs nothing here)."""
+  with 1/factor of the work: the SMs run them in waves of `sms`. Each program's start
+  stays: `in_floors` is a program's work in floors (floors.py), and a program at its floor
+  spends as long starting as working, so a program takes 1 + in_floors of those times
+  before and 1 + in_floors / factor after. Without it (no work model) the start is taken
+  as free: an upper bound."""
   before = math.ceil(programs / sms)
   after = math.ceil(programs * factor / sms)
-  saving = max(0.0, 100.0 * (1 - after / (factor * before)))
+  start = 0.0 if in_floors is None else 1.0
+  work = 1.0 if in_floors is None else in_floors
+  saving = max(0.0, 100.0 * (1 - after * (start + work / factor) / (before * (start + work))))
   waves = lambda n: f"{n} wave{'' if n == 1 else 's'}"
+  how = ("(an upper bound: starting a program taken as free)" if in_floors is None else
+         "with each program's start, about the time of the work at its floor, kept")
   return saving, (f"the work of {programs_words(programs)} split {factor}x over {sms} SMs: "
-                  f"{waves(after)} 1/{factor} as long instead of {waves(before)} "
-                  "(an upper bound)")
+                  f"{waves(after)} of programs with 1/{factor} of the work instead of "
+                  f"{waves(before)}, "
+                  + how)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..comparison import Figures, basis, regressions
+from ..comparison import Figures, basis, labelled, regressions
 from .figures import Baseline, EquationFigures, KernelFigures, kernel_key
 
 # an equation is said to have grown only past the tolerance and by at least this many
@@ -32,7 +32,14 @@ BUDGETS = {
 @dataclasses.dataclass
 class Verdict:
   """What the gate found for one test."""
-  failures: list[str] = dataclasses.field(default_factory=list)
+  failures: list[str] = dataclasses.field(default_factory=list)     # against the baseline
+  over_budget: list[str] = dataclasses.field(default_factory=list)  # against the marker
+  exceeded: list[str] = dataclasses.field(default_factory=list)     # those budgets' names
+
+  def exceeds(self, budget: str, text: str) -> None:
+    self.over_budget.append(text)
+    if budget not in self.exceeded:
+      self.exceeded.append(budget)
   unchecked: list[str] = dataclasses.field(default_factory=list)   # said, not passed
   notes: list[str] = dataclasses.field(default_factory=list)
 
@@ -105,8 +112,9 @@ def kernel_regressions(before: KernelFigures, now: KernelFigures, tolerance_pct:
 
 
 def _figures_before_after(before: KernelFigures, now: KernelFigures) -> str:
-  pairs = [(name, getattr(before, name), getattr(now, name))
-           for name in ("registers", "spills", "shared_bytes", "instructions")]
+  pairs = [(labelled(what, False), getattr(before, name), getattr(now, name))
+           for what, name in (("registers", "registers"), ("spills", "spills"),
+                              ("shared", "shared_bytes"), ("instructions", "instructions"))]
   changed = [f"{name} {old} -> {new}" for name, old, new in pairs if old != new]
   return f" ({', '.join(changed)})" if changed else ""
 
@@ -193,8 +201,8 @@ def against_budgets(budgets: dict, now: dict[str, KernelFigures], why_untimed: s
       if k.spills is None:
         verdict.unchecked.append(f"no_spills on {key}: the compiler gave no spill count")
       elif k.spills > 0:
-        verdict.failures.append(f"kernel {k.name}{where} spills {k.spills} register(s); "
-                                "the budget is no_spills=True")
+        verdict.exceeds("no_spills", f"kernel {k.name}{where} spills {k.spills} register(s); "
+                        "the budget is no_spills=True")
     for budget, field in limits:
       if budget not in budgets:
         continue
@@ -202,16 +210,46 @@ def against_budgets(budgets: dict, now: dict[str, KernelFigures], why_untimed: s
       if value is None:
         verdict.unchecked.append(f"{budget} on {key}: the compiler gave no {field}")
       elif value > budgets[budget]:
-        verdict.failures.append(f"kernel {k.name}{where} has {value} {field}; the budget is "
-                                f"{budget}={budgets[budget]}")
+        verdict.exceeds(budget, f"kernel {k.name}{where} has {value} {field}; the budget is "
+                        f"{budget}={budgets[budget]}")
     if "max_time_us" in budgets:
       if k.runtime is None:
         verdict.unchecked.append(f"max_time_us on {key}: {why_untimed}")
       elif k.runtime.median_us - k.runtime.noise_us > budgets["max_time_us"]:
-        verdict.failures.append(
-            f"kernel {k.name}{where} takes {k.runtime.median_us:.2f} µs "
+        verdict.exceeds(
+            "max_time_us", f"kernel {k.name}{where} takes {k.runtime.median_us:.2f} µs "
             f"(noise {k.runtime.noise_us:.2f} µs); the budget is "
             f"max_time_us={budgets['max_time_us']}")
+
+
+def failure_message(verdict: Verdict, baseline: str | None, nodeid: str, budgets: dict
+                    ) -> str | None:
+  """What fails a test, each kind with the fix that works for it: a baseline's growth is
+  accepted by --pallas-prof-update (naming `baseline`, the file it was read from); a budget
+  is the marker's, so the marker is where it changes (an update writes baselines, never
+  budgets). None where nothing failed."""
+  if not verdict.failures and not verdict.over_budget:
+    return None
+  what = " and ".join(w for w, found in (("grew past their baseline", verdict.failures),
+                                          ("exceed their marker's budgets", verdict.over_budget))
+                      if found)
+  lines = [f"pallas-prof: the kernels of this test {what}:"]
+  if verdict.failures:
+    lines += verdict.failures
+    lines.append(f"(baseline: {baseline}; if the change is meant, run with "
+                 "--pallas-prof-update and commit the file)" if baseline else
+                 "(if the change is meant, run with --pallas-prof-update to write its baseline)")
+  if verdict.over_budget:
+    marker = ", ".join(f"{k}={v!r}" for k, v in budgets.items())
+    numbers = [n for n in verdict.exceeded if n != "no_spills"]
+    names = " and ".join(([f"raise {' and '.join(numbers)}"] if numbers else [])
+                         + (["drop no_spills=True"] if "no_spills" in verdict.exceeded else []))
+    lines += verdict.over_budget
+    lines.append(f"(the budget{'s are' if len(verdict.exceeded) > 1 else ' is'} the marker's: "
+                 f"@pytest.mark.pallas_prof({marker}) on {nodeid}; change the kernel to fit, "
+                 f"or {names} in that marker if the kernel is meant to need more; "
+                 "--pallas-prof-update writes baselines, not budgets)")
+  return "\n".join(lines)
 
 
 def by_key(figures: list[KernelFigures]) -> dict[str, KernelFigures]:

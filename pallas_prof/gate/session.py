@@ -17,7 +17,8 @@ import pytest
 
 import pallas_prof
 from . import baseline as baseline_files
-from .compare import Verdict, against_baseline, against_budgets, budget_errors, by_key
+from .compare import (Verdict, against_baseline, against_budgets, budget_errors, by_key,
+                      failure_message)
 from .figures import SCHEMA, Baseline, toolchain
 from .timing import measure
 from ..backend import kernel_registry
@@ -85,10 +86,11 @@ class GateSession:
         {key: k.to_dict() for key, k in now.items()}, sort_keys=True)))
     self.unchecked += [f"{item.nodeid}: {u}" for u in verdict.unchecked]
     self.notes += [f"{item.nodeid}: {n}" for n in verdict.notes]
-    if verdict.failures:
-      _fail("pallas-prof: the kernels of this test grew past their baseline or budget:\n"
-            + "\n".join(verdict.failures) + f"\n(baseline: {os.path.relpath(path)}; if the "
-            "change is meant, run with --pallas-prof-update and commit the file)")
+    # a baseline is named only where one was read (a failure against it needs one)
+    message = failure_message(verdict, os.path.relpath(path) if old is not None else None,
+                              item.nodeid, budgets)
+    if message:
+      _fail(message)
 
   def _read(self, path: str, nodeid: str):
     try:

@@ -179,12 +179,15 @@ def test_smaller_blocks_state_the_factor_their_blocks_allow():
   The action is the 8x that fits, its estimate the one for 8x."""
   recipe = _rows_call(double_kernel)
   intent, f = _few_programs_intent((8,))
-  assert intent.change["factor"] == 64          # what the rule asks: twice the SMs' programs
+  # the rule asks 64x (twice the SMs' programs); 1,024 elements a program keep one for each
+  # of 128 threads at 8x
+  assert intent.change["factor"] == 8
   (variant,) = blockshape.resolve(intent, f, recipe)
   assert variant.kind == "c" and (variant.change["from_block"], variant.change["to_block"]) \
       == (8, 1) and variant.change["grid"] == [64]
-  # 64 programs on 132 SMs: one wave of programs an eighth as long
-  assert variant.estimate_pct == pytest.approx(100 * (1 - 1 / 8))
+  # 64 programs on 132 SMs: one wave of programs with an eighth of the work (8 MiB, 512
+  # memory floors), each keeping its start
+  assert variant.estimate_pct == pytest.approx(100 * (1 - (1 + 512 / 8) / 513))
   assert "split 8x" in variant.estimate_basis and "64x" not in variant.estimate_basis
 
 
@@ -197,7 +200,7 @@ def test_a_kernel_that_reads_its_program_id_gets_the_edit_that_fits():
   assert edit.change == {"block": "smaller", "factor": 8}
   assert "grid=(4,) -> grid=(32,)" in edit.edit and "BlockSpec((1, 128), ...)" in edit.edit
   assert "reads its program id" in edit.edit
-  assert edit.estimate_pct == pytest.approx(100 * (1 - 1 / 8))
+  assert edit.estimate_pct == pytest.approx(100 * (1 - (1 + 1024 / 8) / 1025))  # 16 MiB a program
 
 
 def test_blocks_that_cannot_shrink_leave_the_action_out_with_a_note():

@@ -188,8 +188,9 @@ def test_few_programs():
   (finding,) = RULES["few_programs"](synthetic_facts(grid=(32,)))
   assert finding.diagnosis.text == "32 programs on 132 SMs: 100 SMs have nothing to do"
   assert finding.actions[0].change == {"block": "smaller", "factor": 16}
-  # 512 programs on 132 SMs: 4 waves, each a sixteenth of one before
-  assert finding.actions[0].estimate_pct == pytest.approx(100 * (1 - 4 / 16))
+  # 512 programs on 132 SMs: 4 waves of programs with a sixteenth of the work, each program
+  # (2 MiB, 128 memory floors) keeping its start, a floor's time
+  assert finding.actions[0].estimate_pct == pytest.approx(100 * (1 - 4 * (1 + 128 / 16) / 129))
 
 
 def test_one_program_is_said_in_the_singular():
@@ -359,10 +360,11 @@ def test_few_programs_are_not_split_finer_than_small_programs_allow():
   assert finding.diagnosis.text == "2 programs on 132 SMs: 130 SMs have nothing to do"
   (why,) = [e for e in finding.diagnosis.evidence if e.what == "work per program"]
   assert "too little to split" in why.text
-  # a kernel whose time is its arithmetic is split as before (a dot's tile has its own floor)
+  # a kernel whose time is its dot is split down to the dot's floor, not the bytes' (the rule
+  # asks 256x; 2^29 FLOPs a program keep a 128x128x128 tile's FLOPs at 128x)
   (dot,) = RULES["few_programs"](synthetic_facts(
       grid=(2,), work=synthetic_work(bytes=4096, block_bytes=4096, programs=2, dot_flops=1 << 30)))
-  assert dot.actions[0].change["factor"] == 256
+  assert dot.actions[0].change["factor"] == 128
   assert SMALL_PROGRAM_BYTES == 16 * 1024     # what the sizes above are chosen around
 
 

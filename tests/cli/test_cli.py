@@ -125,7 +125,7 @@ def test_report_rerenders_and_diff_flags_regressions(softmax_run, tmp_path, monk
   ok = pallas_prof("diff", str(a), str(a), "--fail-on-regression", "5")
   assert ok.returncode == 0, ok.stdout
   slower = pallas_prof("diff", str(a), str(b), "--fail-on-regression", "5")
-  assert slower.returncode == 1 and "SLOWER by 20.0%" in slower.stdout
+  assert slower.returncode == 1 and "SLOWER (per launch) by 20.0%" in slower.stdout
   lenient = pallas_prof("diff", str(a), str(b), "--fail-on-regression", "25")
   assert lenient.returncode == 0
 

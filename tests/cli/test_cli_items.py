@@ -85,7 +85,8 @@ def test_diff_on_cpu_compares_what_the_runs_have(softmax_run, tmp_path, monkeypa
   worse = pallas_prof("diff", str(a), str(b), "--fail-on-regression", "5")
   assert worse.returncode == 1, worse.stdout
   assert f"{registers} -> {round(registers * 1.25)}" in worse.stdout
-  assert "registers +" in worse.stdout and "instructions +50.0%" in worse.stdout
+  assert "registers (per thread) +" in worse.stdout and \
+      "instructions (per program) +50.0%" in worse.stdout
   assert "no runtimes compared" in worse.stdout
   lenient = pallas_prof("diff", str(a), str(b), "--fail-on-regression", "60")
   assert lenient.returncode == 0, lenient.stdout

@@ -121,7 +121,8 @@ def test_twice_the_rows_per_block_is_the_same_work_not_a_regression(runs, tmp_pa
   row = next(ln for ln in lines if ln.startswith("rows_kernel#"))
   assert " 8 -> 4 " in row and row.split()[-1] == "better"     # fewer instructions per byte
   assert ": grid 8 -> 4, each program moves 8 KiB -> 16 KiB: compared per byte " in text
-  assert "): instructions -" in text          # fewer instructions executed per byte moved
+  # fewer instructions executed per byte moved
+  assert "): instructions (per byte, whole grid) -" in text
   assert "worse:" not in text
   # a kernel that got worse per byte is still caught: B's instructions tripled
   worse = tmp_path / "worse"
@@ -133,7 +134,31 @@ def test_twice_the_rows_per_block_is_the_same_work_not_a_regression(runs, tmp_pa
   runs = dict(runs, worse=worse)
   code, lines, text = _diff(runs, "rows8", "worse", "--fail-on-regression", "5")
   assert code == 1 and lines[-1].startswith("regressions: rows_kernel#"), lines
-  assert "instructions per byte +" in text.split("worse: rows_kernel#")[1]
+  assert "instructions (per byte, whole grid) +" in text.split("worse: rows_kernel#")[1]
+
+
+def test_per_program_and_whole_grid_figures_are_labelled_in_the_table_and_the_verdict(runs):
+  """Issue 47, item 5: the table showed instructions per program falling (464 -> 264) beside
+  "worse: instructions per byte +127.6 %" over the whole grid, and nothing said which was
+  which. 16-row blocks -> 8-row ones (twice the grid, the same bytes): fewer instructions in
+  each program, more in the whole grid."""
+  code, lines, text = _diff(runs, "rows16", "rows8")
+  assert code == 0, lines
+  names, whose = next((a, b) for a, b in zip(lines, lines[1:]) if b.startswith("kernel "))
+  assert names.split() == ["registers", "shared", "spills", "instructions"], names
+  assert " ".join(whose.split()) == ("kernel grid per thread per program per thread per "
+                                     "program verdict"), whose
+  row = next(ln for ln in lines if ln.startswith("rows_kernel#"))
+  before, after = (int(n) for n in row.split()[-4:-1:2])     # instructions per program
+  assert after < before, row
+  assert row.split()[-1] == "worse"
+  assert ("per thread, per program: one program's figures; per launch, whole grid: all the "
+          "grid's programs together") in text
+  grew = 100 * (after * 8 / (before * 4) - 1)
+  (worse,) = [ln for ln in lines if ln.startswith("worse: ")]
+  assert worse.endswith(f": instructions (per byte, whole grid) +{grew:.1f}%"), worse
+  assert "instructions (per byte, whole grid) +" in text.split("compared per byte of work (")[1]
+  assert "instructions per byte" not in text and "instructions +" not in text
 
 
 def test_without_a_work_model_a_changed_grid_is_said_not_to_compare(runs):
@@ -167,10 +192,10 @@ def test_without_a_gate_a_regression_is_called_worse_not_ok(runs, tmp_path):
   for gate in ((), ("--fail-on-regression", "1000")):
     code, lines, text = _diff(runs, "rows8", "tripled", *gate)
     assert code == 0 and _verdict(lines) == "worse", lines
-    assert "worse: rows_kernel#" in text and "instructions +200.0%" in text
+    assert "worse: rows_kernel#" in text and "instructions (per program) +200.0%" in text
     assert "regressions:" not in text         # the gate alone decides the exit code
   code, lines, text = _diff(runs, "tripled", "rows8")
-  assert code == 0 and _verdict(lines) == "better" and "instructions -66.7%" in text
+  assert code == 0 and _verdict(lines) == "better" and "instructions (per program) -66.7%" in text
   code, lines, text = _diff(runs, "rows8", "rows8")
   assert code == 0 and _verdict(lines) == "same" and "worse:" not in text
   assert "verdict: worse or better where a figure moved beyond its noise" in text
@@ -184,12 +209,12 @@ def test_a_runtime_within_its_noise_is_the_same_beyond_it_worse(runs, tmp_path):
   code, lines, _ = _diff(runs, "base", "noisy")
   assert code == 0 and _verdict(lines) == "same", lines
   code, lines, text = _diff(runs, "base", "slower")
-  assert code == 0 and _verdict(lines) == "worse" and "SLOWER by 50.0%" in text
+  assert code == 0 and _verdict(lines) == "worse" and "SLOWER (per launch) by 50.0%" in text
   code, lines, text = _diff(runs, "slower", "base")
-  assert code == 0 and _verdict(lines) == "better" and "faster by 33.3%" in text
+  assert code == 0 and _verdict(lines) == "better" and "faster (per launch) by 33.3%" in text
   # a gate tighter than the noise: what fails it is not called `same`
   code, lines, text = _diff(runs, "base", "noisy", "--fail-on-regression", "2")
-  assert code == 1 and _verdict(lines) == "worse" and "SLOWER by 3.0%" in text
+  assert code == 1 and _verdict(lines) == "worse" and "SLOWER (per launch) by 3.0%" in text
 
 
 def test_the_report_a_failed_line_points_to_shows_the_failure_in_full(runs):

@@ -274,7 +274,8 @@ def test_diff_on_cpu_fits_100_columns_and_says_what_got_worse(softmax_run, tmp_p
   assert max(len(line) for line in lines) <= 100
   row = next(line for line in lines if line.startswith("softmax_kernel#"))
   assert row.split()[-1] == "worse" and "-> 24 KiB" in row and "median" not in result.stdout
-  assert any(line.startswith("worse: softmax_kernel#") and "registers +" in line for line in lines)
+  assert any(line.startswith("worse: softmax_kernel#") and "registers (per thread) +" in line
+             for line in lines)
 
 
 # --- item 12: the examples ----------------------------------------------------------------

@@ -39,16 +39,20 @@ def test_update_then_an_unchanged_kernel_passes_and_a_planted_spill_and_growth_f
   out = grown.stdout.str()
   assert grown.ret == 1, out
   grown.stdout.fnmatch_lines([
-      "*kernel scale_kernel (test_user.py:9): spills 0 -> *; *instructions +*"
-      "(*spills 0 -> *, instructions * -> *)",
+      "*kernel scale_kernel (test_user.py:9): spills 0 -> *; *instructions (per program) +*"
+      "(*spills (per thread) 0 -> *, instructions (per program) * -> *)",
       # which equations grew most is the compiler's doing (it differs between Triton
       # releases): each named with the user's line, before and after
       "*grew: * at test_user.py:11 `o_ref?...? = jnp.exp(x) * jnp.sin(x) + "
       "jnp.cos(x)`: * instructions",
+      "*baseline: .pallas-prof/baseline/test_user.py/test_scale.json*--pallas-prof-update*",
+      # the budgets' fix is the marker, not an update
       "*kernel scale_kernel (test_user.py:9) spills * register(s); the budget is "
       "no_spills=True*",
       "*has * registers; the budget is max_registers=64*",
-      "*baseline: .pallas-prof/baseline/test_user.py/test_scale.json*--pallas-prof-update*"])
+      "*(the budgets are the marker's: @pytest.mark.pallas_prof(no_spills=True, "
+      "max_registers=64, max_time_us=1000) on test_user.py::test_scale; change the kernel to "
+      "fit, or raise max_registers and drop no_spills=True in that marker*"])
   # the store on the edited line is the same store: matched, not new
   assert "swap at" not in out
   if kernel["runtime"] is None:        # no GPU: the time budget is said, not passed
@@ -56,6 +60,26 @@ def test_update_then_an_unchanged_kernel_passes_and_a_planted_spill_and_growth_f
                                 "scale_kernel(float32?8,128?): no GPU*"])
   with open(baseline_path(pytester)) as f:
     assert f.read() == text           # checking never rewrites the baseline
+
+
+def test_a_budget_failure_says_the_fix_is_the_marker_and_names_no_missing_baseline(pytester):
+  """Issue 47, item 4: a test with no baseline over its marker's register budget was told
+  to "run with --pallas-prof-update" (which writes baselines, not budgets) and was named a
+  baseline file that did not exist."""
+  mark = "@pytest.mark.pallas_prof(max_registers=4)"
+  pytester.makepyfile(test_user=user_test(mark=mark))
+  over = run(pytester, "--pallas-prof")
+  out = over.stdout.str()
+  assert over.ret == 1, out
+  over.stdout.fnmatch_lines([
+      "*the kernels of this test exceed their marker's budgets:*",
+      "*kernel scale_kernel (test_user.py:9) has * registers; the budget is max_registers=4*",
+      "*(the budget is the marker's: @pytest.mark.pallas_prof(max_registers=4) on "
+      "test_user.py::test_scale; change the kernel to fit, or raise max_registers in that "
+      "marker if the kernel is meant to need more; --pallas-prof-update writes baselines, "
+      "not budgets)*"])
+  assert not os.path.exists(baseline_path(pytester))
+  assert "baseline:" not in out and "run with --pallas-prof-update and commit" not in out
 
 
 def test_a_bad_marker_fails_its_test_saying_what_to_give(pytester):

@@ -5,12 +5,10 @@ from __future__ import annotations
 import math
 
 from .. import estimate
+from ..floors import SMALL_PROGRAM_BYTES, program_work
 from ..schema import AT_ROOF_PCT
 from .table import Finding, about, blocks, config, fact, fmt_bytes, rule
 
-# A program that moves less than this spends a large part of its life starting,
-# finishing and waiting for its first loads (its CTA's launch, the pipeline's fill)
-SMALL_PROGRAM_BYTES = 16 * 1024
 # Larger blocks are proposed up to this much per program
 TARGET_PROGRAM_BYTES = 64 * 1024
 # a program slot shorter than this: starting and ending programs is a large part of it
@@ -53,6 +51,8 @@ def small_programs(f) -> list[Finding]:
     return []
   if f.work is not None and (f.work.dot_flops or f.work.transcendentals):
     return []        # a dot's tile is sized by its FLOPs; transcendentals take their own time
+  if (program_work(f).in_floors or 0) >= 1:
+    return []        # some work of its own keeps it worth its start: what a split leaves
   per = (f.median_s * f.sms * f.occupancy.ctas_per_sm / f.programs
          if f.median_s is not None and f.occupancy is not None else None)
   if per is not None and per > SHORT_PROGRAM_S:
@@ -79,22 +79,30 @@ def small_programs(f) -> list[Finding]:
 
 def _split_cap(f, factor: int) -> tuple[int, list]:
   """(the split factor, evidence) for rules that want more programs: at most `factor`, and
-  no finer than leaves each program SMALL_PROGRAM_BYTES to move where the kernel's time is
-  its memory traffic (no dot, no transcendentals). Finer, starting programs costs more than
-  the idle SMs they fill: a 128-row block split into single rows was proposed for a kernel
-  of a few microseconds. 1 (no split) with the fact that says so where even 2 is too fine."""
-  bpp = f.bytes_per_program
-  if bpp is None or f.work is None or f.work.dot_flops or f.work.transcendentals:
-    return factor, []
-  cap = 1 << max(0, int(bpp // SMALL_PROGRAM_BYTES).bit_length() - 1)
+  no finer than leaves each program some kind of work at its floor (floors.py: bytes
+  moved, dot FLOPs, transcendental functions, arithmetic) and a block element for each of
+  its threads. Finer, starting programs costs more than the idle SMs they fill: a 128-row
+  block split into single rows, a sin's 256-element block into blocks of 2, were proposed
+  for kernels of a few microseconds. 1 (no split) with the fact that says so where even 2
+  is too fine."""
+  work = program_work(f)
+  cap = work.cap(factor)
   if cap >= factor:
     return factor, []
-  words = (f"each program moves {fmt_bytes(bpp)}: "
-           + (f"split at most {cap}x, to keep {fmt_bytes(SMALL_PROGRAM_BYTES)} or more each"
-              if cap > 1 else f"too little to split (programs under "
-                              f"{fmt_bytes(SMALL_PROGRAM_BYTES)} spend most of their time "
-                              "starting); a problem this small does not fill the GPU"))
-  return cap, [fact("work per program", words, value=bpp)]
+  by_threads = work.by_threads is not None and work.by_threads == cap and (
+      work.by_floors is None or work.by_floors > cap)
+  if by_threads:
+    keep = f"an element of the block for each of its {f.threads} threads"
+    words = (f"each program's largest block holds {work.elements:,} elements: "
+             + (f"split at most {cap}x, to keep {keep}" if cap > 1 else
+                f"too little to split (it has {keep} at most); a problem this small does "
+                "not fill the GPU"))
+  else:
+    words = (f"each program {work.doing()}: "
+             + (f"split at most {cap}x, to keep {work.least()} or more each" if cap > 1 else
+                f"too little to split (programs with less than {work.least()} spend most "
+                "of their time starting); a problem this small does not fill the GPU"))
+  return cap, [fact("work per program", words, value=work.in_floors)]
 
 
 @rule("few_programs")
@@ -113,7 +121,7 @@ def few_programs(f) -> list[Finding]:
                      value=f.programs)] + _time_evidence(f) + why)
   if factor < 2:
     return [Finding(d)]
-  est = estimate.spread(f.programs, f.sms, factor)
+  est = estimate.spread(f.programs, f.sms, factor, program_work(f).in_floors)
   return [Finding(d, [blocks("few_programs", "smaller", f, f"/{factor}, {f.programs * factor} "
                              "programs", estimate.capped(est, f), factor=factor)])]
 

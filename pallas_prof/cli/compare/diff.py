@@ -12,7 +12,8 @@ got slower, or its registers, shared memory or instructions grew, by more
 than PCT percent, or it spills more. Runs without runtimes (CPU runs) compare
 what they have and say that nothing timed was compared.
 
-Registers, shared memory and instructions are per program (per thread): where the
+Registers, shared memory and instructions are per program (per thread), the runtime per
+launch (the whole grid), and the table's headers and every change said name which: where the
 programs' work changed (another grid or block shape: 8-row blocks become 16-row ones and
 the figures grow for the same work) they do not compare as they are. Then, with the work
 model of both runs, shared memory is compared per byte a program moves, instructions per
@@ -31,8 +32,9 @@ from __future__ import annotations
 from rich.text import Text
 
 from ... import units
-from ...comparison import (NOISE_PCT, VERDICT_CAPTION, Basis, Figures, basis, change_pct,
-                           changes, grid_text, moved, regressions, verdict)
+from ...comparison import (LABELS_CAPTION, NOISE_PCT, OF, VERDICT_CAPTION, Basis, Figures, basis,
+                           change_pct, changes, grid_text, labelled, moved, regressions,
+                           verdict)
 from ..terminal import layout
 from ..terminal.layout import Col
 from ..terminal.render import console
@@ -110,8 +112,14 @@ def _scaled_line(label: str, ka: Figures, kb: Figures, b: Basis) -> str:
   """How the figures of a kernel whose work per program changed compare, scaled."""
   if not b.holds:
     return f"{label}: {b.words}"
-  said = ", ".join(f"{what} {grew:+.1f}%" for what, grew in changes(ka, kb, b).items())
+  said = ", ".join(f"{labelled(what, True)} {grew:+.1f}%"
+                   for what, grew in changes(ka, kb, b).items())
   return f"{label}: {b.words}: {said or 'nothing to compare'}"
+
+
+def _header(name: str, figure: str) -> str:
+  """'instructions\nper program': a column's name over whose figure it is."""
+  return f"{name}\n{OF[figure]}"
 
 
 def diff(args) -> int:
@@ -124,10 +132,14 @@ def diff(args) -> int:
   both = [(ka, kb) for _, ka, kb in rows if ka is not None and kb is not None]
   # runtime columns only where there is a runtime to compare (a CPU run has none)
   timed = any(ka.median_s is not None or kb.median_s is not None for ka, kb in both)
+  # each figure's header says whose it is: one program's (a thread's) or the launch's
   cols = ([Col("kernel", give=2, least=12), Col("grid", right=True)]
-          + ([Col("median µs", right=True), Col("change", right=True)] if timed else [])
-          + [Col("registers", right=True), Col("shared", right=True), Col("spills", right=True),
-             Col("instructions", right=True), Col("verdict")])
+          + ([Col(_header("median µs", "runtime"), right=True), Col("change", right=True)]
+             if timed else [])
+          + [Col(_header(what, of), right=True) for what, of in (
+              ("registers", "registers"), ("shared", "shared"), ("spills", "spills"),
+              ("instructions", "instructions"))]
+          + [Col("verdict")])
   cells, failed, moves, scaled, compared = [], [], [], [], 0
   us = lambda s: "-" if s is None else f"{s * 1e6:.1f}"
   for label, ka, kb in rows:
@@ -154,7 +166,7 @@ def diff(args) -> int:
                   _fmt(ka.spills, kb.spills), _fmt(ka.instructions, kb.instructions),
                   verdict(worse, better, b)])
   con.print(Text(f"{args.a}  ->  {args.b}", style="bold"))
-  caption = VERDICT_CAPTION.format(**NOISE_PCT) if both else None
+  caption = f"{LABELS_CAPTION}; {VERDICT_CAPTION.format(**NOISE_PCT)}" if both else None
   con.print(layout.table("kernels", cols, cells, con.width, caption))
   if not compared and both:
     con.print(Text("no runtimes compared: the kernels were not timed in both runs (a run "
