@@ -7,6 +7,7 @@ import re
 import pytest
 
 from pallas_prof.cli import main as cli_main
+from tests.cli.test_cli import pallas_prof
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -50,3 +51,27 @@ def test_no_page_names_a_command_the_cli_does_not_have():
     used = set(re.findall(r"(?:^    |`)pallas-prof ([a-z]\w*)(?![.\w])", text, re.M))
     assert used <= commands, (os.path.relpath(page, ROOT), used - commands)
     assert "`eject`" not in text, os.path.relpath(page, ROOT)     # show's --eject, no command
+
+
+# --- item 15: --device on a machine without a GPU -------------------------------------------
+
+@pytest.mark.no_gpu
+@pytest.mark.parametrize("command", ["run", "advise"])
+def test_a_device_on_a_cpu_is_refused_before_the_script_runs(command, tmp_path):
+  ran = tmp_path / "ran"
+  script = tmp_path / "script.py"
+  script.write_text(f"open({str(ran)!r}, 'w').close()\n")
+  out = tmp_path / "out"
+  done = pallas_prof(command, "--out", str(out), "--device", "3", str(script), cwd=tmp_path)
+  said = " ".join(done.stderr.split())
+  assert done.returncode == 2, done.stdout + done.stderr
+  assert "--device 3 names a GPU, and this machine has none" in said, said
+  assert "leave --device out" in said
+  assert not ran.exists() and not out.exists()
+
+
+@pytest.mark.no_gpu
+def test_the_default_device_and_all_are_taken_on_a_cpu():
+  from pallas_prof.cli.script_args import device_refusal
+  assert device_refusal("0") is None and device_refusal("all") is None
+  assert "names a GPU" in device_refusal("0,1")
