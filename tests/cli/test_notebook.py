@@ -134,8 +134,13 @@ def test_a_profile_of_this_process_shows_inline_with_heat_on_the_users_lines(tmp
   assert user.get("o_ref[...] = jnp.exp(x_ref[...]) * 2.0") == 1.0, user
   generated = _listing(page, "generated")
   assert "double_exp_kernel" in generated and _heated_rows(generated)
-  # in a terminal: the tables `pallas-prof run` prints
+  # the equations table's source column: the cell's line too (issue 48, item 18)
+  cells = [html.unescape(c) for c in re.findall(r'<td class="mono src-cell"[^>]*>([^<]*)</td>',
+                                                page)]
+  assert "o_ref[...] = jnp.exp(x_ref[...]) * 2.0" in cells, cells
+  # in a terminal: the tables `pallas-prof run` prints, the cell's line among them
   assert "double_exp_kernel" in str(report) and "hot equations" in str(report)
+  assert "jnp.exp(x_ref[...]) * 2.0" in str(report), str(report)
   # saved as a run and loaded back: the page of the folder RunReport.load read
   run_dir = str(tmp_path / "run")
   os.mkdir(run_dir)
