@@ -318,10 +318,10 @@ def _named_edit(recipe, change: dict) -> str | None:
   if source is None:
     return None
   changed, kept = set(), set()
-  for names, spec, new in zip(source.blocks, ins + outs, change["blocks"]):
+  for names, spec, new in zip(source.blocks, ins + outs, change["blocks"], strict=True):
     old = tuple(spec.block_shape)
     names = names if names is not None and len(names) == len(old) else (None,) * len(old)
-    for name, a, b in zip(names, old, new):
+    for name, a, b in zip(names, old, new, strict=True):
       if a != b:
         changed.add(name)
       elif name is not None:
