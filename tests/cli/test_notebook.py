@@ -170,6 +170,28 @@ def test_a_run_report_prints_its_tables_as_text_inside_jupyter_too(tmp_path, mon
   assert all(k.label in text for k in run.kernels)
 
 
+def test_reports_show_themselves_without_the_extension(tmp_path):
+  """As JAX arrays do (issue 48, item 19): IPython and Jupyter call `_repr_html_` and
+  `_repr_pretty_` of whatever a cell ends with; no `%load_ext` was needed before a report
+  showed more than its one line."""
+  import pallas_prof
+  from pallas_prof.profiler.schema import ProfileReport
+  run_dir = gpu_pipeline_run(tmp_path)
+  run = RunReport.load(run_dir)
+  assert run._repr_html_() == notebook.run_html(run)
+  _inline_page(run._repr_html_())
+  printed = types.SimpleNamespace(text=[])
+  printer = types.SimpleNamespace(text=printed.text.append)
+  run._repr_pretty_(printer, False)
+  assert printed.text == [notebook.run_text(run)]
+  profile = pallas_prof.profile([])           # no kernels: the page still draws
+  assert isinstance(profile, ProfileReport)
+  _inline_page(profile._repr_html_())
+  printed.text.clear()
+  profile._repr_pretty_(printer, False)
+  assert printed.text == [str(profile)]
+
+
 def test_the_extension_registers_both_reports_with_ipythons_formatters():
   """load_ipython_extension through a stand-in of IPython's formatter registry (IPython is
   not a dependency of pallas-prof; docs/notebooks.md shows it run in Jupyter)."""
