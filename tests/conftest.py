@@ -1,7 +1,9 @@
 """Shared test setup: a private cache, fresh random inputs, dtype tolerances.
 
 Every test draws new random inputs (never zeros). The seed of the run is
-printed in the header; set PALLAS_PROF_TEST_SEED to replay a failure.
+printed in the header, and (since -q hides the header) in each failed test's
+report and in the summary of a run with failures; set PALLAS_PROF_TEST_SEED
+to replay a failure.
 """
 from __future__ import annotations
 
@@ -23,14 +25,44 @@ atexit.register(shutil.rmtree, _CACHE, True)   # ~24 MB per test process otherwi
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
   signal.signal(signal.SIGINT, signal.default_int_handler)
 
+
+def _hangup_ignored(signum, frame):
+  """The suite goes on after a hangup, as `nohup` asked."""
+
+
+# A suite started under `nohup` inherits SIGHUP ignored, and so would every compile worker
+# and run the tests start: the tests that end a worker by SIGHUP would then end nothing.
+# The suite itself keeps ignoring hangups (through a handler, which no child inherits).
+if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+  signal.signal(signal.SIGHUP, _hangup_ignored)
+
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-SEED = int(os.environ.get("PALLAS_PROF_TEST_SEED") or np.random.SeedSequence().entropy % 2**32)
+SEED_ENV = "PALLAS_PROF_TEST_SEED"
+SEED = int(os.environ.get(SEED_ENV) or np.random.SeedSequence().entropy % 2**32)
+# pytest-xdist's workers (and the processes tests start) inherit the environment: one seed
+# for the whole run, the one its report names
+os.environ[SEED_ENV] = str(SEED)
+SEED_WORDS = f"pallas-prof test seed: {SEED} (replay with {SEED_ENV}={SEED})"
 
 
 def pytest_report_header(config):
-  return f"pallas-prof test seed: {SEED} (replay with PALLAS_PROF_TEST_SEED={SEED})"
+  return SEED_WORDS
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+  """A failed test's report names the seed: -q leaves out the header that says it."""
+  outcome = yield
+  report = outcome.get_result()
+  if report.failed:
+    report.sections.append(("pallas-prof test seed", SEED_WORDS))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+  if terminalreporter.stats.get("failed") or terminalreporter.stats.get("error"):
+    terminalreporter.write_line(SEED_WORDS)
 
 
 @pytest.fixture

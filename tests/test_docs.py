@@ -81,3 +81,13 @@ def test_the_readme_says_what_the_test_command_does_when_a_leg_fails():
   assert 'failed="$failed $l"' in script and "exit 1" in script     # every leg, then the verdict
   assert "stops the script" not in text
   assert "Both legs run even when the first fails, and the script fails if either did" in text
+
+
+def test_development_says_what_the_test_command_does_when_a_leg_fails():
+  """docs/development.md said a failed leg stops the script before the next; tools/test.sh
+  runs every leg and fails if any did, as the README says (issue 48, item 16)."""
+  script = _read(os.path.join(ROOT, "tools", "test.sh"))
+  text = " ".join(_read(os.path.join(DOCS, "development.md")).split())
+  assert 'failed="$failed $l"' in script and "== FAILED leg(s):" in script
+  assert "stops the script" not in text
+  assert "Both legs run even when the first fails, and the script fails if either did" in text

@@ -14,7 +14,7 @@ import time
 from typing import Callable
 
 from . import autotuned, recipes
-from .engine import diagnose, order_diagnoses
+from .engine import diagnose, order_diagnoses, untested_opt_ins_as_notes
 from .schema import KernelAdvice
 from .trials import lowering_checked, settings_of, try_actions
 from ..backend import hooks, kernel_registry
@@ -61,6 +61,7 @@ def for_report(records, report, *, trials: bool = False, device: int = 0,
     recipe = recipes.find(rec, found)
     advice = diagnose(kp, rec.generated, report.device, report.ceilings, recipe,
                       gpu=report.gpu_present, tuned=autotuned.find(rec, calls))
+    advice = untested_opt_ins_as_notes(advice, trying=try_tma)
     tried = trials and not advice.at_roof and (report.gpu_present or static)
     if not tried and recipe is not None:
       advice = lowering_checked(advice, recipe)   # rank only the variants that lower

@@ -55,6 +55,30 @@ def diagnose(kp, gk=None, device=None, ceilings=None, recipe=None, gpu: bool | N
   return advice
 
 
+# opt-ins that have not yet run on a GPU: advice says how to try them, it does not offer them
+UNTESTED_OPT_INS = {"tma": "TMA is opt-in and has not yet run on a GPU; "
+                           "`pallas-prof advise --try-tma` tries it"}
+
+
+def untested_opt_ins_as_notes(advice: KernelAdvice, trying: bool) -> KernelAdvice:
+  """The advice with each action that switches on an untested opt-in (TMA) made a note,
+  unless the caller tries them (`advise --try-tma`): an action is a change to make, and
+  nothing has shown that this one works."""
+  if trying:
+    return advice
+  untested = lambda a: [why for key, why in UNTESTED_OPT_INS.items() if a.change.get(key)]
+  actions = [a for a in advice.actions if not untested(a)]
+  if len(actions) == len(advice.actions):
+    return advice
+  notes = list(advice.notes) + [
+      f"not offered as an action: {a.title.split(' (', 1)[0]}: {'; '.join(untested(a))}"
+      for a in advice.actions if untested(a)]
+  out = dataclasses.replace(advice, actions=actions, notes=notes,
+                            diagnoses=order_diagnoses(advice.diagnoses, actions))
+  out.summary = summary(out)
+  return out
+
+
 # Among diagnoses with as much to gain, the more specific cause first: a setting or a line
 # before what follows from it (one warp per row leaves CTA slots empty, too)
 PRIORITY = ("at_roof", "too_few_warps", "unpipelined_loop", "spills", "small_programs",

@@ -10,7 +10,7 @@ type like the profiler's report: pallas_prof/serial.py).
 
     Action kinds (KINDS): "a" pallas-prof applies it without touching the code
     (num_warps, num_stages, launch_group, tma); "b" a parameter the user exposes to
-    pallas_prof.autotune; "c" a block shape pallas-prof re-traces the kernel at; "d" an
+    pallas_prof.autotune; "c" a block shape, tried by re-tracing the kernel; "d" an
     edit of the user's code at their line (its saving an estimate from the work model).
 """
 from __future__ import annotations
@@ -25,10 +25,11 @@ AT_ROOF_PCT = 95.0
 # (in percent): a quiet GPU's noise can read near zero, and a change that small is not worth
 # a line in anyone's CompilerParams.
 SMALLEST_TOLD_PCT = 1.0
-KINDS = {"a": "pallas-prof applies it (no change to your code)",
-         "b": "a parameter your code exposes to pallas_prof.autotune",
-         "c": "a block shape pallas-prof re-traces your kernel at",
-         "d": "an edit of your code"}
+# each a clause that reads on from "[c] " in the terminal's and the page's legend
+KINDS = {"a": "pallas-prof applies it for you, with no change to your code",
+         "b": "your code exposes it as a parameter to pallas_prof.autotune",
+         "c": "it changes a block shape, and pallas-prof tries it by re-tracing your kernel",
+         "d": "it is an edit of your code, and its saving an estimate"}
 
 
 @dataclasses.dataclass

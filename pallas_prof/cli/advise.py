@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .script_args import RunOptions, missing_script
+from .script_args import RunOptions, device_refusal, missing_script
 from ..profiler import driver
 
 
@@ -60,6 +60,10 @@ def run(args, argv=None) -> int:
   if not args.device.isdigit():
     print(f"pallas-prof advise: --device takes one GPU index, got {args.device!r}",
           file=sys.stderr)
+    return 2
+  problem = device_refusal(args.device)
+  if problem is not None:
+    print(f"pallas-prof advise: {problem}", file=sys.stderr)
     return 2
   present, reason = driver.gpu_status()
   if not present:

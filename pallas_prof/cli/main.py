@@ -156,6 +156,29 @@ def _refuse_unknown(parser: argparse.ArgumentParser, unknown: list[str]) -> None
   parser.error(f"unrecognized arguments: {' '.join(said)}")
 
 
+# commands people look for that are an option of another: what they write instead
+OPTION_OF_ANOTHER = {"eject": ("show KERNEL --eject FILE",
+                               "it writes the kernel as a standalone Triton program")}
+
+
+def _refuse_unknown_command(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+  """A command pallas-prof does not have: what does it (`eject` is `show --eject`), or the
+  command it is closest to, instead of argparse's bare "invalid choice"."""
+  word = argv[0]
+  commands = parser.get_default("command_parsers")
+  if word.startswith("-") or word in commands:
+    return
+  if word in OPTION_OF_ANOTHER:
+    usage, does = OPTION_OF_ANOTHER[word]
+    given = [a for a in argv[1:] if not a.startswith("-")]
+    if word == "eject" and len(given) == 2:      # eject KERNEL FILE: the very command
+      usage = f"show {given[0]} --eject {given[1]}"
+    parser.error(f"there is no command `{word}`: did you mean `pallas-prof {usage}`? ({does})")
+  close = difflib.get_close_matches(word, list(commands), n=1, cutoff=0.6)
+  guess = f"did you mean `{close[0]}`? " if close else ""
+  parser.error(f"there is no command `{word}`: {guess}the commands are {', '.join(commands)}")
+
+
 def _with_script(args, argv: list[str]):
   """run and tune: the script is required (said so), and their own options after it
   are theirs (script_args.py)."""
@@ -170,7 +193,10 @@ def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> arg
   """The command line as its command reads it: an option it does not know refused with
   its own usage, and for run, tune and advise their own options after the script taken
   back from it (script_args.py). Exits as argparse does (2) on what it refuses."""
-  args, unknown = (parser or _parser()).parse_known_args(argv)
+  parser = parser or _parser()
+  if argv:
+    _refuse_unknown_command(parser, argv)
+  args, unknown = parser.parse_known_args(argv)
   if unknown:
     _refuse_unknown(args.command_parsers[args.command], unknown)
   if args.command in ("run", "tune", "advise"):

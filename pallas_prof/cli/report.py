@@ -30,6 +30,7 @@ import typing
 from typing import Any
 
 from ..advice.schema import KernelAdvice
+from ..profiler import presentation
 from ..profiler.schema import ProfileReport
 from ..safe_files import write_atomic
 from ..serial import Misfit, Record, decode, from_fields, plain, to_json  # noqa: F401 (their home)
@@ -273,3 +274,13 @@ class RunReport(Record):
   def __rich_console__(self, console, options):
     from .terminal.render import render_report
     yield from render_report(self, console, options)
+
+  # in Jupyter and IPython, as JAX arrays show themselves (no %load_ext needed): the page
+  # of report.html in a notebook, the tables `pallas-prof run` prints at a terminal prompt
+  # (through the view pallas_prof/__init__.py installs, profiler/presentation.py: the page's
+  # renderer reads this module, so this module cannot import it back)
+  def _repr_html_(self) -> str:
+    return presentation.view().run_html(self)
+
+  def _repr_pretty_(self, printer, cycle) -> None:
+    printer.text(presentation.view().run_text(self))

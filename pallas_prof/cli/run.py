@@ -29,7 +29,7 @@ from .report import ErrorEntry, RunReport, Traces
 from .run_steps import capture, kernels
 from .run_steps.capture import OTLP_JSON_FILE, PERFETTO_FILE
 from .run_steps.entries import error_entry, kernel_entry, platform, recorded, redactor
-from .script_args import SAMPLES_FOLDER, RunOptions, missing_script
+from .script_args import SAMPLES_FOLDER, RunOptions, device_refusal, missing_script
 from .script_run import (ScriptOutcome, find_kernel_error, print_script_traceback, run_script,
                          script_error_note)
 from .terminal.render import render_run
@@ -60,7 +60,7 @@ def stdout_to_stderr(enabled: bool):
 
 
 def run(args: RunOptions) -> int:
-  problem = missing_script(args.script)
+  problem = missing_script(args.script) or device_refusal(args.device)
   if problem is not None:
     # before anything is written or imported: nothing to report on
     print(f"pallas-prof: {problem}", file=sys.stderr)

@@ -23,6 +23,8 @@ import re
 import sys
 from typing import Callable
 
+from ..profiler import driver
+
 
 def script_text(path: str) -> str:
   """The script's source (a directory's __main__.py), or "" when it cannot be read."""
@@ -44,6 +46,30 @@ def missing_script(path: str) -> str | None:
   if not os.path.exists(path):
     return f"no such file: {path}"
   return None
+
+
+def device_refusal(spec: str) -> str | None:
+  """Why --device `spec` (an index, a comma list, or all) names no GPU this machine has, or
+  None: said before the script runs, since a bad index found after it would lose the run.
+  Without a GPU only the default, 0, is taken (the kernels run under Triton's interpreter,
+  on no device)."""
+  if spec == "all":
+    return None
+  indices = [int(x) for x in spec.split(",") if x.strip()]
+  present, reason = driver.gpu_status()
+  if not present:
+    if indices == [0]:
+      return None
+    return (f"--device {spec} names a GPU, and this machine has none ({reason.rstrip('.')}): "
+            "the kernels run under Triton's interpreter on the CPU; leave --device out")
+  count = driver.device_count()
+  bad = [i for i in indices if i >= count]
+  if not bad:
+    return None
+  visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+  seen = f" (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else ""
+  return (f"--device {spec}: this process sees {count} GPU(s){seen}, indices 0..{count - 1}; "
+          f"{', '.join(map(str, bad))} is not one of them")
 
 
 def mentions(source: str, option: str) -> bool:

@@ -391,6 +391,14 @@ class ProfileReport(Record):
   def __repr__(self) -> str:
     return presentation.view().short_repr(self)
 
+  # in Jupyter and IPython, as JAX arrays show themselves (no %load_ext needed): the page of
+  # a run in a notebook, the tables at a terminal prompt
+  def _repr_html_(self) -> str:
+    return presentation.view().profile_html(self)
+
+  def _repr_pretty_(self, printer, cycle) -> None:
+    printer.text(str(self))
+
   def kernel(self, label_or_name: str) -> KernelProfile:
     for k in self.kernels:
       if k.label == label_or_name:

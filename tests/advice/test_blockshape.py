@@ -102,8 +102,8 @@ def test_an_intent_becomes_variants_or_an_edit():
   variants = blockshape.resolve(_intent("larger", 8), f, recipe)
   assert [a.kind for a in variants] == ["c", "c"]
   assert [a.change["to_block"] for a in variants] == [64, 128]
-  assert variants[0].edit.endswith("grid=(4096,) -> grid=(1024,); BlockSpec((16,), ...) -> "
-                                   "BlockSpec((64,), ...)")
+  # in the variable the BlockSpec is written with (`block`); the grid follows it
+  assert variants[0].edit.endswith(": block=16 -> 64"), variants[0].edit
   # not so large that the grid leaves SMs idle: 65,536 elements in blocks of 256 are 256
   # programs for 132 SMs, in blocks of 512 only 128
   (capped,) = blockshape.resolve(_intent("larger", 256), f, recipe)
@@ -114,6 +114,41 @@ def test_an_intent_becomes_variants_or_an_edit():
   assert edit.kind == "d" and "reads its program id" in edit.edit
   (edit,) = blockshape.resolve(_intent("smaller", 2), f, None)
   assert edit.kind == "d" and "was not recorded" in edit.edit
+
+
+def _add_written_with(block_expr: str, grid_expr: str):
+  """_add's call written with other expressions for the block and the grid (bm=16)."""
+  source = f"""
+def add(x, y, n, bm):
+  spec = pl.BlockSpec(({block_expr},), lambda i: (i,))
+  with recipes.capture():
+    return pl.pallas_call(add_kernel, grid=({grid_expr},), in_specs=[spec, spec],
+                          out_specs=spec, out_shape=jax.ShapeDtypeStruct((n,), jnp.float32))(x, y)
+"""
+  import linecache
+  name = f"<advice-test-{abs(hash(source))}>"
+  linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+  scope = dict(pl=pl, recipes=recipes, add_kernel=add_kernel, jax=jax, jnp=jnp)
+  exec(compile(source, name, "exec"), scope)
+  n = 1 << 16
+  recipes.clear()
+  scope["add"](jnp.ones(n, jnp.float32), jnp.ones(n, jnp.float32), n, 16)
+  return recipes.recipes()[-1]
+
+
+@pytest.mark.parametrize("block_expr, grid_expr, said", [
+    # issue 48, item 17: the change in the user's own variable, not the traced numbers
+    ("bm", "pl.cdiv(n, bm)", ": bm=16 -> 64"),
+    ("bm", "4096", ": bm=16 -> 64; grid=(4096,) -> grid=(1024,)"),   # a grid it does not follow
+    ("16", "pl.cdiv(n, 16)", ": grid=(4096,) -> grid=(1024,); BlockSpec((16,), ...) -> "
+                             "BlockSpec((64,), ...)"),            # no variable: the numbers
+])
+def test_a_block_change_is_said_in_the_users_variable(block_expr, grid_expr, said):
+  recipe = _add_written_with(block_expr, grid_expr)
+  f = synthetic_facts([synthetic_eq(0, "get", block_shape=(16,), dtype="float32")],
+                      grid=(4096,))
+  variants = blockshape.resolve(_intent("larger", 8), f, recipe)
+  assert variants[0].kind == "c" and variants[0].edit.endswith(said), variants[0].edit
 
 
 def test_smaller_blocks_go_below_16_only_in_a_kernel_without_dots():
@@ -198,7 +233,8 @@ def test_a_kernel_that_reads_its_program_id_gets_the_edit_that_fits():
   (edit,) = blockshape.resolve(intent, pid, recipe)
   assert edit.kind == "d" and edit.title == "smaller blocks (8x): edit the pallas_call"
   assert edit.change == {"block": "smaller", "factor": 8}
-  assert "grid=(4,) -> grid=(32,)" in edit.edit and "BlockSpec((1, 128), ...)" in edit.edit
+  # said in the call's variable; its grid (rows // block_rows) follows it
+  assert ": block_rows=8 -> 1 (not tried" in edit.edit, edit.edit
   assert "reads its program id" in edit.edit
   assert edit.estimate_pct == pytest.approx(100 * (1 - (1 + 1024 / 8) / 1025))  # 16 MiB a program
 

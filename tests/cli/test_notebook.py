@@ -134,8 +134,13 @@ def test_a_profile_of_this_process_shows_inline_with_heat_on_the_users_lines(tmp
   assert user.get("o_ref[...] = jnp.exp(x_ref[...]) * 2.0") == 1.0, user
   generated = _listing(page, "generated")
   assert "double_exp_kernel" in generated and _heated_rows(generated)
-  # in a terminal: the tables `pallas-prof run` prints
+  # the equations table's source column: the cell's line too (issue 48, item 18)
+  cells = [html.unescape(c) for c in re.findall(r'<td class="mono src-cell"[^>]*>([^<]*)</td>',
+                                                page)]
+  assert "o_ref[...] = jnp.exp(x_ref[...]) * 2.0" in cells, cells
+  # in a terminal: the tables `pallas-prof run` prints, the cell's line among them
   assert "double_exp_kernel" in str(report) and "hot equations" in str(report)
+  assert "jnp.exp(x_ref[...]) * 2.0" in str(report), str(report)
   # saved as a run and loaded back: the page of the folder RunReport.load read
   run_dir = str(tmp_path / "run")
   os.mkdir(run_dir)
@@ -163,6 +168,28 @@ def test_a_run_report_prints_its_tables_as_text_inside_jupyter_too(tmp_path, mon
   text = notebook.run_text(run)
   assert text.startswith("pallas-prof pipeline.py") and "kernels" in text
   assert all(k.label in text for k in run.kernels)
+
+
+def test_reports_show_themselves_without_the_extension(tmp_path):
+  """As JAX arrays do (issue 48, item 19): IPython and Jupyter call `_repr_html_` and
+  `_repr_pretty_` of whatever a cell ends with; no `%load_ext` was needed before a report
+  showed more than its one line."""
+  import pallas_prof
+  from pallas_prof.profiler.schema import ProfileReport
+  run_dir = gpu_pipeline_run(tmp_path)
+  run = RunReport.load(run_dir)
+  assert run._repr_html_() == notebook.run_html(run)
+  _inline_page(run._repr_html_())
+  printed = types.SimpleNamespace(text=[])
+  printer = types.SimpleNamespace(text=printed.text.append)
+  run._repr_pretty_(printer, False)
+  assert printed.text == [notebook.run_text(run)]
+  profile = pallas_prof.profile([])           # no kernels: the page still draws
+  assert isinstance(profile, ProfileReport)
+  _inline_page(profile._repr_html_())
+  printed.text.clear()
+  profile._repr_pretty_(printer, False)
+  assert printed.text == [str(profile)]
 
 
 def test_the_extension_registers_both_reports_with_ipythons_formatters():

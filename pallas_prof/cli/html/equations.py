@@ -14,7 +14,7 @@ import os
 from ...profiler.attribution_schema import StallShare
 from ...profiler.schema import EquationProfile, KernelProfile
 from ... import units
-from ..saved_runs.files import source_line
+from ..saved_runs.files import user_line
 
 MAX_ROWS = 16                      # the heaviest equations; the rest are summed in a last row
 
@@ -85,7 +85,7 @@ def equation_table(p: KernelProfile | None, eqs: list[WeightedEquation],
         weight=e.weight or 0.0,
         eqn=f"[{e.index}] {e.primitive if e.primitive is not None else '?'}", index=e.index,
         where=f"{os.path.basename(e.user_file)}:{line}" if e.user_file else "?",
-        source=source_line(path, line).strip() if path and line else "",
+        source=user_line(path, e.user_file, line).strip(),
         detail=(e.stall if measured else
                 units.instruction_mix(e.counts(basis), e.instructions(basis))),
         instructions=e.instructions(basis),

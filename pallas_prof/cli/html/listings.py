@@ -9,7 +9,7 @@ import os
 from .. import run_directory
 from ..report import KernelEntry, RunReport
 from ..saved_runs.kernel import Damaged, SchemaMismatch
-from ..saved_runs.files import source_lines
+from ..saved_runs.files import interactive_lines, source_lines
 from .equations import WeightedEquation
 from ...profiler.static.correlate import annotated_listing
 
@@ -67,18 +67,6 @@ def find_user_file(run: RunReport, path: str | None) -> str | None:
     if os.path.isfile(c):
       return c
   return None
-
-
-def interactive_lines(name: str | None) -> tuple[str, ...]:
-  """The lines of code this process ran from no file, by the name it ran them under: a
-  Jupyter or IPython cell ('/tmp/ipykernel_1234/3041493352.py'), which IPython keeps in
-  linecache with no modification time (it is on no disk). Files are never read here: a
-  name not so kept gives ()."""
-  import linecache
-  entry = linecache.cache.get(name) if isinstance(name, str) else None
-  if not entry or len(entry) < 3 or entry[1] is not None:
-    return ()
-  return tuple(line.rstrip("\r\n") for line in entry[2])
 
 
 def _failing_lines(run: RunReport, path: str) -> set[int]:

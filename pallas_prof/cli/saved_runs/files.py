@@ -123,3 +123,27 @@ def source_line(path, number) -> str:
   if isinstance(number, int) and not isinstance(number, bool) and 1 <= number <= len(lines):
     return lines[number - 1]
   return ""
+
+
+def interactive_lines(name: str | None) -> tuple[str, ...]:
+  """The lines of code this process ran from no file, by the name it ran them under: a
+  Jupyter or IPython cell ('/tmp/ipykernel_1234/3041493352.py', '<ipython-input-3-...>'),
+  which IPython keeps in linecache with no modification time (it is on no disk). Files are
+  never read here: a name not so kept gives ()."""
+  import linecache
+  entry = linecache.cache.get(name) if isinstance(name, str) else None
+  if not entry or len(entry) < 3 or entry[1] is not None:
+    return ()
+  return tuple(line.rstrip("\r\n") for line in entry[2])
+
+
+def user_line(path: str | None, name: str | None, number) -> str:
+  """Line `number` of the user's code: of the file at `path` where this machine has it,
+  else of the notebook cell `name` (interactive_lines); "" if neither."""
+  text = source_line(path, number) if path else ""
+  if text:
+    return text
+  lines = interactive_lines(name)
+  if isinstance(number, int) and not isinstance(number, bool) and 1 <= number <= len(lines):
+    return lines[number - 1]
+  return ""

@@ -6,8 +6,8 @@
       1. [c] block 64 -> 4096 along grid axis 0, grid 4096: "-69 % (162.2 -> 49.6 us, noise 1.1 %)", outputs equal
          keep: at add.py:30: grid=(262144,) -> grid=(4096,); BlockSpec((64,), ...) -> ...
 
-Kinds: a pallas-prof applies it, b an autotune parameter, c a block shape it re-traces,
-d an edit of your code (its saving an estimate). `kinds_legend` says so once, under the
+Kinds: a pallas-prof applies it, b an autotune parameter, c a block shape it tries by
+re-tracing the kernel, d an edit of your code (its saving an estimate). `kinds_legend` says so once, under the
 last kernel's advice, for the kinds shown.
 """
 from __future__ import annotations

@@ -103,3 +103,21 @@ def short_repr(report) -> str:
     labels.append(k.label + (f" {median * 1e6:.1f} µs" if median is not None else ""))
   more = f", +{len(report.kernels) - 4} more" if len(report.kernels) > 4 else ""
   return f"<ProfileReport: {title(report).removeprefix('profile of ')}: {', '.join(labels)}{more}>"
+
+
+def profile_html(report) -> str:
+  """The report as a notebook shows it: a run's page, inline (html/inline.py)."""
+  from ..html import inline
+  return inline.profile_html(report)
+
+
+def run_html(run) -> str:
+  """A saved run (RunReport) as a notebook shows it: its report.html page, inline."""
+  from ..html import inline
+  return inline.run_html(run)
+
+
+def run_text(run) -> str:
+  """A saved run as an IPython prompt shows it: the tables `pallas-prof run` prints."""
+  from ..html import inline
+  return inline.run_text(run)

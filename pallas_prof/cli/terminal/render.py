@@ -29,7 +29,7 @@ from rich.text import Text
 
 from ... import units
 from ...profiler.schema import InsituStats
-from ..saved_runs.files import source_line
+from ..saved_runs.files import user_line as user_code_line
 from ..summary import CompileFailure, KernelSummary, summaries
 from . import layout
 from .layout import BREAK, Col
@@ -295,7 +295,7 @@ def _user_line(user_file, user_line) -> tuple[str, str]:
   if not user_file:
     return "?", ""
   return (f"{os.path.basename(user_file)}:{user_line}",
-          source_line(user_file, user_line).strip())
+          user_code_line(user_file, user_file, user_line).strip())
 
 
 def hot_equations(report, kernel, width: int = MAX_WIDTH, top: int = 5) -> Table | None:
