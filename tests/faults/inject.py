@@ -38,6 +38,10 @@ KINDS = {
     "escape": "terminal control sequences in a run's texts",
     "secret": "a secret among a run's arguments or endpoints",
     "bad_input": "an invalid BlockSpec, grid or environment variable",
+    "hangup": "SIGHUP, SIGUSR1, SIGUSR2 or SIGALRM sent to a run (nohup's ignored SIGHUP too)",
+    "chdir": "a script that changes the working folder during a run",
+    "stdout": "a script that closes or replaces sys.stdout",
+    "fifo": "a path setting (PALLAS_PROF_TRACE_FILE...) that names a FIFO or a device",
 }
 
 

@@ -70,6 +70,7 @@ def _serve(compile_module) -> None:
   """
   import gc
   gc.disable()
+  _hangup_as_default()
   inp, out = sys.stdin.buffer, sys.stdout.buffer
   sys.stdout = sys.stderr        # stray prints must not corrupt the protocol
   _output.pause_for_test("start")
@@ -98,6 +99,16 @@ def _serve(compile_module) -> None:
       send(out, _run_one(compile_module, request, on_stage))
     gc.collect()                 # what this compile left (short: the imports are frozen)
     _reap_children()
+
+
+def _hangup_as_default() -> None:
+  """SIGHUP ends the worker, whatever its parent made of it. Under nohup the parent ignores
+  SIGHUP and a child inherits that; the worker has a process group of its own, so a closed
+  terminal never reaches it anyway, and a SIGHUP sent to it on purpose (a process manager
+  ending it, the tests) must end it, as it ends any process."""
+  import signal
+  if hasattr(signal, "SIGHUP"):
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def _warm_up_requests() -> dict[str, Any]:
