@@ -119,6 +119,8 @@ def run_and_report(args: RunOptions) -> "run_writes.RunResult":
   """The run API every command that runs a script uses (run, advise): the script run,
   its kernels found, profiled and advised as `args` asks, the run directory written.
   Prints nothing of the report: the caller renders the result it returns."""
+  if args.xprof:        # jax.profiler writes it as the script ends, in whatever folder it left
+    args = dataclasses.replace(args, xprof=os.path.abspath(args.xprof))
   with processes.signals_held() as claiming:      # a folder made is a folder marked
     folder = run_writes.claim(args.out, args.force)
   out_dir = folder.path
