@@ -15,7 +15,7 @@ import time
 import traceback
 
 from ..backend import LoweringError
-from .run_steps.script_effects import kept_cwd
+from .run_steps.script_effects import kept_cwd, kept_streams
 
 
 class ScriptOutcome:
@@ -34,7 +34,7 @@ def run_script(path: str, argv: list[str]) -> ScriptOutcome:
   sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
   start, gone = time.perf_counter(), False
   try:
-    with kept_cwd():
+    with kept_cwd(), kept_streams():
       runpy.run_path(path, run_name="__main__")
     code, error = 0, None
   except SystemExit as e:
