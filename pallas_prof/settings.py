@@ -21,6 +21,8 @@ import sysconfig
 import warnings
 from typing import Any, Callable
 
+from .safe_files import special_kind
+
 PREFIX = "PALLAS_PROF_"
 # variables of the project's own tests and benchmarks, never read by the package
 HARNESS_PREFIXES = ("PALLAS_PROF_TEST_", "PALLAS_PROF_FUZZ_")
@@ -103,9 +105,16 @@ def existing_file(text: str) -> str:
   path = os.path.expanduser(text)
   if not os.path.exists(path):
     raise ValueError(f"no such file: {path}")
-  if not os.path.isfile(path):
-    raise ValueError(f"{path} is not a file")
+  _regular_or_absent(path)
   return path
+
+
+def _regular_or_absent(path: str) -> None:
+  """One refusal for every path setting that names a file: not a FIFO, a device, a socket
+  or a folder (safe_files.special_kind says why each is refused)."""
+  kind = special_kind(path)
+  if kind is not None:
+    raise ValueError(f"{path} is {kind}, not a regular file")
 
 
 def file_or(*words: str) -> Callable[[str], str]:
@@ -126,8 +135,7 @@ def folder(text: str) -> str:
 
 def output_file(text: str) -> str:
   path = os.path.expanduser(text)
-  if os.path.isdir(path):
-    raise ValueError(f"{path} is a folder, not a file")
+  _regular_or_absent(path)
   return path
 
 

@@ -38,7 +38,8 @@ CASES = {
     "PALLAS_PROF_WARMUP": (("no", False), ("later", "not a yes or no")),
     "PALLAS_PROF_CUDA_DRIVER_VERSION": (("13000", 13000), ("abc", "not an integer")),
     "PALLAS_PROF_CUPTI": ((__file__, __file__), ("/nonexistent/libcupti.so", "no such file")),
-    "PALLAS_PROF_CHROMIUM": ((__file__, __file__), (os.path.dirname(__file__), "not a file")),
+    "PALLAS_PROF_CHROMIUM": ((__file__, __file__), (os.path.dirname(__file__),
+                                                    "a folder, not a regular file")),
     "PALLAS_PROF_WORKER_DIR": ((os.path.dirname(__file__),) * 2, (__file__, "not a folder")),
     "PALLAS_PROF_WORKER_ARCH": (("90", 90), ("sm_90", "not an integer")),
 }
