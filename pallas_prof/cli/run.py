@@ -155,9 +155,10 @@ def run_and_report(args: RunOptions) -> "run_writes.RunResult":
   code = (processes.exit_code(stopped_by) if stopped_by is not None
           else 1 if found.kernel_error is not None and outcome.exit_code == 0
           else outcome.exit_code)
+  undelivered = found.tracer.undelivered() if found.tracer is not None else []
   return run_writes.RunResult(run_report, where, outcome, found.kernel_error, code,
                               [run_writes.closing_line(where, files, report_state), problem,
-                               xprof_problem])
+                               xprof_problem, *undelivered])
 
 
 def _stop_if_signalled(outcome) -> None:
