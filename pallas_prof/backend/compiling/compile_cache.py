@@ -21,6 +21,7 @@ from ...version import __version__
 from .. import cache_files, compat
 from . import ptx_rewrites, triton_compat
 from ..errors import CompileError
+from .failures.compile_diagnostics import Diagnosis
 from ..artifacts import DEFAULT_TARGET, STAGE_FILES, CompiledKernel, GeneratedKernel, target_text
 from ..lowering.codegen import signature_type
 from ..kernel_files import cache_dir
@@ -94,7 +95,6 @@ def driver_too_old(driver: int) -> CompileError:
           "update the NVIDIA driver to one of CUDA "
           f"{triton_compat.cuda_version_of_driver(OLDEST_DRIVER)} or newer (`nvidia-smi` "
           "shows the CUDA version it supports)")
-  from .failures.compile_diagnostics import Diagnosis     # (failures/ imports this module)
   reason = (f"the CUDA driver is CUDA {release} ({driver}, from {source}), older than CUDA "
             f"{triton_compat.cuda_version_of_driver(OLDEST_DRIVER)}, the oldest whose PTX "
             "Triton writes: no kernel can be compiled for it")
