@@ -79,6 +79,53 @@ def _sync_folder(folder: str) -> None:
     os.close(fd)
 
 
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (a named pipe)"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def special_kind(path: str) -> str | None:
+  """What `path` is where it exists and is not a regular file ("a FIFO (a named pipe)", "a
+  character device", "a folder", ...); None where it is one (a link to one too) or is not
+  there. Every path pallas-prof writes to is refused when it is such a thing: opening a FIFO
+  nobody reads blocks for ever (PALLAS_PROF_TRACE_FILE did, at `import pallas_prof`), a
+  device takes the bytes somewhere else, and a rename over one replaces what the user made."""
+  try:
+    mode = os.stat(path).st_mode
+  except (OSError, ValueError):
+    return None
+  if stat.S_ISREG(mode):
+    return None
+  return next((kind for test, kind in _KINDS if test(mode)), "not a regular file")
+
+
+def refuse_special(path: str, what: str) -> None:
+  """UnsafeFile naming `what` (the setting or the file's role) and `path` when `path` is
+  not a regular file (special_kind)."""
+  kind = special_kind(path)
+  if kind is not None:
+    raise UnsafeFile(f"{what} {path} is {kind}, not a regular file: pallas-prof writes only "
+                     "regular files there; name a regular file, or a new one")
+
+
+def open_for_append(path: str, mode: int = 0o644) -> int:
+  """A descriptor appending to the trace file `path` (created if missing), a regular file:
+  never blocks on a FIFO nobody reads, nor writes into a device (UnsafeFile instead)."""
+  refuse_special(path, "the trace file")
+  try:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK, mode)
+  except OSError as e:
+    if e.errno == errno.ENXIO:        # a FIFO made since the check, with no reader
+      raise UnsafeFile(f"the trace file {path} is a FIFO (a named pipe), not a regular file: "
+                       "name a regular file, or a new one") from None
+    raise
+  if not stat.S_ISREG(os.fstat(fd).st_mode):
+    os.close(fd)
+    refuse_special(path, "the trace file")
+    raise UnsafeFile(f"the trace file {path} is not a regular file: name a regular file")
+  return fd
+
+
 def read_regular(path: str, max_bytes: int) -> bytes:
   """The bytes of `path` if it is a regular file (a link is not followed, a FIFO or
   device never blocks the reader) of at most `max_bytes`; else UnsafeFile."""

@@ -21,6 +21,8 @@ import sysconfig
 import warnings
 from typing import Any, Callable
 
+from .safe_files import special_kind
+
 PREFIX = "PALLAS_PROF_"
 # variables of the project's own tests and benchmarks, never read by the package
 HARNESS_PREFIXES = ("PALLAS_PROF_TEST_", "PALLAS_PROF_FUZZ_")
@@ -40,6 +42,7 @@ class Variable:
   internal: bool = False           # set by pallas-prof for its own child processes
   reader_says: bool = False        # a bad value is said by its reader, which knows what it
                                    # does instead (one warning, not two)
+  path: bool = False               # names a file or folder: made absolute when a run starts
 
 
 class PartlyBad(ValueError):
@@ -102,9 +105,16 @@ def existing_file(text: str) -> str:
   path = os.path.expanduser(text)
   if not os.path.exists(path):
     raise ValueError(f"no such file: {path}")
-  if not os.path.isfile(path):
-    raise ValueError(f"{path} is not a file")
+  _regular_or_absent(path)
   return path
+
+
+def _regular_or_absent(path: str) -> None:
+  """One refusal for every path setting that names a file: not a FIFO, a device, a socket
+  or a folder (safe_files.special_kind says why each is refused)."""
+  kind = special_kind(path)
+  if kind is not None:
+    raise ValueError(f"{path} is {kind}, not a regular file")
 
 
 def file_or(*words: str) -> Callable[[str], str]:
@@ -125,8 +135,7 @@ def folder(text: str) -> str:
 
 def output_file(text: str) -> str:
   path = os.path.expanduser(text)
-  if os.path.isdir(path):
-    raise ValueError(f"{path} is a folder, not a file")
+  _regular_or_absent(path)
   return path
 
 
@@ -183,13 +192,13 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
              "bounds, or off (none, 0, false, no) alone",
              checks(CHECKS_ON, CHECKS_OFF), frozenset()),
     Variable("PALLAS_PROF_CACHE_DIR", "the cache folder (generated kernels, compiles, tuning)",
-             "a folder (made if missing)", folder, reader_says=True),
+             "a folder (made if missing)", folder, reader_says=True, path=True),
     Variable("PALLAS_PROF_TRACE", "trace the whole process (spans exported at exit)",
              YES_NO, flag, False),
     Variable("PALLAS_PROF_TRACE_FILE", "also write OTLP-JSON lines of the spans to this file",
-             "a file path", output_file),
+             "a file path", output_file, path=True),
     Variable("PALLAS_PROF_PERFETTO", "also write a Perfetto / Chrome trace-event file here",
-             "a file path", output_file),
+             "a file path", output_file, path=True),
     Variable("PALLAS_PROF_TRACE_ROOT", "the name of the root span of PALLAS_PROF_TRACE=1",
              "any text", text),
     Variable("PALLAS_PROF_TRACEBACK", "keep the interpreter's and callbacks' frames in a "
@@ -199,12 +208,12 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
     Variable("PALLAS_PROF_AUTOTUNE_BUDGET_S", "seconds of tuning per kernel with "
              "PALLAS_PROF_AUTOTUNE=1", "a number of seconds above 0", seconds),
     Variable("PALLAS_PROF_TUNED", "a tuning file (`pallas-prof tune` writes one) to apply",
-             "an existing file", existing_file),
+             "an existing file", existing_file, path=True),
     Variable("PALLAS_PROF_INTERPRETER_WARN_S", "warn when a launch under Triton's CPU "
              "interpreter is estimated to take longer than this", "a number of seconds "
              "above 0", seconds, 60.0),
     Variable("PALLAS_PROF_LIBDEVICE", "the libdevice to link (default: the one XLA links)",
-             "an existing file, or triton (Triton's own)", file_or("triton")),
+             "an existing file, or triton (Triton's own)", file_or("triton"), path=True),
     Variable("PALLAS_PROF_PREPARED_LIBDEVICE", "link libdevice's common functions prepared "
              "once (0: Triton's way)", YES_NO, flag, True),
     Variable("PALLAS_PROF_JAXLIB_PTX", "`whole`: hand jaxlib the PTX as Triton wrote it "
@@ -222,13 +231,13 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
              "(cuDriverGetVersion, e.g. 13000 for CUDA 13.0; 0: no driver)",
              "an integer, 0 or more", integer(0)),
     Variable("PALLAS_PROF_CUPTI", "the libcupti that PC sampling loads",
-             "an existing file", existing_file),
+             "an existing file", existing_file, path=True),
     Variable("PALLAS_PROF_CHROMIUM", "the Chromium that opens report.html headless (its "
-             "checks and screenshots)", "an existing file", existing_file),
+             "checks and screenshots)", "an existing file", existing_file, path=True),
     Variable("PALLAS_PROF_WORKER_DIR", "the compile worker's folder", "a folder", folder,
-             internal=True),
+             internal=True, path=True),
     Variable("PALLAS_PROF_WORKER_WARM_UP", "the compile worker's warm-up request", "a file "
-             "path", text, internal=True),
+             "path", text, internal=True, path=True),
     Variable("PALLAS_PROF_WORKER_ARCH", "the GPU's compute capability, for the compile "
              "worker", "an integer, 70 or more", integer(70), internal=True),
     Variable("PALLAS_PROF_TEST_WORKER_PAUSE", "stops the compile worker at a stage, for the "
@@ -307,6 +316,21 @@ def refusal(command: str, environ=None) -> str | None:
   lines.append(f"{command}: the script was not run: fix or unset "
                + ("this variable" if len(bad) == 1 else "these variables"))
   return "\n".join(lines)
+
+
+def absolute_paths(environ=None) -> None:
+  """Makes each set path variable absolute (`~` expanded), in place: a script that changes
+  the working folder (Hydra and many launchers do) must not move the cache or a trace file
+  that pallas-prof reads later in the run, or that its compile worker reads. Words that are
+  not paths (PALLAS_PROF_LIBDEVICE=triton) stay."""
+  environ = os.environ if environ is None else environ
+  for var in VARIABLES.values():
+    raw = environ.get(var.name, "")
+    if var.path and raw and raw not in _PATH_WORDS:
+      environ[var.name] = os.path.abspath(os.path.expanduser(raw))
+
+
+_PATH_WORDS = ("triton",)
 
 
 def warn_about_environment() -> None:

@@ -38,7 +38,8 @@ CASES = {
     "PALLAS_PROF_WARMUP": (("no", False), ("later", "not a yes or no")),
     "PALLAS_PROF_CUDA_DRIVER_VERSION": (("13000", 13000), ("abc", "not an integer")),
     "PALLAS_PROF_CUPTI": ((__file__, __file__), ("/nonexistent/libcupti.so", "no such file")),
-    "PALLAS_PROF_CHROMIUM": ((__file__, __file__), (os.path.dirname(__file__), "not a file")),
+    "PALLAS_PROF_CHROMIUM": ((__file__, __file__), (os.path.dirname(__file__),
+                                                    "a folder, not a regular file")),
     "PALLAS_PROF_WORKER_DIR": ((os.path.dirname(__file__),) * 2, (__file__, "not a folder")),
     "PALLAS_PROF_WORKER_ARCH": (("90", 90), ("sm_90", "not an integer")),
 }
@@ -195,3 +196,19 @@ def test_a_contradictory_or_empty_check_is_refused_not_read_as_one_of_its_words(
   for alone, reads in (("bounds", {"bounds"}), ("off", {"off"}), ("none, 0", {"none", "0"})):
     monkeypatch.setenv("PALLAS_PROF_CHECK", alone)
     assert settings.value("PALLAS_PROF_CHECK") == reads and not settings.problems()
+
+
+def test_path_settings_are_made_absolute_from_the_folder_the_run_started_in(tmp_path):
+  """A script that changes folder must not move the cache, a trace file, a tuning file
+  (issue 48, item 2): the run makes them absolute before the script; words stay words, and
+  settings that are not paths are left as they are."""
+  environ = {"PALLAS_PROF_CACHE_DIR": "cache", "PALLAS_PROF_TRACE_FILE": "t/spans.jsonl",
+             "PALLAS_PROF_PERFETTO": "~/p.json", "PALLAS_PROF_LIBDEVICE": "triton",
+             "PALLAS_PROF_TRACE_ROOT": "root", "PALLAS_PROF_TUNED": "/already/absolute"}
+  settings.absolute_paths(environ)
+  here = os.getcwd()
+  assert environ == {"PALLAS_PROF_CACHE_DIR": os.path.join(here, "cache"),
+                     "PALLAS_PROF_TRACE_FILE": os.path.join(here, "t", "spans.jsonl"),
+                     "PALLAS_PROF_PERFETTO": os.path.join(os.path.expanduser("~"), "p.json"),
+                     "PALLAS_PROF_LIBDEVICE": "triton", "PALLAS_PROF_TRACE_ROOT": "root",
+                     "PALLAS_PROF_TUNED": "/already/absolute"}

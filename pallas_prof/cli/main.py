@@ -21,7 +21,7 @@ import sys
 from . import advise, tune
 from .script_args import RunOptions, split
 from .terminal.safe_text import printable
-from ..settings import refusal
+from ..settings import absolute_paths, refusal
 
 
 def _regex(text: str) -> str:
@@ -242,6 +242,7 @@ def _main(argv=None) -> int:
     if refused:
       print(refused, file=sys.stderr)
       return 2
+    absolute_paths()        # a script that changes the working folder moves none of them
   if args.command == "run":
     from .run import run
     # argv: stored in report.json as the command that made the run

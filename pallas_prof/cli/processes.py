@@ -62,24 +62,35 @@ def fresh_dir(path: str) -> str:
                    "already; give --out")
 
 
-# --- signals: SIGTERM ends a run as Ctrl-C does -------------------------------------------
+# --- signals: SIGTERM (and the other signals that end a process) end a run as Ctrl-C does
 
+# the signals whose default action ends the process without a word: each ends a run as
+# SIGTERM does (its report written), SIGHUP being a closed terminal or a dropped ssh session
+ENDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGHUP", "SIGUSR1", "SIGUSR2",
+                                                         "SIGALRM") if hasattr(signal, name))
 EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}    # the shell's 128 + the signal
 
 
-class Terminated(SystemExit):
-  """SIGTERM, raised in the main thread as SIGINT raises KeyboardInterrupt: the script's
-  `finally` blocks run, and the run writes its report before it exits 143."""
+def exit_code(signum: int) -> int:
+  """The status a shell gives a process that `signum` ended: 128 + the signal."""
+  return 128 + int(signum)
 
-  def __init__(self):
-    super().__init__(EXIT_CODES[signal.SIGTERM])
+
+class Terminated(SystemExit):
+  """SIGTERM (or another of ENDING_SIGNALS: `signum`), raised in the main thread as SIGINT
+  raises KeyboardInterrupt: the script's `finally` blocks run, and the run writes its report
+  before it exits 128 + the signal (143 for SIGTERM)."""
+
+  def __init__(self, signum: int = signal.SIGTERM):
+    self.signum = signal.Signals(signum)
+    super().__init__(exit_code(signum))
 
 
 received: list[int] = []      # the signals this run was sent, in order
 
 
 def _raise_terminated(signum, frame):
-  _stop_outside_imports(signum, frame, Terminated)
+  _stop_outside_imports(signum, frame, lambda: Terminated(signum))
 
 
 def _raise_interrupt(signum, frame):
@@ -132,17 +143,29 @@ def _in_main_thread() -> bool:
   return threading.current_thread() is threading.main_thread()
 
 
+def _ours_to_take(signum: int) -> bool:
+  """Whether pallas-prof may handle `signum`: only where its action is the default one.
+  An ignored SIGHUP (under nohup) stays ignored: the user asked the run to outlive its
+  terminal; a handler of the user's own (set before pallas-prof started) stays theirs."""
+  return signal.getsignal(signum) == signal.SIG_DFL
+
+
 @contextlib.contextmanager
 def terminate_as_exception():
-  """While open, SIGTERM raises Terminated in the main thread (by default it would end the
-  process at once: no report, the compile worker's temp folder left behind), and SIGINT its
-  KeyboardInterrupt as ever; both are noted in `received`."""
+  """While open, SIGTERM and ENDING_SIGNALS raise Terminated in the main thread (by default
+  they would end the process at once: no report, a stale marker, the compile worker's temp
+  folder left behind), and SIGINT its KeyboardInterrupt as ever; all are noted in
+  `received`. A handler the user's script sets later replaces pallas-prof's for its signal,
+  as it would without pallas-prof."""
   if not _in_main_thread():        # signal handlers belong to the main thread
     yield
     return
   received.clear()
   _deferred.clear()
   previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, _raise_terminated)}
+  for signum in ENDING_SIGNALS:
+    if _ours_to_take(signum):
+      previous[signum] = signal.signal(signum, _raise_terminated)
   if signal.getsignal(signal.SIGINT) is signal.default_int_handler:    # not one of the user's
     previous[signal.SIGINT] = signal.signal(signal.SIGINT, _raise_interrupt)
   hook = sys.unraisablehook
@@ -169,8 +192,9 @@ def _quiet_stops(hook):
 
 @contextlib.contextmanager
 def signals_held():
-  """While the run's files are written, SIGINT and SIGTERM are noted, not raised: a run
-  stopped then still ends with all its files whole. Yields the list of those held."""
+  """While the run's files are written, SIGINT, SIGTERM and those of ENDING_SIGNALS that
+  are pallas-prof's to handle are noted, not raised: a run stopped then still ends with all
+  its files whole. Yields the list of those held."""
   held: list[int] = []
   if not _in_main_thread():
     yield held
@@ -183,7 +207,9 @@ def signals_held():
   held.extend(sorted(_deferred))      # held over an import that is not over yet
   _deferred.clear()
 
-  previous = {s: signal.signal(s, hold) for s in EXIT_CODES}
+  held_here = [*EXIT_CODES, *(s for s in ENDING_SIGNALS
+                              if signal.getsignal(s) in (signal.SIG_DFL, _raise_terminated))]
+  previous = {s: signal.signal(s, hold) for s in held_here}
   try:
     yield held
   finally:
@@ -217,7 +243,19 @@ def stdout_to_nowhere() -> int:
 
 
 def was_terminated() -> bool:
-  return signal.SIGTERM in received
+  """Whether the run was sent a signal that ends it as SIGTERM does (not a Ctrl-C)."""
+  return any(s != signal.SIGINT for s in received)
+
+
+def stop_signal() -> int:
+  """The signal that stops the run: the first of the ending ones it was sent, else SIGINT."""
+  return next((s for s in received if s != signal.SIGINT), signal.SIGINT)
+
+
+def stop_exception() -> BaseException:
+  """The exception that stops a run sent a signal: KeyboardInterrupt for Ctrl-C, else
+  Terminated with the signal."""
+  return Terminated(stop_signal()) if was_terminated() else KeyboardInterrupt()
 
 
 def signal_name(signum: int) -> str:

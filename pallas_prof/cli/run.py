@@ -78,7 +78,7 @@ def run(args: RunOptions) -> int:
         render_run(result.report, result.out_dir)
       result.tell()
     except (KeyboardInterrupt, processes.Terminated) as stop:   # the run is written already
-      return 143 if isinstance(stop, processes.Terminated) else 130
+      return stop.code if isinstance(stop, processes.Terminated) else 130
   return result.exit_code
 
 
@@ -89,7 +89,8 @@ def _command(args: RunOptions) -> list[str]:
 
 
 class _Found:
-  """What the run has found so far: a run stopped part way (Ctrl-C, SIGTERM) reports this."""
+  """What the run has found so far: a run stopped part way (Ctrl-C, SIGTERM, SIGHUP)
+  reports this."""
 
   def __init__(self):
     self.outcome: ScriptOutcome | None = None
@@ -103,12 +104,13 @@ class _Found:
     self.doing = "starting"          # for the note of a run stopped part way
     self.tracer = None
     self.stopped_by: int | None = None
+    self.script_started = False
 
   def stopped(self, error: BaseException) -> None:
-    self.stopped_by = (signal.SIGTERM if isinstance(error, processes.Terminated)
+    self.stopped_by = (error.signum if isinstance(error, processes.Terminated)
                        else signal.SIGINT)
     if self.outcome is None:
-      self.outcome = ScriptOutcome(processes.EXIT_CODES[self.stopped_by], None, 0.0)
+      self.outcome = ScriptOutcome(processes.exit_code(self.stopped_by), None, 0.0)
     self.notes.append(f"pallas-prof was stopped by {processes.signal_name(self.stopped_by)} "
                       f"while {self.doing}; this report holds what it had done before")
 
@@ -117,6 +119,8 @@ def run_and_report(args: RunOptions) -> "run_writes.RunResult":
   """The run API every command that runs a script uses (run, advise): the script run,
   its kernels found, profiled and advised as `args` asks, the run directory written.
   Prints nothing of the report: the caller renders the result it returns."""
+  if args.xprof:        # jax.profiler writes it as the script ends, in whatever folder it left
+    args = dataclasses.replace(args, xprof=os.path.abspath(args.xprof))
   with processes.signals_held() as claiming:      # a folder made is a folder marked
     folder = run_writes.claim(args.out, args.force)
   out_dir = folder.path
@@ -125,10 +129,13 @@ def run_and_report(args: RunOptions) -> "run_writes.RunResult":
   with contextlib.ExitStack() as running:
     try:
       if claiming:
-        raise processes.Terminated() if processes.was_terminated() else KeyboardInterrupt()
+        raise processes.stop_exception()
       _find(args, found, files, running)
     except (KeyboardInterrupt, processes.Terminated) as stop:
       found.stopped(stop)
+      if found.script_started and not found.records:
+        # the kernels the script ran before the stop, as they were lowered: reported, not lost
+        found.records = kernels.selected_kernels(args.kernel)
     _dropped_interruption(found)
     with processes.signals_held() as held:
       run_report, report_state = run_writes.write_run(
@@ -145,17 +152,19 @@ def run_and_report(args: RunOptions) -> "run_writes.RunResult":
   if outcome.error is not None and (found.kernel_error is None or args.traceback):
     print_script_traceback(outcome.error, args.script, args.traceback, redactor(args))
   stopped_by = found.stopped_by or (held[0] if held else None)
-  code = (processes.EXIT_CODES[stopped_by] if stopped_by is not None
+  code = (processes.exit_code(stopped_by) if stopped_by is not None
           else 1 if found.kernel_error is not None and outcome.exit_code == 0
           else outcome.exit_code)
+  undelivered = found.tracer.undelivered() if found.tracer is not None else []
   return run_writes.RunResult(run_report, where, outcome, found.kernel_error, code,
                               [run_writes.closing_line(where, files, report_state), problem,
-                               xprof_problem], redact=redactor(args))
+                               xprof_problem, *undelivered], redact=redactor(args))
 
 
 def _stop_if_signalled(outcome) -> None:
-  """A run sent SIGINT or SIGTERM while its script ran stops here, before compiling and
-  profiling, whatever the script made of the signal: one that landed in a kernel's host
+  """A run sent SIGINT, SIGTERM or another of the signals it handles (processes.py) while
+  its script ran stops here, before compiling and profiling, whatever the script made of
+  the signal: one that landed in a kernel's host
   callback comes back as a JaxRuntimeError (the script then failed, exit 1, and the run
   went on to profile) rather than as the signal's own exception."""
   if not processes.received or isinstance(outcome.error, KeyboardInterrupt):
@@ -163,7 +172,7 @@ def _stop_if_signalled(outcome) -> None:
   if outcome.error is not None:
     # the script's error is the signal's doing: said as a stop, not as a failure
     outcome.error = None
-  raise processes.Terminated() if processes.was_terminated() else KeyboardInterrupt()
+  raise processes.stop_exception()
 
 
 def _dropped_interruption(found: _Found) -> None:
@@ -192,6 +201,7 @@ def _find(args: RunOptions, found: _Found, files: "run_writes.RunFiles", running
       notes.append(said)
   cap = capture.start_insitu(not args.no_insitu and not args.no_profile, notes, bool(args.xprof))
   found.doing = "the script ran"
+  found.script_started = True
   with xprof_run.jax_profile(args.xprof):
     found.outcome = outcome = run_script(args.script, args.script_args)
   cap = capture.stop_insitu(cap, notes)
@@ -212,8 +222,9 @@ def _find(args: RunOptions, found: _Found, files: "run_writes.RunFiles", running
                  f"the script lowered: {', '.join(lowered)}")
   if processes.was_terminated():
     # a job's scheduler gives a stopped job seconds, not a profile's minutes
-    notes.append("the script was stopped by SIGTERM: its kernels were not compiled, profiled "
-                 "or advised on; run it again to see them")
+    notes.append(f"the script was stopped by {processes.signal_name(processes.stop_signal())}: "
+                 "its kernels were not compiled, profiled or advised on; run it again to see "
+                 "them")
     return
   found.doing = "its kernels were compiled"
   for rec in records:

@@ -1,8 +1,10 @@
 """The user's script, run as `python script.py args` would run it, and what its end says.
 
-runpy runs it as __main__ with its sys.argv and sys.path[0]; its exit code and uncaught
-exception are kept rather than raised, so that `run` can still report on the kernels it
-lowered; the traceback printed is Python's, without pallas-prof's own frames.
+runpy runs it as __main__ with its sys.argv and sys.path[0] (what it does to the working
+folder and the standard streams is undone when it ends: run_steps/script_effects.py); its
+exit code and uncaught exception are kept rather than raised, so that `run` can still
+report on the kernels it lowered; the traceback printed is Python's, without pallas-prof's
+own frames.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import time
 import traceback
 
 from ..backend import LoweringError
+from .run_steps.script_effects import kept_cwd, kept_streams
 
 
 class ScriptOutcome:
@@ -31,7 +34,8 @@ def run_script(path: str, argv: list[str]) -> ScriptOutcome:
   sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
   start, gone = time.perf_counter(), False
   try:
-    runpy.run_path(path, run_name="__main__")
+    with kept_cwd(), kept_streams():
+      runpy.run_path(path, run_name="__main__")
     code, error = 0, None
   except SystemExit as e:
     code, error = _exit_code(e.code), None

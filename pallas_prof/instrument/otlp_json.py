@@ -20,6 +20,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind, StatusCode
 
+from ..safe_files import open_for_append
+
 # Span.SpanKind in the OTLP protobuf: the SDK's enum starts at INTERNAL = 0,
 # the wire format at UNSPECIFIED = 0.
 _KIND = {SpanKind.INTERNAL: 1, SpanKind.SERVER: 2, SpanKind.CLIENT: 3, SpanKind.PRODUCER: 4,
@@ -154,7 +156,8 @@ class OtlpJsonFileExporter(SpanExporter):
     directory = os.path.dirname(self.path)
     if directory:
       os.makedirs(directory, exist_ok=True)
-    self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    # a regular file only: a FIFO nobody reads would block here for ever
+    self._fd: int | None = open_for_append(self.path, 0o644)
     self._whole = os.fstat(self._fd).st_size       # the end of the last whole line
     self.failure: OSError | None = None
     self._lock = threading.Lock()

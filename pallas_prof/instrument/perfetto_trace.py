@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import StatusCode
 
-from ..safe_files import write_atomic
+from ..safe_files import refuse_special, write_atomic
 
 
 PID = 1
@@ -40,6 +40,8 @@ class PerfettoExporter(SpanExporter):
 
   def __init__(self, path: str, process_name: str = "pallas-prof"):
     self.path = os.path.abspath(path)
+    # refused as the OTLP-JSON file is: its rename would replace a FIFO or device of the user's
+    refuse_special(self.path, "the Perfetto trace file")
     self.process_name = process_name
     self._spans: list[dict[str, Any]] = []
     self._lock = threading.Lock()

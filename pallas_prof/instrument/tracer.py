@@ -26,6 +26,7 @@ from opentelemetry.trace import Status, StatusCode
 from .. import settings
 from ..backend import compat, hooks
 from ..version import __version__
+from .delivery import DeliveryWatch, otlp_timeout
 from .lossless_batch import LosslessBatchSpanProcessor
 from .otlp_json import OtlpJsonFileExporter
 from .perfetto_trace import PerfettoExporter
@@ -52,16 +53,26 @@ def otlp_exporter(protocol: str | None = None, endpoint: str | None = None) -> S
   """OTLP over HTTP (protobuf) or gRPC; unset values come from OTEL_EXPORTER_OTLP_*."""
   protocol = (protocol or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
               or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").lower()
+  timeout = otlp_timeout()        # short, unless the user's OTEL_* variable sets one
   if protocol in ("grpc", "otlp_grpc"):
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     if endpoint is None:
-      return OTLPSpanExporter()
+      return OTLPSpanExporter(timeout=timeout)
     insecure = urlparse(endpoint).scheme != "https"
-    return OTLPSpanExporter(endpoint=endpoint, insecure=insecure)
+    return OTLPSpanExporter(endpoint=endpoint, insecure=insecure, timeout=timeout)
   if protocol in ("http/protobuf", "http", "otlp_http"):
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    return OTLPSpanExporter(endpoint=_http_endpoint(endpoint))
+    return OTLPSpanExporter(endpoint=_http_endpoint(endpoint), timeout=timeout)
   raise ValueError(f"OTLP protocol {protocol!r} is not supported: use grpc or http/protobuf")
+
+
+def _is_otlp(exporter: SpanExporter) -> bool:
+  return type(exporter).__module__.startswith("opentelemetry.exporter.otlp")
+
+
+def _endpoint_of(exporter: SpanExporter) -> str | None:
+  return getattr(exporter, "_endpoint", None) or os.environ.get(
+      "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
 
 
 def exporter_named(name: str, *, path: str | None = None) -> SpanExporter | None:
@@ -230,7 +241,9 @@ class Tracing(contextlib.ContextDecorator):
       self.provider.add_span_processor(ProcessStamp())
     self._owned: list[LosslessBatchSpanProcessor] = []
     for exporter, owned in self._exporters():
-      if c["redact"]:
+      if owned and _is_otlp(exporter):
+        exporter = DeliveryWatch(exporter, c["otlp_endpoint"] or _endpoint_of(exporter))
+      if c["redact"]:         # outermost: nothing below it sees a span unmasked
         exporter = RedactingExporter(exporter)
       processor = LosslessBatchSpanProcessor(exporter)
       self.provider.add_span_processor(processor)
@@ -280,6 +293,13 @@ class Tracing(contextlib.ContextDecorator):
       warnings.warn(f"pallas-prof: the trace file {path} could not be written whole "
                     f"({error.strerror or error}); it holds what was written before, if anything",
                     RuntimeWarning, stacklevel=2)
+    for message in self.undelivered():
+      warnings.warn(message, RuntimeWarning, stacklevel=2)
+
+  def undelivered(self) -> list[str]:
+    """A line for each OTLP collector that did not get all the spans (delivery.py)."""
+    watches = [e.inner if isinstance(e, RedactingExporter) else e for e in self.exporters]
+    return [m for e in watches if isinstance(e, DeliveryWatch) for m in [e.message()] if m]
 
   def file_failures(self) -> list[tuple[str, OSError]]:
     """(path, error) of each trace file that could not be written (a full disk): the

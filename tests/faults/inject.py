@@ -40,6 +40,10 @@ KINDS = {
     "bad_input": "an invalid BlockSpec, grid or environment variable",
     "secret_forms": "a secret in another form: a short option, a header, a bare token, "
                     "user:X@host, an exception's text, a path",
+    "hangup": "SIGHUP, SIGUSR1, SIGUSR2 or SIGALRM sent to a run (nohup's ignored SIGHUP too)",
+    "chdir": "a script that changes the working folder during a run",
+    "stdout": "a script that closes or replaces sys.stdout",
+    "fifo": "a path setting (PALLAS_PROF_TRACE_FILE...) that names a FIFO or a device",
 }
 
 

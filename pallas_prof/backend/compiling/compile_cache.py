@@ -20,6 +20,8 @@ from ... import settings
 from ...version import __version__
 from .. import cache_files, compat
 from . import ptx_rewrites, triton_compat
+from ..errors import CompileError
+from .failures.compile_diagnostics import Diagnosis
 from ..artifacts import DEFAULT_TARGET, STAGE_FILES, CompiledKernel, GeneratedKernel, target_text
 from ..lowering.codegen import signature_type
 from ..kernel_files import cache_dir
@@ -76,6 +78,31 @@ def triton_options(num_warps: int, num_stages: int, *, enable_fp_fusion: bool = 
   return options
 
 
+# cuDriverGetVersion of CUDA 11.0: the oldest release whose PTX ISA pallas-prof knows
+# (triton_compat.ptx_isa_for_cuda); Triton supports none older
+OLDEST_DRIVER = 11000
+
+
+def driver_too_old(driver: int) -> CompileError:
+  """The error of a CUDA driver older than any Triton supports: it names the driver and
+  what to do, and ends a compile as any CompileError does (the run reports it)."""
+  release = triton_compat.cuda_version_of_driver(driver)
+  stand_in = settings.value("PALLAS_PROF_CUDA_DRIVER_VERSION") is not None
+  source = ("PALLAS_PROF_CUDA_DRIVER_VERSION" if stand_in
+            else "the machine's driver (cuDriverGetVersion)")
+  hint = ("set PALLAS_PROF_CUDA_DRIVER_VERSION to the driver that will run the kernels, or "
+          "unset it to ask the machine's" if stand_in else
+          "update the NVIDIA driver to one of CUDA "
+          f"{triton_compat.cuda_version_of_driver(OLDEST_DRIVER)} or newer (`nvidia-smi` "
+          "shows the CUDA version it supports)")
+  reason = (f"the CUDA driver is CUDA {release} ({driver}, from {source}), older than CUDA "
+            f"{triton_compat.cuda_version_of_driver(OLDEST_DRIVER)}, the oldest whose PTX "
+            "Triton writes: no kernel can be compiled for it")
+  return CompileError(reason, hint=hint, stage="ptx", diagnosis=Diagnosis(
+      stage="ptx", kind="machine", summary=reason, fault="machine",
+      fault_reason="the machine's CUDA driver is older than any Triton supports"))
+
+
 def launch_ptx_version(arch: int) -> int | None:
   """The PTX ISA to write for a kernel that this machine's GPU will run, when
   Triton's default is newer than the CUDA driver loads (Triton 3.9 writes PTX
@@ -84,6 +111,8 @@ def launch_ptx_version(arch: int) -> int | None:
   driver = triton_compat.cuda_driver_version()
   if not driver:
     return None
+  if driver < OLDEST_DRIVER:
+    raise driver_too_old(driver)
   release = triton_compat.cuda_release_of(_ptxas_version(arch))
   if release is None:
     return None

@@ -17,7 +17,9 @@ The worker process runs worker_main.py, by path and without the package; this mo
 the parent's side: it starts the worker (in a process group of its own: closing it ends
 the worker's children too, and Ctrl-C in the user's terminal does not reach them), sends it
 requests (worker_main.py's protocol), reads what a dead one left, and ends it. Each compile's own
-stderr comes back with its error (worker_output.py).
+stderr comes back with its error (worker_output.py). A worker whose run died ends itself and
+removes its folder; a folder left anyway (the worker killed with its run) is removed by the next
+start of a worker (remove_stale_folders).
 """
 from __future__ import annotations
 
@@ -26,6 +28,8 @@ import os
 import pickle
 import shutil
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -34,6 +38,7 @@ import time
 from typing import Any
 
 from ... import settings
+from ...safe_files import read_regular
 from . import worker_output as _output
 from . import worker_main
 from .triton_run import run_ptxas, run_triton, triton_lock
@@ -76,7 +81,8 @@ class _Worker:
     here = os.path.abspath(__file__)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(here))))
     self._remove_workdir()              # a crashed worker's (its log has been read)
-    self.workdir = tempfile.mkdtemp(prefix="pallas-prof-worker-")
+    remove_stale_folders()
+    self.workdir = tempfile.mkdtemp(prefix=FOLDER_PREFIX)
     env = dict(os.environ)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PALLAS_PROF_TRACE"] = "0"          # spans are made by the parent
@@ -107,6 +113,7 @@ class _Worker:
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                  env=env, close_fds=True, process_group=0)
     log.close()
+    _claim(self.workdir, self.proc.pid)
 
   def close(self) -> None:
     """Ends the worker and removes its folder (at exit, in tests), not waiting for a compile
@@ -210,6 +217,80 @@ class _Worker:
         stage = line[len(STAGE_MARK):].strip()
     tail = "\n".join(ln for ln in text.splitlines() if not ln.startswith(STAGE_MARK))[-3000:]
     return WorkerCrashed(how, stage, tail.strip() or "(no output)")
+
+
+# --- folders of workers whose run died outright ---------------------------------------------
+
+FOLDER_PREFIX = "pallas-prof-worker-"
+OWNER_FILE = "owner"        # who made the folder: this machine's identity, then the two pids
+_swept: list[str] = []      # the temp folders swept by this process (once each)
+
+
+def _identity() -> str:
+  """This machine and pid namespace: pids are compared only within them (a temp folder may
+  be shared by containers, whose pids are not this one's)."""
+  try:
+    namespace = os.readlink("/proc/self/ns/pid")
+  except OSError:
+    namespace = "-"
+  return f"{socket.gethostname()} {namespace}"
+
+
+def _claim(workdir: str, worker_pid: int) -> None:
+  """Marks `workdir` as this process's and its worker's (best effort: without the mark the
+  folder is never swept, only left)."""
+  try:
+    with open(os.path.join(workdir, OWNER_FILE), "w") as f:
+      f.write(f"{_identity()}\n{os.getpid()} {worker_pid}\n")
+  except OSError:
+    pass
+
+
+def remove_stale_folders(tmp: str | None = None) -> list[str]:
+  """Removes the worker folders in the temp folder that a dead run left (a run killed by
+  SIGKILL while its worker compiled: Triton's cache and the cubins stayed for ever); returns
+  them. Only folders that are surely such: named as ours, a folder (not a link), owned by
+  this user, marked by a process of this machine and pid namespace, and neither that process
+  nor its worker alive. Once per temp folder and process."""
+  tmp = tmp or tempfile.gettempdir()
+  if tmp in _swept:
+    return []
+  _swept.append(tmp)
+  try:
+    names = [n for n in os.listdir(tmp) if n.startswith(FOLDER_PREFIX)]
+  except OSError:
+    return []
+  removed = []
+  for name in names:
+    path = os.path.join(tmp, name)
+    if _left_by_the_dead(path):
+      shutil.rmtree(path, ignore_errors=True)
+      removed.append(path)
+  return removed
+
+
+def _left_by_the_dead(path: str) -> bool:
+  try:
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+      return False
+    lines = read_regular(os.path.join(path, OWNER_FILE), 4096).decode().splitlines()
+    pids = [int(p) for p in lines[1].split()]
+  except (OSError, ValueError, IndexError, UnicodeDecodeError):
+    return False            # not ours to judge: kept
+  return lines[0] == _identity() and bool(pids) and not any(map(_alive, pids))
+
+
+def _alive(pid: int) -> bool:
+  if pid <= 0:
+    return True             # not a process's id: never judged dead
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except OSError:           # another user's process has that id now
+    return True
+  return True
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -70,6 +70,7 @@ def _serve(compile_module) -> None:
   """
   import gc
   gc.disable()
+  _hangup_as_default()
   inp, out = sys.stdin.buffer, sys.stdout.buffer
   sys.stdout = sys.stderr        # stray prints must not corrupt the protocol
   _output.pause_for_test("start")
@@ -88,16 +89,41 @@ def _serve(compile_module) -> None:
   while True:
     try:
       request = recv(inp)
-    except EOFError:           # the parent died (close() kills us): the folder is ours to remove
-      shutil.rmtree(os.environ.get(_output.DIR_ENV) or "", ignore_errors=True)
-      return
+    except EOFError:           # the parent died (close() kills us)
+      _leave()
     if request.get("op") == "batch":
-      send(out, _batch.compile_batch(
-          request, lambda one: _run_one(compile_module, one, on_stage), _output))
+      answer = _batch.compile_batch(
+          request, lambda one: _run_one(compile_module, one, on_stage), _output)
     else:
-      send(out, _run_one(compile_module, request, on_stage))
+      answer = _run_one(compile_module, request, on_stage)
+    try:
+      send(out, answer)
+    except (BrokenPipeError, ConnectionResetError):
+      _leave()                 # the parent died while this compile ran (SIGKILL)
     gc.collect()                 # what this compile left (short: the imports are frozen)
     _reap_children()
+
+
+def _leave() -> None:
+  """The parent is gone: the worker's folder (Triton's cache, the cubins) is this process's
+  to remove, and it ends quietly. os._exit: no traceback, no flush of the broken pipe at
+  exit."""
+  shutil.rmtree(os.environ.get(_output.DIR_ENV) or "", ignore_errors=True)
+  try:
+    sys.stderr.flush()
+  except (OSError, ValueError):
+    pass
+  os._exit(0)
+
+
+def _hangup_as_default() -> None:
+  """SIGHUP ends the worker, whatever its parent made of it. Under nohup the parent ignores
+  SIGHUP and a child inherits that; the worker has a process group of its own, so a closed
+  terminal never reaches it anyway, and a SIGHUP sent to it on purpose (a process manager
+  ending it, the tests) must end it, as it ends any process."""
+  import signal
+  if hasattr(signal, "SIGHUP"):
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def _warm_up_requests() -> dict[str, Any]:
