@@ -172,8 +172,10 @@ def recent_runs(root: str = "pallas-prof-out", limit: int = RECENT_RUNS) -> list
   made from this directory wherever its --out put it (`remember_run`)."""
   runs = []
   if os.path.isdir(root):
+    # (a link out of the folder is not one of its runs: `report` refuses it, here it is passed by)
     runs = [os.path.join(root, d) for d in os.listdir(root)
-            if os.path.exists(os.path.join(root, d, REPORT))]
+            if os.path.exists(os.path.join(root, d, REPORT))
+            and run_files.leads_out(root, d) is None]
   last = remembered_run()
   if last is not None and not any(os.path.samefile(last, d) for d in runs):
     runs.append(last)

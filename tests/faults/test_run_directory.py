@@ -221,6 +221,34 @@ def test_links_leading_out_are_not_followed(softmax_run, tmp_path, what):
 
 
 @pytest.mark.fault("hostile_path")
+def test_report_of_a_folder_does_not_follow_a_link_out_of_it(softmax_run, tmp_path):
+  """`report runs/` merges the runs the folder holds: a child that is a link to a run
+  elsewhere is refused, naming the link, as `show` refuses a link out of its run."""
+  src, _, _ = softmax_run
+  runs = tmp_path / "runs"
+  runs.mkdir()
+  shutil.copytree(src, runs / "a", symlinks=True)
+  elsewhere = tmp_path / "elsewhere"
+  shutil.copytree(src, elsewhere, symlinks=True)
+  _edit_json(elsewhere / "report.json", _set("kernels", 0, "label",
+                                             value="OUTSIDE-THE-RUN#000000"))
+  os.symlink(elsewhere, runs / "b")
+  before = snapshot(runs)
+  done = in_child({"report": ["report", str(runs)], "report --json": ["report", str(runs), "--json"],
+                   "report --html": ["report", str(runs), "--html", "--html-out",
+                                     str(tmp_path / "page.html")]}, tmp_path / "cache")
+  for command, p in done.items():
+    assert p["error"] is None, (command, p["error"])
+    assert "OUTSIDE-THE-RUN" not in p["stdout"] + p["message"], command
+    assert p["code"] != 0 and "leads outside" in p["message"], (command, p)
+    assert str(runs / "b") in p["message"] and "remove the link" in p["message"], p["message"]
+  assert not (tmp_path / "page.html").exists() and snapshot(runs) == before
+  os.remove(runs / "b")                       # the user's fix: the folder's own run reports
+  code, out, _ = in_process("report", str(runs))
+  assert code == 0 and "softmax_kernel" in out and "OUTSIDE-THE-RUN" not in out
+
+
+@pytest.mark.fault("hostile_path")
 @pytest.mark.parametrize("name", ["report.json", "K/kernel.json", "K/source.py",
                                   "K/compiled.json", "K/kernel.ptx"])
 def test_a_fifo_in_place_of_a_file_never_blocks(softmax_run, tmp_path, name):
