@@ -38,6 +38,8 @@ KINDS = {
     "escape": "terminal control sequences in a run's texts",
     "secret": "a secret among a run's arguments or endpoints",
     "bad_input": "an invalid BlockSpec, grid or environment variable",
+    "foreign_cache": "a cache folder other users can write, or another user owns",
+    "nan_report": "a report whose figures are NaN, negative, infinite, texts or out of bounds",
 }
 
 

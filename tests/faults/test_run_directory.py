@@ -156,6 +156,75 @@ def test_a_wrong_value_is_named_with_its_field(softmax_run, tmp_path, name, edit
     assert code != 0 and field in message, (command, message)
 
 
+# --- figures no run writes: diff must not compare them (issue 48, item 9) ---------------
+
+def _timed(median_s):
+  """A profile's runtime as a GPU run writes it (a CPU run has none), headline `median_s`."""
+  timing = {"mode": "cold", "launches": 20, "warmup_launches": 3, "median_s": median_s,
+            "p10_s": median_s, "p90_s": median_s, "min_s": median_s, "mean_s": median_s,
+            "timed_window_s": 1e-3}
+  runtime = {"device_index": 0, "input_sets": 2, "set_bytes": 512000, "l2_bytes": 1 << 20,
+             "outputs_written": True, "unwritten_elements": [None], "mode": "cold",
+             "cold": timing}
+
+  def edit(data):
+    for profile in (data["profile"], *data["profiles"]):
+      profile["kernels"][0]["runtime"] = runtime
+  return edit
+
+
+DAMAGED_FIGURES = [
+    ("nan runtime", _timed(float("nan")), "runtime.cold.median_s"),
+    ("negative runtime", _timed(-1e-3), "runtime.cold.median_s"),
+    ("infinite runtime", _timed(float("inf")), "runtime.cold.median_s"),
+    ("nan registers", _set("kernels", 0, "resources", "registers", value=float("nan")),
+     "resources.registers"),
+    ("text registers", _set("kernels", 0, "resources", "registers", value="many"),
+     "resources.registers"),
+    ("huge registers", _set("kernels", 0, "resources", "registers", value=10 ** 400),
+     "resources.registers"),
+    ("negative shared", _set("kernels", 0, "resources", "shared_bytes", value=-4096),
+     "resources.shared_bytes"),
+    ("text spills", _set("kernels", 0, "resources", "spill_stores", value="none"),
+     "resources.spill_stores"),
+    ("negative instructions", _set("profile", "kernels", 0, "static", "sass_instructions",
+                                   value=-5), "static.sass_instructions"),
+]
+
+
+@pytest.mark.fault("nan_report")
+@pytest.mark.parametrize("how, edit, field", DAMAGED_FIGURES, ids=[d[0] for d in DAMAGED_FIGURES])
+def test_a_damaged_figure_fails_the_regression_gate_naming_run_kernel_and_field(
+    softmax_run, tmp_path, how, edit, field):
+  """`diff --fail-on-regression` of a good run and one whose figure no run writes (NaN,
+  negative, infinite, a text, a number beyond any count): a damaged run proves nothing, so
+  the gate fails, either way round, with one line naming that run, the kernel and the field
+  (a NaN compared as "same", a negative runtime as "faster", a text or a huge count ended
+  in a traceback)."""
+  src, kernel, _ = softmax_run
+  good, bad = tmp_path / "good", tmp_path / "bad"
+  for run in (good, bad):
+    shutil.copytree(src, run, symlinks=True)
+  if how.endswith("runtime"):
+    _edit_json(good / "report.json", _timed(20e-6))       # both timed: the runtime compares
+  _edit_json(bad / "report.json", edit)
+  before = snapshot(bad)
+  label = json.loads((src / "report.json").read_text())["kernels"][0]["label"]
+  for a, b in ((good, bad), (bad, good)):
+    code, out, message = in_process("diff", str(a), str(b), "--fail-on-regression", "5")
+    assert code != 0, (how, out)
+    assert_clear(message, "report.json")
+    assert str(bad / "report.json") in message and label in message and field in message, \
+        message
+  for command in ("report", "show"):              # the other readers refuse it the same way
+    code, _, message = in_process(*COMMANDS[command](str(bad), str(src)))
+    assert code != 0 and field in message, (command, message)
+  # nothing of it is kept: the damaged run is as it was, the good one still passes the gate
+  assert snapshot(bad) == before
+  code, out, _ = in_process("diff", str(good), str(src), "--fail-on-regression", "5")
+  assert code == 0 and "softmax_kernel" in out
+
+
 # --- paths leading out, links, FIFOs -----------------------------------------------------
 
 def _subprocess(softmax_run, run, tmp_path, *names):
