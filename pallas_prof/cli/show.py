@@ -80,6 +80,7 @@ def show(args) -> int:
   con = console()
   stage = next((s for s in STAGES if getattr(args, s, False)), "source")
   if targets:
+    show_targets.check_saved_source(gk, kdir)
     return _for_targets(args, con, gk, run_dir, targets, stage)
   att = _attribution_by_dir(run_dir, kdir)
   if getattr(args, "user", False):

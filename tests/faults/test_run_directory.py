@@ -360,6 +360,64 @@ def test_a_user_file_the_run_names_is_read_only_if_it_is_python_source(softmax_r
       done["show --user"]["message"]
 
 
+# --- show --target compiles a saved kernel: it runs nothing the run planted (issue 48, 8a)
+
+def _planted(source: str, how: str, marker: str) -> str:
+  """softmax's generated source with a line that creates `marker` when Python or Triton's
+  code generator runs it, planted `how`."""
+  touch = f"open({marker!r}, 'w').close()"
+  if how in ("appended", "top level"):
+    return source + f"\n{touch}\n"
+  if how == "default argument":
+    return source.replace("def softmax_kernel(x_ref, o_ref):",
+                          f"def softmax_kernel(x_ref, o_ref, planted={touch}):", 1)
+  if how == "decorator":
+    return source.replace("@triton.jit\ndef softmax_kernel",
+                          f"@triton.jit\n@(lambda f: ({touch}, f)[1])\ndef softmax_kernel", 1)
+  assert how == "body"       # reaches os through a module Triton's name leads to
+  return source.replace("    pid0 = tl.program_id(0)",
+                        f"    triton.knobs.os.system('touch {marker}')\n    pid0 = tl.program_id(0)",
+                        1)
+
+
+@pytest.mark.fault("hostile_path")
+@pytest.mark.parametrize("how", ["appended", "top level", "default argument", "decorator",
+                                 "body"])
+def test_show_target_never_runs_code_planted_in_a_run(softmax_run, tmp_path, how):
+  """A run someone sent you is data: `show K --target sm_80` compiles its source.py only if
+  it is what pallas-prof generates. A line planted in it (its digest in kernel.json left, or
+  made again to match, as a sender can) is refused before Python or Triton runs any of it,
+  with one line naming the file; the run is as it was, the cache holds no copy of the
+  planted source, and the run it came from still compiles."""
+  import hashlib
+  src, _, _ = softmax_run
+  run, kdir = _copy(softmax_run, tmp_path)
+  marker = str(tmp_path / "planted-code-ran")
+  source = _planted((kdir / "source.py").read_text(), how, marker)
+  (kdir / "source.py").write_text(source)
+  if how != "appended":
+    _edit_json(kdir / "kernel.json", _set("key", value=hashlib.sha256(source.encode()).hexdigest()))
+  before = snapshot(run)
+  cache = tmp_path / "cache"
+  target = ["show", "softmax_kernel", "--target", "sm_80", "--dir"]
+  commands = {"planted": target + [str(run)]}
+  if how == "top level":        # (one compile of the run it came from is proof enough)
+    commands["pristine"] = target + [str(src)]
+  done = in_child(commands, cache)
+  assert not os.path.exists(marker), "code planted in the run's source.py ran"
+  planted = done["planted"]
+  assert planted["error"] is None, planted["error"]
+  assert planted["code"] != 0, planted
+  assert_clear(planted["message"], str(kdir / "source.py"))
+  assert "not a kernel pallas-prof generated" in planted["message"]
+  assert snapshot(run) == before
+  kept = [os.path.join(d, n) for d, _, ns in os.walk(cache) for n in ns if n.endswith(".py")]
+  assert not [p for p in kept if marker in open(p).read()], kept
+  if "pristine" in done:
+    assert done["pristine"]["code"] == 0 and "compiled" in done["pristine"]["stdout"], \
+        done["pristine"]
+
+
 # --- escapes ---------------------------------------------------------------------------
 
 ESCAPES = "\x1b]0;pwned\x07\x1b[2J\u202e"      # a title, a cleared screen, a bidi override
