@@ -188,9 +188,10 @@ _LAST_RUNS_KEPT = 64
 
 
 def _last_runs_path() -> str:
-  # the configured cache folder, not a temporary stand-in: a note that dies with the
-  # process would point no later `show` anywhere
-  return os.path.join(cache_files.configured(), _LAST_RUNS)
+  # the configured cache folder (or the private one kept in it where others can write it:
+  # a note planted there would point `show` at their run), not a temporary stand-in: a note
+  # that dies with the process would point no later `show` anywhere
+  return os.path.join(cache_files.home(), _LAST_RUNS)
 
 
 def _last_runs() -> dict:
