@@ -384,8 +384,8 @@ def _planted(source: str, how: str, marker: str) -> str:
 @pytest.mark.parametrize("how", ["appended", "top level", "default argument", "decorator",
                                  "body"])
 def test_show_target_never_runs_code_planted_in_a_run(softmax_run, tmp_path, how):
-  """A run someone sent you is data: `show K --target sm_80` compiles its source.py only if
-  it is what pallas-prof generates. A line planted in it (its digest in kernel.json left, or
+  """A run someone sent you is data: `show K --target sm_80` compiles its source.py (and
+  `--eject` writes it into a program) only if it is what pallas-prof generates. A line planted in it (its digest in kernel.json left, or
   made again to match, as a sender can) is refused before Python or Triton runs any of it,
   with one line naming the file; the run is as it was, the cache holds no copy of the
   planted source, and the run it came from still compiles."""
@@ -400,7 +400,9 @@ def test_show_target_never_runs_code_planted_in_a_run(softmax_run, tmp_path, how
   before = snapshot(run)
   cache = tmp_path / "cache"
   target = ["show", "softmax_kernel", "--target", "sm_80", "--dir"]
-  commands = {"planted": target + [str(run)]}
+  ejected = tmp_path / "ejected.py"
+  commands = {"planted": target + [str(run)],
+              "eject": ["show", "softmax_kernel", "--dir", str(run), "--eject", str(ejected)]}
   if how == "top level":        # (one compile of the run it came from is proof enough)
     commands["pristine"] = target + [str(src)]
   done = in_child(commands, cache)
@@ -410,6 +412,9 @@ def test_show_target_never_runs_code_planted_in_a_run(softmax_run, tmp_path, how
   assert planted["code"] != 0, planted
   assert_clear(planted["message"], str(kdir / "source.py"))
   assert "not a kernel pallas-prof generated" in planted["message"]
+  # nor written into a program for you to run (`--eject`)
+  assert done["eject"]["code"] != 0 and not ejected.exists(), done["eject"]
+  assert_clear(done["eject"]["message"], str(kdir / "source.py"))
   assert snapshot(run) == before
   kept = [os.path.join(d, n) for d, _, ns in os.walk(cache) for n in ns if n.endswith(".py")]
   assert not [p for p in kept if marker in open(p).read()], kept

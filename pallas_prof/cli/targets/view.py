@@ -53,7 +53,8 @@ def targets_or_exit(args) -> list:
     raise SystemExit(2) from None
 
 
-def check_saved_source(gk, kernel_dir: str) -> None:
+def check_saved_source(gk, kernel_dir: str,
+                       why: str = "--target compiles it, which runs its source") -> None:
   """Ends the command, before anything of it runs, unless the run's source.py is what
   pallas-prof generated and holds the digest kernel.json records (saved_runs/source_check.py):
   compiling a kernel runs its module, and a run directory may come from anyone."""
@@ -62,9 +63,9 @@ def check_saved_source(gk, kernel_dir: str) -> None:
   except source_check.NotGenerated as e:
     raise SystemExit(printable(
         f"pallas-prof: {os.path.join(kernel_dir, 'source.py')} is not a kernel pallas-prof "
-        f"generated: {e}. show --target compiles a saved kernel, which runs its source, so "
-        "it compiles only what pallas-prof writes; if you trust the script, run it again "
-        "with `pallas-prof run` and show that run's kernel")) from None
+        f"generated: {e}. show {why}, so it takes only what pallas-prof writes; if you "
+        "trust the script, run it again with `pallas-prof run` and show that run's "
+        "kernel")) from None
 
 
 def compile_each(gk, targets) -> list:
