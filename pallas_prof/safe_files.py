@@ -39,6 +39,67 @@ def private_dir(path: str) -> str:
   return path
 
 
+def others_can_write(path: str) -> str | None:
+  """Why a user other than this one could put files in the folder `path` (or swap it for
+  one of theirs), None where none can: `path` must be this user's and writable by no one
+  else; each folder above it, and each link on the way, this user's or root's, and
+  writable by others only with the sticky bit (as /tmp: then only an entry's owner may
+  rename or remove it). A folder that does not exist yet is judged by the folders above
+  it, where it will be made."""
+  me = os.geteuid()
+  full = os.path.abspath(path)
+  head = full
+  while not os.path.lexists(head) and os.path.dirname(head) != head:
+    head = os.path.dirname(head)
+  # a link on the way may be replaced by its owner: it must be ours or root's
+  step = full
+  while step != os.path.dirname(step):
+    if os.path.islink(step) and os.lstat(step).st_uid not in (me, 0):
+      return f"{step} is a link owned by another user (uid {os.lstat(step).st_uid})"
+    step = os.path.dirname(step)
+  real, target = os.path.realpath(head), head == full
+  folder = real
+  while True:
+    try:
+      info = os.stat(folder)
+    except OSError:
+      return None          # gone meanwhile: the cache's own errors say so
+    writable = info.st_mode & (stat.S_IWOTH | (0 if _group_is_mine(info.st_gid)
+                                               else stat.S_IWGRP))
+    who = "group" if info.st_mode & stat.S_IWOTH == 0 else "all users"
+    if folder == real and target:
+      if info.st_uid != me:
+        return f"{folder} is owned by another user (uid {info.st_uid})"
+      if writable:
+        return f"{folder} is writable by {who} (mode {stat.S_IMODE(info.st_mode):o})"
+    else:
+      if info.st_uid not in (me, 0):
+        return f"{folder}, above it, is owned by another user (uid {info.st_uid})"
+      if writable and not info.st_mode & stat.S_ISVTX:
+        return (f"{folder}, above it, is writable by {who} without the sticky bit (mode "
+                f"{stat.S_IMODE(info.st_mode):o})")
+    parent = os.path.dirname(folder)
+    if parent == folder:
+      return None
+    folder = parent
+
+
+def _group_is_mine(gid: int) -> bool:
+  """A group no other user is in: this user's own (a user private group, as many systems
+  give each user), whose write permission lets no one else in."""
+  import grp
+  import pwd
+  if gid != os.getegid():
+    return False
+  try:
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    members = grp.getgrgid(gid).gr_mem
+    others = [u.pw_name for u in pwd.getpwall() if u.pw_gid == gid and u.pw_name != me]
+  except KeyError:
+    return False
+  return not others and all(m == me for m in members)
+
+
 def write_atomic(path: str, data: bytes | str, *, mode: int = 0o600) -> str:
   """Writes `data` to `path` through a temporary file in the same folder, flushed to
   disk before it is renamed over `path`: a reader sees the old file or the whole new

@@ -192,7 +192,9 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
              "bounds, or off (none, 0, false, no) alone",
              checks(CHECKS_ON, CHECKS_OFF), frozenset()),
     Variable("PALLAS_PROF_CACHE_DIR", "the cache folder (generated kernels, compiles, tuning)",
-             "a folder (made if missing)", folder, reader_says=True, path=True),
+             "a folder (made if missing) only you can write; in one others can write, "
+             "a private folder is used instead (docs/compiling.md)", folder, reader_says=True,
+             path=True),
     Variable("PALLAS_PROF_TRACE", "trace the whole process (spans exported at exit)",
              YES_NO, flag, False),
     Variable("PALLAS_PROF_TRACE_FILE", "also write OTLP-JSON lines of the spans to this file",

@@ -88,3 +88,29 @@ def test_read_regular_refuses_fifo_link_and_large_files(tmp_path):
   with pytest.raises(safe_files.UnsafeFile, match="allowed"):
     safe_files.read_regular(str(target), 2)
   assert safe_files.read_regular(str(target), 3) == b"abc"
+
+
+def test_others_can_write_names_each_way_in(tmp_path):
+  """A folder is this user's alone when it is theirs and writable by no one else, and no
+  folder or link above it lets another user swap it (issue 48, item 8)."""
+  mine = tmp_path / "mine"
+  safe_files.private_dir(str(mine))
+  assert safe_files.others_can_write(str(mine)) is None
+  assert safe_files.others_can_write(str(mine / "not" / "yet")) is None   # made there, 700
+  os.chmod(mine, 0o777)
+  assert "writable by all users (mode 777)" in safe_files.others_can_write(str(mine))
+  # in it, a folder of this user's: others may add entries beside it, and swap it away
+  inner = mine / "inner"
+  safe_files.private_dir(str(inner))
+  assert "above it, is writable by all users without the sticky bit" in \
+      safe_files.others_can_write(str(inner))
+  os.chmod(mine, 0o1777)                    # as /tmp: only an entry's owner may move it
+  assert safe_files.others_can_write(str(inner)) is None
+  if os.geteuid() == 0:                     # (only root can give a file to another user)
+    os.chown(inner, 65534, 65534)
+    assert "owned by another user (uid 65534)" in safe_files.others_can_write(str(inner))
+    os.chown(inner, 0, 0)
+    link = tmp_path / "link"
+    os.symlink(inner, link)
+    os.lchown(link, 65534, 65534)
+    assert "a link owned by another user" in safe_files.others_can_write(str(link))

@@ -12,6 +12,11 @@ later runs, so nothing in it is used because it is there.
 - Where the cache folder cannot be written (read-only, full, a file in the way),
   this process keeps its cache in a temporary folder instead, removed when it exits,
   with one warning naming the folder and what to do.
+- Where another user could write into the cache folder (it is theirs, or writable by
+  others, or a folder above it lets others swap it: safe_files.others_can_write), what
+  they put there would run as this user: the cache is kept in `user-<uid>`, a folder only
+  this user can write, inside it (a shared folder with the sticky bit, as /tmp), else in
+  a temporary folder; one warning names the folder and why (home()).
 """
 from __future__ import annotations
 
@@ -29,7 +34,7 @@ import warnings
 from typing import Any, Callable
 
 from .. import settings
-from ..safe_files import private_dir, read_regular, write_atomic
+from ..safe_files import others_can_write, private_dir, read_regular, write_atomic
 
 ENV = "PALLAS_PROF_CACHE_DIR"
 MANIFEST = "manifest.json"
@@ -44,6 +49,7 @@ class CacheWarning(UserWarning):
 
 _lock = threading.RLock()
 _stand_ins: dict[str, str] = {}   # the configured cache folder -> this process's stand-in
+_homes: dict[str, str] = {}       # the configured cache folder -> the private folder used there
 _warned: set[str] = set()
 _asides = itertools.count()       # two damaged copies of one file in one second keep both
 
@@ -57,11 +63,58 @@ def configured() -> str:
 
 
 def root() -> str:
-  """The folder this process keeps its cache in: the configured one, or its stand-in
-  once the configured one could not be written."""
+  """The folder this process keeps its cache in: home(), or its stand-in once that could
+  not be written."""
+  where = configured()
+  base = home()
+  with _lock:
+    return _stand_ins.get(where, base)
+
+
+def home() -> str:
+  """The configured cache folder where no other user can write into it; else this user's
+  private folder inside it, or a temporary one (see the module's docstring), said once."""
   where = configured()
   with _lock:
-    return _stand_ins.get(where, where)
+    got = _homes.get(where)
+    if got is None:
+      got = _homes[where] = _private_home(where)
+  return got
+
+
+def _private_home(where: str) -> str:
+  try:
+    private_dir(where)        # made now, so that it is judged as it is, not as it will be
+  except OSError:
+    pass                      # cannot be written: write() finds a stand-in
+  why = others_can_write(where)
+  if why is None:
+    return where
+  mine = os.path.join(where, f"user-{os.geteuid()}")
+  made = not os.path.lexists(mine)
+  try:
+    private_dir(mine)
+    if others_can_write(mine) is None:
+      _warn_once(f"shared {where}", _shared_warning(where, why, f"keeps its cache in {mine}, "
+                                                                "a folder only you can write, "
+                                                                "inside it"))
+      return mine
+    if made:
+      os.rmdir(mine)          # (made here, and of no use: others could swap it)
+  except OSError:
+    pass
+  stand_in = tempfile.mkdtemp(prefix="pallas-prof-cache-")
+  atexit.register(shutil.rmtree, stand_in, True)
+  _warn_once(f"shared {where}", _shared_warning(
+      where, why, f"keeps this process's cache in {stand_in} instead, removed when it exits "
+      "(the next run lowers and compiles its kernels again)"))
+  return stand_in
+
+
+def _shared_warning(where: str, why: str, instead: str) -> str:
+  return (f"pallas-prof does not use the cache folder {where} as it is: {why}, so another "
+          f"user could put code there that this process would run. It {instead}. Set {ENV} "
+          "to a folder only you can write (mode 700) to keep the cache there.")
 
 
 def folder(*parts: str) -> str:
@@ -272,7 +325,7 @@ def _relocated(path: str, error: OSError) -> str:
   cache folder (made on the first such error, with one warning). Raises `error` where
   `path` is not in the configured folder (already the stand-in's, or elsewhere)."""
   where = configured()
-  relative = os.path.relpath(os.path.abspath(path), where)
+  relative = os.path.relpath(os.path.abspath(path), home())
   if relative == os.pardir or relative.startswith(os.pardir + os.sep):
     raise error
   with _lock:

@@ -252,13 +252,15 @@ def _main(argv=None) -> int:
     return show(args)
   if args.command == "report":
     from .processes import find_runs, report_merged
-    if args.dir and len(find_runs([args.dir, *args.more])) > 1:
+    found = find_runs([args.dir, *args.more]) if args.dir else []
+    if len(found) > 1:
       return report_merged([args.dir, *args.more], html=args.html, html_out=args.html_out,
                            as_json=args.json)
     from . import run_directory
     from .terminal.render import render_run
     from .report import RunReport
-    run_dir = args.dir or run_directory.latest_run()
+    # a folder holding one run is that run
+    run_dir = found[0] if found else run_directory.latest_run()
     if run_dir is None:
       raise SystemExit("pallas-prof: no saved run found; pass a directory")
     report = RunReport.load(run_dir)

@@ -21,6 +21,7 @@ from rich.text import Text
 
 from . import run_directory
 from .report import RunReport
+from .saved_runs import files as run_files
 from .summary import Origin, summaries
 from ..serial import to_json
 
@@ -274,11 +275,24 @@ def find_runs(paths: list[str]) -> list[str]:
       raise SystemExit(f"pallas-prof: {p!r} is not a directory")
     inside = sorted(os.path.join(p, d) for d in os.listdir(p)
                     if os.path.exists(os.path.join(p, d, run_directory.REPORT)))
+    for run in inside:
+      _refuse_link_out(p, run)
     if not inside:
       raise SystemExit(f"pallas-prof: no {run_directory.REPORT} in {p!r} nor in the directories "
                        "directly inside it; give a directory `pallas-prof run` wrote")
     runs.extend(inside)
   return runs
+
+
+def _refuse_link_out(folder: str, run: str) -> None:
+  """A run found inside `folder` must be there: a link to a run elsewhere would merge what
+  the folder does not hold (as `show` refuses a kernel's link out of its run)."""
+  target = run_files.leads_out(folder, os.path.basename(run))
+  if target is not None:
+    raise SystemExit(f"pallas-prof: {run} is a link that leads outside {folder} (to "
+                     f"{target}); `report` merges only the runs a folder holds, not what its "
+                     "links point to: remove the link, or name that run as an argument "
+                     "of its own if you mean to merge it")
 
 
 def load_runs(run_dirs: list[str]) -> list[tuple[str, RunReport]]:

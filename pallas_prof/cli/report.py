@@ -36,7 +36,7 @@ from ..safe_files import write_atomic
 from ..serial import Misfit, Record, decode, from_fields, plain, to_json  # noqa: F401 (their home)
 from .. import units
 from .kernel_failures import by_kernel, of
-from .saved_runs import files as run_files
+from .saved_runs import figures as run_figures, files as run_files
 
 SCHEMA = "pallas-prof/run/1"
 FILE = "report.json"
@@ -246,6 +246,11 @@ class RunReport(Record):
       raise ReportError(f"pallas-prof: {path} is damaged: "
                         f"{e.describe().replace('report.', '', 1)}; write the run again "
                         "with `pallas-prof run`") from None
+    damaged = run_figures.damage(report)
+    if damaged is not None:
+      raise ReportError(f"pallas-prof: {path} is damaged: {damaged}; a run writes no such "
+                        "figure, so it is not compared: write the run again with "
+                        "`pallas-prof run`")
     outside = report.foreign_path()
     if outside is not None:
       raise ReportError(f"pallas-prof: {path} is damaged: {outside[0]} names {outside[1]!r}, "

@@ -172,8 +172,10 @@ def recent_runs(root: str = "pallas-prof-out", limit: int = RECENT_RUNS) -> list
   made from this directory wherever its --out put it (`remember_run`)."""
   runs = []
   if os.path.isdir(root):
+    # (a link out of the folder is not one of its runs: `report` refuses it, here it is passed by)
     runs = [os.path.join(root, d) for d in os.listdir(root)
-            if os.path.exists(os.path.join(root, d, REPORT))]
+            if os.path.exists(os.path.join(root, d, REPORT))
+            and run_files.leads_out(root, d) is None]
   last = remembered_run()
   if last is not None and not any(os.path.samefile(last, d) for d in runs):
     runs.append(last)
@@ -186,9 +188,10 @@ _LAST_RUNS_KEPT = 64
 
 
 def _last_runs_path() -> str:
-  # the configured cache folder, not a temporary stand-in: a note that dies with the
-  # process would point no later `show` anywhere
-  return os.path.join(cache_files.configured(), _LAST_RUNS)
+  # the configured cache folder (or the private one kept in it where others can write it:
+  # a note planted there would point `show` at their run), not a temporary stand-in: a note
+  # that dies with the process would point no later `show` anywhere
+  return os.path.join(cache_files.home(), _LAST_RUNS)
 
 
 def _last_runs() -> dict:

@@ -69,6 +69,7 @@ def show(args) -> int:
   run_dir, kdir = run_directory.locate_kernel(args.kernel, args.dir)
   gk, ck = run_directory.load_kernel_or_exit(kdir, run_dir)
   if args.eject:
+    show_targets.check_saved_source(gk, kdir, "--eject writes it into a program you run")
     from .eject import eject
     try:
       path = eject(gk, args.eject, aliases=run_directory.load_aliases(kdir, run_dir))
@@ -80,6 +81,7 @@ def show(args) -> int:
   con = console()
   stage = next((s for s in STAGES if getattr(args, s, False)), "source")
   if targets:
+    show_targets.check_saved_source(gk, kdir)
     return _for_targets(args, con, gk, run_dir, targets, stage)
   att = _attribution_by_dir(run_dir, kdir)
   if getattr(args, "user", False):

@@ -44,6 +44,8 @@ KINDS = {
     "chdir": "a script that changes the working folder during a run",
     "stdout": "a script that closes or replaces sys.stdout",
     "fifo": "a path setting (PALLAS_PROF_TRACE_FILE...) that names a FIFO or a device",
+    "foreign_cache": "a cache folder other users can write, or another user owns",
+    "nan_report": "a report whose figures are NaN, negative, infinite, texts or out of bounds",
 }
 
 

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -488,3 +489,109 @@ def test_two_processes_writing_one_kernel_at_once_both_right_the_files_whole(tmp
   assert cache_files.entry_damage(entry) is None
   assert not _leftovers(cache) and not glob.glob(os.path.join(cache, "**", "*.bad-*"),
                                                  recursive=True)
+
+
+# --- a cache folder other users can write (issue 48, item 8) -------------------------------
+
+def _plant_entry(cache: str, entry: str) -> None:
+  """What another user who can write the cache folder does: the compiled entry's PTX
+  replaced, sealed again with a manifest that matches (a seal is no signature)."""
+  ptx = os.path.join(entry, "kernel.ptx")
+  with open(ptx) as f:
+    text = f.read()
+  with open(ptx, "w") as f:
+    f.write("// PLANTED by another user\n" + text)
+  files = {}
+  for name in sorted(os.listdir(entry)):
+    if name != "manifest.json":
+      data = open(os.path.join(entry, name), "rb").read()
+      files[name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+  with open(os.path.join(entry, "manifest.json"), "w") as f:
+    json.dump({"files": files}, f)
+
+
+def _foreign(how: str, cache: str) -> str:
+  """Makes `cache` (a filled cache folder) one another user can write, the way `how` says;
+  returns the path to hand pallas-prof as PALLAS_PROF_CACHE_DIR."""
+  other = 65534              # nobody / nogroup
+  if how in ("another owner", "group", "link of another user") and os.geteuid() != 0:
+    pytest.skip("only root can give a folder or link to another user here")
+  if how == "all users":
+    os.chmod(cache, 0o777)
+  elif how == "shared, sticky":
+    os.chmod(cache, 0o1777)
+  elif how == "another owner":
+    os.chown(cache, other, other)
+  elif how == "group":
+    os.chown(cache, 0, other)
+    os.chmod(cache, 0o770)
+  elif how == "open parent":
+    parent = os.path.dirname(cache)
+    os.chmod(parent, 0o777)
+  elif how == "link of another user":
+    link = cache + "-link"
+    os.symlink(cache, link)
+    os.lchown(link, other, other)
+    return link
+  return cache
+
+
+FOREIGN = {"all users": "writable by all users", "shared, sticky": "writable by all users",
+           "another owner": "owned by another user", "group": "writable by group",
+           "open parent": "above it, is writable by all users without the sticky bit",
+           "link of another user": "a link owned by another user"}
+
+
+@pytest.mark.fault("foreign_cache")
+@pytest.mark.parametrize("how", list(FOREIGN))
+def test_a_cache_folder_others_can_write_is_not_trusted(pristine, tmp_path, how):
+  """PALLAS_PROF_CACHE_DIR naming a folder another user can write into (or swap): what they
+  plant there (a compiled entry sealed again) is never used. The cache is kept in a folder
+  only this user can write: `user-<uid>` inside a shared folder with the sticky bit, else a
+  temporary one removed at exit; one warning names the folder and why."""
+  cache = _copy_cache(pristine, str(tmp_path / "shared" / "cache"))
+  entry = pristine["entry"].replace(pristine["cache"], cache)
+  _plant_entry(cache, entry)
+  planted = {n: open(os.path.join(entry, n), "rb").read() for n in os.listdir(entry)}
+  given = _foreign(how, cache)
+  result = _child(given, "--compile")
+  _right(result)
+  # the planted entry was not used: compiled again, to what the cold compile gave
+  assert result["cache"] == "miss" and result["code"] == pristine["run"]["code"], result
+  (warning,) = result["cache_warnings"]
+  assert given in warning and FOREIGN[how] in warning and "PALLAS_PROF_CACHE_DIR" in warning, \
+      warning
+  kept = os.path.dirname(os.path.dirname(result["path"]))       # <cache>/kernels/<module>
+  assert kept in warning
+  assert {n: open(os.path.join(entry, n), "rb").read() for n in os.listdir(entry)} == planted
+  if how == "shared, sticky":          # a private folder inside it, this user's, kept
+    assert kept == os.path.join(cache, f"user-{os.geteuid()}")
+    info = os.stat(kept)
+    assert info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) == 0o700
+    again = _child(given, "--compile")
+    _right(again)
+    assert again["cache"] == "disk" and again["code"] == pristine["run"]["code"]
+    assert again["path"] == result["path"] and len(again["cache_warnings"]) == 1
+  else:                                # a temporary folder, gone with its process
+    assert not kept.startswith(cache + os.sep) and not os.path.exists(kept)
+    assert not os.path.exists(os.path.join(cache, f"user-{os.geteuid()}"))
+  assert not _leftovers(cache)
+
+
+def test_tuning_choices_and_the_last_run_note_live_in_the_private_folder(tmp_path, monkeypatch,
+                                                                        fresh_warnings):
+  """What pallas-prof reads back from its cache besides kernels and compiles (tuning
+  choices, the note of the last run `show` opens) is in the private folder too."""
+  from pallas_prof.backend import cache_files
+  from pallas_prof.cli import run_directory
+  from pallas_prof.tune import choice
+  shared = tmp_path / "shared"
+  shared.mkdir()
+  os.chmod(shared, 0o1777)
+  monkeypatch.setattr(cache_files, "_homes", {})
+  monkeypatch.setenv("PALLAS_PROF_CACHE_DIR", str(shared))
+  mine = str(shared / f"user-{os.geteuid()}")
+  with pytest.warns(cache_files.CacheWarning, match="writable by all users"):
+    assert cache_files.root() == mine
+  assert choice.cache_path("0" * 64).startswith(mine + os.sep)
+  assert run_directory._last_runs_path().startswith(mine + os.sep)

@@ -156,6 +156,75 @@ def test_a_wrong_value_is_named_with_its_field(softmax_run, tmp_path, name, edit
     assert code != 0 and field in message, (command, message)
 
 
+# --- figures no run writes: diff must not compare them (issue 48, item 9) ---------------
+
+def _timed(median_s):
+  """A profile's runtime as a GPU run writes it (a CPU run has none), headline `median_s`."""
+  timing = {"mode": "cold", "launches": 20, "warmup_launches": 3, "median_s": median_s,
+            "p10_s": median_s, "p90_s": median_s, "min_s": median_s, "mean_s": median_s,
+            "timed_window_s": 1e-3}
+  runtime = {"device_index": 0, "input_sets": 2, "set_bytes": 512000, "l2_bytes": 1 << 20,
+             "outputs_written": True, "unwritten_elements": [None], "mode": "cold",
+             "cold": timing}
+
+  def edit(data):
+    for profile in (data["profile"], *data["profiles"]):
+      profile["kernels"][0]["runtime"] = runtime
+  return edit
+
+
+DAMAGED_FIGURES = [
+    ("nan runtime", _timed(float("nan")), "runtime.cold.median_s"),
+    ("negative runtime", _timed(-1e-3), "runtime.cold.median_s"),
+    ("infinite runtime", _timed(float("inf")), "runtime.cold.median_s"),
+    ("nan registers", _set("kernels", 0, "resources", "registers", value=float("nan")),
+     "resources.registers"),
+    ("text registers", _set("kernels", 0, "resources", "registers", value="many"),
+     "resources.registers"),
+    ("huge registers", _set("kernels", 0, "resources", "registers", value=10 ** 400),
+     "resources.registers"),
+    ("negative shared", _set("kernels", 0, "resources", "shared_bytes", value=-4096),
+     "resources.shared_bytes"),
+    ("text spills", _set("kernels", 0, "resources", "spill_stores", value="none"),
+     "resources.spill_stores"),
+    ("negative instructions", _set("profile", "kernels", 0, "static", "sass_instructions",
+                                   value=-5), "static.sass_instructions"),
+]
+
+
+@pytest.mark.fault("nan_report")
+@pytest.mark.parametrize("how, edit, field", DAMAGED_FIGURES, ids=[d[0] for d in DAMAGED_FIGURES])
+def test_a_damaged_figure_fails_the_regression_gate_naming_run_kernel_and_field(
+    softmax_run, tmp_path, how, edit, field):
+  """`diff --fail-on-regression` of a good run and one whose figure no run writes (NaN,
+  negative, infinite, a text, a number beyond any count): a damaged run proves nothing, so
+  the gate fails, either way round, with one line naming that run, the kernel and the field
+  (a NaN compared as "same", a negative runtime as "faster", a text or a huge count ended
+  in a traceback)."""
+  src, kernel, _ = softmax_run
+  good, bad = tmp_path / "good", tmp_path / "bad"
+  for run in (good, bad):
+    shutil.copytree(src, run, symlinks=True)
+  if how.endswith("runtime"):
+    _edit_json(good / "report.json", _timed(20e-6))       # both timed: the runtime compares
+  _edit_json(bad / "report.json", edit)
+  before = snapshot(bad)
+  label = json.loads((src / "report.json").read_text())["kernels"][0]["label"]
+  for a, b in ((good, bad), (bad, good)):
+    code, out, message = in_process("diff", str(a), str(b), "--fail-on-regression", "5")
+    assert code != 0, (how, out)
+    assert_clear(message, "report.json")
+    assert str(bad / "report.json") in message and label in message and field in message, \
+        message
+  for command in ("report", "show"):              # the other readers refuse it the same way
+    code, _, message = in_process(*COMMANDS[command](str(bad), str(src)))
+    assert code != 0 and field in message, (command, message)
+  # nothing of it is kept: the damaged run is as it was, the good one still passes the gate
+  assert snapshot(bad) == before
+  code, out, _ = in_process("diff", str(good), str(src), "--fail-on-regression", "5")
+  assert code == 0 and "softmax_kernel" in out
+
+
 # --- paths leading out, links, FIFOs -----------------------------------------------------
 
 def _subprocess(softmax_run, run, tmp_path, *names):
@@ -221,6 +290,34 @@ def test_links_leading_out_are_not_followed(softmax_run, tmp_path, what):
 
 
 @pytest.mark.fault("hostile_path")
+def test_report_of_a_folder_does_not_follow_a_link_out_of_it(softmax_run, tmp_path):
+  """`report runs/` merges the runs the folder holds: a child that is a link to a run
+  elsewhere is refused, naming the link, as `show` refuses a link out of its run."""
+  src, _, _ = softmax_run
+  runs = tmp_path / "runs"
+  runs.mkdir()
+  shutil.copytree(src, runs / "a", symlinks=True)
+  elsewhere = tmp_path / "elsewhere"
+  shutil.copytree(src, elsewhere, symlinks=True)
+  _edit_json(elsewhere / "report.json", _set("kernels", 0, "label",
+                                             value="OUTSIDE-THE-RUN#000000"))
+  os.symlink(elsewhere, runs / "b")
+  before = snapshot(runs)
+  done = in_child({"report": ["report", str(runs)], "report --json": ["report", str(runs), "--json"],
+                   "report --html": ["report", str(runs), "--html", "--html-out",
+                                     str(tmp_path / "page.html")]}, tmp_path / "cache")
+  for command, p in done.items():
+    assert p["error"] is None, (command, p["error"])
+    assert "OUTSIDE-THE-RUN" not in p["stdout"] + p["message"], command
+    assert p["code"] != 0 and "leads outside" in p["message"], (command, p)
+    assert str(runs / "b") in p["message"] and "remove the link" in p["message"], p["message"]
+  assert not (tmp_path / "page.html").exists() and snapshot(runs) == before
+  os.remove(runs / "b")                       # the user's fix: the folder's own run reports
+  code, out, _ = in_process("report", str(runs))
+  assert code == 0 and "softmax_kernel" in out and "OUTSIDE-THE-RUN" not in out
+
+
+@pytest.mark.fault("hostile_path")
 @pytest.mark.parametrize("name", ["report.json", "K/kernel.json", "K/source.py",
                                   "K/compiled.json", "K/kernel.ptx"])
 def test_a_fifo_in_place_of_a_file_never_blocks(softmax_run, tmp_path, name):
@@ -261,6 +358,69 @@ def test_a_user_file_the_run_names_is_read_only_if_it_is_python_source(softmax_r
   assert done["show"]["code"] == 0 and "root:" not in done["show"]["stdout"]
   assert done["show --user"]["code"] != 0 and "is not readable here" in \
       done["show --user"]["message"]
+
+
+# --- show --target compiles a saved kernel: it runs nothing the run planted (issue 48, 8a)
+
+def _planted(source: str, how: str, marker: str) -> str:
+  """softmax's generated source with a line that creates `marker` when Python or Triton's
+  code generator runs it, planted `how`."""
+  touch = f"open({marker!r}, 'w').close()"
+  if how in ("appended", "top level"):
+    return source + f"\n{touch}\n"
+  if how == "default argument":
+    return source.replace("def softmax_kernel(x_ref, o_ref):",
+                          f"def softmax_kernel(x_ref, o_ref, planted={touch}):", 1)
+  if how == "decorator":
+    return source.replace("@triton.jit\ndef softmax_kernel",
+                          f"@triton.jit\n@(lambda f: ({touch}, f)[1])\ndef softmax_kernel", 1)
+  assert how == "body"       # reaches os through a module Triton's name leads to
+  return source.replace("    pid0 = tl.program_id(0)",
+                        f"    triton.knobs.os.system('touch {marker}')\n    pid0 = tl.program_id(0)",
+                        1)
+
+
+@pytest.mark.fault("hostile_path")
+@pytest.mark.parametrize("how", ["appended", "top level", "default argument", "decorator",
+                                 "body"])
+def test_show_target_never_runs_code_planted_in_a_run(softmax_run, tmp_path, how):
+  """A run someone sent you is data: `show K --target sm_80` compiles its source.py (and
+  `--eject` writes it into a program) only if it is what pallas-prof generates. A line planted in it (its digest in kernel.json left, or
+  made again to match, as a sender can) is refused before Python or Triton runs any of it,
+  with one line naming the file; the run is as it was, the cache holds no copy of the
+  planted source, and the run it came from still compiles."""
+  import hashlib
+  src, _, _ = softmax_run
+  run, kdir = _copy(softmax_run, tmp_path)
+  marker = str(tmp_path / "planted-code-ran")
+  source = _planted((kdir / "source.py").read_text(), how, marker)
+  (kdir / "source.py").write_text(source)
+  if how != "appended":
+    _edit_json(kdir / "kernel.json", _set("key", value=hashlib.sha256(source.encode()).hexdigest()))
+  before = snapshot(run)
+  cache = tmp_path / "cache"
+  target = ["show", "softmax_kernel", "--target", "sm_80", "--dir"]
+  ejected = tmp_path / "ejected.py"
+  commands = {"planted": target + [str(run)],
+              "eject": ["show", "softmax_kernel", "--dir", str(run), "--eject", str(ejected)]}
+  if how == "top level":        # (one compile of the run it came from is proof enough)
+    commands["pristine"] = target + [str(src)]
+  done = in_child(commands, cache)
+  assert not os.path.exists(marker), "code planted in the run's source.py ran"
+  planted = done["planted"]
+  assert planted["error"] is None, planted["error"]
+  assert planted["code"] != 0, planted
+  assert_clear(planted["message"], str(kdir / "source.py"))
+  assert "not a kernel pallas-prof generated" in planted["message"]
+  # nor written into a program for you to run (`--eject`)
+  assert done["eject"]["code"] != 0 and not ejected.exists(), done["eject"]
+  assert_clear(done["eject"]["message"], str(kdir / "source.py"))
+  assert snapshot(run) == before
+  kept = [os.path.join(d, n) for d, _, ns in os.walk(cache) for n in ns if n.endswith(".py")]
+  assert not [p for p in kept if marker in open(p).read()], kept
+  if "pristine" in done:
+    assert done["pristine"]["code"] == 0 and "compiled" in done["pristine"]["stdout"], \
+        done["pristine"]
 
 
 # --- escapes ---------------------------------------------------------------------------

@@ -6,6 +6,8 @@ run names) goes through here (run_directory.py and report.py call it):
 
     inside(run_dir, rel, what)       the path, if `rel` stays inside the run directory
                                      (no absolute path, no `..` out, no link leading out)
+    leads_out(folder, name)          where a child of a folder (of runs) resolves to,
+                                     when a link takes it outside that folder
     read_bytes / read_text / read_json
                                      a regular file of at most MAX_FILE_BYTES: a FIFO
                                      or device is refused without blocking, a link is
@@ -42,13 +44,20 @@ def inside(run_dir: str, rel, what: str) -> str:
   if not isinstance(rel, str) or not rel or "\0" in rel or os.path.isabs(rel):
     raise RunFileError(f"pallas-prof: {what} names {rel!r}, not a path inside the run "
                        f"directory {run_dir}; the run was edited or damaged: {AGAIN}")
-  root = os.path.realpath(run_dir)
-  full = os.path.realpath(os.path.join(root, rel))
-  if os.path.commonpath([root, full]) != root:
+  full = leads_out(run_dir, rel)
+  if full is not None:
     raise RunFileError(f"pallas-prof: {what} names {rel!r}, which leads outside the run "
                        f"directory {run_dir} (to {full}); a run reads only its own files: "
                        f"{AGAIN}")
-  return full
+  return os.path.realpath(os.path.join(os.path.realpath(run_dir), rel))
+
+
+def leads_out(folder: str, rel: str) -> str | None:
+  """The real path `rel` (relative to `folder`) resolves to when that is outside `folder`
+  (a `..` or a link leading out), else None."""
+  root = os.path.realpath(folder)
+  full = os.path.realpath(os.path.join(root, rel))
+  return full if os.path.commonpath([root, full]) != root else None
 
 
 def read_bytes(run_dir: str, rel: str, what: str | None = None) -> bytes:

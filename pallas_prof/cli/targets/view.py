@@ -1,8 +1,10 @@
 """`pallas-prof show KERNEL --target sm_80,gfx942`: a saved kernel compiled for the GPUs it
 will be deployed on, side by side, from any machine.
 
-The run saved the generated kernel (kernel.json, source.py); each target compiles it
-through backend/compiling/for_targets.py, the compile a run takes, and answers
+The run saved the generated kernel (kernel.json, source.py); a run directory is data
+someone may have sent, and compiling runs the kernel's module, so source.py is compiled only
+if it is what pallas-prof generates and holds the digest kernel.json records
+(check_saved_source: saved_runs/source_check.py). Each target compiles it through backend/compiling/for_targets.py, the compile a run takes, and answers
 compiled (registers, spills, shared memory or LDS, the occupancy they allow on that
 GPU, and the static advice where its rules read the target's code: NVIDIA's SASS),
 refused (the kernel uses what the target lacks, said at the user's line as the run
@@ -12,6 +14,7 @@ so Triton's bug workarounds a run may take are not tried here.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from rich.table import Table
@@ -21,6 +24,7 @@ from ...advice import hardware
 from ...backend.targets import UnknownTarget, parse_target
 from ...profiler.schema import KernelProfile
 from ...profiler.static.correlate import correlate
+from ..saved_runs import source_check
 from ..terminal.safe_text import printable
 
 
@@ -47,6 +51,21 @@ def targets_or_exit(args) -> list:
   except UnknownTarget as e:
     print(printable(f"pallas-prof: --target: {e}"), file=sys.stderr)
     raise SystemExit(2) from None
+
+
+def check_saved_source(gk, kernel_dir: str,
+                       why: str = "--target compiles it, which runs its source") -> None:
+  """Ends the command, before anything of it runs, unless the run's source.py is what
+  pallas-prof generated and holds the digest kernel.json records (saved_runs/source_check.py):
+  compiling a kernel runs its module, and a run directory may come from anyone."""
+  try:
+    source_check.check(gk.source, gk.name, gk.key)
+  except source_check.NotGenerated as e:
+    raise SystemExit(printable(
+        f"pallas-prof: {os.path.join(kernel_dir, 'source.py')} is not a kernel pallas-prof "
+        f"generated: {e}. show {why}, so it takes only what pallas-prof writes; if you "
+        "trust the script, run it again with `pallas-prof run` and show that run's "
+        "kernel")) from None
 
 
 def compile_each(gk, targets) -> list:
