@@ -74,6 +74,6 @@ def test_a_time_budget_is_checked_where_timed_and_said_not_checked_where_not():
   untimed.runtime = None
   compare.against_budgets({"max_time_us": 100}, {"timed": timed, "untimed": untimed},
                           "no GPU", verdict)
-  assert verdict.failures == ["kernel k (k.py:9) takes 130.00 µs (noise 4.00 µs); the budget "
+  assert verdict.over_budget == ["kernel k (k.py:9) takes 130.00 µs (noise 4.00 µs); the budget "
                               "is max_time_us=100"]
   assert verdict.unchecked == ["max_time_us on untimed: no GPU"]
