@@ -209,9 +209,10 @@ def test_the_compile_worker_imports_nothing_that_imports_it():
         imported |= {a.name for a in node.names}
     return {m for m in imported if m.startswith((".", "pallas_prof")) and m.strip(".")}
 
-  # settings: read by the parent's side alone (enabled()), a leaf of the standard library
+  # settings and safe_files: read by the parent's side alone (enabled(), a leftover worker
+  # folder's checks), leaves of the standard library
   assert imports("compile_worker.py") == {".triton_run", ".worker_main", ".worker_output",
-                                          "...settings"}
+                                          "...settings", "...safe_files"}
   assert imports("worker_main.py") == {".worker_batch", ".worker_output"}
   assert imports("worker_output.py") == set()
 

@@ -55,7 +55,6 @@ def test_the_static_answers_put_the_work_on_the_marked_lines(corpus_report):
 def test_a_decomposition_and_what_it_nests_keep_the_line_of_the_equation_lowered():
   """erf_inv is lowered by tracing a polynomial (a decomposition) holding jnp.where's own
   jaxprs: every equation of it is the erf_inv line's, none the pallas_call's."""
-  kernel_registry.clear()
 
   def erfinv_kernel(x_ref, o_ref):
     def body(i, v):
