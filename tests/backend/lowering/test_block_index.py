@@ -17,20 +17,12 @@ import pallas_prof
 from pallas_prof import serial
 from pallas_prof.backend.check_sites import CheckSite
 from pallas_prof.backend.lowering.features import bounds
+from tests.backend.lowering.test_bounds import check_mode  # noqa: F401  (the bounds-checked mode)
 from tests.helpers import pallas
 
 S = jax.ShapeDtypeStruct
 F32 = jnp.float32
 HERE = __file__.rsplit("/", 1)[-1]
-
-
-@pytest.fixture
-def check_mode():
-  bounds.set_check_bounds(True)
-  try:
-    yield
-  finally:
-    bounds.set_check_bounds(None)
 
 
 def _double(x_ref, o_ref):
