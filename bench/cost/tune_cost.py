@@ -63,12 +63,13 @@ pallas_call.lower_kernel = real_lower
 def relower(options):          # registration's: lower_kernel(jaxpr, grid_mapping, options, ...)
   return real_lower(largs[0], largs[1], options, *largs[3:], **lkwargs)
 default = params.default_config(gk)
-best = default if choice == "default" else ((4, 3, 0, 0) if default != (4, 3, 0, 0) else
-                                             (8, 3, 0, 0))
+four = params.TunedSettings(4, 3)
+best = default if choice == "default" else (four if default != four else
+                                             params.TunedSettings(8, 3))
 settings = params.Autotune()
 default_ck = compile_kernel(gk, target, need_cubin=False)
 if mode == "prepare":
-  compile_kernel(relower(gk.options.with_key(best)), target, need_cubin=False)  # on disk, as tuning leaves it
+  compile_kernel(relower(gk.options.with_settings(best)), target, need_cubin=False)  # on disk, as tuning leaves it
   identity = params._identity(gk, target, settings, gpu)
   cands = tuple(params._candidate(c, 1e-3) for c in dict.fromkeys([default, best]))
   params._save(params._cache_file(identity), identity,
@@ -83,7 +84,7 @@ else:
   seconds = time.perf_counter() - t0
   (t,) = params.results()
   assert t.from_cache and params.default_config(ck.generated) == best, t
-  print(json.dumps({{"kernel": kernel, "best": list(best), "default": [gk.num_warps, gk.num_stages],
+  print(json.dumps({{"kernel": kernel, "best": best.label, "default": [gk.num_warps, gk.num_stages],
                      "select_ms": seconds * 1e3, "from_cache": t.from_cache,
                      "triton_imported": "triton" in sys.modules and not had_triton}}))
 """
@@ -110,7 +111,7 @@ for t in params.results():
   name = "softmax" if "softmax" in t.kernel else "matmul"
   out[name].update(kernel=t.kernel, from_cache=t.from_cache, tuning_s=t.tuning_s,
                    cached_path_ms=(t.end_ns - t.start_ns) / 1e6, speedup=t.speedup,
-                   default=list(t.default), best=list(t.best),
+                   default=t.default.label, best=t.best.label,
                    candidates=[[c.label, c.median_s, c.compile_s, c.error]
                                for c in t.candidates])
 print(json.dumps(out))

@@ -95,8 +95,8 @@ def tuning_entries(advice: list[KernelAdvice], records, report) -> list:
       continue
     target = tuple(rec.compiled.target if rec.compiled is not None else DEFAULT_TARGET)
     out.append(TuningEntry(rec.name, rec.generated.key, target, gpu,
-                           settings_of(top.change, rec.generated).key,
-                           tuple(default_config(rec.generated))))
+                           settings_of(top.change, rec.generated),
+                           default_config(rec.generated)))
   return out
 
 

@@ -8,8 +8,9 @@ through the registry record's `relower`. Nothing re-declares the fields.
 
 `settings` is the tuned part, a TunedSettings (num_warps, num_stages,
 launch_group, tma): what the tuner tries, the advice's trials change and the
-tuning files name. `key` is its tuple, as the tuner's disk cache and tuning files
-store it (`with_key` reads one back onto the options of a kernel).
+tuning files name. It is also how every tuning record saves them, by name
+(a serial.Saved record; tune/validate.py checks one read back before it is made):
+`with_settings` puts one back onto the options of a kernel.
 """
 from __future__ import annotations
 
@@ -28,9 +29,10 @@ TUNED_FIELDS = ("num_warps", "num_stages", "launch_group", "tma")
 
 
 @dataclasses.dataclass(frozen=True)
-class TunedSettings:
+class TunedSettings(Saved):
   """The tuned part of LoweringOptions, by name: what a tuner config, an advice action
-  of kind a and a tuning file's entry set."""
+  of kind a, a tuning file's entry and a tuner's cache set. Saved as an object of these
+  four fields (tma as true/false) wherever a tuning is kept; frozen, so it keys a dict."""
   num_warps: int = DEFAULT_NUM_WARPS
   num_stages: int = DEFAULT_NUM_STAGES
   launch_group: int = 0
@@ -42,11 +44,6 @@ class TunedSettings:
       object.__setattr__(self, name, int(getattr(self, name) or 0))
     object.__setattr__(self, "tma", bool(self.tma))
 
-  @classmethod
-  def from_key(cls, key) -> "TunedSettings":
-    """The settings of a stored key (a shorter key leaves the rest at their defaults)."""
-    return cls(**dict(zip(TUNED_FIELDS, key)))
-
   def changed(self, change: dict) -> "TunedSettings":
     """These settings with the tuned fields a change names (an action's or a config's);
     the change's other fields (a block shape's operand) are not settings."""
@@ -56,13 +53,11 @@ class TunedSettings:
     return dataclasses.asdict(self)
 
   @property
-  def key(self) -> tuple[int, int, int, int]:
-    """(num_warps, num_stages, launch_group, tma), as stored on disk."""
-    return (self.num_warps, self.num_stages, self.launch_group, int(self.tma))
-
-  @property
   def label(self) -> str:
-    return key_label(self.key)
+    """"8w 3s", "8w 3s g8" for a grouped launch order, "8w 3s tma" with TMA loads."""
+    text = f"{self.num_warps}w {self.num_stages}s"
+    text += f" g{self.launch_group}" if self.launch_group else ""
+    return text + (" tma" if self.tma else "")
 
 
 # --- the records two of LoweringOptions' fields hold --------------------------------------
@@ -231,17 +226,8 @@ class LoweringOptions:
     return self.replace(**settings.fields())
 
   @property
-  def key(self) -> tuple[int, int, int, int]:
-    """(num_warps, num_stages, launch_group, tma): the tuned part, as stored on disk."""
-    return self.settings.key
-
-  def with_key(self, key) -> "LoweringOptions":
-    """These options with a stored key's fields (a shorter key leaves the rest)."""
-    return self.replace(**dict(zip(TUNED_FIELDS, key)))
-
-  @property
   def label(self) -> str:
-    return key_label(self.key)
+    return self.settings.label
 
 
 # what each tuned option may be, in words (Triton refuses another value deep in a compile, or
@@ -270,13 +256,6 @@ def option_property(name: str) -> property:
   """A read-only view of one of the options of a record that keeps them as `options` (a
   GeneratedKernel's num_warps): the record keeps no copy of its own."""
   return property(lambda record: getattr(record.options, name), doc=f"options.{name}")
-
-
-def key_label(key) -> str:
-  """"8w 3s", "8w 3s g8" for a grouped launch order, "8w 3s tma" with TMA loads."""
-  text = f"{key[0]}w {key[1]}s"
-  text += f" g{key[2]}" if len(key) > 2 and key[2] else ""
-  return text + (" tma" if len(key) > 3 and key[3] else "")
 
 
 def read_saved_options(saved: dict, where: str) -> "LoweringOptions":

@@ -92,10 +92,9 @@ def print_table(tunings) -> None:
   for c in ("default", "best", "speedup", "tried", "tuning s"):
     t.add_column(c, no_wrap=True)
   for k in tunings:
-    times = {c.config: c.median_s for c in k.candidates}
-    d, b = tuple(k.default), tuple(k.best)
-    fmt = lambda w: f"{params.config_label(w)} " + (f"{times[w] * 1e6:.1f}us" if times.get(w)
-                                                     else "-")
+    times = {c.settings: c.median_s for c in k.candidates}
+    d, b = k.default, k.best
+    fmt = lambda w: f"{w.label} " + (f"{times[w] * 1e6:.1f}us" if times.get(w) else "-")
     speed = times.get(d) / times.get(b) if times.get(d) and times.get(b) else None
     tried = f"{sum(1 for v in times.values() if v)} of {len(times)}"
     t.add_row(k.kernel, fmt(d), fmt(b), f"{speed:.2f}x" if speed else "-", tried,
@@ -107,5 +106,5 @@ def write_tuning_file(path: str, tunings) -> None:
   """The tuning file of these params.KernelTuning (their identity says for what)."""
   from ..tune.tuned_file import TuningEntry, TuningFile
   TuningFile.of(TuningEntry(k.kernel, k.identity["source"], tuple(k.identity["target"]),
-                            k.identity["gpu"], tuple(k.best), tuple(k.default))
+                            k.identity["gpu"], k.best, k.default)
                 for k in tunings).write(path)

@@ -155,54 +155,29 @@ def _load(digest: str, identity: dict, configs: list) -> Tuning | None:
 
 
 def _cached_tuning(data, identity: dict, configs: list) -> Tuning:
-  """The Tuning in a cache file's JSON, its configs the caller's own objects (nothing of
-  the file reaches the call but which of them won); Refused if any part is not valid."""
-  problem = validate.shape_problem(data, {"version": validate.an_int, "identity": _is_object,
-                                          "tuning": _is_object})
-  if problem:
-    raise validate.Refused(problem)
-  if data["version"] != CACHE_VERSION:
-    raise validate.Refused(f"format version {data['version']}, this pallas-prof reads "
-                           f"version {CACHE_VERSION}")
-  if validate.canonical(data["identity"]) != validate.canonical(identity):
-    other = data["identity"]
-    raise validate.Refused(f"it was written for {other.get('function')!r} "
-                           f"({other.get('key')!r}) in another setting (source, configs, "
-                           "device or versions)")
-  t = data["tuning"]
-  problem = validate.shape_problem(t, _TUNING_FIELDS, {"clock_note": validate.maybe_text})
-  if problem:
-    raise validate.Refused(f"tuning: {problem}")
-  if t["key"] != identity["key"]:
-    raise validate.Refused(f"its key {t['key']!r} is not {identity['key']!r}")
-  wanted = [validate.canonical(c) for c in configs]
-  if len(t["candidates"]) != len(configs):
-    raise validate.Refused(f"{len(t['candidates'])} candidates for {len(configs)} configs")
-  candidates = []
-  for i, (c, config) in enumerate(zip(t["candidates"], configs, strict=True)):
-    problem = validate.shape_problem(c, _CANDIDATE_FIELDS)
-    if problem or validate.canonical(c["config"]) != wanted[i]:
-      raise validate.Refused(f"candidate {i}: {problem or 'not the config ' + config_label(config)}")
-    candidates.append(Candidate(config, c["seconds"], c["error"]))
-  usable = [c for c in candidates if c.seconds is not None and c.error is None]
-  best = next((c.config for c in usable if validate.canonical(c.config)
-               == validate.canonical(t["best"])), None)
-  if best is None:
-    raise validate.Refused(f"its best {validate.short(t['best'])} is not one of the configs "
-                           "that ran and agreed with the default")
-  return Tuning(t["function"], t["key"], best, t["default_seconds"], t["best_seconds"],
-                tuple(candidates), t["tuning_seconds"], True, t["clock"], t.get("clock_note"))
+  """The Tuning in a cache file's JSON, checked by validate.cached_choice (the one checker
+  of both tuners' caches), its configs the caller's own objects (nothing of the file
+  reaches the call but which of them won); Refused if any part is not valid."""
+  t, best = validate.cached_choice(data, _LAYOUT, identity, configs)
+  ours = {validate.canonical(c): c for c in configs}
+  candidates = tuple(Candidate(ours[validate.canonical(c["config"])], c["seconds"], c["error"])
+                     for c in t["candidates"])
+  return Tuning(t["function"], t["key"], ours[validate.canonical(best)], t["default_seconds"],
+                t["best_seconds"], candidates, t["tuning_seconds"], True, t["clock"],
+                t.get("clock_note"))
 
 
-_is_object = validate.an_object
-_TUNING_FIELDS = {
-    "function": validate.is_text, "key": validate.is_text, "best": _is_object,
-    "default_seconds": validate.maybe_seconds, "best_seconds": validate.maybe_seconds,
-    "tuning_seconds": validate.seconds,
-    "clock": validate.described("'gpu' or 'wall'")(lambda v: v in ("gpu", "wall")),
-    "candidates": validate.a_list}
-_CANDIDATE_FIELDS = {"config": _is_object, "seconds": validate.maybe_seconds,
-                     "error": validate.maybe_text}
+_LAYOUT = validate.CacheLayout(
+    version=CACHE_VERSION, body="tuning", what="function", config="config", seconds="seconds",
+    same_as_identity=("key",), every_config=True,
+    fields={"function": validate.is_text, "key": validate.is_text, "best": validate.an_object,
+            "default_seconds": validate.maybe_seconds, "best_seconds": validate.maybe_seconds,
+            "tuning_seconds": validate.seconds,
+            "clock": validate.described("'gpu' or 'wall'")(lambda v: v in ("gpu", "wall")),
+            "candidates": validate.a_list},
+    optional={"clock_note": validate.maybe_text},
+    candidate_fields={"config": validate.an_object, "seconds": validate.maybe_seconds,
+                      "error": validate.maybe_text})
 
 
 def _save(digest: str, tuning: Tuning, identity: dict) -> None:

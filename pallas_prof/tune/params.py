@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 
 from .. import safe_files, serial
 from .. import settings as variables   # (settings() is this module's own)
-from ..backend.options import TUNED_FIELDS, TunedSettings, key_label
+from ..backend.options import TUNED_FIELDS, TunedSettings
 from ..profiler import driver
 from ..version import __version__
 from . import records, tuned_file, validate
@@ -41,7 +41,10 @@ from .tuned_file import TUNED_ENV, choice as tuned_file_choice  # noqa: F401 - t
 
 ENV = "PALLAS_PROF_AUTOTUNE"
 BUDGET_ENV = "PALLAS_PROF_AUTOTUNE_BUDGET_S"   # seconds per kernel when the environment asks
-CACHE_VERSION = 3      # 3: a config is (num_warps, num_stages, launch_group, tma)
+# 4: settings by name (TunedSettings); 3 kept them as (num_warps, num_stages, launch_group,
+# tma). A cache of another version is tuned again and rewritten (its identity names the
+# pallas-prof that wrote it, so a release never finds an older one: nothing to migrate)
+CACHE_VERSION = 4
 # warps x stages, and the default's warps and stages launched in groups (a grid of one
 # dimension has no grouped order: those candidates are left out there). TMA ({"tma": 1})
 # is tried only where a config asks for it: it has run on the H200 (bench/cost/tma.py), but a
@@ -89,46 +92,35 @@ class Autotune:
 
 @dataclasses.dataclass(frozen=True)
 class Candidate(serial.Saved):
-  num_warps: int
-  num_stages: int
+  settings: TunedSettings           # what it tried
   median_s: float | None
   error: str | None = None
   compile_s: float | None = None    # its compile (in parallel with the others')
   start_ns: int = 0                 # its check and timing
   end_ns: int = 0
-  launch_group: int = 0
-  tma: int = 0
-
-  @property
-  def settings(self) -> TunedSettings:
-    return TunedSettings(self.num_warps, self.num_stages, self.launch_group, self.tma)
-
-  @property
-  def config(self) -> tuple[int, int, int, int]:
-    """Its LoweringOptions' key: (num_warps, num_stages, launch_group, tma)."""
-    return self.settings.key
 
   @property
   def label(self) -> str:
-    return config_label(self.config)
+    return self.settings.label
 
 
-config_label = key_label      # "8w 3s", "8w 3s g8", "8w 3s tma"
+def config_label(settings: TunedSettings) -> str:
+  """"8w 3s", "8w 3s g8", "8w 3s tma"."""
+  return settings.label
 
 
 def _candidate(options, median_s, error=None, compile_s=None, start_ns=0,
                end_ns=0) -> Candidate:
-  """A candidate of these LoweringOptions (or their key)."""
-  tried = getattr(options, "settings", None) or TunedSettings.from_key(options)
-  return Candidate(tried.num_warps, tried.num_stages, median_s, error, compile_s, start_ns,
-                   end_ns, tried.launch_group, int(tried.tma))
+  """A candidate of these LoweringOptions (or TunedSettings)."""
+  tried = options if isinstance(options, TunedSettings) else options.settings
+  return Candidate(tried, median_s, error, compile_s, start_ns, end_ns)
 
 
 @dataclasses.dataclass(frozen=True)
 class KernelTuning(serial.Saved):
   kernel: str
-  default: tuple[int, int, int, int]      # LoweringOptions.key: as the disk cache stores it
-  best: tuple[int, int, int, int]
+  default: TunedSettings                  # the kernel's own (its LoweringOptions.settings)
+  best: TunedSettings
   candidates: tuple[Candidate, ...]
   tuning_s: float
   from_cache: bool = False
@@ -139,8 +131,8 @@ class KernelTuning(serial.Saved):
 
   @property
   def speedup(self) -> float | None:
-    times = {c.config: c.median_s for c in self.candidates}
-    d, b = times.get(tuple(self.default)), times.get(tuple(self.best))
+    times = {c.settings: c.median_s for c in self.candidates}
+    d, b = times.get(self.default), times.get(self.best)
     return d / b if d and b else None
 
 
@@ -202,14 +194,14 @@ def _compiled_choice(best, gk, relower, compile_fn):
   that passed every check can still fail to build here (another Triton, a kernel whose
   shared memory does not fit those stages), and that must not fail the user's call."""
   try:
-    return compile_fn(relower(gk.options.with_key(best)))
+    return compile_fn(relower(gk.options.with_settings(best)))
   except Exception as e:  # noqa: BLE001 - reported by the caller, the default runs instead
     return e
 
 
-def default_config(gk) -> tuple[int, int, int, int]:
-  """The key of the options the kernel runs with (LoweringOptions.key)."""
-  return gk.options.key
+def default_config(gk) -> TunedSettings:
+  """The settings the kernel runs with (its LoweringOptions')."""
+  return gk.options.settings
 
 
 def write_results(path: str) -> None:
@@ -232,7 +224,7 @@ class CachedTuning(serial.Saved):
   choice and every candidate; _cached checks one read back."""
   version: int
   identity: dict[str, Any]
-  best: tuple[int, int, int, int]
+  best: TunedSettings
   tuning_s: float
   candidates: tuple[Candidate, ...]
 
@@ -269,11 +261,11 @@ def _compile_all(gks: list, target) -> list:
 def _notify(tuning: KernelTuning) -> None:
   records.notify(records.TuningRecord(
       kind="params", name=tuning.kernel, start_ns=tuning.start_ns, end_ns=tuning.end_ns,
-      default=config_label(tuning.default), best=config_label(tuning.best),
+      default=tuning.default.label, best=tuning.best.label,
       from_cache=tuning.from_cache, source_key=tuning.source_key, clock="replay",
       candidates=tuple(records.CandidateRecord(
           c.label, c.start_ns, c.end_ns, c.median_s, c.error,
-          chosen=c.config == tuple(tuning.best), compile_seconds=c.compile_s)
+          chosen=c.settings == tuning.best, compile_seconds=c.compile_s)
           for c in tuning.candidates)))
 
 
@@ -296,12 +288,13 @@ def tune_kernel(gk, default_ck, relower: Callable[..., object], target, settings
   identity = _identity(gk, target, settings, device_name or _device_name(device))
   path = _cache_file(identity)
   wanted = [default] + [default.replace(**c) for c in settings.config_dicts()]
-  cached = _load(path, identity, {o.key for o in wanted}, default.key, target)
+  cached = _load(path, identity, [o.settings for o in wanted], default.settings, target)
   if cached is not None:
     best, candidates = cached
-    chosen = default_ck if best == default.key else _compiled_choice(best, gk, relower, compile_fn)
+    chosen = default_ck if best == default.settings else \
+        _compiled_choice(best, gk, relower, compile_fn)
     if not isinstance(chosen, Exception):
-      _record(KernelTuning(gk.name, default.key, best, candidates, 0.0, from_cache=True,
+      _record(KernelTuning(gk.name, default.settings, best, candidates, 0.0, from_cache=True,
                            identity=identity, start_ns=start_ns, end_ns=time.time_ns(),
                            source_key=gk.key))
       return chosen
@@ -334,13 +327,14 @@ def tune_kernel(gk, default_ck, relower: Callable[..., object], target, settings
   timed = [c for c in candidates if c.median_s is not None]
   best_c = keep_default_within(candidates[0], timed, lambda c: c.median_s,
                                settings.min_gain) if timed else None
-  best = best_c.config if best_c else default.key
-  tuning = KernelTuning(gk.name, default.key, best, tuple(candidates), time.perf_counter() - start,
+  best = best_c.settings if best_c else default.settings
+  tuning = KernelTuning(gk.name, default.settings, best, tuple(candidates),
+                        time.perf_counter() - start,
                         identity=identity, start_ns=start_ns, end_ns=time.time_ns(),
                         source_key=gk.key)
   _record(tuning)
   _save(path, identity, tuning)
-  return compiled[default.with_key(best)]
+  return compiled[default.with_settings(best)]
 
 
 _below_hopper = validate.below_hopper     # TMA needs sm_90: its candidates are left out below
@@ -410,14 +404,14 @@ def _record(tuning: KernelTuning) -> None:
   _notify(tuning)
 
 
-def _load(path: str, identity: dict, tried: set, default: tuple, target):
+def _load(path: str, identity: dict, tried: list, default: TunedSettings, target):
   """(best, candidates) of the cached tuning at `path`, if the file holds a valid one for
   this identity; a file that does not is dropped with one warning (the kernel is tuned
   again and the file rewritten)."""
   if not os.path.lexists(path):
     return None
   try:
-    return _cached(validate.read_json(path), identity, tried, default, target)
+    return _cached(validate.read_json(path), identity, tried, default, target, path)
   except validate.Refused as e:
     _refused(path, identity["kernel"], str(e))
     return None
@@ -429,43 +423,26 @@ def _refused(path: str, kernel: str, problem: str) -> None:
                      "repeats, delete the file.")
 
 
-def _cached(data, identity: dict, tried: set, default: tuple, target):
-  problem = validate.shape_problem(data, _CACHE_FIELDS)
-  if problem:
-    raise validate.Refused(problem)
-  if data["version"] != CACHE_VERSION:
-    raise validate.Refused(f"format version {data['version']}, this pallas-prof reads version "
-                           f"{CACHE_VERSION}")
-  if validate.canonical(data["identity"]) != validate.canonical(identity):
-    raise validate.Refused(f"it was written for kernel {data['identity'].get('kernel')!r} in "
-                           "another setting (source, target, GPU, configs or versions)")
-  candidates = []
-  for i, c in enumerate(data["candidates"]):
-    problem = validate.shape_problem(c, _CANDIDATE_FIELDS)
-    key = None if problem else (c["num_warps"], c["num_stages"], c["launch_group"], c["tma"])
-    if problem or key not in tried:
-      raise validate.Refused(f"candidate {i}: {problem or config_label(key) + ' was not tried'}")
-    candidates.append(Candidate(**c))
-  best = data["best"]
-  if validate.canonical(best) == validate.canonical(list(default)):
-    return tuple(default), tuple(candidates)      # the kernel's own options: nothing to apply
-  kept = {c.config for c in candidates if c.median_s is not None and c.error is None}
-  problem = validate.key_problem(best, target) or (
-      None if tuple(best) in kept else "not a candidate that ran and agreed with the default")
-  if problem:
-    raise validate.Refused(f"its best {validate.short(best)}: {problem}")
-  return tuple(best), tuple(candidates)
+def _cached(data, identity: dict, tried: list, default: TunedSettings, target,
+            where: str = "cache") -> tuple[TunedSettings, tuple[Candidate, ...]]:
+  """The cached tuning's (best, candidates), checked by validate.cached_choice (the one
+  checker of both tuners' caches) before a record is made of it."""
+  body, best = validate.cached_choice(
+      data, _LAYOUT, identity, [serial.plain(t) for t in tried], default=serial.plain(default),
+      config_problem=validate.settings_problem,
+      best_problem=lambda v: validate.settings_problem(v, target))
+  return serial.load(TunedSettings, best, f"{where}.best"), tuple(
+      serial.load(Candidate, c, f"{where}.candidates[{i}]")
+      for i, c in enumerate(body["candidates"]))
 
 
-_CACHE_FIELDS = {"version": validate.an_int, "identity": validate.an_object,
-                 "best": validate.a_list, "tuning_s": validate.seconds,
-                 "candidates": validate.a_list}
-_CANDIDATE_FIELDS = {
-    "num_warps": validate.an_int, "num_stages": validate.an_int,
-    "launch_group": validate.an_int, "tma": validate.an_int,
-    "median_s": validate.maybe_seconds, "error": validate.maybe_text,
-    "compile_s": validate.maybe_seconds, "start_ns": validate.an_int,
-    "end_ns": validate.an_int}
+_LAYOUT = validate.CacheLayout(
+    version=CACHE_VERSION, what="kernel", config="settings", seconds="median_s",
+    fields={"best": validate.saved_settings, "tuning_s": validate.seconds,
+            "candidates": validate.a_list},
+    candidate_fields={"settings": validate.saved_settings, "median_s": validate.maybe_seconds,
+                      "error": validate.maybe_text, "compile_s": validate.maybe_seconds,
+                      "start_ns": validate.an_int, "end_ns": validate.an_int})
 
 
 def _save(path: str, identity: dict, tuning: KernelTuning) -> None:

@@ -1,13 +1,16 @@
 """Tuning files: what `pallas-prof tune` and `pallas-prof advise` write and
 `PALLAS_PROF_TUNED=file python script.py` applies, one entry per kernel:
 
-    {"version": 3, "kernels": [{"kernel": "softmax_kernel", "source": <its sha256>,
-      "target": ["cuda", 90], "gpu": "NVIDIA H200", "best": [8, 3, 0, 0],
-      "default": [4, 3, 0, 0]}]}
+    {"version": 4, "kernels": [{"kernel": "softmax_kernel", "source": <its sha256>,
+      "target": ["cuda", 90], "gpu": "NVIDIA H200",
+      "best": {"num_warps": 8, "num_stages": 3, "launch_group": 0, "tma": false},
+      "default": {"num_warps": 4, "num_stages": 3, "launch_group": 0, "tma": false}}]}
 
-best and default are (num_warps, num_stages, launch_group, tma). The file is the user's
-(they may commit it, edit it, copy it between machines): each entry is checked
-(validate.py) before it is applied, a bad one ignored with one warning that names the
+best and default are saved TunedSettings (backend/options.py), by name. Version 3 held them
+as [num_warps, num_stages, launch_group, tma] lists: a file of it (a user may have committed
+one) is read as version 4 (`_upgraded`), then checked alike; versions 1 and 2 are refused. The
+file is the user's (they may commit it, edit it, copy it between machines): each entry is
+checked (validate.py) before it is applied, a bad one ignored with one warning that names the
 file, the entry and what to do, and a file that cannot be used at all leaves every kernel
 at its default config, with one warning. Nothing here raises at the user's call.
 """
@@ -17,23 +20,12 @@ import dataclasses
 import os
 
 from .. import safe_files, serial
+from ..backend.options import TUNED_FIELDS, TunedSettings
 from . import validate
 
 TUNED_ENV = "PALLAS_PROF_TUNED"          # a tuning file (`pallas-prof tune` writes one) to apply
-FORMAT_VERSION = 3      # 3: a config is (num_warps, num_stages, launch_group, tma)
-REWRITE = "write the file again with `pallas-prof tune script.py`"
-
-_is_key = validate.described("a list of 4 ints")(
-    lambda v: isinstance(v, list) and len(v) == 4 and all(map(validate.is_int, v)))
-_ENTRY_FIELDS = {
-    "kernel": validate.is_text,
-    "source": validate.described("a sha256 in hex")(
-        lambda v: isinstance(v, str) and len(v) == 64
-        and all(c in "0123456789abcdef" for c in v)),
-    "target": validate.described('["cuda", capability]')(
-        lambda v: isinstance(v, list) and len(v) == 2 and isinstance(v[0], str)
-        and validate.is_int(v[1])),
-    "gpu": validate.is_text, "best": _is_key, "default": _is_key}
+FORMAT_VERSION = 4      # 4: best and default by name; 3: (num_warps, num_stages, launch_group, tma)
+REWRITE = "write the file again with `pallas-prof tune`"
 
 _read: dict = {}        # path -> (the file's stat stamp, {(source, target, gpu): best})
 
@@ -45,8 +37,8 @@ class TuningEntry(serial.Saved):
   source: str
   target: tuple[str, int]
   gpu: str
-  best: tuple[int, int, int, int]       # (num_warps, num_stages, launch_group, tma)
-  default: tuple[int, int, int, int]
+  best: TunedSettings
+  default: TunedSettings
 
   @property
   def key(self) -> tuple:
@@ -76,8 +68,9 @@ class TuningFile(serial.Saved):
     """The file's valid entries and, for each other one, what is wrong with it (`entry 2
     ('softmax_kernel'): best: ...`). validate.Refused for a file that is no tuning file."""
     entries, bad = [], []
-    for i, entry in enumerate(_entries(validate.read_json(path))):
-      problem = entry_problem(entry)
+    data = _upgraded(validate.read_json(path))
+    for i, entry in enumerate(validate.tuning_file_entries(data, FORMAT_VERSION)):
+      problem = validate.tuning_entry_problem(entry)
       if problem:
         name = entry.get("kernel") if isinstance(entry, dict) else None
         bad.append(f"entry {i}" + (f" ({name!r})" if isinstance(name, str) else "")
@@ -87,9 +80,30 @@ class TuningFile(serial.Saved):
     return cls.of(entries), bad
 
 
-def choice(path: str, gk, target, gpu: str) -> tuple[int, int, int, int] | None:
-  """The (num_warps, num_stages, launch_group, tma) the tuning file at `path` names for
-  this kernel on this GPU, if it names a valid one."""
+def _upgraded(data):
+  """A version 3 file's JSON as version 4 holds it: each entry's best and default, a list
+  of 4 values, as the object of those fields (tma's 0 or 1 as false or true). Nothing is
+  checked here: what does not have that shape is left as it is, for the checker to name."""
+  if not (isinstance(data, dict) and data.get("version") == 3
+          and isinstance(data.get("kernels"), list)):
+    return data
+  return {**data, "version": 4,
+          "kernels": [{**e, **{k: _named(e[k]) for k in ("best", "default") if k in e}}
+                      if isinstance(e, dict) else e for e in data["kernels"]]}
+
+
+def _named(value):
+  if not (isinstance(value, list) and len(value) == len(TUNED_FIELDS)):
+    return value
+  named = dict(zip(TUNED_FIELDS, value, strict=True))
+  if named["tma"] in (0, 1) and not isinstance(named["tma"], float):
+    named["tma"] = bool(named["tma"])
+  return named
+
+
+def choice(path: str, gk, target, gpu: str) -> TunedSettings | None:
+  """The settings the tuning file at `path` names for this kernel on this GPU, if it
+  names valid ones."""
   try:
     info = os.stat(path)
     stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
@@ -116,22 +130,6 @@ def _choices(path: str) -> dict:
     _warn(path, "; ".join(bad[:3]) + more, f"those kernels run with their default config. "
           f"Delete those entries, or {REWRITE}")
   return choices
-
-
-def _entries(data) -> list:
-  problem = validate.shape_problem(data, {"version": validate.an_int, "kernels": validate.a_list})
-  if problem:
-    raise validate.Refused(problem)
-  if data["version"] != FORMAT_VERSION:
-    raise validate.Refused(f"format version {data['version']}, this pallas-prof reads version "
-                           f"{FORMAT_VERSION}")
-  return data["kernels"]
-
-
-def entry_problem(entry) -> str | None:
-  """Why a tuning file's entry cannot be applied (None: it can)."""
-  return validate.shape_problem(entry, _ENTRY_FIELDS) or \
-      validate.key_problem(entry["best"], entry["target"])
 
 
 def _warn(path: str, problem: str, todo: str) -> None:

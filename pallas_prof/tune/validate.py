@@ -2,6 +2,16 @@
 cache (blocks.py), the compiler-parameter cache (params.py) and tuning files
 (PALLAS_PROF_TUNED, tuned_file.py; `pallas-prof tune` and `pallas-prof advise` write them).
 
+    settings_problem(value, target)   saved tuned settings (backend.options.TunedSettings,
+                                      an object of num_warps, num_stages, launch_group and
+                                      tma): the one rule for them, wherever they are kept
+    tuning_entry_problem(entry)       one entry of a tuning file
+    cached_choice(data, layout, ...)  a tuner's cache file (either tuner's: a CacheLayout
+                                      says what its file holds)
+
+The readers call these and build their records only from what passed; tests/structure/
+test_tuning_records.py keeps a second checker from growing beside them.
+
 What an earlier run left is data to check, not code to trust: a value is applied only
 when a kernel can run with it and, where the file recorded a tuning, when it is one of
 the configs that tuning tried for that same function and key. A file or entry that fails
@@ -11,9 +21,11 @@ exception at the user's call.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import warnings
+from typing import Any, Callable
 
 from ..backend.options import TUNED_FIELDS
 from ..safe_files import UnsafeFile, read_regular
@@ -74,18 +86,24 @@ def below_hopper(target) -> bool:
     return True
 
 
-def key_problem(key, target=None) -> str | None:
-  """Why `key` is not a (num_warps, num_stages, launch_group, tma) a kernel for `target`
-  can be compiled with (None: it is)."""
-  if not isinstance(key, (list, tuple)) or len(key) != len(TUNED_FIELDS):
-    return f"{short(key)} is not [{', '.join(TUNED_FIELDS)}]"
-  for name, value in zip(TUNED_FIELDS, key, strict=True):
-    problem = field_problem(name, value)
+def settings_problem(value, target=None) -> str | None:
+  """Why `value`, saved tuned settings ({"num_warps": 8, "num_stages": 3, "launch_group": 0,
+  "tma": false}), is not what a kernel for `target` can be compiled with (None: it is)."""
+  if not isinstance(value, dict) or sorted(value) != sorted(TUNED_FIELDS):
+    return f"{short(value)} is not an object of {', '.join(TUNED_FIELDS)}"
+  for name in TUNED_FIELDS:
+    problem = _saved_tma_problem(value[name]) if name == "tma" else \
+        field_problem(name, value[name])
     if problem:
       return problem
-  if key[3] and target is not None and below_hopper(target):
+  if value["tma"] and target is not None and below_hopper(target):
     return f"tma needs sm_90 or newer, and the target is {short(list(target))}"
   return None
+
+
+def _saved_tma_problem(value) -> str | None:
+  # saved as JSON's true/false (TunedSettings.tma); a config's 0 or 1 is field_problem's
+  return None if isinstance(value, bool) else f"tma must be true or false, not {short(value)}"
 
 
 def shape_problem(data, required: dict, optional: dict | None = None) -> str | None:
@@ -163,3 +181,123 @@ def warn_once(text: str, stacklevel: int = 2) -> None:
 def short(value, limit: int = 80) -> str:
   text = repr(value)
   return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+# --- the records pallas-prof saves a tuning in ---------------------------------------------
+
+def _sha256(v) -> bool:
+  return isinstance(v, str) and len(v) == 64 and all(c in "0123456789abcdef" for c in v)
+
+
+saved_settings = described(f"an object of {', '.join(TUNED_FIELDS)}")(
+    lambda v: isinstance(v, dict))      # its fields: settings_problem's
+
+_TUNING_ENTRY_FIELDS = {
+    "kernel": is_text,
+    "source": described("a sha256 in hex")(_sha256),
+    "target": described('["cuda", capability]')(
+        lambda v: isinstance(v, list) and len(v) == 2 and isinstance(v[0], str)
+        and is_int(v[1])),
+    "gpu": is_text, "best": saved_settings, "default": saved_settings}
+
+
+def tuning_entry_problem(entry) -> str | None:
+  """Why a tuning file's entry (tune/tuned_file.py's TuningEntry, as its file holds it)
+  cannot be applied (None: it can)."""
+  problem = shape_problem(entry, _TUNING_ENTRY_FIELDS)
+  if problem:
+    return problem
+  for name, target in (("best", entry["target"]), ("default", None)):
+    problem = settings_problem(entry[name], target)
+    if problem:
+      return f"{name}: {problem}"
+  return None
+
+
+def tuning_file_entries(data, version: int) -> list:
+  """The entries of a tuning file's JSON, each still to check (tuning_entry_problem);
+  Refused for a file that is no tuning file of this `version`."""
+  problem = shape_problem(data, {"version": an_int, "kernels": a_list})
+  if problem:
+    raise Refused(problem)
+  if data["version"] != version:
+    raise Refused(f"format version {data['version']}, this pallas-prof reads version {version}")
+  return data["kernels"]
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheLayout:
+  """What one tuner's cache file holds, for cached_choice: {"version", "identity", and the
+  tuning: its `fields` (name -> check, `candidates` among them), at the top or under the key
+  `body`}; each candidate of `candidate_fields`, its config under `config`, its time under
+  `seconds` (null: it did not run or was dropped) and why it was dropped under "error"."""
+  version: int
+  fields: dict
+  candidate_fields: dict
+  config: str
+  seconds: str
+  body: str | None = None
+  optional: dict = dataclasses.field(default_factory=dict)
+  same_as_identity: tuple[str, ...] = ()     # the tuning's fields its identity holds too
+  every_config: bool = False     # a candidate per config tried (else some may be left out)
+  what: str = "function"         # the identity's field naming what the tuning is for
+
+
+def cached_choice(data, layout: CacheLayout, identity: dict, tried: list, *, default=None,
+                  config_problem: Callable[[Any], str | None] | None = None,
+                  best_problem: Callable[[Any], str | None] | None = None) -> tuple[dict, Any]:
+  """The tuning in a cache file's JSON (the body, as the file holds it) and its best config,
+  if the file is whole and for this identity, every candidate's config is one of `tried`
+  (at most once each; all of them where the layout says every_config) and valid
+  (config_problem), and its best is `default` or a candidate that ran and agreed with the
+  default and one this target can use (best_problem). Refused, saying why, otherwise."""
+  if not isinstance(data, dict) or not is_int(data.get("version")):
+    raise Refused(shape_problem(data, {"version": an_int}) or "no int 'version'")
+  if data["version"] != layout.version:
+    raise Refused(f"format version {data['version']}, this pallas-prof reads version "
+                  f"{layout.version}")
+  top = {"version": an_int, "identity": an_object}
+  if layout.body:
+    problem = shape_problem(data, {**top, layout.body: an_object})
+  else:
+    problem = shape_problem(data, {**top, **layout.fields}, layout.optional)
+  if problem:
+    raise Refused(problem)
+  if canonical(data["identity"]) != canonical(identity):
+    other = data["identity"]
+    raise Refused(f"it was written for {other.get(layout.what)!r} in another setting "
+                  "(source, key, target, GPU, configs or versions)")
+  body = data[layout.body] if layout.body else data
+  if layout.body:
+    problem = shape_problem(body, layout.fields, layout.optional)
+    if problem:
+      raise Refused(f"{layout.body}: {problem}")
+  for name in layout.same_as_identity:
+    if body[name] != identity.get(name):
+      raise Refused(f"its {name} {short(body[name])} is not {short(identity.get(name))}")
+  wanted = {canonical(c) for c in tried}
+  candidates, seen = body["candidates"], set()
+  if layout.every_config and len(candidates) != len(tried):
+    raise Refused(f"{len(candidates)} candidates for {len(tried)} configs")
+  for i, c in enumerate(candidates):
+    problem = shape_problem(c, layout.candidate_fields)
+    config = None if problem else c[layout.config]
+    problem = problem or (config_problem and config_problem(config))
+    if not problem and canonical(config) not in wanted:
+      problem = f"{short(config)} was not tried"
+    if not problem and canonical(config) in seen:
+      problem = f"{short(config)} is listed twice"
+    if problem:
+      raise Refused(f"candidate {i}: {problem}")
+    seen.add(canonical(config))
+  best = body["best"]
+  if default is not None and canonical(best) == canonical(default):
+    return body, best             # the kernel's own options: nothing to apply
+  kept = {canonical(c[layout.config]) for c in candidates
+          if c[layout.seconds] is not None and c["error"] is None}
+  problem = (best_problem and best_problem(best)) or (
+      None if canonical(best) in kept else
+      "not one of the candidates that ran and agreed with the default")
+  if problem:
+    raise Refused(f"its best {short(best)}: {problem}")
+  return body, best

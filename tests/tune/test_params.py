@@ -19,6 +19,7 @@ import pytest
 
 import pallas_prof
 from pallas_prof.backend.compiling.compile import compile_kernel
+from pallas_prof.backend.options import TunedSettings as S
 from pallas_prof.profiler import driver
 from pallas_prof.tune import params
 from tests.profiler.conftest import load_example, lowered_record, sds
@@ -107,8 +108,8 @@ def test_the_fastest_candidate_with_the_default_outputs_is_chosen(softmax_gk, mo
   assert (ck.generated.num_warps, ck.generated.num_stages) == (8, 3)
   assert sorted(compiled) == [(2, 3), (8, 3)]          # the default's compile is reused
   [t] = params.results()
-  assert t.default == (4, 3, 0, 0) and t.best == (8, 3, 0, 0) and not t.from_cache
-  by = {(c.num_warps, c.num_stages): c for c in t.candidates}
+  assert t.default == S(4, 3) and t.best == S(8, 3) and not t.from_cache
+  by = {(c.settings.num_warps, c.settings.num_stages): c for c in t.candidates}
   assert by[(4, 3)].median_s == pytest.approx(0.5e-3)
   assert by[(8, 3)].median_s == pytest.approx(0.2e-3)
   assert by[(2, 3)].median_s is None and "differ from the default" in by[(2, 3)].error
@@ -124,7 +125,7 @@ def test_a_cached_choice_is_used_without_launching(softmax_gk, monkeypatch, tmp_
   _tune(softmax_gk, settings)
   [saved] = [f for f in os.listdir(tmp_path / "tune") if f.startswith("params-")]
   data = json.loads((tmp_path / "tune" / saved).read_text())
-  assert data["best"] == [8, 3, 0, 0]
+  assert data["best"] == {"num_warps": 8, "num_stages": 3, "launch_group": 0, "tma": False}
   assert {"gpu", "jax", "triton", "pallas_prof", "source", "target"} <= set(data["identity"])
   fake = _install(monkeypatch, softmax_gk)              # a fresh "process": nothing launched yet
   ck, compiled = _tune(softmax_gk, settings)
@@ -340,9 +341,9 @@ def test_grouped_launch_candidates_are_left_out_where_the_grid_has_none(softmax_
   params.tune_kernel(softmax_gk, compile_kernel(softmax_gk, ("cuda", 90)), relower, ("cuda", 90),
                      settings, compile_fn=None, compile_all=compile_all)
   [t] = params.results()
-  assert [c.config for c in t.candidates] == [(4, 3, 0, 0), (8, 3, 0, 0)]
-  assert compiled == [(8, 3, 0, 0)] and set(fake.block_of_launch) == {128, 256}
-  assert params.config_label((8, 3, 4)) == "8w 3s g4" and params.config_label((8, 3, 0)) == "8w 3s"
+  assert [c.settings for c in t.candidates] == [S(4, 3), S(8, 3)]
+  assert compiled == [S(8, 3)] and set(fake.block_of_launch) == {128, 256}
+  assert params.config_label(S(8, 3, 4)) == "8w 3s g4" and params.config_label(S(8, 3)) == "8w 3s"
 
 
 def test_the_cache_key_does_not_import_triton(tmp_path):
@@ -358,7 +359,7 @@ from pallas_prof.tune import params
 gk = types.SimpleNamespace(name="k", source="def k(): pass", key="0" * 64, num_warps=4,
                            num_stages=3)
 identity = params._identity(gk, ("cuda", 90), params.Autotune(), "NVIDIA H200")
-assert params._load(params._cache_file(identity), identity, set(), (4, 3, 0, 0), ("cuda", 90)) is None
+assert params._load(params._cache_file(identity), identity, [], params.TunedSettings(), ("cuda", 90)) is None
 import importlib.metadata
 assert identity["triton"] == importlib.metadata.version("triton"), identity
 print("triton imported:", "triton" in sys.modules)
@@ -378,7 +379,7 @@ def test_the_default_stays_unless_a_candidate_beats_it_by_min_gain(softmax_gk, m
                              min_gain=0.7)
   ck, _ = _tune(softmax_gk, settings)
   [t] = params.results()
-  assert t.best == t.default == (4, 3, 0, 0) and ck.generated.num_warps == 4
+  assert t.best == t.default == S(4, 3) and ck.generated.num_warps == 4
 
 
 def test_tma_candidates_are_left_out_below_sm90_and_where_no_load_can_use_tma(softmax_gk,
@@ -393,15 +394,16 @@ def test_tma_candidates_are_left_out_below_sm90_and_where_no_load_can_use_tma(so
 
   def relower(uses_tma):
     def lower(options):
-      lowered.append(options.key)
+      lowered.append(options.settings)
       return _lowered_as(softmax_gk, options, tma=options.tma and uses_tma)
     return lower
   settings = params.Autotune(configs=[{"tma": 1}, {"num_warps": 8}], min_launches=5,
                              min_seconds=0.0, budget_s=UNHURRIED)
   default_ck = compile_kernel(softmax_gk, ("cuda", 90))
-  for run, (target, uses_tma, want) in enumerate([(("cuda", 90), False, [(4, 3, 0, 0), (8, 3, 0, 0)]),
-                                 (("cuda", 80), True, [(4, 3, 0, 0), (8, 3, 0, 0)]),
-                                 (("cuda", 90), True, [(4, 3, 0, 0), (4, 3, 0, 1), (8, 3, 0, 0)])]):
+  order = lambda settings: sorted(settings, key=lambda x: (x.num_warps, x.tma))  # noqa: E731
+  for run, (target, uses_tma, want) in enumerate([(("cuda", 90), False, [S(4, 3), S(8, 3)]),
+                                 (("cuda", 80), True, [S(4, 3), S(8, 3)]),
+                                 (("cuda", 90), True, [S(4, 3), S(4, 3, 0, True), S(8, 3)])]):
     params.clear_results()
     lowered.clear()
     compiled.clear()
@@ -410,10 +412,10 @@ def test_tma_candidates_are_left_out_below_sm90_and_where_no_load_can_use_tma(so
                        compile_fn=None, compile_all=compile_all,
                        device_name=f"test GPU {run}")      # no cached choice from the last run
     [t] = params.results()
-    assert sorted(c.config for c in t.candidates) == want, target
-    assert sorted(compiled) == want[1:]       # the default's compile is reused
-    assert ((4, 3, 0, 1) in lowered) == (target[1] >= 90)
-  assert params.config_label((8, 3, 8, 1)) == "8w 3s g8 tma"
+    assert order(c.settings for c in t.candidates) == want, target
+    assert order(compiled) == want[1:]       # the default's compile is reused
+    assert (S(4, 3, 0, True) in lowered) == (target[1] >= 90)
+  assert params.config_label(S(8, 3, 8, True)) == "8w 3s g8 tma"
   # TMA has not run on a GPU yet: the default configs never try it (a candidate that
   # faulted would take the user's CUDA context down during tuning)
   assert not any(c.get("tma") for c in params.Autotune().config_dicts())

@@ -8,6 +8,7 @@ import types
 
 import pytest
 
+from pallas_prof.backend.options import TunedSettings as S
 from pallas_prof.tune import tuned_file, validate
 from pallas_prof.tune.tuned_file import TuningEntry, TuningFile
 
@@ -16,34 +17,66 @@ SOURCE = "ab" * 32
 
 def _entry(**changes) -> TuningEntry:
   fields = dict(kernel="softmax_kernel", source=SOURCE, target=("cuda", 90), gpu="NVIDIA H200",
-                best=(8, 3, 0, 0), default=(4, 3, 0, 0))
+                best=S(8, 3), default=S(4, 3))
   return TuningEntry(**{**fields, **changes})
 
 
 def test_what_is_written_reads_back_the_same(tmp_path):
   path = str(tmp_path / "tuning.json")
-  written = TuningFile.of([_entry(), _entry(kernel="other", source="cd" * 32, best=(4, 4, 1, 1))])
+  written = TuningFile.of([_entry(), _entry(kernel="other", source="cd" * 32, best=S(4, 4, 1, True))])
   written.write(path)
   assert TuningFile.read(path) == (written, [])
 
 
-def test_a_file_of_the_layout_written_before_the_record_still_loads(tmp_path):
-  """Version 3, as tune/cli.py and advice/api.py each wrote it with their own dicts."""
-  path = tmp_path / "tuning.json"
-  path.write_text(json.dumps({"version": 3, "kernels": [
+def test_the_file_names_each_setting():
+  entry = _entry(best=S(8, 3, 4, True)).to_dict()
+  assert entry["best"] == {"num_warps": 8, "num_stages": 3, "launch_group": 4, "tma": True}
+  assert entry["default"] == {"num_warps": 4, "num_stages": 3, "launch_group": 0, "tma": False}
+  assert TuningFile().version == tuned_file.FORMAT_VERSION == 4
+
+
+def _version_3(*entries):
+  """A file as pallas-prof wrote it before settings were saved by name (version 3: tuples)."""
+  return {"version": 3, "kernels": [
       {"kernel": "softmax_kernel", "source": SOURCE, "target": ["cuda", 90],
-       "gpu": "NVIDIA H200", "best": [8, 3, 0, 0], "default": [4, 3, 0, 0]}]}, indent=1))
-  assert TuningFile.read(str(path)) == (TuningFile((_entry(),)), [])
+       "gpu": "NVIDIA H200", "best": [8, 3, 0, 0], "default": [4, 3, 0, 0], **e}
+      for e in entries]}
+
+
+def test_a_file_of_version_3_still_loads_as_its_entries_by_name(tmp_path):
+  """Users commit tuning files: one written before the named layout is read as it meant."""
+  path = tmp_path / "tuning.json"
+  path.write_text(json.dumps(_version_3({}, {"kernel": "k2", "source": "cd" * 32,
+                                             "best": [4, 4, 8, 1]}), indent=1))
+  assert TuningFile.read(str(path)) == (TuningFile((
+      _entry(), _entry(kernel="k2", source="cd" * 32, best=S(4, 4, 8, True)))), [])
+
+
+@pytest.mark.parametrize("best, named", [
+    ([8, 3, 0], "best [8, 3, 0] is not an object of num_warps"),
+    ([8, 3, 0, 2], "best: tma must be true or false, not 2"),
+    ([8, 3, 0, 1.0], "best: tma must be true or false, not 1.0"),
+    ([3, 3, 0, 0], "best: num_warps must be a power of two"),
+    ("8w 3s", "best '8w 3s' is not an object of num_warps"),
+])
+def test_a_version_3_entry_is_checked_as_any_other(tmp_path, best, named):
+  path = tmp_path / "tuning.json"
+  path.write_text(json.dumps(_version_3({"best": best}, {"kernel": "k2", "source": "cd" * 32})))
+  tuning, problems = TuningFile.read(str(path))
+  assert tuning.entries == (_entry(kernel="k2", source="cd" * 32),)
+  assert len(problems) == 1 and problems[0].startswith("entry 0 ('softmax_kernel'): " + named), \
+      problems
 
 
 def test_the_reader_keeps_the_good_entries_and_names_the_bad(tmp_path):
   path = tmp_path / "tuning.json"
-  bad = {**_entry(kernel="k2").to_dict(), "best": [3, 3, 0, 0]}
-  path.write_text(json.dumps({"version": 3, "kernels": [_entry().to_dict(), bad]}))
+  bad = _entry(kernel="k2").to_dict()
+  bad["best"]["num_warps"] = 3
+  path.write_text(json.dumps({"version": 4, "kernels": [_entry().to_dict(), bad]}))
   tuning, problems = TuningFile.read(str(path))
   assert tuning.entries == (_entry(),)
-  assert len(problems) == 1 and problems[0].startswith("entry 1 ('k2'): ") and "num_warps" in \
-      problems[0], problems
+  assert len(problems) == 1 and problems[0].startswith("entry 1 ('k2'): best: num_warps") \
+      , problems
   path.write_text(json.dumps({"version": 2, "kernels": []}))
   with pytest.raises(validate.Refused, match="format version 2"):
     TuningFile.read(str(path))
@@ -54,7 +87,7 @@ def test_both_commands_write_the_same_file_for_the_same_choice(tmp_path):
   from pallas_prof.advice import api
   from pallas_prof.cli import tune as cli
   from pallas_prof.tune.params import KernelTuning
-  tuning = KernelTuning("softmax_kernel", best=(8, 3, 0, 0), default=(4, 3, 0, 0),
+  tuning = KernelTuning("softmax_kernel", best=S(8, 3), default=S(4, 3),
                         candidates=(), tuning_s=1.0,
                         identity={"source": SOURCE, "target": ["cuda", 90], "gpu": "NVIDIA H200"})
   cli.write_tuning_file(str(tmp_path / "tune.json"), [tuning, tuning])
@@ -64,4 +97,4 @@ def test_both_commands_write_the_same_file_for_the_same_choice(tmp_path):
   tuned_file.forget()
   gk = types.SimpleNamespace(key=SOURCE)
   assert tuned_file.choice(str(tmp_path / "tune.json"), gk, ("cuda", 90), "NVIDIA H200") == \
-      (8, 3, 0, 0)
+      S(8, 3)
