@@ -15,19 +15,19 @@ from pallas_prof.backend.options import LoweringOptions, TunedSettings
 from pallas_prof.tune import params
 
 
-def test_settings_round_trip_through_the_stored_key():
+def test_settings_round_trip_through_their_saved_fields():
   s = TunedSettings(num_warps=8, num_stages=2, launch_group=4, tma=1)
-  assert s.tma is True and s.key == (8, 2, 4, 1) and s.label == "8w 2s g4 tma"
-  assert TunedSettings.from_key(s.key) == s
-  assert TunedSettings.from_key((2, 4)) == TunedSettings(2, 4, 0, False)   # a shorter key
+  assert s.tma is True and s.label == "8w 2s g4 tma"
+  assert s.to_dict() == {"num_warps": 8, "num_stages": 2, "launch_group": 4, "tma": True}
+  assert TunedSettings.from_dict(s.to_dict()) == s
 
 
 def test_lowering_options_give_and_take_their_settings():
   options = LoweringOptions(num_warps=2, num_stages=4, launch_group=8, check_bounds=True)
   assert options.settings == TunedSettings(2, 4, 8, False)
   moved = options.with_settings(TunedSettings(8, 2, 0, True))
-  assert moved == options.with_key((8, 2, 0, 1)) and moved.check_bounds
-  assert moved.key == (8, 2, 0, 1)
+  assert moved.settings == TunedSettings(8, 2, 0, True) and moved.check_bounds
+  assert (moved.num_warps, moved.num_stages, moved.tma) == (8, 2, True)
 
 
 def test_a_change_sets_only_the_tuned_fields():
@@ -60,11 +60,11 @@ def test_the_pasted_line_is_the_facts_settings_with_the_change(change, line):
       f"compiler_params=pallas_prof.CompilerParams({line})"
 
 
-def test_a_tuner_candidate_is_made_from_options_or_a_stored_key():
+def test_a_tuner_candidate_is_made_from_options_or_settings():
   options = LoweringOptions(num_warps=8, num_stages=2, tma=True)
-  for given in (options, options.key):
+  for given in (options, options.settings):
     c = params._candidate(given, 1e-3)
-    assert c.settings == options.settings and c.config == (8, 2, 0, 1) and c.tma == 1
+    assert c.settings == TunedSettings(8, 2, 0, True) and c.label == "8w 2s tma"
 
 
 # a settings tuple unpacked into four names: what TunedSettings replaces
@@ -78,8 +78,7 @@ def test_no_module_unpacks_a_settings_tuple():
   assert found == []
 
 
-def test_the_advice_tuning_entry_reads_the_settings_key():
-  # the tuning file stores the key; the entry's best is the trial's settings
+def test_the_advice_tuning_entry_holds_the_trials_settings():
   gk = SimpleNamespace(options=LoweringOptions(num_warps=4, num_stages=3), key="0" * 64)
   rec = SimpleNamespace(label="k#0", name="k", generated=gk, compiled=None)
   action = Action(kind="a", rule="too_few_warps", title="8 warps", change={"num_warps": 8},
@@ -87,4 +86,4 @@ def test_the_advice_tuning_entry_reads_the_settings_key():
   advice = SimpleNamespace(label="k#0", actions=[action])
   report = SimpleNamespace(device=SimpleNamespace(name="NVIDIA H200"))
   (entry,) = advice_api.tuning_entries([advice], [rec], report)
-  assert entry.best == (8, 3, 0, 0) and entry.default == (4, 3, 0, 0)
+  assert entry.best == TunedSettings(8, 3) and entry.default == TunedSettings(4, 3)

@@ -229,7 +229,13 @@ from tests.tune.test_params import UNHURRIED, _install, _lowered_as, _tune  # no
 
 SETTINGS = params.Autotune(configs=[{"num_warps": 8}], min_launches=5, min_seconds=0.0,
                            budget_s=UNHURRIED)
-TUNED = [8, 3, 0, 0]          # what tuning SETTINGS chooses on the stand-in driver
+# what tuning SETTINGS chooses on the stand-in driver, and the kernel's own, as files hold them
+TUNED = {"num_warps": 8, "num_stages": 3, "launch_group": 0, "tma": False}
+DEFAULT = {"num_warps": 4, "num_stages": 3, "launch_group": 0, "tma": False}
+
+
+def _named(**changes):
+  return {**TUNED, **changes}
 TARGET, GPU = ("cuda", 90), "Stand-in GPU"
 
 
@@ -296,8 +302,8 @@ def _recovers_from_a_bad_params_cache(path, gk, monkeypatch, rng):
   # the kernel that launches: tuned again, its choice checked against the default's outputs
   assert fake.block_of_launch, "not tuned again"
   t = params.results()[-1]
-  assert not t.from_cache and list(t.best) == TUNED
-  assert [ck.generated.num_warps, ck.generated.num_stages] == TUNED[:2]
+  assert not t.from_cache and t.best.fields() == TUNED
+  assert ck.generated.options.settings.fields() == TUNED
   _answer_is_softmax(ck, rng)
   assert len(said) == 1, said
   assert str(path) in said[0] and gk.name in said[0], said[0]
@@ -309,7 +315,7 @@ def _recovers_from_a_bad_params_cache(path, gk, monkeypatch, rng):
   fake = _install(monkeypatch, gk)
   (ck, _), said = _tuning_warnings(lambda: _tune(gk, SETTINGS))
   assert said == [] and fake.block_of_launch == [] and params.results()[-1].from_cache
-  assert ck.generated.num_warps == TUNED[0]
+  assert ck.generated.num_warps == TUNED["num_warps"]
 
 
 @pytest.mark.parametrize("mutation", [
@@ -331,20 +337,40 @@ def _best_params(value):
 
 
 def _untried_candidate(d):
-  d["candidates"].append(dict(d["candidates"][0], num_warps=16, median_s=1e-9))
-  d["best"] = [16, 3, 0, 0]
+  d["candidates"].append(dict(d["candidates"][0], settings=_named(num_warps=16), median_s=1e-9))
+  d["best"] = _named(num_warps=16)
+
+
+def _as_version_3(d):
+  """The layout before settings were saved by name: version 3, (w, s, g, t) lists (a cache
+  is keyed by the pallas-prof that wrote it, so a release never meets one; refused)."""
+  def key(settings):
+    return [settings[k] for k in ("num_warps", "num_stages", "launch_group")] + [int(settings["tma"])]
+  d["version"], d["best"] = 3, key(d["best"])
+  for c in d["candidates"]:
+    c.update(c.pop("settings"))
 
 
 PARAMS_WRONG = {
-    "num_warps_-8": _best_params([-8, 3, 0, 0]),
-    "num_warps_0": _best_params([0, 3, 0, 0]),
-    "num_warps_3": _best_params([3, 3, 0, 0]),
-    "num_warps_1e9": _best_params([1e9, 3, 0, 0]),
-    "num_warps_string": _best_params(["8", 3, 0, 0]),
-    "num_warps_null": _best_params([None, 3, 0, 0]),
-    "num_stages_-1": _best_params([8, -1, 0, 0]),
-    "best_not_a_candidate": _best_params([16, 3, 0, 0]),
+    "num_warps_-8": _best_params(_named(num_warps=-8)),
+    "num_warps_0": _best_params(_named(num_warps=0)),
+    "num_warps_3": _best_params(_named(num_warps=3)),
+    "num_warps_1e9": _best_params(_named(num_warps=1e9)),
+    "num_warps_string": _best_params(_named(num_warps="8")),
+    "num_warps_null": _best_params(_named(num_warps=None)),
+    "num_stages_-1": _best_params(_named(num_stages=-1)),
+    "tma_an_int": _best_params(_named(tma=0)),
+    "tma_true_on_the_default": _best_params(_named(num_warps=4, tma=True)),
+    "best_a_settings_field_missing": _best_params({"num_warps": 8, "num_stages": 3}),
+    "best_an_unknown_settings_field": _best_params(_named(block=64)),
+    "best_a_tuple": _best_params([8, 3, 0, 0]),
+    "best_not_a_candidate": _best_params(_named(num_warps=16)),
     "best_null": _best_params(None),
+    "a_candidate_a_tuple": lambda d: d["candidates"][1].update(settings=[8, 3, 0, 0]),
+    "a_candidate_twice": lambda d: d["candidates"].append(dict(d["candidates"][1])),
+    "a_candidate_bad_settings": lambda d: d["candidates"][1]["settings"].update(num_stages=0),
+    "format_version_3": _as_version_3,
+    "format_version_5": lambda d: d.update(version=5),
     "a_candidate_never_tried": _untried_candidate,
     "another_kernel": lambda d: d["identity"].update(kernel="another_kernel", source="0" * 64),
     "format_version": lambda d: d.update(version=2),
@@ -380,7 +406,7 @@ def test_a_cached_choice_that_does_not_build_is_tuned_again(good_params_cache, s
       kernel, compile_kernel(kernel, TARGET), relower, TARGET, SETTINGS,
       compile_fn=failing_compile, compile_all=lambda gs: params._compile_all(gs, TARGET)))
   assert fake.block_of_launch and not params.results()[-1].from_cache
-  assert ck.generated.num_warps == TUNED[0]
+  assert ck.generated.num_warps == TUNED["num_warps"]
   _answer_is_softmax(ck, rng)
   [text] = said
   assert str(path) in text and "did not build" in text and "out of shared memory" in text, text
@@ -392,7 +418,7 @@ def test_a_cached_choice_that_does_not_build_is_tuned_again(good_params_cache, s
 
 def _entry(gk, **changes):
   return {"kernel": gk.name, "source": gk.key, "target": list(TARGET), "gpu": GPU,
-          "best": TUNED, "default": [4, 3, 0, 0], **changes}
+          "best": TUNED, "default": DEFAULT, **changes}
 
 
 def _write_tuning_file(folder, data) -> str:
@@ -408,7 +434,7 @@ def _select(gk, path, monkeypatch, target=TARGET):
   compiled = []
 
   def compile_fn(g):
-    compiled.append([g.num_warps, g.num_stages, g.launch_group, int(g.tma)])
+    compiled.append(g.options.settings.fields())
     return compile_kernel(g, target)
   default_ck = compile_kernel(gk, target)
   relower = lambda options: _lowered_as(gk, options)     # noqa: E731
@@ -456,29 +482,69 @@ def test_a_damaged_tuning_file_is_ignored_with_one_warning(mutation, kernel, tmp
 
 
 def _best_entry(*best):
-  return lambda gk: {"version": tuned_file.FORMAT_VERSION, "kernels": [_entry(gk, best=list(best))]}
+  """A version 3 file (settings as lists; read as version 4's) whose entry's best is `best`."""
+  return lambda gk: {"version": 3, "kernels": [_entry(gk, best=list(best), default=[4, 3, 0, 0])]}
+
+
+def _named_entry(best=None, version=None, **changes):
+  """A file of this version whose entry's best has these fields changed (or is `best`)."""
+  return lambda gk: {"version": version or tuned_file.FORMAT_VERSION, "kernels": [
+      _entry(gk, best=_named(**changes) if best is None else best)]}
+
+
+def _without_tma(gk):
+  entry = _entry(gk)
+  entry["best"] = {k: v for k, v in TUNED.items() if k != "tma"}
+  return {"version": tuned_file.FORMAT_VERSION, "kernels": [entry]}
 
 
 TUNED_WRONG = {
-    "num_warps_-8": _best_entry(-8, 3, 0, 0),
-    "num_warps_0": _best_entry(0, 3, 0, 0),
-    "num_warps_3": _best_entry(3, 3, 0, 0),
-    "num_warps_1e9": _best_entry(1e9, 3, 0, 0),
-    "num_warps_string": _best_entry("8", 3, 0, 0),
-    "num_warps_null": _best_entry(None, 3, 0, 0),
-    "num_stages_-1": _best_entry(8, -1, 0, 0),
-    "num_stages_huge": _best_entry(8, 10**6, 0, 0),
-    "launch_group_-1": _best_entry(8, 3, -1, 0),
-    "tma_2": _best_entry(8, 3, 0, 2),
-    "three_values": _best_entry(8, 3, 0),
+    # version 4: settings by name
+    "num_warps_-8": _named_entry(num_warps=-8),
+    "num_warps_0": _named_entry(num_warps=0),
+    "num_warps_3": _named_entry(num_warps=3),
+    "num_warps_1e9": _named_entry(num_warps=1e9),
+    "num_warps_string": _named_entry(num_warps="8"),
+    "num_warps_null": _named_entry(num_warps=None),
+    "num_warps_true": _named_entry(num_warps=True),
+    "num_stages_-1": _named_entry(num_stages=-1),
+    "num_stages_huge": _named_entry(num_stages=10**6),
+    "launch_group_-1": _named_entry(launch_group=-1),
+    "tma_2": _named_entry(tma=2),
+    "tma_an_int": _named_entry(tma=1),
+    "a_settings_field_missing": _without_tma,
+    "an_unknown_settings_field": _named_entry(block=64),
+    "best_a_list_in_version_4": _named_entry(best=[8, 3, 0, 0]),
+    "best_a_string": _named_entry(best="8w 3s"),
+    "default_wrong": lambda gk: {"version": tuned_file.FORMAT_VERSION, "kernels": [
+        _entry(gk, default=dict(DEFAULT, num_warps=3))]},
     "no_best": lambda gk: {"version": tuned_file.FORMAT_VERSION,
                            "kernels": [{k: v for k, v in _entry(gk).items() if k != "best"}]},
     "an_unknown_field": lambda gk: {"version": tuned_file.FORMAT_VERSION,
                                     "kernels": [_entry(gk, num_warps=8)]},
+    # version 3: (num_warps, num_stages, launch_group, tma) lists, read as version 4's
+    "v3_num_warps_-8": _best_entry(-8, 3, 0, 0),
+    "v3_num_warps_3": _best_entry(3, 3, 0, 0),
+    "v3_num_warps_1e9": _best_entry(1e9, 3, 0, 0),
+    "v3_num_warps_string": _best_entry("8", 3, 0, 0),
+    "v3_num_warps_null": _best_entry(None, 3, 0, 0),
+    "v3_num_stages_huge": _best_entry(8, 10**6, 0, 0),
+    "v3_launch_group_-1": _best_entry(8, 3, -1, 0),
+    "v3_tma_2": _best_entry(8, 3, 0, 2),
+    "v3_tma_a_float": _best_entry(8, 3, 0, 1.0),
+    "v3_three_values": _best_entry(8, 3, 0),
+    "v3_five_values": _best_entry(8, 3, 0, 0, 0),
+    "v3_best_named": lambda gk: {"version": 3, "kernels": [_entry(gk, default=[4, 3, 0, 0],
+                                                                  best=dict(TUNED, tma=0))]},
+    # not a tuning file of a version this reads
     "format_version": lambda gk: {"version": 2, "kernels": [_entry(gk)]},
+    "format_version_5": lambda gk: {"version": 5, "kernels": [_entry(gk)]},
+    "format_version_a_string": lambda gk: {"version": "4", "kernels": [_entry(gk)]},
     "kernels_not_a_list": lambda gk: {"version": tuned_file.FORMAT_VERSION, "kernels": _entry(gk)},
     "not_an_object": lambda gk: [_entry(gk)],
 }
+FILE_CASES = ("format_version", "format_version_5", "format_version_a_string",
+              "kernels_not_a_list", "not_an_object")
 
 
 @pytest.mark.fault("wrong_value")
@@ -486,7 +552,7 @@ TUNED_WRONG = {
 def test_a_tuning_file_with_a_wrong_value_is_ignored_with_one_warning(case, kernel, tmp_path,
                                                                       monkeypatch, rng):
   path = _write_tuning_file(tmp_path, TUNED_WRONG[case](kernel))
-  entry_case = case not in ("format_version", "kernels_not_a_list", "not_an_object")
+  entry_case = case not in FILE_CASES
   words = ([f"entry 0 ({kernel.name!r})", "Delete those entries"] if entry_case
            else ["not a tuning file"])
   _ignored_with_one_warning(kernel, path, monkeypatch, rng, words=words)
@@ -497,21 +563,37 @@ def test_tma_in_a_tuning_file_for_a_target_below_sm90_is_ignored(kernel, tmp_pat
                                                                   rng):
   target = ("cuda", 80)
   path = _write_tuning_file(tmp_path, {"version": tuned_file.FORMAT_VERSION, "kernels": [
-      _entry(kernel, target=list(target), best=[4, 3, 0, 1])]})
+      _entry(kernel, target=list(target), best=_named(num_warps=4, tma=True))]})
+  _ignored_with_one_warning(kernel, path, monkeypatch, rng, words=["tma needs sm_90"],
+                            target=target)
+  path = _write_tuning_file(tmp_path, {"version": 3, "kernels": [
+      _entry(kernel, target=list(target), best=[4, 3, 0, 1], default=[4, 3, 0, 0])]})
   _ignored_with_one_warning(kernel, path, monkeypatch, rng, words=["tma needs sm_90"],
                             target=target)
 
 
+def test_a_good_tuning_file_of_version_3_is_applied(kernel, tmp_path, monkeypatch, rng):
+  """Users commit tuning files: one written before settings were saved by name applies as
+  it did, and is left as it was."""
+  data = {"version": 3, "kernels": [_entry(kernel, best=[8, 3, 0, 0], default=[4, 3, 0, 0])]}
+  path = _write_tuning_file(tmp_path, data)
+  before = path.read_bytes()
+  ck, default_ck, compiled, said = _select(kernel, path, monkeypatch)
+  assert said == [] and compiled == [TUNED] and ck is not default_ck
+  _answer_is_softmax(ck, rng)
+  assert path.read_bytes() == before
+
+
 @pytest.mark.fault("wrong_value")
 def test_one_bad_entry_leaves_the_others_applied(kernel, tmp_path, monkeypatch, rng):
-  other = _entry(kernel, kernel="other_kernel", source="f" * 64, best=[-8, 3, 0, 0])
+  other = _entry(kernel, kernel="other_kernel", source="f" * 64, best=_named(num_warps=-8))
   path = _write_tuning_file(tmp_path, {"version": tuned_file.FORMAT_VERSION,
                                        "kernels": [other, _entry(kernel)]})
   ck, default_ck, compiled, said = _select(kernel, path, monkeypatch)
   assert compiled == [TUNED] and ck is not default_ck
   _answer_is_softmax(ck, rng)
   [text] = said
-  assert "entry 0 ('other_kernel'): num_warps must be a power of two" in text, text
+  assert "entry 0 ('other_kernel'): best: num_warps must be a power of two" in text, text
   assert "Delete those entries" in text and "pallas-prof tune" in text, text
 
 
@@ -613,10 +695,12 @@ _WRITERS = """
 import json, sys
 from pallas_prof.advice import api
 from pallas_prof.cli import tune as cli
+from pallas_prof.backend.options import TunedSettings
 from pallas_prof.tune.params import KernelTuning
 from pallas_prof.tune.tuned_file import TuningEntry
 path, entry = sys.argv[1], json.loads(sys.argv[2])
-tuning = KernelTuning(entry["kernel"], best=entry["best"], default=entry["default"],
+tuning = KernelTuning(entry["kernel"], best=TunedSettings(**entry["best"]),
+                      default=TunedSettings(**entry["default"]),
                       candidates=(), tuning_s=0.0,
                       identity={k: entry[k] for k in ("source", "target", "gpu")})
 done = []
@@ -639,7 +723,8 @@ def test_tuning_files_are_written_whole_or_not_at_all(kernel, tmp_path, monkeypa
   folder = tmp_path / "out"
   folder.mkdir()
   entry = _entry(kernel)
-  old = {"version": tuned_file.FORMAT_VERSION, "kernels": [_entry(kernel, best=[4, 4, 0, 0])]}
+  old = {"version": tuned_file.FORMAT_VERSION,
+         "kernels": [_entry(kernel, best=_named(num_warps=4, num_stages=4))]}
   path = _write_tuning_file(folder, old)
   env = dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS="cpu")
   args = ["-c", _WRITERS, str(path), json.dumps(entry)]

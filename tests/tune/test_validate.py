@@ -37,13 +37,17 @@ def test_each_field_has_its_range_and_type(name, good, bad):
   assert "unknown field 'block'" in validate.field_problem("block", 64)
 
 
-def test_a_key_is_four_valid_values_and_tma_needs_sm90():
-  assert validate.key_problem([8, 3, 0, 0], ("cuda", 90)) is None
-  assert validate.key_problem((8, 3, 4, 1), ("cuda", 90)) is None
-  assert "is not [num_warps, num_stages, launch_group, tma]" in validate.key_problem([8, 3, 0])
-  assert "is not [num_warps" in validate.key_problem({"num_warps": 8})
-  assert "num_stages must be" in validate.key_problem([8, -1, 0, 0])
-  assert "tma needs sm_90" in validate.key_problem([8, 3, 0, 1], ("cuda", 80))
+def test_saved_settings_are_four_valid_values_by_name_and_tma_needs_sm90():
+  good = {"num_warps": 8, "num_stages": 3, "launch_group": 0, "tma": False}
+  assert validate.settings_problem(good, ("cuda", 90)) is None
+  assert validate.settings_problem(dict(good, launch_group=4, tma=True), ("cuda", 90)) is None
+  fields = "is not an object of num_warps, num_stages, launch_group, tma"
+  assert fields in validate.settings_problem([8, 3, 0, 0])          # the tuple it replaced
+  assert fields in validate.settings_problem({"num_warps": 8})
+  assert fields in validate.settings_problem(dict(good, block=64))
+  assert "num_stages must be" in validate.settings_problem(dict(good, num_stages=-1))
+  assert "tma must be true or false, not 1" in validate.settings_problem(dict(good, tma=1))
+  assert "tma needs sm_90" in validate.settings_problem(dict(good, tma=True), ("cuda", 80))
 
 
 def test_autotune_refuses_a_config_no_cache_could_hold():
