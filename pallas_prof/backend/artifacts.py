@@ -25,6 +25,7 @@ import types
 from typing import Any, Callable, ClassVar, Mapping, Union
 
 from .. import serial
+from ..run_layout import COMPILED, KERNEL, SOURCE, STAGE_FILES
 from ..safe_files import write_atomic
 from ..serial import Saved, decode
 from .check_sites import CheckSite
@@ -223,9 +224,9 @@ class GeneratedKernel(Saved):
     `write(path, data)` writes each file (see Writer). A run directory reads them back,
     decoded by type (cli/saved_runs/kernel.py)."""
     os.makedirs(directory, exist_ok=True)
-    write(os.path.join(directory, "source.py"), self.source)
+    write(os.path.join(directory, SOURCE), self.source)
     meta = {"schema": self.SCHEMA, **extra, **serial.dump(self)}
-    write(os.path.join(directory, "kernel.json"), json.dumps(meta, indent=1, default=str))
+    write(os.path.join(directory, KERNEL), json.dumps(meta, indent=1, default=str))
 
   @classmethod
   def from_saved(cls, meta, source: str, where: str) -> "GeneratedKernel":
@@ -242,11 +243,8 @@ class GeneratedKernel(Saved):
 # --- compile: the compiled kernel ------------------------------------------------------
 
 STAGES = ("ttir", "ttgir", "llir", "ptx", "cubin")
-# each stage's file in a saved CompiledKernel (a run directory's kernels/<label>/ too);
-# amdgcn and hsaco: an AMD target's assembly and binary (targets.HIP_STAGES)
-STAGE_FILES = {"ttir": "kernel.ttir", "ttgir": "kernel.ttgir", "llir": "kernel.ll",
-               "ptx": "kernel.ptx", "cubin": "kernel.cubin", "amdgcn": "kernel.amdgcn",
-               "hsaco": "kernel.hsaco"}
+# each stage's file in a saved CompiledKernel (a run directory's kernels/<label>/ too):
+# run_layout.STAGE_FILES
 BINARY_STAGES = ("cubin", "hsaco")
 
 
@@ -384,13 +382,13 @@ class CompiledKernel(Saved):
     for stage, text in self.asm.items():
       write(os.path.join(directory, STAGE_FILES[stage]), text)
     meta = {"schema": self.SCHEMA, "stages": sorted(self.asm), **serial.dump(self)}
-    write_json(os.path.join(directory, "compiled.json"), meta, write)
+    write_json(os.path.join(directory, COMPILED), meta, write)
 
   @classmethod
   def load(cls, directory: str, generated: GeneratedKernel | None = None) -> "CompiledKernel":
     """What save() wrote; SchemaMismatch for another layout, OSError if absent, Misfit
     (a ValueError) naming the field for a value save() does not write."""
-    where = os.path.join(directory, "compiled.json")
+    where = os.path.join(directory, COMPILED)
     meta = read_json(where, cls.SCHEMA)
     asm = {}
     for stage in saved_stages(meta, where):

@@ -18,6 +18,7 @@ import sys
 
 from .script_args import RunOptions, device_refusal, missing_script
 from ..profiler import driver
+from ..run_layout import REPORT
 
 
 def add_parser(sub):
@@ -39,7 +40,7 @@ def add_parser(sub):
                  help="where to write the kept compiler parameters (a tuning file)")
   p.add_argument("--no-sampling", action="store_true",
                  help="weigh equations by static instruction shares instead of PC samples")
-  p.add_argument("--json", action="store_true", help="print report.json instead of tables")
+  p.add_argument("--json", action="store_true", help=f"print {REPORT} instead of tables")
   p.add_argument("script", nargs="?", help="the Python script to run")
   p.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
   return p

@@ -19,6 +19,8 @@ import re
 import sys
 
 from . import advise, tune
+from ..run_layout import REPORT
+from .saved_runs.files import SavedRunError
 from .script_args import RunOptions, split
 from .terminal.safe_text import printable
 from ..settings import absolute_paths, refusal
@@ -85,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="also replay a probed variant of each kernel (timestamps around each "
                    "top-level equation): cycles per equation group, each CTA on its SM in "
                    "the trace, the probes' distortion (GPU only)")
-  run.add_argument("--json", action="store_true", help="print report.json instead of tables")
+  run.add_argument("--json", action="store_true", help=f"print {REPORT} instead of tables")
   run.add_argument("--traceback", action="store_true",
                    help="when the script fails, also print its whole Python traceback (a "
                    "kernel's failure is otherwise one short report; PALLAS_PROF_TRACEBACK=1 "
@@ -122,7 +124,7 @@ def _parser() -> argparse.ArgumentParser:
                       help="more run directories (processes of one jax.distributed program): "
                            "merged into one report")
   report.add_argument("--json", action="store_true",
-                      help="print the run's report.json instead of tables")
+                      help=f"print the run's {REPORT} instead of tables")
   report.add_argument("--html", action="store_true",
                       help="write the run's self-contained report.html and print its path")
   report.add_argument("--html-out", metavar="FILE",
@@ -206,7 +208,12 @@ def parse(argv: list[str], parser: argparse.ArgumentParser | None = None) -> arg
 
 def main(argv=None) -> int:
   try:
-    code = _main(argv)
+    try:
+      code = _main(argv)
+    except SavedRunError as e:
+      # a saved run that cannot be read (run_files.RunFileError, report.ReportError): its
+      # one line on stderr and exit code 1, as a command ends on any message of its own
+      raise SystemExit(str(e)) from None
     sys.stdout.flush()          # here, where a reader gone away is caught, not at exit
     return code
   except SystemExit as e:

@@ -19,11 +19,11 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from . import run_directory
 from .report import RunReport
 from .saved_runs import files as run_files
 from .summary import Origin, summaries
 from ..serial import to_json
+from ..run_layout import HTML, REPORT
 
 
 def origin() -> dict:
@@ -268,17 +268,17 @@ def find_runs(paths: list[str]) -> list[str]:
   (a parent holding one directory per process), in name order."""
   runs: list[str] = []
   for p in paths:
-    if os.path.exists(os.path.join(p, run_directory.REPORT)):
+    if os.path.exists(os.path.join(p, REPORT)):
       runs.append(p)
       continue
     if not os.path.isdir(p):
       raise SystemExit(f"pallas-prof: {p!r} is not a directory")
     inside = sorted(os.path.join(p, d) for d in os.listdir(p)
-                    if os.path.exists(os.path.join(p, d, run_directory.REPORT)))
+                    if os.path.exists(os.path.join(p, d, REPORT)))
     for run in inside:
       _refuse_link_out(p, run)
     if not inside:
-      raise SystemExit(f"pallas-prof: no {run_directory.REPORT} in {p!r} nor in the directories "
+      raise SystemExit(f"pallas-prof: no {REPORT} in {p!r} nor in the directories "
                        "directly inside it; give a directory `pallas-prof run` wrote")
     runs.extend(inside)
   return runs
@@ -373,7 +373,7 @@ def report_merged(paths: list[str], *, html: bool = False, html_out: str | None 
     return 0
   if html:
     from .html import write_merged_html
-    out = html_out or os.path.join(_common_parent([d for d, _ in runs]), "report.html")
+    out = html_out or os.path.join(_common_parent([d for d, _ in runs]), HTML)
     print(write_merged_html(runs, [process_name(d, r) for d, r in runs], out))
     return 0
   from .terminal.render import console

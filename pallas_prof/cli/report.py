@@ -36,10 +36,11 @@ from ..safe_files import write_atomic
 from ..serial import Misfit, Record, decode, from_fields, plain, to_json  # noqa: F401 (their home)
 from .. import units
 from .kernel_failures import by_kernel, of
+from ..run_layout import REPORT
 from .saved_runs import figures as run_figures, files as run_files
 
 SCHEMA = "pallas-prof/run/1"
-FILE = "report.json"
+FILE = REPORT           # (run_layout's name; this module's readers call it FILE)
 # schemas this version reads; run/1 has been the only one (its trace file was
 # named trace.otlp.json until the .jsonl rename: "traces" says which)
 READABLE_SCHEMAS = (SCHEMA,)
@@ -51,8 +52,9 @@ BOUNDS_CHECKED = ("bounds-checked run (PALLAS_PROF_CHECK=bounds or "
                   "not the kernel's; run without it to measure the kernel")
 
 
-class ReportError(SystemExit):
-  """A report that cannot be read; the message says what to do."""
+class ReportError(run_files.SavedRunError):
+  """A report that cannot be read; the message says what to do (an ordinary exception:
+  cli/main.py turns it into the command's end)."""
 
 
 # --- the report ------------------------------------------------------------------------
@@ -241,7 +243,7 @@ class RunReport(Record):
     try:
       report = cls.from_dict(data)
     except ReportError as e:
-      raise ReportError(f"{e.code} ({path})") from None
+      raise ReportError(f"{e} ({path})") from None
     except Misfit as e:
       raise ReportError(f"pallas-prof: {path} is damaged: "
                         f"{e.describe().replace('report.', '', 1)}; write the run again "

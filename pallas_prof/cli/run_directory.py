@@ -1,4 +1,5 @@
-"""A run's output directory: report.json, traces, and each kernel's artifacts.
+"""A run's output directory: report.json, traces, and each kernel's artifacts (their
+names: pallas_prof/run_layout.py, which every writer and reader of them imports).
 
     <out>/report.json                   everything `pallas-prof report` re-renders
     <out>/trace.otlp.jsonl              OTLP-JSON lines (the Collector's otlpjsonfile format;
@@ -26,16 +27,15 @@ import sys
 import time
 
 from ..backend import cache_files
-from ..backend.artifacts import (BINARY_STAGES, STAGE_FILES, STAGES, CompiledKernel,
-                                  GeneratedKernel, SchemaMismatch, Writer)
+from ..backend.artifacts import (BINARY_STAGES, STAGES, CompiledKernel, GeneratedKernel,
+                                  SchemaMismatch, Writer)
 from ..backend.running.launch_spec import LaunchSpec
+from .. import run_layout
+from ..run_layout import COMPILED, KERNEL, REPORT, SOURCE, SPEC, STAGE_FILES
 from ..safe_files import private_dir, write_atomic
 from .report import RunReport
 from .saved_runs import files as run_files, kernel as saved_kernel
 from .terminal.safe_text import printable
-
-REPORT = "report.json"    # written and read by cli/report.py's RunReport
-
 
 def default_out_dir(root: str = "pallas-prof-out") -> str:
   return os.path.join(root, time.strftime("%Y%m%d-%H%M%S"))
@@ -47,14 +47,13 @@ def kernel_dir_name(label: str) -> str:
 
 def kernel_files(label: str, ck: CompiledKernel | None) -> dict[str, str]:
   """{what: path relative to the run directory} of the files save_kernel writes."""
-  rel = os.path.join("kernels", kernel_dir_name(label))
-  files = {"source": os.path.join(rel, "source.py"),
-           "kernel": os.path.join(rel, "kernel.json")}
+  rel = run_layout.kernel_dir(kernel_dir_name(label))
+  files = {"source": os.path.join(rel, SOURCE), "kernel": os.path.join(rel, KERNEL)}
   if ck is not None:
     files.update({stage: os.path.join(rel, STAGE_FILES[stage]) for stage in ck.asm})
-    files["compiled"] = os.path.join(rel, "compiled.json")
+    files["compiled"] = os.path.join(rel, COMPILED)
     if _launch_spec(ck, ()) is not None:
-      files["launch"] = os.path.join(rel, "spec.json")
+      files["launch"] = os.path.join(rel, SPEC)
   return files
 
 
@@ -73,7 +72,7 @@ def save_kernel(out_dir: str, label: str, gk: GeneratedKernel, ck: CompiledKerne
   (a run's writer keeps a failed one as missing and goes on); returns kernel_files().
 
   aliases: the call's input_output_aliases, (input index, output index) pairs."""
-  d = os.path.join(out_dir, "kernels", kernel_dir_name(label))
+  d = os.path.join(out_dir, run_layout.kernel_dir(kernel_dir_name(label)))
   os.makedirs(d, exist_ok=True)
   gk.save(d, write=write, label=label, input_output_aliases=[list(a) for a in aliases])
   if ck is not None:
@@ -92,12 +91,12 @@ def load_kernel(kernel_dir: str, run_dir: str | None = None
   root = run_dir if run_dir is not None else kernel_dir
   rel = os.path.relpath(kernel_dir, root)
   name = lambda file: os.path.normpath(os.path.join(rel, file))
-  where = os.path.join(kernel_dir, "kernel.json")
-  meta = run_files.read_json(root, name("kernel.json"))
-  gk = saved_kernel.generated(meta, run_files.read_text(root, name("source.py")), where)
-  if os.path.lexists(os.path.join(kernel_dir, "compiled.json")):
-    where = os.path.join(kernel_dir, "compiled.json")
-    meta = run_files.read_json(root, name("compiled.json"))
+  where = os.path.join(kernel_dir, KERNEL)
+  meta = run_files.read_json(root, name(KERNEL))
+  gk = saved_kernel.generated(meta, run_files.read_text(root, name(SOURCE)), where)
+  if os.path.lexists(os.path.join(kernel_dir, COMPILED)):
+    where = os.path.join(kernel_dir, COMPILED)
+    meta = run_files.read_json(root, name(COMPILED))
     asm = {stage: _stage_text(root, name(STAGE_FILES[stage]), stage)
            for stage in saved_kernel.stages(meta, where)}
     return gk, saved_kernel.compiled(meta, asm, gk, where)
@@ -117,15 +116,16 @@ def _stage_text(root: str, rel: str, stage: str) -> str | bytes:
 def load_kernel_or_exit(kernel_dir: str, run_dir: str):
   """load_kernel, or a message naming what is missing or damaged and what to do."""
   what = os.path.relpath(kernel_dir, run_dir)
-  if not os.path.lexists(os.path.join(kernel_dir, "kernel.json")):
-    raise SystemExit(f"pallas-prof: {run_dir}/report.json lists this kernel, but its files "
-                     f"({what}/) are not in the run directory any more; run the script again "
-                     "with `pallas-prof run` to write them")
+  if not os.path.lexists(os.path.join(kernel_dir, KERNEL)):
+    raise run_files.RunFileError(
+        f"pallas-prof: {run_dir}/{REPORT} lists this kernel, but its files ({what}/) are not "
+        "in the run directory any more; run the script again with `pallas-prof run` to "
+        "write them")
   try:
     return load_kernel(kernel_dir, run_dir)
   except (saved_kernel.Damaged, SchemaMismatch) as e:
-    raise SystemExit(f"pallas-prof: the saved kernel in {kernel_dir} is damaged: {e}; "
-                     f"{run_files.AGAIN}") from None
+    raise run_files.RunFileError(f"pallas-prof: the saved kernel in {kernel_dir} is damaged: "
+                                 f"{e}; {run_files.AGAIN}") from None
 
 
 def load_aliases(kernel_dir: str, run_dir: str | None = None) -> tuple[tuple[int, int], ...]:
@@ -133,15 +133,15 @@ def load_aliases(kernel_dir: str, run_dir: str | None = None) -> tuple[tuple[int
   (a kernel without a cubin); none in runs saved before either kept them."""
   root = run_dir if run_dir is not None else kernel_dir
   rel = os.path.relpath(kernel_dir, root)
-  for file, key in (("spec.json", "aliases"), ("kernel.json", "input_output_aliases")):
-    if file == "spec.json" and not os.path.lexists(os.path.join(kernel_dir, file)):
+  for file, key in ((SPEC, "aliases"), (KERNEL, "input_output_aliases")):
+    if file == SPEC and not os.path.lexists(os.path.join(kernel_dir, file)):
       continue
     meta = run_files.read_json(root, os.path.normpath(os.path.join(rel, file)))
     try:
       return saved_kernel.aliases(meta.get(key), f"{os.path.join(kernel_dir, file)}.{key}")
     except saved_kernel.Damaged as e:
-      raise SystemExit(f"pallas-prof: the saved kernel in {kernel_dir} is damaged: {e}; "
-                       f"{run_files.AGAIN}") from None
+      raise run_files.RunFileError(f"pallas-prof: the saved kernel in {kernel_dir} is "
+                                   f"damaged: {e}; {run_files.AGAIN}") from None
   return ()
 
 
@@ -151,7 +151,7 @@ def kernel_dir(run_dir: str, entry) -> str:
   rel = (entry.files or {}).get("kernel")
   what = f"{os.path.join(run_dir, REPORT)} (kernel {entry.label})"
   if not rel:
-    raise run_files.RunFileError(f"pallas-prof: {what} names no kernel.json for it; "
+    raise run_files.RunFileError(f"pallas-prof: {what} names no {KERNEL} for it; "
                                  f"{run_files.AGAIN}")
   folder = os.path.dirname(rel) or "."
   run_files.inside(run_dir, folder, what)
@@ -272,7 +272,7 @@ def locate_kernel(name: str, run_dir: str | None = None,
   for i, candidate in enumerate(runs):
     try:
       kernels = read_report(candidate).kernels
-    except SystemExit:          # an unreadable or foreign report: look further back
+    except run_files.SavedRunError:     # an unreadable or foreign report: look further back
       continue
     seen.update((k.label, None) for k in kernels)
     hit = _pick(kernels, name)

@@ -23,15 +23,16 @@ import socket
 import sys
 import tempfile
 
+from .. import run_layout
 from ..safe_files import write_atomic
 from . import processes, run_directory
 from .report import Traces
 
-REPORT = run_directory.REPORT
+REPORT = run_layout.REPORT
 MARKER = ".pallas-prof-writing"   # "host pid" of the run writing the folder; gone when it ends
 FILE_MODE = 0o644                 # a run's files are the user's record, readable as theirs are
 REPORT_ROOM = 4096                # held back beyond report.json's size, for the notes it gains
-GAVE_WAY = "removed to make room for report.json on the full disk"
+GAVE_WAY = f"removed to make room for {REPORT} on the full disk"
 WRITING = ("pallas-prof was still writing this run's other files when it saved this report; "
            "it stopped before it could say which of them were written (a full disk, a killed "
            "process): some files listed here may be missing")
@@ -96,9 +97,9 @@ def claim(out: str | None, force: bool = False) -> OutFolder:
   if not force:
     refuse(f"{taken}: a run there would mix its files with them. Give an empty or new "
            "folder, or add --force to replace them with this run's")
-  if not os.path.exists(os.path.join(out, run_directory.REPORT)) and \
+  if not os.path.exists(os.path.join(out, REPORT)) and \
       not os.path.exists(os.path.join(out, MARKER)):
-    refuse(f"{taken}, and none of a pallas-prof run (no report.json): --force replaces only "
+    refuse(f"{taken}, and none of a pallas-prof run (no {REPORT}): --force replaces only "
            "a run's folder. Give another --out")
   parent, name = os.path.split(os.path.abspath(out))
   aside = _or_refuse(lambda: tempfile.mkdtemp(prefix=f".{name}.pallas-prof-new-", dir=parent),
@@ -364,9 +365,9 @@ def closing_line(where: str, files: RunFiles, report: str) -> str | None:
   shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
   reasons = sorted(set(files.missing.values()))
   fix = _fix(reasons[0])
-  said = {"final": "The notes of its report.json list them",
-          "first": "Its report.json was written before them and does not say which are missing",
-          "none": "Without a report.json, what is printed above is this run's only record"}
+  said = {"final": f"The notes of its {REPORT} list them",
+          "first": f"Its {REPORT} was written before them and does not say which are missing",
+          "none": f"Without a {REPORT}, what is printed above is this run's only record"}
   return (f"pallas-prof: the run is in {where}/, but {len(missing)} of its files are missing "
           f"({'; '.join(reasons)}): {shown}. {said[report]}. {fix[0].upper()}{fix[1:]}.")
 
@@ -377,7 +378,8 @@ def write_run(files: RunFiles, report, stop_tracing, save_kernels, add_probes):
   """Writes the run: report.json first (a full disk makes the traces give way to it), the
   traces, the kernels' files, report.html, then report.json again with what is missing.
   Returns (the final report, which report.json the folder has: see closing_line)."""
-  from .html import HTML, write_or_warn
+  from .html import write_or_warn
+  from ..run_layout import HTML
   first = dataclasses.replace(report, notes=(*report.notes, WRITING))
   state = "first" if _write_first(files, first, stop_tracing) else "none"
   if state == "first":
@@ -467,12 +469,13 @@ def save_kernels(out_dir: str, records, files: RunFiles, redact=None) -> None:
     # the source that was compiled (a tuned or worked-around lowering), with its stages
     compiled_from = (rec.compiled.generated if rec.compiled is not None else None) \
         or rec.generated
-    kernel_dir = os.path.join(out_dir, "kernels", run_directory.kernel_dir_name(rec.label))
+    kernel_dir = os.path.join(out_dir, run_layout.kernel_dir(
+        run_directory.kernel_dir_name(rec.label)))
     files.attempt(kernel_dir, lambda: run_directory.save_kernel(
         out_dir, rec.label, compiled_from, rec.compiled, aliases=rec.input_output_aliases,
         write=write))
     _remove_if_empty(kernel_dir)      # none of its files written: no folder that says otherwise
-  _remove_if_empty(os.path.join(out_dir, "kernels"))
+  _remove_if_empty(os.path.join(out_dir, run_layout.KERNELS))
 
 
 def masked_json(write, redact):

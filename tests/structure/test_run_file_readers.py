@@ -14,6 +14,8 @@ from tests.test_structure import MODULES
 
 # the files a run writes as records (report.json) and each kernel's (kernels/<label>/)
 RUN_FILES = ("report.json", "kernel.json", "compiled.json", "spec.json")
+# their names in pallas_prof/run_layout.py, where every writer and reader takes them from
+LAYOUT_NAMES = ("REPORT", "KERNEL", "COMPILED", "SPEC")
 READERS = {
     "pallas_prof.cli.run_directory": "the one reader of run and kernel directories",
     "pallas_prof.cli.saved_runs.files": "run_directory's file layer (bounded, no link out)",
@@ -38,9 +40,9 @@ def _names_run_file(node, bound: set[str]) -> bool:
     if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and \
         sub.value.endswith(RUN_FILES):
       return True
-    if isinstance(sub, ast.Name) and sub.id in bound:
+    if isinstance(sub, ast.Name) and (sub.id in bound or sub.id in LAYOUT_NAMES):
       return True
-    if isinstance(sub, ast.Attribute) and sub.attr == "REPORT":   # run_directory.REPORT
+    if isinstance(sub, ast.Attribute) and sub.attr in LAYOUT_NAMES:   # run_layout.REPORT
       return True
   return False
 
@@ -68,7 +70,7 @@ def raw_run_file_reads(source: str) -> list[int]:
 def test_only_the_run_directory_reads_a_runs_record_files():
   texts = {m: p.read_text() for m, p in MODULES.items() if m not in READERS}
   found = [f"{m}:{line}" for m, text in texts.items()        # (parsed where a name is)
-           if any(name in text for name in (*RUN_FILES, "REPORT"))
+           if any(name in text for name in (*RUN_FILES, *LAYOUT_NAMES))
            for line in raw_run_file_reads(text)]
   assert not found, ("a run's record files read outside cli/run_directory.py (read them "
                      "through run_directory.load_kernel, read_report or load_aliases):\n"
@@ -84,3 +86,10 @@ def test_the_run_file_check_finds_planted_reads():
              'def fine(d):\n  os.open(os.path.join(d, REPORT), os.O_WRONLY)\n'
              '  return open(os.path.join(d, "kernel.cubin"), "rb").read()\n')
   assert raw_run_file_reads(planted) == [5, 8, 10]
+  # by run_layout's names, as the package spells them now
+  planted = ("import json, os\nfrom pallas_prof import run_layout\n"
+             "from pallas_prof.run_layout import KERNEL\n"
+             "def a(d):\n  return json.load(open(os.path.join(d, KERNEL)))\n"
+             "def b(d):\n  return read_json(d, run_layout.SPEC)\n"
+             "def fine(d):\n  return open(os.path.join(d, run_layout.CUBIN), 'rb').read()\n")
+  assert raw_run_file_reads(planted) == [5, 7]

@@ -22,7 +22,8 @@ from .. import cache_files, compat
 from . import ptx_rewrites, triton_compat
 from ..errors import CompileError
 from .failures.compile_diagnostics import Diagnosis
-from ..artifacts import DEFAULT_TARGET, STAGE_FILES, CompiledKernel, GeneratedKernel, target_text
+from ...run_layout import STAGE_FILES
+from ..artifacts import DEFAULT_TARGET, CompiledKernel, GeneratedKernel, target_text
 from ..lowering.codegen import signature_type
 from ..kernel_files import cache_dir
 from ..targets import as_target

@@ -11,6 +11,7 @@ import re
 from typing import ClassVar
 
 from ... import serial
+from ...run_layout import CUBIN, SPEC
 from ...safe_files import write_atomic
 from ...serial import Saved
 from ..artifacts import CompiledKernel, KernelParam, Writer, read_json, write_json
@@ -85,17 +86,17 @@ class LaunchSpec(Saved):
   def save(self, directory: str, write: Writer = write_atomic) -> None:
     """Writes spec.json and kernel.cubin into `directory`, each whole (`write`)."""
     os.makedirs(directory, exist_ok=True)
-    write(os.path.join(directory, "kernel.cubin"), self.cubin)
-    write_json(os.path.join(directory, "spec.json"),
+    write(os.path.join(directory, CUBIN), self.cubin)
+    write_json(os.path.join(directory, SPEC),
                 {"schema": self.SCHEMA, **serial.dump(self)}, write)
 
   @classmethod
   def load(cls, directory: str) -> "LaunchSpec":
     """What save() wrote; SchemaMismatch for another layout, OSError if absent, Misfit
     (a ValueError) naming the field for a value save() does not write."""
-    where = os.path.join(directory, "spec.json")
+    where = os.path.join(directory, SPEC)
     meta = read_json(where, cls.SCHEMA)
-    with open(os.path.join(directory, "kernel.cubin"), "rb") as f:
+    with open(os.path.join(directory, CUBIN), "rb") as f:
       cubin = f.read()
     return serial.load(cls, meta, where, cubin=cubin)
 

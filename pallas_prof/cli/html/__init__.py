@@ -13,13 +13,14 @@ import os
 
 from markupsafe import Markup, escape
 
+from ... import run_layout
 from ...version import __version__
 from ...safe_files import write_atomic
 from ..report import RunReport
 from . import charts
 from .model import Listing, RunView, run_view
 
-HTML = "report.html"
+HTML = run_layout.HTML
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 

@@ -9,7 +9,7 @@ import os
 from .. import run_directory
 from ..report import KernelEntry, RunReport
 from ..saved_runs.kernel import Damaged, SchemaMismatch
-from ..saved_runs.files import interactive_lines, source_lines
+from ..saved_runs.files import SavedRunError, interactive_lines, source_lines
 from .equations import WeightedEquation
 from ...profiler.static.correlate import annotated_listing
 
@@ -42,8 +42,8 @@ def _saved_kernel(run_dir: str | None, k: KernelEntry):
   try:
     d = run_directory.kernel_dir(run_dir, k)
     gk, ck = run_directory.load_kernel(d, run_dir)
-  except SystemExit as e:            # run_files.RunFileError: names the file and the fault
-    return None, None, str(e.code)
+  except SavedRunError as e:         # run_files.RunFileError: names the file and the fault
+    return None, None, str(e)
   except (Damaged, SchemaMismatch) as e:
     return None, None, f"the saved kernel does not load: {e}"
   return gk, ck, ""

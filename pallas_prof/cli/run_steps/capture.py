@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 
+from ... import run_layout
 from ...advice import recipes
 from ...instrument import conventions, tracing
 from ...profiler import driver
@@ -19,8 +20,8 @@ from .entries import recorded
 # JSON Lines (one ExportTraceServiceRequest a line), named as the Collector's
 # otlpjsonfile receiver expects; runs before this name wrote trace.otlp.json
 # and say so in their report's "traces"
-OTLP_JSON_FILE = "trace.otlp.jsonl"
-PERFETTO_FILE = "trace.perfetto.json"
+OTLP_JSON_FILE = run_layout.OTLP_JSON
+PERFETTO_FILE = run_layout.PERFETTO
 
 XPROF_HOLDS_CUPTI = ("--xprof: JAX's profiler holds CUPTI while the script runs, so its kernel "
                      "launches were not captured in place (the replay still times each kernel; "

@@ -15,8 +15,10 @@ run names) goes through here (run_directory.py and report.py call it):
     source_line(path, n)             line n of a Python file of the user's that a run
                                      names ("" if it is not a readable .py file)
 
-A file that is not what a run writes ends the command with RunFileError: one line
-that names the file, what is wrong with it and what to do.
+A file that is not what a run writes raises RunFileError (a SavedRunError): one line
+that names the file, what is wrong with it and what to do. They are ordinary exceptions (a
+notebook or a script reading a run can catch them); cli/main.py alone turns one into the
+command's end, that line on stderr and exit code 1.
 """
 from __future__ import annotations
 
@@ -34,7 +36,12 @@ MAX_SOURCE_BYTES = 16 << 20
 AGAIN = "run the script again with `pallas-prof run` to write the run afresh"
 
 
-class RunFileError(SystemExit):
+class SavedRunError(Exception):
+  """A saved run that cannot be read as it is: str(error) is one line that names the file,
+  what is wrong and what to do ("pallas-prof: ..."), the line cli/main.py prints."""
+
+
+class RunFileError(SavedRunError):
   """A run's file that cannot be read as it is; the message says which and what to do."""
 
 

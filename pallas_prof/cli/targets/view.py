@@ -24,7 +24,9 @@ from ...advice import hardware
 from ...backend.targets import UnknownTarget, parse_target
 from ...profiler.schema import KernelProfile
 from ...profiler.static.correlate import correlate
+from ...run_layout import SOURCE
 from ..saved_runs import source_check
+from ..saved_runs.files import RunFileError
 from ..terminal.safe_text import printable
 
 
@@ -55,14 +57,15 @@ def targets_or_exit(args) -> list:
 
 def check_saved_source(gk, kernel_dir: str,
                        why: str = "--target compiles it, which runs its source") -> None:
-  """Ends the command, before anything of it runs, unless the run's source.py is what
-  pallas-prof generated and holds the digest kernel.json records (saved_runs/source_check.py):
-  compiling a kernel runs its module, and a run directory may come from anyone."""
+  """RunFileError (the command ends), before anything of it runs, unless the run's
+  source.py is what pallas-prof generated and holds the digest kernel.json records
+  (saved_runs/source_check.py): compiling a kernel runs its module, and a run directory may
+  come from anyone."""
   try:
     source_check.check(gk.source, gk.name, gk.key)
   except source_check.NotGenerated as e:
-    raise SystemExit(printable(
-        f"pallas-prof: {os.path.join(kernel_dir, 'source.py')} is not a kernel pallas-prof "
+    raise RunFileError(printable(
+        f"pallas-prof: {os.path.join(kernel_dir, SOURCE)} is not a kernel pallas-prof "
         f"generated: {e}. show {why}, so it takes only what pallas-prof writes; if you "
         "trust the script, run it again with `pallas-prof run` and show that run's "
         "kernel")) from None

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from ...advice.rank import saving_text
 from ...advice.schema import KINDS
+from ...run_layout import HTML, REPORT
 from ..kernel_failures import no_advice_line
 
 DIAGNOSES, EVIDENCE, ACTIONS = 3, 2, 3
@@ -60,7 +61,7 @@ def advice_lines(report, kernel, width: int) -> list:
                        f"{a.apply}", "dim"))
   hidden = len(advice.actions) - ACTIONS
   if hidden > 0 or len(advice.diagnoses) > DIAGNOSES:
-    out.append(_hang("  ", f"(report.json and report.html hold all {len(advice.diagnoses)} "
+    out.append(_hang("  ", f"({REPORT} and {HTML} hold all {len(advice.diagnoses)} "
                      f"diagnoses and {len(advice.actions)} actions)", "dim"))
   for note in advice.notes:
     out.append(_hang("  ", f"note: {note}", "dim"))

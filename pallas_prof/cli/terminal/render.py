@@ -28,6 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ... import units
+from ...run_layout import HTML, KERNELS, REPORT
 from ...profiler.schema import InsituStats
 from ..saved_runs.files import user_line as user_code_line
 from ..summary import CompileFailure, KernelSummary, summaries
@@ -430,7 +431,7 @@ def compile_failure_lines(failure: CompileFailure | None):
     yield Text(f"  reproducer: python {failure.reproducer_script}")
   if failure.workaround:
     first, *rest = failure.workaround.splitlines()
-    yield Text(f"  workaround: {first}" + (f" (+{len(rest)} more lines in report.json)"
+    yield Text(f"  workaround: {first}" + (f" (+{len(rest)} more lines in {REPORT})"
                                             if rest else ""))
 
 
@@ -447,10 +448,10 @@ def render_run(report, out_dir: str | None = None, con: Console | None = None,
         con.print(Text(err.report.rstrip("\n")), soft_wrap=not con.is_terminal)
   if out_dir:
     out_dir = out_dir.rstrip("/")
-    present = [f for f in ("report.json", "report.html", *report.traces.files())
+    present = [f for f in (REPORT, HTML, *report.traces.files())
                if os.path.exists(os.path.join(out_dir, f))]
-    if os.path.isdir(os.path.join(out_dir, "kernels")):
-      present.append("kernels/")
+    if os.path.isdir(os.path.join(out_dir, KERNELS)):
+      present.append(f"{KERNELS}/")
     head = "wrote" if wrote else "the run is in"
     con.print(Text(f"{head} {out_dir}/ ({', '.join(present)})"))
 
