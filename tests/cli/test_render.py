@@ -223,7 +223,7 @@ def test_another_schema_is_named(tmp_path):
   (tmp_path / "report.json").write_text(json.dumps({"schema": "pallas-prof/run/7"}))
   with pytest.raises(ReportError, match=re.escape("schema 'pallas-prof/run/7'")) as e:
     RunReport.load(str(tmp_path))
-  assert "pallas-prof/run/1" in str(e.value.code)
+  assert "pallas-prof/run/1" in str(e.value)
   (tmp_path / "report.json").write_text(json.dumps({"resourceSpans": []}))
   with pytest.raises(ReportError, match="not a pallas-prof run report"):
     RunReport.load(str(tmp_path))
