@@ -379,7 +379,6 @@ def write_run(files: RunFiles, report, stop_tracing, save_kernels, add_probes):
   traces, the kernels' files, report.html, then report.json again with what is missing.
   Returns (the final report, which report.json the folder has: see closing_line)."""
   from .html import write_or_warn
-  from ..run_layout import HTML
   first = dataclasses.replace(report, notes=(*report.notes, WRITING))
   state = "first" if _write_first(files, first, stop_tracing) else "none"
   if state == "first":
@@ -387,7 +386,7 @@ def write_run(files: RunFiles, report, stop_tracing, save_kernels, add_probes):
   stop_tracing()
   save_kernels()
   add_probes()
-  html = os.path.join(files.root, HTML)
+  html = os.path.join(files.root, run_layout.HTML)
   files.attempt(html, lambda: write_or_warn(files.root, _final(report, files)))
   files.release_room()
   final = _final(report, files)
