@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import re
 import sys
 
@@ -156,6 +157,21 @@ def _refuse_unknown(parser: argparse.ArgumentParser, unknown: list[str]) -> None
   parser.error(f"unrecognized arguments: {' '.join(said)}")
 
 
+def _html_out_or_exit(path: str) -> None:
+  """`report --html --html-out PATH`: a regular file, a new one in a folder that exists, or
+  the null device. Its page is renamed over PATH: over a FIFO or a device (as root,
+  /dev/zero) that replaced what the user made, and over a folder it was a traceback."""
+  from ..safe_files import UnsafeFile, refuse_special
+  try:
+    refuse_special(path, "--html-out")
+  except UnsafeFile as e:
+    raise SystemExit(f"pallas-prof: {e}") from None
+  folder = os.path.dirname(os.path.abspath(path))
+  if not os.path.isdir(folder):
+    raise SystemExit(f"pallas-prof: --html-out {path}: no folder {folder}; give a path in a "
+                     "folder that exists")
+
+
 # commands people look for that are an option of another: what they write instead
 OPTION_OF_ANOTHER = {"eject": ("show KERNEL --eject FILE",
                                "it writes the kernel as a standalone Triton program")}
@@ -252,6 +268,8 @@ def _main(argv=None) -> int:
     return show(args)
   if args.command == "report":
     from .processes import find_runs, report_merged
+    if args.html and args.html_out:
+      _html_out_or_exit(args.html_out)
     found = find_runs([args.dir, *args.more]) if args.dir else []
     if len(found) > 1:
       return report_merged([args.dir, *args.more], html=args.html, html_out=args.html_out,
