@@ -224,3 +224,33 @@ def test_an_output_option_on_the_null_device_writes_nothing(tmp_path, a_run, com
   assert done.returncode == 0, done.stdout + done.stderr
   _still_a_device(link)
   assert set(os.listdir(tmp_path)) <= {"cache", "tmp", "null"}, os.listdir(tmp_path)
+
+
+@pytest.mark.fault("fifo")
+@pytest.mark.parametrize("what", ["fifo", "file", "under a file"])
+def test_run_xprof_on_what_is_not_a_folder_is_refused_before_the_script(tmp_path, what):
+  """`run --xprof PATH` where PATH is a FIFO or a file (or lies under one): JAX's profiler
+  failed to export there after the script had run, a traceback that lost the run (no
+  report.json). Refused before the script runs, naming the option and the path."""
+  script = tmp_path / "never.py"
+  script.write_text("open('ran', 'w').close()\n")
+  if what == "fifo":
+    path = str(tmp_path / "pipe")
+    os.mkfifo(path)
+  else:
+    (tmp_path / "a_file").write_text("mine\n")
+    path = str(tmp_path / "a_file") + ("/xprof" if what == "under a file" else "")
+  env = _env(tmp_path, str(tmp_path / "cache"))
+  done = subprocess.run([sys.executable, "-m", "pallas_prof", "run", "--out",
+                         str(tmp_path / "out"), "--xprof", path, str(script)],
+                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+                        stdin=subprocess.DEVNULL)
+  inject.assert_alive(done.returncode, done.stderr)
+  assert "Traceback" not in done.stderr, done.stderr
+  assert done.returncode == 2, done.stdout + done.stderr
+  inject.assert_clear(done.stderr, "--xprof", path, "not a folder", "not run")
+  assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
+  if what == "fifo":
+    _still_a_fifo(path)
+  else:
+    assert (tmp_path / "a_file").read_text() == "mine\n"
