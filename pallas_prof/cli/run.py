@@ -162,6 +162,8 @@ def run_and_report(args: RunOptions) -> "run_writes.RunResult":
   outcome = found.outcome
   if outcome.error is not None and (found.kernel_error is None or args.traceback):
     print_script_traceback(outcome.error, args.script, args.traceback, redactor(args))
+  if outcome.message is not None:
+    print(redactor(args)(outcome.message), file=sys.stderr)
   stopped_by = found.stopped_by or (held[0] if held else None)
   code = (processes.exit_code(stopped_by) if stopped_by is not None
           else 1 if found.kernel_error is not None and outcome.exit_code == 0
