@@ -177,6 +177,26 @@ OPTION_OF_ANOTHER = {"eject": ("show KERNEL --eject FILE",
                                "it writes the kernel as a standalone Triton program")}
 
 
+def _eject_as_show(args: list[str]) -> str:
+  """`eject KERNEL [FILE] [--dir D] [-o FILE]` as the show command that does it: an option's
+  value is never taken for the file (`eject K --dir RUN` pointed to `show K --eject RUN`)."""
+  given, dirs, file, it = [], [], None, iter(args)
+  for a in it:
+    if a == "--dir":
+      dirs += [a, next(it, "DIR")]
+    elif a.startswith("--dir="):
+      dirs.append(a)
+    elif a in ("-o", "--out", "--output", "--eject"):
+      file = next(it, None)
+    elif a.startswith(("--out=", "--output=", "--eject=")):
+      file = a.partition("=")[2]
+    elif not a.startswith("-"):
+      given.append(a)
+  kernel = given[0] if given else "KERNEL"
+  file = file or (given[1] if len(given) > 1 else "FILE")
+  return " ".join(["show", kernel, *dirs, "--eject", file])
+
+
 def _refuse_unknown_command(parser: argparse.ArgumentParser, argv: list[str]) -> None:
   """A command pallas-prof does not have: what does it (`eject` is `show --eject`), or the
   command it is closest to, instead of argparse's bare "invalid choice"."""
@@ -186,9 +206,8 @@ def _refuse_unknown_command(parser: argparse.ArgumentParser, argv: list[str]) ->
     return
   if word in OPTION_OF_ANOTHER:
     usage, does = OPTION_OF_ANOTHER[word]
-    given = [a for a in argv[1:] if not a.startswith("-")]
-    if word == "eject" and len(given) == 2:      # eject KERNEL FILE: the very command
-      usage = f"show {given[0]} --eject {given[1]}"
+    if word == "eject" and len(argv) > 1:      # the very command, in the user's own words
+      usage = _eject_as_show(argv[1:])
     parser.error(f"there is no command `{word}`: did you mean `pallas-prof {usage}`? ({does})")
   close = difflib.get_close_matches(word, list(commands), n=1, cutoff=0.6)
   guess = f"did you mean `{close[0]}`? " if close else ""
