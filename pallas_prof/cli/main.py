@@ -19,6 +19,7 @@ import os
 import re
 import sys
 
+from ..safe_files import UnsafeFile, refuse_special
 from . import advise, tune
 from .script_args import RunOptions, split
 from .terminal.safe_text import printable
@@ -161,7 +162,6 @@ def _html_out_or_exit(path: str) -> None:
   """`report --html --html-out PATH`: a regular file, a new one in a folder that exists, or
   the null device. Its page is renamed over PATH: over a FIFO or a device (as root,
   /dev/zero) that replaced what the user made, and over a folder it was a traceback."""
-  from ..safe_files import UnsafeFile, refuse_special
   try:
     refuse_special(path, "--html-out")
   except UnsafeFile as e:
