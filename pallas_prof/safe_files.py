@@ -104,7 +104,10 @@ def write_atomic(path: str, data: bytes | str, *, mode: int = 0o600) -> str:
   """Writes `data` to `path` through a temporary file in the same folder, flushed to
   disk before it is renamed over `path`: a reader sees the old file or the whole new
   one. On failure (a full disk, a read-only folder) the temporary file is removed and
-  the error raised; `path` is left as it was."""
+  the error raised; `path` is left as it was. The null device (/dev/null: the user asked
+  that it be thrown away) takes nothing and is never renamed over."""
+  if is_null_device(path):
+    return path
   folder = os.path.dirname(os.path.abspath(path))
   raw = data.encode() if isinstance(data, str) else data
   fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
@@ -160,9 +163,25 @@ def special_kind(path: str) -> str | None:
   return next((kind for test, kind in _KINDS if test(mode)), "not a regular file")
 
 
+def is_null_device(path: str) -> bool:
+  """Whether `path` is (or links to) the null device, os.devnull: a user who names it as a
+  file pallas-prof writes asks that what goes there be thrown away. It never blocks and
+  holds nothing, so it is the one special file taken as an output (write_atomic writes
+  nothing there and never renames over it)."""
+  try:
+    info = os.stat(path)
+    null = os.stat(os.devnull)
+  except (OSError, ValueError):
+    return False
+  return stat.S_ISCHR(info.st_mode) and stat.S_ISCHR(null.st_mode) and \
+      info.st_rdev == null.st_rdev
+
+
 def refuse_special(path: str, what: str) -> None:
   """UnsafeFile naming `what` (the setting or the file's role) and `path` when `path` is
-  not a regular file (special_kind)."""
+  not a regular file (special_kind), except the null device (is_null_device: discarded)."""
+  if is_null_device(path):
+    return
   kind = special_kind(path)
   if kind is not None:
     raise UnsafeFile(f"{what} {path} is {kind}, not a regular file: pallas-prof writes only "
@@ -170,8 +189,9 @@ def refuse_special(path: str, what: str) -> None:
 
 
 def open_for_append(path: str, mode: int = 0o644) -> int:
-  """A descriptor appending to the trace file `path` (created if missing), a regular file:
-  never blocks on a FIFO nobody reads, nor writes into a device (UnsafeFile instead)."""
+  """A descriptor appending to the trace file `path` (created if missing), a regular file
+  or the null device: never blocks on a FIFO nobody reads, nor writes into another device
+  (UnsafeFile instead).""" 
   refuse_special(path, "the trace file")
   try:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK, mode)
@@ -180,7 +200,7 @@ def open_for_append(path: str, mode: int = 0o644) -> int:
       raise UnsafeFile(f"the trace file {path} is a FIFO (a named pipe), not a regular file: "
                        "name a regular file, or a new one") from None
     raise
-  if not stat.S_ISREG(os.fstat(fd).st_mode):
+  if not stat.S_ISREG(os.fstat(fd).st_mode) and not is_null_device(path):
     os.close(fd)
     refuse_special(path, "the trace file")
     raise UnsafeFile(f"the trace file {path} is not a regular file: name a regular file")

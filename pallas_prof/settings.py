@@ -21,7 +21,7 @@ import sysconfig
 import warnings
 from typing import Any, Callable
 
-from .safe_files import special_kind
+from .safe_files import is_null_device, special_kind
 
 PREFIX = "PALLAS_PROF_"
 # variables of the project's own tests and benchmarks, never read by the package
@@ -134,8 +134,11 @@ def folder(text: str) -> str:
 
 
 def output_file(text: str) -> str:
+  """A file pallas-prof writes: a regular one, a new one, or the null device (what is
+  written there is thrown away, as the user asked: safe_files.is_null_device)."""
   path = os.path.expanduser(text)
-  _regular_or_absent(path)
+  if not is_null_device(path):
+    _regular_or_absent(path)
   return path
 
 

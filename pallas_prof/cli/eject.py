@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import os
 
+from ..safe_files import refuse_special, write_atomic
 from ..backend.running import (interpreter_libdevice, interpreter_memory, interpreter_reductions,
                                interpreter_runtime)
 
@@ -392,9 +393,10 @@ def eject(gk, path: str, aliases=()) -> str:
               runtime_source=_as_literal(inspect.getsource(interpreter_runtime)),
               reductions_source=_as_literal(inspect.getsource(interpreter_reductions)),
               memory_source=_as_literal(inspect.getsource(interpreter_memory))))
-  with open(path, "w") as f:
-    f.write(text)
-  return path
+  # a FIFO nobody reads blocked here for ever, and a device took the program: a regular
+  # file (or the null device, which discards it), written whole
+  refuse_special(path, "--eject")
+  return write_atomic(path, text, mode=0o644)
 
 
 def _as_literal(source: str) -> str:

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import re
 import sys
 
+from ..safe_files import UnsafeFile, refuse_special
 from . import advise, tune
 from ..run_layout import REPORT
 from .saved_runs.files import SavedRunError
@@ -158,9 +160,43 @@ def _refuse_unknown(parser: argparse.ArgumentParser, unknown: list[str]) -> None
   parser.error(f"unrecognized arguments: {' '.join(said)}")
 
 
+def _html_out_or_exit(path: str) -> None:
+  """`report --html --html-out PATH`: a regular file, a new one in a folder that exists, or
+  the null device. Its page is renamed over PATH: over a FIFO or a device (as root,
+  /dev/zero) that replaced what the user made, and over a folder it was a traceback."""
+  try:
+    refuse_special(path, "--html-out")
+  except UnsafeFile as e:
+    raise SystemExit(f"pallas-prof: {e}") from None
+  folder = os.path.dirname(os.path.abspath(path))
+  if not os.path.isdir(folder):
+    raise SystemExit(f"pallas-prof: --html-out {path}: no folder {folder}; give a path in a "
+                     "folder that exists")
+
+
 # commands people look for that are an option of another: what they write instead
 OPTION_OF_ANOTHER = {"eject": ("show KERNEL --eject FILE",
                                "it writes the kernel as a standalone Triton program")}
+
+
+def _eject_as_show(args: list[str]) -> str:
+  """`eject KERNEL [FILE] [--dir D] [-o FILE]` as the show command that does it: an option's
+  value is never taken for the file (`eject K --dir RUN` pointed to `show K --eject RUN`)."""
+  given, dirs, file, it = [], [], None, iter(args)
+  for a in it:
+    if a == "--dir":
+      dirs += [a, next(it, "DIR")]
+    elif a.startswith("--dir="):
+      dirs.append(a)
+    elif a in ("-o", "--out", "--output", "--eject"):
+      file = next(it, None)
+    elif a.startswith(("--out=", "--output=", "--eject=")):
+      file = a.partition("=")[2]
+    elif not a.startswith("-"):
+      given.append(a)
+  kernel = given[0] if given else "KERNEL"
+  file = file or (given[1] if len(given) > 1 else "FILE")
+  return " ".join(["show", kernel, *dirs, "--eject", file])
 
 
 def _refuse_unknown_command(parser: argparse.ArgumentParser, argv: list[str]) -> None:
@@ -172,9 +208,8 @@ def _refuse_unknown_command(parser: argparse.ArgumentParser, argv: list[str]) ->
     return
   if word in OPTION_OF_ANOTHER:
     usage, does = OPTION_OF_ANOTHER[word]
-    given = [a for a in argv[1:] if not a.startswith("-")]
-    if word == "eject" and len(given) == 2:      # eject KERNEL FILE: the very command
-      usage = f"show {given[0]} --eject {given[1]}"
+    if word == "eject" and len(argv) > 1:      # the very command, in the user's own words
+      usage = _eject_as_show(argv[1:])
     parser.error(f"there is no command `{word}`: did you mean `pallas-prof {usage}`? ({does})")
   close = difflib.get_close_matches(word, list(commands), n=1, cutoff=0.6)
   guess = f"did you mean `{close[0]}`? " if close else ""
@@ -259,6 +294,8 @@ def _main(argv=None) -> int:
     return show(args)
   if args.command == "report":
     from .processes import find_runs, report_merged
+    if args.html and args.html_out:
+      _html_out_or_exit(args.html_out)
     found = find_runs([args.dir, *args.more]) if args.dir else []
     if len(found) > 1:
       return report_merged([args.dir, *args.more], html=args.html, html_out=args.html_out,

@@ -20,7 +20,7 @@ import signal
 import sys
 import time
 
-from .. import api
+from .. import api, safe_files
 from ..backend import kernel_registry
 from ..backend.running import runtime_errors
 from ..instrument import render_error, xprof_run
@@ -121,6 +121,17 @@ def run_and_report(args: RunOptions) -> "run_writes.RunResult":
   Prints nothing of the report: the caller renders the result it returns."""
   if args.xprof:        # jax.profiler writes it as the script ends, in whatever folder it left
     args = dataclasses.replace(args, xprof=os.path.abspath(args.xprof))
+    # a file there (a FIFO, /dev/null) failed jax.profiler's export after the script ran,
+    # in a traceback that lost the run: said now, before the script runs
+    head = args.xprof           # the folder, or the nearest path above it that exists
+    while not os.path.lexists(head) and os.path.dirname(head) != head:
+      head = os.path.dirname(head)
+    if not os.path.isdir(head):
+      kind = safe_files.special_kind(head) or "a file"
+      where = "" if head == args.xprof else f": {head}, above it,"
+      run_writes.refuse(f"--xprof {args.xprof}{where} is {kind}, not a folder: JAX's profiler "
+                        "writes a folder of files there; give a folder (made if missing); "
+                        "the script was not run")
   with processes.signals_held() as claiming:      # a folder made is a folder marked
     folder = run_writes.claim(args.out, args.force)
   out_dir = folder.path
@@ -151,6 +162,8 @@ def run_and_report(args: RunOptions) -> "run_writes.RunResult":
   outcome = found.outcome
   if outcome.error is not None and (found.kernel_error is None or args.traceback):
     print_script_traceback(outcome.error, args.script, args.traceback, redactor(args))
+  if outcome.message is not None:
+    print(redactor(args)(outcome.message), file=sys.stderr)
   stopped_by = found.stopped_by or (held[0] if held else None)
   code = (processes.exit_code(stopped_by) if stopped_by is not None
           else 1 if found.kernel_error is not None and outcome.exit_code == 0

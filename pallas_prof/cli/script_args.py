@@ -60,7 +60,10 @@ def device_refusal(spec: str) -> str | None:
   if not present:
     if indices == [0]:
       return None
-    return (f"--device {spec} names a GPU, and this machine has none ({reason.rstrip('.')}): "
+    # the reason may say "this machine has none (...)" itself (driver.NoGpu's words)
+    none = reason.rstrip(".") if reason.startswith("this machine has none") else \
+        f"this machine has none ({reason.rstrip('.')})"
+    return (f"--device {spec} names a GPU, and {none}: "
             "the kernels run under Triton's interpreter on the CPU; leave --device out")
   count = driver.device_count()
   bad = [i for i in indices if i >= count]

@@ -20,8 +20,11 @@ from .run_steps.script_effects import kept_cwd, kept_streams
 
 class ScriptOutcome:
   def __init__(self, exit_code: int, error: BaseException | None, seconds: float,
-               reader_gone: bool = False):
+               reader_gone: bool = False, message: str | None = None):
     self.exit_code = exit_code
+    # sys.exit("text"): the text Python prints on stderr, printed by `run` masked as the
+    # traceback is (it was printed as it came, a secret in it too)
+    self.message = message
     self.error = error
     self.seconds = seconds
     self.reader_gone = reader_gone      # its stdout's reader left (`| head`): it ended there
@@ -32,13 +35,15 @@ def run_script(path: str, argv: list[str]) -> ScriptOutcome:
   saved_argv, saved_path = sys.argv, list(sys.path)
   sys.argv = [path, *argv]
   sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-  start, gone = time.perf_counter(), False
+  start, gone, message = time.perf_counter(), False, None
   try:
     with kept_cwd(), kept_streams():
       runpy.run_path(path, run_name="__main__")
     code, error = 0, None
   except SystemExit as e:
     code, error = _exit_code(e.code), None
+    if not (e.code is None or isinstance(e.code, int)):
+      message = str(e.code)
   except KeyboardInterrupt as e:
     code, error = 130, e
   except BrokenPipeError as e:
@@ -51,7 +56,8 @@ def run_script(path: str, argv: list[str]) -> ScriptOutcome:
   finally:
     sys.argv = saved_argv
     sys.path[:] = saved_path
-  return ScriptOutcome(code, error, time.perf_counter() - start, reader_gone=gone)
+  return ScriptOutcome(code, error, time.perf_counter() - start, reader_gone=gone,
+                       message=message)
 
 
 def _exit_code(code) -> int:
@@ -59,7 +65,6 @@ def _exit_code(code) -> int:
     return 0
   if isinstance(code, int):
     return code
-  print(code, file=sys.stderr)
   return 1
 
 

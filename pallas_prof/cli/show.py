@@ -16,6 +16,7 @@ from ..profiler.sampling import stalls
 from ..profiler.schema import AnnotatedLine
 from ..profiler.static.correlate import correlate
 
+from ..safe_files import UnsafeFile
 from . import run_directory
 from .saved_runs.files import source_line, source_lines
 from .targets import view as show_targets
@@ -73,6 +74,8 @@ def show(args) -> int:
     from .eject import eject
     try:
       path = eject(gk, args.eject, aliases=run_directory.load_aliases(kdir, run_dir))
+    except UnsafeFile as e:
+      raise SystemExit(f"pallas-prof: {e}") from None
     except OSError as e:
       raise SystemExit(f"pallas-prof: cannot write {args.eject}: {e.strerror or e}; give "
                        "--eject a path in a directory that exists and you can write") from None

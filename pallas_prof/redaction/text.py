@@ -88,6 +88,14 @@ def _userinfo(match: re.Match) -> str:
   return f"{match.group('scheme')}{masked}@"
 
 
+# what follows `key:` in Python source: a type (jax.Array, str, PRNGKey, list[int]), never
+# a value with a digit in its name's first part, as a key's value mostly has
+# ("api_key: s3cr3t" in an exception's text was kept as if it were an annotation)
+_ANNOTATION = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*\.)+[A-Za-z_][A-Za-z0-9_]*(?:\[.*)?"
+                         r"|(?:str|int|float|bytes|bool|object|Any|None|list|dict|tuple)"
+                         r"(?:\[.*)?|[A-Z][A-Za-z]*(?:\[.*)?")
+
+
 def _is_code(match: re.Match) -> bool:
   """Whether a match reads as Python source a report quotes (`key = jax.random.key(0)`,
   `def f(key: jax.Array)`) rather than a value given: an assignment with spaces around
@@ -98,7 +106,8 @@ def _is_code(match: re.Match) -> bool:
     return False
   if "=" in sep:
     return sep.strip() != sep
-  return "-" not in name and words(name)[-1] in ("key", "keys")
+  return "-" not in name and words(name)[-1] in ("key", "keys") and \
+      _ANNOTATION.fullmatch(match.group("value") or "") is not None
 
 
 def _named(match: re.Match) -> str:

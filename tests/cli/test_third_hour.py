@@ -28,6 +28,21 @@ def test_eject_points_to_show_eject_with_the_users_own_words(capsys):
   assert "invalid choice" not in err
 
 
+@pytest.mark.parametrize("argv, said", [
+    (["eject", "softmax_kernel", "--dir", "runs/a"],
+     "show softmax_kernel --dir runs/a --eject FILE"),
+    (["eject", "softmax_kernel", "--dir", "runs/a", "k.py"],
+     "show softmax_kernel --dir runs/a --eject k.py"),
+    (["eject", "softmax_kernel", "-o", "k.py"], "show softmax_kernel --eject k.py"),
+    (["eject", "softmax_kernel"], "show softmax_kernel --eject FILE"),
+])
+def test_eject_never_takes_an_option_s_value_for_the_file(argv, said, capsys):
+  """`eject K --dir RUN` pointed to `show K --eject RUN`: the run's folder taken for the
+  file to write."""
+  err = _refused(argv, capsys)
+  assert f"did you mean `pallas-prof {said}`?" in err, err
+
+
 def test_eject_alone_gives_the_commands_form(capsys):
   err = _refused(["eject"], capsys)
   assert "`pallas-prof show KERNEL --eject FILE`" in err and "standalone Triton program" in err
@@ -67,6 +82,7 @@ def test_a_device_on_a_cpu_is_refused_before_the_script_runs(command, tmp_path):
   assert done.returncode == 2, done.stdout + done.stderr
   assert "--device 3 names a GPU, and this machine has none" in said, said
   assert "leave --device out" in said
+  assert said.count("this machine has none") == 1, said      # once, not nested in itself
   assert not ran.exists() and not out.exists()
 
 

@@ -173,9 +173,24 @@ def _timed(median_s):
   return edit
 
 
+def _headline(mode, missing=None):
+  """A timed runtime whose headline `mode` is no timing's, or names one that is missing."""
+  def edit(data):
+    _timed(20e-6)(data)
+    for profile in (data["profile"], *data["profiles"]):
+      runtime = profile["kernels"][0]["runtime"]
+      runtime["mode"] = mode
+      if missing:
+        runtime[missing] = None
+  return edit
+
+
 DAMAGED_FIGURES = [
     ("nan runtime", _timed(float("nan")), "runtime.cold.median_s"),
     ("negative runtime", _timed(-1e-3), "runtime.cold.median_s"),
+    ("unknown-mode runtime", _headline("hot"), "runtime.mode"),
+    ("headless runtime", _headline("sustained"), "runtime.mode"),
+    ("cold-less runtime", _headline("cold", missing="cold"), "runtime.mode"),
     ("infinite runtime", _timed(float("inf")), "runtime.cold.median_s"),
     ("nan registers", _set("kernels", 0, "resources", "registers", value=float("nan")),
      "resources.registers"),

@@ -139,3 +139,28 @@ def test_a_path_holding_a_secret_is_masked_everywhere(tmp_path):
   assert report["script"] == masked and report["command"][-1] == masked
   assert kernel["source_info"].startswith("double at " + masked), kernel["source_info"]
   assert report["errors"][0]["location"].startswith(masked)
+
+
+EXIT_SCRIPTS = {
+    # a value after `key:` (an annotation's form) that is no type: it was kept as code
+    "exception api_key:": "raise ValueError('rejected: api_key: s3cr3t5 for user admin')\n",
+    # sys.exit(text): the text was printed on the terminal as it came
+    "sys.exit(text)": "import sys\nsys.exit('login as admin:s3cr3t5@db failed, password=s3cr3t5')\n",
+}
+
+
+@pytest.mark.fault("secret_forms")
+@pytest.mark.parametrize("how", list(EXIT_SCRIPTS))
+def test_a_failing_script_s_other_texts_are_recorded_nowhere(tmp_path, how):
+  """Item 11's kind, in two more forms: `api_key: S` in an exception's text (read as Python's
+  `key: Type`), and the text a script gives sys.exit (printed as Python prints it, unmasked).
+  Masked on the terminal and in every file; what failed is still said."""
+  script, out = tmp_path / "script.py", tmp_path / "out"
+  script.write_text(EXIT_SCRIPTS[how])
+  done = pallas_prof("run", "--out", str(out), str(script), cache_dir=tmp_path / "cache",
+                     timeout=300)
+  assert done.returncode == 1, done.stdout + done.stderr
+  assert _leaks(out, done, ["s3cr3t5"]) == {}
+  said = "rejected: api_key: ***" if how.startswith("exception") else \
+      "login as admin:***@db failed, password=***"
+  assert said in done.stderr, done.stderr

@@ -133,6 +133,9 @@ def test_ordinary_arguments_stay_as_they_are(argv):
     # ... unless it holds a string given to a secret's name
     ("API_KEY = 's3cr3t'", f"API_KEY = '{MASK}'"),
     ("password: s3cr3t", f"password: {MASK}"),
+    ("rejected: api_key: s3cr3t for admin", f"rejected: api_key: {MASK} for admin"),
+    ("def f(key: PRNGKey, keys: list[int], api_key: str):",
+     "def f(key: PRNGKey, keys: list[int], api_key: str):"),
 ])
 def test_secrets_in_texts_are_masked(text, recorded):
   assert redact_text(text) == recorded

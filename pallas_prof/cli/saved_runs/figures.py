@@ -21,6 +21,9 @@ MAX_COUNT = 1 << 53
 MAX_SECONDS = 1e7
 MAX_MS = MAX_SECONDS * 1e3
 
+# the timings a runtime's headline may be (profiler/schema.py's RuntimeStats.mode)
+RUNTIME_MODES = ("cold", "sustained")
+
 # resources' keys a view reads as counts; any other numeric value there is checked as a
 # figure too, a text (the target) is left as it is
 RESOURCE_COUNTS = ("registers", "shared_bytes", "spill_stores", "spill_loads", "stack_bytes",
@@ -93,6 +96,12 @@ def _timing(t, where: str) -> Iterator[str | None]:
 def _profile(kp, where: str) -> Iterator[str | None]:
   rt = kp.runtime
   if rt is not None:
+    # the headline is the timing `mode` names: another mode, or a missing timing, read as
+    # "not timed" (diff's gate passed it) and ended report --html in a traceback
+    if rt.mode not in RUNTIME_MODES:
+      yield f"{where}.runtime.mode is {rt.mode!r}, not one of {', '.join(RUNTIME_MODES)}"
+    elif getattr(rt, rt.mode) is None or getattr(rt, rt.mode).median_s is None:
+      yield f"{where}.runtime.mode names {rt.mode!r}, and runtime.{rt.mode} holds no timing"
     yield _timing(rt.cold, f"{where}.runtime.cold")
     yield _timing(rt.sustained, f"{where}.runtime.sustained")
   s = kp.static
