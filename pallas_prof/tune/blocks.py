@@ -119,11 +119,10 @@ def _environment() -> dict:
 
 def _environment_now() -> dict:
   import jax
-  try:
-    import triton
-    triton_version = triton.__version__
-  except ImportError:
-    triton_version = None
+  from ..backend.compiling.triton_compat import triton_release
+  triton_version = triton_release()
+  if triton_version == "?":
+    triton_version = None       # no Triton installed (as before: recorded as null)
   dev = jax.devices()[0]
   return {"device": f"{dev.platform}:{getattr(dev, 'device_kind', '')}", "jax": jax.__version__,
           "triton": triton_version, "pallas_prof": __version__}

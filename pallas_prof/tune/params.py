@@ -240,10 +240,10 @@ class CachedTuning(serial.Saved):
 def _identity(gk, target, settings: Autotune, device_name: str) -> dict:
   import jax
   # the wheel's, without importing it
-  from ..backend.compiling.compile_cache import _triton_version
+  from ..backend.compiling.triton_compat import triton_release
   return {"kernel": gk.name, "source": gk.key,
           "target": list(target), "gpu": device_name, "jax": jax.__version__,
-          "triton": _triton_version(), "pallas_prof": __version__,
+          "triton": triton_release(), "pallas_prof": __version__,
           "configs": settings.config_dicts()}
 
 

@@ -29,8 +29,8 @@ PROVEN_SAFE: tuple[str, ...] = ()
 
 
 def triton_release() -> str:
-  import triton
-  return ".".join(triton.__version__.split(".")[:2])
+  from ...backend.compiling.triton_compat import triton_version
+  return ".".join(str(n) for n in triton_version())
 
 
 def why_unsafe() -> str | None:

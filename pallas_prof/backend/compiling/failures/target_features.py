@@ -14,6 +14,7 @@ import dataclasses
 import re
 
 from ...errors import CompileError
+from .. import triton_compat
 from ...targets import as_target
 
 # Triton's names of the fp8 types -> JAX's (jnp.float8_*), and the jaxpr's short names
@@ -124,9 +125,8 @@ def _precision_refusal(gk, diagnosis, target, precision: str, allowed) -> Compil
 def _library_refusal(gk, diagnosis, target, function: str) -> CompileError:
   """Triton's device library for the target (libdevice on NVIDIA, ocml on AMD, as
   triton.language.extra.libdevice picks it) lacks a function the kernel calls."""
-  import triton
   library = "AMD" if target.backend == "hip" else "NVIDIA"
-  summary = (f"Triton {triton.__version__}'s {library} device library has no {function}, "
+  summary = (f"Triton {triton_compat.triton_release()}'s {library} device library has no {function}, "
              f"which the kernel calls: it cannot compile for {target.name}")
   hint = _LIBRARY_WORKAROUNDS.get(function, "compute it from other operations, or compile "
                                             "with a Triton whose device library has it")
