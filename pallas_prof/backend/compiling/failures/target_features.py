@@ -15,6 +15,7 @@ import re
 
 from ...errors import CompileError
 from .. import triton_compat
+from ...lowering import triton_names
 from ...targets import as_target
 
 # Triton's names of the fp8 types -> JAX's (jnp.float8_*), and the jaxpr's short names
@@ -81,7 +82,7 @@ def _fp8_refusal(gk, diagnosis, target, triton_name: str) -> CompileError:
   return _error(gk, diagnosis, target, summary, hint, equations)
 
 
-_PTX_ASM = "tl.inline_asm_elementwise("   # pallas-prof emits it with NVIDIA PTX only
+_PTX_ASM = f"{triton_names.inline_asm_elementwise}("   # pallas-prof emits it with NVIDIA PTX only
 
 
 def _equations_with(gk, needle: str) -> tuple[int, ...]:

@@ -26,6 +26,7 @@ from .. import emit
 from ..codegen import DECOMPOSITION, Value, is_bool, is_float, is_int, is_low_float, is_signed, literal, tl_dtype
 from ...errors import Unsupported
 from .table import ARITHMETIC, REDUCTION, TRANSCENDENTAL, register
+from .. import triton_names as tl
 
 F32 = np.dtype(np.float32)
 
@@ -163,7 +164,7 @@ def _round(ctx, x, *, rounding_method):
 def _is_finite(ctx, x):
   _require_float("is_finite", x)
   xc = _compute(ctx, x)
-  return ctx.value("finite", f"tl.abs({xc}) < float(\"inf\")", np.bool_, x.shape)
+  return ctx.value("finite", f"{tl.abs}({xc}) < float(\"inf\")", np.bool_, x.shape)
 
 
 @elementwise(lax.abs_p, work=ARITHMETIC)
@@ -171,8 +172,8 @@ def _abs(ctx, x):
   if is_bool(x.dtype) or (is_int(x.dtype) and not is_signed(x.dtype)):
     return x
   if is_float(x.dtype):
-    return _float_op(ctx, "abs", lambda a: f"tl.abs({a})", x)
-  return ctx.value("abs", f"tl.abs({x})", x.dtype, x.shape)   # abs(INT_MIN) = INT_MIN
+    return _float_op(ctx, "abs", lambda a: f"{tl.abs}({a})", x)
+  return ctx.value("abs", f"{tl.abs}({x})", x.dtype, x.shape)   # abs(INT_MIN) = INT_MIN
 
 
 @elementwise(lax.neg_p, work=ARITHMETIC)
@@ -191,7 +192,7 @@ def _sign(ctx, x):
   if is_float(dt):
     # sign(NaN) = NaN and sign(+-0) = +-0, as XLA does.
     return _float_op(ctx, "sign",
-                     lambda a: f"tl.where({a} > 0, 1.0, tl.where({a} < 0, -1.0, {a}))", x)
+                     lambda a: f"{tl.where}({a} > 0, 1.0, {tl.where}({a} < 0, -1.0, {a}))", x)
   if is_signed(dt):
     return ctx.value("sign", f"({x} > 0).to({tl_dtype(dt)}) - ({x} < 0).to({tl_dtype(dt)})",
                      dt, x.shape)
@@ -273,10 +274,10 @@ def _bits_for_libdevice(ctx, x: Value) -> Value:
   if dt in (np.int32, np.int64):
     return x
   if dt.itemsize >= 4:
-    target = "tl.int32" if dt.itemsize == 4 else "tl.int64"
+    target = tl.int32 if dt.itemsize == 4 else tl.int64
     return ctx.value("bits", f"{x}.to({target}, bitcast=True)", np.dtype(target[3:]), x.shape)
   u = f"{x}.to({_as_unsigned(dt)}, bitcast=True)" if is_signed(dt) else str(x)
-  return ctx.value("bits", f"{u}.to(tl.uint32).to(tl.int32, bitcast=True)", np.int32, x.shape)
+  return ctx.value("bits", f"{u}.to({tl.uint32}).to({tl.int32}, bitcast=True)", np.int32, x.shape)
 
 
 # --- binary arithmetic --------------------------------------------------------------
@@ -325,7 +326,7 @@ def _div(ctx, x, y):
   # XLA: x / 0 = -1 (all ones), INT_MIN / -1 = INT_MIN; both are UB in LLVM.
   safe = _safe_divisor(ctx, x, y, dt)
   q = f"{x} // {safe}"
-  return ctx.value("div", f"tl.where({y} == 0, {literal(_all_ones(dt), dt)}, {q})", dt, shape)
+  return ctx.value("div", f"{tl.where}({y} == 0, {literal(_all_ones(dt), dt)}, {q})", dt, shape)
 
 
 @elementwise(lax.rem_p, work=ARITHMETIC)
@@ -342,7 +343,7 @@ def _rem(ctx, x, y):
     return ctx.value("rem", f"{x} % {y}", dt, shape)
   # XLA: x % 0 = x, INT_MIN % -1 = 0
   safe = _safe_divisor(ctx, x, y, dt)
-  return ctx.value("rem", f"tl.where({y} == 0, {x}, {x} % {safe})", dt, shape)
+  return ctx.value("rem", f"{tl.where}({y} == 0, {x}, {x} % {safe})", dt, shape)
 
 
 def _all_ones(dt):
@@ -356,7 +357,7 @@ def _safe_divisor(ctx, x: Value, y: Value, dt) -> str:
     cond = f"({y} == 0) | (({x} == {lo}) & ({y} == {literal(-1, dt)}))"
   else:
     cond = f"{y} == 0"
-  return ctx.b.assign("divisor", f"tl.where({cond}, {one}, {y})")
+  return ctx.b.assign("divisor", f"{tl.where}({cond}, {one}, {y})")
 
 
 def _minmax(kind: str):
@@ -365,9 +366,9 @@ def _minmax(kind: str):
     shape = _shape(ctx)
     if is_bool(dt):
       return ctx.value(kind, f"{x} {'|' if kind == 'max' else '&'} {y}", dt, shape)
-    fn = "tl.maximum" if kind == "max" else "tl.minimum"
+    fn = tl.maximum if kind == "max" else tl.minimum
     if is_float(dt):
-      return _float_op(ctx, kind, lambda a, b: f"{fn}({a}, {b}, propagate_nan=tl.PropagateNan.ALL)",
+      return _float_op(ctx, kind, lambda a, b: f"{fn}({a}, {b}, propagate_nan={tl.propagate_nan_all})",
                        x, y)
     return ctx.value(kind, f"{fn}({x}, {y})", dt, shape)
   rule.__name__ = f"_{kind}_rule"
@@ -413,16 +414,16 @@ def _nextafter(ctx, x, y):
   # a step away from zero, or toward it when the signs differ or |x| > |y|
   toward_zero = b.assign("toward_zero", f"(({xi} & {sign_bit}) != ({yi} & {sign_bit})) | "
                          f"({x_abs} > {y_abs})")
-  stepped = b.assign("stepped", f"tl.where({toward_zero}, {xi} - {literal(1, it)}, "
+  stepped = b.assign("stepped", f"{tl.where}({toward_zero}, {xi} - {literal(1, it)}, "
                      f"{xi} + {literal(1, it)})")
   # from +-0: the smallest subnormal with y's sign; equal (or both zero): y
   tiniest = b.assign("tiniest", f"({yi} & {sign_bit}) | {literal(1, it)}")
-  r = b.assign("next_bits", f"tl.where({x_abs} == 0, tl.where({y_abs} == 0, {yi}, {tiniest}), "
+  r = b.assign("next_bits", f"{tl.where}({x_abs} == 0, {tl.where}({y_abs} == 0, {yi}, {tiniest}), "
                f"{stepped})")
-  r = b.assign("next_bits", f"tl.where({xi} == {yi}, {yi}, {r})")
+  r = b.assign("next_bits", f"{tl.where}({xi} == {yi}, {yi}, {r})")
   xc, yc = _compute(ctx, x), _compute(ctx, y)
   nan_bits = literal(_quiet_nan_bits(dt), it)
-  r = b.assign("next_bits", f"tl.where({xc} != {xc}, {nan_bits}, tl.where({yc} != {yc}, "
+  r = b.assign("next_bits", f"{tl.where}({xc} != {xc}, {nan_bits}, {tl.where}({yc} != {yc}, "
                f"{nan_bits}, {r}))")
   return ctx.value("nextafter", f"{r}.to({tl_dtype(dt)}, bitcast=True)", dt, shape)
 
@@ -441,7 +442,7 @@ def _mulhi(ctx, x, y):
   x, y = emit.materialize(ctx.b, x), emit.materialize(ctx.b, y)   # libdevice takes tensors
   if dt.itemsize >= 4:
     return ctx.value("mulhi", f"libdevice.mulhi({x}, {y})", dt, _shape(ctx))
-  wide = "tl.int32" if is_signed(dt) else "tl.uint32"
+  wide = tl.int32 if is_signed(dt) else tl.uint32
   bits = dt.itemsize * 8
   product = ctx.b.assign("product", f"{x}.to({wide}) * {y}.to({wide})")
   return ctx.value("mulhi", f"({product} >> {bits}).to({tl_dtype(dt)})", dt, _shape(ctx))
@@ -463,11 +464,11 @@ elementwise(lax.xor_p)(_bitwise("^"))
 
 
 def _as_unsigned(dt) -> str:
-  return {1: "tl.uint8", 2: "tl.uint16", 4: "tl.uint32", 8: "tl.uint64"}[dt.itemsize]
+  return {1: tl.uint8, 2: tl.uint16, 4: tl.uint32, 8: tl.uint64}[dt.itemsize]
 
 
 def _as_signed(dt) -> str:
-  return {1: "tl.int8", 2: "tl.int16", 4: "tl.int32", 8: "tl.int64"}[dt.itemsize]
+  return {1: tl.int8, 2: tl.int16, 4: tl.int32, 8: tl.int64}[dt.itemsize]
 
 
 def _shift(kind: str):
@@ -505,10 +506,10 @@ def _shift(kind: str):
     in_range = ctx.b.assign("in_range", f"({y} >= 0) & ({y} < {bits})" if is_signed(dt)
                             else f"{y} < {literal(bits, dt)}")
     if kind == "shr_arith":
-      amount = ctx.b.assign("shift", f"tl.where({in_range}, {y}, {literal(bits - 1, dt)})")
+      amount = ctx.b.assign("shift", f"{tl.where}({in_range}, {y}, {literal(bits - 1, dt)})")
       return ctx.value(kind, shifted(amount), dt, shape)
-    amount = ctx.b.assign("shift", f"tl.where({in_range}, {y}, {literal(0, dt)})")
-    return ctx.value(kind, f"tl.where({in_range}, {shifted(amount)}, {literal(0, dt)})", dt, shape)
+    amount = ctx.b.assign("shift", f"{tl.where}({in_range}, {y}, {literal(0, dt)})")
+    return ctx.value(kind, f"{tl.where}({in_range}, {shifted(amount)}, {literal(0, dt)})", dt, shape)
   rule.__name__ = f"_{kind}_rule"
   return rule
 
@@ -573,11 +574,11 @@ def _select_n(ctx, which, *cases):
   if which.const is not None:
     return emit.broadcast_to(ctx.b, cases[int(which.const)], shape)
   if is_bool(which.dtype):
-    return ctx.value("select", f"tl.where({which}, {cases[1]}, {cases[0]})", dt, shape)
+    return ctx.value("select", f"{tl.where}({which}, {cases[1]}, {cases[0]})", dt, shape)
   # n-way: a chain of wheres on the integer selector
   result = cases[-1]
   for i in range(len(cases) - 2, -1, -1):
-    result = ctx.value("select", f"tl.where({which} == {literal(i, which.dtype)}, {cases[i]}, "
+    result = ctx.value("select", f"{tl.where}({which} == {literal(i, which.dtype)}, {cases[i]}, "
                        f"{result})", dt, shape)
   return result
 
@@ -587,12 +588,12 @@ def _clamp(ctx, lo, x, hi):
   dt = _out_dtype(ctx)
   shape = _shape(ctx)
   if is_float(dt):
-    nan = "propagate_nan=tl.PropagateNan.ALL"
-    return _float_op(ctx, "clamp", lambda l, v, h: f"tl.minimum(tl.maximum({v}, {l}, {nan}), "
+    nan = f"propagate_nan={tl.propagate_nan_all}"
+    return _float_op(ctx, "clamp", lambda l, v, h: f"{tl.minimum}({tl.maximum}({v}, {l}, {nan}), "
                      f"{h}, {nan})", lo, x, hi)
   if is_bool(dt):
     return ctx.value("clamp", f"({x} | {lo}) & {hi}", dt, shape)
-  return ctx.value("clamp", f"tl.minimum(tl.maximum({x}, {lo}), {hi})", dt, shape)
+  return ctx.value("clamp", f"{tl.minimum}({tl.maximum}({x}, {lo}), {hi})", dt, shape)
 
 
 # --- conversions ---------------------------------------------------------------------
@@ -647,14 +648,14 @@ def _reduce_precision(ctx, x, *, exponent_bits, mantissa_bits):
     reduced_bias = (1 << (exponent_bits - 1)) - 1
     exponent = b.assign("exponent", f"{r} & {c(exponent_mask)}")
     signed_zero = b.assign("signed_zero", f"{r} & {c(1 << (bits - 1))}")
-    r = b.assign("bits", f"tl.where({exponent} > {c((bias + reduced_bias) << src_mantissa)}, "
+    r = b.assign("bits", f"{tl.where}({exponent} > {c((bias + reduced_bias) << src_mantissa)}, "
                  f"{signed_zero} | {c(exponent_mask)}, {r})")
-    r = b.assign("bits", f"tl.where({exponent} <= {c((bias - reduced_bias) << src_mantissa)}, "
+    r = b.assign("bits", f"{tl.where}({exponent} <= {c((bias - reduced_bias) << src_mantissa)}, "
                  f"{signed_zero}, {r})")
   reduced = b.assign("reduced", f"{r}.to({tl_dtype(dt)}, bitcast=True)")
   xc = _compute(ctx, x)
   if mantissa_bits > 0:   # NaN stays NaN (rounding could carry it into an infinity)
-    return ctx.value("reduced", f"tl.where({xc} != {xc}, {x}, {reduced})", dt, x.shape)
+    return ctx.value("reduced", f"{tl.where}({xc} != {xc}, {x}, {reduced})", dt, x.shape)
   return Value(reduced, dt, x.shape, loops=x.loops)
 
 
