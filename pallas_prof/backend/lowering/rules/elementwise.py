@@ -35,9 +35,11 @@ def _optional(module, name):
   return getattr(module, name, None)
 
 
-def elementwise(*primitives, work: str | None = None):
+def elementwise(*primitives, work: str | None = None, library: tuple[str, ...] = (),
+                foldable: bool = False):
   """Registers an elementwise rule behind the checks every such rule needs;
-  `work`: what each element costs (rules.table.ARITHMETIC, ...), if anything."""
+  `work`: what each element costs (rules.table.ARITHMETIC, ...), if anything; `library`
+  and `foldable` as register() takes them."""
   def wrap(rule):
     def checked(ctx, *operands, **params):
       _reject_complex(ctx)
@@ -49,7 +51,7 @@ def elementwise(*primitives, work: str | None = None):
       return rule(ctx, *operands, **params)
     checked.__name__ = rule.__name__
     checked.__doc__ = rule.__doc__
-    register(*primitives, work=work)(checked)
+    register(*primitives, work=work, library=library, foldable=foldable)(checked)
     return rule
   return wrap
 
@@ -116,10 +118,10 @@ def _libdevice_unary(fn_name: str):
 
 
 for _prim, _fn in _LIBDEVICE_UNARY.items():
-  elementwise(_prim, work=ARITHMETIC if _fn in ("floor", "ceil") else TRANSCENDENTAL)(
-      _libdevice_unary(_fn))
+  elementwise(_prim, work=ARITHMETIC if _fn in ("floor", "ceil") else TRANSCENDENTAL,
+              library=(_fn,), foldable=True)(_libdevice_unary(_fn))
 
-@elementwise(lax.erf_inv_p, work=TRANSCENDENTAL)
+@elementwise(lax.erf_inv_p, work=TRANSCENDENTAL, foldable=True)
 def _erf_inv(ctx, x, **params):
   """JAX's own erf_inv polynomial (what XLA and JAX's Triton backend compute),
   so results match XLA bit for bit; libdevice's erfinv differs in the last ulps."""
@@ -134,23 +136,24 @@ def _erf_inv(ctx, x, **params):
 
 # Primitives newer JAX versions have (jax 0.11: log2, one_minus_square).
 if getattr(lax, "log2_p", None) is not None:
-  elementwise(lax.log2_p, work=TRANSCENDENTAL)(_libdevice_unary("log2"))
+  elementwise(lax.log2_p, work=TRANSCENDENTAL, library=("log2",), foldable=True)(
+      _libdevice_unary("log2"))
 if getattr(lax, "one_minus_square_p", None) is not None:
-  @elementwise(lax.one_minus_square_p, work=ARITHMETIC)
+  @elementwise(lax.one_minus_square_p, work=ARITHMETIC, foldable=True)
   def _one_minus_square(ctx, x, **params):
     _require_float("one_minus_square", x)
     # (1 + x)(1 - x), as XLA and JAX's own backend expand it
     return _float_op(ctx, "one_minus_square", lambda a: f"(1.0 + {a}) * (1.0 - {a})", x)
 
 
-@elementwise(lax.logistic_p, work=TRANSCENDENTAL)
+@elementwise(lax.logistic_p, work=TRANSCENDENTAL, library=("exp",), foldable=True)
 def _logistic(ctx, x, **params):
   _require_float("logistic", x)
   # a Python float takes the other operand's float type in Triton
   return _float_op(ctx, "sigmoid", lambda a: f"1.0 / (1.0 + libdevice.exp({a} * -1.0))", x)
 
 
-@elementwise(lax.round_p, work=ARITHMETIC)
+@elementwise(lax.round_p, work=ARITHMETIC, library=("nearbyint", "round"), foldable=True)
 def _round(ctx, x, *, rounding_method):
   _require_float("round", x)
   # nearbyint, not rint: the same rounding (to nearest even), and every Triton's AMD
@@ -160,14 +163,14 @@ def _round(ctx, x, *, rounding_method):
   return _float_op(ctx, "rounded", lambda a: f"libdevice.{fn}({a})", x)
 
 
-@elementwise(lax.is_finite_p)
+@elementwise(lax.is_finite_p, foldable=True)
 def _is_finite(ctx, x):
   _require_float("is_finite", x)
   xc = _compute(ctx, x)
   return ctx.value("finite", f"{tl.abs}({xc}) < float(\"inf\")", np.bool_, x.shape)
 
 
-@elementwise(lax.abs_p, work=ARITHMETIC)
+@elementwise(lax.abs_p, work=ARITHMETIC, foldable=True)
 def _abs(ctx, x):
   if is_bool(x.dtype) or (is_int(x.dtype) and not is_signed(x.dtype)):
     return x
@@ -176,7 +179,7 @@ def _abs(ctx, x):
   return ctx.value("abs", f"{tl.abs}({x})", x.dtype, x.shape)   # abs(INT_MIN) = INT_MIN
 
 
-@elementwise(lax.neg_p, work=ARITHMETIC)
+@elementwise(lax.neg_p, work=ARITHMETIC, foldable=True)
 def _neg(ctx, x):
   if is_bool(x.dtype):
     raise Unsupported("negating a bool", "use ~x (logical not)")
@@ -186,7 +189,7 @@ def _neg(ctx, x):
   return ctx.value("neg", f"{literal(0, x.dtype)} - {x}", x.dtype, x.shape)
 
 
-@elementwise(lax.sign_p, work=ARITHMETIC)
+@elementwise(lax.sign_p, work=ARITHMETIC, foldable=True)
 def _sign(ctx, x):
   dt = x.dtype
   if is_float(dt):
@@ -199,7 +202,7 @@ def _sign(ctx, x):
   return ctx.value("sign", f"({x} > 0).to({tl_dtype(dt)})", dt, x.shape)
 
 
-@elementwise(lax.not_p)
+@elementwise(lax.not_p, foldable=True)
 def _not(ctx, x):
   if is_bool(x.dtype):
     return ctx.value("not", f"{x} ^ True", x.dtype, x.shape)
@@ -207,14 +210,14 @@ def _not(ctx, x):
   return ctx.value("not", f"{x} ^ {literal(_all_ones(x.dtype), x.dtype)}", x.dtype, x.shape)
 
 
-@elementwise(lax.square_p, work=ARITHMETIC)
+@elementwise(lax.square_p, work=ARITHMETIC, foldable=True)
 def _square(ctx, x):
   if not is_float(x.dtype):
     return ctx.value("sq", f"{x} * {x}", x.dtype, x.shape)
   return _float_op(ctx, "sq", lambda a: f"{a} * {a}", x)
 
 
-@elementwise(lax.integer_pow_p, work=ARITHMETIC)
+@elementwise(lax.integer_pow_p, work=ARITHMETIC, foldable=True)
 def _integer_pow(ctx, x, *, y):
   if y == 0:
     return emit.full(ctx.b, x.shape, 1, x.dtype, "pow")
@@ -252,13 +255,13 @@ elementwise(compat.reciprocal_p, work=ARITHMETIC)(_reciprocal)
 
 # --- bit counts ------------------------------------------------------------------------
 
-@elementwise(lax.population_count_p)
+@elementwise(lax.population_count_p, library=("popc",), foldable=True)
 def _popcount(ctx, x):
   r = ctx.value("popc", f"libdevice.popc({_bits_for_libdevice(ctx, x)})", np.int32, x.shape)
   return emit.cast(ctx.b, r, x.dtype)
 
 
-@elementwise(lax.clz_p)
+@elementwise(lax.clz_p, library=("clz",), foldable=True)
 def _clz(ctx, x):
   bits = x.dtype.itemsize * 8
   expr = f"libdevice.clz({_bits_for_libdevice(ctx, x)})"
@@ -308,12 +311,12 @@ def _arith(op: str, name: str):
 
 
 for _prim, _op in _OPERATORS.items():
-  elementwise(_prim, work=ARITHMETIC)(_arith(_op, _prim.name))
+  elementwise(_prim, work=ARITHMETIC, foldable=True)(_arith(_op, _prim.name))
 
 elementwise(compat.add_jaxvals_p, work=ARITHMETIC)(_arith("+", "add_any"))
 
 
-@elementwise(lax.div_p, work=ARITHMETIC)
+@elementwise(lax.div_p, work=ARITHMETIC, foldable=True)
 def _div(ctx, x, y):
   dt = _out_dtype(ctx)
   shape = _shape(ctx)
@@ -329,7 +332,7 @@ def _div(ctx, x, y):
   return ctx.value("div", f"{tl.where}({y} == 0, {literal(_all_ones(dt), dt)}, {q})", dt, shape)
 
 
-@elementwise(lax.rem_p, work=ARITHMETIC)
+@elementwise(lax.rem_p, work=ARITHMETIC, library=("fmod",), foldable=True)
 def _rem(ctx, x, y):
   dt = _out_dtype(ctx)
   shape = _shape(ctx)
@@ -375,11 +378,11 @@ def _minmax(kind: str):
   return rule
 
 
-elementwise(lax.max_p, work=ARITHMETIC)(_minmax("max"))
-elementwise(lax.min_p, work=ARITHMETIC)(_minmax("min"))
+elementwise(lax.max_p, work=ARITHMETIC, foldable=True)(_minmax("max"))
+elementwise(lax.min_p, work=ARITHMETIC, foldable=True)(_minmax("min"))
 
 
-@elementwise(lax.pow_p, work=TRANSCENDENTAL)
+@elementwise(lax.pow_p, work=TRANSCENDENTAL, library=("pow",), foldable=True)
 def _pow(ctx, x, y):
   _require_float("pow", x)
   xc = _compute(ctx, x)
@@ -389,13 +392,13 @@ def _pow(ctx, x, y):
   return _finish(ctx, r, _out_dtype(ctx))
 
 
-@elementwise(lax.atan2_p, work=TRANSCENDENTAL)
+@elementwise(lax.atan2_p, work=TRANSCENDENTAL, library=("atan2",), foldable=True)
 def _atan2(ctx, x, y):
   _require_float("atan2", x, y)
   return _float_op(ctx, "atan2", lambda a, b: f"libdevice.atan2({a}, {b})", x, y)
 
 
-@elementwise(lax.nextafter_p, work=ARITHMETIC)
+@elementwise(lax.nextafter_p, work=ARITHMETIC, foldable=True)
 def _nextafter(ctx, x, y):
   """XLA's bit-level NextAfter, for every float width (libdevice has f32/f64 only)."""
   dt = _out_dtype(ctx)
@@ -433,7 +436,7 @@ def _quiet_nan_bits(dt) -> int:
   return int(nan.view(np.dtype(f"int{dt.itemsize * 8}")))
 
 
-@elementwise(getattr(lax, "mulhi_p", None))
+@elementwise(getattr(lax, "mulhi_p", None), library=("mulhi",))
 def _mulhi(ctx, x, y):
   """The high half of the double-width product."""
   dt = _out_dtype(ctx)
@@ -458,9 +461,9 @@ def _bitwise(op: str):
   return rule
 
 
-elementwise(lax.and_p)(_bitwise("&"))
-elementwise(lax.or_p)(_bitwise("|"))
-elementwise(lax.xor_p)(_bitwise("^"))
+elementwise(lax.and_p, foldable=True)(_bitwise("&"))
+elementwise(lax.or_p, foldable=True)(_bitwise("|"))
+elementwise(lax.xor_p, foldable=True)(_bitwise("^"))
 
 
 def _as_unsigned(dt) -> str:
@@ -514,9 +517,9 @@ def _shift(kind: str):
   return rule
 
 
-elementwise(lax.shift_left_p)(_shift("shl"))
-elementwise(lax.shift_right_logical_p)(_shift("shr_logical"))
-elementwise(lax.shift_right_arithmetic_p)(_shift("shr_arith"))
+elementwise(lax.shift_left_p, foldable=True)(_shift("shl"))
+elementwise(lax.shift_right_logical_p, foldable=True)(_shift("shr_logical"))
+elementwise(lax.shift_right_arithmetic_p, foldable=True)(_shift("shr_arith"))
 
 
 # --- comparisons and selection -----------------------------------------------------
@@ -538,7 +541,7 @@ def _compare(op: str, name: str):
 
 
 for _prim, _op in _COMPARISONS.items():
-  elementwise(_prim)(_compare(_op, _prim.name))
+  elementwise(_prim, foldable=True)(_compare(_op, _prim.name))
 
 
 def _total_order(op: str, name: str):
@@ -565,7 +568,7 @@ for _name, _op in (("eq_to", "=="), ("lt_to", "<"), ("le_to", "<=")):
   elementwise(_optional(lax, f"{_name}_p"))(_total_order(_op, _name))
 
 
-@elementwise(lax.select_n_p)
+@elementwise(lax.select_n_p, foldable=True)
 def _select_n(ctx, which, *cases):
   dt = _out_dtype(ctx)
   shape = _shape(ctx)
@@ -583,7 +586,7 @@ def _select_n(ctx, which, *cases):
   return result
 
 
-@elementwise(lax.clamp_p, work=ARITHMETIC)
+@elementwise(lax.clamp_p, work=ARITHMETIC, foldable=True)
 def _clamp(ctx, lo, x, hi):
   dt = _out_dtype(ctx)
   shape = _shape(ctx)
@@ -598,7 +601,7 @@ def _clamp(ctx, lo, x, hi):
 
 # --- conversions ---------------------------------------------------------------------
 
-@elementwise(lax.convert_element_type_p)
+@elementwise(lax.convert_element_type_p, foldable=True)
 def _convert(ctx, x, *, new_dtype, weak_type=False, sharding=None):
   return emit.cast(ctx.b, x, new_dtype)
 
