@@ -37,6 +37,7 @@ import numpy as np
 
 from .. import serial
 from ..backend import kernel_registry
+from ..backend.compiling import triton_compat
 from ..version import __version__
 from . import calltime, records, validate
 from .choice import MIN_GAIN, cache_path, keep_default_within, leaves, same_outputs, store
@@ -119,8 +120,7 @@ def _environment() -> dict:
 
 def _environment_now() -> dict:
   import jax
-  from ..backend.compiling.triton_compat import triton_release
-  triton_version = triton_release()
+  triton_version = triton_compat.triton_release()
   if triton_version == "?":
     triton_version = None       # no Triton installed (as before: recorded as null)
   dev = jax.devices()[0]

@@ -2,13 +2,13 @@
 flush), compiled for the device and wrapped as LaunchSpecs for the Replayer."""
 from __future__ import annotations
 
+from ...backend.compiling import triton_compat
 from ..launchspec import LaunchSpec, ptx_param_count
 
 
 def compile_own_kernel(fn, signature: dict, constexprs: dict, cc: int, num_warps: int):
   """Compiles one of the profiler's own kernels (_ceiling_kernels) for sm_`cc`;
   pointer arguments are declared 16-byte aligned (the buffers are cuMemAlloc'd)."""
-  from ...backend.compiling import triton_compat
   from ...backend.compiling.compile import triton_lock
   pointers = [i for i, t in enumerate(signature.values()) if t.startswith("*")]
   with triton_lock():
