@@ -104,7 +104,8 @@ def compile_source(fn, signature: dict, *, target, options: dict, attrs: dict | 
 
 # Triton's compile as a standalone program spells it (failures/reproducer.py writes one
 # that runs without pallas-prof): kept beside compile_source so that both change together.
-STANDALONE_IMPORTS = "from triton.backends.compiler import GPUTarget\nfrom triton.compiler import ASTSource"
+STANDALONE_IMPORTS = ("from triton.backends.compiler import GPUTarget\n"
+                      "from triton.compiler import ASTSource")
 
 
 def standalone_compile(fn: str, signature: str, attrs: str, target: str, options: str) -> str:

@@ -252,7 +252,8 @@ def sanitize(name: str) -> str:
   return name
 
 
-IMPORTS = tl.IMPORTS     # the generated module's header (triton_names.py: what `tl.` names resolve in)
+# the generated module's header (triton_names.py: what its `tl.` names resolve in)
+IMPORTS = tl.IMPORTS
 
 
 class KernelBuilder:

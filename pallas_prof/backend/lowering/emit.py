@@ -49,7 +49,8 @@ def full(b: KernelBuilder, shape, value, dtype, hint="full") -> Value:
     return const(value, dtype)
   v = const(value, dtype)
   if is_low_float(dtype):
-    expr = f"{tl.full}({shape_expr(_padded(shape))}, {_scalar_text(v)}, {tl.float32}).to({tl_dtype(dtype)})"
+    expr = (f"{tl.full}({shape_expr(_padded(shape))}, {_scalar_text(v)}, {tl.float32})"
+            f".to({tl_dtype(dtype)})")
   else:
     expr = f"{tl.full}({shape_expr(_padded(shape))}, {_scalar_text(v)}, {tl_dtype(dtype)})"
   return b.value(hint, expr, dtype, shape, of=())

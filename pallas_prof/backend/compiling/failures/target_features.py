@@ -127,8 +127,8 @@ def _library_refusal(gk, diagnosis, target, function: str) -> CompileError:
   """Triton's device library for the target (libdevice on NVIDIA, ocml on AMD, as
   triton.language.extra.libdevice picks it) lacks a function the kernel calls."""
   library = "AMD" if target.backend == "hip" else "NVIDIA"
-  summary = (f"Triton {triton_compat.triton_release()}'s {library} device library has no {function}, "
-             f"which the kernel calls: it cannot compile for {target.name}")
+  summary = (f"Triton {triton_compat.triton_release()}'s {library} device library has no "
+             f"{function}, which the kernel calls: it cannot compile for {target.name}")
   hint = _LIBRARY_WORKAROUNDS.get(function, "compute it from other operations, or compile "
                                             "with a Triton whose device library has it")
   equations = diagnosis.equations or tuple(

@@ -157,5 +157,6 @@ def emit_block_check(ctx, param: str, site: CheckSite, block, active: str | None
       b.emit(f"{tl.atomic_max}({param} + {site.base + 1 + 2 * d + (k - 1)}, {value}, mask={bad})")
   # a block access's mask as a tensor of its shape, made by a comparison: Triton 3.9's
   # interpreter hands a scalar condition to its load as int32, which it refuses as a mask
-  return b.assign("block_inside", f"({tl.zeros}(({padded},), {tl.int32}) + {ok}.to({tl.int32})) != 0") \
+  return b.assign("block_inside",
+                  f"({tl.zeros}(({padded},), {tl.int32}) + {ok}.to({tl.int32})) != 0") \
       if shape else ok

@@ -371,8 +371,8 @@ def _minmax(kind: str):
       return ctx.value(kind, f"{x} {'|' if kind == 'max' else '&'} {y}", dt, shape)
     fn = tl.maximum if kind == "max" else tl.minimum
     if is_float(dt):
-      return _float_op(ctx, kind, lambda a, b: f"{fn}({a}, {b}, propagate_nan={tl.propagate_nan_all})",
-                       x, y)
+      return _float_op(
+          ctx, kind, lambda a, b: f"{fn}({a}, {b}, propagate_nan={tl.propagate_nan_all})", x, y)
     return ctx.value(kind, f"{fn}({x}, {y})", dt, shape)
   rule.__name__ = f"_{kind}_rule"
   return rule
