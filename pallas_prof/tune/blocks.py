@@ -37,6 +37,7 @@ import numpy as np
 
 from .. import serial
 from ..backend import kernel_registry
+from ..backend.compiling import triton_compat
 from ..version import __version__
 from . import calltime, records, validate
 from .choice import MIN_GAIN, cache_path, keep_default_within, leaves, same_outputs, store
@@ -119,11 +120,9 @@ def _environment() -> dict:
 
 def _environment_now() -> dict:
   import jax
-  try:
-    import triton
-    triton_version = triton.__version__
-  except ImportError:
-    triton_version = None
+  triton_version = triton_compat.triton_release()
+  if triton_version == "?":
+    triton_version = None       # no Triton installed (as before: recorded as null)
   dev = jax.devices()[0]
   return {"device": f"{dev.platform}:{getattr(dev, 'device_kind', '')}", "jax": jax.__version__,
           "triton": triton_version, "pallas_prof": __version__}

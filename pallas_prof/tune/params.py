@@ -32,6 +32,7 @@ from typing import Any, Callable, Sequence
 
 from .. import safe_files, serial
 from .. import settings as variables   # (settings() is this module's own)
+from ..backend.compiling import triton_compat
 from ..backend.options import TUNED_FIELDS, TunedSettings
 from ..profiler import driver
 from ..version import __version__
@@ -231,11 +232,10 @@ class CachedTuning(serial.Saved):
 
 def _identity(gk, target, settings: Autotune, device_name: str) -> dict:
   import jax
-  # the wheel's, without importing it
-  from ..backend.compiling.compile_cache import _triton_version
   return {"kernel": gk.name, "source": gk.key,
           "target": list(target), "gpu": device_name, "jax": jax.__version__,
-          "triton": _triton_version(), "pallas_prof": __version__,
+          # the wheel's version, without importing Triton
+          "triton": triton_compat.triton_release(), "pallas_prof": __version__,
           "configs": settings.config_dicts()}
 
 

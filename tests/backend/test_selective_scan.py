@@ -23,7 +23,7 @@ from pallas_prof.backend.compiling import compile as backend_compile
 from pallas_prof.backend import kernel_registry
 from pallas_prof.backend.compiling.failures import workarounds
 from pallas_prof.backend.running.launch import run_interpreted
-from pallas_prof.backend.compiling.failures.reproducer import triton_version
+from pallas_prof.backend.compiling.triton_compat import triton_release as triton_version
 from pallas_prof.instrument import error_text
 from pallas_prof.profiler import driver
 

@@ -42,7 +42,7 @@ from .mlir_lowering import (
     sanitize_name)
 from .runtime import (
     CALLBACK_LOGGERS, backends_initialized, distributed_process, forget_failed_tokens,
-    gpu_compute_capability, jax_profiler_session_active, set_triton_interpret, triton_version,
+    gpu_compute_capability, jax_profiler_session_active, set_triton_interpret,
     wrap_python_executions)
 from .source_info import (
     ErrorWithUserContext, hide_frames_in_tracebacks, is_user_file, user_frame)

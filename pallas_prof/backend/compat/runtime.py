@@ -1,17 +1,12 @@
 """JAX's and Triton's running state, read without changing it: devices and their compute
 capability, whether JAX's backends exist, jax.distributed's process, whether jax.profiler
-traces, Triton's version and interpret knob; and JAX's dispatch of compiled programs,
+traces, Triton's interpret knob; and JAX's dispatch of compiled programs,
 wrapped so that a kernel's failure in a host callback reaches the caller as itself
 (running/runtime_errors.py).
 """
 from __future__ import annotations
 
 import jax
-
-
-def triton_version() -> str:
-  import triton
-  return triton.__version__
 
 
 def set_triton_interpret(enabled: bool) -> bool:

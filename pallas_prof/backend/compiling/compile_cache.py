@@ -140,7 +140,7 @@ def compile_key(gk: GeneratedKernel, target: tuple[str, int]) -> str:
   parts = [gk.source, f"options={sorted(options.items())}",
            f"libraries={[_file_digest(path) for _, path in options.get('extern_libs', ())]}",
            f"signature={[(p.name, signature_type(p.dtype)) for p in gk.params]}",
-           f"target={target_text(target)}", f"triton={_triton_version()}",
+           f"target={target_text(target)}", f"triton={triton_compat.triton_release()}",
            f"pallas_prof={__version__}", f"format={CACHE_FORMAT}",
            f"schema={CompiledKernel.SCHEMA}", *_assembler_parts(target)]
   return hashlib.sha256("\n".join(parts).encode()).hexdigest()
@@ -162,12 +162,6 @@ def _file_digest(path: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _triton_version() -> str:
-  from importlib import metadata
-  return metadata.version("triton")
-
-
-@functools.lru_cache(maxsize=None)
 def _ptxas_version(arch: int = 90) -> str:
   """`--version` of the ptxas Triton runs for `arch` (Triton 3.9 assembles
   sm_90 with ptxas-blackwell, 3.6 with ptxas), remembered on disk per Triton
@@ -182,8 +176,8 @@ def _ptxas_version(arch: int = 90) -> str:
     st = os.stat(spec.origin)
   except OSError:
     return "none"
-  stamp = hashlib.sha256(f"{spec.origin}:{st.st_mtime_ns}:{_triton_version()}:{arch}:"
-                         f"{overrides}".encode()).hexdigest()[:16]
+  stamp = hashlib.sha256(f"{spec.origin}:{st.st_mtime_ns}:{triton_compat.triton_release()}:"
+                         f"{arch}:{overrides}".encode()).hexdigest()[:16]
   memo = os.path.join(cache_dir(), "tools", f"ptxas-sm{arch}-{stamp}.json")
   known = cache_files.read_sealed(memo)
   if known is not None:

@@ -31,7 +31,10 @@ JAX-free, like triton_run.py: the compile worker loads it by path.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib
+import importlib.util
 import os
 import re
 import tempfile
@@ -216,9 +219,21 @@ def _file_digest(path: str) -> str:
   return digest
 
 
+@functools.lru_cache(maxsize=1)
 def _triton_version() -> str:
-  import triton
-  return f"triton={triton.__version__}"
+  return f"triton={_triton_compat().triton_release()}"
+
+
+def _triton_compat():
+  """triton_compat.py, beside this file: through the package, or by path in the compile
+  worker, which loads both files without one (triton_run._sibling)."""
+  if __package__:
+    return importlib.import_module(f"{__package__}.triton_compat")
+  path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "triton_compat.py")
+  spec = importlib.util.spec_from_file_location("pallas_prof_triton_compat", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
 
 
 SEAL = "; pallas-prof sha256 "    # a prepared library's first line: an LLVM comment

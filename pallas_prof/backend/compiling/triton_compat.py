@@ -5,6 +5,11 @@ nothing of pallas_prof at import (pallas_prof/settings.py only inside a function
 worker never calls): the compile worker loads this file by path, beside triton_run.py,
 with no package around it.
 
+It is also the one door to Triton's compiler: triton_version() (and triton_release(), the
+text), gpu_target() and compile_source() (ASTSource, triton.compile, FP fusion always
+stated); no other module imports ASTSource or GPUTarget, calls triton.compile or reads
+triton.__version__ (tests/structure/test_triton_seam.py).
+
 What differs, and where it is used:
 - the stage-inspection hook's protocol (triton_run): 3.9 also calls the hook
   with no arguments and takes a `(key, hash)` back for its cache key;
@@ -33,10 +38,81 @@ import subprocess
 from typing import Callable
 
 
+# --- which Triton, and its compile entry point ------------------------------------------
+# Every other module asks here: a renamed or moved entry point (ASTSource, GPUTarget,
+# triton.compile) or a new default is one edit in this file (docs/compiling.md, "A new
+# Triton release", traces what else a release touches). tests/structure/test_triton_seam.py
+# keeps them here.
+
+@functools.lru_cache(maxsize=1)
+def triton_release() -> str:
+  """The installed Triton's version as its distribution states it ("3.9.0"), read from
+  the package metadata: without importing Triton, which a cache key or a report may ask
+  for before anything compiles. A Triton without metadata (a source checkout on the path)
+  says its own `__version__`; "?" where there is no Triton at all."""
+  from importlib import metadata
+  try:
+    return metadata.version("triton")
+  except metadata.PackageNotFoundError:
+    pass
+  try:
+    import triton
+  except ImportError:
+    return "?"
+  return str(getattr(triton, "__version__", "?"))
+
+
 def triton_version() -> tuple[int, int]:
+  """(major, minor) of the installed Triton, for comparisons: (3, 9) for "3.9.0"."""
+  m = re.match(r"(\d+)\.(\d+)", triton_release())
+  if m is None:
+    raise RuntimeError(f"Triton's version {triton_release()!r} is not MAJOR.MINOR...: "
+                       "pallas-prof supports Triton 3.6 to 3.9")
+  return int(m.group(1)), int(m.group(2))
+
+
+# pallas-prof's default for Triton's `enable_fp_fusion`: a multiply and an add stay two
+# roundings, as XLA computes them (compile_cache.triton_options states it for the kernels;
+# CompilerParams(enable_fp_fusion=True) opts in). Always passed, never left to Triton's
+# default: Triton 3.9 warns when it is unset and 3.10 changes it
+# (tests/backend/compiling/test_triton_seam.py pins what reaches triton.compile).
+FP_FUSION = False
+
+
+def compile_options(options: dict) -> dict:
+  """`options` for triton.compile, with FP fusion stated (pallas-prof's default unless given)."""
+  out = dict(options)
+  out.setdefault("enable_fp_fusion", FP_FUSION)
+  return out
+
+
+def gpu_target(backend: str, arch, warp_size: int = 32):
+  """Triton's GPUTarget: ("cuda", 90, 32) for an H100/H200, ("hip", "gfx942", 64) for an MI300."""
+  from triton.backends.compiler import GPUTarget
+  return GPUTarget(backend, arch, warp_size)
+
+
+def compile_source(fn, signature: dict, *, target, options: dict, attrs: dict | None = None,
+                   constexprs: dict | None = None):
+  """triton.compile of the @triton.jit function `fn` for `target` (gpu_target's), with
+  FP fusion always stated (compile_options). Returns Triton's CompiledKernel."""
   import triton
-  major, minor = triton.__version__.split(".")[:2]
-  return int(major), int(minor)
+  from triton.compiler import ASTSource
+  src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+  return triton.compile(src, target=target, options=compile_options(options))
+
+
+# Triton's compile as a standalone program spells it (failures/reproducer.py writes one
+# that runs without pallas-prof): kept beside compile_source so that both change together.
+STANDALONE_IMPORTS = ("from triton.backends.compiler import GPUTarget\n"
+                      "from triton.compiler import ASTSource")
+
+
+def standalone_compile(fn: str, signature: str, attrs: str, target: str, options: str) -> str:
+  """The call, as text, from the standalone program's expressions for the function, the
+  signature, the attributes, GPUTarget's arguments ("'cuda', 90, 32") and the options."""
+  return (f"triton.compile(ASTSource(fn={fn}, signature={signature}, attrs={attrs}),\n"
+          f"                   target=GPUTarget({target}), options={options})")
 
 
 # --- the stage-inspection hook ------------------------------------------------------------
@@ -106,9 +182,8 @@ def hip_dot_input_precisions(arch: str) -> tuple[str, ...]:
   """The input precisions Triton's AMD backend takes for a float32 dot on `arch` (tl.dot's
   input_precision): tf32 only where the arch has it. Triton's own answer, so each release's."""
   from triton.backends.amd.compiler import HIPBackend
-  from triton.backends.compiler import GPUTarget
   # fp fusion given: Triton 3.9 warns about its unset default otherwise
-  options = HIPBackend(GPUTarget("hip", arch, 64)).parse_options({"enable_fp_fusion": False})
+  options = HIPBackend(gpu_target("hip", arch, 64)).parse_options(compile_options({}))
   return tuple(options.allowed_dot_input_precisions)
 
 

@@ -123,6 +123,7 @@ def use_quick_triton_key() -> None:
     return
   original = cache.triton_key
   library = os.path.dirname(triton.__file__)
+  version = _sibling("triton_compat").triton_release()
 
   def quick_key() -> str:
     try:
@@ -131,7 +132,7 @@ def use_quick_triton_key() -> None:
       st = os.stat(so)
     except (OSError, StopIteration):
       return original()
-    return f"{triton.__version__}-{so}-{st.st_size}-{st.st_mtime_ns}"
+    return f"{version}-{so}-{st.st_size}-{st.st_mtime_ns}"
 
   quick_key.pallas_prof_quick = True
   cache.triton_key = quick_key
@@ -191,8 +192,7 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
   come back as data too, so a worker can report them.
   """
   import triton
-  from triton.backends.compiler import GPUTarget
-  from triton.compiler import ASTSource
+  compat = _sibling("triton_compat")
 
   try:
     module = _load_kernel_module(request["path"], request.get("source_sha256"))
@@ -202,8 +202,6 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
             "quick_triton_key": False,
             "error": {"type": type(e).__name__, "message": str(e), "lineno": None, "ir": {},
                       "errno": None}}
-  src = ASTSource(fn=getattr(module, request["name"]), signature=request["signature"],
-                  attrs=request["attrs"])
   records: list[StageRecord] = []
   captured = {}
   stage_texts: dict[str, str] = {}
@@ -258,15 +256,15 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
     knobs = triton.knobs
     saved = (knobs.runtime.add_stages_inspection_hook, knobs.compilation.always_compile,
              knobs.nvidia.dump_ptxas_log)
-    knobs.runtime.add_stages_inspection_hook = _sibling("triton_compat").stages_hook(
-        inspect_stages)
+    knobs.runtime.add_stages_inspection_hook = compat.stages_hook(inspect_stages)
     knobs.compilation.always_compile = True
     knobs.nvidia.dump_ptxas_log = True
     try:
       target = request["target"]
-      compiled = triton.compile(src, target=GPUTarget(target[0], target[1],
-                                                      request.get("warp_size", 32)),
-                                options=request["options"])
+      compiled = compat.compile_source(
+          getattr(module, request["name"]), request["signature"], attrs=request["attrs"],
+          target=compat.gpu_target(target[0], target[1], request.get("warp_size", 32)),
+          options=request["options"])
       if records:
         # the last stage also carries Triton storing its results (metadata,
         # cache group, loading the CompiledKernel back): the stages tile the compile
@@ -293,11 +291,11 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
 def run_ptxas(request: dict[str, Any]) -> dict[str, Any]:
   """Triton's own ptxas step on a PTX text (for a deferred cubin)."""
   import triton
-  from triton.backends.compiler import GPUTarget
   from triton.backends.nvidia.compiler import CUDABackend
+  compat = _sibling("triton_compat")
   target = request["target"]
-  backend = CUDABackend(GPUTarget(target[0], target[1], 32))
-  options = backend.parse_options(dict(request["options"]))
+  backend = CUDABackend(compat.gpu_target(target[0], target[1], 32))
+  options = backend.parse_options(compat.compile_options(request["options"]))
   start = time.time_ns()
   out = io.StringIO()
   result: dict[str, Any] = {}

@@ -20,19 +20,20 @@ import jax.numpy as jnp
 
 from ..artifacts import EquationRecord
 from ..equation_text import Described, Description
+from . import triton_names as tl
 
 # --- dtypes ------------------------------------------------------------------
 
 _TL_DTYPES = {
-    "bool": "tl.int1",
-    "int8": "tl.int8", "int16": "tl.int16", "int32": "tl.int32", "int64": "tl.int64",
-    "uint8": "tl.uint8", "uint16": "tl.uint16", "uint32": "tl.uint32", "uint64": "tl.uint64",
-    "float16": "tl.float16", "bfloat16": "tl.bfloat16", "float32": "tl.float32",
-    "float64": "tl.float64",
-    "float8_e4m3fn": "tl.float8e4nv", "float8_e5m2": "tl.float8e5",
+    "bool": tl.int1,
+    "int8": tl.int8, "int16": tl.int16, "int32": tl.int32, "int64": tl.int64,
+    "uint8": tl.uint8, "uint16": tl.uint16, "uint32": tl.uint32, "uint64": tl.uint64,
+    "float16": tl.float16, "bfloat16": tl.bfloat16, "float32": tl.float32,
+    "float64": tl.float64,
+    "float8_e4m3fn": tl.float8e4nv, "float8_e5m2": tl.float8e5,
     # 4-bit integers live in registers as 8-bit ones; in memory two share a
     # byte (element 2k in the low nibble), which the memory rules pack/unpack
-    "int4": "tl.int8", "uint4": "tl.uint8",
+    "int4": tl.int8, "uint4": tl.uint8,
 }
 
 _SIGNATURE_TYPES = {
@@ -183,12 +184,12 @@ def literal(value, dtype) -> str:
       return text
     if is_low_float(dtype):
       # built in f32 and rounded: Triton's interpreter has no 16/8-bit constants
-      return f"tl.full((), {text}, tl.float32).to({tl_dtype(dtype)})"
-    return f"tl.full((), {text}, {tl_dtype(dtype)})"
+      return f"{tl.full}((), {text}, {tl.float32}).to({tl_dtype(dtype)})"
+    return f"{tl.full}((), {text}, {tl_dtype(dtype)})"
   v = int(value)
   if name == "int32":
     return str(v) if v >= 0 else f"({v})"
-  return f"tl.full((), {v}, {tl_dtype(dtype)})"
+  return f"{tl.full}((), {v}, {tl_dtype(dtype)})"
 
 
 # --- equations and lines -----------------------------------------------------
@@ -251,8 +252,8 @@ def sanitize(name: str) -> str:
   return name
 
 
-IMPORTS = ["import triton", "import triton.language as tl",
-           "from triton.language.extra import libdevice"]
+# the generated module's header (triton_names.py: what its `tl.` names resolve in)
+IMPORTS = tl.IMPORTS
 
 
 class KernelBuilder:
@@ -456,6 +457,6 @@ class KernelBuilder:
     if self.module_constants:
       out.append("")
     for name, expr in self.module_constants.items():
-      out.append(f"{name}: tl.constexpr = {expr}")
+      out.append(f"{name}: {tl.constexpr} = {expr}")
     out.append("")
     return "\n".join(out), line_map

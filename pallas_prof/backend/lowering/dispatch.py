@@ -261,12 +261,14 @@ def _operand_loops(invals) -> frozenset[int]:
 # operands and params that emit only assignments of fresh names (no memory).
 # The same equation again (e.g. the `i * block + iota` and `< n` of each of a
 # kernel's loops) gets the earlier outputs, so reads through it match too.
-_PURE = frozenset(FOLDABLE | {"iota", "broadcast_in_dim"})
+# (FOLDABLE is the rule table's, read when asked: the rules fill it as they register)
+_PURE_TOO = frozenset({"iota", "broadcast_in_dim"})
 
 
 def _pure_key(eqn, invals):
   """A hashable key for a pure equation, or None (not pure, or unhashable)."""
-  if eqn.primitive.name not in _PURE or eqn.effects:
+  name = eqn.primitive.name
+  if (name not in FOLDABLE and name not in _PURE_TOO) or eqn.effects:
     return None
   key = (eqn.primitive, tuple(sorted(eqn.params.items())), tuple(invals),
          tuple(v.aval for v in eqn.invars), tuple(v.aval for v in eqn.outvars))

@@ -15,6 +15,7 @@ from .codegen import (KernelBuilder, Value, is_bool, is_float, is_int, is_low_fl
                       register_dtype,
                       is_signed, literal, next_pow2, tl_dtype)
 from ..errors import Unsupported
+from . import triton_names as tl
 
 F32 = np.dtype(np.float32)
 I32 = np.dtype(np.int32)
@@ -48,9 +49,10 @@ def full(b: KernelBuilder, shape, value, dtype, hint="full") -> Value:
     return const(value, dtype)
   v = const(value, dtype)
   if is_low_float(dtype):
-    expr = f"tl.full({shape_expr(_padded(shape))}, {_scalar_text(v)}, tl.float32).to({tl_dtype(dtype)})"
+    expr = (f"{tl.full}({shape_expr(_padded(shape))}, {_scalar_text(v)}, {tl.float32})"
+            f".to({tl_dtype(dtype)})")
   else:
-    expr = f"tl.full({shape_expr(_padded(shape))}, {_scalar_text(v)}, {tl_dtype(dtype)})"
+    expr = f"{tl.full}({shape_expr(_padded(shape))}, {_scalar_text(v)}, {tl_dtype(dtype)})"
   return b.value(hint, expr, dtype, shape, of=())
 
 
@@ -59,8 +61,8 @@ def materialize(b: KernelBuilder, v: Value, hint="c") -> Value:
   it in that dtype; a bare Python number would be computed by Python)."""
   if v.const is None or v.shape:
     return v
-  expr = (f"tl.full((), {_scalar_text(v)}, tl.float32).to({tl_dtype(v.dtype)})"
-          if is_low_float(v.dtype) else f"tl.full((), {_scalar_text(v)}, {tl_dtype(v.dtype)})")
+  expr = (f"{tl.full}((), {_scalar_text(v)}, {tl.float32}).to({tl_dtype(v.dtype)})"
+          if is_low_float(v.dtype) else f"{tl.full}((), {_scalar_text(v)}, {tl_dtype(v.dtype)})")
   return b.value(hint, expr, v.dtype, (), of=())
 
 
@@ -102,13 +104,13 @@ def cast(b: KernelBuilder, v: Value, dtype, hint: str | None = None) -> Value:
     if is_low_float(src):
       # compare the value, not the bits: Triton's interpreter keeps bf16 as
       # raw uint16 bits, where -0.0 is not 0
-      v = b.value(hint + "_f32", f"{v}.to(tl.float32)", F32, v.shape, of=(v,))
+      v = b.value(hint + "_f32", f"{v}.to({tl.float32})", F32, v.shape, of=(v,))
     zero = literal(0, v.dtype) if not is_bool(v.dtype) else "False"
     return b.value(hint, f"{v} != {zero}", dtype, v.shape, of=(v,))
   if is_float(src) and is_int(dtype):
     return _float_to_int(b, v, dtype, hint)
   if _through_float32(src, dtype):
-    v = b.value(hint + "_f32", f"{v}.to(tl.float32)", F32, v.shape, of=(v,))
+    v = b.value(hint + "_f32", f"{v}.to({tl.float32})", F32, v.shape, of=(v,))
   return b.value(hint, f"{v}.to({tl_dtype(dtype)})", dtype, v.shape, of=(v,))
 
 
@@ -136,11 +138,11 @@ def _cast_4bit(b: KernelBuilder, v: Value, dtype, hint: str) -> Value:
   reg = tl_dtype(dtype)
   if is_float(src):
     lo, hi = (-8.0, 7.0) if signed else (0.0, 15.0)
-    x = b.value(hint + "_f", f"{v}.to(tl.float32)", F32, v.shape, of=(v,))
-    sat = f"tl.minimum(tl.maximum({x}, {lo!r}), {hi!r}).to({reg})"
-    return b.value(hint, f"tl.where({x} != {x}, {literal(0, register_dtype(dtype))}, {sat})",
+    x = b.value(hint + "_f", f"{v}.to({tl.float32})", F32, v.shape, of=(v,))
+    sat = f"{tl.minimum}({tl.maximum}({x}, {lo!r}), {hi!r}).to({reg})"
+    return b.value(hint, f"{tl.where}({x} != {x}, {literal(0, register_dtype(dtype))}, {sat})",
                    dtype, v.shape, of=(x,))
-  low = b.assign(hint + "_bits", f"{v}.to(tl.int32) & 15")
+  low = b.assign(hint + "_bits", f"{v}.to({tl.int32}) & 15")
   expr = f"(({low} ^ 8) - 8).to({reg})" if signed else f"{low}.to({reg})"
   return b.value(hint, expr, dtype, v.shape, of=(v,))
 
@@ -168,15 +170,15 @@ def _float_to_int(b: KernelBuilder, v: Value, dtype, hint: str) -> Value:
   info = np.iinfo(dtype)
   x = v
   if is_low_float(v.dtype):
-    x = b.value(hint + "_f", f"{v}.to(tl.float32)", F32, v.shape, of=(v,))
+    x = b.value(hint + "_f", f"{v}.to({tl.float32})", F32, v.shape, of=(v,))
   # 2**(bits-1) (2**bits unsigned) is exact in every float type; at and above
   # it the result is the largest int. Below it truncation fits.
   first_too_big = float(2.0 ** (info.bits - (1 if info.min < 0 else 0)))
-  lowest = f"tl.full((), {float(info.min)!r}, {tl_dtype(x.dtype)})"
-  truncated = f"tl.maximum({x}, {lowest}).to({tl_dtype(dtype)})"
-  saturated = b.assign(hint + "_sat", f"tl.where({x} >= {first_too_big!r}, "
+  lowest = f"{tl.full}((), {float(info.min)!r}, {tl_dtype(x.dtype)})"
+  truncated = f"{tl.maximum}({x}, {lowest}).to({tl_dtype(dtype)})"
+  saturated = b.assign(hint + "_sat", f"{tl.where}({x} >= {first_too_big!r}, "
                        f"{literal(int(info.max), dtype)}, {truncated})")
-  return b.value(hint, f"tl.where({x} != {x}, {literal(0, dtype)}, {saturated})", dtype, v.shape,
+  return b.value(hint, f"{tl.where}({x} != {x}, {literal(0, dtype)}, {saturated})", dtype, v.shape,
                  of=(x,))
 
 
@@ -195,12 +197,12 @@ def broadcast_to(b: KernelBuilder, v: Value, shape, hint="bcast") -> Value:
   if not v.shape:
     if v.const is not None:
       return full(b, shape, v.const, v.dtype, hint)
-    return b.value(hint, f"tl.broadcast_to({v}, {shape_expr(_padded(shape))})", v.dtype, shape,
+    return b.value(hint, f"{tl.broadcast_to}({v}, {shape_expr(_padded(shape))})", v.dtype, shape,
                    of=(v,))
   if len(v.shape) != len(shape) or any(s not in (1, d)
                                         for s, d in zip(v.shape, shape, strict=True)):
     raise Unsupported(f"cannot broadcast shape {v.shape} to {shape}")
-  return b.value(hint, f"tl.broadcast_to({v}, {shape_expr(_padded(shape))})", v.dtype, shape,
+  return b.value(hint, f"{tl.broadcast_to}({v}, {shape_expr(_padded(shape))})", v.dtype, shape,
                  of=(v,))
 
 
@@ -220,7 +222,7 @@ def valid_lanes(b: KernelBuilder, shape, axes, hint="valid") -> str | None:
   parts = []
   for a in axes:
     if next_pow2(shape[a]) != shape[a]:
-      cond = Value(f"(tl.arange(0, {next_pow2(shape[a])}) < {shape[a]})", BOOL, (shape[a],))
+      cond = Value(f"({tl.arange}(0, {next_pow2(shape[a])}) < {shape[a]})", BOOL, (shape[a],))
       parts.append(expand_to_rank(cond, (a,), rank))
   if not parts:
     return None
@@ -232,7 +234,7 @@ def mask_padding(b: KernelBuilder, v: Value, axes, fill, hint="masked") -> Value
   mask = valid_lanes(b, v.shape, axes)
   if mask is None:
     return v
-  return b.value(hint, f"tl.where({mask}, {v}, {literal(fill, v.dtype)})", v.dtype, v.shape,
+  return b.value(hint, f"{tl.where}({mask}, {v}, {literal(fill, v.dtype)})", v.dtype, v.shape,
                  of=(v,))
 
 

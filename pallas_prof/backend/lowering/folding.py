@@ -14,19 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import emit
+from .rules.table import FOLDABLE   # filled by the rules' register(foldable=True)
 from .codegen import Value
-
-# Primitives safe to evaluate eagerly: pure, elementwise, no params that name refs.
-FOLDABLE = frozenset({
-    "abs", "acos", "acosh", "add", "and", "asin", "asinh", "atan", "atan2", "atanh", "cbrt",
-    "ceil", "clamp", "convert_element_type", "cos", "cosh", "div", "eq", "erf", "erf_inv",
-    "erfc", "exp", "exp2", "expm1", "floor", "ge", "gt", "integer_pow", "is_finite", "le",
-    "lgamma", "log", "log1p", "log2", "logistic", "one_minus_square", "lt", "max", "min", "mul", "ne", "neg", "nextafter",
-    "not", "or", "pow", "rem", "round", "rsqrt", "select_n", "shift_left",
-    "shift_right_arithmetic", "shift_right_logical", "sign", "sin", "sinh", "sqrt", "square",
-    "sub", "tan", "tanh", "xor", "population_count", "clz",
-})
-
 
 # Exact in numpy as in XLA, for every dtype they accept (NaNs propagate through
 # max/min in both; integer overflow wraps in both).

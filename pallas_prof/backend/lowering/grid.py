@@ -9,6 +9,7 @@ import numpy as np
 
 from .codegen import KernelBuilder, Value
 from ..errors import Unsupported
+from . import triton_names as tl
 
 MAX_GRID_YZ = 2**16 - 1
 MAX_GRID_X = 2**31 - 1
@@ -55,9 +56,9 @@ def emit_program_ids(b: KernelBuilder, grid, axes) -> list[Value]:
 def _emit_axis(b: KernelBuilder, grid, launch_axis: int, dims, pids, suffix: str) -> None:
   """The program ids of the grid dimensions one launch axis carries."""
   if len(dims) == 1:
-    pids[dims[0]] = b.value(f"pid{dims[0]}", f"tl.program_id({launch_axis})", np.int32)
+    pids[dims[0]] = b.value(f"pid{dims[0]}", f"{tl.program_id}({launch_axis})", np.int32)
     return
-  rest = b.assign(f"pid_flat{suffix}", f"tl.program_id({launch_axis})")
+  rest = b.assign(f"pid_flat{suffix}", f"{tl.program_id}({launch_axis})")
   for j, d in enumerate(dims):
     if j == len(dims) - 1:
       pids[d] = b.value(f"pid{d}", rest, np.int32)
@@ -93,9 +94,9 @@ def emit_grouped_program_ids(b: KernelBuilder, grid, axes, group: int) -> list[V
   n0, n1 = grid[d0], grid[d1]
   group = min(group, n0)
   per_group = group * n1
-  flat = b.assign("pid_flat", "tl.program_id(0)")
+  flat = b.assign("pid_flat", f"{tl.program_id}(0)")
   first = b.assign("pid_first", f"({flat} // {per_group}) * {group}")
-  size = b.assign("pid_group_size", f"tl.minimum({n0} - {first}, {group})")
+  size = b.assign("pid_group_size", f"{tl.minimum}({n0} - {first}, {group})")
   within = b.assign("pid_within", f"{flat} % {per_group}")
   pids[d0] = b.value(f"pid{d0}", f"{first} + {within} % {size}", np.int32)
   pids[d1] = b.value(f"pid{d1}", f"{within} // {size}", np.int32)

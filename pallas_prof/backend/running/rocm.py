@@ -33,7 +33,7 @@ from typing import Any
 
 from .. import compat
 from ..artifacts import GeneratedKernel
-from ..compiling import for_targets
+from ..compiling import for_targets, triton_compat
 from ..errors import CompileError
 from ..tma_note import TmaFallbackWarning
 
@@ -125,7 +125,7 @@ def ttir_bytecode(kernel: AmdKernel) -> bytes:
       import jax
       raise UnreadableIR(
           f"the Triton IR of kernel `{kernel.name}` (made by triton "
-          f"{compat.triton_version()}) cannot be read by the Triton inside jaxlib "
+          f"{triton_compat.triton_release()}) cannot be read by the Triton inside jaxlib "
           f"{jax.__version__}, which XLA compiles it with on ROCm: "
           f"{str(e).strip().splitlines()[-1][:300]}") from e
     out = io.BytesIO()

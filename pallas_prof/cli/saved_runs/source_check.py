@@ -25,6 +25,8 @@ import ast
 import hashlib
 import types
 
+from ...backend.lowering import triton_names
+
 # backend/lowering/codegen.py's IMPORTS (tests check they agree), as the module binds them
 IMPORTS = {"import triton": "triton", "import triton.language as tl": "tl",
            "from triton.language.extra import libdevice": "libdevice"}
@@ -77,7 +79,7 @@ def _top_level(tree: ast.Module) -> tuple[dict, dict]:
                            "with @triton.jit alone")
       functions[node.name] = node
     elif (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
-          and ast.unparse(node.annotation) == "tl.constexpr" and _number(node.value)):
+          and ast.unparse(node.annotation) == triton_names.constexpr and _number(node.value)):
       constants[node.target.id] = node
     else:
       raise NotGenerated(f"{_line(node)} runs {ast.unparse(node)[:80]!r} at the module's top "
@@ -106,7 +108,7 @@ def _function(fn: ast.FunctionDef, known: set, functions: set) -> None:
     raise NotGenerated(f"{_line(fn)}: {fn.name}'s parameters are not plain ones")
   params = {a.arg for a in args.args}
   for a in args.args:
-    if a.annotation is not None and ast.unparse(a.annotation) != "tl.constexpr":
+    if a.annotation is not None and ast.unparse(a.annotation) != triton_names.constexpr:
       raise NotGenerated(f"{_line(fn)}: {fn.name}'s parameter {a.arg} is annotated "
                          f"{ast.unparse(a.annotation)!r}")
   body = ast.Module(body=fn.body, type_ignores=[])

@@ -2,24 +2,23 @@
 flush), compiled for the device and wrapped as LaunchSpecs for the Replayer."""
 from __future__ import annotations
 
+from ...backend.compiling import triton_compat
 from ..launchspec import LaunchSpec, ptx_param_count
 
 
 def compile_own_kernel(fn, signature: dict, constexprs: dict, cc: int, num_warps: int):
   """Compiles one of the profiler's own kernels (_ceiling_kernels) for sm_`cc`;
   pointer arguments are declared 16-byte aligned (the buffers are cuMemAlloc'd)."""
-  import triton
-  from triton.backends.compiler import GPUTarget
-  from triton.compiler import ASTSource
   from ...backend.compiling.compile import triton_lock
   pointers = [i for i, t in enumerate(signature.values()) if t.startswith("*")]
-  src = ASTSource(fn=fn, signature=signature, constexprs=constexprs,
-                  attrs={(i,): [["tt.divisibility", 16]] for i in pointers})
   with triton_lock():
     # fp fusion named, not left to Triton's default: Triton 3.9 warns when it is left
     # (its default changes in 3.10); these kernels copy and count, no float math to fuse
-    return triton.compile(src, target=GPUTarget("cuda", cc, 32),
-                          options={"num_warps": num_warps, "enable_fp_fusion": False})
+    return triton_compat.compile_source(
+        fn, signature, constexprs=constexprs,
+        attrs={(i,): [["tt.divisibility", 16]] for i in pointers},
+        target=triton_compat.gpu_target("cuda", cc, 32),
+        options={"num_warps": num_warps, "enable_fp_fusion": False})
 
 
 def own_launch_spec(compiled, grid: tuple[int, int, int], num_warps: int, params):

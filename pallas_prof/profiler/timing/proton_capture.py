@@ -20,6 +20,7 @@ import json
 import os
 from typing import Any
 
+from ...backend.compiling import triton_compat
 from . import devicemarks
 
 # Triton releases (major.minor) on which many captures over jitted functions whose CUDA
@@ -29,8 +30,7 @@ PROVEN_SAFE: tuple[str, ...] = ()
 
 
 def triton_release() -> str:
-  import triton
-  return ".".join(triton.__version__.split(".")[:2])
+  return ".".join(str(n) for n in triton_compat.triton_version())
 
 
 def why_unsafe() -> str | None:

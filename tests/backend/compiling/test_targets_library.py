@@ -67,14 +67,22 @@ def test_a_function_amds_library_lacks_is_refused_at_the_users_line():
 
 
 def _emitted_library_functions() -> set[str]:
-  """Every device-library function a lowering rule can emit: the unary table's and the
-  names written into the rules' code, round's two included."""
+  """Every device-library function a lowering rule can emit, as the rules state it where
+  they register (register(library=...)): the table's list, no list of this test's own."""
+  from pallas_prof.backend.lowering.rules import table
+  return set(table.library_functions())
+
+
+def test_every_function_written_into_a_rule_is_declared_where_it_registers():
+  """The library functions spelled out in the rules' text (`libdevice.exp(`) are among
+  those their register() calls state: a rule that starts calling one says so."""
   import inspect
   from pallas_prof.backend.lowering.rules import reductions
-  names = set(elementwise._LIBDEVICE_UNARY.values()) | {"nearbyint", "round"}
+  written = set()
   for module in (elementwise, reductions):
-    names |= set(re.findall(r"libdevice\.(\w+)\(", inspect.getsource(module)))
-  return names
+    written |= set(re.findall(r"libdevice\.(\w+)\(", inspect.getsource(module)))
+  assert {"exp", "log1p", "popc", "fmod"} <= written           # the scan found them
+  assert written - _emitted_library_functions() == set()
 
 
 def test_every_emitted_function_is_in_nvidias_library_and_amds_or_explained():
@@ -152,3 +160,12 @@ def test_a_dot_algorithm_amd_lacks_is_refused_at_its_line_with_one_it_has():
   assert f"{__file__}:{_tf32x3_dot.__code__.co_firstlineno + 1}" in text     # the dot's line
   assert "BF16_BF16_F32_X3" in out.error.hint and out.error.fault == "kernel"
   assert compile_for(gk, "sm_80", use_disk_cache=False).status == "compiled"
+
+
+def test_the_interpreters_library_has_every_function_a_rule_emits():
+  """On the CPU a kernel's `libdevice` is the numpy stand-in (interpreter_libdevice.py):
+  every function the rules declare where they register must be there."""
+  from pallas_prof.backend.running import interpreter_libdevice
+  names = _emitted_library_functions()
+  assert {"exp", "fmod", "log1p", "mulhi"} <= names
+  assert sorted(n for n in names if not callable(getattr(interpreter_libdevice, n, None))) == []

@@ -13,7 +13,8 @@ from .compile_diagnostics import Diagnosis, diagnose
 from ...errors import CompileError
 from ..lineinfo import equations_in_ir
 from . import target_features
-from .reproducer import triton_version, write as write_reproducer
+from ..triton_compat import triton_release
+from .reproducer import write as write_reproducer
 from .triton_faults import ADVICE_OF_OP
 from ..triton_run import StageRecord, stages_of
 
@@ -117,7 +118,7 @@ def silent_fault_error(gk: GeneratedKernel, d: Diagnosis, stage: str = "llir") -
 
 
 def _reason(d: Diagnosis) -> str:
-  whose = {"triton": f"Triton {triton_version()}: "}.get(d.fault, "")
+  whose = {"triton": f"Triton {triton_release()}: "}.get(d.fault, "")
   return f"{whose}{d.summary}"
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .. import triton_compat
+
 _SCRIPT = '''"""Reproduces a failure of Triton's compiler met by pallas-prof (no GPU needed).
 
 Triton {triton}, target {backend}:{arch}: {summary}
@@ -29,8 +31,7 @@ import sys
 import tempfile
 
 import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
+{imports}
 
 NAME = {name!r}
 SOURCE = {source!r}
@@ -52,8 +53,7 @@ def main():
   if libs:                     # XLA's libdevice where pallas-prof found it, if it is here too
     options["extern_libs"] = tuple(libs)
   try:
-    triton.compile(ASTSource(fn=getattr(module, NAME), signature=SIGNATURE, attrs=ATTRS),
-                   target=GPUTarget({backend!r}, {arch!r}, {warp_size}), options=options)
+    {compile}
   except Exception as e:  # noqa: BLE001 - what this script is for
     print(f"reproduced with triton {{triton.__version__}}: {{type(e).__name__}}: {{e}}")
     return 1
@@ -75,9 +75,12 @@ def write(gk, request: dict[str, Any], summary: str, output: str = "",
   stem = f"{os.path.splitext(gk.path)[0]}.{f'sm{arch}' if backend == 'cuda' else arch}"
   files = {"source": gk.path}
   script = f"{stem}.repro.py"
+  compile_call = triton_compat.standalone_compile(
+      "getattr(module, NAME)", "SIGNATURE", "ATTRS",
+      f"{backend!r}, {arch!r}, {int(request.get('warp_size', 32))}", "options")
   text = _SCRIPT.format(
-      triton=triton_version(), backend=backend, arch=arch, summary=summary,
-      warp_size=int(request.get("warp_size", 32)),
+      triton=triton_compat.triton_release(), backend=backend, arch=arch, summary=summary,
+      imports=triton_compat.STANDALONE_IMPORTS, compile=compile_call,
       name=gk.name, source_info=gk.source_info, script=os.path.basename(script),
       source=gk.source, signature=dict(request["signature"]), attrs=dict(request["attrs"]),
       options={k: v for k, v in request["options"].items()}, file=os.path.basename(gk.path))
@@ -88,15 +91,6 @@ def write(gk, request: dict[str, Any], summary: str, output: str = "",
   if output.strip() and _write(f"{stem}.failure.log", output):
     files["log"] = f"{stem}.failure.log"
   return files
-
-
-def triton_version() -> str:
-  """The installed Triton's version, without importing it."""
-  from importlib import metadata
-  try:
-    return metadata.version("triton")
-  except metadata.PackageNotFoundError:
-    return "?"
 
 
 def _write(path: str, text: str) -> bool:

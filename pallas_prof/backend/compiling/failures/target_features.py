@@ -14,6 +14,8 @@ import dataclasses
 import re
 
 from ...errors import CompileError
+from .. import triton_compat
+from ...lowering import triton_names
 from ...targets import as_target
 
 # Triton's names of the fp8 types -> JAX's (jnp.float8_*), and the jaxpr's short names
@@ -80,7 +82,7 @@ def _fp8_refusal(gk, diagnosis, target, triton_name: str) -> CompileError:
   return _error(gk, diagnosis, target, summary, hint, equations)
 
 
-_PTX_ASM = "tl.inline_asm_elementwise("   # pallas-prof emits it with NVIDIA PTX only
+_PTX_ASM = f"{triton_names.inline_asm_elementwise}("   # pallas-prof emits it with NVIDIA PTX only
 
 
 def _equations_with(gk, needle: str) -> tuple[int, ...]:
@@ -124,10 +126,9 @@ def _precision_refusal(gk, diagnosis, target, precision: str, allowed) -> Compil
 def _library_refusal(gk, diagnosis, target, function: str) -> CompileError:
   """Triton's device library for the target (libdevice on NVIDIA, ocml on AMD, as
   triton.language.extra.libdevice picks it) lacks a function the kernel calls."""
-  import triton
   library = "AMD" if target.backend == "hip" else "NVIDIA"
-  summary = (f"Triton {triton.__version__}'s {library} device library has no {function}, "
-             f"which the kernel calls: it cannot compile for {target.name}")
+  summary = (f"Triton {triton_compat.triton_release()}'s {library} device library has no "
+             f"{function}, which the kernel calls: it cannot compile for {target.name}")
   hint = _LIBRARY_WORKAROUNDS.get(function, "compute it from other operations, or compile "
                                             "with a Triton whose device library has it")
   equations = diagnosis.equations or tuple(

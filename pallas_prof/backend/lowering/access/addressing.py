@@ -13,6 +13,7 @@ from ..codegen import Value, is_packed4, next_pow2
 from ...errors import Unsupported
 from .refs import RefValue, ViewDim
 from .views import result_shape
+from .. import triton_names as tl
 
 
 # --- addresses -------------------------------------------------------------------
@@ -65,10 +66,10 @@ def maskless_address(ctx, ref: RefValue, access: str, primitive: str):
   offset, masks, shape, in_bounds, _ = _address(ctx, ref, None, True, access)
   if masks:
     raise Unsupported(f"{primitive} on a view that needs masking",
-                      "tl.atomic_cas takes no mask: use a view whose lanes all exist "
+                      f"{tl.atomic_cas} takes no mask: use a view whose lanes all exist "
                       "(power-of-two sizes, no overhanging block)")
   if in_bounds is not None:
-    offset = ctx.b.assign(f"{ref.label}_off", f"tl.where({in_bounds}, {offset}, 0)")
+    offset = ctx.b.assign(f"{ref.label}_off", f"{tl.where}({in_bounds}, {offset}, 0)")
   return offset, in_bounds, shape
 
 
@@ -123,9 +124,9 @@ def _address(ctx, ref: RefValue, user_mask, write: bool, access: str):
     # a slice: one output dimension
     out_axis = slice_pos if slice_pos < pos or not gathers else slice_pos + int_rank
     slice_pos += 1
-    lanes = f"tl.arange(0, {padded[out_axis]})"
+    lanes = f"{tl.arange}(0, {padded[out_axis]})"
     if dt == np.int64:
-      lanes = f"{lanes}.to(tl.int64)"
+      lanes = f"{lanes}.to({tl.int64})"
     step = f" * {d.stride}" if d.stride != 1 else ""
     if d.start.const == 0:
       index_1d = f"{lanes}{step}"
@@ -141,7 +142,7 @@ def _address(ctx, ref: RefValue, user_mask, write: bool, access: str):
       index = emit.expand_to_rank(Value(name, dt, (d.size,)), (out_axis,), rank)
     if d.size != padded[out_axis]:
       lane_ok = emit.expand_to_rank(
-          Value(f"(tl.arange(0, {padded[out_axis]}) < {d.size})", np.dtype(bool), (d.size,)),
+          Value(f"({tl.arange}(0, {padded[out_axis]}) < {d.size})", np.dtype(bool), (d.size,)),
           (out_axis,), rank)
       masks.append(lane_ok)
       active.append(str(lane_ok))
@@ -177,7 +178,7 @@ def _address(ctx, ref: RefValue, user_mask, write: bool, access: str):
   for k in range(int_rank):
     size = shape[pos + k]
     if size != padded[pos + k]:
-      cond = Value(f"(tl.arange(0, {padded[pos + k]}) < {size})", np.dtype(bool), (size,))
+      cond = Value(f"({tl.arange}(0, {padded[pos + k]}) < {size})", np.dtype(bool), (size,))
       masks.append(emit.expand_to_rank(cond, (pos + k,), rank))
       active.append(str(masks[-1]))
   terms = [t for t in terms if t != "0"]
@@ -232,7 +233,7 @@ def _check_access(ctx, ref: RefValue, checks, active, shape, access: str) -> str
   if all(c is not None and 0 <= c < e for c, (_, _, e) in zip(static, checks, strict=True)):
     return None          # also when no dimension needs a check
 
-  checks = [(axis, f"tl.full((), {c}, tl.int32)" if c is not None else i, e)
+  checks = [(axis, f"{tl.full}((), {c}, {tl.int32})" if c is not None else i, e)
             for c, (axis, i, e) in zip(static, checks, strict=True)]
   checked = {axis: e for axis, _, e in checks}
   extents, fixed = [], []
@@ -380,7 +381,7 @@ def load_expr(ref, offset, mask, other, shape, cache_modifier=None, eviction_pol
     args.append(f"eviction_policy={eviction_policy!r}")
   if volatile:
     args.append("volatile=True")
-  return f"tl.load({', '.join(args)})"
+  return f"{tl.load}({', '.join(args)})"
 
 
 def store_stmt(ref, offset, value, mask, eviction_policy=None):
@@ -389,7 +390,7 @@ def store_stmt(ref, offset, value, mask, eviction_policy=None):
     args.append(f"mask={mask}")
   if eviction_policy:
     args.append(f"eviction_policy={eviction_policy!r}")
-  return f"tl.store({', '.join(args)})"
+  return f"{tl.store}({', '.join(args)})"
 
 
 def check_value(ctx, ref: RefValue, value: Value, shape) -> Value:

@@ -39,6 +39,8 @@ from __future__ import annotations
 from .... import settings
 # the sites are part of the kernel's record, and the flag's encoding with them
 from ...check_sites import OFFSET, CheckSite
+from .. import triton_names as tl
+
 FLAG_PARAM = "pp_bounds"   # the flag buffer's parameter in the generated kernel
 _mode = {"bounds": None}   # None: follow PALLAS_PROF_CHECK
 
@@ -114,18 +116,18 @@ def emit_check(ctx, param: str, site: CheckSite, locals_: list[str], active: str
     # a dimension no index depends on still counts its lanes
     from ..codegen import next_pow2
     padded = ", ".join(str(next_pow2(n)) for n in shape)
-    bad = b.assign("out_of_bounds", f"tl.broadcast_to({bad}, ({padded},))")
-    count = b.assign("n_outside", f"tl.sum({bad}.to(tl.int32))")
+    bad = b.assign("out_of_bounds", f"{tl.broadcast_to}({bad}, ({padded},))")
+    count = b.assign("n_outside", f"{tl.sum}({bad}.to({tl.int32}))")
   else:
-    count = b.assign("n_outside", f"{bad}.to(tl.int32)")
-  b.emit(f"tl.atomic_add({flag}, {count}, mask={count} > 0)")
+    count = b.assign("n_outside", f"{bad}.to({tl.int32})")
+  b.emit(f"{tl.atomic_add}({flag}, {count}, mask={count} > 0)")
   for d, expr in enumerate(locals_):
-    clamped = b.assign("idx", f"tl.minimum(tl.maximum(({expr}).to(tl.int64), {1 - OFFSET}), "
-                              f"{OFFSET - 1}).to(tl.int32)")
+    clamped = b.assign("idx", f"{tl.minimum}({tl.maximum}(({expr}).to({tl.int64}), {1 - OFFSET}), "
+                              f"{OFFSET - 1}).to({tl.int32})")
     for k, value in ((1, f"{OFFSET} - {clamped}"), (2, f"{clamped} + {OFFSET}")):
-      chosen = f"tl.where({bad}, {value}, 0)"
-      reduced = f"tl.max({chosen})" if shape else chosen
-      b.emit(f"tl.atomic_max({param} + {site.base + 1 + 2 * d + (k - 1)}, "
+      chosen = f"{tl.where}({bad}, {value}, 0)"
+      reduced = f"{tl.max}({chosen})" if shape else chosen
+      b.emit(f"{tl.atomic_max}({param} + {site.base + 1 + 2 * d + (k - 1)}, "
              f"{reduced}, mask={count} > 0)")
   return ok
 
@@ -143,17 +145,18 @@ def emit_block_check(ctx, param: str, site: CheckSite, block, active: str | None
   bad = f"~{ok}"
   padded = ", ".join(str(next_pow2(n)) for n in shape)
   if active is not None:
-    lanes = f"tl.broadcast_to({active}, ({padded},))" if shape else f"({active})"
-    touched = f"tl.max({lanes}.to(tl.int32))" if shape else f"{lanes}.to(tl.int32)"
+    lanes = f"{tl.broadcast_to}({active}, ({padded},))" if shape else f"({active})"
+    touched = f"{tl.max}({lanes}.to({tl.int32}))" if shape else f"{lanes}.to({tl.int32})"
     bad = f"{bad} & ({touched} > 0)"
   bad = b.assign("block_outside", bad)
-  b.emit(f"tl.atomic_add({param} + {site.base}, {bad}.to(tl.int32), mask={bad})")
+  b.emit(f"{tl.atomic_add}({param} + {site.base}, {bad}.to({tl.int32}), mask={bad})")
   for d, expr in enumerate((*block.indices, *block.program_ids)):
-    clamped = b.assign("idx", f"tl.minimum(tl.maximum(({expr}).to(tl.int64), {1 - OFFSET}), "
-                              f"{OFFSET - 1}).to(tl.int32)")
+    clamped = b.assign("idx", f"{tl.minimum}({tl.maximum}(({expr}).to({tl.int64}), {1 - OFFSET}), "
+                              f"{OFFSET - 1}).to({tl.int32})")
     for k, value in ((1, f"{OFFSET} - {clamped}"), (2, f"{clamped} + {OFFSET}")):
-      b.emit(f"tl.atomic_max({param} + {site.base + 1 + 2 * d + (k - 1)}, {value}, mask={bad})")
+      b.emit(f"{tl.atomic_max}({param} + {site.base + 1 + 2 * d + (k - 1)}, {value}, mask={bad})")
   # a block access's mask as a tensor of its shape, made by a comparison: Triton 3.9's
   # interpreter hands a scalar condition to its load as int32, which it refuses as a mask
-  return b.assign("block_inside", f"(tl.zeros(({padded},), tl.int32) + {ok}.to(tl.int32)) != 0") \
+  return b.assign("block_inside",
+                  f"({tl.zeros}(({padded},), {tl.int32}) + {ok}.to({tl.int32})) != 0") \
       if shape else ok

@@ -29,6 +29,7 @@ from .bounds import SiteTable, emit_block_check, emit_check, flag_length
 from .probes import ProbeEmitter, ProbeLayout, ProbeOptions
 from .tma import TmaDescriptors
 from .workaround_plan import WorkaroundPlan
+from .. import triton_names as tl
 
 
 class WorkFacts(LoweringListener):
@@ -111,7 +112,7 @@ class MemoryOrder(LoweringListener):
       hit = kernel.aliases_of(refs)
       if hit is not None and not (hit & self.unsynced):
         return
-    kernel.builder.emit("tl.debug_barrier()   # other threads' writes to this memory land first")
+    kernel.builder.emit(f"{tl.debug_barrier}()   # other threads' writes to this memory land first")
     self.unsynced = set()
 
 

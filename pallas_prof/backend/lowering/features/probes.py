@@ -53,6 +53,7 @@ import numpy as np
 # profiler and the tests still import them from here
 from ...options import (HEADER_WORDS, PARAM, ProbeLayout, ProbeOptions,  # noqa: F401
                        ProbeRegion)
+from .. import triton_names as tl
 
 MAX_REGIONS = 64             # boundaries past this merge into the last region
 # an equation whose result holds more values per thread than this joins the next region
@@ -132,17 +133,17 @@ def waited_operand(expr: str, dtype) -> tuple[str, int]:
   """(a Triton expression of the loaded value as a 32- or 64-bit integer, its bits)."""
   dtype = np.dtype(dtype)
   if dtype == np.bool_:
-    return f"{expr}.to(tl.int32)", 32
+    return f"{expr}.to({tl.int32})", 32
   size = dtype.itemsize
   if size == 8:
-    return f"{expr}.to(tl.int64, bitcast=True)", 64
+    return f"{expr}.to({tl.int64}, bitcast=True)", 64
   if size == 4:
-    return f"{expr}.to(tl.int32, bitcast=True)", 32
-  return f"{expr}.to(tl.int{8 * size}, bitcast=True).to(tl.int32)", 32
+    return f"{expr}.to({tl.int32}, bitcast=True)", 32
+  return f"{expr}.to({tl.signed_int(8 * size)}, bitcast=True).to({tl.int32})", 32
 
 
 def _call(asm: str, constraints: str, args: list[str], dtype: str, pure: bool) -> str:
-  return (f'tl.inline_asm_elementwise("{asm}", "{constraints}", [{", ".join(args)}], '
+  return (f'{tl.inline_asm_elementwise}("{asm}", "{constraints}", [{", ".join(args)}], '
           f"dtype={dtype}, is_pure={pure}, pack=1)")
 
 
@@ -195,17 +196,17 @@ class ProbeEmitter:
     self.program_stride, self.warp_stride = plan(self.options, self.programs, self.num_warps)
     sampled_warps = -(-self.num_warps // self.warp_stride)
     with b.note("probe: this program's row in the probe buffer"):
-      pid = b.assign("pp_program", f"tl.program_id(0) + {gx} * (tl.program_id(1) + {gy} * "
-                     "tl.program_id(2))")
+      pid = b.assign("pp_program", f"{tl.program_id}(0) + {gx} * ({tl.program_id}(1) + {gy} * "
+                     f"{tl.program_id}(2))")
       first_row = (f"({self.param} + ({pid} // {self.program_stride}) * "
-                   f"{sampled_warps * self.row_words}).to(tl.int64)")
-      sampled = f"({pid} % {self.program_stride} == 0).to(tl.int32)"
+                   f"{sampled_warps * self.row_words}).to({tl.int64})")
+      sampled = f"({pid} % {self.program_stride} == 0).to({tl.int32})"
       self._row = b.assign("pp_row", _call(row_address_asm(self.warp_stride), "=l,l,r,r",
                                            [first_row, sampled, str(8 * self.row_words)],
-                                           "tl.int64", True))
+                                           tl.int64, True))
     with b.note("probe: entry (sm id, global timer, clock)"):
-      b.assign("pp_entry", _call(start_asm(), "=r,l,l", [self._row, f"({pid} + 1).to(tl.int64)"],
-                                 "tl.int32", False))
+      b.assign("pp_entry", _call(start_asm(), "=r,l,l", [self._row, f"({pid} + 1).to({tl.int64})"],
+                                 tl.int32, False))
 
   def prologue_done(self, b) -> None:
     self._mark(b, ProbeRegion(slot=1, eqns=(), primitive="prologue", kind="prologue",
@@ -223,7 +224,7 @@ class ProbeEmitter:
       for value in self._waits:
         operand, bits = waited_operand(value.expr, value.dtype)
         b.assign("pp_wait", _call(wait_asm(region.slot, bits), f"=r,{'l' if bits == 64 else 'r'},l",
-                                  [operand, self._row], "tl.int32", False))
+                                  [operand, self._row], tl.int32, False))
     self._mark(b, region)
     self._carry, self._waits, self._carry_work = [], [], False
 
@@ -288,7 +289,7 @@ class ProbeEmitter:
   def _mark(self, b, region: ProbeRegion, end: bool = False) -> None:
     self.regions.append(region)
     with b.note(f"probe: end of {region.label}"):
-      b.assign("pp_mark", _call(mark_asm(region.slot, end), "=r,l", [self._row], "tl.int32",
+      b.assign("pp_mark", _call(mark_asm(region.slot, end), "=r,l", [self._row], tl.int32,
                                 False))
 
   def layout(self) -> ProbeLayout:

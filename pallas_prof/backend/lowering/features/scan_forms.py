@@ -29,12 +29,13 @@ import numpy as np
 
 from .. import emit
 from ..codegen import Value, literal
+from .. import triton_names as tl
 
 FORMS = ("squeeze", "transpose", "triangular")
 WORDS = {
-    "squeeze": "scanned as a block without its size-1 axes (tl.reshape there and back)",
-    "transpose": "scanned along the last (contiguous) axis after tl.permute, and back",
-    "triangular": ("computed as a masked reduction over j <= i (no tl.scan; floats round as "
+    "squeeze": f"scanned as a block without its size-1 axes ({tl.reshape} there and back)",
+    "transpose": f"scanned along the last (contiguous) axis after {tl.permute}, and back",
+    "triangular": (f"computed as a masked reduction over j <= i (no {tl.scan}; floats round as "
                    "a tree sum does)"),
 }
 TRIANGULAR_MAX_AXIS = 64          # the longest axis the triangular form takes
@@ -70,10 +71,10 @@ def _squeeze(ctx, x, axis, kind, reverse, out_dtype, scan, reduce):
         ctx.value(f"cum{kind}", str(x), x.dtype, x.shape)
   keep = [i for i, d in enumerate(padded) if d != 1]
   small_shape = emit.shape_expr([padded[i] for i in keep])
-  small = ctx.value("squeezed", f"tl.reshape({x}, {small_shape})", x.dtype,
+  small = ctx.value("squeezed", f"{tl.reshape}({x}, {small_shape})", x.dtype,
                     tuple(x.shape[i] for i in keep))
   scanned = ctx.value(f"cum{kind}", scan(small, keep.index(axis)), out_dtype, small.shape)
-  return ctx.value(f"cum{kind}", f"tl.reshape({scanned}, {emit.shape_expr(padded)})",
+  return ctx.value(f"cum{kind}", f"{tl.reshape}({scanned}, {emit.shape_expr(padded)})",
                    out_dtype, x.shape)
 
 
@@ -83,10 +84,10 @@ def _transpose(ctx, x, axis, kind, reverse, out_dtype, scan, reduce):
     return None
   perm = [i for i in range(rank) if i != axis] + [axis]
   back = [perm.index(i) for i in range(rank)]
-  moved = ctx.value("moved", f"tl.permute({x}, {tuple(perm)})", x.dtype,
+  moved = ctx.value("moved", f"{tl.permute}({x}, {tuple(perm)})", x.dtype,
                     tuple(x.shape[i] for i in perm))
   scanned = ctx.value(f"cum{kind}", scan(moved, rank - 1), out_dtype, moved.shape)
-  return ctx.value(f"cum{kind}", f"tl.permute({scanned}, {tuple(back)})", out_dtype, x.shape)
+  return ctx.value(f"cum{kind}", f"{tl.permute}({scanned}, {tuple(back)})", out_dtype, x.shape)
 
 
 def _triangular(ctx, x, axis, kind, reverse, out_dtype, scan, reduce):
@@ -95,12 +96,12 @@ def _triangular(ctx, x, axis, kind, reverse, out_dtype, scan, reduce):
   if n > TRIANGULAR_MAX_AXIS or math.prod(padded) * n > TRIANGULAR_MAX_ELEMENTS:
     return None
   rank = len(padded)
-  positions = ctx.b.assign("positions", f"tl.arange(0, {n})")
+  positions = ctx.b.assign("positions", f"{tl.arange}(0, {n})")
   i = emit.expand_to_rank(Value(positions, np.dtype(np.int32), (n,)), (axis,), rank + 1)
   j = emit.expand_to_rank(Value(positions, np.dtype(np.int32), (n,)), (axis + 1,), rank + 1)
   before = ctx.b.assign("included", f"{j} {'>=' if reverse else '<='} {i}")
   spread = emit.expand_to_rank(x, tuple(d for d in range(rank + 1) if d != axis), rank + 1)
   fill = emit.identity_of(kind, x.dtype)
-  terms = ctx.value("terms", f"tl.where({before}, {spread}, {literal(fill, x.dtype)})",
+  terms = ctx.value("terms", f"{tl.where}({before}, {spread}, {literal(fill, x.dtype)})",
                     x.dtype, tuple(x.shape[:axis]) + (x.shape[axis],) + tuple(x.shape[axis:]))
   return ctx.value(f"cum{kind}", reduce(terms, axis + 1), out_dtype, x.shape)

@@ -65,6 +65,7 @@ from ..codegen import Value, is_bool, is_packed4
 from ..effects import ANY_REF, REF_READERS, REF_SWAPS, jaxpr_write_targets, write_targets
 from ..feature_hooks import LoweringListener
 from ...tma_note import TmaNote
+from .. import triton_names as tl
 
 MAX_BOX = 256          # TMA's largest block dimension
 MIN_INNER_BYTES = 16   # TMA moves at least 16 bytes along the last dimension
@@ -273,7 +274,7 @@ def read(plan: TmaPlan, ctx, ref, shape) -> Value:
   starts = ", ".join(str(d.start) for d in ref.dims)
   expr = f"{desc}.load([{starts}])"
   if tuple(shape) != key[1]:
-    expr = f"tl.reshape({expr}, {list(shape)})"
+    expr = f"{tl.reshape}({expr}, {list(shape)})"
   label = ref.label[:-4] if ref.label.endswith("_ref") else f"{ref.label}_val"
   return ctx.value(label, expr, ref.dtype, shape, opaque=True)
 
@@ -286,7 +287,7 @@ def write(plan: TmaPlan, ctx, ref, value: Value) -> None:
   desc = _descriptor(ctx.kernel, plan, ref, key)
   plan.stored.add(key)
   if tuple(value.shape) != box:
-    value = ctx.value(f"{value}_box", f"tl.reshape({value}, {list(box)})", value.dtype, box)
+    value = ctx.value(f"{value}_box", f"{tl.reshape}({value}, {list(box)})", value.dtype, box)
   starts = ", ".join(str(d.start) for d in ref.dims)
   ctx.b.emit(f"{desc}.store([{starts}], {value})")
 
@@ -302,7 +303,7 @@ def emit_descriptors(kernel, plan: TmaPlan) -> None:
   prologue ended."""
   b = kernel.builder
   for at, ((param, box), ref) in enumerate(plan.wanted.items(), start=plan.prologue_end):
-    b.emit_at(at, f"{plan.names[(param, box)]} = tl.make_tensor_descriptor("
+    b.emit_at(at, f"{plan.names[(param, box)]} = {tl.make_tensor_descriptor}("
                   f"{param}, shape={list(ref.array_shape)}, strides={list(ref.strides)}, "
                   f"block_shape={list(box)})",
               note=f"TMA descriptor of {ref.label}'s {box} blocks")

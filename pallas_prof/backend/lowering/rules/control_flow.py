@@ -28,6 +28,7 @@ from ...errors import Unsupported
 from ..access.refs import RefValue
 from .table import register
 from ..scan_arrays import lower_scan_over_arrays
+from .. import triton_names as tl
 
 
 def _materialize(ctx, v, hint: str) -> str:
@@ -41,8 +42,8 @@ def _typed_expr(v: Value) -> str:
   if v.const is not None:
     shape = "()" if not v.shape else emit.shape_expr(padded_shape(v.shape))
     if is_low_float(v.dtype):
-      return f"tl.full({shape}, {_raw(v)}, tl.float32).to({tl_dtype(v.dtype)})"
-    return f"tl.full({shape}, {_raw(v)}, {tl_dtype(v.dtype)})"
+      return f"{tl.full}({shape}, {_raw(v)}, {tl.float32}).to({tl_dtype(v.dtype)})"
+    return f"{tl.full}({shape}, {_raw(v)}, {tl_dtype(v.dtype)})"
   return str(v)
 
 
@@ -96,7 +97,7 @@ def _loop_index(ctx, raw: str, dtype, loops: frozenset[int]) -> Value:
   types it from the bounds, and its interpreter hands out Python ints. `loops`:
   those the counter `raw` varies with (its loop and those around it)."""
   counter = Value(raw, np.dtype(dtype), (), loops=loops)
-  return ctx.value("i", f"tl.cast({raw}, {tl_dtype(dtype)})", dtype, (), of=(counter,))
+  return ctx.value("i", f"{tl.cast}({raw}, {tl_dtype(dtype)})", dtype, (), of=(counter,))
 
 
 # Loops of up to this many iterations (static) are emitted straight-line...
@@ -324,7 +325,7 @@ def _while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     # the counter ends at max(lo, hi): the loop may not run at all
     final = (emit.const(max(lo.const, hi.const), lo.dtype)
              if lo.const is not None and hi.const is not None
-             else ctx.value("loop_end", f"tl.maximum({_typed_expr(lo)}, {_typed_expr(hi)})",
+             else ctx.value("loop_end", f"{tl.maximum}({_typed_expr(lo)}, {_typed_expr(hi)})",
                             lo.dtype, of=(lo, hi)))
     return [final, hi] + carried
   # a general while loop may spin on memory another program writes: none of

@@ -32,6 +32,7 @@ from ...errors import Unsupported
 from .table import register
 from .reductions import sum_dtype
 from .shape import grow_axis, reshape_value
+from .. import triton_names as tl
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
@@ -139,9 +140,9 @@ def _min_sizes(dtype) -> tuple[int, int, int]:
 def _pad_rows(ctx, x: Value, axis: int, target: int, zero: str) -> Value:
   """Grows `axis` from n to `target` lanes: repeat, then zero the copies."""
   grown = grow_axis(ctx, x, axis, target)
-  lane = emit.expand_to_rank(Value(f"tl.arange(0, {target})", I32, (target,)), (axis,), x.ndim)
+  lane = emit.expand_to_rank(Value(f"{tl.arange}(0, {target})", I32, (target,)), (axis,), x.ndim)
   # lanes >= the logical size are zero (also drops padded lanes of x)
-  return ctx.value("grown", f"tl.where({lane} < {x.shape[axis]}, {grown}, {zero})",
+  return ctx.value("grown", f"{tl.where}({lane} < {x.shape[axis]}, {grown}, {zero})",
                    x.dtype, grown.shape)
 
 
@@ -153,9 +154,9 @@ def _shrink_rows(ctx, acc: Value, axis: int, size: int, padded_size: int) -> Val
   reps = total // padded_size
   shape = list(acc.padded)
   split = shape[:axis] + [reps, padded_size] + shape[axis + 1:]
-  folded = ctx.b.assign("folded", f"tl.reshape({acc}, {emit.shape_expr(split)})")
+  folded = ctx.b.assign("folded", f"{tl.reshape}({acc}, {emit.shape_expr(split)})")
   out_shape = tuple(size if i == axis else d for i, d in enumerate(acc.shape))
-  summed = ctx.value("dot_out", f"tl.sum({folded}, axis={axis})", sum_dtype(acc.dtype), out_shape)
+  summed = ctx.value("dot_out", f"{tl.sum}({folded}, axis={axis})", sum_dtype(acc.dtype), out_shape)
   return emit.cast(ctx.b, summed, acc.dtype)
 
 
@@ -163,13 +164,13 @@ def _swap_last(ctx, x: Value) -> Value:
   perm = list(range(x.ndim))
   perm[-1], perm[-2] = perm[-2], perm[-1]
   shape = tuple(x.shape[p] for p in perm)
-  expr = f"tl.trans({x})" if x.ndim == 2 else f"tl.permute({x}, {tuple(perm)})"
+  expr = f"{tl.trans}({x})" if x.ndim == 2 else f"{tl.permute}({x}, {tuple(perm)})"
   return ctx.value("t", expr, x.dtype, shape)
 
 
 @register(lax.dot_general_p, limits=(
     "one contracting dimension; batch: none or one leading dimension; operands vectors, "
-    "matrices or 3-D with the batch first; tl.dot on float and int8 operands (other integers "
+    f"matrices or 3-D with the batch first; {tl.dot} on float and int8 operands (other integers "
     "multiply and sum in registers); fp8 DotAlgorithmPresets refused"))
 def _dot_general(ctx, a, b, *, dimension_numbers, precision=None, preferred_element_type=None,
                  out_sharding=None, **params):
@@ -184,7 +185,7 @@ def _dot_general(ctx, a, b, *, dimension_numbers, precision=None, preferred_elem
   for x in (a, b):
     if x.ndim not in ((3,) if batched else (1, 2)):
       raise Unsupported(f"dot of operands of shapes {a.shape} and {b.shape}",
-                        "tl.dot takes vectors, matrices, or 3D operands with a leading "
+                        f"{tl.dot} takes vectors, matrices, or 3D operands with a leading "
                         "batch dimension")
   out_shape = tuple(ctx.avals_out[0].shape)
   out_dtype = np.dtype(ctx.avals_out[0].dtype)
@@ -259,7 +260,7 @@ def _tl_dot(ctx, a: Value, b: Value, algorithm: _Algorithm, out_dtype) -> Value:
   kwargs = [f"out_dtype={tl_dtype(acc_dtype)}"]
   if algorithm.input_precision is not None and np.dtype(a.dtype) == F32:
     kwargs.append(f'input_precision="{algorithm.input_precision}"')
-  acc = ctx.value("acc", f"tl.dot({a}, {b}, {', '.join(kwargs)})", acc_dtype, shape)
+  acc = ctx.value("acc", f"{tl.dot}({a}, {b}, {', '.join(kwargs)})", acc_dtype, shape)
   acc = _shrink_rows(ctx, acc, acc.ndim - 2, M, next_pow2(M))
   return _shrink_rows(ctx, acc, acc.ndim - 1, N, next_pow2(N))
 
@@ -276,8 +277,8 @@ TF32_ROUND_ASM = "cvt.rna.tf32.f32 $0, $1;"
 
 
 def _round_to_tf32(ctx, x: Value, name: str) -> Value:
-  return ctx.value(f"{name}_tf32", f'tl.inline_asm_elementwise("{TF32_ROUND_ASM}", "=r,r", [{x}], '
-                   f"dtype=tl.float32, is_pure=True, pack=1)", x.dtype, x.shape)
+  return ctx.value(f"{name}_tf32", f'{tl.inline_asm_elementwise}("{TF32_ROUND_ASM}", "=r,r", [{x}], '
+                   f"dtype={tl.float32}, is_pure=True, pack=1)", x.dtype, x.shape)
 
 
 def _integer_dot(ctx, a: Value, b: Value, out_dtype) -> Value:
@@ -296,6 +297,6 @@ def _integer_dot(ctx, a: Value, b: Value, out_dtype) -> Value:
                   b.shape[:-2] + (1,) + b.shape[-2:])
   shape = a.shape + (b.shape[-1],)
   products = ctx.value("products", f"{lhs} * {rhs}", acc_dtype, shape)
-  summed = ctx.value("dot", f"tl.sum({products}, axis={k_axis})", sum_dtype(acc_dtype),
+  summed = ctx.value("dot", f"{tl.sum}({products}, axis={k_axis})", sum_dtype(acc_dtype),
                      a.shape[:-1] + (b.shape[-1],))
   return emit.cast(ctx.b, summed, acc_dtype)

@@ -26,6 +26,7 @@ from .. import emit
 from ..codegen import DECOMPOSITION, Value, is_bool, is_float, is_int, is_low_float, is_signed, literal, tl_dtype
 from ...errors import Unsupported
 from .table import ARITHMETIC, REDUCTION, TRANSCENDENTAL, register
+from .. import triton_names as tl
 
 F32 = np.dtype(np.float32)
 
@@ -34,9 +35,11 @@ def _optional(module, name):
   return getattr(module, name, None)
 
 
-def elementwise(*primitives, work: str | None = None):
+def elementwise(*primitives, work: str | None = None, library: tuple[str, ...] = (),
+                foldable: bool = False):
   """Registers an elementwise rule behind the checks every such rule needs;
-  `work`: what each element costs (rules.table.ARITHMETIC, ...), if anything."""
+  `work`: what each element costs (rules.table.ARITHMETIC, ...), if anything; `library`
+  and `foldable` as register() takes them."""
   def wrap(rule):
     def checked(ctx, *operands, **params):
       _reject_complex(ctx)
@@ -48,7 +51,7 @@ def elementwise(*primitives, work: str | None = None):
       return rule(ctx, *operands, **params)
     checked.__name__ = rule.__name__
     checked.__doc__ = rule.__doc__
-    register(*primitives, work=work)(checked)
+    register(*primitives, work=work, library=library, foldable=foldable)(checked)
     return rule
   return wrap
 
@@ -115,10 +118,10 @@ def _libdevice_unary(fn_name: str):
 
 
 for _prim, _fn in _LIBDEVICE_UNARY.items():
-  elementwise(_prim, work=ARITHMETIC if _fn in ("floor", "ceil") else TRANSCENDENTAL)(
-      _libdevice_unary(_fn))
+  elementwise(_prim, work=ARITHMETIC if _fn in ("floor", "ceil") else TRANSCENDENTAL,
+              library=(_fn,), foldable=True)(_libdevice_unary(_fn))
 
-@elementwise(lax.erf_inv_p, work=TRANSCENDENTAL)
+@elementwise(lax.erf_inv_p, work=TRANSCENDENTAL, foldable=True)
 def _erf_inv(ctx, x, **params):
   """JAX's own erf_inv polynomial (what XLA and JAX's Triton backend compute),
   so results match XLA bit for bit; libdevice's erfinv differs in the last ulps."""
@@ -133,23 +136,24 @@ def _erf_inv(ctx, x, **params):
 
 # Primitives newer JAX versions have (jax 0.11: log2, one_minus_square).
 if getattr(lax, "log2_p", None) is not None:
-  elementwise(lax.log2_p, work=TRANSCENDENTAL)(_libdevice_unary("log2"))
+  elementwise(lax.log2_p, work=TRANSCENDENTAL, library=("log2",), foldable=True)(
+      _libdevice_unary("log2"))
 if getattr(lax, "one_minus_square_p", None) is not None:
-  @elementwise(lax.one_minus_square_p, work=ARITHMETIC)
+  @elementwise(lax.one_minus_square_p, work=ARITHMETIC, foldable=True)
   def _one_minus_square(ctx, x, **params):
     _require_float("one_minus_square", x)
     # (1 + x)(1 - x), as XLA and JAX's own backend expand it
     return _float_op(ctx, "one_minus_square", lambda a: f"(1.0 + {a}) * (1.0 - {a})", x)
 
 
-@elementwise(lax.logistic_p, work=TRANSCENDENTAL)
+@elementwise(lax.logistic_p, work=TRANSCENDENTAL, library=("exp",), foldable=True)
 def _logistic(ctx, x, **params):
   _require_float("logistic", x)
   # a Python float takes the other operand's float type in Triton
   return _float_op(ctx, "sigmoid", lambda a: f"1.0 / (1.0 + libdevice.exp({a} * -1.0))", x)
 
 
-@elementwise(lax.round_p, work=ARITHMETIC)
+@elementwise(lax.round_p, work=ARITHMETIC, library=("nearbyint", "round"), foldable=True)
 def _round(ctx, x, *, rounding_method):
   _require_float("round", x)
   # nearbyint, not rint: the same rounding (to nearest even), and every Triton's AMD
@@ -159,23 +163,23 @@ def _round(ctx, x, *, rounding_method):
   return _float_op(ctx, "rounded", lambda a: f"libdevice.{fn}({a})", x)
 
 
-@elementwise(lax.is_finite_p)
+@elementwise(lax.is_finite_p, foldable=True)
 def _is_finite(ctx, x):
   _require_float("is_finite", x)
   xc = _compute(ctx, x)
-  return ctx.value("finite", f"tl.abs({xc}) < float(\"inf\")", np.bool_, x.shape)
+  return ctx.value("finite", f"{tl.abs}({xc}) < float(\"inf\")", np.bool_, x.shape)
 
 
-@elementwise(lax.abs_p, work=ARITHMETIC)
+@elementwise(lax.abs_p, work=ARITHMETIC, foldable=True)
 def _abs(ctx, x):
   if is_bool(x.dtype) or (is_int(x.dtype) and not is_signed(x.dtype)):
     return x
   if is_float(x.dtype):
-    return _float_op(ctx, "abs", lambda a: f"tl.abs({a})", x)
-  return ctx.value("abs", f"tl.abs({x})", x.dtype, x.shape)   # abs(INT_MIN) = INT_MIN
+    return _float_op(ctx, "abs", lambda a: f"{tl.abs}({a})", x)
+  return ctx.value("abs", f"{tl.abs}({x})", x.dtype, x.shape)   # abs(INT_MIN) = INT_MIN
 
 
-@elementwise(lax.neg_p, work=ARITHMETIC)
+@elementwise(lax.neg_p, work=ARITHMETIC, foldable=True)
 def _neg(ctx, x):
   if is_bool(x.dtype):
     raise Unsupported("negating a bool", "use ~x (logical not)")
@@ -185,20 +189,20 @@ def _neg(ctx, x):
   return ctx.value("neg", f"{literal(0, x.dtype)} - {x}", x.dtype, x.shape)
 
 
-@elementwise(lax.sign_p, work=ARITHMETIC)
+@elementwise(lax.sign_p, work=ARITHMETIC, foldable=True)
 def _sign(ctx, x):
   dt = x.dtype
   if is_float(dt):
     # sign(NaN) = NaN and sign(+-0) = +-0, as XLA does.
     return _float_op(ctx, "sign",
-                     lambda a: f"tl.where({a} > 0, 1.0, tl.where({a} < 0, -1.0, {a}))", x)
+                     lambda a: f"{tl.where}({a} > 0, 1.0, {tl.where}({a} < 0, -1.0, {a}))", x)
   if is_signed(dt):
     return ctx.value("sign", f"({x} > 0).to({tl_dtype(dt)}) - ({x} < 0).to({tl_dtype(dt)})",
                      dt, x.shape)
   return ctx.value("sign", f"({x} > 0).to({tl_dtype(dt)})", dt, x.shape)
 
 
-@elementwise(lax.not_p)
+@elementwise(lax.not_p, foldable=True)
 def _not(ctx, x):
   if is_bool(x.dtype):
     return ctx.value("not", f"{x} ^ True", x.dtype, x.shape)
@@ -206,14 +210,14 @@ def _not(ctx, x):
   return ctx.value("not", f"{x} ^ {literal(_all_ones(x.dtype), x.dtype)}", x.dtype, x.shape)
 
 
-@elementwise(lax.square_p, work=ARITHMETIC)
+@elementwise(lax.square_p, work=ARITHMETIC, foldable=True)
 def _square(ctx, x):
   if not is_float(x.dtype):
     return ctx.value("sq", f"{x} * {x}", x.dtype, x.shape)
   return _float_op(ctx, "sq", lambda a: f"{a} * {a}", x)
 
 
-@elementwise(lax.integer_pow_p, work=ARITHMETIC)
+@elementwise(lax.integer_pow_p, work=ARITHMETIC, foldable=True)
 def _integer_pow(ctx, x, *, y):
   if y == 0:
     return emit.full(ctx.b, x.shape, 1, x.dtype, "pow")
@@ -251,13 +255,13 @@ elementwise(compat.reciprocal_p, work=ARITHMETIC)(_reciprocal)
 
 # --- bit counts ------------------------------------------------------------------------
 
-@elementwise(lax.population_count_p)
+@elementwise(lax.population_count_p, library=("popc",), foldable=True)
 def _popcount(ctx, x):
   r = ctx.value("popc", f"libdevice.popc({_bits_for_libdevice(ctx, x)})", np.int32, x.shape)
   return emit.cast(ctx.b, r, x.dtype)
 
 
-@elementwise(lax.clz_p)
+@elementwise(lax.clz_p, library=("clz",), foldable=True)
 def _clz(ctx, x):
   bits = x.dtype.itemsize * 8
   expr = f"libdevice.clz({_bits_for_libdevice(ctx, x)})"
@@ -273,10 +277,10 @@ def _bits_for_libdevice(ctx, x: Value) -> Value:
   if dt in (np.int32, np.int64):
     return x
   if dt.itemsize >= 4:
-    target = "tl.int32" if dt.itemsize == 4 else "tl.int64"
+    target = tl.int32 if dt.itemsize == 4 else tl.int64
     return ctx.value("bits", f"{x}.to({target}, bitcast=True)", np.dtype(target[3:]), x.shape)
   u = f"{x}.to({_as_unsigned(dt)}, bitcast=True)" if is_signed(dt) else str(x)
-  return ctx.value("bits", f"{u}.to(tl.uint32).to(tl.int32, bitcast=True)", np.int32, x.shape)
+  return ctx.value("bits", f"{u}.to({tl.uint32}).to({tl.int32}, bitcast=True)", np.int32, x.shape)
 
 
 # --- binary arithmetic --------------------------------------------------------------
@@ -307,12 +311,12 @@ def _arith(op: str, name: str):
 
 
 for _prim, _op in _OPERATORS.items():
-  elementwise(_prim, work=ARITHMETIC)(_arith(_op, _prim.name))
+  elementwise(_prim, work=ARITHMETIC, foldable=True)(_arith(_op, _prim.name))
 
 elementwise(compat.add_jaxvals_p, work=ARITHMETIC)(_arith("+", "add_any"))
 
 
-@elementwise(lax.div_p, work=ARITHMETIC)
+@elementwise(lax.div_p, work=ARITHMETIC, foldable=True)
 def _div(ctx, x, y):
   dt = _out_dtype(ctx)
   shape = _shape(ctx)
@@ -325,10 +329,10 @@ def _div(ctx, x, y):
   # XLA: x / 0 = -1 (all ones), INT_MIN / -1 = INT_MIN; both are UB in LLVM.
   safe = _safe_divisor(ctx, x, y, dt)
   q = f"{x} // {safe}"
-  return ctx.value("div", f"tl.where({y} == 0, {literal(_all_ones(dt), dt)}, {q})", dt, shape)
+  return ctx.value("div", f"{tl.where}({y} == 0, {literal(_all_ones(dt), dt)}, {q})", dt, shape)
 
 
-@elementwise(lax.rem_p, work=ARITHMETIC)
+@elementwise(lax.rem_p, work=ARITHMETIC, library=("fmod",), foldable=True)
 def _rem(ctx, x, y):
   dt = _out_dtype(ctx)
   shape = _shape(ctx)
@@ -342,7 +346,7 @@ def _rem(ctx, x, y):
     return ctx.value("rem", f"{x} % {y}", dt, shape)
   # XLA: x % 0 = x, INT_MIN % -1 = 0
   safe = _safe_divisor(ctx, x, y, dt)
-  return ctx.value("rem", f"tl.where({y} == 0, {x}, {x} % {safe})", dt, shape)
+  return ctx.value("rem", f"{tl.where}({y} == 0, {x}, {x} % {safe})", dt, shape)
 
 
 def _all_ones(dt):
@@ -356,7 +360,7 @@ def _safe_divisor(ctx, x: Value, y: Value, dt) -> str:
     cond = f"({y} == 0) | (({x} == {lo}) & ({y} == {literal(-1, dt)}))"
   else:
     cond = f"{y} == 0"
-  return ctx.b.assign("divisor", f"tl.where({cond}, {one}, {y})")
+  return ctx.b.assign("divisor", f"{tl.where}({cond}, {one}, {y})")
 
 
 def _minmax(kind: str):
@@ -365,20 +369,20 @@ def _minmax(kind: str):
     shape = _shape(ctx)
     if is_bool(dt):
       return ctx.value(kind, f"{x} {'|' if kind == 'max' else '&'} {y}", dt, shape)
-    fn = "tl.maximum" if kind == "max" else "tl.minimum"
+    fn = tl.maximum if kind == "max" else tl.minimum
     if is_float(dt):
-      return _float_op(ctx, kind, lambda a, b: f"{fn}({a}, {b}, propagate_nan=tl.PropagateNan.ALL)",
-                       x, y)
+      return _float_op(
+          ctx, kind, lambda a, b: f"{fn}({a}, {b}, propagate_nan={tl.propagate_nan_all})", x, y)
     return ctx.value(kind, f"{fn}({x}, {y})", dt, shape)
   rule.__name__ = f"_{kind}_rule"
   return rule
 
 
-elementwise(lax.max_p, work=ARITHMETIC)(_minmax("max"))
-elementwise(lax.min_p, work=ARITHMETIC)(_minmax("min"))
+elementwise(lax.max_p, work=ARITHMETIC, foldable=True)(_minmax("max"))
+elementwise(lax.min_p, work=ARITHMETIC, foldable=True)(_minmax("min"))
 
 
-@elementwise(lax.pow_p, work=TRANSCENDENTAL)
+@elementwise(lax.pow_p, work=TRANSCENDENTAL, library=("pow",), foldable=True)
 def _pow(ctx, x, y):
   _require_float("pow", x)
   xc = _compute(ctx, x)
@@ -388,13 +392,13 @@ def _pow(ctx, x, y):
   return _finish(ctx, r, _out_dtype(ctx))
 
 
-@elementwise(lax.atan2_p, work=TRANSCENDENTAL)
+@elementwise(lax.atan2_p, work=TRANSCENDENTAL, library=("atan2",), foldable=True)
 def _atan2(ctx, x, y):
   _require_float("atan2", x, y)
   return _float_op(ctx, "atan2", lambda a, b: f"libdevice.atan2({a}, {b})", x, y)
 
 
-@elementwise(lax.nextafter_p, work=ARITHMETIC)
+@elementwise(lax.nextafter_p, work=ARITHMETIC, foldable=True)
 def _nextafter(ctx, x, y):
   """XLA's bit-level NextAfter, for every float width (libdevice has f32/f64 only)."""
   dt = _out_dtype(ctx)
@@ -413,16 +417,16 @@ def _nextafter(ctx, x, y):
   # a step away from zero, or toward it when the signs differ or |x| > |y|
   toward_zero = b.assign("toward_zero", f"(({xi} & {sign_bit}) != ({yi} & {sign_bit})) | "
                          f"({x_abs} > {y_abs})")
-  stepped = b.assign("stepped", f"tl.where({toward_zero}, {xi} - {literal(1, it)}, "
+  stepped = b.assign("stepped", f"{tl.where}({toward_zero}, {xi} - {literal(1, it)}, "
                      f"{xi} + {literal(1, it)})")
   # from +-0: the smallest subnormal with y's sign; equal (or both zero): y
   tiniest = b.assign("tiniest", f"({yi} & {sign_bit}) | {literal(1, it)}")
-  r = b.assign("next_bits", f"tl.where({x_abs} == 0, tl.where({y_abs} == 0, {yi}, {tiniest}), "
+  r = b.assign("next_bits", f"{tl.where}({x_abs} == 0, {tl.where}({y_abs} == 0, {yi}, {tiniest}), "
                f"{stepped})")
-  r = b.assign("next_bits", f"tl.where({xi} == {yi}, {yi}, {r})")
+  r = b.assign("next_bits", f"{tl.where}({xi} == {yi}, {yi}, {r})")
   xc, yc = _compute(ctx, x), _compute(ctx, y)
   nan_bits = literal(_quiet_nan_bits(dt), it)
-  r = b.assign("next_bits", f"tl.where({xc} != {xc}, {nan_bits}, tl.where({yc} != {yc}, "
+  r = b.assign("next_bits", f"{tl.where}({xc} != {xc}, {nan_bits}, {tl.where}({yc} != {yc}, "
                f"{nan_bits}, {r}))")
   return ctx.value("nextafter", f"{r}.to({tl_dtype(dt)}, bitcast=True)", dt, shape)
 
@@ -432,7 +436,7 @@ def _quiet_nan_bits(dt) -> int:
   return int(nan.view(np.dtype(f"int{dt.itemsize * 8}")))
 
 
-@elementwise(getattr(lax, "mulhi_p", None))
+@elementwise(getattr(lax, "mulhi_p", None), library=("mulhi",))
 def _mulhi(ctx, x, y):
   """The high half of the double-width product."""
   dt = _out_dtype(ctx)
@@ -441,7 +445,7 @@ def _mulhi(ctx, x, y):
   x, y = emit.materialize(ctx.b, x), emit.materialize(ctx.b, y)   # libdevice takes tensors
   if dt.itemsize >= 4:
     return ctx.value("mulhi", f"libdevice.mulhi({x}, {y})", dt, _shape(ctx))
-  wide = "tl.int32" if is_signed(dt) else "tl.uint32"
+  wide = tl.int32 if is_signed(dt) else tl.uint32
   bits = dt.itemsize * 8
   product = ctx.b.assign("product", f"{x}.to({wide}) * {y}.to({wide})")
   return ctx.value("mulhi", f"({product} >> {bits}).to({tl_dtype(dt)})", dt, _shape(ctx))
@@ -457,17 +461,17 @@ def _bitwise(op: str):
   return rule
 
 
-elementwise(lax.and_p)(_bitwise("&"))
-elementwise(lax.or_p)(_bitwise("|"))
-elementwise(lax.xor_p)(_bitwise("^"))
+elementwise(lax.and_p, foldable=True)(_bitwise("&"))
+elementwise(lax.or_p, foldable=True)(_bitwise("|"))
+elementwise(lax.xor_p, foldable=True)(_bitwise("^"))
 
 
 def _as_unsigned(dt) -> str:
-  return {1: "tl.uint8", 2: "tl.uint16", 4: "tl.uint32", 8: "tl.uint64"}[dt.itemsize]
+  return {1: tl.uint8, 2: tl.uint16, 4: tl.uint32, 8: tl.uint64}[dt.itemsize]
 
 
 def _as_signed(dt) -> str:
-  return {1: "tl.int8", 2: "tl.int16", 4: "tl.int32", 8: "tl.int64"}[dt.itemsize]
+  return {1: tl.int8, 2: tl.int16, 4: tl.int32, 8: tl.int64}[dt.itemsize]
 
 
 def _shift(kind: str):
@@ -505,17 +509,17 @@ def _shift(kind: str):
     in_range = ctx.b.assign("in_range", f"({y} >= 0) & ({y} < {bits})" if is_signed(dt)
                             else f"{y} < {literal(bits, dt)}")
     if kind == "shr_arith":
-      amount = ctx.b.assign("shift", f"tl.where({in_range}, {y}, {literal(bits - 1, dt)})")
+      amount = ctx.b.assign("shift", f"{tl.where}({in_range}, {y}, {literal(bits - 1, dt)})")
       return ctx.value(kind, shifted(amount), dt, shape)
-    amount = ctx.b.assign("shift", f"tl.where({in_range}, {y}, {literal(0, dt)})")
-    return ctx.value(kind, f"tl.where({in_range}, {shifted(amount)}, {literal(0, dt)})", dt, shape)
+    amount = ctx.b.assign("shift", f"{tl.where}({in_range}, {y}, {literal(0, dt)})")
+    return ctx.value(kind, f"{tl.where}({in_range}, {shifted(amount)}, {literal(0, dt)})", dt, shape)
   rule.__name__ = f"_{kind}_rule"
   return rule
 
 
-elementwise(lax.shift_left_p)(_shift("shl"))
-elementwise(lax.shift_right_logical_p)(_shift("shr_logical"))
-elementwise(lax.shift_right_arithmetic_p)(_shift("shr_arith"))
+elementwise(lax.shift_left_p, foldable=True)(_shift("shl"))
+elementwise(lax.shift_right_logical_p, foldable=True)(_shift("shr_logical"))
+elementwise(lax.shift_right_arithmetic_p, foldable=True)(_shift("shr_arith"))
 
 
 # --- comparisons and selection -----------------------------------------------------
@@ -537,7 +541,7 @@ def _compare(op: str, name: str):
 
 
 for _prim, _op in _COMPARISONS.items():
-  elementwise(_prim)(_compare(_op, _prim.name))
+  elementwise(_prim, foldable=True)(_compare(_op, _prim.name))
 
 
 def _total_order(op: str, name: str):
@@ -564,7 +568,7 @@ for _name, _op in (("eq_to", "=="), ("lt_to", "<"), ("le_to", "<=")):
   elementwise(_optional(lax, f"{_name}_p"))(_total_order(_op, _name))
 
 
-@elementwise(lax.select_n_p)
+@elementwise(lax.select_n_p, foldable=True)
 def _select_n(ctx, which, *cases):
   dt = _out_dtype(ctx)
   shape = _shape(ctx)
@@ -573,31 +577,31 @@ def _select_n(ctx, which, *cases):
   if which.const is not None:
     return emit.broadcast_to(ctx.b, cases[int(which.const)], shape)
   if is_bool(which.dtype):
-    return ctx.value("select", f"tl.where({which}, {cases[1]}, {cases[0]})", dt, shape)
+    return ctx.value("select", f"{tl.where}({which}, {cases[1]}, {cases[0]})", dt, shape)
   # n-way: a chain of wheres on the integer selector
   result = cases[-1]
   for i in range(len(cases) - 2, -1, -1):
-    result = ctx.value("select", f"tl.where({which} == {literal(i, which.dtype)}, {cases[i]}, "
+    result = ctx.value("select", f"{tl.where}({which} == {literal(i, which.dtype)}, {cases[i]}, "
                        f"{result})", dt, shape)
   return result
 
 
-@elementwise(lax.clamp_p, work=ARITHMETIC)
+@elementwise(lax.clamp_p, work=ARITHMETIC, foldable=True)
 def _clamp(ctx, lo, x, hi):
   dt = _out_dtype(ctx)
   shape = _shape(ctx)
   if is_float(dt):
-    nan = "propagate_nan=tl.PropagateNan.ALL"
-    return _float_op(ctx, "clamp", lambda l, v, h: f"tl.minimum(tl.maximum({v}, {l}, {nan}), "
+    nan = f"propagate_nan={tl.propagate_nan_all}"
+    return _float_op(ctx, "clamp", lambda l, v, h: f"{tl.minimum}({tl.maximum}({v}, {l}, {nan}), "
                      f"{h}, {nan})", lo, x, hi)
   if is_bool(dt):
     return ctx.value("clamp", f"({x} | {lo}) & {hi}", dt, shape)
-  return ctx.value("clamp", f"tl.minimum(tl.maximum({x}, {lo}), {hi})", dt, shape)
+  return ctx.value("clamp", f"{tl.minimum}({tl.maximum}({x}, {lo}), {hi})", dt, shape)
 
 
 # --- conversions ---------------------------------------------------------------------
 
-@elementwise(lax.convert_element_type_p)
+@elementwise(lax.convert_element_type_p, foldable=True)
 def _convert(ctx, x, *, new_dtype, weak_type=False, sharding=None):
   return emit.cast(ctx.b, x, new_dtype)
 
@@ -647,14 +651,14 @@ def _reduce_precision(ctx, x, *, exponent_bits, mantissa_bits):
     reduced_bias = (1 << (exponent_bits - 1)) - 1
     exponent = b.assign("exponent", f"{r} & {c(exponent_mask)}")
     signed_zero = b.assign("signed_zero", f"{r} & {c(1 << (bits - 1))}")
-    r = b.assign("bits", f"tl.where({exponent} > {c((bias + reduced_bias) << src_mantissa)}, "
+    r = b.assign("bits", f"{tl.where}({exponent} > {c((bias + reduced_bias) << src_mantissa)}, "
                  f"{signed_zero} | {c(exponent_mask)}, {r})")
-    r = b.assign("bits", f"tl.where({exponent} <= {c((bias - reduced_bias) << src_mantissa)}, "
+    r = b.assign("bits", f"{tl.where}({exponent} <= {c((bias - reduced_bias) << src_mantissa)}, "
                  f"{signed_zero}, {r})")
   reduced = b.assign("reduced", f"{r}.to({tl_dtype(dt)}, bitcast=True)")
   xc = _compute(ctx, x)
   if mantissa_bits > 0:   # NaN stays NaN (rounding could carry it into an infinity)
-    return ctx.value("reduced", f"tl.where({xc} != {xc}, {x}, {reduced})", dt, x.shape)
+    return ctx.value("reduced", f"{tl.where}({xc} != {xc}, {x}, {reduced})", dt, x.shape)
   return Value(reduced, dt, x.shape, loops=x.loops)
 
 

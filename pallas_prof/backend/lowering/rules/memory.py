@@ -20,6 +20,7 @@ from ..access.addressing import (address, address_at_edge, check_value, load_exp
                                  other_value, pointer, store_stmt)
 from .table import register, register_deferred
 from ..access.views import apply_transforms, result_shape
+from .. import triton_names as tl
 
 from jax import tree_util
 
@@ -142,15 +143,15 @@ def _read_packed4(ctx, ref: RefValue, offset: str, mask, shape, other, load_opti
   for key in ("cache_modifier", "eviction_policy"):
     if load_options.get(key):
       args.append(f"{key}={load_options[key]!r}")
-  raw = b.assign(f"{ref.label}_bytes", f"tl.load({', '.join(args)}).to(tl.int32)")
+  raw = b.assign(f"{ref.label}_bytes", f"{tl.load}({', '.join(args)}).to({tl.int32})")
   nibble = f"(({raw} >> (({offs} % 2) * 4)) & 15)"
   signed = np.dtype(ref.dtype).name == "int4"
-  expr = f"(({nibble} ^ 8) - 8).to(tl.int8)" if signed else f"{nibble}.to(tl.uint8)"
+  expr = f"(({nibble} ^ 8) - 8).to({tl.int8})" if signed else f"{nibble}.to({tl.uint8})"
   value = ctx.value(ref.label[:-4] if ref.label.endswith("_ref") else f"{ref.label}_val",
                     expr, ref.dtype, shape, opaque=True)
   if mask is not None and other is not None:
     o = other_value(ctx, ref, other)
-    value = ctx.value("masked", f"tl.where({mask}, {value}, {o})", ref.dtype, shape)
+    value = ctx.value("masked", f"{tl.where}({mask}, {value}, {o})", ref.dtype, shape)
   return value
 
 
@@ -173,22 +174,22 @@ def _write_packed4(ctx, ref: RefValue, offset: str, mask, shape, value: Value,
   padded = tuple(next_pow2(s) for s in shape)
   pairs = emit.shape_expr(padded[:-1] + (padded[-1] // 2, 2))
   full = emit.shape_expr(padded)
-  offs = b.assign(f"{ref.label}_nib", f"tl.broadcast_to({offset}, {full})")
+  offs = b.assign(f"{ref.label}_nib", f"{tl.broadcast_to}({offset}, {full})")
   lo_off, _ = b.fresh("lo_off"), None
   hi_off = b.fresh("hi_off")
-  b.emit(f"{lo_off}, {hi_off} = tl.split(tl.reshape({offs}, {pairs}))")
-  bits = b.assign("bits", f"tl.reshape({value}.to(tl.int32) & 15, {pairs})")
+  b.emit(f"{lo_off}, {hi_off} = {tl.split}({tl.reshape}({offs}, {pairs}))")
+  bits = b.assign("bits", f"{tl.reshape}({value}.to({tl.int32}) & 15, {pairs})")
   lo, hi = b.fresh("lo"), b.fresh("hi")
-  b.emit(f"{lo}, {hi} = tl.split({bits})")
-  byte = b.assign(f"{ref.label}_bytes", f"({lo} | ({hi} << 4)).to(tl.uint8)")
+  b.emit(f"{lo}, {hi} = {tl.split}({bits})")
+  byte = b.assign(f"{ref.label}_bytes", f"({lo} | ({hi} << 4)).to({tl.uint8})")
   args = [f"{ref.name} + {lo_off} // 2", byte]
   if mask is not None:
     m_lo, m_hi = b.fresh("m_lo"), b.fresh("m_hi")
-    b.emit(f"{m_lo}, {m_hi} = tl.split(tl.reshape(tl.broadcast_to({mask}, {full}), {pairs}))")
+    b.emit(f"{m_lo}, {m_hi} = {tl.split}({tl.reshape}({tl.broadcast_to}({mask}, {full}), {pairs}))")
     args.append(f"mask={m_lo}")
   if eviction_policy:
     args.append(f"eviction_policy={eviction_policy!r}")
-  b.emit(f"tl.store({', '.join(args)})")
+  b.emit(f"{tl.store}({', '.join(args)})")
 
 
 @register(compat.get_p, limits=_INDEXERS)
@@ -280,9 +281,9 @@ def _addupdate(ctx, ref, value, *leaves, tree):
   return []
 
 
-_ATOMIC_FUNCS = {"xchg": "tl.atomic_xchg", "add": "tl.atomic_add", "max": "tl.atomic_max",
-                 "min": "tl.atomic_min", "and": "tl.atomic_and", "or": "tl.atomic_or",
-                 "xor": "tl.atomic_xor"}
+_ATOMIC_FUNCS = {"xchg": tl.atomic_xchg, "add": tl.atomic_add, "max": tl.atomic_max,
+                 "min": tl.atomic_min, "and": tl.atomic_and, "or": tl.atomic_or,
+                 "xor": tl.atomic_xor}
 
 
 def _atomic(ctx, view: RefValue, value: Value, mask, kind: str) -> Value:
@@ -325,21 +326,21 @@ def _atomic_cas(ctx, ref, cmp, value):
   if in_bounds is not None:
     # lanes outside the ref point at its first element (tl.atomic_cas takes no
     # mask): there they swap `cmp` for `cmp`, which leaves the element as it was
-    value = ctx.value("cas_value", f"tl.where({in_bounds}, {value}, {cmp})", view.dtype, shape)
+    value = ctx.value("cas_value", f"{tl.where}({in_bounds}, {value}, {cmp})", view.dtype, shape)
   return ctx.value(f"{view.label}_old",
-                   f'tl.atomic_cas({pointer(view, offset)}, {cmp}, {value}, sem="acq_rel")',
+                   f'{tl.atomic_cas}({pointer(view, offset)}, {cmp}, {value}, sem="acq_rel")',
                    view.dtype, shape, opaque=True)
 
 
 def _max_contiguous(ctx, x, *, values):
-  return ctx.value("contig", f"tl.max_contiguous({x}, {list(values)})", x.dtype, x.shape)
+  return ctx.value("contig", f"{tl.max_contiguous}({x}, {list(values)})", x.dtype, x.shape)
 
 
 def _multiple_of(ctx, x, *, values):
   vals = list(values)
   if not x.shape:
-    return ctx.value("aligned", f"tl.multiple_of({x}, {vals[0]})", x.dtype, x.shape)
-  return ctx.value("aligned", f"tl.multiple_of({x}, {vals})", x.dtype, x.shape)
+    return ctx.value("aligned", f"{tl.multiple_of}({x}, {vals[0]})", x.dtype, x.shape)
+  return ctx.value("aligned", f"{tl.multiple_of}({x}, {vals})", x.dtype, x.shape)
 
 
 register(compat.multiple_of_p)(_multiple_of)
@@ -347,7 +348,7 @@ register(compat.multiple_of_p)(_multiple_of)
 # pallas-prof's own (pallas_prof.triton) and JAX's (jax.experimental.pallas.triton, bound
 # once the user's code imported it), with the same parameters
 _ATOMIC_RMW_LIMITS = "float max/min on float32 only; no add on bool"
-_ATOMIC_CAS_LIMITS = "no view that needs a mask (tl.atomic_cas takes none)"
+_ATOMIC_CAS_LIMITS = f"no view that needs a mask ({tl.atomic_cas} takes none)"
 register(triton_primitives.atomic_rmw_p, limits=_ATOMIC_RMW_LIMITS)(_atomic_rmw)
 register(triton_primitives.atomic_cas_p, limits=_ATOMIC_CAS_LIMITS)(_atomic_cas)
 register(triton_primitives.max_contiguous_p)(_max_contiguous)

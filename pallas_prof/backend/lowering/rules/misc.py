@@ -11,6 +11,7 @@ from .. import emit
 from ..codegen import Value, is_low_float, tl_dtype
 from ...errors import Unsupported
 from .table import register, register_deferred
+from .. import triton_names as tl
 
 
 @register(compat.program_id_p)
@@ -57,7 +58,7 @@ def _debug_print(ctx, *args, fmt, ordered=False, **params):
   values = [emit.cast(ctx.b, a, np.float32) if is_low_float(a.dtype) else a
             for a in args if isinstance(a, Value)]
   text = repr(f" {prefix} ")        # a Python string literal, quotes escaped
-  ctx.b.emit(f"tl.device_print({', '.join([text] + [str(v) for v in values])})")
+  ctx.b.emit(f"{tl.device_print}({', '.join([text] + [str(v) for v in values])})")
   return []
 
 
@@ -66,7 +67,7 @@ def _debug_print(ctx, *args, fmt, ordered=False, **params):
 @register(triton_primitives.debug_barrier_p)
 @register_deferred(compat.TRITON_PRIMITIVES_MODULE, "debug_barrier_p")
 def _debug_barrier(ctx):
-  ctx.b.emit("tl.debug_barrier()")
+  ctx.b.emit(f"{tl.debug_barrier}()")
   return []
 
 
@@ -81,7 +82,7 @@ def _inline_asm(ctx, *args, asm, constraints, pack, result_shape_dtypes):
   else:
     dt = "(" + ", ".join(tl_dtype(d) for d in dtypes) + ",)"
   arg_list = "[" + ", ".join(str(a) for a in args) + "]"
-  call = (f"tl.inline_asm_elementwise({asm!r}, {constraints!r}, {arg_list}, dtype={dt}, "
+  call = (f"{tl.inline_asm_elementwise}({asm!r}, {constraints!r}, {arg_list}, dtype={dt}, "
           f"is_pure=True, pack={pack})")
   # the assembly may read what changes between iterations (a clock, a special register)
   if len(outs) == 1:

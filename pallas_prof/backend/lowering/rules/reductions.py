@@ -12,31 +12,32 @@ from .. import emit
 from ..codegen import Value, is_bool, is_float, is_low_float, next_pow2
 from ...errors import Unsupported
 from .table import REDUCTION, register
+from .. import triton_names as tl
 
 F32 = np.dtype(np.float32)
 
 _COMBINERS = {
-    "max_nan": """
+    "max_nan": f"""
 def combine_max_nan(a, b):
     # XLA's max: NaN wins
-    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+    return {tl.maximum}(a, b, propagate_nan={tl.propagate_nan_all})
 """,
-    "min_nan": """
+    "min_nan": f"""
 def combine_min_nan(a, b):
     # XLA's min: NaN wins
-    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+    return {tl.minimum}(a, b, propagate_nan={tl.propagate_nan_all})
 """,
     "prod": """
 def combine_prod(a, b):
     return a * b
 """,
-    "logaddexp": """
+    "logaddexp": f"""
 def combine_logaddexp(a, b):
     # log(exp(a) + exp(b)) as jnp.logaddexp: the larger plus log1p of the other's share;
     # equal arguments (both -inf or both inf too) take log1p(1), NaN wins
-    larger = tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
-    apart = tl.where(a == b, 0.0, -tl.abs(a - b))
-    return larger + libdevice.log1p(tl.exp(apart))
+    larger = {tl.maximum}(a, b, propagate_nan={tl.propagate_nan_all})
+    apart = {tl.where}(a == b, 0.0, -{tl.abs}(a - b))
+    return larger + libdevice.log1p({tl.exp}(apart))
 """,
     "and": """
 def combine_and(a, b):
@@ -50,7 +51,7 @@ def combine_or(a, b):
 def combine_xor(a, b):
     return a ^ b
 """,
-    "argmax": """
+    "argmax": f"""
 def combine_argmax(v1, i1, v2, i2):
     # first index of the largest value; NaN counts as largest (jnp.argmax)
     nan1 = v1 != v1
@@ -58,9 +59,9 @@ def combine_argmax(v1, i1, v2, i2):
     greater = (v1 > v2) | (nan1 & (nan2 == 0))
     equal = (v1 == v2) | (nan1 & nan2)
     pick1 = greater | (equal & (i1 < i2))
-    return tl.where(pick1, v1, v2), tl.where(pick1, i1, i2)
+    return {tl.where}(pick1, v1, v2), {tl.where}(pick1, i1, i2)
 """,
-    "argmin": """
+    "argmin": f"""
 def combine_argmin(v1, i1, v2, i2):
     # first index of the smallest value; NaN counts as smallest (jnp.argmin)
     nan1 = v1 != v1
@@ -68,7 +69,7 @@ def combine_argmin(v1, i1, v2, i2):
     less = (v1 < v2) | (nan1 & (nan2 == 0))
     equal = (v1 == v2) | (nan1 & nan2)
     pick1 = less | (equal & (i1 < i2))
-    return tl.where(pick1, v1, v2), tl.where(pick1, i1, i2)
+    return {tl.where}(pick1, v1, v2), {tl.where}(pick1, i1, i2)
 """,
 }
 
@@ -87,15 +88,15 @@ def _reduce_one(ctx, x: Value, axis: int, kind: str) -> Value:
   dt = x.dtype
   if kind == "sum":
     if is_bool(dt):
-      expr = f"tl.reduce({x}, {axis}, {combiner(ctx, 'or')})"
+      expr = f"{tl.reduce}({x}, {axis}, {combiner(ctx, 'or')})"
       return ctx.value("any", expr, dt, out_shape)
-    r = ctx.value("sum", f"tl.sum({x}, axis={axis})", sum_dtype(dt), out_shape)
+    r = ctx.value("sum", f"{tl.sum}({x}, axis={axis})", sum_dtype(dt), out_shape)
     return emit.cast(ctx.b, r, dt) if r.dtype != dt else r
   if kind in ("max", "min"):
     if is_float(dt):
-      expr = f"tl.reduce({x}, {axis}, {combiner(ctx, kind + '_nan')})"
+      expr = f"{tl.reduce}({x}, {axis}, {combiner(ctx, kind + '_nan')})"
     elif is_bool(dt):
-      expr = f"tl.reduce({x}, {axis}, {combiner(ctx, 'or' if kind == 'max' else 'and')})"
+      expr = f"{tl.reduce}({x}, {axis}, {combiner(ctx, 'or' if kind == 'max' else 'and')})"
     else:
       # tl.max/tl.min widen integers narrower than 32 bits to int32
       r = ctx.value(kind, f"tl.{kind}({x}, axis={axis})", _minmax_dtype(dt), out_shape)
@@ -105,7 +106,7 @@ def _reduce_one(ctx, x: Value, axis: int, kind: str) -> Value:
     op = kind
     if is_bool(dt) and kind == "prod":
       op = "and"
-    return ctx.value(kind, f"tl.reduce({x}, {axis}, {combiner(ctx, op)})", dt, out_shape)
+    return ctx.value(kind, f"{tl.reduce}({x}, {axis}, {combiner(ctx, op)})", dt, out_shape)
   raise AssertionError(kind)
 
 
@@ -152,11 +153,11 @@ def _arg_reduction(kind: str):
     fill = emit.identity_of(kind, xc.dtype)
     xc = emit.mask_padding(ctx.b, xc, (axis,), fill, f"{kind}_in")
     n = next_pow2(x.shape[axis])
-    idx = emit.expand_to_rank(Value(f"tl.arange(0, {n})", np.dtype(np.int32), (x.shape[axis],)),
+    idx = emit.expand_to_rank(Value(f"{tl.arange}(0, {n})", np.dtype(np.int32), (x.shape[axis],)),
                               (axis,), x.ndim)
-    idx_name = ctx.b.assign("positions", f"tl.broadcast_to({idx}, {emit.shape_expr(xc.padded)})")
+    idx_name = ctx.b.assign("positions", f"{tl.broadcast_to}({idx}, {emit.shape_expr(xc.padded)})")
     out_shape = _drop_axis(x.shape, axis)
-    pair = ctx.b.assign(kind, f"tl.reduce(({xc}, {idx_name}), {axis}, {combiner(ctx, kind)})")
+    pair = ctx.b.assign(kind, f"{tl.reduce}(({xc}, {idx_name}), {axis}, {combiner(ctx, kind)})")
     result = Value(f"{pair}[1]", np.dtype(np.int32), out_shape)
     result = ctx.value(f"{kind}_idx", str(result), np.int32, out_shape)
     return emit.cast(ctx.b, result, index_dtype)
@@ -197,25 +198,25 @@ def _scan_and_reduce(ctx, kind: str, dtype, reverse: bool):
   cumulative scan of `kind`, and of the reduction with the same combiner."""
   rev = ", reverse=True" if reverse else ""
   if kind == "sum":
-    return (lambda v, a: f"tl.cumsum({v}, axis={a}{rev})",
-            lambda v, a: f"tl.sum({v}, axis={a})")
+    return (lambda v, a: f"{tl.cumsum}({v}, axis={a}{rev})",
+            lambda v, a: f"{tl.sum}({v}, axis={a})")
   if kind == "prod":     # (its combiner is added to the source only where a form reduces)
-    return (lambda v, a: f"tl.cumprod({v}, axis={a}{rev})",
-            lambda v, a: f"tl.reduce({v}, {a}, {combiner(ctx, 'prod')})")
+    return (lambda v, a: f"{tl.cumprod}({v}, axis={a}{rev})",
+            lambda v, a: f"{tl.reduce}({v}, {a}, {combiner(ctx, 'prod')})")
   if kind == "logsumexp":
-    return (lambda v, a: f"tl.associative_scan({v}, {a}, {combiner(ctx, 'logaddexp')}{rev})",
-            lambda v, a: f"tl.reduce({v}, {a}, {combiner(ctx, 'logaddexp')})")
+    return (lambda v, a: f"{tl.associative_scan}({v}, {a}, {combiner(ctx, 'logaddexp')}{rev})",
+            lambda v, a: f"{tl.reduce}({v}, {a}, {combiner(ctx, 'logaddexp')})")
   fn = combiner(ctx, f"{kind}_nan") if is_float(dtype) else ctx.b.helper(
       f"combine_{kind}_int", f"""
 def combine_{kind}_int(a, b):
     return tl.{'maximum' if kind == 'max' else 'minimum'}(a, b)
 """)
-  return (lambda v, a: f"tl.associative_scan({v}, {a}, {fn}{rev})",
-          lambda v, a: f"tl.reduce({v}, {a}, {fn})")
+  return (lambda v, a: f"{tl.associative_scan}({v}, {a}, {fn}{rev})",
+          lambda v, a: f"{tl.reduce}({v}, {a}, {fn})")
 
 
 register(lax.cumsum_p, work=REDUCTION)(_cumulative("sum"))
 register(lax.cumprod_p, work=REDUCTION)(_cumulative("prod"))
 register(lax.cummax_p, work=REDUCTION)(_cumulative("max"))
 register(lax.cummin_p, work=REDUCTION)(_cumulative("min"))
-register(lax.cumlogsumexp_p, work=REDUCTION)(_cumulative("logsumexp"))
+register(lax.cumlogsumexp_p, work=REDUCTION, library=("log1p",))(_cumulative("logsumexp"))

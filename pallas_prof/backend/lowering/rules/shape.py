@@ -18,6 +18,7 @@ from .. import emit
 from ..codegen import Value, is_bool, is_low_float, next_pow2, padded_shape, tl_dtype
 from ...errors import Unsupported
 from .table import register
+from .. import triton_names as tl
 
 
 @register(lax.broadcast_in_dim_p)
@@ -28,7 +29,7 @@ def _broadcast_in_dim(ctx, x, *, shape, broadcast_dimensions, sharding=None):
       return emit.full(ctx.b, shape, x.const, x.dtype, "bcast")
     if not shape:
       return x
-    return ctx.value("bcast", f"tl.broadcast_to({x}, {emit.shape_expr(padded_shape(shape))})",
+    return ctx.value("bcast", f"{tl.broadcast_to}({x}, {emit.shape_expr(padded_shape(shape))})",
                      x.dtype, shape)
   expanded = emit.expand_to_rank(x, tuple(broadcast_dimensions), len(shape))
   in_shape = [1] * len(shape)
@@ -38,7 +39,7 @@ def _broadcast_in_dim(ctx, x, *, shape, broadcast_dimensions, sharding=None):
     if expanded == str(x):
       return x
     return ctx.value("expand", expanded, x.dtype, shape)
-  return ctx.value("bcast", f"tl.broadcast_to({expanded}, {emit.shape_expr(padded_shape(shape))})",
+  return ctx.value("bcast", f"{tl.broadcast_to}({expanded}, {emit.shape_expr(padded_shape(shape))})",
                    x.dtype, shape)
 
 
@@ -53,7 +54,7 @@ def reshape_value(ctx, x: Value, shape: tuple[int, ...], hint="reshaped") -> Val
   if not shape:
     return _to_scalar(ctx, x)
   if not x.shape:
-    return ctx.value(hint, f"tl.broadcast_to({x}, {emit.shape_expr(padded_shape(shape))})",
+    return ctx.value(hint, f"{tl.broadcast_to}({x}, {emit.shape_expr(padded_shape(shape))})",
                      x.dtype, shape)
   if not _keeps_padded_layout(x.shape, shape):
     raise Unsupported(
@@ -61,7 +62,7 @@ def reshape_value(ctx, x: Value, shape: tuple[int, ...], hint="reshaped") -> Val
         "two, and this reshape would mix padded lanes into the result",
         "reshape the ref or the array outside the kernel, or use power-of-two sizes for "
         "the dimensions after the first of each reshaped group")
-  return ctx.value(hint, f"tl.reshape({x}, {emit.shape_expr(padded_shape(shape))})",
+  return ctx.value(hint, f"{tl.reshape}({x}, {emit.shape_expr(padded_shape(shape))})",
                    x.dtype, shape)
 
 
@@ -95,12 +96,12 @@ def _keeps_padded_layout(in_shape, out_shape) -> bool:
 def _to_scalar(ctx, x: Value) -> Value:
   """A one-element tensor to a scalar: a reduction of its single lane that keeps
   the dtype exactly (tl.max/tl.sum would widen narrow types)."""
-  flat = x if x.ndim == 1 else ctx.value("flat", f"tl.reshape({x}, (1,))", x.dtype, (1,))
+  flat = x if x.ndim == 1 else ctx.value("flat", f"{tl.reshape}({x}, (1,))", x.dtype, (1,))
   first = ctx.b.helper("combine_first", _COMBINE_FIRST)
   if is_bool(x.dtype):
-    as_int = ctx.value("flat_i8", f"{flat}.to(tl.int8)", np.int8, (1,))
-    return ctx.value("scalar", f"tl.reduce({as_int}, 0, {first}) != 0", x.dtype, ())
-  return ctx.value("scalar", f"tl.reduce({flat}, 0, {first})", x.dtype, ())
+    as_int = ctx.value("flat_i8", f"{flat}.to({tl.int8})", np.int8, (1,))
+    return ctx.value("scalar", f"{tl.reduce}({as_int}, 0, {first}) != 0", x.dtype, ())
+  return ctx.value("scalar", f"{tl.reduce}({flat}, 0, {first})", x.dtype, ())
 
 
 _COMBINE_FIRST = """
@@ -134,7 +135,7 @@ def _transpose(ctx, x, *, permutation):
   if perm == tuple(range(x.ndim)):
     return x
   shape = tuple(x.shape[p] for p in perm)
-  expr = f"tl.trans({x})" if x.ndim == 2 else f"tl.permute({x}, {perm})"
+  expr = f"{tl.trans}({x})" if x.ndim == 2 else f"{tl.permute}({x}, {perm})"
   return ctx.value("transposed", expr, x.dtype, shape)
 
 
@@ -142,7 +143,7 @@ def _transpose(ctx, x, *, permutation):
 def _iota(ctx, *, dtype, shape, dimension, sharding=None):
   shape = tuple(shape)
   n = shape[dimension]
-  base = Value(f"tl.arange(0, {next_pow2(n)})", np.dtype(np.int32), (n,))
+  base = Value(f"{tl.arange}(0, {next_pow2(n)})", np.dtype(np.int32), (n,))
   v = ctx.value("iota", str(base), np.int32, (n,))
   if is_low_float(dtype):
     # int -> 16-bit float through f32 (exact for any block size): Triton's
@@ -152,7 +153,7 @@ def _iota(ctx, *, dtype, shape, dimension, sharding=None):
   if len(shape) == 1:
     return v
   expanded = emit.expand_to_rank(v, (dimension,), len(shape))
-  return ctx.value("iota", f"tl.broadcast_to({expanded}, {emit.shape_expr(padded_shape(shape))})",
+  return ctx.value("iota", f"{tl.broadcast_to}({expanded}, {emit.shape_expr(padded_shape(shape))})",
                    v.dtype, shape)
 
 
@@ -170,8 +171,8 @@ def _take_lanes(ctx, x: Value, axis: int, start: Value | int, size: int, stride:
     return x
   if size == 1:
     return _take_one(ctx, x, axis, start, out_shape)
-  positions = f"{start} + tl.arange(0, {next_pow2(size)})" + (f" * {stride}" if stride != 1 else "")
-  positions = f"tl.minimum({positions}, {x.shape[axis] - 1})"  # padded lanes stay in range
+  positions = f"{start} + {tl.arange}(0, {next_pow2(size)})" + (f" * {stride}" if stride != 1 else "")
+  positions = f"{tl.minimum}({positions}, {x.shape[axis] - 1})"  # padded lanes stay in range
   return _gather_lanes(ctx, x, axis, positions, size, "sliced")
 
 
@@ -179,11 +180,11 @@ def _take_one(ctx, x: Value, axis: int, start, out_shape) -> Value:
   # Select one lane exactly: zero the others and sum the raw bits.
   bits_t = _bits_dtype(x.dtype) if not is_bool(x.dtype) else np.dtype(np.int8)
   raw = (f"{x}.to({tl_dtype(bits_t)}, bitcast=True)" if not is_bool(x.dtype)
-         else f"{x}.to(tl.int8)")
-  lane = emit.expand_to_rank(Value(f"tl.arange(0, {next_pow2(x.shape[axis])})", np.dtype(np.int32),
+         else f"{x}.to({tl.int8})")
+  lane = emit.expand_to_rank(Value(f"{tl.arange}(0, {next_pow2(x.shape[axis])})", np.dtype(np.int32),
                                    (x.shape[axis],)), (axis,), x.ndim)
-  picked = ctx.b.assign("lane_bits", f"tl.where({lane} == {start}, {raw}, 0)")
-  summed = ctx.b.assign("picked", f"tl.sum({picked}, axis={axis}, keep_dims=True)")
+  picked = ctx.b.assign("lane_bits", f"{tl.where}({lane} == {start}, {raw}, 0)")
+  summed = ctx.b.assign("picked", f"{tl.sum}({picked}, axis={axis}, keep_dims=True)")
   if is_bool(x.dtype):
     return ctx.value("elem", f"{summed} != 0", x.dtype, out_shape)
   if bits_t.itemsize < 4:
@@ -216,7 +217,7 @@ def _clamped_start(ctx, start: Value, limit: int) -> int | str:
   if start.const is not None:
     return int(min(max(start.const, 0), limit))
   start = emit.cast(ctx.b, start, np.int32)
-  return ctx.b.assign("start", f"tl.minimum(tl.maximum({start}, 0), {limit})")
+  return ctx.b.assign("start", f"{tl.minimum}({tl.maximum}({start}, 0), {limit})")
 
 
 @register(lax.dynamic_update_slice_p)
@@ -228,12 +229,12 @@ def _dynamic_update_slice(ctx, x, update, *starts):
       continue
     s = _clamped_start(ctx, start, n - m)
     placed = _place_along(ctx, placed, axis, s, n)
-    inside = Value(window_test(f"tl.arange(0, {next_pow2(n)})", s, m), np.dtype(np.bool_), (n,))
+    inside = Value(window_test(f"{tl.arange}(0, {next_pow2(n)})", s, m), np.dtype(np.bool_), (n,))
     in_window.append(emit.expand_to_rank(inside, (axis,), x.ndim))
   if not in_window:
     return update
   mask = ctx.b.assign("in_window", " & ".join(in_window))
-  return ctx.value("updated", f"tl.where({mask}, {placed}, {x})", x.dtype, x.shape)
+  return ctx.value("updated", f"{tl.where}({mask}, {placed}, {x})", x.dtype, x.shape)
 
 
 def window_test(lanes: str, start, size: int) -> str:
@@ -248,7 +249,7 @@ def window_test(lanes: str, start, size: int) -> str:
   seed 18680; tests/backend/compiling/test_ptxas_hazards.py). One comparison gives
   ptxas a single select into a fresh register."""
   shifted = lanes if start == 0 else f"({lanes} - {start})"
-  return f"({shifted}.to(tl.uint32) < {size})"
+  return f"({shifted}.to({tl.uint32}) < {size})"
 
 
 @register(getattr(lax, "split_p", None))
@@ -278,8 +279,8 @@ def _pad_axis(ctx, x: Value, axis: int, low: int, high: int, interior: int, fill
   if n == 0 or size <= 0:
     return emit.broadcast_to(ctx.b, fill, shape)
   step = interior + 1
-  offset = ctx.b.assign("pad_offset", f"tl.arange(0, {next_pow2(size)}) - {low}")
-  source = f"tl.minimum(tl.maximum({offset}, 0) // {step}, {n - 1})"
+  offset = ctx.b.assign("pad_offset", f"{tl.arange}(0, {next_pow2(size)}) - {low}")
+  source = f"{tl.minimum}({tl.maximum}({offset}, 0) // {step}, {n - 1})"
   if next_pow2(n) < next_pow2(size):
     x = grow_axis(ctx, x, axis, next_pow2(size))
   taken = _gather_lanes(ctx, x, axis, source, size, "pad_src")
@@ -288,7 +289,7 @@ def _pad_axis(ctx, x: Value, axis: int, low: int, high: int, interior: int, fill
     valid += f" & ({offset} % {step} == 0)"
   mask = emit.expand_to_rank(Value(f"({valid})", np.dtype(np.bool_), (size,)), (axis,), x.ndim)
   fill_values = emit.broadcast_to(ctx.b, fill, shape)
-  return ctx.value("padded", f"tl.where({mask}, {taken}, {fill_values})", x.dtype, shape)
+  return ctx.value("padded", f"{tl.where}({mask}, {taken}, {fill_values})", x.dtype, shape)
 
 
 def _gather_lanes(ctx, x: Value, axis: int, positions: str, size: int, hint: str) -> Value:
@@ -299,9 +300,9 @@ def _gather_lanes(ctx, x: Value, axis: int, positions: str, size: int, hint: str
                               x.ndim)
   index_shape = tuple(next_pow2(size) if i == axis else next_pow2(d)
                       for i, d in enumerate(x.shape))
-  idx = ctx.b.assign("lanes", f"tl.broadcast_to({index}, {emit.shape_expr(index_shape)})")
+  idx = ctx.b.assign("lanes", f"{tl.broadcast_to}({index}, {emit.shape_expr(index_shape)})")
   out_shape = tuple(size if i == axis else d for i, d in enumerate(x.shape))
-  return ctx.value(hint, f"tl.gather({x}, {idx}, {axis})", x.dtype, out_shape)
+  return ctx.value(hint, f"{tl.gather}({x}, {idx}, {axis})", x.dtype, out_shape)
 
 
 @register(lax.rev_p)
@@ -312,7 +313,7 @@ def _rev(ctx, x, *, dimensions):
     if n <= 1:
       continue
     # padded lanes of the result read lane 0 (any in-range lane will do)
-    positions = f"tl.maximum({n - 1} - tl.arange(0, {next_pow2(n)}), 0)"
+    positions = f"{tl.maximum}({n - 1} - {tl.arange}(0, {next_pow2(n)}), 0)"
     out = _gather_lanes(ctx, out, axis, positions, n, "reversed")
   return out
 
@@ -333,11 +334,11 @@ def _concatenate(ctx, *xs, dimension):
     placed.append(_place_along(ctx, x, dimension, offset, total))
     offset += x.shape[dimension]
     ends.append(offset)
-  lane = emit.expand_to_rank(Value(f"tl.arange(0, {next_pow2(total)})", np.dtype(np.int32),
+  lane = emit.expand_to_rank(Value(f"{tl.arange}(0, {next_pow2(total)})", np.dtype(np.int32),
                                    (total,)), (dimension,), len(shape))
   result = placed[-1]
   for piece, end in zip(reversed(placed[:-1]), reversed(ends[:-1]), strict=True):
-    result = ctx.value("concat", f"tl.where({lane} < {end}, {piece}, {result})",
+    result = ctx.value("concat", f"{tl.where}({lane} < {end}, {piece}, {result})",
                        result.dtype, shape)
   return result
 
@@ -348,13 +349,13 @@ def _place_along(ctx, x: Value, axis: int, offset: int | str, total: int) -> Val
   n = x.shape[axis]
   if n == 1:
     shape = tuple(total if i == axis else d for i, d in enumerate(x.shape))
-    return ctx.value("piece", f"tl.broadcast_to({x}, {emit.shape_expr(padded_shape(shape))})",
+    return ctx.value("piece", f"{tl.broadcast_to}({x}, {emit.shape_expr(padded_shape(shape))})",
                      x.dtype, shape)
   # Triton's compiler rejects a gather whose result is longer than its source
   # along the axis: grow the source first
   if next_pow2(n) < next_pow2(total):
     x = grow_axis(ctx, x, axis, next_pow2(total))
-  positions = (f"tl.minimum(tl.maximum(tl.arange(0, {next_pow2(total)}) - {offset}, 0), "
+  positions = (f"{tl.minimum}({tl.maximum}({tl.arange}(0, {next_pow2(total)}) - {offset}, 0), "
                f"{n - 1})")
   return _gather_lanes(ctx, x, axis, positions, total, "piece")
 
@@ -369,20 +370,20 @@ def grow_axis(ctx, x: Value, axis: int, target: int) -> Value:
   # a repeat dimension before `axis`, broadcast, then merged into `axis`
   expanded = emit.expand_to_rank(x, tuple(i if i < axis else i + 1 for i in range(rank)), rank + 1)
   repeated = padded[:axis] + [target // p] + padded[axis:]
-  rep = ctx.b.assign("repeated", f"tl.broadcast_to({expanded}, {emit.shape_expr(repeated)})")
+  rep = ctx.b.assign("repeated", f"{tl.broadcast_to}({expanded}, {emit.shape_expr(repeated)})")
   merged = padded[:axis] + [target] + padded[axis + 1:]
   shape = tuple(target if i == axis else d for i, d in enumerate(x.shape))
-  return ctx.value("grown", f"tl.reshape({rep}, {emit.shape_expr(merged)})", x.dtype, shape)
+  return ctx.value("grown", f"{tl.reshape}({rep}, {emit.shape_expr(merged)})", x.dtype, shape)
 
 
 def _concatenate_halves(ctx, a: Value, b: Value, dimension: int, shape) -> Value:
   """Two equal power-of-two pieces: interleave with tl.join, then reshape."""
   rank = a.ndim
-  joined = ctx.b.assign("joined", f"tl.join({a}, {b})")   # new last dim of size 2
+  joined = ctx.b.assign("joined", f"{tl.join}({a}, {b})")   # new last dim of size 2
   perm = list(range(rank))
   perm.insert(dimension, rank)                                 # (.., 2, n_dim, ..)
-  moved = ctx.b.assign("joined_t", f"tl.permute({joined}, {tuple(perm)})")
-  return ctx.value("concat", f"tl.reshape({moved}, {emit.shape_expr(shape)})", a.dtype, shape)
+  moved = ctx.b.assign("joined_t", f"{tl.permute}({joined}, {tuple(perm)})")
+  return ctx.value("concat", f"{tl.reshape}({moved}, {emit.shape_expr(shape)})", a.dtype, shape)
 
 
 
@@ -392,7 +393,7 @@ def _stack(ctx, *xs, axis):
   """jnp.stack: a unit axis inserted in each piece, then a concatenation."""
   if len(xs) == 2 and axis == xs[0].ndim and xs[0].shape == xs[1].shape:
     shape = tuple(xs[0].shape) + (2,)
-    return ctx.value("stacked", f"tl.join({xs[0]}, {xs[1]})", xs[0].dtype, shape)
+    return ctx.value("stacked", f"{tl.join}({xs[0]}, {xs[1]})", xs[0].dtype, shape)
   pieces = []
   for x in xs:
     shape = tuple(x.shape[:axis]) + (1,) + tuple(x.shape[axis:])
@@ -406,7 +407,7 @@ def _unstack(ctx, x, *, axis):
   n = x.shape[axis]
   if n == 2 and axis == x.ndim - 1:
     shape = tuple(x.shape[:-1])
-    pair = ctx.b.assign("halves", f"tl.split({x})")
+    pair = ctx.b.assign("halves", f"{tl.split}({x})")
     return [ctx.value("half", f"{pair}[{i}]", x.dtype, shape) for i in range(2)]
   out_shape = tuple(d for i, d in enumerate(x.shape) if i != axis)
   return [reshape_value(ctx, _take_lanes(ctx, x, axis, i, 1), out_shape) for i in range(n)]

@@ -49,10 +49,24 @@ WORK: dict[object, str] = {}
 # What a rule cannot do, in words, by primitive name (`pallas-prof rules`).
 LIMITS: dict[str, str] = {}
 
+# The device-library functions (`libdevice.<name>`: CUDA's libdevice on NVIDIA, ocml on
+# AMD) a rule may call, by primitive name: stated where the rule registers, so the list of
+# every function the lowering can emit (what an AMD target must have, what the
+# interpreter's numpy stand-in must give) is read from the table, never kept beside it.
+LIBRARY: dict[str, frozenset[str]] = {}
 
-def register(*primitives, work: str | None = None, limits: str | None = None):
+# The primitives an equation of which, all operands constants, may be evaluated at lowering
+# time (folding.py): pure, elementwise, no params that name refs. Stated where the rule
+# registers; a rule that does not say so is never folded.
+FOLDABLE: set[str] = set()
+
+
+def register(*primitives, work: str | None = None, limits: str | None = None,
+             library: tuple[str, ...] = (), foldable: bool = False):
   """`@register(p, ...)`: `fn` lowers the primitives; `work` is one of
-  ARITHMETIC/TRANSCENDENTAL/REDUCTION, `limits` what the rule refuses."""
+  ARITHMETIC/TRANSCENDENTAL/REDUCTION, `limits` what the rule refuses, `library` the
+  device-library functions its text calls, `foldable` whether folding.py may evaluate
+  an all-constant equation of it eagerly."""
   def wrap(fn):
     for p in primitives:
       if p is not None:
@@ -61,6 +75,10 @@ def register(*primitives, work: str | None = None, limits: str | None = None):
           WORK[p] = work
         if limits:
           LIMITS[p.name] = limits
+        if library:
+          LIBRARY[p.name] = LIBRARY.get(p.name, frozenset()) | frozenset(library)
+        if foldable:
+          FOLDABLE.add(p.name)
     return fn
   return wrap
 
@@ -86,6 +104,17 @@ def primitives_doing(work: str) -> frozenset[str]:
   (the advice) reads it here, from the rules that emit them, not from a list of its own.
   Complete once the rule families are imported (import it from the rules package)."""
   return frozenset(p.name for p, kind in WORK.items() if kind == work)
+
+
+def library_functions() -> frozenset[str]:
+  """Every device-library function a rule may emit, from the rules' register() calls.
+  Complete once the rule families are imported (import it from the rules package)."""
+  return frozenset().union(*LIBRARY.values())
+
+
+def foldable_primitives() -> frozenset[str]:
+  """The names of the primitives folding.py may evaluate eagerly (register(foldable=True))."""
+  return frozenset(FOLDABLE)
 
 
 def _bind_deferred() -> None:
