@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 
+from ...backend.equation_text import aval_texts
 from ...profiler.schema import KernelProfile, ProfileReport
 from ... import units
 from ..report import CompileInfo, ErrorEntry, KernelEntry, RunReport
@@ -178,8 +178,7 @@ def _failure_fact(run: RunReport, k: KernelEntry) -> tuple[tuple[str, str], ...]
 def _verdict(p: KernelProfile | None) -> str:
   """The kernel's verdict, less its heaviest equations: the page's table lists them (a
   static verdict says nothing else)."""
-  verdict = re.split(r"\bheaviest equations\b", (p.verdict if p else "") or "")[0].rstrip("; ")
-  return "" if verdict == "static only" else verdict
+  return p.verdict.beside_table if p is not None else ""
 
 
 def _measured(p: KernelProfile | None) -> bool:
@@ -239,7 +238,7 @@ def _kernel_facts(s: KernelSummary, gpu: bool) -> tuple[tuple[str, str], ...]:
   comp = k.compile or CompileInfo()
   facts = [("grid", s.grid_text),
            ("warps / stages", f"{k.num_warps} / {k.num_stages}"),
-           ("operands", ", ".join(k.in_avals) + " -> " + ", ".join(k.out_avals)
+           ("operands", aval_texts(k.in_avals) + " -> " + aval_texts(k.out_avals)
             if k.in_avals or k.out_avals else ""),
            ("registers", res.registers_text),
            ("shared memory", res.shared_text),

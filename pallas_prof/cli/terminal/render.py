@@ -343,11 +343,9 @@ def hot_equations(report, kernel, width: int = MAX_WIDTH, top: int = 5) -> Table
 def _verdict_beside(kp, hot_table_shown: bool) -> str:
   """The kernel's verdict under its tables, less what the hot-equations table already
   says (its heaviest equations; a static verdict says nothing else)."""
-  verdict = (kp.verdict if kp is not None else "") or ""
-  if not hot_table_shown:
-    return verdict
-  verdict = re.split(r"\bheaviest equations\b", verdict)[0].rstrip("; ")
-  return "" if verdict == "static only" else verdict
+  if kp is None:
+    return ""
+  return kp.verdict.beside_table if hot_table_shown else str(kp.verdict)
 
 
 def _why(e) -> str:
