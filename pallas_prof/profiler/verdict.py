@@ -6,11 +6,11 @@
       static_only     bool    no GPU: the static figures alone
       heaviest_basis  str     what the heaviest equations are weighed by ("by PC samples",
                               "share of instructions"; "" in runs from before it was said)
-      heaviest        str     the heaviest equations: "[4] exp @ softmax.py:21 31%, ..."
+      heaviest        str     the heaviest equations: "[4] exp @ softmax.py:21 N%, ..."
 
 Its text (str(verdict), made here alone) is the line report.json, the spans and
 `pallas-prof run` have always shown: "memory-bound: ...; heaviest equations (by PC
-samples): [0] get @ softmax.py:19 36%". The renderers show `beside_table` under a table
+samples): [0] get @ softmax.py:19 N%". The renderers show `beside_table` under a table
 of the hot equations: the findings alone (nothing for a static verdict, which has none).
 A saved report's verdict is read back once, by from_text (serial.Text).
 """
