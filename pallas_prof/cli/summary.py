@@ -151,7 +151,6 @@ class KernelSummary:
   workarounds: tuple[str, ...] = ()     # a run's Triton workarounds
   failed: str | None = None             # how the kernel failed, in words
   advice: KernelAdvice | None = None
-  files: tuple[tuple[str, str], ...] = ()   # its saved files (what, path in the run dir)
   first: bool = True                    # the first device's row (or the only one)
   # the device and the kernel's profile on it
   device: DeviceInfo | None = None
@@ -204,7 +203,7 @@ def summary(report, kernel, device_profile, first: bool = True) -> KernelSummary
       cpu_launches=kernel.cpu_launches, compile=kernel.compile,
       resources=Resources.of(kernel.resources), workarounds=tuple(kernel.workarounds),
       failed=report.kernel_failure(kernel), advice=report.kernel_advice(kernel.label),
-      files=tuple((kernel.files or {}).items()), first=first,
+      first=first,
       **_profiled(kp, device_profile))
 
 
