@@ -8,6 +8,8 @@
     from_fields(cls, data) a dataclass from a dict: known fields only, defaults for missing
     to_json(x, **kwargs)   plain(x) as JSON text (a value of no JSON kind as its str())
     Record                 the mixin giving a dataclass to_dict() and from_dict()
+    Text                   the mixin of a typed value saved as its one text form (an aval,
+                           a verdict): written as str(x), read back once by from_text
 
 and, for the files the kernel artifacts keep (kernel.json, compiled.json, spec.json, the
 saved workaround plans: what a later process executes, so nothing is guessed):
@@ -42,6 +44,8 @@ from typing import Any, Callable
 
 def plain(x):
   """`x` as the plain values json.dump writes (dicts with string keys, lists, numbers)."""
+  if isinstance(x, Text):
+    return str(x)
   if dataclasses.is_dataclass(x) and not isinstance(x, type):
     if hasattr(x, "to_dict"):
       return x.to_dict()
@@ -75,6 +79,22 @@ class Record:
   @classmethod
   def from_dict(cls, data: dict):
     return from_fields(cls, data)
+
+
+class Text:
+  """A typed value that a file holds as its text (str(x), made in one place: the class's
+  __str__), so that what users and tools read of a report stays text while the program
+  holds the record. decode reads it back once, by the class's
+  `from_text(text, where)`, which raises Misfit (naming `where`) for a text its writer does
+  not write."""
+
+  @classmethod
+  def from_text(cls, text: str, where: str):
+    raise NotImplementedError
+
+
+def _text_type(tp) -> bool:
+  return isinstance(tp, type) and issubclass(tp, Text)
 
 
 # --- decoding by type hints ------------------------------------------------------------
@@ -133,6 +153,10 @@ def decode(tp, value, where: str = "report", strict: bool = False):
       if _fits(option, value):
         return decode(option, value, where, strict)
     raise Misfit(where, options[0] if options else tp, value)
+  if _text_type(tp):
+    if not isinstance(value, str):
+      raise Misfit(where, tp, value)
+    return tp.from_text(value, where)
   if dataclasses.is_dataclass(tp) and isinstance(tp, type) and isinstance(tp, _SavedType):
     return load(tp, value, where)
   if not _fits(tp, value):
@@ -169,6 +193,8 @@ def _fits(tp, value) -> bool:
   origin = typing.get_origin(tp) or tp
   if tp is Any or origin in (typing.Union, types.UnionType):
     return True
+  if _text_type(tp):
+    return isinstance(value, str)
   if dataclasses.is_dataclass(tp) or origin in (dict, Mapping):
     return isinstance(value, dict)
   if origin in (list, tuple, typing.Sequence):
@@ -193,6 +219,8 @@ def _kind(value) -> str:
 
 
 def _wanted(tp) -> str:
+  if _text_type(tp):
+    return f"a string (the text of {tp.__name__.lower()})"
   origin = typing.get_origin(tp) or tp
   if dataclasses.is_dataclass(tp) or origin in (dict, Mapping):
     return "an object"

@@ -4,8 +4,8 @@ From the profiler's KernelProfile (resources, work model, runtime, rates, attrib
 with its stall reasons, sampling, probes) and, where the kernel is at hand, the
 lowering's GeneratedKernel (per equation: bytes, operand, contiguous run, loop trips,
 loop invariance, dots). A profile read back from a report.json has no GeneratedKernel:
-then the block shapes come from the equations' text and the bytes per program from the
-work model, and the facts only the lowering knows (runs, invariance) are absent.
+then the block shapes come from the profile's typed equation avals and the bytes per
+program from the work model, and the facts only the lowering knows (runs, invariance) are absent.
 """
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import math
 import re
 from typing import Any
 
-from ..backend.equation_text import Aval
 from .hardware import Occupancy, SmLimits, limits, occupancy
 
 LOOPS = {"scan", "while", "fori_loop"}
@@ -174,15 +173,11 @@ class KernelFacts:
     return self.rates.efficiency_pct if self.rates is not None else None
 
 
-def _shape_from_text(text: str) -> tuple[tuple[int, ...] | None, str | None]:
-  """A saved profile's equation (no GeneratedKernel at hand): its first result's aval, read
-  from its text (`b:f32[8,128] = exp a`) as a saved run's avals are (Aval.parse)."""
-  name, _, rest = (text or "").partition(":")
-  return _shape_of(Aval.parse(rest.split(" ")[0])) if rest and name else (None, None)
-
-
-def _shape_of(aval) -> tuple[tuple[int, ...] | None, str | None]:
-  return (aval.shape or None), aval.dtype
+def _shape_of(avals) -> tuple[tuple[int, ...] | None, str | None]:
+  """The block shape and dtype of an equation's first result (None where it has none)."""
+  if not avals:
+    return None, None
+  return (avals[0].shape or None), avals[0].dtype
 
 
 def _stalls(shares) -> tuple[Stall, ...]:
@@ -212,10 +207,9 @@ def kernel_facts(kp, gk=None, device=None, ceilings=None) -> KernelFacts:
   for e in (st.equations if st is not None else ()):
     w = weights.get(e.index)
     rec = records.get(e.index)
-    if rec is not None and rec.out_avals:
-      shape, dtype = _shape_of(rec.out_avals[0])
-    else:
-      shape, dtype = _shape_from_text(e.text)
+    # the lowering's record where the kernel is at hand, else the saved profile's
+    shape, dtype = _shape_of(rec.out_avals if rec is not None and rec.out_avals
+                             else e.out_avals)
     facts = dict(index=e.index, path=e.path, primitive=e.primitive, parent=e.parent,
                  text=e.text, user_file=e.user_file, user_line=e.user_line,
                  weight=float(w.weight) if w is not None else (0.0 if measured else e.weight),

@@ -10,17 +10,19 @@ import os
 import re
 from typing import Callable, Iterable
 
-from ..serial import decode
+from ..serial import Text, decode
 
 _ARRAY = re.compile(r"(~?)(\w+)\[([\d,]*)\]")
 
 
 @dataclasses.dataclass(frozen=True)
-class Aval:
+class Aval(Text):
   """An abstract value as JAX hands it over: an array's shape and dtype name, weakly typed
   (a Python scalar's type) or not; None for what has neither (a token). Kept typed from
-  where JAX gives it; `str()` is JAX's own text, for showing. `shown` holds that text
-  where it is more than the array's (a ref's `Ref<default>{float32[8]}`)."""
+  where JAX gives it into the run report and the profile; `str()` is JAX's own text, made
+  here alone, for showing and for the files (report.json, kernel.json hold the text).
+  `shown` holds that text where it is more than the array's (a ref's
+  `Ref<default>{float32[8]}`)."""
   shape: tuple[int, ...] | None
   dtype: str | None
   weak_type: bool = False
@@ -58,6 +60,21 @@ class Aval:
     typed = cls(tuple(int(d) for d in m.group(3).split(",") if d), m.group(2),
                 bool(m.group(1)))
     return typed if text == str(typed) else dataclasses.replace(typed, shown=text)
+
+  @classmethod
+  def from_text(cls, text: str, where: str) -> "Aval":
+    """serial.Text's reader: a saved report's aval (any text reads: what is not an
+    array's is kept as shown, as a token's is)."""
+    return cls.parse(text)
+
+
+def first_result_aval(equation_text: str) -> tuple[Aval, ...]:
+  """The first result's aval of an equation as jaxpr text (`b:f32[8,128] = exp a`), for
+  files written before the equations' avals were saved typed beside their text (a
+  profile's EquationProfile.out_avals): read once, where such a file is loaded."""
+  name, _, rest = (equation_text or "").partition(":")
+  first = rest.split(" ")[0] if name else ""
+  return (Aval.parse(first),) if first else ()
 
 
 def aval_texts(avals: Iterable) -> str:

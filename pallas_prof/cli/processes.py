@@ -326,18 +326,17 @@ def rows(runs: list[tuple[str, RunReport]]) -> list[dict]:
   for run_dir, run in runs:
     origin = Origin.of(run.origin) or Origin()
     for s in summaries(run):
-      k, comp = s.kernel, s.kernel.compile
-      rt = s.profile.runtime if s.profile is not None else None
+      comp, rt = s.compile, s.runtime
       median_s = rt.median_s if rt is not None else None
       out.append({
           "process": short_name(run_dir, run), "run_dir": run_dir,
           "devices": ", ".join(origin.devices),
           "device": s.device_text,
-          "kernel": k.label, "grid": s.grid_text,
+          "kernel": s.label, "grid": s.grid_text,
           "compile_ms": comp.total_ms if comp is not None else None,
           "cache": comp.cache if comp is not None else None,
           "median_us": median_s * 1e6 if median_s is not None else None,
-          "launches": k.cpu_launches, "exit_code": run.exit_code,
+          "launches": s.cpu_launches, "exit_code": run.exit_code,
       })
   return out
 

@@ -30,6 +30,7 @@ import typing
 from typing import Any
 
 from ..advice.schema import KernelAdvice
+from ..backend.equation_text import Aval
 from ..profiler import presentation
 from ..profiler.schema import ProfileReport
 from ..safe_files import write_atomic
@@ -93,8 +94,8 @@ class KernelEntry(Record):
   launch_grid: tuple[int, ...] = ()
   num_warps: int | None = None
   num_stages: int | None = None
-  in_avals: tuple[str, ...] = ()
-  out_avals: tuple[str, ...] = ()
+  in_avals: tuple[Aval, ...] = ()              # the call's operands (report.json: their text)
+  out_avals: tuple[Aval, ...] = ()
   lowering_ms: float | None = None
   equations: int | None = None
   lowering_gc_ms: float | None = None         # of lowering_ms: Python's garbage collector

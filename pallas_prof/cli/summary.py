@@ -3,16 +3,23 @@
 report.json keeps a kernel's resources, a compile failure and where the run happened as
 the backend and processes.py wrote them (plain dicts, so that old runs still load). The
 views (terminal/, html/, processes.py's merged table) read these typed records instead:
-one KernelSummary per kernel and device profiled, its Resources, a CompileFailure, and
+one KernelSummary per kernel and device profiled (the whole row: the kernel's entry, its
+profile on that device, its failure and advice), its Resources, a CompileFailure, and
 an Origin worded in one place.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping
 
 from .. import units
-from ..profiler.schema import KernelProfile, ProfileReport
+from ..advice.schema import KernelAdvice
+from ..backend.equation_text import Aval
+from ..profiler.attribution_schema import Attribution
+from ..profiler.probe_schema import ProbeResult
+from ..profiler.schema import (Ceilings, DeviceInfo, InsituStats, KernelProfile, NvmlWindow,
+                               ProfileReport, Rates, RuntimeStats, StaticProfile, WorkModel)
+from ..profiler.verdict import Verdict
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,31 +127,46 @@ class Origin:
     return f"{process} {where}" if process else where
 
 
-class KernelRecord(Protocol):
-  """What a summary reads of a kernel: report.py's KernelEntry, or a ProfileReport's kernel
-  seen as one (terminal/profile_view.py's ProfiledKernel)."""
-  label: str
-  name: str
-  grid: tuple[int, ...]
-  resources: Mapping[str, Any] | None
-
-
 @dataclasses.dataclass(frozen=True)
 class KernelSummary:
-  """One kernel on one device profiled (or on none), as the kernels tables, the page and
-  the merged table show it."""
-  kernel: KernelRecord
-  profile: KernelProfile | None = None          # the kernel on this device, if profiled
-  device_profile: ProfileReport | None = None   # the device's profile, if any
+  """One kernel on one device profiled (or on none): the whole row that the kernels tables,
+  the page, the merged table and `pallas_prof.profile()`'s tables show, built once from the
+  run's records (summaries()). The renderers read it, never the KernelEntry or the
+  KernelProfile it was made of."""
+  label: str
+  name: str = ""
+  platform: str | None = None           # where the program ran it: "gpu", "cpu"
+  source_info: str | None = None        # "softmax_kernel at examples/softmax.py:18"
+  grid: tuple[int, ...] = ()
+  num_warps: int | None = None
+  num_stages: int | None = None
+  in_avals: tuple[Aval, ...] = ()
+  out_avals: tuple[Aval, ...] = ()
+  lowering_ms: float | None = None
+  cpu_launches: int | None = None       # launches by Triton's interpreter
+  # report.CompileInfo (not imported: the report renders itself through the views that
+  # read this module); None for a profile's kernel, which has no compile times
+  compile: Any = None
   resources: Resources = Resources()
-
-  @property
-  def label(self) -> str:
-    return self.kernel.label
-
-  @property
-  def device(self):
-    return self.device_profile.device if self.device_profile is not None else None
+  workarounds: tuple[str, ...] = ()     # a run's Triton workarounds
+  failed: str | None = None             # how the kernel failed, in words
+  advice: KernelAdvice | None = None
+  first: bool = True                    # the first device's row (or the only one)
+  # the device and the kernel's profile on it
+  device: DeviceInfo | None = None
+  gpu: bool = False                     # the device's profile timed kernels on a GPU
+  ceilings: Ceilings | None = None
+  profiled: bool = False                # the device's profile has the kernel
+  static: StaticProfile | None = None
+  work: WorkModel | None = None
+  runtime: RuntimeStats | None = None
+  nvml: NvmlWindow | None = None
+  rates: Rates | None = None
+  insitu: InsituStats | None = None
+  attribution: Attribution | None = None
+  probes: ProbeResult | None = None
+  weight_basis: str = "static"
+  verdict: Verdict = Verdict()
 
   @property
   def device_text(self) -> str:
@@ -154,17 +176,58 @@ class KernelSummary:
 
   @property
   def grid_text(self) -> str:
-    return "x".join(map(str, self.kernel.grid)) or "()"
+    return "x".join(map(str, self.grid)) or "()"
 
 
 def summaries(report) -> tuple[KernelSummary, ...]:
   """Each kernel of the report on each device profiled (one row with no profile where
-  the run profiled nothing)."""
+  the run profiled nothing); a view that made its rows itself (a ProfileReport's,
+  terminal/profile_view.py) gives those."""
+  rows = getattr(report, "summary_rows", None)
+  if rows is not None:
+    return tuple(rows)
   profiles = tuple(report.profiles) or (None,)
-  return tuple(summary(report, k, p) for k in report.kernels for p in profiles)
+  return tuple(summary(report, k, p, first=i == 0) for k in report.kernels
+               for i, p in enumerate(profiles))
 
 
-def summary(report, kernel, device_profile) -> KernelSummary:
-  profile = (report.kernel_profile(kernel.label, device_profile)
-             if device_profile is not None else None)
-  return KernelSummary(kernel, profile, device_profile, Resources.of(kernel.resources))
+def summary(report, kernel, device_profile, first: bool = True) -> KernelSummary:
+  """The row of a run's kernel (report.py's KernelEntry) on the device of `device_profile`."""
+  kp = (report.kernel_profile(kernel.label, device_profile)
+        if device_profile is not None else None)
+  return KernelSummary(
+      label=kernel.label, name=kernel.name, platform=kernel.platform,
+      source_info=kernel.source_info, grid=tuple(kernel.grid), num_warps=kernel.num_warps,
+      num_stages=kernel.num_stages, in_avals=tuple(kernel.in_avals),
+      out_avals=tuple(kernel.out_avals), lowering_ms=kernel.lowering_ms,
+      cpu_launches=kernel.cpu_launches, compile=kernel.compile,
+      resources=Resources.of(kernel.resources), workarounds=tuple(kernel.workarounds),
+      failed=report.kernel_failure(kernel), advice=report.kernel_advice(kernel.label),
+      first=first,
+      **_profiled(kp, device_profile))
+
+
+def profile_summary(kp: KernelProfile, report: ProfileReport) -> KernelSummary:
+  """The row of a kernel of `pallas_prof.profile()`'s report, which knows the kernels as the
+  profiler saw them: their static figures stand for the run's, and there are no compile
+  times, launch counts, failures or advice."""
+  st = kp.static
+  return KernelSummary(
+      label=kp.label, name=kp.name, platform="gpu" if report.gpu_present else "cpu",
+      grid=tuple(st.grid) if st else (), num_warps=st.num_warps if st else None,
+      num_stages=st.num_stages if st else None, in_avals=tuple(kp.in_avals),
+      out_avals=tuple(kp.out_avals),
+      resources=Resources.of(dict(st.resources) if st else None), **_profiled(kp, report))
+
+
+def _profiled(kp: KernelProfile | None, device_profile: ProfileReport | None) -> dict:
+  """The row's device and profile fields."""
+  out: dict[str, Any] = {}
+  if device_profile is not None:
+    out.update(device=device_profile.device, gpu=bool(device_profile.gpu_present),
+               ceilings=device_profile.ceilings)
+  if kp is not None:
+    out.update(profiled=True, static=kp.static, work=kp.work, runtime=kp.runtime,
+               nvml=kp.nvml, rates=kp.rates, insitu=kp.insitu, attribution=kp.attribution,
+               probes=kp.probes, weight_basis=kp.weight_basis, verdict=kp.verdict)
+  return out

@@ -116,7 +116,7 @@ def advice_attributes(advice) -> dict[str, Any]:
 def profile_attributes(kp, device=None) -> dict[str, Any]:
   """The attributes of a `profile <kernel>` span, from a profiler.schema.KernelProfile
   and the DeviceInfo of the GPU it ran on (None: no GPU)."""
-  out: dict[str, Any] = {cv.PALLAS_KERNEL: kp.label, cv.PROFILE_VERDICT: kp.verdict or ""}
+  out: dict[str, Any] = {cv.PALLAS_KERNEL: kp.label, cv.PROFILE_VERDICT: str(kp.verdict)}
   if device is not None:        # which GPU of the process (a merged report's rows)
     out[cv.PALLAS_DEVICE] = f"{device.index}: {device.name}"
   basis = kp.weight_basis

@@ -19,6 +19,7 @@ from .timing import ceilings as ceilings_mod
 from .timing import nvml, runner
 from .timing.insitu import match
 from .timing.policy import random_range_text
+from .verdict import Verdict
 from ..backend import hooks, kernel_registry
 from ..backend.artifacts import DEFAULT_TARGET, CompiledKernel
 from ..backend.equation_text import Aval
@@ -247,8 +248,8 @@ def _random_text(aval) -> str | None:
 
 
 def _static(t: _Target, cc: int, top: int) -> KernelProfile:
-  p = KernelProfile(label=t.label, name=t.name, in_avals=[str(a) for a in t.in_avals],
-                    out_avals=[str(a) for a in t.out_avals], static=None, work=None)
+  p = KernelProfile(label=t.label, name=t.name, in_avals=list(t.in_avals),
+                    out_avals=list(t.out_avals), static=None, work=None)
   if t.generated is None:
     p.errors.append("static: no GeneratedKernel")
     return p
@@ -388,10 +389,9 @@ def _top_text(p: KernelProfile, n: int = 3) -> str:
   return ", ".join(parts)
 
 
-def _static_verdict(p: KernelProfile) -> str:
-  top = _top_text(p)
-  return (f"static only; heaviest equations (share of instructions): {top}" if top
-          else "static only")
+def _static_verdict(p: KernelProfile) -> Verdict:
+  return Verdict(static_only=True, heaviest_basis="share of instructions",
+                 heaviest=_top_text(p))
 
 
 def _throttle_text(p: KernelProfile) -> list[str]:
@@ -413,7 +413,7 @@ def _throttle_text(p: KernelProfile) -> list[str]:
   return parts
 
 
-def _verdict(p: KernelProfile) -> str:
+def _verdict(p: KernelProfile) -> Verdict:
   parts = []
   if p.rates is not None:
     parts.append(p.rates.verdict)
@@ -425,12 +425,9 @@ def _verdict(p: KernelProfile) -> str:
       parts.append("SOME OUTPUT ELEMENTS WERE NEVER WRITTEN")
     if p.runtime.correctness is not None and not p.runtime.correctness.passed:
       parts.append(f"OUTPUTS DIFFER from the {p.runtime.correctness.reference}")
-  top = _top_text(p)
-  if top:
-    basis = {"pc_sampling": "by PC samples", "ncu": "by ncu warp-stall samples"}.get(
-        p.weight_basis, "by share of instructions")
-    parts.append(f"heaviest equations ({basis}): {top}")
-  return "; ".join(parts)
+  basis = {"pc_sampling": "by PC samples", "ncu": "by ncu warp-stall samples"}.get(
+      p.weight_basis, "by share of instructions")
+  return Verdict(findings=tuple(parts), heaviest_basis=basis, heaviest=_top_text(p))
 
 
 __all__ = ["profile"]

@@ -14,7 +14,8 @@
 
     KernelProfile                       one kernel (one KernelRecord)
       label, name     str               "softmax_kernel#a35bdc", "softmax_kernel"
-      in_avals, out_avals [str]         the shapes it ran on
+      in_avals, out_avals [Aval]        the shapes it ran on (backend/equation_text.py;
+                                        the file holds their text)
       static          StaticProfile     resources, instruction counts, per-equation weights
       work            WorkModel         bytes and FLOPs the jaxpr implies (or the cost estimate)
       runtime         RuntimeStats|None replay timing (GPU only): median_s etc. of the cold
@@ -32,7 +33,8 @@
                                         attribution_schema.py
       probes          ProbeResult|None  with probes: cycles and ns per region, each CTA on
                                         its SM, distortion (distortion_pct), reconciliation
-      verdict         str               one line for humans (bound, efficiency, throttling)
+      verdict         Verdict           one line for humans (bound, efficiency, throttling,
+                                        heaviest equations): verdict.py; the file holds its text
       errors          [str]             parts that failed, each naming the part and why
 
 Built in place, not frozen: profile() (api.py) fills each KernelProfile as its steps
@@ -48,10 +50,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ..backend.equation_text import Aval, first_result_aval
 from ..serial import Record, plain, to_json
 from . import presentation
 from .attribution_schema import Attribution
 from .probe_schema import ProbeResult
+from .verdict import Verdict
 
 SCHEMA_VERSION = 2
 
@@ -79,6 +83,16 @@ class EquationProfile(Record):
   ptx_counts: dict[str, int]    # category -> count (see correlate.CATEGORIES)
   sass_counts: dict[str, int]
   hardware: dict[str, float] | None = None   # ncu source-counter sums, when ncu ran
+  # its results' avals, typed (the file holds their text); the advice reads a saved
+  # profile's block shapes from them
+  out_avals: list[Aval] = dataclasses.field(default_factory=list)
+
+  @staticmethod
+  def upgrade_layout(data: dict) -> dict:
+    """A profile saved before the equations' avals were: its first result's, from its text."""
+    if "out_avals" in data or not isinstance(data.get("text"), str):
+      return data
+    return {**data, "out_avals": [str(a) for a in first_result_aval(data["text"])]}
 
 
 @dataclasses.dataclass
@@ -349,8 +363,8 @@ class NcuResult(Record):
 class KernelProfile(Record):
   label: str
   name: str
-  in_avals: list[str]
-  out_avals: list[str]
+  in_avals: list[Aval]
+  out_avals: list[Aval]
   static: StaticProfile | None
   work: WorkModel | None
   runtime: RuntimeStats | None = None
@@ -361,7 +375,7 @@ class KernelProfile(Record):
   weight_basis: str = "static"       # "pc_sampling", "ncu" or "static": what `attribution` is
   attribution: Attribution | None = None   # the weights shown (hot equations, show, spans)
   probes: ProbeResult | None = None  # when profiled with probes (probe_schema.py)
-  verdict: str = ""
+  verdict: Verdict = Verdict()
   errors: list[str] = dataclasses.field(default_factory=list)
 
 

@@ -64,6 +64,6 @@ def kernel(name: str, in_aval: str | None = None):
   """(KernelProfile, its ProfileReport) of the recorded kernel named `name`."""
   for rep in reports():
     for kp in rep.kernels:
-      if kp.name == name and (in_aval is None or kp.in_avals[0] == in_aval):
+      if kp.name == name and (in_aval is None or str(kp.in_avals[0]) == in_aval):
         return kp, rep
   raise KeyError(name)

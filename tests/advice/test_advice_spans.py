@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from pallas_prof.advice import api
-from pallas_prof.backend.equation_text import Aval
 from pallas_prof.instrument import conventions as cv
 
 from tests.instrument.spans import traced
@@ -14,7 +13,7 @@ class _Record:
   """A registry record of a recorded kernel (no GeneratedKernel: a report read back)."""
   def __init__(self, kp):
     self.label, self.name, self.generated, self.compiled = kp.label, kp.name, None, None
-    self.in_avals = tuple(map(Aval.parse, kp.in_avals))
+    self.in_avals = tuple(kp.in_avals)
 
 
 def test_an_advise_span_per_kernel():

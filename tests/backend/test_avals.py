@@ -78,8 +78,40 @@ def test_the_registry_records_a_calls_avals_typed(tmp_path):
   assert "int32[16] -> int32[16]" in repr(record)
 
 
-def test_a_saved_profiles_equation_gives_its_result_shape():
-  from pallas_prof.advice.facts import _shape_from_text
-  assert _shape_from_text("b:f32[8,128] = exp a") == ((8, 128), "f32")
-  assert _shape_from_text("c:i32[] = add a b") == (None, "i32")
-  assert _shape_from_text("debug_print[fmt='x: {}'] a") == (None, None)
+def test_a_profile_saved_before_its_equations_avals_reads_them_once_at_load():
+  """EquationProfile.out_avals, typed; a report from before them gets its first result's
+  aval from the equation's text when it is loaded (the advice then reads only the field)."""
+  from pallas_prof.profiler.schema import EquationProfile
+  from pallas_prof.serial import decode
+  base = dict(index=0, path="0", primitive="exp", user_file=None, user_line=None,
+              function=None, parent=None, region="body", generated_lines=[],
+              ptx_instructions=0, sass_instructions=0, weight=0.0, inclusive_weight=0.0,
+              loop_instructions=0, ptx_counts={}, sass_counts={})
+  old = lambda text: decode(EquationProfile, {**base, "text": text}).out_avals
+  assert old("b:f32[8,128] = exp a") == [Aval((8, 128), "f32")]
+  assert old("c:i32[] = add a b") == [Aval((), "i32")]
+  assert old("debug_print[fmt='x: {}'] a") == []
+  saved = {**base, "text": "b:f32[8] = exp a", "out_avals": ["float32[8,128]"]}
+  assert decode(EquationProfile, saved).out_avals == [Aval((8, 128), "float32")]
+  assert EquationProfile.from_dict(saved).to_dict()["out_avals"] == ["float32[8,128]"]
+
+
+def test_the_run_report_keeps_avals_typed_and_the_file_their_text(tmp_path):
+  """report.json holds the avals' text as it always has; RunReport.load builds them once,
+  and a value that is no aval's text is refused naming the field."""
+  from pallas_prof.cli.report import KernelEntry, ReportError, RunReport
+  entry = KernelEntry(label="k#1", name="k", in_avals=(Aval((8, 128), "float32"),),
+                      out_avals=(Aval((), "int32", weak_type=True),))
+  RunReport(kernels=(entry,)).save(str(tmp_path))
+  saved = json.loads((tmp_path / "report.json").read_text())
+  assert saved["kernels"][0]["in_avals"] == ["float32[8,128]"]
+  assert saved["kernels"][0]["out_avals"] == ["~int32[]"]
+  loaded = RunReport.load(str(tmp_path))
+  assert loaded.kernels[0].in_avals == entry.in_avals
+  assert loaded.kernels[0].out_avals == entry.out_avals
+  saved["kernels"][0]["in_avals"] = [[8, 128]]
+  (tmp_path / "report.json").write_text(json.dumps(saved))
+  with pytest.raises(ReportError) as e:
+    RunReport.load(str(tmp_path))
+  assert "kernels[0].in_avals[0] is a list" in str(e.value)
+  assert "where a string (the text of aval) belongs" in str(e.value)

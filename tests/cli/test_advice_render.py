@@ -1,11 +1,10 @@
 """The advice section in the terminal: a wrapped line keeps its indent."""
 from __future__ import annotations
 
-import types
-
 from rich.console import Console
 
 from pallas_prof.advice.schema import Action, Diagnosis, Evidence, KernelAdvice
+from pallas_prof.cli.summary import KernelSummary
 from pallas_prof.cli.terminal.advice_render import advice_lines
 
 
@@ -26,9 +25,8 @@ def test_wrapped_advice_lines_hang_under_their_first_line():
                            [Evidence("grid", "grid 64 = 64 programs " * 8)])],
       actions=[Action("d", "smaller blocks", "few_programs", estimate_pct=52.0,
                       estimate_basis=long, apply="split each program's work " * 8)])
-  report = types.SimpleNamespace(kernel_advice=lambda label: advice)
-  kernel = types.SimpleNamespace(label="k#1")
-  lines = [ln.rstrip() for ln in _text(advice_lines(report, kernel, 96), 96).splitlines()]
+  row = KernelSummary("k#1", "k", advice=advice)
+  lines = [ln.rstrip() for ln in _text(advice_lines(row, 96), 96).splitlines()]
   assert lines[0] == "advice for k#1 (not measured: no GPU)"
   assert max(len(ln) for ln in lines) <= 96
   assert len(lines) > 8                                   # the long ones did wrap
@@ -70,5 +68,7 @@ def test_the_page_lists_the_kinds_of_its_actions():
   from pallas_prof.advice.schema import KINDS
   from pallas_prof.cli.html.advice import advice_view
   from pallas_prof.cli.report import KernelEntry, RunReport
+  from pallas_prof.cli.summary import summaries
   run = RunReport(kernels=(KernelEntry("two#2", "two"),), advice=(_advice("two#2", "c", "a"),))
-  assert advice_view(run, "two#2").kinds == (("a", KINDS["a"]), ("c", KINDS["c"]))
+  (row,) = summaries(run)
+  assert advice_view(row).kinds == (("a", KINDS["a"]), ("c", KINDS["c"]))

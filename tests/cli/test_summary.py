@@ -70,8 +70,8 @@ def test_the_origin_is_worded_in_one_place():
 def test_one_summary_per_kernel_and_device():
   run = _run({"registers": 32})
   (s,) = summaries(run)
-  assert (s.label, s.grid_text, s.device_text, s.profile, s.resources.registers) == \
-      ("k#1", "4x2", "", None, 32)
+  assert (s.label, s.grid_text, s.device_text, s.profiled, s.resources.registers) == \
+      ("k#1", "4x2", "", False, 32)
 
 
 def test_a_compile_failure_is_read_once_and_said_as_before():

@@ -52,7 +52,7 @@ def test_profile_emits_its_spans_through_the_hook(rng):
   (span,) = [s for s in exporter.get_finished_spans() if s.name.startswith("profile ")]
   assert span.name == cv.profile("softmax_kernel")
   assert span.attributes[cv.PALLAS_KERNEL] == kp.label
-  assert span.attributes[cv.PROFILE_VERDICT] == kp.verdict and kp.verdict
+  assert span.attributes[cv.PROFILE_VERDICT] == str(kp.verdict) and kp.verdict
   assert span.attributes[cv.PROFILE_WEIGHT_BASIS] == kp.weight_basis
   # the work model's cost of one launch, which XProf's roofline cannot take for a Triton
   # custom call: pallas-prof's plane in a profile carries it (docs/xprof.md)

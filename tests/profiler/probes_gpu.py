@@ -79,11 +79,11 @@ def main(argv):
     report = pallas_prof.profile([rec], probes=True, mode="cold", nvml=False, ceilings=False)
     k = report.kernels[0]
     profiles.append(report)
-    print(f"\n== {k.label} {' '.join(k.in_avals)}: {report.message}")
+    print(f"\n== {k.label} {' '.join(map(str, k.in_avals))}: {report.message}")
     for e in k.errors:
       print("  error:", e)
     check = PROBE_CHECKS.get(k.name)
-    if k.in_avals and k.in_avals[0] == "float32[%d,%d]" % WAVES_SHAPE:
+    if k.in_avals and str(k.in_avals[0]) == "float32[%d,%d]" % WAVES_SHAPE:
       check = lambda pr, k=k: _waves_check(k)   # noqa: E731
     if k.probes is None:
       if check is not None:

@@ -31,7 +31,7 @@ def test_cpu_only_report_says_no_gpu_and_keeps_the_static_part(matmul_wgmma, sof
     assert k.runtime is None and k.nvml is None and k.rates is None
     assert k.static.target == "cuda:90" and k.static.sass_instructions > 0
     assert k.work is not None and k.work.bytes > 0
-    assert k.verdict.startswith("static only; heaviest equations (share of instructions): [")
+    assert str(k.verdict).startswith("static only; heaviest equations (share of instructions): [")
     assert k.weight_basis == "static" and k.attribution.basis == "static"
   mmk = report.kernel(mm.label)
   dot = next(e for e in mmk.static.equations if e.primitive == "dot_general")

@@ -8,7 +8,6 @@ import dataclasses
 
 from ...advice.rank import saving_text
 from ...advice.schema import KINDS, Action
-from ..report import RunReport
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,11 +48,11 @@ def _action(i: int, a: Action) -> ActionView:
                     str(a.apply or ""), str(a.compiled or ""))
 
 
-def advice_view(run: RunReport, label: str) -> AdviceView | None:
-  """The kernel's advice panel; none for a kernel that failed (its facts say how)."""
-  a = run.kernel_advice(label)
-  kernel = next((k for k in run.kernels if k.label == label), None)
-  if a is None or (kernel is not None and run.kernel_failure(kernel)):
+def advice_view(s) -> AdviceView | None:
+  """The advice panel of the kernel of the row `s` (summary.KernelSummary); none for a
+  kernel that failed (its facts say how)."""
+  a = s.advice
+  if a is None or s.failed:
     return None
   diagnoses = []
   for d in a.diagnoses:

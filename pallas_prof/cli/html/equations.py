@@ -12,7 +12,7 @@ import dataclasses
 import os
 
 from ...profiler.attribution_schema import StallShare
-from ...profiler.schema import EquationProfile, KernelProfile
+from ...profiler.schema import EquationProfile
 from ... import units
 from ..saved_runs.files import user_line
 
@@ -66,9 +66,9 @@ class EquationTable:
   unattributed: str = ""            # the kernel's own set-up, on no equation
 
 
-def equation_table(p: KernelProfile | None, eqs: list[WeightedEquation],
-                   find_file) -> EquationTable | None:
-  """`eqs`: model.equation_weights(p); `find_file`: the user's file as this machine has it."""
+def equation_table(p, eqs: list[WeightedEquation], find_file) -> EquationTable | None:
+  """`p`: the kernel's row (summary.KernelSummary) or its profile (KernelProfile), or None;
+  `eqs`: model.equation_weights(p); `find_file`: the user's file as this machine has it."""
   if not eqs:
     return None
   static = p.static if p is not None else None
@@ -107,9 +107,9 @@ def equation_table(p: KernelProfile | None, eqs: list[WeightedEquation],
                     "(program ids, block offsets)" if unattributed and not measured else ""))
 
 
-def work_facts(p: KernelProfile | None) -> tuple[tuple[str, str], ...]:
+def work_facts(p) -> tuple[tuple[str, str], ...]:
   """What one launch moves and computes, from the work model (the jaxpr's, or the
-  pallas_call's cost_estimate)."""
+  pallas_call's cost_estimate) of `p`, the kernel's row or profile."""
   w = p.work if p is not None else None
   if w is None:
     return ()

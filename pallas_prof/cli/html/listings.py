@@ -1,16 +1,17 @@
 """The page's code listings: the user's kernel, the generated Triton source, PTX and SASS,
 each line with the weight of the equations behind it (the run report's weights, as
-model.equation_weights gives them, and the run's kernel files)."""
+model.equation_weights gives them, and the run's kernel files as kernel_files.py read them
+before the page is made)."""
 from __future__ import annotations
 
 import dataclasses
 import os
 
-from .. import run_directory
-from ..report import KernelEntry, RunReport
-from ..saved_runs.kernel import Damaged, SchemaMismatch
-from ..saved_runs.files import SavedRunError, interactive_lines, source_lines
+from ..report import RunReport
+from ..saved_runs.files import interactive_lines, source_lines
+from ..summary import KernelSummary
 from .equations import WeightedEquation
+from .kernel_files import SavedKernel
 from ...profiler.static.correlate import annotated_listing
 
 
@@ -31,22 +32,6 @@ class Listing:
   title: str
   lines: tuple[Line, ...]
   missing: str = ""                 # why there is no listing (no cubin, no nvdisasm, old run)
-
-
-def _saved_kernel(run_dir: str | None, k: KernelEntry):
-  """(GeneratedKernel, CompiledKernel or None, why not) of the run's kernel `k`, read as
-  `show` reads it (run_directory.py: its own files only, decoded by type); why not: a
-  sentence for the page where they cannot be read."""
-  if run_dir is None or not (k.files or {}).get("kernel"):
-    return None, None, "this run directory holds no saved kernel (kernels/ was not saved with it)"
-  try:
-    d = run_directory.kernel_dir(run_dir, k)
-    gk, ck = run_directory.load_kernel(d, run_dir)
-  except SavedRunError as e:         # run_files.RunFileError: names the file and the fault
-    return None, None, str(e)
-  except (Damaged, SchemaMismatch) as e:
-    return None, None, f"the saved kernel does not load: {e}"
-  return gk, ck, ""
 
 
 def find_user_file(run: RunReport, path: str | None) -> str | None:
@@ -80,9 +65,9 @@ def _failing_lines(run: RunReport, path: str) -> set[int]:
   return out
 
 
-def user_listing(run: RunReport, k: KernelEntry, eqs: list[WeightedEquation]) -> Listing:
+def user_listing(run: RunReport, s: KernelSummary, eqs: list[WeightedEquation]) -> Listing:
   """The kernel's function in the user's file, each line heated by its equations."""
-  info = k.source_info or ""                   # "softmax_kernel at examples/softmax.py:18"
+  info = s.source_info or ""                   # "softmax_kernel at examples/softmax.py:18"
   where = info.rsplit(" at ", 1)[-1] if " at " in info else ""
   file_part, _, def_line = where.rpartition(":")
   files = {e.user_file for e in eqs if e.user_file} or {file_part or None}
@@ -133,12 +118,11 @@ def _block_end(text: list[str], start: int) -> int:
   return end
 
 
-def generated_listing(run_dir: str | None, k: KernelEntry,
-                      eqs: list[WeightedEquation]) -> Listing:
-  gk, _, why = _saved_kernel(run_dir, k)
+def generated_listing(saved: SavedKernel, eqs: list[WeightedEquation]) -> Listing:
+  gk = saved.generated
   title = "generated Triton source"
   if gk is None:
-    return Listing(title, (), missing=why)
+    return Listing(title, (), missing=saved.missing)
   line_map = gk.line_map
   by_index = {e.index: e for e in eqs}
   lines = []
@@ -152,12 +136,11 @@ def generated_listing(run_dir: str | None, k: KernelEntry,
   return Listing(title, tuple(lines))
 
 
-def stage_listings(run_dir: str | None, k: KernelEntry,
-                    weights: dict[int, float]) -> tuple[Listing, ...]:
+def stage_listings(saved: SavedKernel, weights: dict[int, float]) -> tuple[Listing, ...]:
   """PTX and SASS, each instruction heated by its equation (the profiler's correlation)."""
-  _, ck, why = _saved_kernel(run_dir, k)
+  ck = saved.compiled
   if ck is None or "ptx" not in ck.asm:
-    why = why or "this run directory holds no compiled stages"
+    why = saved.missing or "this run directory holds no compiled stages"
     return (Listing("PTX", (), missing=why), Listing("SASS", (), missing=why))
   out = []
   for stage in ("ptx", "sass"):

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 
-from ...profiler.schema import KernelProfile, ProfileReport
+from typing import Mapping
+
+from ...backend.equation_text import aval_texts
+from ...profiler.schema import ProfileReport
 from ... import units
-from ..report import CompileInfo, ErrorEntry, KernelEntry, RunReport
+from ..report import CompileInfo, ErrorEntry, RunReport
 from ..summary import KernelSummary, Origin, summaries
 from .equations import EquationTable, WeightedEquation, equation_table, work_facts
+from .kernel_files import SavedKernel, read_saved_kernels
 from .listings import (Line, Listing, find_user_file, generated_listing,  # noqa: F401
                        stage_listings, user_listing)
 from .advice import AdviceView, advice_view
@@ -104,8 +107,11 @@ def _profiles(run: RunReport) -> tuple[ProfileReport | None, ...]:
   return run.profiles or (None,)
 
 
-def run_view(run: RunReport, run_dir: str | None) -> RunView:
-  """The page's content for one run saved in `run_dir`."""
+def run_view(run: RunReport, run_dir: str | None,
+             saved: Mapping[str, SavedKernel] | None = None) -> RunView:
+  """The page's content for one run saved in `run_dir`; `saved`: its kernels' files, read
+  before (kernel_files.py), else read here first."""
+  saved = read_saved_kernels(run, run_dir) if saved is None else saved
   plat = run.platform
   profiles = _profiles(run)
   devices = ", ".join(sorted(set(plat.devices))) or plat.backend or ""
@@ -116,7 +122,8 @@ def run_view(run: RunReport, run_dir: str | None) -> RunView:
            ("jax", str(plat.jax)), ("triton", str(plat.triton)),
            ("command", " ".join(run.command)),
            ("bounds checks", run.bounds_checked_line() or "")]
-  kernels = [kernel_view(run, s, run_dir, several=len(profiles) > 1) for s in summaries(run)]
+  kernels = [kernel_view(run, s, saved[s.label], several=len(profiles) > 1)
+             for s in summaries(run)]
   first = profiles[0]
   return RunView(
       title=f"pallas-prof {os.path.basename(run.script or '?')}",
@@ -141,58 +148,49 @@ def error_view(err: ErrorEntry) -> ErrorView:
                    report=lines)
 
 
-def kernel_view(run: RunReport, s: KernelSummary, run_dir: str | None, *, several: bool,
+def kernel_view(run: RunReport, s: KernelSummary, saved: SavedKernel, *, several: bool,
                 process: str = "") -> KernelView:
-  """One kernel on one device; `process`: which process ran it, on a page of several
-  (processes.process_name, summary.Origin.words)."""
-  k, p, prof, device = s.kernel, s.profile, s.device_profile, s.device
-  eqs = equation_weights(p)
-  gpu = bool(prof is not None and prof.gpu_present)
-  anchor = "k-" + "".join(c if c.isalnum() else "-" for c in k.label)
+  """One kernel on one device (its row `s`, its files `saved`); `process`: which process
+  ran it, on a page of several (processes.process_name, summary.Origin.words)."""
+  eqs = equation_weights(s)
+  gpu = s.gpu
+  anchor = "k-" + "".join(c if c.isalnum() else "-" for c in s.label)
   if several or process:
-    anchor += f"-{device.index if device is not None else 'x'}"
+    anchor += f"-{s.device.index if s.device is not None else 'x'}"
   if process:
     anchor += "-p" + "".join(c if c.isalnum() else "-" for c in process)
   return KernelView(
-      label=k.label, name=k.name or "", anchor=anchor, device=s.device_text,
+      label=s.label, name=s.name or "", anchor=anchor, device=s.device_text,
       process=process,
-      facts=_kernel_facts(s, gpu) + _failure_fact(run, k),
-      weight_basis=_basis_words(p),
-      user_source=user_listing(run, k, eqs),
-      generated=generated_listing(run_dir, k, eqs),
-      stages=stage_listings(run_dir, k, {e.index: e.weight or 0.0 for e in eqs}),
-      roofline=_roofline(p, prof), waterfall=_waterfall(k, gpu), clocks=_clocks(p, gpu),
-      waterfall_note=_waterfall_note(k),
-      verdict=_verdict(p), probes=probes_view(p.probes if p is not None else None),
+      facts=_kernel_facts(s, gpu) + _failure_fact(s),
+      weight_basis=_basis_words(s),
+      user_source=user_listing(run, s, eqs),
+      generated=generated_listing(saved, eqs),
+      stages=stage_listings(saved, {e.index: e.weight or 0.0 for e in eqs}),
+      roofline=_roofline(s), waterfall=_waterfall(s, gpu), clocks=_clocks(s, gpu),
+      waterfall_note=_waterfall_note(s),
+      verdict=s.verdict.beside_table, probes=probes_view(s.probes),
       gpu=gpu,
-      equations=equation_table(p, eqs, lambda path: find_user_file(run, path)),
-      work=work_facts(p), advice=advice_view(run, k.label))
+      equations=equation_table(s, eqs, lambda path: find_user_file(run, path)),
+      work=work_facts(s), advice=advice_view(s))
 
 
-def _failure_fact(run: RunReport, k: KernelEntry) -> tuple[tuple[str, str], ...]:
+def _failure_fact(s: KernelSummary) -> tuple[tuple[str, str], ...]:
   """A kernel that failed says so among its facts, where its advice panel would be."""
-  failed = run.kernel_failure(k)
-  return (("failed", f"{failed}; no advice: fix the failure first"),) if failed else ()
+  return (("failed", f"{s.failed}; no advice: fix the failure first"),) if s.failed else ()
 
 
-def _verdict(p: KernelProfile | None) -> str:
-  """The kernel's verdict, less its heaviest equations: the page's table lists them (a
-  static verdict says nothing else)."""
-  verdict = re.split(r"\bheaviest equations\b", (p.verdict if p else "") or "")[0].rstrip("; ")
-  return "" if verdict == "static only" else verdict
-
-
-def _measured(p: KernelProfile | None) -> bool:
+def _measured(s) -> bool:
   """Whether the kernel's weights were measured (samples, ncu), not counted."""
-  return bool(p is not None and p.attribution is not None and p.attribution.basis
-              and p.attribution.basis != "static")
+  return bool(s.attribution is not None and s.attribution.basis
+              and s.attribution.basis != "static")
 
 
-def _basis_words(p: KernelProfile | None) -> str:
-  if _measured(p):
-    return (f"measured ({p.attribution.basis}): "
-            + (p.attribution.description or "each line's share of the kernel's samples"))
-  basis = p.static.weight_basis if p is not None and p.static is not None else None
+def _basis_words(s: KernelSummary) -> str:
+  if _measured(s):
+    return (f"measured ({s.attribution.basis}): "
+            + (s.attribution.description or "each line's share of the kernel's samples"))
+  basis = s.static.weight_basis if s.static is not None else None
   if not basis:
     return "no weights: this run recorded no per-equation profile"
   if basis in ("ptx", "sass"):
@@ -201,12 +199,12 @@ def _basis_words(p: KernelProfile | None) -> str:
   return f"{basis}: each line's share of the kernel's measured samples"
 
 
-def equation_weights(p: KernelProfile | None) -> list[WeightedEquation]:
+def equation_weights(s) -> list[WeightedEquation]:
   """The kernel's equations with the weights shown: the profiler's measured attribution
   where it has one (PC sampling, ncu: weights and stall reasons), else the static share of
-  instructions."""
-  static = list(p.static.equations) if p is not None and p.static is not None else []
-  att = p.attribution if p is not None else None
+  instructions. `s`: its row (KernelSummary), or a profile's kernel (KernelProfile)."""
+  static = list(s.static.equations) if s.static is not None else []
+  att = s.attribution
   if att is None or not att.equations or att.basis == "static":
     return [WeightedEquation(e.index, e.primitive, e.user_file, e.user_line, e.weight, e)
             for e in static]
@@ -235,47 +233,45 @@ def _fmt(x, unit="", digits=1) -> str:
 
 
 def _kernel_facts(s: KernelSummary, gpu: bool) -> tuple[tuple[str, str], ...]:
-  k, p, res = s.kernel, s.profile, s.resources
-  comp = k.compile or CompileInfo()
+  res = s.resources
+  comp = s.compile or CompileInfo()
   facts = [("grid", s.grid_text),
-           ("warps / stages", f"{k.num_warps} / {k.num_stages}"),
-           ("operands", ", ".join(k.in_avals) + " -> " + ", ".join(k.out_avals)
-            if k.in_avals or k.out_avals else ""),
+           ("warps / stages", f"{s.num_warps} / {s.num_stages}"),
+           ("operands", aval_texts(s.in_avals) + " -> " + aval_texts(s.out_avals)
+            if s.in_avals or s.out_avals else ""),
            ("registers", res.registers_text),
            ("shared memory", res.shared_text),
            ("spills", res.spills_text),
-           ("lowering", _fmt(k.lowering_ms, " ms")),
+           ("lowering", _fmt(s.lowering_ms, " ms")),
            ("compile", f"cached ({comp.cache})" if comp.cache in ("memory", "disk")
             else _fmt(comp.total_ms, " ms"))]
-  rt = p.runtime if p is not None else None
+  rt = s.runtime
   if rt is not None and rt.median_s is not None:
     facts.append((f"{rt.mode or 'sustained'} median",
                   f"{rt.median_s * 1e6:.2f} µs [{(rt.p10_s or 0) * 1e6:.2f}-"
                   f"{(rt.p90_s or 0) * 1e6:.2f}]"))
     if rt.sustained is not None and rt.sustained.median_s is not None:
       facts.append(("sustained median", f"{rt.sustained.median_s * 1e6:.2f} µs"))
-  rates = p.rates if p is not None else None
+  rates = s.rates
   if rates is not None and rates.bytes_per_s:
     facts.append(("achieved", " ".join(x for x in (
         units.rate(rates.bytes_per_s, "B/s"), units.rate(rates.flops_per_s, "FLOP/s"))
         if x != "-")))
   if not gpu:
-    facts.append(("launches (CPU interpreter)", str(k.cpu_launches)))
-  for note in k.workarounds:
+    facts.append(("launches (CPU interpreter)", str(s.cpu_launches)))
+  for note in s.workarounds:
     facts.append(("Triton workaround", note))
   return tuple((what, value) for what, value in facts if value)
 
 
 # --- charts' data ------------------------------------------------------------------------
 
-def _roofline(p: KernelProfile | None, prof: ProfileReport | None) -> Roofline:
-  work = p.work if p is not None else None
-  rates = p.rates if p is not None else None
-  ceil = prof.ceilings if prof is not None else None
+def _roofline(s: KernelSummary) -> Roofline:
+  work, rates, ceil = s.work, s.rates, s.ceilings
   intensity = rates.arithmetic_intensity if rates is not None else None
   if intensity is None and work is not None and work.bytes:
     intensity = (work.flops or 0) / work.bytes
-  if prof is None or not prof.gpu_present:
+  if not s.gpu:
     return Roofline(intensity=intensity, absent="no roofline: nothing was timed on a GPU in "
                     "this run (CPU: Triton's interpreter), so there is no achieved rate and "
                     "no measured ceiling to draw.")
@@ -294,9 +290,9 @@ def _roofline(p: KernelProfile | None, prof: ProfileReport | None) -> Roofline:
       verdict=rates.verdict or "")
 
 
-def _waterfall(k: KernelEntry, gpu: bool = True) -> tuple[tuple[str, float], ...]:
-  comp = k.compile or CompileInfo()
-  out = [("lowering", k.lowering_ms or 0.0)]
+def _waterfall(s: KernelSummary, gpu: bool = True) -> tuple[tuple[str, float], ...]:
+  comp = s.compile or CompileInfo()
+  out = [("lowering", s.lowering_ms or 0.0)]
   # on a CPU the program compiled nothing: pallas-prof compiled for sm_90 after the
   # script, and the worker it started then is no part of the kernel's compile
   if comp.worker_wait_ms and gpu:
@@ -307,16 +303,16 @@ def _waterfall(k: KernelEntry, gpu: bool = True) -> tuple[tuple[str, float], ...
   return tuple((name, float(ms)) for name, ms in out if ms is not None)
 
 
-def _waterfall_note(k: KernelEntry) -> str:
-  cache = k.compile.cache if k.compile is not None else None
+def _waterfall_note(s: KernelSummary) -> str:
+  cache = s.compile.cache if s.compile is not None else None
   if cache in ("memory", "disk"):
     return (f"this run took the kernel from the {cache} cache: the stages are those of the "
             "compile that filled it")
   return ""
 
 
-def _clocks(p: KernelProfile | None, gpu: bool) -> Clocks:
-  nvml = p.nvml if p is not None else None
+def _clocks(s: KernelSummary, gpu: bool) -> Clocks:
+  nvml = s.nvml
   if not gpu:
     return Clocks(absent="no GPU in this run: there were no timed launches to watch")
   if nvml is None:
@@ -336,10 +332,11 @@ def merged_view(runs: list[tuple[str, RunReport]], names: list[str]) -> RunView:
   """One page for the runs of several processes: every kernel of every process and device,
   and a table of the processes. `names` says which process each run is."""
   kernels, errors, notes, table = [], [], [], []
-  for (run_dir, run), name in zip(runs, names, strict=True):
+  files = [read_saved_kernels(run, run_dir) for run_dir, run in runs]   # before any view
+  for (run_dir, run), name, saved in zip(runs, names, files, strict=True):
     origin = Origin.of(run.origin) or Origin()
     several = len(_profiles(run)) > 1
-    kernels += [kernel_view(run, s, run_dir, several=several, process=name)
+    kernels += [kernel_view(run, s, saved[s.label], several=several, process=name)
                 for s in summaries(run)]
     errors += [error_view(e) for e in run.errors]
     notes += [f"{name}: {n}" for n in run.notes]

@@ -48,7 +48,7 @@ def kernel_entry(rec, files: dict[str, str]) -> KernelEntry:
       label=rec.label, name=rec.name, source_info=gk.source_info, platform=rec.platform,
       grid=tuple(gk.grid), launch_grid=tuple(gk.launch_grid),
       num_warps=used.num_warps, num_stages=used.num_stages,
-      in_avals=tuple(map(str, rec.in_avals)), out_avals=tuple(map(str, rec.out_avals)),
+      in_avals=tuple(rec.in_avals), out_avals=tuple(rec.out_avals),
       lowering_ms=gk.lowering_seconds * 1e3, equations=len(gk.eqns),
       lowering_gc_ms=gk.gc_seconds * 1e3, cpu_launches=rec.launches, files=dict(files),
       compile=compiled, resources=ck.resources() if ck is not None else None,

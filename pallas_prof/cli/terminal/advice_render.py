@@ -33,14 +33,14 @@ def _hang(prefix: str, body: str, style: str = ""):
   return grid
 
 
-def advice_lines(report, kernel, width: int) -> list:
-  failed = report.kernel_failure(kernel) if hasattr(report, "kernel_failure") else None
-  if failed:              # advice on a kernel that does not work would be tuning it
-    return [_hang("", no_advice_line(kernel.label, failed), "bold")]
-  advice = report.kernel_advice(kernel.label) if hasattr(report, "kernel_advice") else None
+def advice_lines(s, width: int) -> list:
+  """The advice of the kernel of the row `s` (a summary.KernelSummary), or why it has none."""
+  if s.failed:            # advice on a kernel that does not work would be tuning it
+    return [_hang("", no_advice_line(s.label, s.failed), "bold")]
+  advice = s.advice
   if advice is None:
     return []
-  head = Text(f"advice for {kernel.label} ", style="bold")
+  head = Text(f"advice for {s.label} ", style="bold")
   head.append(f"({advice.measured})" if advice.measured else "")
   out: list = [head]
   if advice.at_roof:
@@ -68,20 +68,18 @@ def advice_lines(report, kernel, width: int) -> list:
   return out
 
 
-def shown_kinds(report, kernels) -> list[str]:
-  """The kinds of the actions advice_lines shows for these kernels, in KINDS' order."""
+def shown_kinds(rows) -> list[str]:
+  """The kinds of the actions advice_lines shows for these kernels' rows, in KINDS' order."""
   shown = set()
-  for k in kernels:
-    advice = report.kernel_advice(k.label) if hasattr(report, "kernel_advice") else None
-    failed = report.kernel_failure(k) if hasattr(report, "kernel_failure") else None
-    if advice is not None and not advice.at_roof and not failed:
-      shown.update(a.kind for a in advice.actions[:ACTIONS])
+  for s in rows:
+    if s.advice is not None and not s.advice.at_roof and not s.failed:
+      shown.update(a.kind for a in s.advice.actions[:ACTIONS])
   return [kind for kind in KINDS if kind in shown]
 
 
-def kinds_legend(report, kernels) -> list:
+def kinds_legend(rows) -> list:
   """One line naming what the kinds of the actions shown mean (none without actions)."""
-  kinds = shown_kinds(report, kernels)
+  kinds = shown_kinds(rows)
   if not kinds:
     return []
   return [_hang("  ", "kinds: " + "; ".join(f"[{k}] {KINDS[k]}" for k in kinds), "dim")]

@@ -11,16 +11,16 @@ from . import layout
 from .layout import Col
 
 
-def probe_lines(report, kernel, width: int) -> list:
-  """The table and the lines under it; [] when the kernel was not probed."""
-  kp = report.kernel_profile(kernel.label)
-  pr = kp.probes if kp is not None else None
+def probe_lines(s, width: int) -> list:
+  """The table and the lines under it, for the row `s` (a summary.KernelSummary); [] when
+  the kernel was not probed."""
+  pr = s.probes
   if pr is None:
     return []
   names, rows, basis = table_rows(pr)
   cols = [Col(name, right=name != "region", **({"give": 2, "least": 16} if name == "region"
                                                  else {})) for name in names]
-  title = (f"probes of {kernel.label}: per warp, {pr.sampled_programs:,} of {pr.programs:,} "
+  title = (f"probes of {s.label}: per warp, {pr.sampled_programs:,} of {pr.programs:,} "
            f"CTAs x {pr.sampled_warps} of {pr.num_warps} warps"
            + (f"; {basis} of the same equations: where warps stood, and as charged"
               if basis else ""))

@@ -7,43 +7,21 @@
 
 A ProfileReport knows the kernels as the profiler saw them (their static figures, and on
 a GPU their timings), not the run around them (the script, its compile times): the view
-here gives render.py what it reads of a run from the report alone. This module imports
-neither the profiler's schema nor the run report, so that the schema can render itself
-through it without an import cycle.
+here gives render.py what it reads of a run from the report alone: the kernels' rows
+(summary.profile_summary). The schema renders itself through this module by
+profiler/presentation.py's view, never by importing it.
 """
 from __future__ import annotations
 
-import dataclasses
 import io
 import sys
-from typing import Any
 
-from ... import units
-
-
-@dataclasses.dataclass(frozen=True)
-class ProfiledKernel:
-  """A kernel of the report, with the fields the kernels table reads of a run's kernel."""
-  label: str
-  name: str
-  platform: str
-  grid: tuple[int, ...] = ()
-  launch_grid: tuple[int, ...] = ()
-  num_warps: int | None = None
-  num_stages: int | None = None
-  resources: dict[str, Any] | None = None
-  compile: Any = None               # the profile has no compile times
-  cpu_launches: int | None = None   # nor the interpreter's launch count
-  warnings: tuple[str, ...] = ()
-  workarounds: tuple[str, ...] = ()  # a run's Triton workarounds (none in a profile)
-
-  @property
-  def spills(self) -> int | None:
-    return units.spills(self.resources)
+from ..summary import profile_summary
 
 
 class ProfileView:
-  """A ProfileReport seen as render.render_report sees a run."""
+  """A ProfileReport seen as render.render_report sees a run: its rows are made from the
+  profile alone (summary.profile_summary)."""
 
   def __init__(self, report):
     self.report = report
@@ -51,22 +29,8 @@ class ProfileView:
     self.profile = report
     self.notes: tuple[str, ...] = ()
     self.errors: tuple = ()
-    platform = "gpu" if report.gpu_present else "cpu"
-    self.kernels = tuple(
-        ProfiledKernel(label=k.label, name=k.name, platform=platform,
-                       grid=tuple(k.static.grid) if k.static else (),
-                       launch_grid=tuple(k.static.launch_grid) if k.static else (),
-                       num_warps=k.static.num_warps if k.static else None,
-                       num_stages=k.static.num_stages if k.static else None,
-                       resources=dict(k.static.resources) if k.static else None)
-        for k in report.kernels)
+    self.summary_rows = tuple(profile_summary(k, report) for k in report.kernels)
     self.title = title(report)
-
-  def kernel_profile(self, label: str, profile=None):
-    for k in self.report.kernels:
-      if k.label == label:
-        return k
-    return None
 
 
 def title(report) -> str:

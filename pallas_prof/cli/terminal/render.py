@@ -129,27 +129,27 @@ def _timing_cells(rt) -> tuple[str, str]:
   return timing, _us(rt.sustained.median_s if rt.sustained is not None else None)
 
 
-def _compile_cell(k) -> str:
-  comp = k.compile
+def _compile_cell(s: KernelSummary) -> str:
+  comp = s.compile
   if comp is None or comp.total_ms is None:
     return "-"
   if comp.cache in ("memory", "disk"):
     return f"cached ({comp.cache})"
   stages = comp.stages_ms or {}
   text = f"{comp.total_ms:.0f}{BREAK}({'/'.join(f'{stages[s]:.0f}' for s in _STAGES if s in stages)})"
-  if _waited(k):
+  if _waited(s):
     # waited for the compile worker (its start-up, the background warm-up)
     text += f"{BREAK}+{comp.worker_wait_ms:.0f} wait"
   return text
 
 
-def _waited(k) -> bool:
+def _waited(s: KernelSummary) -> bool:
   """Whether the kernels table says the compile waited for the worker: on a GPU, where it
   is part of the program's first call. On a CPU the program never compiles: pallas-prof
   compiles for sm_90 after the script, for the static figures, and the wait for the
   worker it starts then is its own (report.json keeps it)."""
-  comp = k.compile
-  return (comp is not None and k.platform != "cpu"
+  comp = s.compile
+  return (comp is not None and s.platform != "cpu"
           and (comp.worker_wait_ms or 0) >= _WAIT_WORTH_SHOWING_MS)
 
 
@@ -173,8 +173,8 @@ def _insitu_cell(ins: InsituStats | None) -> str:
 
 
 
-def _gpu(report) -> bool:
-  return any(p.gpu_present for p in report.profiles)
+def _gpu(rows) -> bool:
+  return any(s.gpu for s in rows)
 
 
 _COMPILE_LONG = "compile ms\n(" + "/".join(_STAGES) + ")"
@@ -184,18 +184,20 @@ _WAIT_CAPTION = ("+N wait: ms the compile waited for pallas-prof's compile worke
                  "with Triton's import, or compiles ahead of it), on top of the compile itself")
 
 
-def kernel_tables(report, width: int) -> list[Table]:
+def kernel_tables(report, width: int, rows: tuple[KernelSummary, ...] | None = None
+                  ) -> list[Table]:
   """The kernels: compile and resources, and on a GPU their runtimes; one table when it
-  fits in `width`, else two (then the compile header is short, its stages in a caption)."""
-  several = len(report.profiles) > 1
-  gpu = _gpu(report)
-  rows = summaries(report)
-  insitu = gpu and any(s.profile is not None and s.profile.insitu is not None for s in rows)
+  fits in `width`, else two (then the compile header is short, its stages in a caption).
+  `rows`: the report's summaries, where the caller has them."""
+  rows = summaries(report) if rows is None else rows
+  several = any(not s.first for s in rows)
+  gpu = _gpu(rows)
+  insitu = gpu and any(s.insitu is not None for s in rows)
   lead = [Col("kernel", give=2, least=12)] + ([Col("device", give=2)] if several else [])
 
   # a profile's report (profile_view.py) has neither compile times nor launch counts
-  compiled = any(k.compile is not None for k in report.kernels)
-  launched = not gpu and any(k.cpu_launches is not None for k in report.kernels)
+  compiled = any(s.compile is not None for s in rows)
+  launched = not gpu and any(s.cpu_launches is not None for s in rows)
 
   def static_cols(compile_header):
     cols = [Col("grid"), Col("warps/\nstages", right=True)]
@@ -217,30 +219,29 @@ def kernel_tables(report, width: int) -> list[Table]:
     return [s.label, *where]
 
   def static_cells(s: KernelSummary):
-    k, res = s.kernel, s.resources
-    cells = [s.grid_text, f"{k.num_warps}/{k.num_stages}"]
+    res = s.resources
+    cells = [s.grid_text, f"{s.num_warps}/{s.num_stages}"]
     if compiled:
-      cells.append(_compile_cell(k))
+      cells.append(_compile_cell(s))
     cells += [res.shared_text, res.registers_text, res.spills_text]
     if launched:
-      cells.append("-" if k.cpu_launches is None else str(k.cpu_launches))
+      cells.append("-" if s.cpu_launches is None else str(s.cpu_launches))
     return cells
 
-  def timed_cells(kp):
-    rt = kp.runtime if kp is not None else None
-    rates = kp.rates if kp is not None else None
-    timing, loop = _timing_cells(rt)
+  def timed_cells(s: KernelSummary):
+    rates = s.rates
+    timing, loop = _timing_cells(s.runtime)
     pct = rates.efficiency_pct if rates is not None else None
     return [timing, loop, _achieved(rates), "-" if pct is None else f"{pct:.0f}%",
             (rates.bound if rates is not None else None) or "-"]
 
-  def insitu_cells(kp):
-    return [_insitu_cell(kp.insitu if kp is not None else None)] if insitu else []
+  def insitu_cells(s: KernelSummary):
+    return [_insitu_cell(s.insitu)] if insitu else []
 
-  waited = any(_waited(k) for k in report.kernels)
+  waited = any(_waited(s) for s in rows)
   static_rows = [lead_cells(s) + static_cells(s) for s in rows]
   both_rows = [lead_cells(s) + static_cells(s)
-               + (timed_cells(s.profile) + insitu_cells(s.profile) if gpu else []) for s in rows]
+               + (timed_cells(s) + insitu_cells(s) if gpu else []) for s in rows]
   for header in (_COMPILE_LONG, _COMPILE_SHORT):
     cols = lead + static_cols(header) + (timed_cols + insitu_col if gpu else [])
     if layout.natural_width(cols, both_rows) <= width:
@@ -252,7 +253,7 @@ def kernel_tables(report, width: int) -> list[Table]:
   if not gpu:
     return [layout.table("kernels", lead + static_cols(_COMPILE_SHORT), static_rows, width,
                          caption)]
-  timed_rows = [lead_cells(s) + timed_cells(s.profile) for s in rows]
+  timed_rows = [lead_cells(s) + timed_cells(s) for s in rows]
   return [layout.table("kernels", lead + static_cols(_COMPILE_SHORT), static_rows, width, caption),
           layout.table("runtimes (replayed)", lead + timed_cols, timed_rows, width)]
 
@@ -262,22 +263,23 @@ def kernel_table(report, width: int = MAX_WIDTH) -> Table:
   return kernel_tables(report, width)[0]
 
 
-def gpu_context_lines(report, width: int = MAX_WIDTH) -> list[Text]:
+def gpu_context_lines(report, width: int = MAX_WIDTH,
+                      rows: tuple[KernelSummary, ...] | None = None) -> list[Text]:
   """The GPU's state during each kernel's timing, a line each (NVML's summary; wrapped
   rather than cut, since the throttling verdict comes last), and where the kernels tables
   had no room for it, what CUPTI saw of each kernel in the program."""
   lines = []
-  tables = kernel_tables(report, width) if _gpu(report) else []
+  rows = summaries(report) if rows is None else rows
+  tables = kernel_tables(report, width, rows) if _gpu(rows) else []
   insitu_in_table = any("in the program" in str(c.header) for t in tables for c in t.columns)
-  for s in summaries(report):
-    kp = s.profile
-    if kp is None:
+  for s in rows:
+    if not s.profiled:
       continue
     gpu = f"GPU {s.device.index} ({s.device.name})" if s.device is not None else "GPU"
-    if kp.nvml is not None and kp.nvml.summary:
-      lines.append(Text(f"{gpu} while timing {s.label}: {kp.nvml.summary}"))
-    if kp.insitu is not None and not insitu_in_table:
-      lines.append(Text(f"{s.label} in the program (CUPTI): {_insitu_cell(kp.insitu)}"))
+    if s.nvml is not None and s.nvml.summary:
+      lines.append(Text(f"{gpu} while timing {s.label}: {s.nvml.summary}"))
+    if s.insitu is not None and not insitu_in_table:
+      lines.append(Text(f"{s.label} in the program (CUPTI): {_insitu_cell(s.insitu)}"))
   return lines
 
 
@@ -299,15 +301,14 @@ def _user_line(user_file, user_line) -> tuple[str, str]:
           user_code_line(user_file, user_file, user_line).strip())
 
 
-def hot_equations(report, kernel, width: int = MAX_WIDTH, top: int = 5) -> Table | None:
+def hot_equations(s: KernelSummary, width: int = MAX_WIDTH, top: int = 5) -> Table | None:
   """The kernel's heaviest equations with the user's lines: the profiler's attribution
   (measured: PC samples or ncu, with each equation's top stall reason) where it has one,
   else the static share of instructions; None when there is neither."""
-  kp = report.kernel_profile(kernel.label)
-  if kp is None:
+  if not s.profiled:
     return None
-  static = kp.static
-  att = kp.attribution
+  static = s.static
+  att = s.attribution
   # narrow: the instruction mix or stall gives way first, then the source, then the labels
   cols = [Col("weight", right=True), Col("eqn", give=3), Col("your line", give=3),
           Col("source", give=2, least=16)]
@@ -325,7 +326,7 @@ def hot_equations(report, kernel, width: int = MAX_WIDTH, top: int = 5) -> Table
         row.append(_us(e.time_s))
       row.append(_why(e) if measured else _instruction_mix(static, e.index))
       rows.append(row)
-    title = f"hot equations of {kernel.label} ({att.description})"
+    title = f"hot equations of {s.label} ({att.description})"
   elif static is not None and static.equations:
     eqs = static.equations
     order = list(static.top_equations or sorted(range(len(eqs)), key=lambda i: -eqs[i].weight))
@@ -335,20 +336,18 @@ def hot_equations(report, kernel, width: int = MAX_WIDTH, top: int = 5) -> Table
       loc, src = _user_line(e.user_file, e.user_line)
       rows.append([f"{100 * e.weight:.1f}%", f"[{e.index}] {e.primitive}", loc, src,
                    _instruction_mix(static, i)])
-    title = f"hot equations of {kernel.label} (share of {static.weight_basis or 'ptx'} instructions)"
+    title = f"hot equations of {s.label} (share of {static.weight_basis or 'ptx'} instructions)"
   else:
     return None
   return layout.table(title, cols, rows, width)
 
 
-def _verdict_beside(kp, hot_table_shown: bool) -> str:
+def _verdict_beside(s: KernelSummary, hot_table_shown: bool) -> str:
   """The kernel's verdict under its tables, less what the hot-equations table already
   says (its heaviest equations; a static verdict says nothing else)."""
-  verdict = (kp.verdict if kp is not None else "") or ""
-  if not hot_table_shown:
-    return verdict
-  verdict = re.split(r"\bheaviest equations\b", verdict)[0].rstrip("; ")
-  return "" if verdict == "static only" else verdict
+  if not s.profiled:
+    return ""
+  return s.verdict.beside_table if hot_table_shown else str(s.verdict)
 
 
 def _why(e) -> str:
@@ -384,26 +383,27 @@ def render_report(report, con: Console, options: ConsoleOptions) -> Iterable:
   ceilings = _ceilings_line(prof)
   if ceilings is not None:
     yield ceilings
-  if not report.kernels:
+  rows = summaries(report)
+  if not rows:
     filtered = any(n.startswith("--kernel ") for n in report.notes)
     yield Text("no kernel matched --kernel (the note below names those the script lowered)"
                if filtered else "no pallas_call kernels were lowered by this script")
   else:
-    yield from kernel_tables(report, options.max_width)
-    yield from gpu_context_lines(report, options.max_width)
-    for k in report.kernels:
-      table = hot_equations(report, k, options.max_width)
+    yield from kernel_tables(report, options.max_width, rows)
+    yield from gpu_context_lines(report, options.max_width, rows)
+    first = [s for s in rows if s.first]          # each kernel on the first device
+    for s in first:
+      table = hot_equations(s, options.max_width)
       if table is not None:
         yield table
-      yield from probe_lines(report, k, options.max_width)
-      kp = report.kernel_profile(k.label)
-      verdict = _verdict_beside(kp, table is not None)
+      yield from probe_lines(s, options.max_width)
+      verdict = _verdict_beside(s, table is not None)
       if verdict:
-        yield Text(f"{k.label}: {verdict}")
-      for note in k.workarounds:
-        yield Text(f"{k.label}: Triton workaround: {note}")
-      yield from advice_lines(report, k, options.max_width)     # cli/terminal/advice_render.py
-    yield from kinds_legend(report, report.kernels)             # once, under the last advice
+        yield Text(f"{s.label}: {verdict}")
+      for note in s.workarounds:
+        yield Text(f"{s.label}: Triton workaround: {note}")
+      yield from advice_lines(s, options.max_width)     # cli/terminal/advice_render.py
+    yield from kinds_legend(first)                      # once, under the last advice
   for note in (*report.notes, *(prof.notes if prof is not None else ())):
     yield Text(f"note: {note}")
   for err in report.errors:

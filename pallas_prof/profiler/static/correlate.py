@@ -357,7 +357,7 @@ def _static_profile(ck, gk, ptx, sass, sass_error, top) -> StaticProfile:
         ptx_instructions=len(p), sass_instructions=len(s),
         weight=len(mine) / total, inclusive_weight=0.0,
         loop_instructions=sum(1 for i in mine if i.loop_depth > 0),
-        ptx_counts=_counts(p), sass_counts=_counts(s)))
+        ptx_counts=_counts(p), sass_counts=_counts(s), out_avals=list(e.out_avals)))
   _fill_inclusive(equations, total, by_primary)
   ranked = sorted((e for e in equations if e.weight > 0), key=lambda e: -e.weight)
   unattributed = by_primary.get(None, [])

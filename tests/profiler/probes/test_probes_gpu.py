@@ -22,7 +22,7 @@ def softmax_probes():
   m.softmax(x).block_until_ready()
   report = pallas_prof.profile("softmax_kernel", probes=True, mode="cold", nvml=False,
                                ceilings=False, min_launches=20, min_seconds=0.05)
-  kp = next(k for k in report.kernels if k.in_avals == ["float32[777,1000]"])
+  kp = next(k for k in report.kernels if list(map(str, k.in_avals)) == ["float32[777,1000]"])
   assert kp.probes is not None, kp.errors
   return kp
 

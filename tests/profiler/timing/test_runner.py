@@ -236,11 +236,11 @@ def test_profile_gpu_path_on_the_stand_in(fake_driver, matmul_mma):
   assert k.runtime.correctness.passed
   # both modes timed; cold is the headline the rates use, the verdict names the loop time
   assert k.runtime.mode == "cold" and k.runtime.sustained.launches >= 20
-  assert "back-to-back in a loop: 4.0 us per launch (+0.0% against cold)" in k.verdict
+  assert "back-to-back in a loop: 4.0 us per launch (+0.0% against cold)" in str(k.verdict)
   # 64^3 bf16: 3 * 64*64*2 bytes in the scripted 4 us
   assert k.rates.bytes_per_s == pytest.approx(3 * 64 * 64 * 2 / 4e-6)
   assert k.rates.flops_per_s == pytest.approx(k.work.flops / 4e-6)
-  assert k.verdict.startswith(k.rates.verdict)
+  assert k.verdict.findings[0] == k.rates.verdict and str(k.verdict).startswith(k.rates.verdict)
   assert k.weight_basis == "static"
   assert k.attribution.description == "static SASS instructions times loop trips: PC sampling is off"
   json.loads(report.to_json())
@@ -290,5 +290,5 @@ def test_the_profile_span_carries_the_kernels_whole_verdict(fake_driver, matmul_
                                  min_seconds=0.0, sample=False)
   (k,) = report.kernels
   (span,) = [s for s in exporter.get_finished_spans() if s.name.startswith("profile ")]
-  assert "back-to-back in a loop" in k.verdict and k.verdict != k.rates.verdict
-  assert span.attributes[cv.PROFILE_VERDICT] == k.verdict
+  assert "back-to-back in a loop" in str(k.verdict) and str(k.verdict) != k.rates.verdict
+  assert span.attributes[cv.PROFILE_VERDICT] == str(k.verdict)
