@@ -125,3 +125,16 @@ def pp_var(var, context, *, named_only: bool = False) -> str | None:
     return None        # naming it now would rename the variables printed after it
   doc = jax_core.pp_var(var, context)
   return doc if isinstance(doc, str) else _plain(doc)
+
+
+def bind_equation(eqn, ins: list) -> list:
+  """One equation bound on `ins` as core.eval_jaxpr binds it (under its source info and
+  context): its results as a list. For evaluators that replace some equations of a jaxpr
+  and bind the rest (advice/split's variant)."""
+  from jax._src import source_info_util
+  params = eqn.primitive.get_bind_params(eqn.params)
+  name_stack = source_info_util.current_name_stack() + eqn.source_info.name_stack
+  with source_info_util.user_context(eqn.source_info.traceback, name_stack=name_stack), \
+      eqn.ctx.manager:
+    out = eqn.primitive.bind(*ins, **params)
+  return list(out) if eqn.primitive.multiple_results else [out]
