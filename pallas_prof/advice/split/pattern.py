@@ -49,7 +49,12 @@ class Pattern:
   lo: int                         # the counter's first value
   trip: int                       # iterations
   stores: tuple[Store, ...]       # one per output, in output order
-  line: str = ""                  # "file:line" of the loop, where known
+  file: str | None = None         # the loop's file and line (the user's fori_loop), where known
+  lineno: int | None = None
+
+  @property
+  def line(self) -> str:
+    return f"{self.file.rsplit('/', 1)[-1]}:{self.lineno}" if self.file else "the kernel's loop"
 
   @property
   def dropped(self) -> frozenset[int]:
@@ -69,13 +74,12 @@ def _producer(eqns, var):
   return next((e for e in eqns if any(o is var for o in e.outvars)), None)
 
 
-def _where(eqn) -> str:
-  from ...backend.compat import user_frame
+def _where(eqn) -> tuple[str | None, int | None]:
   try:
-    frame = user_frame(eqn.source_info)
+    frame = compat.user_frame(eqn.source_info)
   except Exception:  # noqa: BLE001 - a location is a courtesy
     frame = None
-  return f"{frame.file_name.rsplit('/', 1)[-1]}:{frame.start_line}" if frame else ""
+  return (frame.file_name, frame.start_line) if frame else (None, None)
 
 
 def _static_int(eqns, v, what: str) -> int:
@@ -200,7 +204,7 @@ def recognize(jaxpr, n_in: int, n_out: int) -> Pattern:
   if any(not isinstance(v, compat.DropVar) and _uses(eqns, v) for v in loop.outvars[:skip]):
     raise NotSplittable("the loop's counter is read after the loop")
   stores = _stores(eqns, li, loop.outvars[skip:], outs, dtypes)
-  return Pattern(li, loop.primitive.name, lo, trip, stores, _where(loop))
+  return Pattern(li, loop.primitive.name, lo, trip, stores, *_where(loop))
 
 
 def _value_index(e) -> int:
