@@ -12,10 +12,12 @@ from . import autotuned, blockshape
 from .facts import kernel_facts
 from .rank import rank, summary
 from .rules import RULES
+from .split.actions import findings as split_findings
 from .schema import Action, KernelAdvice
 
 NO_GPU = "not measured: no GPU"
 NOT_TRIED = "not measured: `pallas-prof advise` tries it on the GPU"
+NOT_CHECKED = "not measured: no GPU; `pallas-prof advise` checks it under the interpreter"
 EDIT = "not measured: it changes your code (the saving is an estimate)"
 
 
@@ -35,6 +37,8 @@ def diagnose(kp, gk=None, device=None, ceilings=None, recipe=None, gpu: bool | N
     except Exception as e:  # noqa: BLE001 - one broken rule must not cost the others
       notes.append(f"rule {name} failed: {type(e).__name__}: {e}")
   roof = [x for x in findings if x.diagnosis.rule == "at_roof"]
+  if not roof:
+    findings += split_findings(f, recipe, notes)
   if roof:
     findings = roof + [x for x in findings if x.diagnosis.rule == "sampling_gaps"]
   actions: list[Action] = []
@@ -83,7 +87,7 @@ def untested_opt_ins_as_notes(advice: KernelAdvice, trying: bool) -> KernelAdvic
 # before what follows from it (one warp per row leaves CTA slots empty, too)
 PRIORITY = ("at_roof", "too_few_warps", "unpipelined_loop", "spills", "small_programs",
             "uncoalesced", "loop_invariant", "small_loop_steps", "transcendental_bound",
-            "rereads", "few_programs", "underfilled", "occupancy_limited", "launch_order",
+            "rereads", "long_reduction", "few_programs", "underfilled", "occupancy_limited", "launch_order",
             "tma_eligible", "below_roof", "sampling_gaps")
 
 
@@ -128,7 +132,7 @@ def _unique(actions: list[Action]) -> list[Action]:
 def _with_status(a: Action, gpu: bool, f) -> Action:
   if a.kind == "d":
     return dataclasses.replace(a, status=EDIT, apply=a.edit)
-  status = NOT_TRIED if gpu else NO_GPU
+  status = NOT_TRIED if gpu else (NOT_CHECKED if a.kind == "e" else NO_GPU)
   apply = compiler_params_line(a.change, f) if a.kind == "a" else a.edit
   return dataclasses.replace(a, status=status, apply=apply)
 

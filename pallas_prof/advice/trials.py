@@ -1,4 +1,5 @@
-"""Measured what-ifs: each action of kinds a-c lowered, compiled and replayed on the GPU.
+"""Measured what-ifs: each action of kinds a-c lowered, compiled and replayed on the GPU;
+kind e (a split reduction) built, checked and timed by advice/split/trial.py.
 
 Kind a: the kernel lowered again with the action's compiler parameters (the registry
 record's `relower`, as the tuner does); kind c: the recorded pallas_call traced again at
@@ -24,6 +25,7 @@ from ..backend.options import TunedSettings
 from . import autotuned, blockshape
 from .rank import rank, summary
 from .schema import Action, KernelAdvice, Trial
+from .split import trial as split_trial
 
 TRIED = ("a", "c")
 
@@ -154,6 +156,10 @@ def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool
     trial = autotuned.trial(a, tuned, left)
     actions[id(a)] = dataclasses.replace(a, trial=trial, status="measured" if trial.error is
                                          None else a.status)
+  for a in (x for x in advice.actions if x.kind == "e" and recipe is not None):
+    actions[id(a)] = split_trial.tried(a, recipe, gpu=gpu,
+                                       budget_s=budget_s - (time.perf_counter() - started),
+                                       say=say)
   out = dataclasses.replace(advice, actions=rank([_finalise(actions.get(id(a), a))
                                                   for a in advice.actions]))
   if gpu:
