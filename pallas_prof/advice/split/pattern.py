@@ -88,13 +88,11 @@ def _static_int(eqns, v, what: str) -> int:
   if _is_lit(v):
     return int(v.val)
   seen, todo = [], [v]
-  while todo:
-    e = _producer(eqns, todo.pop())
-    if e is None:
-      raise NotSplittable(f"the loop's {what} is an input of the kernel: its trip count is "
-                          "not known when the kernel is traced")
-    seen.append(e.primitive.name)
-    todo += [x for x in e.invars if not _is_lit(x)]
+  while todo:                     # the equations the bound is computed by (the kernel's
+    e = _producer(eqns, todo.pop())     # refs, its invars, have none)
+    if e is not None:
+      seen.append(e.primitive.name)
+      todo += [x for x in e.invars if not _is_lit(x)]
   reads = [p for p in seen if p in ("get", "load", "swap")]
   why = ("is read from a ref (it depends on data)" if reads else
          "depends on the program id" if any(p in ("program_id", "num_programs") for p in seen)
