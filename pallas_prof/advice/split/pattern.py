@@ -74,9 +74,11 @@ def _producer(eqns, var):
   return next((e for e in eqns if any(o is var for o in e.outvars)), None)
 
 
-def _where(eqn) -> tuple[str | None, int | None]:
+def _where(eqn, kernel_file: str | None) -> tuple[str | None, int | None]:
+  """The loop's line: in the kernel's own file where it is known (the diff edits that
+  file), else the user's innermost frame."""
   try:
-    frame = compat.user_frame(eqn.source_info)
+    frame = compat.frame_in(eqn.source_info, kernel_file) or compat.user_frame(eqn.source_info)
   except Exception:  # noqa: BLE001 - a location is a courtesy
     frame = None
   return (frame.file_name, frame.start_line) if frame else (None, None)
@@ -177,9 +179,10 @@ def _reads_only(body) -> None:
                           "or prints): a split runs it once per chunk")
 
 
-def recognize(jaxpr, n_in: int, n_out: int) -> Pattern:
+def recognize(jaxpr, n_in: int, n_out: int, kernel_file: str | None = None) -> Pattern:
   """The kernel jaxpr's split-reduction pattern (n_in inputs, n_out outputs: its refs'
-  count); NotSplittable says why it does not fit."""
+  count; kernel_file: the kernel function's file, where its loop's line is looked for);
+  NotSplittable says why it does not fit."""
   if len(jaxpr.invars) != n_in + n_out:
     raise NotSplittable("the kernel has scratch refs: only inputs and outputs are split")
   eqns = jaxpr.eqns
@@ -202,7 +205,7 @@ def recognize(jaxpr, n_in: int, n_out: int) -> Pattern:
   if any(not isinstance(v, compat.DropVar) and _uses(eqns, v) for v in loop.outvars[:skip]):
     raise NotSplittable("the loop's counter is read after the loop")
   stores = _stores(eqns, li, loop.outvars[skip:], outs, dtypes)
-  return Pattern(li, loop.primitive.name, lo, trip, stores, *_where(loop))
+  return Pattern(li, loop.primitive.name, lo, trip, stores, *_where(loop, kernel_file))
 
 
 def _value_index(e) -> int:

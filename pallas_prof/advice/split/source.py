@@ -158,19 +158,37 @@ def _statement(tree: ast.AST, node: ast.AST):
   return best
 
 
-def _edit_kernel(f: _File, recipe, p: Pattern, splits: int, axis: int, pl: str) -> None:
-  fn, _, first = _kernel_function(recipe.kernel)
+def _kernel_loop(f: _File, kernel) -> tuple:
+  """(the kernel's FunctionDef, its one fori_loop call); SourceRefused unless the kernel's
+  own body calls fori_loop exactly once, as lax.fori_loop(lo, hi, body, init)."""
+  fn, _, first = _kernel_function(kernel)
   defs = [n for n in ast.walk(f.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
           and n.name == fn.__name__ and n.lineno >= first]
   if not defs:
     raise SourceRefused(f"the kernel {fn.__name__} is not found in {os.path.basename(f.path)}")
   kdef = min(defs, key=lambda n: n.lineno)
   loops = [n for n in _own_nodes(kdef) if isinstance(n, ast.Call) and _name(n.func) == "fori_loop"]
-  at = [n for n in loops if p.lineno is not None and n.lineno <= p.lineno <= n.end_lineno]
-  if len(loops) != 1 or len(at) != 1 or len(at[0].args) < 2 or at[0].keywords:
-    raise SourceRefused(f"the kernel {fn.__name__} does not call one lax.fori_loop(lo, hi, "
-                        f"body, init) at {p.line} in its own body")
-  loop = at[0]
+  if len(loops) != 1 or len(loops[0].args) < 2:
+    raise SourceRefused(f"the kernel {fn.__name__} does not call lax.fori_loop(lo, hi, ...) "
+                        "once in its own body")
+  return kdef, loops[0]
+
+
+def loop_line(kernel) -> tuple[str, int] | None:
+  """(file, line) of the kernel's one fori_loop call, read from its source (where JAX's
+  equation does not say it: jax 0.12 gives a custom_vjp's kernels the caller's frames)."""
+  try:
+    _, path, _ = _kernel_function(kernel)
+    text = "".join(linecache.getlines(path)) or open(path, encoding="utf-8").read()
+    return path, _kernel_loop(_File(path, text, ast.parse(text)), kernel)[1].lineno
+  except (SourceRefused, SyntaxError, OSError, TypeError):
+    return None
+
+
+def _edit_kernel(f: _File, recipe, p: Pattern, splits: int, axis: int, pl: str) -> None:
+  kdef, loop = _kernel_loop(f, recipe.kernel)
+  if p.file == f.path and not loop.lineno <= (p.lineno or 0) <= loop.end_lineno:
+    raise SourceRefused(f"the kernel's fori_loop is not the loop at {p.line}")
   names = {n.id for n in ast.walk(f.tree) if isinstance(n, ast.Name)}
   if {"_split_lo", "_split_chunk"} & names:
     raise SourceRefused("the file already uses the names _split_lo or _split_chunk")

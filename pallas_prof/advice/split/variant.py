@@ -88,8 +88,22 @@ def kernel_of(recipe) -> Kernel:
 
 
 def pattern_of(recipe) -> tuple[Kernel, Pattern]:
+  import functools
+  import inspect
   k = kernel_of(recipe)
-  return k, recognize(k.jaxpr, k.n_in, k.n_out)
+  fn = recipe.kernel
+  while isinstance(fn, functools.partial):
+    fn = fn.func
+  try:
+    file = inspect.getsourcefile(fn)
+  except TypeError:
+    file = None
+  p = recognize(k.jaxpr, k.n_in, k.n_out, file)
+  if p.file != file:                    # the equation does not name the kernel's line
+    from .source import loop_line
+    found = loop_line(recipe.kernel)
+    p = dataclasses.replace(p, file=found[0], lineno=found[1]) if found else p
+  return k, p
 
 
 def splits(programs: int, trip: int, sms: int) -> list[int]:

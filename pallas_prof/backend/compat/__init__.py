@@ -45,7 +45,7 @@ from .runtime import (
     gpu_compute_capability, jax_profiler_session_active, set_triton_interpret, triton_version,
     wrap_python_executions)
 from .source_info import (
-    ErrorWithUserContext, hide_frames_in_tracebacks, is_user_file, user_frame)
+    ErrorWithUserContext, frame_in, hide_frames_in_tracebacks, is_user_file, user_frame)
 from .xla_numerics import (
     arch_without_tf32_dots, lowering_for, xla_libdevice_path, xla_rounds_f64_to_16bit_twice,
     xla_rounds_tf32_dot_operands)
