@@ -87,15 +87,22 @@ def untested_opt_ins_as_notes(advice: KernelAdvice, trying: bool) -> KernelAdvic
 # before what follows from it (one warp per row leaves CTA slots empty, too)
 PRIORITY = ("at_roof", "too_few_warps", "unpipelined_loop", "spills", "small_programs",
             "uncoalesced", "loop_invariant", "small_loop_steps", "transcendental_bound",
-            "rereads", "long_reduction", "few_programs", "underfilled", "occupancy_limited", "launch_order",
+            "rereads", "few_programs", "underfilled", "occupancy_limited", "launch_order",
             "tma_eligible", "below_roof", "sampling_gaps")
 
 
+# Diagnoses the engine makes itself, not a rule of the table (they need the recorded call),
+# each placed just before a rule's: the split reduction's before few_programs (its cause)
+BUILT_BEFORE = {"long_reduction": "few_programs"}
+ORDER = tuple(x for r in PRIORITY
+              for x in [k for k, before in BUILT_BEFORE.items() if before == r] + [r])
+
+
 def order_diagnoses(diagnoses, actions) -> list:
-  """Diagnoses with the most to gain first (their best action's gain), then by PRIORITY."""
+  """Diagnoses with the most to gain first (their best action's gain), then by ORDER."""
   def key(d):
     gains = [a.gain for a in actions if d.rule in a.rule.split(" and ")]
-    rank = PRIORITY.index(d.rule) if d.rule in PRIORITY else len(PRIORITY)
+    rank = ORDER.index(d.rule) if d.rule in ORDER else len(ORDER)
     return (-max(gains, default=0.0), rank, -(d.share or 0.0))
   return sorted(diagnoses, key=key)
 

@@ -235,3 +235,8 @@ def test_advise_says_why_a_loop_kernel_is_not_split():
   (advice,) = pallas_prof.advise(recs[-1:], sample=False, progress=None)
   assert not [a for a in advice.actions if a.kind == "e"]
   assert any("no split reduction" in n and "max" in n for n in advice.notes), advice.notes
+
+
+def test_the_split_diagnosis_has_its_place_before_the_grid_it_explains():
+  from pallas_prof.advice.engine import ORDER
+  assert ORDER.index("long_reduction") == ORDER.index("few_programs") - 1
