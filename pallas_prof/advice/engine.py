@@ -12,7 +12,6 @@ from . import autotuned, blockshape
 from .facts import kernel_facts
 from .rank import rank, summary
 from .rules import RULES
-from .split.actions import findings as split_findings
 from .schema import Action, KernelAdvice
 
 NO_GPU = "not measured: no GPU"
@@ -37,7 +36,8 @@ def diagnose(kp, gk=None, device=None, ceilings=None, recipe=None, gpu: bool | N
     except Exception as e:  # noqa: BLE001 - one broken rule must not cost the others
       notes.append(f"rule {name} failed: {type(e).__name__}: {e}")
   roof = [x for x in findings if x.diagnosis.rule == "at_roof"]
-  if not roof:
+  if not roof and recipe is not None:
+    from .split.actions import findings as split_findings   # loads JAX (a recipe means it ran)
     findings += split_findings(f, recipe, notes)
   if roof:
     findings = roof + [x for x in findings if x.diagnosis.rule == "sampling_gaps"]

@@ -25,7 +25,6 @@ from ..backend.options import TunedSettings
 from . import autotuned, blockshape
 from .rank import rank, summary
 from .schema import Action, KernelAdvice, Trial
-from .split import trial as split_trial
 
 TRIED = ("a", "c")
 
@@ -157,6 +156,7 @@ def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool
     actions[id(a)] = dataclasses.replace(a, trial=trial, status="measured" if trial.error is
                                          None else a.status)
   for a in (x for x in advice.actions if x.kind == "e" and recipe is not None):
+    from .split import trial as split_trial     # loads JAX, which a recipe's run has loaded
     actions[id(a)] = split_trial.tried(a, recipe, gpu=gpu,
                                        budget_s=budget_s - (time.perf_counter() - started),
                                        say=say)

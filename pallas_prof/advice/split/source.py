@@ -25,6 +25,7 @@ import inspect
 import linecache
 import os
 
+from ..call_source import _find_call
 from .pattern import Pattern
 
 HELPER = "_pallas_prof_split_sum"
@@ -238,7 +239,6 @@ def _keywords(call: ast.Call) -> dict:
 
 
 def _edit_call(f: _File, recipe, p: Pattern, splits: int, pl: str) -> None:
-  from ..call_source import _find_call
   call = _find_call(f.tree, recipe.call_line)
   if call is None or len(call.args) > 2 or (len(call.args) == 2 and "out_shape" in
                                             _keywords(call)):

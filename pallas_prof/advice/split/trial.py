@@ -13,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from ...tune.blocks import tune
+from ...tune.choice import MIN_GAIN
 from ..schema import Action, Trial
 from .variant import build, compare, inputs, original, pattern_of
 
@@ -60,8 +62,6 @@ def tried(a: Action, recipe, *, gpu: bool, budget_s: float, say=lambda text: Non
 
 def _measured(a: Action, recipe, fn, budget_s: float) -> Action:
   import jax
-  from ...tune.blocks import tune
-  from ...tune.choice import MIN_GAIN
   calls = {0: jax.jit(original(recipe)), int(a.change["split"]): jax.jit(fn)}
 
   def call(*args, split):

@@ -24,7 +24,9 @@ import math
 import numpy as np
 
 from ...backend import compat
+from ...tune.choice import leaves, same_outputs
 from .pattern import NotSplittable, Pattern, recognize
+from .source import loop_line
 
 MIN_CHUNK = 8                     # iterations each program keeps at least: fewer, and the
                                   # program spends its life starting (floors.py's argument)
@@ -46,16 +48,11 @@ def _find_call(jaxpr):
   for e in jaxpr.eqns:
     if e.primitive is compat.pallas_call_p:
       return e
-    for sub in _subjaxprs(e):
+    for sub in compat.sub_jaxprs(e):
       found = _find_call(sub)
       if found is not None:
         return found
   return None
-
-
-def _subjaxprs(e):
-  from jax._src import core as jax_core
-  return [compat.open_jaxpr(j)[0] for j in jax_core.jaxprs_in_params(e.params)]
 
 
 def _structs(recipe):
@@ -100,7 +97,6 @@ def pattern_of(recipe) -> tuple[Kernel, Pattern]:
     file = None
   p = recognize(k.jaxpr, k.n_in, k.n_out, file)
   if p.file != file:                    # the equation does not name the kernel's line
-    from .source import loop_line
     found = loop_line(recipe.kernel)
     p = dataclasses.replace(p, file=found[0], lineno=found[1]) if found else p
   return k, p
@@ -155,7 +151,6 @@ def _split_loop(eqn, ins, p: Pattern, splits_: int, axis: int):
 
 def _kernel(k: Kernel, p: Pattern, splits_: int):
   """The variant's kernel function: the original jaxpr, evaluated with its loop split."""
-  from jax._src import core as jax_core
   axis = len(k.grid)
   dropped = p.dropped
 
@@ -175,7 +170,7 @@ def _kernel(k: Kernel, p: Pattern, splits_: int):
       else:
         outs = compat.bind_equation(eqn, ins)
       for v, x in zip(eqn.outvars, outs, strict=True):
-        if not isinstance(v, jax_core.DropVar):
+        if not isinstance(v, compat.DropVar):
           env[v] = x
   return kernel
 
@@ -257,7 +252,6 @@ def compare(recipe, variant, seed: int = 0) -> str | None:
   """Runs the original and the variant on seeded inputs; None when the outputs are equal
   (choice.same_outputs: the tuner's tolerance), else what differs."""
   import jax
-  from ...tune.choice import leaves, same_outputs
   args = inputs(recipe, seed)
   want = leaves(jax.jit(original(recipe))(*args))
   got = leaves(jax.jit(variant)(*args))

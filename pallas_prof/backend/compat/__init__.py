@@ -35,7 +35,7 @@ from .jax_names import (
     stop_gradient_p, swap_abstract_eval, swap_p, transform_array, unstack_p)
 from .jaxprs import (
     bind_equation, closed_call_primitives, equation_lines, eval_jaxpr, name_vars, open_jaxpr, pp_equation,
-    pp_var, print_jaxpr, scan_layout, trace_to_jaxpr)
+    pp_var, print_jaxpr, scan_layout, sub_jaxprs, trace_to_jaxpr)
 from .mlir_lowering import (
     aval_to_ir_type, custom_call, default_pallas_call_lowering, gpu_triton, ir, lower_fun,
     make_triton_kernel, register_backend_lowering_rule, register_platform_lowering,

@@ -127,6 +127,11 @@ def pp_var(var, context, *, named_only: bool = False) -> str | None:
   return doc if isinstance(doc, str) else _plain(doc)
 
 
+def sub_jaxprs(eqn) -> list:
+  """The (open) jaxprs in an equation's params: a loop's body, a call's, a cond's branches."""
+  return [open_jaxpr(j)[0] for j in jax_core.jaxprs_in_params(eqn.params)]
+
+
 def bind_equation(eqn, ins: list) -> list:
   """One equation bound on `ins` as core.eval_jaxpr binds it (under its source info and
   context): its results as a list. For evaluators that replace some equations of a jaxpr
