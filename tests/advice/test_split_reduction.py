@@ -63,6 +63,11 @@ def test_the_norms_dw_db_kernels_split_with_equal_outputs(op, dtype):
   assert (p.file or "").endswith(f"{op.__name__.rsplit('.', 1)[-1]}.py")
   sizes = variant.splits(int(np.prod(k.grid)), p.trip, 132)
   assert sizes == [4]                   # 38 iterations: at most 4 chunks of 8 or more
+  # the suite's shapes on the H200: rms_norm 8x2048x3136's 196 programs of 1,024
+  # iterations, layer_norm 1x8192x8192's 512 of 512; a grid of 4 programs an SM, none
+  assert variant.splits(196, 1024, 132) == [3, 12]        # 1,024 in chunks of 342 and 86
+  assert variant.splits(512, 512, 132) == [2, 8]
+  assert variant.splits(528, 512, 132) == []
   for s in (3, 4):                      # 38 = 13 + 13 + 12, and 10 + 10 + 10 + 8
     fn = variant.build(recipe, k, p, s)
     assert _grid_of(fn, recipe) == (5, s)

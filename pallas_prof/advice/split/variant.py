@@ -109,6 +109,8 @@ def splits(programs: int, trip: int, sms: int) -> list[int]:
   to split."""
   most = trip // MIN_CHUNK
   first = math.ceil(PROGRAMS_PER_SM * sms / max(programs, 1))
+  if first < 2:                       # the grid gives every SM its programs already
+    return []
   out = []
   for s in (first, first * LARGER):
     s = min(s, most)
