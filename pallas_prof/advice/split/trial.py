@@ -13,9 +13,11 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from ...backend.compiling.compile import DEFAULT_TARGET, compile_kernels
 from ...tune.blocks import tune
 from ...tune.choice import MIN_GAIN
 from ..schema import Action, Trial
+from ..variants import resources, trace_variant
 from .variant import build, compare, inputs, original, pattern_of
 
 # loop iterations (programs x trip count) the CPU check runs under the interpreter, twice
@@ -32,15 +34,18 @@ def _failed(a: Action, why: str, equal: bool | None = None) -> Action:
 
 def tried(a: Action, recipe, *, gpu: bool, budget_s: float, say=lambda text: None) -> Action:
   """The action with its variant checked (and, on a GPU, timed)."""
-  import jax
   s = int(a.change["split"])
   try:
     k, p = pattern_of(recipe)
     fn = build(recipe, k, p, s)
-    structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in recipe.arg_shapes]
-    jax.jit(fn).lower(*structs)
+    gk = trace_variant(fn, recipe)
   except Exception as e:  # noqa: BLE001 - a variant that does not build or lower is said so
     return _failed(a, f"does not lower: {type(e).__name__}: {str(e)[:200]}")
+  if not gpu:                         # compiled for sm_90, as kinds a and c are on a CPU
+    (ck,) = compile_kernels([gk], tuple(DEFAULT_TARGET), need_cubin=True)
+    if isinstance(ck, Exception):
+      return _failed(a, f"does not compile: {str(ck)[:200]}")
+    a = dataclasses.replace(a, compiled=resources(ck))
   if gpu:
     say(f"{recipe.name}: trying {a.title} (whole calls, as autotune times them)")
     return _measured(a, recipe, fn, budget_s)

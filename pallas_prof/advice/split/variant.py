@@ -166,7 +166,8 @@ def _kernel(k: Kernel, p: Pattern, splits_: int):
     for i, eqn in enumerate(k.jaxpr.eqns):
       ins = [read(v) for v in eqn.invars]
       if i == p.loop:
-        outs = _split_loop(eqn, ins, p, splits_, axis)
+        with compat.equation_context(eqn):      # the new loop at the user's loop's line
+          outs = _split_loop(eqn, ins, p, splits_, axis)
       elif i in dropped:
         outs = [ins[0]]                   # the partial stays in the sum's dtype
       else:

@@ -136,10 +136,20 @@ def bind_equation(eqn, ins: list) -> list:
   """One equation bound on `ins` as core.eval_jaxpr binds it (under its source info and
   context): its results as a list. For evaluators that replace some equations of a jaxpr
   and bind the rest (advice/split's variant)."""
-  from jax._src import source_info_util
   params = eqn.primitive.get_bind_params(eqn.params)
-  name_stack = source_info_util.current_name_stack() + eqn.source_info.name_stack
-  with source_info_util.user_context(eqn.source_info.traceback, name_stack=name_stack), \
-      eqn.ctx.manager:
+  with equation_context(eqn):
     out = eqn.primitive.bind(*ins, **params)
   return list(out) if eqn.primitive.multiple_results else [out]
+
+
+def equation_context(eqn):
+  """The context an equation is bound in (its source info and name stack, its context):
+  what an evaluator binds in its place is then located at the equation's user line."""
+  import contextlib
+  from jax._src import source_info_util
+  name_stack = source_info_util.current_name_stack() + eqn.source_info.name_stack
+  stack = contextlib.ExitStack()
+  stack.enter_context(source_info_util.user_context(eqn.source_info.traceback,
+                                                    name_stack=name_stack))
+  stack.enter_context(eqn.ctx.manager)
+  return stack
