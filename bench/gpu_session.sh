@@ -254,6 +254,13 @@ step_advice() {   # issue 29's Proof: the known-answer kernels (one planted defe
     2>&1 | grep -v Deprecation | tail -120
 }
 
+step_split() {   # issue 49, item 1: the split reduction advise builds for the norms' dw/db
+  # kernel (rms_norm 8x2048x3136, layer_norm 1x8192x8192, bf16): original vs each variant vs
+  # XLA, alone and in the fwd+bwd, with ratios: $OUT/split_reduction.json
+  timeout ${SPLIT_TIMEOUT:-130} python3 bench/advice/split_reduction_gpu.py --budget-s \
+    ${SPLIT_BUDGET:-100} --out "$OUT/split_reduction.json" 2>&1 | grep -v Deprecation | tail -30
+}
+
 step_ground_truth() {   # issue 47: the known-answer corpus measured (PC sampling, ncu for the
   # sin kernel) and judged, every line's weight printed: $OUT/ground_truth_$GT_TAG.tar.gz
   OUT="$OUT" TAG=${GT_TAG:-run} timeout ${GT_STEP_TIMEOUT:-420} bash bench/profiler/ground_truth_gpu.sh 2>&1 \

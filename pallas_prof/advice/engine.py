@@ -16,6 +16,7 @@ from .schema import Action, KernelAdvice
 
 NO_GPU = "not measured: no GPU"
 NOT_TRIED = "not measured: `pallas-prof advise` tries it on the GPU"
+NOT_CHECKED = "not measured: no GPU; `pallas-prof advise` checks it under the interpreter"
 EDIT = "not measured: it changes your code (the saving is an estimate)"
 
 
@@ -35,6 +36,9 @@ def diagnose(kp, gk=None, device=None, ceilings=None, recipe=None, gpu: bool | N
     except Exception as e:  # noqa: BLE001 - one broken rule must not cost the others
       notes.append(f"rule {name} failed: {type(e).__name__}: {e}")
   roof = [x for x in findings if x.diagnosis.rule == "at_roof"]
+  if not roof and recipe is not None:
+    from .split.actions import findings as split_findings   # loads JAX (a recipe means it ran)
+    findings += split_findings(f, recipe, notes)
   if roof:
     findings = roof + [x for x in findings if x.diagnosis.rule == "sampling_gaps"]
   actions: list[Action] = []
@@ -87,11 +91,18 @@ PRIORITY = ("at_roof", "too_few_warps", "unpipelined_loop", "spills", "small_pro
             "tma_eligible", "below_roof", "sampling_gaps")
 
 
+# Diagnoses the engine makes itself, not a rule of the table (they need the recorded call),
+# each placed just before a rule's: the split reduction's before few_programs (its cause)
+BUILT_BEFORE = {"long_reduction": "few_programs"}
+ORDER = tuple(x for r in PRIORITY
+              for x in [k for k, before in BUILT_BEFORE.items() if before == r] + [r])
+
+
 def order_diagnoses(diagnoses, actions) -> list:
-  """Diagnoses with the most to gain first (their best action's gain), then by PRIORITY."""
+  """Diagnoses with the most to gain first (their best action's gain), then by ORDER."""
   def key(d):
     gains = [a.gain for a in actions if d.rule in a.rule.split(" and ")]
-    rank = PRIORITY.index(d.rule) if d.rule in PRIORITY else len(PRIORITY)
+    rank = ORDER.index(d.rule) if d.rule in ORDER else len(ORDER)
     return (-max(gains, default=0.0), rank, -(d.share or 0.0))
   return sorted(diagnoses, key=key)
 
@@ -128,7 +139,7 @@ def _unique(actions: list[Action]) -> list[Action]:
 def _with_status(a: Action, gpu: bool, f) -> Action:
   if a.kind == "d":
     return dataclasses.replace(a, status=EDIT, apply=a.edit)
-  status = NOT_TRIED if gpu else NO_GPU
+  status = NOT_TRIED if gpu else (NOT_CHECKED if a.kind == "e" else NO_GPU)
   apply = compiler_params_line(a.change, f) if a.kind == "a" else a.edit
   return dataclasses.replace(a, status=status, apply=apply)
 

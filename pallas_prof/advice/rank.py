@@ -3,13 +3,14 @@
 An action's gain is its measured saving when a trial timed it with equal outputs and
 faster by more than the noise (0 when it did not hold), else the work model's
 estimate. Ties (and actions with neither) keep the order: measured before estimated,
-then kinds a, b, c, d (what pallas-prof can apply itself first).
+then kinds a, b, c, e, d (what pallas-prof can apply itself first, what it checked before
+what it could not).
 """
 from __future__ import annotations
 
 from .schema import Action, KernelAdvice
 
-_KIND_ORDER = {"a": 0, "b": 1, "c": 2, "d": 3}
+_KIND_ORDER = {"a": 0, "b": 1, "c": 2, "e": 3, "d": 4}
 
 
 def rank(actions: list[Action]) -> list[Action]:

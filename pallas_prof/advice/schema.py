@@ -11,7 +11,9 @@ type like the profiler's report: pallas_prof/serial.py).
     Action kinds (KINDS): "a" pallas-prof applies it without touching the code
     (num_warps, num_stages, launch_group, tma); "b" a parameter the user exposes to
     pallas_prof.autotune; "c" a block shape, tried by re-tracing the kernel; "d" an
-    edit of the user's code at their line (its saving an estimate from the work model).
+    edit of the user's code at their line (its saving an estimate from the work model);
+    "e" a structural edit pallas-prof builds from the kernel's jaxpr (a split reduction:
+    advice/split/), checks and times itself, shown as a diff the user applies.
 """
 from __future__ import annotations
 
@@ -29,7 +31,9 @@ SMALLEST_TOLD_PCT = 1.0
 KINDS = {"a": "pallas-prof applies it for you, with no change to your code",
          "b": "your code exposes it as a parameter to pallas_prof.autotune",
          "c": "it changes a block shape, and pallas-prof tries it by re-tracing your kernel",
-         "d": "it is an edit of your code, and its saving an estimate"}
+         "d": "it is an edit of your code, and its saving an estimate",
+         "e": ("it restructures your kernel (a split reduction); pallas-prof builds, checks "
+               "and times the variant itself, and you apply its diff")}
 
 
 @dataclasses.dataclass
@@ -90,7 +94,7 @@ class Trial(Record):
 
 @dataclasses.dataclass
 class Action(Record):
-  kind: str                     # "a" | "b" | "c" | "d" (KINDS)
+  kind: str                     # "a" | "b" | "c" | "d" | "e" (KINDS)
   title: str                    # "num_stages 1 -> 3"
   rule: str                     # the diagnosis it answers
   change: dict[str, Any] = dataclasses.field(default_factory=dict)   # {"num_stages": 3}, ...
@@ -103,6 +107,7 @@ class Action(Record):
   status: str = ""              # "measured", "not measured: no GPU", "not tried: ..."
   apply: str | None = None      # how to keep it: a CompilerParams line, a tuning file, the edit
   compiled: str = ""            # the variant compiled (for sm_90 on a CPU): registers, spills
+  diff: str | None = None       # kind e: the unified diff against the user's file (never applied)
 
   @property
   def gain(self) -> float:

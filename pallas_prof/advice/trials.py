@@ -1,4 +1,5 @@
-"""Measured what-ifs: each action of kinds a-c lowered, compiled and replayed on the GPU.
+"""Measured what-ifs: each action of kinds a-c lowered, compiled and replayed on the GPU;
+kind e (a split reduction) built, checked and timed by advice/split/trial.py.
 
 Kind a: the kernel lowered again with the action's compiler parameters (the registry
 record's `relower`, as the tuner does); kind c: the recorded pallas_call traced again at
@@ -19,11 +20,11 @@ import statistics
 import time
 from typing import Callable
 
-from ..backend import kernel_registry
 from ..backend.options import TunedSettings
 from . import autotuned, blockshape
 from .rank import rank, summary
 from .schema import Action, KernelAdvice, Trial
+from .variants import resources, trace_variant
 
 TRIED = ("a", "c")
 
@@ -52,24 +53,7 @@ def lower_variant(action: Action, rec, recipe):
 def _trace_block_variant(action: Action, recipe, platform: str | None = None):
   """The variant's GeneratedKernel, traced and lowered for the default backend, or for
   `platform` ("cpu": the lowering to Triton alone, which compiles nothing)."""
-  import jax
-  fn = blockshape.build(recipe, action.change)
-  structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in recipe.arg_shapes]
-  for attempt in range(2):
-    before = {id(r): r.lowerings for r in kernel_registry.kernels()}
-    if platform is None:
-      jax.jit(fn).lower(*structs)
-    else:
-      jax.jit(fn).trace(*structs).lower(lowering_platforms=(platform,))
-    new = [r for r in kernel_registry.kernels() if id(r) not in before]
-    again = [r for r in kernel_registry.kernels() if before.get(id(r), r.lowerings) != r.lowerings]
-    for r in new:
-      kernel_registry.discard(r)       # a variant, not a kernel the program ran
-    if len(new) + len(again) == 1:
-      return (new or again)[0].generated
-    if attempt == 0 and not new and not again:
-      jax.clear_caches()        # JAX had lowered this very call before (the script did)
-  raise ValueError(f"tracing the variant lowered {len(new) + len(again)} kernels, not one")
+  return trace_variant(blockshape.build(recipe, action.change), recipe, platform)
 
 
 def lowering_checked(advice: KernelAdvice, recipe) -> KernelAdvice:
@@ -93,12 +77,6 @@ def lowering_checked(advice: KernelAdvice, recipe) -> KernelAdvice:
   out = dataclasses.replace(advice, actions=kept, notes=notes)
   out.summary = summary(out)
   return out
-
-
-def _resources(ck) -> str:
-  spills = ck.spills
-  return (f"{ck.registers} registers, " + ("no spills" if not spills else f"{spills} spills")
-          + f", {ck.shared_bytes} B shared")
 
 
 def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool = True,
@@ -134,7 +112,7 @@ def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool
       actions[id(a)] = dataclasses.replace(a, trial=Trial(None, None, None, None, None,
                                            f"does not compile: {str(ck)[:200]}"))
     else:
-      actions[id(a)] = dataclasses.replace(a, compiled=_resources(ck))
+      actions[id(a)] = dataclasses.replace(a, compiled=resources(ck))
       ready.append((id(a), ck))
   if gpu and ready:
     ready = _spill_free_first(rec, ready)
@@ -154,6 +132,11 @@ def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool
     trial = autotuned.trial(a, tuned, left)
     actions[id(a)] = dataclasses.replace(a, trial=trial, status="measured" if trial.error is
                                          None else a.status)
+  for a in (x for x in advice.actions if x.kind == "e" and recipe is not None):
+    from .split import trial as split_trial     # loads JAX, which a recipe's run has loaded
+    actions[id(a)] = split_trial.tried(a, recipe, gpu=gpu,
+                                       budget_s=budget_s - (time.perf_counter() - started),
+                                       say=say)
   out = dataclasses.replace(advice, actions=rank([_finalise(actions.get(id(a), a))
                                                   for a in advice.actions]))
   if gpu:

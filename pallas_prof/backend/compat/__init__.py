@@ -34,8 +34,8 @@ from .jax_names import (
     register_discharge_rule, remat_p, reshard_p, source_info_to_location, stack_p,
     stop_gradient_p, swap_abstract_eval, swap_p, transform_array, unstack_p)
 from .jaxprs import (
-    closed_call_primitives, equation_lines, eval_jaxpr, name_vars, open_jaxpr, pp_equation,
-    pp_var, print_jaxpr, scan_layout, trace_to_jaxpr)
+    bind_equation, closed_call_primitives, equation_context, equation_lines, eval_jaxpr, name_vars, open_jaxpr, pp_equation,
+    pp_var, print_jaxpr, scan_layout, sub_jaxprs, trace_to_jaxpr)
 from .mlir_lowering import (
     aval_to_ir_type, custom_call, default_pallas_call_lowering, gpu_triton, ir, lower_fun,
     make_triton_kernel, register_backend_lowering_rule, register_platform_lowering,
@@ -45,7 +45,7 @@ from .runtime import (
     gpu_compute_capability, jax_profiler_session_active, set_triton_interpret,
     wrap_python_executions)
 from .source_info import (
-    ErrorWithUserContext, hide_frames_in_tracebacks, is_user_file, user_frame)
+    ErrorWithUserContext, frame_in, hide_frames_in_tracebacks, is_user_file, user_frame)
 from .xla_numerics import (
     arch_without_tf32_dots, lowering_for, xla_libdevice_path, xla_rounds_f64_to_16bit_twice,
     xla_rounds_tf32_dot_operands)

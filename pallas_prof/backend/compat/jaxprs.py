@@ -125,3 +125,31 @@ def pp_var(var, context, *, named_only: bool = False) -> str | None:
     return None        # naming it now would rename the variables printed after it
   doc = jax_core.pp_var(var, context)
   return doc if isinstance(doc, str) else _plain(doc)
+
+
+def sub_jaxprs(eqn) -> list:
+  """The (open) jaxprs in an equation's params: a loop's body, a call's, a cond's branches."""
+  return [open_jaxpr(j)[0] for j in jax_core.jaxprs_in_params(eqn.params)]
+
+
+def bind_equation(eqn, ins: list) -> list:
+  """One equation bound on `ins` as core.eval_jaxpr binds it (under its source info and
+  context): its results as a list. For evaluators that replace some equations of a jaxpr
+  and bind the rest (advice/split's variant)."""
+  params = eqn.primitive.get_bind_params(eqn.params)
+  with equation_context(eqn):
+    out = eqn.primitive.bind(*ins, **params)
+  return list(out) if eqn.primitive.multiple_results else [out]
+
+
+def equation_context(eqn):
+  """The context an equation is bound in (its source info and name stack, its context):
+  what an evaluator binds in its place is then located at the equation's user line."""
+  import contextlib
+  from jax._src import source_info_util
+  name_stack = source_info_util.current_name_stack() + eqn.source_info.name_stack
+  stack = contextlib.ExitStack()
+  stack.enter_context(source_info_util.user_context(eqn.source_info.traceback,
+                                                    name_stack=name_stack))
+  stack.enter_context(eqn.ctx.manager)
+  return stack

@@ -38,6 +38,19 @@ def user_frame(source_info):
   return None
 
 
+def frame_in(source_info, path: str):
+  """The innermost frame in file `path` that produced an equation (None: none is): where
+  a kernel's own line is wanted, whatever JAX counts as user code."""
+  traceback = getattr(source_info, "traceback", None)
+  if traceback is None or not path:
+    return None
+  code, lasti = traceback.raw_frames()
+  for c, i in zip(code, lasti, strict=True):
+    if c.co_filename == path:
+      return source_info_util.raw_frame_to_frame(c, i)
+  return None
+
+
 # --- how errors reach the user -------------------------------------------------------
 
 # JAX wraps an exception raised while it lowers an equation in an exception of

@@ -29,6 +29,7 @@ class ActionView:
   measured: bool
   apply: str
   compiled: str
+  diff: str = ""                    # kind e: the unified diff against the user's file
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +46,7 @@ class AdviceView:
 def _action(i: int, a: Action) -> ActionView:
   return ActionView(i, a.kind, KINDS.get(a.kind, ""), a.title, saving_text(a),
                     bool(a.trial is not None and a.trial.held), a.trial is not None,
-                    str(a.apply or ""), str(a.compiled or ""))
+                    str(a.apply or ""), str(a.compiled or ""), str(getattr(a, "diff", "") or ""))
 
 
 def advice_view(s) -> AdviceView | None:

@@ -7,7 +7,8 @@
          keep: at add.py:30: grid=(262144,) -> grid=(4096,); BlockSpec((64,), ...) -> ...
 
 Kinds: a pallas-prof applies it, b an autotune parameter, c a block shape it tries by
-re-tracing the kernel, d an edit of your code (its saving an estimate). `kinds_legend` says so once, under the
+re-tracing the kernel, d an edit of your code (its saving an estimate), e a restructured
+kernel pallas-prof builds and checks (its diff printed under it). `kinds_legend` says so once, under the
 last kernel's advice, for the kinds shown.
 """
 from __future__ import annotations
@@ -59,6 +60,8 @@ def advice_lines(s, width: int) -> list:
     if a.apply:
       out.append(_hang("     ", f"{'keep' if a.trial is not None and a.trial.held else 'apply'}: "
                        f"{a.apply}", "dim"))
+    if getattr(a, "diff", None):          # kind e: the diff to review (never applied)
+      out.append(_hang("     ", a.diff.rstrip("\n"), "dim"))
   hidden = len(advice.actions) - ACTIONS
   if hidden > 0 or len(advice.diagnoses) > DIAGNOSES:
     out.append(_hang("  ", f"({REPORT} and {HTML} hold all {len(advice.diagnoses)} "

@@ -1,0 +1,68 @@
+"""The split reduction as advice: a diagnosis and actions of kind e (schema.KINDS).
+
+Offered where the kernel's recorded pallas_call fits the pattern (pattern.py) and its grid
+leaves the GPU short of programs (variant.splits gives an S): one action per S, each with
+the diff against the user's file (source.py) or, where none can be written, the jaxpr-level
+change and why. trials.py checks them: on a GPU whole calls, original against variant, on
+the same seeded inputs, outputs compared and timed; on a CPU the variant is lowered and,
+where the interpreter can run it in a few seconds, its outputs compared ("not measured:
+no GPU").
+"""
+from __future__ import annotations
+
+from .. import estimate
+from ..floors import program_work
+from ..rules.table import Finding, about, fact
+from ..schema import Action
+from .pattern import NotSplittable
+from .source import SourceRefused, jaxpr_change, unified_diff
+from .variant import chunk, pattern_of, splits
+
+RULE = "long_reduction"
+
+
+def findings(f, recipe, notes: list[str]) -> list[Finding]:
+  """The diagnosis and its kind e actions, or none (with a note where the kernel has a
+  loop that was refused, saying why)."""
+  if recipe is None:
+    return []
+  try:
+    k, p = pattern_of(recipe)
+  except NotSplittable as e:
+    if "no loop" not in str(e):
+      notes.append(f"no split reduction: {e}")
+    return []
+  except Exception as e:  # noqa: BLE001 - the rest of the advice stands without it
+    notes.append(f"no split reduction: the kernel could not be traced again "
+                 f"({type(e).__name__}: {str(e)[:200]})")
+    return []
+  sizes = splits(f.programs, p.trip, f.sms)
+  if not sizes:
+    return []
+  grid = "x".join(map(str, k.grid)) or "()"
+  d = about(RULE, f"{estimate.programs_words(f.programs)} each sum all {p.trip} iterations of "
+            f"the loop at {p.line}, one program per output block", f, share=1.0, evidence=[
+                fact("grid", f"grid {grid} = {f.programs:,} programs on {f.sms} SMs"
+                     f"{' (assumed)' if f.sms_assumed else ''}; each runs the loop's "
+                     f"{p.trip} iterations alone", value=f.programs),
+                fact("pattern", "the loop's carries are sums from zero, stored once after it: "
+                     "the loop can be cut into chunks run by more programs, their partial "
+                     "sums added by a second pass")])
+  work = program_work(f).in_floors
+  actions = []
+  for s in sizes:
+    value, basis = estimate.capped(estimate.spread(f.programs, f.sms, s, work), f)
+    axis = len(k.grid)
+    try:
+      diff, why = unified_diff(recipe, p, s, axis), None
+    except SourceRefused as e:
+      diff, why = None, str(e)
+    title = (f"split the loop at {p.line} over {s} programs per block: grid {grid} -> "
+             f"{'x'.join(map(str, (*k.grid, s)))}, {chunk(p.trip, s)} iterations each, "
+             "partials summed after the call")
+    edit = (f"at {p.line}: apply the diff (`patch -p1 < split.diff`)" if diff else
+            f"at {p.line}: no diff ({why}); the variant's change: {jaxpr_change(recipe, k, p, s)}")
+    actions.append(Action("e", title, RULE, {"split": s, "axis": axis}, edit=edit,
+                          user_file=p.file, user_line=p.lineno, estimate_pct=value,
+                          estimate_basis=basis, diff=diff))
+  return [Finding(d, actions)]

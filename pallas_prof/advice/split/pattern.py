@@ -1,0 +1,268 @@
+"""The split reduction's pattern, recognized on a kernel's jaxpr, conservatively.
+
+A kernel fits when its top level runs ONE fori loop (a scan with a counter, or a while
+loop of fori's shape) whose trip count is a constant, and:
+  - each carry other than the counter starts at zero and is a sum: the body reads it
+    once, in an `add` whose result is the carry's next value and nothing else;
+  - the body reads refs and writes none (a write would happen once per program, not once
+    per partial);
+  - after the loop each sum goes to one output ref, stored once (through at most one
+    convert_element_type to the output's dtype), every output ref gets one such store and
+    nothing else touches the outputs.
+Then the loop's trip range can be cut into S contiguous chunks run by S programs, each
+storing its partial sums, and the partials' sum is the original's (up to the order of the
+adds: a float sum reassociated rounds differently). Anything else is refused with the
+reason (NotSplittable): a max or product carry (the second pass adds), a carry read for
+anything but its sum, a bound read from data or from the program id, a second loop.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ...backend import compat
+
+LOOPS = ("scan", "while")
+SUMS = ("add", "add_any")
+CONVERT = "convert_element_type"
+
+
+class NotSplittable(ValueError):
+  """The kernel does not fit the pattern; the message says why, in words."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Store:
+  output: int                     # position among the kernel's outputs
+  carry: int                      # position among the loop's sums
+  eqn: int                        # the store's equation (top level)
+  convert: int | None             # the convert_element_type between them, if any
+  partial_dtype: str              # the sum's dtype: what each partial is kept in
+  dtype: str                      # the output's own dtype
+
+
+@dataclasses.dataclass(frozen=True)
+class Pattern:
+  loop: int                       # the loop's equation index (top level)
+  form: str                       # "scan" | "while"
+  lo: int                         # the counter's first value
+  trip: int                       # iterations
+  stores: tuple[Store, ...]       # one per output, in output order
+  file: str | None = None         # the loop's file and line (the user's fori_loop), where known
+  lineno: int | None = None
+
+  @property
+  def line(self) -> str:
+    return f"{self.file.rsplit('/', 1)[-1]}:{self.lineno}" if self.file else "the kernel's loop"
+
+  @property
+  def dropped(self) -> frozenset[int]:
+    """The converts the variant skips: each partial is kept in the sum's dtype."""
+    return frozenset(s.convert for s in self.stores if s.convert is not None)
+
+
+def _is_lit(v) -> bool:
+  return isinstance(v, compat.Literal)
+
+
+def _uses(eqns, var) -> list[int]:
+  return [i for i, e in enumerate(eqns) if any(not _is_lit(v) and v is var for v in e.invars)]
+
+
+def _producer(eqns, var):
+  return next((e for e in eqns if any(o is var for o in e.outvars)), None)
+
+
+def _where(eqn, kernel_file: str | None) -> tuple[str | None, int | None]:
+  """The loop's line: in the kernel's own file where it is known (the diff edits that
+  file), else the user's innermost frame."""
+  try:
+    frame = compat.frame_in(eqn.source_info, kernel_file) or compat.user_frame(eqn.source_info)
+  except Exception:  # noqa: BLE001 - a location is a courtesy
+    frame = None
+  return (frame.file_name, frame.start_line) if frame else (None, None)
+
+
+def _static_int(eqns, v, what: str) -> int:
+  """The loop bound `v` as a Python int; refused where it is computed from data or the
+  program id (each program would run a different loop)."""
+  if _is_lit(v):
+    return int(v.val)
+  seen, todo = [], [v]
+  while todo:                     # the equations the bound is computed by (the kernel's
+    e = _producer(eqns, todo.pop())     # refs, its invars, have none)
+    if e is not None:
+      seen.append(e.primitive.name)
+      todo += [x for x in e.invars if not _is_lit(x)]
+  reads = [p for p in seen if p in ("get", "load", "swap")]
+  why = ("is read from a ref (it depends on data)" if reads else
+         "depends on the program id" if any(p in ("program_id", "num_programs") for p in seen)
+         else f"is computed ({', '.join(dict.fromkeys(seen))})")
+  raise NotSplittable(f"the loop's {what} {why}: only a loop whose trip count is a constant "
+                      "is split (each program runs its own chunk of a known range)")
+
+
+def _zero(eqns, v) -> bool:
+  if _is_lit(v):
+    return np.all(np.asarray(v.val) == 0)
+  e = _producer(eqns, v)
+  return (e is not None and e.primitive.name == "broadcast_in_dim" and len(e.invars) == 1
+          and _is_lit(e.invars[0]) and np.all(np.asarray(e.invars[0].val) == 0))
+
+
+def _loop_parts(eqn):
+  """(body jaxpr, index of the counter among the body's invars, first sum carry's index
+  among the loop's carries (after counter and bound), lo operand, hi operand or trip,
+  carry operands)."""
+  name = eqn.primitive.name
+  if name == "scan":
+    nc, ncarry = compat.scan_layout(eqn.params)
+    body, _ = compat.open_jaxpr(eqn.params["jaxpr"])
+    if eqn.params.get("reverse") or len(eqn.invars) != nc + ncarry or ncarry < 1:
+      raise NotSplittable("the scan is not a fori loop (it is reversed or runs over arrays)")
+    i = body.invars[nc]
+    nxt = _producer(body.eqns, body.outvars[0])
+    if not (nxt is not None and nxt.primitive.name == "add" and i in nxt.invars and
+            any(_is_lit(x) and x.val == 1 for x in nxt.invars)):
+      raise NotSplittable("the scan carries no counter that steps by one: not a fori loop")
+    return body, nc, 1, eqn.invars[nc], int(eqn.params["length"]), eqn.invars[nc + 1:]
+  body, _ = compat.open_jaxpr(eqn.params["body_jaxpr"])
+  cond, _ = compat.open_jaxpr(eqn.params["cond_jaxpr"])
+  cn, bn = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+  carries = eqn.invars[cn + bn:]
+  ok = (cn == 0 and len(cond.eqns) == 1 and cond.eqns[0].primitive.name == "lt" and
+        list(cond.eqns[0].invars[:2]) == list(cond.invars[:2]) and len(carries) >= 2 and
+        body.outvars[1] is body.invars[bn + 1])
+  nxt = _producer(body.eqns, body.outvars[0]) if ok else None
+  if not (nxt is not None and nxt.primitive.name == "add" and body.invars[bn] in nxt.invars
+          and any(_is_lit(x) and x.val == 1 for x in nxt.invars)):
+    raise NotSplittable("the while loop is not a fori loop (a counter below a bound, "
+                        "stepping by one)")
+  return body, bn, 2, carries[0], carries[1], carries[2:]
+
+
+def _check_sums(body, first: int, skip: int, inits, top) -> list[str]:
+  """Each sum carry's dtype; refused unless every carry is a sum from zero."""
+  dtypes = []
+  for k, init in enumerate(inits):
+    cin = body.invars[first + skip + k]
+    out = body.outvars[skip + k]
+    name = f"carry {k}"
+    if not _zero(top, init):
+      raise NotSplittable(f"{name} does not start at zero: each partial would add its start")
+    uses = _uses(body.eqns, cin)
+    if any(v is cin for v in body.outvars):
+      raise NotSplittable(f"{name} is passed through the loop unchanged, not summed")
+    if len(uses) != 1:
+      seen = ", ".join(body.eqns[u].primitive.name for u in uses) or "nothing"
+      raise NotSplittable(f"{name} is read inside the loop for something other than its sum "
+                          f"({seen}): a partial could not stand for it")
+    e = body.eqns[uses[0]]
+    if e.primitive.name not in SUMS:
+      raise NotSplittable(f"{name} is combined by `{e.primitive.name}`, not summed: the second "
+                          "pass adds the partials, so only a sum carry is split")
+    if e.outvars[0] is not out or _uses(body.eqns, out) or \
+        sum(v is out for v in body.outvars) != 1:
+      raise NotSplittable(f"{name}'s sum is read inside the loop for something else")
+    dtype = np.dtype(cin.aval.dtype)
+    if dtype.kind not in "fiu":
+      raise NotSplittable(f"{name} is {dtype.name}: only numbers are summed")
+    dtypes.append(dtype.name)
+  return dtypes
+
+
+def _reads_only(body) -> None:
+  for eff in getattr(body, "effects", ()):
+    if not isinstance(eff, compat.ReadEffect):
+      raise NotSplittable(f"the loop body has the effect {type(eff).__name__} (it writes a ref "
+                          "or prints): a split runs it once per chunk")
+
+
+def recognize(jaxpr, n_in: int, n_out: int, kernel_file: str | None = None) -> Pattern:
+  """The kernel jaxpr's split-reduction pattern (n_in inputs, n_out outputs: its refs'
+  count; kernel_file: the kernel function's file, where its loop's line is looked for);
+  NotSplittable says why it does not fit."""
+  if len(jaxpr.invars) != n_in + n_out:
+    raise NotSplittable("the kernel has scratch refs: only inputs and outputs are split")
+  eqns = jaxpr.eqns
+  loops = [i for i, e in enumerate(eqns) if e.primitive.name in LOOPS]
+  if len(loops) != 1:
+    raise NotSplittable(f"{len(loops)} loops at the kernel's top level: only a kernel with one "
+                        "loop is split" if loops else "the kernel has no loop at its top level")
+  li = loops[0]
+  loop = eqns[li]
+  body, first, skip, lo_v, hi, inits = _loop_parts(loop)
+  lo = _static_int(eqns, lo_v, "start")
+  trip = hi if isinstance(hi, int) else _static_int(eqns, hi, "bound") - lo
+  if not inits:
+    raise NotSplittable("the loop carries no sum")
+  dtypes = _check_sums(body, first, skip, inits, eqns)
+  _reads_only(body)
+  outs = jaxpr.invars[n_in:]
+  if any(any(v is o for o in outs) for v in loop.invars):
+    raise NotSplittable("the loop reads an output ref: the partials would each read it")
+  if any(not isinstance(v, compat.DropVar) and _uses(eqns, v) for v in loop.outvars[:skip]):
+    raise NotSplittable("the loop's counter is read after the loop")
+  stores = _stores(eqns, li, loop.outvars[skip:], outs, dtypes)
+  return Pattern(li, loop.primitive.name, lo, trip, stores, *_where(loop, kernel_file))
+
+
+def _value_index(e) -> int:
+  """The position among a store's operands of the value it stores: a Pallas store's
+  (ref, transforms, value, mask) as its args_tree lays them out; state's swap's (ref, value,
+  *indices)."""
+  tree = e.params.get("args_tree")
+  if tree is None:
+    return 1
+  _, _, value, _ = tree.unflatten(list(range(len(e.invars))))
+  return value
+
+
+def _stores(eqns, li: int, sums, outs, dtypes) -> tuple[Store, ...]:
+  found: dict[int, Store] = {}
+  for k, r in enumerate(sums):
+    if isinstance(r, compat.DropVar):
+      raise NotSplittable(f"carry {k}'s sum is not used after the loop")
+    uses = _uses(eqns, r)
+    convert = None
+    if len(uses) == 1 and eqns[uses[0]].primitive.name == CONVERT:
+      convert = uses[0]
+      r = eqns[convert].outvars[0]
+      uses = _uses(eqns, r)
+    if len(uses) != 1:
+      raise NotSplittable(f"carry {k}'s sum is used {len(uses)} times after the loop: only a "
+                          "sum stored once, as it is, is split")
+    e = eqns[uses[0]]
+    refs = [j for j, v in enumerate(outs) if any(x is v for x in e.invars)]
+    if e.primitive.name not in ("swap", "masked_swap") or len(refs) != 1 or \
+        e.invars[0] is not outs[refs[0]]:
+      raise NotSplittable(f"carry {k}'s sum goes to `{e.primitive.name}` after the loop, not "
+                          "straight to an output: only sums stored as they are are split "
+                          "(the partials' sum must be what is stored)")
+    if any(not isinstance(v, compat.DropVar) and _uses(eqns, v) for v in e.outvars):
+      raise NotSplittable("a store's old value is read")
+    tainted = [j for j, v in enumerate(e.invars) if v is r]
+    if tainted != [_value_index(e)]:
+      raise NotSplittable(f"carry {k}'s sum is used as an index or mask of its store")
+    if refs[0] in found:
+      raise NotSplittable(f"output {refs[0]} is stored twice")
+    found[refs[0]] = Store(refs[0], k, uses[0], convert, dtypes[k],
+                           np.dtype(outs[refs[0]].aval.dtype).name)
+  stored = {s.eqn for s in found.values()}
+  for i, e in enumerate(eqns):
+    if i in stored or i == li:
+      continue
+    touched = [j for j, v in enumerate(outs) if any(x is v for x in e.invars)]
+    if touched:
+      raise NotSplittable(f"output {touched[0]} is also used by `{e.primitive.name}`: only a "
+                          "kernel whose outputs are its stored sums is split")
+  missing = [j for j in range(len(outs)) if j not in found]
+  if missing:
+    raise NotSplittable(f"output {missing[0]} is not stored from a sum of the loop")
+  for i, e in enumerate(eqns):
+    if i not in stored and i != li and \
+        any(not isinstance(x, compat.ReadEffect) for x in getattr(e, "effects", ())):
+      raise NotSplittable(f"`{e.primitive.name}` outside the loop writes a ref (or has another "
+                          "effect): each of the S programs would do it")
+  return tuple(found[j] for j in range(len(outs)))

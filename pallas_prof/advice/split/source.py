@@ -1,0 +1,379 @@
+"""The split variant as a unified diff against the user's own file(s), for the user to
+review and apply (pallas-prof never applies it).
+
+The edit is the one variant.py measures, written in the user's names:
+  - in the kernel, before its fori_loop: this program's chunk of the loop
+        _split_chunk = pl.cdiv(HI - LO, S)
+        _split_lo = LO + pl.program_id(AXIS) * _split_chunk
+    and the loop's bounds become (_split_lo, lax.min(_split_lo + _split_chunk, HI));
+  - at the pallas_call: the grid gains the axis of S (`grid=(*GRID, S)`), out_shape gains
+    a leading S in float32 (the partials), out_specs squeeze it (each program writes its
+    row), in_specs' index maps ignore it, and the call is wrapped in a helper whose
+    second pass is `.sum(0)` in the outputs' own dtypes.
+The source is read (linecache and ast), never run. Where it cannot be rewritten reliably
+(an installed package's file, a call written positionally, a kernel that casts its sums
+to a dtype it names itself, names it cannot find) SourceRefused says why, and the advice
+shows the variant's jaxpr-level change (jaxpr_change) instead.
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import functools
+import inspect
+import linecache
+import os
+
+from ..call_source import _find_call
+from .pattern import Pattern
+
+HELPER = "_pallas_prof_split_sum"
+HELPER_SOURCE = f'''def {HELPER}(call, out_shape):
+  """pallas-prof's split reduction, second pass: the partials the grid's last axis wrote
+  (a leading axis of the outputs) added, in the outputs' own dtypes."""
+  def summed(*args):
+    parts = call(*args)
+    if isinstance(out_shape, (list, tuple)):
+      return type(parts)(p.sum(0).astype(o.dtype) for p, o in zip(parts, out_shape))
+    return parts.sum(0).astype(out_shape.dtype)
+  return summed
+
+
+'''
+
+
+class SourceRefused(ValueError):
+  """The source cannot be rewritten reliably; the message says why."""
+
+
+@dataclasses.dataclass
+class _File:
+  path: str
+  text: str
+  tree: ast.Module
+  edits: list = dataclasses.field(default_factory=list)   # (start, end, new) char offsets
+
+  @classmethod
+  def read(cls, path: str) -> "_File":
+    if not path or not os.path.exists(path):
+      raise SourceRefused(f"its source {path or '?'} is not a file that can be read")
+    if any(part in path.split(os.sep) for part in ("site-packages", "dist-packages")):
+      raise SourceRefused(f"{os.path.basename(path)} belongs to an installed package, not your "
+                          "code: copy the kernel into your code to edit it")
+    text = "".join(linecache.getlines(path)) or open(path, encoding="utf-8").read()
+    try:
+      return cls(path, text, ast.parse(text))
+    except SyntaxError as e:
+      raise SourceRefused(f"{os.path.basename(path)} does not parse: {e}") from None
+
+  def offset(self, line: int, col: int) -> int:
+    """Char offset of ast's (line, UTF-8 byte column)."""
+    lines = self.text.splitlines(True)
+    return sum(len(x) for x in lines[:line - 1]) + len(
+        lines[line - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
+
+  def span(self, node) -> tuple[int, int]:
+    return (self.offset(node.lineno, node.col_offset),
+            self.offset(node.end_lineno, node.end_col_offset))
+
+  def segment(self, node) -> str:
+    a, b = self.span(node)
+    return self.text[a:b]
+
+  def replace(self, node, new: str) -> None:
+    self.edits.append((*self.span(node), new))
+
+  def insert(self, at: int, new: str) -> None:
+    self.edits.append((at, at, new))
+
+  def edited(self) -> str:
+    out = self.text
+    spans = sorted(self.edits, key=lambda e: (e[0], e[1]))
+    for (a, b, _), (c, _, _) in zip(spans, spans[1:]):
+      if c < b:
+        raise SourceRefused("two edits of the source overlap")
+    for a, b, new in reversed(spans):
+      out = out[:a] + new + out[b:]
+    return out
+
+  def line_start(self, line: int) -> int:
+    return self.offset(line, 0)
+
+  def indent(self, line: int) -> str:
+    text = self.text.splitlines()[line - 1]
+    return text[:len(text) - len(text.lstrip())]
+
+
+def _alias(tree: ast.Module, module: str) -> str | None:
+  """The name a file binds `module` to (import X as Y, from P import M as Y)."""
+  for node in tree.body:
+    if isinstance(node, ast.Import):
+      for a in node.names:
+        if a.name == module:
+          return a.asname or (module if "." not in module else None)
+    if isinstance(node, ast.ImportFrom) and node.module and "." in module:
+      parent, name = module.rsplit(".", 1)
+      if node.module == parent:
+        for a in node.names:
+          if a.name == name:
+            return a.asname or name
+  return None
+
+
+def _name(node) -> str:
+  if isinstance(node, ast.Attribute):
+    return node.attr
+  return node.id if isinstance(node, ast.Name) else ""
+
+
+def _own_nodes(fn: ast.AST):
+  """The nodes of a function's body, not of the functions defined in it."""
+  todo = list(fn.body)
+  while todo:
+    node = todo.pop()
+    yield node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+      todo += list(ast.iter_child_nodes(node))
+
+
+def _kernel_function(kernel):
+  fn = kernel
+  while isinstance(fn, functools.partial):
+    fn = fn.func
+  try:
+    return fn, inspect.getsourcefile(fn), fn.__code__.co_firstlineno
+  except (TypeError, AttributeError):
+    raise SourceRefused("the kernel's function has no source file") from None
+
+
+def _statement(tree: ast.AST, node: ast.AST):
+  """The innermost statement containing `node`."""
+  best = None
+  for s in ast.walk(tree):
+    if isinstance(s, ast.stmt) and s.lineno <= node.lineno and \
+        (s.end_lineno, s.end_col_offset) >= (node.end_lineno, node.end_col_offset) and \
+        not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+      if best is None or (s.lineno, s.col_offset) >= (best.lineno, best.col_offset):
+        best = s
+  return best
+
+
+def _kernel_loop(f: _File, kernel) -> tuple:
+  """(the kernel's FunctionDef, its one fori_loop call); SourceRefused unless the kernel's
+  own body calls fori_loop exactly once, as lax.fori_loop(lo, hi, body, init)."""
+  fn, _, first = _kernel_function(kernel)
+  defs = [n for n in ast.walk(f.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+          and n.name == fn.__name__ and n.lineno >= first]
+  if not defs:
+    raise SourceRefused(f"the kernel {fn.__name__} is not found in {os.path.basename(f.path)}")
+  kdef = min(defs, key=lambda n: n.lineno)
+  loops = [n for n in _own_nodes(kdef) if isinstance(n, ast.Call) and _name(n.func) == "fori_loop"]
+  if len(loops) != 1 or len(loops[0].args) < 2:
+    raise SourceRefused(f"the kernel {fn.__name__} does not call lax.fori_loop(lo, hi, ...) "
+                        "once in its own body")
+  return kdef, loops[0]
+
+
+def loop_line(kernel) -> tuple[str, int] | None:
+  """(file, line) of the kernel's one fori_loop call, read from its source (where JAX's
+  equation does not say it: jax 0.12 gives a custom_vjp's kernels the caller's frames)."""
+  try:
+    _, path, _ = _kernel_function(kernel)
+    text = "".join(linecache.getlines(path)) or open(path, encoding="utf-8").read()
+    return path, _kernel_loop(_File(path, text, ast.parse(text)), kernel)[1].lineno
+  except (SourceRefused, SyntaxError, OSError, TypeError):
+    return None
+
+
+def _edit_kernel(f: _File, recipe, p: Pattern, splits: int, axis: int, pl: str) -> None:
+  kdef, loop = _kernel_loop(f, recipe.kernel)
+  if p.file == f.path and not loop.lineno <= (p.lineno or 0) <= loop.end_lineno:
+    raise SourceRefused(f"the kernel's fori_loop is not the loop at {p.line}")
+  names = {n.id for n in ast.walk(f.tree) if isinstance(n, ast.Name)}
+  if {"_split_lo", "_split_chunk"} & names:
+    raise SourceRefused("the file already uses the names _split_lo or _split_chunk")
+  _casts_to_ref_dtype(f, kdef, recipe, p)
+  lo, hi = f.segment(loop.args[0]), f.segment(loop.args[1])
+  if isinstance(loop.func, ast.Attribute):
+    minimum = f"{f.segment(loop.func.value)}.min"
+  elif _alias(f.tree, "jax"):
+    minimum = f"{_alias(f.tree, 'jax')}.lax.min"
+  else:
+    raise SourceRefused("no name for lax.min in the kernel's file")
+  zero = isinstance(loop.args[0], ast.Constant) and loop.args[0].value == 0
+  stmt = _statement(kdef, loop)
+  pad = f.indent(stmt.lineno)
+  chunk = f"{pl}.cdiv({hi}, {splits})" if zero else f"{pl}.cdiv(({hi}) - ({lo}), {splits})"
+  start = "" if zero else f"{lo} + "
+  f.insert(f.line_start(stmt.lineno),
+           f"{pad}# pallas-prof split reduction: each of the grid's last axis's {splits} "
+           "programs runs one chunk of the loop\n"
+           f"{pad}_split_chunk = {chunk}\n"
+           f"{pad}_split_lo = {start}{pl}.program_id({axis}) * _split_chunk\n")
+  f.replace(loop.args[0], "_split_lo")
+  f.replace(loop.args[1], f"{minimum}(_split_lo + _split_chunk, {hi})")
+
+
+def _casts_to_ref_dtype(f: _File, kdef, recipe, p: Pattern) -> None:
+  """A sum cast before its store must be cast to its output ref's own dtype (`x.astype(
+  o_ref.dtype)`): the partials' ref is float32, and a dtype the kernel names itself would
+  not be."""
+  if all(s.convert is None for s in p.stores):
+    return
+  args = [a.arg for a in kdef.args.args]
+  bound = recipe.kernel.keywords if isinstance(recipe.kernel, functools.partial) else {}
+  args = [a for a in args if a not in bound]
+  n_in = len(recipe.arg_shapes)
+  text = f.segment(kdef)
+  for s in p.stores:
+    ref = args[n_in + s.output] if n_in + s.output < len(args) else None
+    if s.convert is not None and (ref is None or f"astype({ref}.dtype)" not in text):
+      raise SourceRefused(f"the kernel casts a sum to {s.dtype} before storing it, not to "
+                          f"its output ref's dtype (`.astype({ref or 'o_ref'}.dtype)`): the "
+                          "partials are float32")
+
+
+def _keywords(call: ast.Call) -> dict:
+  return {k.arg: k.value for k in call.keywords if k.arg}
+
+
+def _edit_call(f: _File, recipe, p: Pattern, splits: int, pl: str) -> None:
+  call = _find_call(f.tree, recipe.call_line)
+  if call is None or len(call.args) > 2 or (len(call.args) == 2 and "out_shape" in
+                                            _keywords(call)):
+    raise SourceRefused(f"the pallas_call at {recipe.location} is not written as "
+                        "pallas_call(kernel, out_shape, grid=..., ...)")
+  jax_name = _alias(f.tree, "jax")
+  if jax_name is None:
+    raise SourceRefused(f"{os.path.basename(f.path)} does not `import jax`")
+  kw = _keywords(call)
+  shape_node = call.args[1] if len(call.args) == 2 else kw.get("out_shape")
+  if shape_node is None:
+    raise SourceRefused("the pallas_call's out_shape is not found")
+  shapes = f.segment(shape_node)
+  many = isinstance(recipe.out_shape, (list, tuple))
+  dtypes = {s.partial_dtype for s in p.stores}
+  if len(dtypes) != 1:
+    raise SourceRefused("its sums have different dtypes")
+  (dtype,) = dtypes
+  gen = f"{jax_name}.ShapeDtypeStruct(({splits}, *o.shape), \"{dtype}\") for o in {shapes}"
+  if not many:
+    new_shape = f"{jax_name}.ShapeDtypeStruct(({splits}, *({shapes}).shape), \"{dtype}\")"
+  else:
+    new_shape = f"tuple({gen})" if isinstance(recipe.out_shape, tuple) else f"[{gen}]"
+  f.replace(shape_node, new_shape)
+  _check_specs(recipe)
+  grid = kw.get("grid")
+  if grid is not None:
+    g = f.segment(grid)
+    if isinstance(grid, ast.Tuple):             # (a, b) -> (a, b, S)
+      g = ", ".join(f.segment(e) for e in grid.elts)
+      f.replace(grid, f"({g}, {splits})")
+    else:
+      f.replace(grid, f"(*{g}, {splits})" if isinstance(recipe.kwargs.get("grid"),
+                                                        (tuple, list)) else f"({g}, {splits})")
+  outs = kw.get("out_specs")
+  squeeze = f"({pl}.squeezed, *s.block_shape), lambda *g, s=s: (g[-1], *s.index_map(*g[:-1]))"
+  if outs is not None:
+    o = f.segment(outs)
+    f.replace(outs, f"[{pl}.BlockSpec({squeeze}) for s in {o}]" if many
+              else f"(lambda s: {pl}.BlockSpec({squeeze}))({o})")
+  ins = kw.get("in_specs")
+  if ins is not None:
+    i = f.segment(ins)
+    keep = "s.block_shape, lambda *g, s=s: s.index_map(*g[:-1])"
+    f.replace(ins, f"[{pl}.BlockSpec({keep}) if s is not None else None for s in {i}]"
+              if isinstance(recipe.kwargs.get("in_specs"), (list, tuple))
+              else f"(lambda s: {pl}.BlockSpec({keep}))({i})")
+  end = f.span(call)[1] - 1            # before the call's closing parenthesis
+  tail = f.text[:end].rstrip()
+  comma = " " if tail.endswith(",") else ", "
+  more = []
+  if grid is None:
+    more.append(f"grid=({splits},)")
+  if outs is None:
+    full = (f"({pl}.squeezed, *o.shape), lambda *g, o=o: (g[-1],) + (0,) * len(o.shape)")
+    more.append(f"out_specs=[{pl}.BlockSpec({full}) for o in {shapes}]" if many else
+                f"out_specs=(lambda o: {pl}.BlockSpec({full}))({shapes})")
+  if more:
+    f.insert(len(tail), comma + ", ".join(more))
+  a, _ = f.span(call)
+  f.insert(a, f"{HELPER}(")
+  f.insert(f.span(call)[1], f", {shapes})")
+  top = next(s for s in f.tree.body if s.lineno <= call.lineno <= s.end_lineno)
+  first = min([top.lineno] + [d.lineno for d in getattr(top, "decorator_list", [])])
+  f.insert(f.line_start(first), HELPER_SOURCE)
+
+
+def _check_specs(recipe) -> None:
+  """Specs the rewrite keeps whole: BlockSpecs with a block shape and an index map, and no
+  other field set (memory space, pipelining) that `pl.BlockSpec(shape, map)` would drop."""
+  from jax.experimental import pallas as pl
+  plain = pl.BlockSpec((1,), lambda i: (i,))
+  for key in ("in_specs", "out_specs"):
+    specs = recipe.kwargs.get(key)
+    for s in (specs if isinstance(specs, (list, tuple)) else [specs]):
+      if s is None:
+        continue
+      if not isinstance(s, pl.BlockSpec) or s.block_shape is None or s.index_map is None:
+        raise SourceRefused(f"one of its {key} is not a BlockSpec with a block shape and an "
+                            "index map")
+      other = [fld.name for fld in dataclasses.fields(s) if fld.name not in
+               ("block_shape", "index_map") and getattr(s, fld.name) != getattr(plain, fld.name)]
+      if other:
+        raise SourceRefused(f"one of its {key} sets {', '.join(other)}, which the rewrite "
+                            "would drop")
+
+
+def unified_diff(recipe, p: Pattern, splits: int, axis: int) -> str:
+  """The diff (one or two files) that makes the user's code the variant; SourceRefused
+  where it cannot be written reliably."""
+  if not recipe.call_file or not recipe.call_line:
+    raise SourceRefused("the pallas_call's line is not known")
+  _, kernel_path, _ = _kernel_function(recipe.kernel)
+  call_file = _File.read(recipe.call_file)
+  files = {call_file.path: call_file}
+  kfile = files.get(kernel_path) or _File.read(kernel_path)
+  files[kfile.path] = kfile
+  pl_call = _pallas_name(call_file)
+  pl_kernel = pl_call if kfile is call_file else _alias(kfile.tree, "jax.experimental.pallas")
+  if pl_kernel is None:
+    raise SourceRefused("the kernel's file does not import jax.experimental.pallas")
+  _edit_kernel(kfile, recipe, p, splits, axis, pl_kernel)
+  _edit_call(call_file, recipe, p, splits, pl_call)
+  out = []
+  for f in files.values():
+    new = f.edited()
+    try:
+      ast.parse(new)
+    except SyntaxError as e:         # a rewrite that does not parse is never shown
+      raise SourceRefused(f"the rewritten {os.path.basename(f.path)} does not parse: {e}") \
+          from None
+    rel = os.path.relpath(f.path) if not os.path.relpath(f.path).startswith("..") else f.path
+    out += difflib.unified_diff(f.text.splitlines(True), new.splitlines(True),
+                                f"a/{rel.lstrip('/')}", f"b/{rel.lstrip('/')}")
+  return "".join(out)
+
+
+def _pallas_name(f: _File) -> str:
+  name = _alias(f.tree, "jax.experimental.pallas")
+  if name is None:
+    raise SourceRefused(f"{os.path.basename(f.path)} does not import jax.experimental.pallas "
+                        "under a name (`from jax.experimental import pallas as pl`)")
+  return name
+
+
+def jaxpr_change(recipe, k, p: Pattern, splits: int) -> str:
+  """The variant in the jaxpr's terms, where no diff can be written."""
+  n = -(-p.trip // splits)
+  axis = len(k.grid)
+  outs = ", ".join(f"{s.dtype} -> {s.partial_dtype}[{splits}, ...] partials"
+                   for s in p.stores)
+  converts = (" (the convert_element_type before each store skipped: the partials stay "
+              f"{p.stores[0].partial_dtype})" if p.dropped else "")
+  return (f"grid {tuple(k.grid)} -> {(*k.grid, splits)}; the {p.form} at {p.line} "
+          f"({p.trip} iterations from {p.lo}) -> fori_loop(lo, min(lo + {n}, {p.lo + p.trip})) "
+          f"with lo = {p.lo} + program_id({axis}) * {n}; outputs {outs}, each BlockSpec with a "
+          f"leading squeezed dimension at program_id({axis}){converts}; then .sum(0) of each, "
+          "cast to the output's dtype")

@@ -1,0 +1,90 @@
+"""Kind e tried: the split variant built, checked against the original, and timed.
+
+On a GPU: whole calls, as the autotuner times its configs (tune/blocks.py tune): the
+original pallas_call and the variant (its second pass, XLA's sum, included) jitted, run on
+the same seeded inputs, outputs compared (tune/choice.same_outputs), then timed in turns;
+the noise is the autotuner's threshold (choice.MIN_GAIN). On a CPU: the variant traced
+and lowered to Triton (a variant that does not lower is said so), and run beside the
+original under Triton's interpreter where the loop's iterations are few enough for it
+(INTERPRETED_MOST), outputs compared: "not measured: no GPU".
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ...backend.compiling.compile import DEFAULT_TARGET, compile_kernels
+from ...tune.blocks import tune
+from ...tune.choice import MIN_GAIN
+from ..schema import Action, Trial
+from ..variants import resources, trace_variant
+from .variant import build, compare, inputs, original, pattern_of
+
+# loop iterations (programs x trip count) the CPU check runs under the interpreter, twice
+# (the original and the variant): about a few seconds each on a CPU
+INTERPRETED_MOST = 20_000
+
+CPU_EQUAL = ("not measured: no GPU; outputs equal under the interpreter (to the tuner's "
+             "tolerance: the adds reassociated)")
+
+
+def _failed(a: Action, why: str, equal: bool | None = None) -> Action:
+  return dataclasses.replace(a, trial=Trial(None, None, None, None, equal, why))
+
+
+def tried(a: Action, recipe, *, gpu: bool, budget_s: float, say=lambda text: None) -> Action:
+  """The action with its variant checked (and, on a GPU, timed)."""
+  s = int(a.change["split"])
+  try:
+    k, p = pattern_of(recipe)
+    fn = build(recipe, k, p, s)
+    gk = trace_variant(fn, recipe)
+  except Exception as e:  # noqa: BLE001 - a variant that does not build or lower is said so
+    return _failed(a, f"does not lower: {type(e).__name__}: {str(e)[:200]}")
+  if not gpu:                         # compiled for sm_90, as kinds a and c are on a CPU
+    (ck,) = compile_kernels([gk], tuple(DEFAULT_TARGET), need_cubin=True)
+    if isinstance(ck, Exception):
+      return _failed(a, f"does not compile: {str(ck)[:200]}")
+    a = dataclasses.replace(a, compiled=resources(ck))
+  if gpu:
+    say(f"{recipe.name}: trying {a.title} (whole calls, as autotune times them)")
+    return _measured(a, recipe, fn, budget_s)
+  iterations = math.prod(k.grid) * p.trip
+  if iterations > INTERPRETED_MOST:
+    return dataclasses.replace(a, status=(
+        f"not measured: no GPU; built and lowered, not run: the interpreter would run "
+        f"{iterations:,} loop iterations twice (more than {INTERPRETED_MOST:,}); `pallas-prof "
+        "advise` on a GPU checks and times it"))
+  say(f"{recipe.name}: checking {a.title} under the interpreter")
+  try:
+    differs = compare(recipe, fn)
+  except Exception as e:  # noqa: BLE001
+    return _failed(a, f"failed to run: {type(e).__name__}: {str(e)[:200]}")
+  if differs:
+    return _failed(a, f"outputs differ: {differs}", equal=False)
+  return dataclasses.replace(a, status=CPU_EQUAL)
+
+
+def _measured(a: Action, recipe, fn, budget_s: float) -> Action:
+  import jax
+  calls = {0: jax.jit(original(recipe)), int(a.change["split"]): jax.jit(fn)}
+
+  def call(*args, split):
+    return calls[split](*args)
+  try:
+    tuning = tune(call, [{"split": 0}, {"split": int(a.change["split"])}],
+                  tuple(inputs(recipe)), {}, budget_s=max(budget_s, 1.0),
+                  name=f"{recipe.name} split reduction")
+  except Exception as e:  # noqa: BLE001 - the original itself failed: said, not raised
+    return _failed(a, f"failed to run: {type(e).__name__}: {str(e)[:200]}")
+  before, after = tuning.candidates[0], tuning.candidates[1]
+  if after.error or before.seconds is None or after.seconds is None:
+    differs = bool(after.error and "differ" in after.error)
+    return dataclasses.replace(a, trial=Trial(before.seconds, None, None, None,
+                                              False if differs else None,
+                                              after.error or "not timed",
+                                              seconds=tuning.tuning_seconds))
+  saving = 100 * (before.seconds - after.seconds) / before.seconds
+  return dataclasses.replace(a, status="measured", trial=Trial(
+      before.seconds, after.seconds, saving, 100 * MIN_GAIN, True,
+      seconds=tuning.tuning_seconds))

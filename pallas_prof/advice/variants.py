@@ -1,0 +1,35 @@
+"""A variant of a recorded pallas_call, traced and lowered to its GeneratedKernel (for the
+compile and the replay of trials.py's kind c, and of split/trial.py's kind e), and a
+compiled variant's resources in words."""
+from __future__ import annotations
+
+from ..backend import kernel_registry
+
+
+def trace_variant(fn, recipe, platform: str | None = None):
+  """The GeneratedKernel of `fn` (a variant of the recipe's call, on its arguments' shapes),
+  traced and lowered for the default backend, or for `platform` ("cpu": the lowering to
+  Triton alone, which compiles nothing); its registry record discarded."""
+  import jax
+  structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in recipe.arg_shapes]
+  for attempt in range(2):
+    before = {id(r): r.lowerings for r in kernel_registry.kernels()}
+    if platform is None:
+      jax.jit(fn).lower(*structs)
+    else:
+      jax.jit(fn).trace(*structs).lower(lowering_platforms=(platform,))
+    new = [r for r in kernel_registry.kernels() if id(r) not in before]
+    again = [r for r in kernel_registry.kernels() if before.get(id(r), r.lowerings) != r.lowerings]
+    for r in new:
+      kernel_registry.discard(r)       # a variant, not a kernel the program ran
+    if len(new) + len(again) == 1:
+      return (new or again)[0].generated
+    if attempt == 0 and not new and not again:
+      jax.clear_caches()        # JAX had lowered this very call before (the script did)
+  raise ValueError(f"tracing the variant lowered {len(new) + len(again)} kernels, not one")
+
+
+def resources(ck) -> str:
+  spills = ck.spills
+  return (f"{ck.registers} registers, " + ("no spills" if not spills else f"{spills} spills")
+          + f", {ck.shared_bytes} B shared")

@@ -1,0 +1,245 @@
+"""Issue 49, item 1: the split reduction advise builds itself (pallas_prof/advice/split/).
+
+JAX's own layer_norm and rms_norm backward dw/db kernels and a hand-written kernel of the
+same pattern get a variant whose outputs equal the original's under the interpreter, at
+shapes that are not powers of two, in float32 and bfloat16; kernels that do not fit are
+refused with the reason; the diff applies with `patch` to a copy of the hand-written
+kernel's file, which then runs and gives the same outputs."""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import shutil
+import subprocess
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental import pallas as pl
+from jax.experimental.pallas.ops.gpu import layer_norm, rms_norm
+
+import pallas_prof
+from pallas_prof.advice import recipes
+from pallas_prof.advice.split import source, trial, variant
+from pallas_prof.advice.split.pattern import NotSplittable
+from pallas_prof.backend import kernel_registry
+from pallas_prof.tune.choice import leaves, same_outputs
+from tests.advice.split_kernels import column_sums
+
+pallas_prof.install()
+
+ROWS, COLS = (3, 200), 72          # 600 rows (38 loop iterations of 16), 72 columns: 5 programs
+
+
+def _norm_recipe(op, dtype):
+  recipes.clear()
+  x = jax.random.normal(jax.random.key(0), (*ROWS, COLS), dtype)
+  w = jax.random.normal(jax.random.key(1), (COLS,), dtype)
+  b = jax.random.normal(jax.random.key(2), (COLS,), dtype)
+  fn = op.rms_norm if op is rms_norm else op.layer_norm
+  with recipes.capture():
+    jax.grad(lambda w, b: fn(x, w, b).astype(jnp.float32).sum(), argnums=(0, 1))(w, b)
+  (recipe,) = [r for r in recipes.recipes() if r.name == "ln_backward_dw_db"]
+  return recipe
+
+
+def _grid_of(fn, recipe) -> tuple:
+  structs = [jax.ShapeDtypeStruct(s, d) for s, d in recipe.arg_shapes]
+  eqn = variant._find_call(jax.make_jaxpr(fn)(*structs).jaxpr)
+  return tuple(eqn.params["grid_mapping"].grid)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("op", [rms_norm, layer_norm], ids=["rms_norm", "layer_norm"])
+def test_the_norms_dw_db_kernels_split_with_equal_outputs(op, dtype):
+  recipe = _norm_recipe(op, dtype)
+  k, p = variant.pattern_of(recipe)
+  assert (p.form, p.lo, p.trip) == ("scan", 0, 38) and k.grid == (5,)
+  # the sums stay float32 in the partials; the outputs keep the weights' dtype
+  assert [(s.partial_dtype, s.dtype) for s in p.stores] == \
+      [("float32", jnp.dtype(dtype).name)] * 2
+  assert (p.file or "").endswith(f"{op.__name__.rsplit('.', 1)[-1]}.py")
+  sizes = variant.splits(int(np.prod(k.grid)), p.trip, 132)
+  assert sizes == [4]                   # 38 iterations: at most 4 chunks of 8 or more
+  # the suite's shapes on the H200: rms_norm 8x2048x3136's 196 programs of 1,024
+  # iterations, layer_norm 1x8192x8192's 512 of 512; a grid of 4 programs an SM, none
+  assert variant.splits(196, 1024, 132) == [3, 12]        # 1,024 in chunks of 342 and 86
+  assert variant.splits(512, 512, 132) == [2, 8]
+  assert variant.splits(528, 512, 132) == []
+  for s in (3, 4):                      # 38 = 13 + 13 + 12, and 10 + 10 + 10 + 8
+    fn = variant.build(recipe, k, p, s)
+    assert _grid_of(fn, recipe) == (5, s)
+    assert variant.compare(recipe, fn) is None
+  args = variant.inputs(recipe)
+  want = leaves(jax.jit(variant.original(recipe))(*args))
+  got = leaves(jax.jit(variant.build(recipe, k, p, 3))(*args))
+  assert [g.dtype for g in got] == [jnp.dtype(dtype)] * 2
+  if dtype == jnp.float32:              # reassociated float32 sums: far inside the tolerance
+    for g, w in zip(got, want, strict=True):
+      np.testing.assert_allclose(g, w, rtol=0, atol=1e-5 * np.abs(w).max())
+
+
+def test_a_wrong_split_is_caught_by_the_comparison():
+  """The check can fail: a variant that drops the loop's last iteration differs."""
+  recipe = _norm_recipe(rms_norm, jnp.float32)
+  k, p = variant.pattern_of(recipe)
+  short = dataclasses.replace(p, trip=p.trip - 1)
+  differs = variant.compare(recipe, variant.build(recipe, k, short, 4))
+  assert differs and "differ" in differs
+
+
+def _column_recipe(dtype, rows=203, cols=40):
+  recipes.clear()
+  x = jax.random.normal(jax.random.key(3), (rows, cols), dtype)
+  with recipes.capture():
+    want = column_sums.column_sums(x)
+  return recipes.recipes()[-1], x, want
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16], ids=["f32", "bf16"])
+def test_a_hand_written_kernel_of_the_pattern_splits(dtype):
+  recipe, _, _ = _column_recipe(dtype)
+  k, p = variant.pattern_of(recipe)
+  assert p.trip == 26 and k.grid == (3,) and p.lineno is not None
+  for s in variant.splits(3, p.trip, 132):
+    assert variant.compare(recipe, variant.build(recipe, k, p, s)) is None
+
+
+def test_the_diff_applies_and_the_patched_file_gives_the_same_outputs(tmp_path):
+  recipe, x, want = _column_recipe(jnp.bfloat16)
+  k, p = variant.pattern_of(recipe)
+  diff = source.unified_diff(recipe, p, 3, len(k.grid))
+  assert "+  _split_lo = pl.program_id(1) * _split_chunk" in diff
+  assert "jax.lax.fori_loop(_split_lo, jax.lax.min(_split_lo + _split_chunk" in diff
+  assert "grid=(pl.cdiv(cols, BLOCK_COLS), 3)" in diff
+  copy = tmp_path / "column_sums_split.py"
+  shutil.copy(column_sums.__file__, copy)
+  patched = subprocess.run(["patch", str(copy)], input=diff, text=True, capture_output=True)
+  assert patched.returncode == 0, patched.stdout + patched.stderr
+  assert "_pallas_prof_split_sum" in copy.read_text()
+  spec = importlib.util.spec_from_file_location("column_sums_split", copy)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  got = module.column_sums(x)
+  assert same_outputs(leaves(got), leaves(want)) is None
+  # the patched file is the variant: its pallas_call has the grid's new axis of 3
+  eqn = variant._find_call(jax.make_jaxpr(module.column_sums)(x).jaxpr)
+  assert tuple(eqn.params["grid_mapping"].grid) == (3, 3)
+
+
+def test_the_diff_is_refused_for_an_installed_package():
+  recipe = _norm_recipe(rms_norm, jnp.bfloat16)
+  k, p = variant.pattern_of(recipe)
+  with pytest.raises(source.SourceRefused, match="installed package"):
+    source.unified_diff(recipe, p, 3, 1)
+  change = source.jaxpr_change(recipe, k, p, 3)
+  assert "grid (5,) -> (5, 3)" in change and "program_id(1) * 13" in change
+
+
+# --- kernels that do not fit -------------------------------------------------------------
+
+def _refused(kernel, *args, out=None):
+  recipes.clear()
+  out = out or jax.ShapeDtypeStruct((16,), jnp.float32)
+  with recipes.capture():
+    pl.pallas_call(kernel, out, grid=(2,))(*args)
+  with pytest.raises(NotSplittable) as e:
+    variant.pattern_of(recipes.recipes()[-1])
+  return str(e.value)
+
+
+X = jnp.arange(64 * 16, dtype=jnp.float32).reshape(64, 16) / 100
+
+
+def max_kernel(x_ref, o_ref):
+  def body(i, acc):
+    return jnp.maximum(acc, x_ref[pl.ds(i * 8, 8), :].max(axis=0))
+  o_ref[...] = jax.lax.fori_loop(0, 8, body, jnp.zeros(16, jnp.float32))
+
+
+def reread_kernel(x_ref, o_ref):
+  def body(i, acc):      # the carry also scales what is added: not a plain sum
+    return acc + x_ref[pl.ds(i * 8, 8), :].sum(axis=0) * acc.mean()
+  o_ref[...] = jax.lax.fori_loop(0, 8, body, jnp.zeros(16, jnp.float32))
+
+
+def data_trip_kernel(n_ref, x_ref, o_ref):
+  def body(i, acc):
+    return acc + x_ref[pl.ds(i * 8, 8), :].sum(axis=0)
+  o_ref[...] = jax.lax.fori_loop(0, n_ref[0], body, jnp.zeros(16, jnp.float32))
+
+
+def after_kernel(x_ref, o_ref):
+  def body(i, acc):
+    return acc + x_ref[pl.ds(i * 8, 8), :].sum(axis=0)
+  o_ref[...] = jnp.sqrt(jax.lax.fori_loop(0, 8, body, jnp.zeros(16, jnp.float32)))
+
+
+def nonzero_start_kernel(x_ref, o_ref):
+  def body(i, acc):
+    return acc + x_ref[pl.ds(i * 8, 8), :].sum(axis=0)
+  o_ref[...] = jax.lax.fori_loop(0, 8, body, jnp.ones(16, jnp.float32))
+
+
+def test_a_max_carry_is_refused():
+  assert "combined by `max`, not summed" in _refused(max_kernel, X)
+
+
+def test_a_carry_read_inside_the_loop_is_refused():
+  assert "read inside the loop for something other than its sum" in _refused(reread_kernel, X)
+
+
+def test_a_trip_count_read_from_data_is_refused():
+  why = _refused(data_trip_kernel, jnp.array([8], jnp.int32), X)
+  assert "read from a ref (it depends on data)" in why
+
+
+def test_a_sum_transformed_before_its_store_is_refused():
+  assert "goes to `sqrt` after the loop" in _refused(after_kernel, X)
+
+
+def test_a_sum_that_does_not_start_at_zero_is_refused():
+  assert "does not start at zero" in _refused(nonzero_start_kernel, X)
+
+
+def test_a_loop_that_writes_a_ref_is_refused():
+  _norm_recipe(rms_norm, jnp.float32)
+  dx = next(r for r in recipes.recipes() if r.name == "ln_backward_dx")
+  with pytest.raises(NotSplittable, match="2 loops"):
+    variant.pattern_of(dx)
+
+  def writes_kernel(x_ref, o_ref):
+    def body(i, acc):
+      o_ref[...] = x_ref[i, :]              # a write once per iteration, not per partial
+      return acc + x_ref[pl.ds(i * 8, 8), :].sum(axis=0)
+    o_ref[...] = jax.lax.fori_loop(0, 8, body, jnp.zeros(16, jnp.float32))
+  assert "it writes a ref" in _refused(writes_kernel, X)
+
+
+# --- through advise ----------------------------------------------------------------------
+
+def test_advise_offers_the_split_checked_under_the_interpreter():
+  _column_recipe(jnp.bfloat16)
+  recs = [r for r in kernel_registry.kernels() if r.name == "column_sums"]
+  (advice,) = pallas_prof.advise(recs[-1:], sample=False, progress=None)
+  (d,) = [d for d in advice.diagnoses if d.rule == "long_reduction"]
+  assert "each sum all 26 iterations" in d.text
+  (a,) = [a for a in advice.actions if a.kind == "e"]
+  assert a.change == {"split": 3, "axis": 1}
+  assert a.status == trial.CPU_EQUAL and a.trial is None
+  assert a.compiled.endswith("B shared"), a.compiled          # compiled for sm_90 too
+  assert a.diff and a.diff.startswith("--- a/") and "apply the diff" in a.apply
+
+
+def test_advise_says_why_a_loop_kernel_is_not_split():
+  _refused(max_kernel, X)
+  recs = [r for r in kernel_registry.kernels() if r.name == "max_kernel"]
+  (advice,) = pallas_prof.advise(recs[-1:], sample=False, progress=None)
+  assert not [a for a in advice.actions if a.kind == "e"]
+  assert any("no split reduction" in n and "max" in n for n in advice.notes), advice.notes
+
+
+def test_the_split_diagnosis_has_its_place_before_the_grid_it_explains():
+  from pallas_prof.advice.engine import ORDER
+  assert ORDER.index("long_reduction") == ORDER.index("few_programs") - 1
