@@ -29,6 +29,16 @@ from tests.advice.split_kernels import column_sums
 
 pallas_prof.install()
 
+
+@pytest.fixture(autouse=True)
+def _installed():
+  """Installed for each test, not only at import: a module collected after this one into the
+  same pytest-xdist worker may uninstall pallas-prof at its import (conftest's
+  _install_state_kept then restores what each test found)."""
+  pallas_prof.install()
+  yield
+
+
 ROWS, COLS = (3, 200), 72          # 600 rows (38 loop iterations of 16), 72 columns: 5 programs
 
 
@@ -221,8 +231,12 @@ def test_a_loop_that_writes_a_ref_is_refused():
 
 def test_advise_offers_the_split_checked_under_the_interpreter():
   _column_recipe(jnp.bfloat16)
-  recs = [r for r in kernel_registry.kernels() if r.name == "column_sums"]
-  (advice,) = pallas_prof.advise(recs[-1:], sample=False, progress=None)
+  # this kernel as the recipe traced it: the registry also holds the patched copy's column_sums
+  # (grid (3, 3), already split) and the float32 one, whichever test of the file ran before
+  recs = [r for r in kernel_registry.kernels() if r.name == "column_sums"
+          and tuple(r.generated.grid) == (3,) and str(r.in_avals[0].dtype) == "bfloat16"]
+  assert len(recs) == 1, recs
+  (advice,) = pallas_prof.advise(recs, sample=False, progress=None)
   (d,) = [d for d in advice.diagnoses if d.rule == "long_reduction"]
   assert "each sum all 26 iterations" in d.text
   (a,) = [a for a in advice.actions if a.kind == "e"]
