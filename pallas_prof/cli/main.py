@@ -76,7 +76,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="GPU(s) to profile on: an index, a list like 0,1, or all (default 0)")
   run.add_argument("--kernel", type=_regex,
                    help="only kernels whose name or label matches this regex")
-  run.add_argument("--otlp-endpoint", help="also send spans to this OTLP collector")
+  run.add_argument("--otlp-endpoint", help="also send spans to this OTLP collector (default: the "
+                   "one OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT names)")
   run.add_argument("--no-redact", action="store_true",
                    help="record the script's arguments and the endpoint as given: by default "
                    "the values of arguments named like token, key, secret, password or auth, "

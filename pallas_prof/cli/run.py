@@ -206,6 +206,8 @@ def _find(args: RunOptions, found: _Found, files: "run_writes.RunFiles", running
   kernel_registry.clear()
   failures_before = runtime_errors.raised()
   found.tracer = capture.start_tracing(args, files, running)
+  if (said := capture.file_variables_note(args)) is not None:
+    found.notes.append(said)
   running.enter_context(capture.recording_calls())
   notes = found.notes
   if args.xprof:

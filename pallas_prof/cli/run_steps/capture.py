@@ -28,12 +28,37 @@ XPROF_HOLDS_CUPTI = ("--xprof: JAX's profiler holds CUPTI while the script runs,
                      "XProf's timeline shows the launches)")
 
 
+# OpenTelemetry's own variables, read as every OTLP exporter reads them: the traces' first
+ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+# what a script run by python writes its spans to; a run writes them into its own folder
+FILE_VARIABLES = ("PALLAS_PROF_TRACE_FILE", "PALLAS_PROF_PERFETTO")
+
+
+def otlp_endpoint(args: RunOptions) -> str | None:
+  """--otlp-endpoint, else the endpoint OpenTelemetry's variables name (the run's spans go
+  where the user's environment sends every other program's)."""
+  if args.otlp_endpoint:
+    return args.otlp_endpoint
+  return next((os.environ[v] for v in ENDPOINT_VARIABLES if os.environ.get(v, "").strip()), None)
+
+
+def file_variables_note(args: RunOptions) -> str | None:
+  """A note for PALLAS_PROF_TRACE_FILE / PALLAS_PROF_PERFETTO set around `pallas-prof run`:
+  the run writes its traces into its folder, not there (it says where, not nothing)."""
+  named = [v for v in FILE_VARIABLES if os.environ.get(v, "").strip()]
+  if not named or args.no_trace:
+    return None
+  return (f"{' and '.join(named)} {'is' if len(named) == 1 else 'are'} for a script run by python "
+          f"(PALLAS_PROF_TRACE=1); pallas-prof run writes its traces into the run's folder "
+          f"({OTLP_JSON_FILE}, {PERFETTO_FILE}): copy them from there")
+
+
 def _tracing(args: RunOptions, out_dir: str):
   if args.no_trace:
     return contextlib.nullcontext(None)
   return tracing(otlp_json=os.path.join(out_dir, OTLP_JSON_FILE),
                  perfetto=os.path.join(out_dir, PERFETTO_FILE),
-                 otlp_endpoint=args.otlp_endpoint or None,
+                 otlp_endpoint=otlp_endpoint(args),
                  root_span=conventions.root(os.path.basename(args.script)),
                  redact=not args.no_redact,
                  root_attributes={conventions.PALLAS_SCRIPT: os.path.abspath(args.script),
