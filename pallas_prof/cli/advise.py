@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from . import shared_options
 from .script_args import RunOptions, device_refusal, missing_script
 from ..profiler import driver
 from ..run_layout import REPORT
@@ -26,23 +27,18 @@ def add_parser(sub):
                      "what each fix saves",
                      usage="pallas-prof advise [options] script.py [script args]",
                      allow_abbrev=False)    # as run's: pallas_prof/cli/main.py says why
-  p.add_argument("--out", help="output directory (default ./pallas-prof-out/<timestamp>/); "
-                 "refused if it holds files, unless --force")
-  p.add_argument("--force", action="store_true",
-                 help="let --out name a folder an earlier run wrote: this run replaces it")
+  shared_options.add_out(p, "let --out name a folder an earlier run wrote: this run replaces it")
   p.add_argument("--budget-s", type=float, default=60.0,
                  help="seconds of trials per kernel on the GPU (default 60)")
-  p.add_argument("--kernel", help="only kernels whose name or label matches this regex")
-  p.add_argument("--device", default="0", help="the GPU to profile and try on (default 0)")
+  shared_options.add_kernel(p)
+  shared_options.add_device(p, several=False)
   p.add_argument("--try-tma", action="store_true",
                  help="also try CompilerParams(tma=True) (TMA has not yet run on a GPU)")
   p.add_argument("--tuning-file", default="pallas-prof-advice-tuning.json",
                  help="where to write the kept compiler parameters (a tuning file)")
-  p.add_argument("--no-sampling", action="store_true",
-                 help="weigh equations by static instruction shares instead of PC samples")
-  p.add_argument("--json", action="store_true", help=f"print {REPORT} instead of tables")
-  p.add_argument("script", nargs="?", help="the Python script to run")
-  p.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
+  shared_options.add_no_sampling(p)
+  shared_options.add_json(p, REPORT)
+  shared_options.add_script(p)
   return p
 
 

@@ -16,33 +16,15 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
-import re
 import sys
 
 from ..safe_files import UnsafeFile, refuse_special
-from . import advise, tune
+from . import advise, shared_options, tune
 from ..run_layout import REPORT
 from .saved_runs.files import SavedRunError
 from .script_args import RunOptions, split
 from .terminal.safe_text import printable
 from ..settings import absolute_paths, refusal
-
-
-def _regex(text: str) -> str:
-  """--kernel, checked before the script runs (a typo found after it would lose the run)."""
-  try:
-    re.compile(text)
-  except re.error as e:
-    raise argparse.ArgumentTypeError(f"{text!r} is not a regular expression: {e}") from None
-  return text
-
-
-def _device_spec(text: str) -> str:
-  """--device: an index, a comma list of them, or all; checked before the script runs."""
-  indices = [x.strip() for x in text.split(",") if x.strip()]
-  if text != "all" and not (indices and all(x.isdigit() for x in indices)):
-    raise argparse.ArgumentTypeError(f"takes an index, a list like 0,1, or all; got {text!r}")
-  return text
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,12 +39,9 @@ def _parser() -> argparse.ArgumentParser:
   run = sub.add_parser("run", help="run a script through pallas-prof and report on its kernels",
                        usage="pallas-prof run [options] script.py [script args]",
                        allow_abbrev=False)
-  run.add_argument("--out", help="output directory (default ./pallas-prof-out/<timestamp>/, "
-                   "a new folder each run); refused if it holds files, unless --force")
-  run.add_argument("--force", action="store_true",
-                   help="let --out name a folder an earlier run wrote: this run is written "
-                   "beside it and replaces it whole when it ends (the old one stays until "
-                   "then, and stays if the swap fails)")
+  shared_options.add_out(run, "let --out name a folder an earlier run wrote: this run is written "
+                         "beside it and replaces it whole when it ends (the old one stays until "
+                         "then, and stays if the swap fails)")
   run.add_argument("--no-profile", action="store_true", help="skip replay timing on the GPU")
   run.add_argument("--no-analysis", action="store_true",
                    help="skip profiling and static correlation altogether")
@@ -72,10 +51,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="also profile the script with jax.profiler into DIR, with pallas-prof's "
                         "own plane added, for XProf or TensorBoard (docs/xprof.md)")
   run.add_argument("--reps", type=int, default=100, help="timed launches per kernel (default 100)")
-  run.add_argument("--device", default="0", type=_device_spec,
-                   help="GPU(s) to profile on: an index, a list like 0,1, or all (default 0)")
-  run.add_argument("--kernel", type=_regex,
-                   help="only kernels whose name or label matches this regex")
+  shared_options.add_device(run, several=True)
+  shared_options.add_kernel(run)
   run.add_argument("--otlp-endpoint", help="also send spans to this OTLP collector (default: the "
                    "one OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT names)")
   run.add_argument("--no-redact", action="store_true",
@@ -83,14 +60,12 @@ def _parser() -> argparse.ArgumentParser:
                    "the values of arguments named like token, key, secret, password or auth, "
                    "and the credentials in URLs, are masked in the report and the traces")
   run.add_argument("--ncu", action="store_true", help="also run Nsight Compute on each kernel")
-  run.add_argument("--no-sampling", action="store_true",
-                   help="weigh equations by static instruction shares instead of CUPTI PC "
-                   "samples of a replay")
+  shared_options.add_no_sampling(run)
   run.add_argument("--probes", action="store_true",
                    help="also replay a probed variant of each kernel (timestamps around each "
                    "top-level equation): cycles per equation group, each CTA on its SM in "
                    "the trace, the probes' distortion (GPU only)")
-  run.add_argument("--json", action="store_true", help=f"print {REPORT} instead of tables")
+  shared_options.add_json(run, REPORT)
   run.add_argument("--traceback", action="store_true",
                    help="when the script fails, also print its whole Python traceback (a "
                    "kernel's failure is otherwise one short report; PALLAS_PROF_TRACEBACK=1 "
