@@ -37,6 +37,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from bench.advice.wall import wall_median  # noqa: E402
 
 START = time.perf_counter()
 TEXT: list[str] = []        # what the run printed, for known_answers.txt
@@ -181,17 +182,6 @@ def _print_case(r: dict) -> None:
   show(lines)
 
 
-def _wall(fn, args, n=20) -> float:
-  import jax
-  jax.block_until_ready(fn(*args))
-  times = []
-  for _ in range(n):
-    t = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    times.append(time.perf_counter() - t)
-  return statistics.median(times)
-
-
 def run_norm(kind, gpu, budget_s) -> dict:
   import importlib
   import jax
@@ -226,8 +216,8 @@ def run_norm(kind, gpu, budget_s) -> dict:
                       "advice": _advice_dict(a)} for a in advice],
          "kernels_total_s": total, "seconds": 0.0}
   if gpu:
-    out["pallas_wall_s"] = _wall(pallas, args)
-    out["xla_wall_s"] = _wall(xla, args)
+    out["pallas_wall_s"] = wall_median(pallas, args, n=20)
+    out["xla_wall_s"] = wall_median(xla, args, n=20)
   out["checks"] = norm_checks(out, gpu)
   out["seconds"] = time.perf_counter() - began
   ms = lambda t: "not timed" if t is None else f"{t * 1e3:.3f} ms"

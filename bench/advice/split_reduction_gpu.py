@@ -25,11 +25,11 @@ import contextlib
 import json
 import math
 import os
-import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from bench.advice.wall import wall_median  # noqa: E402
 
 START = time.perf_counter()
 CASES = (("rms_norm", (8, 2048, 3136)), ("layer_norm", (1, 8192, 8192)))
@@ -38,17 +38,6 @@ EXTRA_SPLITS = (2, 4, 8, 16)     # beside advise's own choices: how the time mov
 
 def say(text: str) -> None:
   print(f"[{time.perf_counter() - START:6.1f}s] {text}", flush=True)
-
-
-def _wall(fn, args, n=30) -> float:
-  import jax
-  jax.block_until_ready(fn(*args))
-  times = []
-  for _ in range(n):
-    t = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    times.append(time.perf_counter() - t)
-  return statistics.median(times)
 
 
 def _xla_dw_db(kind: str):
@@ -129,9 +118,10 @@ def run_case(kind: str, shape: tuple, deadline: float) -> dict:
   want = leaves(original(*dw_args))
   out = {"op": f"{kind} fwd+bwd", "shape": list(shape), "dtype": "bfloat16",
          "dw_db": {"grid": list(k.grid), "trip": p.trip, "sms": sms, "advised_splits": advised,
-                   "original_s": _wall(original, dw_args),
-                   "xla_s": _wall(_xla_dw_db(kind), dw_args)},
-         "fwd_bwd": {"original_s": _wall(pallas, args), "xla_s": _wall(xla_op, args)},
+                   "original_s": wall_median(original, dw_args, n=30),
+                   "xla_s": wall_median(_xla_dw_db(kind), dw_args, n=30)},
+         "fwd_bwd": {"original_s": wall_median(pallas, args, n=30),
+                     "xla_s": wall_median(xla_op, args, n=30)},
          "splits": []}
   xla_differs = same_outputs(leaves(_xla_dw_db(kind)(*dw_args)), want)
   out["dw_db"]["xla_outputs"] = xla_differs or "equal"
@@ -149,7 +139,7 @@ def run_case(kind: str, shape: tuple, deadline: float) -> dict:
     fn = jax.jit(variant.build(recipe, k, p, s))
     row = {"splits": s, "advised": s in advised,
            "outputs": same_outputs(leaves(fn(*dw_args)), want) or "equal"}
-    row["dw_db_s"] = _wall(fn, dw_args)
+    row["dw_db_s"] = wall_median(fn, dw_args, n=30)
     built: list = []
     jax.clear_caches()           # else JAX reuses its trace of the backward, with the original
     with _split_dw_db(s, built):
@@ -157,7 +147,7 @@ def run_case(kind: str, shape: tuple, deadline: float) -> dict:
       row["fwd_bwd_outputs"] = same_outputs(leaves(op(*args)), want_op) or "equal"
     if not built:        # a trace JAX had cached: the fwd+bwd timed would be the original's
       raise RuntimeError("the fwd+bwd was not traced again: the variant is not in it")
-    row["fwd_bwd_s"] = _wall(op, args)
+    row["fwd_bwd_s"] = wall_median(op, args, n=30)
     row["dw_db_vs_original"] = row["dw_db_s"] / d["original_s"]
     row["dw_db_vs_xla"] = row["dw_db_s"] / d["xla_s"]
     row["fwd_bwd_vs_original"] = row["fwd_bwd_s"] / o["original_s"]
