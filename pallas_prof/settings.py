@@ -200,9 +200,12 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
              path=True),
     Variable("PALLAS_PROF_TRACE", "trace the whole process (spans exported at exit)",
              YES_NO, flag, False),
-    Variable("PALLAS_PROF_TRACE_FILE", "also write OTLP-JSON lines of the spans to this file",
+    Variable("PALLAS_PROF_TRACE_FILE", "also write OTLP-JSON lines of the spans to this file "
+             "(a script run by python; `pallas-prof run` writes its traces into the run's "
+             "folder, and says so when this is set)",
              "a file path", output_file, path=True),
-    Variable("PALLAS_PROF_PERFETTO", "also write a Perfetto / Chrome trace-event file here",
+    Variable("PALLAS_PROF_PERFETTO", "also write a Perfetto / Chrome trace-event file here "
+             "(as PALLAS_PROF_TRACE_FILE: not under `pallas-prof run`)",
              "a file path", output_file, path=True),
     Variable("PALLAS_PROF_TRACE_ROOT", "the name of the root span of PALLAS_PROF_TRACE=1",
              "any text", text),
