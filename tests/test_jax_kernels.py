@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import pallas_prof
-from tests.helpers import assert_close, random_array
+from testkit.helpers import assert_close, random_array
 
 ON_GPU = jax.default_backend() == "gpu"
 

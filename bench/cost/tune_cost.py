@@ -42,7 +42,7 @@ import pallas_prof
 from pallas_prof.backend import kernel_registry
 from pallas_prof.backend.compiling.compile import compile_kernel
 from pallas_prof.tune import params
-from tests.profiler.conftest import load_example, lowered_record, sds
+from testkit.examples import load_example, lowered_record, sds
 from pallas_prof.backend.lowering import pallas_call
 pallas_prof.install()
 target, gpu = ("cuda", 90), "bench/cost/tune_cost.py: no GPU"

@@ -27,8 +27,8 @@ _CHILD = """
 import sys, time, json
 sys.path.insert(0, {root!r})
 t0 = time.perf_counter()
-from tests.backend.compiling.test_compile import _lower_example
-gk = _lower_example({name!r})
+from testkit.examples import lower_example
+gk = lower_example({name!r})
 t1 = time.perf_counter()
 from pallas_prof.backend.compiling import compile as pcompile
 ck = pcompile.compile_kernel(gk)
@@ -39,10 +39,10 @@ print(json.dumps({{"cache": ck.cache, "lower": t1 - t0, "compile": t2 - t1}}))
 
 def measure(name: str, repeats: int) -> dict:
   from pallas_prof.backend.compiling import compile as pcompile, compile_cache
-  from tests.backend.compiling.test_compile import _lower_example
+  from testkit.examples import lower_example
   lowerings, colds, stages = [], [], []
   for _ in range(repeats):
-    gk = _lower_example(name)
+    gk = lower_example(name)
     lowerings.append(gk.lowering_seconds)   # jaxpr -> Triton source (not JAX's tracing)
     pcompile.clear_memory_cache()
     ck = pcompile.compile_kernel(gk, use_disk_cache=False)

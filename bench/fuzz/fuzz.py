@@ -6,10 +6,10 @@
     python3 bench/fuzz/fuzz.py --kind scans --compile-sm90 --examples 300   # CPU: also compile for sm_90
     python3 bench/fuzz/fuzz.py --second-target --examples 5000   # CPU: sm_90, and sm_80 or gfx942
 
-Random Pallas programs (tests/fuzz/programs.py; hazards.py: grown toward the GPU
+Random Pallas programs (testkit/fuzz/programs.py; hazards.py: grown toward the GPU
 fuzzer's first miss; scans.py: scans, issue 28) run through pallas-prof and
 through a reference that shares no code with it (XLA on the CPU, or JAX's
-Pallas interpreter); see tests/fuzz/check.py. A difference is shrunk by
+Pallas interpreter); see testkit/fuzz/check.py. A difference is shrunk by
 hypothesis to a minimal program and saved as a reproducer script under
 --corpus. The programs run in child processes: one that dies (an LLVM abort,
 a segfault in the interpreter) is recorded as a crash with the program that
@@ -22,11 +22,11 @@ bounds-checked mode to some.
 --compile-sm90 (on the CPU) also compiles each program's kernels for sm_90
 with Triton's own ptxas, as a GPU run would (through pallas-prof's workarounds
 where Triton fails; PALLAS_PROF_WORKAROUNDS=0 for Triton's own failures), and
-reads their SASS (tests/fuzz/sm90.py): a stage failure is a finding (shrunk,
+reads their SASS (testkit/fuzz/sm90.py): a stage failure is a finding (shrunk,
 with a reproducer, once per distinct failure in a job), a workaround used is
-counted, an in-place predicated select is a hazard lead (tests/fuzz/sass_hazards.py).
+counted, an in-place predicated select is a hazard lead (testkit/fuzz/sass_hazards.py).
 --second-target (with --compile-sm90) also compiles each program's kernels for
-sm_80 and gfx942 in turns (tests/fuzz/second_target.py): compiled, refused (the
+sm_80 and gfx942 in turns (testkit/fuzz/second_target.py): compiled, refused (the
 target lacks what the kernel uses, with the reason) or a stage failure, a finding
 classified as sm_90's are, its first program per signature kept as a reproducer
 (not shrunk). The summary's "targets" counts each target's answers. --no-sm90 leaves
@@ -75,9 +75,9 @@ def strategy_for(kind: str):
   """The programs of one kind: "all" draws the others' programs, values 3 : kernels 1
   : hazards 2 : scans 1."""
   from hypothesis import strategies as st
-  from tests.fuzz.hazards import hazard_programs
-  from tests.fuzz.programs import kernel_programs, value_programs
-  from tests.fuzz.scans import scan_programs
+  from testkit.fuzz.hazards import hazard_programs
+  from testkit.fuzz.programs import kernel_programs, value_programs
+  from testkit.fuzz.scans import scan_programs
   if kind == "all":
     values, kernels, hazards = value_programs(), kernel_programs(), hazard_programs()
     return st.one_of(values, values, values, kernels, hazards, hazards, scan_programs())
@@ -94,10 +94,10 @@ class _Enough(BaseException):
 def worker(args) -> None:
   from hypothesis import HealthCheck, Phase, given, seed, settings
   import jax
-  from tests.fuzz.check import Difference, check, save_reproducer
+  from testkit.fuzz.check import Difference, check, save_reproducer
   from hypothesis import strategies as st
-  from tests.fuzz.programs import tma_kernel_programs
-  from tests.fuzz import second_target, sm90
+  from testkit.fuzz.programs import tma_kernel_programs
+  from testkit.fuzz import second_target, sm90
   device = jax.devices(args.device)[0] if args.device != "cpu" else jax.devices("cpu")[0]
   strategy = strategy_for(args.kind)
   compile_sm90 = getattr(args, "compile_sm90", False)
@@ -218,8 +218,8 @@ def _compile_for_sm90(args, program, extra, failure, signatures_seen, emit, t0) 
   failure of a signature this job has not seen is raised (hypothesis shrinks it; the
   first program kept at once); one met while another shrinks is kept as it is; the
   outcome and any strong hazard lead go into the program's record (`extra`)."""
-  from tests.fuzz import sm90
-  from tests.fuzz.check import save_reproducer
+  from testkit.fuzz import sm90
+  from testkit.fuzz.check import save_reproducer
   compiled = sm90.compile_sm90(program)
   extra["sm90"] = compiled.to_dict()
   if compiled.status != "compiled":
@@ -250,8 +250,8 @@ def _compile_for_sm90(args, program, extra, failure, signatures_seen, emit, t0) 
 def _compile_for_second(args, program, target: str, extra: dict, seen: dict) -> None:
   """--second-target: the program's kernels compiled for `target` (sm_80 or gfx942); the
   first program of each stage failure's signature in this job kept as a reproducer."""
-  from tests.fuzz import second_target
-  from tests.fuzz.check import save_reproducer
+  from testkit.fuzz import second_target
+  from testkit.fuzz.check import save_reproducer
   compiled = second_target.compile_for_target(program, target)
   extra["second_target"] = compiled.to_dict()
   if compiled.status != "stage_failure":
@@ -267,7 +267,7 @@ def _compile_for_second(args, program, target: str, extra: dict, seen: dict) -> 
 def _hazard_lead(args, program, compiled) -> dict:
   """A program whose SASS has the ptxas hazard's signature with packed 16-bit math
   after it: its reproducer (run it on a GPU: `python3 REPRO gpu`) and the lines."""
-  from tests.fuzz.check import save_reproducer
+  from testkit.fuzz.check import save_reproducer
   leads = [lead.to_dict() for lead in compiled.strong_leads]
   message = ("a hazard lead (not a failure): an in-place predicated select read by packed "
              "16-bit math after it in the sm_90 SASS; run it on a GPU:\n"
@@ -287,7 +287,7 @@ def main() -> None:
   parser.add_argument("--device", default="cpu", help="cpu or gpu: where pallas-prof runs")
   parser.add_argument("--kind", default="all", choices=KINDS,
                       help="which programs: all (values 3 : kernels 1 : hazards 2 : scans 1), "
-                           "values, kernels, hazards (tests/fuzz/hazards.py), scans")
+                           "values, kernels, hazards (testkit/fuzz/hazards.py), scans")
   parser.add_argument("--job-kinds", default=None,
                       help="comma-separated kinds, one per job in turn (job k runs the "
                            "k-th modulo their number); overrides --kind")
@@ -305,14 +305,14 @@ def main() -> None:
                            "Triton's ptxas) and scan the SASS for the ptxas hazard")
   parser.add_argument("--second-target", action="store_true",
                       help="also compile each program's kernels for sm_80 and gfx942 in "
-                           "turns (tests/fuzz/second_target.py); turns --compile-sm90 on "
+                           "turns (testkit/fuzz/second_target.py); turns --compile-sm90 on "
                            "unless --no-sm90")
   parser.add_argument("--no-sm90", action="store_true",
                       help="with --second-target: compile for the second target only, not "
                            "for sm_90 too (no SASS scan)")
   parser.add_argument("--tma", action="store_true",
                       help="pallas-prof's kernels with CompilerParams(tma=True) (TMA loads and "
-                           "stores where legal, tests/fuzz/check.py; PALLAS_PROF_FUZZ_TMA=1 "
+                           "stores where legal, testkit/fuzz/check.py; PALLAS_PROF_FUZZ_TMA=1 "
                            "in the workers)")
   parser.add_argument("--no-shrink", dest="shrink", action="store_false")
   parser.add_argument("--no-isolate", dest="isolate", action="store_false",
@@ -336,7 +336,7 @@ def main() -> None:
   args.commit = commit(ROOT)
   tag = f"{args.device}_{args.commit[0]}_seed{args.seed}" + ("_tma" if args.tma else "")
   if args.tma:
-    os.environ["PALLAS_PROF_FUZZ_TMA"] = "1"     # tests/fuzz/check.py reads it; workers inherit it
+    os.environ["PALLAS_PROF_FUZZ_TMA"] = "1"   # testkit/fuzz/check.py reads it; workers inherit it
   args.out = args.out or os.path.join(ROOT, "bench", "results", f"fuzz_{tag}.json")
   args.corpus = args.corpus or os.path.join(ROOT, "bench", "corpus", f"fuzz_{tag}_repro")
   args.log = args.log or args.out.replace(".json", "") + ".jsonl"

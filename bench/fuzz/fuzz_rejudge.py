@@ -1,7 +1,7 @@
-"""Re-judges saved fuzz reproducers with the op-by-op reference (tests/fuzz/op_by_op.py):
+"""Re-judges saved fuzz reproducers with the op-by-op reference (testkit/fuzz/op_by_op.py):
 for each program, on the CPU, pallas-prof's answer (Triton's interpreter), XLA's jitted
 reference (the fuzzer's main one) and the op-by-op reference (every equation rounded to its
-dtype), compared as the fuzzer compares (tests/fuzz/check.py), and the check's outcome now.
+dtype), compared as the fuzzer compares (testkit/fuzz/check.py), and the check's outcome now.
 
     python3 bench/fuzz/fuzz_rejudge.py bench/corpus/*/repro_*.py --out OUT.json
     python3 bench/fuzz/fuzz_rejudge.py --log RUN.jsonl.gz --out OUT.json   # the programs
@@ -45,12 +45,12 @@ def logged_programs(path: str) -> list[tuple[str, object]]:
 
 
 def judge(path: str) -> dict:
-  from tests.fuzz import check
+  from testkit.fuzz import check
   return judge_program(os.path.relpath(path, ROOT), check.load_reproducer(path))
 
 
 def judge_program(where: str, program) -> dict:
-  from tests.fuzz import check, op_by_op
+  from testkit.fuzz import check, op_by_op
   inputs = check.make_inputs(program)
   xla = check.run_reference(program, inputs)
   reference = op_by_op.run_program(program, inputs)

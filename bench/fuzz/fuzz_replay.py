@@ -5,8 +5,8 @@ several inputs: the GPU half of what bench/fuzz/fuzz.py --compile-sm90 found on 
         --inputs 8 --out $OUT/replay.json
 
 A lead is a program whose sm_90 SASS has the ptxas hazard's signature
-(tests/fuzz/sass_hazards.py); on a GPU it is right or it is issue 32's bug again.
-Each program runs through tests/fuzz/check.py with `--inputs` seeds for its
+(testkit/fuzz/sass_hazards.py); on a GPU it is right or it is issue 32's bug again.
+Each program runs through testkit/fuzz/check.py with `--inputs` seeds for its
 random inputs (the program's own first); the output JSON lists every run's outcome,
 and the console the differences.
 """
@@ -34,7 +34,7 @@ def programs_of(summary: dict) -> list[tuple[str, dict]]:
 
 
 def to_program(data: dict):
-  from tests.fuzz.programs import InputSpec, Program
+  from testkit.fuzz.programs import InputSpec, Program
   return Program(**dict(data, features=tuple(data.get("features", ())),
                         inputs=tuple(InputSpec(**dict(i, shape=tuple(i["shape"])))
                                      for i in data["inputs"])))
@@ -49,7 +49,7 @@ def main() -> None:
   args = parser.parse_args()
   import jax
   from bench.fuzz.fuzz_summary import commit, write_json
-  from tests.fuzz.check import Difference, check
+  from testkit.fuzz.check import Difference, check
   device = jax.devices(args.device)[0]
   runs, differences, started = [], [], time.time()
   for path in args.summaries:

@@ -124,20 +124,20 @@ def _sm90_part(recs) -> dict:
           # and the failures left, by whose fault the diagnosis says they are
           "workarounds_used": dict(worked_around.most_common()),
           "faults": dict(faults.most_common()),
-          # tests/fuzz/sass_hazards.py: in-place predicated selects (not failures), and the
+          # testkit/fuzz/sass_hazards.py: in-place predicated selects (not failures), and the
           # strong ones (packed 16-bit math reads the register after), with reproducers
           "hazard_selects": selects, "programs_with_hazard_selects": with_selects,
           "strong_hazard_selects": strong, "strong_hazard_leads": leads[:50]}
 
 
-# sm_90's answers (tests/fuzz/sm90.py) in the terms of every target's: a kernel over the
+# sm_90's answers (testkit/fuzz/sm90.py) in the terms of every target's: a kernel over the
 # GPU's shared memory or registers is refused, as a second target refuses what it lacks
 _SM90_AS_TARGET = {"compiled": "compiled", "limitation": "refused", "stage_failure": "failed"}
 _TARGET_ANSWERS = ("compiled", "refused", "failed")
 
 
 def _targets_part(recs) -> dict:
-  """Per target (sm_90 and the second targets, tests/fuzz/second_target.py): programs
+  """Per target (sm_90 and the second targets, testkit/fuzz/second_target.py): programs
   compiled, refused (by reason) and failed (by signature, with the reproducers kept)."""
   parts: dict = {}
 
@@ -222,7 +222,7 @@ def summarize(args, started: float, jobs, final: bool, cut_off: str | None = Non
       "unsupported_reasons": dict(unsupported.most_common()),
       "tolerated_examples": tolerated[:20], "generator_errors": generator_errors[:20],
       # pallas-prof equal to XLA on the GPU, or to XLA op by op, where the jitted
-      # XLA-on-CPU reference differs (tests/fuzz/check.py)
+      # XLA-on-CPU reference differs (testkit/fuzz/check.py)
       "xla_disagrees_with_itself": platforms[:20],
       "features": dict(features.most_common()),
       "child_processes": sum(len(j.seeds) for j in jobs), "per_job": [j.to_dict() for j in jobs],

@@ -3,7 +3,7 @@
 # (JAX_PLATFORMS=cpu, so pallas-prof runs each kernel in Triton's interpreter on the host's
 # cores, as on a CPU-only machine) and a GPU run beside it. By default both compile each
 # program's kernels for sm_90 and for a second target, sm_80 and gfx942 in turns
-# (tests/fuzz/second_target.py).
+# (testkit/fuzz/second_target.py).
 # A run too long for one call is made of parts with consecutive seeds, merged here afterwards
 # with `python3 bench/fuzz/fuzz_summary.py --merge ...`, as the GPU runs are.
 #

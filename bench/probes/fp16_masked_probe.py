@@ -92,7 +92,7 @@ def host_part() -> None:
 
 def load(name):
   from bench.probes.fuzz_repro_gpu import load_program
-  from tests.fuzz import check as fuzz_check
+  from testkit.fuzz import check as fuzz_check
   path, element, recorded = REPROS[name]
   return load_program(os.path.join(RESULTS, path)), element, recorded, fuzz_check
 

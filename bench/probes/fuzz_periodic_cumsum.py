@@ -1,7 +1,7 @@
 """The TMA CPU fuzz run's one difference (2026-12-02, seed 4244), over fresh inputs:
 sin(dot(c, c.T)) with c a float16 cumsum over 19 rows, checked as the fuzzer checks
-it (tests/fuzz/check.py) with the program marked fragile, as the generator now marks a
-periodic function of an inexact value past 64 (tests/fuzz/programs.py).
+it (testkit/fuzz/check.py) with the program marked fragile, as the generator now marks a
+periodic function of an inexact value past 64 (testkit/fuzz/programs.py).
 
     python3 bench/probes/fuzz_periodic_cumsum.py [--seeds 40]
 
@@ -16,8 +16,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from tests.fuzz import check  # noqa: E402
-from tests.fuzz.programs import InputSpec, Program  # noqa: E402
+from testkit.fuzz import check  # noqa: E402
+from testkit.fuzz.programs import InputSpec, Program  # noqa: E402
 
 SOURCE = ("def fn(x0, x1):\n  v2 = jnp.cumsum(x1, axis=0)\n"
           "  v3 = jnp.dot(v2, v2.T, precision=HIGHEST, preferred_element_type=jnp.float32)\n"

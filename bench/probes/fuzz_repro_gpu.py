@@ -7,7 +7,7 @@ lowering error, one that comes and goes is a race.
 Each run uses the reproducer's own inputs (seed) first, then --seeds more
 input draws; every result is compared with the reference (XLA on the CPU for
 "values" programs, JAX's Pallas interpreter for "kernel" ones), element by
-element (bit for bit), and with the fuzzer's own tolerance (tests/fuzz/check.py's
+element (bit for bit), and with the fuzzer's own tolerance (testkit/fuzz/check.py's
 compare: "fuzzer_verdict").
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ sys.path.insert(0, ROOT)
 
 
 def load_program(path):
-  from tests.fuzz.programs import InputSpec, Program
+  from testkit.fuzz.programs import InputSpec, Program
   text = open(path).read()
   spec = json.loads(re.search(r"PROGRAM = json.loads\(r'''(.*?)'''\)", text, re.S).group(1))
   spec["inputs"] = tuple(InputSpec(**dict(i, shape=tuple(i["shape"]))) for i in spec["inputs"])
@@ -42,7 +42,7 @@ def main(argv=None):
   args = ap.parse_args(argv)
   import jax
   import numpy as np
-  from tests.fuzz import check as fuzz_check
+  from testkit.fuzz import check as fuzz_check
   program = load_program(args.repro)
   device = jax.devices(args.device)[0]
   report = {"repro": os.path.basename(args.repro), "device": str(device), "inputs": []}

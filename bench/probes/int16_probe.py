@@ -209,7 +209,7 @@ def kernel_signs() -> str:
     from pallas_prof.backend.compiling import compile as pcompile
     from pallas_prof.backend.compiling import lineinfo
     from pallas_prof.backend import kernel_registry
-    from tests.fuzz.sass_hazards import lost_packed_constants
+    from testkit.fuzz.sass_hazards import lost_packed_constants
     ck = pcompile.compile_kernel(kernel_registry.kernels()[-1].generated, ("cuda", 90))
     return (f"ptx add.s16x2 {len(re.findall(r'add.[su]16x2', ck.ptx))}, sass lost constants "
             f"{len(lost_packed_constants(lineinfo.disassemble(ck.cubin, '-c')))}")
@@ -222,8 +222,8 @@ def part_pallas(device_kind: str) -> None:
   import jax
   import numpy as np
   from bench.probes.fuzz_repro_gpu import load_program
-  from tests.fuzz import check as fc
-  from tests.helpers import run_on_values
+  from testkit.fuzz import check as fc
+  from testkit.helpers import run_on_values
   device = jax.devices(device_kind)[0]
   say(f"pallas: jax {jax.__version__} on {device}")
   program = load_program(REPRO)

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # What a user sees on the GPU when a kernel reads past its ref (issue 30, item 3):
-# `pallas-prof run` on the newcomer test's script, in the bounds-checked mode and in
-# the default mode (an illegal address there), stderr and report.json's errors kept.
+# `pallas-prof run` on the newcomer test's script (testkit/scripts.py), in the bounds-checked
+# mode and in the default mode (an illegal address there), stderr and report.json's errors kept.
 #   bash bench/probes/runtime_error_gpu.sh OUTDIR
 out=${1:?an output folder}; mkdir -p "$out"
 python3 - "$out/reads_past.py" <<'PY'
 import sys, textwrap
-from tests.cli.test_newcomer import READS_PAST
+from testkit.scripts import READS_PAST
 open(sys.argv[1], "w").write(READS_PAST)
 PY
 for mode in bounds default; do

@@ -2,8 +2,8 @@
 
     python3 bench/probes/scan_forms_sm90.py
 
-Each form runs through pallas-prof under the interpreter (tests/fuzz/check.py),
-then its kernel is compiled for sm_90 (tests/fuzz/sm90.py); prints, per form,
+Each form runs through pallas-prof under the interpreter (testkit/fuzz/check.py),
+then its kernel is compiled for sm_90 (testkit/fuzz/sm90.py); prints, per form,
 how many of its (rows, cols, num_warps) variants failed and with which assertion.
 """
 import collections
@@ -13,9 +13,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from tests.fuzz.check import check  # noqa: E402
-from tests.fuzz.programs import InputSpec, Program  # noqa: E402
-from tests.fuzz.sm90 import compile_sm90, forget  # noqa: E402
+from testkit.fuzz.check import check  # noqa: E402
+from testkit.fuzz.programs import InputSpec, Program  # noqa: E402
+from testkit.fuzz.sm90 import compile_sm90, forget  # noqa: E402
 
 FORMS = {
     "cumsum(d[:, None], 0)": ("def fn(x0):\n  return (jnp.cumsum(x0[:, None], axis=0),)\n",

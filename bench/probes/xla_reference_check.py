@@ -21,7 +21,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax import lax  # noqa: E402
 
-from tests.helpers import elementwise_call, random_array, run_on_values  # noqa: E402
+from testkit.helpers import elementwise_call, random_array, run_on_values  # noqa: E402
 rng = np.random.default_rng(0)
 
 def report(name, ours, xla_multi, xla_single, ref):

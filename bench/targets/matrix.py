@@ -114,13 +114,13 @@ def example_kernels() -> list[Lowered]:
 
 
 def feature_kernels() -> list[Lowered]:
-  """The test suite's kernels that meet what a target lacks
-  (tests/backend/compiling/test_targets.py), and a TMA matmul (test_tma.py's kind)."""
+  """The test suite's kernels that meet what a target lacks (testkit/target_kernels.py, as
+  tests/backend/compiling/test_targets.py refuses them), and a TMA matmul (test_tma.py's kind)."""
   import jax
   import jax.numpy as jnp
   from jax.experimental import pallas as pl
   import pallas_prof
-  from tests.backend.compiling import test_targets as t
+  from testkit import target_kernels as t
   s = jax.ShapeDtypeStruct
 
   def call(kernel, name, **kw):
@@ -132,14 +132,14 @@ def feature_kernels() -> list[Lowered]:
             out_shape=s((256, 256), jnp.float32))
   e5 = s((64, 64), jnp.float8_e5m2)
   out = _lowered("feature", "fp8 e4m3 convert", call(
-      t._fp8_convert, "fp8_e4m3_convert", out_shape=s((128,), jnp.float32)),
+      t.fp8_convert, "fp8_e4m3_convert", out_shape=s((128,), jnp.float32)),
       s((128,), jnp.float32))
   out += _lowered("feature", "fp8 e5m2 dot", call(
-      t._mm, "fp8_e5m2_dot", out_shape=s((64, 64), jnp.float32)), e5, e5)
-  out += _lowered("feature", "192 KiB of shared memory", call(t._mm, "big_shared", **mm),
+      t.mm, "fp8_e5m2_dot", out_shape=s((64, 64), jnp.float32)), e5, e5)
+  out += _lowered("feature", "192 KiB of shared memory", call(t.mm, "big_shared", **mm),
                   s((256, 256), jnp.float16), s((256, 256), jnp.float16))
   out += _lowered("feature", "TMA matmul", call(
-      t._mm, "tma_matmul", compiler_params=pallas_prof.CompilerParams(tma=True),
+      t.mm, "tma_matmul", compiler_params=pallas_prof.CompilerParams(tma=True),
       **dict(mm, in_specs=[pl.BlockSpec((128, 128), lambda i, j: (i, 0)),
                            pl.BlockSpec((128, 128), lambda i, j: (0, j))],
              out_specs=pl.BlockSpec((128, 128), lambda i, j: (i, j)),
@@ -179,10 +179,10 @@ def fuzz_kernels(count: int, seed: int = 0) -> tuple[list[Lowered], int]:
 
 
 def _fuzz_call(program, index: int):
-  """(jitted pallas_call, argument shapes) of a fuzz program, as tests/fuzz/check.py builds it."""
+  """(jitted pallas_call, argument shapes) of a fuzz program, as testkit/fuzz/check.py builds it."""
   import jax
   from jax.experimental import pallas as pl
-  from tests.fuzz.check import build, make_inputs
+  from testkit.fuzz.check import build, make_inputs
   args = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in make_inputs(program)]
   scope = build(program)
   name = f"fuzz_{index}"

@@ -1,5 +1,5 @@
 """bench/fuzz/fuzz_rejudge.py: a saved reproducer, or a program a fuzz log kept whole, judged
-against XLA's jit and the op-by-op reference (tests/fuzz/op_by_op.py); and fuzz.py's worker
+against XLA's jit and the op-by-op reference (testkit/fuzz/op_by_op.py); and fuzz.py's worker
 keeps a counted-apart program whole (inputs and seed), so that it can be judged again."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import os
 
 from bench.fuzz import fuzz, fuzz_rejudge
-from tests.fuzz import check as check_module
+from testkit.fuzz import check as check_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECORDED = os.path.join(ROOT, "bench", "corpus",

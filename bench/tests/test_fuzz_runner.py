@@ -91,7 +91,7 @@ def test_a_difference_is_kept_before_shrinking_and_after(tmp_path, monkeypatch):
   """The first program that differs is saved at once (a run cut off while
   hypothesis shrinks still has it), and the shrunk one when shrinking ends."""
   import argparse
-  from tests.fuzz import check as check_module
+  from testkit.fuzz import check as check_module
 
   def always_differs(program, device=None, on_stage=None):
     raise check_module.Difference(f"made up for the test: {program.seed}")

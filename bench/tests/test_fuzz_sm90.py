@@ -1,7 +1,7 @@
 """bench/fuzz/fuzz.py --compile-sm90, the runner's side: its worker keeps each stage failure
 unshrunk then shrunk, each strong hazard lead with its reproducer and program, and its
 summary counts them; bench/fuzz/fuzz_replay.py reruns the leads. The sm_90 checks
-themselves (tests/fuzz/sm90.py) are tested in tests/fuzz/test_fuzz_sm90.py."""
+themselves (testkit/fuzz/sm90.py) are tested in tests/fuzz/test_fuzz_sm90.py."""
 from __future__ import annotations
 
 import argparse
@@ -10,10 +10,10 @@ import os
 import sys
 
 from bench.fuzz import fuzz
-from tests.fuzz import sm90
-from tests.fuzz.programs import InputSpec, Program
-from tests.fuzz.sass_hazards import HazardLead
-from tests.fuzz.test_fuzz_sm90 import FUZZ_18680
+from testkit.fuzz import sm90
+from testkit.fuzz.programs import InputSpec, Program
+from testkit.fuzz.sass_hazards import HazardLead
+from testkit.fuzz.findings import FUZZ_18680
 
 
 def _fake_compiles(monkeypatch, outcome):

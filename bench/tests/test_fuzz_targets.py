@@ -1,13 +1,13 @@
 """bench/fuzz/fuzz.py --second-target, the runner's side: its worker counts each target's
 answers (compiled, refused with its reason, failed under a signature, the first failure kept
 as a reproducer) and --merge adds summaries up. The compiles themselves
-(tests/fuzz/second_target.py) are tested in tests/fuzz/test_fuzz_targets.py."""
+(testkit/fuzz/second_target.py) are tested in tests/fuzz/test_fuzz_targets.py."""
 from __future__ import annotations
 
 import argparse
 
 from bench.fuzz import fuzz, fuzz_summary
-from tests.fuzz import second_target, sm90
+from testkit.fuzz import second_target, sm90
 
 
 def _args(tmp_path):

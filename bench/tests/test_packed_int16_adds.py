@@ -11,12 +11,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def test_the_fuzzers_sm90_mode_counts_a_lost_constant(monkeypatch):
-  """bench/fuzz/fuzz.py --compile-sm90 records each dropped constant (tests/fuzz/sm90.py):
+  """bench/fuzz/fuzz.py --compile-sm90 records each dropped constant (testkit/fuzz/sm90.py):
   seed 1250's program has one with the PTX as Triton wrote it (Triton 3.6), none after."""
   import triton
   from bench.probes.fuzz_repro_gpu import load_program
-  from tests.fuzz import sm90
-  from tests.fuzz.check import check
+  from testkit.fuzz import sm90
+  from testkit.fuzz.check import check
   program = load_program(os.path.join(
       ROOT,
       "bench/corpus/fuzz_gpu_h200_12c95b8_seed20261203_repro/"

@@ -15,12 +15,12 @@ from pallas_prof.backend.compiling import compile as pcompile, compile_cache
 from pallas_prof.backend.artifacts import CompiledKernel, GeneratedKernel, SchemaMismatch
 from pallas_prof.backend.running.launch_spec import LaunchSpec
 from pallas_prof.cli import run_directory as run_dir
-from tests.backend.compiling.test_compile import _lower_example
+from testkit.examples import lower_example
 
 
 @pytest.fixture(scope="module")
 def softmax():
-  gk = _lower_example("softmax")
+  gk = lower_example("softmax")
   pcompile.clear_memory_cache()
   deferred = pcompile.compile_kernel(gk, ("cuda", 90), use_disk_cache=False, need_cubin=False)
   return gk, deferred

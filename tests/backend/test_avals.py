@@ -68,7 +68,7 @@ def test_the_registry_records_a_calls_avals_typed(tmp_path):
   def add_one(x_ref, o_ref):
     o_ref[...] = x_ref[...] + 1
 
-  from tests.helpers import pallas
+  from testkit.helpers import pallas
   kernel_registry.clear()
   x = jnp.ones((16,), jnp.int32)
   jax.block_until_ready(pallas(add_one, jax.ShapeDtypeStruct((16,), jnp.int32),

@@ -13,14 +13,14 @@ from pallas_prof.advice.trials import settings_of
 from pallas_prof.backend.compiling import compile_cache
 from pallas_prof.backend.options import LoweringOptions, TunedSettings, WorkaroundPlan
 from pallas_prof.cli import run_directory as run_dir
-from tests.backend.compiling.test_compile import _lower_example
+from testkit.examples import lower_example
 
 TARGET = ("cuda", 90)
 
 
 @pytest.fixture(scope="module")
 def softmax():
-  return _lower_example("softmax")
+  return lower_example("softmax")
 
 
 def _with(gk, **changes):

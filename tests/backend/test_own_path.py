@@ -21,7 +21,7 @@ from jax.experimental import pallas as pl
 import pallas_prof
 from pallas_prof import triton as plgpu
 from pallas_prof.backend import builtin_triton
-from tests.helpers import JAX_TRITON_GONE, jax_plgpu
+from testkit.helpers import JAX_TRITON_GONE, jax_plgpu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEPRECATION = "jax-pallas-triton"

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import pytest
 
 import pallas_prof
-from tests.helpers import assert_close, random_array
+from testkit.helpers import assert_close, random_array
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -18,7 +18,7 @@ from pallas_prof import triton as ours
 from pallas_prof.backend.compiling import compile as backend_compile
 from pallas_prof.backend import pallas_call_rule
 from tests.backend.lowering.rules.test_memory import generated_kernel
-from tests.helpers import JAX_TRITON_GONE, assert_close, jax_plgpu, random_array
+from testkit.helpers import JAX_TRITON_GONE, assert_close, jax_plgpu, random_array
 
 S = jax.ShapeDtypeStruct
 F32 = jnp.float32

@@ -254,7 +254,7 @@ def test_the_ejected_gpu_launch_compiles_with_pallas_prof_s_options(tmp_path, fu
   import pallas_prof
   from pallas_prof.backend.compiling.compile_cache import compile_options
   from pallas_prof.cli.eject import eject
-  from tests.profiler.conftest import lowered_record, sds
+  from testkit.examples import lowered_record, sds
 
   def kernel(x_ref, o_ref):
     o_ref[...] = x_ref[...] * 1.5 + x_ref[...]

@@ -110,7 +110,7 @@ def test_hovering_scrolls_the_other_listing_to_the_lines(chromium, tmp_path):
 @pytest.mark.no_gpu     # its kernel reads past its buffers: on a GPU, an illegal address
 def test_a_run_time_failure_page_marks_the_line(chromium, tmp_path):
   from tests.cli.test_cli import pallas_prof
-  from tests.cli.test_newcomer import READS_PAST
+  from testkit.scripts import READS_PAST
   script = tmp_path / "reads_past.py"
   script.write_text(READS_PAST)
   out = tmp_path / "out"

@@ -6,12 +6,12 @@ import os
 import re
 import shutil
 import sys
-import textwrap
 import warnings
 
 import pytest
 
 from pallas_prof.profiler import driver
+from testkit.scripts import READS_PAST
 from tests.cli.test_cli import EXAMPLES, pallas_prof, softmax_run  # noqa: F401 - a fixture
 
 ARGV_SCRIPT = "import sys\nprint('ARGV', sys.argv[1:])\n"
@@ -60,21 +60,6 @@ def test_run_without_a_script_says_which_is_missing(tmp_path):
 
 
 # --- item 3: a kernel that fails at run time, through the CLI ----------------------------
-
-READS_PAST = textwrap.dedent("""
-    import jax, jax.numpy as jnp
-    from jax.experimental import pallas as pl
-
-    def kernel(x_ref, o_ref):
-      i = pl.program_id(0)
-      o_ref[...] = x_ref[pl.ds(i * 8 + 4, 8)] * 2.0
-
-    f = jax.jit(pl.pallas_call(kernel, grid=(4,), in_specs=[pl.BlockSpec((32,), lambda i: (0,))],
-                               out_specs=pl.BlockSpec((8,), lambda i: (i,)),
-                               out_shape=jax.ShapeDtypeStruct((32,), jnp.float32)))
-    print(f(jnp.arange(32, dtype=jnp.float32)))
-    """)
-
 
 # the default mode's case reads past its buffers: caught on a CPU, an illegal address on a GPU
 @pytest.mark.parametrize("check", [pytest.param(False, marks=pytest.mark.no_gpu), True],

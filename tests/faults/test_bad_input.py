@@ -32,7 +32,7 @@ import pallas_prof
 from pallas_prof import settings
 from pallas_prof.backend import kernel_registry, kernel_files
 from pallas_prof.backend.running import long_runs
-from tests.helpers import pallas
+from testkit.helpers import pallas
 from tests.test_settings import CASES
 
 S = jax.ShapeDtypeStruct

@@ -245,11 +245,11 @@ def compiled(tmp_path_factory):
   """A kernel lowered in this process, its cold compile and the entry that compile stored."""
   from pallas_prof.backend.compiling import compile as pcompile
   from pallas_prof.backend.compiling import compile_cache
-  from tests.backend.compiling.test_compile import _lower_example
+  from testkit.examples import lower_example
   cache = str(tmp_path_factory.mktemp("compiled") / "cache")
   with pytest.MonkeyPatch.context() as mp:
     mp.setenv("PALLAS_PROF_CACHE_DIR", cache)
-    gk = _lower_example("layer_norm")
+    gk = lower_example("layer_norm")
     pcompile.clear_memory_cache()
     # as a fresh process: a test before this one in the same worker may have asked ptxas
     # its version already, and the memo would then not be written into this cache

@@ -35,7 +35,7 @@ from pallas_prof.backend.compiling import compile_cache, compile_worker, worker_
 from pallas_prof.backend.compiling.failures import machine_faults, workarounds
 from tests.faults import inject
 from tests.faults.inject import Killer
-from tests.helpers import pallas
+from testkit.helpers import pallas
 
 TARGET = ("cuda", 90)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -224,7 +224,7 @@ def test_an_autotune_cache_that_is_not_an_object_is_tuned_again(good_blocks_cach
 from pallas_prof.backend.compiling.compile import compile_kernel  # noqa: E402
 from pallas_prof.backend.running.launch import run_interpreted  # noqa: E402
 from pallas_prof.tune import params  # noqa: E402
-from tests.profiler.conftest import load_example, lowered_record, sds  # noqa: E402
+from testkit.examples import load_example, lowered_record, sds  # noqa: E402
 from tests.tune.test_params import UNHURRIED, _install, _lowered_as, _tune  # noqa: E402
 
 SETTINGS = params.Autotune(configs=[{"num_warps": 8}], min_launches=5, min_seconds=0.0,

@@ -10,8 +10,8 @@ import jax
 import numpy as np
 import pytest
 
-from tests.fuzz import check
-from tests.fuzz.programs import InputSpec, Program
+from testkit.fuzz import check
+from testkit.fuzz.programs import InputSpec, Program
 
 SIN_OF_CUMSUM = Program(
     "values",

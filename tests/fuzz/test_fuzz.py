@@ -1,7 +1,7 @@
 """The differential fuzzer's fixed set: 304 random Pallas programs (the same
 ones on every run: derandomized), each run through pallas-prof on the CPU
 (Triton's interpreter) and through a reference that shares no code with it
-(XLA, or JAX's Pallas interpreter), see tests/fuzz/check.py.
+(XLA, or JAX's Pallas interpreter), see testkit/fuzz/check.py.
 
 A difference fails the test after hypothesis shrank it; the shrunk program is
 saved as a script (PALLAS_PROF_FUZZ_OUT, default a temporary directory) and
@@ -16,8 +16,8 @@ import tempfile
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 
-from tests.fuzz.check import Difference, check, save_reproducer
-from tests.fuzz.programs import kernel_programs, tma_kernel_programs, value_programs
+from testkit.fuzz.check import Difference, check, save_reproducer
+from testkit.fuzz.programs import kernel_programs, tma_kernel_programs, value_programs
 
 OUT = os.environ.get("PALLAS_PROF_FUZZ_OUT") or os.path.join(tempfile.gettempdir(),
                                                              "pallas-prof-fuzz")
@@ -107,7 +107,7 @@ def _tma_kernels(program):
   import warnings
   from pallas_prof.backend import kernel_registry
   from pallas_prof.backend.pallas_call_rule import TmaFallbackWarning
-  from tests.fuzz.check import TMA_ENV
+  from testkit.fuzz.check import TMA_ENV
   os.environ[TMA_ENV] = "1"
   try:
     with warnings.catch_warnings():     # fallbacks are expected here (and counted below)
@@ -133,8 +133,8 @@ def test_a_wrong_answer_is_caught_and_saved(tmp_path, monkeypatch):
   """The checker is not blind: a pallas-prof result off by one is a Difference,
   and the reproducer it writes runs the same program."""
   import numpy as np
-  from tests.fuzz import check as check_module
-  from tests.fuzz.programs import InputSpec, Program
+  from testkit.fuzz import check as check_module
+  from testkit.fuzz.programs import InputSpec, Program
   program = Program("values", "def fn(x0):\n  v1 = x0 * 3\n  return (v1,)\n",
                     (InputSpec((5, 3), "int32", -9, 9),), 7, 0.0)
   real = check_module.run_pallas_prof
@@ -161,7 +161,7 @@ def test_row_kernels_never_sum_over_rows(data):
   a dot there may only take the weight matrix `w` on its right."""
   import re
   from hypothesis import strategies as st
-  from tests.fuzz.programs import _rows_kernel
+  from testkit.fuzz.programs import _rows_kernel
   dtype = data.draw(st.sampled_from(["float32", "float16", "bfloat16", "int8"]))
   program = data.draw(st.composite(lambda draw: _rows_kernel(draw, dtype))())
   for rhs in re.findall(r"jnp\.dot\(\w+, ([\w.]+)", program.source):
@@ -178,8 +178,8 @@ def test_where_xla_cpu_and_gpu_disagree_pallas_prof_follows_its_device():
   import jax
   import jax.numpy as jnp
   import numpy as np
-  from tests.fuzz import check as check_module
-  from tests.fuzz.programs import InputSpec, Program
+  from testkit.fuzz import check as check_module
+  from testkit.fuzz.programs import InputSpec, Program
   tie = 2 ** 24 + 2 ** 16 + 1
   program = Program("values", "def fn(x0):\n  v1 = x0.astype(jnp.bfloat16)\n  return (v1,)\n",
                     (InputSpec((4,), "int32", tie, tie),), 11, 0.0)
@@ -206,8 +206,8 @@ def test_where_xla_folds_constants_its_own_way_pallas_prof_follows_its_kernels()
   apart), not a Difference; a result equal to neither would be one."""
   import jax
   import numpy as np
-  from tests.fuzz import check as check_module
-  from tests.fuzz.programs import InputSpec, Program
+  from testkit.fuzz import check as check_module
+  from testkit.fuzz.programs import InputSpec, Program
   program = Program("values", "def fn(x0):\n  v1 = lax.broadcasted_iota(jnp.float32, (1, 2), 1)\n"
                     "  v2 = jnp.arctan2(v1, v1)\n  return (v2,)\n",
                     (InputSpec((1, 2), "int32", -100, 100),), 0, 2e-4)
@@ -231,7 +231,7 @@ def test_no_division_by_a_value_xla_folds_while_compiling():
   jaxlib 0.10.2, CPU run of 2026-12-02). A divisor computed from constants
   alone is kept nonzero; one computed from the inputs may still be zero
   (XLA defines x / 0 and x % 0, and pallas-prof follows)."""
-  from tests.fuzz.programs import Builder, Var, _binary
+  from testkit.fuzz.programs import Builder, Var, _binary
   for template in ("lax.rem({a}, {b})", "lax.div({a}, {b})"):
     draws = {"operand": 0, "binary": template}
     b = Builder(lambda strategy, label=None: draws[label], [Var("x0", (9, 1, 3), "uint32", 100)])
@@ -255,8 +255,8 @@ def test_where_xla_rounds_a_bfloat16_scan_at_every_step_pallas_prof_is_the_exact
   import jax
   import jax.numpy as jnp
   import numpy as np
-  from tests.fuzz import check as check_module
-  from tests.fuzz.programs import InputSpec, Program
+  from testkit.fuzz import check as check_module
+  from testkit.fuzz.programs import InputSpec, Program
   program = Program("values", "def fn(x0):\n  v1 = jnp.cumsum(x0, axis=0)\n  v4 = jnp.sin(v1)\n"
                     "  return (v4,)\n", (InputSpec((19, 2), "bfloat16", -4, 4),), 0, 0.06,
                     76.0, ("cumsum", "unary"))
@@ -280,8 +280,8 @@ def test_where_xla_float32_is_an_ulp_off_at_a_discontinuity_pallas_prof_follows_
   (counted apart); a result equal to neither would be a Difference."""
   import jax
   import numpy as np
-  from tests.fuzz import check as check_module
-  from tests.fuzz.programs import InputSpec, Program
+  from testkit.fuzz import check as check_module
+  from testkit.fuzz.programs import InputSpec, Program
   source = ("def fn(x0):\n  v3 = x0 * x0\n  v4 = jnp.tanh(v3) * 0.5 + x0 * 0.25 + 2 * 0.125\n"
             "  v5 = -v4\n  v6 = jnp.arctan2(v5, v5)\n  return (v6,)\n")
   program = Program("values", source, (InputSpec((1,), "float32", -3, -3),), 0, 2e-4, 32.0,
@@ -306,7 +306,7 @@ def test_triton_rejecting_the_generated_code_is_a_bug_not_a_limitation(with_equa
   "not supported": the fuzzer counted such programs as 'unsupported', never a Difference."""
   import types
   from pallas_prof import LoweringError
-  from tests.fuzz.check import _is_limitation
+  from testkit.fuzz.check import _is_limitation
   eqn = types.SimpleNamespace(primitive="add", text="c:f32[8] = add a b", in_avals=["f32[8]"],
                               file="prog.py", line=3, function="kernel", index=0)
   error = LoweringError("Triton failed in the ttir stage: CompilationError: this layout is "
@@ -332,8 +332,8 @@ def test_only_a_program_that_sums_may_blame_xla_for_accumulating_in_16_bits():
   import jax
   import jax.numpy as jnp
   import numpy as np
-  from tests.fuzz import check as check_module
-  from tests.fuzz.programs import InputSpec, Program
+  from testkit.fuzz import check as check_module
+  from testkit.fuzz.programs import InputSpec, Program
   source = "def fn(x0):\n  v1 = jnp.cumsum(x0, axis=0)\n  v4 = jnp.sin(v1)\n  return (v4,)\n"
   verdicts = {}
   for features in (("cumsum", "unary"), ("unary",)):
@@ -365,7 +365,7 @@ def test_a_periodic_function_of_a_large_inexact_value_is_fragile():
   0.01-0.14 at 8 of 361 elements. Such a program may differ at a few elements (as one
   with a floor of an inexact value may); sin of a small value, or of an exact large one,
   stays strict."""
-  from tests.fuzz.programs import Builder, Var
+  from testkit.fuzz.programs import Builder, Var
   b = Builder(None, [Var("x1", (19, 1), "float16", 4.0, False, False)])
   c = b.add("jnp.cumsum(x1, axis=0)", 76.0, "cumsum")
   d = b.add(f"jnp.dot({c.name}, {c.name}.T, precision=HIGHEST, "
@@ -391,7 +391,7 @@ def test_a_periodic_function_of_a_float16_value_past_its_tolerance_is_fragile():
   against 0.2664 after sin and the square, past float16's tolerance of 0.01. One unit in
   the last place at 16 (0.0156) is already more than the tolerance: such a sin is
   ill-conditioned in float16, as one of a value in the hundreds is in float32."""
-  from tests.fuzz.programs import Builder, Var
+  from testkit.fuzz.programs import Builder, Var
   b = Builder(None, [Var("x1", (67,), "float16", 4.0, False, False)])
   v2 = b.add("x1 * x1 + 1", 17.0, "binary")
   assert v2.inexact and not b.fragile              # contractible into an FMA
@@ -409,7 +409,7 @@ def test_an_integer_sum_past_its_range_wraps_as_xla_does(dtype, axis, keepdims):
   pallas-prof's CPU path now. Non-scalar results wrapped before and still do."""
   import jax.numpy as jnp
   import numpy as np
-  from tests.helpers import run_on_values, xla_on_cpu
+  from testkit.helpers import run_on_values, xla_on_cpu
   x = np.full((3, 19), 2 ** 30 + 7, dtype)
   x[1, 2] = 12345
   fn = (lambda v: (jnp.sum(v[0], axis=0),)) if axis == 0 else \
@@ -421,7 +421,7 @@ def test_an_integer_sum_past_its_range_wraps_as_xla_does(dtype, axis, keepdims):
 
 def test_the_fuzzers_int32_sum_program_agrees():
   """The program that found it, as the fuzzer shrank it."""
-  from tests.fuzz.programs import InputSpec, Program
+  from testkit.fuzz.programs import InputSpec, Program
   program = Program("values", "def fn(x0, x1):\n  v2 = jnp.prod(x1, axis=0, keepdims=False)\n"
                     "  v3 = v2 + v2\n  v4 = -v3\n  v5 = -v4\n"
                     "  v6 = jnp.sum(v5, axis=0, keepdims=False)\n"

@@ -1,6 +1,6 @@
-"""The generators grown toward the GPU fuzzer's first miss (tests/fuzz/hazards.py),
-the scan generators of issue 28 (tests/fuzz/scans.py), and the sm_90 compile mode
-with its SASS hazard reader (tests/fuzz/sm90.py, sass_hazards.py): fixed,
+"""The generators grown toward the GPU fuzzer's first miss (testkit/fuzz/hazards.py),
+the scan generators of issue 28 (testkit/fuzz/scans.py), and the sm_90 compile mode
+with its SASS hazard reader (testkit/fuzz/sm90.py, sass_hazards.py): fixed,
 derandomized sets run on the CPU like tests/fuzz/test_fuzz.py's."""
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.fuzz.hazards import hazard_programs
-from tests.fuzz.sass_hazards import hazard_leads, in_place_predicated_selects
-from tests.fuzz.scans import scan_programs
+from testkit.fuzz.hazards import hazard_programs
+from testkit.fuzz.sass_hazards import hazard_leads, in_place_predicated_selects
+from testkit.fuzz.scans import scan_programs
 from tests.fuzz.test_fuzz import _check, _run_bounded, fixed
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
@@ -68,8 +68,8 @@ def test_scan_programs_cover_ops_axes_shapes_and_warps():
 
 def _updates(n: int = 60) -> list[list[str]]:
   """The statements _clamped_update makes of a float16 [7, 19] value, n times."""
-  from tests.fuzz.hazards import _clamped_update
-  from tests.fuzz.programs import Builder, Var
+  from testkit.fuzz.hazards import _clamped_update
+  from testkit.fuzz.programs import Builder, Var
   drawn = []
 
   @settings(max_examples=n, derandomize=True, database=None, deadline=None,
@@ -166,8 +166,8 @@ def test_the_selective_scan_chain_of_16_bit_inputs_computes_in_float32():
   64 rows is ill-conditioned (exp of a cumsum near its clip, summed again): XLA and
   pallas-prof each 30-40 of 300 away from the exactly summed answer, 7 from each other.
   Such kernels compute it in float32; so do the generator's, for 16-bit inputs."""
-  from tests.fuzz.programs import Builder, Var
-  from tests.fuzz.scans import _selective
+  from testkit.fuzz.programs import Builder, Var
+  from testkit.fuzz.scans import _selective
   for dtype in ("float16", "bfloat16", "float32"):
     b = Builder(lambda strategy, label=None: 0 if label != "row sum" else False,
                 [Var("x0", (64,), dtype, 4.0)])
@@ -179,7 +179,7 @@ def test_the_selective_scan_chain_of_16_bit_inputs_computes_in_float32():
 def test_an_add_of_a_float_product_is_inexact_as_an_fma_may_round_it_once():
   """XLA's CPU contracts `a * b + c` into one FMA (float32 here; float16 too on the H200's
   host), pallas-prof rounds the product first: such a value may differ by a last bit."""
-  from tests.fuzz.programs import Builder, Var
+  from testkit.fuzz.programs import Builder, Var
   b = Builder(None, [Var("x1", (19,), "float16", 4.0), Var("k", (19,), "int32", 100)])
   assert b.add("x1 * x1 + 1", 17.0, "live").inexact
   assert b.add("x1 * 1.5 - 0.25", 6.25, "unary").inexact
@@ -226,9 +226,9 @@ def test_the_gpu_fuzzers_float16_live_value_findings_are_fragile(steps, mask, n,
   over the live value, is as large as it); a fragile program tolerates those elements."""
   import dataclasses
 
-  from tests.fuzz import check as fuzz_check
-  from tests.fuzz.hazards import _load_over_live
-  from tests.fuzz.programs import Builder, InputSpec, Program, Var
+  from testkit.fuzz import check as fuzz_check
+  from testkit.fuzz.hazards import _load_over_live
+  from testkit.fuzz.programs import Builder, InputSpec, Program, Var
   b = Builder(None, [Var("x1", (block,), "float16", 4.0), Var("gi", (block,), "int32", n)])
   live = b.add("x1 * x1 + 1", 17.0, "live")
   _load_over_live(b, live, 4.0)

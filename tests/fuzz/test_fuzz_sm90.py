@@ -1,4 +1,4 @@
-"""bench/fuzz/fuzz.py --compile-sm90's checks (tests/fuzz/sm90.py): each program's kernels
+"""bench/fuzz/fuzz.py --compile-sm90's checks (testkit/fuzz/sm90.py): each program's kernels
 compiled for sm_90 on the CPU; a stage failure is a finding, shrunk, with a reproducer; the
 SASS is read for the ptxas hazard of issue 32, whose strong leads come with theirs. The
 runner's side (its worker, summary and replay) is tested in bench/tests/test_fuzz_sm90.py."""
@@ -10,26 +10,12 @@ import sys
 
 import pytest
 
-from tests.fuzz import sm90
-from tests.fuzz.check import check, save_reproducer
-from tests.fuzz.programs import InputSpec, Program
+from testkit.fuzz import sm90
+from testkit.fuzz.check import check, save_reproducer
+from testkit.fuzz.findings import FUZZ_18680
+from testkit.fuzz.programs import InputSpec, Program
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-# seed 18680's program (issue 32), as the fuzzer found it
-FUZZ_18680 = Program(
-    "values",
-    "def fn(x0, x1, x2):\n"
-    "  v3 = jnp.min(x2, axis=0, keepdims=False)\n"
-    "  v4 = v3 * v3\n"
-    "  v5 = v3 * v4\n"
-    "  v6 = lax.dynamic_update_slice_in_dim(v3, v3[0:3] * 2, jnp.min(x0).astype(jnp.int32) % 21,"
-    " axis=0)\n"
-    "  v7 = x1 * v6\n"
-    "  v8 = jnp.broadcast_to(v4, (1, 19))\n"
-    "  return (v5, v7, v8,)\n",
-    tuple(InputSpec((10, 19), "float16") for _ in range(3)), 18680, 1e-2, 300.0,
-    ("dynamic_update_slice", "binary", "reduce", "broadcast"))
 
 
 def _old_window_test(lanes, start, size):

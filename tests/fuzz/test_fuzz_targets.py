@@ -1,4 +1,4 @@
-"""bench/fuzz/fuzz.py --second-target (tests/fuzz/second_target.py): each program's kernels
+"""bench/fuzz/fuzz.py --second-target (testkit/fuzz/second_target.py): each program's kernels
 compiled for sm_80 and gfx942 in turns besides sm_90; compiled, refused with its reason, or
 a stage failure (a finding, kept as a reproducer). The runner's summary of each target's
 answers is tested in bench/tests/test_fuzz_targets.py."""
@@ -8,9 +8,9 @@ import os
 import subprocess
 import sys
 
-from tests.fuzz import second_target, sm90
-from tests.fuzz.check import check, save_reproducer
-from tests.fuzz.programs import InputSpec, Program
+from testkit.fuzz import second_target, sm90
+from testkit.fuzz.check import check, save_reproducer
+from testkit.fuzz.programs import InputSpec, Program
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

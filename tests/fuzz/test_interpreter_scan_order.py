@@ -1,4 +1,4 @@
-"""The CPU's two scan orders (tests/fuzz/scan_order.py): Triton's interpreter's, which
+"""The CPU's two scan orders (testkit/fuzz/scan_order.py): Triton's interpreter's, which
 pallas-prof's kernel runs on the CPU, and XLA's, the fuzzer's reference; and the fuzzer's
 verdict on a program whose only difference from XLA is the order.
 
@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from jax import lax
 
-from tests.fuzz import check
-from tests.fuzz.programs import FLOAT_TOL, InputSpec, Program
-from tests.fuzz.scan_order import interpreter_scan, namespace_with_scans, xla_cpu_scan
+from testkit.fuzz import check
+from testkit.fuzz.programs import FLOAT_TOL, InputSpec, Program
+from testkit.fuzz.scan_order import interpreter_scan, namespace_with_scans, xla_cpu_scan
 
 RECORD = (pathlib.Path(__file__).resolve().parents[2] / "bench" / "results"
           / "fuzz_cpu_6bd886f_seed20261225_jax012_triton39_sm90.json")
@@ -159,7 +159,7 @@ def test_the_windowed_order_is_xla_s_on_the_cpu(n, reverse):
 def test_a_model_that_fails_explains_nothing(monkeypatch):
   """A program the interpreter's order cannot run (the model's own failure) stays the
   difference it is, and the fuzzer records it as one, not as its own crash."""
-  from tests.fuzz import scan_order
+  from testkit.fuzz import scan_order
   program, *_ = _recorded()
 
   def broken(*args, **kwargs):

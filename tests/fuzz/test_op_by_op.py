@@ -1,4 +1,4 @@
-"""tests/fuzz/op_by_op.py: the fuzzer's op-by-op reference rounds every equation to its dtype
+"""testkit/fuzz/op_by_op.py: the fuzzer's op-by-op reference rounds every equation to its dtype
 (float16 and bfloat16 included), in plain jaxprs, control flow and a pallas_call's body; and
 check.py judges the recorded float16 "reference's differences" with it (issue 47 item 6)."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from jax import lax
 from jax.experimental import pallas as pl
 
-from tests.fuzz import check, op_by_op
+from testkit.fuzz import check, op_by_op
 
 CORPUS = pathlib.Path(__file__).resolve().parents[2] / "bench" / "corpus"
 # the CPU fuzz's one difference of 2026-12-05 (x1 * x1 + 1, its fourth power, a sin), and the

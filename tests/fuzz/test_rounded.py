@@ -1,4 +1,4 @@
-"""tests/fuzz/rounded.py: the reference with each jnp and lax call rounded from float64,
+"""testkit/fuzz/rounded.py: the reference with each jnp and lax call rounded from float64,
 and the fuzzer's verdict on the H200's ceil-of-tanh finding (seed 20261222), which it
 explains: XLA's CPU tanh, not pallas-prof, is off there."""
 from __future__ import annotations
@@ -11,9 +11,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tests.fuzz import check
-from tests.fuzz.programs import FLOAT_TOL, InputSpec, Program
-from tests.fuzz.rounded import namespace_rounded_from_float64, rounded_from_float64
+from testkit.fuzz import check
+from testkit.fuzz.programs import FLOAT_TOL, InputSpec, Program
+from testkit.fuzz.rounded import namespace_rounded_from_float64, rounded_from_float64
 
 RESULTS = pathlib.Path(__file__).resolve().parents[2] / "bench" / "results"
 RECORD = RESULTS / "fuzz_gpu_h200_095f1e6_seed20261222.json"

@@ -1,4 +1,4 @@
-"""tests/fuzz/scan_order.py: the GPU's order of a scan (16-bit, and float32 in the order the
+"""testkit/fuzz/scan_order.py: the GPU's order of a scan (16-bit, and float32 in the order the
 kernel's own layouts give), and the fuzzer's verdict on a program whose only difference
 from XLA is that order."""
 from __future__ import annotations
@@ -13,10 +13,10 @@ import jax
 import numpy as np
 import pytest
 
-from tests.fuzz import check
-from tests.fuzz.programs import FLOAT_TOL, InputSpec, Program
-from tests.fuzz.rounded import namespace_rounded_from_float64
-from tests.fuzz.scan_order import ScanLayout, chunk_scan, scan_layouts, triton_scans, warp_scan
+from testkit.fuzz import check
+from testkit.fuzz.programs import FLOAT_TOL, InputSpec, Program
+from testkit.fuzz.rounded import namespace_rounded_from_float64
+from testkit.fuzz.scan_order import ScanLayout, chunk_scan, scan_layouts, triton_scans, warp_scan
 
 # the two programs of the H200 fuzz run at d875290 (seed 20261218), shrunk (seed 0)
 REVERSE = Program(
@@ -35,7 +35,7 @@ GPU = types.SimpleNamespace(platform="gpu")
 
 
 def _warp_run(program):
-  from tests.fuzz.scan_order import namespace_with_warp_scans
+  from testkit.fuzz.scan_order import namespace_with_warp_scans
   scope = namespace_with_warp_scans(check.namespace())
   exec(program.source, scope)
   return [np.array(r) for r in scope["fn"](*check.make_inputs(program))]

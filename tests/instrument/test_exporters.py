@@ -25,7 +25,7 @@ import pallas_prof
 from pallas_prof import instrument
 from pallas_prof.backend.compiling import compile as backend_compile
 from pallas_prof.instrument import lossless_batch, otlp_json, perfetto_trace
-from tests.helpers import random_array
+from testkit.helpers import random_array
 from tests.instrument.spans import ROOT, load_example, lower_fresh
 
 # --- OTLP/JSON ------------------------------------------------------------------------------------

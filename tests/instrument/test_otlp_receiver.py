@@ -25,7 +25,7 @@ import pytest
 
 import pallas_prof
 from pallas_prof.backend.compiling import compile as backend_compile
-from tests.helpers import random_array
+from testkit.helpers import random_array
 from tests.instrument.spans import lines_containing, load_example, lower_fresh
 
 pytestmark = pytest.mark.otlp_receiver

@@ -12,7 +12,7 @@ import pytest
 
 import pallas_prof
 from pallas_prof.backend import hooks
-from tests.helpers import random_array
+from testkit.helpers import random_array
 from tests.instrument.spans import (EXAMPLES, by_id, count_kernel_equations, kernel_spans,
                                     lines_containing, load_example, lower_fresh, lower_spans,
                                     pallas_call_eqns, parent_of, traced)
@@ -209,7 +209,7 @@ def test_tracing_off_means_null_observer():
 
 def test_failing_equation_span_is_error(rng):
   """A rule failure marks its equation's span ERROR with the exception recorded."""
-  from tests.helpers import pallas
+  from testkit.helpers import pallas
 
   def kernel(x_ref, o_ref):
     o_ref[...] = jnp.sort(x_ref[...])
@@ -231,7 +231,7 @@ def test_failing_equation_span_is_error(rng):
 def test_cond_branches_and_index_maps(rng):
   """Branch equations nest under the cond's span; index-map equations under pallas_call."""
   from jax.experimental import pallas as pl
-  from tests.helpers import pallas
+  from testkit.helpers import pallas
 
   def kernel(x_ref, o_ref):
     x = x_ref[...]

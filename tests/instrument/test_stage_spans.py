@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import pytest
 
 from pallas_prof.backend.compiling import compile as backend_compile
-from tests.helpers import random_array
+from testkit.helpers import random_array
 from tests.instrument.spans import by_id, kernel_spans, load_example, lower_fresh, traced
 
 STAGES = ["ttir", "ttgir", "llir", "ptx", "cubin"]

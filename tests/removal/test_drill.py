@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
-from tests.helpers import JAX_TRITON_GONE
+from testkit.helpers import JAX_TRITON_GONE
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 HERE = "tests/removal/test_without_jax_triton.py"
@@ -54,10 +54,11 @@ ALLOWED_SKIPS = (JAX_TRITON_GONE, "needs an NVIDIA GPU", "asserts what a machine
 
 
 def copy_of_the_project(into: pathlib.Path) -> pathlib.Path:
-  """The package, its tests and examples, with JAX's Triton backend made unimportable."""
+  """The package, its tests (with testkit, the code they share with bench) and examples, with
+  JAX's Triton backend made unimportable."""
   root = into / "project"
   ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
-  for name in ("pallas_prof", "tests", "examples"):
+  for name in ("pallas_prof", "tests", "testkit", "examples"):
     shutil.copytree(ROOT / name, root / name, ignore=ignore)
   for name in ("pyproject.toml", "README.md"):
     shutil.copy(ROOT / name, root / name)

@@ -17,7 +17,7 @@ from jax.experimental import pallas as pl
 import pallas_prof
 from pallas_prof import triton as plgpu
 from pallas_prof.backend import pallas_call_rule
-from tests.helpers import jax_plgpu
+from testkit.helpers import jax_plgpu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 S = jax.ShapeDtypeStruct

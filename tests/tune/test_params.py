@@ -22,7 +22,7 @@ from pallas_prof.backend.compiling.compile import compile_kernel
 from pallas_prof.backend.options import TunedSettings as S
 from pallas_prof.profiler import driver
 from pallas_prof.tune import params
-from tests.profiler.conftest import load_example, lowered_record, sds
+from testkit.examples import load_example, lowered_record, sds
 from tests.profiler.fake_cuda import FakeDriver
 
 # the tests check which candidates run and which is kept, not the budget: a loaded machine

@@ -9,8 +9,8 @@ import json
 import os
 import sys
 sys.path.insert(0, os.getcwd())
-from tests.fuzz.programs import InputSpec, Program
-from tests.fuzz.check import check
+from testkit.fuzz.programs import InputSpec, Program
+from testkit.fuzz.check import check
 
 PROGRAM = json.loads(r'''
 {
@@ -61,5 +61,5 @@ if "gpu" in sys.argv[1:]:
 else:
   print(check(program))
 if "sm90" in sys.argv[1:]:
-  from tests.fuzz.sm90 import compile_sm90
+  from testkit.fuzz.sm90 import compile_sm90
   print(compile_sm90(program))

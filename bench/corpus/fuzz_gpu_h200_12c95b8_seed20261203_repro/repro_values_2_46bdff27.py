@@ -5,8 +5,8 @@ output 0 (int32[3, 8]): 3 of 24 elements differ: [0, 7]: np.int32(8) vs np.int32
 Run from the repository root: python3 {this file}
 """
 import json
-from tests.fuzz.programs import InputSpec, Program
-from tests.fuzz.check import check
+from testkit.fuzz.programs import InputSpec, Program
+from testkit.fuzz.check import check
 
 PROGRAM = json.loads(r'''
 {

@@ -16,6 +16,7 @@ import pallas_prof
 from pallas_prof.backend.compiling import compile as pcompile
 from pallas_prof.backend.compiling import compile_cache, warmup
 from pallas_prof.backend import kernel_registry
+from testkit.examples import lower_example
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 EXAMPLES = ["vector_add", "softmax", "layer_norm", "matmul", "flash_attention"]
@@ -29,33 +30,9 @@ def _installed():
   pallas_prof.install()
 
 
-def _lower_example(name):
-  """Lowers the example's kernel (no run) and returns its GeneratedKernel."""
-  sys.path.insert(0, os.path.join(ROOT, "examples"))
-  try:
-    module = __import__(name)
-  finally:
-    sys.path.pop(0)
-  kernel_registry.clear()
-  jax.clear_caches()   # lower for real, not from jit's cache
-  args = {
-      "vector_add": lambda: (module.add, (jnp.ones(5000), jnp.ones(5000))),
-      "softmax": lambda: (module.softmax, (jnp.ones((16, 300)),)),
-      "layer_norm": lambda: (module.layer_norm, (jnp.ones((8, 256)), jnp.ones(256), jnp.ones(256))),
-      "matmul": lambda: (module.matmul, (jnp.ones((256, 256), jnp.bfloat16),
-                                         jnp.ones((256, 256), jnp.bfloat16))),
-      "flash_attention": lambda: (module.flash_attention,
-                                  tuple(jnp.ones((1, 128, 2, 64), jnp.float16) for _ in range(3))),
-  }[name]()
-  fn, xs = args
-  fn.lower(*xs)
-  (rec,) = kernel_registry.kernels()
-  return rec.generated
-
-
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_example_compiles_for_sm90(example):
-  gk = _lower_example(example)
+  gk = lower_example(example)
   ck = pcompile.compile_kernel(gk, ("cuda", 90), use_disk_cache=False)
   assert ck.ptx.startswith("//") and ".target sm_90" in ck.ptx
   assert f".entry {gk.name}(" in ck.ptx
@@ -77,7 +54,7 @@ def test_resources_match_the_compiled_code():
   the buffers the TTGIR allocates (the matmul's pipelined A and B tiles)."""
   import re
   import triton
-  gk = _lower_example("matmul")
+  gk = lower_example("matmul")
   ck = pcompile.compile_kernel(gk, ("cuda", 90), use_disk_cache=False)
   cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
   path = os.path.join(compile_cache.cache_dir(), "test_matmul.cubin")
@@ -96,7 +73,7 @@ def test_resources_match_the_compiled_code():
 
 
 def test_repeated_compile_in_process_is_cached():
-  gk = _lower_example("softmax")
+  gk = lower_example("softmax")
   first = pcompile.compile_kernel(gk)
   t0 = time.perf_counter()
   again = pcompile.compile_kernel(gk)
@@ -110,9 +87,9 @@ def test_second_process_reuses_disk_cache(tmp_path):
 import sys, time, json
 sys.path.insert(0, {ROOT!r})
 import jax.numpy as jnp
-from tests.backend.compiling.test_compile import _lower_example
+from testkit.examples import lower_example
 from pallas_prof.backend.compiling import compile as pcompile
-gk = _lower_example("layer_norm")
+gk = lower_example("layer_norm")
 t0 = time.perf_counter()
 ck = pcompile.compile_kernel(gk)
 print(json.dumps({{"cache": ck.cache, "seconds": time.perf_counter() - t0, "regs": ck.registers}}))
@@ -127,8 +104,8 @@ print(json.dumps({{"cache": ck.cache, "seconds": time.perf_counter() - t0, "regs
 
 
 def test_lowering_is_deterministic():
-  a = _lower_example("flash_attention")
-  b = _lower_example("flash_attention")
+  a = lower_example("flash_attention")
+  b = lower_example("flash_attention")
   assert a.source == b.source and a.path == b.path
 
 
@@ -138,7 +115,7 @@ def test_a_compiler_crash_is_a_lowering_error_and_the_worker_recovers(tmp_path):
   from pallas_prof.backend.compiling import compile_worker
   if not compile_worker.enabled():
     pytest.skip("PALLAS_PROF_COMPILE_WORKER=0: compiling in-process")
-  good = _lower_example("vector_add")
+  good = lower_example("vector_add")
   crashing = tmp_path / "crashing_kernel.py"
   # the worker imports the kernel's file; this one aborts the process on import
   crashing.write_text("import os\nos.abort()\n")
@@ -158,7 +135,7 @@ def test_a_compiler_crash_is_a_lowering_error_and_the_worker_recovers(tmp_path):
 
 def test_deferred_cubin_is_assembled_on_demand():
   """The GPU launch path stops at PTX; the cubin and ptxas's figures come later."""
-  gk = _lower_example("softmax")
+  gk = lower_example("softmax")
   pcompile.clear_memory_cache()
   ck = pcompile.compile_kernel(gk, ("cuda", 90), use_disk_cache=False, need_cubin=False)
   assert ck.cubin_deferred and "cubin" not in ck.stage_seconds
@@ -313,7 +290,7 @@ def test_a_compile_that_waits_for_the_worker_says_how_long(monkeypatch):
   from tests.instrument.spans import traced
   if not compile_worker.enabled():
     pytest.skip("compile worker disabled (PALLAS_PROF_COMPILE_WORKER=0)")
-  gk = _lower_example("vector_add")
+  gk = lower_example("vector_add")
 
   def fresh_compile():
     pcompile.clear_memory_cache()

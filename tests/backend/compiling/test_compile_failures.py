@@ -28,7 +28,7 @@ from pallas_prof.backend import kernel_registry
 from pallas_prof.backend.compiling.failures import workarounds
 from pallas_prof.backend.compiling.failures.compile_diagnostics import diagnose
 from pallas_prof.instrument import error_text
-from tests.helpers import pallas
+from testkit.helpers import pallas
 
 THIS_FILE = os.path.realpath(__file__)
 

@@ -28,8 +28,8 @@ import pytest
 from pallas_prof.backend.compiling import compile as pcompile
 from pallas_prof.backend.compiling import lineinfo, ptx_rewrites, triton_compat
 from pallas_prof.backend import kernel_registry
-from tests.fuzz.sass_hazards import lost_packed_constants
-from tests.helpers import run_on_values, xla_on_cpu
+from testkit.fuzz.sass_hazards import lost_packed_constants
+from testkit.helpers import run_on_values, xla_on_cpu
 
 
 def test_a_packed_add_becomes_two_adds_of_its_halves():

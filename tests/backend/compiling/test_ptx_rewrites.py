@@ -132,8 +132,8 @@ def test_a_users_window_select_reaches_ptxas_as_one_select(dtype, rng):
   """The fuzzer's sm_90 mode found seed 18680's SASS (@P0 SEL R3, R6, R3, !P3 read
   by HMUL2 and HFMA2) in this user code, which rules/shape.py's window_test cannot reach."""
   from jax import lax
-  from tests.fuzz.sass_hazards import in_place_predicated_selects
-  from tests.helpers import run_on_values
+  from testkit.fuzz.sass_hazards import in_place_predicated_selects
+  from testkit.helpers import run_on_values
   scope = {"jnp": jnp, "lax": lax}
   exec(USER_WINDOW, scope)
   xs = [jnp.asarray(rng.uniform(-4, 4, (10, 19)), dtype) for _ in range(3)]

@@ -26,8 +26,8 @@ from jax import lax
 from pallas_prof.backend.compiling import compile as pcompile
 from pallas_prof.backend.compiling import lineinfo
 from pallas_prof.backend import kernel_registry
-from tests.fuzz.sass_hazards import in_place_predicated_selects
-from tests.helpers import run_on_values, xla_on_cpu
+from testkit.fuzz.sass_hazards import in_place_predicated_selects
+from testkit.helpers import run_on_values, xla_on_cpu
 
 
 def fuzz_18680(x0, x1, x2):

@@ -15,6 +15,8 @@ from pallas_prof.backend.compiling import compile as pcompile
 from pallas_prof.backend.compiling import compile_cache
 from pallas_prof.backend.compiling.for_targets import compile_for
 from pallas_prof.backend.targets import KNOWN, Target, UnknownTarget, as_target, parse_target
+from testkit.target_kernels import fp8_convert as _fp8_convert
+from testkit.target_kernels import mm as _mm
 
 pallas_prof.install()
 
@@ -114,10 +116,6 @@ def test_an_amd_compile_comes_back_from_the_disk_cache(tmp_path):
   assert ck.target == ("hip", "gfx942") and ck.registers == first.registers
 
 
-def _fp8_convert(x_ref, o_ref):
-  o_ref[...] = x_ref[...].astype(jnp.float8_e4m3fn).astype(jnp.float32)
-
-
 def test_fp8_e4m3_before_sm89_is_refused_at_the_users_line():
   x = jnp.ones((128,), jnp.float32)
   gk = _lower(_fp8_convert, (x,), "targets_fp8", out_shape=jax.ShapeDtypeStruct((128,), jnp.float32))
@@ -126,13 +124,10 @@ def test_fp8_e4m3_before_sm89_is_refused_at_the_users_line():
   assert out.status == "refused"
   text = str(out.error)
   assert "sm_80 has no float8_e4m3fn" in text and "sm_89" in text
-  assert f"{__file__}:{_fp8_convert.__code__.co_firstlineno + 1}" in text   # the astype line
+  code = _fp8_convert.__code__                  # testkit/target_kernels.py
+  assert f"{code.co_filename}:{code.co_firstlineno + 1}" in text   # the astype line
   assert "bfloat16 or float16" in out.error.hint
   assert out.error.fault == "kernel" and "pallas-prof's" not in text and "report it" not in text
-
-
-def _mm(a_ref, b_ref, o_ref):
-  o_ref[...] = jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)
 
 
 def test_shared_memory_each_target_has():
@@ -148,7 +143,8 @@ def test_shared_memory_each_target_has():
   assert "sm_80 allows 166912 per block" in outs["sm_80"].reason
   assert "of LDS (shared memory); gfx942 allows 65536 per block" in outs["gfx942"].reason
   assert outs["gfx950"].figures()["lds_bytes"] <= 163840
-  assert f"{__file__}:{_mm.__code__.co_firstlineno + 1}" in str(outs["gfx942"].error)
+  code = _mm.__code__
+  assert f"{code.co_filename}:{code.co_firstlineno + 1}" in str(outs["gfx942"].error)
 
 
 def test_a_target_switch_compiles_in_a_worker_of_its_own():

@@ -37,7 +37,7 @@ from pallas_prof.backend.compiling.failures import workarounds
 from pallas_prof.backend.running.launch import run_interpreted
 from pallas_prof.backend.compiling.triton_compat import triton_release as triton_version
 from pallas_prof.instrument import error_text
-from tests.helpers import pallas, random_array
+from testkit.helpers import pallas, random_array
 
 THIS_FILE = os.path.realpath(__file__)
 TRITON_36 = triton_version().startswith("3.6")

@@ -14,7 +14,7 @@ import pytest
 from pallas_prof.backend.compiling import compile as pcompile
 from pallas_prof.backend.compiling import compile_cache, triton_compat
 from pallas_prof.backend import kernel_registry
-from tests.helpers import elementwise_call
+from testkit.helpers import elementwise_call
 
 
 def test_the_stage_hook_answers_both_protocols():

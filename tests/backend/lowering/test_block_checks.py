@@ -15,7 +15,7 @@ import pallas_prof
 from pallas_prof.backend import compat
 from pallas_prof.backend.errors import Unsupported
 from pallas_prof.backend.lowering.blockspec import check_block_shapes
-from tests.helpers import assert_close, pallas
+from testkit.helpers import assert_close, pallas
 
 S = jax.ShapeDtypeStruct
 F32 = jnp.float32

@@ -18,7 +18,7 @@ from pallas_prof import serial
 from pallas_prof.backend.check_sites import CheckSite
 from pallas_prof.backend.lowering.features import bounds
 from tests.backend.lowering.test_bounds import check_mode  # noqa: F401  (the bounds-checked mode)
-from tests.helpers import pallas
+from testkit.helpers import pallas
 
 S = jax.ShapeDtypeStruct
 F32 = jnp.float32

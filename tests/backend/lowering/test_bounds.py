@@ -20,7 +20,7 @@ from pallas_prof.backend.lowering.features import bounds
 from pallas_prof.backend import kernel_registry
 from pallas_prof.backend.options import LoweringOptions
 from tests.backend.lowering.rules.test_memory import generated_kernel
-from tests.helpers import pallas, random_array
+from testkit.helpers import pallas, random_array
 
 S = jax.ShapeDtypeStruct
 HERE = __file__.rsplit("/", 1)[-1]
@@ -169,13 +169,13 @@ def test_off_by_default_the_generated_code_is_unchanged(rng):
 
 @settings(max_examples=25, derandomize=True, database=None, deadline=None,
           suppress_health_check=list(HealthCheck))
-@given(program=__import__("tests.fuzz.programs", fromlist=["kernel_programs"]).kernel_programs())
+@given(program=__import__("testkit.fuzz.programs", fromlist=["kernel_programs"]).kernel_programs())
 def test_valid_kernels_compute_the_same_in_check_mode(program):
   """The fuzzer's grid kernels (in bounds by construction: overhanging blocks,
   masked loads and stores, pl.ds windows, atomics, matmuls) raise nothing and
   match the reference with every access checked (on the default device: on
   the GPU machine, compiled kernels)."""
-  from tests.fuzz.check import check
+  from testkit.fuzz.check import check
   bounds.set_check_bounds(True)
   try:
     check(program, jax.devices()[0])

@@ -18,7 +18,7 @@ from jax.experimental import pallas as pl
 from pallas_prof import triton as plgpu
 
 from pallas_prof.backend.running.bounds_errors import BoundsError
-from tests.helpers import pallas, random_array
+from testkit.helpers import pallas, random_array
 
 try:   # where JAX keeps ref_addupdate (as tests/backend/lowering/rules/test_memory.py finds it)
   from jax._src.state import primitives as state_primitives   # noqa: tests only

@@ -14,7 +14,7 @@ from jax.experimental import pallas as pl
 import pallas_prof
 from pallas_prof.backend import kernel_registry
 from pallas_prof.backend.lowering.coverage import UncoveredOutputWarning
-from tests.helpers import pallas, random_array
+from testkit.helpers import pallas, random_array
 
 S = jax.ShapeDtypeStruct
 

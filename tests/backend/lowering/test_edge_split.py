@@ -20,7 +20,7 @@ from jax.experimental import pallas as pl
 import pallas_prof
 from pallas_prof.backend import kernel_registry
 from pallas_prof.backend.compiling.compile import compile_kernel
-from tests.helpers import random_array
+from testkit.helpers import random_array
 
 
 @pytest.fixture(autouse=True)

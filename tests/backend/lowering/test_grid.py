@@ -18,7 +18,7 @@ from pallas_prof.backend.lowering import grid as launch_grid
 from tests.backend.lowering.rules.test_memory import CASES as MEMORY_CASES
 from tests.backend.lowering.rules.test_memory import (check_case, compiles_for_sm90,
                                                       generated_kernel, rand)
-from tests.helpers import check_lowering_error, assert_close, pallas
+from testkit.helpers import check_lowering_error, assert_close, pallas
 
 S = jax.ShapeDtypeStruct
 F32 = jnp.float32

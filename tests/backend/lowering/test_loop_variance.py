@@ -18,7 +18,7 @@ import pallas_prof
 from pallas_prof.backend import kernel_registry
 from pallas_prof.backend.lowering import dispatch, emit
 from pallas_prof.backend.lowering.codegen import KernelBuilder, Value
-from tests.helpers import random_array
+from testkit.helpers import random_array
 
 I32 = np.dtype(np.int32)
 

@@ -18,7 +18,7 @@ from jax.experimental import pallas as pl
 import pallas_prof
 from pallas_prof.backend import kernel_registry
 from pallas_prof.backend.lowering.access.addressing import Offset, pointer
-from tests.helpers import random_array
+from testkit.helpers import random_array
 
 
 @pytest.fixture(autouse=True)

@@ -21,7 +21,7 @@ from pallas_prof.backend import kernel_registry
 from pallas_prof.backend.running.launch import run_interpreted
 from pallas_prof.backend.lowering.features import scan_forms
 from pallas_prof.backend.lowering.features.workaround_plan import WorkaroundPlan
-from tests.helpers import pallas
+from testkit.helpers import pallas
 
 OPS = {"sum": lax.cumsum, "prod": lax.cumprod, "max": lax.cummax, "min": lax.cummin}
 # (shape, axis): which forms fit each is asserted below

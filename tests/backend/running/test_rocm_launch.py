@@ -25,7 +25,7 @@ from pallas_prof import triton as plgpu
 from pallas_prof.backend import kernel_registry, pallas_call_rule
 from pallas_prof.backend.lowering.features import bounds
 from pallas_prof.backend.running import rocm
-from tests.helpers import JAX_TRITON_GONE, jax_plgpu
+from testkit.helpers import JAX_TRITON_GONE, jax_plgpu
 
 S = jax.ShapeDtypeStruct
 ALLOWED = [export.DisabledSafetyCheck.custom_call(rocm.XLA_TRITON_TARGET)]

@@ -21,7 +21,7 @@ import pallas_prof
 from pallas_prof.backend.lowering.features import bounds
 from pallas_prof.instrument import error_text, render_error
 from pallas_prof.backend.running import interpreter_runtime, runtime_errors
-from tests.helpers import pallas, random_array
+from testkit.helpers import pallas, random_array
 
 S = jax.ShapeDtypeStruct
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))

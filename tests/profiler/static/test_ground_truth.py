@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from pallas_prof.backend import kernel_registry
-from tests.helpers import pallas
+from testkit.helpers import pallas
 from tests.profiler import ground_truth_checks as checks
 
 HERE = os.path.dirname(os.path.abspath(__file__))

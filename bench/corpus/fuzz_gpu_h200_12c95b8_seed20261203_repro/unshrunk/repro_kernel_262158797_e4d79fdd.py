@@ -6,8 +6,8 @@ pallas-prof failed where the reference ran: LoweringError: cannot compile in ker
 Run from the repository root: python3 {this file}
 """
 import json
-from tests.fuzz.programs import InputSpec, Program
-from tests.fuzz.check import check
+from testkit.fuzz.programs import InputSpec, Program
+from testkit.fuzz.check import check
 
 PROGRAM = json.loads(r'''
 {

@@ -5,8 +5,8 @@ output 2 (int16[5, 9, 9]): 15 of 405 elements differ: [0, 8, 0]: np.int16(-5) vs
 Run from the repository root: python3 {this file}
 """
 import json
-from tests.fuzz.programs import InputSpec, Program
-from tests.fuzz.check import check
+from testkit.fuzz.programs import InputSpec, Program
+from testkit.fuzz.check import check
 
 PROGRAM = json.loads(r'''
 {

@@ -5,8 +5,8 @@ output 2 (int32[9, 9]): 5 of 81 elements differ: [0, 0]: np.int32(7) vs np.int32
 Run from the repository root: python3 {this file}
 """
 import json
-from tests.fuzz.programs import InputSpec, Program
-from tests.fuzz.check import check
+from testkit.fuzz.programs import InputSpec, Program
+from testkit.fuzz.check import check
 
 PROGRAM = json.loads(r'''
 {

@@ -19,7 +19,7 @@ from jax.experimental import pallas as pl
 import pallas_prof
 from pallas_prof.backend import kernel_registry
 from pallas_prof.backend.compiling.compile import compile_kernel
-from tests.helpers import assert_close, pallas, random_array, run_on_values
+from testkit.helpers import assert_close, pallas, random_array, run_on_values
 
 
 def run(fn, *arrays, name):

@@ -20,7 +20,7 @@ from jax import lax
 import pallas_prof
 from pallas_prof.backend import kernel_registry
 from pallas_prof.backend.compiling.compile import compile_kernel
-from tests.helpers import random_array, run_on_values, xla_on_cpu
+from testkit.helpers import random_array, run_on_values, xla_on_cpu
 
 HIGHEST = lax.Precision.HIGHEST
 Preset = lax.DotAlgorithmPreset

@@ -24,7 +24,7 @@ from pallas_prof.backend import compat, kernel_registry
 from pallas_prof.backend.running import interpreter_runtime
 from pallas_prof.backend.compiling.compile import compile_kernel
 from pallas_prof.backend.lowering.rules import dot as dot_rule
-from tests.helpers import run_on_values
+from testkit.helpers import run_on_values
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))))

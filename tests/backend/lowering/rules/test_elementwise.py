@@ -28,7 +28,7 @@ import pallas_prof
 from pallas_prof.backend import kernel_registry
 from pallas_prof.backend.compiling.compile import compile_kernel
 from pallas_prof.backend.lowering.rules import RULES
-from tests.helpers import (FLOATS, INTS, assert_close, elementwise_call, pallas, random_array,
+from testkit.helpers import (FLOATS, INTS, assert_close, elementwise_call, pallas, random_array,
                            xla_on_cpu)
 
 # NaN and infinity inputs make numpy (behind the interpreter) warn; expected here.

@@ -25,7 +25,7 @@ from pallas_prof.backend import compat
 from pallas_prof.backend.compiling import compile as backend_compile
 from pallas_prof.backend.lowering import lower
 from pallas_prof.backend.options import LoweringOptions
-from tests.helpers import (JAX_TRITON_GONE, assert_close, check_lowering_error, jax_plgpu,
+from testkit.helpers import (JAX_TRITON_GONE, assert_close, check_lowering_error, jax_plgpu,
                            pallas, random_array)
 
 S = jax.ShapeDtypeStruct
@@ -1030,7 +1030,7 @@ def test_triton_flavoured_rules_bind_when_the_user_imports_plgpu(tmp_path):
   code = """
 import sys, numpy as np, jax, jax.numpy as jnp
 from jax.experimental import pallas as pl
-from tests.helpers import pallas, random_array
+from testkit.helpers import pallas, random_array
 MODULE = 'jax._src.pallas.triton.primitives'
 assert MODULE not in sys.modules, 'JAX itself imports ' + MODULE
 rng = np.random.default_rng()

@@ -15,7 +15,7 @@ from jax import lax
 
 from pallas_prof.backend import kernel_registry
 from pallas_prof.backend.compiling.compile import compile_kernel
-from tests.helpers import assert_close, random_array, run_on_values, xla_on_cpu
+from testkit.helpers import assert_close, random_array, run_on_values, xla_on_cpu
 
 FLOATS = ("float32", "float16", "bfloat16")
 INTS = ("int8", "int32", "uint32")    # int64: test_64_bit_reductions

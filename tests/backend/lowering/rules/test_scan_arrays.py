@@ -6,7 +6,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from tests.backend.lowering.rules.test_control_flow import check
-from tests.helpers import random_array
+from testkit.helpers import random_array
 
 
 def test_scan_rows_with_carry_and_ys(rng):

@@ -17,7 +17,7 @@ from jax import lax
 import pallas_prof
 from pallas_prof.backend import kernel_registry
 from pallas_prof.backend.compiling.compile import compile_kernel
-from tests.helpers import assert_close, pallas, random_array, run_on_values
+from testkit.helpers import assert_close, pallas, random_array, run_on_values
 
 DTYPES = ("float32", "bfloat16", "int8", "bool")
 

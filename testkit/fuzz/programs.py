@@ -69,7 +69,7 @@ class Program:
   # a rounding difference may flip a few elements (see Builder.fragile)
   fragile: bool = False
   # pallas_prof.CompilerParams(num_warps=...) for pallas-prof's kernel (None: its default);
-  # the layouts Triton picks, and so what its passes meet, follow it (tests/fuzz/scans.py)
+  # the layouts Triton picks, and so what its passes meet, follow it (testkit/fuzz/scans.py)
   num_warps: int | None = None
 
   def describe(self) -> str:

@@ -40,7 +40,7 @@ dtype as the GPU's does.
 float32 scans follow the kernel's own layouts. A layout fixes the order: how many
 consecutive elements of the axis a thread holds and how many lanes of a warp lie along
 it (chunk_scan). scan_layouts reads them off the kernel's TTGIR, compiled as the GPU
-compiles it. With them, and exp and sin rounded from float64 (tests/fuzz/rounded.py),
+compiles it. With them, and exp and sin rounded from float64 (testkit/fuzz/rounded.py),
 the H200's float32 findings of seeds 20261222 and 20261223 come out: cumsums into sin or
 cos of values in the thousands. All five printed numbers of the first, and four of the
 five of the second, are reproduced (tests/fuzz/test_scan_order.py).

@@ -17,7 +17,7 @@ with its scans in the order the kernel's compiled code sums them); "interpreter_
 (on the CPU: it equals the program with its scans summed as Triton's interpreter sums
 them, one element after another, where XLA's CPU sums windows and their totals);
 "xla_skips_16bit_rounding" (either kind, a 16-bit float program: pallas-prof equals the
-op-by-op reference, tests/fuzz/op_by_op.py, each equation rounded to its dtype, where XLA's
+op-by-op reference, testkit/fuzz/op_by_op.py, each equation rounded to its dtype, where XLA's
 jit keeps float32 between equations; where it differs from that reference too, a
 fragile program's tolerated flips are a Difference); "xla_as_far_from_float64" (a float32
 "values" program whose answer float32 does not fix to its tolerance: XLA's own float32
@@ -37,8 +37,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tests.fuzz import op_by_op
-from tests.fuzz.programs import InputSpec, Program, namespace
+from testkit.fuzz import op_by_op
+from testkit.fuzz.programs import InputSpec, Program, namespace
 
 # LoweringError reasons that are documented limitations, not bugs (each
 # program kind avoids them where it can; what is left is counted)
@@ -240,7 +240,7 @@ def check(program: Program, device=None, on_stage=None) -> Outcome:
 def _judged_op_by_op(program: Program, inputs, got, what: str) -> tuple[Outcome | None, bool | None]:
   """A 16-bit float program that differs from XLA's jitted reference (`what`: the
   difference, or the tolerated flips of a fragile one), judged by the op-by-op reference
-  (tests/fuzz/op_by_op.py: every equation rounded to its dtype, as JAX's semantics say):
+  (testkit/fuzz/op_by_op.py: every equation rounded to its dtype, as JAX's semantics say):
   pallas-prof equal to it is "xla_skips_16bit_rounding", the jit's fused float32 being
   the difference; pallas-prof beyond a fragile program's flips from it too is a
   Difference. Returns (the outcome or None: judge on, whether it agreed or None: no
@@ -257,10 +257,10 @@ def _judged_op_by_op(program: Program, inputs, got, what: str) -> tuple[Outcome 
   return None, False
 
 
-# the features (tests/fuzz/programs.py, scans.py) of a program that sums or multiplies along
+# the features (testkit/fuzz/programs.py, scans.py) of a program that sums or multiplies along
 # an axis: a cumsum or cumprod, a reduction, a dot
 ACCUMULATING = frozenset({"cumsum", "cumprod", "cumlogsumexp", "reduce", "dot"})
-# the features of a program with a cumsum or cumprod whose order tests/fuzz/scan_order.py knows
+# the features of a program with a cumsum or cumprod whose order testkit/fuzz/scan_order.py knows
 SCANNING = frozenset({"cumsum", "cumprod"})
 
 
@@ -275,7 +275,7 @@ def _xla_agreeing_elsewhere(program: Program, inputs, got, device,
   equals the program run on float32 copies of its 16-bit float inputs and rounded
   back (pallas-prof accumulates 16-bit floats in float32 where XLA may not),
   "gpu_scan_order" (on a GPU) when it equals the program with its 16-bit cumsums and
-  cumprods in a GPU warp's order (tests/fuzz/scan_order.py), "interpreter_scan_order"
+  cumprods in a GPU warp's order (testkit/fuzz/scan_order.py), "interpreter_scan_order"
   (on the CPU) when it equals the program with its cumsums and cumprods in Triton's
   interpreter's order,
   "xla_less_precise_than_float64" when it equals the program run in float64 on
@@ -312,7 +312,7 @@ def _xla_agreeing_elsewhere(program: Program, inputs, got, device,
     # them, op by op (every step rounded): Triton's GPU scan takes the lanes 1, 2, 4, ...
     # before, then the chunks' totals, where XLA's CPU sums windows, then their totals; both
     # are right, a sin or a clip and a product after the scan can make their last bits
-    # whole differences (tests/fuzz/scan_order.py)
+    # whole differences (testkit/fuzz/scan_order.py)
     if gpu_scan_order_agrees(program, inputs, got, compiled_scan_layouts(program, device)):
       return "gpu_scan_order"
   if SCANNING.intersection(program.features) and (device is None or device.platform == "cpu") \
@@ -341,9 +341,9 @@ def _xla_agreeing_elsewhere(program: Program, inputs, got, device,
 
 def gpu_scan_order_agrees(program: Program, inputs, got, layouts=None) -> bool:
   """Whether `got` equals the "values" program run op by op on the CPU with its cumsums
-  and cumprods in the GPU's order (tests/fuzz/scan_order.py): the kernel's own (`layouts`,
+  and cumprods in the GPU's order (testkit/fuzz/scan_order.py): the kernel's own (`layouts`,
   its TTGIR's scans), else a warp's for 16-bit scans; with the other jnp and lax calls as
-  XLA gives them, or each rounded from float64 (tests/fuzz/rounded.py: the GPU's exp
+  XLA gives them, or each rounded from float64 (testkit/fuzz/rounded.py: the GPU's exp
   and sin are nearer the exact value than XLA's CPU ones)."""
   from .rounded import namespace_rounded_from_float64
   from .scan_order import (OrderUnknown, namespace_with_triton_scans,
@@ -443,7 +443,7 @@ def as_far_from_float64(program: Program, inputs, got, want) -> bool:
 
 def rounded_reference_agrees(program: Program, inputs, got) -> bool:
   """Whether `got` equals the program with every jnp and lax call worked in float64 and
-  rounded back to its dtype (tests/fuzz/rounded.py), op by op: where XLA's CPU tanh or exp
+  rounded back to its dtype (testkit/fuzz/rounded.py), op by op: where XLA's CPU tanh or exp
   is ulps off and a discontinuity after it (a ceil, a sin of thousands) makes the ulps a
   whole difference."""
   from jax.experimental import pallas as pl
@@ -505,8 +505,8 @@ def _first_line(error: BaseException) -> str:
 
 def reproducer(program: Program, message: str) -> str:
   """A script that re-runs the program and prints what happened: on the CPU, on a
-  GPU (`gpu`), compiled for sm_90 with its SASS read (`sm90`, tests/fuzz/sm90.py), and for
-  a second target (`sm_80`, `gfx942`: tests/fuzz/second_target.py)."""
+  GPU (`gpu`), compiled for sm_90 with its SASS read (`sm90`, testkit/fuzz/sm90.py), and for
+  a second target (`sm_80`, `gfx942`: testkit/fuzz/second_target.py)."""
   spec = json.dumps(dataclasses.asdict(program), indent=1)
   return textwrap.dedent('''\
       """A finding of the pallas-prof fuzzer (a difference shrunk by hypothesis, a failed
@@ -520,8 +520,8 @@ def reproducer(program: Program, message: str) -> str:
       import os
       import sys
       sys.path.insert(0, os.getcwd())
-      from tests.fuzz.programs import InputSpec, Program
-      from tests.fuzz.check import check
+      from testkit.fuzz.programs import InputSpec, Program
+      from testkit.fuzz.check import check
 
       PROGRAM = json.loads(r\'\'\'
       {spec}
@@ -537,10 +537,10 @@ def reproducer(program: Program, message: str) -> str:
       else:
         print(check(program))
       if "sm90" in sys.argv[1:]:
-        from tests.fuzz.sm90 import compile_sm90
+        from testkit.fuzz.sm90 import compile_sm90
         print(compile_sm90(program))
       for target in [a for a in sys.argv[1:] if a in ("sm_80", "gfx942")]:
-        from tests.fuzz.second_target import compile_for_target
+        from testkit.fuzz.second_target import compile_for_target
         print(compile_for_target(program, target))
       ''').format(message=textwrap.indent(message.replace('"""', "'''"), "").strip()[:3000],
                   spec=spec)

@@ -8,7 +8,7 @@ kernels that run lowered (pallas_prof.backend.kernel_registry, named fuzz_<seed>
 sm_90 with Triton's own ptxas (no GPU needed), as a GPU run would (where Triton
 fails, through pallas-prof's workarounds, pallas_prof/backend/compiling/failures/workarounds.py),
 and disassembles each cubin to look for the ptxas hazard of issue 32
-(tests/fuzz/sass_hazards.py).
+(testkit/fuzz/sass_hazards.py).
 
 A stage failure left after the workarounds is a finding (Triton's or
 pallas-prof's, as the diagnosis says; a kernel that asks for more shared memory
@@ -22,8 +22,8 @@ import dataclasses
 import re
 import time
 
-from tests.fuzz.programs import Program
-from tests.fuzz.sass_hazards import HazardLead, hazard_leads, lost_packed_constants
+from testkit.fuzz.programs import Program
+from testkit.fuzz.sass_hazards import HazardLead, hazard_leads, lost_packed_constants
 
 TARGET = ("cuda", 90)
 
@@ -83,7 +83,7 @@ def forget(program: Program) -> None:
 
 def compile_sm90(program: Program) -> Sm90Outcome:
   """Compiles the kernels the program's last run lowered for sm_90 (call after
-  tests.fuzz.check.check or run_pallas_prof on the CPU), as a GPU run would: where
+  testkit.fuzz.check.check or run_pallas_prof on the CPU), as a GPU run would: where
   Triton fails, through pallas-prof's workarounds
   (pallas_prof/backend/compiling/failures/workarounds.py; PALLAS_PROF_WORKAROUNDS=0 for
   Triton's own failures)."""

@@ -4,7 +4,7 @@ That program was float16 of odd length (19, padded to 32 in the kernel), a
 dynamic_update_slice whose start from the data went past its clamp, and the
 updated value's original still live (multiplied again after the update). ptxas
 fused the update's select into an in-place predicated select and read the
-overwritten register from a packed 16-bit multiply (tests/fuzz/sass_hazards.py).
+overwritten register from a packed 16-bit multiply (testkit/fuzz/sass_hazards.py).
 These generators make more of that shape, as user code can reach it:
 
 - clamped dynamic indices: dynamic_update_slice / dynamic_slice with starts past
@@ -15,13 +15,13 @@ These generators make more of that shape, as user code can reach it:
 - grid kernels whose masked loads take `other=` a live value;
 - odd lengths (19, 7, 33, ...), float16 and bfloat16 most of the time.
 
-Every program is valid JAX with defined results, as in tests/fuzz/programs.py.
+Every program is valid JAX with defined results, as in testkit/fuzz/programs.py.
 """
 from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from tests.fuzz.programs import (FLOAT_TOL, INTS, Builder, Program, Var, _binary, _fit_float,
+from testkit.fuzz.programs import (FLOAT_TOL, INTS, Builder, Program, Var, _binary, _fit_float,
                                  _input_spec, _int_bound, _select, _statement, _unary,
                                  values_program)
 

@@ -10,7 +10,7 @@ take where Triton fails). The answer is the target's own:
   refused        a kernel uses what the target lacks (an fp8 type, more shared
                  memory/LDS than it has): the kernel's to change, not a failure
   stage_failure  any other compile failure: a finding, classified as sm_90's are
-                 (tests/fuzz/sm90.py: the signature tells one bug from another,
+                 (testkit/fuzz/sm90.py: the signature tells one bug from another,
                  the diagnosis says whose fault it is)
   no_kernel      nothing was lowered (the program was refused or never ran)
 """
@@ -19,8 +19,8 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from tests.fuzz import sm90
-from tests.fuzz.programs import Program
+from testkit.fuzz import sm90
+from testkit.fuzz.programs import Program
 
 SECOND_TARGETS = ("sm_80", "gfx942")
 
@@ -50,7 +50,7 @@ class TargetCompile:
 
 
 def compile_for_target(program: Program, target: str) -> TargetCompile:
-  """The kernels the program's last run lowered (call after tests.fuzz.check.check),
+  """The kernels the program's last run lowered (call after testkit.fuzz.check.check),
   compiled for `target`; the first kernel refused or failing decides the answer."""
   from pallas_prof import LoweringError
   from pallas_prof.backend import kernel_registry

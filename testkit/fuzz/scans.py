@@ -17,7 +17,7 @@ import math
 
 from hypothesis import strategies as st
 
-from tests.fuzz.programs import (INTS, Builder, Program, Var, _binary, _fit_float, _input_spec,
+from testkit.fuzz.programs import (INTS, Builder, Program, Var, _binary, _fit_float, _input_spec,
                                  _int_bound, _reduce, _statement, _unary, values_program)
 
 SCAN_LENGTHS = (1, 2, 3, 7, 16, 19, 33, 5, 32, 24, 64, 48)

@@ -168,7 +168,7 @@ _RULES = {"cond": _cond, "while": _while, "scan": _scan, "pallas_call": _pallas_
 
 
 def run_program(program, inputs) -> list[np.ndarray]:
-  """A fuzz Program's outputs (as tests/fuzz/check.py's run_reference gives them), op by op
+  """A fuzz Program's outputs (as testkit/fuzz/check.py's run_reference gives them), op by op
   on the CPU."""
   from jax.experimental import pallas as pl
   from .programs import namespace
