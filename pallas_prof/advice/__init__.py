@@ -20,9 +20,11 @@ def __getattr__(name: str):
   # which reading a saved advice (schema.py) does not need; given as they are, so help()
   # shows their parameters
   if name == "diagnose":
+    # lazy: breaks the circle: advice.engine imports this module
     from .engine import diagnose
     return diagnose
   if name == "advise":
+    # lazy: breaks the circle: advice.api imports this module
     from .api import advise
     return advise
   raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

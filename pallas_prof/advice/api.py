@@ -40,6 +40,7 @@ def advise(kernels=None, *, report=None, device: int = 0, trials: bool = True,
   else:
     records = list(kernels)
   if report is None:
+    # lazy: the profiler package's __getattr__ would load all of the profiler and NumPy
     from ..profiler import profile
     report = profile(records, device=device, sample=sample)
   return for_report(records, report, trials=trials, device=device, budget_s=budget_s,
@@ -49,6 +50,7 @@ def advise(kernels=None, *, report=None, device: int = 0, trials: bool = True,
 def for_report(records, report, *, trials: bool = False, device: int = 0,
                budget_s: float = 60.0, progress=None, try_tma: bool = False,
                static: bool = False) -> list[KernelAdvice]:
+  # lazy: at the top it would load numpy whenever this module is imported
   from ..tune.blocks import tuned_calls
   found, calls = recipes.recipes(), tuned_calls()
   out = []
@@ -84,6 +86,7 @@ def for_report(records, report, *, trials: bool = False, device: int = 0,
 def tuning_entries(advice: list[KernelAdvice], records, report) -> list:
   """Each kernel whose best measured action is of kind a, as `pallas-prof tune`'s tuning
   file names it (cli/tune.py: PALLAS_PROF_TUNED=file applies it)."""
+  # lazy: at the top it would load numpy whenever this module is imported
   from ..tune.params import default_config
   by_label = {r.label: r for r in records}
   gpu = report.device.name if report.device is not None else None

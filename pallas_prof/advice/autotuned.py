@@ -45,6 +45,7 @@ def actions(intent: Action, call) -> list[Action]:
 
 
 def trial(action: Action, call, budget_s: float) -> Trial:
+  # lazy: at the top it would load numpy whenever this module is imported
   from ..tune.blocks import tune
   from ..tune.choice import MIN_GAIN
   config = action.change["config"]

@@ -46,6 +46,7 @@ def _arrays(recipe) -> list[tuple[int, ...]]:
 def _tie(spec, axis: int, rank: int) -> tuple[bool, int | None]:
   """(usable, dim): the block dimension that is grid index `axis` (None: the spec does
   not read that index); usable False when the index map uses it any other way."""
+  # lazy: keeps jax out of this module's import (start-up time)
   import jax
   import jax.numpy as jnp
   if spec is None or getattr(spec, "index_map", None) is None or spec.block_shape is None:
@@ -81,8 +82,10 @@ def plan(recipe, axis: int) -> Plan | None:
     return None
   ins, outs = _flat_specs(recipe)
   arrays = _arrays(recipe)
+  if len(ins) + len(outs) != len(arrays):
+    return None          # not one BlockSpec per array (JAX refuses such a call): no plan
   ties, sizes = [], set()
-  for spec, shape in zip(ins + outs, arrays):
+  for spec, shape in zip(ins + outs, arrays, strict=True):
     ok, dim = _tie(spec, axis, len(grid))
     if not ok:
       return None
@@ -103,7 +106,7 @@ def change_for(recipe, p: Plan, new_block: int) -> dict:
   grid = list(recipe.kwargs["grid"])
   grid[p.axis] = -(-p.extent // new_block)
   shapes = []
-  for spec, dim in zip(ins + outs, p.ties):
+  for spec, dim in zip(ins + outs, p.ties, strict=True):
     shape = list(spec.block_shape)
     if dim is not None:
       shape[dim] = new_block
@@ -112,15 +115,37 @@ def change_for(recipe, p: Plan, new_block: int) -> dict:
           "to_block": new_block}
 
 
+SETTINGS = ("num_warps", "num_stages")     # what a joint change (advice/dots) sets beside blocks
+
+
 def build(recipe, change: dict):
-  """The pallas_call of the variant: same kernel, index maps and outputs."""
+  """The pallas_call of the variant: same kernel, index maps and outputs; with the
+  change's num_warps and num_stages where it names them (a block shape tried with its own
+  settings: advice/dots/joint.py)."""
   ins, outs = _flat_specs(recipe)
-  new = [dataclasses.replace(s, block_shape=tuple(b)) for s, b in zip(ins + outs,
-                                                                      change["blocks"])]
+  new = [dataclasses.replace(s, block_shape=tuple(b))
+         for s, b in zip(ins + outs, change["blocks"], strict=True)]
   kwargs = dict(recipe.kwargs, grid=tuple(change["grid"]), in_specs=new[:len(ins)],
                 out_specs=new[len(ins):] if isinstance(recipe.kwargs.get("out_specs"),
                                                        (list, tuple)) else new[len(ins)])
+  settings = {k: int(change[k]) for k in SETTINGS if k in change}
+  if settings:
+    kwargs["compiler_params"] = with_settings(recipe.kwargs.get("compiler_params"), settings)
   return recipe.original(recipe.kernel, recipe.out_shape, **kwargs)
+
+
+def with_settings(params, settings: dict):
+  """The call's compiler params with these num_warps/num_stages: pallas-prof's or Triton's
+  CompilerParams replaced field by field, none made pallas-prof's."""
+  if params is None:
+    # lazy: compiler_params loads jax, which this module keeps out of its import (start-up time)
+    from ..backend.compiler_params import CompilerParams
+    return CompilerParams(**settings)
+  if dataclasses.is_dataclass(params) and all(
+      k in {f.name for f in dataclasses.fields(params)} for k in settings):
+    return dataclasses.replace(params, **settings)
+  raise ValueError(f"cannot set {', '.join(settings)} in compiler params of type "
+                   f"{type(params).__name__}")
 
 
 def _candidates(recipe, goal: str, factor: int, operand_index: int | None,
@@ -307,7 +332,8 @@ def _spec_edit(recipe, change: dict) -> str:
   parts = [f"grid={tuple(recipe.kwargs['grid'])} -> grid={tuple(change['grid'])}"]
   parts += [f"BlockSpec({tuple(o)}, ...) -> BlockSpec({tuple(n)}, ...)"
             for o, n in dict.fromkeys((tuple(o), tuple(n))
-                                      for o, n in zip(old, change["blocks"]) if o != n)]
+                                      for o, n in zip(old, change["blocks"], strict=True)
+                                      if o != n)]
   return "; ".join(parts)
 
 

@@ -9,6 +9,7 @@ import dataclasses
 
 from ..backend.options import TunedSettings
 from . import autotuned, blockshape
+from .dots import joint
 from .facts import kernel_facts
 from .rank import rank, summary
 from .rules import RULES
@@ -44,7 +45,9 @@ def diagnose(kp, gk=None, device=None, ceilings=None, recipe=None, gpu: bool | N
   actions: list[Action] = []
   for finding in findings:
     for action in finding.actions if not roof else ():
-      if action.kind == "c" and "grid" not in action.change:
+      if action.kind == "c" and action.change.get("joint"):
+        actions += joint.resolve(action, f, recipe, _hot_dot(f), notes)
+      elif action.kind == "c" and "grid" not in action.change:
         actions += autotuned.actions(action, tuned) if tuned is not None else []
         actions += blockshape.resolve(action, f, recipe, _operand_index(gk, action), notes)
       else:
@@ -84,9 +87,11 @@ def untested_opt_ins_as_notes(advice: KernelAdvice, trying: bool) -> KernelAdvic
 
 
 # Among diagnoses with as much to gain, the more specific cause first: a setting or a line
-# before what follows from it (one warp per row leaves CTA slots empty, too)
-PRIORITY = ("at_roof", "too_few_warps", "unpipelined_loop", "spills", "small_programs",
-            "uncoalesced", "loop_invariant", "small_loop_steps", "transcendental_bound",
+# before what follows from it (one warp per row leaves CTA slots empty, too). A dot far from
+# its rate follows from too few warps, an unpipelined loop, spills or small programs, so
+# dot_rate (a joint search over them) comes after those; dot_precision names the user's line.
+PRIORITY = ("at_roof", "dot_precision", "too_few_warps", "unpipelined_loop", "spills",
+            "small_programs", "dot_rate", "uncoalesced", "loop_invariant", "small_loop_steps", "transcendental_bound",
             "rereads", "few_programs", "underfilled", "occupancy_limited", "launch_order",
             "tma_eligible", "below_roof", "sampling_gaps")
 
@@ -105,6 +110,12 @@ def order_diagnoses(diagnoses, actions) -> list:
     rank = ORDER.index(d.rule) if d.rule in ORDER else len(ORDER)
     return (-max(gains, default=0.0), rank, -(d.share or 0.0))
   return sorted(diagnoses, key=key)
+
+
+def _hot_dot(f):
+  """The DotFacts of the kernel's largest dot (None: it has none)."""
+  dots = [e.dot for e in f.equations.values() if e.dot is not None]
+  return max(dots, key=lambda d: d.flops, default=None)
 
 
 def _operand_index(gk, action: Action) -> int | None:

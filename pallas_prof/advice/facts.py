@@ -25,6 +25,7 @@ IN_LOOP = 0.9     # of an equation's instructions in a machine loop: it runs in 
 def transcendental_primitives() -> frozenset[str]:
   """The primitives whose equations evaluate transcendental functions: the lowering's rule
   table records it with each rule (its work), so a rule added there counts here too."""
+  # lazy: at the top it would load jax, numpy whenever this module is imported
   from ..backend.lowering.rules import TRANSCENDENTAL, primitives_doing
   return primitives_doing(TRANSCENDENTAL)
 

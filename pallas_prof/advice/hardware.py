@@ -115,3 +115,37 @@ def amd_occupancy(num_warps: int, llvm_waves: int | None, lds_bytes: int | None,
   groups = max(0, by[limiter])
   return Occupancy(groups, groups * num_warps, 100.0 * groups * per_simd / lim.waves_per_simd,
                    limiter, by)
+
+
+# --- matrix rates ----------------------------------------------------------------------------
+# Dense peak FLOP/s per compute capability and dot class (profiler/static/cost.dot_class), as
+# NVIDIA's data sheets for the SXM parts give them (H100/H200 for sm_90, A100 for sm_80);
+# "f32" is float32 without tensor cores, what an "ieee" float32 dot runs at (Triton
+# multiplies it with FMAs). A GPU's measured ceiling (profiler/timing/ceilings.py: cuBLAS)
+# is used before these where there is one: it is what a good kernel reaches there.
+MATRIX_PEAKS = {
+    90: {"tf32": 494.7e12, "bf16": 989.4e12, "f16": 989.4e12, "fp8": 1978.9e12,
+         "int8": 1978.9e12, "f32": 66.9e12},
+    80: {"tf32": 156e12, "bf16": 312e12, "f16": 312e12, "int8": 624e12, "f32": 19.5e12},
+}
+
+
+# HBM bandwidth of the same parts (H200, A100 80GB), from the same data sheets: with the peaks,
+# the ridge above which a kernel's dots, not its bytes, bound it when no GPU measured either
+BANDWIDTH = {90: 4.8e12, 80: 2.0e12}
+
+
+def _family(cc: int) -> int:
+  return 90 if 90 <= cc < 100 else 80 if 80 <= cc < 90 else cc
+
+
+def bandwidth(cc: int | None) -> float | None:
+  return BANDWIDTH.get(_family(cc)) if cc else None
+
+
+def matrix_peak(cc: int | None, dot_class: str | None) -> float | None:
+  """The data sheet's dense FLOP/s for dots of this class on this compute capability (sm_9x
+  as sm_90, sm_8x as sm_80), None where the table has none."""
+  if not cc or not dot_class:
+    return None
+  return MATRIX_PEAKS.get(_family(cc), {}).get(dot_class)

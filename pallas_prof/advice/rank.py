@@ -28,6 +28,9 @@ def saving_text(a: Action) -> str:
       return f"not kept: {t.error}"
     if t.saving_pct is None:
       return "not timed"
+    if a.accuracy is not None:        # a precision edit: its outputs differ by design
+      return (f"{-t.saving_pct:+.0f} % ({t.before_s * 1e6:.1f} -> {t.after_s * 1e6:.1f} us, "
+              f"noise {t.noise_pct:.1f} %); {a.accuracy}; never kept for you: edit your line")
     text = (f"{-t.saving_pct:+.0f} % ({t.before_s * 1e6:.1f} -> {t.after_s * 1e6:.1f} us, "
             f"noise {t.noise_pct:.1f} %), outputs {'equal' if t.outputs_equal else 'DIFFER'}")
     if t.held:
@@ -37,7 +40,7 @@ def saving_text(a: Action) -> str:
     return text + ": within the noise, not kept"
   if a.estimate_pct is not None:
     return f"estimate: -{a.estimate_pct:.0f} % ({a.estimate_basis})"
-  return a.status
+  return a.status + (f"; {a.accuracy}" if a.accuracy else "")
 
 
 def summary(advice: KernelAdvice) -> str:

@@ -60,6 +60,7 @@ def recipes() -> list[Recipe]:
 
 def clear() -> None:
   """Forgets the recorded calls (and the autotuned ones: tune/blocks.py's TunedCall)."""
+  # lazy: at the top it would load numpy whenever this module is imported
   from ..tune.blocks import clear_tuned_calls
   with _lock:
     _recipes.clear()
@@ -79,6 +80,7 @@ def _user_frame() -> tuple[str | None, int | None]:
 
 
 def _aval(shape, dtype):
+  # lazy: keeps numpy out of this module's import (start-up time)
   import numpy as np
   return Aval(tuple(int(d) for d in shape), np.dtype(dtype).name)
 
@@ -91,6 +93,7 @@ def _arrays(avals) -> tuple:
 @contextlib.contextmanager
 def capture():
   """Records a Recipe for every pallas_call made through the module's name while entered."""
+  # lazy: keeps jax out of this module's import (start-up time)
   from jax.experimental import pallas as pl
   original = pl.pallas_call
   if getattr(original, "_pallas_prof_capture", False):     # already capturing (nested)
@@ -118,6 +121,7 @@ def capture():
       return fn(*xs)
     return call
 
+  # lazy: at the top it would load numpy whenever this module is imported
   from ..tune import blocks
   pallas_call._pallas_prof_capture = True
   pl.pallas_call = pallas_call

@@ -108,6 +108,7 @@ class Action(Record):
   apply: str | None = None      # how to keep it: a CompilerParams line, a tuning file, the edit
   compiled: str = ""            # the variant compiled (for sm_90 on a CPU): registers, spills
   diff: str | None = None       # kind e: the unified diff against the user's file (never applied)
+  accuracy: str | None = None   # a precision edit (advice/dots): the error it gives, or why not measured
 
   @property
   def gain(self) -> float:

@@ -84,6 +84,7 @@ def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool
                 try_tma: bool = False, min_launches: int = 20, min_seconds: float = 0.05,
                 static: bool = True, tuned=None) -> KernelAdvice:
   """The advice with its actions of kinds a-c tried (see the module docstring)."""
+  # lazy: at the top it would load jax, numpy whenever this module is imported
   from ..backend.compiling.compile import DEFAULT_TARGET, compile_kernels
   say = progress or (lambda text: None)
   started = time.perf_counter()
@@ -107,7 +108,7 @@ def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool
     say(f"{advice.label}: compiling {len(lowered)} variant(s)")
   compiled = compile_kernels([gk for _, gk in lowered], tuple(target), need_cubin=True)
   ready = []
-  for (a, _), ck in zip(lowered, compiled):
+  for (a, _), ck in zip(lowered, compiled, strict=True):
     if isinstance(ck, Exception):
       actions[id(a)] = dataclasses.replace(a, trial=Trial(None, None, None, None, None,
                                            f"does not compile: {str(ck)[:200]}"))
@@ -133,10 +134,14 @@ def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool
     actions[id(a)] = dataclasses.replace(a, trial=trial, status="measured" if trial.error is
                                          None else a.status)
   for a in (x for x in advice.actions if x.kind == "e" and recipe is not None):
-    from .split import trial as split_trial     # loads JAX, which a recipe's run has loaded
-    actions[id(a)] = split_trial.tried(a, recipe, gpu=gpu,
-                                       budget_s=budget_s - (time.perf_counter() - started),
-                                       say=say)
+    # loads JAX, which a recipe's run has loaded: a precision edit (advice/dots) or a split
+    if "precision" in a.change:
+      from .dots import precision as edit_trial  # lazy: loads jax and the compiler; only this edit's
+    else:
+      from .split import trial as edit_trial  # lazy: as above, the split's trial
+    actions[id(a)] = edit_trial.tried(a, recipe, gpu=gpu,
+                                      budget_s=budget_s - (time.perf_counter() - started),
+                                      say=say)
   out = dataclasses.replace(advice, actions=rank([_finalise(actions.get(id(a), a))
                                                   for a in advice.actions]))
   if gpu:
@@ -151,6 +156,7 @@ def _spill_free_first(rec, ready: list) -> list:
   """Where the original spills, the variants whose compile spills nothing are timed first
   (in their ranked order): the compile has already told which fix removes the spills, and
   a budget spent compiling spilled variants leaves time for the first few trials only."""
+  # lazy: at the top it would load jax, numpy whenever this module is imported
   from ..backend.compiling.compile import assemble_cubin
   if not assemble_cubin(rec.compiled).spills:     # the GPU path may have deferred the cubin
     return ready
@@ -164,6 +170,7 @@ def _finalise(a: Action) -> Action:
 
 
 def _measure(rec, ready, device, budget_s, say, min_launches, min_seconds):
+  # lazy: at the top it would load numpy whenever this module is imported
   from ..tune.params import replay_candidate
   aliases = tuple(tuple(x) for x in rec.input_output_aliases)
   started = time.perf_counter()

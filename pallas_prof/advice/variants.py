@@ -10,6 +10,7 @@ def trace_variant(fn, recipe, platform: str | None = None):
   """The GeneratedKernel of `fn` (a variant of the recipe's call, on its arguments' shapes),
   traced and lowered for the default backend, or for `platform` ("cpu": the lowering to
   Triton alone, which compiles nothing); its registry record discarded."""
+  # lazy: keeps jax out of this module's import (start-up time)
   import jax
   structs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in recipe.arg_shapes]
   for attempt in range(2):

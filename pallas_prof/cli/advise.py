@@ -43,6 +43,7 @@ def add_parser(sub):
 
 
 def _say(text: str) -> None:
+  # lazy: at the top it would load numpy, rich whenever this module is imported
   from .terminal.render import say
   say(f"pallas-prof advise: {text}")
 
@@ -71,6 +72,7 @@ def run(args, argv=None) -> int:
   # advise profiles as run does by default, then tries the actions: run's other options
   # are not advise's
   options = RunOptions.of(args, argv, advise=True, progress=_say)
+  # lazy: at the top it would load rich whenever this module is imported
   from .processes import terminate_as_exception
   with terminate_as_exception():
     with run_cli.stdout_to_stderr(options.json) as stdout:
@@ -78,8 +80,10 @@ def run(args, argv=None) -> int:
       if options.json:
         stdout.write(result.report.to_json(indent=1) + "\n")
     if not args.json:
+      # lazy: at the top it would load numpy, rich whenever this module is imported
       from .terminal.render import render_run
       if result.kernel_error is not None:
+        # lazy: at the top it would load jax, numpy, opentelemetry whenever this module is imported
         from ..instrument import render_error
         render_error(result.kernel_error, redact=result.redact)
       render_run(result.report, result.out_dir)
@@ -90,6 +94,7 @@ def run(args, argv=None) -> int:
 
 def _keep(report, args) -> None:
   """What to keep: each kernel's best held action, and the tuning file of the kind-a ones."""
+  # lazy: `pallas-prof --help` imports this module; only the command needs this
   from ..backend import kernel_registry
   from ..advice.api import tuning_entries, write_tuning_file
   for a in report.advice:

@@ -89,6 +89,19 @@ def test_index_maps_that_are_not_in_block_units_make_no_plan():
   assert blockshape.plan(recipes.recipes()[-1], 0) is None
 
 
+def test_specs_that_do_not_pair_with_the_arrays_make_no_plan():
+  """One BlockSpec per array (inputs, then outputs) or no plan: a recipe whose in_specs
+  list is shorter than its arguments made a plan of the pairs zip kept (two ties for three
+  arrays), and with zip(strict=True) alone it would raise ValueError deep in the advice."""
+  recipes.clear()
+  _add()
+  recipe = recipes.recipes()[-1]
+  (spec,) = {id(s): s for s in recipe.kwargs["in_specs"]}.values()
+  short = dataclasses.replace(recipe, kwargs=dict(recipe.kwargs, in_specs=[spec]))
+  assert blockshape.plan(recipe, 0) is not None
+  assert blockshape.plan(short, 0) is None
+
+
 def _intent(goal, factor):
   return Action("c", f"{goal} blocks", "small_programs", {"block": goal, "factor": factor})
 

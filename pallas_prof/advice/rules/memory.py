@@ -152,6 +152,7 @@ def uncoalesced(f) -> list[Finding]:
 
 
 def _itemsize(dtype) -> int:
+  # lazy: keeps numpy out of this module's import (start-up time)
   import numpy as np
   try:
     return np.dtype(dtype).itemsize

@@ -22,8 +22,11 @@ import dataclasses
 import difflib
 import functools
 import inspect
+import itertools
 import linecache
 import os
+
+from jax.experimental import pallas as pl
 
 from ..call_source import _find_call
 from .pattern import Pattern
@@ -90,7 +93,7 @@ class _File:
   def edited(self) -> str:
     out = self.text
     spans = sorted(self.edits, key=lambda e: (e[0], e[1]))
-    for (a, b, _), (c, _, _) in zip(spans, spans[1:]):
+    for (a, b, _), (c, _, _) in itertools.pairwise(spans):
       if c < b:
         raise SourceRefused("two edits of the source overlap")
     for a, b, new in reversed(spans):
@@ -309,7 +312,6 @@ def _edit_call(f: _File, recipe, p: Pattern, splits: int, pl: str) -> None:
 def _check_specs(recipe) -> None:
   """Specs the rewrite keeps whole: BlockSpecs with a block shape and an index map, and no
   other field set (memory space, pipelining) that `pl.BlockSpec(shape, map)` would drop."""
-  from jax.experimental import pallas as pl
   plain = pl.BlockSpec((1,), lambda i: (i,))
   for key in ("in_specs", "out_specs"):
     specs = recipe.kwargs.get(key)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import jax
+
 from ...backend.compiling.compile import DEFAULT_TARGET, compile_kernels
 from ...tune.blocks import tune
 from ...tune.choice import MIN_GAIN
@@ -66,7 +68,6 @@ def tried(a: Action, recipe, *, gpu: bool, budget_s: float, say=lambda text: Non
 
 
 def _measured(a: Action, recipe, fn, budget_s: float) -> Action:
-  import jax
   calls = {0: jax.jit(original(recipe)), int(a.change["split"]): jax.jit(fn)}
 
   def call(*args, split):

@@ -19,8 +19,13 @@ element by about the rounding of the largest partial sums, not its own; integers
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import math
 
+import jax
+from jax.experimental import pallas as pl
+import jax.numpy as jnp
 import numpy as np
 
 from ...backend import compat
@@ -56,7 +61,6 @@ def _find_call(jaxpr):
 
 
 def _structs(recipe):
-  import jax
   return [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in recipe.arg_shapes]
 
 
@@ -67,7 +71,6 @@ def _outs(recipe) -> tuple[list, bool]:
 
 def kernel_of(recipe) -> Kernel:
   """The recorded call's kernel jaxpr (traced again, abstractly: nothing runs)."""
-  import jax
   if recipe.kwargs.get("input_output_aliases"):
     raise NotSplittable("its outputs alias inputs: each partial would start from the input")
   if recipe.kwargs.get("scratch_shapes"):
@@ -85,8 +88,6 @@ def kernel_of(recipe) -> Kernel:
 
 
 def pattern_of(recipe) -> tuple[Kernel, Pattern]:
-  import functools
-  import inspect
   k = kernel_of(recipe)
   fn = recipe.kernel
   while isinstance(fn, functools.partial):
@@ -126,9 +127,6 @@ def chunk(trip: int, s: int) -> int:
 
 def _split_loop(eqn, ins, p: Pattern, splits_: int, axis: int):
   """The loop equation replaced by a fori loop over program s's chunk of the trip range."""
-  import jax
-  import jax.numpy as jnp
-  from jax.experimental import pallas as pl
   if p.form == "scan":
     nc, ncarry = compat.scan_layout(eqn.params)
     body, bconsts = compat.open_jaxpr(eqn.params["jaxpr"])
@@ -190,7 +188,6 @@ def _in_specs(recipe):
 
 def _out_spec(spec, shape):
   """An output's BlockSpec with a leading squeezed dimension that grid axis s picks."""
-  from jax.experimental import pallas as pl
   block = getattr(spec, "block_shape", None)
   block = tuple(shape) if block is None else tuple(block)
   index = getattr(spec, "index_map", None)
@@ -207,8 +204,6 @@ def _out_spec(spec, shape):
 
 def build(recipe, k: Kernel, p: Pattern, splits_: int):
   """The variant as a function of the original's arguments, returning what it returns."""
-  import jax
-  import jax.numpy as jnp
   outs, many = _outs(recipe)
   specs = recipe.kwargs.get("out_specs")
   specs = list(specs) if isinstance(specs, (list, tuple)) else [specs] * len(outs)
@@ -236,7 +231,6 @@ def original(recipe):
 def inputs(recipe, seed: int = 0) -> list:
   """Seeded arguments of the recorded shapes: floats normal, integers in [0, 4), booleans
   half true (small integers stay valid indices of most arrays)."""
-  import jax.numpy as jnp
   rng = np.random.default_rng(seed)
   out = []
   for shape, dtype in recipe.arg_shapes:
@@ -254,7 +248,6 @@ def inputs(recipe, seed: int = 0) -> list:
 def compare(recipe, variant, seed: int = 0) -> str | None:
   """Runs the original and the variant on seeded inputs; None when the outputs are equal
   (choice.same_outputs: the tuner's tolerance), else what differs."""
-  import jax
   args = inputs(recipe, seed)
   want = leaves(jax.jit(original(recipe))(*args))
   got = leaves(jax.jit(variant)(*args))
