@@ -3,6 +3,7 @@
 # Run on the device machine from the repository root, with .whl (and
 # .conformance for the conformance step) carried along:
 #   bash bench/gpu_session.sh suite                          (one H200: the canonical benchmark)
+#   bash bench/gpu_session.sh advised                        (one H200: issue 49's advised column)
 #   bash bench/gpu_session.sh pytest conformance bench      (one H200)
 #   bash bench/gpu_session.sh profiler cli multi cli_multi   (two H200s)
 set -u
@@ -64,6 +65,16 @@ step_suite() {   # the canonical benchmark: every op, three shapes, four columns
   timeout ${SUITE_TIMEOUT:-555} python3 bench/suite/suite.py --budget-s ${SUITE_BUDGET:-480} \
     --out-dir "$OUT" ${SUITE_COMMIT:+--commit $SUITE_COMMIT} ${SUITE_ARGS:-} 2>&1 \
     | grep -v Deprecation | tail -70
+}
+
+step_advised() {   # issue 49, item 3: the suite's "advised" column on issue 49's four cases:
+  # `pallas-prof advise` on each (a copy of its op's module), what it kept applied (a tuning
+  # file, a split-reduction diff), timed beside the other columns with its ratio to XLA
+  # (goal: within 1.25x): suite_<gpu>_<commit>.json, its summary table at the end
+  timeout ${ADVISED_TIMEOUT:-400} python3 bench/suite/suite.py --advised --budget-s \
+    ${ADVISED_BUDGET:-330} --advise-budget-s ${ADVISED_ADVISE_BUDGET:-40} --out-dir "$OUT" \
+    ${SUITE_COMMIT:+--commit $SUITE_COMMIT} --only "rms_norm fwd+bwd 8x2048x3136,layer_norm fwd+bwd 1x8192x8192,matmul 5120x3136x4096,mha fwd full 2x5120x8x128" \
+    2>&1 | grep -v Deprecation | tail -90
 }
 
 step_bench() {   # the previous benchmark (six forward ops, one shape each): pallas-prof vs built-in vs XLA
@@ -259,6 +270,13 @@ step_split() {   # issue 49, item 1: the split reduction advise builds for the n
   # XLA, alone and in the fwd+bwd, with ratios: $OUT/split_reduction.json
   timeout ${SPLIT_TIMEOUT:-130} python3 bench/advice/split_reduction_gpu.py --budget-s \
     ${SPLIT_BUDGET:-100} --out "$OUT/split_reduction.json" 2>&1 | grep -v Deprecation | tail -30
+}
+
+step_dots() {   # issue 49, item 1: advise on the suite's f32 matmul 5120x3136x4096 (TF32, and
+  # the same kernel at precision=HIGHEST): the block shapes with their warps and stages and the
+  # precision edits it tried, what it kept, before/after times and errors: $OUT/dots.json
+  timeout ${DOTS_TIMEOUT:-300} python3 bench/advice/dots_gpu.py --budget-s ${DOTS_BUDGET:-100} \
+    --out "$OUT/dots.json" 2>&1 | grep -v Deprecation | tail -40
 }
 
 step_ground_truth() {   # issue 47: the known-answer corpus measured (PC sampling, ncu for the

@@ -2,6 +2,7 @@
 
     python bench/suite/suite.py [--budget-s 300] [--quick] [--only SUBSTR,...] [--out-dir bench/results]
     python bench/suite/suite.py --dry-run        # any machine: every case, small, checked, no GPU
+    python bench/suite/suite.py --advised [--advise-budget-s 40]   # and the "advised" column
 
 Cases (bench/suite/suite_cases.py): JAX's own GPU ops (softmax, layer_norm and rms_norm
 forward and forward+backward, mha forward and forward+backward, causal and not,
@@ -10,7 +11,11 @@ Columns: pallas-prof with its defaults ("ours_default"), pallas-prof tuned
 ("ours_tuned": the op's parameters (block sizes, warps, stages, splits) that
 `pallas_prof.autotune` found fastest among the default and the case's configs,
 timed by whole calls; "same_as_default" for an op with nothing tuned here), JAX's
-built-in Triton backend ("builtin") and plain XLA ("xla").
+built-in Triton backend ("builtin") and plain XLA ("xla"). With --advised, also
+"advised": `pallas-prof advise` run on the case (a copy of the op's module) and what it
+kept applied as a user applies it, a tuning file or a diff (bench/suite/advised.py), then
+timed the same way; its ratio to XLA is in the record and the summary (issue 49's goal:
+within 1.25x of XLA).
 
 Method (the device library's METHOD.md): fresh random inputs, larger than the
 H200's L2 at full size; every column's output checked against a float32
@@ -27,6 +32,8 @@ what it measured).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import math
 import os
 import platform
@@ -52,6 +59,8 @@ from bench import save_record  # noqa: E402
 from bench.suite.suite_cases import CASES, ordered  # noqa: E402
 
 COLUMNS = ("ours_default", "ours_tuned", "builtin", "xla")
+ADVISED = "advised"          # the column --advised adds (bench/suite/advised.py)
+ADVISED_GOAL = 1.25          # issue 49: advised within this factor of XLA's time
 # The float32 reference is compiled without XLA's autotuning: it is computed once, and
 # XLA's tuning of its float32 dots was most of a matmul or attention case's time outside
 # its timing windows (bench/results/archive/README.md, the suite at 9655d8a). The XLA column keeps it.
@@ -189,7 +198,8 @@ def tuned_function(case, built, small: bool, window_s: float, on_gpu: bool):
 
 
 def run_column(column: str, built, reference, window_s: float, on_gpu: bool,
-               case=None, small: bool = False, replay: bool = False) -> dict:
+               case=None, small: bool = False, replay: bool = False,
+               advise_options=None) -> dict:
   from pallas_prof.backend import kernel_registry
   if column == "ours_tuned" and not case.tune:
     return {"same_as_default": "one config (the op's parameters are not tuned here): "
@@ -200,51 +210,75 @@ def run_column(column: str, built, reference, window_s: float, on_gpu: bool,
     use_backend("builtin" if column == "builtin" else "pallas_prof")
   jax.clear_caches()                 # lower afresh: JAX caches compiled calls across backends
   kernel_registry.clear()
+  applied, advised = contextlib.nullcontext(), None
   try:
     entry = {}
     if column == "ours_tuned":
       fn, entry = tuned_function(case, built, small, window_s, on_gpu)
+    elif column == ADVISED:
+      from bench.suite import advised as advised_column
+      t0 = time.perf_counter()
+      advised = advised_column.advise_case(built, advise_options, on_gpu)
+      fn, entry, applied = jax.jit(advised.fn), advised.entry, advised.applied()
+      entry["advise_s"] = time.perf_counter() - t0
+      jax.clear_caches()           # the advised function is lowered afresh, tuning file in force
+      kernel_registry.clear()
     else:
       fn = jax.jit(built.xla if column == "xla" else built.pallas)
-    t0 = time.perf_counter()       # the first call (lowering, compiles) runs on the poison
-    junk = jax.block_until_ready(fn(*_poisoned(built.args)))
-    entry["first_call_s"] = time.perf_counter() - t0
-    del junk
-    records = kernel_registry.kernels() if column == "ours_default" else []
-    if column == "ours_default":
-      entry["kernels"] = [r.label for r in records]
-      if not records:
-        raise RuntimeError("pallas-prof lowered no kernel: the call did not reach pallas-prof")
-    # where the case's time goes, phase by phase (a run must fit the device's 600 s)
-    spent = entry.setdefault("spent_s", {})
-    t0 = time.perf_counter()
-    entry.update(check(fn, built.args, reference, built.tol))
-    spent["check"] = time.perf_counter() - t0
-    # a dry run times one call, to run the code the GPU run will
-    t0 = time.perf_counter()
-    entry.update(wall_per_call(fn, built.args, window_s, *((5, 2) if on_gpu else (1, 0))))
-    spent["wall_clock"] = time.perf_counter() - t0
-    if on_gpu:
-      calls = max(5, min(200, int(window_s / max(entry["wall_s"], 1e-6))))
-      t0 = time.perf_counter()
-      try:
-        with gpu_state.shared().window(entry):     # the SM clock the column ran at
-          entry.update(gpu_per_call(fn, built.args, calls))
-      except Exception as e:  # noqa: BLE001 - reported; the wall-clock figures stand
-        entry["gpu_error"] = f"{type(e).__name__}: {str(e)[:300]}"
-      spent["cupti"] = time.perf_counter() - t0
-      if records and replay:
-        t0 = time.perf_counter()
-        try:
-          entry.update(replay_ours(records, window_s / max(1, len(records))))
-        except Exception as e:  # noqa: BLE001 - reported; the other figures stand
-          entry["replay_error"] = f"{type(e).__name__}: {str(e)[:300]}"
-        spent["replay"] = time.perf_counter() - t0
-    return entry
+    with applied:
+      return _timed(column, fn, entry, built, reference, window_s, on_gpu, replay, advised)
   except Exception as e:  # noqa: BLE001 - reported in the record, the run goes on
-    return {"error": f"{type(e).__name__}: {str(e)[:500]}"}
+    # the advised column keeps what advise kept, when the failure came after it
+    return {**(advised.entry if advised is not None else {}),
+            "error": f"{type(e).__name__}: {str(e)[:500]}"}
   finally:
     use_backend("pallas_prof")
+
+
+def _timed(column, fn, entry, built, reference, window_s, on_gpu, replay, advised) -> dict:
+  """The column's first call, check and timings (run_column's measurement, the same for
+  every column)."""
+  from pallas_prof.backend import kernel_registry
+  t0 = time.perf_counter()       # the first call (lowering, compiles) runs on the poison
+  junk = jax.block_until_ready(fn(*_poisoned(built.args)))
+  entry["first_call_s"] = time.perf_counter() - t0
+  del junk
+  if advised is not None:
+    entry["tuning_file"] = advised.matched(kernel_registry.kernels())
+    if entry["tuning_file"]["matched"] < entry["tuning_file"]["entries"]:
+      entry["tuning_file"]["note"] = ("some entries name no kernel that ran (a diff moved their "
+                                      "kernel's lines?): those kept settings are not in force")
+  records = kernel_registry.kernels() if column == "ours_default" else []
+  if column == "ours_default":
+    entry["kernels"] = [r.label for r in records]
+    if not records:
+      raise RuntimeError("pallas-prof lowered no kernel: the call did not reach pallas-prof")
+  # where the case's time goes, phase by phase (a run must fit the device's 600 s)
+  spent = entry.setdefault("spent_s", {})
+  t0 = time.perf_counter()
+  entry.update(check(fn, built.args, reference, built.tol))
+  spent["check"] = time.perf_counter() - t0
+  # a dry run times one call, to run the code the GPU run will
+  t0 = time.perf_counter()
+  entry.update(wall_per_call(fn, built.args, window_s, *((5, 2) if on_gpu else (1, 0))))
+  spent["wall_clock"] = time.perf_counter() - t0
+  if on_gpu:
+    calls = max(5, min(200, int(window_s / max(entry["wall_s"], 1e-6))))
+    t0 = time.perf_counter()
+    try:
+      with gpu_state.shared().window(entry):     # the SM clock the column ran at
+        entry.update(gpu_per_call(fn, built.args, calls))
+    except Exception as e:  # noqa: BLE001 - reported; the wall-clock figures stand
+      entry["gpu_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+    spent["cupti"] = time.perf_counter() - t0
+    if records and replay:
+      t0 = time.perf_counter()
+      try:
+        entry.update(replay_ours(records, window_s / max(1, len(records))))
+      except Exception as e:  # noqa: BLE001 - reported; the other figures stand
+        entry["replay_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+      spent["replay"] = time.perf_counter() - t0
+  return entry
 
 
 def reference_outputs(built, on_gpu: bool) -> list:
@@ -256,7 +290,9 @@ def reference_outputs(built, on_gpu: bool) -> list:
 
 
 def run_case(case, small: bool, window_s: float, on_gpu: bool, seed: int,
-             replay: bool = False) -> dict:
+             replay: bool = False, advise_options=None) -> dict:
+  """One case, every column; with advise_options (advised.Options) the "advised" column
+  too."""
   result = {"name": case.label(small), "op": case.op, "shape": list(case.small_shape if small else case.shape),
             "dtype": jnp.dtype(case.dtype).name}
   try:
@@ -269,9 +305,10 @@ def run_case(case, small: bool, window_s: float, on_gpu: bool, seed: int,
     return result
   result.update(bytes=built.bytes, flops=built.flops, seed=seed)
   result["columns"] = {}
-  for c in COLUMNS:
+  for c in COLUMNS + ((ADVISED,) if advise_options is not None else ()):
     t0 = time.perf_counter()
-    result["columns"][c] = run_column(c, built, reference, window_s, on_gpu, case, small, replay)
+    result["columns"][c] = run_column(c, built, reference, window_s, on_gpu, case, small, replay,
+                                      advise_options)
     result["columns"][c]["column_s"] = time.perf_counter() - t0
   del built
   cols = result["columns"]
@@ -289,6 +326,13 @@ def run_case(case, small: bool, window_s: float, on_gpu: bool, seed: int,
                        ("tuned_over_default", tuned, ours)):
       if a.get("correct") and b.get("correct") and key in a and key in b:
         result[f"{name}_{basis}"] = a[key] / b[key]
+  if ADVISED in cols:
+    advised, xla = cols[ADVISED], cols["xla"]
+    for basis, key in (("gpu", "gpu_s"), ("wall", "wall_s")):
+      for name, a, b in (("advised_over_xla", advised, xla), ("advised_over_default", advised, ours),
+                         ("tuned_over_xla", tuned, xla), ("default_over_xla", ours, xla)):
+        if a.get("correct") and b.get("correct") and key in a and key in b:
+          result[f"{name}_{basis}"] = a[key] / b[key]
   return result
 
 
@@ -331,6 +375,32 @@ def summarize(record: dict) -> None:
       record["matmul_gpu_state"] = ours.get("gpu_state")
   if gpu_state.why_unavailable():              # why no column has its clocks
     record["gpu_state_unavailable"] = gpu_state.why_unavailable()
+  if ADVISED in record.get("columns", ()):
+    summarize_advised(record)
+
+
+def summarize_advised(record: dict) -> None:
+  """The advised column's headline: its geomean and worst ratio to XLA (GPU time where
+  CUPTI measured it, else wall clock; cases where both were correct) and the cases within
+  issue 49's goal (ADVISED_GOAL x XLA) or not."""
+  basis = "gpu" if any("advised_over_xla_gpu" in c for c in record["cases"]) else "wall"
+  key = f"advised_over_xla_{basis}"
+  cases = [c for c in record["cases"] if key in c]
+  record["geomean_advised_over_xla"] = _geomean([c[key] for c in cases])
+  worst = max(cases, key=lambda c: c[key], default=None)
+  record["worst_advised_over_xla"] = worst[key] if worst else None
+  record["worst_advised_over_xla_case"] = worst["name"] if worst else None
+  judged = not record.get("dry_run")     # the interpreter's times say nothing of the goal
+  record["advised_within_goal"] = ([c["name"] for c in cases if c[key] <= ADVISED_GOAL]
+                                   if judged else None)
+  record["advised_outside_goal"] = ([f"{c['name']}: {c[key]:.2f}x XLA" for c in cases
+                                     if c[key] > ADVISED_GOAL] if judged else None)
+  record["advised_basis"] = (("GPU time per call (CUPTI)" if basis == "gpu" else
+                              "wall clock per call")
+                             + f", cases where the advised and XLA columns were correct: "
+                             f"{len(cases)} of {len(record['cases'])}"
+                             + ("; a dry run: nothing was measured" if record.get("dry_run")
+                                else ""))
 
 
 def commit_of_tree(given: str | None) -> str:
@@ -365,20 +435,23 @@ WINDOW_S = (0.03, 0.4)      # a timing window's bounds
 FIRST_GUESS_FIXED_S = 8.0   # a case's time outside its windows, until one has been measured
 
 
-def windows_of(case, replay: bool = False) -> int:
+def windows_of(case, replay: bool = False, advised: bool = False) -> int:
   """How many timing windows a case spends: per column timed a wall-clock window and about
-  one of CUPTI (three columns, four with a tuned one), with --replay pallas-prof's default
-  one of replay; the tuner's budget is 25 windows (tuned_function: at least 6 s)."""
-  return 6 + int(replay) + (2 + 25 if case.tune else 0)
+  one of CUPTI (three columns, four with a tuned one, five with the advised one), with
+  --replay pallas-prof's default one of replay; the tuner's budget is 25 windows
+  (tuned_function: at least 6 s)."""
+  return 6 + int(replay) + (2 + 25 if case.tune else 0) + (2 if advised else 0)
 
 
-def window_for(left: float, cases: list, fixed: list[float], replay: bool = False) -> float:
+def window_for(left: float, cases: list, fixed: list[float], replay: bool = False,
+               advise_s: float | None = None) -> float:
   """The timing window that spreads what is left of the budget over the cases left: each
-  case costs its fixed part (building, reference, first calls, compiles; the mean of the
-  cases so far) plus its windows."""
-  per_case_fixed = statistics.mean(fixed) if fixed else FIRST_GUESS_FIXED_S
+  case costs its fixed part (building, reference, first calls, compiles, and with
+  advise_s the advised column's advise: the mean of the cases so far) plus its windows."""
+  first_guess = FIRST_GUESS_FIXED_S + (advise_s or 0.0)
+  per_case_fixed = statistics.mean(fixed) if fixed else first_guess
   spare = left - per_case_fixed * len(cases)
-  window = spare / max(1, sum(windows_of(c, replay) for c in cases))
+  window = spare / max(1, sum(windows_of(c, replay, advise_s is not None) for c in cases))
   return min(WINDOW_S[1], max(WINDOW_S[0], window))
 
 
@@ -397,6 +470,17 @@ def main(argv=None) -> dict:
   parser.add_argument("--out", help="the record's path (default: <out-dir>/suite_<gpu>_<commit>.json)")
   parser.add_argument("--commit", help="the commit measured (default: git rev-parse of this tree)")
   parser.add_argument("--seed", type=int, default=None)
+  parser.add_argument("--advised", action="store_true",
+                      help="add the \"advised\" column: `pallas-prof advise` on each case (a copy "
+                           "of its op's module), what it kept applied (a tuning file, a diff), "
+                           "timed beside the others (bench/suite/advised.py)")
+  parser.add_argument("--advise-budget-s", type=float, default=40.0,
+                      help="with --advised: seconds of advise's trials per case, shared among "
+                           "its kernels (default 40)")
+  parser.add_argument("--advise-sampling", action="store_true",
+                      help="with --advised: PC-sample the kernels in advise's profile, as "
+                           "`pallas-prof advise` does by default (off: a child process per "
+                           "kernel, seconds each)")
   parser.add_argument("--replay", action="store_true",
                       help="also time pallas-prof's kernels by its replay runner (on its own "
                            "random inputs; 1.3-5.5 s a kernel on the H200 at 6fa01a5)")
@@ -423,7 +507,15 @@ def main(argv=None) -> dict:
             "device": dev.device_kind, "jax": jax.__version__, "host": platform.node(),
             "dry_run": args.dry_run, "budget_s": args.budget_s, "seed": seed,
             "replay": args.replay,
-            "columns": list(COLUMNS), "cases": []}
+            "columns": list(COLUMNS) + ([ADVISED] if args.advised else []), "cases": []}
+  advise_options = None
+  if args.advised:
+    from bench.suite import advised as advised_column
+    advise_options = advised_column.Options(args.advise_budget_s, args.advise_sampling,
+                                            tempfile.mkdtemp(prefix="pallas-prof-advised-"))
+    record["advised"] = {"budget_s_per_case": args.advise_budget_s,
+                         "sampling": args.advise_sampling, "goal": f"<= {ADVISED_GOAL}x XLA",
+                         "how": advised_column.__doc__.split("\n\n")[0]}
   import triton
   record["triton"] = triton.__version__
   print(f"{dev.device_kind}, jax {jax.__version__}, triton {triton.__version__}, commit {commit}, "
@@ -439,24 +531,41 @@ def main(argv=None) -> dict:
                               "dtype": jnp.dtype(case.dtype).name,
                               "skipped": "the time budget was spent"})
       continue
-    window = window_for(left, cases[i:], fixed, args.replay)
+    advise_s = args.advise_budget_s if args.advised else None
+    window = window_for(left, cases[i:], fixed, args.replay, advise_s)
     t0 = time.perf_counter()
-    result = run_case(case, args.dry_run, window, on_gpu, seed + i, args.replay)
+    options = (None if advise_options is None else dataclasses.replace(
+        advise_options, folder=os.path.join(advise_options.folder, f"case{i}")))
+    result = run_case(case, args.dry_run, window, on_gpu, seed + i, args.replay, options)
     result["case_s"] = time.perf_counter() - t0
     result["window_s"] = window
-    fixed.append(max(0.0, result["case_s"] - window * windows_of(case, args.replay)))
+    fixed.append(max(0.0, result["case_s"] - window * windows_of(case, args.replay, args.advised)))
     record["cases"].append(result)
     print(_line(result), flush=True)
     summarize(record)
     record["elapsed_s"] = time.perf_counter() - started
     if out:
       save_record(out, record)
+  if args.advised and not on_gpu:
+    record["advised_diff_path"] = _probe_diff_path(advise_options.folder)
+    print(f"advised column's diff path (no GPU): {record['advised_diff_path']}", flush=True)
   summarize(record)
   record["elapsed_s"] = time.perf_counter() - started
   if out:
     save_record(out, record)
   _print_summary(record, out)
   return record
+
+
+def _probe_diff_path(folder: str) -> dict:
+  """Without a GPU advise keeps nothing, so no case applies a diff: the column's diff path
+  (advise's diff of a split-reduction kernel, applied to a copy, imported, checked) is
+  exercised on a probe kernel instead (advised.probe_diff_path); a failure is recorded."""
+  from bench.suite import advised as advised_column
+  try:
+    return advised_column.probe_diff_path(folder)
+  except Exception as e:  # noqa: BLE001 - recorded: the dry run goes on to its summary
+    return {"error": f"{type(e).__name__}: {str(e)[:500]}"}
 
 
 def _ms(entry: dict) -> str:
@@ -483,7 +592,24 @@ def _line(r: dict) -> str:
           + (f" ours/built-in {ratio:.3f}" if ratio else "")
           + (f" replay {cols['ours_default']['replay_s'] * 1e3:.3f} ms"
              if "replay_s" in cols["ours_default"] else "")
+          + _advised_text(r)
           + f" ({r['case_s']:.1f} s)" + ("".join("\n    " + e for e in errors)))
+
+
+def _ratio(r: dict, name: str) -> float | None:
+  return r.get(f"{name}_gpu", r.get(f"{name}_wall"))
+
+
+def _advised_text(r: dict) -> str:
+  """The advised column on a case's line: its time, its ratio to XLA, what it kept."""
+  entry = r["columns"].get(ADVISED)
+  if entry is None:
+    return ""
+  ratio = _ratio(r, "advised_over_xla")
+  kept = ", ".join(f"[{k['kind']}] {k['what'][:60]} ({-k['saving_pct']:+.0f} %)"
+                   for k in entry.get("kept", []) if k.get("saving_pct") is not None)
+  return (f" advised {_ms(entry)}" + (f" = {ratio:.2f}x XLA" if ratio else "")
+          + (f" kept: {kept}" if kept else " (nothing kept)" if "error" not in entry else ""))
 
 
 def _print_summary(record: dict, out) -> None:
@@ -501,12 +627,39 @@ def _print_summary(record: dict, out) -> None:
               "tuned_slower_than_default", "matmul_tflops"):
     v = record.get(key)
     print(f"{key}: {v:.3f}" if isinstance(v, float) else f"{key}: {v}")
+  if ADVISED in record.get("columns", ()):
+    _print_advised(record)
   if record.get("gpu_state_unavailable"):
     print(f"no GPU clocks recorded: {record['gpu_state_unavailable']}")
   if record.get("matmul_gpu_state"):
     print(f"matmul's GPU while ours ran: {record['matmul_gpu_state']['summary']}")
   if out:
     print(f"record: {out}")
+
+
+def _print_advised(record: dict) -> None:
+  """The advised column beside the others, each as a ratio to XLA (issue 49's goal:
+  advised within ADVISED_GOAL x XLA)."""
+  print(f"\nratios to XLA ({record.get('advised_basis')}); goal: advised <= {ADVISED_GOAL}x")
+  print(f"{'case':48s} {'default':>8s} {'tuned':>8s} {'advised':>8s}  kept")
+  for c in record["cases"]:
+    entry = c.get("columns", {}).get(ADVISED)
+    if entry is None:
+      continue
+    cells = [_ratio(c, n) for n in ("default_over_xla", "tuned_over_xla", "advised_over_xla")]
+    kept = ("error: " + entry["error"][:80] if "error" in entry else
+            "; ".join(f"{k['kernel']}: [{k['kind']}] {k['what'][:50]}" for k in entry["kept"])
+            or "nothing kept")
+    print(f"{c['name'][:48]:48s} " + " ".join(f"{x:8.2f}" if x else f"{'-':>8s}" for x in cells)
+          + f"  {kept}")
+  for key in ("geomean_advised_over_xla", "worst_advised_over_xla",
+              "worst_advised_over_xla_case", "advised_outside_goal"):
+    v = record.get(key)
+    print(f"{key}: {v:.3f}" if isinstance(v, float) else f"{key}: {v}")
+  if record.get("dry_run"):
+    print("advised: a dry run measured nothing and advise kept nothing (no GPU); diff path: "
+          + ("checked" if "error" not in record.get("advised_diff_path", {"error": 1})
+             else f"FAILED: {record.get('advised_diff_path')}"))
 
 
 if __name__ == "__main__":

@@ -66,6 +66,11 @@ class Built:
   tol: float               # largest ||out - ref|| / ||ref|| accepted, per output
   bytes: int               # fewest bytes the op must move (inputs read, outputs written once)
   flops: int | None = None
+  module: Any = None       # the module whose functions make the Pallas function (the op's
+                           # own: JAX's in site-packages, or an example's) ...
+  from_module: Callable | None = None   # ... and from_module(m) -> the default Pallas function
+                           # made of module m's functions (the suite's "advised" column runs
+                           # advise on a copy of the module and times a patched copy)
 
   @property
   def pallas(self) -> Callable:
@@ -115,7 +120,8 @@ def softmax(shape, dtype, key):
   x = _normal(key, shape, dtype)
   xla = lambda x: jax.nn.softmax(x, axis=-1)
   return Built((x,), lambda cfg: functools.partial(mod.softmax, **cfg), xla, _upcast(xla),
-               _tol(dtype, 1e-5), 2 * _nbytes(x))
+               _tol(dtype, 1e-5), 2 * _nbytes(x), module=mod,
+               from_module=lambda m: m.softmax)
 
 
 def norm(kind, backward, shape, dtype, key):
@@ -128,12 +134,14 @@ def norm(kind, backward, shape, dtype, key):
   pallas, xla = getattr(mod, kind), getattr(mod, f"{kind}_reference")
   if not backward:
     return Built((x, w, b), _fixed(pallas), xla, _upcast(xla), _tol(dtype),
-                 2 * _nbytes(x) + _nbytes(w, b))
+                 2 * _nbytes(x) + _nbytes(w, b), module=mod,
+                 from_module=lambda m: getattr(m, kind))
   ct = _normal(k[3], shape, dtype)
   xla_vjp = _vjp_fn(xla, 3)
   # forward (x in, y out) and backward (x, dy in; dx, dw, db out)
   return Built((x, w, b, ct), _fixed(_vjp_fn(pallas, 3)), xla_vjp, _upcast(xla_vjp),
-               _tol(dtype, 1e-3, 5e-2), 5 * _nbytes(x) + 3 * _nbytes(w, b))
+               _tol(dtype, 1e-3, 5e-2), 5 * _nbytes(x) + 3 * _nbytes(w, b), module=mod,
+               from_module=lambda m: _vjp_fn(getattr(m, kind), 3))
 
 
 def mha(causal, backward, shape, dtype, key, block=128):
@@ -143,15 +151,16 @@ def mha(causal, backward, shape, dtype, key, block=128):
   q, kk, v = (_normal(k[i], shape, dtype) for i in range(3))
   scale = 1.0 / d ** 0.5
 
-  def variant(cfg):
+  def variant(cfg, mod=attention):
     cfg = dict(cfg)
     bq, bk = cfg.pop("block_q", block), cfg.pop("block_k", block)
     bwd = cfg.pop("bwd", min(32, block))          # JAX's default backward blocks
-    bs = attention.BlockSizes(block_q=bq, block_k=bk, block_q_dkv=bwd, block_kv_dkv=bwd,
-                              block_q_dq=bwd, block_kv_dq=bwd)
-    fn = functools.partial(attention.mha, segment_ids=None, sm_scale=scale, causal=causal,
+    bs = mod.BlockSizes(block_q=bq, block_k=bk, block_q_dkv=bwd, block_kv_dkv=bwd,
+                        block_q_dq=bwd, block_kv_dq=bwd)
+    fn = functools.partial(mod.mha, segment_ids=None, sm_scale=scale, causal=causal,
                            block_sizes=bs, **cfg)
     return _vjp_fn(fn, 3) if backward else fn
+  of_module = dict(module=attention, from_module=lambda m: variant({}, m))
 
   def xla(q, k, v):
     return attention.mha_reference(q, k, v, segment_ids=None, sm_scale=scale,
@@ -159,11 +168,12 @@ def mha(causal, backward, shape, dtype, key, block=128):
   flops = 4 * b * h * s * s * d // (2 if causal else 1)
   tol = _tol(dtype, 5e-3, 2e-2)       # f32 dots run as TF32 on the GPU
   if not backward:
-    return Built((q, kk, v), variant, xla, _upcast(xla), tol, 4 * _nbytes(q), flops)
+    return Built((q, kk, v), variant, xla, _upcast(xla), tol, 4 * _nbytes(q), flops, **of_module)
   ct = _normal(k[3], shape, dtype)
   xla_vjp = _vjp_fn(xla, 3)
   return Built((q, kk, v, ct), variant, xla_vjp, _upcast(xla_vjp), 2 * tol,
-               12 * _nbytes(q), flops * 7 // 2)      # backward: 2.5x the forward's FLOPs
+               12 * _nbytes(q), flops * 7 // 2,      # backward: 2.5x the forward's FLOPs
+               **of_module)
 
 
 def decode_attention(shape, dtype, key, block_k=256, k_splits=16):
@@ -173,11 +183,12 @@ def decode_attention(shape, dtype, key, block_k=256, k_splits=16):
   q = _normal(k[0], (b, h, d), dtype)
   kk = _normal(k[1], (b, s, d), dtype)
   v = _normal(k[2], (b, s, d), dtype)
-  variant = lambda cfg: functools.partial(mod.mqa, **{"block_k": block_k, "k_splits": k_splits,
-                                                     **cfg})
+  variant = lambda cfg, m=mod: functools.partial(m.mqa, **{"block_k": block_k,
+                                                          "k_splits": k_splits, **cfg})
   xla = mod.mqa_reference
   return Built((q, kk, v), variant, xla, _upcast(xla), _tol(dtype, 5e-3, 2e-2),
-               _nbytes(q, kk, v) + _nbytes(q), 4 * b * h * s * d)
+               _nbytes(q, kk, v) + _nbytes(q), 4 * b * h * s * d, module=mod,
+               from_module=lambda m: variant({}, m))
 
 
 def paged_attention(shape, dtype, key, pages_per_compute_block=8, k_splits=16):
@@ -191,7 +202,7 @@ def paged_attention(shape, dtype, key, pages_per_compute_block=8, k_splits=16):
   v_pages = _normal(k[2], (kv_heads, total, page, dim), dtype)
   tables = jax.random.permutation(k[3], total).reshape(batch, pages_per_seq).astype(jnp.int32)
   lengths = jax.random.randint(k[4], (batch,), seq // 2, seq + 1, jnp.int32)
-  variant = lambda cfg: functools.partial(mod.paged_attention, **{
+  variant = lambda cfg, m=mod: functools.partial(m.paged_attention, **{
       "block_h": 16, "pages_per_compute_block": pages_per_compute_block, "k_splits": k_splits,
       **cfg})
 
@@ -201,7 +212,7 @@ def paged_attention(shape, dtype, key, pages_per_compute_block=8, k_splits=16):
     return mod.paged_attention_reference(q, gather(k_pages), gather(v_pages), lengths)
   return Built((q, k_pages, v_pages, tables, lengths), variant, xla, _upcast(xla),
                _tol(dtype, 5e-3, 2e-2), _nbytes(q, k_pages, v_pages) + _nbytes(q),
-               4 * batch * heads * seq * dim)
+               4 * batch * heads * seq * dim, module=mod, from_module=lambda m: variant({}, m))
 
 
 def matmul(shape, dtype, key, bm=128, bn=128, bk=64, num_warps=4, num_stages=3):
@@ -226,7 +237,8 @@ def matmul(shape, dtype, key, bm=128, bn=128, bk=64, num_warps=4, num_stages=3):
   def xla(a, b):
     return jnp.dot(a, b, preferred_element_type=F32).astype(a.dtype)
   return Built((a, b), variant, xla, _upcast(xla), _tol(dtype, 5e-3, 1e-2),
-               _nbytes(a, b) + m * n * jnp.dtype(dtype).itemsize, 2 * m * n * kdim)
+               _nbytes(a, b) + m * n * jnp.dtype(dtype).itemsize, 2 * m * n * kdim,
+               module=example, from_module=lambda mod: functools.partial(mod.matmul, **defaults))
 
 
 def vector_add(shape, dtype, key):
@@ -235,7 +247,7 @@ def vector_add(shape, dtype, key):
   x, y = _normal(kx, shape, dtype), _normal(ky, shape, dtype)
   xla = lambda x, y: x + y
   return Built((x, y), _fixed(example.add), xla, _upcast(xla), _tol(dtype, 0.0, 1e-2),
-               3 * _nbytes(x))
+               3 * _nbytes(x), module=example, from_module=lambda m: m.add)
 
 
 # --- the suite ----------------------------------------------------------------------------------

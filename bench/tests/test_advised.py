@@ -1,0 +1,192 @@
+"""The suite's "advised" column (issue 49, item 3: bench/suite/advised.py) on the CPU: the
+strict diff applier, the import of a patched copy of a split-reduction kernel's file (its
+outputs those of the original and of the variant advise builds), a kept split applied as
+the GPU run applies it, and the dry run's record with the column."""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import inspect
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import pallas_prof
+from bench.suite import advised, split_probe_kernel, suite, unified_diff
+from bench.suite.suite_cases import Built
+from pallas_prof.advice import recipes
+from pallas_prof.advice.schema import Trial
+from pallas_prof.advice.split import variant
+from pallas_prof.backend import kernel_registry
+from pallas_prof.tune.choice import leaves, same_outputs
+
+
+@pytest.fixture(autouse=True)
+def installed():
+  pallas_prof.install()
+  yield
+
+
+TEXT = "".join(f"line {i}\n" for i in range(1, 21))
+
+
+def _diff(old: str, new: str, n: int = 3) -> str:
+  return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
+                                      "a/m.py", "b/m.py", n=n))
+
+
+# --- the applier --------------------------------------------------------------------------------
+
+def test_the_applier_applies_hunks_at_their_lines():
+  new = TEXT.replace("line 3\n", "line 3\ninserted\n").replace("line 15\n", "") \
+      .replace("line 20\n", "last\n")
+  for n in (0, 1, 3):
+    (patch,) = unified_diff.parse(_diff(TEXT, new, n))
+    assert patch.path(1) == "m.py"
+    assert patch.apply(TEXT) == new
+  # files without their last newline (diff -u's marker), an insertion at the very top
+  diff = ("--- a/m.py\n+++ b/m.py\n@@ -1,2 +1,4 @@\n+top\n a\n-b\n"
+          "\\ No newline at end of file\n+b\n+c\n\\ No newline at end of file\n")
+  assert unified_diff.parse(diff)[0].apply("a\nb") == "top\na\nb\nc"
+
+
+def test_the_applier_refuses_a_hunk_that_does_not_match_and_says_where():
+  diff = _diff(TEXT, TEXT.replace("line 10\n", "ten\n"))
+  edited = TEXT.replace("line 9\n", "line nine\n")     # a context line of the hunk changed
+  (patch,) = unified_diff.parse(diff)
+  with pytest.raises(unified_diff.DiffDoesNotApply) as e:
+    patch.apply(edited)
+  why = str(e.value)
+  assert "a/m.py, hunk 1 (@@ -7,7 +7,7 @@) does not match the file at line 9" in why
+  assert "'line 9\\n'" in why and "'line nine\\n'" in why
+  # no offset either: the same hunk two lines lower in the file is not looked for
+  with pytest.raises(unified_diff.DiffDoesNotApply, match="does not match the file at line 7"):
+    patch.apply("x\ny\n" + TEXT)
+  with pytest.raises(unified_diff.DiffDoesNotApply, match="the file has 5"):
+    patch.apply("".join(TEXT.splitlines(True)[:5]))
+
+
+def test_the_applier_refuses_a_malformed_diff():
+  diff = _diff(TEXT, TEXT.replace("line 10\n", "ten\n"))
+  short = diff.replace("@@ -7,7 +7,7 @@", "@@ -7,8 +7,7 @@")
+  with pytest.raises(unified_diff.DiffDoesNotApply, match="counts 8 old and 7 new lines, its "
+                     "body has 7 and 7"):
+    unified_diff.parse(short)
+  with pytest.raises(unified_diff.DiffDoesNotApply, match="no file in the diff"):
+    unified_diff.parse("just words\n")
+  with pytest.raises(unified_diff.DiffDoesNotApply, match="is not a context, removed or added"):
+    unified_diff.parse(diff.replace(" line 8\n", "?line 8\n"))
+
+
+# --- the patched copy of a split-reduction kernel ----------------------------------------------
+
+def _probe():
+  x = jax.random.normal(jax.random.key(5), (203, 40), jnp.bfloat16)
+  kernel_registry.clear()
+  recipes.clear()
+  with recipes.capture():
+    want = jax.block_until_ready(split_probe_kernel.probe_sums(x))
+  return x, want, recipes.recipes()[-1]
+
+
+def test_the_patched_copy_gives_the_originals_and_the_variants_outputs(tmp_path):
+  from pallas_prof.advice.split import source
+  x, want, recipe = _probe()
+  k, p = variant.pattern_of(recipe)
+  diff = source.unified_diff(recipe, p, 3, len(k.grid))       # the diff advise writes
+  module = advised.patched_copy(inspect.getsourcefile(split_probe_kernel), [diff], str(tmp_path))
+  assert module.__file__ == str(tmp_path / "split_probe_kernel.py")   # the file's own name
+  assert "_pallas_prof_split_sum" in (tmp_path / "split_probe_kernel.py").read_text()
+  kernel_registry.clear()
+  got = leaves(jax.block_until_ready(module.probe_sums(x)))
+  assert [tuple(r.generated.grid) for r in kernel_registry.kernels()] == [(3, 3)]
+  assert same_outputs(got, leaves(want)) is None
+  # the patched file computes what advise's variant computes, bit for bit
+  built = leaves(jax.jit(variant.build(recipe, k, p, 3))(x))
+  for g, b in zip(got, built, strict=True):
+    np.testing.assert_array_equal(g, b)
+  # and the original module is untouched
+  assert "_pallas_prof_split_sum" not in open(split_probe_kernel.__file__).read()
+
+
+def test_a_diff_of_another_file_or_a_stale_file_is_refused(tmp_path):
+  from pallas_prof.advice.split import source
+  _, _, recipe = _probe()
+  k, p = variant.pattern_of(recipe)
+  diff = source.unified_diff(recipe, p, 3, len(k.grid))
+  other = tmp_path / "other.py"
+  other.write_text(open(split_probe_kernel.__file__).read())
+  with pytest.raises(unified_diff.DiffDoesNotApply, match="not .*other.py: the suite patches"):
+    advised.patched_copy(str(other), [diff], str(tmp_path / "out"))
+  # the same diff twice: the second was made against the unpatched file and does not match
+  with pytest.raises(unified_diff.DiffDoesNotApply, match="does not match the file at line"):
+    advised.patched_copy(split_probe_kernel.__file__, [diff, diff], str(tmp_path / "twice"))
+
+
+def test_a_kept_split_is_applied_as_the_gpu_run_applies_it(tmp_path, monkeypatch):
+  """What the GPU run does with a held kind e action, on the CPU: advise's own advice for
+  the probe kernel with its split marked as held (a GPU would have timed it), applied by
+  advise_case to a copy of the module, whose function the column then times."""
+  x = jax.random.normal(jax.random.key(6), (203, 40), jnp.float32)
+  want = leaves(split_probe_kernel.probe_sums(x))
+  real = pallas_prof.advise
+
+  def advise_with_a_held_split(records, **kw):
+    out = []
+    for a in real(records, **kw):
+      actions = [dataclasses.replace(x, trial=Trial(2e-3, 1e-3, 50.0, 2.0, True))
+                 if x.kind == "e" else x for x in a.actions]
+      out.append(dataclasses.replace(a, actions=actions))
+    return out
+  monkeypatch.setattr(pallas_prof, "advise", advise_with_a_held_split)
+  built = Built((x,), None, None, None, 0.0, 0, module=split_probe_kernel,
+                from_module=lambda m: m.probe_sums)
+  got = advised.advise_case(built, advised.Options(5.0, False, str(tmp_path)), on_gpu=False,
+                            say=lambda text: None)
+  (kept,) = got.entry["kept"]
+  assert kept["kind"] == "e" and kept["saving_pct"] == 50.0
+  assert kept["applied"] == "its diff, to a copy of the module"
+  assert got.entry["advised"]["diffs_applied"] == 1 and got.tuning_file is None
+  kernel_registry.clear()
+  out = leaves(jax.block_until_ready(jax.jit(got.fn)(x)))
+  assert [tuple(r.generated.grid) for r in kernel_registry.kernels()] == [(3, 3)]
+  assert same_outputs(out, want) is None
+  assert (tmp_path / "patched" / "split_probe_kernel.py").exists()
+
+
+# --- the suite's dry run with the column -------------------------------------------------------
+
+@pytest.mark.slow
+def test_the_dry_run_with_advised_records_the_column_and_the_default_run_has_none(tmp_path):
+  out = tmp_path / "suite.json"
+  record = suite.main(["--dry-run", "--advised", "--only", "rms_norm fwd+bwd 2x2x136",
+                       "--out", str(out)])
+  assert json.loads(out.read_text())["columns"] == record["columns"]
+  assert record["columns"] == [*suite.COLUMNS, "advised"]
+  (case,) = record["cases"]
+  entry = case["columns"]["advised"]
+  assert "error" not in entry, entry.get("error")
+  assert entry["correct"] and entry["wall_s"] > 0
+  assert entry["kept"] == []
+  assert entry["nothing_measured"].startswith("no GPU: advise timed nothing")
+  assert [k["kernel"].split("#")[0] for k in entry["nothing_kept"]] == \
+      ["rms_forward", "ln_backward_dx", "ln_backward_dw_db"]
+  assert all(k["why"].startswith("not measured: no GPU") for k in entry["nothing_kept"])
+  assert entry["advised"]["module"] == "rms_norm.py"
+  assert case["advised_over_xla_wall"] > 0
+  assert record["advised_outside_goal"] is None          # a dry run judges no goal
+  assert "nothing was measured" in record["advised_basis"]
+  probe = record["advised_diff_path"]
+  assert "error" not in probe, probe
+  assert probe["outputs_equal"] and probe["patched_grid"] == [3, 3]
+  assert probe["kept_by_advise"] is None and probe["diff_lines"] > 10
+
+  # and the default run stays as it was: no advised column, no advise
+  plain = suite.main(["--dry-run", "--only", "vector_add 3007", "--out",
+                      str(tmp_path / "plain.json")])
+  assert plain["columns"] == list(suite.COLUMNS)
+  assert "advised" not in plain["cases"][0]["columns"] and "advised" not in plain
+  assert "geomean_advised_over_xla" not in plain
