@@ -28,6 +28,7 @@ class _Tuner(_hooks.Selector):
     from .tune import params  # noqa: F401
 
   def select(self, *args, **kwargs):
+    # lazy: at the top it would load numpy whenever this module is imported
     from .tune.params import select
     return select(*args, **kwargs)
 
@@ -50,6 +51,7 @@ __all__ = ["CompilerParams", "KernelError", "LoweringError", "CompileError", "Bo
 
 
 def _api():
+  # lazy: at the top it would load jax, numpy whenever this module is imported
   from . import api
   return api
 

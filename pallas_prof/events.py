@@ -74,6 +74,15 @@ BACKEND_KEYS = frozenset({PALLAS_KERNEL, PALLAS_GRID, PALLAS_NUM_WARPS, PALLAS_N
                           PALLAS_SOURCE, PALLAS_SOURCE_KEY, PALLAS_LOWERING_GC_MS,
                           PALLAS_GENERATED_LINES})
 
+# Where a run happened: the spans' resource attributes (instrument/tracer.py) and the keys of
+# report.json's "origin" (cli/processes.py writes it, cli/summary.py reads it: they read saved
+# runs, and importing instrument/ would load OpenTelemetry and JAX). Defined here for them;
+# instrument/conventions.py re-exports them.
+PROCESS_PID = "process.pid"                      # OpenTelemetry's resource conventions
+HOST_NAME = "host.name"
+JAX_PROCESS_INDEX = "jax.process_index"
+JAX_PROCESS_COUNT = "jax.process_count"
+
 
 class Observer:
   """Watches nothing, costs (almost) nothing: override the events you want."""

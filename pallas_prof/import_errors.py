@@ -28,6 +28,7 @@ def _version(distribution: str) -> str:
   if found:
     return str(found)
   try:
+    # lazy: importlib.metadata takes milliseconds to import; only a failed import needs it
     from importlib import metadata
     return metadata.version(distribution)
   except Exception:  # noqa: BLE001 - not installed, or no metadata: say so

@@ -42,5 +42,6 @@ def pytest_addoption(parser):
 def pytest_configure(config):
   config.addinivalue_line("markers", MARKER)
   if config.getoption("pallas_prof") or config.getoption("pallas_prof_update"):
+    # lazy: at the top it would load pytest whenever this module is imported
     from .gate.session import GateSession
     config.pluginmanager.register(GateSession(config), "pallas-prof-gate")

@@ -9,7 +9,9 @@ trace everywhere: either the old file or the new one, never half of one.
 from __future__ import annotations
 
 import errno
+import grp
 import os
+import pwd
 import stat
 import tempfile
 
@@ -87,8 +89,6 @@ def others_can_write(path: str) -> str | None:
 def _group_is_mine(gid: int) -> bool:
   """A group no other user is in: this user's own (a user private group, as many systems
   give each user), whose write permission lets no one else in."""
-  import grp
-  import pwd
   if gid != os.getegid():
     return False
   try:

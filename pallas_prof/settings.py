@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib.util
 import os
 import sys
 import sysconfig
@@ -372,7 +373,6 @@ _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 def _internal_prefixes() -> tuple[str, ...]:
   """Files that are not the user's: pallas-prof's, JAX's and jaxlib's, Python's own."""
-  import importlib.util
   out = [_PACKAGE]
   for name in ("jax", "jaxlib"):
     spec = importlib.util.find_spec(name)

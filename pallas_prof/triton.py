@@ -19,6 +19,8 @@ import dataclasses
 import enum
 import re
 
+import jax
+
 from .import_errors import reported
 
 # the package no longer imports the backend (pallas_prof/api.py does, on first use): a
@@ -84,7 +86,6 @@ def get_gpu_info_from_version(gpu_version: GpuVersion) -> GpuInfo:
 
 
 def _default_device():
-  import jax
   return jax.devices()[0]
 
 

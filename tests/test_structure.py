@@ -569,10 +569,19 @@ def test_the_profiler_flow_check_sees_imports_inside_functions(tmp_path):
 
 # --- the span attribute keys, written once ------------------------------------------------
 # instrument/conventions.py names every attribute key; the backend, which may not import it,
-# takes the keys it sets from pallas_prof/events.py (conventions.py re-exports them). A key
-# spelled out as a string under backend/ is a second definition that can drift from the first.
+# and the saved-run readers, which must not load it (it brings OpenTelemetry and JAX), take
+# theirs from pallas_prof/events.py (conventions.py re-exports them). A key spelled out as a
+# string anywhere else in the package is a second definition that can drift from the first;
+# a string in a key namespace of the conventions that they do not declare is a key defined
+# nowhere (module names and file names, `jax.numpy` or `kernel.ptx`, are in no such
+# namespace).
 CONVENTIONS = ("pallas_prof.instrument.conventions", "pallas_prof.events")
 _KEY_SHAPE = re.compile(r"[a-z_]+(?:\.[a-z_]+)+")
+# the first part of pallas-prof's keys and of OpenTelemetry's it uses; not jax., triton. or
+# pallas_prof., which module names share (jax.process_index, triton.stage are declared, so a
+# literal of those is still found)
+KEY_NAMESPACES = ("pallas", "jaxpr", "code", "profile", "nvml", "otel", "host", "process",
+                  "service")
 
 
 def _key_literals(source: str) -> list[tuple[int, str]]:
@@ -587,24 +596,42 @@ def _declared_keys() -> set[str]:
 
 def attribute_keys_spelled_out(module_sources: dict[str, str]) -> list[str]:
   declared = _declared_keys()
-  return [f"{module}:{line}: {key!r}" for module, source in sorted(module_sources.items())
-          for line, key in _key_literals(source) if key in declared]
+  return [f"{module}:{line}: {key!r}" + ("" if key in declared else " (declared nowhere)")
+          for module, source in sorted(module_sources.items())
+          for line, key in _key_literals(source)
+          if key in declared or key.split(".")[0] in KEY_NAMESPACES]
 
 
-def test_the_backend_spells_out_no_attribute_key():
-  assert {"pallas.kernel", "pallas.source_key", "jaxpr.primitive"} <= _declared_keys()
-  found = attribute_keys_spelled_out({m: p.read_text() for m, p in MODULES.items()
-                                      if _room(m) is not None})
-  assert not found, ("attribute keys written as strings under backend/ (use "
-                     "pallas_prof.events' names):\n" + "\n".join(found))
+def _outside_the_conventions() -> dict[str, str]:
+  return {m: p.read_text() for m, p in MODULES.items() if m not in CONVENTIONS}
 
 
-def test_the_key_check_finds_a_planted_literal():
-  source = MODULES["pallas_prof.backend.lowering.lower"].read_text()
+def test_the_package_spells_out_no_attribute_key():
+  assert {"pallas.kernel", "pallas.source_key", "jaxpr.primitive", "host.name",
+          "otel.status"} <= _declared_keys()
+  found = attribute_keys_spelled_out(_outside_the_conventions())
+  assert not found, ("attribute keys written as strings (use their names from "
+                     "instrument/conventions.py, or pallas_prof/events.py where instrument/ "
+                     "may not be imported; declare a new key there):\n" + "\n".join(found))
+
+
+@pytest.mark.parametrize("module", ["pallas_prof.backend.lowering.lower",
+                                    "pallas_prof.cli.summary",
+                                    "pallas_prof.instrument.perfetto_trace"])
+def test_the_key_check_finds_a_planted_literal(module):
+  source = MODULES[module].read_text()
   planted = source + '\n\ndef _planted(span):\n  span.set("pallas.source_key", "k")\n'
-  assert attribute_keys_spelled_out({"lower": source}) == []
-  assert attribute_keys_spelled_out({"lower": planted}) == [
-      f"lower:{planted.count(chr(10))}: 'pallas.source_key'"]
+  assert attribute_keys_spelled_out({"m": source}) == []
+  assert attribute_keys_spelled_out({"m": planted}) == [
+      f"m:{planted.count(chr(10))}: 'pallas.source_key'"]
+
+
+def test_the_key_check_finds_a_planted_undeclared_key():
+  planted = ('def f(span, origin):\n  span.set("pallas.new_figure", 1)\n'
+             '  return origin.get("process.parent_pid"), "jax.numpy", "kernel.ptx"\n')
+  assert attribute_keys_spelled_out({"m": planted}) == [
+      "m:2: 'pallas.new_figure' (declared nowhere)",
+      "m:3: 'process.parent_pid' (declared nowhere)"]
 
 
 # --- the transcendental primitives, known once ---------------------------------------------

@@ -417,11 +417,13 @@ class CompiledKernel(Saved):
 def param_nbytes(dtype: str, shape: tuple[int, ...]) -> int:
   """Bytes of an array of this dtype and shape as numpy holds it (int4: a byte
   per element); numpy and ml_dtypes, no JAX."""
+  # lazy: keeps numpy out of this module's import (start-up time)
   import numpy as np
   n = int(np.prod(shape, dtype=np.int64))
   try:
     itemsize = np.dtype(dtype).itemsize
   except TypeError:
+    # lazy: keeps ml_dtypes out of this module's import (start-up time)
     import ml_dtypes
     itemsize = np.dtype(getattr(ml_dtypes, dtype)).itemsize
   return n * itemsize

@@ -23,6 +23,7 @@ def lowering(own_primitives=None):
   compare with it, None where this JAX has none; it then also lowers the primitives of
   `own_primitives` (backend/triton_primitives.py) as JAX's of the same names."""
   try:
+    # lazy: private to JAX, absent in some releases (the except says what then)
     from jax._src.pallas.triton import core, pallas_call_registration, primitives
     from jax._src.pallas.triton import lowering as triton_lowering
   except ImportError:

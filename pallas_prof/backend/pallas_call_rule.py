@@ -64,6 +64,7 @@ def install(check_bounds: bool | None = None) -> None:
 def _nvml_capability() -> int | None:
   """The first GPU's compute capability through NVML (read-only; JAX untouched), or None."""
   try:
+    # lazy: keeps pynvml out of this module's import (start-up time)
     import pynvml
     pynvml.nvmlInit()
   except Exception:  # noqa: BLE001 - no NVML, no GPU: no warm-up

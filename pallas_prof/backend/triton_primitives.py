@@ -10,6 +10,7 @@ here imports JAX's Triton backend.
 from __future__ import annotations
 
 import enum
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,7 +44,7 @@ elementwise_inline_asm_p.multiple_results = True
 
 @elementwise_inline_asm_p.def_abstract_eval
 def _inline_asm_abstract_eval(*avals, result_shape_dtypes, **_):
-  if not all(x.shape == y.shape for x, y in zip(avals, avals[1:])):
+  if not all(x.shape == y.shape for x, y in itertools.pairwise(avals)):
     raise ValueError("All arguments of elementwise_inline_asm must have the same shape")
   return [ShapedArray(s.shape, s.dtype) for s in result_shape_dtypes]
 

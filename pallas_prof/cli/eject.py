@@ -363,6 +363,7 @@ def eject(gk, path: str, aliases=()) -> str:
   """Writes `gk` (a GeneratedKernel) to `path` as a runnable program.
 
   aliases: the call's input_output_aliases, (input index, output index) pairs."""
+  # lazy: at the top it would load jax whenever this module is imported
   from ..backend.running import bounds_errors
   from ..backend.compiling.compile_cache import compile_options
   if any(p.role == "probes" for p in gk.params):

@@ -16,7 +16,9 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import shutil
 import sys
+import textwrap
 
 from ..safe_files import UnsafeFile, refuse_special
 from . import advise, shared_options, tune
@@ -243,6 +245,7 @@ def main(argv=None) -> int:
 def _reader_left() -> int:
   """`pallas-prof rules | head`: the reader left; say nothing more (stdout is gone) and end
   as a Unix tool a closed pipe ended (141; a run's directory is written before its output)."""
+  # lazy: at the top it would load rich whenever this module is imported
   from .processes import stdout_to_nowhere
   return stdout_to_nowhere()
 
@@ -262,13 +265,17 @@ def _main(argv=None) -> int:
       return 2
     absolute_paths()        # a script that changes the working folder moves none of them
   if args.command == "run":
+    # lazy: at the top it would load jax, numpy, opentelemetry, rich whenever this module is
+    #   imported
     from .run import run
     # argv: stored in report.json as the command that made the run
     return run(RunOptions.of(args, argv))
   if args.command == "show":
+    # lazy: at the top it would load numpy, rich whenever this module is imported
     from .show import show
     return show(args)
   if args.command == "report":
+    # lazy: at the top it would load rich whenever this module is imported
     from .processes import find_runs, report_merged
     if args.html and args.html_out:
       _html_out_or_exit(args.html_out)
@@ -276,6 +283,7 @@ def _main(argv=None) -> int:
     if len(found) > 1:
       return report_merged([args.dir, *args.more], html=args.html, html_out=args.html_out,
                            as_json=args.json)
+    # lazy: `pallas-prof --help` imports this module; only `report` needs these (numpy, rich)
     from . import run_directory
     from .terminal.render import render_run
     from .report import RunReport
@@ -285,6 +293,7 @@ def _main(argv=None) -> int:
       raise SystemExit("pallas-prof: no saved run found; pass a directory")
     report = RunReport.load(run_dir)
     if args.html:
+      # lazy: at the top it would load markupsafe whenever this module is imported
       from .html import write_html
       print(write_html(run_dir, report, out=args.html_out))
       return 0
@@ -294,6 +303,7 @@ def _main(argv=None) -> int:
       render_run(report, run_dir, wrote=False)
     return 0
   if args.command == "diff":
+    # lazy: at the top it would load numpy, rich whenever this module is imported
     from .compare.diff import diff
     return diff(args)
   if args.command == "tune":
@@ -301,6 +311,7 @@ def _main(argv=None) -> int:
   if args.command == "advise":
     return advise.run(args, argv)
   if args.command == "rules":
+    # lazy: at the top it would load jax, numpy whenever this module is imported
     from ..backend.lowering.rules import rule_limits
     print(_rules_text(rule_limits()))
     return 0
@@ -309,8 +320,6 @@ def _main(argv=None) -> int:
 
 def _rules_text(limits: dict[str, str]) -> str:
   """Each primitive with what its rule refuses, wrapped to the terminal."""
-  import shutil
-  import textwrap
   width = max(60, min(shutil.get_terminal_size((100, 24)).columns, 160))
   name_width = max(len(n) for n in limits) + 2
   out = [f"{len(limits)} primitives (after a name: what its rule refuses)"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import socket
 import sys
@@ -22,17 +23,19 @@ from rich.text import Text
 from .report import RunReport
 from .saved_runs import files as run_files
 from .summary import Origin, summaries
+from ..events import HOST_NAME, JAX_PROCESS_COUNT, JAX_PROCESS_INDEX, PROCESS_PID
 from ..serial import to_json
 from ..run_layout import HTML, REPORT
 
 
 def origin() -> dict:
   """Where this run happened (after the user's program, so jax.distributed is known)."""
+  # lazy: at the top it would load jax, numpy whenever this module is imported
   from ..backend import compat
-  out = {"host.name": socket.gethostname(), "process.pid": os.getpid()}
+  out = {HOST_NAME: socket.gethostname(), PROCESS_PID: os.getpid()}
   known = compat.distributed_process()
   if known is not None:
-    out["jax.process_index"], out["jax.process_count"] = known
+    out[JAX_PROCESS_INDEX], out[JAX_PROCESS_COUNT] = known
   if compat.backends_initialized():        # never create a backend just to describe it
     import jax
     try:
@@ -227,7 +230,6 @@ def reader_gone(stream=None) -> bool:
   """Whether the pipe `stream` (stdout) writes into has no reader left: a BrokenPipeError
   of the script's on stdout is the end `| head` asks for; one on a socket of its own is a
   failure like any other. A pipe's writing end polls as an error once its reader left."""
-  import select
   try:
     poller = select.poll()
     poller.register((stream or sys.stdout).fileno(), select.POLLOUT)
@@ -371,10 +373,12 @@ def report_merged(paths: list[str], *, html: bool = False, html_out: str | None 
                            for d, r in runs]}, indent=1))
     return 0
   if html:
+    # lazy: at the top it would load markupsafe whenever this module is imported
     from .html import write_merged_html
     out = html_out or os.path.join(_common_parent([d for d, _ in runs]), HTML)
     print(write_merged_html(runs, [process_name(d, r) for d, r in runs], out))
     return 0
+  # lazy: at the top it would load numpy whenever this module is imported
   from .terminal.render import console
   con = console()
   con.print(merged_table(runs))

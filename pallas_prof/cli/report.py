@@ -280,6 +280,7 @@ class RunReport(Record):
 
   # rendering (render.py) ----------------------------------------------------------------
   def __rich_console__(self, console, options):
+    # lazy: at the top it would load numpy, rich whenever this module is imported
     from .terminal.render import render_report
     yield from render_report(self, console, options)
 

@@ -22,6 +22,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import warnings
 
 from .. import run_layout
 from ..safe_files import write_atomic
@@ -52,6 +53,7 @@ class RunResult:
     self.closing = [line for line in closing if line]
 
   def tell(self) -> None:
+    # lazy: at the top it would load numpy whenever this module is imported
     from .terminal.render import say
     for line in self.closing:
       say(line)
@@ -378,6 +380,7 @@ def write_run(files: RunFiles, report, stop_tracing, save_kernels, add_probes):
   """Writes the run: report.json first (a full disk makes the traces give way to it), the
   traces, the kernels' files, report.html, then report.json again with what is missing.
   Returns (the final report, which report.json the folder has: see closing_line)."""
+  # lazy: at the top it would load markupsafe whenever this module is imported
   from .html import write_or_warn
   first = dataclasses.replace(report, notes=(*report.notes, WRITING))
   state = "first" if _write_first(files, first, stop_tracing) else "none"
@@ -447,7 +450,6 @@ def _under_missing(path: str, missing: dict[str, str]) -> bool:
 def stop_tracing(tracer, running, files: RunFiles) -> None:
   """Ends the spans (the Perfetto file is written now); a trace file that could not be
   written whole is removed and kept as missing (a part of one would pass for all)."""
-  import warnings
   with warnings.catch_warnings():
     warnings.simplefilter("ignore", RuntimeWarning)   # told once, at the end of the run
     running.close()
@@ -500,5 +502,6 @@ def _remove_if_empty(folder: str) -> None:
 def add_probe_tracks(path: str, reports, files: RunFiles) -> None:
   """The probed kernels' SM tracks, added to the Perfetto file (GPU runs with --probes)."""
   if any(k.probes is not None for r in reports for k in r.kernels):
+    # lazy: at the top it would load jax, numpy, opentelemetry whenever this module is imported
     from ..instrument.probe_tracks import add_to_trace
     files.attempt(path, lambda: add_to_trace(path, reports))

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import runpy
+import site
 import sys
+import sysconfig
 import time
 import traceback
 
@@ -71,6 +73,7 @@ def _exit_code(code) -> int:
 def find_kernel_error(error: BaseException | None):
   """The LoweringError (JAX may wrap or chain it) or the kernel's failure at run time
   (a KernelRuntimeError, or the JaxRuntimeError that carries one) behind an exception."""
+  # lazy: at the top it would load jax, numpy whenever this module is imported
   from ..backend.running import runtime_errors
   from ..backend.errors import in_chain
   return in_chain(error, LoweringError) or runtime_errors.recognise(error)
@@ -79,8 +82,6 @@ def find_kernel_error(error: BaseException | None):
 def script_error_note(error: BaseException) -> str:
   """The script's own uncaught exception in one line, with the deepest line of the user's
   code it passed through, for report.json and report.html (they said only "exit 1")."""
-  import site
-  import sysconfig
   skip = [_PACKAGE,
           *(os.path.abspath(p) for p in (sysconfig.get_paths().get("stdlib"),
                                          sysconfig.get_paths().get("purelib"),

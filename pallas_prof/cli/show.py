@@ -3,6 +3,7 @@ equation, your source line and (when profiled) its weight; `--eject FILE`
 writes the kernel as a standalone Triton program."""
 from __future__ import annotations
 
+import ast
 import dataclasses
 import os
 import re
@@ -71,6 +72,7 @@ def show(args) -> int:
   gk, ck = run_directory.load_kernel_or_exit(kdir, run_dir)
   if args.eject:
     show_targets.check_saved_source(gk, kdir, "--eject writes it into a program you run")
+    # lazy: at the top it would load triton whenever this module is imported
     from .eject import eject
     try:
       path = eject(gk, args.eject, aliases=run_directory.load_aliases(kdir, run_dir))
@@ -242,7 +244,6 @@ def show_user(con, gk, att: Weights | None, run_dir: str, wide: bool = False) ->
 
 def _function_span(path: str, lo: int, hi: int) -> tuple[int, int]:
   """The lines of the innermost function of `path` holding lines lo..hi."""
-  import ast
   try:
     tree = ast.parse("\n".join(source_lines(path)))
   except (SyntaxError, ValueError):

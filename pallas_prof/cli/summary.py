@@ -15,6 +15,7 @@ from typing import Any, Mapping
 from .. import units
 from ..advice.schema import KernelAdvice
 from ..backend.equation_text import Aval
+from ..events import HOST_NAME, JAX_PROCESS_COUNT, JAX_PROCESS_INDEX, PROCESS_PID
 from ..profiler.attribution_schema import Attribution
 from ..profiler.probe_schema import ProbeResult
 from ..profiler.schema import (Ceilings, DeviceInfo, InsituStats, KernelProfile, NvmlWindow,
@@ -103,8 +104,8 @@ class Origin:
     """None for a run from before report.json said where it ran."""
     if not origin:
       return None
-    return cls(origin.get("host.name"), origin.get("process.pid"),
-               origin.get("jax.process_index"), origin.get("jax.process_count"),
+    return cls(origin.get(HOST_NAME), origin.get(PROCESS_PID),
+               origin.get(JAX_PROCESS_INDEX), origin.get(JAX_PROCESS_COUNT),
                tuple(origin.get("devices") or ()))
 
   def _process(self) -> str | None:

@@ -83,6 +83,7 @@ def run(args) -> int:
 
 def print_table(tunings) -> None:
   """A row per params.KernelTuning of `tunings`."""
+  # lazy: keeps rich and numpy out of this module's import (start-up time)
   from rich.console import Console
   from rich.table import Table
   from ..tune import params
@@ -104,6 +105,7 @@ def print_table(tunings) -> None:
 
 def write_tuning_file(path: str, tunings) -> None:
   """The tuning file of these params.KernelTuning (their identity says for what)."""
+  # lazy: `pallas-prof --help` imports this module; only the command needs this
   from ..tune.tuned_file import TuningEntry, TuningFile
   TuningFile.of(TuningEntry(k.kernel, k.identity["source"], tuple(k.identity["target"]),
                             k.identity["gpu"], k.best, k.default)

@@ -107,6 +107,7 @@ def _locked(folder: str):
   """An exclusive lock on `folder` itself (no lock file to commit with the baselines),
   held by this process until the block ends or the process dies."""
   try:
+    # lazy: optional: fcntl may be absent
     import fcntl
   except ImportError:              # no flock (Windows): writes are still whole, unordered
     yield

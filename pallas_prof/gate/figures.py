@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import linecache
 import os
+import sys
 
 from .. import units
 from ..serial import Record
@@ -158,7 +159,6 @@ def _call_site(source_info: str | None) -> str | None:
 
 def toolchain(target: str) -> dict[str, str]:
   """The versions the counts depend on: another triton compiles other code."""
-  import sys
   out = {"target": target}
   for package in ("jax", "triton"):
     version = getattr(sys.modules.get(package), "__version__", None)

@@ -215,6 +215,7 @@ def _start_recording() -> None:
   """The test's kernels, and only its, in the registry: pallas-prof installed as the
   backend (as `pallas-prof run` does), JAX's caches emptied so that every kernel the test
   runs is lowered again while it runs."""
+  # lazy: keeps jax out of this module's import (start-up time)
   import jax
   pallas_prof.install()
   jax.clear_caches()

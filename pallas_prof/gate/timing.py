@@ -42,13 +42,13 @@ def measure(records, *, repeats: int, launches: int, profile=None
     profile = profiler.profile
   first = profile(records, replay=True, min_launches=launches, nvml=False, ceilings=False)
   if not first.gpu_present:
-    return [kernel_figures(p, r) for p, r in zip(first.kernels, records)], \
+    return [kernel_figures(p, r) for p, r in zip(first.kernels, records, strict=True)], \
         "no GPU: " + first.message.split(".")[0].removeprefix("no NVIDIA GPU: ")
   reports = [first] + [profile(records, replay=True, min_launches=launches, nvml=False,
                                ceilings=False, sample=False)
                        for _ in range(max(0, repeats - 1))]
   out = []
-  for i, (p, record) in enumerate(zip(first.kernels, records)):
+  for i, (p, record) in enumerate(zip(first.kernels, records, strict=True)):
     runtime = runtime_of([r.kernels[i] for r in reports])
     out.append(kernel_figures(p, record, runtime))
   untimed = None if any(k.runtime for k in out) else "the replay timed no kernel"

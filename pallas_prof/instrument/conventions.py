@@ -6,9 +6,11 @@ conventions (code.*) are used where they mean the same thing.
 
 The backend sets a few keys itself through its hook (backend/hooks.py); knowing
 nothing of instrument/, it takes them from pallas_prof/events.py, which defines
-them (BACKEND_KEYS lists them) and this module re-exports.
+them (BACKEND_KEYS lists them) and this module re-exports; so are the keys of where a
+run happened, which the saved-run readers (cli/summary.py) use without loading instrument/.
 tests/instrument/test_conventions.py fails when a span carries a key that is
-not declared here.
+not declared here; tests/test_structure.py when a module of the package spells out a key
+as a string instead of using its name from here (or events.py).
 """
 from __future__ import annotations
 
@@ -170,11 +172,19 @@ PALLAS_DEVICE = "pallas.device"      # "index: name" of the GPU profiled on
 # jax.distributed is up, since tracing may start before it) -------------------------------
 
 PALLAS_PROF_VERSION = "pallas_prof.version"
-PROCESS_PID = "process.pid"                      # OpenTelemetry's resource conventions
-HOST_NAME = "host.name"
-SERVICE_NAME = "service.name"
-JAX_PROCESS_INDEX = "jax.process_index"
-JAX_PROCESS_COUNT = "jax.process_count"
+# process.pid, host.name and the JAX process are also report.json's "origin" (events.py)
+from ..events import (HOST_NAME, JAX_PROCESS_COUNT, JAX_PROCESS_INDEX,  # noqa: E402,F401
+                      PROCESS_PID)
+SERVICE_NAME = "service.name"                    # OpenTelemetry's resource conventions
+
+# --- the keys of the files made of the spans ------------------------------------------------
+
+# trace.perfetto.json: an ERROR span's status, beside its attributes in the slice's args
+OTEL_STATUS = "otel.status"
+OTEL_STATUS_DESCRIPTION = "otel.status_description"
+# the XPlane's equation line (xplane.py): the op of the launch, and a region's share of it
+PALLAS_HLO_OP = "pallas.hlo_op"
+PALLAS_SHARE = "pallas.share"
 
 
 

@@ -140,6 +140,7 @@ def _rule_name(primitive: str | None) -> str | None:
   if primitive is None:
     return None
   try:
+    # lazy: guarded: the report still renders where the rules fail to import
     from ..backend.lowering.rules import all_rules
     rules = all_rules()
   except Exception:  # noqa: BLE001 - a report must render even if rules fail to import
@@ -301,6 +302,7 @@ def render_error(err: KernelError, console=None, redact=None) -> None:
   """Prints the report: with colour and panels on a terminal, plain text otherwise.
   `redact` (pallas_prof/redaction's Redactor, as `pallas-prof run` passes it) masks the
   secrets in its texts (a path, a message) before they are printed."""
+  # lazy: keeps rich out of this module's import (start-up time)
   from rich.console import Console
   console = console or Console(stderr=True)
   if not console.is_terminal:
@@ -313,6 +315,7 @@ def render_error(err: KernelError, console=None, redact=None) -> None:
 
 def rich_report(err: KernelError, redact=None):
   """The report as a rich renderable (a Panel); `redact` as render_error's."""
+  # lazy: keeps rich out of this module's import (start-up time)
   from rich.console import Group
   from rich.panel import Panel
   from rich.table import Table

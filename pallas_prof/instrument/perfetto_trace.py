@@ -17,6 +17,8 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import StatusCode
 
 from ..safe_files import refuse_special, write_atomic
+from .conventions import (OTEL_STATUS, OTEL_STATUS_DESCRIPTION, PALLAS_KERNEL, PALLAS_SOURCE_KEY,
+                          TRITON_COMPILE_KEY)
 
 
 PID = 1
@@ -26,7 +28,7 @@ MAIN_TID = 1
 def _is_kernel_root(span) -> bool:
   # a kernel's lowering, or its whole compile (stage spans carry no compile key)
   return span["name"].startswith("pallas_call ") or (
-      span["name"].startswith("compile ") and "triton.compile_key" in span["args"])
+      span["name"].startswith("compile ") and TRITON_COMPILE_KEY in span["args"])
 
 
 class PerfettoExporter(SpanExporter):
@@ -86,9 +88,9 @@ def _compact(span: ReadableSpan) -> dict[str, Any]:
   args = {k: (list(v) if isinstance(v, tuple) else v) for k, v in (span.attributes or {}).items()}
   status = span.status.status_code
   if status is StatusCode.ERROR:
-    args["otel.status"] = "ERROR"
+    args[OTEL_STATUS] = "ERROR"
     if span.status.description:
-      args["otel.status_description"] = span.status.description
+      args[OTEL_STATUS_DESCRIPTION] = span.status.description
   return {"id": span.get_span_context().span_id,
           "parent": span.parent.span_id if span.parent is not None else None,
           "name": span.name, "start": span.start_time, "end": span.end_time, "args": args,
@@ -108,8 +110,8 @@ def _track_key(span, by_id, memo) -> Any:
     chain.append(current)
     if _is_kernel_root(current):
       args = current["args"]
-      key = ("kernel", args.get("pallas.source_key") or current["id"],
-             args.get("pallas.kernel") or current["name"].split(" ", 1)[1])
+      key = ("kernel", args.get(PALLAS_SOURCE_KEY) or current["id"],
+             args.get(PALLAS_KERNEL) or current["name"].split(" ", 1)[1])
       break
     current = by_id.get(current["parent"])
   key = key or ("main",)

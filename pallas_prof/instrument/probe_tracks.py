@@ -9,6 +9,8 @@ first that is free when it starts.
 """
 from __future__ import annotations
 
+import json
+import os
 from typing import Any
 
 from ..safe_files import write_atomic
@@ -66,8 +68,6 @@ def perfetto_events(label: str, result, pid: int = PID_BASE) -> list[dict[str, A
 def add_to_trace(path: str, reports) -> None:
   """Appends the SM tracks of every probed kernel of `reports` (ProfileReports) to the
   trace-event file at `path` (the run's trace.perfetto.json, written when tracing ended)."""
-  import json
-  import os
   document = {"traceEvents": []}
   if os.path.exists(path):
     with open(path, encoding="utf-8") as f:

@@ -55,12 +55,14 @@ def otlp_exporter(protocol: str | None = None, endpoint: str | None = None) -> S
               or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").lower()
   timeout = otlp_timeout()        # short, unless the user's OTEL_* variable sets one
   if protocol in ("grpc", "otlp_grpc"):
+    # lazy: loads grpc, for OTEL_EXPORTER_OTLP_PROTOCOL=grpc only
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     if endpoint is None:
       return OTLPSpanExporter(timeout=timeout)
     insecure = urlparse(endpoint).scheme != "https"
     return OTLPSpanExporter(endpoint=endpoint, insecure=insecure, timeout=timeout)
   if protocol in ("http/protobuf", "http", "otlp_http"):
+    # lazy: only the exporter of the protocol asked for is loaded
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     return OTLPSpanExporter(endpoint=_http_endpoint(endpoint), timeout=timeout)
   raise ValueError(f"OTLP protocol {protocol!r} is not supported: use grpc or http/protobuf")

@@ -13,11 +13,15 @@ complete events become events with their args as stats, at the wall-clock time t
 from __future__ import annotations
 
 import functools
+import glob
+import json
+import os
 import re
 import socket
 import stat
 
 from ..safe_files import write_atomic
+from .conventions import PALLAS_HLO_OP, PALLAS_KERNEL, PALLAS_SHARE
 
 PLANE_NAME = "/device:CUSTOM:pallas-prof"  # XProf's trace viewer shows these as devices
 FILE_SUFFIX = ".xplane.pb"
@@ -59,6 +63,7 @@ _MAPS = {"EventMetadataEntry": "XEventMetadata", "StatMetadataEntry": "XStatMeta
 @functools.lru_cache(maxsize=1)
 def messages() -> dict:
   """The XSpace schema's message classes, by name (XSpace, XPlane, XLine, XEvent, ...)."""
+  # lazy: keeps google.protobuf out of this module's import (start-up time)
   from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
   package = "tensorflow.profiler"
   file = descriptor_pb2.FileDescriptorProto(name="pallas_prof/xplane.proto", package=package,
@@ -216,14 +221,14 @@ def _add_equations_line(plane, line_id: int, label: str, shares, launches, event
       _set_value(event.stats.add(metadata_id=_stat_id(plane, stat_ids, stat_name)), value)
 
   for op, start, duration in launches:
-    add(op, start, duration, {"pallas.kernel": label, "pallas.hlo_op": op})
+    add(op, start, duration, {PALLAS_KERNEL: label, PALLAS_HLO_OP: op})
     done = 0.0
     for name, args, share in shares:
       # edges from the running sum, kept inside the launch: children never overhang it
       lo = start + min(duration, round(duration * done))
       done += share
       hi = start + min(duration, round(duration * done))
-      add(name, lo, hi - lo, {"pallas.kernel": label, "pallas.share": round(share, 4),
+      add(name, lo, hi - lo, {PALLAS_KERNEL: label, PALLAS_SHARE: round(share, 4),
                               **{f"pallas.{k}": v for k, v in args.items()}})
 
 
@@ -265,8 +270,6 @@ def add_to_profile(perfetto_path: str, logdir: str) -> str:
   file's path. The file is replaced whole (written beside it, then renamed): a failure
   (a full disk) leaves JAX's profile as it was, no part of the new one beside it, and
   raises an OSError naming the file. A plane of an earlier call is replaced, not repeated."""
-  import json
-  import os
   with open(perfetto_path) as f:
     document = json.load(f)
   start_ns = int((document.get("otherData") or {}).get("trace_start_unix_ns") or 0)
@@ -308,8 +311,6 @@ def _profile_start_ns(space) -> int:
 
 def _session_file(logdir: str) -> str:
   """This host's XSpace file of the newest session under `logdir`/plugins/profile."""
-  import glob
-  import os
   sessions = sorted(glob.glob(os.path.join(glob.escape(logdir), "plugins", "profile", "*")),
                     key=os.path.getmtime)
   for session in reversed(sessions):

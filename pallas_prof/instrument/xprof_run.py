@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import os
 
+import jax
+
 from . import xplane
 from ..backend import compat
 
@@ -43,7 +45,6 @@ def without_command_buffers(environ=os.environ) -> str:
 
 def jax_profile(logdir: str | None):
   """The script under jax.profiler (`--xprof DIR`), for XProf."""
-  import jax
   return jax.profiler.trace(logdir) if logdir else contextlib.nullcontext()
 
 

@@ -30,6 +30,7 @@ def __getattr__(name: str):
   # profile() loads on first use (PEP 562): api.py imports every room, which the readers of
   # a saved report (schema.py) do not need; given as it is, so help() shows its parameters
   if name == "profile":
+    # lazy: at the top it would load numpy whenever this module is imported
     from .api import profile
     return profile
   raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -37,6 +38,7 @@ def __getattr__(name: str):
 
 def annotated_listing(ck, stage: str):
   """Lines of a compile stage paired with (equation, user file:line, weight)."""
+  # lazy: breaks the circle: profiler.static.correlate imports this module
   from .static.correlate import annotated_listing as _listing
   return _listing(ck, stage)
 

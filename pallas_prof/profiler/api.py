@@ -7,6 +7,8 @@ import os
 import time
 from typing import Any, Callable
 
+import numpy as np
+
 from . import driver
 from .driver import ProfilerError
 from .options import ProfileOptions
@@ -40,6 +42,7 @@ class _Target:
 
 
 def _targets(kernels) -> list[_Target]:
+  # lazy: at the top it would load jax whenever this module is imported
   from ..backend.compiling.compile import assemble_cubin
   if kernels is None:
     items = kernel_registry.kernels()
@@ -144,7 +147,7 @@ def _profile(targets: list[_Target], options: ProfileOptions) -> ProfileReport:
                f"interpreter; compiled for sm_{cc}, they show their code, registers and each "
                "equation's share of the instructions (counted, not timed). Runtimes, the "
                "roofline and measured hot lines need a GPU.")
-    for t, p in zip(targets, profiles):
+    for t, p in zip(targets, profiles, strict=True):
       _attribute_statically(t, p, "no GPU")
       p.verdict = _static_verdict(p)
     if options.probes:
@@ -154,10 +157,10 @@ def _profile(targets: list[_Target], options: ProfileOptions) -> ProfileReport:
                          kernels=profiles, notes=notes, created=time.time())
   handle = _nvml_handle(info, notes) if options.nvml else None
   if options.replay:
-    for t, p in zip(targets, profiles):
+    for t, p in zip(targets, profiles, strict=True):
       _replay_one(t, p, options, handle)
   ceil = _ceilings(info, options, notes)
-  for t, p in zip(targets, profiles):
+  for t, p in zip(targets, profiles, strict=True):
     if p.runtime is not None:
       p.rates = ceilings_mod.rates(p.work, p.runtime.median_s, ceil)
   if options.insitu is not None:
@@ -168,7 +171,7 @@ def _profile(targets: list[_Target], options: ProfileOptions) -> ProfileReport:
     notes += replay_against_program(targets, profiles)
   if options.ncu:
     _run_ncu(targets, profiles, options.device)
-  for t, p in zip(targets, profiles):
+  for t, p in zip(targets, profiles, strict=True):
     _attribute(t, p, options)
     if options.probes:
       _probe(t, p, options)
@@ -194,7 +197,7 @@ def _ceilings(info, options: ProfileOptions, notes: list[str]):
 
 
 def _run_ncu(targets, profiles, device: int) -> None:
-  for t, p in zip(targets, profiles):
+  for t, p in zip(targets, profiles, strict=True):
     if t.compiled is None:
       continue
     try:
@@ -215,7 +218,7 @@ def replay_against_program(targets, profiles) -> list[str]:
   them small (policy.random_values), and a kernel whose work follows its integer inputs
   (lengths, page tables, indices) does other work on them than in the program."""
   notes = []
-  for t, p in zip(targets, profiles):
+  for t, p in zip(targets, profiles, strict=True):
     if p.runtime is None or not p.runtime.median_s or p.insitu is None or not p.insitu.launches:
       continue
     ratio = p.insitu.mean_s / p.runtime.median_s
@@ -236,8 +239,8 @@ def replay_against_program(targets, profiles) -> list[str]:
 def _random_text(aval) -> str | None:
   """What the replay drew for an input of this aval (a backend.equation_text.Aval), for
   integer and bool inputs; None for the others."""
+  # lazy: keeps ml_dtypes out of this module's import (start-up time)
   import ml_dtypes
-  import numpy as np
   if aval.dtype is None:
     return None
   try:
@@ -255,6 +258,7 @@ def _static(t: _Target, cc: int, top: int) -> KernelProfile:
     return p
   try:
     if t.compiled is None or t.compiled.target[1] != cc:
+      # lazy: at the top it would load jax whenever this module is imported
       from ..backend.compiling.failures.workarounds import compile_working_around
       t.compiled = compile_working_around(t.generated, ("cuda", cc), t.relower)
     p.static = correlate.correlate(t.compiled, top=top).profile

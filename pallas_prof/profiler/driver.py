@@ -39,6 +39,7 @@ def nvidia_driver_loaded() -> bool:
 
 def _driver():
   try:
+    # lazy: optional: cuda.bindings may be absent
     from cuda.bindings import driver
   except ImportError:
     try:

@@ -23,6 +23,7 @@ def np_dtype(name: str) -> np.dtype:
   try:
     return np.dtype(name)
   except TypeError:
+    # lazy: keeps ml_dtypes out of this module's import (start-up time)
     import ml_dtypes
     try:
       return np.dtype(getattr(ml_dtypes, name))
@@ -34,6 +35,7 @@ def is_floating(dtype) -> bool:
   dtype = np.dtype(dtype)
   if dtype.kind in "fc":
     return dtype.kind == "f"
+  # lazy: keeps ml_dtypes out of this module's import (start-up time)
   import ml_dtypes
   try:
     ml_dtypes.finfo(dtype)
@@ -46,6 +48,7 @@ def is_integer(dtype) -> bool:
   dtype = np.dtype(dtype)
   if dtype.kind in "iu":
     return True
+  # lazy: keeps ml_dtypes out of this module's import (start-up time)
   import ml_dtypes
   try:
     ml_dtypes.iinfo(dtype)

@@ -36,6 +36,7 @@ class ProfileOptions:
   probes: Any = False
 
   def __post_init__(self):
+    # lazy: at the top it would load numpy whenever this module is imported
     from .timing.policy import MODES
     if self.mode not in MODES:
       raise ProfilerError(f"profile(mode={self.mode!r}): the timing mode is one of "

@@ -12,5 +12,6 @@ __all__ = ["Candidate", "Tuning", "TuningError", "autotune", "same_outputs", "tu
 def __getattr__(name: str):
   if name not in __all__:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+  # lazy: at the top it would load numpy whenever this module is imported
   from . import blocks
   return getattr(blocks, name)

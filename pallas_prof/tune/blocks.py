@@ -119,6 +119,7 @@ def _environment() -> dict:
 
 
 def _environment_now() -> dict:
+  # lazy: keeps jax out of this module's import (start-up time)
   import jax
   triton_version = triton_compat.triton_release()
   if triton_version == "?":
@@ -279,6 +280,7 @@ class TuningError(ValueError):
 
 
 def _is_tracer(x) -> bool:
+  # lazy: keeps jax out of this module's import (start-up time)
   import jax
   tracer = getattr(jax.core, "Tracer", None)
   if tracer is not None:
@@ -367,6 +369,7 @@ def autotune(configs: Sequence[dict], key: Sequence[str] = (), *, budget_s: floa
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+      # lazy: keeps jax out of this module's import (start-up time)
       import jax
       k = key_of(args, kwargs)
       tuning = chosen.get(k)

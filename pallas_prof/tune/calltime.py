@@ -47,6 +47,7 @@ def gpu_kernels(call: Callable[[], Any], calls: int) -> dict:
   """Kernel name -> insitu.KernelTimes of every kernel `calls` back-to-back calls launched,
   as CUPTI recorded them. Raises ClockError when the capture fails or records nothing;
   what the call raises passes through."""
+  # lazy: keeps jax out of this module's import (start-up time)
   import jax
 
   cap = insitu.capture(devices=1)
@@ -73,6 +74,7 @@ def gpu_kernels(call: Callable[[], Any], calls: int) -> dict:
 
 def pick_clock(call: Callable[[], Any]) -> tuple[str, str | None]:
   """("gpu", None) where the GPU's clock can time `call`, else ("wall", why not)."""
+  # lazy: keeps jax out of this module's import (start-up time)
   import jax
   if jax.default_backend() != "gpu":
     return "wall", f"no GPU (JAX's backend is {jax.default_backend()})"
@@ -87,6 +89,7 @@ class CallTimer:
   """One candidate's call: warmed up, then sampled a batch at a time."""
 
   def __init__(self, call: Callable[[], Any], warm_up: int = 2, clock: str = "wall"):
+    # lazy: keeps jax out of this module's import (start-up time)
     import jax
     self.call = call
     self.clock = clock
@@ -102,6 +105,7 @@ class CallTimer:
 
   def sample(self) -> float:
     """Seconds per call of one batch of back-to-back calls, by the timer's clock."""
+    # lazy: keeps jax out of this module's import (start-up time)
     import jax
     if self.clock == "gpu":
       seconds = gpu_seconds_per_call(self.call, self.per_batch)

@@ -43,6 +43,7 @@ def store(path: str, record) -> str | None:
 
 
 def leaves(out) -> list[np.ndarray]:
+  # lazy: keeps jax out of this module's import (start-up time)
   import jax
   return [np.asarray(x) for x in jax.tree_util.tree_leaves(out)]
 

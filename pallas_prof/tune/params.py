@@ -26,6 +26,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import statistics
 import threading
 import time
 from typing import Any, Callable, Sequence
@@ -231,6 +232,7 @@ class CachedTuning(serial.Saved):
 
 
 def _identity(gk, target, settings: Autotune, device_name: str) -> dict:
+  # lazy: keeps jax out of this module's import (start-up time)
   import jax
   return {"kernel": gk.name, "source": gk.key,
           "target": list(target), "gpu": device_name, "jax": jax.__version__,
@@ -244,6 +246,7 @@ def _device_name(device: int) -> str:
   the GPU; the profiler's CUDA driver only without a JAX GPU backend (tests).
   Asking the driver first cost the first cached kernel of a process a visible delay on the
   H200 (its initialisation and imports)."""
+  # lazy: keeps jax out of this module's import (start-up time)
   import jax
   try:
     return jax.local_devices(backend="gpu")[device].device_kind
@@ -254,6 +257,7 @@ def _device_name(device: int) -> str:
 def _compile_all(gks: list, target) -> list:
   """Every candidate compiled at once by the compile worker's children, with its
   cubin (the replay runner launches it): a CompiledKernel or the LoweringError."""
+  # lazy: at the top it would load jax whenever this module is imported
   from ..backend.compiling.compile import compile_kernels
   return compile_kernels(gks, tuple(target), need_cubin=True)
 
@@ -343,7 +347,6 @@ _below_hopper = validate.below_hopper     # TMA needs sm_90: its candidates are 
 def measure(compiled: dict, order: Sequence, default, settings: Autotune, aliases, zeroed,
             device: int, start: float, errors: dict) -> list[Candidate]:
   """Each compiled candidate on the default's inputs: outputs compared, then cold-timed."""
-  import statistics
   reference = None
   out = []
   for w in order:
@@ -380,6 +383,7 @@ def replay_candidate(ck, reference, aliases, zeroed, device: int, min_launches: 
   """One compiled kernel on the seeded inputs: (outputs, cold times or None, why they
   differ from `reference` or None). Raises where an output element is never written.
   The advice's trials time their variants through this as the tuner does."""
+  # lazy: the compile and the profiler's replay (jax with them) load only when a kernel is tuned
   from ..backend.compiling.compile import assemble_cubin
   from ..profiler.launchspec import LaunchSpec
   from ..profiler.timing.replayer import Replayer

@@ -4,8 +4,9 @@
   instead of dropping the tail. In the rooms listed every zip names `strict` (True, or
   False where uneven lengths are meant); elsewhere the count of zips that do not may only
   fall.
-- bench/ and tests/: bench imports tests (tests/fuzz, tests/helpers), never the other
-  way; the tests of bench's tools live in bench/tests/ (tests/structure/test_bench_direction.py).
+- bench/, tests/ and testkit/: bench and tests import testkit (the fuzzer, the helpers),
+  never each other, and testkit neither; the tests of bench's tools live in bench/tests/
+  (tests/structure/test_bench_direction.py).
 
 Read from the source with `ast` (nothing is imported).
 """

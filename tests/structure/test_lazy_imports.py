@@ -19,8 +19,10 @@ from __future__ import annotations
 import ast
 import copy
 import functools
+import io
 import pathlib
 import sys
+import tokenize
 
 from tests.test_structure import MODULES, PACKAGE, _imports
 
@@ -261,3 +263,94 @@ def test_a_hoisted_or_start_up_import_is_a_needless_entry():
            "settings.py -> pallas_prof.backend.compat": "not imported by settings.py at all",
            "cli/main.py -> pallas_prof.cli.run": "kept by the rule: run.py loads JAX"}
   assert sorted(_needless_exceptions(_package_tree(), stale)) == sorted(stale)
+
+
+# --- each lazy import says why, where it stands (issue 50, item 6) --------------------------
+# An import inside a function carries its reason in a comment on its line or the line above
+# ("# lazy: jax is slow to import and `pallas-prof --help` must not wait for it", "# lazy:
+# breaks the circle X -> Y"); a run of imports, one right after the other, shares the
+# comment above its first. The rule above says whether a reason exists for the package's own
+# modules; this one that the reader is told it at the import, for every import.
+
+def _comment_lines(source: str) -> set[int]:
+  return {tok.start[0] for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+          if tok.type == tokenize.COMMENT}
+
+
+def unexplained_lazy_imports(source: str) -> list[int]:
+  """The lines of the imports inside functions of one module that no comment explains."""
+  comments = _comment_lines(source)
+  tree = ast.parse(source)
+  out, seen = set(), set()
+  for function in ast.walk(tree):
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+      continue
+    for block in ast.walk(function):
+      for body in (getattr(block, f, None) for f in ("body", "orelse", "finalbody")):
+        if not isinstance(body, list):
+          continue
+        run_start = None
+        for i, node in enumerate(body):
+          if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            run_start = None
+            continue
+          follows = i and isinstance(body[i - 1], (ast.Import, ast.ImportFrom)) \
+              and body[i - 1].end_lineno == node.lineno - 1
+          run_start = run_start if follows and run_start is not None else node.lineno
+          explained = set(range(node.lineno - 1, node.end_lineno + 1)) | {run_start - 1}
+          if node.lineno not in seen and not comments & explained:
+            out.add(node.lineno)
+          seen.add(node.lineno)
+  return sorted(out)
+
+
+def test_every_lazy_import_says_why():
+  found = [f"pallas_prof/{path.relative_to(PACKAGE).as_posix()}:{line}"
+           for path in sorted(PACKAGE.rglob("*.py"))
+           for line in unexplained_lazy_imports(path.read_text())]
+  assert not found, (
+      "imports inside functions without a comment saying why they are there (on the line or "
+      "the line above: '# lazy: ...'), or move them to the module's top:\n" + "\n".join(found))
+
+
+PLANTED = '''\
+import os
+
+
+def explained():
+  # lazy: jax is slow to import
+  import jax
+  import jax.numpy as jnp
+  return jax, jnp
+
+
+def on_its_line():
+  from . import cycle  # lazy: breaks the circle cycle -> here
+  return cycle
+
+
+def bare(x):
+  y = x + 1
+  import numpy as np
+  return np.asarray(y)
+
+
+def after_a_statement():
+  import triton  # lazy: keeps triton out of the import
+  x = 1
+  import numpy
+  if x:
+    import json
+    return json, numpy, triton
+'''
+
+
+def test_the_reason_check_finds_planted_imports():
+  assert unexplained_lazy_imports(PLANTED) == [18, 25, 27]
+
+
+def test_a_planted_import_in_a_package_module_is_found():
+  source = (PACKAGE / "cli/main.py").read_text()
+  assert unexplained_lazy_imports(source) == []
+  planted = source + "\n\ndef _planted():\n  from .report import RunReport\n  return RunReport\n"
+  assert unexplained_lazy_imports(planted) == [len(planted.splitlines()) - 1]

@@ -34,7 +34,7 @@ from .jax_names import (
     register_discharge_rule, remat_p, reshard_p, source_info_to_location, stack_p,
     stop_gradient_p, swap_abstract_eval, swap_p, transform_array, unstack_p)
 from .jaxprs import (
-    bind_equation, closed_call_primitives, equation_context, equation_lines, eval_jaxpr, name_vars, open_jaxpr, pp_equation,
+    bind_equation, closed_call_primitives, equation_context, equation_lines, eval_jaxpr, map_equations, name_vars, open_jaxpr, pp_equation,
     pp_var, print_jaxpr, scan_layout, sub_jaxprs, trace_to_jaxpr)
 from .mlir_lowering import (
     aval_to_ir_type, custom_call, default_pallas_call_lowering, gpu_triton, ir, lower_fun,

@@ -109,11 +109,13 @@ AccumEffect = state_types.AccumEffect
 
 def erf_inv_lowering_helper():
   """JAX's polynomial for erf_inv (what XLA and JAX's Triton backend compute)."""
+  # lazy: private to JAX: a release that moves it fails this call, not compat/'s import
   from jax._src.pallas import utils as pallas_utils
   return pallas_utils.erf_inv_lowering_helper
 
 
 def pattern_match_scan_to_fori_loop(jaxpr, num_consts: int, num_carry: int):
+  # lazy: private to JAX: a release that moves it fails this call, not compat/'s import
   from jax._src.pallas import utils as pallas_utils
   return pallas_utils.pattern_match_scan_to_fori_loop(jaxpr, num_consts, num_carry)
 
@@ -121,6 +123,7 @@ def pattern_match_scan_to_fori_loop(jaxpr, num_consts: int, num_carry: int):
 def lax_special_impl(name: str, broadcast_and_upcast: bool):
   """JAX's lax-level implementation `name` of a special function (what XLA
   compiles), None where this JAX has none."""
+  # lazy: private to JAX: a release that moves it fails this call, not compat/'s import
   from jax._src.lax import special
   impl = getattr(special, name, None)
   if impl is not None and broadcast_and_upcast:

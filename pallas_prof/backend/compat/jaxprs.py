@@ -5,6 +5,8 @@ kernel's printout).
 """
 from __future__ import annotations
 
+import contextlib
+
 from jax._src import core as jax_core
 
 # --- jaxpr shapes that changed in jax 0.11 -------------------------------------------
@@ -37,6 +39,7 @@ def scan_layout(params: dict) -> tuple[int, int]:
 def trace_to_jaxpr(fn, in_avals, what: str = "pallas_prof"):
   """(jaxpr, consts) of `fn` traced on abstract values (refs too): for rules
   that rewrite an equation into others and lower those (scan over arrays)."""
+  # lazy: private to JAX: a release that moves it fails this call, not compat/'s import
   from jax._src import api_util
   from jax._src import linear_util as lu
   from jax._src.interpreters import partial_eval as pe
@@ -145,7 +148,7 @@ def bind_equation(eqn, ins: list) -> list:
 def equation_context(eqn):
   """The context an equation is bound in (its source info and name stack, its context):
   what an evaluator binds in its place is then located at the equation's user line."""
-  import contextlib
+  # lazy: private to JAX: a release that moves it fails this call, not compat/'s import
   from jax._src import source_info_util
   name_stack = source_info_util.current_name_stack() + eqn.source_info.name_stack
   stack = contextlib.ExitStack()
@@ -153,3 +156,22 @@ def equation_context(eqn):
                                                     name_stack=name_stack))
   stack.enter_context(eqn.ctx.manager)
   return stack
+
+
+def map_equations(j, fn):
+  """`j` (a Jaxpr or ClosedJaxpr, as the version has them) with every equation, at any depth
+  (loop bodies, cond branches, calls), replaced by fn(eqn): a new jaxpr, `j` untouched. For
+  variants that change one parameter of some equations (advice/dots: a dot's precision)."""
+  def sub(value):
+    if isinstance(value, (tuple, list)):
+      return type(value)(sub(v) for v in value)
+    if isinstance(value, jax_core.Jaxpr):
+      return value.replace(eqns=[one(e) for e in value.eqns])
+    closed = getattr(jax_core, "ClosedJaxpr", None)
+    if closed is not None and isinstance(value, closed):
+      return value.replace(jaxpr=sub(value.jaxpr))
+    return value
+
+  def one(eqn):
+    return fn(eqn.replace(params={k: sub(v) for k, v in eqn.params.items()}))
+  return sub(j)

@@ -27,6 +27,7 @@ def lower_fun(fun, multiple_results: bool = True):
 
 def gpu_triton():
   """jaxlib's Triton custom-call bindings (GPU builds only)."""
+  # lazy: private to JAX: a release that moves it fails this call, not compat/'s import
   from jax._src.lib import gpu_triton as lib
   return lib
 
@@ -40,6 +41,7 @@ def aval_to_ir_type(module_context, aval):
 
 
 def ir():
+  # lazy: private to JAX: a release that moves it fails this call, not compat/'s import
   from jax._src.lib.mlir import ir as _ir
   return _ir
 

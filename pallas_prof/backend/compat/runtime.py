@@ -6,11 +6,14 @@ wrapped so that a kernel's failure in a host callback reaches the caller as itse
 """
 from __future__ import annotations
 
+import warnings
+
 import jax
 
 
 def set_triton_interpret(enabled: bool) -> bool:
   """Sets Triton's interpret knob; returns the previous value."""
+  # lazy: keeps triton out of this module's import (start-up time)
   import triton
   previous = bool(triton.knobs.runtime.interpret)
   triton.knobs.runtime.interpret = enabled
@@ -34,6 +37,7 @@ def backends_initialized() -> bool:
   may still be called, so nothing before a user's program may ask JAX for devices; once it
   has, XLA has read XLA_FLAGS. Read without JAX's backend lock (backends_are_initialized
   takes it): install() must not wait for another thread's backend start."""
+  # lazy: private to JAX: a release that moves it fails this call, not compat/'s import
   from jax._src import xla_bridge
   return bool(getattr(xla_bridge, "_backends", None))
 
@@ -41,6 +45,7 @@ def backends_initialized() -> bool:
 def distributed_process() -> tuple[int, int] | None:
   """(process index, process count) once jax.distributed.initialize() ran, else None;
   reads JAX's state without creating a backend."""
+  # lazy: private to JAX: a release that moves it fails this call, not compat/'s import
   from jax._src import distributed
   state = distributed.global_state
   if getattr(state, "client", None) is None:
@@ -51,6 +56,7 @@ def distributed_process() -> tuple[int, int] | None:
 def jax_profiler_session_active() -> bool:
   """Whether jax.profiler is tracing (it holds CUPTI, which allows one subscriber)."""
   try:
+    # lazy: private to JAX, absent in some releases (the except says what then)
     from jax._src import profiler as jax_profiler
   except ImportError:
     return False
@@ -72,7 +78,6 @@ _warned: set[str] = set()
 def _warn_once(key: str, message: str) -> None:
   if key not in _warned:
     _warned.add(key)
-    import warnings
     warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
@@ -90,6 +95,7 @@ def wrap_python_executions(wrapper, keep_in_python) -> bool:
 
   False, and nothing changed, where this JAX has neither (a release that moved them):
   a kernel's failure then reaches the caller as JAX's JaxRuntimeError, as before."""
+  # lazy: private to JAX: a release that moves it fails this call, not compat/'s import
   from jax._src import pjit
   from jax._src.interpreters import pxla
   execute = getattr(getattr(pxla, "ExecuteReplicated", None), "__call__", None)
@@ -113,6 +119,7 @@ def forget_failed_tokens() -> None:
   whose host callback failed keeps that failure, and JAX's exit handlers wait on it and
   print it again as an "Exception ignored in atexit callback" traceback, after the
   kernel's failure has been reported. Nothing to do where this JAX keeps no such set."""
+  # lazy: private to JAX: a release that moves it fails this call, not compat/'s import
   from jax._src import dispatch
   tokens = getattr(dispatch, "runtime_tokens", None)
   if tokens is None:

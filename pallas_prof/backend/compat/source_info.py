@@ -63,6 +63,7 @@ ErrorWithUserContext = source_info_util.JaxStackTraceBeforeTransformation
 def hide_frames_in_tracebacks(path: str) -> None:
   """Frames of files under `path` leave the tracebacks JAX filters, as JAX's own
   do (JAX_TRACEBACK_FILTERING=off shows them)."""
+  # lazy: private to JAX: a release that moves it fails this call, not compat/'s import
   from jax._src import traceback_util
   if path not in getattr(traceback_util, "_exclude_paths", ()):
     traceback_util.register_exclusion(path)

@@ -97,6 +97,7 @@ def xla_libdevice_path() -> str | None:
     if flag.startswith("--xla_gpu_cuda_data_dir="):
       roots.append(flag.split("=", 1)[1])
   try:
+    # lazy: private to JAX, absent in some releases (the except says what then)
     from jax._src import lib as jax_lib
     if isinstance(getattr(jax_lib, "cuda_path", None), str):
       roots.append(jax_lib.cuda_path)

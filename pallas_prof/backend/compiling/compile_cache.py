@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import importlib.util
 import os
 from typing import Any
 
@@ -167,7 +168,6 @@ def _ptxas_version(arch: int = 90) -> str:
   sm_90 with ptxas-blackwell, 3.6 with ptxas), remembered on disk per Triton
   install, tool override and binary: Triton's compiler module is imported
   only to fill that memo."""
-  import importlib.util
   spec = importlib.util.find_spec("triton")
   if spec is None or not spec.origin:
     return "none"

@@ -159,6 +159,7 @@ def _key(paths, names, ftz: bool, arch: int) -> str:
 
 def _prepare(paths, declared, original_link, ftz: bool, arch: int) -> str | None:
   """The declared functions linked alone, their reflect queries answered, as LLVM text."""
+  # lazy: keeps triton out of this module's import (start-up time)
   from triton._C.libtriton import ir, llvm
   lines = []
   for name, (ret, args) in sorted(declared.items()):
@@ -273,9 +274,9 @@ def _safe_files():
   global _safe_files_module
   if _safe_files_module is None:
     if __package__:
+      # lazy: the compile worker runs this file by its path, without the package
       from ... import safe_files as module
     else:
-      import importlib.util
       here = os.path.dirname(os.path.abspath(__file__))
       spec = importlib.util.spec_from_file_location(
           "pallas_prof_safe_files", os.path.join(here, os.pardir, os.pardir, "safe_files.py"))

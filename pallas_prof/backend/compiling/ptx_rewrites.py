@@ -77,6 +77,7 @@ def enabled() -> bool:
   """Read where a compile is asked for (compile.compile_request), not in the worker,
   whose environment is the one it started with (and which loads this file without the
   package: hence the import here)."""
+  # lazy: the compile worker runs this file by its path, without the package
   from ... import settings
   return settings.value(ENV)
 

@@ -30,11 +30,15 @@ tests/backend/running/test_interpreter_runtime.py checks on both test legs).
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
+from importlib import metadata
+import importlib.util
 import os
 import re
 import subprocess
+import sysconfig
 from typing import Callable
 
 
@@ -50,12 +54,12 @@ def triton_release() -> str:
   the package metadata: without importing Triton, which a cache key or a report may ask
   for before anything compiles. A Triton without metadata (a source checkout on the path)
   says its own `__version__`; "?" where there is no Triton at all."""
-  from importlib import metadata
   try:
     return metadata.version("triton")
   except metadata.PackageNotFoundError:
     pass
   try:
+    # lazy: optional: triton may be absent
     import triton
   except ImportError:
     return "?"
@@ -88,6 +92,7 @@ def compile_options(options: dict) -> dict:
 
 def gpu_target(backend: str, arch, warp_size: int = 32):
   """Triton's GPUTarget: ("cuda", 90, 32) for an H100/H200, ("hip", "gfx942", 64) for an MI300."""
+  # lazy: keeps triton out of this module's import (start-up time)
   from triton.backends.compiler import GPUTarget
   return GPUTarget(backend, arch, warp_size)
 
@@ -96,6 +101,7 @@ def compile_source(fn, signature: dict, *, target, options: dict, attrs: dict | 
                    constexprs: dict | None = None):
   """triton.compile of the @triton.jit function `fn` for `target` (gpu_target's), with
   FP fusion always stated (compile_options). Returns Triton's CompiledKernel."""
+  # lazy: keeps triton out of this module's import (start-up time)
   import triton
   from triton.compiler import ASTSource
   src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
@@ -139,6 +145,7 @@ def stages_hook(inspect: Callable) -> Callable:
 
 def ptxas_tool(arch: int):
   """Triton's NvidiaTool (path, CUDA release) that assembles `arch`'s PTX."""
+  # lazy: keeps triton out of this module's import (start-up time)
   from triton.backends.nvidia import compiler as nvidia
   return nvidia.get_ptxas(arch)
 
@@ -181,6 +188,7 @@ def default_ptx_isa(arch: int = 90) -> int:
 def hip_dot_input_precisions(arch: str) -> tuple[str, ...]:
   """The input precisions Triton's AMD backend takes for a float32 dot on `arch` (tl.dot's
   input_precision): tf32 only where the arch has it. Triton's own answer, so each release's."""
+  # lazy: keeps triton out of this module's import (start-up time)
   from triton.backends.amd.compiler import HIPBackend
   # fp fusion given: Triton 3.9 warns about its unset default otherwise
   options = HIPBackend(gpu_target("hip", arch, 64)).parse_options(compile_options({}))
@@ -209,6 +217,7 @@ def cuda_driver_version() -> int | None:
   PALLAS_PROF_CUDA_DRIVER_VERSION stands in for it (tests; a machine whose
   driver is not the one that will run the kernels). Asked in this process only: the
   compile worker loads this file without the package, hence the import here."""
+  # lazy: the compile worker runs this file by its path, without the package
   from ... import settings
   stand_in = settings.value("PALLAS_PROF_CUDA_DRIVER_VERSION")
   if stand_in is not None:
@@ -218,7 +227,6 @@ def cuda_driver_version() -> int | None:
 
 @functools.lru_cache(maxsize=1)
 def _driver_version() -> int | None:
-  import ctypes
   try:
     lib = ctypes.CDLL("libcuda.so.1")
   except OSError:
@@ -268,8 +276,6 @@ def tool_path(name: str) -> str:
   lookup (triton/knobs.py, env_nvidia_tool) finds it: TRITON_<NAME>_PATH, else the wheel's
   backends/nvidia/bin. Found without importing Triton where the file is there, since
   `pallas-prof show` needs nvdisasm and nothing else of Triton; else Triton says why not."""
-  import importlib.util
-  import sysconfig
   binary = name + (sysconfig.get_config_var("EXE") or "")
   spec = importlib.util.find_spec("triton")
   wheel = os.path.dirname(spec.origin) if spec and spec.origin else None
@@ -277,5 +283,6 @@ def tool_path(name: str) -> str:
                wheel and os.path.join(wheel, "backends", "nvidia", "bin", binary)):
     if path and os.path.isfile(path) and os.access(path, os.X_OK):
       return path
+  # lazy: keeps triton out of this module's import (start-up time)
   import triton
   return getattr(triton.knobs.nvidia, name).path

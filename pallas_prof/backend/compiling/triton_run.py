@@ -86,6 +86,7 @@ def import_compiler(arch: int = 90) -> None:
   its first compile does not wait for it (rms_norm's first compile: 82 -> 58-64
   ms on the CPU machine). The two `ptxas --version` runs, one after the other,
   go on in a thread while this one imports: the thread only waits for them."""
+  # lazy: keeps triton out of this module's import (start-up time)
   import triton.backends.nvidia.compiler as nvidia
 
   def ask_ptxas():
@@ -117,6 +118,7 @@ def use_quick_triton_key() -> None:
   cache keys on Triton's version) and the worker runs nothing else, so the
   library's path, size and modification time stand in for its contents.
   """
+  # lazy: keeps triton out of this module's import (start-up time)
   import triton
   from triton.runtime import cache
   if getattr(cache.triton_key, "pallas_prof_quick", False):
@@ -165,6 +167,7 @@ def _prepared_libdevice(request: dict[str, Any], how: list[str]):
   if not cache:        # (without extern_libs in the options Triton links its own libdevice)
     yield
     return
+  # lazy: keeps triton out of this module's import (start-up time)
   from triton._C.libtriton import llvm
   original = llvm.link_extern_libs
   owner = threading.get_ident()
@@ -191,6 +194,7 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
   Runs in this process or in the compile worker (compile_worker.py). Errors
   come back as data too, so a worker can report them.
   """
+  # lazy: keeps triton out of this module's import (start-up time)
   import triton
   compat = _sibling("triton_compat")
 
@@ -281,6 +285,7 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
        knobs.nvidia.dump_ptxas_log) = saved
   result["end_ns"] = time.time_ns()
   result["libdevice_link"] = libdevice_links[0] if libdevice_links else None
+  # lazy: keeps triton out of this module's import (start-up time)
   from triton.runtime import cache
   result["quick_triton_key"] = bool(getattr(cache.triton_key, "pallas_prof_quick", False))
   result["records"] = [dataclasses.astuple(r) for r in records]
@@ -290,6 +295,7 @@ def run_triton(request: dict[str, Any], on_stage=None) -> dict[str, Any]:
 
 def run_ptxas(request: dict[str, Any]) -> dict[str, Any]:
   """Triton's own ptxas step on a PTX text (for a deferred cubin)."""
+  # lazy: keeps triton out of this module's import (start-up time)
   import triton
   from triton.backends.nvidia.compiler import CUDABackend
   compat = _sibling("triton_compat")

@@ -19,9 +19,13 @@ ms, medians of 15: Triton imports what site's .pth files had imported.)
 """
 from __future__ import annotations
 
+import gc
+import importlib.util
 import os
 import pickle
+import select
 import shutil
+import signal
 import struct
 import sys
 import time
@@ -68,7 +72,6 @@ def _serve(compile_module) -> None:
   every collection too cost the same, and would keep for good whatever
   became garbage later.)
   """
-  import gc
   gc.disable()
   _hangup_as_default()
   inp, out = sys.stdin.buffer, sys.stdout.buffer
@@ -121,7 +124,6 @@ def _hangup_as_default() -> None:
   SIGHUP and a child inherits that; the worker has a process group of its own, so a closed
   terminal never reaches it anyway, and a SIGHUP sent to it on purpose (a process manager
   ending it, the tests) must end it, as it ends any process."""
-  import signal
   if hasattr(signal, "SIGHUP"):
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
@@ -154,7 +156,6 @@ def _warm_up_here(compile_module, request: dict[str, Any] | None, inp) -> None:
   Triton's next stage, so it waits at most for one stage of a tiny kernel."""
   if request is None:
     return
-  import select
 
   def waiting() -> bool:
     return bool(select.select([inp], [], [], 0)[0])
@@ -229,7 +230,6 @@ def _run_one(compile_module, request: dict[str, Any], on_stage) -> dict[str, Any
 def _load_beside(name: str):
   """A module beside this file, loaded by path: not through the pallas_prof package,
   nor with this folder on sys.path (its module names would shadow others)."""
-  import importlib.util
   here = os.path.dirname(os.path.abspath(__file__))
   if sys.path and os.path.abspath(sys.path[0] or os.curdir) == here:
     sys.path.pop(0)              # Python put the script's folder first

@@ -154,7 +154,7 @@ def check_block_shapes(grid_mapping, labels: list[str]) -> None:
   (a grid of 0 programs along it). Raises Unsupported at the BlockSpec's line where
   its index map is the user's (a lambda in the BlockSpec, usually)."""
   n_in = grid_mapping.num_inputs
-  for i, (bm, label) in enumerate(zip(grid_mapping.block_mappings, labels)):
+  for i, (bm, label) in enumerate(zip(grid_mapping.block_mappings, labels, strict=True)):
     for axis, bdim in enumerate(bm.block_shape):
       size = None if isinstance(bdim, compat.Squeezed) else getattr(bdim, "block_size", None)
       if size is None or (_is_int(size) and size >= 1):
@@ -287,7 +287,7 @@ def operands_line(jaxpr, grid_mapping) -> str:
   n_in, n_out = grid_mapping.num_inputs, grid_mapping.num_outputs
   labels = arg_labels(jaxpr, n_in, n_out)
   parts = []
-  for i, (bm, label) in enumerate(zip(grid_mapping.block_mappings, labels)):
+  for i, (bm, label) in enumerate(zip(grid_mapping.block_mappings, labels, strict=True)):
     aval = bm.array_aval
     shape = ",".join(str(d) for d in aval.shape)
     parts.append(f"{label} {np.dtype(aval.dtype).name}[{shape}]"

@@ -11,6 +11,7 @@ functions, conversions) go through JAX on the CPU, so with XLA's semantics.
 """
 from __future__ import annotations
 
+import jax
 import numpy as np
 
 from . import emit
@@ -59,7 +60,6 @@ def try_fold(eqn, invals) -> Value | None:
   args = [np.asarray(v.const, dtype=v.dtype) for v in invals]
   out = _numpy_fold(eqn, args)
   if out is None:
-    import jax
     with jax.default_device(jax.devices("cpu")[0]):
       out = np.asarray(eqn.primitive.bind(*args, **eqn.params))
   return emit.const(out, out.dtype)

@@ -119,7 +119,8 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, options: Lo
                         len(jaxpr.invars) - grid_mapping.num_inputs)
     return LoweringError(reason, hint=hint, kernel=kname, eqn=site, jaxpr_text=jaxpr_text,
                          rule="pallas_call", details={**more, **(details or {})},
-                         ref_names=ref_names(jaxpr, pp_context, zip(jaxpr.invars, labels)))
+                         ref_names=ref_names(jaxpr, pp_context,
+                                             zip(jaxpr.invars, labels, strict=True)))
 
   with hooks.observer().kernel(kname, {keys.PALLAS_KERNEL: kname,
                                        keys.PALLAS_GRID: str(tuple(grid_mapping.grid)),
@@ -281,7 +282,7 @@ def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping,
   kernel.program_ids = [p for i, p in enumerate(pids) if i not in vmapped]
   kernel.num_programs = [g for i, g in enumerate(kernel.grid) if i not in vmapped]
   refs, params = [], []
-  for i, (bm, name, label) in enumerate(zip(block_mappings, names, labels)):
+  for i, (bm, name, label) in enumerate(zip(block_mappings, names, labels, strict=True)):
     refs.append(block_ref(kernel, bm, name, label, pids,
                           which=f"input {i}" if i < n_in else f"output {i - n_in}"))
     role = "input" if i < n_in else "output"

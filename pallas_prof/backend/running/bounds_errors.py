@@ -7,6 +7,8 @@ offending index range. `pallas-prof show --eject` words its findings with descri
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..check_sites import OFFSET, OUTSIDE_HINT, block_outside_words
@@ -171,7 +173,6 @@ def raise_if_violated(flag, sites, kernel_name: str, eqns=(), jaxpr_text=None,
 def _blockspec_record(site, access_eqn):
   """An equation record at the BlockSpec's line, for the error's location (the access's
   own equation where the index map is not the user's code)."""
-  import dataclasses
   if not site.where or access_eqn is None:
     return access_eqn
   file, line, function = site.where

@@ -49,6 +49,7 @@ def load_module(gk: GeneratedKernel, *, interpret: bool):
     with _interpret_knob(interpret):
       exec(compile(gk.source, path, "exec"), module.__dict__)   # noqa: S102 - checked source
     if interpret:
+      # lazy: at the top it would load triton whenever this module is imported
       from . import interpreter_libdevice
       module.libdevice = interpreter_libdevice
     _modules[cache_key] = module

@@ -66,6 +66,7 @@ class MemoryGuard:
             + (f", {elsewhere} of them inside another of its buffers" if elsewhere else ""))
 
   def __enter__(self):
+    # lazy: keeps triton out of this module's import (start-up time)
     from triton.runtime.interpreter import InterpreterBuilder, _get_np_dtype
     self._saved = {name: getattr(InterpreterBuilder, name) for name in
                    ("create_masked_load", "create_masked_store", "create_atomic_rmw",
@@ -99,6 +100,7 @@ class MemoryGuard:
     return self
 
   def __exit__(self, *exc):
+    # lazy: keeps triton out of this module's import (start-up time)
     from triton.runtime.interpreter import InterpreterBuilder
     for name, fn in self._saved.items():
       setattr(InterpreterBuilder, name, fn)

@@ -16,15 +16,15 @@ def _combine(op, earlier, later, dtypes, axis):
   width = [(0, 0)] * earlier[0].ndim
   width[axis] = (0, (1 << (n - 1).bit_length()) - n)
   pad = lambda d: np.pad(d, width, mode="edge")
-  args = [op.to_tensor(pad(d), t) for d, t in zip(earlier, dtypes)]
-  args += [op.to_tensor(pad(d), t) for d, t in zip(later, dtypes)]
+  args = [op.to_tensor(pad(d), t) for d, t in zip(earlier, dtypes, strict=True)]
+  args += [op.to_tensor(pad(d), t) for d, t in zip(later, dtypes, strict=True)]
   out = op.combine_fn.fn(*args)
   out = out if isinstance(out, tuple) else (out,)
   padded_shape = args[0].handle.data.shape
   keep = np.arange(n)
   return [np.take(np.broadcast_to(np.asarray(o.handle.data if hasattr(o, "handle") else o),
                                   padded_shape), keep, axis=axis).astype(e.dtype)
-          for o, e in zip(out, earlier)]
+          for o, e in zip(out, earlier, strict=True)]
 
 
 def _vectorized_reduce(self, input):
@@ -41,10 +41,10 @@ def _vectorized_reduce(self, input):
                         [take(d, slice(1, pairs, 2)) for d in data], dtypes, axis)
     if n % 2:
       combined = [np.concatenate([c, take(d, slice(n - 1, n))], axis=axis)
-                  for c, d in zip(combined, data)]
+                  for c, d in zip(combined, data, strict=True)]
     data = combined
   ret = []
-  for d, dtype in zip(data, dtypes):
+  for d, dtype in zip(data, dtypes, strict=True):
     if original_axis is None:
       d = d.reshape((1,) * original_rank) if self.keep_dims else d.item()
     elif not self.keep_dims:
@@ -74,6 +74,7 @@ def _vectorized_scan(self, input):
     take = lambda d, lo, hi: np.take(d, np.arange(lo, hi), axis=self.axis)
     combined = _combine(self, [take(d, 0, n - step) for d in data],
                         [take(d, step, n) for d in data], dtypes, self.axis)
-    data = [np.concatenate([take(d, 0, step), c], axis=self.axis) for d, c in zip(data, combined)]
+    data = [np.concatenate([take(d, 0, step), c], axis=self.axis)
+            for d, c in zip(data, combined, strict=True)]
     step *= 2
-  return [self.to_tensor(d, dtype) for d, dtype in zip(data, dtypes)]
+  return [self.to_tensor(d, dtype) for d, dtype in zip(data, dtypes, strict=True)]

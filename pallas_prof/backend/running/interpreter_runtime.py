@@ -19,6 +19,9 @@ import contextlib
 import ctypes
 import ctypes.util
 import dataclasses
+import importlib
+import importlib.util
+import os
 
 import numpy as np
 
@@ -88,10 +91,12 @@ class InterpreterPatches:
   """
 
   def __enter__(self):
+    # lazy: keeps triton out of this module's import (start-up time)
     import triton.experimental.gluon  # noqa: F401 - imports (and checks) tl's helpers once
     import triton.language as tl
     from triton.language import standard
     self._snapshot = _snapshot_triton_language()
+    # lazy: keeps triton out of this module's import (start-up time)
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
     self._saved = []
@@ -256,6 +261,7 @@ class InterpreterPatches:
     interpreter._patch_lang_tensor = patch_lang_tensor
 
   def __exit__(self, *exc):
+    # lazy: keeps triton out of this module's import (start-up time)
     from triton.runtime import interpreter
     interpreter._patch_lang_tensor = self._original_patch
     interpreter.InterpreterBuilder.create_dot = self._original_dot
@@ -295,6 +301,7 @@ def _forget_rewritten_language_functions() -> None:
   globals (interpreter_semantic, ...) into the helper's module once, when it
   rewrites it; the restore above removes those globals, so the cached rewrite
   would fail the next run with a NameError. Rewrite them afresh each run."""
+  # lazy: keeps triton out of this module's import (start-up time)
   from triton.runtime.interpreter import InterpretedFunction
   language_globals = {id(vars(obj)) for obj in _language_objects()}
   cache = InterpretedFunction.rewritten_fn
@@ -319,9 +326,6 @@ def _memory():
 def _beside(name: str):
   """The module `name` beside this one (an ejected program inlines it and sets it first,
   as _REDUCTIONS or _MEMORY): the package's module, else the file next to this one."""
-  import importlib
-  import importlib.util
-  import os
   if __package__:
     return importlib.import_module(f"{__package__}.{name}")
   # loaded by path, with no package around it
@@ -333,6 +337,7 @@ def _beside(name: str):
 
 
 def _language_objects():
+  # lazy: keeps triton out of this module's import (start-up time)
   import triton.language as tl
   from triton.language import core, math, standard
   objects = [tl, core, math, standard, core.tensor, core.dtype]
@@ -364,6 +369,7 @@ _MISSING = object()
 
 def _set_interpret(enabled: bool) -> bool:
   """Sets Triton's interpret knob; returns the previous value."""
+  # lazy: keeps triton out of this module's import (start-up time)
   import triton
   previous = bool(triton.knobs.runtime.interpret)
   triton.knobs.runtime.interpret = enabled

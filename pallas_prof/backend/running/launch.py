@@ -18,6 +18,8 @@ import re
 import sys
 import zlib
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ... import settings
@@ -173,7 +175,6 @@ def cpu_call(gk: GeneratedKernel, out_avals, input_output_aliases, on_launch=Non
              poison: bool = False):
   """A function of jax arrays that runs `gk` on the host through pure_callback
   (a bounds-checked kernel's flag buffer is one more result, last)."""
-  import jax
   out_shapes = [(tuple(a.shape), np.dtype(a.dtype)) for a in out_avals]
   result_shapes = [jax.ShapeDtypeStruct(s, d) for s, d in out_shapes]
   result_shapes += [jax.ShapeDtypeStruct(p.shape, np.int32) for p in gk.params
@@ -317,7 +318,6 @@ def _with_initial_values(ctx, in_nodes, initial, input_output_aliases, zeroed_ou
   """Check mode: the outputs' starting values as operands after the inputs, each
   aliased to its output (XLA hands the kernel that buffer for both), filled with
   poison, or zeros for the outputs that must start at zero (atomics)."""
-  import jax.numpy as jnp
   avals = [compat.jax_core.ShapedArray(p.shape, np.dtype(p.dtype)) for p in initial]
 
   def starting_values():
@@ -339,7 +339,6 @@ def no_programs(out_avals, input_output_aliases, poison: bool):
   which CUDA would refuse: an aliased output is its input, the others are
   zeros, or poison in check mode (what the interpreter's run of no program
   leaves)."""
-  import jax.numpy as jnp
   source = {int(o): int(i) for i, o in input_output_aliases}
 
   def outputs(*args):

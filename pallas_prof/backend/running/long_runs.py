@@ -66,6 +66,7 @@ def watched(gk):
   if total <= 1:
     yield
     return
+  # lazy: keeps triton out of this module's import (start-up time)
   from triton.runtime import interpreter
   builder = interpreter.interpreter_builder
   budget = settings.value("PALLAS_PROF_INTERPRETER_WARN_S")

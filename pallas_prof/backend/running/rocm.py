@@ -31,6 +31,8 @@ import threading
 import warnings
 from typing import Any
 
+import jax
+
 from .. import compat
 from ..artifacts import GeneratedKernel
 from ..compiling import for_targets, triton_compat
@@ -66,7 +68,6 @@ _compiled_lock = threading.Lock()
 def gfx_arch() -> str:
   """The gfx arch to compile for: the abstract mesh's device (jax.sharding.use_abstract_mesh
   with an AbstractDevice of kind `gfx...`), else the first ROCm device's, else gfx942."""
-  import jax
   device = getattr(jax.sharding.get_abstract_mesh(), "abstract_device", None)
   kind = str(getattr(device, "device_kind", "") or "")
   if kind.startswith("gfx"):
@@ -113,6 +114,7 @@ def ttir_bytecode(kernel: AmdKernel) -> bytes:
   """The kernel's TTIR as MLIR bytecode, read by the Triton dialect inside jaxlib (the one
   XLA compiles with), as the built-in backend ships it. UnreadableIR, naming the kernel,
   both Triton versions and the parser's words, when that Triton cannot read it."""
+  # lazy: keeps jaxlib out of this module's import (start-up time)
   from jaxlib.mlir import ir
   from jaxlib.triton import dialect
   context = ir.Context()

@@ -34,6 +34,9 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+import warnings
+
+import jax
 
 from ... import settings
 from ..errors import KernelError, in_chain
@@ -148,7 +151,6 @@ def callbacks_lowered() -> None:
 
 def _execute(run, has_host_callbacks: bool):
   """One execution of a compiled program (compat.wrap_python_executions)."""
-  import jax
   try:
     out = run()
     if has_host_callbacks and _state["callbacks"]:
@@ -182,7 +184,6 @@ def install() -> None:
     return
   if not compat.wrap_python_executions(_execute,
                                keep_in_python=lambda: _state["callbacks"]):
-    import warnings
     warnings.warn("pallas-prof does not know how this JAX runs compiled programs: a kernel "
                   "that fails while running reaches you as JAX's JaxRuntimeError, not as "
                   "pallas_prof.KernelRuntimeError/BoundsError", RuntimeWarning, stacklevel=2)

@@ -30,6 +30,7 @@ def _read(name: str) -> str:
 
 
 def _environment():
+  # lazy: keeps jinja2 out of this module's import (start-up time)
   import jinja2
   env = jinja2.Environment(loader=jinja2.FileSystemLoader(_HERE), autoescape=True,
                            trim_blocks=True, lstrip_blocks=True,
@@ -85,6 +86,7 @@ def write_html(run_dir: str, run: RunReport | None = None, out: str | None = Non
 
 def write_merged_html(runs: list[tuple[str, RunReport]], names: list[str], out: str) -> str:
   """One page for the runs of several processes (processes.py orders and names them)."""
+  # lazy: breaks the circle: cli.html.model imports this module
   from .model import merged_view
   view = merged_view(runs, names)
   return write_atomic(out, render_view(view), mode=0o644)

@@ -44,6 +44,7 @@ def chromium_path() -> str:
 def browser():
   """A headless Chromium with a fresh profile directory, closed on exit."""
   try:
+    # lazy: optional: playwright.sync_api may be absent
     from playwright.sync_api import sync_playwright
   except ImportError:
     raise BrowserMissing("the Python package playwright is not installed: "

@@ -143,7 +143,9 @@ def clocks(c: Clocks) -> Markup:
 
   def path(values, hi):
     pts = [f"{px(x):.1f},{bottom - v / hi * (bottom - top):.1f}"
-           for x, v in zip(t, values) if v is not None]
+           # strict=False: a saved run's series may lack a reading's list (() in model.py's
+           # _clocks): that line is then not drawn
+           for x, v in zip(t, values, strict=False) if v is not None]
     return "M" + " L".join(pts) if pts else ""
 
   body = [f'<rect x="{left}" y="{top}" width="{right - left}" height="{bottom - top}" '

@@ -13,6 +13,7 @@ import dataclasses
 import html
 import io
 import os
+import sys
 import tempfile
 
 from ...backend import kernel_registry
@@ -58,6 +59,8 @@ def _render(run: RunReport, run_dir: str | None) -> str:
 def profile_run(report, run_dir: str) -> RunReport:
   """The run report of a ProfileReport: its kernels as the registry knows them (the call's
   file:line, the generated source, saved under `run_dir`), the profile as the run's."""
+  # lazy: at the top they would load rich, jax, numpy and opentelemetry whenever this module is
+  #   imported
   from .. import run_writes
   from ..run_steps.entries import kernel_entry
   records = {r.label: r for r in kernel_registry.kernels()}
@@ -85,8 +88,8 @@ def profile_run(report, run_dir: str) -> RunReport:
 
 def run_text(run: RunReport) -> str:
   """The tables `pallas-prof run` prints, as plain text as wide as the terminal."""
-  import sys
 
+  # lazy: at the top it would load numpy, rich whenever this module is imported
   from ..terminal.render import console, console_width
   out = io.StringIO()
   con = console(out)

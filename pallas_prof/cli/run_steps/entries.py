@@ -64,6 +64,7 @@ def platform() -> Platform:
   packages' records, never from a new import: a run stopped while the script imported triton (a Ctrl-C at the start)
   leaves half-made modules behind, and a second `import triton` fails on them."""
   try:
+    # lazy, in the try: a run stopped mid-import leaves jax half made, and its import fails
     import jax
     devices = tuple(d.device_kind for d in jax.devices())
     backend = jax.default_backend()

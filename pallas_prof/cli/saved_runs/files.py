@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import json
+import linecache
 import os
 
 from ...safe_files import UnsafeFile, read_regular
@@ -146,7 +147,6 @@ def interactive_lines(name: str | None) -> tuple[str, ...]:
   Jupyter or IPython cell ('/tmp/ipykernel_1234/3041493352.py', '<ipython-input-3-...>'),
   which IPython keeps in linecache with no modification time (it is on no disk). Files are
   never read here: a name not so kept gives ()."""
-  import linecache
   entry = linecache.cache.get(name) if isinstance(name, str) else None
   if not entry or len(entry) < 3 or entry[1] is not None:
     return ()

@@ -147,6 +147,7 @@ def _called_or_passed(name: ast.Name, body) -> bool:
 def _language(node: ast.Attribute) -> None:
   """`tl.X` (or libdevice.X) resolves to Triton's language: a function, a type, a dtype or
   a constant, not a module (a module reaches whatever it imports)."""
+  # lazy: keeps triton out of this module's import (start-up time)
   import triton.language as tl
   from triton.language.extra import libdevice
   owner = {"tl": tl, "libdevice": libdevice}[node.value.id]

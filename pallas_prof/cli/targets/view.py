@@ -72,6 +72,7 @@ def check_saved_source(gk, kernel_dir: str,
 
 
 def compile_each(gk, targets) -> list:
+  # lazy: at the top it would load jax, numpy whenever this module is imported
   from ...backend.compiling.for_targets import compile_for
   return [compile_for(gk, t) for t in targets]
 
@@ -105,6 +106,7 @@ def advice_of(outcome, gk) -> list[str]:
   SASS, so AMD targets get none (their figures are in the table)."""
   if outcome.compiled is None or outcome.target.backend != "cuda":
     return []
+  # lazy: only --target's table reads the advice rules (show imports this view)
   from ...advice.engine import diagnose
   kp = KernelProfile(label=gk.name, name=gk.name, in_avals=[], out_avals=[],
                      static=correlate(outcome.compiled).profile, work=None)

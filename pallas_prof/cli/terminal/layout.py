@@ -55,14 +55,14 @@ def gap(cols: list[Col], rows: list[list[str]], width: int) -> int:
   columns = [[row[i] for row in rows] for i in range(len(cols))]
   last = max((c.give for c in cols), default=0)
   shrunk = sum(_least(c, cells) if 0 < c.give < last else _natural(c, cells)
-               for c, cells in zip(cols, columns))
+               for c, cells in zip(cols, columns, strict=True))
   return GAP if shrunk + GAP * (len(cols) - 1) <= width else NARROW_GAP
 
 
 def widths(cols: list[Col], rows: list[list[str]], width: int, gap: int = GAP) -> list[int]:
   """Each column's width so that the table is at most `width` wide (where it can be)."""
   columns = [[row[i] for row in rows] for i in range(len(cols))]
-  out = [_natural(c, cells) for c, cells in zip(cols, columns)]
+  out = [_natural(c, cells) for c, cells in zip(cols, columns, strict=True)]
   excess = sum(out) + gap * (len(cols) - 1) - width
   for give in sorted({c.give for c in cols if c.give > 0}):
     if excess <= 0:
@@ -90,7 +90,8 @@ def widths(cols: list[Col], rows: list[list[str]], width: int, gap: int = GAP) -
 
 def natural_width(cols: list[Col], rows: list[list[str]]) -> int:
   columns = [[row[i] for row in rows] for i in range(len(cols))]
-  return sum(_natural(c, cells) for c, cells in zip(cols, columns)) + GAP * (len(cols) - 1)
+  natural = sum(_natural(c, cells) for c, cells in zip(cols, columns, strict=True))
+  return natural + GAP * (len(cols) - 1)
 
 
 def table(title: str, cols: list[Col], rows: list[list[str]], width: int,
@@ -101,7 +102,7 @@ def table(title: str, cols: list[Col], rows: list[list[str]], width: int,
             padding=(0, 1) if spacing == GAP else (0, 0))
   sized = widths(cols, rows, width, spacing)
   broken = set()     # the `breaks` columns narrower than their cells
-  for i, (col, w) in enumerate(zip(cols, sized)):
+  for i, (col, w) in enumerate(zip(cols, sized, strict=True)):
     t.add_column(Text(col.header), justify="right" if col.right else "left", width=w,
                  no_wrap=not col.wrap, overflow="fold" if col.wrap else "ellipsis")
     if col.breaks and w < _natural(col, [row[i] for row in rows]):

@@ -42,12 +42,14 @@ def title(report) -> str:
 
 def render_profile(report, console, options):
   """What ProfileReport.__rich_console__ yields."""
+  # lazy: at the top it would load numpy, rich whenever this module is imported
   from .render import render_report
   yield from render_report(ProfileView(report), console, options)
 
 
 def profile_text(report) -> str:
   """The tables as plain text, as wide as the terminal (COLUMNS): str(report)."""
+  # lazy: at the top it would load numpy, rich whenever this module is imported
   from .render import console, console_width
   out = io.StringIO()
   con = console(out)
@@ -71,17 +73,20 @@ def short_repr(report) -> str:
 
 def profile_html(report) -> str:
   """The report as a notebook shows it: a run's page, inline (html/inline.py)."""
+  # lazy: at the top it would load markupsafe whenever this module is imported
   from ..html import inline
   return inline.profile_html(report)
 
 
 def run_html(run) -> str:
   """A saved run (RunReport) as a notebook shows it: its report.html page, inline."""
+  # lazy: at the top it would load markupsafe whenever this module is imported
   from ..html import inline
   return inline.run_html(run)
 
 
 def run_text(run) -> str:
   """A saved run as an IPython prompt shows it: the tables `pallas-prof run` prints."""
+  # lazy: at the top it would load markupsafe whenever this module is imported
   from ..html import inline
   return inline.run_text(run)

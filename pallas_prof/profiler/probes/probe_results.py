@@ -102,7 +102,7 @@ def add_alone(result: ProbeResult, rows: ProbeRows, layout: ProbeLayout, ctas_pe
   """Sets the regions' alone figures and `result.alone` from the rows of the launch with
   one CTA per SM (probing._alone)."""
   alone = summarize(rows, layout)
-  for mine, solo in zip(result.regions, alone.regions):
+  for mine, solo in zip(result.regions, alone.regions, strict=True):
     mine.alone_cycles_median, mine.alone_share = solo.cycles_median, solo.share
   result.alone = AloneReading(ctas_per_sm_beside=ctas_per_sm, ctas_per_sm_alone=1,
                               shared_bytes=shared_bytes, cta_ns_median=alone.cta_ns_median,
@@ -203,8 +203,9 @@ def footer_lines(result: ProbeResult) -> list[tuple[str, bool]]:
 def text_table(result: ProbeResult) -> str:
   """Plain text of the report's probe table and the lines under it (no terminal needed)."""
   names, rows, _ = table_rows(result)
-  widths = [max(len(str(x)) for x in column) for column in zip(names, *rows)]
+  widths = [max(len(str(x)) for x in column) for column in zip(names, *rows, strict=True)]
   fmt = lambda cells: "  " + "  ".join(  # noqa: E731 - the region column left, numbers right
-      c.ljust(w) if i == 1 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+      c.ljust(w) if i == 1 else c.rjust(w)
+      for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
   return "\n".join([fmt(names)] + [fmt(r) for r in rows]
                    + [f"  {text}" for text, _ in footer_lines(result)])

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from . import probe_results
 from ..driver import ProfilerError
 from ..launchspec import LaunchSpec
@@ -45,6 +47,7 @@ MOVED_PCT = 10.0           # a region with more of its code moved than this gets
 
 def variant(target, options=None):
   """(GeneratedKernel, CompiledKernel) of the probed variant, cubin assembled."""
+  # lazy: at the top it would load jax whenever this module is imported
   from ...backend.compiling.compile import assemble_cubin, compile_kernel
   relower = target.relower
   ck = target.compiled
@@ -194,7 +197,6 @@ _JOINED_NOTE = ("a probe reads the clock when its warp issues it: a load's wait 
 
 
 def _median(times: list[float]) -> float:
-  import numpy as np
   return float(np.median(times))
 
 

@@ -198,6 +198,7 @@ def static(gk, profile: StaticProfile, reason: str) -> Attribution:
   as the code says: an equation's instructions times the trips of the loops it is in (its
   own too, for a loop's control). Branches weigh as if each ran, and a loop whose trips are
   known only at run time counts once; the description says so where it applies."""
+  # lazy: at the top it would load numpy whenever this module is imported
   from ..static.cost import runs_per_program
   stage = profile.weight_basis          # "sass" or "ptx"
   count = "sass_instructions" if stage == "sass" else "ptx_instructions"

@@ -188,7 +188,7 @@ class PcSampler:
                 (ATTR_START_STOP, "u32", 1),
                 (ATTR_MODE, "u32", MODE_CONTINUOUS),
                 (ATTR_FORMAT, "u32", FORMAT_PARSED)]
-    for info, (kind, field, value) in zip(infos, settings):
+    for info, (kind, field, value) in zip(infos, settings, strict=True):
       info.attributeType = kind
       setattr(info.attributeData, field, value)
     self.cupti.check("cuptiPCSamplingSetConfigurationAttribute", _ConfigParams(

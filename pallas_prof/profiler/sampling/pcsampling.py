@@ -103,6 +103,7 @@ def _time(r, pool_start, pool_end, n: int) -> list[float]:
 
 def child(spec_dir: str, device: int, out_path: str, seed: int | None,
           kernel_s: float | None = None, period: int | None = None) -> dict:
+  # lazy: keeps numpy out of this module's import (start-up time)
   import numpy as np
   from ..launchspec import LaunchSpec
   from ..timing.replayer import Replayer
@@ -215,6 +216,7 @@ def sample(ck, *, device: int = 0, aliases=(), zeroed_outputs=(), timeout: float
   JSON (see child()). keep: a path to copy that JSON to (a run directory).
   kernel_s: the kernel's time from a replay (else the child times it first);
   period: the sampling period's log2 (else sampling_plan's)."""
+  # lazy: at the top it would load numpy whenever this module is imported
   from ..launchspec import LaunchSpec
   spec = ck if isinstance(ck, LaunchSpec) else LaunchSpec.from_compiled(ck, aliases,
                                                                         zeroed_outputs)

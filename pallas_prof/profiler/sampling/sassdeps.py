@@ -119,7 +119,7 @@ class Dependencies:
 
   def __init__(self, texts: Sequence[str], opcodes: Sequence[str],
                spans: Sequence[tuple[int, int]]):
-    self.regs = [registers(t, o) for t, o in zip(texts, opcodes)]
+    self.regs = [registers(t, o) for t, o in zip(texts, opcodes, strict=True)]
     self.bases = [base(o) for o in opcodes]
     self.spans = list(spans)
     self._copies: dict[tuple[int, int], list[int]] = {}

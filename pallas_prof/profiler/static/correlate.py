@@ -291,6 +291,7 @@ def correlate(ck, *, top: int = 5) -> Correlation:
   ptx = ptx_instructions(gk, ck.asm.get("ptx", ""))
   sass, listing, error = [], None, None
   if not ck.asm.get("cubin") and hasattr(ck, "cubin_deferred"):
+    # lazy: at the top it would load jax, numpy whenever this module is imported
     from ...backend.compiling.compile import assemble_cubin
     ck = assemble_cubin(ck)  # a cubin deferred by the GPU launch path
   cubin = ck.asm.get("cubin")

@@ -28,6 +28,7 @@ from ..schema import WorkModel
 
 
 def _itemsize(dtype: str) -> int:
+  # lazy: keeps jax out of this module's import (start-up time)
   import jax.numpy as jnp
   return jnp.dtype(dtype).itemsize
 

@@ -146,6 +146,7 @@ def measure_memcpy(index: int, nbytes: int = COPY_BYTES, reps: int = 10) -> floa
 
 def copy_kernel_spec(cc: int, nbytes: int = COPY_BYTES, block: int = 4096, num_warps: int = 8):
   """A LaunchSpec of a vectorised Triton copy of nbytes (float32)."""
+  # lazy: at the top it would load triton whenever this module is imported
   from ._ceiling_kernels import pallas_prof_copy
   n = nbytes // 4 // block * block
   compiled = compile_own_kernel(pallas_prof_copy, {"src": "*fp32", "dst": "*fp32",
@@ -170,6 +171,7 @@ def measure_matrix(index: int, n: int = MATRIX_N) -> tuple[dict[str, float], lis
   """Dense matrix rates with jnp.dot on JAX's GPU `index`."""
   notes = []
   try:
+    # lazy: keeps jax out of this module's import (start-up time)
     import jax
     import jax.numpy as jnp
     gpus = jax.devices("gpu")

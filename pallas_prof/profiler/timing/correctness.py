@@ -21,7 +21,7 @@ def compare(outputs: Sequence[np.ndarray], references: Sequence[np.ndarray], wha
     return Correctness(what, False, [], [], [], f"{len(outputs)} outputs but the reference "
                        f"gave {len(references)}")
   abs_errs, rel_errs, tols, problems = [], [], [], []
-  for i, (out, ref) in enumerate(zip(outputs, references)):
+  for i, (out, ref) in enumerate(zip(outputs, references, strict=True)):
     ref = np.asarray(ref)
     if out.shape != ref.shape:
       problems.append(f"output {i}: shape {out.shape} but reference {ref.shape}")
@@ -62,6 +62,7 @@ def check(ck, r, outputs, reference, tolerance, aliases) -> Correctness:
     gk = ck.generated
     if gk is None:
       return Correctness("interpreter", False, [], [], [], "no GeneratedKernel to interpret")
+    # lazy: at the top it would load jax whenever this module is imported
     from ...backend.running.launch import run_interpreted
     shapes = [(p.shape, np_dtype(p.dtype)) for p in spec.outputs]
     refs = run_interpreted(gk, r.host_inputs, shapes, tuple(aliases))

@@ -32,6 +32,7 @@ def load():
   """cupti-python's `cupti` module, loaded with its libcupti; CuptiPythonUnavailable
   saying why not."""
   try:
+    # lazy: keeps cupti out of this module's import (start-up time)
     from cupti import cupti
   except Exception as e:  # noqa: BLE001 - a missing wheel or a libcupti that fails to load
     raise CuptiPythonUnavailable(f"cupti-python is not usable here ({type(e).__name__}: {e}); "

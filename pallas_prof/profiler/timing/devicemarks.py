@@ -38,11 +38,13 @@ def mark_jax_devices() -> str:
   """Runs the marker on each of JAX's GPUs; '' when done, else why not."""
   if "jax" not in sys.modules:
     return "the program did not use JAX"
+  # lazy: keeps jax and numpy out of this module's import (start-up time)
   import jax
   import jax.numpy as jnp
   import numpy as np
   from jax.experimental import pallas as pl
 
+  # lazy: at the top it would load jax, numpy whenever this module is imported
   from ...backend.pallas_call_rule import CompilerParams
   from ...backend import compat
   if not compat.backends_initialized():

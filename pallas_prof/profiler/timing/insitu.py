@@ -122,6 +122,7 @@ def cupti_holders(environ=None) -> list[str]:
 
 
 def _jax_trace_active() -> bool:
+  # lazy: at the top it would load jax, numpy whenever this module is imported
   from ...backend import compat
   return compat.jax_profiler_session_active()
 

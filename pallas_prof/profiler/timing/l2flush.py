@@ -36,6 +36,7 @@ def scratch_bytes(l2_bytes: int, multiple: int = L2_MULTIPLE) -> int:
 
 @functools.cache
 def _compiled(cc: int):
+  # lazy: at the top it would load triton whenever this module is imported
   from ._ceiling_kernels import pallas_prof_l2_flush
   return compile_own_kernel(pallas_prof_l2_flush, {"src": "*i32", "out": "*i32",
                                                    "BLOCK": "constexpr"},

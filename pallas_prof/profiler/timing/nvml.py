@@ -54,6 +54,7 @@ class NvmlUnavailable(RuntimeError):
 
 def _pynvml():
   try:
+    # lazy: optional: pynvml may be absent
     import pynvml
   except ImportError:
     raise NvmlUnavailable("nvidia-ml-py is not installed (pip install nvidia-ml-py)") from None

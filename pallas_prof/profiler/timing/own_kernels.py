@@ -9,6 +9,7 @@ from ..launchspec import LaunchSpec, ptx_param_count
 def compile_own_kernel(fn, signature: dict, constexprs: dict, cc: int, num_warps: int):
   """Compiles one of the profiler's own kernels (_ceiling_kernels) for sm_`cc`;
   pointer arguments are declared 16-byte aligned (the buffers are cuMemAlloc'd)."""
+  # lazy: at the top it would load jax whenever this module is imported
   from ...backend.compiling.compile import triton_lock
   pointers = [i for i, t in enumerate(signature.values()) if t.startswith("*")]
   with triton_lock():

@@ -48,6 +48,7 @@ def random_range_text(dtype) -> str | None:
 
 def _integer_bound(dtype) -> int:
   """random_values' integers lie in [0, this): small, an int input may be an index."""
+  # lazy: keeps ml_dtypes out of this module's import (start-up time)
   import ml_dtypes
   return min(64, int(ml_dtypes.iinfo(dtype).max) + 1)
 

@@ -117,6 +117,7 @@ class ProtonSession:
     self._mark_error = ""
 
   def start(self) -> None:
+    # lazy: keeps triton out of this module's import (start-up time)
     import triton.profiler as proton
     self._proton = proton
     data = "trace" if self.trace else "tree"

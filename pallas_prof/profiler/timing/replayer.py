@@ -201,7 +201,7 @@ class Replayer:
   def read_outputs(self, set_index: int = 0) -> list[np.ndarray]:
     self.synchronize()
     outs = []
-    for p, ptr in zip(self.spec.outputs, self._out_ptrs[set_index % self.n_sets]):
+    for p, ptr in zip(self.spec.outputs, self._out_ptrs[set_index % self.n_sets], strict=True):
       host = np.empty(p.shape, dtype=np_dtype(p.dtype))
       call("cuMemcpyDtoH", host.ctypes.data, ptr, host.nbytes)
       outs.append(host)
@@ -235,13 +235,13 @@ class Replayer:
                for p in self.spec.outputs]
     results = []
     for poison in POISONS:
-      for ok, p, ptr in zip(checked, self.spec.outputs, self._out_ptrs[0]):
+      for ok, p, ptr in zip(checked, self.spec.outputs, self._out_ptrs[0], strict=True):
         if ok:
           call("cuMemsetD8Async", ptr, poison, p.nbytes, self.stream)
       self.launch(0)
       results.append(self.read_outputs(0))
     counts = [unwritten_elements(a, b) if ok else None
-              for ok, a, b in zip(checked, results[0], results[1])]
+              for ok, a, b in zip(checked, results[0], results[1], strict=True)]
     return counts, results[1]
 
   def time_launches(self, min_launches: int = 100, min_seconds: float = 0.2,

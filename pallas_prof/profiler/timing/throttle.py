@@ -44,6 +44,7 @@ def is_throttled(clock_mhz: float, max_clock_mhz: float, threshold: float = THRE
                  reasons: list[str] | None = None) -> bool:
   """Whether a reading is throttled: clock below threshold x max, and (when reasons
   are known) a slowdown reason among them."""
+  # lazy: at the top it would load numpy whenever this module is imported
   from .nvml import SLOWDOWNS
   if not max_clock_mhz or clock_mhz >= threshold * max_clock_mhz:
     return False
@@ -128,6 +129,7 @@ class ThrottleGuard:
 def for_device(device: int, **options) -> ThrottleGuard:
   """A guard reading device `device` through NVML, or one that is off (and says why);
   options: ThrottleGuard's threshold, recovery_delay_s, max_recovery_s."""
+  # lazy: at the top it would load numpy whenever this module is imported
   from . import nvml
   try:
     api = nvml.init()
@@ -145,6 +147,7 @@ def for_device(device: int, **options) -> ThrottleGuard:
 
 
 def _reader(api, handle) -> Callable[[], Reading]:
+  # lazy: at the top it would load numpy whenever this module is imported
   from . import nvml
   state = {"reasons": True}
 

@@ -89,7 +89,7 @@ class RefValue:
       return None
     itemsize = np.dtype(self.dtype).itemsize
     run = 1
-    for d, extent in zip(reversed(self.dims), reversed(self.array_shape)):
+    for d, extent in zip(reversed(self.dims), reversed(self.array_shape), strict=True):
       if d.kind == "gather":
         return None
       if d.kind != "slice":

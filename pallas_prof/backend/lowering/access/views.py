@@ -4,6 +4,7 @@ onto the ViewDims of a RefValue; the memory rules read and write through it.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 
@@ -127,7 +128,7 @@ def _gather_position(indexer) -> int:
   if not any(is_int):
     return 0
   positions = [i for i, flag in enumerate(is_int) if flag]
-  if any(b - a != 1 for a, b in zip(positions, positions[1:])):
+  if any(b - a != 1 for a, b in itertools.pairwise(positions)):
     return 0
   return positions[0]   # every index before the first int index is a slice
 

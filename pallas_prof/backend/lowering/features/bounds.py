@@ -53,6 +53,7 @@ def set_check_bounds(on: bool | None) -> None:
   before = check_bounds_enabled()
   _mode["bounds"] = on
   if check_bounds_enabled() != before:
+    # lazy: keeps jax out of this module's import (start-up time)
     import jax
     jax.clear_caches()
 
@@ -105,7 +106,7 @@ def emit_check(ctx, param: str, site: CheckSite, locals_: list[str], active: str
   really performs (padding and the user's mask applied), None for all."""
   b = ctx.b
   conds = []
-  for expr, axis in zip(locals_, site.checked_axes):
+  for expr, axis in zip(locals_, site.checked_axes, strict=True):
     extent = site.block_shape[axis]
     conds.append(f"(({expr}) >= 0) & (({expr}) < {extent})")
   ok = b.assign("in_bounds", " & ".join(conds) if conds else "True")
@@ -137,6 +138,7 @@ def emit_block_check(ctx, param: str, site: CheckSite, block, active: str | None
   into the flag buffer `param`; returns the name of a scalar, true where the block lies
   inside its array. Only an access that really touches a lane counts (`active`: its lanes,
   None for all): a block outside that a masked or guarded access never touches is no error."""
+  # lazy: at the top it would load jax, numpy whenever this module is imported
   from ..codegen import next_pow2
   b = ctx.b
   conds = [f"(({i}) >= 0) & (({i}) < {n})" for i, n in zip(block.indices, block.counts,

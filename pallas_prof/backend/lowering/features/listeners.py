@@ -119,7 +119,7 @@ class MemoryOrder(LoweringListener):
 def _operand_values(eqn, invals):
   """var -> value of an equation's (non-literal) operands."""
   values = {}
-  for var, value in zip(eqn.invars, invals):
+  for var, value in zip(eqn.invars, invals, strict=True):
     if not isinstance(var, compat.Literal):
       values[var] = value
   return values.get

@@ -198,7 +198,7 @@ def _block_refusal(plan: TmaPlan, ref) -> str | None:
   box = block_shape(ref)
   if box is None:
     return "an integer-array index"
-  for axis, (size, d) in enumerate(zip(box, ref.dims)):
+  for axis, (size, d) in enumerate(zip(box, ref.dims, strict=True)):
     if d.stride != 1:
       return f"a strided slice (stride {d.stride}) along dimension {axis}"
     if size & (size - 1):
@@ -219,7 +219,7 @@ def _block_refusal(plan: TmaPlan, ref) -> str | None:
 def stored_once(kernel, jaxpr, refs) -> frozenset:
   """The refs exactly one top-level plain store (swap, or masked_swap without a
   mask) writes, which nothing reads and which share memory with no other ref."""
-  env = dict(zip(jaxpr.invars, refs))
+  env = dict(zip(jaxpr.invars, refs, strict=True))
   live = {v for e in jaxpr.eqns for v in e.invars if not isinstance(v, compat.Literal)}
   live |= {v for v in jaxpr.outvars if not isinstance(v, compat.Literal)}
   writes: dict[str, int] = {}
@@ -333,7 +333,7 @@ class TmaDescriptors(LoweringListener):
 
   def prologue_done(self, kernel, jaxpr, refs) -> None:
     plan = self.plan
-    written = jaxpr_write_targets(jaxpr, dict(zip(jaxpr.invars, refs)))
+    written = jaxpr_write_targets(jaxpr, dict(zip(jaxpr.invars, refs, strict=True)))
     plan.written = (frozenset() if written is None else
                     None if written is ANY_REF else kernel.aliases_of(written))
     plan.store_once = stored_once(kernel, jaxpr, refs)

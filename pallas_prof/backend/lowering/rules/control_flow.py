@@ -176,6 +176,7 @@ def mark_invariant(ctx, body, fixed: int, args=()) -> None:
   writes (nor a ref that may share its memory); never an equation that holds a jaxpr.
   `args`: what the body's first inputs are bound to (the refs' RefValues among them): a
   fori_loop gives its constants only, hence strict=False."""
+  # strict=False: `args` binds the body's first inputs only (a fori_loop's constants)
   names = {v: a.name for v, a in zip(body.invars, args, strict=False) if isinstance(a, RefValue)}
   written: set | None = set()
   for e in body.eqns:

@@ -17,6 +17,7 @@ ignored: libdevice gives its one (full) accuracy, as in JAX's Triton backend.
 """
 from __future__ import annotations
 
+import jax
 import numpy as np
 import jax.numpy as jnp
 from jax import lax
@@ -125,7 +126,6 @@ for _prim, _fn in _LIBDEVICE_UNARY.items():
 def _erf_inv(ctx, x, **params):
   """JAX's own erf_inv polynomial (what XLA and JAX's Triton backend compute),
   so results match XLA bit for bit; libdevice's erfinv differs in the last ulps."""
-  import jax
   _require_float("erf_inv", x)
   xc = _compute(ctx, x)
   closed = jax.make_jaxpr(compat.erf_inv_lowering_helper())(
@@ -696,7 +696,6 @@ def _decomposed(impl_name: str, broadcast_and_upcast: bool):
   """Lowers a primitive through JAX's own lax-level implementation of it (the
   one XLA compiles for these primitives), traced at the operands' types."""
   def rule(ctx, *operands, **params):
-    import jax
     impl = compat.lax_special_impl(impl_name, broadcast_and_upcast)
     if impl is None:   # pragma: no cover - a JAX without this implementation
       raise Unsupported(f"this JAX has no lax implementation `{impl_name}` to lower",
