@@ -15,6 +15,19 @@ tarred and xz-compressed, then split in two parts.
     python3 bench/triton_carry/carry.py unpack --version 3.9.0 --into /tmp/triton39
     export PYTHONPATH=/tmp/triton39:$PWD:/tmp/site
 
+`pack --hopper-only` makes one part that fits one call beside .whl (xz's strongest preset,
+and two more things left out): the older `ptxas`, which Triton 3.9 runs only for targets
+below sm_90 (`get_ptxas`: sm_90 and up assemble with `ptxas-blackwell`), so on the H200
+nothing compiled for sm_90 needs it (a compile for sm_80 there fails with Triton's "ptxas not
+found"); and Proton's library (`triton.profiler`), which pallas-prof's in-situ capture uses
+only when asked for it by name or when cupti-python, carried in .whl, is missing. Every pack stores a file that
+repeats another in its folder byte for byte (libcupti.so, .so.12 and .so.2025.1.1 are one
+library) as a link to it: a wheel, being a zip, holds no links.
+
+    python bench/triton_carry/carry.py pack --version 3.9.0 --hopper-only --out .carry/hopper
+    # there, one call (carry .carry/hopper):
+    python3 bench/triton_carry/carry.py unpack --version 3.9.0 --into /tmp/triton39 --carry-dir .carry/hopper
+
 The GPU machine has no zstd; Python's lzma unpacks xz. Each part's SHA-256 is in the
 manifest and is checked before anything is unpacked: a part cut short by a transfer is
 refused, not half-installed.
@@ -40,6 +53,8 @@ LEFT_OUT = (                        # relative to the triton package; not needed
     "instrumentation/libGPUInstrumentationTestLib.so",
 )
 STRIPPED = ("_C/libtriton.so", "_C/libproton.so")
+# what --hopper-only leaves out besides: the ptxas of targets below sm_90, and Proton
+BELOW_HOPPER = ("backends/nvidia/bin/ptxas", "_C/libproton.so")
 
 
 def _sha256(path: str) -> str:
@@ -50,7 +65,27 @@ def _sha256(path: str) -> str:
   return digest.hexdigest()
 
 
-def pack(version: str, out: str, python_version: str = "3.12") -> dict:
+def _links_for_copies(tree: str) -> list[str]:
+  """Replace each file that repeats an earlier one of its folder byte for byte with a relative
+  link to it; the names replaced, relative to the tree."""
+  linked = []
+  for folder, _, files in os.walk(tree):
+    first: dict[tuple[int, str], str] = {}
+    for name in sorted(files):
+      path = os.path.join(folder, name)
+      if os.path.islink(path):
+        continue
+      key = (os.path.getsize(path), _sha256(path))
+      if key in first:
+        os.remove(path)
+        os.symlink(first[key], path)
+        linked.append(os.path.relpath(path, tree))
+      else:
+        first[key] = name
+  return linked
+
+
+def pack(version: str, out: str, python_version: str = "3.12", hopper_only: bool = False) -> dict:
   os.makedirs(out, exist_ok=True)
   with tempfile.TemporaryDirectory(prefix="triton-carry-") as work:
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
@@ -62,7 +97,8 @@ def pack(version: str, out: str, python_version: str = "3.12") -> dict:
     tree = os.path.join(work, "tree")
     shutil.unpack_archive(wheel, tree, "zip")
     package = os.path.join(tree, "triton")
-    for rel in LEFT_OUT:
+    left_out = LEFT_OUT + (BELOW_HOPPER if hopper_only else ())
+    for rel in left_out:
       path = os.path.join(package, rel)
       if os.path.isdir(path):
         shutil.rmtree(path)
@@ -71,27 +107,75 @@ def pack(version: str, out: str, python_version: str = "3.12") -> dict:
     for static in glob.glob(os.path.join(package, "**", "*.a"), recursive=True):
       os.remove(static)
     for rel in STRIPPED:
+      if not os.path.exists(os.path.join(package, rel)):
+        continue
       subprocess.run(["strip", "--strip-unneeded", os.path.join(package, rel)], check=True)
+    linked = _links_for_copies(package)
     archive = os.path.join(work, "triton.tar.xz")
-    with tarfile.open(archive, "w:xz", preset=6) as tar:
+    preset = (9 | lzma.PRESET_EXTREME) if hopper_only else 6
+    with tarfile.open(archive, "w:xz", preset=preset) as tar:
       for name in sorted(os.listdir(tree)):
         tar.add(os.path.join(tree, name), arcname=name)
     size = os.path.getsize(archive)
-    half = (size + 1) // 2
+    count = 1 if hopper_only else 2
+    share = -(-size // count)
     parts = []
     with open(archive, "rb") as f:
-      for i in (1, 2):
+      for i in range(1, count + 1):
         path = os.path.join(out, f"triton-{version}.part{i}")
         with open(path, "wb") as g:
-          g.write(f.read(half))
+          g.write(f.read(share))
         parts.append({"file": os.path.basename(path), "bytes": os.path.getsize(path),
                       "sha256": _sha256(path)})
   manifest = {"version": version, "python": python_version, "wheel": os.path.basename(wheel),
-              "archive_bytes": size, "parts": parts, "left_out": list(LEFT_OUT) + ["*.a"],
-              "stripped": list(STRIPPED)}
+              "archive_bytes": size, "parts": parts, "left_out": list(left_out) + ["*.a"],
+              "stripped": list(STRIPPED), "linked": linked}
   with open(os.path.join(out, f"triton-{version}.json"), "w") as f:
     json.dump(manifest, f, indent=1)
   return manifest
+
+
+def strip_wheels(folder: str) -> list[tuple[str, int, int]]:
+  """Strip the symbol tables off every shared library in the wheels of `folder` (each wheel
+  rewritten in place, its RECORD's hashes and sizes made true again): cupti-python's module
+  shrinks from about 32 MB to 6, which lets .whl and a --hopper-only part fit one call.
+  Returns (wheel, bytes before, bytes after) for each wheel changed."""
+  import base64
+  import zipfile
+  changed = []
+  for wheel in sorted(glob.glob(os.path.join(folder, "*.whl"))):
+    with zipfile.ZipFile(wheel) as z:
+      members = [(info, z.read(info)) for info in z.infolist()]
+    libraries = [info.filename for info, _ in members if info.filename.endswith(".so")]
+    if not libraries:
+      continue
+    new: dict[str, bytes] = {}
+    with tempfile.TemporaryDirectory(prefix="strip-wheel-") as work:
+      for info, data in members:
+        if info.filename in libraries:
+          path = os.path.join(work, "lib.so")
+          with open(path, "wb") as f:
+            f.write(data)
+          subprocess.run(["strip", "--strip-unneeded", path], check=True)
+          with open(path, "rb") as f:
+            new[info.filename] = f.read()
+    record = next(info.filename for info, _ in members if info.filename.endswith(".dist-info/RECORD"))
+    lines = []
+    members_text = [(i.filename, d) for i, d in members]
+    for line in dict(members_text)[record].decode().splitlines():
+      name = line.split(",")[0]
+      if name in new:
+        digest = base64.urlsafe_b64encode(hashlib.sha256(new[name]).digest()).rstrip(b"=").decode()
+        line = f"{name},sha256={digest},{len(new[name])}"
+      lines.append(line)
+    new[record] = ("\n".join(lines) + "\n").encode()
+    before = os.path.getsize(wheel)
+    with zipfile.ZipFile(wheel + ".tmp", "w", zipfile.ZIP_DEFLATED) as z:
+      for name, data in members_text:
+        z.writestr(name, new.get(name, data))
+    os.replace(wheel + ".tmp", wheel)
+    changed.append((os.path.basename(wheel), before, os.path.getsize(wheel)))
+  return changed
 
 
 def stash(part: str) -> str:
@@ -138,6 +222,10 @@ def main(argv=None) -> int:
   p = sub.add_parser("pack")
   p.add_argument("--version", required=True)
   p.add_argument("--out", default=".carry")
+  p.add_argument("--hopper-only", action="store_true",
+                 help="one part (no ptxas for targets below sm_90): fits one call beside .whl")
+  p = sub.add_parser("strip-wheels", help="strip the shared libraries in a folder's wheels")
+  p.add_argument("--folder", default=".whl")
   p = sub.add_parser("stash")
   p.add_argument("--part", required=True)
   p = sub.add_parser("unpack")
@@ -146,7 +234,10 @@ def main(argv=None) -> int:
   p.add_argument("--carry-dir", default=".carry")
   args = parser.parse_args(argv)
   if args.command == "pack":
-    print(json.dumps(pack(args.version, args.out), indent=1))
+    print(json.dumps(pack(args.version, args.out, hopper_only=args.hopper_only), indent=1))
+  elif args.command == "strip-wheels":
+    for name, before, after in strip_wheels(args.folder):
+      print(f"{name}: {before:,} -> {after:,} bytes")
   elif args.command == "stash":
     print(stash(args.part))
   else:
