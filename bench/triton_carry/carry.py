@@ -15,8 +15,8 @@ tarred and xz-compressed, then split in two parts.
     python3 bench/triton_carry/carry.py unpack --version 3.9.0 --into /tmp/triton39
     export PYTHONPATH=/tmp/triton39:$PWD:/tmp/site
 
-`pack --hopper-only` makes one part that fits one call beside .whl (xz's strongest preset,
-and two more things left out): the older `ptxas`, which Triton 3.9 runs only for targets
+`pack --hopper-only` makes the archive smaller (xz's strongest preset, and two more things
+left out; 61 MB for 3.9.0 against 73): the older `ptxas`, which Triton 3.9 runs only for targets
 below sm_90 (`get_ptxas`: sm_90 and up assemble with `ptxas-blackwell`), so on the H200
 nothing compiled for sm_90 needs it (a compile for sm_80 there fails with Triton's "ptxas not
 found"); and Proton's library (`triton.profiler`), which pallas-prof's in-situ capture uses
@@ -24,9 +24,10 @@ only when asked for it by name or when cupti-python, carried in .whl, is missing
 repeats another in its folder byte for byte (libcupti.so, .so.12 and .so.2025.1.1 are one
 library) as a link to it: a wheel, being a zip, holds no links.
 
-    python bench/triton_carry/carry.py pack --version 3.9.0 --hopper-only --out .carry/hopper
-    # there, one call (carry .carry/hopper):
-    python3 bench/triton_carry/carry.py unpack --version 3.9.0 --into /tmp/triton39 --carry-dir .carry/hopper
+    python bench/triton_carry/carry.py pack --version 3.9.0 --hopper-only --parts 1 --out .carry/hopper
+
+A call's 64 MiB hold the working tree too (this repository's is about 18 MB), so one part
+with .whl (after `strip-wheels`, 3.6 MB) does not fit: `--parts 2` (the default) does.
 
 The GPU machine has no zstd; Python's lzma unpacks xz. Each part's SHA-256 is in the
 manifest and is checked before anything is unpacked: a part cut short by a transfer is
@@ -85,7 +86,8 @@ def _links_for_copies(tree: str) -> list[str]:
   return linked
 
 
-def pack(version: str, out: str, python_version: str = "3.12", hopper_only: bool = False) -> dict:
+def pack(version: str, out: str, python_version: str = "3.12", hopper_only: bool = False,
+         parts_count: int = 2) -> dict:
   os.makedirs(out, exist_ok=True)
   with tempfile.TemporaryDirectory(prefix="triton-carry-") as work:
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
@@ -117,7 +119,7 @@ def pack(version: str, out: str, python_version: str = "3.12", hopper_only: bool
       for name in sorted(os.listdir(tree)):
         tar.add(os.path.join(tree, name), arcname=name)
     size = os.path.getsize(archive)
-    count = 1 if hopper_only else 2
+    count = parts_count
     share = -(-size // count)
     parts = []
     with open(archive, "rb") as f:
@@ -138,7 +140,7 @@ def pack(version: str, out: str, python_version: str = "3.12", hopper_only: bool
 def strip_wheels(folder: str) -> list[tuple[str, int, int]]:
   """Strip the symbol tables off every shared library in the wheels of `folder` (each wheel
   rewritten in place, its RECORD's hashes and sizes made true again): cupti-python's module
-  shrinks from about 32 MB to 6, which lets .whl and a --hopper-only part fit one call.
+  shrinks from about 32 MB to 6 (its wheel from 7.7 MB to 0.9), room in a call's 64 MiB.
   Returns (wheel, bytes before, bytes after) for each wheel changed."""
   import base64
   import zipfile
@@ -223,7 +225,8 @@ def main(argv=None) -> int:
   p.add_argument("--version", required=True)
   p.add_argument("--out", default=".carry")
   p.add_argument("--hopper-only", action="store_true",
-                 help="one part (no ptxas for targets below sm_90): fits one call beside .whl")
+                 help="no ptxas for targets below sm_90, no Proton, xz's strongest preset")
+  p.add_argument("--parts", type=int, default=2, help="how many parts (one per device call)")
   p = sub.add_parser("strip-wheels", help="strip the shared libraries in a folder's wheels")
   p.add_argument("--folder", default=".whl")
   p = sub.add_parser("stash")
@@ -234,7 +237,8 @@ def main(argv=None) -> int:
   p.add_argument("--carry-dir", default=".carry")
   args = parser.parse_args(argv)
   if args.command == "pack":
-    print(json.dumps(pack(args.version, args.out, hopper_only=args.hopper_only), indent=1))
+    print(json.dumps(pack(args.version, args.out, hopper_only=args.hopper_only,
+                                parts_count=args.parts), indent=1))
   elif args.command == "strip-wheels":
     for name, before, after in strip_wheels(args.folder):
       print(f"{name}: {before:,} -> {after:,} bytes")
