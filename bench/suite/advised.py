@@ -19,8 +19,13 @@ For a case (suite_cases.Built with its `module` and `from_module`):
          (unified_diff.py: no fuzz, a hunk that does not match fails the column with where
          and why) to a fresh copy of the module, under the same file name, which is
          imported and whose function is timed;
-       - kinds b, c (a parameter of an autotuned function, a block shape): recorded as kept,
-         not applied (they are edits of the user's code, not a file pallas-prof writes).
+       - kind c, a dot's tile with its warps and stages (advice/dots/joint.py), where the
+         case says how its op takes them (suite_cases.Built.with_tile: examples/matmul.py's
+         bm, bn, num_warps, num_stages, the parameters advise's edit names): the op called
+         with them, as its user would change the call;
+       - kinds b and other c (a parameter of an autotuned function, a block shape without a
+         parameter of the op's for it): recorded as kept, not applied (they are edits of the
+         user's code, not a file pallas-prof writes).
 The record keeps, per kernel, what was kept (kind, what, the saving advise measured) or
 "nothing kept" with advise's reason, and how many of the tuning file's entries the timed
 kernels matched (an entry names a kernel by its generated source, which a diff may move).
@@ -176,7 +181,14 @@ def budgets(records, report, budget_s: float) -> dict:
   return {label: budget_s * (0.5 / n + 0.5 * t / total) for label, t in times.items()}
 
 
-def _kept(top, diff_applied: bool) -> dict:
+def _tile_of(top, built) -> dict | None:
+  """A kept kind c action's dot tile, where the case can set it (Built.with_tile)."""
+  if top.kind == "c" and "tile" in top.change and built.with_tile is not None:
+    return top.change
+  return None
+
+
+def _kept(top, diff_applied: bool, tile_applied: bool = False) -> dict:
   t = top.trial
   out = {"kind": top.kind, "what": top.title, "saving_pct": t.saving_pct,
          "before_s": t.before_s, "after_s": t.after_s, "noise_pct": t.noise_pct,
@@ -186,9 +198,13 @@ def _kept(top, diff_applied: bool) -> dict:
   elif top.kind == "e":
     out["applied"] = ("its diff, to a copy of the module" if diff_applied else
                       f"not applied: advise wrote no diff ({top.edit})")
+  elif tile_applied:
+    out["applied"] = ("the op's own parameters: bm, bn = the tile, num_warps, num_stages "
+                      "(Built.with_tile)")
   else:
     out["applied"] = (f"not applied: a kind {top.kind} action is an edit of the code the suite "
-                      "does not make (it applies tuning files and diffs)")
+                      "does not make here (it applies tuning files, diffs, and a dot's tile "
+                      "where the op takes it as parameters)")
   return out
 
 
@@ -226,7 +242,7 @@ def advise_case(built, options: Options, on_gpu: bool, say=None) -> Advised:
                   "budget_s_per_kernel": shares, "sampling": options.sample,
                   "measured": sorted({a.measured or "not measured" for a in advice})},
       "kept": [], "nothing_kept": []}
-  diffs = []
+  diffs, tiles = [], []
   for a in advice:
     top = next((x for x in a.actions if x.trial is not None and x.trial.held), None)
     if top is None:
@@ -234,7 +250,14 @@ def advise_case(built, options: Options, on_gpu: bool, say=None) -> Advised:
       continue
     if top.kind == "e" and top.diff:
       diffs.append(top.diff)
-    entry["kept"].append({"kernel": a.label, **_kept(top, bool(top.kind == "e" and top.diff))})
+    tile = _tile_of(top, built)
+    # the op takes one tile: a second kernel's (none of the suite's ops has two dots'
+    # kernels) is recorded, not applied
+    applied_tile = tile is not None and not tiles
+    if applied_tile:
+      tiles.append(tile)
+    entry["kept"].append({"kernel": a.label, **_kept(top, bool(top.kind == "e" and top.diff),
+                                                     applied_tile)})
   entries = tuning_entries(list(advice), records, report)
   tuning = None
   if entries:
@@ -248,7 +271,10 @@ def advise_case(built, options: Options, on_gpu: bool, say=None) -> Advised:
   if not on_gpu:
     entry["nothing_measured"] = ("no GPU: advise timed nothing, so it kept nothing; this "
                                  "column is the op's copy as given, checked, not advised")
-  return Advised(built.from_module(module), entry, tuning, tuple(e.source for e in entries))
+  fn = built.with_tile(module, tiles[0]) if tiles else built.from_module(module)
+  if tiles:
+    entry["advised"]["tile_applied"] = {k: tiles[0][k] for k in ("tile", "num_warps", "num_stages")}
+  return Advised(fn, entry, tuning, tuple(e.source for e in entries))
 
 
 # --- the dry run's check of the diff path -----------------------------------------------------

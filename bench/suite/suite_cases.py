@@ -71,6 +71,10 @@ class Built:
   from_module: Callable | None = None   # ... and from_module(m) -> the default Pallas function
                            # made of module m's functions (the suite's "advised" column runs
                            # advise on a copy of the module and times a patched copy)
+  with_tile: Callable | None = None     # with_tile(m, change) -> the Pallas function of module
+                           # m with a kept dot tile (advice/dots/joint.py's change: "tile"
+                           # [rows, cols], "num_warps", "num_stages") set through the op's own
+                           # parameters, as its user would (the advised column's kind c)
 
   @property
   def pallas(self) -> Callable:
@@ -238,7 +242,16 @@ def matmul(shape, dtype, key, bm=128, bn=128, bk=64, num_warps=4, num_stages=3):
     return jnp.dot(a, b, preferred_element_type=F32).astype(a.dtype)
   return Built((a, b), variant, xla, _upcast(xla), _tol(dtype, 5e-3, 1e-2),
                _nbytes(a, b) + m * n * jnp.dtype(dtype).itemsize, 2 * m * n * kdim,
-               module=example, from_module=lambda mod: functools.partial(mod.matmul, **defaults))
+               module=example, from_module=lambda mod: functools.partial(mod.matmul, **defaults),
+               with_tile=lambda mod, change: functools.partial(mod.matmul, **_tiled(defaults, change)))
+
+
+def _tiled(defaults: dict, change: dict) -> dict:
+  """examples/matmul.py's parameters with a kept dot tile: bm, bn (the tile's rows and
+  columns), num_warps and num_stages, as advise's edit names them."""
+  bm, bn = change["tile"]
+  return {**defaults, "bm": bm, "bn": bn, "num_warps": change["num_warps"],
+          "num_stages": change["num_stages"]}
 
 
 def vector_add(shape, dtype, key):

@@ -157,6 +157,48 @@ def test_a_kept_split_is_applied_as_the_gpu_run_applies_it(tmp_path, monkeypatch
   assert (tmp_path / "patched" / "split_probe_kernel.py").exists()
 
 
+def test_a_kept_dot_tile_is_applied_through_the_ops_parameters(tmp_path, monkeypatch):
+  """A held kind c action of dot_rate (a tile with its warps and stages: advice/dots/joint.py's
+  change) is applied as the matmul's user applies it, through bm, bn, num_warps and
+  num_stages (Built.with_tile): the timed function's kernel has the new tile's grid, and its
+  outputs are the default's."""
+  from bench.suite import suite_cases
+  from pallas_prof.advice.schema import Action
+  key = jax.random.key(11)
+  built = suite_cases.matmul((48, 40, 64), jnp.float32, key, bm=16, bn=8, bk=16, num_warps=4,
+                             num_stages=3)
+  want = leaves(jax.jit(built.pallas)(*built.args))
+  real = pallas_prof.advise
+  change = {"tile": [24, 20], "num_warps": 2, "num_stages": 2, "from_tile": [16, 8],
+            "axes": [0, 1], "grid": [2, 2], "blocks": []}
+
+  def advise_with_a_held_tile(records, **kw):
+    return [dataclasses.replace(a, actions=[Action(
+        "c", "tile 16x8 -> 24x20, num_warps 4 -> 2, num_stages 3 -> 2", "dot_rate", change,
+        trial=Trial(2e-3, 1e-3, 50.0, 2.0, True))] + list(a.actions))
+        for a in real(records, **kw)]
+  monkeypatch.setattr(pallas_prof, "advise", advise_with_a_held_tile)
+  got = advised.advise_case(built, advised.Options(5.0, False, str(tmp_path)), on_gpu=False,
+                            say=lambda text: None)
+  (kept,) = got.entry["kept"]
+  assert kept["kind"] == "c" and kept["applied"].startswith("the op's own parameters")
+  assert got.entry["advised"]["tile_applied"] == {"tile": [24, 20], "num_warps": 2,
+                                                  "num_stages": 2}
+  kernel_registry.clear()
+  out = leaves(jax.block_until_ready(jax.jit(got.fn)(*built.args)))
+  (record,) = kernel_registry.kernels()
+  assert tuple(record.generated.grid) == (2, 2)           # ceil(48/24) x ceil(40/20)
+  assert same_outputs(out, want) is None
+
+  # a case that cannot take a tile records it as kept and not applied
+  plain = dataclasses.replace(built, with_tile=None)
+  got = advised.advise_case(plain, advised.Options(5.0, False, str(tmp_path / "plain")),
+                            on_gpu=False, say=lambda text: None)
+  (kept,) = got.entry["kept"]
+  assert kept["applied"].startswith("not applied: a kind c action")
+  assert "tile_applied" not in got.entry["advised"]
+
+
 # --- the suite's dry run with the column -------------------------------------------------------
 
 @pytest.mark.slow
