@@ -24,8 +24,9 @@ PACKAGE = ROOT / "pallas_prof"
 COMPAT = "backend/compiling/triton_compat.py"
 NAMES = "backend/lowering/triton_names.py"
 ENTRY_POINTS = {"ASTSource", "GPUTarget"}
-# a Triton-language name as the generated source spells it (not `x.tl.y`, not `ctl.y`)
-EMITTED_NAME = re.compile(r"(?<![\w.])tl\.[A-Za-z_]")
+# a Triton-language name as the generated source spells it (not `x.tl.y`, not `ctl.y`),
+# or the start of one built at run time (f"tl.{kind}(...)": a text part ending in `tl.`)
+EMITTED_NAME = re.compile(r"(?<![\w.])tl\.(?:[A-Za-z_]|$)")
 
 
 def _sources(root: pathlib.Path = PACKAGE) -> dict[str, str]:
@@ -167,6 +168,7 @@ def test_the_version_check_finds_a_planted_read(planted):
     'def _emit(b, x):\n  b.emit(f"tl.debug_barrier()  # {x}")\n',
     'def _emit(x):\n  return f"{x}.to(tl.float32)"\n',
     '_DTYPE = "tl.int32"\n',
+    'def _emit(kind, x):\n  return f"tl.{kind}({x}, axis=0)"\n',
 ])
 def test_the_names_check_finds_a_planted_emission(planted):
   path = "backend/lowering/rules/misc.py"

@@ -76,6 +76,7 @@ exp = "tl.exp"
 reduce = "tl.reduce"
 sum = "tl.sum"          # noqa: A001 - Triton's name
 max = "tl.max"          # noqa: A001 - Triton's name
+min = "tl.min"          # noqa: A001 - Triton's name
 associative_scan = "tl.associative_scan"
 cumsum = "tl.cumsum"
 cumprod = "tl.cumprod"

@@ -99,7 +99,8 @@ def _reduce_one(ctx, x: Value, axis: int, kind: str) -> Value:
       expr = f"{tl.reduce}({x}, {axis}, {combiner(ctx, 'or' if kind == 'max' else 'and')})"
     else:
       # tl.max/tl.min widen integers narrower than 32 bits to int32
-      r = ctx.value(kind, f"tl.{kind}({x}, axis={axis})", _minmax_dtype(dt), out_shape)
+      fn = tl.max if kind == "max" else tl.min
+      r = ctx.value(kind, f"{fn}({x}, axis={axis})", _minmax_dtype(dt), out_shape)
       return emit.cast(ctx.b, r, dt)
     return ctx.value(kind, expr, dt, out_shape)
   if kind in ("prod", "and", "or", "xor"):
@@ -209,7 +210,7 @@ def _scan_and_reduce(ctx, kind: str, dtype, reverse: bool):
   fn = combiner(ctx, f"{kind}_nan") if is_float(dtype) else ctx.b.helper(
       f"combine_{kind}_int", f"""
 def combine_{kind}_int(a, b):
-    return tl.{'maximum' if kind == 'max' else 'minimum'}(a, b)
+    return {tl.maximum if kind == 'max' else tl.minimum}(a, b)
 """)
   return (lambda v, a: f"{tl.associative_scan}({v}, {a}, {fn}{rev})",
           lambda v, a: f"{tl.reduce}({v}, {a}, {fn})")
