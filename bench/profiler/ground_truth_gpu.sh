@@ -21,4 +21,5 @@ if [ "${GT_NCU:-1}" = 1 ]; then
   echo "ncu run exit $?"
 fi
 python3 tests/profiler/ground_truth_checks.py --lines "$W/sampled/report.json" ${GT_NCU:+"$W/ncu/report.json"} 2>&1 | tee "$W/table.txt"
+python3 tests/profiler/ground_truth_checks.py --table "$W/sampled/report.json" ${GT_NCU:+"$W/ncu/report.json"} 2>&1 | tee "$W/closing_table.md"
 tar czf "$FINAL_OUT/ground_truth_$TAG.tar.gz" -C /tmp "gt_$TAG"

@@ -1,6 +1,11 @@
 """The ground truth of ground_truth.py's kernels, judged on a run's report.json.
 
     python tests/profiler/ground_truth_checks.py RUN/report.json [NCU_RUN/report.json]
+    python tests/profiler/ground_truth_checks.py --table STATIC/report.json GPU/report.json ...
+
+--table prints one Markdown row per kernel with a column per basis found in the reports
+(static counts, PC sampling, ncu): the heavy lines' share and the worst cheap line's, with
+the verdict; the closing table of issue 47.
 
 The answer of each kernel is in its source: the lines marked `# heavy` hold nearly all
 the work, each line marked `# cheap` almost none (ground_truth.py says how each is built).
@@ -145,7 +150,41 @@ def line_rows(kernel_name: str, attribution: dict) -> list[str]:
   return rows
 
 
+def table(reports: list[dict]) -> list[str]:
+  """The closing table: kernel, its heavy lines, then per basis `heavy % / worst cheap %`
+  and the verdict (a basis missing for a kernel: -)."""
+  by_kernel: dict[str, dict[str, Verdict]] = {}
+  for report in reports:
+    for v in verdicts(report):
+      by_kernel.setdefault(v.kernel, {})[v.basis] = v
+  bases = [b for b in ("static", "sampled", "measured", "ncu")
+           if any(b in vs for vs in by_kernel.values())]
+  bases += sorted({b for vs in by_kernel.values() for b in vs} - set(bases))
+  rows = ["| kernel | heavy lines (construction) | " +
+          " | ".join(f"{b}: heavy / worst cheap" for b in bases) + " |",
+          "|---|---|" + "---|" * len(bases)]
+  for kernel in sorted(by_kernel, key=lambda k: list(ground_truth.kernels_in_this_file()).index(k)
+                       if k in ground_truth.kernels_in_this_file() else 1 << 30):
+    m = markers(kernel)
+    heavy = ", ".join(str(n) for n in sorted(m.heavy)) if m else "?"
+    cells = []
+    for b in bases:
+      v = by_kernel[kernel].get(b)
+      cells.append("-" if v is None else
+                   f"{100 * v.heavy:.1f} % (>= {100 * v.want_heavy:.0f}) / "
+                   f"{100 * v.worst_cheap:.1f} % {'PASS' if v.passed else '**FAIL**'}")
+    rows.append(f"| {kernel} | {heavy} | " + " | ".join(cells) + " |")
+  return rows
+
+
 def main(argv: list[str]) -> int:
+  if argv[:1] == ["--table"]:
+    reports = []
+    for path in argv[1:]:
+      with open(path) as f:
+        reports.append(json.load(f))
+    print("\n".join(table(reports)))
+    return 0
   show_lines = "--lines" in argv
   failed = 0
   for path in [a for a in argv if a != "--lines"]:

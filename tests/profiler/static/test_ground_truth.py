@@ -52,6 +52,28 @@ def test_the_static_answers_put_the_work_on_the_marked_lines(corpus_report):
   assert not failed, "\n".join(failed)
 
 
+def test_the_closing_table_has_a_row_per_kernel_and_a_column_per_basis(corpus_report):
+  """--table: one row per corpus kernel with its heavy lines and the static column's
+  shares, a failing verdict shown as such."""
+  rows = checks.table([corpus_report])
+  assert rows[0] == ("| kernel | heavy lines (construction) | static: heavy / worst cheap |")
+  body = rows[2:]
+  assert len(body) == len(checks.ground_truth.kernels_in_this_file())
+  verdicts = {v.kernel: v for v in checks.verdicts(corpus_report)}
+  for row in body:
+    kernel = row.split("|")[1].strip()
+    v = verdicts[kernel]
+    assert f"{100 * v.heavy:.1f} % (>= {100 * v.want_heavy:.0f})" in row
+    assert ("PASS" in row) == v.passed
+  # a kernel whose heavy lines weigh nothing fails in its row
+  broken = json.loads(json.dumps(corpus_report))
+  (k,) = [k for k in broken["profile"]["kernels"] if k["name"] == "gt_sin_large_kernel"]
+  for row in k["attribution"].get("lines") or []:
+    row["user_line"] = None
+  (row,) = [r for r in checks.table([broken]) if "| gt_sin_large_kernel |" in r]
+  assert "**FAIL**" in row and "0.0 %" in row
+
+
 def test_a_decomposition_and_what_it_nests_keep_the_line_of_the_equation_lowered():
   """erf_inv is lowered by tracing a polynomial (a decomposition) holding jnp.where's own
   jaxprs: every equation of it is the erf_inv line's, none the pallas_call's."""
