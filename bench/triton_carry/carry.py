@@ -27,7 +27,7 @@ library) as a link to it: a wheel, being a zip, holds no links.
     python bench/triton_carry/carry.py pack --version 3.9.0 --hopper-only --parts 1 --out .carry/hopper
 
 A call's 64 MiB hold the working tree too (this repository's is about 18 MB), so one part
-with .whl (after `strip-wheels`, 3.6 MB) does not fit: `--parts 2` (the default) does.
+with .whl (after `strip-wheels`, 2.0 MB) does not fit: `--parts 2` (the default) does.
 
 The GPU machine has no zstd; Python's lzma unpacks xz. Each part's SHA-256 is in the
 manifest and is checked before anything is unpacked: a part cut short by a transfer is
