@@ -16,7 +16,6 @@ checks the variants on a CPU).
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import sys
@@ -37,34 +36,11 @@ def say(text: str) -> None:
   print(f"[{time.perf_counter() - START:6.1f}s] {text}", flush=True)
 
 
-def _highest_kernel(a_ref, b_ref, o_ref, *, block_k):
-  import jax
-  import jax.numpy as jnp
-  from jax.experimental import pallas as pl
-
-  def step(k, acc):
-    a = a_ref[:, pl.ds(k * block_k, block_k)]
-    b = b_ref[pl.ds(k * block_k, block_k), :]
-    return acc + jnp.dot(a, b, preferred_element_type=jnp.float32,
-                         precision=jax.lax.Precision.HIGHEST)
-  acc = jax.lax.fori_loop(0, a_ref.shape[1] // block_k, step, jnp.zeros(o_ref.shape, jnp.float32))
-  o_ref[...] = acc.astype(o_ref.dtype)
-
-
 def _highest(a, b, bm, bn, bk, num_warps, num_stages):
+  """The suite's matmul asking for precision=HIGHEST (testkit/precision_matmul.py)."""
   import jax
-  from jax.experimental import pallas as pl
-  import pallas_prof
-  m, k = a.shape
-  n = b.shape[1]
-  return pl.pallas_call(
-      functools.partial(_highest_kernel, block_k=bk), grid=(pl.cdiv(m, bm), pl.cdiv(n, bn)),
-      in_specs=[pl.BlockSpec((bm, k), lambda i, j: (i, 0)),
-                pl.BlockSpec((k, bn), lambda i, j: (0, j))],
-      out_specs=pl.BlockSpec((bm, bn), lambda i, j: (i, j)),
-      out_shape=jax.ShapeDtypeStruct((m, n), a.dtype),
-      compiler_params=pallas_prof.CompilerParams(num_warps=num_warps, num_stages=num_stages),
-  )(a, b)
+  from testkit.precision_matmul import precision_matmul
+  return precision_matmul(a, b, bm, bn, bk, jax.lax.Precision.HIGHEST, num_warps, num_stages)
 
 
 def _action(a) -> dict:

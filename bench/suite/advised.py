@@ -281,7 +281,7 @@ def advise_case(built, options: Options, on_gpu: bool, say=None) -> Advised:
 
 def probe_diff_path(folder: str) -> dict:
   """On a CPU, where advise keeps nothing: the diff advise writes for a kernel of the split
-  reduction's pattern (split_probe_kernel.py) applied to a copy of its file by the column's
+  reduction's pattern (testkit/column_sums.py) applied to a copy of its file by the column's
   own applier, the copy imported, its outputs compared with the original's and its grid
   checked for the split's new axis. Raises where any step fails."""
   import jax
@@ -289,14 +289,14 @@ def probe_diff_path(folder: str) -> dict:
   from pallas_prof.advice import recipes
   from pallas_prof.backend import kernel_registry
   from pallas_prof.tune.choice import leaves, same_outputs
-  from bench.suite import split_probe_kernel as probe
+  from testkit import column_sums as probe
   x = jax.random.normal(jax.random.key(7), (203, 40), jax.numpy.float32)
   jax.clear_caches()
   kernel_registry.clear()
   recipes.clear()
   with recipes.capture():
-    want = jax.block_until_ready(probe.probe_sums(x))
-  records = [r for r in kernel_registry.kernels() if r.name == "split_probe_sums"]
+    want = jax.block_until_ready(probe.column_sums(x))
+  records = [r for r in kernel_registry.kernels() if r.name == "column_sums"]
   (advice,) = pallas_prof.advise(records, sample=False, static=False, progress=None)
   splits = [a for a in advice.actions if a.kind == "e" and a.diff]
   if not splits:
@@ -306,17 +306,17 @@ def probe_diff_path(folder: str) -> dict:
   module = patched_copy(inspect.getsourcefile(probe), [action.diff],
                         os.path.join(folder, "probe"), "probe")
   kernel_registry.clear()
-  got = jax.block_until_ready(module.probe_sums(x))
+  got = jax.block_until_ready(module.column_sums(x))
   differs = same_outputs(leaves(got), leaves(want))
   if differs:
     raise RuntimeError(f"the patched probe's outputs differ from the original's: {differs}")
   # the patched copy is the variant: its kernel runs on the grid with the split's axis
   grids = [tuple(int(g) for g in r.generated.grid) for r in kernel_registry.kernels()
-           if r.name == "split_probe_sums"]
+           if r.name == "column_sums"]
   want_grid = (3, int(action.change["split"]))
   if grids != [want_grid]:
     raise RuntimeError(f"the patched probe ran on grids {grids}, not {want_grid}")
-  return {"kernel": "split_probe_sums (bench/suite/split_probe_kernel.py)",
+  return {"kernel": "column_sums (testkit/column_sums.py)",
           "action": action.title, "kept_by_advise": advice.kept,
           "diff_lines": action.diff.count("\n"), "patched_grid": list(want_grid),
           "outputs_equal": True,

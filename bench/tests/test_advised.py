@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import pallas_prof
-from bench.suite import advised, split_probe_kernel, suite, unified_diff
+from testkit import column_sums
+from bench.suite import advised, suite, unified_diff
 from bench.suite.suite_cases import Built
 from pallas_prof.advice import recipes
 from pallas_prof.advice.schema import Trial
@@ -88,7 +89,7 @@ def _probe():
   kernel_registry.clear()
   recipes.clear()
   with recipes.capture():
-    want = jax.block_until_ready(split_probe_kernel.probe_sums(x))
+    want = jax.block_until_ready(column_sums.column_sums(x))
   return x, want, recipes.recipes()[-1]
 
 
@@ -97,11 +98,11 @@ def test_the_patched_copy_gives_the_originals_and_the_variants_outputs(tmp_path)
   x, want, recipe = _probe()
   k, p = variant.pattern_of(recipe)
   diff = source.unified_diff(recipe, p, 3, len(k.grid))       # the diff advise writes
-  module = advised.patched_copy(inspect.getsourcefile(split_probe_kernel), [diff], str(tmp_path))
-  assert module.__file__ == str(tmp_path / "split_probe_kernel.py")   # the file's own name
-  assert "_pallas_prof_split_sum" in (tmp_path / "split_probe_kernel.py").read_text()
+  module = advised.patched_copy(inspect.getsourcefile(column_sums), [diff], str(tmp_path))
+  assert module.__file__ == str(tmp_path / "column_sums.py")   # the file's own name
+  assert "_pallas_prof_split_sum" in (tmp_path / "column_sums.py").read_text()
   kernel_registry.clear()
-  got = leaves(jax.block_until_ready(module.probe_sums(x)))
+  got = leaves(jax.block_until_ready(module.column_sums(x)))
   assert [tuple(r.generated.grid) for r in kernel_registry.kernels()] == [(3, 3)]
   assert same_outputs(got, leaves(want)) is None
   # the patched file computes what advise's variant computes, bit for bit
@@ -109,7 +110,7 @@ def test_the_patched_copy_gives_the_originals_and_the_variants_outputs(tmp_path)
   for g, b in zip(got, built, strict=True):
     np.testing.assert_array_equal(g, b)
   # and the original module is untouched
-  assert "_pallas_prof_split_sum" not in open(split_probe_kernel.__file__).read()
+  assert "_pallas_prof_split_sum" not in open(column_sums.__file__).read()
 
 
 def test_a_diff_of_another_file_or_a_stale_file_is_refused(tmp_path):
@@ -118,12 +119,12 @@ def test_a_diff_of_another_file_or_a_stale_file_is_refused(tmp_path):
   k, p = variant.pattern_of(recipe)
   diff = source.unified_diff(recipe, p, 3, len(k.grid))
   other = tmp_path / "other.py"
-  other.write_text(open(split_probe_kernel.__file__).read())
+  other.write_text(open(column_sums.__file__).read())
   with pytest.raises(unified_diff.DiffDoesNotApply, match="not .*other.py: the suite patches"):
     advised.patched_copy(str(other), [diff], str(tmp_path / "out"))
   # the same diff twice: the second was made against the unpatched file and does not match
   with pytest.raises(unified_diff.DiffDoesNotApply, match="does not match the file at line"):
-    advised.patched_copy(split_probe_kernel.__file__, [diff, diff], str(tmp_path / "twice"))
+    advised.patched_copy(column_sums.__file__, [diff, diff], str(tmp_path / "twice"))
 
 
 def test_a_kept_split_is_applied_as_the_gpu_run_applies_it(tmp_path, monkeypatch):
@@ -131,7 +132,7 @@ def test_a_kept_split_is_applied_as_the_gpu_run_applies_it(tmp_path, monkeypatch
   the probe kernel with its split marked as held (a GPU would have timed it), applied by
   advise_case to a copy of the module, whose function the column then times."""
   x = jax.random.normal(jax.random.key(6), (203, 40), jnp.float32)
-  want = leaves(split_probe_kernel.probe_sums(x))
+  want = leaves(column_sums.column_sums(x))
   real = pallas_prof.advise
 
   def advise_with_a_held_split(records, **kw):
@@ -142,8 +143,8 @@ def test_a_kept_split_is_applied_as_the_gpu_run_applies_it(tmp_path, monkeypatch
       out.append(dataclasses.replace(a, actions=actions))
     return out
   monkeypatch.setattr(pallas_prof, "advise", advise_with_a_held_split)
-  built = Built((x,), None, None, None, 0.0, 0, module=split_probe_kernel,
-                from_module=lambda m: m.probe_sums)
+  built = Built((x,), None, None, None, 0.0, 0, module=column_sums,
+                from_module=lambda m: m.column_sums)
   got = advised.advise_case(built, advised.Options(5.0, False, str(tmp_path)), on_gpu=False,
                             say=lambda text: None)
   (kept,) = got.entry["kept"]
@@ -154,7 +155,7 @@ def test_a_kept_split_is_applied_as_the_gpu_run_applies_it(tmp_path, monkeypatch
   out = leaves(jax.block_until_ready(jax.jit(got.fn)(x)))
   assert [tuple(r.generated.grid) for r in kernel_registry.kernels()] == [(3, 3)]
   assert same_outputs(out, want) is None
-  assert (tmp_path / "patched" / "split_probe_kernel.py").exists()
+  assert (tmp_path / "patched" / "column_sums.py").exists()
 
 
 def test_a_kept_dot_tile_is_applied_through_the_ops_parameters(tmp_path, monkeypatch):

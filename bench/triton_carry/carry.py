@@ -36,6 +36,7 @@ refused, not half-installed.
 from __future__ import annotations
 
 import argparse
+import base64
 import glob
 import hashlib
 import json
@@ -46,6 +47,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import zipfile
 
 STASH = "/tmp/pallas-prof-carry"
 LEFT_OUT = (                        # relative to the triton package; not needed on an NVIDIA GPU
@@ -142,8 +144,6 @@ def strip_wheels(folder: str) -> list[tuple[str, int, int]]:
   rewritten in place, its RECORD's hashes and sizes made true again): cupti-python's module
   shrinks from about 32 MB to 6 (its wheel from 7.7 MB to 0.9), room in a call's 64 MiB.
   Returns (wheel, bytes before, bytes after) for each wheel changed."""
-  import base64
-  import zipfile
   changed = []
   for wheel in sorted(glob.glob(os.path.join(folder, "*.whl"))):
     with zipfile.ZipFile(wheel) as z:

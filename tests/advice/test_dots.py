@@ -7,7 +7,8 @@ masks); a dot at HIGHEST gets precision edits (kind e) lowered with the input_pr
 they name; on a CPU no error is printed as if it were the GPU's."""
 from __future__ import annotations
 
-import functools
+import inspect
+
 import os
 import sys
 
@@ -15,7 +16,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.experimental import pallas as pl
 
 import pallas_prof
 from pallas_prof.advice import blockshape, recipes
@@ -24,6 +24,7 @@ from pallas_prof.advice.rules.dots import dot_precision, dot_rate
 from pallas_prof.backend import kernel_registry
 from pallas_prof.backend.artifacts import DotFacts
 from pallas_prof.tune.choice import leaves, same_outputs
+from testkit.precision_matmul import precision_matmul
 from tests.advice.synthetic import synthetic_eq, synthetic_facts, synthetic_work
 
 pallas_prof.install()
@@ -35,27 +36,12 @@ def _installed():
   yield
 
 
-def _matmul_kernel(a_ref, b_ref, o_ref, *, block_k, precision_=None):
-  def step(k, acc):
-    a = a_ref[:, pl.ds(k * block_k, block_k)]
-    b = b_ref[pl.ds(k * block_k, block_k), :]
-    return acc + jnp.dot(a, b, preferred_element_type=jnp.float32, precision=precision_)
-  acc = jax.lax.fori_loop(0, a_ref.shape[1] // block_k, step, jnp.zeros(o_ref.shape, jnp.float32))
-  o_ref[...] = acc.astype(o_ref.dtype)
+# where the kernel's dot is written (precision edits name the user's file and line)
+KERNEL_FILE = inspect.getsourcefile(precision_matmul)
 
 
 def _matmul(a, b, bm, bn, bk, precision_=None, num_warps=4, num_stages=3):
-  m, k = a.shape
-  n = b.shape[1]
-  return pl.pallas_call(
-      functools.partial(_matmul_kernel, block_k=bk, precision_=precision_),
-      grid=(pl.cdiv(m, bm), pl.cdiv(n, bn)),
-      in_specs=[pl.BlockSpec((bm, k), lambda i, j: (i, 0)),
-                pl.BlockSpec((k, bn), lambda i, j: (0, j))],
-      out_specs=pl.BlockSpec((bm, bn), lambda i, j: (i, j)),
-      out_shape=jax.ShapeDtypeStruct((m, n), a.dtype),
-      compiler_params=pallas_prof.CompilerParams(num_warps=num_warps, num_stages=num_stages),
-  )(a, b)
+  return precision_matmul(a, b, bm, bn, bk, precision_, num_warps, num_stages)
 
 
 def _recipe(shape, bm, bn, bk, precision_=None, run=False):
@@ -69,7 +55,7 @@ def _recipe(shape, bm, bn, bk, precision_=None, run=False):
     else:
       fn.lower(jax.ShapeDtypeStruct((m, k), jnp.float32), jax.ShapeDtypeStruct((k, n), jnp.float32))
   (recipe,) = recipes.recipes()
-  rec = [r for r in kernel_registry.kernels() if r.name == "_matmul_kernel"
+  rec = [r for r in kernel_registry.kernels() if r.name == "precision_matmul_kernel"
          and tuple(r.generated.grid) == tuple(recipe.kwargs["grid"])
          and tuple(r.in_avals[0].shape) == (m, k)][-1]
   return recipe, rec
@@ -155,7 +141,7 @@ def test_the_precision_variant_is_lowered_with_its_input_precision(name):
   recipe, rec = _recipe((96, 80, 64), 32, 32, 16, precision_=hi)
   assert 'input_precision="ieee"' in rec.generated.source
   line = next(e for e in rec.generated.eqns if e.primitive == "dot_general").line
-  gk = precision.trace_variant(precision.build(recipe, name, __file__, line), recipe, "cpu")
+  gk = precision.trace_variant(precision.build(recipe, name, KERNEL_FILE, line), recipe, "cpu")
   dots = [ln for ln in gk.source.splitlines() if "tl.dot(" in ln]
   assert dots and all(f'input_precision="{name}"' in ln for ln in dots), dots
 
@@ -163,7 +149,7 @@ def test_the_precision_variant_is_lowered_with_its_input_precision(name):
 def test_a_line_without_a_float32_dot_is_refused():
   recipe, _ = _recipe((96, 80, 64), 32, 32, 16, precision_=jax.lax.Precision.HIGHEST)
   with pytest.raises(ValueError, match="no float32 dot at"):
-    precision.build(recipe, "tf32", __file__, 1)
+    precision.build(recipe, "tf32", KERNEL_FILE, 1)
 
 
 def test_advise_on_a_cpu_shows_the_edit_and_prints_no_cpu_error_as_the_gpus():

@@ -25,7 +25,7 @@ from pallas_prof.advice.split import source, trial, variant
 from pallas_prof.advice.split.pattern import NotSplittable
 from pallas_prof.backend import kernel_registry
 from pallas_prof.tune.choice import leaves, same_outputs
-from tests.advice.split_kernels import column_sums
+from testkit import column_sums
 
 pallas_prof.install()
 

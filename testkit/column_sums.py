@@ -1,7 +1,9 @@
-"""A hand-written kernel of the split reduction's pattern (tests/advice/test_split_reduction.py
-patches a copy of this file with the diff advise writes, and runs it): one program per
-block of columns sums its columns over every row in a fori loop, then stores the sums
-once. Its shapes are not powers of two."""
+"""A hand-written kernel of the split reduction's pattern: one program per block of columns
+sums its columns over every row in a fori loop, then stores the sums once; small enough for
+Triton's interpreter, its shapes not powers of two. tests/advice/test_split_reduction.py
+patches a copy of this file with the diff advise writes and runs it; the suite's "advised"
+column (bench/suite/advised.py, probe_diff_path) applies that diff with its own applier on
+a CPU, where advise keeps nothing."""
 import functools
 
 import jax
