@@ -279,6 +279,12 @@ step_dots() {   # issue 49, item 1: advise on the suite's f32 matmul 5120x3136x4
     --out "$OUT/dots.json" 2>&1 | grep -v Deprecation | tail -40
 }
 
+step_persistent() {   # issue 49: persistent programs against the plain and grouped launch orders
+  # (bf16 matmul 8192^3 and 4096^3), bit-equal outputs: $OUT/launch_order.json
+  timeout ${PERSISTENT_TIMEOUT:-120} python3 bench/cost/launch_order.py --out "$OUT/launch_order.json" \
+    2>&1 | grep -v Deprecation | tail -12
+}
+
 step_ground_truth() {   # issue 47: the known-answer corpus measured (PC sampling, ncu for the
   # sin kernel) and judged, every line's weight printed: $OUT/ground_truth_$GT_TAG.tar.gz
   OUT="$OUT" TAG=${GT_TAG:-run} timeout ${GT_STEP_TIMEOUT:-420} bash bench/profiler/ground_truth_gpu.sh 2>&1 \

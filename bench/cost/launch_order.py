@@ -1,12 +1,14 @@
-"""Plain against grouped launch order (CompilerParams(launch_group=G)) on a GPU.
+"""Plain against grouped launch order (CompilerParams(launch_group=G)) and persistent
+programs (CompilerParams(persistent=P)) on a GPU.
 
-    python bench/cost/launch_order.py [--out launch_order.json]     # one GPU, ~20 s
+    python bench/cost/launch_order.py [--out launch_order.json]     # one GPU, ~30 s
 
 The matmul example at 8192³ bf16 (blocks 128 x 256 x 64, 8 warps, 3 stages, as
-bench/suite/ops_vs_builtin.py runs it) and at 4096³, plain and with launch groups of
-4 and 8: milliseconds per call (wall clock, median of batches of 10 jitted
-calls) and TFLOP/s, and whether each grouped result equals the plain one bit
-for bit (it must: each program computes the same block).
+bench/suite/ops_vs_builtin.py runs it) and at 4096³, plain, with launch groups of
+4 and 8, and with groups of 8 run by one and two persistent programs per SM (the SM
+count read from the driver): milliseconds per call (wall clock, median of batches of
+10 jitted calls) and TFLOP/s, and whether each result equals the plain one bit for bit
+(it must: each program computes the same block).
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 
 
-def matmul(a, b, *, bm, bn, bk, num_warps, num_stages, group):
+def matmul(a, b, *, bm, bn, bk, num_warps, num_stages, group, persistent=0):
   import jax
   import jax.numpy as jnp
   from jax.experimental import pallas as pl
@@ -36,7 +38,8 @@ def matmul(a, b, *, bm, bn, bk, num_warps, num_stages, group):
       out_specs=pl.BlockSpec((bm, bn), lambda i, j: (i, j)),
       out_shape=jax.ShapeDtypeStruct((m, n), a.dtype),
       compiler_params=pallas_prof.CompilerParams(num_warps=num_warps, num_stages=num_stages,
-                                                 launch_group=group))(a, b)
+                                                 launch_group=group,
+                                                 persistent=persistent))(a, b)
 
 
 def per_call(fn, args, batches=20, calls=10) -> float:
@@ -56,20 +59,23 @@ def main(argv=None) -> int:
   import jax.numpy as jnp
   import numpy as np
   import pallas_prof
+  from pallas_prof.profiler.driver import device_info
   pallas_prof.install()
+  sms = device_info(0).sm_count
+  orders = [(0, 0), (4, 0), (8, 0), (8, sms), (8, 2 * sms)]
   rows = []
   for size in map(int, args.sizes.split(",")):
     ka, kb = jax.random.split(jax.random.PRNGKey(size))
     a = jax.random.normal(ka, (size, size), jnp.float32).astype(jnp.bfloat16)
     b = jax.random.normal(kb, (size, size), jnp.float32).astype(jnp.bfloat16)
     plain = None
-    for group in (0, 4, 8):
+    for group, persistent in orders:
       fn = jax.jit(functools.partial(matmul, bm=128, bn=256, bk=64, num_warps=8, num_stages=3,
-                                     group=group))
+                                     group=group, persistent=persistent))
       out = np.asarray(jax.block_until_ready(fn(a, b)).astype(jnp.float32))
       plain = out if plain is None else plain
       seconds = per_call(fn, (a, b))
-      row = {"size": size, "launch_group": group, "ms": seconds * 1e3,
+      row = {"size": size, "launch_group": group, "persistent": persistent, "ms": seconds * 1e3,
              "tflops": 2 * size ** 3 / seconds / 1e12,
              "equal_to_plain": bool(np.array_equal(out, plain))}
       rows.append(row)

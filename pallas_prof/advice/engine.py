@@ -157,10 +157,13 @@ def _with_status(a: Action, gpu: bool, f) -> Action:
 
 def compiler_params_line(change: dict, f) -> str:
   """The exact line to paste: the kernel's settings with the change."""
-  now = TunedSettings(f.num_warps, f.num_stages, f.launch_group, f.tma).changed(change)
+  now = TunedSettings(f.num_warps, f.num_stages, f.launch_group, f.tma,
+                      f.persistent).changed(change)
   parts = [f"num_warps={now.num_warps}", f"num_stages={now.num_stages}"]
   if now.launch_group:
     parts.append(f"launch_group={now.launch_group}")
   if now.tma:
     parts.append("tma=True")
+  if now.persistent:
+    parts.append(f"persistent={now.persistent}")
   return f"compiler_params=pallas_prof.CompilerParams({', '.join(parts)})"

@@ -167,6 +167,7 @@ class GeneratedKernel(Saved):
   check_bounds = _option("check_bounds")
   launch_group = _option("launch_group")    # > 1: programs launched in groups (grid.py)
   tma = _option("tma")                      # some loads go through TMA descriptors (tma.py)
+  persistent = _option("persistent")        # > 0: programs launched, looping over the grid
   workaround_plan = _option("workarounds")
 
   def __eq__(self, other) -> bool:

@@ -39,6 +39,11 @@ class CompilerParams:
       operand blocks shared in L2 by programs that run together; the same
       results. Ignored where the grid does not allow it (pallas_prof/backend/lowering/grid.py).
       The tuner tries 4 and 8 by default.
+    persistent: > 0 launches this many programs in all (e.g. the GPU's SM count), each
+      looping over the grid's points in steps of it, where the grid has more: the same
+      results, with no tail wave and resident programs (pallas_prof/backend/lowering/grid.py).
+      Not with tma, nor in the profiler's probed variant; the tuner tries it where an
+      Autotune config names it ({"persistent": 132}), advise where re-reads or waves say so.
     tma: True loads dense blocks of the inputs, and stores an output's one block,
       through Hopper's TMA (Triton tensor descriptors made in the kernel) where that
       provably moves the same elements; other accesses stay plain, and a
@@ -55,6 +60,7 @@ class CompilerParams:
   autotune: Any = None
   launch_group: int | None = None
   tma: bool | None = None
+  persistent: int | None = None
 
   # JAX's CompilerParams protocol wants a backend tag
   BACKEND = "triton"
@@ -65,7 +71,7 @@ class CompilerParams:
     # threads), or the value would be ignored without a word
     def bad(field, value, want):
       raise ValueError(f"CompilerParams({field}={value!r}): {want}")
-    for name in ("num_warps", "num_stages", "launch_group"):
+    for name in ("num_warps", "num_stages", "launch_group", "persistent"):
       value = getattr(self, name)
       if value is not None and option_problem(name, value):
         bad(name, value, option_problem(name, value))
@@ -104,6 +110,7 @@ def lowering_options(cp, platform: str, check_bounds: bool = False,
   return LoweringOptions(num_warps=num_warps, num_stages=num_stages, compute_capability=cc,
                          enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
                          launch_group=int(cp.launch_group or 0) if ours else 0,
+                         persistent=int(cp.persistent or 0) if ours else 0,
                          tma=bool(cp.tma) if ours and platform != "rocm" else False,
                          check_bounds=check_bounds,
                          debug=debug)

@@ -7,7 +7,7 @@ are the same options with a field or two replaced (`replace`), lowered again
 through the registry record's `relower`. Nothing re-declares the fields.
 
 `settings` is the tuned part, a TunedSettings (num_warps, num_stages,
-launch_group, tma): what the tuner tries, the advice's trials change and the
+launch_group, tma, persistent): what the tuner tries, the advice's trials change and the
 tuning files name. It is also how every tuning record saves them, by name
 (a serial.Saved record; tune/validate.py checks one read back before it is made):
 `with_settings` puts one back onto the options of a kernel.
@@ -25,22 +25,23 @@ DEFAULT_NUM_WARPS = 4
 DEFAULT_NUM_STAGES = 3
 # JAX's built-in backend pipelines no loops on ROCm unless asked (num_stages=1)
 ROCM_DEFAULT_NUM_STAGES = 1
-TUNED_FIELDS = ("num_warps", "num_stages", "launch_group", "tma")
+TUNED_FIELDS = ("num_warps", "num_stages", "launch_group", "tma", "persistent")
 
 
 @dataclasses.dataclass(frozen=True)
 class TunedSettings(Saved):
   """The tuned part of LoweringOptions, by name: what a tuner config, an advice action
   of kind a, a tuning file's entry and a tuner's cache set. Saved as an object of these
-  four fields (tma as true/false) wherever a tuning is kept; frozen, so it keys a dict."""
+  fields (tma as true/false) wherever a tuning is kept; frozen, so it keys a dict."""
   num_warps: int = DEFAULT_NUM_WARPS
   num_stages: int = DEFAULT_NUM_STAGES
   launch_group: int = 0
   tma: bool = False
+  persistent: int = 0
 
   def __post_init__(self):
     # one spelling per value, as LoweringOptions keeps them: {"tma": 1} is tma=True
-    for name in ("num_warps", "num_stages", "launch_group"):
+    for name in ("num_warps", "num_stages", "launch_group", "persistent"):
       object.__setattr__(self, name, int(getattr(self, name) or 0))
     object.__setattr__(self, "tma", bool(self.tma))
 
@@ -54,10 +55,12 @@ class TunedSettings(Saved):
 
   @property
   def label(self) -> str:
-    """"8w 3s", "8w 3s g8" for a grouped launch order, "8w 3s tma" with TMA loads."""
+    """"8w 3s", "8w 3s g8" for a grouped launch order, "8w 3s tma" with TMA loads,
+    "8w 3s p132" for 132 persistent programs."""
     text = f"{self.num_warps}w {self.num_stages}s"
     text += f" g{self.launch_group}" if self.launch_group else ""
-    return text + (" tma" if self.tma else "")
+    text += " tma" if self.tma else ""
+    return text + (f" p{self.persistent}" if self.persistent else "")
 
 
 # --- the records two of LoweringOptions' fields hold --------------------------------------
@@ -178,6 +181,9 @@ class LoweringOptions:
 
   `launch_group` > 1: programs run in grouped order (grid.grouped_launch) where
   the grid allows it; the GeneratedKernel's launch_group says whether it did.
+  `persistent` > 0: that many programs are launched, each looping over the launch
+  grid's points (grid.persistent_launch) where there are more; the GeneratedKernel's
+  persistent says whether it did.
   `tma`: dense blocks load (and an output's one block stores) through Hopper's
   TMA where that provably moves the same elements (tma.py).
   `check_bounds`: the bounds-checked debug build (lowering/features/bounds.py).
@@ -194,6 +200,7 @@ class LoweringOptions:
   enable_fp_fusion: bool = False
   launch_group: int = 0
   tma: bool = False
+  persistent: int = 0
   check_bounds: bool = False
   probes: bool | ProbeOptions | None = None
   workarounds: WorkaroundPlan | None = None
@@ -202,12 +209,13 @@ class LoweringOptions:
   # what a kernel's file (kernel.json) keeps of them, under these names: GeneratedKernel.save
   # writes them, a saved run's reader makes a kernel's options of them (cli/saved_runs/kernel.py)
   SAVED: ClassVar[tuple[str, ...]] = ("num_warps", "num_stages", "enable_fp_fusion",
-                                      "check_bounds", "launch_group", "tma")
+                                      "check_bounds", "launch_group", "tma", "persistent")
 
   def __post_init__(self):
     # one spelling per value: a tuner config's {"tma": 1} and tma=True are one candidate
     object.__setattr__(self, "tma", bool(self.tma))
     object.__setattr__(self, "launch_group", int(self.launch_group or 0))
+    object.__setattr__(self, "persistent", int(self.persistent or 0))
     object.__setattr__(self, "check_bounds", bool(self.check_bounds))
 
   def replace(self, **changes) -> "LoweringOptions":
@@ -220,7 +228,8 @@ class LoweringOptions:
   @property
   def settings(self) -> TunedSettings:
     """The tuned part, by name."""
-    return TunedSettings(self.num_warps, self.num_stages, self.launch_group, self.tma)
+    return TunedSettings(self.num_warps, self.num_stages, self.launch_group, self.tma,
+                         self.persistent)
 
   def with_settings(self, settings: TunedSettings) -> "LoweringOptions":
     return self.replace(**settings.fields())
@@ -240,6 +249,8 @@ _ALLOWED = {
     "num_stages": (lambda s: s >= 1, "must be an integer >= 1 (1: no software pipelining)"),
     "launch_group": (lambda g: g >= 0,
                      "must be an integer >= 0 (0 or 1: the plain launch order)"),
+    "persistent": (lambda p: 0 <= p <= 2**31 - 1,
+                   "must be an integer >= 0 (0: one program per point of the grid)"),
 }
 
 

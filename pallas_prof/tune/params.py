@@ -60,10 +60,11 @@ KEYS = TUNED_FIELDS          # a config names some of these LoweringOptions fiel
 @dataclasses.dataclass(frozen=True)
 class Autotune:
   """What to try: configs of {"num_warps": int, "num_stages": int, "launch_group": int,
-  "tma": 0 or 1} (each key optional: the default's value otherwise; default configs: 4
-  and 8 warps by 2, 3 and 4 stages, and launch groups of 4 and 8; TMA only where a
-  config names it) and the seconds a kernel's tuning may take. launch_group:
-  CompilerParams.launch_group (0: the plain order); tma: CompilerParams.tma."""
+  "tma": 0 or 1, "persistent": int} (each key optional: the default's value otherwise;
+  default configs: 4 and 8 warps by 2, 3 and 4 stages, and launch groups of 4 and 8; TMA
+  and persistent programs only where a config names them) and the seconds a kernel's
+  tuning may take. launch_group: CompilerParams.launch_group (0: the plain order); tma:
+  CompilerParams.tma; persistent: CompilerParams.persistent (0: one program a point)."""
   configs: tuple = DEFAULT_CONFIGS
   budget_s: float = 30.0
   min_launches: int = 20
@@ -76,10 +77,10 @@ class Autotune:
     for c in configs:
       unknown = set(c) - set(KEYS)
       if unknown or not c:
-        raise ValueError(f"Autotune config {c}: give num_warps, num_stages, launch_group "
-                         f"and/or tma (unknown: {sorted(unknown)})" if unknown else
-                         "Autotune config {}: give num_warps, num_stages, launch_group "
-                         "and/or tma")
+        raise ValueError(f"Autotune config {c}: give num_warps, num_stages, launch_group, "
+                         f"tma and/or persistent (unknown: {sorted(unknown)})" if unknown else
+                         "Autotune config {}: give num_warps, num_stages, launch_group, "
+                         "tma and/or persistent")
       if "tma" in c and c["tma"] in (False, True):
         c["tma"] = int(c["tma"])         # a bool is one spelling of 0 or 1
       # the checker the disk's choices pass: a config tuned is one a cache may hold
@@ -316,8 +317,10 @@ def tune_kernel(gk, default_ck, relower: Callable[..., object], target, settings
       errors[options] = f"{type(e).__name__}: {str(e)[:300]}"
       continue
     if (options.launch_group and not candidate.launch_group) or \
-        (options.tma and not candidate.tma):
-      wanted.remove(options)      # no grouped order, or no load TMA can serve: a repeat
+        (options.tma and not candidate.tma) or \
+        (options.persistent and not candidate.persistent):
+      # no grouped order, no load TMA can serve, no more points than programs: a repeat
+      wanted.remove(options)
       continue
     lowered.append((options, candidate))
   gks = [g for _, g in lowered]

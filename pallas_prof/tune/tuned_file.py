@@ -3,12 +3,15 @@
 
     {"version": 4, "kernels": [{"kernel": "softmax_kernel", "source": <its sha256>,
       "target": ["cuda", 90], "gpu": "NVIDIA H200",
-      "best": {"num_warps": 8, "num_stages": 3, "launch_group": 0, "tma": false},
-      "default": {"num_warps": 4, "num_stages": 3, "launch_group": 0, "tma": false}}]}
+      "best": {"num_warps": 8, "num_stages": 3, "launch_group": 0, "tma": false,
+               "persistent": 0},
+      "default": {"num_warps": 4, "num_stages": 3, "launch_group": 0, "tma": false,
+                  "persistent": 0}}]}
 
 best and default are saved TunedSettings (backend/options.py), by name. Version 3 held them
 as [num_warps, num_stages, launch_group, tma] lists: a file of it (a user may have committed
-one) is read as version 4 (`_upgraded`), then checked alike; versions 1 and 2 are refused. The
+one) is read as version 4 (`_upgraded`), then checked alike; versions 1 and 2 are refused.
+A version 4 file written before `persistent` was a setting lacks it: read as 0. The
 file is the user's (they may commit it, edit it, copy it between machines): each entry is
 checked (validate.py) before it is applied, a bad one ignored with one warning that names the
 file, the entry and what to do, and a file that cannot be used at all leaves every kernel
@@ -20,12 +23,13 @@ import dataclasses
 import os
 
 from .. import safe_files, serial
-from ..backend.options import TUNED_FIELDS, TunedSettings
+from ..backend.options import TunedSettings
 from . import validate
 
 TUNED_ENV = "PALLAS_PROF_TUNED"          # a tuning file (`pallas-prof tune` writes one) to apply
 FORMAT_VERSION = 4      # 4: best and default by name; 3: (num_warps, num_stages, launch_group, tma)
 REWRITE = "write the file again with `pallas-prof tune`"
+VERSION3_FIELDS = ("num_warps", "num_stages", "launch_group", "tma")   # its lists' order
 
 _read: dict = {}        # path -> (the file's stat stamp, {(source, target, gpu): best})
 
@@ -93,9 +97,9 @@ def _upgraded(data):
 
 
 def _named(value):
-  if not (isinstance(value, list) and len(value) == len(TUNED_FIELDS)):
+  if not (isinstance(value, list) and len(value) == len(VERSION3_FIELDS)):
     return value
-  named = dict(zip(TUNED_FIELDS, value, strict=True))
+  named = dict(zip(VERSION3_FIELDS, value, strict=True))
   if named["tma"] in (0, 1) and not isinstance(named["tma"], float):
     named["tma"] = bool(named["tma"])
   return named

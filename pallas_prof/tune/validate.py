@@ -3,8 +3,9 @@ cache (blocks.py), the compiler-parameter cache (params.py) and tuning files
 (PALLAS_PROF_TUNED, tuned_file.py; `pallas-prof tune` and `pallas-prof advise` write them).
 
     settings_problem(value, target)   saved tuned settings (backend.options.TunedSettings,
-                                      an object of num_warps, num_stages, launch_group and
-                                      tma): the one rule for them, wherever they are kept
+                                      an object of num_warps, num_stages, launch_group,
+                                      tma and persistent): the one rule for them, wherever
+                                      they are kept
     tuning_entry_problem(entry)       one entry of a tuning file
     cached_choice(data, layout, ...)  a tuner's cache file (either tuner's: a CacheLayout
                                       says what its file holds)
@@ -38,6 +39,9 @@ MAX_NUM_WARPS = 32          # Triton wants a power of two; CUDA runs at most 102
 # GPU's shared memory holds for real kernels, a value is a typo or damage, not a tuning
 MAX_NUM_STAGES = 16
 MAX_LAUNCH_GROUP = 4096     # programs of the first grid dimension launched together
+MAX_PERSISTENT = 2**31 - 1  # persistent programs: CUDA's launch axis 0 at most
+# saved settings older files lack (written before the field was): read as its default
+OPTIONAL_SAVED = {"persistent": 0}
 
 
 class TuningFileWarning(UserWarning):
@@ -73,6 +77,10 @@ def field_problem(name: str, value) -> str | None:
   elif name == "tma":
     if not (is_int(value) and value in (0, 1)):
       return f"tma must be 0 or 1, not {short(value)}"
+  elif name == "persistent":
+    if not (is_int(value) and 0 <= value <= MAX_PERSISTENT):
+      return (f"persistent must be an int from 0 to {MAX_PERSISTENT} (0: one program per "
+              f"point of the grid), not {short(value)}")
   else:
     return f"unknown field {name!r} (known: {', '.join(TUNED_FIELDS)})"
   return None
@@ -88,9 +96,12 @@ def below_hopper(target) -> bool:
 
 def settings_problem(value, target=None) -> str | None:
   """Why `value`, saved tuned settings ({"num_warps": 8, "num_stages": 3, "launch_group": 0,
-  "tma": false}), is not what a kernel for `target` can be compiled with (None: it is)."""
-  if not isinstance(value, dict) or sorted(value) != sorted(TUNED_FIELDS):
+  "tma": false, "persistent": 0}), is not what a kernel for `target` can be compiled with
+  (None: it is). An older file's settings lack persistent (OPTIONAL_SAVED)."""
+  if not isinstance(value, dict) or \
+      sorted({**OPTIONAL_SAVED, **value}) != sorted(TUNED_FIELDS):
     return f"{short(value)} is not an object of {', '.join(TUNED_FIELDS)}"
+  value = {**OPTIONAL_SAVED, **value}
   for name in TUNED_FIELDS:
     problem = _saved_tma_problem(value[name]) if name == "tma" else \
         field_problem(name, value[name])

@@ -392,3 +392,38 @@ def test_a_split_cap_needs_the_bytes_each_program_moves():
   (finding,) = RULES["underfilled"](facts)
   # the rule asks 16x (16 CTA slots on each of 132 SMs); 40 KiB a program: halved keeps 20 KiB
   assert finding.actions[0].change["factor"] == 2
+
+
+def _dot_work(programs, reread=8):
+  return synthetic_work(bytes=1 << 24, block_bytes=reread << 24, dot_flops=1 << 34,
+                        flops=1 << 34, dot_dtype="float32", programs=programs)
+
+
+def test_launch_order_offers_groups_then_resident_programs_in_grouped_order():
+  # 40 x 25 programs of a dot that re-reads its operands 8x, 8 warps of 168 registers: one
+  # program an SM at once, so more programs than the GPU holds
+  f = synthetic_facts(grid=(40, 25), work=_dot_work(1000), num_warps=8, registers=168)
+  (finding,) = RULES["launch_order"](f)
+  resident = f.sms * f.occupancy.ctas_per_sm
+  assert 0 < resident < 1000
+  assert [a.change for a in finding.actions] == [
+      {"launch_group": 8}, {"launch_group": 8, "persistent": resident}]
+  assert f"{resident} resident programs loop over the 1,000 points" in finding.actions[1].title
+  assert any(e.what == "waves" for e in finding.diagnosis.evidence)
+
+
+def test_launch_order_keeps_a_group_already_set_and_stops_when_both_are():
+  f = dataclasses.replace(synthetic_facts(grid=(40, 25), work=_dot_work(1000), num_warps=8,
+                                          registers=168), launch_group=4)
+  (finding,) = RULES["launch_order"](f)
+  assert [a.change for a in finding.actions] == [
+      {"launch_group": 4, "persistent": f.sms * f.occupancy.ctas_per_sm}]
+  assert RULES["launch_order"](dataclasses.replace(f, persistent=264)) == []
+
+
+def test_no_resident_programs_where_the_grid_fits_at_once_nor_without_rereads():
+  few = synthetic_facts(grid=(8, 4), work=_dot_work(32))
+  (finding,) = RULES["launch_order"](few)
+  assert [a.change for a in finding.actions] == [{"launch_group": 8}]
+  assert RULES["launch_order"](synthetic_facts(grid=(40, 25),
+                                               work=_dot_work(1000, reread=2))) == []

@@ -125,7 +125,8 @@ def test_a_cached_choice_is_used_without_launching(softmax_gk, monkeypatch, tmp_
   _tune(softmax_gk, settings)
   [saved] = [f for f in os.listdir(tmp_path / "tune") if f.startswith("params-")]
   data = json.loads((tmp_path / "tune" / saved).read_text())
-  assert data["best"] == {"num_warps": 8, "num_stages": 3, "launch_group": 0, "tma": False}
+  assert data["best"] == {"num_warps": 8, "num_stages": 3, "launch_group": 0, "tma": False,
+                        "persistent": 0}
   assert {"gpu", "jax", "triton", "pallas_prof", "source", "target"} <= set(data["identity"])
   fake = _install(monkeypatch, softmax_gk)              # a fresh "process": nothing launched yet
   ck, compiled = _tune(softmax_gk, settings)

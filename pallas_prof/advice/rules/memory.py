@@ -193,16 +193,43 @@ def rereads(f) -> list[Finding]:
 
 @rule("launch_order")
 def launch_order(f) -> list[Finding]:
+  """A dot's programs re-read its operands: the launch order (groups, and resident
+  programs that loop over the grid in that order) decides how much of it the L2 serves."""
   w = f.work
-  if w is None or not w.dot_flops or len([g for g in f.grid if g > 1]) < 2 or f.launch_group \
+  if w is None or not w.dot_flops or len([g for g in f.grid if g > 1]) < 2 \
       or not w.block_bytes or w.block_bytes < 4 * (w.bytes or 1):
     return []
+  actions = []
+  unmodelled = (None, "not in the work model: measured where tried")
+  if not f.launch_group:
+    actions.append(config("launch_order", {"launch_group": 8}, f, "L2 reuse", unmodelled))
+  resident = resident_programs(f)
+  if not f.persistent and f.programs > resident:
+    # the programs in flight are the ones a grouped order makes share blocks; resident
+    # ones keep that set steady, and leave no last wave of a few programs
+    actions.append(config("launch_order", {"launch_group": f.launch_group or 8,
+                                           "persistent": resident}, f,
+                          f"{resident} resident programs loop over the {f.programs:,} "
+                          "points in grouped order", unmodelled))
+  if not actions:
+    return []
+  evidence = [fact("work model", f"{fmt_bytes(w.block_bytes)} of block loads for "
+                   f"{fmt_bytes(w.bytes)} of operands", value=w.block_bytes / w.bytes)]
+  if f.waves is not None:
+    evidence.append(fact("waves", f"{f.programs:,} programs in {f.waves:,.1f} waves of "
+                         f"{resident} on {f.sms} SMs{' (assumed)' if f.sms_assumed else ''}",
+                         value=f.waves))
   d = about("launch_order", f"programs re-read {w.block_bytes / w.bytes:.0f}x the operands' "
             "bytes; the launch order decides how much of it the L2 serves", f, share=1.0,
-            evidence=[fact("work model", f"{fmt_bytes(w.block_bytes)} of block loads for "
-                           f"{fmt_bytes(w.bytes)} of operands", value=w.block_bytes / w.bytes)])
-  return [Finding(d, [config("launch_order", {"launch_group": 8}, f, "L2 reuse",
-                             (None, "not in the work model: measured where tried"))])]
+            evidence=evidence)
+  return [Finding(d, actions)]
+
+
+def resident_programs(f) -> int:
+  """The programs the GPU holds at once: its SMs times the CTAs its occupancy allows
+  (one each where the occupancy is not known)."""
+  per_sm = f.occupancy.ctas_per_sm if f.occupancy is not None else 0
+  return f.sms * max(per_sm or 1, 1)
 
 
 @rule("tma_eligible")

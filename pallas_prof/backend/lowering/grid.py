@@ -46,19 +46,27 @@ def launch_grid_for(grid: tuple[int, ...], vmapped_dims: tuple[int, ...]):
   return tuple(launch), axes
 
 
-def emit_program_ids(b: KernelBuilder, grid, axes) -> list[Value]:
+def launch_axis_ids(launch_axes: int = 3) -> list[str]:
+  """What each launch axis's program id is read as: the hardware's, in a plain launch."""
+  return [f"{tl.program_id}({k})" for k in range(launch_axes)]
+
+
+def emit_program_ids(b: KernelBuilder, grid, axes, axis_ids=None) -> list[Value]:
+  """The program id of each grid dimension, from the launch axes' ids (`axis_ids`:
+  launch_axis_ids() unless a persistent loop computes them, persistent_axis_ids)."""
+  axis_ids = axis_ids or launch_axis_ids()
   pids: list[Value | None] = [None] * len(grid)
   for launch_axis, dims in enumerate(axes):
-    _emit_axis(b, grid, launch_axis, dims, pids, "")
+    _emit_axis(b, grid, axis_ids[launch_axis], dims, pids, "")
   return pids  # type: ignore[return-value]
 
 
-def _emit_axis(b: KernelBuilder, grid, launch_axis: int, dims, pids, suffix: str) -> None:
-  """The program ids of the grid dimensions one launch axis carries."""
+def _emit_axis(b: KernelBuilder, grid, axis_id: str, dims, pids, suffix: str) -> None:
+  """The program ids of the grid dimensions one launch axis (read as `axis_id`) carries."""
   if len(dims) == 1:
-    pids[dims[0]] = b.value(f"pid{dims[0]}", f"{tl.program_id}({launch_axis})", np.int32)
+    pids[dims[0]] = b.value(f"pid{dims[0]}", axis_id, np.int32)
     return
-  rest = b.assign(f"pid_flat{suffix}", f"{tl.program_id}({launch_axis})")
+  rest = b.assign(f"pid_flat{suffix}", axis_id)
   for j, d in enumerate(dims):
     if j == len(dims) - 1:
       pids[d] = b.value(f"pid{d}", rest, np.int32)
@@ -86,23 +94,58 @@ def grouped_launch(launch: tuple[int, int, int], axes, group: int):
   return (n0 * n1, launch[2], 1)
 
 
-def emit_grouped_program_ids(b: KernelBuilder, grid, axes, group: int) -> list[Value]:
+def emit_grouped_program_ids(b: KernelBuilder, grid, axes, group: int,
+                             axis_ids=None) -> list[Value]:
   """Program ids for grouped_launch's order (its launch axis 0 is the first two
   launch axes in groups, its axis 1 the third, if any)."""
+  axis_ids = axis_ids or launch_axis_ids()
   pids: list[Value | None] = [None] * len(grid)
   d0, d1 = axes[0][0], axes[1][0]
   n0, n1 = grid[d0], grid[d1]
   group = min(group, n0)
   per_group = group * n1
-  flat = b.assign("pid_flat", f"{tl.program_id}(0)")
+  flat = b.assign("pid_flat", axis_ids[0])
   first = b.assign("pid_first", f"({flat} // {per_group}) * {group}")
   size = b.assign("pid_group_size", f"{tl.minimum}({n0} - {first}, {group})")
   within = b.assign("pid_within", f"{flat} % {per_group}")
   pids[d0] = b.value(f"pid{d0}", f"{first} + {within} % {size}", np.int32)
   pids[d1] = b.value(f"pid{d1}", f"{within} // {size}", np.int32)
   if len(axes) > 2:
-    _emit_axis(b, grid, 1, axes[2], pids, "_z")
+    _emit_axis(b, grid, axis_ids[1], axes[2], pids, "_z")
   return pids  # type: ignore[return-value]
+
+
+def persistent_launch(launch: tuple[int, int, int], programs: int):
+  """The launch grid of persistent programs, or None where it does not apply.
+
+  `programs` (> 0) programs are launched in all, each looping over the launch grid's
+  points from its own id in steps of `programs` (persistent_loop): the same tiles, each
+  computed as before, by fewer programs that stay resident (no tail wave of a few
+  programs on an otherwise idle GPU, and one program's next tile can start while
+  others still finish). It applies where the launch has more points than that."""
+  total = math.prod(launch)
+  if programs <= 0 or total <= programs or total > MAX_GRID_X:
+    return None
+  return (programs, 1, 1)
+
+
+def persistent_loop_header(launch: tuple[int, int, int], programs: int, tile: str) -> str:
+  """The loop of a persistent program over the launch grid's points (flattened, axis 0
+  fastest: the order CUDA hands out blocks in)."""
+  return f"for {tile} in range({tl.program_id}(0), {math.prod(launch)}, {programs}):"
+
+
+def persistent_axis_ids(b: KernelBuilder, launch: tuple[int, int, int], tile: str,
+                        axes_read: int) -> list[str]:
+  """The program id of each of the first `axes_read` launch axes in a persistent loop's
+  iteration `tile` (what launch_axis_ids reads from the hardware in a plain launch)."""
+  n0, n1, _ = launch
+  if axes_read == 1 and math.prod(launch) == n0:
+    return [tile]
+  # a launch axis of one program may still carry a grid dimension of size 1: each id is
+  # a tensor computed from the loop's, as tl.program_id's is, not a Python 0
+  forms = [(f"{tile} % {n0}"), f"({tile} // {n0}) % {n1}", f"{tile} // {n0 * n1}"]
+  return [b.assign(f"pid_axis{k}", forms[k]) for k in range(axes_read)]
 
 
 def check_call(grid_mapping) -> None:

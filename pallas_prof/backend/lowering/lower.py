@@ -9,9 +9,11 @@ pallas_call line (pallas_call_info).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import hashlib
+import math
 import os
 import time
 import traceback
@@ -30,6 +32,7 @@ from .describe import ref_names
 from .dispatch import lower_jaxpr
 from ..errors import LoweringError, Unsupported
 from .grid import (check_call, emit_grouped_program_ids, emit_program_ids, grouped_launch,
+                   persistent_axis_ids, persistent_launch, persistent_loop_header,
                    launch_grid_for, static_grid)
 from ..kernel_files import write_source
 from ..options import LoweringOptions
@@ -88,7 +91,7 @@ def lower_kernel(jaxpr, grid_mapping, options: LoweringOptions = LoweringOptions
   scratch shapes) point at the user's line there.
 
   The GeneratedKernel's `options` are the ones that lower it again as it runs:
-  its launch_group and tma as they took effect (the grid may not allow groups,
+  its launch_group, persistent and tma as they took effect (the grid may not allow groups,
   no load may suit TMA: `tma_notes` says why) and the workarounds the rules used.
   """
   with CollectionClock() as collections:
@@ -184,6 +187,7 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, options: Lo
                        probe_layout=features.probes.layout() if features.probes else None,
                        tma_notes=tuple(plan.notes) if plan else (), workarounds=notes,
                        options=options.replace(launch_group=kernel.launch_group, tma=used_tma,
+                                               persistent=kernel.persistent,
                                                workarounds=used_plan))
   return gk
 
@@ -267,17 +271,52 @@ def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping,
   launch, axes = launch_grid_for(kernel.grid, tuple(grid_mapping.vmapped_dims))
   launch_group = kernel.options.launch_group   # as asked; kernel.launch_group: as it took effect
   grouped = grouped_launch(launch, axes, launch_group)
-  kernel.launch_grid = grouped or launch
   kernel.launch_group = launch_group if grouped else 0
+  order = grouped or launch
+  persistent = _persistent_launch(kernel.options, order)
+  kernel.launch_grid = persistent or order
+  kernel.persistent = kernel.options.persistent if persistent else 0
   for listener in listeners:
     listener.launch(kernel)
+  with contextlib.ExitStack() as tiles:
+    axis_ids = None
+    if persistent:
+      with b.note(f"persistent programs: {kernel.persistent} programs loop over the "
+                  f"{math.prod(order)} points of the launch grid"):
+        tile = b.fresh("pp_tile")
+        tiles.enter_context(b.loop(persistent_loop_header(order, kernel.persistent, tile)))
+        # a grouped order reads its one axis, and the third for a third dimension
+        axes_read = 1 + (len(axes) > 2) if grouped else len(axes)
+        axis_ids = persistent_axis_ids(b, order, tile, axes_read)
+    params = _lower_tile(kernel, jaxpr, grid_mapping, axes, axis_ids, grouped, names,
+                         labels, between, n_in)
+  for listener in listeners:
+    params.extend(listener.end(kernel))
+  return params
+
+
+def _persistent_launch(options, launch):
+  """The persistent launch grid where the options ask for one and it applies; not in the
+  probed variant (its probes time each program once, from entry to end) nor with TMA
+  (its descriptors are made at the kernel's top level, before the loop would begin)."""
+  if not options.persistent or options.probes or options.tma:
+    return None
+  return persistent_launch(launch, options.persistent)
+
+
+def _lower_tile(kernel: KernelContext, jaxpr, grid_mapping, axes, axis_ids, grouped, names,
+                labels, between, n_in) -> list[KernelParam]:
+  """One point of the launch grid: its program ids, each operand's block, the body."""
+  b = kernel.builder
+  listeners = kernel.listeners
+  block_mappings = grid_mapping.block_mappings
   if grouped:
-    with b.note(f"program ids of the grid, launched in groups of {launch_group} "
+    with b.note(f"program ids of the grid, launched in groups of {kernel.launch_group} "
                 f"along dimension {axes[0][0]}"):
-      pids = emit_grouped_program_ids(b, kernel.grid, axes, launch_group)
+      pids = emit_grouped_program_ids(b, kernel.grid, axes, kernel.launch_group, axis_ids)
   else:
     with b.note("program ids of the grid"):
-      pids = emit_program_ids(b, kernel.grid, axes)
+      pids = emit_program_ids(b, kernel.grid, axes, axis_ids)
   vmapped = set(grid_mapping.vmapped_dims)
   kernel.program_ids = [p for i, p in enumerate(pids) if i not in vmapped]
   kernel.num_programs = [g for i, g in enumerate(kernel.grid) if i not in vmapped]
@@ -298,6 +337,4 @@ def _lower_kernel_body(kernel: KernelContext, jaxpr, grid_mapping,
     listener.prologue_done(kernel, jaxpr, refs)
   kernel.operand_refs = tuple(refs)
   lower_jaxpr(kernel, jaxpr, refs, parent=None, region="kernel")
-  for listener in listeners:
-    params.extend(listener.end(kernel))
   return params
