@@ -180,6 +180,10 @@ def worker(args) -> None:
         from pallas_prof.backend import kernel_registry
         lowered = kernel_registry.find(f"fuzz_{program.seed}")
         extra["tma"] = bool(lowered and lowered[-1].generated.tma)
+      if os.environ.get("PALLAS_PROF_FUZZ_PERSISTENT"):   # --persistent: did its grid loop?
+        from pallas_prof.backend import kernel_registry
+        lowered = kernel_registry.find(f"fuzz_{program.seed}")
+        extra["persistent"] = int(lowered[-1].generated.persistent) if lowered else 0
       if compile_sm90 and outcome.status != "unsupported":
         on_stage("sm90")
         _compile_for_sm90(args, program, extra, failure, signatures_seen, emit, t0)
@@ -314,6 +318,10 @@ def main() -> None:
                       help="pallas-prof's kernels with CompilerParams(tma=True) (TMA loads and "
                            "stores where legal, testkit/fuzz/check.py; PALLAS_PROF_FUZZ_TMA=1 "
                            "in the workers)")
+  parser.add_argument("--persistent", type=int, default=0, metavar="N",
+                      help="pallas-prof's kernels with CompilerParams(persistent=N): N programs "
+                           "loop over each grid of more points (PALLAS_PROF_FUZZ_PERSISTENT=N "
+                           "in the workers)")
   parser.add_argument("--no-shrink", dest="shrink", action="store_false")
   parser.add_argument("--no-isolate", dest="isolate", action="store_false",
                       help="run in this process (for compute-sanitizer); a crash ends the run")
@@ -334,9 +342,12 @@ def main() -> None:
   if args.seed is None:
     args.seed = int.from_bytes(os.urandom(3), "little")
   args.commit = commit(ROOT)
-  tag = f"{args.device}_{args.commit[0]}_seed{args.seed}" + ("_tma" if args.tma else "")
+  tag = f"{args.device}_{args.commit[0]}_seed{args.seed}" + ("_tma" if args.tma else "") + \
+      (f"_persistent{args.persistent}" if args.persistent else "")
   if args.tma:
     os.environ["PALLAS_PROF_FUZZ_TMA"] = "1"   # testkit/fuzz/check.py reads it; workers inherit it
+  if args.persistent:
+    os.environ["PALLAS_PROF_FUZZ_PERSISTENT"] = str(args.persistent)   # as --tma's
   args.out = args.out or os.path.join(ROOT, "bench", "results", f"fuzz_{tag}.json")
   args.corpus = args.corpus or os.path.join(ROOT, "bench", "corpus", f"fuzz_{tag}_repro")
   args.log = args.log or args.out.replace(".json", "") + ".jsonl"

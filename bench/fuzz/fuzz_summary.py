@@ -225,6 +225,8 @@ def summarize(args, started: float, jobs, final: bool, cut_off: str | None = Non
       # XLA-on-CPU reference differs (testkit/fuzz/check.py)
       "xla_disagrees_with_itself": platforms[:20],
       "features": dict(features.most_common()),
+      # --persistent N: the examples whose kernel looped over its grid with N programs
+      "examples_persistent": sum(1 for rec in recs if rec.get("persistent")),
       "child_processes": sum(len(j.seeds) for j in jobs), "per_job": [j.to_dict() for j in jobs],
       "seconds": round(time.time() - started, 1), "seconds_in_checks": round(seconds, 1),
       "final": final,

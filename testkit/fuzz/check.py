@@ -55,6 +55,8 @@ BUGS = re.compile(r"internal error in the|failed under Triton's interpreter|"
 
 
 TMA_ENV = "PALLAS_PROF_FUZZ_TMA"     # "1": pallas-prof's kernels ask for TMA (bench/fuzz/fuzz.py --tma)
+# N: pallas-prof's kernels ask for N persistent programs (bench/fuzz/fuzz.py --persistent N)
+PERSISTENT_ENV = "PALLAS_PROF_FUZZ_PERSISTENT"
 
 
 class Difference(AssertionError):
@@ -112,8 +114,10 @@ def run_pallas_prof(program: Program, inputs, device=None):
   device = device or jax.devices("cpu")[0]
   args = [jax.device_put(a, device) for a in inputs]
   # bench/fuzz/fuzz.py --tma: TMA loads and stores wherever pallas-prof finds them legal
+  # --persistent N: N programs loop over each grid of more points than that
   params = pallas_prof.CompilerParams(tma=os.environ.get(TMA_ENV) == "1" or None,
-                                      num_warps=program.num_warps)
+                                      num_warps=program.num_warps,
+                                      persistent=int(os.environ.get(PERSISTENT_ENV) or 0) or None)
   with jax.default_device(device):
     if program.kind == "values":
       fn = scope["fn"]

@@ -129,6 +129,32 @@ def test_kernels_with_tma_asked_for_match_pallas_interpreter():
   assert 10 <= sum(_tma_used) < len(_tma_used), _tma_used
 
 
+_persistent_used: list[bool] = []
+
+
+@fixed(40)
+@given(kernel_programs())
+def _persistent_kernels(program):
+  from pallas_prof.backend import kernel_registry
+  from testkit.fuzz.check import PERSISTENT_ENV
+  os.environ[PERSISTENT_ENV] = "2"
+  try:
+    _check(program)
+  finally:
+    del os.environ[PERSISTENT_ENV]
+  lowered = kernel_registry.find(f"fuzz_{program.seed}")
+  _persistent_used.append(bool(lowered and lowered[-1].generated.persistent == 2))
+
+
+def test_kernels_with_two_persistent_programs_match_pallas_interpreter():
+  """bench/fuzz/fuzz.py --persistent 2's mode on a fixed set: CompilerParams(persistent=2),
+  so two programs loop over each grid of three points or more: each equal to JAX's Pallas
+  interpreter, and the set really looped, and really had grids too small to."""
+  _persistent_used.clear()
+  _run_bounded(_persistent_kernels, 40)
+  assert 5 <= sum(_persistent_used) < len(_persistent_used), _persistent_used
+
+
 def test_a_wrong_answer_is_caught_and_saved(tmp_path, monkeypatch):
   """The checker is not blind: a pallas-prof result off by one is a Difference,
   and the reproducer it writes runs the same program."""
