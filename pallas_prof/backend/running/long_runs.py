@@ -8,11 +8,18 @@ SAMPLE_SECONDS have passed, their pace times the grid's programs is the launch's
 estimate, and an estimate over PALLAS_PROF_INTERPRETER_WARN_S gives one warning per
 kernel, naming the kernel, its grid, the estimate and what to do instead. A small grid
 pays a counter per program.
+
+A launch also ends before its next program once the process is exiting. It runs in a
+thread of XLA's (a host callback), and at exit JAX waits for every computation in flight
+(its atexit clean-up): a run stopped by a signal wrote its report, then sat for as long as
+the launch had left (23 minutes, seen on the ground-truth corpus under `timeout`).
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import math
+import threading
 import time
 import warnings
 
@@ -27,6 +34,33 @@ class LongInterpreterRunWarning(UserWarning):
 
 
 _warned: set[str] = set()      # kernels already warned about, by their source's key
+_exiting = threading.Event()   # the process is exiting: launches end before their next program
+_exit_hook = []                # [True] once stop_at_exit is registered
+
+
+class LaunchAbandoned(RuntimeError):
+  """An interpreter launch ended before its next program: the process is exiting."""
+
+
+def _stop_launches() -> None:
+  _exiting.set()
+
+
+def abandoned(error: BaseException) -> bool:
+  """Whether `error` (as the interpreter passed it on) is a launch ended at exit."""
+  while error is not None:
+    if isinstance(error, LaunchAbandoned):
+      return True
+    error = error.__cause__ or error.__context__
+  return False
+
+
+def _stop_at_exit() -> None:
+  """Registers _stop_launches with atexit, once, at the first launch: JAX (imported by then)
+  registered its clean-up before, and atexit runs the later registration first."""
+  if not _exit_hook:
+    _exit_hook.append(True)
+    atexit.register(_stop_launches)
 
 
 class Pace:
@@ -73,8 +107,13 @@ def watched(gk):
   pace = Pace(total, budget, lambda *a: warn_long(gk, total, *a))
   original = builder.set_grid_idx          # the interpreter calls it before each program
   own = vars(builder).get("set_grid_idx")  # an instance's own, where something set one
+  _stop_at_exit()
 
   def set_grid_idx(x, y, z):
+    if _exiting.is_set():
+      raise LaunchAbandoned(f"kernel `{gk.name}`: the process is exiting; its launch under "
+                            f"Triton's interpreter ended after {pace.started} of {total:,} "
+                            "programs")
     pace.tick()
     return original(x, y, z)
 
