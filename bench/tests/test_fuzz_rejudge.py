@@ -17,11 +17,19 @@ RECORDED = os.path.join(ROOT, "bench", "corpus",
 
 
 def test_the_recorded_cpu_float16_difference_is_judged_the_references():
+  """pallas-prof equals the op-by-op reference wherever this runs. Whether XLA's jit on
+  the CPU skips a float16 rounding depends on the machine's CPU (the machine that recorded
+  the case: it did; a later CI machine without it: it did not), so the verdict is checked
+  against what XLA's jit did here, not against the recording."""
   case = fuzz_rejudge.judge(RECORDED)
-  assert case["verdict"].startswith("the reference's"), case
-  assert case["check_now"] == "xla_skips_16bit_rounding"
-  assert case["elements_ours_not_equal_op_by_op"] == [0, 0]
-  assert case["elements_xla_jit_not_equal_op_by_op"][0] > 0
+  assert case["elements_ours_not_equal_op_by_op"] == [0, 0], case
+  if case["elements_xla_jit_not_equal_op_by_op"][0] > 0:
+    assert case["verdict"].startswith("the reference's"), case
+    assert case["check_now"] == "xla_skips_16bit_rounding", case
+  else:
+    assert case["elements_xla_jit_not_equal_op_by_op"] == [0, 0], case
+    assert case["verdict"] == "no difference from XLA's jit", case
+    assert case["check_now"] == "ok", case
 
 
 def test_a_counted_apart_program_is_logged_whole_and_judged_again(tmp_path, monkeypatch):
