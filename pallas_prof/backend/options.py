@@ -222,8 +222,10 @@ class LoweringOptions:
     return dataclasses.replace(self, **changes)
 
   def saved(self) -> dict:
-    """The fields SAVED names, by name."""
-    return {name: getattr(self, name) for name in self.SAVED}
+    """The fields SAVED names, by name; persistent only where set, so that a kernel.json of
+    a kernel without it is what it was before the field (and reads where it is unknown)."""
+    return {name: getattr(self, name) for name in self.SAVED
+            if name != "persistent" or self.persistent}
 
   @property
   def settings(self) -> TunedSettings:

@@ -63,8 +63,19 @@ def test_a_kernel_read_back_from_a_run_has_its_options(softmax, tmp_path):
   assert settings_of({"num_warps": 2}, back) == TunedSettings(2, 2, 4, False)
   # kernel.json keeps its layout: each saved option under its own name, at the top
   meta = json.loads(open(os.path.join(tmp_path, "kernel.json")).read())
-  assert {k: meta[k] for k in LoweringOptions.SAVED} == saved.options.saved()
+  assert {k: meta[k] for k in LoweringOptions.SAVED if k in meta} == saved.options.saved()
   assert "options" not in meta
+  assert "persistent" not in meta        # written only where set: kernel.json as before it
+
+
+def test_a_persistent_kernel_is_read_back_persistent(softmax, tmp_path):
+  saved = _with(softmax, persistent=3)
+  saved.save(str(tmp_path))
+  meta = json.loads(open(os.path.join(tmp_path, "kernel.json")).read())
+  assert meta["persistent"] == 3
+  back, _ = run_dir.load_kernel(str(tmp_path))
+  assert back == saved
+  assert back.persistent == 3 and back.options.settings.persistent == 3
 
 
 def test_an_older_kernel_file_without_the_later_options_loads(softmax, tmp_path):
