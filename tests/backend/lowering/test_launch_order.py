@@ -19,7 +19,7 @@ from pallas_prof.backend import kernel_registry
 from pallas_prof.backend.compiling.compile import compile_kernel
 
 
-def _matmul(a, b, *, bm, bn, group, name):
+def _matmul(a, b, *, bm, bn, group, name, persistent=0):
   def kernel(a_ref, b_ref, o_ref):
     # HIGHEST: a float32 dot on the GPU is TF32 by default, which the reference below
     # (numpy in float32) is not (on the H200 this test failed its 1e-4 tolerance so)
@@ -33,7 +33,8 @@ def _matmul(a, b, *, bm, bn, group, name):
                 pl.BlockSpec((k, bn), lambda i, j: (0, j))],
       out_specs=pl.BlockSpec((bm, bn), lambda i, j: (i, j)),
       out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32),
-      compiler_params=pallas_prof.CompilerParams(launch_group=group))(a, b)
+      compiler_params=pallas_prof.CompilerParams(launch_group=group,
+                                                 persistent=persistent))(a, b)
 
 
 class _installed:
@@ -90,26 +91,29 @@ def test_programs_run_in_groups_along_the_first_dimension():
   np.testing.assert_array_equal(grouped, want)
 
 
-def test_where_the_grid_has_no_grouped_order_nothing_changes(rng):
+@pytest.mark.parametrize("option,value", [("launch_group", 8), ("persistent", 4)])
+def test_where_the_grid_allows_no_other_order_nothing_changes(rng, option, value):
+  # a grid of one dimension has no grouped order; 4 points for 4 persistent programs: no loop
   x = jnp.asarray(rng.standard_normal((64,)), jnp.float32)
 
   def kernel(x_ref, o_ref):
     o_ref[...] = x_ref[...] * 2
 
-  def call(group):
-    return pl.pallas_call(kernel, grid=(4,), name=f"one_dim_g{group}",
+  def call(asked):
+    return pl.pallas_call(kernel, grid=(4,), name=f"one_dim_{option}{asked}",
                           in_specs=[pl.BlockSpec((16,), lambda i: (i,))],
                           out_specs=pl.BlockSpec((16,), lambda i: (i,)),
                           out_shape=jax.ShapeDtypeStruct((64,), jnp.float32),
-                          compiler_params=pallas_prof.CompilerParams(launch_group=group))
+                          compiler_params=pallas_prof.CompilerParams(**{option: asked}))
   with _installed():
     jax.jit(call(0)).lower(x)
-    out = jax.jit(call(8))(x)
+    out = jax.jit(call(value))(x)
   np.testing.assert_array_equal(np.asarray(out), np.asarray(x) * 2)
-  (plain,) = kernel_registry.find("one_dim_g0")[-1:]
-  (asked,) = kernel_registry.find("one_dim_g8")[-1:]
-  assert asked.generated.launch_group == 0
-  assert asked.generated.source.replace("one_dim_g8", "one_dim_g0") == plain.generated.source
+  (plain,) = kernel_registry.find(f"one_dim_{option}0")[-1:]
+  (asked,) = kernel_registry.find(f"one_dim_{option}{value}")[-1:]
+  assert getattr(asked.generated, option) == 0 and asked.generated.launch_grid == (4, 1, 1)
+  assert asked.generated.source.replace(f"one_dim_{option}{value}", f"one_dim_{option}0") \
+      == plain.generated.source
 
 
 def test_a_grouped_three_dimensional_grid_runs_and_compiles(rng):

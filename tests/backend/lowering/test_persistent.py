@@ -20,34 +20,12 @@ from pallas_prof.backend.compiling.compile import compile_kernel
 from pallas_prof.backend.options import TunedSettings
 from pallas_prof.tune import validate
 
-
-class _installed:
-  def __enter__(self):
-    pallas_prof.install()
-
-  def __exit__(self, *exc):
-    pallas_prof.uninstall()
+from .test_launch_order import _installed, _matmul
 
 
 def _generated(name):
   (rec,) = kernel_registry.find(name)[-1:]
   return rec.generated
-
-
-def _matmul(a, b, *, bm, bn, group, persistent, name):
-  def kernel(a_ref, b_ref, o_ref):
-    o_ref[...] = jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32,
-                         precision=jax.lax.Precision.HIGHEST)
-  m, k = a.shape
-  n = b.shape[1]
-  return pl.pallas_call(
-      kernel, grid=(pl.cdiv(m, bm), pl.cdiv(n, bn)), name=name,
-      in_specs=[pl.BlockSpec((bm, k), lambda i, j: (i, 0)),
-                pl.BlockSpec((k, bn), lambda i, j: (0, j))],
-      out_specs=pl.BlockSpec((bm, bn), lambda i, j: (i, j)),
-      out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32),
-      compiler_params=pallas_prof.CompilerParams(launch_group=group,
-                                                 persistent=persistent))(a, b)
 
 
 @pytest.mark.parametrize("group,persistent", [(0, 1), (0, 4), (0, 14), (3, 4), (2, 7)])
@@ -143,25 +121,8 @@ def test_a_loop_a_masked_reduction_and_two_outputs(rng):
   assert _generated("rows_p2").launch_grid == (2, 1, 1)
 
 
-def test_where_there_are_no_more_points_than_programs_nothing_changes(rng):
-  x = jnp.asarray(rng.standard_normal((64,)), jnp.float32)
-
-  def kernel(x_ref, o_ref):
-    o_ref[...] = x_ref[...] * 2
-
-  def call(persistent):
-    return pl.pallas_call(kernel, grid=(4,), name=f"few_p{persistent}",
-                          in_specs=[pl.BlockSpec((16,), lambda i: (i,))],
-                          out_specs=pl.BlockSpec((16,), lambda i: (i,)),
-                          out_shape=jax.ShapeDtypeStruct((64,), jnp.float32),
-                          compiler_params=pallas_prof.CompilerParams(persistent=persistent))
-  with _installed():
-    jax.jit(call(0)).lower(x)
-    out = jax.jit(call(4))(x)
-  np.testing.assert_array_equal(np.asarray(out), np.asarray(x) * 2)
-  asked = _generated("few_p4")
-  assert asked.persistent == 0 and asked.launch_grid == (4, 1, 1)
-  assert asked.source.replace("few_p4", "few_p0") == _generated("few_p0").source
+# a grid of no more points than programs is lowered as before: test_launch_order.py's
+# test_where_the_grid_allows_no_other_order_nothing_changes
 
 
 def test_the_probed_variant_launches_one_program_a_point(rng):
