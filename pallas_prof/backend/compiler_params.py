@@ -44,6 +44,7 @@ class CompilerParams:
       results, with no tail wave and resident programs (pallas_prof/backend/lowering/grid.py).
       Not with tma, nor in the profiler's probed variant; the tuner tries it where an
       Autotune config names it ({"persistent": 132}), advise where re-reads or waves say so.
+      Checked under the interpreter and compiled for sm_90, NOT YET RUN ON A GPU.
     tma: True loads dense blocks of the inputs, and stores an output's one block,
       through Hopper's TMA (Triton tensor descriptors made in the kernel) where that
       provably moves the same elements; other accesses stay plain, and a
