@@ -182,10 +182,13 @@ def _stop_if_signalled(outcome) -> None:
   went on to profile) rather than as the signal's own exception."""
   if not processes.received or isinstance(outcome.error, KeyboardInterrupt):
     return
+  stop = processes.stop_exception()
   if outcome.error is not None:
-    # the script's error is the signal's doing: said as a stop, not as a failure
+    # the script's error is the signal's doing: said as a stop, not as a failure, and its
+    # exit code is the signal's (the report's header said "exit 1" where the process's 143)
     outcome.error = None
-  raise processes.stop_exception()
+    outcome.exit_code = processes.exit_code(getattr(stop, "signum", signal.SIGINT))
+  raise stop
 
 
 def _dropped_interruption(found: _Found) -> None:

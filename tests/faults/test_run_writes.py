@@ -539,3 +539,23 @@ def test_a_signal_that_lands_in_a_host_callback_stops_the_run(tmp_path, signum):
   assert "Traceback" not in done.stderr, done.stderr
   report = RunReport.load(str(out))
   assert any(f"stopped by {name}" in n for n in report.notes), report.notes
+
+
+@pytest.mark.fault("signal")
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_that_a_callback_turned_into_the_scripts_error_is_the_reports_exit(
+    tmp_path, signum):
+  """The same signal, the JaxRuntimeError it became left uncaught: the report's header said
+  "exit 1" (the script's error) where the process exited 128 + the signal."""
+  name = signal.Signals(signum).name
+  script = tmp_path / "callback.py"
+  body = SIGNALLED_IN_A_CALLBACK.replace("{name}", name).split("try:")[0]
+  script.write_text(body + "jax.block_until_ready(f(jnp.ones(4)))\nprint('went on')\n")
+  out = tmp_path / "out"
+  done = _run(out, str(script), _env(tmp_path, str(tmp_path / "cache")))
+  code = {signal.SIGINT: 130, signal.SIGTERM: 143}[signum]
+  assert done.returncode == code, done.stdout + done.stderr
+  assert "went on" not in done.stdout
+  report = RunReport.load(str(out))
+  assert report.exit_code == code, (report.exit_code, report.notes)
+  assert f"exit {code}" in done.stdout, done.stdout

@@ -80,5 +80,8 @@ def test_a_sigterm_during_a_long_interpreted_launch_ends_the_run_at_once(tmp_pat
   inject.assert_report(out)
   report = RunReport.load(out)
   assert "SIGTERM" in " ".join(report.notes)
+  # the header's exit is the process's: the Terminated raised in np.asarray's wait reaches
+  # the script as JAX's error, and the report said "exit 1"
+  assert report.exit_code == 128 + signal.SIGTERM, report.exit_code
   assert [k.name for k in report.kernels] == ["slow"], report.kernels
   assert not _leftovers(out), _leftovers(out)
