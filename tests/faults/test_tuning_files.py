@@ -511,6 +511,13 @@ TUNED_WRONG = {
     "num_stages_huge": _named_entry(num_stages=10**6),
     "launch_group_-1": _named_entry(launch_group=-1),
     "tma_2": _named_entry(tma=2),
+    # persistent is optional (files before it read as 0), checked where it is written
+    "persistent_-1": _named_entry(persistent=-1),
+    "persistent_2**31": _named_entry(persistent=2**31),
+    "persistent_a_float": _named_entry(persistent=132.0),
+    "persistent_string": _named_entry(persistent="132"),
+    "persistent_true": _named_entry(persistent=True),
+    "persistent_null": _named_entry(persistent=None),
     "tma_an_int": _named_entry(tma=1),
     "a_settings_field_missing": _without_tma,
     "an_unknown_settings_field": _named_entry(block=64),
