@@ -99,7 +99,7 @@ def tuning_entries(advice: list[KernelAdvice], records, report) -> list:
     target = tuple(rec.compiled.target if rec.compiled is not None else DEFAULT_TARGET)
     out.append(TuningEntry(rec.name, rec.generated.key, target, gpu,
                            settings_of(top.change, rec.generated),
-                           default_config(rec.generated)))
+                           default_config(rec.generated), code=rec.generated.code_key))
   return out
 
 

@@ -19,8 +19,12 @@ reads it and the run's CompiledKernel back through cli/saved_runs/kernel.py).
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
+import io
 import json
 import os
+import tokenize
 import types
 from typing import Any, Callable, ClassVar, Mapping, Union
 
@@ -203,6 +207,13 @@ class GeneratedKernel(Saved):
     i = self.line_map.get(line)
     return None if i is None else self.eqns[i]
 
+  @functools.cached_property
+  def code_key(self) -> str:
+    """sha256 of the source's code without its comments: the same for a kernel whose
+    only change is where its lines are (an edit above it in the user's file moves every
+    `@ file:line`), so a tuning file's entry still applies (tune/tuned_file.py)."""
+    return code_key(self.source)
+
   def code_lines(self) -> list[str]:
     """The source's lines as code: each equation's line without the comment the lowering
     wrote after it (its record's line_comment); the kernel's set-up and notes as they are."""
@@ -251,6 +262,19 @@ BINARY_STAGES = ("cubin", "hsaco")
 
 class SchemaMismatch(ValueError):
   """A saved artifact of another layout (older or newer pallas-prof)."""
+
+
+def code_key(source: str) -> str:
+  """sha256 of Python source's tokens without comments and blank lines: two sources that
+  differ only there compile alike (Triton's line info aside)."""
+  digest = hashlib.sha256()
+  try:
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+      if tok.type not in (tokenize.COMMENT, tokenize.NL):
+        digest.update(f"{tok.type}:{tok.string}\n".encode())
+  except (tokenize.TokenError, SyntaxError):
+    return hashlib.sha256(source.encode()).hexdigest()    # not Python: the whole text
+  return digest.hexdigest()
 
 
 def _frozen(mapping: Mapping | None) -> Mapping:

@@ -108,5 +108,5 @@ def write_tuning_file(path: str, tunings) -> None:
   # lazy: `pallas-prof --help` imports this module; only the command needs this
   from ..tune.tuned_file import TuningEntry, TuningFile
   TuningFile.of(TuningEntry(k.kernel, k.identity["source"], tuple(k.identity["target"]),
-                            k.identity["gpu"], k.best, k.default)
+                            k.identity["gpu"], k.best, k.default, code=k.code_key)
                 for k in tunings).write(path)

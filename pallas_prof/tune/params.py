@@ -131,6 +131,7 @@ class KernelTuning(serial.Saved):
   start_ns: int = dataclasses.field(default=0, compare=False, repr=False)
   end_ns: int = dataclasses.field(default=0, compare=False, repr=False)
   source_key: str | None = dataclasses.field(default=None, compare=False, repr=False)
+  code_key: str | None = dataclasses.field(default=None, compare=False, repr=False)
 
   @property
   def speedup(self) -> float | None:
@@ -301,7 +302,7 @@ def tune_kernel(gk, default_ck, relower: Callable[..., object], target, settings
     if not isinstance(chosen, Exception):
       _record(KernelTuning(gk.name, default.settings, best, candidates, 0.0, from_cache=True,
                            identity=identity, start_ns=start_ns, end_ns=time.time_ns(),
-                           source_key=gk.key))
+                           source_key=gk.key, code_key=gk.code_key))
       return chosen
     _refused(path, gk.name, f"its choice {config_label(best)} did not build "
              f"({type(chosen).__name__}: {str(chosen)[:200]})")
@@ -338,7 +339,7 @@ def tune_kernel(gk, default_ck, relower: Callable[..., object], target, settings
   tuning = KernelTuning(gk.name, default.settings, best, tuple(candidates),
                         time.perf_counter() - start,
                         identity=identity, start_ns=start_ns, end_ns=time.time_ns(),
-                        source_key=gk.key)
+                        source_key=gk.key, code_key=gk.code_key)
   _record(tuning)
   _save(path, identity, tuning)
   return compiled[default.with_settings(best)]

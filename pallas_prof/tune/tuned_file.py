@@ -2,7 +2,7 @@
 `PALLAS_PROF_TUNED=file python script.py` applies, one entry per kernel:
 
     {"version": 4, "kernels": [{"kernel": "softmax_kernel", "source": <its sha256>,
-      "target": ["cuda", 90], "gpu": "NVIDIA H200",
+      "code": <its sha256 without comments>, "target": ["cuda", 90], "gpu": "NVIDIA H200",
       "best": {"num_warps": 8, "num_stages": 3, "launch_group": 0, "tma": false,
                "persistent": 0},
       "default": {"num_warps": 4, "num_stages": 3, "launch_group": 0, "tma": false,
@@ -11,7 +11,13 @@
 best and default are saved TunedSettings (backend/options.py), by name. Version 3 held them
 as [num_warps, num_stages, launch_group, tma] lists: a file of it (a user may have committed
 one) is read as version 4 (`_upgraded`), then checked alike; versions 1 and 2 are refused.
-A version 4 file written before `persistent` was a setting lacks it: read as 0. The
+A version 4 file written before `persistent` was a setting lacks it: read as 0.
+
+An entry applies to the kernel whose generated source it names, or (`code`) whose source
+is that one but for its comments: every line of a kernel's source names the user's line it
+came from, so an edit above the kernel (advice's split of another kernel, a docstring)
+changed its source, and a committed file's entry stopped applying without a word. A kernel
+whose name has entries for its target and GPU but none for its code is said, once. The
 file is the user's (they may commit it, edit it, copy it between machines): each entry is
 checked (validate.py) before it is applied, a bad one ignored with one warning that names the
 file, the entry and what to do, and a file that cannot be used at all leaves every kernel
@@ -24,6 +30,7 @@ import os
 
 from .. import safe_files, serial
 from ..backend.options import TunedSettings
+from ..backend.targets import target_text
 from . import validate
 
 TUNED_ENV = "PALLAS_PROF_TUNED"          # a tuning file (`pallas-prof tune` writes one) to apply
@@ -31,7 +38,7 @@ FORMAT_VERSION = 4      # 4: best and default by name; 3: (num_warps, num_stages
 REWRITE = "write the file again with `pallas-prof tune`"
 VERSION3_FIELDS = ("num_warps", "num_stages", "launch_group", "tma")   # its lists' order
 
-_read: dict = {}        # path -> (the file's stat stamp, {(source, target, gpu): best})
+_read: dict = {}        # path -> (the file's stat stamp, _Choices)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +50,8 @@ class TuningEntry(serial.Saved):
   gpu: str
   best: TunedSettings
   default: TunedSettings
+  # sha256 of the source without its comments (GeneratedKernel.code_key); older files lack it
+  code: str | None = serial.field(default=None, omit_empty=True)
 
   @property
   def key(self) -> tuple:
@@ -117,23 +126,41 @@ def choice(path: str, gk, target, gpu: str) -> TunedSettings | None:
     return None
   if _read.get(path, (None,))[0] != stamp:
     _read[path] = (stamp, _choices(path))
-  return _read[path][1].get((gk.key, tuple(target), gpu))   # key: the source's sha256
+  found = _read[path][1]
+  where = (tuple(target), gpu)
+  best = found.by_source.get((gk.key, *where)) or found.by_code.get((gk.code_key, *where))
+  if best is None and (gk.name, *where) in found.names:
+    _warn(path, f"no entry is for this {gk.name} (its entries for {target_text(target)} "
+          f"on {gpu} were tuned for other code, or other shapes or dtypes)",
+          f"it runs with its default config. {REWRITE.capitalize()} for the kernel as it is")
+  return best
 
 
-def _choices(path: str) -> dict:
+@dataclasses.dataclass(frozen=True)
+class _Choices:
+  """A file's valid entries' choices: by the source they name, by its code without
+  comments (entries that name it), and the (kernel, target, gpu) that have entries."""
+  by_source: dict
+  by_code: dict
+  names: frozenset
+
+
+def _choices(path: str) -> _Choices:
   """Every valid entry of the file; one warning for the rest, or for the whole file."""
   # the user names this file: a link they made to it is followed, a FIFO or a huge file is not
   try:
     tuning, bad = TuningFile.read(os.path.realpath(path))
   except validate.Refused as e:
     _warn(path, f"not a tuning file: {e}", f"{REWRITE}, or unset it")
-    return {}
-  choices = {e.key: e.best for e in tuning.entries}
+    return _Choices({}, {}, frozenset())
   if bad:
     more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
     _warn(path, "; ".join(bad[:3]) + more, f"those kernels run with their default config. "
           f"Delete those entries, or {REWRITE}")
-  return choices
+  entries = tuning.entries
+  return _Choices({e.key: e.best for e in entries},
+                  {(e.code, e.target, e.gpu): e.best for e in entries if e.code},
+                  frozenset((e.kernel, e.target, e.gpu) for e in entries))
 
 
 def _warn(path: str, problem: str, todo: str) -> None:

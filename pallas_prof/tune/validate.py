@@ -212,10 +212,14 @@ _TUNING_ENTRY_FIELDS = {
     "gpu": is_text, "best": saved_settings, "default": saved_settings}
 
 
+# files written before it lack the source's sha256 without its comments (its `code`)
+_TUNING_ENTRY_OPTIONAL = {"code": described("a sha256 in hex")(_sha256)}
+
+
 def tuning_entry_problem(entry) -> str | None:
   """Why a tuning file's entry (tune/tuned_file.py's TuningEntry, as its file holds it)
   cannot be applied (None: it can)."""
-  problem = shape_problem(entry, _TUNING_ENTRY_FIELDS)
+  problem = shape_problem(entry, _TUNING_ENTRY_FIELDS, _TUNING_ENTRY_OPTIONAL)
   if problem:
     return problem
   for name, target in (("best", entry["target"]), ("default", None)):

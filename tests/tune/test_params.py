@@ -21,7 +21,7 @@ import pallas_prof
 from pallas_prof.backend.compiling.compile import compile_kernel
 from pallas_prof.backend.options import TunedSettings as S
 from pallas_prof.profiler import driver
-from pallas_prof.tune import params
+from pallas_prof.tune import params, validate
 from testkit.examples import load_example, lowered_record, sds
 from tests.profiler.fake_cuda import FakeDriver
 
@@ -190,12 +190,21 @@ def test_a_tuning_file_written_from_results_is_applied_without_tuning(softmax_gk
   compile_fn = lambda g: compiled.append((g.num_warps, g.num_stages)) or compile_kernel(g, ("cuda", 90))
   ck = params.select(default_ck, softmax_gk, None, relower, ("cuda", 90), compile_fn=compile_fn)
   assert ck.generated.num_warps == 8 and compiled == [(8, 3)] and fake.block_of_launch == []
-  # a kernel the file does not name keeps its default compile
-  source = softmax_gk.source + "\n# another kernel\n"
+  # a kernel the file does not name keeps its default compile (said: its name has an entry)
+  source = softmax_gk.source + "\nANOTHER_KERNEL = 1\n"
   other = dataclasses.replace(softmax_gk, source=source,
                               key=hashlib.sha256(source.encode()).hexdigest())
-  assert params.select(default_ck, other, None, relower, ("cuda", 90),
-                       compile_fn=compile_fn) is default_ck
+  with pytest.warns(validate.TuningFileWarning, match="no entry is for this softmax_kernel"):
+    assert params.select(default_ck, other, None, relower, ("cuda", 90),
+                         compile_fn=compile_fn) is default_ck
+  # one whose source differs only in its comments (its lines moved) is the same kernel
+  source = softmax_gk.source.replace("# ", "#  ")
+  moved = dataclasses.replace(softmax_gk, source=source,
+                              key=hashlib.sha256(source.encode()).hexdigest())
+  compiled.clear()
+  assert moved.key != softmax_gk.key
+  ck = params.select(default_ck, moved, None, relower, ("cuda", 90), compile_fn=compile_fn)
+  assert ck.generated.num_warps == 8 and compiled == [(8, 3)]
 
 
 @pytest.mark.no_gpu

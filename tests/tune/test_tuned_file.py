@@ -97,6 +97,6 @@ def test_both_commands_write_the_same_file_for_the_same_choice(tmp_path):
   assert (tmp_path / "tune.json").read_bytes() == (tmp_path / "advise.json").read_bytes()
   assert TuningFile.read(str(tmp_path / "tune.json"))[0].entries == (_entry(),)
   tuned_file.forget()
-  gk = types.SimpleNamespace(key=SOURCE)
+  gk = types.SimpleNamespace(key=SOURCE, code_key="ef" * 32, name="softmax_kernel")
   assert tuned_file.choice(str(tmp_path / "tune.json"), gk, ("cuda", 90), "NVIDIA H200") == \
       S(8, 3)
