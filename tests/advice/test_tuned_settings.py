@@ -89,7 +89,8 @@ def test_no_module_unpacks_a_settings_tuple():
 
 
 def test_the_advice_tuning_entry_holds_the_trials_settings():
-  gk = SimpleNamespace(options=LoweringOptions(num_warps=4, num_stages=3), key="0" * 64)
+  gk = SimpleNamespace(options=LoweringOptions(num_warps=4, num_stages=3), key="0" * 64,
+                       code_key="1" * 64)
   rec = SimpleNamespace(label="k#0", name="k", generated=gk, compiled=None)
   action = Action(kind="a", rule="too_few_warps", title="8 warps", change={"num_warps": 8},
                   trial=SimpleNamespace(held=True))
@@ -97,3 +98,4 @@ def test_the_advice_tuning_entry_holds_the_trials_settings():
   report = SimpleNamespace(device=SimpleNamespace(name="NVIDIA H200"))
   (entry,) = advice_api.tuning_entries([advice], [rec], report)
   assert entry.best == TunedSettings(8, 3) and entry.default == TunedSettings(4, 3)
+  assert (entry.source, entry.code) == ("0" * 64, "1" * 64)
