@@ -26,6 +26,10 @@ MAX_BLOCK_ELEMENTS = 1 << 16      # larger blocks than this do not fit a CTA's r
 MIN_BLOCK = 16                    # nor, in a kernel with a dot, smaller ones along a split
                                   # dimension (a tensor-core tile is 16 wide at least)
 NO_AXIS = "no grid axis walks every BlockSpec in block units"
+# a block's rows along an array's last (contiguous) dimension are not split narrower than a
+# memory sector: below it each program fetches whole sectors to use part of each (a column
+# sum's 128 float32 columns were proposed as blocks of 4, 16 bytes a row)
+SECTOR_BYTES = 32
 
 
 def _flat_specs(recipe) -> tuple[list, list]:
@@ -36,6 +40,30 @@ def _flat_specs(recipe) -> tuple[list, list]:
   out_shapes = recipe.out_shape if isinstance(recipe.out_shape, (list, tuple)) else \
       [recipe.out_shape]
   return as_list(ins, len(recipe.arg_shapes)), as_list(outs, len(out_shapes))
+
+
+def _itemsizes(recipe) -> list[int | None]:
+  """Bytes per element of each array (inputs then outputs), None where unknown."""
+  import numpy as np      # lazy: with jax, kept out of this module's import
+  outs = recipe.out_shape if isinstance(recipe.out_shape, (list, tuple)) else [recipe.out_shape]
+  sizes = []
+  for dtype in [d for _, d in recipe.arg_shapes] + [getattr(o, "dtype", None) for o in outs]:
+    try:
+      sizes.append(np.dtype(dtype).itemsize)
+    except TypeError:
+      sizes.append(None)
+  return sizes
+
+
+def least_row(dims_and_rank, itemsizes, min_block: int = 1) -> int:
+  """The least block along a split: `min_block`, and a sector's worth of elements where the
+  split dimension is an array's last (`dims_and_rank`: (its dim or None, the array's rank)
+  per array, beside its itemsize)."""
+  least = min_block
+  for (dim, rank), size in zip(dims_and_rank, itemsizes, strict=True):
+    if dim is not None and dim == rank - 1 and size:
+      least = max(least, -(-SECTOR_BYTES // size))
+  return least
 
 
 def _arrays(recipe) -> list[tuple[int, ...]]:
@@ -158,7 +186,7 @@ def _candidates(recipe, goal: str, factor: int, operand_index: int | None,
     plans = [p for p in plans if p.ties[operand_index] == rank - 1]
   if not plans:
     return [], NO_AXIS
-  out = []
+  out, row = [], False
   for p in sorted(plans, key=lambda p: -grid[p.axis]):
     if goal in ("larger", "wider"):
       want = p.block * factor if goal == "larger" else max(last or 1, p.block * 2)
@@ -174,8 +202,11 @@ def _candidates(recipe, goal: str, factor: int, operand_index: int | None,
         enough = [b] if b > p.block else []
       sizes = enough
     else:
-      fits = smaller_factor(p.block, factor, min_block)
+      least = least_row([(d, len(a)) for d, a in zip(p.ties, _arrays(recipe), strict=True)],
+                        _itemsizes(recipe), min_block)
+      fits = smaller_factor(p.block, factor, least)
       sizes = [p.block // fits] if fits > 1 else []
+      row = least > min_block and smaller_factor(p.block, 2, min_block) > 1
     for b in dict.fromkeys(sizes):
       change = change_for(recipe, p, b)
       if b != p.block and (goal != "smaller" or b >= min_block) and \
@@ -185,6 +216,9 @@ def _candidates(recipe, goal: str, factor: int, operand_index: int | None,
       break
   blocks = ", ".join(f"{p.block} along grid axis {p.axis}" for p in plans)
   dot = f" into blocks of {min_block} or more (a kernel with a dot)" if min_block > 1 else ""
+  if goal == "smaller" and row:
+    dot = (f" into rows of {SECTOR_BYTES} bytes or more (narrower, a program fetches whole "
+           "memory sectors to use part of each)")
   why = (f"it does not split in two{dot}" if goal == "smaller" else
          f"{goal} ones would leave some of the {sms} SMs without a program or not fit a CTA")
   return out, f"its blocks ({blocks}) cannot be made {goal} here: {why}"
@@ -229,13 +263,27 @@ def _facts_split(f, factor: int, min_block: int) -> tuple[int, str]:
   e = f.largest_block()
   if e is None:
     return 1, "its block shapes are not known"
-  dims = [smaller_factor(d, factor, min_block) for d in e.block_shape]
+  rank = len(e.block_shape)
+  itemsize = _itemsize(e.dtype)
+  dims = [smaller_factor(d, factor, least_row([(i, rank)], [itemsize], min_block))
+          for i, d in enumerate(e.block_shape)]
   best = max(range(len(dims)), key=lambda d: dims[d])
   shape = "x".join(map(str, e.block_shape))
   if dims[best] < 2:
     least = f" (a kernel with a dot keeps {min_block} or more)" if min_block > 1 else ""
+    if itemsize and smaller_factor(e.block_shape[-1], 2, min_block) > 1 and all(
+        smaller_factor(d, 2, min_block) < 2 for d in e.block_shape[:-1]):
+      least = f" (its rows keep {SECTOR_BYTES} bytes or more: a memory sector)"
     return 1, f"no dimension of its {shape} blocks splits in two{least}"
   return dims[best], f"dimension {best} of its {shape} blocks"
+
+
+def _itemsize(dtype) -> int | None:
+  import numpy as np      # lazy: with jax, kept out of this module's import
+  try:
+    return np.dtype(dtype).itemsize if dtype not in (None, "?") else None
+  except TypeError:
+    return None
 
 
 def _words(change: dict) -> str:

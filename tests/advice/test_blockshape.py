@@ -171,8 +171,10 @@ def test_smaller_blocks_go_below_16_only_in_a_kernel_without_dots():
   f = synthetic_facts([synthetic_eq(0, "get", block_shape=(16,), dtype="float32")],
                       grid=(4096,))
   (variant,) = blockshape.resolve(_intent("smaller", 8), f, recipe)
-  assert variant.kind == "c" and variant.change["to_block"] == 2
-  assert variant.change["grid"] == [1 << 15]
+  # 16 -> 8 float32: rows of a memory sector (32 bytes) along the array's last dimension,
+  # not the 2 the intent's factor of 8 would give
+  assert variant.kind == "c" and variant.change["to_block"] == 8
+  assert variant.change["grid"] == [1 << 13]
   # a kernel with a dot keeps 16 along a split dimension: blocks of 16 do not split, and the
   # action is left out with a note rather than ranked at a factor nobody can apply
   dot = dataclasses.replace(f, equations={0: synthetic_eq(0, "dot_general")})
@@ -298,3 +300,64 @@ def test_blocks_with_a_squeezed_dimension_get_variants():
   (variant,) = blockshape.resolve(_intent("smaller", 2), f, recipe)
   assert variant.kind == "c" and variant.change["blocks"][0] == [None, 64, None, 64]
   assert blockshape.block_elements((None, 64, None, 64)) == 64 * 64
+
+
+def _column_sums(dtype, block_cols=128, cols=384, rows=64, split_rows=False):
+  """A column sum (blocks of all rows x `block_cols` columns, a grid along the columns:
+  the split dimension is the arrays' last), or with `split_rows` a row kernel whose grid
+  walks the rows (blocks of 64 x `block_cols`, the split dimension not the last)."""
+  recipes.clear()
+  x = jnp.ones((rows * (4 if split_rows else 1), cols), dtype)
+  with recipes.capture():
+    if split_rows:
+      spec = pl.BlockSpec((rows, cols), lambda i: (i, 0))
+      pl.pallas_call(lambda x_ref, o_ref: o_ref.__setitem__(..., x_ref[...] * 2), grid=(4,),
+                     in_specs=[spec], out_specs=spec, out_shape=x)(x)
+    else:
+      pl.pallas_call(lambda x_ref, o_ref: o_ref.__setitem__(..., jnp.sum(x_ref[...], axis=0)),
+                     grid=(cols // block_cols,),
+                     in_specs=[pl.BlockSpec((rows, block_cols), lambda j: (0, j))],
+                     out_specs=pl.BlockSpec((block_cols,), lambda j: (j,)),
+                     out_shape=jax.ShapeDtypeStruct((cols,), dtype))(x)
+  return recipes.recipes()[-1]
+
+
+@pytest.mark.parametrize("dtype, least", [(jnp.float32, 8), (jnp.bfloat16, 16), (jnp.int8, 32)])
+def test_blocks_along_the_last_dimension_keep_a_memory_sector_a_row(dtype, least):
+  """A column sum of 3 programs was told to split its 128 float32 columns into blocks of 4:
+  16 bytes a row, half of every 32-byte sector each program fetches left unused."""
+  recipe = _column_sums(dtype)
+  f = synthetic_facts([synthetic_eq(0, "get", block_shape=(64, 128), dtype=str(jnp.dtype(dtype)))],
+                      grid=(3,))
+  (variant,) = blockshape.resolve(_intent("smaller", 32), f, recipe)
+  assert variant.change["to_block"] == least, variant.change
+  assert variant.change["grid"] == [384 // least]
+
+
+def test_blocks_along_another_dimension_split_as_asked():
+  recipe = _column_sums(jnp.float32, split_rows=True)
+  f = synthetic_facts([synthetic_eq(0, "get", block_shape=(64, 384), dtype="float32")],
+                      grid=(4,))
+  (variant,) = blockshape.resolve(_intent("smaller", 32), f, recipe)
+  assert variant.change["to_block"] == 2 and variant.change["axis"] == 0, variant.change
+
+
+def test_rows_of_a_sector_already_do_not_split_and_the_note_says_why():
+  recipe = _column_sums(jnp.float32, block_cols=8, cols=24)
+  f = synthetic_facts([synthetic_eq(0, "get", block_shape=(64, 8), dtype="float32")],
+                      grid=(3,))
+  notes = []
+  assert blockshape.resolve(_intent("smaller", 32), f, recipe, notes=notes) == []
+  (note,) = notes
+  assert "rows of 32 bytes or more" in note, note
+
+
+def test_without_a_recorded_call_the_split_keeps_a_sector_a_row_too():
+  f = synthetic_facts([synthetic_eq(0, "get", block_shape=(1, 16), dtype="float32")],
+                      grid=(3,))
+  (action,) = blockshape.resolve(_intent("smaller", 32), f, None)
+  assert action.kind == "d" and "2x more programs" in action.edit, action.edit
+  notes = []
+  g = synthetic_facts([synthetic_eq(0, "get", block_shape=(1, 8), dtype="float32")], grid=(3,))
+  assert blockshape.resolve(_intent("smaller", 32), g, None, notes=notes) == []
+  assert "32 bytes or more" in notes[0], notes

@@ -39,6 +39,13 @@ def cpu_run(tmp_path_factory):
   return out / "report.html"
 
 
+def _attribution(page_path) -> dict:
+  """The run's one kernel's attribution in report.json, beside its report.html."""
+  report = json.loads((page_path.parent / "report.json").read_text())
+  (kernel,) = report["profiles"][0]["kernels"]
+  return kernel["attribution"]
+
+
 def test_cpu_run_page_shows_the_kernel_its_lines_and_no_roofline(chromium, cpu_run):
   with open_report(chromium, str(cpu_run)) as (page, errors, remote):
     assert page.get_attribute("body", "data-ready") == "1"          # the page's script ran
@@ -60,7 +67,11 @@ def test_cpu_run_page_shows_the_kernel_its_lines_and_no_roofline(chromium, cpu_r
     assert "No roofline" in work and "memory traffic" in work and "500 KiB" in work, work
     assert "GPU during the timed launches" not in page.inner_text("section.kernel")
     rows = page.locator("figure.equations tbody tr").all_inner_texts()
-    assert rows[0].startswith("30.6%") and "[4] exp" in rows[0] and "e = jnp.exp(x)" in rows[0]
+    # the page's weight is report.json's (the figure itself depends on Triton's ptxas)
+    weights = {e["index"]: e["weight"] for e in _attribution(cpu_run)["equations"]}
+    assert rows[0].startswith(f"{weights[4] * 100:.1f}%"), (rows[0], weights[4])
+    assert weights[4] == max(weights.values())
+    assert "[4] exp" in rows[0] and "e = jnp.exp(x)" in rows[0]
     assert "special function 8" in rows[0], rows[0]
     assert "worker wait" not in page.inner_text(".charts")     # no worker on a CPU run
     # PTX and SASS are there, collapsed until asked for
