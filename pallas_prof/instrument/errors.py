@@ -230,6 +230,9 @@ def _marked_jaxpr(jaxpr_text: str, eqn) -> tuple[list[tuple[str, bool]], str | N
     if eqn.region.startswith("index_map"):
       note = (f"the failing equation is in the {eqn.region} (a BlockSpec index map), "
               "not in the kernel's jaxpr")
+    elif eqn.region == "call":
+      note = ("the failure is the pallas_call's own (its grid and BlockSpecs), not an "
+              "equation of the kernel's jaxpr")
     else:
       note = "the failing equation could not be located in the printed jaxpr"
   end_of_marked = marked
@@ -281,7 +284,8 @@ def error_text(err: KernelError) -> str:
       out.append(f"  --> {where}")
       out += [f"  {MARK} {s.number} | {s.text}" for s in lines]
   if r.jaxpr:
-    out += ["", f"  jaxpr of the kernel ({MARK} marks the failing equation):"]
+    marks = f" ({MARK} marks the failing equation)" if any(m for _, m in r.jaxpr) else ""
+    out += ["", f"  jaxpr of the kernel{marks}:"]
     for line, marked in r.jaxpr:
       out.append(f"  {MARK if marked else '  '}   {line}")
     if r.jaxpr_note:

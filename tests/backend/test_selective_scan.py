@@ -35,6 +35,15 @@ SCAN_ASSERTION = ("numScanBlocks * numParallelBlocks * parallelElementsPerThread
                   "scanElementsPerThreads == srcValues.size()")
 
 
+@pytest.fixture(autouse=True)
+def _installed():
+  """The example installs pallas-prof when it is first imported; a later test finds it
+  imported, and pallas-prof as the test before it left it (the suite restores each test's
+  state): these failed with JAX's "Only interpret mode is supported on CPU" after any other
+  test file in the same process."""
+  pallas_prof.install()
+
+
 def example():
   sys.path.insert(0, os.path.dirname(EXAMPLE))
   try:

@@ -65,6 +65,12 @@ def _a_block_past_the_end():
   assert "block 4 starts at element 512, at or past the end (512 elements)" in text
   assert "block indices 0 to 3" in text
   assert "o_ref[...] = x_ref" not in text     # not blamed on the body
+  # the kernel's jaxpr is shown as it is: no equation of it is marked, and the note says the
+  # failure is the call's (it said "could not be located in the printed jaxpr")
+  from pallas_prof.instrument.errors import error_text
+  report = error_text(e)
+  assert "marks the failing equation" not in report and "could not be located" not in report
+  assert "the failure is the pallas_call's own (its grid and BlockSpecs)" in report, report
 
 
 def test_a_two_dimensional_grid_names_the_program_and_the_dimension():
