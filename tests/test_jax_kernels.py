@@ -15,6 +15,7 @@ import pytest
 
 import pallas_prof
 from testkit.helpers import assert_close, random_array
+from testkit.jax_ops import gpu_op, gpu_ops
 
 ON_GPU = jax.default_backend() == "gpu"
 
@@ -35,7 +36,7 @@ def _vjp_both(f, ref, args, rng, dtype):
 
 @pytest.mark.parametrize("norm", ["layer_norm", "rms_norm"])
 def test_norm_forward_and_backward(rng, norm):
-  from jax.experimental.pallas.ops.gpu import layer_norm, rms_norm
+  layer_norm, rms_norm = gpu_ops("layer_norm", "rms_norm")
   module = {"layer_norm": layer_norm, "rms_norm": rms_norm}[norm]
   shape = (4, 64, 1024) if ON_GPU else (2, 3, 96)
   x, w, b = (jnp.asarray(random_array(rng, s, jnp.float32)) for s in (shape, shape[-1:], shape[-1:]))
@@ -53,7 +54,7 @@ def test_norm_forward_loads_x_once(rng, norm):
   """The forward kernels read x in three (rms_norm: two) loops over column
   blocks; with one block per row each loop runs once, is emitted straight,
   and the later reads of x reuse the first load (nothing is stored between)."""
-  from jax.experimental.pallas.ops.gpu import layer_norm, rms_norm
+  layer_norm, rms_norm = gpu_ops("layer_norm", "rms_norm")
   from pallas_prof.backend import kernel_registry
   module = {"layer_norm": layer_norm, "rms_norm": rms_norm}[norm]
   x, w, b = (jnp.asarray(random_array(rng, s, jnp.float32)) for s in ((2, 3, 96), (96,), (96,)))
@@ -76,7 +77,7 @@ def test_norm_forward_loads_x_once_with_two_blocks_per_row(rng, norm):
   """Rows of 8192 bf16: block_size is capped at 4096, so each column loop
   runs twice; the loops are emitted straight-line and the later loops reuse
   the first one's loads of x (nothing stored to x's buffer in between)."""
-  from jax.experimental.pallas.ops.gpu import layer_norm, rms_norm
+  layer_norm, rms_norm = gpu_ops("layer_norm", "rms_norm")
   from pallas_prof.backend import kernel_registry
   module = {"layer_norm": layer_norm, "rms_norm": rms_norm}[norm]
   x, w, b = (jnp.asarray(random_array(rng, s, jnp.float32)).astype(jnp.bfloat16)
@@ -97,7 +98,7 @@ def test_norm_forward_loads_x_once_with_two_blocks_per_row(rng, norm):
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_mha_forward_and_backward(rng, causal):
-  from jax.experimental.pallas.ops.gpu import attention
+  attention = gpu_op("attention")
   shape = (2, 512, 4, 64) if ON_GPU else (1, 64, 2, 32)
   q, k, v = (jnp.asarray(random_array(rng, shape, jnp.float16, low=-1, high=1)) for _ in range(3))
   bs = attention.BlockSizes(block_q=64, block_k=64, block_q_dkv=32, block_kv_dkv=32,
@@ -114,13 +115,13 @@ def test_mha_forward_and_backward(rng, causal):
 
 
 def test_softmax(rng):
-  from jax.experimental.pallas.ops.gpu import softmax
+  softmax = gpu_op("softmax")
   x = jnp.asarray(random_array(rng, (64, 1000) if ON_GPU else (5, 100), jnp.float32))
   assert_close(softmax.softmax(x), jax.nn.softmax(x, axis=-1), atol=1e-6)
 
 
 def test_decode_attention(rng):
-  from jax.experimental.pallas.ops.gpu import decode_attention
+  decode_attention = gpu_op("decode_attention")
   b, h, s, d = (4, 16, 1024, 64) if ON_GPU else (2, 4, 64, 32)
   q = jnp.asarray(random_array(rng, (b, h, d), jnp.float32, low=-1, high=1))
   k = jnp.asarray(random_array(rng, (b, s, d), jnp.float32, low=-1, high=1))
@@ -131,7 +132,7 @@ def test_decode_attention(rng):
 
 
 def test_paged_attention(rng):
-  from jax.experimental.pallas.ops.gpu import paged_attention
+  paged_attention = gpu_op("paged_attention")
   batch, heads, kv_heads, dim = 2, 32, 2, 64
   page_size, pages_per_seq = 16, 8
   total_pages = batch * pages_per_seq

@@ -100,6 +100,9 @@ def test_an_empty_folder_says_how_to_fill_it(tmp_path):
 
 
 def test_every_jax_op_lowers_forward_and_backward():
+  from testkit.jax_ops import gpu_ops
+  gpu_ops("softmax", "layer_norm", "rms_norm", "attention", "decode_attention",
+          "paged_attention")          # skipped on a JAX without them (0.12.1 and later)
   import pallas_prof
   pallas_prof.install()
   kernels, not_lowered = jax_ops.jax_op_kernels(matrix._lowered)

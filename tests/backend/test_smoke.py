@@ -11,6 +11,7 @@ import pytest
 
 import pallas_prof
 from testkit.helpers import assert_close, random_array
+from testkit.jax_ops import gpu_op
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -23,13 +24,13 @@ def installed():
 
 
 def test_jax_softmax(installed, rng):
-  from jax.experimental.pallas.ops.gpu import softmax
+  softmax = gpu_op("softmax")
   x = jnp.asarray(random_array(rng, (5, 100), jnp.float32))
   assert_close(softmax.softmax(x), jax.nn.softmax(x, axis=-1), atol=1e-6)
 
 
 def test_jax_layer_norm_forward(installed, rng):
-  from jax.experimental.pallas.ops.gpu import layer_norm
+  layer_norm = gpu_op("layer_norm")
   x = jnp.asarray(random_array(rng, (2, 3, 200), jnp.float32))
   w = jnp.asarray(random_array(rng, (200,), jnp.float32))
   b = jnp.asarray(random_array(rng, (200,), jnp.float32))
@@ -37,7 +38,7 @@ def test_jax_layer_norm_forward(installed, rng):
 
 
 def test_jax_rms_norm_forward(installed, rng):
-  from jax.experimental.pallas.ops.gpu import rms_norm
+  rms_norm = gpu_op("rms_norm")
   x = jnp.asarray(random_array(rng, (2, 3, 200), jnp.float32))
   w = jnp.asarray(random_array(rng, (200,), jnp.float32))
   b = jnp.asarray(random_array(rng, (200,), jnp.float32))
@@ -46,7 +47,7 @@ def test_jax_rms_norm_forward(installed, rng):
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_jax_mha_forward(installed, rng, causal):
-  from jax.experimental.pallas.ops.gpu import attention
+  attention = gpu_op("attention")
   q, k, v = (jnp.asarray(random_array(rng, (1, 64, 2, 32), jnp.float16)) for _ in range(3))
   bs = attention.BlockSizes(block_q=32, block_k=32)
   out = attention.mha(q, k, v, segment_ids=None, causal=causal, block_sizes=bs)
@@ -55,7 +56,7 @@ def test_jax_mha_forward(installed, rng, causal):
 
 
 def test_jax_decode_attention(installed, rng):
-  from jax.experimental.pallas.ops.gpu import decode_attention
+  decode_attention = gpu_op("decode_attention")
   q = jnp.asarray(random_array(rng, (2, 4, 32), jnp.float32))
   k = jnp.asarray(random_array(rng, (2, 64, 32), jnp.float32))
   v = jnp.asarray(random_array(rng, (2, 64, 32), jnp.float32))

@@ -13,6 +13,7 @@ import pytest
 import pallas_prof
 from pallas_prof.backend import hooks
 from testkit.helpers import random_array
+from testkit.jax_ops import gpu_op
 from tests.instrument.spans import (EXAMPLES, by_id, count_kernel_equations, kernel_spans,
                                     lines_containing, load_example, lower_fresh, lower_spans,
                                     pallas_call_eqns, parent_of, traced)
@@ -166,7 +167,7 @@ def test_flash_attention_body_nests_under_loop(rng):
 
 
 def test_jax_softmax(installed, rng):
-  from jax.experimental.pallas.ops.gpu import softmax
+  softmax = gpu_op("softmax")
   x = random_array(rng, (4, 100), jnp.float32)
   fn = functools.partial(softmax.softmax, axis=-1)
   (pallas_eqn,) = pallas_call_eqns(fn, x)
@@ -182,7 +183,7 @@ def test_jax_softmax(installed, rng):
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_jax_attention(installed, rng, causal):
-  from jax.experimental.pallas.ops.gpu import attention
+  attention = gpu_op("attention")
   q, k, v = (random_array(rng, (1, 64, 2, 32), jnp.float16) for _ in range(3))
   bs = attention.BlockSizes(block_q=32, block_k=32)
   fn = functools.partial(attention.mha, segment_ids=None, causal=causal, block_sizes=bs)

@@ -49,6 +49,9 @@ SUPPORTED_DTYPES = tuple(_TL_DTYPES)
 
 # the region of a jaxpr a rule traces and lowers in its equation's place (erf_inv's polynomial)
 DECOMPOSITION = "decomposition"
+# the hint of every refusal of complex values (a rule's operands, or a literal)
+COMPLEX_HINT = ("Triton has no complex numbers: carry the real and imaginary parts as "
+                "two float arrays and write the complex arithmetic out on them")
 
 
 class UnsupportedDtype(TypeError):

@@ -19,7 +19,7 @@ import numpy as np
 from ... import events as keys
 from .. import compat, hooks
 from . import emit
-from .codegen import EqnInfo, UnsupportedDtype, Value
+from .codegen import COMPLEX_HINT, EqnInfo, UnsupportedDtype, Value
 from .context import KernelContext, Scope
 from .describe import describe, ref_names
 from ..errors import LoweringError, Unsupported
@@ -120,6 +120,12 @@ class RuleContext:
 
 def _literal_value(lit) -> Value:
   aval = lit.aval
+  dtype = getattr(aval, "dtype", None)
+  if dtype is not None and np.issubdtype(np.dtype(dtype), np.complexfloating):
+    # jax 0.12.1 traces `x * 1j` as real and imag of a complex literal, which never
+    # reaches the rules that refuse complex values (rules/elementwise.py)
+    raise Unsupported(f"the {np.dtype(dtype).name} literal {lit.val}: Triton has no "
+                      "complex numbers", COMPLEX_HINT)
   if getattr(aval, "shape", ()) != ():
     arr = np.asarray(lit.val)
     if arr.size and np.all(arr == arr.reshape(-1)[0]):

@@ -71,6 +71,7 @@ maximum = "tl.maximum"
 minimum = "tl.minimum"
 abs = "tl.abs"          # noqa: A001 - Triton's name
 exp = "tl.exp"
+fma = "tl.fma"
 
 # --- reductions and scans ------------------------------------------------------------------
 reduce = "tl.reduce"

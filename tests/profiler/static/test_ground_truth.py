@@ -92,6 +92,10 @@ def test_a_decomposition_and_what_it_nests_keep_the_line_of_the_equation_lowered
   np.testing.assert_allclose(np.asarray(out), np.asarray(want), rtol=1e-5, atol=1e-6)
   gk = kernel_registry.find("erfinv_kernel")[-1].generated
   nested = [e for e in gk.eqns if ".decomposition." in f".{e.path}."]
-  assert any(".call." in f".{e.path}." for e in nested)   # jnp.where's jaxpr is in there
+  from pallas_prof.backend import compat
+  helper = jax.make_jaxpr(compat.erf_inv_lowering_helper())(x).jaxpr
+  if any(q.primitive.name in ("pjit", "jit", "closed_call") for q in helper.eqns):
+    # jnp.where's jaxpr is in there (jax 0.12.1 writes the polynomial with lax.polynomial)
+    assert any(".call." in f".{e.path}." for e in nested)
   assert nested and {e.line for e in nested} == {line}, \
       sorted({(e.path, e.line) for e in nested if e.line != line})[:5]

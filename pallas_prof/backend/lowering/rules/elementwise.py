@@ -24,7 +24,7 @@ from jax import lax
 
 from ... import compat
 from .. import emit
-from ..codegen import DECOMPOSITION, Value, is_bool, is_float, is_int, is_low_float, is_signed, literal, tl_dtype
+from ..codegen import COMPLEX_HINT, DECOMPOSITION, Value, is_bool, is_float, is_int, is_low_float, is_signed, literal, tl_dtype
 from ...errors import Unsupported
 from .table import ARITHMETIC, REDUCTION, TRANSCENDENTAL, register
 from .. import triton_names as tl
@@ -62,8 +62,7 @@ def _reject_complex(ctx):
     dtype = getattr(aval, "dtype", None)
     if dtype is not None and jnp.issubdtype(dtype, jnp.complexfloating):
       raise Unsupported(f"{np.dtype(dtype).name} values: Triton has no complex numbers",
-                        "carry the real and imaginary parts as two float arrays and write "
-                        "the complex arithmetic out on them")
+                        COMPLEX_HINT)
 
 
 def _compute(ctx, v: Value) -> Value:
@@ -599,6 +598,44 @@ def _clamp(ctx, lo, x, hi):
   return ctx.value("clamp", f"{tl.minimum}({tl.maximum}({x}, {lo}), {hi})", dt, shape)
 
 
+# --- multiply-add and polynomials (jax 0.12.1: lax.fmuladd, lax.fma, lax.polynomial) ---------
+
+def _multiply_add(ctx, name: str, a: Value, b: Value, c: Value, dtype) -> Value:
+  """a * b + c rounded once, in float32 for narrower floats and then to `dtype` (as XLA
+  lowers fmuladd on the GPU and the CPU for them); for integers, a multiply and an add."""
+  a, b, c = (emit.cast(ctx.b, v, dtype) for v in (a, b, c))
+  if not is_float(dtype):
+    return ctx.value(name, f"{a} * {b} + {c}", dtype, _shape(ctx))
+  computed = [_compute(ctx, v) for v in (a, b, c)]
+  r = ctx.value(name, f"{tl.fma}({computed[0]}, {computed[1]}, {computed[2]})",
+                computed[0].dtype, _shape(ctx))
+  return _finish(ctx, r, dtype)
+
+
+def _fmuladd(ctx, a, b, c):
+  dt = _out_dtype(ctx)
+  _require_float("fmuladd", a, b, c)
+  return _multiply_add(ctx, "fma", a, b, c, dt)
+
+
+elementwise(_optional(lax, "fmuladd_p"), _optional(lax, "fma_p"), work=ARITHMETIC,
+            foldable=True)(_fmuladd)
+
+
+@elementwise(_optional(lax, "polynomial_p"), work=ARITHMETIC)
+def _polynomial(ctx, x, *coeffs, unroll=None):
+  """Horner's rule, a_0 + x (a_1 + x (a_2 + ...)), every step one multiply-add rounded to the
+  result's dtype, as lax.polynomial's own lowering does; unrolled whatever `unroll` says
+  (XLA's scan past it is the same steps in a loop: a kernel's code wants them inline)."""
+  dt = _out_dtype(ctx)
+  acc = emit.cast(ctx.b, coeffs[-1], dt)
+  for c in reversed(coeffs[:-1]):
+    acc = _multiply_add(ctx, "horner", acc, x, c, dt)
+  # (the value takes the result's shape from its first step: only a polynomial of one
+  # coefficient, which lax.polynomial does not bind, could end at a coefficient's shape)
+  return emit.broadcast_to(ctx.b, acc, _shape(ctx)) if acc.shape != _shape(ctx) else acc
+
+
 # --- conversions ---------------------------------------------------------------------
 
 @elementwise(lax.convert_element_type_p, foldable=True)
@@ -675,11 +712,9 @@ def _unsupported(reason: str, hint: str):
   return rule
 
 
-_COMPLEX_HINT = ("Triton has no complex numbers: carry the real and imaginary parts as "
-                 "two float arrays and write the complex arithmetic out on them")
 for _name in ("complex_p", "conj_p", "real_p", "imag_p"):
   register(_optional(lax, _name), limits="always refused: complex numbers")(
-      _unsupported("complex numbers", _COMPLEX_HINT))
+      _unsupported("complex numbers", COMPLEX_HINT))
 
 _SPECIAL_FUNCTIONS = ("digamma", "polygamma", "igamma_grad_a", "zeta", "bessel_i1e")
 for _name in _SPECIAL_FUNCTIONS:

@@ -984,6 +984,86 @@ def test_primitives_of_newer_jax(rng, name, reference):
   np.testing.assert_allclose(np.asarray(out, np.float64), expected, rtol=2e-6, atol=1e-6)
 
 
+# --- multiply-add and polynomials (jax 0.12.1) --------------------------------------------
+
+def _primitive_of_newer_jax(name: str):
+  primitive = getattr(lax, f"{name}_p", None)
+  if primitive is None:
+    pytest.skip(f"jax {jax.__version__} has no {name} primitive (jax 0.12.1 has)")
+  return primitive
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "float64"])
+def test_fmuladd_and_fma(rng, dtype):
+  """lax.fmuladd and lax.fma: one rounding of a * b + c (float32 for narrower floats, as
+  XLA does on the CPU and the GPU), in the result's dtype."""
+  _primitive_of_newer_jax("fmuladd")
+  narrow = dtype in ("bfloat16", "float16")
+
+  def references(a, b, c):
+    # XLA's CPU has no 16-bit fma ("UNIMPLEMENTED: Fma is not supported for element type
+    # bf16"): its float32 one, rounded, as fmuladd does there
+    wide = [x.astype(jnp.float32) if narrow else x for x in (a, b, c)]
+    return {"fmuladd": lax.fmuladd(a, b, c), "fma": lax.fma(*wide).astype(dtype)}
+  with x64_for(dtype):
+    a, b, c = (random_array(rng, SHAPE, dtype, low=-3.0, high=3.0) for _ in range(3))
+    results = run_many({"fmuladd": lax.fmuladd, "fma": lax.fma}, a, b, c,
+                       compile_check=dtype == "float32", references=jax.jit(references))
+  for label, (out, ref) in results.items():
+    assert out.dtype == ref.dtype, label
+    assert_close(out, ref, dtype, err_msg=label)
+
+
+def test_fmuladd_rounds_once():
+  """(1 + 2**-12)**2 - (1 + 2**-11) is 2**-24: a multiply and an add in float32 give 0."""
+  _primitive_of_newer_jax("fmuladd")
+  a = np.full(SHAPE, 1 + 2.0 ** -12, np.float32)
+  c = np.full(SHAPE, -(1 + 2.0 ** -11), np.float32)
+  out = elementwise_call(lambda x, z: lax.fmuladd(x, x, z), a, c)
+  assert float(np.asarray(a * a + c)[0, 0]) == 0.0          # numpy's two roundings
+  np.testing.assert_array_equal(np.asarray(out), np.float32(2.0 ** -24))
+
+
+POLYNOMIALS = {
+    # scalar coefficients, fewer than lax.polynomial's unroll threshold and more (its scan)
+    "short": lambda x: lax.polynomial(x, [1.0, 5.0, 2.0]),
+    "long": lambda x: lax.polynomial(x, [0.5, -1.0, 0.25, 0.125, -0.0625, 0.03, 0.02, -0.01,
+                                         0.005, 0.004, -0.002, 0.001]),
+    "unrolled": lambda x: lax.polynomial(x, [0.5, -1.0, 0.25, 0.125, -0.0625, 0.03, 0.02,
+                                             -0.01, 0.005, 0.004], unroll=3),
+    # coefficients that are arrays: a row of them, broadcast down the columns
+    "array": lambda x: lax.polynomial(x, [x[:, :1] * 0.5, jnp.ones_like(x), x * 0.25]),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64", "int32"])
+def test_polynomial(rng, dtype):
+  _primitive_of_newer_jax("polynomial")
+  with x64_for(dtype):
+    if dtype == "int32":
+      x = random_array(rng, SHAPE, dtype, low=-3, high=4)
+      fns = {"ints": lambda v: lax.polynomial(v, [3, -2, 1, 5])}
+    else:
+      x = random_array(rng, SHAPE, dtype, low=-1.5, high=1.5)
+      fns = POLYNOMIALS
+    results = run_many(fns, x, compile_check=dtype == "float32")
+  for label, (out, ref) in results.items():
+    assert out.dtype == ref.dtype, label
+    assert_close(out, ref, dtype, err_msg=label)
+
+
+def test_special_functions_jax_writes_as_polynomials(rng):
+  """jax 0.12.1 writes erf, erfinv, lgamma, tanh and others with lax.polynomial and
+  lax.fmuladd: they lower, and match XLA."""
+  _primitive_of_newer_jax("polynomial")
+  x = random_array(rng, SHAPE, "float32", low=-0.9, high=0.9)
+  fns = {"erfinv": jax.scipy.special.erfinv, "erf": lax.erf, "erfc": lax.erfc,
+         "lgamma": lambda v: lax.lgamma(v + 2.0), "i0e": lax.bessel_i0e,
+         "ndtri": lambda v: jax.scipy.special.ndtri(v * 0.5 + 0.5)}
+  for label, (out, ref) in run_many(fns, x).items():
+    assert_close(out, ref, "float32", err_msg=label)
+
+
 # --- on the GPU: XLA's bits ---------------------------------------------------------------
 
 # Not exp2: XLA's GPU exp2 differs from libdevice's in the last bit for about a
@@ -1034,6 +1114,8 @@ COVERED_BY = {
                                          "atan2", "nextafter")},
     "add_any": "test_add_any", "mulhi": "test_mulhi",  # and test_literal_operands
     "log2": "test_primitives_of_newer_jax", "one_minus_square": "test_primitives_of_newer_jax",
+    "fmuladd": "test_fmuladd_and_fma", "fma": "test_fmuladd_and_fma",
+    "polynomial": "test_polynomial",
     "and": "test_bitwise", "or": "test_bitwise", "xor": "test_bitwise",
     "shift_left": "test_shifts", "shift_right_logical": "test_shifts",
     "shift_right_arithmetic": "test_shifts",
