@@ -209,10 +209,14 @@ class GeneratedKernel(Saved):
 
   @functools.cached_property
   def code_key(self) -> str:
-    """sha256 of the source's code without its comments: the same for a kernel whose
-    only change is where its lines are (an edit above it in the user's file moves every
-    `@ file:line`), so a tuning file's entry still applies (tune/tuned_file.py)."""
-    return code_key(self.source)
+    """sha256 of the source's code without its comments, with what its header comments
+    say besides places (the grid, the operands' shapes and dtypes, the settings): the same
+    for a kernel whose only change is where its lines are (an edit above it in the user's
+    file moves every `@ file:line`), so a tuning file's entry still applies
+    (tune/tuned_file.py), and another for the same code at another grid or shape."""
+    said = (self.grid, self.launch_grid, self.options.settings.fields(),
+            [(p.name, p.dtype, tuple(p.shape), p.role) for p in self.params])
+    return code_key(self.source, repr(said))
 
   def code_lines(self) -> list[str]:
     """The source's lines as code: each equation's line without the comment the lowering
@@ -264,16 +268,16 @@ class SchemaMismatch(ValueError):
   """A saved artifact of another layout (older or newer pallas-prof)."""
 
 
-def code_key(source: str) -> str:
-  """sha256 of Python source's tokens without comments and blank lines: two sources that
-  differ only there compile alike (Triton's line info aside)."""
-  digest = hashlib.sha256()
+def code_key(source: str, context: str = "") -> str:
+  """sha256 of Python source's tokens without comments and blank lines, and of `context`:
+  two sources that differ only there compile alike (Triton's line info aside)."""
+  digest = hashlib.sha256(context.encode())
   try:
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
       if tok.type not in (tokenize.COMMENT, tokenize.NL):
         digest.update(f"{tok.type}:{tok.string}\n".encode())
   except (tokenize.TokenError, SyntaxError):
-    return hashlib.sha256(source.encode()).hexdigest()    # not Python: the whole text
+    return hashlib.sha256((context + source).encode()).hexdigest()   # not Python: the whole text
   return digest.hexdigest()
 
 

@@ -39,13 +39,13 @@ TARGET, GPU = ("cuda", 90), "NVIDIA H200"
 BEST = S(8, 3, 4, False)
 
 
-def _lowered(tmp_path, name: str, text: str):
+def _lowered(tmp_path, name: str, text: str, rows: int = 32):
   path = tmp_path / f"{name}.py"
   path.write_text(text)
   spec = importlib.util.spec_from_file_location(f"tuned_moves_{name}", path)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
-  return lowered_record(module.scale, sds((32, 128), "float32")).generated
+  return lowered_record(module.scale, sds((rows, 128), "float32")).generated
 
 
 @pytest.fixture
@@ -53,8 +53,13 @@ def kernels(tmp_path, monkeypatch):
   monkeypatch.setenv("PALLAS_PROF_CACHE_DIR", str(tmp_path / "cache"))
   pallas_prof.install()
   try:
-    yield {name: _lowered(tmp_path, name, text)
-           for name, text in (("first", KERNEL), ("moved", MOVED), ("changed", CHANGED))}
+    yield {**{name: _lowered(tmp_path, name, text)
+              for name, text in (("first", KERNEL), ("moved", MOVED), ("changed", CHANGED))},
+           # the same code on a longer array: a grid of 64, which a comment alone says
+           "longer": _lowered(tmp_path, "longer", KERNEL, rows=512),
+           "warps": _lowered(tmp_path, "warps", KERNEL.replace(
+               "out_shape=jax", "compiler_params=pallas_prof.CompilerParams(num_warps=8), "
+               "out_shape=jax").replace("import jax\n", "import jax\nimport pallas_prof\n", 1))}
   finally:
     pallas_prof.uninstall()
 
@@ -80,6 +85,11 @@ def test_the_moved_kernel_has_another_source_and_the_same_code(kernels):
   assert first.source != moved.source and first.key != moved.key      # its lines moved
   assert first.code_key == moved.code_key
   assert changed.code_key != first.code_key
+  # another grid, or other settings, is another entry: a choice timed at one does not say
+  # what is fastest at the other, nor overrides a num_warps the user wrote
+  longer, warps = kernels["longer"], kernels["warps"]
+  assert longer.grid != first.grid and longer.code_key != first.code_key
+  assert warps.num_warps == 8 and warps.code_key != first.code_key
 
 
 def test_an_entry_applies_to_its_kernel_moved_in_its_file(kernels, tmp_path):
