@@ -44,15 +44,9 @@ def _flat_specs(recipe) -> tuple[list, list]:
 
 def _itemsizes(recipe) -> list[int | None]:
   """Bytes per element of each array (inputs then outputs), None where unknown."""
-  import numpy as np      # lazy: with jax, kept out of this module's import
   outs = recipe.out_shape if isinstance(recipe.out_shape, (list, tuple)) else [recipe.out_shape]
-  sizes = []
-  for dtype in [d for _, d in recipe.arg_shapes] + [getattr(o, "dtype", None) for o in outs]:
-    try:
-      sizes.append(np.dtype(dtype).itemsize)
-    except TypeError:
-      sizes.append(None)
-  return sizes
+  return [_itemsize(d) for d in [d for _, d in recipe.arg_shapes]
+          + [getattr(o, "dtype", None) for o in outs]]
 
 
 def least_row(dims_and_rank, itemsizes, min_block: int = 1) -> int:

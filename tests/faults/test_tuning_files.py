@@ -529,6 +529,11 @@ TUNED_WRONG = {
                            "kernels": [{k: v for k, v in _entry(gk).items() if k != "best"}]},
     "an_unknown_field": lambda gk: {"version": tuned_file.FORMAT_VERSION,
                                     "kernels": [_entry(gk, num_warps=8)]},
+    # code: the source's sha256 without comments (optional: older files lack it)
+    "code_not_a_sha256": lambda gk: {"version": tuned_file.FORMAT_VERSION,
+                                     "kernels": [_entry(gk, code="../../etc/passwd")]},
+    "code_a_number": lambda gk: {"version": tuned_file.FORMAT_VERSION,
+                                 "kernels": [_entry(gk, code=7)]},
     # version 3: (num_warps, num_stages, launch_group, tma) lists, read as version 4's
     "v3_num_warps_-8": _best_entry(-8, 3, 0, 0),
     "v3_num_warps_3": _best_entry(3, 3, 0, 0),

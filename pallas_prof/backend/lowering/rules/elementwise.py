@@ -17,6 +17,8 @@ ignored: libdevice gives its one (full) accuracy, as in JAX's Triton backend.
 """
 from __future__ import annotations
 
+import math
+
 import jax
 import numpy as np
 import jax.numpy as jnp
@@ -615,6 +617,7 @@ def _multiply_add(ctx, name: str, a: Value, b: Value, c: Value, dtype) -> Value:
 def _fmuladd(ctx, a, b, c):
   dt = _out_dtype(ctx)
   _require_float("fmuladd", a, b, c)
+  ctx.record(elementwise_flops=2 * math.prod(_shape(ctx)))     # a multiply and an add
   return _multiply_add(ctx, "fma", a, b, c, dt)
 
 
@@ -628,6 +631,8 @@ def _polynomial(ctx, x, *coeffs, unroll=None):
   result's dtype, as lax.polynomial's own lowering does; unrolled whatever `unroll` says
   (XLA's scan past it is the same steps in a loop: a kernel's code wants them inline)."""
   dt = _out_dtype(ctx)
+  if is_float(dt):      # a multiply and an add a step (the table's default counts one)
+    ctx.record(elementwise_flops=2 * (len(coeffs) - 1) * math.prod(_shape(ctx)))
   acc = emit.cast(ctx.b, coeffs[-1], dt)
   for c in reversed(coeffs[:-1]):
     acc = _multiply_add(ctx, "horner", acc, x, c, dt)

@@ -1050,6 +1050,14 @@ def test_polynomial(rng, dtype):
   for label, (out, ref) in results.items():
     assert out.dtype == ref.dtype, label
     assert_close(out, ref, dtype, err_msg=label)
+  # the work model's FLOPs: a multiply and an add per step, per element (floats only)
+  (rec,) = kernel_registry.kernels()
+  polys = [e for e in rec.generated.eqns if e.primitive == "polynomial"]
+  steps = {"short": 2, "long": 11, "unrolled": 9, "array": 2, "ints": 3}
+  assert len(polys) == len(fns)
+  for e, label in zip(polys, fns):
+    want = 2 * steps[label] * SHAPE[0] * SHAPE[1] if dtype != "int32" else 0
+    assert e.elementwise_flops == want, (label, e.elementwise_flops)
 
 
 def test_special_functions_jax_writes_as_polynomials(rng):
