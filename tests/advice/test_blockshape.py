@@ -22,6 +22,13 @@ from .synthetic import synthetic_eq, synthetic_facts
 pallas_prof.install()
 
 
+@pytest.fixture(autouse=True)
+def _installed():
+  """The install at import is undone after the first test of another file in the same
+  process (the suite restores each test's state): each test installs."""
+  pallas_prof.install()
+
+
 def add_kernel(x_ref, y_ref, o_ref):
   o_ref[...] = x_ref[...] * 2.0 + y_ref[...]
 
