@@ -227,6 +227,126 @@ def test_a_loop_that_writes_a_ref_is_refused():
   assert "it writes a ref" in _refused(writes_kernel, X)
 
 
+# --- sums that reach their outputs through linear steps ----------------------------------
+# A mean, a sum over the rows of a tile accumulated in the loop, a scale by a loaded weight,
+# a masked select against zero, a difference of two sums: each program applies the step to
+# its partial and the second pass adds them, which is the step applied to the whole sum.
+
+W = jnp.linspace(-2.0, 3.0, 16, dtype=jnp.float32)
+
+
+def mean_kernel(x_ref, o_ref):
+  def body(i, acc):
+    return acc + x_ref[pl.ds(i * 8, 8), :].sum(axis=0)
+  o_ref[...] = (jax.lax.fori_loop(0, 8, body, jnp.zeros(16, jnp.float32)) / 64.0).astype(
+      o_ref.dtype)
+
+
+def tile_rows_kernel(x_ref, o_ref):
+  def body(i, acc):          # a (8, 16) tile accumulated, its rows summed after the loop
+    x = x_ref[pl.ds(i * 8, 8), :]
+    return acc + x * x
+  acc = jax.lax.fori_loop(0, 8, body, jnp.zeros((8, 16), jnp.float32))
+  o_ref[...] = jnp.sum(acc, axis=0).astype(o_ref.dtype)
+
+
+def weighted_kernel(x_ref, w_ref, o_ref, p_ref):
+  def body(i, carry):
+    s, q = carry
+    x = x_ref[pl.ds(i * 8, 8), :]
+    return s + x.sum(axis=0), q + (x * x).sum(axis=0)
+  s, q = jax.lax.fori_loop(0, 8, body, (jnp.zeros(16, jnp.float32), jnp.zeros(16, jnp.float32)))
+  w = w_ref[...]
+  o_ref[...] = (s * w - q).astype(o_ref.dtype)      # a scale by a loaded weight, minus a sum
+  p_ref[...] = jnp.where(w > 0, q, 0.0).astype(p_ref.dtype)
+
+
+LINEAR = {
+    "mean": (mean_kernel, (X,), jax.ShapeDtypeStruct((16,), jnp.float32)),
+    "mean_bf16": (mean_kernel, (X.astype(jnp.bfloat16),), jax.ShapeDtypeStruct((16,), jnp.bfloat16)),
+    "tile_rows": (tile_rows_kernel, (X,), jax.ShapeDtypeStruct((16,), jnp.float32)),
+    "weighted": (weighted_kernel, (X, W), [jax.ShapeDtypeStruct((16,), jnp.float32),
+                                          jax.ShapeDtypeStruct((16,), jnp.bfloat16)]),
+}
+
+
+@pytest.mark.parametrize("name", list(LINEAR))
+def test_a_sum_through_linear_steps_splits_with_equal_outputs(name):
+  kernel, args, out = LINEAR[name]
+  recipes.clear()
+  with recipes.capture():
+    pl.pallas_call(kernel, out, grid=(2,))(*args)
+  recipe = recipes.recipes()[-1]
+  k, p = variant.pattern_of(recipe)
+  assert p.trip == 8
+  for s in (2, 3, 4):
+    v = variant.build(recipe, k, p, s)
+    assert variant.compare(recipe, v) is None, (name, s)
+    assert variant.compare(recipe, v, seed=7) is None, (name, s)
+  # the partials keep float32 where the kernel cast its result down before storing
+  assert [st.partial_dtype for st in p.stores] == ["float32"] * len(p.stores)
+
+
+def test_a_wrong_linear_step_would_be_caught():
+  """The comparison the linear steps rely on is not vacuous: a variant whose second pass
+  drops one partial differs."""
+  kernel, args, out = LINEAR["mean"]
+  recipes.clear()
+  with recipes.capture():
+    pl.pallas_call(kernel, out, grid=(2,))(*args)
+  recipe = recipes.recipes()[-1]
+  k, p = variant.pattern_of(recipe)
+  v = variant.build(recipe, k, p, 4)
+  broken = lambda *a: v.call(*a)[0][1:].sum(0)        # noqa: E731
+  assert variant.compare(recipe, broken) is not None
+
+
+def offset_kernel(x_ref, o_ref):
+  def body(i, acc):
+    return acc + x_ref[pl.ds(i * 8, 8), :].sum(axis=0)
+  o_ref[...] = jax.lax.fori_loop(0, 8, body, jnp.zeros(16, jnp.float32)) + 1.0
+
+
+def product_kernel(x_ref, o_ref):
+  def body(i, carry):
+    s, q = carry
+    x = x_ref[pl.ds(i * 8, 8), :]
+    return s + x.sum(axis=0), q + x.max(axis=0)
+  s, q = jax.lax.fori_loop(0, 8, body, (jnp.zeros(16, jnp.float32), jnp.zeros(16, jnp.float32)))
+  o_ref[...] = s * q
+
+
+def int_mean_kernel(x_ref, o_ref):
+  def body(i, acc):
+    return acc + x_ref[pl.ds(i * 8, 8), :].sum(axis=0)
+  o_ref[...] = jax.lax.div(jax.lax.fori_loop(0, 8, body, jnp.zeros(16, jnp.int32)), 3)
+
+
+def rounded_kernel(x_ref, o_ref):
+  def body(i, acc):
+    return acc + x_ref[pl.ds(i * 8, 8), :].sum(axis=0)
+  s = jax.lax.fori_loop(0, 8, body, jnp.zeros(16, jnp.float32))
+  o_ref[...] = s.astype(jnp.int32).astype(jnp.float32)
+
+
+def test_a_sum_plus_a_constant_is_refused():
+  assert "adds a value that does not come from a sum" in _refused(offset_kernel, X)
+
+
+def test_two_sums_multiplied_are_refused():
+  assert "multiplies two sums together" in _refused(product_kernel, X)
+
+
+def test_an_integer_mean_is_refused():
+  xi = jnp.arange(64 * 16, dtype=jnp.int32).reshape(64, 16)
+  why = _refused(int_mean_kernel, xi, out=jax.ShapeDtypeStruct((16,), jnp.int32))
+  assert "integer `div` rounds" in why
+
+
+def test_a_sum_rounded_to_an_integer_before_the_end_is_refused():
+  assert "cast to an integer is rounded" in _refused(rounded_kernel, X)
+
+
 # --- through advise ----------------------------------------------------------------------
 
 def test_advise_offers_the_split_checked_under_the_interpreter():

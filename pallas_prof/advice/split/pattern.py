@@ -6,14 +6,17 @@ loop of fori's shape) whose trip count is a constant, and:
     once, in an `add` whose result is the carry's next value and nothing else;
   - the body reads refs and writes none (a write would happen once per program, not once
     per partial);
-  - after the loop each sum goes to one output ref, stored once (through at most one
-    convert_element_type to the output's dtype), every output ref gets one such store and
-    nothing else touches the outputs.
+  - after the loop each sum reaches the outputs through steps linear in the sums (a cast,
+    a reshape or transpose, a sum over an axis, a multiply or divide by a value no sum
+    feeds, an add of sums, a select against zero), every output ref is stored once from
+    them and nothing else touches the outputs. The last cast before a store is skipped: the
+    partials stay in the dtype they were computed in.
 Then the loop's trip range can be cut into S contiguous chunks run by S programs, each
 storing its partial sums, and the partials' sum is the original's (up to the order of the
 adds: a float sum reassociated rounds differently). Anything else is refused with the
 reason (NotSplittable): a max or product carry (the second pass adds), a carry read for
-anything but its sum, a bound read from data or from the program id, a second loop.
+anything but its sum, a sum sent through sqrt or an added constant after the loop, a bound
+read from data or from the program id, a second loop.
 """
 from __future__ import annotations
 
@@ -103,12 +106,16 @@ def _static_int(eqns, v, what: str) -> int:
                       "is split (each program runs its own chunk of a known range)")
 
 
-def _zero(eqns, v) -> bool:
+def _zero(eqns, v, outside=lambda v: False) -> bool:
+  """Whether v is zero: a literal, or one broadcast, cast or reshaped; `outside(v)` for a
+  value made outside `eqns` (a call's operand)."""
   if _is_lit(v):
-    return np.all(np.asarray(v.val) == 0)
+    return bool(np.all(np.asarray(v.val) == 0))
   e = _producer(eqns, v)
-  return (e is not None and e.primitive.name == "broadcast_in_dim" and len(e.invars) == 1
-          and _is_lit(e.invars[0]) and np.all(np.asarray(e.invars[0].val) == 0))
+  if e is None:
+    return outside(v)
+  return (e.primitive.name in ("broadcast_in_dim", CONVERT, "reshape") and
+          len(e.invars) == 1 and _zero(eqns, e.invars[0], outside))
 
 
 def _loop_parts(eqn):
@@ -197,14 +204,14 @@ def recognize(jaxpr, n_in: int, n_out: int, kernel_file: str | None = None) -> P
   trip = hi if isinstance(hi, int) else _static_int(eqns, hi, "bound") - lo
   if not inits:
     raise NotSplittable("the loop carries no sum")
-  dtypes = _check_sums(body, first, skip, inits, eqns)
+  _check_sums(body, first, skip, inits, eqns)
   _reads_only(body)
   outs = jaxpr.invars[n_in:]
   if any(any(v is o for o in outs) for v in loop.invars):
     raise NotSplittable("the loop reads an output ref: the partials would each read it")
   if any(not isinstance(v, compat.DropVar) and _uses(eqns, v) for v in loop.outvars[:skip]):
     raise NotSplittable("the loop's counter is read after the loop")
-  stores = _stores(eqns, li, loop.outvars[skip:], outs, dtypes)
+  stores = _stores(eqns, li, loop.outvars[skip:], outs)
   return Pattern(li, loop.primitive.name, lo, trip, stores, *_where(loop, kernel_file))
 
 
@@ -219,36 +226,107 @@ def _value_index(e) -> int:
   return value
 
 
-def _stores(eqns, li: int, sums, outs, dtypes) -> tuple[Store, ...]:
-  found: dict[int, Store] = {}
+# Equations after the loop that keep a value linear in the sums: f(sum of partials) is the
+# sum of f(partials), so each program may apply them to its partial (up to rounding).
+STRUCTURAL = frozenset({"convert_element_type", "neg", "reduce_sum", "broadcast_in_dim",
+                        "reshape", "squeeze", "expand_dims", "transpose", "copy", "copy_p",
+                        "slice", "rev", "reduce_precision"})
+
+
+CALLS = ("pjit", "jit", "closed_call", "core_call")
+
+
+class _NotLinear(Exception):
+  pass
+
+
+def _linear(eqns, e, summed: list[bool], zero=None) -> list[bool]:
+  """Which of equation e's results come from sums, where e is linear in its operands that
+  come from sums (`summed`); _NotLinear says why where it is not. `zero(v)`: whether
+  operand v is zero (a literal, or a broadcast one)."""
+  zero = zero or (lambda v: _zero(eqns, v))
+  name = e.primitive.name
+  out = np.dtype(e.outvars[0].aval.dtype) if e.outvars else np.dtype("float32")
+  every = [True] * len(e.outvars)
+  if name in CALLS:                  # jnp.where and friends: the call's own equations
+    inner, _ = compat.open_jaxpr(e.params["jaxpr"])
+    outer = dict(zip(map(id, inner.invars), e.invars))
+    inner_zero = lambda v: _zero(inner.eqns, v, lambda u: id(u) in outer and zero(outer[id(u)]))  # noqa: E731
+    made = {id(v) for v, s in zip(inner.invars, summed) if s}
+    for ie in inner.eqns:
+      inner_summed = [not _is_lit(v) and id(v) in made for v in ie.invars]
+      if any(inner_summed):
+        made |= {id(v) for v, t in zip(ie.outvars, _linear(inner.eqns, ie, inner_summed,
+                                                           inner_zero)) if t}
+    return [not _is_lit(v) and id(v) in made for v in inner.outvars]
+  if name == CONVERT and out.kind in "biu" and np.dtype(e.invars[0].aval.dtype).kind == "f":
+    uses = _uses(eqns, e.outvars[0])
+    if len(uses) == 1 and eqns[uses[0]].primitive.name in ("swap", "masked_swap"):
+      return every                   # the cast before the store: the second pass makes it
+    raise _NotLinear("a float sum cast to an integer is rounded: the partials' roundings do "
+                     "not add up")
+  if name in STRUCTURAL:
+    if any(summed[1:]):
+      raise _NotLinear(f"`{name}` reads a sum as a parameter")
+    return every
+  if name in ("mul", "dot_general"):
+    if sum(summed) != 1:
+      raise _NotLinear(f"`{name}` multiplies two sums together")
+    return every
+  if name == "div":
+    if out.kind in "iu":
+      raise _NotLinear("an integer `div` rounds: the partials' quotients do not add up to the "
+                       "sum's")
+    if summed[1]:
+      raise _NotLinear("`div` divides by a sum")
+    return every
+  if name in ("add", "add_any", "sub"):
+    if all(summed):
+      return every
+    raise _NotLinear(f"`{name}` adds a value that does not come from a sum: each of the S "
+                     "partials would add it")
+  if name == "select_n":
+    if summed[0]:
+      raise _NotLinear("`select_n` chooses by a sum")
+    if all(s or zero(v) for s, v in zip(summed[1:], e.invars[1:])):
+      return every
+    raise _NotLinear("`select_n` chooses between a sum and a value that is not zero")
+  raise _NotLinear(f"`{name}` is not linear: the sum of its values over the partials is not "
+                   "its value over their sum")
+
+
+def _stores(eqns, li: int, sums, outs) -> tuple[Store, ...]:
+  """One Store per output. After the loop, every value computed from the sums must be
+  linear in them (STRUCTURAL ops, a multiply or divide by what no sum feeds, adds of sums,
+  a select against zero: a mean, a sum over rows, a scale by a loaded weight) until it is
+  stored, once, to an output."""
   for k, r in enumerate(sums):
-    if isinstance(r, compat.DropVar):
+    if isinstance(r, compat.DropVar) or not _uses(eqns, r):
       raise NotSplittable(f"carry {k}'s sum is not used after the loop")
-    uses = _uses(eqns, r)
-    convert = None
-    if len(uses) == 1 and eqns[uses[0]].primitive.name == CONVERT:
-      convert = uses[0]
-      r = eqns[convert].outvars[0]
-      uses = _uses(eqns, r)
-    if len(uses) != 1:
-      raise NotSplittable(f"carry {k}'s sum is used {len(uses)} times after the loop: only a "
-                          "sum stored once, as it is, is split")
-    e = eqns[uses[0]]
-    refs = [j for j, v in enumerate(outs) if any(x is v for x in e.invars)]
-    if e.primitive.name not in ("swap", "masked_swap") or len(refs) != 1 or \
-        e.invars[0] is not outs[refs[0]]:
-      raise NotSplittable(f"carry {k}'s sum goes to `{e.primitive.name}` after the loop, not "
-                          "straight to an output: only sums stored as they are are split "
-                          "(the partials' sum must be what is stored)")
-    if any(not isinstance(v, compat.DropVar) and _uses(eqns, v) for v in e.outvars):
-      raise NotSplittable("a store's old value is read")
-    tainted = [j for j, v in enumerate(e.invars) if v is r]
-    if tainted != [_value_index(e)]:
-      raise NotSplittable(f"carry {k}'s sum is used as an index or mask of its store")
-    if refs[0] in found:
-      raise NotSplittable(f"output {refs[0]} is stored twice")
-    found[refs[0]] = Store(refs[0], k, uses[0], convert, dtypes[k],
-                           np.dtype(outs[refs[0]].aval.dtype).name)
+  carries = {id(r): (k,) for k, r in enumerate(sums)}    # value -> the sums it is made of
+  found: dict[int, Store] = {}
+  for i in range(li + 1, len(eqns)):
+    e = eqns[i]
+    summed = [not _is_lit(v) and id(v) in carries for v in e.invars]
+    if not any(summed):
+      continue
+    ks = tuple(sorted({k for v, s in zip(e.invars, summed) if s for k in carries[id(v)]}))
+    what = f"carry {ks[0]}'s sum" if len(ks) == 1 else f"the sums of carries {ks}"
+    if e.primitive.name in ("swap", "masked_swap"):
+      found_store = _store(eqns, i, e, outs, summed, what, ks[0], carries)
+      if found_store.output in found:
+        raise NotSplittable(f"output {found_store.output} is stored twice")
+      found[found_store.output] = found_store
+      continue
+    try:
+      made = _linear(eqns, e, summed)
+    except _NotLinear as why:
+      raise NotSplittable(f"{what} goes to `{e.primitive.name}` after the loop: {why} (only "
+                          "sums stored as they are, or through linear steps, are split: the "
+                          "partials' sum must be what is stored)") from None
+    for v, t in zip(e.outvars, made):
+      if t and not isinstance(v, compat.DropVar):
+        carries[id(v)] = ks
   stored = {s.eqn for s in found.values()}
   for i, e in enumerate(eqns):
     if i in stored or i == li:
@@ -266,3 +344,23 @@ def _stores(eqns, li: int, sums, outs, dtypes) -> tuple[Store, ...]:
       raise NotSplittable(f"`{e.primitive.name}` outside the loop writes a ref (or has another "
                           "effect): each of the S programs would do it")
   return tuple(found[j] for j in range(len(outs)))
+
+
+def _store(eqns, i, e, outs, summed, what, k, carries) -> Store:
+  refs = [j for j, v in enumerate(outs) if any(x is v for x in e.invars)]
+  if len(refs) != 1 or e.invars[0] is not outs[refs[0]]:
+    raise NotSplittable(f"{what} is stored to a ref that is not an output")
+  if any(not isinstance(v, compat.DropVar) and _uses(eqns, v) for v in e.outvars):
+    raise NotSplittable("a store's old value is read")
+  at = _value_index(e)
+  if [j for j, s in enumerate(summed) if s] != [at]:
+    raise NotSplittable(f"{what} is used as an index or mask of its store")
+  value = e.invars[at]
+  convert = None
+  made = _producer(eqns, value)
+  if made is not None and made.primitive.name == CONVERT and len(_uses(eqns, value)) == 1 \
+      and not _is_lit(made.invars[0]) and id(made.invars[0]) in carries:
+    convert = eqns.index(made)       # the last cast to the output's dtype: dropped
+    value = made.invars[0]
+  partial = np.dtype(value.aval.dtype).name
+  return Store(refs[0], k, i, convert, partial, np.dtype(outs[refs[0]].aval.dtype).name)
