@@ -180,7 +180,7 @@ def _candidates(recipe, goal: str, factor: int, operand_index: int | None,
     plans = [p for p in plans if p.ties[operand_index] == rank - 1]
   if not plans:
     return [], NO_AXIS
-  out, row = [], False
+  out, row, too_big = [], False, None
   for p in sorted(plans, key=lambda p: -grid[p.axis]):
     if goal in ("larger", "wider"):
       want = p.block * factor if goal == "larger" else max(last or 1, p.block * 2)
@@ -203,8 +203,10 @@ def _candidates(recipe, goal: str, factor: int, operand_index: int | None,
       row = least > min_block and smaller_factor(p.block, 2, min_block) > 1
     for b in dict.fromkeys(sizes):
       change = change_for(recipe, p, b)
-      if b != p.block and (goal != "smaller" or b >= min_block) and \
-          max(block_elements(s) for s in change["blocks"]) <= MAX_BLOCK_ELEMENTS:
+      largest = max(block_elements(s) for s in change["blocks"])
+      if largest > MAX_BLOCK_ELEMENTS and b != p.block:
+        too_big = (b, largest)
+      elif b != p.block and (goal != "smaller" or b >= min_block):
         out.append(change)
     if out:
       break
@@ -215,6 +217,9 @@ def _candidates(recipe, goal: str, factor: int, operand_index: int | None,
            "memory sectors to use part of each)")
   why = (f"it does not split in two{dot}" if goal == "smaller" else
          f"{goal} ones would leave some of the {sms} SMs without a program or not fit a CTA")
+  if goal == "smaller" and too_big is not None:
+    why = (f"at {too_big[0]} a block would still hold {too_big[1]:,} elements, more than the "
+           f"{MAX_BLOCK_ELEMENTS:,} a CTA's registers can hold")
   return out, f"its blocks ({blocks}) cannot be made {goal} here: {why}"
 
 

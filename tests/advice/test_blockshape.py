@@ -191,6 +191,32 @@ def test_smaller_blocks_go_below_16_only_in_a_kernel_without_dots():
   assert "cannot be made smaller" in note and "16 or more" in note
 
 
+def column_sum_kernel(x_ref, o_ref):
+  o_ref[...] = jnp.sum(x_ref[...], axis=0)
+
+
+def test_a_halving_that_still_overflows_a_cta_says_so():
+  """Blocks of 4096x40 float32 (163,840 elements): halved along the columns they still hold
+  81,920, over a CTA's 65,536; the note says that, not that the block does not split."""
+  recipes.clear()
+  x = jnp.ones((4096, 200), jnp.float32)
+  with recipes.capture():
+    pl.pallas_call(column_sum_kernel, jax.ShapeDtypeStruct((200,), jnp.float32), grid=(5,),
+                   in_specs=[pl.BlockSpec((4096, 40), lambda j: (0, j))],
+                   out_specs=pl.BlockSpec((40,), lambda j: (j,)))(x)
+  recipe = recipes.recipes()[-1]
+  f = synthetic_facts([synthetic_eq(0, "get", block_shape=(4096, 40), dtype="float32")],
+                      grid=(5,))
+  notes = []
+  assert blockshape.resolve(_intent("smaller", 2), f, recipe, notes=notes) == []
+  (note,) = notes
+  assert "at 20 a block would still hold 81,920 elements" in note, note
+  assert "does not split in two" not in note
+  # by 4 it fits, and is offered
+  (variant,) = blockshape.resolve(_intent("smaller", 4), f, recipe)
+  assert variant.change["to_block"] == 10 and variant.change["grid"] == [20]
+
+
 def _rows_call(kernel, block_rows=8, rows=64, dot=False):
   """A row kernel (blocks of `block_rows` x 128 on a grid down the rows), or with `dot` an
   8x8 dot on a grid of one program whose index maps read no grid index."""
