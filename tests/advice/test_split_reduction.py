@@ -301,6 +301,67 @@ def test_a_wrong_linear_step_would_be_caught():
   assert variant.compare(recipe, broken) is not None
 
 
+COLMEAN = """\
+import functools
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+ROWS, COLS, BR, BC = 592, 40, 16, 8
+
+
+def colmean_kernel(x_ref, w_ref, o_ref, *, block_rows):
+  rows = x_ref.shape[0]
+  def body(i, acc):
+    return acc + x_ref[pl.ds(i * block_rows, block_rows), :].astype(jnp.float32)
+  acc = jax.lax.fori_loop(0, rows // block_rows, body,
+                          jnp.zeros((block_rows, x_ref.shape[1]), jnp.float32))
+  o_ref[...] = (jnp.sum(acc, axis=0) * w_ref[...].astype(jnp.float32) / rows).astype(o_ref.dtype)
+
+
+def colmean(x, w):
+  kernel = functools.partial(colmean_kernel, block_rows=BR)
+  return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((COLS,), x.dtype),
+                        grid=(COLS // BC,),
+                        in_specs=[pl.BlockSpec((ROWS, BC), lambda j: (0, j)),
+                                  pl.BlockSpec((BC,), lambda j: (j,))],
+                        out_specs=pl.BlockSpec((BC,), lambda j: (j,)))(x, w)
+"""
+
+
+def _load(path, name):
+  spec = importlib.util.spec_from_file_location(name, path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def test_a_mean_kernels_diff_applies_and_gives_the_same_outputs(tmp_path):
+  """A held-out shape of the pattern: a (16, 8) tile accumulated over 37 iterations, its rows
+  summed after the loop, scaled by a loaded weight and divided by the row count, cast to
+  bfloat16: the diff advise writes applies, and the patched file's outputs equal the
+  original's."""
+  path = tmp_path / "colmean_split_test.py"
+  path.write_text(COLMEAN)
+  module = _load(path, "colmean_split_test")
+  x = jax.random.normal(jax.random.key(4), (592, 40), jnp.bfloat16)
+  w = jax.random.normal(jax.random.key(5), (40,), jnp.bfloat16)
+  recipes.clear()
+  with recipes.capture():
+    want = module.colmean(x, w)
+  recipe = recipes.recipes()[-1]
+  k, p = variant.pattern_of(recipe)
+  assert p.trip == 37 and k.grid == (5,)
+  assert variant.compare(recipe, variant.build(recipe, k, p, 5)) is None
+  diff = source.unified_diff(recipe, p, 5, len(k.grid))
+  patched = subprocess.run(["patch", str(path)], input=diff, text=True, capture_output=True)
+  assert patched.returncode == 0, patched.stdout + patched.stderr
+  got = _load(path, "colmean_split_test_patched").colmean(x, w)
+  assert same_outputs(leaves(got), leaves(want)) is None
+  reference = (x.astype(jnp.float32).mean(0) * w.astype(jnp.float32)).astype(jnp.bfloat16)
+  assert same_outputs(leaves(got), leaves(reference)) is None
+
+
 def offset_kernel(x_ref, o_ref):
   def body(i, acc):
     return acc + x_ref[pl.ds(i * 8, 8), :].sum(axis=0)
