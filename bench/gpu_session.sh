@@ -63,7 +63,7 @@ step_suite() {   # the canonical benchmark: every op, three shapes, four columns
   # budget (cases the budget cannot reach are recorded as skipped); the record is
   # suite_<gpu>_<commit>.json (SUITE_COMMIT names the commit: this copy has no .git)
   timeout ${SUITE_TIMEOUT:-555} python3 bench/suite/suite.py --budget-s ${SUITE_BUDGET:-480} \
-    --out-dir "$OUT" ${SUITE_COMMIT:+--commit $SUITE_COMMIT} ${SUITE_ARGS:-} 2>&1 \
+    --out-dir "$OUT" --commit "${SUITE_COMMIT:-${PALLAS_PROF_COMMIT:-unknown}}" ${SUITE_ARGS:-} 2>&1 \
     | grep -v Deprecation | tail -70
 }
 
@@ -73,7 +73,7 @@ step_advised() {   # issue 49, item 3: the suite's "advised" column on issue 49'
   # (goal: within 1.25x): suite_<gpu>_<commit>.json, its summary table at the end
   timeout ${ADVISED_TIMEOUT:-400} python3 bench/suite/suite.py --advised --budget-s \
     ${ADVISED_BUDGET:-330} --advise-budget-s ${ADVISED_ADVISE_BUDGET:-40} --out-dir "$OUT" \
-    ${SUITE_COMMIT:+--commit $SUITE_COMMIT} --only "rms_norm fwd+bwd 8x2048x3136,layer_norm fwd+bwd 1x8192x8192,matmul 5120x3136x4096,mha fwd full 2x5120x8x128" \
+    --commit "${SUITE_COMMIT:-${PALLAS_PROF_COMMIT:-unknown}}" --only "rms_norm fwd+bwd 8x2048x3136,layer_norm fwd+bwd 1x8192x8192,matmul 5120x3136x4096,mha fwd full 2x5120x8x128" \
     2>&1 | grep -v Deprecation | tail -90
 }
 
@@ -277,6 +277,12 @@ step_dots() {   # issue 49, item 1: advise on the suite's f32 matmul 5120x3136x4
   # precision edits it tried, what it kept, before/after times and errors: $OUT/dots.json
   timeout ${DOTS_TIMEOUT:-300} python3 bench/advice/dots_gpu.py --budget-s ${DOTS_BUDGET:-100} \
     --out "$OUT/dots.json" 2>&1 | grep -v Deprecation | tail -40
+}
+
+step_tf32() {   # issue 49, f32 dots: does B's layout (K-major or not) decide wgmma or mma.sync for
+  # a TF32 dot on sm_90? plain vs K-major B, several tiles, against XLA: $OUT/tf32_layout.json
+  timeout ${TF32_TIMEOUT:-200} python3 bench/probes/tf32_layout.py --budget-s ${TF32_BUDGET:-150} \
+    --out "$OUT/tf32_layout.json" 2>&1 | grep -v Deprecation | tail -30
 }
 
 step_persistent() {   # issue 49: persistent programs against the plain and grouped launch orders
