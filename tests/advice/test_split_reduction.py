@@ -69,7 +69,7 @@ def test_the_norms_dw_db_kernels_split_with_equal_outputs(op, dtype):
   # the sums stay float32 in the partials; the outputs keep the weights' dtype
   assert [(s.partial_dtype, s.dtype) for s in p.stores] == \
       [("float32", jnp.dtype(dtype).name)] * 2
-  assert (p.file or "").endswith(f"{op.__name__.rsplit('.', 1)[-1]}.py")
+  assert (p.file or "").endswith(f"{op}.py")
   sizes = variant.splits(int(np.prod(k.grid)), p.trip, 132)
   assert sizes == [4]                   # 38 iterations: at most 4 chunks of 8 or more
   # the suite's shapes on the H200: rms_norm 8x2048x3136's 196 programs of 1,024
@@ -88,6 +88,20 @@ def test_the_norms_dw_db_kernels_split_with_equal_outputs(op, dtype):
   if dtype == jnp.float32:              # reassociated float32 sums: far inside the tolerance
     for g, w in zip(got, want, strict=True):
       np.testing.assert_allclose(g, w, rtol=0, atol=1e-5 * np.abs(w).max())
+  # wider column blocks beside the split: block_n (the grid's cdiv(72, 16) = 5) is the
+  # output block's parameter; block_m, also 16 and also giving cdiv(72, 16), is the loop's
+  # step and leaves the sums' size as it is, so it is not taken for it
+  ws = variant.widenings(recipe)
+  assert [(w.name, w.new, w.axis, w.extent) for w in ws] == \
+      [("block_n", 64, 0, 72), ("block_n", 128, 0, 72)]
+  for w in ws:
+    shaped = variant.widened(recipe, w)
+    kw, pw = variant.pattern_of(shaped)
+    assert kw.grid == (-(-72 // w.new),) and pw.trip == 38
+    for s in (2, 3):
+      fn = variant.build(shaped, kw, pw, s)
+      assert _grid_of(fn, recipe) == (kw.grid[0], s)
+      assert variant.compare(recipe, fn) is None
 
 
 def test_a_wrong_split_is_caught_by_the_comparison():
@@ -420,8 +434,16 @@ def test_advise_offers_the_split_checked_under_the_interpreter():
   (advice,) = pallas_prof.advise(recs, sample=False, progress=None)
   (d,) = [d for d in advice.diagnoses if d.rule == "long_reduction"]
   assert "each sum all 26 iterations" in d.text
-  (a,) = [a for a in advice.actions if a.kind == "e"]
+  split = [a for a in advice.actions if a.kind == "e"]
+  (a,) = [a for a in split if "widen" not in a.change]
   assert a.change == {"split": 3, "axis": 1}
+  # and with wider column blocks (block_cols 16 -> 64: the grid's one program, split 3 ways),
+  # checked under the interpreter against the original
+  (wide,) = [a for a in split if "widen" in a.change]
+  assert wide.change["widen"] == {"name": "block_cols", "value": 16, "new": 64, "axis": 0,
+                                  "extent": 40}
+  assert wide.change["split"] == 3 and wide.status == trial.CPU_EQUAL, wide.status
+  assert "set block_cols=16 -> 64 where you set it" in wide.edit and wide.diff
   assert a.status == trial.CPU_EQUAL and a.trial is None
   assert a.compiled.endswith("B shared"), a.compiled          # compiled for sm_90 too
   assert a.diff and a.diff.startswith("--- a/") and "apply the diff" in a.apply

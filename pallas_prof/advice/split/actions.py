@@ -16,7 +16,7 @@ from ..rules.table import Finding, about, fact
 from ..schema import Action
 from .pattern import NotSplittable
 from .source import SourceRefused, jaxpr_change, unified_diff
-from .variant import chunk, pattern_of, splits
+from .variant import chunk, pattern_of, splits, widened, widenings
 
 RULE = "long_reduction"
 
@@ -65,4 +65,43 @@ def findings(f, recipe, notes: list[str]) -> list[Finding]:
     actions.append(Action("e", title, RULE, {"split": s, "axis": axis}, edit=edit,
                           user_file=p.file, user_line=p.lineno, estimate_pct=value,
                           estimate_basis=basis, diff=diff))
+  actions += _with_wider_blocks(f, recipe, p, notes)
   return [Finding(d, actions)]
+
+
+def _with_wider_blocks(f, recipe, p, notes: list[str]) -> list[Action]:
+  """The split again, with the block parameter the grid is computed from made larger
+  (variant.widenings): fewer, wider programs, each split over more of the loop."""
+  out = []
+  for w in widenings(recipe):
+    try:
+      k, pw = pattern_of(widened(recipe, w))
+    except Exception as e:  # noqa: BLE001 - the plain split stands without it
+      notes.append(f"no split with {w.words}: {type(e).__name__}: {str(e)[:160]}")
+      continue
+    programs = 1
+    for g in k.grid:
+      programs *= g
+    sizes = splits(programs, pw.trip, f.sms)
+    if not sizes:
+      continue
+    s, axis = sizes[0], len(k.grid)
+    grid = "x".join(map(str, (*k.grid, s)))
+    try:
+      diff, why = unified_diff(recipe, pw, s, axis), None
+    except SourceRefused as e:
+      diff, why = None, str(e)
+    where = f"at {pw.line}: "
+    edit = (where + f"set {w.words} where you set it, and apply the diff (`patch -p1 < "
+            "split.diff`)" if diff else where + f"no diff ({why}); the variant's change: "
+            f"{w.words}, grid axis {w.axis} {w.extent} / {w.new}; "
+            + jaxpr_change(widened(recipe, w), k, pw, s))
+    title = (f"split the loop at {p.line} over {s} programs per block, with {w.words}: grid "
+             f"{'x'.join(map(str, k.grid))}x{s} ({grid}), {chunk(pw.trip, s)} iterations "
+             "each, partials summed after the call")
+    out.append(Action("e", title, RULE, {"split": s, "axis": axis, "widen": {
+        "name": w.name, "value": w.value, "new": w.new, "axis": w.axis, "extent": w.extent}},
+        edit=edit, user_file=p.file, user_line=p.lineno, estimate_pct=None,
+        estimate_basis="no estimate: wider blocks change how the memory is read, which the "
+        "work model does not price; measured where tried", diff=diff))
+  return out

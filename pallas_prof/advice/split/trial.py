@@ -20,7 +20,7 @@ from ...tune.blocks import tune
 from ...tune.choice import MIN_GAIN
 from ..schema import Action, Trial
 from ..variants import resources, trace_variant
-from .variant import build, compare, inputs, original, pattern_of
+from .variant import Widening, build, compare, inputs, original, pattern_of, widened
 
 # loop iterations (programs x trip count) the CPU check runs under the interpreter, twice
 # (the original and the variant): about a few seconds each on a CPU
@@ -38,8 +38,9 @@ def tried(a: Action, recipe, *, gpu: bool, budget_s: float, say=lambda text: Non
   """The action with its variant checked (and, on a GPU, timed)."""
   s = int(a.change["split"])
   try:
-    k, p = pattern_of(recipe)
-    fn = build(recipe, k, p, s)
+    shaped = widened(recipe, Widening(**a.change["widen"])) if a.change.get("widen") else recipe
+    k, p = pattern_of(shaped)
+    fn = build(shaped, k, p, s)
     gk = trace_variant(fn, recipe)
   except Exception as e:  # noqa: BLE001 - a variant that does not build or lower is said so
     return _failed(a, f"does not lower: {type(e).__name__}: {str(e)[:200]}")

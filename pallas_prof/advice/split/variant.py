@@ -121,6 +121,80 @@ def splits(programs: int, trip: int, sms: int) -> list[int]:
   return list(dict.fromkeys(out))
 
 
+WIDER = (4, 8)                    # the factors a block parameter tied to the grid is tried at
+
+
+@dataclasses.dataclass(frozen=True)
+class Widening:
+  """A block parameter of the kernel (a functools.partial keyword, say block_n=16) that the
+  grid is computed from (grid axis `axis` == cdiv(extent, value)): tried larger, the grid
+  shorter, beside the split. The norms' dw/db kernels read 16 bfloat16 columns a program
+  (32-byte rows); wider rows read the memory in longer runs, and the split gives the grid
+  back its programs. Only where the call has no BlockSpecs (the kernel indexes whole refs
+  itself): the comparison with the original's outputs is what says it holds."""
+  name: str
+  value: int
+  new: int
+  axis: int
+  extent: int
+
+  @property
+  def words(self) -> str:
+    return f"{self.name}={self.value} -> {self.new}"
+
+
+def widenings(recipe) -> list[Widening]:
+  """The block parameters the grid is computed from, each at WIDER's factors (up to the
+  extent's next power of two)."""
+  kernel = recipe.kernel
+  if not isinstance(kernel, functools.partial) or recipe.kwargs.get("in_specs") is not None \
+      or recipe.kwargs.get("out_specs") is not None:
+    return []
+  grid = recipe.kwargs.get("grid") or ()
+  grid = (grid,) if isinstance(grid, int) else tuple(grid)
+  extents = sorted({d for shape, _ in recipe.arg_shapes for d in shape})
+  out = []
+  for name, value in kernel.keywords.items():
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+      continue
+    for axis, g in enumerate(grid):
+      tied = [e for e in extents if isinstance(g, int) and g > 1 and -(-e // value) == g]
+      if len(tied) != 1:
+        continue
+      cap = 1 << (tied[0] - 1).bit_length()
+      out += [Widening(name, value, value * f, axis, tied[0]) for f in WIDER
+              if value * f <= cap]
+  out = [w for w in out if _scales_the_sums(recipe, w)]
+  names = {w.name for w in out}
+  return out if len(names) == 1 else []          # one parameter, or none (ambiguous)
+
+
+def _sums_size(recipe) -> int:
+  k, p = pattern_of(recipe)
+  loop = k.jaxpr.eqns[p.loop]
+  return sum(math.prod(v.aval.shape) for v in loop.outvars if getattr(v.aval, "shape", ()))
+
+
+def _scales_the_sums(recipe, w: Widening) -> bool:
+  """Whether the parameter is the output block's: with the grid axis f times shorter,
+  each program must sum f times as many elements (a parameter that is the loop's step, of
+  the same value, leaves the sums as they are)."""
+  try:
+    return _sums_size(widened(recipe, w)) == _sums_size(recipe) * (w.new // w.value)
+  except Exception:  # noqa: BLE001 - a parameter the kernel cannot be traced at is not one
+    return False
+
+
+def widened(recipe, w: Widening):
+  """The recipe with the block parameter at its new value and the grid axis recomputed."""
+  kernel = functools.partial(recipe.kernel.func, *recipe.kernel.args,
+                             **{**recipe.kernel.keywords, w.name: w.new})
+  grid = recipe.kwargs.get("grid")
+  grid = list((grid,) if isinstance(grid, int) else grid)
+  grid[w.axis] = -(-w.extent // w.new)
+  return dataclasses.replace(recipe, kernel=kernel, kwargs=dict(recipe.kwargs, grid=tuple(grid)))
+
+
 def chunk(trip: int, s: int) -> int:
   return -(-trip // s)
 
