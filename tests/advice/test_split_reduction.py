@@ -152,6 +152,29 @@ def test_the_diff_applies_and_the_patched_file_gives_the_same_outputs(tmp_path):
   assert tuple(eqn.params["grid_mapping"].grid) == (3, 3)
 
 
+def test_the_wider_blocks_diff_applies_and_gives_the_same_outputs(tmp_path):
+  """The split with block_cols 16 -> 64: the diff rebinds the parameter at the call and
+  divides the grid's axis by 4 (cdiv of cdiv: right at any shape); the patched file runs
+  on grid (1, 3) and gives the original's outputs, at the recorded shape and another."""
+  recipe, x, want = _column_recipe(jnp.bfloat16)
+  (w,) = [w for w in variant.widenings(recipe) if w.new == 64]
+  kw, pw = variant.pattern_of(variant.widened(recipe, w))
+  diff = source.unified_diff(recipe, pw, 3, len(kw.grid), w)
+  assert "functools.partial(kernel, block_cols=64)" in diff
+  assert "grid=(pl.cdiv(pl.cdiv(cols, BLOCK_COLS), 4), 3)" in diff
+  copy = tmp_path / "column_sums_wide.py"
+  shutil.copy(column_sums.__file__, copy)
+  patched = subprocess.run(["patch", str(copy)], input=diff, text=True, capture_output=True)
+  assert patched.returncode == 0, patched.stdout + patched.stderr
+  module = _load(copy, "column_sums_wide")
+  assert same_outputs(leaves(module.column_sums(x)), leaves(want)) is None
+  eqn = variant._find_call(jax.make_jaxpr(module.column_sums)(x).jaxpr)
+  assert tuple(eqn.params["grid_mapping"].grid) == (1, 3)
+  other = jax.random.normal(jax.random.key(9), (77, 150), jnp.bfloat16)   # 150 columns
+  assert same_outputs(leaves(module.column_sums(other)),
+                      leaves(column_sums.column_sums(other))) is None
+
+
 def test_the_diff_is_refused_for_an_installed_package():
   recipe = _norm_recipe("rms_norm", jnp.bfloat16)
   k, p = variant.pattern_of(recipe)
@@ -443,7 +466,7 @@ def test_advise_offers_the_split_checked_under_the_interpreter():
   assert wide.change["widen"] == {"name": "block_cols", "value": 16, "new": 64, "axis": 0,
                                   "extent": 40}
   assert wide.change["split"] == 3 and wide.status == trial.CPU_EQUAL, wide.status
-  assert "set block_cols=16 -> 64 where you set it" in wide.edit and wide.diff
+  assert "rebinds block_cols at the call" in wide.edit and wide.diff
   assert a.status == trial.CPU_EQUAL and a.trial is None
   assert a.compiled.endswith("B shared"), a.compiled          # compiled for sm_90 too
   assert a.diff and a.diff.startswith("--- a/") and "apply the diff" in a.apply

@@ -88,12 +88,13 @@ def _with_wider_blocks(f, recipe, p, notes: list[str]) -> list[Action]:
     s, axis = sizes[0], len(k.grid)
     grid = "x".join(map(str, (*k.grid, s)))
     try:
-      diff, why = unified_diff(recipe, pw, s, axis), None
+      diff, why = unified_diff(recipe, pw, s, axis, w), None
     except SourceRefused as e:
       diff, why = None, str(e)
     where = f"at {pw.line}: "
-    edit = (where + f"set {w.words} where you set it, and apply the diff (`patch -p1 < "
-            "split.diff`)" if diff else where + f"no diff ({why}); the variant's change: "
+    edit = (where + "apply the diff (`patch -p1 < split.diff`): it also rebinds "
+            f"{w.name} at the call ({w.words})" if diff else where + f"no diff ({why}); the "
+            "variant's change: "
             f"{w.words}, grid axis {w.axis} {w.extent} / {w.new}; "
             + jaxpr_change(widened(recipe, w), k, pw, s))
     title = (f"split the loop at {p.line} over {s} programs per block, with {w.words}: grid "

@@ -241,7 +241,7 @@ def _keywords(call: ast.Call) -> dict:
   return {k.arg: k.value for k in call.keywords if k.arg}
 
 
-def _edit_call(f: _File, recipe, p: Pattern, splits: int, pl: str) -> None:
+def _edit_call(f: _File, recipe, p: Pattern, splits: int, pl: str, widen=None) -> None:
   call = _find_call(f.tree, recipe.call_line)
   if call is None or len(call.args) > 2 or (len(call.args) == 2 and "out_shape" in
                                             _keywords(call)):
@@ -268,14 +268,23 @@ def _edit_call(f: _File, recipe, p: Pattern, splits: int, pl: str) -> None:
   f.replace(shape_node, new_shape)
   _check_specs(recipe)
   grid = kw.get("grid")
+  if widen is not None:
+    _widen_kernel(f, call, widen)
   if grid is not None:
     g = f.segment(grid)
     if isinstance(grid, ast.Tuple):             # (a, b) -> (a, b, S)
-      g = ", ".join(f.segment(e) for e in grid.elts)
-      f.replace(grid, f"({g}, {splits})")
+      elts = [f.segment(e) for e in grid.elts]
+      if widen is not None:
+        elts[widen.axis] = f"{pl}.cdiv({elts[widen.axis]}, {widen.new // widen.value})"
+      f.replace(grid, f"({', '.join(elts)}, {splits})")
+    elif widen is not None:
+      f.replace(grid, f"(*({pl}.cdiv(_n, {widen.new // widen.value}) if _i == {widen.axis} else _n "
+                      f"for _i, _n in enumerate({g})), {splits})")
     else:
       f.replace(grid, f"(*{g}, {splits})" if isinstance(recipe.kwargs.get("grid"),
                                                         (tuple, list)) else f"({g}, {splits})")
+  elif widen is not None:
+    raise SourceRefused("the pallas_call names no grid for the wider blocks' grid")
   outs = kw.get("out_specs")
   squeeze = f"({pl}.squeezed, *s.block_shape), lambda *g, s=s: (g[-1], *s.index_map(*g[:-1]))"
   if outs is not None:
@@ -309,6 +318,18 @@ def _edit_call(f: _File, recipe, p: Pattern, splits: int, pl: str) -> None:
   f.insert(f.line_start(first), HELPER_SOURCE)
 
 
+def _widen_kernel(f: _File, call: ast.Call, widen) -> None:
+  """The call's kernel with the block parameter rebound: functools.partial(kernel, name=new)."""
+  functools_name = _alias(f.tree, "functools")
+  if functools_name is None:
+    raise SourceRefused(f"{os.path.basename(f.path)} does not `import functools` (the wider "
+                        f"blocks rebind {widen.name} with functools.partial)")
+  if not call.args:
+    raise SourceRefused("the pallas_call's kernel is not its first argument")
+  kernel = call.args[0]
+  f.replace(kernel, f"{functools_name}.partial({f.segment(kernel)}, {widen.name}={widen.new})")
+
+
 def _check_specs(recipe) -> None:
   """Specs the rewrite keeps whole: BlockSpecs with a block shape and an index map, and no
   other field set (memory space, pipelining) that `pl.BlockSpec(shape, map)` would drop."""
@@ -328,9 +349,11 @@ def _check_specs(recipe) -> None:
                             "would drop")
 
 
-def unified_diff(recipe, p: Pattern, splits: int, axis: int) -> str:
+def unified_diff(recipe, p: Pattern, splits: int, axis: int, widen=None) -> str:
   """The diff (one or two files) that makes the user's code the variant; SourceRefused
-  where it cannot be written reliably."""
+  where it cannot be written reliably. `widen` (variant.Widening): the kernel's block
+  parameter made larger at the call (`functools.partial(kernel, block_n=64)`) and its grid
+  axis `pl.cdiv(axis, factor)` (cdiv(cdiv(n, b), f) is cdiv(n, b * f): right at any shape)."""
   if not recipe.call_file or not recipe.call_line:
     raise SourceRefused("the pallas_call's line is not known")
   _, kernel_path, _ = _kernel_function(recipe.kernel)
@@ -343,7 +366,7 @@ def unified_diff(recipe, p: Pattern, splits: int, axis: int) -> str:
   if pl_kernel is None:
     raise SourceRefused("the kernel's file does not import jax.experimental.pallas")
   _edit_kernel(kfile, recipe, p, splits, axis, pl_kernel)
-  _edit_call(call_file, recipe, p, splits, pl_call)
+  _edit_call(call_file, recipe, p, splits, pl_call, widen)
   out = []
   for f in files.values():
     new = f.edited()
