@@ -250,14 +250,14 @@ def _linear(eqns, e, summed: list[bool], zero=None) -> list[bool]:
   every = [True] * len(e.outvars)
   if name in CALLS:                  # jnp.where and friends: the call's own equations
     inner, _ = compat.open_jaxpr(e.params["jaxpr"])
-    outer = dict(zip(map(id, inner.invars), e.invars))
+    outer = dict(zip(map(id, inner.invars), e.invars, strict=True))
     inner_zero = lambda v: _zero(inner.eqns, v, lambda u: id(u) in outer and zero(outer[id(u)]))  # noqa: E731
-    made = {id(v) for v, s in zip(inner.invars, summed) if s}
+    made = {id(v) for v, s in zip(inner.invars, summed, strict=True) if s}
     for ie in inner.eqns:
       inner_summed = [not _is_lit(v) and id(v) in made for v in ie.invars]
       if any(inner_summed):
-        made |= {id(v) for v, t in zip(ie.outvars, _linear(inner.eqns, ie, inner_summed,
-                                                           inner_zero)) if t}
+        flows = _linear(inner.eqns, ie, inner_summed, inner_zero)
+        made |= {id(v) for v, t in zip(ie.outvars, flows, strict=True) if t}
     return [not _is_lit(v) and id(v) in made for v in inner.outvars]
   if name == CONVERT and out.kind in "biu" and np.dtype(e.invars[0].aval.dtype).kind == "f":
     uses = _uses(eqns, e.outvars[0])
@@ -288,7 +288,7 @@ def _linear(eqns, e, summed: list[bool], zero=None) -> list[bool]:
   if name == "select_n":
     if summed[0]:
       raise _NotLinear("`select_n` chooses by a sum")
-    if all(s or zero(v) for s, v in zip(summed[1:], e.invars[1:])):
+    if all(s or zero(v) for s, v in zip(summed[1:], e.invars[1:], strict=True)):
       return every
     raise _NotLinear("`select_n` chooses between a sum and a value that is not zero")
   raise _NotLinear(f"`{name}` is not linear: the sum of its values over the partials is not "
@@ -310,7 +310,7 @@ def _stores(eqns, li: int, sums, outs) -> tuple[Store, ...]:
     summed = [not _is_lit(v) and id(v) in carries for v in e.invars]
     if not any(summed):
       continue
-    ks = tuple(sorted({k for v, s in zip(e.invars, summed) if s for k in carries[id(v)]}))
+    ks = tuple(sorted({k for v, s in zip(e.invars, summed, strict=True) if s for k in carries[id(v)]}))
     what = f"carry {ks[0]}'s sum" if len(ks) == 1 else f"the sums of carries {ks}"
     if e.primitive.name in ("swap", "masked_swap"):
       found_store = _store(eqns, i, e, outs, summed, what, ks[0], carries)
@@ -324,7 +324,7 @@ def _stores(eqns, li: int, sums, outs) -> tuple[Store, ...]:
       raise NotSplittable(f"{what} goes to `{e.primitive.name}` after the loop: {why} (only "
                           "sums stored as they are, or through linear steps, are split: the "
                           "partials' sum must be what is stored)") from None
-    for v, t in zip(e.outvars, made):
+    for v, t in zip(e.outvars, made, strict=True):
       if t and not isinstance(v, compat.DropVar):
         carries[id(v)] = ks
   stored = {s.eqn for s in found.values()}
