@@ -71,9 +71,10 @@ step_advised() {   # issue 49, item 3: the suite's "advised" column on issue 49'
   # `pallas-prof advise` on each (a copy of its op's module), what it kept applied (a tuning
   # file, a split-reduction diff), timed beside the other columns with its ratio to XLA
   # (goal: within 1.25x): suite_<gpu>_<commit>.json, its summary table at the end
+  # (ADVISED_ONLY: other cases, comma-separated, for a short call)
   timeout ${ADVISED_TIMEOUT:-400} python3 bench/suite/suite.py --advised --budget-s \
     ${ADVISED_BUDGET:-330} --advise-budget-s ${ADVISED_ADVISE_BUDGET:-40} --out-dir "$OUT" \
-    --commit "${SUITE_COMMIT:-${PALLAS_PROF_COMMIT:-unknown}}" --only "rms_norm fwd+bwd 8x2048x3136,layer_norm fwd+bwd 1x8192x8192,matmul 5120x3136x4096,mha fwd full 2x5120x8x128" \
+    --commit "${SUITE_COMMIT:-${PALLAS_PROF_COMMIT:-unknown}}" --only "${ADVISED_ONLY:-rms_norm fwd+bwd 8x2048x3136,layer_norm fwd+bwd 1x8192x8192,matmul 5120x3136x4096,mha fwd full 2x5120x8x128}" \
     2>&1 | grep -v Deprecation | tail -90
 }
 
