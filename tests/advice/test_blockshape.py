@@ -191,19 +191,10 @@ def test_smaller_blocks_go_below_16_only_in_a_kernel_without_dots():
   assert "cannot be made smaller" in note and "16 or more" in note
 
 
-def column_sum_kernel(x_ref, o_ref):
-  o_ref[...] = jnp.sum(x_ref[...], axis=0)
-
-
 def test_a_halving_that_still_overflows_a_cta_says_so():
   """Blocks of 4096x40 float32 (163,840 elements): halved along the columns they still hold
   81,920, over a CTA's 65,536; the note says that, not that the block does not split."""
-  recipes.clear()
-  x = jnp.ones((4096, 200), jnp.float32)
-  with recipes.capture():
-    pl.pallas_call(column_sum_kernel, jax.ShapeDtypeStruct((200,), jnp.float32), grid=(5,),
-                   in_specs=[pl.BlockSpec((4096, 40), lambda j: (0, j))],
-                   out_specs=pl.BlockSpec((40,), lambda j: (j,)))(x)
+  _column_sums(jnp.float32, block_cols=40, cols=200, rows=4096)
   recipe = recipes.recipes()[-1]
   f = synthetic_facts([synthetic_eq(0, "get", block_shape=(4096, 40), dtype="float32")],
                       grid=(5,))

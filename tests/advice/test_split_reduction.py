@@ -137,14 +137,8 @@ def test_the_diff_applies_and_the_patched_file_gives_the_same_outputs(tmp_path):
   assert "+  _split_lo = pl.program_id(1) * _split_chunk" in diff
   assert "jax.lax.fori_loop(_split_lo, jax.lax.min(_split_lo + _split_chunk" in diff
   assert "grid=(pl.cdiv(cols, BLOCK_COLS), 3)" in diff
-  copy = tmp_path / "column_sums_split.py"
-  shutil.copy(column_sums.__file__, copy)
-  patched = subprocess.run(["patch", str(copy)], input=diff, text=True, capture_output=True)
-  assert patched.returncode == 0, patched.stdout + patched.stderr
-  assert "_pallas_prof_split_sum" in copy.read_text()
-  spec = importlib.util.spec_from_file_location("column_sums_split", copy)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
+  module = _patched(tmp_path / "column_sums_split.py", diff, column_sums.__file__)
+  assert "_pallas_prof_split_sum" in open(module.__file__).read()
   got = module.column_sums(x)
   assert same_outputs(leaves(got), leaves(want)) is None
   # the patched file is the variant: its pallas_call has the grid's new axis of 3
@@ -162,11 +156,7 @@ def test_the_wider_blocks_diff_applies_and_gives_the_same_outputs(tmp_path):
   diff = source.unified_diff(recipe, pw, 3, len(kw.grid), w)
   assert "functools.partial(kernel, block_cols=64)" in diff
   assert "grid=(pl.cdiv(pl.cdiv(cols, BLOCK_COLS), 4), 3)" in diff
-  copy = tmp_path / "column_sums_wide.py"
-  shutil.copy(column_sums.__file__, copy)
-  patched = subprocess.run(["patch", str(copy)], input=diff, text=True, capture_output=True)
-  assert patched.returncode == 0, patched.stdout + patched.stderr
-  module = _load(copy, "column_sums_wide")
+  module = _patched(tmp_path / "column_sums_wide.py", diff, column_sums.__file__)
   assert same_outputs(leaves(module.column_sums(x)), leaves(want)) is None
   eqn = variant._find_call(jax.make_jaxpr(module.column_sums)(x).jaxpr)
   assert tuple(eqn.params["grid_mapping"].grid) == (1, 3)
@@ -373,6 +363,16 @@ def _load(path, name):
   return module
 
 
+def _patched(path, diff, original=None):
+  """`diff` applied with patch to `path` (a copy of `original` first, where given), then
+  imported under a name of its own."""
+  if original is not None:
+    shutil.copy(original, path)
+  done = subprocess.run(["patch", str(path)], input=diff, text=True, capture_output=True)
+  assert done.returncode == 0, done.stdout + done.stderr
+  return _load(path, f"{path.stem}_patched")
+
+
 def test_a_mean_kernels_diff_applies_and_gives_the_same_outputs(tmp_path):
   """A held-out shape of the pattern: a (16, 8) tile accumulated over 37 iterations, its rows
   summed after the loop, scaled by a loaded weight and divided by the row count, cast to
@@ -391,9 +391,7 @@ def test_a_mean_kernels_diff_applies_and_gives_the_same_outputs(tmp_path):
   assert p.trip == 37 and k.grid == (5,)
   assert variant.compare(recipe, variant.build(recipe, k, p, 5)) is None
   diff = source.unified_diff(recipe, p, 5, len(k.grid))
-  patched = subprocess.run(["patch", str(path)], input=diff, text=True, capture_output=True)
-  assert patched.returncode == 0, patched.stdout + patched.stderr
-  got = _load(path, "colmean_split_test_patched").colmean(x, w)
+  got = _patched(path, diff).colmean(x, w)
   assert same_outputs(leaves(got), leaves(want)) is None
   reference = (x.astype(jnp.float32).mean(0) * w.astype(jnp.float32)).astype(jnp.bfloat16)
   assert same_outputs(leaves(got), leaves(reference)) is None

@@ -10,6 +10,8 @@ no GPU").
 """
 from __future__ import annotations
 
+import math
+
 from .. import estimate
 from ..floors import program_work
 from ..rules.table import Finding, about, fact
@@ -79,10 +81,7 @@ def _with_wider_blocks(f, recipe, p, notes: list[str]) -> list[Action]:
     except Exception as e:  # noqa: BLE001 - the plain split stands without it
       notes.append(f"no split with {w.words}: {type(e).__name__}: {str(e)[:160]}")
       continue
-    programs = 1
-    for g in k.grid:
-      programs *= g
-    sizes = splits(programs, pw.trip, f.sms)
+    sizes = splits(math.prod(k.grid), pw.trip, f.sms)
     if not sizes:
       continue
     s, axis = sizes[0], len(k.grid)

@@ -164,7 +164,12 @@ def widenings(recipe) -> list[Widening]:
       cap = 1 << (tied[0] - 1).bit_length()
       out += [Widening(name, value, value * f, axis, tied[0]) for f in WIDER
               if value * f <= cap]
-  out = [w for w in out if _scales_the_sums(recipe, w)]
+  if out:
+    try:
+      base = _sums_size(recipe)
+    except Exception:  # noqa: BLE001 - a kernel that does not fit has no widening either
+      return []
+    out = [w for w in out if _scales_the_sums(recipe, w, base)]
   names = {w.name for w in out}
   return out if len(names) == 1 else []          # one parameter, or none (ambiguous)
 
@@ -175,12 +180,12 @@ def _sums_size(recipe) -> int:
   return sum(math.prod(v.aval.shape) for v in loop.outvars if getattr(v.aval, "shape", ()))
 
 
-def _scales_the_sums(recipe, w: Widening) -> bool:
+def _scales_the_sums(recipe, w: Widening, base: int) -> bool:
   """Whether the parameter is the output block's: with the grid axis f times shorter,
-  each program must sum f times as many elements (a parameter that is the loop's step, of
-  the same value, leaves the sums as they are)."""
+  each program must sum f times as many elements (`base`: the original's; a parameter that
+  is the loop's step, of the same value, leaves the sums as they are)."""
   try:
-    return _sums_size(widened(recipe, w)) == _sums_size(recipe) * (w.new // w.value)
+    return _sums_size(widened(recipe, w)) == base * (w.new // w.value)
   except Exception:  # noqa: BLE001 - a parameter the kernel cannot be traced at is not one
     return False
 
