@@ -260,9 +260,11 @@ step_int16() {   # issue 32: seed 1250's int16 wrong answer (a packed add's cons
 
 step_advice() {   # issue 29's Proof: the known-answer kernels (one planted defect each, one at
   # its roof) and JAX's norm ops against XLA, the advice checked against the fixes applied by
-  # hand: $OUT/advice/known_answers.json and .txt (ADVICE_COMMIT names the commit)
+  # hand: $OUT/advice/known_answers.json and .txt (ADVICE_COMMIT names the commit;
+  # ADVICE_ONLY: some cases, comma-separated, for a short call)
   timeout ${ADVICE_TIMEOUT:-500} python3 bench/advice/advice_known_answers.py --budget-s \
-    ${ADVICE_BUDGET:-420} --deadline-s 465 --out "$OUT/advice" ${ADVICE_COMMIT:+--commit $ADVICE_COMMIT} \
+    ${ADVICE_BUDGET:-420} --deadline-s ${ADVICE_DEADLINE:-465} --out "$OUT/advice" \
+    ${ADVICE_COMMIT:+--commit $ADVICE_COMMIT} ${ADVICE_ONLY:+--only $ADVICE_ONLY} \
     2>&1 | grep -v Deprecation | tail -120
 }
 

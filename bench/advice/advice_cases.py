@@ -14,6 +14,9 @@ random inputs, a CPU only lowers and compiles them at full size (their static fa
                     column blocks
     transcendental  a loop re-reading x and recomputing        exp/sin hoisted       loop_invariant, d
                     exp(x) * sin(x) in each of 64 iterations   before the loop
+    narrow_         column sums of 32768 x 2048 bf16, one      the loop split over   long_reduction, e
+    reduction       program per 16 columns (32-byte rows),     16 programs a block,
+                    128 programs each looping all the rows     128-column blocks
     at_roof         add of 2^26 f32 in 4096-element blocks     none: nothing wrong   at_roof, no action
                     (48 KiB a program: streams at its roof)
 
@@ -191,6 +194,55 @@ def transcendental():
           jax.jit(functools.partial(_loop, kernel=hoisted_kernel)), (_spec(8192, 1024),))
 
 
+# --- a long reduction done by too few, too narrow programs -------------------------------
+# As JAX's norms' dw/db kernels: no BlockSpecs, a functools.partial whose block_n the grid
+# is computed from, a loop down all the rows summing a 16-column strip (32-byte rows of
+# bf16). The hand fix is what a person writes: wider strips, the rows cut into chunks run by
+# more programs, the partial sums added after the call.
+
+SUM_ROWS = 32            # the loop's step: rows a program sums an iteration
+
+
+def column_sums_kernel(x_ref, o_ref, *, block_n):
+  j = pl.program_id(0)
+  cols = pl.ds(j * block_n, block_n)
+
+  def body(i, acc):
+    return acc + x_ref[pl.ds(i * SUM_ROWS, SUM_ROWS), cols].astype(jnp.float32).sum(axis=0)
+  o_ref[cols] = jax.lax.fori_loop(0, x_ref.shape[0] // SUM_ROWS, body,
+                                  jnp.zeros(block_n, jnp.float32))
+
+
+def _column_sums(x, block_n):
+  return pl.pallas_call(functools.partial(column_sums_kernel, block_n=block_n),
+                        grid=(pl.cdiv(x.shape[1], block_n),),
+                        out_shape=jax.ShapeDtypeStruct(x.shape[1:], jnp.float32))(x)
+
+
+def column_partials_kernel(x_ref, o_ref, *, block_n, chunk):
+  j, s = pl.program_id(0), pl.program_id(1)
+  cols = pl.ds(j * block_n, block_n)
+
+  def body(i, acc):
+    return acc + x_ref[pl.ds(i * SUM_ROWS, SUM_ROWS), cols].astype(jnp.float32).sum(axis=0)
+  o_ref[s, cols] = jax.lax.fori_loop(s * chunk, (s + 1) * chunk, body,
+                                     jnp.zeros(block_n, jnp.float32))
+
+
+def _column_sums_split(x, block_n=128, splits=16):
+  chunk = x.shape[0] // SUM_ROWS // splits
+  partials = pl.pallas_call(
+      functools.partial(column_partials_kernel, block_n=block_n, chunk=chunk),
+      grid=(pl.cdiv(x.shape[1], block_n), splits),
+      out_shape=jax.ShapeDtypeStruct((splits, x.shape[1]), jnp.float32))(x)
+  return partials.sum(axis=0)
+
+
+def narrow_reduction():
+  return (jax.jit(functools.partial(_column_sums, block_n=16)), jax.jit(_column_sums_split),
+          (_spec(32768, 2048, dtype=jnp.bfloat16),))
+
+
 # --- at its roof: the same add in blocks large enough to stream -------------------------
 
 def at_roof():
@@ -210,6 +262,8 @@ CASES = [
          uncoalesced),
     Case("transcendental", "a loop that re-reads x and recomputes exp(x) * sin(x) in each of "
          "its 64 iterations", "loop_invariant", "d", transcendental),
+    Case("narrow_reduction", "column sums of 32768 x 2048 bf16 by 128 programs, each "
+         "looping all the rows of a 16-column strip", "long_reduction", "e", narrow_reduction),
     Case("at_roof", "add of 2^26 f32 in 4096-element blocks (nothing planted)", "at_roof",
          None, at_roof),
 ]

@@ -132,3 +132,43 @@ def test_a_planted_defect_that_costs_nothing_here_gets_no_verdict():
   costs = checks.case_checks(CASE["too_few_warps"], roof, {"saving_pct": 73.0}, gpu=True)
   assert costs["cause_named"] is False and costs["within_points"] is False
   assert "planted_costs" not in costs
+
+
+def test_a_structural_hand_fix_is_matched_by_the_structural_variants_only():
+  """The narrow reduction's hand fix is a split (kind e): a knob of kind a that saved as
+  much does not stand for it, and the split's measured saving is what is compared."""
+  case = CASE["narrow_reduction"]
+  stages = Action("a", "num_stages 3 -> 4", "small_loop_steps", trial=_trial(70.0))
+  split = Action("e", "split the loop over 20 programs per block", "long_reduction",
+                 trial=_trial(66.0))
+  wider = Action("e", "split ..., with block_n=16 -> 128", "long_reduction",
+                 trial=_trial(90.0, equal=False))                 # outputs differ: never counts
+  advice = _advice("long_reduction", [stages, split, wider])
+  c = checks.case_checks(case, advice, {"saving_pct": 72.0}, gpu=True)
+  assert c["best_measured"]["title"] == split.title and c["within_points"] is True
+  assert c["points_from_hand"] == -6.0
+  knob_only = checks.case_checks(case, _advice("long_reduction", [stages]),
+                                 {"saving_pct": 72.0}, gpu=True)
+  assert knob_only["best_measured"] is None and knob_only["within_points"] is False
+  lines = checks.proof_lines({"gpu": True, "norms": [], "skipped": [], "cases": [
+      {"case": case.name, "hand_fix_kind": "e", "checks": c}]})
+  assert lines[2] == ("- measured fix of kind e (structural, whole calls) within 10 points of "
+                      "the hand fix: 1/1: narrow_reduction yes (advice -66 %, hand -72 %)")
+  assert not any("kinds a-c" in ln for ln in lines)
+
+
+def test_the_narrow_reductions_hand_fix_gives_the_planted_kernels_sums():
+  """Under the interpreter, at a small shape (48 loop steps, 384 columns): the hand-written
+  split and the planted kernel sum the same columns (to f32 reassociation)."""
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+  import pallas_prof
+  from bench.advice import advice_cases
+  pallas_prof.install()
+  x = jax.random.normal(jax.random.key(5), (1536, 384), jnp.float32).astype(jnp.bfloat16)
+  planted = np.asarray(advice_cases._column_sums(x, block_n=16))
+  fixed = np.asarray(advice_cases._column_sums_split(x, block_n=128, splits=16))
+  want = np.asarray(x, np.float32).sum(axis=0)
+  np.testing.assert_allclose(planted, want, rtol=1e-5, atol=1e-3)
+  np.testing.assert_allclose(fixed, want, rtol=1e-5, atol=1e-3)

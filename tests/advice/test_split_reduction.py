@@ -470,6 +470,22 @@ def test_advise_offers_the_split_checked_under_the_interpreter():
   assert a.diff and a.diff.startswith("--- a/") and "apply the diff" in a.apply
 
 
+def test_a_call_over_large_arrays_is_not_run_under_the_interpreter(monkeypatch):
+  """Few loop iterations do not make a quick interpreter run where the arrays are large
+  (the interpreter's loads slow with them): the variant is built and lowered, not run."""
+  from pallas_prof.advice.schema import Action
+  recipe, _, _ = _column_recipe(jnp.float32)             # 203 x 40: 8,120 elements
+  a = Action("e", "split 3", "long_reduction", {"split": 3, "axis": 1})
+  monkeypatch.setattr(trial, "INTERPRETED_MOST_ELEMENTS", 8_000)
+  got = trial.tried(a, recipe, gpu=False, budget_s=5.0)
+  assert got.trial is None and got.compiled.endswith("B shared"), got
+  assert got.status.startswith("not measured: no GPU; built and lowered, not run: the "
+                               "interpreter would run loops over arguments of 8,120 elements"), \
+      got.status
+  monkeypatch.setattr(trial, "INTERPRETED_MOST_ELEMENTS", 8_120)
+  assert trial.tried(a, recipe, gpu=False, budget_s=5.0).status == trial.CPU_EQUAL
+
+
 def test_advise_says_why_a_loop_kernel_is_not_split():
   _refused(max_kernel, X)
   recs = [r for r in kernel_registry.kernels() if r.name == "max_kernel"]

@@ -25,6 +25,10 @@ from .variant import Widening, build, compare, inputs, original, pattern_of, wid
 # loop iterations (programs x trip count) the CPU check runs under the interpreter, twice
 # (the original and the variant): about a few seconds each on a CPU
 INTERPRETED_MOST = 20_000
+# and the elements of the arguments: the interpreter's loads slow with the size of the array
+# they index (a 32768 x 2048 one took it about 1.7 ms an iteration), so a full-size call of
+# few iterations can still take minutes
+INTERPRETED_MOST_ELEMENTS = 1 << 22
 
 CPU_EQUAL = ("not measured: no GPU; outputs equal under the interpreter (to the tuner's "
              "tolerance: the adds reassociated)")
@@ -53,11 +57,15 @@ def tried(a: Action, recipe, *, gpu: bool, budget_s: float, say=lambda text: Non
     say(f"{recipe.name}: trying {a.title} (whole calls, as autotune times them)")
     return _measured(a, recipe, fn, budget_s)
   iterations = math.prod(k.grid) * p.trip
-  if iterations > INTERPRETED_MOST:
+  elements = sum(math.prod(shape) for shape, _ in recipe.arg_shapes)
+  too_long = (f"{iterations:,} loop iterations twice (more than {INTERPRETED_MOST:,})"
+              if iterations > INTERPRETED_MOST else
+              f"loops over arguments of {elements:,} elements twice (more than "
+              f"{INTERPRETED_MOST_ELEMENTS:,})" if elements > INTERPRETED_MOST_ELEMENTS else None)
+  if too_long:
     return dataclasses.replace(a, status=(
         f"not measured: no GPU; built and lowered, not run: the interpreter would run "
-        f"{iterations:,} loop iterations twice (more than {INTERPRETED_MOST:,}); `pallas-prof "
-        "advise` on a GPU checks and times it"))
+        f"{too_long}; `pallas-prof advise` on a GPU checks and times it"))
   say(f"{recipe.name}: checking {a.title} under the interpreter")
   try:
     differs = compare(recipe, fn)
