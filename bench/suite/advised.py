@@ -15,7 +15,9 @@ For a case (suite_cases.Built with its `module` and `from_module`):
          tuning_entries, as `pallas-prof advise --tuning-file` writes it), applied by
          PALLAS_PROF_TUNED=file while the column runs, as `PALLAS_PROF_TUNED=file python
          script.py` applies it;
-       - kind e (a split reduction): the unified diff, applied by a strict applier
+       - kind e (a split reduction) and kind c with a diff (a loop's step, a keyword of
+         the kernel, rebound at the call: advice/loop_steps.py): the unified diff, applied
+         by a strict applier
          (unified_diff.py: no fuzz, a hunk that does not match fails the column with where
          and why) to a fresh copy of the module, under the same file name, which is
          imported and whose function is timed;
@@ -195,7 +197,7 @@ def _kept(top, diff_applied: bool, tile_applied: bool = False) -> dict:
          "apply": top.apply}
   if top.kind == "a":
     out["applied"] = "tuning file (PALLAS_PROF_TUNED)"
-  elif top.kind == "e":
+  elif top.kind == "e" or diff_applied:
     out["applied"] = ("its diff, to a copy of the module" if diff_applied else
                       f"not applied: advise wrote no diff ({top.edit})")
   elif tile_applied:
@@ -248,7 +250,7 @@ def advise_case(built, options: Options, on_gpu: bool, say=None) -> Advised:
     if top is None:
       entry["nothing_kept"].append({"kernel": a.label, "why": _reason(a)})
       continue
-    if top.kind == "e" and top.diff:
+    if top.kind in "ce" and top.diff:     # a split, or a loop step rebound at the call
       diffs.append(top.diff)
     tile = _tile_of(top, built)
     # the op takes one tile: a second kernel's (none of the suite's ops has two dots'
@@ -256,7 +258,7 @@ def advise_case(built, options: Options, on_gpu: bool, say=None) -> Advised:
     applied_tile = tile is not None and not tiles
     if applied_tile:
       tiles.append(tile)
-    entry["kept"].append({"kernel": a.label, **_kept(top, bool(top.kind == "e" and top.diff),
+    entry["kept"].append({"kernel": a.label, **_kept(top, bool(top.kind in "ce" and top.diff),
                                                      applied_tile)})
   entries = tuning_entries(list(advice), records, report)
   tuning = None

@@ -314,7 +314,10 @@ def resolve(action: Action, f, recipe, operand_index: int | None = None,
   min_block = MIN_BLOCK if any(e.primitive == "dot_general" for e in f.equations.values()) else 1
   changes, why_not = [], "its pallas_call was not recorded (run it through `pallas-prof " \
       "advise` or `run`)"
-  if recipe is not None:
+  if recipe is not None and recipe.absent:
+    why_not = ("its pallas_call is given None among its operands, whose BlockSpecs a new "
+               "block shape cannot be matched with")
+  elif recipe is not None:
     changes, why_not = _candidates(recipe, goal, factor, operand_index,
                                    action.change.get("last"), f.sms, min_block)
   if changes and not reads_pid:
@@ -332,7 +335,7 @@ def resolve(action: Action, f, recipe, operand_index: int | None = None,
   if goal == "wider":
     return [_edit(action, f, recipe, goal, None, f"make the block's last dimension longer "
                   f"(not tried: {why_not})")]
-  if recipe is not None and why_not != NO_AXIS:
+  if recipe is not None and not recipe.absent and why_not != NO_AXIS:
     return _left_out(action, goal, why_not, notes)   # the axis the grid walks cannot take it
   if goal == "larger":
     fits, along = larger_factor(f, factor), "the grid's longest axis"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..backend.options import TunedSettings
-from . import autotuned, blockshape
+from . import autotuned, blockshape, loop_steps
 from .dots import joint
 from .facts import kernel_facts
 from .rank import rank, summary
@@ -40,6 +40,7 @@ def diagnose(kp, gk=None, device=None, ceilings=None, recipe=None, gpu: bool | N
   if not roof and recipe is not None:
     from .split.actions import findings as split_findings   # loads JAX (a recipe means it ran)
     findings += split_findings(f, recipe, notes)
+    findings += loop_steps.findings(f, recipe, notes)
   if roof:
     findings = roof + [x for x in findings if x.diagnosis.rule == "sampling_gaps"]
   actions: list[Action] = []
@@ -47,7 +48,8 @@ def diagnose(kp, gk=None, device=None, ceilings=None, recipe=None, gpu: bool | N
     for action in finding.actions if not roof else ():
       if action.kind == "c" and action.change.get("joint"):
         actions += joint.resolve(action, f, recipe, _hot_dot(f), notes)
-      elif action.kind == "c" and "grid" not in action.change:
+      elif action.kind == "c" and "grid" not in action.change and \
+          "keyword" not in action.change:
         actions += autotuned.actions(action, tuned) if tuned is not None else []
         actions += blockshape.resolve(action, f, recipe, _operand_index(gk, action), notes)
       else:
@@ -97,8 +99,9 @@ PRIORITY = ("at_roof", "dot_precision", "too_few_warps", "unpipelined_loop", "sp
 
 
 # Diagnoses the engine makes itself, not a rule of the table (they need the recorded call),
-# each placed just before a rule's: the split reduction's before few_programs (its cause)
-BUILT_BEFORE = {"long_reduction": "few_programs"}
+# each placed just before a rule's: the split reduction's before few_programs (its cause),
+# a loop's step (a fact, not a fault: advise measures its neighbours) before below_roof
+BUILT_BEFORE = {"long_reduction": "few_programs", "loop_step": "below_roof"}
 ORDER = tuple(x for r in PRIORITY
               for x in [k for k, before in BUILT_BEFORE.items() if before == r] + [r])
 

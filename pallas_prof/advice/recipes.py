@@ -34,6 +34,8 @@ class Recipe:
   original: Callable              # the unwrapped pallas_call, to make variants with
   in_avals: tuple = ()            # backend.equation_text.Aval per argument, once called
   arg_shapes: tuple = ()          # (shape, dtype) per argument
+  absent: tuple = ()              # positions of the arguments given as None (attention's
+                                  # segment_ids): `original`'s calls take the others only
 
   @property
   def name(self) -> str:
@@ -112,7 +114,11 @@ def capture():
     def call(*xs):
       if not recipe.in_avals:
         try:
-          recipe.arg_shapes = tuple((tuple(x.shape), x.dtype) for x in xs)
+          absent = tuple(i for i, x in enumerate(xs) if x is None)
+          if absent:            # variants are called with the arrays alone
+            recipe.absent = absent
+            recipe.original = _filling(original, len(xs), absent)
+          recipe.arg_shapes = tuple((tuple(x.shape), x.dtype) for x in xs if x is not None)
           recipe.in_avals = tuple(_aval(s, d) for s, d in recipe.arg_shapes)
           with _lock:
             _recipes.append(recipe)
@@ -132,6 +138,20 @@ def capture():
     blocks.RECORDING["on"] = recording
     if pl.pallas_call is pallas_call:
       pl.pallas_call = original
+
+
+def _filling(original, n: int, absent: tuple):
+  """pallas_call whose calls take the arrays alone and give the kernel None where the
+  recorded call did (a None operand is an empty pytree: the kernel sees None, no ref)."""
+  @functools.wraps(original)
+  def make(kernel, out_shape=None, **kwargs):
+    fn = original(kernel, out_shape, **kwargs)
+
+    def call(*arrays):
+      it = iter(arrays)
+      return fn(*[None if i in absent else next(it) for i in range(n)])
+    return call
+  return make
 
 
 def find(record, found: list[Recipe] | None = None) -> Recipe | None:

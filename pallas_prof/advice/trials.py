@@ -21,7 +21,7 @@ import time
 from typing import Callable
 
 from ..backend.options import TunedSettings
-from . import autotuned, blockshape
+from . import autotuned, blockshape, loop_steps
 from .rank import rank, summary
 from .schema import Action, KernelAdvice, Trial
 from .variants import resources, trace_variant
@@ -53,7 +53,8 @@ def lower_variant(action: Action, rec, recipe):
 def _trace_block_variant(action: Action, recipe, platform: str | None = None):
   """The variant's GeneratedKernel, traced and lowered for the default backend, or for
   `platform` ("cpu": the lowering to Triton alone, which compiles nothing)."""
-  return trace_variant(blockshape.build(recipe, action.change), recipe, platform)
+  build = loop_steps.build if "keyword" in action.change else blockshape.build
+  return trace_variant(build(recipe, action.change), recipe, platform)
 
 
 def lowering_checked(advice: KernelAdvice, recipe) -> KernelAdvice:

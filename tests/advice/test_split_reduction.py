@@ -8,9 +8,6 @@ kernel's file, which then runs and gives the same outputs."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import shutil
-import subprocess
 
 import jax
 import jax.numpy as jnp
@@ -24,7 +21,7 @@ from pallas_prof.advice.split import source, trial, variant
 from pallas_prof.advice.split.pattern import NotSplittable
 from pallas_prof.backend import kernel_registry
 from pallas_prof.tune.choice import leaves, same_outputs
-from testkit import column_sums
+from testkit import column_sums, patching
 from testkit.jax_ops import gpu_op
 
 pallas_prof.install()
@@ -137,7 +134,7 @@ def test_the_diff_applies_and_the_patched_file_gives_the_same_outputs(tmp_path):
   assert "+  _split_lo = pl.program_id(1) * _split_chunk" in diff
   assert "jax.lax.fori_loop(_split_lo, jax.lax.min(_split_lo + _split_chunk" in diff
   assert "grid=(pl.cdiv(cols, BLOCK_COLS), 3)" in diff
-  module = _patched(tmp_path / "column_sums_split.py", diff, column_sums.__file__)
+  module = patching.patched(tmp_path / "column_sums_split.py", diff, column_sums.__file__)
   assert "_pallas_prof_split_sum" in open(module.__file__).read()
   got = module.column_sums(x)
   assert same_outputs(leaves(got), leaves(want)) is None
@@ -156,7 +153,7 @@ def test_the_wider_blocks_diff_applies_and_gives_the_same_outputs(tmp_path):
   diff = source.unified_diff(recipe, pw, 3, len(kw.grid), w)
   assert "functools.partial(kernel, block_cols=64)" in diff
   assert "grid=(pl.cdiv(pl.cdiv(cols, BLOCK_COLS), 4), 3)" in diff
-  module = _patched(tmp_path / "column_sums_wide.py", diff, column_sums.__file__)
+  module = patching.patched(tmp_path / "column_sums_wide.py", diff, column_sums.__file__)
   assert same_outputs(leaves(module.column_sums(x)), leaves(want)) is None
   eqn = variant._find_call(jax.make_jaxpr(module.column_sums)(x).jaxpr)
   assert tuple(eqn.params["grid_mapping"].grid) == (1, 3)
@@ -356,23 +353,6 @@ def colmean(x, w):
 """
 
 
-def _load(path, name):
-  spec = importlib.util.spec_from_file_location(name, path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-def _patched(path, diff, original=None):
-  """`diff` applied with patch to `path` (a copy of `original` first, where given), then
-  imported under a name of its own."""
-  if original is not None:
-    shutil.copy(original, path)
-  done = subprocess.run(["patch", str(path)], input=diff, text=True, capture_output=True)
-  assert done.returncode == 0, done.stdout + done.stderr
-  return _load(path, f"{path.stem}_patched")
-
-
 def test_a_mean_kernels_diff_applies_and_gives_the_same_outputs(tmp_path):
   """A held-out shape of the pattern: a (16, 8) tile accumulated over 37 iterations, its rows
   summed after the loop, scaled by a loaded weight and divided by the row count, cast to
@@ -380,7 +360,7 @@ def test_a_mean_kernels_diff_applies_and_gives_the_same_outputs(tmp_path):
   original's."""
   path = tmp_path / "colmean_split_test.py"
   path.write_text(COLMEAN)
-  module = _load(path, "colmean_split_test")
+  module = patching.load(path, "colmean_split_test")
   x = jax.random.normal(jax.random.key(4), (592, 40), jnp.bfloat16)
   w = jax.random.normal(jax.random.key(5), (40,), jnp.bfloat16)
   recipes.clear()
@@ -391,7 +371,7 @@ def test_a_mean_kernels_diff_applies_and_gives_the_same_outputs(tmp_path):
   assert p.trip == 37 and k.grid == (5,)
   assert variant.compare(recipe, variant.build(recipe, k, p, 5)) is None
   diff = source.unified_diff(recipe, p, 5, len(k.grid))
-  got = _patched(path, diff).colmean(x, w)
+  got = patching.patched(path, diff).colmean(x, w)
   assert same_outputs(leaves(got), leaves(want)) is None
   reference = (x.astype(jnp.float32).mean(0) * w.astype(jnp.float32)).astype(jnp.bfloat16)
   assert same_outputs(leaves(got), leaves(reference)) is None

@@ -364,3 +364,18 @@ def _store(eqns, i, e, outs, summed, what, k, carries) -> Store:
     value = made.invars[0]
   partial = np.dtype(value.aval.dtype).name
   return Store(refs[0], k, i, convert, partial, np.dtype(outs[refs[0]].aval.dtype).name)
+
+
+def fori_trips(jaxpr) -> list[int | None]:
+  """The trip count of each fori-shaped loop at the kernel's top level, in order (None: a
+  loop of another shape, or one whose bounds are not constants: a causal attention's)."""
+  eqns = jaxpr.eqns
+  out = []
+  for e in (e for e in eqns if e.primitive.name in LOOPS):
+    try:
+      _, _, _, lo_v, hi, _ = _loop_parts(e)
+      lo = _static_int(eqns, lo_v, "start")
+      out.append(hi if isinstance(hi, int) else _static_int(eqns, hi, "bound") - lo)
+    except NotSplittable:
+      out.append(None)
+  return out

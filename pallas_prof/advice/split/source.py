@@ -322,8 +322,8 @@ def _widen_kernel(f: _File, call: ast.Call, widen) -> None:
   """The call's kernel with the block parameter rebound: functools.partial(kernel, name=new)."""
   functools_name = _alias(f.tree, "functools")
   if functools_name is None:
-    raise SourceRefused(f"{os.path.basename(f.path)} does not `import functools` (the wider "
-                        f"blocks rebind {widen.name} with functools.partial)")
+    raise SourceRefused(f"{os.path.basename(f.path)} does not `import functools` (the "
+                        f"variant rebinds {widen.name} with functools.partial)")
   if not call.args:
     raise SourceRefused("the pallas_call's kernel is not its first argument")
   kernel = call.args[0]
@@ -367,8 +367,34 @@ def unified_diff(recipe, p: Pattern, splits: int, axis: int, widen=None) -> str:
     raise SourceRefused("the kernel's file does not import jax.experimental.pallas")
   _edit_kernel(kfile, recipe, p, splits, axis, pl_kernel)
   _edit_call(call_file, recipe, p, splits, pl_call, widen)
+  return _diff_of(files.values())
+
+
+def keyword_diff(recipe, name: str, new: int) -> str:
+  """The diff that gives the call's kernel `name=new` (advice/loop_steps.py): the kernel
+  at the pallas_call wrapped, `functools.partial(kernel, name=new)` (a partial of a
+  partial: the later keyword wins); SourceRefused where it cannot be written."""
+  if not recipe.call_file or not recipe.call_line:
+    raise SourceRefused("the pallas_call's line is not known")
+  f = _File.read(recipe.call_file)
+  call = _find_call(f.tree, recipe.call_line)
+  if call is None:
+    raise SourceRefused(f"no pallas_call is written at {recipe.location}: it is made inside "
+                        "a function called there (copy that function's file into your code "
+                        "to edit it)")
+  _widen_kernel(f, call, _Rebinding(name, new))
+  return _diff_of([f])
+
+
+@dataclasses.dataclass(frozen=True)
+class _Rebinding:
+  name: str
+  new: int
+
+
+def _diff_of(files) -> str:
   out = []
-  for f in files.values():
+  for f in files:
     new = f.edited()
     try:
       ast.parse(new)

@@ -1,0 +1,142 @@
+"""A loop's step given to the kernel as a keyword, tried at half and twice its value: kind c.
+
+Attention's `block_k`, a matmul's `bk`: the rows or columns each iteration of the kernel's
+own loop takes. The step trades what an iteration holds (registers, and shared memory for
+every pipeline stage) against how many loads each issues; the compiler cannot move it, and
+no rule's figure says where the balance lies, so advise measures the neighbours. Where the
+step is a keyword of a functools.partial kernel, the same kernel traces again at another
+value with nothing else changed: the grid and the BlockSpecs stay (the step is the
+kernel's, not the call's).
+
+A keyword is a loop's step when, traced at the new value, a top-level loop of constant trip
+count runs more iterations for a smaller step and fewer for a larger (a head dimension or
+an epsilon does not move it); a keyword the grid is computed from (variant.widenings: the
+norms' block_n) is the split's, not this. Whether the variant computes what the original
+does is the trial's to say, as for every kind c: outputs compared before it is timed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+from .rules.table import Finding, about, fact
+from .schema import Action
+
+RULE = "loop_step"
+LEAST = 8                   # a step below this is not tried (a tensor-core tile is 16 wide,
+                            # a loop of steps of 4 rows is latency)
+ESTIMATE_BASIS = ("no estimate: the step trades registers and shared memory against loads in "
+                  "flight, which the work model does not price; measured where tried")
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+  name: str                 # the keyword (block_k)
+  value: int
+  new: int
+  trips: tuple[int, int]    # the loop's iterations at value and at new
+
+  @property
+  def words(self) -> str:
+    return f"{self.name}={self.value} -> {self.new}"
+
+
+def keyword_diff(recipe, name: str, new: int) -> str:
+  """The diff giving the call's kernel `name=new` (split/source.py writes it)."""
+  from .split.source import keyword_diff as write   # lazy: the source module loads jax
+  return write(recipe, name, new)
+
+
+def rebound(recipe, name: str, new: int):
+  """The recipe with the kernel's keyword at its new value (the grid and specs as they are)."""
+  kernel = functools.partial(recipe.kernel.func, *recipe.kernel.args,
+                             **{**recipe.kernel.keywords, name: new})
+  return dataclasses.replace(recipe, kernel=kernel)
+
+
+def build(recipe, change: dict):
+  """The variant's call: the recorded pallas_call with the keyword rebound."""
+  r = rebound(recipe, change["keyword"], int(change["to"]))
+  return r.original(r.kernel, r.out_shape, **r.kwargs)
+
+
+def _trips(recipe) -> list[int | None]:
+  import jax                                   # lazy: loads jax (a recipe means it ran)
+  from .split.pattern import fori_trips
+  from .split.variant import _find_call, _structs
+  fn = recipe.original(recipe.kernel, recipe.out_shape, **recipe.kwargs)
+  eqn = _find_call(jax.make_jaxpr(fn)(*_structs(recipe)).jaxpr)
+  if eqn is None:
+    return []
+  from ..backend import compat
+  return fori_trips(compat.open_jaxpr(eqn.params["jaxpr"])[0])
+
+
+def steps(recipe) -> list[Step]:
+  """The loop-step keywords of the recorded call's kernel, each at half and twice its value
+  (powers of two from LEAST up)."""
+  kernel = recipe.kernel
+  if not isinstance(kernel, functools.partial):
+    return []
+  try:
+    base = _trips(recipe)
+  except Exception:  # noqa: BLE001 - a call that does not trace again has no variants
+    return []
+  if not any(t is not None for t in base):
+    return []
+  from .split.variant import widenings
+  tied = {w.name for w in widenings(recipe)}
+  out = []
+  for name, value in kernel.keywords.items():
+    if isinstance(value, bool) or not isinstance(value, int) or name in tied or \
+        value < LEAST or value & (value - 1):
+      continue
+    for new in (value // 2, value * 2):
+      if new < LEAST:
+        continue
+      try:
+        trips = _trips(rebound(recipe, name, new))
+      except Exception:  # noqa: BLE001 - a value the kernel does not trace at is not offered
+        continue
+      moved = [(a, b) for a, b in zip(base, trips) if a is not None and b is not None and
+               (b > a if new < value else b < a)]
+      if len(trips) == len(base) and moved:
+        out.append(Step(name, value, new, moved[0]))
+  return out
+
+
+def findings(f, recipe, notes: list[str]) -> list[Finding]:
+  """The loop steps as one diagnosis (a fact of the kernel, with what advise tries) and an
+  action of kind c per neighbour."""
+  if recipe is None:
+    return []
+  found = steps(recipe)
+  if not found:
+    return []
+  from .split.source import SourceRefused, loop_line
+  where = loop_line(recipe.kernel)
+  line = f"{where[0].rsplit('/', 1)[-1]}:{where[1]}" if where else "the kernel's loop"
+  names = sorted({s.name for s in found})
+  first = found[0]
+  d = about(RULE, f"the loop at {line} steps by {', '.join(f'{n}={recipe.kernel.keywords[n]}' for n in names)}, "
+            "a keyword of the kernel: a step's size trades registers and shared memory "
+            "against loads in flight", f, evidence=[
+                fact("loop", f"{first.name}={first.value}: {first.trips[0]} iterations; "
+                     f"{first.name}={first.new}: {first.trips[1]}", value=first.trips[0])])
+  actions = []
+  for s in found:
+    try:
+      diff, why = keyword_diff(recipe, s.name, s.new), None
+    except SourceRefused as e:
+      diff, why = None, str(e)
+    edit = (f"at {recipe.location}: apply the diff (`patch -p1 < step.diff`): it rebinds "
+            f"{s.name} at the call ({s.words})" if diff else
+            f"at {recipe.location}: give the kernel {s.name}={s.new} (its functools.partial "
+            f"keyword; no diff: {why})")
+    actions.append(Action("c", f"{s.words} (the step of the loop at {line}: {s.trips[0]} -> "
+                          f"{s.trips[1]} iterations)", RULE,
+                          {"keyword": s.name, "from": s.value, "to": s.new}, edit=edit,
+                          user_file=where[0] if where else None,
+                          user_line=where[1] if where else None, estimate_pct=None,
+                          estimate_basis=ESTIMATE_BASIS, diff=diff))
+  return [Finding(d, actions)]

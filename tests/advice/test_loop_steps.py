@@ -1,0 +1,149 @@
+"""Issue 49: a loop's step given to the kernel as a keyword (attention's block_k), tried by
+advise at half and twice its value (pallas_prof/advice/loop_steps.py, kind c).
+
+JAX's own attention forward and a hand-written column sum are told to have a loop step (and
+which keyword it is: not block_q, the BlockSpecs', nor head_dim, nor the norms' block_n,
+the grid's); each variant gives the original's outputs under the interpreter at shapes
+that are not powers of two; a keyword whose rebinding changes the answer is caught by the
+comparison the trial makes; the diff applies with `patch` and gives the same outputs; a
+call given None among its operands (attention's segment_ids) is recorded and varied."""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.experimental import pallas as pl
+
+import pallas_prof
+from pallas_prof.advice import engine, loop_steps, recipes
+from pallas_prof.advice.split import variant
+from pallas_prof.backend import kernel_registry
+from pallas_prof.tune.choice import leaves, same_outputs
+from testkit import column_sums, patching
+from testkit.jax_ops import gpu_op
+
+
+@pytest.fixture(autouse=True)
+def _installed():
+  pallas_prof.install()
+  yield
+
+
+def _attention_recipe(seq=384, heads=3, head_dim=64, block=64, causal=False):
+  att = gpu_op("attention")
+  q, k, v = (jax.random.normal(jax.random.key(i), (1, seq, heads, head_dim), jnp.float32)
+             for i in range(3))
+  sizes = att.BlockSizes(block_q=block, block_k=block, block_q_dkv=block, block_kv_dkv=block,
+                         block_q_dq=block, block_kv_dq=block)
+  recipes.clear()
+  with recipes.capture():
+    jax.block_until_ready(att.mha(q, k, v, None, causal=causal, block_sizes=sizes))
+  (recipe,) = [r for r in recipes.recipes() if r.name == "mha_forward"]
+  return recipe
+
+
+def test_attention_steps_by_block_k_and_each_neighbour_gives_its_outputs():
+  recipe = _attention_recipe()
+  assert recipe.absent == (3,) and len(recipe.arg_shapes) == 3    # segment_ids=None
+  found = loop_steps.steps(recipe)
+  assert [(s.name, s.value, s.new, s.trips) for s in found] == [
+      ("block_k", 64, 32, (6, 12)), ("block_k", 64, 128, (6, 3))]
+  for s in found:
+    fn = loop_steps.build(recipe, {"keyword": s.name, "to": s.new})
+    assert variant.compare(recipe, fn) is None, s
+
+
+def test_a_causal_loop_whose_bound_is_computed_is_not_offered():
+  """The causal kernel's loop bound depends on the program id: no constant trip count
+  tells its step (advise says nothing rather than guess)."""
+  recipe = _attention_recipe(seq=320, block=64, causal=True)
+  assert recipe.kernel.keywords["block_k"] == 64 and recipe.kernel.keywords["causal"]
+  assert loop_steps.steps(recipe) == []
+
+
+def test_a_hand_written_kernels_row_step_is_told_from_its_grid_block():
+  recipes.clear()
+  x = jax.random.normal(jax.random.key(3), (203, 40), jnp.float32)
+  with recipes.capture():
+    column_sums.column_sums(x)
+  recipe = recipes.recipes()[-1]
+  # block_cols is the grid's (the split's wider blocks), block_rows the loop's: 26 iterations
+  assert [(s.name, s.new, s.trips) for s in loop_steps.steps(recipe)] == [
+      ("block_rows", 16, (26, 13))]
+  fn = loop_steps.build(recipe, {"keyword": "block_rows", "to": 16})
+  assert variant.compare(recipe, fn) is None
+
+
+def scaled_sum_kernel(x_ref, o_ref, *, step):
+  """Sums the rows in steps of `step`, then multiplies by the step: rebinding it changes the
+  answer, as a keyword with a meaning beyond the loop's step would."""
+  def body(i, acc):
+    return acc + x_ref[pl.ds(i * step, step), :].sum(axis=0)
+  o_ref[...] = jax.lax.fori_loop(0, x_ref.shape[0] // step, body,
+                                 jnp.zeros(x_ref.shape[1], jnp.float32)) * step
+
+
+def fixed_trip_kernel(x_ref, o_ref, *, step, width):
+  """Four iterations whatever `step` is; `width` a keyword the loop never sees."""
+  def body(i, acc):
+    return acc + x_ref[pl.ds(i * step, step), :width].sum(axis=0)
+  o_ref[...] = jax.lax.fori_loop(0, 4, body, jnp.zeros(width, jnp.float32))
+
+
+def _recipe(kernel, out_cols, **keywords):
+  recipes.clear()
+  x = jax.random.normal(jax.random.key(7), (96, 24), jnp.float32)
+  with recipes.capture():
+    pl.pallas_call(functools.partial(kernel, **keywords),
+                   out_shape=jax.ShapeDtypeStruct((out_cols,), jnp.float32))(x)
+  return recipes.recipes()[-1]
+
+
+def test_a_step_whose_rebinding_changes_the_answer_is_caught_by_the_comparison():
+  recipe = _recipe(scaled_sum_kernel, 24, step=16)
+  (s, *_) = loop_steps.steps(recipe)
+  assert s.name == "step"
+  differs = variant.compare(recipe, loop_steps.build(recipe, {"keyword": "step", "to": s.new}))
+  assert differs, "the comparison the trial makes must catch a changed answer"
+
+
+def test_keywords_that_do_not_move_a_loops_trip_count_are_not_steps():
+  assert loop_steps.steps(_recipe(fixed_trip_kernel, 16, step=16, width=16)) == []
+
+
+def test_the_diff_applies_and_the_patched_file_gives_the_same_outputs(tmp_path):
+  recipes.clear()
+  x = jax.random.normal(jax.random.key(3), (203, 40), jnp.bfloat16)
+  with recipes.capture():
+    want = column_sums.column_sums(x)
+  recipe = recipes.recipes()[-1]
+  diff = loop_steps.keyword_diff(recipe, "block_rows", 16)
+  assert "functools.partial(kernel, block_rows=16)" in diff, diff
+  module = patching.patched(tmp_path / "column_sums_step.py", diff, column_sums.__file__)
+  got = module.column_sums(x)
+  assert same_outputs(leaves(got), leaves(want)) is None
+  # the patched call is the variant: its loop runs 13 iterations of 16 rows
+  recipes.clear()
+  with recipes.capture():
+    module.column_sums(x)
+  patched_recipe = recipes.recipes()[-1]
+  assert patched_recipe.kernel.keywords["block_rows"] == 16
+
+
+def test_advise_offers_the_steps_lowered_and_compiled():
+  recipes.clear()
+  x = jax.random.normal(jax.random.key(3), (203, 40), jnp.float32)
+  with recipes.capture():
+    jax.block_until_ready(column_sums.column_sums(x))
+  recs = [r for r in kernel_registry.kernels() if r.name == "column_sums"
+          and tuple(r.generated.grid) == (3,) and str(r.in_avals[0].dtype) == "float32"]
+  (advice,) = pallas_prof.advise(recs[-1:], sample=False, progress=None)
+  (d,) = [d for d in advice.diagnoses if d.rule == "loop_step"]
+  assert "steps by block_rows=8" in d.text and d.location.startswith("column_sums.py:")
+  (a,) = [a for a in advice.actions if a.rule == "loop_step"]
+  assert a.kind == "c" and a.change == {"keyword": "block_rows", "from": 8, "to": 16}
+  assert a.title.startswith("block_rows=8 -> 16 (the step of the loop at column_sums.py:")
+  assert a.status == engine.NO_GPU and a.compiled.endswith("B shared"), (a.status, a.compiled)
+  assert a.diff and "apply the diff" in a.apply
