@@ -61,14 +61,15 @@ def build(recipe, change: dict):
 
 
 def _trips(recipe) -> list[int | None]:
-  import jax                                   # lazy: loads jax (a recipe means it ran)
+  # lazy: these load jax, which the engine keeps out of its import (a recipe means it ran)
+  import jax
+  from ..backend import compat
   from .split.pattern import fori_trips
   from .split.variant import _find_call, _structs
   fn = recipe.original(recipe.kernel, recipe.out_shape, **recipe.kwargs)
   eqn = _find_call(jax.make_jaxpr(fn)(*_structs(recipe)).jaxpr)
   if eqn is None:
     return []
-  from ..backend import compat
   return fori_trips(compat.open_jaxpr(eqn.params["jaxpr"])[0])
 
 
@@ -84,7 +85,7 @@ def steps(recipe) -> list[Step]:
     return []
   if not any(t is not None for t in base):
     return []
-  from .split.variant import widenings
+  from .split.variant import widenings   # lazy: loads jax, as _trips
   tied = {w.name for w in widenings(recipe)}
   out = []
   for name, value in kernel.keywords.items():
@@ -98,9 +99,11 @@ def steps(recipe) -> list[Step]:
         trips = _trips(rebound(recipe, name, new))
       except Exception:  # noqa: BLE001 - a value the kernel does not trace at is not offered
         continue
-      moved = [(a, b) for a, b in zip(base, trips) if a is not None and b is not None and
-               (b > a if new < value else b < a)]
-      if len(trips) == len(base) and moved:
+      if len(trips) != len(base):       # another loop structure: not the same kernel's step
+        continue
+      moved = [(a, b) for a, b in zip(base, trips, strict=True) if a is not None and
+               b is not None and (b > a if new < value else b < a)]
+      if moved:
         out.append(Step(name, value, new, moved[0]))
   return out
 
@@ -113,7 +116,7 @@ def findings(f, recipe, notes: list[str]) -> list[Finding]:
   found = steps(recipe)
   if not found:
     return []
-  from .split.source import SourceRefused, loop_line
+  from .split.source import SourceRefused, loop_line   # lazy: loads jax, as _trips
   where = loop_line(recipe.kernel)
   line = f"{where[0].rsplit('/', 1)[-1]}:{where[1]}" if where else "the kernel's loop"
   names = sorted({s.name for s in found})
