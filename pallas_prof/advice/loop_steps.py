@@ -119,11 +119,12 @@ def findings(f, recipe, notes: list[str]) -> list[Finding]:
   from .split.source import SourceRefused, loop_line   # lazy: loads jax, as _trips
   where = loop_line(recipe.kernel)
   line = f"{where[0].rsplit('/', 1)[-1]}:{where[1]}" if where else "the kernel's loop"
-  names = sorted({s.name for s in found})
+  keywords = ", ".join(f"{n}={recipe.kernel.keywords[n]}"
+                       for n in sorted({s.name for s in found}))
   first = found[0]
-  d = about(RULE, f"the loop at {line} steps by {', '.join(f'{n}={recipe.kernel.keywords[n]}' for n in names)}, "
-            "a keyword of the kernel: a step's size trades registers and shared memory "
-            "against loads in flight", f, evidence=[
+  d = about(RULE, f"the loop at {line} steps by {keywords}, a keyword of the kernel: a "
+            "step's size trades registers and shared memory against loads in flight", f,
+            evidence=[
                 fact("loop", f"{first.name}={first.value}: {first.trips[0]} iterations; "
                      f"{first.name}={first.new}: {first.trips[1]}", value=first.trips[0])])
   actions = []
