@@ -9,8 +9,9 @@ value with nothing else changed: the grid and the BlockSpecs stay (the step is t
 kernel's, not the call's).
 
 A keyword is a loop's step when, traced at the new value, a top-level loop of constant trip
-count runs more iterations for a smaller step and fewer for a larger (a head dimension or
-an epsilon does not move it); a keyword the grid is computed from (variant.widenings: the
+count runs more iterations for a smaller step and fewer for a larger, over the same range
+(a head dimension or an epsilon does not move it; a larger step that a floor-divided bound
+would cut short is not offered); a keyword the grid is computed from (variant.widenings: the
 norms' block_n) is the split's, not this. Whether the variant computes what the original
 does is the trial's to say, as for every kind c: outputs compared before it is timed.
 """
@@ -18,13 +19,19 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 
 from .rules.table import Finding, about, fact
-from .schema import Action
+from .schema import Action, Trial
 
 RULE = "loop_step"
 LEAST = 8                   # a step below this is not tried (a tensor-core tile is 16 wide,
                             # a loop of steps of 4 rows is latency)
+# what the CPU's check runs under the interpreter, twice (original and variant): the split's
+# bounds (split/trial.py), loop iterations of all programs and the arguments' elements
+INTERPRETED_MOST = 20_000
+INTERPRETED_MOST_ELEMENTS = 1 << 22
+CPU_EQUAL = "not measured: no GPU; outputs equal under the interpreter"
 ESTIMATE_BASIS = ("no estimate: the step trades registers and shared memory against loads in "
                   "flight, which the work model does not price; measured where tried")
 
@@ -101,8 +108,12 @@ def steps(recipe) -> list[Step]:
         continue
       if len(trips) != len(base):       # another loop structure: not the same kernel's step
         continue
+      # more iterations for a smaller step, fewer for a larger, and the range covered not
+      # shorter by a whole original step (`k // block_k` of K = 96: 3 steps of 32 cover it,
+      # 1 of 64 leaves a third out; a cdiv bound's last step is partial either way)
       moved = [(a, b) for a, b in zip(base, trips, strict=True) if a is not None and
-               b is not None and (b > a if new < value else b < a)]
+               b is not None and (b > a if new < value else b < a) and
+               b * new > (a - 1) * value]
       if moved:
         out.append(Step(name, value, new, moved[0]))
   return out
@@ -144,3 +155,26 @@ def findings(f, recipe, notes: list[str]) -> list[Finding]:
                           user_line=where[1] if where else None, estimate_pct=None,
                           estimate_basis=ESTIMATE_BASIS, diff=diff))
   return [Finding(d, actions)]
+
+
+def checked_on_cpu(a: Action, recipe) -> Action:
+  """On a CPU, where the call is small enough for the interpreter: the variant run beside
+  the original on seeded inputs, outputs compared (a step the kernel's arithmetic depends
+  on gives another answer: said, so that no one applies it untried)."""
+  grid = recipe.kwargs.get("grid") or ()
+  programs = math.prod((grid,) if isinstance(grid, int) else grid)
+  trips = max([t for t in _trips(rebound(recipe, a.change["keyword"], int(a.change["to"])))
+               if t is not None], default=0)
+  elements = sum(math.prod(shape) for shape, _ in recipe.arg_shapes)
+  if programs * trips > INTERPRETED_MOST or elements > INTERPRETED_MOST_ELEMENTS:
+    return a
+  from .split.variant import compare   # lazy: loads jax, as _trips
+  try:
+    differs = compare(recipe, build(recipe, a.change))
+  except Exception as e:  # noqa: BLE001 - a variant that fails to run is said so
+    return dataclasses.replace(a, trial=Trial(None, None, None, None, None,
+                                              f"failed to run: {type(e).__name__}: {str(e)[:200]}"))
+  if differs:
+    return dataclasses.replace(a, trial=Trial(None, None, None, None, False,
+                                              f"outputs differ: {differs}"))
+  return dataclasses.replace(a, status=CPU_EQUAL)

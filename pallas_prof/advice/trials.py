@@ -116,6 +116,10 @@ def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool
     else:
       actions[id(a)] = dataclasses.replace(a, compiled=resources(ck))
       ready.append((id(a), ck))
+  if not gpu and recipe is not None:      # a loop step: checked under the interpreter
+    for key, _ in ready:
+      if "keyword" in actions[key].change:
+        actions[key] = loop_steps.checked_on_cpu(actions[key], recipe)
   if gpu and ready:
     ready = _spill_free_first(rec, ready)
     # keyed by the advice's own action (id(a) above): `actions` holds its latest copy

@@ -17,7 +17,7 @@ import pytest
 from jax.experimental import pallas as pl
 
 import pallas_prof
-from pallas_prof.advice import engine, loop_steps, recipes
+from pallas_prof.advice import loop_steps, recipes
 from pallas_prof.advice.split import variant
 from pallas_prof.backend import kernel_registry
 from pallas_prof.tune.choice import leaves, same_outputs
@@ -145,5 +145,48 @@ def test_advise_offers_the_steps_lowered_and_compiled():
   (a,) = [a for a in advice.actions if a.rule == "loop_step"]
   assert a.kind == "c" and a.change == {"keyword": "block_rows", "from": 8, "to": 16}
   assert a.title.startswith("block_rows=8 -> 16 (the step of the loop at column_sums.py:")
-  assert a.status == engine.NO_GPU and a.compiled.endswith("B shared"), (a.status, a.compiled)
+  assert a.status == loop_steps.CPU_EQUAL and a.compiled.endswith("B shared"), \
+      (a.status, a.compiled)          # checked under the interpreter: a small call
   assert a.diff and "apply the diff" in a.apply
+
+
+def test_a_keyword_given_at_the_call_has_its_value_replaced(tmp_path):
+  """examples/matmul.py writes `functools.partial(matmul_kernel, block_k=bk)` in the call:
+  the diff sets that keyword (no partial of a partial), and the patched file's product is
+  the original's, at a shape that is not a power of two (K = 96: 3 steps of 32, 6 of 16)."""
+  import os
+  example = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+      os.path.abspath(__file__)))), "examples", "matmul.py")
+  original = patching.load(example, "matmul_example_for_steps")
+  a = jax.random.normal(jax.random.key(1), (40, 96), jnp.float32)
+  b = jax.random.normal(jax.random.key(2), (96, 24), jnp.float32)
+  recipes.clear()
+  with recipes.capture():
+    want = original.matmul(a, b, bm=16, bn=16, bk=32)
+  recipe = recipes.recipes()[-1]
+  assert [(s.name, s.new, s.trips) for s in loop_steps.steps(recipe)] == [
+      ("block_k", 16, (3, 6))]   # 64: `k // block_k` is 1, a third of K left out: not offered
+  diff = loop_steps.keyword_diff(recipe, "block_k", 16)
+  assert "+      functools.partial(matmul_kernel, block_k=16)," in diff, diff
+  assert "partial(functools.partial" not in diff
+  module = patching.patched(tmp_path / "matmul_step.py", diff, example)
+  got = module.matmul(a, b, bm=16, bn=16, bk=32)
+  assert same_outputs(leaves(got), leaves(want)) is None
+
+
+def test_on_a_cpu_a_step_that_changes_the_answer_is_said_and_an_equal_one_checked():
+  recipe = _recipe(scaled_sum_kernel, 24, step=16)
+  from pallas_prof.advice.schema import Action
+  a = Action("c", "step=16 -> 8", "loop_step", {"keyword": "step", "from": 16, "to": 8})
+  got = loop_steps.checked_on_cpu(a, recipe)
+  assert got.trial is not None and got.trial.outputs_equal is False, got
+  assert got.trial.error.startswith("outputs differ"), got.trial
+  recipes.clear()
+  x = jax.random.normal(jax.random.key(3), (203, 40), jnp.float32)
+  with recipes.capture():
+    column_sums.column_sums(x)
+  sums = recipes.recipes()[-1]
+  ok = loop_steps.checked_on_cpu(
+      Action("c", "block_rows=8 -> 16", "loop_step",
+             {"keyword": "block_rows", "from": 8, "to": 16}), sums)
+  assert ok.trial is None and ok.status == loop_steps.CPU_EQUAL, ok

@@ -371,9 +371,10 @@ def unified_diff(recipe, p: Pattern, splits: int, axis: int, widen=None) -> str:
 
 
 def keyword_diff(recipe, name: str, new: int) -> str:
-  """The diff that gives the call's kernel `name=new` (advice/loop_steps.py): the kernel
-  at the pallas_call wrapped, `functools.partial(kernel, name=new)` (a partial of a
-  partial: the later keyword wins); SourceRefused where it cannot be written."""
+  """The diff that gives the call's kernel `name=new` (advice/loop_steps.py): where the call
+  writes `functools.partial(kernel, name=...)` itself, that keyword's value; else the
+  kernel at the pallas_call wrapped, `functools.partial(kernel, name=new)` (a partial of a
+  partial: the later keyword wins). SourceRefused where it cannot be written."""
   if not recipe.call_file or not recipe.call_line:
     raise SourceRefused("the pallas_call's line is not known")
   f = _File.read(recipe.call_file)
@@ -382,7 +383,13 @@ def keyword_diff(recipe, name: str, new: int) -> str:
     raise SourceRefused(f"no pallas_call is written at {recipe.location}: it is made inside "
                         "a function called there (copy that function's file into your code "
                         "to edit it)")
-  _widen_kernel(f, call, _Rebinding(name, new))
+  kernel = call.args[0] if call.args else None
+  given = (_keywords(kernel).get(name) if isinstance(kernel, ast.Call) and
+           _name(kernel.func).endswith("partial") else None)
+  if given is not None:                 # functools.partial(k, name=...) at the call: its value
+    f.replace(given, str(new))
+  else:
+    _widen_kernel(f, call, _Rebinding(name, new))
   return _diff_of([f])
 
 
