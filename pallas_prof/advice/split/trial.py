@@ -26,8 +26,8 @@ from .variant import Widening, build, compare, inputs, original, pattern_of, wid
 # (the original and the variant): about a few seconds each on a CPU
 INTERPRETED_MOST = 20_000
 # and the elements of the arguments: the interpreter's loads slow with the size of the array
-# they index (a 32768 x 2048 one took it about 1.7 ms an iteration), so a full-size call of
-# few iterations can still take minutes
+# they index (a full-size bf16 column sum, 32768 x 2048, took it minutes for a few thousand
+# iterations), so a full-size call of few iterations is not run either
 INTERPRETED_MOST_ELEMENTS = 1 << 22
 
 CPU_EQUAL = ("not measured: no GPU; outputs equal under the interpreter (to the tuner's "
