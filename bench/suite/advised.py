@@ -103,18 +103,35 @@ def patched_copy(source_path: str, diffs: list[str], folder: str, tag: str = "pa
   names another file, or has a hunk that does not match."""
   with open(source_path, encoding="utf-8") as f:
     text = f.read()
+  parsed = []
   for k, diff in enumerate(diffs, 1):
     for patch in unified_diff.parse(diff):
       if not _names_file(patch, source_path):
         raise unified_diff.DiffDoesNotApply(
             f"diff {k} edits {patch.old_path}, not {source_path}: the suite patches the "
             "op's module alone")
-      text = patch.apply(text)
+      parsed.append((k, patch))
+  # Each diff was made against the file as given (one kernel's each). Applied from the one
+  # lowest in the file up, each finds its lines where its header says: only lines below
+  # it have changed. Two that edit overlapping lines cannot both hold.
+  spans = sorted((_lines_of(p), k) for k, p in parsed)
+  for (a, k), (b, l) in itertools.pairwise(spans):
+    if b[0] <= a[1]:
+      raise unified_diff.DiffDoesNotApply(
+          f"diffs {k} and {l} edit overlapping lines ({a[0]}-{a[1]} and {b[0]}-{b[1]})")
+  for _, patch in sorted(parsed, key=lambda kp: _lines_of(kp[1]), reverse=True):
+    text = patch.apply(text)
   os.makedirs(folder, exist_ok=True)
   dest = os.path.join(folder, os.path.basename(source_path))
   with open(dest, "w", encoding="utf-8") as f:
     f.write(text)
   return import_file(dest, tag)
+
+
+def _lines_of(patch: unified_diff.FilePatch) -> tuple[int, int]:
+  """The first and last line of the file (as given) the patch's hunks touch or insert at."""
+  return (min(h.old_start for h in patch.hunks),
+          max(h.old_start + max(h.old_len - 1, 0) for h in patch.hunks))
 
 
 # --- advise on the case, and what it kept ------------------------------------------------------

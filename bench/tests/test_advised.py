@@ -122,9 +122,52 @@ def test_a_diff_of_another_file_or_a_stale_file_is_refused(tmp_path):
   other.write_text(open(column_sums.__file__).read())
   with pytest.raises(unified_diff.DiffDoesNotApply, match="not .*other.py: the suite patches"):
     advised.patched_copy(str(other), [diff], str(tmp_path / "out"))
-  # the same diff twice: the second was made against the unpatched file and does not match
-  with pytest.raises(unified_diff.DiffDoesNotApply, match="does not match the file at line"):
+  # the same diff twice: both edit the same lines of the file as given
+  with pytest.raises(unified_diff.DiffDoesNotApply, match="diffs 1 and 2 edit overlapping"):
     advised.patched_copy(column_sums.__file__, [diff, diff], str(tmp_path / "twice"))
+
+
+SECOND_CALL = '''
+
+def column_sums_again_kernel(x_ref, sums_ref, *, block_rows):
+  def body(i, acc):
+    return acc + x_ref[pl.ds(i * block_rows, block_rows), :].astype(jnp.float32).sum(axis=0)
+  sums_ref[...] = jax.lax.fori_loop(0, x_ref.shape[0] // block_rows, body, jnp.zeros(
+      x_ref.shape[1], jnp.float32)).astype(sums_ref.dtype)
+
+
+def column_sums_again(x):
+  return pl.pallas_call(
+      functools.partial(column_sums_again_kernel, block_rows=BLOCK_ROWS),
+      jax.ShapeDtypeStruct(x.shape[1:], x.dtype), name="column_sums_again")(x)
+'''
+
+
+def test_two_kernels_diffs_of_one_file_apply_in_any_order(tmp_path):
+  """A module with two pallas_calls, each kernel's diff made against the file as given (a
+  split for the first, a loop step for the second, below it): given top-down, the second
+  would find its lines moved by the first's; the copy applies them bottom-up, each at the
+  lines its header names, and both functions give their original outputs."""
+  from pallas_prof.advice import loop_steps
+  from pallas_prof.advice.split import source
+  from testkit import patching
+  path = tmp_path / "two_calls.py"
+  path.write_text(open(column_sums.__file__).read() + SECOND_CALL)
+  module = patching.load(path, "two_calls_given")
+  x = jax.random.normal(jax.random.key(2), (208, 40), jnp.float32)
+  recipes.clear()
+  with recipes.capture():
+    want = [leaves(module.column_sums(x)), leaves(module.column_sums_again(x))]
+  first, second = recipes.recipes()[-2:]
+  k, p = variant.pattern_of(first)
+  split = source.unified_diff(first, p, 3, len(k.grid))
+  step = loop_steps.keyword_diff(second, "block_rows", 16)
+  assert "block_rows=16" in step and "_pallas_prof_split_sum" in split
+  for order in ([split, step], [step, split]):
+    patched = advised.patched_copy(str(path), order, str(tmp_path / f"out{len(order[0])}"))
+    got = [leaves(patched.column_sums(x)), leaves(patched.column_sums_again(x))]
+    for g, w in zip(got, want, strict=True):
+      assert same_outputs(g, w) is None
 
 
 def test_a_kept_split_is_applied_as_the_gpu_run_applies_it(tmp_path, monkeypatch):
