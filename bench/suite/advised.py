@@ -111,16 +111,21 @@ def patched_copy(source_path: str, diffs: list[str], folder: str, tag: str = "pa
             f"diff {k} edits {patch.old_path}, not {source_path}: the suite patches the "
             "op's module alone")
       parsed.append((k, patch))
-  # Each diff was made against the file as given (one kernel's each). Applied from the one
-  # lowest in the file up, each finds its lines where its header says: only lines below
-  # it have changed. Two that edit overlapping lines cannot both hold.
-  spans = sorted((_lines_of(p), k) for k, p in parsed)
-  for (a, k), (b, l) in itertools.pairwise(spans):
-    if b[0] <= a[1]:
+  # Each diff was made against the file as given (one kernel's each), so each hunk names
+  # lines of that file. Applied one hunk at a time from the lowest in the file up, each
+  # finds its lines where its header says (only lines below it have changed); two hunks
+  # that edit the same lines cannot both hold.
+  hunks = sorted(((_span(h), k, h) for k, p in parsed for h in p.hunks),
+                 key=lambda x: x[0])
+  for (a, k, _), (b, l, _) in itertools.pairwise(hunks):
+    if b[0] < a[1] or b[0] == a[0]:
       raise unified_diff.DiffDoesNotApply(
-          f"diffs {k} and {l} edit overlapping lines ({a[0]}-{a[1]} and {b[0]}-{b[1]})")
-  for _, patch in sorted(parsed, key=lambda kp: _lines_of(kp[1]), reverse=True):
-    text = patch.apply(text)
+          f"diffs {k} and {l} edit overlapping lines (from line {a[0] + 1} and line "
+          f"{b[0] + 1} of {os.path.basename(source_path)})")
+  for _, _, h in reversed(hunks):
+    alone = dataclasses.replace(h, new_start=h.old_start + (h.old_len == 0) - (h.new_len == 0))
+    text = unified_diff.FilePatch(parsed[0][1].old_path, parsed[0][1].new_path,
+                                  (alone,)).apply(text)
   os.makedirs(folder, exist_ok=True)
   dest = os.path.join(folder, os.path.basename(source_path))
   with open(dest, "w", encoding="utf-8") as f:
@@ -128,10 +133,10 @@ def patched_copy(source_path: str, diffs: list[str], folder: str, tag: str = "pa
   return import_file(dest, tag)
 
 
-def _lines_of(patch: unified_diff.FilePatch) -> tuple[int, int]:
-  """The first and last line of the file (as given) the patch's hunks touch or insert at."""
-  return (min(h.old_start for h in patch.hunks),
-          max(h.old_start + max(h.old_len - 1, 0) for h in patch.hunks))
+def _span(h: unified_diff.Hunk) -> tuple[int, int]:
+  """The hunk's lines of the file as given, 0-based, end excluded (an insertion: empty)."""
+  start = h.old_start if h.old_len == 0 else h.old_start - 1
+  return start, start + h.old_len
 
 
 # --- advise on the case, and what it kept ------------------------------------------------------
