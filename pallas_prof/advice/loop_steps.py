@@ -23,14 +23,11 @@ import math
 
 from .rules.table import Finding, about, fact
 from .schema import Action, Trial
+from .variants import not_interpreted
 
 RULE = "loop_step"
 LEAST = 8                   # a step below this is not tried (a tensor-core tile is 16 wide,
                             # a loop of steps of 4 rows is latency)
-# what the CPU's check runs under the interpreter, twice (original and variant): the split's
-# bounds (split/trial.py), loop iterations of all programs and the arguments' elements
-INTERPRETED_MOST = 20_000
-INTERPRETED_MOST_ELEMENTS = 1 << 22
 CPU_EQUAL = "not measured: no GPU; outputs equal under the interpreter"
 ESTIMATE_BASIS = ("no estimate: the step trades registers and shared memory against loads in "
                   "flight, which the work model does not price; measured where tried")
@@ -150,7 +147,8 @@ def findings(f, recipe, notes: list[str]) -> list[Finding]:
             f"keyword; no diff: {why})")
     actions.append(Action("c", f"{s.words} (the step of the loop at {line}: {s.trips[0]} -> "
                           f"{s.trips[1]} iterations)", RULE,
-                          {"keyword": s.name, "from": s.value, "to": s.new}, edit=edit,
+                          {"keyword": s.name, "from": s.value, "to": s.new,
+                           "iterations": s.trips[1]}, edit=edit,
                           user_file=where[0] if where else None,
                           user_line=where[1] if where else None, estimate_pct=None,
                           estimate_basis=ESTIMATE_BASIS, diff=diff))
@@ -163,11 +161,9 @@ def checked_on_cpu(a: Action, recipe) -> Action:
   on gives another answer: said, so that no one applies it untried)."""
   grid = recipe.kwargs.get("grid") or ()
   programs = math.prod((grid,) if isinstance(grid, int) else grid)
-  trips = max([t for t in _trips(rebound(recipe, a.change["keyword"], int(a.change["to"])))
-               if t is not None], default=0)
-  elements = sum(math.prod(shape) for shape, _ in recipe.arg_shapes)
-  if programs * trips > INTERPRETED_MOST or elements > INTERPRETED_MOST_ELEMENTS:
-    return a
+  refused = not_interpreted(programs * int(a.change["iterations"]), recipe)
+  if refused:
+    return dataclasses.replace(a, status=refused)
   from .split.variant import compare   # lazy: loads jax, as _trips
   try:
     differs = compare(recipe, build(recipe, a.change))

@@ -1,9 +1,32 @@
 """A variant of a recorded pallas_call, traced and lowered to its GeneratedKernel (for the
-compile and the replay of trials.py's kind c, and of split/trial.py's kind e), and a
-compiled variant's resources in words."""
+compile and the replay of trials.py's kind c, and of split/trial.py's kind e), a compiled
+variant's resources in words, and whether a CPU may run one under the interpreter."""
 from __future__ import annotations
 
+import math
+
 from ..backend import kernel_registry
+
+# What a CPU check of a variant (a split, a loop step) runs under Triton's interpreter,
+# twice (the original and the variant), to stay a few seconds: loop iterations of all
+# programs, and the arguments' elements (the interpreter's loads slow with the size of the
+# array they index: a full-size bf16 column sum, 32768 x 2048, took it minutes for a few
+# thousand iterations)
+INTERPRETED_MOST = 20_000
+INTERPRETED_MOST_ELEMENTS = 1 << 22
+
+
+def not_interpreted(iterations: int, recipe) -> str | None:
+  """Why a variant of `recipe` whose loops run `iterations` in all is not run under the
+  interpreter on a CPU (its status), or None where it is small enough."""
+  elements = sum(math.prod(shape) for shape, _ in recipe.arg_shapes)
+  too_long = (f"{iterations:,} loop iterations twice (more than {INTERPRETED_MOST:,})"
+              if iterations > INTERPRETED_MOST else
+              f"loops over arguments of {elements:,} elements twice (more than "
+              f"{INTERPRETED_MOST_ELEMENTS:,})" if elements > INTERPRETED_MOST_ELEMENTS else None)
+  return None if too_long is None else (
+      f"not measured: no GPU; built and lowered, not run: the interpreter would run "
+      f"{too_long}; `pallas-prof advise` on a GPU checks and times it")
 
 
 def trace_variant(fn, recipe, platform: str | None = None):

@@ -144,7 +144,8 @@ def test_advise_offers_the_steps_lowered_and_compiled():
   (d,) = [d for d in advice.diagnoses if d.rule == "loop_step"]
   assert "steps by block_rows=8" in d.text and d.location.startswith("column_sums.py:")
   (a,) = [a for a in advice.actions if a.rule == "loop_step"]
-  assert a.kind == "c" and a.change == {"keyword": "block_rows", "from": 8, "to": 16}
+  assert a.kind == "c" and a.change == {"keyword": "block_rows", "from": 8, "to": 16,
+                                        "iterations": 13}
   assert a.title.startswith("block_rows=8 -> 16 (the step of the loop at column_sums.py:")
   assert a.status == loop_steps.CPU_EQUAL and a.compiled.endswith("B shared"), \
       (a.status, a.compiled)          # checked under the interpreter: a small call
@@ -178,7 +179,8 @@ def test_a_keyword_given_at_the_call_has_its_value_replaced(tmp_path):
 def test_on_a_cpu_a_step_that_changes_the_answer_is_said_and_an_equal_one_checked():
   recipe = _recipe(scaled_sum_kernel, 24, step=16)
   from pallas_prof.advice.schema import Action
-  a = Action("c", "step=16 -> 8", "loop_step", {"keyword": "step", "from": 16, "to": 8})
+  a = Action("c", "step=16 -> 8", "loop_step", {"keyword": "step", "from": 16, "to": 8,
+                                                     "iterations": 12})
   got = loop_steps.checked_on_cpu(a, recipe)
   assert got.trial is not None and got.trial.outputs_equal is False, got
   assert got.trial.error.startswith("outputs differ"), got.trial
@@ -189,5 +191,5 @@ def test_on_a_cpu_a_step_that_changes_the_answer_is_said_and_an_equal_one_checke
   sums = recipes.recipes()[-1]
   ok = loop_steps.checked_on_cpu(
       Action("c", "block_rows=8 -> 16", "loop_step",
-             {"keyword": "block_rows", "from": 8, "to": 16}), sums)
+             {"keyword": "block_rows", "from": 8, "to": 16, "iterations": 13}), sums)
   assert ok.trial is None and ok.status == loop_steps.CPU_EQUAL, ok

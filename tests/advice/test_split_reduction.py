@@ -16,7 +16,7 @@ import pytest
 from jax.experimental import pallas as pl
 
 import pallas_prof
-from pallas_prof.advice import recipes
+from pallas_prof.advice import recipes, variants
 from pallas_prof.advice.split import source, trial, variant
 from pallas_prof.advice.split.pattern import NotSplittable
 from pallas_prof.backend import kernel_registry
@@ -456,13 +456,13 @@ def test_a_call_over_large_arrays_is_not_run_under_the_interpreter(monkeypatch):
   from pallas_prof.advice.schema import Action
   recipe, _, _ = _column_recipe(jnp.float32)             # 203 x 40: 8,120 elements
   a = Action("e", "split 3", "long_reduction", {"split": 3, "axis": 1})
-  monkeypatch.setattr(trial, "INTERPRETED_MOST_ELEMENTS", 8_000)
+  monkeypatch.setattr(variants, "INTERPRETED_MOST_ELEMENTS", 8_000)
   got = trial.tried(a, recipe, gpu=False, budget_s=5.0)
   assert got.trial is None and got.compiled.endswith("B shared"), got
   assert got.status.startswith("not measured: no GPU; built and lowered, not run: the "
                                "interpreter would run loops over arguments of 8,120 elements"), \
       got.status
-  monkeypatch.setattr(trial, "INTERPRETED_MOST_ELEMENTS", 8_120)
+  monkeypatch.setattr(variants, "INTERPRETED_MOST_ELEMENTS", 8_120)
   assert trial.tried(a, recipe, gpu=False, budget_s=5.0).status == trial.CPU_EQUAL
 
 

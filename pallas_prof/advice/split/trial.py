@@ -19,16 +19,8 @@ from ...backend.compiling.compile import DEFAULT_TARGET, compile_kernels
 from ...tune.blocks import tune
 from ...tune.choice import MIN_GAIN
 from ..schema import Action, Trial
-from ..variants import resources, trace_variant
+from ..variants import not_interpreted, resources, trace_variant
 from .variant import Widening, build, compare, inputs, original, pattern_of, widened
-
-# loop iterations (programs x trip count) the CPU check runs under the interpreter, twice
-# (the original and the variant): about a few seconds each on a CPU
-INTERPRETED_MOST = 20_000
-# and the elements of the arguments: the interpreter's loads slow with the size of the array
-# they index (a full-size bf16 column sum, 32768 x 2048, took it minutes for a few thousand
-# iterations), so a full-size call of few iterations is not run either
-INTERPRETED_MOST_ELEMENTS = 1 << 22
 
 CPU_EQUAL = ("not measured: no GPU; outputs equal under the interpreter (to the tuner's "
              "tolerance: the adds reassociated)")
@@ -56,16 +48,9 @@ def tried(a: Action, recipe, *, gpu: bool, budget_s: float, say=lambda text: Non
   if gpu:
     say(f"{recipe.name}: trying {a.title} (whole calls, as autotune times them)")
     return _measured(a, recipe, fn, budget_s)
-  iterations = math.prod(k.grid) * p.trip
-  elements = sum(math.prod(shape) for shape, _ in recipe.arg_shapes)
-  too_long = (f"{iterations:,} loop iterations twice (more than {INTERPRETED_MOST:,})"
-              if iterations > INTERPRETED_MOST else
-              f"loops over arguments of {elements:,} elements twice (more than "
-              f"{INTERPRETED_MOST_ELEMENTS:,})" if elements > INTERPRETED_MOST_ELEMENTS else None)
-  if too_long:
-    return dataclasses.replace(a, status=(
-        f"not measured: no GPU; built and lowered, not run: the interpreter would run "
-        f"{too_long}; `pallas-prof advise` on a GPU checks and times it"))
+  refused = not_interpreted(math.prod(k.grid) * p.trip, recipe)
+  if refused:
+    return dataclasses.replace(a, status=refused)
   say(f"{recipe.name}: checking {a.title} under the interpreter")
   try:
     differs = compare(recipe, fn)
