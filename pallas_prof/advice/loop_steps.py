@@ -8,10 +8,12 @@ step is a keyword of a functools.partial kernel, the same kernel traces again at
 value with nothing else changed: the grid and the BlockSpecs stay (the step is the
 kernel's, not the call's).
 
-A keyword is a loop's step when, traced at the new value, a top-level loop of constant trip
-count runs more iterations for a smaller step and fewer for a larger, over the same range
-(a head dimension or an epsilon does not move it; a larger step that a floor-divided bound
-would cut short is not offered); a keyword the grid is computed from (variant.widenings: the
+A keyword is a loop's step when, traced at the new value, a top-level loop runs more
+iterations for a smaller step and fewer for a larger, over the same range, in each of the
+programs its bound is evaluated at (a causal attention's bound grows with the program id;
+a head dimension or an epsilon moves no loop; a larger step that a floor-divided bound
+would cut short, or that would read past the furthest row the original reaches, is not
+offered); a keyword the grid is computed from (variant.widenings: the
 norms' block_n) is the split's, not this. Whether the variant computes what the original
 does is the trial's to say, as for every kind c: outputs compared before it is timed.
 """
@@ -38,11 +40,18 @@ class Step:
   name: str                 # the keyword (block_k)
   value: int
   new: int
-  trips: tuple[int, int]    # the loop's iterations at value and at new
+  trips: tuple[int, int]    # the loop's iterations at value and at new (in the program that
+                            # runs the most, where the bound depends on the program id)
+  by_program: bool = False  # the bound depends on the program id (a causal attention's)
 
   @property
   def words(self) -> str:
     return f"{self.name}={self.value} -> {self.new}"
+
+  @property
+  def iterations(self) -> str:
+    most = " in the program that runs the most" if self.by_program else ""
+    return f"{self.trips[0]} -> {self.trips[1]} iterations{most}"
 
 
 def keyword_diff(recipe, name: str, new: int) -> str:
@@ -64,17 +73,36 @@ def build(recipe, change: dict):
   return r.original(r.kernel, r.out_shape, **r.kwargs)
 
 
-def _trips(recipe) -> list[int | None]:
+def _grid(recipe) -> tuple[int, ...]:
+  grid = recipe.kwargs.get("grid") or ()
+  return (grid,) if isinstance(grid, int) else tuple(int(n) for n in grid)
+
+
+def _trips(recipe) -> list[tuple[int, ...] | None]:
   # lazy: these load jax, which the engine keeps out of its import (a recipe means it ran)
   import jax
   from ..backend import compat
-  from .split.pattern import fori_trips
+  from .split.pattern import trips_by_program
   from .split.variant import _find_call, _structs
   fn = recipe.original(recipe.kernel, recipe.out_shape, **recipe.kwargs)
   eqn = _find_call(jax.make_jaxpr(fn)(*_structs(recipe)).jaxpr)
   if eqn is None:
     return []
-  return fori_trips(compat.open_jaxpr(eqn.params["jaxpr"])[0])
+  return trips_by_program(compat.open_jaxpr(eqn.params["jaxpr"])[0], _grid(recipe))
+
+
+def _moved(before: tuple[int, ...], after: tuple[int, ...], value: int, new: int) -> bool:
+  """Whether the step moves the loop inversely in every sampled program (strictly in the
+  one that runs the most) over the range the original covers: not shorter by a whole
+  original step (`k // block_k` of K = 96: 3 steps of 32 cover it, 1 of 64 leaves a third
+  out), and reaching no further than the original's furthest program does (a step the
+  length does not divide would read past the array: on a GPU an illegal address)."""
+  smaller = new < value
+  most = max(range(len(before)), key=before.__getitem__)
+  reach = max(before) * value
+  return (all((b >= a if smaller else b <= a) and (a - 1) * value < b * new <= reach
+              for a, b in zip(before, after, strict=True)) and
+          (after[most] > before[most] if smaller else after[most] < before[most]))
 
 
 def steps(recipe) -> list[Step]:
@@ -105,14 +133,12 @@ def steps(recipe) -> list[Step]:
         continue
       if len(trips) != len(base):       # another loop structure: not the same kernel's step
         continue
-      # more iterations for a smaller step, fewer for a larger, and the range covered not
-      # shorter by a whole original step (`k // block_k` of K = 96: 3 steps of 32 cover it,
-      # 1 of 64 leaves a third out; a cdiv bound's last step is partial either way)
-      moved = [(a, b) for a, b in zip(base, trips, strict=True) if a is not None and
-               b is not None and (b > a if new < value else b < a) and
-               b * new > (a - 1) * value]
+      moved = [(a, b) for a, b in zip(base, trips, strict=True)
+               if a is not None and b is not None and _moved(a, b, value, new)]
       if moved:
-        out.append(Step(name, value, new, moved[0]))
+        a, b = moved[0]
+        most = max(range(len(a)), key=a.__getitem__)
+        out.append(Step(name, value, new, (a[most], b[most]), len(set(a)) > 1))
   return out
 
 
@@ -134,7 +160,9 @@ def findings(f, recipe, notes: list[str]) -> list[Finding]:
             "step's size trades registers and shared memory against loads in flight", f,
             evidence=[
                 fact("loop", f"{first.name}={first.value}: {first.trips[0]} iterations; "
-                     f"{first.name}={first.new}: {first.trips[1]}", value=first.trips[0])])
+                     f"{first.name}={first.new}: {first.trips[1]}"
+                     + ("; the bound depends on the program id (the program that runs the "
+                        "most)" if first.by_program else ""), value=first.trips[0])])
   actions = []
   for s in found:
     try:
@@ -145,8 +173,8 @@ def findings(f, recipe, notes: list[str]) -> list[Finding]:
             f"{s.name} at the call ({s.words})" if diff else
             f"at {recipe.location}: give the kernel {s.name}={s.new} (its functools.partial "
             f"keyword; no diff: {why})")
-    actions.append(Action("c", f"{s.words} (the step of the loop at {line}: {s.trips[0]} -> "
-                          f"{s.trips[1]} iterations)", RULE,
+    actions.append(Action("c", f"{s.words} (the step of the loop at {line}: "
+                          f"{s.iterations})", RULE,
                           {"keyword": s.name, "from": s.value, "to": s.new,
                            "iterations": s.trips[1]}, edit=edit,
                           user_file=where[0] if where else None,

@@ -55,12 +55,55 @@ def test_attention_steps_by_block_k_and_each_neighbour_gives_its_outputs():
     assert variant.compare(recipe, fn) is None, s
 
 
-def test_a_causal_loop_whose_bound_is_computed_is_not_offered():
-  """The causal kernel's loop bound depends on the program id: no constant trip count
-  tells its step (advise says nothing rather than guess)."""
-  recipe = _attention_recipe(seq=320, block=64, causal=True)
+def test_a_causal_loop_whose_bound_grows_with_the_program_id_steps_by_block_k():
+  """The causal kernel's loop bound is computed from the program id (the query block): it
+  is evaluated at the first, middle and last programs, the step told from the one that runs
+  the most (384 rows: the last of 6 query blocks runs 6 steps of 64), and each neighbour's
+  outputs equal the original's."""
+  recipe = _attention_recipe(seq=384, block=64, causal=True)
   assert recipe.kernel.keywords["block_k"] == 64 and recipe.kernel.keywords["causal"]
+  found = loop_steps.steps(recipe)
+  assert [(s.name, s.new, s.trips, s.by_program) for s in found] == [
+      ("block_k", 32, (6, 12), True), ("block_k", 128, (6, 3), True)]
+  assert "in the program that runs the most" in found[1].iterations
+  for s in found:
+    fn = loop_steps.build(recipe, {"keyword": s.name, "to": s.new})
+    assert variant.compare(recipe, fn) is None, s
+
+
+def test_a_step_that_would_read_past_the_array_is_not_offered():
+  """At 320 rows, block_k 128 takes the last query block's loop to row 384: JAX's kernel
+  masks only the head dimension, so those rows are read past k's end (the interpreter's
+  bounds check says so; on a GPU, an illegal address). Only the half step is offered."""
+  recipe = _attention_recipe(seq=320, block=64, causal=True)
+  assert [(s.new, s.trips) for s in loop_steps.steps(recipe)] == [(32, (5, 10))]
+  with pytest.raises(pallas_prof.BoundsError, match="outside k_ref"):
+    variant.compare(recipe, loop_steps.build(recipe, {"keyword": "block_k", "to": 128}))
+
+
+def test_a_bound_read_from_data_is_not_evaluated():
+  """A loop whose trip count is loaded from a ref is not told a step: each program's bound
+  is data, which advise does not guess."""
+  recipes.clear()
+  n = jnp.array([37], jnp.int32)
+  x = jax.random.normal(jax.random.key(4), (64, 32), jnp.float32)
+  with recipes.capture():
+    jax.block_until_ready(data_bound_sums(n, x))
+  recipe = recipes.recipes()[-1]
+  assert loop_steps._trips(recipe) == [None]
   assert loop_steps.steps(recipe) == []
+
+
+def data_bound_kernel(n_ref, x_ref, o_ref, *, step):
+  def body(i, acc):
+    return acc + x_ref[pl.ds(i * step, step), :].sum(axis=0)
+  o_ref[...] = jax.lax.fori_loop(0, n_ref[0] // step, body, jnp.zeros((32,), jnp.float32))
+
+
+@jax.jit
+def data_bound_sums(n, x):
+  return pl.pallas_call(functools.partial(data_bound_kernel, step=8),
+                        out_shape=jax.ShapeDtypeStruct((32,), jnp.float32))(n, x)
 
 
 def test_a_hand_written_kernels_row_step_is_told_from_its_grid_block():

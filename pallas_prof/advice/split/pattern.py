@@ -21,6 +21,7 @@ read from data or from the program id, a second loop.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 
@@ -366,16 +367,64 @@ def _store(eqns, i, e, outs, summed, what, k, carries) -> Store:
   return Store(refs[0], k, i, convert, partial, np.dtype(outs[refs[0]].aval.dtype).name)
 
 
-def fori_trips(jaxpr) -> list[int | None]:
-  """The trip count of each fori-shaped loop at the kernel's top level, in order (None: a
-  loop of another shape, or one whose bounds are not constants: a causal attention's)."""
+_UNKNOWN = object()
+READS = ("get", "load", "swap")
+
+
+def _int_at(eqns, v, pid: tuple[int, ...], grid: tuple[int, ...]) -> int:
+  """The scalar `v` for the program at `pid` (its index along each grid axis): the scalar
+  equations before it evaluated with the program id given; NotSplittable where `v` is read
+  from a ref or made by anything else that cannot be evaluated here."""
+  if _is_lit(v):
+    return int(v.val)
+  env = {}
+
+  def known(x):
+    return x.val if _is_lit(x) else env.get(x, _UNKNOWN)
+
+  for e in eqns:
+    if any(getattr(o.aval, "shape", None) != () for o in e.outvars):
+      continue                        # only scalars: a bound is one, and they cost nothing
+    name = e.primitive.name
+    if name == "program_id":
+      outs = [pid[e.params["axis"]]]
+    elif name == "num_programs":
+      outs = [grid[e.params["axis"]]]
+    else:
+      ins = [known(x) for x in e.invars]
+      if name in READS or any(x is _UNKNOWN for x in ins):
+        continue
+      try:
+        res = e.primitive.bind(*ins, **e.params)
+      except Exception:  # noqa: BLE001 - a value this cannot evaluate stays unknown
+        continue
+      outs = list(res) if e.primitive.multiple_results else [res]
+    for o, r in zip(e.outvars, outs, strict=True):
+      env[o] = r
+    if v in env:
+      return int(env[v])
+  raise NotSplittable("the loop's bound is not a scalar computed from the program id")
+
+
+def sample_programs(grid: tuple[int, ...]) -> list[tuple[int, ...]]:
+  """Programs where a bound that depends on the program id is evaluated: the first, the
+  middle and the last along each axis (a causal bound grows with the query block)."""
+  return list(itertools.product(*[sorted({0, n // 2, n - 1}) for n in grid]))
+
+
+def trips_by_program(jaxpr, grid: tuple[int, ...]) -> list[tuple[int, ...] | None]:
+  """Each top-level fori loop's trip count at each of sample_programs(grid), in order: a
+  constant repeated, or a causal attention's bound evaluated per program (None: a loop of
+  another shape, or a bound read from data)."""
   eqns = jaxpr.eqns
+  programs = sample_programs(grid)
   out = []
   for e in (e for e in eqns if e.primitive.name in LOOPS):
     try:
       _, _, _, lo_v, hi, _ = _loop_parts(e)
-      lo = _static_int(eqns, lo_v, "start")
-      out.append(hi if isinstance(hi, int) else _static_int(eqns, hi, "bound") - lo)
+      out.append(tuple(
+          hi if isinstance(hi, int) else _int_at(eqns, hi, p, grid) - _int_at(eqns, lo_v, p, grid)
+          for p in programs))
     except NotSplittable:
       out.append(None)
   return out
