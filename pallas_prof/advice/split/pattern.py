@@ -383,8 +383,10 @@ def _int_at(eqns, v, pid: tuple[int, ...], grid: tuple[int, ...]) -> int:
     return x.val if _is_lit(x) else env.get(x, _UNKNOWN)
 
   for e in eqns:
-    if any(getattr(o.aval, "shape", None) != () for o in e.outvars):
-      continue                        # only scalars: a bound is one, and they cost nothing
+    if not e.outvars or e.effects or any(getattr(o.aval, "shape", None) != ()
+                                         for o in e.outvars):
+      continue                        # only pure scalars: a bound is one, they cost nothing,
+                                      # and a debug print or a write must not run here
     name = e.primitive.name
     if name == "program_id":
       outs = [pid[e.params["axis"]]]
