@@ -47,9 +47,11 @@ def findings(f, recipe, notes: list[str]) -> list[Finding]:
                 fact("grid", f"grid {grid} = {f.programs:,} programs on {f.sms} SMs"
                      f"{' (assumed)' if f.sms_assumed else ''}; each runs the loop's "
                      f"{p.trip} iterations alone", value=f.programs),
-                fact("pattern", "the loop's carries are sums from zero, stored once after it: "
-                     "the loop can be cut into chunks run by more programs, their partial "
-                     "sums added by a second pass")])
+                fact("pattern", ("the outputs are zeroed, then added to in the loop and "
+                                 "touched by nothing else" if p.in_place else
+                                 "the loop's carries are sums from zero, stored once after it")
+                     + ": the loop can be cut into chunks run by more programs, their "
+                     "partial sums added by a second pass")])
   work = program_work(f).in_floors
   actions = []
   for s in sizes:

@@ -26,15 +26,12 @@ import itertools
 import numpy as np
 
 from ...backend import compat
-
-LOOPS = ("scan", "while")
-SUMS = ("add", "add_any")
-CONVERT = "convert_element_type"
-
-
-class NotSplittable(ValueError):
-  """The kernel does not fit the pattern; the message says why, in words."""
-
+from .inplace import recognize_in_place
+from .walk import CONVERT, LOOPS, SUMS, NotSplittable
+from .walk import is_lit as _is_lit
+from .walk import producer as _producer
+from .walk import uses as _uses
+from .walk import zero as _zero
 
 @dataclasses.dataclass(frozen=True)
 class Store:
@@ -55,6 +52,7 @@ class Pattern:
   stores: tuple[Store, ...]       # one per output, in output order
   file: str | None = None         # the loop's file and line (the user's fori_loop), where known
   lineno: int | None = None
+  in_place: bool = False          # the outputs are the sums (inplace.py), not the carries
 
   @property
   def line(self) -> str:
@@ -64,18 +62,6 @@ class Pattern:
   def dropped(self) -> frozenset[int]:
     """The converts the variant skips: each partial is kept in the sum's dtype."""
     return frozenset(s.convert for s in self.stores if s.convert is not None)
-
-
-def _is_lit(v) -> bool:
-  return isinstance(v, compat.Literal)
-
-
-def _uses(eqns, var) -> list[int]:
-  return [i for i, e in enumerate(eqns) if any(not _is_lit(v) and v is var for v in e.invars)]
-
-
-def _producer(eqns, var):
-  return next((e for e in eqns if any(o is var for o in e.outvars)), None)
 
 
 def _where(eqn, kernel_file: str | None) -> tuple[str | None, int | None]:
@@ -105,18 +91,6 @@ def _static_int(eqns, v, what: str) -> int:
          else f"is computed ({', '.join(dict.fromkeys(seen))})")
   raise NotSplittable(f"the loop's {what} {why}: only a loop whose trip count is a constant "
                       "is split (each program runs its own chunk of a known range)")
-
-
-def _zero(eqns, v, outside=lambda v: False) -> bool:
-  """Whether v is zero: a literal, or one broadcast, cast or reshaped; `outside(v)` for a
-  value made outside `eqns` (a call's operand)."""
-  if _is_lit(v):
-    return bool(np.all(np.asarray(v.val) == 0))
-  e = _producer(eqns, v)
-  if e is None:
-    return outside(v)
-  return (e.primitive.name in ("broadcast_in_dim", CONVERT, "reshape") and
-          len(e.invars) == 1 and _zero(eqns, e.invars[0], outside))
 
 
 def _loop_parts(eqn):
@@ -203,15 +177,18 @@ def recognize(jaxpr, n_in: int, n_out: int, kernel_file: str | None = None) -> P
   body, first, skip, lo_v, hi, inits = _loop_parts(loop)
   lo = _static_int(eqns, lo_v, "start")
   trip = hi if isinstance(hi, int) else _static_int(eqns, hi, "bound") - lo
-  if not inits:
-    raise NotSplittable("the loop carries no sum")
+  if any(not isinstance(v, compat.DropVar) and _uses(eqns, v) for v in loop.outvars[:skip]):
+    raise NotSplittable("the loop's counter is read after the loop")
+  if not inits:                     # no carried sums: the outputs may be the accumulators
+    stores = tuple(Store(k, k, at, None, dtype, dtype) for k, (at, dtype) in
+                   enumerate(recognize_in_place(jaxpr, li, body, loop.invars[:first], n_in)))
+    return Pattern(li, loop.primitive.name, lo, trip, stores, *_where(loop, kernel_file),
+                   in_place=True)
   _check_sums(body, first, skip, inits, eqns)
   _reads_only(body)
   outs = jaxpr.invars[n_in:]
   if any(any(v is o for o in outs) for v in loop.invars):
     raise NotSplittable("the loop reads an output ref: the partials would each read it")
-  if any(not isinstance(v, compat.DropVar) and _uses(eqns, v) for v in loop.outvars[:skip]):
-    raise NotSplittable("the loop's counter is read after the loop")
   stores = _stores(eqns, li, loop.outvars[skip:], outs)
   return Pattern(li, loop.primitive.name, lo, trip, stores, *_where(loop, kernel_file))
 
