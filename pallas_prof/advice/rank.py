@@ -39,7 +39,10 @@ def saving_text(a: Action) -> str:
       return text + ": slower, not kept"
     return text + ": within the noise, not kept"
   if a.estimate_pct is not None:
-    return f"estimate: -{a.estimate_pct:.0f} % ({a.estimate_basis})"
+    text = f"estimate: -{a.estimate_pct:.0f} % ({a.estimate_basis})"
+    if a.status and "under the interpreter" in a.status:     # a CPU's check of the variant
+      text += "; " + a.status.split("; ", 1)[-1]
+    return text
   return a.status + (f"; {a.accuracy}" if a.accuracy else "")
 
 
