@@ -13,6 +13,8 @@ one imports them from here (tests/structure/test_run_layout.py keeps it so).
       source.py, kernel.json            SOURCE, KERNEL: the GeneratedKernel
       compiled.json, kernel.{ttir,...}  COMPILED, STAGE_FILES: the CompiledKernel
       spec.json (beside kernel.cubin)   SPEC: its LaunchSpec
+    <out>/diffs/<label>-<n>-<rule>.diff DIFFS, diff_file(): the unified diff of the kernel's
+                                        n-th action (advice kinds c and e), for `patch -p1`
 
 A leaf: it imports nothing of pallas_prof, so the backend (whose artifacts these files
 are) and the CLI (whose run directory holds them) both use it.
@@ -26,6 +28,7 @@ HTML = "report.html"
 OTLP_JSON = "trace.otlp.jsonl"
 PERFETTO = "trace.perfetto.json"
 KERNELS = "kernels"             # the folder of the kernels' folders
+DIFFS = "diffs"                 # the folder of the advice's diffs
 
 SOURCE = "source.py"
 KERNEL = "kernel.json"
@@ -43,3 +46,9 @@ def kernel_dir(label_dir: str) -> str:
   """A kernel's folder, relative to the run directory (`label_dir`: its folder's name,
   cli/run_directory.kernel_dir_name of its label)."""
   return os.path.join(KERNELS, label_dir)
+
+
+def diff_file(label_dir: str, rank: int, rule: str) -> str:
+  """The diff of a kernel's `rank`-th action (its rule: long_reduction, loop_step), relative
+  to the run directory (`label_dir` as for kernel_dir)."""
+  return os.path.join(DIFFS, f"{label_dir}-{rank}-{rule}.diff")

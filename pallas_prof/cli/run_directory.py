@@ -45,6 +45,21 @@ def kernel_dir_name(label: str) -> str:
   return re.sub(r"[^0-9A-Za-z_.-]", "_", label.replace("#", "-"))
 
 
+def save_diffs(root: str, report, attempt, write) -> None:
+  """Each action's unified diff (the advice's kinds c and e: a split, a loop's step), a file
+  of its own under diffs/ for the user to review and apply with `patch -p1` (pallas-prof
+  never applies one). From the report as written: its secrets are masked already.
+  `attempt(path, action)` and `write(path, data)`: run_writes.RunFiles', which keep a file
+  that could not be written as missing."""
+  for advice in report.advice:
+    label = kernel_dir_name(advice.label)
+    for rank, action in enumerate(advice.actions, 1):
+      if action.diff:
+        path = os.path.join(root, run_layout.diff_file(label, rank, action.rule))
+        attempt(path, lambda path=path, diff=action.diff: (
+            os.makedirs(os.path.dirname(path), exist_ok=True), write(path, diff)))
+
+
 def kernel_files(label: str, ck: CompiledKernel | None) -> dict[str, str]:
   """{what: path relative to the run directory} of the files save_kernel writes."""
   rel = run_layout.kernel_dir(kernel_dir_name(label))

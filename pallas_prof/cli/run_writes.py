@@ -388,6 +388,7 @@ def write_run(files: RunFiles, report, stop_tracing, save_kernels, add_probes):
     files.hold_room(len(first.to_json(indent=1).encode()))
   stop_tracing()
   save_kernels()
+  run_directory.save_diffs(files.root, report, files.attempt, files.write)
   add_probes()
   html = os.path.join(files.root, run_layout.HTML)
   files.attempt(html, lambda: write_or_warn(files.root, _final(report, files)))

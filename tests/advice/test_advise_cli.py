@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from pallas_prof.cli.report import RunReport
@@ -98,3 +99,36 @@ def test_run_diagnoses_without_trials(tmp_path):
   add = _by_label(report)["add_kernel"]
   assert add.actions[0].kind == "c" and not add.actions[0].compiled   # not compiled by `run`
   assert "advice for row_kernel#" in result.stdout
+
+
+def test_the_advices_diffs_are_files_the_user_applies(tmp_path):
+  """Each action's diff is written to the run's diffs/ folder, named by its kernel, rank
+  and rule, and the closing lines say where; applied with `patch -p1` where the script ran,
+  the split script prints the sums the original printed."""
+  script = tmp_path / "in_place_script.py"
+  script.write_text(open(os.path.join(os.path.dirname(SCRIPT), "in_place_script.py")).read())
+  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+             COLUMNS="160")
+  result = subprocess.run([sys.executable, "-m", "pallas_prof", "advise", "--out", "run",
+                           script.name], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=900)
+  assert result.returncode == 0, result.stdout + result.stderr
+  report = RunReport.load(str(tmp_path / "run"))
+  (advice,) = report.advice
+  split = next(i for i, a in enumerate(advice.actions, 1) if a.rule == "long_reduction")
+  name = f"diffs/{advice.label.replace('#', '-')}-{split}-long_reduction.diff"
+  saved = (tmp_path / "run" / name).read_text()
+  assert saved == advice.actions[split - 1].diff
+  assert f"run/{name}" in result.stdout and "diffs/" in result.stdout
+  assert len(os.listdir(tmp_path / "run" / "diffs")) == sum(1 for a in advice.actions if a.diff)
+  want = next(ln for ln in result.stdout.splitlines() if ln.startswith("sums"))
+  done = subprocess.run(["patch", "-p1"], input=saved, text=True, capture_output=True,
+                        cwd=tmp_path)
+  assert done.returncode == 0, done.stdout + done.stderr
+  assert "_pallas_prof_split_sum" in script.read_text()
+  patched = subprocess.run([sys.executable, "-m", "pallas_prof", "run", "--out", "patched",
+                            script.name], capture_output=True, text=True, env=env, cwd=tmp_path,
+                           timeout=600)
+  assert patched.returncode == 0, patched.stderr
+  got = next(ln for ln in patched.stdout.splitlines() if ln.startswith("sums"))
+  assert np.allclose(eval(got[5:]), eval(want[5:]), atol=2e-3)   # noqa: S307 - our own output

@@ -28,7 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ... import units
-from ...run_layout import HTML, KERNELS, REPORT
+from ...run_layout import DIFFS, HTML, KERNELS, REPORT
 from ...profiler.schema import InsituStats
 from ..saved_runs.files import user_line as user_code_line
 from ..summary import CompileFailure, KernelSummary, summaries
@@ -452,8 +452,26 @@ def render_run(report, out_dir: str | None = None, con: Console | None = None,
                if os.path.exists(os.path.join(out_dir, f))]
     if os.path.isdir(os.path.join(out_dir, KERNELS)):
       present.append(f"{KERNELS}/")
+    diffs = _diff_files(out_dir)
+    if diffs:
+      present.append(f"{DIFFS}/")
     head = "wrote" if wrote else "the run is in"
     con.print(Text(f"{head} {out_dir}/ ({', '.join(present)})"))
+    if diffs:
+      shown = ", ".join(f"{out_dir}/{d}" for d in diffs[:3]) + (
+          f" and {len(diffs) - 3} more" if len(diffs) > 3 else "")
+      con.print(Text(f"the advice's diffs, to review and apply yourself: {shown} "
+                     f"(`patch -p1 --dry-run < FILE`, then `patch -p1 < FILE`, from the "
+                     "folder the script ran in)"))
+
+
+def _diff_files(out_dir: str) -> list[str]:
+  """The diffs a run directory holds (cli/run_writes.save_diffs), relative to it."""
+  try:
+    names = sorted(os.listdir(os.path.join(out_dir, DIFFS)))
+  except OSError:
+    return []
+  return [os.path.join(DIFFS, n) for n in names if n.endswith(".diff")]
 
 
 def say(text: str, stream=None) -> None:
