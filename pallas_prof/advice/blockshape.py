@@ -320,6 +320,9 @@ def resolve(action: Action, f, recipe, operand_index: int | None = None,
   elif recipe is not None:
     changes, why_not = _candidates(recipe, goal, factor, operand_index,
                                    action.change.get("last"), f.sms, min_block)
+  if changes and reads_pid:          # tried where the kernel's offsets follow the blocks
+    changes = [c for c in changes if _pid_follows(recipe, c)] or changes
+    reads_pid = not _pid_follows(recipe, changes[0])
   if changes and not reads_pid:
     return [dataclasses.replace(action, kind="c", title=f"{_words(c)} ({goal} blocks)",
                                 change=dict(c, block=goal), user_file=recipe.call_file,
@@ -349,6 +352,75 @@ def resolve(action: Action, f, recipe, operand_index: int | None = None,
                      f"smaller along {along}, if the kernel does not reduce over it; the grid "
                      f"{fits}x longer)"}[goal] + f" (not tried: {why_not})")
   return [_edit(action, f, recipe, goal, fits, how)]
+
+
+# --- a kernel that reads its program id ----------------------------------------------------
+# Whether a block-shape variant keeps what its kernel computes from the program id.
+#
+# A kernel that reads its program id may compute element offsets from it (the first query
+# row of its block, `pl.program_id(0) * block_q`): with blocks half as long along that grid
+# axis and twice the programs, the offsets stay right only where the kernel multiplies the
+# id by the block's own size, which it then reads from its ref's shape (traced again, the
+# product follows the new block). A block size of the kernel's own (a functools.partial
+# keyword, as JAX's attention's block_q) does not follow, and neither does anything else
+# made from the id. So, traced at the variant's blocks, every read of the id along the axis
+# the variant rescales must go straight into a multiply by a literal equal to the new block
+# size, and the kernel must not read that axis's program count; then the variant is a kind c
+# (its outputs are compared with the original's before it is timed, as every one's are).
+
+def _jaxprs(jaxpr):
+  from ..backend import compat   # lazy: loads jax, kept out of this module's import
+  yield jaxpr
+  for e in jaxpr.eqns:
+    for sub in compat.sub_jaxprs(e):
+      yield from _jaxprs(sub)
+
+
+def _literal(v):
+  return getattr(v, "val", None)
+
+
+def why_not_in_block_units(kernel_jaxpr, axis: int, block: int) -> str | None:
+  """None where every program_id(axis) of the kernel is multiplied by `block` at once (and
+  num_programs(axis) is not read); else what the kernel does with it, in words."""
+  for jaxpr in _jaxprs(kernel_jaxpr):
+    for e in jaxpr.eqns:
+      name = e.primitive.name
+      if name not in ("program_id", "num_programs") or e.params.get("axis") != axis:
+        continue
+      if name == "num_programs":
+        return f"the kernel reads the program count along grid axis {axis}"
+      pid = e.outvars[0]
+      for use in (u for u in jaxpr.eqns if any(v is pid for v in u.invars)):
+        other = [v for v in use.invars if v is not pid]
+        if use.primitive.name != "mul" or len(other) != 1 or _literal(other[0]) != block:
+          return (f"the kernel computes `{use.primitive.name}` from its program id along grid "
+                  f"axis {axis}, not only the id times its block size ({block})")
+      if any(v is pid for v in jaxpr.outvars):
+        return f"the kernel passes its program id along grid axis {axis} on"
+  return None
+
+
+def variant_kernel(call, structs):
+  """The kernel jaxpr of a variant's call (traced abstractly: nothing runs)."""
+  # lazy: jax, and split.variant, which loads it, are kept out of this module's import
+  import jax
+  from ..backend import compat
+  from .split.variant import _find_call
+  eqn = _find_call(jax.make_jaxpr(call)(*structs).jaxpr)
+  return None if eqn is None else compat.open_jaxpr(eqn.params["jaxpr"])[0]
+
+
+def _pid_follows(recipe, change: dict) -> bool:
+  """Whether the kernel, traced at the change's blocks, uses its program id along the
+  rescaled axis only times the new block size (why_not_in_block_units)."""
+  from .split.variant import _structs   # lazy: loads jax, as the variant's trace does
+  try:
+    kernel = variant_kernel(build(recipe, change), _structs(recipe))
+  except Exception:  # noqa: BLE001 - a variant that does not trace is not one to try
+    return False
+  return kernel is not None and why_not_in_block_units(
+      kernel, change["axis"], change["to_block"]) is None
 
 
 def _edit(action: Action, f, recipe, goal: str, factor: int | None, how: str) -> Action:

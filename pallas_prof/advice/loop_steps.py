@@ -24,13 +24,12 @@ import functools
 import math
 
 from .rules.table import Finding, about, fact
-from .schema import Action, Trial
-from .variants import not_interpreted
+from .schema import Action
+from .variants import checked_on_cpu as checked
 
 RULE = "loop_step"
 LEAST = 8                   # a step below this is not tried (a tensor-core tile is 16 wide,
                             # a loop of steps of 4 rows is latency)
-CPU_EQUAL = "not measured: no GPU; outputs equal under the interpreter"
 ESTIMATE_BASIS = ("no estimate: the step trades registers and shared memory against loads in "
                   "flight, which the work model does not price; measured where tried")
 
@@ -187,18 +186,6 @@ def checked_on_cpu(a: Action, recipe) -> Action:
   """On a CPU, where the call is small enough for the interpreter: the variant run beside
   the original on seeded inputs, outputs compared (a step the kernel's arithmetic depends
   on gives another answer: said, so that no one applies it untried)."""
-  grid = recipe.kwargs.get("grid") or ()
-  programs = math.prod((grid,) if isinstance(grid, int) else grid)
-  refused = not_interpreted(programs * int(a.change["iterations"]), recipe)
-  if refused:
-    return dataclasses.replace(a, status=refused)
-  from .split.variant import compare   # lazy: loads jax, as _trips
-  try:
-    differs = compare(recipe, build(recipe, a.change))
-  except Exception as e:  # noqa: BLE001 - a variant that fails to run is said so
-    return dataclasses.replace(a, trial=Trial(None, None, None, None, None,
-                                              f"failed to run: {type(e).__name__}: {str(e)[:200]}"))
-  if differs:
-    return dataclasses.replace(a, trial=Trial(None, None, None, None, False,
-                                              f"outputs differ: {differs}"))
-  return dataclasses.replace(a, status=CPU_EQUAL)
+  programs = math.prod(_grid(recipe))
+  return checked(a, recipe, lambda: build(recipe, a.change),
+                 programs * int(a.change["iterations"]))

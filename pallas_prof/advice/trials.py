@@ -16,6 +16,7 @@ so an action shows its registers and spills.
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 import time
 from typing import Callable
@@ -24,7 +25,7 @@ from ..backend.options import TunedSettings
 from . import autotuned, blockshape, loop_steps
 from .rank import rank, summary
 from .schema import Action, KernelAdvice, Trial
-from .variants import resources, trace_variant
+from .variants import checked_on_cpu, resources, trace_variant
 
 TRIED = ("a", "c")
 
@@ -116,10 +117,14 @@ def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool
     else:
       actions[id(a)] = dataclasses.replace(a, compiled=resources(ck))
       ready.append((id(a), ck))
-  if not gpu and recipe is not None:      # a loop step: checked under the interpreter
-    for key, _ in ready:
-      if "keyword" in actions[key].change:
-        actions[key] = loop_steps.checked_on_cpu(actions[key], recipe)
+  if not gpu and recipe is not None:      # a loop step, a block shape: checked under the
+    for key, _ in ready:                  # interpreter where small enough
+      a = actions[key]
+      if "keyword" in a.change:
+        actions[key] = loop_steps.checked_on_cpu(a, recipe)
+      elif "blocks" in a.change:
+        actions[key] = checked_on_cpu(a, recipe, lambda a=a: blockshape.build(recipe, a.change),
+                                      math.prod(a.change["grid"]))
   if gpu and ready:
     ready = _spill_free_first(rec, ready)
     # keyed by the advice's own action (id(a) above): `actions` holds its latest copy

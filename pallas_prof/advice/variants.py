@@ -3,9 +3,11 @@ compile and the replay of trials.py's kind c, and of split/trial.py's kind e), a
 variant's resources in words, and whether a CPU may run one under the interpreter."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from ..backend import kernel_registry
+from .schema import Trial
 
 # What a CPU check of a variant (a split, a loop step) runs under Triton's interpreter,
 # twice (the original and the variant), to stay a few seconds: loop iterations of all
@@ -57,3 +59,25 @@ def resources(ck) -> str:
   spills = ck.spills
   return (f"{ck.registers} registers, " + ("no spills" if not spills else f"{spills} spills")
           + f", {ck.shared_bytes} B shared")
+
+
+CPU_EQUAL = "not measured: no GPU; outputs equal under the interpreter"
+
+
+def checked_on_cpu(a, recipe, variant, iterations: int):
+  """On a CPU, where the call is small enough for the interpreter: the action's variant
+  (`variant()` makes its call) run beside the original on seeded inputs, outputs compared
+  (a variant that computes something else says so, so that no one applies it untried)."""
+  refused = not_interpreted(iterations, recipe)
+  if refused:
+    return dataclasses.replace(a, status=refused)
+  from .split.variant import compare   # lazy: loads jax, as the variant's trace does
+  try:
+    differs = compare(recipe, variant())
+  except Exception as e:  # noqa: BLE001 - a variant that fails to run is said so
+    return dataclasses.replace(a, trial=Trial(None, None, None, None, None,
+                                              f"failed to run: {type(e).__name__}: {str(e)[:200]}"))
+  if differs:
+    return dataclasses.replace(a, trial=Trial(None, None, None, None, False,
+                                              f"outputs differ: {differs}"))
+  return dataclasses.replace(a, status=CPU_EQUAL)

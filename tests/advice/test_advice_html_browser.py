@@ -60,9 +60,11 @@ def test_the_advice_panel_beside_the_heated_lines(page_path):
     apply = row.locator(".apply")
     assert apply.evaluate("d => d.scrollWidth <= d.clientWidth")
     assert apply.locator("wbr").count() > 3
-    # the add kernel's block-shape variant: kind c, compiled for sm_90, not timed
+    # the add kernel's block-shape variant: kind c, compiled for sm_90, not timed, its outputs
+    # compared under the interpreter
     add = page.locator("section.kernel", has_text="add_kernel#").locator("aside.advice")
     first_action = add.locator("table.actions tr.action").first.locator("td").all_inner_texts()
     assert first_action[1] == "c" and "block 64 -> 256" in first_action[2]
-    assert "compiled:" in first_action[2] and first_action[3] == "not measured: no GPU"
+    assert "compiled:" in first_action[2]
+    assert first_action[3] == "not measured: no GPU; outputs equal under the interpreter"
     assert errors == [] and remote == []

@@ -128,10 +128,10 @@ def test_an_intent_becomes_variants_or_an_edit():
   # programs for 132 SMs, in blocks of 512 only 128
   (capped,) = blockshape.resolve(_intent("larger", 256), f, recipe)
   assert capped.change["to_block"] == 256
-  # a kernel that reads its program id may depend on the grid: an edit, not a variant
+  # facts that say the kernel reads its program id are checked against the kernel traced at
+  # the new blocks (blockshape.why_not_in_block_units): add_kernel reads none, so the variants stand
   pid = dataclasses.replace(f, equations={0: synthetic_eq(0, "program_id")})
-  (edit,) = blockshape.resolve(_intent("larger", 8), pid, recipe)
-  assert edit.kind == "d" and "reads its program id" in edit.edit
+  assert [a.kind for a in blockshape.resolve(_intent("larger", 8), pid, recipe)] == ["c", "c"]
   (edit,) = blockshape.resolve(_intent("smaller", 2), f, None)
   assert edit.kind == "d" and "was not recorded" in edit.edit
 
@@ -385,3 +385,97 @@ def test_without_a_recorded_call_the_split_keeps_a_sector_a_row_too():
   g = synthetic_facts([synthetic_eq(0, "get", block_shape=(1, 8), dtype="float32")], grid=(3,))
   assert blockshape.resolve(_intent("smaller", 32), g, None, notes=notes) == []
   assert "32 bytes or more" in notes[0], notes
+
+
+# --- a kernel that reads its program id (blockshape.why_not_in_block_units) ----------------
+# Its block variant is tried (kind c) where the id along the rescaled axis only becomes an
+# offset, times the block size the kernel reads from its ref; a block size of its own (a
+# keyword) or any other use of the id keeps the edit (kind d), and the variant it would
+# make is shown to compute something else.
+
+def offset_rows_kernel(x_ref, o_ref):
+  """Adds each row's index: the first row of the block from the id times the block's rows."""
+  rows = x_ref.shape[0]
+  first = pl.program_id(0) * rows
+  o_ref[...] = x_ref[...] + (first + jax.lax.broadcasted_iota(jnp.int32, x_ref.shape, 0)
+                             ).astype(jnp.float32)
+
+
+def keyword_rows_kernel(x_ref, o_ref, *, rows):
+  first = pl.program_id(0) * rows          # the call's block size, not the ref's
+  o_ref[...] = x_ref[...] + (first + jax.lax.broadcasted_iota(jnp.int32, x_ref.shape, 0)
+                             ).astype(jnp.float32)
+
+
+def shifted_kernel(x_ref, o_ref):
+  o_ref[...] = x_ref[...] + (pl.program_id(0) + 1).astype(jnp.float32)   # the id, not an offset
+
+
+def _pid_intent(recipe, grid):
+  intent, f = _few_programs_intent(grid)
+  return intent, dataclasses.replace(
+      f, equations={**f.equations, 1: synthetic_eq(1, "program_id")})
+
+
+def _rows_of(kernel, rows=40, block_rows=8):
+  recipes.clear()
+  x = jax.random.normal(jax.random.key(2), (rows, 128), jnp.float32)
+  spec = pl.BlockSpec((block_rows, 128), lambda i: (i, 0))
+  with recipes.capture():
+    want = pl.pallas_call(kernel, grid=(rows // block_rows,), in_specs=[spec], out_specs=spec,
+                          out_shape=x)(x)
+  return recipes.recipes()[-1], x, want
+
+
+def test_a_program_id_times_the_refs_block_size_is_tried_and_computes_the_same():
+  recipe, x, want = _rows_of(offset_rows_kernel)
+  intent, f = _pid_intent(recipe, (5,))
+  variants = blockshape.resolve(intent, f, recipe)
+  assert variants and all(v.kind == "c" for v in variants)
+  for v in variants:
+    got = blockshape.build(recipe, v.change)(x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=0, atol=0)
+  np.testing.assert_allclose(np.asarray(want)[:, 0] - np.asarray(x)[:, 0], np.arange(40.0))
+
+
+def test_a_program_id_times_a_keyword_keeps_the_edit_and_its_variant_would_differ():
+  import functools
+  recipe, x, want = _rows_of(functools.partial(keyword_rows_kernel, rows=8))
+  intent, f = _pid_intent(recipe, (5,))
+  (edit,) = blockshape.resolve(intent, f, recipe)
+  assert edit.kind == "d" and "reads its program id" in edit.edit
+  # what the refusal spares: at 4-row blocks, program p adds p * 8, not p * 4
+  change = blockshape.change_for(recipe, blockshape.plan(recipe, 0), 4)
+  got = blockshape.build(recipe, change)(x)
+  assert not np.allclose(np.asarray(got), np.asarray(want))
+
+
+def test_a_program_id_used_otherwise_keeps_the_edit_and_says_how():
+  recipe, _, _ = _rows_of(shifted_kernel)
+  intent, f = _pid_intent(recipe, (5,))
+  (edit,) = blockshape.resolve(intent, f, recipe)
+  assert edit.kind == "d"
+  from pallas_prof.advice.split.variant import _structs
+  change = blockshape.change_for(recipe, blockshape.plan(recipe, 0), 4)
+  kernel = blockshape.variant_kernel(blockshape.build(recipe, change), _structs(recipe))
+  assert "computes `add` from its program id" in blockshape.why_not_in_block_units(kernel, 0, 4)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_the_example_flash_attentions_query_blocks_are_tried_and_compute_the_same(causal):
+  """examples/flash_attention.py reads its first query row as the id times q_ref's rows: at
+  other query blocks (the grid rescaled) the causal mask and the loop's bound follow."""
+  from testkit.examples import load_example
+  fa = load_example("flash_attention")
+  q, k, v = (jax.random.normal(jax.random.key(i), (1, 192, 2, 32), jnp.float32)
+             for i in range(3))
+  recipes.clear()
+  with recipes.capture():
+    want = fa.flash_attention(q, k, v, causal=causal, block_q=64, block_k=32)
+  (recipe,) = [r for r in recipes.recipes() if r.name == "flash_kernel"]
+  intent, f = _pid_intent(recipe, (3, 1, 2))
+  variants = blockshape.resolve(intent, f, recipe)
+  assert variants and all(a.kind == "c" and a.change["axis"] == 0 for a in variants)
+  for a in variants:
+    got = blockshape.build(recipe, a.change)(q, k, v)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
