@@ -25,7 +25,7 @@ import math
 
 from .rules.table import Finding, about, fact
 from .schema import Action
-from .variants import checked_on_cpu as checked
+from .variants import PATCH, checked_on_cpu as checked
 
 RULE = "loop_step"
 LEAST = 8                   # a step below this is not tried (a tensor-core tile is 16 wide,
@@ -168,7 +168,7 @@ def findings(f, recipe, notes: list[str]) -> list[Finding]:
       diff, why = keyword_diff(recipe, s.name, s.new), None
     except SourceRefused as e:
       diff, why = None, str(e)
-    edit = (f"at {recipe.location}: apply the diff (`patch -p1 < step.diff`): it rebinds "
+    edit = (f"at {recipe.location}: apply the diff ({PATCH}): it rebinds "
             f"{s.name} at the call ({s.words})" if diff else
             f"at {recipe.location}: give the kernel {s.name}={s.new} (its functools.partial "
             f"keyword; no diff: {why})")

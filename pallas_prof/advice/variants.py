@@ -62,6 +62,9 @@ def resources(ck) -> str:
 
 
 CPU_EQUAL = "not measured: no GPU; outputs equal under the interpreter"
+# how a structural edit's diff is applied: `pallas-prof run` and `advise` save each one under
+# the run folder's diffs/ (cli/run_directory.save_diffs)
+PATCH = "`patch -p1 < FILE`; the run folder's diffs/ holds it"
 
 
 def checked_on_cpu(a, recipe, variant, iterations: int):

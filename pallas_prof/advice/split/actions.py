@@ -16,6 +16,7 @@ from .. import estimate
 from ..floors import program_work
 from ..rules.table import Finding, about, fact
 from ..schema import Action
+from ..variants import PATCH
 from .pattern import NotSplittable
 from .source import SourceRefused, jaxpr_change, unified_diff
 from .variant import chunk, pattern_of, splits, widened, widenings
@@ -64,7 +65,7 @@ def findings(f, recipe, notes: list[str]) -> list[Finding]:
     title = (f"split the loop at {p.line} over {s} programs per block: grid {grid} -> "
              f"{'x'.join(map(str, (*k.grid, s)))}, {chunk(p.trip, s)} iterations each, "
              "partials summed after the call")
-    edit = (f"at {p.line}: apply the diff (`patch -p1 < split.diff`)" if diff else
+    edit = (f"at {p.line}: apply the diff ({PATCH})" if diff else
             f"at {p.line}: no diff ({why}); the variant's change: {jaxpr_change(recipe, k, p, s)}")
     actions.append(Action("e", title, RULE, {"split": s, "axis": axis}, edit=edit,
                           user_file=p.file, user_line=p.lineno, estimate_pct=value,
@@ -93,7 +94,7 @@ def _with_wider_blocks(f, recipe, p, notes: list[str]) -> list[Action]:
     except SourceRefused as e:
       diff, why = None, str(e)
     where = f"at {pw.line}: "
-    edit = (where + "apply the diff (`patch -p1 < split.diff`): it also rebinds "
+    edit = (where + f"apply the diff ({PATCH}): it also rebinds "
             f"{w.name} at the call ({w.words})" if diff else where + f"no diff ({why}); the "
             "variant's change: "
             f"{w.words}, grid axis {w.axis} {w.extent} / {w.new}; "
