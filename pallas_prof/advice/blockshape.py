@@ -321,8 +321,8 @@ def resolve(action: Action, f, recipe, operand_index: int | None = None,
     changes, why_not = _candidates(recipe, goal, factor, operand_index,
                                    action.change.get("last"), f.sms, min_block)
   if changes and reads_pid:          # tried where the kernel's offsets follow the blocks
-    changes = [c for c in changes if _pid_follows(recipe, c)] or changes
-    reads_pid = not _pid_follows(recipe, changes[0])
+    following = [c for c in changes if _pid_follows(recipe, c)]
+    changes, reads_pid = following or changes, not following
   if changes and not reads_pid:
     return [dataclasses.replace(action, kind="c", title=f"{_words(c)} ({goal} blocks)",
                                 change=dict(c, block=goal), user_file=recipe.call_file,

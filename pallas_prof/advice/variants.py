@@ -67,10 +67,11 @@ CPU_EQUAL = "not measured: no GPU; outputs equal under the interpreter"
 PATCH = "`patch -p1 < FILE`; the run folder's diffs/ holds it"
 
 
-def checked_on_cpu(a, recipe, variant, iterations: int):
+def checked_on_cpu(a, recipe, variant, iterations: int, equal: str = CPU_EQUAL):
   """On a CPU, where the call is small enough for the interpreter: the action's variant
   (`variant()` makes its call) run beside the original on seeded inputs, outputs compared
-  (a variant that computes something else says so, so that no one applies it untried)."""
+  (a variant that computes something else says so, so that no one applies it untried);
+  `equal`: the status where they are."""
   refused = not_interpreted(iterations, recipe)
   if refused:
     return dataclasses.replace(a, status=refused)
@@ -83,4 +84,4 @@ def checked_on_cpu(a, recipe, variant, iterations: int):
   if differs:
     return dataclasses.replace(a, trial=Trial(None, None, None, None, False,
                                               f"outputs differ: {differs}"))
-  return dataclasses.replace(a, status=CPU_EQUAL)
+  return dataclasses.replace(a, status=equal)

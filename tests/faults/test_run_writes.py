@@ -559,3 +559,47 @@ def test_a_signal_that_a_callback_turned_into_the_scripts_error_is_the_reports_e
   report = RunReport.load(str(out))
   assert report.exit_code == code, (report.exit_code, report.notes)
   assert f"exit {code}" in done.stdout, done.stdout
+
+
+def _report_with_diffs():
+  import types
+  from pallas_prof.advice.schema import Action
+  actions = [Action("e", "split", "long_reduction", {"split": 4}, diff="--- a/x.py\n+++ b/x.py\n"),
+             Action("a", "warps", "too_few_warps", {"num_warps": 4}),
+             Action("c", "step", "loop_step", {"keyword": "k", "to": 8}, diff="--- a/y.py\n")]
+  return types.SimpleNamespace(advice=[types.SimpleNamespace(label="k#1a2b", actions=actions)])
+
+
+def test_the_advices_diffs_are_whole_or_missing_with_the_reason(tmp_path, monkeypatch):
+  """run_directory.save_diffs: each diff whole; a disk that fills, or a diffs/ that cannot be
+  made (a file of that name in the way), leaves the diff missing with its reason in the run's
+  notes, no part of a file, and no exception."""
+  import errno
+  from pallas_prof.cli import run_directory, run_writes
+  report = _report_with_diffs()
+  files = run_writes.RunFiles(str(tmp_path))
+  run_directory.save_diffs(files.root, report, files.attempt, files.write)
+  assert sorted(os.listdir(tmp_path / "diffs")) == ["k-1a2b-1-long_reduction.diff",
+                                                  "k-1a2b-3-loop_step.diff"]
+  assert (tmp_path / "diffs" / "k-1a2b-3-loop_step.diff").read_text() == "--- a/y.py\n"
+  assert files.missing == {}
+  # a file where the folder would be
+  blocked = tmp_path / "blocked"
+  blocked.mkdir()
+  (blocked / "diffs").write_text("not a folder")
+  files = run_writes.RunFiles(str(blocked))
+  run_directory.save_diffs(files.root, report, files.attempt, files.write)
+  assert sorted(files.missing) == ["diffs/k-1a2b-1-long_reduction.diff",
+                                   "diffs/k-1a2b-3-loop_step.diff"]
+  assert any("missing" in n for n in files.notes())
+  # a full disk at the write: nothing of the file is left
+  full = tmp_path / "full"
+  full.mkdir()
+  files = run_writes.RunFiles(str(full))
+
+  def no_space(path, data, mode=None):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+  monkeypatch.setattr(run_writes, "write_atomic", no_space)
+  run_directory.save_diffs(files.root, report, files.attempt, files.write)
+  assert set(files.missing.values()) == {os.strerror(errno.ENOSPC)}
+  assert os.listdir(full / "diffs") == []

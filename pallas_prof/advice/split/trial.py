@@ -19,8 +19,8 @@ from ...backend.compiling.compile import DEFAULT_TARGET, compile_kernels
 from ...tune.blocks import tune
 from ...tune.choice import MIN_GAIN
 from ..schema import Action, Trial
-from ..variants import not_interpreted, resources, trace_variant
-from .variant import Widening, build, compare, inputs, original, pattern_of, widened
+from ..variants import checked_on_cpu, not_interpreted, resources, trace_variant
+from .variant import Widening, build, inputs, original, pattern_of, widened
 
 CPU_EQUAL = ("not measured: no GPU; outputs equal under the interpreter (to the tuner's "
              "tolerance: the adds reassociated)")
@@ -48,17 +48,10 @@ def tried(a: Action, recipe, *, gpu: bool, budget_s: float, say=lambda text: Non
   if gpu:
     say(f"{recipe.name}: trying {a.title} (whole calls, as autotune times them)")
     return _measured(a, recipe, fn, budget_s)
-  refused = not_interpreted(math.prod(k.grid) * p.trip, recipe)
-  if refused:
-    return dataclasses.replace(a, status=refused)
-  say(f"{recipe.name}: checking {a.title} under the interpreter")
-  try:
-    differs = compare(recipe, fn)
-  except Exception as e:  # noqa: BLE001
-    return _failed(a, f"failed to run: {type(e).__name__}: {str(e)[:200]}")
-  if differs:
-    return _failed(a, f"outputs differ: {differs}", equal=False)
-  return dataclasses.replace(a, status=CPU_EQUAL)
+  iterations = math.prod(k.grid) * p.trip
+  if not_interpreted(iterations, recipe) is None:
+    say(f"{recipe.name}: checking {a.title} under the interpreter")
+  return checked_on_cpu(a, recipe, lambda: fn, iterations, equal=CPU_EQUAL)
 
 
 def _measured(a: Action, recipe, fn, budget_s: float) -> Action:
