@@ -603,3 +603,21 @@ def test_the_advices_diffs_are_whole_or_missing_with_the_reason(tmp_path, monkey
   run_directory.save_diffs(files.root, report, files.attempt, files.write)
   assert set(files.missing.values()) == {os.strerror(errno.ENOSPC)}
   assert os.listdir(full / "diffs") == []
+
+
+def test_a_secret_in_a_diff_is_masked_in_its_file(tmp_path):
+  """A diff quotes the user's source: a token written in the kernel's file is masked in the
+  saved .diff as in report.json (save_diffs writes from the masked report)."""
+  from pallas_prof.advice.schema import Action, KernelAdvice
+  from pallas_prof.cli import run_directory, run_writes
+  from pallas_prof.redaction import Redactor
+  import types
+  token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+  diff = f"--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-TOKEN = '{token}'\n+TOKEN = '{token}'  # split\n"
+  advice = KernelAdvice("k#1", "k", actions=[Action("e", "split", "long_reduction", {}, diff=diff)])
+  masked = Redactor()(types.SimpleNamespace(advice=(advice,)).advice)
+  files = run_writes.RunFiles(str(tmp_path))
+  run_directory.save_diffs(files.root, types.SimpleNamespace(advice=masked), files.attempt,
+                           files.write)
+  saved = (tmp_path / "diffs" / "k-1-1-long_reduction.diff").read_text()
+  assert token not in saved and saved.startswith("--- a/x.py")
