@@ -17,11 +17,17 @@ random inputs, a CPU only lowers and compiles them at full size (their static fa
     narrow_         column sums of 32768 x 2048 bf16, one      the loop split over   long_reduction, e
     reduction       program per 16 columns (32-byte rows),     16 programs a block,
                     128 programs each looping all the rows     128-column blocks
+    loop_step       causal attention, 16 heads x 4096 x 64     block_k=32            loop_step, c
+                    bf16, its K loop stepping 16 rows
+                    (block_k=16: half a tensor-core tile's
+                    worth of work an iteration)
     at_roof         add of 2^26 f32 in 4096-element blocks     none: nothing wrong   at_roof, no action
                     (48 KiB a program: streams at its roof)
 
 The at_roof case has no planted defect and no fix (build() gives None for the fixed
-function): on a GPU its advice must be "at its roof" with no actions.
+function): on a GPU its advice must be "at its roof" with no actions. The loop_step case's
+hand fix is the step advise tries (twice the planted one): a person might go further, but
+the case asks whether the measured trial of that step agrees with the same edit by hand.
 """
 from __future__ import annotations
 
@@ -243,6 +249,55 @@ def narrow_reduction():
           (_spec(32768, 2048, dtype=jnp.bfloat16),))
 
 
+# --- a loop stepping too few rows: causal attention's block_k -----------------------------
+# As JAX's flash attention: k and v whole in each program, the K loop's bound growing with
+# the query block's program id (causal), the step a keyword of a functools.partial.
+
+ATTENTION_BLOCK_Q = 64
+
+
+def causal_attention_kernel(q_ref, k_ref, v_ref, o_ref, *, block_k):
+  block_q, _ = q_ref.shape
+  first_row = pl.program_id(1) * block_q
+  q = q_ref[...]
+  rows = first_row + jax.lax.broadcasted_iota(jnp.int32, (block_q, block_k), 0)
+
+  def body(i, carry):
+    m, l, acc = carry
+    keys = pl.ds(i * block_k, block_k)
+    s = jax.lax.dot_general(q, k_ref[keys, :], (((1,), (1,)), ((), ())),
+                            preferred_element_type=jnp.float32)
+    cols = i * block_k + jax.lax.broadcasted_iota(jnp.int32, (block_q, block_k), 1)
+    s = jnp.where(cols <= rows, s, -jnp.inf)
+    m_new = jnp.maximum(m, s.max(axis=1))
+    p = jnp.exp(s - m_new[:, None])
+    alpha = jnp.exp(m - m_new)
+    acc = acc * alpha[:, None] + jnp.dot(p.astype(v_ref.dtype), v_ref[keys, :],
+                                         preferred_element_type=jnp.float32)
+    return m_new, l * alpha + p.sum(axis=1), acc
+
+  init = (jnp.full((block_q,), -jnp.inf, jnp.float32), jnp.zeros((block_q,), jnp.float32),
+          jnp.zeros(q_ref.shape, jnp.float32))
+  _, l, acc = jax.lax.fori_loop(0, (first_row + block_q) // block_k, body, init)
+  o_ref[...] = (acc / l[:, None]).astype(o_ref.dtype)
+
+
+def _causal_attention(q, k, v, block_k):
+  heads, seq, dim = q.shape
+  q_spec = pl.BlockSpec((None, ATTENTION_BLOCK_Q, dim), lambda h, i: (h, i, 0))
+  kv_spec = pl.BlockSpec((None, seq, dim), lambda h, i: (h, 0, 0))
+  return pl.pallas_call(functools.partial(causal_attention_kernel, block_k=block_k),
+                        grid=(heads, seq // ATTENTION_BLOCK_Q),
+                        in_specs=[q_spec, kv_spec, kv_spec], out_specs=q_spec,
+                        out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype))(q, k, v)
+
+
+def loop_step():
+  spec = _spec(16, 4096, 64, dtype=jnp.bfloat16)
+  return (jax.jit(functools.partial(_causal_attention, block_k=16)),
+          jax.jit(functools.partial(_causal_attention, block_k=32)), (spec, spec, spec))
+
+
 # --- at its roof: the same add in blocks large enough to stream -------------------------
 
 def at_roof():
@@ -264,6 +319,8 @@ CASES = [
          "its 64 iterations", "loop_invariant", "d", transcendental),
     Case("narrow_reduction", "column sums of 32768 x 2048 bf16 by 128 programs, each "
          "looping all the rows of a 16-column strip", "long_reduction", "e", narrow_reduction),
+    Case("loop_step", "causal attention (16 heads x 4096 x 64 bf16) whose K loop steps 16 "
+         "rows (block_k=16)", "loop_step", "c", loop_step),
     Case("at_roof", "add of 2^26 f32 in 4096-element blocks (nothing planted)", "at_roof",
          None, at_roof),
 ]

@@ -172,3 +172,25 @@ def test_the_narrow_reductions_hand_fix_gives_the_planted_kernels_sums():
   want = np.asarray(x, np.float32).sum(axis=0)
   np.testing.assert_allclose(planted, want, rtol=1e-5, atol=1e-3)
   np.testing.assert_allclose(fixed, want, rtol=1e-5, atol=1e-3)
+
+
+def test_the_loop_steps_hand_fix_gives_the_planted_attention():
+  """Under the interpreter, at a small shape (2 heads, 192 rows: three query blocks, their
+  loops 4, 8 and 12 steps of 16): block_k 16 and 32 give the causal softmax attention
+  numpy computes."""
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+  import pallas_prof
+  from bench.advice import advice_cases
+  pallas_prof.install()
+  keys = jax.random.split(jax.random.key(3), 3)
+  q, k, v = [jax.random.normal(key, (2, 192, 64), jnp.float32).astype(jnp.bfloat16)
+             for key in keys]
+  qf, kf, vf = (np.asarray(t, np.float32) for t in (q, k, v))
+  s = np.where(np.tril(np.ones((192, 192), bool)), np.einsum("hqd,hkd->hqk", qf, kf), -np.inf)
+  p = np.exp(s - s.max(-1, keepdims=True))
+  want = np.einsum("hqk,hkd->hqd", p / p.sum(-1, keepdims=True), vf)
+  for block_k in (16, 32):
+    got = np.asarray(advice_cases._causal_attention(q, k, v, block_k), np.float32)
+    np.testing.assert_allclose(got, want, atol=2e-2)     # bf16 outputs and p

@@ -156,13 +156,57 @@ def _filling(original, n: int, absent: tuple):
 
 def find(record, found: list[Recipe] | None = None) -> Recipe | None:
   """The recipe of a registry record: the same kernel name, operand shapes and grid (a
-  script may call one kernel at two block shapes); None unless exactly one fits."""
+  script may call one kernel at two block shapes); None unless exactly one fits. Calls
+  of one kernel function with other keywords (block_k=16 and 32 at one grid) are told
+  apart by the kernel jaxpr each traces to, against the one the record lowered: a
+  variant made from the other call's keywords would be advice about another kernel."""
   found = recipes() if found is None else found
   want = _arrays(record.in_avals)
   grid = tuple(record.generated.grid) if record.generated is not None else ()   # read back
   same = [r for r in found if _arrays(r.in_avals) == want and r.name == record.name
           and tuple(r.kwargs.get("grid") or ()) == grid]
-  return same[-1] if same and len({_blocks(r) for r in same}) == 1 else None
+  if not same or len({_blocks(r) for r in same}) != 1:
+    return None
+  last = {_kernel_key(r.kernel): r for r in same}     # each kernel's latest call
+  if len(last) == 1:
+    return same[-1]
+  text = getattr(record.generated, "jaxpr_text", None)
+  fits = [r for r in last.values() if text is not None and _traced_text(r) == text]
+  return fits[0] if len(fits) == 1 else None
+
+
+def _kernel_key(kernel) -> tuple:
+  """What tells two calls' kernels apart: the function, and a partial's arguments."""
+  if isinstance(kernel, functools.partial):
+    return (_kernel_key(kernel.func), repr(kernel.args), repr(sorted(kernel.keywords.items())))
+  return (kernel,)
+
+
+def _traced_text(recipe: Recipe) -> str | None:
+  """The recipe's kernel jaxpr, traced again abstractly and printed as the lowering prints
+  it (GeneratedKernel.jaxpr_text); None where it does not trace."""
+  # lazy: keeps jax out of this module's import (start-up time)
+  import jax
+  from ..backend import compat
+  try:
+    fn = recipe.original(recipe.kernel, recipe.out_shape, **recipe.kwargs)
+    structs = [jax.ShapeDtypeStruct(s, d) for s, d in recipe.arg_shapes]
+    eqn = _pallas_eqn(jax.make_jaxpr(fn)(*structs).jaxpr, compat)
+    return None if eqn is None else compat.print_jaxpr(
+        compat.open_jaxpr(eqn.params["jaxpr"])[0])[0]
+  except Exception:  # noqa: BLE001 - a call that does not trace again matches nothing
+    return None
+
+
+def _pallas_eqn(jaxpr, compat):
+  for e in jaxpr.eqns:
+    if e.primitive is compat.pallas_call_p:
+      return e
+    for sub in compat.sub_jaxprs(e):
+      found = _pallas_eqn(sub, compat)
+      if found is not None:
+        return found
+  return None
 
 
 def _blocks(recipe: Recipe) -> str:

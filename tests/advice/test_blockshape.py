@@ -4,6 +4,7 @@ outputs equal to the original's (run here by Triton's interpreter)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -54,6 +55,35 @@ def test_a_call_is_recorded_with_its_shapes_and_line():
   assert recipes.find(rec) is recipe
   # the name is given back once the capture ends
   assert not getattr(pl.pallas_call, "_pallas_prof_capture", False)
+
+
+def scaled_kernel(x_ref, o_ref, *, scale, chunk):
+  for i in range(x_ref.shape[0] // chunk):
+    o_ref[pl.ds(i * chunk, chunk)] = x_ref[pl.ds(i * chunk, chunk)] * scale
+
+
+def test_two_calls_of_one_kernel_with_other_keywords_each_find_their_own():
+  """One kernel function at one grid and block, called with two keyword sets (a loop step
+  of 8 and of 16): each lowered kernel's recipe is the call that made it, not the last
+  call (the advice on the first would otherwise be built from the second's keywords)."""
+  recipes.clear()
+  kernel_registry.clear()
+  x = jnp.arange(64, dtype=jnp.float32)
+  with recipes.capture():
+    for chunk in (8, 16):
+      pl.pallas_call(functools.partial(scaled_kernel, scale=2.0, chunk=chunk),
+                     out_shape=jax.ShapeDtypeStruct((64,), jnp.float32))(x)
+  by_chunk = {r.kernel.keywords["chunk"]: r for r in recipes.recipes()}
+  records = kernel_registry.kernels()
+  assert len(records) == 2 and set(by_chunk) == {8, 16}
+  found = {recipes.find(rec).kernel.keywords["chunk"] for rec in records}
+  assert found == {8, 16}
+  for rec in records:          # the recipe found traces to the kernel the record lowered
+    assert recipes._traced_text(recipes.find(rec)) == rec.generated.jaxpr_text
+  # a record whose jaxpr neither call traces to is given no recipe, not the last one
+  odd = dataclasses.replace(records[0], generated=dataclasses.replace(
+      records[0].generated, jaxpr_text="{ lambda ; a. let  in () }"))
+  assert recipes.find(odd) is None
 
 
 @pytest.mark.parametrize("new_block", [200, 128, 8])      # ragged edges: 1000 is not a multiple
