@@ -91,11 +91,14 @@ def test_each_case_offers_its_hand_fix(run):
   assert any("over 5 programs per block: grid 128 -> 128x5" in a["title"] for a in splits)
   wide = [a for a in splits if "with block_n=16 -> 128" in a["title"]]
   assert wide and all("interpreter would run" in a["status"] for a in wide), wide
-  # the causal attention: its hand fix, block_k 16 -> 32, as a loop step whose iterations
-  # are counted in the program that runs the most (the bound grows with the program id)
-  step = next(a for a in actions["loop_step"] if a["title"].startswith("block_k=16 -> 32"))
-  assert step["kind"] == "c" and step["rule"] == "loop_step", step
-  assert "256 -> 128 iterations in the program that runs the most" in step["title"]
+  # the causal attention: its hand fix, block_k 16 -> 64, as a loop step whose iterations
+  # are counted in the program that runs the most (the bound grows with the program id);
+  # an iteration loads 4 KiB, so steps up to four times are tried (16 KiB), not eight
+  steps = [a["title"].split(" (")[0] for a in actions["loop_step"] if a["rule"] == "loop_step"]
+  assert steps == ["block_k=16 -> 8", "block_k=16 -> 32", "block_k=16 -> 64"], steps
+  step = next(a for a in actions["loop_step"] if a["title"].startswith("block_k=16 -> 64"))
+  assert step["kind"] == "c", step
+  assert "256 -> 64 iterations in the program that runs the most" in step["title"]
 
 
 def test_the_kernel_with_nothing_planted_gets_no_advice(run):

@@ -1,4 +1,5 @@
-"""A loop's step given to the kernel as a keyword, tried at half and twice its value: kind c.
+"""A loop's step given to the kernel as a keyword, tried at half and twice its value (and
+four and eight times it, where an iteration loads little): kind c.
 
 Attention's `block_k`, a matmul's `bk`: the rows or columns each iteration of the kernel's
 own loop takes. The step trades what an iteration holds (registers, and shared memory for
@@ -13,7 +14,9 @@ iterations for a smaller step and fewer for a larger, over the same range, in ea
 programs its bound is evaluated at (a causal attention's bound grows with the program id;
 a head dimension or an epsilon moves no loop; a larger step that a floor-divided bound
 would cut short, or that would read past the furthest row the original reaches, is not
-offered); a keyword the grid is computed from (variant.widenings: the
+offered). Where an iteration's loads are small (the norms' dw/db kernels load 1 KiB an
+iteration), twice the step is still a small step: four and eight times it are tried too, as
+long as an iteration would load at most LADDER_BYTES; a keyword the grid is computed from (variant.widenings: the
 norms' block_n) is the split's, not this. Whether the variant computes what the original
 does is the trial's to say, as for every kind c: outputs compared before it is timed.
 """
@@ -30,6 +33,9 @@ from .variants import PATCH, checked_on_cpu as checked
 RULE = "loop_step"
 LEAST = 8                   # a step below this is not tried (a tensor-core tile is 16 wide,
                             # a loop of steps of 4 rows is latency)
+LADDER_BYTES = 16384        # larger steps than twice are tried while an iteration would load
+                            # at most this per program (a pipeline stage's shared memory, and
+                            # registers for what the iteration holds, grow with the step)
 ESTIMATE_BASIS = ("no estimate: the step trades registers and shared memory against loads in "
                   "flight, which the work model does not price; measured where tried")
 
@@ -104,9 +110,23 @@ def _moved(before: tuple[int, ...], after: tuple[int, ...], value: int, new: int
           (after[most] > before[most] if smaller else after[most] < before[most]))
 
 
-def steps(recipe) -> list[Step]:
-  """The loop-step keywords of the recorded call's kernel, each at half and twice its value
-  (powers of two from LEAST up)."""
+def larger(per_iteration: int | None) -> tuple[int, ...]:
+  """The factors a step is tried larger by: 2, and 4 and 8 while an iteration that loads
+  `per_iteration` bytes now would load at most LADDER_BYTES (unknown: 2 alone)."""
+  return (2,) + tuple(k for k in (4, 8) if per_iteration and per_iteration * k <= LADDER_BYTES)
+
+
+def loads_per_iteration(f) -> int | None:
+  """The most any of the kernel's loops loads per program per iteration (None: no loop
+  with loads the facts know the size of)."""
+  sizes = [sum(e.bytes_read for e in f.children(loop.index) if e.is_load and e.bytes_read)
+           for loop in f.loops()]       # an unrolled loop's too: the step sizes its loads
+  return max((s for s in sizes if s), default=None)
+
+
+def steps(recipe, factors: tuple[int, ...] = (2,)) -> list[Step]:
+  """The loop-step keywords of the recorded call's kernel, each at half its value and at
+  `factors` times it (powers of two from LEAST up)."""
   kernel = recipe.kernel
   if not isinstance(kernel, functools.partial):
     return []
@@ -123,7 +143,7 @@ def steps(recipe) -> list[Step]:
     if isinstance(value, bool) or not isinstance(value, int) or name in tied or \
         value < LEAST or value & (value - 1):
       continue
-    for new in (value // 2, value * 2):
+    for new in (value // 2, *(value * k for k in factors)):
       if new < LEAST:
         continue
       try:
@@ -146,7 +166,7 @@ def findings(f, recipe, notes: list[str]) -> list[Finding]:
   action of kind c per neighbour."""
   if recipe is None:
     return []
-  found = steps(recipe)
+  found = steps(recipe, larger(loads_per_iteration(f)))
   if not found:
     return []
   from .split.source import SourceRefused, loop_line   # lazy: loads jax, as _trips

@@ -237,3 +237,35 @@ def test_on_a_cpu_a_step_that_changes_the_answer_is_said_and_an_equal_one_checke
       Action("c", "block_rows=8 -> 16", "loop_step",
              {"keyword": "block_rows", "from": 8, "to": 16, "iterations": 13}), sums)
   assert ok.trial is None and ok.status == variants_mod.CPU_EQUAL, ok
+
+
+def row_sum_kernel(x_ref, o_ref, *, step):
+  def body(i, acc):
+    return acc + x_ref[pl.ds(i * step, step), :].sum(axis=0)
+  o_ref[...] = jax.lax.fori_loop(0, x_ref.shape[0] // step, body,
+                                 jnp.zeros(x_ref.shape[1], jnp.float32))
+
+
+def test_the_ladder_of_larger_steps_follows_what_an_iteration_loads():
+  assert loop_steps.larger(None) == (2,)                  # unknown: twice alone
+  assert loop_steps.larger(1024) == (2, 4, 8)             # the norms' dw/db: 1 KiB a step
+  assert loop_steps.larger(4096) == (2, 4)
+  assert loop_steps.larger(loop_steps.LADDER_BYTES) == (2,)
+
+
+def test_a_loop_that_loads_little_is_tried_at_four_and_eight_times_its_step():
+  """96 rows of 24 float32 in steps of 8: an iteration loads 768 bytes, so the steps 16 and
+  32 are offered (64 would leave 32 rows out: 96 // 64 is 1), each checked under the
+  interpreter with outputs equal to the original's."""
+  recipes.clear()
+  kernel_registry.clear()
+  x = jax.random.normal(jax.random.key(7), (96, 24), jnp.float32)
+  with recipes.capture():
+    jax.block_until_ready(pl.pallas_call(
+        functools.partial(row_sum_kernel, step=8),
+        out_shape=jax.ShapeDtypeStruct((24,), jnp.float32))(x))
+  (rec,) = [r for r in kernel_registry.kernels() if r.name == "row_sum_kernel"]
+  (advice,) = pallas_prof.advise([rec], sample=False, progress=None)
+  found = [a for a in advice.actions if a.rule == "loop_step"]
+  assert [(a.change["to"], a.change["iterations"]) for a in found] == [(16, 6), (32, 3)]
+  assert all(a.status == variants_mod.CPU_EQUAL for a in found), [a.status for a in found]
