@@ -477,3 +477,29 @@ def test_advise_says_why_a_loop_kernel_is_not_split():
 def test_the_split_diagnosis_has_its_place_before_the_grid_it_explains():
   from pallas_prof.advice.engine import ORDER
   assert ORDER.index("long_reduction") == ORDER.index("few_programs") - 1
+
+
+def test_the_split_with_a_larger_loop_step_is_checked_and_its_diff_applies(tmp_path):
+  """1088 rows in steps of 8 (136 iterations of 256 bytes): the split is offered again with
+  the loop's step at the largest value advise tries (block_rows 8 -> 64: 17 iterations, two
+  programs per column block), the grid's column axis kept. Checked under the interpreter
+  against the original; its diff rebinds block_rows alone, and the patched file gives the
+  original's outputs at the recorded shape and at one the step does not divide."""
+  recipe, x, want = _column_recipe(jnp.bfloat16, rows=1088)
+  recs = [r for r in kernel_registry.kernels() if r.name == "column_sums"
+          and tuple(r.generated.grid) == (3,) and r.in_avals[0].shape == (1088, 40)]
+  (advice,) = pallas_prof.advise(recs[-1:], sample=False, progress=None)
+  (stepped,) = [a for a in advice.actions if a.kind == "e" and "widen" in a.change
+                and a.change["widen"]["axis"] is None]
+  assert stepped.change == {"split": 2, "axis": 1, "widen": {
+      "name": "block_rows", "value": 8, "new": 64, "axis": None, "extent": 0}}
+  assert "with block_rows=8 -> 64: grid 3x2 (3x2), 9 iterations each" in stepped.title
+  assert stepped.status == trial.CPU_EQUAL, stepped.status
+  assert "functools.partial(kernel, block_rows=64)" in stepped.diff
+  assert "BLOCK_COLS), 2)" in stepped.diff          # the column axis as it was, S appended
+  module = patching.patched(tmp_path / "column_sums_step.py", stepped.diff,
+                            column_sums.__file__)
+  assert same_outputs(leaves(module.column_sums(x)), leaves(want)) is None
+  other = jax.random.normal(jax.random.key(9), (1001, 150), jnp.bfloat16)
+  assert same_outputs(leaves(module.column_sums(other)),
+                      leaves(column_sums.column_sums(other))) is None

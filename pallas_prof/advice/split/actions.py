@@ -14,12 +14,13 @@ import math
 
 from .. import estimate
 from ..floors import program_work
+from ..loop_steps import larger, loads_per_iteration, steps
 from ..rules.table import Finding, about, fact
 from ..schema import Action
 from ..variants import PATCH
 from .pattern import NotSplittable
 from .source import SourceRefused, jaxpr_change, unified_diff
-from .variant import chunk, pattern_of, splits, widened, widenings
+from .variant import Widening, chunk, pattern_of, splits, widened, widenings
 
 RULE = "long_reduction"
 
@@ -71,7 +72,22 @@ def findings(f, recipe, notes: list[str]) -> list[Finding]:
                           user_file=p.file, user_line=p.lineno, estimate_pct=value,
                           estimate_basis=basis, diff=diff))
   actions += _with_wider_blocks(f, recipe, p, notes)
+  actions += _with_a_larger_step(f, recipe, p, notes)
   return [Finding(d, actions)]
+
+
+def _with_a_larger_step(f, recipe, p, notes: list[str]) -> list[Action]:
+  """The split again, with the loop's step (a keyword of the kernel, loop_steps.py) at the
+  largest value loop_steps tries: each program's chunk in fewer, larger loads. The norms'
+  dw/db loops load 1 KiB an iteration: split alone, each program still waits on small loads."""
+  up = [s for s in steps(recipe, larger(loads_per_iteration(f))) if s.new > s.value]
+  if not up:
+    return []
+  top = max(up, key=lambda s: s.new)
+  w = Widening(top.name, top.value, top.new, None, 0)
+  return _split_actions(f, recipe, p, w, notes, "a larger step changes how the memory is "
+                        "read, which the work model does not price; measured where tried",
+                        last=True)
 
 
 def _with_wider_blocks(f, recipe, p, notes: list[str]) -> list[Action]:
@@ -79,32 +95,37 @@ def _with_wider_blocks(f, recipe, p, notes: list[str]) -> list[Action]:
   (variant.widenings): fewer, wider programs, each split over more of the loop."""
   out = []
   for w in widenings(recipe):
-    try:
-      k, pw = pattern_of(widened(recipe, w))
-    except Exception as e:  # noqa: BLE001 - the plain split stands without it
-      notes.append(f"no split with {w.words}: {type(e).__name__}: {str(e)[:160]}")
-      continue
-    sizes = splits(math.prod(k.grid), pw.trip, f.sms)
-    if not sizes:
-      continue
-    s, axis = sizes[0], len(k.grid)
-    grid = "x".join(map(str, (*k.grid, s)))
-    try:
-      diff, why = unified_diff(recipe, pw, s, axis, w), None
-    except SourceRefused as e:
-      diff, why = None, str(e)
-    where = f"at {pw.line}: "
-    edit = (where + f"apply the diff ({PATCH}): it also rebinds "
-            f"{w.name} at the call ({w.words})" if diff else where + f"no diff ({why}); the "
-            "variant's change: "
-            f"{w.words}, grid axis {w.axis} {w.extent} / {w.new}; "
-            + jaxpr_change(widened(recipe, w), k, pw, s))
-    title = (f"split the loop at {p.line} over {s} programs per block, with {w.words}: grid "
-             f"{'x'.join(map(str, k.grid))}x{s} ({grid}), {chunk(pw.trip, s)} iterations "
-             "each, partials summed after the call")
-    out.append(Action("e", title, RULE, {"split": s, "axis": axis, "widen": {
-        "name": w.name, "value": w.value, "new": w.new, "axis": w.axis, "extent": w.extent}},
-        edit=edit, user_file=p.file, user_line=p.lineno, estimate_pct=None,
-        estimate_basis="no estimate: wider blocks change how the memory is read, which the "
-        "work model does not price; measured where tried", diff=diff))
+    out += _split_actions(f, recipe, p, w, notes, "wider blocks change how the memory is "
+                          "read, which the work model does not price; measured where tried")
   return out
+
+
+def _split_actions(f, recipe, p, w: Widening, notes: list[str], basis: str,
+                   last: bool = False) -> list[Action]:
+  """The split of the recipe with `w` applied (one action: its first S, or its last)."""
+  try:
+    k, pw = pattern_of(widened(recipe, w))
+  except Exception as e:  # noqa: BLE001 - the plain split stands without it
+    notes.append(f"no split with {w.words}: {type(e).__name__}: {str(e)[:160]}")
+    return []
+  sizes = splits(math.prod(k.grid), pw.trip, f.sms)
+  if not sizes:
+    return []
+  s, axis = sizes[-1 if last else 0], len(k.grid)
+  grid = "x".join(map(str, (*k.grid, s)))
+  try:
+    diff, why = unified_diff(recipe, pw, s, axis, w), None
+  except SourceRefused as e:
+    diff, why = None, str(e)
+  where = f"at {pw.line}: "
+  regrid = "" if w.axis is None else f", grid axis {w.axis} {w.extent} / {w.new}"
+  edit = (where + f"apply the diff ({PATCH}): it also rebinds "
+          f"{w.name} at the call ({w.words})" if diff else where + f"no diff ({why}); the "
+          f"variant's change: {w.words}{regrid}; " + jaxpr_change(widened(recipe, w), k, pw, s))
+  title = (f"split the loop at {p.line} over {s} programs per block, with {w.words}: grid "
+           f"{'x'.join(map(str, k.grid))}x{s} ({grid}), {chunk(pw.trip, s)} iterations "
+           "each, partials summed after the call")
+  return [Action("e", title, RULE, {"split": s, "axis": axis, "widen": {
+      "name": w.name, "value": w.value, "new": w.new, "axis": w.axis, "extent": w.extent}},
+      edit=edit, user_file=p.file, user_line=p.lineno, estimate_pct=None,
+      estimate_basis="no estimate: " + basis, diff=diff)]

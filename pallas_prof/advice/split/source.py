@@ -270,6 +270,8 @@ def _edit_call(f: _File, recipe, p: Pattern, splits: int, pl: str, widen=None) -
   grid = kw.get("grid")
   if widen is not None:
     _widen_kernel(f, call, widen)
+    if widen.axis is None:          # a loop's step: the kernel's keyword alone, the grid kept
+      widen = None
   if grid is not None:
     g = f.segment(grid)
     if isinstance(grid, ast.Tuple):             # (a, b) -> (a, b, S)

@@ -131,11 +131,12 @@ class Widening:
   shorter, beside the split. The norms' dw/db kernels read 16 bfloat16 columns a program
   (32-byte rows); wider rows read the memory in longer runs, and the split gives the grid
   back its programs. Only where the call has no BlockSpecs (the kernel indexes whole refs
-  itself): the comparison with the original's outputs is what says it holds."""
+  itself): the comparison with the original's outputs is what says it holds. With `axis`
+  None, the keyword is the loop's step (advice/loop_steps.py): rebound, the grid kept."""
   name: str
   value: int
   new: int
-  axis: int
+  axis: int | None
   extent: int
 
   @property
@@ -191,9 +192,12 @@ def _scales_the_sums(recipe, w: Widening, base: int) -> bool:
 
 
 def widened(recipe, w: Widening):
-  """The recipe with the block parameter at its new value and the grid axis recomputed."""
+  """The recipe with the block parameter at its new value and the grid axis recomputed
+  (a loop's step, axis None: the grid as it is)."""
   kernel = functools.partial(recipe.kernel.func, *recipe.kernel.args,
                              **{**recipe.kernel.keywords, w.name: w.new})
+  if w.axis is None:
+    return dataclasses.replace(recipe, kernel=kernel)
   grid = recipe.kwargs.get("grid")
   grid = list((grid,) if isinstance(grid, int) else grid)
   grid[w.axis] = -(-w.extent // w.new)
