@@ -33,13 +33,27 @@ SECTOR_BYTES = 32
 
 
 def _flat_specs(recipe) -> tuple[list, list]:
-  """(in specs, out specs) as lists of BlockSpec (or None)."""
+  """(in specs, out specs) as lists of BlockSpec (or None), one per array: the spec of an
+  operand given as None (attention's segment_ids, recipe.absent) left out, as its array is."""
   ins = recipe.kwargs.get("in_specs")
   outs = recipe.kwargs.get("out_specs")
   as_list = lambda s, n: list(s) if isinstance(s, (list, tuple)) else [s] * (n if n else 1)
   out_shapes = recipe.out_shape if isinstance(recipe.out_shape, (list, tuple)) else \
       [recipe.out_shape]
-  return as_list(ins, len(recipe.arg_shapes)), as_list(outs, len(out_shapes))
+  ins = as_list(ins, len(recipe.arg_shapes))
+  if recipe.absent and len(ins) == len(recipe.arg_shapes) + len(recipe.absent):
+    ins = [spec for i, spec in enumerate(ins) if i not in recipe.absent]
+  return ins, as_list(outs, len(out_shapes))
+
+
+def _with_absent(recipe, ins: list) -> list:
+  """The in specs for the call again: the absent operands' own specs back in their places."""
+  if not recipe.absent or not isinstance(recipe.kwargs.get("in_specs"), (list, tuple)):
+    return ins
+  given, it = list(recipe.kwargs["in_specs"]), iter(ins)
+  if len(given) != len(ins) + len(recipe.absent):
+    return ins
+  return [given[i] if i in recipe.absent else next(it) for i in range(len(given))]
 
 
 def _itemsizes(recipe) -> list[int | None]:
@@ -147,7 +161,8 @@ def build(recipe, change: dict):
   ins, outs = _flat_specs(recipe)
   new = [dataclasses.replace(s, block_shape=tuple(b))
          for s, b in zip(ins + outs, change["blocks"], strict=True)]
-  kwargs = dict(recipe.kwargs, grid=tuple(change["grid"]), in_specs=new[:len(ins)],
+  kwargs = dict(recipe.kwargs, grid=tuple(change["grid"]),
+                in_specs=_with_absent(recipe, new[:len(ins)]),
                 out_specs=new[len(ins):] if isinstance(recipe.kwargs.get("out_specs"),
                                                        (list, tuple)) else new[len(ins)])
   settings = {k: int(change[k]) for k in SETTINGS if k in change}
@@ -314,10 +329,7 @@ def resolve(action: Action, f, recipe, operand_index: int | None = None,
   min_block = MIN_BLOCK if any(e.primitive == "dot_general" for e in f.equations.values()) else 1
   changes, why_not = [], "its pallas_call was not recorded (run it through `pallas-prof " \
       "advise` or `run`)"
-  if recipe is not None and recipe.absent:
-    why_not = ("its pallas_call is given None among its operands, whose BlockSpecs a new "
-               "block shape cannot be matched with")
-  elif recipe is not None:
+  if recipe is not None:
     changes, why_not = _candidates(recipe, goal, factor, operand_index,
                                    action.change.get("last"), f.sms, min_block)
   if changes and reads_pid:          # tried where the kernel's offsets follow the blocks
@@ -338,7 +350,7 @@ def resolve(action: Action, f, recipe, operand_index: int | None = None,
   if goal == "wider":
     return [_edit(action, f, recipe, goal, None, f"make the block's last dimension longer "
                   f"(not tried: {why_not})")]
-  if recipe is not None and not recipe.absent and why_not != NO_AXIS:
+  if recipe is not None and why_not != NO_AXIS:
     return _left_out(action, goal, why_not, notes)   # the axis the grid walks cannot take it
   if goal == "larger":
     fits, along = larger_factor(f, factor), "the grid's longest axis"

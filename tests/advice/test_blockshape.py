@@ -99,6 +99,32 @@ def test_a_block_variant_computes_the_same(new_block):
   np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
 
+def maybe_bias_kernel(x_ref, bias_ref, o_ref):
+  o_ref[...] = x_ref[...] * 2.0 + (0.0 if bias_ref is None else bias_ref[...])
+
+
+@pytest.mark.parametrize("new_block", [96, 24])
+def test_a_call_given_none_among_its_operands_gets_block_variants(new_block):
+  """An optional operand given as None (attention's segment_ids): its BlockSpec, None, is
+  set aside with it; the plan covers the arrays, and the variant gives the kernel None
+  again in its place, outputs equal to the original's (1000 rows: ragged edges)."""
+  recipes.clear()
+  x = jax.random.normal(jax.random.key(4), (1000, 8), jnp.float32)
+  spec = pl.BlockSpec((48, 8), lambda i: (i, 0))
+  with recipes.capture():
+    want = pl.pallas_call(maybe_bias_kernel, grid=(pl.cdiv(1000, 48),), in_specs=[spec, None],
+                          out_specs=spec, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(
+                              x, None)
+  recipe = recipes.recipes()[-1]
+  assert recipe.absent == (1,) and len(recipe.arg_shapes) == 1
+  p = blockshape.plan(recipe, 0)
+  assert p is not None and p.ties == (0, 0) and p.block == 48 and p.extent == 1000
+  change = blockshape.change_for(recipe, p, new_block)
+  assert change["blocks"] == [[new_block, 8]] * 2
+  got = blockshape.build(recipe, change)(x)
+  np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
 def test_index_maps_that_are_not_in_block_units_make_no_plan():
   recipes.clear()
   n = 64
