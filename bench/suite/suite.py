@@ -10,7 +10,9 @@ decode_attention, paged_attention), a matmul and a vector add, three shapes each
 Columns: pallas-prof with its defaults ("ours_default"), pallas-prof tuned
 ("ours_tuned": the op's parameters (block sizes, warps, stages, splits) that
 `pallas_prof.autotune` found fastest among the default and the case's configs,
-timed by whole calls; "same_as_default" for an op with nothing tuned here), JAX's
+timed by whole calls; for an op with no parameters, the norms and the vector add, its
+kernels tuned by pallas-prof's kernel tuner as PALLAS_PROF_AUTOTUNE=1 tunes them, on a GPU
+only: bench/suite/kernel_tuning.py; "same_as_default" where nothing changed), JAX's
 built-in Triton backend ("builtin") and plain XLA ("xla"). With --advised, also
 "advised": `pallas-prof advise` run on the case (a copy of the op's module) and what it
 kept applied as a user applies it, a tuning file or a diff (bench/suite/advised.py), then
@@ -54,7 +56,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import pallas_prof  # noqa: E402
-from bench.suite import gpu_state  # noqa: E402
+from bench.suite import gpu_state, kernel_tuning  # noqa: E402
 from bench import save_record  # noqa: E402
 from bench.suite.suite_cases import CASES, ordered  # noqa: E402
 
@@ -204,9 +206,10 @@ def run_column(column: str, built, reference, window_s: float, on_gpu: bool,
                case=None, small: bool = False, replay: bool = False,
                advise_options=None) -> dict:
   from pallas_prof.backend import kernel_registry
-  if column == "ours_tuned" and not case.tune:
-    return {"same_as_default": "one config (the op's parameters are not tuned here): "
-                               "the tuned column is the default column"}
+  kernel_tuned = column == "ours_tuned" and not case.tune
+  if kernel_tuned and not on_gpu:
+    return {"same_as_default": "one config (the op has no parameters, and its kernels are "
+                               "tuned on a GPU only): the tuned column is the default column"}
   if column == "builtin" and not on_gpu:
     return {"not_run": "JAX's built-in Triton backend needs a GPU"}
   if column != "xla":
@@ -216,7 +219,9 @@ def run_column(column: str, built, reference, window_s: float, on_gpu: bool,
   applied, advised = contextlib.nullcontext(), None
   try:
     entry = {}
-    if column == "ours_tuned":
+    if kernel_tuned:               # the op has no parameters: its kernels are tuned
+      fn, applied = jax.jit(built.pallas), kernel_tuning.kernel_autotune()
+    elif column == "ours_tuned":
       fn, entry = tuned_function(case, built, small, window_s, on_gpu)
     elif column == ADVISED:
       from bench.suite import advised as advised_column
@@ -229,7 +234,8 @@ def run_column(column: str, built, reference, window_s: float, on_gpu: bool,
     else:
       fn = jax.jit(built.xla if column == "xla" else built.pallas)
     with applied:
-      return _timed(column, fn, entry, built, reference, window_s, on_gpu, replay, advised)
+      out = _timed(column, fn, entry, built, reference, window_s, on_gpu, replay, advised)
+      return {**out, **kernel_tuning.entry()} if kernel_tuned else out
   except Exception as e:  # noqa: BLE001 - reported in the record, the run goes on
     # the advised column keeps what advise kept, when the failure came after it
     return {**(advised.entry if advised is not None else {}),

@@ -7,6 +7,7 @@ record's headline keys computed from what was measured, null where nothing was.
 """
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -210,3 +211,43 @@ def test_the_window_spreads_what_is_left_over_the_cases_left():
   assert suite.window_for(1e4, cases, []) == suite.WINDOW_S[1]             # plenty: longest
   before = suite.window_for(300.0, cases * 10, [])
   assert suite.window_for(300.0, cases * 10, [2.0]) > before                # cheaper cases: longer
+
+
+def test_an_op_without_parameters_has_its_kernels_tuned_on_a_gpu(monkeypatch):
+  """The norms and the vector add have no parameters: on a GPU their tuned column runs with
+  PALLAS_PROF_AUTOTUNE=1 in force for the timed call's first call (where the kernels are
+  compiled, so tuned), the environment given back after; the record has each kernel's
+  choice, and {} (the default column's figures) where every kernel kept its default."""
+  import os
+  from bench.suite import kernel_tuning
+  from pallas_prof.backend.options import TunedSettings
+  from pallas_prof.tune import params
+  case = next(c for c in CASES if not c.tune and c.op == "rms_norm fwd+bwd")
+  seen = {}
+
+  def timed(column, fn, entry, *a):
+    seen["env"] = os.environ.get(params.ENV), os.environ.get(params.BUDGET_ENV)
+    return {"correct": True, "gpu_s": 1.0, "wall_s": 1.0}
+  default, eight = TunedSettings(num_warps=4, num_stages=3), TunedSettings(num_warps=8)
+  tunings = [params.KernelTuning("ln_backward_dw_db", default, eight,
+                                 (params.Candidate(default, 2e-3), params.Candidate(eight, 1e-3)),
+                                 1.5),
+             params.KernelTuning("rms_forward", default, default,
+                                 (params.Candidate(default, 1e-3),), 0.5)]
+  monkeypatch.setattr(suite, "_timed", timed)
+  monkeypatch.setattr(params, "results", lambda: list(tunings))
+  monkeypatch.delenv(params.ENV, raising=False)
+  built = case.make(jax.random.PRNGKey(0), small=True)
+  out = suite.run_column("ours_tuned", built, None, 0.0, True, case, small=True)
+  assert seen["env"] == ("1", str(kernel_tuning.BUDGET_S))
+  assert params.ENV not in os.environ                       # given back
+  assert out["config"] == {"ln_backward_dw_db": eight.label}
+  (dw, fwd) = out["kernel_tuning"]
+  assert dw["speedup"] == pytest.approx(2.0) and dw["best"] == eight.label
+  assert [c["median_s"] for c in dw["candidates"]] == [2e-3, 1e-3]
+  tunings[0] = params.KernelTuning("ln_backward_dw_db", default, default,
+                                   (params.Candidate(default, 2e-3),), 1.5)
+  assert suite.run_column("ours_tuned", built, None, 0.0, True, case, small=True)["config"] == {}
+  # without a GPU nothing is tuned: the default column stands for it
+  assert "same_as_default" in suite.run_column("ours_tuned", built, None, 0.0, False, case,
+                                               small=True)
