@@ -69,8 +69,10 @@ leg() {
     return 1
   fi
   echo "   $(echo $after | tr '\n' ' ')(unchanged by installing pallas-prof; $((SECONDS - t0)) s to set up)"
+  # --durations: the log names the slowest tests, where the legs' time goes (both legs
+  # together are to stay under 30 minutes on a 2-core machine)
   # shellcheck disable=SC2086
-  "$venv/bin/python" -m pytest -q -n auto -p no:cacheprovider ${PYTEST_ARGS:-} "$@" || {
+  "$venv/bin/python" -m pytest -q -n auto -p no:cacheprovider --durations=30 ${PYTEST_ARGS:-} "$@" || {
     echo "== leg $name FAILED (pytest exit $?) after $((SECONDS - t0)) s"; return 1; }
   echo "== leg $name passed in $((SECONDS - t0)) s"
 }
