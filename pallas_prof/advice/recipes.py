@@ -188,25 +188,14 @@ def _traced_text(recipe: Recipe) -> str | None:
   # lazy: keeps jax out of this module's import (start-up time)
   import jax
   from ..backend import compat
+  from .split.variant import _find_call, _structs
   try:
     fn = recipe.original(recipe.kernel, recipe.out_shape, **recipe.kwargs)
-    structs = [jax.ShapeDtypeStruct(s, d) for s, d in recipe.arg_shapes]
-    eqn = _pallas_eqn(jax.make_jaxpr(fn)(*structs).jaxpr, compat)
+    eqn = _find_call(jax.make_jaxpr(fn)(*_structs(recipe)).jaxpr)
     return None if eqn is None else compat.print_jaxpr(
         compat.open_jaxpr(eqn.params["jaxpr"])[0])[0]
   except Exception:  # noqa: BLE001 - a call that does not trace again matches nothing
     return None
-
-
-def _pallas_eqn(jaxpr, compat):
-  for e in jaxpr.eqns:
-    if e.primitive is compat.pallas_call_p:
-      return e
-    for sub in compat.sub_jaxprs(e):
-      found = _pallas_eqn(sub, compat)
-      if found is not None:
-        return found
-  return None
 
 
 def _blocks(recipe: Recipe) -> str:
