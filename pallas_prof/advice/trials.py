@@ -124,7 +124,7 @@ def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool
         actions[key] = loop_steps.checked_on_cpu(a, recipe)
       elif "blocks" in a.change:
         actions[key] = checked_on_cpu(a, recipe, lambda a=a: blockshape.build(recipe, a.change),
-                                      math.prod(a.change["grid"]))
+                                      math.prod(a.change["grid"]) * program_trips(rec))
   if gpu and ready:
     ready = _spill_free_first(rec, ready)
     # keyed by the advice's own action (id(a) above): `actions` holds its latest copy
@@ -160,6 +160,19 @@ def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool
     out.kept = held[0].apply if held else None
   out.summary = summary(out)
   return out
+
+
+def program_trips(rec) -> int:
+  """The loop iterations one program of the kernel runs, as the lowering counted them (its
+  deepest loop's trips times those of the loops around it; a dynamic count as one): what a
+  block variant, whose loops stay as they are, costs the interpreter per program. A grid of
+  2,048 programs of a 64-iteration loop is 131,072 iterations, not 2,048."""
+  eqns = {e.index: e for e in rec.generated.eqns} if rec.generated is not None else {}
+
+  def nested(e) -> int:
+    own = e.trips if isinstance(e.trips, int) and e.trips > 0 else 1
+    return own * (nested(eqns[e.parent]) if e.parent in eqns else 1)
+  return max((nested(e) for e in eqns.values() if e.trips is not None), default=1)
 
 
 def _spill_free_first(rec, ready: list) -> list:

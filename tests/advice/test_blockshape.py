@@ -535,3 +535,28 @@ def test_the_example_flash_attentions_query_blocks_are_tried_and_compute_the_sam
   for a in variants:
     got = blockshape.build(recipe, a.change)(q, k, v)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+
+
+def nested_loops_kernel(x_ref, o_ref):
+  def outer(i, acc):
+    return jax.lax.fori_loop(0, 5, lambda j, a: a + x_ref[...] * 0.5, acc)
+  o_ref[...] = jax.lax.fori_loop(0, 3, outer, jnp.zeros(x_ref.shape, jnp.float32))
+
+
+def test_a_block_variants_interpreter_cost_counts_each_programs_loop_trips():
+  """A block variant keeps the kernel's loops: checking it under the interpreter costs the
+  grid's programs times each program's iterations (3 x 5 nested here), which is what the
+  20,000-iteration bound is held against (a 2,048-program grid of a 64-step loop once ran
+  minutes under the interpreter, counted as 2,048)."""
+  from pallas_prof.advice import trials
+  kernel_registry.clear()
+  x = jnp.ones((64, 8), jnp.float32)
+  spec = pl.BlockSpec((8, 8), lambda i: (i, 0))
+  pl.pallas_call(nested_loops_kernel, grid=(8,), in_specs=[spec], out_specs=spec,
+                 out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+  (rec,) = [r for r in kernel_registry.kernels() if r.name == "nested_loops_kernel"]
+  assert trials.program_trips(rec) == 15
+  kernel_registry.clear()
+  _add()
+  (flat,) = kernel_registry.kernels()
+  assert trials.program_trips(flat) == 1            # no loop: a program is one pass
