@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from unittest import mock
 
 from pallas_prof.tune import params
 
@@ -25,18 +26,9 @@ BUDGET_S = 8.0
 def kernel_autotune(budget_s: float = BUDGET_S):
   """PALLAS_PROF_AUTOTUNE=1 (and its budget) while entered, as the user sets them; the
   tuner's results from before are cleared, the environment given back after."""
-  saved = {name: os.environ.get(name) for name in (params.ENV, params.BUDGET_ENV)}
-  os.environ[params.ENV] = "1"
-  os.environ[params.BUDGET_ENV] = str(budget_s)
   params.clear_results()
-  try:
+  with mock.patch.dict(os.environ, {params.ENV: "1", params.BUDGET_ENV: str(budget_s)}):
     yield
-  finally:
-    for name, value in saved.items():
-      if value is None:
-        os.environ.pop(name, None)
-      else:
-        os.environ[name] = value
 
 
 def entry() -> dict:
