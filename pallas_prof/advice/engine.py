@@ -41,6 +41,8 @@ def diagnose(kp, gk=None, device=None, ceilings=None, recipe=None, gpu: bool | N
     from .split.actions import findings as split_findings   # loads JAX (a recipe means it ran)
     findings += split_findings(f, recipe, notes)
     findings += loop_steps.findings(f, recipe, notes)
+    from .dots import layout   # lazy: loads JAX, as the split's does
+    findings += layout.findings(f, recipe, notes)
   if roof:
     findings = roof + [x for x in findings if x.diagnosis.rule == "sampling_gaps"]
   actions: list[Action] = []
@@ -93,7 +95,7 @@ def untested_opt_ins_as_notes(advice: KernelAdvice, trying: bool) -> KernelAdvic
 # its rate follows from too few warps, an unpipelined loop, spills or small programs, so
 # dot_rate (a joint search over them) comes after those; dot_precision names the user's line.
 PRIORITY = ("at_roof", "dot_precision", "too_few_warps", "unpipelined_loop", "spills",
-            "small_programs", "dot_rate", "uncoalesced", "loop_invariant", "small_loop_steps", "transcendental_bound",
+            "small_programs", "dot_layout", "dot_rate", "uncoalesced", "loop_invariant", "small_loop_steps", "transcendental_bound",
             "rereads", "few_programs", "underfilled", "occupancy_limited", "launch_order",
             "tma_eligible", "below_roof", "sampling_gaps")
 

@@ -202,10 +202,12 @@ def findings(f, recipe, notes: list[str]) -> list[Finding]:
   return [Finding(d, actions)]
 
 
-def checked_on_cpu(a: Action, recipe) -> Action:
+def checked_on_cpu(a: Action, recipe, loaded: int = 0) -> Action:
   """On a CPU, where the call is small enough for the interpreter: the variant run beside
   the original on seeded inputs, outputs compared (a step the kernel's arithmetic depends
-  on gives another answer: said, so that no one applies it untried)."""
+  on gives another answer: said, so that no one applies it untried). `loaded`: what a
+  program's loads cost the interpreter, in iterations (variants.loaded_steps), which a
+  step leaves as they were."""
   programs = math.prod(_grid(recipe))
   return checked(a, recipe, lambda: build(recipe, a.change),
-                 programs * int(a.change["iterations"]))
+                 programs * (int(a.change["iterations"]) + loaded))

@@ -25,7 +25,8 @@ from ..backend.options import TunedSettings
 from . import autotuned, blockshape, loop_steps
 from .rank import rank, summary
 from .schema import Action, KernelAdvice, Trial
-from .variants import checked_on_cpu, resources, trace_variant
+from .variants import checked_on_cpu, interpreted_steps, loaded_steps, resources, \
+    trace_variant
 
 TRIED = ("a", "c")
 
@@ -121,7 +122,7 @@ def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool
     for key, _ in ready:                  # interpreter where small enough
       a = actions[key]
       if "keyword" in a.change:
-        actions[key] = loop_steps.checked_on_cpu(a, recipe)
+        actions[key] = loop_steps.checked_on_cpu(a, recipe, loaded_steps(rec.generated))
       elif "blocks" in a.change:
         actions[key] = checked_on_cpu(a, recipe, lambda a=a: blockshape.build(recipe, a.change),
                                       math.prod(a.change["grid"]) * program_trips(rec))
@@ -147,6 +148,8 @@ def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool
     # loads JAX, which a recipe's run has loaded: a precision edit (advice/dots) or a split
     if "precision" in a.change:
       from .dots import precision as edit_trial  # lazy: loads jax and the compiler; only this edit's
+    elif "layout" in a.change:
+      from .dots import layout as edit_trial  # lazy: as above, the K-major B's trial
     else:
       from .split import trial as edit_trial  # lazy: as above, the split's trial
     actions[id(a)] = edit_trial.tried(a, recipe, gpu=gpu,
@@ -163,16 +166,10 @@ def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool
 
 
 def program_trips(rec) -> int:
-  """The loop iterations one program of the kernel runs, as the lowering counted them (its
-  deepest loop's trips times those of the loops around it; a dynamic count as one): what a
-  block variant, whose loops stay as they are, costs the interpreter per program. A grid of
-  2,048 programs of a 64-iteration loop is 131,072 iterations, not 2,048."""
-  eqns = {e.index: e for e in rec.generated.eqns} if rec.generated is not None else {}
-
-  def nested(e) -> int:
-    own = e.trips if isinstance(e.trips, int) and e.trips > 0 else 1
-    return own * (nested(eqns[e.parent]) if e.parent in eqns else 1)
-  return max((nested(e) for e in eqns.values() if e.trips is not None), default=1)
+  """What one program of the recorded kernel costs the interpreter, in loop iterations
+  (variants.interpreted_steps: its loops' trips and the bytes it loads): what a block
+  variant, whose loops stay as they are, is charged per program of its grid."""
+  return interpreted_steps(rec.generated)
 
 
 def _spill_free_first(rec, ready: list) -> list:

@@ -22,7 +22,8 @@ def not_interpreted(iterations: int, recipe) -> str | None:
   """Why a variant of `recipe` whose loops run `iterations` in all is not run under the
   interpreter on a CPU (its status), or None where it is small enough."""
   elements = sum(math.prod(shape) for shape, _ in recipe.arg_shapes)
-  too_long = (f"{iterations:,} loop iterations twice (more than {INTERPRETED_MOST:,})"
+  too_long = (f"{iterations:,} loop iterations twice, its loads counted as iterations (more "
+              f"than {INTERPRETED_MOST:,})"
               if iterations > INTERPRETED_MOST else
               f"loops over arguments of {elements:,} elements twice (more than "
               f"{INTERPRETED_MOST_ELEMENTS:,})" if elements > INTERPRETED_MOST_ELEMENTS else None)
@@ -53,6 +54,48 @@ def trace_variant(fn, recipe, platform: str | None = None):
     if attempt == 0 and not new and not again:
       jax.clear_caches()        # JAX had lowered this very call before (the script did)
   raise ValueError(f"tracing the variant lowered {len(new) + len(again)} kernels, not one")
+
+
+def kernel_trips(gk) -> int:
+  """The loop iterations one program of a GeneratedKernel runs, as the lowering counted
+  them (its deepest loop's trips times those of the loops around it; a dynamic count as
+  one). A grid of 2,048 programs of a 64-iteration loop is 131,072 iterations, not 2,048."""
+  eqns = {e.index: e for e in gk.eqns} if gk is not None else {}
+
+  def nested(e) -> int:
+    own = e.trips if isinstance(e.trips, int) and e.trips > 0 else 1
+    return own * (nested(eqns[e.parent]) if e.parent in eqns else 1)
+  return max((nested(e) for e in eqns.values() if e.trips is not None), default=1)
+
+
+# bytes a program loads that cost the interpreter about one loop iteration's overhead: its
+# loads gather with numpy, so an iteration loading a dot's 128x32 and 32x64 float32 tiles
+# costs many times one loading a few rows (a 16,384-iteration matmul check ran minutes)
+INTERPRETED_STEP_BYTES = 4096
+
+
+def interpreted_steps(gk) -> int:
+  """What one program of `gk` costs the interpreter, in loop iterations: its loops' trips
+  (kernel_trips) plus its loads' (loaded_steps)."""
+  return kernel_trips(gk) + loaded_steps(gk)
+
+
+def loaded_steps(gk) -> int:
+  """The bytes one program of `gk` loads, in all its loops' iterations, over
+  INTERPRETED_STEP_BYTES: a dot's tiles make each iteration of its loop far dearer to the
+  interpreter than a column sum's rows."""
+  eqns = {e.index: e for e in gk.eqns} if gk is not None else {}
+
+  def times(e) -> int:
+    p = eqns.get(e.parent)
+    if p is None:
+      return 1
+    # an unrolled loop's iterations have records of their own: its trips multiply nothing
+    own = p.trips if isinstance(p.trips, int) and p.trips > 0 and not p.unrolled else 1
+    return own * times(p)
+  parents = {e.parent for e in eqns.values()}      # a loop's record sums its body's: left out
+  return sum(e.bytes_read * times(e) for e in eqns.values()
+             if e.index not in parents) // INTERPRETED_STEP_BYTES
 
 
 def resources(ck) -> str:

@@ -19,7 +19,8 @@ from ...backend.compiling.compile import DEFAULT_TARGET, compile_kernels
 from ...tune.blocks import tune
 from ...tune.choice import MIN_GAIN
 from ..schema import Action, Trial
-from ..variants import checked_on_cpu, not_interpreted, resources, trace_variant
+from ..variants import INTERPRETED_STEP_BYTES, checked_on_cpu, not_interpreted, resources, \
+    trace_variant
 from .variant import Widening, build, inputs, original, pattern_of, widened
 
 CPU_EQUAL = ("not measured: no GPU; outputs equal under the interpreter (to the tuner's "
@@ -48,10 +49,17 @@ def tried(a: Action, recipe, *, gpu: bool, budget_s: float, say=lambda text: Non
   if gpu:
     say(f"{recipe.name}: trying {a.title} (whole calls, as autotune times them)")
     return _measured(a, recipe, fn, budget_s)
-  iterations = math.prod(k.grid) * p.trip
+  iterations = math.prod(k.grid) * p.trip * (1 + _loop_loads(gk) // INTERPRETED_STEP_BYTES)
   if not_interpreted(iterations, recipe) is None:
     say(f"{recipe.name}: checking {a.title} under the interpreter")
   return checked_on_cpu(a, recipe, lambda: fn, iterations, equal=CPU_EQUAL)
+
+
+def _loop_loads(gk) -> int:
+  """Bytes one iteration of the variant's loops loads (the equations inside a loop, once
+  each): the interpreter's loads make a dot's iterations dearer than a column sum's."""
+  parents = {e.parent for e in gk.eqns}      # a loop's record sums its body's: left out
+  return sum(e.bytes_read for e in gk.eqns if e.parent is not None and e.index not in parents)
 
 
 def _measured(a: Action, recipe, fn, budget_s: float) -> Action:

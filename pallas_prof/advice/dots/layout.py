@@ -1,0 +1,319 @@
+"""A float32 dot whose B block is N-contiguous, given B stored K-major instead (kind e):
+built, checked and timed, shown as a diff of the user's file.
+
+On sm_90 a TF32 wgmma reads its 32-bit operands from shared memory K-major only, so the
+B of a plain `a @ b` (a row-major (K, N) input, each block's rows N-contiguous) takes a
+slower path. The variant is the same kernel given B transposed: the call passes `b.T`
+(XLA's transpose, inside the timed call: what the user pays unless they keep B transposed,
+as a weight can be), its BlockSpec's block shape and index map reversed, and every read of
+the B ref in the kernel transposed back (`b_ref[i, j]` becomes `b_ref[j, i].T`), so the
+kernel computes what it did, to the order of its float32 adds. The kernel is traced again
+with a view of the new ref that does this (_KMajor): a kernel that uses its B ref other
+than by indexing it (pl.load, `.at`) makes no variant, and says so.
+
+Offered where the kernel's jaxpr shows it (find_operand): a float32 dot in TF32 whose
+right operand is a 2-D input's block read straight from its ref and contracted on its
+first axis, on sm_90 or newer, where the dots run far from their rate (or no GPU measured
+it). The trial is split/trial.py's: whole calls, outputs compared to the tuner's
+tolerance, timed as the autotuner times configs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import numpy as np
+
+from ...backend import compat
+from ...backend.compiling.compile import DEFAULT_TARGET, compile_kernels
+from ...tune.blocks import tune
+from ...tune.choice import MIN_GAIN
+from ..blockshape import _flat_specs, _with_absent
+from ..hardware import bandwidth
+from ..rules.dots import FAR_FROM_RATE, _rate_of, _tflops
+from ..rules.table import Finding, about, fact
+from ..schema import Action, Trial
+from ..split.variant import inputs, original
+from ..variants import PATCH, checked_on_cpu, interpreted_steps, not_interpreted, resources, \
+    trace_variant
+from .layout_source import SourceRefused, unified_diff
+from .precision import _at_line, _kernel_jaxpr
+
+RULE = "dot_layout"
+MIN_CC = 90                  # wgmma's K-major rule for 32-bit operands: Hopper on
+
+
+class NotApplicable(ValueError):
+  """The call has no B this edit applies to; the message says why."""
+
+
+# --- which operand ---------------------------------------------------------------------------
+
+def _is_var(v) -> bool:
+  return not hasattr(v, "val")        # a Literal has .val, a Var does not
+
+
+def _inner_invars(eqn, sub) -> list:
+  """The outer values a sub-jaxpr's invars stand for, position by position (None where
+  unknown): a while body's (its cond's consts come first), every other's aligned at the end
+  (a cond's index, a scan's nothing, a call's nothing comes first)."""
+  outer = list(eqn.invars)
+  if eqn.primitive.name == "while":
+    body = compat.open_jaxpr(eqn.params["body_jaxpr"])[0]
+    if sub is not body:
+      return [None] * len(sub.invars)
+    outer = outer[int(eqn.params["cond_nconsts"]):]
+  if len(sub.invars) > len(outer):
+    return [None] * len(sub.invars)
+  return outer[len(outer) - len(sub.invars):]
+
+
+def _dots_on_refs(jaxpr, refs: dict, found: list) -> None:
+  """Appends (dot equation, input index or None, why) for every float32 dot_general."""
+  made = {}
+  for e in jaxpr.eqns:
+    if e.primitive.name == "dot_general" and all(
+        np.dtype(v.aval.dtype) == np.float32 for v in e.invars):
+      (_, rc), (_, rb) = e.params["dimension_numbers"]
+      rhs = e.invars[1]
+      src = made.get(rhs) if _is_var(rhs) else None
+      if len(rhs.aval.shape) != 2 or rb or tuple(rc) != (0,):
+        found.append((e, None, "its B is already read K-major (contracted on its last axis)"))
+      elif src is None or src.primitive.name != "get" or src.invars[0] not in refs:
+        found.append((e, None, "its B is not read straight from an input's block"))
+      else:
+        found.append((e, refs[src.invars[0]], ""))
+    for v in e.outvars:
+      made[v] = e
+    for sub in compat.sub_jaxprs(e):
+      inner = {iv: refs[ov] for iv, ov in zip(sub.invars, _inner_invars(e, sub), strict=True)
+               if ov is not None and _is_var(ov) and ov in refs}
+      _dots_on_refs(sub, inner, found)
+
+
+def find_operand(recipe, file: str | None = None, line: int | None = None) -> int:
+  """The index among the call's arrays of the B this edit transposes: the input read as the
+  right operand of the float32 dot at file:line (the largest-index one where several are);
+  NotApplicable (why) where there is none."""
+  jaxpr, _ = _kernel_jaxpr(recipe)
+  n_in = len(recipe.arg_shapes)
+  refs = {v: i for i, v in enumerate(jaxpr.invars[:n_in])}
+  found: list = []
+  _dots_on_refs(jaxpr, refs, found)
+  found = [x for x in found if _at_line(x[0], file, line)]
+  if not found:
+    raise NotApplicable("no float32 dot at its line")
+  inputs = {i for _, i, _ in found if i is not None}
+  if len(inputs) != 1:
+    raise NotApplicable(found[0][2] if not inputs else "its dots read B from several inputs")
+  (index,) = inputs
+  shape, _ = recipe.arg_shapes[index]
+  aliases = dict(recipe.kwargs.get("input_output_aliases") or {})
+  if len(shape) != 2:
+    raise NotApplicable(f"its B is a {len(shape)}-D array (the edit transposes a matrix)")
+  if index in aliases:
+    raise NotApplicable("its B is aliased to an output")
+  if "grid_spec" in recipe.kwargs:
+    raise NotApplicable("the call gives a grid_spec (the edit rewrites in_specs)")
+  return index
+
+
+# --- the variant -----------------------------------------------------------------------------
+
+def _two(idx) -> tuple:
+  """A 2-D index as two entries: `...` and a lone first index filled with full slices."""
+  idx = idx if isinstance(idx, tuple) else (idx,)
+  if any(i is Ellipsis for i in idx):
+    at = next(k for k, i in enumerate(idx) if i is Ellipsis)
+    fill = (slice(None),) * (2 - len(idx) + 1)
+    idx = idx[:at] + fill + idx[at + 1:]
+  idx = idx + (slice(None),) * (2 - len(idx))
+  if len(idx) != 2:
+    raise TypeError(f"an index of {len(idx)} entries into a 2-D ref")
+  return idx
+
+
+class _KMajor:
+  """The kernel's B ref as it was, (K, N), over the ref of B transposed, (N, K): reads
+  transposed back, its shape reversed. Nothing else of a ref: a kernel that needs more
+  makes no variant."""
+
+  def __init__(self, ref):
+    self._ref = ref
+
+  @property
+  def shape(self):
+    return tuple(reversed(self._ref.shape))
+
+  @property
+  def dtype(self):
+    return self._ref.dtype
+
+  ndim = 2
+
+  def __getitem__(self, idx):
+    i, j = _two(idx)
+    x = self._ref[j, i]
+    return x.T if getattr(x, "ndim", 0) == 2 else x
+
+  def __getattr__(self, name):
+    raise TypeError(f"the kernel uses its B ref's .{name}: the K-major variant reads it by "
+                    "indexing only")
+
+
+def _transposed_spec(spec):
+  if spec is None or getattr(spec, "block_shape", None) is None:
+    return spec
+  if len(spec.block_shape) != 2 or any(b is None for b in spec.block_shape) or \
+      getattr(spec, "index_map", None) is None:
+    raise NotApplicable("its B's BlockSpec is not a 2-D block with an index map")
+  index_map = spec.index_map
+
+  def transposed(*g):
+    at = index_map(*g)
+    return tuple(reversed(at))
+  return dataclasses.replace(spec, block_shape=tuple(reversed(spec.block_shape)),
+                             index_map=transposed)
+
+
+def build(recipe, index: int):
+  """The variant as a function of the original's arguments: B (argument `index`) passed
+  transposed, its spec reversed, the kernel reading it through _KMajor."""
+  ins, outs = _flat_specs(recipe)
+  ins = list(ins)
+  ins[index] = _transposed_spec(ins[index])
+  kwargs = dict(recipe.kwargs, in_specs=_with_absent(recipe, ins))
+  # the kernel's position of B: the call's arguments given as None (recipe.absent) count
+  n = len(recipe.arg_shapes) + len(recipe.absent)
+  position = [k for k in range(n) if k not in recipe.absent][index]
+
+  def kernel(*refs):
+    refs = list(refs)
+    refs[position] = _KMajor(refs[position])
+    return recipe.kernel(*refs)
+  call = recipe.original(kernel, recipe.out_shape, **kwargs)
+
+  def variant(*args):
+    args = list(args)
+    args[index] = args[index].T
+    return call(*args)
+  variant.call = call
+  return variant
+
+
+# --- the advice ------------------------------------------------------------------------------
+
+def _far_from_rate(f) -> tuple[bool, str]:
+  """(whether the dots are far from the TF32 rate, the evidence in words): measured where
+  the kernel was timed; without a time, where the work model says the dots bound it (as
+  rules/dots.py's dot_rate decides)."""
+  w = f.work
+  peak, basis = _rate_of(f, "tf32")
+  if w is None or not w.dot_flops or not peak:
+    return False, ""
+  if f.median_s:
+    rate = w.dot_flops / f.median_s
+    return rate < FAR_FROM_RATE * peak, (f"{_tflops(rate)} = {100 * rate / peak:.0f} % of "
+                                         f"{basis} ({_tflops(peak)})")
+  bw = bandwidth(f.cc)
+  intensity = w.dot_flops / w.bytes if w.bytes else None
+  if not bw or intensity is None or intensity < peak / bw:
+    return False, ""
+  return True, (f"not measured (no GPU): {intensity:,.0f} FLOPs per byte, above the ridge of "
+                f"sm_{f.cc} ({peak / bw:,.0f}): the dots bound it")
+
+
+def findings(f, recipe, notes: list[str]) -> list[Finding]:
+  """The diagnosis and its action, where the kernel's TF32 dot reads an N-contiguous B."""
+  dots = [e for e in f.equations.values() if e.dot is not None and e.dot.precision == "tf32"
+          and e.dot.operand_dtype == "float32"]
+  if recipe is None or not dots or (f.cc or 0) < MIN_CC:
+    return []
+  hot = max(dots, key=lambda e: (e.weight, e.dot.flops))
+  far, rate = _far_from_rate(f)
+  if not far:
+    return []
+  try:
+    index = find_operand(recipe, hot.user_file, hot.user_line)
+  except NotApplicable:
+    return []
+  except Exception as e:  # noqa: BLE001 - the rest of the advice stands without it
+    notes.append(f"no K-major B: the kernel could not be traced again "
+                 f"({type(e).__name__}: {str(e)[:200]})")
+    return []
+  try:
+    diff, why = unified_diff(recipe, index), None
+  except SourceRefused as e:
+    diff, why = None, str(e)
+  shape = "x".join(map(str, recipe.arg_shapes[index][0]))
+  d = about(RULE, f"the float32 dot at {hot.location} multiplies in TF32 with its B "
+            f"(argument {index}, {shape}) N-contiguous: sm_{f.cc}'s wgmma reads 32-bit "
+            "operands K-major, so this B takes a slower path", f, hot, [
+                fact("rate", rate, measured=bool(f.median_s)),
+                fact("layout", f"B is read as (K, N) blocks of a row-major {shape} array; "
+                     "given transposed, each block is K-contiguous")])
+  where = hot.location
+  edit = (f"at {where}: apply the diff ({PATCH}); it passes B transposed (the transpose runs "
+          "in each call: none if you keep B transposed)" if diff else
+          f"at {where}: no diff ({why}); pass B transposed, reverse its BlockSpec's block "
+          "shape and index map, and read it as b_ref[j, i].T")
+  act = Action("e", f"B (argument {index}) stored K-major: the call passes it transposed",
+               RULE, {"layout": "k_major", "operand": index, "line": hot.user_line}, edit=edit,
+               user_file=hot.user_file, user_line=hot.user_line,
+               estimate_basis="no estimate: measured where tried (whole calls, the transpose "
+                              "included)", diff=diff)
+  return [Finding(d, [act])]
+
+
+# --- tried -----------------------------------------------------------------------------------
+
+def _failed(a: Action, why: str, equal: bool | None = None) -> Action:
+  return dataclasses.replace(a, trial=Trial(None, None, None, None, equal, why))
+
+
+def tried(a: Action, recipe, *, gpu: bool, budget_s: float, say=lambda text: None) -> Action:
+  """The action with its variant lowered and checked: on a CPU compiled for sm_90 and run
+  under the interpreter beside the original where small enough; on a GPU timed in whole
+  calls against the original, outputs compared."""
+  try:
+    fn = build(recipe, int(a.change["operand"]))
+    gk = trace_variant(fn, recipe, None if gpu else "cpu")
+  except Exception as e:  # noqa: BLE001 - a variant that does not build or lower is said so
+    return _failed(a, f"does not lower: {type(e).__name__}: {str(e)[:200]}")
+  if gpu:
+    say(f"{recipe.name}: trying {a.title} (whole calls, as autotune times them)")
+    return measured(a, recipe, fn, budget_s, "K-major B")
+  (ck,) = compile_kernels([gk], tuple(DEFAULT_TARGET), need_cubin=True)
+  if isinstance(ck, Exception):
+    return _failed(a, f"does not compile: {str(ck)[:200]}")
+  a = dataclasses.replace(a, compiled=resources(ck))
+  grid = recipe.kwargs.get("grid") or ()
+  grid = grid if isinstance(grid, (tuple, list)) else (grid,)
+  iterations = math.prod(int(g) for g in grid) * interpreted_steps(gk)
+  if not_interpreted(iterations, recipe) is None:
+    say(f"{recipe.name}: checking {a.title} under the interpreter")
+  return checked_on_cpu(a, recipe, lambda: fn, iterations)
+
+
+def measured(a: Action, recipe, fn, budget_s: float, what: str) -> Action:
+  """The original call and the variant `fn` timed in turns as the autotuner times configs
+  (tune/blocks.tune: outputs compared first, to its tolerance)."""
+  calls = (jax.jit(original(recipe)), jax.jit(fn))
+  try:
+    tuning = tune(lambda *args, v: calls[v](*args), [{"v": 0}, {"v": 1}],
+                  tuple(inputs(recipe)), {}, budget_s=max(budget_s, 1.0),
+                  name=f"{recipe.name} {what}")
+  except Exception as e:  # noqa: BLE001 - the original itself failed: said, not raised
+    return _failed(a, f"failed to run: {type(e).__name__}: {str(e)[:200]}")
+  before, after = tuning.candidates[0], tuning.candidates[1]
+  if after.error or before.seconds is None or after.seconds is None:
+    differs = bool(after.error and "differ" in after.error)
+    return dataclasses.replace(a, trial=Trial(before.seconds, None, None, None,
+                                              False if differs else None,
+                                              after.error or "not timed",
+                                              seconds=tuning.tuning_seconds))
+  saving = 100 * (before.seconds - after.seconds) / before.seconds
+  return dataclasses.replace(a, status="measured", trial=Trial(
+      before.seconds, after.seconds, saving, 100 * MIN_GAIN, True,
+      seconds=tuning.tuning_seconds))

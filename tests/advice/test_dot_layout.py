@@ -1,0 +1,177 @@
+"""Issue 49, item 1: a TF32 dot whose B block is N-contiguous, given B stored K-major
+(pallas_prof/advice/dots/layout.py, layout_source.py).
+
+The operand is found in the kernel's jaxpr (the input a float32 dot reads as its right
+operand, through the fori_loop's body) and refused where B is already K-major or comes from
+no input; the variant (B passed transposed, its BlockSpec reversed, each read transposed
+back) equals the original under the interpreter at M, N and K that are not powers of two;
+the diff advise writes applies with `patch` and the patched file gives the original's
+outputs; advise offers it on a dot-bound float32 matmul and not on a bfloat16 one."""
+from __future__ import annotations
+
+import functools
+import inspect
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental import pallas as pl
+
+import pallas_prof
+from pallas_prof.advice import recipes
+from pallas_prof.advice.variants import INTERPRETED_MOST, INTERPRETED_STEP_BYTES, \
+    interpreted_steps
+from pallas_prof.advice.dots import layout
+from pallas_prof.advice.dots.layout_source import SourceRefused, unified_diff
+from pallas_prof.backend import kernel_registry
+from pallas_prof.tune.choice import leaves, same_outputs
+from testkit import patching
+from testkit.precision_matmul import precision_matmul
+
+pallas_prof.install()
+
+KERNEL_FILE = inspect.getsourcefile(precision_matmul)
+
+
+@pytest.fixture(autouse=True)
+def _installed():
+  pallas_prof.install()
+  yield
+
+
+def _capture(fn, *structs):
+  recipes.clear()
+  with recipes.capture():
+    jax.jit(fn).lower(*structs)
+  (recipe,) = recipes.recipes()
+  return recipe
+
+
+def _structs(m, n, k, dtype=jnp.float32):
+  return jax.ShapeDtypeStruct((m, k), dtype), jax.ShapeDtypeStruct((k, n), dtype)
+
+
+def _dot_line(recipe) -> int:
+  from pallas_prof.advice.dots.precision import _kernel_jaxpr
+  from pallas_prof.backend import compat
+  jaxpr, _ = _kernel_jaxpr(recipe)
+  found = []
+  layout._dots_on_refs(jaxpr, {}, found)
+  return compat.frame_in(found[0][0].source_info, KERNEL_FILE).start_line
+
+
+def test_the_operand_is_the_input_the_dot_reads_as_b():
+  recipe = _capture(lambda a, b: precision_matmul(a, b, 32, 32, 16), *_structs(72, 40, 48))
+  assert layout.find_operand(recipe) == 1
+  assert layout.find_operand(recipe, KERNEL_FILE, _dot_line(recipe)) == 1
+  with pytest.raises(layout.NotApplicable, match="no float32 dot at its line"):
+    layout.find_operand(recipe, KERNEL_FILE, 1)
+
+
+def _kmajor_kernel(a_ref, bt_ref, o_ref):
+  o_ref[...] = jax.lax.dot_general(a_ref[...], bt_ref[...], (((1,), (1,)), ((), ())),
+                                   preferred_element_type=jnp.float32)
+
+
+def _scaled_kernel(a_ref, b_ref, o_ref):
+  o_ref[...] = jnp.dot(a_ref[...], b_ref[...] * 2.0, preferred_element_type=jnp.float32)
+
+
+@pytest.mark.parametrize("kernel, b_shape, why", [
+    (_kmajor_kernel, (40, 48), "already read K-major"),
+    (_scaled_kernel, (48, 40), "not read straight from an input's block"),
+])
+def test_a_b_already_k_major_or_computed_is_refused(kernel, b_shape, why):
+  call = lambda a, b: pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((72, 40),
+                                                                           jnp.float32))(a, b)
+  recipe = _capture(call, jax.ShapeDtypeStruct((72, 48), jnp.float32),
+                    jax.ShapeDtypeStruct(b_shape, jnp.float32))
+  with pytest.raises(layout.NotApplicable, match=why):
+    layout.find_operand(recipe)
+
+
+@pytest.mark.parametrize("shape, tile", [((72, 40, 48), (32, 32, 16)),
+                                         ((50, 33, 96), (16, 32, 32))])
+def test_the_variant_equals_the_original_under_the_interpreter(shape, tile):
+  m, n, k = shape
+  recipe = _capture(lambda a, b: precision_matmul(a, b, *tile), *_structs(m, n, k))
+  rng = np.random.default_rng(3)
+  a = jnp.asarray(rng.standard_normal((m, k), np.float32))
+  b = jnp.asarray(rng.standard_normal((k, n), np.float32))
+  want = leaves(jax.jit(lambda a, b: precision_matmul(a, b, *tile))(a, b))
+  variant = layout.build(recipe, 1)
+  got = leaves(jax.jit(variant)(a, b))
+  assert same_outputs(got, want) is None
+  np.testing.assert_allclose(np.asarray(got[0]), np.asarray(a) @ np.asarray(b), rtol=1e-4,
+                             atol=1e-3)
+  gk = layout.trace_variant(variant, recipe, "cpu")
+  assert "tl.trans" in gk.source or ".T" in gk.source or "permute" in gk.source, gk.source
+
+
+def test_the_diff_applies_and_the_patched_file_gives_the_same_outputs(tmp_path):
+  recipe = _capture(lambda a, b: precision_matmul(a, b, 32, 32, 16), *_structs(72, 40, 48))
+  diff = unified_diff(recipe, 1)
+  assert "+  )(a, b.T)" in diff
+  assert "pl.BlockSpec((bn, k), lambda i, j: (j, 0))" in diff
+  assert "b = b_ref[:, pl.ds(k * block_k, block_k)].T" in diff
+  module = patching.patched(tmp_path / "precision_matmul_kmajor.py", diff, KERNEL_FILE)
+  rng = np.random.default_rng(5)
+  for m, n, k, tile in ((72, 40, 48, (32, 32, 16)), (33, 70, 64, (16, 32, 32))):
+    a = jnp.asarray(rng.standard_normal((m, k), np.float32))
+    b = jnp.asarray(rng.standard_normal((k, n), np.float32))
+    want = leaves(precision_matmul(a, b, *tile))
+    assert same_outputs(leaves(module.precision_matmul(a, b, *tile)), want) is None
+
+
+def _whole(ref):
+  return ref[...]
+
+
+def _loads_b(a_ref, b_ref, o_ref):
+  o_ref[...] = jnp.dot(a_ref[...], _whole(b_ref), preferred_element_type=jnp.float32)
+
+
+def test_a_kernel_that_passes_its_b_ref_on_gets_no_diff():
+  call = lambda a, b: pl.pallas_call(_loads_b, out_shape=jax.ShapeDtypeStruct((64, 32),
+                                                                             jnp.float32))(a, b)
+  recipe = _capture(call, *_structs(64, 32, 48))
+  with pytest.raises(SourceRefused, match="other than by indexing it"):
+    unified_diff(recipe, 1)
+
+
+def _advice(shape, dtype):
+  m, n, k = shape
+  fn = functools.partial(precision_matmul, bm=128, bn=64, bk=32)
+  recipes.clear()
+  with recipes.capture():
+    jax.jit(fn).lower(*_structs(m, n, k, dtype))
+  rec = [r for r in kernel_registry.kernels() if r.name == "precision_matmul_kernel"
+         and tuple(r.in_avals[0].shape) == (m, k) and r.in_avals[0].dtype == jnp.dtype(dtype)][-1]
+  (advice,) = pallas_prof.advise([rec], sample=False, progress=None)
+  return advice
+
+
+def test_advise_offers_it_on_a_dot_bound_float32_matmul_and_checks_it_on_a_cpu():
+  advice = _advice((2048, 1000, 1024), jnp.float32)
+  (action,) = [a for a in advice.actions if a.rule == layout.RULE]
+  assert action.kind == "e" and action.change["operand"] == 1
+  assert any(d.rule == layout.RULE for d in advice.diagnoses)
+  assert "b.T" in action.diff and action.compiled.endswith("B shared")
+  # too large for the interpreter (its loads): built, lowered and compiled for sm_90, not run
+  assert action.status.startswith("not measured: no GPU; built and lowered"), action.status
+
+
+def test_a_small_variant_is_run_under_the_interpreter_and_a_large_one_is_not():
+  small = _capture(lambda a, b: precision_matmul(a, b, 32, 32, 16), *_structs(72, 40, 48))
+  gk = layout.trace_variant(layout.build(small, 1), small, "cpu")
+  # 3 iterations; A's 32x16 and B's 16x32 float32 blocks (2 KiB each) in each
+  assert interpreted_steps(gk) == 3 + (3 * 4096) // INTERPRETED_STEP_BYTES
+  large = _capture(lambda a, b: precision_matmul(a, b, 128, 64, 32), *_structs(2048, 1000, 1024))
+  gk = layout.trace_variant(layout.build(large, 1), large, "cpu")
+  assert 16 * 32 * interpreted_steps(gk) > INTERPRETED_MOST
+
+
+def test_a_bfloat16_matmul_gets_no_layout_action():
+  advice = _advice((2048, 1000, 1024), jnp.bfloat16)
+  assert not [a for a in advice.actions if a.rule == layout.RULE]
