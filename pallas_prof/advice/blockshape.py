@@ -16,6 +16,7 @@ ranked by a saving it cannot deliver would be the first thing a user tries in va
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 from . import call_source, estimate
@@ -168,7 +169,10 @@ def build(recipe, change: dict):
   settings = {k: int(change[k]) for k in SETTINGS if k in change}
   if settings:
     kwargs["compiler_params"] = with_settings(recipe.kwargs.get("compiler_params"), settings)
-  return recipe.original(recipe.kernel, recipe.out_shape, **kwargs)
+  kernel = recipe.kernel
+  if change.get("rebind"):          # the kernel's own block size, rebound with the blocks
+    kernel = functools.partial(kernel, **change["rebind"])
+  return recipe.original(kernel, recipe.out_shape, **kwargs)
 
 
 def with_settings(params, settings: dict):
@@ -218,7 +222,11 @@ def _candidates(recipe, goal: str, factor: int, operand_index: int | None,
       row = least > min_block and smaller_factor(p.block, 2, min_block) > 1
     for b in dict.fromkeys(sizes):
       change = change_for(recipe, p, b)
-      largest = max(block_elements(s) for s in change["blocks"])
+      # the blocks the change makes larger or smaller: one it leaves as it was (attention's
+      # whole K and V, read a slice at a time) is no more resident than before
+      old = [list(s.block_shape) for s in sum(_flat_specs(recipe), [])]
+      largest = max((block_elements(n) for o, n in zip(old, change["blocks"], strict=True)
+                     if list(o) != list(n)), default=0)
       if largest > MAX_BLOCK_ELEMENTS and b != p.block:
         too_big = (b, largest)
       elif b != p.block and (goal != "smaller" or b >= min_block):
@@ -301,8 +309,10 @@ def _itemsize(dtype) -> int | None:
 
 
 def _words(change: dict) -> str:
+  rebound = "".join(f", the kernel's {k}={change['from_block']} -> {v}"
+                    for k, v in (change.get("rebind") or {}).items())
   return (f"block {change['from_block']} -> {change['to_block']} along grid axis "
-          f"{change['axis']}, grid {'x'.join(map(str, change['grid']))}")
+          f"{change['axis']}, grid {'x'.join(map(str, change['grid']))}{rebound}")
 
 
 def _at_factor(action: Action, f, goal: str, factor: int) -> dict:
@@ -333,7 +343,7 @@ def resolve(action: Action, f, recipe, operand_index: int | None = None,
     changes, why_not = _candidates(recipe, goal, factor, operand_index,
                                    action.change.get("last"), f.sms, min_block)
   if changes and reads_pid:          # tried where the kernel's offsets follow the blocks
-    following = [c for c in changes if _pid_follows(recipe, c)]
+    following = [c for c in (_following(recipe, c) for c in changes) if c is not None]
     changes, reads_pid = following or changes, not following
   if changes and not reads_pid:
     return [dataclasses.replace(action, kind="c", title=f"{_words(c)} ({goal} blocks)",
@@ -435,6 +445,30 @@ def _pid_follows(recipe, change: dict) -> bool:
       kernel, change["axis"], change["to_block"]) is None
 
 
+def _own_block_sizes(recipe, block: int) -> list[str]:
+  """The kernel's keywords (functools.partial's) whose value is `block`: a block size of its
+  own, as JAX's attention's block_q, that a variant's blocks must rebind to follow."""
+  names, fn = {}, recipe.kernel
+  while isinstance(fn, functools.partial):
+    names = {**fn.keywords, **names}
+    fn = fn.func
+  return [k for k, v in names.items() if isinstance(v, int) and not isinstance(v, bool)
+          and v == block]
+
+
+def _following(recipe, change: dict) -> dict | None:
+  """The change where the kernel's offsets follow its blocks (_pid_follows): as it is, else
+  with one of the kernel's own block sizes rebound to the new block (the keyword the
+  kernel multiplies its program id by); None where neither follows."""
+  if _pid_follows(recipe, change):
+    return change
+  for name in _own_block_sizes(recipe, change["from_block"]):
+    rebound = dict(change, rebind={name: change["to_block"]})
+    if _pid_follows(recipe, rebound):
+      return rebound
+  return None
+
+
 def _edit(action: Action, f, recipe, goal: str, factor: int | None, how: str) -> Action:
   where = recipe.location if recipe is not None else (
       f"{f.kernel_file.rsplit('/', 1)[-1]}:{f.kernel_line}" if f.kernel_file else "the pallas_call")
@@ -459,8 +493,12 @@ def _spec_edit(recipe, change: dict) -> str:
   """The change as the user makes it: in the variable their code writes the block size
   with where there is one (`bm=64 -> 16`), else in the traced grid and BlockSpecs."""
   named = _named_edit(recipe, change)
+  # a rebound keyword of the kernel's that the named variable does not already set
+  rebound = [f"the kernel's keyword {k}={change['from_block']} -> {v}"
+             for k, v in (change.get("rebind") or {}).items()
+             if not (named and named.startswith(f"{k}="))]
   if named:
-    return named
+    return "; ".join([named] + rebound)
   ins, outs = _flat_specs(recipe)
   old = [list(s.block_shape) for s in ins + outs]
   parts = [f"grid={tuple(recipe.kwargs['grid'])} -> grid={tuple(change['grid'])}"]
@@ -468,7 +506,7 @@ def _spec_edit(recipe, change: dict) -> str:
             for o, n in dict.fromkeys((tuple(o), tuple(n))
                                       for o, n in zip(old, change["blocks"], strict=True)
                                       if o != n)]
-  return "; ".join(parts)
+  return "; ".join(parts + rebound)
 
 
 def _named_edit(recipe, change: dict) -> str | None:

@@ -95,15 +95,17 @@ def untested_opt_ins_as_notes(advice: KernelAdvice, trying: bool) -> KernelAdvic
 # its rate follows from too few warps, an unpipelined loop, spills or small programs, so
 # dot_rate (a joint search over them) comes after those; dot_precision names the user's line.
 PRIORITY = ("at_roof", "dot_precision", "too_few_warps", "unpipelined_loop", "spills",
-            "small_programs", "dot_layout", "dot_rate", "uncoalesced", "loop_invariant", "small_loop_steps", "transcendental_bound",
+            "small_programs", "dot_rate", "uncoalesced", "loop_invariant", "small_loop_steps", "transcendental_bound",
             "rereads", "few_programs", "underfilled", "occupancy_limited", "launch_order",
             "tma_eligible", "below_roof", "sampling_gaps")
 
 
 # Diagnoses the engine makes itself, not a rule of the table (they need the recorded call),
 # each placed just before a rule's: the split reduction's before few_programs (its cause),
-# a loop's step (a fact, not a fault: advise measures its neighbours) before below_roof
-BUILT_BEFORE = {"long_reduction": "few_programs", "loop_step": "below_roof"}
+# a loop's step (a fact, not a fault: advise measures its neighbours) before below_roof, a
+# TF32 dot's B layout (a cause of its rate) before dot_rate
+BUILT_BEFORE = {"long_reduction": "few_programs", "loop_step": "below_roof",
+                "dot_layout": "dot_rate"}
 ORDER = tuple(x for r in PRIORITY
               for x in [k for k, before in BUILT_BEFORE.items() if before == r] + [r])
 

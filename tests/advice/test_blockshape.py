@@ -494,13 +494,22 @@ def test_a_program_id_times_the_refs_block_size_is_tried_and_computes_the_same()
   np.testing.assert_allclose(np.asarray(want)[:, 0] - np.asarray(x)[:, 0], np.arange(40.0))
 
 
-def test_a_program_id_times_a_keyword_keeps_the_edit_and_its_variant_would_differ():
+def test_a_program_id_times_a_keyword_is_tried_with_the_keyword_rebound():
+  """The kernel's own block size (a functools.partial keyword, as JAX's attention's block_q)
+  multiplies its program id: the variant rebinds it with the blocks (kind c), computes the
+  same, and says so; without the rebinding it would compute something else."""
   import functools
   recipe, x, want = _rows_of(functools.partial(keyword_rows_kernel, rows=8))
   intent, f = _pid_intent(recipe, (5,))
-  (edit,) = blockshape.resolve(intent, f, recipe)
-  assert edit.kind == "d" and "reads its program id" in edit.edit
-  # what the refusal spares: at 4-row blocks, program p adds p * 8, not p * 4
+  variants = blockshape.resolve(intent, f, recipe)
+  assert variants and all(v.kind == "c" for v in variants)
+  for v in variants:
+    assert v.change["rebind"] == {"rows": v.change["to_block"]}
+    assert f"the kernel's rows=8 -> {v.change['to_block']}" in v.title
+    assert f"the kernel's keyword rows=8 -> {v.change['to_block']}" in v.edit
+    got = blockshape.build(recipe, v.change)(x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=0, atol=0)
+  # what the rebinding is for: at 4-row blocks without it, program p adds p * 8, not p * 4
   change = blockshape.change_for(recipe, blockshape.plan(recipe, 0), 4)
   got = blockshape.build(recipe, change)(x)
   assert not np.allclose(np.asarray(got), np.asarray(want))
