@@ -25,6 +25,9 @@ For a case (suite_cases.Built with its `module` and `from_module`):
          case says how its op takes them (suite_cases.Built.with_tile: examples/matmul.py's
          bm, bn, num_warps, num_stages, the parameters advise's edit names): the op called
          with them, as its user would change the call;
+       - kind c, a block change that rebinds a kernel keyword (advice/blockshape.py:
+         attention's block_q), where the case takes it as the op's parameter of that name
+         (suite_cases.Built.with_params): the op called with it;
        - kinds b and other c (a parameter of an autotuned function, a block shape without a
          parameter of the op's for it): recorded as kept, not applied (they are edits of the
          user's code, not a file pallas-prof writes).
@@ -212,7 +215,16 @@ def _tile_of(top, built) -> dict | None:
   return None
 
 
-def _kept(top, diff_applied: bool, tile_applied: bool = False) -> dict:
+def _params_of(top, built) -> dict | None:
+  """A kept kind c block change's rebound kernel keywords (attention's block_q), where the
+  case takes them as the op's parameters (Built.with_params)."""
+  if top.kind == "c" and top.change.get("rebind") and built.with_params is not None:
+    return dict(top.change["rebind"])
+  return None
+
+
+def _kept(top, diff_applied: bool, tile_applied: bool = False,
+          params_applied: dict | None = None) -> dict:
   t = top.trial
   out = {"kind": top.kind, "what": top.title, "saving_pct": t.saving_pct,
          "before_s": t.before_s, "after_s": t.after_s, "noise_pct": t.noise_pct,
@@ -225,6 +237,9 @@ def _kept(top, diff_applied: bool, tile_applied: bool = False) -> dict:
   elif tile_applied:
     out["applied"] = ("the op's own parameters: bm, bn = the tile, num_warps, num_stages "
                       "(Built.with_tile)")
+  elif params_applied:
+    out["applied"] = ("the op's own parameters: " + ", ".join(
+        f"{k}={v}" for k, v in params_applied.items()) + " (Built.with_params)")
   else:
     out["applied"] = (f"not applied: a kind {top.kind} action is an edit of the code the suite "
                       "does not make here (it applies tuning files, diffs, and a dot's tile "
@@ -266,7 +281,7 @@ def advise_case(built, options: Options, on_gpu: bool, say=None) -> Advised:
                   "budget_s_per_kernel": shares, "sampling": options.sample,
                   "measured": sorted({a.measured or "not measured" for a in advice})},
       "kept": [], "nothing_kept": []}
-  diffs, tiles = [], []
+  diffs, tiles, params = [], [], {}
   for a in advice:
     top = next((x for x in a.actions if x.trial is not None and x.trial.held), None)
     if top is None:
@@ -280,8 +295,12 @@ def advise_case(built, options: Options, on_gpu: bool, say=None) -> Advised:
     applied_tile = tile is not None and not tiles
     if applied_tile:
       tiles.append(tile)
+    # one kernel's parameters: a second kernel's of the same names would fight over them
+    kept_params = _params_of(top, built) if not params else None
+    if kept_params:
+      params.update(kept_params)
     entry["kept"].append({"kernel": a.label, **_kept(top, bool(top.kind in "ce" and top.diff),
-                                                     applied_tile)})
+                                                     applied_tile, kept_params)})
   entries = tuning_entries(list(advice), records, report)
   tuning = None
   if entries:
@@ -295,9 +314,12 @@ def advise_case(built, options: Options, on_gpu: bool, say=None) -> Advised:
   if not on_gpu:
     entry["nothing_measured"] = ("no GPU: advise timed nothing, so it kept nothing; this "
                                  "column is the op's copy as given, checked, not advised")
-  fn = built.with_tile(module, tiles[0]) if tiles else built.from_module(module)
+  fn = built.with_tile(module, tiles[0]) if tiles else built.with_params(module, params) \
+      if params else built.from_module(module)
   if tiles:
     entry["advised"]["tile_applied"] = {k: tiles[0][k] for k in ("tile", "num_warps", "num_stages")}
+  elif params:
+    entry["advised"]["params_applied"] = dict(params)
   return Advised(fn, entry, tuning, tuple(e.source for e in entries))
 
 

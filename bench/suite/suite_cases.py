@@ -75,6 +75,10 @@ class Built:
                            # m with a kept dot tile (advice/dots/joint.py's change: "tile"
                            # [rows, cols], "num_warps", "num_stages") set through the op's own
                            # parameters, as its user would (the advised column's kind c)
+  with_params: Callable | None = None   # with_params(m, {name: value}) -> the Pallas function
+                           # of module m with a kept block change's rebound kernel keyword
+                           # (advice/blockshape.py's "rebind": attention's block_q) set as the
+                           # op's parameter of that name, as its user would
 
   @property
   def pallas(self) -> Callable:
@@ -164,7 +168,10 @@ def mha(causal, backward, shape, dtype, key, block=128):
     fn = functools.partial(mod.mha, segment_ids=None, sm_scale=scale, causal=causal,
                            block_sizes=bs, **cfg)
     return _vjp_fn(fn, 3) if backward else fn
-  of_module = dict(module=attention, from_module=lambda m: variant({}, m))
+  # the forward kernel's block_q and block_k are the op's own parameters of those names (the
+  # backward kernels' keywords of the same names are other BlockSizes fields)
+  of_module = dict(module=attention, from_module=lambda m: variant({}, m),
+                   with_params=None if backward else lambda m, params: variant(params, m))
 
   def xla(q, k, v):
     return attention.mha_reference(q, k, v, segment_ids=None, sm_scale=scale,

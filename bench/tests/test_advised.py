@@ -243,6 +243,48 @@ def test_a_kept_dot_tile_is_applied_through_the_ops_parameters(tmp_path, monkeyp
   assert "tile_applied" not in got.entry["advised"]
 
 
+def test_a_kept_rebound_block_size_is_applied_through_the_ops_parameters(tmp_path, monkeypatch):
+  """A held kind c block change that rebinds the kernel's own block size (blockshape.py's
+  "rebind": attention's block_q) is applied as the op's user applies it, through the op's
+  parameter of that name (Built.with_params): the timed kernel has the new grid and the
+  default's outputs. A backward case, whose kernels' keywords of that name are other
+  parameters, records it as kept and not applied."""
+  from bench.suite import suite_cases
+  from pallas_prof.advice.schema import Action
+  built = suite_cases.mha(False, False, (1, 96, 2, 32), jnp.float32, jax.random.key(3),
+                          block=32)
+  want = leaves(jax.jit(built.pallas)(*built.args))
+  real = pallas_prof.advise
+  change = {"block": "larger", "axis": 0, "from_block": 32, "to_block": 96, "grid": [1, 1, 2],
+            "blocks": [], "rebind": {"block_q": 96}}
+
+  def advise_with_a_held_block(records, **kw):
+    return [dataclasses.replace(a, actions=[Action(
+        "c", "block 32 -> 96 along grid axis 0, grid 1x1x2, the kernel's block_q=32 -> 96",
+        "rereads", change, trial=Trial(2e-3, 1e-3, 50.0, 2.0, True))] + list(a.actions))
+        for a in real(records, **kw)]
+  monkeypatch.setattr(pallas_prof, "advise", advise_with_a_held_block)
+  got = advised.advise_case(built, advised.Options(5.0, False, str(tmp_path)), on_gpu=False,
+                            say=lambda text: None)
+  (kept,) = got.entry["kept"]
+  assert kept["applied"] == "the op's own parameters: block_q=96 (Built.with_params)"
+  assert got.entry["advised"]["params_applied"] == {"block_q": 96}
+  kernel_registry.clear()
+  out = leaves(jax.block_until_ready(jax.jit(got.fn)(*built.args)))
+  (record,) = kernel_registry.kernels()
+  assert tuple(record.generated.grid) == (1, 1, 2)         # 96 query rows in one block
+  assert same_outputs(out, want) is None
+
+  plain = dataclasses.replace(built, with_params=None)
+  got = advised.advise_case(plain, advised.Options(5.0, False, str(tmp_path / "plain")),
+                            on_gpu=False, say=lambda text: None)
+  (kept,) = got.entry["kept"]
+  assert kept["applied"].startswith("not applied: a kind c action")
+  assert "params_applied" not in got.entry["advised"]
+  assert suite_cases.mha(False, True, (1, 96, 2, 32), jnp.float32, jax.random.key(3),
+                         block=32).with_params is None
+
+
 # --- the suite's dry run with the column -------------------------------------------------------
 
 @pytest.mark.slow
