@@ -106,3 +106,55 @@ def _block_names(spec, follow) -> tuple[str | None, ...] | None:
   if not isinstance(shape, ast.Tuple):
     return None
   return tuple(e.id if isinstance(e, ast.Name) else None for e in shape.elts)
+
+
+# --- a block change in the user's words ----------------------------------------------------
+
+def spec_edit(recipe, change: dict, specs: tuple[list, list]) -> str:
+  """A block change (blockshape.py's) as the user makes it: in the variable their code
+  writes the block size with where there is one (`bm=64 -> 16`), else in the traced grid
+  and BlockSpecs. specs: the call's (in specs, out specs), one per array."""
+  named = _named_edit(recipe, change, specs)
+  # a rebound keyword of the kernel's that the named variable does not already set
+  rebound = [f"the kernel's keyword {k}={change['from_block']} -> {v}"
+             for k, v in (change.get("rebind") or {}).items()
+             if not (named and named.startswith(f"{k}="))]
+  if named:
+    return "; ".join([named] + rebound)
+  ins, outs = specs
+  old = [list(s.block_shape) for s in ins + outs]
+  parts = [f"grid={tuple(recipe.kwargs['grid'])} -> grid={tuple(change['grid'])}"]
+  parts += [f"BlockSpec({tuple(o)}, ...) -> BlockSpec({tuple(n)}, ...)"
+            for o, n in dict.fromkeys((tuple(o), tuple(n))
+                                      for o, n in zip(old, change["blocks"], strict=True)
+                                      if o != n)]
+  return "; ".join(parts + rebound)
+
+
+def _named_edit(recipe, change: dict, specs: tuple[list, list]) -> str | None:
+  """`bm=64 -> 16` where one variable of the user's writes every block dimension the change
+  touches and no other (a `(bm, bm)` block would change in both); the grid too where its
+  axis is not computed from that variable."""
+  ins, outs = specs
+  source = read(recipe.call_file, recipe.call_line, len(ins), len(outs))
+  if source is None:
+    return None
+  changed, kept = set(), set()
+  for names, spec, new in zip(source.blocks, ins + outs, change["blocks"], strict=True):
+    old = tuple(spec.block_shape)
+    names = names if names is not None and len(names) == len(old) else (None,) * len(old)
+    for name, a, b in zip(names, old, new, strict=True):
+      if a != b:
+        changed.add(name)
+      elif name is not None:
+        kept.add(name)
+  if len(changed) != 1 or None in changed or changed & kept:
+    return None
+  (name,) = changed
+  axis, grid = change["axis"], source.grid
+  if grid is not None and any(name in reads for i, reads in enumerate(grid) if i != axis):
+    return None
+  text = f"{name}={change['from_block']} -> {change['to_block']}"
+  if grid is None or axis >= len(grid) or name not in grid[axis]:
+    text += f"; grid={tuple(recipe.kwargs['grid'])} -> grid={tuple(change['grid'])}"
+  return text
