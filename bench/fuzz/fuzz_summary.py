@@ -175,6 +175,24 @@ def _targets_part(recs) -> dict:
   return parts if any(t != "sm_90" for t in parts) else {}
 
 
+def _shrunk_to_tolerated(jobs) -> int:
+  """Candidates whose shrinking ended "tolerated" (a rounding flip of a discontinuous op):
+  in a child's log a candidate's first record (with its reproducer) is followed by its
+  shrink steps and then its program's verdict; one that ends tolerated found no difference
+  (a child stopped while shrinking leaves no verdict: its candidate still counts)."""
+  ended = 0
+  for job in jobs:
+    pending = False
+    for rec in records([job.log]):
+      status = rec.get("status")
+      if status == "difference_candidate":
+        pending = pending or "reproducer" in rec
+      elif status != "sm90_candidate":
+        ended += pending and status == "tolerated"
+        pending = False
+  return ended
+
+
 def summarize(args, started: float, jobs, final: bool, cut_off: str | None = None) -> dict:
   outcomes, unsupported, features = collections.Counter(), collections.Counter(), \
       collections.Counter()
@@ -216,7 +234,8 @@ def summarize(args, started: float, jobs, final: bool, cut_off: str | None = Non
       "examples": sum(v for k, v in outcomes.items()
                       if not k.startswith("shrink steps") and k != "worker_error"),
       "examples_in_check_mode": checked,
-      "outcomes": dict(outcomes), "differences_found": max(len(unshrunk), len(differences)),
+      "outcomes": dict(outcomes),
+      "differences_found": max(len(unshrunk) - _shrunk_to_tolerated(jobs), len(differences)),
       "differences": differences, "differences_unshrunk": unshrunk, "crashes": crashes,
       "reference_crashes": reference_crashes,
       "unsupported_reasons": dict(unsupported.most_common()),

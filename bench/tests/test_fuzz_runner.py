@@ -3,6 +3,7 @@ seeds, one merged summary; a child that dies is recorded as a crash with the
 program it was running, and a fresh child takes its place."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -90,7 +91,6 @@ def test_a_dead_child_is_a_crash_with_its_program_and_the_run_goes_on(tmp_path, 
 def test_a_difference_is_kept_before_shrinking_and_after(tmp_path, monkeypatch):
   """The first program that differs is saved at once (a run cut off while
   hypothesis shrinks still has it), and the shrunk one when shrinking ends."""
-  import argparse
   from testkit.fuzz import check as check_module
 
   def always_differs(program, device=None, on_stage=None):
@@ -112,6 +112,28 @@ def test_a_difference_is_kept_before_shrinking_and_after(tmp_path, monkeypatch):
                                                seed=3), 0.0, [fuzz.Job(0, str(log), [3])],
                             final=True)
   assert summary["differences_found"] == 1 and len(summary["differences_unshrunk"]) == 1
+
+
+def test_a_candidate_whose_shrinking_ends_tolerated_is_no_difference_found(tmp_path):
+  """A candidate's first record (with its reproducer), its shrink steps, then its program's
+  verdict "tolerated" (a rounding flip of a discontinuous op): no difference was found. A
+  child stopped while shrinking leaves its candidate counted."""
+  def summary(lines):
+    log = tmp_path / f"fuzz{len(lines)}.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return fuzz._summarize(argparse.Namespace(out=str(tmp_path / "s.json"), device="cpu",
+                                              seed=3), 0.0, [fuzz.Job(0, str(log), [3])],
+                           final=True)
+  first = {"status": "difference_candidate", "reproducer": "/r/unshrunk/a.py", "source": "s",
+           "message": "m", "seconds": 1.0}
+  step = {"status": "difference_candidate", "seconds": 0.5}
+  tolerated = {"status": "tolerated", "detail": "tolerated (a rounding difference flips a "
+               "discontinuous op)", "seconds": 0.4}
+  ok = {"status": "ok", "seconds": 0.1}
+  assert summary([ok, first, step, step, tolerated, ok])["differences_found"] == 0
+  assert summary([ok, first, step])["differences_found"] == 1           # cut off shrinking
+  # a tolerated program of its own, with no candidate before it, changes nothing
+  assert summary([tolerated, first, step, ok, step])["differences_found"] == 1
 
 
 # --- the commit it ran at, a run cut off, a run split in two ---------------------------
