@@ -162,6 +162,34 @@ def test_the_wider_blocks_diff_applies_and_gives_the_same_outputs(tmp_path):
                       leaves(column_sums.column_sums(other))) is None
 
 
+def test_the_split_with_wider_blocks_and_a_larger_step_together_is_checked_and_applies(tmp_path):
+  """1088 rows of 40 columns: the split with block_cols 16 -> 64 (one column block) AND
+  block_rows 8 -> 64 (17 iterations), the two that were each offered alone. advise offers
+  it and checks it under the interpreter; its diff rebinds both keywords at the call in one
+  functools.partial and divides the grid's column axis; the patched file gives the
+  original's outputs at the recorded shape and at one neither block divides."""
+  recipe, x, want = _column_recipe(jnp.bfloat16, rows=1088)
+  recs = [r for r in kernel_registry.kernels() if r.name == "column_sums"
+          and tuple(r.generated.grid) == (3,) and r.in_avals[0].shape == (1088, 40)]
+  (advice,) = pallas_prof.advise(recs[-1:], sample=False, progress=None)
+  both = [a for a in advice.actions if a.kind == "e" and isinstance(a.change.get("widen"), list)]
+  # block_cols at most 64 (40 columns' next power of two), block_rows at the largest step
+  (wide,) = both
+  assert [(w["name"], w["new"]) for w in wide.change["widen"]] == [("block_cols", 64),
+                                                                     ("block_rows", 64)]
+  assert "with block_cols=16 -> 64 and block_rows=8 -> 64" in wide.title
+  assert wide.status == trial.CPU_EQUAL, wide.status
+  assert "functools.partial(kernel, block_cols=64, block_rows=64)" in wide.diff
+  assert f"grid=(pl.cdiv(pl.cdiv(cols, BLOCK_COLS), 4), {wide.change['split']})" in wide.diff
+  module = patching.patched(tmp_path / "column_sums_both.py", wide.diff, column_sums.__file__)
+  assert same_outputs(leaves(module.column_sums(x)), leaves(want)) is None
+  eqn = variant._find_call(jax.make_jaxpr(module.column_sums)(x).jaxpr)
+  assert tuple(eqn.params["grid_mapping"].grid) == (1, wide.change["split"])
+  other = jax.random.normal(jax.random.key(9), (1001, 150), jnp.bfloat16)
+  assert same_outputs(leaves(module.column_sums(other)),
+                      leaves(column_sums.column_sums(other))) is None
+
+
 def test_the_diff_is_refused_for_an_installed_package():
   recipe = _norm_recipe("rms_norm", jnp.bfloat16)
   k, p = variant.pattern_of(recipe)
@@ -430,7 +458,8 @@ def test_advise_offers_the_split_checked_under_the_interpreter():
   # this kernel as the recipe traced it: the registry also holds the patched copy's column_sums
   # (grid (3, 3), already split) and the float32 one, whichever test of the file ran before
   recs = [r for r in kernel_registry.kernels() if r.name == "column_sums"
-          and tuple(r.generated.grid) == (3,) and str(r.in_avals[0].dtype) == "bfloat16"]
+          and tuple(r.generated.grid) == (3,) and str(r.in_avals[0].dtype) == "bfloat16"
+          and tuple(r.in_avals[0].shape) == (203, 40)]
   assert len(recs) == 1, recs
   (advice,) = pallas_prof.advise(recs, sample=False, progress=None)
   (d,) = [d for d in advice.diagnoses if d.rule == "long_reduction"]
@@ -489,8 +518,8 @@ def test_the_split_with_a_larger_loop_step_is_checked_and_its_diff_applies(tmp_p
   recs = [r for r in kernel_registry.kernels() if r.name == "column_sums"
           and tuple(r.generated.grid) == (3,) and r.in_avals[0].shape == (1088, 40)]
   (advice,) = pallas_prof.advise(recs[-1:], sample=False, progress=None)
-  (stepped,) = [a for a in advice.actions if a.kind == "e" and "widen" in a.change
-                and a.change["widen"]["axis"] is None]
+  (stepped,) = [a for a in advice.actions if a.kind == "e" and isinstance(
+      a.change.get("widen"), dict) and a.change["widen"]["axis"] is None]
   assert stepped.change == {"split": 2, "axis": 1, "widen": {
       "name": "block_rows", "value": 8, "new": 64, "axis": None, "extent": 0}}
   assert "with block_rows=8 -> 64: grid 3x2 (3x2), 9 iterations each" in stepped.title

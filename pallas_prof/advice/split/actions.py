@@ -73,6 +73,7 @@ def findings(f, recipe, notes: list[str]) -> list[Finding]:
                           estimate_basis=basis, diff=diff))
   actions += _with_wider_blocks(f, recipe, p, notes)
   actions += _with_a_larger_step(f, recipe, p, notes)
+  actions += _with_wider_blocks_and_a_larger_step(f, recipe, p, notes)
   return [Finding(d, actions)]
 
 
@@ -80,14 +81,35 @@ def _with_a_larger_step(f, recipe, p, notes: list[str]) -> list[Action]:
   """The split again, with the loop's step (a keyword of the kernel, loop_steps.py) at the
   largest value loop_steps tries: each program's chunk in fewer, larger loads. The norms'
   dw/db loops load 1 KiB an iteration: split alone, each program still waits on small loads."""
-  up = [s for s in steps(recipe, larger(loads_per_iteration(f))) if s.new > s.value]
-  if not up:
+  w = _larger_step(f, recipe)
+  if w is None:
     return []
-  top = max(up, key=lambda s: s.new)
-  w = Widening(top.name, top.value, top.new, None, 0)
   return _split_actions(f, recipe, p, w, notes, "a larger step changes how the memory is "
                         "read, which the work model does not price; measured where tried",
                         last=True)
+
+
+def _larger_step(f, recipe) -> Widening | None:
+  """The loop's step (a keyword of the kernel) at the largest value loop_steps tries."""
+  up = [s for s in steps(recipe, larger(loads_per_iteration(f))) if s.new > s.value]
+  if not up:
+    return None
+  top = max(up, key=lambda s: s.new)
+  return Widening(top.name, top.value, top.new, None, 0)
+
+
+def _with_wider_blocks_and_a_larger_step(f, recipe, p, notes: list[str]) -> list[Action]:
+  """The split with both: each wider block (fewer, wider programs) and the loop's larger
+  step (each program's chunk in fewer, larger loads), which neither alone gives."""
+  step = _larger_step(f, recipe)
+  if step is None:
+    return []
+  out = []
+  for w in widenings(recipe):
+    out += _split_actions(f, recipe, p, [w, step], notes, "wider blocks and a larger step "
+                          "change how the memory is read, which the work model does not "
+                          "price; measured where tried", last=True)
+  return out
 
 
 def _with_wider_blocks(f, recipe, p, notes: list[str]) -> list[Action]:
@@ -100,13 +122,19 @@ def _with_wider_blocks(f, recipe, p, notes: list[str]) -> list[Action]:
   return out
 
 
-def _split_actions(f, recipe, p, w: Widening, notes: list[str], basis: str,
+def _split_actions(f, recipe, p, w, notes: list[str], basis: str,
                    last: bool = False) -> list[Action]:
-  """The split of the recipe with `w` applied (one action: its first S, or its last)."""
+  """The split of the recipe with `w` applied (a Widening, or several in turn: wider blocks
+  then a larger step); one action: its first S, or its last."""
+  ws = list(w) if isinstance(w, (list, tuple)) else [w]
+  words = " and ".join(x.words for x in ws)
   try:
-    k, pw = pattern_of(widened(recipe, w))
+    shaped = recipe
+    for x in ws:
+      shaped = widened(shaped, x)
+    k, pw = pattern_of(shaped)
   except Exception as e:  # noqa: BLE001 - the plain split stands without it
-    notes.append(f"no split with {w.words}: {type(e).__name__}: {str(e)[:160]}")
+    notes.append(f"no split with {words}: {type(e).__name__}: {str(e)[:160]}")
     return []
   sizes = splits(math.prod(k.grid), pw.trip, f.sms)
   if not sizes:
@@ -114,18 +142,22 @@ def _split_actions(f, recipe, p, w: Widening, notes: list[str], basis: str,
   s, axis = sizes[-1 if last else 0], len(k.grid)
   grid = "x".join(map(str, (*k.grid, s)))
   try:
-    diff, why = unified_diff(recipe, pw, s, axis, w), None
+    diff, why = unified_diff(recipe, pw, s, axis, ws), None
   except SourceRefused as e:
     diff, why = None, str(e)
   where = f"at {pw.line}: "
-  regrid = "" if w.axis is None else f", grid axis {w.axis} {w.extent} / {w.new}"
+  regrid = "".join(f", grid axis {x.axis} {x.extent} / {x.new}" for x in ws
+                   if x.axis is not None)
+  names = " and ".join(x.name for x in ws)
   edit = (where + f"apply the diff ({PATCH}): it also rebinds "
-          f"{w.name} at the call ({w.words})" if diff else where + f"no diff ({why}); the "
-          f"variant's change: {w.words}{regrid}; " + jaxpr_change(widened(recipe, w), k, pw, s))
-  title = (f"split the loop at {p.line} over {s} programs per block, with {w.words}: grid "
+          f"{names} at the call ({words})" if diff else where + f"no diff ({why}); the "
+          f"variant's change: {words}{regrid}; " + jaxpr_change(shaped, k, pw, s))
+  title = (f"split the loop at {p.line} over {s} programs per block, with {words}: grid "
            f"{'x'.join(map(str, k.grid))}x{s} ({grid}), {chunk(pw.trip, s)} iterations "
            "each, partials summed after the call")
-  return [Action("e", title, RULE, {"split": s, "axis": axis, "widen": {
-      "name": w.name, "value": w.value, "new": w.new, "axis": w.axis, "extent": w.extent}},
-      edit=edit, user_file=p.file, user_line=p.lineno, estimate_pct=None,
-      estimate_basis="no estimate: " + basis, diff=diff)]
+  widen = [{"name": x.name, "value": x.value, "new": x.new, "axis": x.axis,
+            "extent": x.extent} for x in ws]
+  return [Action("e", title, RULE, {"split": s, "axis": axis,
+                                    "widen": widen[0] if len(widen) == 1 else widen},
+                 edit=edit, user_file=p.file, user_line=p.lineno, estimate_pct=None,
+                 estimate_basis="no estimate: " + basis, diff=diff)]

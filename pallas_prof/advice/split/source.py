@@ -268,10 +268,15 @@ def _edit_call(f: _File, recipe, p: Pattern, splits: int, pl: str, widen=None) -
   f.replace(shape_node, new_shape)
   _check_specs(recipe)
   grid = kw.get("grid")
-  if widen is not None:
-    _widen_kernel(f, call, widen)
-    if widen.axis is None:          # a loop's step: the kernel's keyword alone, the grid kept
-      widen = None
+  widens = list(widen) if isinstance(widen, (list, tuple)) else [widen] if widen else []
+  widen = None
+  if widens:
+    _widen_kernel(f, call, widens)
+    # a loop's step (axis None) is the kernel's keyword alone, the grid kept
+    regrid = [w for w in widens if w.axis is not None]
+    if len(regrid) > 1:
+      raise SourceRefused("two block parameters would rescale the grid")
+    widen = regrid[0] if regrid else None
   if grid is not None:
     g = f.segment(grid)
     if isinstance(grid, ast.Tuple):             # (a, b) -> (a, b, S)
@@ -320,16 +325,18 @@ def _edit_call(f: _File, recipe, p: Pattern, splits: int, pl: str, widen=None) -
   f.insert(f.line_start(first), HELPER_SOURCE)
 
 
-def _widen_kernel(f: _File, call: ast.Call, widen) -> None:
-  """The call's kernel with the block parameter rebound: functools.partial(kernel, name=new)."""
+def _widen_kernel(f: _File, call: ast.Call, widens: list) -> None:
+  """The call's kernel with its block parameters rebound: functools.partial(kernel, name=new)."""
+  names = ", ".join(w.name for w in widens)
   functools_name = _alias(f.tree, "functools")
   if functools_name is None:
     raise SourceRefused(f"{os.path.basename(f.path)} does not `import functools` (the "
-                        f"variant rebinds {widen.name} with functools.partial)")
+                        f"variant rebinds {names} with functools.partial)")
   if not call.args:
     raise SourceRefused("the pallas_call's kernel is not its first argument")
   kernel = call.args[0]
-  f.replace(kernel, f"{functools_name}.partial({f.segment(kernel)}, {widen.name}={widen.new})")
+  rebound = ", ".join(f"{w.name}={w.new}" for w in widens)
+  f.replace(kernel, f"{functools_name}.partial({f.segment(kernel)}, {rebound})")
 
 
 def _check_specs(recipe) -> None:
@@ -353,9 +360,10 @@ def _check_specs(recipe) -> None:
 
 def unified_diff(recipe, p: Pattern, splits: int, axis: int, widen=None) -> str:
   """The diff (one or two files) that makes the user's code the variant; SourceRefused
-  where it cannot be written reliably. `widen` (variant.Widening): the kernel's block
-  parameter made larger at the call (`functools.partial(kernel, block_n=64)`) and its grid
-  axis `pl.cdiv(axis, factor)` (cdiv(cdiv(n, b), f) is cdiv(n, b * f): right at any shape)."""
+  where it cannot be written reliably. `widen` (variant.Widening, or a list of them): the
+  kernel's block parameters made larger at the call (`functools.partial(kernel,
+  block_n=64)`) and the grid axis of the one it is computed from `pl.cdiv(axis, factor)`
+  (cdiv(cdiv(n, b), f) is cdiv(n, b * f): right at any shape)."""
   if not recipe.call_file or not recipe.call_line:
     raise SourceRefused("the pallas_call's line is not known")
   _, kernel_path, _ = _kernel_function(recipe.kernel)
@@ -391,7 +399,7 @@ def keyword_diff(recipe, name: str, new: int) -> str:
   if given is not None:                 # functools.partial(k, name=...) at the call: its value
     f.replace(given, str(new))
   else:
-    _widen_kernel(f, call, _Rebinding(name, new))
+    _widen_kernel(f, call, [_Rebinding(name, new)])
   return _diff_of([f])
 
 

@@ -35,7 +35,9 @@ def tried(a: Action, recipe, *, gpu: bool, budget_s: float, say=lambda text: Non
   """The action with its variant checked (and, on a GPU, timed)."""
   s = int(a.change["split"])
   try:
-    shaped = widened(recipe, Widening(**a.change["widen"])) if a.change.get("widen") else recipe
+    shaped = recipe
+    for w in widens(a.change):
+      shaped = widened(shaped, w)
     k, p = pattern_of(shaped)
     fn = build(shaped, k, p, s)
     gk = trace_variant(fn, recipe)
@@ -53,6 +55,12 @@ def tried(a: Action, recipe, *, gpu: bool, budget_s: float, say=lambda text: Non
   if not_interpreted(iterations, recipe) is None:
     say(f"{recipe.name}: checking {a.title} under the interpreter")
   return checked_on_cpu(a, recipe, lambda: fn, iterations, equal=CPU_EQUAL)
+
+
+def widens(change: dict) -> list[Widening]:
+  """The Widenings an action's change applies in turn (one, several, or none)."""
+  w = change.get("widen")
+  return [Widening(**x) for x in (w if isinstance(w, list) else [w] if w else [])]
 
 
 def _loop_loads(gk) -> int:
