@@ -22,19 +22,16 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import jax
 import numpy as np
 
 from ...backend import compat
 from ...backend.compiling.compile import DEFAULT_TARGET, compile_kernels
-from ...tune.blocks import tune
-from ...tune.choice import MIN_GAIN
 from ..blockshape import _flat_specs, _with_absent
 from ..hardware import bandwidth
 from ..rules.dots import FAR_FROM_RATE, _rate_of, _tflops
 from ..rules.table import Finding, about, fact
 from ..schema import Action, Trial
-from ..split.variant import inputs, original
+from ..split.trial import measured
 from ..variants import PATCH, checked_on_cpu, interpreted_steps, not_interpreted, resources, \
     trace_variant
 from .layout_source import SourceRefused, unified_diff
@@ -294,26 +291,3 @@ def tried(a: Action, recipe, *, gpu: bool, budget_s: float, say=lambda text: Non
   if not_interpreted(iterations, recipe) is None:
     say(f"{recipe.name}: checking {a.title} under the interpreter")
   return checked_on_cpu(a, recipe, lambda: fn, iterations)
-
-
-def measured(a: Action, recipe, fn, budget_s: float, what: str) -> Action:
-  """The original call and the variant `fn` timed in turns as the autotuner times configs
-  (tune/blocks.tune: outputs compared first, to its tolerance)."""
-  calls = (jax.jit(original(recipe)), jax.jit(fn))
-  try:
-    tuning = tune(lambda *args, v: calls[v](*args), [{"v": 0}, {"v": 1}],
-                  tuple(inputs(recipe)), {}, budget_s=max(budget_s, 1.0),
-                  name=f"{recipe.name} {what}")
-  except Exception as e:  # noqa: BLE001 - the original itself failed: said, not raised
-    return _failed(a, f"failed to run: {type(e).__name__}: {str(e)[:200]}")
-  before, after = tuning.candidates[0], tuning.candidates[1]
-  if after.error or before.seconds is None or after.seconds is None:
-    differs = bool(after.error and "differ" in after.error)
-    return dataclasses.replace(a, trial=Trial(before.seconds, None, None, None,
-                                              False if differs else None,
-                                              after.error or "not timed",
-                                              seconds=tuning.tuning_seconds))
-  saving = 100 * (before.seconds - after.seconds) / before.seconds
-  return dataclasses.replace(a, status="measured", trial=Trial(
-      before.seconds, after.seconds, saving, 100 * MIN_GAIN, True,
-      seconds=tuning.tuning_seconds))

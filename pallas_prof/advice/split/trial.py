@@ -50,7 +50,7 @@ def tried(a: Action, recipe, *, gpu: bool, budget_s: float, say=lambda text: Non
     a = dataclasses.replace(a, compiled=resources(ck))
   if gpu:
     say(f"{recipe.name}: trying {a.title} (whole calls, as autotune times them)")
-    return _measured(a, recipe, fn, budget_s)
+    return measured(a, recipe, fn, budget_s)
   iterations = math.prod(k.grid) * p.trip * (1 + _loop_loads(gk) // INTERPRETED_STEP_BYTES)
   if not_interpreted(iterations, recipe) is None:
     say(f"{recipe.name}: checking {a.title} under the interpreter")
@@ -70,15 +70,14 @@ def _loop_loads(gk) -> int:
   return sum(e.bytes_read for e in gk.eqns if e.parent is not None and e.index not in parents)
 
 
-def _measured(a: Action, recipe, fn, budget_s: float) -> Action:
-  calls = {0: jax.jit(original(recipe)), int(a.change["split"]): jax.jit(fn)}
-
-  def call(*args, split):
-    return calls[split](*args)
+def measured(a: Action, recipe, fn, budget_s: float, what: str = "split reduction") -> Action:
+  """The original call and the variant `fn` timed in turns as the autotuner times configs
+  (tune/blocks.tune: outputs compared first, to its tolerance); kind e's GPU trial."""
+  calls = (jax.jit(original(recipe)), jax.jit(fn))
   try:
-    tuning = tune(call, [{"split": 0}, {"split": int(a.change["split"])}],
+    tuning = tune(lambda *args, v: calls[v](*args), [{"v": 0}, {"v": 1}],
                   tuple(inputs(recipe)), {}, budget_s=max(budget_s, 1.0),
-                  name=f"{recipe.name} split reduction")
+                  name=f"{recipe.name} {what}")
   except Exception as e:  # noqa: BLE001 - the original itself failed: said, not raised
     return _failed(a, f"failed to run: {type(e).__name__}: {str(e)[:200]}")
   before, after = tuning.candidates[0], tuning.candidates[1]
