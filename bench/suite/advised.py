@@ -209,8 +209,9 @@ def budgets(records, report, budget_s: float) -> dict:
 
 
 def _tile_of(top, built) -> dict | None:
-  """A kept kind c action's dot tile, where the case can set it (Built.with_tile)."""
-  if top.kind == "c" and "tile" in top.change and built.with_tile is not None:
+  """A kept action's dot tile, where the case can set it (Built.with_tile): a kind c tile,
+  or the tile a kind e K-major B was kept at (advice/dots/layout.py)."""
+  if top.kind in "ce" and "tile" in top.change and built.with_tile is not None:
     return top.change
   return None
 
@@ -234,6 +235,8 @@ def _kept(top, diff_applied: bool, tile_applied: bool = False,
   elif top.kind == "e" or diff_applied:
     out["applied"] = ("its diff, to a copy of the module" if diff_applied else
                       f"not applied: advise wrote no diff ({top.edit})")
+    if tile_applied:
+      out["applied"] += "; its tile, through the op's parameters (Built.with_tile)"
   elif tile_applied:
     out["applied"] = ("the op's own parameters: bm, bn = the tile, num_warps, num_stages "
                       "(Built.with_tile)")

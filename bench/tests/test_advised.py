@@ -243,6 +243,47 @@ def test_a_kept_dot_tile_is_applied_through_the_ops_parameters(tmp_path, monkeyp
   assert "tile_applied" not in got.entry["advised"]
 
 
+def test_a_kept_k_major_b_at_a_tile_is_applied_as_its_diff_and_the_ops_parameters(
+    tmp_path, monkeypatch):
+  """A held kind e K-major B kept at another tile (advice/dots/layout.py's trial at the
+  dot's tiles) is applied both ways: its diff to a copy of examples/matmul.py and its tile
+  through the op's parameters. The timed kernel reads B transposed at the new tile's grid
+  and gives the default's outputs."""
+  from bench.suite import suite_cases
+  from pallas_prof.advice.dots.layout_source import unified_diff as layout_diff
+  from pallas_prof.advice.schema import Action
+  key = jax.random.key(12)
+  built = suite_cases.matmul((48, 40, 64), jnp.float32, key, bm=16, bn=8, bk=16, num_warps=4,
+                             num_stages=3)
+  want = leaves(jax.jit(built.pallas)(*built.args))
+  real = pallas_prof.advise
+  change = {"layout": "k_major", "operand": 1, "tile": [24, 20], "num_warps": 2,
+            "num_stages": 2, "from_tile": [16, 8], "axes": [0, 1], "grid": [2, 2],
+            "blocks": []}
+
+  def advise_with_a_held_k_major_b(records, **kw):
+    diff = layout_diff(recipes.find(records[0]), 1)
+    return [dataclasses.replace(a, actions=[Action(
+        "e", "B (argument 1) stored K-major; tile 16x8 -> 24x20", "dot_layout", change,
+        diff=diff, trial=Trial(2e-3, 1e-3, 50.0, 2.0, True))] + list(a.actions))
+        for a in real(records, **kw)]
+  monkeypatch.setattr(pallas_prof, "advise", advise_with_a_held_k_major_b)
+  got = advised.advise_case(built, advised.Options(5.0, False, str(tmp_path)), on_gpu=False,
+                            say=lambda text: None)
+  (kept,) = got.entry["kept"]
+  assert kept["kind"] == "e"
+  assert kept["applied"] == ("its diff, to a copy of the module; its tile, through the op's "
+                             "parameters (Built.with_tile)")
+  assert got.entry["advised"]["diffs_applied"] == 1
+  assert got.entry["advised"]["tile_applied"]["tile"] == [24, 20]
+  kernel_registry.clear()
+  out = leaves(jax.block_until_ready(jax.jit(got.fn)(*built.args)))
+  (record,) = kernel_registry.kernels()
+  assert tuple(record.generated.grid) == (2, 2)
+  assert tuple(record.in_avals[1].shape) == (40, 64)      # B given transposed: (N, K)
+  assert same_outputs(out, want) is None
+
+
 def test_a_kept_rebound_block_size_is_applied_through_the_ops_parameters(tmp_path, monkeypatch):
   """A held kind c block change that rebinds the kernel's own block size (blockshape.py's
   "rebind": attention's block_q) is applied as the op's user applies it, through the op's

@@ -155,10 +155,10 @@ def change_for(recipe, p: Plan, new_block: int) -> dict:
 SETTINGS = ("num_warps", "num_stages")     # what a joint change (advice/dots) sets beside blocks
 
 
-def build(recipe, change: dict):
-  """The pallas_call of the variant: same kernel, index maps and outputs; with the
-  change's num_warps and num_stages where it names them (a block shape tried with its own
-  settings: advice/dots/joint.py)."""
+def changed(recipe, change: dict):
+  """The recipe of the variant: its grid, block shapes and (where the change names them)
+  num_warps and num_stages changed, the kernel's own block size rebound with its blocks;
+  a recipe still, so that another edit (advice/dots/layout.py's K-major B) builds on it."""
   ins, outs = _flat_specs(recipe)
   new = [dataclasses.replace(s, block_shape=tuple(b))
          for s, b in zip(ins + outs, change["blocks"], strict=True)]
@@ -172,7 +172,15 @@ def build(recipe, change: dict):
   kernel = recipe.kernel
   if change.get("rebind"):          # the kernel's own block size, rebound with the blocks
     kernel = functools.partial(kernel, **change["rebind"])
-  return recipe.original(kernel, recipe.out_shape, **kwargs)
+  return dataclasses.replace(recipe, kernel=kernel, kwargs=kwargs)
+
+
+def build(recipe, change: dict):
+  """The pallas_call of the variant: same kernel, index maps and outputs; with the
+  change's num_warps and num_stages where it names them (a block shape tried with its own
+  settings: advice/dots/joint.py)."""
+  variant = changed(recipe, change)
+  return recipe.original(variant.kernel, recipe.out_shape, **variant.kwargs)
 
 
 def with_settings(params, settings: dict):

@@ -152,9 +152,11 @@ def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool
       from .dots import layout as edit_trial  # lazy: as above, the K-major B's trial
     else:
       from .split import trial as edit_trial  # lazy: as above, the split's trial
+    more = {"tiles": _tiles(actions[id(x)] for x in advice.actions)} if "layout" in a.change \
+        else {}
     actions[id(a)] = edit_trial.tried(a, recipe, gpu=gpu,
                                       budget_s=budget_s - (time.perf_counter() - started),
-                                      say=say)
+                                      say=say, **more)
   out = dataclasses.replace(advice, actions=rank([_finalise(actions.get(id(a), a))
                                                   for a in advice.actions]))
   if gpu:
@@ -163,6 +165,15 @@ def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool
     out.kept = held[0].apply if held else None
   out.summary = summary(out)
   return out
+
+
+def _tiles(actions) -> list[Action]:
+  """The dot's tile actions (kind c, advice/dots/joint.py) that built and ran, the fastest
+  first, then those not timed: a K-major B's trial tries itself at each of them."""
+  tiles = [a for a in actions if a.kind == "c" and "tile" in a.change and not (
+      a.trial is not None and a.trial.error and a.trial.error.startswith("does not"))]
+  timed = lambda a: a.trial is not None and a.trial.after_s is not None
+  return sorted(tiles, key=lambda a: (not timed(a), a.trial.after_s if timed(a) else 0.0))
 
 
 def program_trips(rec) -> int:

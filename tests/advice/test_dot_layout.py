@@ -175,3 +175,81 @@ def test_a_small_variant_is_run_under_the_interpreter_and_a_large_one_is_not():
 def test_a_bfloat16_matmul_gets_no_layout_action():
   advice = _advice((2048, 1000, 1024), jnp.bfloat16)
   assert not [a for a in advice.actions if a.rule == layout.RULE]
+
+
+# --- the K-major B at the dot's other tiles -------------------------------------------------
+
+def _tile_action(recipe, bm, bn, warps=2, stages=2):
+  from pallas_prof.advice import blockshape
+  from pallas_prof.advice.dots import joint
+  from pallas_prof.advice.schema import Action
+  change = joint.change_of(recipe, blockshape.plan(recipe, 0), bm, blockshape.plan(recipe, 1),
+                           bn, warps, stages)
+  return Action("c", f"tile 32x32 -> {bm}x{bn}, num_warps 4 -> {warps}", "dot_rate", change,
+                edit=f"at here: bm={bm}, bn={bn}")
+
+
+def test_the_variant_at_another_tile_equals_the_original_under_the_interpreter():
+  m, n, k = 50, 70, 48
+  recipe = _capture(lambda a, b: precision_matmul(a, b, 32, 32, 16), *_structs(m, n, k))
+  rng = np.random.default_rng(11)
+  a = jnp.asarray(rng.standard_normal((m, k), np.float32))
+  b = jnp.asarray(rng.standard_normal((k, n), np.float32))
+  want = leaves(jax.jit(lambda a, b: precision_matmul(a, b, 32, 32, 16))(a, b))
+  ((fn, change, words),) = layout.with_tiles(recipe, 1, [_tile_action(recipe, 16, 64)])
+  assert change["tile"] == [16, 64] and change["grid"] == [4, 2] and "16x64" in words
+  from pallas_prof.advice import blockshape
+  tiled = blockshape.changed(recipe, change)
+  assert tiled.kwargs["in_specs"][1].block_shape == (48, 64)     # B's (K, bn) at the new tile
+  assert layout._transposed_spec(tiled.kwargs["in_specs"][1]).block_shape == (64, 48)
+  got = leaves(jax.jit(fn)(a, b))
+  assert same_outputs(got, want) is None
+  np.testing.assert_allclose(np.asarray(got[0]), np.asarray(a) @ np.asarray(b), rtol=1e-4,
+                             atol=1e-3)
+
+
+def _fake_tune(times):
+  """tune/blocks.tune's Tuning with these seconds per config (None: its outputs differed)."""
+  import types
+
+  def tune(fn, configs, args, kwargs, **_):
+    assert len(configs) == len(times)
+    return types.SimpleNamespace(tuning_seconds=1.0, candidates=[
+        types.SimpleNamespace(seconds=t, error=None if t else "outputs differ: output 0")
+        for t in times])
+  return tune
+
+
+def test_on_a_gpu_the_fastest_tile_is_kept_with_its_edit(monkeypatch):
+  from pallas_prof.advice.schema import Action
+  from pallas_prof.advice.split import trial
+  recipe = _capture(lambda a, b: precision_matmul(a, b, 32, 32, 16), *_structs(50, 70, 48))
+  tiles = [_tile_action(recipe, 16, 64), _tile_action(recipe, 64, 16, 4, 3)]
+  act = Action("e", "B (argument 1) stored K-major", layout.RULE,
+               {"layout": "k_major", "operand": 1}, edit="apply the diff", diff="--- x")
+  # timings: the original, K-major as given, at 16x64, at 64x16 (whose outputs differed)
+  monkeypatch.setattr(trial, "tune", _fake_tune([1.0, 0.8, 0.5, None]))
+  out = layout.tried(act, recipe, gpu=True, budget_s=5.0, tiles=tiles)
+  assert out.trial.held and out.trial.after_s == 0.5 and out.trial.saving_pct == 50.0
+  assert out.change["tile"] == [16, 64] and out.change["num_warps"] == 2
+  assert out.title.endswith("tile 32x32 -> 16x64, num_warps 4 -> 2")
+  assert out.apply == out.edit == "apply the diff; and set the tile: at here: bm=16, bn=64"
+  assert [v["after_s"] for v in out.change["variants"]] == [0.8, 0.5, None]
+  assert "differ" in out.change["variants"][2]["error"]
+  # where K-major as given is the fastest, no tile is named
+  monkeypatch.setattr(trial, "tune", _fake_tune([1.0, 0.4, 0.5, 0.6]))
+  out = layout.tried(act, recipe, gpu=True, budget_s=5.0, tiles=tiles)
+  assert "tile" not in out.change and out.apply is None and out.trial.after_s == 0.4
+
+
+def test_the_tiles_tried_with_it_are_the_timed_ones_fastest_first():
+  from pallas_prof.advice.schema import Action, Trial
+  from pallas_prof.advice.trials import _tiles
+  t = lambda after, error=None: Trial(1.0, after, None, 1.0, after is not None, error)
+  acts = [Action("c", "slow", "r", {"tile": [1, 1]}, trial=t(0.9)),
+          Action("c", "not lowered", "r", {"tile": [2, 2]}, trial=t(None, "does not lower: x")),
+          Action("c", "untimed", "r", {"tile": [3, 3]}),
+          Action("c", "fast", "r", {"tile": [4, 4]}, trial=t(0.5)),
+          Action("c", "a block", "r", {"blocks": []}, trial=t(0.1)),
+          Action("a", "warps", "r", {"num_warps": 8}, trial=t(0.1))]
+  assert [a.title for a in _tiles(acts)] == ["fast", "slow", "untimed"]

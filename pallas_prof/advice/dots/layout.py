@@ -26,12 +26,12 @@ import numpy as np
 
 from ...backend import compat
 from ...backend.compiling.compile import DEFAULT_TARGET, compile_kernels
-from ..blockshape import _flat_specs, _with_absent
+from ..blockshape import _flat_specs, _with_absent, changed
 from ..hardware import bandwidth
 from ..rules.dots import FAR_FROM_RATE, _rate_of, _tflops
 from ..rules.table import Finding, about, fact
 from ..schema import Action, Trial
-from ..split.trial import measured
+from ..split.trial import fastest
 from ..variants import PATCH, checked_on_cpu, interpreted_steps, not_interpreted, resources, \
     trace_variant
 from .layout_source import SourceRefused, unified_diff
@@ -39,6 +39,8 @@ from .precision import _at_line, _kernel_jaxpr
 
 RULE = "dot_layout"
 MIN_CC = 90                  # wgmma's K-major rule for 32-bit operands: Hopper on
+MAX_TILES = 3                # the dot's tile actions also tried with a K-major B
+TILE_KEYS = ("grid", "blocks", "num_warps", "num_stages", "tile", "from_tile", "axes")
 
 
 class NotApplicable(ValueError):
@@ -269,18 +271,43 @@ def _failed(a: Action, why: str, equal: bool | None = None) -> Action:
   return dataclasses.replace(a, trial=Trial(None, None, None, None, equal, why))
 
 
-def tried(a: Action, recipe, *, gpu: bool, budget_s: float, say=lambda text: None) -> Action:
+def with_tiles(recipe, index: int, tiles: list[Action]) -> list[tuple]:
+  """The K-major variant at each of the dot's tiles advise tried as kind c actions
+  (dots/joint.py), as split/trial.fastest takes them: a K-major B changes which tile is
+  fastest (the N-major tiles' trials do not tell it), so each is timed with it. A tile
+  whose variant does not build is left out."""
+  out = []
+  for t in tiles[:MAX_TILES]:
+    try:
+      change = {k: t.change[k] for k in TILE_KEYS if k in t.change}
+      out.append((build(changed(recipe, t.change), index), {**change, "tile_edit": t.edit},
+                  t.title))
+    except Exception:  # noqa: BLE001 - that tile is not tried with it; the others are
+      continue
+  return out
+
+
+def tried(a: Action, recipe, *, gpu: bool, budget_s: float, say=lambda text: None,
+          tiles: list[Action] = ()) -> Action:
   """The action with its variant lowered and checked: on a CPU compiled for sm_90 and run
   under the interpreter beside the original where small enough; on a GPU timed in whole
-  calls against the original, outputs compared."""
+  calls against the original, outputs compared, at the kernel's own tile and at each of
+  `tiles` (the dot's tile actions, the fastest first), the fastest kept."""
+  index = int(a.change["operand"])
   try:
-    fn = build(recipe, int(a.change["operand"]))
+    fn = build(recipe, index)
     gk = trace_variant(fn, recipe, None if gpu else "cpu")
   except Exception as e:  # noqa: BLE001 - a variant that does not build or lower is said so
     return _failed(a, f"does not lower: {type(e).__name__}: {str(e)[:200]}")
   if gpu:
-    say(f"{recipe.name}: trying {a.title} (whole calls, as autotune times them)")
-    return measured(a, recipe, fn, budget_s, "K-major B")
+    variants = [(fn, {}, "")] + with_tiles(recipe, index, list(tiles))
+    say(f"{recipe.name}: trying {a.title}" + (f" at {len(variants)} tiles" if len(variants) > 1
+                                              else "") + " (whole calls, as autotune times them)")
+    out = fastest(a, recipe, variants, budget_s, "K-major B")
+    if out.change.get("tile_edit"):       # kept at another tile: the edit says both
+      both = f"{out.edit}; and set the tile: {out.change['tile_edit']}"
+      out = dataclasses.replace(out, edit=both, apply=both)
+    return out
   (ck,) = compile_kernels([gk], tuple(DEFAULT_TARGET), need_cubin=True)
   if isinstance(ck, Exception):
     return _failed(a, f"does not compile: {str(ck)[:200]}")

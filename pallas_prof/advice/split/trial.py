@@ -73,21 +73,39 @@ def _loop_loads(gk) -> int:
 def measured(a: Action, recipe, fn, budget_s: float, what: str = "split reduction") -> Action:
   """The original call and the variant `fn` timed in turns as the autotuner times configs
   (tune/blocks.tune: outputs compared first, to its tolerance); kind e's GPU trial."""
-  calls = (jax.jit(original(recipe)), jax.jit(fn))
+  return fastest(a, recipe, [(fn, {}, "")], budget_s, what)
+
+
+def fastest(a: Action, recipe, variants: list, budget_s: float, what: str) -> Action:
+  """measured() of several variants of one edit, each `(fn, change, words)`, timed in the
+  same turns as the original: the action keeps the fastest that ran with equal outputs,
+  its change merged into the action's and its words added to the title."""
+  calls = [jax.jit(original(recipe))] + [jax.jit(fn) for fn, _, _ in variants]
   try:
-    tuning = tune(lambda *args, v: calls[v](*args), [{"v": 0}, {"v": 1}],
+    tuning = tune(lambda *args, v: calls[v](*args), [{"v": v} for v in range(len(calls))],
                   tuple(inputs(recipe)), {}, budget_s=max(budget_s, 1.0),
                   name=f"{recipe.name} {what}")
   except Exception as e:  # noqa: BLE001 - the original itself failed: said, not raised
     return _failed(a, f"failed to run: {type(e).__name__}: {str(e)[:200]}")
-  before, after = tuning.candidates[0], tuning.candidates[1]
-  if after.error or before.seconds is None or after.seconds is None:
+  before, ran = tuning.candidates[0], tuning.candidates[1:]
+  timed = [(c.seconds, i) for i, c in enumerate(ran) if c.seconds is not None and not c.error]
+  if before.seconds is None or not timed:
+    after = ran[0]
     differs = bool(after.error and "differ" in after.error)
     return dataclasses.replace(a, trial=Trial(before.seconds, None, None, None,
                                               False if differs else None,
                                               after.error or "not timed",
                                               seconds=tuning.tuning_seconds))
-  saving = 100 * (before.seconds - after.seconds) / before.seconds
+  seconds, best = min(timed)
+  _, change, words = variants[best]
+  if len(variants) > 1:             # what each variant gave, for the report
+    change = {**change, "variants": [
+        {"variant": w or "as given", "after_s": c.seconds, "error": c.error}
+        for (_, _, w), c in zip(variants, ran, strict=True)]}
+  if change:
+    a = dataclasses.replace(a, change={**a.change, **change},
+                            title=f"{a.title}; {words}" if words else a.title)
+  saving = 100 * (before.seconds - seconds) / before.seconds
   return dataclasses.replace(a, status="measured", trial=Trial(
-      before.seconds, after.seconds, saving, 100 * MIN_GAIN, True,
+      before.seconds, seconds, saving, 100 * MIN_GAIN, True,
       seconds=tuning.tuning_seconds))
