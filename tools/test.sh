@@ -11,7 +11,7 @@
 # interpreter), the profiler's correlation of IR and SASS, the CLI end to end,
 # spans, and the removal drill (on this leg only); it leaves out what does not depend on JAX or
 # Triton (the tuner's search, the HTML report's browser test, the OTLP receiver,
-# the long fuzz sets), which leg A covers. Both must pass.
+# the long fuzz sets, the file-handling faults below), which leg A covers. Both must pass.
 #
 # Environment: LEGS="a b" (default) picks legs; PYTEST_ARGS adds pytest options;
 # PALLAS_PROF_NO_RECEIVER_INSTALL=1 skips the OTLP receiver tests (they install
@@ -77,6 +77,16 @@ leg() {
   echo "== leg $name passed in $((SECONDS - t0)) s"
 }
 
+# The hostile world's tests of pallas-prof's own files (tuning files and caches read back
+# damaged, run folders and their writes, fifos, gate baselines, secrets' spellings): what
+# they test is file handling, the same on every JAX and Triton, and they were a third of
+# leg B's time. Leg A runs them; leg B keeps the faults that touch lowering, compiling,
+# Triton's caches, the worker and signals.
+FILE_HANDLING=(tests/faults/test_tuning_files.py tests/faults/test_run_writes.py
+  tests/faults/test_run_directory.py tests/faults/test_fifo.py
+  tests/faults/test_baseline_writers.py tests/faults/test_baselines.py
+  tests/faults/test_secret_forms.py)
+
 run_leg() {
   case $1 in
     # the removal drill (tests/removal/test_drill.py: pytest again in a copy, minutes of CPU)
@@ -91,7 +101,8 @@ run_leg() {
          tests/removal tests/fuzz/test_fuzz.py tests/faults tests/test_safe_files.py \
          bench/tests/test_saved_kernels_for_targets.py bench/tests/test_examples_for_targets.py \
          bench/tests/test_packed_int16_adds.py \
-         --ignore=tests/cli/test_html_browser.py -m "not otlp_receiver" ;;
+         --ignore=tests/cli/test_html_browser.py "${FILE_HANDLING[@]/#/--ignore=}" \
+         -m "not otlp_receiver" ;;
     *) echo "unknown leg $1 (a or b)"; return 2 ;;
   esac
 }
