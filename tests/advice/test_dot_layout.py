@@ -9,6 +9,7 @@ the diff advise writes applies with `patch` and the patched file gives the origi
 outputs; advise offers it on a dot-bound float32 matmul and not on a bfloat16 one."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 
@@ -253,3 +254,69 @@ def test_the_tiles_tried_with_it_are_the_timed_ones_fastest_first():
           Action("c", "a block", "r", {"blocks": []}, trial=t(0.1)),
           Action("a", "warps", "r", {"num_warps": 8}, trial=t(0.1))]
   assert [a.title for a in _tiles(acts)] == ["fast", "slow", "untimed"]
+
+
+# --- a B of more than two dimensions, read by Triton's masked load --------------------------
+
+def test_attentions_v_is_given_k_major_and_the_variant_equals_the_original():
+  """JAX's attention (ops/gpu/attention.py) reads V, (batch, seq, heads, dim) in blocks
+  (None, seq, None, dim), with `plgpu.load(v_ref.at[k_slice, :], mask=head_mask)` for its
+  p @ v; its q @ k.T reads K K-major already. The variant swaps V's seq and dim axes and
+  its outputs are the original's under the interpreter, at a head_dim (40) its block pads."""
+  attention = pytest.importorskip("jax.experimental.pallas.ops.gpu.attention")
+  shape = (1, 96, 2, 40)
+  bs = attention.BlockSizes(block_q=32, block_k=32, block_q_dkv=32, block_kv_dkv=32,
+                            block_q_dq=32, block_kv_dq=32)
+  fn = functools.partial(attention.mha, segment_ids=None, block_sizes=bs)
+  q, k, v = (jax.random.normal(x, shape, jnp.float32) for x in jax.random.split(
+      jax.random.key(4), 3))
+  recipes.clear()
+  with recipes.capture():
+    want = leaves(jax.jit(fn)(q, k, v))
+  (recipe,) = recipes.recipes()
+  assert layout.find_operand(recipe) == 2 and layout.block_axes(recipe, 2) == (1, 3)
+  got = leaves(jax.jit(layout.build(recipe, 2))(q, k, v))
+  assert same_outputs(got, want) is None
+
+
+def _masked_3d_kernel(a_ref, b_ref, o_ref, *, rows, mask_rank):
+  """o = a @ b[1] for a (2, K, N) b in (None, K, N) blocks, read through plgpu.load with a
+  mask on N: a (1, N) row (attention's head_mask) or the whole (K, N), the masked columns
+  filled with 0. (A 1-D mask is refused by both backends' lowering.)"""
+  from jax.experimental.pallas import triton as plgpu
+  n = b_ref.shape[1]
+  cols = jnp.arange(n) < rows
+  mask = cols[None, :] if mask_rank == 1 else jnp.broadcast_to(cols[None, :], b_ref.shape)
+  b = plgpu.load(b_ref.at[:, :], mask=mask, other=0.0)
+  o_ref[...] = jnp.dot(a_ref[...], b, preferred_element_type=jnp.float32)
+
+
+@pytest.mark.parametrize("mask_rank", [1, 2])
+def test_a_masked_load_of_a_squeezed_block_is_transposed_with_its_mask(mask_rank):
+  pytest.importorskip("jax.experimental.pallas.triton")
+  m, k, n = 24, 40, 48
+  kernel = functools.partial(_masked_3d_kernel, rows=37, mask_rank=mask_rank)
+  call = lambda a, b: pl.pallas_call(
+      kernel, grid=(1,),
+      in_specs=[pl.BlockSpec((m, k), lambda i: (0, 0)),
+                pl.BlockSpec((None, k, n), lambda i: (1, 0, 0))],
+      out_specs=pl.BlockSpec((m, n), lambda i: (0, 0)),
+      out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32))(a, b)
+  rng = np.random.default_rng(8)
+  a = jnp.asarray(rng.standard_normal((m, k), np.float32))
+  b = jnp.asarray(rng.standard_normal((2, k, n), np.float32))
+  recipes.clear()
+  with recipes.capture():
+    want = leaves(jax.jit(call)(a, b))
+  (recipe,) = recipes.recipes()
+  assert layout.find_operand(recipe) == 1 and layout.block_axes(recipe, 1) == (1, 2)
+  got = leaves(jax.jit(layout.build(recipe, 1))(a, b))
+  assert same_outputs(got, want) is None
+  expect = np.asarray(a) @ np.where(np.arange(n) < 37, np.asarray(b)[1], 0.0)
+  np.testing.assert_allclose(np.asarray(got[0]), expect, rtol=1e-4, atol=1e-3)
+  # three dimensions kept of a 3-D block: not a matrix
+  whole = dataclasses.replace(recipe.kwargs["in_specs"][1], block_shape=(2, k, n))
+  wide = dataclasses.replace(recipe, kwargs=dict(recipe.kwargs, in_specs=[
+      recipe.kwargs["in_specs"][0], whole]))
+  with pytest.raises(layout.NotApplicable, match="3 dimensions"):
+    layout.block_axes(wide, 1)

@@ -19,6 +19,7 @@ tolerance, timed as the autotuner times configs.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 
@@ -40,6 +41,9 @@ from .precision import _at_line, _kernel_jaxpr
 RULE = "dot_layout"
 MIN_CC = 90                  # wgmma's K-major rule for 32-bit operands: Hopper on
 MAX_TILES = 3                # the dot's tile actions also tried with a K-major B
+# the primitives a kernel reads a ref's block with: indexing (`b_ref[x, y]`) and Triton's
+# masked load (`plgpu.load(b_ref.at[x, y], mask=...)`, JAX's attention's reads)
+READS = ("get", "masked_load", "load")
 TILE_KEYS = ("grid", "blocks", "num_warps", "num_stages", "tile", "from_tile", "axes")
 
 
@@ -79,7 +83,7 @@ def _dots_on_refs(jaxpr, refs: dict, found: list) -> None:
       src = made.get(rhs) if _is_var(rhs) else None
       if len(rhs.aval.shape) != 2 or rb or tuple(rc) != (0,):
         found.append((e, None, "its B is already read K-major (contracted on its last axis)"))
-      elif src is None or src.primitive.name != "get" or src.invars[0] not in refs:
+      elif src is None or src.primitive.name not in READS or src.invars[0] not in refs:
         found.append((e, None, "its B is not read straight from an input's block"))
       else:
         found.append((e, refs[src.invars[0]], ""))
@@ -107,14 +111,12 @@ def find_operand(recipe, file: str | None = None, line: int | None = None) -> in
   if len(inputs) != 1:
     raise NotApplicable(found[0][2] if not inputs else "its dots read B from several inputs")
   (index,) = inputs
-  shape, _ = recipe.arg_shapes[index]
   aliases = dict(recipe.kwargs.get("input_output_aliases") or {})
-  if len(shape) != 2:
-    raise NotApplicable(f"its B is a {len(shape)}-D array (the edit transposes a matrix)")
   if index in aliases:
     raise NotApplicable("its B is aliased to an output")
   if "grid_spec" in recipe.kwargs:
     raise NotApplicable("the call gives a grid_spec (the edit rewrites in_specs)")
+  block_axes(recipe, index)                 # NotApplicable where B's block is not a matrix
   return index
 
 
@@ -156,32 +158,134 @@ class _KMajor:
     x = self._ref[j, i]
     return x.T if getattr(x, "ndim", 0) == 2 else x
 
+  @property
+  def at(self):
+    return _At(self._ref)
+
   def __getattr__(self, name):
     raise TypeError(f"the kernel uses its B ref's .{name}: the K-major variant reads it by "
-                    "indexing only")
+                    "indexing or Triton's load of `.at[...]` only")
 
 
-def _transposed_spec(spec):
+class _At:
+  """`b_ref.at` of a _KMajor: `b_ref.at[x, y]` is a _View that Triton's load reads."""
+
+  def __init__(self, ref):
+    self._ref = ref
+
+  def __getitem__(self, idx):
+    return _View(self._ref, _two(idx))
+
+
+class _View:
+  """B's block at (x, y) of the (K, N) ref the kernel sees: loaded (by _loads_of_views's
+  load) as the transposed ref's (y, x), its mask and fill transposed to match, the value
+  transposed back."""
+
+  def __init__(self, ref, idx):
+    self._ref, self._idx = ref, idx
+
+  def load(self, load, mask=None, other=None, **kw):
+    i, j = self._idx
+    x = load(self._ref.at[j, i], mask=_transposed_mask(mask), other=_transposed_mask(other),
+             **kw)
+    return x.T if getattr(x, "ndim", 0) == 2 else x
+
+
+def _transposed_mask(m):
+  """A mask (or fill) for a (K, N) load, for the (N, K) load: a matrix (a (1, N) row
+  broadcast along K too) transposed; a scalar as it is."""
+  return m.T if getattr(m, "ndim", 0) == 2 else m
+
+
+def _load_modules() -> list:
+  """The modules a kernel calls Triton's load through: JAX's plgpu and pallas-prof's (its
+  stand-in, `from pallas_prof import triton as plgpu`), where each imports."""
+  import importlib  # lazy: the variant's trace has loaded jax, which these modules import
+  out = []
+  for name in ("jax.experimental.pallas.triton", "pallas_prof.triton"):
+    try:
+      out.append(importlib.import_module(name))
+    except Exception:  # noqa: BLE001 - a JAX without that module: the other serves
+      continue
+  return out
+
+
+@contextlib.contextmanager
+def _loads_of_views():
+  """Triton's load that reads a _View, while the variant's kernel is traced: the kernel
+  calls it through its module (`plgpu.load(v_ref.at[...])`), so the module's function is
+  the one to stand in for, and only for the trace."""
+  saved = [(m, m.load) for m in _load_modules()]
+
+  def loader(real):
+    def load(ref, *args, **kw):
+      if isinstance(ref, _View):
+        return ref.load(real, *args, **kw)
+      return real(ref, *args, **kw)
+    return load
+  for m, real in saved:
+    m.load = loader(real)
+  try:
+    yield
+  finally:
+    for m, real in saved:
+      m.load = real
+
+
+def _squeezed(b) -> bool:
+  """A block dimension the kernel's ref does not have: None (or pl.Squeezed, as newer JAX
+  spells it)."""
+  return b is None or type(b).__name__ == "Squeezed"
+
+
+def block_axes(recipe, index: int) -> tuple[int, int]:
+  """The two axes of argument `index` its kernel ref has, (K, N): a 2-D array's both, or
+  an N-D array's two that its BlockSpec does not squeeze (attention's V, (batch, seq,
+  heads, dim) in blocks (None, seq, None, dim)); NotApplicable where there are not two."""
+  shape, _ = recipe.arg_shapes[index]
+  spec = _flat_specs(recipe)[0][index]
+  block = getattr(spec, "block_shape", None)
+  if block is None:
+    if len(shape) != 2:
+      raise NotApplicable(f"its B is a {len(shape)}-D array read whole (the edit transposes "
+                          "a matrix)")
+    return 0, 1
+  if getattr(spec, "index_map", None) is None:
+    raise NotApplicable("its B's BlockSpec has no index map")
+  kept = [i for i, b in enumerate(block) if not _squeezed(b)]
+  if len(kept) != 2:
+    raise NotApplicable(f"its B's block has {len(kept)} dimensions, not the 2 of a matrix")
+  return kept[0], kept[1]
+
+
+def _swapped(seq, axes: tuple[int, int]) -> tuple:
+  out = list(seq)
+  a, b = axes
+  out[a], out[b] = out[b], out[a]
+  return tuple(out)
+
+
+def _transposed_spec(spec, axes: tuple[int, int] = (0, 1)):
+  """B's spec for B with `axes` swapped: its block shape and index map's block indices."""
   if spec is None or getattr(spec, "block_shape", None) is None:
     return spec
-  if len(spec.block_shape) != 2 or any(b is None for b in spec.block_shape) or \
-      getattr(spec, "index_map", None) is None:
-    raise NotApplicable("its B's BlockSpec is not a 2-D block with an index map")
   index_map = spec.index_map
 
   def transposed(*g):
-    at = index_map(*g)
-    return tuple(reversed(at))
-  return dataclasses.replace(spec, block_shape=tuple(reversed(spec.block_shape)),
+    return _swapped(index_map(*g), axes)
+  return dataclasses.replace(spec, block_shape=_swapped(spec.block_shape, axes),
                              index_map=transposed)
 
 
 def build(recipe, index: int):
   """The variant as a function of the original's arguments: B (argument `index`) passed
-  transposed, its spec reversed, the kernel reading it through _KMajor."""
+  with its block's two axes swapped (a matrix transposed), its spec likewise, the kernel
+  reading it through _KMajor."""
+  axes = block_axes(recipe, index)
   ins, outs = _flat_specs(recipe)
   ins = list(ins)
-  ins[index] = _transposed_spec(ins[index])
+  ins[index] = _transposed_spec(ins[index], axes)
   kwargs = dict(recipe.kwargs, in_specs=_with_absent(recipe, ins))
   # the kernel's position of B: the call's arguments given as None (recipe.absent) count
   n = len(recipe.arg_shapes) + len(recipe.absent)
@@ -190,12 +294,13 @@ def build(recipe, index: int):
   def kernel(*refs):
     refs = list(refs)
     refs[position] = _KMajor(refs[position])
-    return recipe.kernel(*refs)
+    with _loads_of_views():
+      return recipe.kernel(*refs)
   call = recipe.original(kernel, recipe.out_shape, **kwargs)
 
   def variant(*args):
     args = list(args)
-    args[index] = args[index].T
+    args[index] = args[index].swapaxes(*axes)
     return call(*args)
   variant.call = call
   return variant
@@ -229,17 +334,22 @@ def findings(f, recipe, notes: list[str]) -> list[Finding]:
           and e.dot.operand_dtype == "float32"]
   if recipe is None or not dots or (f.cc or 0) < MIN_CC:
     return []
-  hot = max(dots, key=lambda e: (e.weight, e.dot.flops))
   far, rate = _far_from_rate(f)
   if not far:
     return []
-  try:
-    index = find_operand(recipe, hot.user_file, hot.user_line)
-  except NotApplicable:
-    return []
-  except Exception as e:  # noqa: BLE001 - the rest of the advice stands without it
-    notes.append(f"no K-major B: the kernel could not be traced again "
-                 f"({type(e).__name__}: {str(e)[:200]})")
+  # the hottest dot whose B this edit applies to: attention's q @ k.T reads its B K-major
+  # already, its p @ v does not
+  for hot in sorted(dots, key=lambda e: (e.weight, e.dot.flops), reverse=True):
+    try:
+      index = find_operand(recipe, hot.user_file, hot.user_line)
+      break
+    except NotApplicable:
+      continue
+    except Exception as e:  # noqa: BLE001 - the rest of the advice stands without it
+      notes.append(f"no K-major B: the kernel could not be traced again "
+                   f"({type(e).__name__}: {str(e)[:200]})")
+      return []
+  else:
     return []
   try:
     diff, why = unified_diff(recipe, index), None
