@@ -5,11 +5,15 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import subprocess
+import sys
 
 
 def load(path, name: str):
+  """The file imported as module `name`, registered in sys.modules as an import registers
+  it (a dataclass's fields look their module up there: JAX's attention's BlockSizes)."""
   spec = importlib.util.spec_from_file_location(name, path)
   module = importlib.util.module_from_spec(spec)
+  sys.modules[name] = module
   spec.loader.exec_module(module)
   return module
 

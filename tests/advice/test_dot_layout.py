@@ -279,6 +279,36 @@ def test_attentions_v_is_given_k_major_and_the_variant_equals_the_original():
   assert same_outputs(got, want) is None
 
 
+def test_attentions_diff_swaps_vs_axes_and_the_patched_file_gives_the_same_outputs(tmp_path):
+  """The diff for JAX's attention, written against a copy of its file (a user copies the
+  op out of site-packages to edit it): V passed as v.swapaxes(1, 3), its spec's block and
+  index map swapped likewise through in_specs (a name there, not a list), its masked load
+  transposed with its mask; applied with `patch`, the copy's mha gives the original's
+  outputs."""
+  attention = pytest.importorskip("jax.experimental.pallas.ops.gpu.attention")
+  import shutil
+  given = tmp_path / "attention_given.py"
+  shutil.copy(inspect.getsourcefile(attention), given)
+  module = patching.load(given, "attention_given")
+  shape = (1, 96, 2, 24)
+  bs = module.BlockSizes(block_q=32, block_k=16, block_q_dkv=16, block_kv_dkv=16,
+                         block_q_dq=16, block_kv_dq=16)
+  fn = functools.partial(module.mha, segment_ids=None, block_sizes=bs)
+  q, k, v = (jax.random.normal(x, shape, jnp.float32) for x in jax.random.split(
+      jax.random.key(9), 3))
+  recipes.clear()
+  with recipes.capture():
+    want = leaves(jax.jit(fn)(q, k, v))
+  (recipe,) = recipes.recipes()
+  diff = unified_diff(recipe, 2, layout.block_axes(recipe, 2))
+  assert "v.swapaxes(1, 3)" in diff
+  assert "plgpu.load(v_ref.at[:, curr_k_slice], mask=head_mask.T).T" in diff
+  patched = patching.patched(tmp_path / "attention_kmajor.py", diff, given)
+  got = leaves(jax.jit(functools.partial(patched.mha, segment_ids=None, block_sizes=bs))(
+      q, k, v))
+  assert same_outputs(got, want) is None
+
+
 def _masked_3d_kernel(a_ref, b_ref, o_ref, *, rows, mask_rank):
   """o = a @ b[1] for a (2, K, N) b in (None, K, N) blocks, read through plgpu.load with a
   mask on N: a (1, N) row (attention's head_mask) or the whole (K, N), the masked columns

@@ -352,7 +352,7 @@ def findings(f, recipe, notes: list[str]) -> list[Finding]:
   else:
     return []
   try:
-    diff, why = unified_diff(recipe, index), None
+    diff, why = unified_diff(recipe, index, block_axes(recipe, index)), None
   except SourceRefused as e:
     diff, why = None, str(e)
   shape = "x".join(map(str, recipe.arg_shapes[index][0]))

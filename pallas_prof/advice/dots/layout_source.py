@@ -7,11 +7,14 @@ The edit is the one layout.py measures, in the user's names:
     `pl.BlockSpec((bn, bk), lambda i, j: (j, k))`; written otherwise, it is wrapped in an
     expression that reverses its block shape and index map;
   - in the kernel, each `b_ref[x, y]` becomes `b_ref[y, x].T` (`b_ref[...]` becomes
-    `b_ref[...].T`, `b_ref[x]` becomes `b_ref[:, x].T`) and `b_ref.shape` becomes
-    `b_ref.shape[::-1]`.
-The source is read, never run. Any other use of the B ref (passed to a function, pl.load,
-stored to) refuses the diff with where and why (SourceRefused), as do a call whose
-operands are not written at the pallas_call and a kernel whose function is not found.
+    `b_ref[...].T`, `b_ref[x]` becomes `b_ref[:, x].T`), each Triton load
+    `plgpu.load(b_ref.at[x, y], mask=m)` becomes `plgpu.load(b_ref.at[y, x], mask=m.T).T`,
+    and `b_ref.shape` becomes `b_ref.shape[::-1]`.
+A B of more than two dimensions (attention's V, in blocks that squeeze all but two) has
+those two swapped instead (`v.swapaxes(1, 3)`, the spec's tuples likewise).
+The source is read, never run. Any other use of the B ref (passed to a function, stored
+to) refuses the diff with where and why (SourceRefused), as do a call whose operands are
+not written at the pallas_call and a kernel whose function is not found.
 """
 from __future__ import annotations
 
@@ -35,31 +38,46 @@ def _applied(tree: ast.AST, call: ast.Call) -> ast.Call:
                       "(pallas_call(...)(a, b))")
 
 
-def _swap_text(f: _File, node: ast.AST) -> str | None:
-  """A two-element tuple's text with its elements swapped; None for anything else."""
-  if isinstance(node, ast.Tuple) and len(node.elts) == 2 and \
+def _swap_text(f: _File, node: ast.AST, axes: tuple[int, int], rank: int) -> str | None:
+  """A rank-long tuple's text with its elements at `axes` swapped; None for anything else."""
+  if isinstance(node, ast.Tuple) and len(node.elts) == rank and \
       not any(isinstance(e, ast.Starred) for e in node.elts):
-    a, b = (f.segment(e) for e in node.elts)
-    return f"({b}, {a})"
+    parts = [f.segment(e) for e in node.elts]
+    a, b = axes
+    parts[a], parts[b] = parts[b], parts[a]
+    return f"({', '.join(parts)})"
   return None
 
 
-def _edit_spec(f: _File, spec: ast.AST, pl: str) -> None:
+def _wrapped_spec(pl: str, text: str, axes: tuple[int, int], rank: int) -> str:
+  """An expression of the spec `text` with its block shape's and index map's `axes`
+  swapped, whatever way the spec is written."""
+  order = list(range(rank))
+  order[axes[0]], order[axes[1]] = order[axes[1]], order[axes[0]]
+  if order == [1, 0]:
+    return (f"(lambda s: {pl}.BlockSpec(tuple(s.block_shape)[::-1], lambda *g, "
+            f"s=s: tuple(s.index_map(*g))[::-1]))({text})")
+  p = tuple(order)
+  return (f"(lambda s: {pl}.BlockSpec(tuple(s.block_shape[i] for i in {p}), lambda *g, s=s: "
+          f"tuple(s.index_map(*g)[i] for i in {p})))({text})")
+
+
+def _edit_spec(f: _File, spec: ast.AST, pl: str, axes: tuple[int, int], rank: int) -> None:
   if isinstance(spec, ast.Call) and (spec.args or spec.keywords):
     kw = _keywords(spec)
     shape = spec.args[0] if spec.args else kw.get("block_shape")
     index = spec.args[1] if len(spec.args) > 1 else kw.get("index_map")
     if isinstance(index, ast.Lambda):
-      shape_t, body_t = _swap_text(f, shape), _swap_text(f, index.body)
+      shape_t = _swap_text(f, shape, axes, rank)
+      body_t = _swap_text(f, index.body, axes, rank)
       if shape_t is not None and body_t is not None:
         f.replace(shape, shape_t)
         f.replace(index.body, body_t)
         return
-  f.replace(spec, f"(lambda s: {pl}.BlockSpec(tuple(s.block_shape)[::-1], lambda *g, "
-                  f"s=s: tuple(s.index_map(*g))[::-1]))({f.segment(spec)})")
+  f.replace(spec, _wrapped_spec(pl, f.segment(spec), axes, rank))
 
 
-def _edit_call(f: _File, recipe, index: int, pl: str) -> None:
+def _edit_call(f: _File, recipe, index: int, pl: str, axes: tuple[int, int]) -> None:
   call = _find_call(f.tree, recipe.call_line)
   if call is None:
     raise SourceRefused(f"no pallas_call found at {recipe.location}")
@@ -72,8 +90,10 @@ def _edit_call(f: _File, recipe, index: int, pl: str) -> None:
     raise SourceRefused("the pallas_call's operands are not written one by one")
   operand = applied.args[position]
   text = f.segment(operand)
-  f.replace(operand, f"{text}.T" if isinstance(operand, (ast.Name, ast.Attribute)) else
-            f"({text}).T")
+  rank = len(recipe.arg_shapes[index][0])
+  swap = ".T" if rank == 2 else f".swapaxes({axes[0]}, {axes[1]})"
+  f.replace(operand, f"{text}{swap}" if isinstance(operand, (ast.Name, ast.Attribute)) else
+            f"({text}){swap}")
   specs = _keywords(call).get("in_specs")
   if specs is None:
     return                         # whole arrays: the kernel's ref is the transposed array
@@ -81,11 +101,10 @@ def _edit_call(f: _File, recipe, index: int, pl: str) -> None:
       isinstance(e, ast.Starred) for e in specs.elts):
     if len(specs.elts) != len(present) + len(recipe.absent):
       raise SourceRefused("in_specs does not list one spec per operand")
-    _edit_spec(f, specs.elts[position], pl)
+    _edit_spec(f, specs.elts[position], pl, axes, rank)
     return
   s = f.segment(specs)
-  f.replace(specs, f"[(lambda s: {pl}.BlockSpec(tuple(s.block_shape)[::-1], lambda *g, s=s: "
-                   f"tuple(s.index_map(*g))[::-1]))(s) if _i == {position} else s "
+  f.replace(specs, f"[{_wrapped_spec(pl, 's', axes, rank)} if _i == {position} else s "
                    f"for _i, s in enumerate({s})]")
 
 
@@ -133,6 +152,8 @@ def _edit_kernel(f: _File, kernel, position: int) -> None:
       raise SourceRefused(f"{where} assigns {name}")
     if isinstance(up, ast.Subscript) and up.value is node and isinstance(up.ctx, ast.Load):
       f.replace(up, f"{name}[{_swapped_index(f, up.slice)}].T")
+    elif isinstance(up, ast.Attribute) and up.attr == "at":
+      _edit_load(f, name, up, parents, where)
     elif isinstance(up, ast.Attribute) and up.attr == "shape":
       f.replace(up, f"{name}.shape[::-1]")
     elif isinstance(up, ast.Attribute) and up.attr in ("dtype", "ndim"):
@@ -143,6 +164,32 @@ def _edit_kernel(f: _File, kernel, position: int) -> None:
     uses += 1
   if not uses:
     raise SourceRefused(f"the kernel never reads {name}")
+
+
+def _edit_load(f: _File, name: str, at: ast.Attribute, parents: dict, where: str) -> None:
+  """`plgpu.load(b_ref.at[x, y], mask=m, other=o)` becomes `plgpu.load(b_ref.at[y, x],
+  mask=m.T, other=o).T`, as the variant reads it (a mask, and a fill that is not a
+  constant, transposed with the block); any other use of `.at` refuses the diff."""
+  sub = parents.get(at)
+  load = parents.get(sub)
+  if not (isinstance(sub, ast.Subscript) and isinstance(load, ast.Call) and load.args and
+          load.args[0] is sub and _called(load.func) == "load"):
+    raise SourceRefused(f"{where} uses {name}.at other than as Triton's load's ref (the diff "
+                        "transposes each read)")
+  args = [f"{name}.at[{_swapped_index(f, sub.slice)}]"]
+  args += [f.segment(a) for a in load.args[1:]]
+  for k in load.keywords:
+    value = f.segment(k.value)
+    if k.arg in ("mask", "other") and not isinstance(k.value, ast.Constant):
+      value = f"({value}).T" if not isinstance(k.value, (ast.Name, ast.Attribute)) else \
+          f"{value}.T"
+    args.append(f"{k.arg}={value}" if k.arg else f"**{value}")
+  f.replace(load, f"{f.segment(load.func)}({', '.join(args)}).T")
+
+
+def _called(func: ast.AST) -> str | None:
+  return func.attr if isinstance(func, ast.Attribute) else \
+      func.id if isinstance(func, ast.Name) else None
 
 
 def _swapped_index(f: _File, index: ast.AST) -> str:
@@ -158,9 +205,10 @@ def _swapped_index(f: _File, index: ast.AST) -> str:
   return f"{f.segment(parts[1])}, {f.segment(parts[0])}"
 
 
-def unified_diff(recipe, index: int) -> str:
-  """The diff that stores the call's argument `index` K-major; SourceRefused (why) where the
-  source cannot be rewritten reliably."""
+def unified_diff(recipe, index: int, axes: tuple[int, int] = (0, 1)) -> str:
+  """The diff that stores the call's argument `index` K-major (its `axes`, the two its
+  block keeps, swapped: layout.block_axes); SourceRefused (why) where the source cannot be
+  rewritten reliably."""
   if not recipe.call_file or not recipe.call_line:
     raise SourceRefused("the pallas_call's line is not known")
   call_file = _File.read(recipe.call_file)
@@ -169,6 +217,6 @@ def unified_diff(recipe, index: int) -> str:
   kernel_file = call_file if same else _File.read(kernel_path)
   present = [k for k in range(len(recipe.arg_shapes) + len(recipe.absent))
              if k not in recipe.absent]
-  _edit_call(call_file, recipe, index, _pallas_name(call_file))
+  _edit_call(call_file, recipe, index, _pallas_name(call_file), axes)
   _edit_kernel(kernel_file, recipe.kernel, present[index])
   return _diff_of([call_file] if same else [call_file, kernel_file])
