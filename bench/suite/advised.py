@@ -217,9 +217,10 @@ def _tile_of(top, built) -> dict | None:
 
 
 def _params_of(top, built) -> dict | None:
-  """A kept kind c block change's rebound kernel keywords (attention's block_q), where the
-  case takes them as the op's parameters (Built.with_params)."""
-  if top.kind == "c" and top.change.get("rebind") and built.with_params is not None:
+  """A kept block change's rebound kernel keywords (attention's block_q; kind c, or the
+  block a kind e K-major B was kept at), where the case takes them as the op's parameters
+  (Built.with_params)."""
+  if top.kind in "ce" and top.change.get("rebind") and built.with_params is not None:
     return dict(top.change["rebind"])
   return None
 
@@ -237,6 +238,9 @@ def _kept(top, diff_applied: bool, tile_applied: bool = False,
                       f"not applied: advise wrote no diff ({top.edit})")
     if tile_applied:
       out["applied"] += "; its tile, through the op's parameters (Built.with_tile)"
+    elif params_applied:
+      out["applied"] += ("; its blocks, through the op's parameters: " + ", ".join(
+          f"{k}={v}" for k, v in params_applied.items()) + " (Built.with_params)")
   elif tile_applied:
     out["applied"] = ("the op's own parameters: bm, bn = the tile, num_warps, num_stages "
                       "(Built.with_tile)")

@@ -326,6 +326,46 @@ def test_a_kept_rebound_block_size_is_applied_through_the_ops_parameters(tmp_pat
                          block=32).with_params is None
 
 
+def test_attentions_k_major_v_at_a_larger_block_q_is_applied_as_diff_and_parameter(
+    tmp_path, monkeypatch):
+  """A held kind e K-major V kept at a block_q change (layout.py's trial at the kernel's
+  block changes): its diff applied to the copy of JAX's attention.py (V passed with its
+  seq and dim axes swapped) and block_q through the op's parameter. The timed kernel reads
+  V swapped, has the new grid, and gives the default's outputs."""
+  pytest.importorskip("jax.experimental.pallas.ops.gpu.attention")
+  from bench.suite import suite_cases
+  from pallas_prof.advice.dots import layout
+  from pallas_prof.advice.dots.layout_source import unified_diff as layout_diff
+  from pallas_prof.advice.schema import Action
+  built = suite_cases.mha(False, False, (1, 96, 2, 32), jnp.float32, jax.random.key(5),
+                          block=32)
+  want = leaves(jax.jit(built.pallas)(*built.args))
+  real = pallas_prof.advise
+  change = {"layout": "k_major", "operand": 2, "axis": 0, "from_block": 32, "to_block": 96,
+            "grid": [1, 1, 2], "blocks": [], "rebind": {"block_q": 96}}
+
+  def advise_with_a_held_k_major_v(records, **kw):
+    recipe = recipes.find(records[0])
+    diff = layout_diff(recipe, 2, layout.block_axes(recipe, 2))
+    return [dataclasses.replace(a, actions=[Action(
+        "e", "B (argument 2) stored K-major; block 32 -> 96", "dot_layout", change,
+        diff=diff, trial=Trial(2e-3, 1e-3, 50.0, 2.0, True))] + list(a.actions))
+        for a in real(records, **kw)]
+  monkeypatch.setattr(pallas_prof, "advise", advise_with_a_held_k_major_v)
+  got = advised.advise_case(built, advised.Options(5.0, False, str(tmp_path)), on_gpu=False,
+                            say=lambda text: None)
+  (kept,) = got.entry["kept"]
+  assert kept["applied"] == ("its diff, to a copy of the module; its blocks, through the op's "
+                             "parameters: block_q=96 (Built.with_params)")
+  assert got.entry["advised"]["params_applied"] == {"block_q": 96}
+  kernel_registry.clear()
+  out = leaves(jax.block_until_ready(jax.jit(got.fn)(*built.args)))
+  (record,) = kernel_registry.kernels()
+  assert tuple(record.generated.grid) == (1, 1, 2)
+  assert tuple(record.in_avals[2].shape) == (1, 32, 2, 96)   # V's seq and dim swapped
+  assert same_outputs(out, want) is None
+
+
 # --- the suite's dry run with the column -------------------------------------------------------
 
 @pytest.mark.slow

@@ -234,7 +234,7 @@ def test_on_a_gpu_the_fastest_tile_is_kept_with_its_edit(monkeypatch):
   assert out.trial.held and out.trial.after_s == 0.5 and out.trial.saving_pct == 50.0
   assert out.change["tile"] == [16, 64] and out.change["num_warps"] == 2
   assert out.title.endswith("tile 32x32 -> 16x64, num_warps 4 -> 2")
-  assert out.apply == out.edit == "apply the diff; and set the tile: at here: bm=16, bn=64"
+  assert out.apply == out.edit == "apply the diff; and change the blocks: at here: bm=16, bn=64"
   assert [v["after_s"] for v in out.change["variants"]] == [0.8, 0.5, None]
   assert "differ" in out.change["variants"][2]["error"]
   # where K-major as given is the fastest, no tile is named
@@ -247,13 +247,15 @@ def test_the_tiles_tried_with_it_are_the_timed_ones_fastest_first():
   from pallas_prof.advice.schema import Action, Trial
   from pallas_prof.advice.trials import _tiles
   t = lambda after, error=None: Trial(1.0, after, None, 1.0, after is not None, error)
-  acts = [Action("c", "slow", "r", {"tile": [1, 1]}, trial=t(0.9)),
-          Action("c", "not lowered", "r", {"tile": [2, 2]}, trial=t(None, "does not lower: x")),
-          Action("c", "untimed", "r", {"tile": [3, 3]}),
-          Action("c", "fast", "r", {"tile": [4, 4]}, trial=t(0.5)),
-          Action("c", "a block", "r", {"blocks": []}, trial=t(0.1)),
+  acts = [Action("c", "slow", "r", {"tile": [1, 1], "blocks": []}, trial=t(0.9)),
+          Action("c", "not lowered", "r", {"tile": [2, 2], "blocks": []},
+                 trial=t(None, "does not lower: x")),
+          Action("c", "untimed", "r", {"tile": [3, 3], "blocks": []}),
+          Action("c", "fast", "r", {"tile": [4, 4], "blocks": []}, trial=t(0.5)),
+          Action("c", "block_q", "r", {"blocks": [], "rebind": {"block_q": 128}}, trial=t(0.7)),
+          Action("c", "a loop's step", "r", {"keyword": "block_k"}, trial=t(0.1)),
           Action("a", "warps", "r", {"num_warps": 8}, trial=t(0.1))]
-  assert [a.title for a in _tiles(acts)] == ["fast", "slow", "untimed"]
+  assert [a.title for a in _tiles(acts)] == ["fast", "block_q", "slow", "untimed"]
 
 
 # --- a B of more than two dimensions, read by Triton's masked load --------------------------

@@ -44,7 +44,10 @@ MAX_TILES = 3                # the dot's tile actions also tried with a K-major 
 # the primitives a kernel reads a ref's block with: indexing (`b_ref[x, y]`) and Triton's
 # masked load (`plgpu.load(b_ref.at[x, y], mask=...)`, JAX's attention's reads)
 READS = ("get", "masked_load", "load")
-TILE_KEYS = ("grid", "blocks", "num_warps", "num_stages", "tile", "from_tile", "axes")
+# what the K-major action keeps of the block change it was fastest at (dots/joint.py's
+# tile, blockshape.py's block with the kernel keyword it rebinds)
+TILE_KEYS = ("grid", "blocks", "num_warps", "num_stages", "tile", "from_tile", "axes", "axis",
+             "from_block", "to_block", "rebind")
 
 
 class NotApplicable(ValueError):
@@ -382,10 +385,10 @@ def _failed(a: Action, why: str, equal: bool | None = None) -> Action:
 
 
 def with_tiles(recipe, index: int, tiles: list[Action]) -> list[tuple]:
-  """The K-major variant at each of the dot's tiles advise tried as kind c actions
-  (dots/joint.py), as split/trial.fastest takes them: a K-major B changes which tile is
-  fastest (the N-major tiles' trials do not tell it), so each is timed with it. A tile
-  whose variant does not build is left out."""
+  """The K-major variant at each block change advise tried as a kind c action (a dot's
+  tile, dots/joint.py; a grid axis's block, blockshape.py), as split/trial.fastest takes
+  them: a K-major B changes which is fastest (their trials with B as given do not tell
+  it), so each is timed with it. One whose variant does not build is left out."""
   out = []
   for t in tiles[:MAX_TILES]:
     try:
@@ -414,8 +417,8 @@ def tried(a: Action, recipe, *, gpu: bool, budget_s: float, say=lambda text: Non
     say(f"{recipe.name}: trying {a.title}" + (f" at {len(variants)} tiles" if len(variants) > 1
                                               else "") + " (whole calls, as autotune times them)")
     out = fastest(a, recipe, variants, budget_s, "K-major B")
-    if out.change.get("tile_edit"):       # kept at another tile: the edit says both
-      both = f"{out.edit}; and set the tile: {out.change['tile_edit']}"
+    if out.change.get("tile_edit"):       # kept at another block: the edit says both
+      both = f"{out.edit}; and change the blocks: {out.change['tile_edit']}"
       out = dataclasses.replace(out, edit=both, apply=both)
     return out
   (ck,) = compile_kernels([gk], tuple(DEFAULT_TARGET), need_cubin=True)
