@@ -77,15 +77,17 @@ leg() {
   echo "== leg $name passed in $((SECONDS - t0)) s"
 }
 
-# The hostile world's tests of pallas-prof's own files (tuning files and caches read back
-# damaged, run folders and their writes, fifos, gate baselines, secrets' spellings): what
-# they test is file handling, the same on every JAX and Triton, and they were a third of
-# leg B's time. Leg A runs them; leg B keeps the faults that touch lowering, compiling,
-# Triton's caches, the worker and signals.
+# The hostile world's tests of pallas-prof's own files (tuning files and kernel caches read
+# back damaged or written by two processes at once, run folders and their writes, fifos,
+# gate baselines, secrets' spellings) and the span exporters' volume test: what they test
+# is pallas-prof's file handling and OpenTelemetry's, the same on every JAX and Triton, and
+# they were a third of leg B's time. Leg A runs them; leg B keeps the faults that touch
+# lowering, compiling, Triton's own caches, the compile worker and signals.
 FILE_HANDLING=(tests/faults/test_tuning_files.py tests/faults/test_run_writes.py
   tests/faults/test_run_directory.py tests/faults/test_fifo.py
   tests/faults/test_baseline_writers.py tests/faults/test_baselines.py
-  tests/faults/test_secret_forms.py)
+  tests/faults/test_secret_forms.py tests/faults/test_caches.py
+  tests/instrument/test_exporters.py)
 
 run_leg() {
   case $1 in
