@@ -169,9 +169,11 @@ def try_actions(advice: KernelAdvice, rec, recipe, *, device: int = 0, gpu: bool
 
 def _tiles(actions) -> list[Action]:
   """The block changes of kind c (a dot's tile, advice/dots/joint.py; a grid axis's block,
-  blockshape.py, attention's block_q rebound with it) that built and ran, the fastest
-  first, then those not timed: a K-major B's trial tries itself at each of them."""
-  tiles = [a for a in actions if a.kind == "c" and "blocks" in a.change and not (
+  blockshape.py, attention's block_q rebound with it; a loop's step, loop_steps.py) that
+  built and ran, the fastest first, then those not timed: a K-major B's trial tries
+  itself at each of them."""
+  tiles = [a for a in actions if a.kind == "c" and ("blocks" in a.change or "keyword" in
+                                                    a.change) and not (
       a.trial is not None and a.trial.error and a.trial.error.startswith("does not"))]
   timed = lambda a: a.trial is not None and a.trial.after_s is not None
   return sorted(tiles, key=lambda a: (not timed(a), a.trial.after_s if timed(a) else 0.0))

@@ -199,6 +199,14 @@ def test_the_variant_at_another_tile_equals_the_original_under_the_interpreter()
   want = leaves(jax.jit(lambda a, b: precision_matmul(a, b, 32, 32, 16))(a, b))
   ((fn, change, words),) = layout.with_tiles(recipe, 1, [_tile_action(recipe, 16, 64)])
   assert change["tile"] == [16, 64] and change["grid"] == [4, 2] and "16x64" in words
+  # a loop's step (loop_steps.py's kind c change): the kernel's block_k rebound with it
+  from pallas_prof.advice.schema import Action
+  step = Action("c", "block_k=16 -> 24", "loop_step", {"keyword": "block_k", "from": 16,
+                                                       "to": 24}, edit="rebind it")
+  ((fn_step, change_step, _),) = layout.with_tiles(recipe, 1, [step])
+  assert change_step["rebind"] == {"block_k": 24}
+  assert change_step["tile_edit"] == "rebind block_k=16 -> 24 at the call"
+  assert same_outputs(leaves(jax.jit(fn_step)(a, b)), want) is None
   from pallas_prof.advice import blockshape
   tiled = blockshape.changed(recipe, change)
   assert tiled.kwargs["in_specs"][1].block_shape == (48, 64)     # B's (K, bn) at the new tile
@@ -253,9 +261,10 @@ def test_the_tiles_tried_with_it_are_the_timed_ones_fastest_first():
           Action("c", "untimed", "r", {"tile": [3, 3], "blocks": []}),
           Action("c", "fast", "r", {"tile": [4, 4], "blocks": []}, trial=t(0.5)),
           Action("c", "block_q", "r", {"blocks": [], "rebind": {"block_q": 128}}, trial=t(0.7)),
-          Action("c", "a loop's step", "r", {"keyword": "block_k"}, trial=t(0.1)),
+          Action("c", "a loop's step", "r", {"keyword": "block_k"}, trial=t(0.6)),
           Action("a", "warps", "r", {"num_warps": 8}, trial=t(0.1))]
-  assert [a.title for a in _tiles(acts)] == ["fast", "block_q", "slow", "untimed"]
+  assert [a.title for a in _tiles(acts)] == ["fast", "a loop's step", "block_q", "slow",
+                                             "untimed"]
 
 
 # --- a B of more than two dimensions, read by Triton's masked load --------------------------

@@ -29,6 +29,7 @@ from ...backend import compat
 from ...backend.compiling.compile import DEFAULT_TARGET, compile_kernels
 from ..blockshape import _flat_specs, _with_absent, changed
 from ..hardware import bandwidth
+from ..loop_steps import rebound
 from ..rules.dots import FAR_FROM_RATE, _rate_of, _tflops
 from ..rules.table import Finding, about, fact
 from ..schema import Action, Trial
@@ -386,16 +387,22 @@ def _failed(a: Action, why: str, equal: bool | None = None) -> Action:
 
 def with_tiles(recipe, index: int, tiles: list[Action]) -> list[tuple]:
   """The K-major variant at each block change advise tried as a kind c action (a dot's
-  tile, dots/joint.py; a grid axis's block, blockshape.py), as split/trial.fastest takes
-  them: a K-major B changes which is fastest (their trials with B as given do not tell
+  tile, dots/joint.py; a grid axis's block, blockshape.py; a loop's step, loop_steps.py),
+  as split/trial.fastest takes them: a K-major B changes which is fastest (their trials with B as given do not tell
   it), so each is timed with it. One whose variant does not build is left out."""
   out = []
   for t in tiles[:MAX_TILES]:
     try:
-      change = {k: t.change[k] for k in TILE_KEYS if k in t.change}
-      out.append((build(changed(recipe, t.change), index), {**change, "tile_edit": t.edit},
-                  t.title))
-    except Exception:  # noqa: BLE001 - that tile is not tried with it; the others are
+      if "keyword" in t.change:          # a loop's step, a keyword of the kernel's
+        name, to = t.change["keyword"], int(t.change["to"])
+        base = rebound(recipe, name, to)
+        change = {"rebind": {name: to}, "tile_edit": f"rebind {name}={t.change['from']} -> "
+                                                      f"{to} at the call"}
+      else:
+        base = changed(recipe, t.change)
+        change = {**{k: t.change[k] for k in TILE_KEYS if k in t.change}, "tile_edit": t.edit}
+      out.append((build(base, index), change, t.title))
+    except Exception:  # noqa: BLE001 - that change is not tried with it; the others are
       continue
   return out
 
