@@ -411,8 +411,8 @@ def tried(a: Action, recipe, *, gpu: bool, budget_s: float, say=lambda text: Non
           tiles: list[Action] = ()) -> Action:
   """The action with its variant lowered and checked: on a CPU compiled for sm_90 and run
   under the interpreter beside the original where small enough; on a GPU timed in whole
-  calls against the original, outputs compared, at the kernel's own tile and at each of
-  `tiles` (the dot's tile actions, the fastest first), the fastest kept."""
+  calls against the original, outputs compared, at the kernel's own blocks and at each of
+  `tiles` (its kind c block actions, the fastest first: with_tiles), the fastest kept."""
   index = int(a.change["operand"])
   try:
     fn = build(recipe, index)
@@ -421,8 +421,9 @@ def tried(a: Action, recipe, *, gpu: bool, budget_s: float, say=lambda text: Non
     return _failed(a, f"does not lower: {type(e).__name__}: {str(e)[:200]}")
   if gpu:
     variants = [(fn, {}, "")] + with_tiles(recipe, index, list(tiles))
-    say(f"{recipe.name}: trying {a.title}" + (f" at {len(variants)} tiles" if len(variants) > 1
-                                              else "") + " (whole calls, as autotune times them)")
+    say(f"{recipe.name}: trying {a.title}" + (f" at {len(variants)} block choices" if
+                                              len(variants) > 1 else "") +
+        " (whole calls, as autotune times them)")
     out = fastest(a, recipe, variants, budget_s, "K-major B")
     if out.change.get("tile_edit"):       # kept at another block: the edit says both
       both = f"{out.edit}; and change the blocks: {out.change['tile_edit']}"
