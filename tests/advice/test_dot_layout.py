@@ -314,6 +314,11 @@ def test_attentions_diff_swaps_vs_axes_and_the_patched_file_gives_the_same_outpu
   diff = unified_diff(recipe, 2, layout.block_axes(recipe, 2))
   assert "v.swapaxes(1, 3)" in diff
   assert "plgpu.load(v_ref.at[:, curr_k_slice], mask=head_mask.T).T" in diff
+  # in_specs=in_specs: V's spec edited in the list it is given in (K's left as it was)
+  assert "+      pl.BlockSpec((None, head_dim_padded, None, kv_seq_len)," in diff
+  changed = [x for x in diff.splitlines() if x[:1] in "+-" and "BlockSpec((None" in x]
+  assert len(changed) == 2 and changed[0] == \
+      "-      pl.BlockSpec((None, kv_seq_len, None, head_dim_padded),"
   patched = patching.patched(tmp_path / "attention_kmajor.py", diff, given)
   got = leaves(jax.jit(functools.partial(patched.mha, segment_ids=None, block_sizes=bs))(
       q, k, v))
@@ -361,3 +366,22 @@ def test_a_masked_load_of_a_squeezed_block_is_transposed_with_its_mask(mask_rank
       recipe.kwargs["in_specs"][0], whole]))
   with pytest.raises(layout.NotApplicable, match="3 dimensions"):
     layout.block_axes(wide, 1)
+
+
+@pytest.mark.parametrize("body, found", [
+    ("specs = [a, b]\n  specs.append(c)", True),
+    ("specs = [a, b]\n  specs.insert(0, c)", False),      # the positions move: not in order
+    ("if x:\n    specs = [a, b]\n  else:\n    specs = [b, a]", False),
+    ("specs = [a, b]\n  specs = [b, a]", False),
+    ("specs = make()", False),
+])
+def test_in_specs_given_by_name_is_edited_in_its_list_only_where_plain(body, found):
+  import ast
+  from pallas_prof.advice.dots.layout_source import _list_of
+  tree = ast.parse(f"def f():\n  {body}\n  return pl.pallas_call(k, in_specs=specs)(a, b)\n")
+  call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and
+              getattr(n.func, "attr", "") == "pallas_call")
+  got = _list_of(tree, "specs", call)
+  assert (got is not None) == found
+  if found:
+    assert [e.id for e in got.elts] == ["a", "b"]

@@ -97,6 +97,11 @@ def _edit_call(f: _File, recipe, index: int, pl: str, axes: tuple[int, int]) -> 
   specs = _keywords(call).get("in_specs")
   if specs is None:
     return                         # whole arrays: the kernel's ref is the transposed array
+  if isinstance(specs, ast.Name):        # in_specs=in_specs: its list, where it is plain
+    given = _list_of(f.tree, specs.id, call)
+    if given is not None and position < len(given.elts):
+      _edit_spec(f, given.elts[position], pl, axes, rank)
+      return
   if isinstance(specs, (ast.List, ast.Tuple)) and not any(
       isinstance(e, ast.Starred) for e in specs.elts):
     if len(specs.elts) != len(present) + len(recipe.absent):
@@ -106,6 +111,32 @@ def _edit_call(f: _File, recipe, index: int, pl: str, axes: tuple[int, int]) -> 
   s = f.segment(specs)
   f.replace(specs, f"[{_wrapped_spec(pl, 's', axes, rank)} if _i == {position} else s "
                    f"for _i, s in enumerate({s})]")
+
+
+def _list_of(tree: ast.AST, name: str, call: ast.Call) -> ast.List | None:
+  """The list literal `name` is given once at the top of the function that makes the call,
+  before it, changed after only by `.append` (JAX's attention's in_specs, its segment ids'
+  spec appended): its elements are the specs in order. None for anything else."""
+  fns = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+         and n.lineno <= call.lineno <= (n.end_lineno or n.lineno)]
+  if not fns:
+    return None
+  fn = max(fns, key=lambda n: n.lineno)           # the innermost
+  given = []
+  for node in ast.walk(fn):
+    targets = node.targets if isinstance(node, ast.Assign) else \
+        [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+    if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+      given.append(node)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+        isinstance(node.func.value, ast.Name) and node.func.value.id == name and \
+        node.func.attr != "append":
+      return None                                # inserted into, extended: not in order
+  if len(given) != 1 or given[0] not in fn.body or given[0].lineno > call.lineno or \
+      not isinstance(given[0].value, ast.List) or \
+      any(isinstance(e, ast.Starred) for e in given[0].value.elts):
+    return None
+  return given[0].value
 
 
 def _parents(tree: ast.AST) -> dict:
