@@ -243,6 +243,24 @@ def test_a_kept_dot_tile_is_applied_through_the_ops_parameters(tmp_path, monkeyp
   assert "tile_applied" not in got.entry["advised"]
 
 
+def _with_a_held_k_major_b(operand: int, title: str, change: dict):
+  """pallas_prof.advise with a K-major B action first in each kernel's advice, its diff the
+  one advise writes for the recorded call, marked held (as a GPU's trial would)."""
+  from pallas_prof.advice.dots import layout
+  from pallas_prof.advice.dots.layout_source import unified_diff as layout_diff
+  from pallas_prof.advice.schema import Action
+  real = pallas_prof.advise
+
+  def advise(records, **kw):
+    recipe = recipes.find(records[0])
+    held = Action("e", title, "dot_layout", change,
+                  diff=layout_diff(recipe, operand, layout.block_axes(recipe, operand)),
+                  trial=Trial(2e-3, 1e-3, 50.0, 2.0, True))
+    return [dataclasses.replace(a, actions=[held] + list(a.actions))
+            for a in real(records, **kw)]
+  return advise
+
+
 def test_a_kept_k_major_b_at_a_tile_is_applied_as_its_diff_and_the_ops_parameters(
     tmp_path, monkeypatch):
   """A held kind e K-major B kept at another tile (advice/dots/layout.py's trial at the
@@ -250,24 +268,15 @@ def test_a_kept_k_major_b_at_a_tile_is_applied_as_its_diff_and_the_ops_parameter
   through the op's parameters. The timed kernel reads B transposed at the new tile's grid
   and gives the default's outputs."""
   from bench.suite import suite_cases
-  from pallas_prof.advice.dots.layout_source import unified_diff as layout_diff
-  from pallas_prof.advice.schema import Action
   key = jax.random.key(12)
   built = suite_cases.matmul((48, 40, 64), jnp.float32, key, bm=16, bn=8, bk=16, num_warps=4,
                              num_stages=3)
   want = leaves(jax.jit(built.pallas)(*built.args))
-  real = pallas_prof.advise
   change = {"layout": "k_major", "operand": 1, "tile": [24, 20], "num_warps": 2,
             "num_stages": 2, "from_tile": [16, 8], "axes": [0, 1], "grid": [2, 2],
             "blocks": []}
-
-  def advise_with_a_held_k_major_b(records, **kw):
-    diff = layout_diff(recipes.find(records[0]), 1)
-    return [dataclasses.replace(a, actions=[Action(
-        "e", "B (argument 1) stored K-major; tile 16x8 -> 24x20", "dot_layout", change,
-        diff=diff, trial=Trial(2e-3, 1e-3, 50.0, 2.0, True))] + list(a.actions))
-        for a in real(records, **kw)]
-  monkeypatch.setattr(pallas_prof, "advise", advise_with_a_held_k_major_b)
+  monkeypatch.setattr(pallas_prof, "advise", _with_a_held_k_major_b(
+      1, "B (argument 1) stored K-major; tile 16x8 -> 24x20", change))
   got = advised.advise_case(built, advised.Options(5.0, False, str(tmp_path)), on_gpu=False,
                             say=lambda text: None)
   (kept,) = got.entry["kept"]
@@ -334,24 +343,13 @@ def test_attentions_k_major_v_at_a_larger_block_q_is_applied_as_diff_and_paramet
   V swapped, has the new grid, and gives the default's outputs."""
   pytest.importorskip("jax.experimental.pallas.ops.gpu.attention")
   from bench.suite import suite_cases
-  from pallas_prof.advice.dots import layout
-  from pallas_prof.advice.dots.layout_source import unified_diff as layout_diff
-  from pallas_prof.advice.schema import Action
   built = suite_cases.mha(False, False, (1, 96, 2, 32), jnp.float32, jax.random.key(5),
                           block=32)
   want = leaves(jax.jit(built.pallas)(*built.args))
-  real = pallas_prof.advise
   change = {"layout": "k_major", "operand": 2, "axis": 0, "from_block": 32, "to_block": 96,
             "grid": [1, 1, 2], "blocks": [], "rebind": {"block_q": 96}}
-
-  def advise_with_a_held_k_major_v(records, **kw):
-    recipe = recipes.find(records[0])
-    diff = layout_diff(recipe, 2, layout.block_axes(recipe, 2))
-    return [dataclasses.replace(a, actions=[Action(
-        "e", "B (argument 2) stored K-major; block 32 -> 96", "dot_layout", change,
-        diff=diff, trial=Trial(2e-3, 1e-3, 50.0, 2.0, True))] + list(a.actions))
-        for a in real(records, **kw)]
-  monkeypatch.setattr(pallas_prof, "advise", advise_with_a_held_k_major_v)
+  monkeypatch.setattr(pallas_prof, "advise", _with_a_held_k_major_b(
+      2, "B (argument 2) stored K-major; block 32 -> 96", change))
   got = advised.advise_case(built, advised.Options(5.0, False, str(tmp_path)), on_gpu=False,
                             say=lambda text: None)
   (kept,) = got.entry["kept"]

@@ -269,24 +269,30 @@ def test_the_tiles_tried_with_it_are_the_timed_ones_fastest_first():
 
 # --- a B of more than two dimensions, read by Triton's masked load --------------------------
 
+def _attention_run(attention, shape, block_k, seed):
+  """JAX's mha (of `attention`, the module or a copy of it) on fresh inputs with its
+  pallas_call recorded: (the recipe, the inputs, the outputs, the call)."""
+  bs = attention.BlockSizes(block_q=32, block_k=block_k, block_q_dkv=block_k,
+                            block_kv_dkv=block_k, block_q_dq=block_k, block_kv_dq=block_k)
+  fn = functools.partial(attention.mha, segment_ids=None, block_sizes=bs)
+  args = tuple(jax.random.normal(x, shape, jnp.float32) for x in jax.random.split(
+      jax.random.key(seed), 3))
+  recipes.clear()
+  with recipes.capture():
+    want = leaves(jax.jit(fn)(*args))
+  (recipe,) = recipes.recipes()
+  return recipe, args, want, fn
+
+
 def test_attentions_v_is_given_k_major_and_the_variant_equals_the_original():
   """JAX's attention (ops/gpu/attention.py) reads V, (batch, seq, heads, dim) in blocks
   (None, seq, None, dim), with `plgpu.load(v_ref.at[k_slice, :], mask=head_mask)` for its
   p @ v; its q @ k.T reads K K-major already. The variant swaps V's seq and dim axes and
   its outputs are the original's under the interpreter, at a head_dim (40) its block pads."""
   attention = pytest.importorskip("jax.experimental.pallas.ops.gpu.attention")
-  shape = (1, 96, 2, 40)
-  bs = attention.BlockSizes(block_q=32, block_k=32, block_q_dkv=32, block_kv_dkv=32,
-                            block_q_dq=32, block_kv_dq=32)
-  fn = functools.partial(attention.mha, segment_ids=None, block_sizes=bs)
-  q, k, v = (jax.random.normal(x, shape, jnp.float32) for x in jax.random.split(
-      jax.random.key(4), 3))
-  recipes.clear()
-  with recipes.capture():
-    want = leaves(jax.jit(fn)(q, k, v))
-  (recipe,) = recipes.recipes()
+  recipe, args, want, _ = _attention_run(attention, (1, 96, 2, 40), 32, 4)
   assert layout.find_operand(recipe) == 2 and layout.block_axes(recipe, 2) == (1, 3)
-  got = leaves(jax.jit(layout.build(recipe, 2))(q, k, v))
+  got = leaves(jax.jit(layout.build(recipe, 2))(*args))
   assert same_outputs(got, want) is None
 
 
@@ -301,16 +307,7 @@ def test_attentions_diff_swaps_vs_axes_and_the_patched_file_gives_the_same_outpu
   given = tmp_path / "attention_given.py"
   shutil.copy(inspect.getsourcefile(attention), given)
   module = patching.load(given, "attention_given")
-  shape = (1, 96, 2, 24)
-  bs = module.BlockSizes(block_q=32, block_k=16, block_q_dkv=16, block_kv_dkv=16,
-                         block_q_dq=16, block_kv_dq=16)
-  fn = functools.partial(module.mha, segment_ids=None, block_sizes=bs)
-  q, k, v = (jax.random.normal(x, shape, jnp.float32) for x in jax.random.split(
-      jax.random.key(9), 3))
-  recipes.clear()
-  with recipes.capture():
-    want = leaves(jax.jit(fn)(q, k, v))
-  (recipe,) = recipes.recipes()
+  recipe, args, want, fn = _attention_run(module, (1, 96, 2, 24), 16, 9)
   diff = unified_diff(recipe, 2, layout.block_axes(recipe, 2))
   assert "v.swapaxes(1, 3)" in diff
   assert "plgpu.load(v_ref.at[:, curr_k_slice], mask=head_mask.T).T" in diff
@@ -320,8 +317,7 @@ def test_attentions_diff_swaps_vs_axes_and_the_patched_file_gives_the_same_outpu
   assert len(changed) == 2 and changed[0] == \
       "-      pl.BlockSpec((None, kv_seq_len, None, head_dim_padded),"
   patched = patching.patched(tmp_path / "attention_kmajor.py", diff, given)
-  got = leaves(jax.jit(functools.partial(patched.mha, segment_ids=None, block_sizes=bs))(
-      q, k, v))
+  got = leaves(jax.jit(functools.partial(patched.mha, **fn.keywords))(*args))
   assert same_outputs(got, want) is None
 
 
@@ -385,3 +381,18 @@ def test_in_specs_given_by_name_is_edited_in_its_list_only_where_plain(body, fou
   assert (got is not None) == found
   if found:
     assert [e.id for e in got.elts] == ["a", "b"]
+
+
+@pytest.mark.parametrize("block, index, axes, want_block, want_index", [
+    ((8, 16), lambda i: (i, i + 1), (0, 1), (16, 8), (4, 3)),
+    ((None, 8, 16), lambda i: (i, 0, 1), (1, 2), (None, 16, 8), (3, 1, 0)),
+])
+def test_the_spec_written_otherwise_is_wrapped_in_an_expression_that_swaps_it(
+    block, index, axes, want_block, want_index):
+  """The diff's fallback where B's spec is not a literal BlockSpec with a lambda: the
+  expression it writes, evaluated, swaps the block shape and the index map's results."""
+  from pallas_prof.advice.dots.layout_source import _wrapped_spec
+  spec = pl.BlockSpec(block, index)
+  swapped = eval(_wrapped_spec("pl", "spec", axes, len(block)))   # noqa: S307 - our own text
+  assert tuple(swapped.block_shape) == want_block
+  assert tuple(swapped.index_map(3)) == want_index

@@ -54,9 +54,6 @@ def _wrapped_spec(pl: str, text: str, axes: tuple[int, int], rank: int) -> str:
   swapped, whatever way the spec is written."""
   order = list(range(rank))
   order[axes[0]], order[axes[1]] = order[axes[1]], order[axes[0]]
-  if order == [1, 0]:
-    return (f"(lambda s: {pl}.BlockSpec(tuple(s.block_shape)[::-1], lambda *g, "
-            f"s=s: tuple(s.index_map(*g))[::-1]))({text})")
   p = tuple(order)
   return (f"(lambda s: {pl}.BlockSpec(tuple(s.block_shape[i] for i in {p}), lambda *g, s=s: "
           f"tuple(s.index_map(*g)[i] for i in {p})))({text})")
