@@ -396,3 +396,84 @@ def test_the_spec_written_otherwise_is_wrapped_in_an_expression_that_swaps_it(
   swapped = eval(_wrapped_spec("pl", "spec", axes, len(block)))   # noqa: S307 - our own text
   assert tuple(swapped.block_shape) == want_block
   assert tuple(swapped.index_map(3)) == want_index
+
+
+# --- a backward kernel: several dots, each with a B of its own ------------------------------
+
+def _attention_backward(attention, shape, block, seed):
+  """JAX's mha's gradient (of `attention`, the module or a copy) on fresh inputs, with its
+  backward pallas_call recorded: (its recipe, the inputs, the gradients, the function)."""
+  bs = attention.BlockSizes(block_q=block, block_k=block, block_q_dkv=block,
+                            block_kv_dkv=block, block_q_dq=block, block_kv_dq=block)
+  loss = lambda q, k, v: attention.mha(q, k, v, segment_ids=None, block_sizes=bs).sum()
+  grad = jax.grad(loss, argnums=(0, 1, 2))
+  args = tuple(jax.random.normal(x, shape, jnp.float32) for x in jax.random.split(
+      jax.random.key(seed), 3))
+  recipes.clear()
+  with recipes.capture():
+    want = leaves(jax.jit(grad)(*args))
+  (recipe,) = [r for r in recipes.recipes() if r.name == "mha_backward"]
+  return recipe, args, want, grad
+
+
+def test_a_backward_kernels_dots_are_told_apart_by_their_order_and_stored_k_major_together(
+    tmp_path):
+  """JAX's attention backward (one kernel: dk and dv, then dq) has all its dots at the
+  user's one line; three read an N-contiguous B from an input (dv's from dO, dk's from Q,
+  dq's from K). Their line cannot tell them apart (all the dots together read several
+  inputs); their order in the lowering can. The variant with all three stored K-major
+  gives the original's outputs under the interpreter, and the diff that stores them,
+  applied with `patch` to a copy of attention.py (in_specs there is a list with an insert:
+  the wrapped form, one expression for the three), gives the original's gradients."""
+  attention = pytest.importorskip("jax.experimental.pallas.ops.gpu.attention")
+  recipe, _, _, _ = _attention_backward(attention, (1, 48, 2, 24), 16, 3)
+  jaxpr, _ = layout._kernel_jaxpr(recipe)
+  found = []
+  layout._dots_on_refs(jaxpr, {v: i for i, v in enumerate(jaxpr.invars[:len(
+      recipe.arg_shapes)])}, found)
+  inputs = set()
+  for k in range(len(found)):
+    try:
+      inputs.add(layout.find_operand(recipe, dot=(k, len(found))))
+    except layout.NotApplicable as e:
+      # q @ k.T and do @ v.T: their B is a transpose, K-major already
+      assert "K-major already" in str(e) or "not read straight" in str(e)
+  q, k, do = 0, 1, 4               # the call's arrays: q, k, v, out, do, lse, delta
+  assert inputs == {q, k, do}
+  # all the kernel's dots together (as at a user's one line, where a library makes them)
+  with pytest.raises(layout.NotApplicable, match="several inputs"):
+    layout.find_operand(recipe)
+  rng = np.random.default_rng(5)
+  inputs = [jnp.asarray(rng.standard_normal(s, np.float32)) for s, _ in recipe.arg_shapes]
+  original = recipe.original(recipe.kernel, recipe.out_shape, **recipe.kwargs)
+  assert same_outputs(leaves(jax.jit(layout.build(recipe, (q, k, do)))(*inputs)),
+                      leaves(jax.jit(original)(*inputs))) is None
+  import shutil
+  given = tmp_path / "attention_bwd.py"
+  shutil.copy(inspect.getsourcefile(attention), given)
+  module = patching.load(given, "attention_bwd")
+  recipe, _, want, _ = _attention_backward(module, (1, 48, 2, 24), 16, 3)
+  diff = unified_diff(recipe, {i: layout.block_axes(recipe, i) for i in (q, k, do)})
+  assert "(q.swapaxes(1, 3), k.swapaxes(1, 3), v, segment_ids, out, do.swapaxes(1, 3)" in diff
+  patched = patching.patched(tmp_path / "attention_bwd_kmajor.py", diff, given)
+  _, _, got, _ = _attention_backward(patched, (1, 48, 2, 24), 16, 3)
+  assert same_outputs(got, want) is None
+
+
+def test_advise_offers_each_b_of_a_backward_kernel_and_all_of_them_together(monkeypatch):
+  """On JAX's attention backward, advise's K-major actions: all three Bs together first
+  (argument 0, 1 and 4: Q, K and dO), then each alone (the hottest dot's first), each checked under the interpreter.
+  (The dots' rate is taken as far off: at a size the interpreter runs in seconds the work
+  model would not call them dot-bound.)"""
+  attention = pytest.importorskip("jax.experimental.pallas.ops.gpu.attention")
+  monkeypatch.setattr(layout, "_far_from_rate", lambda f: (True, "taken as far off (test)"))
+  shape = (1, 32, 2, 24)              # a shape of its own: the other test's records differ
+  _attention_backward(attention, shape, 16, 3)
+  rec = [r for r in kernel_registry.kernels() if r.name == "mha_backward" and
+         tuple(r.in_avals[0].shape) == shape][-1]
+  (advice,) = pallas_prof.advise([rec], sample=False, progress=None)
+  acts = [a for a in advice.actions if a.rule == layout.RULE]
+  got = [a.change["operands"] for a in acts]
+  assert got[0] == [0, 1, 4] and sorted(got[1:]) == [[0], [1], [4]], [a.title for a in acts]
+  for a in acts:
+    assert "outputs equal under the interpreter" in a.status, (a.title, a.status)

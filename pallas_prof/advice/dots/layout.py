@@ -42,6 +42,7 @@ from .precision import _at_line, _kernel_jaxpr
 RULE = "dot_layout"
 MIN_CC = 90                  # wgmma's K-major rule for 32-bit operands: Hopper on
 MAX_TILES = 3                # the dot's tile actions also tried with a K-major B
+MAX_OPERANDS = 3             # the B inputs offered K-major one by one (and together)
 # the primitives a kernel reads a ref's block with: indexing (`b_ref[x, y]`) and Triton's
 # masked load (`plgpu.load(b_ref.at[x, y], mask=...)`, JAX's attention's reads)
 READS = ("get", "masked_load", "load")
@@ -77,7 +78,8 @@ def _inner_invars(eqn, sub) -> list:
 
 
 def _dots_on_refs(jaxpr, refs: dict, found: list) -> None:
-  """Appends (dot equation, input index or None, why) for every float32 dot_general."""
+  """Appends (dot equation, input index or None, why) for every float32 dot_general, in the
+  order the lowering meets them (each equation, then the jaxprs nested in it)."""
   made = {}
   for e in jaxpr.eqns:
     if e.primitive.name == "dot_general" and all(
@@ -99,16 +101,23 @@ def _dots_on_refs(jaxpr, refs: dict, found: list) -> None:
       _dots_on_refs(sub, inner, found)
 
 
-def find_operand(recipe, file: str | None = None, line: int | None = None) -> int:
+def find_operand(recipe, file: str | None = None, line: int | None = None,
+                 dot: tuple[int, int] | None = None) -> int:
   """The index among the call's arrays of the B this edit transposes: the input read as the
-  right operand of the float32 dot at file:line (the largest-index one where several are);
+  right operand of the float32 dot `dot` ((k, n): the k-th of the kernel's n, in the
+  lowering's order), else of those at file:line (the largest-index one where several are);
   NotApplicable (why) where there is none."""
   jaxpr, _ = _kernel_jaxpr(recipe)
   n_in = len(recipe.arg_shapes)
   refs = {v: i for i, v in enumerate(jaxpr.invars[:n_in])}
   found: list = []
   _dots_on_refs(jaxpr, refs, found)
-  found = [x for x in found if _at_line(x[0], file, line)]
+  if dot is not None and len(found) == dot[1]:
+    # a kernel called from a library has every dot at the user's one line: the order of
+    # its dots tells them apart (where the lowering met as many as the jaxpr holds)
+    found = [found[dot[0]]]
+  else:
+    found = [x for x in found if _at_line(x[0], file, line)]
   if not found:
     raise NotApplicable("no float32 dot at its line")
   inputs = {i for _, i, _ in found if i is not None}
@@ -282,29 +291,38 @@ def _transposed_spec(spec, axes: tuple[int, int] = (0, 1)):
                              index_map=transposed)
 
 
-def build(recipe, index: int):
-  """The variant as a function of the original's arguments: B (argument `index`) passed
-  with its block's two axes swapped (a matrix transposed), its spec likewise, the kernel
-  reading it through _KMajor."""
-  axes = block_axes(recipe, index)
+def _indices(index) -> tuple[int, ...]:
+  return (int(index),) if isinstance(index, (int, np.integer)) else tuple(map(int, index))
+
+
+def build(recipe, index):
+  """The variant as a function of the original's arguments: B (argument `index`, or each of
+  a sequence of them) passed with its block's two axes swapped (a matrix transposed), its
+  spec likewise, the kernel reading it through _KMajor."""
+  indices = _indices(index)
+  axes = {i: block_axes(recipe, i) for i in indices}
   ins, outs = _flat_specs(recipe)
   ins = list(ins)
-  ins[index] = _transposed_spec(ins[index], axes)
+  for i in indices:
+    ins[i] = _transposed_spec(ins[i], axes[i])
   kwargs = dict(recipe.kwargs, in_specs=_with_absent(recipe, ins))
   # the kernel's position of B: the call's arguments given as None (recipe.absent) count
   n = len(recipe.arg_shapes) + len(recipe.absent)
-  position = [k for k in range(n) if k not in recipe.absent][index]
+  present = [k for k in range(n) if k not in recipe.absent]
+  positions = [present[i] for i in indices]
 
   def kernel(*refs):
     refs = list(refs)
-    refs[position] = _KMajor(refs[position])
+    for p in positions:
+      refs[p] = _KMajor(refs[p])
     with _loads_of_views():
       return recipe.kernel(*refs)
   call = recipe.original(kernel, recipe.out_shape, **kwargs)
 
   def variant(*args):
     args = list(args)
-    args[index] = args[index].swapaxes(*axes)
+    for i in indices:
+      args[i] = args[i].swapaxes(*axes[i])
     return call(*args)
   variant.call = call
   return variant
@@ -332,8 +350,55 @@ def _far_from_rate(f) -> tuple[bool, str]:
                 f"sm_{f.cc} ({peak / bw:,.0f}): the dots bound it")
 
 
+def _operands(f, dots: list, recipe, notes: list[str]) -> list[tuple]:
+  """(dot, B's input index) for each input the kernel's dots read N-contiguous, the hottest
+  dot's first, at most MAX_OPERANDS; none where the kernel could not be traced again."""
+  # every float32 dot in the lowering's order: a dot's place in it names it in the jaxpr
+  order = sorted((e.index for e in f.equations.values() if e.dot is not None and
+                  e.dot.operand_dtype == "float32"))
+  out: dict[int, object] = {}
+  for hot in sorted(dots, key=lambda e: (e.weight, e.dot.flops), reverse=True):
+    try:
+      index = find_operand(recipe, hot.user_file, hot.user_line,
+                           (order.index(hot.index), len(order)))
+    except NotApplicable:
+      continue
+    except Exception as e:  # noqa: BLE001 - the rest of the advice stands without it
+      notes.append(f"no K-major B: the kernel could not be traced again "
+                   f"({type(e).__name__}: {str(e)[:200]})")
+      return []
+    out.setdefault(index, hot)
+  return [(hot, index) for index, hot in out.items()][:MAX_OPERANDS]
+
+
+def _action(f, recipe, hot, indices: tuple[int, ...]) -> Action:
+  """The K-major action of the B arguments `indices` (one, or every one the dots read
+  N-contiguous), its diff where the source allows it."""
+  try:
+    diff, why = unified_diff(recipe, {i: block_axes(recipe, i) for i in indices}), None
+  except SourceRefused as e:
+    diff, why = None, str(e)
+  where = hot.location
+  args = ", ".join(map(str, indices))
+  edit = (f"at {where}: apply the diff ({PATCH}); it passes B transposed (the transpose runs "
+          "in each call: none if you keep B transposed)" if diff else
+          f"at {where}: no diff ({why}); pass B transposed, reverse its BlockSpec's block "
+          "shape and index map, and read it as b_ref[j, i].T")
+  title = (f"B (argument {args}) stored K-major: the call passes it transposed"
+           if len(indices) == 1 else
+           f"the B of {len(indices)} dots (arguments {args}) stored K-major: the call passes "
+           "each transposed")
+  return Action("e", title, RULE, {"layout": "k_major", "operand": indices[0],
+                                   "operands": list(indices), "line": hot.user_line},
+                edit=edit, user_file=hot.user_file, user_line=hot.user_line,
+                estimate_basis="no estimate: measured where tried (whole calls, the transpose "
+                               "included)", diff=diff)
+
+
 def findings(f, recipe, notes: list[str]) -> list[Finding]:
-  """The diagnosis and its action, where the kernel's TF32 dot reads an N-contiguous B."""
+  """The diagnosis and its actions, where the kernel's TF32 dots read an N-contiguous B:
+  one action per such input (a backward kernel's dots read several: attention's dq, dk
+  and dv each have one) and, where there are several, one that stores them all K-major."""
   dots = [e for e in f.equations.values() if e.dot is not None and e.dot.precision == "tf32"
           and e.dot.operand_dtype == "float32"]
   if recipe is None or not dots or (f.cc or 0) < MIN_CC:
@@ -341,42 +406,25 @@ def findings(f, recipe, notes: list[str]) -> list[Finding]:
   far, rate = _far_from_rate(f)
   if not far:
     return []
-  # the hottest dot whose B this edit applies to: attention's q @ k.T reads its B K-major
+  # the hottest dots whose B this edit applies to: attention's q @ k.T reads its B K-major
   # already, its p @ v does not
-  for hot in sorted(dots, key=lambda e: (e.weight, e.dot.flops), reverse=True):
-    try:
-      index = find_operand(recipe, hot.user_file, hot.user_line)
-      break
-    except NotApplicable:
-      continue
-    except Exception as e:  # noqa: BLE001 - the rest of the advice stands without it
-      notes.append(f"no K-major B: the kernel could not be traced again "
-                   f"({type(e).__name__}: {str(e)[:200]})")
-      return []
-  else:
+  found = _operands(f, dots, recipe, notes)
+  if not found:
     return []
-  try:
-    diff, why = unified_diff(recipe, index, block_axes(recipe, index)), None
-  except SourceRefused as e:
-    diff, why = None, str(e)
+  hot, index = found[0]
   shape = "x".join(map(str, recipe.arg_shapes[index][0]))
+  others = "".join(f"; the dot of equation [{h.index}] reads argument {i} so too"
+                   for h, i in found[1:])
   d = about(RULE, f"the float32 dot at {hot.location} multiplies in TF32 with its B "
             f"(argument {index}, {shape}) N-contiguous: sm_{f.cc}'s wgmma reads 32-bit "
-            "operands K-major, so this B takes a slower path", f, hot, [
+            "operands K-major, so this B takes a slower path" + others, f, hot, [
                 fact("rate", rate, measured=bool(f.median_s)),
                 fact("layout", f"B is read as (K, N) blocks of a row-major {shape} array; "
                      "given transposed, each block is K-contiguous")])
-  where = hot.location
-  edit = (f"at {where}: apply the diff ({PATCH}); it passes B transposed (the transpose runs "
-          "in each call: none if you keep B transposed)" if diff else
-          f"at {where}: no diff ({why}); pass B transposed, reverse its BlockSpec's block "
-          "shape and index map, and read it as b_ref[j, i].T")
-  act = Action("e", f"B (argument {index}) stored K-major: the call passes it transposed",
-               RULE, {"layout": "k_major", "operand": index, "line": hot.user_line}, edit=edit,
-               user_file=hot.user_file, user_line=hot.user_line,
-               estimate_basis="no estimate: measured where tried (whole calls, the transpose "
-                              "included)", diff=diff)
-  return [Finding(d, [act])]
+  acts = [_action(f, recipe, h, (i,)) for h, i in found]
+  if len(found) > 1:
+    acts.insert(0, _action(f, recipe, hot, tuple(sorted(i for _, i in found))))
+  return [Finding(d, acts)]
 
 
 # --- tried -----------------------------------------------------------------------------------
@@ -385,7 +433,7 @@ def _failed(a: Action, why: str, equal: bool | None = None) -> Action:
   return dataclasses.replace(a, trial=Trial(None, None, None, None, equal, why))
 
 
-def with_tiles(recipe, index: int, tiles: list[Action]) -> list[tuple]:
+def with_tiles(recipe, index, tiles: list[Action]) -> list[tuple]:
   """The K-major variant at each block change advise tried as a kind c action (a dot's
   tile, dots/joint.py; a grid axis's block, blockshape.py; a loop's step, loop_steps.py),
   as split/trial.fastest takes them: a K-major B changes which is fastest (their trials with B as given do not tell
@@ -413,7 +461,7 @@ def tried(a: Action, recipe, *, gpu: bool, budget_s: float, say=lambda text: Non
   under the interpreter beside the original where small enough; on a GPU timed in whole
   calls against the original, outputs compared, at the kernel's own blocks and at each of
   `tiles` (its kind c block actions, the fastest first: with_tiles), the fastest kept."""
-  index = int(a.change["operand"])
+  index = tuple(a.change.get("operands") or (a.change["operand"],))
   try:
     fn = build(recipe, index)
     gk = trace_variant(fn, recipe, None if gpu else "cpu")

@@ -74,40 +74,46 @@ def _edit_spec(f: _File, spec: ast.AST, pl: str, axes: tuple[int, int], rank: in
   f.replace(spec, _wrapped_spec(pl, f.segment(spec), axes, rank))
 
 
-def _edit_call(f: _File, recipe, index: int, pl: str, axes: tuple[int, int]) -> None:
+def _edit_call(f: _File, recipe, operands: dict, pl: str) -> None:
+  """At the call, each operand `index` of `operands` ({index: axes}) swapped at its axes,
+  and its spec likewise."""
   call = _find_call(f.tree, recipe.call_line)
   if call is None:
     raise SourceRefused(f"no pallas_call found at {recipe.location}")
   applied = _applied(f.tree, call)
   present = [k for k in range(len(recipe.arg_shapes) + len(recipe.absent))
              if k not in recipe.absent]
-  position = present[index]
   if any(isinstance(a, ast.Starred) for a in applied.args) or applied.keywords or \
       len(applied.args) != len(present) + len(recipe.absent):
     raise SourceRefused("the pallas_call's operands are not written one by one")
-  operand = applied.args[position]
-  text = f.segment(operand)
-  rank = len(recipe.arg_shapes[index][0])
-  swap = ".T" if rank == 2 else f".swapaxes({axes[0]}, {axes[1]})"
-  f.replace(operand, f"{text}{swap}" if isinstance(operand, (ast.Name, ast.Attribute)) else
-            f"({text}){swap}")
+  swaps = {}                              # position among the call's operands: (axes, rank)
+  for index, axes in operands.items():
+    position = present[index]
+    operand = applied.args[position]
+    text = f.segment(operand)
+    rank = len(recipe.arg_shapes[index][0])
+    swap = ".T" if rank == 2 else f".swapaxes({axes[0]}, {axes[1]})"
+    f.replace(operand, f"{text}{swap}" if isinstance(operand, (ast.Name, ast.Attribute)) else
+              f"({text}){swap}")
+    swaps[position] = (axes, rank)
   specs = _keywords(call).get("in_specs")
   if specs is None:
     return                         # whole arrays: the kernel's ref is the transposed array
-  if isinstance(specs, ast.Name):        # in_specs=in_specs: its list, where it is plain
-    given = _list_of(f.tree, specs.id, call)
-    if given is not None and position < len(given.elts):
+  given = _list_of(f.tree, specs.id, call) if isinstance(specs, ast.Name) else None
+  if given is not None and max(swaps) < len(given.elts):   # in_specs=in_specs: its list
+    for position, (axes, rank) in swaps.items():
       _edit_spec(f, given.elts[position], pl, axes, rank)
-      return
+    return
   if isinstance(specs, (ast.List, ast.Tuple)) and not any(
       isinstance(e, ast.Starred) for e in specs.elts):
     if len(specs.elts) != len(present) + len(recipe.absent):
       raise SourceRefused("in_specs does not list one spec per operand")
-    _edit_spec(f, specs.elts[position], pl, axes, rank)
+    for position, (axes, rank) in swaps.items():
+      _edit_spec(f, specs.elts[position], pl, axes, rank)
     return
-  s = f.segment(specs)
-  f.replace(specs, f"[{_wrapped_spec(pl, 's', axes, rank)} if _i == {position} else s "
-                   f"for _i, s in enumerate({s})]")
+  chosen = " else ".join(f"{_wrapped_spec(pl, 's', axes, rank)} if _i == {position}"
+                         for position, (axes, rank) in sorted(swaps.items()))
+  f.replace(specs, f"[{chosen} else s for _i, s in enumerate({f.segment(specs)})]")
 
 
 def _list_of(tree: ast.AST, name: str, call: ast.Call) -> ast.List | None:
@@ -233,10 +239,11 @@ def _swapped_index(f: _File, index: ast.AST) -> str:
   return f"{f.segment(parts[1])}, {f.segment(parts[0])}"
 
 
-def unified_diff(recipe, index: int, axes: tuple[int, int] = (0, 1)) -> str:
+def unified_diff(recipe, index, axes: tuple[int, int] = (0, 1)) -> str:
   """The diff that stores the call's argument `index` K-major (its `axes`, the two its
-  block keeps, swapped: layout.block_axes); SourceRefused (why) where the source cannot be
-  rewritten reliably."""
+  block keeps, swapped: layout.block_axes), or each argument of a mapping {index: axes};
+  SourceRefused (why) where the source cannot be rewritten reliably."""
+  operands = dict(index) if isinstance(index, dict) else {index: axes}
   if not recipe.call_file or not recipe.call_line:
     raise SourceRefused("the pallas_call's line is not known")
   call_file = _File.read(recipe.call_file)
@@ -245,6 +252,7 @@ def unified_diff(recipe, index: int, axes: tuple[int, int] = (0, 1)) -> str:
   kernel_file = call_file if same else _File.read(kernel_path)
   present = [k for k in range(len(recipe.arg_shapes) + len(recipe.absent))
              if k not in recipe.absent]
-  _edit_call(call_file, recipe, index, _pallas_name(call_file), axes)
-  _edit_kernel(kernel_file, recipe.kernel, present[index])
+  _edit_call(call_file, recipe, operands, _pallas_name(call_file))
+  for i in operands:
+    _edit_kernel(kernel_file, recipe.kernel, present[i])
   return _diff_of([call_file] if same else [call_file, kernel_file])
