@@ -39,8 +39,14 @@ def _decode(params: int, n: int) -> list[int]:
 
 class FakeDriver:
   def __init__(self, gk=None, *, devices=1, event_ms=0.5, free_bytes=8 * 2**30,
-               l2_bytes=1 << 20, write_fraction=1.0, interpret_launches=2, after_kernel_ms=0.0):
+               l2_bytes=1 << 20, write_fraction=1.0, interpret_launches=2, after_kernel_ms=0.0,
+               memo_outputs=False):
     self.gk = gk
+    # True: a launch on inputs an earlier launch had writes that launch's outputs, not the
+    # interpreter's again (the kernel is deterministic): a replayer's warm-up relaunches one
+    # input set hundreds of times, each an interpreted run of tens of milliseconds
+    self.memo_outputs = memo_outputs
+    self._outputs_of: dict[tuple, list] = {}
     self.devices = devices
     self.event_ms = event_ms
     self.free_bytes = free_bytes
@@ -274,7 +280,12 @@ class FakeDriver:
       views.append(raw.view(dtype).reshape(p.shape))
     inputs = [v.copy() for v, p in zip(views, gk.params) if p.role == "input"]
     shapes = [(p.shape, np_dtype(p.dtype)) for p in gk.outputs]
-    outs = run_interpreted(gk, inputs, shapes)
+    key = tuple(x.tobytes() for x in inputs)
+    outs = self._outputs_of.get(key) if self.memo_outputs else None
+    if outs is None:
+      outs = run_interpreted(gk, inputs, shapes)
+      if self.memo_outputs:
+        self._outputs_of[key] = [o.copy() for o in outs]
     out_views = [v for v, p in zip(views, gk.params) if p.role == "output"]
     for view, out in zip(out_views, outs):
       flat, src = view.reshape(-1), out.reshape(-1)

@@ -34,11 +34,12 @@ MS_BY_THREADS = {64: 0.9, 128: 0.5, 256: 0.2}
 
 
 class ScriptedDriver(FakeDriver):
-  """Every launch runs the kernel; a launch's time follows its block size; a launch
-  with `wrong_threads` threads per block writes a wrong result."""
+  """Every launch writes the kernel's outputs (run once per input set: memo_outputs); a
+  launch's time follows its block size; a launch with `wrong_threads` threads per block
+  writes a wrong result."""
 
   def __init__(self, gk, wrong_threads=None):
-    super().__init__(gk, interpret_launches=10**9)
+    super().__init__(gk, interpret_launches=10**9, memo_outputs=True)
     self.wrong_threads = wrong_threads
     self.block_of_launch = []
 
