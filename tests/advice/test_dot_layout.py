@@ -427,10 +427,7 @@ def test_a_backward_kernels_dots_are_told_apart_by_their_order_and_stored_k_majo
   the wrapped form, one expression for the three), gives the original's gradients."""
   attention = pytest.importorskip("jax.experimental.pallas.ops.gpu.attention")
   recipe, _, _, _ = _attention_backward(attention, (1, 48, 2, 24), 16, 3)
-  jaxpr, _ = layout._kernel_jaxpr(recipe)
-  found = []
-  layout._dots_on_refs(jaxpr, {v: i for i, v in enumerate(jaxpr.invars[:len(
-      recipe.arg_shapes)])}, found)
+  found = layout.dots_of(recipe)
   inputs = set()
   for k in range(len(found)):
     try:

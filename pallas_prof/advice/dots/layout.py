@@ -101,17 +101,23 @@ def _dots_on_refs(jaxpr, refs: dict, found: list) -> None:
       _dots_on_refs(sub, inner, found)
 
 
-def find_operand(recipe, file: str | None = None, line: int | None = None,
-                 dot: tuple[int, int] | None = None) -> int:
-  """The index among the call's arrays of the B this edit transposes: the input read as the
-  right operand of the float32 dot `dot` ((k, n): the k-th of the kernel's n, in the
-  lowering's order), else of those at file:line (the largest-index one where several are);
-  NotApplicable (why) where there is none."""
+def dots_of(recipe) -> list:
+  """(dot equation, input index or None, why) for each float32 dot of the kernel, in the
+  lowering's order (_dots_on_refs), traced once for every question find_operand answers."""
   jaxpr, _ = _kernel_jaxpr(recipe)
-  n_in = len(recipe.arg_shapes)
-  refs = {v: i for i, v in enumerate(jaxpr.invars[:n_in])}
+  refs = {v: i for i, v in enumerate(jaxpr.invars[:len(recipe.arg_shapes)])}
   found: list = []
   _dots_on_refs(jaxpr, refs, found)
+  return found
+
+
+def find_operand(recipe, file: str | None = None, line: int | None = None,
+                 dot: tuple[int, int] | None = None, dots: list | None = None) -> int:
+  """The index among the call's arrays of the B this edit transposes: the input read as the
+  right operand of the float32 dot `dot` ((k, n): the k-th of the kernel's n, in the
+  lowering's order), else of the dots at file:line, where they read one input; NotApplicable
+  (why) where there is none. `dots`: dots_of(recipe), where already at hand."""
+  found = dots_of(recipe) if dots is None else dots
   if dot is not None and len(found) == dot[1]:
     # a kernel called from a library has every dot at the user's one line: the order of
     # its dots tells them apart (where the lowering met as many as the jaxpr holds)
@@ -357,10 +363,12 @@ def _operands(f, dots: list, recipe, notes: list[str]) -> list[tuple]:
   order = sorted((e.index for e in f.equations.values() if e.dot is not None and
                   e.dot.operand_dtype == "float32"))
   out: dict[int, object] = {}
+  traced = None
   for hot in sorted(dots, key=lambda e: (e.weight, e.dot.flops), reverse=True):
     try:
+      traced = dots_of(recipe) if traced is None else traced
       index = find_operand(recipe, hot.user_file, hot.user_line,
-                           (order.index(hot.index), len(order)))
+                           (order.index(hot.index), len(order)), traced)
     except NotApplicable:
       continue
     except Exception as e:  # noqa: BLE001 - the rest of the advice stands without it
