@@ -40,7 +40,8 @@ from ..backend import kernel_registry
 from ..backend.compiling import triton_compat
 from ..version import __version__
 from . import calltime, records, validate
-from .choice import MIN_GAIN, cache_path, keep_default_within, leaves, same_outputs, store
+from .choice import (MIN_GAIN, cache_path, kernel_dot_rtol, keep_default_within, leaves,
+                     same_outputs, store)
 
 # 2: choices made on a GPU are timed by the GPU's clock (version 1's wall clock
 # measured jaxlib's dispatch of short kernels, which differs between configs)
@@ -216,7 +217,7 @@ def tune(fn: Callable, configs: Sequence[dict], args: tuple, kwargs: dict, *,
       with _lowered_by(lowered, config_label(config)):
         outputs = leaves(call())
       if reference is not None:
-        differs = same_outputs(outputs, reference)
+        differs = same_outputs(outputs, reference, _dot_rtol(lowered))
         if differs:
           candidates.append(Candidate(dict(config), None, differs, began, time.time_ns()))
           continue
@@ -314,6 +315,13 @@ def tuned_calls() -> list[TunedCall]:
 
 def clear_tuned_calls() -> None:
   _calls.clear()
+
+
+def _dot_rtol(lowered: dict) -> float:
+  """choice.dot_rtol over the kernels the configs' calls lowered so far (where their dots
+  round their inputs to TF32, float32 outputs are compared to that precision)."""
+  labels = {label for labels in lowered.values() for label in labels}
+  return kernel_dot_rtol(r.generated for r in kernel_registry.kernels() if r.label in labels)
 
 
 @contextlib.contextmanager

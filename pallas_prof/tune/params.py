@@ -38,7 +38,7 @@ from ..backend.options import TUNED_FIELDS, TunedSettings
 from ..profiler import driver
 from ..version import __version__
 from . import records, tuned_file, validate
-from .choice import MIN_GAIN, cache_path, keep_default_within, same_outputs, store
+from .choice import MIN_GAIN, cache_path, kernel_dot_rtol, keep_default_within, same_outputs, store
 from .tuned_file import TUNED_ENV, choice as tuned_file_choice  # noqa: F401 - the reader's names
 
 ENV = "PALLAS_PROF_AUTOTUNE"
@@ -399,7 +399,7 @@ def replay_candidate(ck, reference, aliases, zeroed, device: int, min_launches: 
     if any(unwritten):
       raise ValueError(f"{sum(n or 0 for n in unwritten)} output elements never written")
     if reference is not None:
-      differs = same_outputs(outputs, reference)
+      differs = same_outputs(outputs, reference, kernel_dot_rtol([ck.generated]))
       if differs:
         return outputs, None, differs
     timing = r.time_cold(min_launches, min_seconds, None)
