@@ -282,6 +282,12 @@ step_dots() {   # issue 49, item 1: advise on the suite's f32 matmul 5120x3136x4
     --out "$OUT/dots.json" 2>&1 | grep -v Deprecation | tail -40
 }
 
+step_dw() {   # issue 49, the norms' dw/db: the split kernel's per-iteration row sums (shared memory,
+  # barriers) against sums deferred to after the loop, at the suite's rms_norm shape: $OUT/dw_deferred.json
+  timeout ${DW_TIMEOUT:-170} python3 bench/probes/dw_deferred.py --budget-s ${DW_BUDGET:-130} \
+    --out "$OUT/dw_deferred.json" 2>&1 | grep -v Deprecation | tail -40
+}
+
 step_tf32() {   # issue 49, f32 dots: does B's layout (K-major or not) decide wgmma or mma.sync for
   # a TF32 dot on sm_90? plain vs K-major B, several tiles, against XLA: $OUT/tf32_layout.json
   timeout ${TF32_TIMEOUT:-200} python3 bench/probes/tf32_layout.py --budget-s ${TF32_BUDGET:-150} \
