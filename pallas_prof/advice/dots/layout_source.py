@@ -23,7 +23,7 @@ import functools
 import os
 
 from ..call_source import _find_call
-from ..split.source import SourceRefused, _File, _diff_of, _kernel_function, _keywords, \
+from ..split.source import SourceRefused, _File, diff_of, _kernel_function, _keywords, \
     _pallas_name
 
 __all__ = ["SourceRefused", "unified_diff"]
@@ -255,4 +255,4 @@ def unified_diff(recipe, index, axes: tuple[int, int] = (0, 1)) -> str:
   _edit_call(call_file, recipe, operands, _pallas_name(call_file))
   for i in operands:
     _edit_kernel(kernel_file, recipe.kernel, present[i])
-  return _diff_of([call_file] if same else [call_file, kernel_file])
+  return diff_of([call_file] if same else [call_file, kernel_file])

@@ -364,6 +364,13 @@ def unified_diff(recipe, p: Pattern, splits: int, axis: int, widen=None) -> str:
   kernel's block parameters made larger at the call (`functools.partial(kernel,
   block_n=64)`) and the grid axis of the one it is computed from `pl.cdiv(axis, factor)`
   (cdiv(cdiv(n, b), f) is cdiv(n, b * f): right at any shape)."""
+  files, _ = split_files(recipe, p, splits, axis, widen)
+  return diff_of(files)
+
+
+def split_files(recipe, p: Pattern, splits: int, axis: int, widen=None) -> tuple[list, _File]:
+  """(the files unified_diff edits, with the split's edits made; the kernel's among them),
+  for another edit to join before the diff is written (defer_source.py)."""
   if not recipe.call_file or not recipe.call_line:
     raise SourceRefused("the pallas_call's line is not known")
   _, kernel_path, _ = _kernel_function(recipe.kernel)
@@ -377,7 +384,7 @@ def unified_diff(recipe, p: Pattern, splits: int, axis: int, widen=None) -> str:
     raise SourceRefused("the kernel's file does not import jax.experimental.pallas")
   _edit_kernel(kfile, recipe, p, splits, axis, pl_kernel)
   _edit_call(call_file, recipe, p, splits, pl_call, widen)
-  return _diff_of(files.values())
+  return list(files.values()), kfile
 
 
 def keyword_diff(recipe, name: str, new: int) -> str:
@@ -400,7 +407,7 @@ def keyword_diff(recipe, name: str, new: int) -> str:
     f.replace(given, str(new))
   else:
     _widen_kernel(f, call, [_Rebinding(name, new)])
-  return _diff_of([f])
+  return diff_of([f])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -409,7 +416,7 @@ class _Rebinding:
   new: int
 
 
-def _diff_of(files) -> str:
+def diff_of(files) -> str:
   out = []
   for f in files:
     new = f.edited()

@@ -21,6 +21,10 @@ from ...tune.choice import MIN_GAIN
 from ..schema import Action, Trial
 from ..variants import INTERPRETED_STEP_BYTES, checked_on_cpu, not_interpreted, resources, \
     trace_variant
+from ..variants import PATCH
+from . import defer_source
+from .defer import deferrals
+from .source import SourceRefused, jaxpr_change
 from .variant import Widening, build, inputs, original, pattern_of, widened
 
 CPU_EQUAL = ("not measured: no GPU; outputs equal under the interpreter (to the tuner's "
@@ -50,11 +54,38 @@ def tried(a: Action, recipe, *, gpu: bool, budget_s: float, say=lambda text: Non
     a = dataclasses.replace(a, compiled=resources(ck))
   if gpu:
     say(f"{recipe.name}: trying {a.title} (whole calls, as autotune times them)")
-    return measured(a, recipe, fn, budget_s)
+    variants = [(fn, {}, "")]
+    try:
+      later = build(shaped, k, p, s, deferred=True)
+    except Exception:  # noqa: BLE001 - the split as written is tried without it
+      later = None
+    if later is not None and later.deferred:
+      variants.append((later, {"deferred": True}, DEFERRED))
+    out = fastest(a, recipe, variants, budget_s, "split reduction")
+    return with_deferred_diff(out, recipe, shaped, k, p) if out.change.get("deferred") else out
   iterations = math.prod(k.grid) * p.trip * (1 + _loop_loads(gk) // INTERPRETED_STEP_BYTES)
   if not_interpreted(iterations, recipe) is None:
     say(f"{recipe.name}: checking {a.title} under the interpreter")
   return checked_on_cpu(a, recipe, lambda: fn, iterations, equal=CPU_EQUAL)
+
+
+DEFERRED = "the row sums deferred to after the loop (each iteration adds its tile unreduced)"
+
+
+def with_deferred_diff(a: Action, recipe, shaped, k, p) -> Action:
+  """The action kept with its rows' sums deferred (defer.py): its diff (against the user's
+  `recipe`; `shaped`, k and p: the variant's recipe, kernel and pattern) and edit say so."""
+  found = deferrals(k.jaxpr, p)
+  s, axis, ws = int(a.change["split"]), int(a.change["axis"]), widens(a.change)
+  try:
+    diff = defer_source.unified_diff(recipe, p, s, axis, ws or None, found)
+    edit = (f"at {p.line}: apply the diff ({PATCH}): the split, {DEFERRED}" +
+            "".join(f"; it also rebinds {w.name} at the call ({w.words})" for w in ws))
+  except SourceRefused as e:
+    diff = None
+    edit = (f"at {p.line}: no diff ({e}); the variant's change: {jaxpr_change(shaped, k, p, s)}"
+            f"; and {DEFERRED}: each sum carry a zero tile of its rows, the rows summed after")
+  return dataclasses.replace(a, diff=diff, edit=edit)
 
 
 def widens(change: dict) -> list[Widening]:
@@ -70,15 +101,10 @@ def _loop_loads(gk) -> int:
   return sum(e.bytes_read for e in gk.eqns if e.parent is not None and e.index not in parents)
 
 
-def measured(a: Action, recipe, fn, budget_s: float, what: str = "split reduction") -> Action:
-  """The original call and the variant `fn` timed in turns as the autotuner times configs
-  (tune/blocks.tune: outputs compared first, to its tolerance); kind e's GPU trial."""
-  return fastest(a, recipe, [(fn, {}, "")], budget_s, what)
-
-
 def fastest(a: Action, recipe, variants: list, budget_s: float, what: str) -> Action:
-  """measured() of several variants of one edit, each `(fn, change, words)`, timed in the
-  same turns as the original: the action keeps the fastest that ran with equal outputs,
+  """Several variants of one edit, each `(fn, change, words)`, timed in whole calls in the
+  same turns as the original, as the autotuner times configs (tune/blocks.tune: outputs
+  compared first, to its tolerance): the action keeps the fastest that ran with equal outputs,
   its change merged into the action's and its words added to the title."""
   calls = [jax.jit(original(recipe))] + [jax.jit(fn) for fn, _, _ in variants]
   try:

@@ -30,6 +30,7 @@ import numpy as np
 
 from ...backend import compat
 from ...tune.choice import leaves, same_outputs
+from . import defer
 from .pattern import NotSplittable, Pattern, recognize
 from .source import loop_line
 
@@ -208,8 +209,9 @@ def chunk(trip: int, s: int) -> int:
   return -(-trip // s)
 
 
-def _split_loop(eqn, ins, p: Pattern, splits_: int, axis: int):
-  """The loop equation replaced by a fori loop over program s's chunk of the trip range."""
+def _split_loop(eqn, ins, p: Pattern, splits_: int, axis: int, deferred=()):
+  """The loop equation replaced by a fori loop over program s's chunk of the trip range
+  (`deferred`: defer.deferrals' carries kept as tiles, their rows summed after it)."""
   if p.form == "scan":
     nc, ncarry = compat.scan_layout(eqn.params)
     body, bconsts = compat.open_jaxpr(eqn.params["jaxpr"])
@@ -225,14 +227,16 @@ def _split_loop(eqn, ins, p: Pattern, splits_: int, axis: int):
   hi = jnp.minimum(lo + n, jnp.int32(p.lo + p.trip))
 
   def step(i, carry):
-    outs = compat.eval_jaxpr(body, bconsts, *consts, i, *extra, *carry)
+    args = (*consts, i, *extra, *carry)
+    outs = (defer.evaluate_body(body, bconsts, args, deferred, len(consts), 1 + len(extra))
+            if deferred else compat.eval_jaxpr(body, bconsts, *args))
     return tuple(outs[1 + len(extra):])
 
-  sums = jax.lax.fori_loop(lo, hi, step, tuple(inits))
-  return [hi, *extra, *sums]
+  sums = jax.lax.fori_loop(lo, hi, step, tuple(defer.tile_inits(list(inits), deferred)))
+  return [hi, *extra, *defer.rows_summed(list(sums), deferred)]
 
 
-def _kernel(k: Kernel, p: Pattern, splits_: int):
+def _kernel(k: Kernel, p: Pattern, splits_: int, deferred=()):
   """The variant's kernel function: the original jaxpr, evaluated with its loop split."""
   axis = len(k.grid)
   dropped = p.dropped
@@ -248,7 +252,7 @@ def _kernel(k: Kernel, p: Pattern, splits_: int):
       ins = [read(v) for v in eqn.invars]
       if i == p.loop:
         with compat.equation_context(eqn):      # the new loop at the user's loop's line
-          outs = _split_loop(eqn, ins, p, splits_, axis)
+          outs = _split_loop(eqn, ins, p, splits_, axis, deferred)
       elif i in dropped:
         outs = [ins[0]]                   # the partial stays in the sum's dtype
       else:
@@ -285,8 +289,11 @@ def _out_spec(spec, shape):
   return new
 
 
-def build(recipe, k: Kernel, p: Pattern, splits_: int):
-  """The variant as a function of the original's arguments, returning what it returns."""
+def build(recipe, k: Kernel, p: Pattern, splits_: int, deferred: bool = False):
+  """The variant as a function of the original's arguments, returning what it returns;
+  `deferred`: with the loop's row sums deferred to after it, where defer.deferrals finds
+  them (the split as written where it finds none: `variant.deferred` says which)."""
+  found = defer.deferrals(k.jaxpr, p) if deferred else ()
   outs, many = _outs(recipe)
   specs = recipe.kwargs.get("out_specs")
   specs = list(specs) if isinstance(specs, (list, tuple)) else [specs] * len(outs)
@@ -294,7 +301,7 @@ def build(recipe, k: Kernel, p: Pattern, splits_: int):
              for o, s in zip(outs, p.stores, strict=True)]
   kwargs = dict(recipe.kwargs, grid=(*k.grid, splits_), **_in_specs(recipe),
                 out_specs=[_out_spec(s, o.shape) for s, o in zip(specs, outs, strict=True)])
-  call = recipe.original(_kernel(k, p, splits_), partial, **kwargs)
+  call = recipe.original(_kernel(k, p, splits_, found), partial, **kwargs)
 
   def variant(*args):
     parts = call(*args)
@@ -303,6 +310,7 @@ def build(recipe, k: Kernel, p: Pattern, splits_: int):
     return type(recipe.out_shape)(summed) if many else summed[0]
   variant.call = call
   variant.splits = splits_
+  variant.deferred = bool(found)
   variant.dtypes = tuple(jnp.dtype(s.dtype).name for s in p.stores)
   return variant
 
