@@ -85,7 +85,9 @@ def edit_kernel(f: _File, recipe, found, widen=None) -> None:
     raise SourceRefused("the loop's results are not assigned to one name per carry")
   rows_src = _rows_name(f, bodies[0], recipe, rows.pop(), widen)
   for call, summed in sums:
-    f.replace(call, f"({f.segment(summed)})")
+    text = f.segment(summed)
+    f.replace(call, text if isinstance(summed, (ast.Name, ast.Attribute, ast.Call,
+                                                ast.Subscript)) else f"({text})")
   for zeros in inits:
     if not (isinstance(zeros, ast.Call) and _name(zeros.func) == "zeros" and zeros.args):
       raise SourceRefused("the loop's init_val is not a zeros call per carry")
