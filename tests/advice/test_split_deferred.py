@@ -149,18 +149,20 @@ def test_the_column_sums_deferred_diff_applies_and_gives_the_same_outputs(tmp_pa
                       leaves(column_sums.column_sums(other))) is None
 
 
-def test_jax_rms_norms_deferred_diff_applies_to_a_copy_and_gives_its_gradients(tmp_path):
-  """JAX's rms_norm.py copied into the user's code (as the suite's advised column does): the
-  diff for the split over 3 programs with block_n 16 -> 64 and the row sums deferred
-  rewrites its dw/db kernel (`(dout * a_hat).sum(axis=0)` added unreduced, the init
-  `jnp.zeros((block_m, block_n))`), and the patched module's gradients equal the copy's."""
-  given = tmp_path / "rms_norm_copy.py"
-  shutil.copy(inspect.getsourcefile(gpu_op("rms_norm")), given)
-  module = patching.load(given, "rms_norm_copy")
+@pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
+def test_jax_norms_deferred_diff_applies_to_a_copy_and_gives_its_gradients(tmp_path, op):
+  """JAX's rms_norm.py (layer_norm.py) copied into the user's code (as the suite's advised
+  column does): the diff for the split over 3 programs with block_n 16 -> 64 and the row
+  sums deferred rewrites its dw/db kernel (`(dout * a_hat).sum(axis=0)` added unreduced,
+  the init `jnp.zeros((block_m, block_n))`), and the patched module's gradients equal the
+  copy's."""
+  given = tmp_path / f"{op}_copy.py"
+  shutil.copy(inspect.getsourcefile(gpu_op(op)), given)
+  module = patching.load(given, f"{op}_copy")
   x = jax.random.normal(jax.random.key(0), (3, 200, 72), jnp.float32)
   w = jax.random.normal(jax.random.key(1), (72,), jnp.float32)
   b = jax.random.normal(jax.random.key(2), (72,), jnp.float32)
-  grad = lambda m: jax.grad(lambda w, b: m.rms_norm(x, w, b).sum(), argnums=(0, 1))  # noqa: E731
+  grad = lambda m: jax.grad(lambda w, b: getattr(m, op)(x, w, b).sum(), argnums=(0, 1))  # noqa: E731
   recipes.clear()
   with recipes.capture():
     want = leaves(grad(module)(w, b))
@@ -172,7 +174,7 @@ def test_jax_rms_norms_deferred_diff_applies_to_a_copy_and_gives_its_gradients(t
   assert "(dout * a_hat)" in diff and ".sum(axis=0), db_acc" not in diff.split("+    return")[-1]
   assert re.search(r"jnp\.zeros\(\(block_m, block_n\)\)", diff)
   assert "+  dw_acc, db_acc = dw_acc.sum(axis=0), db_acc.sum(axis=0)" in diff
-  patched = patching.patched(tmp_path / "rms_norm_deferred.py", diff, given)
+  patched = patching.patched(tmp_path / f"{op}_deferred.py", diff, given)
   got = leaves(grad(patched)(w, b))
   assert same_outputs(got, want) is None
 
