@@ -22,6 +22,7 @@ import math
 from . import call_source, estimate
 from .floors import program_work
 from .schema import Action
+from .variants import reads_program_id, variant_kernel, why_not_in_block_units
 
 MAX_BLOCK_ELEMENTS = 1 << 16      # larger blocks than this do not fit a CTA's registers
 MIN_BLOCK = 16                    # nor, in a kernel with a dot, smaller ones along a split
@@ -343,7 +344,8 @@ def resolve(action: Action, f, recipe, operand_index: int | None = None,
   """A block intent (table.blocks) as concrete actions: kind c variants, else a kind d edit,
   each at a factor that fits; none (and a line in `notes`) when no factor does."""
   goal, factor = action.change.get("block"), int(action.change.get("factor", 2))
-  reads_pid = any(e.primitive in ("program_id", "num_programs") for e in f.equations.values())
+  reads_pid = any(e.primitive in ("program_id", "num_programs") for e in f.equations.values()) \
+      or (recipe is not None and reads_program_id(recipe))
   min_block = MIN_BLOCK if any(e.primitive == "dot_general" for e in f.equations.values()) else 1
   changes, why_not = [], "its pallas_call was not recorded (run it through `pallas-prof " \
       "advise` or `run`)"
@@ -353,6 +355,8 @@ def resolve(action: Action, f, recipe, operand_index: int | None = None,
   if changes and reads_pid:          # tried where the kernel's offsets follow the blocks
     following = [c for c in (_following(recipe, c) for c in changes) if c is not None]
     changes, reads_pid = following or changes, not following
+  elif changes:                      # a block size of the kernel's own rebound where needed
+    changes = [_traced(recipe, c) or c for c in changes]
   if changes and not reads_pid:
     return [dataclasses.replace(action, kind="c", title=f"{_words(c)} ({goal} blocks)",
                                 change=dict(c, block=goal), user_file=recipe.call_file,
@@ -385,61 +389,8 @@ def resolve(action: Action, f, recipe, operand_index: int | None = None,
 
 
 # --- a kernel that reads its program id ----------------------------------------------------
-# Whether a block-shape variant keeps what its kernel computes from the program id.
-#
-# A kernel that reads its program id may compute element offsets from it (the first query
-# row of its block, `pl.program_id(0) * block_q`): with blocks half as long along that grid
-# axis and twice the programs, the offsets stay right only where the kernel multiplies the
-# id by the block's own size, which it then reads from its ref's shape (traced again, the
-# product follows the new block). A block size of the kernel's own (a functools.partial
-# keyword, as JAX's attention's block_q) does not follow, and neither does anything else
-# made from the id. So, traced at the variant's blocks, every read of the id along the axis
-# the variant rescales must go straight into a multiply by a literal equal to the new block
-# size, and the kernel must not read that axis's program count; then the variant is a kind c
-# (its outputs are compared with the original's before it is timed, as every one's are).
-
-def _jaxprs(jaxpr):
-  from ..backend import compat   # lazy: loads jax, kept out of this module's import
-  yield jaxpr
-  for e in jaxpr.eqns:
-    for sub in compat.sub_jaxprs(e):
-      yield from _jaxprs(sub)
-
-
-def _literal(v):
-  return getattr(v, "val", None)
-
-
-def why_not_in_block_units(kernel_jaxpr, axis: int, block: int) -> str | None:
-  """None where every program_id(axis) of the kernel is multiplied by `block` at once (and
-  num_programs(axis) is not read); else what the kernel does with it, in words."""
-  for jaxpr in _jaxprs(kernel_jaxpr):
-    for e in jaxpr.eqns:
-      name = e.primitive.name
-      if name not in ("program_id", "num_programs") or e.params.get("axis") != axis:
-        continue
-      if name == "num_programs":
-        return f"the kernel reads the program count along grid axis {axis}"
-      pid = e.outvars[0]
-      for use in (u for u in jaxpr.eqns if any(v is pid for v in u.invars)):
-        other = [v for v in use.invars if v is not pid]
-        if use.primitive.name != "mul" or len(other) != 1 or _literal(other[0]) != block:
-          return (f"the kernel computes `{use.primitive.name}` from its program id along grid "
-                  f"axis {axis}, not only the id times its block size ({block})")
-      if any(v is pid for v in jaxpr.outvars):
-        return f"the kernel passes its program id along grid axis {axis} on"
-  return None
-
-
-def variant_kernel(call, structs):
-  """The kernel jaxpr of a variant's call (traced abstractly: nothing runs)."""
-  # lazy: jax, and split.variant, which loads it, are kept out of this module's import
-  import jax
-  from ..backend import compat
-  from .split.variant import _find_call
-  eqn = _find_call(jax.make_jaxpr(call)(*structs).jaxpr)
-  return None if eqn is None else compat.open_jaxpr(eqn.params["jaxpr"])[0]
-
+# Whether a block variant keeps what its kernel computes from the program id: variants.py's
+# why_not_in_block_units, on the kernel traced at the variant's blocks.
 
 def _pid_follows(recipe, change: dict) -> bool:
   """Whether the kernel, traced at the change's blocks, uses its program id along the
@@ -474,6 +425,22 @@ def _following(recipe, change: dict) -> dict | None:
     rebound = dict(change, rebind={name: change["to_block"]})
     if _pid_follows(recipe, rebound):
       return rebound
+  return None
+
+
+def _traced(recipe, change: dict) -> dict | None:
+  """The change as it is where its variant traces, else with one of the kernel's own block
+  sizes rebound to the new block (a keyword that sizes the kernel's values, as attention's
+  block_q sizes its running maximum: at the old value the variant does not trace); None
+  where neither traces (the trial then says why)."""
+  from .split.variant import _structs   # lazy: loads jax, as the variant's trace does
+  for candidate in [change] + [dict(change, rebind={name: change["to_block"]})
+                               for name in _own_block_sizes(recipe, change["from_block"])]:
+    try:
+      if variant_kernel(build(recipe, candidate), _structs(recipe)) is not None:
+        return candidate
+    except Exception:  # noqa: BLE001 - a variant that does not trace: the next one
+      continue
   return None
 
 

@@ -128,3 +128,92 @@ def checked_on_cpu(a, recipe, variant, iterations: int, equal: str = CPU_EQUAL):
     return dataclasses.replace(a, trial=Trial(None, None, None, None, False,
                                               f"outputs differ: {differs}"))
   return dataclasses.replace(a, status=equal)
+
+
+# --- a kernel that reads its program id ----------------------------------------------------
+# Whether a block-shape variant keeps what its kernel computes from the program id.
+#
+# A kernel that reads its program id may compute element offsets from it (the first query
+# row of its block, `pl.program_id(0) * block_q`): with blocks half as long along that grid
+# axis and twice the programs, the offsets stay right only where the kernel multiplies the
+# id by the block's own size, which it then reads from its ref's shape (traced again, the
+# product follows the new block). A block size of the kernel's own (a functools.partial
+# keyword, as JAX's attention's block_q) does not follow unless rebound, and neither does
+# anything else made from the id. So, traced at the variant's blocks, every read of the id
+# along the axis the variant rescales must go into a multiply by a literal equal to the new
+# block size (straight, or after adding or subtracting a constant: `(id + 1) * block`, its
+# block's end), and the kernel must not read that axis's program count; then the variant
+# is a kind c (its outputs are compared with the original's before it is timed, as every
+# one's are). The lowering keeps no record of program_id equations (they become the ids
+# computed once at the kernel's top), so whether a kernel reads them is read from its
+# jaxpr (reads_program_id), not from its facts.
+
+def _jaxprs(jaxpr):
+  from ..backend import compat   # lazy: loads jax, kept out of this module's import
+  yield jaxpr
+  for e in jaxpr.eqns:
+    for sub in compat.sub_jaxprs(e):
+      yield from _jaxprs(sub)
+
+
+def _literal(v):
+  return getattr(v, "val", None)
+
+
+def why_not_in_block_units(kernel_jaxpr, axis: int, block: int) -> str | None:
+  """None where every program_id(axis) of the kernel is multiplied by `block` at once (and
+  num_programs(axis) is not read); else what the kernel does with it, in words."""
+  for jaxpr in _jaxprs(kernel_jaxpr):
+    for e in jaxpr.eqns:
+      name = e.primitive.name
+      if name not in ("program_id", "num_programs") or e.params.get("axis") != axis:
+        continue
+      if name == "num_programs":
+        return f"the kernel reads the program count along grid axis {axis}"
+      frontier = [e.outvars[0]]          # the id, and the id plus or minus a constant
+      while frontier:
+        pid = frontier.pop()
+        if any(v is pid for v in jaxpr.outvars):
+          return f"the kernel passes its program id along grid axis {axis} on"
+        for use in (u for u in jaxpr.eqns if any(v is pid for v in u.invars)):
+          other = [v for v in use.invars if v is not pid]
+          op = use.primitive.name
+          if op == "mul" and len(other) == 1 and _literal(other[0]) == block:
+            continue                        # an offset in the new blocks' units
+          if op in ("add", "sub") and len(other) == 1 and use.invars[0] is pid and \
+              _int_literal(other[0]):
+            frontier.append(use.outvars[0])   # a later block's start: (id + 1) * block
+            continue
+          return (f"the kernel computes `{op}` from its program id along grid axis {axis}, "
+                  f"not only the id (plus a constant) times its block size ({block})")
+  return None
+
+
+def _int_literal(v) -> bool:
+  val = _literal(v)
+  return val is not None and getattr(val, "shape", ()) == () and \
+      isinstance(getattr(val, "item", lambda: val)(), int)
+
+
+def reads_program_id(recipe) -> bool:
+  """Whether the recorded call's kernel reads its program id or count (in its jaxpr and
+  the jaxprs nested in it): the lowering keeps no record of those equations (they become
+  the program ids computed once at the kernel's top), so the kernel's facts cannot say."""
+  from .split.variant import _structs   # lazy: loads jax, as the variant's trace does
+  try:
+    kernel = variant_kernel(recipe.original(recipe.kernel, recipe.out_shape, **recipe.kwargs),
+                            _structs(recipe))
+  except Exception:  # noqa: BLE001 - a kernel that does not trace again: its facts decide
+    return False
+  return kernel is not None and any(e.primitive.name in ("program_id", "num_programs")
+                                    for j in _jaxprs(kernel) for e in j.eqns)
+
+
+def variant_kernel(call, structs):
+  """The kernel jaxpr of a variant's call (traced abstractly: nothing runs)."""
+  # lazy: jax, and split.variant, which loads it, are kept out of this module's import
+  import jax
+  from ..backend import compat
+  from .split.variant import _find_call
+  eqn = _find_call(jax.make_jaxpr(call)(*structs).jaxpr)
+  return None if eqn is None else compat.open_jaxpr(eqn.params["jaxpr"])[0]

@@ -523,7 +523,7 @@ def test_a_program_id_used_otherwise_keeps_the_edit_and_says_how():
   from pallas_prof.advice.split.variant import _structs
   change = blockshape.change_for(recipe, blockshape.plan(recipe, 0), 4)
   kernel = blockshape.variant_kernel(blockshape.build(recipe, change), _structs(recipe))
-  assert "computes `add` from its program id" in blockshape.why_not_in_block_units(kernel, 0, 4)
+  assert "computes `convert_element_type` from its program id" in blockshape.why_not_in_block_units(kernel, 0, 4)
 
 
 @pytest.mark.parametrize("causal", [True, False])

@@ -406,19 +406,23 @@ def test_launch_order_offers_groups_then_resident_programs_in_grouped_order():
   (finding,) = RULES["launch_order"](f)
   resident = f.sms * f.occupancy.ctas_per_sm
   assert 0 < resident < 1000
+  # and, whatever the order, fewer larger programs re-read each block fewer times
   assert [a.change for a in finding.actions] == [
-      {"launch_group": 8}, {"launch_group": 8, "persistent": resident}]
+      {"launch_group": 8}, {"launch_group": 8, "persistent": resident},
+      {"block": "larger", "factor": 2}]
   assert f"{resident} resident programs loop over the 1,000 points" in finding.actions[1].title
   assert any(e.what == "waves" for e in finding.diagnosis.evidence)
 
 
-def test_launch_order_keeps_a_group_already_set_and_stops_when_both_are():
+def test_launch_order_keeps_a_group_already_set_and_offers_larger_blocks_when_both_are():
   f = dataclasses.replace(synthetic_facts(grid=(40, 25), work=_dot_work(1000), num_warps=8,
                                           registers=168), launch_group=4)
   (finding,) = RULES["launch_order"](f)
   assert [a.change for a in finding.actions] == [
-      {"launch_group": 4, "persistent": f.sms * f.occupancy.ctas_per_sm}]
-  assert RULES["launch_order"](dataclasses.replace(f, persistent=264)) == []
+      {"launch_group": 4, "persistent": f.sms * f.occupancy.ctas_per_sm},
+      {"block": "larger", "factor": 2}]
+  (both,) = RULES["launch_order"](dataclasses.replace(f, persistent=264))
+  assert [a.change for a in both.actions] == [{"block": "larger", "factor": 2}]
 
 
 def test_no_resident_programs_where_the_grid_fits_at_once_nor_without_rereads():

@@ -211,8 +211,12 @@ def launch_order(f) -> list[Finding]:
                                            "persistent": resident}, f,
                           f"{resident} resident programs loop over the {f.programs:,} "
                           "points in grouped order", unmodelled))
-  if not actions:
-    return []
+  # fewer, larger programs along the grid's axis re-read each block fewer times whatever
+  # the order (a flash attention's block_q: every program reads all of K and V), where
+  # half the programs still give every SM one
+  if f.programs >= 2 * f.sms:
+    actions.append(blocks("launch_order", "larger", f, "fewer programs re-reading the same "
+                          "blocks", unmodelled, factor=2))
   evidence = [fact("work model", f"{fmt_bytes(w.block_bytes)} of block loads for "
                    f"{fmt_bytes(w.bytes)} of operands", value=w.block_bytes / w.bytes)]
   if f.waves is not None:
