@@ -22,7 +22,7 @@ import math
 from . import call_source, estimate
 from .floors import program_work
 from .schema import Action
-from .variants import reads_program_id, variant_kernel, why_not_in_block_units
+from .variants import variant_kernel, why_not_in_block_units
 
 MAX_BLOCK_ELEMENTS = 1 << 16      # larger blocks than this do not fit a CTA's registers
 MIN_BLOCK = 16                    # nor, in a kernel with a dot, smaller ones along a split
@@ -344,8 +344,7 @@ def resolve(action: Action, f, recipe, operand_index: int | None = None,
   """A block intent (table.blocks) as concrete actions: kind c variants, else a kind d edit,
   each at a factor that fits; none (and a line in `notes`) when no factor does."""
   goal, factor = action.change.get("block"), int(action.change.get("factor", 2))
-  reads_pid = any(e.primitive in ("program_id", "num_programs") for e in f.equations.values()) \
-      or (recipe is not None and reads_program_id(recipe))
+  reads_pid = any(e.primitive in ("program_id", "num_programs") for e in f.equations.values())
   min_block = MIN_BLOCK if any(e.primitive == "dot_general" for e in f.equations.values()) else 1
   changes, why_not = [], "its pallas_call was not recorded (run it through `pallas-prof " \
       "advise` or `run`)"

@@ -144,9 +144,9 @@ def checked_on_cpu(a, recipe, variant, iterations: int, equal: str = CPU_EQUAL):
 # block size (straight, or after adding or subtracting a constant: `(id + 1) * block`, its
 # block's end), and the kernel must not read that axis's program count; then the variant
 # is a kind c (its outputs are compared with the original's before it is timed, as every
-# one's are). The lowering keeps no record of program_id equations (they become the ids
-# computed once at the kernel's top), so whether a kernel reads them is read from its
-# jaxpr (reads_program_id), not from its facts.
+# one's are). A kernel that reads no id (JAX's non-causal attention: its start_q is traced
+# away unused) may still size its values by such a keyword: its variant is tried with the
+# keyword rebound where the blocks alone do not trace (blockshape._traced).
 
 def _jaxprs(jaxpr):
   from ..backend import compat   # lazy: loads jax, kept out of this module's import
@@ -162,7 +162,9 @@ def _literal(v):
 
 def why_not_in_block_units(kernel_jaxpr, axis: int, block: int) -> str | None:
   """None where every program_id(axis) of the kernel is multiplied by `block` at once (and
-  num_programs(axis) is not read); else what the kernel does with it, in words."""
+  num_programs(axis) is not read); else what the kernel does with it, in words. The id is
+  followed into the loops and calls it is passed to as a constant (attention's start_q,
+  read inside its loop over K and V)."""
   for jaxpr in _jaxprs(kernel_jaxpr):
     for e in jaxpr.eqns:
       name = e.primitive.name
@@ -170,22 +172,58 @@ def why_not_in_block_units(kernel_jaxpr, axis: int, block: int) -> str | None:
         continue
       if name == "num_programs":
         return f"the kernel reads the program count along grid axis {axis}"
-      frontier = [e.outvars[0]]          # the id, and the id plus or minus a constant
+      # the id, the id plus or minus a constant, and where they enter a loop or a call
+      frontier = [(jaxpr, e.outvars[0])]
       while frontier:
-        pid = frontier.pop()
-        if any(v is pid for v in jaxpr.outvars):
+        where, pid = frontier.pop()
+        if any(v is pid for v in where.outvars):
           return f"the kernel passes its program id along grid axis {axis} on"
-        for use in (u for u in jaxpr.eqns if any(v is pid for v in u.invars)):
-          other = [v for v in use.invars if v is not pid]
-          op = use.primitive.name
-          if op == "mul" and len(other) == 1 and _literal(other[0]) == block:
-            continue                        # an offset in the new blocks' units
-          if op in ("add", "sub") and len(other) == 1 and use.invars[0] is pid and \
-              _int_literal(other[0]):
-            frontier.append(use.outvars[0])   # a later block's start: (id + 1) * block
-            continue
-          return (f"the kernel computes `{op}` from its program id along grid axis {axis}, "
-                  f"not only the id (plus a constant) times its block size ({block})")
+        for use in (u for u in where.eqns if any(v is pid for v in u.invars)):
+          why = _use_in_block_units(where, use, pid, block, frontier)
+          if why:
+            return (f"the kernel computes {why} from its program id along grid axis {axis}, "
+                    f"not only the id (plus a constant) times its block size ({block})")
+  return None
+
+
+def _use_in_block_units(where, use, pid, block: int, frontier: list) -> str | None:
+  """None where `use` of the id keeps it in block units (its results, or the sub-jaxpr's
+  variables it becomes, added to `frontier`); else the use, in words."""
+  other = [v for v in use.invars if v is not pid]
+  op = use.primitive.name
+  if op == "mul" and len(other) == 1 and _literal(other[0]) == block:
+    return None                           # an offset in the new blocks' units
+  if op in ("add", "sub") and len(other) == 1 and use.invars[0] is pid and _int_literal(other[0]):
+    frontier.append((where, use.outvars[0]))    # a later block's start: (id + 1) * block
+    return None
+  inner = _as_constant_of(use, pid)
+  if inner is None:
+    return f"`{op}`"
+  frontier.extend(inner)
+  return None
+
+
+def _as_constant_of(use, pid) -> list | None:
+  """[(sub-jaxpr, its variable)] where `use` (a loop or a call) takes the id as a constant
+  of its body (or as a call's argument); None where it takes it otherwise (a loop's carry)."""
+  from ..backend import compat   # lazy: loads jax, kept out of this module's import
+  at = [i for i, v in enumerate(use.invars) if v is pid]
+  op, p = use.primitive.name, use.params
+  if op == "while":
+    cn, bn = p["cond_nconsts"], p["body_nconsts"]
+    if any(i >= cn + bn for i in at):
+      return None
+    cond, body = (compat.open_jaxpr(p[k])[0] for k in ("cond_jaxpr", "body_jaxpr"))
+    return [(cond, cond.invars[i]) if i < cn else (body, body.invars[i - cn]) for i in at]
+  if op == "scan":
+    if any(i >= p["num_consts"] for i in at):
+      return None
+    body = compat.open_jaxpr(p["jaxpr"])[0]
+    return [(body, body.invars[i]) for i in at]
+  subs = compat.sub_jaxprs(use)
+  if op in ("pjit", "jit", "closed_call", "core_call") and len(subs) == 1 and \
+      len(subs[0].invars) == len(use.invars):
+    return [(subs[0], subs[0].invars[i]) for i in at]
   return None
 
 
@@ -193,20 +231,6 @@ def _int_literal(v) -> bool:
   val = _literal(v)
   return val is not None and getattr(val, "shape", ()) == () and \
       isinstance(getattr(val, "item", lambda: val)(), int)
-
-
-def reads_program_id(recipe) -> bool:
-  """Whether the recorded call's kernel reads its program id or count (in its jaxpr and
-  the jaxprs nested in it): the lowering keeps no record of those equations (they become
-  the program ids computed once at the kernel's top), so the kernel's facts cannot say."""
-  from .split.variant import _structs   # lazy: loads jax, as the variant's trace does
-  try:
-    kernel = variant_kernel(recipe.original(recipe.kernel, recipe.out_shape, **recipe.kwargs),
-                            _structs(recipe))
-  except Exception:  # noqa: BLE001 - a kernel that does not trace again: its facts decide
-    return False
-  return kernel is not None and any(e.primitive.name in ("program_id", "num_programs")
-                                    for j in _jaxprs(kernel) for e in j.eqns)
 
 
 def variant_kernel(call, structs):

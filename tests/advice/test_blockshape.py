@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -18,7 +19,7 @@ from pallas_prof.advice.schema import Action
 from pallas_prof.backend import kernel_registry
 from pallas_prof.backend.equation_text import Aval
 
-from .synthetic import synthetic_eq, synthetic_facts
+from .synthetic import synthetic_eq, synthetic_facts, synthetic_work
 
 pallas_prof.install()
 
@@ -569,3 +570,48 @@ def test_a_block_variants_interpreter_cost_counts_each_programs_loop_trips():
   _add()
   (flat,) = kernel_registry.kernels()
   assert trials.program_trips(flat) == 1            # no loop: a program is one pass
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_jax_attentions_query_blocks_are_offered_larger_for_its_rereads_and_compute_the_same(
+    causal):
+  """JAX's mha forward: every program reads all of K and V (the launch_order rule's
+  re-reads), and its query block is a keyword of the kernel (block_q) that sizes its values
+  and, causal, multiplies its program id (`start_q * block_q`, and `block_q * (start_q + 1)`
+  for the loop's bound). Larger query blocks are offered as a variant with block_q rebound
+  (kind c), whose outputs equal the original's under the interpreter."""
+  attention = pytest.importorskip("jax.experimental.pallas.ops.gpu.attention")
+  from pallas_prof.advice.rules import RULES
+  shape = (2, 320, 4, 16)
+  q, k, v = (jax.random.normal(jax.random.key(i), shape, jnp.float32) for i in range(3))
+  bs = attention.BlockSizes(block_q=16, block_k=16, block_q_dkv=16, block_kv_dkv=16,
+                            block_q_dq=16, block_kv_dq=16)
+  fn = functools.partial(attention.mha, segment_ids=None, causal=causal, block_sizes=bs)
+  recipes.clear()
+  kernel_registry.clear()
+  with recipes.capture():
+    want = jax.jit(fn)(q, k, v)
+  (recipe,) = [r for r in recipes.recipes() if r.name == "mha_forward"]
+  (rec,) = [r for r in kernel_registry.kernels() if r.name == "mha_forward"]
+  # the causal kernel reads its program id (start_q); the full one traces it away unused
+  pid = [e for e in rec.generated.eqns if e.primitive == "program_id"]
+  assert bool(pid) == causal
+  grid = tuple(recipe.kwargs["grid"])
+  f = synthetic_facts([synthetic_eq(0, "get", block_shape=(16, 16), dtype="float32")] +
+                      [synthetic_eq(1, "program_id")] * bool(pid),
+                      grid=grid, work=synthetic_work(bytes=1 << 20, block_bytes=20 << 20,
+                                                     dot_flops=1 << 30, flops=1 << 30,
+                                                     dot_dtype="float32",
+                                                     programs=math.prod(grid)))
+  f = dataclasses.replace(f, sms=40)            # half the programs still fill 40 SMs
+  (finding,) = RULES["launch_order"](f)
+  (intent,) = [a for a in finding.actions if a.change.get("block") == "larger"]
+  (variant,) = blockshape.resolve(intent, f, recipe)
+  assert variant.kind == "c" and variant.change["rebind"] == {"block_q": 32}
+  assert variant.change["axis"] == 0 and variant.change["grid"][0] == 10
+  got = jax.tree_util.tree_leaves(jax.jit(blockshape.build(recipe, variant.change))(q, k, v))[0]
+  np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+  # what the rebinding is for: the same blocks with block_q left at 16 do not trace
+  plain = {key: val for key, val in variant.change.items() if key != "rebind"}
+  with pytest.raises(Exception):
+    jax.jit(blockshape.build(recipe, plain))(q, k, v)
