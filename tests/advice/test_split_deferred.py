@@ -197,3 +197,17 @@ def test_on_a_gpu_the_twin_is_timed_beside_the_split_and_its_diff_kept_when_fast
   k, p = variant.pattern_of(recipe)
   assert out.diff == defer_source.unified_diff(recipe, p, 3, 1, None, defer.deferrals(k.jaxpr, p))
   assert "_split_lo" in out.diff and source.HELPER in out.diff
+
+
+def test_the_split_actions_say_a_gpu_also_times_the_deferred_twin():
+  """On a CPU nothing is timed: the split's edit says that a GPU run also times its twin,
+  where its sums can be deferred, and says nothing where they cannot."""
+  from pallas_prof.advice.split import actions
+  recipe, _, _ = _column_recipe(jnp.float32)
+  k, p = variant.pattern_of(recipe)
+  assert "row sums deferred to after the loop" in actions._deferral_words(k, p)
+  big, _, _ = _column_recipe(jnp.float32, rows=2048, cols=256)
+  shaped = variant.widened(variant.widened(big, variant.Widening("block_cols", 16, 128, 0, 256)),
+                           variant.Widening("block_rows", 8, 128, None, 0))
+  kb, pb = variant.pattern_of(shaped)
+  assert actions._deferral_words(kb, pb) == ""

@@ -18,6 +18,7 @@ from ..loop_steps import larger, loads_per_iteration, steps
 from ..rules.table import Finding, about, fact
 from ..schema import Action
 from ..variants import PATCH
+from .defer import deferrals
 from .pattern import NotSplittable
 from .source import SourceRefused, jaxpr_change, unified_diff
 from .variant import Widening, chunk, pattern_of, splits, widened, widenings
@@ -68,6 +69,7 @@ def findings(f, recipe, notes: list[str]) -> list[Finding]:
              "partials summed after the call")
     edit = (f"at {p.line}: apply the diff ({PATCH})" if diff else
             f"at {p.line}: no diff ({why}); the variant's change: {jaxpr_change(recipe, k, p, s)}")
+    edit += _deferral_words(k, p)
     actions.append(Action("e", title, RULE, {"split": s, "axis": axis}, edit=edit,
                           user_file=p.file, user_line=p.lineno, estimate_pct=value,
                           estimate_basis=basis, diff=diff))
@@ -75,6 +77,14 @@ def findings(f, recipe, notes: list[str]) -> list[Finding]:
   actions += _with_a_larger_step(f, recipe, p, notes)
   actions += _with_wider_blocks_and_a_larger_step(f, recipe, p, notes)
   return [Finding(d, actions)]
+
+
+def _deferral_words(k, p) -> str:
+  """What a GPU trial adds to the split where its row sums can be deferred (defer.py)."""
+  if not deferrals(k.jaxpr, p):
+    return ""
+  return ("; on a GPU it is also timed with the loop's row sums deferred to after the loop, "
+          "kept with its own diff where faster")
 
 
 def _with_a_larger_step(f, recipe, p, notes: list[str]) -> list[Action]:
@@ -152,6 +162,7 @@ def _split_actions(f, recipe, p, w, notes: list[str], basis: str,
   edit = (where + f"apply the diff ({PATCH}): it also rebinds "
           f"{names} at the call ({words})" if diff else where + f"no diff ({why}); the "
           f"variant's change: {words}{regrid}; " + jaxpr_change(shaped, k, pw, s))
+  edit += _deferral_words(k, pw)
   title = (f"split the loop at {p.line} over {s} programs per block, with {words}: grid "
            f"{'x'.join(map(str, k.grid))}x{s} ({grid}), {chunk(pw.trip, s)} iterations "
            "each, partials summed after the call")
