@@ -211,3 +211,14 @@ def test_the_split_actions_say_a_gpu_also_times_the_deferred_twin():
                            variant.Widening("block_rows", 8, 128, None, 0))
   kb, pb = variant.pattern_of(shaped)
   assert actions._deferral_words(kb, pb) == ""
+
+
+def test_the_row_sums_are_told_from_their_arrays_whatever_numpy_is_called():
+  """x.sum(axis=0), x.sum(0) and a module's sum(x, axis=0) under any name are row sums of
+  x; sums over axis 1 are not (a module named otherwise than jnp once passed for a method's
+  receiver, and the diff would have put the module where the array was)."""
+  import ast
+  fn = ast.parse("def body(i, acc):\n  a = x.sum(axis=0); b = x.sum(0); c = J.sum(y, axis=0)\n"
+                 "  d = jnp.sum(z, 0); e = x.sum(axis=1); f = J.sum(w, 1)\n"
+                 "  g = (p * q).sum(axis=0)\n").body[0]
+  assert [ast.unparse(v) for _, v in defer_source._row_sums(fn)] == ["x", "x", "y", "z", "p * q"]

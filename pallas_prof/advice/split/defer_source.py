@@ -31,8 +31,12 @@ def _row_sums(fn: ast.FunctionDef) -> list:
   for node in ast.walk(fn):
     if not isinstance(node, ast.Call) or _name(node.func) != "sum":
       continue
-    method = isinstance(node.func, ast.Attribute) and not (
-        isinstance(node.func.value, ast.Name) and node.func.value.id in ("jnp", "np", "numpy"))
+    # x.sum(axis=0) or x.sum(0) (a method: no array among its arguments), else a function
+    # of a module, whatever its name (jnp.sum(x, axis=0), jax.numpy.sum(x, 0))
+    method = isinstance(node.func, ast.Attribute) and (not node.args or (
+        isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, int)))
+    if not method and not node.args:
+      continue
     args = node.args if method else node.args[1:]
     axis = _keywords(node).get("axis") or (args[0] if args else None)
     if isinstance(axis, ast.Constant) and axis.value == 0 and len(args) <= 1 and \
