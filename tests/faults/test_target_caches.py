@@ -62,7 +62,12 @@ def _compiled_again_and_kept(compiled, entry: str, found: bytes, name: str, word
   cold = compiled["ck"]
   assert again.cache == "miss" and again.asm["hsaco"] == cold.asm["hsaco"]
   assert dict(again.target_resources) == dict(cold.target_resources)
-  assert len(caught) == 1 and entry in str(caught[0].message) and words in str(caught[0].message)
+  # this entry's warning, once: warnings of other origin in the same worker (a leg B run
+  # once caught 3 here, not reproduced alone) are not this test's subject, and are shown
+  mine = [w for w in caught if issubclass(w.category, cache_files.CacheWarning)
+          and entry in str(w.message)]
+  assert len(mine) == 1 and words in str(mine[0].message), \
+      [(w.category.__name__, str(w.message)[:300]) for w in caught]
   (aside,) = glob.glob(entry + ".bad-*")
   assert open(os.path.join(aside, name), "rb").read() == found
   assert cache_files.entry_damage(entry) is None
