@@ -27,7 +27,6 @@ import argparse
 import functools
 import json
 import os
-import statistics
 import sys
 import time
 
@@ -122,18 +121,11 @@ def inputs(rows, cols, dtype=jnp.bfloat16):
   return x, do, rstd
 
 
-def per_call_s(fn, args, batch: int = 20, reps: int = 15) -> float:
-  """The median over `reps` of a batch of back-to-back calls, per call (jaxlib's dispatch
-  overlaps the previous call's kernels, as in a training step)."""
+def per_call_s(fn, args, batch: int = 20) -> float:
+  """dispatch_gap's wall time per call of batches of back-to-back calls, once warm."""
+  from bench.suite.dispatch_gap import wall_per_call
   jax.block_until_ready(fn(*args))
-  times = []
-  for _ in range(reps):
-    t = time.perf_counter()
-    for _ in range(batch):
-      out = fn(*args)
-    jax.block_until_ready(out)
-    times.append((time.perf_counter() - t) / batch)
-  return statistics.median(times)
+  return wall_per_call(fn, args, batch)
 
 
 def rel_err(got, want) -> float:
