@@ -414,17 +414,26 @@ def _own_block_sizes(recipe, block: int) -> list[str]:
           and v == block]
 
 
+def _candidates_rebound(recipe, change: dict) -> list[dict]:
+  """The change as it is, then with each of the kernel's own block sizes at its old value
+  rebound to the new block."""
+  return [change] + [dict(change, rebind={name: change["to_block"]})
+                     for name in _own_block_sizes(recipe, change["from_block"])]
+
+
 def _following(recipe, change: dict) -> dict | None:
   """The change where the kernel's offsets follow its blocks (_pid_follows): as it is, else
   with one of the kernel's own block sizes rebound to the new block (the keyword the
   kernel multiplies its program id by); None where neither follows."""
-  if _pid_follows(recipe, change):
-    return change
-  for name in _own_block_sizes(recipe, change["from_block"]):
-    rebound = dict(change, rebind={name: change["to_block"]})
-    if _pid_follows(recipe, rebound):
-      return rebound
-  return None
+  return next((c for c in _candidates_rebound(recipe, change) if _pid_follows(recipe, c)), None)
+
+
+def _traces(recipe, change: dict) -> bool:
+  from .split.variant import _structs   # lazy: loads jax, as the variant's trace does
+  try:
+    return variant_kernel(build(recipe, change), _structs(recipe)) is not None
+  except Exception:  # noqa: BLE001 - a variant that does not trace
+    return False
 
 
 def _traced(recipe, change: dict) -> dict | None:
@@ -432,15 +441,7 @@ def _traced(recipe, change: dict) -> dict | None:
   sizes rebound to the new block (a keyword that sizes the kernel's values, as attention's
   block_q sizes its running maximum: at the old value the variant does not trace); None
   where neither traces (the trial then says why)."""
-  from .split.variant import _structs   # lazy: loads jax, as the variant's trace does
-  for candidate in [change] + [dict(change, rebind={name: change["to_block"]})
-                               for name in _own_block_sizes(recipe, change["from_block"])]:
-    try:
-      if variant_kernel(build(recipe, candidate), _structs(recipe)) is not None:
-        return candidate
-    except Exception:  # noqa: BLE001 - a variant that does not trace: the next one
-      continue
-  return None
+  return next((c for c in _candidates_rebound(recipe, change) if _traces(recipe, c)), None)
 
 
 def _edit(action: Action, f, recipe, goal: str, factor: int | None, how: str) -> Action:
