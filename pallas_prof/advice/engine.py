@@ -57,6 +57,7 @@ def diagnose(kp, gk=None, device=None, ceilings=None, recipe=None, gpu: bool | N
       else:
         actions.append(action)
   actions = rank([_with_status(a, gpu, f) for a in _unique(actions)])
+  actions, notes = _worth_an_edit(actions, notes)
   advice = KernelAdvice(label=kp.label, name=kp.name, at_roof=bool(roof),
                         diagnoses=order_diagnoses([x.diagnosis for x in findings], actions),
                         actions=actions,
@@ -64,6 +65,20 @@ def diagnose(kp, gk=None, device=None, ceilings=None, recipe=None, gpu: bool | N
                         notes=list(dict.fromkeys(notes)))
   advice.summary = summary(advice)
   return advice
+
+
+# An edit of the user's code (kind d, never tried) the work model expects to save less than
+# this is not worth their time: it is said in the notes, not offered.
+MIN_EDIT_ESTIMATE_PCT = 1.0
+
+
+def _worth_an_edit(actions: list[Action], notes: list[str]) -> tuple[list[Action], list[str]]:
+  small = lambda a: (a.kind == "d" and a.trial is None and a.estimate_pct is not None  # noqa: E731
+                     and a.estimate_pct < MIN_EDIT_ESTIMATE_PCT)
+  notes = notes + [f"not offered as an action: {a.title}: its estimated saving is under "
+                   f"{MIN_EDIT_ESTIMATE_PCT:.0f} % ({a.estimate_basis})"
+                   for a in actions if small(a)]
+  return [a for a in actions if not small(a)], notes
 
 
 # opt-ins that have not yet run on a GPU: advice says how to try them, it does not offer them

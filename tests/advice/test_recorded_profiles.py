@@ -92,3 +92,28 @@ def test_a_kernel_below_its_roof_says_where_its_time_goes():
       "num_warps 4 -> 2 (a neighbouring setting)", "num_warps 4 -> 8 (a neighbouring setting)",
       "num_stages 3 -> 2 (a neighbouring setting)", "num_stages 3 -> 4 (a neighbouring setting)"]
   assert all(a.kind == "a" and a.status.endswith("tries it on the GPU") for a in near)
+
+
+def test_an_edit_expected_to_save_under_one_percent_is_a_note_not_an_action():
+  from pallas_prof.advice.rules.table import Finding
+  from pallas_prof.advice.schema import Action, Diagnosis
+
+  def rule(f):
+    d = Diagnosis(rule="below_roof", text="below its roof")
+    edit = lambda pct, title: Action(kind="d", title=title, rule="below_roof",   # noqa: E731
+                                     edit=f"at kernel.py:3: {title}", estimate_pct=pct,
+                                     estimate_basis=f"{pct} % by share")
+    return [Finding(d, [edit(0.4, "hoist the tiny thing"), edit(0.99, "reorder a line"),
+                        edit(5.0, "read the operand once"),
+                        Action(kind="a", title="num_warps 4 -> 8", rule="below_roof",
+                               change={"num_warps": 8}, estimate_pct=0.2)])]
+  kp, rep = recorded.kernel("softmax_kernel")
+  advice = diagnose(kp, device=rep.device, ceilings=rep.ceilings, rules={"below_roof": rule})
+  titles = [a.title for a in advice.actions]
+  # the tried kind a stays whatever its estimate: advise measures it
+  assert titles == ["read the operand once", "num_warps 4 -> 8"], titles
+  said = [n for n in advice.notes if n.startswith("not offered as an action")]
+  assert said == ["not offered as an action: reorder a line: its estimated saving is under 1 % "
+                  "(0.99 % by share)",
+                  "not offered as an action: hoist the tiny thing: its estimated saving is "
+                  "under 1 % (0.4 % by share)"], said
