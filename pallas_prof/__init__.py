@@ -43,7 +43,7 @@ from .cli.terminal import profile_view as _profile_view  # noqa: E402
 _presentation.set_view(_profile_view)
 
 __all__ = ["CompilerParams", "KernelError", "LoweringError", "CompileError", "BoundsError",
-           "KernelRuntimeError", "UncoveredOutputWarning", "install",
+           "KernelRuntimeError", "UncoveredOutputWarning", "RevisitedOutputWarning", "install",
            "installed", "uninstall", "tracing", "profile", "autotune", "advise", "Autotune",
            "ProbeOptions",
            "kernels", "compile_for",

@@ -14,7 +14,7 @@ with _reported("pallas_prof"):      # the real cause and the versions found, if 
   from .backend.errors import KernelError
   from .backend.running.bounds_errors import BoundsError
   from .backend.running.runtime_errors import KernelRuntimeError
-  from .backend.lowering.coverage import UncoveredOutputWarning
+  from .backend.lowering.coverage import RevisitedOutputWarning, UncoveredOutputWarning
   from .backend import kernel_registry
   from .backend.targets import as_target
   from .backend.compiling import for_targets
@@ -78,6 +78,6 @@ def __getattr__(name):
 
 
 __all__ = ["CompilerParams", "KernelError", "LoweringError", "CompileError", "BoundsError",
-           "KernelRuntimeError", "UncoveredOutputWarning", "install",
+           "KernelRuntimeError", "UncoveredOutputWarning", "RevisitedOutputWarning", "install",
            "installed", "uninstall", "tracing", "profile", "autotune", "advise", "Autotune",
            "ProbeOptions", "kernels", "compile_for"]

@@ -31,6 +31,8 @@ class KernelRecord:
   device_ids: tuple[int, ...] = ()
   # coverage.UncoveredOutput: outputs with elements no program's block writes
   uncovered_outputs: tuple = ()
+  # coverage.RevisitedOutput: output blocks several programs pick and the kernel reads
+  revisited_outputs: tuple = ()
   # lowers the same pallas_call again with other options (num_warps, num_stages,
   # probes: the profiler's probed variant); None for records made elsewhere
   relower: Any = dataclasses.field(default=None, repr=False, compare=False)

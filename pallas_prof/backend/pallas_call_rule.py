@@ -17,6 +17,7 @@ call asks (compiler_params.py), the call read from its equation and lowered
 """
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 
@@ -170,12 +171,13 @@ def _lower(ctx, in_nodes, params, platform: str):
   check = bounds.check_bounds_enabled()
   options = lowering_options(cp, platform, check, debug=bool(params.get("debug")))
   gk = call.lower(options)
-  uncovered = _warn_about(call, gk)
+  uncovered, revisited = _warn_about(call, gk)
   rec = kernel_registry.record(kernel_registry.KernelRecord(
       name=gk.name, generated=gk, platform=platform,
       in_avals=tuple(map(Aval.of, ctx.avals_in)), out_avals=tuple(map(Aval.of, ctx.avals_out)),
       input_output_aliases=call.aliases, cost_estimate=params.get("cost_estimate"),
-      uncovered_outputs=tuple(uncovered), relower=call.relowerer(options)))
+      uncovered_outputs=tuple(uncovered), revisited_outputs=tuple(revisited),
+      relower=call.relowerer(options)))
   if platform == "cpu" or check:
     runtime_errors.callbacks_lowered()      # its failures come back through a host callback
   scope = xla_names.scope_name(rec.label, call.site(gk.name))
@@ -202,16 +204,35 @@ def _refuse_unsupported(call: PallasCall, params: dict) -> None:
                      "pass arrays as pallas_call inputs")
 
 
-def _warn_about(call: PallasCall, gk) -> list:
+def _warn_about(call: PallasCall, gk) -> tuple[list, list]:
   """Warnings at the user's line: loads TMA was asked for and could not serve, outputs
-  with elements no program writes. Returns those outputs (coverage.UncoveredOutput)."""
+  with elements no program writes, output blocks several programs read and write. Returns
+  those outputs (coverage.UncoveredOutput, coverage.RevisitedOutput)."""
   if gk.tma_notes:
     warn_tma_fallbacks(gk)
   labels = [p.label for p in gk.params if p.role in ("input", "output")]
   uncovered = coverage.uncovered_outputs(call.grid_mapping, gk.grid, labels, call.aliases)
   if uncovered:
     coverage.warn_uncovered(uncovered, gk.name, call.site(gk.name))
-  return uncovered
+  revisited = coverage.revisited_outputs(call.grid_mapping, gk.grid, labels,
+                                         functools.partial(_first_read, gk))
+  if revisited:
+    coverage.warn_revisited(revisited, gk.name, call.site(gk.name))
+  return uncovered, revisited
+
+
+# the equations that read a ref's memory and use what they read (an atomic's read is its
+# own: concurrent atomics are how programs share a block)
+_PLAIN_READS = frozenset({"get", "masked_load", "addupdate"})
+
+
+def _first_read(gk, label: str) -> tuple[str | None, int | None] | None:
+  """Where the kernel first reads ref `label` (its file and line), None where it does not."""
+  for e in gk.eqns:
+    if e.primitive in _PLAIN_READS and e.operand == label and not e.region.startswith(
+        "index_map"):
+      return (e.file, e.line)
+  return None
 
 
 def warn_tma_fallbacks(gk) -> None:

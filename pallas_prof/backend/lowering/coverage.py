@@ -1,5 +1,7 @@
 """What the grid's blocks cover: which output elements no program's block writes
-(uncovered_outputs), and which programs pick a block outside its array (blocks_outside).
+(uncovered_outputs), which output blocks several programs pick and the kernel reads
+(revisited_outputs: a race on a GPU), and which programs pick a block outside its array
+(blocks_outside).
 
 A pallas_call writes each output through the blocks its BlockSpec's index
 map picks for the grid's programs. Elements in no picked block are never
@@ -106,6 +108,79 @@ def warn_uncovered(found: list[UncoveredOutput], kernel: str, site) -> None:
                "grid cover the output (pl.cdiv(size, block) blocks), or alias the output "
                "to an input that holds its initial values")
     warnings.warn_explicit(message, UncoveredOutputWarning, file, line)
+
+
+class RevisitedOutputWarning(UserWarning):
+  """Several programs of a pallas_call's grid pick the same block of an output the kernel
+  reads: on a GPU they run at the same time, and the read-modify-write races."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RevisitedOutput:
+  """Output `index`, whose blocks several programs pick (its index map ignores grid axes
+  `axes`), read by the kernel at `read_at` (file, line)."""
+  index: int
+  label: str
+  shape: tuple[int, ...]
+  dtype: str
+  axes: tuple[int, ...]                   # grid axes along which its block stays the same
+  programs: int                           # programs that pick its most-picked block
+  block: tuple[int, ...]                  # that block
+  read_at: tuple[str | None, int | None] = (None, None)
+
+  def describe(self) -> str:
+    shape = ",".join(map(str, self.shape))
+    along = (f" along grid axis {self.axes[0]}" if len(self.axes) == 1 else
+             f" along grid axes {', '.join(map(str, self.axes))}" if self.axes else "")
+    block = self.block[0] if len(self.block) == 1 else self.block
+    return (f"output {self.index} ({self.label}: {self.dtype}[{shape}]): block {block} is "
+            f"picked by {self.programs} programs{along}, and the kernel reads it")
+
+
+def revisited_outputs(grid_mapping, grid: tuple[int, ...], labels=None,
+                      read=lambda label: None) -> list[RevisitedOutput]:
+  """The outputs whose blocks several programs pick and the kernel reads (`read(label)`:
+  where the kernel reads that output ref, (file, line), or None where it only writes it:
+  programs that write the same values to a block are not a fault)."""
+  points = math.prod(grid) if grid else 1
+  if points < 2 or points > MAX_GRID_POINTS:
+    return []
+  n_in, n_out = grid_mapping.num_inputs, grid_mapping.num_outputs
+  ids = _grid_points(grid)
+  found = []
+  for k in range(n_out):
+    label = labels[n_in + k] if labels else f"out{k}_ref"
+    at = read(label)
+    picked_found = _analysed(grid_mapping.block_mappings[n_in + k], ids) if at else None
+    if picked_found is None:
+      continue
+    picked, _, _, shape = picked_found
+    blocks, counts = np.unique(picked.T, axis=0, return_counts=True)
+    most = int(np.argmax(counts))
+    if counts[most] < 2:
+      continue
+    per_axis = picked.reshape((picked.shape[0], *grid))
+    axes = tuple(a for a, g in enumerate(grid) if g > 1 and np.all(
+        per_axis == per_axis.take([0], axis=1 + a)))
+    aval = grid_mapping.block_mappings[n_in + k].array_aval
+    found.append(RevisitedOutput(k, label, shape, np.dtype(aval.dtype).name, axes,
+                                 int(counts[most]), tuple(int(b) for b in blocks[most]), at))
+  return found
+
+
+def warn_revisited(found: list[RevisitedOutput], kernel: str, site) -> None:
+  """One RevisitedOutputWarning per output, at the user's pallas_call (`site`)."""
+  file, line = site.file or "<unknown>", site.line or 0
+  for r in found:
+    read = (f" ({r.read_at[0].rsplit('/', 1)[-1]}:{r.read_at[1]})" if r.read_at[0] else "")
+    axis = (f"grid axis {r.axes[0]}" if len(r.axes) == 1 else "those grid axes")
+    message = (f"pallas_call `{kernel}` at {file}:{line}: {r.describe()}{read}. On a GPU the "
+               "grid's programs run at the same time, so each read-modify-write of a shared "
+               "block races and updates are lost (Triton's interpreter, like a TPU, runs them "
+               f"one after another, which hides it). Reduce over {axis} inside the kernel (a "
+               "fori_loop over its blocks), or give each program a block of partial results "
+               "of its own and sum them after the call")
+    warnings.warn_explicit(message, RevisitedOutputWarning, file, line)
 
 
 @dataclasses.dataclass(frozen=True)

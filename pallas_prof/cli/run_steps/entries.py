@@ -53,6 +53,7 @@ def kernel_entry(rec, files: dict[str, str]) -> KernelEntry:
       lowering_gc_ms=gk.gc_seconds * 1e3, cpu_launches=rec.launches, files=dict(files),
       compile=compiled, resources=ck.resources() if ck is not None else None,
       warnings=tuple([u.describe() for u in rec.uncovered_outputs]
+                     + [r.describe() for r in rec.revisited_outputs]
                      + [f"TMA not used for {note}" for note in gk.tma_notes]),
       # lowered otherwise where Triton failed on the plain lowering
       # (backend/compiling/failures/workarounds.py)

@@ -172,3 +172,84 @@ def test_poison_value_for_every_dtype(dtype, want):
     assert np.isnan(np.float32(np.array(v, dt)))
   else:
     assert np.array(v).astype(dt).astype(np.int64) == int(want)
+
+
+# --- output blocks several programs read and write: a race on a GPU ---------------------
+
+def _revisits_of(fn, *args):
+  from pallas_prof.backend.lowering.coverage import RevisitedOutputWarning
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    out = fn(*args)
+  return out, [w for w in caught if issubclass(w.category, RevisitedOutputWarning)]
+
+
+def _k_grid_matmul_kernel(x_ref, w_ref, o_ref):
+  @pl.when(pl.program_id(2) == 0)
+  def _():
+    o_ref[...] = jnp.zeros_like(o_ref)
+  o_ref[...] += jnp.dot(x_ref[...], w_ref[...])      # the read that races: this line
+
+
+def test_a_reduction_over_a_grid_axis_into_the_output_warns_with_the_axis_and_the_read(rng):
+  """The TPU's pattern, accumulating into the output across the grid's last axis: right
+  under the interpreter (programs in order), a race on a GPU. The warning names the
+  output, the block, the grid axis its index map ignores and the line that reads it."""
+  import inspect
+  x, w = random_array(rng, (48, 40), "float32"), random_array(rng, (40, 24), "float32")
+  call = pallas(_k_grid_matmul_kernel, S((48, 24), jnp.float32), grid=(3, 3, 5),
+                in_specs=[pl.BlockSpec((16, 8), lambda i, j, k: (i, k)),
+                          pl.BlockSpec((8, 8), lambda i, j, k: (k, j))],
+                out_specs=pl.BlockSpec((16, 8), lambda i, j, k: (i, j)), name="k_grid")
+  out, [found] = _revisits_of(call, x, w)
+  text = str(found.message)
+  read_line = inspect.getsourcelines(_k_grid_matmul_kernel)[1] + 4
+  assert found.filename.endswith("test_coverage.py"), found.filename
+  assert "`k_grid`" in text and "output 0 (o_ref: float32[48,24])" in text, text
+  assert "picked by 5 programs along grid axis 2" in text, text
+  assert f"(test_coverage.py:{read_line})" in text and "races" in text, text
+  assert "Reduce over grid axis 2 inside the kernel" in text, text
+  np.testing.assert_allclose(np.asarray(out), x @ w, rtol=1e-5, atol=1e-4)   # in order: right
+  rec = kernel_registry.find("k_grid")[-1]
+  [r] = rec.revisited_outputs
+  assert (r.axes, r.programs, r.block) == ((2,), 5, (0, 0))
+
+
+def test_outputs_written_alike_or_updated_atomically_by_several_programs_do_not_warn(rng):
+  """A block several programs only write (the same values: no fault), and one they add
+  to with an atomic (how programs share a block on a GPU), are not races; a block each
+  program reads and writes alone is not either."""
+  from jax.experimental.pallas import triton as plgpu
+  x = random_array(rng, (32, 8), "float32")
+
+  def written_alike(x_ref, o_ref):
+    o_ref[...] = jnp.zeros_like(o_ref) + 1.0
+
+  def atomic(x_ref, o_ref):
+    plgpu.atomic_add(o_ref, (slice(None),), x_ref[...].sum(axis=0))
+
+  def own_block(x_ref, o_ref):
+    o_ref[...] = x_ref[...]
+    o_ref[...] += 1.0
+
+  cases = [(written_alike, S((8,), jnp.float32), pl.BlockSpec((8,), lambda i: (0,))),
+           (atomic, S((8,), jnp.float32), pl.BlockSpec((8,), lambda i: (0,))),
+           (own_block, S((32, 8), jnp.float32), pl.BlockSpec((8, 8), lambda i: (i, 0)))]
+  for kernel, shape, out_spec in cases:
+    call = pallas(kernel, shape, grid=(4,), in_specs=[pl.BlockSpec((8, 8), lambda i: (i, 0))],
+                  out_specs=out_spec, name=f"not_raced_{kernel.__name__}")
+    _, found = _revisits_of(call, x)
+    assert not found, (kernel.__name__, [str(w.message) for w in found])
+
+
+def test_the_run_reports_kernel_entry_carries_the_revisit(rng):
+  from pallas_prof.cli.run_steps.entries import kernel_entry
+  x, w = random_array(rng, (32, 16), "float32"), random_array(rng, (16, 8), "float32")
+  call = pallas(_k_grid_matmul_kernel, S((32, 8), jnp.float32), grid=(2, 1, 2),
+                in_specs=[pl.BlockSpec((16, 8), lambda i, j, k: (i, k)),
+                          pl.BlockSpec((8, 8), lambda i, j, k: (k, j))],
+                out_specs=pl.BlockSpec((16, 8), lambda i, j, k: (i, j)), name="k_grid_reported")
+  _revisits_of(call, x, w)
+  entry = kernel_entry(kernel_registry.find("k_grid_reported")[-1], {})
+  assert entry.warnings == ("output 0 (o_ref: float32[32,8]): block (0, 0) is picked by 2 "
+                            "programs along grid axis 2, and the kernel reads it",), entry.warnings
