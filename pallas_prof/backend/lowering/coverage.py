@@ -154,8 +154,11 @@ def revisited_outputs(grid_mapping, grid: tuple[int, ...], labels=None,
     picked_found = _analysed(grid_mapping.block_mappings[n_in + k], ids) if at else None
     if picked_found is None:
       continue
-    picked, _, _, shape = picked_found
-    blocks, counts = np.unique(picked.T, axis=0, return_counts=True)
+    picked, _, blocks, shape = picked_found
+    inside = np.all((picked >= 0) & (picked < np.asarray(blocks)[:, None]), axis=0)
+    if math.prod(blocks) > MAX_BLOCK_GRID or not inside.any():
+      continue
+    counts = np.bincount(np.ravel_multi_index(tuple(picked[:, inside]), blocks))
     most = int(np.argmax(counts))
     if counts[most] < 2:
       continue
@@ -163,8 +166,9 @@ def revisited_outputs(grid_mapping, grid: tuple[int, ...], labels=None,
     axes = tuple(a for a, g in enumerate(grid) if g > 1 and np.all(
         per_axis == per_axis.take([0], axis=1 + a)))
     aval = grid_mapping.block_mappings[n_in + k].array_aval
+    block = tuple(int(b) for b in np.unravel_index(most, blocks))
     found.append(RevisitedOutput(k, label, shape, np.dtype(aval.dtype).name, axes,
-                                 int(counts[most]), tuple(int(b) for b in blocks[most]), at))
+                                 int(counts[most]), block, at))
   return found
 
 
