@@ -180,7 +180,7 @@ def _with_status(a: Action, gpu: bool, f) -> Action:
 def compiler_params_line(change: dict, f) -> str:
   """The exact line to paste: the kernel's settings with the change."""
   now = TunedSettings(f.num_warps, f.num_stages, f.launch_group, f.tma,
-                      f.persistent).changed(change)
+                      f.persistent, f.loop_stages).changed(change)
   parts = [f"num_warps={now.num_warps}", f"num_stages={now.num_stages}"]
   if now.launch_group:
     parts.append(f"launch_group={now.launch_group}")
@@ -188,4 +188,6 @@ def compiler_params_line(change: dict, f) -> str:
     parts.append("tma=True")
   if now.persistent:
     parts.append(f"persistent={now.persistent}")
+  if now.loop_stages:
+    parts.append(f"loop_stages={now.loop_stages}")
   return f"compiler_params=pallas_prof.CompilerParams({', '.join(parts)})"

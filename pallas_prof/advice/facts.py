@@ -133,6 +133,7 @@ class KernelFacts:
   kernel_line: int | None
   generated: Any = None          # the GeneratedKernel, when at hand
   persistent: int = 0            # > 0: programs launched, each looping over the grid
+  loop_stages: int = 0           # > 0: loops without a dot pipelined (tl.range's num_stages)
 
   # --- derived ---
   @property
@@ -248,7 +249,8 @@ def kernel_facts(kp, gk=None, device=None, ceilings=None) -> KernelFacts:
       equations=equations, stalls=_stalls(att.stalls) if att is not None and measured else (),
       sampling=att.sampling if att is not None else None,
       lines=tuple(att.lines) if att is not None else (), kernel_file=kfile, kernel_line=kline,
-      generated=gk, persistent=int(gk.persistent or 0) if gk is not None else 0)
+      generated=gk, persistent=int(gk.persistent or 0) if gk is not None else 0,
+      loop_stages=int(gk.loop_stages or 0) if gk is not None else 0)
 
 
 def _executed_shares(equations: dict[int, EqFacts]) -> dict[int, EqFacts]:

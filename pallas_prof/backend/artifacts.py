@@ -172,6 +172,7 @@ class GeneratedKernel(Saved):
   launch_group = _option("launch_group")    # > 1: programs launched in groups (grid.py)
   tma = _option("tma")                      # some loads go through TMA descriptors (tma.py)
   persistent = _option("persistent")        # > 0: programs launched, looping over the grid
+  loop_stages = _option("loop_stages")      # > 0: loops' loads pipelined (tl.range)
   workaround_plan = _option("workarounds")
 
   def __eq__(self, other) -> bool:

@@ -45,6 +45,14 @@ class CompilerParams:
       Not with tma, nor in the profiler's probed variant; the tuner tries it where an
       Autotune config names it ({"persistent": 132}), advise where re-reads or waves say so.
       Checked under the interpreter and compiled for sm_90, NOT YET RUN ON A GPU.
+    loop_stages: > 0 makes each innermost loop that loads and has no dot Triton's
+      `tl.range(lo, hi, num_stages=loop_stages)`, so Triton pipelines its loads (copies
+      into shared memory issued that many iterations ahead): a loop that sums over rows
+      (the norms' backward dw/db) otherwise waits for each iteration's loads. The kernel's
+      num_stages pipelines only the loads that feed a dot, and Triton copies ahead only
+      loads of 4 bytes or more a thread. The same results; the tuner tries 3 (with the
+      kernel's warps, and 1, 2 and 4) where a kernel has such a loop. Checked under the
+      interpreter and compiled for sm_90 (cp.async copies), NOT YET TIMED ON A GPU.
     tma: True loads dense blocks of the inputs, and stores an output's one block,
       through Hopper's TMA (Triton tensor descriptors made in the kernel) where that
       provably moves the same elements; other accesses stay plain, and a
@@ -62,6 +70,7 @@ class CompilerParams:
   launch_group: int | None = None
   tma: bool | None = None
   persistent: int | None = None
+  loop_stages: int | None = None
 
   # JAX's CompilerParams protocol wants a backend tag
   BACKEND = "triton"
@@ -72,7 +81,7 @@ class CompilerParams:
     # threads), or the value would be ignored without a word
     def bad(field, value, want):
       raise ValueError(f"CompilerParams({field}={value!r}): {want}")
-    for name in ("num_warps", "num_stages", "launch_group", "persistent"):
+    for name in ("num_warps", "num_stages", "launch_group", "persistent", "loop_stages"):
       value = getattr(self, name)
       if value is not None and option_problem(name, value):
         bad(name, value, option_problem(name, value))
@@ -112,6 +121,7 @@ def lowering_options(cp, platform: str, check_bounds: bool = False,
                          enable_fp_fusion=bool(getattr(cp, "enable_fp_fusion", False)),
                          launch_group=int(cp.launch_group or 0) if ours else 0,
                          persistent=int(cp.persistent or 0) if ours else 0,
+                         loop_stages=int(cp.loop_stages or 0) if ours else 0,
                          tma=bool(cp.tma) if ours and platform != "rocm" else False,
                          check_bounds=check_bounds,
                          debug=debug)

@@ -25,7 +25,7 @@ DEFAULT_NUM_WARPS = 4
 DEFAULT_NUM_STAGES = 3
 # JAX's built-in backend pipelines no loops on ROCm unless asked (num_stages=1)
 ROCM_DEFAULT_NUM_STAGES = 1
-TUNED_FIELDS = ("num_warps", "num_stages", "launch_group", "tma", "persistent")
+TUNED_FIELDS = ("num_warps", "num_stages", "launch_group", "tma", "persistent", "loop_stages")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,10 +38,11 @@ class TunedSettings(Saved):
   launch_group: int = 0
   tma: bool = False
   persistent: int = 0
+  loop_stages: int = 0
 
   def __post_init__(self):
     # one spelling per value, as LoweringOptions keeps them: {"tma": 1} is tma=True
-    for name in ("num_warps", "num_stages", "launch_group", "persistent"):
+    for name in ("num_warps", "num_stages", "launch_group", "persistent", "loop_stages"):
       object.__setattr__(self, name, int(getattr(self, name) or 0))
     object.__setattr__(self, "tma", bool(self.tma))
 
@@ -56,11 +57,12 @@ class TunedSettings(Saved):
   @property
   def label(self) -> str:
     """"8w 3s", "8w 3s g8" for a grouped launch order, "8w 3s tma" with TMA loads,
-    "8w 3s p132" for 132 persistent programs."""
+    "8w 3s p132" for 132 persistent programs, "8w 3s l3" for loops pipelined in 3 stages."""
     text = f"{self.num_warps}w {self.num_stages}s"
     text += f" g{self.launch_group}" if self.launch_group else ""
     text += " tma" if self.tma else ""
-    return text + (f" p{self.persistent}" if self.persistent else "")
+    text += f" p{self.persistent}" if self.persistent else ""
+    return text + (f" l{self.loop_stages}" if self.loop_stages else "")
 
 
 # --- the records two of LoweringOptions' fields hold --------------------------------------
@@ -184,6 +186,10 @@ class LoweringOptions:
   `persistent` > 0: that many programs are launched, each looping over the launch
   grid's points (grid.persistent_launch) where there are more; the GeneratedKernel's
   persistent says whether it did.
+  `loop_stages` > 0: each innermost loop that loads and has no dot is Triton's
+  `tl.range(..., num_stages=loop_stages)`, whose loads Triton then pipelines (the kernel's
+  num_stages pipelines only a dot's); the GeneratedKernel's loop_stages says whether any
+  loop took it.
   `tma`: dense blocks load (and an output's one block stores) through Hopper's
   TMA where that provably moves the same elements (tma.py).
   `check_bounds`: the bounds-checked debug build (lowering/features/bounds.py).
@@ -201,6 +207,7 @@ class LoweringOptions:
   launch_group: int = 0
   tma: bool = False
   persistent: int = 0
+  loop_stages: int = 0
   check_bounds: bool = False
   probes: bool | ProbeOptions | None = None
   workarounds: WorkaroundPlan | None = None
@@ -209,29 +216,32 @@ class LoweringOptions:
   # what a kernel's file (kernel.json) keeps of them, under these names: GeneratedKernel.save
   # writes them, a saved run's reader makes a kernel's options of them (cli/saved_runs/kernel.py)
   SAVED: ClassVar[tuple[str, ...]] = ("num_warps", "num_stages", "enable_fp_fusion",
-                                      "check_bounds", "launch_group", "tma", "persistent")
+                                      "check_bounds", "launch_group", "tma", "persistent",
+                                      "loop_stages")
 
   def __post_init__(self):
     # one spelling per value: a tuner config's {"tma": 1} and tma=True are one candidate
     object.__setattr__(self, "tma", bool(self.tma))
     object.__setattr__(self, "launch_group", int(self.launch_group or 0))
     object.__setattr__(self, "persistent", int(self.persistent or 0))
+    object.__setattr__(self, "loop_stages", int(self.loop_stages or 0))
     object.__setattr__(self, "check_bounds", bool(self.check_bounds))
 
   def replace(self, **changes) -> "LoweringOptions":
     return dataclasses.replace(self, **changes)
 
   def saved(self) -> dict:
-    """The fields SAVED names, by name; persistent only where set, so that a kernel.json of
-    a kernel without it is what it was before the field (and reads where it is unknown)."""
+    """The fields SAVED names, by name; persistent and loop_stages only where set, so that
+    a kernel.json of a kernel without them is what it was before the fields (and reads
+    where they are unknown)."""
     return {name: getattr(self, name) for name in self.SAVED
-            if name != "persistent" or self.persistent}
+            if name not in ("persistent", "loop_stages") or getattr(self, name)}
 
   @property
   def settings(self) -> TunedSettings:
     """The tuned part, by name."""
     return TunedSettings(self.num_warps, self.num_stages, self.launch_group, self.tma,
-                         self.persistent)
+                         self.persistent, self.loop_stages)
 
   def with_settings(self, settings: TunedSettings) -> "LoweringOptions":
     return self.replace(**settings.fields())
@@ -253,6 +263,9 @@ _ALLOWED = {
                      "must be an integer >= 0 (0 or 1: the plain launch order)"),
     "persistent": (lambda p: 0 <= p <= 2**31 - 1,
                    "must be an integer >= 0 (0: one program per point of the grid)"),
+    "loop_stages": (lambda s: 0 <= s <= 16,
+                    "must be an integer from 0 to 16 (0: loops as written; Triton's own "
+                    "pipelining of a dot's loads is num_stages)"),
 }
 
 

@@ -52,19 +52,26 @@ CACHE_VERSION = 4
 # is tried only where a config asks for it: it has run on the H200 (bench/cost/tma.py), but a
 # candidate that faulted there would take the user's CUDA context down with it.
 # TMA candidates are left out below sm_90, and where no load or store can use TMA.
+# Loops pipelined by Triton's per-loop stages ({"loop_stages": 3}): tried where a kernel has a
+# loop that loads and has no dot (elsewhere the candidate lowers to the default's kernel), also
+# with fewer warps, since Triton copies ahead only loads of 4 bytes or more a thread (JAX's
+# norms' dw/db loads 16x16 bfloat16 blocks with 8 warps: 2 bytes a thread).
 DEFAULT_CONFIGS = tuple({"num_warps": w, "num_stages": s} for w in (4, 8) for s in (2, 3, 4)) + \
-    tuple({"launch_group": g} for g in (4, 8))
+    tuple({"launch_group": g} for g in (4, 8)) + ({"loop_stages": 3},) + \
+    tuple({"num_warps": w, "loop_stages": 3} for w in (1, 2, 4))
 KEYS = TUNED_FIELDS          # a config names some of these LoweringOptions fields
 
 
 @dataclasses.dataclass(frozen=True)
 class Autotune:
   """What to try: configs of {"num_warps": int, "num_stages": int, "launch_group": int,
-  "tma": 0 or 1, "persistent": int} (each key optional: the default's value otherwise;
-  default configs: 4 and 8 warps by 2, 3 and 4 stages, and launch groups of 4 and 8; TMA
-  and persistent programs only where a config names them) and the seconds a kernel's
-  tuning may take. launch_group: CompilerParams.launch_group (0: the plain order); tma:
-  CompilerParams.tma; persistent: CompilerParams.persistent (0: one program a point)."""
+  "tma": 0 or 1, "persistent": int, "loop_stages": int} (each key optional: the default's
+  value otherwise; default configs: 4 and 8 warps by 2, 3 and 4 stages, launch groups of 4
+  and 8, and loops pipelined in 2 and 3 stages; TMA and persistent programs only where a
+  config names them) and the seconds a kernel's tuning may take. launch_group:
+  CompilerParams.launch_group (0: the plain order); tma: CompilerParams.tma; persistent:
+  CompilerParams.persistent (0: one program a point); loop_stages:
+  CompilerParams.loop_stages (0: loops as written)."""
   configs: tuple = DEFAULT_CONFIGS
   budget_s: float = 30.0
   min_launches: int = 20
@@ -78,9 +85,9 @@ class Autotune:
       unknown = set(c) - set(KEYS)
       if unknown or not c:
         raise ValueError(f"Autotune config {c}: give num_warps, num_stages, launch_group, "
-                         f"tma and/or persistent (unknown: {sorted(unknown)})" if unknown else
-                         "Autotune config {}: give num_warps, num_stages, launch_group, "
-                         "tma and/or persistent")
+                         f"tma, persistent and/or loop_stages (unknown: {sorted(unknown)})"
+                         if unknown else "Autotune config {}: give num_warps, num_stages, "
+                         "launch_group, tma, persistent and/or loop_stages")
       if "tma" in c and c["tma"] in (False, True):
         c["tma"] = int(c["tma"])         # a bool is one spelling of 0 or 1
       # the checker the disk's choices pass: a config tuned is one a cache may hold
@@ -319,8 +326,10 @@ def tune_kernel(gk, default_ck, relower: Callable[..., object], target, settings
       continue
     if (options.launch_group and not candidate.launch_group) or \
         (options.tma and not candidate.tma) or \
-        (options.persistent and not candidate.persistent):
-      # no grouped order, no load TMA can serve, no more points than programs: a repeat
+        (options.persistent and not candidate.persistent) or \
+        (options.loop_stages and not candidate.loop_stages):
+      # no grouped order, no load TMA can serve, no more points than programs, no loop to
+      # pipeline: a repeat
       wanted.remove(options)
       continue
     lowered.append((options, candidate))

@@ -4,14 +4,14 @@
     {"version": 4, "kernels": [{"kernel": "softmax_kernel", "source": <its sha256>,
       "code": <its sha256 without comments>, "target": ["cuda", 90], "gpu": "NVIDIA H200",
       "best": {"num_warps": 8, "num_stages": 3, "launch_group": 0, "tma": false,
-               "persistent": 0},
+               "persistent": 0, "loop_stages": 0},
       "default": {"num_warps": 4, "num_stages": 3, "launch_group": 0, "tma": false,
-                  "persistent": 0}}]}
+                  "persistent": 0, "loop_stages": 0}}]}
 
 best and default are saved TunedSettings (backend/options.py), by name. Version 3 held them
 as [num_warps, num_stages, launch_group, tma] lists: a file of it (a user may have committed
 one) is read as version 4 (`_upgraded`), then checked alike; versions 1 and 2 are refused.
-A version 4 file written before `persistent` was a setting lacks it: read as 0.
+A version 4 file written before `persistent` or `loop_stages` was a setting lacks it: read as 0.
 
 An entry applies to the kernel whose generated source it names, or (`code`) whose source
 is that one but for its comments: every line of a kernel's source names the user's line it

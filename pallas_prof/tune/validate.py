@@ -41,7 +41,7 @@ MAX_NUM_STAGES = 16
 MAX_LAUNCH_GROUP = 4096     # programs of the first grid dimension launched together
 MAX_PERSISTENT = 2**31 - 1  # persistent programs: CUDA's launch axis 0 at most
 # saved settings older files lack (written before the field was): read as its default
-OPTIONAL_SAVED = {"persistent": 0}
+OPTIONAL_SAVED = {"persistent": 0, "loop_stages": 0}
 
 
 class TuningFileWarning(UserWarning):
@@ -81,6 +81,10 @@ def field_problem(name: str, value) -> str | None:
     if not (is_int(value) and 0 <= value <= MAX_PERSISTENT):
       return (f"persistent must be an int from 0 to {MAX_PERSISTENT} (0: one program per "
               f"point of the grid), not {short(value)}")
+  elif name == "loop_stages":
+    if not (is_int(value) and 0 <= value <= MAX_NUM_STAGES):
+      return (f"loop_stages must be an int from 0 to {MAX_NUM_STAGES} (0: loops as written), "
+              f"not {short(value)}")
   else:
     return f"unknown field {name!r} (known: {', '.join(TUNED_FIELDS)})"
   return None
@@ -96,7 +100,7 @@ def below_hopper(target) -> bool:
 
 def settings_problem(value, target=None) -> str | None:
   """Why `value`, saved tuned settings ({"num_warps": 8, "num_stages": 3, "launch_group": 0,
-  "tma": false, "persistent": 0}), is not what a kernel for `target` can be compiled with
+  "tma": false, "persistent": 0, "loop_stages": 0}), is not what a kernel for `target` can be compiled with
   (None: it is). An older file's settings lack persistent (OPTIONAL_SAVED)."""
   if not isinstance(value, dict) or \
       sorted({**OPTIONAL_SAVED, **value}) != sorted(TUNED_FIELDS):

@@ -73,6 +73,46 @@ def test_unpipelined_k_loop():
   assert all(a.kind == "a" for a in finding.actions)
 
 
+def _rows_loop(block_bytes=512, nested=False):
+  """JAX's norms' dw/db loop: two (16, 16) bfloat16 blocks and a row of rstd an iteration,
+  summed over rows (no dot)."""
+  eqs = [synthetic_eq(1, "scan", trips=1024, line=20, inclusive_weight=0.95),
+         synthetic_eq(2, "masked_load", parent=1, line=21, block_shape=(16, 16),
+                      dtype="bfloat16", bytes_read=block_bytes, operand="x_ref",
+                      contiguous_bytes=32),
+         synthetic_eq(3, "masked_load", parent=1, line=22, block_shape=(16, 16),
+                      dtype="bfloat16", bytes_read=block_bytes, operand="do_ref",
+                      contiguous_bytes=32),
+         synthetic_eq(4, "masked_load", parent=1, line=23, block_shape=(16,), dtype="float32",
+                      bytes_read=64, operand="rstd_ref", contiguous_bytes=64),
+         synthetic_eq(5, "reduce_sum", parent=1, line=24, block_shape=(16,), dtype="float32")]
+  if nested:
+    eqs.append(synthetic_eq(6, "scan", parent=1, trips=8, line=25))
+  return eqs
+
+
+def test_a_loop_without_a_dot_is_not_pipelined_at_any_num_stages_and_gets_loop_stages():
+  """Triton's num_stages pipelines only a dot's loads: the rows loop waits at num_stages=3
+  too. The actions pipeline it per loop, with the warps cut to where each thread's share of
+  the 512-byte block is 4 bytes (8 -> 4); a kernel whose loops are pipelined already, and a
+  loop around another loop, get none."""
+  for stages in (1, 3):
+    (finding,) = RULES["unpipelined_loop"](synthetic_facts(_rows_loop(), num_stages=stages,
+                                                           num_warps=8))
+    d = finding.diagnosis
+    assert d.text == "loop not pipelined: it has no dot, and Triton pipelines only a dot's loads"
+    assert d.eqn == 1 and d.user_line == 20
+    assert [a.change for a in finding.actions] == [{"loop_stages": 2, "num_warps": 4},
+                                                   {"loop_stages": 3, "num_warps": 4}]
+    assert all(a.kind == "a" for a in finding.actions)
+    assert "4 warps so that each thread copies 4 bytes or more" in finding.actions[0].title
+  (wide,) = RULES["unpipelined_loop"](synthetic_facts(_rows_loop(block_bytes=8192), num_warps=8))
+  assert [a.change for a in wide.actions] == [{"loop_stages": 2}, {"loop_stages": 3}]
+  staged = dataclasses.replace(synthetic_facts(_rows_loop(), num_warps=8), loop_stages=3)
+  assert not RULES["unpipelined_loop"](staged)
+  assert not RULES["unpipelined_loop"](synthetic_facts(_rows_loop(nested=True), num_warps=8))
+
+
 def test_one_warp_per_row_of_4096_floats():
   eqs = [synthetic_eq(0, "get", block_shape=(1, 4096), dtype="float32", bytes_read=16384)]
   (finding,) = RULES["too_few_warps"](synthetic_facts(eqs, num_warps=1, grid=(8192,)))

@@ -19,7 +19,7 @@ def test_settings_round_trip_through_their_saved_fields():
   s = TunedSettings(num_warps=8, num_stages=2, launch_group=4, tma=1)
   assert s.tma is True and s.label == "8w 2s g4 tma"
   assert s.to_dict() == {"num_warps": 8, "num_stages": 2, "launch_group": 4, "tma": True,
-                         "persistent": 0}
+                         "persistent": 0, "loop_stages": 0}
   assert TunedSettings.from_dict(s.to_dict()) == s
   # settings saved before persistent was one read as 0
   older = {"num_warps": 8, "num_stages": 2, "launch_group": 4, "tma": True}
@@ -54,7 +54,7 @@ def test_a_kind_a_trial_lowers_the_kernels_own_settings_with_the_change():
   action = Action(kind="a", rule="too_few_warps", title="8 warps", change={"num_warps": 8})
   assert trials.lower_variant(action, rec, None) == "variant"
   assert asked == [{"num_warps": 8, "num_stages": 4, "launch_group": 8, "tma": False,
-                    "persistent": 0}]
+                    "persistent": 0, "loop_stages": 0}]
   assert trials.settings_of(action.change, rec.generated) == TunedSettings(8, 4, 8, False)
 
 
@@ -63,9 +63,11 @@ def test_a_kind_a_trial_lowers_the_kernels_own_settings_with_the_change():
     ({"launch_group": 0, "tma": 1}, "num_warps=4, num_stages=3, tma=True"),
     ({"launch_group": 8, "persistent": 132},
      "num_warps=4, num_stages=3, launch_group=8, persistent=132"),
+    ({"loop_stages": 3, "num_warps": 2}, "num_warps=2, num_stages=3, launch_group=4, loop_stages=3"),
 ])
 def test_the_pasted_line_is_the_facts_settings_with_the_change(change, line):
-  facts = SimpleNamespace(num_warps=4, num_stages=3, launch_group=4, tma=False, persistent=0)
+  facts = SimpleNamespace(num_warps=4, num_stages=3, launch_group=4, tma=False, persistent=0,
+                          loop_stages=0)
   assert engine.compiler_params_line(change, facts) == \
       f"compiler_params=pallas_prof.CompilerParams({line})"
 

@@ -230,8 +230,8 @@ from tests.tune.test_params import UNHURRIED, _install, _lowered_as, _tune  # no
 SETTINGS = params.Autotune(configs=[{"num_warps": 8}], min_launches=5, min_seconds=0.0,
                            budget_s=UNHURRIED)
 # what tuning SETTINGS chooses on the stand-in driver, and the kernel's own, as files hold them
-TUNED = {"num_warps": 8, "num_stages": 3, "launch_group": 0, "tma": False, "persistent": 0}
-DEFAULT = {"num_warps": 4, "num_stages": 3, "launch_group": 0, "tma": False, "persistent": 0}
+TUNED = {"num_warps": 8, "num_stages": 3, "launch_group": 0, "tma": False, "persistent": 0, "loop_stages": 0}
+DEFAULT = {"num_warps": 4, "num_stages": 3, "launch_group": 0, "tma": False, "persistent": 0, "loop_stages": 0}
 
 
 def _named(**changes):

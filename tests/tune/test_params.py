@@ -18,6 +18,7 @@ import os
 import pytest
 
 import pallas_prof
+from pallas_prof.backend import kernel_registry
 from pallas_prof.backend.compiling.compile import compile_kernel
 from pallas_prof.backend.options import TunedSettings as S
 from pallas_prof.profiler import driver
@@ -127,7 +128,7 @@ def test_a_cached_choice_is_used_without_launching(softmax_gk, monkeypatch, tmp_
   [saved] = [f for f in os.listdir(tmp_path / "tune") if f.startswith("params-")]
   data = json.loads((tmp_path / "tune" / saved).read_text())
   assert data["best"] == {"num_warps": 8, "num_stages": 3, "launch_group": 0, "tma": False,
-                        "persistent": 0}
+                        "persistent": 0, "loop_stages": 0}
   assert {"gpu", "jax", "triton", "pallas_prof", "source", "target"} <= set(data["identity"])
   fake = _install(monkeypatch, softmax_gk)              # a fresh "process": nothing launched yet
   ck, compiled = _tune(softmax_gk, settings)
@@ -469,3 +470,28 @@ def test_a_bad_tuning_file_or_budget_in_the_environment_says_which_variable_and_
       assert params.settings(None).budget_s == params.Autotune().budget_s
   monkeypatch.setenv(params.BUDGET_ENV, "12.5")
   assert params.settings(None).budget_s == 12.5
+
+
+def test_loop_stages_candidates_are_left_out_where_no_loop_takes_them(softmax_gk, monkeypatch):
+  """softmax has no loop: its {"loop_stages": 3} candidate lowers (by the real relowering)
+  to the default's kernel, and is neither compiled nor timed; the default configs try loop
+  stages with fewer warps too (Triton copies ahead only loads of 4 bytes a thread)."""
+  params.clear_results()
+  fake = _install(monkeypatch, softmax_gk)
+  rec = kernel_registry.find(softmax_gk.name)[-1]
+  assert rec.relower(softmax_gk.options.replace(loop_stages=3)).loop_stages == 0
+  compiled = []
+
+  def compile_all(gs):
+    compiled.extend(params.default_config(g) for g in gs)
+    return params._compile_all(gs, ("cuda", 90))
+  settings = params.Autotune(configs=[{"loop_stages": 3}, {"num_warps": 8}], min_launches=5,
+                             min_seconds=0.0, budget_s=UNHURRIED)
+  params.tune_kernel(softmax_gk, compile_kernel(softmax_gk, ("cuda", 90)), rec.relower,
+                     ("cuda", 90), settings, compile_fn=None, compile_all=compile_all)
+  [t] = params.results()
+  assert [c.settings for c in t.candidates] == [S(4, 3), S(8, 3)]
+  assert compiled == [S(8, 3)] and set(fake.block_of_launch) == {128, 256}
+  assert {"loop_stages": 3} in params.DEFAULT_CONFIGS
+  assert {"num_warps": 2, "loop_stages": 3} in params.DEFAULT_CONFIGS
+  assert params.config_label(S(4, 3, loop_stages=3)) == "4w 3s l3"

@@ -49,10 +49,10 @@ def test_the_params_cache_names_its_settings_and_reads_back_what_it_wrote(writte
   data = written()
   assert data["version"] == params.CACHE_VERSION == 4
   assert data["best"] == {"num_warps": 8, "num_stages": 3, "launch_group": 0, "tma": False,
-                        "persistent": 0}
+                        "persistent": 0, "loop_stages": 0}
   assert data["candidates"][2]["settings"] == {"num_warps": 8, "num_stages": 4,
                                                "launch_group": 0, "tma": False,
-                                               "persistent": 0}
+                                               "persistent": 0, "loop_stages": 0}
   tried = [S(4, 3), S(8, 3), S(8, 4)]
   assert params._cached(data, saved["identity"], tried, S(4, 3), ("cuda", 90)) == \
       (S(8, 3), candidates)
@@ -90,7 +90,7 @@ def _results(tmp_path):
 def test_the_results_for_pallas_prof_tune_read_back_typed(tmp_path):
   tuning, data = _results(tmp_path)
   assert data[0]["best"] == {"num_warps": 8, "num_stages": 3, "launch_group": 0, "tma": False,
-                             "persistent": 0}
+                             "persistent": 0, "loop_stages": 0}
   (again,) = params.read_results(str(tmp_path / "results.json"))
   assert again == tuning and again.identity["gpu"] == "NVIDIA H200"
 

@@ -31,9 +31,9 @@ def test_what_is_written_reads_back_the_same(tmp_path):
 def test_the_file_names_each_setting():
   entry = _entry(best=S(8, 3, 4, True)).to_dict()
   assert entry["best"] == {"num_warps": 8, "num_stages": 3, "launch_group": 4, "tma": True,
-                           "persistent": 0}
+                           "persistent": 0, "loop_stages": 0}
   assert entry["default"] == {"num_warps": 4, "num_stages": 3, "launch_group": 0, "tma": False,
-                              "persistent": 0}
+                              "persistent": 0, "loop_stages": 0}
   assert TuningFile().version == tuned_file.FORMAT_VERSION == 4
 
 

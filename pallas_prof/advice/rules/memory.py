@@ -32,17 +32,25 @@ def _lines(es) -> str:
 
 @rule("unpipelined_loop")
 def unpipelined_loop(f) -> list[Finding]:
-  if f.num_stages > 1:
-    return []
+  """A loop whose loads wait for the previous iteration: a dot's loop at num_stages=1, or
+  an innermost loop without a dot at any num_stages (Triton's kernel-wide num_stages
+  pipelines only the loads that feed a dot; CompilerParams.loop_stages pipelines the others)."""
   out = []
   for loop in f.loops():
     inside = f.children(loop.index)
-    loads = [e for e in inside if e.is_load and e.primitive in ("get", "load")
+    loads = [e for e in inside if e.is_load and e.primitive in ("get", "load", "masked_load")
              and e.in_machine_loop]
     if not loads:
       continue          # none, or the compiler took them out of the loop
     has_dot = any(e.primitive == "dot_general" for e in inside)
-    what = "K loop" if has_dot else "loop"
+    if has_dot and f.num_stages > 1:
+      continue
+    if not has_dot:
+      if f.loop_stages or any(e.is_loop for e in inside):
+        continue        # pipelined already, or not innermost (Triton pipelines those only)
+      out.append(_loop_without_dot(f, loop, loads))
+      continue
+    what = "K loop"
     evidence = [fact("num_stages", f"num_stages={f.num_stages}: each iteration's loads start "
                      "only when the previous iteration is done"),
                 fact("loads in the loop", f"{len(loads)} load(s) at {_lines(loads)}"
@@ -63,6 +71,47 @@ def unpipelined_loop(f) -> list[Finding]:
                for s in (2, 3, 4) if not per_iteration or s * per_iteration <= SHARED_PER_BLOCK]
     out.append(Finding(d, actions))
   return out
+
+
+def _loop_without_dot(f, loop, loads) -> Finding:
+  """A loop without a dot, which Triton pipelines only where the loop asks (tl.range's
+  num_stages): loop_stages 2 and 3, each within a CTA's shared memory."""
+  per_iteration = sum(e.bytes_read for e in loads) or 0
+  evidence = [fact("pipelining", f"num_stages={f.num_stages} pipelines only the loads that "
+                   "feed a dot; this loop has none, so each iteration's loads start only when "
+                   "the previous iteration is done"),
+              fact("loads in the loop", f"{len(loads)} load(s) at {_lines(loads)}"
+                   + (f", {fmt_bytes(per_iteration)} per iteration" if per_iteration else ""))]
+  if f.measured:
+    evidence.append(fact("time in the loop", f"{100 * loop.inclusive_weight:.0f} % of the "
+                         f"samples; {100 * _memory_waits(loads):.0f} % of the loads' wait for "
+                         "global memory", True, loop.inclusive_weight))
+  evidence += [fact("roofline", f.rates.verdict, True, f.rates.efficiency_pct)] \
+      if f.rates is not None and f.median_s is not None else []
+  d = about("unpipelined_loop", "loop not pipelined: it has no dot, and Triton pipelines only "
+            "a dot's loads", f, loop, evidence, share=loop.inclusive_weight)
+  est = estimate.to_roof(f)
+  warps = _warps_for_async_copies(f, loads)
+  fewer = {"num_warps": warps} if warps < f.num_warps else {}
+  why = "its loads issued ahead" + (f", {warps} warp{'s' if warps > 1 else ''} so that each "
+                                    "thread copies 4 bytes or more" if fewer else "")
+  return Finding(d, [config("unpipelined_loop", {"loop_stages": s, **fewer}, f, why,
+                            estimate=est if s == 3 else (None, ""))
+                     for s in (2, 3) if not per_iteration or s * per_iteration <= SHARED_PER_BLOCK])
+
+
+ASYNC_COPY_BYTES = 4      # the least a cp.async copies: Triton copies ahead no smaller load
+
+
+def _warps_for_async_copies(f, loads) -> int:
+  """The most warps (up to the kernel's) at which each thread's share of the loop's largest
+  load is ASYNC_COPY_BYTES or more: with more threads than that, Triton leaves the loads as
+  they are (JAX's norms' dw/db: 16x16 bfloat16 blocks over 8 warps, 2 bytes a thread)."""
+  largest = max((e.bytes_read for e in loads if e.bytes_read), default=0)
+  warps = f.num_warps
+  while warps > 1 and largest and largest < ASYNC_COPY_BYTES * 32 * warps:
+    warps //= 2
+  return warps
 
 
 # a loop iteration that loads less than this per program mostly waits for its loads

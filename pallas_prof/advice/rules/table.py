@@ -51,7 +51,8 @@ def config(rule_name: str, change: dict, f: KernelFacts, why: str = "",
            estimate: tuple[float | None, str] = (None, "")) -> Action:
   """Kind a: a compiler parameter pallas-prof sets itself (no change to the code)."""
   now = {"num_warps": f.num_warps, "num_stages": f.num_stages,
-         "launch_group": f.launch_group, "tma": int(f.tma), "persistent": f.persistent}
+         "launch_group": f.launch_group, "tma": int(f.tma), "persistent": f.persistent,
+         "loop_stages": f.loop_stages}
   title = ", ".join(f"{k} {now[k]} -> {v}" for k, v in change.items())
   return Action("a", title + (f" ({why})" if why else ""), rule_name, dict(change),
                 user_file=f.kernel_file, user_line=f.kernel_line, estimate_pct=estimate[0],

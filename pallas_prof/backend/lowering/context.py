@@ -55,6 +55,7 @@ class KernelContext:
     self.launch_grid = (1, 1, 1)
     self.launch_group = 0         # > 1: the grid is launched in groups (grid.grouped_launch)
     self.persistent = 0           # > 0: programs launched that loop over the grid (grid.py)
+    self.staged_loops = 0         # loops emitted as tl.range(num_stages=options.loop_stages)
     self.num_programs: list[int] = []
     self._eqn_counter = 0
     # equations lowered without being recorded (no equation records, no spans): a jaxpr

@@ -188,6 +188,8 @@ def _lower_kernel(jaxpr, grid_mapping, collections: CollectionClock, options: Lo
                        tma_notes=tuple(plan.notes) if plan else (), workarounds=notes,
                        options=options.replace(launch_group=kernel.launch_group, tma=used_tma,
                                                persistent=kernel.persistent,
+                                               loop_stages=kernel.options.loop_stages
+                                               if kernel.staged_loops else 0,
                                                workarounds=used_plan))
   return gk
 

@@ -64,6 +64,7 @@ trans = "tl.trans"
 join = "tl.join"
 split = "tl.split"
 gather = "tl.gather"
+pipelined_range = "tl.range"   # a loop whose loads Triton pipelines (num_stages=)
 
 # --- elementwise -----------------------------------------------------------------------
 where = "tl.where"

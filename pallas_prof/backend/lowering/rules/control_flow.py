@@ -247,10 +247,10 @@ def _scan(ctx, *args, jaxpr, length, reverse, unroll=1, **params):
   names = [_materialize(ctx, c, "carry") for c in carry]
   if has_index:
     i = ctx.b.fresh("i_raw")
-    header = f"for {i} in range({_bound(lo)}, {_bound(upper)}):"
+    header = _for(ctx, i, _bound(lo), _bound(upper), body)
   else:
     i = ctx.b.fresh("_iter")
-    header = f"for {i} in range(0, {length}):"
+    header = _for(ctx, i, "0", str(length), body)
   with ctx.b.loop(header) as varying:
     carried = _as_values(names, carry, varying)
     index = [_loop_index(ctx, i, lo.dtype, varying)] if has_index else []
@@ -261,6 +261,36 @@ def _scan(ctx, *args, jaxpr, length, reverse, unroll=1, **params):
   if has_index:
     return [upper] + carried
   return carried
+
+
+# Reads of a ref's memory a loop's pipelining can issue ahead; loops and dots inside keep a
+# loop as written (Triton pipelines innermost loops, and a dot's loads by num_stages)
+_LOADS = frozenset({"get", "masked_load"})
+_NOT_STAGED = frozenset({"while", "scan", "dot_general", "cond"})
+
+
+def _for(ctx, i: str, lo: str, hi: str, body) -> str:
+  """A counted loop's header: `for i in range(lo, hi):`, or with options.loop_stages, for
+  an innermost loop that loads and has no dot, `for i in tl.range(lo, hi,
+  num_stages=...)`, whose loads Triton then pipelines."""
+  stages = ctx.kernel.options.loop_stages
+  if stages and _stageable(body):
+    ctx.kernel.staged_loops += 1
+    return f"for {i} in {tl.pipelined_range}({lo}, {hi}, num_stages={stages}):"
+  return f"for {i} in range({lo}, {hi}):"
+
+
+def _stageable(jaxpr) -> bool:
+  loads = False
+  for e in jaxpr.eqns:
+    if e.primitive.name in _NOT_STAGED:
+      return False
+    loads = loads or e.primitive.name in _LOADS
+    for sub in compat.sub_jaxprs(e):
+      if any(x.primitive.name in _NOT_STAGED for x in sub.eqns):
+        return False
+      loads = loads or any(x.primitive.name in _LOADS for x in sub.eqns)
+  return loads
 
 
 # --- while_loop -------------------------------------------------------------------------
@@ -316,7 +346,7 @@ def _while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
       return [hi, hi] + outs
     names = [_materialize(ctx, c, "carry") for c in rest]
     i = ctx.b.fresh("i_raw")
-    with ctx.b.loop(f"for {i} in range({_bound(lo)}, {_bound(hi)}):") as varying:
+    with ctx.b.loop(_for(ctx, i, _bound(lo), _bound(hi), fori_body)) as varying:
       carried = _as_values(names, rest, varying)
       index = _loop_index(ctx, i, lo.dtype, varying)
       outs = ctx.lower_jaxpr(fori_body, body_consts + [index] + carried,
