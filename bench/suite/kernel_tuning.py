@@ -18,8 +18,9 @@ from unittest import mock
 from pallas_prof.tune import params
 
 # seconds of tuning per kernel: eight candidates, compiled in parallel, each timed over
-# at least 20 launches (the tuner's floor) leave most kernels well inside it
-BUDGET_S = 8.0
+# at least 20 launches (the tuner's floor), took 4-11 s a kernel at 1f1ae7b; a kernel with a
+# loop without a dot has four more (loop_stages)
+BUDGET_S = 12.0
 
 
 @contextlib.contextmanager
