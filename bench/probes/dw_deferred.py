@@ -13,6 +13,8 @@ one process, JAX's rms_norm dw/db kernel written three ways at the suite's shape
               partials summed by XLA after the call), sums per iteration;
   - deferred: the same split with the sums deferred to after the loop, at several
               block_m, S and warps;
+  - *_l3:     with the loop's loads copied ahead by Triton (CompilerParams.loop_stages=3;
+              JAX's own kernel at 4 and 2 warps, where each thread loads 4 bytes or more);
 each as the whole function (the call and its second pass), outputs compared with a float32
 reference computed by XLA. With --cpu it runs each variant at a small shape under the
 interpreter (outputs compared) and compiles the suite's shape for sm_90 (registers, spills,
@@ -80,7 +82,8 @@ def dw_db_kernel(x_ref, do_ref, rstd_ref, dw_ref, db_ref, *, block_m, block_n, c
   plgpu.store(db_ref.at[row, col_idx[None]], db_acc[None], mask=col_mask[None])
 
 
-def variant(rows, cols, *, block_m, block_n, splits, warps, stages, deferred, name):
+def variant(rows, cols, *, block_m, block_n, splits, warps, stages, deferred, name,
+            loop_stages=0):
   trip = pl.cdiv(rows, block_m)
   chunk = pl.cdiv(trip, splits)
   kernel = functools.partial(dw_db_kernel, block_m=block_m, block_n=block_n, chunk=chunk,
@@ -88,7 +91,8 @@ def variant(rows, cols, *, block_m, block_n, splits, warps, stages, deferred, na
   part = jax.ShapeDtypeStruct((splits, cols), jnp.float32)
   call = pl.pallas_call(       # no BlockSpecs: whole refs, indexed by the kernel (as JAX's)
       kernel, out_shape=[part, part], grid=(pl.cdiv(cols, block_n), splits),
-      compiler_params=pallas_prof.CompilerParams(num_warps=warps, num_stages=stages),
+      compiler_params=pallas_prof.CompilerParams(num_warps=warps, num_stages=stages,
+                                                 loop_stages=loop_stages),
       name=name)
 
   def fn(x, do, rstd):
@@ -106,6 +110,15 @@ def reference(x, do, rstd):
 def configs():
   yield dict(name="jax", block_m=16, block_n=16, splits=1, warps=8, stages=3, deferred=False)
   yield dict(name="split", block_m=16, block_n=128, splits=22, warps=4, stages=3, deferred=False)
+  # the loop's loads copied ahead (CompilerParams.loop_stages): JAX's own kernel with fewer
+  # warps (Triton copies ahead only 4 bytes or more a thread), the split, the deferred twin
+  for warps in (4, 2):
+    yield dict(name=f"jax_w{warps}_l3", block_m=16, block_n=16, splits=1, warps=warps, stages=3,
+               deferred=False, loop_stages=3)
+  yield dict(name="split_l3", block_m=16, block_n=128, splits=22, warps=4, stages=3,
+             deferred=False, loop_stages=3)
+  yield dict(name="deferred_m16_n128_s22_w4_l3", block_m=16, block_n=128, splits=22, warps=4,
+             stages=3, deferred=True, loop_stages=3)
   for block_m, block_n in ((16, 128), (32, 128), (16, 256), (64, 64)):
     for splits in (11, 22, 44):
       for warps in (4, 8):
