@@ -115,12 +115,14 @@ PRIORITY = ("at_roof", "dot_precision", "too_few_warps", "unpipelined_loop", "sp
             "tma_eligible", "below_roof", "sampling_gaps")
 
 
-# Diagnoses the engine makes itself, not a rule of the table (they need the recorded call),
-# each placed just before a rule's: the split reduction's before few_programs (its cause),
-# a loop's step (a fact, not a fault: advise measures its neighbours) before below_roof, a
-# TF32 dot's B layout (a cause of its rate) before dot_rate
+# Diagnoses under names of their own, not a rule of the table (the engine's need the
+# recorded call), each placed just before a rule's: the split reduction's before
+# few_programs (its cause), a loop's step (a fact, not a fault: advise measures its
+# neighbours) before below_roof, a TF32 dot's B layout (a cause of its rate) before
+# dot_rate, and unpipelined_loop's loop without a dot (loop_stages) after the grid's: where
+# few programs each run a long loop, splitting the loop is the larger fix
 BUILT_BEFORE = {"long_reduction": "few_programs", "loop_step": "below_roof",
-                "dot_layout": "dot_rate"}
+                "dot_layout": "dot_rate", "unstaged_loop": "underfilled"}
 ORDER = tuple(x for r in PRIORITY
               for x in [k for k, before in BUILT_BEFORE.items() if before == r] + [r])
 

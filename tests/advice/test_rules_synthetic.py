@@ -101,7 +101,7 @@ def test_a_loop_without_a_dot_is_not_pipelined_at_any_num_stages_and_gets_loop_s
                                                            num_warps=8))
     d = finding.diagnosis
     assert d.text == "loop not pipelined: it has no dot, and Triton pipelines only a dot's loads"
-    assert d.eqn == 1 and d.user_line == 20
+    assert d.rule == "unstaged_loop" and d.eqn == 1 and d.user_line == 20
     assert [a.change for a in finding.actions] == [{"loop_stages": 2, "num_warps": 4},
                                                    {"loop_stages": 3, "num_warps": 4}]
     assert all(a.kind == "a" for a in finding.actions)

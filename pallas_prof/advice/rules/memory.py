@@ -75,7 +75,9 @@ def unpipelined_loop(f) -> list[Finding]:
 
 def _loop_without_dot(f, loop, loads) -> Finding:
   """A loop without a dot, which Triton pipelines only where the loop asks (tl.range's
-  num_stages): loop_stages 2 and 3, each within a CTA's shared memory."""
+  num_stages): loop_stages 2 and 3, each within a CTA's shared memory. Its diagnosis is
+  `unstaged_loop`, ordered after the grid's (engine.PRIORITY): where few programs each run
+  a long loop, splitting it is the larger fix (the known-answer narrow reduction)."""
   per_iteration = sum(e.bytes_read for e in loads) or 0
   evidence = [fact("pipelining", f"num_stages={f.num_stages} pipelines only the loads that "
                    "feed a dot; this loop has none, so each iteration's loads start only when "
@@ -88,14 +90,14 @@ def _loop_without_dot(f, loop, loads) -> Finding:
                          "global memory", True, loop.inclusive_weight))
   evidence += [fact("roofline", f.rates.verdict, True, f.rates.efficiency_pct)] \
       if f.rates is not None and f.median_s is not None else []
-  d = about("unpipelined_loop", "loop not pipelined: it has no dot, and Triton pipelines only "
+  d = about("unstaged_loop", "loop not pipelined: it has no dot, and Triton pipelines only "
             "a dot's loads", f, loop, evidence, share=loop.inclusive_weight)
   est = estimate.to_roof(f)
   warps = _warps_for_async_copies(f, loads)
   fewer = {"num_warps": warps} if warps < f.num_warps else {}
   why = "its loads issued ahead" + (f", {warps} warp{'s' if warps > 1 else ''} so that each "
                                     "thread copies 4 bytes or more" if fewer else "")
-  return Finding(d, [config("unpipelined_loop", {"loop_stages": s, **fewer}, f, why,
+  return Finding(d, [config("unstaged_loop", {"loop_stages": s, **fewer}, f, why,
                             estimate=est if s == 3 else (None, ""))
                      for s in (2, 3) if not per_iteration or s * per_iteration <= SHARED_PER_BLOCK])
 
