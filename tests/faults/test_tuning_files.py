@@ -518,6 +518,11 @@ TUNED_WRONG = {
     "persistent_string": _named_entry(persistent="132"),
     "persistent_true": _named_entry(persistent=True),
     "persistent_null": _named_entry(persistent=None),
+    # loop_stages likewise optional (files before it read as 0)
+    "loop_stages_-1": _named_entry(loop_stages=-1),
+    "loop_stages_17": _named_entry(loop_stages=17),
+    "loop_stages_a_float": _named_entry(loop_stages=3.0),
+    "loop_stages_true": _named_entry(loop_stages=True),
     "tma_an_int": _named_entry(tma=1),
     "a_settings_field_missing": _without_tma,
     "an_unknown_settings_field": _named_entry(block=64),

@@ -37,6 +37,17 @@ def test_the_file_names_each_setting():
   assert TuningFile().version == tuned_file.FORMAT_VERSION == 4
 
 
+def test_a_version_4_file_written_before_persistent_and_loop_stages_reads_them_as_0(tmp_path):
+  path = tmp_path / "tuning.json"
+  entry = _entry(best=S(8, 3)).to_dict()
+  for key in ("best", "default"):
+    entry[key] = {k: v for k, v in entry[key].items() if k not in ("persistent", "loop_stages")}
+  path.write_text(json.dumps({"version": 4, "kernels": [entry]}))
+  read, problems = TuningFile.read(str(path))
+  assert problems == [] and read == TuningFile((_entry(best=S(8, 3)),))
+  assert read.entries[0].best.loop_stages == 0 and read.entries[0].best.persistent == 0
+
+
 def _version_3(*entries):
   """A file as pallas-prof wrote it before settings were saved by name (version 3: tuples)."""
   return {"version": 3, "kernels": [

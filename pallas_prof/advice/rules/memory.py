@@ -50,19 +50,10 @@ def unpipelined_loop(f) -> list[Finding]:
         continue        # pipelined already, or not innermost (Triton pipelines those only)
       out.append(_loop_without_dot(f, loop, loads))
       continue
-    what = "K loop"
-    evidence = [fact("num_stages", f"num_stages={f.num_stages}: each iteration's loads start "
-                     "only when the previous iteration is done"),
-                fact("loads in the loop", f"{len(loads)} load(s) at {_lines(loads)}"
-                     + (f", {fmt_bytes(sum(e.bytes_read for e in loads))} per iteration"
-                        if any(e.bytes_read for e in loads) else ""))]
-    if f.measured:
-      evidence.append(fact("time in the loop", f"{100 * loop.inclusive_weight:.0f} % of the "
-                           f"samples; {100 * _memory_waits(loads):.0f} % of the loads' wait "
-                           "for global memory", True, loop.inclusive_weight))
-    evidence += [fact("roofline", f.rates.verdict, True, f.rates.efficiency_pct)] \
-        if f.rates is not None and f.median_s is not None else []
-    d = about("unpipelined_loop", f"{what} not pipelined: num_stages={f.num_stages}", f, loop,
+    evidence = _loop_evidence(f, loop, loads, fact(
+        "num_stages", f"num_stages={f.num_stages}: each iteration's loads start only when the "
+        "previous iteration is done"))
+    d = about("unpipelined_loop", f"K loop not pipelined: num_stages={f.num_stages}", f, loop,
               evidence, share=loop.inclusive_weight)
     per_iteration = sum(e.bytes_read for e in loads) or 0
     est = estimate.to_roof(f)
@@ -79,17 +70,9 @@ def _loop_without_dot(f, loop, loads) -> Finding:
   `unstaged_loop`, ordered after the grid's (engine.PRIORITY): where few programs each run
   a long loop, splitting it is the larger fix (the known-answer narrow reduction)."""
   per_iteration = sum(e.bytes_read for e in loads) or 0
-  evidence = [fact("pipelining", f"num_stages={f.num_stages} pipelines only the loads that "
-                   "feed a dot; this loop has none, so each iteration's loads start only when "
-                   "the previous iteration is done"),
-              fact("loads in the loop", f"{len(loads)} load(s) at {_lines(loads)}"
-                   + (f", {fmt_bytes(per_iteration)} per iteration" if per_iteration else ""))]
-  if f.measured:
-    evidence.append(fact("time in the loop", f"{100 * loop.inclusive_weight:.0f} % of the "
-                         f"samples; {100 * _memory_waits(loads):.0f} % of the loads' wait for "
-                         "global memory", True, loop.inclusive_weight))
-  evidence += [fact("roofline", f.rates.verdict, True, f.rates.efficiency_pct)] \
-      if f.rates is not None and f.median_s is not None else []
+  evidence = _loop_evidence(f, loop, loads, fact(
+      "pipelining", f"num_stages={f.num_stages} pipelines only the loads that feed a dot; this "
+      "loop has none, so each iteration's loads start only when the previous iteration is done"))
   d = about("unstaged_loop", "loop not pipelined: it has no dot, and Triton pipelines only "
             "a dot's loads", f, loop, evidence, share=loop.inclusive_weight)
   est = estimate.to_roof(f)
@@ -100,6 +83,21 @@ def _loop_without_dot(f, loop, loads) -> Finding:
   return Finding(d, [config("unstaged_loop", {"loop_stages": s, **fewer}, f, why,
                             estimate=est if s == 3 else (None, ""))
                      for s in (2, 3) if not per_iteration or s * per_iteration <= SHARED_PER_BLOCK])
+
+
+def _loop_evidence(f, loop, loads, why) -> list:
+  """An unpipelined loop's evidence: why it waits, its loads, its time where measured, the
+  kernel's roofline where timed."""
+  per_iteration = sum(e.bytes_read for e in loads) or 0
+  evidence = [why, fact("loads in the loop", f"{len(loads)} load(s) at {_lines(loads)}"
+                        + (f", {fmt_bytes(per_iteration)} per iteration" if per_iteration else ""))]
+  if f.measured:
+    evidence.append(fact("time in the loop", f"{100 * loop.inclusive_weight:.0f} % of the "
+                         f"samples; {100 * _memory_waits(loads):.0f} % of the loads' wait for "
+                         "global memory", True, loop.inclusive_weight))
+  if f.rates is not None and f.median_s is not None:
+    evidence.append(fact("roofline", f.rates.verdict, True, f.rates.efficiency_pct))
+  return evidence
 
 
 ASYNC_COPY_BYTES = 4      # the least a cp.async copies: Triton copies ahead no smaller load
