@@ -24,6 +24,10 @@ from .source import SourceRefused, jaxpr_change, unified_diff
 from .variant import Widening, chunk, pattern_of, splits, widened, widenings
 
 RULE = "long_reduction"
+# what a GPU trial adds to every split (staged.py, trial.py's _twins)
+STAGED_WORDS = ("; on a GPU it is also timed with the loop's loads copied ahead "
+                "(pallas-prof's CompilerParams(loop_stages=3)), kept with its own diff where "
+                "faster")
 
 
 def findings(f, recipe, notes: list[str]) -> list[Finding]:
@@ -69,7 +73,7 @@ def findings(f, recipe, notes: list[str]) -> list[Finding]:
              "partials summed after the call")
     edit = (f"at {p.line}: apply the diff ({PATCH})" if diff else
             f"at {p.line}: no diff ({why}); the variant's change: {jaxpr_change(recipe, k, p, s)}")
-    edit += _deferral_words(k, p)
+    edit += _deferral_words(k, p) + STAGED_WORDS
     actions.append(Action("e", title, RULE, {"split": s, "axis": axis}, edit=edit,
                           user_file=p.file, user_line=p.lineno, estimate_pct=value,
                           estimate_basis=basis, diff=diff))
@@ -162,7 +166,7 @@ def _split_actions(f, recipe, p, w, notes: list[str], basis: str,
   edit = (where + f"apply the diff ({PATCH}): it also rebinds "
           f"{names} at the call ({words})" if diff else where + f"no diff ({why}); the "
           f"variant's change: {words}{regrid}; " + jaxpr_change(shaped, k, pw, s))
-  edit += _deferral_words(k, pw)
+  edit += _deferral_words(k, pw) + STAGED_WORDS
   title = (f"split the loop at {p.line} over {s} programs per block, with {words}: grid "
            f"{'x'.join(map(str, k.grid))}x{s} ({grid}), {chunk(pw.trip, s)} iterations "
            "each, partials summed after the call")

@@ -24,7 +24,8 @@ from ..variants import INTERPRETED_STEP_BYTES, checked_on_cpu, not_interpreted, 
 from ..variants import PATCH
 from . import defer_source
 from .defer import deferrals
-from .source import SourceRefused, jaxpr_change
+from .source import SourceRefused, diff_of, jaxpr_change, split_files
+from .staged import Staging, settings_edit, staged_recipe, staging
 from .variant import Widening, build, inputs, original, pattern_of, widened
 
 CPU_EQUAL = ("not measured: no GPU; outputs equal under the interpreter (to the tuner's "
@@ -54,15 +55,10 @@ def tried(a: Action, recipe, *, gpu: bool, budget_s: float, say=lambda text: Non
     a = dataclasses.replace(a, compiled=resources(ck))
   if gpu:
     say(f"{recipe.name}: trying {a.title} (whole calls, as autotune times them)")
-    variants = [(fn, {}, "")]
-    try:
-      later = build(shaped, k, p, s, deferred=True)
-    except Exception:  # noqa: BLE001 - the split as written is tried without it
-      later = None
-    if later is not None and later.deferred:
-      variants.append((later, {"deferred": True}, DEFERRED))
-    out = fastest(a, recipe, variants, budget_s, "split reduction")
-    return with_deferred_diff(out, recipe, shaped, k, p) if out.change.get("deferred") else out
+    out = fastest(a, recipe, _twins(fn, gk, recipe, shaped, k, p, s), budget_s,
+                  "split reduction")
+    return with_kept_diff(out, recipe, shaped, k, p) \
+        if out.change.get("deferred") or out.change.get("staged") else out
   iterations = math.prod(k.grid) * p.trip * (1 + _loop_loads(gk) // INTERPRETED_STEP_BYTES)
   if not_interpreted(iterations, recipe) is None:
     say(f"{recipe.name}: checking {a.title} under the interpreter")
@@ -72,19 +68,60 @@ def tried(a: Action, recipe, *, gpu: bool, budget_s: float, say=lambda text: Non
 DEFERRED = "the row sums deferred to after the loop (each iteration adds its tile unreduced)"
 
 
-def with_deferred_diff(a: Action, recipe, shaped, k, p) -> Action:
-  """The action kept with its rows' sums deferred (defer.py): its diff (against the user's
-  `recipe`; `shaped`, k and p: the variant's recipe, kernel and pattern) and edit say so."""
-  found = deferrals(k.jaxpr, p)
-  s, axis, ws = int(a.change["split"]), int(a.change["axis"]), widens(a.change)
+def _twins(fn, gk, recipe, shaped, k, p, s: int) -> list:
+  """The variants a GPU trial times, each `(fn, change, words)`: the split as written; with
+  its rows' sums deferred (defer.py), where they can be; and each of those with its loop's
+  loads copied ahead (staged.py), where a loop of the kernel takes it."""
+  out = [(fn, {}, "")]
   try:
-    diff = defer_source.unified_diff(recipe, p, s, axis, ws or None, found)
-    edit = (f"at {p.line}: apply the diff ({PATCH}): the split, {DEFERRED}" +
+    later = build(shaped, k, p, s, deferred=True)
+  except Exception:  # noqa: BLE001 - the split as written is tried without it
+    later = None
+  if later is not None and later.deferred:
+    out.append((later, {"deferred": True}, DEFERRED))
+  settings = staging(gk)
+  if settings is None:
+    return out
+  for _, change, words in list(out):
+    try:
+      twin = build(staged_recipe(shaped, settings), k, p, s, deferred=bool(change))
+      if not trace_variant(twin, recipe).loop_stages:
+        continue                        # no loop took it: the same kernel again
+    except Exception:  # noqa: BLE001 - the twins without it are tried alone
+      continue
+    out.append((twin, {**change, "staged": settings.change},
+                "; ".join(w for w in (words, settings.words) if w)))
+  return out
+
+
+def with_kept_diff(a: Action, recipe, shaped, k, p) -> Action:
+  """The action kept with its rows' sums deferred (defer.py) and/or its loop's loads copied
+  ahead (staged.py): its diff (against the user's `recipe`; `shaped`, k and p: the variant's
+  recipe, kernel and pattern) and edit say so."""
+  found = deferrals(k.jaxpr, p) if a.change.get("deferred") else ()
+  settings = Staging(**a.change["staged"]) if a.change.get("staged") else None
+  s, axis, ws = int(a.change["split"]), int(a.change["axis"]), widens(a.change)
+  said = "; ".join(w for w in (DEFERRED if found else "",
+                               settings.words if settings else "") if w)
+  try:
+    files, kfile = split_files(recipe, p, s, axis, ws or None)
+    if found:
+      defer_source.edit_kernel(kfile, recipe, found, ws or None)
+    if settings is not None:
+      (call_file,) = [f for f in files if f.path == recipe.call_file]
+      settings_edit(call_file, recipe, settings)
+    diff = diff_of(files)
+    edit = (f"at {p.line}: apply the diff ({PATCH}): the split, {said}" +
+            (f"; at the call, compiler_params={settings.params_source('pallas_prof')}"
+             if settings else "") +
             "".join(f"; it also rebinds {w.name} at the call ({w.words})" for w in ws))
   except SourceRefused as e:
     diff = None
     edit = (f"at {p.line}: no diff ({e}); the variant's change: {jaxpr_change(shaped, k, p, s)}"
-            f"; and {DEFERRED}: each sum carry a zero tile of its rows, the rows summed after")
+            + ("; and each sum carry a zero tile of its rows, the rows summed after"
+               if found else "")
+            + (f"; and compiler_params={settings.params_source('pallas_prof')} at the call"
+               if settings else ""))
   return dataclasses.replace(a, diff=diff, edit=edit)
 
 
