@@ -127,3 +127,40 @@ def test_staging_keeps_the_warps_where_each_thread_already_copies_four_bytes():
   assert staged.staging(gk(256, 8)) == staged.Staging(2, 2, 3)
   assert staged.staging(gk(2, 4)) == staged.Staging(1, 2, 3)
   assert staged.staging(gk(0, 4)) is None
+
+
+def _call_file(tmp_path, text):
+  from pallas_prof.advice.split.source import _File
+  path = tmp_path / f"k{len(list(tmp_path.iterdir()))}.py"    # a new name: linecache keeps old
+  path.write_text(text)
+  recipe = type("R", (), {"call_line": text.splitlines().index(
+      next(x for x in text.splitlines() if "pallas_call(" in x)) + 1, "location": "k.py:?"})
+  return _File.read(str(path)), recipe
+
+
+def test_the_settings_edit_adds_compiler_params_where_the_call_has_none_and_refuses_star_kwargs(
+    tmp_path):
+  """A call without compiler_params gets one (after its last argument, comma or not) and the
+  file `import pallas_prof`; a file that imports it under another name is written with that
+  name; a call passing **keywords is refused (a second compiler_params would be a TypeError
+  at the call)."""
+  from pallas_prof.advice.split.source import SourceRefused, diff_of
+  s = staged.Staging(2, 3)
+  f, r = _call_file(tmp_path, "import jax\nfrom jax.experimental import pallas as pl\n\n"
+                    "def f(k, o, x):\n  return pl.pallas_call(k, o, grid=(3,),)(x)\n")
+  staged.settings_edit(f, r, s)
+  new = f.edited()
+  assert "import jax\nfrom jax.experimental import pallas as pl\nimport pallas_prof\n" in new
+  assert ("pl.pallas_call(k, o, grid=(3,), compiler_params=pallas_prof.CompilerParams("
+          "num_warps=2, num_stages=3, loop_stages=3))(x)") in new
+  assert diff_of([f]).startswith("--- a/")
+  f, r = _call_file(tmp_path, "import pallas_prof as pp\nfrom jax.experimental import pallas "
+                    "as pl\ndef f(k, o, x):\n  return pl.pallas_call(k, o, compiler_params="
+                    "None)(x)\n")
+  staged.settings_edit(f, r, s)
+  assert "compiler_params=pp.CompilerParams(num_warps=2" in f.edited()
+  assert f.edited().count("import pallas_prof") == 1
+  f, r = _call_file(tmp_path, "import jax\nfrom jax.experimental import pallas as pl\n"
+                    "def f(k, o, x, **kw):\n  return pl.pallas_call(k, o, **kw)(x)\n")
+  with pytest.raises(SourceRefused, match=r"\*\*keywords"):
+    staged.settings_edit(f, r, s)

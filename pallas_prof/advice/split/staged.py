@@ -79,6 +79,9 @@ def settings_edit(f: _File, recipe, s: Staging) -> None:
   call = _find_call(f.tree, recipe.call_line)
   if call is None:
     raise SourceRefused(f"no pallas_call is written at {recipe.location}")
+  if any(k.arg is None for k in call.keywords):
+    raise SourceRefused(f"the pallas_call at {recipe.location} passes **keywords: its "
+                        "compiler_params cannot be set beside them reliably")
   name = _alias(f.tree, "pallas_prof")
   if name is None:
     imports = [n for n in f.tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
