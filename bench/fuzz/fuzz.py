@@ -184,6 +184,10 @@ def worker(args) -> None:
         from pallas_prof.backend import kernel_registry
         lowered = kernel_registry.find(f"fuzz_{program.seed}")
         extra["persistent"] = int(lowered[-1].generated.persistent) if lowered else 0
+      if os.environ.get("PALLAS_PROF_FUZZ_LOOP_STAGES"):  # --loop-stages: was a loop staged?
+        from pallas_prof.backend import kernel_registry
+        lowered = kernel_registry.find(f"fuzz_{program.seed}")
+        extra["loop_stages"] = int(lowered[-1].generated.loop_stages) if lowered else 0
       if compile_sm90 and outcome.status != "unsupported":
         on_stage("sm90")
         _compile_for_sm90(args, program, extra, failure, signatures_seen, emit, t0)
@@ -322,6 +326,10 @@ def main() -> None:
                       help="pallas-prof's kernels with CompilerParams(persistent=N): N programs "
                            "loop over each grid of more points (PALLAS_PROF_FUZZ_PERSISTENT=N "
                            "in the workers)")
+  parser.add_argument("--loop-stages", type=int, default=0, metavar="S",
+                      help="pallas-prof's kernels with CompilerParams(loop_stages=S): each "
+                           "innermost loop that loads and has no dot pipelined by Triton "
+                           "(PALLAS_PROF_FUZZ_LOOP_STAGES=S in the workers)")
   parser.add_argument("--no-shrink", dest="shrink", action="store_false")
   parser.add_argument("--no-isolate", dest="isolate", action="store_false",
                       help="run in this process (for compute-sanitizer); a crash ends the run")
@@ -343,11 +351,14 @@ def main() -> None:
     args.seed = int.from_bytes(os.urandom(3), "little")
   args.commit = commit(ROOT)
   tag = f"{args.device}_{args.commit[0]}_seed{args.seed}" + ("_tma" if args.tma else "") + \
-      (f"_persistent{args.persistent}" if args.persistent else "")
+      (f"_persistent{args.persistent}" if args.persistent else "") + \
+      (f"_loopstages{args.loop_stages}" if args.loop_stages else "")
   if args.tma:
     os.environ["PALLAS_PROF_FUZZ_TMA"] = "1"   # testkit/fuzz/check.py reads it; workers inherit it
   if args.persistent:
     os.environ["PALLAS_PROF_FUZZ_PERSISTENT"] = str(args.persistent)   # as --tma's
+  if args.loop_stages:
+    os.environ["PALLAS_PROF_FUZZ_LOOP_STAGES"] = str(args.loop_stages)   # as --tma's
   args.out = args.out or os.path.join(ROOT, "bench", "results", f"fuzz_{tag}.json")
   args.corpus = args.corpus or os.path.join(ROOT, "bench", "corpus", f"fuzz_{tag}_repro")
   args.log = args.log or args.out.replace(".json", "") + ".jsonl"

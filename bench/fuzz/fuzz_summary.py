@@ -246,6 +246,8 @@ def summarize(args, started: float, jobs, final: bool, cut_off: str | None = Non
       "features": dict(features.most_common()),
       # --persistent N: the examples whose kernel looped over its grid with N programs
       "examples_persistent": sum(1 for rec in recs if rec.get("persistent")),
+      # --loop-stages S: the examples whose kernel had a loop pipelined (tl.range)
+      "examples_loop_stages": sum(1 for rec in recs if rec.get("loop_stages")),
       "child_processes": sum(len(j.seeds) for j in jobs), "per_job": [j.to_dict() for j in jobs],
       "seconds": round(time.time() - started, 1), "seconds_in_checks": round(seconds, 1),
       "final": final,

@@ -45,7 +45,8 @@ class CompilerParams:
       Not with tma, nor in the profiler's probed variant; the tuner tries it where an
       Autotune config names it ({"persistent": 132}), advise where re-reads or waves say so.
       Checked under the interpreter and compiled for sm_90, NOT YET RUN ON A GPU.
-    loop_stages: > 0 makes each innermost loop that loads and has no dot Triton's
+    loop_stages: > 0 makes each innermost loop that loads, has no dot and writes no
+      memory (Triton's pipeliner would issue later loads before its stores) Triton's
       `tl.range(lo, hi, num_stages=loop_stages)`, so Triton pipelines its loads (copies
       into shared memory issued that many iterations ahead): a loop that sums over rows
       (the norms' backward dw/db) otherwise waits for each iteration's loads. The kernel's

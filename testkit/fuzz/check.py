@@ -57,6 +57,8 @@ BUGS = re.compile(r"internal error in the|failed under Triton's interpreter|"
 TMA_ENV = "PALLAS_PROF_FUZZ_TMA"     # "1": pallas-prof's kernels ask for TMA (bench/fuzz/fuzz.py --tma)
 # N: pallas-prof's kernels ask for N persistent programs (bench/fuzz/fuzz.py --persistent N)
 PERSISTENT_ENV = "PALLAS_PROF_FUZZ_PERSISTENT"
+# S: pallas-prof's kernels pipeline their loops without a dot (bench/fuzz/fuzz.py --loop-stages S)
+LOOP_STAGES_ENV = "PALLAS_PROF_FUZZ_LOOP_STAGES"
 
 
 class Difference(AssertionError):
@@ -115,9 +117,11 @@ def run_pallas_prof(program: Program, inputs, device=None):
   args = [jax.device_put(a, device) for a in inputs]
   # bench/fuzz/fuzz.py --tma: TMA loads and stores wherever pallas-prof finds them legal
   # --persistent N: N programs loop over each grid of more points than that
+  # --loop-stages S: each innermost loop that loads and has no dot is tl.range(num_stages=S)
   params = pallas_prof.CompilerParams(tma=os.environ.get(TMA_ENV) == "1" or None,
                                       num_warps=program.num_warps,
-                                      persistent=int(os.environ.get(PERSISTENT_ENV) or 0) or None)
+                                      persistent=int(os.environ.get(PERSISTENT_ENV) or 0) or None,
+                                      loop_stages=int(os.environ.get(LOOP_STAGES_ENV) or 0) or None)
   with jax.default_device(device):
     if program.kind == "values":
       fn = scope["fn"]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 
 import jax
@@ -862,7 +863,14 @@ def _rows_kernel(draw, dtype) -> Program:
                  b.fragile)
 
 
-def _matmul_kernel(draw) -> Program:
+@st.composite
+def loop_sum_programs(draw) -> Program:
+  """_matmul_kernel's loop without its dot (sums of the chunks instead): the loops
+  CompilerParams(loop_stages) pipelines, for tests/fuzz's fixed set of them."""
+  return _matmul_kernel(draw, no_dot=True)
+
+
+def _matmul_kernel(draw, no_dot: bool | None = None) -> Program:
   """A tiled matmul: a loop over K in chunks read through pl.ds (dynamic starts)
   on both operands, accumulating dots of odd sizes; M and N overhang."""
   bm, bn = draw(st.integers(1, 33), label="bm"), draw(st.integers(1, 33), label="bn")
@@ -877,10 +885,21 @@ def _matmul_kernel(draw) -> Program:
   acc = "int32" if dtype == "int8" else "float32"
   prec = "" if dtype == "int8" else ", precision=HIGHEST"
   out_dtype = draw(st.sampled_from([acc, dtype]), label="out dtype")
+  # under --loop-stages (bench/fuzz/fuzz.py), half the loops have no dot: the loops that
+  # CompilerParams(loop_stages) pipelines (drawn only there: other runs' seeds stay the same)
+  if no_dot is None:
+    no_dot = bool(os.environ.get("PALLAS_PROF_FUZZ_LOOP_STAGES")) and \
+        draw(st.booleans(), label="loop without a dot")
+  if no_dot:       # more chunks than the lowering unrolls (control_flow.MAX_UNROLL_TRIPS)
+    chunks += draw(st.integers(4, 12), label="more k chunks")
+    k = kc * chunks
+  update = (f"(a.astype(jnp.{acc}).sum(axis=1, keepdims=True) * "
+            f"b.astype(jnp.{acc}).sum(axis=0, keepdims=True))" if no_dot else
+            f"jnp.dot(a, b, preferred_element_type=jnp.{acc}{prec})")
   lines = [f"def step(j, acc):",
            f"    a = x_ref[:, pl.ds(j * {kc}, {kc})]",
            f"    b = y_ref[pl.ds(j * {kc}, {kc}), :]",
-           f"    return acc + jnp.dot(a, b, preferred_element_type=jnp.{acc}{prec})",
+           f"    return acc + {update}",
            f"acc = lax.fori_loop(0, {chunks}, step, jnp.zeros(({bm}, {bn}), jnp.{acc}))",
            f"o_ref[...] = acc.astype(o_ref.dtype)"]
   body = "\n".join(f"  {line}" for line in lines)
@@ -894,7 +913,8 @@ def _matmul_kernel(draw) -> Program:
                                         if out_dtype in FLOAT_TOL else 0.0)
   return Program("kernel", source, (_input_spec((m, k), dtype), _input_spec((k, n), dtype)),
                  draw(st.integers(0, 2**31 - 1), label="seed"), tol, 16.0 * k,
-                 ("matmul", f"k {kc}x{chunks}", dtype, f"overhang {-m % bm}x{-n % bn}"),
+                 ("loop sums" if no_dot else "matmul", f"k {kc}x{chunks}", dtype,
+                  f"overhang {-m % bm}x{-n % bn}"),
                  dtype == "int8" and out_dtype == "int8")
 
 

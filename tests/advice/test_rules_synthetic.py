@@ -73,7 +73,7 @@ def test_unpipelined_k_loop():
   assert all(a.kind == "a" for a in finding.actions)
 
 
-def _rows_loop(block_bytes=512, nested=False):
+def _rows_loop(block_bytes=512, nested=False, writes=None):
   """JAX's norms' dw/db loop: two (16, 16) bfloat16 blocks and a row of rstd an iteration,
   summed over rows (no dot)."""
   eqs = [synthetic_eq(1, "scan", trips=1024, line=20, inclusive_weight=0.95),
@@ -88,6 +88,9 @@ def _rows_loop(block_bytes=512, nested=False):
          synthetic_eq(5, "reduce_sum", parent=1, line=24, block_shape=(16,), dtype="float32")]
   if nested:
     eqs.append(synthetic_eq(6, "scan", parent=1, trips=8, line=25))
+  if writes:
+    eqs.append(synthetic_eq(6, writes, parent=1, line=25, block_shape=(16,), dtype="float32",
+                            bytes_written=64, operand="o_ref"))
   return eqs
 
 
@@ -111,6 +114,11 @@ def test_a_loop_without_a_dot_is_not_pipelined_at_any_num_stages_and_gets_loop_s
   staged = dataclasses.replace(synthetic_facts(_rows_loop(), num_warps=8), loop_stages=3)
   assert not RULES["unpipelined_loop"](staged)
   assert not RULES["unpipelined_loop"](synthetic_facts(_rows_loop(nested=True), num_warps=8))
+  # a loop that writes memory: the lowering keeps it as written (Triton's pipeliner would
+  # issue later loads before its stores), so nothing is offered
+  for primitive in ("swap", "masked_swap", "addupdate", "atomic_rmw"):
+    assert not RULES["unpipelined_loop"](synthetic_facts(_rows_loop(writes=primitive),
+                                                         num_warps=8)), primitive
 
 
 def test_one_warp_per_row_of_4096_floats():

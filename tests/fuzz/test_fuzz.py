@@ -17,7 +17,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 
 from testkit.fuzz.check import Difference, check, save_reproducer
-from testkit.fuzz.programs import kernel_programs, tma_kernel_programs, value_programs
+from testkit.fuzz.programs import kernel_programs, loop_sum_programs, tma_kernel_programs, \
+    value_programs
 
 OUT = os.environ.get("PALLAS_PROF_FUZZ_OUT") or os.path.join(tempfile.gettempdir(),
                                                              "pallas-prof-fuzz")
@@ -153,6 +154,29 @@ def test_kernels_with_two_persistent_programs_match_pallas_interpreter():
   _persistent_used.clear()
   _run_bounded(_persistent_kernels, 40)
   assert 5 <= sum(_persistent_used) < len(_persistent_used), _persistent_used
+
+
+_staged_used: list[bool] = []
+
+
+@fixed(30)
+@given(loop_sum_programs())
+def _loop_staged_kernels(program):
+  from pallas_prof.backend import kernel_registry
+  _check(program)
+  lowered = kernel_registry.find(f"fuzz_{program.seed}")
+  _staged_used.append(bool(lowered and lowered[-1].generated.loop_stages == 3))
+
+
+def test_loops_without_a_dot_with_loop_stages_match_pallas_interpreter(monkeypatch):
+  """bench/fuzz/fuzz.py --loop-stages 3's mode on a fixed set of its loops without a dot
+  (chunks of two operands summed in a loop of 5 to 17 iterations): CompilerParams(
+  loop_stages=3), each equal to JAX's Pallas interpreter, and every one's loop was staged."""
+  from testkit.fuzz.check import LOOP_STAGES_ENV
+  monkeypatch.setenv(LOOP_STAGES_ENV, "3")
+  _staged_used.clear()
+  _run_bounded(_loop_staged_kernels, 30)
+  assert len(_staged_used) >= 30 and all(_staged_used), _staged_used
 
 
 def test_a_wrong_answer_is_caught_and_saved(tmp_path, monkeypatch):

@@ -30,6 +30,10 @@ def _lines(es) -> str:
   return ", ".join(sorted({e.location for e in es}))
 
 
+# a loop that writes memory is not pipelined by loop_stages (the lowering's _NOT_STAGED)
+WRITES = ("swap", "masked_swap", "addupdate", "atomic_rmw", "atomic_cas")
+
+
 @rule("unpipelined_loop")
 def unpipelined_loop(f) -> list[Finding]:
   """A loop whose loads wait for the previous iteration: a dot's loop at num_stages=1, or
@@ -46,8 +50,11 @@ def unpipelined_loop(f) -> list[Finding]:
     if has_dot and f.num_stages > 1:
       continue
     if not has_dot:
-      if f.loop_stages or any(e.is_loop for e in inside):
-        continue        # pipelined already, or not innermost (Triton pipelines those only)
+      if f.loop_stages or any(e.is_loop or e.primitive == "cond" for e in inside) or \
+          any(e.bytes_written or e.primitive in WRITES for e in inside):
+        # pipelined already, not innermost (Triton pipelines those only), or one the
+        # lowering keeps as written (a branch, or memory written: control_flow._NOT_STAGED)
+        continue
       out.append(_loop_without_dot(f, loop, loads))
       continue
     evidence = _loop_evidence(f, loop, loads, fact(

@@ -3,7 +3,8 @@
 issued ahead), where the kernel's num_stages pipelines only a dot's loads.
 
 Checked: which loops take it (a column sum over rows does; a loop with a dot, a loop around
-another loop, a loop that loads nothing do not; the inner loop of two does), the outputs
+another loop, a loop that loads nothing, a loop that writes memory (a store, an atomic) do
+not; the inner loop of two does), the outputs
 equal the plain kernel's and numpy's under the interpreter at ragged shapes, the kernel's
 options say whether it applied, the default's generated code is unchanged, and compiled
 for sm_90 the staged loop's loads are cp.async copies where the plain loop has none."""
@@ -101,12 +102,34 @@ def _no_load_kernel(x_ref, o_ref):
   o_ref[...] = jax.lax.fori_loop(0, 7, lambda i, a: a * 0.5 + x, jnp.zeros_like(x))
 
 
+def _read_write_kernel(x_ref, o_ref):
+  """Each iteration reads the row the one before wrote (a running sum in memory): staged,
+  Triton would issue the read before that write (triton-lang/triton#8259)."""
+  o_ref[0, :] = x_ref[0, :]
+
+  def step(i, c):
+    o_ref[pl.ds(i, 1), :] = o_ref[pl.ds(i - 1, 1), :] + x_ref[pl.ds(i, 1), :]
+    return c
+  jax.lax.fori_loop(1, x_ref.shape[0], step, 0)
+
+
+def _atomic_kernel(x_ref, o_ref):
+  o_ref[...] = jnp.zeros(o_ref.shape, o_ref.dtype)
+
+  def step(i, c):
+    plgpu.atomic_add(o_ref, (slice(None),), x_ref[i, :])
+    return c
+  jax.lax.fori_loop(0, x_ref.shape[0], step, 0)
+
+
 @pytest.mark.parametrize("kernel,args,out,headers", [
+    (_read_write_kernel, ((12, 16),), (12, 16), ["for i_raw in range(1, 12):"]),
+    (_atomic_kernel, ((12, 16),), (16,), ["for i_raw in range(0, 12):"]),
     (_dot_loop_kernel, ((32, 48), (48, 16)), (32, 16), ["for i_raw in range(0, 3):"]),
     (_nested_kernel, ((24, 48),), (8,), ["for i_raw in range(0, 6):",
                                         "for i_raw_2 in tl.range(0, 6, num_stages=2):"]),
     (_no_load_kernel, ((8, 16),), (8, 16), ["for _iter in range(0, 7):"]),
-], ids=["dot", "nested", "no_load"])
+], ids=["read_write", "atomic", "dot", "nested", "no_load"])
 def test_only_innermost_loops_that_load_and_have_no_dot_are_staged(rng, kernel, args, out,
                                                                    headers):
   xs = [random_array(rng, s, "float32") for s in args]

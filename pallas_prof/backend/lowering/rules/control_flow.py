@@ -264,15 +264,20 @@ def _scan(ctx, *args, jaxpr, length, reverse, unroll=1, **params):
 
 
 # Reads of a ref's memory a loop's pipelining can issue ahead; loops and dots inside keep a
-# loop as written (Triton pipelines innermost loops, and a dot's loads by num_stages)
+# loop as written (Triton pipelines innermost loops, and a dot's loads by num_stages), and so
+# do writes: Triton's pipeliner issues a later iteration's loads before this iteration's
+# stores without asking whether they meet (triton-lang/triton#8259: a load after a store
+# to the same address read the old value), and two refs may be one buffer
+# (input_output_aliases)
 _LOADS = frozenset({"get", "masked_load"})
-_NOT_STAGED = frozenset({"while", "scan", "dot_general", "cond"})
+_NOT_STAGED = frozenset({"while", "scan", "dot_general", "cond", "swap", "masked_swap",
+                         "addupdate", "atomic_rmw", "atomic_cas"})
 
 
 def _for(ctx, i: str, lo: str, hi: str, body) -> str:
   """A counted loop's header: `for i in range(lo, hi):`, or with options.loop_stages, for
-  an innermost loop that loads and has no dot, `for i in tl.range(lo, hi,
-  num_stages=...)`, whose loads Triton then pipelines."""
+  an innermost loop that loads and has no dot and writes no memory, `for i in tl.range(lo,
+  hi, num_stages=...)`, whose loads Triton then pipelines."""
   stages = ctx.kernel.options.loop_stages
   if stages and _stageable(body):
     ctx.kernel.staged_loops += 1
