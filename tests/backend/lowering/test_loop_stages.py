@@ -113,6 +113,22 @@ def _read_write_kernel(x_ref, o_ref):
   jax.lax.fori_loop(1, x_ref.shape[0], step, 0)
 
 
+def _nested_write_kernel(x_ref, o_ref):
+  """_read_write_kernel's store two calls deep in the loop's body (a jit inside a jit)."""
+  @jax.jit
+  def put(i, v):
+    @jax.jit
+    def store(v):
+      o_ref[pl.ds(i, 1), :] = v
+    store(v)
+  o_ref[0, :] = x_ref[0, :]
+
+  def step(i, c):
+    put(i, o_ref[pl.ds(i - 1, 1), :] + x_ref[pl.ds(i, 1), :])
+    return c
+  jax.lax.fori_loop(1, x_ref.shape[0], step, 0)
+
+
 def _atomic_kernel(x_ref, o_ref):
   o_ref[...] = jnp.zeros(o_ref.shape, o_ref.dtype)
 
@@ -124,12 +140,13 @@ def _atomic_kernel(x_ref, o_ref):
 
 @pytest.mark.parametrize("kernel,args,out,headers", [
     (_read_write_kernel, ((12, 16),), (12, 16), ["for i_raw in range(1, 12):"]),
+    (_nested_write_kernel, ((12, 16),), (12, 16), ["for i_raw in range(1, 12):"]),
     (_atomic_kernel, ((12, 16),), (16,), ["for i_raw in range(0, 12):"]),
     (_dot_loop_kernel, ((32, 48), (48, 16)), (32, 16), ["for i_raw in range(0, 3):"]),
     (_nested_kernel, ((24, 48),), (8,), ["for i_raw in range(0, 6):",
                                         "for i_raw_2 in tl.range(0, 6, num_stages=2):"]),
     (_no_load_kernel, ((8, 16),), (8, 16), ["for _iter in range(0, 7):"]),
-], ids=["read_write", "atomic", "dot", "nested", "no_load"])
+], ids=["read_write", "nested_write", "atomic", "dot", "nested", "no_load"])
 def test_only_innermost_loops_that_load_and_have_no_dot_are_staged(rng, kernel, args, out,
                                                                    headers):
   xs = [random_array(rng, s, "float32") for s in args]

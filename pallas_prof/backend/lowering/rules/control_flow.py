@@ -286,16 +286,17 @@ def _for(ctx, i: str, lo: str, hi: str, body) -> str:
 
 
 def _stageable(jaxpr) -> bool:
-  loads = False
+  """Whether a loop's body loads and holds nothing of _NOT_STAGED, at any depth of the
+  calls in it (a store inside a pjit inside the body counts as the body's)."""
+  names = set(_primitives(jaxpr))
+  return not names & _NOT_STAGED and bool(names & _LOADS)
+
+
+def _primitives(jaxpr):
   for e in jaxpr.eqns:
-    if e.primitive.name in _NOT_STAGED:
-      return False
-    loads = loads or e.primitive.name in _LOADS
+    yield e.primitive.name
     for sub in compat.sub_jaxprs(e):
-      if any(x.primitive.name in _NOT_STAGED for x in sub.eqns):
-        return False
-      loads = loads or any(x.primitive.name in _LOADS for x in sub.eqns)
-  return loads
+      yield from _primitives(sub)
 
 
 # --- while_loop -------------------------------------------------------------------------
