@@ -52,8 +52,8 @@ class CompilerParams:
       (the norms' backward dw/db) otherwise waits for each iteration's loads. The kernel's
       num_stages pipelines only the loads that feed a dot, and Triton copies ahead only
       loads of 4 bytes or more a thread. The same results; the tuner tries 3 (with the
-      kernel's warps, and 1, 2 and 4) where a kernel has such a loop. Checked under the
-      interpreter and compiled for sm_90 (cp.async copies), NOT YET TIMED ON A GPU.
+      kernel's warps, and 1, 2 and 4) where a kernel has such a loop. Timed on the H200
+      (the tuner keeps it for JAX's norms' dw/db kernel) and fuzzed there.
     tma: True loads dense blocks of the inputs, and stores an output's one block,
       through Hopper's TMA (Triton tensor descriptors made in the kernel) where that
       provably moves the same elements; other accesses stay plain, and a
