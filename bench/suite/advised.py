@@ -231,6 +231,8 @@ def _kept(top, diff_applied: bool, tile_applied: bool = False,
   out = {"kind": top.kind, "what": top.title, "saving_pct": t.saving_pct,
          "before_s": t.before_s, "after_s": t.after_s, "noise_pct": t.noise_pct,
          "apply": top.apply}
+  if top.change.get("variants"):     # a split's twins (deferred, loop staged), each's time
+    out["variants"] = top.change["variants"]
   if top.kind == "a":
     out["applied"] = "tuning file (PALLAS_PROF_TUNED)"
   elif top.kind == "e" or diff_applied:

@@ -181,10 +181,15 @@ def test_a_kept_split_is_applied_as_the_gpu_run_applies_it(tmp_path, monkeypatch
   def advise_with_a_held_split(records, **kw):
     out = []
     for a in real(records, **kw):
-      actions = [dataclasses.replace(x, trial=Trial(2e-3, 1e-3, 50.0, 2.0, True))
+      actions = [dataclasses.replace(x, trial=Trial(2e-3, 1e-3, 50.0, 2.0, True),
+                                     change={**x.change, "variants": twins})
                  if x.kind == "e" else x for x in a.actions]
       out.append(dataclasses.replace(a, actions=actions))
     return out
+  # what a GPU trial records of each twin it timed (split/trial.fastest)
+  twins = [{"variant": "as given", "after_s": 1e-3, "error": None},
+           {"variant": "the loop's loads copied 3 iterations ahead", "after_s": 1.2e-3,
+            "error": None}]
   monkeypatch.setattr(pallas_prof, "advise", advise_with_a_held_split)
   built = Built((x,), None, None, None, 0.0, 0, module=column_sums,
                 from_module=lambda m: m.column_sums)
@@ -192,6 +197,7 @@ def test_a_kept_split_is_applied_as_the_gpu_run_applies_it(tmp_path, monkeypatch
                             say=lambda text: None)
   (kept,) = got.entry["kept"]
   assert kept["kind"] == "e" and kept["saving_pct"] == 50.0
+  assert kept["variants"] == twins        # the record says what each twin gave
   assert kept["applied"] == "its diff, to a copy of the module"
   assert got.entry["advised"]["diffs_applied"] == 1 and got.tuning_file is None
   kernel_registry.clear()
