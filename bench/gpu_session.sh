@@ -294,6 +294,16 @@ step_tf32() {   # issue 49, f32 dots: does B's layout (K-major or not) decide wg
     --out "$OUT/tf32_layout.json" 2>&1 | grep -v Deprecation | tail -30
 }
 
+step_tiles() {   # issue 49, f32 dots past the layout: stages, launch groups, TMA and tiles for the
+  # K-major B that advise keeps, against XLA: $OUT/tf32_tiles.json
+  timeout ${TILES_TIMEOUT:-200} python3 bench/probes/tf32_tiles.py --budget-s ${TILES_BUDGET:-150} \
+    --out "$OUT/tf32_tiles.json" 2>&1 | grep -v Deprecation | tail -30
+}
+
+step_tma() {   # TMA block loads against plain ones: bit-equal outputs, then speed (bench/cost/tma_gpu.sh)
+  OUT="$OUT" timeout ${TMA_TIMEOUT:-170} bash bench/cost/tma_gpu.sh 2>&1 | tail -60
+}
+
 step_persistent() {   # issue 49: persistent programs against the plain and grouped launch orders
   # (bf16 matmul 8192^3 and 4096^3), bit-equal outputs: $OUT/launch_order.json
   timeout ${PERSISTENT_TIMEOUT:-120} python3 bench/cost/launch_order.py --out "$OUT/launch_order.json" \
