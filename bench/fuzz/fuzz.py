@@ -176,18 +176,7 @@ def worker(args) -> None:
       extra = {"source": program.source, "program": dataclasses.asdict(program)} \
           if outcome.status.startswith(("xla_", "gpu_", "interpreter_")) \
           or outcome.status == "tolerated" else {}
-      if os.environ.get("PALLAS_PROF_FUZZ_TMA") == "1":   # --tma: did this kernel use TMA?
-        from pallas_prof.backend import kernel_registry
-        lowered = kernel_registry.find(f"fuzz_{program.seed}")
-        extra["tma"] = bool(lowered and lowered[-1].generated.tma)
-      if os.environ.get("PALLAS_PROF_FUZZ_PERSISTENT"):   # --persistent: did its grid loop?
-        from pallas_prof.backend import kernel_registry
-        lowered = kernel_registry.find(f"fuzz_{program.seed}")
-        extra["persistent"] = int(lowered[-1].generated.persistent) if lowered else 0
-      if os.environ.get("PALLAS_PROF_FUZZ_LOOP_STAGES"):  # --loop-stages: was a loop staged?
-        from pallas_prof.backend import kernel_registry
-        lowered = kernel_registry.find(f"fuzz_{program.seed}")
-        extra["loop_stages"] = int(lowered[-1].generated.loop_stages) if lowered else 0
+      extra.update(_settings_taken(program))
       if compile_sm90 and outcome.status != "unsupported":
         on_stage("sm90")
         _compile_for_sm90(args, program, extra, failure, signatures_seen, emit, t0)
@@ -283,6 +272,22 @@ def _hazard_lead(args, program, compiled) -> dict:
   path = save_reproducer(program, message, os.path.join(args.corpus, "hazard_leads"))
   return {"reproducer": path, "describe": program.describe(), "leads": leads[:4],
           "program": dataclasses.asdict(program)}
+
+
+def _settings_taken(program) -> dict:
+  """What the run's lowering settings did to this program's kernel: with --tma, whether it
+  used TMA; --persistent, whether its grid looped; --loop-stages, whether a loop was staged."""
+  wanted = {"tma": os.environ.get("PALLAS_PROF_FUZZ_TMA") == "1",
+            "persistent": bool(os.environ.get("PALLAS_PROF_FUZZ_PERSISTENT")),
+            "loop_stages": bool(os.environ.get("PALLAS_PROF_FUZZ_LOOP_STAGES"))}
+  if not any(wanted.values()):
+    return {}
+  from pallas_prof.backend import kernel_registry
+  lowered = kernel_registry.find(f"fuzz_{program.seed}")
+  gk = lowered[-1].generated if lowered else None
+  out = {"tma": bool(gk and gk.tma), "persistent": int(gk.persistent) if gk else 0,
+         "loop_stages": int(gk.loop_stages) if gk else 0}
+  return {key: value for key, value in out.items() if wanted[key]}
 
 
 # --- the parent: keeps a child running, reads its log, writes the summary -----------

@@ -60,6 +60,7 @@ class EqFacts:
   contiguous_bytes: int | None = None
   trips: Any = None
   unrolled: bool = False
+  stageable: bool = False        # the lowering's: whether loop_stages would pipeline it
   invariant: bool = False
   transcendentals: int = 0
   dot: Any = None                # backend.artifacts.DotFacts
@@ -227,6 +228,7 @@ def kernel_facts(kp, gk=None, device=None, ceilings=None) -> KernelFacts:
       facts.update(bytes_read=rec.bytes_read, bytes_written=rec.bytes_written,
                    operand=rec.operand, contiguous_bytes=rec.contiguous_bytes,
                    trips=rec.trips, unrolled=rec.unrolled, invariant=rec.invariant,
+                   stageable=rec.stageable,
                    transcendentals=rec.transcendentals, dot=rec.dot)
     elif e.primitive in LOOPS:
       facts.update(trips="unknown")

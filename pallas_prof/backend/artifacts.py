@@ -114,6 +114,10 @@ class EquationRecord(Described, Saved):
   transcendentals: int = 0
   trips: Trips = None
   unrolled: bool = False
+  # a counted loop emitted as a loop that CompilerParams(loop_stages) pipelines, the option
+  # set or not: it loads, and holds no loop, dot, branch or memory write (files written
+  # before it lack it: False, which offers nothing)
+  stageable: bool = serial.field(default=False, omit_empty=True)
   dot: DotFacts | None = None
   # a load or store: the operand it moves (x_ref) and the bytes of its longest run of
   # consecutive addresses (a block row; None where not known: a gather)

@@ -100,3 +100,73 @@ def test_a_read_of_a_ref_the_loop_does_not_write_is_invariant():
                    ("add", False), ("swap", False)], flags
   flags = _loop_reads(write_to_input=True)
   assert not any(invariant for _, invariant in flags), flags
+
+
+def _sum_rows_kernel(x_ref, o_ref):
+  """A column sum walking rows (JAX's norms' dw/db loop): loads, no dot, no store."""
+  def body(i, acc):
+    return acc + x_ref[pl.ds(i * 4, 4), :].sum(axis=0)
+  o_ref[...] = jax.lax.fori_loop(0, x_ref.shape[0] // 4, body, jnp.zeros(o_ref.shape, jnp.float32))
+
+
+def _running_sum_kernel(x_ref, o_ref):
+  """Each iteration reads the row the one before wrote: pipelined, the read would be issued
+  before that write."""
+  o_ref[0, :] = x_ref[0, :]
+
+  def body(i, c):
+    o_ref[pl.ds(i, 1), :] = o_ref[pl.ds(i - 1, 1), :] + x_ref[pl.ds(i, 1), :]
+    return c
+  jax.lax.fori_loop(1, x_ref.shape[0], body, 0)
+
+
+def _nested_loops_kernel(x_ref, o_ref):
+  def outer(i, acc):
+    def inner(j, a):
+      return a + x_ref[pl.ds(i * 4, 4), pl.ds(j * 8, 8)].sum()
+    return jax.lax.fori_loop(0, x_ref.shape[1] // 8, inner, acc)
+  o_ref[...] = jnp.full(o_ref.shape, jax.lax.fori_loop(0, x_ref.shape[0] // 4, outer, 0.0))
+
+
+def _branch_loop_kernel(x_ref, o_ref):
+  """A branch in the loop, whose trip count is known only at run time (a count the
+  compiler knows, it unrolls this short body whole)."""
+  def body(i, acc):
+    row = x_ref[pl.ds(i, 1), :]
+    return jax.lax.cond(i % 2 == 0, lambda: acc + row, lambda: acc - row)
+  rows = x_ref.shape[0] - (x_ref[0, 0] > 1e30).astype(jnp.int32)     # all of them
+  o_ref[...] = jax.lax.fori_loop(0, rows, body, jnp.zeros(o_ref.shape, jnp.float32))
+
+
+# the loops are long enough that the compiled code keeps them loops (LLVM unrolls a short
+# one whole, and then no load waits on the one before)
+@pytest.mark.parametrize("kernel, shape, out, stageable, offered", [
+    (_sum_rows_kernel, (4096, 16), (16,), [True], True),
+    (_running_sum_kernel, (1024, 16), (1024, 16), [False], False),
+    (_nested_loops_kernel, (32, 4096), (8,), [False, True], True),
+    (_branch_loop_kernel, (1024, 16), (1, 16), [False], False),
+], ids=["sum_rows", "running_sum", "nested", "branch"])
+def test_each_loop_records_whether_loop_stages_pipelines_it(kernel, shape, out, stageable,
+                                                            offered):
+  """The lowering records, for every loop it emits, whether CompilerParams(loop_stages)
+  would pipeline it, with the option unset; advice's unstaged_loop reads it, and so offers
+  loop_stages on the column sum and the inner loop of two, and on nothing else here, though
+  every one of these loops loads in every iteration of the compiled loop."""
+  from pallas_prof.advice.facts import kernel_facts
+  from pallas_prof.advice.rules import RULES
+  from pallas_prof.profiler import profile
+  kernel_registry.clear()
+  x = jax.random.normal(jax.random.key(3), shape, jnp.float32)
+  pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(out, jnp.float32),
+                 name=f"facts_{kernel.__name__}")(x)
+  (rec,) = kernel_registry.kernels()
+  loops = [e for e in rec.generated.eqns if e.primitive in ("scan", "while")]
+  assert [e.stageable for e in loops] == stageable
+  assert rec.generated.options.loop_stages == 0 and "tl.range" not in rec.generated.source
+  from pallas_prof.backend.artifacts import EquationRecord
+  assert EquationRecord.from_dict(loops[0].to_dict()).stageable == stageable[0]
+  f = kernel_facts(profile([rec], sample=False).kernel(rec.label), rec.generated)
+  innermost = f.loops()[-1]
+  assert any(e.is_load and e.in_machine_loop for e in f.children(innermost.index))
+  changes = [a.change for finding in RULES["unpipelined_loop"](f) for a in finding.actions]
+  assert [c["loop_stages"] for c in changes] == ([2, 3] if offered else []), changes

@@ -75,8 +75,10 @@ def test_unpipelined_k_loop():
 
 def _rows_loop(block_bytes=512, nested=False, writes=None):
   """JAX's norms' dw/db loop: two (16, 16) bfloat16 blocks and a row of rstd an iteration,
-  summed over rows (no dot)."""
-  eqs = [synthetic_eq(1, "scan", trips=1024, line=20, inclusive_weight=0.95),
+  summed over rows (no dot). Its record says whether loop_stages applies, as the lowering's
+  does (tests/advice/test_lowering_facts.py checks the lowering's)."""
+  eqs = [synthetic_eq(1, "scan", trips=1024, line=20, inclusive_weight=0.95,
+                      stageable=not (nested or writes)),
          synthetic_eq(2, "masked_load", parent=1, line=21, block_shape=(16, 16),
                       dtype="bfloat16", bytes_read=block_bytes, operand="x_ref",
                       contiguous_bytes=32),
@@ -119,6 +121,10 @@ def test_a_loop_without_a_dot_is_not_pipelined_at_any_num_stages_and_gets_loop_s
   for primitive in ("swap", "masked_swap", "addupdate", "atomic_rmw"):
     assert not RULES["unpipelined_loop"](synthetic_facts(_rows_loop(writes=primitive),
                                                          num_warps=8)), primitive
+  # a loop whose record does not say it is stageable (one saved before the fact was
+  # recorded reads as False): nothing is offered
+  unknown = [dataclasses.replace(e, stageable=False) for e in _rows_loop()]
+  assert not RULES["unpipelined_loop"](synthetic_facts(unknown, num_warps=8))
 
 
 def test_one_warp_per_row_of_4096_floats():

@@ -30,10 +30,6 @@ def _lines(es) -> str:
   return ", ".join(sorted({e.location for e in es}))
 
 
-# a loop that writes memory is not pipelined by loop_stages (the lowering's _NOT_STAGED)
-WRITES = ("swap", "masked_swap", "addupdate", "atomic_rmw", "atomic_cas")
-
-
 @rule("unpipelined_loop")
 def unpipelined_loop(f) -> list[Finding]:
   """A loop whose loads wait for the previous iteration: a dot's loop at num_stages=1, or
@@ -50,10 +46,9 @@ def unpipelined_loop(f) -> list[Finding]:
     if has_dot and f.num_stages > 1:
       continue
     if not has_dot:
-      if f.loop_stages or any(e.is_loop or e.primitive == "cond" for e in inside) or \
-          any(e.bytes_written or e.primitive in WRITES for e in inside):
-        # pipelined already, not innermost (Triton pipelines those only), or one the
-        # lowering keeps as written (a branch, or memory written: control_flow._NOT_STAGED)
+      if f.loop_stages or not loop.stageable:
+        # pipelined already, or one loop_stages leaves as written (the lowering records
+        # which: not innermost, a branch, memory written; or a record without it)
         continue
       out.append(_loop_without_dot(f, loop, loads))
       continue
@@ -83,7 +78,8 @@ def _loop_without_dot(f, loop, loads) -> Finding:
   d = about("unstaged_loop", "loop not pipelined: it has no dot, and Triton pipelines only "
             "a dot's loads", f, loop, evidence, share=loop.inclusive_weight)
   est = estimate.to_roof(f)
-  warps = _warps_for_async_copies(f, loads)
+  warps = warps_for_async_copies(max((e.bytes_read for e in loads if e.bytes_read), default=0),
+                                 f.num_warps)
   fewer = {"num_warps": warps} if warps < f.num_warps else {}
   why = "its loads issued ahead" + (f", {warps} warp{'s' if warps > 1 else ''} so that each "
                                     "thread copies 4 bytes or more" if fewer else "")
@@ -110,13 +106,15 @@ def _loop_evidence(f, loop, loads, why) -> list:
 ASYNC_COPY_BYTES = 4      # the least a cp.async copies: Triton copies ahead no smaller load
 
 
-def _warps_for_async_copies(f, loads) -> int:
-  """The most warps (up to the kernel's) at which each thread's share of the loop's largest
-  load is ASYNC_COPY_BYTES or more: with more threads than that, Triton leaves the loads as
-  they are (JAX's norms' dw/db: 16x16 bfloat16 blocks over 8 warps, 2 bytes a thread)."""
-  largest = max((e.bytes_read for e in loads if e.bytes_read), default=0)
-  warps = f.num_warps
-  while warps > 1 and largest and largest < ASYNC_COPY_BYTES * 32 * warps:
+THREADS_PER_WARP = 32
+
+
+def warps_for_async_copies(largest_load: int, warps: int) -> int:
+  """The most warps (up to `warps`) at which each thread's share of a loop's largest load
+  (bytes) is ASYNC_COPY_BYTES or more: with more threads than that, Triton leaves the loads
+  as they are (JAX's norms' dw/db: a 16x16 bfloat16 block over 8 warps is 2 bytes a
+  thread; over 4, 4 bytes). An unknown size (0) keeps the warps."""
+  while warps > 1 and largest_load and largest_load < ASYNC_COPY_BYTES * THREADS_PER_WARP * warps:
     warps //= 2
   return warps
 

@@ -4,8 +4,9 @@ A split program still runs its chunk of the loop one iteration at a time, each w
 its loads: Triton's kernel-wide num_stages pipelines only a dot's loads. With loop_stages
 the loop is Triton's `tl.range(lo, hi, num_stages=S)` and its loads are copied into shared
 memory S iterations ahead (backend/lowering/rules/control_flow.py) - where each thread
-loads ASYNC_COPY_BYTES or more, so the warps are cut until it does (16x128 bfloat16 tiles
-over 8 warps: 16 bytes a thread; 16x16 over 8 warps: 2 bytes, left as they are).
+loads ASYNC_COPY_BYTES or more, so the warps are halved until it does
+(rules.memory.warps_for_async_copies: a 16x128 bfloat16 tile over 8 warps is 16 bytes a
+thread, kept at 8; a 16x16 one, 2 bytes a thread at 8 warps, is staged at 4).
 
 A GPU trial times this twin beside the split (trial.py); kept, its diff also sets the
 call's compiler_params to pallas-prof's with these settings (`settings_edit`): a setting of
@@ -18,11 +19,10 @@ import dataclasses
 
 from ...backend.compiler_params import CompilerParams
 from ..call_source import _find_call
-from ..rules.memory import ASYNC_COPY_BYTES
+from ..rules.memory import warps_for_async_copies
 from .source import SourceRefused, _alias, _File, _keywords
 
 STAGES = 3       # the kernel tuner's first loop_stages candidate (tune/params.py)
-THREADS_PER_WARP = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,10 +59,7 @@ def staging(gk) -> Staging | None:
   largest = largest_loop_load(gk)
   if not largest:
     return None
-  warps = gk.num_warps
-  while warps > 1 and largest < ASYNC_COPY_BYTES * THREADS_PER_WARP * warps:
-    warps //= 2
-  return Staging(warps, gk.num_stages)
+  return Staging(warps_for_async_copies(largest, gk.num_warps), gk.num_stages)
 
 
 def staged_recipe(recipe, s: Staging):

@@ -84,7 +84,8 @@ def _twins(fn, gk, recipe, shaped, k, p, s: int) -> list:
     return out
   for _, change, words in list(out):
     try:
-      twin = build(staged_recipe(shaped, settings), k, p, s, deferred=bool(change))
+      twin = build(staged_recipe(shaped, settings), k, p, s,
+                   deferred=change.get("deferred", False))
       if not trace_variant(twin, recipe).loop_stages:
         continue                        # no loop took it: the same kernel again
     except Exception:  # noqa: BLE001 - the twins without it are tried alone

@@ -279,7 +279,9 @@ def _for(ctx, i: str, lo: str, hi: str, body) -> str:
   an innermost loop that loads and has no dot and writes no memory, `for i in tl.range(lo,
   hi, num_stages=...)`, whose loads Triton then pipelines."""
   stages = ctx.kernel.options.loop_stages
-  if stages and _stageable(body):
+  stageable = _stageable(body)
+  ctx.record(stageable=stageable)   # advice reads it: loop_stages is offered where it applies
+  if stages and stageable:
     ctx.kernel.staged_loops += 1
     return f"for {i} in {tl.pipelined_range}({lo}, {hi}, num_stages={stages}):"
   return f"for {i} in range({lo}, {hi}):"
