@@ -9,8 +9,10 @@
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
+import warnings
 from typing import Callable
 
 from . import autotuned, recipes
@@ -65,22 +67,38 @@ def for_report(records, report, *, trials: bool = False, device: int = 0,
                       gpu=report.gpu_present, tuned=autotuned.find(rec, calls))
     advice = untested_opt_ins_as_notes(advice, trying=try_tma)
     tried = trials and not advice.at_roof and (report.gpu_present or static)
-    if not tried and recipe is not None:
-      advice = lowering_checked(advice, recipe)   # rank only the variants that lower
-      advice.diagnoses = order_diagnoses(advice.diagnoses, advice.actions)
-    if tried:
-      try:
-        advice = try_actions(advice, rec, recipe, device=device, gpu=report.gpu_present,
-                             budget_s=budget_s, progress=progress, try_tma=try_tma,
-                             static=static, tuned=autotuned.find(rec, calls))
+    with _variants_quiet():
+      if not tried and recipe is not None:
+        advice = lowering_checked(advice, recipe)   # rank only the variants that lower
         advice.diagnoses = order_diagnoses(advice.diagnoses, advice.actions)
-      except Exception as e:  # noqa: BLE001 - the diagnosis stands without its trials
-        advice.notes.append(f"trials failed: {type(e).__name__}: {str(e)[:300]}")
+      if tried:
+        try:
+          advice = try_actions(advice, rec, recipe, device=device, gpu=report.gpu_present,
+                               budget_s=budget_s, progress=progress, try_tma=try_tma,
+                               static=static, tuned=autotuned.find(rec, calls))
+          advice.diagnoses = order_diagnoses(advice.diagnoses, advice.actions)
+        except Exception as e:  # noqa: BLE001 - the diagnosis stands without its trials
+          advice.notes.append(f"trials failed: {type(e).__name__}: {str(e)[:300]}")
     obs = hooks.observer()
     if obs.enabled:
       obs.advised(advice, start_ns, time.time_ns())
     out.append(advice)
   return out
+
+
+@contextlib.contextmanager
+def _variants_quiet():
+  """The variants' lowerings without the warnings about their outputs' coverage: the
+  kernel's own were shown at the user's line when the script ran, and a variant's call is
+  made by advise, so its warning would name advise's frame, not a line of the user's (a
+  variant that leaves outputs unwritten gives outputs unequal to the kernel's, and its
+  trial says so)."""
+  # lazy: at the top it would load jax whenever this module is imported
+  from ..backend.lowering.coverage import RevisitedOutputWarning, UncoveredOutputWarning
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore", UncoveredOutputWarning)
+    warnings.simplefilter("ignore", RevisitedOutputWarning)
+    yield
 
 
 def tuning_entries(advice: list[KernelAdvice], records, report) -> list:

@@ -134,3 +134,38 @@ def test_the_advices_diffs_are_files_the_user_applies(tmp_path):
   assert patched.returncode == 0, patched.stderr
   got = next(ln for ln in patched.stdout.splitlines() if ln.startswith("sums"))
   assert np.allclose(eval(got[5:]), eval(want[5:]), atol=2e-3)   # noqa: S307 - our own output
+
+
+UNCOVERED = '''
+import jax, jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+
+def matmul_kernel(x_ref, w_ref, o_ref):
+  o_ref[...] = jnp.dot(x_ref[...], w_ref[...], preferred_element_type=jnp.float32)
+
+
+x = jnp.ones((200, 96), jnp.float32)
+w = jnp.ones((96, 128), jnp.float32)
+out = pl.pallas_call(matmul_kernel, grid=(200 // 64, 2),
+                     in_specs=[pl.BlockSpec((64, 96), lambda i, j: (i, 0)),
+                               pl.BlockSpec((96, 64), lambda i, j: (0, j))],
+                     out_specs=pl.BlockSpec((64, 64), lambda i, j: (i, j)),
+                     out_shape=jax.ShapeDtypeStruct((200, 128), jnp.float32))(x, w)
+print(float(out[:192].sum()))
+'''
+
+
+def test_a_kernels_coverage_warning_is_said_once_at_the_users_line(tmp_path):
+  """The kernel's rows past 192 are in no block: the warning comes once, when the script
+  runs, at its pallas_call; advise's block variants (6 programs on 132 SMs: smaller
+  blocks), traced again from advise's own frames, do not repeat it (they named
+  `<frozen runpy>` as the call's line)."""
+  script = tmp_path / "uncovered_rows.py"
+  script.write_text(UNCOVERED)
+  result = _cli("advise", "--out", str(tmp_path / "run"), str(script))
+  assert result.returncode == 0, result.stdout + result.stderr
+  said = [ln for ln in result.stderr.splitlines() if "UncoveredOutputWarning" in ln]
+  assert len(said) == 1 and said[0].startswith(f"{script}:12: UncoveredOutputWarning"), said
+  assert "runpy" not in result.stderr
+  assert "[c] block" in result.stdout        # the variants were made
