@@ -33,6 +33,9 @@ step_env() {
   for i in 1 2; do
     python3 -c "import time; t = time.perf_counter(); import triton; print(f'import triton: {time.perf_counter() - t:.3f} s')"
   done
+  # the suite's GPU clock: cupti-python with its libcupti (.whl: cupti-python 13 and
+  # nvidia-cuda-cupti 13; without them every figure is wall clock per call)
+  python3 -c "from pallas_prof.profiler.timing import cupti_activity as c; m = c.load(); print('cupti-python: usable', getattr(m, '__file__', ''))" 2>&1 | tail -1
 }
 
 step_pytest() {   # the whole test suite, on the GPU (the CPU suite's kernels then run on the
