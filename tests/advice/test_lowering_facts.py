@@ -9,6 +9,8 @@ from jax.experimental import pallas as pl
 
 import pallas_prof
 from pallas_prof.backend import kernel_registry
+# the loops of the loop_stages tests: a running sum in memory, a loop inside a loop
+from tests.backend.lowering.test_loop_stages import _nested_kernel, _read_write_kernel
 
 pallas_prof.install()
 
@@ -109,25 +111,6 @@ def _sum_rows_kernel(x_ref, o_ref):
   o_ref[...] = jax.lax.fori_loop(0, x_ref.shape[0] // 4, body, jnp.zeros(o_ref.shape, jnp.float32))
 
 
-def _running_sum_kernel(x_ref, o_ref):
-  """Each iteration reads the row the one before wrote: pipelined, the read would be issued
-  before that write."""
-  o_ref[0, :] = x_ref[0, :]
-
-  def body(i, c):
-    o_ref[pl.ds(i, 1), :] = o_ref[pl.ds(i - 1, 1), :] + x_ref[pl.ds(i, 1), :]
-    return c
-  jax.lax.fori_loop(1, x_ref.shape[0], body, 0)
-
-
-def _nested_loops_kernel(x_ref, o_ref):
-  def outer(i, acc):
-    def inner(j, a):
-      return a + x_ref[pl.ds(i * 4, 4), pl.ds(j * 8, 8)].sum()
-    return jax.lax.fori_loop(0, x_ref.shape[1] // 8, inner, acc)
-  o_ref[...] = jnp.full(o_ref.shape, jax.lax.fori_loop(0, x_ref.shape[0] // 4, outer, 0.0))
-
-
 def _branch_loop_kernel(x_ref, o_ref):
   """A branch in the loop, whose trip count is known only at run time (a count the
   compiler knows, it unrolls this short body whole)."""
@@ -142,8 +125,8 @@ def _branch_loop_kernel(x_ref, o_ref):
 # one whole, and then no load waits on the one before)
 @pytest.mark.parametrize("kernel, shape, out, stageable, offered", [
     (_sum_rows_kernel, (4096, 16), (16,), [True], True),
-    (_running_sum_kernel, (1024, 16), (1024, 16), [False], False),
-    (_nested_loops_kernel, (32, 4096), (8,), [False, True], True),
+    (_read_write_kernel, (1024, 16), (1024, 16), [False], False),
+    (_nested_kernel, (32, 4096), (8,), [False, True], True),
     (_branch_loop_kernel, (1024, 16), (1, 16), [False], False),
 ], ids=["sum_rows", "running_sum", "nested", "branch"])
 def test_each_loop_records_whether_loop_stages_pipelines_it(kernel, shape, out, stageable,
