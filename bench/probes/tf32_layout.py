@@ -78,6 +78,20 @@ def mma_of(name):
   return "?", None
 
 
+def measure(f, args, name, ref, t_xla, reps=20):
+  """Runs f once (its output, kept as ref when there is none yet), then times it; returns
+  (the row's measured fields, ref). The error is relative to ref's largest value."""
+  out = jax.block_until_ready(f(*args))
+  t = wall_median(f, args, reps)
+  ref = out if ref is None else ref
+  m, k = args[0].shape
+  flops = 2 * m * out.shape[1] * k
+  err = float(jnp.abs(out - ref).max() / jnp.abs(ref).max())
+  mma, _ = mma_of(name)
+  return {"ms": t * 1e3, "tflops": flops / t / 1e12, "over_xla": t / t_xla,
+          "rel_err_vs_first": err, "mma": mma}, ref
+
+
 def main(argv=None) -> int:
   ap = argparse.ArgumentParser()
   ap.add_argument("--out", required=True)
@@ -104,17 +118,11 @@ def main(argv=None) -> int:
                "stages": stages}
         try:
           f = call(kind, m, n, k, bm, bn, bk, warps, stages)
-          out = jax.block_until_ready(f(a, b))
-          t = wall_median(f, (a, b))
-          if ref is None:
-            ref = out
-          err = float(jnp.abs(out - ref).max() / jnp.abs(ref).max())
-          mma, regs = mma_of(f"{kind}_{bm}x{bn}x{bk}_w{warps}")
-          row.update(ms=t * 1e3, tflops=2 * m * n * k / t / 1e12, over_xla=t / t_xla,
-                     rel_err_vs_first=err, mma=mma)
-          print(f"  {kind:6s} {bm}x{bn}x{bk} w{warps} s{stages}: {t * 1e3:.3f} ms "
-                f"({row['tflops']:.0f} TFLOP/s, {row['over_xla']:.2f}x XLA) mma={mma} "
-                f"rel.err {err:.1e}", flush=True)
+          measured, ref = measure(f, (a, b), f"{kind}_{bm}x{bn}x{bk}_w{warps}", ref, t_xla)
+          row.update(measured)
+          print(f"  {kind:6s} {bm}x{bn}x{bk} w{warps} s{stages}: {row['ms']:.3f} ms "
+                f"({row['tflops']:.0f} TFLOP/s, {row['over_xla']:.2f}x XLA) mma={row['mma']} "
+                f"rel.err {row['rel_err_vs_first']:.1e}", flush=True)
         except Exception as e:  # noqa: BLE001 - a config that fails is recorded, not fatal
           row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
           print(f"  {kind} {bm}x{bn}x{bk} w{warps}: {row['error']}", flush=True)

@@ -33,7 +33,7 @@ from jax.experimental import pallas as pl  # noqa: E402
 
 import pallas_prof  # noqa: E402
 from bench.advice.wall import wall_median  # noqa: E402
-from bench.probes.tf32_layout import kmajor_kernel, mma_of  # noqa: E402
+from bench.probes.tf32_layout import kmajor_kernel, measure  # noqa: E402
 
 # (bm, bn, bk, warps, stages, launch_group, tma); the first is what advise kept on 2026-12-07
 CONFIGS = [
@@ -94,16 +94,11 @@ def main(argv=None) -> int:
     label = f"{bm}x{bn}x{bk} w{warps} s{stages} g{group}{' tma' if tma else ''}"
     try:
       name, f = call(m, n, k, bm, bn, bk, warps, stages, group, tma)
-      out = jax.block_until_ready(f(a, b))
-      t = wall_median(f, (a, b), reps)
-      if ref is None:
-        ref = out
-      err = float(jnp.abs(out - ref).max() / jnp.abs(ref).max())
-      mma, _ = mma_of(name)
-      row.update(ms=t * 1e3, tflops=flops / t / 1e12, over_xla=t / t_xla, rel_err_vs_first=err,
-                 mma=mma)
-      print(f"  {label:28s} {t * 1e3:7.3f} ms ({row['tflops']:4.0f} TFLOP/s, "
-            f"{row['over_xla']:.2f}x XLA) mma={mma} rel.err {err:.1e}", flush=True)
+      measured, ref = measure(f, (a, b), name, ref, t_xla, reps)
+      row.update(measured)
+      print(f"  {label:28s} {row['ms']:7.3f} ms ({row['tflops']:4.0f} TFLOP/s, "
+            f"{row['over_xla']:.2f}x XLA) mma={row['mma']} rel.err {row['rel_err_vs_first']:.1e}",
+            flush=True)
     except Exception as e:  # noqa: BLE001 - a config that fails is recorded, not fatal
       row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
       print(f"  {label}: {row['error']}", flush=True)
