@@ -37,6 +37,7 @@ def add_parser(sub):
   p.add_argument("--tuning-file", default="pallas-prof-advice-tuning.json",
                  help="where to write the kept compiler parameters (a tuning file)")
   shared_options.add_no_sampling(p)
+  shared_options.add_no_redact(p)
   shared_options.add_json(p, REPORT)
   shared_options.add_script(p)
   return p

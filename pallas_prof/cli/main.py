@@ -57,10 +57,7 @@ def _parser() -> argparse.ArgumentParser:
   shared_options.add_kernel(run)
   run.add_argument("--otlp-endpoint", help="also send spans to this OTLP collector (default: the "
                    "one OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT names)")
-  run.add_argument("--no-redact", action="store_true",
-                   help="record the script's arguments and the endpoint as given: by default "
-                   "the values of arguments named like token, key, secret, password or auth, "
-                   "and the credentials in URLs, are masked in the report and the traces")
+  shared_options.add_no_redact(run)
   run.add_argument("--ncu", action="store_true", help="also run Nsight Compute on each kernel")
   shared_options.add_no_sampling(run)
   run.add_argument("--probes", action="store_true",

@@ -28,7 +28,8 @@ from . import kernel_failures, processes, run_directory, run_writes
 from .report import ErrorEntry, RunReport, Traces
 from .run_steps import capture, kernels
 from .run_steps.capture import OTLP_JSON_FILE, PERFETTO_FILE
-from .run_steps.entries import error_entry, kernel_entry, platform, recorded, redactor
+from .run_steps.entries import error_entry, kernel_entry, platform, recorded, redacted_report, \
+    redactor
 from .script_args import SAMPLES_FOLDER, RunOptions, device_refusal, missing_script
 from .script_run import (ScriptOutcome, find_kernel_error, print_script_traceback, run_script,
                          script_error_note)
@@ -266,7 +267,7 @@ def _report(args, found: _Found) -> RunReport:
   entries = [dataclasses.replace(kernel_entry(rec, run_directory.kernel_files(
       rec.label, rec.compiled)), failed=kernel_failures.of(rec, found.failed))
              for rec in found.records]
-  return redactor(args)(RunReport(
+  return redacted_report(redactor(args), RunReport(
       created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), command=tuple(_command(args)),
       script=os.path.abspath(args.script), exit_code=outcome.exit_code,
       script_seconds=outcome.seconds, platform=platform(), origin=processes.origin(),

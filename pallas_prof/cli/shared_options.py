@@ -56,6 +56,14 @@ def add_no_sampling(p: argparse.ArgumentParser) -> None:
                  "samples of a replay")
 
 
+def add_no_redact(p: argparse.ArgumentParser) -> None:
+  p.add_argument("--no-redact", action="store_true",
+                 help="record the script's arguments, the endpoint and the advice's diffs as "
+                 "given: by default the values of arguments named like token, key, secret, "
+                 "password or auth, and the credentials in URLs, are masked in the report, "
+                 "the traces and the diffs")
+
+
 def add_json(p: argparse.ArgumentParser, report_name: str) -> None:
   p.add_argument("--json", action="store_true", help=f"print {report_name} instead of tables")
 

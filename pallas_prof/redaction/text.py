@@ -110,8 +110,18 @@ def _is_code(match: re.Match) -> bool:
       _ANNOTATION.fullmatch(match.group("value") or "") is not None
 
 
+# an unquoted value that is a word of English prose is text, not a secret ("the second
+# pass: the partials", "token: a string"): no secret is one of these
+_PROSE_WORDS = frozenset({
+    "a", "an", "the", "is", "are", "was", "be", "to", "of", "and", "or", "for", "in", "on",
+    "at", "by", "with", "it", "its", "this", "that", "these", "each", "all", "no", "not",
+    "if", "as", "from", "then", "one", "which", "what", "see"})
+
+
 def _named(match: re.Match) -> str:
   if not secret_name_last(match.group("name")) or _is_code(match):
+    return match.group(0)
+  if match.group("quote") is None and (match.group("value") or "").lower() in _PROSE_WORDS:
     return match.group(0)
   head = match.group("name") + match.group("sep")
   if match.group("quote") is not None:

@@ -136,6 +136,40 @@ def test_the_advices_diffs_are_files_the_user_applies(tmp_path):
   assert np.allclose(eval(got[5:]), eval(want[5:]), atol=2e-3)   # noqa: S307 - our own output
 
 
+def test_a_diff_with_a_secret_masked_says_so_and_no_redact_gives_it_whole(tmp_path):
+  """A line of the split's diff holds what looks like a secret: the diff written is masked
+  and says so at its top (before the `---`, where patch reads no lines), so the user knows
+  why it does not apply; with --no-redact it is whole and applies."""
+  source = open(os.path.join(os.path.dirname(SCRIPT), "in_place_script.py")).read()
+  marked = source.replace("  jax.lax.fori_loop(0,", "  # db password=s3cr3tvalue\n"
+                          "  jax.lax.fori_loop(0,")
+  assert marked.count("s3cr3tvalue") == 1
+  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+             COLUMNS="160")
+  diffs = {}
+  for flags in ((), ("--no-redact",)):
+    script = tmp_path / "in_place_script.py"
+    script.write_text(marked)
+    out = "whole" if flags else "masked"
+    result = subprocess.run([sys.executable, "-m", "pallas_prof", "advise", *flags, "--out",
+                             out, script.name], capture_output=True, text=True, env=env,
+                            cwd=tmp_path, timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (advice,) = RunReport.load(str(tmp_path / out)).advice
+    split = next(i for i, a in enumerate(advice.actions, 1) if a.rule == "long_reduction")
+    name = f"diffs/{advice.label.replace('#', '-')}-{split}-long_reduction.diff"
+    diffs[out] = (tmp_path / out / name).read_text()
+    done = subprocess.run(["patch", "-p1", "--dry-run"], input=diffs[out], text=True,
+                          capture_output=True, cwd=tmp_path)
+    assert (done.returncode == 0) == bool(flags), done.stdout + done.stderr
+  masked, whole = diffs["masked"], diffs["whole"]
+  assert "s3cr3tvalue" not in masked and "password=***" in masked
+  assert masked.startswith("# pallas-prof masked what looked like a secret in this diff")
+  assert "--no-redact" in masked.splitlines()[0]
+  assert "s3cr3tvalue" in whole and not whole.startswith("#")
+  assert masked.splitlines()[1:] == whole.replace("s3cr3tvalue", "***").splitlines()
+
+
 UNCOVERED = '''
 import jax, jax.numpy as jnp
 from jax.experimental import pallas as pl

@@ -130,6 +130,10 @@ def test_ordinary_arguments_stay_as_they_are(argv):
     ("  > 6 | key = jax.random.key(0)", "  > 6 | key = jax.random.key(0)"),
     ("def kernel(key: jax.Array, x_ref, o_ref):", "def kernel(key: jax.Array, x_ref, o_ref):"),
     ("sort[dimension=0 is_stable=True num_keys=1]", "sort[dimension=0 is_stable=True num_keys=1]"),
+    # prose whose word before a colon names a secret: a docstring an advice diff quotes
+    ("the second pass: the partials the grid wrote", "the second pass: the partials the grid wrote"),
+    ("# token: a string of digits; key: each row's", "# token: a string of digits; key: each row's"),
+    ("pass: s3cr3t", f"pass: {MASK}"),          # a word that is no prose still is one
     # ... unless it holds a string given to a secret's name
     ("API_KEY = 's3cr3t'", f"API_KEY = '{MASK}'"),
     ("password: s3cr3t", f"password: {MASK}"),

@@ -33,8 +33,8 @@ from .pattern import Pattern
 
 HELPER = "_pallas_prof_split_sum"
 HELPER_SOURCE = f'''def {HELPER}(call, out_shape):
-  """pallas-prof's split reduction, second pass: the partials the grid's last axis wrote
-  (a leading axis of the outputs) added, in the outputs' own dtypes."""
+  """The second pass of pallas-prof's split reduction, which adds the partials the grid's
+  last axis wrote (a leading axis of the outputs), in the outputs' own dtypes."""
   def summed(*args):
     parts = call(*args)
     if isinstance(out_shape, (list, tuple)):

@@ -4,6 +4,7 @@ a failed compile's diagnosis), the platform the run ran on, and the command line
 run records them (secrets masked)."""
 from __future__ import annotations
 
+import dataclasses
 import sys
 from importlib import metadata
 
@@ -97,6 +98,27 @@ def redactor(args: RunOptions):
 
 def _as_given(obj):
   return obj
+
+
+MASKED_DIFF = ("# pallas-prof masked what looked like a secret in this diff (***): the patch "
+               "will not apply as it is. Run again with --no-redact to have it whole.\n")
+
+
+def redacted_report(redact, report):
+  """`redact(report)`, each advice diff the redaction changed marked so at its top (a
+  patch ignores the lines before its first `---`): a masked line is not the user's line,
+  and the user should hear why the patch fails before they apply it."""
+  masked = redact(report)
+  if masked is report:
+    return masked
+  advice = []
+  for raw, kept in zip(report.advice, masked.advice, strict=True):
+    actions = [dataclasses.replace(a, diff=MASKED_DIFF + a.diff)
+               if a.diff is not None and a.diff != r.diff else a
+               for r, a in zip(raw.actions, kept.actions, strict=True)]
+    changed = any(a is not b for a, b in zip(actions, kept.actions, strict=True))
+    advice.append(dataclasses.replace(kept, actions=actions) if changed else kept)
+  return dataclasses.replace(masked, advice=tuple(advice))
 
 
 def recorded(args: RunOptions, argv) -> list[str]:
