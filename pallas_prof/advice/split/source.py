@@ -254,7 +254,7 @@ def _edit_call(f: _File, recipe, p: Pattern, splits: int, pl: str, widen=None) -
   shape_node = call.args[1] if len(call.args) == 2 else kw.get("out_shape")
   if shape_node is None:
     raise SourceRefused("the pallas_call's out_shape is not found")
-  shapes = f.segment(shape_node)
+  shapes, hoist = _named_shapes(f, call, shape_node)
   many = isinstance(recipe.out_shape, (list, tuple))
   dtypes = {s.partial_dtype for s in p.stores}
   if len(dtypes) != 1:
@@ -315,14 +315,60 @@ def _edit_call(f: _File, recipe, p: Pattern, splits: int, pl: str, widen=None) -
     full = (f"({pl}.squeezed, *o.shape), lambda *g, o=o: (g[-1],) + (0,) * len(o.shape)")
     more.append(f"out_specs=[{pl}.BlockSpec({full}) for o in {shapes}]" if many else
                 f"out_specs=(lambda o: {pl}.BlockSpec({full}))({shapes})")
-  if more:
-    f.insert(len(tail), comma + ", ".join(more))
+  if more:                             # on a line of their own where the call has several
+    last = max(call.args + call.keywords, key=lambda n: (n.lineno, n.col_offset)).lineno
+    if last > call.lineno:              # the indentation of the line the last argument starts
+      joiner = f",\n{f.indent(last)}"
+      first = joiner[1:] if tail.endswith(",") else joiner
+    else:
+      first, joiner = comma, ", "
+    f.insert(len(tail), first + joiner.join(more))
   a, _ = f.span(call)
   f.insert(a, f"{HELPER}(")
   f.insert(f.span(call)[1], f", {shapes})")
   top = next(s for s in f.tree.body if s.lineno <= call.lineno <= s.end_lineno)
   first = min([top.lineno] + [d.lineno for d in getattr(top, "decorator_list", [])])
   f.insert(f.line_start(first), HELPER_SOURCE)
+  if hoist is not None:                 # after the helper: its line is the call's own
+    f.insert(*hoist)
+
+
+SHAPES = "_split_out_shape"
+_SIMPLE = (ast.Return, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr)
+_OWN_SCOPE = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _encloses(outer, inner) -> bool:
+  return (outer.lineno, outer.col_offset) <= (inner.lineno, inner.col_offset) and \
+      (outer.end_lineno, outer.end_col_offset) >= (inner.end_lineno, inner.end_col_offset)
+
+
+def _named_shapes(f: _File, call: ast.Call, shape_node) -> tuple[str, tuple | None]:
+  """(the text the edited call names its out_shape by, the insert that binds it or None).
+  The edit names the out_shape three times (the partials' shapes, their out_specs, the
+  second pass's dtypes): a literal is bound once, `_split_out_shape = ...` on a line of
+  its own before the statement that makes the call, so the diff's lines stay readable.
+  Kept in place where moving it could change what it means: a name already, a statement
+  that is not a simple one starting its line, a lambda, comprehension or `:=` between
+  that statement and the call (its names may be theirs), or a file using the name."""
+  text = f.segment(shape_node)
+  if isinstance(shape_node, (ast.Name, ast.Attribute)):
+    return text, None
+  stmt = _statement(f.tree, call)
+  if not isinstance(stmt, _SIMPLE) or f.text[f.line_start(stmt.lineno):f.offset(
+      stmt.lineno, stmt.col_offset)].strip():
+    return text, None
+  if any(isinstance(n, ast.NamedExpr) or (isinstance(n, _OWN_SCOPE) and _encloses(n, call))
+         for n in ast.walk(stmt)) or \
+      any(isinstance(n, ast.Name) and n.id == SHAPES for n in ast.walk(f.tree)):
+    return text, None
+  try:                                  # across lines, it needs brackets of its own
+    ast.parse(f"{SHAPES} = {text}")
+    value = text
+  except SyntaxError:
+    value = f"({text})"
+  pad = f.indent(stmt.lineno)
+  return SHAPES, (f.line_start(stmt.lineno), f"{pad}{SHAPES} = {value}\n")
 
 
 def _widen_kernel(f: _File, call: ast.Call, widens: list) -> None:
