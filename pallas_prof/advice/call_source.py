@@ -25,7 +25,8 @@ class CallSource:
   grid: tuple[frozenset[str], ...] | None            # per grid axis: the names it reads
 
 
-def _name(node) -> str:
+def name_of(node) -> str:
+  """The name a call's function is called by: `f` for `f(...)` and `a.b.f(...)`."""
   if isinstance(node, ast.Attribute):
     return node.attr
   return node.id if isinstance(node, ast.Name) else ""
@@ -55,7 +56,7 @@ def _assignments(scope: ast.AST, before: int) -> dict[str, ast.expr]:
 
 
 def _find_call(tree: ast.AST, line: int) -> ast.Call | None:
-  calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _name(n.func) == "pallas_call"
+  calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and name_of(n.func) == "pallas_call"
            and n.lineno <= line <= (n.end_lineno or n.lineno)]
   return min(calls, key=lambda n: (n.end_lineno or n.lineno) - n.lineno, default=None)
 
@@ -98,7 +99,7 @@ def read(file: str | None, line: int | None, n_in: int, n_out: int) -> CallSourc
 
 
 def _block_names(spec, follow) -> tuple[str | None, ...] | None:
-  if not (isinstance(spec, ast.Call) and _name(spec.func) == "BlockSpec"):
+  if not (isinstance(spec, ast.Call) and name_of(spec.func) == "BlockSpec"):
     return None
   shape = spec.args[0] if spec.args else next(
       (k.value for k in spec.keywords if k.arg == "block_shape"), None)

@@ -1,4 +1,5 @@
-"""The split's diff names a literal out_shape once (advice/split/source._named_shapes):
+"""The split's diff for loops written as `@pl.loop` (with and without its step), and its
+out_shape named once (advice/split/source._named_shapes):
 `_split_out_shape = ...` on a line of its own before the statement that makes the call,
 where moving it cannot change what it means, and the literal left in place where it could
 (the call inside a comprehension, whose variable the literal reads). Each diff applies
@@ -96,3 +97,84 @@ def test_an_out_shape_that_reads_a_comprehensions_variable_stays_in_place(tmp_pa
   module = patching.patched(path, diff)
   (got,) = module.colsums([x])
   assert same_outputs(leaves(got), leaves(want)) is None
+
+
+# a @pl.loop over row blocks by index (steps of one) and over rows by a step of 8 (its index
+# is the row), the outputs the accumulators; and one whose carries (init_carry) are the sums
+PL_LOOP = '''
+import functools
+import jax, jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+
+def by_block_kernel(dy_ref, x_ref, dg_ref, db_ref, *, step):
+  dg_ref[...] = jnp.zeros_like(dg_ref)
+  db_ref[...] = jnp.zeros_like(db_ref)
+  @pl.loop(0, dy_ref.shape[0] // step)
+  def _(i):
+    dy = dy_ref[pl.ds(i * step, step), :].astype(jnp.float32)
+    dg_ref[...] += jnp.sum(dy * x_ref[pl.ds(i * step, step), :].astype(jnp.float32), axis=0)
+    db_ref[...] += jnp.sum(dy, axis=0)
+
+
+def by_row_kernel(dy_ref, x_ref, dg_ref, db_ref, *, step):
+  dg_ref[...] = jnp.zeros_like(dg_ref)
+  db_ref[...] = jnp.zeros_like(db_ref)
+  @pl.loop(0, dy_ref.shape[0], step=step)
+  def _(r):
+    dy = dy_ref[pl.ds(r, step), :].astype(jnp.float32)
+    dg_ref[...] += jnp.sum(dy * x_ref[pl.ds(r, step), :].astype(jnp.float32), axis=0)
+    db_ref[...] += jnp.sum(dy, axis=0)
+
+
+def carry_kernel(dy_ref, x_ref, dg_ref, db_ref, *, step):
+  z = jnp.zeros((dy_ref.shape[1],), jnp.float32)
+  @pl.loop(0, dy_ref.shape[0] // step, init_carry=(z, z))
+  def sums(i, acc):
+    dy = dy_ref[pl.ds(i * step, step), :].astype(jnp.float32)
+    x = x_ref[pl.ds(i * step, step), :].astype(jnp.float32)
+    return acc[0] + jnp.sum(dy * x, axis=0), acc[1] + jnp.sum(dy, axis=0)
+  dg_ref[...] = sums[0]
+  db_ref[...] = sums[1]
+
+
+def dgb(kernel, dy, x, step=8, bc=40):
+  r, c = dy.shape
+  spec = pl.BlockSpec((r, bc), lambda j: (0, j))
+  ospec = pl.BlockSpec((bc,), lambda j: (j,))
+  return pl.pallas_call(functools.partial(kernel, step=step), grid=(c // bc,),
+                        in_specs=[spec, spec], out_specs=[ospec, ospec],
+                        out_shape=[jax.ShapeDtypeStruct((c,), jnp.float32)] * 2)(dy, x)
+'''
+
+
+@pytest.mark.parametrize("kernel", ["by_block_kernel", "by_row_kernel", "carry_kernel"])
+def test_a_pl_loop_splits_and_its_diff_applies(tmp_path, kernel):
+  path = tmp_path / f"pl_loop_{kernel}.py"
+  path.write_text(PL_LOOP)
+  module = patching.load(path, f"pl_loop_{kernel}")
+  dy, x = (jax.random.normal(jax.random.key(i), (1000, 120), jnp.float32).astype(jnp.bfloat16)
+           for i in (5, 6))
+  recipes.clear()
+  with recipes.capture():
+    want = module.dgb(getattr(module, kernel), dy, x)
+  recipe = recipes.recipes()[-1]
+  k, p = variant.pattern_of(recipe)
+  assert p.trip == 125 and k.grid == (3,)
+  assert variant.compare(recipe, variant.build(recipe, k, p, 6)) is None
+  diff = source.unified_diff(recipe, p, 6, len(k.grid))
+  # 125 iterations in chunks of 21 (the last 20): of rows by 8, 168 rows a chunk
+  chunk = ("pl.cdiv(pl.cdiv(dy_ref.shape[0], step), 6) * (step)" if kernel == "by_row_kernel"
+           else "pl.cdiv(dy_ref.shape[0] // step, 6)")
+  assert f"+  _split_chunk = {chunk}" in diff
+  assert "+  @pl.loop(_split_lo, jax.lax.min(_split_lo + _split_chunk, dy_ref.shape[0]" in diff
+  patched = patching.patched(path, diff)
+  got = patched.dgb(getattr(patched, kernel), dy, x)
+  assert same_outputs(leaves(got), leaves(want)) is None
+  eqn = variant._find_call(jax.make_jaxpr(
+      lambda a, b: patched.dgb(getattr(patched, kernel), a, b))(dy, x).jaxpr)
+  assert tuple(eqn.params["grid_mapping"].grid) == (3, 6)
+  # at a row count the chunks do not divide, the patched kernel is still the original's sums
+  dy2, x2 = dy[:936], x[:936]
+  assert same_outputs(leaves(patched.dgb(getattr(patched, kernel), dy2, x2)),
+                      leaves(module.dgb(getattr(module, kernel), dy2, x2))) is None

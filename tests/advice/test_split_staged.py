@@ -130,12 +130,12 @@ def test_staging_keeps_the_warps_where_each_thread_already_copies_four_bytes():
 
 
 def _call_file(tmp_path, text):
-  from pallas_prof.advice.split.source import _File
+  from pallas_prof.advice.split.source_file import SourceFile
   path = tmp_path / f"k{len(list(tmp_path.iterdir()))}.py"    # a new name: linecache keeps old
   path.write_text(text)
   recipe = type("R", (), {"call_line": text.splitlines().index(
       next(x for x in text.splitlines() if "pallas_call(" in x)) + 1, "location": "k.py:?"})
-  return _File.read(str(path)), recipe
+  return SourceFile.read(str(path)), recipe
 
 
 def test_the_settings_edit_adds_compiler_params_where_the_call_has_none_and_refuses_star_kwargs(
@@ -144,7 +144,7 @@ def test_the_settings_edit_adds_compiler_params_where_the_call_has_none_and_refu
   file `import pallas_prof`; a file that imports it under another name is written with that
   name; a call passing **keywords is refused (a second compiler_params would be a TypeError
   at the call)."""
-  from pallas_prof.advice.split.source import SourceRefused, diff_of
+  from pallas_prof.advice.split.source_file import SourceRefused, diff_of
   s = staged.Staging(2, 3)
   f, r = _call_file(tmp_path, "import jax\nfrom jax.experimental import pallas as pl\n\n"
                     "def f(k, o, x):\n  return pl.pallas_call(k, o, grid=(3,),)(x)\n")

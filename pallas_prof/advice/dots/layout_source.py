@@ -23,8 +23,8 @@ import functools
 import os
 
 from ..call_source import _find_call
-from ..split.source import SourceRefused, _File, diff_of, _kernel_function, _keywords, \
-    _pallas_name
+from ..split.source_file import SourceFile, SourceRefused, diff_of, kernel_function, \
+    keywords_of, pallas_name
 
 __all__ = ["SourceRefused", "unified_diff"]
 
@@ -38,7 +38,7 @@ def _applied(tree: ast.AST, call: ast.Call) -> ast.Call:
                       "(pallas_call(...)(a, b))")
 
 
-def _swap_text(f: _File, node: ast.AST, axes: tuple[int, int], rank: int) -> str | None:
+def _swap_text(f: SourceFile, node: ast.AST, axes: tuple[int, int], rank: int) -> str | None:
   """A rank-long tuple's text with its elements at `axes` swapped; None for anything else."""
   if isinstance(node, ast.Tuple) and len(node.elts) == rank and \
       not any(isinstance(e, ast.Starred) for e in node.elts):
@@ -59,9 +59,9 @@ def _wrapped_spec(pl: str, text: str, axes: tuple[int, int], rank: int) -> str:
           f"tuple(s.index_map(*g)[i] for i in {p})))({text})")
 
 
-def _edit_spec(f: _File, spec: ast.AST, pl: str, axes: tuple[int, int], rank: int) -> None:
+def _edit_spec(f: SourceFile, spec: ast.AST, pl: str, axes: tuple[int, int], rank: int) -> None:
   if isinstance(spec, ast.Call) and (spec.args or spec.keywords):
-    kw = _keywords(spec)
+    kw = keywords_of(spec)
     shape = spec.args[0] if spec.args else kw.get("block_shape")
     index = spec.args[1] if len(spec.args) > 1 else kw.get("index_map")
     if isinstance(index, ast.Lambda):
@@ -74,7 +74,7 @@ def _edit_spec(f: _File, spec: ast.AST, pl: str, axes: tuple[int, int], rank: in
   f.replace(spec, _wrapped_spec(pl, f.segment(spec), axes, rank))
 
 
-def _edit_call(f: _File, recipe, operands: dict, pl: str) -> None:
+def _edit_call(f: SourceFile, recipe, operands: dict, pl: str) -> None:
   """At the call, each operand `index` of `operands` ({index: axes}) swapped at its axes,
   and its spec likewise."""
   call = _find_call(f.tree, recipe.call_line)
@@ -96,7 +96,7 @@ def _edit_call(f: _File, recipe, operands: dict, pl: str) -> None:
     f.replace(operand, f"{text}{swap}" if isinstance(operand, (ast.Name, ast.Attribute)) else
               f"({text}){swap}")
     swaps[position] = (axes, rank)
-  specs = _keywords(call).get("in_specs")
+  specs = keywords_of(call).get("in_specs")
   if specs is None:
     return                         # whole arrays: the kernel's ref is the transposed array
   given = _list_of(f.tree, specs.id, call) if isinstance(specs, ast.Name) else None
@@ -146,8 +146,8 @@ def _parents(tree: ast.AST) -> dict:
   return {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
 
 
-def _kernel_def(f: _File, kernel):
-  fn, _, first = _kernel_function(kernel)
+def _kernel_def(f: SourceFile, kernel):
+  fn, _, first = kernel_function(kernel)
   defs = [n for n in ast.walk(f.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
           and n.name == fn.__name__ and
           (n.decorator_list[0].lineno if n.decorator_list else n.lineno) <= first <= n.lineno]
@@ -169,7 +169,7 @@ def _b_param(kdef, kernel, position: int) -> str:
   return params[at]
 
 
-def _edit_kernel(f: _File, kernel, position: int) -> None:
+def _edit_kernel(f: SourceFile, kernel, position: int) -> None:
   kdef = _kernel_def(f, kernel)
   name = _b_param(kdef, kernel, position)
   parents = _parents(kdef)
@@ -200,7 +200,7 @@ def _edit_kernel(f: _File, kernel, position: int) -> None:
     raise SourceRefused(f"the kernel never reads {name}")
 
 
-def _edit_load(f: _File, name: str, at: ast.Attribute, parents: dict, where: str) -> None:
+def _edit_load(f: SourceFile, name: str, at: ast.Attribute, parents: dict, where: str) -> None:
   """`plgpu.load(b_ref.at[x, y], mask=m, other=o)` becomes `plgpu.load(b_ref.at[y, x],
   mask=m.T, other=o).T`, as the variant reads it (a mask, and a fill that is not a
   constant, transposed with the block); any other use of `.at` refuses the diff."""
@@ -226,7 +226,7 @@ def _called(func: ast.AST) -> str | None:
       func.id if isinstance(func, ast.Name) else None
 
 
-def _swapped_index(f: _File, index: ast.AST) -> str:
+def _swapped_index(f: SourceFile, index: ast.AST) -> str:
   parts = list(index.elts) if isinstance(index, ast.Tuple) else [index]
   if any(isinstance(p, ast.Constant) and p.value is Ellipsis for p in parts):
     if len(parts) == 1:
@@ -246,13 +246,13 @@ def unified_diff(recipe, index, axes: tuple[int, int] = (0, 1)) -> str:
   operands = dict(index) if isinstance(index, dict) else {index: axes}
   if not recipe.call_file or not recipe.call_line:
     raise SourceRefused("the pallas_call's line is not known")
-  call_file = _File.read(recipe.call_file)
-  _, kernel_path, _ = _kernel_function(recipe.kernel)
+  call_file = SourceFile.read(recipe.call_file)
+  _, kernel_path, _ = kernel_function(recipe.kernel)
   same = os.path.realpath(kernel_path or "") == os.path.realpath(recipe.call_file)
-  kernel_file = call_file if same else _File.read(kernel_path)
+  kernel_file = call_file if same else SourceFile.read(kernel_path)
   present = [k for k in range(len(recipe.arg_shapes) + len(recipe.absent))
              if k not in recipe.absent]
-  _edit_call(call_file, recipe, operands, _pallas_name(call_file))
+  _edit_call(call_file, recipe, operands, pallas_name(call_file))
   for i in operands:
     _edit_kernel(kernel_file, recipe.kernel, present[i])
   return diff_of([call_file] if same else [call_file, kernel_file])

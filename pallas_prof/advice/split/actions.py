@@ -20,7 +20,8 @@ from ..schema import Action
 from ..variants import PATCH
 from .defer import deferrals
 from .pattern import NotSplittable
-from .source import SourceRefused, jaxpr_change, unified_diff
+from .source import jaxpr_change, unified_diff
+from .source_file import SourceRefused
 from .variant import Widening, chunk, pattern_of, splits, widened, widenings
 
 RULE = "long_reduction"

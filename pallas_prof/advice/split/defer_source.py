@@ -15,21 +15,22 @@ from __future__ import annotations
 import ast
 import functools
 
-from .source import (SourceRefused, _File, _kernel_loop, _keywords, _name, _statement, diff_of,
-                     split_files)
+from .source import kernel_loop, split_files
+from ..call_source import name_of
+from .source_file import SourceFile, SourceRefused, diff_of, keywords_of, statement_of
 
 
 def _arg(call: ast.Call, position: int, keyword: str):
   if len(call.args) > position:
     return call.args[position]
-  return _keywords(call).get(keyword)
+  return keywords_of(call).get(keyword)
 
 
 def _row_sums(fn: ast.FunctionDef) -> list:
   """The calls in `fn` that sum over axis 0: X.sum(axis=0), X.sum(0), jnp.sum(X, axis=0)."""
   out = []
   for node in ast.walk(fn):
-    if not isinstance(node, ast.Call) or _name(node.func) != "sum":
+    if not isinstance(node, ast.Call) or name_of(node.func) != "sum":
       continue
     # x.sum(axis=0) or x.sum(0) (a method: no array among its arguments), else a function
     # of a module, whatever its name (jnp.sum(x, axis=0), jax.numpy.sum(x, 0))
@@ -38,14 +39,14 @@ def _row_sums(fn: ast.FunctionDef) -> list:
     if not method and not node.args:
       continue
     args = node.args if method else node.args[1:]
-    axis = _keywords(node).get("axis") or (args[0] if args else None)
+    axis = keywords_of(node).get("axis") or (args[0] if args else None)
     if isinstance(axis, ast.Constant) and axis.value == 0 and len(args) <= 1 and \
-        set(_keywords(node)) <= {"axis"}:
+        set(keywords_of(node)) <= {"axis"}:
       out.append((node, node.func.value if method else node.args[0]))
   return out
 
 
-def _rows_name(f: _File, body: ast.FunctionDef, recipe, rows: int, widen) -> str:
+def _rows_name(f: SourceFile, body: ast.FunctionDef, recipe, rows: int, widen) -> str:
   """The kernel's keyword that the body's `arange` reads and that is `rows` in the variant
   (after `widen`'s rebindings), where exactly one is; else the number itself."""
   kernel = recipe.kernel
@@ -56,15 +57,18 @@ def _rows_name(f: _File, body: ast.FunctionDef, recipe, rows: int, widen) -> str
   for w in widen or ():
     values[w.name] = w.new
   names = {n.args[0].id for n in ast.walk(body) if isinstance(n, ast.Call)
-           and _name(n.func) == "arange" and len(n.args) == 1 and isinstance(n.args[0], ast.Name)}
+           and name_of(n.func) == "arange" and len(n.args) == 1 and isinstance(n.args[0], ast.Name)}
   found = [n for n in names if values.get(n) == rows]
   return found[0] if len(found) == 1 else str(rows)
 
 
-def edit_kernel(f: _File, recipe, found, widen=None) -> None:
+def edit_kernel(f: SourceFile, recipe, found, widen=None) -> None:
   """The deferral's three edits in the kernel's file `f` (found: defer.deferrals, every
   carry of the loop); SourceRefused where the code is not of the shape rewritten."""
-  kdef, loop = _kernel_loop(f, recipe.kernel)
+  kdef, loop = kernel_loop(f, recipe.kernel)
+  if name_of(loop.func) != "fori_loop":
+    raise SourceRefused("the loop is a @pl.loop function: row sums are deferred in a "
+                        "fori_loop's carries only")
   body_ref, init = _arg(loop, 2, "body_fun"), _arg(loop, 3, "init_val")
   if not isinstance(body_ref, ast.Name):
     raise SourceRefused("the loop's body is not a function named in the kernel: the row sums "
@@ -80,7 +84,7 @@ def edit_kernel(f: _File, recipe, found, widen=None) -> None:
   rows = {d.rows for d in found}
   if len(rows) != 1:
     raise SourceRefused("the carries' tiles have different numbers of rows")
-  stmt = _statement(kdef, loop)
+  stmt = statement_of(kdef, loop)
   targets = getattr(stmt, "targets", [None])
   target = targets[0] if len(targets) == 1 else None
   names = ([t for t in target.elts] if isinstance(target, ast.Tuple) else [target])
@@ -93,7 +97,7 @@ def edit_kernel(f: _File, recipe, found, widen=None) -> None:
     f.replace(call, text if isinstance(summed, (ast.Name, ast.Attribute, ast.Call,
                                                 ast.Subscript)) else f"({text})")
   for zeros in inits:
-    if not (isinstance(zeros, ast.Call) and _name(zeros.func) == "zeros" and zeros.args):
+    if not (isinstance(zeros, ast.Call) and name_of(zeros.func) == "zeros" and zeros.args):
       raise SourceRefused("the loop's init_val is not a zeros call per carry")
     shape = zeros.args[0]
     inner = ", ".join(f.segment(e) for e in shape.elts) if isinstance(shape, ast.Tuple) \

@@ -2,9 +2,10 @@
 review and apply (pallas-prof never applies it).
 
 The edit is the one variant.py measures, written in the user's names:
-  - in the kernel, before its fori_loop: this program's chunk of the loop
-        _split_chunk = pl.cdiv(HI - LO, S)
-        _split_lo = LO + pl.program_id(AXIS) * _split_chunk
+  - in the kernel, before its fori_loop (or the decorators of its `@pl.loop(LO, HI)`
+    function): this program's chunk of the loop
+        _split_chunk = pl.cdiv(HI - LO, S)      (with pl.loop's step=K: whole iterations,
+        _split_lo = LO + pl.program_id(AXIS) * _split_chunk     cdiv(cdiv(HI - LO, K), S) * K)
     and the loop's bounds become (_split_lo, lax.min(_split_lo + _split_chunk, HI));
   - at the pallas_call: the grid gains the axis of S (`grid=(*GRID, S)`), out_shape gains
     a leading S in float32 (the partials), out_specs squeeze it (each program writes its
@@ -19,17 +20,16 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import difflib
 import functools
-import inspect
-import itertools
 import linecache
 import os
 
 from jax.experimental import pallas as pl
 
-from ..call_source import _find_call
+from ..call_source import _find_call, name_of
 from .pattern import Pattern
+from .source_file import (SourceFile, SourceRefused, alias, diff_of, encloses, kernel_function,
+                          keywords_of, own_nodes, pallas_name, statement_of)
 
 HELPER = "_pallas_prof_split_sum"
 HELPER_SOURCE = f'''def {HELPER}(call, out_shape):
@@ -46,151 +46,46 @@ HELPER_SOURCE = f'''def {HELPER}(call, out_shape):
 '''
 
 
-class SourceRefused(ValueError):
-  """The source cannot be rewritten reliably; the message says why."""
-
-
-@dataclasses.dataclass
-class _File:
-  path: str
-  text: str
-  tree: ast.Module
-  edits: list = dataclasses.field(default_factory=list)   # (start, end, new) char offsets
-
-  @classmethod
-  def read(cls, path: str) -> "_File":
-    if not path or not os.path.exists(path):
-      raise SourceRefused(f"its source {path or '?'} is not a file that can be read")
-    if any(part in path.split(os.sep) for part in ("site-packages", "dist-packages")):
-      raise SourceRefused(f"{os.path.basename(path)} belongs to an installed package, not your "
-                          "code: copy the kernel into your code to edit it")
-    text = "".join(linecache.getlines(path)) or open(path, encoding="utf-8").read()
-    try:
-      return cls(path, text, ast.parse(text))
-    except SyntaxError as e:
-      raise SourceRefused(f"{os.path.basename(path)} does not parse: {e}") from None
-
-  def offset(self, line: int, col: int) -> int:
-    """Char offset of ast's (line, UTF-8 byte column)."""
-    lines = self.text.splitlines(True)
-    return sum(len(x) for x in lines[:line - 1]) + len(
-        lines[line - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
-
-  def span(self, node) -> tuple[int, int]:
-    return (self.offset(node.lineno, node.col_offset),
-            self.offset(node.end_lineno, node.end_col_offset))
-
-  def segment(self, node) -> str:
-    a, b = self.span(node)
-    return self.text[a:b]
-
-  def replace(self, node, new: str) -> None:
-    self.edits.append((*self.span(node), new))
-
-  def insert(self, at: int, new: str) -> None:
-    self.edits.append((at, at, new))
-
-  def edited(self) -> str:
-    out = self.text
-    spans = sorted(self.edits, key=lambda e: (e[0], e[1]))
-    for (a, b, _), (c, _, _) in itertools.pairwise(spans):
-      if c < b:
-        raise SourceRefused("two edits of the source overlap")
-    for a, b, new in reversed(spans):
-      out = out[:a] + new + out[b:]
-    return out
-
-  def line_start(self, line: int) -> int:
-    return self.offset(line, 0)
-
-  def indent(self, line: int) -> str:
-    text = self.text.splitlines()[line - 1]
-    return text[:len(text) - len(text.lstrip())]
-
-
-def _alias(tree: ast.Module, module: str) -> str | None:
-  """The name a file binds `module` to (import X as Y, from P import M as Y)."""
-  for node in tree.body:
-    if isinstance(node, ast.Import):
-      for a in node.names:
-        if a.name == module:
-          return a.asname or (module if "." not in module else None)
-    if isinstance(node, ast.ImportFrom) and node.module and "." in module:
-      parent, name = module.rsplit(".", 1)
-      if node.module == parent:
-        for a in node.names:
-          if a.name == name:
-            return a.asname or name
-  return None
-
-
-def _name(node) -> str:
-  if isinstance(node, ast.Attribute):
-    return node.attr
-  return node.id if isinstance(node, ast.Name) else ""
-
-
-def _own_nodes(fn: ast.AST):
-  """The nodes of a function's body, not of the functions defined in it."""
-  todo = list(fn.body)
-  while todo:
-    node = todo.pop()
-    yield node
-    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-      todo += list(ast.iter_child_nodes(node))
-
-
-def _kernel_function(kernel):
-  fn = kernel
-  while isinstance(fn, functools.partial):
-    fn = fn.func
-  try:
-    return fn, inspect.getsourcefile(fn), fn.__code__.co_firstlineno
-  except (TypeError, AttributeError):
-    raise SourceRefused("the kernel's function has no source file") from None
-
-
-def _statement(tree: ast.AST, node: ast.AST):
-  """The innermost statement containing `node`."""
-  best = None
-  for s in ast.walk(tree):
-    if isinstance(s, ast.stmt) and s.lineno <= node.lineno and \
-        (s.end_lineno, s.end_col_offset) >= (node.end_lineno, node.end_col_offset) and \
-        not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-      if best is None or (s.lineno, s.col_offset) >= (best.lineno, best.col_offset):
-        best = s
-  return best
-
-
-def _kernel_loop(f: _File, kernel) -> tuple:
-  """(the kernel's FunctionDef, its one fori_loop call); SourceRefused unless the kernel's
-  own body calls fori_loop exactly once, as lax.fori_loop(lo, hi, body, init)."""
-  fn, _, first = _kernel_function(kernel)
+def kernel_loop(f: SourceFile, kernel) -> tuple:
+  """(the kernel's FunctionDef, its one loop: a fori_loop call, or the `pl.loop(lo, hi)`
+  call that decorates a function of the kernel's body); SourceRefused unless the kernel's
+  own body has exactly one, as lax.fori_loop(lo, hi, body, init) or @pl.loop(lo, hi)."""
+  fn, _, first = kernel_function(kernel)
   defs = [n for n in ast.walk(f.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
           and n.name == fn.__name__ and n.lineno >= first]
   if not defs:
     raise SourceRefused(f"the kernel {fn.__name__} is not found in {os.path.basename(f.path)}")
   kdef = min(defs, key=lambda n: n.lineno)
-  loops = [n for n in _own_nodes(kdef) if isinstance(n, ast.Call) and _name(n.func) == "fori_loop"]
+  own = list(own_nodes(kdef))
+  loops = [n for n in own if isinstance(n, ast.Call) and name_of(n.func) == "fori_loop"]
+  loops += [d for n in own if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for d in n.decorator_list if isinstance(d, ast.Call) and name_of(d.func) == "loop"]
   if len(loops) != 1 or len(loops[0].args) < 2:
     raise SourceRefused(f"the kernel {fn.__name__} does not call lax.fori_loop(lo, hi, ...) "
-                        "once in its own body")
+                        "or decorate a function with @pl.loop(lo, hi) once in its own body")
   return kdef, loops[0]
+
+
+def _decorated(kdef, loop: ast.Call):
+  """The function `loop` (a `pl.loop(...)` call) decorates in the kernel, or None."""
+  return next((n for n in own_nodes(kdef) if isinstance(n, (ast.FunctionDef,
+                                                             ast.AsyncFunctionDef))
+               and any(d is loop for d in n.decorator_list)), None)
 
 
 def loop_line(kernel) -> tuple[str, int] | None:
   """(file, line) of the kernel's one fori_loop call, read from its source (where JAX's
   equation does not say it: jax 0.12 gives a custom_vjp's kernels the caller's frames)."""
   try:
-    _, path, _ = _kernel_function(kernel)
+    _, path, _ = kernel_function(kernel)
     text = "".join(linecache.getlines(path)) or open(path, encoding="utf-8").read()
-    return path, _kernel_loop(_File(path, text, ast.parse(text)), kernel)[1].lineno
+    return path, kernel_loop(SourceFile(path, text, ast.parse(text)), kernel)[1].lineno
   except (SourceRefused, SyntaxError, OSError, TypeError):
     return None
 
 
-def _edit_kernel(f: _File, recipe, p: Pattern, splits: int, axis: int, pl: str) -> None:
-  kdef, loop = _kernel_loop(f, recipe.kernel)
+def _edit_kernel(f: SourceFile, recipe, p: Pattern, splits: int, axis: int, pl: str) -> None:
+  kdef, loop = kernel_loop(f, recipe.kernel)
   if p.file == f.path and not loop.lineno <= (p.lineno or 0) <= loop.end_lineno:
     raise SourceRefused(f"the kernel's fori_loop is not the loop at {p.line}")
   names = {n.id for n in ast.walk(f.tree) if isinstance(n, ast.Name)}
@@ -198,18 +93,27 @@ def _edit_kernel(f: _File, recipe, p: Pattern, splits: int, axis: int, pl: str) 
     raise SourceRefused("the file already uses the names _split_lo or _split_chunk")
   _casts_to_ref_dtype(f, kdef, recipe, p)
   lo, hi = f.segment(loop.args[0]), f.segment(loop.args[1])
-  if isinstance(loop.func, ast.Attribute):
+  decorated = _decorated(kdef, loop)
+  if isinstance(loop.func, ast.Attribute) and decorated is None:
     minimum = f"{f.segment(loop.func.value)}.min"
-  elif _alias(f.tree, "jax"):
-    minimum = f"{_alias(f.tree, 'jax')}.lax.min"
+  elif alias(f.tree, "jax"):
+    minimum = f"{alias(f.tree, 'jax')}.lax.min"
   else:
     raise SourceRefused("no name for lax.min in the kernel's file")
   zero = isinstance(loop.args[0], ast.Constant) and loop.args[0].value == 0
-  stmt = _statement(kdef, loop)
-  pad = f.indent(stmt.lineno)
-  chunk = f"{pl}.cdiv({hi}, {splits})" if zero else f"{pl}.cdiv(({hi}) - ({lo}), {splits})"
+  trips = hi if zero else f"({hi}) - ({lo})"
+  step = keywords_of(loop).get("step") if decorated is not None else None
+  if step is not None and not (isinstance(step, ast.Constant) and step.value == 1):
+    # pl.loop's index runs lo, lo + step, ...: the chunk is whole iterations of step each
+    chunk = f"{pl}.cdiv({pl}.cdiv({trips}, {f.segment(step)}), {splits}) * ({f.segment(step)})"
+  else:
+    chunk = f"{pl}.cdiv({trips}, {splits})"
+  # the lines go before the loop's statement, or before the decorators of pl.loop's function
+  first = (min(d.lineno for d in decorated.decorator_list) if decorated is not None
+           else statement_of(kdef, loop).lineno)
+  pad = f.indent(first)
   start = "" if zero else f"{lo} + "
-  f.insert(f.line_start(stmt.lineno),
+  f.insert(f.line_start(first),
            f"{pad}# pallas-prof split reduction: each of the grid's last axis's {splits} "
            "programs runs one chunk of the loop\n"
            f"{pad}_split_chunk = {chunk}\n"
@@ -218,7 +122,7 @@ def _edit_kernel(f: _File, recipe, p: Pattern, splits: int, axis: int, pl: str) 
   f.replace(loop.args[1], f"{minimum}(_split_lo + _split_chunk, {hi})")
 
 
-def _casts_to_ref_dtype(f: _File, kdef, recipe, p: Pattern) -> None:
+def _casts_to_ref_dtype(f: SourceFile, kdef, recipe, p: Pattern) -> None:
   """A sum cast before its store must be cast to its output ref's own dtype (`x.astype(
   o_ref.dtype)`): the partials' ref is float32, and a dtype the kernel names itself would
   not be."""
@@ -237,20 +141,16 @@ def _casts_to_ref_dtype(f: _File, kdef, recipe, p: Pattern) -> None:
                           "partials are float32")
 
 
-def _keywords(call: ast.Call) -> dict:
-  return {k.arg: k.value for k in call.keywords if k.arg}
-
-
-def _edit_call(f: _File, recipe, p: Pattern, splits: int, pl: str, widen=None) -> None:
+def _edit_call(f: SourceFile, recipe, p: Pattern, splits: int, pl: str, widen=None) -> None:
   call = _find_call(f.tree, recipe.call_line)
   if call is None or len(call.args) > 2 or (len(call.args) == 2 and "out_shape" in
-                                            _keywords(call)):
+                                            keywords_of(call)):
     raise SourceRefused(f"the pallas_call at {recipe.location} is not written as "
                         "pallas_call(kernel, out_shape, grid=..., ...)")
-  jax_name = _alias(f.tree, "jax")
+  jax_name = alias(f.tree, "jax")
   if jax_name is None:
     raise SourceRefused(f"{os.path.basename(f.path)} does not `import jax`")
-  kw = _keywords(call)
+  kw = keywords_of(call)
   shape_node = call.args[1] if len(call.args) == 2 else kw.get("out_shape")
   if shape_node is None:
     raise SourceRefused("the pallas_call's out_shape is not found")
@@ -338,12 +238,7 @@ _SIMPLE = (ast.Return, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr)
 _OWN_SCOPE = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
-def _encloses(outer, inner) -> bool:
-  return (outer.lineno, outer.col_offset) <= (inner.lineno, inner.col_offset) and \
-      (outer.end_lineno, outer.end_col_offset) >= (inner.end_lineno, inner.end_col_offset)
-
-
-def _named_shapes(f: _File, call: ast.Call, shape_node) -> tuple[str, tuple | None]:
+def _named_shapes(f: SourceFile, call: ast.Call, shape_node) -> tuple[str, tuple | None]:
   """(the text the edited call names its out_shape by, the insert that binds it or None).
   The edit names the out_shape three times (the partials' shapes, their out_specs, the
   second pass's dtypes): a literal is bound once, `_split_out_shape = ...` on a line of
@@ -354,11 +249,11 @@ def _named_shapes(f: _File, call: ast.Call, shape_node) -> tuple[str, tuple | No
   text = f.segment(shape_node)
   if isinstance(shape_node, (ast.Name, ast.Attribute)):
     return text, None
-  stmt = _statement(f.tree, call)
+  stmt = statement_of(f.tree, call)
   if not isinstance(stmt, _SIMPLE) or f.text[f.line_start(stmt.lineno):f.offset(
       stmt.lineno, stmt.col_offset)].strip():
     return text, None
-  if any(isinstance(n, ast.NamedExpr) or (isinstance(n, _OWN_SCOPE) and _encloses(n, call))
+  if any(isinstance(n, ast.NamedExpr) or (isinstance(n, _OWN_SCOPE) and encloses(n, call))
          for n in ast.walk(stmt)) or \
       any(isinstance(n, ast.Name) and n.id == SHAPES for n in ast.walk(f.tree)):
     return text, None
@@ -371,10 +266,10 @@ def _named_shapes(f: _File, call: ast.Call, shape_node) -> tuple[str, tuple | No
   return SHAPES, (f.line_start(stmt.lineno), f"{pad}{SHAPES} = {value}\n")
 
 
-def _widen_kernel(f: _File, call: ast.Call, widens: list) -> None:
+def _widen_kernel(f: SourceFile, call: ast.Call, widens: list) -> None:
   """The call's kernel with its block parameters rebound: functools.partial(kernel, name=new)."""
   names = ", ".join(w.name for w in widens)
-  functools_name = _alias(f.tree, "functools")
+  functools_name = alias(f.tree, "functools")
   if functools_name is None:
     raise SourceRefused(f"{os.path.basename(f.path)} does not `import functools` (the "
                         f"variant rebinds {names} with functools.partial)")
@@ -414,18 +309,18 @@ def unified_diff(recipe, p: Pattern, splits: int, axis: int, widen=None) -> str:
   return diff_of(files)
 
 
-def split_files(recipe, p: Pattern, splits: int, axis: int, widen=None) -> tuple[list, _File]:
+def split_files(recipe, p: Pattern, splits: int, axis: int, widen=None) -> tuple[list, SourceFile]:
   """(the files unified_diff edits, with the split's edits made; the kernel's among them),
   for another edit to join before the diff is written (defer_source.py)."""
   if not recipe.call_file or not recipe.call_line:
     raise SourceRefused("the pallas_call's line is not known")
-  _, kernel_path, _ = _kernel_function(recipe.kernel)
-  call_file = _File.read(recipe.call_file)
+  _, kernel_path, _ = kernel_function(recipe.kernel)
+  call_file = SourceFile.read(recipe.call_file)
   files = {call_file.path: call_file}
-  kfile = files.get(kernel_path) or _File.read(kernel_path)
+  kfile = files.get(kernel_path) or SourceFile.read(kernel_path)
   files[kfile.path] = kfile
-  pl_call = _pallas_name(call_file)
-  pl_kernel = pl_call if kfile is call_file else _alias(kfile.tree, "jax.experimental.pallas")
+  pl_call = pallas_name(call_file)
+  pl_kernel = pl_call if kfile is call_file else alias(kfile.tree, "jax.experimental.pallas")
   if pl_kernel is None:
     raise SourceRefused("the kernel's file does not import jax.experimental.pallas")
   _edit_kernel(kfile, recipe, p, splits, axis, pl_kernel)
@@ -440,15 +335,15 @@ def keyword_diff(recipe, name: str, new: int) -> str:
   partial: the later keyword wins). SourceRefused where it cannot be written."""
   if not recipe.call_file or not recipe.call_line:
     raise SourceRefused("the pallas_call's line is not known")
-  f = _File.read(recipe.call_file)
+  f = SourceFile.read(recipe.call_file)
   call = _find_call(f.tree, recipe.call_line)
   if call is None:
     raise SourceRefused(f"no pallas_call is written at {recipe.location}: it is made inside "
                         "a function called there (copy that function's file into your code "
                         "to edit it)")
   kernel = call.args[0] if call.args else None
-  given = (_keywords(kernel).get(name) if isinstance(kernel, ast.Call) and
-           _name(kernel.func).endswith("partial") else None)
+  given = (keywords_of(kernel).get(name) if isinstance(kernel, ast.Call) and
+           name_of(kernel.func).endswith("partial") else None)
   if given is not None:                 # functools.partial(k, name=...) at the call: its value
     f.replace(given, str(new))
   else:
@@ -460,29 +355,6 @@ def keyword_diff(recipe, name: str, new: int) -> str:
 class _Rebinding:
   name: str
   new: int
-
-
-def diff_of(files) -> str:
-  out = []
-  for f in files:
-    new = f.edited()
-    try:
-      ast.parse(new)
-    except SyntaxError as e:         # a rewrite that does not parse is never shown
-      raise SourceRefused(f"the rewritten {os.path.basename(f.path)} does not parse: {e}") \
-          from None
-    rel = os.path.relpath(f.path) if not os.path.relpath(f.path).startswith("..") else f.path
-    out += difflib.unified_diff(f.text.splitlines(True), new.splitlines(True),
-                                f"a/{rel.lstrip('/')}", f"b/{rel.lstrip('/')}")
-  return "".join(out)
-
-
-def _pallas_name(f: _File) -> str:
-  name = _alias(f.tree, "jax.experimental.pallas")
-  if name is None:
-    raise SourceRefused(f"{os.path.basename(f.path)} does not import jax.experimental.pallas "
-                        "under a name (`from jax.experimental import pallas as pl`)")
-  return name
 
 
 def jaxpr_change(recipe, k, p: Pattern, splits: int) -> str:

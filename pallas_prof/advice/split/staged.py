@@ -20,7 +20,7 @@ import dataclasses
 from ...backend.compiler_params import CompilerParams
 from ..call_source import _find_call
 from ..rules.memory import warps_for_async_copies
-from .source import SourceRefused, _alias, _File, _keywords
+from .source_file import SourceFile, SourceRefused, alias, keywords_of
 
 STAGES = 3       # the kernel tuner's first loop_stages candidate (tune/params.py)
 
@@ -69,7 +69,7 @@ def staged_recipe(recipe, s: Staging):
   return dataclasses.replace(recipe, kwargs=dict(recipe.kwargs, compiler_params=params))
 
 
-def settings_edit(f: _File, recipe, s: Staging) -> None:
+def settings_edit(f: SourceFile, recipe, s: Staging) -> None:
   """In the call's file `f` (the split's edits made or to be made): the pallas_call's
   compiler_params as pallas-prof's with these settings, and `import pallas_prof` where the
   file lacks it."""
@@ -79,14 +79,14 @@ def settings_edit(f: _File, recipe, s: Staging) -> None:
   if any(k.arg is None for k in call.keywords):
     raise SourceRefused(f"the pallas_call at {recipe.location} passes **keywords: its "
                         "compiler_params cannot be set beside them reliably")
-  name = _alias(f.tree, "pallas_prof")
+  name = alias(f.tree, "pallas_prof")
   if name is None:
     imports = [n for n in f.tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     if not imports:
       raise SourceRefused(f"{f.path} has no imports to add `import pallas_prof` beside")
     f.insert(f.line_start(imports[-1].end_lineno + 1), "import pallas_prof\n")
     name = "pallas_prof"
-  given = _keywords(call).get("compiler_params")
+  given = keywords_of(call).get("compiler_params")
   if given is not None:
     f.replace(given, s.params_source(name))
     return

@@ -24,7 +24,8 @@ from ..variants import INTERPRETED_STEP_BYTES, checked_on_cpu, not_interpreted, 
 from ..variants import PATCH
 from . import defer_source
 from .defer import deferrals
-from .source import SourceRefused, diff_of, jaxpr_change, split_files
+from .source import jaxpr_change, split_files
+from .source_file import SourceRefused, diff_of
 from .staged import Staging, settings_edit, staged_recipe, staging
 from .variant import Widening, build, inputs, original, pattern_of, widened
 
