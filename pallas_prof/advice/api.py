@@ -63,14 +63,23 @@ def for_report(records, report, *, trials: bool = False, device: int = 0,
       continue
     start_ns = time.time_ns()
     recipe = recipes.find(rec, found)
-    advice = diagnose(kp, rec.generated, report.device, report.ceilings, recipe,
-                      gpu=report.gpu_present, tuned=autotuned.find(rec, calls))
+    try:
+      advice = diagnose(kp, rec.generated, report.device, report.ceilings, recipe,
+                        gpu=report.gpu_present, tuned=autotuned.find(rec, calls))
+    except Exception as e:  # noqa: BLE001 - one kernel's failed advice costs no other's
+      out.append(KernelAdvice(label=rec.label, name=kp.name, notes=[
+          f"advice failed: {type(e).__name__}: {str(e)[:300]}"]))
+      continue
     advice = untested_opt_ins_as_notes(advice, trying=try_tma)
     tried = trials and not advice.at_roof and (report.gpu_present or static)
     with _variants_quiet():
       if not tried and recipe is not None:
-        advice = lowering_checked(advice, recipe)   # rank only the variants that lower
-        advice.diagnoses = order_diagnoses(advice.diagnoses, advice.actions)
+        try:
+          advice = lowering_checked(advice, recipe)   # rank only the variants that lower
+          advice.diagnoses = order_diagnoses(advice.diagnoses, advice.actions)
+        except Exception as e:  # noqa: BLE001 - the diagnosis stands unchecked
+          advice.notes.append(f"the variants' lowering was not checked: {type(e).__name__}: "
+                              f"{str(e)[:300]}")
       if tried:
         try:
           advice = try_actions(advice, rec, recipe, device=device, gpu=report.gpu_present,

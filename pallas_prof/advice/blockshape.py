@@ -38,14 +38,10 @@ def _flat_specs(recipe) -> tuple[list, list]:
   """(in specs, out specs) as lists of BlockSpec (or None), one per array: the spec of an
   operand given as None (attention's segment_ids, recipe.absent) left out, as its array is."""
   ins = recipe.kwargs.get("in_specs")
-  outs = recipe.kwargs.get("out_specs")
-  as_list = lambda s, n: list(s) if isinstance(s, (list, tuple)) else [s] * (n if n else 1)
-  out_shapes = recipe.out_shape if isinstance(recipe.out_shape, (list, tuple)) else \
-      [recipe.out_shape]
-  ins = as_list(ins, len(recipe.arg_shapes))
+  ins = list(ins) if isinstance(ins, (list, tuple)) else [ins] * (len(recipe.arg_shapes) or 1)
   if recipe.absent and len(ins) == len(recipe.arg_shapes) + len(recipe.absent):
     ins = [spec for i, spec in enumerate(ins) if i not in recipe.absent]
-  return ins, as_list(outs, len(out_shapes))
+  return ins, recipe.out_specs()
 
 
 def _with_absent(recipe, ins: list) -> list:
@@ -60,9 +56,8 @@ def _with_absent(recipe, ins: list) -> list:
 
 def _itemsizes(recipe) -> list[int | None]:
   """Bytes per element of each array (inputs then outputs), None where unknown."""
-  outs = recipe.out_shape if isinstance(recipe.out_shape, (list, tuple)) else [recipe.out_shape]
   return [_itemsize(d) for d in [d for _, d in recipe.arg_shapes]
-          + [getattr(o, "dtype", None) for o in outs]]
+          + [getattr(o, "dtype", None) for o in recipe.outs]]
 
 
 def least_row(dims_and_rank, itemsizes, min_block: int = 1) -> int:
@@ -77,8 +72,7 @@ def least_row(dims_and_rank, itemsizes, min_block: int = 1) -> int:
 
 
 def _arrays(recipe) -> list[tuple[int, ...]]:
-  outs = recipe.out_shape if isinstance(recipe.out_shape, (list, tuple)) else [recipe.out_shape]
-  return [tuple(s) for s, _ in recipe.arg_shapes] + [tuple(o.shape) for o in outs]
+  return [tuple(s) for s, _ in recipe.arg_shapes] + [tuple(o.shape) for o in recipe.outs]
 
 
 def _tie(spec, axis: int, rank: int) -> tuple[bool, int | None]:
@@ -165,8 +159,7 @@ def changed(recipe, change: dict):
          for s, b in zip(ins + outs, change["blocks"], strict=True)]
   kwargs = dict(recipe.kwargs, grid=tuple(change["grid"]),
                 in_specs=_with_absent(recipe, new[:len(ins)]),
-                out_specs=new[len(ins):] if isinstance(recipe.kwargs.get("out_specs"),
-                                                       (list, tuple)) else new[len(ins)])
+                out_specs=recipe.out_specs_like(new[len(ins):]))
   settings = {k: int(change[k]) for k in SETTINGS if k in change}
   if settings:
     kwargs["compiler_params"] = with_settings(recipe.kwargs.get("compiler_params"), settings)

@@ -39,21 +39,23 @@ def diagnose(kp, gk=None, device=None, ceilings=None, recipe=None, gpu: bool | N
   roof = [x for x in findings if x.diagnosis.rule == "at_roof"]
   if not roof and recipe is not None:
     from .split.actions import findings as split_findings   # loads JAX (a recipe means it ran)
-    findings += split_findings(f, recipe, notes)
-    findings += loop_steps.findings(f, recipe, notes)
     from .dots import layout   # lazy: loads JAX, as the split's does
-    findings += layout.findings(f, recipe, notes)
+    for name, finder in (("split reduction", split_findings), ("loop steps", loop_steps.findings),
+                         ("K-major B", layout.findings)):
+      findings += _contained(notes, name, lambda: finder(f, recipe, notes), [])
   if roof:
     findings = roof + [x for x in findings if x.diagnosis.rule == "sampling_gaps"]
   actions: list[Action] = []
   for finding in findings:
     for action in finding.actions if not roof else ():
       if action.kind == "c" and action.change.get("joint"):
-        actions += joint.resolve(action, f, recipe, _hot_dot(f), notes)
+        actions += _contained(notes, action.title, lambda: joint.resolve(
+            action, f, recipe, _hot_dot(f), notes), [])
       elif action.kind == "c" and "grid" not in action.change and \
           "keyword" not in action.change:
         actions += autotuned.actions(action, tuned) if tuned is not None else []
-        actions += blockshape.resolve(action, f, recipe, _operand_index(gk, action), notes)
+        actions += _contained(notes, action.title, lambda: blockshape.resolve(
+            action, f, recipe, _operand_index(gk, action), notes), [])
       else:
         actions.append(action)
   actions = rank([_with_status(a, gpu, f) for a in _unique(actions)])
@@ -65,6 +67,17 @@ def diagnose(kp, gk=None, device=None, ceilings=None, recipe=None, gpu: bool | N
                         notes=list(dict.fromkeys(notes)))
   advice.summary = summary(advice)
   return advice
+
+
+def _contained(notes: list[str], what: str, make, default):
+  """make(), or `default` with a note where it raised: a recipe the advice does not read
+  right (a pytree it did not expect) costs that part of the advice, not the rest."""
+  try:
+    return make()
+  except Exception as e:  # noqa: BLE001 - said in the notes, the rest of the advice stands
+    notes.append(f"{what}: not offered, its advice failed: {type(e).__name__}: "
+                 f"{str(e)[:200]}")
+    return default
 
 
 # An edit of the user's code (kind d, never tried) the work model expects to save less than

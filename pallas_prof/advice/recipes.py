@@ -47,6 +47,41 @@ class Recipe:
     return getattr(fn, "__name__", "kernel")
 
   @property
+  def outs(self) -> list:
+    """The output structs, in the order pallas_call flattens out_shape (a pytree: one
+    struct, a list, a tuple, a dict of them)."""
+    # lazy: keeps jax out of this module's import (start-up time)
+    import jax
+    return jax.tree.leaves(self.out_shape)
+
+  def outs_like(self, leaves: list):
+    """`leaves`, one per output, in out_shape's own structure (what the call returns)."""
+    import jax  # lazy: as in outs
+    return jax.tree.unflatten(jax.tree.structure(self.out_shape), list(leaves))
+
+  def out_specs(self) -> list:
+    """The out_specs, one per output (outs' order): a single spec (or none) given for
+    all of them repeated."""
+    import jax  # lazy: as in outs
+    specs, n = self.kwargs.get("out_specs"), len(self.outs)
+    if not isinstance(specs, (list, tuple, dict)):
+      return [specs] * n
+    if isinstance(specs, (list, tuple)) and isinstance(self.out_shape, (list, tuple)):
+      return list(specs)                # a list of specs for a tuple of outputs, as given
+    return jax.tree.structure(self.out_shape).flatten_up_to(specs)
+
+  def out_specs_like(self, leaves: list):
+    """New out_specs, one per output, in the structure the call gave its own (a single
+    spec given for one output stays one)."""
+    specs = self.kwargs.get("out_specs")
+    if not isinstance(specs, (list, tuple, dict)):
+      return leaves[0] if len(leaves) == 1 else list(leaves)
+    if isinstance(specs, (list, tuple)) and isinstance(self.out_shape, (list, tuple)):
+      return type(specs)(leaves)
+    import jax  # lazy: as in outs
+    return jax.tree.unflatten(jax.tree.structure(self.out_shape), list(leaves))
+
+  @property
   def location(self) -> str:
     return f"{os.path.basename(self.call_file)}:{self.call_line}" if self.call_file else "?"
 

@@ -167,8 +167,9 @@ def test_advise_on_a_cpu_shows_the_edit_and_prints_no_cpu_error_as_the_gpus():
 
 def test_the_accuracy_report_refuses_a_cpu_number():
   args = [np.ones((4, 8), np.float32), np.ones((8, 3), np.float32)]
-  recipe = type("R", (), {"out_shape": jax.ShapeDtypeStruct((4, 3), jnp.float32),
-                          "arg_shapes": (((4, 8), jnp.float32), ((8, 3), jnp.float32))})()
+  recipe = recipes.Recipe(kernel=None, out_shape=jax.ShapeDtypeStruct((4, 3), jnp.float32),
+                          kwargs={}, call_file=None, call_line=None, original=None,
+                          arg_shapes=(((4, 8), jnp.float32), ((8, 3), jnp.float32)))
   out = np.full((4, 3), 8.0, np.float32)
   assert precision.measured_accuracy(recipe, out, out + 1e-3, args, gpu=False) == \
       precision.NOT_ON_CPU

@@ -94,7 +94,7 @@ def build(recipe, name: str, file: str | None = None, line: int | None = None):
 
 def reference(recipe, args) -> tuple[np.ndarray | None, str]:
   """(float64 product of the two inputs, "") or (None, why there is none)."""
-  outs = recipe.out_shape if isinstance(recipe.out_shape, (list, tuple)) else [recipe.out_shape]
+  outs = recipe.outs
   shapes = [tuple(s) for s, _ in recipe.arg_shapes]
   if len(shapes) != 2 or len(outs) != 1 or len(shapes[0]) != 2 or len(shapes[1]) != 2 or \
       shapes[0][1] != shapes[1][0] or tuple(outs[0].shape) != (shapes[0][0], shapes[1][1]):

@@ -37,6 +37,8 @@ HELPER_SOURCE = f'''def {HELPER}(call, out_shape):
   last axis wrote (a leading axis of the outputs), in the outputs' own dtypes."""
   def summed(*args):
     parts = call(*args)
+    if isinstance(out_shape, dict):
+      return {{k: parts[k].sum(0).astype(o.dtype) for k, o in out_shape.items()}}
     if isinstance(out_shape, (list, tuple)):
       return type(parts)(p.sum(0).astype(o.dtype) for p, o in zip(parts, out_shape))
     return parts.sum(0).astype(out_shape.dtype)
@@ -156,12 +158,19 @@ def _edit_call(f: SourceFile, recipe, p: Pattern, splits: int, pl: str, widen=No
     raise SourceRefused("the pallas_call's out_shape is not found")
   shapes, hoist = _named_shapes(f, call, shape_node)
   many = isinstance(recipe.out_shape, (list, tuple))
+  named = isinstance(recipe.out_shape, dict)
+  if (many or named) and len(recipe.outs) != len(recipe.out_shape):
+    raise SourceRefused("its out_shape nests containers: the diff is written for one output, "
+                        "or a list, tuple or dict of them")
   dtypes = {s.partial_dtype for s in p.stores}
   if len(dtypes) != 1:
     raise SourceRefused("its sums have different dtypes")
   (dtype,) = dtypes
   gen = f"{jax_name}.ShapeDtypeStruct(({splits}, *o.shape), \"{dtype}\") for o in {shapes}"
-  if not many:
+  if named:
+    new_shape = (f"{{_k: {jax_name}.ShapeDtypeStruct(({splits}, *_o.shape), \"{dtype}\") "
+                 f"for _k, _o in ({shapes}).items()}}")
+  elif not many:
     new_shape = f"{jax_name}.ShapeDtypeStruct(({splits}, *({shapes}).shape), \"{dtype}\")"
   else:
     new_shape = f"tuple({gen})" if isinstance(recipe.out_shape, tuple) else f"[{gen}]"
@@ -197,6 +206,7 @@ def _edit_call(f: SourceFile, recipe, p: Pattern, splits: int, pl: str, widen=No
   if outs is not None:
     o = f.segment(outs)
     f.replace(outs, f"[{pl}.BlockSpec({squeeze}) for s in {o}]" if many
+              else f"{{_k: {pl}.BlockSpec({squeeze}) for _k, s in ({o}).items()}}" if named
               else f"(lambda s: {pl}.BlockSpec({squeeze}))({o})")
   ins = kw.get("in_specs")
   if ins is not None:
@@ -214,7 +224,8 @@ def _edit_call(f: SourceFile, recipe, p: Pattern, splits: int, pl: str, widen=No
   if outs is None:
     full = (f"({pl}.squeezed, *o.shape), lambda *g, o=o: (g[-1],) + (0,) * len(o.shape)")
     more.append(f"out_specs=[{pl}.BlockSpec({full}) for o in {shapes}]" if many else
-                f"out_specs=(lambda o: {pl}.BlockSpec({full}))({shapes})")
+                f"out_specs={{_k: {pl}.BlockSpec({full}) for _k, o in ({shapes}).items()}}"
+                if named else f"out_specs=(lambda o: {pl}.BlockSpec({full}))({shapes})")
   if more:                             # on a line of their own where the call has several
     last = max(call.args + call.keywords, key=lambda n: (n.lineno, n.col_offset)).lineno
     if last > call.lineno:              # the indentation of the line the last argument starts
@@ -284,9 +295,10 @@ def _check_specs(recipe) -> None:
   """Specs the rewrite keeps whole: BlockSpecs with a block shape and an index map, and no
   other field set (memory space, pipelining) that `pl.BlockSpec(shape, map)` would drop."""
   plain = pl.BlockSpec((1,), lambda i: (i,))
-  for key in ("in_specs", "out_specs"):
-    specs = recipe.kwargs.get(key)
-    for s in (specs if isinstance(specs, (list, tuple)) else [specs]):
+  ins = recipe.kwargs.get("in_specs")
+  for key, specs in (("in_specs", ins if isinstance(ins, (list, tuple)) else [ins]),
+                     ("out_specs", recipe.out_specs())):
+    for s in specs:
       if s is None:
         continue
       if not isinstance(s, pl.BlockSpec) or s.block_shape is None or s.index_map is None:

@@ -65,11 +65,6 @@ def _structs(recipe):
   return [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in recipe.arg_shapes]
 
 
-def _outs(recipe) -> tuple[list, bool]:
-  many = isinstance(recipe.out_shape, (list, tuple))
-  return (list(recipe.out_shape) if many else [recipe.out_shape]), many
-
-
 def kernel_of(recipe) -> Kernel:
   """The recorded call's kernel jaxpr (traced again, abstractly: nothing runs)."""
   if recipe.kwargs.get("input_output_aliases"):
@@ -85,7 +80,7 @@ def kernel_of(recipe) -> Kernel:
   grid = (grid,) if isinstance(grid, int) else tuple(grid)
   if not all(isinstance(g, int) for g in grid):
     raise NotSplittable("its grid is not a tuple of numbers")
-  return Kernel(jaxpr, consts, len(recipe.arg_shapes), len(_outs(recipe)[0]), grid)
+  return Kernel(jaxpr, consts, len(recipe.arg_shapes), len(recipe.outs), grid)
 
 
 def pattern_of(recipe) -> tuple[Kernel, Pattern]:
@@ -294,9 +289,7 @@ def build(recipe, k: Kernel, p: Pattern, splits_: int, deferred: bool = False):
   `deferred`: with the loop's row sums deferred to after it, where defer.deferrals finds
   them (the split as written where it finds none: `variant.deferred` says which)."""
   found = defer.deferrals(k.jaxpr, p) if deferred else ()
-  outs, many = _outs(recipe)
-  specs = recipe.kwargs.get("out_specs")
-  specs = list(specs) if isinstance(specs, (list, tuple)) else [specs] * len(outs)
+  outs, specs = recipe.outs, recipe.out_specs()
   partial = [jax.ShapeDtypeStruct((splits_, *o.shape), s.partial_dtype)
              for o, s in zip(outs, p.stores, strict=True)]
   kwargs = dict(recipe.kwargs, grid=(*k.grid, splits_), **_in_specs(recipe),
@@ -307,7 +300,7 @@ def build(recipe, k: Kernel, p: Pattern, splits_: int, deferred: bool = False):
     parts = call(*args)
     summed = [x.sum(0, dtype=s.partial_dtype).astype(s.dtype)
               for x, s in zip(parts, p.stores, strict=True)]
-    return type(recipe.out_shape)(summed) if many else summed[0]
+    return recipe.outs_like(summed)
   variant.call = call
   variant.splits = splits_
   variant.deferred = bool(found)
