@@ -281,10 +281,23 @@ def larger_factor(f, factor: int) -> int:
   return fits
 
 
+STORES = ("swap", "store", "masked_swap")
+
+
+def _program_block(f):
+  """The block whose split gives more programs: the largest a program stores outside any
+  loop (its share of the outputs: never a dimension the kernel reduces, as a loop's rows
+  loaded and summed are), else the kernel's largest block."""
+  stores = [e for e in f.equations.values() if e.block_shape and e.primitive in STORES
+            and e.parent is None]
+  return max(stores, key=lambda e: math.prod(e.block_shape), default=None) or \
+      f.largest_block()
+
+
 def _facts_split(f, factor: int, min_block: int) -> tuple[int, str]:
   """Without a grid axis to rescale: (the factor, the words) of splitting one dimension of
-  the kernel's largest block (1 when none splits)."""
-  e = f.largest_block()
+  the block a program stores (_program_block; 1 when none splits)."""
+  e = _program_block(f)
   if e is None:
     return 1, "its block shapes are not known"
   rank = len(e.block_shape)
@@ -299,7 +312,10 @@ def _facts_split(f, factor: int, min_block: int) -> tuple[int, str]:
         smaller_factor(d, 2, min_block) < 2 for d in e.block_shape[:-1]):
       least = f" (its rows keep {SECTOR_BYTES} bytes or more: a memory sector)"
     return 1, f"no dimension of its {shape} blocks splits in two{least}"
-  return dims[best], f"dimension {best} of its {shape} blocks"
+  if e.primitive in STORES:             # an output's dimension is never one it reduces
+    return dims[best], f"dimension {best} of its {shape} output blocks"
+  return dims[best], f"dimension {best} of its {shape} blocks, if the kernel does not reduce " \
+      "over it"
 
 
 def _itemsize(dtype) -> int | None:
@@ -375,7 +391,7 @@ def resolve(action: Action, f, recipe, operand_index: int | None = None,
   how = ({"larger": f"make the blocks {fits}x larger along {along} and that grid axis "
                     f"{fits}x shorter",
           "smaller": f"split each program's work over {fits}x more programs (blocks {fits}x "
-                     f"smaller along {along}, if the kernel does not reduce over it; the grid "
+                     f"smaller along {along}; the grid "
                      f"{fits}x longer)"}[goal] + f" (not tried: {why_not})")
   return [_edit(action, f, recipe, goal, fits, how)]
 

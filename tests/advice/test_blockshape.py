@@ -615,3 +615,27 @@ def test_jax_attentions_query_blocks_are_offered_larger_for_its_rereads_and_comp
   plain = {key: val for key, val in variant.change.items() if key != "rebind"}
   with pytest.raises(Exception):
     jax.jit(blockshape.build(recipe, plain))(q, k, v)
+
+
+def test_without_a_recorded_call_the_split_is_of_the_block_a_program_stores():
+  """A column sum's program loads 8x32 rows in a loop and stores its 32 sums after it: the
+  edit splits the stored block (more programs, each fewer columns), never the loaded rows,
+  which the loop sums (told "dimension 0 of its 8x32 blocks" before)."""
+  from pallas_prof.advice.rules import RULES
+  f = synthetic_facts([synthetic_eq(0, "scan", trips=125),
+                       synthetic_eq(1, "get", parent=0, block_shape=(8, 32), dtype="bfloat16"),
+                       synthetic_eq(2, "reduce_sum", parent=0, block_shape=(32,),
+                                    dtype="float32"),
+                       synthetic_eq(3, "swap", block_shape=(32,), dtype="float32")], grid=(3,))
+  (finding,) = RULES["few_programs"](f)
+  (intent,) = finding.actions
+  (edit,) = blockshape.resolve(intent, f, None)
+  assert edit.kind == "d", edit
+  assert "along dimension 0 of its 32 output blocks; the grid" in edit.edit, edit.edit
+  assert "8x32" not in edit.edit and "reduce" not in edit.edit
+  # a kernel that stores nothing outside a loop: its largest block, with the caveat
+  f = synthetic_facts([synthetic_eq(0, "get", block_shape=(8, 128), dtype="float32")],
+                      grid=(8,))
+  (finding,) = RULES["few_programs"](f)
+  (edit,) = blockshape.resolve(finding.actions[0], f, None)
+  assert "of its 8x128 blocks, if the kernel does not reduce over it" in edit.edit, edit.edit
