@@ -100,7 +100,8 @@ def test_an_out_shape_that_reads_a_comprehensions_variable_stays_in_place(tmp_pa
 
 
 # a @pl.loop over row blocks by index (steps of one) and over rows by a step of 8 (its index
-# is the row), the outputs the accumulators; and one whose carries (init_carry) are the sums
+# is the row), the outputs the accumulators; one whose carries (init_carry) are the sums; and
+# a fori_loop whose bounds are keywords
 PL_LOOP = '''
 import functools
 import jax, jax.numpy as jnp
@@ -138,6 +139,18 @@ def carry_kernel(dy_ref, x_ref, dg_ref, db_ref, *, step):
   db_ref[...] = sums[1]
 
 
+def keyword_kernel(dy_ref, x_ref, dg_ref, db_ref, *, step):
+  def body(i, acc):
+    dy = dy_ref[pl.ds(i * step, step), :].astype(jnp.float32)
+    x = x_ref[pl.ds(i * step, step), :].astype(jnp.float32)
+    return acc[0] + jnp.sum(dy * x, axis=0), acc[1] + jnp.sum(dy, axis=0)
+  z = jnp.zeros((dy_ref.shape[1],), jnp.float32)
+  dg, db = jax.lax.fori_loop(lower=0, upper=dy_ref.shape[0] // step, body_fun=body,
+                             init_val=(z, z))
+  dg_ref[...] = dg
+  db_ref[...] = db
+
+
 def dgb(kernel, dy, x, step=8, bc=40):
   r, c = dy.shape
   spec = pl.BlockSpec((r, bc), lambda j: (0, j))
@@ -148,7 +161,8 @@ def dgb(kernel, dy, x, step=8, bc=40):
 '''
 
 
-@pytest.mark.parametrize("kernel", ["by_block_kernel", "by_row_kernel", "carry_kernel"])
+@pytest.mark.parametrize("kernel", ["by_block_kernel", "by_row_kernel", "carry_kernel",
+                                    "keyword_kernel"])
 def test_a_pl_loop_splits_and_its_diff_applies(tmp_path, kernel):
   path = tmp_path / f"pl_loop_{kernel}.py"
   path.write_text(PL_LOOP)
@@ -167,7 +181,12 @@ def test_a_pl_loop_splits_and_its_diff_applies(tmp_path, kernel):
   chunk = ("pl.cdiv(pl.cdiv(dy_ref.shape[0], step), 6) * (step)" if kernel == "by_row_kernel"
            else "pl.cdiv(dy_ref.shape[0] // step, 6)")
   assert f"+  _split_chunk = {chunk}" in diff
-  assert "+  @pl.loop(_split_lo, jax.lax.min(_split_lo + _split_chunk, dy_ref.shape[0]" in diff
+  bounds = "_split_lo, jax.lax.min(_split_lo + _split_chunk, dy_ref.shape[0]"
+  if kernel == "keyword_kernel":       # fori_loop's bounds given as lower=, upper=
+    bounds = bounds.replace("_split_lo, ", "lower=_split_lo, upper=")
+    assert f"jax.lax.fori_loop({bounds}" in diff
+  else:
+    assert f"+  @pl.loop({bounds}" in diff
   patched = patching.patched(path, diff)
   got = patched.dgb(getattr(patched, kernel), dy, x)
   assert same_outputs(leaves(got), leaves(want)) is None

@@ -51,7 +51,8 @@ HELPER_SOURCE = f'''def {HELPER}(call, out_shape):
 def kernel_loop(f: SourceFile, kernel) -> tuple:
   """(the kernel's FunctionDef, its one loop: a fori_loop call, or the `pl.loop(lo, hi)`
   call that decorates a function of the kernel's body); SourceRefused unless the kernel's
-  own body has exactly one, as lax.fori_loop(lo, hi, body, init) or @pl.loop(lo, hi)."""
+  own body has exactly one, as lax.fori_loop(lo, hi, body, init) or @pl.loop(lo, hi) (the
+  bounds by position or as lower=, upper=)."""
   fn, _, first = kernel_function(kernel)
   defs = [n for n in ast.walk(f.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
           and n.name == fn.__name__ and n.lineno >= first]
@@ -62,10 +63,18 @@ def kernel_loop(f: SourceFile, kernel) -> tuple:
   loops = [n for n in own if isinstance(n, ast.Call) and name_of(n.func) == "fori_loop"]
   loops += [d for n in own if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
             for d in n.decorator_list if isinstance(d, ast.Call) and name_of(d.func) == "loop"]
-  if len(loops) != 1 or len(loops[0].args) < 2:
+  if len(loops) != 1 or None in bounds(loops[0]):
     raise SourceRefused(f"the kernel {fn.__name__} does not call lax.fori_loop(lo, hi, ...) "
                         "or decorate a function with @pl.loop(lo, hi) once in its own body")
   return kdef, loops[0]
+
+
+def bounds(loop: ast.Call) -> tuple:
+  """(lo, hi) of a fori_loop or pl.loop call, given by position or by keyword (lower=,
+  upper=); None for one it does not give."""
+  kw = keywords_of(loop)
+  return tuple(loop.args[i] if len(loop.args) > i else kw.get(name)
+               for i, name in enumerate(("lower", "upper")))
 
 
 def _decorated(kdef, loop: ast.Call):
@@ -94,7 +103,8 @@ def _edit_kernel(f: SourceFile, recipe, p: Pattern, splits: int, axis: int, pl: 
   if {"_split_lo", "_split_chunk"} & names:
     raise SourceRefused("the file already uses the names _split_lo or _split_chunk")
   _casts_to_ref_dtype(f, kdef, recipe, p)
-  lo, hi = f.segment(loop.args[0]), f.segment(loop.args[1])
+  lo_node, hi_node = bounds(loop)
+  lo, hi = f.segment(lo_node), f.segment(hi_node)
   decorated = _decorated(kdef, loop)
   if isinstance(loop.func, ast.Attribute) and decorated is None:
     minimum = f"{f.segment(loop.func.value)}.min"
@@ -102,7 +112,7 @@ def _edit_kernel(f: SourceFile, recipe, p: Pattern, splits: int, axis: int, pl: 
     minimum = f"{alias(f.tree, 'jax')}.lax.min"
   else:
     raise SourceRefused("no name for lax.min in the kernel's file")
-  zero = isinstance(loop.args[0], ast.Constant) and loop.args[0].value == 0
+  zero = isinstance(lo_node, ast.Constant) and lo_node.value == 0
   trips = hi if zero else f"({hi}) - ({lo})"
   step = keywords_of(loop).get("step") if decorated is not None else None
   if step is not None and not (isinstance(step, ast.Constant) and step.value == 1):
@@ -120,8 +130,8 @@ def _edit_kernel(f: SourceFile, recipe, p: Pattern, splits: int, axis: int, pl: 
            "programs runs one chunk of the loop\n"
            f"{pad}_split_chunk = {chunk}\n"
            f"{pad}_split_lo = {start}{pl}.program_id({axis}) * _split_chunk\n")
-  f.replace(loop.args[0], "_split_lo")
-  f.replace(loop.args[1], f"{minimum}(_split_lo + _split_chunk, {hi})")
+  f.replace(lo_node, "_split_lo")
+  f.replace(hi_node, f"{minimum}(_split_lo + _split_chunk, {hi})")
 
 
 def _casts_to_ref_dtype(f: SourceFile, kdef, recipe, p: Pattern) -> None:
