@@ -126,7 +126,8 @@ def loads_per_iteration(f) -> int | None:
 
 def steps(recipe, factors: tuple[int, ...] = (2,)) -> list[Step]:
   """The loop-step keywords of the recorded call's kernel, each at half its value and at
-  `factors` times it (powers of two from LEAST up)."""
+  `factors` times it (powers of two from LEAST up); a step that is not a power of two, at
+  the powers of two on either side (neighbours)."""
   kernel = recipe.kernel
   if not isinstance(kernel, functools.partial):
     return []
@@ -141,9 +142,9 @@ def steps(recipe, factors: tuple[int, ...] = (2,)) -> list[Step]:
   out = []
   for name, value in kernel.keywords.items():
     if isinstance(value, bool) or not isinstance(value, int) or name in tied or \
-        value < LEAST or value & (value - 1):
+        value < LEAST:
       continue
-    for new in (value // 2, *(value * k for k in factors)):
+    for new in neighbours(value, factors):
       if new < LEAST:
         continue
       try:
@@ -159,6 +160,28 @@ def steps(recipe, factors: tuple[int, ...] = (2,)) -> list[Step]:
         most = max(range(len(a)), key=a.__getitem__)
         out.append(Step(name, value, new, (a[most], b[most]), len(set(a)) > 1))
   return out
+
+
+def padded(value: int) -> int:
+  """The lanes a block of `value` rows takes: Triton's blocks are powers of two, and the
+  lowering pads a block to the next one, masked."""
+  return 1 << (value - 1).bit_length()
+
+
+def _loaded_in_loop(f, size: int) -> bool:
+  """Whether a block the kernel loads inside a loop has a dimension of `size` (the step is
+  a block's rows, not only the loop's stride)."""
+  return any(e.is_load and e.parent is not None and size in (e.block_shape or ())
+             for e in f.equations.values())
+
+
+def neighbours(value: int, factors: tuple[int, ...]) -> tuple[int, ...]:
+  """The steps tried beside `value`: half and `factors` times it; for a step that is not
+  a power of two (24 rows, loaded as 32 lanes with 8 masked off), the powers of two on
+  either side, which waste no lanes."""
+  if value & (value - 1):
+    return (padded(value) // 2, padded(value))
+  return (value // 2, *(value * k for k in factors))
 
 
 def findings(f, recipe, notes: list[str]) -> list[Finding]:
@@ -181,7 +204,12 @@ def findings(f, recipe, notes: list[str]) -> list[Finding]:
                 fact("loop", f"{first.name}={first.value}: {first.trips[0]} iterations; "
                      f"{first.name}={first.new}: {first.trips[1]}"
                      + ("; the bound depends on the program id (the program that runs the "
-                        "most)" if first.by_program else ""), value=first.trips[0])])
+                        "most)" if first.by_program else ""), value=first.trips[0]),
+                *[fact("padding", f"{n}={v} is not a power of two: each iteration's block "
+                       f"takes {padded(v)} lanes along it, {padded(v) - v} of them masked off "
+                       "(Triton's blocks are powers of two)", value=padded(v) - v)
+                  for n, v in sorted({(s.name, s.value) for s in found}) if v & (v - 1)
+                  and _loaded_in_loop(f, v)]])
   actions = []
   for s in found:
     try:

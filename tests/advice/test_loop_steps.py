@@ -269,3 +269,42 @@ def test_a_loop_that_loads_little_is_tried_at_four_and_eight_times_its_step():
   found = [a for a in advice.actions if a.rule == "loop_step"]
   assert [(a.change["to"], a.change["iterations"]) for a in found] == [(16, 6), (32, 3)]
   assert all(a.status == variants_mod.CPU_EQUAL for a in found), [a.status for a in found]
+
+
+def row_step_kernel(x_ref, o_ref, *, step):
+  def body(i, acc):
+    return acc + x_ref[pl.ds(i * step, step), :].sum(axis=0)
+  o_ref[...] = jax.lax.fori_loop(0, x_ref.shape[0] // step, body,
+                                 jnp.zeros((x_ref.shape[1],), jnp.float32))
+
+
+@pytest.mark.parametrize("rows, offered, equal", [
+    (1200, [(16, (50, 75)), (32, (50, 37))], [True, False]),
+    (960, [(16, (40, 60)), (32, (40, 30))], [True, True])])
+def test_a_step_that_is_not_a_power_of_two_is_tried_at_the_powers_beside_it(rows, offered,
+                                                                            equal):
+  """24 rows a step load as 32 lanes, 8 masked off: the steps tried are 16 and 32 (none
+  wastes a lane). At 960 rows each gives the original's sums; at 1200, the kernel's
+  `rows // step` makes 37 steps of 32, 16 rows short, and the comparison every trial makes
+  says the outputs differ. The diagnosis says the padding."""
+  recipes.clear()
+  x = jax.random.normal(jax.random.key(5), (rows, 40), jnp.float32)
+  with recipes.capture():
+    pl.pallas_call(functools.partial(row_step_kernel, step=24),
+                   out_shape=jax.ShapeDtypeStruct((40,), jnp.float32))(x)
+  recipe = recipes.recipes()[-1]
+  record = kernel_registry.kernels()[-1]      # the call's own (the variants lower others)
+  found = loop_steps.steps(recipe)
+  assert [(s.new, s.trips) for s in found] == offered
+  for s, same in zip(found, equal, strict=True):
+    differs = variant.compare(recipe, loop_steps.build(recipe, {"keyword": "step",
+                                                                "to": s.new}))
+    assert (differs is None) == same, (s, differs)
+  assert record.name == "row_step_kernel" and record.in_avals[0].shape == (rows, 40)
+  (advice,) = pallas_prof.advise([record], sample=False, progress=None)
+  (d,) = [d for d in advice.diagnoses if d.rule == loop_steps.RULE]
+  (pad,) = [e for e in d.evidence if e.what == "padding"]
+  assert pad.text.startswith("step=24 is not a power of two: each iteration's block takes "
+                             "32 lanes along it, 8 of them masked off"), pad.text
+  assert {a.change["to"] for a in advice.actions if a.rule == loop_steps.RULE} == \
+      {n for n, _ in offered}
