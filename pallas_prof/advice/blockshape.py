@@ -281,14 +281,11 @@ def larger_factor(f, factor: int) -> int:
   return fits
 
 
-STORES = ("swap", "store", "masked_swap")
-
-
 def _program_block(f):
   """The block whose split gives more programs: the largest a program stores outside any
   loop (its share of the outputs: never a dimension the kernel reduces, as a loop's rows
   loaded and summed are), else the kernel's largest block."""
-  stores = [e for e in f.equations.values() if e.block_shape and e.primitive in STORES
+  stores = [e for e in f.equations.values() if e.block_shape and e.is_store
             and e.parent is None]
   return max(stores, key=lambda e: math.prod(e.block_shape), default=None) or \
       f.largest_block()
@@ -312,7 +309,7 @@ def _facts_split(f, factor: int, min_block: int) -> tuple[int, str]:
         smaller_factor(d, 2, min_block) < 2 for d in e.block_shape[:-1]):
       least = f" (its rows keep {SECTOR_BYTES} bytes or more: a memory sector)"
     return 1, f"no dimension of its {shape} blocks splits in two{least}"
-  if e.primitive in STORES:             # an output's dimension is never one it reduces
+  if e.is_store:                        # an output's dimension is never one it reduces
     return dims[best], f"dimension {best} of its {shape} output blocks"
   return dims[best], f"dimension {best} of its {shape} blocks, if the kernel does not reduce " \
       "over it"

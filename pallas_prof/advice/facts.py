@@ -76,6 +76,10 @@ class EqFacts:
     return self.primitive in ("get", "load") or (self.bytes_read > 0 and not self.bytes_written)
 
   @property
+  def is_store(self) -> bool:
+    return self.primitive in ("swap", "store", "masked_swap")
+
+  @property
   def is_memory(self) -> bool:
     return self.primitive in ("get", "swap", "load", "store", "masked_load", "masked_swap") \
         or bool(self.bytes_read or self.bytes_written)

@@ -168,6 +168,11 @@ def test_a_diff_with_a_secret_masked_says_so_and_no_redact_gives_it_whole(tmp_pa
   assert "--no-redact" in masked.splitlines()[0]
   assert "s3cr3tvalue" in whole and not whole.startswith("#")
   assert masked.splitlines()[1:] == whole.replace("s3cr3tvalue", "***").splitlines()
+  # the first line alone keeps no diff from applying: patch skips it
+  script.write_text(marked)
+  done = subprocess.run(["patch", "-p1", "--dry-run"], input=masked.splitlines(True)[0] + whole,
+                        text=True, capture_output=True, cwd=tmp_path)
+  assert done.returncode == 0, done.stdout + done.stderr
 
 
 UNCOVERED = '''
